@@ -1,0 +1,576 @@
+"""Binding: spec x parsed header -> the bound API that templates render.
+
+Every name the spec mentions is checked against the header here; a name that
+matches nothing is an error, never a silently dead rule.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import keyword
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from .ctypes_util import FLOAT_BUILTINS, INTEGER_BUILTINS, declare, is_char, references, resolve
+from .diagnostics import Collector, suggest
+from .ir import (
+    Array, Builtin, CType, Enum, EnumConstant, EnumRef, Function, FunctionProto, Header, InlineEnum,
+    InlineRecord, Location, MacroConstant, Pointer, Record, RecordRef, Typedef, TypedefRef,
+)
+from .spec import CoreSpec, FunctionSpec, LibrarySpec, StringSpec
+
+PY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# names the generated module defines itself
+RESERVED = frozenset({"ffi", "has", "unchecked", "BINDING_MODE", "LIBRARY", "SDK_VERSION", "SPEC",
+                      "set_per_thread_default_stream", "Error", "ErrorKind", "CData", "annotations"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundParam:
+    """One C parameter and how the checked wrapper treats it.
+
+    ``role`` is one of: ``in`` (passed through), ``in_str`` (bytes/str -> const char *),
+    ``in_array`` (a Python sequence -> C array; its ``len`` parameter is filled in),
+    ``len`` (computed from the array named by ``len_of``), ``out`` (allocated, returned),
+    ``out_str`` (``char **`` returned as str), ``out_struct`` (returned as a cdata struct),
+    ``out_buffer`` (output string, see ``string``), ``capacity`` (filled from ``string.capacity``),
+    ``inout`` (passed in, updated value returned).
+    """
+
+    name: str  # python-safe name  ex) from_ for a C parameter named 'from'
+    c_name: str
+    type: CType
+    decl: str  # ex) CUdeviceptr *dptr
+    role: str
+    pointee: str = ""  # C spelling of the pointee type for out/inout  ex) CUdeviceptr
+    element: str = ""  # C spelling of an in_array's element type  ex) const char *
+    len_of: tuple[str, ...] = ()  # for role 'len': the arrays whose length this is
+    nullable: bool = False
+    string: StringSpec | None = None
+    py_type: str = "CData"  # the annotation in the checked wrapper
+    py_result: str = ""  # the annotation of the returned value for out roles
+    result_kind: str = ""  # how an out value is read: int | float | cdata | str | struct
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundFunction:
+    """A bound C function: public name, ABI symbol(s) and parameter roles."""
+
+    index: int
+    public: str  # ex) cuMemAlloc
+    symbol: str  # ex) cuMemAlloc_v2
+    per_thread_symbol: str | None  # ex) cuMemcpyHtoD_v2_ptds
+    c: Function
+    params: tuple[BoundParam, ...]
+    returns_status: bool
+    result_decl: str  # the C result type  ex) CUresult
+    result_kind: str  # for non-status results: int | float | str | cdata | void
+    status_codes: tuple[int, ...]
+    min_version: str | None
+    error_log: str | None  # a bound function public name
+    log_param: str | None
+    prototype: str  # ex) CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+    pointer_type: str  # ex) CUresult (*)(CUdeviceptr *dptr, size_t bytesize)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundEnum:
+    """An enum exported to Python as an IntEnum.  ex) ``CUresult``"""
+
+    name: str
+    constants: tuple[EnumConstant, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorCode:
+    name: str
+    value: int
+    kind: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundLibrary:
+    """Everything the templates need for one library."""
+
+    spec: LibrarySpec
+    core: CoreSpec
+    header: Header
+    sdk_version: str  # ex) 13.0 (or the header file's version string)
+    module: str  # ex) ironaccelerator.backends.cuda.driver
+    functions: tuple[BoundFunction, ...]
+    enums: tuple[BoundEnum, ...]
+    constants: tuple[MacroConstant, ...]
+    errors: tuple[ErrorCode, ...]
+    success: tuple[int, ...]
+    error_type: str
+    error_name_function: str | None
+    declarations: tuple[str, ...]  # C type declarations in dependency order (cdef and C source)
+    structs: tuple[str, ...]  # typedef names of complete structs/unions, usable from Python
+    per_thread: bool
+
+
+def _version_str(v: int) -> str:
+    """CUDA-style encoded version: 3020 -> 3.2, 12040 -> 12.4."""
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _vtuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+class _Binder:
+    def __init__(self, spec: LibrarySpec, core: CoreSpec, header: Header, errors: Collector):
+        self.spec = spec
+        self.core = core
+        self.h = header
+        self.err = errors
+        self.typedefs = {t.name: t for t in header.typedefs}
+        self.records = {(r.kind, r.tag): r for r in header.records if r.tag}
+        self.enum_tags = {e.tag: e for e in header.enums if e.tag}
+        self.constants = {c.name: c for c in header.constants}
+        self.version: str | None = None
+        if spec.version_macro is not None:
+            c = self.constants.get(spec.version_macro.value)
+            if c is None or not isinstance(c.value, int):
+                self.err.error(spec.version_macro.location,
+                               f"version_macro '{spec.version_macro}' is not an integer macro in {header.name}"
+                               f"{suggest(spec.version_macro.value, self.constants)}")
+            else:
+                self.version = _version_str(c.value)
+        self.bound_header_files = {h.value for h in spec.headers}
+        self.version_files = {h.value for h in spec.version_headers}
+
+    # ------------------------------------------------------------- helpers
+    def in_bound_files(self, loc: Location) -> bool:
+        return loc.file not in self.version_files
+
+    def older_than(self, since: str | None) -> bool:
+        """True when the parsed SDK predates ``since`` (so a missing name is expected)."""
+        return since is not None and self.version is not None and _vtuple(self.version) < _vtuple(since)
+
+    def check_py_name(self, name: str, loc: Location, what: str) -> bool:
+        if not PY_IDENT.match(name) or (name.startswith("__") and name.endswith("__")) or name in RESERVED:
+            self.err.error(loc, f"{what} {name!r} cannot be bound as a Python name")
+            return False
+        return True
+
+    # ----------------------------------------------------------- functions
+    def public_names(self) -> dict[str, tuple[Function, str | None]]:
+        """public name -> (declared function, wrapper macro of its rename)."""
+        by_target: dict[str, tuple[str, str | None]] = {}
+        for r in self.h.renames:
+            by_target.setdefault(r.target, (r.name, r.wrapper))
+        out: dict[str, tuple[Function, str | None]] = {}
+        for f in self.h.functions:
+            if not self.in_bound_files(f.location):
+                continue
+            public, wrapper = by_target.get(f.name, (f.name, None))
+            out.setdefault(public, (f, wrapper))
+        return out
+
+    def selected(self, names: list[str]) -> list[str]:
+        for pat in self.spec.include + self.spec.exclude:
+            if not any(fnmatch.fnmatchcase(n, pat.value) for n in names):
+                self.err.error(pat.location, f"pattern '{pat}' matches no function declared in {self.h.name}")
+        inc = [p.value for p in self.spec.include] or ["*"]
+        exc = [p.value for p in self.spec.exclude]
+        return [n for n in names
+                if any(fnmatch.fnmatchcase(n, p) for p in inc) and not any(fnmatch.fnmatchcase(n, p) for p in exc)]
+
+    def min_versions(self) -> dict[str, str]:
+        if self.spec.version_typedef is None:
+            return {}
+        pat = re.compile(re.escape(self.spec.version_typedef).replace(r"\{name\}", r"(?P<name>\w+?)")
+                         .replace(r"\{version\}", r"(?P<version>[0-9]+)") + r"\Z")
+        out: dict[str, int] = {}
+        for t in self.h.typedefs:
+            m = pat.match(t.name)
+            if m:
+                v = int(m.group("version"))
+                out[m.group("name")] = min(v, out.get(m.group("name"), v))
+        return {k: _version_str(v) for k, v in out.items()}
+
+    def bind_functions(self) -> tuple[BoundFunction, ...]:
+        publics = self.public_names()
+        fspecs = {f.name.value: f for f in self.spec.functions}
+        for fs in self.spec.functions:
+            if fs.name.value not in publics and not self.older_than(fs.since):
+                self.err.error(fs.name.location, f"function '{fs.name}' is not declared in {self.h.name}"
+                               f"{suggest(fs.name.value, publics)}")
+        names = self.selected(sorted(publics))
+        versions = self.min_versions()
+        per_thread = {w.value: fmt for w, fmt in self.spec.per_thread}
+        for w, _ in self.spec.per_thread:
+            if not any(r.wrapper == w.value for r in self.h.renames):
+                self.err.error(w.location, f"no function is renamed through '{w}' in {self.h.name}")
+        out = []
+        for name in names:
+            fs = fspecs.get(name, FunctionSpec(name=_name(name, self.spec.location)))
+            if fs.skip:
+                continue
+            func, wrapper = publics[name]
+            if not self.check_py_name(name, func.location, "function"):
+                continue
+            symbol = fs.symbol.value if fs.symbol else func.name
+            pts = per_thread[wrapper].format(func.name) if wrapper in per_thread else None
+            bf = self.bind_function(len(out), name, symbol, pts, func, fs, versions.get(name), fspecs, publics)
+            if bf is not None:
+                out.append(bf)
+        return tuple(out)
+
+    def bind_function(self, index: int, public: str, symbol: str, pts: str | None, f: Function,
+                      fs: FunctionSpec, min_version: str | None, fspecs: Mapping[str, FunctionSpec],
+                      publics: Mapping[str, tuple[Function, str | None]]) -> BoundFunction | None:
+        if f.variadic:
+            return None  # cffi API mode cannot forward a va_list portably; none in the bound APIs
+        by_name = {p.name: p for p in f.params if p.name}
+        pspecs = {p.name.value: p for p in fs.params}
+        ok = True
+        for ps in fs.params:
+            if ps.name.value not in by_name:
+                self.err.error(ps.name.location, f"function '{public}' has no parameter '{ps.name}'"
+                               f"{suggest(ps.name.value, by_name)}")
+                ok = False
+            if ps.len is not None and ps.len.value not in by_name:
+                self.err.error(ps.len.location, f"len: function '{public}' has no parameter '{ps.len}'"
+                               f"{suggest(ps.len.value, by_name)}")
+                ok = False
+            if ps.string is not None and ps.string.length_param is not None and ps.string.length_param.value not in by_name:
+                lp = ps.string.length_param
+                self.err.error(lp.location, f"length_param: function '{public}' has no parameter '{lp}'"
+                               f"{suggest(lp.value, by_name)}")
+                ok = False
+            if ps.string is not None and ps.string.size_function is not None and ps.string.size_function.value not in publics:
+                sf = ps.string.size_function
+                self.err.error(sf.location, f"size_function '{sf}' is not declared in {self.h.name}{suggest(sf.value, publics)}")
+                ok = False
+        if fs.error_log is not None and fs.error_log.value not in publics:
+            self.err.error(fs.error_log.location, f"error_log function '{fs.error_log}' is not declared in "
+                           f"{self.h.name}{suggest(fs.error_log.value, publics)}")
+            ok = False
+        if not ok:
+            return None
+        len_of: dict[str, list[str]] = {}
+        capacity_of: dict[str, str] = {}
+        for ps in fs.params:
+            if ps.len is not None:
+                len_of.setdefault(ps.len.value, []).append(ps.name.value)
+            if ps.string is not None and ps.string.length_param is not None:
+                capacity_of[ps.string.length_param.value] = ps.name.value
+        params = []
+        used: set[str] = set()
+        for i, p in enumerate(f.params):
+            c_name = p.name or f"arg{i}"
+            py = c_name + "_" if keyword.iskeyword(c_name) or keyword.issoftkeyword(c_name) else c_name
+            if not PY_IDENT.match(py) or py.startswith("__") or py in used:
+                self.err.error(f.location, f"parameter {c_name!r} of '{public}' cannot be bound as a Python name")
+                return None
+            used.add(py)
+            ps = pspecs.get(c_name)
+            role = self.param_role(public, p.type, ps.direction if ps else None, ps, c_name in len_of,
+                                   c_name in capacity_of, f.location)
+            if role is None:
+                return None
+            params.append(self.make_param(py, c_name, p.type, role, ps, tuple(len_of.get(c_name, ()))))
+        result = resolve(f.result, self.typedefs)
+        returns_status = _same_type(f.result, self.spec.errors.type.value)
+        status_codes = []
+        for s in fs.status:
+            c = self.error_constants.get(s.value)
+            if c is None:
+                self.err.error(s.location, f"status code '{s}' is not a value of {self.spec.errors.type}"
+                               f"{suggest(s.value, self.error_constants)}")
+            else:
+                status_codes.append(c.value)
+        log_param = None
+        if fs.error_log is not None:
+            log_param = next((p.name for p in params if p.role == "in"), None)
+        proto_params = ", ".join(declare(p.type, p.name or f"arg{i}") for i, p in enumerate(f.params)) or "void"
+        return BoundFunction(
+            index=index, public=public, symbol=symbol, per_thread_symbol=pts, c=f, params=tuple(params),
+            returns_status=returns_status, result_decl=declare(f.result), result_kind=self.value_kind(result),
+            status_codes=tuple(status_codes), min_version=min_version,
+            error_log=fs.error_log.value if fs.error_log else None, log_param=log_param,
+            prototype=declare(f.result, f"{public}({proto_params})"),
+            pointer_type=declare(f.result, f"(*)({proto_params})"),
+        )
+
+    def value_kind(self, t: CType) -> str:
+        """How a value of type ``t`` reads into Python: int | float | str | cdata | struct | void."""
+        t = resolve(t, self.typedefs)
+        if isinstance(t, Builtin):
+            if t.name == "void":
+                return "void"
+            if t.name in FLOAT_BUILTINS:
+                return "float"
+            return "int"
+        if isinstance(t, (EnumRef, InlineEnum)):
+            return "int"
+        if isinstance(t, Pointer):
+            return "str" if is_char(resolve(t.pointee, self.typedefs)) else "cdata"
+        if isinstance(t, (RecordRef, InlineRecord)):
+            return "struct"
+        return "cdata"
+
+    def param_role(self, public: str, t: CType, direction: str | None, ps, is_len: bool,  # type: ignore[no-untyped-def]
+                   is_capacity: bool, loc: Location) -> str | None:
+        where = ps.name.location if ps is not None else loc
+        r = resolve(t, self.typedefs)
+        if is_capacity:
+            return "capacity"
+        if is_len:
+            return "len"
+        if ps is not None and ps.string is not None:
+            if not isinstance(r, Pointer) or not is_char(resolve(r.pointee, self.typedefs)):
+                self.err.error(where, f"string: parameter '{ps.name}' of '{public}' is not a char pointer")
+                return None
+            return "out_buffer"
+        if ps is not None and ps.len is not None:
+            if not isinstance(r, (Pointer, Array)):
+                self.err.error(where, f"len: parameter '{ps.name}' of '{public}' is not a pointer or array")
+                return None
+            return "in_array"
+        is_ptr = isinstance(r, Pointer)
+        if direction in ("out", "inout"):
+            if not is_ptr:
+                self.err.error(where, f"parameter '{ps.name}' of '{public}' is not a pointer, so it cannot be "
+                               f"'{direction}'")
+                return None
+            assert isinstance(r, Pointer)
+            pointee = resolve(r.pointee, self.typedefs)
+            if isinstance(pointee, Builtin) and pointee.name == "void":
+                self.err.error(where, f"parameter '{ps.name}' of '{public}' is a void pointer; an '{direction}' "
+                               "parameter needs a typed pointer")
+                return None
+            if direction == "inout":
+                return "inout"
+            return self.out_role(pointee)
+        if direction == "in" or not is_ptr:
+            if is_ptr and is_char(resolve(r.pointee, self.typedefs)) and r.pointee.const:  # type: ignore[union-attr]
+                return "in_str"
+            return "in"
+        # inference for pointers without a spec
+        assert isinstance(r, Pointer)
+        pointee = resolve(r.pointee, self.typedefs)
+        if r.pointee.const or pointee.const:
+            return "in_str" if is_char(pointee) else "in"
+        if isinstance(pointee, (Builtin,)) and (pointee.name == "void" or is_char(pointee)):
+            return "in"
+        if isinstance(pointee, (FunctionProto, Array)):
+            return "in"
+        if isinstance(pointee, (RecordRef, InlineRecord)) and self.incomplete(pointee):
+            return "in"
+        return self.out_role(pointee)
+
+    def incomplete(self, t: CType) -> bool:
+        if isinstance(t, RecordRef):
+            rec = self.records.get((t.kind, t.tag))
+            return rec is None or rec.fields is None
+        return False
+
+    def out_role(self, pointee: CType) -> str:
+        if isinstance(pointee, Pointer) and is_char(resolve(pointee.pointee, self.typedefs)):
+            return "out_str"
+        if isinstance(pointee, (RecordRef, InlineRecord)):
+            return "out_struct"
+        return "out"
+
+    def make_param(self, py: str, c_name: str, t: CType, role: str, ps, len_of: tuple[str, ...]) -> BoundParam:  # type: ignore[no-untyped-def]
+        r = resolve(t, self.typedefs)
+        pointee = element = ""
+        py_type, py_result, kind = "CData", "", ""
+        if isinstance(r, (Pointer, Array)):
+            inner = r.pointee if isinstance(r, Pointer) else r.element
+            pointee = declare(inner)
+            element = pointee
+        if role == "in":
+            k = self.value_kind(t)
+            py_type = {"int": "int", "float": "float"}.get(k, "CData")
+        elif role == "in_str":
+            py_type = "str | bytes"
+        elif role == "in_array":
+            inner_t = resolve(r.pointee if isinstance(r, Pointer) else r.element, self.typedefs)  # type: ignore[union-attr]
+            if isinstance(inner_t, Pointer) and is_char(resolve(inner_t.pointee, self.typedefs)):
+                py_type = "Sequence[str | bytes]"
+            else:
+                py_type = "Sequence[Any]"
+        elif role in ("out", "inout", "out_str", "out_struct"):
+            kind = {"out_str": "str", "out_struct": "struct"}.get(role) or self.value_kind(r.pointee)  # type: ignore[union-attr]
+            py_result = {"int": "int", "float": "float", "str": "str"}.get(kind, "CData")
+            if role == "inout":
+                py_type = py_result
+        elif role == "out_buffer":
+            kind = "bytes" if ps.string.binary else "str"
+            py_result = kind
+        nullable = bool(ps and ps.nullable)
+        if nullable:
+            py_type += " | None"
+        return BoundParam(name=py, c_name=c_name, type=t, decl=declare(t, c_name), role=role, pointee=pointee,
+                          element=element, len_of=len_of, nullable=nullable, string=ps.string if ps else None,
+                          py_type=py_type, py_result=py_result, result_kind=kind)
+
+    # -------------------------------------------------------------- errors
+    def bind_errors(self) -> tuple[ErrorCode, ...]:
+        es = self.spec.errors
+        t = self.typedefs.get(es.type.value)
+        enum: Enum | None = None
+        if t is not None:
+            rt = resolve(t.type, self.typedefs)
+            if isinstance(rt, InlineEnum):
+                enum = rt.enum
+            elif isinstance(rt, EnumRef):
+                enum = self.enum_tags.get(rt.tag)
+        elif es.type.value in self.enum_tags:
+            enum = self.enum_tags[es.type.value]
+        if enum is None:
+            self.err.error(es.type.location, f"error type '{es.type}' is not an enum typedef declared in "
+                           f"{self.h.name}{suggest(es.type.value, self.typedefs)}")
+            self.error_constants: dict[str, EnumConstant] = {}
+            return ()
+        self.error_constants = {c.name: c for c in enum.constants}
+        kinds = {k.name.value for k in self.core.error_kinds}
+        since = {c.value: v for c, v in es.since}
+        if es.default.value not in kinds:
+            self.err.error(es.default.location, f"'{es.default}' is not an error kind of {self.core.path}"
+                           f"{suggest(es.default.value, kinds)}")
+        mapped: dict[str, str] = {}
+        for code, kind in es.kinds:
+            if kind.value not in kinds:
+                self.err.error(kind.location, f"'{kind}' is not an error kind of {self.core.path}{suggest(kind.value, kinds)}")
+            if code.value in mapped:
+                self.err.error(code.location, f"error code '{code}' is mapped twice")
+            mapped[code.value] = kind.value
+        named = [(c, "success") for c in es.success] + [(c, "kinds") for c, _ in es.kinds] + [(c, "defaulted") for c in es.defaulted]
+        for code, _ in named:
+            if code.value not in self.error_constants and not self.older_than(since.get(code.value)):
+                self.err.error(code.location, f"error code '{code}' is not a value of {es.type} in {self.h.name}"
+                               f"{suggest(code.value, self.error_constants)}")
+        covered = {c.value for c, _ in named}
+        for c in enum.constants:
+            if c.name not in covered:
+                self.err.error(es.type.location, f"error code '{c.name}' ({c.value}) of {es.type} is neither "
+                               "mapped in errors.kinds nor listed in errors.defaulted or errors.success")
+        success = {c.value for c in es.success}
+        return tuple(ErrorCode(name=c.name, value=c.value, kind=mapped.get(c.name, es.default.value))
+                     for c in enum.constants if c.name not in success)
+
+    # ------------------------------------------------------- declarations
+    def declarations(self) -> tuple[tuple[str, ...], tuple[BoundEnum, ...], tuple[str, ...]]:
+        records = [r for r in self.h.records if self.in_bound_files(r.location)]
+        typedefs = [t for t in self.h.typedefs if self.in_bound_files(t.location)]
+        enums = [e for e in self.h.enums if self.in_bound_files(e.location)]
+        out: list[str] = []
+        out += [f"{r.kind} {r.tag};" for r in sorted(records, key=_pos)]
+        enum_names: dict[str, str] = {}
+        for t in typedefs:
+            if isinstance(t.type, EnumRef):
+                enum_names.setdefault(t.type.tag, t.name)
+        bound_enums = []
+        for e in sorted(enums, key=_pos):
+            body = ", ".join(f"{c.name} = {c.value}" for c in e.constants)
+            out.append(f"enum {e.tag + ' ' if e.tag else ''}{{ {body} }};")
+            if e.tag:
+                bound_enums.append(BoundEnum(name=enum_names.get(e.tag, e.tag), constants=e.constants))
+        for t in typedefs:
+            if isinstance(t.type, InlineEnum):
+                bound_enums.append(BoundEnum(name=t.name, constants=t.type.enum.constants))
+        # typedefs and complete records, topologically ordered by what they use by value
+        nodes: dict[tuple[str, str], tuple[Location, str, set[tuple[str, str]]]] = {}
+        defined = {(r.kind, r.tag) for r in records if r.fields is not None}
+        for r in records:
+            if r.fields is None:
+                continue
+            deps: set[tuple[str, str]] = set()
+            for f in r.fields:
+                deps |= self.deps(f.type, defined)
+            nodes[("record", f"{r.kind} {r.tag}")] = (r.location, _record_def(r), deps)
+        for t in typedefs:
+            nodes[("typedef", t.name)] = (t.location, f"typedef {declare(t.type, t.name)};", self.deps(t.type, defined))
+        out += _toposort(nodes)
+        structs = tuple(t.name for t in typedefs
+                        if isinstance(resolve(t.type, self.typedefs), (RecordRef, InlineRecord))
+                        and not self.incomplete(resolve(t.type, self.typedefs)))
+        return tuple(out), tuple(bound_enums), structs
+
+    def deps(self, t: CType, defined: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        out = set()
+        for ref, by_value in references(t):
+            if isinstance(ref, TypedefRef):
+                out.add(("typedef", ref.name))
+                if by_value:
+                    target = resolve(ref, self.typedefs)
+                    if isinstance(target, RecordRef) and (target.kind, target.tag) in defined:
+                        out.add(("record", f"{target.kind} {target.tag}"))
+            elif isinstance(ref, RecordRef) and by_value and (ref.kind, ref.tag) in defined:
+                out.add(("record", f"{ref.kind} {ref.tag}"))
+        return out
+
+
+def _pos(x: Record | Enum | Typedef) -> tuple[str, int, int]:
+    return (x.location.file, x.location.line, x.location.col)
+
+
+def _record_def(r: Record) -> str:
+    from .ctypes_util import record_body
+    return record_body(r) + ";"
+
+
+def _toposort(nodes: dict[tuple[str, str], tuple[Location, str, set[tuple[str, str]]]]) -> list[str]:
+    order = sorted(nodes, key=lambda k: (nodes[k][0].file, nodes[k][0].line, nodes[k][0].col, k))
+    done: set[tuple[str, str]] = set()
+    visiting: set[tuple[str, str]] = set()
+    out: list[str] = []
+
+    def visit(k: tuple[str, str]) -> None:
+        if k in done or k not in nodes or k in visiting:
+            return
+        visiting.add(k)
+        for d in sorted(nodes[k][2]):
+            visit(d)
+        visiting.discard(k)
+        done.add(k)
+        out.append(nodes[k][1])
+
+    for k in order:
+        visit(k)
+    return out
+
+
+def _same_type(t: CType, name: str) -> bool:
+    return isinstance(t, TypedefRef) and t.name == name
+
+
+def _name(value: str, loc: Location):  # type: ignore[no-untyped-def]
+    from .spec import Name
+    return Name(value=value, location=loc)
+
+
+def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | None = None,
+         errors: Collector | None = None) -> BoundLibrary:
+    """Bind one library; raise :class:`UserError` listing every problem."""
+    col = errors or Collector()
+    b = _Binder(spec, core, header, col)
+    error_codes = b.bind_errors()
+    functions = b.bind_functions()
+    decls, enums, structs = b.declarations()
+    for e in enums:
+        b.check_py_name(e.name, header.functions[0].location if header.functions else spec.location, "enum")
+        for c in e.constants:
+            b.check_py_name(c.name, c.location, "enum constant")
+    constants = tuple(c for c in header.constants if b.in_bound_files(c.location)
+                      and PY_IDENT.match(c.name) and not c.name.startswith("__"))
+    names = spec.errors.name_function.value if spec.errors.name_function else None
+    if names is not None and names not in {f.public for f in functions}:
+        col.error(spec.errors.name_function.location,  # type: ignore[union-attr]
+                  f"name_function '{names}' is not a bound function of {header.name}"
+                  f"{suggest(names, [f.public for f in functions])}")
+    col.check()
+    success = tuple(b.error_constants[c.value].value for c in spec.errors.success if c.value in b.error_constants)
+    return BoundLibrary(
+        spec=spec, core=core, header=header, sdk_version=sdk_version or b.version or "unknown",
+        module=f"ironaccelerator.backends.{spec.vendor}.{spec.library}",
+        functions=functions, enums=enums, constants=constants, errors=error_codes, success=success,
+        error_type=spec.errors.type.value, error_name_function=names, declarations=decls, structs=structs,
+        per_thread=any(f.per_thread_symbol for f in functions),
+    )

@@ -1,0 +1,117 @@
+"""Command line: ``ironaccel-gen generate|build|sdks`` (also ``python -m ironaccelerator_gen``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .diagnostics import UserError
+
+EXIT_USER_ERROR = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ironaccel-gen", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="generate generated/ironaccelerator from specs and SDK headers")
+    g.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
+    g.add_argument("--out", type=Path, default=Path("generated"), help="output directory (default: generated)")
+    g.add_argument("--check", action="store_true", help="regenerate in memory; exit 1 and list changes if any")
+    g.add_argument("--sdk", action="append", default=[], metavar="KIND=PATH",
+                   help="use this SDK root or include directory, e.g. cuda=/usr/local/cuda-12.9")
+    g.add_argument("--only", action="append", default=[], metavar="VENDOR.LIBRARY", help="generate only these")
+    g.add_argument("--frontend", choices=("clang", "pycparser"), default="clang")
+    g.add_argument("--build", action="store_true", help="also build the cffi modules")
+    g.add_argument("--force", action="store_true", help="regenerate even if no input changed")
+    b = sub.add_parser("build", help="build the cffi modules of a generated package")
+    b.add_argument("--out", type=Path, default=Path("generated"))
+    b.add_argument("--abi-only", action="store_true", help="skip the C compile (ABI-mode modules only)")
+    sub.add_parser("sdks", help="list the SDKs found, with version and path")
+    return p
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from . import pipeline
+
+    overrides = {}
+    for item in args.sdk:
+        kind, sep, path = item.partition("=")
+        if not sep:
+            print(f"ironaccel-gen: --sdk expects KIND=PATH, got {item!r}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        overrides[kind] = path
+    cache_path = args.out / ".ironaccel-gen.json"
+    argv = [str(args.specs), sorted(overrides.items()), sorted(args.only), args.frontend]
+    t0 = time.perf_counter()
+    if not args.check and not args.force:
+        cache = pipeline.load_cache(cache_path)
+        inputs = [Path(p) for p in cache.get("inputs", [])]  # type: ignore[union-attr]
+        if cache.get("fingerprint") == pipeline.fingerprint(args.specs, inputs, argv) and \
+                not pipeline.diff(cache.get("files_digest_unused", {}) or {}, args.out)[:0]:
+            if (args.out / "ironaccelerator" / "__init__.py").is_file():
+                print(f"generate: up to date ({time.perf_counter() - t0:.3f}s)")
+                if args.build:
+                    from .build import build_all
+                    build_all(args.out)
+                return 0
+    result = pipeline.compile_specs(args.specs, overrides, args.frontend, args.only or None)
+    for s in result.skipped:
+        print(f"skipped {s}")
+    if args.check:
+        changes = pipeline.diff(result.files, args.out)
+        if args.only:
+            changes = [c for c in changes if not c.startswith("- ")]
+        if changes:
+            print(f"generate --check: {len(changes)} file(s) would change:")
+            for c in changes:
+                print(f"  {c}")
+            return 1
+        print(f"generate --check: {args.out} is up to date ({len(result.files)} files)")
+        return 0
+    changes = pipeline.write(result.files, args.out) if not args.only else \
+        [c for c in pipeline.write({**{k: v for k, v in _existing(args.out).items()}, **result.files}, args.out)]
+    for lib in result.libraries:
+        print(f"generated {lib.module}: {len(lib.functions)} functions, {len(lib.enums)} enums "
+              f"from {lib.header.name} ({lib.spec.backend} {lib.sdk_version})")
+    print(f"generate: {len(changes)} file(s) changed in {time.perf_counter() - t0:.2f}s")
+    pipeline.save_cache(cache_path, {"fingerprint": pipeline.fingerprint(args.specs, result.inputs, argv),
+                                     "inputs": [str(p) for p in result.inputs]})
+    if args.build:
+        from .build import build_all
+        build_all(args.out)
+    return 0
+
+
+def _existing(out: Path) -> dict[str, str]:
+    from .pipeline import existing_files
+    return {rel: p.read_text(encoding="utf-8") for rel, p in existing_files(out).items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "generate":
+            return _generate(args)
+        if args.command == "build":
+            from .build import build_all
+            build_all(args.out, api=not args.abi_only)
+            return 0
+        if args.command == "sdks":
+            from .sdk import discover
+            found = discover()
+            for s in found:
+                print(s)
+            if not found:
+                print("no SDKs found (set CUDA_HOME or pip install nvidia-cuda-nvrtc)")
+            return 0
+    except UserError as e:
+        for d in e.diagnostics:
+            print(d, file=sys.stderr)
+        n = sum(1 for d in e.diagnostics if d.severity == "error")
+        print(f"ironaccel-gen: {n} error(s)", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return 130
+    return 0

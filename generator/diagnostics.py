@@ -1,0 +1,55 @@
+"""Located diagnostics: every user error is ``file:line:col: message``.
+
+The compiler collects as many errors as it can in one run and then raises
+:class:`UserError`; the CLI prints them and exits with status 2.  Nothing that
+a bad spec or header can trigger may escape as a Python traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Iterable
+
+from .ir import Location
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diagnostic:
+    """One error or warning at a location."""
+
+    location: Location
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        prefix = "" if self.severity == "error" else f"{self.severity}: "
+        return f"{self.location}: {prefix}{self.message}"
+
+
+class UserError(Exception):
+    """A batch of diagnostics caused by the user's input (exit status 2)."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]):
+        self.diagnostics = tuple(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+class Collector:
+    """Accumulates diagnostics; :meth:`check` raises if any error was added."""
+
+    def __init__(self) -> None:
+        self.items: list[Diagnostic] = []
+
+    def error(self, location: Location, message: str) -> None:
+        self.items.append(Diagnostic(location=location, message=message))
+
+    def check(self) -> None:
+        if self.items:
+            raise UserError(self.items)
+
+
+def suggest(name: str, candidates: Iterable[str]) -> str:
+    """A `` (did you mean 'x'?)`` suffix naming the closest candidate, or ``''``."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.75)
+    return f" (did you mean '{close[0]}'?)" if close else ""

@@ -1,0 +1,69 @@
+"""Header front-ends: translate a vendor's C headers into :mod:`ironaccelerator_gen.ir`.
+
+Each front-end only translates; interpretation of macros (constants, renames)
+is the shared pure pass :func:`ironaccelerator_gen.frontend.macros.interpret`.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..ir import Header, Location
+
+__all__ = ["ParseRequest", "parse", "gcc_include_dir", "FRONTENDS"]
+
+FRONTENDS = ("clang", "pycparser")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParseRequest:
+    """What to parse: ``#include`` each of ``headers`` with ``include_dirs`` on the path."""
+
+    headers: tuple[str, ...]  # ex) ("cuda.h", "cudaTypedefs.h")
+    include_dirs: tuple[Path, ...]  # the SDK's include directories: the "vendor's own headers"
+    defines: tuple[tuple[str, str], ...] = ()  # ex) (("CL_TARGET_OPENCL_VERSION", "300"),)
+    where: Location  # the spec entry that asked for this parse, for errors
+
+    @property
+    def primary(self) -> str:
+        return self.headers[0]
+
+    def source(self) -> str:
+        """The one-file translation unit that includes every header."""
+        return "".join(f"#include <{h}>\n" for h in self.headers)
+
+    def vendor_relpath(self, path: str) -> str | None:
+        """``path`` relative to its include directory, or None if it is not a vendor header."""
+        p = Path(path).resolve()
+        for d in self.include_dirs:
+            try:
+                return p.relative_to(d.resolve()).as_posix()
+            except ValueError:
+                continue
+        return None
+
+
+@functools.cache
+def gcc_include_dir() -> str:
+    """GCC's own include directory (stddef.h), which libclang needs to parse ``size_t`` right."""
+    try:
+        out = subprocess.run(["gcc", "-print-file-name=include"], capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def parse(request: ParseRequest, frontend: str = "clang") -> Header:
+    """Parse with the named front-end and run the shared macro pass."""
+    from . import macros
+
+    if frontend == "clang":
+        from . import clang as fe
+    elif frontend == "pycparser":
+        from . import pycparser_fe as fe  # type: ignore[no-redef]
+    else:
+        raise ValueError(f"unknown front-end {frontend!r}; expected one of {FRONTENDS}")
+    return macros.interpret(fe.parse(request))

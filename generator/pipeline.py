@@ -1,0 +1,177 @@
+"""The whole compile: specs -> SDK headers -> IR -> bound API -> files, then atomic writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__, sdk as sdks
+from .bind import BoundLibrary, bind
+from .diagnostics import Collector, Diagnostic, UserError
+from .frontend import ParseRequest, parse
+from .ir import Location
+from .render import TEMPLATES, environment, render_library, render_package
+from .spec import CoreSpec, LibrarySpec, load_core, load_library
+
+ROOT = Path(__file__).resolve().parent.parent
+GENERATOR = Path(__file__).resolve().parent
+
+
+@dataclass
+class Result:
+    files: dict[str, str]
+    libraries: list[BoundLibrary]
+    skipped: list[str] = field(default_factory=list)
+    inputs: list[Path] = field(default_factory=list)
+
+
+def spec_paths(spec_dir: Path) -> list[Path]:
+    return sorted(p for p in spec_dir.rglob("*.yaml") if p.name != "core.yaml")
+
+
+def _display(path: Path, base: Path) -> str:
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return path.name
+
+
+def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, frontend: str = "clang",
+                  only: list[str] | None = None, base: Path | None = None) -> Result:
+    """Run the compiler in memory; raise :class:`UserError` on any user error."""
+    base = base or spec_dir.parent
+    core = load_core(spec_dir / "core.yaml", _display(spec_dir / "core.yaml", base))
+    specs: list[LibrarySpec] = []
+    problems: list[Diagnostic] = []
+    for p in spec_paths(spec_dir):
+        try:
+            specs.append(load_library(p, _display(p, base)))
+        except UserError as e:
+            problems += e.diagnostics
+    if problems:
+        raise UserError(problems)
+    libraries: list[BoundLibrary] = []
+    skipped: list[str] = []
+    inputs: list[Path] = [spec_dir / "core.yaml", *spec_paths(spec_dir)]
+    for spec in specs:
+        name = f"{spec.vendor}.{spec.library}"
+        if only and name not in only:
+            continue
+        found = sdks.find(spec.sdk.value, (sdk_overrides or {}).get(spec.sdk.value))
+        if found is None:
+            skipped.append(f"{name}: no {spec.sdk} SDK headers found ({', '.join(h.value for h in spec.headers)})")
+            continue
+        request = ParseRequest(headers=tuple(h.value for h in spec.headers + spec.version_headers),
+                               include_dirs=(found.include_dir,), defines=spec.defines, where=spec.location)
+        try:
+            header = parse(request, frontend)
+            libraries.append(bind(spec, core, header, sdk_version=found.version if spec.version_macro is None else None))
+        except UserError as e:
+            problems += e.diagnostics
+        inputs += [found.include_dir / h.value for h in spec.headers + spec.version_headers]
+    if problems:
+        raise UserError(problems)
+    env = environment()
+    files = render_package(env, core, libraries)
+    for lib in libraries:
+        files.update(render_library(env, lib))
+    return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs)
+
+
+# --------------------------------------------------------------------- writing
+
+GENERATED_SUFFIXES = (".py", ".cdef", ".c", ".typed")
+
+
+def existing_files(out: Path) -> dict[str, Path]:
+    """Files under ``out`` that generation owns (build outputs such as .so and _cffi_abi.py are not)."""
+    found = {}
+    if not out.is_dir():
+        return found
+    for p in out.rglob("*"):
+        rel = p.relative_to(out).as_posix()
+        if p.is_file() and (p.suffix in GENERATED_SUFFIXES or p.name == "py.typed") \
+                and "__pycache__" not in rel and not p.name.startswith("_cffi_abi") and p.suffix != ".so":
+            found[rel] = p
+    return found
+
+
+def diff(files: dict[str, str], out: Path) -> list[str]:
+    """What would change: ``+ path`` (new), ``M path`` (modified), ``- path`` (stale)."""
+    have = existing_files(out)
+    changes = []
+    for rel, text in sorted(files.items()):
+        p = out / rel
+        if rel not in have:
+            changes.append(f"+ {rel}")
+        elif p.read_text(encoding="utf-8") != text:
+            changes.append(f"M {rel}")
+    for rel in sorted(set(have) - set(files)):
+        changes.append(f"- {rel}")
+    return changes
+
+
+def write(files: dict[str, str], out: Path) -> list[str]:
+    """Write every changed file atomically (temp file + rename) and remove stale ones."""
+    changes = diff(files, out)
+    for change in changes:
+        kind, rel = change.split(" ", 1)
+        target = out / rel
+        if kind == "-":
+            target.unlink()
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(files[rel])
+            os.replace(tmp, target)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    return changes
+
+
+# ------------------------------------------------------------- no-op detection
+
+
+def fingerprint(spec_dir: Path, extra: list[Path], argv: list[str]) -> str:
+    """A cheap digest of every input's path, size and mtime (plus the generator's own sources)."""
+    h = hashlib.sha256(f"{__version__}\0{argv}".encode())
+    paths = [*sorted(spec_dir.rglob("*.yaml")), *sorted(GENERATOR.rglob("*.py")), *sorted(TEMPLATES.rglob("*.j2")),
+             *extra]
+    for p in paths:
+        try:
+            st = p.stat()
+            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        except OSError:
+            h.update(f"{p}\0missing\n".encode())
+    return h.hexdigest()
+
+
+def load_cache(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save_cache(path: Path, data: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def location_for(path: Path) -> Location:
+    return Location(file=path.as_posix(), line=1, col=1)
+
+
+__all__ = ["compile_specs", "write", "diff", "Result", "fingerprint", "load_cache", "save_cache", "Collector",
+           "CoreSpec"]

@@ -1,0 +1,125 @@
+"""SDK discovery: where the vendor headers are, and which version they are.
+
+CUDA and NVRTC are looked for in ``CUDA_HOME``/``CUDA_PATH``, the toolkit's
+standard prefixes (versioned ones too), the directory of ``nvcc`` on ``PATH``,
+and the NVIDIA pip wheels of the running interpreter.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+STANDARD_PREFIXES = ("/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda", "/opt/nvidia/cuda")
+# wheel include directories, relative to site-packages: (sdk kind, directory, distribution prefix)
+WHEELS = (
+    ("cuda", "nvidia/cu13/include", "nvidia_cuda_runtime"),
+    ("cuda", "nvidia/cuda_runtime/include", "nvidia_cuda_runtime_cu12"),
+    ("nvrtc", "nvidia/cu13/include", "nvidia_cuda_nvrtc"),
+    ("nvrtc", "nvidia/cuda_nvrtc/include", "nvidia_cuda_nvrtc_cu12"),
+)
+MARKER = {"cuda": "cuda.h", "nvrtc": "nvrtc.h"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SDK:
+    """One installation providing a header set.  ex) cuda 13.0 at /usr/local/cuda-13.0/include"""
+
+    kind: str  # cuda | nvrtc
+    version: str
+    include_dir: Path
+    source: str  # ex) CUDA_HOME | /usr/local/cuda | nvcc on PATH | pip nvidia-cuda-nvrtc 13.5.37
+
+    def __str__(self) -> str:
+        return f"{self.kind:6} {self.version:10} {self.include_dir}  ({self.source})"
+
+
+def _cuda_version(include: Path) -> str | None:
+    try:
+        text = (include / "cuda.h").read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", text)
+    if not m:
+        return None
+    v = int(m.group(1))
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _toolkit_version(root: Path) -> str | None:
+    v = _cuda_version(root / "include")
+    if v:
+        return v
+    m = re.search(r"cuda-(\d+\.\d+)", root.resolve().as_posix())
+    return m.group(1) if m else None
+
+
+def _dist_version(site: Path, prefix: str) -> str | None:
+    for d in sorted(site.glob("*.dist-info")):
+        name, _, rest = d.name[: -len(".dist-info")].partition("-")
+        if name.lower() == prefix:
+            return rest
+    return None
+
+
+def _roots() -> list[tuple[Path, str]]:
+    roots: list[tuple[Path, str]] = []
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            roots.append((Path(os.environ[env]), env))
+    for pattern in STANDARD_PREFIXES:
+        for p in sorted(glob.glob(pattern), reverse=True):
+            roots.append((Path(p), p if "*" not in pattern else pattern.replace("*", Path(p).name.split("-", 1)[-1])))
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append((Path(nvcc).resolve().parent.parent, "nvcc on PATH"))
+    return roots
+
+
+def discover(site_dirs: list[str] | None = None) -> list[SDK]:
+    """Every SDK found, most preferred first within each kind; no duplicates by include directory."""
+    found: list[SDK] = []
+    seen: set[tuple[str, Path]] = set()
+
+    def add(kind: str, include: Path, version: str | None, source: str) -> None:
+        key = (kind, include.resolve())
+        if key in seen or not (include / MARKER[kind]).is_file():
+            return
+        seen.add(key)
+        found.append(SDK(kind=kind, version=version or "unknown", include_dir=include, source=source))
+
+    for root, source in _roots():
+        v = _toolkit_version(root)
+        add("cuda", root / "include", v, source)
+        add("nvrtc", root / "include", v, source)
+    for site in site_dirs if site_dirs is not None else sys.path:
+        sp = Path(site)
+        if not site or not sp.is_dir():
+            continue
+        for kind, rel, dist in WHEELS:
+            inc = sp / rel
+            if (inc / MARKER[kind]).is_file():
+                dv = _dist_version(sp, dist)
+                version = _cuda_version(inc) if kind == "cuda" else dv
+                add(kind, inc, version, f"pip {dist.replace('_', '-')} {dv or ''}".rstrip())
+    return found
+
+
+def find(kind: str, override: str | None = None) -> SDK | None:
+    """The SDK to generate ``kind`` from: ``override`` (an include directory or SDK root) or the first found."""
+    if override:
+        p = Path(override)
+        for inc in (p, p / "include"):
+            if (inc / MARKER.get(kind, "")).is_file():
+                version = _cuda_version(inc) if kind == "cuda" else _cuda_version(inc) or "unknown"
+                return SDK(kind=kind, version=version or "unknown", include_dir=inc, source="--sdk")
+        return None
+    for sdk in discover():
+        if sdk.kind == kind:
+            return sdk
+    return None

@@ -1,0 +1,471 @@
+"""Loading and validating the YAML specs, keeping every value's ``file:line:col``.
+
+The loader checks the *shape* of a spec (keys, types, allowed values,
+identifier syntax); :mod:`ironaccelerator_gen.bind` then checks every name
+against the parsed header.  All problems found are reported together.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from .diagnostics import Collector, Diagnostic, UserError, suggest
+from .ir import Location
+
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+PATTERN = re.compile(r"[A-Za-z0-9_*?\[\]]+\Z")
+LIBNAME = re.compile(r"[A-Za-z0-9_.+\-/*]+\Z")
+DIRECTIONS = ("in", "out", "inout")
+PLATFORMS = ("linux", "windows", "darwin")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Name:
+    """A string from a spec with where it was written.  ex) ``cuMemAlloc`` at driver.yaml:42:3"""
+
+    value: str
+    location: Location
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StringSpec:
+    """An output string: a caller-sized buffer (``capacity`` + ``length_param``) or a size query."""
+
+    capacity: int | None = None  # ex) 256 for cuDeviceGetName's name
+    length_param: Name | None = None  # ex) len: the parameter that carries the capacity
+    size_function: Name | None = None  # ex) nvrtcGetPTXSize: called first with the same handle
+    binary: bool = False  # bytes (cubin) rather than text (PTX, logs)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParamSpec:
+    """What the header cannot say about one parameter."""
+
+    name: Name
+    direction: str | None = None  # in | out | inout; None: inferred from the type
+    len: Name | None = None  # the parameter holding this array's element count
+    nullable: bool = False
+    string: StringSpec | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FunctionSpec:
+    """Per-function binding overrides.  ex) ``cuStreamQuery: {status: [CUDA_ERROR_NOT_READY]}``"""
+
+    name: Name
+    symbol: Name | None = None  # the ABI symbol, overriding the header's #define rename
+    status: tuple[Name, ...] = ()  # codes returned as results, not raised
+    params: tuple[ParamSpec, ...] = ()
+    error_log: Name | None = None  # a function(handle) -> str whose output is appended to errors
+    since: str | None = None  # the SDK version that introduced the function
+    skip: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorSpec:
+    """The vendor's status type and how its codes map onto ``ErrorKind``."""
+
+    type: Name  # ex) CUresult
+    success: tuple[Name, ...]
+    kinds: tuple[tuple[Name, Name], ...]  # (code, kind)
+    defaulted: tuple[Name, ...]  # codes that deliberately take ``default``
+    default: Name
+    since: tuple[tuple[Name, str], ...] = ()  # codes newer than some supported SDKs
+    name_function: Name | None = None  # ex) cuGetErrorName (out-param) or nvrtcGetErrorString (returns)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoaderSpec:
+    """Where the vendor library is found at run time."""
+
+    names: tuple[tuple[str, tuple[str, ...]], ...]  # (platform, library file names in order)
+    wheel_dirs: tuple[str, ...] = ()  # ex) nvidia/cu13/lib, relative to site-packages
+    sdk_dirs: tuple[str, ...] = ()  # ex) lib64, relative to each discovered SDK root
+    sdk_env: tuple[str, ...] = ()  # ex) CUDA_HOME, CUDA_PATH: environment variables naming SDK roots
+    sdk_roots: tuple[str, ...] = ()  # ex) /usr/local/cuda: standard install prefixes (globs allowed)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LibrarySpec:
+    """One vendor library: ``specs/<vendor>/<library>.yaml``."""
+
+    path: str  # ex) specs/cuda/driver.yaml (relative, for messages and banners)
+    location: Location
+    vendor: Name  # ex) cuda -> ironaccelerator.backends.cuda
+    library: Name  # ex) driver -> ironaccelerator.backends.cuda.driver
+    backend: Name  # ex) CUDA (an ErrorKind-style backend name for errors)
+    sdk: Name  # ex) cuda | nvrtc: which SDK discovery supplies the headers
+    headers: tuple[Name, ...]
+    version_headers: tuple[Name, ...] = ()
+    defines: tuple[tuple[str, str], ...] = ()
+    version_macro: Name | None = None  # ex) CUDA_VERSION
+    version_function: Name | None = None
+    include: tuple[Name, ...] = ()
+    exclude: tuple[Name, ...] = ()
+    per_thread: tuple[tuple[Name, str], ...] = ()  # (wrapper macro, symbol format)
+    version_typedef: str | None = None  # ex) PFN_{name}_v{version}
+    loader: LoaderSpec
+    errors: ErrorSpec
+    functions: tuple[FunctionSpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorKindSpec:
+    name: Name
+    doc: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoreSpec:
+    """``specs/core.yaml``: the vendor-neutral surface."""
+
+    path: str
+    error_kinds: tuple[ErrorKindSpec, ...]
+
+
+# ------------------------------------------------------------------------ YAML
+
+
+def _loc(path: str, node: yaml.Node) -> Location:
+    return Location(file=path, line=node.start_mark.line + 1, col=node.start_mark.column + 1)
+
+
+def compose(path: str, text: str) -> yaml.Node | None:
+    """Parse YAML into a node tree (safe: no tags, no objects), or raise a located error."""
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        what = " ".join(x for x in (exc.context, exc.problem) if x) or "invalid YAML"
+        raise UserError([Diagnostic(location=Location(file=path, line=line, col=col),
+                                    message=f"YAML syntax error: {what}")]) from None
+    except yaml.YAMLError as exc:
+        raise UserError([Diagnostic(location=Location(file=path, line=1, col=1),
+                                    message=f"YAML error: {exc}")]) from None
+
+
+class _Reader:
+    """Typed access to YAML nodes that records located errors instead of raising."""
+
+    def __init__(self, path: str, errors: Collector):
+        self.path = path
+        self.errors = errors
+
+    def loc(self, node: yaml.Node) -> Location:
+        return _loc(self.path, node)
+
+    def mapping(self, node: yaml.Node | None, allowed: tuple[str, ...], required: tuple[str, ...] = (),
+                what: str = "mapping") -> dict[str, yaml.Node] | None:
+        if node is None:
+            return None
+        if not isinstance(node, yaml.MappingNode):
+            self.errors.error(self.loc(node), f"expected a {what} (key: value), got {_kind(node)}")
+            return None
+        out: dict[str, yaml.Node] = {}
+        for k, v in node.value:
+            if not isinstance(k, yaml.ScalarNode) or not isinstance(k.value, str):
+                self.errors.error(self.loc(k), "mapping keys must be plain strings")
+                continue
+            if allowed and k.value not in allowed:
+                self.errors.error(self.loc(k), f"unknown key '{k.value}' in {what}{suggest(k.value, allowed)}"
+                                  + ("" if suggest(k.value, allowed) else f"; expected one of: {', '.join(allowed)}"))
+                continue
+            if k.value in out:
+                self.errors.error(self.loc(k), f"duplicate key '{k.value}'")
+                continue
+            out[k.value] = v
+        for r in required:
+            if r not in out:
+                self.errors.error(self.loc(node), f"missing required key '{r}' in {what}")
+        return out
+
+    def keyed(self, node: yaml.Node | None, what: str) -> list[tuple[Name, yaml.Node]]:
+        """A mapping whose keys are names (functions, parameters)."""
+        if node is None:
+            return []
+        if not isinstance(node, yaml.MappingNode):
+            self.errors.error(self.loc(node), f"expected a mapping of {what}, got {_kind(node)}")
+            return []
+        out = []
+        seen: set[str] = set()
+        for k, v in node.value:
+            name = self.ident(k, what)
+            if name is None:
+                continue
+            if name.value in seen:
+                self.errors.error(name.location, f"duplicate {what} '{name.value}'")
+                continue
+            seen.add(name.value)
+            out.append((name, v))
+        return out
+
+    def scalar(self, node: yaml.Node | None, what: str) -> str | None:
+        if node is None:
+            return None
+        if not isinstance(node, yaml.ScalarNode) or node.tag not in (
+                "tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+            self.errors.error(self.loc(node), f"{what} must be a string, got {_kind(node)}")
+            return None
+        return str(node.value)
+
+    def string(self, node: yaml.Node | None, what: str, pattern: re.Pattern[str] | None = None,
+               hint: str = "") -> Name | None:
+        s = self.scalar(node, what)
+        if s is None or node is None:
+            return None
+        if pattern is not None and not pattern.match(s):
+            self.errors.error(self.loc(node), f"{what} {s!r} is not valid{hint}")
+            return None
+        return Name(value=s, location=self.loc(node))
+
+    def ident(self, node: yaml.Node | None, what: str) -> Name | None:
+        return self.string(node, what, IDENT, ": expected a C identifier ([A-Za-z_][A-Za-z0-9_]*)")
+
+    def integer(self, node: yaml.Node | None, what: str) -> int | None:
+        if node is None:
+            return None
+        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:int":
+            self.errors.error(self.loc(node), f"{what} must be an integer, got {_kind(node)}")
+            return None
+        try:
+            return int(node.value, 0)
+        except ValueError:
+            self.errors.error(self.loc(node), f"{what} must be an integer")
+            return None
+
+    def boolean(self, node: yaml.Node | None, what: str) -> bool:
+        if node is None:
+            return False
+        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:bool":
+            self.errors.error(self.loc(node), f"{what} must be true or false, got {_kind(node)}")
+            return False
+        return node.value.lower() in ("true", "yes", "on")
+
+    def seq(self, node: yaml.Node | None, what: str, item: Callable[[yaml.Node], Any]) -> tuple[Any, ...]:
+        if node is None:
+            return ()
+        if isinstance(node, yaml.ScalarNode) and node.tag != "tag:yaml.org,2002:null":
+            node = yaml.SequenceNode(tag="tag:yaml.org,2002:seq", value=[node],
+                                     start_mark=node.start_mark, end_mark=node.end_mark)
+        if not isinstance(node, yaml.SequenceNode):
+            if isinstance(node, yaml.ScalarNode):
+                return ()
+            self.errors.error(self.loc(node), f"{what} must be a list, got {_kind(node)}")
+            return ()
+        return tuple(x for x in (item(n) for n in node.value) if x is not None)
+
+    def version(self, node: yaml.Node | None, what: str) -> str | None:
+        s = self.scalar(node, what)
+        if s is not None and node is not None and not re.match(r"[0-9]+(\.[0-9]+)*\Z", s):
+            self.errors.error(self.loc(node), f"{what} {s!r} is not a version like '12.0'")
+            return None
+        return s
+
+
+def _kind(node: yaml.Node) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    tag = node.tag.rsplit(":", 1)[-1]
+    return f"{'null' if tag == 'null' else tag} {node.value!r}" if tag != "null" else "nothing (null)"
+
+
+def _read_file(path: Path, display: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError([Diagnostic(location=Location(file=display, line=1, col=1),
+                                    message=f"cannot read spec: {exc}")]) from None
+
+
+def load_library(path: Path, display: str | None = None, text: str | None = None) -> LibrarySpec:
+    """Load ``specs/<vendor>/<library>.yaml``; raise :class:`UserError` with every problem found."""
+    display = display or path.as_posix()
+    text = _read_file(path, display) if text is None else text
+    root = compose(display, text)
+    errors = Collector()
+    r = _Reader(display, errors)
+    top_loc = Location(file=display, line=1, col=1)
+    if root is None:
+        errors.error(top_loc, "the spec is empty")
+        errors.check()
+    keys = ("vendor", "library", "backend", "sdk", "headers", "version_headers", "defines", "version_macro",
+            "bind", "symbols", "loader", "errors", "functions")
+    m = r.mapping(root, keys, ("vendor", "library", "backend", "sdk", "headers", "loader", "errors"), "library spec")
+    if m is None:
+        errors.check()
+        raise UserError([Diagnostic(location=top_loc, message="the spec must be a mapping")])
+
+    def py_ident(node: yaml.Node | None, what: str) -> Name | None:
+        n = r.ident(node, what)
+        if n is not None and (keyword.iskeyword(n.value) or n.value.startswith("_")):
+            errors.error(n.location, f"{what} '{n.value}' cannot be used as a Python module name")
+            return None
+        return n
+
+    vendor = py_ident(m.get("vendor"), "vendor")
+    library = py_ident(m.get("library"), "library")
+    backend = r.ident(m.get("backend"), "backend")
+    sdk = r.ident(m.get("sdk"), "sdk")
+    header_re = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h\Z")
+    headers = r.seq(m.get("headers"), "headers", lambda n: r.string(n, "header", header_re, ": expected a header file name like 'cuda.h'"))
+    if "headers" in m and not headers:
+        errors.error(r.loc(m["headers"]), "headers must name at least one header")
+    version_headers = r.seq(m.get("version_headers"), "version_headers",
+                            lambda n: r.string(n, "header", header_re, ": expected a header file name"))
+    defines: list[tuple[str, str]] = []
+    for name, node in r.keyed(m.get("defines"), "macro"):
+        value = r.scalar(node, f"value of define '{name}'")
+        if value is not None:
+            if not re.match(r"[A-Za-z0-9_]*\Z", value):
+                errors.error(r.loc(node), f"define value {value!r} must be a number or identifier")
+            else:
+                defines.append((name.value, value))
+    version_macro = r.ident(m.get("version_macro"), "version_macro")
+
+    bind = r.mapping(m.get("bind"), ("include", "exclude"), (), "bind") or {}
+    include = r.seq(bind.get("include"), "include", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
+    exclude = r.seq(bind.get("exclude"), "exclude", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
+
+    sym = r.mapping(m.get("symbols"), ("per_thread", "version_typedef"), (), "symbols") or {}
+    per_thread = []
+    for wrapper, node in r.keyed(sym.get("per_thread"), "wrapper macro"):
+        fmt = r.string(node, "per-thread symbol format", re.compile(r"[A-Za-z0-9_]*\{\}[A-Za-z0-9_]*\Z"),
+                       ": expected a format such as '{}_ptds'")
+        if fmt is not None:
+            per_thread.append((wrapper, fmt.value))
+    vt = r.string(sym.get("version_typedef"), "version_typedef",
+                  re.compile(r"[A-Za-z0-9_]*\{name\}[A-Za-z0-9_]*\{version\}[A-Za-z0-9_]*\Z"),
+                  ": expected a format such as 'PFN_{name}_v{version}'")
+
+    lm = r.mapping(m.get("loader"), PLATFORMS + ("wheel_dirs", "sdk_dirs", "sdk_env", "sdk_roots"), (), "loader") or {}
+    names = []
+    for plat in PLATFORMS:
+        libs = r.seq(lm.get(plat), f"{plat} libraries", lambda n: r.string(n, "library name", LIBNAME))
+        names.append((plat, tuple(x.value for x in libs)))
+    relpath = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
+    wheel_dirs = r.seq(lm.get("wheel_dirs"), "wheel_dirs", lambda n: r.string(n, "directory", relpath))
+    sdk_dirs = r.seq(lm.get("sdk_dirs"), "sdk_dirs", lambda n: r.string(n, "directory", relpath))
+    sdk_env = r.seq(lm.get("sdk_env"), "sdk_env", lambda n: r.ident(n, "environment variable"))
+    sdk_roots = r.seq(lm.get("sdk_roots"), "sdk_roots",
+                      lambda n: r.string(n, "directory", re.compile(r"(/[A-Za-z0-9_.*\-]+)+\Z|[A-Z]:[\\/][A-Za-z0-9_.* \\/\-]+\Z")))
+    loader = LoaderSpec(names=tuple(names), wheel_dirs=tuple(x.value for x in wheel_dirs),
+                        sdk_dirs=tuple(x.value for x in sdk_dirs), sdk_env=tuple(x.value for x in sdk_env),
+                        sdk_roots=tuple(x.value for x in sdk_roots))
+
+    em = r.mapping(m.get("errors"), ("type", "success", "kinds", "defaulted", "default", "since", "name_function"),
+                   ("type", "success", "default"), "errors") or {}
+    err_type = r.ident(em.get("type"), "error type")
+    success = r.seq(em.get("success"), "success codes", lambda n: r.ident(n, "success code"))
+    kinds: list[tuple[Name, Name]] = []
+    for kind, node in r.keyed(em.get("kinds"), "error kind"):
+        for code in r.seq(node, f"codes of {kind}", lambda n: r.ident(n, "error code")):
+            kinds.append((code, kind))
+    defaulted = r.seq(em.get("defaulted"), "defaulted codes", lambda n: r.ident(n, "error code"))
+    default = r.ident(em.get("default"), "default error kind")
+    since = []
+    for code, node in r.keyed(em.get("since"), "error code"):
+        v = r.version(node, f"version of {code}")
+        if v is not None:
+            since.append((code, v))
+    name_function = r.ident(em.get("name_function"), "name_function")
+
+    functions = []
+    for fname, fnode in r.keyed(m.get("functions"), "function"):
+        functions.append(_function(r, fname, fnode))
+
+    errors.check()
+    assert vendor and library and backend and sdk and err_type and default  # guaranteed by check()
+    return LibrarySpec(
+        path=display, location=top_loc, vendor=vendor, library=library, backend=backend, sdk=sdk,
+        headers=headers, version_headers=version_headers, defines=tuple(defines), version_macro=version_macro,
+        include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
+        loader=loader,
+        errors=ErrorSpec(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
+                         since=tuple(since), name_function=name_function),
+        functions=tuple(functions),
+    )
+
+
+def _function(r: _Reader, name: Name, node: yaml.Node) -> FunctionSpec:
+    if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
+        return FunctionSpec(name=name)
+    fm = r.mapping(node, ("symbol", "status", "params", "error_log", "since", "skip"), (), f"function '{name}'") or {}
+    params = []
+    for pname, pnode in r.keyed(fm.get("params"), "parameter"):
+        params.append(_param(r, name, pname, pnode))
+    return FunctionSpec(
+        name=name,
+        symbol=r.ident(fm.get("symbol"), "symbol"),
+        status=r.seq(fm.get("status"), "status codes", lambda n: r.ident(n, "status code")),
+        params=tuple(params),
+        error_log=r.ident(fm.get("error_log"), "error_log"),
+        since=r.version(fm.get("since"), "since"),
+        skip=r.boolean(fm.get("skip"), "skip"),
+    )
+
+
+def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
+    if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:str":
+        # shorthand: `dptr: out`
+        if node.value not in DIRECTIONS:
+            r.errors.error(r.loc(node), f"bad direction '{node.value}' for parameter '{name}'{suggest(node.value, DIRECTIONS)}; "
+                           f"expected one of: {', '.join(DIRECTIONS)}")
+            return ParamSpec(name=name)
+        return ParamSpec(name=name, direction=node.value)
+    pm = r.mapping(node, ("direction", "len", "nullable", "string"), (), f"parameter '{name}' of {fname}") or {}
+    direction = None
+    if "direction" in pm:
+        d = r.scalar(pm["direction"], "direction")
+        if d is not None and d not in DIRECTIONS:
+            r.errors.error(r.loc(pm["direction"]), f"bad direction '{d}' for parameter '{name}'{suggest(d, DIRECTIONS)}; "
+                           f"expected one of: {', '.join(DIRECTIONS)}")
+        elif d is not None:
+            direction = d
+    string = None
+    if "string" in pm:
+        sm = r.mapping(pm["string"], ("capacity", "length_param", "size_function", "binary"), (),
+                       f"string of parameter '{name}'") or {}
+        capacity = r.integer(sm.get("capacity"), "capacity")
+        if capacity is not None and not 0 < capacity <= 1 << 24:
+            r.errors.error(r.loc(sm["capacity"]), f"capacity {capacity} must be between 1 and 16777216")
+            capacity = None
+        string = StringSpec(capacity=capacity, length_param=r.ident(sm.get("length_param"), "length_param"),
+                            size_function=r.ident(sm.get("size_function"), "size_function"),
+                            binary=r.boolean(sm.get("binary"), "binary"))
+        if string.size_function is None and string.capacity is None:
+            r.errors.error(r.loc(pm["string"]), f"output string '{name}' needs 'capacity' or 'size_function'")
+    return ParamSpec(name=name, direction=direction, len=r.ident(pm.get("len"), "len"),
+                     nullable=r.boolean(pm.get("nullable"), "nullable"), string=string)
+
+
+def load_core(path: Path, display: str | None = None) -> CoreSpec:
+    """Load ``specs/core.yaml``."""
+    display = display or path.as_posix()
+    root = compose(display, _read_file(path, display))
+    errors = Collector()
+    r = _Reader(display, errors)
+    m = r.mapping(root, ("error_kinds",), ("error_kinds",), "core spec") or {}
+    kinds = []
+    seen = set()
+    for kname, node in r.keyed(m.get("error_kinds"), "error kind"):
+        if not re.match(r"[A-Z][A-Z0-9_]*\Z", kname.value):
+            errors.error(kname.location, f"error kind '{kname}' must be UPPER_CASE")
+        doc = r.scalar(node, f"description of {kname}") or ""
+        kinds.append(ErrorKindSpec(name=kname, doc=" ".join(doc.split())))
+        seen.add(kname.value)
+    if root is None:
+        errors.error(Location(file=display, line=1, col=1), "the core spec is empty")
+    errors.check()
+    return CoreSpec(path=display, error_kinds=tuple(kinds))
