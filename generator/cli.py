@@ -48,8 +48,7 @@ def _generate(args: argparse.Namespace) -> int:
     if not args.check and not args.force:
         cache = pipeline.load_cache(cache_path)
         inputs = [Path(p) for p in cache.get("inputs", [])]  # type: ignore[union-attr]
-        if cache.get("fingerprint") == pipeline.fingerprint(args.specs, inputs, argv) and \
-                not pipeline.diff(cache.get("files_digest_unused", {}) or {}, args.out)[:0]:
+        if cache.get("fingerprint") == pipeline.fingerprint(args.specs, inputs, argv):
             if (args.out / "ironaccelerator" / "__init__.py").is_file():
                 print(f"generate: up to date ({time.perf_counter() - t0:.3f}s)")
                 if args.build:
@@ -60,7 +59,7 @@ def _generate(args: argparse.Namespace) -> int:
     for s in result.skipped:
         print(f"skipped {s}")
     if args.check:
-        changes = pipeline.diff(result.files, args.out)
+        changes = pipeline.diff(result.files, args.out, result.keep)
         if args.only:
             changes = [c for c in changes if not c.startswith("- ")]
         if changes:
@@ -70,8 +69,11 @@ def _generate(args: argparse.Namespace) -> int:
             return 1
         print(f"generate --check: {args.out} is up to date ({len(result.files)} files)")
         return 0
-    changes = pipeline.write(result.files, args.out) if not args.only else \
-        [c for c in pipeline.write({**{k: v for k, v in _existing(args.out).items()}, **result.files}, args.out)]
+    keep = result.keep
+    if args.only:  # leave the libraries that were not asked for as they are
+        keep += tuple(f"ironaccelerator/backends/{n.replace('.', '/')}/" for n in _all_libraries(args.out)
+                      if n not in args.only)
+    changes = pipeline.write(result.files, args.out, keep)
     for lib in result.libraries:
         print(f"generated {lib.module}: {len(lib.functions)} functions, {len(lib.enums)} enums "
               f"from {lib.header.name} ({lib.spec.backend} {lib.sdk_version})")
@@ -84,9 +86,9 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _existing(out: Path) -> dict[str, str]:
-    from .pipeline import existing_files
-    return {rel: p.read_text(encoding="utf-8") for rel, p in existing_files(out).items()}
+def _all_libraries(out: Path) -> list[str]:
+    return [f"{p.parent.parent.name}.{p.parent.name}"
+            for p in (out / "ironaccelerator" / "backends").glob("*/*/_cffi_build.py")]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ class Result:
     libraries: list[BoundLibrary]
     skipped: list[str] = field(default_factory=list)
     inputs: list[Path] = field(default_factory=list)
+    keep: tuple[str, ...] = ()  # output directories of skipped libraries: left as they are
 
 
 def spec_paths(spec_dir: Path) -> list[Path]:
@@ -56,14 +57,16 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         raise UserError(problems)
     libraries: list[BoundLibrary] = []
     skipped: list[str] = []
+    keep: list[str] = []
     inputs: list[Path] = [spec_dir / "core.yaml", *spec_paths(spec_dir)]
     for spec in specs:
         name = f"{spec.vendor}.{spec.library}"
         if only and name not in only:
             continue
-        found = sdks.find(spec.sdk.value, (sdk_overrides or {}).get(spec.sdk.value))
+        found = sdks.find(spec.sdk.value, (sdk_overrides or {}).get(spec.sdk.value), spec.headers[0].value)
         if found is None:
             skipped.append(f"{name}: no {spec.sdk} SDK headers found ({', '.join(h.value for h in spec.headers)})")
+            keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
             continue
         request = ParseRequest(headers=tuple(h.value for h in spec.headers + spec.version_headers),
                                include_dirs=(found.include_dir,), defines=spec.defines, where=spec.location)
@@ -79,7 +82,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     files = render_package(env, core, libraries)
     for lib in libraries:
         files.update(render_library(env, lib))
-    return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs)
+    return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs, keep=tuple(keep))
 
 
 # --------------------------------------------------------------------- writing
@@ -100,9 +103,9 @@ def existing_files(out: Path) -> dict[str, Path]:
     return found
 
 
-def diff(files: dict[str, str], out: Path) -> list[str]:
-    """What would change: ``+ path`` (new), ``M path`` (modified), ``- path`` (stale)."""
-    have = existing_files(out)
+def diff(files: dict[str, str], out: Path, keep: tuple[str, ...] = ()) -> list[str]:
+    """What would change: ``+ path`` (new), ``M path`` (modified), ``- path`` (stale, unless under ``keep``)."""
+    have = {k: v for k, v in existing_files(out).items() if not k.startswith(keep) or not keep}
     changes = []
     for rel, text in sorted(files.items()):
         p = out / rel
@@ -115,9 +118,9 @@ def diff(files: dict[str, str], out: Path) -> list[str]:
     return changes
 
 
-def write(files: dict[str, str], out: Path) -> list[str]:
+def write(files: dict[str, str], out: Path, keep: tuple[str, ...] = ()) -> list[str]:
     """Write every changed file atomically (temp file + rename) and remove stale ones."""
-    changes = diff(files, out)
+    changes = diff(files, out, keep)
     for change in changes:
         kind, rel = change.split(" ", 1)
         target = out / rel

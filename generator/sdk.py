@@ -110,13 +110,18 @@ def discover(site_dirs: list[str] | None = None) -> list[SDK]:
     return found
 
 
-def find(kind: str, override: str | None = None) -> SDK | None:
-    """The SDK to generate ``kind`` from: ``override`` (an include directory or SDK root) or the first found."""
+def find(kind: str, override: str | None = None, marker: str | None = None) -> SDK | None:
+    """The SDK to generate ``kind`` from: ``override`` (an include directory or SDK root) or the first found.
+
+    Any kind (e.g. a test's) may be given by ``override``; it must contain ``marker``
+    (the spec's first header) or, for known kinds, the kind's own marker header.
+    """
+    marker = marker or MARKER.get(kind)
     if override:
         p = Path(override)
         for inc in (p, p / "include"):
-            if (inc / MARKER.get(kind, "")).is_file():
-                version = _cuda_version(inc) if kind == "cuda" else _cuda_version(inc) or "unknown"
+            if marker and (inc / marker).is_file():
+                version = _cuda_version(inc) if (inc / "cuda.h").is_file() else None
                 return SDK(kind=kind, version=version or "unknown", include_dir=inc, source="--sdk")
         return None
     for sdk in discover():

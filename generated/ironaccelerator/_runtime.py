@@ -222,7 +222,7 @@ class _LazyLib:
             return _LIB_MISSING
         try:
             getattr(dl, self._binding.symbol(index))
-        except AttributeError:
+        except Exception:  # AttributeError, or ffi.error from the in-line FFI: both mean "not exported"
             return _SYMBOL_MISSING
         return 0
 

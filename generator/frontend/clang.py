@@ -13,6 +13,7 @@ from ..ir import (
 from . import ParseRequest, gcc_include_dir
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_LINE_SPLICE = re.compile(r"\\\r?\n")
 
 
 def _cindex():  # type: ignore[no-untyped-def]
@@ -172,9 +173,11 @@ class _Translator:
         if (len(toks) > 1 and toks[1].spelling == "("
                 and toks[1].extent.start.offset == toks[0].extent.end.offset):
             close = next(i for i, t in enumerate(toks) if t.spelling == ")")
-            params = tuple(t.spelling for t in toks[2:close] if t.spelling != ",")
+            params = tuple(_LINE_SPLICE.sub("", t.spelling) for t in toks[2:close] if t.spelling != ",")
             body = toks[close + 1:]
-        return Macro(name=name, params=params, tokens=tuple(t.spelling for t in body), location=self.loc(c))
+        # libclang spells a token that starts a continuation line with the backslash-newline before it
+        return Macro(name=name, params=params, tokens=tuple(_LINE_SPLICE.sub("", t.spelling) for t in body),
+                     location=self.loc(c))
 
     def walk(self, tu) -> None:  # type: ignore[no-untyped-def]
         CK = self.ci.CursorKind

@@ -90,6 +90,7 @@ _PARSE_ERROR = re.compile(r"^(.*?):(\d+)(?::(\d+))?:\s*(.*)$", re.S)
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TAG_RE = re.compile(r"\b(struct|union|enum)\s+([A-Za-z_][A-Za-z0-9_]*)")
 _PRELUDE_FILE = "<ia-prelude>"
+_DOLLAR_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 
 def _fail(location: Location, message: str) -> NoReturn:
@@ -197,6 +198,11 @@ def _loose_tokens(text: str) -> tuple[str, ...]:
     while pos < len(text):
         if text[pos].isspace():
             pos += 1
+            continue
+        ident = _DOLLAR_IDENT.match(text, pos)
+        if ident is not None and "$" in ident.group():  # GCC and clang allow $ in identifiers
+            out.append(ident.group())
+            pos = ident.end()
             continue
         m = macros._TOKEN.match(text, pos)
         if m is None or m.end() == pos:
@@ -565,28 +571,42 @@ class _Translator:
         raise _NotConstant("sizeof this type")
 
     def record_layout(self, node: Any, union: bool) -> tuple[int, int]:
-        size = 0
+        """(size, alignment) of a struct/union body under the SysV x86-64 rules, bit-fields included."""
+        bit = 0  # struct: the next free bit; union: the largest member, in bits
         align = 1
         for d in node.decls:
             if not isinstance(d, c_ast.Decl):
                 continue
-            if d.bitsize is not None:
-                raise _NotConstant("sizeof a struct with bit-fields")
-            if d.name is None and isinstance(d.type, (c_ast.Struct, c_ast.Union)) and d.type.name is not None:
-                continue  # declares a tag, not a member
             ty = d.type
-            if isinstance(ty, (c_ast.Struct, c_ast.Union)):
+            if d.name is None and isinstance(ty, (c_ast.Struct, c_ast.Union, c_ast.Enum)):
+                if isinstance(ty, c_ast.Enum) or ty.name is not None:
+                    continue  # declares a tag, not a member
                 fs, fa = self.record_layout(ty, isinstance(ty, c_ast.Union))
             elif isinstance(ty, c_ast.ArrayDecl) and ty.dim is None:
                 fs, fa = 0, self.layout(ty.type)[1]
             else:
                 fs, fa = self.layout(ty)
+            if d.bitsize is not None:
+                width = self.ev(d.bitsize)[0]
+                unit = 8 * fa
+                if union:
+                    bit = max(bit, width)
+                elif width == 0:
+                    bit = -(-bit // unit) * unit
+                else:
+                    if bit // unit != (bit + width - 1) // unit:
+                        bit = -(-bit // unit) * unit
+                    bit += width
+                if d.name is not None:
+                    align = max(align, fa)
+                continue
             align = max(align, fa)
             if union:
-                size = max(size, fs)
+                bit = max(bit, 8 * fs)
             else:
-                size = (size + fa - 1) // fa * fa + fs
-        return (size + align - 1) // align * align, align
+                bit = -(-bit // (8 * fa)) * (8 * fa) + 8 * fs
+        size = -(-bit // 8)
+        return -(-size // align) * align, align
 
     def expr_layout(self, n: Any) -> tuple[int, int]:
         if isinstance(n, c_ast.ID) and n.name in self.env:
@@ -610,7 +630,8 @@ class _Translator:
             return Array(element=self.ctype(node.type), size=size)
         if isinstance(node, c_ast.FuncDecl):
             params, variadic = self.params(node, named=False)
-            return FunctionProto(result=self.ctype(node.type), params=params, variadic=variadic)
+            # no prototype, ``void (*)()``: libclang's FUNCTIONNOPROTO, no params and variadic
+            return FunctionProto(result=self.ctype(node.type), params=params, variadic=variadic is not False)
         if isinstance(node, c_ast.Typename):
             return self.ctype(node.type)
         self.fail(node, f"unsupported C type ({type(node).__name__})")
@@ -761,6 +782,29 @@ class _Translator:
                     self.function(e)
                 else:
                     self.tag_declarations(e.type, typedef=False)
+                    fd = self.function_typedef(e.type)
+                    if fd is not None:
+                        self.function_via_typedef(e, fd)
+
+    def function_typedef(self, ty: Any) -> c_ast.FuncDecl | None:
+        """The function type behind ``fn_t name;`` when ``fn_t`` is a vendor typedef of a function type."""
+        seen = set()
+        while (isinstance(ty, c_ast.TypeDecl) and isinstance(ty.type, c_ast.IdentifierType)
+               and len(ty.type.names) == 1 and ty.type.names[0] in self.typedef_nodes):
+            name = ty.type.names[0]
+            if name in seen:
+                return None
+            seen.add(name)
+            ty = self.typedef_nodes[name]
+        return ty if isinstance(ty, c_ast.FuncDecl) else None
+
+    def function_via_typedef(self, decl: c_ast.Decl, fd: c_ast.FuncDecl) -> None:
+        # libclang: the implicit parameters are unnamed, and the declaration's type is the
+        # typedef (not a FUNCTIONPROTO), so the clang front-end reports it as not variadic.
+        params, _ = self.params(fd, named=False)
+        result = self.ctype(fd.type)
+        self.functions.setdefault(decl.name, Function(
+            name=decl.name, result=result, params=params, variadic=False, location=self.loc(decl)))
 
 
 def _int_literal(text: str) -> tuple[int, tuple[int, bool]]:

@@ -1,0 +1,84 @@
+/* A real implementation of golden.h, built into libiagolden.so by the golden test. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "golden.h"
+
+struct golden_ctx_st { int mode; int queries; char log[128]; };
+static int initialised = 0;
+static const void *last_user = 0;
+
+goldenStatus goldenInit(unsigned int flags) { initialised = 1; return flags > 7 ? GOLDEN_ERROR_INVALID_VALUE : GOLDEN_SUCCESS; }
+goldenStatus goldenGetVersion(int *major, int *minor) { *major = 2; *minor = 1; return GOLDEN_SUCCESS; }
+goldenStatus goldenCtxCreate(goldenCtx *ctx, goldenMode mode)
+{
+    struct golden_ctx_st *c = calloc(1, sizeof *c);
+    if (!c) return GOLDEN_ERROR_OUT_OF_MEMORY;
+    c->mode = mode;
+    *ctx = c;
+    return GOLDEN_SUCCESS;
+}
+goldenStatus goldenCtxDestroy(goldenCtx ctx) { free(ctx); return GOLDEN_SUCCESS; }
+goldenStatus goldenAlloc_v2(goldenPtr *ptr, size_t bytes)
+{
+    if (bytes > (1u << 30)) return GOLDEN_ERROR_OUT_OF_MEMORY;
+    *ptr = 0x1000 + bytes;
+    return GOLDEN_SUCCESS;
+}
+static int copies = 0;
+goldenStatus goldenCopy_v2(goldenPtr dst, const void *src, size_t bytes) { (void)dst; (void)src; copies += (int)bytes; return GOLDEN_SUCCESS; }
+goldenStatus goldenCopy_v2_ptds(goldenPtr dst, const void *src, size_t bytes) { (void)dst; (void)src; (void)bytes; return GOLDEN_ERROR_UNKNOWN; }
+goldenStatus goldenQuery(goldenCtx ctx) { return (ctx->queries++ % 2) ? GOLDEN_SUCCESS : GOLDEN_ERROR_NOT_READY; }
+goldenStatus goldenGetName(char *name, int len, int index)
+{
+    if (index < 0) return GOLDEN_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "golden-device-%d", index);
+    return GOLDEN_SUCCESS;
+}
+goldenStatus goldenGetErrorName(goldenStatus status, const char **name)
+{
+    switch (status) {
+    case GOLDEN_SUCCESS: *name = "GOLDEN_SUCCESS"; return GOLDEN_SUCCESS;
+    case GOLDEN_ERROR_INVALID_VALUE: *name = "GOLDEN_ERROR_INVALID_VALUE"; return GOLDEN_SUCCESS;
+    case GOLDEN_ERROR_COMPILE: *name = "GOLDEN_ERROR_COMPILE"; return GOLDEN_SUCCESS;
+    default: *name = 0; return GOLDEN_ERROR_INVALID_VALUE;
+    }
+}
+goldenStatus goldenDescribe(goldenDesc *desc, goldenPtr ptr)
+{
+    memset(desc, 0, sizeof *desc);
+    desc->kind = 7;
+    desc->res.linear.base = ptr;
+    desc->res.linear.bytes = 4096;
+    strcpy(desc->label, "linear");
+    return GOLDEN_SUCCESS;
+}
+goldenStatus goldenSum(const int *values, int count, long long *total)
+{
+    long long t = 0;
+    for (int i = 0; i < count; i++) t += values[i];
+    *total = t;
+    return GOLDEN_SUCCESS;
+}
+goldenStatus goldenJoin(int count, const char *const *words, char *out, int outLen)
+{
+    out[0] = 0;
+    for (int i = 0; i < count; i++) {
+        if (i) strncat(out, "+", (size_t)outLen - strlen(out) - 1);
+        strncat(out, words[i], (size_t)outLen - strlen(out) - 1);
+    }
+    return GOLDEN_SUCCESS;
+}
+static char build_log[128] = "";
+goldenStatus goldenGetLogSize(goldenCtx ctx, size_t *size) { (void)ctx; *size = strlen(build_log) + 1; return GOLDEN_SUCCESS; }
+goldenStatus goldenGetLog(goldenCtx ctx, char *log) { (void)ctx; strcpy(log, build_log); return GOLDEN_SUCCESS; }
+goldenStatus goldenBuild(goldenCtx ctx, const char *source)
+{
+    (void)ctx;
+    if (strstr(source, "error")) { snprintf(build_log, sizeof build_log, "line 1: unexpected '%s'", source); return GOLDEN_ERROR_COMPILE; }
+    strcpy(build_log, "ok");
+    return GOLDEN_SUCCESS;
+}
+goldenStatus goldenSetCallback(goldenCallback cb, void *userData) { last_user = userData; if (cb) cb(userData, GOLDEN_SUCCESS); return GOLDEN_SUCCESS; }
+const char *goldenStatusString(goldenStatus status) { return status == GOLDEN_SUCCESS ? "no error" : "some error"; }
+double goldenScale(double x, float factor) { return x * factor; }

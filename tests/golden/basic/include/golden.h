@@ -1,0 +1,65 @@
+/* A small vendor-style C API exercising every binding feature the compiler knows. */
+#ifndef GOLDEN_H
+#define GOLDEN_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define GOLDEN_VERSION 2010
+#define GOLDEN_MAX_NAME (32 * 2)
+#define GOLDEN_FLAG_A 0x1u
+#define GOLDEN_FLAG_B (GOLDEN_FLAG_A << 3)
+#define GOLDEN_GREETING "hello"
+
+typedef enum golden_status_enum {
+    GOLDEN_SUCCESS = 0,
+    GOLDEN_ERROR_INVALID_VALUE = 1,
+    GOLDEN_ERROR_OUT_OF_MEMORY = 2,
+    GOLDEN_ERROR_NOT_READY = 3,
+    GOLDEN_ERROR_COMPILE = 4,
+    GOLDEN_ERROR_UNKNOWN = 999
+} goldenStatus;
+
+typedef enum { GOLDEN_MODE_FAST = 1, GOLDEN_MODE_SAFE = GOLDEN_MODE_FAST << 2 } goldenMode;
+
+typedef struct golden_ctx_st *goldenCtx;
+typedef unsigned long long goldenPtr;
+
+typedef struct golden_desc_st {
+    unsigned int kind;
+    union {
+        struct { goldenPtr base; size_t bytes; } linear;
+        int reserved[4];
+    } res;
+    char label[GOLDEN_MAX_NAME];
+} goldenDesc;
+
+typedef void (*goldenCallback)(void *userData, goldenStatus status);
+
+#define __GOLDEN_PT(api) api
+#define goldenAlloc goldenAlloc_v2
+#define goldenCopy __GOLDEN_PT(goldenCopy_v2)
+
+goldenStatus goldenInit(unsigned int flags);
+goldenStatus goldenGetVersion(int *major, int *minor);
+goldenStatus goldenCtxCreate(goldenCtx *ctx, goldenMode mode);
+goldenStatus goldenCtxDestroy(goldenCtx ctx);
+goldenStatus goldenAlloc(goldenPtr *ptr, size_t bytes);
+goldenStatus goldenCopy(goldenPtr dst, const void *src, size_t bytes);
+goldenStatus goldenQuery(goldenCtx ctx);
+goldenStatus goldenGetName(char *name, int len, int index);
+goldenStatus goldenGetErrorName(goldenStatus status, const char **name);
+goldenStatus goldenDescribe(goldenDesc *desc, goldenPtr ptr);
+goldenStatus goldenSum(const int *values, int count, long long *total);
+goldenStatus goldenJoin(int count, const char *const *words, char *out, int outLen);
+goldenStatus goldenGetLogSize(goldenCtx ctx, size_t *size);
+goldenStatus goldenGetLog(goldenCtx ctx, char *log);
+goldenStatus goldenBuild(goldenCtx ctx, const char *source);
+goldenStatus goldenSetCallback(goldenCallback cb, void *userData);
+goldenStatus goldenNotExported(int x);
+const char *goldenStatusString(goldenStatus status);
+double goldenScale(double x, float factor);
+
+/* PFN_<name>_v<version>: the version that introduced each ABI */
+typedef goldenStatus (*PFN_goldenNotExported_v3050)(int x);
+typedef goldenStatus (*PFN_goldenAlloc_v2010)(goldenPtr *ptr, size_t bytes);
+#endif
