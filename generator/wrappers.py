@@ -134,7 +134,12 @@ def lower(f: BoundFunction, lib: BoundLibrary, type_index: dict[str, int],
         returns = "None"
     elif len(results) == 1:
         returns = results[0][1]
-        body.append(f"return {results[0][0]}")
+        expr, ann = results[0]
+        if ann in ("int", "float") and not expr.startswith("_str("):
+            # a typed local: cdata reads are Any to mypy, and a local costs nothing measurable
+            body.append(f"_v: {ann} = {expr}")
+            expr = "_v"
+        body.append(f"return {expr}")
     else:
         returns = f"tuple[{', '.join(a for _, a in results)}]"
         body.append(f"return {', '.join(e for e, _ in results)}")

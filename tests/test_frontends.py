@@ -11,7 +11,7 @@ import pytest
 from ironaccelerator_gen.diagnostics import UserError
 from ironaccelerator_gen.frontend import ParseRequest, parse
 from ironaccelerator_gen.ir import (
-    Array, Builtin, EnumRef, Header, InlineEnum, InlineRecord, Location, Pointer, RecordRef, TypedefRef,
+    Array, Builtin, EnumRef, Header, InlineEnum, InlineRecord, Location, Param, Pointer, RecordRef, TypedefRef,
 )
 
 HERE = Path(__file__).parent
@@ -213,6 +213,8 @@ def test_feature_header_agrees() -> None:
     assert functions["ffNoArgs"].params == () and not functions["ffNoArgs"].variadic
     assert functions["ffPrintf"].variadic and len(functions["ffPrintf"].params) == 1
     assert [p.name for p in functions["ffUnnamed"].params] == [None, None, None]
+    assert functions["ffDeclaredByTypedef"].params == (Param(name=None, type=Builtin(name="int")),)
+    assert typedefs["ffBitsSize"] == Array(element=Builtin(name="char"), size=24)
     raw = functions["ffSetCallback"].params[1].type
     assert isinstance(raw, Pointer) and [p.name for p in raw.pointee.params] == [None, None]  # type: ignore[union-attr]
 
@@ -221,6 +223,7 @@ def test_feature_header_agrees() -> None:
     assert m["FF_PAIR"].params == ("a", "b")
     assert m["FF_REDEFINED"].tokens == ("2",)
     assert m["FF_NAME_LEN"].tokens == ("(", "8", "*", "2", ")")
+    assert m["FF_CONTINUED"].tokens == ("{", "a", ",", "b", "}")  # line continuations spliced
     consts = {c.name: c.value for c in h.constants}
     assert consts["FF_VERSION"] == 1203 and consts["FF_NAME"] == "features" and consts["FF_NAME_LEN"] == 16
     renames = {r.name: r for r in h.renames}

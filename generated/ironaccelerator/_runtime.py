@@ -91,19 +91,18 @@ class Binding:
         else:
             ffi, lib = mod.ffi, mod.lib
 
-            @ffi.def_extern(name="ia_open_library")  # type: ignore[misc]
             def _open() -> int:
                 try:
                     return 0 if self._open_api(lib) else 1
                 except BaseException:  # never let an exception cross into C
                     return 1
 
+            ffi.def_extern(name="ia_open_library")(_open)
             return API, ffi, lib
         try:
             ffi = importlib.import_module(self.package + "._cffi_abi").ffi
         except ImportError:
-            import cffi
-
+            cffi = importlib.import_module("cffi")
             build = importlib.import_module(self.package + "._cffi_build")
             ffi = cffi.FFI()
             ffi.cdef(build.CDEF_TYPES + build.CDEF_ABI_FUNCTIONS)
@@ -126,7 +125,8 @@ class Binding:
         """0 when the function can be called, else why not (library or symbol missing)."""
         if self.mode == API:
             return int(self.lib.ia_status(index))
-        return self.lib._status(index)
+        st: int = self.lib._status(index)
+        return st
 
     def has(self, name: str) -> bool:
         """Whether the loaded library provides ``name`` (loads the library if needed; never raises)."""

@@ -27,7 +27,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pycparser import c_ast, c_parser
+from pycparser import c_ast, c_parser  # type: ignore[import-untyped]
 
 from ..diagnostics import Diagnostic, UserError
 from ..ir import (
@@ -93,6 +93,11 @@ _PRELUDE_FILE = "<ia-prelude>"
 _DOLLAR_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 
+def _unquote_file(name: str | None) -> str | None:
+    """A ``# N "file"`` marker's file name, with its C escapes undone."""
+    return re.sub(r"\\(.)", r"\1", name) if name and "\\" in name else name
+
+
 def _fail(location: Location, message: str) -> NoReturn:
     raise UserError([Diagnostic(location=location, message=message)])
 
@@ -102,8 +107,7 @@ def _fail(location: Location, message: str) -> NoReturn:
 
 def _run_gcc(request: ParseRequest) -> str:
     args = ["gcc", "-E", "-dD", "-std=gnu11"]
-    for d in _NEUTRALISE:
-        args.append(f"-D{d}")
+    args += [f"-D{n}" for n in _NEUTRALISE]
     for d in request.include_dirs:
         args += ["-I", str(d)]
     for name, value in request.defines:
@@ -149,7 +153,7 @@ class _Split:
             if line.startswith("#"):
                 m = _MARKER.match(line)
                 if m is not None:
-                    name = m.group(2)
+                    name = _unquote_file(m.group(2)) or ""
                     if name not in cache:
                         cache[name] = None if name.startswith("<") else request.vendor_relpath(name)
                     rel = cache[name]
@@ -161,7 +165,8 @@ class _Split:
                 continue
             if rel is not None:
                 if emitted != (rel, lineno):
-                    vendor.append(f'# {lineno} "{rel}"')
+                    quoted = rel.replace("\\", "\\\\").replace('"', '\\"')
+                    vendor.append(f'# {lineno} "{quoted}"')
                 vendor.append(line)
                 emitted = (rel, lineno + 1)
             elif line:
@@ -341,7 +346,7 @@ class _Translator:
         coord = getattr(node, "coord", None)
         if coord is None:
             return Location(file=self.req.primary, line=0, col=0)
-        return Location(file=coord.file or self.req.primary, line=coord.line or 0, col=coord.column or 0)
+        return Location(file=_unquote_file(coord.file) or self.req.primary, line=coord.line or 0, col=coord.column or 0)
 
     def fail(self, node: Any, message: str) -> NoReturn:
         _fail(self.loc(node), message)
@@ -877,7 +882,7 @@ def parse(request: ParseRequest) -> Header:
     except c_parser.ParseError as exc:
         m = _PARSE_ERROR.match(str(exc))
         if m is not None and m.group(1) != _PRELUDE_FILE:
-            loc = Location(file=m.group(1) or request.primary, line=int(m.group(2)), col=int(m.group(3) or 0))
+            loc = Location(file=_unquote_file(m.group(1)) or request.primary, line=int(m.group(2)), col=int(m.group(3) or 0))
             message = m.group(4)
         else:
             loc, message = request.where, str(exc)

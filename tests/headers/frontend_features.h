@@ -19,6 +19,10 @@
 #define FF_REDEFINED 2
 #define ff_open ff_open_v2
 #define ff_close FF_API(ff_close_v2)
+#define FF_CONTINUED(a, b) \
+{                          \
+    a, b                   \
+}
 
 /* an unnamed typedef enum, with shifts, negatives and references */
 typedef enum {
@@ -153,6 +157,12 @@ ffResult ffFlagsOf(enum ffFlags_enum flags, ffFlags *out);
 ffResult ffUnionArg(union ffValue_u value, struct ffUnknown_st *unknown);
 ffResult ffGetProc(ffResult (**proc)(int, ...));
 ffResult ffInit(unsigned int flags);   /* a duplicate declaration */
+ffHandler ffDeclaredByTypedef;        /* a function declared through a function typedef */
+
+/* sizeof a struct with bit-fields (SysV layout: 24 bytes) */
+struct ffBits { unsigned a : 3; unsigned : 0; unsigned char b : 7; unsigned char c : 3; long d : 40; int e; };
+typedef char ffBitsSize[sizeof(struct ffBits)];
+
 ffResult ff_open_v2(int device);
 ffResult ff_close_v2(int device);
 

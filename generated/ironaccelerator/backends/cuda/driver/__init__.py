@@ -34,7 +34,8 @@ _require = _b.require
 
 
 def _str(p: CData) -> str:
-    return "" if p == _NULL else ffi.string(p).decode("utf-8", "replace")  # type: ignore[no-any-return]
+    s: bytes = ffi.string(p) if p != _NULL else b""
+    return s.decode("utf-8", "replace")
 
 
 def _detail(fn: Any, *args: Any) -> str:
@@ -2433,7 +2434,8 @@ def cuCheckpointProcessGetRestoreThreadId(pid: int) -> int:
     _r = _lib.cuCheckpointProcessGetRestoreThreadId(pid, _tid)
     if _r:
         raise _error(_r, 9)
-    return _tid[0]
+    _v: int = _tid[0]
+    return _v
 
 
 def cuCheckpointProcessGetState(pid: int) -> int:
@@ -2446,7 +2448,8 @@ def cuCheckpointProcessGetState(pid: int) -> int:
     _r = _lib.cuCheckpointProcessGetState(pid, _state)
     if _r:
         raise _error(_r, 10)
-    return _state[0]
+    _v: int = _state[0]
+    return _v
 
 
 def cuCheckpointProcessLock(pid: int) -> CData:
@@ -2498,7 +2501,8 @@ def cuCoredumpGetAttribute(attrib: int, value: CData) -> int:
     _r = _lib.cuCoredumpGetAttribute(attrib, value, _size)
     if _r:
         raise _error(_r, 14)
-    return _size[0]
+    _v: int = _size[0]
+    return _v
 
 
 def cuCoredumpGetAttributeGlobal(attrib: int, value: CData) -> int:
@@ -2511,7 +2515,8 @@ def cuCoredumpGetAttributeGlobal(attrib: int, value: CData) -> int:
     _r = _lib.cuCoredumpGetAttributeGlobal(attrib, value, _size)
     if _r:
         raise _error(_r, 15)
-    return _size[0]
+    _v: int = _size[0]
+    return _v
 
 
 def cuCoredumpSetAttribute(attrib: int, value: CData) -> int:
@@ -2524,7 +2529,8 @@ def cuCoredumpSetAttribute(attrib: int, value: CData) -> int:
     _r = _lib.cuCoredumpSetAttribute(attrib, value, _size)
     if _r:
         raise _error(_r, 16)
-    return _size[0]
+    _v: int = _size[0]
+    return _v
 
 
 def cuCoredumpSetAttributeGlobal(attrib: int, value: CData) -> int:
@@ -2537,7 +2543,8 @@ def cuCoredumpSetAttributeGlobal(attrib: int, value: CData) -> int:
     _r = _lib.cuCoredumpSetAttributeGlobal(attrib, value, _size)
     if _r:
         raise _error(_r, 17)
-    return _size[0]
+    _v: int = _size[0]
+    return _v
 
 
 def cuCtxAttach(flags: int) -> CData:
@@ -2630,7 +2637,8 @@ def cuCtxGetApiVersion(ctx: CData) -> int:
     _r = _lib.cuCtxGetApiVersion(ctx, _version)
     if _r:
         raise _error(_r, 25)
-    return _version[0]
+    _v: int = _version[0]
+    return _v
 
 
 def cuCtxGetCacheConfig() -> int:
@@ -2643,7 +2651,8 @@ def cuCtxGetCacheConfig() -> int:
     _r = _lib.cuCtxGetCacheConfig(_pconfig)
     if _r:
         raise _error(_r, 26)
-    return _pconfig[0]
+    _v: int = _pconfig[0]
+    return _v
 
 
 def cuCtxGetCurrent() -> CData:
@@ -2682,7 +2691,8 @@ def cuCtxGetDevice() -> int:
     _r = _lib.cuCtxGetDevice(_device)
     if _r:
         raise _error(_r, 29)
-    return _device[0]
+    _v: int = _device[0]
+    return _v
 
 
 def cuCtxGetDevice_v2(ctx: CData) -> int:
@@ -2695,7 +2705,8 @@ def cuCtxGetDevice_v2(ctx: CData) -> int:
     _r = _lib.cuCtxGetDevice_v2(_device, ctx)
     if _r:
         raise _error(_r, 30)
-    return _device[0]
+    _v: int = _device[0]
+    return _v
 
 
 def cuCtxGetExecAffinity(type: int) -> CData:
@@ -2721,7 +2732,8 @@ def cuCtxGetFlags() -> int:
     _r = _lib.cuCtxGetFlags(_flags)
     if _r:
         raise _error(_r, 32)
-    return _flags[0]
+    _v: int = _flags[0]
+    return _v
 
 
 def cuCtxGetId(ctx: CData) -> int:
@@ -2734,7 +2746,8 @@ def cuCtxGetId(ctx: CData) -> int:
     _r = _lib.cuCtxGetId(ctx, _ctxId)
     if _r:
         raise _error(_r, 33)
-    return _ctxId[0]
+    _v: int = _ctxId[0]
+    return _v
 
 
 def cuCtxGetLimit(limit: int) -> int:
@@ -2747,7 +2760,8 @@ def cuCtxGetLimit(limit: int) -> int:
     _r = _lib.cuCtxGetLimit(_pvalue, limit)
     if _r:
         raise _error(_r, 34)
-    return _pvalue[0]
+    _v: int = _pvalue[0]
+    return _v
 
 
 def cuCtxGetSharedMemConfig() -> int:
@@ -2760,7 +2774,8 @@ def cuCtxGetSharedMemConfig() -> int:
     _r = _lib.cuCtxGetSharedMemConfig(_pConfig)
     if _r:
         raise _error(_r, 35)
-    return _pConfig[0]
+    _v: int = _pConfig[0]
+    return _v
 
 
 def cuCtxGetStreamPriorityRange() -> tuple[int, int]:
@@ -2959,7 +2974,8 @@ def cuDeviceCanAccessPeer(dev: int, peerDev: int) -> int:
     _r = _lib.cuDeviceCanAccessPeer(_canAccessPeer, dev, peerDev)
     if _r:
         raise _error(_r, 53)
-    return _canAccessPeer[0]
+    _v: int = _canAccessPeer[0]
+    return _v
 
 
 def cuDeviceComputeCapability(dev: int) -> tuple[int, int]:
@@ -2986,7 +3002,8 @@ def cuDeviceGet(ordinal: int) -> int:
     _r = _lib.cuDeviceGet(_device, ordinal)
     if _r:
         raise _error(_r, 55)
-    return _device[0]
+    _v: int = _device[0]
+    return _v
 
 
 def cuDeviceGetAttribute(attrib: int, dev: int) -> int:
@@ -2999,7 +3016,8 @@ def cuDeviceGetAttribute(attrib: int, dev: int) -> int:
     _r = _lib.cuDeviceGetAttribute(_pi, attrib, dev)
     if _r:
         raise _error(_r, 56)
-    return _pi[0]
+    _v: int = _pi[0]
+    return _v
 
 
 def cuDeviceGetByPCIBusId(pciBusId: str | bytes) -> int:
@@ -3013,7 +3031,8 @@ def cuDeviceGetByPCIBusId(pciBusId: str | bytes) -> int:
     _r = _lib.cuDeviceGetByPCIBusId(_dev, _pciBusId)
     if _r:
         raise _error(_r, 57)
-    return _dev[0]
+    _v: int = _dev[0]
+    return _v
 
 
 def cuDeviceGetCount() -> int:
@@ -3026,7 +3045,8 @@ def cuDeviceGetCount() -> int:
     _r = _lib.cuDeviceGetCount(_count)
     if _r:
         raise _error(_r, 58)
-    return _count[0]
+    _v: int = _count[0]
+    return _v
 
 
 def cuDeviceGetDefaultMemPool(dev: int) -> CData:
@@ -3065,7 +3085,8 @@ def cuDeviceGetExecAffinitySupport(type: int, dev: int) -> int:
     _r = _lib.cuDeviceGetExecAffinitySupport(_pi, type, dev)
     if _r:
         raise _error(_r, 61)
-    return _pi[0]
+    _v: int = _pi[0]
+    return _v
 
 
 def cuDeviceGetGraphMemAttribute(device: int, attr: int, value: CData) -> None:
@@ -3088,7 +3109,8 @@ def cuDeviceGetHostAtomicCapabilities(operations: CData, count: int, dev: int) -
     _r = _lib.cuDeviceGetHostAtomicCapabilities(_capabilities, operations, count, dev)
     if _r:
         raise _error(_r, 63)
-    return _capabilities[0]
+    _v: int = _capabilities[0]
+    return _v
 
 
 def cuDeviceGetLuid(luid: CData, dev: int) -> int:
@@ -3101,7 +3123,8 @@ def cuDeviceGetLuid(luid: CData, dev: int) -> int:
     _r = _lib.cuDeviceGetLuid(luid, _deviceNodeMask, dev)
     if _r:
         raise _error(_r, 64)
-    return _deviceNodeMask[0]
+    _v: int = _deviceNodeMask[0]
+    return _v
 
 
 def cuDeviceGetMemPool(dev: int) -> CData:
@@ -3141,7 +3164,8 @@ def cuDeviceGetP2PAtomicCapabilities(operations: CData, count: int, srcDevice: i
     _r = _lib.cuDeviceGetP2PAtomicCapabilities(_capabilities, operations, count, srcDevice, dstDevice)
     if _r:
         raise _error(_r, 67)
-    return _capabilities[0]
+    _v: int = _capabilities[0]
+    return _v
 
 
 def cuDeviceGetP2PAttribute(attrib: int, srcDevice: int, dstDevice: int) -> int:
@@ -3154,7 +3178,8 @@ def cuDeviceGetP2PAttribute(attrib: int, srcDevice: int, dstDevice: int) -> int:
     _r = _lib.cuDeviceGetP2PAttribute(_value, attrib, srcDevice, dstDevice)
     if _r:
         raise _error(_r, 68)
-    return _value[0]
+    _v: int = _value[0]
+    return _v
 
 
 def cuDeviceGetPCIBusId(pciBusId: CData, len: int, dev: int) -> None:
@@ -3190,7 +3215,8 @@ def cuDeviceGetTexture1DLinearMaxWidth(format: int, numChannels: int, dev: int) 
     _r = _lib.cuDeviceGetTexture1DLinearMaxWidth(_maxWidthInElements, format, numChannels, dev)
     if _r:
         raise _error(_r, 71)
-    return _maxWidthInElements[0]
+    _v: int = _maxWidthInElements[0]
+    return _v
 
 
 def cuDeviceGetUuid(dev: int) -> CData:
@@ -3316,7 +3342,8 @@ def cuDeviceTotalMem(dev: int) -> int:
     _r = _lib.cuDeviceTotalMem(_bytes, dev)
     if _r:
         raise _error(_r, 82)
-    return _bytes[0]
+    _v: int = _bytes[0]
+    return _v
 
 
 def cuDeviceUnregisterAsyncNotification(device: int, callback: CData) -> None:
@@ -3339,7 +3366,8 @@ def cuDriverGetVersion() -> int:
     _r = _lib.cuDriverGetVersion(_driverVersion)
     if _r:
         raise _error(_r, 84)
-    return _driverVersion[0]
+    _v: int = _driverVersion[0]
+    return _v
 
 
 def cuEventCreate(Flags: int) -> CData:
@@ -3375,7 +3403,8 @@ def cuEventElapsedTime(hStart: CData, hEnd: CData) -> float:
     _r = _lib.cuEventElapsedTime(_pMilliseconds, hStart, hEnd)
     if _r:
         raise _error(_r, 87)
-    return _pMilliseconds[0]
+    _v: float = _pMilliseconds[0]
+    return _v
 
 
 def cuEventQuery(hEvent: CData) -> int:
@@ -3387,7 +3416,8 @@ def cuEventQuery(hEvent: CData) -> int:
     _r = _lib.cuEventQuery(hEvent)
     if _r not in (0, 600,):
         raise _error(_r, 88)
-    return _r
+    _v: int = _r
+    return _v
 
 
 def cuEventRecord(hEvent: CData, hStream: CData) -> None:
@@ -3430,7 +3460,8 @@ def cuExternalMemoryGetMappedBuffer(extMem: CData, bufferDesc: CData) -> int:
     _r = _lib.cuExternalMemoryGetMappedBuffer(_devPtr, extMem, bufferDesc)
     if _r:
         raise _error(_r, 92)
-    return _devPtr[0]
+    _v: int = _devPtr[0]
+    return _v
 
 
 def cuExternalMemoryGetMappedMipmappedArray(extMem: CData, mipmapDesc: CData) -> CData:
@@ -3466,7 +3497,8 @@ def cuFuncGetAttribute(attrib: int, hfunc: CData) -> int:
     _r = _lib.cuFuncGetAttribute(_pi, attrib, hfunc)
     if _r:
         raise _error(_r, 95)
-    return _pi[0]
+    _v: int = _pi[0]
+    return _v
 
 
 def cuFuncGetModule(hfunc: CData) -> CData:
@@ -3519,7 +3551,8 @@ def cuFuncIsLoaded(function: CData) -> int:
     _r = _lib.cuFuncIsLoaded(_state, function)
     if _r:
         raise _error(_r, 99)
-    return _state[0]
+    _v: int = _state[0]
+    return _v
 
 
 def cuFuncLoad(function: CData) -> None:
@@ -3889,7 +3922,8 @@ def cuGraphConditionalHandleCreate(hGraph: CData, ctx: CData, defaultLaunchValue
     _r = _lib.cuGraphConditionalHandleCreate(_pHandle_out, hGraph, ctx, defaultLaunchValue, flags)
     if _r:
         raise _error(_r, 129)
-    return _pHandle_out[0]
+    _v: int = _pHandle_out[0]
+    return _v
 
 
 def cuGraphCreate(flags: int) -> CData:
@@ -4062,7 +4096,8 @@ def cuGraphExecGetFlags(hGraphExec: CData) -> int:
     _r = _lib.cuGraphExecGetFlags(hGraphExec, _flags)
     if _r:
         raise _error(_r, 145)
-    return _flags[0]
+    _v: int = _flags[0]
+    return _v
 
 
 def cuGraphExecHostNodeSetParams(hGraphExec: CData, hNode: CData, nodeParams: CData) -> None:
@@ -4360,7 +4395,8 @@ def cuGraphMemFreeNodeGetParams(hNode: CData) -> int:
     _r = _lib.cuGraphMemFreeNodeGetParams(hNode, _dptr_out)
     if _r:
         raise _error(_r, 170)
-    return _dptr_out[0]
+    _v: int = _dptr_out[0]
+    return _v
 
 
 def cuGraphMemcpyNodeGetParams(hNode: CData) -> CData:
@@ -4462,7 +4498,8 @@ def cuGraphNodeGetEnabled(hGraphExec: CData, hNode: CData) -> int:
     _r = _lib.cuGraphNodeGetEnabled(hGraphExec, hNode, _isEnabled)
     if _r:
         raise _error(_r, 178)
-    return _isEnabled[0]
+    _v: int = _isEnabled[0]
+    return _v
 
 
 def cuGraphNodeGetType(hNode: CData) -> int:
@@ -4475,7 +4512,8 @@ def cuGraphNodeGetType(hNode: CData) -> int:
     _r = _lib.cuGraphNodeGetType(hNode, _type)
     if _r:
         raise _error(_r, 179)
-    return _type[0]
+    _v: int = _type[0]
+    return _v
 
 
 def cuGraphNodeSetEnabled(hGraphExec: CData, hNode: CData, isEnabled: int) -> None:
@@ -4673,7 +4711,8 @@ def cuGreenCtxGetId(greenCtx: CData) -> int:
     _r = _lib.cuGreenCtxGetId(greenCtx, _greenCtxId)
     if _r:
         raise _error(_r, 196)
-    return _greenCtxId[0]
+    _v: int = _greenCtxId[0]
+    return _v
 
 
 def cuGreenCtxRecordEvent(hCtx: CData, hEvent: CData) -> None:
@@ -4804,7 +4843,8 @@ def cuIpcOpenMemHandle(handle: CData, Flags: int) -> int:
     _r = _lib.cuIpcOpenMemHandle(_pdptr, handle, Flags)
     if _r:
         raise _error(_r, 207)
-    return _pdptr[0]
+    _v: int = _pdptr[0]
+    return _v
 
 
 def cuKernelGetAttribute(attrib: int, kernel: CData, dev: int) -> int:
@@ -4817,7 +4857,8 @@ def cuKernelGetAttribute(attrib: int, kernel: CData, dev: int) -> int:
     _r = _lib.cuKernelGetAttribute(_pi, attrib, kernel, dev)
     if _r:
         raise _error(_r, 208)
-    return _pi[0]
+    _v: int = _pi[0]
+    return _v
 
 
 def cuKernelGetFunction(kernel: CData) -> CData:
@@ -5032,7 +5073,8 @@ def cuLibraryGetKernelCount(lib: CData) -> int:
     _r = _lib.cuLibraryGetKernelCount(_count, lib)
     if _r:
         raise _error(_r, 226)
-    return _count[0]
+    _v: int = _count[0]
+    return _v
 
 
 def cuLibraryGetManaged(library: CData, name: str | bytes) -> tuple[int, int]:
@@ -5202,7 +5244,8 @@ def cuLogsCurrent(flags: int) -> int:
     _r = _lib.cuLogsCurrent(_iterator_out, flags)
     if _r:
         raise _error(_r, 238)
-    return _iterator_out[0]
+    _v: int = _iterator_out[0]
+    return _v
 
 
 def cuLogsDumpToFile(pathToFile: str | bytes, flags: int) -> int:
@@ -5216,7 +5259,8 @@ def cuLogsDumpToFile(pathToFile: str | bytes, flags: int) -> int:
     _r = _lib.cuLogsDumpToFile(_iterator, _pathToFile, flags)
     if _r:
         raise _error(_r, 239)
-    return _iterator[0]
+    _v: int = _iterator[0]
+    return _v
 
 
 def cuLogsDumpToMemory(buffer: CData, flags: int) -> tuple[int, int]:
@@ -5276,7 +5320,8 @@ def cuMemAddressReserve(size: int, alignment: int, addr: int, flags: int) -> int
     _r = _lib.cuMemAddressReserve(_ptr, size, alignment, addr, flags)
     if _r:
         raise _error(_r, 244)
-    return _ptr[0]
+    _v: int = _ptr[0]
+    return _v
 
 
 def cuMemAdvise(devPtr: int, count: int, advice: int, location: CData) -> None:
@@ -5299,7 +5344,8 @@ def cuMemAlloc(bytesize: int) -> int:
     _r = _lib.cuMemAlloc(_dptr, bytesize)
     if _r:
         raise _error(_r, 246)
-    return _dptr[0]
+    _v: int = _dptr[0]
+    return _v
 
 
 def cuMemAllocAsync(bytesize: int, hStream: CData) -> int:
@@ -5312,7 +5358,8 @@ def cuMemAllocAsync(bytesize: int, hStream: CData) -> int:
     _r = _lib.cuMemAllocAsync(_dptr, bytesize, hStream)
     if _r:
         raise _error(_r, 247)
-    return _dptr[0]
+    _v: int = _dptr[0]
+    return _v
 
 
 def cuMemAllocFromPoolAsync(bytesize: int, pool: CData, hStream: CData) -> int:
@@ -5325,7 +5372,8 @@ def cuMemAllocFromPoolAsync(bytesize: int, pool: CData, hStream: CData) -> int:
     _r = _lib.cuMemAllocFromPoolAsync(_dptr, bytesize, pool, hStream)
     if _r:
         raise _error(_r, 248)
-    return _dptr[0]
+    _v: int = _dptr[0]
+    return _v
 
 
 def cuMemAllocHost(bytesize: int) -> CData:
@@ -5351,7 +5399,8 @@ def cuMemAllocManaged(bytesize: int, flags: int) -> int:
     _r = _lib.cuMemAllocManaged(_dptr, bytesize, flags)
     if _r:
         raise _error(_r, 250)
-    return _dptr[0]
+    _v: int = _dptr[0]
+    return _v
 
 
 def cuMemAllocPitch(WidthInBytes: int, Height: int, ElementSizeBytes: int) -> tuple[int, int]:
@@ -5392,7 +5441,8 @@ def cuMemCreate(size: int, prop: CData, flags: int) -> int:
     _r = _lib.cuMemCreate(_handle, size, prop, flags)
     if _r:
         raise _error(_r, 253)
-    return _handle[0]
+    _v: int = _handle[0]
+    return _v
 
 
 def cuMemDiscardAndPrefetchBatchAsync(count: int, numPrefetchLocs: int, flags: int, hStream: CData) -> tuple[int, int, CData, int]:
@@ -5475,7 +5525,8 @@ def cuMemGetAccess(location: CData, ptr: int) -> int:
     _r = _lib.cuMemGetAccess(_flags, location, ptr)
     if _r:
         raise _error(_r, 260)
-    return _flags[0]
+    _v: int = _flags[0]
+    return _v
 
 
 def cuMemGetAddressRange(dptr: int) -> tuple[int, int]:
@@ -5502,7 +5553,8 @@ def cuMemGetAllocationGranularity(prop: CData, option: int) -> int:
     _r = _lib.cuMemGetAllocationGranularity(_granularity, prop, option)
     if _r:
         raise _error(_r, 262)
-    return _granularity[0]
+    _v: int = _granularity[0]
+    return _v
 
 
 def cuMemGetAllocationPropertiesFromHandle(handle: int) -> CData:
@@ -5593,7 +5645,8 @@ def cuMemHostGetDevicePointer(p: CData, Flags: int) -> int:
     _r = _lib.cuMemHostGetDevicePointer(_pdptr, p, Flags)
     if _r:
         raise _error(_r, 269)
-    return _pdptr[0]
+    _v: int = _pdptr[0]
+    return _v
 
 
 def cuMemHostGetFlags(p: CData) -> int:
@@ -5606,7 +5659,8 @@ def cuMemHostGetFlags(p: CData) -> int:
     _r = _lib.cuMemHostGetFlags(_pFlags, p)
     if _r:
         raise _error(_r, 270)
-    return _pFlags[0]
+    _v: int = _pFlags[0]
+    return _v
 
 
 def cuMemHostRegister(p: CData, bytesize: int, Flags: int) -> None:
@@ -5639,7 +5693,8 @@ def cuMemImportFromShareableHandle(osHandle: CData, shHandleType: int) -> int:
     _r = _lib.cuMemImportFromShareableHandle(_handle, osHandle, shHandleType)
     if _r:
         raise _error(_r, 273)
-    return _handle[0]
+    _v: int = _handle[0]
+    return _v
 
 
 def cuMemMap(ptr: int, size: int, offset: int, handle: int, flags: int) -> None:
@@ -5863,7 +5918,8 @@ def cuMemRetainAllocationHandle(addr: CData) -> int:
     _r = _lib.cuMemRetainAllocationHandle(_handle, addr)
     if _r:
         raise _error(_r, 292)
-    return _handle[0]
+    _v: int = _handle[0]
+    return _v
 
 
 def cuMemSetAccess(ptr: int, size: int, desc: CData, count: int) -> None:
@@ -6388,7 +6444,8 @@ def cuModuleGetFunctionCount(mod: CData) -> int:
     _r = _lib.cuModuleGetFunctionCount(_count, mod)
     if _r:
         raise _error(_r, 341)
-    return _count[0]
+    _v: int = _count[0]
+    return _v
 
 
 def cuModuleGetGlobal(hmod: CData, name: str | bytes) -> tuple[int, int]:
@@ -6416,7 +6473,8 @@ def cuModuleGetLoadingMode() -> int:
     _r = _lib.cuModuleGetLoadingMode(_mode)
     if _r:
         raise _error(_r, 343)
-    return _mode[0]
+    _v: int = _mode[0]
+    return _v
 
 
 def cuModuleGetSurfRef(hmod: CData, name: str | bytes) -> CData:
@@ -6553,7 +6611,8 @@ def cuMulticastCreate(prop: CData) -> int:
     _r = _lib.cuMulticastCreate(_mcHandle, prop)
     if _r:
         raise _error(_r, 354)
-    return _mcHandle[0]
+    _v: int = _mcHandle[0]
+    return _v
 
 
 def cuMulticastGetGranularity(prop: CData, option: int) -> int:
@@ -6566,7 +6625,8 @@ def cuMulticastGetGranularity(prop: CData, option: int) -> int:
     _r = _lib.cuMulticastGetGranularity(_granularity, prop, option)
     if _r:
         raise _error(_r, 355)
-    return _granularity[0]
+    _v: int = _granularity[0]
+    return _v
 
 
 def cuMulticastUnbind(mcHandle: int, dev: int, mcOffset: int, size: int) -> None:
@@ -6589,7 +6649,8 @@ def cuOccupancyAvailableDynamicSMemPerBlock(func: CData, numBlocks: int, blockSi
     _r = _lib.cuOccupancyAvailableDynamicSMemPerBlock(_dynamicSmemSize, func, numBlocks, blockSize)
     if _r:
         raise _error(_r, 357)
-    return _dynamicSmemSize[0]
+    _v: int = _dynamicSmemSize[0]
+    return _v
 
 
 def cuOccupancyMaxActiveBlocksPerMultiprocessor(func: CData, blockSize: int, dynamicSMemSize: int) -> int:
@@ -6602,7 +6663,8 @@ def cuOccupancyMaxActiveBlocksPerMultiprocessor(func: CData, blockSize: int, dyn
     _r = _lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(_numBlocks, func, blockSize, dynamicSMemSize)
     if _r:
         raise _error(_r, 358)
-    return _numBlocks[0]
+    _v: int = _numBlocks[0]
+    return _v
 
 
 def cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(func: CData, blockSize: int, dynamicSMemSize: int, flags: int) -> int:
@@ -6615,7 +6677,8 @@ def cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(func: CData, blockSize:
     _r = _lib.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(_numBlocks, func, blockSize, dynamicSMemSize, flags)
     if _r:
         raise _error(_r, 359)
-    return _numBlocks[0]
+    _v: int = _numBlocks[0]
+    return _v
 
 
 def cuOccupancyMaxActiveClusters(func: CData, config: CData) -> int:
@@ -6628,7 +6691,8 @@ def cuOccupancyMaxActiveClusters(func: CData, config: CData) -> int:
     _r = _lib.cuOccupancyMaxActiveClusters(_numClusters, func, config)
     if _r:
         raise _error(_r, 360)
-    return _numClusters[0]
+    _v: int = _numClusters[0]
+    return _v
 
 
 def cuOccupancyMaxPotentialBlockSize(func: CData, blockSizeToDynamicSMemSize: CData, dynamicSMemSize: int, blockSizeLimit: int) -> tuple[int, int]:
@@ -6669,7 +6733,8 @@ def cuOccupancyMaxPotentialClusterSize(func: CData, config: CData) -> int:
     _r = _lib.cuOccupancyMaxPotentialClusterSize(_clusterSize, func, config)
     if _r:
         raise _error(_r, 363)
-    return _clusterSize[0]
+    _v: int = _clusterSize[0]
+    return _v
 
 
 def cuParamSetSize(hfunc: CData, numbytes: int) -> None:
@@ -6946,7 +7011,8 @@ def cuStreamGetDevice(hStream: CData) -> int:
     _r = _lib.cuStreamGetDevice(hStream, _device)
     if _r:
         raise _error(_r, 387)
-    return _device[0]
+    _v: int = _device[0]
+    return _v
 
 
 def cuStreamGetFlags(hStream: CData) -> int:
@@ -6959,7 +7025,8 @@ def cuStreamGetFlags(hStream: CData) -> int:
     _r = _lib.cuStreamGetFlags(hStream, _flags)
     if _r:
         raise _error(_r, 388)
-    return _flags[0]
+    _v: int = _flags[0]
+    return _v
 
 
 def cuStreamGetGreenCtx(hStream: CData) -> CData:
@@ -6985,7 +7052,8 @@ def cuStreamGetId(hStream: CData) -> int:
     _r = _lib.cuStreamGetId(hStream, _streamId)
     if _r:
         raise _error(_r, 390)
-    return _streamId[0]
+    _v: int = _streamId[0]
+    return _v
 
 
 def cuStreamGetPriority(hStream: CData) -> int:
@@ -6998,7 +7066,8 @@ def cuStreamGetPriority(hStream: CData) -> int:
     _r = _lib.cuStreamGetPriority(hStream, _priority)
     if _r:
         raise _error(_r, 391)
-    return _priority[0]
+    _v: int = _priority[0]
+    return _v
 
 
 def cuStreamIsCapturing(hStream: CData) -> int:
@@ -7011,7 +7080,8 @@ def cuStreamIsCapturing(hStream: CData) -> int:
     _r = _lib.cuStreamIsCapturing(hStream, _captureStatus)
     if _r:
         raise _error(_r, 392)
-    return _captureStatus[0]
+    _v: int = _captureStatus[0]
+    return _v
 
 
 def cuStreamQuery(hStream: CData) -> int:
@@ -7023,7 +7093,8 @@ def cuStreamQuery(hStream: CData) -> int:
     _r = _lib.cuStreamQuery(hStream)
     if _r not in (0, 600,):
         raise _error(_r, 393)
-    return _r
+    _v: int = _r
+    return _v
 
 
 def cuStreamSetAttribute(hStream: CData, attr: int, value: CData) -> None:
@@ -7119,7 +7190,8 @@ def cuSurfObjectCreate(pResDesc: CData) -> int:
     _r = _lib.cuSurfObjectCreate(_pSurfObject, pResDesc)
     if _r:
         raise _error(_r, 402)
-    return _pSurfObject[0]
+    _v: int = _pSurfObject[0]
+    return _v
 
 
 def cuSurfObjectDestroy(surfObject: int) -> None:
@@ -7230,7 +7302,8 @@ def cuTexObjectCreate(pResDesc: CData, pTexDesc: CData, pResViewDesc: CData) -> 
     _r = _lib.cuTexObjectCreate(_pTexObject, pResDesc, pTexDesc, pResViewDesc)
     if _r:
         raise _error(_r, 411)
-    return _pTexObject[0]
+    _v: int = _pTexObject[0]
+    return _v
 
 
 def cuTexObjectDestroy(texObject: int) -> None:
@@ -7315,7 +7388,8 @@ def cuTexRefGetAddress(hTexRef: CData) -> int:
     _r = _lib.cuTexRefGetAddress(_pdptr, hTexRef)
     if _r:
         raise _error(_r, 418)
-    return _pdptr[0]
+    _v: int = _pdptr[0]
+    return _v
 
 
 def cuTexRefGetAddressMode(hTexRef: CData, dim: int) -> int:
@@ -7328,7 +7402,8 @@ def cuTexRefGetAddressMode(hTexRef: CData, dim: int) -> int:
     _r = _lib.cuTexRefGetAddressMode(_pam, hTexRef, dim)
     if _r:
         raise _error(_r, 419)
-    return _pam[0]
+    _v: int = _pam[0]
+    return _v
 
 
 def cuTexRefGetArray(hTexRef: CData) -> CData:
@@ -7354,7 +7429,8 @@ def cuTexRefGetBorderColor(hTexRef: CData) -> float:
     _r = _lib.cuTexRefGetBorderColor(_pBorderColor, hTexRef)
     if _r:
         raise _error(_r, 421)
-    return _pBorderColor[0]
+    _v: float = _pBorderColor[0]
+    return _v
 
 
 def cuTexRefGetFilterMode(hTexRef: CData) -> int:
@@ -7367,7 +7443,8 @@ def cuTexRefGetFilterMode(hTexRef: CData) -> int:
     _r = _lib.cuTexRefGetFilterMode(_pfm, hTexRef)
     if _r:
         raise _error(_r, 422)
-    return _pfm[0]
+    _v: int = _pfm[0]
+    return _v
 
 
 def cuTexRefGetFlags(hTexRef: CData) -> int:
@@ -7380,7 +7457,8 @@ def cuTexRefGetFlags(hTexRef: CData) -> int:
     _r = _lib.cuTexRefGetFlags(_pFlags, hTexRef)
     if _r:
         raise _error(_r, 423)
-    return _pFlags[0]
+    _v: int = _pFlags[0]
+    return _v
 
 
 def cuTexRefGetFormat(hTexRef: CData) -> tuple[int, int]:
@@ -7407,7 +7485,8 @@ def cuTexRefGetMaxAnisotropy(hTexRef: CData) -> int:
     _r = _lib.cuTexRefGetMaxAnisotropy(_pmaxAniso, hTexRef)
     if _r:
         raise _error(_r, 425)
-    return _pmaxAniso[0]
+    _v: int = _pmaxAniso[0]
+    return _v
 
 
 def cuTexRefGetMipmapFilterMode(hTexRef: CData) -> int:
@@ -7420,7 +7499,8 @@ def cuTexRefGetMipmapFilterMode(hTexRef: CData) -> int:
     _r = _lib.cuTexRefGetMipmapFilterMode(_pfm, hTexRef)
     if _r:
         raise _error(_r, 426)
-    return _pfm[0]
+    _v: int = _pfm[0]
+    return _v
 
 
 def cuTexRefGetMipmapLevelBias(hTexRef: CData) -> float:
@@ -7433,7 +7513,8 @@ def cuTexRefGetMipmapLevelBias(hTexRef: CData) -> float:
     _r = _lib.cuTexRefGetMipmapLevelBias(_pbias, hTexRef)
     if _r:
         raise _error(_r, 427)
-    return _pbias[0]
+    _v: float = _pbias[0]
+    return _v
 
 
 def cuTexRefGetMipmapLevelClamp(hTexRef: CData) -> tuple[float, float]:
@@ -7473,7 +7554,8 @@ def cuTexRefSetAddress(hTexRef: CData, dptr: int, bytes: int) -> int:
     _r = _lib.cuTexRefSetAddress(_ByteOffset, hTexRef, dptr, bytes)
     if _r:
         raise _error(_r, 430)
-    return _ByteOffset[0]
+    _v: int = _ByteOffset[0]
+    return _v
 
 
 def cuTexRefSetAddress2D(hTexRef: CData, desc: CData, dptr: int, Pitch: int) -> None:
@@ -7516,7 +7598,8 @@ def cuTexRefSetBorderColor(hTexRef: CData) -> float:
     _r = _lib.cuTexRefSetBorderColor(hTexRef, _pBorderColor)
     if _r:
         raise _error(_r, 434)
-    return _pBorderColor[0]
+    _v: float = _pBorderColor[0]
+    return _v
 
 
 def cuTexRefSetFilterMode(hTexRef: CData, fm: int) -> None:
@@ -7609,7 +7692,8 @@ def cuThreadExchangeStreamCaptureMode() -> int:
     _r = _lib.cuThreadExchangeStreamCaptureMode(_mode)
     if _r:
         raise _error(_r, 443)
-    return _mode[0]
+    _v: int = _mode[0]
+    return _v
 
 
 def cuUserObjectCreate(ptr: CData, destroy: CData, initialRefcount: int, flags: int) -> CData:

@@ -34,7 +34,8 @@ _require = _b.require
 
 
 def _str(p: CData) -> str:
-    return "" if p == _NULL else ffi.string(p).decode("utf-8", "replace")  # type: ignore[no-any-return]
+    s: bytes = ffi.string(p) if p != _NULL else b""
+    return s.decode("utf-8", "replace")
 
 
 def _detail(fn: Any, *args: Any) -> str:
@@ -210,7 +211,8 @@ def nvrtcGetCUBINSize(prog: CData) -> int:
     _r = _lib.nvrtcGetCUBINSize(prog, _cubinSizeRet)
     if _r:
         raise _error(_r, 6)
-    return _cubinSizeRet[0]
+    _v: int = _cubinSizeRet[0]
+    return _v
 
 
 def nvrtcGetErrorString(result: int) -> str:
@@ -249,7 +251,8 @@ def nvrtcGetLTOIRSize(prog: CData) -> int:
     _r = _lib.nvrtcGetLTOIRSize(prog, _LTOIRSizeRet)
     if _r:
         raise _error(_r, 9)
-    return _LTOIRSizeRet[0]
+    _v: int = _LTOIRSizeRet[0]
+    return _v
 
 
 def nvrtcGetLoweredName(prog: CData, name_expression: str | bytes) -> str:
@@ -276,7 +279,8 @@ def nvrtcGetNumSupportedArchs() -> int:
     _r = _lib.nvrtcGetNumSupportedArchs(_numArchs)
     if _r:
         raise _error(_r, 11)
-    return _numArchs[0]
+    _v: int = _numArchs[0]
+    return _v
 
 
 def nvrtcGetOptiXIR(prog: CData) -> bytes:
@@ -303,7 +307,8 @@ def nvrtcGetOptiXIRSize(prog: CData) -> int:
     _r = _lib.nvrtcGetOptiXIRSize(prog, _optixirSizeRet)
     if _r:
         raise _error(_r, 13)
-    return _optixirSizeRet[0]
+    _v: int = _optixirSizeRet[0]
+    return _v
 
 
 def nvrtcGetPCHCreateStatus(prog: CData) -> None:
@@ -326,7 +331,8 @@ def nvrtcGetPCHHeapSize() -> int:
     _r = _lib.nvrtcGetPCHHeapSize(_ret)
     if _r:
         raise _error(_r, 15)
-    return _ret[0]
+    _v: int = _ret[0]
+    return _v
 
 
 def nvrtcGetPCHHeapSizeRequired(prog: CData) -> int:
@@ -339,7 +345,8 @@ def nvrtcGetPCHHeapSizeRequired(prog: CData) -> int:
     _r = _lib.nvrtcGetPCHHeapSizeRequired(prog, _size)
     if _r:
         raise _error(_r, 16)
-    return _size[0]
+    _v: int = _size[0]
+    return _v
 
 
 def nvrtcGetPTX(prog: CData) -> str:
@@ -366,7 +373,8 @@ def nvrtcGetPTXSize(prog: CData) -> int:
     _r = _lib.nvrtcGetPTXSize(prog, _ptxSizeRet)
     if _r:
         raise _error(_r, 18)
-    return _ptxSizeRet[0]
+    _v: int = _ptxSizeRet[0]
+    return _v
 
 
 def nvrtcGetProgramLog(prog: CData) -> str:
@@ -393,7 +401,8 @@ def nvrtcGetProgramLogSize(prog: CData) -> int:
     _r = _lib.nvrtcGetProgramLogSize(prog, _logSizeRet)
     if _r:
         raise _error(_r, 20)
-    return _logSizeRet[0]
+    _v: int = _logSizeRet[0]
+    return _v
 
 
 def nvrtcGetSupportedArchs(supportedArchs: CData) -> None:
@@ -426,7 +435,8 @@ def nvrtcGetTileIRSize(prog: CData) -> int:
     _r = _lib.nvrtcGetTileIRSize(prog, _TileIRSizeRet)
     if _r:
         raise _error(_r, 23)
-    return _TileIRSizeRet[0]
+    _v: int = _TileIRSizeRet[0]
+    return _v
 
 
 def nvrtcInstallBundledHeaders(installPath: str | bytes, flags: int) -> str:

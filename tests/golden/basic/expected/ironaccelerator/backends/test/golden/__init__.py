@@ -34,7 +34,8 @@ _require = _b.require
 
 
 def _str(p: CData) -> str:
-    return "" if p == _NULL else ffi.string(p).decode("utf-8", "replace")  # type: ignore[no-any-return]
+    s: bytes = ffi.string(p) if p != _NULL else b""
+    return s.decode("utf-8", "replace")
 
 
 def _detail(fn: Any, *args: Any) -> str:
@@ -109,7 +110,8 @@ def goldenAlloc(bytes: int) -> int:
     _r = _lib.goldenAlloc(_ptr, bytes)
     if _r:
         raise _error(_r, 0)
-    return _ptr[0]
+    _v: int = _ptr[0]
+    return _v
 
 
 def goldenBuild(ctx: CData, source: str | bytes) -> None:
@@ -206,7 +208,8 @@ def goldenGetLogSize(ctx: CData) -> int:
     _r = _lib.goldenGetLogSize(ctx, _size)
     if _r:
         raise _error(_r, 8)
-    return _size[0]
+    _v: int = _size[0]
+    return _v
 
 
 def goldenGetName(index: int) -> str:
@@ -283,7 +286,8 @@ def goldenQuery(ctx: CData) -> int:
     _r = _lib.goldenQuery(ctx)
     if _r not in (0, 3,):
         raise _error(_r, 14)
-    return _r
+    _v: int = _r
+    return _v
 
 
 def goldenScale(x: float, factor: float) -> float:
@@ -293,7 +297,8 @@ def goldenScale(x: float, factor: float) -> float:
     Returns the result.
     """
     _r = _lib.goldenScale(x, factor)
-    return _r
+    _v: float = _r
+    return _v
 
 
 def goldenSetCallback(cb: CData, userData: CData | None = None) -> None:
@@ -331,7 +336,8 @@ def goldenSum(values: Sequence[Any]) -> int:
     _r = _lib.goldenSum(_values, _count, _total)
     if _r:
         raise _error(_r, 18)
-    return _total[0]
+    _v: int = _total[0]
+    return _v
 
 
 _b.name_function = goldenGetErrorName

@@ -9,8 +9,10 @@ module used when no compiler is available.
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 MODULE = "ironaccelerator.backends.test.golden._cffi"
@@ -24,20 +26,16 @@ C_SOURCE = (HERE / "trampolines.c").read_text().replace('#include "types.cdef"',
 EXTRA_COMPILE_ARGS = ["-O2", "-w"] if os.name != "nt" else ["/O2"]
 
 
-def ffibuilder():  # type: ignore[no-untyped-def]
-    import cffi
-
-    ffi = cffi.FFI()
+def ffibuilder() -> Any:
+    ffi = importlib.import_module("cffi").FFI()
     ffi.cdef(CDEF_TYPES + CDEF_API_FUNCTIONS)
     libraries = ["dl"] if os.name != "nt" and os.uname().sysname == "Linux" else []
     ffi.set_source(MODULE, C_SOURCE, libraries=libraries, extra_compile_args=EXTRA_COMPILE_ARGS)
     return ffi
 
 
-def abi_ffibuilder():  # type: ignore[no-untyped-def]
-    import cffi
-
-    ffi = cffi.FFI()
+def abi_ffibuilder() -> Any:
+    ffi = importlib.import_module("cffi").FFI()
     ffi.cdef(CDEF_TYPES + CDEF_ABI_FUNCTIONS)
     ffi.set_source(ABI_MODULE, None)
     return ffi

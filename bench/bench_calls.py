@@ -1,0 +1,395 @@
+#!/usr/bin/env python
+"""Per-call overhead of NVRTC ``nvrtcVersion`` and ``nvrtcGetErrorString`` across binding styles.
+
+Run from the repository root::
+
+    .venv/bin/python bench/bench_calls.py [--repeats N] [--quick]
+
+Every variant is measured in this one process; each repeat times every variant
+once (in a rotated order), a repeat of one variant being ``timeit`` of enough
+calls to last ~``--target-ms``.  The tables show the median per-call time and
+ratios; a ratio is the median over repeats of the paired per-repeat ratio, which
+is robust to the machine getting slower or faster between repeats.
+
+Variants (all call the same libnvrtc.so.13, checked via /proc/self/maps):
+
+* generated checked    ``nvrtc.nvrtcVersion()`` -> (major, minor); ``nvrtc.nvrtcGetErrorString(6)`` -> str
+* generated unchecked  ``nvrtc.unchecked.nvrtcVersion(maj_p, min_p)`` (pointers preallocated once)
+* raw cffi API         a hand-written out-of-line API-mode module (built once, cached under
+                       build/bench/) that dlopens libnvrtc and calls through a function pointer,
+                       declared with the header's types (``nvrtcResult`` is an enum)
+* raw cffi API (int)   the same module with ``int`` in place of the enum
+* raw cffi ABI         ``ffi.dlopen(path)``
+* ctypes               ``CDLL(path).nvrtcVersion`` with argtypes/restype and preallocated byref args
+* cuda-bindings        ``cuda.bindings.nvrtc.nvrtcVersion()`` / ``nvrtcGetErrorString(nvrtcResult(6))``
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import hashlib
+import os
+import platform
+import statistics
+import sys
+import time
+import timeit
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "generated"))
+BUILD = ROOT / "build" / "bench"
+
+TARGET_UNCHECKED_OVER_RAW = 1.1
+TARGET_CHECKED_OVER_CUDA_BINDINGS = 1.5
+
+
+# ----------------------------------------------------------------------------- the raw cffi API module
+
+RAW_CDEF = """
+typedef enum { NVRTC_SUCCESS = 0, NVRTC_ERROR_COMPILATION = 6 } nvrtcResult;
+int bench_init(const char *path);
+nvrtcResult nvrtcVersion(int *major, int *minor);
+const char *nvrtcGetErrorString(nvrtcResult result);
+int nvrtcVersion_int(int *major, int *minor);
+const char *nvrtcGetErrorString_int(int result);
+"""
+
+RAW_SOURCE = r"""
+#include <stddef.h>
+#include <dlfcn.h>
+typedef enum { NVRTC_SUCCESS = 0, NVRTC_ERROR_COMPILATION = 6 } nvrtcResult;
+typedef nvrtcResult (*pfn_version)(int *, int *);
+typedef const char *(*pfn_errstr)(nvrtcResult);
+static pfn_version p_version;
+static pfn_errstr p_errstr;
+
+static int bench_init(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        return -1;
+    p_version = (pfn_version)dlsym(h, "nvrtcVersion");
+    p_errstr = (pfn_errstr)dlsym(h, "nvrtcGetErrorString");
+    return (p_version != NULL && p_errstr != NULL) ? 0 : -2;
+}
+static nvrtcResult nvrtcVersion(int *major, int *minor) { return p_version(major, minor); }
+static const char *nvrtcGetErrorString(nvrtcResult result) { return p_errstr(result); }
+static int nvrtcVersion_int(int *major, int *minor) { return (int)p_version(major, minor); }
+static const char *nvrtcGetErrorString_int(int result) { return p_errstr((nvrtcResult)result); }
+"""
+
+RAW_COMPILE_ARGS = ["-O2", "-w"]
+
+
+def build_raw_module():  # type: ignore[no-untyped-def]
+    """Compile (once; cached by source hash under build/bench/) and import the hand-written API module."""
+    import importlib
+
+    import cffi
+
+    digest = hashlib.sha256((RAW_CDEF + RAW_SOURCE + repr(RAW_COMPILE_ARGS) + sys.version).encode()).hexdigest()[:10]
+    name = f"_bench_raw_nvrtc_{digest}"
+    BUILD.mkdir(parents=True, exist_ok=True)
+    if str(BUILD) not in sys.path:
+        sys.path.insert(0, str(BUILD))
+    built = False
+    if not list(BUILD.glob(name + ".*.so")) and not list(BUILD.glob(name + ".*.pyd")):
+        ffi = cffi.FFI()
+        ffi.cdef(RAW_CDEF)
+        ffi.set_source(name, RAW_SOURCE, libraries=["dl"], extra_compile_args=RAW_COMPILE_ARGS)
+        ffi.compile(tmpdir=str(BUILD), verbose=False)
+        built = True
+    return importlib.import_module(name), built
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def nvrtc_libs_mapped() -> set[str]:
+    """Real paths of every libnvrtc.so* mapped into this process (Linux only)."""
+    try:
+        with open("/proc/self/maps") as fh:
+            paths = {line.split()[-1] for line in fh if "/libnvrtc.so" in line}
+    except OSError:
+        return set()
+    return {os.path.realpath(p) for p in paths}
+
+
+def calibrate(timer: timeit.Timer, target_s: float) -> int:
+    """Smallest 'number' (1, 2, 5, 10, ...) for which one timeit lasts >= target_s / 4, scaled to target_s."""
+    n = 1
+    while True:
+        for m in (1, 2, 5):
+            number = n * m
+            t = timer.timeit(number)
+            if t >= target_s / 4:
+                number = max(1, int(number * target_s / t))
+                t = min(timer.repeat(3, number))  # re-check at full size: short runs are noisy
+                return max(1, int(number * target_s / t))
+        n *= 10
+
+
+class Variant:
+    def __init__(self, group: str, key: str, label: str, stmt: str, setup: str, env: dict) -> None:
+        self.group, self.key, self.label = group, key, label
+        self.timer = timeit.Timer(stmt, setup, globals=env)
+        self.number = 0
+        self.samples: list[float] = []  # seconds per call, one per repeat
+
+
+def run(variants: list[Variant], repeats: int, target_s: float) -> None:
+    for v in variants:
+        v.timer.timeit(200)  # warm up (first-call symbol resolution, caches)
+        v.number = calibrate(v.timer, target_s)
+    for r in range(repeats):
+        k = r % len(variants)
+        order = variants[k:] + variants[:k]  # rotate so no variant is always first/last
+        if r % 2:
+            order.reverse()
+        for v in order:
+            v.samples.append(v.timer.timeit(v.number) / v.number)
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def paired_ratio(a: Variant, b: Variant) -> float:
+    return med([x / y for x, y in zip(a.samples, b.samples)])
+
+
+def spread(v: Variant) -> float:
+    """Relative interquartile range of the per-repeat samples, in percent."""
+    q = statistics.quantiles(v.samples, n=4)
+    return 100.0 * (q[2] - q[0]) / med(v.samples)
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=None, help="repeats per variant (default 25; 15 with --quick)")
+    ap.add_argument("--quick", action="store_true", help="15 repeats of ~10 ms, no breakdown section")
+    ap.add_argument("--target-ms", type=float, default=None, help="duration of one repeat of one variant (default 25)")
+    args = ap.parse_args()
+    repeats = args.repeats or (15 if args.quick else 25)
+    target_s = (args.target_ms or (10.0 if args.quick else 25.0)) / 1000.0
+    if repeats < 3:
+        ap.error("--repeats must be >= 3")
+    t_start = time.perf_counter()
+
+    from ironaccelerator.backends.cuda import nvrtc
+
+    print(f"bench_calls: Python {platform.python_version()} on {platform.machine()}, "
+          f"{os.cpu_count()} CPUs; {repeats} repeats x ~{target_s * 1000:.0f} ms per variant")
+    print(f"nvrtc.BINDING_MODE = {nvrtc.BINDING_MODE!r}")
+    if nvrtc.BINDING_MODE != "api":
+        bar = "!" * 78
+        print(f"{bar}\n!! WARNING: the generated nvrtc binding is in {nvrtc.BINDING_MODE!r} mode, not 'api'.\n"
+              "!! The compiled cffi module is missing or failed to import, so the 'generated'\n"
+              "!! numbers below measure the ABI fallback and mean nothing for the targets.\n"
+              "!! Run: .venv/bin/python -m ironaccelerator_gen build\n" + bar)
+
+    # ---- load everything, and make sure it is one and the same libnvrtc
+    ver = nvrtc.nvrtcVersion()
+    path = nvrtc._b.path
+    if path is None:
+        print("error: the generated binding did not record which libnvrtc it loaded", file=sys.stderr)
+        return 1
+    print(f"libnvrtc: {path} (NVRTC {ver[0]}.{ver[1]})")
+
+    raw, built = build_raw_module()
+    if raw.lib.bench_init(path.encode()) != 0:
+        print(f"error: raw module could not dlopen/dlsym {path}", file=sys.stderr)
+        return 1
+    print(f"raw cffi API module: {Path(raw.__file__).relative_to(ROOT)} ({'built now' if built else 'cached'}, "
+          f"{' '.join(RAW_COMPILE_ARGS)})")
+
+    import cffi
+
+    abi_ffi = cffi.FFI()
+    abi_ffi.cdef("typedef enum { NVRTC_SUCCESS = 0 } nvrtcResult;\n"
+                 "nvrtcResult nvrtcVersion(int *major, int *minor);\n"
+                 "const char *nvrtcGetErrorString(nvrtcResult result);")
+    abi_lib = abi_ffi.dlopen(path)
+
+    cdll = ctypes.CDLL(path)
+    ct_version = cdll.nvrtcVersion
+    ct_version.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
+    ct_version.restype = ctypes.c_int
+    ct_errstr = cdll.nvrtcGetErrorString
+    ct_errstr.argtypes = [ctypes.c_int]
+    ct_errstr.restype = ctypes.c_char_p
+
+    try:
+        from cuda.bindings import nvrtc as cb
+        import cuda.bindings
+        cb_version = getattr(cuda.bindings, "__version__", "?")
+        assert cb.nvrtcVersion()[0] == cb.nvrtcResult.NVRTC_SUCCESS
+        assert cb.nvrtcGetErrorString(cb.nvrtcResult(6))[1] == b"NVRTC_ERROR_COMPILATION"
+    except Exception as exc:  # noqa: BLE001
+        cb = None
+        print(f"warning: cuda.bindings.nvrtc unavailable ({exc.__class__.__name__}: {exc}); skipping it")
+    else:
+        print(f"cuda-bindings {cb_version}")
+
+    mapped = nvrtc_libs_mapped()
+    if len(mapped) == 1 and os.path.realpath(path) in mapped:
+        print("all variants use the same libnvrtc (one copy mapped in this process)")
+    else:
+        print(f"WARNING: libnvrtc copies mapped in this process: {sorted(mapped) or 'unknown'}; "
+              "the variants may not call the same library")
+
+    # ---- sanity: every variant computes the same answer
+    def same(a, b, what):  # type: ignore[no-untyped-def]
+        if a != b:
+            raise SystemExit(f"error: {what}: {a!r} != {b!r}")
+
+    maj, mnr = nvrtc.ffi.new("int *"), nvrtc.ffi.new("int *")
+    same(nvrtc.unchecked.nvrtcVersion(maj, mnr), 0, "unchecked status")
+    same((maj[0], mnr[0]), ver, "unchecked version")
+    rmaj, rmin = raw.ffi.new("int *"), raw.ffi.new("int *")
+    same((raw.lib.nvrtcVersion(rmaj, rmin), rmaj[0], rmin[0]), (0, *ver), "raw API")
+    amaj, amin = abi_ffi.new("int *"), abi_ffi.new("int *")
+    same((abi_lib.nvrtcVersion(amaj, amin), amaj[0], amin[0]), (0, *ver), "raw ABI")
+    cmaj, cmin = ctypes.c_int(), ctypes.c_int()
+    bmaj, bmin = ctypes.byref(cmaj), ctypes.byref(cmin)
+    same((ct_version(bmaj, bmin), cmaj.value, cmin.value), (0, *ver), "ctypes")
+    msg = "NVRTC_ERROR_COMPILATION"
+    same(nvrtc.nvrtcGetErrorString(6), msg, "checked error string")
+    same(nvrtc.ffi.string(nvrtc.unchecked.nvrtcGetErrorString(6)).decode(), msg, "unchecked error string")
+    same(raw.ffi.string(raw.lib.nvrtcGetErrorString(6)).decode(), msg, "raw error string")
+    same(ct_errstr(6), msg.encode(), "ctypes error string")
+    if cb is not None:
+        same(tuple(cb.nvrtcVersion()[1:]), ver, "cuda-bindings version")
+
+    # ---- variants; setup binds everything to locals of timeit's inner function
+    env = dict(nvrtc=nvrtc, raw=raw, abi_lib=abi_lib, abi_ffi=abi_ffi, ct_version=ct_version, ct_errstr=ct_errstr,
+               bmaj=bmaj, bmin=bmin, cb=cb, maj=maj, mnr=mnr, rmaj=rmaj, rmin=rmin, amaj=amaj, amin=amin)
+    V: list[Variant] = []
+
+    def add(group: str, key: str, label: str, stmt: str, setup: str) -> None:
+        V.append(Variant(group, key, label, stmt, setup, env))
+
+    add("version", "checked", "generated checked   nvrtc.nvrtcVersion()",
+        "f()", "f = nvrtc.nvrtcVersion")
+    add("version", "unchecked", "generated unchecked nvrtc.unchecked.nvrtcVersion(p, q)",
+        "f(a, b)", "f = nvrtc.unchecked.nvrtcVersion; a = maj; b = mnr")
+    add("version", "raw", "raw cffi API        lib.nvrtcVersion(p, q)",
+        "f(a, b)", "f = raw.lib.nvrtcVersion; a = rmaj; b = rmin")
+    add("version", "raw_int", "raw cffi API (int)  lib.nvrtcVersion_int(p, q)",
+        "f(a, b)", "f = raw.lib.nvrtcVersion_int; a = rmaj; b = rmin")
+    add("version", "abi", "raw cffi ABI        dlopen lib.nvrtcVersion(p, q)",
+        "f(a, b)", "f = abi_lib.nvrtcVersion; a = amaj; b = amin")
+    add("version", "ctypes", "ctypes              nvrtcVersion(byref, byref)",
+        "f(a, b)", "f = ct_version; a = bmaj; b = bmin")
+    if cb is not None:
+        add("version", "cuda_bindings", "cuda-bindings       nvrtc.nvrtcVersion()",
+            "f()", "f = cb.nvrtcVersion")
+
+    add("errstr", "checked", "generated checked   nvrtc.nvrtcGetErrorString(6) -> str",
+        "f(6)", "f = nvrtc.nvrtcGetErrorString")
+    add("errstr", "unchecked", "generated unchecked nvrtc.unchecked.nvrtcGetErrorString(6)",
+        "f(6)", "f = nvrtc.unchecked.nvrtcGetErrorString")
+    add("errstr", "raw", "raw cffi API        lib.nvrtcGetErrorString(6)",
+        "f(6)", "f = raw.lib.nvrtcGetErrorString")
+    add("errstr", "raw_int", "raw cffi API (int)  lib.nvrtcGetErrorString_int(6)",
+        "f(6)", "f = raw.lib.nvrtcGetErrorString_int")
+    add("errstr", "abi", "raw cffi ABI        dlopen lib.nvrtcGetErrorString(6)",
+        "f(6)", "f = abi_lib.nvrtcGetErrorString")
+    add("errstr", "ctypes", "ctypes              nvrtcGetErrorString(6) -> bytes",
+        "f(6)", "f = ct_errstr")
+    if cb is not None:
+        add("errstr", "cuda_bindings", "cuda-bindings       nvrtcGetErrorString(nvrtcResult(6))",
+            "f(r)", "f = cb.nvrtcGetErrorString; r = cb.nvrtcResult(6)")
+
+    # ---- breakdown of the checked wrappers: their bodies inlined, piece by piece
+    if not args.quick:
+        ffi = nvrtc.ffi
+        env.update(ffi=ffi, T=ffi.typeof("int *"), NULL=ffi.NULL, p6=nvrtc.unchecked.nvrtcGetErrorString(6),
+                   empty=lambda: None, tup=lambda: (13, 5))
+        add("parts_v", "loop", "empty timeit loop (pass)", "pass", "")
+        add("parts_v", "pycall", "call of an empty Python function  g()", "g()", "g = empty")
+        add("parts_v", "new", "1x ffi.new(int_ptr_ctype)", "new(T)", "new = ffi.new")
+        add("parts_v", "new2", "2x ffi.new(int_ptr_ctype)", "new(T); new(T)", "new = ffi.new")
+        add("parts_v", "call", "unchecked call f(p, q)", "f(a, b)", "f = nvrtc.unchecked.nvrtcVersion; a = maj; b = mnr")
+        add("parts_v", "tuple", "(p[0], q[0]) tuple of two derefs", "(a[0], b[0])", "a = maj; b = mnr")
+        add("parts_v", "inline", "body inlined: 2 new + call + test + tuple",
+            "x = new(T); y = new(T); r = f(x, y)\nif r: raise RuntimeError\n(x[0], y[0])",
+            "new = ffi.new; f = nvrtc.unchecked.nvrtcVersion")
+        add("parts_v", "checked", "checked wrapper nvrtc.nvrtcVersion()", "f()", "f = nvrtc.nvrtcVersion")
+        add("parts_e", "call", "unchecked call f(6)", "f(6)", "f = nvrtc.unchecked.nvrtcGetErrorString")
+        add("parts_e", "null", "p == ffi.NULL", "p == N", "p = p6; N = NULL")
+        add("parts_e", "string", "ffi.string(p)", "s(p)", "s = ffi.string; p = p6")
+        add("parts_e", "decode", "bytes.decode('utf-8', 'replace')", "b.decode('utf-8', 'replace')",
+            "b = b'NVRTC_ERROR_COMPILATION'")
+        add("parts_e", "inline", "body inlined: call + NULL test + string + decode",
+            "r = f(6)\nif r == N: raise RuntimeError\n'' if r == N else s(r).decode('utf-8', 'replace')",
+            "f = nvrtc.unchecked.nvrtcGetErrorString; N = NULL; s = ffi.string")
+        add("parts_e", "checked", "checked wrapper nvrtc.nvrtcGetErrorString(6)", "f(6)",
+            "f = nvrtc.nvrtcGetErrorString")
+
+    print(f"measuring {len(V)} variants ...", flush=True)
+    run(V, repeats, target_s)
+
+    by = {(v.group, v.key): v for v in V}
+    width = max(len(v.label) for v in V)
+
+    def table(group: str, title: str) -> None:
+        rows = [v for v in V if v.group == group]
+        base = by[(group, "raw")]
+        print(f"\n{title}")
+        print(f"  {'variant'.ljust(width)}  {'ns/call':>8}  {'IQR%':>5}  {'x raw API':>9}  {'calls/rep':>9}")
+        for v in rows:
+            print(f"  {v.label.ljust(width)}  {med(v.samples) * 1e9:8.1f}  {spread(v):5.1f}  "
+                  f"{paired_ratio(v, base):9.2f}  {v.number:9d}")
+
+    table("version", "nvrtcVersion (two int out-params)")
+    table("errstr", "nvrtcGetErrorString (returns const char *)")
+
+    def verdict(ok: bool) -> str:
+        return "OK" if ok else "MISS"
+
+    print("\nTarget ratios (median of paired per-repeat ratios)")
+    fails = 0
+    for group, name in (("version", "nvrtcVersion"), ("errstr", "nvrtcGetErrorString")):
+        r = paired_ratio(by[(group, "unchecked")], by[(group, "raw")])
+        ok = r <= TARGET_UNCHECKED_OVER_RAW
+        fails += not ok
+        print(f"  {name:20s} unchecked / raw cffi API      = {r:5.2f}  (target <= {TARGET_UNCHECKED_OVER_RAW})  "
+              f"{verdict(ok)}")
+        r = paired_ratio(by[(group, "unchecked")], by[(group, "raw_int")])
+        print(f"  {name:20s} unchecked / raw cffi API(int) = {r:5.2f}  (context: enum vs int conversion)")
+        if cb is not None:
+            r = paired_ratio(by[(group, "checked")], by[(group, "cuda_bindings")])
+            ok = r <= TARGET_CHECKED_OVER_CUDA_BINDINGS
+            fails += not ok
+            print(f"  {name:20s} checked / cuda-bindings       = {r:5.2f}  "
+                  f"(target <= {TARGET_CHECKED_OVER_CUDA_BINDINGS})  {verdict(ok)}")
+        r = paired_ratio(by[(group, "checked")], by[(group, "unchecked")])
+        print(f"  {name:20s} checked / unchecked           = {r:5.2f}  (context: cost of the checked wrapper)")
+
+    if not args.quick:
+        for group, title in (("parts_v", "Where nvrtc.nvrtcVersion() spends its time (pieces timed alone)"),
+                             ("parts_e", "Where nvrtc.nvrtcGetErrorString(6) spends its time (pieces timed alone)")):
+            rows = [v for v in V if v.group == group]
+            checked = by[(group, "checked")]
+            print(f"\n{title}")
+            print(f"  {'piece'.ljust(width)}  {'ns':>8}  {'% of checked':>12}")
+            for v in rows:
+                print(f"  {v.label.ljust(width)}  {med(v.samples) * 1e9:8.1f}  "
+                      f"{100 * paired_ratio(v, checked):11.0f}%")
+        loop = med(by[("parts_v", "loop")].samples) * 1e9
+        print(f"  (timeit's own loop costs ~{loop:.1f} ns per iteration and is included in every number above)")
+
+    if nvrtc.BINDING_MODE != "api":
+        print("\n!! WARNING: BINDING_MODE is not 'api': the generated-binding numbers are for the ABI fallback !!")
+    print(f"\n{fails} target(s) missed; total time {time.perf_counter() - t_start:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
