@@ -326,7 +326,6 @@ class _NotConstant(Exception):
 class _Translator:
     def __init__(self, request: ParseRequest, split: _Split) -> None:
         self.req = request
-        self.system_typedefs = split.system_typedefs
         self.system_tags = split.system_tags
         self.functions: dict[str, Function] = {}
         self.typedefs: dict[str, Typedef] = {}
