@@ -54,6 +54,9 @@ nvrtcResult nvrtcVersion(int *major, int *minor);
 const char *nvrtcGetErrorString(nvrtcResult result);
 int nvrtcVersion_int(int *major, int *minor);
 const char *nvrtcGetErrorString_int(int result);
+int bench_noop(int *major, int *minor);
+int bench_c_loop_version(int n, int *major, int *minor);
+int bench_c_loop_errstr(int n);
 """
 
 RAW_SOURCE = r"""
@@ -78,6 +81,22 @@ static nvrtcResult nvrtcVersion(int *major, int *minor) { return p_version(major
 static const char *nvrtcGetErrorString(nvrtcResult result) { return p_errstr(result); }
 static int nvrtcVersion_int(int *major, int *minor) { return (int)p_version(major, minor); }
 static const char *nvrtcGetErrorString_int(int result) { return p_errstr((nvrtcResult)result); }
+/* context: the cost of cffi's calling convention alone, and of the C function alone */
+static int bench_noop(int *major, int *minor) { (void)major; (void)minor; return 0; }
+static int bench_c_loop_version(int n, int *major, int *minor)
+{
+    int acc = 0;
+    for (int i = 0; i < n; i++)
+        acc |= (int)p_version(major, minor);
+    return acc;
+}
+static int bench_c_loop_errstr(int n)
+{
+    int acc = 0;
+    for (int i = 0; i < n; i++)
+        acc += p_errstr(NVRTC_ERROR_COMPILATION) != NULL;
+    return acc;
+}
 """
 
 RAW_COMPILE_ARGS = ["-O2", "-w"]
@@ -132,8 +151,9 @@ def calibrate(timer: timeit.Timer, target_s: float) -> int:
 
 
 class Variant:
-    def __init__(self, group: str, key: str, label: str, stmt: str, setup: str, env: dict) -> None:
+    def __init__(self, group: str, key: str, label: str, stmt: str, setup: str, env: dict, scale: int = 1) -> None:
         self.group, self.key, self.label = group, key, label
+        self.scale = scale  # C calls per statement (the C-loop rows)
         self.timer = timeit.Timer(stmt, setup, globals=env)
         self.number = 0
         self.samples: list[float] = []  # seconds per call, one per repeat
@@ -149,7 +169,7 @@ def run(variants: list[Variant], repeats: int, target_s: float) -> None:
         if r % 2:
             order.reverse()
         for v in order:
-            v.samples.append(v.timer.timeit(v.number) / v.number)
+            v.samples.append(v.timer.timeit(v.number) / (v.number * v.scale))
 
 
 def med(xs: list[float]) -> float:
@@ -164,6 +184,70 @@ def spread(v: Variant) -> float:
     """Relative interquartile range of the per-repeat samples, in percent."""
     q = statistics.quantiles(v.samples, n=4)
     return 100.0 * (q[2] - q[0]) / med(v.samples)
+
+
+def make_alternatives(nvrtc):  # type: ignore[no-untyped-def]
+    """Hand-written variants of the checked wrappers' bodies, same contract (raise on failure)."""
+    import threading
+
+    ffi, lib = nvrtc.ffi, nvrtc._b.lib
+    new, NULL, string = ffi.new, ffi.NULL, ffi.string
+    T2 = ffi.typeof("int[2]")
+    error = nvrtc._b.error
+    version_fn, errstr_fn = lib.nvrtcVersion, lib.nvrtcGetErrorString
+
+    def alt_version_arr2():  # type: ignore[no-untyped-def]
+        a = new(T2)
+        r = lib.nvrtcVersion(a, a + 1)
+        if r:
+            raise error(r, 28)
+        return a[0], a[1]
+
+    tl = threading.local()
+
+    def alt_version_tls():  # type: ignore[no-untyped-def]
+        try:
+            a, b = tl.v
+        except AttributeError:
+            a = new(T2)
+            b = a + 1
+            tl.v = (a, b)
+        r = version_fn(a, b)
+        if r:
+            raise error(r, 28)
+        return tuple(a)
+
+    scratch = new(T2)
+    scratch1 = scratch + 1
+
+    def alt_version_scratch():  # type: ignore[no-untyped-def]
+        r = version_fn(scratch, scratch1)
+        if r:
+            raise error(r, 28)
+        return tuple(scratch)
+
+    def alt_errstr_lean(result):  # type: ignore[no-untyped-def]
+        r = errstr_fn(result)
+        if not r:
+            nvrtc._require(7)
+            return ""
+        return string(r).decode("utf-8", "replace")
+
+    memo: dict = {}
+
+    def alt_errstr_memo(result):  # type: ignore[no-untyped-def]
+        s = memo.get(result)
+        if s is None:
+            s = memo[result] = alt_errstr_lean(result)
+        return s
+
+    for f in (alt_version_arr2, alt_version_tls, alt_version_scratch):
+        assert f() == nvrtc.nvrtcVersion()
+    for f in (alt_errstr_lean, alt_errstr_memo):
+        assert f(6) == nvrtc.nvrtcGetErrorString(6)
+    return dict(alt_version_arr2=alt_version_arr2, alt_version_tls=alt_version_tls,
+                alt_version_scratch=alt_version_scratch, alt_errstr_lean=alt_errstr_lean,
+                alt_errstr_memo=alt_errstr_memo)
 
 
 # ----------------------------------------------------------------------------- main
@@ -271,8 +355,8 @@ def main() -> int:
                bmaj=bmaj, bmin=bmin, cb=cb, maj=maj, mnr=mnr, rmaj=rmaj, rmin=rmin, amaj=amaj, amin=amin)
     V: list[Variant] = []
 
-    def add(group: str, key: str, label: str, stmt: str, setup: str) -> None:
-        V.append(Variant(group, key, label, stmt, setup, env))
+    def add(group: str, key: str, label: str, stmt: str, setup: str, scale: int = 1) -> None:
+        V.append(Variant(group, key, label, stmt, setup, env, scale))
 
     add("version", "checked", "generated checked   nvrtc.nvrtcVersion()",
         "f()", "f = nvrtc.nvrtcVersion")
@@ -307,12 +391,17 @@ def main() -> int:
             "f(r)", "f = cb.nvrtcGetErrorString; r = cb.nvrtcResult(6)")
 
     # ---- breakdown of the checked wrappers: their bodies inlined, piece by piece
+    C_LOOP = 10000
     if not args.quick:
         ffi = nvrtc.ffi
         env.update(ffi=ffi, T=ffi.typeof("int *"), NULL=ffi.NULL, p6=nvrtc.unchecked.nvrtcGetErrorString(6),
-                   empty=lambda: None, tup=lambda: (13, 5))
+                   empty=lambda: None, blib=nvrtc._b.lib, C_LOOP=C_LOOP)
         add("parts_v", "loop", "empty timeit loop (pass)", "pass", "")
+        add("parts_v", "c_only", "nvrtcVersion alone (loop in C, no Python)", "f(n, a, b)",
+            "f = raw.lib.bench_c_loop_version; n = C_LOOP; a = rmaj; b = rmin", scale=C_LOOP)
+        add("parts_v", "noop", "cffi API call of a C no-op(p, q)", "f(a, b)", "f = raw.lib.bench_noop; a = rmaj; b = rmin")
         add("parts_v", "pycall", "call of an empty Python function  g()", "g()", "g = empty")
+        add("parts_v", "getattr", "attribute lookup _lib.nvrtcVersion", "lib.nvrtcVersion", "lib = blib")
         add("parts_v", "new", "1x ffi.new(int_ptr_ctype)", "new(T)", "new = ffi.new")
         add("parts_v", "new2", "2x ffi.new(int_ptr_ctype)", "new(T); new(T)", "new = ffi.new")
         add("parts_v", "call", "unchecked call f(p, q)", "f(a, b)", "f = nvrtc.unchecked.nvrtcVersion; a = maj; b = mnr")
@@ -321,6 +410,8 @@ def main() -> int:
             "x = new(T); y = new(T); r = f(x, y)\nif r: raise RuntimeError\n(x[0], y[0])",
             "new = ffi.new; f = nvrtc.unchecked.nvrtcVersion")
         add("parts_v", "checked", "checked wrapper nvrtc.nvrtcVersion()", "f()", "f = nvrtc.nvrtcVersion")
+        add("parts_e", "c_only", "nvrtcGetErrorString alone (loop in C)", "f(n)",
+            "f = raw.lib.bench_c_loop_errstr; n = C_LOOP", scale=C_LOOP)
         add("parts_e", "call", "unchecked call f(6)", "f(6)", "f = nvrtc.unchecked.nvrtcGetErrorString")
         add("parts_e", "null", "p == ffi.NULL", "p == N", "p = p6; N = NULL")
         add("parts_e", "string", "ffi.string(p)", "s(p)", "s = ffi.string; p = p6")
@@ -331,6 +422,22 @@ def main() -> int:
             "f = nvrtc.unchecked.nvrtcGetErrorString; N = NULL; s = ffi.string")
         add("parts_e", "checked", "checked wrapper nvrtc.nvrtcGetErrorString(6)", "f(6)",
             "f = nvrtc.nvrtcGetErrorString")
+
+        # hypothetical wrapper bodies (defined here, not generated) to size what a template change could win
+        alt = make_alternatives(nvrtc)
+        env.update(alt)
+        add("alt_v", "current", "as generated: 2x new(int *), (a[0], b[0])", "f()", "f = nvrtc.nvrtcVersion")
+        add("alt_v", "arr2", "one new(int[2]), pass (a, a + 1), (a[0], a[1])", "f()", "f = alt_version_arr2")
+        add("alt_v", "tls", "per-thread scratch int[2] (threading.local), tuple(a)", "f()", "f = alt_version_tls")
+        add("alt_v", "scratch", "module-level scratch (NOT thread-safe; a bound)", "f()", "f = alt_version_scratch")
+        if cb is not None:
+            add("alt_v", "cuda_bindings", "cuda-bindings nvrtc.nvrtcVersion()", "f()", "f = cb.nvrtcVersion")
+        add("alt_e", "current", "as generated", "f(6)", "f = nvrtc.nvrtcGetErrorString")
+        add("alt_e", "lean", "one NULL test (truth value), no _str() helper call", "f(6)", "f = alt_errstr_lean")
+        add("alt_e", "memo", "memoised per status code (dict hit)", "f(6)", "f = alt_errstr_memo")
+        if cb is not None:
+            add("alt_e", "cuda_bindings", "cuda-bindings nvrtcGetErrorString(nvrtcResult(6))", "f(r)",
+                "f = cb.nvrtcGetErrorString; r = cb.nvrtcResult(6)")
 
     print(f"measuring {len(V)} variants ...", flush=True)
     run(V, repeats, target_s)
@@ -383,7 +490,18 @@ def main() -> int:
                 print(f"  {v.label.ljust(width)}  {med(v.samples) * 1e9:8.1f}  "
                       f"{100 * paired_ratio(v, checked):11.0f}%")
         loop = med(by[("parts_v", "loop")].samples) * 1e9
-        print(f"  (timeit's own loop costs ~{loop:.1f} ns per iteration and is included in every number above)")
+        print(f"  (timeit's own loop costs ~{loop:.1f} ns per statement and is included in every number above"
+              f" except the C-loop rows)")
+        for group, title in (("alt_v", "What-if: other bodies for the checked nvrtcVersion()"),
+                             ("alt_e", "What-if: other bodies for the checked nvrtcGetErrorString()")):
+            rows = [v for v in V if v.group == group]
+            base = by[(group, "current")]
+            ref = by.get((group, "cuda_bindings"))
+            print(f"\n{title}")
+            print(f"  {'body'.ljust(width)}  {'ns/call':>8}  {'x current':>9}  {'x cuda-b.':>9}")
+            for v in rows:
+                vs_cb = f"{paired_ratio(v, ref):9.2f}" if ref is not None else f"{'-':>9}"
+                print(f"  {v.label.ljust(width)}  {med(v.samples) * 1e9:8.1f}  {paired_ratio(v, base):9.2f}  {vs_cb}")
 
     if nvrtc.BINDING_MODE != "api":
         print("\n!! WARNING: BINDING_MODE is not 'api': the generated-binding numbers are for the ABI fallback !!")
