@@ -14,7 +14,8 @@ from .bind import BoundLibrary, bind
 from .diagnostics import Collector, Diagnostic, UserError
 from .frontend import ParseRequest, parse
 from .ir import Location
-from .render import TEMPLATES, environment, render_library, render_package
+from .render import TEMPLATES, banner_text, environment, render_library, render_package
+from .surface import load_backend, load_surface, render_surface
 from .spec import CoreSpec, LibrarySpec, load_core, load_library
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,10 +29,16 @@ class Result:
     skipped: list[str] = field(default_factory=list)
     inputs: list[Path] = field(default_factory=list)
     keep: tuple[str, ...] = ()  # output directories of skipped libraries: left as they are
+    backends: list = field(default_factory=list)  # type: ignore[type-arg]
 
 
 def spec_paths(spec_dir: Path) -> list[Path]:
-    return sorted(p for p in spec_dir.rglob("*.yaml") if p.name != "core.yaml")
+    """Library specs: every YAML file but core.yaml and the backend specs."""
+    return sorted(p for p in spec_dir.rglob("*.yaml") if p.name not in ("core.yaml", "backend.yaml"))
+
+
+def backend_paths(spec_dir: Path) -> list[Path]:
+    return sorted(spec_dir.rglob("backend.yaml"))
 
 
 def _display(path: Path, base: Path) -> str:
@@ -78,11 +85,27 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         inputs += [found.include_dir / h.value for h in spec.headers + spec.version_headers]
     if problems:
         raise UserError(problems)
+    surface = load_surface(spec_dir / "core.yaml", _display(spec_dir / "core.yaml", base))
+    backends = []
+    for p in backend_paths(spec_dir):
+        try:
+            backends.append(load_backend(p, _display(p, base), surface))
+        except UserError as e:
+            problems += e.diagnostics
+        inputs.append(p)
+    if problems:
+        raise UserError(problems)
     env = environment()
     files = render_package(env, core, libraries)
     for lib in libraries:
         files.update(render_library(env, lib))
-    return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs, keep=tuple(keep))
+    bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in libraries}
+    files.update(render_surface(env, surface, backends, bound, "# " + banner_text(surface.path)))
+    for b in backends:
+        if f"ironaccelerator/backends/{b.vendor}/_backend.py" not in files:
+            keep.append(f"ironaccelerator/backends/{b.vendor}/_backend.py")
+    return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs, keep=tuple(keep),
+                  backends=backends)
 
 
 # --------------------------------------------------------------------- writing
