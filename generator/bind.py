@@ -18,12 +18,37 @@ from .ir import (
     Array, Builtin, CType, Enum, EnumConstant, EnumRef, Function, FunctionProto, Header, InlineEnum,
     InlineRecord, Location, MacroConstant, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
-from .spec import CoreSpec, FunctionSpec, LibrarySpec, StringSpec
+from .spec import CoreSpec, FunctionSpec, LibrarySpec, ParamSpec, StringSpec
 
 PY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# names the generated module defines itself
+# names the generated module defines or imports itself, and the builtins its code calls: a C name bound
+# at module level (function, enum, enum constant, macro constant) must not shadow one of them
 RESERVED = frozenset({"ffi", "has", "unchecked", "BINDING_MODE", "LIBRARY", "SDK_VERSION", "SPEC",
-                      "set_per_thread_default_stream", "Error", "ErrorKind", "CData", "annotations"})
+                      "set_per_thread_default_stream", "Error", "ErrorKind", "CData", "annotations",
+                      "enum", "Any", "Sequence", "TYPE_CHECKING", "STRUCTS", "new_struct",
+                      "str", "bytes", "len", "max", "isinstance", "Exception", "getattr", "globals"})
+# module globals every checked wrapper body may reference (see wrappers.lower); the ``_``-prefixed
+# names are the wrapper's own locals and helpers
+WRAPPER_GLOBALS = frozenset({"ffi", "Error", "ErrorKind", "_lib", "_NULL", "_new", "_error", "_require",
+                             "_detail", "_str", "_c_array", "_keep", "_r", "_v", "_b"})
+# builtins a wrapper body calls only when it has a parameter of this role
+ROLE_GLOBALS = {"in_str": frozenset({"isinstance", "str"}), "len": frozenset({"len"}),
+                "out_buffer": frozenset({"max", "bytes"})}
+
+
+def py_name_problem(name: str, enum_member: bool = False) -> str | None:
+    """Why ``name`` cannot be a module-level name of a generated module, or None."""
+    if not PY_IDENT.match(name):
+        return "not a Python identifier"
+    if keyword.iskeyword(name):
+        return "it is a Python keyword"
+    if name.startswith("_"):
+        return "names starting with '_' are private to the generated module"
+    if name in RESERVED:
+        return f"it would shadow the generated module's own '{name}'"
+    if enum_member and name == "mro":
+        return "enum.IntEnum does not allow a member named 'mro'"
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +163,7 @@ class _Binder:
                                f"{suggest(spec.version_macro.value, self.constants)}")
             else:
                 self.version = _version_str(c.value)
+        self.enum_locations: dict[str, Location] = {}  # bound enum name -> its typedef (or enum) declaration
         self.bound_header_files = {h.value for h in spec.headers}
         self.version_files = {h.value for h in spec.version_headers}
 
@@ -149,9 +175,10 @@ class _Binder:
         """True when the parsed SDK predates ``since`` (so a missing name is expected)."""
         return since is not None and self.version is not None and _vtuple(self.version) < _vtuple(since)
 
-    def check_py_name(self, name: str, loc: Location, what: str) -> bool:
-        if not PY_IDENT.match(name) or (name.startswith("__") and name.endswith("__")) or name in RESERVED:
-            self.err.error(loc, f"{what} {name!r} cannot be bound as a Python name")
+    def check_py_name(self, name: str, loc: Location, what: str, enum_member: bool = False) -> bool:
+        why = py_name_problem(name, enum_member)
+        if why is not None:
+            self.err.error(loc, f"{what} {name!r} cannot be bound as a Python name: {why}")
             return False
         return True
 
@@ -258,21 +285,42 @@ class _Binder:
                 len_of.setdefault(ps.len.value, []).append(ps.name.value)
             if ps.string is not None and ps.string.length_param is not None:
                 capacity_of[ps.string.length_param.value] = ps.name.value
-        params = []
-        used: set[str] = set()
+        roles: list[tuple[str, CType, str, ParamSpec | None]] = []
         for i, p in enumerate(f.params):
             c_name = p.name or f"arg{i}"
-            py = c_name + "_" if keyword.iskeyword(c_name) or keyword.issoftkeyword(c_name) else c_name
-            if not PY_IDENT.match(py) or py.startswith("__") or py in used:
-                self.err.error(f.location, f"parameter {c_name!r} of '{public}' cannot be bound as a Python name")
-                return None
-            used.add(py)
-            ps = pspecs.get(c_name)
-            role = self.param_role(public, p.type, ps.direction if ps else None, ps, c_name in len_of,
+            pspec = pspecs.get(c_name)
+            role = self.param_role(public, p.type, pspec.direction if pspec else None, pspec, c_name in len_of,
                                    c_name in capacity_of, f.location)
             if role is None:
                 return None
-            params.append(self.make_param(py, c_name, p.type, role, ps, tuple(len_of.get(c_name, ()))))
+            roles.append((c_name, p.type, role, pspec))
+        # Python keywords and the names the wrapper body refers to are renamed with a trailing '_'
+        # (ex: from -> from_; bytes -> bytes_ only where the body calls bytes())
+        shadowed = set(WRAPPER_GLOBALS).union(*(ROLE_GLOBALS.get(r, ()) for _, _, r, _ in roles))
+        shadowed |= {ps.string.size_function.value for ps in fs.params
+                     if ps.string is not None and ps.string.size_function is not None}
+        if fs.error_log is not None:
+            shadowed.add(fs.error_log.value)
+        params: list[BoundParam] = []
+        used: set[str] = set()
+        for c_name, ctype, role, pspec in roles:
+            py = c_name + "_" if keyword.iskeyword(c_name) or c_name in shadowed \
+                or re.match(r"_T[0-9]+\Z", c_name) else c_name
+            why = ("not a Python identifier" if not PY_IDENT.match(py) else
+                   "names starting with '__' are not allowed" if py.startswith("__") else
+                   f"another parameter is already bound as {py!r}" if py in used else None)
+            if why is not None:
+                self.err.error(f.location, f"parameter {c_name!r} of '{public}' cannot be bound as a Python name: {why}")
+                return None
+            used.add(py)
+            params.append(self.make_param(py, c_name, ctype, role, pspec, tuple(len_of.get(c_name, ()))))
+        # the wrapper's locals are _<name> and _<name>_n: no parameter may be called that
+        locals_ = {f"_{bp.name}" for bp in params} | {f"_{bp.name}_n" for bp in params}
+        for bp in params:
+            if bp.name in locals_:
+                self.err.error(f.location, f"parameter {bp.c_name!r} of '{public}' cannot be bound as a Python name: "
+                               "it collides with a local of the generated wrapper")
+                return None
         result = resolve(f.result, self.typedefs)
         returns_status = _same_type(f.result, self.spec.errors.type.value)
         status_codes = []
@@ -467,14 +515,19 @@ class _Binder:
             if isinstance(t.type, EnumRef):
                 enum_names.setdefault(t.type.tag, t.name)
         bound_enums = []
+        enum_typedefs = {t.name: t for t in typedefs}
         for e in sorted(enums, key=_pos):
             body = ", ".join(f"{c.name} = {c.value}" for c in e.constants)
             out.append(f"enum {e.tag + ' ' if e.tag else ''}{{ {body} }};")
             if e.tag:
-                bound_enums.append(BoundEnum(name=enum_names.get(e.tag, e.tag), constants=e.constants))
+                name = enum_names.get(e.tag, e.tag)
+                where = enum_typedefs[name].location if name in enum_typedefs else e.location
+                bound_enums.append(BoundEnum(name=name, constants=e.constants))
+                self.enum_locations.setdefault(name, where)
         for t in typedefs:
             if isinstance(t.type, InlineEnum):
                 bound_enums.append(BoundEnum(name=t.name, constants=t.type.enum.constants))
+                self.enum_locations.setdefault(t.name, t.location)
         # typedefs and complete records, topologically ordered by what they use by value
         nodes: dict[tuple[str, str], tuple[Location, str, set[tuple[str, str]]]] = {}
         defined = {(r.kind, r.tag) for r in records if r.fields is not None}
@@ -554,12 +607,27 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
     error_codes = b.bind_errors()
     functions = b.bind_functions()
     decls, enums, structs = b.declarations()
+    # every module-level Python name: (name, what, where)
+    module_names: list[tuple[str, str, Location]] = [(f.public, "function", f.c.location) for f in functions]
     for e in enums:
-        b.check_py_name(e.name, header.functions[0].location if header.functions else spec.location, "enum")
+        where = b.enum_locations.get(e.name, spec.location)
+        if b.check_py_name(e.name, where, "enum"):
+            module_names.append((e.name, "enum", where))
         for c in e.constants:
-            b.check_py_name(c.name, c.location, "enum constant")
+            if b.check_py_name(c.name, c.location, "enum constant", enum_member=True):
+                module_names.append((c.name, "enum constant", c.location))
+    # macros in C's reserved namespace (_X, __x) are the implementation's, not the API: not exported
     constants = tuple(c for c in header.constants if b.in_bound_files(c.location)
-                      and PY_IDENT.match(c.name) and not c.name.startswith("__"))
+                      and PY_IDENT.match(c.name) and not c.name.startswith("_")
+                      and b.check_py_name(c.name, c.location, "macro constant"))
+    module_names += [(c.name, "macro constant", c.location) for c in constants]
+    first: dict[str, tuple[str, Location]] = {}
+    for name, what, where in module_names:
+        if name in first:
+            col.error(where, f"{what} '{name}' cannot be bound as a Python name: the {first[name][0]} "
+                      f"declared at {first[name][1]} is bound under the same name")
+        else:
+            first[name] = (what, where)
     names = spec.errors.name_function.value if spec.errors.name_function else None
     if names is not None and names not in {f.public for f in functions}:
         col.error(spec.errors.name_function.location,  # type: ignore[union-attr]

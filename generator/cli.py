@@ -42,6 +42,9 @@ def _generate(args: argparse.Namespace) -> int:
             print(f"ironaccel-gen: --sdk expects KIND=PATH, got {item!r}", file=sys.stderr)
             return EXIT_USER_ERROR
         overrides[kind] = path
+    if args.out.exists() and not args.out.is_dir():
+        print(f"ironaccel-gen: --out {str(args.out)!r} exists and is not a directory", file=sys.stderr)
+        return EXIT_USER_ERROR
     cache_path = args.out / ".ironaccel-gen.json"
     argv = [str(args.specs), sorted(overrides.items()), sorted(args.only), args.frontend]
     t0 = time.perf_counter()
@@ -73,7 +76,11 @@ def _generate(args: argparse.Namespace) -> int:
     if args.only:  # leave the libraries that were not asked for as they are
         keep += tuple(f"ironaccelerator/backends/{n.replace('.', '/')}/" for n in _all_libraries(args.out)
                       if n not in args.only)
-    changes = pipeline.write(result.files, args.out, keep)
+    try:
+        changes = pipeline.write(result.files, args.out, keep)
+    except OSError as exc:  # ex) a path component of --out is a file, or no permission
+        print(f"ironaccel-gen: cannot write the output to {str(args.out)!r}: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
     for lib in result.libraries:
         print(f"generated {lib.module}: {len(lib.functions)} functions, {len(lib.enums)} enums "
               f"from {lib.header.name} ({lib.spec.backend} {lib.sdk_version})")

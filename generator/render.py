@@ -37,7 +37,8 @@ def _pyliteral(v: Any) -> str:
 
 
 def _pydoc(v: str) -> str:
-    return v.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    # every quote is escaped: a docstring text ending in '"' would otherwise close the literal early
+    return v.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _c_args(f: BoundFunction) -> str:

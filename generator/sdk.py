@@ -63,7 +63,8 @@ def _dist_version(site: Path, prefix: str) -> str | None:
     for d in sorted(site.glob("*.dist-info")):
         name, _, rest = d.name[: -len(".dist-info")].partition("-")
         if name.lower() == prefix:
-            return rest
+            # it is printed into generated banners and docstrings: a plain version string only
+            return rest if re.match(r"[A-Za-z0-9_.+\-]+\Z", rest) else None
     return None
 
 

@@ -22,6 +22,7 @@ IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 PATTERN = re.compile(r"[A-Za-z0-9_*?\[\]]+\Z")
 LIBNAME = re.compile(r"[A-Za-z0-9_.+\-/*]+\Z")
 DIRECTIONS = ("in", "out", "inout")
+CORE_KINDS = ("INVALID_VALUE", "LIBRARY_NOT_FOUND", "SYMBOL_NOT_FOUND", "UNKNOWN")  # used by the templates
 PLATFORMS = ("linux", "windows", "darwin")
 
 
@@ -146,12 +147,21 @@ def compose(path: str, text: str) -> yaml.Node | None:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        what = " ".join(x for x in (exc.context, exc.problem) if x) or "invalid YAML"
+        what = " ".join(" ".join(x for x in (exc.context, exc.problem) if x).split()) or "invalid YAML"
         raise UserError([Diagnostic(location=Location(file=path, line=line, col=col),
                                     message=f"YAML syntax error: {what}")]) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow; position: its index in text
+        at = max(0, min(exc.position, len(text)))
+        line, col = text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character[:1] or "\0")
+        raise UserError([Diagnostic(location=Location(file=path, line=line, col=col),
+                                    message=f"YAML error: character U+{code:04X} is not allowed")]) from None
     except yaml.YAMLError as exc:
         raise UserError([Diagnostic(location=Location(file=path, line=1, col=1),
-                                    message=f"YAML error: {exc}")]) from None
+                                    message=f"YAML error: {' '.join(str(exc).split())}")]) from None
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        raise UserError([Diagnostic(location=Location(file=path, line=1, col=1),
+                                    message="YAML error: the document is nested too deeply")]) from None
 
 
 class _Reader:
@@ -177,11 +187,11 @@ class _Reader:
                 self.errors.error(self.loc(k), "mapping keys must be plain strings")
                 continue
             if allowed and k.value not in allowed:
-                self.errors.error(self.loc(k), f"unknown key '{k.value}' in {what}{suggest(k.value, allowed)}"
+                self.errors.error(self.loc(k), f"unknown key {k.value!r} in {what}{suggest(k.value, allowed)}"
                                   + ("" if suggest(k.value, allowed) else f"; expected one of: {', '.join(allowed)}"))
                 continue
             if k.value in out:
-                self.errors.error(self.loc(k), f"duplicate key '{k.value}'")
+                self.errors.error(self.loc(k), f"duplicate key {k.value!r}")
                 continue
             out[k.value] = v
         for r in required:
@@ -281,6 +291,17 @@ def _kind(node: yaml.Node) -> str:
     return f"{'null' if tag == 'null' else tag} {node.value!r}" if tag != "null" else "nothing (null)"
 
 
+# what a spec's display path may contain: it is printed into generated comments and docstrings
+SAFE_PATH = re.compile(r"[\w./+\-@=,~ ]+\Z")
+
+
+def _check_display(display: str) -> None:
+    if not SAFE_PATH.match(display):
+        raise UserError([Diagnostic(location=Location(file=ascii(display)[1:-1], line=1, col=1),
+                                    message="a spec's path may only contain letters, digits, spaces and "
+                                            "'_ . / + - @ = , ~' (it is printed into the generated files)")])
+
+
 def _read_file(path: Path, display: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -292,6 +313,7 @@ def _read_file(path: Path, display: str) -> str:
 def load_library(path: Path, display: str | None = None, text: str | None = None) -> LibrarySpec:
     """Load ``specs/<vendor>/<library>.yaml``; raise :class:`UserError` with every problem found."""
     display = display or path.as_posix()
+    _check_display(display)
     text = _read_file(path, display) if text is None else text
     root = compose(display, text)
     errors = Collector()
@@ -320,7 +342,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     sdk = r.ident(m.get("sdk"), "sdk")
     header_re = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h\Z")
     headers = r.seq(m.get("headers"), "headers", lambda n: r.string(n, "header", header_re, ": expected a header file name like 'cuda.h'"))
-    if "headers" in m and not headers:
+    if "headers" in m and not headers and (isinstance(m["headers"], yaml.SequenceNode) and not m["headers"].value
+                                           or m["headers"].tag == "tag:yaml.org,2002:null"):
         errors.error(r.loc(m["headers"]), "headers must name at least one header")
     version_headers = r.seq(m.get("version_headers"), "version_headers",
                             lambda n: r.string(n, "header", header_re, ": expected a header file name"))
@@ -420,7 +443,7 @@ def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:str":
         # shorthand: `dptr: out`
         if node.value not in DIRECTIONS:
-            r.errors.error(r.loc(node), f"bad direction '{node.value}' for parameter '{name}'{suggest(node.value, DIRECTIONS)}; "
+            r.errors.error(r.loc(node), f"bad direction {node.value!r} for parameter '{name}'{suggest(node.value, DIRECTIONS)}; "
                            f"expected one of: {', '.join(DIRECTIONS)}")
             return ParamSpec(name=name)
         return ParamSpec(name=name, direction=node.value)
@@ -429,7 +452,7 @@ def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
     if "direction" in pm:
         d = r.scalar(pm["direction"], "direction")
         if d is not None and d not in DIRECTIONS:
-            r.errors.error(r.loc(pm["direction"]), f"bad direction '{d}' for parameter '{name}'{suggest(d, DIRECTIONS)}; "
+            r.errors.error(r.loc(pm["direction"]), f"bad direction {d!r} for parameter '{name}'{suggest(d, DIRECTIONS)}; "
                            f"expected one of: {', '.join(DIRECTIONS)}")
         elif d is not None:
             direction = d
@@ -450,22 +473,35 @@ def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
                      nullable=r.boolean(pm.get("nullable"), "nullable"), string=string)
 
 
-def load_core(path: Path, display: str | None = None) -> CoreSpec:
-    """Load ``specs/core.yaml``."""
+# the trait-surface sections of core.yaml, read by ironaccelerator_gen.surface
+SURFACE_KEYS = ("backend_kinds", "vendors", "numeric_classes", "dtypes", "capability_flags", "compute_tiers",
+                "memory_kinds", "traits")
+
+
+def load_core(path: Path, display: str | None = None, text: str | None = None) -> CoreSpec:
+    """Load ``specs/core.yaml`` (from ``text`` when given)."""
     display = display or path.as_posix()
-    root = compose(display, _read_file(path, display))
+    _check_display(display)
+    root = compose(display, _read_file(path, display) if text is None else text)
     errors = Collector()
     r = _Reader(display, errors)
-    m = r.mapping(root, ("error_kinds",), ("error_kinds",), "core spec") or {}
+    m = r.mapping(root, ("error_kinds",) + SURFACE_KEYS, ("error_kinds",), "core spec") or {}
     kinds = []
     seen = set()
     for kname, node in r.keyed(m.get("error_kinds"), "error kind"):
         if not re.match(r"[A-Z][A-Z0-9_]*\Z", kname.value):
             errors.error(kname.location, f"error kind '{kname}' must be UPPER_CASE")
-        doc = r.scalar(node, f"description of {kname}") or ""
-        kinds.append(ErrorKindSpec(name=kname, doc=" ".join(doc.split())))
+        doc = " ".join((r.scalar(node, f"description of {kname}") or "").split())
+        if not doc.isprintable():  # it becomes a docstring: no NUL, control characters or lone surrogates
+            errors.error(r.loc(node), f"description of {kname} must be printable text")
+        kinds.append(ErrorKindSpec(name=kname, doc=doc))
         seen.add(kname.value)
     if root is None:
         errors.error(Location(file=display, line=1, col=1), "the core spec is empty")
+    elif isinstance(m.get("error_kinds"), yaml.MappingNode):
+        for required in CORE_KINDS:
+            if required not in seen:
+                errors.error(r.loc(m["error_kinds"]), f"error_kinds must define {required} "
+                             "(the generated run-time support raises it)")
     errors.check()
     return CoreSpec(path=display, error_kinds=tuple(kinds))

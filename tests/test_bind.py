@@ -1,0 +1,431 @@
+"""Hostile identifiers: nothing a spec or a header names may reach the generated Python unchecked.
+
+* spec names (vendor, library, functions, parameters, wrapper macros, ...) with quotes, newlines,
+  ``__import__('os')``, ``; import os``, triple quotes or backslashes are rejected by the loader with
+  a located error, and the CLI exits 2 without writing anything;
+* C identifiers that are legal C but dangerous in Python (tests/headers/hostile.h: dunders, keywords,
+  the generated module's own names) are rejected with ``hostile.h:LINE:COL``;
+* C parameter names that are Python keywords, or would shadow what a wrapper uses, are renamed
+  (tests/headers/pykeywords.h) and the renamed wrappers work.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ironaccelerator_gen import sdk
+from ironaccelerator_gen.diagnostics import Diagnostic, UserError
+from ironaccelerator_gen.pipeline import compile_specs
+from ironaccelerator_gen.spec import load_library
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+HEADERS = HERE / "headers"
+CORE_TEXT = (ROOT / "specs" / "core.yaml").read_text(encoding="utf-8")
+NVRTC_TEXT = (ROOT / "specs" / "cuda" / "nvrtc.yaml").read_text(encoding="utf-8")
+NVRTC = "specs/cuda/nvrtc.yaml"
+LOCATED = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?P<col>\d+): (?P<message>.+)$")
+
+HOSTILE_VALUES = [
+    "a'b", 'a"b', "a\nb", "__import__('os')", "; import os", '"""', "a\\b", "x y", "\u00e9t\u00e9", "a\u2028b",
+    "{x}", "", "os.system", "a)\nimport os\n(",
+]
+
+
+def pos(text: str, needle: str) -> tuple[int, int]:
+    assert text.count(needle) == 1, f"expected exactly one {needle!r}"
+    i = text.index(needle)
+    return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
+
+
+def run_cli(spec_dir: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(spec_dir),
+                           "--out", str(out), *extra], capture_output=True, text=True, timeout=120,
+                          cwd=spec_dir.parent)
+
+
+def located_lines(proc: subprocess.CompletedProcess[str]) -> list[re.Match[str]]:
+    """Exit status 2, no traceback, every stderr line but the summary located; nothing else printed."""
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = proc.stderr.splitlines()
+    assert lines and re.fullmatch(r"ironaccel-gen: \d+ error\(s\)", lines[-1]), proc.stderr
+    matches = [LOCATED.match(line) for line in lines[:-1]]
+    assert matches and all(matches), proc.stderr
+    return [m for m in matches if m]
+
+
+def nothing_written(out: Path) -> bool:
+    return not out.exists() or not any(out.rglob("*"))
+
+
+# ------------------------------------------------------------- hostile spec names
+
+# (field, old text in the nvrtc spec, replacement with {} where the JSON-quoted hostile value goes)
+SPEC_FIELDS = [
+    ("vendor", "vendor: cuda", "vendor: {}"),
+    ("library", "library: nvrtc", "library: {}"),
+    ("backend", "backend: CUDA", "backend: {}"),
+    ("sdk", "sdk: nvrtc", "sdk: {}"),
+    ("header", "headers: [nvrtc.h]", "headers: [{}]"),
+    ("function", "  nvrtcDestroyProgram:\n", "  {}: {{}}\n  nvrtcDestroyProgram:\n"),
+    ("parameter", "      prog: inout", "      {}: inout"),
+    ("wrapper macro", "\nloader:\n", '\nsymbols:\n  per_thread:\n    {}: "{{}}_ptds"\nloader:\n'),
+    ("per-thread format", "\nloader:\n", "\nsymbols:\n  per_thread:\n    __X: {}\nloader:\n"),
+    ("version_typedef", "\nloader:\n", "\nsymbols:\n  version_typedef: {}\nloader:\n"),
+    ("symbol", "  nvrtcDestroyProgram:\n", "  nvrtcDestroyProgram:\n    symbol: {}\n"),
+    ("status code", "  nvrtcDestroyProgram:\n", "  nvrtcDestroyProgram:\n    status: [{}]\n"),
+    ("since", "  nvrtcGetSupportedArchs:\n", "  nvrtcGetSupportedArchs:\n    since: {}\n"),
+    ("error_log", "error_log: nvrtcGetProgramLog\n", "error_log: {}\n"),
+    ("len", "len: numHeaders, nullable: true}\n      includeNames", "len: {}, nullable: true}}\n      includeNames"),
+    ("size_function", "size_function: nvrtcGetPTXSize}", "size_function: {}}}"),
+    ("length_param", "size_function: nvrtcGetPTXSize}", "size_function: nvrtcGetPTXSize, length_param: {}}}"),
+    ("error type", "type: nvrtcResult", "type: {}"),
+    ("success code", "success: [NVRTC_SUCCESS]", "success: [{}]"),
+    ("error kind", "    NOT_READY: [NVRTC_ERROR_BUSY]", "    {}: [NVRTC_ERROR_BUSY]"),
+    ("error code", "    NOT_READY: [NVRTC_ERROR_BUSY]", "    NOT_READY: [{}]"),
+    ("default kind", "default: DRIVER", "default: {}"),
+    ("name_function", "name_function: nvrtcGetErrorString", "name_function: {}"),
+    ("since code", "\nfunctions:\n", "\n  since: {{{}: '1.0'}}\nfunctions:\n"),
+    ("include pattern", 'include: ["nvrtc*"]', "include: [{}]"),
+    ("loader library", "linux: [libnvrtc.so.13,", "linux: [{},"),
+    ("wheel dir", "wheel_dirs: [nvidia/cu13/lib,", "wheel_dirs: [{},"),
+    ("sdk dir", "sdk_dirs: [lib64,", "sdk_dirs: [{},"),
+    ("sdk_env", "sdk_env: [CUDA_HOME,", "sdk_env: [{},"),
+    ("define name", "headers: [nvrtc.h]\n", "headers: [nvrtc.h]\ndefines: {{{}: 1}}\n"),
+    ("define value", "headers: [nvrtc.h]\n", "headers: [nvrtc.h]\ndefines: {{X: {}}}\n"),
+    ("version_macro", "headers: [nvrtc.h]\n", "headers: [nvrtc.h]\nversion_macro: {}\n"),
+    ("version_headers", "headers: [nvrtc.h]\n", "headers: [nvrtc.h]\nversion_headers: [{}]\n"),
+]
+
+
+# values that are legitimate for a field (rendered with repr): a library file or directory name with a
+# dot, and an empty macro value (-DX=)
+LEGITIMATE = {"loader library": {"os.system"}, "wheel dir": {"os.system"}, "sdk dir": {"os.system"},
+              "define value": {""}}
+
+
+def hostile_spec(old: str, new: str, value: str) -> tuple[str, str]:
+    """The nvrtc spec with ``value`` (as a YAML double-quoted scalar) in one place; also that scalar."""
+    quoted = json.dumps(value)
+    assert NVRTC_TEXT.count(old) == 1
+    return NVRTC_TEXT.replace(old, new.format(quoted)), quoted
+
+
+@pytest.mark.parametrize("field, old, new", SPEC_FIELDS, ids=[f[0] for f in SPEC_FIELDS])
+def test_hostile_spec_name_is_rejected_where_it_is_written(field: str, old: str, new: str) -> None:
+    for value in HOSTILE_VALUES:
+        if value in LEGITIMATE.get(field, ()):
+            continue
+        text, quoted = hostile_spec(old, new, value)
+        with pytest.raises(UserError) as info:
+            load_library(Path("nvrtc.yaml"), NVRTC, text=text)
+        diags: tuple[Diagnostic, ...] = info.value.diagnostics
+        at = pos(text, quoted)
+        assert any((d.location.line, d.location.col) == at for d in diags), \
+            f"{field} = {value!r}: no diagnostic at {at}:\n" + "\n".join(map(str, diags))
+        for d in diags:
+            assert d.location.file == NVRTC and "\n" not in str(d) and "\u2028" not in str(d), repr(str(d))
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("vendor", "lambda", "vendor 'lambda' cannot be used as a Python module name"),
+    ("vendor", "__import__", "vendor '__import__' cannot be used as a Python module name"),
+    ("library", "None", "library 'None' cannot be used as a Python module name"),
+    ("library", "_private", "library '_private' cannot be used as a Python module name"),
+])
+def test_python_unsafe_module_names(field: str, value: str, message: str) -> None:
+    old, new = next((o, n) for f, o, n in SPEC_FIELDS if f == field)
+    text = NVRTC_TEXT.replace(old, new.format(value))
+    with pytest.raises(UserError) as info:
+        load_library(Path("nvrtc.yaml"), NVRTC, text=text)
+    (d,) = info.value.diagnostics
+    assert d.message == message
+    assert (d.location.line, d.location.col) == pos(text, f"{field}: {value}\n")[0:1] + (len(field) + 3,)
+
+
+def make_nvrtc_dir(tmp_path: Path, text: str) -> Path:
+    d = tmp_path / "specs"
+    (d / "cuda").mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "cuda" / "nvrtc.yaml").write_text(text, encoding="utf-8")
+    return d
+
+
+@pytest.mark.parametrize("field, value", [("vendor", "cuda\nimport os"), ("function", "__import__('os')"),
+                                          ("parameter", '"""; import os; """')])
+def test_cli_rejects_hostile_spec_names_and_writes_nothing(tmp_path: Path, field: str, value: str) -> None:
+    old, new = next((o, n) for f, o, n in SPEC_FIELDS if f == field)
+    text, quoted = hostile_spec(old, new, value)
+    spec_dir = make_nvrtc_dir(tmp_path, text)
+    out = tmp_path / "out"
+    matches = located_lines(run_cli(spec_dir, out))
+    line, col = pos(text, quoted)
+    assert any((m["file"], int(m["line"]), int(m["col"])) == (NVRTC, line, col) for m in matches)
+    assert nothing_written(out)
+
+
+@pytest.mark.skipif(sdk.find("nvrtc") is None, reason="no NVRTC headers")
+def test_spec_names_that_are_identifiers_but_not_declared(tmp_path: Path) -> None:
+    """Identifier-shaped but Python-dangerous names in a spec reach the binder, which finds no such C name."""
+    text = NVRTC_TEXT.replace("  nvrtcDestroyProgram:\n", "  __import__: {}\n  nvrtcDestroyProgram:\n")
+    text = text.replace("      prog: inout", "      __class__: inout")
+    with pytest.raises(UserError) as info:
+        compile_specs(make_nvrtc_dir(tmp_path, text))
+    got = {(d.location.line, d.location.col): d.message for d in info.value.diagnostics}
+    assert got[pos(text, "__import__")] == "function '__import__' is not declared in nvrtc.h"
+    assert got[pos(text, "__class__")].startswith("function 'nvrtcDestroyProgram' has no parameter '__class__'")
+
+
+# ----------------------------------------------------------- hostile C identifiers
+
+HOSTILE_H = (HEADERS / "hostile.h").read_text(encoding="utf-8")
+HOSTILE_SPEC = """\
+vendor: test
+library: hostile
+backend: TEST
+sdk: test
+headers: [hostile.h]
+loader:
+  linux: [libhostile.so]
+errors:
+  type: hostileResult
+  success: [HOSTILE_SUCCESS]
+  default: DRIVER
+  kinds:
+    UNKNOWN: [HOSTILE_ERROR]
+"""
+# (C name, what the diagnostic calls it, a regex finding its declaration's line in hostile.h)
+HOSTILE_NAMES = [
+    ("__builtins__", "function", r"hostileResult __builtins__\("),
+    ("ffi", "function", r"hostileResult ffi\("),
+    ("has", "function", r"hostileResult has\("),
+    ("_lib", "function", r"hostileResult _lib\("),
+    ("import", "function", r"hostileResult import\("),
+    ("isinstance", "function", r"hostileResult isinstance\("),
+    ("__import__", "parameter", r"hostileResult hostileDunderParam\("),
+    ("__class__", "enum constant", r"^    __class__ ="),
+    ("None", "enum constant", r"^    None ="),
+    ("mro", "enum constant", r"^    mro ="),
+    ("STRUCTS", "enum constant", r"^    STRUCTS ="),
+    ("lambda", "enum", r"\} lambda;"),
+    ("True", "macro constant", r"#define True "),
+    ("Error", "macro constant", r"#define Error "),
+    ("hostileTwice", "enum", r"^enum hostileTwice "),
+]
+HARMLESS = ["hostileFine", "HOSTILE_MODE_OK", "HOSTILE_VERSION", "HOSTILE_K", "_HOSTILE_PRIVATE", "hostileMode"]
+
+
+def expected_at(name: str, pattern: str) -> tuple[int, set[int]]:
+    """hostile.h line of the declaration, and the acceptable columns (its name, or the declaration's start)."""
+    for no, line in enumerate(HOSTILE_H.splitlines(), 1):
+        if re.search(pattern, line):
+            where = "hostileDunderParam" if name == "__import__" else name
+            return no, {line.index(where) + 1, len(line) - len(line.lstrip()) + 1}
+    raise AssertionError(f"{pattern!r} not in hostile.h")
+
+
+def test_sdk_override_for_a_kind_of_its_own() -> None:
+    """``--sdk test=tests/headers``: any kind is accepted when the spec's first header is there."""
+    found = sdk.find("test", str(HEADERS), "hostile.h")
+    assert found is not None and found.include_dir == HEADERS and found.kind == "test"
+    assert sdk.find("test", str(HEADERS), "missing.h") is None
+    assert sdk.find("test", str(HEADERS)) is None  # an unknown kind without a marker
+
+
+@pytest.fixture
+def hostile_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "specs"
+    (d / "test").mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "test" / "hostile.yaml").write_text(HOSTILE_SPEC, encoding="utf-8")
+    return d
+
+
+@pytest.mark.parametrize("frontend", ["clang", "pycparser"])
+def test_hostile_header_names_are_rejected_with_their_location(hostile_dir: Path, frontend: str) -> None:
+    with pytest.raises(UserError) as info:
+        compile_specs(hostile_dir, {"test": str(HEADERS)}, frontend)
+    diags = info.value.diagnostics
+    assert all(d.location.file == "hostile.h" for d in diags), "\n".join(map(str, diags))
+    for name, what, pattern in HOSTILE_NAMES:
+        mine = [d for d in diags if f"{what} '{name}'" in d.message]
+        assert len(mine) == 1, f"{what} {name!r}:\n" + "\n".join(map(str, diags))
+        (d,) = mine
+        assert "cannot be bound as a Python name" in d.message
+        line, cols = expected_at(name, pattern)
+        assert d.location.line == line and d.location.col in cols, f"{d} (expected line {line}, col in {cols})"
+    text = "\n".join(map(str, diags))
+    for ok in HARMLESS:
+        assert f"'{ok}'" not in text, text
+    assert len(diags) == len(HOSTILE_NAMES), text
+
+
+def test_cli_rejects_hostile_header_and_writes_nothing(hostile_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    matches = located_lines(run_cli(hostile_dir, out, "--sdk", f"test={HEADERS}"))
+    assert {m["file"] for m in matches} == {"hostile.h"}
+    assert len(matches) == len(HOSTILE_NAMES)
+    assert nothing_written(out)
+
+
+# --------------------------------------------------- Python keywords as parameters
+
+KW_SPEC = """\
+vendor: test
+library: pykeywords
+backend: TEST
+sdk: test
+headers: [pykeywords.h]
+loader:
+  linux: [libpykeywords.so]
+errors:
+  type: kwResult
+  success: [KW_SUCCESS]
+  default: DRIVER
+  kinds:
+    UNKNOWN: [KW_ERROR]
+functions:
+  kwLen:
+    params:
+      items: {len: n}
+"""
+KW_SIGNATURES = {
+    "kwFrom": ["lambda_", "from_"],  # keywords
+    "kwPass": ["pass_"],  # 'yield' is an out parameter: returned, its local is _yield_
+    "kwStr": ["str_", "isinstance_"],  # the in_str conversion calls isinstance(x, str)
+    "kwLen": ["items", "len_"],  # the array length is len(items)
+    "kwPrivate": ["_lib_", "_r_", "ffi_"],  # the wrapper's own globals and locals
+    "kwPlain": ["bytes", "len", "str", "type", "match"],  # nothing in this wrapper uses them: kept
+}
+KW_IMPL = r"""
+#include "pykeywords.h"
+#include <string.h>
+kwResult kwFrom(int lambda, int from) { return lambda == 1 && from == 2 ? KW_SUCCESS : KW_ERROR; }
+kwResult kwPass(int pass, int *yield) { *yield = pass * 10; return KW_SUCCESS; }
+kwResult kwStr(const char *str, int isinstance) { return !strcmp(str, "abc") && isinstance == 3 ? KW_SUCCESS : KW_ERROR; }
+kwResult kwLen(const int *items, int n, int len) { return n == 3 && items[2] == 30 && len == 7 ? KW_SUCCESS : KW_ERROR; }
+kwResult kwPrivate(int _lib, int _r, int ffi) { return _lib == 1 && _r == 2 && ffi == 3 ? KW_SUCCESS : KW_ERROR; }
+kwResult kwPlain(int bytes, int len, int str, int type, int match) {
+    return bytes == 1 && len == 2 && str == 3 && type == 4 && match == 5 ? KW_SUCCESS : KW_ERROR; }
+"""
+KW_CALLS = """
+import inspect
+import ironaccelerator.backends.test.pykeywords as m
+m.kwFrom(lambda_=1, from_=2)
+assert m.kwPass(pass_=4) == 40
+m.kwStr(str_="abc", isinstance_=3)
+m.kwStr("abc", 3)
+m.kwLen(items=[10, 20, 30], len_=7)
+m.kwPrivate(_lib_=1, _r_=2, ffi_=3)
+m.kwPlain(bytes=1, len=2, str=3, type=4, match=5)
+try:
+    m.kwFrom(lambda_=2, from_=1)
+except m.Error as e:
+    assert e.code == m.KW_ERROR
+else:
+    raise AssertionError("kwFrom(2, 1) should fail")
+print("ok", m.BINDING_MODE)
+"""
+
+
+@pytest.fixture
+def kw_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "specs"
+    (d / "test").mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "test" / "pykeywords.yaml").write_text(KW_SPEC, encoding="utf-8")
+    return d
+
+
+def functions_of(source: str) -> dict[str, list[str]]:
+    return {n.name: [a.arg for a in n.args.posonlyargs + n.args.args] for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.FunctionDef)}
+
+
+def test_python_keyword_parameters_are_renamed(kw_dir: Path) -> None:
+    result = compile_specs(kw_dir, {"test": str(HEADERS)})
+    for rel, text in result.files.items():
+        if rel.endswith(".py"):
+            compile(text, rel, "exec")  # every generated module is valid Python
+    base = "ironaccelerator/backends/test/pykeywords/"
+    checked = functions_of(result.files[base + "__init__.py"])
+    unchecked = functions_of(result.files[base + "unchecked.py"])
+    for name, params in KW_SIGNATURES.items():
+        assert checked[name] == params, (name, checked[name])
+    assert unchecked["kwFrom"] == ["lambda_", "from_"]
+    (lib,) = result.libraries
+    by_c = {(f.public, p.c_name): p.name for f in lib.functions for p in f.params}
+    assert by_c[("kwPass", "yield")] == "yield_" and by_c[("kwLen", "n")] == "n"
+
+
+def test_renamed_parameters_reach_the_right_c_arguments(kw_dir: Path, tmp_path: Path) -> None:
+    """Generate, build a small implementation library, import (ABI mode) and call with keyword arguments."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    lib_dir = tmp_path / "lib"
+    lib_dir.mkdir()
+    (lib_dir / "impl.c").write_text(KW_IMPL, encoding="utf-8")
+    subprocess.run([cc, "-shared", "-fPIC", "-I", str(HEADERS), "-o", str(lib_dir / "libpykeywords.so"),
+                    str(lib_dir / "impl.c")], check=True, capture_output=True, timeout=60)
+    out = tmp_path / "out"
+    gen = run_cli(kw_dir, out, "--sdk", f"test={HEADERS}")
+    assert gen.returncode == 0, gen.stdout + gen.stderr
+    env = {**os.environ, "PYTHONPATH": str(out), "LD_LIBRARY_PATH": str(lib_dir)}
+    proc = subprocess.run([sys.executable, "-c", KW_CALLS], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout + proc.stderr
+
+
+def test_parameters_that_collide_after_renaming_are_rejected(tmp_path: Path) -> None:
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "pykeywords.h").write_text(
+        "typedef enum { KW_SUCCESS = 0, KW_ERROR = 1 } kwResult;\n"
+        "kwResult kwTwice(int from, int from_);\n"
+        "kwResult kwLocal(const char *x, int _x);\n", encoding="utf-8")
+    d = tmp_path / "specs"
+    (d / "test").mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "test" / "pykeywords.yaml").write_text(KW_SPEC.split("functions:")[0], encoding="utf-8")
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(inc)})
+    got = sorted((d.location.line, d.message) for d in info.value.diagnostics)
+    assert got == [
+        (2, "parameter 'from_' of 'kwTwice' cannot be bound as a Python name: "
+            "another parameter is already bound as 'from_'"),
+        (3, "parameter '_x' of 'kwLocal' cannot be bound as a Python name: "
+            "it collides with a local of the generated wrapper"),
+    ]
+
+
+# -------------------------------------------------------- hostile core descriptions
+
+
+def test_core_descriptions_with_quotes_and_backslashes_stay_docstrings(kw_dir: Path) -> None:
+    docs = {"UNKNOWN": 'ends in a quote"', "DRIVER": 'has """ three quotes and \\N{BULLET} \\x escapes\\',
+            "NOT_READY": "'single' \"double\" `back` \\\\"}
+    core = CORE_TEXT
+    for kind, doc in docs.items():
+        core = re.sub(rf"^  {kind}: .*$", lambda _m: f"  {kind}: {json.dumps(doc)}", core, count=1, flags=re.M)
+    (kw_dir / "core.yaml").write_text(core, encoding="utf-8")
+    result = compile_specs(kw_dir, {"test": str(HEADERS)})
+    source = result.files["ironaccelerator/_errors.py"]
+    tree = ast.parse(source)
+    kind_class = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ErrorKind")
+    found: dict[str, str] = {}
+    for prev, node in zip(kind_class.body, kind_class.body[1:]):
+        if isinstance(prev, ast.Assign) and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            found[prev.targets[0].id] = node.value.value  # type: ignore[attr-defined]
+    for kind, doc in docs.items():
+        assert found[kind] == doc

@@ -1,0 +1,582 @@
+"""Spec errors: every problem is reported as ``<spec>:<line>:<col>: message``, never as a traceback.
+
+Most cases run the compiler in process (:func:`ironaccelerator_gen.pipeline.compile_specs`) on copies
+of the real specs edited in ``tmp_path``; a few run the CLI to check the exit status (2), stderr and
+that a failed run writes nothing.  The loader is also fuzzed with hypothesis.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ironaccelerator_gen import sdk
+from ironaccelerator_gen.diagnostics import Diagnostic, UserError
+from ironaccelerator_gen.pipeline import compile_specs
+from ironaccelerator_gen.spec import LibrarySpec, load_core, load_library
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = ROOT / "specs"
+CORE_TEXT = (SPECS / "core.yaml").read_text(encoding="utf-8")
+NVRTC_TEXT = (SPECS / "cuda" / "nvrtc.yaml").read_text(encoding="utf-8")
+DRIVER_TEXT = (SPECS / "cuda" / "driver.yaml").read_text(encoding="utf-8")
+
+NVRTC = "specs/cuda/nvrtc.yaml"  # how diagnostics name the copies made by make_specs
+DRIVER = "specs/cuda/driver.yaml"
+CORE = "specs/core.yaml"
+
+needs_cuda = pytest.mark.skipif(sdk.find("cuda") is None, reason="no CUDA toolkit headers (cuda.h)")
+needs_nvrtc = pytest.mark.skipif(sdk.find("nvrtc") is None, reason="no NVRTC headers (nvrtc.h)")
+LOCATED = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?P<col>\d+): (?P<message>.+)$")
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def edit(text: str, old: str, new: str) -> str:
+    """``text`` with the one occurrence of ``old`` replaced (the test fails if the spec changed)."""
+    assert text.count(old) == 1, f"expected exactly one {old!r} in the spec"
+    return text.replace(old, new)
+
+
+def pos(text: str, needle: str, offset: int = 0) -> tuple[int, int]:
+    """1-based (line, col) of the unique ``needle`` in ``text``, plus ``offset`` characters."""
+    assert text.count(needle) == 1, f"expected exactly one {needle!r}"
+    i = text.index(needle) + offset
+    return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
+
+
+def make_specs(tmp_path: Path, nvrtc: str | None = NVRTC_TEXT, driver: str | None = None,
+               core: str = CORE_TEXT) -> Path:
+    """A spec directory ``tmp_path/specs`` with the given texts (None: that spec is left out)."""
+    d = tmp_path / "specs"
+    (d / "cuda").mkdir(parents=True)
+    (d / "core.yaml").write_text(core, encoding="utf-8")
+    if nvrtc is not None:
+        (d / "cuda" / "nvrtc.yaml").write_text(nvrtc, encoding="utf-8")
+    if driver is not None:
+        (d / "cuda" / "driver.yaml").write_text(driver, encoding="utf-8")
+    return d
+
+
+def errors_of(spec_dir: Path) -> list[Diagnostic]:
+    with pytest.raises(UserError) as info:
+        compile_specs(spec_dir)
+    assert info.value.diagnostics, "a UserError must carry at least one diagnostic"
+    return list(info.value.diagnostics)
+
+
+def the_error(diags: list[Diagnostic], contains: str) -> Diagnostic:
+    found = [d for d in diags if contains in d.message]
+    assert len(found) == 1, f"expected one diagnostic containing {contains!r}, got:\n" + "\n".join(map(str, diags))
+    return found[0]
+
+
+def assert_at(d: Diagnostic, file: str, line_col: tuple[int, int]) -> None:
+    assert (d.location.file, d.location.line, d.location.col) == (file, *line_col), str(d)
+    assert str(d).startswith(f"{file}:{line_col[0]}:{line_col[1]}: ")
+
+
+def run_cli(spec_dir: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(spec_dir),
+                           "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=120, cwd=spec_dir.parent)
+
+
+def assert_user_error(proc: subprocess.CompletedProcess[str], file: str) -> list[re.Match[str]]:
+    """Exit status 2, no traceback, and every diagnostic line located in ``file``; returns the matches."""
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines and re.fullmatch(r"ironaccel-gen: \d+ error\(s\)", lines[-1]), proc.stderr
+    matches = [LOCATED.match(line) for line in lines[:-1]]
+    assert all(matches), f"unlocated diagnostic line in:\n{proc.stderr}"
+    assert {m["file"] for m in matches if m} == {file}, proc.stderr
+    assert all(int(m["line"]) >= 1 and int(m["col"]) >= 1 for m in matches if m)
+    return [m for m in matches if m]
+
+
+def snapshot(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+# ------------------------------------------------------------- spec-shape errors
+# (found by the loader; no header is parsed)
+
+
+def test_yaml_syntax_error(tmp_path: Path) -> None:
+    text = edit(NVRTC_TEXT, "\nlibrary: nvrtc\n", "\n  library: nvrtc\n")
+    d = the_error(errors_of(make_specs(tmp_path, text)), "YAML syntax error")
+    assert d.message == "YAML syntax error: mapping values are not allowed here"
+    assert_at(d, NVRTC, pos(text, "  library: nvrtc", len("  library")))  # at the ':'
+
+
+def test_yaml_syntax_error_in_core(tmp_path: Path) -> None:
+    core = edit(CORE_TEXT, "  NO_DEVICE: No device", "  NO_DEVICE: [No device")
+    d = the_error(errors_of(make_specs(tmp_path, core=core)), "YAML syntax error")
+    assert d.message == "YAML syntax error: while parsing a flow sequence expected ',' or ']', but got ':'"
+    assert_at(d, CORE, pos(core, "  NOT_READY:", len("  NOT_READY")))  # the list runs on to the next ':'
+
+
+def test_disallowed_character_is_located(tmp_path: Path) -> None:
+    text = edit(NVRTC_TEXT, "backend: CUDA", "backend: CU\x07DA")
+    d = the_error(errors_of(make_specs(tmp_path, text)), "YAML error")
+    assert d.message == "YAML error: character U+0007 is not allowed"
+    assert_at(d, NVRTC, pos(text, "\x07"))
+
+
+def test_unknown_top_level_key_suggests(tmp_path: Path) -> None:
+    text = edit(NVRTC_TEXT, "headers: [nvrtc.h]", "header: [nvrtc.h]")
+    diags = errors_of(make_specs(tmp_path, text))
+    d = the_error(diags, "unknown key")
+    assert d.message == "unknown key 'header' in library spec (did you mean 'headers'?)"
+    assert_at(d, NVRTC, pos(text, "header: [nvrtc.h]"))
+    assert_at(the_error(diags, "missing required key 'headers'"), NVRTC, (2, 1))  # the mapping's start
+
+
+def test_unknown_nested_key_suggests(tmp_path: Path) -> None:
+    text = edit(NVRTC_TEXT, "name: {direction: in, nullable: true}", "name: {direction: in, nulable: true}")
+    d = the_error(errors_of(make_specs(tmp_path, text)), "unknown key")
+    assert d.message == ("unknown key 'nulable' in parameter 'name' of nvrtcCreateProgram "
+                         "(did you mean 'nullable'?)")
+    assert_at(d, NVRTC, pos(text, "nulable"))
+
+
+def test_unknown_key_without_close_match_lists_the_keys(tmp_path: Path) -> None:
+    text = NVRTC_TEXT + "frobnicate: 1\n"
+    d = the_error(errors_of(make_specs(tmp_path, text)), "unknown key")
+    assert d.message.startswith("unknown key 'frobnicate' in library spec; expected one of: vendor, library,")
+    assert_at(d, NVRTC, pos(text, "frobnicate"))
+
+
+@pytest.mark.parametrize("old, new, needle, message", [
+    ("headers: [nvrtc.h]", "headers: 5", "5\n",
+     "header '5' is not valid: expected a header file name like 'cuda.h'"),
+    ("headers: [nvrtc.h]", "headers: {nvrtc.h: 1}", "{nvrtc.h",
+     "headers must be a list, got a mapping"),
+    ("vendor: cuda", "vendor: [cuda]", "[cuda]", "vendor must be a string, got a list"),
+    ("vendor: cuda", "vendor:", ("vendor:", 7), "vendor must be a string, got nothing (null)"),  # the empty value
+    ("nullable: true}\n      includeNames", "nullable: maybe}\n      includeNames", "maybe",
+     "nullable must be true or false, got str 'maybe'"),
+    ("functions:\n", "functions: [nvrtcVersion]\nfunctionz:\n", "[nvrtcVersion]",
+     "expected a mapping of function, got a list"),
+    ("prog: inout", "prog: {string: {capacity: lots}}", "lots", "capacity must be an integer, got str 'lots'"),
+    ("prog: inout", "prog: {string: {capacity: 0}}", "0}}", "capacity 0 must be between 1 and 16777216"),
+    ("  nvrtcGetSupportedArchs:\n", "  nvrtcGetSupportedArchs:\n    since: soon\n", "soon",
+     "since 'soon' is not a version like '12.0'"),
+], ids=["headers-int", "headers-mapping", "vendor-list", "vendor-null", "bool", "functions-list", "capacity-str",
+        "capacity-range", "since"])
+def test_wrong_type(tmp_path: Path, old: str, new: str, needle: str | tuple[str, int], message: str) -> None:
+    text = edit(NVRTC_TEXT, old, new)
+    diags = errors_of(make_specs(tmp_path, text))
+    d = the_error(diags, message)
+    assert d.message == message
+    assert_at(d, NVRTC, pos(text, needle) if isinstance(needle, str) else pos(text, *needle))
+    if old.startswith("headers"):  # one problem, one message
+        assert len(diags) == 1, "\n".join(map(str, diags))
+
+
+def test_bad_direction_suggests(tmp_path: Path) -> None:
+    text = edit(DRIVER_TEXT, "\nfunctions:\n", "\nfunctions:\n  cuMemAlloc:\n    params:\n      dptr: outt\n")
+    d = the_error(errors_of(make_specs(tmp_path, nvrtc=None, driver=text)), "bad direction")
+    assert d.message == ("bad direction 'outt' for parameter 'dptr' (did you mean 'out'?); "
+                         "expected one of: in, out, inout")
+    assert_at(d, DRIVER, pos(text, "outt"))
+
+
+def test_bad_direction_long_form(tmp_path: Path) -> None:
+    text = edit(NVRTC_TEXT, "name: {direction: in,", "name: {direction: sideways,")
+    d = the_error(errors_of(make_specs(tmp_path, text)), "bad direction")
+    assert d.message == "bad direction 'sideways' for parameter 'name'; expected one of: in, out, inout"
+    assert_at(d, NVRTC, pos(text, "sideways"))
+
+
+def test_hostile_text_in_a_message_stays_on_one_line(tmp_path: Path) -> None:
+    """A key or value with a newline is quoted (repr) in the message: one diagnostic, one line."""
+    text = NVRTC_TEXT.replace("prog: inout", 'prog: "out\\nspecs/core.yaml:1:1: forged"') \
+        + '"x\\nspecs/core.yaml:1:1: forged": 1\n'
+    diags = errors_of(make_specs(tmp_path, text))
+    assert len(diags) == 2
+    assert all("\n" not in str(d) for d in diags), diags
+
+
+def test_several_problems_in_one_spec_are_all_reported(tmp_path: Path) -> None:
+    text = edit(NVRTC_TEXT, "headers: [nvrtc.h]", "headers: [nvrtc.h]\nheaderz: 1")
+    text = edit(text, "prog: inout", "prog: outt")
+    text = edit(text, "sdk: nvrtc", "sdk: 5x")
+    diags = errors_of(make_specs(tmp_path, text))
+    assert len(diags) == 3, diags
+    assert_at(the_error(diags, "headerz"), NVRTC, pos(text, "headerz"))
+    assert_at(the_error(diags, "outt"), NVRTC, pos(text, "outt"))
+    assert_at(the_error(diags, "sdk '5x'"), NVRTC, pos(text, "5x"))
+
+
+def test_problems_in_several_specs_are_all_reported(tmp_path: Path) -> None:
+    nvrtc = edit(NVRTC_TEXT, "prog: inout", "prog: outt")
+    driver = edit(DRIVER_TEXT, "version_macro: CUDA_VERSION", "version_macro: CUDA_VERSION\nversion_macrp: 1")
+    diags = errors_of(make_specs(tmp_path, nvrtc, driver))
+    assert {d.location.file for d in diags} == {NVRTC, DRIVER}
+    assert_at(the_error(diags, "outt"), NVRTC, pos(nvrtc, "outt"))
+    assert_at(the_error(diags, "version_macrp"), DRIVER, pos(driver, "version_macrp"))
+
+
+def test_empty_and_non_mapping_specs(tmp_path: Path) -> None:
+    for text, message in (("", "the spec is empty"), ("# only a comment\n", "the spec is empty"),
+                          ("- a\n- b\n", "expected a library spec (key: value), got a list")):
+        with pytest.raises(UserError) as info:
+            load_library(Path("x.yaml"), NVRTC, text=text)
+        assert message in str(info.value)
+        assert all(d.location.line >= 1 for d in info.value.diagnostics)
+
+
+def test_deep_nesting_is_a_located_error_not_a_recursion_error() -> None:
+    for text in ("[" * 20000, "a: " + "{a: " * 5000, "- " * 5000 + "x"):
+        with pytest.raises(UserError) as info:
+            load_library(Path("x.yaml"), NVRTC, text=text)
+        assert str(info.value).startswith(f"{NVRTC}:")
+
+
+def test_core_errors(tmp_path: Path) -> None:
+    core = edit(CORE_TEXT, "  OUT_OF_MEMORY:", "  out_of_memory:")
+    core = edit(core, "  UNKNOWN: The vendor", "  LIBRARY_NOT_FOUNDD: x\n  UNKNOWN: The vendor")
+    core = edit(core, "  LIBRARY_NOT_FOUND: The vendor", "  LIBRARY_NOT_FOUND_: The vendor")
+    diags = errors_of(make_specs(tmp_path, core=core))
+    assert {d.location.file for d in diags} == {CORE}
+    assert_at(the_error(diags, "'out_of_memory' must be UPPER_CASE"), CORE, pos(core, "out_of_memory"))
+    # the generated run-time raises LIBRARY_NOT_FOUND: a core spec without it is an error
+    assert_at(the_error(diags, "must define LIBRARY_NOT_FOUND"), CORE, pos(core, "  out_of_memory", 2))
+
+
+def test_core_description_must_be_printable(tmp_path: Path) -> None:
+    core = edit(CORE_TEXT, "  NO_DEVICE: No device of this backend is present.", '  NO_DEVICE: "No\\0device"')
+    d = the_error(errors_of(make_specs(tmp_path, core=core)), "printable")
+    assert_at(d, CORE, pos(core, '"No\\0device"'))
+
+
+def test_spec_file_name_that_would_break_generated_comments(tmp_path: Path) -> None:
+    d = make_specs(tmp_path, nvrtc=None)
+    (d / "cuda" / 'evil"""\nimport os.yaml').write_text(NVRTC_TEXT, encoding="utf-8")
+    diags = errors_of(d)
+    assert len(diags) == 1 and "spec's path may only contain" in diags[0].message
+    assert "\n" not in str(diags[0])
+
+
+# ----------------------------------------------------------- header-level errors
+# (found by the binder against the real CUDA 13.0 headers)
+
+
+@needs_cuda
+def test_misspelled_function(tmp_path: Path) -> None:
+    text = edit(DRIVER_TEXT, "\nfunctions:\n", "\nfunctions:\n  cuMemAloc:\n    params:\n      dptr: out\n")
+    d = the_error(errors_of(make_specs(tmp_path, nvrtc=None, driver=text)), "cuMemAloc")
+    assert d.message == "function 'cuMemAloc' is not declared in cuda.h (did you mean 'cuMemAlloc'?)"
+    assert_at(d, DRIVER, pos(text, "cuMemAloc"))
+
+
+@needs_cuda
+def test_misspelled_parameter(tmp_path: Path) -> None:
+    text = edit(DRIVER_TEXT, "      kernelParams: {direction: in, nullable: true}\n      extra:",
+                "      kernelParam: {direction: in, nullable: true}\n      extra:")
+    d = the_error(errors_of(make_specs(tmp_path, nvrtc=None, driver=text)), "kernelParam'")
+    assert d.message == "function 'cuLaunchKernel' has no parameter 'kernelParam' (did you mean 'kernelParams'?)"
+    assert_at(d, DRIVER, pos(text, "kernelParam:"))
+
+
+@needs_cuda
+def test_len_names_a_missing_parameter(tmp_path: Path) -> None:
+    old = "  cuModuleLoadDataEx:\n    params:\n      options: {direction: in, len: numOptions,"
+    text = edit(DRIVER_TEXT, old, old.replace("len: numOptions", "len: numOpts"))
+    d = the_error(errors_of(make_specs(tmp_path, nvrtc=None, driver=text)), "numOpts")
+    assert d.message == "len: function 'cuModuleLoadDataEx' has no parameter 'numOpts' (did you mean 'numOptions'?)"
+    assert_at(d, DRIVER, pos(text, "numOpts"))
+
+
+@needs_cuda
+@pytest.mark.parametrize("code, old, new", [
+    ("CUDA_ERROR_KEY_ROTATION", ", CUDA_ERROR_KEY_ROTATION]", "]"),  # from errors.defaulted
+    ("CUDA_ERROR_ASSERT", " CUDA_ERROR_ASSERT,", ""),  # from errors.kinds.LAUNCH_FAILED
+])
+def test_unmapped_error_code(tmp_path: Path, code: str, old: str, new: str) -> None:
+    text = edit(DRIVER_TEXT, old, new)
+    diags = errors_of(make_specs(tmp_path, nvrtc=None, driver=text))
+    assert len(diags) == 1, diags
+    d = diags[0]
+    assert re.fullmatch(rf"error code '{code}' \(\d+\) of CUresult is neither mapped in errors.kinds nor listed "
+                        r"in errors.defaulted or errors.success", d.message), d.message
+    assert_at(d, DRIVER, pos(text, "type: CUresult", len("type: ")))
+
+
+@needs_cuda
+def test_error_kind_not_in_core(tmp_path: Path) -> None:
+    text = edit(DRIVER_TEXT, "    UNKNOWN: [CUDA_ERROR_UNKNOWN]", "    UNKNWON: [CUDA_ERROR_UNKNOWN]")
+    text = edit(text, "default: DRIVER", "default: DRIVERS")
+    diags = errors_of(make_specs(tmp_path, nvrtc=None, driver=text))
+    d = the_error(diags, "UNKNWON")
+    assert d.message == "'UNKNWON' is not an error kind of specs/core.yaml (did you mean 'UNKNOWN'?)"
+    assert_at(d, DRIVER, pos(text, "UNKNWON"))
+    d = the_error(diags, "DRIVERS")
+    assert d.message == "'DRIVERS' is not an error kind of specs/core.yaml (did you mean 'DRIVER'?)"
+    assert_at(d, DRIVER, pos(text, "DRIVERS"))
+
+
+@needs_cuda
+def test_error_kind_removed_from_core(tmp_path: Path) -> None:
+    core = edit(CORE_TEXT, "  NOT_READY: Asynchronous work has not completed yet (a status, not a failure, where a "
+                "query expects it).\n", "")
+    diags = errors_of(make_specs(tmp_path, nvrtc=None, driver=DRIVER_TEXT, core=core))
+    d = the_error(diags, "NOT_READY")
+    assert d.message == "'NOT_READY' is not an error kind of specs/core.yaml"
+    assert_at(d, DRIVER, pos(DRIVER_TEXT, "    NOT_READY:", 4))
+
+
+@needs_cuda
+def test_several_header_level_errors_in_one_run(tmp_path: Path) -> None:
+    text = edit(DRIVER_TEXT, "\nfunctions:\n", "\nfunctions:\n  cuMemAloc: {}\n  cuCtxCreat: {}\n")
+    text = edit(text, "      kernelParams: {direction: in, nullable: true}\n      extra:",
+                "      kernelParam: {direction: in, nullable: true}\n      extra:")
+    text = edit(text, ", CUDA_ERROR_KEY_ROTATION]", "]")
+    diags = errors_of(make_specs(tmp_path, nvrtc=None, driver=text))
+    assert len(diags) >= 4, diags
+    assert all(d.location.file == DRIVER for d in diags)
+    assert_at(the_error(diags, "'cuMemAloc'"), DRIVER, pos(text, "cuMemAloc"))
+    assert_at(the_error(diags, "'cuCtxCreat'"), DRIVER, pos(text, "cuCtxCreat"))
+    assert_at(the_error(diags, "'kernelParam'"), DRIVER, pos(text, "kernelParam:"))
+    the_error(diags, "CUDA_ERROR_KEY_ROTATION")
+
+
+@needs_nvrtc
+def test_nvrtc_misspellings(tmp_path: Path) -> None:
+    text = edit(NVRTC_TEXT, "      prog: inout", "      progg: inout")
+    text = edit(text, "size_function: nvrtcGetPTXSize", "size_function: nvrtcGetPTXSiz")
+    text = edit(text, "error_log: nvrtcGetProgramLog\n", "error_log: nvrtcGetProgramLogg\n")
+    text = edit(text, '  include: ["nvrtc*"]', '  include: ["nvrtc*", "nvrtcNope*"]')
+    diags = errors_of(make_specs(tmp_path, text))
+    assert_at(the_error(diags, "'progg'"), NVRTC, pos(text, "progg"))
+    assert the_error(diags, "'progg'").message == \
+        "function 'nvrtcDestroyProgram' has no parameter 'progg' (did you mean 'prog'?)"
+    assert_at(the_error(diags, "nvrtcGetPTXSiz'"), NVRTC, pos(text, "nvrtcGetPTXSiz}"))
+    assert_at(the_error(diags, "nvrtcGetProgramLogg"), NVRTC, pos(text, "nvrtcGetProgramLogg"))
+    assert_at(the_error(diags, "nvrtcNope*"), NVRTC, pos(text, '"nvrtcNope*"'))
+
+
+# ------------------------------------------------------------------------- CLI
+
+
+@needs_nvrtc
+def test_cli_spec_error_exit_status_and_stderr(tmp_path: Path) -> None:
+    text = edit(NVRTC_TEXT, "headers: [nvrtc.h]", "header: [nvrtc.h]")
+    spec_dir = make_specs(tmp_path, text)
+    out = tmp_path / "out"
+    proc = run_cli(spec_dir, out)
+    matches = assert_user_error(proc, NVRTC)
+    line, col = pos(text, "header: [nvrtc.h]")
+    assert any(m.group(0) == f"{NVRTC}:{line}:{col}: unknown key 'header' in library spec (did you mean 'headers'?)"
+               for m in matches), proc.stderr
+    assert not out.exists() or not any(out.rglob("*")), "a failed generate wrote output"
+
+
+@needs_nvrtc
+def test_cli_reports_several_errors(tmp_path: Path) -> None:
+    text = edit(NVRTC_TEXT, "      prog: inout", "      progg: inout")  # header-level
+    text = edit(text, "size_function: nvrtcGetPTXSize", "size_function: nvrtcGetPTXSiz")
+    spec_dir = make_specs(tmp_path, text)
+    proc = run_cli(spec_dir, tmp_path / "out")
+    matches = assert_user_error(proc, NVRTC)
+    assert len(matches) >= 2
+    assert proc.stderr.splitlines()[-1] == f"ironaccel-gen: {len(matches)} error(s)"
+    assert {(int(m["line"]), int(m["col"])) for m in matches} >= {pos(text, "progg"), pos(text, "nvrtcGetPTXSiz}")}
+
+
+@needs_nvrtc
+def test_cli_yaml_error_in_core(tmp_path: Path) -> None:
+    spec_dir = make_specs(tmp_path, core="error_kinds: {UNKNOWN: [x\n")
+    assert_user_error(run_cli(spec_dir, tmp_path / "out"), CORE)
+
+
+@needs_nvrtc
+def test_failed_generate_leaves_previous_output_untouched(tmp_path: Path) -> None:
+    spec_dir = make_specs(tmp_path)
+    out = tmp_path / "out"
+    good = run_cli(spec_dir, out)
+    assert good.returncode == 0, good.stdout + good.stderr
+    before = snapshot(out)
+    assert any(k.endswith("nvrtc/__init__.py") for k in before)
+    nvrtc = spec_dir / "cuda" / "nvrtc.yaml"
+    # a header-level error: found only after the header is parsed, when rendering is one step away
+    nvrtc.write_text(edit(NVRTC_TEXT, "      prog: inout", "      progg: inout"), encoding="utf-8")
+    assert_user_error(run_cli(spec_dir, out), NVRTC)
+    assert snapshot(out) == before
+    # a spec-shape error, and a YAML error in the core spec
+    nvrtc.write_text(edit(NVRTC_TEXT, "vendor: cuda", "vendor: [cuda"), encoding="utf-8")
+    assert_user_error(run_cli(spec_dir, out, "--force"), NVRTC)
+    assert snapshot(out) == before
+
+
+def test_cli_bad_arguments_are_user_errors(tmp_path: Path) -> None:
+    spec_dir = make_specs(tmp_path)
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("keep me", encoding="utf-8")
+    for out, extra, message in ((a_file, (), "exists and is not a directory"),
+                                (a_file / "sub", (), "cannot write the output"),
+                                (tmp_path / "out", ("--sdk", "nvrtc"), "--sdk expects KIND=PATH"),
+                                (tmp_path / "out", (), "cannot read spec")):
+        if message == "cannot read spec":
+            (spec_dir / "core.yaml").unlink()
+        proc = run_cli(spec_dir, out, *extra)
+        if message == "cannot write the output" and sdk.find("nvrtc") is None:
+            continue  # nothing to write without the NVRTC headers
+        assert proc.returncode == 2, (message, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr and message in proc.stderr, proc.stderr
+    assert a_file.read_text(encoding="utf-8") == "keep me"
+
+
+# ---------------------------------------------------------------------- fuzzing
+
+FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+FUZZ_FILE = "specs/fuzz/fuzz.yaml"
+
+
+def check_load(loader: Any, text: str) -> None:
+    """``loader`` must succeed or raise UserError whose every diagnostic is located in the file."""
+    try:
+        loader(text)
+    except UserError as e:
+        assert e.diagnostics
+        for d in e.diagnostics:
+            assert d.location.file == FUZZ_FILE, d
+            assert d.location.line >= 1 and d.location.col >= 1, d
+            assert isinstance(d.message, str) and d.message and "\n" not in d.message, repr(d.message)
+
+
+def load_lib(text: str) -> LibrarySpec:
+    return load_library(Path("fuzz.yaml"), FUZZ_FILE, text=text)
+
+
+def load_core_text(text: str) -> object:
+    return load_core(Path("core.yaml"), FUZZ_FILE, text=text)
+
+
+KEYS = ["vendor", "library", "backend", "sdk", "headers", "version_headers", "defines", "version_macro", "bind",
+        "symbols", "loader", "errors", "functions", "include", "exclude", "per_thread", "version_typedef",
+        "linux", "windows", "wheel_dirs", "type", "success", "kinds", "defaulted", "default", "since",
+        "name_function", "params", "status", "symbol", "error_log", "skip", "direction", "len", "nullable",
+        "string", "capacity", "length_param", "size_function", "binary", "error_kinds", "OUT_OF_MEMORY",
+        "nvrtcGetPTX", "prog", "in", "out", "inout"]
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
+                    st.text(max_size=12), st.sampled_from(KEYS + ["nvrtc.h", "12.4", "{}_ptds", "*", "0x10"]))
+keys = st.one_of(st.sampled_from(KEYS), st.text(max_size=8), st.integers(), st.booleans())
+trees = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                      st.dictionaries(keys, inner, max_size=5)), max_leaves=20)
+
+
+def dump(value: object) -> str:
+    return yaml.safe_dump(value, allow_unicode=True, default_flow_style=None)
+
+
+def mutate_lines(text: str, seed: int, inserts: list[str]) -> str:
+    """Delete, duplicate, swap lines and insert text at random points."""
+    rng = random.Random(seed)
+    lines = text.splitlines(keepends=True)
+    for ins in inserts:
+        op = rng.randrange(4)
+        i = rng.randrange(len(lines)) if lines else 0
+        if not lines:
+            lines = [ins]
+        elif op == 0:
+            del lines[i]
+        elif op == 1:
+            lines.insert(i, lines[i])
+        elif op == 2:
+            j = rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        else:
+            at = rng.randrange(len(lines[i]) + 1)
+            lines[i] = lines[i][:at] + ins + lines[i][at:]
+    return "".join(lines)
+
+
+def replace_at(tree: Any, path_seed: int, value: object) -> Any:
+    """``tree`` with the value at one (seed-chosen) path replaced by ``value``."""
+    paths: list[tuple[Any, ...]] = []
+
+    def walk(node: Any, path: tuple[Any, ...]) -> None:
+        paths.append(path)
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, path + (k,))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, path + (i,))
+
+    walk(tree, ())
+    path = paths[path_seed % len(paths)]
+    if not path:
+        return value
+    out = copy.deepcopy(tree)
+    node = out
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return out
+
+
+NVRTC_TREE = yaml.safe_load(NVRTC_TEXT)
+CORE_TREE = yaml.safe_load(CORE_TEXT)
+FRAGMENTS = st.one_of(st.text(max_size=6), st.sampled_from([":", "- ", "[", "]", "{", "}", "&a ", "*a", "!!str ",
+                                                          "\t", "'", '"', "#", "? ", "|\n", ">", "---\n", "%YAML 1.1\n",
+                                                          "\\", "\x00", "\ufeff", "  ", "\n  - x\n"]))
+
+
+@FUZZ
+@given(st.text())
+def test_fuzz_library_arbitrary_text(text: str) -> None:
+    check_load(load_lib, text)
+
+
+@FUZZ
+@given(trees)
+def test_fuzz_library_random_yaml(tree: object) -> None:
+    check_load(load_lib, dump(tree))
+
+
+@FUZZ
+@given(st.integers(min_value=0), trees)
+def test_fuzz_library_structural_mutations_of_nvrtc(path_seed: int, value: object) -> None:
+    check_load(load_lib, dump(replace_at(NVRTC_TREE, path_seed, value)))
+
+
+@FUZZ
+@given(st.integers(), st.lists(FRAGMENTS, min_size=1, max_size=6))
+def test_fuzz_library_text_mutations_of_nvrtc(seed: int, inserts: list[str]) -> None:
+    check_load(load_lib, mutate_lines(NVRTC_TEXT, seed, inserts))
+
+
+@FUZZ
+@given(st.one_of(st.text(), trees.map(dump)))
+def test_fuzz_core_random(text: str) -> None:
+    check_load(load_core_text, text)
+
+
+@FUZZ
+@given(st.integers(), st.lists(FRAGMENTS, min_size=1, max_size=6), st.integers(min_value=0), trees)
+def test_fuzz_core_mutations(seed: int, inserts: list[str], path_seed: int, value: object) -> None:
+    check_load(load_core_text, mutate_lines(CORE_TEXT, seed, inserts))
+    check_load(load_core_text, dump(replace_at(CORE_TREE, path_seed, value)))
+
+
+def test_real_specs_load() -> None:
+    """The fuzz targets' seeds are valid: the unmodified specs load without errors."""
+    load_lib(NVRTC_TEXT)
+    load_lib(DRIVER_TEXT)
+    load_core_text(CORE_TEXT)
+
