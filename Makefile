@@ -9,10 +9,10 @@ SDKS   := $(VENV)/.test-sdks-installed
 # runtime wheel (a second cuda.h); cuda-bindings is the reference in bench/. Pinned so that
 # `generate --check` compares against the same headers everywhere.
 GEN_SDKS  := nvidia-cuda-nvrtc==13.5.37
-TEST_SDKS := $(GEN_SDKS) nvidia-cuda-runtime-cu12==12.9.79 cuda-bindings==13.5.0
+TEST_SDKS := $(GEN_SDKS) nvidia-cuda-runtime-cu12==12.9.79 cuda-bindings==13.5.0 pyopencl
 GENSDK    := $(VENV)/.gen-sdks-installed
 
-.PHONY: generate test build check clean venv golden
+.PHONY: generate test build check clean venv golden wheelhouse
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,11 +23,12 @@ $(STAMP): pyproject.toml | $(VPY)
 	$(VPY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'ironaccelerator-generated.pth').write_text('$(CURDIR)/generated\n')"
 	touch $@
 
-$(GENSDK): $(STAMP) Makefile
+$(GENSDK): $(STAMP) Makefile scripts/install-system-sdks.sh
+	bash scripts/install-system-sdks.sh
 	$(PIP) install -q $(GEN_SDKS)
 	touch $@
 
-$(SDKS): $(STAMP) Makefile
+$(SDKS): $(GENSDK) Makefile
 	$(PIP) install -q $(TEST_SDKS)
 	touch $@
 
@@ -53,3 +54,13 @@ golden: $(STAMP)
 clean:
 	rm -rf build $(VENV) generated/.ironaccel-gen.json
 	find generated -name '_cffi*.so' -o -name '_cffi_abi.py' | xargs rm -f
+
+# Wheels for the lent GPU machine (CPython 3.12, x86-64, no network), carried with the working tree
+# and installed by scripts/gpu-check.sh: the generator's and the tests' pure dependencies.
+WHEELHOUSE_PKGS := cffi pycparser jinja2 markupsafe pyyaml libclang setuptools pytest
+wheelhouse: $(STAMP)
+	rm -rf wheelhouse
+	$(PIP) download -q --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 --abi abi3 \
+		--abi none --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+		--platform manylinux2010_x86_64 --platform any -d wheelhouse $(WHEELHOUSE_PKGS)
+	@du -sh wheelhouse

@@ -14,6 +14,9 @@ is robust to the machine getting slower or faster between repeats.
 Variants (all call the same libnvrtc.so.13, checked via /proc/self/maps):
 
 * generated checked    ``nvrtc.nvrtcVersion()`` -> (major, minor); ``nvrtc.nvrtcGetErrorString(6)`` -> str
+                       (API mode: the compiled C fast path in the cffi module, see trampolines.c)
+* checked, Python      the Python wrapper the fast path replaced (``nvrtc._python[name]``): what ABI mode
+                       and the functions without a fast path run
 * generated unchecked  ``nvrtc.unchecked.nvrtcVersion(maj_p, min_p)`` (pointers preallocated once)
 * raw cffi API         a hand-written out-of-line API-mode module (built once, cached under
                        build/bench/) that dlopens libnvrtc and calls through a function pointer,
@@ -277,6 +280,14 @@ def main() -> int:
               "!! numbers below measure the ABI fallback and mean nothing for the targets.\n"
               "!! Run: .venv/bin/python -m ironaccelerator_gen build\n" + bar)
 
+    from ironaccelerator.backends.cuda import driver
+
+    for lib in (nvrtc, driver):
+        py = getattr(lib, "_python", {})
+        print(f"checked fast path (C): {lib.__name__.rpartition('.')[2]} {len(py)} of {len(lib._b.functions)} functions"
+              + (f" (nvrtcVersion is a {type(nvrtc.nvrtcVersion).__name__})" if lib is nvrtc else ""))
+    py_wrappers = getattr(nvrtc, "_python", {})
+
     # ---- load everything, and make sure it is one and the same libnvrtc
     ver = nvrtc.nvrtcVersion()
     path = nvrtc._b.path
@@ -360,6 +371,9 @@ def main() -> int:
 
     add("version", "checked", "generated checked   nvrtc.nvrtcVersion()",
         "f()", "f = nvrtc.nvrtcVersion")
+    if "nvrtcVersion" in py_wrappers:
+        add("version", "checked_py", "checked (Python)    nvrtc._python['nvrtcVersion']()",
+            "f()", "f = nvrtc._python['nvrtcVersion']")
     add("version", "unchecked", "generated unchecked nvrtc.unchecked.nvrtcVersion(p, q)",
         "f(a, b)", "f = nvrtc.unchecked.nvrtcVersion; a = maj; b = mnr")
     add("version", "raw", "raw cffi API        lib.nvrtcVersion(p, q)",
@@ -376,6 +390,9 @@ def main() -> int:
 
     add("errstr", "checked", "generated checked   nvrtc.nvrtcGetErrorString(6) -> str",
         "f(6)", "f = nvrtc.nvrtcGetErrorString")
+    if "nvrtcGetErrorString" in py_wrappers:
+        add("errstr", "checked_py", "checked (Python)    nvrtc._python['nvrtcGetErrorString'](6)",
+            "f(6)", "f = nvrtc._python['nvrtcGetErrorString']")
     add("errstr", "unchecked", "generated unchecked nvrtc.unchecked.nvrtcGetErrorString(6)",
         "f(6)", "f = nvrtc.unchecked.nvrtcGetErrorString")
     add("errstr", "raw", "raw cffi API        lib.nvrtcGetErrorString(6)",
@@ -394,6 +411,8 @@ def main() -> int:
     C_LOOP = 10000
     if not args.quick:
         ffi = nvrtc.ffi
+        env.update(py_version=py_wrappers.get("nvrtcVersion", nvrtc.nvrtcVersion),
+                   py_errstr=py_wrappers.get("nvrtcGetErrorString", nvrtc.nvrtcGetErrorString))
         env.update(ffi=ffi, T=ffi.typeof("int *"), NULL=ffi.NULL, p6=nvrtc.unchecked.nvrtcGetErrorString(6),
                    empty=lambda: None, blib=nvrtc._b.lib, C_LOOP=C_LOOP)
         add("parts_v", "loop", "empty timeit loop (pass)", "pass", "")
@@ -409,7 +428,8 @@ def main() -> int:
         add("parts_v", "inline", "body inlined: 2 new + call + test + tuple",
             "x = new(T); y = new(T); r = f(x, y)\nif r: raise RuntimeError\n(x[0], y[0])",
             "new = ffi.new; f = nvrtc.unchecked.nvrtcVersion")
-        add("parts_v", "checked", "checked wrapper nvrtc.nvrtcVersion()", "f()", "f = nvrtc.nvrtcVersion")
+        add("parts_v", "checked", "Python wrapper nvrtc._python['nvrtcVersion']()", "f()", "f = py_version")
+        add("parts_v", "fast", "compiled fast path nvrtc.nvrtcVersion()", "f()", "f = nvrtc.nvrtcVersion")
         add("parts_e", "c_only", "nvrtcGetErrorString alone (loop in C)", "f(n)",
             "f = raw.lib.bench_c_loop_errstr; n = C_LOOP", scale=C_LOOP)
         add("parts_e", "call", "unchecked call f(6)", "f(6)", "f = nvrtc.unchecked.nvrtcGetErrorString")
@@ -420,24 +440,28 @@ def main() -> int:
         add("parts_e", "inline", "body inlined: call + NULL test + string + decode",
             "r = f(6)\nif r == N: raise RuntimeError\n'' if r == N else s(r).decode('utf-8', 'replace')",
             "f = nvrtc.unchecked.nvrtcGetErrorString; N = NULL; s = ffi.string")
-        add("parts_e", "checked", "checked wrapper nvrtc.nvrtcGetErrorString(6)", "f(6)",
+        add("parts_e", "checked", "Python wrapper nvrtc._python['nvrtcGetErrorString'](6)", "f(6)",
+            "f = py_errstr")
+        add("parts_e", "fast", "compiled fast path nvrtc.nvrtcGetErrorString(6)", "f(6)",
             "f = nvrtc.nvrtcGetErrorString")
 
         # hypothetical wrapper bodies (defined here, not generated) to size what a template change could win
         alt = make_alternatives(nvrtc)
         env.update(alt)
-        add("alt_v", "current", "as generated: 2x new(int *), (a[0], b[0])", "f()", "f = nvrtc.nvrtcVersion")
+        add("alt_v", "current", "Python wrapper as generated: 2x new(int *), (a[0], b[0])", "f()", "f = py_version")
         add("alt_v", "arr2", "one new(int[2]), pass (a, a + 1), (a[0], a[1])", "f()", "f = alt_version_arr2")
         add("alt_v", "tls", "per-thread scratch int[2] (threading.local), tuple(a)", "f()", "f = alt_version_tls")
         add("alt_v", "scratch", "module-level scratch (NOT thread-safe; a bound)", "f()", "f = alt_version_scratch")
         if cb is not None:
             add("alt_v", "cuda_bindings", "cuda-bindings nvrtc.nvrtcVersion()", "f()", "f = cb.nvrtcVersion")
-        add("alt_e", "current", "as generated", "f(6)", "f = nvrtc.nvrtcGetErrorString")
-        add("alt_e", "lean", "one NULL test (truth value), no _str() helper call", "f(6)", "f = alt_errstr_lean")
+        add("alt_v", "fast", "compiled C fast path (as generated, API mode)", "f()", "f = nvrtc.nvrtcVersion")
+        add("alt_e", "current", "Python wrapper as generated (one truth test, no _str())", "f(6)", "f = py_errstr")
+        add("alt_e", "lean", "hand-written: one truth test, locals for ffi.string", "f(6)", "f = alt_errstr_lean")
         add("alt_e", "memo", "memoised per status code (dict hit)", "f(6)", "f = alt_errstr_memo")
         if cb is not None:
             add("alt_e", "cuda_bindings", "cuda-bindings nvrtcGetErrorString(nvrtcResult(6))", "f(r)",
                 "f = cb.nvrtcGetErrorString; r = cb.nvrtcResult(6)")
+        add("alt_e", "fast", "compiled C fast path (as generated, API mode)", "f(6)", "f = nvrtc.nvrtcGetErrorString")
 
     print(f"measuring {len(V)} variants ...", flush=True)
     run(V, repeats, target_s)
@@ -478,21 +502,26 @@ def main() -> int:
                   f"(target <= {TARGET_CHECKED_OVER_CUDA_BINDINGS})  {verdict(ok)}")
         r = paired_ratio(by[(group, "checked")], by[(group, "unchecked")])
         print(f"  {name:20s} checked / unchecked           = {r:5.2f}  (context: cost of the checked wrapper)")
+        if (group, "checked_py") in by and cb is not None:
+            r = paired_ratio(by[(group, "checked_py")], by[(group, "cuda_bindings")])
+            print(f"  {name:20s} Python wrapper / cuda-b.      = {r:5.2f}  (context: ABI mode, functions without "
+                  "a fast path)")
 
     if not args.quick:
-        for group, title in (("parts_v", "Where nvrtc.nvrtcVersion() spends its time (pieces timed alone)"),
-                             ("parts_e", "Where nvrtc.nvrtcGetErrorString(6) spends its time (pieces timed alone)")):
+        for group, title in (("parts_v", "Where the Python wrapper of nvrtcVersion() spends its time (pieces timed alone)"),
+                             ("parts_e", "Where the Python wrapper of nvrtcGetErrorString(6) spends its time "
+                                         "(pieces timed alone)")):
             rows = [v for v in V if v.group == group]
             checked = by[(group, "checked")]
             print(f"\n{title}")
-            print(f"  {'piece'.ljust(width)}  {'ns':>8}  {'% of checked':>12}")
+            print(f"  {'piece'.ljust(width)}  {'ns':>8}  {'% of Python':>12}")
             for v in rows:
                 print(f"  {v.label.ljust(width)}  {med(v.samples) * 1e9:8.1f}  "
                       f"{100 * paired_ratio(v, checked):11.0f}%")
         loop = med(by[("parts_v", "loop")].samples) * 1e9
         print(f"  (timeit's own loop costs ~{loop:.1f} ns per statement and is included in every number above"
               f" except the C-loop rows)")
-        for group, title in (("alt_v", "What-if: other bodies for the checked nvrtcVersion()"),
+        for group, title in (("alt_v", "What-if: other bodies for the checked nvrtcVersion() (x current: x the Python wrapper)"),
                              ("alt_e", "What-if: other bodies for the checked nvrtcGetErrorString()")):
             rows = [v for v in V if v.group == group]
             base = by[(group, "current")]

@@ -155,14 +155,18 @@ class _Binder:
         self.enum_tags = {e.tag: e for e in header.enums if e.tag}
         self.constants = {c.name: c for c in header.constants}
         self.version: str | None = None
-        if spec.version_macro is not None:
-            c = self.constants.get(spec.version_macro.value)
+        values = []
+        for vm in spec.version_macro:
+            c = self.constants.get(vm.value)
             if c is None or not isinstance(c.value, int):
-                self.err.error(spec.version_macro.location,
-                               f"version_macro '{spec.version_macro}' is not an integer macro in {header.name}"
-                               f"{suggest(spec.version_macro.value, self.constants)}")
+                self.err.error(vm.location, f"version_macro '{vm}' is not an integer macro in {header.name}"
+                               f"{suggest(vm.value, self.constants)}")
             else:
-                self.version = _version_str(c.value)
+                values.append(c.value)
+        if len(values) == 1:  # one CUDA-style encoded number: 13000 -> 13.0
+            self.version = _version_str(values[0])
+        elif values and len(values) == len(spec.version_macro):  # major, minor[, patch] macros
+            self.version = ".".join(str(v) for v in values)
         self.enum_locations: dict[str, Location] = {}  # bound enum name -> its typedef (or enum) declaration
         self.bound_header_files = {h.value for h in spec.headers}
         self.version_files = {h.value for h in spec.version_headers}
@@ -289,8 +293,12 @@ class _Binder:
         for i, p in enumerate(f.params):
             c_name = p.name or f"arg{i}"
             pspec = pspecs.get(c_name)
-            role = self.param_role(public, p.type, pspec.direction if pspec else None, pspec, c_name in len_of,
-                                   c_name in capacity_of, f.location)
+            out_param = self.spec.errors.out_param
+            if out_param is not None and c_name == out_param.value and pspec is None and isinstance(p.type, Pointer):
+                role: str | None = "errcode"  # the status of a function that returns something else
+            else:
+                role = self.param_role(public, p.type, pspec.direction if pspec else None, pspec, c_name in len_of,
+                                       c_name in capacity_of, f.location)
             if role is None:
                 return None
             roles.append((c_name, p.type, role, pspec))
@@ -471,6 +479,8 @@ class _Binder:
                 enum = self.enum_tags.get(rt.tag)
         elif es.type.value in self.enum_tags:
             enum = self.enum_tags[es.type.value]
+        if es.macros:
+            enum = self.macro_error_enum(es)
         if enum is None:
             self.err.error(es.type.location, f"error type '{es.type}' is not an enum typedef declared in "
                            f"{self.h.name}{suggest(es.type.value, self.typedefs)}")
@@ -502,6 +512,34 @@ class _Binder:
         success = {c.value for c in es.success}
         return tuple(ErrorCode(name=c.name, value=c.value, kind=mapped.get(c.name, es.default.value))
                      for c in enum.constants if c.name not in success)
+
+    def macro_error_enum(self, es) -> Enum | None:  # type: ignore[no-untyped-def]
+        """Status codes defined as macros (OpenCL): the negative ``errors.macros`` constants plus success."""
+        if es.type.value not in self.typedefs:
+            self.err.error(es.type.location, f"error type '{es.type}' is not a typedef declared in {self.h.name}"
+                           f"{suggest(es.type.value, self.typedefs)}")
+            return None
+        success = {c.value for c in es.success}
+        include = [p.value for p in es.macros if not p.value.startswith("!")]
+        exclude = [p.value[1:] for p in es.macros if p.value.startswith("!")]
+        names = {c.name for c in self.h.constants}
+        for p in es.macros:
+            pat = p.value.lstrip("!")
+            if not any(fnmatch.fnmatchcase(n, pat) for n in names):
+                self.err.error(p.location, f"macro pattern '{pat}' matches no macro constant of {self.h.name}")
+
+        def wanted(c: MacroConstant) -> bool:
+            return (any(fnmatch.fnmatchcase(c.name, p) for p in include)
+                    and not any(fnmatch.fnmatchcase(c.name, p) for p in exclude)
+                    and isinstance(c.value, int) and (c.value < 0 or c.name in success)
+                    and self.in_bound_files(c.location))
+
+        codes = tuple(EnumConstant(name=c.name, value=c.value, location=c.location)  # type: ignore[arg-type]
+                      for c in self.h.constants if wanted(c))
+        if not codes:
+            self.err.error(es.macros[0].location, f"macros: no negative integer macro matches in {self.h.name}")
+            return None
+        return Enum(tag=es.type.value, constants=codes)
 
     # ------------------------------------------------------- declarations
     def declarations(self) -> tuple[tuple[str, ...], tuple[BoundEnum, ...], tuple[str, ...]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import sys
 import tempfile
@@ -43,6 +44,17 @@ def build_library(lib_dir: Path, api: bool = True) -> dict[str, float]:
     return times
 
 
+def fast_path_counts(lib_dir: Path) -> tuple[int, int] | None:
+    """(functions with a compiled checked fast path, bound functions) of a generated library, from its trampolines.c."""
+    try:
+        text = (lib_dir / "trampolines.c").read_text()
+    except OSError:
+        return None
+    fast = re.search(r"^#define IA_FAST_COUNT (\d+)$", text, re.M)
+    total = re.search(r"^#define IA_COUNT (\d+)$", text, re.M)
+    return (int(fast.group(1)), int(total.group(1))) if fast and total else None
+
+
 def build_all(out: Path, api: bool = True, log=print) -> None:  # type: ignore[no-untyped-def]
     for d in library_dirs(out):
         rel = d.relative_to(out).as_posix().replace("/", ".")
@@ -51,5 +63,7 @@ def build_all(out: Path, api: bool = True, log=print) -> None:  # type: ignore[n
         except Exception as exc:  # a missing compiler leaves the ABI fallback usable
             log(f"build {rel}: API module not built ({exc.__class__.__name__}: {exc}); ABI mode will be used")
             continue
-        log(f"built {rel}: " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
+        counts = fast_path_counts(d) if "api" in times else None
+        fast = f"; checked fast path (C) for {counts[0]} of {counts[1]} functions" if counts else ""
+        log(f"built {rel}: " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()) + fast)
     sys.stdout.flush()

@@ -76,10 +76,11 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
             continue
         request = ParseRequest(headers=tuple(h.value for h in spec.headers + spec.version_headers),
-                               include_dirs=(found.include_dir,), defines=spec.defines, where=spec.location)
+                               include_dirs=(found.include_dir,), defines=spec.defines, undefines=spec.undefines,
+                               where=spec.location)
         try:
             header = parse(request, frontend)
-            libraries.append(bind(spec, core, header, sdk_version=found.version if spec.version_macro is None else None))
+            libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else found.version))
         except UserError as e:
             problems += e.diagnostics
         inputs += [found.include_dir / h.value for h in spec.headers + spec.version_headers]

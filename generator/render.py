@@ -15,7 +15,7 @@ import jinja2
 from . import __version__
 from .bind import BoundFunction, BoundLibrary
 from .spec import CoreSpec
-from .wrappers import lower, out_types, raw_result
+from .wrappers import FastPath, c_string, fast_paths, lower, out_types, raw_result
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 SENTINEL = 0x7FFFFFEF  # returned by a trampoline whose symbol cannot be resolved; no vendor uses it
@@ -41,6 +41,15 @@ def _pydoc(v: str) -> str:
     return v.replace("\\", "\\\\").replace('"', '\\"')
 
 
+def _c_doc(fp: FastPath, indent: int = 5) -> str:
+    """The C fast path's docstring: CPython's ``name($module, ...)\\n--\\n\\n`` signature line, then the
+    Python wrapper's docstring, as concatenated C string literals (one per line)."""
+    text = f"{fp.text_signature}\n--\n\n{fp.doc}"
+    lines = text.split("\n")
+    parts = [c_string(line + "\n") for line in lines[:-1]] + [c_string(lines[-1])]
+    return ("\n" + " " * indent).join(parts)
+
+
 def _c_args(f: BoundFunction) -> str:
     return ", ".join(p.name or f"arg{i}" for i, p in enumerate(f.c.params))
 
@@ -52,6 +61,8 @@ def _c_failure_value(f: BoundFunction) -> str:
         return ""
     if f.result_kind in ("str", "cdata"):
         return " NULL"
+    if f.result_kind == "struct":  # a struct returned by value: a zeroed compound literal
+        return f" ({f.result_decl}){{0}}"
     return " 0"
 
 
@@ -65,7 +76,7 @@ def environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters.update(pystr=_pystr, pytuple=_pytuple, pyliteral=_pyliteral, pydoc=_pydoc, c_args=_c_args,
-                       c_failure_value=_c_failure_value, raw_result=raw_result)
+                       c_failure_value=_c_failure_value, raw_result=raw_result, c_doc=_c_doc, c_string=c_string)
     return env
 
 
@@ -98,7 +109,9 @@ def render_library(env: jinja2.Environment, lib: BoundLibrary) -> dict[str, str]
     type_index = {t: i for i, t in enumerate(types)}
     by_public = {f.public: f for f in lib.functions}
     wrappers = {f.public: lower(f, lib, type_index, by_public) for f in lib.functions}
-    ctx = dict(lib=lib, banner=banner, banner_text=text, sentinel=SENTINEL, out_types=types, wrappers=wrappers)
+    fast = fast_paths(lib, wrappers)
+    ctx = dict(lib=lib, banner=banner, banner_text=text, sentinel=SENTINEL, out_types=types, wrappers=wrappers,
+               fast=fast)
     base = f"ironaccelerator/backends/{lib.spec.vendor}/{lib.spec.library}/"
     files = {
         "__init__.py": "library/__init__.py.j2",

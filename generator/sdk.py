@@ -23,7 +23,13 @@ WHEELS = (
     ("nvrtc", "nvidia/cu13/include", "nvidia_cuda_nvrtc"),
     ("nvrtc", "nvidia/cuda_nvrtc/include", "nvidia_cuda_nvrtc_cu12"),
 )
-MARKER = {"cuda": "cuda.h", "nvrtc": "nvrtc.h"}
+MARKER = {"cuda": "cuda.h", "nvrtc": "nvrtc.h", "opencl": "CL/cl.h", "hip": "hip/hip_runtime_api.h"}
+# HIP: ROCm's prefix (ROCM_PATH, HIP_PATH, /opt/rocm*) or Debian's libamdhip64-dev in /usr/include
+HIP_ENV = ("ROCM_PATH", "HIP_PATH")
+HIP_PREFIXES = ("/opt/rocm", "/opt/rocm-*")
+# OpenCL headers (Debian's opencl-headers) live in the system include directories
+OPENCL_ENV = ("OPENCL_HOME", "OCL_ROOT")
+OPENCL_DIRS = ("/usr/include", "/usr/local/include")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +55,25 @@ def _cuda_version(include: Path) -> str | None:
         return None
     v = int(m.group(1))
     return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _hip_version(include: Path) -> str | None:
+    try:
+        text = (include / "hip" / "hip_version.h").read_text(errors="replace")
+    except OSError:
+        return None
+    parts = [re.search(rf"#define\s+HIP_VERSION_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts if m) or None
+
+
+def _opencl_version(include: Path) -> str | None:
+    """The newest ``CL_VERSION_X_Y`` the headers know (CL/cl_version.h)."""
+    try:
+        text = (include / "CL" / "cl_version.h").read_text(errors="replace")
+    except OSError:
+        return None
+    found = [(int(a), int(b)) for a, b in re.findall(r"#define\s+CL_VERSION_(\d+)_(\d+)\b", text)]
+    return "%d.%d" % max(found) if found else None
 
 
 def _toolkit_version(root: Path) -> str | None:
@@ -98,6 +123,19 @@ def discover(site_dirs: list[str] | None = None) -> list[SDK]:
         v = _toolkit_version(root)
         add("cuda", root / "include", v, source)
         add("nvrtc", root / "include", v, source)
+    for env in OPENCL_ENV:
+        if os.environ.get(env):
+            inc = Path(os.environ[env]) / "include"
+            add("opencl", inc, _opencl_version(inc), env)
+    for d in OPENCL_DIRS:
+        add("opencl", Path(d), _opencl_version(Path(d)), d)
+    hip_roots = [(Path(os.environ[e]), e) for e in HIP_ENV if os.environ.get(e)]
+    for pattern in HIP_PREFIXES:
+        hip_roots += [(Path(p), p) for p in sorted(glob.glob(pattern), reverse=True)]
+    for root, source in hip_roots:
+        add("hip", root / "include", _hip_version(root / "include"), source)
+    for d in OPENCL_DIRS:
+        add("hip", Path(d), _hip_version(Path(d)), d)
     for site in site_dirs if site_dirs is not None else sys.path:
         sp = Path(site)
         if not site or not sp.is_dir():
@@ -122,7 +160,7 @@ def find(kind: str, override: str | None = None, marker: str | None = None) -> S
         p = Path(override)
         for inc in (p, p / "include"):
             if marker and (inc / marker).is_file():
-                version = _cuda_version(inc) if (inc / "cuda.h").is_file() else None
+                version = _cuda_version(inc) if (inc / "cuda.h").is_file() else _opencl_version(inc)
                 return SDK(kind=kind, version=version or "unknown", include_dir=inc, source="--sdk")
         return None
     for sdk in discover():

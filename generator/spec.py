@@ -82,6 +82,8 @@ class ErrorSpec:
     default: Name
     since: tuple[tuple[Name, str], ...] = ()  # codes newer than some supported SDKs
     name_function: Name | None = None  # ex) cuGetErrorName (out-param) or nvrtcGetErrorString (returns)
+    macros: tuple[Name, ...] = ()  # ex) [CL_*, !CL_BUILD_NONE]: the codes are negative #define constants, not an enum
+    out_param: Name | None = None  # ex) errcode_ret: functions returning a value report status through it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,7 +110,8 @@ class LibrarySpec:
     headers: tuple[Name, ...]
     version_headers: tuple[Name, ...] = ()
     defines: tuple[tuple[str, str], ...] = ()
-    version_macro: Name | None = None  # ex) CUDA_VERSION
+    undefines: tuple[str, ...] = ()  # ex) __SSE__: predefined macros removed before parsing
+    version_macro: tuple[Name, ...] = ()  # ex) [CUDA_VERSION] (encoded 13000) or [HIP_VERSION_MAJOR, HIP_VERSION_MINOR]
     version_function: Name | None = None
     include: tuple[Name, ...] = ()
     exclude: tuple[Name, ...] = ()
@@ -322,7 +325,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     if root is None:
         errors.error(top_loc, "the spec is empty")
         errors.check()
-    keys = ("vendor", "library", "backend", "sdk", "headers", "version_headers", "defines", "version_macro",
+    keys = ("vendor", "library", "backend", "sdk", "headers", "version_headers", "defines", "undefines", "version_macro",
             "bind", "symbols", "loader", "errors", "functions")
     m = r.mapping(root, keys, ("vendor", "library", "backend", "sdk", "headers", "loader", "errors"), "library spec")
     if m is None:
@@ -355,7 +358,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                 errors.error(r.loc(node), f"define value {value!r} must be a number or identifier")
             else:
                 defines.append((name.value, value))
-    version_macro = r.ident(m.get("version_macro"), "version_macro")
+    undefines = r.seq(m.get("undefines"), "undefines", lambda n: r.ident(n, "macro"))
+    version_macro = r.seq(m.get("version_macro"), "version_macro", lambda n: r.ident(n, "version_macro"))
 
     bind = r.mapping(m.get("bind"), ("include", "exclude"), (), "bind") or {}
     include = r.seq(bind.get("include"), "include", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
@@ -387,7 +391,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                         sdk_dirs=tuple(x.value for x in sdk_dirs), sdk_env=tuple(x.value for x in sdk_env),
                         sdk_roots=tuple(x.value for x in sdk_roots))
 
-    em = r.mapping(m.get("errors"), ("type", "success", "kinds", "defaulted", "default", "since", "name_function"),
+    em = r.mapping(m.get("errors"), ("type", "success", "kinds", "defaulted", "default", "since", "name_function",
+                                     "macros", "out_param"),
                    ("type", "success", "default"), "errors") or {}
     err_type = r.ident(em.get("type"), "error type")
     success = r.seq(em.get("success"), "success codes", lambda n: r.ident(n, "success code"))
@@ -403,6 +408,9 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         if v is not None:
             since.append((code, v))
     name_function = r.ident(em.get("name_function"), "name_function")
+    err_macros = r.seq(em.get("macros"), "macros", lambda n: r.string(
+        n, "macro pattern", re.compile(r"!?[A-Za-z0-9_*?\[\]]+\Z"), ": use a glob, or !glob to exclude"))
+    out_param = r.ident(em.get("out_param"), "out_param")
 
     functions = []
     for fname, fnode in r.keyed(m.get("functions"), "function"):
@@ -412,11 +420,12 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     assert vendor and library and backend and sdk and err_type and default  # guaranteed by check()
     return LibrarySpec(
         path=display, location=top_loc, vendor=vendor, library=library, backend=backend, sdk=sdk,
-        headers=headers, version_headers=version_headers, defines=tuple(defines), version_macro=version_macro,
+        headers=headers, version_headers=version_headers, defines=tuple(defines),
+        undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
         loader=loader,
         errors=ErrorSpec(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
-                         since=tuple(since), name_function=name_function),
+                         since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param),
         functions=tuple(functions),
     )
 

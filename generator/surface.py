@@ -5,6 +5,12 @@ which template, which trait operations it implements or marks unsupported (every
 one must be either), and its capability translation as data.  After rendering,
 :func:`check_backend_module` reads the generated module back (``ast``) and refuses
 an operation marked implemented that the backend's class does not define.
+
+A template shared by several vendors (``backends/gpu.py.j2``: CUDA and ROCm) reads the
+vendor differences from the spec's ``functions:``, ``constants:`` and ``types:`` role
+tables through :class:`RoleTable`, which checks every name against the bound
+libraries and refuses roles the template needs but the spec lacks, or the spec
+declares but the template never reads.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -21,6 +28,20 @@ from .ir import Location
 from .spec import IDENT, Name, _Reader, compose
 
 UPPER = re.compile(r"[A-Z][A-Z0-9_]*\Z")
+# what a GPU backend's load_module may accept (spec key ``module_formats``)
+MODULE_FORMATS = ("ptx", "elf", "fatbin", "offload_bundle", "source")
+# the array-exchange protocols a backend's allocations export (spec key ``interop``)
+INTEROP = ("dlpack", "cuda_array_interface")
+# how the keys of ``capabilities.flags``/``tiers`` are matched against a device (spec key ``capabilities.match``):
+# exact: extension names / device types (OpenCL); compute_capability: "X.Y" flag keys are thresholds (>=), tier
+# keys exact; arch_prefix: keys are prefixes of the architecture name (ex. gfx90a), the longest tier key wins
+MATCHES = ("exact", "compute_capability", "arch_prefix")
+VERSION_KEY = re.compile(r"[0-9]+\.[0-9]+\Z")
+CTYPE = re.compile(r"(const )?[A-Za-z_][A-Za-z0-9_]*( [A-Za-z_][A-Za-z0-9_]*)*( ?\*)*\Z")
+C_BUILTINS = frozenset({"void", "char", "signed char", "unsigned char", "short", "unsigned short", "int",
+                        "unsigned int", "unsigned", "long", "unsigned long", "long long", "unsigned long long",
+                        "float", "double", "size_t", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t",
+                        "uint16_t", "uint32_t", "uint64_t", "uintptr_t", "intptr_t"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,10 +103,24 @@ class BackendSpec:
     flags: tuple[tuple[str, tuple[str, ...]], ...]  # backend-defined key -> CapabilityFlags
     tiers: tuple[tuple[str, str], ...]  # backend-defined key -> ComputeTier
     vendors: tuple[tuple[str, str], ...]  # substring of the vendor's name -> Vendor
+    # --- the data a shared template (backends/gpu.py.j2) renders per vendor; all optional
+    # role -> the vendor function (None: the vendor has none), checked against the bound libraries
+    functions: tuple[tuple[Name, Name | None], ...] = ()
+    # role -> constants OR'd together (empty: none), checked against the libraries' enums and macros
+    constants: tuple[tuple[Name, tuple[Name, ...]], ...] = ()
+    types: tuple[tuple[Name, Name], ...] = ()  # role -> C type  ex) deviceptr: CUdeviceptr
+    match: str = "exact"  # how capability keys are matched (MATCHES)
+    arch_field: Name | None = None  # arch_prefix: the device-properties struct field naming the architecture
+    module_formats: tuple[str, ...] = ()  # what load_module accepts (MODULE_FORMATS)
+    interop: tuple[str, ...] = ()  # INTEROP
+    sections: tuple[tuple[str, Location], ...] = ()  # where functions/constants/types were written
 
     @property
     def module(self) -> str:
         return f"ironaccelerator.backends.{self.vendor}"
+
+    def section(self, key: str) -> Location:
+        return dict(self.sections).get(key, self.location)
 
 
 def load_surface(path: Path, display: str) -> Surface:
@@ -142,7 +177,8 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     root = compose(display, path.read_text(encoding="utf-8"))
     errors = Collector()
     r = _Reader(display, errors)
-    m = r.mapping(root, ("backend", "vendor", "class_prefix", "template", "libraries", "operations", "capabilities"),
+    m = r.mapping(root, ("backend", "vendor", "class_prefix", "template", "libraries", "operations", "capabilities",
+                         "functions", "constants", "types", "module_formats", "interop"),
                   ("backend", "vendor", "class_prefix", "template", "operations"), "backend spec") or {}
     kinds = [b.name for b in surface.backend_kinds]
     kind = r.ident(m.get("backend"), "backend")
@@ -172,9 +208,22 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     if missing and kind is not None:
         errors.error(om and r.loc(m["operations"]) or Location(file=display, line=1, col=1),
                      f"the {kind} backend neither implements nor marks unsupported: {', '.join(missing)}")
-    cm = r.mapping(m.get("capabilities"), ("flags", "tiers", "vendors"), (), "capabilities") or {}
+    cm = r.mapping(m.get("capabilities"), ("flags", "tiers", "vendors", "match", "arch_field"), (),
+                   "capabilities") or {}
     flag_names = [f.name for f in surface.capability_flags]
     tier_names = [t.name for t in surface.compute_tiers]
+    match = r.ident(cm.get("match"), "match")
+    if match is not None and match.value not in MATCHES:
+        errors.error(match.location, f"'{match}' is not a capability match{suggest(match.value, MATCHES)}; "
+                     f"expected one of: {', '.join(MATCHES)}")
+        match = None
+    arch_field = r.ident(cm.get("arch_field"), "arch_field")
+    if arch_field is not None and (match is None or match.value != "arch_prefix"):
+        errors.error(arch_field.location, "arch_field is only meaningful with 'match: arch_prefix'")
+    if match is not None and match.value == "arch_prefix" and arch_field is None:
+        errors.error(match.location, "'match: arch_prefix' needs 'arch_field' (the properties field naming the "
+                     "architecture, ex. gcnArchName)")
+    _check_capability_keys(r, errors, match.value if match else "exact", cm)
     flags = []
     for key, node in _keys(r, cm.get("flags")):
         vals = r.seq(node, f"flags of {key}", lambda n: r.ident(n, "flag"))
@@ -194,12 +243,79 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
         if v is not None and v.value not in surface.vendors:
             errors.error(v.location, f"'{v}' is not a vendor{suggest(v.value, surface.vendors)}")
         vendors.append((key.value, v.value if v else ""))
+    functions = [(role, names[0] if names else None)
+                 for role, names in _roles(r, errors, m.get("functions"), "function", many=False)]
+    constants = _roles(r, errors, m.get("constants"), "constant", many=True)
+    types = []
+    for role, node in r.keyed(m.get("types"), "type role"):
+        t = r.string(node, f"C type of {role}", CTYPE, ": expected a C type name, optionally with '*'")
+        if t is not None:
+            types.append((role, t))
+    module_formats = _choices(r, errors, m.get("module_formats"), "module format", MODULE_FORMATS)
+    interop = _choices(r, errors, m.get("interop"), "interop protocol", INTEROP)
+    sections = tuple((k, r.loc(m[k])) for k in ("functions", "constants", "types") if k in m)
     errors.check()
     assert kind and vendor and prefix and template
     return BackendSpec(path=display, location=Location(file=display, line=1, col=1), kind=kind.value,
                        vendor=vendor.value, class_prefix=prefix.value, template=template.value,
                        libraries=tuple(x.value for x in libraries), implemented=implemented,
-                       unsupported=tuple(unsupported), flags=tuple(flags), tiers=tuple(tiers), vendors=tuple(vendors))
+                       unsupported=tuple(unsupported), flags=tuple(flags), tiers=tuple(tiers), vendors=tuple(vendors),
+                       functions=tuple(functions), constants=tuple(constants), types=tuple(types),
+                       match=match.value if match else "exact", arch_field=arch_field,
+                       module_formats=module_formats, interop=interop, sections=sections)
+
+
+def _is_null(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+
+
+def _roles(r: _Reader, errors: Collector, node: yaml.Node | None, what: str,
+           many: bool) -> list[tuple[Name, tuple[Name, ...]]]:
+    """``role: name`` (or ``role: null``: the vendor has none; or, with ``many``, a list OR'd together)."""
+    out: list[tuple[Name, tuple[Name, ...]]] = []
+    for role, value in r.keyed(node, f"{what} role"):
+        if _is_null(value):
+            out.append((role, ()))
+        elif isinstance(value, yaml.SequenceNode) and many:
+            out.append((role, r.seq(value, f"{what}s of {role}", lambda n: r.ident(n, what))))
+        elif isinstance(value, yaml.SequenceNode):
+            errors.error(r.loc(value), f"{what} role '{role}' takes one {what} name (or null)")
+        else:
+            name = r.ident(value, f"{what} of {role}")
+            if name is not None:
+                out.append((role, (name,)))
+    return out
+
+
+def _choices(r: _Reader, errors: Collector, node: yaml.Node | None, what: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    out = []
+    for v in r.seq(node, f"{what}s", lambda n: r.ident(n, what)):
+        if v.value not in allowed:
+            errors.error(v.location, f"'{v}' is not a {what}{suggest(v.value, allowed)}; expected one of: "
+                         f"{', '.join(allowed)}")
+        elif v.value in out:
+            errors.error(v.location, f"{what} '{v}' is listed twice")
+        else:
+            out.append(v.value)
+    return tuple(out)
+
+
+def _check_capability_keys(r: _Reader, errors: Collector, match: str, cm: dict[str, yaml.Node]) -> None:
+    """The key grammar of compute_capability / arch_prefix tables (exact keys are free-form)."""
+    if match == "exact":
+        return
+    quiet = _Reader(r.path, Collector())  # _keys' own errors are reported where the tables are read
+    for section, special in (("flags", ("always", "integrated")), ("tiers", ("default", "integrated"))):
+        for key, _ in _keys(quiet, cm.get(section)):
+            k = key.value
+            if k in special or (section == "tiers" and re.match(r"name [A-Za-z0-9_.+\-]+\Z", k)):
+                continue
+            if match == "compute_capability" and not VERSION_KEY.match(k):
+                errors.error(key.location, f"{section} key '{k}' is not a compute capability like '8.0' (or one of "
+                             f"{', '.join(special)}{', name <token>' if section == 'tiers' else ''})")
+            elif match == "arch_prefix" and not re.match(r"[a-z][a-z0-9]*\Z", k):
+                errors.error(key.location, f"{section} key '{k}' is not an architecture prefix like 'gfx90a' (or one "
+                             f"of {', '.join(special)}{', name <token>' if section == 'tiers' else ''})")
 
 
 def _keys(r: _Reader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]:
@@ -248,7 +364,107 @@ def check_backend_module(spec: BackendSpec, source: str, surface: Surface) -> No
         raise UserError(problems)
 
 
-__all__ = ["Surface", "BackendSpec", "load_surface", "load_backend", "check_backend_module", "IDENT"]
+class RoleTable:
+    """A backend spec's function / constant / type tables, resolved against its bound libraries.
+
+    Construction checks every name (a located error, with a suggestion, for one the libraries do not
+    declare).  The template reads roles through :meth:`fn`, :meth:`lib`, :meth:`const` and :meth:`ctype`;
+    a role it asks for that the spec lacks is a located error, and so (see :meth:`unused`) is a role the
+    spec declares that the template never reads: a misspelt role is never silently dead.
+    """
+
+    def __init__(self, spec: BackendSpec, libraries: dict[str, Any]) -> None:
+        self.spec = spec
+        self.read: set[str] = set()
+        errors = Collector()
+        libs = [(key, libraries[key]) for key in spec.libraries if key in libraries]
+        owner = {f.public: key for key, lib in libs for f in lib.functions}
+        values: dict[str, int] = {}
+        for _, lib in libs:
+            for e in lib.enums:
+                values.update((c.name, c.value) for c in e.constants)
+            values.update((c.name, c.value) for c in lib.constants if isinstance(c.value, int))
+        typenames = set(C_BUILTINS)
+        for _, lib in libs:
+            typenames.update(t.name for t in lib.header.typedefs)
+        self.functions: dict[str, tuple[str, str] | None] = {}
+        for role, name in spec.functions:
+            if name is None:
+                self.functions[role.value] = None
+            elif name.value not in owner:
+                errors.error(name.location, f"'{name}' (function role '{role}') is not a function of "
+                             f"{' or '.join(spec.libraries)}{suggest(name.value, owner)}")
+            else:
+                self.functions[role.value] = (owner[name.value].partition(".")[2], name.value)
+        self.constants: dict[str, tuple[str, int] | None] = {}
+        for role, names in spec.constants:
+            value = 0
+            for n in names:
+                if n.value not in values:
+                    errors.error(n.location, f"'{n}' (constant role '{role}') is not an enum constant or integer "
+                                 f"macro of {' or '.join(spec.libraries)}{suggest(n.value, values)}")
+                else:
+                    value |= values[n.value]
+            self.constants[role.value] = (" | ".join(n.value for n in names), value) if names else None
+        self.types: dict[str, str] = {}
+        for role, t in spec.types:
+            base = " ".join(w for w in t.value.replace("*", " ").split() if w != "const")
+            if base not in typenames:
+                errors.error(t.location, f"'{base}' (type role '{role}') is not a C type or a typedef of "
+                             f"{' or '.join(spec.libraries)}{suggest(base, typenames)}")
+            self.types[role.value] = t.value
+        if spec.arch_field is not None:
+            field = spec.arch_field.value
+            if not any(re.search(rf"\b{re.escape(field)}\b", d) for _, lib in libs for d in lib.declarations):
+                errors.error(spec.arch_field.location, f"no struct of {' or '.join(spec.libraries)} has a field "
+                             f"'{field}'")
+        errors.check()
+
+    def _get(self, table: dict[str, Any], kind: str, role: str) -> Any:
+        self.read.add(f"{kind}:{role}")
+        if role not in table:
+            raise UserError([Diagnostic(location=self.spec.section(kind + "s"),
+                                        message=f"{self.spec.template} needs the {kind} role '{role}': add "
+                                        f"'{role}: <{kind}>' to {kind}s" + ("" if kind == "type" else
+                                                                          " (or null if the vendor has none)"))])
+        return table[role]
+
+    def fn(self, role: str) -> str | None:
+        """The vendor function of ``role`` (None: the vendor has none)."""
+        entry = self._get(self.functions, "function", role)
+        return entry[1] if entry else None
+
+    def lib(self, role: str) -> str | None:
+        """The library (ex. ``driver``) exporting ``role``'s function."""
+        entry = self._get(self.functions, "function", role)
+        return entry[0] if entry else None
+
+    def const(self, role: str) -> int | None:
+        entry = self._get(self.constants, "constant", role)
+        return entry[1] if entry else None
+
+    def const_name(self, role: str) -> str:
+        entry = self._get(self.constants, "constant", role)
+        return entry[0] if entry else "none"
+
+    def ctype(self, role: str) -> str:
+        t: str = self._get(self.types, "type", role)
+        return t
+
+    def unused(self) -> list[Diagnostic]:
+        """Roles the spec declares that the template never read."""
+        out = []
+        for kind, entries in (("function", self.spec.functions), ("constant", self.spec.constants),
+                              ("type", self.spec.types)):
+            wanted = sorted(r.partition(":")[2] for r in self.read if r.startswith(kind + ":"))
+            for role, _ in entries:
+                if f"{kind}:{role.value}" not in self.read:
+                    out.append(Diagnostic(location=role.location, message=f"{kind} role '{role}' is not used by "
+                                          f"{self.spec.template}{suggest(role.value, wanted)}"))
+        return out
+
+
+__all__ = ["Surface", "BackendSpec", "RoleTable", "load_surface", "load_backend", "check_backend_module", "IDENT"]
 
 
 def render_surface(env, surface: Surface, backends: list[BackendSpec], libraries: dict[str, object],  # type: ignore[no-untyped-def]
@@ -266,8 +482,16 @@ def render_surface(env, surface: Surface, backends: list[BackendSpec], libraries
         if missing:
             # the backend's libraries were skipped (no SDK headers): leave its module as it is
             continue
-        text = env.get_template(b.template).render(banner=banner, spec=b, surface=surface,
-                                                   libs={k: libraries[k] for k in b.libraries})
+        try:
+            roles = RoleTable(b, libraries)
+            text = env.get_template(b.template).render(banner=banner, spec=b, surface=surface,
+                                                       libs={k: libraries[k] for k in b.libraries},
+                                                       fn=roles.fn, lib=roles.lib, const=roles.const,
+                                                       const_name=roles.const_name, ctype=roles.ctype)
+        except UserError as e:
+            problems += e.diagnostics
+            continue
+        problems += roles.unused()
         try:
             check_backend_module(b, text, surface)
         except UserError as e:

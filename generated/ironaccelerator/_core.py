@@ -214,4 +214,7 @@ TRAIT_OPERATIONS: dict[str, tuple[str, ...]] = {
 
 # kind -> "module:Class" of the built-in backends
 BUILTIN_BACKENDS: dict[BackendKind, str] = {
+    BackendKind.CUDA: 'ironaccelerator.backends.cuda._backend:CudaBackend',
+    BackendKind.ROCM: 'ironaccelerator.backends.hip._backend:HipBackend',
+    BackendKind.OPENCL: 'ironaccelerator.backends.opencl._backend:OpenCLBackend',
 }

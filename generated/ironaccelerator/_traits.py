@@ -71,7 +71,10 @@ class DeviceDescriptor:
 
 
 def _dims(v: int | Sequence[int], what: str) -> tuple[int, int, int]:
-    t = (v,) if isinstance(v, int) else tuple(v)
+    try:
+        t = (v,) if isinstance(v, int) else tuple(v)
+    except TypeError:  # not an int nor iterable (a float, None): the same INVALID_VALUE as a bad sequence
+        t = ()
     if not 1 <= len(t) <= 3 or not all(isinstance(x, int) for x in t):
         raise Error(ErrorKind.INVALID_VALUE, f"{what} must be an int or 1-3 ints, got {v!r}")
     return (t + (1, 1))[:3]  # type: ignore[return-value]
@@ -203,37 +206,69 @@ class Device:
 
 
 class Allocation:
-    """Memory on a device.  Checked ``free`` detects double frees; a dropped allocation is released."""
+    """Memory on a device.  Checked ``free`` detects double frees; a dropped allocation is released.
+
+    Release-on-drop costs nothing when allocating: a *tracked* allocation (``_track()``, or a backend
+    constructor setting ``_tracked``) that is dropped unfreed is released by ``__del__`` (through the
+    callable given to ``_track``, else ``_release``).  ``_finalizer`` is a ``weakref.finalize``-like view of
+    that (``alive``, ``detach()``, calling it), made on demand; ``None`` for an untracked allocation.
+    """
 
     nbytes: int
     kind: MemoryKind
     device: Device
     _freed: bool = False
-    _finalizer: weakref.finalize | None = None  # type: ignore[type-arg]
+    _tracked: bool = False  # release on drop (``__del__``) unless freed
+    _drop: Callable[[], object] | None = None  # what releases it on drop; None: ``_release``
 
     def _release(self) -> Error | None:
         """Free the vendor object; return the Error instead of raising (backends override)."""
         raise unsupported(self.device.kind, "Allocation.free")
 
-    def _track(self, release: Callable[[], object]) -> None:
-        """Register a finalizer that releases the memory if the allocation is dropped."""
-        self._finalizer = weakref.finalize(self, release)
+    def _track(self, release: Callable[[], object] | None = None) -> None:
+        """Release the memory (``release()``, or ``_release()``) if the allocation is dropped unfreed."""
+        if release is not None:
+            self._drop = release
+        self._tracked = True
+
+    def __del__(self) -> None:
+        if self._tracked and not self._freed:
+            self._freed = True
+            drop = self._drop
+            if drop is not None:
+                drop()
+            else:
+                self._release()
+
+    @property
+    def _finalizer(self) -> _DropFinalizer | None:
+        return _DropFinalizer(self) if self._tracked else None
+
+    @_finalizer.setter
+    def _finalizer(self, fin: weakref.finalize | None) -> None:  # type: ignore[type-arg]
+        """Compatibility: ``None`` untracks; a ``weakref.finalize`` is adopted (detached, run by ``__del__``)."""
+        if fin is None:
+            self._tracked = False
+            return
+        info = fin.detach()
+        if info is not None:
+            _, func, args, kwargs = info
+            self._track(lambda: func(*args, **kwargs))
 
     def free(self) -> None:
         if self._freed:
             raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                         function="Allocation.free")
         self._freed = True
-        if self._finalizer is not None:
-            self._finalizer.detach()
         err = self._release()
         if err is not None:
             raise err
 
     def free_unchecked(self) -> Result[None]:
+        if self._freed:  # one flag test: releasing the vendor handle twice is undefined behaviour (a crash)
+            return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
+                         function="Allocation.free_unchecked")
         self._freed = True
-        if self._finalizer is not None:
-            self._finalizer.detach()
         return self._release()
 
     @property
@@ -258,6 +293,38 @@ class Allocation:
     def __repr__(self) -> str:
         state = " freed" if self._freed else ""
         return f"<{type(self).__name__} {self.nbytes} bytes {self.kind.name} on {self.device.descriptor.id}{state}>"
+
+
+class _DropFinalizer:
+    """``Allocation._finalizer``: the ``weakref.finalize`` interface over an allocation's release-on-drop."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, allocation: Allocation) -> None:
+        self._ref = weakref.ref(allocation)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the allocation will still be released on drop (not dropped, freed or detached)."""
+        a = self._ref()
+        return a is not None and a._tracked and not a._freed
+
+    def detach(self) -> tuple[Allocation, Callable[[], object], tuple[()], dict[str, Any]] | None:
+        """Stop releasing on drop; returns ``(allocation, release, (), {})`` if it was alive, else None."""
+        a = self._ref()
+        if a is None or not a._tracked or a._freed:
+            return None
+        a._tracked = False
+        return (a, a._drop or a._release, (), {})
+
+    def __call__(self) -> object:
+        """Release now (if alive); the allocation counts as freed."""
+        a = self._ref()
+        if a is None or not a._tracked or a._freed:
+            return None
+        a._freed = True
+        a._tracked = False
+        return (a._drop or a._release)()
 
 
 class Event:
@@ -345,7 +412,7 @@ class PoolStats:
 
 
 class PooledAllocation(Allocation):
-    """An allocation served by a :class:`MemoryPool`; ``free`` returns its block to the pool."""
+    """An allocation served by a :class:`MemoryPool`; ``free`` (or dropping it) returns its block to the pool."""
 
     def __init__(self, pool: MemoryPool, block: Allocation, nbytes: int) -> None:
         self.pool = pool
@@ -353,14 +420,32 @@ class PooledAllocation(Allocation):
         self.nbytes = nbytes
         self.kind = block.kind
         self.device = block.device
-        self._freed = False
-        self._finalizer = weakref.finalize(self, pool._give_back, block)
+        self._tracked = True  # dropped unfreed: Allocation.__del__ gives the block back
 
     def _release(self) -> Error | None:
         self.pool._give_back(self.block)
         return None
 
+    def free(self) -> None:  # Allocation.free with MemoryPool._give_back inlined (the pool's hot path)
+        if self._freed:
+            raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
+                        function="Allocation.free")
+        self._freed = True
+        pool, block = self.pool, self.block
+        lock = pool._lock
+        lock.acquire()
+        try:
+            blocks = pool._free.get(block.nbytes)
+            if blocks is None:
+                pool._free[block.nbytes] = [block]
+            else:
+                blocks.append(block)
+        finally:
+            lock.release()
+
     def __getattr__(self, name: str) -> Any:  # backend-specific handles (e.g. .buffer, .ptr) of the block
+        if name in ("pool", "block") or name.startswith("__"):  # not yet set (a failed __init__): no recursion
+            raise AttributeError(name)
         return getattr(self.block, name)
 
 
@@ -368,7 +453,9 @@ class MemoryPool:
     """A caching sub-allocator: freed blocks are kept by size class and reused.
 
     Size classes are powers of two from 256 bytes (so a reused block may be up to
-    2x the request); ``trim()`` returns cached blocks to the backend.
+    2x the request); ``trim()`` returns cached blocks to the backend.  The hot paths
+    count only hits (misses and held bytes change on the slow path); ``stats()``
+    derives the cached and in-use bytes from the free lists.
     """
 
     MIN_BLOCK = 256
@@ -377,8 +464,10 @@ class MemoryPool:
         self.device = device
         self.kind = kind
         self._free: dict[int, list[Allocation]] = {}
-        self._lock = threading.Lock()
-        self._stats = PoolStats()
+        self._lock = threading.Lock()  # taken with acquire()/release(): cheaper than `with`
+        self._stats = PoolStats()  # hits, misses and allocated_bytes are kept here
+        # alloc() computes the size class inline unless a subclass overrides size_class
+        self._custom_size_class = type(self).size_class.__func__ is not MemoryPool.size_class.__func__  # type: ignore[attr-defined]
 
     @classmethod
     def size_class(cls, nbytes: int) -> int:
@@ -388,33 +477,39 @@ class MemoryPool:
     def alloc(self, nbytes: int) -> Allocation:
         if nbytes <= 0:
             raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes} bytes", backend=self.device.kind.name)
-        size = self.size_class(nbytes)
-        with self._lock:
+        if self._custom_size_class:
+            size = self.size_class(nbytes)
+        else:
+            n = nbytes if type(nbytes) is int else int(nbytes)
+            size = 1 << ((n if n > self.MIN_BLOCK else self.MIN_BLOCK) - 1).bit_length()
+        lock = self._lock
+        lock.acquire()
+        try:
             blocks = self._free.get(size)
-            block = blocks.pop() if blocks else None
-            if block is not None:
+            if blocks:
                 self._stats.hits += 1
-                self._stats.cached_bytes -= size
-            else:
-                self._stats.misses += 1
-            self._stats.in_use_bytes += size
-        if block is None:
-            try:
-                block = self.device.alloc(size, self.kind)
-            except Error as e:
-                if e.kind is not ErrorKind.OUT_OF_MEMORY:
-                    raise
-                self.trim()
-                block = self.device.alloc(size, self.kind)
-            with self._lock:
-                self._stats.allocated_bytes += size
+                return PooledAllocation(self, blocks.pop(), nbytes)
+            self._stats.misses += 1
+        finally:
+            lock.release()
+        try:
+            block = self.device.alloc(size, self.kind)
+        except Error as e:
+            if e.kind is not ErrorKind.OUT_OF_MEMORY:
+                raise
+            self.trim()
+            block = self.device.alloc(size, self.kind)
+        with self._lock:
+            self._stats.allocated_bytes += size
         return PooledAllocation(self, block, nbytes)
 
     def _give_back(self, block: Allocation) -> None:
         with self._lock:
-            self._free.setdefault(block.nbytes, []).append(block)
-            self._stats.in_use_bytes -= block.nbytes
-            self._stats.cached_bytes += block.nbytes
+            blocks = self._free.get(block.nbytes)
+            if blocks is None:
+                self._free[block.nbytes] = [block]
+            else:
+                blocks.append(block)
 
     def trim(self) -> int:
         """Release every cached block to the backend; returns the bytes released."""
@@ -422,7 +517,6 @@ class MemoryPool:
             blocks = [b for bs in self._free.values() for b in bs]
             self._free.clear()
             released = sum(b.nbytes for b in blocks)
-            self._stats.cached_bytes -= released
             self._stats.allocated_bytes -= released
         for b in blocks:
             b.free_unchecked()
@@ -430,7 +524,10 @@ class MemoryPool:
 
     def stats(self) -> PoolStats:
         with self._lock:
-            return PoolStats(**vars(self._stats))
+            st = self._stats
+            cached = sum(size * len(bs) for size, bs in self._free.items())
+            return PoolStats(allocated_bytes=st.allocated_bytes, in_use_bytes=st.allocated_bytes - cached,
+                             cached_bytes=cached, hits=st.hits, misses=st.misses)
 
 
 class BackendRegistry:

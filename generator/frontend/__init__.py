@@ -25,6 +25,7 @@ class ParseRequest:
     headers: tuple[str, ...]  # ex) ("cuda.h", "cudaTypedefs.h")
     include_dirs: tuple[Path, ...]  # the SDK's include directories: the "vendor's own headers"
     defines: tuple[tuple[str, str], ...] = ()  # ex) (("CL_TARGET_OPENCL_VERSION", "300"),)
+    undefines: tuple[str, ...] = ()  # ex) ("__SSE__",): predefined macros to drop (-U)
     where: Location  # the spec entry that asked for this parse, for errors
 
     @property
@@ -36,14 +37,25 @@ class ParseRequest:
         return "".join(f"#include <{h}>\n" for h in self.headers)
 
     def vendor_relpath(self, path: str) -> str | None:
-        """``path`` relative to its include directory, or None if it is not a vendor header."""
+        """``path`` relative to its include directory, or None if it is not a vendor header.
+
+        Vendor headers are those under the directories of the requested headers: all of
+        ``/usr/local/cuda/include`` for ``cuda.h``, but only ``/usr/include/CL`` for ``CL/cl.h``.
+        """
         p = Path(path).resolve()
         for d in self.include_dirs:
+            root = d.resolve()
             try:
-                return p.relative_to(d.resolve()).as_posix()
+                rel = p.relative_to(root)
             except ValueError:
                 continue
+            if any(rel.as_posix().startswith(sub) for sub in self._vendor_subdirs()):
+                return rel.as_posix()
         return None
+
+    def _vendor_subdirs(self) -> tuple[str, ...]:
+        subs = {Path(h).parent.as_posix() for h in self.headers}
+        return tuple("" if s == "." else s + "/" for s in sorted(subs))
 
 
 @functools.cache

@@ -236,6 +236,7 @@ def parse(request: ParseRequest) -> Header:
         args += ["-I", str(d)]
     for name, value in request.defines:
         args.append(f"-D{name}={value}")
+    args += [f"-U{name}" for name in request.undefines]
     index = ci.Index.create()
     opts = ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD | ci.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES
     try:

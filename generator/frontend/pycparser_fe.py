@@ -112,6 +112,7 @@ def _run_gcc(request: ParseRequest) -> str:
         args += ["-I", str(d)]
     for name, value in request.defines:
         args.append(f"-D{name}={value}")
+    args += [f"-U{name}" for name in request.undefines]
     args += ["-x", "c", "-"]
     try:
         proc = subprocess.run(args, input=request.source(), capture_output=True, text=True)

@@ -1,5 +1,6 @@
 """Exercises the generated golden package against libiagolden.so (run in a subprocess by test_golden.py)."""
 
+import inspect
 import sys
 
 from ironaccelerator import Error, ErrorKind
@@ -38,6 +39,52 @@ assert g.goldenStatusString(0) == "no error"
 assert abs(g.goldenScale(1.5, 2.0) - 3.0) < 1e-12
 s = g.new_struct("goldenDesc", kind=5)
 assert s.kind == 5
+
+# the checked fast path: in API mode the wrappers of functions that take and return only numbers or
+# strings are compiled C (trampolines.c, module golden._fast); ABI mode runs the Python wrappers.  Same
+# calls, same answers, same exceptions either way.
+FAST = ("goldenAlloc", "goldenGetErrorName", "goldenGetName", "goldenGetVersion", "goldenInit", "goldenNotExported",
+        "goldenScale", "goldenStatusString")
+kind = "builtin_function_or_method" if expected_mode == "api" else "function"
+assert type(g.goldenGetVersion).__name__ == kind, type(g.goldenGetVersion)
+for name in FAST:
+    assert type(getattr(g, name)).__name__ == kind, (name, type(getattr(g, name)))
+    assert getattr(g, name).__doc__.lstrip().startswith("``"), name
+for name in ("goldenBuild", "goldenSum", "goldenQuery", "goldenGetLog", "goldenCtxCreate"):  # stay in Python
+    assert type(getattr(g, name)).__name__ == "function", name
+assert list(inspect.signature(g.goldenScale).parameters) == ["x", "factor"]
+assert "goldenAlloc_v2" in g.goldenAlloc.__doc__ and "Returns ``ptr``" in g.goldenAlloc.__doc__
+assert g.goldenAlloc(bytes=7) == 0x1007 and g.goldenAlloc(g.GOLDEN_MODE_SAFE) == 0x1004
+assert g.goldenScale(factor=2.0, x=1.25) == 2.5 and g.goldenScale(3, 2) == 6.0
+assert isinstance(g.goldenScale(3, 2), float) and type(g.goldenAlloc(1)) is int
+assert g.goldenGetName(index=12) == "golden-device-12"
+assert g.goldenStatusString(status=g.GOLDEN_ERROR_COMPILE) == "some error"
+assert g.goldenGetErrorName(g.GOLDEN_SUCCESS) == "GOLDEN_SUCCESS"
+for call, exc in ((lambda: g.goldenAlloc(-1), OverflowError), (lambda: g.goldenAlloc(1 << 64), OverflowError),
+                  (lambda: g.goldenInit(1 << 32), OverflowError), (lambda: g.goldenGetName(1 << 31), OverflowError),
+                  (lambda: g.goldenAlloc(1.0), TypeError), (lambda: g.goldenAlloc("1"), TypeError),
+                  (lambda: g.goldenAlloc(None), TypeError), (lambda: g.goldenScale("x", 1.0), TypeError),
+                  (lambda: g.goldenAlloc(), TypeError), (lambda: g.goldenAlloc(1, 2), TypeError),
+                  (lambda: g.goldenAlloc(size=1), TypeError), (lambda: g.goldenAlloc(1, bytes=1), TypeError),
+                  (lambda: g.goldenGetVersion(1), TypeError)):
+    try:
+        call()
+    except exc:
+        pass
+    else:
+        raise AssertionError(f"no {exc.__name__}")
+try:
+    g.goldenGetName(-1)  # a failure from a function with a string buffer
+except Error as e:
+    assert e.kind is ErrorKind.INVALID_VALUE and e.function == "goldenGetName", e
+else:
+    raise AssertionError("goldenGetName(-1) did not raise")
+try:
+    g.goldenGetErrorName(999)  # a failure of the name function itself (the message then asks it again)
+except Error as e:
+    assert e.kind is ErrorKind.INVALID_VALUE and "GOLDEN_ERROR_INVALID_VALUE" in str(e), e
+else:
+    raise AssertionError("goldenGetErrorName(999) did not raise")
 
 # errors: kind, code, function, backend, vendor name in the message
 try:
@@ -85,5 +132,6 @@ else:
     raise AssertionError("the per-thread variant was not used")
 g.set_per_thread_default_stream(False)
 g.goldenCopy(0, buf, 4)
+assert g.unchecked.goldenCopy(0, buf, 4) == 0  # resolved again (ABI mode had cached the _ptds symbol)
 g.goldenCtxDestroy(ctx)
 print("golden runtime ok", g.BINDING_MODE)

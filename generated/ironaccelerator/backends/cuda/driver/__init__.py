@@ -10,7 +10,8 @@ compiled cffi API module ("api") or the ABI-mode fallback ("abi") is in use.
 from __future__ import annotations
 
 import enum
-from typing import Any, Sequence
+import sys as _sys
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._runtime import CData, c_array as _c_array
@@ -24,11 +25,11 @@ ffi: Any = _b.ffi
 BINDING_MODE: str = _b.mode
 SDK_VERSION: str = '13.0'
 has = _b.has
-set_per_thread_default_stream = _b.set_per_thread_default_stream
 
 _lib: Any = _b.lib
 _new = ffi.new
 _NULL = ffi.NULL
+_string = ffi.string
 _error = _b.error
 _require = _b.require
 
@@ -2307,6 +2308,488 @@ _T98 = ffi.typeof('CUarray_format *')
 _T99 = ffi.typeof('CUstreamCaptureMode *')
 _T100 = ffi.typeof('CUuserObject *')
 
+# ---------------------------------------------------------------- C functions
+# _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
+# in ABI mode resolved through the lazy _lib on its first call (which raises the loader error if it cannot
+# be), and again after set_per_thread_default_stream().
+if TYPE_CHECKING:
+    _f_cuArray3DCreate: Any
+    _f_cuArray3DGetDescriptor: Any
+    _f_cuArrayCreate: Any
+    _f_cuArrayDestroy: Any
+    _f_cuArrayGetDescriptor: Any
+    _f_cuArrayGetMemoryRequirements: Any
+    _f_cuArrayGetPlane: Any
+    _f_cuArrayGetSparseProperties: Any
+    _f_cuCheckpointProcessCheckpoint: Any
+    _f_cuCheckpointProcessGetRestoreThreadId: Any
+    _f_cuCheckpointProcessGetState: Any
+    _f_cuCheckpointProcessLock: Any
+    _f_cuCheckpointProcessRestore: Any
+    _f_cuCheckpointProcessUnlock: Any
+    _f_cuCoredumpGetAttribute: Any
+    _f_cuCoredumpGetAttributeGlobal: Any
+    _f_cuCoredumpSetAttribute: Any
+    _f_cuCoredumpSetAttributeGlobal: Any
+    _f_cuCtxAttach: Any
+    _f_cuCtxCreate: Any
+    _f_cuCtxDestroy: Any
+    _f_cuCtxDetach: Any
+    _f_cuCtxDisablePeerAccess: Any
+    _f_cuCtxEnablePeerAccess: Any
+    _f_cuCtxFromGreenCtx: Any
+    _f_cuCtxGetApiVersion: Any
+    _f_cuCtxGetCacheConfig: Any
+    _f_cuCtxGetCurrent: Any
+    _f_cuCtxGetDevResource: Any
+    _f_cuCtxGetDevice: Any
+    _f_cuCtxGetDevice_v2: Any
+    _f_cuCtxGetExecAffinity: Any
+    _f_cuCtxGetFlags: Any
+    _f_cuCtxGetId: Any
+    _f_cuCtxGetLimit: Any
+    _f_cuCtxGetSharedMemConfig: Any
+    _f_cuCtxGetStreamPriorityRange: Any
+    _f_cuCtxPopCurrent: Any
+    _f_cuCtxPushCurrent: Any
+    _f_cuCtxRecordEvent: Any
+    _f_cuCtxResetPersistingL2Cache: Any
+    _f_cuCtxSetCacheConfig: Any
+    _f_cuCtxSetCurrent: Any
+    _f_cuCtxSetFlags: Any
+    _f_cuCtxSetLimit: Any
+    _f_cuCtxSetSharedMemConfig: Any
+    _f_cuCtxSynchronize: Any
+    _f_cuCtxSynchronize_v2: Any
+    _f_cuCtxWaitEvent: Any
+    _f_cuDestroyExternalMemory: Any
+    _f_cuDestroyExternalSemaphore: Any
+    _f_cuDevResourceGenerateDesc: Any
+    _f_cuDevSmResourceSplitByCount: Any
+    _f_cuDeviceCanAccessPeer: Any
+    _f_cuDeviceComputeCapability: Any
+    _f_cuDeviceGet: Any
+    _f_cuDeviceGetAttribute: Any
+    _f_cuDeviceGetByPCIBusId: Any
+    _f_cuDeviceGetCount: Any
+    _f_cuDeviceGetDefaultMemPool: Any
+    _f_cuDeviceGetDevResource: Any
+    _f_cuDeviceGetExecAffinitySupport: Any
+    _f_cuDeviceGetGraphMemAttribute: Any
+    _f_cuDeviceGetHostAtomicCapabilities: Any
+    _f_cuDeviceGetLuid: Any
+    _f_cuDeviceGetMemPool: Any
+    _f_cuDeviceGetName: Any
+    _f_cuDeviceGetP2PAtomicCapabilities: Any
+    _f_cuDeviceGetP2PAttribute: Any
+    _f_cuDeviceGetPCIBusId: Any
+    _f_cuDeviceGetProperties: Any
+    _f_cuDeviceGetTexture1DLinearMaxWidth: Any
+    _f_cuDeviceGetUuid: Any
+    _f_cuDeviceGraphMemTrim: Any
+    _f_cuDevicePrimaryCtxGetState: Any
+    _f_cuDevicePrimaryCtxRelease: Any
+    _f_cuDevicePrimaryCtxReset: Any
+    _f_cuDevicePrimaryCtxRetain: Any
+    _f_cuDevicePrimaryCtxSetFlags: Any
+    _f_cuDeviceRegisterAsyncNotification: Any
+    _f_cuDeviceSetGraphMemAttribute: Any
+    _f_cuDeviceSetMemPool: Any
+    _f_cuDeviceTotalMem: Any
+    _f_cuDeviceUnregisterAsyncNotification: Any
+    _f_cuDriverGetVersion: Any
+    _f_cuEventCreate: Any
+    _f_cuEventDestroy: Any
+    _f_cuEventElapsedTime: Any
+    _f_cuEventQuery: Any
+    _f_cuEventRecord: Any
+    _f_cuEventRecordWithFlags: Any
+    _f_cuEventSynchronize: Any
+    _f_cuExternalMemoryGetMappedBuffer: Any
+    _f_cuExternalMemoryGetMappedMipmappedArray: Any
+    _f_cuFlushGPUDirectRDMAWrites: Any
+    _f_cuFuncGetAttribute: Any
+    _f_cuFuncGetModule: Any
+    _f_cuFuncGetName: Any
+    _f_cuFuncGetParamInfo: Any
+    _f_cuFuncIsLoaded: Any
+    _f_cuFuncLoad: Any
+    _f_cuFuncSetAttribute: Any
+    _f_cuFuncSetBlockShape: Any
+    _f_cuFuncSetCacheConfig: Any
+    _f_cuFuncSetSharedMemConfig: Any
+    _f_cuFuncSetSharedSize: Any
+    _f_cuGetErrorName: Any
+    _f_cuGetErrorString: Any
+    _f_cuGetExportTable: Any
+    _f_cuGetProcAddress: Any
+    _f_cuGraphAddBatchMemOpNode: Any
+    _f_cuGraphAddChildGraphNode: Any
+    _f_cuGraphAddDependencies: Any
+    _f_cuGraphAddEmptyNode: Any
+    _f_cuGraphAddEventRecordNode: Any
+    _f_cuGraphAddEventWaitNode: Any
+    _f_cuGraphAddExternalSemaphoresSignalNode: Any
+    _f_cuGraphAddExternalSemaphoresWaitNode: Any
+    _f_cuGraphAddHostNode: Any
+    _f_cuGraphAddKernelNode: Any
+    _f_cuGraphAddMemAllocNode: Any
+    _f_cuGraphAddMemFreeNode: Any
+    _f_cuGraphAddMemcpyNode: Any
+    _f_cuGraphAddMemsetNode: Any
+    _f_cuGraphAddNode: Any
+    _f_cuGraphBatchMemOpNodeGetParams: Any
+    _f_cuGraphBatchMemOpNodeSetParams: Any
+    _f_cuGraphChildGraphNodeGetGraph: Any
+    _f_cuGraphClone: Any
+    _f_cuGraphConditionalHandleCreate: Any
+    _f_cuGraphCreate: Any
+    _f_cuGraphDebugDotPrint: Any
+    _f_cuGraphDestroy: Any
+    _f_cuGraphDestroyNode: Any
+    _f_cuGraphEventRecordNodeGetEvent: Any
+    _f_cuGraphEventRecordNodeSetEvent: Any
+    _f_cuGraphEventWaitNodeGetEvent: Any
+    _f_cuGraphEventWaitNodeSetEvent: Any
+    _f_cuGraphExecBatchMemOpNodeSetParams: Any
+    _f_cuGraphExecChildGraphNodeSetParams: Any
+    _f_cuGraphExecDestroy: Any
+    _f_cuGraphExecEventRecordNodeSetEvent: Any
+    _f_cuGraphExecEventWaitNodeSetEvent: Any
+    _f_cuGraphExecExternalSemaphoresSignalNodeSetParams: Any
+    _f_cuGraphExecExternalSemaphoresWaitNodeSetParams: Any
+    _f_cuGraphExecGetFlags: Any
+    _f_cuGraphExecHostNodeSetParams: Any
+    _f_cuGraphExecKernelNodeSetParams: Any
+    _f_cuGraphExecMemcpyNodeSetParams: Any
+    _f_cuGraphExecMemsetNodeSetParams: Any
+    _f_cuGraphExecNodeSetParams: Any
+    _f_cuGraphExecUpdate: Any
+    _f_cuGraphExternalSemaphoresSignalNodeGetParams: Any
+    _f_cuGraphExternalSemaphoresSignalNodeSetParams: Any
+    _f_cuGraphExternalSemaphoresWaitNodeGetParams: Any
+    _f_cuGraphExternalSemaphoresWaitNodeSetParams: Any
+    _f_cuGraphGetEdges: Any
+    _f_cuGraphGetNodes: Any
+    _f_cuGraphGetRootNodes: Any
+    _f_cuGraphHostNodeGetParams: Any
+    _f_cuGraphHostNodeSetParams: Any
+    _f_cuGraphInstantiate: Any
+    _f_cuGraphInstantiateWithParams: Any
+    _f_cuGraphKernelNodeCopyAttributes: Any
+    _f_cuGraphKernelNodeGetAttribute: Any
+    _f_cuGraphKernelNodeGetParams: Any
+    _f_cuGraphKernelNodeSetAttribute: Any
+    _f_cuGraphKernelNodeSetParams: Any
+    _f_cuGraphLaunch: Any
+    _f_cuGraphMemAllocNodeGetParams: Any
+    _f_cuGraphMemFreeNodeGetParams: Any
+    _f_cuGraphMemcpyNodeGetParams: Any
+    _f_cuGraphMemcpyNodeSetParams: Any
+    _f_cuGraphMemsetNodeGetParams: Any
+    _f_cuGraphMemsetNodeSetParams: Any
+    _f_cuGraphNodeFindInClone: Any
+    _f_cuGraphNodeGetDependencies: Any
+    _f_cuGraphNodeGetDependentNodes: Any
+    _f_cuGraphNodeGetEnabled: Any
+    _f_cuGraphNodeGetType: Any
+    _f_cuGraphNodeSetEnabled: Any
+    _f_cuGraphNodeSetParams: Any
+    _f_cuGraphReleaseUserObject: Any
+    _f_cuGraphRemoveDependencies: Any
+    _f_cuGraphRetainUserObject: Any
+    _f_cuGraphUpload: Any
+    _f_cuGraphicsMapResources: Any
+    _f_cuGraphicsResourceGetMappedMipmappedArray: Any
+    _f_cuGraphicsResourceGetMappedPointer: Any
+    _f_cuGraphicsResourceSetMapFlags: Any
+    _f_cuGraphicsSubResourceGetMappedArray: Any
+    _f_cuGraphicsUnmapResources: Any
+    _f_cuGraphicsUnregisterResource: Any
+    _f_cuGreenCtxCreate: Any
+    _f_cuGreenCtxDestroy: Any
+    _f_cuGreenCtxGetDevResource: Any
+    _f_cuGreenCtxGetId: Any
+    _f_cuGreenCtxRecordEvent: Any
+    _f_cuGreenCtxStreamCreate: Any
+    _f_cuGreenCtxWaitEvent: Any
+    _f_cuImportExternalMemory: Any
+    _f_cuImportExternalSemaphore: Any
+    _f_cuInit: Any
+    _f_cuIpcCloseMemHandle: Any
+    _f_cuIpcGetEventHandle: Any
+    _f_cuIpcGetMemHandle: Any
+    _f_cuIpcOpenEventHandle: Any
+    _f_cuIpcOpenMemHandle: Any
+    _f_cuKernelGetAttribute: Any
+    _f_cuKernelGetFunction: Any
+    _f_cuKernelGetLibrary: Any
+    _f_cuKernelGetName: Any
+    _f_cuKernelGetParamInfo: Any
+    _f_cuKernelSetAttribute: Any
+    _f_cuKernelSetCacheConfig: Any
+    _f_cuLaunch: Any
+    _f_cuLaunchCooperativeKernel: Any
+    _f_cuLaunchCooperativeKernelMultiDevice: Any
+    _f_cuLaunchGrid: Any
+    _f_cuLaunchGridAsync: Any
+    _f_cuLaunchHostFunc: Any
+    _f_cuLaunchKernel: Any
+    _f_cuLaunchKernelEx: Any
+    _f_cuLibraryEnumerateKernels: Any
+    _f_cuLibraryGetGlobal: Any
+    _f_cuLibraryGetKernel: Any
+    _f_cuLibraryGetKernelCount: Any
+    _f_cuLibraryGetManaged: Any
+    _f_cuLibraryGetModule: Any
+    _f_cuLibraryGetUnifiedFunction: Any
+    _f_cuLibraryLoadData: Any
+    _f_cuLibraryLoadFromFile: Any
+    _f_cuLibraryUnload: Any
+    _f_cuLinkAddData: Any
+    _f_cuLinkAddFile: Any
+    _f_cuLinkComplete: Any
+    _f_cuLinkCreate: Any
+    _f_cuLinkDestroy: Any
+    _f_cuLogsCurrent: Any
+    _f_cuLogsDumpToFile: Any
+    _f_cuLogsDumpToMemory: Any
+    _f_cuLogsRegisterCallback: Any
+    _f_cuLogsUnregisterCallback: Any
+    _f_cuMemAddressFree: Any
+    _f_cuMemAddressReserve: Any
+    _f_cuMemAdvise: Any
+    _f_cuMemAlloc: Any
+    _f_cuMemAllocAsync: Any
+    _f_cuMemAllocFromPoolAsync: Any
+    _f_cuMemAllocHost: Any
+    _f_cuMemAllocManaged: Any
+    _f_cuMemAllocPitch: Any
+    _f_cuMemBatchDecompressAsync: Any
+    _f_cuMemCreate: Any
+    _f_cuMemDiscardAndPrefetchBatchAsync: Any
+    _f_cuMemDiscardBatchAsync: Any
+    _f_cuMemExportToShareableHandle: Any
+    _f_cuMemFree: Any
+    _f_cuMemFreeAsync: Any
+    _f_cuMemFreeHost: Any
+    _f_cuMemGetAccess: Any
+    _f_cuMemGetAddressRange: Any
+    _f_cuMemGetAllocationGranularity: Any
+    _f_cuMemGetAllocationPropertiesFromHandle: Any
+    _f_cuMemGetDefaultMemPool: Any
+    _f_cuMemGetHandleForAddressRange: Any
+    _f_cuMemGetInfo: Any
+    _f_cuMemGetMemPool: Any
+    _f_cuMemHostAlloc: Any
+    _f_cuMemHostGetDevicePointer: Any
+    _f_cuMemHostGetFlags: Any
+    _f_cuMemHostRegister: Any
+    _f_cuMemHostUnregister: Any
+    _f_cuMemImportFromShareableHandle: Any
+    _f_cuMemMap: Any
+    _f_cuMemMapArrayAsync: Any
+    _f_cuMemPoolCreate: Any
+    _f_cuMemPoolDestroy: Any
+    _f_cuMemPoolExportPointer: Any
+    _f_cuMemPoolExportToShareableHandle: Any
+    _f_cuMemPoolGetAccess: Any
+    _f_cuMemPoolGetAttribute: Any
+    _f_cuMemPoolImportFromShareableHandle: Any
+    _f_cuMemPoolImportPointer: Any
+    _f_cuMemPoolSetAccess: Any
+    _f_cuMemPoolSetAttribute: Any
+    _f_cuMemPoolTrimTo: Any
+    _f_cuMemPrefetchAsync: Any
+    _f_cuMemPrefetchBatchAsync: Any
+    _f_cuMemRangeGetAttribute: Any
+    _f_cuMemRangeGetAttributes: Any
+    _f_cuMemRelease: Any
+    _f_cuMemRetainAllocationHandle: Any
+    _f_cuMemSetAccess: Any
+    _f_cuMemSetMemPool: Any
+    _f_cuMemUnmap: Any
+    _f_cuMemcpy: Any
+    _f_cuMemcpy2D: Any
+    _f_cuMemcpy2DAsync: Any
+    _f_cuMemcpy2DUnaligned: Any
+    _f_cuMemcpy3D: Any
+    _f_cuMemcpy3DAsync: Any
+    _f_cuMemcpy3DBatchAsync: Any
+    _f_cuMemcpy3DPeer: Any
+    _f_cuMemcpy3DPeerAsync: Any
+    _f_cuMemcpyAsync: Any
+    _f_cuMemcpyAtoA: Any
+    _f_cuMemcpyAtoD: Any
+    _f_cuMemcpyAtoH: Any
+    _f_cuMemcpyAtoHAsync: Any
+    _f_cuMemcpyBatchAsync: Any
+    _f_cuMemcpyDtoA: Any
+    _f_cuMemcpyDtoD: Any
+    _f_cuMemcpyDtoDAsync: Any
+    _f_cuMemcpyDtoH: Any
+    _f_cuMemcpyDtoHAsync: Any
+    _f_cuMemcpyHtoA: Any
+    _f_cuMemcpyHtoAAsync: Any
+    _f_cuMemcpyHtoD: Any
+    _f_cuMemcpyHtoDAsync: Any
+    _f_cuMemcpyPeer: Any
+    _f_cuMemcpyPeerAsync: Any
+    _f_cuMemsetD16: Any
+    _f_cuMemsetD16Async: Any
+    _f_cuMemsetD2D16: Any
+    _f_cuMemsetD2D16Async: Any
+    _f_cuMemsetD2D32: Any
+    _f_cuMemsetD2D32Async: Any
+    _f_cuMemsetD2D8: Any
+    _f_cuMemsetD2D8Async: Any
+    _f_cuMemsetD32: Any
+    _f_cuMemsetD32Async: Any
+    _f_cuMemsetD8: Any
+    _f_cuMemsetD8Async: Any
+    _f_cuMipmappedArrayCreate: Any
+    _f_cuMipmappedArrayDestroy: Any
+    _f_cuMipmappedArrayGetLevel: Any
+    _f_cuMipmappedArrayGetMemoryRequirements: Any
+    _f_cuMipmappedArrayGetSparseProperties: Any
+    _f_cuModuleEnumerateFunctions: Any
+    _f_cuModuleGetFunction: Any
+    _f_cuModuleGetFunctionCount: Any
+    _f_cuModuleGetGlobal: Any
+    _f_cuModuleGetLoadingMode: Any
+    _f_cuModuleGetSurfRef: Any
+    _f_cuModuleGetTexRef: Any
+    _f_cuModuleLoad: Any
+    _f_cuModuleLoadData: Any
+    _f_cuModuleLoadDataEx: Any
+    _f_cuModuleLoadFatBinary: Any
+    _f_cuModuleUnload: Any
+    _f_cuMulticastAddDevice: Any
+    _f_cuMulticastBindAddr: Any
+    _f_cuMulticastBindMem: Any
+    _f_cuMulticastCreate: Any
+    _f_cuMulticastGetGranularity: Any
+    _f_cuMulticastUnbind: Any
+    _f_cuOccupancyAvailableDynamicSMemPerBlock: Any
+    _f_cuOccupancyMaxActiveBlocksPerMultiprocessor: Any
+    _f_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags: Any
+    _f_cuOccupancyMaxActiveClusters: Any
+    _f_cuOccupancyMaxPotentialBlockSize: Any
+    _f_cuOccupancyMaxPotentialBlockSizeWithFlags: Any
+    _f_cuOccupancyMaxPotentialClusterSize: Any
+    _f_cuParamSetSize: Any
+    _f_cuParamSetTexRef: Any
+    _f_cuParamSetf: Any
+    _f_cuParamSeti: Any
+    _f_cuParamSetv: Any
+    _f_cuPointerGetAttribute: Any
+    _f_cuPointerGetAttributes: Any
+    _f_cuPointerSetAttribute: Any
+    _f_cuSignalExternalSemaphoresAsync: Any
+    _f_cuStreamAddCallback: Any
+    _f_cuStreamAttachMemAsync: Any
+    _f_cuStreamBatchMemOp: Any
+    _f_cuStreamBeginCapture: Any
+    _f_cuStreamBeginCaptureToGraph: Any
+    _f_cuStreamCopyAttributes: Any
+    _f_cuStreamCreate: Any
+    _f_cuStreamCreateWithPriority: Any
+    _f_cuStreamDestroy: Any
+    _f_cuStreamEndCapture: Any
+    _f_cuStreamGetAttribute: Any
+    _f_cuStreamGetCaptureInfo: Any
+    _f_cuStreamGetCtx: Any
+    _f_cuStreamGetCtx_v2: Any
+    _f_cuStreamGetDevice: Any
+    _f_cuStreamGetFlags: Any
+    _f_cuStreamGetGreenCtx: Any
+    _f_cuStreamGetId: Any
+    _f_cuStreamGetPriority: Any
+    _f_cuStreamIsCapturing: Any
+    _f_cuStreamQuery: Any
+    _f_cuStreamSetAttribute: Any
+    _f_cuStreamSynchronize: Any
+    _f_cuStreamUpdateCaptureDependencies: Any
+    _f_cuStreamWaitEvent: Any
+    _f_cuStreamWaitValue32: Any
+    _f_cuStreamWaitValue64: Any
+    _f_cuStreamWriteValue32: Any
+    _f_cuStreamWriteValue64: Any
+    _f_cuSurfObjectCreate: Any
+    _f_cuSurfObjectDestroy: Any
+    _f_cuSurfObjectGetResourceDesc: Any
+    _f_cuSurfRefGetArray: Any
+    _f_cuSurfRefSetArray: Any
+    _f_cuTensorMapEncodeIm2col: Any
+    _f_cuTensorMapEncodeIm2colWide: Any
+    _f_cuTensorMapEncodeTiled: Any
+    _f_cuTensorMapReplaceAddress: Any
+    _f_cuTexObjectCreate: Any
+    _f_cuTexObjectDestroy: Any
+    _f_cuTexObjectGetResourceDesc: Any
+    _f_cuTexObjectGetResourceViewDesc: Any
+    _f_cuTexObjectGetTextureDesc: Any
+    _f_cuTexRefCreate: Any
+    _f_cuTexRefDestroy: Any
+    _f_cuTexRefGetAddress: Any
+    _f_cuTexRefGetAddressMode: Any
+    _f_cuTexRefGetArray: Any
+    _f_cuTexRefGetBorderColor: Any
+    _f_cuTexRefGetFilterMode: Any
+    _f_cuTexRefGetFlags: Any
+    _f_cuTexRefGetFormat: Any
+    _f_cuTexRefGetMaxAnisotropy: Any
+    _f_cuTexRefGetMipmapFilterMode: Any
+    _f_cuTexRefGetMipmapLevelBias: Any
+    _f_cuTexRefGetMipmapLevelClamp: Any
+    _f_cuTexRefGetMipmappedArray: Any
+    _f_cuTexRefSetAddress: Any
+    _f_cuTexRefSetAddress2D: Any
+    _f_cuTexRefSetAddressMode: Any
+    _f_cuTexRefSetArray: Any
+    _f_cuTexRefSetBorderColor: Any
+    _f_cuTexRefSetFilterMode: Any
+    _f_cuTexRefSetFlags: Any
+    _f_cuTexRefSetFormat: Any
+    _f_cuTexRefSetMaxAnisotropy: Any
+    _f_cuTexRefSetMipmapFilterMode: Any
+    _f_cuTexRefSetMipmapLevelBias: Any
+    _f_cuTexRefSetMipmapLevelClamp: Any
+    _f_cuTexRefSetMipmappedArray: Any
+    _f_cuThreadExchangeStreamCaptureMode: Any
+    _f_cuUserObjectCreate: Any
+    _f_cuUserObjectRelease: Any
+    _f_cuUserObjectRetain: Any
+    _f_cuWaitExternalSemaphoresAsync: Any
+    pass
+
+
+def _abi_first_call(name: str) -> Any:
+    def first_call(*args: Any) -> Any:
+        fn = getattr(_lib, name)
+        globals()["_f_" + name] = fn
+        return fn(*args)
+    return first_call
+
+
+def _bind_functions() -> None:
+    g = globals()
+    for name, *_ in _b.functions:
+        g["_f_" + name] = getattr(_lib, name) if BINDING_MODE == "api" else _abi_first_call(name)
+
+
+_bind_functions()
+
+
+def set_per_thread_default_stream(enabled: bool) -> None:
+    """Bind the per-thread-default-stream variants (``_ptds``/``_ptsz``) instead of the legacy stream ones."""
+    _b.set_per_thread_default_stream(enabled)
+    if BINDING_MODE != "api":  # ABI mode: what was resolved under the other symbols is resolved again
+        _bind_functions()
+        for name, *_ in _b.functions:
+            unchecked.__dict__.pop(name, None)
+
+
 # -------------------------------------------------------------------- functions
 
 
@@ -2317,7 +2800,7 @@ def cuArray3DCreate(pAllocateArray: CData) -> CData:
     Returns ``pHandle``.
     """
     _pHandle = _new(_T0)
-    _r = _lib.cuArray3DCreate(_pHandle, pAllocateArray)
+    _r = _f_cuArray3DCreate(_pHandle, pAllocateArray)
     if _r:
         raise _error(_r, 0)
     return _pHandle[0]
@@ -2330,7 +2813,7 @@ def cuArray3DGetDescriptor(hArray: CData) -> CData:
     Returns ``pArrayDescriptor``.
     """
     _pArrayDescriptor = _new(_T1)
-    _r = _lib.cuArray3DGetDescriptor(_pArrayDescriptor, hArray)
+    _r = _f_cuArray3DGetDescriptor(_pArrayDescriptor, hArray)
     if _r:
         raise _error(_r, 1)
     return _pArrayDescriptor
@@ -2343,7 +2826,7 @@ def cuArrayCreate(pAllocateArray: CData) -> CData:
     Returns ``pHandle``.
     """
     _pHandle = _new(_T0)
-    _r = _lib.cuArrayCreate(_pHandle, pAllocateArray)
+    _r = _f_cuArrayCreate(_pHandle, pAllocateArray)
     if _r:
         raise _error(_r, 2)
     return _pHandle[0]
@@ -2354,7 +2837,7 @@ def cuArrayDestroy(hArray: CData) -> None:
 
     Symbol ``cuArrayDestroy``; CUDA >= 2.0.
     """
-    _r = _lib.cuArrayDestroy(hArray)
+    _r = _f_cuArrayDestroy(hArray)
     if _r:
         raise _error(_r, 3)
 
@@ -2366,7 +2849,7 @@ def cuArrayGetDescriptor(hArray: CData) -> CData:
     Returns ``pArrayDescriptor``.
     """
     _pArrayDescriptor = _new(_T2)
-    _r = _lib.cuArrayGetDescriptor(_pArrayDescriptor, hArray)
+    _r = _f_cuArrayGetDescriptor(_pArrayDescriptor, hArray)
     if _r:
         raise _error(_r, 4)
     return _pArrayDescriptor
@@ -2379,7 +2862,7 @@ def cuArrayGetMemoryRequirements(array: CData, device: int) -> CData:
     Returns ``memoryRequirements``.
     """
     _memoryRequirements = _new(_T3)
-    _r = _lib.cuArrayGetMemoryRequirements(_memoryRequirements, array, device)
+    _r = _f_cuArrayGetMemoryRequirements(_memoryRequirements, array, device)
     if _r:
         raise _error(_r, 5)
     return _memoryRequirements
@@ -2392,7 +2875,7 @@ def cuArrayGetPlane(hArray: CData, planeIdx: int) -> CData:
     Returns ``pPlaneArray``.
     """
     _pPlaneArray = _new(_T0)
-    _r = _lib.cuArrayGetPlane(_pPlaneArray, hArray, planeIdx)
+    _r = _f_cuArrayGetPlane(_pPlaneArray, hArray, planeIdx)
     if _r:
         raise _error(_r, 6)
     return _pPlaneArray[0]
@@ -2405,7 +2888,7 @@ def cuArrayGetSparseProperties(array: CData) -> CData:
     Returns ``sparseProperties``.
     """
     _sparseProperties = _new(_T4)
-    _r = _lib.cuArrayGetSparseProperties(_sparseProperties, array)
+    _r = _f_cuArrayGetSparseProperties(_sparseProperties, array)
     if _r:
         raise _error(_r, 7)
     return _sparseProperties
@@ -2418,7 +2901,7 @@ def cuCheckpointProcessCheckpoint(pid: int) -> CData:
     Returns ``args``.
     """
     _args = _new(_T5)
-    _r = _lib.cuCheckpointProcessCheckpoint(pid, _args)
+    _r = _f_cuCheckpointProcessCheckpoint(pid, _args)
     if _r:
         raise _error(_r, 8)
     return _args
@@ -2431,7 +2914,7 @@ def cuCheckpointProcessGetRestoreThreadId(pid: int) -> int:
     Returns ``tid``.
     """
     _tid = _new(_T6)
-    _r = _lib.cuCheckpointProcessGetRestoreThreadId(pid, _tid)
+    _r = _f_cuCheckpointProcessGetRestoreThreadId(pid, _tid)
     if _r:
         raise _error(_r, 9)
     _v: int = _tid[0]
@@ -2445,7 +2928,7 @@ def cuCheckpointProcessGetState(pid: int) -> int:
     Returns ``state``.
     """
     _state = _new(_T7)
-    _r = _lib.cuCheckpointProcessGetState(pid, _state)
+    _r = _f_cuCheckpointProcessGetState(pid, _state)
     if _r:
         raise _error(_r, 10)
     _v: int = _state[0]
@@ -2459,7 +2942,7 @@ def cuCheckpointProcessLock(pid: int) -> CData:
     Returns ``args``.
     """
     _args = _new(_T8)
-    _r = _lib.cuCheckpointProcessLock(pid, _args)
+    _r = _f_cuCheckpointProcessLock(pid, _args)
     if _r:
         raise _error(_r, 11)
     return _args
@@ -2472,7 +2955,7 @@ def cuCheckpointProcessRestore(pid: int) -> CData:
     Returns ``args``.
     """
     _args = _new(_T9)
-    _r = _lib.cuCheckpointProcessRestore(pid, _args)
+    _r = _f_cuCheckpointProcessRestore(pid, _args)
     if _r:
         raise _error(_r, 12)
     return _args
@@ -2485,7 +2968,7 @@ def cuCheckpointProcessUnlock(pid: int) -> CData:
     Returns ``args``.
     """
     _args = _new(_T10)
-    _r = _lib.cuCheckpointProcessUnlock(pid, _args)
+    _r = _f_cuCheckpointProcessUnlock(pid, _args)
     if _r:
         raise _error(_r, 13)
     return _args
@@ -2498,7 +2981,7 @@ def cuCoredumpGetAttribute(attrib: int, value: CData) -> int:
     Returns ``size``.
     """
     _size = _new(_T11)
-    _r = _lib.cuCoredumpGetAttribute(attrib, value, _size)
+    _r = _f_cuCoredumpGetAttribute(attrib, value, _size)
     if _r:
         raise _error(_r, 14)
     _v: int = _size[0]
@@ -2512,7 +2995,7 @@ def cuCoredumpGetAttributeGlobal(attrib: int, value: CData) -> int:
     Returns ``size``.
     """
     _size = _new(_T11)
-    _r = _lib.cuCoredumpGetAttributeGlobal(attrib, value, _size)
+    _r = _f_cuCoredumpGetAttributeGlobal(attrib, value, _size)
     if _r:
         raise _error(_r, 15)
     _v: int = _size[0]
@@ -2526,7 +3009,7 @@ def cuCoredumpSetAttribute(attrib: int, value: CData) -> int:
     Returns ``size``.
     """
     _size = _new(_T11)
-    _r = _lib.cuCoredumpSetAttribute(attrib, value, _size)
+    _r = _f_cuCoredumpSetAttribute(attrib, value, _size)
     if _r:
         raise _error(_r, 16)
     _v: int = _size[0]
@@ -2540,7 +3023,7 @@ def cuCoredumpSetAttributeGlobal(attrib: int, value: CData) -> int:
     Returns ``size``.
     """
     _size = _new(_T11)
-    _r = _lib.cuCoredumpSetAttributeGlobal(attrib, value, _size)
+    _r = _f_cuCoredumpSetAttributeGlobal(attrib, value, _size)
     if _r:
         raise _error(_r, 17)
     _v: int = _size[0]
@@ -2554,7 +3037,7 @@ def cuCtxAttach(flags: int) -> CData:
     Returns ``pctx``.
     """
     _pctx = _new(_T12)
-    _r = _lib.cuCtxAttach(_pctx, flags)
+    _r = _f_cuCtxAttach(_pctx, flags)
     if _r:
         raise _error(_r, 18)
     return _pctx[0]
@@ -2568,7 +3051,7 @@ def cuCtxCreate(flags: int, dev: int) -> tuple[CData, CData]:
     """
     _pctx = _new(_T12)
     _ctxCreateParams = _new(_T13)
-    _r = _lib.cuCtxCreate(_pctx, _ctxCreateParams, flags, dev)
+    _r = _f_cuCtxCreate(_pctx, _ctxCreateParams, flags, dev)
     if _r:
         raise _error(_r, 19)
     return _pctx[0], _ctxCreateParams
@@ -2579,7 +3062,7 @@ def cuCtxDestroy(ctx: CData) -> None:
 
     Symbol ``cuCtxDestroy_v2``; CUDA >= 4.0.
     """
-    _r = _lib.cuCtxDestroy(ctx)
+    _r = _f_cuCtxDestroy(ctx)
     if _r:
         raise _error(_r, 20)
 
@@ -2589,7 +3072,7 @@ def cuCtxDetach(ctx: CData) -> None:
 
     Symbol ``cuCtxDetach``; CUDA >= 2.0.
     """
-    _r = _lib.cuCtxDetach(ctx)
+    _r = _f_cuCtxDetach(ctx)
     if _r:
         raise _error(_r, 21)
 
@@ -2599,7 +3082,7 @@ def cuCtxDisablePeerAccess(peerContext: CData) -> None:
 
     Symbol ``cuCtxDisablePeerAccess``; CUDA >= 4.0.
     """
-    _r = _lib.cuCtxDisablePeerAccess(peerContext)
+    _r = _f_cuCtxDisablePeerAccess(peerContext)
     if _r:
         raise _error(_r, 22)
 
@@ -2609,7 +3092,7 @@ def cuCtxEnablePeerAccess(peerContext: CData, Flags: int) -> None:
 
     Symbol ``cuCtxEnablePeerAccess``; CUDA >= 4.0.
     """
-    _r = _lib.cuCtxEnablePeerAccess(peerContext, Flags)
+    _r = _f_cuCtxEnablePeerAccess(peerContext, Flags)
     if _r:
         raise _error(_r, 23)
 
@@ -2621,7 +3104,7 @@ def cuCtxFromGreenCtx(hCtx: CData) -> CData:
     Returns ``pContext``.
     """
     _pContext = _new(_T12)
-    _r = _lib.cuCtxFromGreenCtx(_pContext, hCtx)
+    _r = _f_cuCtxFromGreenCtx(_pContext, hCtx)
     if _r:
         raise _error(_r, 24)
     return _pContext[0]
@@ -2634,7 +3117,7 @@ def cuCtxGetApiVersion(ctx: CData) -> int:
     Returns ``version``.
     """
     _version = _new(_T14)
-    _r = _lib.cuCtxGetApiVersion(ctx, _version)
+    _r = _f_cuCtxGetApiVersion(ctx, _version)
     if _r:
         raise _error(_r, 25)
     _v: int = _version[0]
@@ -2648,7 +3131,7 @@ def cuCtxGetCacheConfig() -> int:
     Returns ``pconfig``.
     """
     _pconfig = _new(_T15)
-    _r = _lib.cuCtxGetCacheConfig(_pconfig)
+    _r = _f_cuCtxGetCacheConfig(_pconfig)
     if _r:
         raise _error(_r, 26)
     _v: int = _pconfig[0]
@@ -2662,7 +3145,7 @@ def cuCtxGetCurrent() -> CData:
     Returns ``pctx``.
     """
     _pctx = _new(_T12)
-    _r = _lib.cuCtxGetCurrent(_pctx)
+    _r = _f_cuCtxGetCurrent(_pctx)
     if _r:
         raise _error(_r, 27)
     return _pctx[0]
@@ -2675,7 +3158,7 @@ def cuCtxGetDevResource(hCtx: CData, type: int) -> CData:
     Returns ``resource``.
     """
     _resource = _new(_T16)
-    _r = _lib.cuCtxGetDevResource(hCtx, _resource, type)
+    _r = _f_cuCtxGetDevResource(hCtx, _resource, type)
     if _r:
         raise _error(_r, 28)
     return _resource
@@ -2688,7 +3171,7 @@ def cuCtxGetDevice() -> int:
     Returns ``device``.
     """
     _device = _new(_T17)
-    _r = _lib.cuCtxGetDevice(_device)
+    _r = _f_cuCtxGetDevice(_device)
     if _r:
         raise _error(_r, 29)
     _v: int = _device[0]
@@ -2702,7 +3185,7 @@ def cuCtxGetDevice_v2(ctx: CData) -> int:
     Returns ``device``.
     """
     _device = _new(_T17)
-    _r = _lib.cuCtxGetDevice_v2(_device, ctx)
+    _r = _f_cuCtxGetDevice_v2(_device, ctx)
     if _r:
         raise _error(_r, 30)
     _v: int = _device[0]
@@ -2716,7 +3199,7 @@ def cuCtxGetExecAffinity(type: int) -> CData:
     Returns ``pExecAffinity``.
     """
     _pExecAffinity = _new(_T18)
-    _r = _lib.cuCtxGetExecAffinity(_pExecAffinity, type)
+    _r = _f_cuCtxGetExecAffinity(_pExecAffinity, type)
     if _r:
         raise _error(_r, 31)
     return _pExecAffinity
@@ -2729,7 +3212,7 @@ def cuCtxGetFlags() -> int:
     Returns ``flags``.
     """
     _flags = _new(_T14)
-    _r = _lib.cuCtxGetFlags(_flags)
+    _r = _f_cuCtxGetFlags(_flags)
     if _r:
         raise _error(_r, 32)
     _v: int = _flags[0]
@@ -2743,7 +3226,7 @@ def cuCtxGetId(ctx: CData) -> int:
     Returns ``ctxId``.
     """
     _ctxId = _new(_T19)
-    _r = _lib.cuCtxGetId(ctx, _ctxId)
+    _r = _f_cuCtxGetId(ctx, _ctxId)
     if _r:
         raise _error(_r, 33)
     _v: int = _ctxId[0]
@@ -2757,7 +3240,7 @@ def cuCtxGetLimit(limit: int) -> int:
     Returns ``pvalue``.
     """
     _pvalue = _new(_T11)
-    _r = _lib.cuCtxGetLimit(_pvalue, limit)
+    _r = _f_cuCtxGetLimit(_pvalue, limit)
     if _r:
         raise _error(_r, 34)
     _v: int = _pvalue[0]
@@ -2771,7 +3254,7 @@ def cuCtxGetSharedMemConfig() -> int:
     Returns ``pConfig``.
     """
     _pConfig = _new(_T20)
-    _r = _lib.cuCtxGetSharedMemConfig(_pConfig)
+    _r = _f_cuCtxGetSharedMemConfig(_pConfig)
     if _r:
         raise _error(_r, 35)
     _v: int = _pConfig[0]
@@ -2786,7 +3269,7 @@ def cuCtxGetStreamPriorityRange() -> tuple[int, int]:
     """
     _leastPriority = _new(_T6)
     _greatestPriority = _new(_T6)
-    _r = _lib.cuCtxGetStreamPriorityRange(_leastPriority, _greatestPriority)
+    _r = _f_cuCtxGetStreamPriorityRange(_leastPriority, _greatestPriority)
     if _r:
         raise _error(_r, 36)
     return _leastPriority[0], _greatestPriority[0]
@@ -2799,7 +3282,7 @@ def cuCtxPopCurrent() -> CData:
     Returns ``pctx``.
     """
     _pctx = _new(_T12)
-    _r = _lib.cuCtxPopCurrent(_pctx)
+    _r = _f_cuCtxPopCurrent(_pctx)
     if _r:
         raise _error(_r, 37)
     return _pctx[0]
@@ -2810,7 +3293,7 @@ def cuCtxPushCurrent(ctx: CData) -> None:
 
     Symbol ``cuCtxPushCurrent_v2``; CUDA >= 4.0.
     """
-    _r = _lib.cuCtxPushCurrent(ctx)
+    _r = _f_cuCtxPushCurrent(ctx)
     if _r:
         raise _error(_r, 38)
 
@@ -2820,7 +3303,7 @@ def cuCtxRecordEvent(hCtx: CData, hEvent: CData) -> None:
 
     Symbol ``cuCtxRecordEvent``; CUDA >= 12.5.
     """
-    _r = _lib.cuCtxRecordEvent(hCtx, hEvent)
+    _r = _f_cuCtxRecordEvent(hCtx, hEvent)
     if _r:
         raise _error(_r, 39)
 
@@ -2830,7 +3313,7 @@ def cuCtxResetPersistingL2Cache() -> None:
 
     Symbol ``cuCtxResetPersistingL2Cache``; CUDA >= 11.0.
     """
-    _r = _lib.cuCtxResetPersistingL2Cache()
+    _r = _f_cuCtxResetPersistingL2Cache()
     if _r:
         raise _error(_r, 40)
 
@@ -2840,7 +3323,7 @@ def cuCtxSetCacheConfig(config: int) -> None:
 
     Symbol ``cuCtxSetCacheConfig``; CUDA >= 3.2.
     """
-    _r = _lib.cuCtxSetCacheConfig(config)
+    _r = _f_cuCtxSetCacheConfig(config)
     if _r:
         raise _error(_r, 41)
 
@@ -2850,7 +3333,7 @@ def cuCtxSetCurrent(ctx: CData) -> None:
 
     Symbol ``cuCtxSetCurrent``; CUDA >= 4.0.
     """
-    _r = _lib.cuCtxSetCurrent(ctx)
+    _r = _f_cuCtxSetCurrent(ctx)
     if _r:
         raise _error(_r, 42)
 
@@ -2860,7 +3343,7 @@ def cuCtxSetFlags(flags: int) -> None:
 
     Symbol ``cuCtxSetFlags``; CUDA >= 12.1.
     """
-    _r = _lib.cuCtxSetFlags(flags)
+    _r = _f_cuCtxSetFlags(flags)
     if _r:
         raise _error(_r, 43)
 
@@ -2870,7 +3353,7 @@ def cuCtxSetLimit(limit: int, value: int) -> None:
 
     Symbol ``cuCtxSetLimit``; CUDA >= 3.1.
     """
-    _r = _lib.cuCtxSetLimit(limit, value)
+    _r = _f_cuCtxSetLimit(limit, value)
     if _r:
         raise _error(_r, 44)
 
@@ -2880,7 +3363,7 @@ def cuCtxSetSharedMemConfig(config: int) -> None:
 
     Symbol ``cuCtxSetSharedMemConfig``; CUDA >= 4.2.
     """
-    _r = _lib.cuCtxSetSharedMemConfig(config)
+    _r = _f_cuCtxSetSharedMemConfig(config)
     if _r:
         raise _error(_r, 45)
 
@@ -2890,7 +3373,7 @@ def cuCtxSynchronize() -> None:
 
     Symbol ``cuCtxSynchronize``; CUDA >= 2.0.
     """
-    _r = _lib.cuCtxSynchronize()
+    _r = _f_cuCtxSynchronize()
     if _r:
         raise _error(_r, 46)
 
@@ -2900,7 +3383,7 @@ def cuCtxSynchronize_v2(ctx: CData) -> None:
 
     Symbol ``cuCtxSynchronize_v2``.
     """
-    _r = _lib.cuCtxSynchronize_v2(ctx)
+    _r = _f_cuCtxSynchronize_v2(ctx)
     if _r:
         raise _error(_r, 47)
 
@@ -2910,7 +3393,7 @@ def cuCtxWaitEvent(hCtx: CData, hEvent: CData) -> None:
 
     Symbol ``cuCtxWaitEvent``; CUDA >= 12.5.
     """
-    _r = _lib.cuCtxWaitEvent(hCtx, hEvent)
+    _r = _f_cuCtxWaitEvent(hCtx, hEvent)
     if _r:
         raise _error(_r, 48)
 
@@ -2920,7 +3403,7 @@ def cuDestroyExternalMemory(extMem: CData) -> None:
 
     Symbol ``cuDestroyExternalMemory``; CUDA >= 10.0.
     """
-    _r = _lib.cuDestroyExternalMemory(extMem)
+    _r = _f_cuDestroyExternalMemory(extMem)
     if _r:
         raise _error(_r, 49)
 
@@ -2930,7 +3413,7 @@ def cuDestroyExternalSemaphore(extSem: CData) -> None:
 
     Symbol ``cuDestroyExternalSemaphore``; CUDA >= 10.0.
     """
-    _r = _lib.cuDestroyExternalSemaphore(extSem)
+    _r = _f_cuDestroyExternalSemaphore(extSem)
     if _r:
         raise _error(_r, 50)
 
@@ -2943,7 +3426,7 @@ def cuDevResourceGenerateDesc(nbResources: int) -> tuple[CData, CData]:
     """
     _phDesc = _new(_T21)
     _resources = _new(_T16)
-    _r = _lib.cuDevResourceGenerateDesc(_phDesc, _resources, nbResources)
+    _r = _f_cuDevResourceGenerateDesc(_phDesc, _resources, nbResources)
     if _r:
         raise _error(_r, 51)
     return _phDesc[0], _resources
@@ -2958,7 +3441,7 @@ def cuDevSmResourceSplitByCount(input: CData, useFlags: int, minCount: int) -> t
     _result = _new(_T16)
     _nbGroups = _new(_T14)
     _remaining = _new(_T16)
-    _r = _lib.cuDevSmResourceSplitByCount(_result, _nbGroups, input, _remaining, useFlags, minCount)
+    _r = _f_cuDevSmResourceSplitByCount(_result, _nbGroups, input, _remaining, useFlags, minCount)
     if _r:
         raise _error(_r, 52)
     return _result, _nbGroups[0], _remaining
@@ -2971,7 +3454,7 @@ def cuDeviceCanAccessPeer(dev: int, peerDev: int) -> int:
     Returns ``canAccessPeer``.
     """
     _canAccessPeer = _new(_T6)
-    _r = _lib.cuDeviceCanAccessPeer(_canAccessPeer, dev, peerDev)
+    _r = _f_cuDeviceCanAccessPeer(_canAccessPeer, dev, peerDev)
     if _r:
         raise _error(_r, 53)
     _v: int = _canAccessPeer[0]
@@ -2986,7 +3469,7 @@ def cuDeviceComputeCapability(dev: int) -> tuple[int, int]:
     """
     _major = _new(_T6)
     _minor = _new(_T6)
-    _r = _lib.cuDeviceComputeCapability(_major, _minor, dev)
+    _r = _f_cuDeviceComputeCapability(_major, _minor, dev)
     if _r:
         raise _error(_r, 54)
     return _major[0], _minor[0]
@@ -2999,7 +3482,7 @@ def cuDeviceGet(ordinal: int) -> int:
     Returns ``device``.
     """
     _device = _new(_T17)
-    _r = _lib.cuDeviceGet(_device, ordinal)
+    _r = _f_cuDeviceGet(_device, ordinal)
     if _r:
         raise _error(_r, 55)
     _v: int = _device[0]
@@ -3013,7 +3496,7 @@ def cuDeviceGetAttribute(attrib: int, dev: int) -> int:
     Returns ``pi``.
     """
     _pi = _new(_T6)
-    _r = _lib.cuDeviceGetAttribute(_pi, attrib, dev)
+    _r = _f_cuDeviceGetAttribute(_pi, attrib, dev)
     if _r:
         raise _error(_r, 56)
     _v: int = _pi[0]
@@ -3028,7 +3511,7 @@ def cuDeviceGetByPCIBusId(pciBusId: str | bytes) -> int:
     """
     _dev = _new(_T17)
     _pciBusId = pciBusId.encode() if isinstance(pciBusId, str) else pciBusId
-    _r = _lib.cuDeviceGetByPCIBusId(_dev, _pciBusId)
+    _r = _f_cuDeviceGetByPCIBusId(_dev, _pciBusId)
     if _r:
         raise _error(_r, 57)
     _v: int = _dev[0]
@@ -3042,7 +3525,7 @@ def cuDeviceGetCount() -> int:
     Returns ``count``.
     """
     _count = _new(_T6)
-    _r = _lib.cuDeviceGetCount(_count)
+    _r = _f_cuDeviceGetCount(_count)
     if _r:
         raise _error(_r, 58)
     _v: int = _count[0]
@@ -3056,7 +3539,7 @@ def cuDeviceGetDefaultMemPool(dev: int) -> CData:
     Returns ``pool_out``.
     """
     _pool_out = _new(_T22)
-    _r = _lib.cuDeviceGetDefaultMemPool(_pool_out, dev)
+    _r = _f_cuDeviceGetDefaultMemPool(_pool_out, dev)
     if _r:
         raise _error(_r, 59)
     return _pool_out[0]
@@ -3069,7 +3552,7 @@ def cuDeviceGetDevResource(device: int, type: int) -> CData:
     Returns ``resource``.
     """
     _resource = _new(_T16)
-    _r = _lib.cuDeviceGetDevResource(device, _resource, type)
+    _r = _f_cuDeviceGetDevResource(device, _resource, type)
     if _r:
         raise _error(_r, 60)
     return _resource
@@ -3082,7 +3565,7 @@ def cuDeviceGetExecAffinitySupport(type: int, dev: int) -> int:
     Returns ``pi``.
     """
     _pi = _new(_T6)
-    _r = _lib.cuDeviceGetExecAffinitySupport(_pi, type, dev)
+    _r = _f_cuDeviceGetExecAffinitySupport(_pi, type, dev)
     if _r:
         raise _error(_r, 61)
     _v: int = _pi[0]
@@ -3094,7 +3577,7 @@ def cuDeviceGetGraphMemAttribute(device: int, attr: int, value: CData) -> None:
 
     Symbol ``cuDeviceGetGraphMemAttribute``; CUDA >= 11.4.
     """
-    _r = _lib.cuDeviceGetGraphMemAttribute(device, attr, value)
+    _r = _f_cuDeviceGetGraphMemAttribute(device, attr, value)
     if _r:
         raise _error(_r, 62)
 
@@ -3106,7 +3589,7 @@ def cuDeviceGetHostAtomicCapabilities(operations: CData, count: int, dev: int) -
     Returns ``capabilities``.
     """
     _capabilities = _new(_T14)
-    _r = _lib.cuDeviceGetHostAtomicCapabilities(_capabilities, operations, count, dev)
+    _r = _f_cuDeviceGetHostAtomicCapabilities(_capabilities, operations, count, dev)
     if _r:
         raise _error(_r, 63)
     _v: int = _capabilities[0]
@@ -3120,7 +3603,7 @@ def cuDeviceGetLuid(luid: CData, dev: int) -> int:
     Returns ``deviceNodeMask``.
     """
     _deviceNodeMask = _new(_T14)
-    _r = _lib.cuDeviceGetLuid(luid, _deviceNodeMask, dev)
+    _r = _f_cuDeviceGetLuid(luid, _deviceNodeMask, dev)
     if _r:
         raise _error(_r, 64)
     _v: int = _deviceNodeMask[0]
@@ -3134,7 +3617,7 @@ def cuDeviceGetMemPool(dev: int) -> CData:
     Returns ``pool``.
     """
     _pool = _new(_T22)
-    _r = _lib.cuDeviceGetMemPool(_pool, dev)
+    _r = _f_cuDeviceGetMemPool(_pool, dev)
     if _r:
         raise _error(_r, 65)
     return _pool[0]
@@ -3148,7 +3631,7 @@ def cuDeviceGetName(dev: int) -> str:
     """
     _name_n = 256
     _name = _new('char[]', max(_name_n, 1))
-    _r = _lib.cuDeviceGetName(_name, 256, dev)
+    _r = _f_cuDeviceGetName(_name, 256, dev)
     if _r:
         raise _error(_r, 66)
     return _str(_name)
@@ -3161,7 +3644,7 @@ def cuDeviceGetP2PAtomicCapabilities(operations: CData, count: int, srcDevice: i
     Returns ``capabilities``.
     """
     _capabilities = _new(_T14)
-    _r = _lib.cuDeviceGetP2PAtomicCapabilities(_capabilities, operations, count, srcDevice, dstDevice)
+    _r = _f_cuDeviceGetP2PAtomicCapabilities(_capabilities, operations, count, srcDevice, dstDevice)
     if _r:
         raise _error(_r, 67)
     _v: int = _capabilities[0]
@@ -3175,7 +3658,7 @@ def cuDeviceGetP2PAttribute(attrib: int, srcDevice: int, dstDevice: int) -> int:
     Returns ``value``.
     """
     _value = _new(_T6)
-    _r = _lib.cuDeviceGetP2PAttribute(_value, attrib, srcDevice, dstDevice)
+    _r = _f_cuDeviceGetP2PAttribute(_value, attrib, srcDevice, dstDevice)
     if _r:
         raise _error(_r, 68)
     _v: int = _value[0]
@@ -3187,7 +3670,7 @@ def cuDeviceGetPCIBusId(pciBusId: CData, len: int, dev: int) -> None:
 
     Symbol ``cuDeviceGetPCIBusId``; CUDA >= 4.1.
     """
-    _r = _lib.cuDeviceGetPCIBusId(pciBusId, len, dev)
+    _r = _f_cuDeviceGetPCIBusId(pciBusId, len, dev)
     if _r:
         raise _error(_r, 69)
 
@@ -3199,7 +3682,7 @@ def cuDeviceGetProperties(dev: int) -> CData:
     Returns ``prop``.
     """
     _prop = _new(_T23)
-    _r = _lib.cuDeviceGetProperties(_prop, dev)
+    _r = _f_cuDeviceGetProperties(_prop, dev)
     if _r:
         raise _error(_r, 70)
     return _prop
@@ -3212,7 +3695,7 @@ def cuDeviceGetTexture1DLinearMaxWidth(format: int, numChannels: int, dev: int) 
     Returns ``maxWidthInElements``.
     """
     _maxWidthInElements = _new(_T11)
-    _r = _lib.cuDeviceGetTexture1DLinearMaxWidth(_maxWidthInElements, format, numChannels, dev)
+    _r = _f_cuDeviceGetTexture1DLinearMaxWidth(_maxWidthInElements, format, numChannels, dev)
     if _r:
         raise _error(_r, 71)
     _v: int = _maxWidthInElements[0]
@@ -3226,7 +3709,7 @@ def cuDeviceGetUuid(dev: int) -> CData:
     Returns ``uuid``.
     """
     _uuid = _new(_T24)
-    _r = _lib.cuDeviceGetUuid(_uuid, dev)
+    _r = _f_cuDeviceGetUuid(_uuid, dev)
     if _r:
         raise _error(_r, 72)
     return _uuid
@@ -3237,7 +3720,7 @@ def cuDeviceGraphMemTrim(device: int) -> None:
 
     Symbol ``cuDeviceGraphMemTrim``; CUDA >= 11.4.
     """
-    _r = _lib.cuDeviceGraphMemTrim(device)
+    _r = _f_cuDeviceGraphMemTrim(device)
     if _r:
         raise _error(_r, 73)
 
@@ -3250,7 +3733,7 @@ def cuDevicePrimaryCtxGetState(dev: int) -> tuple[int, int]:
     """
     _flags = _new(_T14)
     _active = _new(_T6)
-    _r = _lib.cuDevicePrimaryCtxGetState(dev, _flags, _active)
+    _r = _f_cuDevicePrimaryCtxGetState(dev, _flags, _active)
     if _r:
         raise _error(_r, 74)
     return _flags[0], _active[0]
@@ -3261,7 +3744,7 @@ def cuDevicePrimaryCtxRelease(dev: int) -> None:
 
     Symbol ``cuDevicePrimaryCtxRelease_v2``; CUDA >= 11.0.
     """
-    _r = _lib.cuDevicePrimaryCtxRelease(dev)
+    _r = _f_cuDevicePrimaryCtxRelease(dev)
     if _r:
         raise _error(_r, 75)
 
@@ -3271,7 +3754,7 @@ def cuDevicePrimaryCtxReset(dev: int) -> None:
 
     Symbol ``cuDevicePrimaryCtxReset_v2``; CUDA >= 11.0.
     """
-    _r = _lib.cuDevicePrimaryCtxReset(dev)
+    _r = _f_cuDevicePrimaryCtxReset(dev)
     if _r:
         raise _error(_r, 76)
 
@@ -3283,7 +3766,7 @@ def cuDevicePrimaryCtxRetain(dev: int) -> CData:
     Returns ``pctx``.
     """
     _pctx = _new(_T12)
-    _r = _lib.cuDevicePrimaryCtxRetain(_pctx, dev)
+    _r = _f_cuDevicePrimaryCtxRetain(_pctx, dev)
     if _r:
         raise _error(_r, 77)
     return _pctx[0]
@@ -3294,7 +3777,7 @@ def cuDevicePrimaryCtxSetFlags(dev: int, flags: int) -> None:
 
     Symbol ``cuDevicePrimaryCtxSetFlags_v2``; CUDA >= 11.0.
     """
-    _r = _lib.cuDevicePrimaryCtxSetFlags(dev, flags)
+    _r = _f_cuDevicePrimaryCtxSetFlags(dev, flags)
     if _r:
         raise _error(_r, 78)
 
@@ -3306,7 +3789,7 @@ def cuDeviceRegisterAsyncNotification(device: int, callbackFunc: CData, userData
     Returns ``callback``.
     """
     _callback = _new(_T25)
-    _r = _lib.cuDeviceRegisterAsyncNotification(device, callbackFunc, userData, _callback)
+    _r = _f_cuDeviceRegisterAsyncNotification(device, callbackFunc, userData, _callback)
     if _r:
         raise _error(_r, 79)
     return _callback[0]
@@ -3317,7 +3800,7 @@ def cuDeviceSetGraphMemAttribute(device: int, attr: int, value: CData) -> None:
 
     Symbol ``cuDeviceSetGraphMemAttribute``; CUDA >= 11.4.
     """
-    _r = _lib.cuDeviceSetGraphMemAttribute(device, attr, value)
+    _r = _f_cuDeviceSetGraphMemAttribute(device, attr, value)
     if _r:
         raise _error(_r, 80)
 
@@ -3327,7 +3810,7 @@ def cuDeviceSetMemPool(dev: int, pool: CData) -> None:
 
     Symbol ``cuDeviceSetMemPool``; CUDA >= 11.2.
     """
-    _r = _lib.cuDeviceSetMemPool(dev, pool)
+    _r = _f_cuDeviceSetMemPool(dev, pool)
     if _r:
         raise _error(_r, 81)
 
@@ -3339,7 +3822,7 @@ def cuDeviceTotalMem(dev: int) -> int:
     Returns ``bytes``.
     """
     _bytes = _new(_T11)
-    _r = _lib.cuDeviceTotalMem(_bytes, dev)
+    _r = _f_cuDeviceTotalMem(_bytes, dev)
     if _r:
         raise _error(_r, 82)
     _v: int = _bytes[0]
@@ -3351,7 +3834,7 @@ def cuDeviceUnregisterAsyncNotification(device: int, callback: CData) -> None:
 
     Symbol ``cuDeviceUnregisterAsyncNotification``; CUDA >= 12.4.
     """
-    _r = _lib.cuDeviceUnregisterAsyncNotification(device, callback)
+    _r = _f_cuDeviceUnregisterAsyncNotification(device, callback)
     if _r:
         raise _error(_r, 83)
 
@@ -3363,7 +3846,7 @@ def cuDriverGetVersion() -> int:
     Returns ``driverVersion``.
     """
     _driverVersion = _new(_T6)
-    _r = _lib.cuDriverGetVersion(_driverVersion)
+    _r = _f_cuDriverGetVersion(_driverVersion)
     if _r:
         raise _error(_r, 84)
     _v: int = _driverVersion[0]
@@ -3377,7 +3860,7 @@ def cuEventCreate(Flags: int) -> CData:
     Returns ``phEvent``.
     """
     _phEvent = _new(_T26)
-    _r = _lib.cuEventCreate(_phEvent, Flags)
+    _r = _f_cuEventCreate(_phEvent, Flags)
     if _r:
         raise _error(_r, 85)
     return _phEvent[0]
@@ -3388,7 +3871,7 @@ def cuEventDestroy(hEvent: CData) -> None:
 
     Symbol ``cuEventDestroy_v2``; CUDA >= 4.0.
     """
-    _r = _lib.cuEventDestroy(hEvent)
+    _r = _f_cuEventDestroy(hEvent)
     if _r:
         raise _error(_r, 86)
 
@@ -3400,7 +3883,7 @@ def cuEventElapsedTime(hStart: CData, hEnd: CData) -> float:
     Returns ``pMilliseconds``.
     """
     _pMilliseconds = _new(_T27)
-    _r = _lib.cuEventElapsedTime(_pMilliseconds, hStart, hEnd)
+    _r = _f_cuEventElapsedTime(_pMilliseconds, hStart, hEnd)
     if _r:
         raise _error(_r, 87)
     _v: float = _pMilliseconds[0]
@@ -3413,7 +3896,7 @@ def cuEventQuery(hEvent: CData) -> int:
     Symbol ``cuEventQuery``; CUDA >= 2.0.
     Returns the status code.
     """
-    _r = _lib.cuEventQuery(hEvent)
+    _r = _f_cuEventQuery(hEvent)
     if _r not in (0, 600,):
         raise _error(_r, 88)
     _v: int = _r
@@ -3425,7 +3908,7 @@ def cuEventRecord(hEvent: CData, hStream: CData) -> None:
 
     Symbol ``cuEventRecord``; CUDA >= 2.0.
     """
-    _r = _lib.cuEventRecord(hEvent, hStream)
+    _r = _f_cuEventRecord(hEvent, hStream)
     if _r:
         raise _error(_r, 89)
 
@@ -3435,7 +3918,7 @@ def cuEventRecordWithFlags(hEvent: CData, hStream: CData, flags: int) -> None:
 
     Symbol ``cuEventRecordWithFlags``; CUDA >= 11.1.
     """
-    _r = _lib.cuEventRecordWithFlags(hEvent, hStream, flags)
+    _r = _f_cuEventRecordWithFlags(hEvent, hStream, flags)
     if _r:
         raise _error(_r, 90)
 
@@ -3445,7 +3928,7 @@ def cuEventSynchronize(hEvent: CData) -> None:
 
     Symbol ``cuEventSynchronize``; CUDA >= 2.0.
     """
-    _r = _lib.cuEventSynchronize(hEvent)
+    _r = _f_cuEventSynchronize(hEvent)
     if _r:
         raise _error(_r, 91)
 
@@ -3457,7 +3940,7 @@ def cuExternalMemoryGetMappedBuffer(extMem: CData, bufferDesc: CData) -> int:
     Returns ``devPtr``.
     """
     _devPtr = _new(_T28)
-    _r = _lib.cuExternalMemoryGetMappedBuffer(_devPtr, extMem, bufferDesc)
+    _r = _f_cuExternalMemoryGetMappedBuffer(_devPtr, extMem, bufferDesc)
     if _r:
         raise _error(_r, 92)
     _v: int = _devPtr[0]
@@ -3471,7 +3954,7 @@ def cuExternalMemoryGetMappedMipmappedArray(extMem: CData, mipmapDesc: CData) ->
     Returns ``mipmap``.
     """
     _mipmap = _new(_T29)
-    _r = _lib.cuExternalMemoryGetMappedMipmappedArray(_mipmap, extMem, mipmapDesc)
+    _r = _f_cuExternalMemoryGetMappedMipmappedArray(_mipmap, extMem, mipmapDesc)
     if _r:
         raise _error(_r, 93)
     return _mipmap[0]
@@ -3482,7 +3965,7 @@ def cuFlushGPUDirectRDMAWrites(target: int, scope: int) -> None:
 
     Symbol ``cuFlushGPUDirectRDMAWrites``; CUDA >= 11.3.
     """
-    _r = _lib.cuFlushGPUDirectRDMAWrites(target, scope)
+    _r = _f_cuFlushGPUDirectRDMAWrites(target, scope)
     if _r:
         raise _error(_r, 94)
 
@@ -3494,7 +3977,7 @@ def cuFuncGetAttribute(attrib: int, hfunc: CData) -> int:
     Returns ``pi``.
     """
     _pi = _new(_T6)
-    _r = _lib.cuFuncGetAttribute(_pi, attrib, hfunc)
+    _r = _f_cuFuncGetAttribute(_pi, attrib, hfunc)
     if _r:
         raise _error(_r, 95)
     _v: int = _pi[0]
@@ -3508,7 +3991,7 @@ def cuFuncGetModule(hfunc: CData) -> CData:
     Returns ``hmod``.
     """
     _hmod = _new(_T30)
-    _r = _lib.cuFuncGetModule(_hmod, hfunc)
+    _r = _f_cuFuncGetModule(_hmod, hfunc)
     if _r:
         raise _error(_r, 96)
     return _hmod[0]
@@ -3521,7 +4004,7 @@ def cuFuncGetName(hfunc: CData) -> str:
     Returns ``name``.
     """
     _name = _new(_T31)
-    _r = _lib.cuFuncGetName(_name, hfunc)
+    _r = _f_cuFuncGetName(_name, hfunc)
     if _r:
         raise _error(_r, 97)
     return _str(_name[0])
@@ -3535,7 +4018,7 @@ def cuFuncGetParamInfo(func: CData, paramIndex: int) -> tuple[int, int]:
     """
     _paramOffset = _new(_T11)
     _paramSize = _new(_T11)
-    _r = _lib.cuFuncGetParamInfo(func, paramIndex, _paramOffset, _paramSize)
+    _r = _f_cuFuncGetParamInfo(func, paramIndex, _paramOffset, _paramSize)
     if _r:
         raise _error(_r, 98)
     return _paramOffset[0], _paramSize[0]
@@ -3548,7 +4031,7 @@ def cuFuncIsLoaded(function: CData) -> int:
     Returns ``state``.
     """
     _state = _new(_T32)
-    _r = _lib.cuFuncIsLoaded(_state, function)
+    _r = _f_cuFuncIsLoaded(_state, function)
     if _r:
         raise _error(_r, 99)
     _v: int = _state[0]
@@ -3560,7 +4043,7 @@ def cuFuncLoad(function: CData) -> None:
 
     Symbol ``cuFuncLoad``; CUDA >= 12.4.
     """
-    _r = _lib.cuFuncLoad(function)
+    _r = _f_cuFuncLoad(function)
     if _r:
         raise _error(_r, 100)
 
@@ -3570,7 +4053,7 @@ def cuFuncSetAttribute(hfunc: CData, attrib: int, value: int) -> None:
 
     Symbol ``cuFuncSetAttribute``; CUDA >= 9.0.
     """
-    _r = _lib.cuFuncSetAttribute(hfunc, attrib, value)
+    _r = _f_cuFuncSetAttribute(hfunc, attrib, value)
     if _r:
         raise _error(_r, 101)
 
@@ -3580,7 +4063,7 @@ def cuFuncSetBlockShape(hfunc: CData, x: int, y: int, z: int) -> None:
 
     Symbol ``cuFuncSetBlockShape``; CUDA >= 2.0.
     """
-    _r = _lib.cuFuncSetBlockShape(hfunc, x, y, z)
+    _r = _f_cuFuncSetBlockShape(hfunc, x, y, z)
     if _r:
         raise _error(_r, 102)
 
@@ -3590,7 +4073,7 @@ def cuFuncSetCacheConfig(hfunc: CData, config: int) -> None:
 
     Symbol ``cuFuncSetCacheConfig``; CUDA >= 3.0.
     """
-    _r = _lib.cuFuncSetCacheConfig(hfunc, config)
+    _r = _f_cuFuncSetCacheConfig(hfunc, config)
     if _r:
         raise _error(_r, 103)
 
@@ -3600,7 +4083,7 @@ def cuFuncSetSharedMemConfig(hfunc: CData, config: int) -> None:
 
     Symbol ``cuFuncSetSharedMemConfig``; CUDA >= 4.2.
     """
-    _r = _lib.cuFuncSetSharedMemConfig(hfunc, config)
+    _r = _f_cuFuncSetSharedMemConfig(hfunc, config)
     if _r:
         raise _error(_r, 104)
 
@@ -3610,7 +4093,7 @@ def cuFuncSetSharedSize(hfunc: CData, bytes: int) -> None:
 
     Symbol ``cuFuncSetSharedSize``; CUDA >= 2.0.
     """
-    _r = _lib.cuFuncSetSharedSize(hfunc, bytes)
+    _r = _f_cuFuncSetSharedSize(hfunc, bytes)
     if _r:
         raise _error(_r, 105)
 
@@ -3622,7 +4105,7 @@ def cuGetErrorName(error: int) -> str:
     Returns ``pStr``.
     """
     _pStr = _new(_T31)
-    _r = _lib.cuGetErrorName(error, _pStr)
+    _r = _f_cuGetErrorName(error, _pStr)
     if _r:
         raise _error(_r, 106)
     return _str(_pStr[0])
@@ -3635,7 +4118,7 @@ def cuGetErrorString(error: int) -> str:
     Returns ``pStr``.
     """
     _pStr = _new(_T31)
-    _r = _lib.cuGetErrorString(error, _pStr)
+    _r = _f_cuGetErrorString(error, _pStr)
     if _r:
         raise _error(_r, 107)
     return _str(_pStr[0])
@@ -3648,7 +4131,7 @@ def cuGetExportTable(pExportTableId: CData) -> CData:
     Returns ``ppExportTable``.
     """
     _ppExportTable = _new(_T33)
-    _r = _lib.cuGetExportTable(_ppExportTable, pExportTableId)
+    _r = _f_cuGetExportTable(_ppExportTable, pExportTableId)
     if _r:
         raise _error(_r, 108)
     return _ppExportTable[0]
@@ -3663,7 +4146,7 @@ def cuGetProcAddress(symbol: str | bytes, cudaVersion: int, flags: int) -> tuple
     _symbol = symbol.encode() if isinstance(symbol, str) else symbol
     _pfn = _new(_T34)
     _symbolStatus = _new(_T35)
-    _r = _lib.cuGetProcAddress(_symbol, _pfn, cudaVersion, flags, _symbolStatus)
+    _r = _f_cuGetProcAddress(_symbol, _pfn, cudaVersion, flags, _symbolStatus)
     if _r:
         raise _error(_r, 109)
     return _pfn[0], _symbolStatus[0]
@@ -3676,7 +4159,7 @@ def cuGraphAddBatchMemOpNode(hGraph: CData, dependencies: CData, numDependencies
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddBatchMemOpNode(_phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
+    _r = _f_cuGraphAddBatchMemOpNode(_phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     if _r:
         raise _error(_r, 110)
     return _phGraphNode[0]
@@ -3689,7 +4172,7 @@ def cuGraphAddChildGraphNode(hGraph: CData, dependencies: CData, numDependencies
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddChildGraphNode(_phGraphNode, hGraph, dependencies, numDependencies, childGraph)
+    _r = _f_cuGraphAddChildGraphNode(_phGraphNode, hGraph, dependencies, numDependencies, childGraph)
     if _r:
         raise _error(_r, 111)
     return _phGraphNode[0]
@@ -3700,7 +4183,7 @@ def cuGraphAddDependencies(hGraph: CData, from_: CData, to: CData, edgeData: CDa
 
     Symbol ``cuGraphAddDependencies_v2``; CUDA >= 10.0.
     """
-    _r = _lib.cuGraphAddDependencies(hGraph, from_, to, edgeData, numDependencies)
+    _r = _f_cuGraphAddDependencies(hGraph, from_, to, edgeData, numDependencies)
     if _r:
         raise _error(_r, 112)
 
@@ -3712,7 +4195,7 @@ def cuGraphAddEmptyNode(hGraph: CData, dependencies: CData, numDependencies: int
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddEmptyNode(_phGraphNode, hGraph, dependencies, numDependencies)
+    _r = _f_cuGraphAddEmptyNode(_phGraphNode, hGraph, dependencies, numDependencies)
     if _r:
         raise _error(_r, 113)
     return _phGraphNode[0]
@@ -3725,7 +4208,7 @@ def cuGraphAddEventRecordNode(hGraph: CData, dependencies: CData, numDependencie
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddEventRecordNode(_phGraphNode, hGraph, dependencies, numDependencies, event)
+    _r = _f_cuGraphAddEventRecordNode(_phGraphNode, hGraph, dependencies, numDependencies, event)
     if _r:
         raise _error(_r, 114)
     return _phGraphNode[0]
@@ -3738,7 +4221,7 @@ def cuGraphAddEventWaitNode(hGraph: CData, dependencies: CData, numDependencies:
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddEventWaitNode(_phGraphNode, hGraph, dependencies, numDependencies, event)
+    _r = _f_cuGraphAddEventWaitNode(_phGraphNode, hGraph, dependencies, numDependencies, event)
     if _r:
         raise _error(_r, 115)
     return _phGraphNode[0]
@@ -3751,7 +4234,7 @@ def cuGraphAddExternalSemaphoresSignalNode(hGraph: CData, dependencies: CData, n
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddExternalSemaphoresSignalNode(_phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
+    _r = _f_cuGraphAddExternalSemaphoresSignalNode(_phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     if _r:
         raise _error(_r, 116)
     return _phGraphNode[0]
@@ -3764,7 +4247,7 @@ def cuGraphAddExternalSemaphoresWaitNode(hGraph: CData, dependencies: CData, num
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddExternalSemaphoresWaitNode(_phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
+    _r = _f_cuGraphAddExternalSemaphoresWaitNode(_phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     if _r:
         raise _error(_r, 117)
     return _phGraphNode[0]
@@ -3777,7 +4260,7 @@ def cuGraphAddHostNode(hGraph: CData, dependencies: CData, numDependencies: int,
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddHostNode(_phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
+    _r = _f_cuGraphAddHostNode(_phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     if _r:
         raise _error(_r, 118)
     return _phGraphNode[0]
@@ -3790,7 +4273,7 @@ def cuGraphAddKernelNode(hGraph: CData, dependencies: CData, numDependencies: in
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddKernelNode(_phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
+    _r = _f_cuGraphAddKernelNode(_phGraphNode, hGraph, dependencies, numDependencies, nodeParams)
     if _r:
         raise _error(_r, 119)
     return _phGraphNode[0]
@@ -3804,7 +4287,7 @@ def cuGraphAddMemAllocNode(hGraph: CData, dependencies: CData, numDependencies: 
     """
     _phGraphNode = _new(_T36)
     _nodeParams = _new(_T37)
-    _r = _lib.cuGraphAddMemAllocNode(_phGraphNode, hGraph, dependencies, numDependencies, _nodeParams)
+    _r = _f_cuGraphAddMemAllocNode(_phGraphNode, hGraph, dependencies, numDependencies, _nodeParams)
     if _r:
         raise _error(_r, 120)
     return _phGraphNode[0], _nodeParams
@@ -3817,7 +4300,7 @@ def cuGraphAddMemFreeNode(hGraph: CData, dependencies: CData, numDependencies: i
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddMemFreeNode(_phGraphNode, hGraph, dependencies, numDependencies, dptr)
+    _r = _f_cuGraphAddMemFreeNode(_phGraphNode, hGraph, dependencies, numDependencies, dptr)
     if _r:
         raise _error(_r, 121)
     return _phGraphNode[0]
@@ -3830,7 +4313,7 @@ def cuGraphAddMemcpyNode(hGraph: CData, dependencies: CData, numDependencies: in
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddMemcpyNode(_phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx)
+    _r = _f_cuGraphAddMemcpyNode(_phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx)
     if _r:
         raise _error(_r, 122)
     return _phGraphNode[0]
@@ -3843,7 +4326,7 @@ def cuGraphAddMemsetNode(hGraph: CData, dependencies: CData, numDependencies: in
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
-    _r = _lib.cuGraphAddMemsetNode(_phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx)
+    _r = _f_cuGraphAddMemsetNode(_phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx)
     if _r:
         raise _error(_r, 123)
     return _phGraphNode[0]
@@ -3857,7 +4340,7 @@ def cuGraphAddNode(hGraph: CData, dependencies: CData, dependencyData: CData, nu
     """
     _phGraphNode = _new(_T36)
     _nodeParams = _new(_T38)
-    _r = _lib.cuGraphAddNode(_phGraphNode, hGraph, dependencies, dependencyData, numDependencies, _nodeParams)
+    _r = _f_cuGraphAddNode(_phGraphNode, hGraph, dependencies, dependencyData, numDependencies, _nodeParams)
     if _r:
         raise _error(_r, 124)
     return _phGraphNode[0], _nodeParams
@@ -3870,7 +4353,7 @@ def cuGraphBatchMemOpNodeGetParams(hNode: CData) -> CData:
     Returns ``nodeParams_out``.
     """
     _nodeParams_out = _new(_T39)
-    _r = _lib.cuGraphBatchMemOpNodeGetParams(hNode, _nodeParams_out)
+    _r = _f_cuGraphBatchMemOpNodeGetParams(hNode, _nodeParams_out)
     if _r:
         raise _error(_r, 125)
     return _nodeParams_out
@@ -3881,7 +4364,7 @@ def cuGraphBatchMemOpNodeSetParams(hNode: CData, nodeParams: CData) -> None:
 
     Symbol ``cuGraphBatchMemOpNodeSetParams``; CUDA >= 11.7.
     """
-    _r = _lib.cuGraphBatchMemOpNodeSetParams(hNode, nodeParams)
+    _r = _f_cuGraphBatchMemOpNodeSetParams(hNode, nodeParams)
     if _r:
         raise _error(_r, 126)
 
@@ -3893,7 +4376,7 @@ def cuGraphChildGraphNodeGetGraph(hNode: CData) -> CData:
     Returns ``phGraph``.
     """
     _phGraph = _new(_T40)
-    _r = _lib.cuGraphChildGraphNodeGetGraph(hNode, _phGraph)
+    _r = _f_cuGraphChildGraphNodeGetGraph(hNode, _phGraph)
     if _r:
         raise _error(_r, 127)
     return _phGraph[0]
@@ -3906,7 +4389,7 @@ def cuGraphClone(originalGraph: CData) -> CData:
     Returns ``phGraphClone``.
     """
     _phGraphClone = _new(_T40)
-    _r = _lib.cuGraphClone(_phGraphClone, originalGraph)
+    _r = _f_cuGraphClone(_phGraphClone, originalGraph)
     if _r:
         raise _error(_r, 128)
     return _phGraphClone[0]
@@ -3919,7 +4402,7 @@ def cuGraphConditionalHandleCreate(hGraph: CData, ctx: CData, defaultLaunchValue
     Returns ``pHandle_out``.
     """
     _pHandle_out = _new(_T41)
-    _r = _lib.cuGraphConditionalHandleCreate(_pHandle_out, hGraph, ctx, defaultLaunchValue, flags)
+    _r = _f_cuGraphConditionalHandleCreate(_pHandle_out, hGraph, ctx, defaultLaunchValue, flags)
     if _r:
         raise _error(_r, 129)
     _v: int = _pHandle_out[0]
@@ -3933,7 +4416,7 @@ def cuGraphCreate(flags: int) -> CData:
     Returns ``phGraph``.
     """
     _phGraph = _new(_T40)
-    _r = _lib.cuGraphCreate(_phGraph, flags)
+    _r = _f_cuGraphCreate(_phGraph, flags)
     if _r:
         raise _error(_r, 130)
     return _phGraph[0]
@@ -3945,7 +4428,7 @@ def cuGraphDebugDotPrint(hGraph: CData, path: str | bytes, flags: int) -> None:
     Symbol ``cuGraphDebugDotPrint``; CUDA >= 11.3.
     """
     _path = path.encode() if isinstance(path, str) else path
-    _r = _lib.cuGraphDebugDotPrint(hGraph, _path, flags)
+    _r = _f_cuGraphDebugDotPrint(hGraph, _path, flags)
     if _r:
         raise _error(_r, 131)
 
@@ -3955,7 +4438,7 @@ def cuGraphDestroy(hGraph: CData) -> None:
 
     Symbol ``cuGraphDestroy``; CUDA >= 10.0.
     """
-    _r = _lib.cuGraphDestroy(hGraph)
+    _r = _f_cuGraphDestroy(hGraph)
     if _r:
         raise _error(_r, 132)
 
@@ -3965,7 +4448,7 @@ def cuGraphDestroyNode(hNode: CData) -> None:
 
     Symbol ``cuGraphDestroyNode``; CUDA >= 10.0.
     """
-    _r = _lib.cuGraphDestroyNode(hNode)
+    _r = _f_cuGraphDestroyNode(hNode)
     if _r:
         raise _error(_r, 133)
 
@@ -3977,7 +4460,7 @@ def cuGraphEventRecordNodeGetEvent(hNode: CData) -> CData:
     Returns ``event_out``.
     """
     _event_out = _new(_T26)
-    _r = _lib.cuGraphEventRecordNodeGetEvent(hNode, _event_out)
+    _r = _f_cuGraphEventRecordNodeGetEvent(hNode, _event_out)
     if _r:
         raise _error(_r, 134)
     return _event_out[0]
@@ -3988,7 +4471,7 @@ def cuGraphEventRecordNodeSetEvent(hNode: CData, event: CData) -> None:
 
     Symbol ``cuGraphEventRecordNodeSetEvent``; CUDA >= 11.1.
     """
-    _r = _lib.cuGraphEventRecordNodeSetEvent(hNode, event)
+    _r = _f_cuGraphEventRecordNodeSetEvent(hNode, event)
     if _r:
         raise _error(_r, 135)
 
@@ -4000,7 +4483,7 @@ def cuGraphEventWaitNodeGetEvent(hNode: CData) -> CData:
     Returns ``event_out``.
     """
     _event_out = _new(_T26)
-    _r = _lib.cuGraphEventWaitNodeGetEvent(hNode, _event_out)
+    _r = _f_cuGraphEventWaitNodeGetEvent(hNode, _event_out)
     if _r:
         raise _error(_r, 136)
     return _event_out[0]
@@ -4011,7 +4494,7 @@ def cuGraphEventWaitNodeSetEvent(hNode: CData, event: CData) -> None:
 
     Symbol ``cuGraphEventWaitNodeSetEvent``; CUDA >= 11.1.
     """
-    _r = _lib.cuGraphEventWaitNodeSetEvent(hNode, event)
+    _r = _f_cuGraphEventWaitNodeSetEvent(hNode, event)
     if _r:
         raise _error(_r, 137)
 
@@ -4021,7 +4504,7 @@ def cuGraphExecBatchMemOpNodeSetParams(hGraphExec: CData, hNode: CData, nodePara
 
     Symbol ``cuGraphExecBatchMemOpNodeSetParams``; CUDA >= 11.7.
     """
-    _r = _lib.cuGraphExecBatchMemOpNodeSetParams(hGraphExec, hNode, nodeParams)
+    _r = _f_cuGraphExecBatchMemOpNodeSetParams(hGraphExec, hNode, nodeParams)
     if _r:
         raise _error(_r, 138)
 
@@ -4031,7 +4514,7 @@ def cuGraphExecChildGraphNodeSetParams(hGraphExec: CData, hNode: CData, childGra
 
     Symbol ``cuGraphExecChildGraphNodeSetParams``; CUDA >= 11.1.
     """
-    _r = _lib.cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, childGraph)
+    _r = _f_cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, childGraph)
     if _r:
         raise _error(_r, 139)
 
@@ -4041,7 +4524,7 @@ def cuGraphExecDestroy(hGraphExec: CData) -> None:
 
     Symbol ``cuGraphExecDestroy``; CUDA >= 10.0.
     """
-    _r = _lib.cuGraphExecDestroy(hGraphExec)
+    _r = _f_cuGraphExecDestroy(hGraphExec)
     if _r:
         raise _error(_r, 140)
 
@@ -4051,7 +4534,7 @@ def cuGraphExecEventRecordNodeSetEvent(hGraphExec: CData, hNode: CData, event: C
 
     Symbol ``cuGraphExecEventRecordNodeSetEvent``; CUDA >= 11.1.
     """
-    _r = _lib.cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, event)
+    _r = _f_cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, event)
     if _r:
         raise _error(_r, 141)
 
@@ -4061,7 +4544,7 @@ def cuGraphExecEventWaitNodeSetEvent(hGraphExec: CData, hNode: CData, event: CDa
 
     Symbol ``cuGraphExecEventWaitNodeSetEvent``; CUDA >= 11.1.
     """
-    _r = _lib.cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, event)
+    _r = _f_cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, event)
     if _r:
         raise _error(_r, 142)
 
@@ -4071,7 +4554,7 @@ def cuGraphExecExternalSemaphoresSignalNodeSetParams(hGraphExec: CData, hNode: C
 
     Symbol ``cuGraphExecExternalSemaphoresSignalNodeSetParams``; CUDA >= 11.2.
     """
-    _r = _lib.cuGraphExecExternalSemaphoresSignalNodeSetParams(hGraphExec, hNode, nodeParams)
+    _r = _f_cuGraphExecExternalSemaphoresSignalNodeSetParams(hGraphExec, hNode, nodeParams)
     if _r:
         raise _error(_r, 143)
 
@@ -4081,7 +4564,7 @@ def cuGraphExecExternalSemaphoresWaitNodeSetParams(hGraphExec: CData, hNode: CDa
 
     Symbol ``cuGraphExecExternalSemaphoresWaitNodeSetParams``; CUDA >= 11.2.
     """
-    _r = _lib.cuGraphExecExternalSemaphoresWaitNodeSetParams(hGraphExec, hNode, nodeParams)
+    _r = _f_cuGraphExecExternalSemaphoresWaitNodeSetParams(hGraphExec, hNode, nodeParams)
     if _r:
         raise _error(_r, 144)
 
@@ -4093,7 +4576,7 @@ def cuGraphExecGetFlags(hGraphExec: CData) -> int:
     Returns ``flags``.
     """
     _flags = _new(_T42)
-    _r = _lib.cuGraphExecGetFlags(hGraphExec, _flags)
+    _r = _f_cuGraphExecGetFlags(hGraphExec, _flags)
     if _r:
         raise _error(_r, 145)
     _v: int = _flags[0]
@@ -4105,7 +4588,7 @@ def cuGraphExecHostNodeSetParams(hGraphExec: CData, hNode: CData, nodeParams: CD
 
     Symbol ``cuGraphExecHostNodeSetParams``; CUDA >= 10.2.
     """
-    _r = _lib.cuGraphExecHostNodeSetParams(hGraphExec, hNode, nodeParams)
+    _r = _f_cuGraphExecHostNodeSetParams(hGraphExec, hNode, nodeParams)
     if _r:
         raise _error(_r, 146)
 
@@ -4115,7 +4598,7 @@ def cuGraphExecKernelNodeSetParams(hGraphExec: CData, hNode: CData, nodeParams: 
 
     Symbol ``cuGraphExecKernelNodeSetParams_v2``; CUDA >= 10.1.
     """
-    _r = _lib.cuGraphExecKernelNodeSetParams(hGraphExec, hNode, nodeParams)
+    _r = _f_cuGraphExecKernelNodeSetParams(hGraphExec, hNode, nodeParams)
     if _r:
         raise _error(_r, 147)
 
@@ -4125,7 +4608,7 @@ def cuGraphExecMemcpyNodeSetParams(hGraphExec: CData, hNode: CData, copyParams: 
 
     Symbol ``cuGraphExecMemcpyNodeSetParams``; CUDA >= 10.2.
     """
-    _r = _lib.cuGraphExecMemcpyNodeSetParams(hGraphExec, hNode, copyParams, ctx)
+    _r = _f_cuGraphExecMemcpyNodeSetParams(hGraphExec, hNode, copyParams, ctx)
     if _r:
         raise _error(_r, 148)
 
@@ -4135,7 +4618,7 @@ def cuGraphExecMemsetNodeSetParams(hGraphExec: CData, hNode: CData, memsetParams
 
     Symbol ``cuGraphExecMemsetNodeSetParams``; CUDA >= 10.2.
     """
-    _r = _lib.cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, memsetParams, ctx)
+    _r = _f_cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, memsetParams, ctx)
     if _r:
         raise _error(_r, 149)
 
@@ -4147,7 +4630,7 @@ def cuGraphExecNodeSetParams(hGraphExec: CData, hNode: CData) -> CData:
     Returns ``nodeParams``.
     """
     _nodeParams = _new(_T38)
-    _r = _lib.cuGraphExecNodeSetParams(hGraphExec, hNode, _nodeParams)
+    _r = _f_cuGraphExecNodeSetParams(hGraphExec, hNode, _nodeParams)
     if _r:
         raise _error(_r, 150)
     return _nodeParams
@@ -4160,7 +4643,7 @@ def cuGraphExecUpdate(hGraphExec: CData, hGraph: CData) -> CData:
     Returns ``resultInfo``.
     """
     _resultInfo = _new(_T43)
-    _r = _lib.cuGraphExecUpdate(hGraphExec, hGraph, _resultInfo)
+    _r = _f_cuGraphExecUpdate(hGraphExec, hGraph, _resultInfo)
     if _r:
         raise _error(_r, 151)
     return _resultInfo
@@ -4173,7 +4656,7 @@ def cuGraphExternalSemaphoresSignalNodeGetParams(hNode: CData) -> CData:
     Returns ``params_out``.
     """
     _params_out = _new(_T44)
-    _r = _lib.cuGraphExternalSemaphoresSignalNodeGetParams(hNode, _params_out)
+    _r = _f_cuGraphExternalSemaphoresSignalNodeGetParams(hNode, _params_out)
     if _r:
         raise _error(_r, 152)
     return _params_out
@@ -4184,7 +4667,7 @@ def cuGraphExternalSemaphoresSignalNodeSetParams(hNode: CData, nodeParams: CData
 
     Symbol ``cuGraphExternalSemaphoresSignalNodeSetParams``; CUDA >= 11.2.
     """
-    _r = _lib.cuGraphExternalSemaphoresSignalNodeSetParams(hNode, nodeParams)
+    _r = _f_cuGraphExternalSemaphoresSignalNodeSetParams(hNode, nodeParams)
     if _r:
         raise _error(_r, 153)
 
@@ -4196,7 +4679,7 @@ def cuGraphExternalSemaphoresWaitNodeGetParams(hNode: CData) -> CData:
     Returns ``params_out``.
     """
     _params_out = _new(_T45)
-    _r = _lib.cuGraphExternalSemaphoresWaitNodeGetParams(hNode, _params_out)
+    _r = _f_cuGraphExternalSemaphoresWaitNodeGetParams(hNode, _params_out)
     if _r:
         raise _error(_r, 154)
     return _params_out
@@ -4207,7 +4690,7 @@ def cuGraphExternalSemaphoresWaitNodeSetParams(hNode: CData, nodeParams: CData) 
 
     Symbol ``cuGraphExternalSemaphoresWaitNodeSetParams``; CUDA >= 11.2.
     """
-    _r = _lib.cuGraphExternalSemaphoresWaitNodeSetParams(hNode, nodeParams)
+    _r = _f_cuGraphExternalSemaphoresWaitNodeSetParams(hNode, nodeParams)
     if _r:
         raise _error(_r, 155)
 
@@ -4222,7 +4705,7 @@ def cuGraphGetEdges(hGraph: CData) -> tuple[CData, CData, CData, int]:
     _to = _new(_T36)
     _edgeData = _new(_T46)
     _numEdges = _new(_T11)
-    _r = _lib.cuGraphGetEdges(hGraph, _from_, _to, _edgeData, _numEdges)
+    _r = _f_cuGraphGetEdges(hGraph, _from_, _to, _edgeData, _numEdges)
     if _r:
         raise _error(_r, 156)
     return _from_[0], _to[0], _edgeData, _numEdges[0]
@@ -4236,7 +4719,7 @@ def cuGraphGetNodes(hGraph: CData) -> tuple[CData, int]:
     """
     _nodes = _new(_T36)
     _numNodes = _new(_T11)
-    _r = _lib.cuGraphGetNodes(hGraph, _nodes, _numNodes)
+    _r = _f_cuGraphGetNodes(hGraph, _nodes, _numNodes)
     if _r:
         raise _error(_r, 157)
     return _nodes[0], _numNodes[0]
@@ -4250,7 +4733,7 @@ def cuGraphGetRootNodes(hGraph: CData) -> tuple[CData, int]:
     """
     _rootNodes = _new(_T36)
     _numRootNodes = _new(_T11)
-    _r = _lib.cuGraphGetRootNodes(hGraph, _rootNodes, _numRootNodes)
+    _r = _f_cuGraphGetRootNodes(hGraph, _rootNodes, _numRootNodes)
     if _r:
         raise _error(_r, 158)
     return _rootNodes[0], _numRootNodes[0]
@@ -4263,7 +4746,7 @@ def cuGraphHostNodeGetParams(hNode: CData) -> CData:
     Returns ``nodeParams``.
     """
     _nodeParams = _new(_T47)
-    _r = _lib.cuGraphHostNodeGetParams(hNode, _nodeParams)
+    _r = _f_cuGraphHostNodeGetParams(hNode, _nodeParams)
     if _r:
         raise _error(_r, 159)
     return _nodeParams
@@ -4274,7 +4757,7 @@ def cuGraphHostNodeSetParams(hNode: CData, nodeParams: CData) -> None:
 
     Symbol ``cuGraphHostNodeSetParams``; CUDA >= 10.0.
     """
-    _r = _lib.cuGraphHostNodeSetParams(hNode, nodeParams)
+    _r = _f_cuGraphHostNodeSetParams(hNode, nodeParams)
     if _r:
         raise _error(_r, 160)
 
@@ -4286,7 +4769,7 @@ def cuGraphInstantiate(hGraph: CData, flags: int) -> CData:
     Returns ``phGraphExec``.
     """
     _phGraphExec = _new(_T48)
-    _r = _lib.cuGraphInstantiate(_phGraphExec, hGraph, flags)
+    _r = _f_cuGraphInstantiate(_phGraphExec, hGraph, flags)
     if _r:
         raise _error(_r, 161)
     return _phGraphExec[0]
@@ -4300,7 +4783,7 @@ def cuGraphInstantiateWithParams(hGraph: CData) -> tuple[CData, CData]:
     """
     _phGraphExec = _new(_T48)
     _instantiateParams = _new(_T49)
-    _r = _lib.cuGraphInstantiateWithParams(_phGraphExec, hGraph, _instantiateParams)
+    _r = _f_cuGraphInstantiateWithParams(_phGraphExec, hGraph, _instantiateParams)
     if _r:
         raise _error(_r, 162)
     return _phGraphExec[0], _instantiateParams
@@ -4311,7 +4794,7 @@ def cuGraphKernelNodeCopyAttributes(dst: CData, src: CData) -> None:
 
     Symbol ``cuGraphKernelNodeCopyAttributes``; CUDA >= 11.0.
     """
-    _r = _lib.cuGraphKernelNodeCopyAttributes(dst, src)
+    _r = _f_cuGraphKernelNodeCopyAttributes(dst, src)
     if _r:
         raise _error(_r, 163)
 
@@ -4323,7 +4806,7 @@ def cuGraphKernelNodeGetAttribute(hNode: CData, attr: int) -> CData:
     Returns ``value_out``.
     """
     _value_out = _new(_T50)
-    _r = _lib.cuGraphKernelNodeGetAttribute(hNode, attr, _value_out)
+    _r = _f_cuGraphKernelNodeGetAttribute(hNode, attr, _value_out)
     if _r:
         raise _error(_r, 164)
     return _value_out
@@ -4336,7 +4819,7 @@ def cuGraphKernelNodeGetParams(hNode: CData) -> CData:
     Returns ``nodeParams``.
     """
     _nodeParams = _new(_T51)
-    _r = _lib.cuGraphKernelNodeGetParams(hNode, _nodeParams)
+    _r = _f_cuGraphKernelNodeGetParams(hNode, _nodeParams)
     if _r:
         raise _error(_r, 165)
     return _nodeParams
@@ -4347,7 +4830,7 @@ def cuGraphKernelNodeSetAttribute(hNode: CData, attr: int, value: CData) -> None
 
     Symbol ``cuGraphKernelNodeSetAttribute``; CUDA >= 11.0.
     """
-    _r = _lib.cuGraphKernelNodeSetAttribute(hNode, attr, value)
+    _r = _f_cuGraphKernelNodeSetAttribute(hNode, attr, value)
     if _r:
         raise _error(_r, 166)
 
@@ -4357,7 +4840,7 @@ def cuGraphKernelNodeSetParams(hNode: CData, nodeParams: CData) -> None:
 
     Symbol ``cuGraphKernelNodeSetParams_v2``; CUDA >= 10.0.
     """
-    _r = _lib.cuGraphKernelNodeSetParams(hNode, nodeParams)
+    _r = _f_cuGraphKernelNodeSetParams(hNode, nodeParams)
     if _r:
         raise _error(_r, 167)
 
@@ -4367,7 +4850,7 @@ def cuGraphLaunch(hGraphExec: CData, hStream: CData) -> None:
 
     Symbol ``cuGraphLaunch``; CUDA >= 10.0.
     """
-    _r = _lib.cuGraphLaunch(hGraphExec, hStream)
+    _r = _f_cuGraphLaunch(hGraphExec, hStream)
     if _r:
         raise _error(_r, 168)
 
@@ -4379,7 +4862,7 @@ def cuGraphMemAllocNodeGetParams(hNode: CData) -> CData:
     Returns ``params_out``.
     """
     _params_out = _new(_T37)
-    _r = _lib.cuGraphMemAllocNodeGetParams(hNode, _params_out)
+    _r = _f_cuGraphMemAllocNodeGetParams(hNode, _params_out)
     if _r:
         raise _error(_r, 169)
     return _params_out
@@ -4392,7 +4875,7 @@ def cuGraphMemFreeNodeGetParams(hNode: CData) -> int:
     Returns ``dptr_out``.
     """
     _dptr_out = _new(_T28)
-    _r = _lib.cuGraphMemFreeNodeGetParams(hNode, _dptr_out)
+    _r = _f_cuGraphMemFreeNodeGetParams(hNode, _dptr_out)
     if _r:
         raise _error(_r, 170)
     _v: int = _dptr_out[0]
@@ -4406,7 +4889,7 @@ def cuGraphMemcpyNodeGetParams(hNode: CData) -> CData:
     Returns ``nodeParams``.
     """
     _nodeParams = _new(_T52)
-    _r = _lib.cuGraphMemcpyNodeGetParams(hNode, _nodeParams)
+    _r = _f_cuGraphMemcpyNodeGetParams(hNode, _nodeParams)
     if _r:
         raise _error(_r, 171)
     return _nodeParams
@@ -4417,7 +4900,7 @@ def cuGraphMemcpyNodeSetParams(hNode: CData, nodeParams: CData) -> None:
 
     Symbol ``cuGraphMemcpyNodeSetParams``; CUDA >= 10.0.
     """
-    _r = _lib.cuGraphMemcpyNodeSetParams(hNode, nodeParams)
+    _r = _f_cuGraphMemcpyNodeSetParams(hNode, nodeParams)
     if _r:
         raise _error(_r, 172)
 
@@ -4429,7 +4912,7 @@ def cuGraphMemsetNodeGetParams(hNode: CData) -> CData:
     Returns ``nodeParams``.
     """
     _nodeParams = _new(_T53)
-    _r = _lib.cuGraphMemsetNodeGetParams(hNode, _nodeParams)
+    _r = _f_cuGraphMemsetNodeGetParams(hNode, _nodeParams)
     if _r:
         raise _error(_r, 173)
     return _nodeParams
@@ -4440,7 +4923,7 @@ def cuGraphMemsetNodeSetParams(hNode: CData, nodeParams: CData) -> None:
 
     Symbol ``cuGraphMemsetNodeSetParams``; CUDA >= 10.0.
     """
-    _r = _lib.cuGraphMemsetNodeSetParams(hNode, nodeParams)
+    _r = _f_cuGraphMemsetNodeSetParams(hNode, nodeParams)
     if _r:
         raise _error(_r, 174)
 
@@ -4452,7 +4935,7 @@ def cuGraphNodeFindInClone(hOriginalNode: CData, hClonedGraph: CData) -> CData:
     Returns ``phNode``.
     """
     _phNode = _new(_T36)
-    _r = _lib.cuGraphNodeFindInClone(_phNode, hOriginalNode, hClonedGraph)
+    _r = _f_cuGraphNodeFindInClone(_phNode, hOriginalNode, hClonedGraph)
     if _r:
         raise _error(_r, 175)
     return _phNode[0]
@@ -4467,7 +4950,7 @@ def cuGraphNodeGetDependencies(hNode: CData) -> tuple[CData, CData, int]:
     _dependencies = _new(_T36)
     _edgeData = _new(_T46)
     _numDependencies = _new(_T11)
-    _r = _lib.cuGraphNodeGetDependencies(hNode, _dependencies, _edgeData, _numDependencies)
+    _r = _f_cuGraphNodeGetDependencies(hNode, _dependencies, _edgeData, _numDependencies)
     if _r:
         raise _error(_r, 176)
     return _dependencies[0], _edgeData, _numDependencies[0]
@@ -4482,7 +4965,7 @@ def cuGraphNodeGetDependentNodes(hNode: CData) -> tuple[CData, CData, int]:
     _dependentNodes = _new(_T36)
     _edgeData = _new(_T46)
     _numDependentNodes = _new(_T11)
-    _r = _lib.cuGraphNodeGetDependentNodes(hNode, _dependentNodes, _edgeData, _numDependentNodes)
+    _r = _f_cuGraphNodeGetDependentNodes(hNode, _dependentNodes, _edgeData, _numDependentNodes)
     if _r:
         raise _error(_r, 177)
     return _dependentNodes[0], _edgeData, _numDependentNodes[0]
@@ -4495,7 +4978,7 @@ def cuGraphNodeGetEnabled(hGraphExec: CData, hNode: CData) -> int:
     Returns ``isEnabled``.
     """
     _isEnabled = _new(_T14)
-    _r = _lib.cuGraphNodeGetEnabled(hGraphExec, hNode, _isEnabled)
+    _r = _f_cuGraphNodeGetEnabled(hGraphExec, hNode, _isEnabled)
     if _r:
         raise _error(_r, 178)
     _v: int = _isEnabled[0]
@@ -4509,7 +4992,7 @@ def cuGraphNodeGetType(hNode: CData) -> int:
     Returns ``type``.
     """
     _type = _new(_T54)
-    _r = _lib.cuGraphNodeGetType(hNode, _type)
+    _r = _f_cuGraphNodeGetType(hNode, _type)
     if _r:
         raise _error(_r, 179)
     _v: int = _type[0]
@@ -4521,7 +5004,7 @@ def cuGraphNodeSetEnabled(hGraphExec: CData, hNode: CData, isEnabled: int) -> No
 
     Symbol ``cuGraphNodeSetEnabled``; CUDA >= 11.6.
     """
-    _r = _lib.cuGraphNodeSetEnabled(hGraphExec, hNode, isEnabled)
+    _r = _f_cuGraphNodeSetEnabled(hGraphExec, hNode, isEnabled)
     if _r:
         raise _error(_r, 180)
 
@@ -4533,7 +5016,7 @@ def cuGraphNodeSetParams(hNode: CData) -> CData:
     Returns ``nodeParams``.
     """
     _nodeParams = _new(_T38)
-    _r = _lib.cuGraphNodeSetParams(hNode, _nodeParams)
+    _r = _f_cuGraphNodeSetParams(hNode, _nodeParams)
     if _r:
         raise _error(_r, 181)
     return _nodeParams
@@ -4544,7 +5027,7 @@ def cuGraphReleaseUserObject(graph: CData, object: CData, count: int) -> None:
 
     Symbol ``cuGraphReleaseUserObject``; CUDA >= 11.3.
     """
-    _r = _lib.cuGraphReleaseUserObject(graph, object, count)
+    _r = _f_cuGraphReleaseUserObject(graph, object, count)
     if _r:
         raise _error(_r, 182)
 
@@ -4554,7 +5037,7 @@ def cuGraphRemoveDependencies(hGraph: CData, from_: CData, to: CData, edgeData: 
 
     Symbol ``cuGraphRemoveDependencies_v2``; CUDA >= 10.0.
     """
-    _r = _lib.cuGraphRemoveDependencies(hGraph, from_, to, edgeData, numDependencies)
+    _r = _f_cuGraphRemoveDependencies(hGraph, from_, to, edgeData, numDependencies)
     if _r:
         raise _error(_r, 183)
 
@@ -4564,7 +5047,7 @@ def cuGraphRetainUserObject(graph: CData, object: CData, count: int, flags: int)
 
     Symbol ``cuGraphRetainUserObject``; CUDA >= 11.3.
     """
-    _r = _lib.cuGraphRetainUserObject(graph, object, count, flags)
+    _r = _f_cuGraphRetainUserObject(graph, object, count, flags)
     if _r:
         raise _error(_r, 184)
 
@@ -4574,7 +5057,7 @@ def cuGraphUpload(hGraphExec: CData, hStream: CData) -> None:
 
     Symbol ``cuGraphUpload``; CUDA >= 11.1.
     """
-    _r = _lib.cuGraphUpload(hGraphExec, hStream)
+    _r = _f_cuGraphUpload(hGraphExec, hStream)
     if _r:
         raise _error(_r, 185)
 
@@ -4586,7 +5069,7 @@ def cuGraphicsMapResources(count: int, hStream: CData) -> CData:
     Returns ``resources``.
     """
     _resources = _new(_T55)
-    _r = _lib.cuGraphicsMapResources(count, _resources, hStream)
+    _r = _f_cuGraphicsMapResources(count, _resources, hStream)
     if _r:
         raise _error(_r, 186)
     return _resources[0]
@@ -4599,7 +5082,7 @@ def cuGraphicsResourceGetMappedMipmappedArray(resource: CData) -> CData:
     Returns ``pMipmappedArray``.
     """
     _pMipmappedArray = _new(_T29)
-    _r = _lib.cuGraphicsResourceGetMappedMipmappedArray(_pMipmappedArray, resource)
+    _r = _f_cuGraphicsResourceGetMappedMipmappedArray(_pMipmappedArray, resource)
     if _r:
         raise _error(_r, 187)
     return _pMipmappedArray[0]
@@ -4613,7 +5096,7 @@ def cuGraphicsResourceGetMappedPointer(resource: CData) -> tuple[int, int]:
     """
     _pDevPtr = _new(_T28)
     _pSize = _new(_T11)
-    _r = _lib.cuGraphicsResourceGetMappedPointer(_pDevPtr, _pSize, resource)
+    _r = _f_cuGraphicsResourceGetMappedPointer(_pDevPtr, _pSize, resource)
     if _r:
         raise _error(_r, 188)
     return _pDevPtr[0], _pSize[0]
@@ -4624,7 +5107,7 @@ def cuGraphicsResourceSetMapFlags(resource: CData, flags: int) -> None:
 
     Symbol ``cuGraphicsResourceSetMapFlags_v2``; CUDA >= 6.5.
     """
-    _r = _lib.cuGraphicsResourceSetMapFlags(resource, flags)
+    _r = _f_cuGraphicsResourceSetMapFlags(resource, flags)
     if _r:
         raise _error(_r, 189)
 
@@ -4636,7 +5119,7 @@ def cuGraphicsSubResourceGetMappedArray(resource: CData, arrayIndex: int, mipLev
     Returns ``pArray``.
     """
     _pArray = _new(_T0)
-    _r = _lib.cuGraphicsSubResourceGetMappedArray(_pArray, resource, arrayIndex, mipLevel)
+    _r = _f_cuGraphicsSubResourceGetMappedArray(_pArray, resource, arrayIndex, mipLevel)
     if _r:
         raise _error(_r, 190)
     return _pArray[0]
@@ -4649,7 +5132,7 @@ def cuGraphicsUnmapResources(count: int, hStream: CData) -> CData:
     Returns ``resources``.
     """
     _resources = _new(_T55)
-    _r = _lib.cuGraphicsUnmapResources(count, _resources, hStream)
+    _r = _f_cuGraphicsUnmapResources(count, _resources, hStream)
     if _r:
         raise _error(_r, 191)
     return _resources[0]
@@ -4660,7 +5143,7 @@ def cuGraphicsUnregisterResource(resource: CData) -> None:
 
     Symbol ``cuGraphicsUnregisterResource``; CUDA >= 3.0.
     """
-    _r = _lib.cuGraphicsUnregisterResource(resource)
+    _r = _f_cuGraphicsUnregisterResource(resource)
     if _r:
         raise _error(_r, 192)
 
@@ -4672,7 +5155,7 @@ def cuGreenCtxCreate(desc: CData, dev: int, flags: int) -> CData:
     Returns ``phCtx``.
     """
     _phCtx = _new(_T56)
-    _r = _lib.cuGreenCtxCreate(_phCtx, desc, dev, flags)
+    _r = _f_cuGreenCtxCreate(_phCtx, desc, dev, flags)
     if _r:
         raise _error(_r, 193)
     return _phCtx[0]
@@ -4683,7 +5166,7 @@ def cuGreenCtxDestroy(hCtx: CData) -> None:
 
     Symbol ``cuGreenCtxDestroy``; CUDA >= 12.4.
     """
-    _r = _lib.cuGreenCtxDestroy(hCtx)
+    _r = _f_cuGreenCtxDestroy(hCtx)
     if _r:
         raise _error(_r, 194)
 
@@ -4695,7 +5178,7 @@ def cuGreenCtxGetDevResource(hCtx: CData, type: int) -> CData:
     Returns ``resource``.
     """
     _resource = _new(_T16)
-    _r = _lib.cuGreenCtxGetDevResource(hCtx, _resource, type)
+    _r = _f_cuGreenCtxGetDevResource(hCtx, _resource, type)
     if _r:
         raise _error(_r, 195)
     return _resource
@@ -4708,7 +5191,7 @@ def cuGreenCtxGetId(greenCtx: CData) -> int:
     Returns ``greenCtxId``.
     """
     _greenCtxId = _new(_T19)
-    _r = _lib.cuGreenCtxGetId(greenCtx, _greenCtxId)
+    _r = _f_cuGreenCtxGetId(greenCtx, _greenCtxId)
     if _r:
         raise _error(_r, 196)
     _v: int = _greenCtxId[0]
@@ -4720,7 +5203,7 @@ def cuGreenCtxRecordEvent(hCtx: CData, hEvent: CData) -> None:
 
     Symbol ``cuGreenCtxRecordEvent``; CUDA >= 12.4.
     """
-    _r = _lib.cuGreenCtxRecordEvent(hCtx, hEvent)
+    _r = _f_cuGreenCtxRecordEvent(hCtx, hEvent)
     if _r:
         raise _error(_r, 197)
 
@@ -4732,7 +5215,7 @@ def cuGreenCtxStreamCreate(greenCtx: CData, flags: int, priority: int) -> CData:
     Returns ``phStream``.
     """
     _phStream = _new(_T57)
-    _r = _lib.cuGreenCtxStreamCreate(_phStream, greenCtx, flags, priority)
+    _r = _f_cuGreenCtxStreamCreate(_phStream, greenCtx, flags, priority)
     if _r:
         raise _error(_r, 198)
     return _phStream[0]
@@ -4743,7 +5226,7 @@ def cuGreenCtxWaitEvent(hCtx: CData, hEvent: CData) -> None:
 
     Symbol ``cuGreenCtxWaitEvent``; CUDA >= 12.4.
     """
-    _r = _lib.cuGreenCtxWaitEvent(hCtx, hEvent)
+    _r = _f_cuGreenCtxWaitEvent(hCtx, hEvent)
     if _r:
         raise _error(_r, 199)
 
@@ -4755,7 +5238,7 @@ def cuImportExternalMemory(memHandleDesc: CData) -> CData:
     Returns ``extMem_out``.
     """
     _extMem_out = _new(_T58)
-    _r = _lib.cuImportExternalMemory(_extMem_out, memHandleDesc)
+    _r = _f_cuImportExternalMemory(_extMem_out, memHandleDesc)
     if _r:
         raise _error(_r, 200)
     return _extMem_out[0]
@@ -4768,7 +5251,7 @@ def cuImportExternalSemaphore(semHandleDesc: CData) -> CData:
     Returns ``extSem_out``.
     """
     _extSem_out = _new(_T59)
-    _r = _lib.cuImportExternalSemaphore(_extSem_out, semHandleDesc)
+    _r = _f_cuImportExternalSemaphore(_extSem_out, semHandleDesc)
     if _r:
         raise _error(_r, 201)
     return _extSem_out[0]
@@ -4779,7 +5262,7 @@ def cuInit(Flags: int) -> None:
 
     Symbol ``cuInit``; CUDA >= 2.0.
     """
-    _r = _lib.cuInit(Flags)
+    _r = _f_cuInit(Flags)
     if _r:
         raise _error(_r, 202)
 
@@ -4789,7 +5272,7 @@ def cuIpcCloseMemHandle(dptr: int) -> None:
 
     Symbol ``cuIpcCloseMemHandle``; CUDA >= 4.1.
     """
-    _r = _lib.cuIpcCloseMemHandle(dptr)
+    _r = _f_cuIpcCloseMemHandle(dptr)
     if _r:
         raise _error(_r, 203)
 
@@ -4801,7 +5284,7 @@ def cuIpcGetEventHandle(event: CData) -> CData:
     Returns ``pHandle``.
     """
     _pHandle = _new(_T60)
-    _r = _lib.cuIpcGetEventHandle(_pHandle, event)
+    _r = _f_cuIpcGetEventHandle(_pHandle, event)
     if _r:
         raise _error(_r, 204)
     return _pHandle
@@ -4814,7 +5297,7 @@ def cuIpcGetMemHandle(dptr: int) -> CData:
     Returns ``pHandle``.
     """
     _pHandle = _new(_T61)
-    _r = _lib.cuIpcGetMemHandle(_pHandle, dptr)
+    _r = _f_cuIpcGetMemHandle(_pHandle, dptr)
     if _r:
         raise _error(_r, 205)
     return _pHandle
@@ -4827,7 +5310,7 @@ def cuIpcOpenEventHandle(handle: CData) -> CData:
     Returns ``phEvent``.
     """
     _phEvent = _new(_T26)
-    _r = _lib.cuIpcOpenEventHandle(_phEvent, handle)
+    _r = _f_cuIpcOpenEventHandle(_phEvent, handle)
     if _r:
         raise _error(_r, 206)
     return _phEvent[0]
@@ -4840,7 +5323,7 @@ def cuIpcOpenMemHandle(handle: CData, Flags: int) -> int:
     Returns ``pdptr``.
     """
     _pdptr = _new(_T28)
-    _r = _lib.cuIpcOpenMemHandle(_pdptr, handle, Flags)
+    _r = _f_cuIpcOpenMemHandle(_pdptr, handle, Flags)
     if _r:
         raise _error(_r, 207)
     _v: int = _pdptr[0]
@@ -4854,7 +5337,7 @@ def cuKernelGetAttribute(attrib: int, kernel: CData, dev: int) -> int:
     Returns ``pi``.
     """
     _pi = _new(_T6)
-    _r = _lib.cuKernelGetAttribute(_pi, attrib, kernel, dev)
+    _r = _f_cuKernelGetAttribute(_pi, attrib, kernel, dev)
     if _r:
         raise _error(_r, 208)
     _v: int = _pi[0]
@@ -4868,7 +5351,7 @@ def cuKernelGetFunction(kernel: CData) -> CData:
     Returns ``pFunc``.
     """
     _pFunc = _new(_T62)
-    _r = _lib.cuKernelGetFunction(_pFunc, kernel)
+    _r = _f_cuKernelGetFunction(_pFunc, kernel)
     if _r:
         raise _error(_r, 209)
     return _pFunc[0]
@@ -4881,7 +5364,7 @@ def cuKernelGetLibrary(kernel: CData) -> CData:
     Returns ``pLib``.
     """
     _pLib = _new(_T63)
-    _r = _lib.cuKernelGetLibrary(_pLib, kernel)
+    _r = _f_cuKernelGetLibrary(_pLib, kernel)
     if _r:
         raise _error(_r, 210)
     return _pLib[0]
@@ -4894,7 +5377,7 @@ def cuKernelGetName(hfunc: CData) -> str:
     Returns ``name``.
     """
     _name = _new(_T31)
-    _r = _lib.cuKernelGetName(_name, hfunc)
+    _r = _f_cuKernelGetName(_name, hfunc)
     if _r:
         raise _error(_r, 211)
     return _str(_name[0])
@@ -4908,7 +5391,7 @@ def cuKernelGetParamInfo(kernel: CData, paramIndex: int) -> tuple[int, int]:
     """
     _paramOffset = _new(_T11)
     _paramSize = _new(_T11)
-    _r = _lib.cuKernelGetParamInfo(kernel, paramIndex, _paramOffset, _paramSize)
+    _r = _f_cuKernelGetParamInfo(kernel, paramIndex, _paramOffset, _paramSize)
     if _r:
         raise _error(_r, 212)
     return _paramOffset[0], _paramSize[0]
@@ -4919,7 +5402,7 @@ def cuKernelSetAttribute(attrib: int, val: int, kernel: CData, dev: int) -> None
 
     Symbol ``cuKernelSetAttribute``; CUDA >= 12.0.
     """
-    _r = _lib.cuKernelSetAttribute(attrib, val, kernel, dev)
+    _r = _f_cuKernelSetAttribute(attrib, val, kernel, dev)
     if _r:
         raise _error(_r, 213)
 
@@ -4929,7 +5412,7 @@ def cuKernelSetCacheConfig(kernel: CData, config: int, dev: int) -> None:
 
     Symbol ``cuKernelSetCacheConfig``; CUDA >= 12.0.
     """
-    _r = _lib.cuKernelSetCacheConfig(kernel, config, dev)
+    _r = _f_cuKernelSetCacheConfig(kernel, config, dev)
     if _r:
         raise _error(_r, 214)
 
@@ -4939,7 +5422,7 @@ def cuLaunch(f: CData) -> None:
 
     Symbol ``cuLaunch``; CUDA >= 2.0.
     """
-    _r = _lib.cuLaunch(f)
+    _r = _f_cuLaunch(f)
     if _r:
         raise _error(_r, 215)
 
@@ -4949,7 +5432,7 @@ def cuLaunchCooperativeKernel(f: CData, gridDimX: int, gridDimY: int, gridDimZ: 
 
     Symbol ``cuLaunchCooperativeKernel``; CUDA >= 9.0.
     """
-    _r = _lib.cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, _NULL if kernelParams is None else kernelParams)
+    _r = _f_cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, _NULL if kernelParams is None else kernelParams)
     if _r:
         raise _error(_r, 216)
 
@@ -4961,7 +5444,7 @@ def cuLaunchCooperativeKernelMultiDevice(numDevices: int, flags: int) -> CData:
     Returns ``launchParamsList``.
     """
     _launchParamsList = _new(_T64)
-    _r = _lib.cuLaunchCooperativeKernelMultiDevice(_launchParamsList, numDevices, flags)
+    _r = _f_cuLaunchCooperativeKernelMultiDevice(_launchParamsList, numDevices, flags)
     if _r:
         raise _error(_r, 217)
     return _launchParamsList
@@ -4972,7 +5455,7 @@ def cuLaunchGrid(f: CData, grid_width: int, grid_height: int) -> None:
 
     Symbol ``cuLaunchGrid``; CUDA >= 2.0.
     """
-    _r = _lib.cuLaunchGrid(f, grid_width, grid_height)
+    _r = _f_cuLaunchGrid(f, grid_width, grid_height)
     if _r:
         raise _error(_r, 218)
 
@@ -4982,7 +5465,7 @@ def cuLaunchGridAsync(f: CData, grid_width: int, grid_height: int, hStream: CDat
 
     Symbol ``cuLaunchGridAsync``; CUDA >= 2.0.
     """
-    _r = _lib.cuLaunchGridAsync(f, grid_width, grid_height, hStream)
+    _r = _f_cuLaunchGridAsync(f, grid_width, grid_height, hStream)
     if _r:
         raise _error(_r, 219)
 
@@ -4992,7 +5475,7 @@ def cuLaunchHostFunc(hStream: CData, fn: CData, userData: CData) -> None:
 
     Symbol ``cuLaunchHostFunc``; CUDA >= 10.0.
     """
-    _r = _lib.cuLaunchHostFunc(hStream, fn, userData)
+    _r = _f_cuLaunchHostFunc(hStream, fn, userData)
     if _r:
         raise _error(_r, 220)
 
@@ -5002,7 +5485,7 @@ def cuLaunchKernel(f: CData, gridDimX: int, gridDimY: int, gridDimZ: int, blockD
 
     Symbol ``cuLaunchKernel``; CUDA >= 4.0.
     """
-    _r = _lib.cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, _NULL if kernelParams is None else kernelParams, _NULL if extra is None else extra)
+    _r = _f_cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, _NULL if kernelParams is None else kernelParams, _NULL if extra is None else extra)
     if _r:
         raise _error(_r, 221)
 
@@ -5015,7 +5498,7 @@ def cuLaunchKernelEx(config: CData, f: CData) -> tuple[CData, CData]:
     """
     _kernelParams = _new(_T34)
     _extra = _new(_T34)
-    _r = _lib.cuLaunchKernelEx(config, f, _kernelParams, _extra)
+    _r = _f_cuLaunchKernelEx(config, f, _kernelParams, _extra)
     if _r:
         raise _error(_r, 222)
     return _kernelParams[0], _extra[0]
@@ -5028,7 +5511,7 @@ def cuLibraryEnumerateKernels(numKernels: int, lib: CData) -> CData:
     Returns ``kernels``.
     """
     _kernels = _new(_T65)
-    _r = _lib.cuLibraryEnumerateKernels(_kernels, numKernels, lib)
+    _r = _f_cuLibraryEnumerateKernels(_kernels, numKernels, lib)
     if _r:
         raise _error(_r, 223)
     return _kernels[0]
@@ -5043,7 +5526,7 @@ def cuLibraryGetGlobal(library: CData, name: str | bytes) -> tuple[int, int]:
     _dptr = _new(_T28)
     _bytes = _new(_T11)
     _name = name.encode() if isinstance(name, str) else name
-    _r = _lib.cuLibraryGetGlobal(_dptr, _bytes, library, _name)
+    _r = _f_cuLibraryGetGlobal(_dptr, _bytes, library, _name)
     if _r:
         raise _error(_r, 224)
     return _dptr[0], _bytes[0]
@@ -5057,7 +5540,7 @@ def cuLibraryGetKernel(library: CData, name: str | bytes) -> CData:
     """
     _pKernel = _new(_T65)
     _name = name.encode() if isinstance(name, str) else name
-    _r = _lib.cuLibraryGetKernel(_pKernel, library, _name)
+    _r = _f_cuLibraryGetKernel(_pKernel, library, _name)
     if _r:
         raise _error(_r, 225)
     return _pKernel[0]
@@ -5070,7 +5553,7 @@ def cuLibraryGetKernelCount(lib: CData) -> int:
     Returns ``count``.
     """
     _count = _new(_T14)
-    _r = _lib.cuLibraryGetKernelCount(_count, lib)
+    _r = _f_cuLibraryGetKernelCount(_count, lib)
     if _r:
         raise _error(_r, 226)
     _v: int = _count[0]
@@ -5086,7 +5569,7 @@ def cuLibraryGetManaged(library: CData, name: str | bytes) -> tuple[int, int]:
     _dptr = _new(_T28)
     _bytes = _new(_T11)
     _name = name.encode() if isinstance(name, str) else name
-    _r = _lib.cuLibraryGetManaged(_dptr, _bytes, library, _name)
+    _r = _f_cuLibraryGetManaged(_dptr, _bytes, library, _name)
     if _r:
         raise _error(_r, 227)
     return _dptr[0], _bytes[0]
@@ -5099,7 +5582,7 @@ def cuLibraryGetModule(library: CData) -> CData:
     Returns ``pMod``.
     """
     _pMod = _new(_T30)
-    _r = _lib.cuLibraryGetModule(_pMod, library)
+    _r = _f_cuLibraryGetModule(_pMod, library)
     if _r:
         raise _error(_r, 228)
     return _pMod[0]
@@ -5113,7 +5596,7 @@ def cuLibraryGetUnifiedFunction(library: CData, symbol: str | bytes) -> CData:
     """
     _fptr = _new(_T34)
     _symbol = symbol.encode() if isinstance(symbol, str) else symbol
-    _r = _lib.cuLibraryGetUnifiedFunction(_fptr, library, _symbol)
+    _r = _f_cuLibraryGetUnifiedFunction(_fptr, library, _symbol)
     if _r:
         raise _error(_r, 229)
     return _fptr[0]
@@ -5130,7 +5613,7 @@ def cuLibraryLoadData(code: CData, numJitOptions: int, numLibraryOptions: int) -
     _jitOptionsValues = _new(_T34)
     _libraryOptions = _new(_T67)
     _libraryOptionValues = _new(_T34)
-    _r = _lib.cuLibraryLoadData(_library, code, _jitOptions, _jitOptionsValues, numJitOptions, _libraryOptions, _libraryOptionValues, numLibraryOptions)
+    _r = _f_cuLibraryLoadData(_library, code, _jitOptions, _jitOptionsValues, numJitOptions, _libraryOptions, _libraryOptionValues, numLibraryOptions)
     if _r:
         raise _error(_r, 230)
     return _library[0], _jitOptions[0], _jitOptionsValues[0], _libraryOptions[0], _libraryOptionValues[0]
@@ -5148,7 +5631,7 @@ def cuLibraryLoadFromFile(fileName: str | bytes, numJitOptions: int, numLibraryO
     _jitOptionsValues = _new(_T34)
     _libraryOptions = _new(_T67)
     _libraryOptionValues = _new(_T34)
-    _r = _lib.cuLibraryLoadFromFile(_library, _fileName, _jitOptions, _jitOptionsValues, numJitOptions, _libraryOptions, _libraryOptionValues, numLibraryOptions)
+    _r = _f_cuLibraryLoadFromFile(_library, _fileName, _jitOptions, _jitOptionsValues, numJitOptions, _libraryOptions, _libraryOptionValues, numLibraryOptions)
     if _r:
         raise _error(_r, 231)
     return _library[0], _jitOptions[0], _jitOptionsValues[0], _libraryOptions[0], _libraryOptionValues[0]
@@ -5159,7 +5642,7 @@ def cuLibraryUnload(library: CData) -> None:
 
     Symbol ``cuLibraryUnload``; CUDA >= 12.0.
     """
-    _r = _lib.cuLibraryUnload(library)
+    _r = _f_cuLibraryUnload(library)
     if _r:
         raise _error(_r, 232)
 
@@ -5173,7 +5656,7 @@ def cuLinkAddData(state: CData, type: int, data: CData, size: int, name: str | b
     _name = name.encode() if isinstance(name, str) else name
     _options = _new(_T66)
     _optionValues = _new(_T34)
-    _r = _lib.cuLinkAddData(state, type, data, size, _name, numOptions, _options, _optionValues)
+    _r = _f_cuLinkAddData(state, type, data, size, _name, numOptions, _options, _optionValues)
     if _r:
         raise _error(_r, 233)
     return _options[0], _optionValues[0]
@@ -5188,7 +5671,7 @@ def cuLinkAddFile(state: CData, type: int, path: str | bytes, numOptions: int) -
     _path = path.encode() if isinstance(path, str) else path
     _options = _new(_T66)
     _optionValues = _new(_T34)
-    _r = _lib.cuLinkAddFile(state, type, _path, numOptions, _options, _optionValues)
+    _r = _f_cuLinkAddFile(state, type, _path, numOptions, _options, _optionValues)
     if _r:
         raise _error(_r, 234)
     return _options[0], _optionValues[0]
@@ -5202,7 +5685,7 @@ def cuLinkComplete(state: CData) -> tuple[CData, int]:
     """
     _cubinOut = _new(_T34)
     _sizeOut = _new(_T11)
-    _r = _lib.cuLinkComplete(state, _cubinOut, _sizeOut)
+    _r = _f_cuLinkComplete(state, _cubinOut, _sizeOut)
     if _r:
         raise _error(_r, 235)
     return _cubinOut[0], _sizeOut[0]
@@ -5218,7 +5701,7 @@ def cuLinkCreate(options: Sequence[Any] | None = None, optionValues: CData | Non
     _numOptions = len(options) if options is not None else 0
     _options = _c_array(ffi, 'CUjit_option', options, _keep)
     _stateOut = _new(_T68)
-    _r = _lib.cuLinkCreate(_numOptions, _options, _NULL if optionValues is None else optionValues, _stateOut)
+    _r = _f_cuLinkCreate(_numOptions, _options, _NULL if optionValues is None else optionValues, _stateOut)
     if _r:
         raise _error(_r, 236)
     return _stateOut[0]
@@ -5229,7 +5712,7 @@ def cuLinkDestroy(state: CData) -> None:
 
     Symbol ``cuLinkDestroy``; CUDA >= 5.5.
     """
-    _r = _lib.cuLinkDestroy(state)
+    _r = _f_cuLinkDestroy(state)
     if _r:
         raise _error(_r, 237)
 
@@ -5241,7 +5724,7 @@ def cuLogsCurrent(flags: int) -> int:
     Returns ``iterator_out``.
     """
     _iterator_out = _new(_T69)
-    _r = _lib.cuLogsCurrent(_iterator_out, flags)
+    _r = _f_cuLogsCurrent(_iterator_out, flags)
     if _r:
         raise _error(_r, 238)
     _v: int = _iterator_out[0]
@@ -5256,7 +5739,7 @@ def cuLogsDumpToFile(pathToFile: str | bytes, flags: int) -> int:
     """
     _iterator = _new(_T69)
     _pathToFile = pathToFile.encode() if isinstance(pathToFile, str) else pathToFile
-    _r = _lib.cuLogsDumpToFile(_iterator, _pathToFile, flags)
+    _r = _f_cuLogsDumpToFile(_iterator, _pathToFile, flags)
     if _r:
         raise _error(_r, 239)
     _v: int = _iterator[0]
@@ -5271,7 +5754,7 @@ def cuLogsDumpToMemory(buffer: CData, flags: int) -> tuple[int, int]:
     """
     _iterator = _new(_T69)
     _size = _new(_T11)
-    _r = _lib.cuLogsDumpToMemory(_iterator, buffer, _size, flags)
+    _r = _f_cuLogsDumpToMemory(_iterator, buffer, _size, flags)
     if _r:
         raise _error(_r, 240)
     return _iterator[0], _size[0]
@@ -5284,7 +5767,7 @@ def cuLogsRegisterCallback(callbackFunc: CData, userData: CData) -> CData:
     Returns ``callback_out``.
     """
     _callback_out = _new(_T70)
-    _r = _lib.cuLogsRegisterCallback(callbackFunc, userData, _callback_out)
+    _r = _f_cuLogsRegisterCallback(callbackFunc, userData, _callback_out)
     if _r:
         raise _error(_r, 241)
     return _callback_out[0]
@@ -5295,7 +5778,7 @@ def cuLogsUnregisterCallback(callback: CData) -> None:
 
     Symbol ``cuLogsUnregisterCallback``; CUDA >= 12.9.
     """
-    _r = _lib.cuLogsUnregisterCallback(callback)
+    _r = _f_cuLogsUnregisterCallback(callback)
     if _r:
         raise _error(_r, 242)
 
@@ -5305,7 +5788,7 @@ def cuMemAddressFree(ptr: int, size: int) -> None:
 
     Symbol ``cuMemAddressFree``; CUDA >= 10.2.
     """
-    _r = _lib.cuMemAddressFree(ptr, size)
+    _r = _f_cuMemAddressFree(ptr, size)
     if _r:
         raise _error(_r, 243)
 
@@ -5317,7 +5800,7 @@ def cuMemAddressReserve(size: int, alignment: int, addr: int, flags: int) -> int
     Returns ``ptr``.
     """
     _ptr = _new(_T28)
-    _r = _lib.cuMemAddressReserve(_ptr, size, alignment, addr, flags)
+    _r = _f_cuMemAddressReserve(_ptr, size, alignment, addr, flags)
     if _r:
         raise _error(_r, 244)
     _v: int = _ptr[0]
@@ -5329,7 +5812,7 @@ def cuMemAdvise(devPtr: int, count: int, advice: int, location: CData) -> None:
 
     Symbol ``cuMemAdvise_v2``; CUDA >= 8.0.
     """
-    _r = _lib.cuMemAdvise(devPtr, count, advice, location)
+    _r = _f_cuMemAdvise(devPtr, count, advice, location)
     if _r:
         raise _error(_r, 245)
 
@@ -5341,7 +5824,7 @@ def cuMemAlloc(bytesize: int) -> int:
     Returns ``dptr``.
     """
     _dptr = _new(_T28)
-    _r = _lib.cuMemAlloc(_dptr, bytesize)
+    _r = _f_cuMemAlloc(_dptr, bytesize)
     if _r:
         raise _error(_r, 246)
     _v: int = _dptr[0]
@@ -5355,7 +5838,7 @@ def cuMemAllocAsync(bytesize: int, hStream: CData) -> int:
     Returns ``dptr``.
     """
     _dptr = _new(_T28)
-    _r = _lib.cuMemAllocAsync(_dptr, bytesize, hStream)
+    _r = _f_cuMemAllocAsync(_dptr, bytesize, hStream)
     if _r:
         raise _error(_r, 247)
     _v: int = _dptr[0]
@@ -5369,7 +5852,7 @@ def cuMemAllocFromPoolAsync(bytesize: int, pool: CData, hStream: CData) -> int:
     Returns ``dptr``.
     """
     _dptr = _new(_T28)
-    _r = _lib.cuMemAllocFromPoolAsync(_dptr, bytesize, pool, hStream)
+    _r = _f_cuMemAllocFromPoolAsync(_dptr, bytesize, pool, hStream)
     if _r:
         raise _error(_r, 248)
     _v: int = _dptr[0]
@@ -5383,7 +5866,7 @@ def cuMemAllocHost(bytesize: int) -> CData:
     Returns ``pp``.
     """
     _pp = _new(_T34)
-    _r = _lib.cuMemAllocHost(_pp, bytesize)
+    _r = _f_cuMemAllocHost(_pp, bytesize)
     if _r:
         raise _error(_r, 249)
     return _pp[0]
@@ -5396,7 +5879,7 @@ def cuMemAllocManaged(bytesize: int, flags: int) -> int:
     Returns ``dptr``.
     """
     _dptr = _new(_T28)
-    _r = _lib.cuMemAllocManaged(_dptr, bytesize, flags)
+    _r = _f_cuMemAllocManaged(_dptr, bytesize, flags)
     if _r:
         raise _error(_r, 250)
     _v: int = _dptr[0]
@@ -5411,7 +5894,7 @@ def cuMemAllocPitch(WidthInBytes: int, Height: int, ElementSizeBytes: int) -> tu
     """
     _dptr = _new(_T28)
     _pPitch = _new(_T11)
-    _r = _lib.cuMemAllocPitch(_dptr, _pPitch, WidthInBytes, Height, ElementSizeBytes)
+    _r = _f_cuMemAllocPitch(_dptr, _pPitch, WidthInBytes, Height, ElementSizeBytes)
     if _r:
         raise _error(_r, 251)
     return _dptr[0], _pPitch[0]
@@ -5425,7 +5908,7 @@ def cuMemBatchDecompressAsync(count: int, flags: int, stream: CData) -> tuple[CD
     """
     _paramsArray = _new(_T71)
     _errorIndex = _new(_T11)
-    _r = _lib.cuMemBatchDecompressAsync(_paramsArray, count, flags, _errorIndex, stream)
+    _r = _f_cuMemBatchDecompressAsync(_paramsArray, count, flags, _errorIndex, stream)
     if _r:
         raise _error(_r, 252)
     return _paramsArray, _errorIndex[0]
@@ -5438,7 +5921,7 @@ def cuMemCreate(size: int, prop: CData, flags: int) -> int:
     Returns ``handle``.
     """
     _handle = _new(_T72)
-    _r = _lib.cuMemCreate(_handle, size, prop, flags)
+    _r = _f_cuMemCreate(_handle, size, prop, flags)
     if _r:
         raise _error(_r, 253)
     _v: int = _handle[0]
@@ -5455,7 +5938,7 @@ def cuMemDiscardAndPrefetchBatchAsync(count: int, numPrefetchLocs: int, flags: i
     _sizes = _new(_T11)
     _prefetchLocs = _new(_T73)
     _prefetchLocIdxs = _new(_T11)
-    _r = _lib.cuMemDiscardAndPrefetchBatchAsync(_dptrs, _sizes, count, _prefetchLocs, _prefetchLocIdxs, numPrefetchLocs, flags, hStream)
+    _r = _f_cuMemDiscardAndPrefetchBatchAsync(_dptrs, _sizes, count, _prefetchLocs, _prefetchLocIdxs, numPrefetchLocs, flags, hStream)
     if _r:
         raise _error(_r, 254)
     return _dptrs[0], _sizes[0], _prefetchLocs, _prefetchLocIdxs[0]
@@ -5469,7 +5952,7 @@ def cuMemDiscardBatchAsync(count: int, flags: int, hStream: CData) -> tuple[int,
     """
     _dptrs = _new(_T28)
     _sizes = _new(_T11)
-    _r = _lib.cuMemDiscardBatchAsync(_dptrs, _sizes, count, flags, hStream)
+    _r = _f_cuMemDiscardBatchAsync(_dptrs, _sizes, count, flags, hStream)
     if _r:
         raise _error(_r, 255)
     return _dptrs[0], _sizes[0]
@@ -5480,7 +5963,7 @@ def cuMemExportToShareableHandle(shareableHandle: CData, handle: int, handleType
 
     Symbol ``cuMemExportToShareableHandle``; CUDA >= 10.2.
     """
-    _r = _lib.cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags)
+    _r = _f_cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags)
     if _r:
         raise _error(_r, 256)
 
@@ -5490,7 +5973,7 @@ def cuMemFree(dptr: int) -> None:
 
     Symbol ``cuMemFree_v2``; CUDA >= 3.2.
     """
-    _r = _lib.cuMemFree(dptr)
+    _r = _f_cuMemFree(dptr)
     if _r:
         raise _error(_r, 257)
 
@@ -5500,7 +5983,7 @@ def cuMemFreeAsync(dptr: int, hStream: CData) -> None:
 
     Symbol ``cuMemFreeAsync``; CUDA >= 11.2.
     """
-    _r = _lib.cuMemFreeAsync(dptr, hStream)
+    _r = _f_cuMemFreeAsync(dptr, hStream)
     if _r:
         raise _error(_r, 258)
 
@@ -5510,7 +5993,7 @@ def cuMemFreeHost(p: CData) -> None:
 
     Symbol ``cuMemFreeHost``; CUDA >= 2.0.
     """
-    _r = _lib.cuMemFreeHost(p)
+    _r = _f_cuMemFreeHost(p)
     if _r:
         raise _error(_r, 259)
 
@@ -5522,7 +6005,7 @@ def cuMemGetAccess(location: CData, ptr: int) -> int:
     Returns ``flags``.
     """
     _flags = _new(_T19)
-    _r = _lib.cuMemGetAccess(_flags, location, ptr)
+    _r = _f_cuMemGetAccess(_flags, location, ptr)
     if _r:
         raise _error(_r, 260)
     _v: int = _flags[0]
@@ -5537,7 +6020,7 @@ def cuMemGetAddressRange(dptr: int) -> tuple[int, int]:
     """
     _pbase = _new(_T28)
     _psize = _new(_T11)
-    _r = _lib.cuMemGetAddressRange(_pbase, _psize, dptr)
+    _r = _f_cuMemGetAddressRange(_pbase, _psize, dptr)
     if _r:
         raise _error(_r, 261)
     return _pbase[0], _psize[0]
@@ -5550,7 +6033,7 @@ def cuMemGetAllocationGranularity(prop: CData, option: int) -> int:
     Returns ``granularity``.
     """
     _granularity = _new(_T11)
-    _r = _lib.cuMemGetAllocationGranularity(_granularity, prop, option)
+    _r = _f_cuMemGetAllocationGranularity(_granularity, prop, option)
     if _r:
         raise _error(_r, 262)
     _v: int = _granularity[0]
@@ -5564,7 +6047,7 @@ def cuMemGetAllocationPropertiesFromHandle(handle: int) -> CData:
     Returns ``prop``.
     """
     _prop = _new(_T74)
-    _r = _lib.cuMemGetAllocationPropertiesFromHandle(_prop, handle)
+    _r = _f_cuMemGetAllocationPropertiesFromHandle(_prop, handle)
     if _r:
         raise _error(_r, 263)
     return _prop
@@ -5578,7 +6061,7 @@ def cuMemGetDefaultMemPool(type: int) -> tuple[CData, CData]:
     """
     _pool_out = _new(_T22)
     _location = _new(_T73)
-    _r = _lib.cuMemGetDefaultMemPool(_pool_out, _location, type)
+    _r = _f_cuMemGetDefaultMemPool(_pool_out, _location, type)
     if _r:
         raise _error(_r, 264)
     return _pool_out[0], _location
@@ -5589,7 +6072,7 @@ def cuMemGetHandleForAddressRange(handle: CData, dptr: int, size: int, handleTyp
 
     Symbol ``cuMemGetHandleForAddressRange``; CUDA >= 11.7.
     """
-    _r = _lib.cuMemGetHandleForAddressRange(handle, dptr, size, handleType, flags)
+    _r = _f_cuMemGetHandleForAddressRange(handle, dptr, size, handleType, flags)
     if _r:
         raise _error(_r, 265)
 
@@ -5602,7 +6085,7 @@ def cuMemGetInfo() -> tuple[int, int]:
     """
     _free = _new(_T11)
     _total = _new(_T11)
-    _r = _lib.cuMemGetInfo(_free, _total)
+    _r = _f_cuMemGetInfo(_free, _total)
     if _r:
         raise _error(_r, 266)
     return _free[0], _total[0]
@@ -5616,7 +6099,7 @@ def cuMemGetMemPool(type: int) -> tuple[CData, CData]:
     """
     _pool = _new(_T22)
     _location = _new(_T73)
-    _r = _lib.cuMemGetMemPool(_pool, _location, type)
+    _r = _f_cuMemGetMemPool(_pool, _location, type)
     if _r:
         raise _error(_r, 267)
     return _pool[0], _location
@@ -5629,7 +6112,7 @@ def cuMemHostAlloc(bytesize: int, Flags: int) -> CData:
     Returns ``pp``.
     """
     _pp = _new(_T34)
-    _r = _lib.cuMemHostAlloc(_pp, bytesize, Flags)
+    _r = _f_cuMemHostAlloc(_pp, bytesize, Flags)
     if _r:
         raise _error(_r, 268)
     return _pp[0]
@@ -5642,7 +6125,7 @@ def cuMemHostGetDevicePointer(p: CData, Flags: int) -> int:
     Returns ``pdptr``.
     """
     _pdptr = _new(_T28)
-    _r = _lib.cuMemHostGetDevicePointer(_pdptr, p, Flags)
+    _r = _f_cuMemHostGetDevicePointer(_pdptr, p, Flags)
     if _r:
         raise _error(_r, 269)
     _v: int = _pdptr[0]
@@ -5656,7 +6139,7 @@ def cuMemHostGetFlags(p: CData) -> int:
     Returns ``pFlags``.
     """
     _pFlags = _new(_T14)
-    _r = _lib.cuMemHostGetFlags(_pFlags, p)
+    _r = _f_cuMemHostGetFlags(_pFlags, p)
     if _r:
         raise _error(_r, 270)
     _v: int = _pFlags[0]
@@ -5668,7 +6151,7 @@ def cuMemHostRegister(p: CData, bytesize: int, Flags: int) -> None:
 
     Symbol ``cuMemHostRegister_v2``; CUDA >= 6.5.
     """
-    _r = _lib.cuMemHostRegister(p, bytesize, Flags)
+    _r = _f_cuMemHostRegister(p, bytesize, Flags)
     if _r:
         raise _error(_r, 271)
 
@@ -5678,7 +6161,7 @@ def cuMemHostUnregister(p: CData) -> None:
 
     Symbol ``cuMemHostUnregister``; CUDA >= 4.0.
     """
-    _r = _lib.cuMemHostUnregister(p)
+    _r = _f_cuMemHostUnregister(p)
     if _r:
         raise _error(_r, 272)
 
@@ -5690,7 +6173,7 @@ def cuMemImportFromShareableHandle(osHandle: CData, shHandleType: int) -> int:
     Returns ``handle``.
     """
     _handle = _new(_T72)
-    _r = _lib.cuMemImportFromShareableHandle(_handle, osHandle, shHandleType)
+    _r = _f_cuMemImportFromShareableHandle(_handle, osHandle, shHandleType)
     if _r:
         raise _error(_r, 273)
     _v: int = _handle[0]
@@ -5702,7 +6185,7 @@ def cuMemMap(ptr: int, size: int, offset: int, handle: int, flags: int) -> None:
 
     Symbol ``cuMemMap``; CUDA >= 10.2.
     """
-    _r = _lib.cuMemMap(ptr, size, offset, handle, flags)
+    _r = _f_cuMemMap(ptr, size, offset, handle, flags)
     if _r:
         raise _error(_r, 274)
 
@@ -5714,7 +6197,7 @@ def cuMemMapArrayAsync(count: int, hStream: CData) -> CData:
     Returns ``mapInfoList``.
     """
     _mapInfoList = _new(_T75)
-    _r = _lib.cuMemMapArrayAsync(_mapInfoList, count, hStream)
+    _r = _f_cuMemMapArrayAsync(_mapInfoList, count, hStream)
     if _r:
         raise _error(_r, 275)
     return _mapInfoList
@@ -5727,7 +6210,7 @@ def cuMemPoolCreate(poolProps: CData) -> CData:
     Returns ``pool``.
     """
     _pool = _new(_T22)
-    _r = _lib.cuMemPoolCreate(_pool, poolProps)
+    _r = _f_cuMemPoolCreate(_pool, poolProps)
     if _r:
         raise _error(_r, 276)
     return _pool[0]
@@ -5738,7 +6221,7 @@ def cuMemPoolDestroy(pool: CData) -> None:
 
     Symbol ``cuMemPoolDestroy``; CUDA >= 11.2.
     """
-    _r = _lib.cuMemPoolDestroy(pool)
+    _r = _f_cuMemPoolDestroy(pool)
     if _r:
         raise _error(_r, 277)
 
@@ -5750,7 +6233,7 @@ def cuMemPoolExportPointer(ptr: int) -> CData:
     Returns ``shareData_out``.
     """
     _shareData_out = _new(_T76)
-    _r = _lib.cuMemPoolExportPointer(_shareData_out, ptr)
+    _r = _f_cuMemPoolExportPointer(_shareData_out, ptr)
     if _r:
         raise _error(_r, 278)
     return _shareData_out
@@ -5761,7 +6244,7 @@ def cuMemPoolExportToShareableHandle(handle_out: CData, pool: CData, handleType:
 
     Symbol ``cuMemPoolExportToShareableHandle``; CUDA >= 11.2.
     """
-    _r = _lib.cuMemPoolExportToShareableHandle(handle_out, pool, handleType, flags)
+    _r = _f_cuMemPoolExportToShareableHandle(handle_out, pool, handleType, flags)
     if _r:
         raise _error(_r, 279)
 
@@ -5774,7 +6257,7 @@ def cuMemPoolGetAccess(memPool: CData) -> tuple[int, CData]:
     """
     _flags = _new(_T77)
     _location = _new(_T73)
-    _r = _lib.cuMemPoolGetAccess(_flags, memPool, _location)
+    _r = _f_cuMemPoolGetAccess(_flags, memPool, _location)
     if _r:
         raise _error(_r, 280)
     return _flags[0], _location
@@ -5785,7 +6268,7 @@ def cuMemPoolGetAttribute(pool: CData, attr: int, value: CData) -> None:
 
     Symbol ``cuMemPoolGetAttribute``; CUDA >= 11.2.
     """
-    _r = _lib.cuMemPoolGetAttribute(pool, attr, value)
+    _r = _f_cuMemPoolGetAttribute(pool, attr, value)
     if _r:
         raise _error(_r, 281)
 
@@ -5797,7 +6280,7 @@ def cuMemPoolImportFromShareableHandle(handle: CData, handleType: int, flags: in
     Returns ``pool_out``.
     """
     _pool_out = _new(_T22)
-    _r = _lib.cuMemPoolImportFromShareableHandle(_pool_out, handle, handleType, flags)
+    _r = _f_cuMemPoolImportFromShareableHandle(_pool_out, handle, handleType, flags)
     if _r:
         raise _error(_r, 282)
     return _pool_out[0]
@@ -5811,7 +6294,7 @@ def cuMemPoolImportPointer(pool: CData) -> tuple[int, CData]:
     """
     _ptr_out = _new(_T28)
     _shareData = _new(_T76)
-    _r = _lib.cuMemPoolImportPointer(_ptr_out, pool, _shareData)
+    _r = _f_cuMemPoolImportPointer(_ptr_out, pool, _shareData)
     if _r:
         raise _error(_r, 283)
     return _ptr_out[0], _shareData
@@ -5822,7 +6305,7 @@ def cuMemPoolSetAccess(pool: CData, map: CData, count: int) -> None:
 
     Symbol ``cuMemPoolSetAccess``; CUDA >= 11.2.
     """
-    _r = _lib.cuMemPoolSetAccess(pool, map, count)
+    _r = _f_cuMemPoolSetAccess(pool, map, count)
     if _r:
         raise _error(_r, 284)
 
@@ -5832,7 +6315,7 @@ def cuMemPoolSetAttribute(pool: CData, attr: int, value: CData) -> None:
 
     Symbol ``cuMemPoolSetAttribute``; CUDA >= 11.2.
     """
-    _r = _lib.cuMemPoolSetAttribute(pool, attr, value)
+    _r = _f_cuMemPoolSetAttribute(pool, attr, value)
     if _r:
         raise _error(_r, 285)
 
@@ -5842,7 +6325,7 @@ def cuMemPoolTrimTo(pool: CData, minBytesToKeep: int) -> None:
 
     Symbol ``cuMemPoolTrimTo``; CUDA >= 11.2.
     """
-    _r = _lib.cuMemPoolTrimTo(pool, minBytesToKeep)
+    _r = _f_cuMemPoolTrimTo(pool, minBytesToKeep)
     if _r:
         raise _error(_r, 286)
 
@@ -5852,7 +6335,7 @@ def cuMemPrefetchAsync(devPtr: int, count: int, location: CData, flags: int, hSt
 
     Symbol ``cuMemPrefetchAsync_v2`` (per-thread: ``cuMemPrefetchAsync_v2_ptsz``); CUDA >= 8.0.
     """
-    _r = _lib.cuMemPrefetchAsync(devPtr, count, location, flags, hStream)
+    _r = _f_cuMemPrefetchAsync(devPtr, count, location, flags, hStream)
     if _r:
         raise _error(_r, 287)
 
@@ -5867,7 +6350,7 @@ def cuMemPrefetchBatchAsync(count: int, numPrefetchLocs: int, flags: int, hStrea
     _sizes = _new(_T11)
     _prefetchLocs = _new(_T73)
     _prefetchLocIdxs = _new(_T11)
-    _r = _lib.cuMemPrefetchBatchAsync(_dptrs, _sizes, count, _prefetchLocs, _prefetchLocIdxs, numPrefetchLocs, flags, hStream)
+    _r = _f_cuMemPrefetchBatchAsync(_dptrs, _sizes, count, _prefetchLocs, _prefetchLocIdxs, numPrefetchLocs, flags, hStream)
     if _r:
         raise _error(_r, 288)
     return _dptrs[0], _sizes[0], _prefetchLocs, _prefetchLocIdxs[0]
@@ -5878,7 +6361,7 @@ def cuMemRangeGetAttribute(data: CData, dataSize: int, attribute: int, devPtr: i
 
     Symbol ``cuMemRangeGetAttribute``; CUDA >= 8.0.
     """
-    _r = _lib.cuMemRangeGetAttribute(data, dataSize, attribute, devPtr, count)
+    _r = _f_cuMemRangeGetAttribute(data, dataSize, attribute, devPtr, count)
     if _r:
         raise _error(_r, 289)
 
@@ -5892,7 +6375,7 @@ def cuMemRangeGetAttributes(numAttributes: int, devPtr: int, count: int) -> tupl
     _data = _new(_T34)
     _dataSizes = _new(_T11)
     _attributes = _new(_T78)
-    _r = _lib.cuMemRangeGetAttributes(_data, _dataSizes, _attributes, numAttributes, devPtr, count)
+    _r = _f_cuMemRangeGetAttributes(_data, _dataSizes, _attributes, numAttributes, devPtr, count)
     if _r:
         raise _error(_r, 290)
     return _data[0], _dataSizes[0], _attributes[0]
@@ -5903,7 +6386,7 @@ def cuMemRelease(handle: int) -> None:
 
     Symbol ``cuMemRelease``; CUDA >= 10.2.
     """
-    _r = _lib.cuMemRelease(handle)
+    _r = _f_cuMemRelease(handle)
     if _r:
         raise _error(_r, 291)
 
@@ -5915,7 +6398,7 @@ def cuMemRetainAllocationHandle(addr: CData) -> int:
     Returns ``handle``.
     """
     _handle = _new(_T72)
-    _r = _lib.cuMemRetainAllocationHandle(_handle, addr)
+    _r = _f_cuMemRetainAllocationHandle(_handle, addr)
     if _r:
         raise _error(_r, 292)
     _v: int = _handle[0]
@@ -5927,7 +6410,7 @@ def cuMemSetAccess(ptr: int, size: int, desc: CData, count: int) -> None:
 
     Symbol ``cuMemSetAccess``; CUDA >= 10.2.
     """
-    _r = _lib.cuMemSetAccess(ptr, size, desc, count)
+    _r = _f_cuMemSetAccess(ptr, size, desc, count)
     if _r:
         raise _error(_r, 293)
 
@@ -5939,7 +6422,7 @@ def cuMemSetMemPool(type: int, pool: CData) -> CData:
     Returns ``location``.
     """
     _location = _new(_T73)
-    _r = _lib.cuMemSetMemPool(_location, type, pool)
+    _r = _f_cuMemSetMemPool(_location, type, pool)
     if _r:
         raise _error(_r, 294)
     return _location
@@ -5950,7 +6433,7 @@ def cuMemUnmap(ptr: int, size: int) -> None:
 
     Symbol ``cuMemUnmap``; CUDA >= 10.2.
     """
-    _r = _lib.cuMemUnmap(ptr, size)
+    _r = _f_cuMemUnmap(ptr, size)
     if _r:
         raise _error(_r, 295)
 
@@ -5960,7 +6443,7 @@ def cuMemcpy(dst: int, src: int, ByteCount: int) -> None:
 
     Symbol ``cuMemcpy``; CUDA >= 4.0.
     """
-    _r = _lib.cuMemcpy(dst, src, ByteCount)
+    _r = _f_cuMemcpy(dst, src, ByteCount)
     if _r:
         raise _error(_r, 296)
 
@@ -5970,7 +6453,7 @@ def cuMemcpy2D(pCopy: CData) -> None:
 
     Symbol ``cuMemcpy2D_v2`` (per-thread: ``cuMemcpy2D_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpy2D(pCopy)
+    _r = _f_cuMemcpy2D(pCopy)
     if _r:
         raise _error(_r, 297)
 
@@ -5980,7 +6463,7 @@ def cuMemcpy2DAsync(pCopy: CData, hStream: CData) -> None:
 
     Symbol ``cuMemcpy2DAsync_v2`` (per-thread: ``cuMemcpy2DAsync_v2_ptsz``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpy2DAsync(pCopy, hStream)
+    _r = _f_cuMemcpy2DAsync(pCopy, hStream)
     if _r:
         raise _error(_r, 298)
 
@@ -5990,7 +6473,7 @@ def cuMemcpy2DUnaligned(pCopy: CData) -> None:
 
     Symbol ``cuMemcpy2DUnaligned_v2`` (per-thread: ``cuMemcpy2DUnaligned_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpy2DUnaligned(pCopy)
+    _r = _f_cuMemcpy2DUnaligned(pCopy)
     if _r:
         raise _error(_r, 299)
 
@@ -6000,7 +6483,7 @@ def cuMemcpy3D(pCopy: CData) -> None:
 
     Symbol ``cuMemcpy3D_v2`` (per-thread: ``cuMemcpy3D_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpy3D(pCopy)
+    _r = _f_cuMemcpy3D(pCopy)
     if _r:
         raise _error(_r, 300)
 
@@ -6010,7 +6493,7 @@ def cuMemcpy3DAsync(pCopy: CData, hStream: CData) -> None:
 
     Symbol ``cuMemcpy3DAsync_v2`` (per-thread: ``cuMemcpy3DAsync_v2_ptsz``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpy3DAsync(pCopy, hStream)
+    _r = _f_cuMemcpy3DAsync(pCopy, hStream)
     if _r:
         raise _error(_r, 301)
 
@@ -6022,7 +6505,7 @@ def cuMemcpy3DBatchAsync(numOps: int, flags: int, hStream: CData) -> CData:
     Returns ``opList``.
     """
     _opList = _new(_T79)
-    _r = _lib.cuMemcpy3DBatchAsync(numOps, _opList, flags, hStream)
+    _r = _f_cuMemcpy3DBatchAsync(numOps, _opList, flags, hStream)
     if _r:
         raise _error(_r, 302)
     return _opList
@@ -6033,7 +6516,7 @@ def cuMemcpy3DPeer(pCopy: CData) -> None:
 
     Symbol ``cuMemcpy3DPeer``; CUDA >= 4.0.
     """
-    _r = _lib.cuMemcpy3DPeer(pCopy)
+    _r = _f_cuMemcpy3DPeer(pCopy)
     if _r:
         raise _error(_r, 303)
 
@@ -6043,7 +6526,7 @@ def cuMemcpy3DPeerAsync(pCopy: CData, hStream: CData) -> None:
 
     Symbol ``cuMemcpy3DPeerAsync``; CUDA >= 4.0.
     """
-    _r = _lib.cuMemcpy3DPeerAsync(pCopy, hStream)
+    _r = _f_cuMemcpy3DPeerAsync(pCopy, hStream)
     if _r:
         raise _error(_r, 304)
 
@@ -6053,7 +6536,7 @@ def cuMemcpyAsync(dst: int, src: int, ByteCount: int, hStream: CData) -> None:
 
     Symbol ``cuMemcpyAsync``; CUDA >= 4.0.
     """
-    _r = _lib.cuMemcpyAsync(dst, src, ByteCount, hStream)
+    _r = _f_cuMemcpyAsync(dst, src, ByteCount, hStream)
     if _r:
         raise _error(_r, 305)
 
@@ -6063,7 +6546,7 @@ def cuMemcpyAtoA(dstArray: CData, dstOffset: int, srcArray: CData, srcOffset: in
 
     Symbol ``cuMemcpyAtoA_v2`` (per-thread: ``cuMemcpyAtoA_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyAtoA(dstArray, dstOffset, srcArray, srcOffset, ByteCount)
+    _r = _f_cuMemcpyAtoA(dstArray, dstOffset, srcArray, srcOffset, ByteCount)
     if _r:
         raise _error(_r, 306)
 
@@ -6073,7 +6556,7 @@ def cuMemcpyAtoD(dstDevice: int, srcArray: CData, srcOffset: int, ByteCount: int
 
     Symbol ``cuMemcpyAtoD_v2`` (per-thread: ``cuMemcpyAtoD_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyAtoD(dstDevice, srcArray, srcOffset, ByteCount)
+    _r = _f_cuMemcpyAtoD(dstDevice, srcArray, srcOffset, ByteCount)
     if _r:
         raise _error(_r, 307)
 
@@ -6083,7 +6566,7 @@ def cuMemcpyAtoH(dstHost: CData, srcArray: CData, srcOffset: int, ByteCount: int
 
     Symbol ``cuMemcpyAtoH_v2`` (per-thread: ``cuMemcpyAtoH_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyAtoH(dstHost, srcArray, srcOffset, ByteCount)
+    _r = _f_cuMemcpyAtoH(dstHost, srcArray, srcOffset, ByteCount)
     if _r:
         raise _error(_r, 308)
 
@@ -6093,7 +6576,7 @@ def cuMemcpyAtoHAsync(dstHost: CData, srcArray: CData, srcOffset: int, ByteCount
 
     Symbol ``cuMemcpyAtoHAsync_v2`` (per-thread: ``cuMemcpyAtoHAsync_v2_ptsz``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyAtoHAsync(dstHost, srcArray, srcOffset, ByteCount, hStream)
+    _r = _f_cuMemcpyAtoHAsync(dstHost, srcArray, srcOffset, ByteCount, hStream)
     if _r:
         raise _error(_r, 309)
 
@@ -6109,7 +6592,7 @@ def cuMemcpyBatchAsync(count: int, numAttrs: int, hStream: CData) -> tuple[int, 
     _sizes = _new(_T11)
     _attrs = _new(_T80)
     _attrsIdxs = _new(_T11)
-    _r = _lib.cuMemcpyBatchAsync(_dsts, _srcs, _sizes, count, _attrs, _attrsIdxs, numAttrs, hStream)
+    _r = _f_cuMemcpyBatchAsync(_dsts, _srcs, _sizes, count, _attrs, _attrsIdxs, numAttrs, hStream)
     if _r:
         raise _error(_r, 310)
     return _dsts[0], _srcs[0], _sizes[0], _attrs, _attrsIdxs[0]
@@ -6120,7 +6603,7 @@ def cuMemcpyDtoA(dstArray: CData, dstOffset: int, srcDevice: int, ByteCount: int
 
     Symbol ``cuMemcpyDtoA_v2`` (per-thread: ``cuMemcpyDtoA_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyDtoA(dstArray, dstOffset, srcDevice, ByteCount)
+    _r = _f_cuMemcpyDtoA(dstArray, dstOffset, srcDevice, ByteCount)
     if _r:
         raise _error(_r, 311)
 
@@ -6130,7 +6613,7 @@ def cuMemcpyDtoD(dstDevice: int, srcDevice: int, ByteCount: int) -> None:
 
     Symbol ``cuMemcpyDtoD_v2`` (per-thread: ``cuMemcpyDtoD_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyDtoD(dstDevice, srcDevice, ByteCount)
+    _r = _f_cuMemcpyDtoD(dstDevice, srcDevice, ByteCount)
     if _r:
         raise _error(_r, 312)
 
@@ -6140,7 +6623,7 @@ def cuMemcpyDtoDAsync(dstDevice: int, srcDevice: int, ByteCount: int, hStream: C
 
     Symbol ``cuMemcpyDtoDAsync_v2`` (per-thread: ``cuMemcpyDtoDAsync_v2_ptsz``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyDtoDAsync(dstDevice, srcDevice, ByteCount, hStream)
+    _r = _f_cuMemcpyDtoDAsync(dstDevice, srcDevice, ByteCount, hStream)
     if _r:
         raise _error(_r, 313)
 
@@ -6150,7 +6633,7 @@ def cuMemcpyDtoH(dstHost: CData, srcDevice: int, ByteCount: int) -> None:
 
     Symbol ``cuMemcpyDtoH_v2`` (per-thread: ``cuMemcpyDtoH_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyDtoH(dstHost, srcDevice, ByteCount)
+    _r = _f_cuMemcpyDtoH(dstHost, srcDevice, ByteCount)
     if _r:
         raise _error(_r, 314)
 
@@ -6160,7 +6643,7 @@ def cuMemcpyDtoHAsync(dstHost: CData, srcDevice: int, ByteCount: int, hStream: C
 
     Symbol ``cuMemcpyDtoHAsync_v2`` (per-thread: ``cuMemcpyDtoHAsync_v2_ptsz``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyDtoHAsync(dstHost, srcDevice, ByteCount, hStream)
+    _r = _f_cuMemcpyDtoHAsync(dstHost, srcDevice, ByteCount, hStream)
     if _r:
         raise _error(_r, 315)
 
@@ -6170,7 +6653,7 @@ def cuMemcpyHtoA(dstArray: CData, dstOffset: int, srcHost: CData, ByteCount: int
 
     Symbol ``cuMemcpyHtoA_v2`` (per-thread: ``cuMemcpyHtoA_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyHtoA(dstArray, dstOffset, srcHost, ByteCount)
+    _r = _f_cuMemcpyHtoA(dstArray, dstOffset, srcHost, ByteCount)
     if _r:
         raise _error(_r, 316)
 
@@ -6180,7 +6663,7 @@ def cuMemcpyHtoAAsync(dstArray: CData, dstOffset: int, srcHost: CData, ByteCount
 
     Symbol ``cuMemcpyHtoAAsync_v2`` (per-thread: ``cuMemcpyHtoAAsync_v2_ptsz``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyHtoAAsync(dstArray, dstOffset, srcHost, ByteCount, hStream)
+    _r = _f_cuMemcpyHtoAAsync(dstArray, dstOffset, srcHost, ByteCount, hStream)
     if _r:
         raise _error(_r, 317)
 
@@ -6190,7 +6673,7 @@ def cuMemcpyHtoD(dstDevice: int, srcHost: CData, ByteCount: int) -> None:
 
     Symbol ``cuMemcpyHtoD_v2`` (per-thread: ``cuMemcpyHtoD_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyHtoD(dstDevice, srcHost, ByteCount)
+    _r = _f_cuMemcpyHtoD(dstDevice, srcHost, ByteCount)
     if _r:
         raise _error(_r, 318)
 
@@ -6200,7 +6683,7 @@ def cuMemcpyHtoDAsync(dstDevice: int, srcHost: CData, ByteCount: int, hStream: C
 
     Symbol ``cuMemcpyHtoDAsync_v2`` (per-thread: ``cuMemcpyHtoDAsync_v2_ptsz``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemcpyHtoDAsync(dstDevice, srcHost, ByteCount, hStream)
+    _r = _f_cuMemcpyHtoDAsync(dstDevice, srcHost, ByteCount, hStream)
     if _r:
         raise _error(_r, 319)
 
@@ -6210,7 +6693,7 @@ def cuMemcpyPeer(dstDevice: int, dstContext: CData, srcDevice: int, srcContext: 
 
     Symbol ``cuMemcpyPeer``; CUDA >= 4.0.
     """
-    _r = _lib.cuMemcpyPeer(dstDevice, dstContext, srcDevice, srcContext, ByteCount)
+    _r = _f_cuMemcpyPeer(dstDevice, dstContext, srcDevice, srcContext, ByteCount)
     if _r:
         raise _error(_r, 320)
 
@@ -6220,7 +6703,7 @@ def cuMemcpyPeerAsync(dstDevice: int, dstContext: CData, srcDevice: int, srcCont
 
     Symbol ``cuMemcpyPeerAsync``; CUDA >= 4.0.
     """
-    _r = _lib.cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream)
+    _r = _f_cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream)
     if _r:
         raise _error(_r, 321)
 
@@ -6230,7 +6713,7 @@ def cuMemsetD16(dstDevice: int, us: int, N: int) -> None:
 
     Symbol ``cuMemsetD16_v2`` (per-thread: ``cuMemsetD16_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD16(dstDevice, us, N)
+    _r = _f_cuMemsetD16(dstDevice, us, N)
     if _r:
         raise _error(_r, 322)
 
@@ -6240,7 +6723,7 @@ def cuMemsetD16Async(dstDevice: int, us: int, N: int, hStream: CData) -> None:
 
     Symbol ``cuMemsetD16Async``; CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD16Async(dstDevice, us, N, hStream)
+    _r = _f_cuMemsetD16Async(dstDevice, us, N, hStream)
     if _r:
         raise _error(_r, 323)
 
@@ -6250,7 +6733,7 @@ def cuMemsetD2D16(dstDevice: int, dstPitch: int, us: int, Width: int, Height: in
 
     Symbol ``cuMemsetD2D16_v2`` (per-thread: ``cuMemsetD2D16_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD2D16(dstDevice, dstPitch, us, Width, Height)
+    _r = _f_cuMemsetD2D16(dstDevice, dstPitch, us, Width, Height)
     if _r:
         raise _error(_r, 324)
 
@@ -6260,7 +6743,7 @@ def cuMemsetD2D16Async(dstDevice: int, dstPitch: int, us: int, Width: int, Heigh
 
     Symbol ``cuMemsetD2D16Async``; CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream)
+    _r = _f_cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream)
     if _r:
         raise _error(_r, 325)
 
@@ -6270,7 +6753,7 @@ def cuMemsetD2D32(dstDevice: int, dstPitch: int, ui: int, Width: int, Height: in
 
     Symbol ``cuMemsetD2D32_v2`` (per-thread: ``cuMemsetD2D32_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD2D32(dstDevice, dstPitch, ui, Width, Height)
+    _r = _f_cuMemsetD2D32(dstDevice, dstPitch, ui, Width, Height)
     if _r:
         raise _error(_r, 326)
 
@@ -6280,7 +6763,7 @@ def cuMemsetD2D32Async(dstDevice: int, dstPitch: int, ui: int, Width: int, Heigh
 
     Symbol ``cuMemsetD2D32Async``; CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream)
+    _r = _f_cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream)
     if _r:
         raise _error(_r, 327)
 
@@ -6290,7 +6773,7 @@ def cuMemsetD2D8(dstDevice: int, dstPitch: int, uc: int, Width: int, Height: int
 
     Symbol ``cuMemsetD2D8_v2`` (per-thread: ``cuMemsetD2D8_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD2D8(dstDevice, dstPitch, uc, Width, Height)
+    _r = _f_cuMemsetD2D8(dstDevice, dstPitch, uc, Width, Height)
     if _r:
         raise _error(_r, 328)
 
@@ -6300,7 +6783,7 @@ def cuMemsetD2D8Async(dstDevice: int, dstPitch: int, uc: int, Width: int, Height
 
     Symbol ``cuMemsetD2D8Async``; CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, hStream)
+    _r = _f_cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, hStream)
     if _r:
         raise _error(_r, 329)
 
@@ -6310,7 +6793,7 @@ def cuMemsetD32(dstDevice: int, ui: int, N: int) -> None:
 
     Symbol ``cuMemsetD32_v2`` (per-thread: ``cuMemsetD32_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD32(dstDevice, ui, N)
+    _r = _f_cuMemsetD32(dstDevice, ui, N)
     if _r:
         raise _error(_r, 330)
 
@@ -6320,7 +6803,7 @@ def cuMemsetD32Async(dstDevice: int, ui: int, N: int, hStream: CData) -> None:
 
     Symbol ``cuMemsetD32Async``; CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD32Async(dstDevice, ui, N, hStream)
+    _r = _f_cuMemsetD32Async(dstDevice, ui, N, hStream)
     if _r:
         raise _error(_r, 331)
 
@@ -6330,7 +6813,7 @@ def cuMemsetD8(dstDevice: int, uc: int, N: int) -> None:
 
     Symbol ``cuMemsetD8_v2`` (per-thread: ``cuMemsetD8_v2_ptds``); CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD8(dstDevice, uc, N)
+    _r = _f_cuMemsetD8(dstDevice, uc, N)
     if _r:
         raise _error(_r, 332)
 
@@ -6340,7 +6823,7 @@ def cuMemsetD8Async(dstDevice: int, uc: int, N: int, hStream: CData) -> None:
 
     Symbol ``cuMemsetD8Async``; CUDA >= 3.2.
     """
-    _r = _lib.cuMemsetD8Async(dstDevice, uc, N, hStream)
+    _r = _f_cuMemsetD8Async(dstDevice, uc, N, hStream)
     if _r:
         raise _error(_r, 333)
 
@@ -6352,7 +6835,7 @@ def cuMipmappedArrayCreate(pMipmappedArrayDesc: CData, numMipmapLevels: int) -> 
     Returns ``pHandle``.
     """
     _pHandle = _new(_T29)
-    _r = _lib.cuMipmappedArrayCreate(_pHandle, pMipmappedArrayDesc, numMipmapLevels)
+    _r = _f_cuMipmappedArrayCreate(_pHandle, pMipmappedArrayDesc, numMipmapLevels)
     if _r:
         raise _error(_r, 334)
     return _pHandle[0]
@@ -6363,7 +6846,7 @@ def cuMipmappedArrayDestroy(hMipmappedArray: CData) -> None:
 
     Symbol ``cuMipmappedArrayDestroy``; CUDA >= 5.0.
     """
-    _r = _lib.cuMipmappedArrayDestroy(hMipmappedArray)
+    _r = _f_cuMipmappedArrayDestroy(hMipmappedArray)
     if _r:
         raise _error(_r, 335)
 
@@ -6375,7 +6858,7 @@ def cuMipmappedArrayGetLevel(hMipmappedArray: CData, level: int) -> CData:
     Returns ``pLevelArray``.
     """
     _pLevelArray = _new(_T0)
-    _r = _lib.cuMipmappedArrayGetLevel(_pLevelArray, hMipmappedArray, level)
+    _r = _f_cuMipmappedArrayGetLevel(_pLevelArray, hMipmappedArray, level)
     if _r:
         raise _error(_r, 336)
     return _pLevelArray[0]
@@ -6388,7 +6871,7 @@ def cuMipmappedArrayGetMemoryRequirements(mipmap: CData, device: int) -> CData:
     Returns ``memoryRequirements``.
     """
     _memoryRequirements = _new(_T3)
-    _r = _lib.cuMipmappedArrayGetMemoryRequirements(_memoryRequirements, mipmap, device)
+    _r = _f_cuMipmappedArrayGetMemoryRequirements(_memoryRequirements, mipmap, device)
     if _r:
         raise _error(_r, 337)
     return _memoryRequirements
@@ -6401,7 +6884,7 @@ def cuMipmappedArrayGetSparseProperties(mipmap: CData) -> CData:
     Returns ``sparseProperties``.
     """
     _sparseProperties = _new(_T4)
-    _r = _lib.cuMipmappedArrayGetSparseProperties(_sparseProperties, mipmap)
+    _r = _f_cuMipmappedArrayGetSparseProperties(_sparseProperties, mipmap)
     if _r:
         raise _error(_r, 338)
     return _sparseProperties
@@ -6414,7 +6897,7 @@ def cuModuleEnumerateFunctions(numFunctions: int, mod: CData) -> CData:
     Returns ``functions``.
     """
     _functions = _new(_T62)
-    _r = _lib.cuModuleEnumerateFunctions(_functions, numFunctions, mod)
+    _r = _f_cuModuleEnumerateFunctions(_functions, numFunctions, mod)
     if _r:
         raise _error(_r, 339)
     return _functions[0]
@@ -6428,7 +6911,7 @@ def cuModuleGetFunction(hmod: CData, name: str | bytes) -> CData:
     """
     _hfunc = _new(_T62)
     _name = name.encode() if isinstance(name, str) else name
-    _r = _lib.cuModuleGetFunction(_hfunc, hmod, _name)
+    _r = _f_cuModuleGetFunction(_hfunc, hmod, _name)
     if _r:
         raise _error(_r, 340)
     return _hfunc[0]
@@ -6441,7 +6924,7 @@ def cuModuleGetFunctionCount(mod: CData) -> int:
     Returns ``count``.
     """
     _count = _new(_T14)
-    _r = _lib.cuModuleGetFunctionCount(_count, mod)
+    _r = _f_cuModuleGetFunctionCount(_count, mod)
     if _r:
         raise _error(_r, 341)
     _v: int = _count[0]
@@ -6457,7 +6940,7 @@ def cuModuleGetGlobal(hmod: CData, name: str | bytes) -> tuple[int, int]:
     _dptr = _new(_T28)
     _bytes = _new(_T11)
     _name = name.encode() if isinstance(name, str) else name
-    _r = _lib.cuModuleGetGlobal(_dptr, _bytes, hmod, _name)
+    _r = _f_cuModuleGetGlobal(_dptr, _bytes, hmod, _name)
     if _r:
         raise _error(_r, 342)
     return _dptr[0], _bytes[0]
@@ -6470,7 +6953,7 @@ def cuModuleGetLoadingMode() -> int:
     Returns ``mode``.
     """
     _mode = _new(_T81)
-    _r = _lib.cuModuleGetLoadingMode(_mode)
+    _r = _f_cuModuleGetLoadingMode(_mode)
     if _r:
         raise _error(_r, 343)
     _v: int = _mode[0]
@@ -6485,7 +6968,7 @@ def cuModuleGetSurfRef(hmod: CData, name: str | bytes) -> CData:
     """
     _pSurfRef = _new(_T82)
     _name = name.encode() if isinstance(name, str) else name
-    _r = _lib.cuModuleGetSurfRef(_pSurfRef, hmod, _name)
+    _r = _f_cuModuleGetSurfRef(_pSurfRef, hmod, _name)
     if _r:
         raise _error(_r, 344)
     return _pSurfRef[0]
@@ -6499,7 +6982,7 @@ def cuModuleGetTexRef(hmod: CData, name: str | bytes) -> CData:
     """
     _pTexRef = _new(_T83)
     _name = name.encode() if isinstance(name, str) else name
-    _r = _lib.cuModuleGetTexRef(_pTexRef, hmod, _name)
+    _r = _f_cuModuleGetTexRef(_pTexRef, hmod, _name)
     if _r:
         raise _error(_r, 345)
     return _pTexRef[0]
@@ -6513,7 +6996,7 @@ def cuModuleLoad(fname: str | bytes) -> CData:
     """
     _module = _new(_T30)
     _fname = fname.encode() if isinstance(fname, str) else fname
-    _r = _lib.cuModuleLoad(_module, _fname)
+    _r = _f_cuModuleLoad(_module, _fname)
     if _r:
         raise _error(_r, 346)
     return _module[0]
@@ -6526,7 +7009,7 @@ def cuModuleLoadData(image: CData) -> CData:
     Returns ``module``.
     """
     _module = _new(_T30)
-    _r = _lib.cuModuleLoadData(_module, image)
+    _r = _f_cuModuleLoadData(_module, image)
     if _r:
         raise _error(_r, 347)
     return _module[0]
@@ -6542,7 +7025,7 @@ def cuModuleLoadDataEx(image: CData, options: Sequence[Any] | None = None, optio
     _module = _new(_T30)
     _numOptions = len(options) if options is not None else 0
     _options = _c_array(ffi, 'CUjit_option', options, _keep)
-    _r = _lib.cuModuleLoadDataEx(_module, image, _numOptions, _options, _NULL if optionValues is None else optionValues)
+    _r = _f_cuModuleLoadDataEx(_module, image, _numOptions, _options, _NULL if optionValues is None else optionValues)
     if _r:
         raise _error(_r, 348)
     return _module[0]
@@ -6555,7 +7038,7 @@ def cuModuleLoadFatBinary(fatCubin: CData) -> CData:
     Returns ``module``.
     """
     _module = _new(_T30)
-    _r = _lib.cuModuleLoadFatBinary(_module, fatCubin)
+    _r = _f_cuModuleLoadFatBinary(_module, fatCubin)
     if _r:
         raise _error(_r, 349)
     return _module[0]
@@ -6566,7 +7049,7 @@ def cuModuleUnload(hmod: CData) -> None:
 
     Symbol ``cuModuleUnload``; CUDA >= 2.0.
     """
-    _r = _lib.cuModuleUnload(hmod)
+    _r = _f_cuModuleUnload(hmod)
     if _r:
         raise _error(_r, 350)
 
@@ -6576,7 +7059,7 @@ def cuMulticastAddDevice(mcHandle: int, dev: int) -> None:
 
     Symbol ``cuMulticastAddDevice``; CUDA >= 12.1.
     """
-    _r = _lib.cuMulticastAddDevice(mcHandle, dev)
+    _r = _f_cuMulticastAddDevice(mcHandle, dev)
     if _r:
         raise _error(_r, 351)
 
@@ -6586,7 +7069,7 @@ def cuMulticastBindAddr(mcHandle: int, mcOffset: int, memptr: int, size: int, fl
 
     Symbol ``cuMulticastBindAddr``; CUDA >= 12.1.
     """
-    _r = _lib.cuMulticastBindAddr(mcHandle, mcOffset, memptr, size, flags)
+    _r = _f_cuMulticastBindAddr(mcHandle, mcOffset, memptr, size, flags)
     if _r:
         raise _error(_r, 352)
 
@@ -6596,7 +7079,7 @@ def cuMulticastBindMem(mcHandle: int, mcOffset: int, memHandle: int, memOffset: 
 
     Symbol ``cuMulticastBindMem``; CUDA >= 12.1.
     """
-    _r = _lib.cuMulticastBindMem(mcHandle, mcOffset, memHandle, memOffset, size, flags)
+    _r = _f_cuMulticastBindMem(mcHandle, mcOffset, memHandle, memOffset, size, flags)
     if _r:
         raise _error(_r, 353)
 
@@ -6608,7 +7091,7 @@ def cuMulticastCreate(prop: CData) -> int:
     Returns ``mcHandle``.
     """
     _mcHandle = _new(_T72)
-    _r = _lib.cuMulticastCreate(_mcHandle, prop)
+    _r = _f_cuMulticastCreate(_mcHandle, prop)
     if _r:
         raise _error(_r, 354)
     _v: int = _mcHandle[0]
@@ -6622,7 +7105,7 @@ def cuMulticastGetGranularity(prop: CData, option: int) -> int:
     Returns ``granularity``.
     """
     _granularity = _new(_T11)
-    _r = _lib.cuMulticastGetGranularity(_granularity, prop, option)
+    _r = _f_cuMulticastGetGranularity(_granularity, prop, option)
     if _r:
         raise _error(_r, 355)
     _v: int = _granularity[0]
@@ -6634,7 +7117,7 @@ def cuMulticastUnbind(mcHandle: int, dev: int, mcOffset: int, size: int) -> None
 
     Symbol ``cuMulticastUnbind``; CUDA >= 12.1.
     """
-    _r = _lib.cuMulticastUnbind(mcHandle, dev, mcOffset, size)
+    _r = _f_cuMulticastUnbind(mcHandle, dev, mcOffset, size)
     if _r:
         raise _error(_r, 356)
 
@@ -6646,7 +7129,7 @@ def cuOccupancyAvailableDynamicSMemPerBlock(func: CData, numBlocks: int, blockSi
     Returns ``dynamicSmemSize``.
     """
     _dynamicSmemSize = _new(_T11)
-    _r = _lib.cuOccupancyAvailableDynamicSMemPerBlock(_dynamicSmemSize, func, numBlocks, blockSize)
+    _r = _f_cuOccupancyAvailableDynamicSMemPerBlock(_dynamicSmemSize, func, numBlocks, blockSize)
     if _r:
         raise _error(_r, 357)
     _v: int = _dynamicSmemSize[0]
@@ -6660,7 +7143,7 @@ def cuOccupancyMaxActiveBlocksPerMultiprocessor(func: CData, blockSize: int, dyn
     Returns ``numBlocks``.
     """
     _numBlocks = _new(_T6)
-    _r = _lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(_numBlocks, func, blockSize, dynamicSMemSize)
+    _r = _f_cuOccupancyMaxActiveBlocksPerMultiprocessor(_numBlocks, func, blockSize, dynamicSMemSize)
     if _r:
         raise _error(_r, 358)
     _v: int = _numBlocks[0]
@@ -6674,7 +7157,7 @@ def cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(func: CData, blockSize:
     Returns ``numBlocks``.
     """
     _numBlocks = _new(_T6)
-    _r = _lib.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(_numBlocks, func, blockSize, dynamicSMemSize, flags)
+    _r = _f_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(_numBlocks, func, blockSize, dynamicSMemSize, flags)
     if _r:
         raise _error(_r, 359)
     _v: int = _numBlocks[0]
@@ -6688,7 +7171,7 @@ def cuOccupancyMaxActiveClusters(func: CData, config: CData) -> int:
     Returns ``numClusters``.
     """
     _numClusters = _new(_T6)
-    _r = _lib.cuOccupancyMaxActiveClusters(_numClusters, func, config)
+    _r = _f_cuOccupancyMaxActiveClusters(_numClusters, func, config)
     if _r:
         raise _error(_r, 360)
     _v: int = _numClusters[0]
@@ -6703,7 +7186,7 @@ def cuOccupancyMaxPotentialBlockSize(func: CData, blockSizeToDynamicSMemSize: CD
     """
     _minGridSize = _new(_T6)
     _blockSize = _new(_T6)
-    _r = _lib.cuOccupancyMaxPotentialBlockSize(_minGridSize, _blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit)
+    _r = _f_cuOccupancyMaxPotentialBlockSize(_minGridSize, _blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit)
     if _r:
         raise _error(_r, 361)
     return _minGridSize[0], _blockSize[0]
@@ -6717,7 +7200,7 @@ def cuOccupancyMaxPotentialBlockSizeWithFlags(func: CData, blockSizeToDynamicSMe
     """
     _minGridSize = _new(_T6)
     _blockSize = _new(_T6)
-    _r = _lib.cuOccupancyMaxPotentialBlockSizeWithFlags(_minGridSize, _blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit, flags)
+    _r = _f_cuOccupancyMaxPotentialBlockSizeWithFlags(_minGridSize, _blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit, flags)
     if _r:
         raise _error(_r, 362)
     return _minGridSize[0], _blockSize[0]
@@ -6730,7 +7213,7 @@ def cuOccupancyMaxPotentialClusterSize(func: CData, config: CData) -> int:
     Returns ``clusterSize``.
     """
     _clusterSize = _new(_T6)
-    _r = _lib.cuOccupancyMaxPotentialClusterSize(_clusterSize, func, config)
+    _r = _f_cuOccupancyMaxPotentialClusterSize(_clusterSize, func, config)
     if _r:
         raise _error(_r, 363)
     _v: int = _clusterSize[0]
@@ -6742,7 +7225,7 @@ def cuParamSetSize(hfunc: CData, numbytes: int) -> None:
 
     Symbol ``cuParamSetSize``; CUDA >= 2.0.
     """
-    _r = _lib.cuParamSetSize(hfunc, numbytes)
+    _r = _f_cuParamSetSize(hfunc, numbytes)
     if _r:
         raise _error(_r, 364)
 
@@ -6752,7 +7235,7 @@ def cuParamSetTexRef(hfunc: CData, texunit: int, hTexRef: CData) -> None:
 
     Symbol ``cuParamSetTexRef``; CUDA >= 2.0.
     """
-    _r = _lib.cuParamSetTexRef(hfunc, texunit, hTexRef)
+    _r = _f_cuParamSetTexRef(hfunc, texunit, hTexRef)
     if _r:
         raise _error(_r, 365)
 
@@ -6762,7 +7245,7 @@ def cuParamSetf(hfunc: CData, offset: int, value: float) -> None:
 
     Symbol ``cuParamSetf``; CUDA >= 2.0.
     """
-    _r = _lib.cuParamSetf(hfunc, offset, value)
+    _r = _f_cuParamSetf(hfunc, offset, value)
     if _r:
         raise _error(_r, 366)
 
@@ -6772,7 +7255,7 @@ def cuParamSeti(hfunc: CData, offset: int, value: int) -> None:
 
     Symbol ``cuParamSeti``; CUDA >= 2.0.
     """
-    _r = _lib.cuParamSeti(hfunc, offset, value)
+    _r = _f_cuParamSeti(hfunc, offset, value)
     if _r:
         raise _error(_r, 367)
 
@@ -6782,7 +7265,7 @@ def cuParamSetv(hfunc: CData, offset: int, ptr: CData, numbytes: int) -> None:
 
     Symbol ``cuParamSetv``; CUDA >= 2.0.
     """
-    _r = _lib.cuParamSetv(hfunc, offset, ptr, numbytes)
+    _r = _f_cuParamSetv(hfunc, offset, ptr, numbytes)
     if _r:
         raise _error(_r, 368)
 
@@ -6792,7 +7275,7 @@ def cuPointerGetAttribute(data: CData, attribute: int, ptr: int) -> None:
 
     Symbol ``cuPointerGetAttribute``; CUDA >= 4.0.
     """
-    _r = _lib.cuPointerGetAttribute(data, attribute, ptr)
+    _r = _f_cuPointerGetAttribute(data, attribute, ptr)
     if _r:
         raise _error(_r, 369)
 
@@ -6805,7 +7288,7 @@ def cuPointerGetAttributes(numAttributes: int, ptr: int) -> tuple[int, CData]:
     """
     _attributes = _new(_T84)
     _data = _new(_T34)
-    _r = _lib.cuPointerGetAttributes(numAttributes, _attributes, _data, ptr)
+    _r = _f_cuPointerGetAttributes(numAttributes, _attributes, _data, ptr)
     if _r:
         raise _error(_r, 370)
     return _attributes[0], _data[0]
@@ -6816,7 +7299,7 @@ def cuPointerSetAttribute(value: CData, attribute: int, ptr: int) -> None:
 
     Symbol ``cuPointerSetAttribute``; CUDA >= 6.0.
     """
-    _r = _lib.cuPointerSetAttribute(value, attribute, ptr)
+    _r = _f_cuPointerSetAttribute(value, attribute, ptr)
     if _r:
         raise _error(_r, 371)
 
@@ -6826,7 +7309,7 @@ def cuSignalExternalSemaphoresAsync(extSemArray: CData, paramsArray: CData, numE
 
     Symbol ``cuSignalExternalSemaphoresAsync``; CUDA >= 10.0.
     """
-    _r = _lib.cuSignalExternalSemaphoresAsync(extSemArray, paramsArray, numExtSems, stream)
+    _r = _f_cuSignalExternalSemaphoresAsync(extSemArray, paramsArray, numExtSems, stream)
     if _r:
         raise _error(_r, 372)
 
@@ -6836,7 +7319,7 @@ def cuStreamAddCallback(hStream: CData, callback: CData, userData: CData, flags:
 
     Symbol ``cuStreamAddCallback``; CUDA >= 5.0.
     """
-    _r = _lib.cuStreamAddCallback(hStream, callback, userData, flags)
+    _r = _f_cuStreamAddCallback(hStream, callback, userData, flags)
     if _r:
         raise _error(_r, 373)
 
@@ -6846,7 +7329,7 @@ def cuStreamAttachMemAsync(hStream: CData, dptr: int, length: int, flags: int) -
 
     Symbol ``cuStreamAttachMemAsync``; CUDA >= 6.0.
     """
-    _r = _lib.cuStreamAttachMemAsync(hStream, dptr, length, flags)
+    _r = _f_cuStreamAttachMemAsync(hStream, dptr, length, flags)
     if _r:
         raise _error(_r, 374)
 
@@ -6858,7 +7341,7 @@ def cuStreamBatchMemOp(stream: CData, count: int, flags: int) -> CData:
     Returns ``paramArray``.
     """
     _paramArray = _new(_T85)
-    _r = _lib.cuStreamBatchMemOp(stream, count, _paramArray, flags)
+    _r = _f_cuStreamBatchMemOp(stream, count, _paramArray, flags)
     if _r:
         raise _error(_r, 375)
     return _paramArray
@@ -6869,7 +7352,7 @@ def cuStreamBeginCapture(hStream: CData, mode: int) -> None:
 
     Symbol ``cuStreamBeginCapture_v2`` (per-thread: ``cuStreamBeginCapture_v2_ptsz``); CUDA >= 10.1.
     """
-    _r = _lib.cuStreamBeginCapture(hStream, mode)
+    _r = _f_cuStreamBeginCapture(hStream, mode)
     if _r:
         raise _error(_r, 376)
 
@@ -6879,7 +7362,7 @@ def cuStreamBeginCaptureToGraph(hStream: CData, hGraph: CData, dependencies: CDa
 
     Symbol ``cuStreamBeginCaptureToGraph``; CUDA >= 12.3.
     """
-    _r = _lib.cuStreamBeginCaptureToGraph(hStream, hGraph, dependencies, dependencyData, numDependencies, mode)
+    _r = _f_cuStreamBeginCaptureToGraph(hStream, hGraph, dependencies, dependencyData, numDependencies, mode)
     if _r:
         raise _error(_r, 377)
 
@@ -6889,7 +7372,7 @@ def cuStreamCopyAttributes(dst: CData, src: CData) -> None:
 
     Symbol ``cuStreamCopyAttributes``; CUDA >= 11.0.
     """
-    _r = _lib.cuStreamCopyAttributes(dst, src)
+    _r = _f_cuStreamCopyAttributes(dst, src)
     if _r:
         raise _error(_r, 378)
 
@@ -6901,7 +7384,7 @@ def cuStreamCreate(Flags: int) -> CData:
     Returns ``phStream``.
     """
     _phStream = _new(_T57)
-    _r = _lib.cuStreamCreate(_phStream, Flags)
+    _r = _f_cuStreamCreate(_phStream, Flags)
     if _r:
         raise _error(_r, 379)
     return _phStream[0]
@@ -6914,7 +7397,7 @@ def cuStreamCreateWithPriority(flags: int, priority: int) -> CData:
     Returns ``phStream``.
     """
     _phStream = _new(_T57)
-    _r = _lib.cuStreamCreateWithPriority(_phStream, flags, priority)
+    _r = _f_cuStreamCreateWithPriority(_phStream, flags, priority)
     if _r:
         raise _error(_r, 380)
     return _phStream[0]
@@ -6925,7 +7408,7 @@ def cuStreamDestroy(hStream: CData) -> None:
 
     Symbol ``cuStreamDestroy_v2``; CUDA >= 4.0.
     """
-    _r = _lib.cuStreamDestroy(hStream)
+    _r = _f_cuStreamDestroy(hStream)
     if _r:
         raise _error(_r, 381)
 
@@ -6937,7 +7420,7 @@ def cuStreamEndCapture(hStream: CData) -> CData:
     Returns ``phGraph``.
     """
     _phGraph = _new(_T40)
-    _r = _lib.cuStreamEndCapture(hStream, _phGraph)
+    _r = _f_cuStreamEndCapture(hStream, _phGraph)
     if _r:
         raise _error(_r, 382)
     return _phGraph[0]
@@ -6950,7 +7433,7 @@ def cuStreamGetAttribute(hStream: CData, attr: int) -> CData:
     Returns ``value_out``.
     """
     _value_out = _new(_T86)
-    _r = _lib.cuStreamGetAttribute(hStream, attr, _value_out)
+    _r = _f_cuStreamGetAttribute(hStream, attr, _value_out)
     if _r:
         raise _error(_r, 383)
     return _value_out
@@ -6968,7 +7451,7 @@ def cuStreamGetCaptureInfo(hStream: CData) -> tuple[int, int, CData, CData, CDat
     _dependencies_out = _new(_T88)
     _edgeData_out = _new(_T89)
     _numDependencies_out = _new(_T11)
-    _r = _lib.cuStreamGetCaptureInfo(hStream, _captureStatus_out, _id_out, _graph_out, _dependencies_out, _edgeData_out, _numDependencies_out)
+    _r = _f_cuStreamGetCaptureInfo(hStream, _captureStatus_out, _id_out, _graph_out, _dependencies_out, _edgeData_out, _numDependencies_out)
     if _r:
         raise _error(_r, 384)
     return _captureStatus_out[0], _id_out[0], _graph_out[0], _dependencies_out[0], _edgeData_out[0], _numDependencies_out[0]
@@ -6981,7 +7464,7 @@ def cuStreamGetCtx(hStream: CData) -> CData:
     Returns ``pctx``.
     """
     _pctx = _new(_T12)
-    _r = _lib.cuStreamGetCtx(hStream, _pctx)
+    _r = _f_cuStreamGetCtx(hStream, _pctx)
     if _r:
         raise _error(_r, 385)
     return _pctx[0]
@@ -6995,7 +7478,7 @@ def cuStreamGetCtx_v2(hStream: CData) -> tuple[CData, CData]:
     """
     _pCtx = _new(_T12)
     _pGreenCtx = _new(_T56)
-    _r = _lib.cuStreamGetCtx_v2(hStream, _pCtx, _pGreenCtx)
+    _r = _f_cuStreamGetCtx_v2(hStream, _pCtx, _pGreenCtx)
     if _r:
         raise _error(_r, 386)
     return _pCtx[0], _pGreenCtx[0]
@@ -7008,7 +7491,7 @@ def cuStreamGetDevice(hStream: CData) -> int:
     Returns ``device``.
     """
     _device = _new(_T17)
-    _r = _lib.cuStreamGetDevice(hStream, _device)
+    _r = _f_cuStreamGetDevice(hStream, _device)
     if _r:
         raise _error(_r, 387)
     _v: int = _device[0]
@@ -7022,7 +7505,7 @@ def cuStreamGetFlags(hStream: CData) -> int:
     Returns ``flags``.
     """
     _flags = _new(_T14)
-    _r = _lib.cuStreamGetFlags(hStream, _flags)
+    _r = _f_cuStreamGetFlags(hStream, _flags)
     if _r:
         raise _error(_r, 388)
     _v: int = _flags[0]
@@ -7036,7 +7519,7 @@ def cuStreamGetGreenCtx(hStream: CData) -> CData:
     Returns ``phCtx``.
     """
     _phCtx = _new(_T56)
-    _r = _lib.cuStreamGetGreenCtx(hStream, _phCtx)
+    _r = _f_cuStreamGetGreenCtx(hStream, _phCtx)
     if _r:
         raise _error(_r, 389)
     return _phCtx[0]
@@ -7049,7 +7532,7 @@ def cuStreamGetId(hStream: CData) -> int:
     Returns ``streamId``.
     """
     _streamId = _new(_T19)
-    _r = _lib.cuStreamGetId(hStream, _streamId)
+    _r = _f_cuStreamGetId(hStream, _streamId)
     if _r:
         raise _error(_r, 390)
     _v: int = _streamId[0]
@@ -7063,7 +7546,7 @@ def cuStreamGetPriority(hStream: CData) -> int:
     Returns ``priority``.
     """
     _priority = _new(_T6)
-    _r = _lib.cuStreamGetPriority(hStream, _priority)
+    _r = _f_cuStreamGetPriority(hStream, _priority)
     if _r:
         raise _error(_r, 391)
     _v: int = _priority[0]
@@ -7077,7 +7560,7 @@ def cuStreamIsCapturing(hStream: CData) -> int:
     Returns ``captureStatus``.
     """
     _captureStatus = _new(_T87)
-    _r = _lib.cuStreamIsCapturing(hStream, _captureStatus)
+    _r = _f_cuStreamIsCapturing(hStream, _captureStatus)
     if _r:
         raise _error(_r, 392)
     _v: int = _captureStatus[0]
@@ -7090,7 +7573,7 @@ def cuStreamQuery(hStream: CData) -> int:
     Symbol ``cuStreamQuery``; CUDA >= 2.0.
     Returns the status code.
     """
-    _r = _lib.cuStreamQuery(hStream)
+    _r = _f_cuStreamQuery(hStream)
     if _r not in (0, 600,):
         raise _error(_r, 393)
     _v: int = _r
@@ -7102,7 +7585,7 @@ def cuStreamSetAttribute(hStream: CData, attr: int, value: CData) -> None:
 
     Symbol ``cuStreamSetAttribute``; CUDA >= 11.0.
     """
-    _r = _lib.cuStreamSetAttribute(hStream, attr, value)
+    _r = _f_cuStreamSetAttribute(hStream, attr, value)
     if _r:
         raise _error(_r, 394)
 
@@ -7112,7 +7595,7 @@ def cuStreamSynchronize(hStream: CData) -> None:
 
     Symbol ``cuStreamSynchronize``; CUDA >= 2.0.
     """
-    _r = _lib.cuStreamSynchronize(hStream)
+    _r = _f_cuStreamSynchronize(hStream)
     if _r:
         raise _error(_r, 395)
 
@@ -7124,7 +7607,7 @@ def cuStreamUpdateCaptureDependencies(hStream: CData, dependencyData: CData, num
     Returns ``dependencies``.
     """
     _dependencies = _new(_T36)
-    _r = _lib.cuStreamUpdateCaptureDependencies(hStream, _dependencies, dependencyData, numDependencies, flags)
+    _r = _f_cuStreamUpdateCaptureDependencies(hStream, _dependencies, dependencyData, numDependencies, flags)
     if _r:
         raise _error(_r, 396)
     return _dependencies[0]
@@ -7135,7 +7618,7 @@ def cuStreamWaitEvent(hStream: CData, hEvent: CData, Flags: int) -> None:
 
     Symbol ``cuStreamWaitEvent``; CUDA >= 3.2.
     """
-    _r = _lib.cuStreamWaitEvent(hStream, hEvent, Flags)
+    _r = _f_cuStreamWaitEvent(hStream, hEvent, Flags)
     if _r:
         raise _error(_r, 397)
 
@@ -7145,7 +7628,7 @@ def cuStreamWaitValue32(stream: CData, addr: int, value: int, flags: int) -> Non
 
     Symbol ``cuStreamWaitValue32_v2`` (per-thread: ``cuStreamWaitValue32_v2_ptsz``); CUDA >= 8.0.
     """
-    _r = _lib.cuStreamWaitValue32(stream, addr, value, flags)
+    _r = _f_cuStreamWaitValue32(stream, addr, value, flags)
     if _r:
         raise _error(_r, 398)
 
@@ -7155,7 +7638,7 @@ def cuStreamWaitValue64(stream: CData, addr: int, value: int, flags: int) -> Non
 
     Symbol ``cuStreamWaitValue64_v2`` (per-thread: ``cuStreamWaitValue64_v2_ptsz``); CUDA >= 9.0.
     """
-    _r = _lib.cuStreamWaitValue64(stream, addr, value, flags)
+    _r = _f_cuStreamWaitValue64(stream, addr, value, flags)
     if _r:
         raise _error(_r, 399)
 
@@ -7165,7 +7648,7 @@ def cuStreamWriteValue32(stream: CData, addr: int, value: int, flags: int) -> No
 
     Symbol ``cuStreamWriteValue32_v2`` (per-thread: ``cuStreamWriteValue32_v2_ptsz``); CUDA >= 8.0.
     """
-    _r = _lib.cuStreamWriteValue32(stream, addr, value, flags)
+    _r = _f_cuStreamWriteValue32(stream, addr, value, flags)
     if _r:
         raise _error(_r, 400)
 
@@ -7175,7 +7658,7 @@ def cuStreamWriteValue64(stream: CData, addr: int, value: int, flags: int) -> No
 
     Symbol ``cuStreamWriteValue64_v2`` (per-thread: ``cuStreamWriteValue64_v2_ptsz``); CUDA >= 9.0.
     """
-    _r = _lib.cuStreamWriteValue64(stream, addr, value, flags)
+    _r = _f_cuStreamWriteValue64(stream, addr, value, flags)
     if _r:
         raise _error(_r, 401)
 
@@ -7187,7 +7670,7 @@ def cuSurfObjectCreate(pResDesc: CData) -> int:
     Returns ``pSurfObject``.
     """
     _pSurfObject = _new(_T90)
-    _r = _lib.cuSurfObjectCreate(_pSurfObject, pResDesc)
+    _r = _f_cuSurfObjectCreate(_pSurfObject, pResDesc)
     if _r:
         raise _error(_r, 402)
     _v: int = _pSurfObject[0]
@@ -7199,7 +7682,7 @@ def cuSurfObjectDestroy(surfObject: int) -> None:
 
     Symbol ``cuSurfObjectDestroy``; CUDA >= 5.0.
     """
-    _r = _lib.cuSurfObjectDestroy(surfObject)
+    _r = _f_cuSurfObjectDestroy(surfObject)
     if _r:
         raise _error(_r, 403)
 
@@ -7211,7 +7694,7 @@ def cuSurfObjectGetResourceDesc(surfObject: int) -> CData:
     Returns ``pResDesc``.
     """
     _pResDesc = _new(_T91)
-    _r = _lib.cuSurfObjectGetResourceDesc(_pResDesc, surfObject)
+    _r = _f_cuSurfObjectGetResourceDesc(_pResDesc, surfObject)
     if _r:
         raise _error(_r, 404)
     return _pResDesc
@@ -7224,7 +7707,7 @@ def cuSurfRefGetArray(hSurfRef: CData) -> CData:
     Returns ``phArray``.
     """
     _phArray = _new(_T0)
-    _r = _lib.cuSurfRefGetArray(_phArray, hSurfRef)
+    _r = _f_cuSurfRefGetArray(_phArray, hSurfRef)
     if _r:
         raise _error(_r, 405)
     return _phArray[0]
@@ -7235,7 +7718,7 @@ def cuSurfRefSetArray(hSurfRef: CData, hArray: CData, Flags: int) -> None:
 
     Symbol ``cuSurfRefSetArray``; CUDA >= 3.0.
     """
-    _r = _lib.cuSurfRefSetArray(hSurfRef, hArray, Flags)
+    _r = _f_cuSurfRefSetArray(hSurfRef, hArray, Flags)
     if _r:
         raise _error(_r, 406)
 
@@ -7247,7 +7730,7 @@ def cuTensorMapEncodeIm2col(tensorDataType: int, tensorRank: int, globalAddress:
     Returns ``tensorMap``.
     """
     _tensorMap = _new(_T92)
-    _r = _lib.cuTensorMapEncodeIm2col(_tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion, oobFill)
+    _r = _f_cuTensorMapEncodeIm2col(_tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion, oobFill)
     if _r:
         raise _error(_r, 407)
     return _tensorMap
@@ -7260,7 +7743,7 @@ def cuTensorMapEncodeIm2colWide(tensorDataType: int, tensorRank: int, globalAddr
     Returns ``tensorMap``.
     """
     _tensorMap = _new(_T92)
-    _r = _lib.cuTensorMapEncodeIm2colWide(_tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill)
+    _r = _f_cuTensorMapEncodeIm2colWide(_tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill)
     if _r:
         raise _error(_r, 408)
     return _tensorMap
@@ -7273,7 +7756,7 @@ def cuTensorMapEncodeTiled(tensorDataType: int, tensorRank: int, globalAddress: 
     Returns ``tensorMap``.
     """
     _tensorMap = _new(_T92)
-    _r = _lib.cuTensorMapEncodeTiled(_tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion, oobFill)
+    _r = _f_cuTensorMapEncodeTiled(_tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion, oobFill)
     if _r:
         raise _error(_r, 409)
     return _tensorMap
@@ -7286,7 +7769,7 @@ def cuTensorMapReplaceAddress(globalAddress: CData) -> CData:
     Returns ``tensorMap``.
     """
     _tensorMap = _new(_T92)
-    _r = _lib.cuTensorMapReplaceAddress(_tensorMap, globalAddress)
+    _r = _f_cuTensorMapReplaceAddress(_tensorMap, globalAddress)
     if _r:
         raise _error(_r, 410)
     return _tensorMap
@@ -7299,7 +7782,7 @@ def cuTexObjectCreate(pResDesc: CData, pTexDesc: CData, pResViewDesc: CData) -> 
     Returns ``pTexObject``.
     """
     _pTexObject = _new(_T93)
-    _r = _lib.cuTexObjectCreate(_pTexObject, pResDesc, pTexDesc, pResViewDesc)
+    _r = _f_cuTexObjectCreate(_pTexObject, pResDesc, pTexDesc, pResViewDesc)
     if _r:
         raise _error(_r, 411)
     _v: int = _pTexObject[0]
@@ -7311,7 +7794,7 @@ def cuTexObjectDestroy(texObject: int) -> None:
 
     Symbol ``cuTexObjectDestroy``; CUDA >= 5.0.
     """
-    _r = _lib.cuTexObjectDestroy(texObject)
+    _r = _f_cuTexObjectDestroy(texObject)
     if _r:
         raise _error(_r, 412)
 
@@ -7323,7 +7806,7 @@ def cuTexObjectGetResourceDesc(texObject: int) -> CData:
     Returns ``pResDesc``.
     """
     _pResDesc = _new(_T91)
-    _r = _lib.cuTexObjectGetResourceDesc(_pResDesc, texObject)
+    _r = _f_cuTexObjectGetResourceDesc(_pResDesc, texObject)
     if _r:
         raise _error(_r, 413)
     return _pResDesc
@@ -7336,7 +7819,7 @@ def cuTexObjectGetResourceViewDesc(texObject: int) -> CData:
     Returns ``pResViewDesc``.
     """
     _pResViewDesc = _new(_T94)
-    _r = _lib.cuTexObjectGetResourceViewDesc(_pResViewDesc, texObject)
+    _r = _f_cuTexObjectGetResourceViewDesc(_pResViewDesc, texObject)
     if _r:
         raise _error(_r, 414)
     return _pResViewDesc
@@ -7349,7 +7832,7 @@ def cuTexObjectGetTextureDesc(texObject: int) -> CData:
     Returns ``pTexDesc``.
     """
     _pTexDesc = _new(_T95)
-    _r = _lib.cuTexObjectGetTextureDesc(_pTexDesc, texObject)
+    _r = _f_cuTexObjectGetTextureDesc(_pTexDesc, texObject)
     if _r:
         raise _error(_r, 415)
     return _pTexDesc
@@ -7362,7 +7845,7 @@ def cuTexRefCreate() -> CData:
     Returns ``pTexRef``.
     """
     _pTexRef = _new(_T83)
-    _r = _lib.cuTexRefCreate(_pTexRef)
+    _r = _f_cuTexRefCreate(_pTexRef)
     if _r:
         raise _error(_r, 416)
     return _pTexRef[0]
@@ -7373,7 +7856,7 @@ def cuTexRefDestroy(hTexRef: CData) -> None:
 
     Symbol ``cuTexRefDestroy``; CUDA >= 2.0.
     """
-    _r = _lib.cuTexRefDestroy(hTexRef)
+    _r = _f_cuTexRefDestroy(hTexRef)
     if _r:
         raise _error(_r, 417)
 
@@ -7385,7 +7868,7 @@ def cuTexRefGetAddress(hTexRef: CData) -> int:
     Returns ``pdptr``.
     """
     _pdptr = _new(_T28)
-    _r = _lib.cuTexRefGetAddress(_pdptr, hTexRef)
+    _r = _f_cuTexRefGetAddress(_pdptr, hTexRef)
     if _r:
         raise _error(_r, 418)
     _v: int = _pdptr[0]
@@ -7399,7 +7882,7 @@ def cuTexRefGetAddressMode(hTexRef: CData, dim: int) -> int:
     Returns ``pam``.
     """
     _pam = _new(_T96)
-    _r = _lib.cuTexRefGetAddressMode(_pam, hTexRef, dim)
+    _r = _f_cuTexRefGetAddressMode(_pam, hTexRef, dim)
     if _r:
         raise _error(_r, 419)
     _v: int = _pam[0]
@@ -7413,7 +7896,7 @@ def cuTexRefGetArray(hTexRef: CData) -> CData:
     Returns ``phArray``.
     """
     _phArray = _new(_T0)
-    _r = _lib.cuTexRefGetArray(_phArray, hTexRef)
+    _r = _f_cuTexRefGetArray(_phArray, hTexRef)
     if _r:
         raise _error(_r, 420)
     return _phArray[0]
@@ -7426,7 +7909,7 @@ def cuTexRefGetBorderColor(hTexRef: CData) -> float:
     Returns ``pBorderColor``.
     """
     _pBorderColor = _new(_T27)
-    _r = _lib.cuTexRefGetBorderColor(_pBorderColor, hTexRef)
+    _r = _f_cuTexRefGetBorderColor(_pBorderColor, hTexRef)
     if _r:
         raise _error(_r, 421)
     _v: float = _pBorderColor[0]
@@ -7440,7 +7923,7 @@ def cuTexRefGetFilterMode(hTexRef: CData) -> int:
     Returns ``pfm``.
     """
     _pfm = _new(_T97)
-    _r = _lib.cuTexRefGetFilterMode(_pfm, hTexRef)
+    _r = _f_cuTexRefGetFilterMode(_pfm, hTexRef)
     if _r:
         raise _error(_r, 422)
     _v: int = _pfm[0]
@@ -7454,7 +7937,7 @@ def cuTexRefGetFlags(hTexRef: CData) -> int:
     Returns ``pFlags``.
     """
     _pFlags = _new(_T14)
-    _r = _lib.cuTexRefGetFlags(_pFlags, hTexRef)
+    _r = _f_cuTexRefGetFlags(_pFlags, hTexRef)
     if _r:
         raise _error(_r, 423)
     _v: int = _pFlags[0]
@@ -7469,7 +7952,7 @@ def cuTexRefGetFormat(hTexRef: CData) -> tuple[int, int]:
     """
     _pFormat = _new(_T98)
     _pNumChannels = _new(_T6)
-    _r = _lib.cuTexRefGetFormat(_pFormat, _pNumChannels, hTexRef)
+    _r = _f_cuTexRefGetFormat(_pFormat, _pNumChannels, hTexRef)
     if _r:
         raise _error(_r, 424)
     return _pFormat[0], _pNumChannels[0]
@@ -7482,7 +7965,7 @@ def cuTexRefGetMaxAnisotropy(hTexRef: CData) -> int:
     Returns ``pmaxAniso``.
     """
     _pmaxAniso = _new(_T6)
-    _r = _lib.cuTexRefGetMaxAnisotropy(_pmaxAniso, hTexRef)
+    _r = _f_cuTexRefGetMaxAnisotropy(_pmaxAniso, hTexRef)
     if _r:
         raise _error(_r, 425)
     _v: int = _pmaxAniso[0]
@@ -7496,7 +7979,7 @@ def cuTexRefGetMipmapFilterMode(hTexRef: CData) -> int:
     Returns ``pfm``.
     """
     _pfm = _new(_T97)
-    _r = _lib.cuTexRefGetMipmapFilterMode(_pfm, hTexRef)
+    _r = _f_cuTexRefGetMipmapFilterMode(_pfm, hTexRef)
     if _r:
         raise _error(_r, 426)
     _v: int = _pfm[0]
@@ -7510,7 +7993,7 @@ def cuTexRefGetMipmapLevelBias(hTexRef: CData) -> float:
     Returns ``pbias``.
     """
     _pbias = _new(_T27)
-    _r = _lib.cuTexRefGetMipmapLevelBias(_pbias, hTexRef)
+    _r = _f_cuTexRefGetMipmapLevelBias(_pbias, hTexRef)
     if _r:
         raise _error(_r, 427)
     _v: float = _pbias[0]
@@ -7525,7 +8008,7 @@ def cuTexRefGetMipmapLevelClamp(hTexRef: CData) -> tuple[float, float]:
     """
     _pminMipmapLevelClamp = _new(_T27)
     _pmaxMipmapLevelClamp = _new(_T27)
-    _r = _lib.cuTexRefGetMipmapLevelClamp(_pminMipmapLevelClamp, _pmaxMipmapLevelClamp, hTexRef)
+    _r = _f_cuTexRefGetMipmapLevelClamp(_pminMipmapLevelClamp, _pmaxMipmapLevelClamp, hTexRef)
     if _r:
         raise _error(_r, 428)
     return _pminMipmapLevelClamp[0], _pmaxMipmapLevelClamp[0]
@@ -7538,7 +8021,7 @@ def cuTexRefGetMipmappedArray(hTexRef: CData) -> CData:
     Returns ``phMipmappedArray``.
     """
     _phMipmappedArray = _new(_T29)
-    _r = _lib.cuTexRefGetMipmappedArray(_phMipmappedArray, hTexRef)
+    _r = _f_cuTexRefGetMipmappedArray(_phMipmappedArray, hTexRef)
     if _r:
         raise _error(_r, 429)
     return _phMipmappedArray[0]
@@ -7551,7 +8034,7 @@ def cuTexRefSetAddress(hTexRef: CData, dptr: int, bytes: int) -> int:
     Returns ``ByteOffset``.
     """
     _ByteOffset = _new(_T11)
-    _r = _lib.cuTexRefSetAddress(_ByteOffset, hTexRef, dptr, bytes)
+    _r = _f_cuTexRefSetAddress(_ByteOffset, hTexRef, dptr, bytes)
     if _r:
         raise _error(_r, 430)
     _v: int = _ByteOffset[0]
@@ -7563,7 +8046,7 @@ def cuTexRefSetAddress2D(hTexRef: CData, desc: CData, dptr: int, Pitch: int) -> 
 
     Symbol ``cuTexRefSetAddress2D_v3``; CUDA >= 4.1.
     """
-    _r = _lib.cuTexRefSetAddress2D(hTexRef, desc, dptr, Pitch)
+    _r = _f_cuTexRefSetAddress2D(hTexRef, desc, dptr, Pitch)
     if _r:
         raise _error(_r, 431)
 
@@ -7573,7 +8056,7 @@ def cuTexRefSetAddressMode(hTexRef: CData, dim: int, am: int) -> None:
 
     Symbol ``cuTexRefSetAddressMode``; CUDA >= 2.0.
     """
-    _r = _lib.cuTexRefSetAddressMode(hTexRef, dim, am)
+    _r = _f_cuTexRefSetAddressMode(hTexRef, dim, am)
     if _r:
         raise _error(_r, 432)
 
@@ -7583,7 +8066,7 @@ def cuTexRefSetArray(hTexRef: CData, hArray: CData, Flags: int) -> None:
 
     Symbol ``cuTexRefSetArray``; CUDA >= 2.0.
     """
-    _r = _lib.cuTexRefSetArray(hTexRef, hArray, Flags)
+    _r = _f_cuTexRefSetArray(hTexRef, hArray, Flags)
     if _r:
         raise _error(_r, 433)
 
@@ -7595,7 +8078,7 @@ def cuTexRefSetBorderColor(hTexRef: CData) -> float:
     Returns ``pBorderColor``.
     """
     _pBorderColor = _new(_T27)
-    _r = _lib.cuTexRefSetBorderColor(hTexRef, _pBorderColor)
+    _r = _f_cuTexRefSetBorderColor(hTexRef, _pBorderColor)
     if _r:
         raise _error(_r, 434)
     _v: float = _pBorderColor[0]
@@ -7607,7 +8090,7 @@ def cuTexRefSetFilterMode(hTexRef: CData, fm: int) -> None:
 
     Symbol ``cuTexRefSetFilterMode``; CUDA >= 2.0.
     """
-    _r = _lib.cuTexRefSetFilterMode(hTexRef, fm)
+    _r = _f_cuTexRefSetFilterMode(hTexRef, fm)
     if _r:
         raise _error(_r, 435)
 
@@ -7617,7 +8100,7 @@ def cuTexRefSetFlags(hTexRef: CData, Flags: int) -> None:
 
     Symbol ``cuTexRefSetFlags``; CUDA >= 2.0.
     """
-    _r = _lib.cuTexRefSetFlags(hTexRef, Flags)
+    _r = _f_cuTexRefSetFlags(hTexRef, Flags)
     if _r:
         raise _error(_r, 436)
 
@@ -7627,7 +8110,7 @@ def cuTexRefSetFormat(hTexRef: CData, fmt: int, NumPackedComponents: int) -> Non
 
     Symbol ``cuTexRefSetFormat``; CUDA >= 2.0.
     """
-    _r = _lib.cuTexRefSetFormat(hTexRef, fmt, NumPackedComponents)
+    _r = _f_cuTexRefSetFormat(hTexRef, fmt, NumPackedComponents)
     if _r:
         raise _error(_r, 437)
 
@@ -7637,7 +8120,7 @@ def cuTexRefSetMaxAnisotropy(hTexRef: CData, maxAniso: int) -> None:
 
     Symbol ``cuTexRefSetMaxAnisotropy``; CUDA >= 5.0.
     """
-    _r = _lib.cuTexRefSetMaxAnisotropy(hTexRef, maxAniso)
+    _r = _f_cuTexRefSetMaxAnisotropy(hTexRef, maxAniso)
     if _r:
         raise _error(_r, 438)
 
@@ -7647,7 +8130,7 @@ def cuTexRefSetMipmapFilterMode(hTexRef: CData, fm: int) -> None:
 
     Symbol ``cuTexRefSetMipmapFilterMode``; CUDA >= 5.0.
     """
-    _r = _lib.cuTexRefSetMipmapFilterMode(hTexRef, fm)
+    _r = _f_cuTexRefSetMipmapFilterMode(hTexRef, fm)
     if _r:
         raise _error(_r, 439)
 
@@ -7657,7 +8140,7 @@ def cuTexRefSetMipmapLevelBias(hTexRef: CData, bias: float) -> None:
 
     Symbol ``cuTexRefSetMipmapLevelBias``; CUDA >= 5.0.
     """
-    _r = _lib.cuTexRefSetMipmapLevelBias(hTexRef, bias)
+    _r = _f_cuTexRefSetMipmapLevelBias(hTexRef, bias)
     if _r:
         raise _error(_r, 440)
 
@@ -7667,7 +8150,7 @@ def cuTexRefSetMipmapLevelClamp(hTexRef: CData, minMipmapLevelClamp: float, maxM
 
     Symbol ``cuTexRefSetMipmapLevelClamp``; CUDA >= 5.0.
     """
-    _r = _lib.cuTexRefSetMipmapLevelClamp(hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp)
+    _r = _f_cuTexRefSetMipmapLevelClamp(hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp)
     if _r:
         raise _error(_r, 441)
 
@@ -7677,7 +8160,7 @@ def cuTexRefSetMipmappedArray(hTexRef: CData, hMipmappedArray: CData, Flags: int
 
     Symbol ``cuTexRefSetMipmappedArray``; CUDA >= 5.0.
     """
-    _r = _lib.cuTexRefSetMipmappedArray(hTexRef, hMipmappedArray, Flags)
+    _r = _f_cuTexRefSetMipmappedArray(hTexRef, hMipmappedArray, Flags)
     if _r:
         raise _error(_r, 442)
 
@@ -7689,7 +8172,7 @@ def cuThreadExchangeStreamCaptureMode() -> int:
     Returns ``mode``.
     """
     _mode = _new(_T99)
-    _r = _lib.cuThreadExchangeStreamCaptureMode(_mode)
+    _r = _f_cuThreadExchangeStreamCaptureMode(_mode)
     if _r:
         raise _error(_r, 443)
     _v: int = _mode[0]
@@ -7703,7 +8186,7 @@ def cuUserObjectCreate(ptr: CData, destroy: CData, initialRefcount: int, flags: 
     Returns ``object_out``.
     """
     _object_out = _new(_T100)
-    _r = _lib.cuUserObjectCreate(_object_out, ptr, destroy, initialRefcount, flags)
+    _r = _f_cuUserObjectCreate(_object_out, ptr, destroy, initialRefcount, flags)
     if _r:
         raise _error(_r, 444)
     return _object_out[0]
@@ -7714,7 +8197,7 @@ def cuUserObjectRelease(object: CData, count: int) -> None:
 
     Symbol ``cuUserObjectRelease``; CUDA >= 11.3.
     """
-    _r = _lib.cuUserObjectRelease(object, count)
+    _r = _f_cuUserObjectRelease(object, count)
     if _r:
         raise _error(_r, 445)
 
@@ -7724,7 +8207,7 @@ def cuUserObjectRetain(object: CData, count: int) -> None:
 
     Symbol ``cuUserObjectRetain``; CUDA >= 11.3.
     """
-    _r = _lib.cuUserObjectRetain(object, count)
+    _r = _f_cuUserObjectRetain(object, count)
     if _r:
         raise _error(_r, 446)
 
@@ -7734,9 +8217,21 @@ def cuWaitExternalSemaphoresAsync(extSemArray: CData, paramsArray: CData, numExt
 
     Symbol ``cuWaitExternalSemaphoresAsync``; CUDA >= 10.0.
     """
-    _r = _lib.cuWaitExternalSemaphoresAsync(extSemArray, paramsArray, numExtSems, stream)
+    _r = _f_cuWaitExternalSemaphoresAsync(extSemArray, paramsArray, numExtSems, stream)
     if _r:
         raise _error(_r, 447)
 
+
+# -------------------------------------------------------------------- fast path
+# API mode: the checked wrappers of the 63 functions that take and return only numbers (or a
+# string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
+# which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
+_fast: Any = None
+_python: dict[str, Any] = {}
+if BINDING_MODE == "api" and getattr(_lib, "ia_install_fast", None) is not None and _lib.ia_install_fast() == 0:
+    _fast = _sys.modules.get(__name__ + "._fast")
+if _fast is not None:
+    _python = {name: globals()[name] for name in vars(_fast) if not name.startswith("_") and name in globals()}
+    globals().update({name: getattr(_fast, name) for name in _python})
 
 _b.name_function = cuGetErrorName

@@ -4563,3 +4563,2232 @@ static CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemA
         return (CUresult)2147483631;
     return ((ia_pfn_447)ia_fn)(extSemArray, paramsArray, numExtSems, stream);
 }
+
+/* ------------------------------------------------------------------------------------------------------
+ * Checked fast path: the checked wrappers of functions that take and return plain numbers (or a string),
+ * as CPython functions.  Each one does what its Python wrapper in __init__.py does -- same arguments
+ * (positional or keyword), same results, same exceptions -- without running Python bytecode: converts
+ * the arguments as cffi does, calls the trampoline above with the GIL released, and on a failure status
+ * asks the Python side (BINDING.error in _binding.py, imported on the first failure) for the exception.
+ * ia_install_fast() registers them as the module ironaccelerator.backends.cuda.driver._fast, whose functions __init__.py
+ * binds in place of the Python wrappers in API mode.  This file is compiled by cffi after it includes
+ * Python.h; _cffi_build.py turns off Py_LIMITED_API (METH_FASTCALL is not in the 3.2 stable ABI).
+ * ---------------------------------------------------------------------------------------------------- */
+#define IA_FAST_COUNT 63
+#define IA_PACKAGE "ironaccelerator.backends.cuda.driver"
+
+#if defined(__GNUC__)
+#define IA_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define IA_LIKELY(x) (x)
+#endif
+
+/* integer traits of a C type (enums included), as cffi's _cffi_to_c_int uses them */
+#define IA_SIGNED(T) ((T)-1 < (T)0)
+#define IA_SMAX(T) ((long long)(~0ULL >> (65 - 8 * sizeof(T))))
+#define IA_SMIN(T) (-IA_SMAX(T) - 1)
+#define IA_UMAX(T) (~0ULL >> (64 - 8 * sizeof(T)))
+#define IA_FROM_INT(T, v) \
+    (IA_SIGNED(T) ? PyLong_FromLongLong((long long)(v)) : PyLong_FromUnsignedLongLong((unsigned long long)(v)))
+#define IA_ARG_INT(T, o, dst)                                                                   \
+    do {                                                                                        \
+        if (IA_SIGNED(T)) {                                                                     \
+            long long ia_s_;                                                                    \
+            if (ia_arg_signed((o), IA_SMIN(T), IA_SMAX(T), #T, &ia_s_) < 0)                     \
+                return NULL;                                                                    \
+            (dst) = (T)ia_s_;                                                                   \
+        } else {                                                                                \
+            unsigned long long ia_u_;                                                           \
+            if (ia_arg_unsigned((o), IA_UMAX(T), #T, &ia_u_) < 0)                               \
+                return NULL;                                                                    \
+            (dst) = (T)ia_u_;                                                                   \
+        }                                                                                       \
+    } while (0)
+#define IA_ARG_FLOAT(T, o, dst)                                                                 \
+    do {                                                                                        \
+        double ia_d_ = PyFloat_AsDouble(o);                                                     \
+        if (ia_d_ == -1.0 && PyErr_Occurred())                                                  \
+            return NULL;                                                                        \
+        (dst) = (T)ia_d_;                                                                       \
+    } while (0)
+
+/* o as a Python int the way cffi accepts integers: int and its subclasses (IntEnum), or anything with
+   __int__ that is not a float; a new reference, or NULL with TypeError set */
+static PyObject *ia_int_object(PyObject *o)
+{
+    PyNumberMethods *nb = Py_TYPE(o)->tp_as_number;
+    PyObject *r;
+    if (PyFloat_Check(o) || nb == NULL || nb->nb_int == NULL) {
+        PyErr_SetString(PyExc_TypeError, "an integer is required");
+        return NULL;
+    }
+    r = nb->nb_int(o);
+    if (r != NULL && !PyLong_Check(r)) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "__int__ returned non-int");
+        return NULL;
+    }
+    return r;
+}
+
+static int ia_arg_signed(PyObject *o, long long lo, long long hi, const char *ctype, long long *out)
+{
+    PyObject *io = NULL;
+    long long v;
+    int overflow = 0;
+    if (IA_UNLIKELY(!PyLong_Check(o))) {
+        if ((io = ia_int_object(o)) == NULL)
+            return -1;
+        o = io;
+    }
+    v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    Py_XDECREF(io);
+    if (IA_UNLIKELY(overflow != 0)) {
+        PyErr_SetString(PyExc_OverflowError, "int too big to convert");
+        return -1;
+    }
+    if (IA_UNLIKELY(v == -1 && PyErr_Occurred()))
+        return -1;
+    if (IA_UNLIKELY(v < lo || v > hi)) {
+        PyErr_Format(PyExc_OverflowError, "integer %lld does not fit '%s'", v, ctype);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int ia_arg_unsigned(PyObject *o, unsigned long long hi, const char *ctype, unsigned long long *out)
+{
+    PyObject *io = NULL;
+    unsigned long long v;
+    long long s;
+    int overflow = 0;
+    if (IA_UNLIKELY(!PyLong_Check(o))) {
+        if ((io = ia_int_object(o)) == NULL)
+            return -1;
+        o = io;
+    }
+    s = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (IA_LIKELY(overflow == 0 && s >= 0)) {
+        v = (unsigned long long)s;
+    } else if (overflow > 0) {
+        v = PyLong_AsUnsignedLongLong(o);  /* 2**63 .. 2**64-1, or OverflowError */
+    } else {
+        if (overflow != 0 || !PyErr_Occurred())
+            PyErr_SetString(PyExc_OverflowError, "can't convert negative number to unsigned");
+        v = (unsigned long long)-1;
+    }
+    Py_XDECREF(io);
+    if (IA_UNLIKELY(v == (unsigned long long)-1 && PyErr_Occurred()))
+        return -1;
+    if (IA_UNLIKELY(v > hi)) {
+        PyErr_Format(PyExc_OverflowError, "integer %llu does not fit '%s'", v, ctype);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Positional and keyword arguments into out[0..n-1] (the slow path: keywords, or a wrong count). */
+static int ia_fast_args(const char *fname, const char *const *names, Py_ssize_t n, PyObject *const *args,
+                        Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t i, k, nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd %s given", fname, n,
+                     n == 1 ? "" : "s", nargs, nargs == 1 ? "was" : "were");
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    for (k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        for (i = 0; i < n; i++)
+            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
+                break;
+        if (i == n) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, key);
+            return -1;
+        }
+        if (out[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname, names[i]);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (i = 0; i < n; i++) {
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* a NUL-terminated string as str, decoded like the Python wrappers' _str(): UTF-8, "replace"; NULL is "" */
+static PyObject *ia_str(const char *s)
+{
+    if (s == NULL)
+        return PyUnicode_FromStringAndSize("", 0);
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
+/* a char[size] buffer as str: up to its first NUL, or all of it (as ffi.string on a char array) */
+static PyObject *ia_str_n(const char *s, size_t size)
+{
+    const char *end = (const char *)memchr(s, 0, size);
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)(end != NULL ? (size_t)(end - s) : size), "replace");
+}
+
+/* a tuple that steals items[0..n-1]; if any is NULL (an error is set), releases the others */
+static PyObject *ia_tuple(Py_ssize_t n, PyObject **items)
+{
+    PyObject *t = NULL;
+    Py_ssize_t i;
+    for (i = 0; i < n; i++)
+        if (items[i] == NULL)
+            goto fail;
+    if ((t = PyTuple_New(n)) == NULL)
+        goto fail;
+    for (i = 0; i < n; i++)
+        PyTuple_SET_ITEM(t, i, items[i]);
+    return t;
+fail:
+    for (i = 0; i < n; i++)
+        Py_XDECREF(items[i]);
+    return NULL;
+}
+
+static PyObject *ia_fast_binding = NULL; /* IA_PACKAGE._binding.BINDING, imported on the first failure */
+
+static PyObject *ia_fast_get_binding(void)
+{
+    PyObject *mod, *b;
+    if (ia_fast_binding != NULL)
+        return ia_fast_binding;
+    if ((mod = PyImport_ImportModule(IA_PACKAGE "._binding")) == NULL)
+        return NULL;
+    b = PyObject_GetAttrString(mod, "BINDING");
+    Py_DECREF(mod);
+    if (b == NULL)
+        return NULL;
+    if (ia_fast_binding == NULL)
+        ia_fast_binding = b;
+    else
+        Py_DECREF(b);
+    return ia_fast_binding;
+}
+
+/* raise BINDING.error(code, index) (the Python wrappers' `raise _error(_r, index)`); steals code; NULL */
+static PyObject *ia_fast_fail(PyObject *code, int index)
+{
+    PyObject *b, *err;
+    if (code == NULL)
+        return NULL;
+    if ((b = ia_fast_get_binding()) == NULL || Py_EnterRecursiveCall(" while building an error")) {
+        Py_DECREF(code);
+        return NULL;
+    }
+    err = PyObject_CallMethod(b, "error", "Oi", code, index);
+    Py_LeaveRecursiveCall();
+    Py_DECREF(code);
+    if (err == NULL)
+        return NULL;
+    if (PyExceptionInstance_Check(err))
+        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+    else
+        PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
+    Py_DECREF(err);
+    return NULL;
+}
+
+/* BINDING.require(index): raises the loader error of a function that cannot be called; -1 if it did */
+static int ia_fast_require(int index)
+{
+    PyObject *b, *r;
+    if ((b = ia_fast_get_binding()) == NULL)
+        return -1;
+    if ((r = PyObject_CallMethod(b, "require", "i", index)) == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+
+static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pid"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    int a0;
+    int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCheckpointProcessGetRestoreThreadId", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCheckpointProcessGetRestoreThreadId(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 9);
+    return IA_FROM_INT(int, o1);
+}
+
+static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pid"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    int a0;
+    CUprocessState o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCheckpointProcessGetState", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCheckpointProcessGetState(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 10);
+    return IA_FROM_INT(CUprocessState, o1);
+}
+
+static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    CUfunc_cache o0 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuCtxGetCacheConfig", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetCacheConfig(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 26);
+    return IA_FROM_INT(CUfunc_cache, o0);
+}
+
+static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    CUdevice o0 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuCtxGetDevice", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetDevice(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 29);
+    return IA_FROM_INT(CUdevice, o0);
+}
+
+static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    unsigned int o0 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuCtxGetFlags", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetFlags(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 32);
+    return IA_FROM_INT(unsigned int, o0);
+}
+
+static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"limit"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    size_t o0 = 0;
+    CUlimit a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxGetLimit", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUlimit, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetLimit(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 34);
+    return IA_FROM_INT(size_t, o0);
+}
+
+static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    CUsharedconfig o0 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuCtxGetSharedMemConfig", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetSharedMemConfig(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 35);
+    return IA_FROM_INT(CUsharedconfig, o0);
+}
+
+static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    int o0 = 0;
+    int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuCtxGetStreamPriorityRange", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetStreamPriorityRange(&o0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 36);
+    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+}
+
+static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuCtxResetPersistingL2Cache", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxResetPersistingL2Cache();
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 40);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"config"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUfunc_cache a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxSetCacheConfig", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUfunc_cache, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxSetCacheConfig(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 41);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    unsigned int a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxSetFlags", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(unsigned int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxSetFlags(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 43);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"limit", "value"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUlimit a0;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuCtxSetLimit", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUlimit, ia_a[0], a0);
+    IA_ARG_INT(size_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxSetLimit(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 44);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"config"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUsharedconfig a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxSetSharedMemConfig", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUsharedconfig, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxSetSharedMemConfig(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 45);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_46(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuCtxSynchronize", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxSynchronize();
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 46);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev", "peerDev"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    int o0 = 0;
+    CUdevice a1;
+    CUdevice a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuDeviceCanAccessPeer", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice, ia_a[0], a1);
+    IA_ARG_INT(CUdevice, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceCanAccessPeer(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 53);
+    return IA_FROM_INT(int, o0);
+}
+
+static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    int o0 = 0;
+    int o1 = 0;
+    CUdevice a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDeviceComputeCapability", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice, ia_a[0], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceComputeCapability(&o0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 54);
+    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+}
+
+static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ordinal"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdevice o0 = 0;
+    int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDeviceGet", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGet(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 55);
+    return IA_FROM_INT(CUdevice, o0);
+}
+
+static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"attrib", "dev"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    int o0 = 0;
+    CUdevice_attribute a1;
+    CUdevice a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuDeviceGetAttribute", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice_attribute, ia_a[0], a1);
+    IA_ARG_INT(CUdevice, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetAttribute(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 56);
+    return IA_FROM_INT(int, o0);
+}
+
+static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    int o0 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuDeviceGetCount", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetCount(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 58);
+    return IA_FROM_INT(int, o0);
+}
+
+static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"type", "dev"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    int o0 = 0;
+    CUexecAffinityType a1;
+    CUdevice a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuDeviceGetExecAffinitySupport", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUexecAffinityType, ia_a[0], a1);
+    IA_ARG_INT(CUdevice, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetExecAffinitySupport(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 61);
+    return IA_FROM_INT(int, o0);
+}
+
+static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    char ia_buf0[256];
+    CUdevice a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDeviceGetName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice, ia_a[0], a2);
+    memset(ia_buf0, 0, sizeof ia_buf0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetName(ia_buf0, (int)256, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 66);
+    return ia_str_n(ia_buf0, 256);
+}
+
+static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"attrib", "srcDevice", "dstDevice"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    int o0 = 0;
+    CUdevice_P2PAttribute a1;
+    CUdevice a2;
+    CUdevice a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuDeviceGetP2PAttribute", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice_P2PAttribute, ia_a[0], a1);
+    IA_ARG_INT(CUdevice, ia_a[1], a2);
+    IA_ARG_INT(CUdevice, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetP2PAttribute(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 68);
+    return IA_FROM_INT(int, o0);
+}
+
+static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"format", "numChannels", "dev"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    size_t o0 = 0;
+    CUarray_format a1;
+    unsigned int a2;
+    CUdevice a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuDeviceGetTexture1DLinearMaxWidth", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUarray_format, ia_a[0], a1);
+    IA_ARG_INT(unsigned int, ia_a[1], a2);
+    IA_ARG_INT(CUdevice, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetTexture1DLinearMaxWidth(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 71);
+    return IA_FROM_INT(size_t, o0);
+}
+
+static PyObject *ia_fast_73(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdevice a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDeviceGraphMemTrim", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGraphMemTrim(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 73);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_74(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdevice a0;
+    unsigned int o1 = 0;
+    int o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDevicePrimaryCtxGetState", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDevicePrimaryCtxGetState(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 74);
+    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(unsigned int, o1), IA_FROM_INT(int, o2)});
+}
+
+static PyObject *ia_fast_75(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdevice a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDevicePrimaryCtxRelease", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDevicePrimaryCtxRelease(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 75);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_76(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdevice a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDevicePrimaryCtxReset", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDevicePrimaryCtxReset(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 76);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_78(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdevice a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuDevicePrimaryCtxSetFlags", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice, ia_a[0], a0);
+    IA_ARG_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDevicePrimaryCtxSetFlags(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 78);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_82(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    size_t o0 = 0;
+    CUdevice a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDeviceTotalMem", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdevice, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceTotalMem(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 82);
+    return IA_FROM_INT(size_t, o0);
+}
+
+static PyObject *ia_fast_84(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    int o0 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuDriverGetVersion", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDriverGetVersion(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 84);
+    return IA_FROM_INT(int, o0);
+}
+
+static PyObject *ia_fast_94(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"target", "scope"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUflushGPUDirectRDMAWritesTarget a0;
+    CUflushGPUDirectRDMAWritesScope a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuFlushGPUDirectRDMAWrites", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUflushGPUDirectRDMAWritesTarget, ia_a[0], a0);
+    IA_ARG_INT(CUflushGPUDirectRDMAWritesScope, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFlushGPUDirectRDMAWrites(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 94);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_106(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"error"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUresult a0;
+    const char *o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGetErrorName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUresult, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGetErrorName(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 106);
+    return ia_str(o1);
+}
+
+static PyObject *ia_fast_107(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"error"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUresult a0;
+    const char *o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGetErrorString", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUresult, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGetErrorString(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 107);
+    return ia_str(o1);
+}
+
+static PyObject *ia_fast_202(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"Flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    unsigned int a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuInit", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(unsigned int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuInit(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 202);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_203(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuIpcCloseMemHandle", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuIpcCloseMemHandle(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 203);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_238(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUlogIterator o0 = 0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuLogsCurrent", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(unsigned int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLogsCurrent(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 238);
+    return IA_FROM_INT(CUlogIterator, o0);
+}
+
+static PyObject *ia_fast_243(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr", "size"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemAddressFree", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(size_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemAddressFree(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 243);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_244(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size", "alignment", "addr", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t a1;
+    size_t a2;
+    CUdeviceptr a3;
+    unsigned long long a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemAddressReserve", ia_kw, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(size_t, ia_a[0], a1);
+    IA_ARG_INT(size_t, ia_a[1], a2);
+    IA_ARG_INT(CUdeviceptr, ia_a[2], a3);
+    IA_ARG_INT(unsigned long long, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemAddressReserve(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 244);
+    return IA_FROM_INT(CUdeviceptr, o0);
+}
+
+static PyObject *ia_fast_246(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"bytesize"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemAlloc", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(size_t, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemAlloc(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 246);
+    return IA_FROM_INT(CUdeviceptr, o0);
+}
+
+static PyObject *ia_fast_250(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"bytesize", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemAllocManaged", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(size_t, ia_a[0], a1);
+    IA_ARG_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemAllocManaged(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 250);
+    return IA_FROM_INT(CUdeviceptr, o0);
+}
+
+static PyObject *ia_fast_251(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"WidthInBytes", "Height", "ElementSizeBytes"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t o1 = 0;
+    size_t a2;
+    size_t a3;
+    unsigned int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemAllocPitch", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(size_t, ia_a[0], a2);
+    IA_ARG_INT(size_t, ia_a[1], a3);
+    IA_ARG_INT(unsigned int, ia_a[2], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemAllocPitch(&o0, &o1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 251);
+    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+}
+
+static PyObject *ia_fast_257(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemFree", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemFree(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 257);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_261(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t o1 = 0;
+    CUdeviceptr a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemGetAddressRange", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemGetAddressRange(&o0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 261);
+    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+}
+
+static PyObject *ia_fast_266(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    size_t o0 = 0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuMemGetInfo", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemGetInfo(&o0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 266);
+    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(size_t, o0), IA_FROM_INT(size_t, o1)});
+}
+
+static PyObject *ia_fast_274(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr", "size", "offset", "handle", "flags"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    size_t a2;
+    CUmemGenericAllocationHandle a3;
+    unsigned long long a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemMap", ia_kw, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(size_t, ia_a[1], a1);
+    IA_ARG_INT(size_t, ia_a[2], a2);
+    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[3], a3);
+    IA_ARG_INT(unsigned long long, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemMap(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 274);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_291(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUmemGenericAllocationHandle a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemRelease", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemRelease(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 291);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_295(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr", "size"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemUnmap", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(size_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemUnmap(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 295);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_296(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "ByteCount"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    CUdeviceptr a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemcpy", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(CUdeviceptr, ia_a[1], a1);
+    IA_ARG_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpy(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 296);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_312(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "srcDevice", "ByteCount"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    CUdeviceptr a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemcpyDtoD", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(CUdeviceptr, ia_a[1], a1);
+    IA_ARG_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyDtoD(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 312);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_322(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "us", "N"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    unsigned short a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemsetD16", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(unsigned short, ia_a[1], a1);
+    IA_ARG_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD16(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 322);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_324(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "dstPitch", "us", "Width", "Height"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    unsigned short a2;
+    size_t a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemsetD2D16", ia_kw, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(size_t, ia_a[1], a1);
+    IA_ARG_INT(unsigned short, ia_a[2], a2);
+    IA_ARG_INT(size_t, ia_a[3], a3);
+    IA_ARG_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD2D16(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 324);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_326(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "dstPitch", "ui", "Width", "Height"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    unsigned int a2;
+    size_t a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemsetD2D32", ia_kw, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(size_t, ia_a[1], a1);
+    IA_ARG_INT(unsigned int, ia_a[2], a2);
+    IA_ARG_INT(size_t, ia_a[3], a3);
+    IA_ARG_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD2D32(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 326);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_328(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "dstPitch", "uc", "Width", "Height"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    unsigned char a2;
+    size_t a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemsetD2D8", ia_kw, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(size_t, ia_a[1], a1);
+    IA_ARG_INT(unsigned char, ia_a[2], a2);
+    IA_ARG_INT(size_t, ia_a[3], a3);
+    IA_ARG_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD2D8(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 328);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_330(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "ui", "N"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    unsigned int a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemsetD32", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(unsigned int, ia_a[1], a1);
+    IA_ARG_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD32(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 330);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_332(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "uc", "N"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    unsigned char a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemsetD8", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_ARG_INT(unsigned char, ia_a[1], a1);
+    IA_ARG_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD8(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 332);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_343(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    CUmoduleLoadingMode o0 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuModuleGetLoadingMode", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleGetLoadingMode(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 343);
+    return IA_FROM_INT(CUmoduleLoadingMode, o0);
+}
+
+static PyObject *ia_fast_351(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mcHandle", "dev"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUmemGenericAllocationHandle a0;
+    CUdevice a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMulticastAddDevice", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
+    IA_ARG_INT(CUdevice, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMulticastAddDevice(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 351);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_352(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mcHandle", "mcOffset", "memptr", "size", "flags"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUmemGenericAllocationHandle a0;
+    size_t a1;
+    CUdeviceptr a2;
+    size_t a3;
+    unsigned long long a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMulticastBindAddr", ia_kw, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
+    IA_ARG_INT(size_t, ia_a[1], a1);
+    IA_ARG_INT(CUdeviceptr, ia_a[2], a2);
+    IA_ARG_INT(size_t, ia_a[3], a3);
+    IA_ARG_INT(unsigned long long, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMulticastBindAddr(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 352);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_353(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mcHandle", "mcOffset", "memHandle", "memOffset", "size", "flags"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUmemGenericAllocationHandle a0;
+    size_t a1;
+    CUmemGenericAllocationHandle a2;
+    size_t a3;
+    size_t a4;
+    unsigned long long a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("cuMulticastBindMem", ia_kw, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
+    IA_ARG_INT(size_t, ia_a[1], a1);
+    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[2], a2);
+    IA_ARG_INT(size_t, ia_a[3], a3);
+    IA_ARG_INT(size_t, ia_a[4], a4);
+    IA_ARG_INT(unsigned long long, ia_a[5], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMulticastBindMem(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 353);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_356(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mcHandle", "dev", "mcOffset", "size"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUmemGenericAllocationHandle a0;
+    CUdevice a1;
+    size_t a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMulticastUnbind", ia_kw, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
+    IA_ARG_INT(CUdevice, ia_a[1], a1);
+    IA_ARG_INT(size_t, ia_a[2], a2);
+    IA_ARG_INT(size_t, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMulticastUnbind(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 356);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_403(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"surfObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUsurfObject a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuSurfObjectDestroy", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUsurfObject, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuSurfObjectDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 403);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_412(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    CUresult ia_r;
+    CUtexObject a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexObjectDestroy", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(CUtexObject, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexObjectDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 412);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_443(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    CUresult ia_r;
+    CUstreamCaptureMode o0 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuThreadExchangeStreamCaptureMode", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuThreadExchangeStreamCaptureMode(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 443);
+    return IA_FROM_INT(CUstreamCaptureMode, o0);
+}
+
+static PyMethodDef ia_fast_methods[] = {
+    {"cuCheckpointProcessGetRestoreThreadId", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+     "cuCheckpointProcessGetRestoreThreadId($module, pid)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int *tid)``\n"
+     "\n"
+     "Symbol ``cuCheckpointProcessGetRestoreThreadId``; CUDA >= 12.8.\n"
+     "Returns ``tid``."},
+    {"cuCheckpointProcessGetState", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+     "cuCheckpointProcessGetState($module, pid)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCheckpointProcessGetState(int pid, CUprocessState *state)``\n"
+     "\n"
+     "Symbol ``cuCheckpointProcessGetState``; CUDA >= 12.8.\n"
+     "Returns ``state``."},
+    {"cuCtxGetCacheConfig", (PyCFunction)(void (*)(void))ia_fast_26, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetCacheConfig($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)``\n"
+     "\n"
+     "Symbol ``cuCtxGetCacheConfig``; CUDA >= 3.2.\n"
+     "Returns ``pconfig``."},
+    {"cuCtxGetDevice", (PyCFunction)(void (*)(void))ia_fast_29, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetDevice($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetDevice(CUdevice *device)``\n"
+     "\n"
+     "Symbol ``cuCtxGetDevice``; CUDA >= 2.0.\n"
+     "Returns ``device``."},
+    {"cuCtxGetFlags", (PyCFunction)(void (*)(void))ia_fast_32, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetFlags($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetFlags(unsigned int *flags)``\n"
+     "\n"
+     "Symbol ``cuCtxGetFlags``; CUDA >= 7.0.\n"
+     "Returns ``flags``."},
+    {"cuCtxGetLimit", (PyCFunction)(void (*)(void))ia_fast_34, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetLimit($module, limit)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)``\n"
+     "\n"
+     "Symbol ``cuCtxGetLimit``; CUDA >= 3.1.\n"
+     "Returns ``pvalue``."},
+    {"cuCtxGetSharedMemConfig", (PyCFunction)(void (*)(void))ia_fast_35, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetSharedMemConfig($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetSharedMemConfig(CUsharedconfig *pConfig)``\n"
+     "\n"
+     "Symbol ``cuCtxGetSharedMemConfig``; CUDA >= 4.2.\n"
+     "Returns ``pConfig``."},
+    {"cuCtxGetStreamPriorityRange", (PyCFunction)(void (*)(void))ia_fast_36, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetStreamPriorityRange($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)``\n"
+     "\n"
+     "Symbol ``cuCtxGetStreamPriorityRange``; CUDA >= 5.5.\n"
+     "Returns ``leastPriority``, ``greatestPriority``."},
+    {"cuCtxResetPersistingL2Cache", (PyCFunction)(void (*)(void))ia_fast_40, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxResetPersistingL2Cache($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxResetPersistingL2Cache(void)``\n"
+     "\n"
+     "Symbol ``cuCtxResetPersistingL2Cache``; CUDA >= 11.0."},
+    {"cuCtxSetCacheConfig", (PyCFunction)(void (*)(void))ia_fast_41, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxSetCacheConfig($module, config)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxSetCacheConfig(CUfunc_cache config)``\n"
+     "\n"
+     "Symbol ``cuCtxSetCacheConfig``; CUDA >= 3.2."},
+    {"cuCtxSetFlags", (PyCFunction)(void (*)(void))ia_fast_43, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxSetFlags($module, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxSetFlags(unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuCtxSetFlags``; CUDA >= 12.1."},
+    {"cuCtxSetLimit", (PyCFunction)(void (*)(void))ia_fast_44, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxSetLimit($module, limit, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxSetLimit(CUlimit limit, size_t value)``\n"
+     "\n"
+     "Symbol ``cuCtxSetLimit``; CUDA >= 3.1."},
+    {"cuCtxSetSharedMemConfig", (PyCFunction)(void (*)(void))ia_fast_45, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxSetSharedMemConfig($module, config)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)``\n"
+     "\n"
+     "Symbol ``cuCtxSetSharedMemConfig``; CUDA >= 4.2."},
+    {"cuCtxSynchronize", (PyCFunction)(void (*)(void))ia_fast_46, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxSynchronize($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxSynchronize(void)``\n"
+     "\n"
+     "Symbol ``cuCtxSynchronize``; CUDA >= 2.0."},
+    {"cuDeviceCanAccessPeer", (PyCFunction)(void (*)(void))ia_fast_53, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceCanAccessPeer($module, dev, peerDev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)``\n"
+     "\n"
+     "Symbol ``cuDeviceCanAccessPeer``; CUDA >= 4.0.\n"
+     "Returns ``canAccessPeer``."},
+    {"cuDeviceComputeCapability", (PyCFunction)(void (*)(void))ia_fast_54, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceComputeCapability($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceComputeCapability``; CUDA >= 2.0.\n"
+     "Returns ``major``, ``minor``."},
+    {"cuDeviceGet", (PyCFunction)(void (*)(void))ia_fast_55, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGet($module, ordinal)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGet(CUdevice *device, int ordinal)``\n"
+     "\n"
+     "Symbol ``cuDeviceGet``; CUDA >= 2.0.\n"
+     "Returns ``device``."},
+    {"cuDeviceGetAttribute", (PyCFunction)(void (*)(void))ia_fast_56, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetAttribute($module, attrib, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetAttribute``; CUDA >= 2.0.\n"
+     "Returns ``pi``."},
+    {"cuDeviceGetCount", (PyCFunction)(void (*)(void))ia_fast_58, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetCount($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetCount(int *count)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetCount``; CUDA >= 2.0.\n"
+     "Returns ``count``."},
+    {"cuDeviceGetExecAffinitySupport", (PyCFunction)(void (*)(void))ia_fast_61, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetExecAffinitySupport($module, type, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetExecAffinitySupport``; CUDA >= 11.4.\n"
+     "Returns ``pi``."},
+    {"cuDeviceGetName", (PyCFunction)(void (*)(void))ia_fast_66, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetName($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetName(char *name, int len, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetName``; CUDA >= 2.0.\n"
+     "Returns ``name``."},
+    {"cuDeviceGetP2PAttribute", (PyCFunction)(void (*)(void))ia_fast_68, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetP2PAttribute($module, attrib, srcDevice, dstDevice)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice srcDevice, CUdevice dstDevice)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetP2PAttribute``; CUDA >= 8.0.\n"
+     "Returns ``value``."},
+    {"cuDeviceGetTexture1DLinearMaxWidth", (PyCFunction)(void (*)(void))ia_fast_71, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetTexture1DLinearMaxWidth($module, format, numChannels, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format, unsigned int numChannels, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetTexture1DLinearMaxWidth``; CUDA >= 11.1.\n"
+     "Returns ``maxWidthInElements``."},
+    {"cuDeviceGraphMemTrim", (PyCFunction)(void (*)(void))ia_fast_73, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGraphMemTrim($module, device)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGraphMemTrim(CUdevice device)``\n"
+     "\n"
+     "Symbol ``cuDeviceGraphMemTrim``; CUDA >= 11.4."},
+    {"cuDevicePrimaryCtxGetState", (PyCFunction)(void (*)(void))ia_fast_74, METH_FASTCALL | METH_KEYWORDS,
+     "cuDevicePrimaryCtxGetState($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)``\n"
+     "\n"
+     "Symbol ``cuDevicePrimaryCtxGetState``; CUDA >= 7.0.\n"
+     "Returns ``flags``, ``active``."},
+    {"cuDevicePrimaryCtxRelease", (PyCFunction)(void (*)(void))ia_fast_75, METH_FASTCALL | METH_KEYWORDS,
+     "cuDevicePrimaryCtxRelease($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDevicePrimaryCtxRelease(CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDevicePrimaryCtxRelease_v2``; CUDA >= 11.0."},
+    {"cuDevicePrimaryCtxReset", (PyCFunction)(void (*)(void))ia_fast_76, METH_FASTCALL | METH_KEYWORDS,
+     "cuDevicePrimaryCtxReset($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDevicePrimaryCtxReset(CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDevicePrimaryCtxReset_v2``; CUDA >= 11.0."},
+    {"cuDevicePrimaryCtxSetFlags", (PyCFunction)(void (*)(void))ia_fast_78, METH_FASTCALL | METH_KEYWORDS,
+     "cuDevicePrimaryCtxSetFlags($module, dev, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuDevicePrimaryCtxSetFlags_v2``; CUDA >= 11.0."},
+    {"cuDeviceTotalMem", (PyCFunction)(void (*)(void))ia_fast_82, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceTotalMem($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceTotalMem_v2``; CUDA >= 3.2.\n"
+     "Returns ``bytes``."},
+    {"cuDriverGetVersion", (PyCFunction)(void (*)(void))ia_fast_84, METH_FASTCALL | METH_KEYWORDS,
+     "cuDriverGetVersion($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDriverGetVersion(int *driverVersion)``\n"
+     "\n"
+     "Symbol ``cuDriverGetVersion``; CUDA >= 2.2.\n"
+     "Returns ``driverVersion``."},
+    {"cuFlushGPUDirectRDMAWrites", (PyCFunction)(void (*)(void))ia_fast_94, METH_FASTCALL | METH_KEYWORDS,
+     "cuFlushGPUDirectRDMAWrites($module, target, scope)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope)``\n"
+     "\n"
+     "Symbol ``cuFlushGPUDirectRDMAWrites``; CUDA >= 11.3."},
+    {"cuGetErrorName", (PyCFunction)(void (*)(void))ia_fast_106, METH_FASTCALL | METH_KEYWORDS,
+     "cuGetErrorName($module, error)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGetErrorName(CUresult error, const char **pStr)``\n"
+     "\n"
+     "Symbol ``cuGetErrorName``; CUDA >= 6.0.\n"
+     "Returns ``pStr``."},
+    {"cuGetErrorString", (PyCFunction)(void (*)(void))ia_fast_107, METH_FASTCALL | METH_KEYWORDS,
+     "cuGetErrorString($module, error)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGetErrorString(CUresult error, const char **pStr)``\n"
+     "\n"
+     "Symbol ``cuGetErrorString``; CUDA >= 6.0.\n"
+     "Returns ``pStr``."},
+    {"cuInit", (PyCFunction)(void (*)(void))ia_fast_202, METH_FASTCALL | METH_KEYWORDS,
+     "cuInit($module, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuInit(unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuInit``; CUDA >= 2.0."},
+    {"cuIpcCloseMemHandle", (PyCFunction)(void (*)(void))ia_fast_203, METH_FASTCALL | METH_KEYWORDS,
+     "cuIpcCloseMemHandle($module, dptr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)``\n"
+     "\n"
+     "Symbol ``cuIpcCloseMemHandle``; CUDA >= 4.1."},
+    {"cuLogsCurrent", (PyCFunction)(void (*)(void))ia_fast_238, METH_FASTCALL | METH_KEYWORDS,
+     "cuLogsCurrent($module, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLogsCurrent(CUlogIterator *iterator_out, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuLogsCurrent``; CUDA >= 12.9.\n"
+     "Returns ``iterator_out``."},
+    {"cuMemAddressFree", (PyCFunction)(void (*)(void))ia_fast_243, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemAddressFree($module, ptr, size)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)``\n"
+     "\n"
+     "Symbol ``cuMemAddressFree``; CUDA >= 10.2."},
+    {"cuMemAddressReserve", (PyCFunction)(void (*)(void))ia_fast_244, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemAddressReserve($module, size, alignment, addr, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``cuMemAddressReserve``; CUDA >= 10.2.\n"
+     "Returns ``ptr``."},
+    {"cuMemAlloc", (PyCFunction)(void (*)(void))ia_fast_246, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemAlloc($module, bytesize)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)``\n"
+     "\n"
+     "Symbol ``cuMemAlloc_v2``; CUDA >= 3.2.\n"
+     "Returns ``dptr``."},
+    {"cuMemAllocManaged", (PyCFunction)(void (*)(void))ia_fast_250, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemAllocManaged($module, bytesize, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuMemAllocManaged``; CUDA >= 6.0.\n"
+     "Returns ``dptr``."},
+    {"cuMemAllocPitch", (PyCFunction)(void (*)(void))ia_fast_251, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemAllocPitch($module, WidthInBytes, Height, ElementSizeBytes)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes)``\n"
+     "\n"
+     "Symbol ``cuMemAllocPitch_v2``; CUDA >= 3.2.\n"
+     "Returns ``dptr``, ``pPitch``."},
+    {"cuMemFree", (PyCFunction)(void (*)(void))ia_fast_257, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemFree($module, dptr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemFree(CUdeviceptr dptr)``\n"
+     "\n"
+     "Symbol ``cuMemFree_v2``; CUDA >= 3.2."},
+    {"cuMemGetAddressRange", (PyCFunction)(void (*)(void))ia_fast_261, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemGetAddressRange($module, dptr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)``\n"
+     "\n"
+     "Symbol ``cuMemGetAddressRange_v2``; CUDA >= 3.2.\n"
+     "Returns ``pbase``, ``psize``."},
+    {"cuMemGetInfo", (PyCFunction)(void (*)(void))ia_fast_266, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemGetInfo($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemGetInfo(size_t *free, size_t *total)``\n"
+     "\n"
+     "Symbol ``cuMemGetInfo_v2``; CUDA >= 3.2.\n"
+     "Returns ``free``, ``total``."},
+    {"cuMemMap", (PyCFunction)(void (*)(void))ia_fast_274, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemMap($module, ptr, size, offset, handle, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``cuMemMap``; CUDA >= 10.2."},
+    {"cuMemRelease", (PyCFunction)(void (*)(void))ia_fast_291, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemRelease($module, handle)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemRelease(CUmemGenericAllocationHandle handle)``\n"
+     "\n"
+     "Symbol ``cuMemRelease``; CUDA >= 10.2."},
+    {"cuMemUnmap", (PyCFunction)(void (*)(void))ia_fast_295, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemUnmap($module, ptr, size)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)``\n"
+     "\n"
+     "Symbol ``cuMemUnmap``; CUDA >= 10.2."},
+    {"cuMemcpy", (PyCFunction)(void (*)(void))ia_fast_296, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpy($module, dst, src, ByteCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)``\n"
+     "\n"
+     "Symbol ``cuMemcpy``; CUDA >= 4.0."},
+    {"cuMemcpyDtoD", (PyCFunction)(void (*)(void))ia_fast_312, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyDtoD($module, dstDevice, srcDevice, ByteCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)``\n"
+     "\n"
+     "Symbol ``cuMemcpyDtoD_v2`` (per-thread: ``cuMemcpyDtoD_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD16", (PyCFunction)(void (*)(void))ia_fast_322, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD16($module, dstDevice, us, N)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD16(CUdeviceptr dstDevice, unsigned short us, size_t N)``\n"
+     "\n"
+     "Symbol ``cuMemsetD16_v2`` (per-thread: ``cuMemsetD16_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD2D16", (PyCFunction)(void (*)(void))ia_fast_324, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD2D16($module, dstDevice, dstPitch, us, Width, Height)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD2D16(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)``\n"
+     "\n"
+     "Symbol ``cuMemsetD2D16_v2`` (per-thread: ``cuMemsetD2D16_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD2D32", (PyCFunction)(void (*)(void))ia_fast_326, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD2D32($module, dstDevice, dstPitch, ui, Width, Height)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD2D32(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)``\n"
+     "\n"
+     "Symbol ``cuMemsetD2D32_v2`` (per-thread: ``cuMemsetD2D32_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD2D8", (PyCFunction)(void (*)(void))ia_fast_328, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD2D8($module, dstDevice, dstPitch, uc, Width, Height)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD2D8(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)``\n"
+     "\n"
+     "Symbol ``cuMemsetD2D8_v2`` (per-thread: ``cuMemsetD2D8_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD32", (PyCFunction)(void (*)(void))ia_fast_330, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD32($module, dstDevice, ui, N)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N)``\n"
+     "\n"
+     "Symbol ``cuMemsetD32_v2`` (per-thread: ``cuMemsetD32_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD8", (PyCFunction)(void (*)(void))ia_fast_332, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD8($module, dstDevice, uc, N)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N)``\n"
+     "\n"
+     "Symbol ``cuMemsetD8_v2`` (per-thread: ``cuMemsetD8_v2_ptds``); CUDA >= 3.2."},
+    {"cuModuleGetLoadingMode", (PyCFunction)(void (*)(void))ia_fast_343, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleGetLoadingMode($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)``\n"
+     "\n"
+     "Symbol ``cuModuleGetLoadingMode``; CUDA >= 11.7.\n"
+     "Returns ``mode``."},
+    {"cuMulticastAddDevice", (PyCFunction)(void (*)(void))ia_fast_351, METH_FASTCALL | METH_KEYWORDS,
+     "cuMulticastAddDevice($module, mcHandle, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuMulticastAddDevice``; CUDA >= 12.1."},
+    {"cuMulticastBindAddr", (PyCFunction)(void (*)(void))ia_fast_352, METH_FASTCALL | METH_KEYWORDS,
+     "cuMulticastBindAddr($module, mcHandle, mcOffset, memptr, size, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMulticastBindAddr(CUmemGenericAllocationHandle mcHandle, size_t mcOffset, CUdeviceptr memptr, size_t size, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``cuMulticastBindAddr``; CUDA >= 12.1."},
+    {"cuMulticastBindMem", (PyCFunction)(void (*)(void))ia_fast_353, METH_FASTCALL | METH_KEYWORDS,
+     "cuMulticastBindMem($module, mcHandle, mcOffset, memHandle, memOffset, size, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle, size_t mcOffset, CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``cuMulticastBindMem``; CUDA >= 12.1."},
+    {"cuMulticastUnbind", (PyCFunction)(void (*)(void))ia_fast_356, METH_FASTCALL | METH_KEYWORDS,
+     "cuMulticastUnbind($module, mcHandle, dev, mcOffset, size)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, size_t size)``\n"
+     "\n"
+     "Symbol ``cuMulticastUnbind``; CUDA >= 12.1."},
+    {"cuSurfObjectDestroy", (PyCFunction)(void (*)(void))ia_fast_403, METH_FASTCALL | METH_KEYWORDS,
+     "cuSurfObjectDestroy($module, surfObject)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuSurfObjectDestroy(CUsurfObject surfObject)``\n"
+     "\n"
+     "Symbol ``cuSurfObjectDestroy``; CUDA >= 5.0."},
+    {"cuTexObjectDestroy", (PyCFunction)(void (*)(void))ia_fast_412, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexObjectDestroy($module, texObject)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexObjectDestroy(CUtexObject texObject)``\n"
+     "\n"
+     "Symbol ``cuTexObjectDestroy``; CUDA >= 5.0."},
+    {"cuThreadExchangeStreamCaptureMode", (PyCFunction)(void (*)(void))ia_fast_443, METH_FASTCALL | METH_KEYWORDS,
+     "cuThreadExchangeStreamCaptureMode($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)``\n"
+     "\n"
+     "Symbol ``cuThreadExchangeStreamCaptureMode``; CUDA >= 10.1.\n"
+     "Returns ``mode``."},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef ia_fast_def = {
+    PyModuleDef_HEAD_INIT, IA_PACKAGE "._fast",
+    "Compiled checked wrappers of " IA_PACKAGE " (see trampolines.c); bound in its namespace in API mode.",
+    -1, ia_fast_methods, NULL, NULL, NULL, NULL,
+};
+static PyObject *ia_fast_module = NULL;
+
+/* Called (once) by __init__.py in API mode, through cffi, which has released the GIL: creates the module
+   and puts it in sys.modules as IA_PACKAGE._fast.  0 on success; -1 leaves the Python wrappers in use. */
+static int ia_install_fast(void)
+{
+    int rc = -1;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    if (ia_fast_module == NULL)
+        ia_fast_module = PyModule_Create(&ia_fast_def);
+    if (ia_fast_module != NULL && PyDict_SetItemString(PyImport_GetModuleDict(), IA_PACKAGE "._fast",
+                                                       ia_fast_module) == 0)
+        rc = 0;
+    if (rc != 0)
+        PyErr_Clear();
+    PyGILState_Release(gil);
+    return rc;
+}

@@ -10,7 +10,8 @@ compiled cffi API module ("api") or the ABI-mode fallback ("abi") is in use.
 from __future__ import annotations
 
 import enum
-from typing import Any, Sequence
+import sys as _sys
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._runtime import CData, c_array as _c_array
@@ -24,11 +25,11 @@ ffi: Any = _b.ffi
 BINDING_MODE: str = _b.mode
 SDK_VERSION: str = '13.5.37'
 has = _b.has
-set_per_thread_default_stream = _b.set_per_thread_default_stream
 
 _lib: Any = _b.lib
 _new = ffi.new
 _NULL = ffi.NULL
+_string = ffi.string
 _error = _b.error
 _require = _b.require
 
@@ -112,6 +113,69 @@ _T2 = ffi.typeof('const char * *')
 _T3 = ffi.typeof('size_t *')
 _T4 = ffi.typeof('int *')
 
+# ---------------------------------------------------------------- C functions
+# _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
+# in ABI mode resolved through the lazy _lib on its first call (which raises the loader error if it cannot
+# be), and again after set_per_thread_default_stream().
+if TYPE_CHECKING:
+    _f_nvrtcAddNameExpression: Any
+    _f_nvrtcCompileProgram: Any
+    _f_nvrtcCreateProgram: Any
+    _f_nvrtcDestroyProgram: Any
+    _f_nvrtcGetBundledHeadersInfo: Any
+    _f_nvrtcGetCUBIN: Any
+    _f_nvrtcGetCUBINSize: Any
+    _f_nvrtcGetErrorString: Any
+    _f_nvrtcGetLTOIR: Any
+    _f_nvrtcGetLTOIRSize: Any
+    _f_nvrtcGetLoweredName: Any
+    _f_nvrtcGetNumSupportedArchs: Any
+    _f_nvrtcGetOptiXIR: Any
+    _f_nvrtcGetOptiXIRSize: Any
+    _f_nvrtcGetPCHCreateStatus: Any
+    _f_nvrtcGetPCHHeapSize: Any
+    _f_nvrtcGetPCHHeapSizeRequired: Any
+    _f_nvrtcGetPTX: Any
+    _f_nvrtcGetPTXSize: Any
+    _f_nvrtcGetProgramLog: Any
+    _f_nvrtcGetProgramLogSize: Any
+    _f_nvrtcGetSupportedArchs: Any
+    _f_nvrtcGetTileIR: Any
+    _f_nvrtcGetTileIRSize: Any
+    _f_nvrtcInstallBundledHeaders: Any
+    _f_nvrtcRemoveBundledHeaders: Any
+    _f_nvrtcSetFlowCallback: Any
+    _f_nvrtcSetPCHHeapSize: Any
+    _f_nvrtcVersion: Any
+    pass
+
+
+def _abi_first_call(name: str) -> Any:
+    def first_call(*args: Any) -> Any:
+        fn = getattr(_lib, name)
+        globals()["_f_" + name] = fn
+        return fn(*args)
+    return first_call
+
+
+def _bind_functions() -> None:
+    g = globals()
+    for name, *_ in _b.functions:
+        g["_f_" + name] = getattr(_lib, name) if BINDING_MODE == "api" else _abi_first_call(name)
+
+
+_bind_functions()
+
+
+def set_per_thread_default_stream(enabled: bool) -> None:
+    """Bind the per-thread-default-stream variants (``_ptds``/``_ptsz``) instead of the legacy stream ones."""
+    _b.set_per_thread_default_stream(enabled)
+    if BINDING_MODE != "api":  # ABI mode: what was resolved under the other symbols is resolved again
+        _bind_functions()
+        for name, *_ in _b.functions:
+            unchecked.__dict__.pop(name, None)
+
+
 # -------------------------------------------------------------------- functions
 
 
@@ -121,7 +185,7 @@ def nvrtcAddNameExpression(prog: CData, name_expression: str | bytes) -> None:
     Symbol ``nvrtcAddNameExpression``.
     """
     _name_expression = name_expression.encode() if isinstance(name_expression, str) else name_expression
-    _r = _lib.nvrtcAddNameExpression(prog, _name_expression)
+    _r = _f_nvrtcAddNameExpression(prog, _name_expression)
     if _r:
         raise _error(_r, 0)
 
@@ -134,7 +198,7 @@ def nvrtcCompileProgram(prog: CData, options: Sequence[str | bytes] | None = Non
     _keep: list[Any] = []
     _numOptions = len(options) if options is not None else 0
     _options = _c_array(ffi, 'const char * const', options, _keep)
-    _r = _lib.nvrtcCompileProgram(prog, _numOptions, _options)
+    _r = _f_nvrtcCompileProgram(prog, _numOptions, _options)
     if _r:
         raise _error(_r, 1, _detail(nvrtcGetProgramLog, prog))
 
@@ -154,7 +218,7 @@ def nvrtcCreateProgram(src: str | bytes, name: str | bytes | None = None, header
         raise Error(ErrorKind.INVALID_VALUE, 'includeNames must have as many items as headers', function='nvrtcCreateProgram', backend='CUDA')
     _headers = _c_array(ffi, 'const char * const', headers, _keep)
     _includeNames = _c_array(ffi, 'const char * const', includeNames, _keep)
-    _r = _lib.nvrtcCreateProgram(_prog, _src, _NULL if _name is None else _name, _numHeaders, _headers, _includeNames)
+    _r = _f_nvrtcCreateProgram(_prog, _src, _NULL if _name is None else _name, _numHeaders, _headers, _includeNames)
     if _r:
         raise _error(_r, 2)
     return _prog[0]
@@ -167,7 +231,7 @@ def nvrtcDestroyProgram(prog: CData) -> CData:
     Returns ``prog``.
     """
     _prog = _new(_T0, prog)
-    _r = _lib.nvrtcDestroyProgram(_prog)
+    _r = _f_nvrtcDestroyProgram(_prog)
     if _r:
         raise _error(_r, 3)
     return _prog[0]
@@ -181,7 +245,7 @@ def nvrtcGetBundledHeadersInfo() -> tuple[CData, str]:
     """
     _info = _new(_T1)
     _errorLog = _new(_T2)
-    _r = _lib.nvrtcGetBundledHeadersInfo(_info, _errorLog)
+    _r = _f_nvrtcGetBundledHeadersInfo(_info, _errorLog)
     if _r:
         raise _error(_r, 4)
     return _info, _str(_errorLog[0])
@@ -195,7 +259,7 @@ def nvrtcGetCUBIN(prog: CData) -> bytes:
     """
     _cubin_n = nvrtcGetCUBINSize(prog)
     _cubin = _new('char[]', max(_cubin_n, 1))
-    _r = _lib.nvrtcGetCUBIN(prog, _cubin)
+    _r = _f_nvrtcGetCUBIN(prog, _cubin)
     if _r:
         raise _error(_r, 5)
     return bytes(ffi.buffer(_cubin, _cubin_n))
@@ -208,7 +272,7 @@ def nvrtcGetCUBINSize(prog: CData) -> int:
     Returns ``cubinSizeRet``.
     """
     _cubinSizeRet = _new(_T3)
-    _r = _lib.nvrtcGetCUBINSize(prog, _cubinSizeRet)
+    _r = _f_nvrtcGetCUBINSize(prog, _cubinSizeRet)
     if _r:
         raise _error(_r, 6)
     _v: int = _cubinSizeRet[0]
@@ -221,10 +285,12 @@ def nvrtcGetErrorString(result: int) -> str:
     Symbol ``nvrtcGetErrorString``.
     Returns the result.
     """
-    _r = _lib.nvrtcGetErrorString(result)
-    if _r == _NULL:
+    _r = _f_nvrtcGetErrorString(result)
+    if not _r:
         _require(7)
-    return _str(_r)
+        return ""
+    _v: str = _string(_r).decode("utf-8", "replace")
+    return _v
 
 
 def nvrtcGetLTOIR(prog: CData) -> bytes:
@@ -235,7 +301,7 @@ def nvrtcGetLTOIR(prog: CData) -> bytes:
     """
     _LTOIR_n = nvrtcGetLTOIRSize(prog)
     _LTOIR = _new('char[]', max(_LTOIR_n, 1))
-    _r = _lib.nvrtcGetLTOIR(prog, _LTOIR)
+    _r = _f_nvrtcGetLTOIR(prog, _LTOIR)
     if _r:
         raise _error(_r, 8)
     return bytes(ffi.buffer(_LTOIR, _LTOIR_n))
@@ -248,7 +314,7 @@ def nvrtcGetLTOIRSize(prog: CData) -> int:
     Returns ``LTOIRSizeRet``.
     """
     _LTOIRSizeRet = _new(_T3)
-    _r = _lib.nvrtcGetLTOIRSize(prog, _LTOIRSizeRet)
+    _r = _f_nvrtcGetLTOIRSize(prog, _LTOIRSizeRet)
     if _r:
         raise _error(_r, 9)
     _v: int = _LTOIRSizeRet[0]
@@ -263,7 +329,7 @@ def nvrtcGetLoweredName(prog: CData, name_expression: str | bytes) -> str:
     """
     _name_expression = name_expression.encode() if isinstance(name_expression, str) else name_expression
     _lowered_name = _new(_T2)
-    _r = _lib.nvrtcGetLoweredName(prog, _name_expression, _lowered_name)
+    _r = _f_nvrtcGetLoweredName(prog, _name_expression, _lowered_name)
     if _r:
         raise _error(_r, 10)
     return _str(_lowered_name[0])
@@ -276,7 +342,7 @@ def nvrtcGetNumSupportedArchs() -> int:
     Returns ``numArchs``.
     """
     _numArchs = _new(_T4)
-    _r = _lib.nvrtcGetNumSupportedArchs(_numArchs)
+    _r = _f_nvrtcGetNumSupportedArchs(_numArchs)
     if _r:
         raise _error(_r, 11)
     _v: int = _numArchs[0]
@@ -291,7 +357,7 @@ def nvrtcGetOptiXIR(prog: CData) -> bytes:
     """
     _optixir_n = nvrtcGetOptiXIRSize(prog)
     _optixir = _new('char[]', max(_optixir_n, 1))
-    _r = _lib.nvrtcGetOptiXIR(prog, _optixir)
+    _r = _f_nvrtcGetOptiXIR(prog, _optixir)
     if _r:
         raise _error(_r, 12)
     return bytes(ffi.buffer(_optixir, _optixir_n))
@@ -304,7 +370,7 @@ def nvrtcGetOptiXIRSize(prog: CData) -> int:
     Returns ``optixirSizeRet``.
     """
     _optixirSizeRet = _new(_T3)
-    _r = _lib.nvrtcGetOptiXIRSize(prog, _optixirSizeRet)
+    _r = _f_nvrtcGetOptiXIRSize(prog, _optixirSizeRet)
     if _r:
         raise _error(_r, 13)
     _v: int = _optixirSizeRet[0]
@@ -316,7 +382,7 @@ def nvrtcGetPCHCreateStatus(prog: CData) -> None:
 
     Symbol ``nvrtcGetPCHCreateStatus``.
     """
-    _r = _lib.nvrtcGetPCHCreateStatus(prog)
+    _r = _f_nvrtcGetPCHCreateStatus(prog)
     if _r:
         raise _error(_r, 14)
 
@@ -328,7 +394,7 @@ def nvrtcGetPCHHeapSize() -> int:
     Returns ``ret``.
     """
     _ret = _new(_T3)
-    _r = _lib.nvrtcGetPCHHeapSize(_ret)
+    _r = _f_nvrtcGetPCHHeapSize(_ret)
     if _r:
         raise _error(_r, 15)
     _v: int = _ret[0]
@@ -342,7 +408,7 @@ def nvrtcGetPCHHeapSizeRequired(prog: CData) -> int:
     Returns ``size``.
     """
     _size = _new(_T3)
-    _r = _lib.nvrtcGetPCHHeapSizeRequired(prog, _size)
+    _r = _f_nvrtcGetPCHHeapSizeRequired(prog, _size)
     if _r:
         raise _error(_r, 16)
     _v: int = _size[0]
@@ -357,7 +423,7 @@ def nvrtcGetPTX(prog: CData) -> str:
     """
     _ptx_n = nvrtcGetPTXSize(prog)
     _ptx = _new('char[]', max(_ptx_n, 1))
-    _r = _lib.nvrtcGetPTX(prog, _ptx)
+    _r = _f_nvrtcGetPTX(prog, _ptx)
     if _r:
         raise _error(_r, 17)
     return _str(_ptx)
@@ -370,7 +436,7 @@ def nvrtcGetPTXSize(prog: CData) -> int:
     Returns ``ptxSizeRet``.
     """
     _ptxSizeRet = _new(_T3)
-    _r = _lib.nvrtcGetPTXSize(prog, _ptxSizeRet)
+    _r = _f_nvrtcGetPTXSize(prog, _ptxSizeRet)
     if _r:
         raise _error(_r, 18)
     _v: int = _ptxSizeRet[0]
@@ -385,7 +451,7 @@ def nvrtcGetProgramLog(prog: CData) -> str:
     """
     _log_n = nvrtcGetProgramLogSize(prog)
     _log = _new('char[]', max(_log_n, 1))
-    _r = _lib.nvrtcGetProgramLog(prog, _log)
+    _r = _f_nvrtcGetProgramLog(prog, _log)
     if _r:
         raise _error(_r, 19)
     return _str(_log)
@@ -398,7 +464,7 @@ def nvrtcGetProgramLogSize(prog: CData) -> int:
     Returns ``logSizeRet``.
     """
     _logSizeRet = _new(_T3)
-    _r = _lib.nvrtcGetProgramLogSize(prog, _logSizeRet)
+    _r = _f_nvrtcGetProgramLogSize(prog, _logSizeRet)
     if _r:
         raise _error(_r, 20)
     _v: int = _logSizeRet[0]
@@ -410,7 +476,7 @@ def nvrtcGetSupportedArchs(supportedArchs: CData) -> None:
 
     Symbol ``nvrtcGetSupportedArchs``.
     """
-    _r = _lib.nvrtcGetSupportedArchs(supportedArchs)
+    _r = _f_nvrtcGetSupportedArchs(supportedArchs)
     if _r:
         raise _error(_r, 21)
 
@@ -420,7 +486,7 @@ def nvrtcGetTileIR(prog: CData, TileIR: CData) -> None:
 
     Symbol ``nvrtcGetTileIR``.
     """
-    _r = _lib.nvrtcGetTileIR(prog, TileIR)
+    _r = _f_nvrtcGetTileIR(prog, TileIR)
     if _r:
         raise _error(_r, 22)
 
@@ -432,7 +498,7 @@ def nvrtcGetTileIRSize(prog: CData) -> int:
     Returns ``TileIRSizeRet``.
     """
     _TileIRSizeRet = _new(_T3)
-    _r = _lib.nvrtcGetTileIRSize(prog, _TileIRSizeRet)
+    _r = _f_nvrtcGetTileIRSize(prog, _TileIRSizeRet)
     if _r:
         raise _error(_r, 23)
     _v: int = _TileIRSizeRet[0]
@@ -447,7 +513,7 @@ def nvrtcInstallBundledHeaders(installPath: str | bytes, flags: int) -> str:
     """
     _installPath = installPath.encode() if isinstance(installPath, str) else installPath
     _errorLog = _new(_T2)
-    _r = _lib.nvrtcInstallBundledHeaders(_installPath, flags, _errorLog)
+    _r = _f_nvrtcInstallBundledHeaders(_installPath, flags, _errorLog)
     if _r:
         raise _error(_r, 24)
     return _str(_errorLog[0])
@@ -461,7 +527,7 @@ def nvrtcRemoveBundledHeaders(installPath: str | bytes) -> str:
     """
     _installPath = installPath.encode() if isinstance(installPath, str) else installPath
     _errorLog = _new(_T2)
-    _r = _lib.nvrtcRemoveBundledHeaders(_installPath, _errorLog)
+    _r = _f_nvrtcRemoveBundledHeaders(_installPath, _errorLog)
     if _r:
         raise _error(_r, 25)
     return _str(_errorLog[0])
@@ -472,7 +538,7 @@ def nvrtcSetFlowCallback(prog: CData, callback: CData, payload: CData) -> None:
 
     Symbol ``nvrtcSetFlowCallback``.
     """
-    _r = _lib.nvrtcSetFlowCallback(prog, callback, payload)
+    _r = _f_nvrtcSetFlowCallback(prog, callback, payload)
     if _r:
         raise _error(_r, 26)
 
@@ -482,7 +548,7 @@ def nvrtcSetPCHHeapSize(size: int) -> None:
 
     Symbol ``nvrtcSetPCHHeapSize``.
     """
-    _r = _lib.nvrtcSetPCHHeapSize(size)
+    _r = _f_nvrtcSetPCHHeapSize(size)
     if _r:
         raise _error(_r, 27)
 
@@ -495,10 +561,22 @@ def nvrtcVersion() -> tuple[int, int]:
     """
     _major = _new(_T4)
     _minor = _new(_T4)
-    _r = _lib.nvrtcVersion(_major, _minor)
+    _r = _f_nvrtcVersion(_major, _minor)
     if _r:
         raise _error(_r, 28)
     return _major[0], _minor[0]
 
+
+# -------------------------------------------------------------------- fast path
+# API mode: the checked wrappers of the 5 functions that take and return only numbers (or a
+# string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
+# which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
+_fast: Any = None
+_python: dict[str, Any] = {}
+if BINDING_MODE == "api" and getattr(_lib, "ia_install_fast", None) is not None and _lib.ia_install_fast() == 0:
+    _fast = _sys.modules.get(__name__ + "._fast")
+if _fast is not None:
+    _python = {name: globals()[name] for name in vars(_fast) if not name.startswith("_") and name in globals()}
+    globals().update({name: getattr(_fast, name) for name in _python})
 
 _b.name_function = nvrtcGetErrorString

@@ -24,13 +24,17 @@ C_SOURCE = (HERE / "trampolines.c").read_text().replace('#include "types.cdef"',
 # -O2: the trampolines are a load, a predictable branch and an indirect call; -O2 keeps
 # them tight without the compile-time cost of -O3 on ~29 functions.
 EXTRA_COMPILE_ARGS = ["-O2", "-w"] if os.name != "nt" else ["/O2"]
+# trampolines.c also holds the checked fast path, CPython METH_FASTCALL functions: not in the stable
+# ABI that cffi selects by default (Py_LIMITED_API), and the module is built per interpreter anyway.
+DEFINE_MACROS = [("_CFFI_NO_LIMITED_API", None)]
 
 
 def ffibuilder() -> Any:
     ffi = importlib.import_module("cffi").FFI()
     ffi.cdef(CDEF_TYPES + CDEF_API_FUNCTIONS)
     libraries = ["dl"] if os.name != "nt" and os.uname().sysname == "Linux" else []
-    ffi.set_source(MODULE, C_SOURCE, libraries=libraries, extra_compile_args=EXTRA_COMPILE_ARGS)
+    ffi.set_source(MODULE, C_SOURCE, libraries=libraries, extra_compile_args=EXTRA_COMPILE_ARGS,
+                   define_macros=DEFINE_MACROS)
     return ffi
 
 

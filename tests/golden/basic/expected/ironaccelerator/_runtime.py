@@ -174,7 +174,7 @@ class Binding:
                 vendor = self.name_function(code)
             except Exception:
                 vendor = None
-        label = vendor or name or f"unknown status {code}"
+        label = vendor or name or "an unknown status"
         if name and vendor and vendor != name:
             label = f"{name}: {vendor}"
         message = f"{public} failed with {label} ({code})"

@@ -10,7 +10,8 @@ compiled cffi API module ("api") or the ABI-mode fallback ("abi") is in use.
 from __future__ import annotations
 
 import enum
-from typing import Any, Sequence
+import sys as _sys
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._runtime import CData, c_array as _c_array
@@ -24,11 +25,11 @@ ffi: Any = _b.ffi
 BINDING_MODE: str = _b.mode
 SDK_VERSION: str = '2.1'
 has = _b.has
-set_per_thread_default_stream = _b.set_per_thread_default_stream
 
 _lib: Any = _b.lib
 _new = ffi.new
 _NULL = ffi.NULL
+_string = ffi.string
 _error = _b.error
 _require = _b.require
 
@@ -97,6 +98,59 @@ _T4 = ffi.typeof('size_t *')
 _T5 = ffi.typeof('int *')
 _T6 = ffi.typeof('long long *')
 
+# ---------------------------------------------------------------- C functions
+# _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
+# in ABI mode resolved through the lazy _lib on its first call (which raises the loader error if it cannot
+# be), and again after set_per_thread_default_stream().
+if TYPE_CHECKING:
+    _f_goldenAlloc: Any
+    _f_goldenBuild: Any
+    _f_goldenCopy: Any
+    _f_goldenCtxCreate: Any
+    _f_goldenCtxDestroy: Any
+    _f_goldenDescribe: Any
+    _f_goldenGetErrorName: Any
+    _f_goldenGetLog: Any
+    _f_goldenGetLogSize: Any
+    _f_goldenGetName: Any
+    _f_goldenGetVersion: Any
+    _f_goldenInit: Any
+    _f_goldenJoin: Any
+    _f_goldenNotExported: Any
+    _f_goldenQuery: Any
+    _f_goldenScale: Any
+    _f_goldenSetCallback: Any
+    _f_goldenStatusString: Any
+    _f_goldenSum: Any
+    pass
+
+
+def _abi_first_call(name: str) -> Any:
+    def first_call(*args: Any) -> Any:
+        fn = getattr(_lib, name)
+        globals()["_f_" + name] = fn
+        return fn(*args)
+    return first_call
+
+
+def _bind_functions() -> None:
+    g = globals()
+    for name, *_ in _b.functions:
+        g["_f_" + name] = getattr(_lib, name) if BINDING_MODE == "api" else _abi_first_call(name)
+
+
+_bind_functions()
+
+
+def set_per_thread_default_stream(enabled: bool) -> None:
+    """Bind the per-thread-default-stream variants (``_ptds``/``_ptsz``) instead of the legacy stream ones."""
+    _b.set_per_thread_default_stream(enabled)
+    if BINDING_MODE != "api":  # ABI mode: what was resolved under the other symbols is resolved again
+        _bind_functions()
+        for name, *_ in _b.functions:
+            unchecked.__dict__.pop(name, None)
+
+
 # -------------------------------------------------------------------- functions
 
 
@@ -107,7 +161,7 @@ def goldenAlloc(bytes: int) -> int:
     Returns ``ptr``.
     """
     _ptr = _new(_T0)
-    _r = _lib.goldenAlloc(_ptr, bytes)
+    _r = _f_goldenAlloc(_ptr, bytes)
     if _r:
         raise _error(_r, 0)
     _v: int = _ptr[0]
@@ -120,7 +174,7 @@ def goldenBuild(ctx: CData, source: str | bytes) -> None:
     Symbol ``goldenBuild``.
     """
     _source = source.encode() if isinstance(source, str) else source
-    _r = _lib.goldenBuild(ctx, _source)
+    _r = _f_goldenBuild(ctx, _source)
     if _r:
         raise _error(_r, 1, _detail(goldenGetLog, ctx))
 
@@ -130,7 +184,7 @@ def goldenCopy(dst: int, src: CData, bytes: int) -> None:
 
     Symbol ``goldenCopy_v2`` (per-thread: ``goldenCopy_v2_ptds``).
     """
-    _r = _lib.goldenCopy(dst, src, bytes)
+    _r = _f_goldenCopy(dst, src, bytes)
     if _r:
         raise _error(_r, 2)
 
@@ -142,7 +196,7 @@ def goldenCtxCreate(mode: int) -> CData:
     Returns ``ctx``.
     """
     _ctx = _new(_T1)
-    _r = _lib.goldenCtxCreate(_ctx, mode)
+    _r = _f_goldenCtxCreate(_ctx, mode)
     if _r:
         raise _error(_r, 3)
     return _ctx[0]
@@ -153,7 +207,7 @@ def goldenCtxDestroy(ctx: CData) -> None:
 
     Symbol ``goldenCtxDestroy``.
     """
-    _r = _lib.goldenCtxDestroy(ctx)
+    _r = _f_goldenCtxDestroy(ctx)
     if _r:
         raise _error(_r, 4)
 
@@ -165,7 +219,7 @@ def goldenDescribe(ptr: int) -> CData:
     Returns ``desc``.
     """
     _desc = _new(_T2)
-    _r = _lib.goldenDescribe(_desc, ptr)
+    _r = _f_goldenDescribe(_desc, ptr)
     if _r:
         raise _error(_r, 5)
     return _desc
@@ -178,7 +232,7 @@ def goldenGetErrorName(status: int) -> str:
     Returns ``name``.
     """
     _name = _new(_T3)
-    _r = _lib.goldenGetErrorName(status, _name)
+    _r = _f_goldenGetErrorName(status, _name)
     if _r:
         raise _error(_r, 6)
     return _str(_name[0])
@@ -192,7 +246,7 @@ def goldenGetLog(ctx: CData) -> str:
     """
     _log_n = goldenGetLogSize(ctx)
     _log = _new('char[]', max(_log_n, 1))
-    _r = _lib.goldenGetLog(ctx, _log)
+    _r = _f_goldenGetLog(ctx, _log)
     if _r:
         raise _error(_r, 7)
     return _str(_log)
@@ -205,7 +259,7 @@ def goldenGetLogSize(ctx: CData) -> int:
     Returns ``size``.
     """
     _size = _new(_T4)
-    _r = _lib.goldenGetLogSize(ctx, _size)
+    _r = _f_goldenGetLogSize(ctx, _size)
     if _r:
         raise _error(_r, 8)
     _v: int = _size[0]
@@ -220,7 +274,7 @@ def goldenGetName(index: int) -> str:
     """
     _name_n = 64
     _name = _new('char[]', max(_name_n, 1))
-    _r = _lib.goldenGetName(_name, 64, index)
+    _r = _f_goldenGetName(_name, 64, index)
     if _r:
         raise _error(_r, 9)
     return _str(_name)
@@ -234,7 +288,7 @@ def goldenGetVersion() -> tuple[int, int]:
     """
     _major = _new(_T5)
     _minor = _new(_T5)
-    _r = _lib.goldenGetVersion(_major, _minor)
+    _r = _f_goldenGetVersion(_major, _minor)
     if _r:
         raise _error(_r, 10)
     return _major[0], _minor[0]
@@ -245,7 +299,7 @@ def goldenInit(flags: int) -> None:
 
     Symbol ``goldenInit``.
     """
-    _r = _lib.goldenInit(flags)
+    _r = _f_goldenInit(flags)
     if _r:
         raise _error(_r, 11)
 
@@ -261,7 +315,7 @@ def goldenJoin(words: Sequence[str | bytes]) -> str:
     _words = _c_array(ffi, 'const char * const', words, _keep)
     _out_n = 256
     _out = _new('char[]', max(_out_n, 1))
-    _r = _lib.goldenJoin(_count, _words, _out, 256)
+    _r = _f_goldenJoin(_count, _words, _out, 256)
     if _r:
         raise _error(_r, 12)
     return _str(_out)
@@ -272,7 +326,7 @@ def goldenNotExported(x: int) -> None:
 
     Symbol ``goldenNotExported``; GOLDEN >= 3.5.
     """
-    _r = _lib.goldenNotExported(x)
+    _r = _f_goldenNotExported(x)
     if _r:
         raise _error(_r, 13)
 
@@ -283,7 +337,7 @@ def goldenQuery(ctx: CData) -> int:
     Symbol ``goldenQuery``.
     Returns the status code.
     """
-    _r = _lib.goldenQuery(ctx)
+    _r = _f_goldenQuery(ctx)
     if _r not in (0, 3,):
         raise _error(_r, 14)
     _v: int = _r
@@ -296,7 +350,7 @@ def goldenScale(x: float, factor: float) -> float:
     Symbol ``goldenScale``.
     Returns the result.
     """
-    _r = _lib.goldenScale(x, factor)
+    _r = _f_goldenScale(x, factor)
     _v: float = _r
     return _v
 
@@ -306,7 +360,7 @@ def goldenSetCallback(cb: CData, userData: CData | None = None) -> None:
 
     Symbol ``goldenSetCallback``.
     """
-    _r = _lib.goldenSetCallback(cb, _NULL if userData is None else userData)
+    _r = _f_goldenSetCallback(cb, _NULL if userData is None else userData)
     if _r:
         raise _error(_r, 16)
 
@@ -317,10 +371,12 @@ def goldenStatusString(status: int) -> str:
     Symbol ``goldenStatusString``.
     Returns the result.
     """
-    _r = _lib.goldenStatusString(status)
-    if _r == _NULL:
+    _r = _f_goldenStatusString(status)
+    if not _r:
         _require(17)
-    return _str(_r)
+        return ""
+    _v: str = _string(_r).decode("utf-8", "replace")
+    return _v
 
 
 def goldenSum(values: Sequence[Any]) -> int:
@@ -333,11 +389,23 @@ def goldenSum(values: Sequence[Any]) -> int:
     _values = _c_array(ffi, 'const int', values, _keep)
     _count = len(values) if values is not None else 0
     _total = _new(_T6)
-    _r = _lib.goldenSum(_values, _count, _total)
+    _r = _f_goldenSum(_values, _count, _total)
     if _r:
         raise _error(_r, 18)
     _v: int = _total[0]
     return _v
 
+
+# -------------------------------------------------------------------- fast path
+# API mode: the checked wrappers of the 8 functions that take and return only numbers (or a
+# string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
+# which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
+_fast: Any = None
+_python: dict[str, Any] = {}
+if BINDING_MODE == "api" and getattr(_lib, "ia_install_fast", None) is not None and _lib.ia_install_fast() == 0:
+    _fast = _sys.modules.get(__name__ + "._fast")
+if _fast is not None:
+    _python = {name: globals()[name] for name in vars(_fast) if not name.startswith("_") and name in globals()}
+    globals().update({name: getattr(_fast, name) for name in _python})
 
 _b.name_function = goldenGetErrorName

@@ -273,3 +273,521 @@ static goldenStatus goldenSum(const int *values, int count, long long *total)
         return (goldenStatus)2147483631;
     return ((ia_pfn_18)ia_fn)(values, count, total);
 }
+
+/* ------------------------------------------------------------------------------------------------------
+ * Checked fast path: the checked wrappers of functions that take and return plain numbers (or a string),
+ * as CPython functions.  Each one does what its Python wrapper in __init__.py does -- same arguments
+ * (positional or keyword), same results, same exceptions -- without running Python bytecode: converts
+ * the arguments as cffi does, calls the trampoline above with the GIL released, and on a failure status
+ * asks the Python side (BINDING.error in _binding.py, imported on the first failure) for the exception.
+ * ia_install_fast() registers them as the module ironaccelerator.backends.test.golden._fast, whose functions __init__.py
+ * binds in place of the Python wrappers in API mode.  This file is compiled by cffi after it includes
+ * Python.h; _cffi_build.py turns off Py_LIMITED_API (METH_FASTCALL is not in the 3.2 stable ABI).
+ * ---------------------------------------------------------------------------------------------------- */
+#define IA_FAST_COUNT 8
+#define IA_PACKAGE "ironaccelerator.backends.test.golden"
+
+#if defined(__GNUC__)
+#define IA_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define IA_LIKELY(x) (x)
+#endif
+
+/* integer traits of a C type (enums included), as cffi's _cffi_to_c_int uses them */
+#define IA_SIGNED(T) ((T)-1 < (T)0)
+#define IA_SMAX(T) ((long long)(~0ULL >> (65 - 8 * sizeof(T))))
+#define IA_SMIN(T) (-IA_SMAX(T) - 1)
+#define IA_UMAX(T) (~0ULL >> (64 - 8 * sizeof(T)))
+#define IA_FROM_INT(T, v) \
+    (IA_SIGNED(T) ? PyLong_FromLongLong((long long)(v)) : PyLong_FromUnsignedLongLong((unsigned long long)(v)))
+#define IA_ARG_INT(T, o, dst)                                                                   \
+    do {                                                                                        \
+        if (IA_SIGNED(T)) {                                                                     \
+            long long ia_s_;                                                                    \
+            if (ia_arg_signed((o), IA_SMIN(T), IA_SMAX(T), #T, &ia_s_) < 0)                     \
+                return NULL;                                                                    \
+            (dst) = (T)ia_s_;                                                                   \
+        } else {                                                                                \
+            unsigned long long ia_u_;                                                           \
+            if (ia_arg_unsigned((o), IA_UMAX(T), #T, &ia_u_) < 0)                               \
+                return NULL;                                                                    \
+            (dst) = (T)ia_u_;                                                                   \
+        }                                                                                       \
+    } while (0)
+#define IA_ARG_FLOAT(T, o, dst)                                                                 \
+    do {                                                                                        \
+        double ia_d_ = PyFloat_AsDouble(o);                                                     \
+        if (ia_d_ == -1.0 && PyErr_Occurred())                                                  \
+            return NULL;                                                                        \
+        (dst) = (T)ia_d_;                                                                       \
+    } while (0)
+
+/* o as a Python int the way cffi accepts integers: int and its subclasses (IntEnum), or anything with
+   __int__ that is not a float; a new reference, or NULL with TypeError set */
+static PyObject *ia_int_object(PyObject *o)
+{
+    PyNumberMethods *nb = Py_TYPE(o)->tp_as_number;
+    PyObject *r;
+    if (PyFloat_Check(o) || nb == NULL || nb->nb_int == NULL) {
+        PyErr_SetString(PyExc_TypeError, "an integer is required");
+        return NULL;
+    }
+    r = nb->nb_int(o);
+    if (r != NULL && !PyLong_Check(r)) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "__int__ returned non-int");
+        return NULL;
+    }
+    return r;
+}
+
+static int ia_arg_signed(PyObject *o, long long lo, long long hi, const char *ctype, long long *out)
+{
+    PyObject *io = NULL;
+    long long v;
+    int overflow = 0;
+    if (IA_UNLIKELY(!PyLong_Check(o))) {
+        if ((io = ia_int_object(o)) == NULL)
+            return -1;
+        o = io;
+    }
+    v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    Py_XDECREF(io);
+    if (IA_UNLIKELY(overflow != 0)) {
+        PyErr_SetString(PyExc_OverflowError, "int too big to convert");
+        return -1;
+    }
+    if (IA_UNLIKELY(v == -1 && PyErr_Occurred()))
+        return -1;
+    if (IA_UNLIKELY(v < lo || v > hi)) {
+        PyErr_Format(PyExc_OverflowError, "integer %lld does not fit '%s'", v, ctype);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int ia_arg_unsigned(PyObject *o, unsigned long long hi, const char *ctype, unsigned long long *out)
+{
+    PyObject *io = NULL;
+    unsigned long long v;
+    long long s;
+    int overflow = 0;
+    if (IA_UNLIKELY(!PyLong_Check(o))) {
+        if ((io = ia_int_object(o)) == NULL)
+            return -1;
+        o = io;
+    }
+    s = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (IA_LIKELY(overflow == 0 && s >= 0)) {
+        v = (unsigned long long)s;
+    } else if (overflow > 0) {
+        v = PyLong_AsUnsignedLongLong(o);  /* 2**63 .. 2**64-1, or OverflowError */
+    } else {
+        if (overflow != 0 || !PyErr_Occurred())
+            PyErr_SetString(PyExc_OverflowError, "can't convert negative number to unsigned");
+        v = (unsigned long long)-1;
+    }
+    Py_XDECREF(io);
+    if (IA_UNLIKELY(v == (unsigned long long)-1 && PyErr_Occurred()))
+        return -1;
+    if (IA_UNLIKELY(v > hi)) {
+        PyErr_Format(PyExc_OverflowError, "integer %llu does not fit '%s'", v, ctype);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Positional and keyword arguments into out[0..n-1] (the slow path: keywords, or a wrong count). */
+static int ia_fast_args(const char *fname, const char *const *names, Py_ssize_t n, PyObject *const *args,
+                        Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t i, k, nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd %s given", fname, n,
+                     n == 1 ? "" : "s", nargs, nargs == 1 ? "was" : "were");
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    for (k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        for (i = 0; i < n; i++)
+            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
+                break;
+        if (i == n) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, key);
+            return -1;
+        }
+        if (out[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname, names[i]);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (i = 0; i < n; i++) {
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* a NUL-terminated string as str, decoded like the Python wrappers' _str(): UTF-8, "replace"; NULL is "" */
+static PyObject *ia_str(const char *s)
+{
+    if (s == NULL)
+        return PyUnicode_FromStringAndSize("", 0);
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
+/* a char[size] buffer as str: up to its first NUL, or all of it (as ffi.string on a char array) */
+static PyObject *ia_str_n(const char *s, size_t size)
+{
+    const char *end = (const char *)memchr(s, 0, size);
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)(end != NULL ? (size_t)(end - s) : size), "replace");
+}
+
+/* a tuple that steals items[0..n-1]; if any is NULL (an error is set), releases the others */
+static PyObject *ia_tuple(Py_ssize_t n, PyObject **items)
+{
+    PyObject *t = NULL;
+    Py_ssize_t i;
+    for (i = 0; i < n; i++)
+        if (items[i] == NULL)
+            goto fail;
+    if ((t = PyTuple_New(n)) == NULL)
+        goto fail;
+    for (i = 0; i < n; i++)
+        PyTuple_SET_ITEM(t, i, items[i]);
+    return t;
+fail:
+    for (i = 0; i < n; i++)
+        Py_XDECREF(items[i]);
+    return NULL;
+}
+
+static PyObject *ia_fast_binding = NULL; /* IA_PACKAGE._binding.BINDING, imported on the first failure */
+
+static PyObject *ia_fast_get_binding(void)
+{
+    PyObject *mod, *b;
+    if (ia_fast_binding != NULL)
+        return ia_fast_binding;
+    if ((mod = PyImport_ImportModule(IA_PACKAGE "._binding")) == NULL)
+        return NULL;
+    b = PyObject_GetAttrString(mod, "BINDING");
+    Py_DECREF(mod);
+    if (b == NULL)
+        return NULL;
+    if (ia_fast_binding == NULL)
+        ia_fast_binding = b;
+    else
+        Py_DECREF(b);
+    return ia_fast_binding;
+}
+
+/* raise BINDING.error(code, index) (the Python wrappers' `raise _error(_r, index)`); steals code; NULL */
+static PyObject *ia_fast_fail(PyObject *code, int index)
+{
+    PyObject *b, *err;
+    if (code == NULL)
+        return NULL;
+    if ((b = ia_fast_get_binding()) == NULL || Py_EnterRecursiveCall(" while building an error")) {
+        Py_DECREF(code);
+        return NULL;
+    }
+    err = PyObject_CallMethod(b, "error", "Oi", code, index);
+    Py_LeaveRecursiveCall();
+    Py_DECREF(code);
+    if (err == NULL)
+        return NULL;
+    if (PyExceptionInstance_Check(err))
+        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+    else
+        PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
+    Py_DECREF(err);
+    return NULL;
+}
+
+/* BINDING.require(index): raises the loader error of a function that cannot be called; -1 if it did */
+static int ia_fast_require(int index)
+{
+    PyObject *b, *r;
+    if ((b = ia_fast_get_binding()) == NULL)
+        return -1;
+    if ((r = PyObject_CallMethod(b, "require", "i", index)) == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"bytes"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    goldenStatus ia_r;
+    goldenPtr o0 = 0;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenAlloc", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(size_t, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenAlloc(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 0);
+    return IA_FROM_INT(goldenPtr, o0);
+}
+
+static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"status"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    goldenStatus ia_r;
+    goldenStatus a0;
+    const char *o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenGetErrorName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(goldenStatus, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenGetErrorName(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 6);
+    return ia_str(o1);
+}
+
+static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"index"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    goldenStatus ia_r;
+    char ia_buf0[64];
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenGetName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(int, ia_a[0], a2);
+    memset(ia_buf0, 0, sizeof ia_buf0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenGetName(ia_buf0, (int)64, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 9);
+    return ia_str_n(ia_buf0, 64);
+}
+
+static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    goldenStatus ia_r;
+    int o0 = 0;
+    int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("goldenGetVersion", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenGetVersion(&o0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 10);
+    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+}
+
+static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    goldenStatus ia_r;
+    unsigned int a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenInit", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(unsigned int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenInit(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 11);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"x"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    goldenStatus ia_r;
+    int a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenNotExported", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenNotExported(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 13);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"x", "factor"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    double ia_r;
+    double a0;
+    float a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("goldenScale", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_FLOAT(double, ia_a[0], a0);
+    IA_ARG_FLOAT(float, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenScale(a0, a1);
+    Py_END_ALLOW_THREADS
+    return PyFloat_FromDouble((double)ia_r);
+}
+
+static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"status"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    const char *ia_r;
+    goldenStatus a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenStatusString", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(goldenStatus, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenStatusString(a0);
+    Py_END_ALLOW_THREADS
+    if (ia_r == NULL && ia_status(17) != 0 && ia_fast_require(17) < 0)
+        return NULL;
+    return ia_str(ia_r);
+}
+
+static PyMethodDef ia_fast_methods[] = {
+    {"goldenAlloc", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "goldenAlloc($module, bytes)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenAlloc(goldenPtr *ptr, size_t bytes)``\n"
+     "\n"
+     "Symbol ``goldenAlloc_v2``; GOLDEN >= 2.1.\n"
+     "Returns ``ptr``."},
+    {"goldenGetErrorName", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+     "goldenGetErrorName($module, status)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenGetErrorName(goldenStatus status, const char **name)``\n"
+     "\n"
+     "Symbol ``goldenGetErrorName``.\n"
+     "Returns ``name``."},
+    {"goldenGetName", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+     "goldenGetName($module, index)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenGetName(char *name, int len, int index)``\n"
+     "\n"
+     "Symbol ``goldenGetName``.\n"
+     "Returns ``name``."},
+    {"goldenGetVersion", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+     "goldenGetVersion($module)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenGetVersion(int *major, int *minor)``\n"
+     "\n"
+     "Symbol ``goldenGetVersion``.\n"
+     "Returns ``major``, ``minor``."},
+    {"goldenInit", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
+     "goldenInit($module, flags)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenInit(unsigned int flags)``\n"
+     "\n"
+     "Symbol ``goldenInit``."},
+    {"goldenNotExported", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+     "goldenNotExported($module, x)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenNotExported(int x)``\n"
+     "\n"
+     "Symbol ``goldenNotExported``; GOLDEN >= 3.5."},
+    {"goldenScale", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+     "goldenScale($module, x, factor)\n"
+     "--\n"
+     "\n"
+     "``double goldenScale(double x, float factor)``\n"
+     "\n"
+     "Symbol ``goldenScale``.\n"
+     "Returns the result."},
+    {"goldenStatusString", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+     "goldenStatusString($module, status)\n"
+     "--\n"
+     "\n"
+     "``const char *goldenStatusString(goldenStatus status)``\n"
+     "\n"
+     "Symbol ``goldenStatusString``.\n"
+     "Returns the result."},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef ia_fast_def = {
+    PyModuleDef_HEAD_INIT, IA_PACKAGE "._fast",
+    "Compiled checked wrappers of " IA_PACKAGE " (see trampolines.c); bound in its namespace in API mode.",
+    -1, ia_fast_methods, NULL, NULL, NULL, NULL,
+};
+static PyObject *ia_fast_module = NULL;
+
+/* Called (once) by __init__.py in API mode, through cffi, which has released the GIL: creates the module
+   and puts it in sys.modules as IA_PACKAGE._fast.  0 on success; -1 leaves the Python wrappers in use. */
+static int ia_install_fast(void)
+{
+    int rc = -1;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    if (ia_fast_module == NULL)
+        ia_fast_module = PyModule_Create(&ia_fast_def);
+    if (ia_fast_module != NULL && PyDict_SetItemString(PyImport_GetModuleDict(), IA_PACKAGE "._fast",
+                                                       ia_fast_module) == 0)
+        rc = 0;
+    if (rc != 0)
+        PyErr_Clear();
+    PyGILState_Release(gil);
+    return rc;
+}

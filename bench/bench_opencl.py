@@ -1,0 +1,537 @@
+#!/usr/bin/env python
+"""The OpenCL backend of the core surface against pyopencl, on the same PoCL device, in one process.
+
+Run from the repository root (after ``generate`` and ``build``)::
+
+    .venv/bin/python bench/bench_opencl.py [--repeats N] [--quick] [--target-ms MS] [--batch N]
+
+Sections (every variant of a section is timed once per repeat, in a rotated order; the
+tables show the median per-op time and ratios, a ratio being the median over repeats of the
+paired per-repeat ratio, which is robust to the shared machine getting slower or faster):
+
+1. launch + finish   a trivial kernel (one buffer arg + one int arg), global size 1, enqueue then
+                     wait, per iteration:
+                       ours checked      ``s.launch(launch); s.synchronize()``
+                       ours unchecked    ``s.launch_unchecked(launch); s.synchronize()``
+                       pyopencl knl()    ``knl(queue, (1,), (1,), buf, np.int32(1)); queue.finish()``
+                       pyopencl set_args ``knl.set_args(buf, np.int32(1)); cl.enqueue_nd_range_kernel(...); finish``
+                       pyopencl enqueue  args set once, ``cl.enqueue_nd_range_kernel(...); finish`` (a floor)
+                       raw cffi          our raw ``clEnqueueNDRangeKernel`` + ``clFinish``, args set once (PoCL's floor)
+2. enqueue only      ``--batch`` launches then one finish; the time per launch.  Same variants.
+3. copies            H2D and D2H of 4 KiB, 1 MiB and 64 MiB, each followed by synchronize/finish;
+                     ours ``copy_from_host``/``copy_to_host`` vs ``cl.enqueue_copy(queue, ...)``; GB/s.
+                     Same host arrays on both sides; fresh device buffers every repeat (page placement),
+                     allocated in alternating order, caches evicted.  Ours and pyopencl alternate op by
+                     op (each copy + wait timed on its own), a repeat's sample being the median op.
+4. allocation        alloc + free of 256 B, 64 KiB and 4 MiB: ours ``MemoryPool`` vs ours ``dev.alloc``
+                     vs pyopencl ``cl.Buffer`` + ``release()`` vs ``pyopencl.tools.MemoryPool``.
+
+Targets are printed at the end with OK / MISS: ours / pyopencl time <= 1.0 for launch + finish and
+enqueue only, ours / pyopencl throughput >= 1.0 for every copy, and ours ``MemoryPool`` / ours
+``dev.alloc`` time <= 1.0 (a pool must beat no pool).  The pyopencl allocation ratios are printed for
+context only: its ``cl.Buffer`` and ``tools.MemoryPool`` are C++ and never reach Python bytecode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "generated"))
+
+import numpy as np  # noqa: E402
+
+KERNEL_SRC = """
+__kernel void touch(__global int *buf, int v) { if (get_global_id(0) == 0) buf[0] = v; }
+"""
+
+TARGET_LAUNCH = 1.0   # ours time / pyopencl time (launch + finish, enqueue only)
+TARGET_COPY = 1.0     # ours throughput / pyopencl throughput
+TARGET_POOL = 1.0     # ours MemoryPool alloc+free time / ours dev.alloc+free time
+
+
+class Variant:
+    def __init__(self, key: str, label: str, body: Callable[[int], None], ops_per_call: int = 1,
+                 nbytes: int = 0) -> None:
+        self.key = key
+        self.label = label
+        self.body = body  # body(n): run n calls
+        self.ops_per_call = ops_per_call  # ops (launches, copies) per call
+        self.nbytes = nbytes
+        self.n = 1
+        self.samples: list[float] = []  # seconds per op, one per repeat
+
+    def calibrate(self, target_s: float) -> None:
+        self.body(2)  # warm up
+        n = 1
+        while True:
+            t = self._time(n)
+            if t >= target_s / 4 or n >= 1 << 22:
+                break
+            n *= 4
+        self.n = max(1, round(n * target_s / max(t, 1e-9)))
+
+    def _time(self, n: int) -> float:
+        gcold = gc.isenabled()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            self.body(n)
+            return time.perf_counter() - t0
+        finally:
+            if gcold:
+                gc.enable()
+
+    def sample(self) -> None:
+        self.samples.append(self._time(self.n) / (self.n * self.ops_per_call))
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+
+def run(variants: list[Variant], repeats: int, target_s: float,
+        before_repeat: Callable[[], None] | None = None) -> None:
+    for v in variants:
+        v.calibrate(target_s)
+    for k in range(repeats):
+        if before_repeat is not None:
+            before_repeat()  # untimed
+        r = k % len(variants)
+        for v in variants[r:] + variants[:r]:  # rotate so no variant is always first/last
+            v.sample()
+        gc.collect()
+
+
+def run_interleaved(groups: list[list[Variant]], repeats: int, target_s: float,
+                    before_repeat: Callable[[], None] | None = None) -> None:
+    """Finer pairing for ops long enough to time one by one (copies): in every repeat each group's variants
+    alternate op by op (ABBA...), each op timed on its own; a variant's sample is the median of its ops in
+    that repeat.  Neighbouring ops see the same machine, which a noisy host needs at the 1-10 ms scale."""
+    ops: dict[int, int] = {}
+    for g in groups:
+        for v in g:
+            v.body(2)  # warm up
+        t0 = time.perf_counter()
+        for v in g:
+            v.body(1)
+        per_round = time.perf_counter() - t0
+        ops[id(g)] = max(3, round(target_s / max(per_round, 1e-9)))
+    pc = time.perf_counter
+    for k in range(repeats):
+        if before_repeat is not None:
+            before_repeat()  # untimed
+        r = k % len(groups)
+        for g in groups[r:] + groups[:r]:
+            times: list[list[float]] = [[] for _ in g]
+            order = list(range(len(g)))
+            gcold = gc.isenabled()
+            gc.disable()
+            try:
+                for j in range(ops[id(g)]):
+                    for i in (order if (j + k) % 2 == 0 else order[::-1]):
+                        body = g[i].body
+                        t0 = pc()
+                        body(1)
+                        times[i].append(pc() - t0)
+            finally:
+                if gcold:
+                    gc.enable()
+            for v, ts in zip(g, times):
+                v.samples.append(statistics.median(ts))
+
+
+def ratio(a: Variant, b: Variant) -> float:
+    """Median of per-repeat a/b (time ratio)."""
+    return statistics.median(x / y for x, y in zip(a.samples, b.samples))
+
+
+def spread(v: Variant) -> float:
+    s = sorted(v.samples)
+    q = len(s) // 4
+    return (s[-1 - q] - s[q]) / statistics.median(s) * 100 if len(s) >= 4 else 0.0
+
+
+def us(x: float) -> str:
+    return f"{x * 1e6:9.2f}"
+
+
+class Targets:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, float, str, float, bool]] = []
+        self.info: list[tuple[str, float]] = []
+
+    def add(self, what: str, value: float, op: str, target: float) -> None:
+        ok = value <= target if op == "<=" else value >= target
+        self.rows.append((what, value, op, target, ok))
+
+    def note(self, what: str, value: float) -> None:
+        """A ratio reported next to the targets, without one."""
+        self.info.append((what, value))
+
+    def print(self) -> None:
+        print("\n== targets")
+        w = max(len(r[0]) for r in self.rows + self.info)  # type: ignore[operator]
+        for what, value, op, target, ok in self.rows:
+            print(f"  {what:<{w}}  {value:6.3f}x  (target {op} {target:.2f}x)  {'OK' if ok else 'MISS'}")
+        for what, value in self.info:
+            print(f"  {what:<{w}}  {value:6.3f}x  (no target: for context)")
+        missed = sum(not r[4] for r in self.rows)
+        print(f"  {len(self.rows) - missed}/{len(self.rows)} met")
+
+
+def libs_mapped(needle: str) -> set[str]:
+    try:
+        with open("/proc/self/maps") as f:
+            return {line.split()[-1] for line in f if needle in line and "/" in line}
+    except OSError:
+        return set()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=None, help="repeats per variant (default 31, --quick 15)")
+    ap.add_argument("--quick", action="store_true", help="shorter samples and 15 repeats (~5-10 s)")
+    ap.add_argument("--target-ms", type=float, default=None, help="duration of one sample (default 20, --quick 5)")
+    ap.add_argument("--batch", type=int, default=256, help="launches per finish in the enqueue-only section")
+    args = ap.parse_args()
+    repeats = args.repeats or (15 if args.quick else 31)
+    if repeats < 15:
+        print(f"warning: {repeats} repeats; the targets assume medians of >= 15", file=sys.stderr)
+    target_s = (args.target_ms or (5.0 if args.quick else 20.0)) / 1e3
+
+    import pyopencl as pcl
+    import pyopencl.tools as pcl_tools
+
+    import ironaccelerator as ia
+    from ironaccelerator.backends.opencl import cl as iacl
+
+    t_start = time.perf_counter()
+    dev = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL).open(0)
+    s = dev.create_stream()
+    # pyopencl on the same device (matched by name)
+    pdev = next(d for p in pcl.get_platforms() for d in p.get_devices() if d.name == dev.descriptor.name)
+    ctx = pcl.Context([pdev])
+    queue = pcl.CommandQueue(ctx, pdev, properties=pcl.command_queue_properties.PROFILING_ENABLE)
+
+    print(f"device: {dev.descriptor.name}  ({pdev.platform.name} {pdev.platform.version})")
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, pyopencl {pcl.VERSION_TEXT}, "
+          f"ironaccelerator cl BINDING_MODE={iacl.BINDING_MODE!r}, cpus={os.cpu_count()}")
+    print(f"OpenCL libraries mapped: {sorted(libs_mapped('libOpenCL') | libs_mapped('libpocl'))}")
+    if iacl.BINDING_MODE != "api":
+        print("WARNING: the OpenCL binding is not in API mode; run `ironaccelerator_gen build`", file=sys.stderr)
+    print(f"repeats={repeats}, sample~{target_s * 1e3:.0f} ms, batch={args.batch}\n")
+
+    # -- kernels and launch objects
+    k = dev.load_module(KERNEL_SRC).kernel("touch")
+    buf = dev.alloc(4096)
+    launch = ia.KernelLaunch(k, ia.LaunchDims(grid=1, block=1), (buf, np.int32(1)))
+    prg = pcl.Program(ctx, KERNEL_SRC).build()
+    knl = prg.touch
+    pbuf = pcl.Buffer(ctx, pcl.mem_flags.READ_WRITE, 4096)
+    one = np.int32(1)
+    gsz, lsz = (1,), (1,)
+
+    # raw floor: our compiled cffi functions on a kernel of its own (ours caches its argument state), args
+    # set once, 1-D range
+    raw, ffi = iacl.unchecked, iacl.ffi
+    k_raw = dev.load_module(KERNEL_SRC).kernel("touch")
+    rk = k_raw.handle
+    mem = ffi.new("cl_mem *", buf.buffer)
+    ival = ffi.new("cl_int *", 1)
+    assert raw.clSetKernelArg(rk, 0, ffi.sizeof("cl_mem"), mem) == 0
+    assert raw.clSetKernelArg(rk, 1, 4, ival) == 0
+    rg = ffi.new("size_t[1]", [1])
+    rq = s.queue  # type: ignore[attr-defined]
+
+    # correctness of every launch variant before timing
+    def check_touch(v: int, do: Callable[[], None], read: Callable[[], np.ndarray]) -> None:
+        do()
+        got = int(read()[0])
+        assert got == v, (got, v)
+
+    def read_ours() -> np.ndarray:
+        out = np.zeros(1, np.int32)
+        s.copy_to_host(out, buf)
+        s.synchronize()
+        return out
+
+    def read_pcl() -> np.ndarray:
+        out = np.zeros(1, np.int32)
+        pcl.enqueue_copy(queue, out, pbuf)
+        return out
+
+    check_touch(7, lambda: (s.launch(ia.KernelLaunch(k, ia.LaunchDims(1, 1), (buf, np.int32(7)))), s.synchronize()),
+                read_ours)
+    check_touch(8, lambda: (knl(queue, gsz, lsz, pbuf, np.int32(8)), queue.finish()), read_pcl)
+
+    def ours_checked(n: int) -> None:
+        launch_, sync = s.launch, s.synchronize
+        for _ in range(n):
+            launch_(launch)
+            sync()
+
+    def ours_unchecked(n: int) -> None:
+        launch_, sync = s.launch_unchecked, s.synchronize
+        for _ in range(n):
+            launch_(launch)
+            sync()
+
+    def pcl_call(n: int) -> None:
+        finish = queue.finish
+        for _ in range(n):
+            knl(queue, gsz, lsz, pbuf, one)
+            finish()
+
+    def pcl_setargs(n: int) -> None:
+        finish, set_args, enq = queue.finish, knl.set_args, pcl.enqueue_nd_range_kernel
+        for _ in range(n):
+            set_args(pbuf, one)
+            enq(queue, knl, gsz, lsz)
+            finish()
+
+    def pcl_enqueue(n: int) -> None:
+        knl.set_args(pbuf, one)
+        finish, enq = queue.finish, pcl.enqueue_nd_range_kernel
+        for _ in range(n):
+            enq(queue, knl, gsz, lsz)
+            finish()
+
+    def raw_floor(n: int) -> None:
+        enq, fin, null = raw.clEnqueueNDRangeKernel, raw.clFinish, ffi.NULL
+        assert raw.clSetKernelArg(rk, 0, ffi.sizeof("cl_mem"), mem) == 0
+        assert raw.clSetKernelArg(rk, 1, 4, ival) == 0
+        for _ in range(n):
+            enq(rq, rk, 1, null, rg, rg, 0, null, null)
+            fin(rq)
+
+    targets = Targets()
+
+    # ------------------------------------------------------------------ 1. launch + finish
+    sec1 = [
+        Variant("ours", "ours launch + synchronize", ours_checked),
+        Variant("ours_u", "ours launch_unchecked + synchronize", ours_unchecked),
+        Variant("pcl", "pyopencl knl(queue, ...) + finish", pcl_call),
+        Variant("pcl_sa", "pyopencl set_args + enqueue_nd_range_kernel + finish", pcl_setargs),
+        Variant("pcl_e", "pyopencl enqueue_nd_range_kernel + finish (args set once)", pcl_enqueue),
+        Variant("raw", "raw cffi clEnqueueNDRangeKernel + clFinish (args set once)", raw_floor),
+    ]
+    run(sec1, repeats, target_s)
+    v = {x.key: x for x in sec1}
+    print("== 1. launch + finish (global size 1), per iteration")
+    print(f"  {'variant':<60} {'median us':>9}  {'IQR%':>5}  {'/ pyopencl knl()':>16}  {'/ pyopencl set_args':>19}")
+    for x in sec1:
+        print(f"  {x.label:<60} {us(x.median)}  {spread(x):5.1f}  {ratio(x, v['pcl']):16.3f}  "
+              f"{ratio(x, v['pcl_sa']):19.3f}")
+    targets.add("launch+finish: ours checked / pyopencl knl()", ratio(v["ours"], v["pcl"]), "<=", TARGET_LAUNCH)
+    targets.add("launch+finish: ours checked / pyopencl set_args+enqueue", ratio(v["ours"], v["pcl_sa"]), "<=",
+                TARGET_LAUNCH)
+    targets.add("launch+finish: ours unchecked / pyopencl knl()", ratio(v["ours_u"], v["pcl"]), "<=", TARGET_LAUNCH)
+    targets.add("launch+finish: ours unchecked / pyopencl set_args+enqueue", ratio(v["ours_u"], v["pcl_sa"]), "<=",
+                TARGET_LAUNCH)
+
+    # ------------------------------------------------------------------ 2. enqueue only
+    B = args.batch
+
+    def batched(body: Callable[[int], None], finish: Callable[[], Any]) -> Callable[[int], None]:
+        def f(n: int) -> None:
+            for _ in range(n):
+                body(B)
+                finish()
+        return f
+
+    def ours_enq(m: int) -> None:
+        launch_ = s.launch
+        for _ in range(m):
+            launch_(launch)
+
+    def ours_enq_u(m: int) -> None:
+        launch_ = s.launch_unchecked
+        for _ in range(m):
+            launch_(launch)
+
+    def pcl_enq_call(m: int) -> None:
+        for _ in range(m):
+            knl(queue, gsz, lsz, pbuf, one)
+
+    def pcl_enq_sa(m: int) -> None:
+        set_args, enq = knl.set_args, pcl.enqueue_nd_range_kernel
+        for _ in range(m):
+            set_args(pbuf, one)
+            enq(queue, knl, gsz, lsz)
+
+    def pcl_enq_only(m: int) -> None:
+        knl.set_args(pbuf, one)
+        enq = pcl.enqueue_nd_range_kernel
+        for _ in range(m):
+            enq(queue, knl, gsz, lsz)
+
+    def raw_enq(m: int) -> None:
+        enq, null = raw.clEnqueueNDRangeKernel, ffi.NULL
+        assert raw.clSetKernelArg(rk, 0, ffi.sizeof("cl_mem"), mem) == 0
+        assert raw.clSetKernelArg(rk, 1, 4, ival) == 0
+        for _ in range(m):
+            enq(rq, rk, 1, null, rg, rg, 0, null, null)
+
+    rfin = lambda: raw.clFinish(rq)  # noqa: E731
+    sec2 = [
+        Variant("ours", "ours launch", batched(ours_enq, s.synchronize), B),
+        Variant("ours_u", "ours launch_unchecked", batched(ours_enq_u, s.synchronize), B),
+        Variant("pcl", "pyopencl knl(queue, ...)", batched(pcl_enq_call, queue.finish), B),
+        Variant("pcl_sa", "pyopencl set_args + enqueue_nd_range_kernel", batched(pcl_enq_sa, queue.finish), B),
+        Variant("pcl_e", "pyopencl enqueue_nd_range_kernel (args set once)", batched(pcl_enq_only, queue.finish), B),
+        Variant("raw", "raw cffi clEnqueueNDRangeKernel (args set once)", batched(raw_enq, rfin), B),
+    ]
+    run(sec2, repeats, target_s)
+    v = {x.key: x for x in sec2}
+    print(f"\n== 2. enqueue only: {B} launches then one finish, per launch")
+    print(f"  {'variant':<60} {'median us':>9}  {'IQR%':>5}  {'/ pyopencl knl()':>16}  {'/ pyopencl set_args':>19}")
+    for x in sec2:
+        print(f"  {x.label:<60} {us(x.median)}  {spread(x):5.1f}  {ratio(x, v['pcl']):16.3f}  "
+              f"{ratio(x, v['pcl_sa']):19.3f}")
+    targets.add("enqueue-only: ours checked / pyopencl knl()", ratio(v["ours"], v["pcl"]), "<=", TARGET_LAUNCH)
+    targets.add("enqueue-only: ours checked / pyopencl set_args+enqueue", ratio(v["ours"], v["pcl_sa"]), "<=",
+                TARGET_LAUNCH)
+    targets.add("enqueue-only: ours unchecked / pyopencl knl()", ratio(v["ours_u"], v["pcl"]), "<=", TARGET_LAUNCH)
+
+    # ------------------------------------------------------------------ 3. copies
+    # Both sides copy from / into the same host arrays.  The device buffers are allocated afresh (and
+    # committed by one untimed copy) before every repeat: where a buffer's pages land moves a 64 MiB copy
+    # by +-7% from one buffer to the next on either side, so a single buffer pair would be a coin toss.
+    # Which side allocates and commits its buffer last matters too (by a few % at 64 MiB, through what is
+    # left in the caches), so the order alternates between repeats and a scratch copy evicts the caches.
+    sizes = [("4 KiB", 4 << 10), ("1 MiB", 1 << 20), ("64 MiB", 64 << 20)]
+    sec3: list[tuple[str, str, Variant, Variant]] = []
+    slots: list[dict[str, Any]] = []
+    scratch = (np.empty(64 << 20, np.uint8), np.zeros(64 << 20, np.uint8))
+    renewals = [0]
+
+    def renew() -> None:
+        ours_first = renewals[0] % 2 == 0
+        renewals[0] += 1
+        for slot in slots:
+            if "ours" in slot:
+                slot["ours"].free()
+                slot["pcl"].release()
+            for side in ("ours", "pcl") if ours_first else ("pcl", "ours"):
+                if side == "ours":
+                    slot["ours"] = dev.alloc(slot["nbytes"])
+                    s.copy_from_host(slot["ours"], slot["host"])
+                    s.synchronize()
+                else:
+                    slot["pcl"] = pcl.Buffer(ctx, pcl.mem_flags.READ_WRITE, slot["nbytes"])
+                    pcl.enqueue_copy(queue, slot["pcl"], slot["host"])
+                    queue.finish()
+        np.copyto(scratch[0], scratch[1])
+
+    for label, nb in sizes:
+        host = (np.arange(nb // 4, dtype=np.int32) * 3) % 1000
+        out = np.empty_like(host)
+        slot: dict[str, Any] = {"nbytes": nb, "host": host, "out": out}
+        slots.append(slot)
+        renew()
+        # correctness first
+        out[:] = 0
+        s.copy_to_host(out, slot["ours"])
+        s.synchronize()
+        assert np.array_equal(out, host)
+        out[:] = 0
+        pcl.enqueue_copy(queue, out, slot["pcl"])
+        assert np.array_equal(out, host)
+
+        def o_h2d(n: int, slot: dict[str, Any] = slot) -> None:
+            cp, sync, dbuf, host = s.copy_from_host, s.synchronize, slot["ours"], slot["host"]
+            for _ in range(n):
+                cp(dbuf, host)
+                sync()
+
+        def o_d2h(n: int, slot: dict[str, Any] = slot) -> None:
+            cp, sync, dbuf, out = s.copy_to_host, s.synchronize, slot["ours"], slot["out"]
+            for _ in range(n):
+                cp(out, dbuf)
+                sync()
+
+        def p_h2d(n: int, slot: dict[str, Any] = slot) -> None:
+            cp, fin, pb, host = pcl.enqueue_copy, queue.finish, slot["pcl"], slot["host"]
+            for _ in range(n):
+                cp(queue, pb, host)
+                fin()
+
+        def p_d2h(n: int, slot: dict[str, Any] = slot) -> None:
+            cp, fin, pb, out = pcl.enqueue_copy, queue.finish, slot["pcl"], slot["out"]
+            for _ in range(n):
+                cp(queue, out, pb)
+                fin()
+
+        sec3.append((label, "H2D", Variant("ours", f"ours H2D {label}", o_h2d, nbytes=nb),
+                     Variant("pcl", f"pyopencl H2D {label}", p_h2d, nbytes=nb)))
+        sec3.append((label, "D2H", Variant("ours", f"ours D2H {label}", o_d2h, nbytes=nb),
+                     Variant("pcl", f"pyopencl D2H {label}", p_d2h, nbytes=nb)))
+    run_interleaved([list(row[2:]) for row in sec3], repeats, target_s, before_repeat=renew)
+    print("\n== 3. host <-> device copies, each followed by synchronize / finish")
+    print(f"  {'copy':<14} {'ours us':>10} {'ours GB/s':>10} {'pyopencl us':>12} {'pyopencl GB/s':>14} "
+          f"{'throughput ours/pyopencl':>25}  {'IQR% ours/pcl':>13}")
+    for label, d, o, p in sec3:
+        thr = 1 / ratio(o, p)  # throughput ratio = inverse of the time ratio
+        print(f"  {d + ' ' + label:<14} {us(o.median):>10} {o.nbytes / o.median / 1e9:10.2f} {us(p.median):>12} "
+              f"{p.nbytes / p.median / 1e9:14.2f} {thr:25.3f}  {spread(o):5.1f}/{spread(p):5.1f}")
+        targets.add(f"copy {d} {label}: ours / pyopencl throughput", thr, ">=", TARGET_COPY)
+
+    # ------------------------------------------------------------------ 4. allocation
+    pool = dev.memory_pool()
+    ppool = pcl_tools.MemoryPool(pcl_tools.ImmediateAllocator(queue))
+    sec4: list[tuple[str, list[Variant]]] = []
+    mf = pcl.mem_flags.READ_WRITE
+    for label, nb in [("256 B", 256), ("64 KiB", 64 << 10), ("4 MiB", 4 << 20)]:
+        def o_pool(n: int, nb: int = nb) -> None:
+            alloc = pool.alloc
+            for _ in range(n):
+                alloc(nb).free()
+
+        def o_raw(n: int, nb: int = nb) -> None:
+            alloc = dev.alloc
+            for _ in range(n):
+                alloc(nb).free()
+
+        def p_buf(n: int, nb: int = nb) -> None:
+            B_ = pcl.Buffer
+            for _ in range(n):
+                B_(ctx, mf, nb).release()
+
+        def p_pool(n: int, nb: int = nb) -> None:
+            alloc = ppool.allocate
+            for _ in range(n):
+                alloc(nb).release()
+
+        sec4.append((label, [Variant("pool", f"ours MemoryPool.alloc + free {label}", o_pool),
+                             Variant("raw", f"ours dev.alloc + free {label}", o_raw),
+                             Variant("pbuf", f"pyopencl cl.Buffer + release {label}", p_buf),
+                             Variant("ppool", f"pyopencl tools.MemoryPool allocate + release {label}", p_pool)]))
+    run([x for _, row in sec4 for x in row], repeats, target_s)
+    print("\n== 4. allocation: alloc + free, per pair")
+    print(f"  {'variant':<60} {'median us':>9}  {'IQR%':>5}  {'/ ours pool':>11}  {'/ pyopencl pool':>15}")
+    for label, row in sec4:
+        v = {x.key: x for x in row}
+        for x in row:
+            print(f"  {x.label:<60} {us(x.median)}  {spread(x):5.1f}  {ratio(x, v['pool']):11.3f}  "
+                  f"{ratio(x, v['ppool']):15.3f}")
+        targets.add(f"alloc {label}: ours MemoryPool / ours dev.alloc", ratio(v["pool"], v["raw"]), "<=", TARGET_POOL)
+    for label, row in sec4:
+        v = {x.key: x for x in row}
+        targets.note(f"alloc {label}: ours MemoryPool / pyopencl tools.MemoryPool", ratio(v["pool"], v["ppool"]))
+        targets.note(f"alloc {label}: ours dev.alloc / pyopencl cl.Buffer", ratio(v["raw"], v["pbuf"]))
+
+    targets.print()
+    print(f"\ntotal {time.perf_counter() - t_start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# System SDKs from Debian's packages: OpenCL headers + the ICD loader + PoCL (runs kernels on the CPU).
+# Installs only what is missing; needs root (CI and these machines run as root). Without root it
+# says what to install and exits 0: the OpenCL library is then skipped by `generate` and its tests skip.
+set -euo pipefail
+packages=(opencl-headers ocl-icd-opencl-dev ocl-icd-libopencl1 pocl-opencl-icd)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "system SDKs: all present (${packages[*]})"
+    exit 0
+fi
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "system SDKs: missing ${missing[*]} (install them as root with apt-get); OpenCL will be skipped"
+    exit 0
+fi
+echo "system SDKs: installing ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,772 @@
+"""Backend-agnostic conformance of the core trait surface.
+
+Every test that needs a device is parameterised over each *available* backend of
+``BackendRegistry.default()`` that enumerates at least one device, so a new backend
+(CUDA, ROCm, ...) runs this module unchanged once it is registered.  The only
+backend-specific input is device code: :data:`KERNELS` maps a BackendKind to the
+sources of a few small kernels; kinds without an entry skip the kernel tests.
+
+The pure unit tests at the end (DType table, LaunchDims validation) need no device.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import weakref
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from ironaccelerator import (
+    Allocation, Backend, BackendKind, BackendRegistry, Capability, CapabilityFlags, ComputeTier, Device,
+    DeviceDescriptor, DeviceId, DeviceLimits, DType, Error, ErrorKind, Event, Kernel, KernelLaunch, LaunchDims,
+    MemoryKind, MemoryPool, NumericClass, Scalar, Stream, Vendor,
+)
+
+
+# ------------------------------------------------------------------ device code, per backend
+
+
+@dataclass(frozen=True)
+class KernelSources:
+    """Device code for one backend.  Each kernel's parameters, in order:
+
+    * ``vector_add``: ``(const float *a, const float *b, float *c, uint32 n)``: ``c[i] = a[i] + b[i]``
+    * ``saxpy``: ``(float a, const float *x, float *y, uint32 n)``: ``y[i] = a * x[i] + y[i]``
+    * ``lcg``: ``(uint32 *x, uint32 n, uint32 rounds)``: ``rounds`` times ``x[i] = x[i] * 1664525 + 1013904223``
+      (deliberately slow: it gives streams and events real work to order and time)
+    * ``broken``: a module that does not compile
+    """
+
+    vector_add: str
+    saxpy: str
+    lcg: str
+    broken: str
+
+
+_OPENCL = KernelSources(
+    vector_add="""
+__kernel void vector_add(__global const float *a, __global const float *b, __global float *c, uint n) {
+    size_t i = get_global_id(0);
+    if (i < n) c[i] = a[i] + b[i];
+}
+""",
+    saxpy="""
+__kernel void saxpy(float a, __global const float *x, __global float *y, uint n) {
+    size_t i = get_global_id(0);
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+""",
+    lcg="""
+__kernel void lcg(__global uint *x, uint n, uint rounds) {
+    size_t i = get_global_id(0);
+    if (i >= n) return;
+    uint v = x[i];
+    for (uint r = 0; r < rounds; ++r) v = v * 1664525u + 1013904223u;
+    x[i] = v;
+}
+""",
+    broken="""
+__kernel void broken(__global float *x) {
+    x[0] = ;  /* a syntax error */
+    this_is_not_declared = 1;
+}
+""",
+)
+
+KERNELS: dict[BackendKind, KernelSources | None] = {
+    BackendKind.OPENCL: _OPENCL,
+    BackendKind.CUDA: None,  # TODO: CUDA C for NVRTC (extern "C" __global__ ...; blockIdx.x * blockDim.x + threadIdx.x)
+    BackendKind.ROCM: None,  # TODO: HIP C++ for hipRTC (same shape as the CUDA sources)
+    BackendKind.METAL: None,  # TODO: Metal Shading Language ([[kernel]], thread_position_in_grid)
+    BackendKind.QNN: None,  # TODO: QNN runs graphs, not source kernels: decide what "kernel" means there
+}
+
+
+# ------------------------------------------------------------------ which backends run
+
+
+def _backends_with_devices() -> tuple[list[Any], str]:
+    """pytest params: each available backend with >= 1 device; else one skipped param saying why."""
+    registry = BackendRegistry.default()
+    params, why = [], []
+    for kind in BackendKind:
+        try:
+            backend = registry.get(kind)
+        except Error as e:
+            why.append(f"{kind.name}: {e}")
+            continue
+        try:
+            devs = backend.devices()
+        except Error as e:
+            why.append(f"{kind.name}: {e.kind.name}: {e}")
+            continue
+        if not devs:
+            why.append(f"{kind.name}: no devices")
+            continue
+        params.append(pytest.param(backend, id=kind.name.lower()))
+    reason = "no backend with a device is available (" + "; ".join(why) + ")"
+    return params, reason
+
+
+_PARAMS, _NONE_REASON = _backends_with_devices()
+if not _PARAMS:
+    _PARAMS = [pytest.param(None, id="no-backend", marks=pytest.mark.skip(reason=_NONE_REASON))]
+
+
+@pytest.fixture(scope="module", params=_PARAMS)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    b: Backend = request.param
+    return b
+
+
+@pytest.fixture(scope="module")
+def device(backend: Backend) -> Iterator[Device]:
+    dev = backend.open(backend.devices()[0].id)
+    yield dev
+    dev.synchronize()
+    dev.close()
+
+
+@pytest.fixture
+def stream(device: Device) -> Iterator[Stream]:
+    s = device.create_stream()
+    yield s
+    s.synchronize()
+
+
+@pytest.fixture(scope="module")
+def sources(backend: Backend) -> KernelSources:
+    src = KERNELS.get(backend.kind)
+    if src is None:
+        pytest.skip(f"TODO: no {backend.kind.name} kernel sources in test_conformance.KERNELS")
+    return src
+
+
+@pytest.fixture(scope="module")
+def kernels(device: Device, sources: KernelSources) -> dict[str, Kernel]:
+    return {name: device.load_module(getattr(sources, name)).kernel(name) for name in ("vector_add", "saxpy", "lcg")}
+
+
+RNG = np.random.default_rng(20240611)
+
+
+def random_bytes(n: int) -> np.ndarray:
+    data = RNG.integers(0, 256, size=n, dtype=np.uint8)
+    if n > 1:
+        data[0], data[-1] = 0xA5, 0x5A  # never all zeros, even by chance
+    else:
+        data[0] = 0xA5
+    return data
+
+
+def grid_for(n: int, block: int) -> LaunchDims:
+    return LaunchDims(grid=(n + block - 1) // block, block=block)
+
+
+def kind_of(excinfo: pytest.ExceptionInfo[Error]) -> ErrorKind:
+    return excinfo.value.kind
+
+
+# ------------------------------------------------------------------ enumerate / open
+
+
+def test_enumerate_descriptors_are_sane(backend: Backend) -> None:
+    devs = backend.devices()
+    assert devs, "the parameterisation only admits backends with devices"
+    assert isinstance(backend.kind, BackendKind)
+    for i, d in enumerate(devs):
+        assert isinstance(d, DeviceDescriptor)
+        assert d.id == DeviceId(backend.kind, i)
+        assert d.backend is backend.kind and d.id.backend is backend.kind
+        assert str(d.id) == f"{backend.kind.name.lower()}:{i}"
+        assert isinstance(d.name, str) and d.name.strip()
+        assert isinstance(d.vendor, Vendor)
+        assert isinstance(d.total_memory, int) and d.total_memory > 0
+        assert isinstance(d.compute_units, int) and d.compute_units >= 1
+        cap = d.capability
+        assert isinstance(cap, Capability)
+        assert isinstance(cap.flags, CapabilityFlags) and isinstance(cap.tier, ComputeTier)
+        assert isinstance(cap.vendor_version, str) and cap.vendor_version.strip()
+        lim = d.limits
+        assert isinstance(lim, DeviceLimits)
+        assert all(isinstance(x, int) and x >= 1 for x in lim.max_block + lim.max_grid)
+        assert 1 <= lim.max_threads_per_block
+        assert lim.max_block[0] >= 1 and lim.max_shared_mem >= 0
+    # enumeration is stable
+    assert backend.devices() == devs
+
+
+def test_registry_reports_backend(backend: Backend) -> None:
+    registry = BackendRegistry.default()
+    assert registry.get(backend.kind) is backend
+    assert backend in registry.available()
+    report = registry.report()
+    assert any(line.startswith(f"{backend.kind.name}: library loaded, {len(backend.devices())} device")
+               for line in report), report
+    for d in backend.devices():
+        assert any(line.strip().startswith(f"{d.id}: {d.name}") for line in report), report
+
+
+def test_open_by_index_and_id_and_context_manager(backend: Backend) -> None:
+    desc = backend.devices()[0]
+    with backend.open(desc.id) as dev:
+        assert isinstance(dev, Device)
+        assert dev.descriptor == desc and dev.kind is backend.kind
+        with dev.alloc(64) as a:
+            assert a.nbytes == 64 and a.device is dev
+        assert a.freed
+        dev.synchronize()
+    with backend.open(0) as dev2:
+        assert dev2.descriptor == desc
+
+
+def test_open_bad_ids(backend: Backend) -> None:
+    with pytest.raises(Error) as ei:
+        backend.open(len(backend.devices()))
+    assert kind_of(ei) is ErrorKind.INVALID_VALUE
+    other = next(k for k in BackendKind if k is not backend.kind)
+    with pytest.raises(Error) as ei:
+        backend.open(DeviceId(other, 0))
+    assert kind_of(ei) is ErrorKind.INVALID_VALUE
+
+
+# ------------------------------------------------------------------ memory
+
+
+def test_alloc_and_free(device: Device) -> None:
+    a = device.alloc(4096)
+    assert isinstance(a, Allocation)
+    assert a.nbytes == 4096 and a.kind is MemoryKind.DEVICE and a.device is device and not a.freed
+    assert repr(a).startswith("<") and "4096" in repr(a)
+    a.free()
+    assert a.freed and "freed" in repr(a)
+    for bad in (0, -1):
+        with pytest.raises(Error) as ei:
+            device.alloc(bad)
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE
+
+
+def test_dlpack_device(device: Device) -> None:
+    with device.alloc(16) as a:
+        assert a.__dlpack_device__() == (device.kind.dlpack_device, device.descriptor.id.index)
+
+
+def test_alloc_unchecked_returns_result(device: Device) -> None:
+    ok = device.alloc_unchecked(256)
+    assert isinstance(ok, Allocation) and ok.nbytes == 256
+    assert ok.free_unchecked() is None
+    huge = device.alloc_unchecked(1 << 62)  # far beyond any device: an Error value, not an exception
+    assert isinstance(huge, Error)
+    assert huge.kind in (ErrorKind.OUT_OF_MEMORY, ErrorKind.INVALID_VALUE)
+
+
+def test_checked_double_free_raises_invalid_handle(device: Device) -> None:
+    a = device.alloc(128)
+    a.free()
+    with pytest.raises(Error) as ei:
+        a.free()
+    assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+    assert ei.value.backend == device.kind.name
+
+
+def test_free_unchecked_never_raises(device: Device) -> None:
+    a = device.alloc(128)
+    assert a.free_unchecked() is None  # success: nothing to report
+    assert a.freed
+    again = a.free_unchecked()  # a double free: reported as a value, never raised (and never released twice)
+    assert isinstance(again, Error) and again.kind is ErrorKind.INVALID_HANDLE
+    b = device.alloc(128)
+    b.free()
+    assert isinstance(b.free_unchecked(), Error)
+
+
+def test_use_after_free_in_copies_raises_invalid_handle(device: Device, stream: Stream) -> None:
+    live = device.alloc(64)
+    dead = device.alloc(64)
+    dead.free()
+    host = np.zeros(64, np.uint8)
+    calls = [
+        lambda: stream.copy_from_host(dead, host),
+        lambda: stream.copy_to_host(host, dead),
+        lambda: stream.copy(dead, live),
+        lambda: stream.copy(live, dead),
+    ]
+    for call in calls:
+        with pytest.raises(Error) as ei:
+            call()
+        assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+    live.free()
+
+
+def test_dropped_allocation_is_released_by_finalizer(device: Device) -> None:
+    a = device.alloc(1 << 20)
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    assert ref() is None, "nothing (no cycle, no registry) may keep a dropped allocation alive"
+    # and in bulk: dropped buffers, each filled (so its memory is really committed), must not pile up.
+    # Host RSS catches a leak on CPU devices (PoCL); a GPU backend would run out of device memory instead.
+    chunk, count = 32 << 20, 24
+    data = np.full(chunk, 0x5A, np.uint8)
+    s = device.create_stream()
+    before = _rss()
+    for _ in range(count):
+        b = device.alloc(chunk)
+        s.copy_from_host(b, data)
+        s.synchronize()
+        del b
+    grown = _rss() - before
+    assert grown < (count * chunk) // 3, f"host memory grew by {grown >> 20} MiB over {count} dropped allocations"
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def test_host_copy_size_checks(device: Device, stream: Stream) -> None:
+    with device.alloc(16) as a:
+        with pytest.raises(Error) as ei:
+            stream.copy_from_host(a, np.zeros(17, np.uint8))
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE
+        with pytest.raises(Error) as ei:
+            stream.copy_to_host(np.zeros(17, np.uint8), a)
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE
+        with pytest.raises(Error) as ei:
+            stream.copy_to_host(b"read-only bytes!", a)
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE
+
+
+@pytest.mark.parametrize("nbytes", [1, 4096, (1 << 20) + 7, 16 << 20], ids=["1B", "4KiB", "1MiB+7", "16MiB"])
+def test_round_trip_random_data(device: Device, stream: Stream, nbytes: int) -> None:
+    data = random_bytes(nbytes)
+    with device.alloc(nbytes) as a, device.alloc(nbytes) as b:
+        stream.copy_from_host(a, data)
+        stream.copy(b, a)  # device to device
+        back_a = np.zeros(nbytes, np.uint8)
+        back_b = np.full(nbytes, 0xFF, np.uint8)
+        stream.copy_to_host(back_a, a)
+        stream.copy_to_host(back_b, b)
+        stream.synchronize()
+        np.testing.assert_array_equal(back_a, data)
+        np.testing.assert_array_equal(back_b, data)
+
+
+def test_round_trip_typed_buffers(device: Device, stream: Stream) -> None:
+    """Any buffer-protocol object: float32 2-D arrays, bytes, bytearray, memoryview."""
+    x = RNG.standard_normal((257, 33)).astype(np.float32)
+    with device.alloc(x.nbytes) as a:
+        stream.copy_from_host(a, x)
+        y = np.empty_like(x)
+        stream.copy_to_host(y, a)
+        stream.synchronize()
+        np.testing.assert_array_equal(y, x)
+        raw = bytes(random_bytes(100))
+        stream.copy_from_host(a, raw)
+        out = bytearray(100)
+        stream.copy_to_host(memoryview(out), a)
+        stream.synchronize()
+        assert bytes(out) == raw
+
+
+# ------------------------------------------------------------------ kernels
+
+
+N = 1 << 20
+
+
+def test_vector_add(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
+    a = RNG.standard_normal(N).astype(np.float32)
+    b = RNG.standard_normal(N).astype(np.float32)
+    c = np.zeros(N, np.float32)
+    with device.alloc(a.nbytes) as da, device.alloc(b.nbytes) as db, device.alloc(c.nbytes) as dc:
+        stream.copy_from_host(da, a)
+        stream.copy_from_host(db, b)
+        stream.launch(KernelLaunch(kernels["vector_add"], grid_for(N, 256), [da, db, dc, np.uint32(N)]))
+        stream.copy_to_host(c, dc)
+        stream.synchronize()
+    np.testing.assert_allclose(c, a + b, rtol=1e-6, atol=0)
+
+
+def test_saxpy_with_scalar_argument(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
+    x = RNG.standard_normal(N).astype(np.float32)
+    y = RNG.standard_normal(N).astype(np.float32)
+    alpha = 2.5
+    out = np.zeros(N, np.float32)
+    with device.alloc(x.nbytes) as dx, device.alloc(y.nbytes) as dy:
+        stream.copy_from_host(dx, x)
+        stream.copy_from_host(dy, y)
+        # a Scalar(value, DType) and a numpy scalar, both by value
+        stream.launch(KernelLaunch(kernels["saxpy"], grid_for(N, 128), [Scalar(alpha, DType.F32), dx, dy, np.uint32(N)]))
+        stream.launch(KernelLaunch(kernels["saxpy"], grid_for(N, 128), [np.float32(-1.0), dx, dy, np.uint32(N)]))
+        stream.copy_to_host(out, dy)
+        stream.synchronize()
+    expected = np.float32(-1.0) * x + (np.float32(alpha) * x + y)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def lcg_reference(x: np.ndarray, rounds: int) -> np.ndarray:
+    v = x.astype(np.uint32).copy()
+    with np.errstate(over="ignore"):
+        for _ in range(rounds):
+            v = v * np.uint32(1664525) + np.uint32(1013904223)
+    return v
+
+
+def test_two_streams_ordered_by_event(device: Device, kernels: dict[str, Kernel]) -> None:
+    """Stream A uploads and runs a slow kernel, then records an event; stream B waits on that event
+    and reads the result back.  Only B is synchronised: the event alone must order B after A."""
+    n, rounds = 1 << 18, 2000
+    x = RNG.integers(0, 2**32, size=n, dtype=np.uint32)
+    expected = lcg_reference(x, rounds)
+    a, b = device.create_stream(), device.create_stream()
+    with device.alloc(x.nbytes) as buf:
+        a.copy_from_host(buf, x)
+        a.launch(KernelLaunch(kernels["lcg"], grid_for(n, 64), [buf, np.uint32(n), np.uint32(rounds)]))
+        done = a.record_event()
+        out = np.zeros(n, np.uint32)
+        b.wait_event(done)
+        b.copy_to_host(out, buf)
+        b.synchronize()
+        assert done.query(), "B finished after waiting on A's event, so the event has completed"
+        np.testing.assert_array_equal(out, expected)
+        a.synchronize()
+
+
+def test_event_timing_is_positive_and_monotone(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
+    n = 1 << 16
+    with device.alloc(4 * n) as buf:
+        stream.copy_from_host(buf, np.arange(n, dtype=np.uint32))
+        launch = KernelLaunch(kernels["lcg"], grid_for(n, 64), [buf, np.uint32(n), np.uint32(500)])
+        e0 = stream.record_event()
+        stream.launch(launch)
+        e1 = stream.record_event()
+        stream.launch(launch)
+        e2 = stream.record_event()
+        e2.synchronize()
+        assert e0.query() and e1.query() and e2.query()
+        t01, t02, t12 = e0.elapsed_ms(e1), e0.elapsed_ms(e2), e1.elapsed_ms(e2)
+    assert all(isinstance(t, float) and math.isfinite(t) for t in (t01, t02, t12))
+    assert 0 < t01 < t02 and 0 < t12 < t02
+    assert t01 + t12 == pytest.approx(t02, rel=1e-3, abs=1e-3)
+
+
+def test_stream_and_event_queries(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
+    n = 1 << 16
+    with device.alloc(4 * n) as buf:
+        stream.launch(KernelLaunch(kernels["lcg"], grid_for(n, 64), [buf, np.uint32(n), np.uint32(10)]))
+        ev = stream.record_event()
+        stream.synchronize()
+        assert ev.query() is True
+        assert stream.query() is True
+        assert stream.query() is True  # and stays so while nothing is enqueued
+        ev.synchronize()  # an already-complete event
+
+
+def test_device_synchronize_waits_for_every_stream(device: Device, kernels: dict[str, Kernel]) -> None:
+    n = 1 << 16
+    x = RNG.integers(0, 2**32, size=n, dtype=np.uint32)
+    streams = [device.create_stream() for _ in range(2)]
+    bufs = [device.alloc(x.nbytes) for _ in streams]
+    outs = [np.zeros(n, np.uint32) for _ in streams]
+    for s, buf, out in zip(streams, bufs, outs):
+        s.copy_from_host(buf, x)
+        s.launch(KernelLaunch(kernels["lcg"], grid_for(n, 64), [buf, np.uint32(n), np.uint32(50)]))
+        s.copy_to_host(out, buf)
+    device.synchronize()
+    expected = lcg_reference(x, 50)
+    for out in outs:
+        np.testing.assert_array_equal(out, expected)
+    for buf in bufs:
+        buf.free()
+
+
+def test_launch_bad_dimensions_raise_invalid_value(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
+    lim = device.descriptor.limits
+    k = kernels["vector_add"]
+    with device.alloc(16) as a:
+        args = [a, a, a, np.uint32(0)]
+        bad = [
+            LaunchDims(grid=1, block=lim.max_block[0] + 1),
+            LaunchDims(grid=1, block=(1, 1, lim.max_block[2] + 1)),
+            LaunchDims(grid=1, block=0),
+            LaunchDims(grid=0, block=1),
+            LaunchDims(grid=1, block=1, shared_mem=lim.max_shared_mem + 1),
+        ]
+        if lim.max_threads_per_block < lim.max_block[0] * lim.max_block[1]:
+            bad.append(LaunchDims(grid=1, block=(lim.max_block[0], lim.max_block[1], 1)))
+        for dims in bad:
+            with pytest.raises(Error) as ei:
+                stream.launch(KernelLaunch(k, dims, args))
+            assert kind_of(ei) is ErrorKind.INVALID_VALUE, dims
+        stream.synchronize()
+
+
+def test_launch_wrong_argument_count_raises_invalid_value(device: Device, stream: Stream,
+                                                          kernels: dict[str, Kernel]) -> None:
+    k = kernels["vector_add"]
+    with device.alloc(16) as a:
+        for args in ([a, a, a], [a, a, a, np.uint32(4), np.uint32(4)], []):
+            with pytest.raises(Error) as ei:
+                stream.launch(KernelLaunch(k, LaunchDims(1, 4), args))
+            assert kind_of(ei) is ErrorKind.INVALID_VALUE
+
+
+def test_launch_with_freed_allocation_raises_invalid_handle(device: Device, stream: Stream,
+                                                            kernels: dict[str, Kernel]) -> None:
+    a = device.alloc(16)
+    a.free()
+    with pytest.raises(Error) as ei:
+        stream.launch(KernelLaunch(kernels["vector_add"], LaunchDims(1, 4), [a, a, a, np.uint32(4)]))
+    assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+
+
+def test_launch_unchecked(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
+    n = 1000
+    a = np.arange(n, dtype=np.float32)
+    out = np.zeros(n, np.float32)
+    with device.alloc(a.nbytes) as da, device.alloc(a.nbytes) as dc:
+        stream.copy_from_host(da, a)
+        ok = stream.launch_unchecked(KernelLaunch(kernels["vector_add"], grid_for(n, 100), [da, da, dc, np.uint32(n)]))
+        assert ok is None
+        stream.copy_to_host(out, dc)
+        stream.synchronize()
+        np.testing.assert_array_equal(out, 2 * a)
+        # unchecked skips LaunchDims validation; the driver refuses a block over its limit: a value, not raised
+        too_big = device.descriptor.limits.max_threads_per_block + 1
+        failed = stream.launch_unchecked(KernelLaunch(kernels["vector_add"], LaunchDims(grid=1, block=too_big),
+                                                      [da, da, dc, np.uint32(n)]))
+        assert isinstance(failed, Error)
+        assert failed.kind is ErrorKind.INVALID_VALUE
+        stream.synchronize()
+
+
+def test_compile_error_carries_build_log(device: Device, sources: KernelSources) -> None:
+    with pytest.raises(Error) as ei:
+        device.load_module(sources.broken)
+    err = ei.value
+    assert err.kind is ErrorKind.COMPILE_FAILED
+    assert err.backend == device.kind.name
+    msg = str(err)
+    assert "log" in msg.lower()
+    assert "error" in msg.lower() and ("expected expression" in msg or "this_is_not_declared" in msg or "3:" in msg), msg
+
+
+def test_unknown_kernel_name(device: Device, sources: KernelSources) -> None:
+    module = device.load_module(sources.vector_add)
+    with pytest.raises(Error) as ei:
+        module.kernel("no_such_kernel")
+    assert kind_of(ei) in (ErrorKind.INVALID_VALUE, ErrorKind.INVALID_HANDLE)
+
+
+# ------------------------------------------------------------------ memory pool
+
+
+def test_memory_pool_reuse_stats_and_trim(device: Device, stream: Stream) -> None:
+    pool = device.memory_pool()
+    assert isinstance(pool, MemoryPool) and device.memory_pool() is pool
+    pool.trim()
+    base = pool.stats()
+    assert base.in_use_bytes == 0 and base.cached_bytes == 0
+
+    a = pool.alloc(3000)
+    size = MemoryPool.size_class(3000)
+    assert size == 4096 and a.nbytes == 3000 and a.device is device
+    s = pool.stats()
+    assert (s.misses, s.hits) == (base.misses + 1, base.hits)
+    assert s.in_use_bytes == size and s.allocated_bytes == base.allocated_bytes + size
+
+    # pooled memory is real device memory
+    data = random_bytes(3000)
+    stream.copy_from_host(a, data)
+    back = np.zeros(3000, np.uint8)
+    stream.copy_to_host(back, a)
+    stream.synchronize()
+    np.testing.assert_array_equal(back, data)
+
+    block = a.block  # type: ignore[attr-defined]
+    a.free()
+    s = pool.stats()
+    assert s.in_use_bytes == 0 and s.cached_bytes == size
+
+    b = pool.alloc(2049)  # same size class: a hit, served by the same block
+    s = pool.stats()
+    assert (s.misses, s.hits) == (base.misses + 1, base.hits + 1)
+    assert b.block is block  # type: ignore[attr-defined]
+    assert s.cached_bytes == 0 and s.in_use_bytes == size
+    with pytest.raises(Error) as ei:
+        b.free()
+        b.free()
+    assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+    assert pool.stats().cached_bytes == size  # given back once, not twice
+
+    c = pool.alloc(100_000)  # another class: a miss
+    assert pool.stats().misses == base.misses + 2
+    del c  # a dropped pooled allocation goes back to the pool
+    gc.collect()
+    s = pool.stats()
+    assert s.in_use_bytes == 0 and s.cached_bytes == size + MemoryPool.size_class(100_000)
+
+    released = pool.trim()
+    assert released == size + MemoryPool.size_class(100_000)
+    s = pool.stats()
+    assert s.cached_bytes == 0 and s.allocated_bytes == base.allocated_bytes
+    assert block.freed
+    d = pool.alloc(3000)  # after trim: a miss again
+    assert pool.stats().misses == base.misses + 3
+    d.free()
+    pool.trim()
+    with pytest.raises(Error) as ei:
+        pool.alloc(0)
+    assert kind_of(ei) is ErrorKind.INVALID_VALUE
+
+
+# ------------------------------------------------------------------ pure unit tests (no device)
+
+
+def test_dtype_table() -> None:
+    sizes = {DType.F64: 8, DType.F32: 4, DType.F16: 2, DType.BF16: 2, DType.F8E4M3: 1, DType.F8E5M2: 1,
+             DType.I8: 1, DType.I16: 2, DType.I32: 4, DType.I64: 8, DType.U8: 1, DType.U16: 2, DType.U32: 4,
+             DType.U64: 8, DType.BOOL: 1, DType.C64: 8, DType.C128: 16}
+    assert set(sizes) == set(DType)
+    for dt, size in sizes.items():
+        assert dt.size == size == dt.info.size
+        code, bits, lanes = dt.dlpack
+        assert (code, bits, lanes) == (int(dt.numeric_class), 8 * size, 1)
+    assert DType.F32.dlpack == (2, 32, 1)
+    assert DType.BF16.dlpack == (4, 16, 1)
+    assert DType.I32.dlpack == (0, 32, 1)
+    assert DType.U8.dlpack == (1, 8, 1)
+    assert DType.BOOL.dlpack == (6, 8, 1)
+    assert DType.C64.dlpack == (5, 64, 1)
+    assert DType.F8E4M3.dlpack == (10, 8, 1) and DType.F8E5M2.dlpack == (12, 8, 1)
+    assert NumericClass.FLOAT == 2 and NumericClass.BFLOAT == 4
+    assert DType.F32.info.name == "f32"
+
+
+def test_dtype_numpy_mapping() -> None:
+    with_numpy = [dt for dt in DType if dt.numpy is not None]
+    assert {dt for dt in DType if dt.numpy is None} == {DType.BF16, DType.F8E4M3, DType.F8E5M2}
+    for dt in with_numpy:
+        assert dt.numpy is not None
+        npdt = np.dtype(dt.numpy)
+        assert npdt.itemsize == dt.size
+        assert DType.from_numpy(npdt) is dt  # a numpy dtype
+        assert DType.from_numpy(npdt.type) is dt  # a scalar type
+        assert DType.from_numpy(npdt.type(0).dtype) is dt  # a numpy scalar's dtype
+        assert DType.from_numpy(np.zeros(1, npdt).dtype) is dt
+    assert DType.from_numpy("float32") is DType.F32
+    assert DType.from_numpy(np.bool_) is DType.BOOL and DType.from_numpy(np.dtype(bool)) is DType.BOOL
+    with pytest.raises(ValueError):
+        DType.from_numpy(np.dtype("datetime64[s]"))
+    with pytest.raises(ValueError):
+        DType.from_numpy("float128x")
+
+
+def test_backend_kind_dlpack_devices() -> None:
+    assert BackendKind.CUDA.dlpack_device == 2
+    assert BackendKind.ROCM.dlpack_device == 10
+    assert BackendKind.METAL.dlpack_device == 8
+    assert BackendKind.OPENCL.dlpack_device == 4
+    assert BackendKind.QNN.dlpack_device == 16
+
+
+def test_launch_dims_normalisation() -> None:
+    d = LaunchDims(4, 256)
+    assert d.grid == (4, 1, 1) and d.block == (256, 1, 1) and d.shared_mem == 0 and d.threads == 1024
+    d = LaunchDims((2, 3), [4, 5, 6], shared_mem=128)
+    assert d.grid == (2, 3, 1) and d.block == (4, 5, 6) and d.shared_mem == 128 and d.threads == 720
+    assert LaunchDims() == LaunchDims(1, 1) == LaunchDims((1, 1, 1), (1, 1, 1), 0)
+    for bad in ((1, 2, 3, 4), (), 1.5, (1, "2"), None):
+        with pytest.raises(Error) as ei:
+            LaunchDims(grid=bad)  # type: ignore[arg-type]
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE
+        with pytest.raises(Error) as ei:
+            LaunchDims(block=bad)  # type: ignore[arg-type]
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE
+
+
+def test_launch_dims_validation() -> None:
+    lim = DeviceLimits(max_block=(1024, 512, 64), max_threads_per_block=1024, max_grid=(1000, 100, 10),
+                       max_shared_mem=48 * 1024)
+    ok = [LaunchDims(1, 1), LaunchDims(1000, 1024), LaunchDims((1000, 100, 10), (16, 16, 4)),
+          LaunchDims(1, (1, 512, 2)), LaunchDims(1, 64, shared_mem=48 * 1024)]
+    for d in ok:
+        d.validate(lim, BackendKind.OPENCL)
+    bad = {
+        "block[0]": LaunchDims(1, 1025),
+        "block[1]": LaunchDims(1, (1, 513)),
+        "block[2]": LaunchDims(1, (1, 1, 65)),
+        "threads": LaunchDims(1, (32, 32, 2)),
+        "grid[0]": LaunchDims(1001, 1),
+        "grid[2]": LaunchDims((1, 1, 11), 1),
+        ">= 1": LaunchDims(0, 1),
+        "shared_mem": LaunchDims(1, 1, shared_mem=48 * 1024 + 1),
+    }
+    for needle, d in bad.items():
+        with pytest.raises(Error) as ei:
+            d.validate(lim, BackendKind.CUDA)
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE
+        assert ei.value.backend == "CUDA"
+        assert needle in str(ei.value), (needle, str(ei.value))
+    with pytest.raises(Error) as ei:
+        LaunchDims(1, 0).validate(lim)
+    assert kind_of(ei) is ErrorKind.INVALID_VALUE and ei.value.backend is None
+    with pytest.raises(Error) as ei:
+        LaunchDims(1, 1, shared_mem=-1).validate(lim)
+    assert kind_of(ei) is ErrorKind.INVALID_VALUE
+
+
+def test_kernel_launch_and_scalar_are_values() -> None:
+    k = Kernel()
+    launch = KernelLaunch(k, LaunchDims(2, 2), [Scalar(1.5, DType.F32), np.int32(3)])
+    assert isinstance(launch.args, tuple) and len(launch.args) == 2
+    assert launch.args[0] == Scalar(1.5, DType.F32) and launch.args[0].dtype is DType.F32
+    with pytest.raises(AttributeError):
+        launch.dims = LaunchDims()  # type: ignore[misc]
+
+
+def test_base_traits_raise_unsupported() -> None:
+    """An operation a backend does not override raises UNSUPPORTED (never AttributeError)."""
+
+    class Partial(Backend):
+        kind = BackendKind.METAL
+
+    b = Partial()
+    with pytest.raises(Error) as ei:
+        b.devices()
+    assert kind_of(ei) is ErrorKind.UNSUPPORTED and "METAL" in str(ei.value)
+    with pytest.raises(Error) as ei:
+        b.open(0)
+    assert kind_of(ei) is ErrorKind.UNSUPPORTED
+    with pytest.raises(Error) as ei:
+        Event().elapsed_ms(Event())
+    assert kind_of(ei) is ErrorKind.UNSUPPORTED
+
+
+def test_registry_unavailable_backend_reports_reason() -> None:
+    class Broken(Backend):
+        kind = BackendKind.QNN
+
+        def __init__(self) -> None:
+            raise Error(ErrorKind.LIBRARY_NOT_FOUND, "libQnnHtp.so: not found", backend="QNN")
+
+    reg = BackendRegistry({BackendKind.QNN: Broken})
+    with pytest.raises(Error) as ei:
+        reg.get(BackendKind.QNN)
+    assert kind_of(ei) is ErrorKind.LIBRARY_NOT_FOUND
+    with pytest.raises(Error) as ei:
+        reg.get(BackendKind.ROCM)
+    assert kind_of(ei) is ErrorKind.UNSUPPORTED
+    assert reg.available() == []
+    report = reg.report()
+    assert len(report) == len(BackendKind)
+    assert "QNN: unavailable: libQnnHtp.so: not found" in report

@@ -1,0 +1,1026 @@
+"""The CUDA and ROCm/HIP backends (one shared template, templates/backends/gpu.py.j2).
+
+Everything here but the ``gpu``-marked tests runs on a CPU-only machine: capability translation on
+real GPUs' numbers, kernel-argument packing, module classification, NVRTC compilation, DLPack /
+CUDA-Array-Interface export around a fake pointer, the no-driver / no-device paths, and the
+generator's checks of the backend specs.  ``pytest -m gpu`` runs the device tests (scripts/gpu-check.sh).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import inspect
+import os
+import re
+import shutil
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ironaccelerator import (
+    Allocation, BackendKind, BackendRegistry, CapabilityFlags as F, ComputeTier, DeviceDescriptor, DeviceId, DType,
+    Error, ErrorKind, KernelLaunch, LaunchDims, MemoryKind, Scalar, Vendor,
+)
+from ironaccelerator.backends.cuda import _backend as cuda_backend
+from ironaccelerator.backends.hip import _backend as hip_backend
+from ironaccelerator_gen import pipeline
+from ironaccelerator_gen.diagnostics import UserError
+
+from conftest import GENERATED, ROOT, SPECS
+
+# ------------------------------------------------------------------ capability translation (pure)
+
+CUDA_BASE = F.FP64 | F.PROFILING | F.SUBGROUPS | F.ATOMICS_64
+PASCAL = CUDA_BASE | F.FP16 | F.UNIFIED_MEMORY | F.COOPERATIVE_LAUNCH
+VOLTA = PASCAL | F.INT8_DOT | F.TENSOR_CORES
+AMPERE = VOLTA | F.BF16 | F.ASYNC_COPY
+ADA = AMPERE | F.FP8
+
+CUDA_GPUS = [
+    # (device name as the driver reports it, compute capability, flags, tier)
+    ("Tesla K80", "3.7", CUDA_BASE, ComputeTier.DATACENTER),
+    ("Tesla P100-PCIE-16GB", "6.0", PASCAL, ComputeTier.DATACENTER),
+    ("Tesla V100-SXM2-16GB", "7.0", VOLTA, ComputeTier.DATACENTER),
+    ("Tesla T4", "7.5", VOLTA, ComputeTier.DATACENTER),
+    ("NVIDIA A100-SXM4-80GB", "8.0", AMPERE, ComputeTier.DATACENTER),
+    ("NVIDIA GeForce RTX 4090", "8.9", ADA, ComputeTier.DISCRETE),
+    ("NVIDIA H100 80GB HBM3", "9.0", ADA, ComputeTier.DATACENTER),
+    ("NVIDIA H200", "9.0", ADA, ComputeTier.DATACENTER),
+    ("NVIDIA B200", "10.0", ADA, ComputeTier.DATACENTER),
+    # not in the issue's table, but worth pinning: a consumer card at a datacenter-free capability
+    ("NVIDIA GeForce GTX 1080", "6.1", PASCAL | F.INT8_DOT, ComputeTier.DISCRETE),
+    ("NVIDIA A10", "8.6", AMPERE, ComputeTier.DATACENTER),
+    ("NVIDIA RTX A1000", "8.6", AMPERE, ComputeTier.DISCRETE),
+]
+
+
+@pytest.mark.parametrize("name, cc, flags, tier", CUDA_GPUS, ids=[g[0] for g in CUDA_GPUS])
+def test_cuda_capability_translation(name: str, cc: str, flags: F, tier: ComputeTier) -> None:
+    cap = cuda_backend.translate_capability(cc, name)
+    assert cap.flags == flags, (cap.flags, flags)
+    assert cap.tier is tier
+    assert cap.vendor_version == "sm_" + cc.replace(".", "")
+    assert cuda_backend.translate_vendor(name) is Vendor.NVIDIA
+
+
+def test_cuda_integrated_devices() -> None:
+    orin = cuda_backend.translate_capability("8.7", "Orin", integrated=True)
+    assert orin.tier is ComputeTier.INTEGRATED and orin.flags == AMPERE
+
+
+HIP_BASE = F.FP16 | F.FP64 | F.PROFILING | F.ASYNC_COPY | F.SUBGROUPS | F.ATOMICS_64 | F.COOPERATIVE_LAUNCH
+HIP_GPUS = [
+    # (device name, gcnArchName, flags, tier)
+    ("AMD Instinct MI50", "gfx906:sramecc+:xnack-", HIP_BASE | F.INT8_DOT, ComputeTier.DATACENTER),
+    ("AMD Instinct MI100", "gfx908:sramecc+:xnack-", HIP_BASE | F.INT8_DOT | F.TENSOR_CORES | F.BF16,
+     ComputeTier.DATACENTER),
+    ("AMD Instinct MI210", "gfx90a:sramecc+:xnack-",
+     HIP_BASE | F.INT8_DOT | F.TENSOR_CORES | F.BF16 | F.UNIFIED_MEMORY, ComputeTier.DATACENTER),
+    ("AMD Instinct MI250X", "gfx90a:sramecc+:xnack-",
+     HIP_BASE | F.INT8_DOT | F.TENSOR_CORES | F.BF16 | F.UNIFIED_MEMORY, ComputeTier.DATACENTER),
+    ("AMD Instinct MI300X", "gfx942:sramecc+:xnack-",
+     HIP_BASE | F.INT8_DOT | F.TENSOR_CORES | F.BF16 | F.FP8 | F.UNIFIED_MEMORY, ComputeTier.DATACENTER),
+    ("AMD Radeon RX 6800", "gfx1030", HIP_BASE | F.INT8_DOT, ComputeTier.DISCRETE),
+    ("AMD Radeon RX 7900 XTX", "gfx1100", HIP_BASE | F.INT8_DOT | F.TENSOR_CORES | F.BF16, ComputeTier.DISCRETE),
+    ("AMD Radeon VII", "gfx906:sramecc-:xnack-", HIP_BASE | F.INT8_DOT, ComputeTier.DISCRETE),  # name beats arch
+    ("AMD Radeon Graphics", "gfx1103", HIP_BASE | F.INT8_DOT | F.TENSOR_CORES | F.BF16 | F.UNIFIED_MEMORY,
+     ComputeTier.INTEGRATED),  # a Phoenix APU (integrated)
+]
+
+
+@pytest.mark.parametrize("name, arch, flags, tier", HIP_GPUS, ids=[g[0] for g in HIP_GPUS])
+def test_hip_capability_translation(name: str, arch: str, flags: F, tier: ComputeTier) -> None:
+    cap = hip_backend.translate_capability(arch, name, integrated=arch == "gfx1103")
+    assert cap.flags == flags, (cap.flags, flags)
+    assert cap.tier is tier
+    assert cap.vendor_version == arch
+    assert hip_backend.translate_vendor(name) is Vendor.AMD
+
+
+def test_hip_unknown_arch_keeps_the_base_flags() -> None:
+    cap = hip_backend.translate_capability("unknown", "gfx???")
+    assert cap.flags == HIP_BASE and cap.tier is ComputeTier.DISCRETE
+
+
+# ------------------------------------------------------------------ fake allocations (no device)
+
+
+def _cls(module: Any, what: str) -> Any:
+    prefix = module.__name__.split(".")[-2].capitalize()  # ironaccelerator.backends.cuda._backend -> Cuda
+    return getattr(module, prefix + what)
+
+
+def fake_device(module: Any = cuda_backend, index: int = 3) -> Any:
+    """A Device of ``module``'s backend that was never opened: enough for export and packing."""
+    kind = module._KIND
+    dev = object.__new__(_cls(module, "Device"))
+    dev.descriptor = DeviceDescriptor(id=DeviceId(kind, index), name="fake", vendor=Vendor.OTHER, backend=kind,
+                                      total_memory=1 << 30, compute_units=1,
+                                      capability=module.translate_capability("unknown" if kind is BackendKind.ROCM
+                                                                             else "9.0", "fake"))
+    return dev
+
+
+FAKE_PTR = 0x7F00DEAD0000  # never dereferenced
+
+
+def fake_allocation(nbytes: int = 64, module: Any = cuda_backend) -> Any:
+    return _cls(module, "Allocation")(fake_device(module), FAKE_PTR, nbytes, MemoryKind.DEVICE)
+
+
+def test_fake_allocation_shape() -> None:
+    a = fake_allocation(64)
+    assert isinstance(a, Allocation) and a.ptr == FAKE_PTR and a.dptr == FAKE_PTR  # CUdeviceptr: an int
+    assert a.__dlpack_device__() == (2, 3)
+    h = fake_allocation(64, module=hip_backend)
+    assert h.ptr == FAKE_PTR and h.__dlpack_device__() == (10, 3)
+    ffi = hip_backend._api().ffi
+    assert int(ffi.cast("uintptr_t", h.dptr)) == FAKE_PTR  # void *
+
+
+# ------------------------------------------------------------------ kernel argument packing (pure)
+
+
+def _read(ffi: Any, packed: Any, i: int, ctype: str) -> Any:
+    return ffi.cast(ctype + " *", packed.params[i])[0]
+
+
+def test_pack_args_sizes_alignment_and_values() -> None:
+    ffi = cuda_backend._api().ffi
+    buf = fake_allocation(4096)
+    args = [np.uint8(7), buf, np.float32(2.5), Scalar(1.5, DType.F16), np.int64(-3), Scalar(2.5, DType.BF16),
+            Scalar(1 + 2j, DType.C64), Scalar(True, DType.BOOL), Scalar(2**40 + 5, DType.U64),
+            Scalar(-0.25, DType.F64), np.int16(-2), Scalar(3 - 1j, DType.C128), b"\x01\x02\x03"]
+    packed = cuda_backend.pack_args(args, ffi)
+    assert packed.sizes == (1, 8, 4, 2, 8, 2, 8, 1, 8, 8, 2, 16, 3)
+    aligns = (1, 8, 4, 2, 8, 2, 8, 1, 8, 8, 2, 16, 1)
+    base = int(ffi.cast("uintptr_t", packed.storage))
+    for i, (off, align) in enumerate(zip(packed.offsets, aligns)):
+        addr = int(ffi.cast("uintptr_t", packed.params[i]))
+        assert addr == base + off
+        assert addr % align == 0, (i, addr, align)
+    assert _read(ffi, packed, 0, "uint8_t") == 7
+    assert _read(ffi, packed, 1, "CUdeviceptr") == FAKE_PTR
+    assert _read(ffi, packed, 2, "float") == 2.5
+    assert bytes(ffi.buffer(packed.params[3], 2)) == np.float16(1.5).tobytes()
+    assert _read(ffi, packed, 4, "int64_t") == -3
+    assert _read(ffi, packed, 5, "uint16_t") == 0x4020  # bf16(2.5)
+    assert (_read(ffi, packed, 6, "float"), ffi.cast("float *", packed.params[6])[1]) == (1.0, 2.0)
+    assert _read(ffi, packed, 7, "uint8_t") == 1
+    assert _read(ffi, packed, 8, "uint64_t") == 2**40 + 5
+    assert _read(ffi, packed, 9, "double") == -0.25
+    assert _read(ffi, packed, 10, "int16_t") == -2
+    assert tuple(ffi.cast("double *", packed.params[11])[0:2]) == (3.0, -1.0)
+    assert bytes(ffi.buffer(packed.params[12], 3)) == b"\x01\x02\x03"
+    assert packed.keep == (buf,)
+    empty = cuda_backend.pack_args([], ffi)
+    assert empty.params == ffi.NULL and empty.sizes == ()
+
+
+def test_bf16_rounding() -> None:
+    assert cuda_backend._bf16_bits(1.0) == 0x3F80
+    assert cuda_backend._bf16_bits(-2.0) == 0xC000
+    assert cuda_backend._bf16_bits(1.0 + 2**-8) == 0x3F80  # a tie: to even
+    assert cuda_backend._bf16_bits(1.0 + 3 * 2**-9) == 0x3F81  # above half: up
+    assert cuda_backend._bf16_bits(float("nan")) == 0x7FC0
+    assert cuda_backend._bf16_bits(float("inf")) == 0x7F80
+
+
+def test_pack_args_checks() -> None:
+    ffi = cuda_backend._api().ffi
+    buf = fake_allocation(16)
+    with pytest.raises(Error) as ei:  # count, against the kernel's parameter info
+        cuda_backend.pack_args([buf, np.uint32(1)], ffi, expected=(8, 4, 4))
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "takes 3 arguments, 2 given" in str(ei.value)
+    with pytest.raises(Error) as ei:  # size
+        cuda_backend.pack_args([buf, np.uint64(1)], ffi, expected=(8, 4))
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "argument 1: 8 bytes given" in str(ei.value)
+    for bad in (5, 2.5, True, np.zeros(3, np.float32), "x", Scalar(2.5, DType.F8E4M3)):
+        with pytest.raises(Error) as ei:
+            cuda_backend.pack_args([bad], ffi)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE, bad
+    assert cuda_backend.pack_args([Scalar(0x38, DType.F8E4M3)], ffi).sizes == (1,)  # fp8 as raw bits
+    buf._freed = True  # as if freed (a fake pointer is never handed to the driver)
+    with pytest.raises(Error) as ei:
+        cuda_backend.pack_args([buf], ffi, expected=(8,))
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    # unchecked: no count, size or liveness checks
+    assert cuda_backend.pack_args([buf, np.uint64(1)], ffi, expected=(8,), check=False).sizes == (8, 8)
+
+
+def test_pack_args_hip_matches_cuda() -> None:
+    args = [fake_allocation(8, module=hip_backend), np.float32(1.0), np.uint32(9)]
+    packed = hip_backend.pack_args(args, hip_backend._api().ffi)
+    assert packed.sizes == (8, 4, 4) and packed.offsets == (0, 8, 12)
+
+
+# ------------------------------------------------------------------ module formats (pure)
+
+PTX = """//
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 k_param_0) { ret; }
+"""
+
+
+def test_classify_image() -> None:
+    c = cuda_backend.classify_image
+    assert c(PTX) == "ptx" and c(PTX.encode()) == "ptx"
+    assert c(b"\x7fELF\x02\x01\x01" + bytes(64)) == "elf"
+    assert c(b"\x50\xed\x55\xba\x01\x00\x10\x00" + bytes(64)) == "fatbin"
+    assert c(b"__CLANG_OFFLOAD_BUNDLE__\x02\x00") == "offload_bundle"
+    assert c('extern "C" __global__ void k(float *x) { x[0] = 1; }') == "source"
+    assert c("// mentions .version in a comment\n__global__ void k() {}") == "source"
+    with pytest.raises(Error) as ei:
+        c(b"")
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    assert cuda_backend.MODULE_FORMATS == ("ptx", "elf", "fatbin", "source")
+    assert hip_backend.MODULE_FORMATS == ("elf", "offload_bundle")
+
+
+def test_hip_has_no_runtime_compiler() -> None:
+    with pytest.raises(Error) as ei:
+        hip_backend.compile_source("__global__ void k() {}", "gfx90a")
+    assert ei.value.kind is ErrorKind.UNSUPPORTED and "code object" in str(ei.value)
+
+
+# ------------------------------------------------------------------ DLPack and the CUDA Array Interface
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER)]
+
+
+# private prototypes (ctypes.pythonapi's own attributes are process-wide: never reconfigure them)
+GET_POINTER = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+SET_NAME = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_SetName", ctypes.pythonapi))
+GET_NAME = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+USED = ctypes.create_string_buffer(b"used_dltensor")  # a capsule's name must outlive it
+
+
+def test_dlpack_capsule_structure_and_lifetime() -> None:
+    alloc = fake_allocation(4096)
+    capsule = alloc.__dlpack__(stream=-1)  # -1: no synchronisation (there is no device)
+    assert type(capsule).__name__ == "PyCapsule" and GET_NAME(capsule) == b"dltensor"
+    address = GET_POINTER(capsule, b"dltensor")
+    managed = DLManagedTensor.from_address(address)
+    t = managed.dl_tensor
+    assert t.data == FAKE_PTR
+    assert (t.device.device_type, t.device.device_id) == (2, 3) == alloc.__dlpack_device__()
+    assert t.ndim == 1 and t.shape[0] == 4096
+    assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (1, 8, 1)  # kDLUInt, 8 bits: uint8
+    assert not t.strides and t.byte_offset == 0
+    assert managed.deleter
+    # the capsule keeps the allocation alive until the consumer calls the deleter
+    ref = weakref.ref(alloc)
+    del alloc
+    gc.collect()
+    assert ref() is not None
+    assert SET_NAME(capsule, USED) == 0  # what a consumer does on taking ownership ...
+    managed.deleter(address)  # ... and, when done, this
+    gc.collect()
+    assert ref() is None
+    del capsule  # renamed: the capsule's destructor must not delete again
+    gc.collect()
+
+
+def test_dlpack_capsule_dropped_unconsumed_releases() -> None:
+    alloc = fake_allocation(16, module=hip_backend)
+    capsule = alloc.__dlpack__(stream=-1)
+    t = DLManagedTensor.from_address(GET_POINTER(capsule, b"dltensor")).dl_tensor
+    assert (t.device.device_type, t.device.device_id) == (10, 3)
+    ref = weakref.ref(alloc)
+    del alloc, t
+    gc.collect()
+    assert ref() is not None
+    del capsule
+    gc.collect()
+    assert ref() is None
+    assert not hip_backend._DLPack.get().live
+
+
+def test_dlpack_refusals() -> None:
+    alloc = fake_allocation(16)
+    with pytest.raises(BufferError):
+        alloc.__dlpack__(stream=-1, copy=True)
+    with pytest.raises(BufferError):
+        alloc.__dlpack__(stream=-1, dl_device=(1, 0))
+    alloc._freed = True
+    with pytest.raises(Error) as ei:
+        alloc.__dlpack__(stream=-1)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+
+
+def test_cuda_array_interface() -> None:
+    alloc = fake_allocation(1000)
+    assert alloc.__cuda_array_interface__ == {"shape": (1000,), "typestr": "|u1", "data": (FAKE_PTR, False),
+                                              "version": 3, "strides": None, "stream": None}
+    h = fake_allocation(8, module=hip_backend)
+    assert not hasattr(h, "__cuda_array_interface__")  # only where the spec's interop lists it
+
+
+# ------------------------------------------------------------------ NVRTC (the library is a pip wheel)
+
+VECTOR_ADD = r"""
+extern "C" __global__ void vector_add(const float *a, const float *b, float *c, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def nvrtc_available() -> None:
+    from ironaccelerator.backends.cuda import nvrtc
+    if not nvrtc.has("nvrtcVersion"):
+        pytest.skip("libnvrtc not found (pip install nvidia-cuda-nvrtc)")
+
+
+def test_nvrtc_compiles_to_ptx_for_compute_90(nvrtc_available: None) -> None:
+    assert cuda_backend.compiler_version() >= (12, 0)
+    ptx = cuda_backend.compile_source(VECTOR_ADD, "compute_90").decode()
+    assert re.search(r"^\.target sm_90\b", ptx, re.M), ptx[:400]
+    assert ".visible .entry vector_add(" in ptx
+    assert cuda_backend.classify_image(ptx) == "ptx"
+    cubin = cuda_backend.compile_source(VECTOR_ADD, "sm_90", binary=True)
+    assert cuda_backend.classify_image(cubin) == "elf"
+
+
+def test_nvrtc_compile_error_carries_the_build_log(nvrtc_available: None) -> None:
+    with pytest.raises(Error) as ei:
+        cuda_backend.compile_source('extern "C" __global__ void broken(float *x) { x[0] = ; }', "compute_90")
+    err = ei.value
+    assert err.kind is ErrorKind.COMPILE_FAILED and err.backend == "CUDA"
+    assert "build log" in str(err) and "expected an expression" in str(err)
+
+
+# ------------------------------------------------------------------ loading without a driver / a device
+
+
+def test_import_loads_no_library() -> None:
+    code = ("import ironaccelerator.backends.cuda._backend, ironaccelerator.backends.hip._backend\n"
+            "from ironaccelerator.backends.cuda.driver._binding import BINDING as d\n"
+            "from ironaccelerator.backends.cuda.nvrtc._binding import BINDING as n\n"
+            "from ironaccelerator.backends.hip.runtime._binding import BINDING as h\n"
+            "assert d.path is None and n.path is None and h.path is None, (d.path, n.path, h.path)\n")
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(GENERATED)},
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(bool(ctypes.util.find_library("cuda")), reason="a CUDA driver is installed")
+def test_cuda_backend_without_driver_is_library_not_found() -> None:
+    with pytest.raises(Error) as ei:
+        cuda_backend.CudaBackend()
+    err = ei.value
+    assert err.kind is ErrorKind.LIBRARY_NOT_FOUND and err.backend == "CUDA"
+    assert "libcuda.so.1" in str(err) and "libcuda.so" in str(err)
+    with pytest.raises(Error) as ei:
+        BackendRegistry.default().get(BackendKind.CUDA)
+    assert ei.value.kind is ErrorKind.LIBRARY_NOT_FOUND
+    line = next(x for x in BackendRegistry.default().report() if x.startswith("CUDA:"))
+    assert line.startswith("CUDA: unavailable:") and "tried libcuda.so.1" in line, line
+
+
+@pytest.fixture(scope="module")
+def hip_runtime() -> Any:
+    from ironaccelerator.backends.hip import runtime
+    if not runtime.has("hipGetDeviceCount"):
+        pytest.skip("libamdhip64 not found")
+    return runtime
+
+
+def test_hip_library_loads_and_reports_the_runtime_version(hip_runtime: Any) -> None:
+    backend = hip_backend.HipBackend()
+    v = backend.runtime_version()
+    assert isinstance(v, int) and 50_000_000 <= v < 100_000_000, v  # HIP_VERSION: major * 10^7 + minor * 10^5 + patch
+    out = hip_runtime.ffi.new("int *")
+    assert hip_runtime.unchecked.hipRuntimeGetVersion(out) == 0 and out[0] == v
+    assert hip_runtime.hipRuntimeGetVersion() == v  # the checked wrapper
+    assert isinstance(backend.driver_version(), int)
+
+
+def test_hip_without_a_device_is_no_device(hip_runtime: Any) -> None:
+    out = hip_runtime.ffi.new("int *")
+    if hip_runtime.unchecked.hipGetDeviceCount(out) == 0 and out[0] > 0:
+        pytest.skip("a ROCm device is present")
+    with pytest.raises(Error) as ei:
+        hip_runtime.hipGetDeviceCount()
+    assert ei.value.kind is ErrorKind.NO_DEVICE and ei.value.code == hip_runtime.hipErrorNoDevice
+    backend = hip_backend.HipBackend()
+    assert backend.devices() == []  # a loaded library with no device: zero devices
+    with pytest.raises(Error) as ei:
+        backend.open(0)
+    assert ei.value.kind is ErrorKind.NO_DEVICE and "hipErrorNoDevice" in str(ei.value)
+    report = BackendRegistry.default().report()
+    assert "ROCM: library loaded, 0 devices" in report, report
+
+
+def test_hip_symbols_the_library_lacks_fail_at_call_time(hip_runtime: Any) -> None:
+    from ironaccelerator.backends.hip.runtime import _binding
+    missing = [f for f, *_ in _binding.FUNCTIONS if not hip_runtime.has(f)]
+    if not missing:
+        pytest.skip("this libamdhip64 exports every function of the headers")
+    name = missing[0]
+    ffi = hip_runtime.ffi
+    binding = _binding.BINDING
+    raw = getattr(hip_runtime.unchecked, name, None) if binding.mode == "api" else None
+    if raw is not None:  # API mode: the trampoline answers the sentinel; the error factory explains it
+        args = [ffi.NULL if t.kind == "pointer" else 0 for t in ffi.typeof(raw).args]
+        code = raw(*args)
+        assert code == binding.sentinel
+        err = binding.error(code, binding.index[name])
+        assert err.kind is ErrorKind.SYMBOL_NOT_FOUND and name in str(err)
+    checked = getattr(hip_runtime, name)
+    kwargs = {p: (0 if a == "int" else ffi.NULL) for p, a in
+              ((p.name, str(p.annotation)) for p in inspect.signature(checked).parameters.values())}
+    with pytest.raises(Error) as ei:
+        checked(**kwargs)
+    assert ei.value.kind is ErrorKind.SYMBOL_NOT_FOUND and ei.value.function == name
+
+
+# ------------------------------------------------------------------ the generator's checks of backend specs
+
+
+def _spec_dir(tmp_path: Path, vendor: str, old: str, new: str) -> Path:
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS, specs)
+    p = specs / vendor / "backend.yaml"
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new, 1))
+    return specs
+
+
+def _errors(specs: Path, only: str = "hip.runtime") -> list[str]:
+    with pytest.raises(UserError) as ei:
+        pipeline.compile_specs(specs, only=[only], base=specs.parent)
+    return [str(d) for d in ei.value.diagnostics]
+
+
+def _line(specs: Path, vendor: str, needle: str) -> int:
+    return next(i for i, line in enumerate((specs / vendor / "backend.yaml").read_text().splitlines(), 1)
+                if needle in line)
+
+
+@pytest.fixture(scope="module")
+def hip_headers() -> None:
+    from ironaccelerator_gen import sdk
+    if sdk.find("hip", None, "hip/hip_runtime_api.h") is None:
+        pytest.skip("HIP headers not installed")
+
+
+def test_generator_refuses_an_unknown_function(tmp_path: Path, hip_headers: None) -> None:
+    specs = _spec_dir(tmp_path, "hip", "  alloc: hipMalloc\n", "  alloc: hipMaloc\n")
+    errors = _errors(specs)
+    line = _line(specs, "hip", "alloc: hipMaloc")
+    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:10:") and "'hipMaloc' (function role 'alloc') is not a "
+               "function of hip.runtime (did you mean 'hipMalloc'?)" in e for e in errors), errors
+
+
+def test_generator_refuses_unknown_constants_and_types(tmp_path: Path, hip_headers: None) -> None:
+    specs = _spec_dir(tmp_path, "hip", "  stream_flags: hipStreamNonBlocking\n  event_flags: hipEventDefault",
+                      "  stream_flags: hipStreamNonBlockin\n  event_flags: hipEventDefault")
+    p = specs / "hip" / "backend.yaml"
+    p.write_text(p.read_text().replace("  stream: hipStream_t\n", "  stream: hipStreem_t\n"))
+    errors = _errors(specs)
+    assert any("'hipStreamNonBlockin' (constant role 'stream_flags')" in e and "did you mean 'hipStreamNonBlocking'" in e
+               for e in errors), errors
+    assert any(f"backend.yaml:{_line(specs, 'hip', 'hipStreem_t')}:" in e and "'hipStreem_t' (type role 'stream')" in e
+               and "did you mean 'hipStream_t'" in e for e in errors), errors
+
+
+def test_generator_refuses_missing_and_unused_roles(tmp_path: Path, hip_headers: None) -> None:
+    specs = _spec_dir(tmp_path, "hip", "  stream_query: hipStreamQuery\n", "  stream_qeury: hipStreamQuery\n")
+    errors = _errors(specs)
+    assert any("backends/gpu.py.j2 needs the function role 'stream_query'" in e for e in errors), errors
+    specs2 = _spec_dir(tmp_path / "2", "hip", "  free: hipFree\n", "  free: hipFree\n  frees: hipFree\n")
+    errors = _errors(specs2)
+    line = _line(specs2, "hip", "frees: hipFree")
+    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:3:") and "function role 'frees' is not used by "
+               "backends/gpu.py.j2 (did you mean 'free'?)" in e for e in errors), errors
+
+
+def test_generator_refuses_bad_capability_keys_and_formats(tmp_path: Path) -> None:
+    specs = _spec_dir(tmp_path, "cuda", '    "5.3": [FP16]', '    "sm53": [FP16]')
+    p = specs / "cuda" / "backend.yaml"
+    p.write_text(p.read_text().replace("module_formats: [ptx, elf, fatbin, source]",
+                                       "module_formats: [ptx, elf, fatbin, sourse]"))
+    errors = _errors(specs, only="cuda.nvrtc")  # load_backend's own checks need no headers
+    assert any("flags key 'sm53' is not a compute capability" in e for e in errors), errors
+    assert any("'sourse' is not a module format (did you mean 'source'?)" in e for e in errors), errors
+
+
+# ------------------------------------------------------------------ the rendered modules
+
+
+def test_both_backends_render_from_the_one_template() -> None:
+    for vendor, prefix in (("cuda", "Cuda"), ("hip", "Hip")):
+        text = (GENERATED / "ironaccelerator" / "backends" / vendor / "_backend.py").read_text()
+        assert "Rendered from ``templates/backends/gpu.py.j2``" in text
+        for cls in ("Backend", "Device", "Allocation", "Stream", "Event", "Module", "Kernel"):
+            assert f"class {prefix}{cls}(" in text
+    from ironaccelerator._core import BUILTIN_BACKENDS
+    assert BUILTIN_BACKENDS[BackendKind.CUDA] == "ironaccelerator.backends.cuda._backend:CudaBackend"
+    assert BUILTIN_BACKENDS[BackendKind.ROCM] == "ironaccelerator.backends.hip._backend:HipBackend"
+    assert (ROOT / "templates" / "backends" / "gpu.py.j2").is_file()
+
+
+# ------------------------------------------------------------------ a simulated driver (CPU)
+#
+# The real backend classes over a fake role table: every vendor function is a Python function with
+# the C function's argument shape, and host memory stands in for device memory.  This drives the
+# template's own logic (enumeration, contexts, allocation kinds, copies, argument packing, launches,
+# events, modules, finalizers, the pool, DLPack) on a machine without a GPU.
+
+
+class FakeDriver:
+    """What the fake functions share: memory, handles, kernels and a call log."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.ffi = module._api().ffi
+        self.mem: dict[int, Any] = {}
+        self.next_handle = 0x1000
+        self.events: dict[int, float] = {}
+        self.calls: list[str] = []
+        self.busy_queries = 0  # how many stream/event queries answer NOT_READY first
+        self.kernels = {"vector_add": ((8, 8, 8, 4), self._vector_add)}
+        self.functions: dict[int, str] = {}
+
+    def handle(self, ctype: str) -> Any:
+        self.next_handle += 0x10
+        return self.ffi.cast(ctype, self.next_handle)
+
+    def key(self, h: Any) -> int:
+        return h if isinstance(h, int) else int(self.ffi.cast("uintptr_t", h))
+
+    def _vector_add(self, grid: tuple[int, ...], block: tuple[int, ...], params: Any) -> int:
+        ffi = self.ffi
+        a, b, c = (ffi.cast("uint64_t *", params[i])[0] for i in range(3))
+        n = ffi.cast("uint32_t *", params[3])[0]
+        m = min(n, grid[0] * block[0])  # only the threads launched do work
+        view = lambda addr: np.frombuffer(ffi.buffer(ffi.cast("float *", addr), 4 * m), np.float32)  # noqa: E731
+        view(c)[:] = view(a) + view(b)
+        return 0
+
+    def api(self) -> Any:
+        m, ffi, d = self.module, self.ffi, self
+        api = m._Api()  # the real bindings (error factory) ...
+        api.require = lambda role: None  # ... but every library "loads"
+        attrs = {m._ATTR_COMPUTE_UNITS: 132, m._ATTR_MAX_BLOCK_X: 1024, m._ATTR_MAX_BLOCK_Y: 1024,
+                 m._ATTR_MAX_BLOCK_Z: 64, m._ATTR_MAX_GRID_X: 2**31 - 1, m._ATTR_MAX_GRID_Y: 65535,
+                 m._ATTR_MAX_GRID_Z: 65535, m._ATTR_MAX_THREADS_PER_BLOCK: 1024, m._ATTR_MAX_SHARED_MEM: 48 << 10,
+                 m._ATTR_INTEGRATED: 0}
+        if hasattr(m, "_ATTR_COMPUTE_MAJOR"):
+            attrs.update({m._ATTR_COMPUTE_MAJOR: 9, m._ATTR_COMPUTE_MINOR: 0})
+        name = b"NVIDIA H200" if m is cuda_backend else b"AMD Instinct MI210"
+
+        def log(fn: Any) -> Any:
+            def call(*args: Any) -> Any:
+                d.calls.append(fn.__name__)
+                return fn(*args)
+            call.__name__ = fn.__name__
+            return call
+
+        def init(flags: int) -> int: return 0
+        def driver_version(out: Any) -> int: out[0] = 13000; return 0
+        def runtime_version(out: Any) -> int: out[0] = 60300000; return 0
+        def device_count(out: Any) -> int: out[0] = 1; return 0
+        def device_get(out: Any, i: int) -> int: out[0] = i; return 0
+        def device_name(buf: Any, n: int, dev: Any) -> int: ffi.memmove(buf, name + b"\0", len(name) + 1); return 0
+        def device_total_mem(out: Any, dev: Any) -> int: out[0] = 141 << 30; return 0
+        def device_attribute(out: Any, attr: int, dev: Any) -> int: out[0] = attrs[attr]; return 0
+        def device_properties(props: Any, index: int) -> int:
+            arch = b"gfx90a:sramecc+:xnack-\0"
+            ffi.memmove(props.gcnArchName, arch, len(arch))
+            return 0
+        def context_retain(out: Any, dev: Any) -> int: out[0] = d.handle("CUcontext"); return 0
+        def context_release(dev: Any) -> int: return 0
+        def context_set_current(ctx: Any) -> int: return 0
+        def set_device(i: int) -> int: return 0
+        def device_synchronize() -> int: return 0
+
+        def _alloc(out: Any, n: int, kind: str) -> int:
+            if n < 0:
+                raise OverflowError("can't convert negative int to unsigned")  # as cffi does for a size_t
+            if n > 1 << 40:
+                return 2  # CUDA_ERROR_OUT_OF_MEMORY, hipErrorOutOfMemory
+            buf = ffi.new("char[]", n)
+            addr = int(ffi.cast("uintptr_t", buf))
+            d.mem[addr] = (buf, kind)
+            out[0] = addr if "*" not in ffi.typeof(out).item.cname else ffi.cast("void *", addr)
+            return 0
+        def alloc(out: Any, n: int) -> int: return _alloc(out, n, "device")
+        def host_alloc(out: Any, n: int, flags: int) -> int: return _alloc(out, n, "host")
+        def managed_alloc(out: Any, n: int, flags: int) -> int: return _alloc(out, n, "managed")
+        def _free(p: Any, kinds: tuple[str, ...]) -> int:
+            entry = d.mem.pop(d.key(p), None)
+            return 0 if entry is not None and entry[1] in kinds else 1  # 1: *_INVALID_VALUE
+        def free(p: Any) -> int: return _free(p, ("device", "managed"))
+        def host_free(p: Any) -> int: return _free(p, ("host",))
+        def memcpy_htod(dst: Any, src: Any, n: int, s: Any) -> int: ffi.memmove(ffi.cast("void *", dst), src, n); return 0
+        def memcpy_dtoh(dst: Any, src: Any, n: int, s: Any) -> int: ffi.memmove(dst, ffi.cast("void *", src), n); return 0
+        def memcpy_dtod(dst: Any, src: Any, n: int, s: Any) -> int:
+            ffi.memmove(ffi.cast("void *", dst), ffi.cast("void *", src), n); return 0
+        def stream_create(out: Any, flags: int) -> int: assert flags == m._STREAM_FLAGS; out[0] = d.handle(m._STREAM); return 0
+        def stream_destroy(s: Any) -> int: return 0
+        def stream_synchronize(s: Any) -> int: return 0
+        def _query() -> int:
+            if d.busy_queries:
+                d.busy_queries -= 1
+                return m._STATUS_NOT_READY
+            return 0
+        def stream_query(s: Any) -> int: return _query()
+        def stream_wait_event(s: Any, e: Any, flags: int) -> int: return 0
+        def event_create(out: Any, flags: int) -> int: out[0] = d.handle(m._EVENT); return 0
+        def event_destroy(e: Any) -> int: return 0
+        def event_record(e: Any, s: Any) -> int:
+            d.events[d.key(e)] = float(len(d.calls)); return 0
+        def event_synchronize(e: Any) -> int: return 0
+        def event_query(e: Any) -> int: return _query()
+        def event_elapsed(out: Any, a: Any, b: Any) -> int:
+            out[0] = d.events[d.key(b)] - d.events[d.key(a)]; return 0
+        def module_load(out: Any, image: Any) -> int:
+            text = ffi.string(image)
+            if not (text.startswith(b"\x7fELF") or b".entry" in text):
+                return 200  # *_ERROR_INVALID_IMAGE
+            out[0] = d.handle(m._MODULE); return 0
+        def module_unload(mod: Any) -> int: return 0
+        def module_function(out: Any, mod: Any, kname: bytes) -> int:
+            if kname.decode() not in d.kernels:
+                return 500  # *_ERROR_NOT_FOUND
+            out[0] = d.handle(m._FUNCTION)
+            d.functions[d.key(out[0])] = kname.decode()
+            return 0
+        def param_info(f: Any, i: int, off: Any, size: Any) -> int:
+            sizes = d.kernels[d.functions[d.key(f)]][0]
+            if i >= len(sizes):
+                return 1  # CUDA_ERROR_INVALID_VALUE: past the last parameter
+            off[0], size[0] = sum(sizes[:i]), sizes[i]
+            return 0
+        def launch(f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shm: int, s: Any, params: Any,
+                   extra: Any) -> int:
+            if bx * by * bz > 1024:
+                return 1  # *_ERROR_INVALID_VALUE, as a driver refuses it
+            return d.kernels[d.functions[d.key(f)]][1]((gx, gy, gz), (bx, by, bz), params)
+
+        local = dict(locals())
+        for role, entry in m._FUNCTIONS.items():
+            if entry is not None and role in local:
+                setattr(api, role, log(local[role]))
+        return api
+
+
+@pytest.fixture(params=["cuda", "hip"])
+def sim(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    import threading
+    module = cuda_backend if request.param == "cuda" else hip_backend
+    driver = FakeDriver(module)
+    api = driver.api()
+    monkeypatch.setattr(module, "_API", api)
+    monkeypatch.setattr(module, "_TLS", threading.local())
+    backend = _cls(module, "Backend")()
+    return module, driver, backend
+
+
+def _image(module: Any, source: str) -> str | bytes:
+    return PTX if module is cuda_backend else b"\x7fELF\x02\x01\x01" + bytes(64)
+
+
+def test_sim_enumerate_and_report(sim: Any) -> None:
+    module, driver, backend = sim
+    (d,) = backend.devices()
+    assert d.id == DeviceId(module._KIND, 0) and d.compute_units == 132 and d.total_memory == 141 << 30
+    assert d.limits.max_block == (1024, 1024, 64) and d.limits.max_shared_mem == 48 << 10
+    if module is cuda_backend:
+        assert (d.name, d.vendor, d.capability.vendor_version) == ("NVIDIA H200", Vendor.NVIDIA, "sm_90")
+        assert d.capability.flags == ADA and d.capability.tier is ComputeTier.DATACENTER
+        assert backend.runtime_version() is None and backend.driver_version() == 13000
+    else:
+        assert (d.name, d.vendor, d.capability.vendor_version) == ("AMD Instinct MI210", Vendor.AMD,
+                                                                   "gfx90a:sramecc+:xnack-")
+        assert F.TENSOR_CORES in d.capability.flags and d.capability.tier is ComputeTier.DATACENTER
+        assert backend.runtime_version() == 60300000
+    report = BackendRegistry({module._KIND: lambda: backend}).report()
+    assert f"{module._KIND.name}: library loaded, 1 device" in report
+    assert any(line.startswith(f"  {d.id}: {d.name} (") for line in report), report
+    with pytest.raises(Error) as ei:
+        backend.open(1)
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+
+
+def test_sim_memory_copies_and_kinds(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    data = np.arange(1000, dtype=np.uint8)
+    for kind in (MemoryKind.DEVICE, MemoryKind.HOST_PINNED, MemoryKind.UNIFIED):
+        with dev.alloc(1000, kind) as a, dev.alloc(1000) as b:
+            assert a.kind is kind and a.ptr in driver.mem and len(s._keep) == 0
+            s.copy_from_host(a, data)
+            assert len(s._keep) == 1  # the host buffer stays alive until synchronize
+            s.copy(b, a)
+            out = np.zeros_like(data)
+            s.copy_to_host(out, b)
+            s.synchronize()
+            assert not s._keep
+            np.testing.assert_array_equal(out, data)
+    assert not driver.mem  # every kind freed by its own function
+    assert driver.calls.count("host_free") == 1 and driver.calls.count("free") == 5
+    huge = dev.alloc_unchecked(1 << 62)
+    assert isinstance(huge, Error) and huge.kind is ErrorKind.OUT_OF_MEMORY
+    bad = dev.alloc_unchecked(-5)
+    assert isinstance(bad, Error) and bad.kind is ErrorKind.INVALID_VALUE
+
+
+def test_sim_free_double_free_and_finalizer(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    a = dev.alloc(64)
+    a.free()
+    with pytest.raises(Error) as ei:
+        a.free()
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    assert isinstance(a.free_unchecked(), Error)
+    assert driver.calls.count("free") == 1  # never released twice
+    b = dev.alloc(64)
+    assert b.ptr in driver.mem
+    del b
+    gc.collect()
+    assert not driver.mem  # the finalizer freed it
+
+
+def test_sim_kernel_launch_events_and_checks(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    module_ = dev.load_module(_image(module, VECTOR_ADD))
+    k = module_.kernel("vector_add")
+    with pytest.raises(Error) as ei:
+        module_.kernel("nope")
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    if module is cuda_backend:
+        assert k.param_sizes == (8, 8, 8, 4) and k.num_args == 4  # from cuFuncGetParamInfo
+    else:
+        assert k.param_sizes is None and k.num_args is None  # HIP: nothing to ask
+    n = 3000
+    a = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    b = np.random.default_rng(4).standard_normal(n).astype(np.float32)
+    s = dev.create_stream()
+    da, db, dc = (dev.alloc(4 * n) for _ in range(3))
+    s.copy_from_host(da, a)
+    s.copy_from_host(db, b)
+    e0 = s.record_event()
+    s.launch(KernelLaunch(k, LaunchDims((n + 255) // 256, 256), [da, db, dc, np.uint32(n)]))
+    e1 = s.record_event()
+    out = np.zeros(n, np.float32)
+    s.copy_to_host(out, dc)
+    s.synchronize()
+    np.testing.assert_array_equal(out, a + b)
+    assert e0.elapsed_ms(e1) > 0 and e0.query() and isinstance(e0.elapsed_ms(e1), float)
+    driver.busy_queries = 1
+    assert s.query() is False and s.query() is True
+    driver.busy_queries = 1
+    assert e1.query() is False and e1.query() is True
+    if module is cuda_backend:  # argument checks against the driver's parameter info
+        with pytest.raises(Error) as ei:
+            s.launch(KernelLaunch(k, LaunchDims(1, 32), [da, db, dc]))
+        assert ei.value.kind is ErrorKind.INVALID_VALUE
+        with pytest.raises(Error) as ei:
+            s.launch(KernelLaunch(k, LaunchDims(1, 32), [da, db, dc, np.uint64(n)]))
+        assert ei.value.kind is ErrorKind.INVALID_VALUE
+    with pytest.raises(Error) as ei:
+        s.launch(KernelLaunch(k, LaunchDims(1, 2048), [da, db, dc, np.uint32(n)]))
+    assert ei.value.kind is ErrorKind.INVALID_VALUE  # LaunchDims.validate, before the driver
+    failed = s.launch_unchecked(KernelLaunch(k, LaunchDims(1, 2048), [da, db, dc, np.uint32(n)]))
+    assert isinstance(failed, Error) and failed.kind is ErrorKind.INVALID_VALUE  # the driver's refusal, as a value
+    assert s.launch_unchecked(KernelLaunch(k, LaunchDims(1, 32), [da, db, dc, np.uint32(32)])) is None
+    dc.free()
+    with pytest.raises(Error) as ei:
+        s.launch(KernelLaunch(k, LaunchDims(1, 32), [da, db, dc, np.uint32(n)]))
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    s.wait_event(e1)
+    dev.synchronize()
+    assert "device_synchronize" in driver.calls
+
+
+def test_sim_load_module_formats(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    if module is cuda_backend:
+        from ironaccelerator.backends.cuda import nvrtc
+        if not nvrtc.has("nvrtcVersion"):
+            pytest.skip("libnvrtc not found")
+        k = dev.load_module(VECTOR_ADD).kernel("vector_add")  # NVRTC -> PTX for compute_90 -> module_load
+        assert k.name == "vector_add"
+        with pytest.raises(Error) as ei:
+            dev.load_module(b"\x50\xed\x55\xba" + bytes(16))  # a fatbin: accepted, but the fake refuses it
+        assert ei.value.kind is ErrorKind.COMPILE_FAILED
+    else:
+        with pytest.raises(Error) as ei:
+            dev.load_module(VECTOR_ADD)
+        assert ei.value.kind is ErrorKind.UNSUPPORTED and "offload_bundle" in str(ei.value)
+        with pytest.raises(Error) as ei:
+            dev.load_module(PTX)
+        assert ei.value.kind is ErrorKind.UNSUPPORTED
+
+
+def test_sim_contexts_are_made_current_per_thread(sim: Any) -> None:
+    import threading
+    module, driver, backend = sim
+    dev = backend.open(0)
+    role = "context_set_current" if module is cuda_backend else "set_device"
+    before = driver.calls.count(role)
+    dev.alloc(16).free()
+    dev.create_stream()
+    assert driver.calls.count(role) == before  # cached on this thread
+    t = threading.Thread(target=lambda: dev.alloc(16).free())
+    t.start()
+    t.join()
+    assert driver.calls.count(role) == before + 1  # a new thread makes it current once
+
+
+def test_sim_memory_pool_and_dlpack(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    pool = dev.memory_pool()
+    p = pool.alloc(3000)
+    s = dev.create_stream()
+    s.copy_from_host(p, np.ones(3000, np.uint8))
+    s.synchronize()
+    p.free()
+    assert pool.trim() == 4096 and not driver.mem
+    a = dev.alloc(256)
+    syncs = driver.calls.count("device_synchronize")
+    capsule = a.__dlpack__()  # stream=None: the producer synchronises first
+    assert driver.calls.count("device_synchronize") == syncs + 1
+    t = DLManagedTensor.from_address(GET_POINTER(capsule, b"dltensor")).dl_tensor
+    assert t.data == a.ptr and t.shape[0] == 256 and t.device.device_type == module._KIND.dlpack_device
+    del capsule, t
+    gc.collect()
+    a.free()
+    assert not driver.mem
+
+
+# ------------------------------------------------------------------ on a GPU (pytest -m gpu)
+
+SAXPY = r"""
+extern "C" __global__ void saxpy(float a, const float *x, float *y, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def cuda_device() -> Any:
+    try:
+        backend = BackendRegistry.default().get(BackendKind.CUDA)
+        devices = backend.devices()
+    except Error as e:
+        pytest.fail(f"the gpu tests need a CUDA device: {e}")
+    assert devices, "no CUDA device"
+    dev = backend.open(0)
+    yield dev
+    dev.synchronize()
+    dev.close()
+
+
+@pytest.mark.gpu
+def test_gpu_describe(cuda_device: Any) -> None:
+    d = cuda_device.descriptor
+    assert d.vendor is Vendor.NVIDIA and d.total_memory > 1 << 30 and d.compute_units >= 1
+    assert d.capability.vendor_version.startswith("sm_") and F.FP64 in d.capability.flags
+    assert d.limits.max_threads_per_block >= 1024 and d.limits.max_block[0] >= 1024
+    assert cuda_device.backend.driver_version() >= 12000
+    print(BackendRegistry.default().report())
+
+
+@pytest.mark.gpu
+def test_gpu_vector_add_nvrtc(cuda_device: Any) -> None:
+    n = 1 << 20
+    a = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal(n).astype(np.float32)
+    c = np.zeros(n, np.float32)
+    k = cuda_device.load_module(VECTOR_ADD).kernel("vector_add")
+    assert k.param_sizes == (8, 8, 8, 4) and k.num_args == 4
+    s = cuda_device.create_stream()
+    with cuda_device.alloc(a.nbytes) as da, cuda_device.alloc(b.nbytes) as db, cuda_device.alloc(c.nbytes) as dc:
+        s.copy_from_host(da, a)
+        s.copy_from_host(db, b)
+        e0 = s.record_event()
+        s.launch(KernelLaunch(k, LaunchDims((n + 255) // 256, 256), [da, db, dc, np.uint32(n)]))
+        e1 = s.record_event()
+        s.copy_to_host(c, dc)
+        s.synchronize()
+        assert e0.elapsed_ms(e1) >= 0.0
+        with pytest.raises(Error) as ei:
+            s.launch(KernelLaunch(k, LaunchDims(1, 1), [da, db, dc]))
+        assert ei.value.kind is ErrorKind.INVALID_VALUE
+    np.testing.assert_array_equal(c, a + b)
+
+
+@pytest.mark.gpu
+def test_gpu_ptx_cubin_and_scalar_args(cuda_device: Any) -> None:
+    cc = cuda_device.arch.replace(".", "")
+    ptx = cuda_backend.compile_source(SAXPY, f"compute_{cc}")
+    cubin = cuda_backend.compile_source(SAXPY, f"sm_{cc}", binary=True)
+    n = 4096
+    x = np.arange(n, dtype=np.float32)
+    s = cuda_device.create_stream()
+    for image in (cubin, ptx.decode()):
+        try:
+            k = cuda_device.load_module(image).kernel("saxpy")
+        except Error as e:
+            if e.code == cuda_backend._STATUS_UNSUPPORTED_PTX:
+                continue  # a compiler newer than the driver: the source path falls back to the cubin
+            raise
+        y = np.ones(n, np.float32)
+        with cuda_device.alloc(x.nbytes) as dx, cuda_device.alloc(x.nbytes) as dy:
+            s.copy_from_host(dx, x)
+            s.copy_from_host(dy, y)
+            s.launch(KernelLaunch(k, LaunchDims(n // 128, 128), [Scalar(2.0, DType.F32), dx, dy, np.uint32(n)]))
+            s.copy_to_host(y, dy)
+            s.synchronize()
+        np.testing.assert_array_equal(y, 2 * x + 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", [MemoryKind.HOST_PINNED, MemoryKind.UNIFIED])
+def test_gpu_pinned_and_unified_memory(cuda_device: Any, kind: MemoryKind) -> None:
+    data = np.arange(1 << 16, dtype=np.uint8)
+    s = cuda_device.create_stream()
+    with cuda_device.alloc(data.nbytes, kind) as a, cuda_device.alloc(data.nbytes) as d:
+        assert a.kind is kind
+        s.copy_from_host(a, data)
+        s.copy(d, a)
+        out = np.zeros_like(data)
+        s.copy_to_host(out, d)
+        s.synchronize()
+    np.testing.assert_array_equal(out, data)
+
+
+@pytest.mark.gpu
+def test_gpu_cupy_interop_zero_copy(cuda_device: Any) -> None:
+    cp = pytest.importorskip("cupy")
+    data = np.arange(256, dtype=np.uint8)
+    s = cuda_device.create_stream()
+    with cuda_device.alloc(256) as a:
+        s.copy_from_host(a, data)
+        s.synchronize()
+        via_cai = cp.asarray(a)  # __cuda_array_interface__
+        via_dlpack = cp.from_dlpack(a)
+        for arr in (via_cai, via_dlpack):
+            assert arr.data.ptr == a.ptr and arr.shape == (256,) and arr.dtype == cp.uint8
+            np.testing.assert_array_equal(cp.asnumpy(arr), data)
+        via_cai[:] = 7  # written by CuPy, read back by us: the same memory
+        cp.cuda.Device().synchronize()
+        out = np.zeros(256, np.uint8)
+        s.copy_to_host(out, a)
+        s.synchronize()
+        assert (out == 7).all()
+        del via_cai, via_dlpack, arr  # before the allocation is freed
+
+
+@pytest.mark.gpu
+def test_gpu_torch_interop_zero_copy(cuda_device: Any) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("this PyTorch has no CUDA")
+    with cuda_device.alloc(1024) as a:
+        t = torch.from_dlpack(a)
+        assert t.data_ptr() == a.ptr and t.dtype == torch.uint8 and t.shape == (1024,) and t.is_cuda
+        t.fill_(3)
+        torch.cuda.synchronize()
+        out = np.zeros(1024, np.uint8)
+        s = cuda_device.create_stream()
+        s.copy_to_host(out, a)
+        s.synchronize()
+        assert (out == 3).all()
+        del t

@@ -1,0 +1,371 @@
+"""OpenCL-specific tests: the raw bindings (``ironaccelerator.backends.opencl.cl``), the error table,
+capability translation, the registry report / ``python -m ironaccelerator``, and the generator's
+refusal of a backend spec that does not match its template.
+
+The backend-agnostic behaviour (alloc, copies, kernels, events, pool) is in test_conformance.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import jinja2
+import pytest
+import yaml
+
+from ironaccelerator import BackendKind, BackendRegistry, CapabilityFlags, ComputeTier, Error, ErrorKind, Vendor
+
+from conftest import GENERATED, ROOT, SPECS
+
+CL_H = Path("/usr/include/CL/cl.h")
+BACKEND_YAML = SPECS / "opencl" / "backend.yaml"
+CL_YAML = SPECS / "opencl" / "cl.yaml"
+
+
+@pytest.fixture(scope="module")
+def cl() -> Any:
+    from ironaccelerator.backends.opencl import cl as module
+    return module
+
+
+@pytest.fixture(scope="module")
+def backend_module() -> Any:
+    from ironaccelerator.backends.opencl import _backend
+    return _backend
+
+
+def _has_device() -> bool:
+    try:
+        return bool(BackendRegistry.default().get(BackendKind.OPENCL).devices())
+    except Error:
+        return False
+
+
+needs_device = pytest.mark.skipif(not _has_device(), reason="no OpenCL platform with a device (clinfo -l)")
+
+
+@pytest.fixture(scope="module")
+def platforms(cl: Any) -> Any:
+    if not _has_device():
+        pytest.skip("no OpenCL platform with a device (clinfo -l)")
+    ffi = cl.ffi
+    n = ffi.new("cl_uint *")
+    cl.clGetPlatformIDs(0, None, n)
+    assert n[0] >= 1
+    ps = ffi.new("cl_platform_id[]", n[0])
+    cl.clGetPlatformIDs(n[0], ps, None)
+    return ps
+
+
+# ------------------------------------------------------------------ raw bindings
+
+
+def test_binding_mode_is_api_after_build(cl: Any) -> None:
+    assert cl.BINDING_MODE == "api", ("the compiled cffi module is not in use: run "
+                                      "`python -m ironaccelerator_gen build`")
+    assert cl.SDK_VERSION == "3.0"
+
+
+def test_has(cl: Any) -> None:
+    assert cl.has("clGetPlatformIDs") and cl.has("clEnqueueNDRangeKernel")
+    assert cl.has("clCreateCommandQueueWithProperties")  # OpenCL 2.0, used by the backend
+    assert not cl.has("clNoSuchFunction")
+    assert not cl.has("")
+
+
+@needs_device
+def test_checked_calls_enumerate_platforms_and_devices(cl: Any, platforms: Any) -> None:
+    ffi = cl.ffi
+    size = ffi.new("size_t *")
+    total = 0
+    for p in platforms:
+        cl.clGetPlatformInfo(p, cl.CL_PLATFORM_NAME, 0, None, size)
+        assert size[0] > 1
+        buf = ffi.new("char[]", size[0])
+        cl.clGetPlatformInfo(p, cl.CL_PLATFORM_NAME, size[0], buf, None)
+        assert ffi.string(buf).decode().strip()
+        nd = ffi.new("cl_uint *")
+        try:
+            cl.clGetDeviceIDs(p, cl.CL_DEVICE_TYPE_ALL, 0, None, nd)
+        except Error as e:  # a platform without devices
+            assert e.kind is ErrorKind.NO_DEVICE and "CL_DEVICE_NOT_FOUND" in str(e)
+            continue
+        total += nd[0]
+    assert total == len(BackendRegistry.default().get(BackendKind.OPENCL).devices()) >= 1
+
+
+@needs_device
+def test_error_paths_map_to_kinds_with_cl_names(cl: Any, platforms: Any) -> None:
+    ffi = cl.ffi
+    cases = [
+        # both devices and num_devices NULL: CL_INVALID_VALUE
+        (lambda: cl.clGetDeviceIDs(platforms[0], cl.CL_DEVICE_TYPE_ALL, 0, None, None),
+         "clGetDeviceIDs", ErrorKind.INVALID_VALUE, "CL_INVALID_VALUE", -30),
+        (lambda: cl.clGetPlatformIDs(0, None, None),
+         "clGetPlatformIDs", ErrorKind.INVALID_VALUE, "CL_INVALID_VALUE", -30),
+        (lambda: cl.clGetPlatformInfo(platforms[0], 0x7FFF, 0, None, ffi.new("size_t *")),
+         "clGetPlatformInfo", ErrorKind.INVALID_VALUE, "CL_INVALID_VALUE", -30),
+        # NULL handles are rejected by the ICD loader itself
+        (lambda: cl.clReleaseMemObject(ffi.NULL),
+         "clReleaseMemObject", ErrorKind.INVALID_HANDLE, "CL_INVALID_MEM_OBJECT", -38),
+        (lambda: cl.clReleaseContext(ffi.NULL),
+         "clReleaseContext", ErrorKind.INVALID_HANDLE, "CL_INVALID_CONTEXT", -34),
+    ]
+    for call, function, kind, name, code in cases:
+        with pytest.raises(Error) as ei:
+            call()
+        e = ei.value
+        assert (e.kind, e.code, e.function, e.backend) == (kind, code, function, "OPENCL"), repr(e)
+        assert name in str(e) and f"({code})" in str(e)
+    # the unchecked twin returns the raw status
+    assert cl.unchecked.clReleaseMemObject(ffi.NULL) == -38
+
+
+@needs_device
+def test_errcode_ret_functions_raise(cl: Any) -> None:
+    """Functions that return an object report failure through errcode_ret: clCreateBuffer(size=0)."""
+    dev = BackendRegistry.default().get(BackendKind.OPENCL).open(0)
+    with pytest.raises(Error) as ei:
+        cl.clCreateBuffer(dev.context, cl.CL_MEM_READ_WRITE, 0, None)  # type: ignore[attr-defined]
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    assert "CL_INVALID_BUFFER_SIZE" in str(ei.value) and ei.value.function == "clCreateBuffer"
+    buf = cl.clCreateBuffer(dev.context, cl.CL_MEM_READ_WRITE, 64, None)  # type: ignore[attr-defined]
+    assert buf != cl.ffi.NULL
+    cl.clReleaseMemObject(buf)
+
+
+def test_invalid_platform_maps_to_no_device() -> None:
+    """CL_INVALID_PLATFORM -> NO_DEVICE (cl.yaml).  With a NULL platform the ICD loader picks a default
+    one (implementation-defined), and a bogus non-NULL handle would crash it, so build the Error the
+    way the checked wrapper does."""
+    from ironaccelerator.backends.opencl.cl._binding import BINDING
+
+    e = BINDING.error(-32, BINDING.index["clGetDeviceIDs"])
+    assert e.kind is ErrorKind.NO_DEVICE and e.code == -32 and e.function == "clGetDeviceIDs"
+    assert "CL_INVALID_PLATFORM" in str(e)
+    unknown = BINDING.error(-123456, BINDING.index["clGetDeviceIDs"])
+    assert unknown.kind is ErrorKind.UNKNOWN and "-123456" in str(unknown)
+
+
+# ------------------------------------------------------------------ the error table
+
+
+def _cl_h_errors() -> dict[str, int]:
+    if not CL_H.is_file():
+        pytest.skip(f"{CL_H} not installed (opencl-headers)")
+    found = {m[1]: -int(m[2]) for m in re.finditer(r"^\s*#\s*define\s+(CL_\w+)\s+-(\d+)\b", CL_H.read_text(), re.M)}
+    for state in ("CL_BUILD_NONE", "CL_BUILD_ERROR", "CL_BUILD_IN_PROGRESS"):  # build states, not errors
+        found.pop(state, None)
+    return found
+
+
+def test_every_cl_error_code_is_in_the_table() -> None:
+    from ironaccelerator.backends.opencl.cl._binding import ERRORS
+
+    header = _cl_h_errors()
+    assert len(header) >= 60
+    missing = {name: code for name, code in header.items() if code not in ERRORS}
+    assert not missing, f"cl.h error codes missing from _binding.ERRORS: {missing}"
+    for name, code in header.items():
+        assert ERRORS[code][0] == name, (code, ERRORS[code], name)
+    # nothing in the table that cl.h does not define
+    assert {name for name, _ in ERRORS.values()} == set(header)
+    assert all(code < 0 for code in ERRORS)
+
+
+def test_error_kinds_follow_the_spec() -> None:
+    from ironaccelerator.backends.opencl.cl._binding import ERRORS
+
+    spec = yaml.safe_load(CL_YAML.read_text())["errors"]
+    by_name = {name: kind for name, kind in ERRORS.values()}
+    for kind, names in spec["kinds"].items():
+        for name in names:
+            assert by_name[name] is ErrorKind[kind], name
+    for name in spec.get("defaulted", []):
+        assert by_name[name] is ErrorKind[spec["default"]], name
+    # spot checks
+    assert ERRORS[-1] == ("CL_DEVICE_NOT_FOUND", ErrorKind.NO_DEVICE)
+    assert ERRORS[-4] == ("CL_MEM_OBJECT_ALLOCATION_FAILURE", ErrorKind.OUT_OF_MEMORY)
+    assert ERRORS[-11] == ("CL_BUILD_PROGRAM_FAILURE", ErrorKind.COMPILE_FAILED)
+    assert ERRORS[-38] == ("CL_INVALID_MEM_OBJECT", ErrorKind.INVALID_HANDLE)
+    assert ERRORS[-54] == ("CL_INVALID_WORK_GROUP_SIZE", ErrorKind.INVALID_VALUE)
+
+
+# ------------------------------------------------------------------ capability translation (no device)
+
+
+def test_translate_capability_extensions(cl: Any, backend_module: Any) -> None:
+    tc = backend_module.translate_capability
+    always = CapabilityFlags.PROFILING | CapabilityFlags.ASYNC_COPY
+    cpu = cl.CL_DEVICE_TYPE_CPU
+    bare = tc("", cpu, False, "OpenCL C 1.2", cl)
+    assert bare.flags == always and bare.tier is ComputeTier.CPU and bare.vendor_version == "OpenCL C 1.2"
+    cap = tc("cl_khr_fp16 cl_khr_fp64  cl_khr_int64_base_atomics\tcl_intel_subgroups cl_khr_integer_dot_product",
+             cpu, False, "OpenCL C 3.0", cl)
+    assert cap.flags == (always | CapabilityFlags.FP16 | CapabilityFlags.FP64 | CapabilityFlags.ATOMICS_64
+                         | CapabilityFlags.SUBGROUPS | CapabilityFlags.INT8_DOT)
+    # whole extension names only; unknown ones add nothing
+    assert tc("cl_khr_fp16_extra cl_khr_fp6 cl_vendor_magic", cpu, False, "", cl).flags == always
+    assert tc("cl_arm_integer_dot_product_int8 cl_khr_subgroups", cpu, False, "", cl).flags == (
+        always | CapabilityFlags.INT8_DOT | CapabilityFlags.SUBGROUPS)
+    assert CapabilityFlags.UNIFIED_MEMORY in tc("", cpu, True, "", cl).flags
+    assert CapabilityFlags.UNIFIED_MEMORY not in tc("", cpu, False, "", cl).flags
+
+
+def test_translate_capability_follows_backend_yaml(cl: Any, backend_module: Any) -> None:
+    flags = yaml.safe_load(BACKEND_YAML.read_text())["capabilities"]["flags"]
+    for ext, names in flags.items():
+        if ext in ("always", "host_unified_memory"):
+            continue
+        cap = backend_module.translate_capability(ext, cl.CL_DEVICE_TYPE_GPU, False, "", cl)
+        for name in names:
+            assert CapabilityFlags[name] in cap.flags, ext
+
+
+def test_translate_capability_tiers(cl: Any, backend_module: Any) -> None:
+    tc = backend_module.translate_capability
+    t = cl
+    assert tc("", t.CL_DEVICE_TYPE_CPU, False, "", cl).tier is ComputeTier.CPU
+    assert tc("", t.CL_DEVICE_TYPE_CPU, True, "", cl).tier is ComputeTier.CPU
+    assert tc("", t.CL_DEVICE_TYPE_GPU, False, "", cl).tier is ComputeTier.DISCRETE
+    assert tc("", t.CL_DEVICE_TYPE_GPU, True, "", cl).tier is ComputeTier.INTEGRATED
+    assert tc("", t.CL_DEVICE_TYPE_ACCELERATOR, False, "", cl).tier is ComputeTier.NPU
+    assert tc("", t.CL_DEVICE_TYPE_CUSTOM, False, "", cl).tier is ComputeTier.NPU
+    # CL_DEVICE_TYPE_DEFAULT is a bit a device may report alongside its real type
+    assert tc("", t.CL_DEVICE_TYPE_GPU | t.CL_DEVICE_TYPE_DEFAULT, False, "", cl).tier is ComputeTier.DISCRETE
+
+
+def test_translate_vendor(backend_module: Any) -> None:
+    tv = backend_module.translate_vendor
+    cases = {
+        "NVIDIA Corporation": Vendor.NVIDIA,
+        "Advanced Micro Devices, Inc.": Vendor.AMD,
+        "AuthenticAMD": Vendor.AMD,
+        "Intel(R) Corporation": Vendor.INTEL,
+        "GenuineIntel": Vendor.INTEL,
+        "Apple": Vendor.APPLE,
+        "ARM": Vendor.ARM,
+        "QUALCOMM": Vendor.QUALCOMM,
+        "The pocl project": Vendor.POCL,
+        "Portable Computing Language": Vendor.POCL,
+        "Imagination Technologies": Vendor.OTHER,
+        "": Vendor.OTHER,
+    }
+    for name, vendor in cases.items():
+        assert tv(name) is vendor, name
+    # the device's maker wins over the implementation named in the version string
+    assert tv("AuthenticAMD OpenCL 3.0 PoCL 5.0") is Vendor.AMD
+
+
+# ------------------------------------------------------------------ report / python -m ironaccelerator
+
+
+@needs_device
+def test_report_mentions_opencl_devices() -> None:
+    report = BackendRegistry.default().report()
+    assert len([line for line in report if not line.startswith(" ")]) == len(BackendKind)
+    line = next(line for line in report if line.startswith("OPENCL:"))
+    m = re.match(r"OPENCL: library loaded, (\d+) devices?$", line)
+    assert m and int(m[1]) >= 1, line
+    assert any(line.startswith("  opencl:0: ") for line in report), report
+
+
+@needs_device
+def test_python_dash_m_ironaccelerator() -> None:
+    env = dict(os.environ, PYTHONPATH=str(GENERATED))
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(re.match(r"OPENCL: library loaded, [1-9]\d* devices?$", line) for line in lines), proc.stdout
+    assert any(line.startswith("  opencl:0: ") for line in lines), proc.stdout
+    for kind in BackendKind:
+        assert any(line.startswith(f"{kind.name}: ") for line in lines), (kind, proc.stdout)
+
+
+# ------------------------------------------------------------------ the generator checks backend specs
+
+
+@pytest.fixture
+def tmp_specs(tmp_path: Path) -> Path:
+    """core.yaml and specs/opencl/ only (the other vendors' specs play no part here)."""
+    out = tmp_path / "specs"
+    out.mkdir()
+    shutil.copy(SPECS / "core.yaml", out / "core.yaml")
+    shutil.copytree(SPECS / "opencl", out / "opencl")
+    return out
+
+
+def _compile(spec_dir: Path) -> Any:
+    from ironaccelerator_gen import pipeline
+    return pipeline.compile_specs(spec_dir, only=["opencl.cl"])
+
+
+def _edit_backend(spec_dir: Path, old: str, new: str) -> None:
+    p = spec_dir / "opencl" / "backend.yaml"
+    text = p.read_text()
+    assert text.count(old) == 1, old
+    p.write_text(text.replace(old, new))
+
+
+def test_generator_accepts_the_unmodified_backend_spec(tmp_specs: Path) -> None:
+    result = _compile(tmp_specs)
+    assert "ironaccelerator/backends/opencl/_backend.py" in result.files
+    assert [b.kind for b in result.backends] == ["OPENCL"]
+
+
+def test_generator_refuses_an_operation_neither_implemented_nor_unsupported(tmp_specs: Path) -> None:
+    from ironaccelerator_gen.diagnostics import UserError
+
+    _edit_backend(tmp_specs, " Stream.query,", "")
+    with pytest.raises(UserError) as ei:
+        _compile(tmp_specs)
+    msg = str(ei.value)
+    assert "neither implements nor marks unsupported: Stream.query" in msg, msg
+    assert "backend.yaml" in msg
+
+
+def test_generator_refuses_unsupported_operation_the_template_defines(tmp_specs: Path) -> None:
+    from ironaccelerator_gen.diagnostics import UserError
+
+    _edit_backend(tmp_specs, " Event.elapsed_ms,", "")
+    _edit_backend(tmp_specs, "Module.kernel]\n", "Module.kernel]\n  unsupported:\n    Event.elapsed_ms: no timestamps\n")
+    with pytest.raises(UserError) as ei:
+        _compile(tmp_specs)
+    msg = str(ei.value)
+    assert "Event.elapsed_ms is marked unsupported but backends/opencl.py.j2 defines it" in msg, msg
+
+
+@pytest.fixture
+def template_without_elapsed_ms(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The pipeline's template environment, with backends/opencl.py.j2 lacking OpenCLEvent.elapsed_ms."""
+    from ironaccelerator_gen import pipeline, render
+
+    source = (render.TEMPLATES / "backends" / "opencl.py.j2").read_text()
+    stripped, n = re.subn(r"\n    def elapsed_ms\(self.*?(?=\n\n\n|\n    def )", "", source, flags=re.S)
+    assert n == 1 and "def elapsed_ms" not in stripped
+
+    def environment() -> jinja2.Environment:
+        env = render.environment()
+        env.loader = jinja2.ChoiceLoader([jinja2.DictLoader({"backends/opencl.py.j2": stripped}), env.loader])
+        return env
+
+    monkeypatch.setattr(pipeline, "environment", environment)
+    yield
+
+
+def test_generator_refuses_implemented_operation_the_template_lacks(tmp_specs: Path,
+                                                                     template_without_elapsed_ms: None) -> None:
+    from ironaccelerator_gen.diagnostics import UserError
+
+    with pytest.raises(UserError) as ei:
+        _compile(tmp_specs)
+    msg = str(ei.value)
+    assert "Event.elapsed_ms is marked implemented but backends/opencl.py.j2's OpenCLEvent does not define " \
+           "elapsed_ms()" in msg, msg
