@@ -78,9 +78,39 @@ __kernel void broken(__global float *x) {
 """,
 )
 
+_CUDA = KernelSources(
+    vector_add="""
+extern "C" __global__ void vector_add(const float *a, const float *b, float *c, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+""",
+    saxpy="""
+extern "C" __global__ void saxpy(float a, const float *x, float *y, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+""",
+    lcg="""
+extern "C" __global__ void lcg(unsigned int *x, unsigned int n, unsigned int rounds) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int v = x[i];
+    for (unsigned int r = 0; r < rounds; ++r) v = v * 1664525u + 1013904223u;
+    x[i] = v;
+}
+""",
+    broken="""
+extern "C" __global__ void broken(float *x) {
+    x[0] = ;  /* a syntax error */
+    this_is_not_declared = 1;
+}
+""",
+)
+
 KERNELS: dict[BackendKind, KernelSources | None] = {
     BackendKind.OPENCL: _OPENCL,
-    BackendKind.CUDA: None,  # TODO: CUDA C for NVRTC (extern "C" __global__ ...; blockIdx.x * blockDim.x + threadIdx.x)
+    BackendKind.CUDA: _CUDA,  # compiled by the backend through NVRTC for the device's architecture
     BackendKind.ROCM: None,  # TODO: HIP C++ for hipRTC (same shape as the CUDA sources)
     BackendKind.METAL: None,  # TODO: Metal Shading Language ([[kernel]], thread_position_in_grid)
     BackendKind.QNN: None,  # TODO: QNN runs graphs, not source kernels: decide what "kernel" means there
@@ -770,3 +800,22 @@ def test_registry_unavailable_backend_reports_reason() -> None:
     report = reg.report()
     assert len(report) == len(BackendKind)
     assert "QNN: unavailable: libQnnHtp.so: not found" in report
+
+
+def test_cuda_sources_compile_with_nvrtc() -> None:
+    """The CUDA kernels above are valid CUDA C (checked on the CPU, so a GPU run cannot fail on a typo)."""
+    from ironaccelerator.backends.cuda import nvrtc
+    if not nvrtc.has("nvrtcCompileProgram"):
+        pytest.skip("libnvrtc not found")
+    for name in ("vector_add", "saxpy", "lcg"):
+        prog = nvrtc.nvrtcCreateProgram(getattr(_CUDA, name), f"{name}.cu")
+        try:
+            nvrtc.nvrtcCompileProgram(prog, ["--gpu-architecture=compute_90"])
+            assert f".entry {name}" in nvrtc.nvrtcGetPTX(prog)
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+    prog = nvrtc.nvrtcCreateProgram(_CUDA.broken, "broken.cu")
+    with pytest.raises(Error) as info:
+        nvrtc.nvrtcCompileProgram(prog, ["--gpu-architecture=compute_90"])
+    assert info.value.kind is ErrorKind.COMPILE_FAILED
+    nvrtc.nvrtcDestroyProgram(prog)
