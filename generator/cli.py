@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from . import pipeline
+    from . import cache
 
     overrides = {}
     for item in args.sdk:
@@ -46,18 +47,22 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"ironaccel-gen: --out {str(args.out)!r} exists and is not a directory", file=sys.stderr)
         return EXIT_USER_ERROR
     cache_path = args.out / ".ironaccel-gen.json"
-    argv = [str(args.specs), sorted(overrides.items()), sorted(args.only), args.frontend]
+    sdk_env = [(k, os.environ.get(k)) for k in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH", "OPENCL_HOME",
+                                                "OCL_ROOT")]
+    argv = [str(args.specs), sorted(overrides.items()), sorted(args.only), args.frontend, sdk_env]
     t0 = time.perf_counter()
     if not args.check and not args.force:
-        cache = pipeline.load_cache(cache_path)
-        inputs = [Path(p) for p in cache.get("inputs", [])]  # type: ignore[union-attr]
-        if cache.get("fingerprint") == pipeline.fingerprint(args.specs, inputs, argv):
+        state = cache.load(cache_path)
+        inputs = [Path(p) for p in state.get("inputs", [])]  # type: ignore[union-attr]
+        if state.get("fingerprint") == cache.fingerprint(args.specs, inputs, argv):
             if (args.out / "ironaccelerator" / "__init__.py").is_file():
                 print(f"generate: up to date ({time.perf_counter() - t0:.3f}s)")
                 if args.build:
                     from .build import build_all
                     build_all(args.out)
                 return 0
+    from . import pipeline
+
     result = pipeline.compile_specs(args.specs, overrides, args.frontend, args.only or None)
     for s in result.skipped:
         print(f"skipped {s}")
@@ -85,8 +90,12 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"generated {lib.module}: {len(lib.functions)} functions, {len(lib.enums)} enums "
               f"from {lib.header.name} ({lib.spec.backend} {lib.sdk_version})")
     print(f"generate: {len(changes)} file(s) changed in {time.perf_counter() - t0:.2f}s")
-    pipeline.save_cache(cache_path, {"fingerprint": pipeline.fingerprint(args.specs, result.inputs, argv),
-                                     "inputs": [str(p) for p in result.inputs]})
+    watched = result.inputs + [args.out / rel for rel in sorted(result.files)]
+    if result.skipped:  # an SDK may be installed later: only a complete generation is cached
+        cache_path.unlink(missing_ok=True)
+    else:
+        cache.save(cache_path, {"fingerprint": cache.fingerprint(args.specs, watched, argv),
+                                "inputs": [str(p) for p in watched]})
     if args.build:
         from .build import build_all
         build_all(args.out)

@@ -164,41 +164,9 @@ def write(files: dict[str, str], out: Path, keep: tuple[str, ...] = ()) -> list[
     return changes
 
 
-# ------------------------------------------------------------- no-op detection
-
-
-def fingerprint(spec_dir: Path, extra: list[Path], argv: list[str]) -> str:
-    """A cheap digest of every input's path, size and mtime (plus the generator's own sources)."""
-    h = hashlib.sha256(f"{__version__}\0{argv}".encode())
-    paths = [*sorted(spec_dir.rglob("*.yaml")), *sorted(GENERATOR.rglob("*.py")), *sorted(TEMPLATES.rglob("*.j2")),
-             *extra]
-    for p in paths:
-        try:
-            st = p.stat()
-            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-        except OSError:
-            h.update(f"{p}\0missing\n".encode())
-    return h.hexdigest()
-
-
-def load_cache(path: Path) -> dict[str, object]:
-    try:
-        data = json.loads(path.read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def save_cache(path: Path, data: dict[str, object]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True))
-    os.replace(tmp, path)
-
-
 def location_for(path: Path) -> Location:
     return Location(file=path.as_posix(), line=1, col=1)
 
 
-__all__ = ["compile_specs", "write", "diff", "Result", "fingerprint", "load_cache", "save_cache", "Collector",
+__all__ = ["compile_specs", "write", "diff", "Result", "Collector",
            "CoreSpec"]
