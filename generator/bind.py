@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import keyword
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from .ctypes_util import FLOAT_BUILTINS, INTEGER_BUILTINS, declare, is_char, references, resolve
@@ -92,11 +92,23 @@ class BoundFunction:
     result_decl: str  # the C result type  ex) CUresult
     result_kind: str  # for non-status results: int | float | str | cdata | void
     status_codes: tuple[int, ...]
-    min_version: str | None
+    min_version: str | None  # ex) 3.2: the version that introduced this ABI (from abi_version)
+    abi_version: int | None = None  # ex) 3020: the PFN_ pin, passed to cuGetProcAddress
     error_log: str | None  # a bound function public name
     log_param: str | None
     prototype: str  # ex) CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
     pointer_type: str  # ex) CUresult (*)(CUdeviceptr *dptr, size_t bytesize)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcAddress:
+    """The library's own symbol resolver (``cuGetProcAddress``) as the trampolines call it."""
+
+    index: int  # the resolver's own BoundFunction index (always resolved with dlsym)
+    symbol: str  # ex) cuGetProcAddress_v2
+    status_param: bool  # the v2 form has a trailing CUdriverProcAddressQueryResult *
+    default_flag: int
+    per_thread_flag: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +145,7 @@ class BoundLibrary:
     declarations: tuple[str, ...]  # C type declarations in dependency order (cdef and C source)
     structs: tuple[str, ...]  # typedef names of complete structs/unions, usable from Python
     per_thread: bool
+    proc_address: ProcAddress | None = None
 
 
 def _version_str(v: int) -> str:
@@ -209,18 +222,49 @@ class _Binder:
         return [n for n in names
                 if any(fnmatch.fnmatchcase(n, p) for p in inc) and not any(fnmatch.fnmatchcase(n, p) for p in exc)]
 
-    def min_versions(self) -> dict[str, str]:
+    def version_candidates(self) -> dict[str, list[tuple[int, CType]]]:
+        """public name -> [(encoded version, function-pointer type)] from the version typedefs."""
         if self.spec.version_typedef is None:
             return {}
         pat = re.compile(re.escape(self.spec.version_typedef).replace(r"\{name\}", r"(?P<name>\w+?)")
                          .replace(r"\{version\}", r"(?P<version>[0-9]+)") + r"\Z")
-        out: dict[str, int] = {}
+        out: dict[str, list[tuple[int, CType]]] = {}
         for t in self.h.typedefs:
             m = pat.match(t.name)
             if m:
-                v = int(m.group("version"))
-                out[m.group("name")] = min(v, out.get(m.group("name"), v))
-        return {k: _version_str(v) for k, v in out.items()}
+                out.setdefault(m.group("name"), []).append((int(m.group("version")), t.type))
+        return out
+
+    def abi_pin(self, f: Function, candidates: list[tuple[int, CType]]) -> int | None:
+        """The version whose PFN prototype is the declaration's: the ABI this binding calls.
+
+        cudaTypedefs.h declares several versions of some functions (cuCtxCreate 3020, 11040, 12050);
+        neither the lowest nor the highest is right in general — the one with the declaration's
+        parameter types is.  Among identical prototypes the newest wins.
+        """
+        want = (self.canonical(f.result), tuple(self.canonical(p.type) for p in f.params), f.variadic)
+        best = None
+        for version, ptype in candidates:
+            proto = resolve(ptype, self.typedefs)
+            proto = proto.pointee if isinstance(proto, Pointer) else proto
+            if not isinstance(proto, FunctionProto):
+                continue
+            got = (self.canonical(proto.result), tuple(self.canonical(p.type) for p in proto.params), proto.variadic)
+            if got == want and (best is None or version > best):
+                best = version
+        return best
+
+    def canonical(self, t: CType) -> CType:
+        """``t`` with every vendor typedef expanded (CUdeviceptr and CUdeviceptr_v2 compare equal)."""
+        t = resolve(t, self.typedefs)
+        if isinstance(t, Pointer):
+            return replace(t, pointee=self.canonical(t.pointee))
+        if isinstance(t, Array):
+            return replace(t, element=self.canonical(t.element))
+        if isinstance(t, FunctionProto):
+            return replace(t, result=self.canonical(t.result),
+                           params=tuple(replace(p, name=None, type=self.canonical(p.type)) for p in t.params))
+        return t
 
     def bind_functions(self) -> tuple[BoundFunction, ...]:
         publics = self.public_names()
@@ -230,7 +274,7 @@ class _Binder:
                 self.err.error(fs.name.location, f"function '{fs.name}' is not declared in {self.h.name}"
                                f"{suggest(fs.name.value, publics)}")
         names = self.selected(sorted(publics))
-        versions = self.min_versions()
+        versions = self.version_candidates()
         per_thread = {w.value: fmt for w, fmt in self.spec.per_thread}
         for w, _ in self.spec.per_thread:
             if not any(r.wrapper == w.value for r in self.h.renames):
@@ -245,13 +289,14 @@ class _Binder:
                 continue
             symbol = fs.symbol.value if fs.symbol else func.name
             pts = per_thread[wrapper].format(func.name) if wrapper in per_thread else None
-            bf = self.bind_function(len(out), name, symbol, pts, func, fs, versions.get(name), fspecs, publics)
+            pin = self.abi_pin(func, versions[name]) if name in versions else None
+            bf = self.bind_function(len(out), name, symbol, pts, func, fs, pin, fspecs, publics)
             if bf is not None:
                 out.append(bf)
         return tuple(out)
 
     def bind_function(self, index: int, public: str, symbol: str, pts: str | None, f: Function,
-                      fs: FunctionSpec, min_version: str | None, fspecs: Mapping[str, FunctionSpec],
+                      fs: FunctionSpec, abi_version: int | None, fspecs: Mapping[str, FunctionSpec],
                       publics: Mapping[str, tuple[Function, str | None]]) -> BoundFunction | None:
         if f.variadic:
             return None  # cffi API mode cannot forward a va_list portably; none in the bound APIs
@@ -346,7 +391,8 @@ class _Binder:
         return BoundFunction(
             index=index, public=public, symbol=symbol, per_thread_symbol=pts, c=f, params=tuple(params),
             returns_status=returns_status, result_decl=declare(f.result), result_kind=self.value_kind(result),
-            status_codes=tuple(status_codes), min_version=min_version,
+            status_codes=tuple(status_codes), abi_version=abi_version,
+            min_version=_version_str(abi_version) if abi_version is not None else None,
             error_log=fs.error_log.value if fs.error_log else None, log_param=log_param,
             prototype=declare(f.result, f"{public}({proto_params})"),
             pointer_type=declare(f.result, f"(*)({proto_params})"),
@@ -637,6 +683,41 @@ def _name(value: str, loc: Location):  # type: ignore[no-untyped-def]
     return Name(value=value, location=loc)
 
 
+def bind_proc_address(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: _Binder,
+                      col: Collector) -> ProcAddress | None:
+    """Check ``symbols.proc_address`` against the header: a bound resolver of the expected shape, known flags."""
+    pa = spec.proc_address
+    if pa is None:
+        return None
+    by = {f.public: f for f in functions}
+    f = by.get(pa.function.value)
+    if f is None:
+        col.error(pa.function.location, f"proc_address function '{pa.function}' is not a bound function of "
+                  f"{header.name}{suggest(pa.function.value, by)}")
+        return None
+    n = len(f.c.params)
+    if not f.returns_status or n not in (4, 5):
+        col.error(pa.function.location, f"'{pa.function}' does not look like a resolver "
+                  "(status (const char *symbol, void **fn, int version, flags[, status *]))")
+        return None
+    values = {c.name: c.value for e in header.enums for c in e.constants}
+    values.update({c.name: c.value for t in header.typedefs if isinstance(t.type, InlineEnum) for c in t.type.enum.constants})
+    values.update({c.name: c.value for c in header.constants if isinstance(c.value, int)})
+    flags = []
+    for flag in (pa.default_flag, pa.per_thread_flag):
+        if flag is None:
+            flags.append(None)
+        elif flag.value not in values:
+            col.error(flag.location, f"'{flag}' is not a constant of {header.name}{suggest(flag.value, values)}")
+            flags.append(None)
+        else:
+            flags.append(int(values[flag.value]))
+    if flags[0] is None and pa.default_flag is not None and pa.default_flag.value not in values:
+        return None
+    return ProcAddress(index=f.index, symbol=f.symbol, status_param=n == 5, default_flag=flags[0] or 0,
+                       per_thread_flag=flags[1] if flags[1] is not None else (flags[0] or 0))
+
+
 def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | None = None,
          errors: Collector | None = None) -> BoundLibrary:
     """Bind one library; raise :class:`UserError` listing every problem."""
@@ -671,6 +752,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
         col.error(spec.errors.name_function.location,  # type: ignore[union-attr]
                   f"name_function '{names}' is not a bound function of {header.name}"
                   f"{suggest(names, [f.public for f in functions])}")
+    proc = bind_proc_address(spec, header, functions, b, col)
     col.check()
     success = tuple(b.error_constants[c.value].value for c in spec.errors.success if c.value in b.error_constants)
     return BoundLibrary(
@@ -678,5 +760,5 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
         module=f"ironaccelerator.backends.{spec.vendor}.{spec.library}",
         functions=functions, enums=enums, constants=constants, errors=error_codes, success=success,
         error_type=spec.errors.type.value, error_name_function=names, declarations=decls, structs=structs,
-        per_thread=any(f.per_thread_symbol for f in functions),
+        per_thread=any(f.per_thread_symbol for f in functions), proc_address=proc,
     )

@@ -87,6 +87,18 @@ class ErrorSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProcAddressSpec:
+    """Resolve symbols through the library's own resolver, pinned to each function's ABI version.
+
+    ex) ``cuGetProcAddress(name, &fn, version, flags[, &status])`` with the PFN_ version of the binding.
+    """
+
+    function: Name  # ex) cuGetProcAddress (a bound public name)
+    default_flag: Name  # ex) CU_GET_PROC_ADDRESS_DEFAULT
+    per_thread_flag: Name | None = None  # ex) CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LoaderSpec:
     """Where the vendor library is found at run time."""
 
@@ -117,6 +129,7 @@ class LibrarySpec:
     exclude: tuple[Name, ...] = ()
     per_thread: tuple[tuple[Name, str], ...] = ()  # (wrapper macro, symbol format)
     version_typedef: str | None = None  # ex) PFN_{name}_v{version}
+    proc_address: ProcAddressSpec | None = None  # ex) cuGetProcAddress with per-function version pins
     loader: LoaderSpec
     errors: ErrorSpec
     functions: tuple[FunctionSpec, ...] = ()
@@ -365,7 +378,15 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     include = r.seq(bind.get("include"), "include", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
     exclude = r.seq(bind.get("exclude"), "exclude", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
 
-    sym = r.mapping(m.get("symbols"), ("per_thread", "version_typedef"), (), "symbols") or {}
+    sym = r.mapping(m.get("symbols"), ("per_thread", "version_typedef", "proc_address"), (), "symbols") or {}
+    proc_address = None
+    if "proc_address" in sym:
+        pm = r.mapping(sym["proc_address"], ("function", "default_flag", "per_thread_flag"),
+                       ("function", "default_flag"), "proc_address") or {}
+        pf, df = r.ident(pm.get("function"), "function"), r.ident(pm.get("default_flag"), "default_flag")
+        if pf is not None and df is not None:
+            proc_address = ProcAddressSpec(function=pf, default_flag=df,
+                                           per_thread_flag=r.ident(pm.get("per_thread_flag"), "per_thread_flag"))
     per_thread = []
     for wrapper, node in r.keyed(sym.get("per_thread"), "wrapper macro"):
         fmt = r.string(node, "per-thread symbol format", re.compile(r"[A-Za-z0-9_]*\{\}[A-Za-z0-9_]*\Z"),
@@ -423,6 +444,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         headers=headers, version_headers=version_headers, defines=tuple(defines),
         undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
+        proc_address=proc_address,
         loader=loader,
         errors=ErrorSpec(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
                          since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param),

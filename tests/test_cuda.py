@@ -46,6 +46,14 @@ def test_driver_binds_the_whole_api(generated: pipeline.Result) -> None:
     assert by["cuMemAlloc"].min_version == "3.2"
     assert by["cuInit"].min_version == "2.0"
     assert by["cuFuncGetParamInfo"].min_version == "12.4"
+    # the ABI pin is the PFN_ version whose prototype is the bound declaration: cuCtxCreate has PFNs
+    # 3020 (_v2), 11040 (_v3) and 12050 (_v4, the one cuda.h binds) - neither the lowest nor blindly the highest
+    assert (by["cuCtxCreate"].symbol, by["cuCtxCreate"].abi_version) == ("cuCtxCreate_v4", 12050)
+    assert (by["cuStreamGetCaptureInfo"].symbol, by["cuStreamGetCaptureInfo"].abi_version) == ("cuStreamGetCaptureInfo_v3", 12030)
+    assert by["cuMemAlloc"].abi_version == 3020
+    # symbols are resolved through cuGetProcAddress with those pins (falling back to dlsym)
+    assert drv.proc_address is not None and drv.proc_address.symbol == "cuGetProcAddress_v2"
+    assert drv.proc_address.status_param and drv.proc_address.per_thread_flag == 2
     # statuses that are not failures
     assert by["cuStreamQuery"].status_codes == (600,)
     # graphics interop excluded; nothing from cudaTypedefs.h bound

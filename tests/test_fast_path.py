@@ -78,9 +78,11 @@ for a in [(0,), (1,), (-1,), (lib.GOLDEN_ERROR_COMPILE,)]:
     cases.append(("goldenStatusString", a, {}))
 for a in [(1,), ("x",), (1 << 40,)]:
     cases.append(("goldenNotExported", a, {}))
+cases.append(("goldenProcLookups", (), {}))
 n = compare(lib, cases)
 assert sorted(lib._python) == ["goldenAlloc", "goldenGetErrorName", "goldenGetName", "goldenGetVersion", "goldenInit",
-                               "goldenNotExported", "goldenScale", "goldenStatusString"], sorted(lib._python)
+                               "goldenNotExported", "goldenProcLookups", "goldenScale", "goldenStatusString"], \
+    sorted(lib._python)
 print("compared", n)
 '''
 

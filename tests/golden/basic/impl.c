@@ -82,3 +82,21 @@ goldenStatus goldenBuild(goldenCtx ctx, const char *source)
 goldenStatus goldenSetCallback(goldenCallback cb, void *userData) { last_user = userData; if (cb) cb(userData, GOLDEN_SUCCESS); return GOLDEN_SUCCESS; }
 const char *goldenStatusString(goldenStatus status) { return status == GOLDEN_SUCCESS ? "no error" : "some error"; }
 double goldenScale(double x, float factor) { return x * factor; }
+
+/* The resolver: answers only for the exact (name, version) pairs it implements. */
+static int proc_lookups = 0;
+static goldenStatus goldenAlloc_via_proc(goldenPtr *ptr, size_t bytes) { *ptr = 0x2000 + bytes; return GOLDEN_SUCCESS; }
+goldenStatus goldenGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags, int *status)
+{
+    *pfn = 0;
+    if (status) *status = 0;
+    if (strcmp(symbol, "goldenAlloc") == 0 && version == 2010)
+        *pfn = (void *)goldenAlloc_via_proc;
+    else if (strcmp(symbol, "goldenCopy") == 0 && version == 2000)
+        *pfn = (flags & GOLDEN_PROC_PER_THREAD) ? (void *)goldenCopy_v2_ptds : (void *)goldenCopy_v2;
+    if (*pfn == 0)
+        return GOLDEN_ERROR_INVALID_VALUE;
+    proc_lookups++;
+    return GOLDEN_SUCCESS;
+}
+int goldenProcLookups(void) { return proc_lookups; }

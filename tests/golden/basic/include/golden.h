@@ -57,9 +57,18 @@ goldenStatus goldenBuild(goldenCtx ctx, const char *source);
 goldenStatus goldenSetCallback(goldenCallback cb, void *userData);
 goldenStatus goldenNotExported(int x);
 const char *goldenStatusString(goldenStatus status);
+
+/* A resolver in the manner of cuGetProcAddress: the symbol's public name, pinned to an ABI version. */
+typedef enum { GOLDEN_PROC_DEFAULT = 0, GOLDEN_PROC_PER_THREAD = 2 } goldenProcFlags;
+goldenStatus goldenGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags, int *status);
+int goldenProcLookups(void);
 double goldenScale(double x, float factor);
 
-/* PFN_<name>_v<version>: the version that introduced each ABI */
+/* PFN_<name>_v<version>: the version that introduced each ABI.  goldenAlloc has three: the pin must be
+   the one whose prototype matches the declaration above (2010), not the lowest nor the highest. */
 typedef goldenStatus (*PFN_goldenNotExported_v3050)(int x);
+typedef goldenStatus (*PFN_goldenAlloc_v1000)(unsigned int *ptr, unsigned int bytes);
 typedef goldenStatus (*PFN_goldenAlloc_v2010)(goldenPtr *ptr, size_t bytes);
+typedef goldenStatus (*PFN_goldenAlloc_v9000)(goldenPtr *ptr, size_t bytes, unsigned int flags);
+typedef goldenStatus (*PFN_goldenCopy_v2000)(goldenPtr dst, const void *src, size_t bytes);
 #endif

@@ -3046,7 +3046,7 @@ def cuCtxAttach(flags: int) -> CData:
 def cuCtxCreate(flags: int, dev: int) -> tuple[CData, CData]:
     """``CUresult cuCtxCreate(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)``
 
-    Symbol ``cuCtxCreate_v4``; CUDA >= 3.2.
+    Symbol ``cuCtxCreate_v4``; CUDA >= 12.5.
     Returns ``pctx``, ``ctxCreateParams``.
     """
     _pctx = _new(_T12)
@@ -3705,7 +3705,7 @@ def cuDeviceGetTexture1DLinearMaxWidth(format: int, numChannels: int, dev: int) 
 def cuDeviceGetUuid(dev: int) -> CData:
     """``CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)``
 
-    Symbol ``cuDeviceGetUuid_v2``; CUDA >= 9.2.
+    Symbol ``cuDeviceGetUuid_v2``; CUDA >= 11.4.
     Returns ``uuid``.
     """
     _uuid = _new(_T24)
@@ -3879,7 +3879,7 @@ def cuEventDestroy(hEvent: CData) -> None:
 def cuEventElapsedTime(hStart: CData, hEnd: CData) -> float:
     """``CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)``
 
-    Symbol ``cuEventElapsedTime_v2``; CUDA >= 2.0.
+    Symbol ``cuEventElapsedTime_v2``; CUDA >= 12.8.
     Returns ``pMilliseconds``.
     """
     _pMilliseconds = _new(_T27)
@@ -4140,7 +4140,7 @@ def cuGetExportTable(pExportTableId: CData) -> CData:
 def cuGetProcAddress(symbol: str | bytes, cudaVersion: int, flags: int) -> tuple[CData, int]:
     """``CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)``
 
-    Symbol ``cuGetProcAddress_v2``; CUDA >= 11.3.
+    Symbol ``cuGetProcAddress_v2``; CUDA >= 12.0.
     Returns ``pfn``, ``symbolStatus``.
     """
     _symbol = symbol.encode() if isinstance(symbol, str) else symbol
@@ -4181,7 +4181,7 @@ def cuGraphAddChildGraphNode(hGraph: CData, dependencies: CData, numDependencies
 def cuGraphAddDependencies(hGraph: CData, from_: CData, to: CData, edgeData: CData, numDependencies: int) -> None:
     """``CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies)``
 
-    Symbol ``cuGraphAddDependencies_v2``; CUDA >= 10.0.
+    Symbol ``cuGraphAddDependencies_v2``; CUDA >= 12.3.
     """
     _r = _f_cuGraphAddDependencies(hGraph, from_, to, edgeData, numDependencies)
     if _r:
@@ -4269,7 +4269,7 @@ def cuGraphAddHostNode(hGraph: CData, dependencies: CData, numDependencies: int,
 def cuGraphAddKernelNode(hGraph: CData, dependencies: CData, numDependencies: int, nodeParams: CData) -> CData:
     """``CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)``
 
-    Symbol ``cuGraphAddKernelNode_v2``; CUDA >= 10.0.
+    Symbol ``cuGraphAddKernelNode_v2``; CUDA >= 12.0.
     Returns ``phGraphNode``.
     """
     _phGraphNode = _new(_T36)
@@ -4335,7 +4335,7 @@ def cuGraphAddMemsetNode(hGraph: CData, dependencies: CData, numDependencies: in
 def cuGraphAddNode(hGraph: CData, dependencies: CData, dependencyData: CData, numDependencies: int) -> tuple[CData, CData]:
     """``CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams)``
 
-    Symbol ``cuGraphAddNode_v2``; CUDA >= 12.2.
+    Symbol ``cuGraphAddNode_v2``; CUDA >= 12.3.
     Returns ``phGraphNode``, ``nodeParams``.
     """
     _phGraphNode = _new(_T36)
@@ -4596,7 +4596,7 @@ def cuGraphExecHostNodeSetParams(hGraphExec: CData, hNode: CData, nodeParams: CD
 def cuGraphExecKernelNodeSetParams(hGraphExec: CData, hNode: CData, nodeParams: CData) -> None:
     """``CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)``
 
-    Symbol ``cuGraphExecKernelNodeSetParams_v2``; CUDA >= 10.1.
+    Symbol ``cuGraphExecKernelNodeSetParams_v2``; CUDA >= 12.0.
     """
     _r = _f_cuGraphExecKernelNodeSetParams(hGraphExec, hNode, nodeParams)
     if _r:
@@ -4639,7 +4639,7 @@ def cuGraphExecNodeSetParams(hGraphExec: CData, hNode: CData) -> CData:
 def cuGraphExecUpdate(hGraphExec: CData, hGraph: CData) -> CData:
     """``CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)``
 
-    Symbol ``cuGraphExecUpdate_v2``; CUDA >= 10.2.
+    Symbol ``cuGraphExecUpdate_v2``; CUDA >= 12.0.
     Returns ``resultInfo``.
     """
     _resultInfo = _new(_T43)
@@ -4698,7 +4698,7 @@ def cuGraphExternalSemaphoresWaitNodeSetParams(hNode: CData, nodeParams: CData) 
 def cuGraphGetEdges(hGraph: CData) -> tuple[CData, CData, CData, int]:
     """``CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, size_t *numEdges)``
 
-    Symbol ``cuGraphGetEdges_v2``; CUDA >= 10.0.
+    Symbol ``cuGraphGetEdges_v2``; CUDA >= 12.3.
     Returns ``from_``, ``to``, ``edgeData``, ``numEdges``.
     """
     _from_ = _new(_T36)
@@ -4815,7 +4815,7 @@ def cuGraphKernelNodeGetAttribute(hNode: CData, attr: int) -> CData:
 def cuGraphKernelNodeGetParams(hNode: CData) -> CData:
     """``CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)``
 
-    Symbol ``cuGraphKernelNodeGetParams_v2``; CUDA >= 10.0.
+    Symbol ``cuGraphKernelNodeGetParams_v2``; CUDA >= 12.0.
     Returns ``nodeParams``.
     """
     _nodeParams = _new(_T51)
@@ -4838,7 +4838,7 @@ def cuGraphKernelNodeSetAttribute(hNode: CData, attr: int, value: CData) -> None
 def cuGraphKernelNodeSetParams(hNode: CData, nodeParams: CData) -> None:
     """``CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)``
 
-    Symbol ``cuGraphKernelNodeSetParams_v2``; CUDA >= 10.0.
+    Symbol ``cuGraphKernelNodeSetParams_v2``; CUDA >= 12.0.
     """
     _r = _f_cuGraphKernelNodeSetParams(hNode, nodeParams)
     if _r:
@@ -4944,7 +4944,7 @@ def cuGraphNodeFindInClone(hOriginalNode: CData, hClonedGraph: CData) -> CData:
 def cuGraphNodeGetDependencies(hNode: CData) -> tuple[CData, CData, int]:
     """``CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData, size_t *numDependencies)``
 
-    Symbol ``cuGraphNodeGetDependencies_v2``; CUDA >= 10.0.
+    Symbol ``cuGraphNodeGetDependencies_v2``; CUDA >= 12.3.
     Returns ``dependencies``, ``edgeData``, ``numDependencies``.
     """
     _dependencies = _new(_T36)
@@ -4959,7 +4959,7 @@ def cuGraphNodeGetDependencies(hNode: CData) -> tuple[CData, CData, int]:
 def cuGraphNodeGetDependentNodes(hNode: CData) -> tuple[CData, CData, int]:
     """``CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes)``
 
-    Symbol ``cuGraphNodeGetDependentNodes_v2``; CUDA >= 10.0.
+    Symbol ``cuGraphNodeGetDependentNodes_v2``; CUDA >= 12.3.
     Returns ``dependentNodes``, ``edgeData``, ``numDependentNodes``.
     """
     _dependentNodes = _new(_T36)
@@ -5035,7 +5035,7 @@ def cuGraphReleaseUserObject(graph: CData, object: CData, count: int) -> None:
 def cuGraphRemoveDependencies(hGraph: CData, from_: CData, to: CData, edgeData: CData, numDependencies: int) -> None:
     """``CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies)``
 
-    Symbol ``cuGraphRemoveDependencies_v2``; CUDA >= 10.0.
+    Symbol ``cuGraphRemoveDependencies_v2``; CUDA >= 12.3.
     """
     _r = _f_cuGraphRemoveDependencies(hGraph, from_, to, edgeData, numDependencies)
     if _r:
@@ -5810,7 +5810,7 @@ def cuMemAddressReserve(size: int, alignment: int, addr: int, flags: int) -> int
 def cuMemAdvise(devPtr: int, count: int, advice: int, location: CData) -> None:
     """``CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)``
 
-    Symbol ``cuMemAdvise_v2``; CUDA >= 8.0.
+    Symbol ``cuMemAdvise_v2``; CUDA >= 12.2.
     """
     _r = _f_cuMemAdvise(devPtr, count, advice, location)
     if _r:
@@ -6333,7 +6333,7 @@ def cuMemPoolTrimTo(pool: CData, minBytesToKeep: int) -> None:
 def cuMemPrefetchAsync(devPtr: int, count: int, location: CData, flags: int, hStream: CData) -> None:
     """``CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)``
 
-    Symbol ``cuMemPrefetchAsync_v2`` (per-thread: ``cuMemPrefetchAsync_v2_ptsz``); CUDA >= 8.0.
+    Symbol ``cuMemPrefetchAsync_v2`` (per-thread: ``cuMemPrefetchAsync_v2_ptsz``); CUDA >= 12.2.
     """
     _r = _f_cuMemPrefetchAsync(devPtr, count, location, flags, hStream)
     if _r:
@@ -6501,7 +6501,7 @@ def cuMemcpy3DAsync(pCopy: CData, hStream: CData) -> None:
 def cuMemcpy3DBatchAsync(numOps: int, flags: int, hStream: CData) -> CData:
     """``CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream)``
 
-    Symbol ``cuMemcpy3DBatchAsync_v2`` (per-thread: ``cuMemcpy3DBatchAsync_v2_ptsz``); CUDA >= 12.8.
+    Symbol ``cuMemcpy3DBatchAsync_v2`` (per-thread: ``cuMemcpy3DBatchAsync_v2_ptsz``); CUDA >= 13.0.
     Returns ``opList``.
     """
     _opList = _new(_T79)
@@ -6584,7 +6584,7 @@ def cuMemcpyAtoHAsync(dstHost: CData, srcArray: CData, srcOffset: int, ByteCount
 def cuMemcpyBatchAsync(count: int, numAttrs: int, hStream: CData) -> tuple[int, int, int, CData, int]:
     """``CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)``
 
-    Symbol ``cuMemcpyBatchAsync_v2`` (per-thread: ``cuMemcpyBatchAsync_v2_ptsz``); CUDA >= 12.8.
+    Symbol ``cuMemcpyBatchAsync_v2`` (per-thread: ``cuMemcpyBatchAsync_v2_ptsz``); CUDA >= 13.0.
     Returns ``dsts``, ``srcs``, ``sizes``, ``attrs``, ``attrsIdxs``.
     """
     _dsts = _new(_T28)
@@ -7337,7 +7337,7 @@ def cuStreamAttachMemAsync(hStream: CData, dptr: int, length: int, flags: int) -
 def cuStreamBatchMemOp(stream: CData, count: int, flags: int) -> CData:
     """``CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags)``
 
-    Symbol ``cuStreamBatchMemOp_v2`` (per-thread: ``cuStreamBatchMemOp_v2_ptsz``); CUDA >= 8.0.
+    Symbol ``cuStreamBatchMemOp_v2`` (per-thread: ``cuStreamBatchMemOp_v2_ptsz``); CUDA >= 11.7.
     Returns ``paramArray``.
     """
     _paramArray = _new(_T85)
@@ -7442,7 +7442,7 @@ def cuStreamGetAttribute(hStream: CData, attr: int) -> CData:
 def cuStreamGetCaptureInfo(hStream: CData) -> tuple[int, int, CData, CData, CData, int]:
     """``CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)``
 
-    Symbol ``cuStreamGetCaptureInfo_v3`` (per-thread: ``cuStreamGetCaptureInfo_v3_ptsz``); CUDA >= 10.1.
+    Symbol ``cuStreamGetCaptureInfo_v3`` (per-thread: ``cuStreamGetCaptureInfo_v3_ptsz``); CUDA >= 12.3.
     Returns ``captureStatus_out``, ``id_out``, ``graph_out``, ``dependencies_out``, ``edgeData_out``, ``numDependencies_out``.
     """
     _captureStatus_out = _new(_T87)
@@ -7603,7 +7603,7 @@ def cuStreamSynchronize(hStream: CData) -> None:
 def cuStreamUpdateCaptureDependencies(hStream: CData, dependencyData: CData, numDependencies: int, flags: int) -> CData:
     """``CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)``
 
-    Symbol ``cuStreamUpdateCaptureDependencies_v2`` (per-thread: ``cuStreamUpdateCaptureDependencies_v2_ptsz``); CUDA >= 11.3.
+    Symbol ``cuStreamUpdateCaptureDependencies_v2`` (per-thread: ``cuStreamUpdateCaptureDependencies_v2_ptsz``); CUDA >= 12.3.
     Returns ``dependencies``.
     """
     _dependencies = _new(_T36)
@@ -7626,7 +7626,7 @@ def cuStreamWaitEvent(hStream: CData, hEvent: CData, Flags: int) -> None:
 def cuStreamWaitValue32(stream: CData, addr: int, value: int, flags: int) -> None:
     """``CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)``
 
-    Symbol ``cuStreamWaitValue32_v2`` (per-thread: ``cuStreamWaitValue32_v2_ptsz``); CUDA >= 8.0.
+    Symbol ``cuStreamWaitValue32_v2`` (per-thread: ``cuStreamWaitValue32_v2_ptsz``); CUDA >= 11.7.
     """
     _r = _f_cuStreamWaitValue32(stream, addr, value, flags)
     if _r:
@@ -7636,7 +7636,7 @@ def cuStreamWaitValue32(stream: CData, addr: int, value: int, flags: int) -> Non
 def cuStreamWaitValue64(stream: CData, addr: int, value: int, flags: int) -> None:
     """``CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)``
 
-    Symbol ``cuStreamWaitValue64_v2`` (per-thread: ``cuStreamWaitValue64_v2_ptsz``); CUDA >= 9.0.
+    Symbol ``cuStreamWaitValue64_v2`` (per-thread: ``cuStreamWaitValue64_v2_ptsz``); CUDA >= 11.7.
     """
     _r = _f_cuStreamWaitValue64(stream, addr, value, flags)
     if _r:
@@ -7646,7 +7646,7 @@ def cuStreamWaitValue64(stream: CData, addr: int, value: int, flags: int) -> Non
 def cuStreamWriteValue32(stream: CData, addr: int, value: int, flags: int) -> None:
     """``CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)``
 
-    Symbol ``cuStreamWriteValue32_v2`` (per-thread: ``cuStreamWriteValue32_v2_ptsz``); CUDA >= 8.0.
+    Symbol ``cuStreamWriteValue32_v2`` (per-thread: ``cuStreamWriteValue32_v2_ptsz``); CUDA >= 11.7.
     """
     _r = _f_cuStreamWriteValue32(stream, addr, value, flags)
     if _r:
@@ -7656,7 +7656,7 @@ def cuStreamWriteValue32(stream: CData, addr: int, value: int, flags: int) -> No
 def cuStreamWriteValue64(stream: CData, addr: int, value: int, flags: int) -> None:
     """``CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)``
 
-    Symbol ``cuStreamWriteValue64_v2`` (per-thread: ``cuStreamWriteValue64_v2_ptsz``); CUDA >= 9.0.
+    Symbol ``cuStreamWriteValue64_v2`` (per-thread: ``cuStreamWriteValue64_v2_ptsz``); CUDA >= 11.7.
     """
     _r = _f_cuStreamWriteValue64(stream, addr, value, flags)
     if _r:

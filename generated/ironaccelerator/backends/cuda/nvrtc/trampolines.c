@@ -88,6 +88,8 @@ NULL,
 NULL,
 };
 
+#define IA_PROC 0
+
 static int ia_open_library(void);  /* extern "Python": tries the candidate paths via ia_dlopen */
 
 static int ia_dlopen(const char *path)
@@ -106,20 +108,30 @@ static int ia_dlopen(const char *path)
 
 static const char *ia_dlerror(void) { return ia_error; }
 
+static void *ia_dlsym(const char *name)
+{
+#ifdef _WIN32
+    return (void *)GetProcAddress((HMODULE)ia_handle, name);
+#else
+    return dlsym(ia_handle, name);
+#endif
+}
+
 static void *ia_resolve(int i)
 {
     const char *name;
-    void *p;
+    void *p = NULL;
     if (ia_handle == NULL && ia_open_library() != 0)
         return NULL;
     if (ia_handle == NULL)
         return NULL;
-    name = (ia_per_thread && ia_symbol_per_thread[i] != NULL) ? ia_symbol_per_thread[i] : ia_symbol[i];
-#ifdef _WIN32
-    p = (void *)GetProcAddress((HMODULE)ia_handle, name);
-#else
-    p = dlsym(ia_handle, name);
+#if IA_PROC
+    p = ia_via_proc(i);
 #endif
+    if (p == NULL) {
+        name = (ia_per_thread && ia_symbol_per_thread[i] != NULL) ? ia_symbol_per_thread[i] : ia_symbol[i];
+        p = ia_dlsym(name);
+    }
     ia_state[i] = p != NULL ? 1 : 2;
     ia_ptr[i] = p;
     return p;

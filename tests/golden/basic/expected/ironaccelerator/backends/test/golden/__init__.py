@@ -62,6 +62,11 @@ class goldenMode(enum.IntEnum):
     GOLDEN_MODE_FAST = 1
     GOLDEN_MODE_SAFE = 4
 
+
+class goldenProcFlags(enum.IntEnum):
+    GOLDEN_PROC_DEFAULT = 0
+    GOLDEN_PROC_PER_THREAD = 2
+
 GOLDEN_SUCCESS = goldenStatus.GOLDEN_SUCCESS
 GOLDEN_ERROR_INVALID_VALUE = goldenStatus.GOLDEN_ERROR_INVALID_VALUE
 GOLDEN_ERROR_OUT_OF_MEMORY = goldenStatus.GOLDEN_ERROR_OUT_OF_MEMORY
@@ -70,6 +75,8 @@ GOLDEN_ERROR_COMPILE = goldenStatus.GOLDEN_ERROR_COMPILE
 GOLDEN_ERROR_UNKNOWN = goldenStatus.GOLDEN_ERROR_UNKNOWN
 GOLDEN_MODE_FAST = goldenMode.GOLDEN_MODE_FAST
 GOLDEN_MODE_SAFE = goldenMode.GOLDEN_MODE_SAFE
+GOLDEN_PROC_DEFAULT = goldenProcFlags.GOLDEN_PROC_DEFAULT
+GOLDEN_PROC_PER_THREAD = goldenProcFlags.GOLDEN_PROC_PER_THREAD
 
 # -------------------------------------------------------------------- constants
 GOLDEN_VERSION = 2010
@@ -95,8 +102,9 @@ _T1 = ffi.typeof('goldenCtx *')
 _T2 = ffi.typeof('goldenDesc *')
 _T3 = ffi.typeof('const char * *')
 _T4 = ffi.typeof('size_t *')
-_T5 = ffi.typeof('int *')
-_T6 = ffi.typeof('long long *')
+_T5 = ffi.typeof('void * *')
+_T6 = ffi.typeof('int *')
+_T7 = ffi.typeof('long long *')
 
 # ---------------------------------------------------------------- C functions
 # _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
@@ -113,10 +121,12 @@ if TYPE_CHECKING:
     _f_goldenGetLog: Any
     _f_goldenGetLogSize: Any
     _f_goldenGetName: Any
+    _f_goldenGetProcAddress: Any
     _f_goldenGetVersion: Any
     _f_goldenInit: Any
     _f_goldenJoin: Any
     _f_goldenNotExported: Any
+    _f_goldenProcLookups: Any
     _f_goldenQuery: Any
     _f_goldenScale: Any
     _f_goldenSetCallback: Any
@@ -182,7 +192,7 @@ def goldenBuild(ctx: CData, source: str | bytes) -> None:
 def goldenCopy(dst: int, src: CData, bytes: int) -> None:
     """``goldenStatus goldenCopy(goldenPtr dst, const void *src, size_t bytes)``
 
-    Symbol ``goldenCopy_v2`` (per-thread: ``goldenCopy_v2_ptds``).
+    Symbol ``goldenCopy_v2`` (per-thread: ``goldenCopy_v2_ptds``); GOLDEN >= 2.0.
     """
     _r = _f_goldenCopy(dst, src, bytes)
     if _r:
@@ -280,17 +290,32 @@ def goldenGetName(index: int) -> str:
     return _str(_name)
 
 
+def goldenGetProcAddress(symbol: str | bytes, version: int, flags: int) -> tuple[CData, int]:
+    """``goldenStatus goldenGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags, int *status)``
+
+    Symbol ``goldenGetProcAddress``.
+    Returns ``pfn``, ``status``.
+    """
+    _symbol = symbol.encode() if isinstance(symbol, str) else symbol
+    _pfn = _new(_T5)
+    _status = _new(_T6)
+    _r = _f_goldenGetProcAddress(_symbol, _pfn, version, flags, _status)
+    if _r:
+        raise _error(_r, 10)
+    return _pfn[0], _status[0]
+
+
 def goldenGetVersion() -> tuple[int, int]:
     """``goldenStatus goldenGetVersion(int *major, int *minor)``
 
     Symbol ``goldenGetVersion``.
     Returns ``major``, ``minor``.
     """
-    _major = _new(_T5)
-    _minor = _new(_T5)
+    _major = _new(_T6)
+    _minor = _new(_T6)
     _r = _f_goldenGetVersion(_major, _minor)
     if _r:
-        raise _error(_r, 10)
+        raise _error(_r, 11)
     return _major[0], _minor[0]
 
 
@@ -301,7 +326,7 @@ def goldenInit(flags: int) -> None:
     """
     _r = _f_goldenInit(flags)
     if _r:
-        raise _error(_r, 11)
+        raise _error(_r, 12)
 
 
 def goldenJoin(words: Sequence[str | bytes]) -> str:
@@ -317,7 +342,7 @@ def goldenJoin(words: Sequence[str | bytes]) -> str:
     _out = _new('char[]', max(_out_n, 1))
     _r = _f_goldenJoin(_count, _words, _out, 256)
     if _r:
-        raise _error(_r, 12)
+        raise _error(_r, 13)
     return _str(_out)
 
 
@@ -328,7 +353,18 @@ def goldenNotExported(x: int) -> None:
     """
     _r = _f_goldenNotExported(x)
     if _r:
-        raise _error(_r, 13)
+        raise _error(_r, 14)
+
+
+def goldenProcLookups() -> int:
+    """``int goldenProcLookups(void)``
+
+    Symbol ``goldenProcLookups``.
+    Returns the result.
+    """
+    _r = _f_goldenProcLookups()
+    _v: int = _r
+    return _v
 
 
 def goldenQuery(ctx: CData) -> int:
@@ -339,7 +375,7 @@ def goldenQuery(ctx: CData) -> int:
     """
     _r = _f_goldenQuery(ctx)
     if _r not in (0, 3,):
-        raise _error(_r, 14)
+        raise _error(_r, 16)
     _v: int = _r
     return _v
 
@@ -362,7 +398,7 @@ def goldenSetCallback(cb: CData, userData: CData | None = None) -> None:
     """
     _r = _f_goldenSetCallback(cb, _NULL if userData is None else userData)
     if _r:
-        raise _error(_r, 16)
+        raise _error(_r, 18)
 
 
 def goldenStatusString(status: int) -> str:
@@ -373,7 +409,7 @@ def goldenStatusString(status: int) -> str:
     """
     _r = _f_goldenStatusString(status)
     if not _r:
-        _require(17)
+        _require(19)
         return ""
     _v: str = _string(_r).decode("utf-8", "replace")
     return _v
@@ -388,16 +424,16 @@ def goldenSum(values: Sequence[Any]) -> int:
     _keep: list[Any] = []
     _values = _c_array(ffi, 'const int', values, _keep)
     _count = len(values) if values is not None else 0
-    _total = _new(_T6)
+    _total = _new(_T7)
     _r = _f_goldenSum(_values, _count, _total)
     if _r:
-        raise _error(_r, 18)
+        raise _error(_r, 20)
     _v: int = _total[0]
     return _v
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of the 8 functions that take and return only numbers (or a
+# API mode: the checked wrappers of the 9 functions that take and return only numbers (or a
 # string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any = None

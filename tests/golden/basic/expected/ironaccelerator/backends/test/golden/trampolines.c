@@ -17,7 +17,7 @@
 #define IA_UNLIKELY(x) (x)
 #endif
 
-#define IA_COUNT 19
+#define IA_COUNT 21
 #define IA_SENTINEL 2147483631
 
 static void *ia_handle = NULL;
@@ -36,10 +36,12 @@ static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "goldenGetLog",
     "goldenGetLogSize",
     "goldenGetName",
+    "goldenGetProcAddress",
     "goldenGetVersion",
     "goldenInit",
     "goldenJoin",
     "goldenNotExported",
+    "goldenProcLookups",
     "goldenQuery",
     "goldenScale",
     "goldenSetCallback",
@@ -66,7 +68,85 @@ NULL,
 NULL,
 NULL,
 NULL,
+NULL,
+NULL,
 };
+
+/* Symbols resolve through goldenGetProcAddress(public name, &fn, ABI version, flags), pinned per
+   function to the version of the ABI this binding was generated for (the PFN_ typedefs); functions
+   without a pin, and the resolver itself, fall back to the exported symbol. */
+#define IA_PROC 1
+static const char *const ia_public[IA_COUNT > 0 ? IA_COUNT : 1] = {
+    "goldenAlloc",
+    "goldenBuild",
+    "goldenCopy",
+    "goldenCtxCreate",
+    "goldenCtxDestroy",
+    "goldenDescribe",
+    "goldenGetErrorName",
+    "goldenGetLog",
+    "goldenGetLogSize",
+    "goldenGetName",
+    "goldenGetProcAddress",
+    "goldenGetVersion",
+    "goldenInit",
+    "goldenJoin",
+    "goldenNotExported",
+    "goldenProcLookups",
+    "goldenQuery",
+    "goldenScale",
+    "goldenSetCallback",
+    "goldenStatusString",
+    "goldenSum",
+};
+static const int ia_pin[IA_COUNT > 0 ? IA_COUNT : 1] = {
+    2010,
+    0,
+    2000,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    3050,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+};
+typedef int (*ia_proc_t)(const char *, void **, int, unsigned long long, int *);
+static void *ia_proc = NULL;
+static int ia_proc_state = 0; /* 0 unresolved, 1 resolved, 2 missing */
+
+static void *ia_dlsym(const char *name);
+
+static void *ia_via_proc(int i)
+{
+    void *fp = NULL;
+    unsigned long long flags = ia_per_thread ? 2ULL : 0ULL;
+    if (ia_pin[i] <= 0 || i == 10)
+        return NULL;
+    if (ia_proc_state == 0) {
+        ia_proc = ia_dlsym("goldenGetProcAddress");
+        ia_proc_state = ia_proc != NULL ? 1 : 2;
+    }
+    if (ia_proc == NULL)
+        return NULL;
+    {
+        int status = 0;
+        if (((ia_proc_t)ia_proc)(ia_public[i], &fp, ia_pin[i], flags, &status) != 0)
+            return NULL;
+    }
+    return fp;
+}
 
 static int ia_open_library(void);  /* extern "Python": tries the candidate paths via ia_dlopen */
 
@@ -86,20 +166,30 @@ static int ia_dlopen(const char *path)
 
 static const char *ia_dlerror(void) { return ia_error; }
 
+static void *ia_dlsym(const char *name)
+{
+#ifdef _WIN32
+    return (void *)GetProcAddress((HMODULE)ia_handle, name);
+#else
+    return dlsym(ia_handle, name);
+#endif
+}
+
 static void *ia_resolve(int i)
 {
     const char *name;
-    void *p;
+    void *p = NULL;
     if (ia_handle == NULL && ia_open_library() != 0)
         return NULL;
     if (ia_handle == NULL)
         return NULL;
-    name = (ia_per_thread && ia_symbol_per_thread[i] != NULL) ? ia_symbol_per_thread[i] : ia_symbol[i];
-#ifdef _WIN32
-    p = (void *)GetProcAddress((HMODULE)ia_handle, name);
-#else
-    p = dlsym(ia_handle, name);
+#if IA_PROC
+    p = ia_via_proc(i);
 #endif
+    if (p == NULL) {
+        name = (ia_per_thread && ia_symbol_per_thread[i] != NULL) ? ia_symbol_per_thread[i] : ia_symbol[i];
+        p = ia_dlsym(name);
+    }
     ia_state[i] = p != NULL ? 1 : 2;
     ia_ptr[i] = p;
     return p;
@@ -201,77 +291,93 @@ static goldenStatus goldenGetName(char *name, int len, int index)
         return (goldenStatus)2147483631;
     return ((ia_pfn_9)ia_fn)(name, len, index);
 }
-typedef goldenStatus (*ia_pfn_10)(int *major, int *minor);
-static goldenStatus goldenGetVersion(int *major, int *minor)
+typedef goldenStatus (*ia_pfn_10)(const char *symbol, void **pfn, int version, unsigned long long flags, int *status);
+static goldenStatus goldenGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags, int *status)
 {
     void *ia_fn = ia_ptr[10];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(10)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_10)ia_fn)(major, minor);
+    return ((ia_pfn_10)ia_fn)(symbol, pfn, version, flags, status);
 }
-typedef goldenStatus (*ia_pfn_11)(unsigned int flags);
-static goldenStatus goldenInit(unsigned int flags)
+typedef goldenStatus (*ia_pfn_11)(int *major, int *minor);
+static goldenStatus goldenGetVersion(int *major, int *minor)
 {
     void *ia_fn = ia_ptr[11];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(11)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_11)ia_fn)(flags);
+    return ((ia_pfn_11)ia_fn)(major, minor);
 }
-typedef goldenStatus (*ia_pfn_12)(int count, const char * const *words, char *out, int outLen);
-static goldenStatus goldenJoin(int count, const char * const *words, char *out, int outLen)
+typedef goldenStatus (*ia_pfn_12)(unsigned int flags);
+static goldenStatus goldenInit(unsigned int flags)
 {
     void *ia_fn = ia_ptr[12];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(12)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_12)ia_fn)(count, words, out, outLen);
+    return ((ia_pfn_12)ia_fn)(flags);
 }
-typedef goldenStatus (*ia_pfn_13)(int x);
-static goldenStatus goldenNotExported(int x)
+typedef goldenStatus (*ia_pfn_13)(int count, const char * const *words, char *out, int outLen);
+static goldenStatus goldenJoin(int count, const char * const *words, char *out, int outLen)
 {
     void *ia_fn = ia_ptr[13];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(13)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_13)ia_fn)(x);
+    return ((ia_pfn_13)ia_fn)(count, words, out, outLen);
 }
-typedef goldenStatus (*ia_pfn_14)(goldenCtx ctx);
-static goldenStatus goldenQuery(goldenCtx ctx)
+typedef goldenStatus (*ia_pfn_14)(int x);
+static goldenStatus goldenNotExported(int x)
 {
     void *ia_fn = ia_ptr[14];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(14)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_14)ia_fn)(ctx);
+    return ((ia_pfn_14)ia_fn)(x);
 }
-typedef double (*ia_pfn_15)(double x, float factor);
-static double goldenScale(double x, float factor)
+typedef int (*ia_pfn_15)(void);
+static int goldenProcLookups(void)
 {
     void *ia_fn = ia_ptr[15];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(15)) == NULL)
         return 0;
-    return ((ia_pfn_15)ia_fn)(x, factor);
+    return ((ia_pfn_15)ia_fn)();
 }
-typedef goldenStatus (*ia_pfn_16)(goldenCallback cb, void *userData);
-static goldenStatus goldenSetCallback(goldenCallback cb, void *userData)
+typedef goldenStatus (*ia_pfn_16)(goldenCtx ctx);
+static goldenStatus goldenQuery(goldenCtx ctx)
 {
     void *ia_fn = ia_ptr[16];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(16)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_16)ia_fn)(cb, userData);
+    return ((ia_pfn_16)ia_fn)(ctx);
 }
-typedef const char *(*ia_pfn_17)(goldenStatus status);
-static const char *goldenStatusString(goldenStatus status)
+typedef double (*ia_pfn_17)(double x, float factor);
+static double goldenScale(double x, float factor)
 {
     void *ia_fn = ia_ptr[17];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(17)) == NULL)
-        return NULL;
-    return ((ia_pfn_17)ia_fn)(status);
+        return 0;
+    return ((ia_pfn_17)ia_fn)(x, factor);
 }
-typedef goldenStatus (*ia_pfn_18)(const int *values, int count, long long *total);
-static goldenStatus goldenSum(const int *values, int count, long long *total)
+typedef goldenStatus (*ia_pfn_18)(goldenCallback cb, void *userData);
+static goldenStatus goldenSetCallback(goldenCallback cb, void *userData)
 {
     void *ia_fn = ia_ptr[18];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(18)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_18)ia_fn)(values, count, total);
+    return ((ia_pfn_18)ia_fn)(cb, userData);
+}
+typedef const char *(*ia_pfn_19)(goldenStatus status);
+static const char *goldenStatusString(goldenStatus status)
+{
+    void *ia_fn = ia_ptr[19];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(19)) == NULL)
+        return NULL;
+    return ((ia_pfn_19)ia_fn)(status);
+}
+typedef goldenStatus (*ia_pfn_20)(const int *values, int count, long long *total);
+static goldenStatus goldenSum(const int *values, int count, long long *total)
+{
+    void *ia_fn = ia_ptr[20];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(20)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_20)ia_fn)(values, count, total);
 }
 
 /* ------------------------------------------------------------------------------------------------------
@@ -284,7 +390,7 @@ static goldenStatus goldenSum(const int *values, int count, long long *total)
  * binds in place of the Python wrappers in API mode.  This file is compiled by cffi after it includes
  * Python.h; _cffi_build.py turns off Py_LIMITED_API (METH_FASTCALL is not in the 3.2 stable ABI).
  * ---------------------------------------------------------------------------------------------------- */
-#define IA_FAST_COUNT 8
+#define IA_FAST_COUNT 9
 #define IA_PACKAGE "ironaccelerator.backends.test.golden"
 
 #if defined(__GNUC__)
@@ -595,7 +701,7 @@ static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     return ia_str_n(ia_buf0, 64);
 }
 
-static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
     goldenStatus ia_r;
@@ -610,11 +716,11 @@ static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_r = goldenGetVersion(&o0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 10);
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 11);
     return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
 }
 
-static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"flags"};
     PyObject *ia_argv[1];
@@ -632,11 +738,11 @@ static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_r = goldenInit(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 11);
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 12);
     return (Py_INCREF(Py_None), Py_None);
 }
 
-static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"x"};
     PyObject *ia_argv[1];
@@ -654,11 +760,26 @@ static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_r = goldenNotExported(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 13);
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 14);
     return (Py_INCREF(Py_None), Py_None);
 }
 
 static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    int ia_r;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("goldenProcLookups", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenProcLookups();
+    Py_END_ALLOW_THREADS
+    return IA_FROM_INT(int, ia_r);
+}
+
+static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"x", "factor"};
     PyObject *ia_argv[2];
@@ -680,7 +801,7 @@ static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return PyFloat_FromDouble((double)ia_r);
 }
 
-static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"status"};
     PyObject *ia_argv[1];
@@ -697,7 +818,7 @@ static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     Py_BEGIN_ALLOW_THREADS
     ia_r = goldenStatusString(a0);
     Py_END_ALLOW_THREADS
-    if (ia_r == NULL && ia_status(17) != 0 && ia_fast_require(17) < 0)
+    if (ia_r == NULL && ia_status(19) != 0 && ia_fast_require(19) < 0)
         return NULL;
     return ia_str(ia_r);
 }
@@ -727,7 +848,7 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "Symbol ``goldenGetName``.\n"
      "Returns ``name``."},
-    {"goldenGetVersion", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenGetVersion", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
      "goldenGetVersion($module)\n"
      "--\n"
      "\n"
@@ -735,21 +856,29 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "Symbol ``goldenGetVersion``.\n"
      "Returns ``major``, ``minor``."},
-    {"goldenInit", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenInit", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
      "goldenInit($module, flags)\n"
      "--\n"
      "\n"
      "``goldenStatus goldenInit(unsigned int flags)``\n"
      "\n"
      "Symbol ``goldenInit``."},
-    {"goldenNotExported", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenNotExported", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
      "goldenNotExported($module, x)\n"
      "--\n"
      "\n"
      "``goldenStatus goldenNotExported(int x)``\n"
      "\n"
      "Symbol ``goldenNotExported``; GOLDEN >= 3.5."},
-    {"goldenScale", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenProcLookups", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+     "goldenProcLookups($module)\n"
+     "--\n"
+     "\n"
+     "``int goldenProcLookups(void)``\n"
+     "\n"
+     "Symbol ``goldenProcLookups``.\n"
+     "Returns the result."},
+    {"goldenScale", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
      "goldenScale($module, x, factor)\n"
      "--\n"
      "\n"
@@ -757,7 +886,7 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "Symbol ``goldenScale``.\n"
      "Returns the result."},
-    {"goldenStatusString", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenStatusString", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
      "goldenStatusString($module, status)\n"
      "--\n"
      "\n"
