@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import __version__, sdk as sdks
 from .bind import BoundLibrary, bind
-from .diagnostics import Collector, Diagnostic, UserError
+from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .frontend import ParseRequest, parse
 from .ir import Location
 from .render import TEMPLATES, banner_text, environment, render_library, render_package
@@ -66,6 +66,12 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     skipped: list[str] = []
     keep: list[str] = []
     inputs: list[Path] = [spec_dir / "core.yaml", *spec_paths(spec_dir)]
+    known = [f"{sp.vendor}.{sp.library}" for sp in specs]
+    for want in only or ():
+        if want not in known:  # a typo must not quietly generate nothing
+            raise UserError([Diagnostic(location=Location(file="--only", line=1, col=1),
+                                        message=f"no library spec '{want}' in {_display(spec_dir, base)}"
+                                                f"{suggest(want, known)}")])
     for spec in specs:
         name = f"{spec.vendor}.{spec.library}"
         if only and name not in only:

@@ -580,3 +580,12 @@ def test_real_specs_load() -> None:
     load_lib(DRIVER_TEXT)
     load_core_text(CORE_TEXT)
 
+
+
+def test_only_naming_no_library_is_an_error(tmp_path: Path) -> None:
+    """`generate --only` with a typo must fail with a suggestion, not quietly generate nothing."""
+    r = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--only", "cuda.drivr",
+                        "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "no library spec 'cuda.drivr'" in r.stderr and "did you mean 'cuda.driver'" in r.stderr
+    assert not (tmp_path / "out").exists()
