@@ -181,7 +181,6 @@ class _Binder:
         elif values and len(values) == len(spec.version_macro):  # major, minor[, patch] macros
             self.version = ".".join(str(v) for v in values)
         self.enum_locations: dict[str, Location] = {}  # bound enum name -> its typedef (or enum) declaration
-        self.bound_header_files = {h.value for h in spec.headers}
         self.version_files = {h.value for h in spec.version_headers}
 
     # ------------------------------------------------------------- helpers

@@ -170,9 +170,5 @@ def write(files: dict[str, str], out: Path, keep: tuple[str, ...] = ()) -> list[
     return changes
 
 
-def location_for(path: Path) -> Location:
-    return Location(file=path.as_posix(), line=1, col=1)
-
-
 __all__ = ["compile_specs", "write", "diff", "Result", "Collector",
            "CoreSpec"]

@@ -194,7 +194,7 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     all_ops = surface.operations()
     implemented = r.seq(om.get("implemented"), "implemented", lambda n: r.string(n, "operation", re.compile(r"\w+\.\w+\Z")))
     unsupported = []
-    for op, node in _dotted(r, om.get("unsupported")):
+    for op, node in _keys(r, om.get("unsupported")):
         reason = r.scalar(node, f"reason for {op}") or ""
         unsupported.append((op, reason))
     seen: dict[str, Name] = {}
@@ -333,17 +333,34 @@ def _keys(r: _Reader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]:
     return out
 
 
-def _dotted(r: _Reader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]:
-    return [(k, v) for k, v in _keys(r, node)]
+def core_operations(traits_source: str, surface: Surface) -> set[str]:
+    """Operations the rendered ``_traits.py`` implements itself for every backend (``Device.memory_pool``):
+    its base-class methods whose body is more than ``raise unsupported(...)``."""
+    out = set()
+    traits = {t.name: set(t.operations) for t in surface.traits}
+    for cls in ast.parse(traits_source).body:
+        if not isinstance(cls, ast.ClassDef) or cls.name not in traits:
+            continue
+        for f in cls.body:
+            if not isinstance(f, ast.FunctionDef) or f.name not in traits[cls.name]:
+                continue
+            body = [st for st in f.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+            stub = (len(body) == 1 and isinstance(body[0], ast.Raise) and isinstance(body[0].exc, ast.Call)
+                    and isinstance(body[0].exc.func, ast.Name) and body[0].exc.func.id == "unsupported")
+            if not stub:
+                out.add(f"{cls.name}.{f.name}")
+    return out
 
 
-def check_backend_module(spec: BackendSpec, source: str, surface: Surface) -> None:
-    """Refuse a rendered backend whose classes lack an operation its spec says is implemented."""
+def check_backend_module(spec: BackendSpec, source: str, generic: set[str]) -> None:
+    """Refuse a rendered backend whose classes lack an operation its spec says is implemented.
+
+    ``generic``: the operations the core implements for every backend (see :func:`core_operations`).
+    """
     tree = ast.parse(source)
     classes = {n.name: {f.name for f in n.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
                for n in tree.body if isinstance(n, ast.ClassDef)}
     problems = []
-    generic = {"Device.memory_pool", "Allocation.free", "Allocation.free_unchecked"}  # implemented by the core
     for op in spec.implemented:
         trait, _, method = op.value.partition(".")
         cls = spec.class_prefix + trait
@@ -477,6 +494,7 @@ def render_surface(env, surface: Surface, backends: list[BackendSpec], libraries
         "ironaccelerator/__main__.py": env.get_template("core/__main__.py.j2").render(**ctx),
     }
     problems: list[Diagnostic] = []
+    generic = core_operations(out["ironaccelerator/_traits.py"], surface)
     for b in backends:
         missing = [lib for lib in b.libraries if lib not in libraries]
         if missing:
@@ -493,7 +511,7 @@ def render_surface(env, surface: Surface, backends: list[BackendSpec], libraries
             continue
         problems += roles.unused()
         try:
-            check_backend_module(b, text, surface)
+            check_backend_module(b, text, generic)
         except UserError as e:
             problems += e.diagnostics
         except SyntaxError as e:
