@@ -101,7 +101,7 @@ def staged_compile(spec_dir: Path) -> dict[str, float]:
         t[f"{name}: bind"] = time.perf_counter() - c
     c = time.perf_counter()
     env = environment()
-    files = render_package(env, core, libraries)
+    files = render_package(env, core, (lib.spec.vendor.value for lib in libraries))
     t["render: package files"] = time.perf_counter() - c
     for lib in libraries:
         c = time.perf_counter()

@@ -103,7 +103,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     if problems:
         raise UserError(problems)
     env = environment()
-    files = render_package(env, core, libraries)
+    files = render_package(env, core, (sp.vendor.value for sp in specs))
     for lib in libraries:
         files.update(render_library(env, lib))
     bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in libraries}

@@ -8,6 +8,7 @@ spec and SDK version, never a timestamp or an absolute path.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import jinja2
@@ -85,8 +86,11 @@ def banner_text(source: str) -> str:
             "Do not edit: change the spec and run `make generate`.")
 
 
-def render_package(env: jinja2.Environment, core: CoreSpec, libraries: list[BoundLibrary]) -> dict[str, str]:
-    """The package-level files (errors, runtime, package __init__s)."""
+def render_package(env: jinja2.Environment, core: CoreSpec, vendors: Iterable[str]) -> dict[str, str]:
+    """The package-level files (errors, runtime, package __init__s).
+
+    ``vendors``: every vendor with a library spec, whether or not its SDK was found this run, so that a
+    machine without (say) the HIP headers renders the same package files as one with them."""
     banner = "# " + banner_text(core.path)
     out = {
         "ironaccelerator/__init__.py": env.get_template("package/__init__.py.j2").render(banner=banner, version=__version__),
@@ -95,7 +99,7 @@ def render_package(env: jinja2.Environment, core: CoreSpec, libraries: list[Boun
         "ironaccelerator/py.typed": "",
         "ironaccelerator/backends/__init__.py": f'{banner}\n"""Vendor backends: ``ironaccelerator.backends.<vendor>.<library>``."""\n',
     }
-    for vendor in sorted({lib.spec.vendor.value for lib in libraries}):
+    for vendor in sorted(set(vendors)):
         out[f"ironaccelerator/backends/{vendor}/__init__.py"] = f'{banner}\n"""The {vendor} vendor libraries."""\n'
     return out
 

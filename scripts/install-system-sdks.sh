@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# System SDKs from Debian's packages: OpenCL headers + the ICD loader + PoCL (runs kernels on the CPU).
+# System SDKs from Debian's packages: OpenCL headers + the ICD loader + PoCL (runs kernels on the CPU),
+# and HIP 5.2 (libamdhip64-dev: hip/hip_runtime_api.h and the real libamdhip64.so, which loads and
+# reports no device here).
 # Installs only what is missing; needs root (CI and these machines run as root). Without root it
-# says what to install and exits 0: the OpenCL library is then skipped by `generate` and its tests skip.
+# says what to install and exits 0: those libraries are then skipped by `generate` and its tests skip.
 set -euo pipefail
-packages=(opencl-headers ocl-icd-opencl-dev ocl-icd-libopencl1 pocl-opencl-icd)
+packages=(opencl-headers ocl-icd-opencl-dev ocl-icd-libopencl1 pocl-opencl-icd libamdhip64-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,7 +15,7 @@ if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-    echo "system SDKs: missing ${missing[*]} (install them as root with apt-get); OpenCL will be skipped"
+    echo "system SDKs: missing ${missing[*]} (install them as root with apt-get); OpenCL and HIP will be skipped"
     exit 0
 fi
 echo "system SDKs: installing ${missing[*]}"

@@ -93,6 +93,15 @@ def test_generated_is_fresh() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_a_missing_sdk_changes_nothing_of_its_vendor(tmp_path: Path) -> None:
+    """A machine without one vendor's headers (here: every vendor, each in turn, pointed at an empty
+    directory) leaves that vendor's checked-in files alone: skipping is not deleting."""
+    for vendor in ("hip", "opencl", "cuda"):
+        result = pipeline.compile_specs(SPECS, {vendor: str(tmp_path)})
+        assert any(s.startswith(f"{vendor}.") for s in result.skipped), result.skipped
+        assert pipeline.diff(result.files, GENERATED, result.keep) == [], vendor
+
+
 @pytest.mark.skipif(CUDA129 is None, reason="nvidia-cuda-runtime-cu12 (CUDA 12.9 cuda.h) not installed")
 def test_generates_from_cuda_12_9() -> None:
     assert CUDA129 is not None
