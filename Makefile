@@ -12,7 +12,7 @@ GEN_SDKS  := nvidia-cuda-nvrtc==13.5.37
 TEST_SDKS := $(GEN_SDKS) nvidia-cuda-runtime-cu12==12.9.79 cuda-bindings==13.5.0 pyopencl
 GENSDK    := $(VENV)/.gen-sdks-installed
 
-.PHONY: generate test build check clean venv golden wheelhouse
+.PHONY: generate test build check clean venv golden wheelhouse bench-deps
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ golden: $(STAMP)
 clean:
 	rm -rf build $(VENV) generated/.ironaccel-gen.json
 	find generated -name '_cffi*.so' -o -name '_cffi_abi.py' | xargs rm -f
+
+# References that only bench/ uses and that are too big for `make test` to install (hip-python: 320 MB).
+BENCH_DEPS := hip-python==6.4.4.555.40
+bench-deps: $(SDKS)
+	$(PIP) install -q $(BENCH_DEPS)
 
 # Wheels for the lent GPU machine (CPython 3.12, x86-64, no network), carried with the working tree
 # and installed by scripts/gpu-check.sh: the generator's and the tests' pure dependencies.

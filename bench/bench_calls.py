@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Per-call overhead of NVRTC ``nvrtcVersion`` and ``nvrtcGetErrorString`` across binding styles.
+"""Per-call overhead of NVRTC ``nvrtcVersion`` / ``nvrtcGetErrorString`` and HIP ``hipRuntimeGetVersion``
+across binding styles (calls that run without a GPU).
 
 Run from the repository root::
 
@@ -25,6 +26,13 @@ Variants (all call the same libnvrtc.so.13, checked via /proc/self/maps):
 * raw cffi ABI         ``ffi.dlopen(path)``
 * ctypes               ``CDLL(path).nvrtcVersion`` with argtypes/restype and preallocated byref args
 * cuda-bindings        ``cuda.bindings.nvrtc.nvrtcVersion()`` / ``nvrtcGetErrorString(nvrtcResult(6))``
+
+HIP ``hipRuntimeGetVersion`` (one ``int *`` out-param) and ``hipGetErrorString`` (returns ``const char *``),
+on Debian's libamdhip64 5.2, which needs no device for either,
+when the generated hip.runtime binding and the library are present: generated checked / Python wrapper /
+unchecked, a hand-written cffi API module (as above), raw cffi ABI, ctypes, and hip-python
+(``hip.hip.hipRuntimeGetVersion()``, AMD's Cython bindings: the HIP counterpart of cuda-bindings) if
+installed (``make bench-deps``).
 """
 
 from __future__ import annotations
@@ -105,22 +113,52 @@ static int bench_c_loop_errstr(int n)
 RAW_COMPILE_ARGS = ["-O2", "-w"]
 
 
-def build_raw_module():  # type: ignore[no-untyped-def]
-    """Compile (once; cached by source hash under build/bench/) and import the hand-written API module."""
+RAW_HIP_CDEF = """
+typedef enum hipError_t { hipSuccess = 0, hipErrorNoDevice = 100 } hipError_t;
+int bench_init(const char *path);
+hipError_t hipRuntimeGetVersion(int *version);
+const char *hipGetErrorString(hipError_t error);
+"""
+
+RAW_HIP_SOURCE = r"""
+#include <stddef.h>
+#include <dlfcn.h>
+typedef enum hipError_t { hipSuccess = 0, hipErrorNoDevice = 100 } hipError_t;  /* the header's enum type */
+typedef hipError_t (*pfn_runtime_version)(int *);
+typedef const char *(*pfn_hip_errstr)(hipError_t);
+static pfn_runtime_version p_runtime_version;
+static pfn_hip_errstr p_hip_errstr;
+
+static int bench_init(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        return -1;
+    p_runtime_version = (pfn_runtime_version)dlsym(h, "hipRuntimeGetVersion");
+    p_hip_errstr = (pfn_hip_errstr)dlsym(h, "hipGetErrorString");
+    return (p_runtime_version != NULL && p_hip_errstr != NULL) ? 0 : -2;
+}
+static hipError_t hipRuntimeGetVersion(int *version) { return p_runtime_version(version); }
+static const char *hipGetErrorString(hipError_t error) { return p_hip_errstr(error); }
+"""
+
+
+def build_raw_module(tag: str = "nvrtc", cdef: str = RAW_CDEF, source: str = RAW_SOURCE):  # type: ignore[no-untyped-def]
+    """Compile (once; cached by source hash under build/bench/) and import a hand-written API module."""
     import importlib
 
     import cffi
 
-    digest = hashlib.sha256((RAW_CDEF + RAW_SOURCE + repr(RAW_COMPILE_ARGS) + sys.version).encode()).hexdigest()[:10]
-    name = f"_bench_raw_nvrtc_{digest}"
+    digest = hashlib.sha256((cdef + source + repr(RAW_COMPILE_ARGS) + sys.version).encode()).hexdigest()[:10]
+    name = f"_bench_raw_{tag}_{digest}"
     BUILD.mkdir(parents=True, exist_ok=True)
     if str(BUILD) not in sys.path:
         sys.path.insert(0, str(BUILD))
     built = False
     if not list(BUILD.glob(name + ".*.so")) and not list(BUILD.glob(name + ".*.pyd")):
         ffi = cffi.FFI()
-        ffi.cdef(RAW_CDEF)
-        ffi.set_source(name, RAW_SOURCE, libraries=["dl"], extra_compile_args=RAW_COMPILE_ARGS)
+        ffi.cdef(cdef)
+        ffi.set_source(name, source, libraries=["dl"], extra_compile_args=RAW_COMPILE_ARGS)
         ffi.compile(tmpdir=str(BUILD), verbose=False)
         built = True
     return importlib.import_module(name), built
@@ -129,11 +167,11 @@ def build_raw_module():  # type: ignore[no-untyped-def]
 # ----------------------------------------------------------------------------- helpers
 
 
-def nvrtc_libs_mapped() -> set[str]:
-    """Real paths of every libnvrtc.so* mapped into this process (Linux only)."""
+def libs_mapped(needle: str = "/libnvrtc.so") -> set[str]:
+    """Real paths of every library whose path contains ``needle`` mapped into this process (Linux only)."""
     try:
         with open("/proc/self/maps") as fh:
-            paths = {line.split()[-1] for line in fh if "/libnvrtc.so" in line}
+            paths = {line.split()[-1] for line in fh if needle in line}
     except OSError:
         return set()
     return {os.path.realpath(p) for p in paths}
@@ -253,6 +291,80 @@ def make_alternatives(nvrtc):  # type: ignore[no-untyped-def]
                 alt_errstr_memo=alt_errstr_memo)
 
 
+HIP_NO_DEVICE = 100  # hipErrorNoDevice: the status whose string the errstr variants fetch
+
+
+def hip_setup(env: dict) -> str | None:
+    """Load the HIP variants' objects into ``env``; the reason they are skipped, or None."""
+    try:
+        from ironaccelerator.backends.hip import runtime as hip
+    except ImportError as exc:
+        return f"the generated hip.runtime binding is not importable ({exc})"
+    try:
+        version = hip.hipRuntimeGetVersion()
+    except Exception as exc:  # noqa: BLE001 - an Error (LIBRARY_NOT_FOUND) or anything else: report it
+        return f"hipRuntimeGetVersion() failed: {exc}"
+    path = hip._b.path
+    raw, built = build_raw_module("hip", RAW_HIP_CDEF, RAW_HIP_SOURCE)
+    if raw.lib.bench_init(path.encode()) != 0:
+        return f"the raw module could not dlopen/dlsym {path}"
+    import cffi
+
+    abi_ffi = cffi.FFI()
+    abi_ffi.cdef("typedef enum hipError_t { hipSuccess = 0 } hipError_t;\n"
+                 "hipError_t hipRuntimeGetVersion(int *version);\n"
+                 "const char *hipGetErrorString(hipError_t error);")
+    abi_lib = abi_ffi.dlopen(path)
+    cdll = ctypes.CDLL(path)
+    ct = cdll.hipRuntimeGetVersion
+    ct.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    ct.restype = ctypes.c_int
+    ct_err = cdll.hipGetErrorString
+    ct_err.argtypes = [ctypes.c_int]
+    ct_err.restype = ctypes.c_char_p
+    cv = ctypes.c_int()
+    p, rp, ap = hip.ffi.new("int *"), raw.ffi.new("int *"), abi_ffi.new("int *")
+    got = {"unchecked": (hip.unchecked.hipRuntimeGetVersion(p), p[0]),
+           "raw": (raw.lib.hipRuntimeGetVersion(rp), rp[0]),
+           "abi": (abi_lib.hipRuntimeGetVersion(ap), ap[0]),
+           "ctypes": (ct(ctypes.byref(cv)), cv.value)}
+    for what, answer in got.items():
+        if answer != (0, version):
+            raise SystemExit(f"error: HIP {what}: {answer!r} != (0, {version})")
+    msg = hip.hipGetErrorString(HIP_NO_DEVICE)
+    got_msg = {"unchecked": hip.ffi.string(hip.unchecked.hipGetErrorString(HIP_NO_DEVICE)).decode(),
+               "raw": raw.ffi.string(raw.lib.hipGetErrorString(HIP_NO_DEVICE)).decode(),
+               "abi": abi_ffi.string(abi_lib.hipGetErrorString(HIP_NO_DEVICE)).decode(),
+               "ctypes": ct_err(HIP_NO_DEVICE).decode()}
+    for what, answer in got_msg.items():
+        if answer != msg:
+            raise SystemExit(f"error: HIP {what} error string: {answer!r} != {msg!r}")
+    hp = None
+    try:
+        from hip import hip as hp  # type: ignore[no-redef]
+        status, hv = hp.hipRuntimeGetVersion()
+        if int(status) != 0 or hv != version:
+            raise RuntimeError(f"answered {(status, hv)!r}, not (0, {version})")
+        hp_err = hp.hipError_t(HIP_NO_DEVICE)
+        status, hmsg = hp.hipGetErrorString(hp_err)
+        if str(hmsg) != msg:  # hip-python answers (hipSuccess, CStr)
+            raise RuntimeError(f"hipGetErrorString answered {hmsg!r}, not {msg!r}")
+        env["hp_err"] = hp_err
+        import importlib.metadata as md
+        print(f"hip-python {md.version('hip-python')}")
+    except Exception as exc:  # noqa: BLE001
+        hp = None
+        print(f"note: hip-python unavailable ({exc.__class__.__name__}: {exc}); `make bench-deps` installs it")
+    mapped = libs_mapped("/libamdhip64.so")
+    one = len(mapped) == 1
+    print(f"libamdhip64: {path} (HIP runtime {version}, {hip.BINDING_MODE} mode, raw cffi module "
+          f"{'built now' if built else 'cached'}); "
+          + ("one copy mapped in this process" if one else f"WARNING: copies mapped: {sorted(mapped) or 'unknown'}"))
+    env.update(hip=hip, hraw=raw, habi=abi_lib, hct=ct, hct_err=ct_err, hcv=ctypes.byref(cv), hp_=p, hrp=rp,
+               hap=ap, hp=hp, HIP_NO_DEVICE=HIP_NO_DEVICE)
+    return None
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -331,7 +443,7 @@ def main() -> int:
     else:
         print(f"cuda-bindings {cb_version}")
 
-    mapped = nvrtc_libs_mapped()
+    mapped = libs_mapped()
     if len(mapped) == 1 and os.path.realpath(path) in mapped:
         print("all variants use the same libnvrtc (one copy mapped in this process)")
     else:
@@ -407,6 +519,41 @@ def main() -> int:
         add("errstr", "cuda_bindings", "cuda-bindings       nvrtcGetErrorString(nvrtcResult(6))",
             "f(r)", "f = cb.nvrtcGetErrorString; r = cb.nvrtcResult(6)")
 
+    hip_skipped = hip_setup(env)
+    if hip_skipped:
+        print(f"note: HIP skipped: {hip_skipped}")
+    else:
+        add("hipver", "checked", "generated checked   hip.hipRuntimeGetVersion()", "f()", "f = hip.hipRuntimeGetVersion")
+        if "hipRuntimeGetVersion" in getattr(env["hip"], "_python", {}):
+            add("hipver", "checked_py", "checked (Python)    hip._python['hipRuntimeGetVersion']()", "f()",
+                "f = hip._python['hipRuntimeGetVersion']")
+        add("hipver", "unchecked", "generated unchecked hip.unchecked.hipRuntimeGetVersion(p)", "f(a)",
+            "f = hip.unchecked.hipRuntimeGetVersion; a = hp_")
+        add("hipver", "raw", "raw cffi API        lib.hipRuntimeGetVersion(p)", "f(a)",
+            "f = hraw.lib.hipRuntimeGetVersion; a = hrp")
+        add("hipver", "abi", "raw cffi ABI        dlopen lib.hipRuntimeGetVersion(p)", "f(a)",
+            "f = habi.hipRuntimeGetVersion; a = hap")
+        add("hipver", "ctypes", "ctypes              hipRuntimeGetVersion(byref)", "f(a)", "f = hct; a = hcv")
+        if env["hp"] is not None:
+            add("hipver", "hip_python", "hip-python          hip.hipRuntimeGetVersion()", "f()",
+                "f = hp.hipRuntimeGetVersion")
+        add("hiperr", "checked", "generated checked   hip.hipGetErrorString(100) -> str", "f(c)",
+            "f = hip.hipGetErrorString; c = HIP_NO_DEVICE")
+        if "hipGetErrorString" in getattr(env["hip"], "_python", {}):
+            add("hiperr", "checked_py", "checked (Python)    hip._python['hipGetErrorString'](100)", "f(c)",
+                "f = hip._python['hipGetErrorString']; c = HIP_NO_DEVICE")
+        add("hiperr", "unchecked", "generated unchecked hip.unchecked.hipGetErrorString(100)", "f(c)",
+            "f = hip.unchecked.hipGetErrorString; c = HIP_NO_DEVICE")
+        add("hiperr", "raw", "raw cffi API        lib.hipGetErrorString(100)", "f(c)",
+            "f = hraw.lib.hipGetErrorString; c = HIP_NO_DEVICE")
+        add("hiperr", "abi", "raw cffi ABI        dlopen lib.hipGetErrorString(100)", "f(c)",
+            "f = habi.hipGetErrorString; c = HIP_NO_DEVICE")
+        add("hiperr", "ctypes", "ctypes              hipGetErrorString(100) -> bytes", "f(c)",
+            "f = hct_err; c = HIP_NO_DEVICE")
+        if env["hp"] is not None:
+            add("hiperr", "hip_python", "hip-python          hip.hipGetErrorString(hipError_t(100))", "f(e)",
+                "f = hp.hipGetErrorString; e = hp_err")
+
     # ---- breakdown of the checked wrappers: their bodies inlined, piece by piece
     C_LOOP = 10000
     if not args.quick:
@@ -480,6 +627,9 @@ def main() -> int:
 
     table("version", "nvrtcVersion (two int out-params)")
     table("errstr", "nvrtcGetErrorString (returns const char *)")
+    if not hip_skipped:
+        table("hipver", "hipRuntimeGetVersion (one int out-param; libamdhip64 5.2: the call itself costs ~15 us)")
+        table("hiperr", "hipGetErrorString (returns const char *; libamdhip64 5.2)")
 
     def verdict(ok: bool) -> str:
         return "OK" if ok else "MISS"
@@ -506,6 +656,24 @@ def main() -> int:
             r = paired_ratio(by[(group, "checked_py")], by[(group, "cuda_bindings")])
             print(f"  {name:20s} Python wrapper / cuda-b.      = {r:5.2f}  (context: ABI mode, functions without "
                   "a fast path)")
+
+    for group, name in (("hipver", "hipRuntimeGetVersion"), ("hiperr", "hipGetErrorString")):
+        if hip_skipped:
+            break
+        r = paired_ratio(by[(group, "unchecked")], by[(group, "raw")])
+        ok = r <= TARGET_UNCHECKED_OVER_RAW
+        fails += not ok
+        print(f"  {name:20s} unchecked / raw cffi API      = {r:5.2f}  (target <= {TARGET_UNCHECKED_OVER_RAW})  "
+              f"{verdict(ok)}")
+        if (group, "hip_python") in by:
+            r = paired_ratio(by[(group, "checked")], by[(group, "hip_python")])
+            ok = r <= TARGET_CHECKED_OVER_CUDA_BINDINGS
+            fails += not ok
+            print(f"  {name:20s} checked / hip-python         = {r:5.2f}  "
+                  f"(target <= {TARGET_CHECKED_OVER_CUDA_BINDINGS}, as for cuda-bindings)  {verdict(ok)}")
+        r = paired_ratio(by[(group, "checked")], by[(group, "raw")])
+        print(f"  {name:20s} checked / raw cffi API        = {r:5.2f}  (context: the checked wrapper against a "
+              "bare call)")
 
     if not args.quick:
         for group, title in (("parts_v", "Where the Python wrapper of nvrtcVersion() spends its time (pieces timed alone)"),
