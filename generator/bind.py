@@ -356,8 +356,12 @@ class _Binder:
         params: list[BoundParam] = []
         used: set[str] = set()
         for c_name, ctype, role, pspec in roles:
+            # a parameter with a local (_<name>: every role but in/capacity) named 'new' would shadow the
+            # helper _new, 'r' the status _r, 'T0' the type _T0
+            has_local = role not in ("in", "capacity")
             py = c_name + "_" if keyword.iskeyword(c_name) or c_name in shadowed \
-                or re.match(r"_T[0-9]+\Z", c_name) else c_name
+                or re.match(r"_T[0-9]+\Z", c_name) \
+                or has_local and (f"_{c_name}" in shadowed or re.match(r"T[0-9]+\Z", c_name)) else c_name
             why = ("not a Python identifier" if not PY_IDENT.match(py) else
                    "names starting with '__' are not allowed" if py.startswith("__") else
                    f"another parameter is already bound as {py!r}" if py in used else None)

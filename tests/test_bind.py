@@ -306,6 +306,9 @@ KW_SIGNATURES = {
     "kwLen": ["items", "len_"],  # the array length is len(items)
     "kwPrivate": ["_lib_", "_r_", "ffi_"],  # the wrapper's own globals and locals
     "kwPlain": ["bytes", "len", "str", "type", "match"],  # nothing in this wrapper uses them: kept
+    # an in parameter has no local: 'new' is kept; the out parameters' locals (_lib, _error, _T0, _keep, _r)
+    # would be the wrapper's helpers and its status local, so they are renamed
+    "kwShadow": ["new"],
 }
 KW_IMPL = r"""
 #include "pykeywords.h"
@@ -317,6 +320,9 @@ kwResult kwLen(const int *items, int n, int len) { return n == 3 && items[2] == 
 kwResult kwPrivate(int _lib, int _r, int ffi) { return _lib == 1 && _r == 2 && ffi == 3 ? KW_SUCCESS : KW_ERROR; }
 kwResult kwPlain(int bytes, int len, int str, int type, int match) {
     return bytes == 1 && len == 2 && str == 3 && type == 4 && match == 5 ? KW_SUCCESS : KW_ERROR; }
+kwResult kwShadow(int new, int *lib, int *error, int *T0, int *keep, int *r) {
+    *lib = new + 1; *error = new + 2; *T0 = new + 3; *keep = new + 4; *r = new + 5;
+    return new == 9 ? KW_ERROR : KW_SUCCESS; }
 """
 KW_CALLS = """
 import inspect
@@ -328,6 +334,13 @@ m.kwStr("abc", 3)
 m.kwLen(items=[10, 20, 30], len_=7)
 m.kwPrivate(_lib_=1, _r_=2, ffi_=3)
 m.kwPlain(bytes=1, len=2, str=3, type=4, match=5)
+assert m.kwShadow(new=10) == (11, 12, 13, 14, 15)
+try:
+    m.kwShadow(9)
+except m.Error as e:
+    assert e.code == m.KW_ERROR
+else:
+    raise AssertionError("kwShadow(9, ...) should fail")
 try:
     m.kwFrom(lambda_=2, from_=1)
 except m.Error as e:
@@ -366,6 +379,8 @@ def test_python_keyword_parameters_are_renamed(kw_dir: Path) -> None:
     (lib,) = result.libraries
     by_c = {(f.public, p.c_name): p.name for f in lib.functions for p in f.params}
     assert by_c[("kwPass", "yield")] == "yield_" and by_c[("kwLen", "n")] == "n"
+    assert [by_c[("kwShadow", c)] for c in ("new", "lib", "error", "T0", "keep", "r")] == \
+        ["new", "lib_", "error_", "T0_", "keep_", "r_"]
 
 
 def test_renamed_parameters_reach_the_right_c_arguments(kw_dir: Path, tmp_path: Path) -> None:

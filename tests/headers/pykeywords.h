@@ -14,5 +14,6 @@ kwResult kwStr(const char *str, int isinstance);
 kwResult kwLen(const int *items, int n, int len);
 kwResult kwPrivate(int _lib, int _r, int ffi);
 kwResult kwPlain(int bytes, int len, int str, int type, int match);
+kwResult kwShadow(int new, int *lib, int *error, int *T0, int *keep, int *r);
 
 #endif
