@@ -693,6 +693,8 @@ def test_dtype_numpy_mapping() -> None:
         assert DType.from_numpy(npdt.type) is dt  # a scalar type
         assert DType.from_numpy(npdt.type(0).dtype) is dt  # a numpy scalar's dtype
         assert DType.from_numpy(np.zeros(1, npdt).dtype) is dt
+        assert DType.from_numpy(npdt.type(0)) is dt  # a numpy scalar value
+        assert DType.from_numpy(np.zeros((2, 3), npdt)) is dt  # an array
     assert DType.from_numpy("float32") is DType.F32
     assert DType.from_numpy(np.bool_) is DType.BOOL and DType.from_numpy(np.dtype(bool)) is DType.BOOL
     with pytest.raises(ValueError):
