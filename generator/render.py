@@ -67,6 +67,13 @@ def _c_failure_value(f: BoundFunction) -> str:
     return " 0"
 
 
+def _via_proc(f: BoundFunction, lib: BoundLibrary) -> bool:
+    """Whether ``f`` is resolved through the library's resolver (``cuGetProcAddress``) before ``dlsym``:
+    it has an ABI version pin and is not the resolver itself (trampolines.c's ``ia_via_proc``)."""
+    pa = lib.proc_address
+    return pa is not None and (f.abi_version or 0) > 0 and f.index != pa.index
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -77,7 +84,8 @@ def environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters.update(pystr=_pystr, pytuple=_pytuple, pyliteral=_pyliteral, pydoc=_pydoc, c_args=_c_args,
-                       c_failure_value=_c_failure_value, raw_result=raw_result, c_doc=_c_doc, c_string=c_string)
+                       c_failure_value=_c_failure_value, raw_result=raw_result, c_doc=_c_doc, c_string=c_string,
+                       via_proc=_via_proc)
     return env
 
 

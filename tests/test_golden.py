@@ -71,32 +71,48 @@ def test_expected_output(case: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_expected_output_builds_and_runs(case: str, tmp_path: Path) -> None:
-    """Compile the *expected* files, load them in API and ABI mode, and call the real library."""
+    """Compile the *expected* files, load them in API and ABI mode, and call the real library.
+
+    Each mode runs against the library as ``impl.c`` builds it and, where the case has a resolver
+    (``symbols.proc_address``), built without it (``-DGOLDEN_NO_RESOLVER``): both modes must resolve
+    through the resolver with each function's pin, and fall back to dlsym when it refuses or is absent.
+    """
     pkg = tmp_path / "pkg"
     shutil.copytree(GOLDEN / case / "expected", pkg)
-    libdir = tmp_path / "sdk" / "lib"
-    libdir.mkdir(parents=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-I", str(GOLDEN / case / "include"),
-                    str(GOLDEN / case / "impl.c"), "-o", str(libdir / "libiagolden.so")], check=True)
+    variants = {"": []}
+    if "proc_address" in (yaml.safe_load((GOLDEN / case / "golden.yaml").read_text()).get("symbols") or {}):
+        variants["no-resolver"] = ["-DGOLDEN_NO_RESOLVER"]
+    homes = {}
+    for variant, defines in variants.items():
+        home = tmp_path / (variant or "sdk")
+        (home / "lib").mkdir(parents=True)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O1", *defines, "-I", str(GOLDEN / case / "include"),
+                        str(GOLDEN / case / "impl.c"), "-o", str(home / "lib" / "libiagolden.so")], check=True)
+        homes[variant] = home
     lib_dirs = sorted(p.parent for p in pkg.glob("ironaccelerator/backends/*/*/_cffi_build.py"))
     assert lib_dirs
     for d in lib_dirs:
         build_library(d, api=True)
-    env = {**os.environ, "PYTHONPATH": str(pkg), "IA_GOLDEN_HOME": str(tmp_path / "sdk")}
     script = str(GOLDEN / case / "check_runtime.py")
-    api = subprocess.run([sys.executable, script, "api"], env=env, capture_output=True, text=True)
-    assert api.returncode == 0, api.stdout + api.stderr
+
+    def check(mode: str) -> None:
+        for variant, home in homes.items():
+            env = {**os.environ, "PYTHONPATH": str(pkg), "IA_GOLDEN_HOME": str(home)}
+            r = subprocess.run([sys.executable, script, mode, *([variant] if variant else [])], env=env,
+                               capture_output=True, text=True)
+            assert r.returncode == 0 and r.stdout.startswith("golden runtime ok"), \
+                f"{mode} {variant or 'with resolver'}:\n{r.stdout}{r.stderr}"
+
+    check("api")
     # ABI mode: without the compiled module the pre-parsed ABI module takes over ...
     for d in lib_dirs:
         for so in d.glob("_cffi.*.so"):
             so.unlink()
-    abi = subprocess.run([sys.executable, script, "abi"], env=env, capture_output=True, text=True)
-    assert abi.returncode == 0, abi.stdout + abi.stderr
+    check("abi")
     # ... and without that, the cdef parsed at import time.
     for d in lib_dirs:
         (d / "_cffi_abi.py").unlink()
-    inline = subprocess.run([sys.executable, script, "abi"], env=env, capture_output=True, text=True)
-    assert inline.returncode == 0, inline.stdout + inline.stderr
+    check("abi")
 
 
 def test_missing_library_is_reported_at_first_call(tmp_path: Path) -> None:

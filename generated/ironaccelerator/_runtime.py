@@ -4,7 +4,10 @@
 A library binding is compiled cffi API mode (``_cffi``: C trampolines that
 resolve symbols lazily) when it has been built, otherwise cffi ABI mode (the
 pre-parsed ``_cffi_abi`` module, or the cdef parsed at import as a last
-resort).  Neither mode needs the vendor library at import time.
+resort).  Neither mode needs the vendor library at import time, and both
+resolve a function the same way on its first call: through the library's own
+resolver (``cuGetProcAddress``) with the function's ABI version pin where the
+spec names one, else (or if that fails) ``dlsym`` of its exported symbol.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import glob
 import importlib
 import os
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from ._errors import Error, ErrorKind
 
@@ -60,13 +63,26 @@ def library_candidates(names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[s
     return list(dict.fromkeys(out))
 
 
+class ProcAddress(NamedTuple):
+    """A library's own symbol resolver (``cuGetProcAddress``), as ABI mode calls it.
+
+    ``resolver(public name, &fn, pins[name], flags[, &status])``; the flags are ``per_thread_flag`` after
+    ``set_per_thread_default_stream(True)``, else ``default_flag`` (as the trampolines' ``ia_via_proc``).
+    """
+
+    resolver: str  # ex) cuGetProcAddress: a bound function, itself always resolved with dlsym
+    default_flag: int  # ex) CU_GET_PROC_ADDRESS_DEFAULT
+    per_thread_flag: int  # ex) CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+    pins: dict[str, int]  # public name -> ABI version  ex) {"cuCtxCreate": 12050}
+
+
 class Binding:
     """The loaded form of one vendor library: its cffi ``ffi``/``lib`` and how to report failures."""
 
     def __init__(self, *, package: str, backend: str, library: str, functions: Sequence[tuple[str, str, str | None, str | None]],
                  names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[str] = (), sdk_dirs: Sequence[str] = (),
                  sdk_env: Sequence[str] = (), sdk_roots: Sequence[str] = (), errors: dict[int, tuple[str, ErrorKind]],
-                 sentinel: int, sdk_version: str) -> None:
+                 sentinel: int, sdk_version: str, proc_address: ProcAddress | None = None) -> None:
         self.package = package
         self.backend = backend
         self.library = library
@@ -76,6 +92,9 @@ class Binding:
         self.errors = errors
         self.sentinel = sentinel
         self.sdk_version = sdk_version
+        self.proc_address = proc_address
+        pins = proc_address.pins if proc_address is not None else {}
+        self.pins = tuple(pins.get(f[0], 0) for f in self.functions)  # by index; 0: dlsym only
         self.path: str | None = None  # the library file that was loaded
         self.tried: list[str] = []
         self.per_thread = False
@@ -193,13 +212,21 @@ class Binding:
 
 
 class _LazyLib:
-    """ABI mode: opens the library on first use and resolves symbols by public name, caching them."""
+    """ABI mode: opens the library on first use and resolves functions by public name, caching them.
+
+    A function resolves as in the trampolines (``ia_resolve``): through the resolver with its pin, else
+    ``dlsym`` of its (per-thread) symbol.  The result -- a cdata function pointer, called like the
+    ``ffi.dlopen`` library's own attributes -- is cached as an attribute, so later calls do no Python work.
+    """
 
     def __init__(self, binding: Binding, ffi: Any) -> None:
         self._binding = binding
         self._ffi = ffi
         self._dl: Any = None
         self._failed = False
+        self._fns: list[Any] = [None] * len(binding.functions)  # by index: resolved (None: not yet, or missing)
+        self._proc: Any = None  # the resolver's cdata function, looked up (with dlsym) once
+        self._proc_looked_up = False
 
     def _open(self) -> Any:
         if self._dl is None and not self._failed:
@@ -216,17 +243,50 @@ class _LazyLib:
                 self._failed = True
         return self._dl
 
-    def _status(self, index: int) -> int:
-        dl = self._open()
-        if dl is None:
-            return _LIB_MISSING
+    def _dlsym(self, symbol: str) -> Any:
         try:
-            getattr(dl, self._binding.symbol(index))
+            return getattr(self._dl, symbol)
         except Exception:  # AttributeError, or ffi.error from the in-line FFI: both mean "not exported"
-            return _SYMBOL_MISSING
-        return 0
+            return None
+
+    def _via_proc(self, index: int) -> Any:
+        """``index``'s function from the resolver, pinned to its ABI version; None if it has no pin or fails."""
+        b = self._binding
+        pin, pa = b.pins[index], b.proc_address
+        if pin <= 0 or pa is None:
+            return None
+        if not self._proc_looked_up:
+            self._proc = self._dlsym(b.functions[b.index[pa.resolver]][1])
+            self._proc_looked_up = True
+        proc = self._proc
+        if proc is None:
+            return None
+        ffi = self._ffi
+        args = ffi.typeof(proc).args  # (const char *, void **, int, flags[, status *])
+        fp = ffi.new(args[1])
+        status = (ffi.new(args[4]),) if len(args) > 4 else ()
+        flags = pa.per_thread_flag if b.per_thread else pa.default_flag
+        if proc(b.functions[index][0].encode(), fp, pin, flags, *status) != 0 or fp[0] == ffi.NULL:
+            return None
+        return ffi.cast(f"ia_pfn_{index}", fp[0])  # typedef'd in abi.cdef
+
+    def _resolve(self, index: int) -> Any:
+        """``index``'s cdata function (resolver, then dlsym), or None when the library or the symbol is missing."""
+        fn = self._fns[index]
+        if fn is None and self._open() is not None:
+            fn = self._via_proc(index)
+            if fn is None:
+                fn = self._dlsym(self._binding.symbol(index))
+            self._fns[index] = fn
+        return fn
+
+    def _status(self, index: int) -> int:
+        if self._open() is None:
+            return _LIB_MISSING
+        return 0 if self._resolve(index) is not None else _SYMBOL_MISSING
 
     def _reset(self) -> None:
+        self._fns = [None] * len(self._binding.functions)
         for public, *_ in self._binding.functions:
             self.__dict__.pop(public, None)
 
@@ -235,10 +295,10 @@ class _LazyLib:
         index = b.index.get(name)
         if index is None:
             raise AttributeError(name)
-        err = b.load_error(index)
-        if err is not None:
-            raise err
-        fn = getattr(self._dl, b.symbol(index))
+        fn = self._resolve(index)
+        if fn is None:
+            err = b.load_error(index)
+            raise err if err is not None else AttributeError(name)
         setattr(self, name, fn)
         return fn
 

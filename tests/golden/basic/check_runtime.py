@@ -1,4 +1,9 @@
-"""Exercises the generated golden package against libiagolden.so (run in a subprocess by test_golden.py)."""
+"""Exercises the generated golden package against libiagolden.so (run in a subprocess by test_golden.py).
+
+``check_runtime.py api|abi [no-resolver]``: the binding mode to expect; ``no-resolver`` when the library was
+built without goldenGetProcAddress (-DGOLDEN_NO_RESOLVER), so that every function must come from dlsym.
+Both modes resolve alike: through the resolver with the function's pin, else dlsym.
+"""
 
 import inspect
 import sys
@@ -8,6 +13,11 @@ from ironaccelerator.backends.test import golden as g
 
 expected_mode = sys.argv[1]
 assert g.BINDING_MODE == expected_mode, (g.BINDING_MODE, expected_mode)
+RESOLVER = "no-resolver" not in sys.argv[2:]
+# goldenAlloc is pinned to its ABI 2010 (PFN_goldenAlloc_v2010, between the decoys v1000 and v9000): the
+# resolver answers for exactly that version with its own implementation (0x2000 + bytes); the exported
+# goldenAlloc_v2, which dlsym finds, answers 0x1000 + bytes
+BASE = 0x2000 if RESOLVER else 0x1000
 
 # constants and enums
 assert g.GOLDEN_VERSION == 2010 and g.GOLDEN_MAX_NAME == 64 and g.GOLDEN_FLAG_B == 8
@@ -17,14 +27,19 @@ assert isinstance(g.goldenMode.GOLDEN_MODE_FAST, int)
 
 # availability without calling
 assert g.has("goldenInit") and not g.has("goldenNotExported") and not g.has("noSuchFunction")
+assert g.has("goldenGetProcAddress") is RESOLVER
 
 # checked calls
 assert g.goldenInit(1) is None
+# goldenGetVersion is pinned (1000) but the resolver refuses it: the first call asks it once, then dlsym
+refused, lookups = g.goldenProcRefusals(), g.goldenProcLookups()
 assert g.goldenGetVersion() == (2, 1)
+assert g.goldenProcRefusals() == refused + RESOLVER, (g.goldenProcRefusals(), refused)
+assert g.goldenGetVersion() == (2, 1) and g.goldenProcRefusals() == refused + RESOLVER  # resolved once
 ptr = g.goldenAlloc(100)
-# API mode resolves through goldenGetProcAddress pinned to goldenAlloc's ABI (2010) -> the resolver's
-# implementation; ABI mode binds the exported symbol goldenAlloc_v2 directly
-assert ptr == (0x2000 if expected_mode == "api" else 0x1000) + 100, hex(ptr)
+assert ptr == BASE + 100, hex(ptr)
+assert g.goldenProcLookups() == lookups + RESOLVER and g.goldenProcRefusals() == refused + RESOLVER
+assert g.goldenAlloc(1) == BASE + 1 and g.goldenProcLookups() == lookups + RESOLVER  # resolved once
 ctx = g.goldenCtxCreate(g.GOLDEN_MODE_SAFE)
 assert g.goldenQuery(ctx) == g.GOLDEN_ERROR_NOT_READY  # a status, not an error
 assert g.goldenQuery(ctx) == g.GOLDEN_SUCCESS
@@ -56,8 +71,7 @@ for name in ("goldenBuild", "goldenSum", "goldenQuery", "goldenGetLog", "goldenC
     assert type(getattr(g, name)).__name__ == "function", name
 assert list(inspect.signature(g.goldenScale).parameters) == ["x", "factor"]
 assert "goldenAlloc_v2" in g.goldenAlloc.__doc__ and "Returns ``ptr``" in g.goldenAlloc.__doc__
-base = 0x2000 if expected_mode == "api" else 0x1000  # see goldenAlloc above
-assert g.goldenAlloc(bytes=7) == base + 7 and g.goldenAlloc(g.GOLDEN_MODE_SAFE) == base + 4
+assert g.goldenAlloc(bytes=7) == BASE + 7 and g.goldenAlloc(g.GOLDEN_MODE_SAFE) == BASE + 4
 assert g.goldenScale(factor=2.0, x=1.25) == 2.5 and g.goldenScale(3, 2) == 6.0
 assert isinstance(g.goldenScale(3, 2), float) and type(g.goldenAlloc(1)) is int
 assert g.goldenGetName(index=12) == "golden-device-12"
@@ -119,24 +133,31 @@ else:
 
 # unchecked fast path: raw status codes, caller-provided out-pointers
 p = g.ffi.new("goldenPtr *")
-assert g.unchecked.goldenAlloc(p, 5) == 0 and p[0] == (0x2000 if expected_mode == "api" else 0x1000) + 5
+assert g.unchecked.goldenAlloc(p, 5) == 0 and p[0] == BASE + 5
 assert g.unchecked.goldenInit(99) == 1
 
-# per-thread default stream variants (goldenCopy -> goldenCopy_v2_ptds)
+# per-thread default stream variants (goldenCopy -> goldenCopy_v2_ptds): the resolver gets the per-thread flag
+# and answers goldenCopy_v2_ptds for it (goldenCopy_v2 without); without a resolver, dlsym of goldenCopy_v2_ptds
 buf = g.ffi.new("char[]", 4)
+lookups = g.goldenProcLookups()
 g.goldenCopy(0, buf, 4)
+assert g.goldenProcLookups() == lookups + RESOLVER
 g.set_per_thread_default_stream(True)
 assert g.unchecked.goldenCopy(0, buf, 4) == 999
+assert g.goldenProcLookups() == lookups + 2 * RESOLVER  # resolved again, through the resolver
 try:
     g.goldenCopy(0, buf, 4)
 except Error as e:
     assert e.kind is ErrorKind.DRIVER and e.code == 999
 else:
     raise AssertionError("the per-thread variant was not used")
+assert g.goldenProcLookups() == lookups + 2 * RESOLVER  # the checked wrapper uses what unchecked resolved
 g.set_per_thread_default_stream(False)
 g.goldenCopy(0, buf, 4)
-assert g.unchecked.goldenCopy(0, buf, 4) == 0  # resolved again (ABI mode had cached the _ptds symbol)
+assert g.unchecked.goldenCopy(0, buf, 4) == 0  # resolved again (ABI mode had cached the _ptds function)
+assert g.goldenProcLookups() == lookups + 3 * RESOLVER
+assert g.goldenAlloc(3) == BASE + 3  # resolved again after the switch, with the same pin
 g.goldenCtxDestroy(ctx)
-# the per-thread flag reached the resolver (goldenCopy above went through it in API mode)
-assert (g.goldenProcLookups() >= 3) if expected_mode == "api" else (g.goldenProcLookups() == 0), g.goldenProcLookups()
+if not RESOLVER:
+    assert g.goldenProcLookups() == 0 and g.goldenProcRefusals() == 0
 print("golden runtime ok", g.BINDING_MODE)

@@ -83,8 +83,11 @@ goldenStatus goldenSetCallback(goldenCallback cb, void *userData) { last_user = 
 const char *goldenStatusString(goldenStatus status) { return status == GOLDEN_SUCCESS ? "no error" : "some error"; }
 double goldenScale(double x, float factor) { return x * factor; }
 
-/* The resolver: answers only for the exact (name, version) pairs it implements. */
+/* The resolver: answers only for the exact (name, version) pairs it implements.  Built without it
+   (-DGOLDEN_NO_RESOLVER), the binding must fall back to dlsym for everything. */
 static int proc_lookups = 0;
+static int proc_refusals = 0;
+#ifndef GOLDEN_NO_RESOLVER
 static goldenStatus goldenAlloc_via_proc(goldenPtr *ptr, size_t bytes) { *ptr = 0x2000 + bytes; return GOLDEN_SUCCESS; }
 goldenStatus goldenGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags, int *status)
 {
@@ -94,9 +97,13 @@ goldenStatus goldenGetProcAddress(const char *symbol, void **pfn, int version, u
         *pfn = (void *)goldenAlloc_via_proc;
     else if (strcmp(symbol, "goldenCopy") == 0 && version == 2000)
         *pfn = (flags & GOLDEN_PROC_PER_THREAD) ? (void *)goldenCopy_v2_ptds : (void *)goldenCopy_v2;
-    if (*pfn == 0)
+    if (*pfn == 0) {
+        proc_refusals++;
         return GOLDEN_ERROR_INVALID_VALUE;
+    }
     proc_lookups++;
     return GOLDEN_SUCCESS;
 }
+#endif
 int goldenProcLookups(void) { return proc_lookups; }
+int goldenProcRefusals(void) { return proc_refusals; }

@@ -62,6 +62,7 @@ const char *goldenStatusString(goldenStatus status);
 typedef enum { GOLDEN_PROC_DEFAULT = 0, GOLDEN_PROC_PER_THREAD = 2 } goldenProcFlags;
 goldenStatus goldenGetProcAddress(const char *symbol, void **pfn, int version, unsigned long long flags, int *status);
 int goldenProcLookups(void);
+int goldenProcRefusals(void);
 double goldenScale(double x, float factor);
 
 /* PFN_<name>_v<version>: the version that introduced each ABI.  goldenAlloc has three: the pin must be
@@ -71,4 +72,6 @@ typedef goldenStatus (*PFN_goldenAlloc_v1000)(unsigned int *ptr, unsigned int by
 typedef goldenStatus (*PFN_goldenAlloc_v2010)(goldenPtr *ptr, size_t bytes);
 typedef goldenStatus (*PFN_goldenAlloc_v9000)(goldenPtr *ptr, size_t bytes, unsigned int flags);
 typedef goldenStatus (*PFN_goldenCopy_v2000)(goldenPtr dst, const void *src, size_t bytes);
+/* pinned, but the resolver does not implement it: the binding falls back to dlsym of goldenGetVersion */
+typedef goldenStatus (*PFN_goldenGetVersion_v1000)(int *major, int *minor);
 #endif

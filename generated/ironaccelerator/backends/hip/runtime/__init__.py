@@ -1292,8 +1292,9 @@ _T69 = ffi.typeof('hipStreamCaptureMode *')
 
 # ---------------------------------------------------------------- C functions
 # _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
-# in ABI mode resolved through the lazy _lib on its first call (which raises the loader error if it cannot
-# be), and again after set_per_thread_default_stream().
+# in ABI mode resolved through the lazy _lib on its first call, as the trampolines resolve it (the library's
+# resolver with the function's ABI version pin, else dlsym; the loader error if neither finds it), then
+# called directly, and resolved again after set_per_thread_default_stream().
 if TYPE_CHECKING:
     _f_hipApiName: Any
     _f_hipArray3DCreate: Any

@@ -113,7 +113,9 @@ class DType(enum.IntEnum):
 
     @classmethod
     def from_numpy(cls, dtype: object) -> DType:
-        """The DType of a numpy dtype (or scalar type / name)."""
+        """The DType of a numpy dtype, scalar type or dtype name, or of a numpy array or scalar value."""
+        if not isinstance(dtype, (type, str)):
+            dtype = getattr(dtype, "dtype", dtype)  # an array or scalar value: its dtype
         name = getattr(dtype, "name", None) or getattr(dtype, "__name__", None) or str(dtype)
         name = "bool_" if name == "bool" else name
         try:

@@ -108,8 +108,9 @@ _T7 = ffi.typeof('long long *')
 
 # ---------------------------------------------------------------- C functions
 # _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
-# in ABI mode resolved through the lazy _lib on its first call (which raises the loader error if it cannot
-# be), and again after set_per_thread_default_stream().
+# in ABI mode resolved through the lazy _lib on its first call, as the trampolines resolve it (the library's
+# resolver with the function's ABI version pin, else dlsym; the loader error if neither finds it), then
+# called directly, and resolved again after set_per_thread_default_stream().
 if TYPE_CHECKING:
     _f_goldenAlloc: Any
     _f_goldenBuild: Any
@@ -127,6 +128,7 @@ if TYPE_CHECKING:
     _f_goldenJoin: Any
     _f_goldenNotExported: Any
     _f_goldenProcLookups: Any
+    _f_goldenProcRefusals: Any
     _f_goldenQuery: Any
     _f_goldenScale: Any
     _f_goldenSetCallback: Any
@@ -308,7 +310,7 @@ def goldenGetProcAddress(symbol: str | bytes, version: int, flags: int) -> tuple
 def goldenGetVersion() -> tuple[int, int]:
     """``goldenStatus goldenGetVersion(int *major, int *minor)``
 
-    Symbol ``goldenGetVersion``.
+    Symbol ``goldenGetVersion``; GOLDEN >= 1.0.
     Returns ``major``, ``minor``.
     """
     _major = _new(_T6)
@@ -367,6 +369,17 @@ def goldenProcLookups() -> int:
     return _v
 
 
+def goldenProcRefusals() -> int:
+    """``int goldenProcRefusals(void)``
+
+    Symbol ``goldenProcRefusals``.
+    Returns the result.
+    """
+    _r = _f_goldenProcRefusals()
+    _v: int = _r
+    return _v
+
+
 def goldenQuery(ctx: CData) -> int:
     """``goldenStatus goldenQuery(goldenCtx ctx)``
 
@@ -375,7 +388,7 @@ def goldenQuery(ctx: CData) -> int:
     """
     _r = _f_goldenQuery(ctx)
     if _r not in (0, 3,):
-        raise _error(_r, 16)
+        raise _error(_r, 17)
     _v: int = _r
     return _v
 
@@ -398,7 +411,7 @@ def goldenSetCallback(cb: CData, userData: CData | None = None) -> None:
     """
     _r = _f_goldenSetCallback(cb, _NULL if userData is None else userData)
     if _r:
-        raise _error(_r, 18)
+        raise _error(_r, 19)
 
 
 def goldenStatusString(status: int) -> str:
@@ -409,7 +422,7 @@ def goldenStatusString(status: int) -> str:
     """
     _r = _f_goldenStatusString(status)
     if not _r:
-        _require(19)
+        _require(20)
         return ""
     _v: str = _string(_r).decode("utf-8", "replace")
     return _v
@@ -427,13 +440,13 @@ def goldenSum(values: Sequence[Any]) -> int:
     _total = _new(_T7)
     _r = _f_goldenSum(_values, _count, _total)
     if _r:
-        raise _error(_r, 20)
+        raise _error(_r, 21)
     _v: int = _total[0]
     return _v
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of the 9 functions that take and return only numbers (or a
+# API mode: the checked wrappers of the 10 functions that take and return only numbers (or a
 # string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any = None

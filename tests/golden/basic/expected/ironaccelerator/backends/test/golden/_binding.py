@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ironaccelerator._errors import ErrorKind
-from ironaccelerator._runtime import Binding
+from ironaccelerator._runtime import Binding, ProcAddress
 
 # (public name, ABI symbol, per-thread-default-stream symbol, minimum GOLDEN version)
 FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
@@ -19,11 +19,12 @@ FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ('goldenGetLogSize', 'goldenGetLogSize', None, None),
     ('goldenGetName', 'goldenGetName', None, None),
     ('goldenGetProcAddress', 'goldenGetProcAddress', None, None),
-    ('goldenGetVersion', 'goldenGetVersion', None, None),
+    ('goldenGetVersion', 'goldenGetVersion', None, '1.0'),
     ('goldenInit', 'goldenInit', None, None),
     ('goldenJoin', 'goldenJoin', None, None),
     ('goldenNotExported', 'goldenNotExported', None, '3.5'),
     ('goldenProcLookups', 'goldenProcLookups', None, None),
+    ('goldenProcRefusals', 'goldenProcRefusals', None, None),
     ('goldenQuery', 'goldenQuery', None, None),
     ('goldenScale', 'goldenScale', None, None),
     ('goldenSetCallback', 'goldenSetCallback', None, None),
@@ -39,6 +40,20 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
     4: ('GOLDEN_ERROR_COMPILE', ErrorKind.COMPILE_FAILED),
     999: ('GOLDEN_ERROR_UNKNOWN', ErrorKind.DRIVER),
 }
+
+# ABI mode resolves each function pinned here as the trampolines do (trampolines.c, ia_via_proc):
+# goldenGetProcAddress(public name, &fn, pin, flags), then dlsym of its symbol if that fails.
+PROC_ADDRESS = ProcAddress(
+    resolver='goldenGetProcAddress',
+    default_flag=0,
+    per_thread_flag=2,
+    pins={  # public name -> ABI version (the PFN_ typedef whose prototype is the bound declaration)
+        'goldenAlloc': 2010,
+        'goldenCopy': 2000,
+        'goldenGetVersion': 1000,
+        'goldenNotExported': 3050,
+    },
+)
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
@@ -57,4 +72,5 @@ BINDING = Binding(
     errors=ERRORS,
     sentinel=2147483631,
     sdk_version='2.1',
+    proc_address=PROC_ADDRESS,
 )

@@ -17,7 +17,7 @@
 #define IA_UNLIKELY(x) (x)
 #endif
 
-#define IA_COUNT 21
+#define IA_COUNT 22
 #define IA_SENTINEL 2147483631
 
 static void *ia_handle = NULL;
@@ -42,6 +42,7 @@ static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "goldenJoin",
     "goldenNotExported",
     "goldenProcLookups",
+    "goldenProcRefusals",
     "goldenQuery",
     "goldenScale",
     "goldenSetCallback",
@@ -52,6 +53,7 @@ static const char *const ia_symbol_per_thread[IA_COUNT > 0 ? IA_COUNT : 1] = {
 NULL,
 NULL,
 "goldenCopy_v2_ptds",
+NULL,
 NULL,
 NULL,
 NULL,
@@ -93,6 +95,7 @@ static const char *const ia_public[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "goldenJoin",
     "goldenNotExported",
     "goldenProcLookups",
+    "goldenProcRefusals",
     "goldenQuery",
     "goldenScale",
     "goldenSetCallback",
@@ -111,10 +114,11 @@ static const int ia_pin[IA_COUNT > 0 ? IA_COUNT : 1] = {
     0,
     0,
     0,
-    0,
+    1000,
     0,
     0,
     3050,
+    0,
     0,
     0,
     0,
@@ -339,45 +343,53 @@ static int goldenProcLookups(void)
         return 0;
     return ((ia_pfn_15)ia_fn)();
 }
-typedef goldenStatus (*ia_pfn_16)(goldenCtx ctx);
-static goldenStatus goldenQuery(goldenCtx ctx)
+typedef int (*ia_pfn_16)(void);
+static int goldenProcRefusals(void)
 {
     void *ia_fn = ia_ptr[16];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(16)) == NULL)
-        return (goldenStatus)2147483631;
-    return ((ia_pfn_16)ia_fn)(ctx);
+        return 0;
+    return ((ia_pfn_16)ia_fn)();
 }
-typedef double (*ia_pfn_17)(double x, float factor);
-static double goldenScale(double x, float factor)
+typedef goldenStatus (*ia_pfn_17)(goldenCtx ctx);
+static goldenStatus goldenQuery(goldenCtx ctx)
 {
     void *ia_fn = ia_ptr[17];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(17)) == NULL)
-        return 0;
-    return ((ia_pfn_17)ia_fn)(x, factor);
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_17)ia_fn)(ctx);
 }
-typedef goldenStatus (*ia_pfn_18)(goldenCallback cb, void *userData);
-static goldenStatus goldenSetCallback(goldenCallback cb, void *userData)
+typedef double (*ia_pfn_18)(double x, float factor);
+static double goldenScale(double x, float factor)
 {
     void *ia_fn = ia_ptr[18];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(18)) == NULL)
-        return (goldenStatus)2147483631;
-    return ((ia_pfn_18)ia_fn)(cb, userData);
+        return 0;
+    return ((ia_pfn_18)ia_fn)(x, factor);
 }
-typedef const char *(*ia_pfn_19)(goldenStatus status);
-static const char *goldenStatusString(goldenStatus status)
+typedef goldenStatus (*ia_pfn_19)(goldenCallback cb, void *userData);
+static goldenStatus goldenSetCallback(goldenCallback cb, void *userData)
 {
     void *ia_fn = ia_ptr[19];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(19)) == NULL)
-        return NULL;
-    return ((ia_pfn_19)ia_fn)(status);
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_19)ia_fn)(cb, userData);
 }
-typedef goldenStatus (*ia_pfn_20)(const int *values, int count, long long *total);
-static goldenStatus goldenSum(const int *values, int count, long long *total)
+typedef const char *(*ia_pfn_20)(goldenStatus status);
+static const char *goldenStatusString(goldenStatus status)
 {
     void *ia_fn = ia_ptr[20];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(20)) == NULL)
+        return NULL;
+    return ((ia_pfn_20)ia_fn)(status);
+}
+typedef goldenStatus (*ia_pfn_21)(const int *values, int count, long long *total);
+static goldenStatus goldenSum(const int *values, int count, long long *total)
+{
+    void *ia_fn = ia_ptr[21];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(21)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_20)ia_fn)(values, count, total);
+    return ((ia_pfn_21)ia_fn)(values, count, total);
 }
 
 /* ------------------------------------------------------------------------------------------------------
@@ -390,7 +402,7 @@ static goldenStatus goldenSum(const int *values, int count, long long *total)
  * binds in place of the Python wrappers in API mode.  This file is compiled by cffi after it includes
  * Python.h; _cffi_build.py turns off Py_LIMITED_API (METH_FASTCALL is not in the 3.2 stable ABI).
  * ---------------------------------------------------------------------------------------------------- */
-#define IA_FAST_COUNT 9
+#define IA_FAST_COUNT 10
 #define IA_PACKAGE "ironaccelerator.backends.test.golden"
 
 #if defined(__GNUC__)
@@ -779,7 +791,22 @@ static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return IA_FROM_INT(int, ia_r);
 }
 
-static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    int ia_r;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("goldenProcRefusals", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenProcRefusals();
+    Py_END_ALLOW_THREADS
+    return IA_FROM_INT(int, ia_r);
+}
+
+static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"x", "factor"};
     PyObject *ia_argv[2];
@@ -801,7 +828,7 @@ static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return PyFloat_FromDouble((double)ia_r);
 }
 
-static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"status"};
     PyObject *ia_argv[1];
@@ -818,7 +845,7 @@ static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     Py_BEGIN_ALLOW_THREADS
     ia_r = goldenStatusString(a0);
     Py_END_ALLOW_THREADS
-    if (ia_r == NULL && ia_status(19) != 0 && ia_fast_require(19) < 0)
+    if (ia_r == NULL && ia_status(20) != 0 && ia_fast_require(20) < 0)
         return NULL;
     return ia_str(ia_r);
 }
@@ -854,7 +881,7 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "``goldenStatus goldenGetVersion(int *major, int *minor)``\n"
      "\n"
-     "Symbol ``goldenGetVersion``.\n"
+     "Symbol ``goldenGetVersion``; GOLDEN >= 1.0.\n"
      "Returns ``major``, ``minor``."},
     {"goldenInit", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
      "goldenInit($module, flags)\n"
@@ -878,7 +905,15 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "Symbol ``goldenProcLookups``.\n"
      "Returns the result."},
-    {"goldenScale", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenProcRefusals", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
+     "goldenProcRefusals($module)\n"
+     "--\n"
+     "\n"
+     "``int goldenProcRefusals(void)``\n"
+     "\n"
+     "Symbol ``goldenProcRefusals``.\n"
+     "Returns the result."},
+    {"goldenScale", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
      "goldenScale($module, x, factor)\n"
      "--\n"
      "\n"
@@ -886,7 +921,7 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "Symbol ``goldenScale``.\n"
      "Returns the result."},
-    {"goldenStatusString", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenStatusString", (PyCFunction)(void (*)(void))ia_fast_20, METH_FASTCALL | METH_KEYWORDS,
      "goldenStatusString($module, status)\n"
      "--\n"
      "\n"
