@@ -55,8 +55,9 @@ clean:
 	rm -rf build $(VENV) generated/.ironaccel-gen.json
 	find generated -name '_cffi*.so' -o -name '_cffi_abi.py' | xargs rm -f
 
-# References that only bench/ uses and that are too big for `make test` to install (hip-python: 320 MB).
-BENCH_DEPS := hip-python==6.4.4.555.40
+# References that only bench/ uses, not the tests (hip-python alone is 320 MB): hip-python for bench_calls,
+# cuda-core for bench_launch_cpu (on the stub driver) and bench_gpu.
+BENCH_DEPS := hip-python==6.4.4.555.40 cuda-core==1.2.2
 bench-deps: $(SDKS)
 	$(PIP) install -q $(BENCH_DEPS)
 

@@ -888,6 +888,155 @@ def test_sim_memory_pool_and_dlpack(sim: Any) -> None:
     assert not driver.mem
 
 
+# ------------------------------------------------------------------ the launch fast path (plans, reuse)
+
+RECORD_SIZES = (8, 4, 2, 8, 16, 1)  # Allocation, float32, Scalar BF16, int64, Scalar C128, uint8
+
+
+def _recorder(driver: FakeDriver, name: str = "record", sizes: tuple[int, ...] = RECORD_SIZES) -> list[bytes]:
+    """A fake kernel that records the bytes of each argument, as the driver copies them at launch."""
+    seen: list[bytes] = []
+    ffi = driver.ffi
+
+    def run(grid: Any, block: Any, params: Any) -> int:
+        seen.append(b"".join(bytes(ffi.buffer(params[i], n)) for i, n in enumerate(sizes)))
+        return 0
+
+    driver.kernels[name] = (sizes, run)
+    return seen
+
+
+def _reference(module: Any, args: Any) -> bytes:
+    packed = module.pack_args(args, module._api().ffi)
+    ffi = module._api().ffi
+    return b"".join(bytes(ffi.buffer(packed.params[i], n)) for i, n in enumerate(packed.sizes))
+
+
+def _record_args(dev: Any, v: int) -> list[Any]:
+    return [dev.alloc(64), np.float32(v + 0.5), Scalar(v + 2.5, DType.BF16), np.int64(-v), Scalar(v - 1j, DType.C128),
+            np.uint8(v)]
+
+
+def test_sim_launch_bytes_match_pack_args_on_every_path(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    seen = _recorder(driver)
+    k = dev.load_module(_image(module, "")).kernel("record")
+    s = dev.create_stream()
+    args = _record_args(dev, 3)
+    kl = KernelLaunch(k, LaunchDims(1, 32), args)
+    s.launch(kl)  # first: packed into the stream's buffer for this plan
+    assert s._last[0] is kl and s._last[1] is None and len(s._slots) == 1
+    s.launch(kl)  # second in a row: a private, immutable copy
+    assert s._last[0] is kl and s._last[1] is not None
+    calls = driver.calls.count("launch")
+    s.launch(kl)  # re-issued without packing
+    assert s.launch_unchecked(kl) is None
+    assert driver.calls.count("launch") == calls + 2
+    other = _record_args(dev, 7)  # the same types, other values: the plan's buffer is rewritten
+    s.launch(KernelLaunch(k, LaunchDims(1, 32), other))
+    assert s.launch_unchecked(KernelLaunch(k, LaunchDims(1, 32), other)) is None
+    assert seen == [_reference(module, args)] * 4 + [_reference(module, other)] * 2
+    assert seen[0] != seen[-1]
+    assert len(k._plans) == 1  # one layout, planned once
+    with s._pack_lock:  # another thread is launching on this stream: a buffer of its own, same bytes
+        s.launch(KernelLaunch(k, LaunchDims(1, 32), args))
+    assert seen[-1] == _reference(module, args)
+
+
+def test_sim_launch_layout_change_between_launches(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    a = dev.alloc(64)
+    seen_i32 = _recorder(driver, "k32", (8, 4))
+    k = dev.load_module(_image(module, "")).kernel("k32")
+    s = dev.create_stream()
+    s.launch(KernelLaunch(k, LaunchDims(1, 1), [a, np.int32(5)]))
+    s.launch(KernelLaunch(k, LaunchDims(1, 1), [a, np.float32(5)]))  # same sizes, another plan
+    assert seen_i32 == [_reference(module, [a, np.int32(5)]), _reference(module, [a, np.float32(5)])]
+    wide = KernelLaunch(k, LaunchDims(1, 1), [a, np.int64(5)])
+    if module is cuda_backend:  # the kernel's parameter info says 4 bytes: refused, every time
+        for _ in range(2):
+            with pytest.raises(Error) as ei:
+                s.launch(wide)
+            assert ei.value.kind is ErrorKind.INVALID_VALUE and "argument 1: 8 bytes given" in str(ei.value)
+    assert s.launch_unchecked(wide) is None  # unchecked: no size check, the 8 bytes packed as given
+    packed = module.pack_args([a, np.int64(5)], module._api().ffi)
+    assert packed.offsets == (0, 8) and len(k._plans) == 3
+
+
+def test_sim_relaunch_still_checks_liveness_and_dims(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    seen = _recorder(driver)
+    k = dev.load_module(_image(module, "")).kernel("record")
+    s = dev.create_stream()
+    args = _record_args(dev, 1)
+    kl = KernelLaunch(k, LaunchDims(1, 32), args)
+    assert s.launch_unchecked(kl) is None and s.launch_unchecked(kl) is None  # packed without checks ...
+    args[0].free()
+    for _ in range(2):  # ... so the checked path does not take that copy: a freed allocation raises
+        with pytest.raises(Error) as ei:
+            s.launch(kl)
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    live = _record_args(dev, 2)
+    kl = KernelLaunch(k, LaunchDims(1, 32), live)
+    s.launch(kl)
+    s.launch(kl)  # re-issued from now on
+    live[0].free()
+    with pytest.raises(Error) as ei:
+        s.launch(kl)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    assert len(seen) == 4
+    bad = KernelLaunch(k, LaunchDims(1, 2048), _record_args(dev, 3))
+    for _ in range(2):
+        with pytest.raises(Error) as ei:
+            s.launch(bad)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and "bad launch dimensions" in str(ei.value)
+    r = s.launch_unchecked(bad)  # not validated: the (fake) driver's refusal, as a value
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE
+    with pytest.raises(Error) as ei:  # an unchecked launch of the same dims does not make them valid
+        s.launch(bad)
+    assert "bad launch dimensions" in str(ei.value)
+    assert len(seen) == 4
+
+
+def test_sim_mutable_arguments_are_packed_every_time(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    seen = _recorder(driver, "mut", (4, 4))
+    k = dev.load_module(_image(module, "")).kernel("mut")
+    s = dev.create_stream()
+    raw = bytearray(b"\x01\x00\x00\x00")
+    zero_d = np.array(7, np.int32)  # a 0-d array: mutable, unlike np.int32(7)
+    kl = KernelLaunch(k, LaunchDims(1, 1), [raw, zero_d])
+    for v in range(3):
+        raw[0] = v
+        zero_d[()] = 10 * v
+        s.launch(kl)
+    assert seen == [bytes([v, 0, 0, 0]) + np.int32(10 * v).tobytes() for v in range(3)]
+
+
+def test_sim_the_last_launch_is_held_until_synchronize(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    _recorder(driver)
+    k = dev.load_module(_image(module, "")).kernel("record")
+    s = dev.create_stream()
+    args = _record_args(dev, 1)
+    before = len(driver.mem)
+    kl = KernelLaunch(k, LaunchDims(1, 32), args)
+    s.launch(kl)
+    s.launch(kl)
+    ref = weakref.ref(args[0])
+    del kl, args
+    gc.collect()
+    assert ref() is not None  # the stream holds its last launch, like the host buffers of copies ...
+    s.synchronize()
+    gc.collect()
+    assert ref() is None and len(driver.mem) == before - 1  # ... until synchronize: then dropped and freed
+
+
 # ------------------------------------------------------------------ on a GPU (pytest -m gpu)
 
 SAXPY = r"""

@@ -308,6 +308,98 @@ def pack_args(args: Sequence[Any], ffi: Any, expected: Sequence[int] | None = No
     return PackedArgs(params, storage, tuple(offsets), tuple(sizes), keep)
 
 
+# The launch fast path.  pack_args above is the reference; the Stream packs through an _ArgPlan instead:
+# the layout pack_args would produce for one tuple of argument types (per kernel, built once), written by
+# one struct.pack_into into a buffer that holds the void *[] and the values (the pointers fixed when the
+# buffer is made).  Arguments whose bytes do not follow from their type (bytes, bytearray, memoryview,
+# 0-d arrays, structured numpy scalars) and every failing check take pack_args, so errors are its own.
+# how argument i becomes the value packed: its .ptr, itself (a numpy scalar struct packs as is), its
+# .value (a Scalar of a plain type), its .tobytes(), or _scalar_bytes (BF16, FP8, complex)
+_ALLOC, _ITSELF, _VALUE, _TOBYTES, _SCALAR_BYTES = 0, 1, 2, 3, 4
+_NUMPY_KINDS = frozenset("biufcmM")  # numpy scalar kinds whose size follows from the type
+_STRUCT_CODES = {("b", 1): "?", ("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i", 8): "q", ("u", 1): "B",
+                 ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q", ("f", 2): "e", ("f", 4): "f", ("f", 8): "d"}
+_MAX_PLANS = 64  # per kernel; past it, the cache is cleared
+
+
+class _ArgPlan:
+    """One layout of a kernel's arguments: ``fmt`` packs the values (after the ``void *[]``) at ``offsets``;
+    ``kinds[i]`` says how argument ``i`` becomes a value; ``allocs`` the indices of Allocations;
+    ``checked``: the count and sizes match the kernel's parameter info (or it has none)."""
+
+    __slots__ = ("kinds", "fmt", "offsets", "size", "data_offset", "allocs", "checked")
+
+    def __init__(self, kinds: tuple[int, ...], fmt: str, offsets: tuple[int, ...], size: int,
+                 allocs: tuple[int, ...], checked: bool) -> None:
+        self.kinds = kinds
+        self.fmt = fmt
+        self.offsets = offsets
+        self.size = size
+        self.data_offset = -(-8 * len(kinds) // 16) * 16  # the values start 16-aligned after the pointers
+        self.allocs = allocs
+        self.checked = checked
+
+    def values(self, args: Sequence[Any]) -> list[Any]:
+        return [a.ptr if k == _ALLOC else a if k == _ITSELF else a.value if k == _VALUE else
+                a.tobytes() if k == _TOBYTES else _scalar_bytes(a)[0] for a, k in zip(args, self.kinds)]
+
+    def buffer(self, ffi: Any) -> tuple[Any, Any, Any]:
+        """A fresh (storage, writable view, params): the ``void *[]`` written, the values not yet."""
+        storage = ffi.new("char[]", self.data_offset + max(self.size, 1))  # malloc'd: aligned for any type
+        view = ffi.buffer(storage)
+        base = int(ffi.cast("uintptr_t", storage)) + self.data_offset
+        struct.pack_into(f"<{len(self.kinds)}Q", view, 0, *[base + off for off in self.offsets])
+        return storage, view, ffi.cast("void **", storage)
+
+
+def _plan_key(args: Sequence[Any]) -> tuple[Any, ...]:
+    key: tuple[Any, ...] = tuple(map(type, args))
+    if Scalar in key:  # a Scalar's layout follows from its DType
+        key += tuple([a.dtype for a in args if type(a) is Scalar])
+    return key
+
+
+def _arg_plan(args: Sequence[Any], expected: Sequence[int] | None) -> tuple[_ArgPlan | None, bool]:
+    """(the plan for ``args``' types, whether to cache it): None when their bytes do not follow from their
+    types; None, not cached, when these values cannot be packed (pack_args will say why; other values of the
+    same types may be fine)."""
+    kinds: list[int] = []
+    offsets: list[int] = []
+    allocs: list[int] = []
+    fmt = "<"
+    end = 0
+    checked = expected is None or len(expected) == len(args)
+    for i, a in enumerate(args):
+        try:
+            data, align = _arg_bytes(a, i, False)
+        except Error:
+            return None, False
+        if isinstance(a, Allocation):
+            kind, code = _ALLOC, "Q"
+            allocs.append(i)
+        elif type(a) is Scalar:
+            code = _SCALAR_FORMATS.get(a.dtype, "")
+            kind = _VALUE if code else _SCALAR_BYTES
+        else:
+            dtype = getattr(a, "dtype", None)
+            if dtype is None or type(a) is not getattr(dtype, "type", None) or getattr(dtype, "kind", "") not in \
+                    _NUMPY_KINDS:
+                return None, True  # not a numpy scalar (a 0-d array is mutable; bytes vary in size)
+            code = _STRUCT_CODES.get((dtype.kind, len(data)), "")
+            kind = _ITSELF if code else _TOBYTES
+        pad = -end % align
+        if pad:
+            fmt += f"{pad}x"
+            end += pad
+        offsets.append(end)
+        fmt += code or f"{len(data)}s"
+        end += len(data)
+        kinds.append(kind)
+        if expected is not None and checked and len(data) != expected[i]:
+            checked = False
+    return _ArgPlan(tuple(kinds), fmt, tuple(offsets), end, tuple(allocs), checked), True
+
+
 # ----------------------------------------------------------------------------- the bound functions
 
 
@@ -696,6 +788,7 @@ class HipDevice(Device):
         self.api.check(self.api.device_synchronize(), "device_synchronize")
         for s in list(self._streams):
             s._keep.clear()
+            s._last = None
 
 
 class _Releaser:
@@ -831,10 +924,37 @@ class HipKernel(Kernel):
         self.handle = out[0]
         self.param_sizes = _param_sizes(api, self.handle)
         self.num_args = None if self.param_sizes is None else len(self.param_sizes)
+        self._plans: dict[tuple[Any, ...], _ArgPlan | None] = {}  # argument types -> layout (see _ArgPlan)
+
+    def _plan(self, args: Sequence[Any]) -> _ArgPlan | None:
+        key = _plan_key(args)
+        plans = self._plans
+        if key in plans:
+            return plans[key]
+        plan, cache = _arg_plan(args, self.param_sizes)
+        if cache:
+            if len(plans) >= _MAX_PLANS:
+                plans.clear()
+            plans[key] = plan
+        return plan
 
 
 class HipStream(Stream):
-    """A non-blocking stream (hipStreamNonBlocking)."""
+    """A non-blocking stream (hipStreamNonBlocking).
+
+    Launches are packed without building anything per call where possible (the driver copies the
+    arguments before ``hipModuleLaunchKernel`` returns, so their memory need only live until then):
+
+    - the kernel keeps one :class:`_ArgPlan` per tuple of argument types;
+    - the stream keeps one buffer per plan, rewritten by each launch with that plan.  The buffer is
+      shared state, so it is used under a lock taken without waiting: a thread that finds it taken
+      (another thread launching on this stream right now) packs into a buffer of its own instead;
+    - a ``KernelLaunch`` launched twice in a row gets a private, immutable packed copy, and from then on
+      is re-issued without packing (the checked path still tests that its allocations are live).  The
+      stream holds that last launch (and so its allocations) until the next launch with another one,
+      ``synchronize()``, or a ``query()`` that finds the stream idle, as it holds the host buffers of copies;
+    - the last ``LaunchDims`` validated is remembered (by identity: LaunchDims are immutable).
+    """
 
     device: HipDevice
 
@@ -853,6 +973,12 @@ class HipStream(Stream):
         self._dtoh: Callable[..., int] = api.memcpy_dtoh
         self._dtod: Callable[..., int] = api.memcpy_dtod
         self._launch: Callable[..., int] = api.launch
+        self._device_key = device._key
+        self._pack_lock = threading.Lock()  # guards the buffers of _slots
+        self._slots: dict[_ArgPlan, tuple[Any, Any, Any]] = {}  # plan -> (storage, view, params)
+        # the last launch: (KernelLaunch, the launch function's arguments or None, allocations, storage, checked)
+        self._last: tuple[Any, ...] | None = None
+        self._dims: tuple[Any, ...] = (None, (), False)  # (LaunchDims, its 7 launch arguments, validated)
         device._streams.add(self)
 
     # copies (asynchronous; host buffers are kept alive until synchronize())
@@ -897,22 +1023,94 @@ class HipStream(Stream):
         return int(self._launch(kernel.handle, g[0], g[1], g[2], b[0], b[1], b[2], launch.dims.shared_mem,
                                 self.handle, packed.params, self._ffi.NULL))
 
+    def _dim_args(self, dims: Any, check: bool) -> tuple[int, ...]:
+        cached = self._dims
+        if cached[0] is dims and (cached[2] or not check):
+            return cached[1]  # type: ignore[no-any-return]
+        if check:
+            dims.validate(self.device.descriptor.limits, _KIND)
+        g, b = dims.grid, dims.block
+        out = (g[0], g[1], g[2], b[0], b[1], b[2], dims.shared_mem)
+        self._dims = (dims, out, check)
+        return out
+
+    def _issue(self, launch: KernelLaunch, kernel: HipKernel, check: bool) -> int:
+        """Pack and launch (everything but the re-issue of the last launch); returns the vendor's status."""
+        dims = self._dim_args(launch.dims, check)
+        args = launch.args
+        null = self._ffi.NULL
+        if getattr(_TLS, "key", None) != self._device_key:
+            self.device.activate()
+        if not args:
+            call = (kernel.handle, *dims, self.handle, null, null)
+            self._last = (launch, call, (), None, check)
+            return int(self._launch(*call))
+        key: tuple[Any, ...] = tuple(map(type, args))  # _plan_key, inline
+        if Scalar in key:
+            key += tuple([a.dtype for a in args if type(a) is Scalar])
+        plan = kernel._plans.get(key)
+        if plan is None:
+            plan = kernel._plan(args)
+        if plan is None or (check and not plan.checked):  # pack_args: the reference layout and its errors
+            packed = pack_args(args, self._ffi, kernel.param_sizes if check else None, check=check)
+            self._last = None
+            return int(self._launch(kernel.handle, *dims, self.handle, packed.params, null))
+        if check:
+            for i in plan.allocs:
+                if args[i]._freed:
+                    args[i]._check_live("Stream.launch")
+        values = plan.values(args)
+        last = self._last
+        if last is not None and last[0] is launch:  # the second launch in a row: give it an immutable copy
+            storage, view, params = plan.buffer(self._ffi)
+            struct.pack_into(plan.fmt, view, plan.data_offset, *values)
+            call = (kernel.handle, *dims, self.handle, params, null)
+            self._last = (launch, call, tuple(args[i] for i in plan.allocs), storage, check)
+            return int(self._launch(*call))
+        self._last = (launch, None, (), None, False)
+        lock = self._pack_lock
+        if not lock.acquire(False):  # another thread is launching on this stream: a buffer of our own
+            storage, view, params = plan.buffer(self._ffi)
+            struct.pack_into(plan.fmt, view, plan.data_offset, *values)
+            return int(self._launch(kernel.handle, *dims, self.handle, params, null))
+        try:
+            slot = self._slots.get(plan)
+            if slot is None:
+                if len(self._slots) >= _MAX_PLANS:
+                    self._slots.clear()
+                slot = self._slots[plan] = plan.buffer(self._ffi)
+            struct.pack_into(plan.fmt, slot[1], plan.data_offset, *values)
+            return int(self._launch(kernel.handle, *dims, self.handle, slot[2], null))
+        finally:
+            lock.release()
+
     def launch(self, launch: KernelLaunch) -> None:
-        kernel = launch.kernel
-        if not isinstance(kernel, HipKernel):
-            raise Error(ErrorKind.INVALID_VALUE, f"not a {_BACKEND} kernel", backend=_BACKEND, function="Stream.launch")
-        launch.dims.validate(self.device.descriptor.limits, _KIND)
-        packed = pack_args(launch.args, self._ffi, kernel.param_sizes)
-        self.device.activate()
-        code = self._enqueue(kernel, launch, packed)
+        last = self._last
+        if last is not None and last[0] is launch and last[1] is not None and last[4]:  # re-issue, packed
+            for a in last[2]:
+                if a._freed:
+                    a._check_live("Stream.launch")
+            if getattr(_TLS, "key", None) != self._device_key:
+                self.device.activate()
+            code = self._launch(*last[1])
+        else:
+            kernel = launch.kernel
+            if not isinstance(kernel, HipKernel):
+                raise Error(ErrorKind.INVALID_VALUE, f"not a {_BACKEND} kernel", backend=_BACKEND,
+                            function="Stream.launch")
+            code = self._issue(launch, kernel, True)
         if code:
-            raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
+            raise self.api.error(code, "launch", f"kernel {launch.kernel.name!r}")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        last = self._last
         try:
-            packed = pack_args(launch.args, self._ffi, check=False)
-            self.device.activate()
-            code = self._enqueue(launch.kernel, launch, packed)  # type: ignore[arg-type]
+            if last is not None and last[0] is launch and last[1] is not None:  # re-issue, packed
+                if getattr(_TLS, "key", None) != self._device_key:
+                    self.device.activate()
+                code = self._launch(*last[1])
+            else:
+                code = self._issue(launch, launch.kernel, False)  # type: ignore[arg-type]
         except Error as e:
             return e
         return self.api.error(code, "launch") if code else None
@@ -936,6 +1134,7 @@ class HipStream(Stream):
     def synchronize(self) -> None:
         self.api.check(self.api.stream_synchronize(self.handle), "stream_synchronize")
         self._keep.clear()
+        self._last = None
 
     def query(self) -> bool:
         code = self.api.stream_query(self.handle)
@@ -943,4 +1142,5 @@ class HipStream(Stream):
             return False
         self.api.check(code, "stream_query")
         self._keep.clear()
+        self._last = None
         return True

@@ -1,0 +1,457 @@
+#!/usr/bin/env python
+"""The CUDA backend's kernel-launch and alloc + free cost on the CPU, against cuda.core, over a stub driver.
+
+Run from the repository root (after ``generate`` and ``build``)::
+
+    .venv/bin/python bench/bench_launch_cpu.py [--repeats N] [--quick] [--target-ms MS]
+
+No GPU is needed.  The script compiles ``bench/stub_cuda/stub_cuda.c`` with gcc, against the toolkit's real
+``cuda.h``, into ``build/bench/stub_cuda/libcuda.so.1``: a driver whose every function returns at once (fake
+handles, PTX kernels looked up by name, parameter sizes parsed from the PTX).  It then runs itself again in a
+subprocess with ``LD_LIBRARY_PATH`` pointing at that directory, so our binding (its trampolines ``dlopen
+("libcuda.so.1")``) and cuda-bindings (``cuda.pathfinder``, the same name) load the stub, and checks in
+``/proc/self/maps`` that one and the same stub is the only ``libcuda`` mapped.
+
+What it measures is therefore the **CPU-side cost of each binding** (argument handling, packing, checks,
+the call into C).  On a GPU the driver's own work per call (~2-5 us for a launch) is added to both sides
+alike, so the ratios there are closer to 1; bench/bench_gpu.py measures that on real hardware.
+
+Sections (every variant of a section is timed once per repeat, in a rotated order; the tables show the
+median per-op time and ratios, a ratio being the median over repeats of the paired per-repeat ratio):
+
+1. launch, empty kernel (no arguments), grid 1 x block 32, per launch:
+     ours launch               ``s.launch(KernelLaunch(...))``, the KernelLaunch built once (checked)
+     ours launch (new launch)  the same, building the KernelLaunch on every call
+     ours launch_unchecked     ``s.launch_unchecked(...)``
+     cuda.core launch          ``launch(stream, config, kernel, *args)`` (cuda.core 1.x)
+     cuda-bindings             ``driver.cuLaunchKernel(...)``, arguments as the (values, ctypes types) tuple
+     cuda-bindings, packed     ``driver.cuLaunchKernel(...)``, a ``void *[]`` packed once (its floor)
+     raw cffi                  our unchecked ``cuLaunchKernel`` on a ``void *[]`` packed once (our floor)
+2. launch, a realistic kernel: ``axpy(const float *x, float *y, int n)`` (2 pointers + an int), same variants.
+3. alloc + free of 64 KiB (the stub's cost does not depend on the size), per pair:
+     ours dev.alloc + free, ours alloc_unchecked + free_unchecked, ours MemoryPool alloc + free,
+     cuda.core ``Device.allocate(n, stream)`` + ``close()``, cuda-bindings ``cuMemAlloc`` + ``cuMemFree``,
+     raw cffi ``cuMemAlloc`` + ``cuMemFree`` (the floor).
+
+Targets (printed with OK / MISS): ours / cuda.core time <= 1.0 for both launch flavours and both kernels,
+and for ``dev.alloc`` + free.  The stub counts the launches, allocations and frees that reach it; every
+variant is checked to make exactly one driver launch (or one alloc and one free) per op before it is timed.
+If gcc, ``cuda.h`` or cuda-core is missing the script says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+STUB_SRC = ROOT / "bench" / "stub_cuda" / "stub_cuda.c"
+STUB_DIR = ROOT / "build" / "bench" / "stub_cuda"
+CHILD_ENV = "IA_BENCH_LAUNCH_CPU_CHILD"
+
+KERNELS = r"""
+extern "C" __global__ void empty() {}
+extern "C" __global__ void axpy(const float *x, float *y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += x[i];
+}
+"""
+N = 1 << 14  # elements (the stub never touches the memory)
+ALLOC_BYTES = 64 << 10
+TARGET = 1.0  # ours / cuda.core time
+
+
+# ------------------------------------------------------------------------------------------ parent
+
+
+def cuda_include() -> Path | None:
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and (Path(root) / "include" / "cuda.h").is_file():
+            return Path(root) / "include"
+    return None
+
+
+def build_stub() -> Path | str:
+    """Compile the stub (when its source is newer than the library); the library's path, or why not."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        return "no C compiler (gcc) found"
+    inc = cuda_include()
+    if inc is None:
+        return "cuda.h not found (install the CUDA toolkit at /usr/local/cuda or set CUDA_HOME)"
+    out = STUB_DIR / "libcuda.so.1"
+    if out.is_file() and out.stat().st_mtime >= STUB_SRC.stat().st_mtime:
+        return out
+    STUB_DIR.mkdir(parents=True, exist_ok=True)
+    cmd = [gcc, "-O2", "-shared", "-fPIC", "-Wall", "-Wextra", f"-I{inc}", "-o", str(out), str(STUB_SRC)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"compiling the stub failed:\n{' '.join(cmd)}\n{r.stderr}"
+    return out
+
+
+def parent(argv: list[str]) -> int:
+    try:
+        import cuda.core  # noqa: F401
+    except ImportError:
+        print("bench_launch_cpu: cuda-core is not installed (.venv/bin/pip install 'cuda-core>=1.2'): skipped")
+        return 0
+    stub = build_stub()
+    if isinstance(stub, str):
+        print(f"bench_launch_cpu: {stub}: skipped")
+        return 0
+    env = dict(os.environ)
+    env[CHILD_ENV] = str(stub)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join([str(stub.parent)] + [p for p in env.get("LD_LIBRARY_PATH", "").split(
+        os.pathsep) if p])
+    return subprocess.call([sys.executable, str(Path(__file__).resolve()), *argv], env=env)
+
+
+# ------------------------------------------------------------------------------------------ timing
+
+
+class Variant:
+    def __init__(self, key: str, label: str, body: Callable[[int], None]) -> None:
+        self.key = key
+        self.label = label
+        self.body = body  # body(n): run n ops
+        self.n = 1
+        self.samples: list[float] = []  # seconds per op, one per repeat
+
+    def calibrate(self, target_s: float) -> None:
+        self.body(2)  # warm up
+        n = 1
+        while True:
+            t = self._time(n)
+            if t >= target_s / 4 or n >= 1 << 22:
+                break
+            n *= 4
+        self.n = max(1, round(n * target_s / max(t, 1e-9)))
+
+    def _time(self, n: int) -> float:
+        gcold = gc.isenabled()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            self.body(n)
+            return time.perf_counter() - t0
+        finally:
+            if gcold:
+                gc.enable()
+
+    def sample(self) -> None:
+        self.samples.append(self._time(self.n) / self.n)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+
+def run(variants: list[Variant], repeats: int, target_s: float) -> None:
+    for v in variants:
+        v.calibrate(target_s)
+    for k in range(repeats):
+        r = k % len(variants)
+        for v in variants[r:] + variants[:r]:  # rotate so no variant is always first/last
+            v.sample()
+        gc.collect()
+
+
+def ratio(a: Variant, b: Variant) -> float:
+    """Median of per-repeat a/b (time ratio)."""
+    return statistics.median(x / y for x, y in zip(a.samples, b.samples))
+
+
+def spread(v: Variant) -> float:
+    s = sorted(v.samples)
+    q = len(s) // 4
+    return (s[-1 - q] - s[q]) / statistics.median(s) * 100 if len(s) >= 4 else 0.0
+
+
+def ns(x: float) -> str:
+    return f"{x * 1e9:9.0f}"
+
+
+class Targets:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, float, bool]] = []
+        self.info: list[tuple[str, float]] = []
+
+    def add(self, what: str, value: float) -> None:
+        self.rows.append((what, value, value <= TARGET))
+
+    def note(self, what: str, value: float) -> None:
+        self.info.append((what, value))
+
+    def print(self) -> None:
+        print("\n== targets (CPU-side binding cost over the stub driver; ours / cuda.core time)")
+        w = max(len(r[0]) for r in self.rows + self.info)  # type: ignore[operator]
+        for what, value, ok in self.rows:
+            print(f"  {what:<{w}}  {value:6.3f}x  (target <= {TARGET:.2f}x)  {'OK' if ok else 'MISS'}")
+        for what, value in self.info:
+            print(f"  {what:<{w}}  {value:6.3f}x  (no target: for context)")
+        print(f"  {sum(r[2] for r in self.rows)}/{len(self.rows)} met")
+
+
+def libs_mapped(needle: str) -> set[str]:
+    with open("/proc/self/maps") as f:
+        return {line.split()[-1] for line in f if needle in line and "/" in line}
+
+
+# ------------------------------------------------------------------------------------------ child
+
+
+class Counters(ctypes.Structure):
+    _fields_ = [("launches", ctypes.c_ulonglong), ("allocs", ctypes.c_ulonglong), ("frees", ctypes.c_ulonglong),
+                ("unknown_calls", ctypes.c_ulonglong)]
+
+
+def child(args: argparse.Namespace) -> int:
+    repeats = args.repeats or (15 if args.quick else 31)
+    target_s = (args.target_ms or (5.0 if args.quick else 20.0)) / 1e3
+    stub_path = os.environ[CHILD_ENV]
+    t_start = time.perf_counter()
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "generated"))
+    import ironaccelerator as ia
+    from ironaccelerator.backends.cuda import _backend as cb
+    from ironaccelerator.backends.cuda import driver as iadrv
+
+    # the stub reports a driver at least as new as NVRTC (cuda.core warns otherwise)
+    major, minor = cb.compiler_version()
+    os.environ["STUB_CUDA_DRIVER_VERSION"] = str(max(13000, major * 1000 + minor * 10))
+
+    import cuda.core
+    from cuda.bindings import driver as cbd
+    from cuda.core import Device as CoreDevice, LaunchConfig, ObjectCode, launch as core_launch
+
+    # -- ours
+    dev = ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0)
+    s = dev.create_stream()
+    ptx = cb.compile_source(KERNELS, "compute_90")
+    mod = dev.load_module(ptx)
+    k_empty, k_axpy = mod.kernel("empty"), mod.kernel("axpy")
+    x, y = dev.alloc(4 * N), dev.alloc(4 * N)
+    n32 = np.int32(N)
+    dims = ia.LaunchDims(grid=(N + 255) // 256, block=256)
+
+    # -- cuda.core (same stub, same PTX)
+    cdev = CoreDevice(0)
+    cdev.set_current()
+    cs = cdev.create_stream()
+    cmod = ObjectCode.from_ptx(ptx)
+    ck_empty, ck_axpy = cmod.get_kernel("empty"), cmod.get_kernel("axpy")
+    cx, cy = cdev.allocate(4 * N, stream=cs), cdev.allocate(4 * N, stream=cs)
+    config = LaunchConfig(grid=(N + 255) // 256, block=256)
+
+    # -- raw cuda-bindings: a module, stream and memory of its own
+    def ok(r: Any) -> Any:
+        err, *rest = r if isinstance(r, tuple) else (r,)
+        assert err == cbd.CUresult.CUDA_SUCCESS, err
+        return rest[0] if len(rest) == 1 else rest
+
+    bmod = ok(cbd.cuModuleLoadData(ptx + b"\0"))
+    bf_empty, bf_axpy = ok(cbd.cuModuleGetFunction(bmod, b"empty")), ok(cbd.cuModuleGetFunction(bmod, b"axpy"))
+    bstream = ok(cbd.cuStreamCreate(1))
+    bx, by = ok(cbd.cuMemAlloc(4 * N)), ok(cbd.cuMemAlloc(4 * N))
+    bvals = (ctypes.c_uint64(int(bx)), ctypes.c_uint64(int(by)), ctypes.c_int32(N))
+    bparams = (ctypes.c_void_p * 3)(*(ctypes.addressof(v) for v in bvals))
+    bparams_addr = ctypes.addressof(bparams)
+    bargs = ((int(bx), int(by), N), (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int))
+    g0 = (N + 255) // 256
+
+    # -- raw cffi floor: our unchecked cuLaunchKernel on a void *[] packed once
+    raw, ffi = iadrv.unchecked, iadrv.ffi
+    storage = ffi.new("char[20]")
+    ffi.cast("uint64_t *", storage)[0] = x.ptr
+    ffi.cast("uint64_t *", storage + 8)[0] = y.ptr
+    ffi.cast("int32_t *", storage + 16)[0] = N
+    rparams = ffi.new("void *[3]", [storage, storage + 8, storage + 16])
+    rs, null = s.handle, ffi.NULL
+
+    # -- what is loaded
+    cudas = libs_mapped("libcuda")
+    print("CPU-side binding cost over a STUB CUDA driver (no GPU; every driver call returns at once).")
+    print("On a GPU the driver's own work per call is added to both sides; see bench/bench_gpu.py for that.\n")
+    print(f"device: {dev.descriptor.name}")
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, cuda.core {cuda.core.__version__}, "
+          f"cuda-bindings {__import__('cuda.bindings').bindings.__version__}, "
+          f"ironaccelerator driver BINDING_MODE={iadrv.BINDING_MODE!r}, cpus={os.cpu_count()}")
+    print(f"libcuda mapped: {sorted(cudas)}")
+    real = {os.path.realpath(p) for p in cudas}
+    if real != {os.path.realpath(stub_path)}:
+        print(f"ERROR: expected only the stub {stub_path} to be mapped", file=sys.stderr)
+        return 1
+    if iadrv.BINDING_MODE != "api":
+        print("WARNING: the CUDA driver binding is not in API mode; run `ironaccelerator_gen build`", file=sys.stderr)
+    get_counters = ctypes.CDLL(stub_path).stub_cuda_counters  # the same mapping (checked above)
+    get_counters.restype = ctypes.POINTER(Counters)
+    counters = get_counters().contents
+    print(f"repeats={repeats}, sample~{target_s * 1e3:.0f} ms\n")
+
+    targets = Targets()
+
+    def launch_section(title: str, key: str, k: Any, ck: Any, bf: Any, args: tuple[Any, ...],
+                       cargs: tuple[Any, ...], bkp: Any, bkp_packed: Any, rp: Any) -> None:
+        kl = ia.KernelLaunch(k, dims, args)
+        b0, b1 = dims.block[0], dims.grid[0]
+
+        def ours(n: int) -> None:
+            f = s.launch
+            for _ in range(n):
+                f(kl)
+
+        def ours_new(n: int) -> None:
+            f, KL = s.launch, ia.KernelLaunch
+            for _ in range(n):
+                f(KL(k, dims, args))
+
+        def ours_u(n: int) -> None:
+            f = s.launch_unchecked
+            for _ in range(n):
+                f(kl)
+
+        def core(n: int) -> None:
+            for _ in range(n):
+                core_launch(cs, config, ck, *cargs)
+
+        def bind(n: int) -> None:
+            f = cbd.cuLaunchKernel
+            for _ in range(n):
+                f(bf, b1, 1, 1, b0, 1, 1, 0, bstream, bkp, 0)
+
+        def bind_packed(n: int) -> None:
+            f = cbd.cuLaunchKernel
+            for _ in range(n):
+                f(bf, b1, 1, 1, b0, 1, 1, 0, bstream, bkp_packed, 0)
+
+        def floor(n: int) -> None:
+            f = raw.cuLaunchKernel
+            for _ in range(n):
+                f(k.handle, b1, 1, 1, b0, 1, 1, 0, rs, rp, null)
+
+        variants = [
+            Variant("ours", "ours Stream.launch (checked)", ours),
+            Variant("ours_new", "ours Stream.launch, new KernelLaunch per call", ours_new),
+            Variant("ours_u", "ours Stream.launch_unchecked", ours_u),
+            Variant("core", "cuda.core launch(stream, config, kernel, *args)", core),
+            Variant("bind", "cuda-bindings cuLaunchKernel, (values, types) args", bind),
+            Variant("bind_p", "cuda-bindings cuLaunchKernel, void *[] packed once", bind_packed),
+            Variant("raw", "raw cffi cuLaunchKernel, void *[] packed once (floor)", floor),
+        ]
+        for v in variants:  # each op reaches the stub's cuLaunchKernel(Ex) exactly once
+            before = counters.launches
+            v.body(10)
+            assert counters.launches - before == 10, (v.label, counters.launches - before)
+        run(variants, repeats, target_s)
+        vm = {v.key: v for v in variants}
+        print(f"== {title}, per launch")
+        print(f"  {'variant':<56} {'median ns':>9}  {'IQR%':>5}  {'/ cuda.core':>11}  {'/ raw cffi':>10}")
+        for v in variants:
+            print(f"  {v.label:<56} {ns(v.median)}  {spread(v):5.1f}  {ratio(v, vm['core']):11.3f}  "
+                  f"{ratio(v, vm['raw']):10.3f}")
+        print()
+        targets.add(f"{key}: ours launch (checked) / cuda.core launch", ratio(vm["ours"], vm["core"]))
+        targets.add(f"{key}: ours launch_unchecked / cuda.core launch", ratio(vm["ours_u"], vm["core"]))
+        targets.note(f"{key}: ours launch, new KernelLaunch / cuda.core launch", ratio(vm["ours_new"], vm["core"]))
+        targets.note(f"{key}: ours launch_unchecked / raw cffi floor", ratio(vm["ours_u"], vm["raw"]))
+
+    launch_section("1. launch: empty kernel (no arguments)", "empty", k_empty, ck_empty, bf_empty, (), (), 0, 0,
+                   null)
+    launch_section("2. launch: axpy(const float *x, float *y, int n)", "axpy", k_axpy, ck_axpy, bf_axpy,
+                   (x, y, n32), (cx, cy, n32), bargs, bparams_addr, rparams)
+
+    # ------------------------------------------------------------------ 3. alloc + free
+    pool = dev.memory_pool()
+    nb = ALLOC_BYTES
+    out = ffi.new("CUdeviceptr *")
+
+    def o_alloc(n: int) -> None:
+        alloc = dev.alloc
+        for _ in range(n):
+            alloc(nb).free()
+
+    def o_alloc_u(n: int) -> None:
+        alloc = dev.alloc_unchecked
+        for _ in range(n):
+            alloc(nb).free_unchecked()
+
+    def o_pool(n: int) -> None:
+        alloc = pool.alloc
+        for _ in range(n):
+            alloc(nb).free()
+
+    def c_alloc(n: int) -> None:
+        alloc = cdev.allocate
+        for _ in range(n):
+            alloc(nb, stream=cs).close(cs)
+
+    def b_alloc(n: int) -> None:
+        alloc, free = cbd.cuMemAlloc, cbd.cuMemFree
+        for _ in range(n):
+            free(alloc(nb)[1])
+
+    def r_alloc(n: int) -> None:
+        alloc, free = raw.cuMemAlloc, raw.cuMemFree
+        for _ in range(n):
+            alloc(out, nb)
+            free(out[0])
+
+    sec3 = [
+        Variant("ours", "ours dev.alloc + free", o_alloc),
+        Variant("ours_u", "ours dev.alloc_unchecked + free_unchecked", o_alloc_u),
+        Variant("pool", "ours MemoryPool alloc + free (no driver call when warm)", o_pool),
+        Variant("core", "cuda.core Device.allocate(n, stream) + close(stream)", c_alloc),
+        Variant("bind", "cuda-bindings cuMemAlloc + cuMemFree", b_alloc),
+        Variant("raw", "raw cffi cuMemAlloc + cuMemFree (floor)", r_alloc),
+    ]
+    for v in sec3:
+        if v.key == "pool":
+            continue
+        a0, f0 = counters.allocs, counters.frees
+        v.body(10)
+        assert (counters.allocs - a0, counters.frees - f0) == (10, 10), (v.label, counters.allocs - a0)
+    run(sec3, repeats, target_s)
+    vm = {v.key: v for v in sec3}
+    print(f"== 3. alloc + free of {nb >> 10} KiB, per pair")
+    print(f"  {'variant':<56} {'median ns':>9}  {'IQR%':>5}  {'/ cuda.core':>11}  {'/ raw cffi':>10}")
+    for v in sec3:
+        print(f"  {v.label:<56} {ns(v.median)}  {spread(v):5.1f}  {ratio(v, vm['core']):11.3f}  "
+              f"{ratio(v, vm['raw']):10.3f}")
+    targets.add("alloc+free: ours dev.alloc / cuda.core allocate", ratio(vm["ours"], vm["core"]))
+    targets.note("alloc+free: ours alloc_unchecked / cuda.core allocate", ratio(vm["ours_u"], vm["core"]))
+    targets.note("alloc+free: ours MemoryPool / cuda.core allocate", ratio(vm["pool"], vm["core"]))
+
+    targets.print()
+    print(f"\nstub driver calls: {counters.launches} launches, {counters.allocs} allocs, {counters.frees} frees, "
+          f"{counters.unknown_calls} calls of functions the stub does not implement")
+    print(f"total {time.perf_counter() - t_start:.1f} s")
+    for a in (x, y):
+        a.free()
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=None, help="repeats per variant (default 31, --quick 15)")
+    ap.add_argument("--quick", action="store_true", help="shorter samples and 15 repeats")
+    ap.add_argument("--target-ms", type=float, default=None, help="duration of one sample (default 20, --quick 5)")
+    args = ap.parse_args()
+    if not os.environ.get(CHILD_ENV):
+        return parent(sys.argv[1:])
+    return child(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
