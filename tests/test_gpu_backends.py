@@ -26,7 +26,7 @@ import pytest
 
 from ironaccelerator import (
     Allocation, BackendKind, BackendRegistry, CapabilityFlags as F, ComputeTier, DeviceDescriptor, DeviceId, DType,
-    Error, ErrorKind, KernelLaunch, LaunchDims, MemoryKind, Scalar, Vendor,
+    Error, ErrorKind, KernelLaunch, LaunchDims, MemoryKind, MemoryPool, Scalar, Vendor,
 )
 from ironaccelerator.backends.cuda import _backend as cuda_backend
 from ironaccelerator.backends.hip import _backend as hip_backend
@@ -571,8 +571,11 @@ class FakeDriver:
         self.events: dict[int, float] = {}
         self.calls: list[str] = []
         self.busy_queries = 0  # how many stream/event queries answer NOT_READY first
+        self.pool_limit = 1 << 40  # bytes a stream-ordered pool may reserve before it answers out-of-memory
         self.kernels = {"vector_add": ((8, 8, 8, 4), self._vector_add)}
         self.functions: dict[int, str] = {}
+        self.pools_supported = 0  # the device attribute; the stream-ordered pool tests set it
+        self.pools: dict[int, dict[str, Any]] = {}  # handle -> reserved/used bytes, cached blocks
 
     def handle(self, ctype: str) -> Any:
         self.next_handle += 0x10
@@ -600,6 +603,7 @@ class FakeDriver:
                  m._ATTR_INTEGRATED: 0}
         if hasattr(m, "_ATTR_COMPUTE_MAJOR"):
             attrs.update({m._ATTR_COMPUTE_MAJOR: 9, m._ATTR_COMPUTE_MINOR: 0})
+        pools_attr = getattr(m, "_ATTR_MEMORY_POOLS_SUPPORTED", None)
         name = b"NVIDIA H200" if m is cuda_backend else b"AMD Instinct MI210"
 
         def log(fn: Any) -> Any:
@@ -616,7 +620,8 @@ class FakeDriver:
         def device_get(out: Any, i: int) -> int: out[0] = i; return 0
         def device_name(buf: Any, n: int, dev: Any) -> int: ffi.memmove(buf, name + b"\0", len(name) + 1); return 0
         def device_total_mem(out: Any, dev: Any) -> int: out[0] = 141 << 30; return 0
-        def device_attribute(out: Any, attr: int, dev: Any) -> int: out[0] = attrs[attr]; return 0
+        def device_attribute(out: Any, attr: int, dev: Any) -> int:
+            out[0] = d.pools_supported if attr == pools_attr else attrs[attr]; return 0
         def device_properties(props: Any, index: int) -> int:
             arch = b"gfx90a:sramecc+:xnack-\0"
             ffi.memmove(props.gcnArchName, arch, len(arch))
@@ -690,6 +695,53 @@ class FakeDriver:
             if bx * by * bz > 1024:
                 return 1  # *_ERROR_INVALID_VALUE, as a driver refuses it
             return d.kernels[d.functions[d.key(f)]][1]((gx, gy, gz), (bx, by, bz), params)
+
+        # the stream-ordered pool: blocks live in d.mem (kind "pool"); a freed block stays reserved (cached by
+        # size) until trimmed, as with a release threshold of UINT64_MAX
+        def pool_create(out: Any, props: Any) -> int:
+            assert props.allocType == m._POOL_ALLOC_TYPE and props.location.type == m._POOL_LOCATION_DEVICE
+            out[0] = d.handle(m._MEMPOOL)
+            d.pools[d.key(out[0])] = {"reserved": 0, "used": 0, "cached": [], "threshold": 0, "streams": []}
+            return 0
+        def pool_destroy(pool: Any) -> int: d.pools.pop(d.key(pool)); return 0
+        def pool_set_attribute(pool: Any, attr: int, value: Any) -> int:
+            assert attr == m._POOL_ATTR_RELEASE_THRESHOLD
+            d.pools[d.key(pool)]["threshold"] = ffi.cast("uint64_t *", value)[0]; return 0
+        def pool_get_attribute(pool: Any, attr: int, value: Any) -> int:
+            st = d.pools[d.key(pool)]
+            ffi.cast("uint64_t *", value)[0] = st["reserved" if attr == m._POOL_ATTR_RESERVED else "used"]
+            return 0
+        def pool_alloc(out: Any, n: int, pool: Any, s: Any) -> int:
+            st = d.pools[d.key(pool)]
+            st["streams"].append(d.key(s))
+            block = next((b for b in st["cached"] if len(b) == n), None)
+            if block is not None:
+                st["cached"].remove(block)
+            else:
+                if st["reserved"] + n > d.pool_limit:
+                    return 2  # out of memory
+                block = ffi.new("char[]", n)
+                st["reserved"] += n
+            st["used"] += n
+            addr = int(ffi.cast("uintptr_t", block))
+            d.mem[addr] = (block, "pool", d.key(pool))
+            out[0] = addr if "*" not in ffi.typeof(out).item.cname else ffi.cast("void *", addr)
+            return 0
+        def pool_free(ptr: Any, s: Any) -> int:
+            entry = d.mem.pop(d.key(ptr), None)
+            if entry is None or entry[1] != "pool":
+                return 1
+            st = d.pools[entry[2]]
+            st["streams"].append(d.key(s))
+            st["used"] -= len(entry[0])
+            st["cached"].append(entry[0])
+            return 0
+        def pool_trim(pool: Any, keep: int) -> int:
+            st = d.pools[d.key(pool)]
+            assert keep == 0
+            st["reserved"] -= sum(len(b) for b in st["cached"])
+            st["cached"].clear()
+            return 0
 
         local = dict(locals())
         for role, entry in m._FUNCTIONS.items():
@@ -1037,6 +1089,81 @@ def test_sim_the_last_launch_is_held_until_synchronize(sim: Any) -> None:
     assert ref() is None and len(driver.mem) == before - 1  # ... until synchronize: then dropped and freed
 
 
+def test_sim_stream_ordered_pool(sim: Any) -> None:
+    """Where the device supports stream-ordered allocation, memory_pool() is a pool of the driver's own."""
+    module, driver, backend = sim
+    driver.pools_supported = 1
+    dev = backend.open(0)
+    pool = dev.memory_pool()
+    assert type(pool).__name__.endswith("StreamOrderedPool") and dev.memory_pool() is pool
+    (st,) = driver.pools.values()
+    assert st["threshold"] == 2**64 - 1  # freed memory stays reserved for reuse
+    pool_stream = driver.key(pool.stream.handle)
+    # without a stream: allocated on the pool's own stream, which is then waited for
+    syncs = driver.calls.count("stream_synchronize")
+    a = pool.alloc(3000)
+    assert driver.calls.count("stream_synchronize") == syncs + 1 and st["streams"] == [pool_stream]
+    assert a.nbytes == 3000 and a.kind is MemoryKind.DEVICE and a.stream == pool.stream.handle
+    # with a stream: ordered on it, no wait; the memory works as any allocation's
+    s = dev.create_stream()
+    b = pool.alloc(1000, stream=s)
+    assert driver.calls.count("stream_synchronize") == syncs + 1 and st["streams"][-1] == driver.key(s.handle)
+    x = np.arange(1000, dtype=np.uint8)
+    y = np.zeros(1000, np.uint8)
+    s.copy_from_host(b, x)
+    s.copy(a, b)
+    s.copy_to_host(y, a)
+    s.synchronize()
+    assert (y == x).all()
+    st_before = pool.stats()
+    assert (st_before.allocated_bytes, st_before.in_use_bytes, st_before.cached_bytes) == (4000, 4000, 0)
+    b.free()  # freed in the order of the stream it was allocated on
+    assert st["streams"][-1] == driver.key(s.handle)
+    with pytest.raises(Error) as ei:
+        b.free()
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    assert pool.stats().cached_bytes == 1000 and pool.stats().in_use_bytes == 3000
+    c = pool.alloc(1000, stream=s)  # the driver reuses the reserved block
+    assert pool.stats().allocated_bytes == 4000
+    del c  # dropped unfreed: freed in stream order
+    gc.collect()
+    assert pool.stats().in_use_bytes == 3000
+    assert pool.trim() == 1000 and pool.stats().allocated_bytes == 3000
+    # refusals
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(Error) as ei:
+            pool.alloc(bad)  # type: ignore[arg-type]
+        assert ei.value.kind is ErrorKind.INVALID_VALUE
+    with pytest.raises(Error) as ei:
+        pool.alloc(16, stream=object())  # type: ignore[arg-type]
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    # out of memory: the unused reserve is trimmed and the allocation retried once
+    keep = pool.alloc(500, stream=s)
+    keep.free()
+    driver.pool_limit = 3000 + 600
+    d = pool.alloc(600, stream=s)  # fits only once the cached 500 bytes are trimmed
+    assert pool.stats().allocated_bytes == 3600 and "pool_trim" in driver.calls
+    with pytest.raises(Error) as ei:
+        pool.alloc(1 << 20, stream=s)
+    assert ei.value.kind is ErrorKind.OUT_OF_MEMORY
+    a.free()
+    d.free()
+    dev.close()  # trims the pool
+    assert pool.stats().allocated_bytes == 0 and not driver.mem
+    handle = driver.key(pool.handle)
+    del pool, a, b, d, keep, ei  # (the last error's traceback holds the pool too)
+    dev._pool = None
+    gc.collect()
+    assert handle not in driver.pools  # destroyed with its last reference
+
+
+def test_sim_pool_falls_back_without_stream_ordered_allocation(sim: Any) -> None:
+    module, driver, backend = sim
+    driver.pools_supported = 0
+    pool = backend.open(0).memory_pool()
+    assert type(pool) is MemoryPool and not driver.pools
+
+
 # ------------------------------------------------------------------ on a GPU (pytest -m gpu)
 
 SAXPY = r"""
@@ -1133,6 +1260,32 @@ def test_gpu_pinned_and_unified_memory(cuda_device: Any, kind: MemoryKind) -> No
         s.copy_to_host(out, d)
         s.synchronize()
     np.testing.assert_array_equal(out, data)
+
+
+@pytest.mark.gpu
+def test_gpu_stream_ordered_pool(cuda_device: Any) -> None:
+    pool = cuda_device.memory_pool()
+    assert type(pool).__name__ == "CudaStreamOrderedPool"  # every CUDA >= 11.2 GPU supports it
+    s = cuda_device.create_stream()
+    x = np.arange(1 << 20, dtype=np.float32)
+    y = np.zeros_like(x)
+    a = pool.alloc(x.nbytes)  # usable on any stream at once
+    b = pool.alloc(x.nbytes, stream=s)  # ordered on s
+    s.copy_from_host(a, x)
+    s.copy(b, a)
+    s.copy_to_host(y, b)
+    s.synchronize()
+    np.testing.assert_array_equal(y, x)
+    st = pool.stats()
+    assert st.in_use_bytes >= 2 * x.nbytes and st.allocated_bytes >= st.in_use_bytes
+    a.free()
+    b.free()
+    s.synchronize()
+    assert pool.stats().in_use_bytes == 0 and pool.stats().cached_bytes > 0  # kept for reuse
+    c = pool.alloc(x.nbytes, stream=s)
+    c.free()
+    s.synchronize()
+    assert pool.trim() > 0 and pool.stats().allocated_bytes == 0
 
 
 @pytest.mark.gpu

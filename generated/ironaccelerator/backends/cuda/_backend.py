@@ -29,7 +29,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    Module, Result, Scalar, Stream, host_view,
+    MemoryPool, Module, PoolStats, Result, Scalar, Stream, host_view,
 )
 
 _KIND = BackendKind.CUDA
@@ -74,6 +74,7 @@ _FUNCTIONS: dict[str, tuple[str, str] | None] = {
     'param_info': ('driver', 'cuFuncGetParamInfo'),
     'context_retain': ('driver', 'cuDevicePrimaryCtxRetain'),
     'program_create': ('nvrtc', 'nvrtcCreateProgram'),
+    'pool_create': ('driver', 'cuMemPoolCreate'),
     'context_release': ('driver', 'cuDevicePrimaryCtxRelease'),
     'context_set_current': ('driver', 'cuCtxSetCurrent'),
     'program_compile': ('nvrtc', 'nvrtcCompileProgram'),
@@ -85,6 +86,12 @@ _FUNCTIONS: dict[str, tuple[str, str] | None] = {
     'program_binary_size': ('nvrtc', 'nvrtcGetCUBINSize'),
     'program_binary': ('nvrtc', 'nvrtcGetCUBIN'),
     'compiler_version': ('nvrtc', 'nvrtcVersion'),
+    'pool_destroy': ('driver', 'cuMemPoolDestroy'),
+    'pool_alloc': ('driver', 'cuMemAllocFromPoolAsync'),
+    'pool_free': ('driver', 'cuMemFreeAsync'),
+    'pool_trim': ('driver', 'cuMemPoolTrimTo'),
+    'pool_get_attribute': ('driver', 'cuMemPoolGetAttribute'),
+    'pool_set_attribute': ('driver', 'cuMemPoolSetAttribute'),
 }
 
 # constants, from specs/cuda/backend.yaml
@@ -109,6 +116,12 @@ _ATTR_MAX_SHARED_MEM = 8  # CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK
 _ATTR_INTEGRATED = 18  # CU_DEVICE_ATTRIBUTE_INTEGRATED
 _ATTR_COMPUTE_MAJOR = 75  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 _ATTR_COMPUTE_MINOR = 76  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+_ATTR_MEMORY_POOLS_SUPPORTED = 115  # CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
+_POOL_ALLOC_TYPE = 1  # CU_MEM_ALLOCATION_TYPE_PINNED
+_POOL_LOCATION_DEVICE = 1  # CU_MEM_LOCATION_TYPE_DEVICE
+_POOL_ATTR_RELEASE_THRESHOLD = 4  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+_POOL_ATTR_RESERVED = 5  # CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+_POOL_ATTR_USED = 7  # CU_MEMPOOL_ATTR_USED_MEM_CURRENT
 
 # C types, from specs/cuda/backend.yaml
 _DEVICEPTR = 'CUdeviceptr'
@@ -119,6 +132,8 @@ _MODULE = 'CUmodule'
 _FUNCTION = 'CUfunction'
 _CONTEXT = 'CUcontext'
 _PROGRAM = 'nvrtcProgram'
+_MEMPOOL = 'CUmemoryPool'
+_MEMPOOL_PROPS = 'CUmemPoolProps'
 
 # what load_module accepts
 MODULE_FORMATS: tuple[str, ...] = ('ptx', 'elf', 'fatbin', 'source')
@@ -157,6 +172,7 @@ _VENDORS: tuple[tuple[str, Vendor], ...] = (
 )
 _MAX_PARAMS = 4096
 _TLS = threading.local()  # .key: the context / device current on this thread
+_POOL_LOCK = threading.Lock()  # Device.memory_pool: one pool per device
 
 
 # ------------------------------------------------------------------ pure helpers (no device, no library)
@@ -485,6 +501,7 @@ class _Api:
     param_info: Any
     context_retain: Any
     program_create: Any
+    pool_create: Any
     context_release: Any
     context_set_current: Any
     program_compile: Any
@@ -496,6 +513,12 @@ class _Api:
     program_binary_size: Any
     program_binary: Any
     compiler_version: Any
+    pool_destroy: Any
+    pool_alloc: Any
+    pool_free: Any
+    pool_trim: Any
+    pool_get_attribute: Any
+    pool_set_attribute: Any
 
     def __init__(self) -> None:
         self.modules: dict[str, Any] = {}
@@ -858,6 +881,21 @@ class CudaDevice(Device):
 
     def create_stream(self) -> CudaStream:
         return CudaStream(self)
+
+    def memory_pool(self) -> MemoryPool:
+        """The device's pool (one per device): a :class:`CudaStreamOrderedPool` where the device supports
+        stream-ordered allocation (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED), else the core's caching pool."""
+        pool = getattr(self, "_pool", None)
+        if pool is None:
+            with _POOL_LOCK:
+                pool = getattr(self, "_pool", None)
+                if pool is None:
+                    if self.backend._attr(_ATTR_MEMORY_POOLS_SUPPORTED, self.handle):
+                        pool = CudaStreamOrderedPool(self)
+                    else:
+                        pool = MemoryPool(self)
+                    self._pool = pool
+        return pool
 
     def load_module(self, source_or_binary: str | bytes) -> CudaModule:
         fmt = classify_image(source_or_binary)
@@ -1259,3 +1297,128 @@ class CudaStream(Stream):
         self._keep.clear()
         self._last = None
         return True
+
+
+# ----------------------------------------------------------------------------- the stream-ordered pool
+
+
+def _destroy_pool(api: _Api, key: tuple[str, int], target: Any, handle: Any) -> int:
+    """Finalizer of a stream-ordered pool (the driver defers it while allocations are outstanding)."""
+    try:
+        _make_current(api, key, target)
+    except Error:
+        pass
+    return int(api.pool_destroy(handle))
+
+
+class CudaPoolAllocation(CudaAllocation):
+    """Memory from a :class:`CudaStreamOrderedPool`, freed (cuMemFreeAsync) in the order of the stream it
+    was allocated on (``.stream``, the native handle)."""
+
+    def __init__(self, pool: CudaStreamOrderedPool, handle: Any, nbytes: int, stream: Any) -> None:
+        CudaAllocation.__init__(self, pool.device, handle, nbytes, MemoryKind.DEVICE)
+        self.pool = pool  # keeps the pool (and its stream) alive while this is
+        self.stream = stream
+        self._tracked = True  # dropped unfreed: freed in stream order by Allocation.__del__
+
+    def _release(self) -> Error | None:
+        api = self.device.api
+        try:
+            self.device.activate()
+        except Error as e:
+            return e
+        code = api.pool_free(self.dptr, self.stream)
+        return api.error(code, "pool_free") if code else None
+
+
+class CudaStreamOrderedPool(MemoryPool):
+    """:class:`MemoryPool` on the driver's stream-ordered allocator: a pool of its own on this device
+    (``cuMemPoolCreate``; its release threshold raised so that freed memory stays reserved for reuse
+    instead of going back to the driver at each synchronisation), served by ``cuMemAllocFromPoolAsync``
+    and returned by ``cuMemFreeAsync``.  Other libraries' pools (the device's default pool) are left
+    alone.
+
+    ``alloc(n, stream=s)`` allocates in the order of ``s`` and frees in that order, with no synchronisation
+    (the fast path: use the memory on ``s``, or order other streams after it with events).  ``alloc(n)``
+    allocates on the pool's own stream and waits for it, so that the memory is usable on any stream at once,
+    as :meth:`Device.alloc`'s is.  As with every pool, freeing does not wait for work on other streams that
+    still uses the memory: synchronise first.
+
+    ``stats()`` reads the driver's counters: ``allocated_bytes`` is the memory the pool reserves,
+    ``in_use_bytes`` what its allocations use; the driver keeps no hit or miss counts (0).
+    """
+
+    device: CudaDevice
+
+    def __init__(self, device: CudaDevice) -> None:
+        MemoryPool.__init__(self, device, MemoryKind.DEVICE)
+        api = device.api
+        self.api = api
+        ffi = api.ffi
+        device.activate()
+        props = ffi.new(_MEMPOOL_PROPS + " *")
+        props.allocType = _POOL_ALLOC_TYPE
+        props.location.type = _POOL_LOCATION_DEVICE
+        props.location.id = device.index
+        out = ffi.new(_MEMPOOL + " *")
+        api.check(api.pool_create(out, props), "pool_create")
+        self.handle = out[0]
+        self._finalizer = weakref.finalize(self, _destroy_pool, api, device._key, device._target, self.handle)
+        keep_all = ffi.new("uint64_t *", 2**64 - 1)
+        api.check(api.pool_set_attribute(self.handle, _POOL_ATTR_RELEASE_THRESHOLD, keep_all), "pool_set_attribute")
+        self.stream = device.create_stream()  # alloc() without a stream: allocate here, then wait
+        self._new = ffi.new
+        self._ptr_t = ffi.typeof(_DEVICEPTR + " *")
+        self._pool_alloc: Callable[..., int] = api.pool_alloc
+
+    def alloc(self, nbytes: int, stream: Stream | None = None) -> CudaPoolAllocation:
+        if type(nbytes) is not int or nbytes <= 0:
+            if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+                raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
+                            function="MemoryPool.alloc")
+            nbytes = int(nbytes)
+        if stream is None:
+            s = self.stream.handle
+        elif isinstance(stream, CudaStream) and stream.device is self.device:
+            s = stream.handle
+        else:
+            raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {_BACKEND} stream of {self.device!r}, "
+                        f"not {stream!r}", backend=_BACKEND, function="MemoryPool.alloc")
+        device = self.device
+        if getattr(_TLS, "key", None) != device._key:
+            device.activate()
+        out = self._new(self._ptr_t)
+        code = self._pool_alloc(out, nbytes, self.handle, s)
+        if code:
+            err = self.api.error(code, "pool_alloc")
+            if err.kind is not ErrorKind.OUT_OF_MEMORY:
+                raise err
+            self.trim()  # unused reserved memory back to the driver, then once more
+            code = self._pool_alloc(out, nbytes, self.handle, s)
+            if code:
+                raise self.api.error(code, "pool_alloc")
+        a = CudaPoolAllocation(self, out[0], nbytes, s)
+        if stream is None:
+            code = self.api.stream_synchronize(s)
+            if code:
+                a.free_unchecked()
+                raise self.api.error(code, "stream_synchronize")
+        return a
+
+    def _attribute(self, attr: int) -> int:
+        value = self.api.ffi.new("uint64_t *")
+        self.api.check(self.api.pool_get_attribute(self.handle, attr, value), "pool_get_attribute")
+        return int(value[0])
+
+    def trim(self) -> int:
+        """Return the pool's unused reserved memory to the driver (cuMemPoolTrimTo); the bytes released."""
+        self.device.activate()
+        self.api.check(self.api.stream_synchronize(self.stream.handle), "stream_synchronize")
+        before = self._attribute(_POOL_ATTR_RESERVED)
+        self.api.check(self.api.pool_trim(self.handle, 0), "pool_trim")
+        return max(0, before - self._attribute(_POOL_ATTR_RESERVED))
+
+    def stats(self) -> PoolStats:
+        self.device.activate()
+        reserved, used = self._attribute(_POOL_ATTR_RESERVED), self._attribute(_POOL_ATTR_USED)
+        return PoolStats(allocated_bytes=reserved, in_use_bytes=used, cached_bytes=max(0, reserved - used))

@@ -29,7 +29,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    Module, Result, Scalar, Stream, host_view,
+    MemoryPool, Module, PoolStats, Result, Scalar, Stream, host_view,
 )
 
 _KIND = BackendKind.ROCM
@@ -74,7 +74,14 @@ _FUNCTIONS: dict[str, tuple[str, str] | None] = {
     'param_info': None,
     'context_retain': None,
     'program_create': None,
+    'pool_create': ('runtime', 'hipMemPoolCreate'),
     'set_device': ('runtime', 'hipSetDevice'),
+    'pool_destroy': ('runtime', 'hipMemPoolDestroy'),
+    'pool_alloc': ('runtime', 'hipMallocFromPoolAsync'),
+    'pool_free': ('runtime', 'hipFreeAsync'),
+    'pool_trim': ('runtime', 'hipMemPoolTrimTo'),
+    'pool_get_attribute': ('runtime', 'hipMemPoolGetAttribute'),
+    'pool_set_attribute': ('runtime', 'hipMemPoolSetAttribute'),
 }
 
 # constants, from specs/hip/backend.yaml
@@ -94,6 +101,12 @@ _ATTR_MAX_GRID_Z = 31  # hipDeviceAttributeMaxGridDimZ
 _ATTR_MAX_THREADS_PER_BLOCK = 56  # hipDeviceAttributeMaxThreadsPerBlock
 _ATTR_MAX_SHARED_MEM = 74  # hipDeviceAttributeMaxSharedMemoryPerBlock
 _ATTR_INTEGRATED = 16  # hipDeviceAttributeIntegrated
+_ATTR_MEMORY_POOLS_SUPPORTED = 88  # hipDeviceAttributeMemoryPoolsSupported
+_POOL_ALLOC_TYPE = 1  # hipMemAllocationTypePinned
+_POOL_LOCATION_DEVICE = 1  # hipMemLocationTypeDevice
+_POOL_ATTR_RELEASE_THRESHOLD = 4  # hipMemPoolAttrReleaseThreshold
+_POOL_ATTR_RESERVED = 5  # hipMemPoolAttrReservedMemCurrent
+_POOL_ATTR_USED = 7  # hipMemPoolAttrUsedMemCurrent
 
 # C types, from specs/hip/backend.yaml
 _DEVICEPTR = 'void *'
@@ -103,6 +116,8 @@ _EVENT = 'hipEvent_t'
 _MODULE = 'hipModule_t'
 _FUNCTION = 'hipFunction_t'
 _PROPERTIES = 'hipDeviceProp_t'
+_MEMPOOL = 'hipMemPool_t'
+_MEMPOOL_PROPS = 'hipMemPoolProps'
 
 # what load_module accepts
 MODULE_FORMATS: tuple[str, ...] = ('elf', 'offload_bundle')
@@ -136,6 +151,7 @@ _VENDORS: tuple[tuple[str, Vendor], ...] = (
 )
 _MAX_PARAMS = 4096
 _TLS = threading.local()  # .key: the context / device current on this thread
+_POOL_LOCK = threading.Lock()  # Device.memory_pool: one pool per device
 
 
 # ------------------------------------------------------------------ pure helpers (no device, no library)
@@ -463,7 +479,14 @@ class _Api:
     param_info: Any
     context_retain: Any
     program_create: Any
+    pool_create: Any
     set_device: Any
+    pool_destroy: Any
+    pool_alloc: Any
+    pool_free: Any
+    pool_trim: Any
+    pool_get_attribute: Any
+    pool_set_attribute: Any
 
     def __init__(self) -> None:
         self.modules: dict[str, Any] = {}
@@ -774,6 +797,21 @@ class HipDevice(Device):
 
     def create_stream(self) -> HipStream:
         return HipStream(self)
+
+    def memory_pool(self) -> MemoryPool:
+        """The device's pool (one per device): a :class:`HipStreamOrderedPool` where the device supports
+        stream-ordered allocation (hipDeviceAttributeMemoryPoolsSupported), else the core's caching pool."""
+        pool = getattr(self, "_pool", None)
+        if pool is None:
+            with _POOL_LOCK:
+                pool = getattr(self, "_pool", None)
+                if pool is None:
+                    if self.backend._attr(_ATTR_MEMORY_POOLS_SUPPORTED, self.handle):
+                        pool = HipStreamOrderedPool(self)
+                    else:
+                        pool = MemoryPool(self)
+                    self._pool = pool
+        return pool
 
     def load_module(self, source_or_binary: str | bytes) -> HipModule:
         fmt = classify_image(source_or_binary)
@@ -1144,3 +1182,128 @@ class HipStream(Stream):
         self._keep.clear()
         self._last = None
         return True
+
+
+# ----------------------------------------------------------------------------- the stream-ordered pool
+
+
+def _destroy_pool(api: _Api, key: tuple[str, int], target: Any, handle: Any) -> int:
+    """Finalizer of a stream-ordered pool (the driver defers it while allocations are outstanding)."""
+    try:
+        _make_current(api, key, target)
+    except Error:
+        pass
+    return int(api.pool_destroy(handle))
+
+
+class HipPoolAllocation(HipAllocation):
+    """Memory from a :class:`HipStreamOrderedPool`, freed (hipFreeAsync) in the order of the stream it
+    was allocated on (``.stream``, the native handle)."""
+
+    def __init__(self, pool: HipStreamOrderedPool, handle: Any, nbytes: int, stream: Any) -> None:
+        HipAllocation.__init__(self, pool.device, handle, nbytes, MemoryKind.DEVICE)
+        self.pool = pool  # keeps the pool (and its stream) alive while this is
+        self.stream = stream
+        self._tracked = True  # dropped unfreed: freed in stream order by Allocation.__del__
+
+    def _release(self) -> Error | None:
+        api = self.device.api
+        try:
+            self.device.activate()
+        except Error as e:
+            return e
+        code = api.pool_free(self.dptr, self.stream)
+        return api.error(code, "pool_free") if code else None
+
+
+class HipStreamOrderedPool(MemoryPool):
+    """:class:`MemoryPool` on the driver's stream-ordered allocator: a pool of its own on this device
+    (``hipMemPoolCreate``; its release threshold raised so that freed memory stays reserved for reuse
+    instead of going back to the driver at each synchronisation), served by ``hipMallocFromPoolAsync``
+    and returned by ``hipFreeAsync``.  Other libraries' pools (the device's default pool) are left
+    alone.
+
+    ``alloc(n, stream=s)`` allocates in the order of ``s`` and frees in that order, with no synchronisation
+    (the fast path: use the memory on ``s``, or order other streams after it with events).  ``alloc(n)``
+    allocates on the pool's own stream and waits for it, so that the memory is usable on any stream at once,
+    as :meth:`Device.alloc`'s is.  As with every pool, freeing does not wait for work on other streams that
+    still uses the memory: synchronise first.
+
+    ``stats()`` reads the driver's counters: ``allocated_bytes`` is the memory the pool reserves,
+    ``in_use_bytes`` what its allocations use; the driver keeps no hit or miss counts (0).
+    """
+
+    device: HipDevice
+
+    def __init__(self, device: HipDevice) -> None:
+        MemoryPool.__init__(self, device, MemoryKind.DEVICE)
+        api = device.api
+        self.api = api
+        ffi = api.ffi
+        device.activate()
+        props = ffi.new(_MEMPOOL_PROPS + " *")
+        props.allocType = _POOL_ALLOC_TYPE
+        props.location.type = _POOL_LOCATION_DEVICE
+        props.location.id = device.index
+        out = ffi.new(_MEMPOOL + " *")
+        api.check(api.pool_create(out, props), "pool_create")
+        self.handle = out[0]
+        self._finalizer = weakref.finalize(self, _destroy_pool, api, device._key, device._target, self.handle)
+        keep_all = ffi.new("uint64_t *", 2**64 - 1)
+        api.check(api.pool_set_attribute(self.handle, _POOL_ATTR_RELEASE_THRESHOLD, keep_all), "pool_set_attribute")
+        self.stream = device.create_stream()  # alloc() without a stream: allocate here, then wait
+        self._new = ffi.new
+        self._ptr_t = ffi.typeof(_DEVICEPTR + " *")
+        self._pool_alloc: Callable[..., int] = api.pool_alloc
+
+    def alloc(self, nbytes: int, stream: Stream | None = None) -> HipPoolAllocation:
+        if type(nbytes) is not int or nbytes <= 0:
+            if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+                raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
+                            function="MemoryPool.alloc")
+            nbytes = int(nbytes)
+        if stream is None:
+            s = self.stream.handle
+        elif isinstance(stream, HipStream) and stream.device is self.device:
+            s = stream.handle
+        else:
+            raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {_BACKEND} stream of {self.device!r}, "
+                        f"not {stream!r}", backend=_BACKEND, function="MemoryPool.alloc")
+        device = self.device
+        if getattr(_TLS, "key", None) != device._key:
+            device.activate()
+        out = self._new(self._ptr_t)
+        code = self._pool_alloc(out, nbytes, self.handle, s)
+        if code:
+            err = self.api.error(code, "pool_alloc")
+            if err.kind is not ErrorKind.OUT_OF_MEMORY:
+                raise err
+            self.trim()  # unused reserved memory back to the driver, then once more
+            code = self._pool_alloc(out, nbytes, self.handle, s)
+            if code:
+                raise self.api.error(code, "pool_alloc")
+        a = HipPoolAllocation(self, out[0], nbytes, s)
+        if stream is None:
+            code = self.api.stream_synchronize(s)
+            if code:
+                a.free_unchecked()
+                raise self.api.error(code, "stream_synchronize")
+        return a
+
+    def _attribute(self, attr: int) -> int:
+        value = self.api.ffi.new("uint64_t *")
+        self.api.check(self.api.pool_get_attribute(self.handle, attr, value), "pool_get_attribute")
+        return int(value[0])
+
+    def trim(self) -> int:
+        """Return the pool's unused reserved memory to the driver (hipMemPoolTrimTo); the bytes released."""
+        self.device.activate()
+        self.api.check(self.api.stream_synchronize(self.stream.handle), "stream_synchronize")
+        before = self._attribute(_POOL_ATTR_RESERVED)
+        self.api.check(self.api.pool_trim(self.handle, 0), "pool_trim")
+        return max(0, before - self._attribute(_POOL_ATTR_RESERVED))
+
+    def stats(self) -> PoolStats:
+        self.device.activate()
+        reserved, used = self._attribute(_POOL_ATTR_RESERVED), self._attribute(_POOL_ATTR_USED)
+        return PoolStats(allocated_bytes=reserved, in_use_bytes=used, cached_bytes=max(0, reserved - used))
