@@ -567,6 +567,21 @@ STUB_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdev
     return CUDA_SUCCESS;
 }
 
+STUB_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    if (props == NULL || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pool = (CUmemoryPool)malloc(16);  /* a handle of its own; nothing in it is read */
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+{
+    if (pool != &default_pool)
+        free((void *)pool);
+    return CUDA_SUCCESS;
+}
+
 STUB_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
     return cuDeviceGetDefaultMemPool(pool, dev);
@@ -821,7 +836,7 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuEventQuery), E(cuEventElapsedTime),
     E(cuMemAlloc), E(cuMemAllocManaged), E(cuMemFree), E(cuMemAllocAsync), E(cuMemAllocFromPoolAsync),
     E(cuMemFreeAsync), E(cuMemHostAlloc), E(cuMemAllocHost), E(cuMemFreeHost), E(cuMemGetInfo),
-    E(cuDeviceGetDefaultMemPool), E(cuDeviceGetMemPool), E(cuMemPoolSetAttribute), E(cuMemPoolGetAttribute),
+    E(cuDeviceGetDefaultMemPool), E(cuDeviceGetMemPool), E(cuMemPoolCreate), E(cuMemPoolDestroy), E(cuMemPoolSetAttribute), E(cuMemPoolGetAttribute),
     E(cuMemPoolTrimTo),
     E(cuMemcpyHtoDAsync), E(cuMemcpyDtoHAsync), E(cuMemcpyDtoDAsync), E(cuMemcpyAsync),
     E(cuModuleLoadData), E(cuModuleLoadDataEx), E(cuModuleUnload), E(cuModuleGetFunction), E(cuFuncGetParamInfo),

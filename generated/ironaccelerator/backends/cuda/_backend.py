@@ -1315,20 +1315,38 @@ class CudaPoolAllocation(CudaAllocation):
     """Memory from a :class:`CudaStreamOrderedPool`, freed (cuMemFreeAsync) in the order of the stream it
     was allocated on (``.stream``, the native handle)."""
 
+    kind = MemoryKind.DEVICE
+    _tracked = True  # dropped unfreed: freed in stream order by Allocation.__del__
+
     def __init__(self, pool: CudaStreamOrderedPool, handle: Any, nbytes: int, stream: Any) -> None:
-        CudaAllocation.__init__(self, pool.device, handle, nbytes, MemoryKind.DEVICE)
+        # the pool's hot path: CudaAllocation.__init__'s work, inline
         self.pool = pool  # keeps the pool (and its stream) alive while this is
+        self.device = pool.device
+        self.handle = handle
+        self.ptr = handle if type(handle) is int else _address(handle)
+        self.dptr = handle  # the allocator's answer is the native device-pointer argument
+        self.nbytes = nbytes
         self.stream = stream
-        self._tracked = True  # dropped unfreed: freed in stream order by Allocation.__del__
 
     def _release(self) -> Error | None:
-        api = self.device.api
-        try:
-            self.device.activate()
-        except Error as e:
-            return e
-        code = api.pool_free(self.dptr, self.stream)
-        return api.error(code, "pool_free") if code else None
+        device = self.device
+        if getattr(_TLS, "key", None) != device._key:
+            try:
+                device.activate()
+            except Error as e:
+                return e
+        pool = self.pool
+        code = pool._pool_free(self.dptr, self.stream)
+        return pool.api.error(code, "pool_free") if code else None
+
+    def free(self) -> None:
+        if self._freed:
+            raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=_BACKEND,
+                        function="Allocation.free")
+        self._freed = True
+        err = self._release()
+        if err is not None:
+            raise err
 
 
 class CudaStreamOrderedPool(MemoryPool):
@@ -1370,6 +1388,7 @@ class CudaStreamOrderedPool(MemoryPool):
         self._new = ffi.new
         self._ptr_t = ffi.typeof(_DEVICEPTR + " *")
         self._pool_alloc: Callable[..., int] = api.pool_alloc
+        self._pool_free: Callable[..., int] = api.pool_free
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> CudaPoolAllocation:
         if type(nbytes) is not int or nbytes <= 0:
