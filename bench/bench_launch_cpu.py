@@ -43,10 +43,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import gc
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -56,6 +54,10 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 STUB_SRC = ROOT / "bench" / "stub_cuda" / "stub_cuda.c"
 STUB_DIR = ROOT / "build" / "bench" / "stub_cuda"
+if str(ROOT / "bench") not in sys.path:
+    sys.path.insert(0, str(ROOT / "bench"))
+
+from _harness import Targets, Variant, libs_mapped, ratio, run, spread  # noqa: E402
 CHILD_ENV = "IA_BENCH_LAUNCH_CPU_CHILD"
 
 KERNELS = r"""
@@ -117,94 +119,11 @@ def parent(argv: list[str]) -> int:
 
 
 # ------------------------------------------------------------------------------------------ timing
-
-
-class Variant:
-    def __init__(self, key: str, label: str, body: Callable[[int], None]) -> None:
-        self.key = key
-        self.label = label
-        self.body = body  # body(n): run n ops
-        self.n = 1
-        self.samples: list[float] = []  # seconds per op, one per repeat
-
-    def calibrate(self, target_s: float) -> None:
-        self.body(2)  # warm up
-        n = 1
-        while True:
-            t = self._time(n)
-            if t >= target_s / 4 or n >= 1 << 22:
-                break
-            n *= 4
-        self.n = max(1, round(n * target_s / max(t, 1e-9)))
-
-    def _time(self, n: int) -> float:
-        gcold = gc.isenabled()
-        gc.disable()
-        try:
-            t0 = time.perf_counter()
-            self.body(n)
-            return time.perf_counter() - t0
-        finally:
-            if gcold:
-                gc.enable()
-
-    def sample(self) -> None:
-        self.samples.append(self._time(self.n) / self.n)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-
-def run(variants: list[Variant], repeats: int, target_s: float) -> None:
-    for v in variants:
-        v.calibrate(target_s)
-    for k in range(repeats):
-        r = k % len(variants)
-        for v in variants[r:] + variants[:r]:  # rotate so no variant is always first/last
-            v.sample()
-        gc.collect()
-
-
-def ratio(a: Variant, b: Variant) -> float:
-    """Median of per-repeat a/b (time ratio)."""
-    return statistics.median(x / y for x, y in zip(a.samples, b.samples))
-
-
-def spread(v: Variant) -> float:
-    s = sorted(v.samples)
-    q = len(s) // 4
-    return (s[-1 - q] - s[q]) / statistics.median(s) * 100 if len(s) >= 4 else 0.0
+# (the shared harness: Variant, run, ratio, spread, Targets, libs_mapped from bench/_harness.py)
 
 
 def ns(x: float) -> str:
     return f"{x * 1e9:9.0f}"
-
-
-class Targets:
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, float, bool]] = []
-        self.info: list[tuple[str, float]] = []
-
-    def add(self, what: str, value: float) -> None:
-        self.rows.append((what, value, value <= TARGET))
-
-    def note(self, what: str, value: float) -> None:
-        self.info.append((what, value))
-
-    def print(self) -> None:
-        print("\n== targets (CPU-side binding cost over the stub driver; ours / cuda.core time)")
-        w = max(len(r[0]) for r in self.rows + self.info)  # type: ignore[operator]
-        for what, value, ok in self.rows:
-            print(f"  {what:<{w}}  {value:6.3f}x  (target <= {TARGET:.2f}x)  {'OK' if ok else 'MISS'}")
-        for what, value in self.info:
-            print(f"  {what:<{w}}  {value:6.3f}x  (no target: for context)")
-        print(f"  {sum(r[2] for r in self.rows)}/{len(self.rows)} met")
-
-
-def libs_mapped(needle: str) -> set[str]:
-    with open("/proc/self/maps") as f:
-        return {line.split()[-1] for line in f if needle in line and "/" in line}
 
 
 # ------------------------------------------------------------------------------------------ child
@@ -362,8 +281,9 @@ def child(args: argparse.Namespace) -> int:
             print(f"  {v.label:<56} {ns(v.median)}  {spread(v):5.1f}  {ratio(v, vm['core']):11.3f}  "
                   f"{ratio(v, vm['raw']):10.3f}")
         print()
-        targets.add(f"{key}: ours launch (checked) / cuda.core launch", ratio(vm["ours"], vm["core"]))
-        targets.add(f"{key}: ours launch_unchecked / cuda.core launch", ratio(vm["ours_u"], vm["core"]))
+        targets.add(f"{key}: ours launch (checked) / cuda.core launch", ratio(vm["ours"], vm["core"]), "<=", TARGET)
+        targets.add(f"{key}: ours launch_unchecked / cuda.core launch", ratio(vm["ours_u"], vm["core"]), "<=",
+                    TARGET)
         targets.note(f"{key}: ours launch, new KernelLaunch / cuda.core launch", ratio(vm["ours_new"], vm["core"]))
         targets.note(f"{key}: ours launch_unchecked / raw cffi floor", ratio(vm["ours_u"], vm["raw"]))
 
@@ -434,11 +354,13 @@ def child(args: argparse.Namespace) -> int:
         print(f"  {v.label:<56} {ns(v.median)}  {spread(v):5.1f}  {ratio(v, vm['core']):11.3f}  "
               f"{ratio(v, vm['raw']):10.3f}")
     # cuda.core allocates from the driver's stream-ordered pool, in a stream's order: so does memory_pool()
-    targets.add("alloc+free: ours memory_pool().alloc(n, stream) / cuda.core allocate", ratio(vm["pool"], vm["core"]))
+    targets.add("alloc+free: ours memory_pool().alloc(n, stream) / cuda.core allocate", ratio(vm["pool"], vm["core"]),
+                "<=", TARGET)
     targets.note("alloc+free: ours memory_pool().alloc(n) / cuda.core allocate", ratio(vm["pool_sync"], vm["core"]))
     targets.note("alloc+free: ours dev.alloc (cuMemAlloc) / cuda.core allocate", ratio(vm["ours"], vm["core"]))
     targets.note("alloc+free: ours alloc_unchecked / cuda.core allocate", ratio(vm["ours_u"], vm["core"]))
 
+    print("\n(targets: CPU-side binding cost over the stub driver; ours / cuda.core time)")
     targets.print()
     print(f"\nstub driver calls: {counters.launches} launches, {counters.allocs} allocs, {counters.frees} frees, "
           f"{counters.unknown_calls} calls of functions the stub does not implement")
