@@ -368,13 +368,6 @@ class _ArgPlan:
         return storage, view, ffi.cast("void **", storage)
 
 
-def _plan_key(args: Sequence[Any]) -> tuple[Any, ...]:
-    key: tuple[Any, ...] = tuple(map(type, args))
-    if Scalar in key:  # a Scalar's layout follows from its DType
-        key += tuple([a.dtype for a in args if type(a) is Scalar])
-    return key
-
-
 def _arg_plan(args: Sequence[Any], expected: Sequence[int] | None) -> tuple[_ArgPlan | None, bool]:
     """(the plan for ``args``' types, whether to cache it): None when their bytes do not follow from their
     types; None, not cached, when these values cannot be packed (pack_args will say why; other values of the
@@ -964,8 +957,9 @@ class HipKernel(Kernel):
         self.num_args = None if self.param_sizes is None else len(self.param_sizes)
         self._plans: dict[tuple[Any, ...], _ArgPlan | None] = {}  # argument types -> layout (see _ArgPlan)
 
-    def _plan(self, args: Sequence[Any]) -> _ArgPlan | None:
-        key = _plan_key(args)
+    def _plan(self, args: Sequence[Any], key: tuple[Any, ...]) -> _ArgPlan | None:
+        """The plan for ``args``, whose key is the tuple of their types, followed by the DType of each
+        Scalar among them (a Scalar's layout follows from its DType); computed by the Stream inline."""
         plans = self._plans
         if key in plans:
             return plans[key]
@@ -1056,11 +1050,6 @@ class HipStream(Stream):
             raise self.api.error(code, "memcpy_dtod")
 
     # launches
-    def _enqueue(self, kernel: HipKernel, launch: KernelLaunch, packed: PackedArgs) -> int:
-        g, b = launch.dims.grid, launch.dims.block
-        return int(self._launch(kernel.handle, g[0], g[1], g[2], b[0], b[1], b[2], launch.dims.shared_mem,
-                                self.handle, packed.params, self._ffi.NULL))
-
     def _dim_args(self, dims: Any, check: bool) -> tuple[int, ...]:
         cached = self._dims
         if cached[0] is dims and (cached[2] or not check):
@@ -1083,12 +1072,12 @@ class HipStream(Stream):
             call = (kernel.handle, *dims, self.handle, null, null)
             self._last = (launch, call, (), None, check)
             return int(self._launch(*call))
-        key: tuple[Any, ...] = tuple(map(type, args))  # _plan_key, inline
+        key: tuple[Any, ...] = tuple(map(type, args))  # the plan's key (see Kernel._plan)
         if Scalar in key:
             key += tuple([a.dtype for a in args if type(a) is Scalar])
         plan = kernel._plans.get(key)
         if plan is None:
-            plan = kernel._plan(args)
+            plan = kernel._plan(args, key)
         if plan is None or (check and not plan.checked):  # pack_args: the reference layout and its errors
             packed = pack_args(args, self._ffi, kernel.param_sizes if check else None, check=check)
             self._last = None
