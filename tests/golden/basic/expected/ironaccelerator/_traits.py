@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Callable, Sequence, TypeVar, Union
 
 from ._core import BackendKind, CapabilityFlags, ComputeTier, DType, MemoryKind, Vendor
@@ -125,18 +126,31 @@ class Scalar:
     dtype: DType
 
 
-@dataclass(frozen=True, slots=True)
-class KernelLaunch:
-    """One kernel launch: what, how big, with which arguments (Allocations, numpy scalars, Scalars)."""
+class KernelLaunch(tuple):  # type: ignore[type-arg]
+    """One kernel launch: what, how big, with which arguments (Allocations, numpy scalars, Scalars).
 
-    kernel: Kernel
-    dims: LaunchDims
-    args: tuple[Any, ...] = ()
+    An immutable record, built once per launch, so the cheapest one Python has: a tuple ``(kernel, dims,
+    args)`` with named fields (a frozen dataclass costs ~2.5x as much to build).  Like a named tuple, it
+    compares equal to a plain tuple of the same fields.
+    """
 
-    def __init__(self, kernel: Kernel, dims: LaunchDims, args: Sequence[Any] = ()) -> None:
-        object.__setattr__(self, "kernel", kernel)
-        object.__setattr__(self, "dims", dims)
-        object.__setattr__(self, "args", tuple(args))
+    __slots__ = ()
+
+    def __new__(cls, kernel: Kernel, dims: LaunchDims, args: Sequence[Any] = ()) -> KernelLaunch:
+        return _new_tuple(cls, (kernel, dims, args if type(args) is tuple else tuple(args)))
+
+    kernel: Kernel = property(itemgetter(0), doc="the Kernel")  # type: ignore[assignment]
+    dims: LaunchDims = property(itemgetter(1), doc="its LaunchDims")  # type: ignore[assignment]
+    args: tuple[Any, ...] = property(itemgetter(2), doc="its arguments, a tuple")  # type: ignore[assignment]
+
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        return f"KernelLaunch(kernel={self[0]!r}, dims={self[1]!r}, args={self[2]!r})"
+
+
+_new_tuple = tuple.__new__
 
 
 class Backend:
