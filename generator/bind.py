@@ -112,6 +112,18 @@ class ProcAddress:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KernelLaunch:
+    """The launch function that the backend's launch fast path (``_fast._launch`` in trampolines.c) packs
+    kernel arguments for and calls: ``status (function, grid x/y/z, block x/y/z, shared bytes, stream,
+    void **params, void **extra)``, as ``cuLaunchKernel`` and ``hipModuleLaunchKernel`` are."""
+
+    index: int  # its BoundFunction index
+    public: str  # ex) cuLaunchKernel (the trampoline's name)
+    result: str  # ex) CUresult
+    casts: tuple[str, ...]  # the C type of each parameter  ex) (CUfunction, unsigned int, ..., void **)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BoundEnum:
     """An enum exported to Python as an IntEnum.  ex) ``CUresult``"""
 
@@ -146,6 +158,7 @@ class BoundLibrary:
     structs: tuple[str, ...]  # typedef names of complete structs/unions, usable from Python
     per_thread: bool
     proc_address: ProcAddress | None = None
+    kernel_launch: KernelLaunch | None = None
 
 
 def _version_str(v: int) -> str:
@@ -721,6 +734,43 @@ def bind_proc_address(spec: LibrarySpec, header: Header, functions: tuple[BoundF
                        per_thread_flag=flags[1] if flags[1] is not None else (flags[0] or 0))
 
 
+# the shape kernel_launch must have, parameter by parameter (after typedefs are expanded)
+_LAUNCH_SHAPE = ("handle", "int", "int", "int", "int", "int", "int", "int", "handle", "void **", "void **")
+
+
+def bind_kernel_launch(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: _Binder,
+                       col: Collector) -> KernelLaunch | None:
+    """Check ``kernel_launch`` against the header: a bound function of the cuLaunchKernel shape."""
+    name = spec.kernel_launch
+    if name is None:
+        return None
+    by = {f.public: f for f in functions}
+    f = by.get(name.value)
+    if f is None:
+        col.error(name.location, f"kernel_launch function '{name}' is not a bound function of "
+                  f"{b.h.name}{suggest(name.value, by)}")
+        return None
+
+    def shape(t: CType) -> str:
+        c = b.canonical(t)
+        if isinstance(c, Pointer):
+            inner = c.pointee
+            if isinstance(inner, Pointer) and isinstance(inner.pointee, Builtin) and inner.pointee.name == "void":
+                return "void **"
+            return "handle"
+        if isinstance(c, Builtin) and c.name in INTEGER_BUILTINS and c.name not in ("char", "_Bool", "wchar_t"):
+            return "int"
+        return "other"
+
+    got = tuple(shape(p.type) for p in f.c.params)
+    if not f.returns_status or got != _LAUNCH_SHAPE:
+        col.error(name.location, f"'{name}' does not look like a kernel launch: expected status (function, "
+                  "grid x, y, z, block x, y, z, shared bytes, stream, void **params, void **extra)")
+        return None
+    return KernelLaunch(index=f.index, public=f.public, result=f.result_decl,
+                        casts=tuple(declare(replace(p.type, const=False)) for p in f.c.params))
+
+
 def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | None = None,
          errors: Collector | None = None) -> BoundLibrary:
     """Bind one library; raise :class:`UserError` listing every problem."""
@@ -756,6 +806,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
                   f"name_function '{names}' is not a bound function of {header.name}"
                   f"{suggest(names, [f.public for f in functions])}")
     proc = bind_proc_address(spec, header, functions, b, col)
+    launch = bind_kernel_launch(spec, functions, b, col)
     col.check()
     success = tuple(b.error_constants[c.value].value for c in spec.errors.success if c.value in b.error_constants)
     return BoundLibrary(
@@ -763,5 +814,5 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
         module=f"ironaccelerator.backends.{spec.vendor}.{spec.library}",
         functions=functions, enums=enums, constants=constants, errors=error_codes, success=success,
         error_type=spec.errors.type.value, error_name_function=names, declarations=decls, structs=structs,
-        per_thread=any(f.per_thread_symbol for f in functions), proc_address=proc,
+        per_thread=any(f.per_thread_symbol for f in functions), proc_address=proc, kernel_launch=launch,
     )

@@ -130,6 +130,7 @@ class LibrarySpec:
     per_thread: tuple[tuple[Name, str], ...] = ()  # (wrapper macro, symbol format)
     version_typedef: str | None = None  # ex) PFN_{name}_v{version}
     proc_address: ProcAddressSpec | None = None  # ex) cuGetProcAddress with per-function version pins
+    kernel_launch: Name | None = None  # ex) cuLaunchKernel: packed and called in C by the backend's launch fast path
     loader: LoaderSpec
     errors: ErrorSpec
     functions: tuple[FunctionSpec, ...] = ()
@@ -339,7 +340,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         errors.error(top_loc, "the spec is empty")
         errors.check()
     keys = ("vendor", "library", "backend", "sdk", "headers", "version_headers", "defines", "undefines", "version_macro",
-            "bind", "symbols", "loader", "errors", "functions")
+            "bind", "symbols", "kernel_launch", "loader", "errors", "functions")
     m = r.mapping(root, keys, ("vendor", "library", "backend", "sdk", "headers", "loader", "errors"), "library spec")
     if m is None:
         errors.check()
@@ -397,6 +398,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                   re.compile(r"[A-Za-z0-9_]*\{name\}[A-Za-z0-9_]*\{version\}[A-Za-z0-9_]*\Z"),
                   ": expected a format such as 'PFN_{name}_v{version}'")
 
+    kernel_launch = r.ident(m.get("kernel_launch"), "kernel_launch")
+
     lm = r.mapping(m.get("loader"), PLATFORMS + ("wheel_dirs", "sdk_dirs", "sdk_env", "sdk_roots"), (), "loader") or {}
     names = []
     for plat in PLATFORMS:
@@ -444,7 +447,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         headers=headers, version_headers=version_headers, defines=tuple(defines),
         undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
-        proc_address=proc_address,
+        proc_address=proc_address, kernel_launch=kernel_launch,
         loader=loader,
         errors=ErrorSpec(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
                          since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param),

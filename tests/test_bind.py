@@ -186,6 +186,28 @@ def test_spec_names_that_are_identifiers_but_not_declared(tmp_path: Path) -> Non
     assert got[pos(text, "__class__")].startswith("function 'nvrtcDestroyProgram' has no parameter '__class__'")
 
 
+
+@pytest.mark.parametrize("value, message", [
+    ("nvrtcVersoin", "kernel_launch function 'nvrtcVersoin' is not a bound function of nvrtc.h (did you mean "
+                     "'nvrtcVersion'?)"),
+    ("nvrtcVersion", "'nvrtcVersion' does not look like a kernel launch: expected status (function, grid x, y, z, "
+                     "block x, y, z, shared bytes, stream, void **params, void **extra)"),
+])
+def test_kernel_launch_must_be_a_bound_function_of_the_launch_shape(tmp_path: Path, value: str,
+                                                                    message: str) -> None:
+    """``kernel_launch`` names the function the compiled launch calls with a packed ``void *[]``: anything
+    else would be called with the wrong arguments, so it is a located error, and nothing is written."""
+    text = NVRTC_TEXT.replace("\nloader:", f"\nkernel_launch: {value}\nloader:", 1)
+    with pytest.raises(UserError) as info:
+        compile_specs(make_nvrtc_dir(tmp_path, text))
+    (d,) = info.value.diagnostics
+    assert d.message == message
+    assert (d.location.line, d.location.col) == pos(text, value + "\n")
+    out = tmp_path / "out"
+    located = located_lines(run_cli(make_nvrtc_dir(tmp_path / "cli", text), out))
+    assert [m["message"] for m in located] == [message] and nothing_written(out)
+
+
 # ----------------------------------------------------------- hostile C identifiers
 
 HOSTILE_H = (HEADERS / "hostile.h").read_text(encoding="utf-8")

@@ -79,8 +79,14 @@ for a in [(0,), (1,), (-1,), (lib.GOLDEN_ERROR_COMPILE,)]:
 for a in [(1,), ("x",), (1 << 40,)]:
     cases.append(("goldenNotExported", a, {}))
 cases += [("goldenProcLookups", (), {}), ("goldenProcRefusals", (), {})]
+for a in [(0, 8), (15, 1), (16, 1), (-1, 4), (2, 9), (1, -1), (1 << 31, 1)]:
+    cases.append(("goldenLaunchParamSize", a, {}))
+for name in ("goldenLastLaunchValue", "goldenLastLaunchParam"):
+    for a in [(0,), (11,), (15,), (16,), (-1,), (None,)]:
+        cases.append((name, a, {}))
 n = compare(lib, cases)
 assert sorted(lib._python) == ["goldenAlloc", "goldenGetErrorName", "goldenGetName", "goldenGetVersion", "goldenInit",
+                               "goldenLastLaunchParam", "goldenLastLaunchValue", "goldenLaunchParamSize",
                                "goldenNotExported", "goldenProcLookups", "goldenProcRefusals", "goldenScale",
                                "goldenStatusString"], \
     sorted(lib._python)

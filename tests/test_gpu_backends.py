@@ -597,6 +597,7 @@ class FakeDriver:
         m, ffi, d = self.module, self.ffi, self
         api = m._Api()  # the real bindings (error factory) ...
         api.require = lambda role: None  # ... but every library "loads"
+        api.launch_packed = None  # the compiled launch calls the real driver (test_launch_stub.py tests it)
         attrs = {m._ATTR_COMPUTE_UNITS: 132, m._ATTR_MAX_BLOCK_X: 1024, m._ATTR_MAX_BLOCK_Y: 1024,
                  m._ATTR_MAX_BLOCK_Z: 64, m._ATTR_MAX_GRID_X: 2**31 - 1, m._ATTR_MAX_GRID_Y: 65535,
                  m._ATTR_MAX_GRID_Z: 65535, m._ATTR_MAX_THREADS_PER_BLOCK: 1024, m._ATTR_MAX_SHARED_MEM: 48 << 10,

@@ -749,12 +749,52 @@ STUB_EXPORT CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel k)
 
 /* ------------------------------------------------------------------------------------- launches */
 
+/* With STUB_CUDA_RECORD=1, cuLaunchKernel keeps what it was given (for tests of a binding's argument
+   packing): the dimensions, and each parameter's bytes (as many as the kernel's PTX declares) back to
+   back in `data`.  Off by default, so benchmarks pay nothing for it; not thread-safe. */
+typedef struct {
+    unsigned long long launches;
+    unsigned int grid[3], block[3], shared;
+    int nparams;            /* -1: params was NULL */
+    size_t size[STUB_MAX_PARAMS];
+    unsigned char data[4096];
+} stub_launch_t;
+
+static stub_launch_t last_launch;
+static int record = -1;
+
+STUB_EXPORT stub_launch_t *stub_cuda_last_launch(void) { return &last_launch; }
+
+static void record_launch(const stub_kernel *k, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                          unsigned int by, unsigned int bz, unsigned int shm, void **params)
+{
+    size_t at = 0;
+    if (record < 0) {
+        const char *v = getenv("STUB_CUDA_RECORD");
+        record = v != NULL && atoi(v) != 0;
+    }
+    if (!record)
+        return;
+    last_launch.launches++;
+    last_launch.grid[0] = gx; last_launch.grid[1] = gy; last_launch.grid[2] = gz;
+    last_launch.block[0] = bx; last_launch.block[1] = by; last_launch.block[2] = bz;
+    last_launch.shared = shm;
+    last_launch.nparams = params == NULL ? -1 : k->nparams;
+    for (int i = 0; params != NULL && i < k->nparams; i++) {
+        last_launch.size[i] = k->size[i];
+        if (at + k->size[i] <= sizeof last_launch.data)
+            memcpy(last_launch.data + at, params[i], k->size[i]);
+        at += k->size[i];
+    }
+}
+
 STUB_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
                                             CUstream s, void **params, void **extra)
 {
-    (void)f; (void)gx; (void)gy; (void)gz; (void)by; (void)bz; (void)shm; (void)s; (void)params; (void)extra;
+    (void)s; (void)extra;
     BUMP(launches);
+    record_launch((const stub_kernel *)(void *)f, gx, gy, gz, bx, by, bz, shm, params);
     return bx * by * bz > 1024 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 

@@ -83,6 +83,43 @@ goldenStatus goldenSetCallback(goldenCallback cb, void *userData) { last_user = 
 const char *goldenStatusString(goldenStatus status) { return status == GOLDEN_SUCCESS ? "no error" : "some error"; }
 double goldenScale(double x, float factor) { return x * factor; }
 
+static unsigned int param_size[16];
+static unsigned long long last_launch[12];
+static unsigned long long last_param[16];
+goldenStatus goldenLaunch(goldenFunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ,
+                          unsigned int blockX, unsigned int blockY, unsigned int blockZ, unsigned int sharedBytes,
+                          goldenStream stream, void **params, void **extra)
+{
+    unsigned long long v[11] = {(unsigned long long)(uintptr_t)f, gridX, gridY, gridZ, blockX, blockY, blockZ,
+                                sharedBytes, (unsigned long long)(uintptr_t)stream, params == 0, extra == 0};
+    memcpy(last_launch, v, sizeof v);
+    last_launch[11]++;
+    for (int i = 0; i < 16; i++) {
+        last_param[i] = 0;
+        if (params != 0 && param_size[i] > 0)
+            memcpy(&last_param[i], params[i], param_size[i]);  /* little-endian hosts */
+    }
+    return blockX * blockY * blockZ > 1024 ? GOLDEN_ERROR_INVALID_VALUE : GOLDEN_SUCCESS;
+}
+goldenStatus goldenLaunchParamSize(int index, unsigned int size)
+{
+    if (index < 0 || index >= 16 || size > 8) return GOLDEN_ERROR_INVALID_VALUE;
+    param_size[index] = size;
+    return GOLDEN_SUCCESS;
+}
+goldenStatus goldenLastLaunchValue(int index, unsigned long long *value)
+{
+    if (index < 0 || index >= 12) return GOLDEN_ERROR_INVALID_VALUE;
+    *value = last_launch[index];
+    return GOLDEN_SUCCESS;
+}
+goldenStatus goldenLastLaunchParam(int index, unsigned long long *value)
+{
+    if (index < 0 || index >= 16) return GOLDEN_ERROR_INVALID_VALUE;
+    *value = last_param[index];
+    return GOLDEN_SUCCESS;
+}
+
 /* The resolver: answers only for the exact (name, version) pairs it implements.  Built without it
    (-DGOLDEN_NO_RESOLVER), the binding must fall back to dlsym for everything. */
 static int proc_lookups = 0;

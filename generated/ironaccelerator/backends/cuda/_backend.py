@@ -358,17 +358,25 @@ _NUMPY_KINDS = frozenset("biufcmM")  # numpy scalar kinds whose size follows fro
 _STRUCT_CODES = {("b", 1): "?", ("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i", 8): "q", ("u", 1): "B",
                  ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q", ("f", 2): "e", ("f", 4): "f", ("f", 8): "d"}
 _MAX_PLANS = 64  # per kernel; past it, the cache is cleared
+# what the compiled launch (_fast._launch) packs: an Allocation's .ptr (0), a numpy scalar's buffer (1);
+# at most this many arguments and bytes (its buffer is on the C stack)
+_LAYOUT_KINDS = {_ALLOC: 0, _ITSELF: 1, _TOBYTES: 1}
+_LAYOUT_MAX_ARGS = 256
+_LAYOUT_MAX_BYTES = 4096
+_EMPTY_LAYOUT = struct.pack("<I", 0)  # no arguments
 
 
 class _ArgPlan:
     """One layout of a kernel's arguments: ``fmt`` packs the values (after the ``void *[]``) at ``offsets``;
     ``kinds[i]`` says how argument ``i`` becomes a value; ``allocs`` the indices of Allocations;
-    ``checked``: the count and sizes match the kernel's parameter info (or it has none)."""
+    ``checked``: the count and sizes match the kernel's parameter info (or it has none); ``layout``: the
+    same layout for the compiled launch (``_fast._launch``, see trampolines.c), or None where that cannot
+    pack these arguments (Scalars, too many or too large, a count or size the kernel does not take)."""
 
-    __slots__ = ("kinds", "fmt", "offsets", "size", "data_offset", "allocs", "checked")
+    __slots__ = ("kinds", "fmt", "offsets", "size", "data_offset", "allocs", "checked", "layout")
 
-    def __init__(self, kinds: tuple[int, ...], fmt: str, offsets: tuple[int, ...], size: int,
-                 allocs: tuple[int, ...], checked: bool) -> None:
+    def __init__(self, kinds: tuple[int, ...], fmt: str, offsets: tuple[int, ...], sizes: tuple[int, ...],
+                 size: int, allocs: tuple[int, ...], checked: bool) -> None:
         self.kinds = kinds
         self.fmt = fmt
         self.offsets = offsets
@@ -376,6 +384,11 @@ class _ArgPlan:
         self.data_offset = -(-8 * len(kinds) // 16) * 16  # the values start 16-aligned after the pointers
         self.allocs = allocs
         self.checked = checked
+        self.layout: bytes | None = None
+        if checked and size <= _LAYOUT_MAX_BYTES and len(kinds) <= _LAYOUT_MAX_ARGS and all(
+                k in _LAYOUT_KINDS for k in kinds):
+            self.layout = struct.pack(f"<I{len(kinds) * 'BxHI'}", size, *[
+                v for k, n, off in zip(kinds, sizes, offsets) for v in (_LAYOUT_KINDS[k], n, off)])
 
     def values(self, args: Sequence[Any]) -> list[Any]:
         return [a.ptr if k == _ALLOC else a if k == _ITSELF else a.value if k == _VALUE else
@@ -396,6 +409,7 @@ def _arg_plan(args: Sequence[Any], expected: Sequence[int] | None) -> tuple[_Arg
     same types may be fine)."""
     kinds: list[int] = []
     offsets: list[int] = []
+    sizes: list[int] = []
     allocs: list[int] = []
     fmt = "<"
     end = 0
@@ -423,12 +437,13 @@ def _arg_plan(args: Sequence[Any], expected: Sequence[int] | None) -> tuple[_Arg
             fmt += f"{pad}x"
             end += pad
         offsets.append(end)
+        sizes.append(len(data))
         fmt += code or f"{len(data)}s"
         end += len(data)
         kinds.append(kind)
         if expected is not None and checked and len(data) != expected[i]:
             checked = False
-    return _ArgPlan(tuple(kinds), fmt, tuple(offsets), end, tuple(allocs), checked), True
+    return _ArgPlan(tuple(kinds), fmt, tuple(offsets), tuple(sizes), end, tuple(allocs), checked), True
 
 
 # ----------------------------------------------------------------------------- the bound functions
@@ -529,6 +544,9 @@ class _Api:
             setattr(self, role, getattr(module.unchecked, name) if binding.mode == "api"
                     else _Deferred(module, binding, name))
         self.ffi: Any = self.modules['driver'].ffi
+        # the compiled launch (_fast._launch in trampolines.c; API mode): packs and calls cuLaunchKernel
+        fast = getattr(self.modules['driver'], "_fast", None)
+        self.launch_packed: Callable[..., int | None] | None = getattr(fast, "_launch", None)
         self.compiler_ffi: Any = self.modules['nvrtc'].ffi
 
     def error(self, code: int, role: str, detail: str = "") -> Error:
@@ -1068,9 +1086,11 @@ class CudaKernel(Kernel):
         if code:
             raise api.error(code, "module_function", f"kernel {name!r}")
         self.handle = out[0]
+        self._address = _address(self.handle)
         self.param_sizes = _param_sizes(api, self.handle)
         self.num_args = None if self.param_sizes is None else len(self.param_sizes)
         self._plans: dict[tuple[Any, ...], _ArgPlan | None] = {}  # argument types -> layout (see _ArgPlan)
+        self._layouts: dict[tuple[type, ...], bytes] = {}  # the compiled launch's (see _ArgPlan.layout)
 
     def _plan(self, args: Sequence[Any], key: tuple[Any, ...]) -> _ArgPlan | None:
         """The plan for ``args``, whose key is the tuple of their types, followed by the DType of each
@@ -1082,7 +1102,10 @@ class CudaKernel(Kernel):
         if cache:
             if len(plans) >= _MAX_PLANS:
                 plans.clear()
+                self._layouts.clear()
             plans[key] = plan
+            if plan is not None and plan.layout is not None:
+                self._layouts[key] = plan.layout  # its key is the types alone (no Scalar has a layout)
         return plan
 
 
@@ -1120,6 +1143,8 @@ class CudaStream(Stream):
         self._dtoh: Callable[..., int] = api.memcpy_dtoh
         self._dtod: Callable[..., int] = api.memcpy_dtod
         self._launch: Callable[..., int] = api.launch
+        self._launch_packed = api.launch_packed
+        self._address = _address(self.handle)
         self._device_key = device._key
         self._pack_lock = threading.Lock()  # guards the buffers of _slots
         self._slots: dict[_ArgPlan, tuple[Any, Any, Any]] = {}  # plan -> (storage, view, params)
@@ -1180,10 +1205,13 @@ class CudaStream(Stream):
         """Pack and launch (everything but the re-issue of the last launch); returns the vendor's status."""
         dims = self._dim_args(launch.dims, check)
         args = launch.args
-        null = self._ffi.NULL
         if getattr(_TLS, "key", None) != self._device_key:
             self.device.activate()
-        if not args:
+        last = self._last
+        null = self._ffi.NULL
+        if not args and not (check and kernel.param_sizes):
+            if not kernel.param_sizes:  # (a checked launch of a kernel that takes arguments must fail)
+                kernel._layouts[()] = _EMPTY_LAYOUT
             call = (kernel.handle, *dims, self.handle, null, null)
             self._last = (launch, call, (), None, check)
             return int(self._launch(*call))
@@ -1202,7 +1230,6 @@ class CudaStream(Stream):
                 if args[i]._freed:
                     args[i]._check_live("Stream.launch")
         values = plan.values(args)
-        last = self._last
         if last is not None and last[0] is launch:  # the second launch in a row: give it an immutable copy
             storage, view, params = plan.buffer(self._ffi)
             struct.pack_into(plan.fmt, view, plan.data_offset, *values)
@@ -1237,10 +1264,21 @@ class CudaStream(Stream):
             code = self._launch(*last[1])
         else:
             kernel = launch.kernel
-            if not isinstance(kernel, CudaKernel):
+            if type(kernel) is not CudaKernel and not isinstance(kernel, CudaKernel):
                 raise Error(ErrorKind.INVALID_VALUE, f"not a {_BACKEND} kernel", backend=_BACKEND,
                             function="Stream.launch")
-            code = self._issue(launch, kernel, True)
+            code = None
+            fast = self._launch_packed
+            if fast is not None and (last is None or last[0] is not launch):  # the compiled packer
+                cached = self._dims
+                dims = cached[1] if cached[0] is launch.dims and cached[2] else self._dim_args(launch.dims, True)
+                if getattr(_TLS, "key", None) != self._device_key:
+                    self.device.activate()
+                code = fast(kernel._layouts, launch.args, True, kernel._address, dims, self._address)
+                if code is not None:
+                    self._last = (launch, None, (), None, False)
+            if code is None:
+                code = self._issue(launch, kernel, True)
         if code:
             raise self.api.error(code, "launch", f"kernel {launch.kernel.name!r}")
 
@@ -1252,7 +1290,19 @@ class CudaStream(Stream):
                     self.device.activate()
                 code = self._launch(*last[1])
             else:
-                code = self._issue(launch, launch.kernel, False)  # type: ignore[arg-type]
+                kernel: CudaKernel = launch.kernel  # type: ignore[assignment]
+                code = None
+                fast = self._launch_packed
+                if fast is not None and (last is None or last[0] is not launch):  # the compiled packer
+                    cached = self._dims
+                    dims = cached[1] if cached[0] is launch.dims else self._dim_args(launch.dims, False)
+                    if getattr(_TLS, "key", None) != self._device_key:
+                        self.device.activate()
+                    code = fast(kernel._layouts, launch.args, False, kernel._address, dims, self._address)
+                    if code is not None:
+                        self._last = (launch, None, (), None, False)
+                if code is None:
+                    code = self._issue(launch, kernel, False)
         except Error as e:
             return e
         return self.api.error(code, "launch") if code else None

@@ -65,6 +65,19 @@ int goldenProcLookups(void);
 int goldenProcRefusals(void);
 double goldenScale(double x, float factor);
 
+/* A kernel launch in the manner of cuLaunchKernel (the spec's kernel_launch: packed and called in C). */
+typedef struct golden_function_st *goldenFunction;
+typedef struct golden_stream_st *goldenStream;
+goldenStatus goldenLaunch(goldenFunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ,
+                          unsigned int blockX, unsigned int blockY, unsigned int blockZ, unsigned int sharedBytes,
+                          goldenStream stream, void **params, void **extra);
+/* The "kernel"'s parameter sizes (what goldenLaunch reads), and what the last launch received:
+   value 0 the function, 1-7 the dimensions, 8 the stream, 9 params == NULL, 10 extra == NULL, 11 the
+   launch count; param: parameter i's bytes (up to 8) as a little-endian number. */
+goldenStatus goldenLaunchParamSize(int index, unsigned int size);
+goldenStatus goldenLastLaunchValue(int index, unsigned long long *value);
+goldenStatus goldenLastLaunchParam(int index, unsigned long long *value);
+
 /* PFN_<name>_v<version>: the version that introduced each ABI.  goldenAlloc has three: the pin must be
    the one whose prototype matches the declaration above (2010), not the lowest nor the highest. */
 typedef goldenStatus (*PFN_goldenNotExported_v3050)(int x);

@@ -4828,6 +4828,175 @@ static PyObject *ia_fast_349(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     return IA_FROM_INT(hipStreamCaptureMode, o0);
 }
 
+
+/* ------------------------------------------------------------------------------------------------------
+ * Kernel-launch fast path: _fast._launch(layouts, args, check, function, dims, stream) packs a launch's
+ * arguments and calls hipModuleLaunchKernel (the backend's Stream.launch, in API mode).  The Python side keeps
+ * the state and the reference packer (pack_args); this is only its hot loop.
+ *
+ *   layouts   dict: tuple of the arguments' types -> layout (bytes), filled by the backend for each tuple
+ *             of types it has checked against the kernel's parameters
+ *   args      tuple: the KernelLaunch's arguments
+ *   check     true: an argument whose ._freed is true is not launched (the Python side raises)
+ *   function  int: the kernel's handle;  dims: 7 ints (grid x y z, block x y z, shared bytes);
+ *   stream    int: the stream's handle
+ *
+ * A layout is a uint32 total size, then per argument: uint8 kind, uint8 0, uint16 size, uint32 offset,
+ * little-endian.  Kind 0: an allocation, its .ptr (an int) as 8 bytes; kind 1: an object with the buffer
+ * protocol (a numpy scalar) of exactly `size` bytes.  The values are packed into a buffer on the C stack
+ * (the driver copies them before it returns), so there is no shared state and no lock.
+ *
+ * Returns the launch's status (an int), or None when it did not launch: no layout for these types, a
+ * freed allocation (with check), or a value it cannot read; the Python side then takes its own path,
+ * which launches or raises its own error.
+ * ---------------------------------------------------------------------------------------------------- */
+#define IA_LAUNCH_MAX_ARGS 256
+#define IA_LAUNCH_MAX_BYTES 4096
+#define IA_LAUNCH_ALLOC 0
+#define IA_LAUNCH_BUFFER 1
+
+static PyObject *ia_launch_str_ptr = NULL, *ia_launch_str_freed = NULL;
+
+static unsigned long ia_le(const unsigned char *p, int n)
+{
+    unsigned long v = 0;
+    while (n-- > 0)
+        v = (v << 8) | p[n];
+    return v;
+}
+
+static PyObject *ia_launch_bad_layout(void)
+{
+    PyErr_SetString(PyExc_ValueError, "_launch: a malformed argument layout");
+    return NULL;
+}
+
+static PyObject *ia_launch(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
+{
+    union { unsigned char b[IA_LAUNCH_MAX_BYTES]; long double ld; long long ll; void *p; } ia_st;
+    void *ia_params[IA_LAUNCH_MAX_ARGS];
+    PyObject *ia_key, *ia_layout, *ia_a, *ia_v, *ia_dims;
+    const unsigned char *ia_rec;
+    Py_ssize_t ia_n, ia_i;
+    unsigned long ia_total, ia_size, ia_off;
+    unsigned long long ia_u;
+    void *ia_func, *ia_stream;
+    Py_buffer ia_view;
+    int ia_check;
+    unsigned int ia_d0;
+    unsigned int ia_d1;
+    unsigned int ia_d2;
+    unsigned int ia_d3;
+    unsigned int ia_d4;
+    unsigned int ia_d5;
+    unsigned int ia_d6;
+    hipError_t ia_r;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_nargs != 6 || !PyDict_Check(ia_args[0]) || !PyTuple_CheckExact(ia_args[1])
+                    || !PyTuple_CheckExact(ia_args[4]) || PyTuple_GET_SIZE(ia_args[4]) != 7)) {
+        PyErr_SetString(PyExc_TypeError, "_launch(layouts: dict, args: tuple, check, function: int, "
+                        "dims: 7-tuple, stream: int)");
+        return NULL;
+    }
+    if (IA_UNLIKELY(ia_launch_str_freed == NULL)) {
+        if ((ia_launch_str_ptr = PyUnicode_InternFromString("ptr")) == NULL)
+            return NULL;
+        if ((ia_launch_str_freed = PyUnicode_InternFromString("_freed")) == NULL)
+            return NULL;
+    }
+    ia_n = PyTuple_GET_SIZE(ia_args[1]);
+    if (ia_n > IA_LAUNCH_MAX_ARGS)
+        Py_RETURN_NONE;
+    if ((ia_check = PyObject_IsTrue(ia_args[2])) < 0)
+        return NULL;
+    /* the layout of these argument types */
+    if ((ia_key = PyTuple_New(ia_n)) == NULL)
+        return NULL;
+    for (ia_i = 0; ia_i < ia_n; ia_i++) {
+        PyObject *ia_t = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(ia_args[1], ia_i));
+        Py_INCREF(ia_t);
+        PyTuple_SET_ITEM(ia_key, ia_i, ia_t);
+    }
+    ia_layout = PyDict_GetItemWithError(ia_args[0], ia_key);  /* borrowed */
+    Py_DECREF(ia_key);
+    if (ia_layout == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyBytes_Check(ia_layout) || PyBytes_GET_SIZE(ia_layout) != 4 + 8 * ia_n)
+        return ia_launch_bad_layout();
+    ia_rec = (const unsigned char *)PyBytes_AS_STRING(ia_layout);
+    ia_total = ia_le(ia_rec, 4);
+    if (ia_total > IA_LAUNCH_MAX_BYTES)
+        return ia_launch_bad_layout();
+    /* the values, each at its offset in ia_st */
+    for (ia_i = 0; ia_i < ia_n; ia_i++) {
+        const unsigned char *r = ia_rec + 4 + 8 * ia_i;
+        ia_size = ia_le(r + 2, 2);
+        ia_off = ia_le(r + 4, 4);
+        if (ia_off > ia_total || ia_size > ia_total - ia_off)
+            return ia_launch_bad_layout();
+        ia_a = PyTuple_GET_ITEM(ia_args[1], ia_i);
+        if (r[0] == IA_LAUNCH_ALLOC) {
+            if (ia_size != 8)
+                return ia_launch_bad_layout();
+            if (ia_check) {
+                int ia_freed;
+                if ((ia_v = PyObject_GetAttr(ia_a, ia_launch_str_freed)) == NULL)
+                    goto not_launched;
+                ia_freed = PyObject_IsTrue(ia_v);
+                Py_DECREF(ia_v);
+                if (ia_freed != 0)
+                    goto not_launched;
+            }
+            if ((ia_v = PyObject_GetAttr(ia_a, ia_launch_str_ptr)) == NULL)
+                goto not_launched;
+            ia_u = PyLong_Check(ia_v) ? PyLong_AsUnsignedLongLong(ia_v) : (unsigned long long)-1;
+            Py_DECREF(ia_v);
+            if (ia_u == (unsigned long long)-1)
+                goto not_launched;  /* not an int, negative, too big (or really ~0: let Python pack it) */
+            memcpy(ia_st.b + ia_off, &ia_u, 8);
+        } else if (r[0] == IA_LAUNCH_BUFFER) {
+            if (PyObject_GetBuffer(ia_a, &ia_view, PyBUF_SIMPLE) < 0)
+                goto not_launched;
+            if ((unsigned long)ia_view.len != ia_size) {
+                PyBuffer_Release(&ia_view);
+                goto not_launched;
+            }
+            memcpy(ia_st.b + ia_off, ia_view.buf, ia_size);
+            PyBuffer_Release(&ia_view);
+        } else {
+            return ia_launch_bad_layout();
+        }
+        ia_params[ia_i] = ia_st.b + ia_off;
+    }
+    ia_dims = ia_args[4];
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 0), ia_d0);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 1), ia_d1);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 2), ia_d2);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 3), ia_d3);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 4), ia_d4);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 5), ia_d5);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 6), ia_d6);
+    ia_func = PyLong_AsVoidPtr(ia_args[3]);
+    if (ia_func == NULL && PyErr_Occurred())
+        return NULL;
+    ia_stream = PyLong_AsVoidPtr(ia_args[5]);
+    if (ia_stream == NULL && PyErr_Occurred())
+        return NULL;
+    if (IA_UNLIKELY(ia_status(276) != 0) && ia_fast_require(276) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleLaunchKernel((hipFunction_t)ia_func, ia_d0, ia_d1, ia_d2, ia_d3, ia_d4, ia_d5, ia_d6,
+                           (hipStream_t)ia_stream, ia_n ? ia_params : NULL, NULL);
+    Py_END_ALLOW_THREADS
+    return IA_FROM_INT(hipError_t, ia_r);
+not_launched:
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef ia_fast_methods[] = {
     {"hipApiName", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
      "hipApiName($module, id)\n"
@@ -5178,6 +5347,9 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "Symbol ``hipThreadExchangeStreamCaptureMode``.\n"
      "Returns ``mode``."},
+    {"_launch", (PyCFunction)(void (*)(void))ia_launch, METH_FASTCALL,
+     "_launch(layouts, args, check, function, dims, stream)\n--\n\nThe backend's kernel-launch fast path "
+     "(see trampolines.c): the launch's status, or None if it did not launch."},
     {NULL, NULL, 0, NULL}
 };
 

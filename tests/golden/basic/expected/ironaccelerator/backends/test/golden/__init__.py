@@ -104,7 +104,8 @@ _T3 = ffi.typeof('const char * *')
 _T4 = ffi.typeof('size_t *')
 _T5 = ffi.typeof('void * *')
 _T6 = ffi.typeof('int *')
-_T7 = ffi.typeof('long long *')
+_T7 = ffi.typeof('unsigned long long *')
+_T8 = ffi.typeof('long long *')
 
 # ---------------------------------------------------------------- C functions
 # _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
@@ -126,6 +127,10 @@ if TYPE_CHECKING:
     _f_goldenGetVersion: Any
     _f_goldenInit: Any
     _f_goldenJoin: Any
+    _f_goldenLastLaunchParam: Any
+    _f_goldenLastLaunchValue: Any
+    _f_goldenLaunch: Any
+    _f_goldenLaunchParamSize: Any
     _f_goldenNotExported: Any
     _f_goldenProcLookups: Any
     _f_goldenProcRefusals: Any
@@ -348,6 +353,58 @@ def goldenJoin(words: Sequence[str | bytes]) -> str:
     return _str(_out)
 
 
+def goldenLastLaunchParam(index: int) -> int:
+    """``goldenStatus goldenLastLaunchParam(int index, unsigned long long *value)``
+
+    Symbol ``goldenLastLaunchParam``.
+    Returns ``value``.
+    """
+    _value = _new(_T7)
+    _r = _f_goldenLastLaunchParam(index, _value)
+    if _r:
+        raise _error(_r, 14)
+    _v: int = _value[0]
+    return _v
+
+
+def goldenLastLaunchValue(index: int) -> int:
+    """``goldenStatus goldenLastLaunchValue(int index, unsigned long long *value)``
+
+    Symbol ``goldenLastLaunchValue``.
+    Returns ``value``.
+    """
+    _value = _new(_T7)
+    _r = _f_goldenLastLaunchValue(index, _value)
+    if _r:
+        raise _error(_r, 15)
+    _v: int = _value[0]
+    return _v
+
+
+def goldenLaunch(f: CData, gridX: int, gridY: int, gridZ: int, blockX: int, blockY: int, blockZ: int, sharedBytes: int, stream: CData) -> tuple[CData, CData]:
+    """``goldenStatus goldenLaunch(goldenFunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX, unsigned int blockY, unsigned int blockZ, unsigned int sharedBytes, goldenStream stream, void **params, void **extra)``
+
+    Symbol ``goldenLaunch``.
+    Returns ``params``, ``extra``.
+    """
+    _params = _new(_T5)
+    _extra = _new(_T5)
+    _r = _f_goldenLaunch(f, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes, stream, _params, _extra)
+    if _r:
+        raise _error(_r, 16)
+    return _params[0], _extra[0]
+
+
+def goldenLaunchParamSize(index: int, size: int) -> None:
+    """``goldenStatus goldenLaunchParamSize(int index, unsigned int size)``
+
+    Symbol ``goldenLaunchParamSize``.
+    """
+    _r = _f_goldenLaunchParamSize(index, size)
+    if _r:
+        raise _error(_r, 17)
+
+
 def goldenNotExported(x: int) -> None:
     """``goldenStatus goldenNotExported(int x)``
 
@@ -355,7 +412,7 @@ def goldenNotExported(x: int) -> None:
     """
     _r = _f_goldenNotExported(x)
     if _r:
-        raise _error(_r, 14)
+        raise _error(_r, 18)
 
 
 def goldenProcLookups() -> int:
@@ -388,7 +445,7 @@ def goldenQuery(ctx: CData) -> int:
     """
     _r = _f_goldenQuery(ctx)
     if _r not in (0, 3,):
-        raise _error(_r, 17)
+        raise _error(_r, 21)
     _v: int = _r
     return _v
 
@@ -411,7 +468,7 @@ def goldenSetCallback(cb: CData, userData: CData | None = None) -> None:
     """
     _r = _f_goldenSetCallback(cb, _NULL if userData is None else userData)
     if _r:
-        raise _error(_r, 19)
+        raise _error(_r, 23)
 
 
 def goldenStatusString(status: int) -> str:
@@ -422,7 +479,7 @@ def goldenStatusString(status: int) -> str:
     """
     _r = _f_goldenStatusString(status)
     if not _r:
-        _require(20)
+        _require(24)
         return ""
     _v: str = _string(_r).decode("utf-8", "replace")
     return _v
@@ -437,16 +494,16 @@ def goldenSum(values: Sequence[Any]) -> int:
     _keep: list[Any] = []
     _values = _c_array(ffi, 'const int', values, _keep)
     _count = len(values) if values is not None else 0
-    _total = _new(_T7)
+    _total = _new(_T8)
     _r = _f_goldenSum(_values, _count, _total)
     if _r:
-        raise _error(_r, 21)
+        raise _error(_r, 25)
     _v: int = _total[0]
     return _v
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of the 10 functions that take and return only numbers (or a
+# API mode: the checked wrappers of the 13 functions that take and return only numbers (or a
 # string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any = None

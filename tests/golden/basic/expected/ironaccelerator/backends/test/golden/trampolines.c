@@ -17,7 +17,7 @@
 #define IA_UNLIKELY(x) (x)
 #endif
 
-#define IA_COUNT 22
+#define IA_COUNT 26
 #define IA_SENTINEL 2147483631
 
 static void *ia_handle = NULL;
@@ -40,6 +40,10 @@ static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "goldenGetVersion",
     "goldenInit",
     "goldenJoin",
+    "goldenLastLaunchParam",
+    "goldenLastLaunchValue",
+    "goldenLaunch",
+    "goldenLaunchParamSize",
     "goldenNotExported",
     "goldenProcLookups",
     "goldenProcRefusals",
@@ -53,6 +57,10 @@ static const char *const ia_symbol_per_thread[IA_COUNT > 0 ? IA_COUNT : 1] = {
 NULL,
 NULL,
 "goldenCopy_v2_ptds",
+NULL,
+NULL,
+NULL,
+NULL,
 NULL,
 NULL,
 NULL,
@@ -93,6 +101,10 @@ static const char *const ia_public[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "goldenGetVersion",
     "goldenInit",
     "goldenJoin",
+    "goldenLastLaunchParam",
+    "goldenLastLaunchValue",
+    "goldenLaunch",
+    "goldenLaunchParamSize",
     "goldenNotExported",
     "goldenProcLookups",
     "goldenProcRefusals",
@@ -115,6 +127,10 @@ static const int ia_pin[IA_COUNT > 0 ? IA_COUNT : 1] = {
     0,
     0,
     1000,
+    0,
+    0,
+    0,
+    0,
     0,
     0,
     3050,
@@ -327,69 +343,101 @@ static goldenStatus goldenJoin(int count, const char * const *words, char *out, 
         return (goldenStatus)2147483631;
     return ((ia_pfn_13)ia_fn)(count, words, out, outLen);
 }
-typedef goldenStatus (*ia_pfn_14)(int x);
-static goldenStatus goldenNotExported(int x)
+typedef goldenStatus (*ia_pfn_14)(int index, unsigned long long *value);
+static goldenStatus goldenLastLaunchParam(int index, unsigned long long *value)
 {
     void *ia_fn = ia_ptr[14];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(14)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_14)ia_fn)(x);
+    return ((ia_pfn_14)ia_fn)(index, value);
 }
-typedef int (*ia_pfn_15)(void);
-static int goldenProcLookups(void)
+typedef goldenStatus (*ia_pfn_15)(int index, unsigned long long *value);
+static goldenStatus goldenLastLaunchValue(int index, unsigned long long *value)
 {
     void *ia_fn = ia_ptr[15];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(15)) == NULL)
-        return 0;
-    return ((ia_pfn_15)ia_fn)();
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_15)ia_fn)(index, value);
 }
-typedef int (*ia_pfn_16)(void);
-static int goldenProcRefusals(void)
+typedef goldenStatus (*ia_pfn_16)(goldenFunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX, unsigned int blockY, unsigned int blockZ, unsigned int sharedBytes, goldenStream stream, void **params, void **extra);
+static goldenStatus goldenLaunch(goldenFunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX, unsigned int blockY, unsigned int blockZ, unsigned int sharedBytes, goldenStream stream, void **params, void **extra)
 {
     void *ia_fn = ia_ptr[16];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(16)) == NULL)
-        return 0;
-    return ((ia_pfn_16)ia_fn)();
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_16)ia_fn)(f, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes, stream, params, extra);
 }
-typedef goldenStatus (*ia_pfn_17)(goldenCtx ctx);
-static goldenStatus goldenQuery(goldenCtx ctx)
+typedef goldenStatus (*ia_pfn_17)(int index, unsigned int size);
+static goldenStatus goldenLaunchParamSize(int index, unsigned int size)
 {
     void *ia_fn = ia_ptr[17];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(17)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_17)ia_fn)(ctx);
+    return ((ia_pfn_17)ia_fn)(index, size);
 }
-typedef double (*ia_pfn_18)(double x, float factor);
-static double goldenScale(double x, float factor)
+typedef goldenStatus (*ia_pfn_18)(int x);
+static goldenStatus goldenNotExported(int x)
 {
     void *ia_fn = ia_ptr[18];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(18)) == NULL)
-        return 0;
-    return ((ia_pfn_18)ia_fn)(x, factor);
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_18)ia_fn)(x);
 }
-typedef goldenStatus (*ia_pfn_19)(goldenCallback cb, void *userData);
-static goldenStatus goldenSetCallback(goldenCallback cb, void *userData)
+typedef int (*ia_pfn_19)(void);
+static int goldenProcLookups(void)
 {
     void *ia_fn = ia_ptr[19];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(19)) == NULL)
-        return (goldenStatus)2147483631;
-    return ((ia_pfn_19)ia_fn)(cb, userData);
+        return 0;
+    return ((ia_pfn_19)ia_fn)();
 }
-typedef const char *(*ia_pfn_20)(goldenStatus status);
-static const char *goldenStatusString(goldenStatus status)
+typedef int (*ia_pfn_20)(void);
+static int goldenProcRefusals(void)
 {
     void *ia_fn = ia_ptr[20];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(20)) == NULL)
-        return NULL;
-    return ((ia_pfn_20)ia_fn)(status);
+        return 0;
+    return ((ia_pfn_20)ia_fn)();
 }
-typedef goldenStatus (*ia_pfn_21)(const int *values, int count, long long *total);
-static goldenStatus goldenSum(const int *values, int count, long long *total)
+typedef goldenStatus (*ia_pfn_21)(goldenCtx ctx);
+static goldenStatus goldenQuery(goldenCtx ctx)
 {
     void *ia_fn = ia_ptr[21];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(21)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_21)ia_fn)(values, count, total);
+    return ((ia_pfn_21)ia_fn)(ctx);
+}
+typedef double (*ia_pfn_22)(double x, float factor);
+static double goldenScale(double x, float factor)
+{
+    void *ia_fn = ia_ptr[22];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(22)) == NULL)
+        return 0;
+    return ((ia_pfn_22)ia_fn)(x, factor);
+}
+typedef goldenStatus (*ia_pfn_23)(goldenCallback cb, void *userData);
+static goldenStatus goldenSetCallback(goldenCallback cb, void *userData)
+{
+    void *ia_fn = ia_ptr[23];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(23)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_23)ia_fn)(cb, userData);
+}
+typedef const char *(*ia_pfn_24)(goldenStatus status);
+static const char *goldenStatusString(goldenStatus status)
+{
+    void *ia_fn = ia_ptr[24];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(24)) == NULL)
+        return NULL;
+    return ((ia_pfn_24)ia_fn)(status);
+}
+typedef goldenStatus (*ia_pfn_25)(const int *values, int count, long long *total);
+static goldenStatus goldenSum(const int *values, int count, long long *total)
+{
+    void *ia_fn = ia_ptr[25];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(25)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_25)ia_fn)(values, count, total);
 }
 
 /* ------------------------------------------------------------------------------------------------------
@@ -402,7 +450,7 @@ static goldenStatus goldenSum(const int *values, int count, long long *total)
  * binds in place of the Python wrappers in API mode.  This file is compiled by cffi after it includes
  * Python.h; _cffi_build.py turns off Py_LIMITED_API (METH_FASTCALL is not in the 3.2 stable ABI).
  * ---------------------------------------------------------------------------------------------------- */
-#define IA_FAST_COUNT 10
+#define IA_FAST_COUNT 13
 #define IA_PACKAGE "ironaccelerator.backends.test.golden"
 
 #if defined(__GNUC__)
@@ -756,6 +804,76 @@ static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
 
 static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
+    static const char *const ia_kw[] = {"index"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    goldenStatus ia_r;
+    int a0;
+    unsigned long long o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenLastLaunchParam", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenLastLaunchParam(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 14);
+    return IA_FROM_INT(unsigned long long, o1);
+}
+
+static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"index"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    goldenStatus ia_r;
+    int a0;
+    unsigned long long o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenLastLaunchValue", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenLastLaunchValue(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 15);
+    return IA_FROM_INT(unsigned long long, o1);
+}
+
+static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"index", "size"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    goldenStatus ia_r;
+    int a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("goldenLaunchParamSize", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(int, ia_a[0], a0);
+    IA_ARG_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenLaunchParamSize(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 17);
+    return (Py_INCREF(Py_None), Py_None);
+}
+
+static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
     static const char *const ia_kw[] = {"x"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
@@ -772,11 +890,11 @@ static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_r = goldenNotExported(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 14);
+        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 18);
     return (Py_INCREF(Py_None), Py_None);
 }
 
-static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
     int ia_r;
@@ -791,7 +909,7 @@ static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return IA_FROM_INT(int, ia_r);
 }
 
-static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
     int ia_r;
@@ -806,7 +924,7 @@ static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return IA_FROM_INT(int, ia_r);
 }
 
-static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"x", "factor"};
     PyObject *ia_argv[2];
@@ -828,7 +946,7 @@ static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return PyFloat_FromDouble((double)ia_r);
 }
 
-static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"status"};
     PyObject *ia_argv[1];
@@ -845,9 +963,178 @@ static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     Py_BEGIN_ALLOW_THREADS
     ia_r = goldenStatusString(a0);
     Py_END_ALLOW_THREADS
-    if (ia_r == NULL && ia_status(20) != 0 && ia_fast_require(20) < 0)
+    if (ia_r == NULL && ia_status(24) != 0 && ia_fast_require(24) < 0)
         return NULL;
     return ia_str(ia_r);
+}
+
+
+/* ------------------------------------------------------------------------------------------------------
+ * Kernel-launch fast path: _fast._launch(layouts, args, check, function, dims, stream) packs a launch's
+ * arguments and calls goldenLaunch (the backend's Stream.launch, in API mode).  The Python side keeps
+ * the state and the reference packer (pack_args); this is only its hot loop.
+ *
+ *   layouts   dict: tuple of the arguments' types -> layout (bytes), filled by the backend for each tuple
+ *             of types it has checked against the kernel's parameters
+ *   args      tuple: the KernelLaunch's arguments
+ *   check     true: an argument whose ._freed is true is not launched (the Python side raises)
+ *   function  int: the kernel's handle;  dims: 7 ints (grid x y z, block x y z, shared bytes);
+ *   stream    int: the stream's handle
+ *
+ * A layout is a uint32 total size, then per argument: uint8 kind, uint8 0, uint16 size, uint32 offset,
+ * little-endian.  Kind 0: an allocation, its .ptr (an int) as 8 bytes; kind 1: an object with the buffer
+ * protocol (a numpy scalar) of exactly `size` bytes.  The values are packed into a buffer on the C stack
+ * (the driver copies them before it returns), so there is no shared state and no lock.
+ *
+ * Returns the launch's status (an int), or None when it did not launch: no layout for these types, a
+ * freed allocation (with check), or a value it cannot read; the Python side then takes its own path,
+ * which launches or raises its own error.
+ * ---------------------------------------------------------------------------------------------------- */
+#define IA_LAUNCH_MAX_ARGS 256
+#define IA_LAUNCH_MAX_BYTES 4096
+#define IA_LAUNCH_ALLOC 0
+#define IA_LAUNCH_BUFFER 1
+
+static PyObject *ia_launch_str_ptr = NULL, *ia_launch_str_freed = NULL;
+
+static unsigned long ia_le(const unsigned char *p, int n)
+{
+    unsigned long v = 0;
+    while (n-- > 0)
+        v = (v << 8) | p[n];
+    return v;
+}
+
+static PyObject *ia_launch_bad_layout(void)
+{
+    PyErr_SetString(PyExc_ValueError, "_launch: a malformed argument layout");
+    return NULL;
+}
+
+static PyObject *ia_launch(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
+{
+    union { unsigned char b[IA_LAUNCH_MAX_BYTES]; long double ld; long long ll; void *p; } ia_st;
+    void *ia_params[IA_LAUNCH_MAX_ARGS];
+    PyObject *ia_key, *ia_layout, *ia_a, *ia_v, *ia_dims;
+    const unsigned char *ia_rec;
+    Py_ssize_t ia_n, ia_i;
+    unsigned long ia_total, ia_size, ia_off;
+    unsigned long long ia_u;
+    void *ia_func, *ia_stream;
+    Py_buffer ia_view;
+    int ia_check;
+    unsigned int ia_d0;
+    unsigned int ia_d1;
+    unsigned int ia_d2;
+    unsigned int ia_d3;
+    unsigned int ia_d4;
+    unsigned int ia_d5;
+    unsigned int ia_d6;
+    goldenStatus ia_r;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_nargs != 6 || !PyDict_Check(ia_args[0]) || !PyTuple_CheckExact(ia_args[1])
+                    || !PyTuple_CheckExact(ia_args[4]) || PyTuple_GET_SIZE(ia_args[4]) != 7)) {
+        PyErr_SetString(PyExc_TypeError, "_launch(layouts: dict, args: tuple, check, function: int, "
+                        "dims: 7-tuple, stream: int)");
+        return NULL;
+    }
+    if (IA_UNLIKELY(ia_launch_str_freed == NULL)) {
+        if ((ia_launch_str_ptr = PyUnicode_InternFromString("ptr")) == NULL)
+            return NULL;
+        if ((ia_launch_str_freed = PyUnicode_InternFromString("_freed")) == NULL)
+            return NULL;
+    }
+    ia_n = PyTuple_GET_SIZE(ia_args[1]);
+    if (ia_n > IA_LAUNCH_MAX_ARGS)
+        Py_RETURN_NONE;
+    if ((ia_check = PyObject_IsTrue(ia_args[2])) < 0)
+        return NULL;
+    /* the layout of these argument types */
+    if ((ia_key = PyTuple_New(ia_n)) == NULL)
+        return NULL;
+    for (ia_i = 0; ia_i < ia_n; ia_i++) {
+        PyObject *ia_t = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(ia_args[1], ia_i));
+        Py_INCREF(ia_t);
+        PyTuple_SET_ITEM(ia_key, ia_i, ia_t);
+    }
+    ia_layout = PyDict_GetItemWithError(ia_args[0], ia_key);  /* borrowed */
+    Py_DECREF(ia_key);
+    if (ia_layout == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyBytes_Check(ia_layout) || PyBytes_GET_SIZE(ia_layout) != 4 + 8 * ia_n)
+        return ia_launch_bad_layout();
+    ia_rec = (const unsigned char *)PyBytes_AS_STRING(ia_layout);
+    ia_total = ia_le(ia_rec, 4);
+    if (ia_total > IA_LAUNCH_MAX_BYTES)
+        return ia_launch_bad_layout();
+    /* the values, each at its offset in ia_st */
+    for (ia_i = 0; ia_i < ia_n; ia_i++) {
+        const unsigned char *r = ia_rec + 4 + 8 * ia_i;
+        ia_size = ia_le(r + 2, 2);
+        ia_off = ia_le(r + 4, 4);
+        if (ia_off > ia_total || ia_size > ia_total - ia_off)
+            return ia_launch_bad_layout();
+        ia_a = PyTuple_GET_ITEM(ia_args[1], ia_i);
+        if (r[0] == IA_LAUNCH_ALLOC) {
+            if (ia_size != 8)
+                return ia_launch_bad_layout();
+            if (ia_check) {
+                int ia_freed;
+                if ((ia_v = PyObject_GetAttr(ia_a, ia_launch_str_freed)) == NULL)
+                    goto not_launched;
+                ia_freed = PyObject_IsTrue(ia_v);
+                Py_DECREF(ia_v);
+                if (ia_freed != 0)
+                    goto not_launched;
+            }
+            if ((ia_v = PyObject_GetAttr(ia_a, ia_launch_str_ptr)) == NULL)
+                goto not_launched;
+            ia_u = PyLong_Check(ia_v) ? PyLong_AsUnsignedLongLong(ia_v) : (unsigned long long)-1;
+            Py_DECREF(ia_v);
+            if (ia_u == (unsigned long long)-1)
+                goto not_launched;  /* not an int, negative, too big (or really ~0: let Python pack it) */
+            memcpy(ia_st.b + ia_off, &ia_u, 8);
+        } else if (r[0] == IA_LAUNCH_BUFFER) {
+            if (PyObject_GetBuffer(ia_a, &ia_view, PyBUF_SIMPLE) < 0)
+                goto not_launched;
+            if ((unsigned long)ia_view.len != ia_size) {
+                PyBuffer_Release(&ia_view);
+                goto not_launched;
+            }
+            memcpy(ia_st.b + ia_off, ia_view.buf, ia_size);
+            PyBuffer_Release(&ia_view);
+        } else {
+            return ia_launch_bad_layout();
+        }
+        ia_params[ia_i] = ia_st.b + ia_off;
+    }
+    ia_dims = ia_args[4];
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 0), ia_d0);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 1), ia_d1);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 2), ia_d2);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 3), ia_d3);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 4), ia_d4);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 5), ia_d5);
+    IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 6), ia_d6);
+    ia_func = PyLong_AsVoidPtr(ia_args[3]);
+    if (ia_func == NULL && PyErr_Occurred())
+        return NULL;
+    ia_stream = PyLong_AsVoidPtr(ia_args[5]);
+    if (ia_stream == NULL && PyErr_Occurred())
+        return NULL;
+    if (IA_UNLIKELY(ia_status(16) != 0) && ia_fast_require(16) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenLaunch((goldenFunction)ia_func, ia_d0, ia_d1, ia_d2, ia_d3, ia_d4, ia_d5, ia_d6,
+                           (goldenStream)ia_stream, ia_n ? ia_params : NULL, NULL);
+    Py_END_ALLOW_THREADS
+    return IA_FROM_INT(goldenStatus, ia_r);
+not_launched:
+    PyErr_Clear();
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef ia_fast_methods[] = {
@@ -890,14 +1177,37 @@ static PyMethodDef ia_fast_methods[] = {
      "``goldenStatus goldenInit(unsigned int flags)``\n"
      "\n"
      "Symbol ``goldenInit``."},
-    {"goldenNotExported", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenLastLaunchParam", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
+     "goldenLastLaunchParam($module, index)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenLastLaunchParam(int index, unsigned long long *value)``\n"
+     "\n"
+     "Symbol ``goldenLastLaunchParam``.\n"
+     "Returns ``value``."},
+    {"goldenLastLaunchValue", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+     "goldenLastLaunchValue($module, index)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenLastLaunchValue(int index, unsigned long long *value)``\n"
+     "\n"
+     "Symbol ``goldenLastLaunchValue``.\n"
+     "Returns ``value``."},
+    {"goldenLaunchParamSize", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+     "goldenLaunchParamSize($module, index, size)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenLaunchParamSize(int index, unsigned int size)``\n"
+     "\n"
+     "Symbol ``goldenLaunchParamSize``."},
+    {"goldenNotExported", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
      "goldenNotExported($module, x)\n"
      "--\n"
      "\n"
      "``goldenStatus goldenNotExported(int x)``\n"
      "\n"
      "Symbol ``goldenNotExported``; GOLDEN >= 3.5."},
-    {"goldenProcLookups", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenProcLookups", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
      "goldenProcLookups($module)\n"
      "--\n"
      "\n"
@@ -905,7 +1215,7 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "Symbol ``goldenProcLookups``.\n"
      "Returns the result."},
-    {"goldenProcRefusals", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenProcRefusals", (PyCFunction)(void (*)(void))ia_fast_20, METH_FASTCALL | METH_KEYWORDS,
      "goldenProcRefusals($module)\n"
      "--\n"
      "\n"
@@ -913,7 +1223,7 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "Symbol ``goldenProcRefusals``.\n"
      "Returns the result."},
-    {"goldenScale", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenScale", (PyCFunction)(void (*)(void))ia_fast_22, METH_FASTCALL | METH_KEYWORDS,
      "goldenScale($module, x, factor)\n"
      "--\n"
      "\n"
@@ -921,7 +1231,7 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "Symbol ``goldenScale``.\n"
      "Returns the result."},
-    {"goldenStatusString", (PyCFunction)(void (*)(void))ia_fast_20, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenStatusString", (PyCFunction)(void (*)(void))ia_fast_24, METH_FASTCALL | METH_KEYWORDS,
      "goldenStatusString($module, status)\n"
      "--\n"
      "\n"
@@ -929,6 +1239,9 @@ static PyMethodDef ia_fast_methods[] = {
      "\n"
      "Symbol ``goldenStatusString``.\n"
      "Returns the result."},
+    {"_launch", (PyCFunction)(void (*)(void))ia_launch, METH_FASTCALL,
+     "_launch(layouts, args, check, function, dims, stream)\n--\n\nThe backend's kernel-launch fast path "
+     "(see trampolines.c): the launch's status, or None if it did not launch."},
     {NULL, NULL, 0, NULL}
 };
 

@@ -1,0 +1,138 @@
+"""Run by test_launch_stub.py in a subprocess whose libcuda.so.1 is bench/stub_cuda (STUB_CUDA_RECORD=1):
+launches through the CUDA backend and compares the bytes the driver received with pack_args (the reference
+packer), for the compiled launch (_fast._launch) and the Python one.  Prints "ok <n>" (launches checked)."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+import ironaccelerator as ia
+from ironaccelerator import DType, Error, ErrorKind, KernelLaunch, LaunchDims, Scalar
+from ironaccelerator.backends.cuda import _backend as cb
+
+STUB = sys.argv[1]
+MAX = 64
+
+
+class Launch(ctypes.Structure):  # stub_launch_t in bench/stub_cuda/stub_cuda.c
+    _fields_ = [("launches", ctypes.c_ulonglong), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared", ctypes.c_uint), ("nparams", ctypes.c_int), ("size", ctypes.c_size_t * MAX),
+                ("data", ctypes.c_ubyte * 4096)]
+
+
+get = ctypes.CDLL(STUB).stub_cuda_last_launch
+get.restype = ctypes.POINTER(Launch)
+seen = get().contents
+
+SOURCE = r"""
+extern "C" __global__ void mixed(const float *a, int i, double d, char c, short s, long long q, unsigned u,
+                                 float f, bool b, float2 z, unsigned short h, float *out) {}
+extern "C" __global__ void none() {}
+"""
+dev = ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0)
+stream = dev.create_stream()
+mod = dev.load_module(cb.compile_source(SOURCE, "compute_90"))
+mixed, none = mod.kernel("mixed"), mod.kernel("none")
+a, out = dev.alloc(256), dev.alloc(256)
+fast = stream._launch_packed
+assert (fast is not None) is (cb._api().modules["driver"].BINDING_MODE == "api"), fast
+
+
+def received() -> bytes:
+    assert seen.nparams >= 0, seen.nparams
+    return bytes(seen.data[:sum(seen.size[:seen.nparams])])
+
+
+def reference(args: tuple[Any, ...]) -> bytes:
+    packed = cb.pack_args(args, cb._api().ffi, mixed.param_sizes)
+    return b"".join(cb._api().ffi.buffer(packed.storage + off, n) for off, n in zip(packed.offsets, packed.sizes))
+
+
+checked = 0
+
+
+def launch(kl: KernelLaunch, unchecked: bool = False) -> None:
+    global checked
+    before = seen.launches
+    if unchecked:
+        assert stream.launch_unchecked(kl) is None
+    else:
+        stream.launch(kl)
+    assert seen.launches == before + 1
+    checked += 1
+
+
+def args_of(k: int) -> tuple[Any, ...]:
+    """Arguments for `mixed` that differ with k (all numpy scalars: the compiled launch packs them)."""
+    return (a, np.int32(-k), np.float64(k / 3), np.int8(k % 100), np.int16(-k), np.int64(k << 40), np.uint32(k),
+            np.float32(k * 1.5), np.bool_(k % 2), np.complex64(k + 2j), np.float16(k / 7), out)
+
+
+dims = LaunchDims((3, 2), 128, shared_mem=64)
+for mode in ("compiled", "python"):
+    stream._launch_packed = fast if mode == "compiled" else None
+    for k in range(1, 40):  # new launches, the same launch twice and more (the re-issue), every value new
+        args = args_of(k)
+        kl = KernelLaunch(mixed, dims, args)
+        for _ in range(1 + k % 3):
+            launch(kl, unchecked=k % 5 == 0)
+            assert received() == reference(args), (mode, k)
+            assert (list(seen.grid), list(seen.block), seen.shared) == ([3, 2, 1], [128, 1, 1], 64)
+    launch(KernelLaunch(none, dims))
+    assert seen.nparams == -1  # no arguments: params NULL
+    # Scalars (packed by Python either way) and a mix with numpy scalars
+    args = (a, Scalar(-7, DType.I32), Scalar(0.1, DType.F64), np.int8(3), Scalar(2, DType.I16), np.int64(-1),
+            Scalar(9, DType.U32), np.float32(2), Scalar(True, DType.BOOL), np.complex64(1j), np.float16(3), out)
+    launch(KernelLaunch(mixed, dims, args))
+    assert received() == reference(args)
+if fast is not None:
+    stream._launch_packed = fast
+    assert (type(a), np.int32) + (np.float64,) in {k[:3] for k in mixed._layouts}, mixed._layouts.keys()
+
+# errors are the same with the compiled launch: a freed allocation, a wrong count, a wrong size
+gone = dev.alloc(64)
+bad = KernelLaunch(mixed, dims, (gone, *args_of(1)[1:]))
+launch(bad)
+gone.free()
+for kl, kind in ((bad, ErrorKind.INVALID_HANDLE), (KernelLaunch(mixed, dims, args_of(2)[:-1]), ErrorKind.INVALID_VALUE),
+                 (KernelLaunch(mixed, dims, (a, np.int64(1), *args_of(2)[2:])), ErrorKind.INVALID_VALUE),
+                 (KernelLaunch(none, dims, (np.int32(1),)), ErrorKind.INVALID_VALUE),
+                 (KernelLaunch(mixed, dims), ErrorKind.INVALID_VALUE)):
+    before = seen.launches
+    try:
+        stream.launch(kl)
+    except Error as e:
+        assert e.kind is kind, (e, kind)
+    else:
+        raise AssertionError(f"{kl} launched")
+    assert seen.launches == before
+launch(bad, unchecked=True)  # unchecked: not looked at (the driver gets the stale address)
+# the driver's status: the stub refuses more than 1024 threads per block (unchecked skips the dims check)
+err = stream.launch_unchecked(KernelLaunch(mixed, LaunchDims(1, (64, 32)), args_of(3)))
+assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_VALUE, err
+
+# threads launching on one stream at once: each launch gets its own bytes
+problems: list[str] = []
+
+
+def worker(t: int) -> None:
+    for k in range(200):
+        args = args_of(1000 * t + k)
+        try:
+            stream.launch(KernelLaunch(mixed, dims, args))
+        except Exception as e:  # noqa: BLE001
+            problems.append(repr(e))
+
+
+threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+assert not problems, problems[:3]
+print("ok", checked)
