@@ -1112,7 +1112,13 @@ class CudaKernel(Kernel):
 class CudaStream(Stream):
     """A non-blocking stream (CU_STREAM_NON_BLOCKING).
 
-    Launches are packed without building anything per call where possible (the driver copies the
+    Launches: where the driver module is compiled (API mode), ``_fast._launch`` (trampolines.c)
+    packs the arguments in C, on its stack, from the kernel's layout for their types, and calls
+    ``cuLaunchKernel``: an Allocation as its ``.ptr``, a numpy scalar as its bytes.  It does not launch
+    (and this class takes the Python path below, which launches or raises) for the first launch of each tuple
+    of argument types, Scalars, a count or size the kernel's parameter info rejects, or a freed allocation.
+
+    The Python path packs without building anything per call where possible (the driver copies the
     arguments before ``cuLaunchKernel`` returns, so their memory need only live until then):
 
     - the kernel keeps one :class:`_ArgPlan` per tuple of argument types;
@@ -1254,6 +1260,18 @@ class CudaStream(Stream):
             lock.release()
 
     def launch(self, launch: KernelLaunch) -> None:
+        kernel, launch_dims, args = launch  # (cheaper than its three properties)
+        fast = self._launch_packed
+        if fast is not None and type(kernel) is CudaKernel:  # the compiled launch (see Stream)
+            cached = self._dims
+            dims = cached[1] if cached[0] is launch_dims and cached[2] else self._dim_args(launch_dims, True)
+            if getattr(_TLS, "key", None) != self._device_key:
+                self.device.activate()
+            code = fast(kernel._layouts, args, True, kernel._address, dims, self._address)
+            if code is not None:
+                if code:
+                    raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
+                return
         last = self._last
         if last is not None and last[0] is launch and last[1] is not None and last[4]:  # re-issue, packed
             for a in last[2]:
@@ -1263,45 +1281,31 @@ class CudaStream(Stream):
                 self.device.activate()
             code = self._launch(*last[1])
         else:
-            kernel = launch.kernel
-            if type(kernel) is not CudaKernel and not isinstance(kernel, CudaKernel):
+            if not isinstance(kernel, CudaKernel):
                 raise Error(ErrorKind.INVALID_VALUE, f"not a {_BACKEND} kernel", backend=_BACKEND,
                             function="Stream.launch")
-            code = None
-            fast = self._launch_packed
-            if fast is not None and (last is None or last[0] is not launch):  # the compiled packer
-                cached = self._dims
-                dims = cached[1] if cached[0] is launch.dims and cached[2] else self._dim_args(launch.dims, True)
-                if getattr(_TLS, "key", None) != self._device_key:
-                    self.device.activate()
-                code = fast(kernel._layouts, launch.args, True, kernel._address, dims, self._address)
-                if code is not None:
-                    self._last = (launch, None, (), None, False)
-            if code is None:
-                code = self._issue(launch, kernel, True)
+            code = self._issue(launch, kernel, True)
         if code:
-            raise self.api.error(code, "launch", f"kernel {launch.kernel.name!r}")
+            raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
-        last = self._last
+        kernel, launch_dims, args = launch  # (cheaper than its three properties)
+        fast = self._launch_packed
         try:
-            if last is not None and last[0] is launch and last[1] is not None:  # re-issue, packed
+            code = None
+            if fast is not None:  # the compiled launch (see Stream)
+                cached = self._dims
+                dims = cached[1] if cached[0] is launch_dims else self._dim_args(launch_dims, False)
                 if getattr(_TLS, "key", None) != self._device_key:
                     self.device.activate()
-                code = self._launch(*last[1])
-            else:
-                kernel: CudaKernel = launch.kernel  # type: ignore[assignment]
-                code = None
-                fast = self._launch_packed
-                if fast is not None and (last is None or last[0] is not launch):  # the compiled packer
-                    cached = self._dims
-                    dims = cached[1] if cached[0] is launch.dims else self._dim_args(launch.dims, False)
+                code = fast(kernel._layouts, args, False, kernel._address, dims, self._address)
+            if code is None:
+                last = self._last
+                if last is not None and last[0] is launch and last[1] is not None:  # re-issue, packed
                     if getattr(_TLS, "key", None) != self._device_key:
                         self.device.activate()
-                    code = fast(kernel._layouts, launch.args, False, kernel._address, dims, self._address)
-                    if code is not None:
-                        self._last = (launch, None, (), None, False)
-                if code is None:
+                    code = self._launch(*last[1])
+                else:
                     code = self._issue(launch, kernel, False)
         except Error as e:
             return e
