@@ -1247,34 +1247,42 @@ class HipPoolAllocation(HipAllocation):
     _tracked = True  # dropped unfreed: freed in stream order by Allocation.__del__
 
     def __init__(self, pool: HipStreamOrderedPool, handle: Any, nbytes: int, stream: Any) -> None:
-        # the pool's hot path: HipAllocation.__init__'s work, inline
+        # the pool's hot path: the fewest attributes (.device and .dptr are read through the pool and .handle)
         self.pool = pool  # keeps the pool (and its stream) alive while this is
-        self.device = pool.device
-        self.handle = handle
+        self.handle = handle  # the allocator's answer: the native device-pointer argument
         self.ptr = handle if type(handle) is int else _address(handle)
-        self.dptr = handle  # the allocator's answer is the native device-pointer argument
         self.nbytes = nbytes
         self.stream = stream
 
+    @property
+    def device(self) -> HipDevice:  # type: ignore[override]
+        return self.pool.device
+
+    @property
+    def dptr(self) -> Any:
+        return self.handle
+
     def _release(self) -> Error | None:
-        device = self.device
-        if getattr(_TLS, "key", None) != device._key:
+        pool = self.pool
+        if getattr(_TLS, "key", None) != pool._device_key:
             try:
-                device.activate()
+                pool.device.activate()
             except Error as e:
                 return e
-        pool = self.pool
-        code = pool._pool_free(self.dptr, self.stream)
+        code = pool._pool_free(self.handle, self.stream)
         return pool.api.error(code, "pool_free") if code else None
 
-    def free(self) -> None:
+    def free(self) -> None:  # _release inline (the pool's hot path)
         if self._freed:
             raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=_BACKEND,
                         function="Allocation.free")
         self._freed = True
-        err = self._release()
-        if err is not None:
-            raise err
+        pool = self.pool
+        if getattr(_TLS, "key", None) != pool._device_key:
+            pool.device.activate()
+        code = pool._pool_free(self.handle, self.stream)
+        if code:
+            raise pool.api.error(code, "pool_free")
 
 
 class HipStreamOrderedPool(MemoryPool):
@@ -1315,6 +1323,7 @@ class HipStreamOrderedPool(MemoryPool):
         self.stream = device.create_stream()  # alloc() without a stream: allocate here, then wait
         self._new = ffi.new
         self._ptr_t = ffi.typeof(_DEVICEPTR + " *")
+        self._device_key = device._key
         self._pool_alloc: Callable[..., int] = api.pool_alloc
         self._pool_free: Callable[..., int] = api.pool_free
 
@@ -1326,14 +1335,13 @@ class HipStreamOrderedPool(MemoryPool):
             nbytes = int(nbytes)
         if stream is None:
             s = self.stream.handle
-        elif isinstance(stream, HipStream) and stream.device is self.device:
+        elif (type(stream) is HipStream or isinstance(stream, HipStream)) and stream.device is self.device:
             s = stream.handle
         else:
             raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {_BACKEND} stream of {self.device!r}, "
                         f"not {stream!r}", backend=_BACKEND, function="MemoryPool.alloc")
-        device = self.device
-        if getattr(_TLS, "key", None) != device._key:
-            device.activate()
+        if getattr(_TLS, "key", None) != self._device_key:
+            self.device.activate()
         out = self._new(self._ptr_t)
         code = self._pool_alloc(out, nbytes, self.handle, s)
         if code:
