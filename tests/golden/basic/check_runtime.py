@@ -197,6 +197,18 @@ if launch_fast is not None:
     # unchecked: a freed allocation is not looked at
     assert launch_fast(layouts, (Mem(9, freed=True), *args[1:]), False, 1, dims, 2) == 0
     assert params(1) == [9] and last()[11] == before + 2
+    # an argument whose attribute changes the layouts while the launch reads it (the layout is held)
+    class Sneaky:
+        _freed = False
+
+        @property
+        def ptr(self):
+            sneaky.clear()
+            return 0x42
+
+    sneaky = {(Sneaky, bytes): layout(12, (0, 8, 0), (1, 4, 8))}
+    assert launch_fast(sneaky, (Sneaky(), b"abcd"), True, 1, dims, 2) == 0 and not sneaky
+    assert params(2) == [0x42, int.from_bytes(b"abcd", "little")] and last()[11] == before + 3
     # the vendor's status comes back as is
     assert launch_fast(layouts, args, True, 1, (1, 1, 1, 1024, 2, 1, 0), 2) == g.GOLDEN_ERROR_INVALID_VALUE
     # no arguments: params NULL
@@ -218,7 +230,7 @@ if launch_fast is not None:
             pass
         else:
             raise AssertionError(f"no {exc.__name__}")
-    assert last()[11] == before + 4
+    assert last()[11] == before + 5
 
 g.goldenCtxDestroy(ctx)
 if not RESOLVER:

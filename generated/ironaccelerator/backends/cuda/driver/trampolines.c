@@ -7322,7 +7322,7 @@ static PyObject *ia_launch(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         Py_INCREF(ia_t);
         PyTuple_SET_ITEM(ia_key, ia_i, ia_t);
     }
-    ia_layout = PyDict_GetItemWithError(ia_args[0], ia_key);  /* borrowed */
+    ia_layout = PyDict_GetItemWithError(ia_args[0], ia_key);
     Py_DECREF(ia_key);
     if (ia_layout == NULL) {
         if (PyErr_Occurred())
@@ -7331,21 +7331,23 @@ static PyObject *ia_launch(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (!PyBytes_Check(ia_layout) || PyBytes_GET_SIZE(ia_layout) != 4 + 8 * ia_n)
         return ia_launch_bad_layout();
+    /* held: reading an argument's attributes can run Python code that changes the dict */
+    Py_INCREF(ia_layout);
     ia_rec = (const unsigned char *)PyBytes_AS_STRING(ia_layout);
     ia_total = ia_le(ia_rec, 4);
     if (ia_total > IA_LAUNCH_MAX_BYTES)
-        return ia_launch_bad_layout();
+        goto bad_layout;
     /* the values, each at its offset in ia_st */
     for (ia_i = 0; ia_i < ia_n; ia_i++) {
         const unsigned char *r = ia_rec + 4 + 8 * ia_i;
         ia_size = ia_le(r + 2, 2);
         ia_off = ia_le(r + 4, 4);
         if (ia_off > ia_total || ia_size > ia_total - ia_off)
-            return ia_launch_bad_layout();
+            goto bad_layout;
         ia_a = PyTuple_GET_ITEM(ia_args[1], ia_i);
         if (r[0] == IA_LAUNCH_ALLOC) {
             if (ia_size != 8)
-                return ia_launch_bad_layout();
+                goto bad_layout;
             if (ia_check) {
                 int ia_freed;
                 if ((ia_v = PyObject_GetAttr(ia_a, ia_launch_str_freed)) == NULL)
@@ -7372,10 +7374,11 @@ static PyObject *ia_launch(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
             memcpy(ia_st.b + ia_off, ia_view.buf, ia_size);
             PyBuffer_Release(&ia_view);
         } else {
-            return ia_launch_bad_layout();
+            goto bad_layout;
         }
         ia_params[ia_i] = ia_st.b + ia_off;
     }
+    Py_DECREF(ia_layout);
     ia_dims = ia_args[4];
     IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 0), ia_d0);
     IA_ARG_INT(unsigned int, PyTuple_GET_ITEM(ia_dims, 1), ia_d1);
@@ -7398,8 +7401,12 @@ static PyObject *ia_launch(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     Py_END_ALLOW_THREADS
     return IA_FROM_INT(CUresult, ia_r);
 not_launched:
+    Py_DECREF(ia_layout);
     PyErr_Clear();
     Py_RETURN_NONE;
+bad_layout:
+    Py_DECREF(ia_layout);
+    return ia_launch_bad_layout();
 }
 
 static PyMethodDef ia_fast_methods[] = {
