@@ -28,3 +28,30 @@ def site_file(rel: str) -> Path | None:
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def stub_cuda() -> tuple[Path, dict[str, str]]:
+    """bench/stub_cuda built (a libcuda.so.1 from the real cuda.h whose functions return at once), and the
+    environment a subprocess needs to load it in place of a driver; skips without gcc, cuda.h or NVRTC."""
+    import os
+
+    bench = str(ROOT / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import bench_launch_cpu  # builds the stub
+
+    stub = bench_launch_cpu.build_stub()
+    if isinstance(stub, str):
+        pytest.skip(stub)
+    from ironaccelerator import Error
+    from ironaccelerator.backends.cuda import _backend as cuda_backend
+
+    try:
+        major, minor = cuda_backend.compiler_version()
+    except Error as e:
+        pytest.skip(f"no NVRTC: {e}")
+    # the stub reports a driver at least as new as NVRTC (PTX it cannot "load" otherwise)
+    env = {**os.environ, "LD_LIBRARY_PATH": str(stub.parent),
+           "STUB_CUDA_DRIVER_VERSION": str(max(13000, major * 1000 + minor * 10))}
+    return stub, env

@@ -537,30 +537,15 @@ def test_a_failure_of_ours_is_an_error_not_a_skip(fake_device: FakeDevice, monke
 # ----------------------------------------------------------------------------- a whole run over the stub driver
 
 
-def test_a_whole_run_over_the_stub_driver(tmp_path: Path) -> None:
+def test_a_whole_run_over_the_stub_driver(tmp_path: Path, stub_cuda: tuple[Path, dict[str, str]]) -> None:
     """Ours, cuda.core and cuda-bindings for real, over bench/stub_cuda (a libcuda.so.1 built from the real
     cuda.h whose functions return at once): every call the benchmark makes into them gets made once here.
     The stub moves no data, so the two checks of ours that read results back are switched off."""
-    try:
-        import bench_launch_cpu
-    except ImportError as e:
-        pytest.skip(f"bench/bench_launch_cpu.py (which builds the stub) is not importable: {e}")
-    stub = bench_launch_cpu.build_stub()
-    if isinstance(stub, str):
-        pytest.skip(stub)
-    from ironaccelerator import Error
-    from ironaccelerator.backends.cuda import _backend as cuda_backend
-
-    try:
-        major, minor = cuda_backend.compiler_version()
-    except Error as e:
-        pytest.skip(f"no NVRTC: {e}")
+    stub, env = stub_cuda
     out = tmp_path / "figures.json"
     driver = ("import sys; sys.path.insert(0, sys.argv[1]); import bench_gpu; "
               "bench_gpu.verify_ours_launch = bench_gpu.verify_ours_copies = lambda *a: None; "
               "sys.exit(bench_gpu.main(sys.argv[2:]))")
-    env = {**os.environ, "LD_LIBRARY_PATH": str(stub.parent),
-           "STUB_CUDA_DRIVER_VERSION": str(max(13000, major * 1000 + minor * 10))}
     proc = subprocess.run([sys.executable, "-c", driver, str(BENCH), *FAST, "--json", str(out)], capture_output=True,
                           text=True, timeout=300, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
