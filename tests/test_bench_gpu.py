@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import json
-import os
 import shutil
 import subprocess
 import sys
