@@ -252,6 +252,22 @@ def test_hip_has_no_runtime_compiler() -> None:
     assert ei.value.kind is ErrorKind.UNSUPPORTED and "code object" in str(ei.value)
 
 
+@pytest.mark.parametrize("module, library, function", [(cuda_backend, "driver", "cuLaunchKernel"),
+                                                       (hip_backend, "runtime", "hipModuleLaunchKernel")])
+def test_the_compiled_launch_is_wired_to_the_launch_role(module: Any, library: str, function: str) -> None:
+    """API mode: the backend launches through its library's _fast._launch (the spec's kernel_launch, the
+    same function as its launch role); a launch it has no layout for comes back None, the driver untouched
+    (test_launch_stub.py and the golden case launch through it for real)."""
+    api = module._Api()
+    assert module._FUNCTIONS["launch"] == (library, function)
+    lib = api.modules[library]
+    if lib.BINDING_MODE != "api":
+        assert api.launch_packed is None
+        return
+    assert api.launch_packed is sys.modules[f"{lib.__name__}._fast"]._launch
+    assert api.launch_packed({}, (np.int32(1),), True, 0, (1, 1, 1, 1, 1, 1, 0), 0) is None
+
+
 # ------------------------------------------------------------------ DLPack and the CUDA Array Interface
 
 
