@@ -121,6 +121,9 @@ class KernelLaunch:
     public: str  # ex) cuLaunchKernel (the trampoline's name)
     result: str  # ex) CUresult
     casts: tuple[str, ...]  # the C type of each parameter  ex) (CUfunction, unsigned int, ..., void **)
+    # what _launch packs at most (its buffer is on the C stack); the backend builds no layout beyond them
+    max_args: int = 256
+    max_bytes: int = 4096
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -359,7 +359,7 @@ _STRUCT_CODES = {("b", 1): "?", ("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i
                  ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q", ("f", 2): "e", ("f", 4): "f", ("f", 8): "d"}
 _MAX_PLANS = 64  # per kernel; past it, the cache is cleared
 # what the compiled launch (_fast._launch) packs: an Allocation's .ptr (0), a numpy scalar's buffer (1);
-# at most this many arguments and bytes (its buffer is on the C stack)
+# at most this many arguments and bytes (its buffer is on the C stack; 0: the spec names no kernel_launch)
 _LAYOUT_KINDS = {_ALLOC: 0, _ITSELF: 1, _TOBYTES: 1}
 _LAYOUT_MAX_ARGS = 256
 _LAYOUT_MAX_BYTES = 4096
