@@ -127,6 +127,24 @@ class KernelLaunch:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PoolMemory:
+    """The stream-ordered allocator that the backend's memory pool calls in C (``_fast._pool_alloc`` and
+    ``_fast._PoolMemory`` in trampolines.c): ``status alloc(devptr *out, size_t bytes, pool, stream)`` and
+    ``status free(devptr, stream)``, as ``cuMemAllocFromPoolAsync``/``cuMemFreeAsync`` and
+    ``hipMallocFromPoolAsync``/``hipFreeAsync`` are."""
+
+    alloc_index: int  # their BoundFunction indices
+    free_index: int
+    alloc: str  # ex) cuMemAllocFromPoolAsync (the trampolines' names)
+    free: str  # ex) cuMemFreeAsync
+    alloc_result: str  # ex) CUresult
+    free_result: str
+    alloc_casts: tuple[str, ...]  # the C type of each parameter  ex) (CUdeviceptr *, size_t, CUmemoryPool, CUstream)
+    free_casts: tuple[str, ...]  # ex) (CUdeviceptr, CUstream)
+    devptr: str  # the device pointer's C type, typedefs expanded  ex) unsigned long long, void *
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BoundEnum:
     """An enum exported to Python as an IntEnum.  ex) ``CUresult``"""
 
@@ -162,6 +180,7 @@ class BoundLibrary:
     per_thread: bool
     proc_address: ProcAddress | None = None
     kernel_launch: KernelLaunch | None = None
+    pool_memory: PoolMemory | None = None
 
 
 def _version_str(v: int) -> str:
@@ -774,6 +793,62 @@ def bind_kernel_launch(spec: LibrarySpec, functions: tuple[BoundFunction, ...], 
                         casts=tuple(declare(replace(p.type, const=False)) for p in f.c.params))
 
 
+def bind_pool_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: _Binder,
+                     col: Collector) -> PoolMemory | None:
+    """Check ``pool_memory`` against the header: bound functions of the cuMemAllocFromPoolAsync and
+    cuMemFreeAsync shapes, the one allocating the device-pointer type that the other frees."""
+    pm = spec.pool_memory
+    if pm is None:
+        return None
+    by = {f.public: f for f in functions}
+    found: list[BoundFunction] = []
+    for key, name in (("alloc", pm.alloc), ("free", pm.free)):
+        f = by.get(name.value)
+        if f is None:
+            col.error(name.location, f"pool_memory {key} function '{name}' is not a bound function of "
+                      f"{b.h.name}{suggest(name.value, by)}")
+        else:
+            found.append(f)
+    if len(found) != 2:
+        return None
+    fa, ff = found
+
+    def devptr(t: CType) -> bool:  # an integer or a pointer: what a device address is passed as
+        c = b.canonical(t)
+        return isinstance(c, Pointer) or (isinstance(c, Builtin) and c.name in INTEGER_BUILTINS
+                                          and c.name not in ("char", "_Bool", "wchar_t"))
+
+    def handle(t: CType) -> bool:
+        return isinstance(b.canonical(t), Pointer)
+
+    ap, fp = fa.c.params, ff.c.params
+    out = b.canonical(ap[0].type) if ap else None
+    if not (fa.returns_status and len(ap) == 4 and isinstance(out, Pointer) and devptr(out.pointee)
+            and devptr(ap[1].type) and not isinstance(b.canonical(ap[1].type), Pointer)
+            and handle(ap[2].type) and handle(ap[3].type)):
+        col.error(pm.alloc.location, f"'{pm.alloc}' does not look like a stream-ordered pool allocation: expected "
+                  "status (device pointer *out, size_t bytes, pool, stream)")
+        return None
+    if not (ff.returns_status and len(fp) == 2 and devptr(fp[0].type) and handle(fp[1].type)):
+        col.error(pm.free.location, f"'{pm.free}' does not look like a stream-ordered free: expected "
+                  "status (device pointer, stream)")
+        return None
+    assert isinstance(out, Pointer)
+    if declare(replace(out.pointee, const=False)) != declare(replace(b.canonical(fp[0].type), const=False)):
+        declared = ap[0].type.pointee if isinstance(ap[0].type, Pointer) else out.pointee
+        col.error(pm.free.location, f"'{pm.free}' frees a '{declare(fp[0].type)}', but '{pm.alloc}' allocates a "
+                  f"'{declare(declared)}' ({declare(out.pointee)})")
+        return None
+
+    def casts(f: BoundFunction) -> tuple[str, ...]:
+        return tuple(declare(replace(p.type, const=False)) for p in f.c.params)
+
+    return PoolMemory(alloc_index=fa.index, free_index=ff.index, alloc=fa.public, free=ff.public,
+                      devptr=declare(replace(b.canonical(out.pointee), const=False)),
+                      alloc_result=fa.result_decl, free_result=ff.result_decl, alloc_casts=casts(fa),
+                      free_casts=casts(ff))
+
+
 def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | None = None,
          errors: Collector | None = None) -> BoundLibrary:
     """Bind one library; raise :class:`UserError` listing every problem."""
@@ -810,6 +885,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
                   f"{suggest(names, [f.public for f in functions])}")
     proc = bind_proc_address(spec, header, functions, b, col)
     launch = bind_kernel_launch(spec, functions, b, col)
+    pool_memory = bind_pool_memory(spec, functions, b, col)
     col.check()
     success = tuple(b.error_constants[c.value].value for c in spec.errors.success if c.value in b.error_constants)
     return BoundLibrary(
@@ -818,4 +894,5 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
         functions=functions, enums=enums, constants=constants, errors=error_codes, success=success,
         error_type=spec.errors.type.value, error_name_function=names, declarations=decls, structs=structs,
         per_thread=any(f.per_thread_symbol for f in functions), proc_address=proc, kernel_launch=launch,
+        pool_memory=pool_memory,
     )

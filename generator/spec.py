@@ -99,6 +99,19 @@ class ProcAddressSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PoolMemorySpec:
+    """The stream-ordered allocator that the backend's memory pool calls in C (``_fast._pool_alloc`` and
+    ``_fast._PoolMemory`` in trampolines.c).
+
+    ex) ``alloc: cuMemAllocFromPoolAsync`` (status (devptr *out, size_t bytes, pool, stream)) and
+    ``free: cuMemFreeAsync`` (status (devptr, stream)).
+    """
+
+    alloc: Name
+    free: Name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LoaderSpec:
     """Where the vendor library is found at run time."""
 
@@ -131,6 +144,7 @@ class LibrarySpec:
     version_typedef: str | None = None  # ex) PFN_{name}_v{version}
     proc_address: ProcAddressSpec | None = None  # ex) cuGetProcAddress with per-function version pins
     kernel_launch: Name | None = None  # ex) cuLaunchKernel: packed and called in C by the backend's launch fast path
+    pool_memory: PoolMemorySpec | None = None  # the pool's allocator, called in C by the backend's MemoryPool
     loader: LoaderSpec
     errors: ErrorSpec
     functions: tuple[FunctionSpec, ...] = ()
@@ -340,7 +354,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         errors.error(top_loc, "the spec is empty")
         errors.check()
     keys = ("vendor", "library", "backend", "sdk", "headers", "version_headers", "defines", "undefines", "version_macro",
-            "bind", "symbols", "kernel_launch", "loader", "errors", "functions")
+            "bind", "symbols", "kernel_launch", "pool_memory", "loader", "errors", "functions")
     m = r.mapping(root, keys, ("vendor", "library", "backend", "sdk", "headers", "loader", "errors"), "library spec")
     if m is None:
         errors.check()
@@ -399,6 +413,12 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                   ": expected a format such as 'PFN_{name}_v{version}'")
 
     kernel_launch = r.ident(m.get("kernel_launch"), "kernel_launch")
+    pool_memory = None
+    if "pool_memory" in m:
+        pm_map = r.mapping(m["pool_memory"], ("alloc", "free"), ("alloc", "free"), "pool_memory") or {}
+        pm_alloc, pm_free = r.ident(pm_map.get("alloc"), "alloc"), r.ident(pm_map.get("free"), "free")
+        if pm_alloc is not None and pm_free is not None:
+            pool_memory = PoolMemorySpec(alloc=pm_alloc, free=pm_free)
 
     lm = r.mapping(m.get("loader"), PLATFORMS + ("wheel_dirs", "sdk_dirs", "sdk_env", "sdk_roots"), (), "loader") or {}
     names = []
@@ -447,7 +467,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         headers=headers, version_headers=version_headers, defines=tuple(defines),
         undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
-        proc_address=proc_address, kernel_launch=kernel_launch,
+        proc_address=proc_address, kernel_launch=kernel_launch, pool_memory=pool_memory,
         loader=loader,
         errors=ErrorSpec(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
                          since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param),

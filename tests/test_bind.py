@@ -208,6 +208,83 @@ def test_kernel_launch_must_be_a_bound_function_of_the_launch_shape(tmp_path: Pa
     assert [m["message"] for m in located] == [message] and nothing_written(out)
 
 
+POOL_SPEC = """\
+vendor: test
+library: pool
+backend: TEST
+sdk: test
+headers: [pool.h]
+pool_memory: {alloc: ALLOC, free: FREE}
+loader:
+  linux: [libpool.so]
+errors:
+  type: poolResult
+  success: [POOL_SUCCESS]
+  default: DRIVER
+  defaulted: [POOL_ERROR]
+"""
+
+
+def pool_dir(tmp_path: Path, alloc: str, free: str) -> tuple[Path, str]:
+    text = POOL_SPEC.replace("ALLOC", alloc).replace("FREE", free)
+    d = tmp_path / "specs"
+    (d / "test").mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "test" / "pool.yaml").write_text(text, encoding="utf-8")
+    return d, text
+
+
+def test_pool_memory_binds_the_allocator_and_its_free(tmp_path: Path) -> None:
+    d, _ = pool_dir(tmp_path, "poolAlloc", "poolFree")
+    (lib,) = compile_specs(d, {"test": str(HEADERS)}).libraries
+    pm = lib.pool_memory
+    assert pm is not None and (pm.alloc, pm.free, pm.devptr) == ("poolAlloc", "poolFree", "unsigned long long")
+    assert pm.alloc_casts == ("poolDevptr *", "size_t", "poolHandle", "poolStream")
+    assert pm.free_casts == ("poolDevptr", "poolStream") and pm.alloc_result == pm.free_result == "poolResult"
+    names = [f.public for f in lib.functions]
+    assert (names[pm.alloc_index], names[pm.free_index]) == ("poolAlloc", "poolFree")
+
+
+@pytest.mark.parametrize("alloc, free, at, message", [
+    ("poolAlloc", "poolFre", "poolFre", "pool_memory free function 'poolFre' is not a bound function of pool.h (did "
+                                        "you mean 'poolFree'?)"),
+    ("poolAllocSwapped", "poolFree", "poolAllocSwapped", "'poolAllocSwapped' does not look like a stream-ordered pool "
+                                                         "allocation: expected status (device pointer *out, size_t "
+                                                         "bytes, pool, stream)"),
+    ("poolCount", "poolFree", "poolCount", "'poolCount' does not look like a stream-ordered pool allocation: "
+                                           "expected status (device pointer *out, size_t bytes, pool, stream)"),
+    ("poolAlloc", "poolFreeLater", "poolFreeLater", "'poolFreeLater' does not look like a stream-ordered free: "
+                                                    "expected status (device pointer, stream)"),
+    ("poolAlloc", "poolFreePointer", "poolFreePointer", "'poolFreePointer' frees a 'void *', but 'poolAlloc' "
+                                                        "allocates a 'poolDevptr' (unsigned long long)"),
+])
+def test_pool_memory_must_be_an_allocator_and_free_of_the_pool_shapes(tmp_path: Path, alloc: str, free: str,
+                                                                      at: str, message: str) -> None:
+    """``pool_memory`` names what the compiled pool calls with a device pointer it keeps as a number: anything
+    else would be called with the wrong arguments, so it is a located error, and nothing is written."""
+    d, text = pool_dir(tmp_path, alloc, free)
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(HEADERS)})
+    (diag,) = info.value.diagnostics
+    assert diag.message == message
+    assert (diag.location.file, diag.location.line, diag.location.col) == ("specs/test/pool.yaml", *pos(text, at + ","
+                                                                           if at == alloc else at + "}"))
+    out = tmp_path / "out"
+    located = located_lines(run_cli(d, out, "--sdk", f"test={HEADERS}"))
+    assert [m["message"] for m in located] == [message] and nothing_written(out)
+
+
+def test_pool_memory_needs_both_functions(tmp_path: Path) -> None:
+    d, text = pool_dir(tmp_path, "poolAlloc", "poolFree")
+    text = text.replace("pool_memory: {alloc: poolAlloc, free: poolFree}", "pool_memory: {alloc: poolAlloc}")
+    (d / "test" / "pool.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(HEADERS)})
+    (diag,) = info.value.diagnostics
+    assert diag.message == "missing required key 'free' in pool_memory"
+    assert (diag.location.line, diag.location.col) == pos(text, "{alloc")
+
+
 # ----------------------------------------------------------- hostile C identifiers
 
 HOSTILE_H = (HEADERS / "hostile.h").read_text(encoding="utf-8")
