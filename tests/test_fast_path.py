@@ -84,11 +84,15 @@ for a in [(0, 8), (15, 1), (16, 1), (-1, 4), (2, 9), (1, -1), (1 << 31, 1)]:
 for name in ("goldenLastLaunchValue", "goldenLastLaunchParam"):
     for a in [(0,), (11,), (15,), (16,), (-1,), (None,)]:
         cases.append((name, a, {}))
+for a in [(0,), (6,), (7,), (-1,), (None,)]:
+    cases.append(("goldenPoolValue", a, {}))
+for a in [(0, 0), (lib.GOLDEN_ERROR_INVALID_VALUE, 0), (1, -1), ("x", 1), (0, 1 << 31), (0,)]:
+    cases.append(("goldenPoolFail", a, {}))
 n = compare(lib, cases)
 assert sorted(lib._python) == ["goldenAlloc", "goldenGetErrorName", "goldenGetName", "goldenGetVersion", "goldenInit",
                                "goldenLastLaunchParam", "goldenLastLaunchValue", "goldenLaunchParamSize",
-                               "goldenNotExported", "goldenProcLookups", "goldenProcRefusals", "goldenScale",
-                               "goldenStatusString"], \
+                               "goldenNotExported", "goldenPoolFail", "goldenPoolValue", "goldenProcLookups",
+                               "goldenProcRefusals", "goldenScale", "goldenStatusString"], \
     sorted(lib._python)
 print("compared", n)
 '''

@@ -120,6 +120,46 @@ goldenStatus goldenLastLaunchParam(int index, unsigned long long *value)
     return GOLDEN_SUCCESS;
 }
 
+static unsigned long long pool_value[7];
+static goldenStatus pool_fail_status;
+static int pool_fail_count;
+goldenStatus goldenPoolAlloc(goldenPtr *ptr, size_t bytes, goldenPool pool, goldenStream stream)
+{
+    pool_value[0]++;
+    pool_value[2] = bytes;
+    pool_value[3] = (unsigned long long)(uintptr_t)pool;
+    pool_value[4] = (unsigned long long)(uintptr_t)stream;
+    if (pool_fail_count > 0) {
+        pool_fail_count--;
+        return pool_fail_status;
+    }
+    *ptr = 0x100000 + pool_value[0] * 0x1000;
+    return GOLDEN_SUCCESS;
+}
+goldenStatus goldenPoolFree(goldenPtr ptr, goldenStream stream)
+{
+    pool_value[1]++;
+    pool_value[5] = ptr;
+    pool_value[6] = (unsigned long long)(uintptr_t)stream;
+    if (pool_fail_count > 0) {
+        pool_fail_count--;
+        return pool_fail_status;
+    }
+    return GOLDEN_SUCCESS;
+}
+goldenStatus goldenPoolValue(int index, unsigned long long *value)
+{
+    if (index < 0 || index >= 7) return GOLDEN_ERROR_INVALID_VALUE;
+    *value = pool_value[index];
+    return GOLDEN_SUCCESS;
+}
+goldenStatus goldenPoolFail(goldenStatus status, int count)
+{
+    pool_fail_status = status;
+    pool_fail_count = count;
+    return GOLDEN_SUCCESS;
+}
+
 /* The resolver: answers only for the exact (name, version) pairs it implements.  Built without it
    (-DGOLDEN_NO_RESOLVER), the binding must fall back to dlsym for everything. */
 static int proc_lookups = 0;

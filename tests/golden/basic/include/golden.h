@@ -78,6 +78,16 @@ goldenStatus goldenLaunchParamSize(int index, unsigned int size);
 goldenStatus goldenLastLaunchValue(int index, unsigned long long *value);
 goldenStatus goldenLastLaunchParam(int index, unsigned long long *value);
 
+/* A stream-ordered pool in the manner of cuMemAllocFromPoolAsync and cuMemFreeAsync (the spec's pool_memory:
+   called in C, the memory a C object).  goldenPoolValue: what they last received -- 0 allocations, 1 frees,
+   2 bytes, 3 pool, 4 stream (allocation), 5 address freed, 6 stream (free).  goldenPoolFail: the next
+   `count` calls of either answer `status`. */
+typedef struct golden_pool_st *goldenPool;
+goldenStatus goldenPoolAlloc(goldenPtr *ptr, size_t bytes, goldenPool pool, goldenStream stream);
+goldenStatus goldenPoolFree(goldenPtr ptr, goldenStream stream);
+goldenStatus goldenPoolValue(int index, unsigned long long *value);
+goldenStatus goldenPoolFail(goldenStatus status, int count);
+
 /* PFN_<name>_v<version>: the version that introduced each ABI.  goldenAlloc has three: the pin must be
    the one whose prototype matches the declaration above (2010), not the lowest nor the highest. */
 typedef goldenStatus (*PFN_goldenNotExported_v3050)(int x);

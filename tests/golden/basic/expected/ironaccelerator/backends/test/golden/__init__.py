@@ -132,6 +132,10 @@ if TYPE_CHECKING:
     _f_goldenLaunch: Any
     _f_goldenLaunchParamSize: Any
     _f_goldenNotExported: Any
+    _f_goldenPoolAlloc: Any
+    _f_goldenPoolFail: Any
+    _f_goldenPoolFree: Any
+    _f_goldenPoolValue: Any
     _f_goldenProcLookups: Any
     _f_goldenProcRefusals: Any
     _f_goldenQuery: Any
@@ -415,6 +419,54 @@ def goldenNotExported(x: int) -> None:
         raise _error(_r, 18)
 
 
+def goldenPoolAlloc(bytes: int, pool: CData, stream: CData) -> int:
+    """``goldenStatus goldenPoolAlloc(goldenPtr *ptr, size_t bytes, goldenPool pool, goldenStream stream)``
+
+    Symbol ``goldenPoolAlloc``.
+    Returns ``ptr``.
+    """
+    _ptr = _new(_T0)
+    _r = _f_goldenPoolAlloc(_ptr, bytes, pool, stream)
+    if _r:
+        raise _error(_r, 19)
+    _v: int = _ptr[0]
+    return _v
+
+
+def goldenPoolFail(status: int, count: int) -> None:
+    """``goldenStatus goldenPoolFail(goldenStatus status, int count)``
+
+    Symbol ``goldenPoolFail``.
+    """
+    _r = _f_goldenPoolFail(status, count)
+    if _r:
+        raise _error(_r, 20)
+
+
+def goldenPoolFree(ptr: int, stream: CData) -> None:
+    """``goldenStatus goldenPoolFree(goldenPtr ptr, goldenStream stream)``
+
+    Symbol ``goldenPoolFree``.
+    """
+    _r = _f_goldenPoolFree(ptr, stream)
+    if _r:
+        raise _error(_r, 21)
+
+
+def goldenPoolValue(index: int) -> int:
+    """``goldenStatus goldenPoolValue(int index, unsigned long long *value)``
+
+    Symbol ``goldenPoolValue``.
+    Returns ``value``.
+    """
+    _value = _new(_T7)
+    _r = _f_goldenPoolValue(index, _value)
+    if _r:
+        raise _error(_r, 22)
+    _v: int = _value[0]
+    return _v
+
+
 def goldenProcLookups() -> int:
     """``int goldenProcLookups(void)``
 
@@ -445,7 +497,7 @@ def goldenQuery(ctx: CData) -> int:
     """
     _r = _f_goldenQuery(ctx)
     if _r not in (0, 3,):
-        raise _error(_r, 21)
+        raise _error(_r, 25)
     _v: int = _r
     return _v
 
@@ -468,7 +520,7 @@ def goldenSetCallback(cb: CData, userData: CData | None = None) -> None:
     """
     _r = _f_goldenSetCallback(cb, _NULL if userData is None else userData)
     if _r:
-        raise _error(_r, 23)
+        raise _error(_r, 27)
 
 
 def goldenStatusString(status: int) -> str:
@@ -479,7 +531,7 @@ def goldenStatusString(status: int) -> str:
     """
     _r = _f_goldenStatusString(status)
     if not _r:
-        _require(24)
+        _require(28)
         return ""
     _v: str = _string(_r).decode("utf-8", "replace")
     return _v
@@ -497,13 +549,13 @@ def goldenSum(values: Sequence[Any]) -> int:
     _total = _new(_T8)
     _r = _f_goldenSum(_values, _count, _total)
     if _r:
-        raise _error(_r, 25)
+        raise _error(_r, 29)
     _v: int = _total[0]
     return _v
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of the 13 functions that take and return only numbers (or a
+# API mode: the checked wrappers of the 15 functions that take and return only numbers (or a
 # string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any = None

@@ -22,7 +22,7 @@ CDEF_API_FUNCTIONS = (HERE / "api.cdef").read_text()
 CDEF_ABI_FUNCTIONS = (HERE / "abi.cdef").read_text()
 C_SOURCE = (HERE / "trampolines.c").read_text().replace('#include "types.cdef"', CDEF_TYPES)
 # -O2: the trampolines are a load, a predictable branch and an indirect call; -O2 keeps
-# them tight without the compile-time cost of -O3 on ~26 functions.
+# them tight without the compile-time cost of -O3 on ~30 functions.
 EXTRA_COMPILE_ARGS = ["-O2", "-w"] if os.name != "nt" else ["/O2"]
 # trampolines.c also holds the checked fast path, CPython METH_FASTCALL functions: not in the stable
 # ABI that cffi selects by default (Py_LIMITED_API), and the module is built per interpreter anyway.
