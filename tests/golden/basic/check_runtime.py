@@ -247,7 +247,7 @@ if pool_setup is not None:
         pass
 
     Base = pool_setup(tls, Err)
-    assert Base.__name__ == "_PoolMemory"
+    assert Base is sys.modules[g.__name__ + "._fast"]._PoolMemory and Base.__name__ == "_PoolMemory"
 
     class Memory(Base):  # as the backend's pool allocation: a Python subclass, with a __dict__
         _drop = None

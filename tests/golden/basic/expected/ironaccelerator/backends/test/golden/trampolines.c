@@ -1693,8 +1693,16 @@ static int ia_install_fast(void)
 {
     int rc = -1;
     PyGILState_STATE gil = PyGILState_Ensure();
-    if (ia_fast_module == NULL && PyType_Ready(&ia_pm_type) == 0)
+    if (ia_fast_module == NULL && PyType_Ready(&ia_pm_type) == 0) {
         ia_fast_module = PyModule_Create(&ia_fast_def);
+        if (ia_fast_module != NULL) {
+            Py_INCREF(&ia_pm_type);  /* PyModule_AddObject steals it on success */
+            if (PyModule_AddObject(ia_fast_module, "_PoolMemory", (PyObject *)&ia_pm_type) < 0) {
+                Py_DECREF(&ia_pm_type);
+                Py_CLEAR(ia_fast_module);
+            }
+        }
+    }
     if (ia_fast_module != NULL && PyDict_SetItemString(PyImport_GetModuleDict(), IA_PACKAGE "._fast",
                                                        ia_fast_module) == 0)
         rc = 0;
