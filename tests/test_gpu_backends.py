@@ -268,6 +268,27 @@ def test_the_compiled_launch_is_wired_to_the_launch_role(module: Any, library: s
     assert api.launch_packed({}, (np.int32(1),), True, 0, (1, 1, 1, 1, 1, 1, 0), 0) is None
 
 
+@pytest.mark.parametrize("module, library, functions", [
+    (cuda_backend, "driver", ("cuMemAllocFromPoolAsync", "cuMemFreeAsync")),
+    (hip_backend, "runtime", ("hipMallocFromPoolAsync", "hipFreeAsync"))])
+def test_the_compiled_pool_is_wired_to_the_pool_roles(module: Any, library: str, functions: tuple[str, str]) -> None:
+    """API mode: the stream-ordered pool allocates through its library's _fast._pool_alloc (the spec's
+    pool_memory, the same functions as its pool_alloc and pool_free roles), into a subclass of both the C
+    _PoolMemory and the backend's PoolAllocation (test_pool_stub.py and the golden case run it for real)."""
+    api = module._Api()
+    assert (module._FUNCTIONS["pool_alloc"], module._FUNCTIONS["pool_free"]) == tuple((library, f) for f in functions)
+    lib = api.modules[library]
+    if lib.BINDING_MODE != "api":
+        assert api.pool_memory is None
+        return
+    fast = sys.modules[f"{lib.__name__}._fast"]
+    alloc, cls = api.pool_memory
+    assert alloc is fast._pool_alloc
+    pool_cls = _cls(module, "PoolAllocation")
+    assert cls.__mro__[1:3] == (fast._PoolMemory, pool_cls) and cls.__name__ == pool_cls.__name__
+    assert issubclass(cls, Allocation) and cls.kind is MemoryKind.DEVICE
+
+
 # ------------------------------------------------------------------ DLPack and the CUDA Array Interface
 
 
@@ -614,6 +635,7 @@ class FakeDriver:
         api = m._Api()  # the real bindings (error factory) ...
         api.require = lambda role: None  # ... but every library "loads"
         api.launch_packed = None  # the compiled launch calls the real driver (test_launch_stub.py tests it)
+        api.pool_memory = None  # so does the compiled pool allocation (test_pool_stub.py tests it)
         attrs = {m._ATTR_COMPUTE_UNITS: 132, m._ATTR_MAX_BLOCK_X: 1024, m._ATTR_MAX_BLOCK_Y: 1024,
                  m._ATTR_MAX_BLOCK_Z: 64, m._ATTR_MAX_GRID_X: 2**31 - 1, m._ATTR_MAX_GRID_Y: 65535,
                  m._ATTR_MAX_GRID_Z: 65535, m._ATTR_MAX_THREADS_PER_BLOCK: 1024, m._ATTR_MAX_SHARED_MEM: 48 << 10,

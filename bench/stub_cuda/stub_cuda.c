@@ -534,13 +534,59 @@ STUB_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *p, size_t bytes, CUstr
     return cuMemAlloc(p, bytes);
 }
 
+/* With STUB_CUDA_RECORD=1, the stream-ordered allocator keeps what it was last given and the context current
+   when it was called, counts pool trims, and answers the next `fail_*_count` calls with `fail_*_status`
+   instead (for tests of a binding's pool; set from the test through stub_cuda_pool()).  Only the counts are
+   thread-safe. */
+typedef struct {
+    unsigned long long allocs, frees, trims;
+    size_t alloc_bytes;
+    CUmemoryPool alloc_pool;
+    CUstream alloc_stream, free_stream;
+    CUdeviceptr alloc_ptr, free_ptr;
+    CUcontext alloc_ctx, free_ctx;
+    int fail_alloc_count, fail_free_count;
+    CUresult fail_alloc_status, fail_free_status;
+} stub_pool_t;
+
+static stub_pool_t pool_record;
+static int recording(void);
+
+STUB_EXPORT stub_pool_t *stub_cuda_pool(void) { return &pool_record; }
+
 STUB_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t bytes, CUmemoryPool pool, CUstream s)
 {
-    (void)pool; (void)s;
-    return cuMemAlloc(p, bytes);
+    CUresult r;
+    if (recording()) {
+        __atomic_fetch_add(&pool_record.allocs, 1ULL, __ATOMIC_RELAXED);
+        pool_record.alloc_bytes = bytes;
+        pool_record.alloc_pool = pool;
+        pool_record.alloc_stream = s;
+        pool_record.alloc_ctx = current_ctx;
+        if (pool_record.fail_alloc_count > 0) {
+            pool_record.fail_alloc_count--;
+            return pool_record.fail_alloc_status;
+        }
+    }
+    r = cuMemAlloc(p, bytes);
+    pool_record.alloc_ptr = *p;
+    return r;
 }
 
-STUB_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; return cuMemFree(p); }
+STUB_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr p, CUstream s)
+{
+    if (recording()) {
+        __atomic_fetch_add(&pool_record.frees, 1ULL, __ATOMIC_RELAXED);
+        pool_record.free_ptr = p;
+        pool_record.free_stream = s;
+        pool_record.free_ctx = current_ctx;
+        if (pool_record.fail_free_count > 0) {
+            pool_record.fail_free_count--;
+            return pool_record.fail_free_status;
+        }
+    }
+    return cuMemFree(p);
+}
 
 STUB_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **p, size_t bytes, unsigned int flags)
 {
@@ -612,6 +658,8 @@ STUB_EXPORT CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_
 STUB_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
     (void)pool; (void)keep;
+    if (recording())
+        pool_record.trims++;
     return CUDA_SUCCESS;
 }
 
@@ -765,15 +813,20 @@ static int record = -1;
 
 STUB_EXPORT stub_launch_t *stub_cuda_last_launch(void) { return &last_launch; }
 
-static void record_launch(const stub_kernel *k, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                          unsigned int by, unsigned int bz, unsigned int shm, void **params)
+static int recording(void)
 {
-    size_t at = 0;
     if (record < 0) {
         const char *v = getenv("STUB_CUDA_RECORD");
         record = v != NULL && atoi(v) != 0;
     }
-    if (!record)
+    return record;
+}
+
+static void record_launch(const stub_kernel *k, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                          unsigned int by, unsigned int bz, unsigned int shm, void **params)
+{
+    size_t at = 0;
+    if (!recording())
         return;
     last_launch.launches++;
     last_launch.grid[0] = gx; last_launch.grid[1] = gy; last_launch.grid[2] = gz;

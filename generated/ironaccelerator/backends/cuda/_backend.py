@@ -547,6 +547,12 @@ class _Api:
         # the compiled launch (_fast._launch in trampolines.c; API mode): packs and calls cuLaunchKernel
         fast = getattr(self.modules['driver'], "_fast", None)
         self.launch_packed: Callable[..., int | None] | None = getattr(fast, "_launch", None)
+        # the compiled pool allocation (_fast._pool_alloc and _PoolMemory in trampolines.c; API mode):
+        # cuMemAllocFromPoolAsync and cuMemFreeAsync called in C, the memory a C object
+        pool_fast: Any = getattr(self.modules['driver'], "_fast", None)
+        setup = getattr(pool_fast, "_pool_setup", None)
+        self.pool_memory: tuple[Callable[..., CudaPoolAllocation | int], type] | None = None if setup is None else (
+            pool_fast._pool_alloc, _compiled_pool_allocation(setup(_TLS, Error)))
         self.compiler_ffi: Any = self.modules['nvrtc'].ffi
 
     def error(self, code: int, role: str, detail: str = "") -> Error:
@@ -1400,6 +1406,30 @@ class CudaPoolAllocation(CudaAllocation):
             raise pool.api.error(code, "pool_free")
 
 
+def _compiled_pool_allocation(base: type) -> type:
+    """:class:`CudaPoolAllocation` on the compiled ``_PoolMemory`` (trampolines.c), which holds ``ptr``,
+    ``nbytes``, ``pool``, the stream and the flags, and frees in C; made once, by :class:`_Api`."""
+
+    class CudaPoolAllocation_(base, CudaPoolAllocation):  # type: ignore[misc]
+        __doc__ = CudaPoolAllocation.__doc__
+
+        @property
+        def handle(self) -> Any:  # the native device-pointer argument
+            return _devptr(self.ptr)
+
+        @property
+        def dptr(self) -> Any:
+            return _devptr(self.ptr)
+
+        @property
+        def stream(self) -> Any:  # the native stream handle
+            return _api().ffi.cast(_STREAM, self._stream)
+
+    cls = CudaPoolAllocation_
+    cls.__name__ = cls.__qualname__ = "CudaPoolAllocation"
+    return cls
+
+
 class CudaStreamOrderedPool(MemoryPool):
     """:class:`MemoryPool` on the driver's stream-ordered allocator: a pool of its own on this device
     (``cuMemPoolCreate``; its release threshold raised so that freed memory stays reserved for reuse
@@ -1441,6 +1471,15 @@ class CudaStreamOrderedPool(MemoryPool):
         self._device_key = device._key
         self._pool_alloc: Callable[..., int] = api.pool_alloc
         self._pool_free: Callable[..., int] = api.pool_free
+        self._address = _address(self.handle)
+        self._compiled = api.pool_memory  # (_fast._pool_alloc, the allocation class) or None
+
+    def _memory_error(self, memory: Allocation, code: int | None, function: str) -> Error:
+        """The Error of a compiled allocation's failed free (``code``), or of freeing it twice (None)."""
+        if code is None:
+            return Error(ErrorKind.INVALID_HANDLE, f"{memory!r} was already freed", backend=_BACKEND,
+                         function=function)
+        return self.api.error(code, "pool_free")
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> CudaPoolAllocation:
         if type(nbytes) is not int or nbytes <= 0:
@@ -1449,30 +1488,48 @@ class CudaStreamOrderedPool(MemoryPool):
                             function="MemoryPool.alloc")
             nbytes = int(nbytes)
         if stream is None:
-            s = self.stream.handle
+            st = self.stream
         elif (type(stream) is CudaStream or isinstance(stream, CudaStream)) and stream.device is self.device:
-            s = stream.handle
+            st = stream
         else:
             raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {_BACKEND} stream of {self.device!r}, "
                         f"not {stream!r}", backend=_BACKEND, function="MemoryPool.alloc")
         if getattr(_TLS, "key", None) != self._device_key:
             self.device.activate()
-        out = self._new(self._ptr_t)
-        code = self._pool_alloc(out, nbytes, self.handle, s)
-        if code:
-            err = self.api.error(code, "pool_alloc")
-            if err.kind is not ErrorKind.OUT_OF_MEMORY:
-                raise err
-            self.trim()  # unused reserved memory back to the driver, then once more
-            code = self._pool_alloc(out, nbytes, self.handle, s)
-            if code:
-                raise self.api.error(code, "pool_alloc")
-        a = CudaPoolAllocation(self, out[0], nbytes, s)
+        compiled = self._compiled
+        try:
+            a = compiled[0](compiled[1], self, self._address, nbytes, st._address, self._device_key) \
+                if compiled is not None else self._try(nbytes, st)
+            if isinstance(a, int):
+                a = self._retry(a, nbytes, st)
+        except OverflowError as e:  # more than a size_t
+            raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=_BACKEND,
+                        function="MemoryPool.alloc") from None
         if stream is None:
-            code = self.api.stream_synchronize(s)
+            code = self.api.stream_synchronize(st.handle)
             if code:
                 a.free_unchecked()
                 raise self.api.error(code, "stream_synchronize")
+        return a
+
+    def _try(self, nbytes: int, st: CudaStream) -> CudaPoolAllocation | int:
+        """One allocation on ``st`` (the device current): the allocation, or the driver's status."""
+        compiled = self._compiled
+        if compiled is not None:  # in C: _fast._pool_alloc
+            return compiled[0](compiled[1], self, self._address, nbytes, st._address, self._device_key)
+        out = self._new(self._ptr_t)
+        code = self._pool_alloc(out, nbytes, self.handle, st.handle)
+        return code if code else CudaPoolAllocation(self, out[0], nbytes, st.handle)
+
+    def _retry(self, code: int, nbytes: int, st: CudaStream) -> CudaPoolAllocation:
+        """After a failed allocation (``code``): raise, or trim the pool and try once more if out of memory."""
+        err = self.api.error(code, "pool_alloc")
+        if err.kind is not ErrorKind.OUT_OF_MEMORY:
+            raise err
+        self.trim()  # unused reserved memory back to the driver (the device made current), then once more
+        a = self._try(nbytes, st)
+        if isinstance(a, int):
+            raise self.api.error(a, "pool_alloc")
         return a
 
     def _attribute(self, attr: int) -> int:

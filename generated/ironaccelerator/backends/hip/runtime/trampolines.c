@@ -5004,6 +5004,319 @@ bad_layout:
     return ia_launch_bad_layout();
 }
 
+
+/* ------------------------------------------------------------------------------------------------------
+ * Stream-ordered pool memory in C: the backend's MemoryPool.alloc calls
+ *
+ *   _pool_alloc(cls, pool, pool_handle, nbytes, stream, key)
+ *
+ * which calls hipMallocFromPoolAsync(&ptr, nbytes, pool_handle, stream) with the GIL released and returns a new
+ * `cls` (a subclass of _PoolMemory) that owns the memory, or the status (an int) when it failed (the
+ * Python side raises, or trims the pool and tries again).  pool_handle and stream are the native handles'
+ * addresses (ints); `pool` is the backend's pool object, kept alive by the memory; `key` the .key of the
+ * backend's thread-local (_pool_setup) when the pool's device is current on a thread.
+ *
+ * _PoolMemory holds ptr, nbytes, pool, _stream (the stream's address), _freed and _tracked, and frees
+ * with hipFreeAsync(ptr, stream) in the stream's order: free() raises, free_unchecked() and _release()
+ * return the Error; dropped unfreed while tracked, tp_finalize releases it (or calls the instance's _drop,
+ * as Allocation.__del__ does).  Freeing makes the pool's device current first when the thread-local's
+ * .key differs (pool.device.activate()).  Errors come from the Python side: pool._memory_error(memory,
+ * status or None for a double free, function name).
+ * ---------------------------------------------------------------------------------------------------- */
+#include "structmember.h"
+
+typedef struct {
+    PyObject_HEAD
+    unsigned long long ptr;     /* the device address */
+    unsigned long long stream;  /* the native stream's address: freed in its order */
+    PyObject *pool;             /* the backend's pool (kept alive while the memory is) */
+    PyObject *key;              /* the thread-local's .key when the pool's device is current */
+    Py_ssize_t nbytes;
+    char freed;
+    char tracked;               /* released on drop unless freed */
+} ia_pm_object;
+
+static PyObject *ia_pm_tls = NULL;    /* the backend's threading.local (_pool_setup) */
+static PyObject *ia_pm_error = NULL;  /* the backend's Error class: what _release returns, not raises */
+static PyObject *ia_pm_str_key = NULL, *ia_pm_str_device, *ia_pm_str_activate, *ia_pm_str_memory_error,
+                *ia_pm_str_drop;
+
+static int ia_pm_strings(void)
+{
+    if (ia_pm_str_key != NULL)
+        return 0;
+    if ((ia_pm_str_device = PyUnicode_InternFromString("device")) == NULL
+        || (ia_pm_str_activate = PyUnicode_InternFromString("activate")) == NULL
+        || (ia_pm_str_memory_error = PyUnicode_InternFromString("_memory_error")) == NULL
+        || (ia_pm_str_drop = PyUnicode_InternFromString("_drop")) == NULL
+        || (ia_pm_str_key = PyUnicode_InternFromString("key")) == NULL)
+        return -1;
+    return 0;
+}
+
+/* pool._memory_error(m, status or None, function): a new reference to the Error, or NULL (raised) */
+static PyObject *ia_pm_make_error(ia_pm_object *m, long long status, int has_status, const char *function)
+{
+    PyObject *code, *fname, *err;
+    if (has_status) {
+        if ((code = PyLong_FromLongLong(status)) == NULL)
+            return NULL;
+    } else {
+        code = Py_None;
+        Py_INCREF(code);
+    }
+    if ((fname = PyUnicode_FromString(function)) == NULL) {
+        Py_DECREF(code);
+        return NULL;
+    }
+    err = PyObject_CallMethodObjArgs(m->pool, ia_pm_str_memory_error, (PyObject *)m, code, fname, NULL);
+    Py_DECREF(code);
+    Py_DECREF(fname);
+    return err;
+}
+
+/* raise a new reference to an exception instance (stealing it) */
+static void ia_pm_raise(PyObject *err)
+{
+    if (PyExceptionInstance_Check(err))
+        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+    else
+        PyErr_SetString(PyExc_TypeError, "_memory_error did not return an exception");
+    Py_DECREF(err);
+}
+
+/* the pool's device current on this thread (as Device.activate): 0, or -1 with an exception set */
+static int ia_pm_activate(ia_pm_object *m)
+{
+    PyObject *cur, *dev, *r;
+    int same;
+    if (ia_pm_tls != NULL) {
+        if ((cur = PyObject_GetAttr(ia_pm_tls, ia_pm_str_key)) != NULL) {
+            same = PyObject_RichCompareBool(cur, m->key, Py_EQ);
+            Py_DECREF(cur);
+            if (same != 0)
+                return same < 0 ? -1 : 0;
+        } else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();  /* nothing current on this thread yet */
+        } else {
+            return -1;
+        }
+    }
+    if ((dev = PyObject_GetAttr(m->pool, ia_pm_str_device)) == NULL)
+        return -1;
+    r = PyObject_CallMethodObjArgs(dev, ia_pm_str_activate, NULL);
+    Py_DECREF(dev);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* free the memory (m->freed already set): 0 freed; 1 with *status the failure; -1 with an exception set
+   (making the device current failed) */
+static int ia_pm_release(ia_pm_object *m, long long *status)
+{
+    hipError_t ia_r;
+    if (ia_pm_activate(m) < 0)
+        return -1;
+    if (IA_UNLIKELY(ia_status(73) != 0) && ia_fast_require(73) < 0)
+        return -1;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFreeAsync((void *)(uintptr_t)m->ptr, (hipStream_t)(uintptr_t)m->stream);
+    Py_END_ALLOW_THREADS
+    if (ia_r == 0)
+        return 0;
+    *status = (long long)ia_r;
+    return 1;
+}
+
+/* the Error (a new reference) or None that releasing returns, as Allocation._release; NULL if raised */
+static PyObject *ia_pm_release_result(ia_pm_object *m, const char *function)
+{
+    long long status = 0;
+    int rc = ia_pm_release(m, &status);
+    if (rc == 0)
+        Py_RETURN_NONE;
+    if (rc > 0)
+        return ia_pm_make_error(m, status, 1, function);
+    if (ia_pm_error != NULL && PyErr_ExceptionMatches(ia_pm_error)) {  /* an Error is returned, not raised */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        Py_XDECREF(type);
+        Py_XDECREF(tb);
+        return value;
+    }
+    return NULL;
+}
+
+static PyObject *ia_pm_free(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
+{
+    long long status = 0;
+    int rc;
+    PyObject *err;
+    if (IA_UNLIKELY(m->freed)) {
+        if ((err = ia_pm_make_error(m, 0, 0, "Allocation.free")) != NULL)
+            ia_pm_raise(err);
+        return NULL;
+    }
+    m->freed = 1;
+    if (IA_LIKELY((rc = ia_pm_release(m, &status)) == 0))
+        Py_RETURN_NONE;
+    if (rc > 0 && (err = ia_pm_make_error(m, status, 1, "Allocation.free")) != NULL)
+        ia_pm_raise(err);
+    return NULL;
+}
+
+static PyObject *ia_pm_free_unchecked(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
+{
+    if (IA_UNLIKELY(m->freed))  /* one flag test: freeing twice is undefined behaviour (a crash) */
+        return ia_pm_make_error(m, 0, 0, "Allocation.free_unchecked");
+    m->freed = 1;
+    return ia_pm_release_result(m, "Allocation.free_unchecked");
+}
+
+static PyObject *ia_pm_release_method(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
+{
+    return ia_pm_release_result(m, "Allocation.free");
+}
+
+/* dropped: released unless freed or untracked (the instance's _drop instead, if it has one) */
+static void ia_pm_finalize(PyObject *self)
+{
+    ia_pm_object *m = (ia_pm_object *)self;
+    PyObject *type, *value, *tb, *drop, *r = NULL;
+    if (IA_LIKELY(m->freed || !m->tracked))
+        return;
+    m->freed = 1;
+    PyErr_Fetch(&type, &value, &tb);
+    if ((drop = PyObject_GetAttr(self, ia_pm_str_drop)) != NULL) {
+        r = drop != Py_None ? PyObject_CallNoArgs(drop) : ia_pm_release_result(m, "Allocation.free");
+        Py_DECREF(drop);
+    }
+    if (r == NULL)
+        PyErr_WriteUnraisable(self);
+    Py_XDECREF(r);
+    PyErr_Restore(type, value, tb);
+}
+
+static void ia_pm_dealloc(PyObject *self)
+{
+    ia_pm_object *m = (ia_pm_object *)self;
+    Py_CLEAR(m->pool);
+    Py_CLEAR(m->key);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *ia_pm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances: MemoryPool.alloc makes them", type->tp_name);
+    return NULL;
+}
+
+static PyMethodDef ia_pm_methods[] = {
+    {"free", (PyCFunction)ia_pm_free, METH_NOARGS, "Free the memory in its stream's order (raises on failure)."},
+    {"free_unchecked", (PyCFunction)ia_pm_free_unchecked, METH_NOARGS,
+     "Free the memory in its stream's order; the Error, or None."},
+    {"_release", (PyCFunction)ia_pm_release_method, METH_NOARGS, "Free the memory; the Error, or None."},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyMemberDef ia_pm_members[] = {
+    {"ptr", T_ULONGLONG, offsetof(ia_pm_object, ptr), READONLY, "the device address"},
+    {"nbytes", T_PYSSIZET, offsetof(ia_pm_object, nbytes), READONLY, "the size in bytes"},
+    {"pool", T_OBJECT, offsetof(ia_pm_object, pool), READONLY, "the pool it came from"},
+    {"_stream", T_ULONGLONG, offsetof(ia_pm_object, stream), READONLY, "the native stream's address"},
+    {"_freed", T_BOOL, offsetof(ia_pm_object, freed), 0, "freed (or being released)"},
+    {"_tracked", T_BOOL, offsetof(ia_pm_object, tracked), 0, "released on drop unless freed"},
+    {NULL, 0, 0, 0, NULL}
+};
+
+static PyTypeObject ia_pm_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = IA_PACKAGE "._fast._PoolMemory",
+    .tp_basicsize = sizeof(ia_pm_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Memory from a stream-ordered pool, freed in its stream's order (the base of the backend's "
+              "pool allocations; see trampolines.c).",
+    .tp_new = ia_pm_new,
+    .tp_dealloc = ia_pm_dealloc,
+    .tp_finalize = ia_pm_finalize,
+    .tp_methods = ia_pm_methods,
+    .tp_members = ia_pm_members,
+};
+
+static PyObject *ia_pool_alloc(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
+{
+    PyTypeObject *cls;
+    ia_pm_object *m;
+    void *ia_pool, *ia_stream;
+    size_t ia_n;
+    void * ia_out = 0;
+    hipError_t ia_r;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_nargs != 6 || !PyType_Check(ia_args[0])
+                    || !PyType_IsSubtype((PyTypeObject *)ia_args[0], &ia_pm_type))) {
+        PyErr_SetString(PyExc_TypeError, "_pool_alloc(cls: type[_PoolMemory], pool, pool_handle: int, nbytes: int, "
+                        "stream: int, key)");
+        return NULL;
+    }
+    cls = (PyTypeObject *)ia_args[0];
+    ia_pool = PyLong_AsVoidPtr(ia_args[2]);
+    if (ia_pool == NULL && PyErr_Occurred())
+        return NULL;
+    ia_n = PyLong_AsSize_t(ia_args[3]);
+    if (ia_n == (size_t)-1 && PyErr_Occurred())
+        return NULL;
+    ia_stream = PyLong_AsVoidPtr(ia_args[4]);
+    if (ia_stream == NULL && PyErr_Occurred())
+        return NULL;
+    if (IA_UNLIKELY(ia_status(190) != 0) && ia_fast_require(190) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMallocFromPoolAsync((void **)&ia_out, (size_t)ia_n, (hipMemPool_t)ia_pool,
+                          (hipStream_t)ia_stream);
+    Py_END_ALLOW_THREADS
+    if (ia_r != 0)
+        return IA_FROM_INT(hipError_t, ia_r);
+    if ((m = (ia_pm_object *)cls->tp_alloc(cls, 0)) == NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        hipFreeAsync((void *)ia_out, (hipStream_t)ia_stream);
+        Py_END_ALLOW_THREADS
+        return NULL;
+    }
+    m->ptr = (unsigned long long)(uintptr_t)ia_out;
+    m->stream = (unsigned long long)(uintptr_t)ia_stream;
+    Py_INCREF(ia_args[1]);
+    m->pool = ia_args[1];
+    Py_INCREF(ia_args[5]);
+    m->key = ia_args[5];
+    m->nbytes = (Py_ssize_t)ia_n;
+    m->tracked = 1;
+    return (PyObject *)m;
+}
+
+/* _pool_setup(tls, error_type): the backend's thread-local (whose .key says which device is current) and
+   Error class; the _PoolMemory type */
+static PyObject *ia_pool_setup(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
+{
+    (void)ia_self;
+    if (ia_nargs != 2 || !PyType_Check(ia_args[1])) {
+        PyErr_SetString(PyExc_TypeError, "_pool_setup(tls, error_type: type)");
+        return NULL;
+    }
+    if (ia_pm_strings() < 0)
+        return NULL;
+    Py_INCREF(ia_args[0]);
+    Py_XSETREF(ia_pm_tls, ia_args[0]);
+    Py_INCREF(ia_args[1]);
+    Py_XSETREF(ia_pm_error, ia_args[1]);
+    Py_INCREF(&ia_pm_type);
+    return (PyObject *)&ia_pm_type;
+}
+
 static PyMethodDef ia_fast_methods[] = {
     {"hipApiName", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
      "hipApiName($module, id)\n"
@@ -5357,6 +5670,11 @@ static PyMethodDef ia_fast_methods[] = {
     {"_launch", (PyCFunction)(void (*)(void))ia_launch, METH_FASTCALL,
      "_launch(layouts, args, check, function, dims, stream)\n--\n\nThe backend's kernel-launch fast path "
      "(see trampolines.c): the launch's status, or None if it did not launch."},
+    {"_pool_alloc", (PyCFunction)(void (*)(void))ia_pool_alloc, METH_FASTCALL,
+     "_pool_alloc(cls, pool, pool_handle, nbytes, stream, key)\n--\n\nThe backend's pool allocation (see "
+     "trampolines.c): a new cls that owns the memory, or the status if it failed."},
+    {"_pool_setup", (PyCFunction)(void (*)(void))ia_pool_setup, METH_FASTCALL,
+     "_pool_setup(tls, error_type)\n--\n\nThe backend's thread-local and Error class; returns the _PoolMemory type."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -5373,8 +5691,16 @@ static int ia_install_fast(void)
 {
     int rc = -1;
     PyGILState_STATE gil = PyGILState_Ensure();
-    if (ia_fast_module == NULL)
+    if (ia_fast_module == NULL && PyType_Ready(&ia_pm_type) == 0) {
         ia_fast_module = PyModule_Create(&ia_fast_def);
+        if (ia_fast_module != NULL) {
+            Py_INCREF(&ia_pm_type);  /* PyModule_AddObject steals it on success */
+            if (PyModule_AddObject(ia_fast_module, "_PoolMemory", (PyObject *)&ia_pm_type) < 0) {
+                Py_DECREF(&ia_pm_type);
+                Py_CLEAR(ia_fast_module);
+            }
+        }
+    }
     if (ia_fast_module != NULL && PyDict_SetItemString(PyImport_GetModuleDict(), IA_PACKAGE "._fast",
                                                        ia_fast_module) == 0)
         rc = 0;
