@@ -853,6 +853,11 @@ class CudaDevice(Device):
         self._target: Any = self.context
         self._key = ("context", _address(self.context))
         self._streams: weakref.WeakSet[CudaStream] = weakref.WeakSet()
+        # alloc and free of DEVICE memory, inline (the hot path)
+        self._new = self.api.ffi.new
+        self._ptr_t = self.api.ffi.typeof(_DEVICEPTR + " *")
+        self._alloc: Callable[..., int] = self.api.alloc
+        self._free: Callable[..., int] = self.api.free
         self.activate()
 
     def activate(self) -> None:
@@ -862,22 +867,25 @@ class CudaDevice(Device):
 
     # memory
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> CudaAllocation:
-        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
-            raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
-                        function="Device.alloc")
+        if type(nbytes) is not int or nbytes <= 0:
+            if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
+                raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
+                            function="Device.alloc")
+            nbytes = int(nbytes)
         r = self.alloc_unchecked(nbytes, kind)
         if isinstance(r, Error):
             raise r
-        r._track(_Releaser(self.api, self._key, self._target, r.kind, r.handle))
+        r._tracked = True  # released on drop (Allocation.__del__ -> _release)
         return r
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[CudaAllocation]:
         api, ffi = self.api, self.api.ffi
         try:
-            self.activate()
-            if kind is MemoryKind.DEVICE:
-                role, out = "alloc", ffi.new(_DEVICEPTR + " *")
-                code = api.alloc(out, nbytes)
+            if getattr(_TLS, "key", None) != self._key:
+                self.activate()
+            if kind is MemoryKind.DEVICE:  # (the hot path: the pointer type and the function kept by __init__)
+                role, out = "alloc", self._new(self._ptr_t)
+                code = self._alloc(out, nbytes)
             elif kind is MemoryKind.HOST_PINNED or kind is MemoryKind.HOST:
                 role, out = "host_alloc", ffi.new("void **")
                 code = api.host_alloc(out, nbytes, _HOST_ALLOC_FLAGS)
@@ -944,26 +952,6 @@ class CudaDevice(Device):
             s._last = None
 
 
-class _Releaser:
-    """A finalizer callback that frees one allocation (keeps no reference to its owner)."""
-
-    __slots__ = ("api", "key", "target", "kind", "handle")
-
-    def __init__(self, api: _Api, key: tuple[str, int], target: Any, kind: MemoryKind, handle: Any) -> None:
-        self.api = api
-        self.key = key
-        self.target = target
-        self.kind = kind
-        self.handle = handle
-
-    def __call__(self) -> int:
-        try:
-            _make_current(self.api, self.key, self.target)
-        except Error:
-            pass
-        return _free(self.api, self.kind, self.handle)[0]
-
-
 def _free(api: _Api, kind: MemoryKind, handle: Any) -> tuple[int, str]:
     if kind is MemoryKind.HOST_PINNED or kind is MemoryKind.HOST:
         return int(api.host_free(handle)), "host_free"
@@ -977,23 +965,51 @@ class CudaAllocation(Allocation):
     device: CudaDevice
 
     def __init__(self, device: CudaDevice, handle: Any, nbytes: int, kind: MemoryKind) -> None:
+        # (_freed and _tracked: False, the class defaults)
         self.device = device
         self.handle = handle
-        self.ptr = _address(handle)
-        self.dptr = _devptr(self.ptr)
+        self.ptr = ptr = handle if type(handle) is int else _address(handle)
+        self.dptr: Any = ptr  # CUdeviceptr is the address itself
         self.nbytes = nbytes
         self.kind = kind
-        self._freed = False
-        self._finalizer = None
 
     def _release(self) -> Error | None:
-        api = self.device.api
+        device = self.device
         try:
-            self.device.activate()
+            if getattr(_TLS, "key", None) != device._key:
+                device.activate()
         except Error as e:
             return e
+        api = device.api
         code, role = _free(api, self.kind, self.handle)
         return api.error(code, role) if code else None
+
+    # Allocation.free and free_unchecked, with _release inline for device memory of the current device
+    def free(self) -> None:
+        if self._freed:
+            raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=_BACKEND,
+                        function="Allocation.free")
+        self._freed = True
+        device = self.device
+        if self.kind is MemoryKind.DEVICE and getattr(_TLS, "key", None) == device._key:
+            code = device._free(self.handle)
+            if code:
+                raise device.api.error(code, "free")
+            return
+        err = self._release()
+        if err is not None:
+            raise err
+
+    def free_unchecked(self) -> Result[None]:
+        if self._freed:  # one flag test: releasing the vendor handle twice is undefined behaviour (a crash)
+            return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=_BACKEND,
+                         function="Allocation.free_unchecked")
+        self._freed = True
+        device = self.device
+        if self.kind is MemoryKind.DEVICE and getattr(_TLS, "key", None) == device._key:
+            code = device._free(self.handle)
+            return device.api.error(code, "free") if code else None
+        return self._release()
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
@@ -1392,6 +1408,8 @@ class CudaPoolAllocation(CudaAllocation):
                 return e
         code = pool._pool_free(self.handle, self.stream)
         return pool.api.error(code, "pool_free") if code else None
+
+    free_unchecked = Allocation.free_unchecked  # through _release, not CudaAllocation's inline cuMemFree
 
     def free(self) -> None:  # _release inline (the pool's hot path)
         if self._freed:
