@@ -34,7 +34,8 @@ median per-op time and ratios, a ratio being the median over repeats of the pair
      raw cffi ``cuMemAlloc`` + ``cuMemFree`` (the floor).
 
 Targets (printed with OK / MISS): ours / cuda.core time <= 1.0 for both launch flavours and both kernels,
-and for ``dev.alloc`` + free.  The stub counts the launches, allocations and frees that reach it; every
+and for ``memory_pool().alloc(n, stream)`` + free (cuda.core's ``allocate`` draws from the driver's
+stream-ordered pool too; ``dev.alloc``, a synchronous ``cuMemAlloc``, is shown for context).  The stub counts the launches, allocations and frees that reach it; every
 variant is checked to make exactly one driver launch (or one alloc and one free) per op before it is timed.
 If gcc, ``cuda.h`` or cuda-core is missing the script says so and exits 0.
 """
