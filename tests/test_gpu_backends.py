@@ -287,6 +287,14 @@ def test_the_compiled_pool_is_wired_to_the_pool_roles(module: Any, library: str,
     pool_cls = _cls(module, "PoolAllocation")
     assert cls.__mro__[1:3] == (fast._PoolMemory, pool_cls) and cls.__name__ == pool_cls.__name__
     assert issubclass(cls, Allocation) and cls.kind is MemoryKind.DEVICE
+    # no pool (a NULL handle): the real library answers with a failure status, or the loader's error where
+    # the library is missing (this machine has libamdhip64 without a device, and no CUDA driver)
+    try:
+        status = alloc(cls, object(), 0, 16, 0, ("device", 0))
+    except Error as e:
+        assert e.kind in (ErrorKind.LIBRARY_NOT_FOUND, ErrorKind.SYMBOL_NOT_FOUND), e
+    else:
+        assert type(status) is int and status != 0, status
 
 
 # ------------------------------------------------------------------ DLPack and the CUDA Array Interface
