@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import weakref
 from pathlib import Path
 from typing import Any
@@ -799,7 +800,6 @@ class FakeDriver:
 
 @pytest.fixture(params=["cuda", "hip"])
 def sim(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
-    import threading
     module = cuda_backend if request.param == "cuda" else hip_backend
     driver = FakeDriver(module)
     api = driver.api()
@@ -951,7 +951,6 @@ def test_sim_load_module_formats(sim: Any) -> None:
 
 
 def test_sim_contexts_are_made_current_per_thread(sim: Any) -> None:
-    import threading
     module, driver, backend = sim
     dev = backend.open(0)
     role = "context_set_current" if module is cuda_backend else "set_device"
@@ -1333,6 +1332,20 @@ def test_gpu_stream_ordered_pool(cuda_device: Any) -> None:
     c.free()
     s.synchronize()
     assert pool.trim() > 0 and pool.stats().allocated_bytes == 0
+    # API mode: the allocations are the compiled _PoolMemory (freed in C); dropped, or freed on a thread
+    # where nothing is current yet, they go back to the pool all the same
+    if cuda_device.api.modules["driver"].BINDING_MODE == "api":
+        assert pool._compiled is not None and type(a).__mro__[1].__name__ == "_PoolMemory"
+    d = pool.alloc(4096, stream=s)
+    assert d.__cuda_array_interface__["data"] == (d.ptr, False) and d.ptr != 0
+    del d
+    gc.collect()
+    e = pool.alloc(4096, stream=s)
+    t = threading.Thread(target=e.free)
+    t.start()
+    t.join()
+    s.synchronize()
+    assert e.freed and pool.stats().in_use_bytes == 0
 
 
 @pytest.mark.gpu
