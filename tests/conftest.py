@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -55,3 +57,19 @@ def stub_cuda() -> tuple[Path, dict[str, str]]:
     env = {**os.environ, "LD_LIBRARY_PATH": str(stub.parent),
            "STUB_CUDA_DRIVER_VERSION": str(max(13000, major * 1000 + minor * 10))}
     return stub, env
+
+
+@pytest.fixture(scope="session")
+def stub_child(stub_cuda: tuple[Path, dict[str, str]]) -> Callable[[str], int]:
+    """Runs tests/<script> in a subprocess over the stub driver with recording on (STUB_CUDA_RECORD=1),
+    the stub's path as its argument; returns the count it prints as "ok <n>" (a failure fails the test)."""
+    stub, env = stub_cuda
+
+    def run(script: str) -> int:
+        proc = subprocess.run([sys.executable, str(ROOT / "tests" / script), str(stub)], capture_output=True,
+                              text=True, timeout=300, env={**env, "STUB_CUDA_RECORD": "1"})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.startswith("ok "), proc.stdout
+        return int(proc.stdout.split()[1])
+
+    return run

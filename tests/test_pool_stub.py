@@ -9,17 +9,8 @@ Python one, and checks the driver's view, release on drop, errors, threads and r
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-HERE = Path(__file__).resolve().parent
+from typing import Callable
 
 
-def test_pool_allocations_reach_the_driver_as_asked(stub_cuda: tuple[Path, dict[str, str]]) -> None:
-    stub, env = stub_cuda
-    proc = subprocess.run([sys.executable, str(HERE / "pool_stub_child.py"), str(stub)], capture_output=True,
-                          text=True, timeout=300, env={**env, "STUB_CUDA_RECORD": "1"})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("ok "), proc.stdout
-    assert int(proc.stdout.split()[1]) >= 30, proc.stdout
+def test_pool_allocations_reach_the_driver_as_asked(stub_child: Callable[[str], int]) -> None:
+    assert stub_child("pool_stub_child.py") >= 30  # allocations checked (15 per path in API mode)

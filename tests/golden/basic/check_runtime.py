@@ -19,6 +19,16 @@ RESOLVER = "no-resolver" not in sys.argv[2:]
 # goldenAlloc_v2, which dlsym finds, answers 0x1000 + bytes
 BASE = 0x2000 if RESOLVER else 0x1000
 
+
+def raises(exc, call):
+    """call() raises exc (or a subclass)."""
+    try:
+        call()
+    except exc:
+        return
+    raise AssertionError(f"no {exc.__name__}")
+
+
 # constants and enums
 assert g.GOLDEN_VERSION == 2010 and g.GOLDEN_MAX_NAME == 64 and g.GOLDEN_FLAG_B == 8
 assert g.GOLDEN_GREETING == "hello"
@@ -84,12 +94,7 @@ for call, exc in ((lambda: g.goldenAlloc(-1), OverflowError), (lambda: g.goldenA
                   (lambda: g.goldenAlloc(), TypeError), (lambda: g.goldenAlloc(1, 2), TypeError),
                   (lambda: g.goldenAlloc(size=1), TypeError), (lambda: g.goldenAlloc(1, bytes=1), TypeError),
                   (lambda: g.goldenGetVersion(1), TypeError)):
-    try:
-        call()
-    except exc:
-        pass
-    else:
-        raise AssertionError(f"no {exc.__name__}")
+    raises(exc, call)
 try:
     g.goldenGetName(-1)  # a failure from a function with a string buffer
 except Error as e:
@@ -224,12 +229,7 @@ if launch_fast is not None:
                      (lambda: launch_fast({(Mem,): layout(8, (0, 8, 4))}, (mem,), True, 1, dims, 2), ValueError),
                      (lambda: launch_fast({(Mem,): layout(8, (0, 4, 0))}, (mem,), True, 1, dims, 2), ValueError),
                      (lambda: launch_fast({(Mem,): layout(8, (7, 8, 0))}, (mem,), True, 1, dims, 2), ValueError)):
-        try:
-            bad()
-        except exc:
-            pass
-        else:
-            raise AssertionError(f"no {exc.__name__}")
+        raises(exc, bad)
     assert last()[11] == before + 5
 
 # the pool fast path (pool_memory: goldenPoolAlloc, goldenPoolFree): golden._fast._pool_alloc allocates and
@@ -374,19 +374,13 @@ if pool_setup is not None:
                      (lambda: pool_alloc(Memory, pool, "x", 16, 2, KEY), TypeError),
                      (lambda: pool_setup(tls), TypeError)):
         n = pv(0)
-        try:
-            bad()
-        except exc:
-            pass
-        else:
-            raise AssertionError(f"no {exc.__name__}")
+        raises(exc, bad)
         assert pv(0) == n
-    try:
-        new()._freed = 1  # a bool
-    except TypeError:
-        pass
-    else:
-        raise AssertionError("_freed took an int")
+
+    def set_freed(value):
+        new()._freed = value
+
+    raises(TypeError, lambda: set_freed(1))  # a bool
     # no reference leaks: allocations, frees, double frees, drops, failures
     m = got = e = None
     unraisable.clear()
