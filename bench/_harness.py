@@ -148,7 +148,7 @@ class Targets:
 
     def print(self) -> None:
         print("\n== targets")
-        w = max((len(r[0]) for r in self.rows + self.info), default=0)  # type: ignore[operator]
+        w = max([len(r[0]) for r in self.rows] + [len(i[0]) for i in self.info], default=0)
         for what, value, op, target, ok in self.rows:
             print(f"  {what:<{w}}  {value:6.3f}x  (target {op} {target:.2f}x)  {'OK' if ok else 'MISS'}")
         for what, value in self.info:

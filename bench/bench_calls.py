@@ -47,6 +47,8 @@ import sys
 import time
 import timeit
 from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "generated"))
@@ -143,8 +145,9 @@ static const char *hipGetErrorString(hipError_t error) { return p_hip_errstr(err
 """
 
 
-def build_raw_module(tag: str = "nvrtc", cdef: str = RAW_CDEF, source: str = RAW_SOURCE):  # type: ignore[no-untyped-def]
-    """Compile (once; cached by source hash under build/bench/) and import a hand-written API module."""
+def build_raw_module(tag: str = "nvrtc", cdef: str = RAW_CDEF, source: str = RAW_SOURCE) -> tuple[Any, bool]:
+    """Compile (once; cached by source hash under build/bench/) and import a hand-written API module
+    (a cffi extension module, its ``ffi`` and ``lib`` untyped); whether it was built now."""
     import importlib
 
     import cffi
@@ -192,7 +195,8 @@ def calibrate(timer: timeit.Timer, target_s: float) -> int:
 
 
 class Variant:
-    def __init__(self, group: str, key: str, label: str, stmt: str, setup: str, env: dict, scale: int = 1) -> None:
+    def __init__(self, group: str, key: str, label: str, stmt: str, setup: str, env: dict[str, Any],
+                 scale: int = 1) -> None:
         self.group, self.key, self.label = group, key, label
         self.scale = scale  # C calls per statement (the C-loop rows)
         self.timer = timeit.Timer(stmt, setup, globals=env)
@@ -227,17 +231,18 @@ def spread(v: Variant) -> float:
     return 100.0 * (q[2] - q[0]) / med(v.samples)
 
 
-def make_alternatives(nvrtc):  # type: ignore[no-untyped-def]
+def make_alternatives(nvrtc: ModuleType) -> dict[str, Callable[..., Any]]:
     """Hand-written variants of the checked wrappers' bodies, same contract (raise on failure)."""
     import threading
 
     ffi, lib = nvrtc.ffi, nvrtc._b.lib
+    string: Callable[[Any], bytes]
     new, NULL, string = ffi.new, ffi.NULL, ffi.string
     T2 = ffi.typeof("int[2]")
     error = nvrtc._b.error
     version_fn, errstr_fn = lib.nvrtcVersion, lib.nvrtcGetErrorString
 
-    def alt_version_arr2():  # type: ignore[no-untyped-def]
+    def alt_version_arr2() -> tuple[int, int]:
         a = new(T2)
         r = lib.nvrtcVersion(a, a + 1)
         if r:
@@ -246,7 +251,7 @@ def make_alternatives(nvrtc):  # type: ignore[no-untyped-def]
 
     tl = threading.local()
 
-    def alt_version_tls():  # type: ignore[no-untyped-def]
+    def alt_version_tls() -> tuple[int, ...]:
         try:
             a, b = tl.v
         except AttributeError:
@@ -261,22 +266,22 @@ def make_alternatives(nvrtc):  # type: ignore[no-untyped-def]
     scratch = new(T2)
     scratch1 = scratch + 1
 
-    def alt_version_scratch():  # type: ignore[no-untyped-def]
+    def alt_version_scratch() -> tuple[int, ...]:
         r = version_fn(scratch, scratch1)
         if r:
             raise error(r, 28)
         return tuple(scratch)
 
-    def alt_errstr_lean(result):  # type: ignore[no-untyped-def]
+    def alt_errstr_lean(result: int) -> str:
         r = errstr_fn(result)
         if not r:
             nvrtc._require(7)
             return ""
         return string(r).decode("utf-8", "replace")
 
-    memo: dict = {}
+    memo: dict[int, str] = {}
 
-    def alt_errstr_memo(result):  # type: ignore[no-untyped-def]
+    def alt_errstr_memo(result: int) -> str:
         s = memo.get(result)
         if s is None:
             s = memo[result] = alt_errstr_lean(result)
@@ -284,8 +289,8 @@ def make_alternatives(nvrtc):  # type: ignore[no-untyped-def]
 
     for f in (alt_version_arr2, alt_version_tls, alt_version_scratch):
         assert f() == nvrtc.nvrtcVersion()
-    for f in (alt_errstr_lean, alt_errstr_memo):
-        assert f(6) == nvrtc.nvrtcGetErrorString(6)
+    for g in (alt_errstr_lean, alt_errstr_memo):
+        assert g(6) == nvrtc.nvrtcGetErrorString(6)
     return dict(alt_version_arr2=alt_version_arr2, alt_version_tls=alt_version_tls,
                 alt_version_scratch=alt_version_scratch, alt_errstr_lean=alt_errstr_lean,
                 alt_errstr_memo=alt_errstr_memo)
@@ -294,17 +299,20 @@ def make_alternatives(nvrtc):  # type: ignore[no-untyped-def]
 HIP_NO_DEVICE = 100  # hipErrorNoDevice: the status whose string the errstr variants fetch
 
 
-def hip_setup(env: dict) -> str | None:
+def hip_setup(env: dict[str, Any]) -> str | None:
     """Load the HIP variants' objects into ``env``; the reason they are skipped, or None."""
     try:
         from ironaccelerator.backends.hip import runtime as hip
+        from ironaccelerator.backends.hip.runtime._binding import BINDING as hip_binding  # hip._b
     except ImportError as exc:
         return f"the generated hip.runtime binding is not importable ({exc})"
     try:
         version = hip.hipRuntimeGetVersion()
     except Exception as exc:  # noqa: BLE001 - an Error (LIBRARY_NOT_FOUND) or anything else: report it
         return f"hipRuntimeGetVersion() failed: {exc}"
-    path = hip._b.path
+    path = hip_binding.path
+    if path is None:
+        return "the generated hip.runtime binding did not record which libamdhip64 it loaded"
     raw, built = build_raw_module("hip", RAW_HIP_CDEF, RAW_HIP_SOURCE)
     if raw.lib.bench_init(path.encode()) != 0:
         return f"the raw module could not dlopen/dlsym {path}"
@@ -339,9 +347,10 @@ def hip_setup(env: dict) -> str | None:
     for what, answer in got_msg.items():
         if answer != msg:
             raise SystemExit(f"error: HIP {what} error string: {answer!r} != {msg!r}")
-    hp = None
+    hp: Any = None  # hip-python's hip module, once it answers as the others do
     try:
-        from hip import hip as hp  # type: ignore[no-redef]
+        from hip import hip as hip_python
+        hp = hip_python
         status, hv = hp.hipRuntimeGetVersion()
         if int(status) != 0 or hv != version:
             raise RuntimeError(f"answered {(status, hv)!r}, not (0, {version})")
@@ -381,6 +390,7 @@ def main() -> int:
     t_start = time.perf_counter()
 
     from ironaccelerator.backends.cuda import nvrtc
+    from ironaccelerator.backends.cuda.nvrtc._binding import BINDING as nvrtc_binding  # nvrtc._b
 
     print(f"bench_calls: Python {platform.python_version()} on {platform.machine()}, "
           f"{os.cpu_count()} CPUs; {repeats} repeats x ~{target_s * 1000:.0f} ms per variant")
@@ -402,7 +412,7 @@ def main() -> int:
 
     # ---- load everything, and make sure it is one and the same libnvrtc
     ver = nvrtc.nvrtcVersion()
-    path = nvrtc._b.path
+    path = nvrtc_binding.path
     if path is None:
         print("error: the generated binding did not record which libnvrtc it loaded", file=sys.stderr)
         return 1
@@ -451,7 +461,7 @@ def main() -> int:
               "the variants may not call the same library")
 
     # ---- sanity: every variant computes the same answer
-    def same(a, b, what):  # type: ignore[no-untyped-def]
+    def same(a: object, b: object, what: str) -> None:
         if a != b:
             raise SystemExit(f"error: {what}: {a!r} != {b!r}")
 
@@ -561,7 +571,7 @@ def main() -> int:
         env.update(py_version=py_wrappers.get("nvrtcVersion", nvrtc.nvrtcVersion),
                    py_errstr=py_wrappers.get("nvrtcGetErrorString", nvrtc.nvrtcGetErrorString))
         env.update(ffi=ffi, T=ffi.typeof("int *"), NULL=ffi.NULL, p6=nvrtc.unchecked.nvrtcGetErrorString(6),
-                   empty=lambda: None, blib=nvrtc._b.lib, C_LOOP=C_LOOP)
+                   empty=lambda: None, blib=nvrtc_binding.lib, C_LOOP=C_LOOP)
         add("parts_v", "loop", "empty timeit loop (pass)", "pass", "")
         add("parts_v", "c_only", "nvrtcVersion alone (loop in C, no Python)", "f(n, a, b)",
             "f = raw.lib.bench_c_loop_version; n = C_LOOP; a = rmaj; b = rmin", scale=C_LOOP)

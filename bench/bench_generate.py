@@ -158,8 +158,8 @@ def bench_in_process(repeats: int) -> tuple[float, bool]:
         staged_sum = sum(med(v) for v in stages.values())
         print(f"\n  breakdown (median over {repeats} repeats of the stages called one by one; sum "
               f"{staged_sum * 1000:.1f} ms):")
-        for k, v in stages.items():
-            m = med(v)
+        for k, samples in stages.items():
+            m = med(samples)
             print(f"    {k:70s} {m * 1000:8.1f} ms  {100 * m / staged_sum:5.1f}%")
     return t, t <= TARGET_GENERATION_S
 

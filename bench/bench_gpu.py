@@ -364,7 +364,8 @@ class Report:
         self.data["notes"].append(text)
 
     def section(self, name: str) -> dict[str, Any]:
-        return self.data["sections"].setdefault(name, {"rows": []})
+        sections: dict[str, dict[str, Any]] = self.data["sections"]
+        return sections.setdefault(name, {"rows": []})
 
     def write(self, targets: Targets | None = None) -> None:
         if targets is not None:
@@ -535,7 +536,7 @@ def bindings_api() -> SimpleNamespace:
     try:
         from cuda.bindings import driver, runtime
     except ImportError:
-        from cuda import cuda as driver, cudart as runtime  # type: ignore[no-redef]
+        from cuda import cuda as driver, cudart as runtime
     ns = SimpleNamespace(driver=driver, runtime=runtime)
     for mod, names in ((driver, ("cuLaunchKernel", "cuStreamCreate", "cuStreamSynchronize", "cuStreamDestroy",
                                  "CUfunction", "CUstream")),

@@ -74,9 +74,11 @@ def main() -> int:
 
     import ironaccelerator as ia
     from ironaccelerator.backends.opencl import cl as iacl
+    from ironaccelerator.backends.opencl._backend import OpenCLDevice
 
     t_start = time.perf_counter()
     dev = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL).open(0)
+    assert isinstance(dev, OpenCLDevice), dev  # (the raw floor and the controls use .handle, .buffer, .queue)
     s = dev.create_stream()
     # pyopencl on the same device (matched by name)
     pdev = next(d for p in pcl.get_platforms() for d in p.get_devices() if d.name == dev.descriptor.name)
@@ -105,13 +107,13 @@ def main() -> int:
     # set once, 1-D range
     raw, ffi = iacl.unchecked, iacl.ffi
     k_raw = dev.load_module(KERNEL_SRC).kernel("touch")
-    rk = k_raw.handle  # type: ignore[attr-defined]
-    mem = ffi.new("cl_mem *", buf.buffer)  # type: ignore[attr-defined]
+    rk = k_raw.handle
+    mem = ffi.new("cl_mem *", buf.buffer)
     ival = ffi.new("cl_int *", 1)
     assert raw.clSetKernelArg(rk, 0, ffi.sizeof("cl_mem"), mem) == 0
     assert raw.clSetKernelArg(rk, 1, 4, ival) == 0
     rg = ffi.new("size_t[1]", [1])
-    rq = s.queue  # type: ignore[attr-defined]
+    rq = s.queue
 
     # correctness of every launch variant before timing: each writes its own value, read back
     def read_ours() -> int:
@@ -284,7 +286,7 @@ def main() -> int:
     sec3: list[tuple[str, str, Variant, Variant, Variant]] = []
     # a control: pyopencl on *our* cl_mem and queue (wrapped with from_int_ptr), which takes buffer placement
     # out of the comparison and leaves only the two bindings' per-copy costs
-    pqueue_ours = pcl.CommandQueue.from_int_ptr(int(ffi.cast("uintptr_t", s.queue)), retain=True)  # type: ignore[attr-defined]
+    pqueue_ours = pcl.CommandQueue.from_int_ptr(int(ffi.cast("uintptr_t", s.queue)), retain=True)
     slots: list[dict[str, Any]] = []
     scratch = (np.empty(64 << 20, np.uint8), np.zeros(64 << 20, np.uint8))
     renewals = [0]
