@@ -1,4 +1,5 @@
-"""The timing harness shared by the side-by-side benchmarks (bench_opencl.py, bench_gpu.py).
+"""The timing harness shared by the side-by-side benchmarks (bench_opencl.py, bench_gpu.py, bench_launch_cpu.py;
+bench_calls.py times statements with timeit but pairs and reports with ratio() and spread()).
 
 Every variant of a section is timed once per repeat, in an order rotated from one repeat to the next; a
 ratio is the median over repeats of the *paired* per-repeat ratio, which stays honest when a shared
@@ -11,7 +12,13 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
+
+
+class Sampled(Protocol):
+    """What ratio() and spread() read: seconds per op, one sample per repeat."""
+
+    samples: list[float]
 
 
 class Variant:
@@ -110,12 +117,12 @@ def run_interleaved(groups: list[list[Variant]], repeats: int, target_s: float,
                 v.samples.append(statistics.median(ts))
 
 
-def ratio(a: Variant, b: Variant) -> float:
+def ratio(a: Sampled, b: Sampled) -> float:
     """Median of per-repeat a/b (time ratio)."""
     return statistics.median(x / y for x, y in zip(a.samples, b.samples))
 
 
-def spread(v: Variant) -> float:
+def spread(v: Sampled) -> float:
     """The interquartile range of a variant's samples, in % of their median (0 with fewer than 4)."""
     s = sorted(v.samples)
     q = len(s) // 4

@@ -52,6 +52,11 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "generated"))
+if str(ROOT / "bench") not in sys.path:
+    sys.path.insert(0, str(ROOT / "bench"))
+
+from _harness import libs_mapped, spread  # noqa: E402
+from _harness import ratio as paired_ratio  # noqa: E402
 BUILD = ROOT / "build" / "bench"
 
 TARGET_UNCHECKED_OVER_RAW = 1.1
@@ -170,16 +175,6 @@ def build_raw_module(tag: str = "nvrtc", cdef: str = RAW_CDEF, source: str = RAW
 # ----------------------------------------------------------------------------- helpers
 
 
-def libs_mapped(needle: str = "/libnvrtc.so") -> set[str]:
-    """Real paths of every library whose path contains ``needle`` mapped into this process (Linux only)."""
-    try:
-        with open("/proc/self/maps") as fh:
-            paths = {line.split()[-1] for line in fh if needle in line}
-    except OSError:
-        return set()
-    return {os.path.realpath(p) for p in paths}
-
-
 def calibrate(timer: timeit.Timer, target_s: float) -> int:
     """Smallest 'number' (1, 2, 5, 10, ...) for which one timeit lasts >= target_s / 4, scaled to target_s."""
     n = 1
@@ -195,6 +190,10 @@ def calibrate(timer: timeit.Timer, target_s: float) -> int:
 
 
 class Variant:
+    """One row, timed with ``timeit`` on a statement rather than _harness.Variant's ``body(n)``: the calls
+    measured here take ~50-100 ns, and a statement compiled into timeit's own loop adds nothing per call
+    (the ratios, spreads and library check are _harness's)."""
+
     def __init__(self, group: str, key: str, label: str, stmt: str, setup: str, env: dict[str, Any],
                  scale: int = 1) -> None:
         self.group, self.key, self.label = group, key, label
@@ -215,20 +214,6 @@ def run(variants: list[Variant], repeats: int, target_s: float) -> None:
             order.reverse()
         for v in order:
             v.samples.append(v.timer.timeit(v.number) / (v.number * v.scale))
-
-
-def med(xs: list[float]) -> float:
-    return statistics.median(xs)
-
-
-def paired_ratio(a: Variant, b: Variant) -> float:
-    return med([x / y for x, y in zip(a.samples, b.samples)])
-
-
-def spread(v: Variant) -> float:
-    """Relative interquartile range of the per-repeat samples, in percent."""
-    q = statistics.quantiles(v.samples, n=4)
-    return 100.0 * (q[2] - q[0]) / med(v.samples)
 
 
 def make_alternatives(nvrtc: ModuleType) -> dict[str, Callable[..., Any]]:
@@ -453,7 +438,7 @@ def main() -> int:
     else:
         print(f"cuda-bindings {cb_version}")
 
-    mapped = libs_mapped()
+    mapped = libs_mapped("/libnvrtc.so")
     if len(mapped) == 1 and os.path.realpath(path) in mapped:
         print("all variants use the same libnvrtc (one copy mapped in this process)")
     else:
@@ -632,7 +617,7 @@ def main() -> int:
         print(f"\n{title}")
         print(f"  {'variant'.ljust(width)}  {'ns/call':>8}  {'IQR%':>5}  {'x raw API':>9}  {'calls/rep':>9}")
         for v in rows:
-            print(f"  {v.label.ljust(width)}  {med(v.samples) * 1e9:8.1f}  {spread(v):5.1f}  "
+            print(f"  {v.label.ljust(width)}  {statistics.median(v.samples) * 1e9:8.1f}  {spread(v):5.1f}  "
                   f"{paired_ratio(v, base):9.2f}  {v.number:9d}")
 
     table("version", "nvrtcVersion (two int out-params)")
@@ -694,9 +679,9 @@ def main() -> int:
             print(f"\n{title}")
             print(f"  {'piece'.ljust(width)}  {'ns':>8}  {'% of Python':>12}")
             for v in rows:
-                print(f"  {v.label.ljust(width)}  {med(v.samples) * 1e9:8.1f}  "
+                print(f"  {v.label.ljust(width)}  {statistics.median(v.samples) * 1e9:8.1f}  "
                       f"{100 * paired_ratio(v, checked):11.0f}%")
-        loop = med(by[("parts_v", "loop")].samples) * 1e9
+        loop = statistics.median(by[("parts_v", "loop")].samples) * 1e9
         print(f"  (timeit's own loop costs ~{loop:.1f} ns per statement and is included in every number above"
               f" except the C-loop rows)")
         for group, title in (("alt_v", "What-if: other bodies for the checked nvrtcVersion() (x current: x the Python wrapper)"),
@@ -708,7 +693,7 @@ def main() -> int:
             print(f"  {'body'.ljust(width)}  {'ns/call':>8}  {'x current':>9}  {'x cuda-b.':>9}")
             for v in rows:
                 vs_cb = f"{paired_ratio(v, ref):9.2f}" if ref is not None else f"{'-':>9}"
-                print(f"  {v.label.ljust(width)}  {med(v.samples) * 1e9:8.1f}  {paired_ratio(v, base):9.2f}  {vs_cb}")
+                print(f"  {v.label.ljust(width)}  {statistics.median(v.samples) * 1e9:8.1f}  {paired_ratio(v, base):9.2f}  {vs_cb}")
 
     if nvrtc.BINDING_MODE != "api":
         print("\n!! WARNING: BINDING_MODE is not 'api': the generated-binding numbers are for the ABI fallback !!")
