@@ -10,7 +10,7 @@ import fnmatch
 import keyword
 import re
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import AbstractSet, Mapping
 
 from .ctypes_util import FLOAT_BUILTINS, INTEGER_BUILTINS, declare, is_char, references, resolve
 from .diagnostics import Collector, suggest
@@ -313,7 +313,7 @@ class _Binder:
         for w, _ in self.spec.per_thread:
             if not any(r.wrapper == w.value for r in self.h.renames):
                 self.err.error(w.location, f"no function is renamed through '{w}' in {self.h.name}")
-        out = []
+        out: list[BoundFunction] = []
         for name in names:
             fs = fspecs.get(name, FunctionSpec(name=_name(name, self.spec.location)))
             if fs.skip:
@@ -668,8 +668,8 @@ class _Binder:
                         and not self.incomplete(resolve(t.type, self.typedefs)))
         return tuple(out), tuple(bound_enums), structs
 
-    def deps(self, t: CType, defined: set[tuple[str, str]]) -> set[tuple[str, str]]:
-        out = set()
+    def deps(self, t: CType, defined: AbstractSet[tuple[str, str | None]]) -> set[tuple[str, str]]:
+        out: set[tuple[str, str]] = set()
         for ref, by_value in references(t):
             if isinstance(ref, TypedefRef):
                 out.add(("typedef", ref.name))
@@ -741,7 +741,7 @@ def bind_proc_address(spec: LibrarySpec, header: Header, functions: tuple[BoundF
     values = {c.name: c.value for e in header.enums for c in e.constants}
     values.update({c.name: c.value for t in header.typedefs if isinstance(t.type, InlineEnum) for c in t.type.enum.constants})
     values.update({c.name: c.value for c in header.constants if isinstance(c.value, int)})
-    flags = []
+    flags: list[int | None] = []  # None: no flag given, or an unknown one (reported)
     for flag in (pa.default_flag, pa.per_thread_flag):
         if flag is None:
             flags.append(None)

@@ -53,7 +53,10 @@ def _generate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if not args.check and not args.force:
         state = cache.load(cache_path)
-        inputs = [Path(p) for p in state.get("inputs", [])]  # type: ignore[union-attr]
+        listed = state.get("inputs", [])
+        # a cache whose inputs are not a list of paths (damaged, or written otherwise) is stale, like an unreadable one
+        inputs = ([Path(p) for p in listed]
+                  if isinstance(listed, list) and all(isinstance(p, str) for p in listed) else [])
         if state.get("fingerprint") == cache.fingerprint(args.specs, inputs, argv):
             if (args.out / "ironaccelerator" / "__init__.py").is_file():
                 print(f"generate: up to date ({time.perf_counter() - t0:.3f}s)")

@@ -35,7 +35,7 @@ NOWHERE = Location(file="<unknown>", line=0, col=0)
 
 
 def _loc() -> Location:
-    return field(default=NOWHERE, compare=False, hash=False, repr=False)  # type: ignore[no-any-return]
+    return field(default=NOWHERE, compare=False, hash=False, repr=False)
 
 
 # The canonical spellings of C's arithmetic types, in the order C lists them.

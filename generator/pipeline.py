@@ -15,7 +15,7 @@ from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .frontend import ParseRequest, parse
 from .ir import Location
 from .render import TEMPLATES, banner_text, environment, render_library, render_package
-from .surface import load_backend, load_surface, render_surface
+from .surface import BackendSpec, load_backend, load_surface, render_surface
 from .spec import CoreSpec, LibrarySpec, load_core, load_library
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ class Result:
     skipped: list[str] = field(default_factory=list)
     inputs: list[Path] = field(default_factory=list)
     keep: tuple[str, ...] = ()  # output directories of skipped libraries: left as they are
-    backends: list = field(default_factory=list)  # type: ignore[type-arg]
+    backends: list[BackendSpec] = field(default_factory=list)
 
 
 def spec_paths(spec_dir: Path) -> list[Path]:
@@ -93,7 +93,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     if problems:
         raise UserError(problems)
     surface = load_surface(spec_dir / "core.yaml", _display(spec_dir / "core.yaml", base))
-    backends = []
+    backends: list[BackendSpec] = []
     for p in backend_paths(spec_dir):
         try:
             backends.append(load_backend(p, _display(p, base), surface))
@@ -122,7 +122,7 @@ GENERATED_SUFFIXES = (".py", ".cdef", ".c", ".typed")
 
 def existing_files(out: Path) -> dict[str, Path]:
     """Files under ``out`` that generation owns (build outputs such as .so and _cffi_abi.py are not)."""
-    found = {}
+    found: dict[str, Path] = {}
     if not out.is_dir():
         return found
     for p in out.rglob("*"):

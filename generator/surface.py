@@ -19,13 +19,18 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import yaml
 
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .ir import Location
 from .spec import IDENT, Name, _Reader, compose
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from .bind import BoundLibrary
 
 UPPER = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 # what a GPU backend's load_module may accept (spec key ``module_formats``)
@@ -390,7 +395,7 @@ class RoleTable:
     spec declares that the template never reads: a misspelt role is never silently dead.
     """
 
-    def __init__(self, spec: BackendSpec, libraries: dict[str, Any]) -> None:
+    def __init__(self, spec: BackendSpec, libraries: Mapping[str, BoundLibrary]) -> None:
         self.spec = spec
         self.read: set[str] = set()
         errors = Collector()
@@ -461,7 +466,7 @@ class RoleTable:
         return entry[1] if entry else None
 
     def const_name(self, role: str) -> str:
-        entry = self._get(self.constants, "constant", role)
+        entry: tuple[str, int] | None = self._get(self.constants, "constant", role)
         return entry[0] if entry else "none"
 
     def ctype(self, role: str) -> str:
@@ -484,8 +489,8 @@ class RoleTable:
 __all__ = ["Surface", "BackendSpec", "RoleTable", "load_surface", "load_backend", "check_backend_module", "IDENT"]
 
 
-def render_surface(env, surface: Surface, backends: list[BackendSpec], libraries: dict[str, object],  # type: ignore[no-untyped-def]
-                   banner: str) -> dict[str, str]:
+def render_surface(env: jinja2.Environment, surface: Surface, backends: list[BackendSpec],
+                   libraries: Mapping[str, BoundLibrary], banner: str) -> dict[str, str]:
     """``ironaccelerator/_core.py``, ``_traits.py``, ``__main__.py`` and each backend's module."""
     ctx = dict(banner=banner, surface=surface, backends=backends)
     out = {

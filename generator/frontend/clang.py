@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from ..diagnostics import Diagnostic, UserError
 from ..ir import (
@@ -16,7 +17,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LINE_SPLICE = re.compile(r"\\\r?\n")
 
 
-def _cindex():  # type: ignore[no-untyped-def]
+def _cindex() -> Any:
+    """The ``clang.cindex`` module (libclang's Python bindings, which ship no type information: Any)."""
     try:
         import clang.cindex as ci
     except ImportError as exc:  # pragma: no cover - an install problem, reported plainly
@@ -245,12 +247,12 @@ def parse(request: ParseRequest) -> Header:
         raise UserError([Diagnostic(location=request.where, message=f"libclang could not parse the headers: {exc}")])
     translator = _Translator(request, ci)
     errors = []
-    for d in tu.diagnostics:
-        if d.severity >= ci.Diagnostic.Error:
-            f = d.location.file
+    for diag in tu.diagnostics:
+        if diag.severity >= ci.Diagnostic.Error:
+            f = diag.location.file
             rel = (translator.req.vendor_relpath(f.name) or Path(f.name).name) if f else request.primary
-            errors.append(Diagnostic(location=Location(file=rel, line=d.location.line, col=d.location.column),
-                                     message=d.spelling))
+            errors.append(Diagnostic(location=Location(file=rel, line=diag.location.line, col=diag.location.column),
+                                     message=diag.spelling))
     if errors:
         raise UserError(errors)
     translator.walk(tu)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Callable
 
 from ..ir import Header, Macro, MacroConstant, Rename
 
@@ -89,7 +90,7 @@ class _Eval:
             return a if cond else b
         return cond
 
-    def binary(self, level: int):  # type: ignore[no-untyped-def]
+    def binary(self, level: int) -> int | float | str:
         if level == len(self.BINARY):
             return self.unary()
         left = self.binary(level + 1)
@@ -99,7 +100,7 @@ class _Eval:
             left = _apply(op, left, right)
         return left
 
-    def unary(self):  # type: ignore[no-untyped-def]
+    def unary(self) -> int | float | str:
         tok = self.peek()
         if tok in ("-", "+", "~", "!"):
             self.take()
@@ -118,7 +119,7 @@ class _Eval:
         if tok == "(":
             # a cast to an integer type, or a parenthesised expression
             j = self.i + 1
-            words = []
+            words: list[str] = []
             while j < len(self.t) and _IDENT.match(self.t[j]):
                 words.append(self.t[j])
                 j += 1
@@ -149,7 +150,7 @@ class _Eval:
             return float(tok.rstrip("fFlL"))
         if tok.startswith('"'):
             s = _unquote(tok)
-            while self.peek() is not None and self.peek().startswith('"'):  # type: ignore[union-attr]
+            while (nxt := self.peek()) is not None and nxt.startswith('"'):
                 s += _unquote(self.take())
             return s
         if tok.startswith("'") and len(tok) == 3:
@@ -169,7 +170,19 @@ def _unquote(tok: str) -> str:
     return body
 
 
-def _apply(op: str, a, b):  # type: ignore[no-untyped-def]
+# the binary operators defined on integers only, and those defined on any arithmetic value
+_INT_OPS: dict[str, Callable[[int, int], int]] = {
+    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "&": lambda a, b: a & b,
+    "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b, "%": lambda a, b: a % b,
+}
+_NUM_OPS: dict[str, Callable[[int | float, int | float], int | float]] = {
+    "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b), "<": lambda a, b: int(a < b),
+    ">": lambda a, b: int(a > b), "<=": lambda a, b: int(a <= b), ">=": lambda a, b: int(a >= b),
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+}
+
+
+def _apply(op: str, a: int | float | str, b: int | float | str) -> int | float:
     if isinstance(a, str) or isinstance(b, str):
         raise _NotConstant
     try:
@@ -177,17 +190,13 @@ def _apply(op: str, a, b):  # type: ignore[no-untyped-def]
             return int(bool(a) or bool(b))
         if op == "&&":
             return int(bool(a) and bool(b))
-        if op in ("|", "^", "&", "<<", ">>", "%") and not (isinstance(a, int) and isinstance(b, int)):
-            raise _NotConstant
+        if op in _INT_OPS:
+            if not (isinstance(a, int) and isinstance(b, int)):
+                raise _NotConstant
+            return _INT_OPS[op](a, b)
         if op == "/":
             return a // b if isinstance(a, int) and isinstance(b, int) else a / b
-        return {
-            "|": lambda: a | b, "^": lambda: a ^ b, "&": lambda: a & b, "==": lambda: int(a == b),
-            "!=": lambda: int(a != b), "<": lambda: int(a < b), ">": lambda: int(a > b),
-            "<=": lambda: int(a <= b), ">=": lambda: int(a >= b), "<<": lambda: a << b,
-            ">>": lambda: a >> b, "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-            "%": lambda: a % b,
-        }[op]()
+        return _NUM_OPS[op](a, b)
     except (ZeroDivisionError, ValueError, OverflowError):
         raise _NotConstant from None
 

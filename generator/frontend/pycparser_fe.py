@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 from pycparser import c_ast, c_parser  # type: ignore[import-untyped]
 
@@ -466,8 +466,9 @@ class _Translator:
                 if (a < 0) != (b < 0):
                     q = -q
                 return _wrap(q if op == "/" else a - q * b, *t), t
-            fn = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-                  "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b}.get(op)
+            ops: dict[str, Callable[[], int]] = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                                                 "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b}
+            fn = ops.get(op)
             if fn is None:
                 raise _NotConstant(f"operator '{op}'")
             return _wrap(fn(), *t), t
