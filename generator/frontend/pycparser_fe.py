@@ -657,7 +657,7 @@ class _Translator:
             kind = "union" if isinstance(spec, c_ast.Union) else "struct"
             if spec.name is None:
                 return InlineRecord(record=self.record(kind, None, spec), const=const)
-            self.register_record(kind, spec.name)
+            self.register_record(kind, spec.name, spec)
             return RecordRef(kind=kind, tag=spec.name, const=const)
         if isinstance(spec, c_ast.Enum):
             if spec.name is None:
@@ -685,9 +685,11 @@ class _Translator:
         return tuple(out), variadic
 
     # --------------------------------------------------------- declarations
-    def record(self, kind: str, tag: str | None, node: Any) -> Record:
+    def record(self, kind: str, tag: str | None, node: Any, at: Any = None) -> Record:
+        """The record ``node`` defines; without a definition, an opaque one located at its first mention
+        (``at``, as libclang locates it), not at no location."""
         if node is None or node.decls is None:
-            return Record(kind=kind, tag=tag, fields=None, location=self.loc(node))
+            return Record(kind=kind, tag=tag, fields=None, location=self.loc(node if node is not None else at))
         fields = []
         for d in node.decls:
             if not isinstance(d, c_ast.Decl):
@@ -703,7 +705,7 @@ class _Translator:
             fields.append(Field(name=d.name or None, type=self.ctype(ty), bit_width=width))
         return Record(kind=kind, tag=tag, fields=tuple(fields), location=self.loc(node))
 
-    def register_record(self, kind: str, tag: str) -> None:
+    def register_record(self, kind: str, tag: str, at: Any = None) -> None:
         key = (kind, tag)
         if not self.is_vendor_tag(key):
             return
@@ -712,7 +714,7 @@ class _Translator:
             return
         self.in_progress.add(key)
         try:
-            rec = self.record(kind, tag, self.record_defs.get(key))
+            rec = self.record(kind, tag, self.record_defs.get(key), at)
         finally:
             self.in_progress.discard(key)
         if existing is None or rec.fields is not None:
@@ -741,7 +743,7 @@ class _Translator:
             direct = False if not isinstance(ty, (c_ast.Struct, c_ast.Union, c_ast.Enum)) else direct
         if isinstance(ty, (c_ast.Struct, c_ast.Union)):
             if ty.name is not None:
-                self.register_record("union" if isinstance(ty, c_ast.Union) else "struct", ty.name)
+                self.register_record("union" if isinstance(ty, c_ast.Union) else "struct", ty.name, ty)
         elif isinstance(ty, c_ast.Enum):
             if ty.name is not None:
                 self.register_enum(ty.name, ty)
