@@ -170,10 +170,17 @@ def _unquote(tok: str) -> str:
     return body
 
 
+def _c_div(a: int, b: int) -> int:
+    """C's integer division: the quotient truncated toward zero (-7 / 2 == -3), not floored as ``//``."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
 # the binary operators defined on integers only, and those defined on any arithmetic value
 _INT_OPS: dict[str, Callable[[int, int], int]] = {
     "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "&": lambda a, b: a & b,
-    "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b, "%": lambda a, b: a % b,
+    "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+    "%": lambda a, b: a - b * _c_div(a, b),  # C: the sign of the dividend (-7 % 2 == -1)
 }
 _NUM_OPS: dict[str, Callable[[int | float, int | float], int | float]] = {
     "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b), "<": lambda a, b: int(a < b),
@@ -195,7 +202,7 @@ def _apply(op: str, a: int | float | str, b: int | float | str) -> int | float:
                 raise _NotConstant
             return _INT_OPS[op](a, b)
         if op == "/":
-            return a // b if isinstance(a, int) and isinstance(b, int) else a / b
+            return _c_div(a, b) if isinstance(a, int) and isinstance(b, int) else a / b
         return _NUM_OPS[op](a, b)
     except (ZeroDivisionError, ValueError, OverflowError):
         raise _NotConstant from None

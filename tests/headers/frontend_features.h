@@ -10,6 +10,9 @@
 #define FF_NAME "features"
 #define FF_FLOAT 1.5f
 #define FF_NAME_LEN (8 * 2)
+#define FF_QUOTIENT (-7 / 2)   /* C truncates toward zero: -3, not -4 */
+#define FF_REMAINDER (-7 % 2)  /* the sign of the dividend: -1 */
+#define FF_REMAINDER_B (7 % -2)
 #define FF_PAIR(a, b) ((a) + (b))
 #define FF_API(api) api
 #define FF_DEPRECATED __attribute__((deprecated))
