@@ -94,6 +94,23 @@ if fast is not None:
     stream._launch_packed = fast
     assert (type(a), np.int32) + (np.float64,) in {k[:3] for k in mixed._layouts}, mixed._layouts.keys()
 
+# pool memory (the compiled _PoolMemory in API mode) is an argument like any allocation, freed or not
+pool = dev.memory_pool()
+for k in range(3):  # the first launch of these types takes the Python path, the next ones the compiled one
+    pm = pool.alloc(256, stream)
+    args = (pm, *args_of(k + 5)[1:])
+    launch(KernelLaunch(mixed, dims, args))
+    assert received() == reference(args) and received()[:8] == pm.ptr.to_bytes(8, "little"), k
+    pm.free()
+    try:
+        stream.launch(KernelLaunch(mixed, dims, args))
+    except Error as e:
+        assert e.kind is ErrorKind.INVALID_HANDLE, e
+    else:
+        raise AssertionError("launched with freed pool memory")
+if fast is not None:
+    assert type(pm) in {key[0] for key in mixed._layouts}, "pool memory got a compiled layout"
+
 # errors are the same with the compiled launch: a freed allocation, a wrong count, a wrong size
 gone = dev.alloc(64)
 bad = KernelLaunch(mixed, dims, (gone, *args_of(1)[1:]))
