@@ -29,7 +29,8 @@ median per-op time and ratios, a ratio being the median over repeats of the pair
      raw cffi                  our unchecked ``cuLaunchKernel`` on a ``void *[]`` packed once (our floor)
 2. launch, a realistic kernel: ``axpy(const float *x, float *y, int n)`` (2 pointers + an int), same variants.
 3. alloc + free of 64 KiB (the stub's cost does not depend on the size), per pair:
-     ours dev.alloc + free, ours alloc_unchecked + free_unchecked, ours MemoryPool alloc + free,
+     ours dev.alloc + free, ours alloc_unchecked + free_unchecked, ours MemoryPool alloc + free (and its
+     alloc_unchecked + free_unchecked),
      cuda.core ``Device.allocate(n, stream)`` + ``close()``, cuda-bindings ``cuMemAlloc`` + ``cuMemFree``,
      raw cffi ``cuMemAlloc`` + ``cuMemFree`` (the floor).
 
@@ -316,6 +317,12 @@ def child(args: argparse.Namespace) -> int:
         for _ in range(n):
             alloc(nb, s).free()
 
+    def o_pool_u(n: int) -> None:
+        # returns Result[CudaPoolAllocation]: the stub never fails (checked below), so no Error test is timed
+        alloc: Callable[..., Any] = pool.alloc_unchecked
+        for _ in range(n):
+            alloc(nb, s).free_unchecked()
+
     def o_pool_sync(n: int) -> None:
         alloc = pool.alloc
         for _ in range(n):
@@ -341,6 +348,7 @@ def child(args: argparse.Namespace) -> int:
         Variant("ours", "ours dev.alloc + free", o_alloc),
         Variant("ours_u", "ours dev.alloc_unchecked + free_unchecked", o_alloc_u),
         Variant("pool", "ours memory_pool().alloc(n, stream) + free", o_pool),
+        Variant("pool_u", "ours memory_pool().alloc_unchecked(n, stream) + free_unchecked", o_pool_u),
         Variant("pool_sync", "ours memory_pool().alloc(n) + free (waits for the pool's stream)", o_pool_sync),
         Variant("core", "cuda.core Device.allocate(n, stream) + close(stream)", c_alloc),
         Variant("bind", "cuda-bindings cuMemAlloc + cuMemFree", b_alloc),
@@ -360,6 +368,8 @@ def child(args: argparse.Namespace) -> int:
     # cuda.core allocates from the driver's stream-ordered pool, in a stream's order: so does memory_pool()
     targets.add("alloc+free: ours memory_pool().alloc(n, stream) / cuda.core allocate", ratio(vm["pool"], vm["core"]),
                 "<=", TARGET)
+    targets.note("alloc+free: ours memory_pool().alloc_unchecked(n, stream) / cuda.core allocate",
+                 ratio(vm["pool_u"], vm["core"]))
     targets.note("alloc+free: ours memory_pool().alloc(n) / cuda.core allocate", ratio(vm["pool_sync"], vm["core"]))
     targets.note("alloc+free: ours dev.alloc (cuMemAlloc) / cuda.core allocate", ratio(vm["ours"], vm["core"]))
     targets.note("alloc+free: ours alloc_unchecked / cuda.core allocate", ratio(vm["ours_u"], vm["core"]))

@@ -157,6 +157,23 @@ for mode in ("compiled", "python"):
         expect(ErrorKind.INVALID_VALUE, pool.alloc, bad, stream)
     expect(ErrorKind.INVALID_VALUE, pool.alloc, 16, object())
     assert seen.allocs == allocs
+    # alloc_unchecked: the same allocation without the checks; the driver's failures come back as values
+    allocs = seen.allocs
+    u = pool.alloc_unchecked(1000, stream)
+    assert isinstance(u, cb.CudaPoolAllocation) and type(u) is type(alloc(8, stream)) and u.nbytes == 1000
+    assert seen.allocs == allocs + 2 and u.ptr != 0 and u.free_unchecked() is None
+    freed_by_driver(u, stream)
+    u = pool.alloc_unchecked(1000)  # on the pool's stream, waited for
+    assert isinstance(u, cb.CudaPoolAllocation) and addr(u.stream) == addr(pool.stream.handle)
+    u.free()
+    seen.fail_alloc_status, seen.fail_alloc_count = R.CUDA_ERROR_OUT_OF_MEMORY, 2
+    got = pool.alloc_unchecked(700, stream)
+    assert isinstance(got, Error) and got.kind is ErrorKind.OUT_OF_MEMORY, got
+    seen.fail_alloc_status, seen.fail_alloc_count = R.CUDA_ERROR_INVALID_VALUE, 1
+    got = pool.alloc_unchecked(700, stream)
+    assert isinstance(got, Error) and got.kind is ErrorKind.INVALID_VALUE, got
+    got = pool.alloc_unchecked(2**64, stream)
+    assert isinstance(got, Error) and got.kind is ErrorKind.INVALID_VALUE, got
     # freed on another thread, where no context is current yet: the device's is made current first
     n_ = alloc(900, stream)
     done: list[object] = []

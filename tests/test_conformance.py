@@ -659,6 +659,25 @@ def test_memory_pool_reuse_stats_and_trim(device: Device, stream: Stream) -> Non
     assert kind_of(ei) is ErrorKind.INVALID_VALUE
 
 
+def test_memory_pool_alloc_unchecked_returns_result(device: Device) -> None:
+    pool = device.memory_pool()
+    ok = pool.alloc_unchecked(3000)
+    assert isinstance(ok, Allocation) and ok.nbytes == 3000 and ok.device is device
+    data = random_bytes(3000)
+    s = device.create_stream()
+    s.copy_from_host(ok, data)
+    back = np.zeros(3000, np.uint8)
+    s.copy_to_host(back, ok)
+    s.synchronize()
+    np.testing.assert_array_equal(back, data)
+    assert ok.free_unchecked() is None
+    again = ok.free_unchecked()  # freed twice: an Error value
+    assert isinstance(again, Error) and again.kind is ErrorKind.INVALID_HANDLE
+    huge = pool.alloc_unchecked(1 << 62)  # far beyond any device: an Error value, not an exception
+    assert isinstance(huge, Error) and huge.kind in (ErrorKind.OUT_OF_MEMORY, ErrorKind.INVALID_VALUE), huge
+    pool.trim()
+
+
 # ------------------------------------------------------------------ pure unit tests (no device)
 
 

@@ -517,6 +517,14 @@ class MemoryPool:
             self._stats.allocated_bytes += size
         return PooledAllocation(self, block, nbytes)
 
+    def alloc_unchecked(self, nbytes: int) -> Result[Allocation]:
+        """``alloc`` without the size check, returning the Error instead of raising it (a non-positive size
+        gets the smallest block)."""
+        try:
+            return self.alloc(nbytes if nbytes > 0 else 1)
+        except Error as e:
+            return e
+
     def _give_back(self, block: Allocation) -> None:
         with self._lock:
             blocks = self._free.get(block.nbytes)

@@ -1415,6 +1415,30 @@ class HipStreamOrderedPool(MemoryPool):
                 raise self.api.error(code, "stream_synchronize")
         return a
 
+    def alloc_unchecked(self, nbytes: int, stream: Stream | None = None) -> Result[HipPoolAllocation]:
+        """``alloc`` without its checks (the size's type, the stream's backend and device), returning the
+        Error instead of raising it."""
+        st: Any = self.stream if stream is None else stream
+        try:
+            if getattr(_TLS, "key", None) != self._device_key:
+                self.device.activate()
+            compiled = self._compiled
+            a = compiled[0](compiled[1], self, self._address, nbytes, st._address, self._device_key) \
+                if compiled is not None else self._try(nbytes, st)
+            if isinstance(a, int):
+                a = self._retry(a, nbytes, st)
+            if stream is None:
+                code = self.api.stream_synchronize(st.handle)
+                if code:
+                    a.free_unchecked()
+                    return self.api.error(code, "stream_synchronize")
+            return a
+        except Error as e:
+            return e
+        except (OverflowError, TypeError) as e:  # not a size_t
+            return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=_BACKEND,
+                         function="MemoryPool.alloc_unchecked")
+
     def _try(self, nbytes: int, st: HipStream) -> HipPoolAllocation | int:
         """One allocation on ``st`` (the device current): the allocation, or the driver's status."""
         compiled = self._compiled
