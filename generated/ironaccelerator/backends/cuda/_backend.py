@@ -1505,29 +1505,13 @@ class CudaStreamOrderedPool(MemoryPool):
                 raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
                             function="MemoryPool.alloc")
             nbytes = int(nbytes)
-        if stream is None:
-            st = self.stream
-        elif (type(stream) is CudaStream or isinstance(stream, CudaStream)) and stream.device is self.device:
-            st = stream
-        else:
+        if stream is not None and not ((type(stream) is CudaStream or isinstance(stream, CudaStream))
+                                       and stream.device is self.device):
             raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {_BACKEND} stream of {self.device!r}, "
                         f"not {stream!r}", backend=_BACKEND, function="MemoryPool.alloc")
-        if getattr(_TLS, "key", None) != self._device_key:
-            self.device.activate()
-        compiled = self._compiled
-        try:
-            a = compiled[0](compiled[1], self, self._address, nbytes, st._address, self._device_key) \
-                if compiled is not None else self._try(nbytes, st)
-            if isinstance(a, int):
-                a = self._retry(a, nbytes, st)
-        except OverflowError as e:  # more than a size_t
-            raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=_BACKEND,
-                        function="MemoryPool.alloc") from None
-        if stream is None:
-            code = self.api.stream_synchronize(st.handle)
-            if code:
-                a.free_unchecked()
-                raise self.api.error(code, "stream_synchronize")
+        a = self.alloc_unchecked(nbytes, stream)
+        if isinstance(a, Error):
+            raise a
         return a
 
     def alloc_unchecked(self, nbytes: int, stream: Stream | None = None) -> Result[CudaPoolAllocation]:
@@ -1552,7 +1536,7 @@ class CudaStreamOrderedPool(MemoryPool):
             return e
         except (OverflowError, TypeError) as e:  # not a size_t
             return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=_BACKEND,
-                         function="MemoryPool.alloc_unchecked")
+                         function="MemoryPool.alloc")
 
     def _try(self, nbytes: int, st: CudaStream) -> CudaPoolAllocation | int:
         """One allocation on ``st`` (the device current): the allocation, or the driver's status."""
