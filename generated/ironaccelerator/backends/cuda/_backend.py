@@ -1521,7 +1521,7 @@ class CudaStreamOrderedPool(MemoryPool):
         try:
             if getattr(_TLS, "key", None) != self._device_key:
                 self.device.activate()
-            compiled = self._compiled
+            compiled = self._compiled  # (_try, with its compiled case inline: the hot path)
             a = compiled[0](compiled[1], self, self._address, nbytes, st._address, self._device_key) \
                 if compiled is not None else self._try(nbytes, st)
             if isinstance(a, int):
