@@ -1,9 +1,11 @@
 """Every macro constant the generator binds has the value C gives it.
 
-For each library whose SDK headers are installed, a C program that includes the spec's headers (with its
-defines) prints each bound integer or floating macro constant as gcc evaluates it -- its type decides how
-(``_Generic``: unsigned, signed or floating) -- and the values must equal what the macro pass computed
-(generator/frontend/macros.py evaluates the token lists itself, for both front-ends).
+A C program that includes the headers (with the spec's defines) prints each integer or floating macro
+constant as gcc evaluates it -- its type decides how (``_Generic``: unsigned, signed or floating) -- and the
+values must equal what the macro pass computed (generator/frontend/macros.py evaluates the token lists
+itself, with C's integer types from frontend/cint.py, for both front-ends).  Checked on every library whose
+SDK headers are installed, and on tests/headers/frontend_features.h, whose macros are the hard cases
+(unsigned wraparound, conversions, promotions, truncating division).
 """
 
 from __future__ import annotations
@@ -16,8 +18,13 @@ import pytest
 
 from conftest import SPECS
 from ironaccelerator_gen import sdk
+from ironaccelerator_gen.frontend import ParseRequest, parse
+from ironaccelerator_gen.ir import Location, MacroConstant
 from ironaccelerator_gen.pipeline import compile_specs
 
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
+
+HERE = Path(__file__).resolve().parent
 PRINT = (
     '#define IA_P(x) _Generic((x), float: printf("%s f %.17g\\n", #x, (double)(x)), '
     'double: printf("%s f %.17g\\n", #x, (double)(x)), long double: printf("%s f %.17Lg\\n", #x, (long double)(x)), '
@@ -28,33 +35,53 @@ PRINT = (
 )
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
+def mismatches(constants: tuple[MacroConstant, ...], headers: list[str], include: Path,
+               defines: tuple[tuple[str, str], ...], work: Path) -> tuple[int, list[str]]:
+    """How many numeric constants were compared with gcc's values, and those that differ."""
+    numbers = [c for c in constants if isinstance(c.value, (int, float)) and not isinstance(c.value, bool)]
+    src = "".join(f"#define {name} {value}\n" for name, value in defines)
+    src += "".join(f"#include <{h}>\n" for h in headers) + "#include <stdio.h>\n" + PRINT
+    src += "int main(void) {\n" + "".join(f"    IA_P({c.name});\n" for c in numbers) + "    return 0;\n}\n"
+    (work / "m.c").write_text(src)
+    cc = subprocess.run(["gcc", "-w", "-I", str(include), "-o", str(work / "m"), str(work / "m.c")],
+                        capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr[-3000:]
+    out = subprocess.run([str(work / "m")], capture_output=True, text=True, check=True).stdout
+    printed = dict(line.split(" ", 1) for line in out.splitlines())
+    wrong = []
+    for c in numbers:
+        kind, text = printed[c.name].split(" ")
+        if kind == "f":
+            ok = isinstance(c.value, float) and abs(c.value - float(text)) <= 1e-6 * max(1.0, abs(float(text)))
+        else:
+            ok = isinstance(c.value, int) and c.value == int(text)
+        if not ok:
+            wrong.append(f"{c.name}: bound {c.value!r}, C {kind} {text}")
+    return len(numbers), wrong
+
+
 def test_bound_macro_constants_have_the_values_c_gives_them(tmp_path: Path) -> None:
     result = compile_specs(SPECS, frontend="clang")
     checked = 0
     for lib in result.libraries:
-        numbers = [c for c in lib.constants if isinstance(c.value, (int, float)) and not isinstance(c.value, bool)]
         found = sdk.find(lib.spec.sdk.value, None, lib.spec.headers[0].value)
         assert found is not None
-        src = "".join(f"#define {name} {value}\n" for name, value in lib.spec.defines)
-        src += "".join(f"#include <{h.value}>\n" for h in lib.spec.headers) + "#include <stdio.h>\n" + PRINT
-        src += "int main(void) {\n" + "".join(f"    IA_P({c.name});\n" for c in numbers) + "    return 0;\n}\n"
-        c_file, exe = tmp_path / f"{lib.spec.library}.c", tmp_path / str(lib.spec.library)
-        c_file.write_text(src)
-        cc = subprocess.run(["gcc", "-w", "-I", str(found.include_dir), "-o", str(exe), str(c_file)],
-                            capture_output=True, text=True)
-        assert cc.returncode == 0, cc.stderr[-3000:]
-        printed = dict(line.split(" ", 1) for line in subprocess.run(
-            [str(exe)], capture_output=True, text=True, check=True).stdout.splitlines())
-        wrong = []
-        for c in numbers:
-            kind, text = printed[c.name].split(" ")
-            if kind == "f":
-                ok = isinstance(c.value, float) and abs(c.value - float(text)) <= 1e-6 * max(1.0, abs(float(text)))
-            else:
-                ok = isinstance(c.value, int) and c.value == int(text)
-            if not ok:
-                wrong.append(f"{c.name}: bound {c.value!r}, C {kind} {text}")
+        work = tmp_path / str(lib.spec.library)
+        work.mkdir()
+        n, wrong = mismatches(lib.constants, [h.value for h in lib.spec.headers], found.include_dir,
+                              lib.spec.defines, work)
         assert not wrong, f"{lib.spec.vendor}.{lib.spec.library}: " + "; ".join(wrong[:10])
-        checked += len(numbers)
+        checked += n
     assert checked > 100 or not result.libraries, checked
+
+
+@pytest.mark.parametrize("frontend", ["clang", "pycparser"])
+def test_hard_macro_constants_have_the_values_c_gives_them(tmp_path: Path, frontend: str) -> None:
+    req = ParseRequest(headers=("frontend_features.h",), include_dirs=(HERE / "headers",),
+                       where=Location(file="test", line=1, col=1))
+    header = parse(req, frontend=frontend)
+    names = {c.name for c in header.constants}
+    assert {"FF_ALL_ONES", "FF_WRAPS", "FF_BYTE", "FF_SIGNED_CMP", "FF_HEX_NEG", "FF_QUOTIENT"} <= names, names
+    n, wrong = mismatches(header.constants, ["frontend_features.h"], HERE / "headers", (), tmp_path)
+    assert not wrong, "; ".join(wrong)
+    assert n >= 20, n

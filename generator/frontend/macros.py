@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, NamedTuple, Union
 
 from ..ir import Header, Macro, MacroConstant, Rename
+from . import cint
 
 _INT = re.compile(r"(0[xX][0-9A-Fa-f]+|0[0-7]*|[1-9][0-9]*)([uUlL]*)\Z")
 _FLOAT = re.compile(r"([0-9]*\.[0-9]+([eE][-+]?[0-9]+)?|[0-9]+\.[0-9]*([eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+)[fFlL]?\Z")
@@ -23,12 +24,25 @@ _TOKEN = re.compile(r"""\s*(?:
   | (?P<op>\#\#|<<=|>>=|\.\.\.|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^~!<>=?:;,.()\[\]{}\#])
 )""", re.X)
 
-_INT_CASTS = {
-    "char": 8, "signed char": 8, "unsigned char": 8, "short": 16, "unsigned short": 16, "int": 32,
-    "unsigned int": 32, "unsigned": 32, "long": 64, "unsigned long": 64, "long long": 64,
-    "unsigned long long": 64, "size_t": 64, "int8_t": 8, "uint8_t": 8, "int16_t": 16, "uint16_t": 16,
-    "int32_t": 32, "uint32_t": 32, "int64_t": 64, "uint64_t": 64,
+# integer types a macro may cast to: (bits, signed), LP64
+_INT_CASTS: dict[str, cint.IntType] = {
+    "char": (8, True), "signed char": (8, True), "unsigned char": (8, False), "short": (16, True),
+    "unsigned short": (16, False), "int": (32, True), "unsigned int": (32, False), "unsigned": (32, False),
+    "long": (64, True), "unsigned long": (64, False), "long long": (64, True), "unsigned long long": (64, False),
+    "size_t": (64, False), "int8_t": (8, True), "uint8_t": (8, False), "int16_t": (16, True),
+    "uint16_t": (16, False), "int32_t": (32, True), "uint32_t": (32, False), "int64_t": (64, True),
+    "uint64_t": (64, False),
 }
+
+
+class _I(NamedTuple):
+    """An integer with its C type, as the evaluator carries it (``~0u`` is 4294967295, not -1)."""
+
+    v: int
+    t: cint.IntType
+
+
+_Value = Union[_I, float, str]
 
 
 def tokenize(text: str) -> tuple[str, ...]:
@@ -47,17 +61,16 @@ def tokenize(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-class _NotConstant(Exception):
-    pass
+_NotConstant = cint.NotConstant
 
 
 class _Eval:
-    """Recursive-descent evaluation of a constant expression over tokens (C precedence)."""
+    """Recursive-descent evaluation of a constant expression over tokens (C precedence, C integer types)."""
 
     BINARY = (("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<=", ">="),
               ("<<", ">>"), ("+", "-"), ("*", "/", "%"))
 
-    def __init__(self, tokens: tuple[str, ...], env: dict[str, int | float | str]):
+    def __init__(self, tokens: tuple[str, ...], env: dict[str, _Value]):
         self.t = tokens
         self.i = 0
         self.env = env
@@ -71,7 +84,7 @@ class _Eval:
         self.i += 1
         return self.t[self.i - 1]
 
-    def run(self) -> int | float | str:
+    def run(self) -> _Value:
         if not self.t:
             raise _NotConstant
         v = self.ternary()
@@ -79,7 +92,7 @@ class _Eval:
             raise _NotConstant
         return v
 
-    def ternary(self) -> int | float | str:
+    def ternary(self) -> _Value:
         cond = self.binary(0)
         if self.peek() == "?":
             self.take()
@@ -87,10 +100,10 @@ class _Eval:
             if self.take() != ":":
                 raise _NotConstant
             b = self.ternary()
-            return a if cond else b
+            return a if _truth(cond) else b
         return cond
 
-    def binary(self, level: int) -> int | float | str:
+    def binary(self, level: int) -> _Value:
         if level == len(self.BINARY):
             return self.unary()
         left = self.binary(level + 1)
@@ -100,22 +113,20 @@ class _Eval:
             left = _apply(op, left, right)
         return left
 
-    def unary(self) -> int | float | str:
+    def unary(self) -> _Value:
         tok = self.peek()
         if tok in ("-", "+", "~", "!"):
             self.take()
             v = self.unary()
             if isinstance(v, str):
                 raise _NotConstant
-            if tok == "-":
-                return -v
-            if tok == "+":
-                return v
+            if isinstance(v, _I):
+                return _I(*cint.unary(tok, v.v, v.t))
+            if tok == "!":
+                return _I(int(not v), cint.INT)
             if tok == "~":
-                if not isinstance(v, int):
-                    raise _NotConstant
-                return ~v
-            return int(not v)
+                raise _NotConstant
+            return -v if tok == "-" else v
         if tok == "(":
             # a cast to an integer type, or a parenthesised expression
             j = self.i + 1
@@ -126,13 +137,10 @@ class _Eval:
             if words and j < len(self.t) and self.t[j] == ")" and " ".join(words) in _INT_CASTS:
                 self.i = j + 1
                 v = self.unary()
-                if not isinstance(v, int):
+                if not isinstance(v, _I):
                     raise _NotConstant
-                bits = _INT_CASTS[" ".join(words)]
-                v &= (1 << bits) - 1
-                if not words[0].startswith("u") and "unsigned" not in words and words != ["size_t"] and v >= 1 << (bits - 1):
-                    v -= 1 << bits
-                return v
+                bits, signed = _INT_CASTS[" ".join(words)]
+                return _I(cint.wrap(v.v, bits, signed), cint.promote((bits, signed)))
             self.take()
             v = self.ternary()
             if self.take() != ")":
@@ -140,12 +148,10 @@ class _Eval:
             return v
         return self.primary()
 
-    def primary(self) -> int | float | str:
+    def primary(self) -> _Value:
         tok = self.take()
-        m = _INT.match(tok)
-        if m:
-            digits = m.group(1)
-            return int(digits, 16) if digits[:2] in ("0x", "0X") else int(digits, 8) if len(digits) > 1 and digits[0] == "0" else int(digits)
+        if _INT.match(tok):
+            return _I(*cint.literal(tok))
         if _FLOAT.match(tok):
             return float(tok.rstrip("fFlL"))
         if tok.startswith('"'):
@@ -154,10 +160,16 @@ class _Eval:
                 s += _unquote(self.take())
             return s
         if tok.startswith("'") and len(tok) == 3:
-            return ord(tok[1])
+            return _I(ord(tok[1]), cint.INT)
         if _IDENT.match(tok) and tok in self.env:
             return self.env[tok]
         raise _NotConstant
+
+
+def _truth(v: _Value) -> bool:
+    if isinstance(v, str):
+        raise _NotConstant
+    return bool(v.v) if isinstance(v, _I) else bool(v)
 
 
 def _unquote(tok: str) -> str:
@@ -170,50 +182,49 @@ def _unquote(tok: str) -> str:
     return body
 
 
-def _c_div(a: int, b: int) -> int:
-    """C's integer division: the quotient truncated toward zero (-7 / 2 == -3), not floored as ``//``."""
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-# the binary operators defined on integers only, and those defined on any arithmetic value
-_INT_OPS: dict[str, Callable[[int, int], int]] = {
-    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b, "&": lambda a, b: a & b,
-    "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
-    "%": lambda a, b: a - b * _c_div(a, b),  # C: the sign of the dividend (-7 % 2 == -1)
+# the operators defined on floating values (an integer operand converted to double, as C does)
+_FLOAT_OPS: dict[str, Callable[[float, float], float]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
 }
-_NUM_OPS: dict[str, Callable[[int | float, int | float], int | float]] = {
-    "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b), "<": lambda a, b: int(a < b),
-    ">": lambda a, b: int(a > b), "<=": lambda a, b: int(a <= b), ">=": lambda a, b: int(a >= b),
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-}
+_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+            ">": lambda a, b: a > b, "<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b}
 
 
-def _apply(op: str, a: int | float | str, b: int | float | str) -> int | float:
+def _apply(op: str, a: _Value, b: _Value) -> _Value:
+    if op == "||":
+        return _I(int(_truth(a) or _truth(b)), cint.INT)
+    if op == "&&":
+        return _I(int(_truth(a) and _truth(b)), cint.INT)
     if isinstance(a, str) or isinstance(b, str):
         raise _NotConstant
+    if isinstance(a, _I) and isinstance(b, _I):
+        return _I(*cint.binary(op, a.v, a.t, b.v, b.t))
+    x = float(a.v) if isinstance(a, _I) else a
+    y = float(b.v) if isinstance(b, _I) else b
     try:
-        if op == "||":
-            return int(bool(a) or bool(b))
-        if op == "&&":
-            return int(bool(a) and bool(b))
-        if op in _INT_OPS:
-            if not (isinstance(a, int) and isinstance(b, int)):
-                raise _NotConstant
-            return _INT_OPS[op](a, b)
-        if op == "/":
-            return _c_div(a, b) if isinstance(a, int) and isinstance(b, int) else a / b
-        return _NUM_OPS[op](a, b)
-    except (ZeroDivisionError, ValueError, OverflowError):
+        if op in _COMPARE:
+            return _I(int(_COMPARE[op](x, y)), cint.INT)
+        if op in _FLOAT_OPS:
+            return _FLOAT_OPS[op](x, y)
+    except (ZeroDivisionError, OverflowError):
         raise _NotConstant from None
+    raise _NotConstant  # %, shifts and bitwise operators take integers
 
 
-def evaluate(tokens: tuple[str, ...], env: dict[str, int | float | str]) -> int | float | str | None:
-    """The value of a constant expression, or None when it is not one."""
+def _evaluate(tokens: tuple[str, ...], env: dict[str, _Value]) -> _Value | None:
+    """The value of a constant expression, with its C type if an integer, or None when it is not one."""
     try:
         return _Eval(tokens, env).run()
     except (_NotConstant, RecursionError):
         return None
+
+
+def evaluate(tokens: tuple[str, ...], env: dict[str, int | float | str]) -> int | float | str | None:
+    """The value of a constant expression (the names in ``env``: integers of the type their value fits),
+    or None when it is not one."""
+    typed: dict[str, _Value] = {k: _I(v, cint.type_of(v)) if isinstance(v, int) else v for k, v in env.items()}
+    value = _evaluate(tokens, typed)
+    return value.v if isinstance(value, _I) else value
 
 
 def interpret(header: Header) -> Header:
@@ -221,15 +232,15 @@ def interpret(header: Header) -> Header:
     functions = {f.name for f in header.functions}
     wrappers = {m.name for m in header.macros
                 if m.params is not None and len(m.params) == 1 and m.tokens == m.params}
-    env: dict[str, int | float | str] = {}
+    env: dict[str, _Value] = {}  # enumerators (int, or wider where the value needs it) and earlier macros
     for e in header.enums:
         for c in e.constants:
-            env[c.name] = c.value
+            env[c.name] = _I(c.value, cint.type_of(c.value))
     for t in header.typedefs:
         inner = getattr(t.type, "enum", None)
         if inner is not None:
             for c in inner.constants:
-                env[c.name] = c.value
+                env[c.name] = _I(c.value, cint.type_of(c.value))
     constants: list[MacroConstant] = []
     renames: list[Rename] = []
     for m in header.macros:
@@ -242,10 +253,11 @@ def interpret(header: Header) -> Header:
         if len(toks) == 4 and toks[0] in wrappers and toks[1] == "(" and toks[3] == ")" and toks[2] in functions:
             renames.append(Rename(name=m.name, target=toks[2], wrapper=toks[0], location=m.location))
             continue
-        value = evaluate(toks, env)
+        value = _evaluate(toks, env)
         if value is not None and not (isinstance(value, str) and not toks[0].startswith('"')):
             env[m.name] = value
-            constants.append(MacroConstant(name=m.name, value=value, location=m.location))
+            constants.append(MacroConstant(name=m.name, value=value.v if isinstance(value, _I) else value,
+                                           location=m.location))
     return replace(header, constants=tuple(constants), renames=tuple(renames))
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 from pycparser import c_ast, c_parser  # type: ignore[import-untyped]
 
@@ -34,7 +34,7 @@ from ..ir import (
     Array, Builtin, CType, Enum, EnumConstant, EnumRef, Field, Function, FunctionProto,
     Header, InlineEnum, InlineRecord, Location, Macro, Param, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
-from . import ParseRequest, macros
+from . import ParseRequest, cint, macros
 
 __all__ = ["parse"]
 
@@ -286,39 +286,15 @@ def _open_paren(s: str) -> int:
 
 # ------------------------------------------------------------ constant evaluation
 
-_INT = (32, True)
-_LONG = (64, True)
-_ULONG = (64, False)
-
-
-def _wrap(v: int, bits: int, signed: bool) -> int:
-    v &= (1 << bits) - 1
-    if signed and v >= 1 << (bits - 1):
-        v -= 1 << bits
-    return v
-
-
-def _fits(v: int, t: tuple[int, bool]) -> bool:
-    bits, signed = t
-    return (-(1 << (bits - 1)) <= v < (1 << (bits - 1))) if signed else (0 <= v < (1 << bits))
-
-
-def _common(a: tuple[int, bool], b: tuple[int, bool]) -> tuple[int, bool]:
-    if a[1] == b[1]:
-        return (max(a[0], b[0]), a[1])
-    u, s = (a, b) if not a[1] else (b, a)
-    return u if u[0] >= s[0] else s
-
-
-def _promote(t: tuple[int, bool]) -> tuple[int, bool]:
-    return t if t[0] >= 32 else _INT
+# (C integer arithmetic is cint's, shared with the macro pass)
+_INT, _LONG, _ULONG = cint.INT, cint.LONG, cint.ULONG
+_wrap, _fits, _common, _promote = cint.wrap, cint.fits, cint.common, cint.promote
 
 
 _ESCAPES = {"n": 10, "t": 9, "r": 13, "0": 0, "a": 7, "b": 8, "f": 12, "v": 11, "\\": 92, "'": 39, '"': 34, "?": 63, "e": 27}
 
 
-class _NotConstant(Exception):
-    pass
+_NotConstant = cint.NotConstant
 
 
 # ------------------------------------------------------------------- translation
@@ -415,7 +391,7 @@ class _Translator:
                 return self.char_constant(n.value), _INT
             if n.type in ("int", "unsigned int", "long int", "unsigned long int", "long long int",
                           "unsigned long long int") or re.match(r"\d", n.value):
-                return _int_literal(n.value)
+                return cint.literal(n.value)
             raise _NotConstant(f"'{n.value}' is not an integer")
         if isinstance(n, c_ast.ID):
             if n.name in self.env:
@@ -429,16 +405,7 @@ class _Translator:
                     size, align = self.expr_layout(n.expr)
                 return (size if n.op == "sizeof" else align), _ULONG
             v, t = self.ev(n.expr)
-            t = _promote(t)
-            if n.op == "-":
-                return _wrap(-v, *t), t
-            if n.op == "+":
-                return v, t
-            if n.op == "~":
-                return _wrap(~v, *t), t
-            if n.op == "!":
-                return int(not v), _INT
-            raise _NotConstant(f"operator '{n.op}'")
+            return cint.unary(n.op, v, t)
         if isinstance(n, c_ast.BinaryOp):
             op = n.op
             if op in ("&&", "||"):
@@ -448,30 +415,7 @@ class _Translator:
                 return (1 if a else int(bool(self.ev(n.right)[0]))), _INT
             a, ta = self.ev(n.left)
             b, tb = self.ev(n.right)
-            if op in ("<<", ">>"):
-                t = _promote(ta)
-                a = _wrap(a, *t)
-                if b < 0:
-                    raise _NotConstant("negative shift count")
-                return _wrap(a << b if op == "<<" else a >> b, *t), t
-            t = _common(_promote(ta), _promote(tb))
-            a, b = _wrap(a, *t), _wrap(b, *t)
-            if op in ("==", "!=", "<", ">", "<=", ">="):
-                r = {"==": a == b, "!=": a != b, "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b}[op]
-                return int(r), _INT
-            if op == "/" or op == "%":
-                if b == 0:
-                    raise _NotConstant("division by zero")
-                q = abs(a) // abs(b)
-                if (a < 0) != (b < 0):
-                    q = -q
-                return _wrap(q if op == "/" else a - q * b, *t), t
-            ops: dict[str, Callable[[], int]] = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-                                                 "&": lambda: a & b, "|": lambda: a | b, "^": lambda: a ^ b}
-            fn = ops.get(op)
-            if fn is None:
-                raise _NotConstant(f"operator '{op}'")
-            return _wrap(fn(), *t), t
+            return cint.binary(op, a, ta, b, tb)
         if isinstance(n, c_ast.TernaryOp):
             c = self.ev(n.cond)[0]
             x, tx = self.ev(n.iftrue)
@@ -813,32 +757,6 @@ class _Translator:
         result = self.ctype(fd.type)
         self.functions.setdefault(decl.name, Function(
             name=decl.name, result=result, params=params, variadic=False, location=self.loc(decl)))
-
-
-def _int_literal(text: str) -> tuple[int, tuple[int, bool]]:
-    m = re.fullmatch(r"(0[xX][0-9A-Fa-f]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)([uUlL]*)", text)
-    if m is None:
-        raise _NotConstant(f"'{text}' is not an integer")
-    digits, suffix = m.group(1), m.group(2).lower()
-    if digits[:2] in ("0x", "0X"):
-        v = int(digits, 16)
-    elif digits[:2] in ("0b", "0B"):
-        v = int(digits[2:], 2)
-    elif len(digits) > 1 and digits[0] == "0":
-        v = int(digits, 8)
-    else:
-        v = int(digits)
-    decimal = digits[0] != "0" or digits == "0"
-    unsigned = "u" in suffix
-    wide = "l" in suffix
-    candidates: list[tuple[int, bool]] = []
-    if not wide:
-        candidates += [(32, False)] if unsigned else ([(32, True)] if decimal else [(32, True), (32, False)])
-    candidates += [(64, False)] if unsigned else ([(64, True)] if decimal else [(64, True), (64, False)])
-    for t in candidates:
-        if _fits(v, t):
-            return v, t
-    return _wrap(v, 64, False), (64, False)
 
 
 def _builtin_name(names: list[str]) -> str | None:

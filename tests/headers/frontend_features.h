@@ -13,6 +13,20 @@
 #define FF_QUOTIENT (-7 / 2)   /* C truncates toward zero: -3, not -4 */
 #define FF_REMAINDER (-7 % 2)  /* the sign of the dividend: -1 */
 #define FF_REMAINDER_B (7 % -2)
+/* C's integer types: unsigned wraparound, conversions, promotions (checked against gcc too) */
+#define FF_ALL_ONES (~0u)
+#define FF_MINUS_ONE_U (-1u)
+#define FF_WRAPS (0xFFFFFFFF + 1)
+#define FF_TOP_BIT (1u << 31)
+#define FF_TOP_BIT_LL (1ull << 63)
+#define FF_BYTE ((unsigned char)-1)
+#define FF_NARROW ((short)70000)
+#define FF_SIGNED_CMP (-1 < 0u)
+#define FF_HEX_NEG (-0x80000000)
+#define FF_LONG_NEG (-2147483648)
+#define FF_ULL_MAX (~0ull)
+#define FF_MIXED_FLOAT (3 / 2.0)
+#define FF_CHAR_PLUS ('A' + 1u)
 #define FF_PAIR(a, b) ((a) + (b))
 #define FF_API(api) api
 #define FF_DEPRECATED __attribute__((deprecated))
