@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -34,7 +34,7 @@ extern "C" __global__ void mixed(const float *a, int i, double d, char c, short 
                                  float f, bool b, float2 z, unsigned short h, float *out) {}
 extern "C" __global__ void none() {}
 """
-dev = ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0)
+dev = cast(cb.CudaDevice, ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0))
 stream = dev.create_stream()
 mod = dev.load_module(cb.compile_source(SOURCE, "compute_90"))
 mixed, none = mod.kernel("mixed"), mod.kernel("none")
@@ -95,7 +95,7 @@ if fast is not None:
     assert (type(a), np.int32) + (np.float64,) in {k[:3] for k in mixed._layouts}, mixed._layouts.keys()
 
 # pool memory (the compiled _PoolMemory in API mode) is an argument like any allocation, freed or not
-pool = dev.memory_pool()
+pool = cast(cb.CudaStreamOrderedPool, dev.memory_pool())  # the stub supports stream-ordered allocation
 for k in range(3):  # the first launch of these types takes the Python path, the next ones the compiled one
     pm = pool.alloc(256, stream)
     args = (pm, *args_of(k + 5)[1:])

@@ -10,7 +10,7 @@ import ctypes
 import gc
 import sys
 import threading
-from typing import Any
+from typing import Any, Callable, cast
 
 import ironaccelerator as ia
 from ironaccelerator import Allocation, Error, ErrorKind
@@ -34,9 +34,9 @@ get.restype = ctypes.POINTER(Pool)
 seen = get().contents
 R = drv.CUresult
 
-dev = ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0)
+dev = cast(cb.CudaDevice, ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0))
 stream = dev.create_stream()
-pool = dev.memory_pool()
+pool = cast(cb.CudaStreamOrderedPool, dev.memory_pool())  # the stub supports stream-ordered allocation
 api = cb._api()
 compiled = pool._compiled
 assert (compiled is not None) is (api.modules["driver"].BINDING_MODE == "api"), compiled
@@ -219,8 +219,12 @@ if compiled is not None:
     assert (sys.getrefcount(pool), sys.getrefcount(pool._device_key)) == refs, refs
     # the type cannot be made but by the pool, and _pool_alloc checks its arguments
     fast = api.modules["driver"]._fast
-    for bad_call in (lambda: type(pool.alloc(8, stream))(), lambda: compiled[0](int, pool, 0, 8, 0, None),
-                     lambda: compiled[0](compiled[1], pool, 0, -8, 0, None), lambda: compiled[0](compiled[1])):
+    pool_alloc, memory_type = compiled
+    bad_calls: tuple[Callable[[], object], ...] = (
+        lambda: type(pool.alloc(8, stream))(),  # type: ignore[call-arg]  # wrong on purpose: TypeError
+        lambda: pool_alloc(int, pool, 0, 8, 0, None), lambda: pool_alloc(memory_type, pool, 0, -8, 0, None),
+        lambda: pool_alloc(memory_type))
+    for bad_call in bad_calls:
         try:
             bad_call()
         except (TypeError, OverflowError):

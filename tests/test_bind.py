@@ -537,9 +537,11 @@ def test_core_descriptions_with_quotes_and_backslashes_stay_docstrings(kw_dir: P
     source = result.files["ironaccelerator/_errors.py"]
     tree = ast.parse(source)
     kind_class = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ErrorKind")
-    found: dict[str, str] = {}
+    found: dict[str, object] = {}
     for prev, node in zip(kind_class.body, kind_class.body[1:]):
         if isinstance(prev, ast.Assign) and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            found[prev.targets[0].id] = node.value.value  # type: ignore[attr-defined]
+            target = prev.targets[0]
+            assert isinstance(target, ast.Name), ast.dump(prev)
+            found[target.id] = node.value.value
     for kind, doc in docs.items():
         assert found[kind] == doc

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from ironaccelerator_gen import pipeline
+from ironaccelerator_gen.bind import BoundLibrary
 from ironaccelerator_gen.build import build_library
-from ironaccelerator_gen.wrappers import c_string, fast_paths, lower, out_types
+from ironaccelerator_gen.wrappers import FastPath, c_string, fast_paths, lower, out_types
 
 from conftest import GENERATED, ROOT, SPECS
 
@@ -242,12 +243,12 @@ print("compared", compare(lib, cases))
 
 
 @pytest.fixture(scope="module")
-def libraries() -> dict[str, object]:
+def libraries() -> dict[str, BoundLibrary]:
     result = pipeline.compile_specs(SPECS)
     return {lib.spec.library.value: lib for lib in result.libraries}
 
 
-def _fast(lib):  # type: ignore[no-untyped-def]
+def _fast(lib: BoundLibrary) -> dict[str, FastPath]:
     types = out_types(lib)
     index = {t: i for i, t in enumerate(types)}
     by_public = {f.public: f for f in lib.functions}
@@ -255,7 +256,7 @@ def _fast(lib):  # type: ignore[no-untyped-def]
     return {fp.public: fp for fp in fast_paths(lib, wrappers)}
 
 
-def test_which_functions_get_the_fast_path(libraries: dict[str, object]) -> None:
+def test_which_functions_get_the_fast_path(libraries: dict[str, BoundLibrary]) -> None:
     if "nvrtc" in libraries:
         fast = _fast(libraries["nvrtc"])
         assert {"nvrtcVersion", "nvrtcGetErrorString", "nvrtcGetNumSupportedArchs"} <= set(fast)

@@ -11,7 +11,8 @@ import pytest
 from ironaccelerator_gen.diagnostics import UserError
 from ironaccelerator_gen.frontend import ParseRequest, parse
 from ironaccelerator_gen.ir import (
-    Array, Builtin, EnumRef, Header, InlineEnum, InlineRecord, Location, Param, Pointer, RecordRef, TypedefRef,
+    Array, Builtin, EnumRef, FunctionProto, Header, InlineEnum, InlineRecord, Location, Param, Pointer, RecordRef,
+    TypedefRef,
 )
 
 HERE = Path(__file__).parent
@@ -45,7 +46,7 @@ def _key(item: object) -> str:
         if v is not None:
             return str(v)
     if hasattr(item, "constants"):
-        return "<unnamed enum " + ",".join(c.name for c in item.constants[:3]) + ">"  # type: ignore[attr-defined]
+        return "<unnamed enum " + ",".join(c.name for c in item.constants[:3]) + ">"
     return repr(item)[:60]
 
 
@@ -61,7 +62,7 @@ def _first_difference(a: object, b: object, path: str = "") -> str | None:
     if type(a) is not type(b):
         return f"{path}: {_short(a, 300)}  !=  {_short(b, 300)}"
     if is_dataclass(a):
-        for f in fields(a):  # type: ignore[arg-type]
+        for f in fields(a):
             if not f.compare:
                 continue
             d = _first_difference(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
@@ -216,7 +217,8 @@ def test_feature_header_agrees() -> None:
     assert functions["ffDeclaredByTypedef"].params == (Param(name=None, type=Builtin(name="int")),)
     assert typedefs["ffBitsSize"] == Array(element=Builtin(name="char"), size=24)
     raw = functions["ffSetCallback"].params[1].type
-    assert isinstance(raw, Pointer) and [p.name for p in raw.pointee.params] == [None, None]  # type: ignore[union-attr]
+    assert isinstance(raw, Pointer) and isinstance(raw.pointee, FunctionProto)
+    assert [p.name for p in raw.pointee.params] == [None, None]
 
     # macros (before interpretation they are token lists; the last definition wins)
     m = {x.name: x for x in h.macros}

@@ -37,7 +37,8 @@ def _generate(case: str, tmp_path: Path) -> dict[str, str]:
         kinds[yaml.safe_load(y.read_text())["sdk"]] = str(GOLDEN / case / "include")
     result = pipeline.compile_specs(spec_dir, kinds, base=spec_dir.parent)
     assert not result.skipped, result.skipped
-    return result.files
+    files: dict[str, str] = result.files
+    return files
 
 
 def _expected(case: str) -> dict[str, str]:
@@ -79,7 +80,7 @@ def test_expected_output_builds_and_runs(case: str, tmp_path: Path) -> None:
     """
     pkg = tmp_path / "pkg"
     shutil.copytree(GOLDEN / case / "expected", pkg)
-    variants = {"": []}
+    variants: dict[str, list[str]] = {"": []}
     if "proc_address" in (yaml.safe_load((GOLDEN / case / "golden.yaml").read_text()).get("symbols") or {}):
         variants["no-resolver"] = ["-DGOLDEN_NO_RESOLVER"]
     homes = {}

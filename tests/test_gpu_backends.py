@@ -20,7 +20,7 @@ import sys
 import threading
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, cast
 
 import numpy as np
 import pytest
@@ -137,7 +137,7 @@ def fake_allocation(nbytes: int = 64, module: Any = cuda_backend) -> Any:
 
 
 def test_fake_allocation_shape() -> None:
-    a = fake_allocation(64)
+    a: cuda_backend.CudaAllocation = fake_allocation(64)
     assert isinstance(a, Allocation) and a.ptr == FAKE_PTR and a.dptr == FAKE_PTR  # CUdeviceptr: an int
     assert a.__dlpack_device__() == (2, 3)
     h = fake_allocation(64, module=hip_backend)
@@ -618,7 +618,8 @@ class FakeDriver:
         self.calls: list[str] = []
         self.busy_queries = 0  # how many stream/event queries answer NOT_READY first
         self.pool_limit = 1 << 40  # bytes a stream-ordered pool may reserve before it answers out-of-memory
-        self.kernels = {"vector_add": ((8, 8, 8, 4), self._vector_add)}
+        self.kernels: dict[str, tuple[tuple[int, ...], Callable[[Any, Any, Any], int]]] = {
+            "vector_add": ((8, 8, 8, 4), self._vector_add)}
         self.functions: dict[int, str] = {}
         self.pools_supported = 0  # the device attribute; the stream-ordered pool tests set it
         self.pools: dict[int, dict[str, Any]] = {}  # handle -> reserved/used bytes, cached blocks
@@ -635,7 +636,10 @@ class FakeDriver:
         a, b, c = (ffi.cast("uint64_t *", params[i])[0] for i in range(3))
         n = ffi.cast("uint32_t *", params[3])[0]
         m = min(n, grid[0] * block[0])  # only the threads launched do work
-        view = lambda addr: np.frombuffer(ffi.buffer(ffi.cast("float *", addr), 4 * m), np.float32)  # noqa: E731
+
+        def view(addr: Any) -> np.ndarray[Any, np.dtype[np.float32]]:
+            return np.frombuffer(ffi.buffer(ffi.cast("float *", addr), 4 * m), np.float32)
+
         view(c)[:] = view(a) + view(b)
         return 0
 
@@ -708,7 +712,7 @@ class FakeDriver:
         def _query() -> int:
             if d.busy_queries:
                 d.busy_queries -= 1
-                return m._STATUS_NOT_READY
+                return cast(int, m._STATUS_NOT_READY)
             return 0
         def stream_query(s: Any) -> int: return _query()
         def stream_wait_event(s: Any, e: Any, flags: int) -> int: return 0
@@ -1178,10 +1182,10 @@ def test_sim_stream_ordered_pool(sim: Any) -> None:
     # refusals
     for bad in (0, -1, 1.5, True):
         with pytest.raises(Error) as ei:
-            pool.alloc(bad)  # type: ignore[arg-type]
+            pool.alloc(bad)
         assert ei.value.kind is ErrorKind.INVALID_VALUE
     with pytest.raises(Error) as ei:
-        pool.alloc(16, stream=object())  # type: ignore[arg-type]
+        pool.alloc(16, stream=object())
     assert ei.value.kind is ErrorKind.INVALID_VALUE
     # out of memory: the unused reserve is trimmed and the allocation retried once
     keep = pool.alloc(500, stream=s)

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jinja2
 import pytest
@@ -103,7 +103,7 @@ def test_checked_calls_enumerate_platforms_and_devices(cl: Any, platforms: Any) 
 @needs_device
 def test_error_paths_map_to_kinds_with_cl_names(cl: Any, platforms: Any) -> None:
     ffi = cl.ffi
-    cases = [
+    cases: list[tuple[Callable[[], object], str, ErrorKind, str, int]] = [
         # both devices and num_devices NULL: CL_INVALID_VALUE
         (lambda: cl.clGetDeviceIDs(platforms[0], cl.CL_DEVICE_TYPE_ALL, 0, None, None),
          "clGetDeviceIDs", ErrorKind.INVALID_VALUE, "CL_INVALID_VALUE", -30),
@@ -352,7 +352,8 @@ def template_without_elapsed_ms(monkeypatch: pytest.MonkeyPatch) -> Iterator[Non
     assert n == 1 and "def elapsed_ms" not in stripped
 
     def environment() -> jinja2.Environment:
-        env = render.environment()
+        env: jinja2.Environment = render.environment()
+        assert env.loader is not None
         env.loader = jinja2.ChoiceLoader([jinja2.DictLoader({"backends/opencl.py.j2": stripped}), env.loader])
         return env
 

@@ -480,7 +480,8 @@ trees = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4
 
 
 def dump(value: object) -> str:
-    return yaml.safe_dump(value, allow_unicode=True, default_flow_style=None)
+    text: str = yaml.safe_dump(value, allow_unicode=True, default_flow_style=None)
+    return text
 
 
 def mutate_lines(text: str, seed: int, inserts: list[str]) -> str:

@@ -5,8 +5,11 @@ built without goldenGetProcAddress (-DGOLDEN_NO_RESOLVER), so that every functio
 Both modes resolve alike: through the resolver with the function's pin, else dlsym.
 """
 
+from __future__ import annotations
+
 import inspect
 import sys
+from typing import Any, Callable
 
 from ironaccelerator import Error, ErrorKind
 from ironaccelerator.backends.test import golden as g
@@ -20,7 +23,7 @@ RESOLVER = "no-resolver" not in sys.argv[2:]
 BASE = 0x2000 if RESOLVER else 0x1000
 
 
-def raises(exc, call):
+def raises(exc: type[BaseException], call: Callable[[], object]) -> None:
     """call() raises exc (or a subclass)."""
     try:
         call()
@@ -87,6 +90,7 @@ assert isinstance(g.goldenScale(3, 2), float) and type(g.goldenAlloc(1)) is int
 assert g.goldenGetName(index=12) == "golden-device-12"
 assert g.goldenStatusString(status=g.GOLDEN_ERROR_COMPILE) == "some error"
 assert g.goldenGetErrorName(g.GOLDEN_SUCCESS) == "GOLDEN_SUCCESS"
+exc: type[Exception]  # (the exception each `raises` loop below expects)
 for call, exc in ((lambda: g.goldenAlloc(-1), OverflowError), (lambda: g.goldenAlloc(1 << 64), OverflowError),
                   (lambda: g.goldenInit(1 << 32), OverflowError), (lambda: g.goldenGetName(1 << 31), OverflowError),
                   (lambda: g.goldenAlloc(1.0), TypeError), (lambda: g.goldenAlloc("1"), TypeError),
@@ -116,23 +120,27 @@ except Error as e:
     assert "GOLDEN_ERROR_INVALID_VALUE" in str(e), str(e)
 else:
     raise AssertionError("goldenInit(99) did not raise")
+# (a handler that expects another kind binds a name of its own: mypy would keep e.kind narrowed to the kind
+# the handler before asserted)
 try:
     g.goldenAlloc(1 << 31)
-except Error as e:
-    assert e.kind is ErrorKind.OUT_OF_MEMORY, e
+except Error as oom:
+    assert oom.kind is ErrorKind.OUT_OF_MEMORY, oom
 g.goldenBuild(ctx, "fine")
 try:
     g.goldenBuild(ctx, "syntax error here")
-except Error as e:
-    assert e.kind is ErrorKind.COMPILE_FAILED and "line 1: unexpected 'syntax error here'" in str(e), str(e)
+except Error as failed:
+    assert failed.kind is ErrorKind.COMPILE_FAILED and "line 1: unexpected 'syntax error here'" in str(failed), \
+        str(failed)
 else:
     raise AssertionError("goldenBuild did not raise")
 
 # a symbol the library lacks: SYMBOL_NOT_FOUND naming the symbol and the minimum version
 try:
     g.goldenNotExported(1)
-except Error as e:
-    assert e.kind is ErrorKind.SYMBOL_NOT_FOUND and "goldenNotExported" in str(e) and "3.5" in str(e), str(e)
+except Error as missing:
+    assert (missing.kind is ErrorKind.SYMBOL_NOT_FOUND and "goldenNotExported" in str(missing)
+            and "3.5" in str(missing)), str(missing)
 else:
     raise AssertionError("goldenNotExported did not raise")
 
@@ -152,8 +160,8 @@ assert g.unchecked.goldenCopy(0, buf, 4) == 999
 assert g.goldenProcLookups() == lookups + 2 * RESOLVER  # resolved again, through the resolver
 try:
     g.goldenCopy(0, buf, 4)
-except Error as e:
-    assert e.kind is ErrorKind.DRIVER and e.code == 999
+except Error as per_thread:
+    assert per_thread.kind is ErrorKind.DRIVER and per_thread.code == 999
 else:
     raise AssertionError("the per-thread variant was not used")
 assert g.goldenProcLookups() == lookups + 2 * RESOLVER  # the checked wrapper uses what unchecked resolved
@@ -170,16 +178,16 @@ if launch_fast is not None:
     import struct
 
     class Mem:  # what the backend's allocations look like to it: .ptr, ._freed
-        def __init__(self, ptr, freed=False):
+        def __init__(self, ptr: object, freed: bool = False) -> None:
             self.ptr, self._freed = ptr, freed
 
-    def layout(total, *records):  # (kind, size, offset) per argument
+    def layout(total: int, *records: tuple[int, int, int]) -> bytes:  # (kind, size, offset) per argument
         return struct.pack("<I" + "BxHI" * len(records), total, *[v for r in records for v in r])
 
-    def last():
+    def last() -> list[int]:
         return [g.goldenLastLaunchValue(i) for i in range(12)]
 
-    def params(n):
+    def params(n: int) -> list[int]:
         return [g.goldenLastLaunchParam(i) for i in range(n)]
 
     for i, size in enumerate((8, 4, 2, 8)):
@@ -207,7 +215,7 @@ if launch_fast is not None:
         _freed = False
 
         @property
-        def ptr(self):
+        def ptr(self) -> int:
             sneaky.clear()
             return 0x42
 
@@ -246,19 +254,20 @@ if pool_setup is not None:
     class Err(Exception):  # the backend's Error: returned (not raised) by free_unchecked and _release
         pass
 
-    Base = pool_setup(tls, Err)
+    Base: type[Any] = pool_setup(tls, Err)
     assert Base is sys.modules[g.__name__ + "._fast"]._PoolMemory and Base.__name__ == "_PoolMemory"
 
-    class Memory(Base):  # as the backend's pool allocation: a Python subclass, with a __dict__
+    class Memory(Base):  # type: ignore[misc]  # (Base: the compiled class, Any to mypy)
+        # as the backend's pool allocation: a Python subclass, with a __dict__
         _drop = None
 
     KEY = ("context", 77)
-    activations = []
+    activations: list[int] = []
 
     class Device:
-        fail = None
+        fail: Exception | None = None
 
-        def activate(self):
+        def activate(self) -> None:
             activations.append(1)
             if self.fail is not None:
                 raise self.fail
@@ -267,15 +276,15 @@ if pool_setup is not None:
     class Pool:
         device = Device()
 
-        def _memory_error(self, memory, code, function):
+        def _memory_error(self, memory: Any, code: int | None, function: str) -> Err:
             return Err(memory.ptr, code, function)
 
     pool = Pool()
 
-    def pv(i):
+    def pv(i: int) -> Any:
         return g.goldenPoolValue(i)
 
-    def new(nbytes=4096, stream=0xCD):
+    def new(nbytes: int = 4096, stream: int = 0xCD) -> Any:
         n = pv(0)
         m = pool_alloc(Memory, pool, 0xAB, nbytes, stream, KEY)
         assert pv(0) == n + 1 and [pv(2), pv(3), pv(4)] == [nbytes, 0xAB, stream]
@@ -323,13 +332,13 @@ if pool_setup is not None:
     assert isinstance(got, Err) and got.args[1:] == (g.GOLDEN_ERROR_INVALID_VALUE, "Allocation.free_unchecked")
     # making the device current fails: free raises; free_unchecked returns an Err, raises anything else
     del tls.key
-    for fail, call, returned in ((Err("no context"), "free", False), (Err("no context"), "free_unchecked", True),
-                                 (KeyError("bug"), "free_unchecked", False)):
+    for fail, method, returned in ((Err("no context"), "free", False), (Err("no context"), "free_unchecked", True),
+                                   (KeyError("bug"), "free_unchecked", False)):
         Device.fail = fail
         m = new()
         frees = pv(1)
         try:
-            got = getattr(m, call)()
+            got = getattr(m, method)()
         except (Err, KeyError) as e:
             assert not returned and e is fail
         else:
@@ -346,12 +355,12 @@ if pool_setup is not None:
     m._tracked = False
     del m
     assert pv(1) == frees + 1
-    dropped = []
+    dropped: list[int] = []
     m = new()
     m._drop = lambda: dropped.append(1)
     del m
     assert dropped == [1] and pv(1) == frees + 1
-    unraisable = []
+    unraisable: list[sys.UnraisableHookArgs] = []
     old_hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
     try:
         m = new()
@@ -377,12 +386,12 @@ if pool_setup is not None:
         raises(exc, bad)
         assert pv(0) == n
 
-    def set_freed(value):
+    def set_freed(value: object) -> None:
         new()._freed = value
 
     raises(TypeError, lambda: set_freed(1))  # a bool
     # no reference leaks: allocations, frees, double frees, drops, failures
-    m = got = e = None
+    m = got = e = None  # type: ignore[misc]  # (e: the handlers above already unbound it; a new global)
     unraisable.clear()
     gc.collect()
     refs = sys.getrefcount(pool), sys.getrefcount(KEY)
