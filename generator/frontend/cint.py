@@ -16,6 +16,26 @@ UINT: IntType = (32, False)
 LONG: IntType = (64, True)
 ULONG: IntType = (64, False)
 
+# the integer types by their canonical spelling (bits 1: _Bool, which converts by != 0)
+BUILTIN_INTS: dict[str, IntType] = {
+    "_Bool": (1, False), "char": (8, True), "signed char": (8, True), "unsigned char": (8, False),
+    "short": (16, True), "unsigned short": (16, False), "int": (32, True), "unsigned int": (32, False),
+    "long": (64, True), "unsigned long": (64, False), "long long": (64, True), "unsigned long long": (64, False),
+}
+
+# the integer typedefs of the C library (stddef.h, stdint.h), as on LP64 Linux
+SYSTEM_INT_TYPES: dict[str, IntType] = {
+    "size_t": (64, False), "ssize_t": (64, True), "ptrdiff_t": (64, True), "wchar_t": (32, True),
+    "intptr_t": (64, True), "uintptr_t": (64, False), "intmax_t": (64, True), "uintmax_t": (64, False),
+    **{f"int{b}_t": (b, True) for b in (8, 16, 32, 64)},
+    **{f"uint{b}_t": (b, False) for b in (8, 16, 32, 64)},
+    **{f"int_least{b}_t": (b, True) for b in (8, 16, 32, 64)},
+    **{f"uint_least{b}_t": (b, False) for b in (8, 16, 32, 64)},
+    "int_fast8_t": (8, True), "uint_fast8_t": (8, False),
+    **{f"int_fast{b}_t": (64, True) for b in (16, 32, 64)},
+    **{f"uint_fast{b}_t": (64, False) for b in (16, 32, 64)},
+}
+
 _LITERAL = re.compile(r"(0[xX][0-9A-Fa-f]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)([uUlL]*)\Z")
 
 

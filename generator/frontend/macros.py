@@ -13,7 +13,6 @@ from typing import Callable, NamedTuple, Union
 from ..ir import Header, Macro, MacroConstant, Rename
 from . import cint
 
-_INT = re.compile(r"(0[xX][0-9A-Fa-f]+|0[0-7]*|[1-9][0-9]*)([uUlL]*)\Z")
 _FLOAT = re.compile(r"([0-9]*\.[0-9]+([eE][-+]?[0-9]+)?|[0-9]+\.[0-9]*([eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+)[fFlL]?\Z")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TOKEN = re.compile(r"""\s*(?:
@@ -24,15 +23,9 @@ _TOKEN = re.compile(r"""\s*(?:
   | (?P<op>\#\#|<<=|>>=|\.\.\.|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^~!<>=?:;,.()\[\]{}\#])
 )""", re.X)
 
-# integer types a macro may cast to: (bits, signed), LP64
-_INT_CASTS: dict[str, cint.IntType] = {
-    "char": (8, True), "signed char": (8, True), "unsigned char": (8, False), "short": (16, True),
-    "unsigned short": (16, False), "int": (32, True), "unsigned int": (32, False), "unsigned": (32, False),
-    "long": (64, True), "unsigned long": (64, False), "long long": (64, True), "unsigned long long": (64, False),
-    "size_t": (64, False), "int8_t": (8, True), "uint8_t": (8, False), "int16_t": (16, True),
-    "uint16_t": (16, False), "int32_t": (32, True), "uint32_t": (32, False), "int64_t": (64, True),
-    "uint64_t": (64, False),
-}
+# the integer types a macro may cast to, as spelled there: (bits, signed)
+_INT_CASTS: dict[str, cint.IntType] = {**cint.BUILTIN_INTS, **cint.SYSTEM_INT_TYPES, "unsigned": cint.UINT,
+                                       "signed": cint.INT}
 
 
 class _I(NamedTuple):
@@ -140,6 +133,8 @@ class _Eval:
                 if not isinstance(v, _I):
                     raise _NotConstant
                 bits, signed = _INT_CASTS[" ".join(words)]
+                if bits == 1:  # _Bool
+                    return _I(int(v.v != 0), cint.INT)
                 return _I(cint.wrap(v.v, bits, signed), cint.promote((bits, signed)))
             self.take()
             v = self.ternary()
@@ -150,8 +145,8 @@ class _Eval:
 
     def primary(self) -> _Value:
         tok = self.take()
-        if _INT.match(tok):
-            return _I(*cint.literal(tok))
+        if tok[:1].isdigit() and not _FLOAT.match(tok):
+            return _I(*cint.literal(tok))  # (NotConstant if it is no integer literal either)
         if _FLOAT.match(tok):
             return float(tok.rstrip("fFlL"))
         if tok.startswith('"'):

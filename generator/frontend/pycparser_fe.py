@@ -58,17 +58,7 @@ _STANDARD_TYPEDEFS = (
 )
 
 # (bits, signed) of system typedefs under glibc's x86-64 (LP64) ABI, for casts and sizeof.
-_SYSTEM_INT_TYPES: dict[str, tuple[int, bool]] = {
-    "size_t": (64, False), "ssize_t": (64, True), "ptrdiff_t": (64, True), "wchar_t": (32, True),
-    "intptr_t": (64, True), "uintptr_t": (64, False), "intmax_t": (64, True), "uintmax_t": (64, False),
-    **{f"int{b}_t": (b, True) for b in (8, 16, 32, 64)},
-    **{f"uint{b}_t": (b, False) for b in (8, 16, 32, 64)},
-    **{f"int_least{b}_t": (b, True) for b in (8, 16, 32, 64)},
-    **{f"uint_least{b}_t": (b, False) for b in (8, 16, 32, 64)},
-    "int_fast8_t": (8, True), "uint_fast8_t": (8, False),
-    **{f"int_fast{b}_t": (64, True) for b in (16, 32, 64)},
-    **{f"uint_fast{b}_t": (64, False) for b in (16, 32, 64)},
-}
+_SYSTEM_INT_TYPES = cint.SYSTEM_INT_TYPES
 
 _BUILTIN_WORDS = frozenset(("void", "_Bool", "char", "short", "int", "long", "float", "double", "signed", "unsigned"))
 
@@ -78,11 +68,7 @@ _BUILTIN_SIZES = {
     "int": 4, "unsigned int": 4, "long": 8, "unsigned long": 8, "long long": 8, "unsigned long long": 8,
     "float": 4, "double": 8, "long double": 16,
 }
-_BUILTIN_INTS = {
-    "_Bool": (1, False), "char": (8, True), "signed char": (8, True), "unsigned char": (8, False),
-    "short": (16, True), "unsigned short": (16, False), "int": (32, True), "unsigned int": (32, False),
-    "long": (64, True), "unsigned long": (64, False), "long long": (64, True), "unsigned long long": (64, False),
-}
+_BUILTIN_INTS = cint.BUILTIN_INTS
 
 _MARKER = re.compile(r'#\s*(\d+)\s+"((?:[^"\\]|\\.)*)"')
 _GCC_DIAG = re.compile(r"^(.*?):(\d+):(?:(\d+):)?\s*(?:fatal )?error:\s*(.*)$")

@@ -27,6 +27,8 @@
 #define FF_ULL_MAX (~0ull)
 #define FF_MIXED_FLOAT (3 / 2.0)
 #define FF_CHAR_PLUS ('A' + 1u)
+#define FF_BOOL_CAST ((_Bool)256)
+#define FF_STDINT_CAST ((uint8_t)300)
 #define FF_PAIR(a, b) ((a) + (b))
 #define FF_API(api) api
 #define FF_DEPRECATED __attribute__((deprecated))
