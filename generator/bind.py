@@ -760,6 +760,25 @@ def bind_proc_address(spec: LibrarySpec, header: Header, functions: tuple[BoundF
 _LAUNCH_SHAPE = ("handle", "int", "int", "int", "int", "int", "int", "int", "handle", "void **", "void **")
 
 
+def _shape(b: _Binder, t: CType) -> str:
+    """What a parameter of the compiled paths is, typedefs expanded: 'void **', 'handle' (another pointer),
+    'int' (an integer that is not a character or boolean), or 'other'."""
+    c = b.canonical(t)
+    if isinstance(c, Pointer):
+        inner = c.pointee
+        if isinstance(inner, Pointer) and isinstance(inner.pointee, Builtin) and inner.pointee.name == "void":
+            return "void **"
+        return "handle"
+    if isinstance(c, Builtin) and c.name in INTEGER_BUILTINS and c.name not in ("char", "_Bool", "wchar_t"):
+        return "int"
+    return "other"
+
+
+def _casts(f: BoundFunction) -> tuple[str, ...]:
+    """The C type of each parameter of ``f``, as the compiled paths cast their arguments to."""
+    return tuple(declare(replace(p.type, const=False)) for p in f.c.params)
+
+
 def bind_kernel_launch(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: _Binder,
                        col: Collector) -> KernelLaunch | None:
     """Check ``kernel_launch`` against the header: a bound function of the cuLaunchKernel shape."""
@@ -773,24 +792,12 @@ def bind_kernel_launch(spec: LibrarySpec, functions: tuple[BoundFunction, ...], 
                   f"{b.h.name}{suggest(name.value, by)}")
         return None
 
-    def shape(t: CType) -> str:
-        c = b.canonical(t)
-        if isinstance(c, Pointer):
-            inner = c.pointee
-            if isinstance(inner, Pointer) and isinstance(inner.pointee, Builtin) and inner.pointee.name == "void":
-                return "void **"
-            return "handle"
-        if isinstance(c, Builtin) and c.name in INTEGER_BUILTINS and c.name not in ("char", "_Bool", "wchar_t"):
-            return "int"
-        return "other"
-
-    got = tuple(shape(p.type) for p in f.c.params)
+    got = tuple(_shape(b, p.type) for p in f.c.params)
     if not f.returns_status or got != _LAUNCH_SHAPE:
         col.error(name.location, f"'{name}' does not look like a kernel launch: expected status (function, "
                   "grid x, y, z, block x, y, z, shared bytes, stream, void **params, void **extra)")
         return None
-    return KernelLaunch(index=f.index, public=f.public, result=f.result_decl,
-                        casts=tuple(declare(replace(p.type, const=False)) for p in f.c.params))
+    return KernelLaunch(index=f.index, public=f.public, result=f.result_decl, casts=_casts(f))
 
 
 def bind_pool_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: _Binder,
@@ -814,18 +821,15 @@ def bind_pool_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b:
     fa, ff = found
 
     def devptr(t: CType) -> bool:  # an integer or a pointer: what a device address is passed as
-        c = b.canonical(t)
-        return isinstance(c, Pointer) or (isinstance(c, Builtin) and c.name in INTEGER_BUILTINS
-                                          and c.name not in ("char", "_Bool", "wchar_t"))
+        return _shape(b, t) != "other"
 
     def handle(t: CType) -> bool:
-        return isinstance(b.canonical(t), Pointer)
+        return _shape(b, t) in ("handle", "void **")
 
     ap, fp = fa.c.params, ff.c.params
     out = b.canonical(ap[0].type) if ap else None
     if not (fa.returns_status and len(ap) == 4 and isinstance(out, Pointer) and devptr(out.pointee)
-            and devptr(ap[1].type) and not isinstance(b.canonical(ap[1].type), Pointer)
-            and handle(ap[2].type) and handle(ap[3].type)):
+            and _shape(b, ap[1].type) == "int" and handle(ap[2].type) and handle(ap[3].type)):
         col.error(pm.alloc.location, f"'{pm.alloc}' does not look like a stream-ordered pool allocation: expected "
                   "status (device pointer *out, size_t bytes, pool, stream)")
         return None
@@ -840,13 +844,10 @@ def bind_pool_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b:
                   f"'{declare(declared)}' ({declare(out.pointee)})")
         return None
 
-    def casts(f: BoundFunction) -> tuple[str, ...]:
-        return tuple(declare(replace(p.type, const=False)) for p in f.c.params)
-
     return PoolMemory(alloc_index=fa.index, free_index=ff.index, alloc=fa.public, free=ff.public,
                       devptr=declare(replace(b.canonical(out.pointee), const=False)),
-                      alloc_result=fa.result_decl, free_result=ff.result_decl, alloc_casts=casts(fa),
-                      free_casts=casts(ff))
+                      alloc_result=fa.result_decl, free_result=ff.result_decl, alloc_casts=_casts(fa),
+                      free_casts=_casts(ff))
 
 
 def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | None = None,
