@@ -1442,6 +1442,16 @@ static PyObject *ia_fast_get_binding(void)
 }
 
 /* raise BINDING.error(code, index) (the Python wrappers' `raise _error(_r, index)`); steals code; NULL */
+/* raise err, an exception instance (a new reference, stolen) */
+static void ia_raise(PyObject *err)
+{
+    if (PyExceptionInstance_Check(err))
+        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+    else
+        PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
+    Py_DECREF(err);
+}
+
 static PyObject *ia_fast_fail(PyObject *code, int index)
 {
     PyObject *b, *err;
@@ -1454,13 +1464,8 @@ static PyObject *ia_fast_fail(PyObject *code, int index)
     err = PyObject_CallMethod(b, "error", "Oi", code, index);
     Py_LeaveRecursiveCall();
     Py_DECREF(code);
-    if (err == NULL)
-        return NULL;
-    if (PyExceptionInstance_Check(err))
-        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
-    else
-        PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
-    Py_DECREF(err);
+    if (err != NULL)
+        ia_raise(err);
     return NULL;
 }
 

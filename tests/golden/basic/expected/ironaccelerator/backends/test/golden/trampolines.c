@@ -704,6 +704,16 @@ static PyObject *ia_fast_get_binding(void)
 }
 
 /* raise BINDING.error(code, index) (the Python wrappers' `raise _error(_r, index)`); steals code; NULL */
+/* raise err, an exception instance (a new reference, stolen) */
+static void ia_raise(PyObject *err)
+{
+    if (PyExceptionInstance_Check(err))
+        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+    else
+        PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
+    Py_DECREF(err);
+}
+
 static PyObject *ia_fast_fail(PyObject *code, int index)
 {
     PyObject *b, *err;
@@ -716,13 +726,8 @@ static PyObject *ia_fast_fail(PyObject *code, int index)
     err = PyObject_CallMethod(b, "error", "Oi", code, index);
     Py_LeaveRecursiveCall();
     Py_DECREF(code);
-    if (err == NULL)
-        return NULL;
-    if (PyExceptionInstance_Check(err))
-        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
-    else
-        PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
-    Py_DECREF(err);
+    if (err != NULL)
+        ia_raise(err);
     return NULL;
 }
 
@@ -1310,16 +1315,6 @@ static PyObject *ia_pm_make_error(ia_pm_object *m, long long status, int has_sta
     return err;
 }
 
-/* raise a new reference to an exception instance (stealing it) */
-static void ia_pm_raise(PyObject *err)
-{
-    if (PyExceptionInstance_Check(err))
-        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
-    else
-        PyErr_SetString(PyExc_TypeError, "_memory_error did not return an exception");
-    Py_DECREF(err);
-}
-
 /* the pool's device current on this thread (as Device.activate): 0, or -1 with an exception set */
 static int ia_pm_activate(ia_pm_object *m)
 {
@@ -1392,14 +1387,14 @@ static PyObject *ia_pm_free(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
     PyObject *err;
     if (IA_UNLIKELY(m->freed)) {
         if ((err = ia_pm_make_error(m, 0, 0, "Allocation.free")) != NULL)
-            ia_pm_raise(err);
+            ia_raise(err);
         return NULL;
     }
     m->freed = 1;
     if (IA_LIKELY((rc = ia_pm_release(m, &status)) == 0))
         Py_RETURN_NONE;
     if (rc > 0 && (err = ia_pm_make_error(m, status, 1, "Allocation.free")) != NULL)
-        ia_pm_raise(err);
+        ia_raise(err);
     return NULL;
 }
 
