@@ -1317,11 +1317,7 @@ def _compiled_pool_allocation(base: type) -> type:
         __doc__ = HipPoolAllocation.__doc__
 
         @property
-        def handle(self) -> Any:  # the native device-pointer argument
-            return _devptr(self.ptr)
-
-        @property
-        def dptr(self) -> Any:
+        def handle(self) -> Any:  # the native device-pointer argument (also .dptr, as for every pool allocation)
             return _devptr(self.ptr)
 
         @property
