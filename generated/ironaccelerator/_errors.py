@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 
 class ErrorKind(enum.IntEnum):
@@ -51,6 +52,17 @@ class Error(Exception):
         self.function = function
         self.backend = backend
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # every field, so that an Error survives pickle (a ProcessPoolExecutor worker's failure reaches the
+        # parent as itself, not as BrokenProcessPool) and copy.copy/deepcopy; the state dict carries any
+        # attribute set later (exception notes, __traceback__ is not pickled)
+        return (_rebuild, (self.kind, str(self), self.code, self.function, self.backend), self.__dict__ or None)
+
     def __repr__(self) -> str:
         return (f"Error(kind={self.kind.name}, code={self.code!r}, function={self.function!r}, "
                 f"backend={self.backend!r}, message={str(self)!r})")
+
+
+def _rebuild(kind: ErrorKind, message: str, code: int | None, function: str | None, backend: str | None) -> Error:
+    """Error.__reduce__'s constructor (module level: pickle finds it by name)."""
+    return Error(kind, message, code=code, function=function, backend=backend)

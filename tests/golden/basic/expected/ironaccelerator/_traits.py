@@ -10,11 +10,13 @@ validation and bookkeeping and returns a :data:`Result` (the value, or the
 
 from __future__ import annotations
 
+import math
+import operator
 import threading
 import weakref
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Callable, Sequence, TypeVar, Union
+from typing import Any, Callable, Sequence, SupportsIndex, TypeVar, Union
 
 from ._core import BackendKind, CapabilityFlags, ComputeTier, DType, MemoryKind, Vendor
 from ._errors import Error, ErrorKind
@@ -49,12 +51,19 @@ class Capability:
     vendor_version: str  # ex) "OpenCL C 1.2 pocl" or "sm_90" (compute capability 9.0)
 
 
+_SIZE_MAX = 2**64 - 1  # size_t on the 64-bit hosts we build for
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceLimits:
+    """What one launch or one allocation may ask of a device (``LaunchDims.validate`` checks against it)."""
+
     max_block: tuple[int, int, int] = (1024, 1024, 64)
     max_threads_per_block: int = 1024
     max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
     max_shared_mem: int = 48 * 1024
+    max_alloc: int | None = None  # the largest single allocation in bytes (OpenCL CL_DEVICE_MAX_MEM_ALLOC_SIZE); None: unknown
+    max_work_items: int = _SIZE_MAX  # the most threads (grid x block, all dimensions) one launch may have
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +80,46 @@ class DeviceDescriptor:
     limits: DeviceLimits = field(default_factory=DeviceLimits)
 
 
-def _dims(v: int | Sequence[int], what: str) -> tuple[int, int, int]:
+def _integer(v: Any) -> int | None:
+    """``v`` as a Python int if it is an integer (an ``int`` or anything with ``__index__``, e.g. numpy
+    integers) and not a ``bool``; else None.  Floats, strings, bytes and bools are not sizes."""
+    if type(v) is int:
+        return v
+    if isinstance(v, bool):
+        return None
     try:
-        t = (v,) if isinstance(v, int) else tuple(v)
-    except TypeError:  # not an int nor iterable (a float, None): the same INVALID_VALUE as a bad sequence
-        t = ()
-    if not 1 <= len(t) <= 3 or not all(isinstance(x, int) for x in t):
-        raise Error(ErrorKind.INVALID_VALUE, f"{what} must be an int or 1-3 ints, got {v!r}")
-    return (t + (1, 1))[:3]  # type: ignore[return-value]
+        return operator.index(v)
+    except TypeError:
+        return None
+
+
+def check_size(v: Any, what: str, function: str, backend: BackendKind | str | None = None, *,
+               minimum: int = 1) -> int:
+    """A checked size/count parameter: ``TypeError`` (naming it) unless an integer, ``INVALID_VALUE`` below
+    ``minimum`` or above ``size_t``."""
+    n = _integer(v)
+    name = backend.name if isinstance(backend, BackendKind) else backend
+    if n is None:
+        raise TypeError(f"{function}: {what} must be an integer, not {type(v).__name__} ({v!r})")
+    if n < minimum or n > _SIZE_MAX:
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what}={n} is out of range "
+                    f"({minimum}..{_SIZE_MAX})", backend=name, function=function)
+    return n
+
+
+def _dims(v: SupportsIndex | Sequence[SupportsIndex], what: str) -> tuple[int, int, int]:
+    if isinstance(v, (str, bytes, bytearray, memoryview)):  # iterable, but not dimensions (b"x" is not (120,))
+        t: tuple[Any, ...] = ()
+    else:
+        try:
+            t = (v,) if _integer(v) is not None else tuple(v)  # type: ignore[arg-type]
+        except TypeError:  # not an int nor iterable (a float, None): the same INVALID_VALUE as a bad sequence
+            t = ()
+    ints = tuple(_integer(x) for x in t)
+    if not 1 <= len(t) <= 3 or None in ints:
+        raise Error(ErrorKind.INVALID_VALUE, f"LaunchDims: {what} must be an int or 1-3 ints, got {v!r}",
+                    function="LaunchDims")
+    return (ints + (1, 1))[:3]  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,21 +130,34 @@ class LaunchDims:
     block: tuple[int, int, int] = (1, 1, 1)
     shared_mem: int = 0
 
-    def __init__(self, grid: int | Sequence[int] = 1, block: int | Sequence[int] = 1, shared_mem: int = 0) -> None:
+    def __init__(self, grid: SupportsIndex | Sequence[SupportsIndex] = 1, block: SupportsIndex | Sequence[SupportsIndex] = 1,
+                 shared_mem: SupportsIndex = 0) -> None:
         object.__setattr__(self, "grid", _dims(grid, "grid"))
         object.__setattr__(self, "block", _dims(block, "block"))
-        object.__setattr__(self, "shared_mem", int(shared_mem))
+        sm = _integer(shared_mem)
+        if sm is None:
+            raise Error(ErrorKind.INVALID_VALUE, f"LaunchDims: shared_mem must be an int, got {shared_mem!r}",
+                        function="LaunchDims")
+        object.__setattr__(self, "shared_mem", sm)
 
     @property
     def threads(self) -> int:
         g, b = self.grid, self.block
         return g[0] * g[1] * g[2] * b[0] * b[1] * b[2]
 
-    def validate(self, limits: DeviceLimits, backend: BackendKind | None = None) -> None:
-        """Raise ``INVALID_VALUE`` if these dimensions exceed the device's limits."""
+    def validate(self, limits: DeviceLimits, backend: BackendKind | None = None, function: str = "Stream.launch") -> None:
+        """Raise ``INVALID_VALUE`` if these dimensions exceed the device's limits (``function`` names the
+        operation in the Error)."""
         problems = []
         if min(self.grid + self.block) < 1:
             problems.append(f"dimensions must be >= 1 (grid={self.grid}, block={self.block})")
+        else:
+            total = self.threads
+            if total > limits.max_work_items:
+                problems.append(f"{total} threads (grid x block) exceed the device's {limits.max_work_items}")
+            for i in range(3):
+                if self.grid[i] * self.block[i] > _SIZE_MAX:
+                    problems.append(f"global size grid[{i}] x block[{i}] overflows size_t")
         for i in range(3):
             if self.block[i] > limits.max_block[i]:
                 problems.append(f"block[{i}]={self.block[i]} exceeds {limits.max_block[i]}")
@@ -115,15 +169,63 @@ class LaunchDims:
             problems.append(f"shared_mem={self.shared_mem} exceeds {limits.max_shared_mem}")
         if problems:
             raise Error(ErrorKind.INVALID_VALUE, "bad launch dimensions: " + "; ".join(problems),
-                        backend=backend.name if backend else None)
+                        backend=backend.name if backend else None, function=function)
 
 
 @dataclass(frozen=True, slots=True)
 class Scalar:
-    """A kernel argument value tagged with its DType.  ex) ``Scalar(2.5, DType.F32)``"""
+    """A kernel argument value tagged with its DType.  ex) ``Scalar(2.5, DType.F32)``
+
+    Checked when made: ``dtype`` must be a :class:`DType` (``TypeError``), and ``value`` must be a number
+    the type can hold (``INVALID_VALUE``: an int in range for integer types, a real number for floating
+    types, finite where the type has no infinity), so packing it into a launch cannot fail later.
+    """
 
     value: int | float | complex | bool
     dtype: DType
+
+    def __post_init__(self) -> None:
+        _check_scalar(self.value, self.dtype)
+
+
+# the smallest magnitude that rounds to infinity in each type: (2 - 2**-(mantissa bits + 1)) * 2**max_exponent
+_FLOAT_OVERFLOW = {"f16": (2 - 2**-11) * 2.0**15, "bf16": (2 - 2**-8) * 2.0**127, "f32": (2 - 2**-24) * 2.0**127}
+
+
+def _check_scalar(value: Any, dtype: Any) -> None:
+    if not isinstance(dtype, DType):
+        raise TypeError(f"Scalar: dtype must be a DType, not {type(dtype).__name__} ({dtype!r})")
+    cls, name = dtype.numeric_class.name, dtype.info.name
+    problem = None
+    if cls in ("SIGNED_INT", "UNSIGNED_INT"):
+        n = _integer(value) if not isinstance(value, bool) else int(value)
+        if n is None:
+            problem = "is not an integer"
+        else:
+            bits = dtype.size * 8
+            lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if cls == "SIGNED_INT" else (0, (1 << bits) - 1)
+            if not lo <= n <= hi:
+                problem = f"is out of range for {name} ({lo}..{hi})"
+    elif cls == "BOOL":
+        if not isinstance(value, bool) and _integer(value) not in (0, 1):
+            problem = "is not a bool (or 0/1)"
+    elif cls == "COMPLEX":
+        if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, complex)) and \
+                not hasattr(value, "__complex__"):
+            problem = "is not a number"
+    else:  # floating
+        if isinstance(value, (str, bytes, complex)) or not hasattr(value, "__float__"):
+            problem = "is not a real number"
+        else:
+            f = float(value)
+            top = _FLOAT_OVERFLOW.get(name)
+            if top is not None and math.isfinite(f) and abs(f) >= top:
+                problem = f"overflows {name}"
+            elif cls in ("FLOAT8_E4M3FN",) and not math.isfinite(f):
+                problem = f"is not finite ({name} has no infinity)"
+    if problem is not None:
+        raise Error(ErrorKind.INVALID_VALUE, f"Scalar({value!r}, DType.{dtype.name}): the value {problem}",
+                    function="Scalar")
 
 
 class KernelLaunch(tuple):  # type: ignore[type-arg]
@@ -174,14 +276,44 @@ class Backend:
 
 
 class Device:
-    """An opened device: allocates memory, creates streams, loads modules.  A context manager."""
+    """An opened device: allocates memory, creates streams, loads modules.  A context manager.
+
+    Lifetime: :meth:`close` (or leaving ``with``) waits for the device's streams, returns the memory
+    pool's cached blocks and gives up the device's own reference to its native context.  From then on
+    every checked operation on the device, and on the streams, events, modules, kernels and allocations
+    made from it, raises ``Error(INVALID_HANDLE)`` saying the device is closed (``_unchecked`` twins return
+    that Error where a flag test is all it costs).  Objects still alive keep the native handles they hold
+    valid until they are freed or dropped (the context lives while anything made from it does), so no
+    call on them can touch a released handle; ``Allocation.free()`` after ``close()`` still releases the
+    memory.  ``close()`` is idempotent.
+    """
 
     descriptor: DeviceDescriptor
     backend: Backend
+    _closed: bool = False
 
     @property
     def kind(self) -> BackendKind:
         return self.descriptor.backend
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _closed_error(self, what: str) -> Error:
+        return Error(ErrorKind.INVALID_HANDLE, f"{what}: device {self.descriptor.id} was closed",
+                     backend=self.kind.name, function=what)
+
+    def _check_open(self, what: str) -> None:
+        """Raise INVALID_HANDLE if the device was closed (checked paths call this)."""
+        if self._closed:
+            raise self._closed_error(what)
+
+    def __repr__(self) -> str:
+        d = getattr(self, "descriptor", None)
+        if d is None:
+            return f"<{type(self).__name__} (not opened)>"
+        return f"<{type(self).__name__} {d.id} {d.name!r}{' closed' if self._closed else ''}>"
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Allocation:
         raise unsupported(self.kind, "Device.alloc")
@@ -207,10 +339,25 @@ class Device:
         raise unsupported(self.kind, "Device.synchronize")
 
     def close(self) -> None:
-        """Release the device's resources (pooled memory, contexts)."""
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.trim()
+        """Wait for the device's work, release its pooled memory and its context reference; later use of
+        the device or anything made from it raises ``INVALID_HANDLE`` (see the class docstring)."""
+        if self._closed:
+            return
+        try:
+            try:
+                self.synchronize()
+            except Error as e:
+                if e.kind is not ErrorKind.UNSUPPORTED:
+                    raise
+            pool = getattr(self, "_pool", None)
+            if pool is not None:
+                pool.trim()
+        finally:
+            self._closed = True
+            self._close()
+
+    def _close(self) -> None:
+        """Backends: give up the device's own native references (called once, by ``close``)."""
 
     def __enter__(self) -> Device:
         return self
@@ -341,8 +488,20 @@ class _DropFinalizer:
         return (a._drop or a._release)()
 
 
+def _owner(obj: object) -> str:
+    """``on <device id>`` for a repr, from ``obj.device`` (or ``obj.module.device``), if it has one."""
+    dev = getattr(obj, "device", None) or getattr(getattr(obj, "module", None), "device", None)
+    d = getattr(dev, "descriptor", None)
+    if d is None:
+        return ""
+    return f" on {d.id}{' (closed)' if getattr(dev, '_closed', False) else ''}"
+
+
 class Event:
     """A point in a stream."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}{_owner(self)}>"
 
     def synchronize(self) -> None:
         raise unsupported(None, "Event.synchronize")
@@ -360,9 +519,17 @@ class Kernel:
     name: str
     num_args: int | None = None
 
+    def __repr__(self) -> str:
+        n = getattr(self, "num_args", None)
+        args = "" if n is None else f" ({n} argument{'s' if n != 1 else ''})"
+        return f"<{type(self).__name__} {getattr(self, 'name', '?')!r}{args}{_owner(self)}>"
+
 
 class Module:
     """Compiled device code."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}{_owner(self)}>"
 
     def kernel(self, name: str) -> Kernel:
         raise unsupported(None, "Module.kernel")
@@ -372,6 +539,9 @@ class Stream:
     """An in-order queue of copies and launches."""
 
     device: Device
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}{_owner(self)}>"
 
     def copy_from_host(self, dst: Allocation, src: Any) -> None:
         raise unsupported(self.device.kind, "Stream.copy_from_host")
@@ -401,17 +571,61 @@ class Stream:
         raise unsupported(self.device.kind, "Stream.query")
 
 
-def host_view(obj: Any, writable: bool = False) -> memoryview:
-    """A flat byte view of any buffer-protocol object (numpy arrays, bytes, bytearray, memoryview)."""
+def host_view(obj: Any, writable: bool = False, *, backend: BackendKind | str | None = None,
+              function: str | None = None) -> memoryview:
+    """A flat byte view of any buffer-protocol object (numpy arrays, bytes, bytearray, memoryview).
+
+    Refused with ``INVALID_VALUE``: objects without the buffer protocol, read-only destinations,
+    non-contiguous buffers, and buffers of Python object pointers (numpy ``object`` dtypes, format ``O``):
+    raw bytes copied over them would be dangling references.
+    """
+    name = backend.name if isinstance(backend, BackendKind) else backend
+    where = f"{function}: " if function else ""
     try:
         mv = memoryview(obj)
     except TypeError:
-        raise Error(ErrorKind.INVALID_VALUE, f"{type(obj).__name__} does not support the buffer protocol") from None
+        raise Error(ErrorKind.INVALID_VALUE, f"{where}{type(obj).__name__} does not support the buffer protocol",
+                    backend=name, function=function) from None
+    if "O" in mv.format:
+        raise Error(ErrorKind.INVALID_VALUE, f"{where}a buffer of Python objects (format {mv.format!r}) cannot be "
+                    "copied to or from a device", backend=name, function=function)
     if writable and mv.readonly:
-        raise Error(ErrorKind.INVALID_VALUE, "the destination buffer is read-only")
+        raise Error(ErrorKind.INVALID_VALUE, f"{where}the destination buffer is read-only", backend=name,
+                    function=function)
     if not mv.c_contiguous:
-        raise Error(ErrorKind.INVALID_VALUE, "host buffers must be C-contiguous")
+        raise Error(ErrorKind.INVALID_VALUE, f"{where}host buffers must be C-contiguous", backend=name,
+                    function=function)
     return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+
+
+class InFlight:
+    """The host buffers a stream's asynchronous copies still use, in enqueue order, each released as soon
+    as work after it is known complete.
+
+    ``mark()`` is the sequence number of the next buffer: a backend records it with each event (and before
+    a ``synchronize``/``query``); once that event is seen complete (``Event.synchronize``, an
+    ``Event.query`` that returns True, a finished stream), ``release(mark)`` lets every buffer enqueued
+    before it go.  Streams are in order, so that is exact.  Appending and releasing are list operations
+    under the GIL (safe across threads: a release only drops a prefix).
+    """
+
+    __slots__ = ("items", "base", "__weakref__")
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.base = 0  # the sequence number of items[0]
+
+    def mark(self) -> int:
+        return self.base + len(self.items)
+
+    def release(self, mark: int) -> None:
+        n = mark - self.base
+        if n > 0:
+            del self.items[:n]
+            self.base += n
+
+    def __len__(self) -> int:
+        return len(self.items)
 
 
 @dataclass
@@ -485,12 +699,23 @@ class MemoryPool:
 
     @classmethod
     def size_class(cls, nbytes: int) -> int:
-        n = max(int(nbytes), cls.MIN_BLOCK)
+        """The block size a request of ``nbytes`` gets (``TypeError``/``INVALID_VALUE`` for a bad size)."""
+        n = max(check_size(nbytes, "nbytes", "MemoryPool.size_class"), cls.MIN_BLOCK)
         return 1 << (n - 1).bit_length()
 
-    def alloc(self, nbytes: int) -> Allocation:
-        if nbytes <= 0:
-            raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes} bytes", backend=self.device.kind.name)
+    def alloc(self, nbytes: int, stream: Stream | None = None) -> Allocation:
+        """A block of at least ``nbytes``, reused from the cache when one is free.
+
+        ``stream`` is the same parameter as on the stream-ordered pools (CUDA/HIP), so vendor-neutral code
+        has one signature: this caching pool checks it (``None`` or a stream of this device) and otherwise
+        ignores it — it does not order by stream, so free a block only once the work using it is done.
+        """
+        if type(nbytes) is not int or nbytes <= 0:
+            nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", self.device.kind)
+        if stream is not None:
+            self._check_stream(stream)
+        if self.device._closed:
+            raise self.device._closed_error("MemoryPool.alloc")
         if self._custom_size_class:
             size = self.size_class(nbytes)
         else:
@@ -517,13 +742,21 @@ class MemoryPool:
             self._stats.allocated_bytes += size
         return PooledAllocation(self, block, nbytes)
 
-    def alloc_unchecked(self, nbytes: int) -> Result[Allocation]:
-        """``alloc`` without the size check, returning the Error instead of raising it (a non-positive size
-        gets the smallest block)."""
+    def alloc_unchecked(self, nbytes: int, stream: Stream | None = None) -> Result[Allocation]:
+        """``alloc`` returning the Error instead of raising it (``stream``: as for ``alloc``)."""
         try:
-            return self.alloc(nbytes if nbytes > 0 else 1)
+            return self.alloc(nbytes, stream)
         except Error as e:
             return e
+        except TypeError as e:
+            return Error(ErrorKind.INVALID_VALUE, str(e), backend=self.device.kind.name,
+                         function="MemoryPool.alloc_unchecked")
+
+    def _check_stream(self, stream: Any) -> None:
+        if not isinstance(stream, Stream) or getattr(stream, "device", None) is not self.device:
+            raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc: stream must be None or a Stream of "
+                        f"{self.device!r}, not {stream!r}", backend=self.device.kind.name,
+                        function="MemoryPool.alloc")
 
     def _give_back(self, block: Allocation) -> None:
         with self._lock:

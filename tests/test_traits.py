@@ -1,0 +1,189 @@
+"""The vendor-neutral core surface (templates/core/_traits.py.j2, templates/package/_errors.py.j2) on its own:
+errors that survive pickling, checked values (sizes, launch dimensions, scalars, host buffers), the
+device lifetime every backend shares, and the in-flight host-buffer bookkeeping of streams."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ironaccelerator as ia
+from ironaccelerator import DType, Error, ErrorKind, LaunchDims, MemoryPool, Scalar
+from ironaccelerator._traits import DeviceLimits, InFlight, check_size, host_view
+
+
+def _raise_in_worker(n: int) -> None:
+    e = Error(ErrorKind.OUT_OF_MEMORY, f"no room for {n} bytes", code=-4, function="clCreateBuffer", backend="OPENCL")
+    e.add_note("while testing")
+    raise e
+
+
+def _same(a: Error, b: Error) -> None:
+    assert type(b) is Error
+    assert (b.kind, str(b), b.code, b.function, b.backend) == (a.kind, str(a), a.code, a.function, a.backend)
+
+
+def test_error_pickles_and_copies_with_every_field() -> None:
+    e = Error(ErrorKind.COMPILE_FAILED, "build log:\nline 1: oops", code=-11, function="clBuildProgram",
+              backend="OPENCL")
+    e.kind = ErrorKind.COMPILE_FAILED  # set after construction, as backends do
+    e.add_note("a note")
+    for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+        back = pickle.loads(pickle.dumps(e, protocol=proto))
+        _same(e, back)
+        assert back.__notes__ == ["a note"]
+    _same(e, copy.copy(e))
+    _same(e, copy.deepcopy(e))
+    plain = Error(ErrorKind.UNSUPPORTED, "no")
+    _same(plain, pickle.loads(pickle.dumps(plain)))
+
+
+def test_error_raised_in_a_process_pool_worker_reaches_the_parent() -> None:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1) as pool:
+        fut = pool.submit(_raise_in_worker, 7)
+        with pytest.raises(Error) as info:
+            fut.result(timeout=60)
+    assert info.value.kind is ErrorKind.OUT_OF_MEMORY
+    assert (info.value.code, info.value.function, info.value.backend) == (-4, "clCreateBuffer", "OPENCL")
+    assert "7 bytes" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [True, 1.5, "8", b"8", None, [8], 8.0])
+def test_check_size_refuses_non_integers(bad: Any) -> None:
+    with pytest.raises(TypeError, match="nbytes"):
+        check_size(bad, "nbytes", "Device.alloc")
+
+
+def test_check_size_ranges_and_numpy_integers() -> None:
+    assert check_size(np.int64(5), "n", "f") == 5 and type(check_size(np.uint8(5), "n", "f")) is int
+    for bad in (0, -1, np.int64(-5), 2**64):
+        with pytest.raises(Error) as info:
+            check_size(bad, "nbytes", "Device.alloc", "OPENCL")
+        assert info.value.kind is ErrorKind.INVALID_VALUE and info.value.function == "Device.alloc"
+        assert info.value.backend == "OPENCL"
+    assert check_size(0, "n", "f", minimum=0) == 0
+
+
+@pytest.mark.parametrize("kw", [dict(grid=b"x"), dict(grid="ab"), dict(block=bytearray(b"\x01")), dict(grid=1.5),
+                                dict(grid=(1, 2, 3, 4)), dict(grid=()), dict(grid=(True,)), dict(grid=None),
+                                dict(shared_mem="12"), dict(shared_mem=1.0), dict(shared_mem=None)])
+def test_launch_dims_refuses_what_is_not_dimensions(kw: dict[str, Any]) -> None:
+    with pytest.raises(Error) as info:
+        LaunchDims(**kw)
+    assert info.value.kind is ErrorKind.INVALID_VALUE and info.value.function == "LaunchDims"
+
+
+def test_launch_dims_accepts_numpy_integers_as_ints() -> None:
+    d = LaunchDims(grid=np.int64(4), block=(np.int32(2), 3), shared_mem=np.uint16(16))
+    assert d.grid == (4, 1, 1) and d.block == (2, 3, 1) and d.shared_mem == 16
+    assert all(type(x) is int for x in d.grid + d.block) and type(d.shared_mem) is int
+
+
+def test_launch_dims_validate_total_work_and_size_t() -> None:
+    limits = DeviceLimits(max_grid=(2**63, 2**63, 2**63), max_block=(2**40, 1, 1), max_threads_per_block=2**40,
+                          max_work_items=2**32 - 1)
+    LaunchDims(grid=(2**16, 2**16 - 1, 1)).validate(limits)
+    for d in (LaunchDims(grid=(2**16, 2**16, 1)), LaunchDims(grid=(2**31 - 1, 1, 1), block=4096)):
+        with pytest.raises(Error, match="threads") as info:
+            d.validate(limits, ia.BackendKind.OPENCL, "Stream.launch")
+        assert info.value.function == "Stream.launch" and info.value.backend == "OPENCL"
+    wide = DeviceLimits(max_grid=(2**63,) * 3, max_block=(2**40, 1, 1), max_threads_per_block=2**40,
+                        max_work_items=2**200)
+    with pytest.raises(Error, match="overflows size_t"):
+        LaunchDims(grid=2**40, block=2**30).validate(wide)
+
+
+@pytest.mark.parametrize("value,dtype", [("1", DType.I32), (float("nan"), DType.I32), (2**31, DType.I32),
+                                         (-1, DType.U8), (256, DType.U8), (1.5, DType.I64), (2**64, DType.U64),
+                                         ("x", DType.F32), (1e39, DType.F32), (1e5, DType.F16), (1j, DType.F64),
+                                         (2, DType.BOOL), (b"1", DType.C64), (None, DType.F32)])
+def test_scalar_refuses_values_its_dtype_cannot_hold(value: Any, dtype: DType) -> None:
+    with pytest.raises(Error) as info:
+        Scalar(value, dtype)
+    assert info.value.kind is ErrorKind.INVALID_VALUE and info.value.function == "Scalar"
+
+
+@pytest.mark.parametrize("dtype", [None, "f32", 3, np.float32])
+def test_scalar_dtype_must_be_a_dtype(dtype: Any) -> None:
+    with pytest.raises(TypeError, match="dtype"):
+        Scalar(1, dtype)
+
+
+def test_scalar_accepts_what_fits() -> None:
+    cases: list[tuple[Any, DType]] = [(2**31 - 1, DType.I32), (-(2**63), DType.I64), (2**64 - 1, DType.U64), (np.int8(-3), DType.I8),
+                         (65504.0, DType.F16), (float("inf"), DType.F32), (float("nan"), DType.F64), (True, DType.BOOL),
+                         (1, DType.BOOL), (1 + 2j, DType.C128), (3, DType.F32), (np.float64(2.5), DType.F32)]
+    for value, dtype in cases:
+        assert Scalar(value, dtype).value is value
+
+
+def test_size_class_refuses_bad_sizes() -> None:
+    assert MemoryPool.size_class(1) == 256 and MemoryPool.size_class(257) == 512
+    with pytest.raises(Error):
+        MemoryPool.size_class(-1)
+    with pytest.raises(TypeError):
+        MemoryPool.size_class(1.5)  # type: ignore[arg-type]
+
+
+def test_host_view_refuses_object_buffers_and_names_the_operation() -> None:
+    with pytest.raises(Error, match="Python objects") as info:
+        host_view(np.empty(4, dtype=object), backend="OPENCL", function="Stream.copy_to_host")
+    assert (info.value.backend, info.value.function) == ("OPENCL", "Stream.copy_to_host")
+    with pytest.raises(Error) as info:
+        host_view(object(), backend=ia.BackendKind.CUDA, function="Stream.copy_from_host")
+    assert info.value.backend == "CUDA" and info.value.kind is ErrorKind.INVALID_VALUE
+    with pytest.raises(Error, match="read-only"):
+        host_view(b"abc", writable=True)
+    assert host_view(np.arange(4, dtype=np.int32)).nbytes == 16
+
+
+def test_in_flight_releases_exactly_the_prefix_before_a_mark() -> None:
+    f = InFlight()
+    marks = []
+    for i in range(10):
+        f.items.append(i)
+        marks.append(f.mark())
+    f.release(marks[3])  # buffers 0..3 were enqueued before the 4th mark
+    assert f.items == list(range(4, 10)) and f.base == 4
+    f.release(marks[1])  # an older event completing later releases nothing more
+    assert len(f) == 6
+    f.items.append(10)
+    f.release(f.mark())
+    assert len(f) == 0 and f.mark() == 11
+
+
+class _FakeDevice(ia.Device):
+    """A Device of the base class alone: what close() does that is not backend-specific."""
+
+    def __init__(self) -> None:
+        self.descriptor = ia.DeviceDescriptor(
+            id=ia.DeviceId(ia.BackendKind.OPENCL, 3), name="fake", vendor=ia.Vendor.OTHER,
+            backend=ia.BackendKind.OPENCL, total_memory=0, compute_units=1,
+            capability=ia.Capability(ia.CapabilityFlags.NONE, ia.ComputeTier.CPU, ""))
+        self.calls: list[str] = []
+
+    def synchronize(self) -> None:
+        self.calls.append("synchronize")
+
+    def _close(self) -> None:
+        self.calls.append("_close")
+
+
+def test_device_close_is_once_and_in_order() -> None:
+    d = _FakeDevice()
+    assert "fake" in repr(d) and "closed" not in repr(d)
+    with d:
+        pass
+    d.close()
+    assert d.calls == ["synchronize", "_close"] and d.closed and repr(d).endswith("closed>")
+    with pytest.raises(Error) as info:
+        d._check_open("Device.alloc")
+    assert info.value.kind is ErrorKind.INVALID_HANDLE and "closed" in str(info.value)
+    with pytest.raises(Error) as info:
+        d.memory_pool().alloc(16)
+    assert info.value.kind is ErrorKind.INVALID_HANDLE
