@@ -214,7 +214,8 @@ def test_translate_capability_extensions(cl: Any, backend_module: Any) -> None:
     assert tc("cl_khr_fp16_extra cl_khr_fp6 cl_vendor_magic", cpu, False, "", cl).flags == always
     assert tc("cl_arm_integer_dot_product_int8 cl_khr_subgroups", cpu, False, "", cl).flags == (
         always | CapabilityFlags.INT8_DOT | CapabilityFlags.SUBGROUPS)
-    assert CapabilityFlags.UNIFIED_MEMORY in tc("", cpu, True, "", cl).flags
+    # host-unified memory is not UNIFIED_MEMORY: the backend has no alloc(MemoryKind.UNIFIED) to back the flag
+    assert CapabilityFlags.UNIFIED_MEMORY not in tc("", cpu, True, "", cl).flags
     assert CapabilityFlags.UNIFIED_MEMORY not in tc("", cpu, False, "", cl).flags
 
 
@@ -259,8 +260,11 @@ def test_translate_vendor(backend_module: Any) -> None:
     }
     for name, vendor in cases.items():
         assert tv(name) is vendor, name
-    # the device's maker wins over the implementation named in the version string
-    assert tv("AuthenticAMD OpenCL 3.0 PoCL 5.0") is Vendor.AMD
+    # the implementation (platform, version string) wins over the maker of the processor it runs on:
+    # PoCL's CPU device says "AuthenticAMD" but is PoCL's
+    assert tv("AuthenticAMD", "Portable Computing Language OpenCL 3.0 PoCL 5.0") is Vendor.POCL
+    assert tv("AuthenticAMD", "") is Vendor.AMD
+    assert tv("NVIDIA Corporation", "NVIDIA CUDA OpenCL 3.0 CUDA 13.0") is Vendor.NVIDIA
 
 
 # ------------------------------------------------------------------ report / python -m ironaccelerator

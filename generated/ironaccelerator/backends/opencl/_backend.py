@@ -21,7 +21,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, host_view,
+    InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, host_view,
 )
 
 # capability translation from specs/opencl/backend.yaml
@@ -34,7 +34,6 @@ _EXTENSION_FLAGS: dict[str, CapabilityFlags] = {
     'cl_khr_integer_dot_product': CapabilityFlags.INT8_DOT,
     'cl_arm_integer_dot_product_int8': CapabilityFlags.INT8_DOT,
     'always': CapabilityFlags.PROFILING | CapabilityFlags.ASYNC_COPY,
-    'host_unified_memory': CapabilityFlags.UNIFIED_MEMORY,
 }
 _TIERS: dict[str, ComputeTier] = {
     'CPU': ComputeTier.CPU,
@@ -55,6 +54,8 @@ _VENDORS: tuple[tuple[str, Vendor], ...] = (
     ('Portable Computing Language', Vendor.POCL),
 )
 _KIND = BackendKind.OPENCL
+_BUILD_OPTIONS = b"-cl-kernel-arg-info"
+_CData: type = type(None)  # cffi's CData type, set when the bindings load (_Api)
 _QUERY_GRACE_S = 0.002  # Stream.query: how long a marker behind finished work may take to complete
 _PLATFORM_NOT_FOUND_KHR = -1001  # cl_ext.h: what the ICD loader returns when no platform is installed
 _STRUCT = {DType.F64: "d", DType.F32: "f", DType.F16: "e", DType.I8: "b", DType.I16: "h", DType.I32: "i",
@@ -85,10 +86,14 @@ def translate_capability(extensions: str, device_type: int, host_unified: bool, 
     return Capability(flags=flags, tier=_TIERS.get(key, ComputeTier.DISCRETE), vendor_version=c_version)
 
 
-def translate_vendor(name: str) -> Vendor:
-    for needle, vendor in _VENDORS:
-        if needle.lower() in name.lower():
-            return vendor
+def translate_vendor(name: str, platform: str = "") -> Vendor:
+    """The vendor of an OpenCL device: the platform (the implementation that drives it) first, then the
+    device's own vendor string — PoCL's CPU device reports its processor's maker ("AuthenticAMD") but is
+    PoCL's device, not AMD's."""
+    for text in (platform, name):
+        for needle, vendor in _VENDORS:
+            if text and needle.lower() in text.lower():
+                return vendor
     return Vendor.OTHER
 
 
@@ -104,6 +109,8 @@ class _Api:
         from ironaccelerator.backends.opencl.cl._binding import BINDING
         self.cl = cl
         self.ffi = cl.ffi
+        global _CData
+        _CData = cl.ffi.CData
         self.raw = cl.unchecked
         self.binding = BINDING
 
@@ -157,6 +164,7 @@ class OpenCLBackend(Backend):
             api.check(raw.clGetPlatformIDs(n[0], platforms, ffi.NULL), "clGetPlatformIDs")
             found: list[tuple[Any, DeviceDescriptor]] = []
             for p in platforms:
+                pname = api.info_str("clGetPlatformInfo", p, cl.CL_PLATFORM_NAME)
                 nd = ffi.new("cl_uint *")
                 code = raw.clGetDeviceIDs(p, cl.CL_DEVICE_TYPE_ALL, 0, ffi.NULL, nd)
                 if code == cl.CL_DEVICE_NOT_FOUND:
@@ -165,16 +173,16 @@ class OpenCLBackend(Backend):
                 devs = ffi.new("cl_device_id[]", nd[0])
                 api.check(raw.clGetDeviceIDs(p, cl.CL_DEVICE_TYPE_ALL, nd[0], devs, ffi.NULL), "clGetDeviceIDs")
                 for d in devs:
-                    found.append((d, self._describe(len(found), d)))
+                    found.append((d, self._describe(len(found), d, pname)))
             self._devices = found
             return found
 
-    def _describe(self, index: int, d: Any) -> DeviceDescriptor:
+    def _describe(self, index: int, d: Any, platform: str = "") -> DeviceDescriptor:
         api, cl = self.api, self.api.cl
         fn = "clGetDeviceInfo"
         name = api.info_str(fn, d, cl.CL_DEVICE_NAME)
-        vendor = translate_vendor(api.info_str(fn, d, cl.CL_DEVICE_VENDOR) + " " +
-                                  api.info_str(fn, d, cl.CL_DEVICE_VERSION))
+        vendor = translate_vendor(api.info_str(fn, d, cl.CL_DEVICE_VENDOR),
+                                  platform + " " + api.info_str(fn, d, cl.CL_DEVICE_VERSION))
         dtype = api.info_int(fn, d, cl.CL_DEVICE_TYPE, "cl_device_type")
         unified = bool(api.info_int(fn, d, cl.CL_DEVICE_HOST_UNIFIED_MEMORY, "cl_bool"))
         capability = translate_capability(api.info_str(fn, d, cl.CL_DEVICE_EXTENSIONS), dtype, unified,
@@ -187,6 +195,10 @@ class OpenCLBackend(Backend):
             max_threads_per_block=api.info_int(fn, d, cl.CL_DEVICE_MAX_WORK_GROUP_SIZE, "size_t"),
             max_grid=(2**31 - 1, 2**31 - 1, 2**31 - 1),
             max_shared_mem=api.info_int(fn, d, cl.CL_DEVICE_LOCAL_MEM_SIZE, "cl_ulong"),
+            max_alloc=api.info_int(fn, d, cl.CL_DEVICE_MAX_MEM_ALLOC_SIZE, "cl_ulong"),
+            # PoCL's CPU device crashes or hangs past 2**32 work-items in one launch (measured: (2**16, 2**16, 1)
+            # SIGILL, (2**31-1) x 4096 SIGSEGV); OpenCL itself sets no such limit, so keep it below 2**32
+            max_work_items=2**32 - 1,
         )
         return DeviceDescriptor(
             id=DeviceId(BackendKind.OPENCL, index), name=name, vendor=vendor, backend=BackendKind.OPENCL,
@@ -235,22 +247,27 @@ class OpenCLDevice(Device):
         }
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> OpenCLAllocation:
-        if type(nbytes) is not int and not isinstance(nbytes, int) or nbytes <= 0:
-            raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend="OPENCL",
-                        function="Device.alloc")
+        if type(nbytes) is not int or nbytes <= 0:
+            nbytes = check_size(nbytes, "nbytes", "Device.alloc", _KIND)
+        if self._closed:
+            raise self._closed_error("Device.alloc")
+        if not isinstance(kind, MemoryKind):
+            raise TypeError(f"Device.alloc: kind must be a MemoryKind, not {type(kind).__name__} ({kind!r})")
         r = self._alloc(nbytes, kind, True)
         if isinstance(r, Error):
             raise r
         return r
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[OpenCLAllocation]:
+        if self._closed:
+            return self._closed_error("Device.alloc_unchecked")
         return self._alloc(nbytes, kind, False)
 
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[OpenCLAllocation]:
         flags = self._mem_flags.get(kind)
         if flags is None:
-            return Error(ErrorKind.UNSUPPORTED, f"{kind.name} memory is not supported by the OpenCL backend",
-                         backend="OPENCL", function="Device.alloc")
+            return Error(ErrorKind.UNSUPPORTED, f"{getattr(kind, 'name', kind)} memory is not supported by the "
+                         "OpenCL backend", backend="OPENCL", function="Device.alloc")
         null = self._null
         try:
             buf = self._create_buffer(self.context, flags, nbytes, null, null)  # no errcode_ret: NULL means failed
@@ -261,18 +278,28 @@ class OpenCLDevice(Device):
             err = self.api.ffi.new("cl_int *")
             buf = self._create_buffer(self.context, flags, nbytes, null, err)
             if not buf:
-                return self.api.error(err[0], "clCreateBuffer")
+                limit = self.descriptor.limits.max_alloc
+                return self.api.error(err[0], "clCreateBuffer", f"{nbytes} bytes of {kind.name} memory requested; "
+                                      f"the device's largest allocation is {limit} bytes")
         return OpenCLAllocation(self, buf, nbytes, kind, tracked)
 
     def create_stream(self) -> OpenCLStream:
+        self._check_open("Device.create_stream")
         return OpenCLStream(self)
 
     def load_module(self, source_or_binary: str | bytes) -> OpenCLModule:
+        self._check_open("Device.load_module")
         return OpenCLModule(self, source_or_binary)
 
     def synchronize(self) -> None:
+        self._check_open("Device.synchronize")
         for s in list(_STREAMS.get(self, ())):
             s.synchronize()
+
+    def _close(self) -> None:
+        # the device's own context reference; every stream, program, kernel and buffer made from it holds
+        # one of its own (OpenCL reference counting), so their handles stay valid until they are released
+        self._finalizer()
 
 
 _STREAMS: "weakref.WeakKeyDictionary[OpenCLDevice, weakref.WeakSet[OpenCLStream]]" = weakref.WeakKeyDictionary()
@@ -303,20 +330,37 @@ class OpenCLAllocation(Allocation):
 
 
 class OpenCLEvent(Event):
-    def __init__(self, device: OpenCLDevice, handle: Any) -> None:
+    """A marker in a stream.  It knows the stream's in-flight host buffers enqueued before it: once it is
+    seen complete they are released."""
+
+    def __init__(self, device: OpenCLDevice, handle: Any, inflight: InFlight | None = None, mark: int = 0) -> None:
         self.device = device
         self.handle = handle
         self._finalizer = weakref.finalize(self, device.api.raw.clReleaseEvent, handle)
+        self._inflight = inflight
+        self._mark = mark
+
+    def _done(self) -> None:
+        inflight = self._inflight
+        if inflight is not None:
+            inflight.release(self._mark)
+            self._inflight = None
 
     def synchronize(self) -> None:
+        self.device._check_open("Event.synchronize")
         api = self.device.api
         evs = api.ffi.new("cl_event[1]", [self.handle])
         api.check(api.raw.clWaitForEvents(1, evs), "clWaitForEvents")
+        self._done()
 
     def query(self) -> bool:
+        self.device._check_open("Event.query")
         api = self.device.api
         status = api.info_int("clGetEventInfo", self.handle, api.cl.CL_EVENT_COMMAND_EXECUTION_STATUS, "cl_int")
-        return bool(status == api.cl.CL_COMPLETE)
+        done = bool(status == api.cl.CL_COMPLETE)
+        if done:
+            self._done()
+        return done
 
     def _end_ns(self) -> int:
         api = self.device.api
@@ -324,7 +368,8 @@ class OpenCLEvent(Event):
 
     def elapsed_ms(self, end: Event) -> float:
         if not isinstance(end, OpenCLEvent):
-            raise Error(ErrorKind.INVALID_VALUE, "elapsed_ms needs another OpenCL event", backend="OPENCL")
+            raise Error(ErrorKind.INVALID_VALUE, "elapsed_ms needs another OpenCL event", backend="OPENCL",
+                        function="Event.elapsed_ms")
         self.synchronize()
         end.synchronize()
         return (end._end_ns() - self._end_ns()) / 1e6
@@ -338,10 +383,21 @@ class OpenCLKernel(Kernel):
 
     def __init__(self, module: OpenCLModule, name: str) -> None:
         api = module.device.api
+        module.device._check_open("Module.kernel")
+        if not isinstance(name, str):
+            raise TypeError(f"Module.kernel: name must be a str, not {type(name).__name__} ({name!r})")
+        try:
+            cname = name.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: kernel name {name!r} is not valid UTF-8 ({e})",
+                        backend="OPENCL", function="Module.kernel") from None
+        if b"\0" in cname:
+            raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: kernel name {name!r} contains a NUL character",
+                        backend="OPENCL", function="Module.kernel")
         self.module = module
         self.name = name
         err = api.ffi.new("cl_int *")
-        self.handle = api.raw.clCreateKernel(module.program, name.encode(), err)
+        self.handle = api.raw.clCreateKernel(module.program, cname, err)
         if err[0] != 0:
             raise api.error(err[0], "clCreateKernel", f"kernel {name!r}")
         self._finalizer = weakref.finalize(self, api.raw.clReleaseKernel, self.handle)
@@ -353,6 +409,12 @@ class OpenCLKernel(Kernel):
         self._sizeof_mem = api.ffi.sizeof("cl_mem")
         self._keys: list[Any] = [None] * self.num_args
         self._objs: list[Any] = [None] * self.num_args
+        self._slots = _arg_slots(api, self.handle, self.num_args)
+
+    def _slot_error(self, i: int, a: Any, wants_buffer: bool) -> Error:
+        what = "a buffer (an Allocation)" if wants_buffer else "a value (a numpy scalar, Scalar or bytes)"
+        return Error(ErrorKind.INVALID_VALUE, f"argument {i} of kernel {self.name!r} takes {what}, got "
+                     f"{type(a).__name__} ({a!r})", backend="OPENCL", function="Stream.launch")
 
     def forget_args(self) -> None:
         """Drop the cached argument state (the next launch sets every argument)."""
@@ -361,21 +423,51 @@ class OpenCLKernel(Kernel):
             self._objs = [None] * self.num_args
 
 
+_POINTER_SLOT, _VALUE_SLOT, _LOCAL_SLOT = 1, 2, 3
+
+
+def _arg_slots(api: _Api, kernel: Any, n: int) -> tuple[int, ...] | None:
+    """Per argument: a __global/__constant pointer (a buffer), a by-value argument, or __local memory; None
+    where the runtime keeps no argument info (programs from binaries)."""
+    cl = api.cl
+    slots = []
+    out = api.ffi.new("cl_kernel_arg_address_qualifier *")
+    size = api.ffi.sizeof("cl_kernel_arg_address_qualifier")
+    for i in range(n):
+        if api.raw.clGetKernelArgInfo(kernel, i, cl.CL_KERNEL_ARG_ADDRESS_QUALIFIER, size, out, api.ffi.NULL):
+            return None
+        q = int(out[0])
+        if q == cl.CL_KERNEL_ARG_ADDRESS_LOCAL:
+            slots.append(_LOCAL_SLOT)
+        elif q in (cl.CL_KERNEL_ARG_ADDRESS_GLOBAL, cl.CL_KERNEL_ARG_ADDRESS_CONSTANT):
+            slots.append(_POINTER_SLOT)
+        else:  # __private: a value, unless its type is a pointer (not legal for kernel arguments)
+            slots.append(_VALUE_SLOT)
+    return tuple(slots)
+
+
 class OpenCLModule(Module):
     def __init__(self, device: OpenCLDevice, source: str | bytes) -> None:
         api, ffi = device.api, device.api.ffi
         self.device = device
-        src = source.encode() if isinstance(source, str) else bytes(source)
+        if isinstance(source, str):
+            src = source.encode("utf-8", "surrogateescape")
+        elif isinstance(source, (bytes, bytearray, memoryview)):
+            src = bytes(source)
+        else:
+            raise TypeError(f"Device.load_module: source must be str or bytes, not {type(source).__name__}")
         err = ffi.new("cl_int *")
-        strings = ffi.new("char *[1]", [ffi.new("char[]", src)])
-        keep = strings[0]
-        prog = api.raw.clCreateProgramWithSource(device.context, 1, strings, ffi.NULL, err)
-        del keep
+        text = ffi.new("char[]", src)  # owned here until the call returns: the runtime copies the source
+        strings = ffi.new("char *[1]", [text])
+        lengths = ffi.new("size_t[1]", [len(src)])
+        prog = api.raw.clCreateProgramWithSource(device.context, 1, strings, lengths, err)
+        del text
         api.check(err[0], "clCreateProgramWithSource")
         self.program = prog
         self._finalizer = weakref.finalize(self, api.raw.clReleaseProgram, prog)
         devs = ffi.new("cl_device_id[1]", [device.handle])
-        code = api.raw.clBuildProgram(prog, 1, devs, ffi.NULL, ffi.NULL, ffi.NULL)
+        # -cl-kernel-arg-info: each kernel's argument kinds, so a checked launch refuses a value in a buffer slot
+        code = api.raw.clBuildProgram(prog, 1, devs, _BUILD_OPTIONS, ffi.NULL, ffi.NULL)
         if code != 0:
             log = api.info_str("clGetProgramBuildInfo", prog, api.cl.CL_PROGRAM_BUILD_LOG, device.handle)
             e = api.error(code, "clBuildProgram", "build log:\n" + log)
@@ -402,7 +494,8 @@ class OpenCLStream(Stream):
         api.check(err[0], "clCreateCommandQueueWithProperties")
         self.queue = q
         self._finalizer = weakref.finalize(self, api.raw.clReleaseCommandQueue, q)
-        self._keep: list[Any] = []  # host buffers of copies in flight, until synchronize
+        self._inflight = InFlight()  # host buffers of copies in flight, until work after them is seen complete
+        self._keep = self._inflight.items
         # the hot paths' raw functions, resolved once
         raw = api.raw
         self._null = ffi.NULL
@@ -418,13 +511,18 @@ class OpenCLStream(Stream):
         self._last: tuple[Any, Any, Any, bool] = (None, None, None, False)
         _STREAMS.setdefault(device, weakref.WeakSet()).add(self)
 
-    # copies (asynchronous; host buffers are kept alive until synchronize())
+    # copies (asynchronous; host buffers are kept alive until an event after them, or the stream, completes)
     def copy_from_host(self, dst: Allocation, src: Any) -> None:
-        buf = _live_buffer(dst, "Stream.copy_from_host")
+        buf = _live_buffer(dst, "Stream.copy_from_host", self.device)
+        t = type(src)
+        if t is not bytes and t is not bytearray and not _plain_host(src, t):
+            host_view(src, backend=_KIND, function="Stream.copy_from_host")  # raises the descriptive Error
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: a numpy scalar is not a host buffer "
+                        f"(got {src!r}; pass an array)", backend="OPENCL", function="Stream.copy_from_host")
         try:  # any C-contiguous buffer (numpy arrays, bytes, memoryview): no memoryview/cast needed
             ptr = self._from_buffer(src)
         except (TypeError, ValueError, BufferError):
-            ptr = self._from_buffer(host_view(src))  # raises the descriptive Error
+            ptr = self._from_buffer(host_view(src, backend=_KIND, function="Stream.copy_from_host"))
         n = len(ptr)
         if n > dst.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes do not fit in {dst!r}", backend="OPENCL",
@@ -436,11 +534,17 @@ class OpenCLStream(Stream):
         self._keep.append(ptr)  # the cdata holds the exporter's buffer until synchronize()
 
     def copy_to_host(self, dst: Any, src: Allocation) -> None:
-        buf = _live_buffer(src, "Stream.copy_to_host")
+        buf = _live_buffer(src, "Stream.copy_to_host", self.device)
+        t = type(dst)
+        if t is not bytearray and not _plain_host(dst, t):
+            host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: a numpy scalar is not a host buffer "
+                        f"(got {dst!r}; pass an array)", backend="OPENCL", function="Stream.copy_to_host")
         try:  # positional require_writable: a keyword costs cffi twice the call
             ptr = self._from_buffer("char[]", dst, True)
         except (TypeError, ValueError, BufferError):
-            ptr = self._from_buffer("char[]", host_view(dst, writable=True), True)
+            ptr = self._from_buffer("char[]", host_view(dst, writable=True, backend=_KIND,
+                                                        function="Stream.copy_to_host"), True)
         n = len(ptr)
         if n > src.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes is more than {src!r} holds", backend="OPENCL",
@@ -452,9 +556,12 @@ class OpenCLStream(Stream):
         self._keep.append(ptr)
 
     def copy(self, dst: Allocation, src: Allocation) -> None:
-        d = _live_buffer(dst, "Stream.copy")
-        s = _live_buffer(src, "Stream.copy")
-        n = min(dst.nbytes, src.nbytes)
+        d = _live_buffer(dst, "Stream.copy", self.device)
+        s = _live_buffer(src, "Stream.copy", self.device)
+        n = src.nbytes
+        if dst.nbytes != n:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy: the source holds {n} bytes and the destination "
+                        f"{dst.nbytes}: sizes must match", backend="OPENCL", function="Stream.copy")
         self.api.check(self.api.raw.clEnqueueCopyBuffer(self.queue, s, d, 0, 0, n, 0, self._null, self._null),
                        "clEnqueueCopyBuffer")
 
@@ -465,7 +572,7 @@ class OpenCLStream(Stream):
         entry = self._dims.get(key)
         if entry is None or (validate and not entry[2]):
             if validate:
-                d.validate(self._limits, _KIND)
+                d.validate(self._limits, _KIND, "Stream.launch")
             if entry is None:
                 g, b = d.grid, d.block
                 ffi = self.api.ffi
@@ -483,6 +590,11 @@ class OpenCLStream(Stream):
         kernel = launch.kernel
         if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel):
             raise Error(ErrorKind.INVALID_VALUE, "not an OpenCL kernel", backend="OPENCL", function="Stream.launch")
+        if self.device._closed:
+            raise self.device._closed_error("Stream.launch")
+        if kernel.module.device is not self.device:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: {kernel!r} belongs to another device than {self!r}",
+                        backend="OPENCL", function="Stream.launch")
         d = launch.dims
         last = self._last
         if last[0] is d and last[3]:
@@ -509,6 +621,10 @@ class OpenCLStream(Stream):
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
         kernel: OpenCLKernel = launch.kernel  # type: ignore[assignment]
+        args = launch.args
+        if len(args) != kernel.num_args:  # never launch with a previous launch's leftover arguments
+            return Error(ErrorKind.INVALID_VALUE, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
+                         f"{len(args)} given", backend="OPENCL", function="Stream.launch_unchecked")
         d = launch.dims
         last = self._last
         if last[0] is d:
@@ -523,7 +639,7 @@ class OpenCLStream(Stream):
         lock = kernel._lock
         lock.acquire()
         try:
-            err = _set_args(kernel, launch.args, False)
+            err = _set_args(kernel, args, False)
             if err is None:
                 code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
         finally:
@@ -534,53 +650,79 @@ class OpenCLStream(Stream):
 
     # events and ordering
     def record_event(self) -> OpenCLEvent:
+        self.device._check_open("Stream.record_event")
+        return self._marker()
+
+    def _marker(self) -> OpenCLEvent:
         ev = self.api.ffi.new("cl_event *")
+        mark = self._inflight.mark()  # the marker completes after every copy enqueued before it
         self.api.check(self.api.raw.clEnqueueMarkerWithWaitList(self.queue, 0, self._null, ev),
                        "clEnqueueMarkerWithWaitList")
-        return OpenCLEvent(self.device, ev[0])
+        return OpenCLEvent(self.device, ev[0], self._inflight, mark)
 
     def wait_event(self, event: Event) -> None:
+        self.device._check_open("Stream.wait_event")
         if not isinstance(event, OpenCLEvent):
-            raise Error(ErrorKind.INVALID_VALUE, "wait_event needs an OpenCL event", backend="OPENCL")
+            raise Error(ErrorKind.INVALID_VALUE, "wait_event needs an OpenCL event", backend="OPENCL",
+                        function="Stream.wait_event")
         evs = self.api.ffi.new("cl_event[1]", [event.handle])
         self.api.check(self.api.raw.clEnqueueBarrierWithWaitList(self.queue, 1, evs, self._null),
                        "clEnqueueBarrierWithWaitList")
 
     def synchronize(self) -> None:
-        keep = self._keep
-        n = len(keep)  # only what was enqueued before the finish may be let go
+        inflight = self._inflight
+        mark = inflight.mark()  # only what was enqueued before the finish may be let go
         code = self._finish(self.queue)
         if code:
             raise self.api.error(code, "clFinish")
-        if n:
-            del keep[:n]
+        inflight.release(mark)
 
     def query(self) -> bool:
         """Whether everything enqueued so far has completed (never True while work is pending)."""
-        keep = self._keep
-        n = len(keep)  # only what was enqueued before the marker may be let go
-        marker = self.record_event()
+        self.device._check_open("Stream.query")
+        marker = self._marker()  # completing, it releases the host buffers enqueued before it
         self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submit the marker itself
         # A marker behind finished work completes as soon as the runtime's scheduler sees it, which is
         # not instantly (PoCL: a worker thread's wake-up): allow it a moment before answering False.
         deadline = time.perf_counter() + _QUERY_GRACE_S
         while not (done := marker.query()) and time.perf_counter() < deadline:
             time.sleep(0)
-        if done and n:
-            del keep[:n]
         return done
 
 
-def _live_buffer(a: Allocation, what: str) -> Any:
-    """The ``cl_mem`` of an allocation (pooled or not); raises INVALID_HANDLE if it was freed."""
+def _plain_host(obj: Any, t: type) -> bool:
+    """Whether a host buffer other than bytes/bytearray may go straight to ``ffi.from_buffer``: not a buffer of
+    Python object pointers (numpy ``object`` dtypes, format ``O``) and not a numpy scalar."""
+    dt = getattr(obj, "dtype", None)
+    if dt is not None:
+        np = sys.modules.get("numpy")
+        return not (getattr(dt, "hasobject", False) or (np is not None and isinstance(obj, np.generic)))
+    if t is memoryview:
+        return "O" not in obj.format
+    return True
+
+
+def _live_buffer(a: Allocation, what: str, device: OpenCLDevice | None = None) -> Any:
+    """The ``cl_mem`` of an allocation (pooled or not) for use on ``device`` (the stream's): INVALID_HANDLE if
+    it was freed or the device closed, INVALID_VALUE if it is another device's, TypeError if not an allocation."""
+    t = type(a)
+    if t is PooledAllocation:
+        block = a.block  # type: ignore[attr-defined]
+    elif t is OpenCLAllocation:
+        block = a
+    elif isinstance(a, Allocation) and isinstance(getattr(a, "buffer", None), _CData):
+        block = a
+    else:
+        raise TypeError(f"{what}: expected an OpenCL allocation, got {t.__name__} ({a!r})")
     if a._freed:
         a._check_live(what)
-    t = type(a)
-    if t is OpenCLAllocation:
-        return a.buffer  # type: ignore[attr-defined]
-    if t is PooledAllocation:
-        return a.block.buffer  # type: ignore[attr-defined]
-    return a.buffer  # type: ignore[attr-defined]
+    if device is not None:
+        if device._closed:
+            raise device._closed_error(what)
+        if block.device is not device:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {a!r} belongs to another device (context) than the "
+                        "stream", backend="OPENCL", function=what)
+    return block.buffer
 
 
 _IMMUTABLE: dict[type, bool] = {}  # by-value argument types whose objects can be cached by identity
@@ -612,15 +754,22 @@ def _set_args(kernel: OpenCLKernel, args: tuple[Any, ...], checked: bool) -> Err
             if a is objs[i]:
                 continue
             if t is PooledAllocation:
-                if checked and a._freed:
+                if a._freed:
                     return _freed_error(a)
                 a = a.block
                 t = type(a)
         if t is OpenCLAllocation:
-            if checked and a._freed:
+            if a._freed:  # also unchecked: a released cl_mem in a launch aborts the runtime
                 return _freed_error(a)
             key = a._serial
             if keys[i] != key:
+                if checked:
+                    slots = kernel._slots
+                    if slots is not None and slots[i] != _POINTER_SLOT:
+                        return kernel._slot_error(i, a, False)
+                    if a.device is not kernel.module.device:
+                        return Error(ErrorKind.INVALID_VALUE, f"argument {i} of kernel {kernel.name!r}: {a!r} "
+                                     "belongs to another device (context)", backend="OPENCL", function="Stream.launch")
                 objs[i] = None
                 mem = kernel._mem
                 mem[0] = a.buffer
@@ -647,6 +796,11 @@ def _set_args(kernel: OpenCLKernel, args: tuple[Any, ...], checked: bool) -> Err
             if keys[i] == data:
                 objs[i] = a if _immutable(t) else None
                 continue
+            if checked:
+                slots = kernel._slots
+                if slots is not None and slots[i] != _VALUE_SLOT:
+                    keys[i] = objs[i] = None
+                    return kernel._slot_error(i, a, True)
             keys[i] = objs[i] = None
             code = kernel._set_arg(kernel.handle, i, len(data), data)
             if not code:
@@ -688,7 +842,12 @@ def _freed_error(a: Allocation) -> Error:
 def _arg_bytes(a: Any) -> bytes:
     """The bytes of a by-value kernel argument: a numpy scalar, a Scalar, or bytes."""
     if isinstance(a, Scalar):
-        return struct.pack("<" + _STRUCT[a.dtype], a.value)
+        fmt = _STRUCT.get(a.dtype)
+        if fmt is None:
+            raise Error(ErrorKind.UNSUPPORTED, f"kernel argument {a!r}: {a.dtype.name} scalars are not supported by "
+                        "the OpenCL backend (pass the bits as bytes or a numpy scalar)", backend="OPENCL",
+                        function="Stream.launch")
+        return struct.pack("<" + fmt, a.value)
     tobytes = getattr(a, "tobytes", None)
     if tobytes is not None:
         data: bytes = tobytes()
