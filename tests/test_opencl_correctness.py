@@ -300,3 +300,57 @@ def test_bad_input_corpus_is_refused_clearly_never_crashes() -> None:
     outcomes = _run_cases(BAD_INPUT)
     wrong = {n: o for n, o in outcomes.items() if not o.startswith("OK")}
     assert not wrong, "\n".join(wrong.values())
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.slow
+def test_threads_alloc_copy_launch_free_results_and_memory_bounded(dev: Any) -> None:
+    """Item 14 (short form; bounded in iterations): threads each allocate, copy, launch, read back and free;
+    every result is checked and resident memory must level off (a second round may not grow it much)."""
+    import threading
+
+    k_src = TWICE
+    mod = dev.load_module(k_src)
+    errors: list[BaseException] = []
+
+    def work(seed: int, rounds: int) -> None:
+        try:
+            s = dev.create_stream()
+            k = mod.kernel("twice")  # one kernel object per thread: argument state is per cl_kernel
+            rng = np.random.default_rng(seed)
+            for _ in range(rounds):
+                n = int(rng.integers(1, 4096))
+                x = rng.random(n, dtype=np.float32)
+                a, c = dev.alloc(x.nbytes), dev.memory_pool().alloc(x.nbytes)
+                s.copy_from_host(a, x)
+                s.launch(KernelLaunch(k, LaunchDims(grid=(n + 63) // 64, block=64), (a, c, np.int32(n))))
+                out = np.empty_like(x)
+                s.copy_to_host(out, c)
+                s.synchronize()
+                assert np.array_equal(out, 2 * x)
+                a.free(); c.free()
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    def round_(rounds: int) -> None:
+        ts = [threading.Thread(target=work, args=(i, rounds)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=120)
+        assert not errors, errors[0]
+
+    round_(150)  # warm-up: caches, the pool, PoCL's kernel cache
+    gc.collect()
+    before = _rss_kib()
+    round_(300)
+    gc.collect()
+    grown = _rss_kib() - before
+    assert grown < 16 * 1024, f"RSS grew {grown} KiB over 1,200 iterations"
