@@ -128,7 +128,28 @@ for kl, kind in ((bad, ErrorKind.INVALID_HANDLE), (KernelLaunch(mixed, dims, arg
     else:
         raise AssertionError(f"{kl} launched")
     assert seen.launches == before
-launch(bad, unchecked=True)  # unchecked: not looked at (the driver gets the stale address)
+# unchecked, too: never a freed allocation's address, never a launch with an argument missing or extra (the
+# driver would read the missing one from stale memory; issue 10 items 9 and 13), on the compiled launch and the
+# Python one, for a new launch and for the re-issue of the last one
+for mode in ("compiled", "python"):
+    stream._launch_packed = fast if mode == "compiled" else None
+    live = dev.alloc(64)
+    again = KernelLaunch(mixed, dims, (live, *args_of(4)[1:]))
+    launch(again, unchecked=True)
+    launch(again, unchecked=True)  # (now re-issued from a packed copy)
+    live.free()
+    for kl, kind in ((bad, ErrorKind.INVALID_HANDLE), (again, ErrorKind.INVALID_HANDLE),
+                     (KernelLaunch(mixed, dims, args_of(2)[:-1]), ErrorKind.INVALID_VALUE),
+                     (KernelLaunch(mixed, dims, (*args_of(2), np.int32(0))), ErrorKind.INVALID_VALUE),
+                     (KernelLaunch(mixed, dims), ErrorKind.INVALID_VALUE),
+                     (KernelLaunch(none, dims, (a,)), ErrorKind.INVALID_VALUE)):
+        for _ in range(3):
+            before = seen.launches
+            err = stream.launch_unchecked(kl)
+            assert isinstance(err, Error) and err.kind is kind, (mode, kl, err)
+            assert seen.launches == before, (mode, kl)
+    assert "takes 12 arguments, 11 given" in str(stream.launch_unchecked(KernelLaunch(mixed, dims, args_of(2)[:-1])))
+stream._launch_packed = fast
 # the driver's status: the stub refuses more than 1024 threads per block (unchecked skips the dims check)
 err = stream.launch_unchecked(KernelLaunch(mixed, LaunchDims(1, (64, 32)), args_of(3)))
 assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_VALUE, err

@@ -153,8 +153,15 @@ for mode in ("compiled", "python"):
     assert isinstance(e3, Error) and "cuMemFreeAsync" in str(e3) and m.freed, e3
     # refused before the driver is called
     allocs = seen.allocs
-    for bad in (0, -1, 1.5, True, 2**64):  # 2**64: no size_t
+    for bad in (0, -1, 2**64):  # 2**64: no size_t
         expect(ErrorKind.INVALID_VALUE, pool.alloc, bad, stream)
+    for wrong in (1.5, True, "8"):  # not integers (check_size): TypeError naming the parameter
+        try:
+            pool.alloc(wrong, stream)  # type: ignore[arg-type]
+        except TypeError as e:
+            assert "nbytes must be an integer" in str(e), e
+        else:
+            raise AssertionError(f"pool.alloc({wrong!r}) was accepted")
     expect(ErrorKind.INVALID_VALUE, pool.alloc, 16, object())
     assert seen.allocs == allocs
     # alloc_unchecked: the same allocation without the checks; the driver's failures come back as values

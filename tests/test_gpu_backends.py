@@ -212,7 +212,11 @@ def test_pack_args_checks() -> None:
     with pytest.raises(Error) as ei:
         cuda_backend.pack_args([buf], ffi, expected=(8,))
     assert ei.value.kind is ErrorKind.INVALID_HANDLE
-    # unchecked: no count, size or liveness checks
+    with pytest.raises(Error) as ei:  # unchecked too: a freed allocation's address may be other memory by now
+        cuda_backend.pack_args([buf], ffi, expected=(8,), check=False)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    buf._freed = False
+    # unchecked: no count or size checks
     assert cuda_backend.pack_args([buf, np.uint64(1)], ffi, expected=(8,), check=False).sizes == (8, 8)
 
 
@@ -846,14 +850,14 @@ def test_sim_memory_copies_and_kinds(sim: Any) -> None:
     data = np.arange(1000, dtype=np.uint8)
     for kind in (MemoryKind.DEVICE, MemoryKind.HOST_PINNED, MemoryKind.UNIFIED):
         with dev.alloc(1000, kind) as a, dev.alloc(1000) as b:
-            assert a.kind is kind and a.ptr in driver.mem and len(s._keep) == 0
+            assert a.kind is kind and a.ptr in driver.mem and len(s._inflight) == 0
             s.copy_from_host(a, data)
-            assert len(s._keep) == 1  # the host buffer stays alive until synchronize
+            assert len(s._inflight) == 1  # the host buffer stays alive until work after it is seen complete
             s.copy(b, a)
             out = np.zeros_like(data)
             s.copy_to_host(out, b)
             s.synchronize()
-            assert not s._keep
+            assert not s._inflight
             np.testing.assert_array_equal(out, data)
     assert not driver.mem  # every kind freed by its own function
     assert driver.calls.count("host_free") == 1 and driver.calls.count("free") == 5
@@ -1161,9 +1165,10 @@ def test_sim_stream_ordered_pool(sim: Any) -> None:
     x = np.arange(1000, dtype=np.uint8)
     y = np.zeros(1000, np.uint8)
     s.copy_from_host(b, x)
-    s.copy(a, b)
-    s.copy_to_host(y, a)
-    s.synchronize()
+    with dev.alloc(1000) as c2:  # (a copy is between allocations of one size)
+        s.copy(c2, b)
+        s.copy_to_host(y, c2)
+        s.synchronize()
     assert (y == x).all()
     st_before = pool.stats()
     assert (st_before.allocated_bytes, st_before.in_use_bytes, st_before.cached_bytes) == (4000, 4000, 0)
@@ -1180,10 +1185,13 @@ def test_sim_stream_ordered_pool(sim: Any) -> None:
     assert pool.stats().in_use_bytes == 3000
     assert pool.trim() == 1000 and pool.stats().allocated_bytes == 3000
     # refusals
-    for bad in (0, -1, 1.5, True):
+    for bad in (0, -1):
         with pytest.raises(Error) as ei:
             pool.alloc(bad)
         assert ei.value.kind is ErrorKind.INVALID_VALUE
+    for wrong in (1.5, True, "8"):  # check_size: not an integer
+        with pytest.raises(TypeError, match="nbytes must be an integer"):
+            pool.alloc(wrong)
     with pytest.raises(Error) as ei:
         pool.alloc(16, stream=object())
     assert ei.value.kind is ErrorKind.INVALID_VALUE

@@ -8,7 +8,8 @@ constructing :class:`HipBackend` does, and raises ``Error(LIBRARY_NOT_FOUND)``
 (listing the files tried) when it cannot.
 
 Streams are non-blocking; copies are asynchronous (host buffers are kept alive
-until the stream or device is synchronised); events record timing.  Kernel
+until an event recorded after them, the stream or the device is seen complete:
+:class:`InFlight`); events record timing.  Kernel
 arguments are packed by :func:`pack_args` into a ``void *[]`` of pointers to the
 values.
 Source compilation is not available (ROCM has no runtime compiler bound):
@@ -28,8 +29,8 @@ from typing import Any, Callable, Sequence
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, MemoryKind, Vendor
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._traits import (
-    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    MemoryPool, Module, PoolStats, Result, Scalar, Stream, host_view,
+    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight, Kernel,
+    KernelLaunch, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, host_view,
 )
 
 _KIND = BackendKind.ROCM
@@ -212,6 +213,37 @@ def classify_image(data: str | bytes) -> str:
     return "ptx" if _PTX.search(raw) else "source"
 
 
+def _image_bytes(v: Any, function: str = "Device.load_module") -> bytes:
+    """What ``load_module`` was given, as bytes: ``str`` (UTF-8) or a bytes-like object; ``TypeError`` otherwise
+    (an int is not an image: ``bytes(n)`` would make n zero bytes)."""
+    if isinstance(v, str):
+        try:
+            return v.encode()
+        except UnicodeEncodeError as e:
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: the source is not valid UTF-8 text ({e})",
+                        backend=_BACKEND, function=function) from None
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        if type(v) is memoryview and "O" in v.format:
+            raise TypeError(f"{function}: a buffer of Python objects is not a code image")
+        return bytes(v)
+    raise TypeError(f"{function}: source_or_binary must be str or bytes, not {type(v).__name__}")
+
+
+def _c_string(v: Any, what: str, function: str) -> bytes:
+    """A ``str`` parameter passed to the vendor as a NUL-terminated UTF-8 string: ``TypeError`` unless a str,
+    ``INVALID_VALUE`` if it holds a NUL (C would see only the part before it) or cannot be encoded."""
+    if not isinstance(v, str):
+        raise TypeError(f"{function}: {what} must be a str, not {type(v).__name__} ({v!r})")
+    if "\0" in v:
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what} {v!r} contains a NUL character", backend=_BACKEND,
+                    function=function)
+    try:
+        return v.encode()
+    except UnicodeEncodeError:
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what} {v!r} is not valid UTF-8", backend=_BACKEND,
+                    function=function) from None
+
+
 # ----------------------------------------------------------------------------- kernel arguments
 
 _SCALAR_FORMATS = {DType.F64: "d", DType.F32: "f", DType.F16: "e", DType.I8: "b", DType.I16: "h", DType.I32: "i",
@@ -261,9 +293,10 @@ class PackedArgs:
 
 
 def _arg_bytes(a: Any, i: int, check: bool) -> tuple[bytes, int]:
-    """(bytes, alignment) of argument ``i``."""
+    """(bytes, alignment) of argument ``i``.  A freed allocation is INVALID_HANDLE in both modes (a flag test:
+    its address may already belong to other memory)."""
     if isinstance(a, Allocation):
-        if check:
+        if a._freed:
             a._check_live("Stream.launch")
         try:
             ptr = a.ptr  # type: ignore[attr-defined]
@@ -276,14 +309,26 @@ def _arg_bytes(a: Any, i: int, check: bool) -> tuple[bytes, int]:
         return data, min(align, 16)
     dtype = getattr(a, "dtype", None)
     if dtype is not None and getattr(a, "ndim", None) == 0:  # a numpy scalar (or 0-d array)
+        if getattr(dtype, "hasobject", False):  # its bytes would be Python object pointers
+            raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i}: a numpy value of dtype {dtype} holds Python "
+                        "objects, not bytes a kernel can take", backend=_BACKEND, function="Stream.launch")
         data = a.tobytes()
         return data, int(getattr(dtype, "alignment", len(data)) or 1)
     if isinstance(a, (bytes, bytearray, memoryview)):
+        if type(a) is memoryview and "O" in a.format:
+            raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i}: a buffer of Python objects is not bytes a "
+                        "kernel can take", backend=_BACKEND, function="Stream.launch")
         data = bytes(a)
         align = 8 if len(data) % 8 == 0 else 4 if len(data) % 4 == 0 else 2 if len(data) % 2 == 0 else 1
         return data, align
     raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i} ({type(a).__name__} {a!r}): pass an Allocation, a "
                 "numpy scalar (np.int32(n)) or Scalar(value, DType)", backend=_BACKEND, function="Stream.launch")
+
+
+def _count_error(expected: int, given: int, name: str | None = None, function: str = "Stream.launch") -> Error:
+    kernel = f"kernel {name!r}" if name is not None else "the kernel"
+    return Error(ErrorKind.INVALID_VALUE, f"{kernel} takes {expected} argument{'s' if expected != 1 else ''}, "
+                 f"{given} given", backend=_BACKEND, function=function)
 
 
 def pack_args(args: Sequence[Any], ffi: Any, expected: Sequence[int] | None = None, *,
@@ -292,13 +337,11 @@ def pack_args(args: Sequence[Any], ffi: Any, expected: Sequence[int] | None = No
     ``Scalar(value, DType)`` as that type; each value at its natural alignment in one buffer.
 
     ``expected``: the kernel's parameter sizes (from ``its parameter info``); with
-    ``check``, a count or size mismatch is ``INVALID_VALUE`` and a freed allocation ``INVALID_HANDLE``.
+    ``check``, a count or size mismatch is ``INVALID_VALUE``; a freed allocation is ``INVALID_HANDLE`` always.
     Pure: needs ``ffi`` (any cffi FFI) but no device and no vendor library.
     """
     if check and expected is not None and len(args) != len(expected):
-        raise Error(ErrorKind.INVALID_VALUE, f"the kernel takes {len(expected)} argument"
-                    f"{'s' if len(expected) != 1 else ''}, {len(args)} given", backend=_BACKEND,
-                    function="Stream.launch")
+        raise _count_error(len(expected), len(args))
     chunks = []
     offsets = []
     sizes = []
@@ -664,7 +707,6 @@ class HipBackend(Backend):
         self.api = api
         self._devices: list[tuple[Any, DeviceDescriptor, str]] | None = None
         self._no_device: Error | None = None
-        self._contexts: dict[int, Any] = {}
         self._lock = threading.RLock()
 
     def driver_version(self) -> int:
@@ -723,13 +765,18 @@ class HipBackend(Backend):
         api.check(api.device_total_mem(total, dev), "device_total_mem")
         integrated = bool(self._attr(_ATTR_INTEGRATED, dev))
         arch = self._arch(index, dev)
+        max_grid = (self._attr(_ATTR_MAX_GRID_X, dev), self._attr(_ATTR_MAX_GRID_Y, dev),
+                    self._attr(_ATTR_MAX_GRID_Z, dev))
+        max_threads = self._attr(_ATTR_MAX_THREADS_PER_BLOCK, dev)
         limits = DeviceLimits(
             max_block=(self._attr(_ATTR_MAX_BLOCK_X, dev), self._attr(_ATTR_MAX_BLOCK_Y, dev),
                        self._attr(_ATTR_MAX_BLOCK_Z, dev)),
-            max_threads_per_block=self._attr(_ATTR_MAX_THREADS_PER_BLOCK, dev),
-            max_grid=(self._attr(_ATTR_MAX_GRID_X, dev), self._attr(_ATTR_MAX_GRID_Y, dev),
-                      self._attr(_ATTR_MAX_GRID_Z, dev)),
+            max_threads_per_block=max_threads,
+            max_grid=max_grid,
             max_shared_mem=self._attr(_ATTR_MAX_SHARED_MEM, dev),
+            # the driver reports no largest single allocation: the device's memory bounds it
+            max_alloc=int(total[0]) or None,
+            max_work_items=min(max_grid[0] * max_grid[1] * max_grid[2] * max_threads, 2**64 - 1),
         )
         desc = DeviceDescriptor(
             id=DeviceId(_KIND, index), name=name, vendor=translate_vendor(name), backend=_KIND,
@@ -755,8 +802,24 @@ class HipBackend(Backend):
         return HipDevice(self, index, handle, desc, arch)
 
 
+class _ContextRef:
+    """What the objects of a device hold as ``_ctx``: ROCM has no context to retain (the device is
+    selected per thread), so nothing is released."""
+
+    __slots__ = ("context", "__weakref__")
+
+    def __init__(self, api: _Api, dev: Any) -> None:
+        self.context = None
+
+
+def _destroy(fn: Callable[[Any], int], handle: Any, ctx: _ContextRef | None) -> int:
+    """Finalizer of a stream, event or module: ``ctx`` (its device's context) is held until this has run."""
+    return int(fn(handle))
+
+
 class HipDevice(Device):
     backend: HipBackend
+    _ctx: _ContextRef | None = None  # the device's own context reference (see _ContextRef); None once closed
 
     def __init__(self, backend: HipBackend, index: int, handle: Any, descriptor: DeviceDescriptor,
                  arch: str) -> None:
@@ -766,6 +829,7 @@ class HipDevice(Device):
         self.handle = handle
         self.descriptor = descriptor
         self.arch = arch  # ex) "9.0" (compute capability) or "gfx90a:sramecc+:xnack-"
+        self._ctx = ctx = _ContextRef(self.api, handle)
         self._target = index
         self._key = ("device", index)
         self._streams: weakref.WeakSet[HipStream] = weakref.WeakSet()
@@ -781,21 +845,30 @@ class HipDevice(Device):
         if getattr(_TLS, "key", None) != self._key:
             _make_current(self.api, self._key, self._target)
 
+    def _close(self) -> None:
+        """Closed (``Device.close``): the streams launch no more (their launch functions refuse, so the launch
+        paths pay nothing for the check), and the device gives up its context reference; what was made from
+        it keeps its own until it is gone."""
+        for s in list(self._streams):
+            s._shut()
+        self._ctx = None
+
     # memory
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> HipAllocation:
         if type(nbytes) is not int or nbytes <= 0:
-            if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
-                raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
-                            function="Device.alloc")
-            nbytes = int(nbytes)
+            nbytes = check_size(nbytes, "nbytes", "Device.alloc", _KIND)
         r = self.alloc_unchecked(nbytes, kind)
         if isinstance(r, Error):
+            if not isinstance(kind, MemoryKind):
+                raise TypeError(f"Device.alloc: kind must be a MemoryKind, not {type(kind).__name__} ({kind!r})")
             raise r
         r._tracked = True  # released on drop (Allocation.__del__ -> _release)
         return r
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[HipAllocation]:
         api, ffi = self.api, self.api.ffi
+        if self._closed:
+            return self._closed_error("Device.alloc")
         try:
             if getattr(_TLS, "key", None) != self._key:
                 self.activate()
@@ -817,15 +890,18 @@ class HipDevice(Device):
             return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=_BACKEND,
                          function="Device.alloc")
         if code:
-            return api.error(code, role)
+            return api.error(code, role, f"{nbytes} bytes of {kind.name} memory requested; the device has "
+                             f"{self.descriptor.total_memory} bytes in all")
         return HipAllocation(self, out[0], nbytes, kind)
 
     def create_stream(self) -> HipStream:
+        self._check_open("Device.create_stream")
         return HipStream(self)
 
     def memory_pool(self) -> MemoryPool:
         """The device's pool (one per device): a :class:`HipStreamOrderedPool` where the device supports
         stream-ordered allocation (hipDeviceAttributeMemoryPoolsSupported), else the core's caching pool."""
+        self._check_open("Device.memory_pool")
         pool = getattr(self, "_pool", None)
         if pool is None:
             with _POOL_LOCK:
@@ -839,18 +915,24 @@ class HipDevice(Device):
         return pool
 
     def load_module(self, source_or_binary: str | bytes) -> HipModule:
-        fmt = classify_image(source_or_binary)
+        self._check_open("Device.load_module")
+        data = _image_bytes(source_or_binary)
+        fmt = classify_image(data)
         if fmt not in MODULE_FORMATS:
             raise Error(ErrorKind.UNSUPPORTED, f"the {_BACKEND} backend cannot load {fmt} (it takes: "
                         f"{', '.join(MODULE_FORMATS)})", backend=_BACKEND, function="Device.load_module")
-        data = source_or_binary.encode() if isinstance(source_or_binary, str) else bytes(source_or_binary)
+        if fmt in ("ptx", "source") and b"\0" in data.rstrip(b"\0"):
+            raise Error(ErrorKind.INVALID_VALUE, f"Device.load_module: {fmt} text contains a NUL byte (the driver "
+                        "would read only the text before it)", backend=_BACKEND, function="Device.load_module")
         return HipModule(self, data)
 
     def synchronize(self) -> None:
+        self._check_open("Device.synchronize")
         self.activate()
+        marks = [(s, s._inflight.mark()) for s in list(self._streams)]  # what is enqueued before the wait
         self.api.check(self.api.device_synchronize(), "device_synchronize")
-        for s in list(self._streams):
-            s._keep.clear()
+        for s, mark in marks:
+            s._inflight.release(mark)
             s._last = None
 
 
@@ -869,6 +951,7 @@ class HipAllocation(Allocation):
     def __init__(self, device: HipDevice, handle: Any, nbytes: int, kind: MemoryKind) -> None:
         # (_freed and _tracked: False, the class defaults)
         self.device = device
+        self._ctx = device._ctx  # the context lives while this does (Device.close gives up only the device's)
         self.handle = handle
         self.ptr = ptr = handle if type(handle) is int else _address(handle)
         self.dptr = _devptr(ptr)
@@ -920,6 +1003,7 @@ class HipAllocation(Allocation):
         The producer's work is complete before the capsule is returned: unless ``stream == -1``, the device is
         synchronised (this backend does not track which stream last wrote an allocation)."""
         self._check_live("__dlpack__")
+        self.device._check_open("__dlpack__")
         if copy:
             raise BufferError(f"{_BACKEND} allocations export without copying (copy=True is not supported)")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
@@ -930,20 +1014,38 @@ class HipAllocation(Allocation):
 
 
 class HipEvent(Event):
-    def __init__(self, device: HipDevice, handle: Any) -> None:
+    """A point in a stream.  It knows the stream's in-flight host buffers enqueued before it (``InFlight`` and
+    the mark at record time): once the event is seen complete (``synchronize``, a ``query`` that returns True)
+    they are released."""
+
+    def __init__(self, device: HipDevice, handle: Any, inflight: InFlight | None = None, mark: int = 0) -> None:
         self.device = device
         self.api = device.api
         self.handle = handle
-        self._finalizer = weakref.finalize(self, self.api.event_destroy, handle)
+        self._finalizer = weakref.finalize(self, _destroy, self.api.event_destroy, handle, device._ctx)
+        self._inflight = inflight
+        self._mark = mark
+
+    def _done(self) -> None:
+        inflight = self._inflight
+        if inflight is not None:
+            inflight.release(self._mark)
+            self._inflight = None
 
     def synchronize(self) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Event.synchronize")
         self.api.check(self.api.event_synchronize(self.handle), "event_synchronize")
+        self._done()
 
     def query(self) -> bool:
+        if self.device._closed:
+            raise self.device._closed_error("Event.query")
         code = self.api.event_query(self.handle)
         if code == _STATUS_NOT_READY:
             return False
         self.api.check(code, "event_query")
+        self._done()
         return True
 
     def elapsed_ms(self, end: Event) -> float:
@@ -971,10 +1073,12 @@ class HipModule(Module):
         if code:
             raise api.error(code, "module_load")
         self.handle = out[0]
-        self._finalizer = weakref.finalize(self, api.module_unload, self.handle)
+        self._finalizer = weakref.finalize(self, _destroy, api.module_unload, self.handle, device._ctx)
 
     def kernel(self, name: str) -> HipKernel:
-        return HipKernel(self, name)
+        encoded = _c_string(name, "the kernel name", "Module.kernel")
+        self.device._check_open("Module.kernel")
+        return HipKernel(self, name, encoded)
 
 
 def _param_sizes(api: _Api, func: Any) -> tuple[int, ...] | None:
@@ -983,13 +1087,14 @@ def _param_sizes(api: _Api, func: Any) -> tuple[int, ...] | None:
 
 
 class HipKernel(Kernel):
-    def __init__(self, module: HipModule, name: str) -> None:
+    def __init__(self, module: HipModule, name: str, encoded: bytes | None = None) -> None:
         api = module.api
         self.module = module  # keeps the module loaded
         self.name = name
         module.device.activate()
         out = api.ffi.new(_FUNCTION + " *")
-        code = api.module_function(out, module.handle, name.encode())
+        code = api.module_function(out, module.handle, _c_string(name, "the kernel name", "Module.kernel")
+                                   if encoded is None else encoded)
         if code:
             raise api.error(code, "module_function", f"kernel {name!r}")
         self.handle = out[0]
@@ -1049,8 +1154,8 @@ class HipStream(Stream):
         out = api.ffi.new(_STREAM + " *")
         api.check(api.stream_create(out, _STREAM_FLAGS), "stream_create")
         self.handle = out[0]
-        self._finalizer = weakref.finalize(self, api.stream_destroy, self.handle)
-        self._keep: list[Any] = []  # host buffers of copies in flight, until synchronize
+        self._finalizer = weakref.finalize(self, _destroy, api.stream_destroy, self.handle, device._ctx)
+        self._inflight = InFlight()  # host buffers of copies in flight, until work after them is seen complete
         self._ffi = api.ffi
         self._htod: Callable[..., int] = api.memcpy_htod
         self._dtoh: Callable[..., int] = api.memcpy_dtoh
@@ -1066,39 +1171,54 @@ class HipStream(Stream):
         self._dims: tuple[Any, ...] = (None, (), False)  # (LaunchDims, its 7 launch arguments, validated)
         device._streams.add(self)
 
-    # copies (asynchronous; host buffers are kept alive until synchronize())
+    # copies (asynchronous; host buffers are held in _inflight until work after them is seen complete)
+    def _memory(self, a: Any, what: str) -> Any:
+        """The device pointer of allocation ``a`` for a copy on this stream: ``TypeError`` if ``a`` is not an
+        allocation of this backend, INVALID_HANDLE if it was freed or this stream's device closed."""
+        if not isinstance(a, Allocation) or not hasattr(a, "dptr"):
+            raise TypeError(f"{what}: expected a {_BACKEND} Allocation, got {type(a).__name__} ({a!r})")
+        if a._freed:
+            a._check_live(what)
+        device = self.device
+        if device._closed:
+            raise device._closed_error(what)
+        return a.dptr
+
     def copy_from_host(self, dst: Allocation, src: Any) -> None:
-        dst._check_live("Stream.copy_from_host")
-        view = host_view(src)
+        dptr = self._memory(dst, "Stream.copy_from_host")
+        view = host_view(src, backend=_KIND, function="Stream.copy_from_host")
         if view.nbytes > dst.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"{view.nbytes} bytes do not fit in {dst!r}", backend=_BACKEND,
-                        function="Stream.copy_from_host")
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: {view.nbytes} bytes do not fit in {dst!r}",
+                        backend=_BACKEND, function="Stream.copy_from_host")
         self.device.activate()
         ptr = self._ffi.from_buffer(view)
-        code = self._htod(dst.dptr, ptr, view.nbytes, self.handle)  # type: ignore[attr-defined]
+        code = self._htod(dptr, ptr, view.nbytes, self.handle)
         if code:
             raise self.api.error(code, "memcpy_htod")
-        self._keep.append((view, ptr))
+        self._inflight.items.append((view, ptr))  # (the cdata holds the exporter's buffer)
 
     def copy_to_host(self, dst: Any, src: Allocation) -> None:
-        src._check_live("Stream.copy_to_host")
-        view = host_view(dst, writable=True)
+        dptr = self._memory(src, "Stream.copy_to_host")
+        view = host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")
         if view.nbytes > src.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"{view.nbytes} bytes is more than {src!r} holds",
-                        backend=_BACKEND, function="Stream.copy_to_host")
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: {view.nbytes} bytes is more than {src!r} "
+                        "holds", backend=_BACKEND, function="Stream.copy_to_host")
         self.device.activate()
         ptr = self._ffi.from_buffer(view, require_writable=True)
-        code = self._dtoh(ptr, src.dptr, view.nbytes, self.handle)  # type: ignore[attr-defined]
+        code = self._dtoh(ptr, dptr, view.nbytes, self.handle)
         if code:
             raise self.api.error(code, "memcpy_dtoh")
-        self._keep.append((view, ptr))
+        self._inflight.items.append((view, ptr))
 
     def copy(self, dst: Allocation, src: Allocation) -> None:
-        dst._check_live("Stream.copy")
-        src._check_live("Stream.copy")
+        d = self._memory(dst, "Stream.copy")
+        s = self._memory(src, "Stream.copy")
+        n = src.nbytes
+        if dst.nbytes != n:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy: the source holds {n} bytes and the destination "
+                        f"{dst.nbytes}: sizes must match", backend=_BACKEND, function="Stream.copy")
         self.device.activate()
-        n = min(dst.nbytes, src.nbytes)
-        code = self._dtod(dst.dptr, src.dptr, n, self.handle)  # type: ignore[attr-defined]
+        code = self._dtod(d, s, n, self.handle)
         if code:
             raise self.api.error(code, "memcpy_dtod")
 
@@ -1108,7 +1228,7 @@ class HipStream(Stream):
         if cached[0] is dims and (cached[2] or not check):
             return cached[1]  # type: ignore[no-any-return]
         if check:
-            dims.validate(self.device.descriptor.limits, _KIND)
+            dims.validate(self.device.descriptor.limits, _KIND, "Stream.launch")
         g, b = dims.grid, dims.block
         out = (g[0], g[1], g[2], b[0], b[1], b[2], dims.shared_mem)
         self._dims = (dims, out, check)
@@ -1122,9 +1242,12 @@ class HipStream(Stream):
             self.device.activate()
         last = self._last
         null = self._ffi.NULL
-        if not args and not (check and kernel.param_sizes):
-            if not kernel.param_sizes:  # (a checked launch of a kernel that takes arguments must fail)
-                kernel._layouts[()] = _EMPTY_LAYOUT
+        sizes = kernel.param_sizes
+        if sizes is not None and len(args) != len(sizes):  # never launched, checked or not: a missing argument
+            raise _count_error(len(sizes), len(args), kernel.name,  # would be read from stale memory
+                               "Stream.launch" if check else "Stream.launch_unchecked")
+        if not args:
+            kernel._layouts[()] = _EMPTY_LAYOUT
             call = (kernel.handle, *dims, self.handle, null, null)
             self._last = (launch, call, (), None, check)
             return int(self._launch(*call))
@@ -1138,10 +1261,9 @@ class HipStream(Stream):
             packed = pack_args(args, self._ffi, kernel.param_sizes if check else None, check=check)
             self._last = None
             return int(self._launch(kernel.handle, *dims, self.handle, packed.params, null))
-        if check:
-            for i in plan.allocs:
-                if args[i]._freed:
-                    args[i]._check_live("Stream.launch")
+        for i in plan.allocs:  # checked or not: a freed allocation's address may be other memory by now
+            if args[i]._freed:
+                args[i]._check_live("Stream.launch" if check else "Stream.launch_unchecked")
         values = plan.values(args)
         if last is not None and last[0] is launch:  # the second launch in a row: give it an immutable copy
             storage, view, params = plan.buffer(self._ffi)
@@ -1209,6 +1331,9 @@ class HipStream(Stream):
             if code is None:
                 last = self._last
                 if last is not None and last[0] is launch and last[1] is not None:  # re-issue, packed
+                    for a in last[2]:
+                        if a._freed:
+                            a._check_live("Stream.launch_unchecked")
                     if getattr(_TLS, "key", None) != self._device_key:
                         self.device.activate()
                     code = self._launch(*last[1])
@@ -1218,13 +1343,31 @@ class HipStream(Stream):
             return e
         return self.api.error(code, "launch") if code else None
 
+    def _shut(self) -> None:
+        """The device was closed: launches on this stream are refused from now on, checked or not, at no cost
+        to the launch paths (the compiled launch is dropped and the launch function replaced by one that
+        raises the closed-device Error, which ``launch_unchecked`` returns)."""
+        error = self.device._closed_error
+
+        def refuse(*_: Any) -> int:
+            raise error("Stream.launch")
+
+        self._launch_packed = None
+        self._launch = refuse
+        self._last = None
+        self._slots = {}
+
     # events and ordering
     def record_event(self) -> HipEvent:
         api = self.api
-        self.device.activate()
+        device = self.device
+        if device._closed:
+            raise device._closed_error("Stream.record_event")
+        device.activate()
         out = api.ffi.new(_EVENT + " *")
         api.check(api.event_create(out, _EVENT_FLAGS), "event_create")
-        event = HipEvent(self.device, out[0])
+        inflight = self._inflight
+        event = HipEvent(device, out[0], inflight, inflight.mark())
         api.check(api.event_record(event.handle, self.handle), "event_record")
         return event
 
@@ -1232,19 +1375,27 @@ class HipStream(Stream):
         if not isinstance(event, HipEvent):
             raise Error(ErrorKind.INVALID_VALUE, f"wait_event needs a {_BACKEND} event", backend=_BACKEND,
                         function="Stream.wait_event")
+        if self.device._closed or event.device._closed:
+            raise (self.device if self.device._closed else event.device)._closed_error("Stream.wait_event")
         self.api.check(self.api.stream_wait_event(self.handle, event.handle, 0), "stream_wait_event")
 
     def synchronize(self) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.synchronize")
+        mark = self._inflight.mark()
         self.api.check(self.api.stream_synchronize(self.handle), "stream_synchronize")
-        self._keep.clear()
+        self._inflight.release(mark)
         self._last = None
 
     def query(self) -> bool:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.query")
+        mark = self._inflight.mark()
         code = self.api.stream_query(self.handle)
         if code == _STATUS_NOT_READY:
             return False
         self.api.check(code, "stream_query")
-        self._keep.clear()
+        self._inflight.release(mark)
         self._last = None
         return True
 
@@ -1252,8 +1403,9 @@ class HipStream(Stream):
 # ----------------------------------------------------------------------------- the stream-ordered pool
 
 
-def _destroy_pool(api: _Api, key: tuple[str, int], target: Any, handle: Any) -> int:
-    """Finalizer of a stream-ordered pool (the driver defers it while allocations are outstanding)."""
+def _destroy_pool(api: _Api, key: tuple[str, int], target: Any, handle: Any, ctx: _ContextRef | None) -> int:
+    """Finalizer of a stream-ordered pool (the driver defers it while allocations are outstanding; ``ctx``,
+    the device's context, is held until this has run)."""
     try:
         _make_current(api, key, target)
     except Error:
@@ -1361,7 +1513,9 @@ class HipStreamOrderedPool(MemoryPool):
         out = ffi.new(_MEMPOOL + " *")
         api.check(api.pool_create(out, props), "pool_create")
         self.handle = out[0]
-        self._finalizer = weakref.finalize(self, _destroy_pool, api, device._key, device._target, self.handle)
+        self._ctx = device._ctx  # its allocations hold the pool, and so the context
+        self._finalizer = weakref.finalize(self, _destroy_pool, api, device._key, device._target, self.handle,
+                                           device._ctx)
         keep_all = ffi.new("uint64_t *", 2**64 - 1)
         api.check(api.pool_set_attribute(self.handle, _POOL_ATTR_RELEASE_THRESHOLD, keep_all), "pool_set_attribute")
         self.stream = device.create_stream()  # alloc() without a stream: allocate here, then wait
@@ -1381,11 +1535,9 @@ class HipStreamOrderedPool(MemoryPool):
         return self.api.error(code, "pool_free")
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> HipPoolAllocation:
+        """At least ``nbytes`` (``check_size``: an integer >= 1), in the order of ``stream`` (see the class)."""
         if type(nbytes) is not int or nbytes <= 0:
-            if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
-                raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
-                            function="MemoryPool.alloc")
-            nbytes = int(nbytes)
+            nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", _KIND)
         if stream is not None and not ((type(stream) is HipStream or isinstance(stream, HipStream))
                                        and stream.device is self.device):
             raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {_BACKEND} stream of {self.device!r}, "
@@ -1399,6 +1551,8 @@ class HipStreamOrderedPool(MemoryPool):
         """``alloc`` without its checks (the size's type, the stream's backend and device), returning the
         Error instead of raising it."""
         st: Any = self.stream if stream is None else stream
+        if self.device._closed:
+            return self.device._closed_error("MemoryPool.alloc")
         try:
             if getattr(_TLS, "key", None) != self._device_key:
                 self.device.activate()
@@ -1430,13 +1584,14 @@ class HipStreamOrderedPool(MemoryPool):
 
     def _retry(self, code: int, nbytes: int, st: HipStream) -> HipPoolAllocation:
         """After a failed allocation (``code``): raise, or trim the pool and try once more if out of memory."""
-        err = self.api.error(code, "pool_alloc")
+        err = self.api.error(code, "pool_alloc", f"{nbytes} bytes requested")
         if err.kind is not ErrorKind.OUT_OF_MEMORY:
             raise err
         self.trim()  # unused reserved memory back to the driver (the device made current), then once more
         a = self._try(nbytes, st)
         if isinstance(a, int):
-            raise self.api.error(a, "pool_alloc")
+            raise self.api.error(a, "pool_alloc", f"{nbytes} bytes requested (after trimming the pool); the "
+                                 f"device has {self.device.descriptor.total_memory} bytes in all")
         return a
 
     def _attribute(self, attr: int) -> int:
