@@ -39,7 +39,7 @@ from conftest import GENERATED, ROOT, SPECS
 # ------------------------------------------------------------------ capability translation (pure)
 
 CUDA_BASE = F.FP64 | F.PROFILING | F.SUBGROUPS | F.ATOMICS_64
-PASCAL = CUDA_BASE | F.FP16 | F.UNIFIED_MEMORY | F.COOPERATIVE_LAUNCH
+PASCAL = CUDA_BASE | F.FP16 | F.UNIFIED_MEMORY  # (no COOPERATIVE_LAUNCH: not a backend operation yet)
 VOLTA = PASCAL | F.INT8_DOT | F.TENSOR_CORES
 AMPERE = VOLTA | F.BF16 | F.ASYNC_COPY
 ADA = AMPERE | F.FP8
@@ -76,7 +76,7 @@ def test_cuda_integrated_devices() -> None:
     assert orin.tier is ComputeTier.INTEGRATED and orin.flags == AMPERE
 
 
-HIP_BASE = F.FP16 | F.FP64 | F.PROFILING | F.ASYNC_COPY | F.SUBGROUPS | F.ATOMICS_64 | F.COOPERATIVE_LAUNCH
+HIP_BASE = F.FP16 | F.FP64 | F.PROFILING | F.ASYNC_COPY | F.SUBGROUPS | F.ATOMICS_64
 HIP_GPUS = [
     # (device name, gcnArchName, flags, tier)
     ("AMD Instinct MI50", "gfx906:sramecc+:xnack-", HIP_BASE | F.INT8_DOT, ComputeTier.DATACENTER),

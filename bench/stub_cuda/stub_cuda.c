@@ -14,7 +14,9 @@
  * with STUB_CUDA_LOG=1 each placeholder prints its name the first time it is called (STUB_CUDA_LOG=2
  * also prints every name resolved), so one can see what a binding needs.  stub_cuda_counters() exposes
  * how many launches, allocations and frees reached the stub (a benchmark checks that every variant
- * really calls the driver).  The list of unknown names is not guarded by a lock: resolve from one thread.
+ * really calls the driver), and how often the primary context was retained and released, and how many
+ * calls on it came after its last release (a test of a binding's context lifetime: the real driver
+ * destroys the primary context, with everything in it, when its last retain is released).  The list of unknown names is not guarded by a lock: resolve from one thread.
  */
 
 #include <cuda.h>
@@ -30,6 +32,9 @@
 
 typedef struct {
     unsigned long long launches, allocs, frees, unknown_calls;
+    /* cuDevicePrimaryCtxRetain / Release calls, and calls that use the context (allocate, free, copy, launch,
+       create or destroy a stream, event, module or pool) made while no retain was held */
+    unsigned long long ctx_retains, ctx_releases, ctx_used_after_release;
 } stub_counters_t;
 
 static stub_counters_t counters;
@@ -48,6 +53,17 @@ static int stub_log(void)
 }
 
 #define BUMP(field) __atomic_fetch_add(&counters.field, 1ULL, __ATOMIC_RELAXED)
+
+static long primary_refs = 0;  /* retains of the primary context not yet released */
+
+/* A call that needs the context: counted if none is held (the real driver would have destroyed it).  Only
+   counted once something retained it, so a caller that never retains (none of ours) is not reported. */
+static void ctx_use(void)
+{
+    if (__atomic_load_n(&primary_refs, __ATOMIC_RELAXED) == 0 &&
+        __atomic_load_n(&counters.ctx_retains, __ATOMIC_RELAXED) > 0)
+        BUMP(ctx_used_after_release);
+}
 
 /* ------------------------------------------------------------------------------------ handles */
 
@@ -338,11 +354,24 @@ STUB_EXPORT CUresult CUDAAPI cuDeviceGetPCIBusId(char *id, int len, CUdevice dev
 STUB_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
 {
     (void)dev;
+    __atomic_fetch_add(&primary_refs, 1L, __ATOMIC_RELAXED);
+    BUMP(ctx_retains);
     *ctx = &primary_ctx;
     return CUDA_SUCCESS;
 }
 
-STUB_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) { (void)dev; return CUDA_SUCCESS; }
+/* A release without a retain is refused, as the real driver does (CUDA_ERROR_INVALID_CONTEXT). */
+STUB_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    long refs = __atomic_load_n(&primary_refs, __ATOMIC_RELAXED);
+    (void)dev;
+    do {
+        if (refs == 0)
+            return CUDA_ERROR_INVALID_CONTEXT;
+    } while (!__atomic_compare_exchange_n(&primary_refs, &refs, refs - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    BUMP(ctx_releases);
+    return CUDA_SUCCESS;
+}
 
 STUB_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
@@ -417,6 +446,7 @@ STUB_EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) { (void)ctx; ret
 STUB_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *s, unsigned int flags, int priority)
 {
     struct CUstream_st *st = (struct CUstream_st *)calloc(1, sizeof *st);
+    ctx_use();
     if (st == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     st->flags = flags;
@@ -431,9 +461,27 @@ STUB_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int flags)
     return cuStreamCreateWithPriority(s, flags, 0);
 }
 
-STUB_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream s) { free(s); return CUDA_SUCCESS; }
+STUB_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream s) { ctx_use(); free(s); return CUDA_SUCCESS; }
 STUB_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
-STUB_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream s) { (void)s; return CUDA_SUCCESS; }
+
+/* Work that completes later: with STUB_CUDA_RECORD=1, the next `busy_queries` calls of cuStreamQuery or
+   cuEventQuery answer CUDA_ERROR_NOT_READY (set from a test through stub_cuda_busy()); synchronising
+   succeeds at once, as ever.  Not thread-safe. */
+static int busy_queries = 0;
+static int recording(void);
+
+STUB_EXPORT int *stub_cuda_busy(void) { return &busy_queries; }
+
+static CUresult stub_query(void)
+{
+    if (recording() && busy_queries > 0) {
+        busy_queries--;
+        return CUDA_ERROR_NOT_READY;
+    }
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream s) { (void)s; return stub_query(); }
 
 STUB_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
@@ -485,6 +533,7 @@ STUB_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream s, CUstreamCaptureStat
 STUB_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int flags)
 {
     struct CUevent_st *ev = (struct CUevent_st *)calloc(1, sizeof *ev);
+    ctx_use();
     if (ev == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     ev->flags = flags;
@@ -492,7 +541,7 @@ STUB_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-STUB_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent e) { free(e); return CUDA_SUCCESS; }
+STUB_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent e) { ctx_use(); free(e); return CUDA_SUCCESS; }
 STUB_EXPORT CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return CUDA_SUCCESS; }
 
 STUB_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags)
@@ -502,7 +551,7 @@ STUB_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent e, CUstream s, unsig
 }
 
 STUB_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
-STUB_EXPORT CUresult CUDAAPI cuEventQuery(CUevent e) { (void)e; return CUDA_SUCCESS; }
+STUB_EXPORT CUresult CUDAAPI cuEventQuery(CUevent e) { (void)e; return stub_query(); }
 
 STUB_EXPORT CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 {
@@ -516,6 +565,7 @@ STUB_EXPORT CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 STUB_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t bytes)
 {
     BUMP(allocs);
+    ctx_use();
     *p = fake_address(bytes);
     return CUDA_SUCCESS;
 }
@@ -526,7 +576,7 @@ STUB_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *p, size_t bytes, uns
     return cuMemAlloc(p, bytes);
 }
 
-STUB_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr p) { (void)p; BUMP(frees); return CUDA_SUCCESS; }
+STUB_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr p) { (void)p; BUMP(frees); ctx_use(); return CUDA_SUCCESS; }
 
 STUB_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *p, size_t bytes, CUstream s)
 {
@@ -550,7 +600,6 @@ typedef struct {
 } stub_pool_t;
 
 static stub_pool_t pool_record;
-static int recording(void);
 
 STUB_EXPORT stub_pool_t *stub_cuda_pool(void) { return &pool_record; }
 
@@ -623,6 +672,7 @@ STUB_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPool
 
 STUB_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
+    ctx_use();
     if (pool != &default_pool)
         free((void *)pool);
     return CUDA_SUCCESS;
@@ -666,12 +716,14 @@ STUB_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 STUB_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
     (void)dst; (void)src; (void)n; (void)s;
+    ctx_use();
     return CUDA_SUCCESS;
 }
 
 STUB_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
     (void)dst; (void)src; (void)n; (void)s;
+    ctx_use();
     return CUDA_SUCCESS;
 }
 
@@ -692,6 +744,7 @@ STUB_EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, siz
 STUB_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *m, const void *image)
 {
     struct CUmod_st *mod = (struct CUmod_st *)calloc(1, sizeof *mod);
+    ctx_use();
     if (mod == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     mod->ptx = ptx_copy(image);
@@ -708,6 +761,7 @@ STUB_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *image, 
 
 STUB_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule m)
 {
+    ctx_use();
     if (m != NULL) {
         free(m->ptx);
         free(m);
@@ -847,6 +901,7 @@ STUB_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsig
 {
     (void)s; (void)extra;
     BUMP(launches);
+    ctx_use();
     record_launch((const stub_kernel *)(void *)f, gx, gy, gz, bx, by, bz, shm, params);
     return bx * by * bz > 1024 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }

@@ -19,6 +19,7 @@ architecture (:func:`compile_source`).
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import re
 import struct
@@ -30,7 +31,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight, Kernel,
-    KernelLaunch, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, host_view,
+    KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, host_view,
 )
 
 _KIND = BackendKind.CUDA
@@ -143,7 +144,7 @@ MODULE_FORMATS: tuple[str, ...] = ('ptx', 'elf', 'fatbin', 'source')
 _FLAGS: dict[str, CapabilityFlags] = {
     'always': CapabilityFlags.FP64 | CapabilityFlags.PROFILING | CapabilityFlags.SUBGROUPS | CapabilityFlags.ATOMICS_64,
     '5.3': CapabilityFlags.FP16,
-    '6.0': CapabilityFlags.UNIFIED_MEMORY | CapabilityFlags.COOPERATIVE_LAUNCH,
+    '6.0': CapabilityFlags.UNIFIED_MEMORY,
     '6.1': CapabilityFlags.INT8_DOT,
     '7.0': CapabilityFlags.TENSOR_CORES,
     '8.0': CapabilityFlags.BF16 | CapabilityFlags.ASYNC_COPY,
@@ -886,12 +887,36 @@ class CudaBackend(Backend):
         return CudaDevice(self, index, handle, desc, arch)
 
 
+_GC = {"running": False}  # a collection is in progress (gc.callbacks)
+_DEFERRED: list[Callable[[], object]] = []  # context releases due in it: run when it ends
+
+
+def _gc_phase(phase: str, info: dict[str, int]) -> None:
+    _GC["running"] = phase == "start"
+    while phase == "stop" and _DEFERRED:
+        _DEFERRED.pop()()
+
+
+gc.callbacks.append(_gc_phase)
+
+
+def _release_context(api: _Api, dev: Any) -> None:
+    """Finalizer of a :class:`_ContextRef`.  Inside a garbage collection the release waits for its end: the
+    collector clears weak references (this callback) before it calls ``__del__`` (an allocation's free), so
+    an allocation collected in the same cycle as the last holder is freed first."""
+    if _GC["running"]:
+        _DEFERRED.append(lambda: api.context_release(dev))
+    else:
+        api.context_release(dev)
+
+
 class _ContextRef:
     """One retain of a device's primary context (``cuDevicePrimaryCtxRetain``), released
     (``cuDevicePrimaryCtxRelease``) exactly once, when nothing holds this object any more: the
     :class:`CudaDevice` until it is closed, and every stream, event, module, pool and allocation made from
     it (each keeps it as ``_ctx``; the finalizers that destroy streams, events, modules and pools take it as an
-    argument, so even a garbage-collected cycle releases the context after them)."""
+    argument, so they run first).  Not released at interpreter exit (objects still alive then may be freed
+    after the exit hooks; the process's end tears the context down)."""
 
     __slots__ = ("context", "__weakref__")
 
@@ -899,7 +924,7 @@ class _ContextRef:
         out = api.ffi.new(_CONTEXT + " *")
         api.check(api.context_retain(out, dev), "context_retain")
         self.context: Any = out[0]
-        weakref.finalize(self, api.context_release, dev)
+        weakref.finalize(self, _release_context, api, dev).atexit = False
 
 
 def _destroy(fn: Callable[[Any], int], handle: Any, ctx: _ContextRef | None) -> int:
@@ -943,6 +968,7 @@ class CudaDevice(Device):
         for s in list(self._streams):
             s._shut()
         self._ctx = None
+        self.__dict__.pop("_pool", None)  # (trimmed by close; whoever still holds it keeps the context)
 
     # memory
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> CudaAllocation:
@@ -1039,6 +1065,15 @@ class CudaDevice(Device):
         for s, mark in marks:
             s._inflight.release(mark)
             s._last = None
+
+
+def _host_buffer(obj: Any, writable: bool, function: str) -> memoryview:
+    """``host_view`` (which refuses buffers of Python objects), and not a numpy scalar or 0-d array: a value,
+    not a buffer (``np.int64(-5)`` given where an array was meant)."""
+    if getattr(obj, "ndim", 1) == 0:
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: a numpy scalar (or 0-d array) is not a host buffer "
+                    f"(got {obj!r}; pass an array)", backend=_BACKEND, function=function)
+    return host_view(obj, writable, backend=_KIND, function=function)
 
 
 def _free(api: _Api, kind: MemoryKind, handle: Any) -> tuple[int, str]:
@@ -1309,7 +1344,7 @@ class CudaStream(Stream):
 
     def copy_from_host(self, dst: Allocation, src: Any) -> None:
         dptr = self._memory(dst, "Stream.copy_from_host")
-        view = host_view(src, backend=_KIND, function="Stream.copy_from_host")
+        view = _host_buffer(src, False, "Stream.copy_from_host")
         if view.nbytes > dst.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: {view.nbytes} bytes do not fit in {dst!r}",
                         backend=_BACKEND, function="Stream.copy_from_host")
@@ -1322,7 +1357,7 @@ class CudaStream(Stream):
 
     def copy_to_host(self, dst: Any, src: Allocation) -> None:
         dptr = self._memory(src, "Stream.copy_to_host")
-        view = host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")
+        view = _host_buffer(dst, True, "Stream.copy_to_host")
         if view.nbytes > src.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: {view.nbytes} bytes is more than {src!r} "
                         "holds", backend=_BACKEND, function="Stream.copy_to_host")
@@ -1350,6 +1385,8 @@ class CudaStream(Stream):
         cached = self._dims
         if cached[0] is dims and (cached[2] or not check):
             return cached[1]  # type: ignore[no-any-return]
+        if type(dims) is not LaunchDims:  # (not cached: checked once per LaunchDims object)
+            raise TypeError(f"Stream.launch: the launch's dims must be a LaunchDims, not {type(dims).__name__}")
         if check:
             dims.validate(self.device.descriptor.limits, _KIND, "Stream.launch")
         g, b = dims.grid, dims.block
@@ -1359,8 +1396,8 @@ class CudaStream(Stream):
 
     def _issue(self, launch: KernelLaunch, kernel: CudaKernel, check: bool) -> int:
         """Pack and launch (everything but the re-issue of the last launch); returns the vendor's status."""
-        dims = self._dim_args(launch.dims, check)
-        args = launch.args
+        dims = self._dim_args(launch[1], check)
+        args = launch[2]
         if getattr(_TLS, "key", None) != self._device_key:
             self.device.activate()
         last = self._last

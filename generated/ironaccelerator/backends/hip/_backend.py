@@ -19,6 +19,7 @@ Source compilation is not available (ROCM has no runtime compiler bound):
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import re
 import struct
@@ -30,7 +31,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight, Kernel,
-    KernelLaunch, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, host_view,
+    KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, host_view,
 )
 
 _KIND = BackendKind.ROCM
@@ -125,7 +126,7 @@ MODULE_FORMATS: tuple[str, ...] = ('elf', 'offload_bundle')
 
 # capability translation, from specs/hip/backend.yaml (match: arch_prefix)
 _FLAGS: dict[str, CapabilityFlags] = {
-    'always': CapabilityFlags.FP16 | CapabilityFlags.FP64 | CapabilityFlags.PROFILING | CapabilityFlags.ASYNC_COPY | CapabilityFlags.SUBGROUPS | CapabilityFlags.ATOMICS_64 | CapabilityFlags.COOPERATIVE_LAUNCH,
+    'always': CapabilityFlags.FP16 | CapabilityFlags.FP64 | CapabilityFlags.PROFILING | CapabilityFlags.ASYNC_COPY | CapabilityFlags.SUBGROUPS | CapabilityFlags.ATOMICS_64,
     'integrated': CapabilityFlags.UNIFIED_MEMORY,
     'gfx906': CapabilityFlags.INT8_DOT,
     'gfx908': CapabilityFlags.INT8_DOT | CapabilityFlags.TENSOR_CORES | CapabilityFlags.BF16,
@@ -852,6 +853,7 @@ class HipDevice(Device):
         for s in list(self._streams):
             s._shut()
         self._ctx = None
+        self.__dict__.pop("_pool", None)  # (trimmed by close; whoever still holds it keeps the context)
 
     # memory
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> HipAllocation:
@@ -934,6 +936,15 @@ class HipDevice(Device):
         for s, mark in marks:
             s._inflight.release(mark)
             s._last = None
+
+
+def _host_buffer(obj: Any, writable: bool, function: str) -> memoryview:
+    """``host_view`` (which refuses buffers of Python objects), and not a numpy scalar or 0-d array: a value,
+    not a buffer (``np.int64(-5)`` given where an array was meant)."""
+    if getattr(obj, "ndim", 1) == 0:
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: a numpy scalar (or 0-d array) is not a host buffer "
+                    f"(got {obj!r}; pass an array)", backend=_BACKEND, function=function)
+    return host_view(obj, writable, backend=_KIND, function=function)
 
 
 def _free(api: _Api, kind: MemoryKind, handle: Any) -> tuple[int, str]:
@@ -1186,7 +1197,7 @@ class HipStream(Stream):
 
     def copy_from_host(self, dst: Allocation, src: Any) -> None:
         dptr = self._memory(dst, "Stream.copy_from_host")
-        view = host_view(src, backend=_KIND, function="Stream.copy_from_host")
+        view = _host_buffer(src, False, "Stream.copy_from_host")
         if view.nbytes > dst.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: {view.nbytes} bytes do not fit in {dst!r}",
                         backend=_BACKEND, function="Stream.copy_from_host")
@@ -1199,7 +1210,7 @@ class HipStream(Stream):
 
     def copy_to_host(self, dst: Any, src: Allocation) -> None:
         dptr = self._memory(src, "Stream.copy_to_host")
-        view = host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")
+        view = _host_buffer(dst, True, "Stream.copy_to_host")
         if view.nbytes > src.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: {view.nbytes} bytes is more than {src!r} "
                         "holds", backend=_BACKEND, function="Stream.copy_to_host")
@@ -1227,6 +1238,8 @@ class HipStream(Stream):
         cached = self._dims
         if cached[0] is dims and (cached[2] or not check):
             return cached[1]  # type: ignore[no-any-return]
+        if type(dims) is not LaunchDims:  # (not cached: checked once per LaunchDims object)
+            raise TypeError(f"Stream.launch: the launch's dims must be a LaunchDims, not {type(dims).__name__}")
         if check:
             dims.validate(self.device.descriptor.limits, _KIND, "Stream.launch")
         g, b = dims.grid, dims.block
@@ -1236,8 +1249,8 @@ class HipStream(Stream):
 
     def _issue(self, launch: KernelLaunch, kernel: HipKernel, check: bool) -> int:
         """Pack and launch (everything but the re-issue of the last launch); returns the vendor's status."""
-        dims = self._dim_args(launch.dims, check)
-        args = launch.args
+        dims = self._dim_args(launch[1], check)
+        args = launch[2]
         if getattr(_TLS, "key", None) != self._device_key:
             self.device.activate()
         last = self._last

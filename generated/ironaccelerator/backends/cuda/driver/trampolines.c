@@ -7602,9 +7602,21 @@ static void ia_pm_finalize(PyObject *self)
     PyErr_Restore(type, value, tb);
 }
 
+/* the garbage collector sees the pool (a cycle through the memory, e.g. memory kept in a structure the pool's
+   device refers to, is collectable; without this it would hold the device and its context forever); no
+   tp_clear: the cycle's Python objects are cleared instead, so `pool` is never NULL while the memory lives */
+static int ia_pm_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    ia_pm_object *m = (ia_pm_object *)self;
+    Py_VISIT(m->pool);
+    Py_VISIT(m->key);
+    return 0;
+}
+
 static void ia_pm_dealloc(PyObject *self)
 {
     ia_pm_object *m = (ia_pm_object *)self;
+    PyObject_GC_UnTrack(self);
     Py_CLEAR(m->pool);
     Py_CLEAR(m->key);
     Py_TYPE(self)->tp_free(self);
@@ -7640,11 +7652,12 @@ static PyTypeObject ia_pm_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = IA_PACKAGE "._fast._PoolMemory",
     .tp_basicsize = sizeof(ia_pm_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Memory from a stream-ordered pool, freed in its stream's order (the base of the backend's "
               "pool allocations; see trampolines.c).",
     .tp_new = ia_pm_new,
     .tp_dealloc = ia_pm_dealloc,
+    .tp_traverse = ia_pm_traverse,
     .tp_finalize = ia_pm_finalize,
     .tp_methods = ia_pm_methods,
     .tp_members = ia_pm_members,
