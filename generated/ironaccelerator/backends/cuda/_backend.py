@@ -1211,8 +1211,11 @@ class CudaStream(Stream):
     def copy(self, dst: Allocation, src: Allocation) -> None:
         dst._check_live("Stream.copy")
         src._check_live("Stream.copy")
+        n = dst.nbytes
+        if src.nbytes != n:
+            raise Error(ErrorKind.INVALID_VALUE, f"cannot copy {src!r} ({src.nbytes} bytes) into {dst!r} "
+                        f"({n} bytes): the sizes differ", backend=_BACKEND, function="Stream.copy")
         self.device.activate()
-        n = min(dst.nbytes, src.nbytes)
         code = self._dtod(dst.dptr, src.dptr, n, self.handle)  # type: ignore[attr-defined]
         if code:
             raise self.api.error(code, "memcpy_dtod")
