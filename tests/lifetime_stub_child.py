@@ -61,6 +61,7 @@ elif PART == "inflight":
 elif PART == "close":
     a = dev.alloc(64)
     host = np.zeros(64, np.uint8)
+    pool = dev.memory_pool()
     dev.close()
     INV = ErrorKind.INVALID_HANDLE
     raises(Error, lambda: dev.alloc(64), "closed", error_kind=INV)
@@ -70,6 +71,7 @@ elif PART == "close":
     raises(Error, lambda: stream.copy_to_host(host, a), "closed", error_kind=INV)
     raises(Error, lambda: stream.copy(a, a), "closed", error_kind=INV)
     raises(Error, lambda: stream.record_event(), "closed", error_kind=INV)
+    raises(Error, lambda: pool.alloc(64), "closed", error_kind=INV)
     a.free()  # still frees
     checked += 1
 elif PART == "input":
@@ -78,6 +80,8 @@ elif PART == "input":
     raises(TypeError, lambda: dev.alloc(1.5), "nbytes")  # type: ignore[arg-type]
     raises(TypeError, lambda: dev.alloc("8"), "nbytes")  # type: ignore[arg-type]
     raises(Error, lambda: dev.alloc(-1), error_kind=ErrorKind.INVALID_VALUE)
+    raises(TypeError, lambda: dev.memory_pool().alloc(1.5), "nbytes")  # type: ignore[arg-type]
+    raises(TypeError, lambda: dev.memory_pool().alloc(True), "nbytes")
     raises(Error, lambda: dev.alloc(8, kind="64"), "kind", error_kind=ErrorKind.INVALID_VALUE)  # type: ignore
     assert dev.alloc(cast(int, np.int64(8))).nbytes == 8
     raises(TypeError, lambda: stream.copy_from_host(None, np.zeros(8, np.uint8)), "dst")  # type: ignore

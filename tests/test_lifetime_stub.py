@@ -30,11 +30,11 @@ def test_host_buffers_released_when_event_completes(stub_cuda: tuple[Path, dict[
 
 
 def test_closed_device_refuses_checked_operations(stub_cuda: tuple[Path, dict[str, str]]) -> None:
-    assert _run(stub_cuda, "close") == 8
+    assert _run(stub_cuda, "close") == 9
 
 
 def test_bad_typed_input_is_a_clear_error(stub_cuda: tuple[Path, dict[str, str]]) -> None:
-    assert _run(stub_cuda, "input") == 11
+    assert _run(stub_cuda, "input") == 13
 
 
 _ = pytest

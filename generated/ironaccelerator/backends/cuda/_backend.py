@@ -1105,6 +1105,8 @@ class CudaModule(Module):
         self._finalizer = weakref.finalize(self, api.module_unload, self.handle)
 
     def kernel(self, name: str) -> CudaKernel:
+        if self.device._closed:
+            raise self.device._closed_error("Module.kernel")
         return CudaKernel(self, name)
 
 
@@ -1358,6 +1360,8 @@ class CudaStream(Stream):
             raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        if self.device._closed:  # (a flag test is all it costs)
+            return self.device._closed_error("Stream.launch_unchecked")
         kernel, launch_dims, args = launch  # (cheaper than its three properties)
         fast = self._launch_packed
         try:
@@ -1549,11 +1553,10 @@ class CudaStreamOrderedPool(MemoryPool):
         return self.api.error(code, "pool_free")
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> CudaPoolAllocation:
+        if self.device._closed:
+            raise self.device._closed_error("MemoryPool.alloc")
         if type(nbytes) is not int or nbytes <= 0:
-            if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
-                raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
-                            function="MemoryPool.alloc")
-            nbytes = int(nbytes)
+            nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", _BACKEND)
         if stream is not None and not ((type(stream) is CudaStream or isinstance(stream, CudaStream))
                                        and stream.device is self.device):
             raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {_BACKEND} stream of {self.device!r}, "

@@ -1000,6 +1000,8 @@ class HipModule(Module):
         self._finalizer = weakref.finalize(self, api.module_unload, self.handle)
 
     def kernel(self, name: str) -> HipKernel:
+        if self.device._closed:
+            raise self.device._closed_error("Module.kernel")
         return HipKernel(self, name)
 
 
@@ -1243,6 +1245,8 @@ class HipStream(Stream):
             raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        if self.device._closed:  # (a flag test is all it costs)
+            return self.device._closed_error("Stream.launch_unchecked")
         kernel, launch_dims, args = launch  # (cheaper than its three properties)
         fast = self._launch_packed
         try:
@@ -1434,11 +1438,10 @@ class HipStreamOrderedPool(MemoryPool):
         return self.api.error(code, "pool_free")
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> HipPoolAllocation:
+        if self.device._closed:
+            raise self.device._closed_error("MemoryPool.alloc")
         if type(nbytes) is not int or nbytes <= 0:
-            if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
-                raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
-                            function="MemoryPool.alloc")
-            nbytes = int(nbytes)
+            nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", _BACKEND)
         if stream is not None and not ((type(stream) is HipStream or isinstance(stream, HipStream))
                                        and stream.device is self.device):
             raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {_BACKEND} stream of {self.device!r}, "
