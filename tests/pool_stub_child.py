@@ -153,8 +153,15 @@ for mode in ("compiled", "python"):
     assert isinstance(e3, Error) and "cuMemFreeAsync" in str(e3) and m.freed, e3
     # refused before the driver is called
     allocs = seen.allocs
-    for bad in (0, -1, 1.5, True, 2**64):  # 2**64: no size_t
+    for bad in (0, -1, 2**64):  # 2**64: no size_t
         expect(ErrorKind.INVALID_VALUE, pool.alloc, bad, stream)
+    for wrong in (1.5, True):  # not an integer: TypeError naming nbytes (check_size)
+        try:
+            pool.alloc(wrong, stream)  # type: ignore[arg-type]
+        except TypeError as e:
+            assert "nbytes" in str(e), e
+        else:
+            raise AssertionError(wrong)
     expect(ErrorKind.INVALID_VALUE, pool.alloc, 16, object())
     assert seen.allocs == allocs
     # alloc_unchecked: the same allocation without the checks; the driver's failures come back as values

@@ -29,7 +29,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    MemoryPool, Module, PoolStats, Result, Scalar, Stream, host_view,
+    InFlight, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, host_view,
 )
 
 _KIND = BackendKind.ROCM
@@ -783,11 +783,13 @@ class HipDevice(Device):
 
     # memory
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> HipAllocation:
+        if self._closed:
+            raise self._closed_error("Device.alloc")
         if type(nbytes) is not int or nbytes <= 0:
-            if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
-                raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
-                            function="Device.alloc")
-            nbytes = int(nbytes)
+            nbytes = check_size(nbytes, "nbytes", "Device.alloc", _BACKEND)
+        if type(kind) is not MemoryKind:
+            raise Error(ErrorKind.INVALID_VALUE, f"Device.alloc: kind must be a MemoryKind, not {kind!r}",
+                        backend=_BACKEND, function="Device.alloc")
         r = self.alloc_unchecked(nbytes, kind)
         if isinstance(r, Error):
             raise r
@@ -821,6 +823,8 @@ class HipDevice(Device):
         return HipAllocation(self, out[0], nbytes, kind)
 
     def create_stream(self) -> HipStream:
+        if self._closed:
+            raise self._closed_error("Device.create_stream")
         return HipStream(self)
 
     def memory_pool(self) -> MemoryPool:
@@ -839,6 +843,8 @@ class HipDevice(Device):
         return pool
 
     def load_module(self, source_or_binary: str | bytes) -> HipModule:
+        if self._closed:
+            raise self._closed_error("Device.load_module")
         fmt = classify_image(source_or_binary)
         if fmt not in MODULE_FORMATS:
             raise Error(ErrorKind.UNSUPPORTED, f"the {_BACKEND} backend cannot load {fmt} (it takes: "
@@ -847,10 +853,20 @@ class HipDevice(Device):
         return HipModule(self, data)
 
     def synchronize(self) -> None:
+        if self._closed:
+            raise self._closed_error("Device.synchronize")
         self.activate()
         self.api.check(self.api.device_synchronize(), "device_synchronize")
         for s in list(self._streams):
-            s._keep.clear()
+            s._inflight.release(s._inflight.mark())
+            s._last = None
+
+    def _close(self) -> None:
+        """The native context is the backend's (the primary context, retained once per backend and shared by
+        every Device opened on that index; released when the backend is), so nothing native is given up here:
+        handles of streams/modules/allocations still alive stay valid, and checked paths refuse (INVALID_HANDLE).
+        The device's own references go: its streams' last launches (close() already trimmed the pool)."""
+        for s in list(self._streams):
             s._last = None
 
 
@@ -935,15 +951,25 @@ class HipEvent(Event):
         self.api = device.api
         self.handle = handle
         self._finalizer = weakref.finalize(self, self.api.event_destroy, handle)
+        # (the recording stream's InFlight, its mark at record time): released when this event completes
+        self._inflight: tuple[InFlight, int] | None = None
+
+    def _completed(self) -> None:
+        held = self._inflight
+        if held is not None:
+            self._inflight = None
+            held[0].release(held[1])
 
     def synchronize(self) -> None:
         self.api.check(self.api.event_synchronize(self.handle), "event_synchronize")
+        self._completed()
 
     def query(self) -> bool:
         code = self.api.event_query(self.handle)
         if code == _STATUS_NOT_READY:
             return False
         self.api.check(code, "event_query")
+        self._completed()
         return True
 
     def elapsed_ms(self, end: Event) -> float:
@@ -974,6 +1000,8 @@ class HipModule(Module):
         self._finalizer = weakref.finalize(self, api.module_unload, self.handle)
 
     def kernel(self, name: str) -> HipKernel:
+        if self.device._closed:
+            raise self.device._closed_error("Module.kernel")
         return HipKernel(self, name)
 
 
@@ -1016,6 +1044,11 @@ class HipKernel(Kernel):
         return plan
 
 
+def _check_allocation(a: Any, what: str, function: str) -> None:
+    if not isinstance(a, Allocation):
+        raise TypeError(f"{function}: {what} must be an Allocation, not {type(a).__name__}")
+
+
 class HipStream(Stream):
     """A non-blocking stream (hipStreamNonBlocking).
 
@@ -1050,7 +1083,8 @@ class HipStream(Stream):
         api.check(api.stream_create(out, _STREAM_FLAGS), "stream_create")
         self.handle = out[0]
         self._finalizer = weakref.finalize(self, api.stream_destroy, self.handle)
-        self._keep: list[Any] = []  # host buffers of copies in flight, until synchronize
+        # host buffers of copies in flight, each released once work after it is known complete
+        self._inflight = self._keep = InFlight()
         self._ffi = api.ffi
         self._htod: Callable[..., int] = api.memcpy_htod
         self._dtoh: Callable[..., int] = api.memcpy_dtoh
@@ -1068,8 +1102,11 @@ class HipStream(Stream):
 
     # copies (asynchronous; host buffers are kept alive until synchronize())
     def copy_from_host(self, dst: Allocation, src: Any) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.copy_from_host")
+        _check_allocation(dst, "dst", "Stream.copy_from_host")
         dst._check_live("Stream.copy_from_host")
-        view = host_view(src)
+        view = host_view(src, backend=_BACKEND, function="Stream.copy_from_host")
         if view.nbytes > dst.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"{view.nbytes} bytes do not fit in {dst!r}", backend=_BACKEND,
                         function="Stream.copy_from_host")
@@ -1078,11 +1115,14 @@ class HipStream(Stream):
         code = self._htod(dst.dptr, ptr, view.nbytes, self.handle)  # type: ignore[attr-defined]
         if code:
             raise self.api.error(code, "memcpy_htod")
-        self._keep.append((view, ptr))
+        self._inflight.items.append((view, ptr))
 
     def copy_to_host(self, dst: Any, src: Allocation) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.copy_to_host")
+        _check_allocation(src, "src", "Stream.copy_to_host")
         src._check_live("Stream.copy_to_host")
-        view = host_view(dst, writable=True)
+        view = host_view(dst, writable=True, backend=_BACKEND, function="Stream.copy_to_host")
         if view.nbytes > src.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"{view.nbytes} bytes is more than {src!r} holds",
                         backend=_BACKEND, function="Stream.copy_to_host")
@@ -1091,13 +1131,20 @@ class HipStream(Stream):
         code = self._dtoh(ptr, src.dptr, view.nbytes, self.handle)  # type: ignore[attr-defined]
         if code:
             raise self.api.error(code, "memcpy_dtoh")
-        self._keep.append((view, ptr))
+        self._inflight.items.append((view, ptr))
 
     def copy(self, dst: Allocation, src: Allocation) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.copy")
+        _check_allocation(dst, "dst", "Stream.copy")
+        _check_allocation(src, "src", "Stream.copy")
         dst._check_live("Stream.copy")
         src._check_live("Stream.copy")
+        n = dst.nbytes
+        if src.nbytes != n:
+            raise Error(ErrorKind.INVALID_VALUE, f"cannot copy {src!r} ({src.nbytes} bytes) into {dst!r} "
+                        f"({n} bytes): the sizes differ", backend=_BACKEND, function="Stream.copy")
         self.device.activate()
-        n = min(dst.nbytes, src.nbytes)
         code = self._dtod(dst.dptr, src.dptr, n, self.handle)  # type: ignore[attr-defined]
         if code:
             raise self.api.error(code, "memcpy_dtod")
@@ -1167,6 +1214,8 @@ class HipStream(Stream):
             lock.release()
 
     def launch(self, launch: KernelLaunch) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.launch")
         kernel, launch_dims, args = launch  # (cheaper than its three properties)
         fast = self._launch_packed
         if fast is not None and type(kernel) is HipKernel:  # the compiled launch (see Stream)
@@ -1196,6 +1245,8 @@ class HipStream(Stream):
             raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        if self.device._closed:  # (a flag test is all it costs)
+            return self.device._closed_error("Stream.launch_unchecked")
         kernel, launch_dims, args = launch  # (cheaper than its three properties)
         fast = self._launch_packed
         try:
@@ -1221,11 +1272,15 @@ class HipStream(Stream):
     # events and ordering
     def record_event(self) -> HipEvent:
         api = self.api
+        if self.device._closed:
+            raise self.device._closed_error("Stream.record_event")
         self.device.activate()
         out = api.ffi.new(_EVENT + " *")
         api.check(api.event_create(out, _EVENT_FLAGS), "event_create")
         event = HipEvent(self.device, out[0])
+        mark = self._inflight.mark()
         api.check(api.event_record(event.handle, self.handle), "event_record")
+        event._inflight = (self._inflight, mark)
         return event
 
     def wait_event(self, event: Event) -> None:
@@ -1235,16 +1290,18 @@ class HipStream(Stream):
         self.api.check(self.api.stream_wait_event(self.handle, event.handle, 0), "stream_wait_event")
 
     def synchronize(self) -> None:
+        mark = self._inflight.mark()
         self.api.check(self.api.stream_synchronize(self.handle), "stream_synchronize")
-        self._keep.clear()
+        self._inflight.release(mark)
         self._last = None
 
     def query(self) -> bool:
+        mark = self._inflight.mark()
         code = self.api.stream_query(self.handle)
         if code == _STATUS_NOT_READY:
             return False
         self.api.check(code, "stream_query")
-        self._keep.clear()
+        self._inflight.release(mark)
         self._last = None
         return True
 
@@ -1381,11 +1438,10 @@ class HipStreamOrderedPool(MemoryPool):
         return self.api.error(code, "pool_free")
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> HipPoolAllocation:
+        if self.device._closed:
+            raise self.device._closed_error("MemoryPool.alloc")
         if type(nbytes) is not int or nbytes <= 0:
-            if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
-                raise Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes", backend=_BACKEND,
-                            function="MemoryPool.alloc")
-            nbytes = int(nbytes)
+            nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", _BACKEND)
         if stream is not None and not ((type(stream) is HipStream or isinstance(stream, HipStream))
                                        and stream.device is self.device):
             raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {_BACKEND} stream of {self.device!r}, "
