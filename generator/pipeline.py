@@ -43,9 +43,15 @@ def backend_paths(spec_dir: Path) -> list[Path]:
 
 def _display(path: Path, base: Path) -> str:
     try:
-        return path.resolve().relative_to(base.resolve()).as_posix()
-    except ValueError:
-        return path.name
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: named as found, and refused when read
+        resolved = Path(os.path.abspath(path))
+    for candidate, root in ((resolved, base.resolve()), (Path(os.path.abspath(path)), Path(os.path.abspath(base)))):
+        try:  # a spec symlinked out of the tree (to /dev/zero, say) is named where it was found
+            return candidate.relative_to(root).as_posix()
+        except ValueError:
+            continue
+    return path.name
 
 
 def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, frontend: str = "clang",

@@ -8,7 +8,9 @@ against the parsed header.  All problems found are reported together.
 from __future__ import annotations
 
 import keyword
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -333,12 +335,33 @@ def _check_display(display: str) -> None:
                                             "'_ . / + - @ = , ~' (it is printed into the generated files)")])
 
 
+MAX_SPEC_BYTES = 4 << 20  # the largest spec read (the CUDA driver's is ~40 KiB): a bound on time and memory
+
+
 def _read_file(path: Path, display: str) -> str:
+    """A spec's text: refused with a located error if it is not a regular file (a FIFO would block, /dev/zero
+    never ends, a directory or a symlink loop cannot be read), larger than MAX_SPEC_BYTES, or not UTF-8."""
+    def fail(message: str) -> UserError:
+        return UserError([Diagnostic(location=Location(file=display, line=1, col=1), message=message)])
+
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError([Diagnostic(location=Location(file=display, line=1, col=1),
-                                    message=f"cannot read spec: {exc}")]) from None
+        st = os.stat(path)  # follows symlinks: a loop is an OSError (ELOOP)
+        if not stat.S_ISREG(st.st_mode):
+            raise fail("cannot read spec: not a regular file")
+        with open(path, "rb") as f:  # bounded read: the file may grow after the stat
+            data = f.read(MAX_SPEC_BYTES + 1)
+    except (OSError, RuntimeError) as exc:
+        raise fail(f"cannot read spec: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise fail(f"spec is larger than {MAX_SPEC_BYTES >> 20} MiB: refusing to read it")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise UserError([Diagnostic(location=Location(file=display, line=line, col=col),
+                                    message=f"spec is not UTF-8: byte 0x{data[exc.start]:02x} cannot start a "
+                                            "character here")]) from None
 
 
 def load_library(path: Path, display: str | None = None, text: str | None = None) -> LibrarySpec:

@@ -25,7 +25,7 @@ import yaml
 
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .ir import Location
-from .spec import IDENT, Name, _Reader, compose
+from .spec import IDENT, Name, _Reader, compose, _read_file as read_spec
 
 if TYPE_CHECKING:
     import jinja2
@@ -129,7 +129,7 @@ class BackendSpec:
 
 
 def load_surface(path: Path, display: str) -> Surface:
-    root = compose(display, path.read_text(encoding="utf-8"))
+    root = compose(display, read_spec(path, display))
     errors = Collector()
     r = _Reader(display, errors)
     m = r.mapping(root, (), (), "core spec") or {}
@@ -179,7 +179,7 @@ def load_surface(path: Path, display: str) -> Surface:
 
 
 def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
-    root = compose(display, path.read_text(encoding="utf-8"))
+    root = compose(display, read_spec(path, display))
     errors = Collector()
     r = _Reader(display, errors)
     m = r.mapping(root, ("backend", "vendor", "class_prefix", "template", "libraries", "operations", "capabilities",
@@ -260,7 +260,10 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     interop = _choices(r, errors, m.get("interop"), "interop protocol", INTEROP)
     sections = tuple((k, r.loc(m[k])) for k in ("functions", "constants", "types") if k in m)
     errors.check()
-    assert kind and vendor and prefix and template
+    if not (kind and vendor and prefix and template):  # an empty file, or not a mapping at all
+        raise UserError([Diagnostic(location=Location(file=display, line=1, col=1),
+                                    message="a backend spec needs 'backend', 'vendor', 'class_prefix', 'template' "
+                                            "and 'operations' (the file is empty or not a mapping)")])
     return BackendSpec(path=display, location=Location(file=display, line=1, col=1), kind=kind.value,
                        vendor=vendor.value, class_prefix=prefix.value, template=template.value,
                        libraries=tuple(x.value for x in libraries), implemented=implemented,

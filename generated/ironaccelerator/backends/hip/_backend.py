@@ -1183,11 +1183,12 @@ class HipStream(Stream):
         device._streams.add(self)
 
     # copies (asynchronous; host buffers are held in _inflight until work after them is seen complete)
-    def _memory(self, a: Any, what: str) -> Any:
-        """The device pointer of allocation ``a`` for a copy on this stream: ``TypeError`` if ``a`` is not an
-        allocation of this backend, INVALID_HANDLE if it was freed or this stream's device closed."""
+    def _memory(self, a: Any, what: str, param: str) -> Any:
+        """The device pointer of allocation ``a`` (parameter ``param``) for a copy on this stream: ``TypeError``
+        if ``a`` is not an allocation of this backend, INVALID_HANDLE if it was freed or this stream's device
+        closed."""
         if not isinstance(a, Allocation) or not hasattr(a, "dptr"):
-            raise TypeError(f"{what}: expected a {_BACKEND} Allocation, got {type(a).__name__} ({a!r})")
+            raise TypeError(f"{what}: {param} must be a {_BACKEND} Allocation, not {type(a).__name__} ({a!r})")
         if a._freed:
             a._check_live(what)
         device = self.device
@@ -1196,7 +1197,7 @@ class HipStream(Stream):
         return a.dptr
 
     def copy_from_host(self, dst: Allocation, src: Any) -> None:
-        dptr = self._memory(dst, "Stream.copy_from_host")
+        dptr = self._memory(dst, "Stream.copy_from_host", "dst")
         view = _host_buffer(src, False, "Stream.copy_from_host")
         if view.nbytes > dst.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: {view.nbytes} bytes do not fit in {dst!r}",
@@ -1209,7 +1210,7 @@ class HipStream(Stream):
         self._inflight.items.append((view, ptr))  # (the cdata holds the exporter's buffer)
 
     def copy_to_host(self, dst: Any, src: Allocation) -> None:
-        dptr = self._memory(src, "Stream.copy_to_host")
+        dptr = self._memory(src, "Stream.copy_to_host", "src")
         view = _host_buffer(dst, True, "Stream.copy_to_host")
         if view.nbytes > src.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: {view.nbytes} bytes is more than {src!r} "
@@ -1222,8 +1223,8 @@ class HipStream(Stream):
         self._inflight.items.append((view, ptr))
 
     def copy(self, dst: Allocation, src: Allocation) -> None:
-        d = self._memory(dst, "Stream.copy")
-        s = self._memory(src, "Stream.copy")
+        d = self._memory(dst, "Stream.copy", "dst")
+        s = self._memory(src, "Stream.copy", "src")
         n = src.nbytes
         if dst.nbytes != n:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy: the source holds {n} bytes and the destination "

@@ -1,0 +1,40 @@
+"""The CUDA backend's copy sizes, host-buffer release on event completion, Device.close() and bad-typed
+input, over the stub driver (bench/stub_cuda) in a subprocess: tests/lifetime_stub_child.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(stub_cuda: tuple[Path, dict[str, str]], part: str) -> int:
+    stub, env = stub_cuda
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "lifetime_stub_child.py"), str(stub), part],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("ok "), proc.stdout
+    return int(proc.stdout.split()[1])
+
+
+def test_copy_of_different_sizes_is_invalid_value(stub_cuda: tuple[Path, dict[str, str]]) -> None:
+    assert _run(stub_cuda, "copy") == 3
+
+
+def test_host_buffers_released_when_event_completes(stub_cuda: tuple[Path, dict[str, str]]) -> None:
+    assert _run(stub_cuda, "inflight") == 100
+
+
+def test_closed_device_refuses_checked_operations(stub_cuda: tuple[Path, dict[str, str]]) -> None:
+    assert _run(stub_cuda, "close") == 9
+
+
+def test_bad_typed_input_is_a_clear_error(stub_cuda: tuple[Path, dict[str, str]]) -> None:
+    assert _run(stub_cuda, "input") == 13
+
+
+_ = pytest
