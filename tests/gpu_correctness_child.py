@@ -238,7 +238,7 @@ def corpus() -> list[tuple[str, str, Callable[[], object]]]:
         ("float argument", IV, launch(a, 1.5, b)),
         ("object argument", IV, launch(a, object(), b)),
         ("object 0-d array argument", IV, launch(a, np.array(None, dtype=object), b)),
-        ("object memoryview argument", IV, launch(a, memoryview(np.array([None, None], dtype=object)), b)),
+        ("object memoryview argument", IV, launch(a, memoryview(cast(Any, np.array([None, None], dtype=object))), b)),
         ("freed allocation", IH, launch(gone, n, b)),
         ("freed allocation, unchecked", IH, launch(gone, n, b, unchecked=True)),
         ("missing argument", IV, launch(a, n)),
@@ -309,13 +309,13 @@ def corpus() -> list[tuple[str, str, Callable[[], object]]]:
         ("load_module(garbage bytes)", ErrorKind.COMPILE_FAILED.name, lambda: dev.load_module(b"garbage \xff\xfe{")),
         ("load_module(lone surrogate)", IV, lambda: dev.load_module("\udcff")),
         ("load_module(PTX with a NUL)", IV, lambda: dev.load_module(PTX[:40] + b"\0" + PTX[40:])),
-        ("load_module(bytearray PTX)", OK, lambda: dev.load_module(bytearray(PTX))),
+        ("load_module(bytearray PTX)", OK, lambda: dev.load_module(cast(Any, bytearray(PTX)))),
         ("kernel name with NUL", IV, lambda: mod.kernel("axpy\0x")),
         ("kernel name not UTF-8", IV, lambda: mod.kernel("\udcff")),
         ("kernel name int", TYPE, lambda: mod.kernel(5)),  # type: ignore[arg-type]
         ("kernel name bytes", TYPE, lambda: mod.kernel(b"axpy")),  # type: ignore[arg-type]
         ("kernel not found", ErrorKind.INVALID_HANDLE.name, lambda: mod.kernel("nope")),
-        ("compile_source options str", TYPE, lambda: cb.compile_source(SOURCE, "compute_90", "-O3")),  # type: ignore[arg-type]
+        ("compile_source options str", TYPE, lambda: cb.compile_source(SOURCE, "compute_90", "-O3")),
         ("compile_source options [5]", TYPE, lambda: cb.compile_source(SOURCE, "compute_90", [5])),  # type: ignore[list-item]
         ("compile_source option with NUL", IV, lambda: cb.compile_source(SOURCE, "compute_90", ["-O3\0"])),
         ("compile_source(5)", TYPE, lambda: cb.compile_source(5, "compute_90")),  # type: ignore[arg-type]

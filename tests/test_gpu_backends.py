@@ -1398,3 +1398,83 @@ def test_gpu_torch_interop_zero_copy(cuda_device: Any) -> None:
         s.synchronize()
         assert (out == 3).all()
         del t
+
+
+# issue 10 on a real device (the same checks run on the stub driver in test_gpu_correctness.py)
+
+_LIFETIME_CHILD = r"""
+import gc, sys
+import numpy as np
+import ironaccelerator as ia
+from ironaccelerator.backends.cuda import driver
+dev = ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0)
+assert driver.cuDevicePrimaryCtxGetState(dev.handle)[1] == 1
+s = dev.create_stream()
+a = dev.alloc(1 << 20)
+k = dev.load_module('extern "C" __global__ void f(float *x) { x[threadIdx.x] = 1.0f; }').kernel("f")
+p = dev.memory_pool().alloc(4096, s)
+s.launch(ia.KernelLaunch(k, ia.LaunchDims(1, 32), (a,)))
+out = np.zeros(32, np.float32)
+s.copy_to_host(out, a)
+s.synchronize()
+assert (out == 1).all() or dev.descriptor.name.startswith("Stub "), out  # (the stub runs no kernels)
+dev.close()
+try:
+    s.launch(ia.KernelLaunch(k, ia.LaunchDims(1, 32), (a,)))
+except ia.Error as e:
+    assert e.kind is ia.ErrorKind.INVALID_HANDLE, e
+else:
+    raise AssertionError("launched on a closed device")
+assert driver.cuDevicePrimaryCtxGetState(dev.handle)[1] == 1, "released while a, p, s, k are alive"
+a.free()
+p.free()
+del s, k, p, a
+gc.collect()
+assert driver.cuDevicePrimaryCtxGetState(dev.handle)[1] == 0, "not released when everything is gone"
+print("ok")
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_close_releases_the_primary_context_once_everything_is_gone() -> None:
+    """In a process of its own (the module's device would hold the context): the driver reports the primary
+    context active until the closed device's last stream, kernel and allocation are dropped, then inactive."""
+    proc = subprocess.run([sys.executable, "-c", _LIFETIME_CHILD], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
+@pytest.mark.gpu
+def test_gpu_copies_events_sizes_and_unchecked_launches(cuda_device: Any) -> None:
+    s = cuda_device.create_stream()
+    n = 1 << 14
+    a, b = cuda_device.alloc(4 * n), cuda_device.alloc(4 * n)
+    # host buffers of copies ordered only by events are released as the events complete (bounded, not 200)
+    for i in range(200):
+        s.copy_from_host(a, np.full(n, i, np.float32))
+        s.record_event().synchronize()
+        assert len(s._inflight) == 0
+    out = np.zeros(n, np.float32)
+    s.copy(b, a)
+    s.copy_to_host(out, b)
+    e = s.record_event()
+    while not e.query():
+        pass
+    assert (out == 199).all() and len(s._inflight) == 0
+    with cuda_device.alloc(16) as small:
+        with pytest.raises(Error) as ei:
+            s.copy(small, a)  # no silent truncation
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and str(4 * n) in str(ei.value)
+    k = cuda_device.load_module(VECTOR_ADD).kernel("vector_add")
+    r = s.launch_unchecked(KernelLaunch(k, LaunchDims(1, 32), (a, a, b)))  # one argument missing
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE and "4 arguments, 3 given" in str(r)
+    gone = cuda_device.alloc(64)
+    gone.free()
+    r = s.launch_unchecked(KernelLaunch(k, LaunchDims(1, 32), (a, gone, b, np.uint32(16))))
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
+    assert cuda_device.descriptor.limits.max_alloc == cuda_device.descriptor.total_memory
+    with pytest.raises(Error) as ei:
+        cuda_device.alloc(cuda_device.descriptor.total_memory * 4)
+    assert ei.value.kind is ErrorKind.OUT_OF_MEMORY and str(cuda_device.descriptor.total_memory * 4) in str(ei.value)
+    s.synchronize()
+    a.free()
+    b.free()

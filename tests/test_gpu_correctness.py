@@ -11,6 +11,7 @@ What needs a real device is in test_gpu_backends.py's ``gpu``-marked tests (scri
 from __future__ import annotations
 
 import gc
+import os
 import re
 import subprocess
 import sys
@@ -124,6 +125,17 @@ def test_stub_close_refuses_everything_and_releases_the_context_once_at_the_end(
     assert ok(child(stub_cuda, "lifetime")) > 25
 
 
+def test_stub_runs_the_gpu_lifetime_check(stub_cuda: tuple[Path, dict[str, str]]) -> None:
+    """test_gpu_backends.py's device check of the context's release, run here over the stub (whose
+    cuDevicePrimaryCtxGetState reports the context active while it is retained): the same script on both."""
+    from test_gpu_backends import _LIFETIME_CHILD
+
+    stub, env = stub_cuda
+    proc = subprocess.run([sys.executable, "-c", _LIFETIME_CHILD], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
 def test_sim_close_on_both_backends(sim: Any) -> None:
     module, driver, backend = sim
     dev = backend.open(0)
@@ -177,7 +189,7 @@ def test_sim_one_pool_signature(sim: Any, pools_supported: int) -> None:
         with pytest.raises(TypeError, match="nbytes must be an integer"):
             pool.alloc(bad)
     with pytest.raises(Error) as ei:
-        pool.alloc(8, stream="s")  # type: ignore[arg-type]
+        pool.alloc(8, stream="s")
     assert ei.value.kind is ErrorKind.INVALID_VALUE
 
 
@@ -287,8 +299,8 @@ def test_stub_bad_input_corpus(stub_cuda: tuple[Path, dict[str, str]]) -> None:
             if line.startswith("case "):
                 last = int(line.split()[1])
             elif line.startswith("done "):
-                _, i, got = line.split(" ", 2)
-                outcomes[int(i)] = got
+                _, index, outcome = line.split(" ", 2)
+                outcomes[int(index)] = outcome
         if proc.returncode != 0 and last not in outcomes:
             outcomes[last] = f"crashed (exit status {proc.returncode}): {proc.stderr[-300:]}"
         start = max(outcomes) + 1 if outcomes else total
@@ -322,5 +334,6 @@ def test_stub_stress_short(stub_cuda: tuple[Path, dict[str, str]]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("IA_SLOW"), reason="the long form: IA_SLOW=1 (8 threads x 30 s)")
 def test_stub_stress_long(stub_cuda: tuple[Path, dict[str, str]]) -> None:
     assert ok(child(stub_cuda, "stress", "8", "30", timeout=600)) > 1000

@@ -377,7 +377,7 @@ STUB_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned i
 {
     (void)dev;
     *flags = 0;
-    *active = 1;
+    *active = __atomic_load_n(&primary_refs, __ATOMIC_RELAXED) > 0;  /* as the driver: while retained */
     return CUDA_SUCCESS;
 }
 
