@@ -853,7 +853,10 @@ class HipDevice(Device):
         for s in list(self._streams):
             s._shut()
         self._ctx = None
-        self.__dict__.pop("_pool", None)  # (trimmed by close; whoever still holds it keeps the context)
+        pool = self.__dict__.pop("_pool", None)  # (trimmed by close; whoever still holds it keeps the context)
+        shut = getattr(pool, "_shut", None)
+        if shut is not None:
+            shut()
 
     # memory
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> HipAllocation:
@@ -887,7 +890,7 @@ class HipDevice(Device):
                 return Error(ErrorKind.INVALID_VALUE, f"{kind!r} is not a MemoryKind", backend=_BACKEND,
                              function="Device.alloc")
         except Error as e:
-            return e
+            return e.with_traceback(None)  # (a value: its frames would hold their objects)
         except (OverflowError, TypeError) as e:  # ex) a negative size: cffi refuses it before the call
             return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=_BACKEND,
                          function="Device.alloc")
@@ -975,7 +978,7 @@ class HipAllocation(Allocation):
             if getattr(_TLS, "key", None) != device._key:
                 device.activate()
         except Error as e:
-            return e
+            return e.with_traceback(None)
         api = device.api
         code, role = _free(api, self.kind, self.handle)
         return api.error(code, role) if code else None
@@ -1354,7 +1357,7 @@ class HipStream(Stream):
                 else:
                     code = self._issue(launch, kernel, False)
         except Error as e:
-            return e
+            return e.with_traceback(None)  # (a value: its frames would hold their objects)
         return self.api.error(code, "launch") if code else None
 
     def _shut(self) -> None:
@@ -1541,6 +1544,18 @@ class HipStreamOrderedPool(MemoryPool):
         self._address = _address(self.handle)
         self._compiled = api.pool_memory  # (_fast._pool_alloc, the allocation class) or None
 
+    def _shut(self) -> None:
+        """The device was closed: allocations are refused from now on (``_try``'s allocator replaced by one that
+        raises the closed-device Error, which ``alloc_unchecked`` returns), at no cost to the allocation path;
+        frees still work."""
+        error = self.device._closed_error
+
+        def refuse(*_: Any) -> int:
+            raise error("MemoryPool.alloc")
+
+        self._compiled = None
+        self._pool_alloc = refuse
+
     def _memory_error(self, memory: Allocation, code: int | None, function: str) -> Error:
         """The Error of a compiled allocation's failed free (``code``), or of freeing it twice (None)."""
         if code is None:
@@ -1565,8 +1580,6 @@ class HipStreamOrderedPool(MemoryPool):
         """``alloc`` without its checks (the size's type, the stream's backend and device), returning the
         Error instead of raising it."""
         st: Any = self.stream if stream is None else stream
-        if self.device._closed:
-            return self.device._closed_error("MemoryPool.alloc")
         try:
             if getattr(_TLS, "key", None) != self._device_key:
                 self.device.activate()
@@ -1582,7 +1595,7 @@ class HipStreamOrderedPool(MemoryPool):
                     return self.api.error(code, "stream_synchronize")
             return a
         except Error as e:
-            return e
+            return e.with_traceback(None)  # (a value: its frames would hold their objects)
         except (OverflowError, TypeError) as e:  # not a size_t
             return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=_BACKEND,
                          function="MemoryPool.alloc")
