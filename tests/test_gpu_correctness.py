@@ -154,6 +154,7 @@ def test_sim_close_on_both_backends(sim: Any) -> None:
     a.free()  # still works
     assert not driver.mem
     retain = "context_retain" if module is cuda_backend else None
+    first_context = getattr(dev, "context", None)
     if retain:
         assert driver.calls.count("context_retain") == 1 and driver.calls.count("context_release") == 0
         del s, a, k, kl, dev, fn, ei, r
@@ -161,6 +162,18 @@ def test_sim_close_on_both_backends(sim: Any) -> None:
         assert driver.calls.count("context_release") == 1
         last_release = len(driver.calls) - 1 - driver.calls[::-1].index("context_release")
         assert not {"stream_destroy", "module_unload", "free"} & set(driver.calls[last_release + 1:])
+        # retained again (the driver makes the primary context anew, with the same handle): made current
+        # again on this thread, not trusted from the cache of the released one
+        def retain_same(out: Any, device: Any) -> int:
+            driver.calls.append("context_retain")
+            out[0] = first_context
+            return 0
+
+        module._API.context_retain = retain_same
+        sets = driver.calls.count("context_set_current")
+        again = backend.open(0)
+        again.alloc(8).free()
+        assert driver.calls.count("context_retain") == 2 and driver.calls.count("context_set_current") == sets + 1
 
 
 # ------------------------------------------------------------------ item 5: one pool signature

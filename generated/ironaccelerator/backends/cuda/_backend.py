@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import importlib
+import itertools
 import re
 import struct
 import threading
@@ -174,6 +175,7 @@ _VENDORS: tuple[tuple[str, Vendor], ...] = (
 )
 _MAX_PARAMS = 4096
 _TLS = threading.local()  # .key: the context / device current on this thread
+_RETAINS = itertools.count()  # numbers the devices' context retains (in the keys of _TLS)
 _POOL_LOCK = threading.Lock()  # Device.memory_pool: one pool per device
 
 
@@ -638,7 +640,7 @@ def _devptr(address: int) -> Any:
     return address
 
 
-def _make_current(api: _Api, key: tuple[str, int], target: Any) -> None:
+def _make_current(api: _Api, key: tuple[Any, ...], target: Any) -> None:
     """Make a device current on the calling thread, once per thread (the key is cached thread-locally)."""
     if getattr(_TLS, "key", None) != key:
         api.check(api.context_set_current(target), "context_set_current")
@@ -947,7 +949,9 @@ class CudaDevice(Device):
         self._ctx = ctx = _ContextRef(self.api, handle)
         self.context = ctx.context
         self._target: Any = self.context
-        self._key = ("context", _address(self.context))
+        # per retain: once a released primary context is retained again (the same handle, made anew), each
+        # thread makes it current again instead of trusting what it cached for the old one
+        self._key = ("context", _address(self.context), next(_RETAINS))
         self._streams: weakref.WeakSet[CudaStream] = weakref.WeakSet()
         # alloc and free of DEVICE memory, inline (the hot path)
         self._new = self.api.ffi.new
@@ -1567,7 +1571,7 @@ class CudaStream(Stream):
 # ----------------------------------------------------------------------------- the stream-ordered pool
 
 
-def _destroy_pool(api: _Api, key: tuple[str, int], target: Any, handle: Any, ctx: _ContextRef | None) -> int:
+def _destroy_pool(api: _Api, key: tuple[Any, ...], target: Any, handle: Any, ctx: _ContextRef | None) -> int:
     """Finalizer of a stream-ordered pool (the driver defers it while allocations are outstanding; ``ctx``,
     the device's context, is held until this has run)."""
     try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import importlib
+import itertools
 import re
 import struct
 import threading
@@ -153,6 +154,7 @@ _VENDORS: tuple[tuple[str, Vendor], ...] = (
 )
 _MAX_PARAMS = 4096
 _TLS = threading.local()  # .key: the context / device current on this thread
+_RETAINS = itertools.count()  # numbers the devices' context retains (in the keys of _TLS)
 _POOL_LOCK = threading.Lock()  # Device.memory_pool: one pool per device
 
 
@@ -605,7 +607,7 @@ def _devptr(address: int) -> Any:
     return _api().ffi.cast(_DEVICEPTR, address)
 
 
-def _make_current(api: _Api, key: tuple[str, int], target: Any) -> None:
+def _make_current(api: _Api, key: tuple[Any, ...], target: Any) -> None:
     """Make a device current on the calling thread, once per thread (the key is cached thread-locally)."""
     if getattr(_TLS, "key", None) != key:
         api.check(api.set_device(target), "set_device")
@@ -1420,7 +1422,7 @@ class HipStream(Stream):
 # ----------------------------------------------------------------------------- the stream-ordered pool
 
 
-def _destroy_pool(api: _Api, key: tuple[str, int], target: Any, handle: Any, ctx: _ContextRef | None) -> int:
+def _destroy_pool(api: _Api, key: tuple[Any, ...], target: Any, handle: Any, ctx: _ContextRef | None) -> int:
     """Finalizer of a stream-ordered pool (the driver defers it while allocations are outstanding; ``ctx``,
     the device's context, is held until this has run)."""
     try:
