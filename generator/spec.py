@@ -544,8 +544,14 @@ def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
         string = StringSpec(capacity=capacity, length_param=r.ident(sm.get("length_param"), "length_param"),
                             size_function=r.ident(sm.get("size_function"), "size_function"),
                             binary=r.boolean(sm.get("binary"), "binary"))
-        if string.size_function is None and string.capacity is None:
+        if string.size_function is None and string.capacity is None and "capacity" not in sm:
             r.errors.error(r.loc(pm["string"]), f"output string '{name}' needs 'capacity' or 'size_function'")
+        elif string.size_function is not None and "capacity" in sm:
+            r.errors.error(r.loc(pm["string"]), f"string: parameter '{name}' of '{fname}' gives both 'capacity' "
+                           "and 'size_function'; give one")
+        elif string.length_param is not None and string.capacity is None and "capacity" not in sm:
+            r.errors.error(r.loc(pm["string"]), f"string: length_param of parameter '{name}' of '{fname}' needs a "
+                           "'capacity' to pass")
     return ParamSpec(name=name, direction=direction, len=r.ident(pm.get("len"), "len"),
                      nullable=r.boolean(pm.get("nullable"), "nullable"), string=string)
 
