@@ -443,7 +443,7 @@ class _Binder:
         r = resolve(t, self.typedefs)
         return isinstance(r, (EnumRef, InlineEnum)) or isinstance(r, Builtin) and r.name in INTEGER_BUILTINS
 
-    def check_annotations(self, public: str, fs: FunctionSpec, by_name: Mapping[str | None, Param]) -> bool:
+    def check_annotations(self, public: str, fs: FunctionSpec, by_name: Mapping[str, Param]) -> bool:
         """Refuse ``len:``, ``length_param:``, ``direction:`` and ``nullable:`` where they make no sense: each
         would bind a wrapper that drops a parameter from its signature or fails when called."""
         ok = True

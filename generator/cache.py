@@ -25,9 +25,9 @@ def fingerprint(spec_dir: Path, extra: list[Path], argv: list[object]) -> str:
     for p in paths:
         try:
             st = p.stat()
-            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-        except OSError:
-            h.update(f"{p}\0missing\n".encode())
+            h.update(os.fsencode(p) + f"\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        except OSError:  # (os.fsencode: a file name need not be UTF-8)
+            h.update(os.fsencode(p) + b"\0missing\n")
     return h.hexdigest()
 
 

@@ -35,13 +35,23 @@ class UserError(Exception):
         super().__init__("\n".join(str(d) for d in self.diagnostics))
 
 
+# More errors than this in one collection (one spec, one library) are cut short: past the first hundred they
+# are almost always the same mistake repeated, and collecting them all costs time and memory without bound.
+MAX_ERRORS = 100
+
+
 class Collector:
-    """Accumulates diagnostics; :meth:`check` raises if any error was added."""
+    """Accumulates diagnostics; :meth:`check` raises if any error was added, and :meth:`error` raises
+    once :data:`MAX_ERRORS` have been added (with a last diagnostic saying so)."""
 
     def __init__(self) -> None:
         self.items: list[Diagnostic] = []
 
     def error(self, location: Location, message: str) -> None:
+        if len(self.items) >= MAX_ERRORS:
+            self.items.append(Diagnostic(location=location,
+                                         message=f"too many errors (more than {MAX_ERRORS}); stopping here"))
+            raise UserError(self.items)
         self.items.append(Diagnostic(location=location, message=message))
 
     def check(self) -> None:

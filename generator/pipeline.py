@@ -42,6 +42,8 @@ def backend_paths(spec_dir: Path) -> list[Path]:
 
 
 def _display(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` for messages and banners: resolved, or else as found (a symlink to a
+    file elsewhere, or a symlink loop: RuntimeError before Python 3.13), or else its name."""
     try:
         resolved = path.resolve()
     except (OSError, RuntimeError):  # a symlink loop: named as found, and refused when read
