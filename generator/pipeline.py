@@ -16,7 +16,7 @@ from .frontend import ParseRequest, parse
 from .ir import Location
 from .render import TEMPLATES, banner_text, environment, render_library, render_package
 from .surface import BackendSpec, load_backend, load_surface, render_surface
-from .spec import CoreSpec, LibrarySpec, load_core, load_library
+from .spec import CoreSpec, LibrarySpec, check_library_set, load_core, load_library
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATOR = Path(__file__).resolve().parent
@@ -68,6 +68,8 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             specs.append(load_library(p, _display(p, base)))
         except UserError as e:
             problems += e.diagnostics
+    if not problems:  # (a spec that did not load may be the one using an --sdk kind)
+        problems += check_library_set(specs, sdk_overrides or {}, sdks.MARKER)
     if problems:
         raise UserError(problems)
     libraries: list[BoundLibrary] = []

@@ -13,7 +13,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, Iterable, Mapping, NoReturn
 
 import yaml
 
@@ -692,3 +692,36 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
                              "(the generated run-time support raises it)")
     errors.check()
     return CoreSpec(path=display, error_kinds=tuple(kinds))
+
+
+def check_library_set(specs: list[LibrarySpec], sdk_overrides: Mapping[str, str],
+                      known_sdks: Iterable[str]) -> list[Diagnostic]:
+    """What no single spec shows: two specs declaring one library (the last silently won), an ``sdk:`` kind
+    that neither discovery (``known_sdks``) nor ``--sdk`` supplies (it was "skipped"), and ``--sdk`` entries
+    naming a directory that does not exist or a kind no spec uses (silently ignored)."""
+    out: list[Diagnostic] = []
+    seen: dict[tuple[str, str], LibrarySpec] = {}
+    for sp in specs:
+        key = (sp.vendor.value, sp.library.value)
+        if key in seen:
+            out.append(Diagnostic(location=sp.library.location, message=f"library '{sp.vendor}.{sp.library}' is "
+                                  f"already declared by {seen[key].path}"))
+        else:
+            seen[key] = sp
+    known = sorted(known_sdks)
+    for sp in specs:
+        kind = sp.sdk.value
+        if kind not in known and kind not in sdk_overrides:
+            out.append(Diagnostic(location=sp.sdk.location, message=f"sdk '{kind}' is not an SDK kind that generate "
+                                  f"can find{suggest(kind, known)}; known: {', '.join(known)}; or give its headers "
+                                  f"with --sdk {kind}=PATH"))
+    used = {sp.sdk.value for sp in specs}
+    where = Location(file="--sdk", line=1, col=1)
+    for kind, path in sdk_overrides.items():
+        if kind not in used:
+            out.append(Diagnostic(location=where, message=f"--sdk {kind}: no library spec uses this SDK kind"
+                                  f"{suggest(kind, sorted(used))}"))
+        elif not Path(path).is_dir():
+            what = "not a directory" if Path(path).exists() else "no such directory"
+            out.append(Diagnostic(location=where, message=f"--sdk {kind}={path}: {what}"))
+    return out

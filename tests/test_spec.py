@@ -776,3 +776,58 @@ def test_aliases_that_expand_without_bound(text: str, message: str) -> None:
         load_library(Path("x.yaml"), NVRTC, text=text)
     assert [d.message for d in info.value.diagnostics] == [message]
     assert info.value.diagnostics[0].location.file == NVRTC
+
+
+# --------------------------------------------- spec sets and SDK choices that generated a broken package
+
+def test_two_specs_declaring_the_same_library(tmp_path: Path) -> None:
+    """The last one silently won; now the second is an error at its `library:`, naming the first."""
+    d = make_specs(tmp_path)
+    copy_text = edit(NVRTC_TEXT, "functions:\n", "functions:\n  nvrtcVersion: {skip: true}\n")
+    (d / "cuda" / "nvrtc_copy.yaml").write_text(copy_text, encoding="utf-8")
+    (diag,) = errors_of(d)
+    assert diag.message == "library 'cuda.nvrtc' is already declared by specs/cuda/nvrtc.yaml"
+    assert_at(diag, "specs/cuda/nvrtc_copy.yaml", pos(copy_text, "nvrtc\nbackend", 0))
+    (m,) = assert_user_error(run_cli(d, tmp_path / "out"), "specs/cuda/nvrtc_copy.yaml")
+    assert m["message"] == diag.message and not (tmp_path / "out").exists()
+
+
+def test_unknown_sdk_kind_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
+    """`sdk: nvrtcc` was "skipped" with exit 0: no SDK discovery knows that kind, and no --sdk gives it."""
+    text = edit(NVRTC_TEXT, "sdk: nvrtc", "sdk: nvrtcc")
+    d = make_specs(tmp_path, text)
+    (diag,) = errors_of(d)
+    assert diag.message == ("sdk 'nvrtcc' is not an SDK kind that generate can find (did you mean 'nvrtc'?); "
+                            "known: cuda, hip, nvrtc, opencl; or give its headers with --sdk nvrtcc=PATH")
+    assert_at(diag, NVRTC, pos(text, "nvrtcc"))
+    (m,) = assert_user_error(run_cli(d, tmp_path / "out"), NVRTC)
+    assert m["message"] == diag.message and not (tmp_path / "out").exists()
+
+
+def test_sdk_kind_of_its_own_is_fine_when_given_by_sdk(tmp_path: Path) -> None:
+    d = make_specs(tmp_path, edit(NVRTC_TEXT, "sdk: nvrtc", "sdk: mine"))
+    result = compile_specs(d, {"mine": str(tmp_path)})  # an empty directory: skipped, as for a known kind
+    assert [s.split(":")[0] for s in result.skipped] == ["cuda.nvrtc"]
+
+
+def test_sdk_path_that_does_not_exist(tmp_path: Path) -> None:
+    """`--sdk nvrtc=/no/such/dir` was "skipped", exit 0: a path the user gave must exist."""
+    d = make_specs(tmp_path)
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"nvrtc": str(missing)})
+    (diag,) = info.value.diagnostics
+    assert str(diag) == f"--sdk:1:1: --sdk nvrtc={missing}: no such directory"
+    proc = run_cli(d, tmp_path / "out", "--sdk", f"nvrtc={missing}")
+    (m,) = assert_user_error(proc, "--sdk")
+    assert m["message"] == f"--sdk nvrtc={missing}: no such directory"
+    assert not (tmp_path / "out").exists()
+
+
+def test_sdk_kind_that_no_spec_uses(tmp_path: Path) -> None:
+    """`--sdk nvrt=PATH` (a typo) changed nothing, silently."""
+    d = make_specs(tmp_path)
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"nvrt": str(tmp_path)})
+    assert [str(x) for x in info.value.diagnostics] == [
+        "--sdk:1:1: --sdk nvrt: no library spec uses this SDK kind (did you mean 'nvrtc'?)"]
