@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..ir import Header, Location
 
-__all__ = ["ParseRequest", "parse", "gcc_include_dir", "FRONTENDS"]
+__all__ = ["ParseRequest", "parse", "gcc_include_dir", "not_utf8_macro", "FRONTENDS"]
 
 FRONTENDS = ("clang", "pycparser")
 
@@ -56,6 +56,11 @@ class ParseRequest:
     def _vendor_subdirs(self) -> tuple[str, ...]:
         subs = {Path(h).parent.as_posix() for h in self.headers}
         return tuple("" if s == "." else s + "/" for s in sorted(subs))
+
+
+def not_utf8_macro(name: str, byte: int) -> str:
+    """The message for a ``#define`` whose body is not UTF-8 (both front-ends report it alike)."""
+    return f"macro '{name}' is not UTF-8 text: byte 0x{byte:02x} in its definition"
 
 
 @functools.cache
