@@ -154,9 +154,9 @@ class _Split:
                     if bad is None:
                         self.macro(line[len("#define "):], rel, lineno)
                     else:
-                        name = _IDENT_RE.match(line, len("#define "))
+                        ident = _IDENT_RE.match(line, len("#define "))
                         self.errors.append(Diagnostic(location=Location(file=rel, line=lineno, col=9),
-                                                      message=not_utf8_macro(name.group() if name else "?",
+                                                      message=not_utf8_macro(ident.group() if ident else "?",
                                                                              ord(bad.group()) - 0xDC00)))
                 lineno += 1  # #define, #undef, #pragma: not C text
                 continue
