@@ -8,7 +8,7 @@ a bad spec or header can trigger may escape as a Python traceback.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .ir import Location
@@ -21,6 +21,13 @@ class Diagnostic:
     location: Location
     message: str
     severity: str = "error"
+
+    def __post_init__(self) -> None:
+        # a tool that knows only the line (gcc: col 0) or nothing (libclang: 0:0) still gives a location
+        # that editors and `file:line:col` parsers accept: line and column count from 1
+        loc = self.location
+        if loc.line < 1 or loc.col < 1:
+            object.__setattr__(self, "location", replace(loc, line=max(1, loc.line), col=max(1, loc.col)))
 
     def __str__(self) -> str:
         prefix = "" if self.severity == "error" else f"{self.severity}: "

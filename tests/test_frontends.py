@@ -373,3 +373,38 @@ def test_module_with_unrepresentable_macros_imports(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(out)})
     assert run.returncode == 0 and run.stdout == "ok\n", run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("frontend", ["clang", "pycparser"])
+@pytest.mark.parametrize("stars, error", [(64, False), (65, True), (3000, True)])
+def test_declarations_nested_too_deeply(tmp_path: Path, frontend: str, stars: int, error: bool) -> None:
+    """`int ***...p` 3,000 levels deep raised RecursionError (front-end, binder or renderer): a declaration
+    may nest 64 levels; past that it is a located error (at the spec when the front-end itself gives up)."""
+    from ironaccelerator_gen.pipeline import compile_specs
+
+    d, inc = macro_specs(tmp_path, b"mResult mDeep(int " + b"*" * stars + b"p);\n")
+    if not error:
+        (lib,) = compile_specs(d, {"test": str(inc)}, frontend).libraries
+        assert "mDeep" in {f.public for f in lib.functions}
+        return
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(inc)}, frontend)
+    (diag,) = info.value.diagnostics
+    assert "nests more than 64 levels deep" in diag.message
+    assert str(diag).startswith("macros.h:8:9: the type of 'mDeep' nests" if stars < 1000 else
+                                "specs/test/macros.yaml:1:1: a declaration in macros.h nests")
+
+
+def test_cli_rejects_a_non_utf8_macro(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    d, inc = macro_specs(tmp_path, b"#define M_CAFE \"caf\xe9\"\n")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(d), "--out",
+                           str(out), "--sdk", f"test={inc}", "--frontend", "pycparser"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines() == ["macros.h:8:9: macro 'M_CAFE' is not UTF-8 text: byte 0xe9 in its "
+                                        "definition", "ironaccel-gen: 1 error(s)"]
+    assert not out.exists()

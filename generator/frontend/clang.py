@@ -22,7 +22,7 @@ def _cindex() -> Any:
     try:
         import clang.cindex as ci
     except ImportError as exc:  # pragma: no cover - an install problem, reported plainly
-        raise UserError([Diagnostic(location=Location(file="<libclang>", line=0, col=0),
+        raise UserError([Diagnostic(location=Location(file="<libclang>", line=1, col=1),
                                     message=f"libclang is not installed ({exc}); pip install libclang")])
     return ci
 
@@ -257,7 +257,7 @@ def parse(request: ParseRequest) -> Header:
         if diag.severity >= ci.Diagnostic.Error:
             f = diag.location.file
             rel = (translator.req.vendor_relpath(f.name) or Path(f.name).name) if f else request.primary
-            errors.append(Diagnostic(location=Location(file=rel, line=diag.location.line, col=diag.location.column),
+            errors.append(Diagnostic(location=Location(file=rel, line=max(1, diag.location.line), col=max(1, diag.location.column)),
                                      message=diag.spelling))
     if errors:
         raise UserError(errors)

@@ -116,7 +116,7 @@ def _run_gcc(request: ParseRequest) -> str:
                 loc = request.where
             else:
                 rel = request.vendor_relpath(path) or Path(path).name
-                loc = Location(file=rel, line=int(m.group(2)), col=int(m.group(3) or 0))
+                loc = Location(file=rel, line=max(1, int(m.group(2))), col=max(1, int(m.group(3) or 1)))
             errors.append(Diagnostic(location=loc, message=m.group(4)))
         if not errors:
             tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-5:]
@@ -803,7 +803,7 @@ def parse(request: ParseRequest) -> Header:
     except c_parser.ParseError as exc:
         m = _PARSE_ERROR.match(str(exc))
         if m is not None and m.group(1) != _PRELUDE_FILE:
-            loc = Location(file=_unquote_file(m.group(1)) or request.primary, line=int(m.group(2)), col=int(m.group(3) or 0))
+            loc = Location(file=_unquote_file(m.group(1)) or request.primary, line=int(m.group(2)), col=max(1, int(m.group(3) or 1)))
             message = m.group(4)
         else:
             loc, message = request.where, str(exc)
