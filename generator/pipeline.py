@@ -38,7 +38,9 @@ def spec_paths(spec_dir: Path) -> list[Path]:
 
 
 def backend_paths(spec_dir: Path) -> list[Path]:
-    return sorted(spec_dir.rglob("backend.yaml"))
+    # (by listing, as spec_paths: rglob("backend.yaml") checks that the name exists, and so silently passes
+    # over a backend.yaml that is a dangling symlink or a symlink loop)
+    return sorted(p for p in spec_dir.rglob("*.yaml") if p.name == "backend.yaml")
 
 
 def _display(path: Path, base: Path) -> str:

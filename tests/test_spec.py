@@ -669,12 +669,15 @@ def test_directory_where_a_spec_should_be(tmp_path: Path, spec: str) -> None:
     assert_at(diag, f"specs/{spec}", (1, 1))
 
 
-def test_spec_symlinked_to_itself(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["loop.yaml", "backend.yaml", "core.yaml"])
+def test_spec_symlinked_to_itself(tmp_path: Path, name: str) -> None:
+    """A library spec raised RuntimeError('Symlink loop'); a backend.yaml was silently passed over."""
     d = backend_only(tmp_path)
-    (d / "cuda" / "loop.yaml").symlink_to("loop.yaml")
+    (d / "cuda" / name if name != "core.yaml" else d / name).unlink(missing_ok=True)
+    (d / "cuda" / name if name != "core.yaml" else d / name).symlink_to(name)
     (diag,) = errors_of(d)
     assert diag.message.startswith("cannot read spec: ") and "symbolic links" in diag.message
-    assert_at(diag, "specs/cuda/loop.yaml", (1, 1))
+    assert_at(diag, f"specs/cuda/{name}" if name != "core.yaml" else CORE, (1, 1))
 
 
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/null"])
