@@ -12,13 +12,16 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -666,3 +669,33 @@ def test_cli_rejects_meaningless_annotations(tmp_path: Path, case: int) -> None:
     assert [m["message"] for m in located_lines(proc)] == [message]
     assert {m["file"] for m in located_lines(proc)} == {"specs/test/params.yaml"}
     assert nothing_written(out)
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_sdk_version_headers_that_are_not_regular_files(tmp_path: Path, special: str) -> None:
+    """An --sdk directory whose version header (CL/cl_version.h, cuda.h) is a FIFO blocked `find` forever,
+    or /dev/zero read without end: such a header tells no version."""
+    (tmp_path / "CL").mkdir()
+    (tmp_path / "CL" / "cl.h").write_text("/* marker */\n", encoding="utf-8")
+    for name in ("CL/cl_version.h", "cuda.h"):
+        if special == "fifo":
+            os.mkfifo(tmp_path / name)
+        else:
+            (tmp_path / name).symlink_to(special)
+    with within(20):
+        found = sdk.find("opencl", str(tmp_path))
+    assert found is not None and found.version == "unknown" and found.include_dir == tmp_path
+
+
+@contextlib.contextmanager
+def within(seconds: int) -> Iterator[None]:
+    def expired(signum: int, frame: object) -> None:
+        raise AssertionError(f"took more than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
