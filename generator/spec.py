@@ -465,7 +465,7 @@ def read_spec(path: Path, display: str) -> str:
              len(data[start:at].decode("utf-8", "replace")) + 1)
 
 
-_read_file = read_spec
+_read_file = read_spec  # (the name the loaders below call it by)
 
 
 def load_library(path: Path, display: str | None = None, text: str | None = None) -> LibrarySpec:
