@@ -16,7 +16,7 @@ from .ctypes_util import FLOAT_BUILTINS, INTEGER_BUILTINS, declare, is_char, ref
 from .diagnostics import Collector, suggest
 from .ir import (
     Array, Builtin, CType, Enum, EnumConstant, EnumRef, Function, FunctionProto, Header, InlineEnum,
-    InlineRecord, Location, MacroConstant, Pointer, Record, RecordRef, Typedef, TypedefRef,
+    InlineRecord, Location, MacroConstant, Param, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
 from .spec import CoreSpec, FunctionSpec, LibrarySpec, ParamSpec, StringSpec
 
@@ -355,6 +355,8 @@ class _Binder:
                 sf = ps.string.size_function
                 self.err.error(sf.location, f"size_function '{sf}' is not declared in {self.h.name}{suggest(sf.value, publics)}")
                 ok = False
+        if ok:
+            ok = self.check_annotations(public, fs, by_name)
         if fs.error_log is not None and fs.error_log.value not in publics:
             self.err.error(fs.error_log.location, f"error_log function '{fs.error_log}' is not declared in "
                            f"{self.h.name}{suggest(fs.error_log.value, publics)}")
@@ -436,6 +438,70 @@ class _Binder:
             pointer_type=declare(f.result, f"(*)({proto_params})"),
         )
 
+    def is_integer(self, t: CType) -> bool:
+        """An integer parameter (after typedefs): what a length or a capacity is passed as."""
+        r = resolve(t, self.typedefs)
+        return isinstance(r, (EnumRef, InlineEnum)) or isinstance(r, Builtin) and r.name in INTEGER_BUILTINS
+
+    def check_annotations(self, public: str, fs: FunctionSpec, by_name: Mapping[str, Param]) -> bool:
+        """Refuse ``len:``, ``length_param:``, ``direction:`` and ``nullable:`` where they make no sense: each
+        would bind a wrapper that drops a parameter from its signature or fails when called."""
+        ok = True
+
+        def bad(loc: Location, message: str) -> None:
+            nonlocal ok
+            self.err.error(loc, message)
+            ok = False
+
+        # parameter -> (what it takes, the annotated parameter): a length or capacity filled in by the wrapper
+        taken: dict[str, tuple[str, str]] = {}
+        for ps in fs.params:
+            name = ps.name.value
+            if ps.len is not None:
+                if ps.len.value == name:
+                    bad(ps.len.location, f"len: parameter '{name}' of '{public}' cannot be its own length")
+                elif not self.is_integer(by_name[ps.len.value].type):
+                    bad(ps.len.location, f"len: parameter '{ps.len}' of '{public}' is not an integer, so it "
+                        f"cannot hold the length of '{name}'")
+                elif ps.len.value in taken and taken[ps.len.value][0] == "capacity":
+                    bad(ps.len.location, f"len: parameter '{ps.len}' of '{public}' already takes the capacity "
+                        f"of '{taken[ps.len.value][1]}'")
+                else:
+                    taken.setdefault(ps.len.value, ("length", name))
+                if ps.direction in ("out", "inout"):
+                    bad(ps.name.location, f"parameter '{name}' of '{public}' has len: (an input array); it "
+                        f"cannot also be '{ps.direction}'")
+                if ps.string is not None:
+                    bad(ps.name.location, f"parameter '{name}' of '{public}' has len: (an input array); it "
+                        "cannot also be an output string (string:)")
+            lp = ps.string.length_param if ps.string is not None else None
+            if lp is not None:
+                if lp.value == name:
+                    bad(lp.location, f"length_param: parameter '{name}' of '{public}' cannot be its own capacity")
+                elif not self.is_integer(by_name[lp.value].type):
+                    bad(lp.location, f"length_param: parameter '{lp}' of '{public}' is not an integer, so it "
+                        f"cannot take the capacity of '{name}'")
+                elif lp.value in taken:
+                    what, of = taken[lp.value]
+                    bad(lp.location, f"length_param: parameter '{lp}' of '{public}' already takes the {what} "
+                        f"of '{of}'")
+                else:
+                    taken[lp.value] = ("capacity", name)
+            if ps.nullable and not isinstance(resolve(by_name[name].type, self.typedefs), (Pointer, Array)):
+                bad(ps.name.location, f"parameter '{name}' of '{public}' is not a pointer, so it cannot be nullable")
+        for ps in fs.params:
+            if ps.name.value not in taken:
+                continue
+            what, of = taken[ps.name.value]
+            role = "len:" if what == "length" else "length_param"
+            for key, given in (("direction", ps.direction in ("out", "inout")), ("len", ps.len is not None),
+                               ("string", ps.string is not None)):
+                if given:
+                    also = f"'{ps.direction}'" if key == "direction" else f"{key}:"
+                    bad(ps.name.location, f"parameter '{ps.name}' of '{public}' is the {what} of '{of}' ({role}); "
+                        f"it cannot also be {also}")
+        return ok
+
     def value_kind(self, t: CType) -> str:
         """How a value of type ``t`` reads into Python: int | float | str | cdata | struct | void."""
         t = resolve(t, self.typedefs)
@@ -465,6 +531,10 @@ class _Binder:
             if not isinstance(r, Pointer) or not is_char(resolve(r.pointee, self.typedefs)):
                 self.err.error(where, f"string: parameter '{ps.name}' of '{public}' is not a char pointer")
                 return None
+            if r.pointee.const or resolve(r.pointee, self.typedefs).const:
+                self.err.error(where, f"string: parameter '{ps.name}' of '{public}' points to const, so the "
+                               "function cannot write the string into it")
+                return None
             return "out_buffer"
         if ps is not None and ps.len is not None:
             if not isinstance(r, (Pointer, Array)):
@@ -482,6 +552,16 @@ class _Binder:
             if isinstance(pointee, Builtin) and pointee.name == "void":
                 self.err.error(where, f"parameter '{ps.name}' of '{public}' is a void pointer; an '{direction}' "
                                "parameter needs a typed pointer")
+                return None
+            if r.pointee.const or pointee.const:
+                self.err.error(where, f"parameter '{ps.name}' of '{public}' points to const, so the function "
+                               f"cannot write it ('{direction}')")
+                return None
+            if isinstance(pointee, (FunctionProto, Array)) or self.incomplete(pointee):
+                what = (f"an incomplete type ({pointee.kind} {pointee.tag})" if isinstance(pointee, RecordRef)
+                        else "a function" if isinstance(pointee, FunctionProto) else "an array")
+                self.err.error(where, f"parameter '{ps.name}' of '{public}' points to {what}, which cannot be "
+                               f"allocated for an '{direction}' parameter")
                 return None
             if direction == "inout":
                 return "inout"
@@ -850,6 +930,51 @@ def bind_pool_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b:
                       free_casts=_casts(ff))
 
 
+# the roles of the checked wrapper's arguments and of what it returns (as ironaccelerator_gen.wrappers.lower)
+_PY_IN_ROLES = ("in", "in_str", "in_array", "inout")
+_OUT_ROLES = ("out", "out_str", "out_struct", "inout", "out_buffer")
+_KIND_NAMES = {"str": "a str", "bytes": "bytes", "float": "a float", "cdata": "a C pointer", "struct": "a struct",
+               "void": "nothing"}
+
+
+def _returns(f: BoundFunction) -> list[str]:
+    """The kinds of the values ``f``'s checked wrapper returns, in order (int | float | str | bytes | cdata | struct)."""
+    out = [p.result_kind or "cdata" for p in f.params if p.role in _OUT_ROLES]
+    if f.returns_status:
+        return (["int"] if f.status_codes else []) + out
+    return ([f.result_kind] if f.result_kind != "void" else []) + out
+
+
+def check_size_functions(functions: tuple[BoundFunction, ...], col: Collector) -> None:
+    """A ``string: {size_function: F}`` output is sized by calling ``F`` with the caller's own arguments of the
+    same names: ``F`` must be another bound function whose wrapper returns one integer."""
+    by = {f.public: f for f in functions}
+    for f in functions:
+        for p in f.params:
+            sf = p.string.size_function if p.role == "out_buffer" and p.string is not None else None
+            if sf is None:
+                continue
+            sizer = by.get(sf.value)
+            why = None
+            if sizer is None:
+                col.error(sf.location, f"size_function '{sf}' is not a bound function (bind.include/exclude or skip "
+                          "leave it out)")
+                continue
+            returns = _returns(sizer)
+            have = {q.name for q in f.params if q.role in _PY_IN_ROLES}
+            missing = [q.name for q in sizer.params if q.role in _PY_IN_ROLES and q.name not in have]
+            if sizer is f:
+                why = "it is that function itself"
+            elif returns != ["int"]:
+                why = "it must return one integer (it returns " + (
+                    f"{len(returns)} values" if len(returns) > 1 else _KIND_NAMES.get(returns[0] if returns else "void",
+                                                                                      "something else")) + ")"
+            elif missing:
+                why = f"it takes '{missing[0]}', which {f.public} has no input parameter of that name to pass"
+            if why is not None:
+                col.error(sf.location, f"size_function '{sf}' cannot size the output of {f.public}: {why}")
+
+
 def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | None = None,
          errors: Collector | None = None) -> BoundLibrary:
     """Bind one library; raise :class:`UserError` listing every problem."""
@@ -884,6 +1009,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
         col.error(spec.errors.name_function.location,  # type: ignore[union-attr]
                   f"name_function '{names}' is not a bound function of {header.name}"
                   f"{suggest(names, [f.public for f in functions])}")
+    check_size_functions(functions, col)
     proc = bind_proc_address(spec, header, functions, b, col)
     launch = bind_kernel_launch(spec, functions, b, col)
     pool_memory = bind_pool_memory(spec, functions, b, col)

@@ -19,15 +19,16 @@ TEMPLATES = GENERATOR.parent / "templates"
 
 def fingerprint(spec_dir: Path, extra: list[Path], argv: list[object]) -> str:
     """Inputs (specs, generator sources, templates, headers) and outputs (``extra``), by stat only."""
-    h = hashlib.sha256(f"{__version__}\0{argv}".encode())
+    h = hashlib.sha256(f"{__version__}\0{argv}".encode("utf-8", "surrogateescape"))
     paths = [*sorted(spec_dir.rglob("*.yaml")), *sorted(GENERATOR.rglob("*.py")), *sorted(TEMPLATES.rglob("*.j2")),
              *extra]
     for p in paths:
         try:
             st = p.stat()
-            h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-        except OSError:
-            h.update(f"{p}\0missing\n".encode())
+            line = f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n"
+        except (OSError, ValueError):
+            line = f"{p}\0missing\n"
+        h.update(line.encode("utf-8", "surrogateescape"))  # a file name need not be UTF-8
     return h.hexdigest()
 
 

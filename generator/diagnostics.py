@@ -8,7 +8,7 @@ a bad spec or header can trigger may escape as a Python traceback.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .ir import Location
@@ -21,6 +21,13 @@ class Diagnostic:
     location: Location
     message: str
     severity: str = "error"
+
+    def __post_init__(self) -> None:
+        # a tool that knows only the line (gcc: col 0) or nothing (libclang: 0:0) still gives a location
+        # that editors and `file:line:col` parsers accept: line and column count from 1
+        loc = self.location
+        if loc.line < 1 or loc.col < 1:
+            object.__setattr__(self, "location", replace(loc, line=max(1, loc.line), col=max(1, loc.col)))
 
     def __str__(self) -> str:
         prefix = "" if self.severity == "error" else f"{self.severity}: "
@@ -35,13 +42,23 @@ class UserError(Exception):
         super().__init__("\n".join(str(d) for d in self.diagnostics))
 
 
+# More errors than this in one collection (one spec, one library) are cut short: past the first hundred they
+# are almost always the same mistake repeated, and collecting them all costs time and memory without bound.
+MAX_ERRORS = 100
+
+
 class Collector:
-    """Accumulates diagnostics; :meth:`check` raises if any error was added."""
+    """Accumulates diagnostics; :meth:`check` raises if any error was added, and :meth:`error` raises
+    once :data:`MAX_ERRORS` have been added (with a last diagnostic saying so)."""
 
     def __init__(self) -> None:
         self.items: list[Diagnostic] = []
 
     def error(self, location: Location, message: str) -> None:
+        if len(self.items) >= MAX_ERRORS:
+            self.items.append(Diagnostic(location=location,
+                                         message=f"too many errors (more than {MAX_ERRORS}); stopping here"))
+            raise UserError(self.items)
         self.items.append(Diagnostic(location=location, message=message))
 
     def check(self) -> None:

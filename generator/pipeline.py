@@ -16,7 +16,7 @@ from .frontend import ParseRequest, parse
 from .ir import Location
 from .render import TEMPLATES, banner_text, environment, render_library, render_package
 from .surface import BackendSpec, load_backend, load_surface, render_surface
-from .spec import CoreSpec, LibrarySpec, load_core, load_library
+from .spec import CoreSpec, LibrarySpec, check_library_set, load_core, load_library
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATOR = Path(__file__).resolve().parent
@@ -38,10 +38,14 @@ def spec_paths(spec_dir: Path) -> list[Path]:
 
 
 def backend_paths(spec_dir: Path) -> list[Path]:
-    return sorted(spec_dir.rglob("backend.yaml"))
+    # (by listing, as spec_paths: rglob("backend.yaml") checks that the name exists, and so silently passes
+    # over a backend.yaml that is a dangling symlink or a symlink loop)
+    return sorted(p for p in spec_dir.rglob("*.yaml") if p.name == "backend.yaml")
 
 
 def _display(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` for messages and banners: resolved, or else as found (a symlink to a
+    file elsewhere, or a symlink loop: RuntimeError before Python 3.13), or else its name."""
     try:
         resolved = path.resolve()
     except (OSError, RuntimeError):  # a symlink loop: named as found, and refused when read
@@ -66,6 +70,8 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             specs.append(load_library(p, _display(p, base)))
         except UserError as e:
             problems += e.diagnostics
+    if not problems:  # (a spec that did not load may be the one using an --sdk kind)
+        problems += check_library_set(specs, sdk_overrides or {}, sdks.MARKER)
     if problems:
         raise UserError(problems)
     libraries: list[BoundLibrary] = []

@@ -45,10 +45,24 @@ class SDK:
         return f"{self.kind:6} {self.version:10} {self.include_dir}  ({self.source})"
 
 
-def _cuda_version(include: Path) -> str | None:
+MAX_HEADER_BYTES = 16 << 20  # what is read of a header for its version macros (cuda.h is 1 MB)
+
+
+def _read_header(path: Path) -> str | None:
+    """A header's text, or None if it cannot be read: only a regular file (a FIFO in an --sdk directory
+    would block, /dev/zero never end), and only its first MAX_HEADER_BYTES."""
     try:
-        text = (include / "cuda.h").read_text(errors="replace")
+        if not path.is_file():
+            return None
+        with open(path, "rb") as fh:
+            return fh.read(MAX_HEADER_BYTES).decode("utf-8", "replace")
     except OSError:
+        return None
+
+
+def _cuda_version(include: Path) -> str | None:
+    text = _read_header((include / "cuda.h"))
+    if text is None:
         return None
     m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", text)
     if not m:
@@ -58,9 +72,8 @@ def _cuda_version(include: Path) -> str | None:
 
 
 def _hip_version(include: Path) -> str | None:
-    try:
-        text = (include / "hip" / "hip_version.h").read_text(errors="replace")
-    except OSError:
+    text = _read_header((include / "hip" / "hip_version.h"))
+    if text is None:
         return None
     parts = [re.search(rf"#define\s+HIP_VERSION_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
     return ".".join(m.group(1) for m in parts if m) or None
@@ -68,9 +81,8 @@ def _hip_version(include: Path) -> str | None:
 
 def _opencl_version(include: Path) -> str | None:
     """The newest ``CL_VERSION_X_Y`` the headers know (CL/cl_version.h)."""
-    try:
-        text = (include / "CL" / "cl_version.h").read_text(errors="replace")
-    except OSError:
+    text = _read_header((include / "CL" / "cl_version.h"))
+    if text is None:
         return None
     found = [(int(a), int(b)) for a, b in re.findall(r"#define\s+CL_VERSION_(\d+)_(\d+)\b", text)]
     return "%d.%d" % max(found) if found else None

@@ -13,7 +13,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping, NoReturn
 
 import yaml
 
@@ -173,10 +173,86 @@ def _loc(path: str, node: yaml.Node) -> Location:
     return Location(file=path, line=node.start_mark.line + 1, col=node.start_mark.column + 1)
 
 
+# Bounds on one spec, far above what a real one needs (the largest, specs/cuda/driver.yaml, is 8 KB with about
+# 1,100 values): a spec past them is refused in bounded time and memory, not parsed for minutes.
+MAX_SPEC_BYTES = 1 << 20
+MAX_NODES = 50_000
+
+
+class _TooManyNodes(Exception):
+    def __init__(self, mark: yaml.Mark | None) -> None:
+        self.mark = mark
+
+
+class _BoundedLoader(yaml.SafeLoader):  # type: ignore[misc]
+    """PyYAML's safe composer, stopped after :data:`MAX_NODES` nodes (an alias counts where it is used)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.nodes = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _TooManyNodes(self.peek_event().start_mark)
+        node: yaml.Node = super().compose_node(parent, index)
+        return node
+
+
+def _expanded_size(root: yaml.Node) -> int | None:
+    """How many nodes a reader walking the tree visits, aliases expanded (capped a little past
+    :data:`MAX_NODES`); None if an alias refers to a node that contains it."""
+    sizes: dict[int, int] = {}
+    visiting: set[int] = set()
+
+    def size(node: yaml.Node) -> int | None:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in visiting:
+            return None
+        visiting.add(key)
+        total = 1
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [x for pair in node.value for x in pair]
+        for child in children:
+            n = size(child)
+            if n is None:
+                return None
+            total = min(total + n, MAX_NODES + 1)
+        visiting.discard(key)
+        sizes[key] = total
+        return total
+
+    return size(root)
+
+
 def compose(path: str, text: str) -> yaml.Node | None:
     """Parse YAML into a node tree (safe: no tags, no objects), or raise a located error."""
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _BoundedLoader(text)
+        try:
+            root: yaml.Node | None = loader.get_single_node()
+        finally:
+            loader.dispose()
+        if root is not None:
+            expanded = _expanded_size(root)
+            if expanded is None:
+                raise UserError([Diagnostic(location=_loc(path, root),
+                                            message="YAML error: an alias refers to a node that contains it")])
+            if expanded > MAX_NODES:
+                raise UserError([Diagnostic(location=_loc(path, root),
+                                            message=f"the spec has more than {MAX_NODES} values once its aliases "
+                                                    "are expanded; stopping here")])
+        return root
+    except _TooManyNodes as exc:
+        line, col = (exc.mark.line + 1, exc.mark.column + 1) if exc.mark else (1, 1)
+        raise UserError([Diagnostic(location=Location(file=path, line=line, col=col),
+                                    message=f"the spec has more than {MAX_NODES} values (lists, mappings and "
+                                            "scalars); stopping here")]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -335,33 +411,61 @@ def _check_display(display: str) -> None:
                                             "'_ . / + - @ = , ~' (it is printed into the generated files)")])
 
 
-MAX_SPEC_BYTES = 4 << 20  # the largest spec read (the CUDA driver's is ~40 KiB): a bound on time and memory
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def _read_file(path: Path, display: str) -> str:
-    """A spec's text: refused with a located error if it is not a regular file (a FIFO would block, /dev/zero
-    never ends, a directory or a symlink loop cannot be read), larger than MAX_SPEC_BYTES, or not UTF-8."""
-    def fail(message: str) -> UserError:
-        return UserError([Diagnostic(location=Location(file=display, line=1, col=1), message=message)])
+def read_spec(path: Path, display: str) -> str:
+    """The text of a spec file, or a located error: it must be a regular file (a FIFO would block, a device
+    read without end) of at most :data:`MAX_SPEC_BYTES` bytes of UTF-8."""
+
+    def fail(message: str, line: int = 1, col: int = 1) -> NoReturn:
+        raise UserError([Diagnostic(location=Location(file=display, line=line, col=col), message=message)])
+
+    def not_regular(mode: int) -> NoReturn:
+        what = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+        fail(f"cannot read spec: it is {what}, not a regular file")
+
+    def too_big(size: str) -> NoReturn:
+        fail(f"the spec is {size} bytes; a spec may be at most {MAX_SPEC_BYTES} bytes ({MAX_SPEC_BYTES >> 20} MiB)")
 
     try:
-        st = os.stat(path)  # follows symlinks: a loop is an OSError (ELOOP)
+        st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
-            raise fail("cannot read spec: not a regular file")
-        with open(path, "rb") as f:  # bounded read: the file may grow after the stat
-            data = f.read(MAX_SPEC_BYTES + 1)
-    except (OSError, RuntimeError) as exc:
-        raise fail(f"cannot read spec: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}") from None
-    if len(data) > MAX_SPEC_BYTES:
-        raise fail(f"spec is larger than {MAX_SPEC_BYTES >> 20} MiB: refusing to read it")
+            not_regular(st.st_mode)
+        if st.st_size > MAX_SPEC_BYTES:
+            too_big(str(st.st_size))
+        # O_NONBLOCK: if the file was replaced by a FIFO since the stat, open must not wait for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                not_regular(st.st_mode)
+            chunks: list[bytes] = []
+            size = 0
+            while size <= MAX_SPEC_BYTES:
+                chunk = os.read(fd, MAX_SPEC_BYTES + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+    except OSError as exc:  # ex) a symlink loop, no permission, a name too long
+        fail(f"cannot read spec: {exc.strerror or exc}")
+    data = b"".join(chunks)
+    if len(data) > MAX_SPEC_BYTES:  # it grew since the stat
+        too_big(f"more than {MAX_SPEC_BYTES}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise UserError([Diagnostic(location=Location(file=display, line=line, col=col),
-                                    message=f"spec is not UTF-8: byte 0x{data[exc.start]:02x} cannot start a "
-                                            "character here")]) from None
+        at = exc.start
+        start = data.rfind(b"\n", 0, at) + 1
+        fail(f"the spec is not UTF-8 text: byte 0x{data[at]:02x} is not valid here", data.count(b"\n", 0, at) + 1,
+             len(data[start:at].decode("utf-8", "replace")) + 1)
+
+
+_read_file = read_spec  # (the name the loaders below call it by)
 
 
 def load_library(path: Path, display: str | None = None, text: str | None = None) -> LibrarySpec:
@@ -544,8 +648,14 @@ def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
         string = StringSpec(capacity=capacity, length_param=r.ident(sm.get("length_param"), "length_param"),
                             size_function=r.ident(sm.get("size_function"), "size_function"),
                             binary=r.boolean(sm.get("binary"), "binary"))
-        if string.size_function is None and string.capacity is None:
+        if string.size_function is None and string.capacity is None and "capacity" not in sm:
             r.errors.error(r.loc(pm["string"]), f"output string '{name}' needs 'capacity' or 'size_function'")
+        elif string.size_function is not None and "capacity" in sm:
+            r.errors.error(r.loc(pm["string"]), f"string: parameter '{name}' of '{fname}' gives both 'capacity' "
+                           "and 'size_function'; give one")
+        elif string.length_param is not None and string.capacity is None and "capacity" not in sm:
+            r.errors.error(r.loc(pm["string"]), f"string: length_param of parameter '{name}' of '{fname}' needs a "
+                           "'capacity' to pass")
     return ParamSpec(name=name, direction=direction, len=r.ident(pm.get("len"), "len"),
                      nullable=r.boolean(pm.get("nullable"), "nullable"), string=string)
 
@@ -582,3 +692,36 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
                              "(the generated run-time support raises it)")
     errors.check()
     return CoreSpec(path=display, error_kinds=tuple(kinds))
+
+
+def check_library_set(specs: list[LibrarySpec], sdk_overrides: Mapping[str, str],
+                      known_sdks: Iterable[str]) -> list[Diagnostic]:
+    """What no single spec shows: two specs declaring one library (the last silently won), an ``sdk:`` kind
+    that neither discovery (``known_sdks``) nor ``--sdk`` supplies (it was "skipped"), and ``--sdk`` entries
+    naming a directory that does not exist or a kind no spec uses (silently ignored)."""
+    out: list[Diagnostic] = []
+    seen: dict[tuple[str, str], LibrarySpec] = {}
+    for sp in specs:
+        key = (sp.vendor.value, sp.library.value)
+        if key in seen:
+            out.append(Diagnostic(location=sp.library.location, message=f"library '{sp.vendor}.{sp.library}' is "
+                                  f"already declared by {seen[key].path}"))
+        else:
+            seen[key] = sp
+    known = sorted(known_sdks)
+    for sp in specs:
+        kind = sp.sdk.value
+        if kind not in known and kind not in sdk_overrides:
+            out.append(Diagnostic(location=sp.sdk.location, message=f"sdk '{kind}' is not an SDK kind that generate "
+                                  f"can find{suggest(kind, known)}; known: {', '.join(known)}; or give its headers "
+                                  f"with --sdk {kind}=PATH"))
+    used = {sp.sdk.value for sp in specs}
+    where = Location(file="--sdk", line=1, col=1)
+    for kind, path in sdk_overrides.items():
+        if kind not in used:
+            out.append(Diagnostic(location=where, message=f"--sdk {kind}: no library spec uses this SDK kind"
+                                  f"{suggest(kind, sorted(used))}"))
+        elif not Path(path).is_dir():
+            what = "not a directory" if Path(path).exists() else "no such directory"
+            out.append(Diagnostic(location=where, message=f"--sdk {kind}={path}: {what}"))
+    return out

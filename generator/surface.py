@@ -25,7 +25,7 @@ import yaml
 
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .ir import Location
-from .spec import IDENT, Name, _Reader, compose, _read_file as read_spec
+from .spec import IDENT, Name, _Reader, compose, read_spec
 
 if TYPE_CHECKING:
     import jinja2
@@ -182,6 +182,9 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     root = compose(display, read_spec(path, display))
     errors = Collector()
     r = _Reader(display, errors)
+    if root is None:
+        errors.error(Location(file=display, line=1, col=1), "the backend spec is empty")
+        errors.check()
     m = r.mapping(root, ("backend", "vendor", "class_prefix", "template", "libraries", "operations", "capabilities",
                          "functions", "constants", "types", "module_formats", "interop"),
                   ("backend", "vendor", "class_prefix", "template", "operations"), "backend spec") or {}

@@ -12,13 +12,16 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -545,3 +548,154 @@ def test_core_descriptions_with_quotes_and_backslashes_stay_docstrings(kw_dir: P
             found[target.id] = node.value.value
     for kind, doc in docs.items():
         assert found[kind] == doc
+
+
+# ------------------------------------------- annotations that make no sense for their parameter
+
+PARAMS_SPEC = """\
+vendor: test
+library: params
+backend: TEST
+sdk: test
+headers: [params.h]
+loader:
+  linux: [libparams.so]
+errors:
+  type: paramsResult
+  success: [PARAMS_SUCCESS]
+  default: DRIVER
+  defaulted: [PARAMS_ERROR]
+functions:
+  paramsGetLog:
+    params:
+      log: {direction: out, string: {size_function: paramsGetLogSize}}
+  paramsGetName:
+    params:
+      name: {direction: out, string: {capacity: 64, length_param: capacity}}
+  paramsSum:
+    params:
+      values: {len: count}
+"""
+
+
+def params_dir(tmp_path: Path, text: str) -> Path:
+    d = tmp_path / "specs"
+    (d / "test").mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "test" / "params.yaml").write_text(text, encoding="utf-8")
+    return d
+
+
+def test_params_header_binds_as_written(tmp_path: Path) -> None:
+    """The base of the cases below is valid: each case breaks exactly one thing."""
+    (lib,) = compile_specs(params_dir(tmp_path, PARAMS_SPEC), {"test": str(HEADERS)}).libraries
+    roles = {f.public: [(p.name, p.role) for p in f.params] for f in lib.functions}
+    assert roles["paramsGetLog"] == [("handle", "in"), ("log", "out_buffer")]
+    assert roles["paramsSum"] == [("values", "in_array"), ("count", "len"), ("sum", "out")]
+    assert roles["paramsGetName"] == [("handle", "in"), ("name", "out_buffer"), ("capacity", "capacity")]
+
+
+# (old text of PARAMS_SPEC, its replacement, the text the diagnostic points at, the message's start)
+MEANINGLESS = [
+    # a size query must be another bound function returning one integer from the caller's own arguments
+    ("size_function: paramsGetLogSize", "size_function: paramsGetLog", "paramsGetLog}",
+     "size_function 'paramsGetLog' cannot size the output of paramsGetLog: it is that function itself"),
+    ("size_function: paramsGetLogSize", "size_function: paramsGetLogSizes", "paramsGetLogSizes}",
+     "size_function 'paramsGetLogSizes' cannot size the output of paramsGetLog: it must return one integer "
+     "(it returns 2 values)"),
+    ("size_function: paramsGetLogSize", "size_function: paramsGetLogName", "paramsGetLogName}",
+     "size_function 'paramsGetLogName' cannot size the output of paramsGetLog: it must return one integer "
+     "(it returns a str)"),
+    ("size_function: paramsGetLogSize", "size_function: paramsGetLogSizeOf", "paramsGetLogSizeOf}",
+     "size_function 'paramsGetLogSizeOf' cannot size the output of paramsGetLog: it takes 'program', "
+     "which paramsGetLog has no input parameter of that name to pass"),
+    ("size_function: paramsGetLogSize", "size_function: paramsSetPair", "paramsSetPair}",
+     "size_function 'paramsSetPair' cannot size the output of paramsGetLog: it must return one integer "
+     "(it returns nothing)"),
+    ("functions:\n", "bind:\n  exclude: [paramsGetLogSize]\nfunctions:\n", "paramsGetLogSize}",
+     "size_function 'paramsGetLogSize' is not a bound function (bind.include/exclude or skip leave it out)"),
+    # len: names the element count: an integer parameter of the same function, not the array itself
+    ("values: {len: count}", "values: {len: sum}", "sum}",
+     "len: parameter 'sum' of 'paramsSum' is not an integer, so it cannot hold the length of 'values'"),
+    ("values: {len: count}", "values: {len: values}", "values}",
+     "len: parameter 'values' of 'paramsSum' cannot be its own length"),
+    ("values: {len: count}", "values: {len: count}\n      count: out", "count: out",
+     "parameter 'count' of 'paramsSum' is the length of 'values' (len:); it cannot also be 'out'"),
+    ("values: {len: count}", "values: {len: count, direction: out}", "values: {",
+     "parameter 'values' of 'paramsSum' has len: (an input array); it cannot also be 'out'"),
+    ("values: {len: count}", "values: {len: count}\n      count: {nullable: true}", "count: {",
+     "parameter 'count' of 'paramsSum' is not a pointer, so it cannot be nullable"),
+    # direction: out needs a pointer the function writes through, to a type Python can allocate
+    ("functions:\n", "functions:\n  paramsSetName:\n    params:\n      name: out\n", "name: out",
+     "parameter 'name' of 'paramsSetName' points to const, so the function cannot write it ('out')"),
+    ("functions:\n", "functions:\n  paramsSetPair:\n    params:\n      pair: {direction: inout}\n", "pair: {",
+     "parameter 'pair' of 'paramsSetPair' points to const, so the function cannot write it ('inout')"),
+    ("functions:\n", "functions:\n  paramsSetName:\n    params:\n      handle: out\n", "handle: out",
+     "parameter 'handle' of 'paramsSetName' points to an incomplete type (struct params_st), which cannot "
+     "be allocated for an 'out' parameter"),
+    # a string's length_param takes the fixed capacity: a size query leaves nothing to fill it with
+    ("length_param: capacity}", "length_param: capacity, size_function: paramsGetLogSize}", "{capacity: 64",
+     "string: parameter 'name' of 'paramsGetName' gives both 'capacity' and 'size_function'; give one"),
+    ("{capacity: 64, length_param: capacity}", "{size_function: paramsGetLogSize, length_param: capacity}",
+     "{size_function: paramsGetLogSize, length_param",
+     "string: length_param of parameter 'name' of 'paramsGetName' needs a 'capacity' to pass"),
+    ("length_param: capacity}", "length_param: handle}", "handle}",
+     "length_param: parameter 'handle' of 'paramsGetName' is not an integer, so it cannot take the capacity "
+     "of 'name'"),
+]
+
+
+@pytest.mark.parametrize("old, new, at, message", MEANINGLESS, ids=[m[3][:60] for m in MEANINGLESS])
+def test_annotation_that_makes_no_sense_for_its_parameter(tmp_path: Path, old: str, new: str, at: str,
+                                                         message: str) -> None:
+    """Accepted before, these bound a wrapper that lost a parameter or failed when called (RecursionError,
+    TypeError, NameError, KeyError while rendering): each is a located error now."""
+    assert PARAMS_SPEC.count(old) == 1
+    text = PARAMS_SPEC.replace(old, new)
+    with pytest.raises(UserError) as info:
+        compile_specs(params_dir(tmp_path, text), {"test": str(HEADERS)})
+    diags = info.value.diagnostics
+    assert [d.message for d in diags] == [message], "\n".join(map(str, diags))
+    (d,) = diags
+    assert d.location.file == "specs/test/params.yaml"
+    assert (d.location.line, d.location.col) == pos(text, at), str(d)
+
+
+@pytest.mark.parametrize("case", [0, 6, 11])
+def test_cli_rejects_meaningless_annotations(tmp_path: Path, case: int) -> None:
+    old, new, _, message = MEANINGLESS[case]
+    out = tmp_path / "out"
+    proc = run_cli(params_dir(tmp_path, PARAMS_SPEC.replace(old, new)), out, "--sdk", f"test={HEADERS}")
+    assert [m["message"] for m in located_lines(proc)] == [message]
+    assert {m["file"] for m in located_lines(proc)} == {"specs/test/params.yaml"}
+    assert nothing_written(out)
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_sdk_version_headers_that_are_not_regular_files(tmp_path: Path, special: str) -> None:
+    """An --sdk directory whose version header (CL/cl_version.h, cuda.h) is a FIFO blocked `find` forever,
+    or /dev/zero read without end: such a header tells no version."""
+    (tmp_path / "CL").mkdir()
+    (tmp_path / "CL" / "cl.h").write_text("/* marker */\n", encoding="utf-8")
+    for name in ("CL/cl_version.h", "cuda.h"):
+        if special == "fifo":
+            os.mkfifo(tmp_path / name)
+        else:
+            (tmp_path / name).symlink_to(special)
+    with within(20):
+        found = sdk.find("opencl", str(tmp_path))
+    assert found is not None and found.version == "unknown" and found.include_dir == tmp_path
+
+
+@contextlib.contextmanager
+def within(seconds: int) -> Iterator[None]:
+    def expired(signum: int, frame: object) -> None:
+        raise AssertionError(f"took more than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

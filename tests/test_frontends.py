@@ -274,3 +274,137 @@ def test_both_front_ends_generate_the_same_package() -> None:
     assert len(clang.libraries) >= 3, clang.skipped  # cuda.driver, cuda.nvrtc, hip.runtime, opencl.cl here
     differ = sorted(path for path in clang.files if clang.files[path] != pyc.files[path])
     assert not differ, differ
+
+
+# ------------------------------------------------------------- macros a binding cannot carry
+
+MACRO_SPEC = """\
+vendor: test
+library: macros
+backend: TEST
+sdk: test
+headers: [macros.h]
+loader:
+  linux: [libiamacros.so]
+errors:
+  type: mResult
+  success: [M_OK]
+  default: DRIVER
+  defaulted: [M_ERR]
+"""
+MACRO_HEADER = (b"#ifndef MACROS_H\n#define MACROS_H\n"
+                b"typedef enum { M_OK = 0, M_ERR = 1 } mResult;\n"
+                b"mResult mInit(int flags);\n"
+                b"#define M_FINE 1.5\n"
+                b"#define M_NAME \"plain\"\n"
+                b"#define M_MAX 0xFFFFFFFFFFFFFFFFu\n"
+                b"BODY"
+                b"#endif\n")
+# constants that are no value of any C type (an integer wider than 64 bits, a floating constant out of
+# double's range, a shift past the width); they were exported as `X = inf`, or raised ValueError (Python's
+# 4,300-digit limit) or MemoryError: a generated module must not carry them
+UNREPRESENTABLE = {
+    "M_DIGITS": b"1" * 5000,
+    "M_HEX_DIGITS": b"0x" + b"F" * 5000,
+    "M_WIDE": b"0x10000000000000000",
+    "M_HUGE": b"1e999",
+    "M_MINUS_HUGE": b"(-1e999)",
+    "M_NAN": b"(1e999 - 1e999)",
+    "M_PRODUCT": b"(1e300 * 1e300)",
+    "M_SHIFT": b"(1 << 100000000000)",
+    "M_SHIFT_BACK": b"(M_SHIFT >> 100000000000)",
+}
+
+
+def macro_specs(tmp_path: Path, body: bytes) -> tuple[Path, Path]:
+    inc = tmp_path / "include"
+    inc.mkdir()
+    (inc / "macros.h").write_bytes(MACRO_HEADER.replace(b"BODY", body))
+    d = tmp_path / "specs"
+    (d / "test").mkdir(parents=True)
+    (d / "core.yaml").write_text((HERE.parent / "specs" / "core.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (d / "test" / "macros.yaml").write_text(MACRO_SPEC, encoding="utf-8")
+    return d, inc
+
+
+@pytest.mark.parametrize("frontend", ["clang", "pycparser"])
+def test_macro_with_bytes_that_are_not_utf8_is_located(tmp_path: Path, frontend: str) -> None:
+    """A Latin-1 byte in a string macro raised UnicodeDecodeError (libclang's token spelling; gcc's output)."""
+    from ironaccelerator_gen.pipeline import compile_specs
+
+    d, inc = macro_specs(tmp_path, b"#define M_CAFE \"caf\xe9\"\n#define M_AFTER 2\n")
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(inc)}, frontend)
+    assert [str(x) for x in info.value.diagnostics] == [
+        "macros.h:8:9: macro 'M_CAFE' is not UTF-8 text: byte 0xe9 in its definition"]
+
+
+@pytest.mark.parametrize("frontend", ["clang", "pycparser"])
+def test_unrepresentable_macro_constants_are_left_out(tmp_path: Path, frontend: str) -> None:
+    from ironaccelerator_gen.pipeline import compile_specs
+
+    body = b"".join(b"#define %s %s\n" % (name.encode(), value) for name, value in UNREPRESENTABLE.items())
+    d, inc = macro_specs(tmp_path, body)
+    (lib,) = compile_specs(d, {"test": str(inc)}, frontend).libraries
+    consts = {c.name: c.value for c in lib.constants}
+    assert consts == {"M_FINE": 1.5, "M_NAME": "plain", "M_MAX": 2**64 - 1}
+
+
+def test_module_with_unrepresentable_macros_imports(tmp_path: Path) -> None:
+    """`#define X 1e999` generated `X = inf`, exit 0, and a module that raised NameError on import."""
+    import os
+    import subprocess
+    import sys
+
+    body = b"".join(b"#define %s %s\n" % (name.encode(), value) for name, value in UNREPRESENTABLE.items())
+    d, inc = macro_specs(tmp_path, body)
+    out = tmp_path / "out"
+    cli = [sys.executable, "-m", "ironaccelerator_gen"]
+    gen = subprocess.run([*cli, "generate", "--specs", str(d), "--out", str(out), "--sdk", f"test={inc}"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert gen.returncode == 0, gen.stdout + gen.stderr
+    build = subprocess.run([*cli, "build", "--out", str(out), "--abi-only"], capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path)
+    assert build.returncode == 0, build.stdout + build.stderr
+    code = ("import ironaccelerator.backends.test.macros as m\n"
+            "assert (m.M_FINE, m.M_NAME, m.M_MAX) == (1.5, 'plain', 2**64 - 1)\n"
+            f"assert not any(hasattr(m, n) for n in {sorted(UNREPRESENTABLE)!r})\n"
+            "print('ok')\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(out)})
+    assert run.returncode == 0 and run.stdout == "ok\n", run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("frontend", ["clang", "pycparser"])
+@pytest.mark.parametrize("stars, error", [(64, False), (65, True), (3000, True)])
+def test_declarations_nested_too_deeply(tmp_path: Path, frontend: str, stars: int, error: bool) -> None:
+    """`int ***...p` 3,000 levels deep raised RecursionError (front-end, binder or renderer): a declaration
+    may nest 64 levels; past that it is a located error (at the spec when the front-end itself gives up)."""
+    from ironaccelerator_gen.pipeline import compile_specs
+
+    d, inc = macro_specs(tmp_path, b"mResult mDeep(int " + b"*" * stars + b"p);\n")
+    if not error:
+        (lib,) = compile_specs(d, {"test": str(inc)}, frontend).libraries
+        assert "mDeep" in {f.public for f in lib.functions}
+        return
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(inc)}, frontend)
+    (diag,) = info.value.diagnostics
+    assert "nests more than 64 levels deep" in diag.message
+    assert str(diag).startswith("macros.h:8:9: the type of 'mDeep' nests" if stars < 1000 else
+                                "specs/test/macros.yaml:1:1: a declaration in macros.h nests")
+
+
+def test_cli_rejects_a_non_utf8_macro(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    d, inc = macro_specs(tmp_path, b"#define M_CAFE \"caf\xe9\"\n")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(d), "--out",
+                           str(out), "--sdk", f"test={inc}", "--frontend", "pycparser"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines() == ["macros.h:8:9: macro 'M_CAFE' is not UTF-8 text: byte 0xe9 in its "
+                                        "definition", "ironaccel-gen: 1 error(s)"]
+    assert not out.exists()

@@ -7,13 +7,17 @@ that a failed run writes nothing.  The loader is also fuzzed with hypothesis.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import random
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 import yaml
@@ -590,3 +594,243 @@ def test_only_naming_no_library_is_an_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "no library spec 'cuda.drivr'" in r.stderr and "did you mean 'cuda.driver'" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------ spec files that cannot be read as specs
+# (every kind of spec: core, library and backend specs go through the same reader)
+
+CUDA_BACKEND_TEXT = (SPECS / "cuda" / "backend.yaml").read_text(encoding="utf-8")
+BACKEND = "specs/cuda/backend.yaml"
+
+
+@contextlib.contextmanager
+def within(seconds: int) -> Iterator[None]:
+    """Fail (instead of hanging) if the block takes longer than ``seconds``."""
+
+    def expired(signum: int, frame: object) -> None:
+        raise AssertionError(f"took more than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def backend_only(tmp_path: Path) -> Path:
+    """A spec directory with core.yaml and specs/cuda/ but no library spec: no SDK header is needed."""
+    d = make_specs(tmp_path, nvrtc=None)
+    return d
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "the backend spec is empty"),
+    ("# nothing but a comment\n", "the backend spec is empty"),
+    ("- a list\n", "expected a backend spec (key: value), got a list"),
+    ("just text\n", "expected a backend spec (key: value), got str 'just text'"),
+])
+def test_empty_or_non_mapping_backend_spec(tmp_path: Path, text: str, message: str) -> None:
+    d = backend_only(tmp_path)
+    (d / "cuda" / "backend.yaml").write_text(text, encoding="utf-8")
+    (diag,) = errors_of(d)
+    assert diag.message == message
+    assert_at(diag, BACKEND, (1, 1))
+
+
+def test_backend_spec_that_is_not_utf8_is_located_at_the_byte(tmp_path: Path) -> None:
+    d = backend_only(tmp_path)
+    text = edit(CUDA_BACKEND_TEXT, "class_prefix: Cuda", "class_prefix: Cu\udce9da")
+    (d / "cuda" / "backend.yaml").write_bytes(text.encode("utf-8", "surrogateescape"))
+    (diag,) = errors_of(d)
+    assert diag.message == "the spec is not UTF-8 text: byte 0xe9 is not valid here"
+    assert_at(diag, BACKEND, pos(text, "\udce9"))
+
+
+@pytest.mark.parametrize("spec", ["core.yaml", "cuda/backend.yaml", "cuda/nvrtc.yaml"])
+def test_spec_that_is_not_utf8(tmp_path: Path, spec: str) -> None:
+    d = make_specs(tmp_path)
+    (d / "cuda" / "backend.yaml").write_text(CUDA_BACKEND_TEXT, encoding="utf-8")
+    path = d / spec
+    path.write_bytes(path.read_bytes() + b"\n# caf\xe9 \xff\n")
+    diags = errors_of(d)
+    assert [x.message for x in diags] == ["the spec is not UTF-8 text: byte 0xe9 is not valid here"]
+    assert diags[0].location.file == f"specs/{spec}" and diags[0].location.col == 6
+
+
+@pytest.mark.parametrize("spec", ["core.yaml", "cuda/backend.yaml", "cuda/nvrtc.yaml", "cuda/other.yaml"])
+def test_directory_where_a_spec_should_be(tmp_path: Path, spec: str) -> None:
+    d = make_specs(tmp_path)
+    (d / spec).unlink(missing_ok=True)
+    (d / spec).mkdir()
+    (diag,) = errors_of(d)
+    assert diag.message == "cannot read spec: it is a directory, not a regular file"
+    assert_at(diag, f"specs/{spec}", (1, 1))
+
+
+@pytest.mark.parametrize("name", ["loop.yaml", "backend.yaml", "core.yaml"])
+def test_spec_symlinked_to_itself(tmp_path: Path, name: str) -> None:
+    """A library spec raised RuntimeError('Symlink loop'); a backend.yaml was silently passed over."""
+    d = backend_only(tmp_path)
+    (d / "cuda" / name if name != "core.yaml" else d / name).unlink(missing_ok=True)
+    (d / "cuda" / name if name != "core.yaml" else d / name).symlink_to(name)
+    (diag,) = errors_of(d)
+    assert diag.message.startswith("cannot read spec: ") and "symbolic links" in diag.message
+    assert_at(diag, f"specs/cuda/{name}" if name != "core.yaml" else CORE, (1, 1))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/null"])
+def test_spec_that_is_not_a_regular_file_is_refused_without_reading(tmp_path: Path, kind: str) -> None:
+    """A FIFO blocked generate forever and /dev/zero read without bound: neither is opened for reading now."""
+    d = backend_only(tmp_path)
+    target = d / "cuda" / "special.yaml"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(kind)
+    with within(20):
+        (diag,) = errors_of(d)
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert diag.message == f"cannot read spec: it is {what}, not a regular file"
+    assert_at(diag, "specs/cuda/special.yaml", (1, 1))
+
+
+def test_oversized_spec_is_refused_before_parsing(tmp_path: Path) -> None:
+    """A 4 MB spec with a 2M-item list took 93 s and 1.25 GB before its error: the size is checked first."""
+    d = backend_only(tmp_path)
+    (d / "cuda" / "big.yaml").write_text("headers: [" + "a.h, " * 800_000 + "a.h]\n", encoding="utf-8")
+    with within(10):
+        (diag,) = errors_of(d)
+    assert diag.message == (f"the spec is {(d / 'cuda' / 'big.yaml').stat().st_size} bytes; a spec may be at "
+                            "most 1048576 bytes (1 MiB)")
+    assert_at(diag, "specs/cuda/big.yaml", (1, 1))
+
+
+def test_spec_with_too_many_values_stops_early(tmp_path: Path) -> None:
+    """Under the size limit, a list of 300,000 items is still refused in bounded time, where it passes the
+    node limit, with one diagnostic rather than one per item."""
+    d = backend_only(tmp_path)
+    text = "vendor: x\nheaders: [" + "a, " * 300_000 + "a]\n"
+    (d / "cuda" / "big.yaml").write_text(text, encoding="utf-8")
+    t0 = time.perf_counter()
+    with within(20):
+        (diag,) = errors_of(d)
+    assert time.perf_counter() - t0 < 10
+    assert diag.message == "the spec has more than 50000 values (lists, mappings and scalars); stopping here"
+    assert diag.location.file == "specs/cuda/big.yaml" and diag.location.line == 2
+
+
+def test_many_errors_are_cut_short(tmp_path: Path) -> None:
+    """10,000 bad items: the first 100 errors are reported, then one line saying the rest were not."""
+    d = backend_only(tmp_path)
+    text = "vendor: x\nheaders: [" + "'bad header', " * 10_000 + "a.h]\n"
+    (d / "cuda" / "many.yaml").write_text(text, encoding="utf-8")
+    diags = errors_of(d)
+    assert len(diags) == 101
+    assert sum("header 'bad header' is not valid" in x.message for x in diags) >= 90
+    assert diags[100].message == "too many errors (more than 100); stopping here"
+
+
+def test_spec_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    """A name the file system holds but UTF-8 cannot spell: the cache's fingerprint raised
+    UnicodeEncodeError; now the spec is refused by name, like any name unsafe in the generated files."""
+    d = make_specs(tmp_path, nvrtc=None)
+    name = os.fsdecode(b"caf\xe9.yaml")
+    (d / "cuda" / name).write_text(NVRTC_TEXT, encoding="utf-8")
+    (diag,) = errors_of(d)
+    assert diag.location.file == "specs/cuda/caf\\udce9.yaml"
+    assert "spec's path may only contain" in diag.message
+    proc = run_cli(d, tmp_path / "out")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("specs/cuda/caf\\udce9.yaml:1:1: a spec's path may only contain"), proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", ["empty backend", "not utf-8", "directory", "symlink loop", "fifo", "oversized"])
+def test_cli_unreadable_specs_exit_2_without_traceback(tmp_path: Path, case: str) -> None:
+    d = backend_only(tmp_path)
+    target = d / "cuda" / ("backend.yaml" if case in ("empty backend", "not utf-8", "directory") else "x.yaml")
+    if case == "empty backend":
+        target.write_text("", encoding="utf-8")
+    elif case == "not utf-8":
+        target.write_bytes(CUDA_BACKEND_TEXT.encode() + b"\xff")
+    elif case == "directory":
+        target.mkdir()
+    elif case == "symlink loop":
+        target.symlink_to(target.name)
+    elif case == "fifo":
+        os.mkfifo(target)
+    else:
+        target.write_text("# padding\n" * 200_000, encoding="utf-8")
+    out = tmp_path / "out"
+    (m,) = assert_user_error(run_cli(d, out), f"specs/cuda/{target.name}")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    # 5,000 functions aliasing one 1,000-item list: a reader walking it would visit 5 million values
+    ("a: &a [" + "x, " * 1000 + "]\nfunctions: {" + ", ".join(f"f{i}: *a" for i in range(5000)) + "}\n",
+     "the spec has more than 50000 values once its aliases are expanded; stopping here"),
+    ("functions: &f {x: *f}\n", "YAML error: an alias refers to a node that contains it"),
+])
+def test_aliases_that_expand_without_bound(text: str, message: str) -> None:
+    with within(20), pytest.raises(UserError) as info:
+        load_library(Path("x.yaml"), NVRTC, text=text)
+    assert [d.message for d in info.value.diagnostics] == [message]
+    assert info.value.diagnostics[0].location.file == NVRTC
+
+
+# --------------------------------------------- spec sets and SDK choices that generated a broken package
+
+def test_two_specs_declaring_the_same_library(tmp_path: Path) -> None:
+    """The last one silently won; now the second is an error at its `library:`, naming the first."""
+    d = make_specs(tmp_path)
+    copy_text = edit(NVRTC_TEXT, "functions:\n", "functions:\n  nvrtcVersion: {skip: true}\n")
+    (d / "cuda" / "nvrtc_copy.yaml").write_text(copy_text, encoding="utf-8")
+    (diag,) = errors_of(d)
+    assert diag.message == "library 'cuda.nvrtc' is already declared by specs/cuda/nvrtc.yaml"
+    assert_at(diag, "specs/cuda/nvrtc_copy.yaml", pos(copy_text, "nvrtc\nbackend", 0))
+    (m,) = assert_user_error(run_cli(d, tmp_path / "out"), "specs/cuda/nvrtc_copy.yaml")
+    assert m["message"] == diag.message and not (tmp_path / "out").exists()
+
+
+def test_unknown_sdk_kind_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
+    """`sdk: nvrtcc` was "skipped" with exit 0: no SDK discovery knows that kind, and no --sdk gives it."""
+    text = edit(NVRTC_TEXT, "sdk: nvrtc", "sdk: nvrtcc")
+    d = make_specs(tmp_path, text)
+    (diag,) = errors_of(d)
+    assert diag.message == ("sdk 'nvrtcc' is not an SDK kind that generate can find (did you mean 'nvrtc'?); "
+                            "known: cuda, hip, nvrtc, opencl; or give its headers with --sdk nvrtcc=PATH")
+    assert_at(diag, NVRTC, pos(text, "nvrtcc"))
+    (m,) = assert_user_error(run_cli(d, tmp_path / "out"), NVRTC)
+    assert m["message"] == diag.message and not (tmp_path / "out").exists()
+
+
+def test_sdk_kind_of_its_own_is_fine_when_given_by_sdk(tmp_path: Path) -> None:
+    d = make_specs(tmp_path, edit(NVRTC_TEXT, "sdk: nvrtc", "sdk: mine"))
+    result = compile_specs(d, {"mine": str(tmp_path)})  # an empty directory: skipped, as for a known kind
+    assert [s.split(":")[0] for s in result.skipped] == ["cuda.nvrtc"]
+
+
+def test_sdk_path_that_does_not_exist(tmp_path: Path) -> None:
+    """`--sdk nvrtc=/no/such/dir` was "skipped", exit 0: a path the user gave must exist."""
+    d = make_specs(tmp_path)
+    missing = tmp_path / "no" / "such"
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"nvrtc": str(missing)})
+    (diag,) = info.value.diagnostics
+    assert str(diag) == f"--sdk:1:1: --sdk nvrtc={missing}: no such directory"
+    proc = run_cli(d, tmp_path / "out", "--sdk", f"nvrtc={missing}")
+    (m,) = assert_user_error(proc, "--sdk")
+    assert m["message"] == f"--sdk nvrtc={missing}: no such directory"
+    assert not (tmp_path / "out").exists()
+
+
+def test_sdk_kind_that_no_spec_uses(tmp_path: Path) -> None:
+    """`--sdk nvrt=PATH` (a typo) changed nothing, silently."""
+    d = make_specs(tmp_path)
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"nvrt": str(tmp_path)})
+    assert [str(x) for x in info.value.diagnostics] == [
+        "--sdk:1:1: --sdk nvrt: no library spec uses this SDK kind (did you mean 'nvrtc'?)"]

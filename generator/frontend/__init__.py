@@ -11,9 +11,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ir import Header, Location
+from ..diagnostics import Diagnostic, UserError
+from ..ir import Array, CType, FunctionProto, Header, InlineRecord, Location, Pointer
 
-__all__ = ["ParseRequest", "parse", "gcc_include_dir", "FRONTENDS"]
+__all__ = ["ParseRequest", "parse", "gcc_include_dir", "not_utf8_macro", "check_depth", "FRONTENDS", "MAX_TYPE_DEPTH"]
 
 FRONTENDS = ("clang", "pycparser")
 
@@ -58,6 +59,11 @@ class ParseRequest:
         return tuple("" if s == "." else s + "/" for s in sorted(subs))
 
 
+def not_utf8_macro(name: str, byte: int) -> str:
+    """The message for a ``#define`` whose body is not UTF-8 (both front-ends report it alike)."""
+    return f"macro '{name}' is not UTF-8 text: byte 0x{byte:02x} in its definition"
+
+
 @functools.cache
 def gcc_include_dir() -> str:
     """GCC's own include directory (stddef.h), which libclang needs to parse ``size_t`` right."""
@@ -68,8 +74,46 @@ def gcc_include_dir() -> str:
         return ""
 
 
+# How deeply a declaration's type may nest (pointer to pointer ..., arrays, function prototypes, inline
+# records): the binder and the renderers recurse once per level.  Vendor APIs need a handful.
+MAX_TYPE_DEPTH = 64
+
+
+def _type_depth(t: CType) -> int:
+    """The nesting depth of ``t`` (a plain type: 0, ``int **``: 2), counted without recursion."""
+    deepest = 0
+    todo: list[tuple[CType, int]] = [(t, 0)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_TYPE_DEPTH:
+            break
+        if isinstance(node, Pointer):
+            todo.append((node.pointee, depth + 1))
+        elif isinstance(node, Array):
+            todo.append((node.element, depth + 1))
+        elif isinstance(node, FunctionProto):
+            todo += [(node.result, depth + 1)] + [(p.type, depth + 1) for p in node.params]
+        elif isinstance(node, InlineRecord):
+            todo += [(f.type, depth + 1) for f in node.record.fields or ()]
+    return deepest
+
+
+def check_depth(header: Header) -> None:
+    """Refuse declarations nested past :data:`MAX_TYPE_DEPTH`, located at the declaration."""
+    decls: list[tuple[str, Location, tuple[CType, ...]]] = []
+    decls += [(f.name, f.location, (f.result, *(p.type for p in f.params))) for f in header.functions]
+    decls += [(t.name, t.location, (t.type,)) for t in header.typedefs]
+    decls += [(r.tag or "(unnamed)", r.location, tuple(f.type for f in r.fields or ())) for r in header.records]
+    errors = [Diagnostic(location=loc, message=f"the type of '{name}' nests more than {MAX_TYPE_DEPTH} levels "
+                         "deep (pointers, arrays, prototypes, records); such a declaration cannot be bound")
+              for name, loc, types in decls if any(_type_depth(t) > MAX_TYPE_DEPTH for t in types)]
+    if errors:
+        raise UserError(errors)
+
+
 def parse(request: ParseRequest, frontend: str = "clang") -> Header:
-    """Parse with the named front-end and run the shared macro pass."""
+    """Parse with the named front-end, check how deeply declarations nest, and run the shared macro pass."""
     from . import macros
 
     if frontend == "clang":
@@ -78,4 +122,11 @@ def parse(request: ParseRequest, frontend: str = "clang") -> Header:
         from . import pycparser_fe as fe  # type: ignore[no-redef]
     else:
         raise ValueError(f"unknown front-end {frontend!r}; expected one of {FRONTENDS}")
-    return macros.interpret(fe.parse(request))
+    try:
+        header = fe.parse(request)
+    except RecursionError:  # a front-end translates a type once per level of nesting
+        raise UserError([Diagnostic(location=request.where, message=f"a declaration in {request.primary} nests "
+                                    f"more than {MAX_TYPE_DEPTH} levels deep (pointers, arrays, prototypes, "
+                                    "records); such a declaration cannot be bound")]) from None
+    check_depth(header)
+    return macros.interpret(header)

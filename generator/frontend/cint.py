@@ -75,6 +75,11 @@ def literal(text: str) -> tuple[int, IntType]:
     if m is None:
         raise NotConstant(f"'{text}' is not an integer")
     digits, suffix = m.group(1), m.group(2).lower()
+    # no integer type holds more than 64 bits: longer literals are refused before Python converts them
+    # (its int() refuses more than 4,300 decimal digits, and a megabyte of hex digits costs time for nothing)
+    significant = digits[2:] if digits[:2].lower() in ("0x", "0b") else digits
+    if len(significant.lstrip("0")) > 64:
+        raise NotConstant(f"integer literal of {len(digits)} digits is too large for any integer type")
     if digits[:2] in ("0x", "0X"):
         v = int(digits, 16)
     elif digits[:2] in ("0b", "0B"):
@@ -83,6 +88,8 @@ def literal(text: str) -> tuple[int, IntType]:
         v = int(digits, 8)
     else:
         v = int(digits)
+    if v >= 1 << 64:
+        raise NotConstant(f"integer literal '{text}' is too large for any integer type")
     decimal = digits[0] != "0" or digits == "0"
     unsigned = "u" in suffix
     wide = "l" in suffix
@@ -124,6 +131,8 @@ def binary(op: str, a: int, ta: IntType, b: int, tb: IntType) -> tuple[int, IntT
         a = wrap(a, *t)
         if b < 0:
             raise NotConstant("negative shift count")
+        if b >= t[0]:  # undefined in C (and 1 << 10**11 would build a number of 10**11 bits first)
+            raise NotConstant("shift count not less than the width of the type")
         return wrap(a << b if op == "<<" else a >> b, *t), t
     t = common(promote(ta), promote(tb))
     a, b = wrap(a, *t), wrap(b, *t)

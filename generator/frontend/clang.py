@@ -11,7 +11,7 @@ from ..ir import (
     Array, Builtin, CType, Enum, EnumConstant, EnumRef, Field, Function, FunctionProto,
     Header, InlineEnum, InlineRecord, Location, Macro, Param, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
-from . import ParseRequest, gcc_include_dir
+from . import ParseRequest, gcc_include_dir, not_utf8_macro
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LINE_SPLICE = re.compile(r"\\\r?\n")
@@ -22,7 +22,7 @@ def _cindex() -> Any:
     try:
         import clang.cindex as ci
     except ImportError as exc:  # pragma: no cover - an install problem, reported plainly
-        raise UserError([Diagnostic(location=Location(file="<libclang>", line=0, col=0),
+        raise UserError([Diagnostic(location=Location(file="<libclang>", line=1, col=1),
                                     message=f"libclang is not installed ({exc}); pip install libclang")])
     return ci
 
@@ -48,6 +48,7 @@ class _Translator:
         self.macros: dict[str, Macro] = {}
         self.in_progress: set[tuple[str, str]] = set()
         self.file_cache: dict[str, str | None] = {}
+        self.errors: list[Diagnostic] = []
 
     # -------------------------------------------------------------- helpers
     def vendor_file(self, cursor) -> str | None:  # type: ignore[no-untyped-def]
@@ -211,7 +212,12 @@ class _Translator:
                 else:
                     self.register_enum(c)
             elif k == CK.MACRO_DEFINITION:
-                m = self.macro(c)
+                try:
+                    m = self.macro(c)
+                except UnicodeDecodeError as exc:  # libclang's token spellings are bytes, decoded as UTF-8
+                    self.errors.append(Diagnostic(location=self.loc(c), message=not_utf8_macro(
+                        c.spelling, exc.object[exc.start])))
+                    continue
                 self.macros[m.name] = m
 
 
@@ -251,11 +257,13 @@ def parse(request: ParseRequest) -> Header:
         if diag.severity >= ci.Diagnostic.Error:
             f = diag.location.file
             rel = (translator.req.vendor_relpath(f.name) or Path(f.name).name) if f else request.primary
-            errors.append(Diagnostic(location=Location(file=rel, line=diag.location.line, col=diag.location.column),
+            errors.append(Diagnostic(location=Location(file=rel, line=max(1, diag.location.line), col=max(1, diag.location.column)),
                                      message=diag.spelling))
     if errors:
         raise UserError(errors)
     translator.walk(tu)
+    if translator.errors:
+        raise UserError(translator.errors)
     enums = tuple(translator.enums.values())
     return Header(
         name=request.primary,

@@ -6,6 +6,7 @@ they mean, so the two front-ends cannot disagree about it.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from typing import Callable, NamedTuple, Union
@@ -249,6 +250,8 @@ def interpret(header: Header) -> Header:
             renames.append(Rename(name=m.name, target=toks[2], wrapper=toks[0], location=m.location))
             continue
         value = _evaluate(toks, env)
+        if isinstance(value, float) and not math.isfinite(value):
+            value = None  # 1e999 is no value of double (and `X = inf` no Python a module can import)
         if value is not None and not (isinstance(value, str) and not toks[0].startswith('"')):
             env[m.name] = value
             constants.append(MacroConstant(name=m.name, value=value.v if isinstance(value, _I) else value,

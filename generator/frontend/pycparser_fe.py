@@ -34,7 +34,7 @@ from ..ir import (
     Array, Builtin, CType, Enum, EnumConstant, EnumRef, Field, Function, FunctionProto,
     Header, InlineEnum, InlineRecord, Location, Macro, Param, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
-from . import ParseRequest, cint, macros
+from . import ParseRequest, cint, macros, not_utf8_macro
 
 __all__ = ["parse"]
 
@@ -77,6 +77,7 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TAG_RE = re.compile(r"\b(struct|union|enum)\s+([A-Za-z_][A-Za-z0-9_]*)")
 _PRELUDE_FILE = "<ia-prelude>"
 _DOLLAR_IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as surrogateescape decodes it
 
 
 def _unquote_file(name: str | None) -> str | None:
@@ -101,12 +102,12 @@ def _run_gcc(request: ParseRequest) -> str:
     args += [f"-U{name}" for name in request.undefines]
     args += ["-x", "c", "-"]
     try:
-        proc = subprocess.run(args, input=request.source(), capture_output=True, text=True)
+        proc = subprocess.run(args, input=request.source().encode(), capture_output=True)
     except OSError as exc:
         _fail(request.where, f"cannot run the C preprocessor gcc: {exc}")
     if proc.returncode != 0:
         errors = []
-        for line in proc.stderr.splitlines():
+        for line in proc.stderr.decode("utf-8", "replace").splitlines():
             m = _GCC_DIAG.match(line)
             if m is None:
                 continue
@@ -115,14 +116,15 @@ def _run_gcc(request: ParseRequest) -> str:
                 loc = request.where
             else:
                 rel = request.vendor_relpath(path) or Path(path).name
-                loc = Location(file=rel, line=int(m.group(2)), col=int(m.group(3) or 0))
+                loc = Location(file=rel, line=max(1, int(m.group(2))), col=max(1, int(m.group(3) or 1)))
             errors.append(Diagnostic(location=loc, message=m.group(4)))
         if not errors:
-            tail = proc.stderr.strip().splitlines()[-5:]
+            tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-5:]
             errors.append(Diagnostic(location=request.where,
                                      message="gcc could not preprocess the headers: " + " / ".join(tail)))
         raise UserError(errors)
-    return proc.stdout
+    # bytes that are not UTF-8 (a Latin-1 string in a header) are kept as lone surrogates, for _Split to place
+    return proc.stdout.decode("utf-8", "surrogateescape")
 
 
 class _Split:
@@ -130,6 +132,7 @@ class _Split:
 
     def __init__(self, request: ParseRequest, text: str) -> None:
         self.macros: dict[str, Macro] = {}
+        self.errors: list[Diagnostic] = []
         vendor: list[str] = []
         system: list[str] = []
         cache: dict[str, str | None] = {}
@@ -147,9 +150,18 @@ class _Split:
                     lineno = int(m.group(1))
                     continue
                 if rel is not None and line.startswith("#define "):
-                    self.macro(line[len("#define "):], rel, lineno)
+                    bad = _NOT_UTF8.search(line)
+                    if bad is None:
+                        self.macro(line[len("#define "):], rel, lineno)
+                    else:
+                        ident = _IDENT_RE.match(line, len("#define "))
+                        self.errors.append(Diagnostic(location=Location(file=rel, line=lineno, col=9),
+                                                      message=not_utf8_macro(ident.group() if ident else "?",
+                                                                             ord(bad.group()) - 0xDC00)))
                 lineno += 1  # #define, #undef, #pragma: not C text
                 continue
+            # (C text is only read for declarations, where libclang ignores such bytes too)
+            line = _NOT_UTF8.sub("?", line)
             if rel is not None:
                 if emitted != (rel, lineno):
                     quoted = rel.replace("\\", "\\\\").replace('"', '\\"')
@@ -784,12 +796,14 @@ def parse(request: ParseRequest) -> Header:
             raise UserError([Diagnostic(location=request.where,
                                         message=f"header '{h}' not found in the include directories: {dirs}")])
     split = _Split(request, _run_gcc(request))
+    if split.errors:
+        raise UserError(split.errors)
     try:
         ast = c_parser.CParser().parse(split.text, request.primary)
     except c_parser.ParseError as exc:
         m = _PARSE_ERROR.match(str(exc))
         if m is not None and m.group(1) != _PRELUDE_FILE:
-            loc = Location(file=_unquote_file(m.group(1)) or request.primary, line=int(m.group(2)), col=int(m.group(3) or 0))
+            loc = Location(file=_unquote_file(m.group(1)) or request.primary, line=int(m.group(2)), col=max(1, int(m.group(3) or 1)))
             message = m.group(4)
         else:
             loc, message = request.where, str(exc)
