@@ -1077,7 +1077,10 @@ static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
  *   layouts   dict: tuple of the arguments' types -> layout (bytes), filled by the backend for each tuple
  *             of types it has checked against the kernel's parameters
  *   args      tuple: the KernelLaunch's arguments
- *   check     true: an argument whose ._freed is true is not launched (the Python side raises)
+ *   check     whether the launch is checked (the Python side's path); either way an allocation whose ._freed
+ *             is true is not launched (its address may be other memory by now: the Python side raises or
+ *             returns the Error), and a tuple of another length has another key, so a missing argument
+ *             never finds a layout
  *   function  int: the kernel's handle;  dims: 7 ints (grid x y z, block x y z, shared bytes);
  *   stream    int: the stream's handle
  *
@@ -1087,7 +1090,7 @@ static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
  * (the driver copies them before it returns), so there is no shared state and no lock.
  *
  * Returns the launch's status (an int), or None when it did not launch: no layout for these types, a
- * freed allocation (with check), or a value it cannot read; the Python side then takes its own path,
+ * freed allocation, or a value it cannot read; the Python side then takes its own path,
  * which launches or raises its own error.
  * ---------------------------------------------------------------------------------------------------- */
 #define IA_LAUNCH_MAX_ARGS 256
@@ -1147,8 +1150,9 @@ static PyObject *ia_launch(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_n = PyTuple_GET_SIZE(ia_args[1]);
     if (ia_n > IA_LAUNCH_MAX_ARGS)
         Py_RETURN_NONE;
-    if ((ia_check = PyObject_IsTrue(ia_args[2])) < 0)
+    if ((ia_check = PyObject_IsTrue(ia_args[2])) < 0)  /* (validated; the freed test is made either way) */
         return NULL;
+    (void)ia_check;
     /* the layout of these argument types */
     if ((ia_key = PyTuple_New(ia_n)) == NULL)
         return NULL;
@@ -1181,17 +1185,15 @@ static PyObject *ia_launch(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
             goto bad_layout;
         ia_a = PyTuple_GET_ITEM(ia_args[1], ia_i);
         if (r[0] == IA_LAUNCH_ALLOC) {
+            int ia_freed;
             if (ia_size != 8)
                 goto bad_layout;
-            if (ia_check) {
-                int ia_freed;
-                if ((ia_v = PyObject_GetAttr(ia_a, ia_launch_str_freed)) == NULL)
-                    goto not_launched;
-                ia_freed = PyObject_IsTrue(ia_v);
-                Py_DECREF(ia_v);
-                if (ia_freed != 0)
-                    goto not_launched;
-            }
+            if ((ia_v = PyObject_GetAttr(ia_a, ia_launch_str_freed)) == NULL)
+                goto not_launched;
+            ia_freed = ia_v == Py_False ? 0 : PyObject_IsTrue(ia_v);  /* (a bool: no call) */
+            Py_DECREF(ia_v);
+            if (ia_freed != 0)
+                goto not_launched;
             if ((ia_v = PyObject_GetAttr(ia_a, ia_launch_str_ptr)) == NULL)
                 goto not_launched;
             ia_u = PyLong_Check(ia_v) ? PyLong_AsUnsignedLongLong(ia_v) : (unsigned long long)-1;
@@ -1430,9 +1432,21 @@ static void ia_pm_finalize(PyObject *self)
     PyErr_Restore(type, value, tb);
 }
 
+/* the garbage collector sees the pool (a cycle through the memory, e.g. memory kept in a structure the pool's
+   device refers to, is collectable; without this it would hold the device and its context forever); no
+   tp_clear: the cycle's Python objects are cleared instead, so `pool` is never NULL while the memory lives */
+static int ia_pm_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    ia_pm_object *m = (ia_pm_object *)self;
+    Py_VISIT(m->pool);
+    Py_VISIT(m->key);
+    return 0;
+}
+
 static void ia_pm_dealloc(PyObject *self)
 {
     ia_pm_object *m = (ia_pm_object *)self;
+    PyObject_GC_UnTrack(self);
     Py_CLEAR(m->pool);
     Py_CLEAR(m->key);
     Py_TYPE(self)->tp_free(self);
@@ -1468,11 +1482,12 @@ static PyTypeObject ia_pm_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = IA_PACKAGE "._fast._PoolMemory",
     .tp_basicsize = sizeof(ia_pm_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Memory from a stream-ordered pool, freed in its stream's order (the base of the backend's "
               "pool allocations; see trampolines.c).",
     .tp_new = ia_pm_new,
     .tp_dealloc = ia_pm_dealloc,
+    .tp_traverse = ia_pm_traverse,
     .tp_finalize = ia_pm_finalize,
     .tp_methods = ia_pm_methods,
     .tp_members = ia_pm_members,
