@@ -465,14 +465,13 @@ def read_spec(path: Path, display: str) -> str:
              len(data[start:at].decode("utf-8", "replace")) + 1)
 
 
-_read_file = read_spec  # (the name the loaders below call it by)
 
 
 def load_library(path: Path, display: str | None = None, text: str | None = None) -> LibrarySpec:
     """Load ``specs/<vendor>/<library>.yaml``; raise :class:`UserError` with every problem found."""
     display = display or path.as_posix()
     _check_display(display)
-    text = _read_file(path, display) if text is None else text
+    text = read_spec(path, display) if text is None else text
     root = compose(display, text)
     errors = Collector()
     r = _Reader(display, errors)
@@ -669,7 +668,7 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
     """Load ``specs/core.yaml`` (from ``text`` when given)."""
     display = display or path.as_posix()
     _check_display(display)
-    root = compose(display, _read_file(path, display) if text is None else text)
+    root = compose(display, read_spec(path, display) if text is None else text)
     errors = Collector()
     r = _Reader(display, errors)
     m = r.mapping(root, ("error_kinds",) + SURFACE_KEYS, ("error_kinds",), "core spec") or {}

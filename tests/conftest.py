@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -16,6 +18,23 @@ CUDA_INCLUDE = Path("/usr/local/cuda/include")
 
 if str(GENERATED) not in sys.path:
     sys.path.insert(0, str(GENERATED))
+
+
+@contextlib.contextmanager
+def within(seconds: int, what: object = None) -> Iterator[None]:
+    """Fail (instead of hanging) if the block takes longer than ``seconds`` (SIGALRM; main thread only)."""
+
+    def expired(signum: int, frame: object) -> None:
+        raise AssertionError(f"{what}: took more than {seconds} s (a hang)" if what is not None
+                             else f"took more than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def site_file(rel: str) -> Path | None:

@@ -12,16 +12,13 @@
 from __future__ import annotations
 
 import ast
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -29,6 +26,8 @@ from ironaccelerator_gen import sdk
 from ironaccelerator_gen.diagnostics import Diagnostic, UserError
 from ironaccelerator_gen.pipeline import compile_specs
 from ironaccelerator_gen.spec import load_library
+
+from conftest import within
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -686,16 +685,3 @@ def test_sdk_version_headers_that_are_not_regular_files(tmp_path: Path, special:
         found = sdk.find("opencl", str(tmp_path))
     assert found is not None and found.version == "unknown" and found.include_dir == tmp_path
 
-
-@contextlib.contextmanager
-def within(seconds: int) -> Iterator[None]:
-    def expired(signum: int, frame: object) -> None:
-        raise AssertionError(f"took more than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)

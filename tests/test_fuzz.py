@@ -22,13 +22,11 @@ costs what its own damage costs.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import functools
 import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import symtable
 import sys
@@ -46,6 +44,7 @@ from ironaccelerator_gen.diagnostics import UserError
 from ironaccelerator_gen.frontend import ParseRequest
 from ironaccelerator_gen.ir import Header
 
+from conftest import within
 from test_bind import PARAMS_SPEC, POOL_SPEC
 
 HERE = Path(__file__).resolve().parent
@@ -284,19 +283,6 @@ def write_case(root: Path, files: dict[str, bytes | str], originals: dict[str, b
 
 # --------------------------------------------------------------------- running
 
-
-@contextlib.contextmanager
-def within(seconds: int, what: object) -> Iterator[None]:
-    def expired(signum: int, frame: object) -> None:
-        raise AssertionError(f"{what}: took more than {seconds} s (a hang)")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture(scope="module")

@@ -7,17 +7,15 @@ that a failed run writes nothing.  The loader is also fuzzed with hypothesis.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -28,6 +26,8 @@ from ironaccelerator_gen import sdk
 from ironaccelerator_gen.diagnostics import Diagnostic, UserError
 from ironaccelerator_gen.pipeline import compile_specs
 from ironaccelerator_gen.spec import LibrarySpec, load_core, load_library
+
+from conftest import within
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
@@ -602,21 +602,6 @@ def test_only_naming_no_library_is_an_error(tmp_path: Path) -> None:
 CUDA_BACKEND_TEXT = (SPECS / "cuda" / "backend.yaml").read_text(encoding="utf-8")
 BACKEND = "specs/cuda/backend.yaml"
 
-
-@contextlib.contextmanager
-def within(seconds: int) -> Iterator[None]:
-    """Fail (instead of hanging) if the block takes longer than ``seconds``."""
-
-    def expired(signum: int, frame: object) -> None:
-        raise AssertionError(f"took more than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def backend_only(tmp_path: Path) -> Path:

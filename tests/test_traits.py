@@ -139,6 +139,10 @@ def test_host_view_refuses_object_buffers_and_names_the_operation() -> None:
     assert info.value.backend == "CUDA" and info.value.kind is ErrorKind.INVALID_VALUE
     with pytest.raises(Error, match="read-only"):
         host_view(b"abc", writable=True)
+    for scalar in (np.int64(-5), np.array(7, np.int32)):  # a value, not a buffer
+        with pytest.raises(Error, match="not a host buffer") as info:
+            host_view(scalar, backend="CUDA", function="Stream.copy_from_host")
+        assert info.value.backend == "CUDA"
     assert host_view(np.arange(4, dtype=np.int32)).nbytes == 16
 
 

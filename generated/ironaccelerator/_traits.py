@@ -576,11 +576,15 @@ def host_view(obj: Any, writable: bool = False, *, backend: BackendKind | str | 
     """A flat byte view of any buffer-protocol object (numpy arrays, bytes, bytearray, memoryview).
 
     Refused with ``INVALID_VALUE``: objects without the buffer protocol, read-only destinations,
-    non-contiguous buffers, and buffers of Python object pointers (numpy ``object`` dtypes, format ``O``):
-    raw bytes copied over them would be dangling references.
+    non-contiguous buffers, buffers of Python object pointers (numpy ``object`` dtypes, format ``O``):
+    raw bytes copied over them would be dangling references, and numpy scalars or 0-d arrays: a value,
+    not a buffer (``np.int64(-5)`` given where an array was meant).
     """
     name = backend.name if isinstance(backend, BackendKind) else backend
     where = f"{function}: " if function else ""
+    if getattr(obj, "ndim", 1) == 0:
+        raise Error(ErrorKind.INVALID_VALUE, f"{where}a numpy scalar (or 0-d array) is not a host buffer "
+                    f"(got {obj!r}; pass an array)", backend=name, function=function)
     try:
         mv = memoryview(obj)
     except TypeError:

@@ -1074,15 +1074,6 @@ class CudaDevice(Device):
             s._last = None
 
 
-def _host_buffer(obj: Any, writable: bool, function: str) -> memoryview:
-    """``host_view`` (which refuses buffers of Python objects), and not a numpy scalar or 0-d array: a value,
-    not a buffer (``np.int64(-5)`` given where an array was meant)."""
-    if getattr(obj, "ndim", 1) == 0:
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: a numpy scalar (or 0-d array) is not a host buffer "
-                    f"(got {obj!r}; pass an array)", backend=_BACKEND, function=function)
-    return host_view(obj, writable, backend=_KIND, function=function)
-
-
 def _free(api: _Api, kind: MemoryKind, handle: Any) -> tuple[int, str]:
     if kind is MemoryKind.HOST_PINNED or kind is MemoryKind.HOST:
         return int(api.host_free(handle)), "host_free"
@@ -1352,7 +1343,7 @@ class CudaStream(Stream):
 
     def copy_from_host(self, dst: Allocation, src: Any) -> None:
         dptr = self._memory(dst, "Stream.copy_from_host", "dst")
-        view = _host_buffer(src, False, "Stream.copy_from_host")
+        view = host_view(src, False, backend=_KIND, function="Stream.copy_from_host")
         if view.nbytes > dst.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: {view.nbytes} bytes do not fit in {dst!r}",
                         backend=_BACKEND, function="Stream.copy_from_host")
@@ -1365,7 +1356,7 @@ class CudaStream(Stream):
 
     def copy_to_host(self, dst: Any, src: Allocation) -> None:
         dptr = self._memory(src, "Stream.copy_to_host", "src")
-        view = _host_buffer(dst, True, "Stream.copy_to_host")
+        view = host_view(dst, True, backend=_KIND, function="Stream.copy_to_host")
         if view.nbytes > src.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: {view.nbytes} bytes is more than {src!r} "
                         "holds", backend=_BACKEND, function="Stream.copy_to_host")

@@ -517,8 +517,6 @@ class OpenCLStream(Stream):
         t = type(src)
         if t is not bytes and t is not bytearray and not _plain_host(src, t):
             host_view(src, backend=_KIND, function="Stream.copy_from_host")  # raises the descriptive Error
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: a numpy scalar is not a host buffer "
-                        f"(got {src!r}; pass an array)", backend="OPENCL", function="Stream.copy_from_host")
         try:  # any C-contiguous buffer (numpy arrays, bytes, memoryview): no memoryview/cast needed
             ptr = self._from_buffer(src)
         except (TypeError, ValueError, BufferError):
@@ -537,9 +535,7 @@ class OpenCLStream(Stream):
         buf = _live_buffer(src, "Stream.copy_to_host", self.device)
         t = type(dst)
         if t is not bytearray and not _plain_host(dst, t):
-            host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: a numpy scalar is not a host buffer "
-                        f"(got {dst!r}; pass an array)", backend="OPENCL", function="Stream.copy_to_host")
+            host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")  # raises
         try:  # positional require_writable: a keyword costs cffi twice the call
             ptr = self._from_buffer("char[]", dst, True)
         except (TypeError, ValueError, BufferError):
@@ -692,7 +688,8 @@ class OpenCLStream(Stream):
 
 def _plain_host(obj: Any, t: type) -> bool:
     """Whether a host buffer other than bytes/bytearray may go straight to ``ffi.from_buffer``: not a buffer of
-    Python object pointers (numpy ``object`` dtypes, format ``O``) and not a numpy scalar."""
+    Python object pointers (numpy ``object`` dtypes, format ``O``) and not a numpy scalar.  When False,
+    ``host_view`` refuses it with the descriptive Error (the two refusals agree: a scalar has ndim 0)."""
     dt = getattr(obj, "dtype", None)
     if dt is not None:
         np = sys.modules.get("numpy")
