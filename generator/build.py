@@ -28,8 +28,7 @@ def build_library(lib_dir: Path, api: bool = True) -> dict[str, float]:
     mod = _load(lib_dir / "_cffi_build.py")
     times = {}
     t = time.perf_counter()
-    abi = mod.abi_ffibuilder()
-    abi.emit_python_code(str(lib_dir / "_cffi_abi.py"))
+    mod.emit_abi(str(lib_dir / "_cffi_abi.py"))
     times["abi"] = time.perf_counter() - t
     if api:
         t = time.perf_counter()

@@ -9,9 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 from . import __version__
+from .output import write_atomic
 
 GENERATOR = Path(__file__).resolve().parent
 TEMPLATES = GENERATOR.parent / "templates"
@@ -32,16 +34,22 @@ def fingerprint(spec_dir: Path, extra: list[Path], argv: list[object]) -> str:
     return h.hexdigest()
 
 
+MAX_BYTES = 16 << 20  # a real cache is a few KiB
+
+
 def load(path: Path) -> dict[str, object]:
+    """The saved state, or ``{}`` (stale) when it is missing, not a regular file of bounded size, or damaged
+    (not UTF-8, not JSON, nested past the parser's depth, not an object)."""
     try:
-        data = json.loads(path.read_text())
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:  # never block on a FIFO or read /dev/zero
+            return {}
+        data = json.loads(path.read_bytes())
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
 
 
 def save(path: Path, data: dict[str, object]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True))
-    os.replace(tmp, path)
+    """Replace ``path`` atomically, as generated files are written (mode 0644 under the usual umask)."""
+    write_atomic(path, json.dumps(data, sort_keys=True).encode("utf-8"))

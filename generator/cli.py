@@ -47,10 +47,28 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"ironaccel-gen: --out {str(args.out)!r} exists and is not a directory", file=sys.stderr)
         return EXIT_USER_ERROR
     cache_path = args.out / ".ironaccel-gen.json"
+    if os.path.lexists(cache_path) and not cache_path.is_file():
+        print(f"ironaccel-gen: {cache_path}: not a regular file; this name is the generator's cache "
+              "(remove what is there and run again)", file=sys.stderr)
+        return EXIT_USER_ERROR
     sdk_env = [(k, os.environ.get(k)) for k in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH", "OPENCL_HOME",
                                                 "OCL_ROOT")]
     argv = [str(args.specs), sorted(overrides.items()), sorted(args.only), args.frontend, sdk_env]
     t0 = time.perf_counter()
+    from . import output
+
+    if args.check:
+        if output.pending(args.out):
+            print(f"generate --check: {args.out} is half-switched: a `generate` was killed after it committed "
+                  f"{args.out / output.JOURNAL}; run `generate` to finish it")
+            return 1
+    else:
+        try:
+            if output.recover(args.out):
+                print(f"generate: finished the switch of {args.out} that an interrupted run had committed")
+        except (OSError, output.OutputError) as exc:
+            print(f"ironaccel-gen: {exc}", file=sys.stderr)
+            return EXIT_USER_ERROR
     if not args.check and not args.force:
         state = cache.load(cache_path)
         listed = state.get("inputs", [])
@@ -70,7 +88,7 @@ def _generate(args: argparse.Namespace) -> int:
     for s in result.skipped:
         print(f"skipped {s}")
     if args.check:
-        changes = pipeline.diff(result.files, args.out, result.keep)
+        changes = output.diff(result.files, args.out, result.keep)
         if args.only:
             changes = [c for c in changes if not c.startswith("- ")]
         if changes:
@@ -85,20 +103,29 @@ def _generate(args: argparse.Namespace) -> int:
         keep += tuple(f"ironaccelerator/backends/{n.replace('.', '/')}/" for n in _all_libraries(args.out)
                       if n not in args.only)
     try:
-        changes = pipeline.write(result.files, args.out, keep)
-    except OSError as exc:  # ex) a path component of --out is a file, or no permission
-        print(f"ironaccel-gen: cannot write the output to {str(args.out)!r}: {exc}", file=sys.stderr)
+        changes = output.write(result.files, args.out, keep)
+    except OSError as exc:  # ex) a path component of --out is a file, or no permission, or the disk is full
+        print(f"ironaccel-gen: cannot write the output to {str(args.out)!r}: {exc}"
+              f"{'' if not output.pending(args.out) else ' (the switch is committed: run generate again to finish it)'}",
+              file=sys.stderr)
+        return EXIT_USER_ERROR
+    except output.OutputError as exc:
+        print(f"ironaccel-gen: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
     for lib in result.libraries:
         print(f"generated {lib.module}: {len(lib.functions)} functions, {len(lib.enums)} enums "
               f"from {lib.header.name} ({lib.spec.backend} {lib.sdk_version})")
     print(f"generate: {len(changes)} file(s) changed in {time.perf_counter() - t0:.2f}s")
     watched = result.inputs + [args.out / rel for rel in sorted(result.files)]
-    if result.skipped:  # an SDK may be installed later: only a complete generation is cached
-        cache_path.unlink(missing_ok=True)
-    else:
-        cache.save(cache_path, {"fingerprint": cache.fingerprint(args.specs, watched, argv),
-                                "inputs": [str(p) for p in watched]})
+    try:
+        if result.skipped:  # an SDK may be installed later: only a complete generation is cached
+            cache_path.unlink(missing_ok=True)
+        else:
+            cache.save(cache_path, {"fingerprint": cache.fingerprint(args.specs, watched, argv),
+                                    "inputs": [str(p) for p in watched]})
+    except OSError as exc:  # the output is complete; only the no-op shortcut of the next run is lost
+        print(f"ironaccel-gen: warning: {cache_path}: cache not saved ({exc}); the next generate will "
+              "regenerate", file=sys.stderr)
     if args.build:
         from .build import build_all
         build_all(args.out)

@@ -1,20 +1,18 @@
-"""The whole compile: specs -> SDK headers -> IR -> bound API -> files, then atomic writes."""
+"""The whole compile: specs -> SDK headers -> IR -> bound API -> files (written by :mod:`.output`)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, sdk as sdks
+from . import sdk as sdks
 from .bind import BoundLibrary, bind
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .frontend import ParseRequest, parse
 from .ir import Location
-from .render import TEMPLATES, banner_text, environment, render_library, render_package
+from .output import diff, existing_files, write
+from .render import banner_text, environment, render_library, render_package
 from .surface import BackendSpec, load_backend, load_surface, render_surface
 from .spec import CoreSpec, LibrarySpec, check_library_set, load_core, load_library
 
@@ -127,60 +125,6 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
                   backends=backends)
 
 
-# --------------------------------------------------------------------- writing
+# --------------------------------------------------------------------- writing: see output.py
 
-GENERATED_SUFFIXES = (".py", ".cdef", ".c", ".typed")
-
-
-def existing_files(out: Path) -> dict[str, Path]:
-    """Files under ``out`` that generation owns (build outputs such as .so and _cffi_abi.py are not)."""
-    found: dict[str, Path] = {}
-    if not out.is_dir():
-        return found
-    for p in out.rglob("*"):
-        rel = p.relative_to(out).as_posix()
-        if p.is_file() and (p.suffix in GENERATED_SUFFIXES or p.name == "py.typed") \
-                and "__pycache__" not in rel and not p.name.startswith("_cffi_abi") and p.suffix != ".so":
-            found[rel] = p
-    return found
-
-
-def diff(files: dict[str, str], out: Path, keep: tuple[str, ...] = ()) -> list[str]:
-    """What would change: ``+ path`` (new), ``M path`` (modified), ``- path`` (stale, unless under ``keep``)."""
-    have = {k: v for k, v in existing_files(out).items() if not k.startswith(keep) or not keep}
-    changes = []
-    for rel, text in sorted(files.items()):
-        p = out / rel
-        if rel not in have:
-            changes.append(f"+ {rel}")
-        elif p.read_text(encoding="utf-8") != text:
-            changes.append(f"M {rel}")
-    for rel in sorted(set(have) - set(files)):
-        changes.append(f"- {rel}")
-    return changes
-
-
-def write(files: dict[str, str], out: Path, keep: tuple[str, ...] = ()) -> list[str]:
-    """Write every changed file atomically (temp file + rename) and remove stale ones."""
-    changes = diff(files, out, keep)
-    for change in changes:
-        kind, rel = change.split(" ", 1)
-        target = out / rel
-        if kind == "-":
-            target.unlink()
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(files[rel])
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    return changes
-
-
-__all__ = ["compile_specs", "write", "diff", "Result", "Collector",
-           "CoreSpec"]
+__all__ = ["compile_specs", "write", "diff", "existing_files", "Result", "Collector", "CoreSpec"]

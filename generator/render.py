@@ -7,6 +7,7 @@ spec and SDK version, never a timestamp or an absolute path.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from collections.abc import Iterable
 from typing import Any
@@ -15,6 +16,7 @@ import jinja2
 
 from . import __version__
 from .bind import BoundFunction, BoundLibrary
+from .output import JOURNAL
 from .spec import CoreSpec
 from .wrappers import FastPath, c_string, fast_paths, lower, out_types, raw_result
 
@@ -101,7 +103,8 @@ def render_package(env: jinja2.Environment, core: CoreSpec, vendors: Iterable[st
     machine without (say) the HIP headers renders the same package files as one with them."""
     banner = "# " + banner_text(core.path)
     out = {
-        "ironaccelerator/__init__.py": env.get_template("package/__init__.py.j2").render(banner=banner, version=__version__),
+        "ironaccelerator/__init__.py": env.get_template("package/__init__.py.j2").render(banner=banner, version=__version__,
+                                                                                          journal=JOURNAL),
         "ironaccelerator/_errors.py": env.get_template("package/_errors.py.j2").render(banner=banner, core=core),
         "ironaccelerator/_runtime.py": env.get_template("package/_runtime.py.j2").render(banner=banner),
         "ironaccelerator/py.typed": "",
@@ -125,14 +128,20 @@ def render_library(env: jinja2.Environment, lib: BoundLibrary) -> dict[str, str]
     ctx = dict(lib=lib, banner=banner, banner_text=text, sentinel=SENTINEL, out_types=types, wrappers=wrappers,
                fast=fast)
     base = f"ironaccelerator/backends/{lib.spec.vendor}/{lib.spec.library}/"
-    files = {
-        "__init__.py": "library/__init__.py.j2",
-        "unchecked.py": "library/unchecked.py.j2",
-        "_binding.py": "library/_binding.py.j2",
-        "_cffi_build.py": "library/_cffi_build.py.j2",
-        "types.cdef": "library/types.cdef.j2",
-        "api.cdef": "library/api.cdef.j2",
-        "abi.cdef": "library/abi.cdef.j2",
-        "trampolines.c": "library/trampolines.c.j2",
-    }
-    return {base + name: env.get_template(tpl).render(**ctx) for name, tpl in files.items()}
+    # what the build compiles: its digest is the build id that the built modules carry and that import checks
+    built = {name: env.get_template(f"library/{name}.j2").render(**ctx)
+             for name in ("types.cdef", "api.cdef", "abi.cdef", "trampolines.c")}
+    built["_cffi_build.py"] = env.get_template("library/_cffi_build.py.j2").render(**ctx, build_id="")
+    ctx["build_id"] = build_id(built)
+    built["_cffi_build.py"] = env.get_template("library/_cffi_build.py.j2").render(**ctx)
+    files = {name: env.get_template(f"library/{name}.j2").render(**ctx)
+             for name in ("__init__.py", "unchecked.py", "_binding.py")}
+    return {base + name: text for name, text in sorted({**files, **built}.items())}
+
+
+def build_id(sources: dict[str, str]) -> str:
+    """The digest of a library's build inputs (name and text of each, in name order)."""
+    h = hashlib.sha256()
+    for name in sorted(sources):
+        h.update(f"{name}\0{len(sources[name])}\0{sources[name]}\0".encode("utf-8"))
+    return h.hexdigest()[:24]

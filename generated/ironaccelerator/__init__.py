@@ -5,6 +5,17 @@ The vendor-neutral core surface is exported here; raw vendor libraries live unde
 ``ironaccelerator.backends.<vendor>.<library>``.
 """
 
+import os as _os
+
+# An `ironaccel-gen generate` killed while switching this tree to a new generation leaves its journal beside
+# the package: some files are new and some old until the next `generate` finishes the switch.
+_here = _os.path.dirname(_os.path.abspath(__file__))
+if _os.path.lexists(_os.path.join(_os.path.dirname(_here), '.ironaccel-gen.journal')):
+    raise ImportError(f"{_here} is half-switched between two generations (an interrupted `ironaccel-gen "
+                      "generate` left .ironaccel-gen.journal beside it): run `make generate` (or `python -m "
+                      "ironaccelerator_gen generate`) to finish the switch")
+del _os, _here
+
 from ._core import BackendKind, CapabilityFlags, ComputeTier, DType, MemoryKind, NumericClass, Vendor
 from ._errors import Error, ErrorKind
 from ._traits import (

@@ -1015,8 +1015,12 @@ PROC_ADDRESS = ProcAddress(
     },
 )
 
+# the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
+BUILD_ID = 'f91ea4893da2dd76208692c0'
+
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
+    build_id=BUILD_ID,
     backend='CUDA',
     library='driver',
     functions=FUNCTIONS,

@@ -61,8 +61,12 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
     18: ('NVRTC_ERROR_BUSY', ErrorKind.NOT_READY),
 }
 
+# the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
+BUILD_ID = '52b0e7e21dbebe35dc06d557'
+
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
+    build_id=BUILD_ID,
     backend='CUDA',
     library='nvrtc',
     functions=FUNCTIONS,

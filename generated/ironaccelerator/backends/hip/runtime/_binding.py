@@ -443,8 +443,12 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
     1054: ('hipErrorTbd', ErrorKind.UNKNOWN),
 }
 
+# the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
+BUILD_ID = 'cfa749537d9b5fd6d0d8a67d'
+
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
+    build_id=BUILD_ID,
     backend='ROCM',
     library='runtime',
     functions=FUNCTIONS,

@@ -189,8 +189,12 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
     -72: ('CL_MAX_SIZE_RESTRICTION_EXCEEDED', ErrorKind.INVALID_VALUE),
 }
 
+# the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
+BUILD_ID = '9bdf0fb45f9d173b57a67bbb'
+
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
+    build_id=BUILD_ID,
     backend='OPENCL',
     library='cl',
     functions=FUNCTIONS,

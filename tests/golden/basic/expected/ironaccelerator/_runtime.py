@@ -79,11 +79,13 @@ class ProcAddress(NamedTuple):
 class Binding:
     """The loaded form of one vendor library: its cffi ``ffi``/``lib`` and how to report failures."""
 
-    def __init__(self, *, package: str, backend: str, library: str, functions: Sequence[tuple[str, str, str | None, str | None]],
+    def __init__(self, *, package: str, build_id: str, backend: str, library: str,
+                 functions: Sequence[tuple[str, str, str | None, str | None]],
                  names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[str] = (), sdk_dirs: Sequence[str] = (),
                  sdk_env: Sequence[str] = (), sdk_roots: Sequence[str] = (), errors: dict[int, tuple[str, ErrorKind]],
                  sentinel: int, sdk_version: str, proc_address: ProcAddress | None = None) -> None:
         self.package = package
+        self.build_id = build_id
         self.backend = backend
         self.library = library
         self.functions = tuple(functions)  # (public, symbol, per-thread symbol, minimum version)
@@ -109,6 +111,8 @@ class Binding:
             pass
         else:
             ffi, lib = mod.ffi, mod.lib
+            built = getattr(lib, "ia_build_id", None)
+            self._check_build(mod, ffi.string(built()).decode() if built is not None else None)
 
             def _open() -> int:
                 try:
@@ -119,13 +123,25 @@ class Binding:
             ffi.def_extern(name="ia_open_library")(_open)
             return API, ffi, lib
         try:
-            ffi = importlib.import_module(self.package + "._cffi_abi").ffi
+            abi = importlib.import_module(self.package + "._cffi_abi")
         except ImportError:
             cffi = importlib.import_module("cffi")
             build = importlib.import_module(self.package + "._cffi_build")
             ffi = cffi.FFI()
             ffi.cdef(build.CDEF_TYPES + build.CDEF_ABI_FUNCTIONS)
+        else:
+            self._check_build(abi, getattr(abi, "BUILD_ID", None))
+            ffi = abi.ffi
         return ABI, ffi, _LazyLib(self, ffi)
+
+    def _check_build(self, module: Any, built: str | None) -> None:
+        """Refuse a built module made from other generated sources than these (``generate`` after ``build``):
+        cffi would fail later, and less clearly, on the first function the two disagree about."""
+        if built != self.build_id:
+            raise ImportError(f"{self.package}: {getattr(module, '__file__', module)} was built from other "
+                              f"generated sources (build {built or 'without an id'}, sources {self.build_id}): "
+                              "`generate` ran after `build`; run `python -m ironaccelerator_gen build` "
+                              "(or `make generate`)", name=self.package)
 
     def candidates(self) -> list[str]:
         return library_candidates(*self.loader)

@@ -63,8 +63,12 @@ PROC_ADDRESS = ProcAddress(
     },
 )
 
+# the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
+BUILD_ID = '99c566f9e5f9b2cf6de5dfb2'
+
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
+    build_id=BUILD_ID,
     backend='GOLDEN',
     library='golden',
     functions=FUNCTIONS,

@@ -20,7 +20,13 @@ ABI_MODULE = "ironaccelerator.backends.test.golden._cffi_abi"
 CDEF_TYPES = (HERE / "types.cdef").read_text()
 CDEF_API_FUNCTIONS = (HERE / "api.cdef").read_text()
 CDEF_ABI_FUNCTIONS = (HERE / "abi.cdef").read_text()
-C_SOURCE = (HERE / "trampolines.c").read_text().replace('#include "types.cdef"', CDEF_TYPES)
+# The digest of the generated sources this script builds (types.cdef, api.cdef, abi.cdef, trampolines.c and
+# this file): both built modules carry it, and _binding.py's BUILD_ID must equal it at import, so that a
+# `generate` not followed by `build` is reported as such instead of as cffi's "no function named ...".
+BUILD_ID = "99c566f9e5f9b2cf6de5dfb2"
+C_SOURCE = (HERE / "trampolines.c").read_text().replace('#include "types.cdef"', CDEF_TYPES) + \
+    '\nconst char *ia_build_id(void) { return "' + BUILD_ID + '"; }\n'
+CDEF_BUILD_ID = "const char *ia_build_id(void);\n"
 # -O2: the trampolines are a load, a predictable branch and an indirect call; -O2 keeps
 # them tight without the compile-time cost of -O3 on ~30 functions.
 EXTRA_COMPILE_ARGS = ["-O2", "-w"] if os.name != "nt" else ["/O2"]
@@ -31,11 +37,18 @@ DEFINE_MACROS = [("_CFFI_NO_LIMITED_API", None)]
 
 def ffibuilder() -> Any:
     ffi = importlib.import_module("cffi").FFI()
-    ffi.cdef(CDEF_TYPES + CDEF_API_FUNCTIONS)
+    ffi.cdef(CDEF_TYPES + CDEF_API_FUNCTIONS + CDEF_BUILD_ID)
     libraries = ["dl"] if os.name != "nt" and os.uname().sysname == "Linux" else []
     ffi.set_source(MODULE, C_SOURCE, libraries=libraries, extra_compile_args=EXTRA_COMPILE_ARGS,
                    define_macros=DEFINE_MACROS)
     return ffi
+
+
+def emit_abi(path: str) -> None:
+    """Write the pre-parsed ABI-mode module, with this build's id."""
+    abi_ffibuilder().emit_python_code(path)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(f"BUILD_ID = {BUILD_ID!r}\n")
 
 
 def abi_ffibuilder() -> Any:
