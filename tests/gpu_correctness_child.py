@@ -256,6 +256,8 @@ def corpus() -> list[tuple[str, str, Callable[[], object]]]:
         ("Scalar(nan, F8E4M3)", ANY, lambda: Scalar(float("nan"), DType.F8E4M3)),
         ("Scalar(1, None)", TYPE, lambda: Scalar(1, None)),  # type: ignore[arg-type]
         ("launch(None)", TYPE, lambda: s.launch(None)),  # type: ignore[arg-type]
+        ("launch_unchecked(None)", TYPE, lambda: s.launch_unchecked(None)),  # type: ignore[arg-type]
+        ("launch of a 2-tuple", TYPE, lambda: s.launch((1, 2))),  # type: ignore[arg-type]
         ("launch of another kernel type", IV, lambda: s.launch(KernelLaunch(object(), d, ()))),  # type: ignore[arg-type]
         # allocations
         ("alloc(True)", TYPE, lambda: dev.alloc(True)),

@@ -247,6 +247,9 @@ BAD_INPUT = [
                                     " s.synchronize(); raise r"),
     ("freed allocation copied", "c = dev.alloc(64); c.free(); s.copy(a, c)"),
     ("wrong arg count", "s.launch(L((a,)))"),
+    ("launch(None)", "s.launch(None)"),  # AttributeError before
+    ("launch_unchecked(None)", "s.launch_unchecked(None)"),
+    ("launch of a plain tuple", "s.launch((1, 2, 3))"),
 ]
 
 _CHILD = """

@@ -107,6 +107,12 @@ def check_size(v: Any, what: str, function: str, backend: BackendKind | str | No
     return n
 
 
+def not_a_launch(obj: Any, function: str) -> TypeError:
+    """The TypeError for a launch argument that is not a :class:`KernelLaunch` (raised by the backends from
+    the AttributeError or unpacking error it causes, so the hot path pays no isinstance test)."""
+    return TypeError(f"{function}: launch must be a KernelLaunch, not {type(obj).__name__} ({obj!r:.80})")
+
+
 def _dims(v: SupportsIndex | Sequence[SupportsIndex], what: str) -> tuple[int, int, int]:
     if isinstance(v, (str, bytes, bytearray, memoryview)):  # iterable, but not dimensions (b"x" is not (120,))
         t: tuple[Any, ...] = ()

@@ -33,6 +33,7 @@ from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight, Kernel,
     KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, host_view,
+    not_a_launch,
 )
 
 _KIND = BackendKind.CUDA
@@ -1448,7 +1449,10 @@ class CudaStream(Stream):
             lock.release()
 
     def launch(self, launch: KernelLaunch) -> None:
-        kernel, launch_dims, args = launch  # (cheaper than its three properties)
+        try:
+            kernel, launch_dims, args = launch  # (cheaper than its three properties)
+        except (TypeError, ValueError):
+            raise not_a_launch(launch, "Stream.launch") from None
         fast = self._launch_packed
         if fast is not None and type(kernel) is CudaKernel:  # the compiled launch (see Stream)
             cached = self._dims
@@ -1477,7 +1481,10 @@ class CudaStream(Stream):
             raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
-        kernel, launch_dims, args = launch  # (cheaper than its three properties)
+        try:
+            kernel, launch_dims, args = launch  # (cheaper than its three properties)
+        except (TypeError, ValueError):
+            raise not_a_launch(launch, "Stream.launch_unchecked") from None
         fast = self._launch_packed
         try:
             code = None

@@ -21,7 +21,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator._errors import Error, ErrorKind
 from ironaccelerator._traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, host_view,
+    InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, host_view, not_a_launch,
 )
 
 # capability translation from specs/opencl/backend.yaml
@@ -583,7 +583,10 @@ class OpenCLStream(Stream):
         return entry[0], entry[1]
 
     def launch(self, launch: KernelLaunch) -> None:
-        kernel = launch.kernel
+        try:
+            kernel = launch.kernel
+        except AttributeError:
+            raise not_a_launch(launch, "Stream.launch") from None
         if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel):
             raise Error(ErrorKind.INVALID_VALUE, "not an OpenCL kernel", backend="OPENCL", function="Stream.launch")
         if self.device._closed:
@@ -616,8 +619,11 @@ class OpenCLStream(Stream):
             raise self.api.error(code, "clEnqueueNDRangeKernel")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
-        kernel: OpenCLKernel = launch.kernel  # type: ignore[assignment]
-        args = launch.args
+        try:
+            kernel: OpenCLKernel = launch.kernel  # type: ignore[assignment]
+            args = launch.args
+        except AttributeError:
+            raise not_a_launch(launch, "Stream.launch_unchecked") from None
         if len(args) != kernel.num_args:  # never launch with a previous launch's leftover arguments
             return Error(ErrorKind.INVALID_VALUE, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
                          f"{len(args)} given", backend="OPENCL", function="Stream.launch_unchecked")
