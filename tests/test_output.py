@@ -154,20 +154,15 @@ def test_a_switch_killed_at_every_step_is_never_mixed(tmp_path: Path) -> None:
 
 
 def test_files_have_the_usual_mode(tmp_path: Path) -> None:
-    old = os.umask(0o022)
-    try:
-        output.write(NEW, tmp_path / "out")
-    finally:
-        os.umask(old)
-    modes = {stat.S_IMODE(p.stat().st_mode) for p in output.existing_files(tmp_path / "out").values()}
-    assert modes == {0o644}, [oct(m) for m in modes]
-    old = os.umask(0o077)
-    try:
-        output.write(OLD, tmp_path / "private")
-    finally:
-        os.umask(old)
-    modes = {stat.S_IMODE(p.stat().st_mode) for p in output.existing_files(tmp_path / "private").values()}
-    assert modes == {0o600}  # the umask is respected, not overridden
+    """They were 0600 (mkstemp's mode); now 0666 less the umask: 0644 as usual, and the umask respected."""
+    for umask, want in ((0o022, 0o644), (0o077, 0o600)):
+        old = os.umask(umask)
+        try:
+            output.write(NEW, tmp_path / oct(umask))
+        finally:
+            os.umask(old)
+        modes = {stat.S_IMODE(p.stat().st_mode) for p in output.existing_files(tmp_path / oct(umask)).values()}
+        assert modes == {want}, [oct(m) for m in modes]
 
 
 def test_a_damaged_journal_is_a_clear_error(tmp_path: Path) -> None:
