@@ -165,8 +165,10 @@ def _read_journal(out: Path) -> dict[str, Any]:
 def _apply(out: Path, journal: dict[str, Any]) -> None:
     """Make the switch a committed journal describes (again: each step is idempotent)."""
     staging = out / STAGING
+    parents = {out}
     for rel, digest in journal["replace"]:
         src, dst = staging / rel, out / rel
+        parents.add(dst.parent)
         if os.path.lexists(src):
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
@@ -180,11 +182,13 @@ def _apply(out: Path, journal: dict[str, Any]) -> None:
                                   f"{dst} is not it; remove {out / JOURNAL} and {staging} and run "
                                   "`make generate` again")
     for rel in journal["remove"]:
+        parents.add((out / rel).parent)
         try:
             (out / rel).unlink()
         except FileNotFoundError:
             pass
-    _fsync_dir(out)
+    for d in sorted(parents):  # the renames are durable before the journal that would redo them goes
+        _fsync_dir(d)
     os.unlink(out / JOURNAL)
     _fsync_dir(out)
     _remove_staging(out)
