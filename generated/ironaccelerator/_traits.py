@@ -373,6 +373,10 @@ class Allocation:
     constructor setting ``_tracked``) that is dropped unfreed is released by ``__del__`` (through the
     callable given to ``_track``, else ``_release``).  ``_finalizer`` is a ``weakref.finalize``-like view of
     that (``alive``, ``detach()``, calling it), made on demand; ``None`` for an untracked allocation.
+
+    DLPack is a backend's to export: one that does defines ``__dlpack__`` and ``__dlpack_device__`` together
+    (CUDA, ROCm); this base class defines neither, so a consumer that probes ``__dlpack_device__`` never finds
+    it on an allocation that cannot export (OpenCL, pooled blocks of the caching pool).
     """
 
     nbytes: int
@@ -440,9 +444,6 @@ class Allocation:
         if self._freed:
             raise Error(ErrorKind.INVALID_HANDLE, f"{what}: {self!r} was freed", backend=self.device.kind.name,
                         function=what)
-
-    def __dlpack_device__(self) -> tuple[int, int]:
-        return (self.device.kind.dlpack_device, self.device.descriptor.id.index)
 
     def __enter__(self) -> Allocation:
         return self
@@ -677,7 +678,7 @@ class PooledAllocation(Allocation):
 
     def __getattr__(self, name: str) -> Any:  # backend-specific handles (e.g. .buffer, .ptr) of the block
         if name in ("pool", "block") or name.startswith("__"):  # not yet set (a failed __init__): no recursion
-            raise AttributeError(name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
         return getattr(self.block, name)
 
 

@@ -310,7 +310,8 @@ _SERIALS = itertools.count(1)
 
 class OpenCLAllocation(Allocation):
     """A ``cl_mem`` buffer.  ``_serial`` names it for the kernel-argument cache: unlike the ``cl_mem``
-    address (which the driver may hand out again after a release), it is never reused."""
+    address (which the driver may hand out again after a release), it is never reused.  No DLPack export
+    yet: neither ``__dlpack__`` nor ``__dlpack_device__``."""
 
     def __init__(self, device: OpenCLDevice, buffer: Any, nbytes: int, kind: MemoryKind, tracked: bool = False) -> None:
         self.device = device
