@@ -188,6 +188,44 @@ def test_errors_carry_context_and_pocl_is_pocl(dev: Any) -> None:
     assert "'twice'" in repr(k) and "3 arguments" in repr(k)
 
 
+DIMS = """
+__kernel void dims(__global ulong *out, __global uint *hits) {
+    size_t x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+    if (x == 0 && y == 0 && z == 0) {
+        for (uint d = 0; d < 3; ++d) {
+            out[d] = get_global_size(d); out[3 + d] = get_local_size(d); out[6 + d] = get_num_groups(d);
+        }
+        out[9] = get_work_dim();
+    }
+    atomic_inc(&hits[(z * get_global_size(1) + y) * get_global_size(0) + x]);
+}
+"""
+
+
+@pytest.mark.parametrize("grid, block", [(5, 7), (1000, 1), (3, 256), (1, 1), ((3, 2, 2), (4, 2, 1)),
+                                         ((2, 3, 4), 1), (1, (2, 3, 4)), ((7, 1, 3), (1, 5, 1))])
+def test_launch_dims_global_is_grid_times_block_local_is_block(dev: Any, grid: Any, block: Any) -> None:
+    """Item 10: global = grid x block and local = block in each of 3 dimensions, as the runtime sees them
+    (get_global_size, get_local_size, get_num_groups), checked and unchecked; no block is ever replaced by 1
+    and every work-item runs once."""
+    d = LaunchDims(grid=grid, block=block)
+    k = dev.load_module(DIMS).kernel("dims")
+    s = dev.create_stream()
+    n = d.threads
+    for launch in (s.launch, s.launch_unchecked):
+        out, hits = np.zeros(10, np.uint64), np.zeros(n, np.uint32)
+        with dev.alloc(out.nbytes) as o, dev.alloc(hits.nbytes) as h:
+            s.copy_from_host(o, out)
+            s.copy_from_host(h, hits)
+            assert launch(KernelLaunch(k, d, (o, h))) is None
+            s.copy_to_host(out, o)
+            s.copy_to_host(hits, h)
+            s.synchronize()
+        expected = [g * b for g, b in zip(d.grid, d.block)] + list(d.block) + list(d.grid) + [3]
+        assert out.tolist() == expected, (launch.__name__, d, out.tolist())
+        assert (hits == 1).all(), (launch.__name__, d, np.flatnonzero(hits != 1)[:10])
+
+
 # ------------------------------------------------------------------ bad input, each case in a subprocess
 
 _PRELUDE = """

@@ -124,7 +124,15 @@ def _dims(v: SupportsIndex | Sequence[SupportsIndex], what: str) -> tuple[int, i
 
 @dataclass(frozen=True, slots=True)
 class LaunchDims:
-    """Grid (in blocks) and block (in threads) sizes; OpenCL global = grid x block, local = block."""
+    """Grid (in blocks) and block (in threads) sizes, each 3-D (an int means ``(n, 1, 1)``).
+
+    CUDA/HIP: ``grid`` and ``block`` are the launch's grid and block dimensions.  OpenCL: every launch is 3-D
+    (``get_work_dim()`` is 3) with, per dimension, global size = grid x block and local size = block, always
+    passed explicitly (the runtime never picks the local size), so ``get_num_groups`` = grid and the global
+    size is a multiple of the local size by construction.  For a work size ``n`` that is not a multiple of
+    a chosen block, launch ``grid = ceil(n / block)`` and test ``i < n`` in the kernel, or pass ``block=1``
+    and ``grid=n`` (work-groups of one item).
+    """
 
     grid: tuple[int, int, int] = (1, 1, 1)
     block: tuple[int, int, int] = (1, 1, 1)

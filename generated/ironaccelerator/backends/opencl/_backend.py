@@ -3,7 +3,8 @@
 
 Streams are in-order command queues with profiling enabled; kernels are built
 from OpenCL C source (a failed build raises ``COMPILE_FAILED`` with the build
-log); ``LaunchDims`` maps to global = grid x block, local = block.  Hot paths
+log); ``LaunchDims`` maps to a 3-D NDRange with global = grid x block and local = block (given
+explicitly, never NULL).  Hot paths
 call the raw (unchecked) C functions directly.
 """
 
