@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import pytest
 
@@ -18,6 +19,20 @@ CUDA_INCLUDE = Path("/usr/local/cuda/include")
 
 if str(GENERATED) not in sys.path:
     sys.path.insert(0, str(GENERATED))
+
+
+# Long forms.  A test that has a long form runs a shortened form in every run (make test: seconds), and its
+# long form (minutes: more cases, more iterations, longer) only when IA_SLOW is set: `IA_SLOW=1 pytest -m slow`
+# runs just the long forms, `IA_SLOW=1 pytest` everything.  The one convention for every test file.
+LONG = bool(os.environ.get("IA_SLOW"))
+_Test = TypeVar("_Test", bound=Callable[..., object])
+
+
+def long_form(test: _Test) -> _Test:
+    """Mark ``test`` as a long form: ``slow``, and skipped unless ``IA_SLOW`` is set."""
+    skip = pytest.mark.skipif(not LONG, reason="a long form: run with IA_SLOW=1")
+    marked: _Test = pytest.mark.slow(skip(test))
+    return marked
 
 
 @contextlib.contextmanager

@@ -281,9 +281,31 @@ def test_alloc_and_free(device: Device) -> None:
         assert kind_of(ei) is ErrorKind.INVALID_VALUE
 
 
+# the backends whose allocations export DLPack (``__dlpack__`` and ``__dlpack_device__``); the others export neither
+DLPACK_EXPORTERS = {BackendKind.CUDA, BackendKind.ROCM}
+
+
 def test_dlpack_device(device: Device) -> None:
     with device.alloc(16) as a:
-        assert a.__dlpack_device__() == (device.kind.dlpack_device, device.descriptor.id.index)
+        if device.kind in DLPACK_EXPORTERS:  # (the backend's class has it; the base Allocation does not)
+            assert getattr(a, "__dlpack_device__")() == (device.kind.dlpack_device, device.descriptor.id.index)
+        else:
+            assert not hasattr(a, "__dlpack_device__")
+
+
+def test_dlpack_both_or_neither(device: Device) -> None:
+    """A consumer that probes ``__dlpack_device__`` may call ``__dlpack__`` next: an allocation, plain or from
+    the device's pool, has both or neither; where neither, ``np.from_dlpack`` fails at once, naming the
+    missing method and the allocation's type."""
+    for a in (device.alloc(16), device.memory_pool().alloc(16)):
+        with a:
+            has_device, has_export = hasattr(a, "__dlpack_device__"), hasattr(a, "__dlpack__")
+            assert has_device == has_export, (a, has_device, has_export)
+            if has_export:
+                continue
+            with pytest.raises(AttributeError) as ei:
+                np.from_dlpack(a)  # type: ignore[arg-type]  # (what the test is about)
+            assert "__dlpack__" in str(ei.value) and type(a).__name__ in str(ei.value), str(ei.value)
 
 
 def test_alloc_unchecked_returns_result(device: Device) -> None:

@@ -14,7 +14,7 @@ spec duplicated) and runs the compiler in process.  The outcome must be either
 never another exception, a hang or a broken package.  A subset runs through the CLI in a subprocess:
 exit 0 or 2, no traceback, the same outcome as in process.
 
-The default run is a few hundred cases; ``-m slow`` runs ten times as many, with other seeds.  Parsed
+The default run is a few hundred cases; the long form (``IA_SLOW=1``) runs ten times as many, with other seeds.  Parsed
 headers and the Jinja environment are cached across cases (keyed by the header bytes), so that a case
 costs what its own damage costs.
 """
@@ -44,7 +44,7 @@ from ironaccelerator_gen.diagnostics import UserError
 from ironaccelerator_gen.frontend import ParseRequest
 from ironaccelerator_gen.ir import Header
 
-from conftest import within
+from conftest import long_form, within
 from test_bind import PARAMS_SPEC, POOL_SPEC
 
 HERE = Path(__file__).resolve().parent
@@ -438,18 +438,8 @@ def test_fuzz_in_process(cached_compiler: Callable[..., pipeline.Result], tmp_pa
     assert outcomes["ok"] >= total // 20 and outcomes["error"] >= total // 4, outcomes
 
 
-def long_run(config: pytest.Config) -> None:
-    """The long runs take minutes: only when asked for (``pytest -m slow tests/test_fuzz.py``), not in the
-    default run, which has the shortened form above (this project's default run selects slow tests)."""
-    markexpr = config.option.markexpr or ""
-    if "slow" not in markexpr.replace("not slow", ""):
-        pytest.skip("long fuzz run: select it with -m slow")
-
-
-@pytest.mark.slow
-def test_fuzz_in_process_long(cached_compiler: Callable[..., pipeline.Result], tmp_path: Path,
-                              pytestconfig: pytest.Config) -> None:
-    long_run(pytestconfig)
+@long_form  # (minutes)
+def test_fuzz_in_process_long(cached_compiler: Callable[..., pipeline.Result], tmp_path: Path) -> None:
     outcomes = run_cases(tmp_path, cached_compiler, {k: v * 10 for k, v in COUNTS.items()}, "long")
     assert outcomes["ok"] and outcomes["error"], outcomes
 
@@ -491,9 +481,8 @@ def test_fuzz_cli(tmp_path: Path, name: str, index: int) -> None:
     run_cli_case(tmp_path, name, index, "default")
 
 
-@pytest.mark.slow
+@long_form
 @pytest.mark.parametrize("index", range(40))
-def test_fuzz_cli_long(tmp_path: Path, index: int, pytestconfig: pytest.Config) -> None:
-    long_run(pytestconfig)
+def test_fuzz_cli_long(tmp_path: Path, index: int) -> None:
     name = sorted(TARGETS)[index % len(TARGETS)]
     run_cli_case(tmp_path, name, index, "cli-long")

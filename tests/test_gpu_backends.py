@@ -994,6 +994,28 @@ def test_sim_memory_pool_and_dlpack(sim: Any) -> None:
     assert not driver.mem
 
 
+def test_sim_dlpack_both_or_neither(sim: Any) -> None:
+    """Every kind of allocation has ``__dlpack__`` iff it has ``__dlpack_device__``: device, pinned and unified
+    memory and the stream-ordered pool's export both; blocks of the core's caching pool (the fallback where
+    the device has no stream-ordered pools) neither."""
+    module, driver, backend = sim
+    seen = {}
+    for pools in (0, 1):
+        driver.pools_supported = pools
+        dev = backend.open(0)
+        allocs = [dev.alloc(64, kind) for kind in (MemoryKind.DEVICE, MemoryKind.HOST_PINNED, MemoryKind.UNIFIED)]
+        for a in allocs + [dev.memory_pool().alloc(64)]:
+            has_device, has_export = hasattr(a, "__dlpack_device__"), hasattr(a, "__dlpack__")
+            assert has_device == has_export, (a, has_device, has_export)
+            seen[type(a).__name__] = has_export
+            if has_export:
+                assert a.__dlpack_device__() == (module._KIND.dlpack_device, 0)
+            a.free()
+        dev.close()
+    assert seen == {_cls(module, "Allocation").__name__: True, "PooledAllocation": False,
+                    _cls(module, "PoolAllocation").__name__: True}, seen
+
+
 # ------------------------------------------------------------------ the launch fast path (plans, reuse)
 
 RECORD_SIZES = (8, 4, 2, 8, 16, 1)  # Allocation, float32, Scalar BF16, int64, Scalar C128, uint8

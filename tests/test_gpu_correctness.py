@@ -11,7 +11,6 @@ What needs a real device is in test_gpu_backends.py's ``gpu``-marked tests (scri
 from __future__ import annotations
 
 import gc
-import os
 import re
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from ironaccelerator import (
 from ironaccelerator.backends.cuda import _backend as cuda_backend
 from ironaccelerator.backends.hip import _backend as hip_backend
 
-from conftest import ROOT
+from conftest import ROOT, long_form
 from test_gpu_backends import FakeDriver, _image, sim  # noqa: F401  (sim: the simulated driver's fixture)
 
 CHILD = ROOT / "tests" / "gpu_correctness_child.py"
@@ -346,7 +345,6 @@ def test_stub_stress_short(stub_cuda: tuple[Path, dict[str, str]]) -> None:
     assert ok(child(stub_cuda, "stress", "4", "2")) > 100
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("IA_SLOW"), reason="the long form: IA_SLOW=1 (8 threads x 30 s)")
+@long_form  # 8 threads x 30 s
 def test_stub_stress_long(stub_cuda: tuple[Path, dict[str, str]]) -> None:
     assert ok(child(stub_cuda, "stress", "8", "30", timeout=600)) > 1000

@@ -1143,6 +1143,9 @@ class CudaAllocation(Allocation):
         return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr, False), "version": 3,
                 "strides": None, "stream": None}
 
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self.device.kind.dlpack_device, self.device.descriptor.id.index)
+
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
         """A DLPack capsule (``"dltensor"``) of a 1-D uint8 tensor over the allocation (zero copy).

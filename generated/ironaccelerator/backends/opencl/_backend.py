@@ -3,7 +3,8 @@
 
 Streams are in-order command queues with profiling enabled; kernels are built
 from OpenCL C source (a failed build raises ``COMPILE_FAILED`` with the build
-log); ``LaunchDims`` maps to global = grid x block, local = block.  Hot paths
+log); ``LaunchDims`` maps to a 3-D NDRange with global = grid x block and local = block (given
+explicitly, never NULL).  Hot paths
 call the raw (unchecked) C functions directly.
 """
 
@@ -310,7 +311,8 @@ _SERIALS = itertools.count(1)
 
 class OpenCLAllocation(Allocation):
     """A ``cl_mem`` buffer.  ``_serial`` names it for the kernel-argument cache: unlike the ``cl_mem``
-    address (which the driver may hand out again after a release), it is never reused."""
+    address (which the driver may hand out again after a release), it is never reused.  No DLPack export
+    yet: neither ``__dlpack__`` nor ``__dlpack_device__``."""
 
     def __init__(self, device: OpenCLDevice, buffer: Any, nbytes: int, kind: MemoryKind, tracked: bool = False) -> None:
         self.device = device

@@ -130,7 +130,15 @@ def _dims(v: SupportsIndex | Sequence[SupportsIndex], what: str) -> tuple[int, i
 
 @dataclass(frozen=True, slots=True)
 class LaunchDims:
-    """Grid (in blocks) and block (in threads) sizes; OpenCL global = grid x block, local = block."""
+    """Grid (in blocks) and block (in threads) sizes, each 3-D (an int means ``(n, 1, 1)``).
+
+    CUDA/HIP: ``grid`` and ``block`` are the launch's grid and block dimensions.  OpenCL: every launch is 3-D
+    (``get_work_dim()`` is 3) with, per dimension, global size = grid x block and local size = block, always
+    passed explicitly (the runtime never picks the local size), so ``get_num_groups`` = grid and the global
+    size is a multiple of the local size by construction.  For a work size ``n`` that is not a multiple of
+    a chosen block, launch ``grid = ceil(n / block)`` and test ``i < n`` in the kernel, or pass ``block=1``
+    and ``grid=n`` (work-groups of one item).
+    """
 
     grid: tuple[int, int, int] = (1, 1, 1)
     block: tuple[int, int, int] = (1, 1, 1)
@@ -379,6 +387,10 @@ class Allocation:
     constructor setting ``_tracked``) that is dropped unfreed is released by ``__del__`` (through the
     callable given to ``_track``, else ``_release``).  ``_finalizer`` is a ``weakref.finalize``-like view of
     that (``alive``, ``detach()``, calling it), made on demand; ``None`` for an untracked allocation.
+
+    DLPack is a backend's to export: one that does defines ``__dlpack__`` and ``__dlpack_device__`` together
+    (CUDA, ROCm); this base class defines neither, so a consumer that probes ``__dlpack_device__`` never finds
+    it on an allocation that cannot export (OpenCL, pooled blocks of the caching pool).
     """
 
     nbytes: int
@@ -446,9 +458,6 @@ class Allocation:
         if self._freed:
             raise Error(ErrorKind.INVALID_HANDLE, f"{what}: {self!r} was freed", backend=self.device.kind.name,
                         function=what)
-
-    def __dlpack_device__(self) -> tuple[int, int]:
-        return (self.device.kind.dlpack_device, self.device.descriptor.id.index)
 
     def __enter__(self) -> Allocation:
         return self
@@ -683,7 +692,7 @@ class PooledAllocation(Allocation):
 
     def __getattr__(self, name: str) -> Any:  # backend-specific handles (e.g. .buffer, .ptr) of the block
         if name in ("pool", "block") or name.startswith("__"):  # not yet set (a failed __init__): no recursion
-            raise AttributeError(name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
         return getattr(self.block, name)
 
 
