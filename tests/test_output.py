@@ -28,11 +28,10 @@ import yaml
 from ironaccelerator_gen import output, pipeline
 from ironaccelerator_gen.build import build_library
 
-from conftest import ROOT, SPECS, within
+from conftest import LONG, ROOT, SPECS, within
 from test_spec import run_cli, snapshot
 
 GOLDEN = ROOT / "tests" / "golden" / "basic"
-SLOW = bool(os.environ.get("IA_SLOW"))
 
 # ----------------------------------------------------------- every step of a switch, killed
 
@@ -231,7 +230,7 @@ def test_generate_killed_at_random_moments_leaves_one_generation_or_says_what_to
     rng = random.Random(int(os.environ.get("IA_SEED", "12")))
     landed = {"before": 0, "during": 0, "after": 0}
     current = "old"
-    for trial in range(25 if SLOW else 6):
+    for trial in range(25 if LONG else 6):
         target = "new" if current == "old" else "old"
         spec_dir, extra = specs[target]
         child = subprocess.Popen([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(spec_dir),
