@@ -28,7 +28,10 @@ def build_library(lib_dir: Path, api: bool = True) -> dict[str, float]:
     mod = _load(lib_dir / "_cffi_build.py")
     times = {}
     t = time.perf_counter()
-    mod.emit_abi(str(lib_dir / "_cffi_abi.py"))
+    if hasattr(mod, "emit_abi"):
+        mod.emit_abi(str(lib_dir / "_cffi_abi.py"))
+    else:  # a build script generated before build ids (its modules then carry none)
+        mod.abi_ffibuilder().emit_python_code(str(lib_dir / "_cffi_abi.py"))
     times["abi"] = time.perf_counter() - t
     if api:
         t = time.perf_counter()

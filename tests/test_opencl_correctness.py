@@ -252,6 +252,13 @@ BAD_INPUT = [
     ("copy_to_host into object array", "s.copy_to_host(np.empty(8, dtype=object), a)"),
     ("copy_from_host from object array", "s.copy_from_host(a, np.array([object()] * 8, dtype=object))"),
     ("copy_from_host of a numpy scalar", "s.copy_from_host(a, np.int64(-5))"),
+    # the same types again after a good copy of each (what to check is decided once per type)
+    ("object array after a float array", "s.copy_from_host(a, np.zeros(4, np.float32)); "
+                                         "s.copy_to_host(np.array([None] * 4, dtype=object), a)"),
+    ("object memoryview after a float one", "s.copy_from_host(a, memoryview(np.zeros(4, np.float32))); "
+                                            "s.copy_from_host(a, memoryview(np.array([None] * 4, dtype=object)))"),
+    ("numpy scalar after another", "s.copy_from_host(a, np.array([1.0], np.float32)); "
+                                   "s.copy_from_host(a, np.float32(1.0))"),
     ("copy_from_host of the bytes type", "s.copy_from_host(a, bytes)"),
     ("copy_from_host(None, a)", "s.copy_from_host(None, np.zeros(4))"),
     ("copy_to_host(x, None)", "s.copy_to_host(np.zeros(4), None)"),

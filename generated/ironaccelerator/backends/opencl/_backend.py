@@ -675,11 +675,12 @@ class OpenCLStream(Stream):
 
     def synchronize(self) -> None:
         inflight = self._inflight
-        mark = inflight.mark()  # only what was enqueued before the finish may be let go
+        mark = inflight.base + len(self._keep)  # (InFlight.mark inlined) what is enqueued before the finish
         code = self._finish(self.queue)
         if code:
             raise self.api.error(code, "clFinish")
-        inflight.release(mark)
+        if mark > inflight.base:  # anything to let go
+            inflight.release(mark)
 
     def query(self) -> bool:
         """Whether everything enqueued so far has completed (never True while work is pending)."""
@@ -694,39 +695,54 @@ class OpenCLStream(Stream):
         return done
 
 
+_HOST_TYPES: dict[type, int] = {}  # host buffer type -> what _plain_host looks at: _PLAIN, _DTYPED, _VIEW, _SCALAR
+_PLAIN, _DTYPED, _VIEW, _SCALAR = 0, 1, 2, 3
+
+
 def _plain_host(obj: Any, t: type) -> bool:
     """Whether a host buffer other than bytes/bytearray may go straight to ``ffi.from_buffer``: not a buffer of
     Python object pointers (numpy ``object`` dtypes, format ``O``) and not a numpy scalar.  When False,
-    ``host_view`` refuses it with the descriptive Error (the two refusals agree: a scalar has ndim 0)."""
-    dt = getattr(obj, "dtype", None)
-    if dt is not None:
+    ``host_view`` refuses it with the descriptive Error (the two refusals agree: a scalar has ndim 0).
+    What to look at is decided once per type (a copy's hot path)."""
+    how = _HOST_TYPES.get(t)
+    if how is None:
         np = sys.modules.get("numpy")
-        return not (getattr(dt, "hasobject", False) or (np is not None and isinstance(obj, np.generic)))
-    if t is memoryview:
+        if np is not None and issubclass(t, np.generic):
+            how = _SCALAR
+        elif t is memoryview:
+            how = _VIEW
+        elif getattr(obj, "dtype", None) is not None:
+            how = _DTYPED
+        else:
+            how = _PLAIN
+        if len(_HOST_TYPES) < 256:
+            _HOST_TYPES[t] = how
+    if how == _DTYPED:
+        return not getattr(getattr(obj, "dtype", None), "hasobject", False)
+    if how == _VIEW:
         return "O" not in obj.format
-    return True
+    return how == _PLAIN
 
 
 def _live_buffer(a: Allocation, what: str, device: OpenCLDevice | None = None) -> Any:
     """The ``cl_mem`` of an allocation (pooled or not) for use on ``device`` (the stream's): INVALID_HANDLE if
     it was freed or the device closed, INVALID_VALUE if it is another device's, TypeError if not an allocation."""
     t = type(a)
-    if t is PooledAllocation:
-        block = a.block  # type: ignore[attr-defined]
-    elif t is OpenCLAllocation:
+    if t is OpenCLAllocation:
         block = a
+    elif t is PooledAllocation:
+        block = a.block  # type: ignore[attr-defined]
     elif isinstance(a, Allocation) and isinstance(getattr(a, "buffer", None), _CData):
         block = a
     else:
         raise TypeError(f"{what}: expected an OpenCL allocation, got {t.__name__} ({a!r})")
     if a._freed:
         a._check_live(what)
-    if device is not None:
+    if device is not None and (device._closed or block.device is not device):
         if device._closed:
             raise device._closed_error(what)
-        if block.device is not device:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {a!r} belongs to another device (context) than the "
-                        "stream", backend="OPENCL", function=what)
+        raise Error(ErrorKind.INVALID_VALUE, f"{what}: {a!r} belongs to another device (context) than the stream",
+                    backend="OPENCL", function=what)
     return block.buffer
 
 
