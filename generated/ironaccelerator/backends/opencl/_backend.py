@@ -743,7 +743,7 @@ def _live_buffer(a: Allocation, what: str, device: OpenCLDevice | None = None) -
             raise device._closed_error(what)
         raise Error(ErrorKind.INVALID_VALUE, f"{what}: {a!r} belongs to another device (context) than the stream",
                     backend="OPENCL", function=what)
-    return block.buffer
+    return block.buffer  # type: ignore[attr-defined]
 
 
 _IMMUTABLE: dict[type, bool] = {}  # by-value argument types whose objects can be cached by identity
