@@ -17,10 +17,12 @@ GENSDK    := $(VENV)/.gen-sdks-installed
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(VPY)
+$(STAMP): pyproject.toml Makefile | $(VPY)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[test]'
-	$(VPY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'ironaccelerator-generated.pth').write_text('$(CURDIR)/generated\n')"
+	# the generated package and the hand-written runtime it imports, both on the venv's path (a .pth file, which
+	# mypy reads too)
+	$(VPY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'ironaccelerator-generated.pth').write_text('$(CURDIR)/generated\n$(CURDIR)/runtime\n')"
 	touch $@
 
 $(GENSDK): $(STAMP) Makefile scripts/install-system-sdks.sh

@@ -17,13 +17,14 @@ from .output import write_atomic
 
 GENERATOR = Path(__file__).resolve().parent
 TEMPLATES = GENERATOR.parent / "templates"
+RUNTIME = GENERATOR.parent / "runtime"  # read by the surface checks (and its C, by the build)
 
 
 def fingerprint(spec_dir: Path, extra: list[Path], argv: list[object]) -> str:
     """Inputs (specs, generator sources, templates, headers) and outputs (``extra``), by stat only."""
     h = hashlib.sha256(f"{__version__}\0{argv}".encode("utf-8", "surrogateescape"))
     paths = [*sorted(spec_dir.rglob("*.yaml")), *sorted(GENERATOR.rglob("*.py")), *sorted(TEMPLATES.rglob("*.j2")),
-             *extra]
+             *sorted(RUNTIME.rglob("*.py")), *extra]
     for p in paths:
         try:
             st = p.stat()

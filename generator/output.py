@@ -1,7 +1,7 @@
 """Switching the output tree from one generation to the next, all or nothing.
 
 Each file used to be replaced atomically, but the tree was not: a ``generate`` killed while writing left
-files of two generations side by side (a new ``_errors.py`` beside an old ``_traits.py``), which then failed
+files of two generations side by side (a new ``_core.py`` beside an old backend module), which then failed
 to import.  The switch is now a journal, as a database commits a transaction:
 
 1. every new or changed file is written complete under ``<out>/.ironaccel-gen.staging/`` (and fsynced);

@@ -105,8 +105,6 @@ def render_package(env: jinja2.Environment, core: CoreSpec, vendors: Iterable[st
     out = {
         "ironaccelerator/__init__.py": env.get_template("package/__init__.py.j2").render(banner=banner, version=__version__,
                                                                                           journal=JOURNAL),
-        "ironaccelerator/_errors.py": env.get_template("package/_errors.py.j2").render(banner=banner, core=core),
-        "ironaccelerator/_runtime.py": env.get_template("package/_runtime.py.j2").render(banner=banner),
         "ironaccelerator/py.typed": "",
         "ironaccelerator/backends/__init__.py": f'{banner}\n"""Vendor backends: ``ironaccelerator.backends.<vendor>.<library>``."""\n',
     }

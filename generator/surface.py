@@ -25,12 +25,15 @@ import yaml
 
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .ir import Location
-from .spec import IDENT, Name, _Reader, compose, read_spec
+from .spec import IDENT, CoreSpec, Name, _Reader, compose, read_spec
 
 if TYPE_CHECKING:
     import jinja2
 
     from .bind import BoundLibrary
+
+# the hand-written trait surface (runtime/), whose base classes implement some operations for every backend
+TRAITS = Path(__file__).resolve().parent.parent / "runtime" / "ironaccelerator_runtime" / "traits.py"
 
 UPPER = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 # what a GPU backend's load_module may accept (spec key ``module_formats``)
@@ -345,7 +348,7 @@ def _keys(r: _Reader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]:
 
 
 def core_operations(traits_source: str, surface: Surface) -> set[str]:
-    """Operations the rendered ``_traits.py`` implements itself for every backend (``Device.memory_pool``):
+    """Operations the runtime's ``traits.py`` implements itself for every backend (``Device.memory_pool``):
     its base-class methods whose body is more than ``raise unsupported(...)``."""
     out = set()
     traits = {t.name: set(t.operations) for t in surface.traits}
@@ -496,16 +499,15 @@ __all__ = ["Surface", "BackendSpec", "RoleTable", "load_surface", "load_backend"
 
 
 def render_surface(env: jinja2.Environment, surface: Surface, backends: list[BackendSpec],
-                   libraries: Mapping[str, BoundLibrary], banner: str) -> dict[str, str]:
-    """``ironaccelerator/_core.py``, ``_traits.py``, ``__main__.py`` and each backend's module."""
-    ctx = dict(banner=banner, surface=surface, backends=backends)
+                   libraries: Mapping[str, BoundLibrary], banner: str, core: CoreSpec) -> dict[str, str]:
+    """``ironaccelerator/_core.py`` (the core spec's data), ``__main__.py`` and each backend's module."""
+    ctx = dict(banner=banner, surface=surface, backends=backends, core=core)
     out = {
         "ironaccelerator/_core.py": env.get_template("core/_core.py.j2").render(**ctx),
-        "ironaccelerator/_traits.py": env.get_template("core/_traits.py.j2").render(**ctx),
         "ironaccelerator/__main__.py": env.get_template("core/__main__.py.j2").render(**ctx),
     }
     problems: list[Diagnostic] = []
-    generic = core_operations(out["ironaccelerator/_traits.py"], surface)
+    generic = core_operations(TRAITS.read_text(encoding="utf-8"), surface)
     for b in backends:
         missing = [lib for lib in b.libraries if lib not in libraries]
         if missing:

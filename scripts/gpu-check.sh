@@ -34,7 +34,7 @@ done
 # and the generated package: both on the path of everything below
 mkdir -p build/gpu-path
 ln -sfn "$PWD/generator" build/gpu-path/ironaccelerator_gen
-export PYTHONPATH="$PWD/build/gpu-path:$PWD/generated${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD/build/gpu-path:$PWD/generated:$PWD/runtime${PYTHONPATH:+:$PYTHONPATH}"
 
 # 2. generate (whatever SDK headers this machine has; libraries without headers keep the checked-in files)
 frontend=clang

@@ -14,11 +14,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATED = ROOT / "generated"
+RUNTIME = ROOT / "runtime"  # the hand-written runtime package, ironaccelerator_runtime
 SPECS = ROOT / "specs"
 CUDA_INCLUDE = Path("/usr/local/cuda/include")
 
-if str(GENERATED) not in sys.path:
-    sys.path.insert(0, str(GENERATED))
+for _path in (RUNTIME, GENERATED):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 
 # Long forms.  A test that has a long form runs a shortened form in every run (make test: seconds), and its

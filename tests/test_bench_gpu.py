@@ -248,7 +248,7 @@ def test_pack_raw_params() -> None:
 
 
 def test_pinned_view_shares_the_memory() -> None:
-    from ironaccelerator._traits import host_view
+    from ironaccelerator_runtime.traits import host_view
 
     raw = ctypes.create_string_buffer(256)
     view = bench_gpu.pinned_view(ctypes.addressof(raw), 256)

@@ -536,7 +536,7 @@ def test_core_descriptions_with_quotes_and_backslashes_stay_docstrings(kw_dir: P
         core = re.sub(rf"^  {kind}: .*$", lambda _m: f"  {kind}: {json.dumps(doc)}", core, count=1, flags=re.M)
     (kw_dir / "core.yaml").write_text(core, encoding="utf-8")
     result = compile_specs(kw_dir, {"test": str(HEADERS)})
-    source = result.files["ironaccelerator/_errors.py"]
+    source = result.files["ironaccelerator/_core.py"]
     tree = ast.parse(source)
     kind_class = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ErrorKind")
     found: dict[str, object] = {}

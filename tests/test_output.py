@@ -317,11 +317,11 @@ def test_a_directory_as_the_cache_is_refused_before_anything_is_written(
 def test_a_generated_file_that_is_not_utf8_is_repaired(golden_out: tuple[Path, list[str], Path]) -> None:
     """It was: every later generate, even --force, crashed decoding it, so the tree could not repair itself."""
     spec_dir, extra, out = golden_out
-    target = out / "ironaccelerator" / "_errors.py"
+    target = out / "ironaccelerator" / "_core.py"
     good = target.read_bytes()
     target.write_bytes(good + b"\xff\xfe garbage")
     proc = run_cli(spec_dir, out, "--check", *extra)
-    assert proc.returncode == 1 and "M ironaccelerator/_errors.py" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "M ironaccelerator/_core.py" in proc.stdout, proc.stdout + proc.stderr
     proc = run_cli(spec_dir, out, *extra)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert target.read_bytes() == good

@@ -1,4 +1,4 @@
-"""The vendor-neutral core surface (templates/core/_traits.py.j2, templates/package/_errors.py.j2) on its own:
+"""The vendor-neutral core surface (runtime/ironaccelerator_runtime: traits.py, errors.py) on its own:
 errors that survive pickling, checked values (sizes, launch dimensions, scalars, host buffers), the
 device lifetime every backend shares, and the in-flight host-buffer bookkeeping of streams."""
 
@@ -14,7 +14,7 @@ import pytest
 
 import ironaccelerator as ia
 from ironaccelerator import DType, Error, ErrorKind, LaunchDims, MemoryPool, Scalar
-from ironaccelerator._traits import DeviceLimits, InFlight, check_size, host_view
+from ironaccelerator_runtime.traits import DeviceLimits, InFlight, check_size, host_view
 
 
 def _raise_in_worker(n: int) -> None:

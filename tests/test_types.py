@@ -1,4 +1,5 @@
-"""Every tree is type-clean: ``mypy --strict <tree>`` for the generated package, the compiler (generator/),
+"""Every tree is type-clean: ``mypy --strict <tree>`` for the generated package, its hand-written runtime
+(runtime/ironaccelerator_runtime), the compiler (generator/),
 the benchmarks (bench/) and these tests, each run from the repository root, so that pyproject.toml's
 [tool.mypy] applies, with this interpreter, whose site-packages put generated/ on the path.  What ships no
 type information is Any there (PyYAML and libclang's bindings for the generator; the reference libraries
@@ -14,7 +15,7 @@ import pytest
 
 from conftest import ROOT
 
-TREES = ["generated/ironaccelerator", "generator", "bench", "tests"]
+TREES = ["generated/ironaccelerator", "runtime/ironaccelerator_runtime", "generator", "bench", "tests"]
 
 
 @pytest.mark.parametrize("tree", TREES)

@@ -16,9 +16,10 @@ if _os.path.lexists(_os.path.join(_os.path.dirname(_here), '.ironaccel-gen.journ
                       "ironaccelerator_gen generate`) to finish the switch")
 del _os, _here
 
-from ._core import BackendKind, CapabilityFlags, ComputeTier, DType, MemoryKind, NumericClass, Vendor
-from ._errors import Error, ErrorKind
-from ._traits import (
+from ._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, NumericClass, Vendor
+# the hand-written runtime (runtime/ironaccelerator_runtime): the behaviour over the generated data
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import (
     Allocation, Backend, BackendRegistry, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event,
     Kernel, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream,
 )

@@ -28,9 +28,9 @@ import threading
 import weakref
 from typing import Any, Callable, Sequence
 
-from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, MemoryKind, Vendor
-from ironaccelerator._errors import Error, ErrorKind
-from ironaccelerator._traits import (
+from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight, Kernel,
     KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, host_view,
     not_a_launch,

@@ -18,9 +18,9 @@ import time
 import weakref
 from typing import Any
 
-from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, MemoryKind, Vendor
-from ironaccelerator._errors import Error, ErrorKind
-from ironaccelerator._traits import (
+from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
     InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, host_view, not_a_launch,
 )

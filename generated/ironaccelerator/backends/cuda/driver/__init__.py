@@ -13,8 +13,9 @@ import enum
 import sys as _sys
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ironaccelerator._errors import Error, ErrorKind
-from ironaccelerator._runtime import CData, c_array as _c_array
+from ironaccelerator._core import ErrorKind
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.loader import CData, c_array as _c_array
 
 from . import unchecked
 from ._binding import BINDING as _b

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ironaccelerator._errors import ErrorKind
-from ironaccelerator._runtime import Binding
+from ironaccelerator._core import ErrorKind
+from ironaccelerator_runtime.loader import Binding
 
 # (public name, ABI symbol, per-thread-default-stream symbol, minimum ROCM version)
 FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (

@@ -7,6 +7,38 @@ import enum
 from typing import NamedTuple
 
 
+class ErrorKind(enum.IntEnum):
+    """What kind of failure an :class:`~ironaccelerator.Error` is; each vendor spec maps its status codes onto
+    these."""
+
+    OUT_OF_MEMORY = 1
+    """The device or host ran out of memory for the request."""
+    INVALID_VALUE = 2
+    """An argument was out of range or malformed."""
+    INVALID_HANDLE = 3
+    """A handle (context, stream, event, allocation, program) is invalid or was already released."""
+    NOT_INITIALIZED = 4
+    """The driver or runtime has not been initialised (or was deinitialised)."""
+    NO_DEVICE = 5
+    """No device of this backend is present."""
+    NOT_READY = 6
+    """Asynchronous work has not completed yet (a status, not a failure, where a query expects it)."""
+    UNSUPPORTED = 7
+    """The operation or feature is not supported by this device, driver or backend."""
+    LAUNCH_FAILED = 8
+    """A kernel launch failed or the kernel faulted."""
+    COMPILE_FAILED = 9
+    """Compiling or linking device code failed; the message carries the compiler log."""
+    LIBRARY_NOT_FOUND = 10
+    """The vendor library could not be loaded; the message lists what was tried."""
+    SYMBOL_NOT_FOUND = 11
+    """The loaded vendor library does not export the function (too old a driver or SDK)."""
+    DRIVER = 12
+    """Any other failure reported by the vendor driver; .code holds the vendor's value."""
+    UNKNOWN = 13
+    """The vendor reported an unknown or unexpected error."""
+
+
 class BackendKind(enum.IntEnum):
     """The vendor APIs IronAccelerator drives."""
 

@@ -1,4 +1,3 @@
-{{ banner }}
 """Run-time support shared by every generated library: loading and errors.
 
 A library binding is compiled cffi API mode (``_cffi``: C trampolines that
@@ -18,7 +17,9 @@ import os
 import sys
 from typing import Any, Callable, NamedTuple, Sequence
 
-from ._errors import Error, ErrorKind
+from ironaccelerator._core import ErrorKind
+
+from .errors import Error
 
 CData = Any  # a cffi cdata object (pointer, handle or struct)
 

@@ -1,4 +1,3 @@
-{{ banner }}
 """The behavioural core surface every backend implements.
 
 Base classes raise ``Error(kind=UNSUPPORTED)`` for any operation a backend does
@@ -18,8 +17,9 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Callable, Sequence, SupportsIndex, TypeVar, Union
 
-from ._core import BackendKind, CapabilityFlags, ComputeTier, DType, MemoryKind, Vendor
-from ._errors import Error, ErrorKind
+from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
+
+from .errors import Error
 
 T = TypeVar("T")
 Result = Union[T, Error]
@@ -821,7 +821,7 @@ class BackendRegistry:
         """The process-wide registry."""
         with cls._default_lock:
             if cls._default is None:
-                from ._core import BUILTIN_BACKENDS
+                from ironaccelerator._core import BUILTIN_BACKENDS
 
                 reg = cls({k: _importer(v) for k, v in BUILTIN_BACKENDS.items()})
                 reg._load_entry_points()

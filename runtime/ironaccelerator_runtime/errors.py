@@ -1,19 +1,11 @@
-{{ banner }}
-"""The error surface: :class:`ErrorKind` (from {{ core.path }}) and :class:`Error`."""
+"""The one exception of the substrate: :class:`Error` (its kinds, :class:`ErrorKind`, are generated from
+``specs/core.yaml`` into ``ironaccelerator._core``)."""
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
-
-class ErrorKind(enum.IntEnum):
-    """What kind of failure an :class:`Error` is; each vendor spec maps its status codes onto these."""
-
-{% for k in core.error_kinds %}
-    {{ k.name }} = {{ loop.index }}
-    """{{ k.doc | pydoc }}"""
-{% endfor %}
+from ironaccelerator._core import ErrorKind
 
 
 class Error(Exception):
