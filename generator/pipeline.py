@@ -117,7 +117,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     for lib in libraries:
         files.update(render_library(env, lib))
     bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in libraries}
-    files.update(render_surface(env, surface, backends, bound, "# " + banner_text(surface.path), core))
+    files.update(render_surface(env, surface, backends, bound, lambda source: "# " + banner_text(source), core))
     for b in backends:
         if f"ironaccelerator/backends/{b.vendor}/_backend.py" not in files:
             keep.append(f"ironaccelerator/backends/{b.vendor}/_backend.py")

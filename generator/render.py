@@ -39,6 +39,11 @@ def _pyliteral(v: Any) -> str:
     return repr(v)
 
 
+def _flag_union(flags: Any, enum_name: str) -> str:
+    """``A | B`` of an IntFlag's members (``<enum>.NONE`` for none)."""
+    return " | ".join(f"{enum_name}.{f}" for f in flags) or f"{enum_name}.NONE"
+
+
 def _pydoc(v: str) -> str:
     # every quote is escaped: a docstring text ending in '"' would otherwise close the literal early
     return v.replace("\\", "\\\\").replace('"', '\\"')
@@ -85,7 +90,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.filters.update(pystr=_pystr, pytuple=_pytuple, pyliteral=_pyliteral, pydoc=_pydoc, c_args=_c_args,
+    env.filters.update(flag_union=_flag_union, pystr=_pystr, pytuple=_pytuple, pyliteral=_pyliteral, pydoc=_pydoc, c_args=_c_args,
                        c_failure_value=_c_failure_value, raw_result=raw_result, c_doc=_c_doc, c_string=c_string,
                        via_proc=_via_proc)
     return env

@@ -19,7 +19,7 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import yaml
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 # the hand-written trait surface (runtime/), whose base classes implement some operations for every backend
 TRAITS = Path(__file__).resolve().parent.parent / "runtime" / "ironaccelerator_runtime" / "traits.py"
+RUNTIME_BACKENDS = TRAITS.parent / "backends"  # hand-written backends the generated modules subclass
 
 UPPER = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 # what a GPU backend's load_module may accept (spec key ``module_formats``)
@@ -105,6 +106,7 @@ class BackendSpec:
     vendor: str  # ex) opencl -> ironaccelerator.backends.opencl
     class_prefix: str  # ex) OpenCL -> OpenCLBackend, OpenCLDevice, ...
     template: str  # ex) backends/opencl.py.j2
+    runtime: str | None  # ex) opencl: the hand-written module ironaccelerator_runtime.backends.opencl
     libraries: tuple[str, ...]  # ex) ("opencl.cl",)
     implemented: tuple[Name, ...]
     unsupported: tuple[tuple[Name, str], ...]
@@ -188,8 +190,8 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     if root is None:
         errors.error(Location(file=display, line=1, col=1), "the backend spec is empty")
         errors.check()
-    m = r.mapping(root, ("backend", "vendor", "class_prefix", "template", "libraries", "operations", "capabilities",
-                         "functions", "constants", "types", "module_formats", "interop"),
+    m = r.mapping(root, ("backend", "vendor", "class_prefix", "template", "runtime", "libraries", "operations",
+                         "capabilities", "functions", "constants", "types", "module_formats", "interop"),
                   ("backend", "vendor", "class_prefix", "template", "operations"), "backend spec") or {}
     kinds = [b.name for b in surface.backend_kinds]
     kind = r.ident(m.get("backend"), "backend")
@@ -199,6 +201,11 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     prefix = r.ident(m.get("class_prefix"), "class_prefix")
     template = r.string(m.get("template"), "template", re.compile(r"backends/[a-z0-9_]+\.py\.j2\Z"),
                         ": expected backends/<name>.py.j2")
+    runtime = r.ident(m.get("runtime"), "runtime")
+    if runtime is not None and not (RUNTIME_BACKENDS / f"{runtime.value}.py").is_file():
+        known = sorted(p.stem for p in RUNTIME_BACKENDS.glob("*.py") if not p.name.startswith("_"))
+        errors.error(runtime.location, f"'{runtime}' is not a module of ironaccelerator_runtime.backends "
+                     f"({RUNTIME_BACKENDS.relative_to(RUNTIME_BACKENDS.parents[2]).as_posix()}/){suggest(runtime.value, known)}")
     libraries = r.seq(m.get("libraries"), "libraries", lambda n: r.string(n, "library", re.compile(r"[a-z0-9_]+\.[a-z0-9_]+\Z"),
                                                                              ": expected vendor.library"))
     om = r.mapping(m.get("operations"), ("implemented", "unsupported"), (), "operations") or {}
@@ -272,6 +279,7 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
                                             "and 'operations' (the file is empty or not a mapping)")])
     return BackendSpec(path=display, location=Location(file=display, line=1, col=1), kind=kind.value,
                        vendor=vendor.value, class_prefix=prefix.value, template=template.value,
+                       runtime=runtime.value if runtime else None,
                        libraries=tuple(x.value for x in libraries), implemented=implemented,
                        unsupported=tuple(unsupported), flags=tuple(flags), tiers=tuple(tiers), vendors=tuple(vendors),
                        functions=tuple(functions), constants=tuple(constants), types=tuple(types),
@@ -366,14 +374,44 @@ def core_operations(traits_source: str, surface: Surface) -> set[str]:
     return out
 
 
-def check_backend_module(spec: BackendSpec, source: str, generic: set[str]) -> None:
+def _class_table(tree: ast.Module) -> dict[str, tuple[set[str], list[str]]]:
+    """Class name -> (its methods, the last component of each base's name)."""
+    out = {}
+    for n in tree.body:
+        if isinstance(n, ast.ClassDef):
+            bases = [b.attr if isinstance(b, ast.Attribute) else b.id if isinstance(b, ast.Name) else "" for b in n.bases]
+            out[n.name] = ({f.name for f in n.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}, bases)
+    return out
+
+
+def _methods(table: dict[str, tuple[set[str], list[str]]], name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+    """The methods of ``name`` and of its bases defined in the same module (the trait bases are ``generic``)."""
+    if name not in table or name in seen:
+        return set()
+    own, bases = table[name]
+    out = set(own)
+    for b in bases:
+        out |= _methods(table, b, seen | {name})
+    return out
+
+
+def check_backend_module(spec: BackendSpec, source: str, generic: set[str], runtime_source: str | None = None) -> None:
     """Refuse a rendered backend whose classes lack an operation its spec says is implemented.
 
     ``generic``: the operations the core implements for every backend (see :func:`core_operations`).
+    ``runtime_source``: the hand-written module the spec names (``runtime:``), whose classes the rendered
+    module subclasses or re-exports.
     """
     tree = ast.parse(source)
-    classes = {n.name: {f.name for f in n.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
-               for n in tree.body if isinstance(n, ast.ClassDef)}
+    rendered = _class_table(tree)
+    runtime = _class_table(ast.parse(runtime_source)) if runtime_source is not None else {}
+    module = f"ironaccelerator_runtime.backends.{spec.runtime}"
+    classes = {name: _methods(runtime, alias.name) for n in tree.body
+               if isinstance(n, ast.ImportFrom) and n.module == module
+               for alias in n.names for name in [alias.asname or alias.name] if alias.name in runtime}
+    for name, (own, bases) in rendered.items():
+        classes[name] = set(own).union(*(_methods(runtime, b) for b in bases))
+    where = spec.template + (f" (over {module})" if spec.runtime else "")
     problems = []
     for op in spec.implemented:
         trait, _, method = op.value.partition(".")
@@ -381,16 +419,16 @@ def check_backend_module(spec: BackendSpec, source: str, generic: set[str]) -> N
         if op.value in generic:
             continue
         if cls not in classes:
-            problems.append(Diagnostic(location=op.location, message=f"{spec.template} defines no class {cls} "
+            problems.append(Diagnostic(location=op.location, message=f"{where} defines no class {cls} "
                                        f"for the implemented operation {op}"))
         elif method not in classes[cls]:
             problems.append(Diagnostic(location=op.location, message=f"{op} is marked implemented but "
-                                       f"{spec.template}'s {cls} does not define {method}()"))
+                                       f"{where}'s {cls} does not define {method}()"))
     for op, _ in spec.unsupported:
         trait, _, method = op.value.partition(".")
         if method in classes.get(spec.class_prefix + trait, set()):
             problems.append(Diagnostic(location=op.location, message=f"{op} is marked unsupported but "
-                                       f"{spec.template} defines it"))
+                                       f"{where} defines it"))
     if problems:
         raise UserError(problems)
 
@@ -499,9 +537,9 @@ __all__ = ["Surface", "BackendSpec", "RoleTable", "load_surface", "load_backend"
 
 
 def render_surface(env: jinja2.Environment, surface: Surface, backends: list[BackendSpec],
-                   libraries: Mapping[str, BoundLibrary], banner: str, core: CoreSpec) -> dict[str, str]:
+                   libraries: Mapping[str, BoundLibrary], banner: Callable[[str], str], core: CoreSpec) -> dict[str, str]:
     """``ironaccelerator/_core.py`` (the core spec's data), ``__main__.py`` and each backend's module."""
-    ctx = dict(banner=banner, surface=surface, backends=backends, core=core)
+    ctx = dict(banner=banner(surface.path), surface=surface, backends=backends, core=core)
     out = {
         "ironaccelerator/_core.py": env.get_template("core/_core.py.j2").render(**ctx),
         "ironaccelerator/__main__.py": env.get_template("core/__main__.py.j2").render(**ctx),
@@ -515,7 +553,7 @@ def render_surface(env: jinja2.Environment, surface: Surface, backends: list[Bac
             continue
         try:
             roles = RoleTable(b, libraries)
-            text = env.get_template(b.template).render(banner=banner, spec=b, surface=surface,
+            text = env.get_template(b.template).render(banner=banner(b.path), spec=b, surface=surface,
                                                        libs={k: libraries[k] for k in b.libraries},
                                                        fn=roles.fn, lib=roles.lib, const=roles.const,
                                                        const_name=roles.const_name, ctype=roles.ctype)
@@ -524,7 +562,8 @@ def render_surface(env: jinja2.Environment, surface: Surface, backends: list[Bac
             continue
         problems += roles.unused()
         try:
-            check_backend_module(b, text, generic)
+            runtime_source = (RUNTIME_BACKENDS / f"{b.runtime}.py").read_text(encoding="utf-8") if b.runtime else None
+            check_backend_module(b, text, generic, runtime_source)
         except UserError as e:
             problems += e.diagnostics
         except SyntaxError as e:

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import jinja2
 import pytest
 import yaml
 
@@ -343,25 +342,31 @@ def test_generator_refuses_unsupported_operation_the_template_defines(tmp_specs:
     with pytest.raises(UserError) as ei:
         _compile(tmp_specs)
     msg = str(ei.value)
-    assert "Event.elapsed_ms is marked unsupported but backends/opencl.py.j2 defines it" in msg, msg
+    assert "Event.elapsed_ms is marked unsupported but backends/opencl.py.j2 (over " \
+           "ironaccelerator_runtime.backends.opencl) defines it" in msg, msg
+
+
+def test_backend_spec_naming_a_runtime_module_that_does_not_exist(tmp_specs: Path) -> None:
+    from ironaccelerator_gen.diagnostics import UserError
+
+    _edit_backend(tmp_specs, "runtime: opencl ", "runtime: opencll ")
+    with pytest.raises(UserError) as ei:
+        _compile(tmp_specs)
+    msg = str(ei.value)
+    assert "'opencll' is not a module of ironaccelerator_runtime.backends (runtime/ironaccelerator_runtime/backends/)" \
+           " (did you mean 'opencl'?)" in msg and "backend.yaml:" in msg, msg
 
 
 @pytest.fixture
-def template_without_elapsed_ms(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The pipeline's template environment, with backends/opencl.py.j2 lacking OpenCLEvent.elapsed_ms."""
-    from ironaccelerator_gen import pipeline, render
+def template_without_elapsed_ms(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """The generator's view of the hand-written backends, with the OpenCL one lacking OpenCLEvent.elapsed_ms."""
+    from ironaccelerator_gen import surface
 
-    source = (render.TEMPLATES / "backends" / "opencl.py.j2").read_text()
+    source = (surface.RUNTIME_BACKENDS / "opencl.py").read_text()
     stripped, n = re.subn(r"\n    def elapsed_ms\(self.*?(?=\n\n\n|\n    def )", "", source, flags=re.S)
     assert n == 1 and "def elapsed_ms" not in stripped
-
-    def environment() -> jinja2.Environment:
-        env: jinja2.Environment = render.environment()
-        assert env.loader is not None
-        env.loader = jinja2.ChoiceLoader([jinja2.DictLoader({"backends/opencl.py.j2": stripped}), env.loader])
-        return env
-
-    monkeypatch.setattr(pipeline, "environment", environment)
+    (tmp_path / "opencl.py").write_text(stripped)
+    monkeypatch.setattr(surface, "RUNTIME_BACKENDS", tmp_path)
     yield
 
 
@@ -372,5 +377,5 @@ def test_generator_refuses_implemented_operation_the_template_lacks(tmp_specs: P
     with pytest.raises(UserError) as ei:
         _compile(tmp_specs)
     msg = str(ei.value)
-    assert "Event.elapsed_ms is marked implemented but backends/opencl.py.j2's OpenCLEvent does not define " \
-           "elapsed_ms()" in msg, msg
+    assert "Event.elapsed_ms is marked implemented but backends/opencl.py.j2 (over " \
+           "ironaccelerator_runtime.backends.opencl)'s OpenCLEvent does not define elapsed_ms()" in msg, msg

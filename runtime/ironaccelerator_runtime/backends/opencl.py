@@ -1,0 +1,864 @@
+"""The OpenCL backend: the core surface over the generated ``ironaccelerator.backends.opencl.cl``.
+
+Streams are in-order command queues with profiling enabled; kernels are built
+from OpenCL C source (a failed build raises ``COMPILE_FAILED`` with the build
+log); ``LaunchDims`` maps to a 3-D NDRange with global = grid x block and local = block (given
+explicitly, never NULL).  Hot paths call the raw (unchecked) C functions directly.
+
+What is per-spec data (``specs/opencl/backend.yaml``: extension -> capability flags, device type -> tier,
+vendor names) arrives as an :class:`OpenCLTables`, rendered into the generated
+``ironaccelerator.backends.opencl._backend``, whose ``OpenCLBackend`` subclasses the one here with it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import (
+    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
+    InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, host_view, not_a_launch,
+)
+
+_KIND = BackendKind.OPENCL
+_BUILD_OPTIONS = b"-cl-kernel-arg-info"
+_CData: type = type(None)  # cffi's CData type, set when the bindings load (_Api)
+_QUERY_GRACE_S = 0.002  # Stream.query: how long a marker behind finished work may take to complete
+_PLATFORM_NOT_FOUND_KHR = -1001  # cl_ext.h: what the ICD loader returns when no platform is installed
+_STRUCT = {DType.F64: "d", DType.F32: "f", DType.F16: "e", DType.I8: "b", DType.I16: "h", DType.I32: "i",
+           DType.I64: "q", DType.U8: "B", DType.U16: "H", DType.U32: "I", DType.U64: "Q", DType.BOOL: "?"}
+
+
+def _cl() -> Any:
+    from ironaccelerator.backends.opencl import cl
+    return cl
+
+
+@dataclass(frozen=True)
+class OpenCLTables:
+    """Capability translation, as spec data: extension (or ``always`` / ``host_unified_memory``) -> flags,
+    device type (``CPU``, ``GPU``, ``GPU+host_unified_memory``, ``ACCELERATOR``, ``CUSTOM``) -> tier, and
+    (substring, vendor) pairs tried in order."""
+
+    flags: dict[str, CapabilityFlags]
+    tiers: dict[str, ComputeTier]
+    vendors: tuple[tuple[str, Vendor], ...]
+
+    def capability(self, extensions: str, device_type: int, host_unified: bool, c_version: str,
+                   cl: Any) -> Capability:
+        """Device facts -> Capability, by the tables (unit-testable without a device)."""
+        flags = self.flags.get("always", CapabilityFlags.NONE)
+        for ext in extensions.split():
+            flags |= self.flags.get(ext, CapabilityFlags.NONE)
+        if host_unified:
+            flags |= self.flags.get("host_unified_memory", CapabilityFlags.NONE)
+        if device_type & cl.CL_DEVICE_TYPE_CPU:
+            key = "CPU"
+        elif device_type & cl.CL_DEVICE_TYPE_GPU:
+            key = "GPU+host_unified_memory" if host_unified else "GPU"
+        elif device_type & cl.CL_DEVICE_TYPE_ACCELERATOR:
+            key = "ACCELERATOR"
+        else:
+            key = "CUSTOM"
+        return Capability(flags=flags, tier=self.tiers.get(key, ComputeTier.DISCRETE), vendor_version=c_version)
+
+    def vendor(self, name: str, platform: str = "") -> Vendor:
+        """The vendor of an OpenCL device: the platform (the implementation that drives it) first, then the
+        device's own vendor string — PoCL's CPU device reports its processor's maker ("AuthenticAMD") but is
+        PoCL's device, not AMD's."""
+        for text in (platform, name):
+            for needle, vendor in self.vendors:
+                if text and needle.lower() in text.lower():
+                    return vendor
+        return Vendor.OTHER
+
+
+class _Api:
+    """The loaded bindings plus the error factory, resolved once."""
+
+    def __init__(self) -> None:
+        cl = _cl()
+        if not cl.has("clGetPlatformIDs"):
+            from ironaccelerator.backends.opencl.cl._binding import BINDING
+            err = BINDING.load_error(BINDING.index["clGetPlatformIDs"])
+            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "OpenCL library not found", backend="OPENCL")
+        from ironaccelerator.backends.opencl.cl._binding import BINDING
+        self.cl = cl
+        self.ffi = cl.ffi
+        global _CData
+        _CData = cl.ffi.CData
+        self.raw = cl.unchecked
+        self.binding = BINDING
+
+    def error(self, code: int, function: str, detail: str = "") -> Error:
+        return self.binding.error(code, self.binding.index[function], detail)
+
+    def check(self, code: int, function: str) -> None:
+        if code != 0:
+            raise self.error(code, function)
+
+    def info_bytes(self, fn: str, handle: Any, param: int, *extra: Any) -> bytes:
+        raw = getattr(self.raw, fn)
+        size = self.ffi.new("size_t *")
+        self.check(raw(handle, *extra, param, 0, self.ffi.NULL, size), fn)
+        buf = self.ffi.new("char[]", max(size[0], 1))
+        self.check(raw(handle, *extra, param, size[0], buf, self.ffi.NULL), fn)
+        return bytes(self.ffi.buffer(buf, size[0]))
+
+    def info_str(self, fn: str, handle: Any, param: int, *extra: Any) -> str:
+        return self.info_bytes(fn, handle, param, *extra).rstrip(b"\0").decode("utf-8", "replace")
+
+    def info_int(self, fn: str, handle: Any, param: int, ctype: str, *extra: Any) -> int:
+        raw = getattr(self.raw, fn)
+        out = self.ffi.new(ctype + " *")
+        self.check(raw(handle, *extra, param, self.ffi.sizeof(ctype), out, self.ffi.NULL), fn)
+        return int(out[0])
+
+
+class OpenCLBackend(Backend):
+    """OpenCL through the ICD loader (``libOpenCL.so.1``): every platform's devices, in order.  ``tables``: the
+    spec's capability data (the generated subclass sets it)."""
+
+    kind = BackendKind.OPENCL
+    tables = OpenCLTables(flags={}, tiers={}, vendors=())
+
+    def __init__(self) -> None:
+        self.api = _Api()
+        self._devices: list[tuple[Any, DeviceDescriptor]] | None = None
+        self._lock = threading.Lock()
+
+    def _enumerate(self) -> list[tuple[Any, DeviceDescriptor]]:
+        with self._lock:
+            if self._devices is not None:
+                return self._devices
+            api, ffi, raw, cl = self.api, self.api.ffi, self.api.raw, self.api.cl
+            n = ffi.new("cl_uint *")
+            code = raw.clGetPlatformIDs(0, ffi.NULL, n)
+            if code == _PLATFORM_NOT_FOUND_KHR:
+                self._devices = []
+                return self._devices
+            api.check(code, "clGetPlatformIDs")
+            platforms = ffi.new("cl_platform_id[]", n[0])
+            api.check(raw.clGetPlatformIDs(n[0], platforms, ffi.NULL), "clGetPlatformIDs")
+            found: list[tuple[Any, DeviceDescriptor]] = []
+            for p in platforms:
+                pname = api.info_str("clGetPlatformInfo", p, cl.CL_PLATFORM_NAME)
+                nd = ffi.new("cl_uint *")
+                code = raw.clGetDeviceIDs(p, cl.CL_DEVICE_TYPE_ALL, 0, ffi.NULL, nd)
+                if code == cl.CL_DEVICE_NOT_FOUND:
+                    continue
+                api.check(code, "clGetDeviceIDs")
+                devs = ffi.new("cl_device_id[]", nd[0])
+                api.check(raw.clGetDeviceIDs(p, cl.CL_DEVICE_TYPE_ALL, nd[0], devs, ffi.NULL), "clGetDeviceIDs")
+                for d in devs:
+                    found.append((d, self._describe(len(found), d, pname)))
+            self._devices = found
+            return found
+
+    def _describe(self, index: int, d: Any, platform: str = "") -> DeviceDescriptor:
+        api, cl = self.api, self.api.cl
+        fn = "clGetDeviceInfo"
+        name = api.info_str(fn, d, cl.CL_DEVICE_NAME)
+        vendor = self.tables.vendor(api.info_str(fn, d, cl.CL_DEVICE_VENDOR),
+                                    platform + " " + api.info_str(fn, d, cl.CL_DEVICE_VERSION))
+        dtype = api.info_int(fn, d, cl.CL_DEVICE_TYPE, "cl_device_type")
+        unified = bool(api.info_int(fn, d, cl.CL_DEVICE_HOST_UNIFIED_MEMORY, "cl_bool"))
+        capability = self.tables.capability(api.info_str(fn, d, cl.CL_DEVICE_EXTENSIONS), dtype, unified,
+                                            api.info_str(fn, d, cl.CL_DEVICE_OPENCL_C_VERSION), cl)
+        sizes = api.info_bytes(fn, d, cl.CL_DEVICE_MAX_WORK_ITEM_SIZES)
+        n = len(sizes) // 8
+        dims = struct.unpack(f"<{n}Q", sizes[: n * 8]) + (1, 1, 1)
+        limits = DeviceLimits(
+            max_block=(int(dims[0]), int(dims[1]), int(dims[2])),
+            max_threads_per_block=api.info_int(fn, d, cl.CL_DEVICE_MAX_WORK_GROUP_SIZE, "size_t"),
+            max_grid=(2**31 - 1, 2**31 - 1, 2**31 - 1),
+            max_shared_mem=api.info_int(fn, d, cl.CL_DEVICE_LOCAL_MEM_SIZE, "cl_ulong"),
+            max_alloc=api.info_int(fn, d, cl.CL_DEVICE_MAX_MEM_ALLOC_SIZE, "cl_ulong"),
+            # PoCL's CPU device crashes or hangs past 2**32 work-items in one launch (measured: (2**16, 2**16, 1)
+            # SIGILL, (2**31-1) x 4096 SIGSEGV); OpenCL itself sets no such limit, so keep it below 2**32
+            max_work_items=2**32 - 1,
+        )
+        return DeviceDescriptor(
+            id=DeviceId(BackendKind.OPENCL, index), name=name, vendor=vendor, backend=BackendKind.OPENCL,
+            total_memory=api.info_int(fn, d, cl.CL_DEVICE_GLOBAL_MEM_SIZE, "cl_ulong"),
+            compute_units=api.info_int(fn, d, cl.CL_DEVICE_MAX_COMPUTE_UNITS, "cl_uint"),
+            capability=capability, limits=limits,
+        )
+
+    def devices(self) -> list[DeviceDescriptor]:
+        return [desc for _, desc in self._enumerate()]
+
+    def open(self, device_id: DeviceId | int = 0) -> OpenCLDevice:
+        index = self._index(device_id)
+        devs = self._enumerate()
+        if not devs:
+            raise Error(ErrorKind.NO_DEVICE, "no OpenCL device found", backend="OPENCL", function="Backend.open")
+        if not 0 <= index < len(devs):
+            raise Error(ErrorKind.INVALID_VALUE, f"OpenCL device {index} does not exist ({len(devs)} found)",
+                        backend="OPENCL", function="Backend.open")
+        handle, desc = devs[index]
+        return OpenCLDevice(self, handle, desc)
+
+
+class OpenCLDevice(Device):
+    def __init__(self, backend: OpenCLBackend, handle: Any, descriptor: DeviceDescriptor) -> None:
+        self.backend = backend
+        self.api = backend.api
+        self.handle = handle
+        self.descriptor = descriptor
+        api, ffi, cl = self.api, self.api.ffi, self.api.cl
+        err = ffi.new("cl_int *")
+        devs = ffi.new("cl_device_id[1]", [handle])
+        ctx = api.raw.clCreateContext(ffi.NULL, 1, devs, ffi.NULL, ffi.NULL, err)
+        api.check(err[0], "clCreateContext")
+        self.context = ctx
+        self._finalizer = weakref.finalize(self, api.raw.clReleaseContext, ctx)
+        self._default_stream: OpenCLStream | None = None
+        # the allocation hot path, resolved once
+        self._create_buffer = api.raw.clCreateBuffer
+        self._release_mem = api.raw.clReleaseMemObject
+        self._null = ffi.NULL
+        self._mem_flags = {
+            MemoryKind.DEVICE: cl.CL_MEM_READ_WRITE,
+            MemoryKind.HOST_PINNED: cl.CL_MEM_READ_WRITE | cl.CL_MEM_ALLOC_HOST_PTR,
+            MemoryKind.HOST: cl.CL_MEM_READ_WRITE | cl.CL_MEM_ALLOC_HOST_PTR,
+        }
+
+    def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> OpenCLAllocation:
+        if type(nbytes) is not int or nbytes <= 0:
+            nbytes = check_size(nbytes, "nbytes", "Device.alloc", _KIND)
+        if self._closed:
+            raise self._closed_error("Device.alloc")
+        if not isinstance(kind, MemoryKind):
+            raise TypeError(f"Device.alloc: kind must be a MemoryKind, not {type(kind).__name__} ({kind!r})")
+        r = self._alloc(nbytes, kind, True)
+        if isinstance(r, Error):
+            raise r
+        return r
+
+    def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[OpenCLAllocation]:
+        if self._closed:
+            return self._closed_error("Device.alloc_unchecked")
+        return self._alloc(nbytes, kind, False)
+
+    def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[OpenCLAllocation]:
+        flags = self._mem_flags.get(kind)
+        if flags is None:
+            return Error(ErrorKind.UNSUPPORTED, f"{getattr(kind, 'name', kind)} memory is not supported by the "
+                         "OpenCL backend", backend="OPENCL", function="Device.alloc")
+        null = self._null
+        try:
+            buf = self._create_buffer(self.context, flags, nbytes, null, null)  # no errcode_ret: NULL means failed
+        except (OverflowError, TypeError) as e:  # not a size_t
+            return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend="OPENCL",
+                         function="Device.alloc")
+        if not buf:  # failed: ask again for the reason (only the failing path pays for a cl_int *)
+            err = self.api.ffi.new("cl_int *")
+            buf = self._create_buffer(self.context, flags, nbytes, null, err)
+            if not buf:
+                limit = self.descriptor.limits.max_alloc
+                return self.api.error(err[0], "clCreateBuffer", f"{nbytes} bytes of {kind.name} memory requested; "
+                                      f"the device's largest allocation is {limit} bytes")
+        return OpenCLAllocation(self, buf, nbytes, kind, tracked)
+
+    def create_stream(self) -> OpenCLStream:
+        self._check_open("Device.create_stream")
+        return OpenCLStream(self)
+
+    def load_module(self, source_or_binary: str | bytes) -> OpenCLModule:
+        self._check_open("Device.load_module")
+        return OpenCLModule(self, source_or_binary)
+
+    def synchronize(self) -> None:
+        self._check_open("Device.synchronize")
+        for s in list(_STREAMS.get(self, ())):
+            s.synchronize()
+
+    def _close(self) -> None:
+        # the device's own context reference; every stream, program, kernel and buffer made from it holds
+        # one of its own (OpenCL reference counting), so their handles stay valid until they are released
+        self._finalizer()
+
+
+_STREAMS: "weakref.WeakKeyDictionary[OpenCLDevice, weakref.WeakSet[OpenCLStream]]" = weakref.WeakKeyDictionary()
+
+
+_SERIALS = itertools.count(1)
+
+
+class OpenCLAllocation(Allocation):
+    """A ``cl_mem`` buffer.  ``_serial`` names it for the kernel-argument cache: unlike the ``cl_mem``
+    address (which the driver may hand out again after a release), it is never reused.  No DLPack export
+    yet: neither ``__dlpack__`` nor ``__dlpack_device__``."""
+
+    def __init__(self, device: OpenCLDevice, buffer: Any, nbytes: int, kind: MemoryKind, tracked: bool = False) -> None:
+        self.device = device
+        self.buffer = buffer
+        self.nbytes = nbytes
+        self.kind = kind
+        self._serial = next(_SERIALS)
+        if tracked:  # released by Allocation.__del__ if dropped unfreed
+            self._tracked = True
+
+    device: OpenCLDevice
+
+    def _release(self) -> Error | None:
+        device = self.device
+        code = device._release_mem(self.buffer)
+        return device.api.error(code, "clReleaseMemObject") if code else None
+
+
+class OpenCLEvent(Event):
+    """A marker in a stream.  It knows the stream's in-flight host buffers enqueued before it: once it is
+    seen complete they are released."""
+
+    def __init__(self, device: OpenCLDevice, handle: Any, inflight: InFlight | None = None, mark: int = 0) -> None:
+        self.device = device
+        self.handle = handle
+        self._finalizer = weakref.finalize(self, device.api.raw.clReleaseEvent, handle)
+        self._inflight = inflight
+        self._mark = mark
+
+    def _done(self) -> None:
+        inflight = self._inflight
+        if inflight is not None:
+            inflight.release(self._mark)
+            self._inflight = None
+
+    def synchronize(self) -> None:
+        self.device._check_open("Event.synchronize")
+        api = self.device.api
+        evs = api.ffi.new("cl_event[1]", [self.handle])
+        api.check(api.raw.clWaitForEvents(1, evs), "clWaitForEvents")
+        self._done()
+
+    def query(self) -> bool:
+        self.device._check_open("Event.query")
+        api = self.device.api
+        status = api.info_int("clGetEventInfo", self.handle, api.cl.CL_EVENT_COMMAND_EXECUTION_STATUS, "cl_int")
+        done = bool(status == api.cl.CL_COMPLETE)
+        if done:
+            self._done()
+        return done
+
+    def _end_ns(self) -> int:
+        api = self.device.api
+        return api.info_int("clGetEventProfilingInfo", self.handle, api.cl.CL_PROFILING_COMMAND_END, "cl_ulong")
+
+    def elapsed_ms(self, end: Event) -> float:
+        if not isinstance(end, OpenCLEvent):
+            raise Error(ErrorKind.INVALID_VALUE, "elapsed_ms needs another OpenCL event", backend="OPENCL",
+                        function="Event.elapsed_ms")
+        self.synchronize()
+        end.synchronize()
+        return (end._end_ns() - self._end_ns()) / 1e6
+
+
+class OpenCLKernel(Kernel):
+    """A ``cl_kernel``.  Its argument state lives in the driver; ``_keys``/``_objs`` mirror what was last set
+    (per index: an allocation's serial or a by-value argument's bytes, and the immutable argument object
+    itself) so a launch only calls ``clSetKernelArg`` for arguments that changed.  Call :meth:`forget_args`
+    after setting arguments on ``handle`` directly."""
+
+    def __init__(self, module: OpenCLModule, name: str) -> None:
+        api = module.device.api
+        module.device._check_open("Module.kernel")
+        if not isinstance(name, str):
+            raise TypeError(f"Module.kernel: name must be a str, not {type(name).__name__} ({name!r})")
+        try:
+            cname = name.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: kernel name {name!r} is not valid UTF-8 ({e})",
+                        backend="OPENCL", function="Module.kernel") from None
+        if b"\0" in cname:
+            raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: kernel name {name!r} contains a NUL character",
+                        backend="OPENCL", function="Module.kernel")
+        self.module = module
+        self.name = name
+        err = api.ffi.new("cl_int *")
+        self.handle = api.raw.clCreateKernel(module.program, cname, err)
+        if err[0] != 0:
+            raise api.error(err[0], "clCreateKernel", f"kernel {name!r}")
+        self._finalizer = weakref.finalize(self, api.raw.clReleaseKernel, self.handle)
+        self.num_args: int = api.info_int("clGetKernelInfo", self.handle, api.cl.CL_KERNEL_NUM_ARGS, "cl_uint")
+        self._lock = threading.Lock()  # clSetKernelArg + enqueue must not interleave between threads
+        self._api = api
+        self._set_arg = api.raw.clSetKernelArg
+        self._mem = api.ffi.new("cl_mem *")  # scratch for buffer arguments (used under _lock)
+        self._sizeof_mem = api.ffi.sizeof("cl_mem")
+        self._keys: list[Any] = [None] * self.num_args
+        self._objs: list[Any] = [None] * self.num_args
+        self._slots = _arg_slots(api, self.handle, self.num_args)
+
+    def _slot_error(self, i: int, a: Any, wants_buffer: bool) -> Error:
+        what = "a buffer (an Allocation)" if wants_buffer else "a value (a numpy scalar, Scalar or bytes)"
+        return Error(ErrorKind.INVALID_VALUE, f"argument {i} of kernel {self.name!r} takes {what}, got "
+                     f"{type(a).__name__} ({a!r})", backend="OPENCL", function="Stream.launch")
+
+    def forget_args(self) -> None:
+        """Drop the cached argument state (the next launch sets every argument)."""
+        with self._lock:
+            self._keys = [None] * self.num_args
+            self._objs = [None] * self.num_args
+
+
+_POINTER_SLOT, _VALUE_SLOT, _LOCAL_SLOT = 1, 2, 3
+
+
+def _arg_slots(api: _Api, kernel: Any, n: int) -> tuple[int, ...] | None:
+    """Per argument: a __global/__constant pointer (a buffer), a by-value argument, or __local memory; None
+    where the runtime keeps no argument info (programs from binaries)."""
+    cl = api.cl
+    slots = []
+    out = api.ffi.new("cl_kernel_arg_address_qualifier *")
+    size = api.ffi.sizeof("cl_kernel_arg_address_qualifier")
+    for i in range(n):
+        if api.raw.clGetKernelArgInfo(kernel, i, cl.CL_KERNEL_ARG_ADDRESS_QUALIFIER, size, out, api.ffi.NULL):
+            return None
+        q = int(out[0])
+        if q == cl.CL_KERNEL_ARG_ADDRESS_LOCAL:
+            slots.append(_LOCAL_SLOT)
+        elif q in (cl.CL_KERNEL_ARG_ADDRESS_GLOBAL, cl.CL_KERNEL_ARG_ADDRESS_CONSTANT):
+            slots.append(_POINTER_SLOT)
+        else:  # __private: a value, unless its type is a pointer (not legal for kernel arguments)
+            slots.append(_VALUE_SLOT)
+    return tuple(slots)
+
+
+class OpenCLModule(Module):
+    def __init__(self, device: OpenCLDevice, source: str | bytes) -> None:
+        api, ffi = device.api, device.api.ffi
+        self.device = device
+        if isinstance(source, str):
+            src = source.encode("utf-8", "surrogateescape")
+        elif isinstance(source, (bytes, bytearray, memoryview)):
+            src = bytes(source)
+        else:
+            raise TypeError(f"Device.load_module: source must be str or bytes, not {type(source).__name__}")
+        err = ffi.new("cl_int *")
+        text = ffi.new("char[]", src)  # owned here until the call returns: the runtime copies the source
+        strings = ffi.new("char *[1]", [text])
+        lengths = ffi.new("size_t[1]", [len(src)])
+        prog = api.raw.clCreateProgramWithSource(device.context, 1, strings, lengths, err)
+        del text
+        api.check(err[0], "clCreateProgramWithSource")
+        self.program = prog
+        self._finalizer = weakref.finalize(self, api.raw.clReleaseProgram, prog)
+        devs = ffi.new("cl_device_id[1]", [device.handle])
+        # -cl-kernel-arg-info: each kernel's argument kinds, so a checked launch refuses a value in a buffer slot
+        code = api.raw.clBuildProgram(prog, 1, devs, _BUILD_OPTIONS, ffi.NULL, ffi.NULL)
+        if code != 0:
+            log = api.info_str("clGetProgramBuildInfo", prog, api.cl.CL_PROGRAM_BUILD_LOG, device.handle)
+            e = api.error(code, "clBuildProgram", "build log:\n" + log)
+            if code == api.cl.CL_BUILD_PROGRAM_FAILURE:
+                e.kind = ErrorKind.COMPILE_FAILED
+            raise e
+
+    def kernel(self, name: str) -> OpenCLKernel:
+        return OpenCLKernel(self, name)
+
+
+class OpenCLStream(Stream):
+    """An in-order command queue with profiling enabled."""
+
+    device: OpenCLDevice
+
+    def __init__(self, device: OpenCLDevice) -> None:
+        api, ffi, cl = device.api, device.api.ffi, device.api.cl
+        self.device = device
+        self.api = api
+        err = ffi.new("cl_int *")
+        props = ffi.new("cl_queue_properties[3]", [cl.CL_QUEUE_PROPERTIES, cl.CL_QUEUE_PROFILING_ENABLE, 0])
+        q = api.raw.clCreateCommandQueueWithProperties(device.context, device.handle, props, err)
+        api.check(err[0], "clCreateCommandQueueWithProperties")
+        self.queue = q
+        self._finalizer = weakref.finalize(self, api.raw.clReleaseCommandQueue, q)
+        self._inflight = InFlight()  # host buffers of copies in flight, until work after them is seen complete
+        self._keep = self._inflight.items
+        # the hot paths' raw functions, resolved once
+        raw = api.raw
+        self._null = ffi.NULL
+        self._from_buffer = ffi.from_buffer
+        self._enqueue_kernel = raw.clEnqueueNDRangeKernel
+        self._write = raw.clEnqueueWriteBuffer
+        self._read = raw.clEnqueueReadBuffer
+        self._finish = raw.clFinish
+        self._limits = device.descriptor.limits
+        # launch dimensions -> (global, local) size_t[3] arrays, and whether they passed validation;
+        # _last is the entry of the last LaunchDims object seen (identity: the fast path for a reused launch)
+        self._dims: dict[tuple[Any, ...], tuple[Any, Any, bool]] = {}
+        self._last: tuple[Any, Any, Any, bool] = (None, None, None, False)
+        _STREAMS.setdefault(device, weakref.WeakSet()).add(self)
+
+    # copies (asynchronous; host buffers are kept alive until an event after them, or the stream, completes)
+    def copy_from_host(self, dst: Allocation, src: Any) -> None:
+        buf = _live_buffer(dst, "Stream.copy_from_host", self.device)
+        t = type(src)
+        if t is not bytes and t is not bytearray and not _plain_host(src, t):
+            host_view(src, backend=_KIND, function="Stream.copy_from_host")  # raises the descriptive Error
+        try:  # any C-contiguous buffer (numpy arrays, bytes, memoryview): no memoryview/cast needed
+            ptr = self._from_buffer(src)
+        except (TypeError, ValueError, BufferError):
+            ptr = self._from_buffer(host_view(src, backend=_KIND, function="Stream.copy_from_host"))
+        n = len(ptr)
+        if n > dst.nbytes:
+            raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes do not fit in {dst!r}", backend="OPENCL",
+                        function="Stream.copy_from_host")
+        null = self._null
+        code = self._write(self.queue, buf, 0, 0, n, ptr, 0, null, null)
+        if code:
+            raise self.api.error(code, "clEnqueueWriteBuffer")
+        self._keep.append(ptr)  # the cdata holds the exporter's buffer until synchronize()
+
+    def copy_to_host(self, dst: Any, src: Allocation) -> None:
+        buf = _live_buffer(src, "Stream.copy_to_host", self.device)
+        t = type(dst)
+        if t is not bytearray and not _plain_host(dst, t):
+            host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")  # raises
+        try:  # positional require_writable: a keyword costs cffi twice the call
+            ptr = self._from_buffer("char[]", dst, True)
+        except (TypeError, ValueError, BufferError):
+            ptr = self._from_buffer("char[]", host_view(dst, writable=True, backend=_KIND,
+                                                        function="Stream.copy_to_host"), True)
+        n = len(ptr)
+        if n > src.nbytes:
+            raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes is more than {src!r} holds", backend="OPENCL",
+                        function="Stream.copy_to_host")
+        null = self._null
+        code = self._read(self.queue, buf, 0, 0, n, ptr, 0, null, null)
+        if code:
+            raise self.api.error(code, "clEnqueueReadBuffer")
+        self._keep.append(ptr)
+
+    def copy(self, dst: Allocation, src: Allocation) -> None:
+        d = _live_buffer(dst, "Stream.copy", self.device)
+        s = _live_buffer(src, "Stream.copy", self.device)
+        n = src.nbytes
+        if dst.nbytes != n:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy: the source holds {n} bytes and the destination "
+                        f"{dst.nbytes}: sizes must match", backend="OPENCL", function="Stream.copy")
+        self.api.check(self.api.raw.clEnqueueCopyBuffer(self.queue, s, d, 0, 0, n, 0, self._null, self._null),
+                       "clEnqueueCopyBuffer")
+
+    # launches
+    def _sizes(self, d: LaunchDims, validate: bool) -> tuple[Any, Any]:
+        """The (global, local) arrays of ``d``, validated first if asked (cached per grid/block/shared_mem)."""
+        key = (d.grid, d.block, d.shared_mem)
+        entry = self._dims.get(key)
+        if entry is None or (validate and not entry[2]):
+            if validate:
+                d.validate(self._limits, _KIND, "Stream.launch")
+            if entry is None:
+                g, b = d.grid, d.block
+                ffi = self.api.ffi
+                entry = (ffi.new("size_t[3]", [g[0] * b[0], g[1] * b[1], g[2] * b[2]]), ffi.new("size_t[3]", b),
+                         validate)
+            else:
+                entry = (entry[0], entry[1], True)
+            if len(self._dims) >= 256:
+                self._dims.clear()
+            self._dims[key] = entry
+        self._last = (d, entry[0], entry[1], entry[2])
+        return entry[0], entry[1]
+
+    def launch(self, launch: KernelLaunch) -> None:
+        try:
+            kernel = launch.kernel
+        except AttributeError:
+            raise not_a_launch(launch, "Stream.launch") from None
+        if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel):
+            raise Error(ErrorKind.INVALID_VALUE, "not an OpenCL kernel", backend="OPENCL", function="Stream.launch")
+        if self.device._closed:
+            raise self.device._closed_error("Stream.launch")
+        if kernel.module.device is not self.device:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: {kernel!r} belongs to another device than {self!r}",
+                        backend="OPENCL", function="Stream.launch")
+        d = launch.dims
+        last = self._last
+        if last[0] is d and last[3]:
+            gl, lo = last[1], last[2]
+        else:
+            gl, lo = self._sizes(d, True)
+        args = launch.args
+        if len(args) != kernel.num_args:
+            raise Error(ErrorKind.INVALID_VALUE, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
+                        f"{len(args)} given", backend="OPENCL", function="Stream.launch")
+        null = self._null
+        lock = kernel._lock
+        lock.acquire()  # (cheaper than `with`)
+        try:
+            err = _set_args(kernel, args, True)
+            if err is None:
+                code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
+        finally:
+            lock.release()
+        if err is not None:
+            raise err
+        if code:
+            raise self.api.error(code, "clEnqueueNDRangeKernel")
+
+    def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        try:
+            kernel: OpenCLKernel = launch.kernel  # type: ignore[assignment]
+            args = launch.args
+        except AttributeError:
+            raise not_a_launch(launch, "Stream.launch_unchecked") from None
+        if len(args) != kernel.num_args:  # never launch with a previous launch's leftover arguments
+            return Error(ErrorKind.INVALID_VALUE, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
+                         f"{len(args)} given", backend="OPENCL", function="Stream.launch_unchecked")
+        d = launch.dims
+        last = self._last
+        if last[0] is d:
+            gl, lo = last[1], last[2]
+        else:
+            try:
+                gl, lo = self._sizes(d, False)
+            except (OverflowError, TypeError) as e:  # a negative or non-integer size: no size_t
+                return Error(ErrorKind.INVALID_VALUE, f"bad launch dimensions {d}: {e}", backend="OPENCL",
+                             function="Stream.launch_unchecked")
+        null = self._null
+        lock = kernel._lock
+        lock.acquire()
+        try:
+            err = _set_args(kernel, args, False)
+            if err is None:
+                code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
+        finally:
+            lock.release()
+        if err is not None:
+            return err
+        return self.api.error(code, "clEnqueueNDRangeKernel") if code else None
+
+    # events and ordering
+    def record_event(self) -> OpenCLEvent:
+        self.device._check_open("Stream.record_event")
+        return self._marker()
+
+    def _marker(self) -> OpenCLEvent:
+        ev = self.api.ffi.new("cl_event *")
+        mark = self._inflight.mark()  # the marker completes after every copy enqueued before it
+        self.api.check(self.api.raw.clEnqueueMarkerWithWaitList(self.queue, 0, self._null, ev),
+                       "clEnqueueMarkerWithWaitList")
+        return OpenCLEvent(self.device, ev[0], self._inflight, mark)
+
+    def wait_event(self, event: Event) -> None:
+        self.device._check_open("Stream.wait_event")
+        if not isinstance(event, OpenCLEvent):
+            raise Error(ErrorKind.INVALID_VALUE, "wait_event needs an OpenCL event", backend="OPENCL",
+                        function="Stream.wait_event")
+        evs = self.api.ffi.new("cl_event[1]", [event.handle])
+        self.api.check(self.api.raw.clEnqueueBarrierWithWaitList(self.queue, 1, evs, self._null),
+                       "clEnqueueBarrierWithWaitList")
+
+    def synchronize(self) -> None:
+        inflight = self._inflight
+        mark = inflight.base + len(self._keep)  # (InFlight.mark inlined) what is enqueued before the finish
+        code = self._finish(self.queue)
+        if code:
+            raise self.api.error(code, "clFinish")
+        if mark > inflight.base:  # anything to let go
+            inflight.release(mark)
+
+    def query(self) -> bool:
+        """Whether everything enqueued so far has completed (never True while work is pending)."""
+        self.device._check_open("Stream.query")
+        marker = self._marker()  # completing, it releases the host buffers enqueued before it
+        self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submit the marker itself
+        # A marker behind finished work completes as soon as the runtime's scheduler sees it, which is
+        # not instantly (PoCL: a worker thread's wake-up): allow it a moment before answering False.
+        deadline = time.perf_counter() + _QUERY_GRACE_S
+        while not (done := marker.query()) and time.perf_counter() < deadline:
+            time.sleep(0)
+        return done
+
+
+_HOST_TYPES: dict[type, int] = {}  # host buffer type -> what _plain_host looks at: _PLAIN, _DTYPED, _VIEW, _SCALAR
+_PLAIN, _DTYPED, _VIEW, _SCALAR = 0, 1, 2, 3
+
+
+def _plain_host(obj: Any, t: type) -> bool:
+    """Whether a host buffer other than bytes/bytearray may go straight to ``ffi.from_buffer``: not a buffer of
+    Python object pointers (numpy ``object`` dtypes, format ``O``) and not a numpy scalar.  When False,
+    ``host_view`` refuses it with the descriptive Error (the two refusals agree: a scalar has ndim 0).
+    What to look at is decided once per type (a copy's hot path)."""
+    how = _HOST_TYPES.get(t)
+    if how is None:
+        np = sys.modules.get("numpy")
+        if np is not None and issubclass(t, np.generic):
+            how = _SCALAR
+        elif t is memoryview:
+            how = _VIEW
+        elif getattr(obj, "dtype", None) is not None:
+            how = _DTYPED
+        else:
+            how = _PLAIN
+        if len(_HOST_TYPES) < 256:
+            _HOST_TYPES[t] = how
+    if how == _DTYPED:
+        return not getattr(getattr(obj, "dtype", None), "hasobject", False)
+    if how == _VIEW:
+        return "O" not in obj.format
+    return how == _PLAIN
+
+
+def _live_buffer(a: Allocation, what: str, device: OpenCLDevice | None = None) -> Any:
+    """The ``cl_mem`` of an allocation (pooled or not) for use on ``device`` (the stream's): INVALID_HANDLE if
+    it was freed or the device closed, INVALID_VALUE if it is another device's, TypeError if not an allocation."""
+    t = type(a)
+    if t is OpenCLAllocation:
+        block = a
+    elif t is PooledAllocation:
+        block = a.block  # type: ignore[attr-defined]
+    elif isinstance(a, Allocation) and isinstance(getattr(a, "buffer", None), _CData):
+        block = a
+    else:
+        raise TypeError(f"{what}: expected an OpenCL allocation, got {t.__name__} ({a!r})")
+    if a._freed:
+        a._check_live(what)
+    if device is not None and (device._closed or block.device is not device):
+        if device._closed:
+            raise device._closed_error(what)
+        raise Error(ErrorKind.INVALID_VALUE, f"{what}: {a!r} belongs to another device (context) than the stream",
+                    backend="OPENCL", function=what)
+    return block.buffer  # type: ignore[attr-defined]
+
+
+_IMMUTABLE: dict[type, bool] = {}  # by-value argument types whose objects can be cached by identity
+
+
+def _immutable(t: type) -> bool:
+    r = _IMMUTABLE.get(t)
+    if r is None:
+        np = sys.modules.get("numpy")
+        # np.void scalars of structured arrays are views of the array's memory: not immutable
+        r = issubclass(t, (Scalar, bytes)) or (np is not None and issubclass(t, np.generic)
+                                               and not issubclass(t, np.void))
+        _IMMUTABLE[t] = r
+    return r
+
+
+def _set_args(kernel: OpenCLKernel, args: tuple[Any, ...], checked: bool) -> Error | None:
+    """Set the arguments that differ from the kernel's cached state (call with ``kernel._lock`` held).
+
+    An allocation is identified by its serial (pooled ones by their block's), a by-value argument by its
+    bytes; an argument object that is immutable and identical to the last one is skipped outright.
+    """
+    keys, objs = kernel._keys, kernel._objs
+    if len(args) != len(keys):  # only unchecked launches get here with a wrong count: no caching
+        return _set_args_uncached(kernel, args)
+    for i, a in enumerate(args):
+        t = type(a)
+        if t is not OpenCLAllocation:
+            if a is objs[i]:
+                continue
+            if t is PooledAllocation:
+                if a._freed:
+                    return _freed_error(a)
+                a = a.block
+                t = type(a)
+        if t is OpenCLAllocation:
+            if a._freed:  # also unchecked: a released cl_mem in a launch aborts the runtime
+                return _freed_error(a)
+            key = a._serial
+            if keys[i] != key:
+                if checked:
+                    slots = kernel._slots
+                    if slots is not None and slots[i] != _POINTER_SLOT:
+                        return kernel._slot_error(i, a, False)
+                    if a.device is not kernel.module.device:
+                        return Error(ErrorKind.INVALID_VALUE, f"argument {i} of kernel {kernel.name!r}: {a!r} "
+                                     "belongs to another device (context)", backend="OPENCL", function="Stream.launch")
+                objs[i] = None
+                mem = kernel._mem
+                mem[0] = a.buffer
+                code = kernel._set_arg(kernel.handle, i, kernel._sizeof_mem, mem)
+                if code:
+                    keys[i] = None
+                    return kernel._api.error(code, "clSetKernelArg", f"argument {i} of {kernel.name!r}")
+                keys[i] = key
+            continue
+        buffer = getattr(a, "buffer", None)
+        if buffer is not None:  # some other allocation type: set every time
+            if checked and isinstance(a, Allocation) and a._freed:
+                return _freed_error(a)
+            keys[i] = objs[i] = None
+            mem = kernel._mem
+            mem[0] = buffer
+            code = kernel._set_arg(kernel.handle, i, kernel._sizeof_mem, mem)
+        else:
+            try:
+                data = _arg_bytes(a)
+            except Error as e:
+                keys[i] = objs[i] = None
+                return e
+            if keys[i] == data:
+                objs[i] = a if _immutable(t) else None
+                continue
+            if checked:
+                slots = kernel._slots
+                if slots is not None and slots[i] != _VALUE_SLOT:
+                    keys[i] = objs[i] = None
+                    return kernel._slot_error(i, a, True)
+            keys[i] = objs[i] = None
+            code = kernel._set_arg(kernel.handle, i, len(data), data)
+            if not code:
+                keys[i] = data
+                objs[i] = a if _immutable(t) else None
+        if code:
+            return kernel._api.error(code, "clSetKernelArg", f"argument {i} of {kernel.name!r}")
+    return None
+
+
+def _set_args_uncached(kernel: OpenCLKernel, args: tuple[Any, ...]) -> Error | None:
+    kernel._keys = [None] * len(kernel._keys)
+    kernel._objs = [None] * len(kernel._objs)
+    for i, a in enumerate(args):
+        buffer = getattr(a.block if type(a) is PooledAllocation else a, "buffer", None)
+        if buffer is not None:
+            kernel._mem[0] = buffer
+            code = kernel._set_arg(kernel.handle, i, kernel._sizeof_mem, kernel._mem)
+        else:
+            try:
+                data = _arg_bytes(a)
+            except Error as e:
+                return e
+            code = kernel._set_arg(kernel.handle, i, len(data), data)
+        if code:
+            return kernel._api.error(code, "clSetKernelArg", f"argument {i} of {kernel.name!r}")
+    return None
+
+
+def _freed_error(a: Allocation) -> Error:
+    try:
+        a._check_live("Stream.launch")
+    except Error as e:
+        return e
+    return Error(ErrorKind.INVALID_HANDLE, f"Stream.launch: {a!r} was freed", backend="OPENCL",
+                 function="Stream.launch")
+
+
+def _arg_bytes(a: Any) -> bytes:
+    """The bytes of a by-value kernel argument: a numpy scalar, a Scalar, or bytes."""
+    if isinstance(a, Scalar):
+        fmt = _STRUCT.get(a.dtype)
+        if fmt is None:
+            raise Error(ErrorKind.UNSUPPORTED, f"kernel argument {a!r}: {a.dtype.name} scalars are not supported by "
+                        "the OpenCL backend (pass the bits as bytes or a numpy scalar)", backend="OPENCL",
+                        function="Stream.launch")
+        return struct.pack("<" + fmt, a.value)
+    tobytes = getattr(a, "tobytes", None)
+    if tobytes is not None:
+        data: bytes = tobytes()
+        return data
+    if isinstance(a, (bytes, bytearray)):
+        return bytes(a)
+    raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {a!r}: pass an Allocation, a numpy scalar "
+                "(np.int32(n)) or Scalar(value, DType)", backend="OPENCL", function="Stream.launch")
