@@ -24,7 +24,7 @@ def fingerprint(spec_dir: Path, extra: list[Path], argv: list[object]) -> str:
     """Inputs (specs, generator sources, templates, headers) and outputs (``extra``), by stat only."""
     h = hashlib.sha256(f"{__version__}\0{argv}".encode("utf-8", "surrogateescape"))
     paths = [*sorted(spec_dir.rglob("*.yaml")), *sorted(GENERATOR.rglob("*.py")), *sorted(TEMPLATES.rglob("*.j2")),
-             *sorted(RUNTIME.rglob("*.py")), *extra]
+             *sorted(RUNTIME.rglob("*.py")), *sorted(RUNTIME.rglob("*.h")), *extra]
     for p in paths:
         try:
             st = p.stat()

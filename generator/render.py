@@ -21,6 +21,8 @@ from .spec import CoreSpec
 from .wrappers import FastPath, c_string, fast_paths, lower, out_types, raw_result
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+# the hand-written C every library's trampolines.c includes: part of each library's build id
+RUNTIME_HEADER = TEMPLATES.parent / "runtime" / "ironaccelerator_runtime" / "include" / "ia_runtime.h"
 SENTINEL = 0x7FFFFFEF  # returned by a trampoline whose symbol cannot be resolved; no vendor uses it
 
 
@@ -135,7 +137,7 @@ def render_library(env: jinja2.Environment, lib: BoundLibrary) -> dict[str, str]
     built = {name: env.get_template(f"library/{name}.j2").render(**ctx)
              for name in ("types.cdef", "api.cdef", "abi.cdef", "trampolines.c")}
     built["_cffi_build.py"] = env.get_template("library/_cffi_build.py.j2").render(**ctx, build_id="")
-    ctx["build_id"] = build_id(built)
+    ctx["build_id"] = build_id({**built, RUNTIME_HEADER.name: RUNTIME_HEADER.read_text(encoding="utf-8")})
     built["_cffi_build.py"] = env.get_template("library/_cffi_build.py.j2").render(**ctx)
     files = {name: env.get_template(f"library/{name}.j2").render(**ctx)
              for name in ("__init__.py", "unchecked.py", "_binding.py")}

@@ -361,3 +361,25 @@ def test_a_build_older_than_the_generated_sources_is_refused_at_import(tmp_path:
     assert r.returncode == 0 and r.stdout.split() == ["imported", "False", "True"], r.stderr
     mode = import_tree(out, "from ironaccelerator.backends.test import golden; print(golden.BINDING_MODE)")
     assert mode.stdout.strip() == "api", mode.stderr
+
+
+def test_the_runtime_header_is_part_of_the_build_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """trampolines.c includes the hand-written ia_runtime.h: a build made before it changed is stale too."""
+    from ironaccelerator_gen import render
+
+    spec_dir, _ = golden_specs(tmp_path, "old")
+
+    def build_id() -> str:
+        files = pipeline.compile_specs(spec_dir, {"golden": str(GOLDEN / "include")}, base=tmp_path).files
+        binding = files["ironaccelerator/backends/test/golden/_binding.py"]
+        ids = [line for line in binding.splitlines() if line.startswith("BUILD_ID = ")]
+        assert len(ids) == 1
+        value = ids[0].split(" = ")[1].strip("'")
+        assert f'BUILD_ID = "{value}"' in files["ironaccelerator/backends/test/golden/_cffi_build.py"]
+        return str(ids[0])
+
+    before = build_id()
+    header = tmp_path / "ia_runtime.h"
+    header.write_text(render.RUNTIME_HEADER.read_text(encoding="utf-8") + "/* changed */\n", encoding="utf-8")
+    monkeypatch.setattr(render, "RUNTIME_HEADER", header)
+    assert build_id() != before

@@ -125,11 +125,12 @@ class Binding:
             return API, ffi, lib
         try:
             abi = importlib.import_module(self.package + "._cffi_abi")
-        except ImportError:
+        except ImportError:  # nothing built: the cdefs beside the package, parsed now
             cffi = importlib.import_module("cffi")
-            build = importlib.import_module(self.package + "._cffi_build")
+            here = list(sys.modules[self.package].__path__)[0]
             ffi = cffi.FFI()
-            ffi.cdef(build.CDEF_TYPES + build.CDEF_ABI_FUNCTIONS)
+            ffi.cdef("".join(open(os.path.join(here, name), encoding="utf-8").read()
+                             for name in ("types.cdef", "abi.cdef")))
         else:
             self._check_build(abi, getattr(abi, "BUILD_ID", None))
             ffi = abi.ffi

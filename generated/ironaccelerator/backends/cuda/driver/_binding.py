@@ -1016,7 +1016,7 @@ PROC_ADDRESS = ProcAddress(
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'f91ea4893da2dd76208692c0'
+BUILD_ID = '787f6c7e4d2db38b80a2b1ed'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -64,7 +64,7 @@ PROC_ADDRESS = ProcAddress(
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '99c566f9e5f9b2cf6de5dfb2'
+BUILD_ID = '52a715ed4af28b255224a65f'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

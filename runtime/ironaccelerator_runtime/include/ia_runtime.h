@@ -1,0 +1,957 @@
+/* The vendor-neutral C of every generated library's cffi module: hand-written (runtime/), not generated.
+ *
+ * A library's trampolines.c (rendered from templates/library/trampolines.c.j2) defines its tables and
+ * configuration, includes this file, then defines its per-function trampolines, its checked fast paths and
+ * ia_fast_methods:
+ *
+ *   IA_COUNT, IA_SENTINEL, IA_PACKAGE, IA_FAST_COUNT    function count, failure sentinel, module, fast paths
+ *   ia_symbol[], ia_symbol_per_thread[]                  each function's exported (and _ptds/_ptsz) symbol
+ *   IA_RESOLVER                                          how a function is found once its library is open:
+ *     IA_RESOLVER_DLSYM          dlsym of its symbol
+ *     IA_RESOLVER_PROC_ADDRESS   the library's resolver (cuGetProcAddress) with the function's ABI pin, then
+ *                                dlsym: ia_public[], ia_pin[], IA_PROC_SYMBOL, IA_PROC_INDEX,
+ *                                IA_PROC_DEFAULT_FLAG, IA_PROC_PER_THREAD_FLAG, IA_PROC_STATUS_PARAM
+ *   IA_LAUNCH (0/1)  the kernel-launch fast path: IA_LAUNCH_INDEX, IA_LAUNCH_MAX_ARGS, IA_LAUNCH_MAX_BYTES,
+ *                    IA_LAUNCH_RESULT, IA_LAUNCH_DIMS(X) (X(C type, i) for the 7 dimensions) and
+ *                    IA_LAUNCH_CALL(function, d0, ..., d6, stream, params)
+ *   IA_POOL (0/1)    stream-ordered pool memory: IA_POOL_ALLOC_INDEX, IA_POOL_FREE_INDEX, IA_POOL_DEVPTR,
+ *                    IA_POOL_ALLOC_RESULT, IA_POOL_FREE_RESULT, IA_POOL_ALLOC_CALL(&out, nbytes, pool, stream),
+ *                    IA_POOL_FREE_CALL(ptr, stream)
+ *   the prototypes of the trampolines IA_LAUNCH_CALL / IA_POOL_*_CALL name (defined after this file)
+ *
+ * cffi compiles trampolines.c after Python.h; _cffi_build.py puts this directory on the include path and
+ * counts this file in the library's build id.
+ */
+#ifndef IA_RUNTIME_H
+#define IA_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <dlfcn.h>
+#endif
+
+#define IA_RESOLVER_DLSYM 0
+#define IA_RESOLVER_PROC_ADDRESS 1
+#ifndef IA_RESOLVER
+#define IA_RESOLVER IA_RESOLVER_DLSYM
+#endif
+#ifndef IA_LAUNCH
+#define IA_LAUNCH 0
+#endif
+#ifndef IA_POOL
+#define IA_POOL 0
+#endif
+
+#if defined(__GNUC__)
+#define IA_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define IA_UNLIKELY(x) (x)
+#endif
+
+/* ------------------------------------------------------------------------------------------------------
+ * Loading: the library is opened on the first call of any of its functions (ia_open_library, in Python,
+ * tries the candidate paths through ia_dlopen); each function is resolved on its own first call.
+ * ---------------------------------------------------------------------------------------------------- */
+static void *ia_handle = NULL;
+static int ia_per_thread = 0;
+static char ia_error[512];
+static void *ia_ptr[IA_COUNT > 0 ? IA_COUNT : 1];
+static unsigned char ia_state[IA_COUNT > 0 ? IA_COUNT : 1]; /* 0 unresolved, 1 resolved, 2 missing */
+static void *ia_dlsym(const char *name);
+
+#if IA_RESOLVER == IA_RESOLVER_PROC_ADDRESS
+#if IA_PROC_STATUS_PARAM
+typedef int (*ia_proc_t)(const char *, void **, int, unsigned long long, int *);
+#else
+typedef int (*ia_proc_t)(const char *, void **, int, unsigned long long);
+#endif
+static void *ia_proc = NULL;
+static int ia_proc_state = 0; /* 0 unresolved, 1 resolved, 2 missing */
+
+static void *ia_via_proc(int i)
+{
+    void *fp = NULL;
+    unsigned long long flags = ia_per_thread ? IA_PROC_PER_THREAD_FLAG : IA_PROC_DEFAULT_FLAG;
+    if (ia_pin[i] <= 0 || i == IA_PROC_INDEX)
+        return NULL;
+    if (ia_proc_state == 0) {
+        ia_proc = ia_dlsym(IA_PROC_SYMBOL);
+        ia_proc_state = ia_proc != NULL ? 1 : 2;
+    }
+    if (ia_proc == NULL)
+        return NULL;
+#if IA_PROC_STATUS_PARAM
+    {
+        int status = 0;
+        if (((ia_proc_t)ia_proc)(ia_public[i], &fp, ia_pin[i], flags, &status) != 0)
+            return NULL;
+    }
+#else
+    if (((ia_proc_t)ia_proc)(ia_public[i], &fp, ia_pin[i], flags) != 0)
+        return NULL;
+#endif
+    return fp;
+}
+#endif
+
+static int ia_open_library(void);  /* extern "Python": tries the candidate paths via ia_dlopen */
+
+static int ia_dlopen(const char *path)
+{
+    void *h;
+#ifdef _WIN32
+    h = (void *)LoadLibraryA(path);
+    if (h == NULL) { strncpy(ia_error, "LoadLibrary failed", sizeof ia_error - 1); return 1; }
+#else
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) { const char *e = dlerror(); strncpy(ia_error, e ? e : "dlopen failed", sizeof ia_error - 1); return 1; }
+#endif
+    ia_handle = h;
+    return 0;
+}
+
+static const char *ia_dlerror(void) { return ia_error; }
+
+static void *ia_dlsym(const char *name)
+{
+#ifdef _WIN32
+    return (void *)GetProcAddress((HMODULE)ia_handle, name);
+#else
+    return dlsym(ia_handle, name);
+#endif
+}
+
+static void *ia_resolve(int i)
+{
+    const char *name;
+    void *p = NULL;
+    if (ia_handle == NULL && ia_open_library() != 0)
+        return NULL;
+    if (ia_handle == NULL)
+        return NULL;
+#if IA_RESOLVER == IA_RESOLVER_PROC_ADDRESS
+    p = ia_via_proc(i);
+#endif
+    if (p == NULL) {
+        name = (ia_per_thread && ia_symbol_per_thread[i] != NULL) ? ia_symbol_per_thread[i] : ia_symbol[i];
+        p = ia_dlsym(name);
+    }
+    ia_state[i] = p != NULL ? 1 : 2;
+    ia_ptr[i] = p;
+    return p;
+}
+
+static int ia_status(int i)
+{
+    if (i < 0 || i >= IA_COUNT)
+        return 2;
+    if (ia_ptr[i] != NULL || ia_resolve(i) != NULL)
+        return 0;
+    return ia_handle == NULL ? 1 : 2;
+}
+
+static void ia_set_per_thread(int enabled)
+{
+    ia_per_thread = enabled;
+    memset(ia_ptr, 0, sizeof ia_ptr);
+    memset(ia_state, 0, sizeof ia_state);
+}
+
+/* ------------------------------------------------------------------------------------------------------
+ * Checked fast path: the checked wrappers of functions that take and return plain numbers (or a string), as
+ * CPython functions (generated per function, after this file).  Each one does what its Python wrapper in
+ * __init__.py does -- same arguments (positional or keyword), same results, same exceptions -- without
+ * running Python bytecode: converts the arguments as cffi does, calls the trampoline with the GIL released,
+ * and on a failure status asks the Python side (BINDING.error in _binding.py, imported on the first
+ * failure) for the exception.  ia_install_fast() registers them as the module IA_PACKAGE._fast, whose
+ * functions __init__.py binds in place of the Python wrappers in API mode.  _cffi_build.py turns off
+ * Py_LIMITED_API (METH_FASTCALL is not in the 3.2 stable ABI).
+ * ---------------------------------------------------------------------------------------------------- */
+#if defined(__GNUC__)
+#define IA_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define IA_LIKELY(x) (x)
+#endif
+
+/* integer traits of a C type (enums included), as cffi's _cffi_to_c_int uses them */
+#define IA_SIGNED(T) ((T)-1 < (T)0)
+#define IA_SMAX(T) ((long long)(~0ULL >> (65 - 8 * sizeof(T))))
+#define IA_SMIN(T) (-IA_SMAX(T) - 1)
+#define IA_UMAX(T) (~0ULL >> (64 - 8 * sizeof(T)))
+#define IA_FROM_INT(T, v) \
+    (IA_SIGNED(T) ? PyLong_FromLongLong((long long)(v)) : PyLong_FromUnsignedLongLong((unsigned long long)(v)))
+#define IA_ARG_INT(T, o, dst)                                                                   \
+    do {                                                                                        \
+        if (IA_SIGNED(T)) {                                                                     \
+            long long ia_s_;                                                                    \
+            if (ia_arg_signed((o), IA_SMIN(T), IA_SMAX(T), #T, &ia_s_) < 0)                     \
+                return NULL;                                                                    \
+            (dst) = (T)ia_s_;                                                                   \
+        } else {                                                                                \
+            unsigned long long ia_u_;                                                           \
+            if (ia_arg_unsigned((o), IA_UMAX(T), #T, &ia_u_) < 0)                               \
+                return NULL;                                                                    \
+            (dst) = (T)ia_u_;                                                                   \
+        }                                                                                       \
+    } while (0)
+#define IA_ARG_FLOAT(T, o, dst)                                                                 \
+    do {                                                                                        \
+        double ia_d_ = PyFloat_AsDouble(o);                                                     \
+        if (ia_d_ == -1.0 && PyErr_Occurred())                                                  \
+            return NULL;                                                                        \
+        (dst) = (T)ia_d_;                                                                       \
+    } while (0)
+
+/* o as a Python int the way cffi accepts integers: int and its subclasses (IntEnum), or anything with
+   __int__ that is not a float; a new reference, or NULL with TypeError set */
+static PyObject *ia_int_object(PyObject *o)
+{
+    PyNumberMethods *nb = Py_TYPE(o)->tp_as_number;
+    PyObject *r;
+    if (PyFloat_Check(o) || nb == NULL || nb->nb_int == NULL) {
+        PyErr_SetString(PyExc_TypeError, "an integer is required");
+        return NULL;
+    }
+    r = nb->nb_int(o);
+    if (r != NULL && !PyLong_Check(r)) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "__int__ returned non-int");
+        return NULL;
+    }
+    return r;
+}
+
+static int ia_arg_signed(PyObject *o, long long lo, long long hi, const char *ctype, long long *out)
+{
+    PyObject *io = NULL;
+    long long v;
+    int overflow = 0;
+    if (IA_UNLIKELY(!PyLong_Check(o))) {
+        if ((io = ia_int_object(o)) == NULL)
+            return -1;
+        o = io;
+    }
+    v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    Py_XDECREF(io);
+    if (IA_UNLIKELY(overflow != 0)) {
+        PyErr_SetString(PyExc_OverflowError, "int too big to convert");
+        return -1;
+    }
+    if (IA_UNLIKELY(v == -1 && PyErr_Occurred()))
+        return -1;
+    if (IA_UNLIKELY(v < lo || v > hi)) {
+        PyErr_Format(PyExc_OverflowError, "integer %lld does not fit '%s'", v, ctype);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int ia_arg_unsigned(PyObject *o, unsigned long long hi, const char *ctype, unsigned long long *out)
+{
+    PyObject *io = NULL;
+    unsigned long long v;
+    long long s;
+    int overflow = 0;
+    if (IA_UNLIKELY(!PyLong_Check(o))) {
+        if ((io = ia_int_object(o)) == NULL)
+            return -1;
+        o = io;
+    }
+    s = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (IA_LIKELY(overflow == 0 && s >= 0)) {
+        v = (unsigned long long)s;
+    } else if (overflow > 0) {
+        v = PyLong_AsUnsignedLongLong(o);  /* 2**63 .. 2**64-1, or OverflowError */
+    } else {
+        if (overflow != 0 || !PyErr_Occurred())
+            PyErr_SetString(PyExc_OverflowError, "can't convert negative number to unsigned");
+        v = (unsigned long long)-1;
+    }
+    Py_XDECREF(io);
+    if (IA_UNLIKELY(v == (unsigned long long)-1 && PyErr_Occurred()))
+        return -1;
+    if (IA_UNLIKELY(v > hi)) {
+        PyErr_Format(PyExc_OverflowError, "integer %llu does not fit '%s'", v, ctype);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Positional and keyword arguments into out[0..n-1] (the slow path: keywords, or a wrong count). */
+static int ia_fast_args(const char *fname, const char *const *names, Py_ssize_t n, PyObject *const *args,
+                        Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+{
+    Py_ssize_t i, k, nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd %s given", fname, n,
+                     n == 1 ? "" : "s", nargs, nargs == 1 ? "was" : "were");
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    for (k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        for (i = 0; i < n; i++)
+            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
+                break;
+        if (i == n) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, key);
+            return -1;
+        }
+        if (out[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fname, names[i]);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (i = 0; i < n; i++) {
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* a NUL-terminated string as str, decoded like the Python wrappers' _str(): UTF-8, "replace"; NULL is "" */
+static PyObject *ia_str(const char *s)
+{
+    if (s == NULL)
+        return PyUnicode_FromStringAndSize("", 0);
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
+/* a char[size] buffer as str: up to its first NUL, or all of it (as ffi.string on a char array) */
+static PyObject *ia_str_n(const char *s, size_t size)
+{
+    const char *end = (const char *)memchr(s, 0, size);
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)(end != NULL ? (size_t)(end - s) : size), "replace");
+}
+
+/* a tuple that steals items[0..n-1]; if any is NULL (an error is set), releases the others */
+static PyObject *ia_tuple(Py_ssize_t n, PyObject **items)
+{
+    PyObject *t = NULL;
+    Py_ssize_t i;
+    for (i = 0; i < n; i++)
+        if (items[i] == NULL)
+            goto fail;
+    if ((t = PyTuple_New(n)) == NULL)
+        goto fail;
+    for (i = 0; i < n; i++)
+        PyTuple_SET_ITEM(t, i, items[i]);
+    return t;
+fail:
+    for (i = 0; i < n; i++)
+        Py_XDECREF(items[i]);
+    return NULL;
+}
+
+static PyObject *ia_fast_binding = NULL; /* IA_PACKAGE._binding.BINDING, imported on the first failure */
+
+static PyObject *ia_fast_get_binding(void)
+{
+    PyObject *mod, *b;
+    if (ia_fast_binding != NULL)
+        return ia_fast_binding;
+    if ((mod = PyImport_ImportModule(IA_PACKAGE "._binding")) == NULL)
+        return NULL;
+    b = PyObject_GetAttrString(mod, "BINDING");
+    Py_DECREF(mod);
+    if (b == NULL)
+        return NULL;
+    if (ia_fast_binding == NULL)
+        ia_fast_binding = b;
+    else
+        Py_DECREF(b);
+    return ia_fast_binding;
+}
+
+/* raise BINDING.error(code, index) (the Python wrappers' `raise _error(_r, index)`); steals code; NULL */
+/* raise err, an exception instance (a new reference, stolen) */
+static void ia_raise(PyObject *err)
+{
+    if (PyExceptionInstance_Check(err))
+        PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+    else
+        PyErr_SetString(PyExc_TypeError, "exceptions must derive from BaseException");
+    Py_DECREF(err);
+}
+
+static PyObject *ia_fast_fail(PyObject *code, int index)
+{
+    PyObject *b, *err;
+    if (code == NULL)
+        return NULL;
+    if ((b = ia_fast_get_binding()) == NULL || Py_EnterRecursiveCall(" while building an error")) {
+        Py_DECREF(code);
+        return NULL;
+    }
+    err = PyObject_CallMethod(b, "error", "Oi", code, index);
+    Py_LeaveRecursiveCall();
+    Py_DECREF(code);
+    if (err != NULL)
+        ia_raise(err);
+    return NULL;
+}
+
+/* BINDING.require(index): raises the loader error of a function that cannot be called; -1 if it did */
+static int ia_fast_require(int index)
+{
+    PyObject *b, *r;
+    if ((b = ia_fast_get_binding()) == NULL)
+        return -1;
+    if ((r = PyObject_CallMethod(b, "require", "i", index)) == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+#if IA_LAUNCH
+/* ------------------------------------------------------------------------------------------------------
+ * Kernel-launch fast path: _fast._launch(layouts, args, check, function, dims, stream) packs a launch's
+ * arguments and calls the library's launch function through IA_LAUNCH_CALL (the backend's Stream.launch, in API mode).  The Python side keeps
+ * the state and the reference packer (pack_args); this is only its hot loop.
+ *
+ *   layouts   dict: tuple of the arguments' types -> layout (bytes), filled by the backend for each tuple
+ *             of types it has checked against the kernel's parameters
+ *   args      tuple: the KernelLaunch's arguments
+ *   check     whether the launch is checked (the Python side's path); either way an allocation whose ._freed
+ *             is true is not launched (its address may be other memory by now: the Python side raises or
+ *             returns the Error), and a tuple of another length has another key, so a missing argument
+ *             never finds a layout
+ *   function  int: the kernel's handle;  dims: 7 ints (grid x y z, block x y z, shared bytes);
+ *   stream    int: the stream's handle
+ *
+ * A layout is a uint32 total size, then per argument: uint8 kind, uint8 0, uint16 size, uint32 offset,
+ * little-endian.  Kind 0: an allocation, its .ptr (an int) as 8 bytes; kind 1: an object with the buffer
+ * protocol (a numpy scalar) of exactly `size` bytes.  The values are packed into a buffer on the C stack
+ * (the driver copies them before it returns), so there is no shared state and no lock.
+ *
+ * Returns the launch's status (an int), or None when it did not launch: no layout for these types, a
+ * freed allocation, or a value it cannot read; the Python side then takes its own path,
+ * which launches or raises its own error.
+ * ---------------------------------------------------------------------------------------------------- */
+#define IA_LAUNCH_ALLOC 0
+#define IA_LAUNCH_BUFFER 1
+
+static PyObject *ia_launch_str_ptr = NULL, *ia_launch_str_freed = NULL;
+
+static unsigned long ia_le(const unsigned char *p, int n)
+{
+    unsigned long v = 0;
+    while (n-- > 0)
+        v = (v << 8) | p[n];
+    return v;
+}
+
+static PyObject *ia_launch_bad_layout(void)
+{
+    PyErr_SetString(PyExc_ValueError, "_launch: a malformed argument layout");
+    return NULL;
+}
+
+static PyObject *ia_launch(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
+{
+    union { unsigned char b[IA_LAUNCH_MAX_BYTES]; long double ld; long long ll; void *p; } ia_st;
+    void *ia_params[IA_LAUNCH_MAX_ARGS];
+    PyObject *ia_key, *ia_layout, *ia_a, *ia_v, *ia_dims;
+    const unsigned char *ia_rec;
+    Py_ssize_t ia_n, ia_i;
+    unsigned long ia_total, ia_size, ia_off;
+    unsigned long long ia_u;
+    void *ia_func, *ia_stream;
+    Py_buffer ia_view;
+    int ia_check;
+#define IA_DECLARE_DIM(T, i) T ia_d##i;
+    IA_LAUNCH_DIMS(IA_DECLARE_DIM)
+#undef IA_DECLARE_DIM
+    IA_LAUNCH_RESULT ia_r;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_nargs != 6 || !PyDict_Check(ia_args[0]) || !PyTuple_CheckExact(ia_args[1])
+                    || !PyTuple_CheckExact(ia_args[4]) || PyTuple_GET_SIZE(ia_args[4]) != 7)) {
+        PyErr_SetString(PyExc_TypeError, "_launch(layouts: dict, args: tuple, check, function: int, "
+                        "dims: 7-tuple, stream: int)");
+        return NULL;
+    }
+    if (IA_UNLIKELY(ia_launch_str_freed == NULL)) {
+        if ((ia_launch_str_ptr = PyUnicode_InternFromString("ptr")) == NULL)
+            return NULL;
+        if ((ia_launch_str_freed = PyUnicode_InternFromString("_freed")) == NULL)
+            return NULL;
+    }
+    ia_n = PyTuple_GET_SIZE(ia_args[1]);
+    if (ia_n > IA_LAUNCH_MAX_ARGS)
+        Py_RETURN_NONE;
+    if ((ia_check = PyObject_IsTrue(ia_args[2])) < 0)  /* (validated; the freed test is made either way) */
+        return NULL;
+    (void)ia_check;
+    /* the layout of these argument types */
+    if ((ia_key = PyTuple_New(ia_n)) == NULL)
+        return NULL;
+    for (ia_i = 0; ia_i < ia_n; ia_i++) {
+        PyObject *ia_t = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(ia_args[1], ia_i));
+        Py_INCREF(ia_t);
+        PyTuple_SET_ITEM(ia_key, ia_i, ia_t);
+    }
+    ia_layout = PyDict_GetItemWithError(ia_args[0], ia_key);
+    Py_DECREF(ia_key);
+    if (ia_layout == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyBytes_Check(ia_layout) || PyBytes_GET_SIZE(ia_layout) != 4 + 8 * ia_n)
+        return ia_launch_bad_layout();
+    /* held: reading an argument's attributes can run Python code that changes the dict */
+    Py_INCREF(ia_layout);
+    ia_rec = (const unsigned char *)PyBytes_AS_STRING(ia_layout);
+    ia_total = ia_le(ia_rec, 4);
+    if (ia_total > IA_LAUNCH_MAX_BYTES)
+        goto bad_layout;
+    /* the values, each at its offset in ia_st */
+    for (ia_i = 0; ia_i < ia_n; ia_i++) {
+        const unsigned char *r = ia_rec + 4 + 8 * ia_i;
+        ia_size = ia_le(r + 2, 2);
+        ia_off = ia_le(r + 4, 4);
+        if (ia_off > ia_total || ia_size > ia_total - ia_off)
+            goto bad_layout;
+        ia_a = PyTuple_GET_ITEM(ia_args[1], ia_i);
+        if (r[0] == IA_LAUNCH_ALLOC) {
+            int ia_freed;
+            if (ia_size != 8)
+                goto bad_layout;
+            if ((ia_v = PyObject_GetAttr(ia_a, ia_launch_str_freed)) == NULL)
+                goto not_launched;
+            ia_freed = ia_v == Py_False ? 0 : PyObject_IsTrue(ia_v);  /* (a bool: no call) */
+            Py_DECREF(ia_v);
+            if (ia_freed != 0)
+                goto not_launched;
+            if ((ia_v = PyObject_GetAttr(ia_a, ia_launch_str_ptr)) == NULL)
+                goto not_launched;
+            ia_u = PyLong_Check(ia_v) ? PyLong_AsUnsignedLongLong(ia_v) : (unsigned long long)-1;
+            Py_DECREF(ia_v);
+            if (ia_u == (unsigned long long)-1)
+                goto not_launched;  /* not an int, negative, too big (or really ~0: let Python pack it) */
+            memcpy(ia_st.b + ia_off, &ia_u, 8);
+        } else if (r[0] == IA_LAUNCH_BUFFER) {
+            if (PyObject_GetBuffer(ia_a, &ia_view, PyBUF_SIMPLE) < 0)
+                goto not_launched;
+            if ((unsigned long)ia_view.len != ia_size) {
+                PyBuffer_Release(&ia_view);
+                goto not_launched;
+            }
+            memcpy(ia_st.b + ia_off, ia_view.buf, ia_size);
+            PyBuffer_Release(&ia_view);
+        } else {
+            goto bad_layout;
+        }
+        ia_params[ia_i] = ia_st.b + ia_off;
+    }
+    Py_DECREF(ia_layout);
+    ia_dims = ia_args[4];
+#define IA_CONVERT_DIM(T, i) IA_ARG_INT(T, PyTuple_GET_ITEM(ia_dims, i), ia_d##i);
+    IA_LAUNCH_DIMS(IA_CONVERT_DIM)
+#undef IA_CONVERT_DIM
+    ia_func = PyLong_AsVoidPtr(ia_args[3]);
+    if (ia_func == NULL && PyErr_Occurred())
+        return NULL;
+    ia_stream = PyLong_AsVoidPtr(ia_args[5]);
+    if (ia_stream == NULL && PyErr_Occurred())
+        return NULL;
+    if (IA_UNLIKELY(ia_status(IA_LAUNCH_INDEX) != 0) && ia_fast_require(IA_LAUNCH_INDEX) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = IA_LAUNCH_CALL(ia_func, ia_d0, ia_d1, ia_d2, ia_d3, ia_d4, ia_d5, ia_d6, ia_stream, ia_n ? ia_params : NULL);
+    Py_END_ALLOW_THREADS
+    return IA_FROM_INT(IA_LAUNCH_RESULT, ia_r);
+not_launched:
+    Py_DECREF(ia_layout);
+    PyErr_Clear();
+    Py_RETURN_NONE;
+bad_layout:
+    Py_DECREF(ia_layout);
+    return ia_launch_bad_layout();
+}
+#define IA_LAUNCH_METHODS \
+    {"_launch", (PyCFunction)(void (*)(void))ia_launch, METH_FASTCALL, \
+     "_launch(layouts, args, check, function, dims, stream)\n--\n\nThe backend's kernel-launch fast path " \
+     "(see ia_runtime.h): the launch's status, or None if it did not launch."},
+#else
+#define IA_LAUNCH_METHODS
+#endif
+
+#if IA_POOL
+/* ------------------------------------------------------------------------------------------------------
+ * Stream-ordered pool memory in C: the backend's MemoryPool.alloc calls
+ *
+ *   _pool_alloc(cls, pool, pool_handle, nbytes, stream, key)
+ *
+ * which calls the library's allocator, IA_POOL_ALLOC_CALL(&ptr, nbytes, pool_handle, stream), with the GIL released and returns a new
+ * `cls` (a subclass of _PoolMemory) that owns the memory, or the status (an int) when it failed (the
+ * Python side raises, or trims the pool and tries again).  pool_handle and stream are the native handles'
+ * addresses (ints); `pool` is the backend's pool object, kept alive by the memory; `key` the .key of the
+ * backend's thread-local (_pool_setup) when the pool's device is current on a thread.
+ *
+ * _PoolMemory holds ptr, nbytes, pool, _stream (the stream's address), _freed and _tracked, and frees
+ * with IA_POOL_FREE_CALL(ptr, stream) in the stream's order: free() raises, free_unchecked() and _release()
+ * return the Error; dropped unfreed while tracked, tp_finalize releases it (or calls the instance's _drop,
+ * as Allocation.__del__ does).  Freeing makes the pool's device current first when the thread-local's
+ * .key differs (pool.device.activate()).  Errors come from the Python side: pool._memory_error(memory,
+ * status or None for a double free, function name).
+ * ---------------------------------------------------------------------------------------------------- */
+#include "structmember.h"
+
+typedef struct {
+    PyObject_HEAD
+    unsigned long long ptr;     /* the device address */
+    unsigned long long stream;  /* the native stream's address: freed in its order */
+    PyObject *pool;             /* the backend's pool (kept alive while the memory is) */
+    PyObject *key;              /* the thread-local's .key when the pool's device is current */
+    Py_ssize_t nbytes;
+    char freed;
+    char tracked;               /* released on drop unless freed */
+} ia_pm_object;
+
+static PyObject *ia_pm_tls = NULL;    /* the backend's threading.local (_pool_setup) */
+static PyObject *ia_pm_error = NULL;  /* the backend's Error class: what _release returns, not raises */
+static PyObject *ia_pm_str_key = NULL, *ia_pm_str_device, *ia_pm_str_activate, *ia_pm_str_memory_error,
+                *ia_pm_str_drop;
+
+static int ia_pm_strings(void)
+{
+    if (ia_pm_str_key != NULL)
+        return 0;
+    if ((ia_pm_str_device = PyUnicode_InternFromString("device")) == NULL
+        || (ia_pm_str_activate = PyUnicode_InternFromString("activate")) == NULL
+        || (ia_pm_str_memory_error = PyUnicode_InternFromString("_memory_error")) == NULL
+        || (ia_pm_str_drop = PyUnicode_InternFromString("_drop")) == NULL
+        || (ia_pm_str_key = PyUnicode_InternFromString("key")) == NULL)
+        return -1;
+    return 0;
+}
+
+/* pool._memory_error(m, status or None, function): a new reference to the Error, or NULL (raised) */
+static PyObject *ia_pm_make_error(ia_pm_object *m, long long status, int has_status, const char *function)
+{
+    PyObject *code, *fname, *err;
+    if (has_status) {
+        if ((code = PyLong_FromLongLong(status)) == NULL)
+            return NULL;
+    } else {
+        code = Py_None;
+        Py_INCREF(code);
+    }
+    if ((fname = PyUnicode_FromString(function)) == NULL) {
+        Py_DECREF(code);
+        return NULL;
+    }
+    err = PyObject_CallMethodObjArgs(m->pool, ia_pm_str_memory_error, (PyObject *)m, code, fname, NULL);
+    Py_DECREF(code);
+    Py_DECREF(fname);
+    return err;
+}
+
+/* the pool's device current on this thread (as Device.activate): 0, or -1 with an exception set */
+static int ia_pm_activate(ia_pm_object *m)
+{
+    PyObject *cur, *dev, *r;
+    int same;
+    if (ia_pm_tls != NULL) {
+        if ((cur = PyObject_GetAttr(ia_pm_tls, ia_pm_str_key)) != NULL) {
+            same = PyObject_RichCompareBool(cur, m->key, Py_EQ);
+            Py_DECREF(cur);
+            if (same != 0)
+                return same < 0 ? -1 : 0;
+        } else if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();  /* nothing current on this thread yet */
+        } else {
+            return -1;
+        }
+    }
+    if ((dev = PyObject_GetAttr(m->pool, ia_pm_str_device)) == NULL)
+        return -1;
+    r = PyObject_CallMethodObjArgs(dev, ia_pm_str_activate, NULL);
+    Py_DECREF(dev);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* free the memory (m->freed already set): 0 freed; 1 with *status the failure; -1 with an exception set
+   (making the device current failed) */
+static int ia_pm_release(ia_pm_object *m, long long *status)
+{
+    IA_POOL_FREE_RESULT ia_r;
+    if (ia_pm_activate(m) < 0)
+        return -1;
+    if (IA_UNLIKELY(ia_status(IA_POOL_FREE_INDEX) != 0) && ia_fast_require(IA_POOL_FREE_INDEX) < 0)
+        return -1;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = IA_POOL_FREE_CALL((uintptr_t)m->ptr, (uintptr_t)m->stream);
+    Py_END_ALLOW_THREADS
+    if (ia_r == 0)
+        return 0;
+    *status = (long long)ia_r;
+    return 1;
+}
+
+/* the Error (a new reference) or None that releasing returns, as Allocation._release; NULL if raised */
+static PyObject *ia_pm_release_result(ia_pm_object *m, const char *function)
+{
+    long long status = 0;
+    int rc = ia_pm_release(m, &status);
+    if (rc == 0)
+        Py_RETURN_NONE;
+    if (rc > 0)
+        return ia_pm_make_error(m, status, 1, function);
+    if (ia_pm_error != NULL && PyErr_ExceptionMatches(ia_pm_error)) {  /* an Error is returned, not raised */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        Py_XDECREF(type);
+        Py_XDECREF(tb);
+        return value;
+    }
+    return NULL;
+}
+
+static PyObject *ia_pm_free(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
+{
+    long long status = 0;
+    int rc;
+    PyObject *err;
+    if (IA_UNLIKELY(m->freed)) {
+        if ((err = ia_pm_make_error(m, 0, 0, "Allocation.free")) != NULL)
+            ia_raise(err);
+        return NULL;
+    }
+    m->freed = 1;
+    if (IA_LIKELY((rc = ia_pm_release(m, &status)) == 0))
+        Py_RETURN_NONE;
+    if (rc > 0 && (err = ia_pm_make_error(m, status, 1, "Allocation.free")) != NULL)
+        ia_raise(err);
+    return NULL;
+}
+
+static PyObject *ia_pm_free_unchecked(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
+{
+    if (IA_UNLIKELY(m->freed))  /* one flag test: freeing twice is undefined behaviour (a crash) */
+        return ia_pm_make_error(m, 0, 0, "Allocation.free_unchecked");
+    m->freed = 1;
+    return ia_pm_release_result(m, "Allocation.free_unchecked");
+}
+
+static PyObject *ia_pm_release_method(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
+{
+    return ia_pm_release_result(m, "Allocation.free");
+}
+
+/* dropped: released unless freed or untracked (the instance's _drop instead, if it has one) */
+static void ia_pm_finalize(PyObject *self)
+{
+    ia_pm_object *m = (ia_pm_object *)self;
+    PyObject *type, *value, *tb, *drop, *r = NULL;
+    if (IA_LIKELY(m->freed || !m->tracked))
+        return;
+    m->freed = 1;
+    PyErr_Fetch(&type, &value, &tb);
+    if ((drop = PyObject_GetAttr(self, ia_pm_str_drop)) != NULL) {
+        r = drop != Py_None ? PyObject_CallNoArgs(drop) : ia_pm_release_result(m, "Allocation.free");
+        Py_DECREF(drop);
+    }
+    if (r == NULL)
+        PyErr_WriteUnraisable(self);
+    Py_XDECREF(r);
+    PyErr_Restore(type, value, tb);
+}
+
+/* the garbage collector sees the pool (a cycle through the memory, e.g. memory kept in a structure the pool's
+   device refers to, is collectable; without this it would hold the device and its context forever); no
+   tp_clear: the cycle's Python objects are cleared instead, so `pool` is never NULL while the memory lives */
+static int ia_pm_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    ia_pm_object *m = (ia_pm_object *)self;
+    Py_VISIT(m->pool);
+    Py_VISIT(m->key);
+    return 0;
+}
+
+static void ia_pm_dealloc(PyObject *self)
+{
+    ia_pm_object *m = (ia_pm_object *)self;
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(m->pool);
+    Py_CLEAR(m->key);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *ia_pm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances: MemoryPool.alloc makes them", type->tp_name);
+    return NULL;
+}
+
+static PyMethodDef ia_pm_methods[] = {
+    {"free", (PyCFunction)ia_pm_free, METH_NOARGS, "Free the memory in its stream's order (raises on failure)."},
+    {"free_unchecked", (PyCFunction)ia_pm_free_unchecked, METH_NOARGS,
+     "Free the memory in its stream's order; the Error, or None."},
+    {"_release", (PyCFunction)ia_pm_release_method, METH_NOARGS, "Free the memory; the Error, or None."},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyMemberDef ia_pm_members[] = {
+    {"ptr", T_ULONGLONG, offsetof(ia_pm_object, ptr), READONLY, "the device address"},
+    {"nbytes", T_PYSSIZET, offsetof(ia_pm_object, nbytes), READONLY, "the size in bytes"},
+    {"pool", T_OBJECT, offsetof(ia_pm_object, pool), READONLY, "the pool it came from"},
+    {"_stream", T_ULONGLONG, offsetof(ia_pm_object, stream), READONLY, "the native stream's address"},
+    {"_freed", T_BOOL, offsetof(ia_pm_object, freed), 0, "freed (or being released)"},
+    {"_tracked", T_BOOL, offsetof(ia_pm_object, tracked), 0, "released on drop unless freed"},
+    {NULL, 0, 0, 0, NULL}
+};
+
+static PyTypeObject ia_pm_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = IA_PACKAGE "._fast._PoolMemory",
+    .tp_basicsize = sizeof(ia_pm_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Memory from a stream-ordered pool, freed in its stream's order (the base of the backend's "
+              "pool allocations; see ia_runtime.h).",
+    .tp_new = ia_pm_new,
+    .tp_dealloc = ia_pm_dealloc,
+    .tp_traverse = ia_pm_traverse,
+    .tp_finalize = ia_pm_finalize,
+    .tp_methods = ia_pm_methods,
+    .tp_members = ia_pm_members,
+};
+
+static PyObject *ia_pool_alloc(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
+{
+    PyTypeObject *cls;
+    ia_pm_object *m;
+    void *ia_pool, *ia_stream;
+    size_t ia_n;
+    IA_POOL_DEVPTR ia_out = 0;
+    IA_POOL_ALLOC_RESULT ia_r;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_nargs != 6 || !PyType_Check(ia_args[0])
+                    || !PyType_IsSubtype((PyTypeObject *)ia_args[0], &ia_pm_type))) {
+        PyErr_SetString(PyExc_TypeError, "_pool_alloc(cls: type[_PoolMemory], pool, pool_handle: int, nbytes: int, "
+                        "stream: int, key)");
+        return NULL;
+    }
+    cls = (PyTypeObject *)ia_args[0];
+    ia_pool = PyLong_AsVoidPtr(ia_args[2]);
+    if (ia_pool == NULL && PyErr_Occurred())
+        return NULL;
+    ia_n = PyLong_AsSize_t(ia_args[3]);
+    if (ia_n == (size_t)-1 && PyErr_Occurred())
+        return NULL;
+    ia_stream = PyLong_AsVoidPtr(ia_args[4]);
+    if (ia_stream == NULL && PyErr_Occurred())
+        return NULL;
+    if (IA_UNLIKELY(ia_status(IA_POOL_ALLOC_INDEX) != 0) && ia_fast_require(IA_POOL_ALLOC_INDEX) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = IA_POOL_ALLOC_CALL(&ia_out, ia_n, ia_pool, ia_stream);
+    Py_END_ALLOW_THREADS
+    if (ia_r != 0)
+        return IA_FROM_INT(IA_POOL_ALLOC_RESULT, ia_r);
+    if ((m = (ia_pm_object *)cls->tp_alloc(cls, 0)) == NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        IA_POOL_FREE_CALL((uintptr_t)ia_out, (uintptr_t)ia_stream);
+        Py_END_ALLOW_THREADS
+        return NULL;
+    }
+    m->ptr = (unsigned long long)(uintptr_t)ia_out;
+    m->stream = (unsigned long long)(uintptr_t)ia_stream;
+    Py_INCREF(ia_args[1]);
+    m->pool = ia_args[1];
+    Py_INCREF(ia_args[5]);
+    m->key = ia_args[5];
+    m->nbytes = (Py_ssize_t)ia_n;
+    m->tracked = 1;
+    return (PyObject *)m;
+}
+
+/* _pool_setup(tls, error_type): the backend's thread-local (whose .key says which device is current) and
+   Error class; the _PoolMemory type */
+static PyObject *ia_pool_setup(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
+{
+    (void)ia_self;
+    if (ia_nargs != 2 || !PyType_Check(ia_args[1])) {
+        PyErr_SetString(PyExc_TypeError, "_pool_setup(tls, error_type: type)");
+        return NULL;
+    }
+    if (ia_pm_strings() < 0)
+        return NULL;
+    Py_INCREF(ia_args[0]);
+    Py_XSETREF(ia_pm_tls, ia_args[0]);
+    Py_INCREF(ia_args[1]);
+    Py_XSETREF(ia_pm_error, ia_args[1]);
+    Py_INCREF(&ia_pm_type);
+    return (PyObject *)&ia_pm_type;
+}
+#define IA_POOL_METHODS \
+    {"_pool_alloc", (PyCFunction)(void (*)(void))ia_pool_alloc, METH_FASTCALL, \
+     "_pool_alloc(cls, pool, pool_handle, nbytes, stream, key)\n--\n\nThe backend's pool allocation (see " \
+     "ia_runtime.h): a new cls that owns the memory, or the status if it failed."}, \
+    {"_pool_setup", (PyCFunction)(void (*)(void))ia_pool_setup, METH_FASTCALL, \
+     "_pool_setup(tls, error_type)\n--\n\nThe backend's thread-local and Error class; returns the _PoolMemory type."},
+#else
+#define IA_POOL_METHODS
+#endif
+
+/* The module _fast: the library's fast paths (in ia_fast_methods, defined after this file), then the
+   runtime's own methods (IA_RUNTIME_METHODS ends the table). */
+#define IA_RUNTIME_METHODS IA_LAUNCH_METHODS IA_POOL_METHODS {NULL, NULL, 0, NULL}
+#define IA_FAST_METHODS (IA_FAST_COUNT + 4)
+static PyMethodDef ia_fast_methods[IA_FAST_METHODS];
+
+static struct PyModuleDef ia_fast_def = {
+    PyModuleDef_HEAD_INIT, IA_PACKAGE "._fast",
+    "Compiled checked wrappers of " IA_PACKAGE " (see ia_runtime.h); bound in its namespace in API mode.",
+    -1, ia_fast_methods, NULL, NULL, NULL, NULL,
+};
+static PyObject *ia_fast_module = NULL;
+
+/* Called (once) by __init__.py in API mode, through cffi, which has released the GIL: creates the module
+   and puts it in sys.modules as IA_PACKAGE._fast.  0 on success; -1 leaves the Python wrappers in use. */
+static int ia_install_fast(void)
+{
+    int rc = -1;
+    PyGILState_STATE gil = PyGILState_Ensure();
+#if IA_POOL
+    if (ia_fast_module == NULL && PyType_Ready(&ia_pm_type) == 0) {
+        ia_fast_module = PyModule_Create(&ia_fast_def);
+        if (ia_fast_module != NULL) {
+            Py_INCREF(&ia_pm_type);  /* PyModule_AddObject steals it on success */
+            if (PyModule_AddObject(ia_fast_module, "_PoolMemory", (PyObject *)&ia_pm_type) < 0) {
+                Py_DECREF(&ia_pm_type);
+                Py_CLEAR(ia_fast_module);
+            }
+        }
+    }
+#else
+    if (ia_fast_module == NULL)
+        ia_fast_module = PyModule_Create(&ia_fast_def);
+#endif
+    if (ia_fast_module != NULL && PyDict_SetItemString(PyImport_GetModuleDict(), IA_PACKAGE "._fast",
+                                                       ia_fast_module) == 0)
+        rc = 0;
+    if (rc != 0)
+        PyErr_Clear();
+    PyGILState_Release(gil);
+    return rc;
+}
+
+#endif /* IA_RUNTIME_H */
