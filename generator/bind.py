@@ -71,6 +71,7 @@ class BoundParam:
     pointee: str = ""  # C spelling of the pointee type for out/inout  ex) CUdeviceptr
     element: str = ""  # C spelling of an in_array's element type  ex) const char *
     len_of: tuple[str, ...] = ()  # for role 'len': the arrays whose length this is
+    terminated: bool = False  # for role 'in_array': passed with a zero element after the items (len: null-terminated)
     nullable: bool = False
     string: StringSpec | None = None
     py_type: str = "CData"  # the annotation in the checked wrapper
@@ -457,6 +458,16 @@ class _Binder:
         taken: dict[str, tuple[str, str]] = {}
         for ps in fs.params:
             name = ps.name.value
+            if ps.terminated:
+                if ps.direction in ("out", "inout"):
+                    bad(ps.name.location, f"parameter '{name}' of '{public}' has len: null-terminated (an input "
+                        f"array); it cannot also be '{ps.direction}'")
+                if ps.string is not None:
+                    bad(ps.name.location, f"parameter '{name}' of '{public}' has len: null-terminated (an input "
+                        "array); it cannot also be an output string (string:)")
+            if ps.string is not None and ps.direction == "in":
+                bad(ps.name.location, f"parameter '{name}' of '{public}' has string: (an output string the function "
+                    "writes); it cannot also be 'in' (an input string needs neither)")
             if ps.len is not None:
                 if ps.len.value == name:
                     bad(ps.len.location, f"len: parameter '{name}' of '{public}' cannot be its own length")
@@ -536,7 +547,7 @@ class _Binder:
                                "function cannot write the string into it")
                 return None
             return "out_buffer"
-        if ps is not None and ps.len is not None:
+        if ps is not None and (ps.len is not None or ps.terminated):
             if not isinstance(r, (Pointer, Array)):
                 self.err.error(where, f"len: parameter '{ps.name}' of '{public}' is not a pointer or array")
                 return None
@@ -628,6 +639,7 @@ class _Binder:
             py_type += " | None"
         return BoundParam(name=py, c_name=c_name, type=t, decl=declare(t, c_name), role=role, pointee=pointee,
                           element=element, len_of=len_of, nullable=nullable, string=ps.string if ps else None,
+                          terminated=bool(ps and ps.terminated),
                           py_type=py_type, py_result=py_result, result_kind=kind)
 
     # -------------------------------------------------------------- errors

@@ -56,6 +56,7 @@ class ParamSpec:
     name: Name
     direction: str | None = None  # in | out | inout; None: inferred from the type
     len: Name | None = None  # the parameter holding this array's element count
+    terminated: bool = False  # len: null-terminated: the array ends with a zero element (no count parameter)
     nullable: bool = False
     string: StringSpec | None = None
 
@@ -156,6 +157,7 @@ class LibrarySpec:
 class ErrorKindSpec:
     name: Name
     doc: str
+    value: int  # the ErrorKind's integer, from the spec (stable)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -655,8 +657,12 @@ def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
         elif string.length_param is not None and string.capacity is None and "capacity" not in sm:
             r.errors.error(r.loc(pm["string"]), f"string: length_param of parameter '{name}' of '{fname}' needs a "
                            "'capacity' to pass")
-    return ParamSpec(name=name, direction=direction, len=r.ident(pm.get("len"), "len"),
-                     nullable=r.boolean(pm.get("nullable"), "nullable"), string=string)
+    terminated = isinstance(pm.get("len"), yaml.ScalarNode) and pm["len"].value == NULL_TERMINATED
+    return ParamSpec(name=name, direction=direction, len=None if terminated else r.ident(pm.get("len"), "len"),
+                     terminated=terminated, nullable=r.boolean(pm.get("nullable"), "nullable"), string=string)
+
+
+NULL_TERMINATED = "null-terminated"  # `len: null-terminated`: an input array that ends with a zero element
 
 
 # the trait-surface sections of core.yaml, read by ironaccelerator_gen.surface
@@ -674,14 +680,34 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
     m = r.mapping(root, ("error_kinds",) + SURFACE_KEYS, ("error_kinds",), "core spec") or {}
     kinds = []
     seen = set()
+    values: dict[int, Name] = {}
+    duplicates: list[tuple[Name, int, Location]] = []
     for kname, node in r.keyed(m.get("error_kinds"), "error kind"):
         if not re.match(r"[A-Z][A-Z0-9_]*\Z", kname.value):
             errors.error(kname.location, f"error kind '{kname}' must be UPPER_CASE")
-        doc = " ".join((r.scalar(node, f"description of {kname}") or "").split())
+        if isinstance(node, yaml.ScalarNode):
+            errors.error(r.loc(node), f"error kind {kname} needs 'value' (its ErrorKind integer, stable: a new kind "
+                         "takes a new value) and 'doc', not a plain description")
+            continue
+        km = r.mapping(node, ("value", "doc"), ("value", "doc"), f"error kind {kname}") or {}
+        doc = " ".join((r.scalar(km.get("doc"), f"description of {kname}") or "").split())
         if not doc.isprintable():  # it becomes a docstring: no NUL, control characters or lone surrogates
-            errors.error(r.loc(node), f"description of {kname} must be printable text")
-        kinds.append(ErrorKindSpec(name=kname, doc=doc))
+            errors.error(r.loc(km.get("doc") or node), f"description of {kname} must be printable text")
+        value = r.integer(km.get("value"), f"value of {kname}")
+        if value is not None and not 1 <= value <= 2**31 - 1:
+            errors.error(r.loc(km["value"]), f"value of {kname} must be in 1..2147483647, got {value}")
+            value = None
+        elif value is not None and value in values:
+            duplicates.append((kname, value, r.loc(km["value"])))
+            value = None
+        if value is not None:
+            values[value] = kname
+            kinds.append(ErrorKindSpec(name=kname, doc=doc, value=value))
         seen.add(kname.value)
+    for kname, value, where in duplicates:
+        first = values[value]
+        errors.error(where, f"value {value} of {kname} is already {first}'s (declared at {first.location.line}:"
+                     f"{first.location.col}); the next free value is {max(values) + 1}")
     if root is None:
         errors.error(Location(file=display, line=1, col=1), "the core spec is empty")
     elif isinstance(m.get("error_kinds"), yaml.MappingNode):

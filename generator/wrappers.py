@@ -69,7 +69,7 @@ def lower(f: BoundFunction, lib: BoundLibrary, type_index: dict[str, int],
             body.append(f"_{v} = {v}.encode() if isinstance({v}, str) else {v}")
             args.append(f"_NULL if _{v} is None else _{v}" if p.nullable else f"_{v}")
         elif p.role == "in_array":
-            body.append(f"_{v} = _c_array(ffi, {p.element!r}, {v}, _keep)")
+            body.append(f"_{v} = _c_array(ffi, {p.element!r}, {v}, _keep{', terminated=True' if p.terminated else ''})")
             args.append(f"_{v}")
         elif p.role == "len":
             body.append(f"_{v} = len({p.len_of[0]}) if {p.len_of[0]} is not None else 0")

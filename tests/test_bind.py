@@ -533,7 +533,9 @@ def test_core_descriptions_with_quotes_and_backslashes_stay_docstrings(kw_dir: P
             "NOT_READY": "'single' \"double\" `back` \\\\"}
     core = CORE_TEXT
     for kind, doc in docs.items():
-        core = re.sub(rf"^  {kind}: .*$", lambda _m: f"  {kind}: {json.dumps(doc)}", core, count=1, flags=re.M)
+        core, n = re.subn(rf"^(  {kind}:\n    value: \d+\n    doc: ).*$", lambda m: m.group(1) + json.dumps(doc), core,
+                          count=1, flags=re.M)
+        assert n == 1, kind
     (kw_dir / "core.yaml").write_text(core, encoding="utf-8")
     result = compile_specs(kw_dir, {"test": str(HEADERS)})
     source = result.files["ironaccelerator/_core.py"]
@@ -574,6 +576,9 @@ functions:
   paramsSum:
     params:
       values: {len: count}
+  paramsSumTerminated:
+    params:
+      values: {len: null-terminated}
 """
 
 
@@ -592,6 +597,9 @@ def test_params_header_binds_as_written(tmp_path: Path) -> None:
     assert roles["paramsGetLog"] == [("handle", "in"), ("log", "out_buffer")]
     assert roles["paramsSum"] == [("values", "in_array"), ("count", "len"), ("sum", "out")]
     assert roles["paramsGetName"] == [("handle", "in"), ("name", "out_buffer"), ("capacity", "capacity")]
+    assert roles["paramsSumTerminated"] == [("values", "in_array"), ("sum", "out")]
+    (terminated,) = [p for f in lib.functions for p in f.params if p.terminated]
+    assert terminated.name == "values"
 
 
 # (old text of PARAMS_SPEC, its replacement, the text the diagnostic points at, the message's start)
@@ -620,10 +628,18 @@ MEANINGLESS = [
      "len: parameter 'values' of 'paramsSum' cannot be its own length"),
     ("values: {len: count}", "values: {len: count}\n      count: out", "count: out",
      "parameter 'count' of 'paramsSum' is the length of 'values' (len:); it cannot also be 'out'"),
-    ("values: {len: count}", "values: {len: count, direction: out}", "values: {",
+    ("values: {len: count}", "values: {len: count, direction: out}", "values: {len: count,",
      "parameter 'values' of 'paramsSum' has len: (an input array); it cannot also be 'out'"),
     ("values: {len: count}", "values: {len: count}\n      count: {nullable: true}", "count: {",
      "parameter 'count' of 'paramsSum' is not a pointer, so it cannot be nullable"),
+    # len: null-terminated is an input array too (issue 11: direction: was silently dropped beside len:)
+    ("values: {len: null-terminated}", "values: {len: null-terminated, direction: inout}", "values: {len: null",
+     "parameter 'values' of 'paramsSumTerminated' has len: null-terminated (an input array); it cannot also be "
+     "'inout'"),
+    # string: is an output the function writes (issue 11: direction: in beside it was silently dropped)
+    ("log: {direction: out,", "log: {direction: in,", "log: {",
+     "parameter 'log' of 'paramsGetLog' has string: (an output string the function writes); it cannot also be "
+     "'in' (an input string needs neither)"),
     # direction: out needs a pointer the function writes through, to a type Python can allocate
     ("functions:\n", "functions:\n  paramsSetName:\n    params:\n      name: out\n", "name: out",
      "parameter 'name' of 'paramsSetName' points to const, so the function cannot write it ('out')"),

@@ -79,6 +79,35 @@ def test_has(cl: Any) -> None:
 
 
 @needs_device
+def test_null_terminated_properties_reach_the_driver(cl: Any, platforms: Any) -> None:
+    """``len: null-terminated`` (issue 11): a list of (name, value) pairs is passed with its terminating 0, and
+    PoCL reads it: the queue made with CL_QUEUE_PROFILING_ENABLE reports it, the one made with [] does not."""
+    ffi = cl.ffi
+    n = ffi.new("cl_uint *")
+    cl.clGetDeviceIDs(platforms[0], cl.CL_DEVICE_TYPE_ALL, 0, None, n)
+    devs = ffi.new("cl_device_id[]", n[0])
+    cl.clGetDeviceIDs(platforms[0], cl.CL_DEVICE_TYPE_ALL, n[0], devs, None)
+    ctx = cl.clCreateContext([cl.CL_CONTEXT_PLATFORM, ffi.cast("cl_context_properties", platforms[0])], [devs[0]],
+                             None, None)
+    try:
+        got = ffi.new("cl_command_queue_properties *")
+        for props, want in (([cl.CL_QUEUE_PROPERTIES, cl.CL_QUEUE_PROFILING_ENABLE], cl.CL_QUEUE_PROFILING_ENABLE),
+                            ([], 0), (None, 0)):
+            q = cl.clCreateCommandQueueWithProperties(ctx, devs[0], props)
+            try:
+                size = ffi.sizeof("cl_command_queue_properties")
+                assert cl.unchecked.clGetCommandQueueInfo(q, cl.CL_QUEUE_PROPERTIES, size, got, ffi.NULL) == 0
+                assert got[0] == want, (props, got[0])
+            finally:
+                cl.clReleaseCommandQueue(q)
+        with pytest.raises(Error) as info:  # an unknown property name: the driver saw the list
+            cl.clCreateCommandQueueWithProperties(ctx, devs[0], [0x7FFF, 1])
+        assert info.value.kind is ErrorKind.INVALID_VALUE
+    finally:
+        cl.clReleaseContext(ctx)
+
+
+@needs_device
 def test_checked_calls_enumerate_platforms_and_devices(cl: Any, platforms: Any) -> None:
     ffi = cl.ffi
     size = ffi.new("size_t *")

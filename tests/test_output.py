@@ -187,7 +187,7 @@ def golden_specs(root: Path, variant: str) -> tuple[Path, list[str]]:
     core = (SPECS / "core.yaml").read_text(encoding="utf-8")
     lib = (GOLDEN / "golden.yaml").read_text(encoding="utf-8")
     if variant == "new":
-        core = core.replace("\nerror_kinds:\n", "\nerror_kinds:\n  AARDVARK: A kind only the new generation has.\n")
+        core = core.replace("\nerror_kinds:\n", "\nerror_kinds:\n  AARDVARK: {value: 100, doc: A kind only the new one has.}\n")
         lib = lib.replace('include: ["golden*"]', 'include: ["golden*"]\n  exclude: [goldenSum]')
         assert "AARDVARK" in core and "goldenSum" in lib
     (spec_dir / "core.yaml").write_text(core, encoding="utf-8")

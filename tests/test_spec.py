@@ -126,7 +126,7 @@ def test_yaml_syntax_error(tmp_path: Path) -> None:
 
 
 def test_yaml_syntax_error_in_core(tmp_path: Path) -> None:
-    core = edit(CORE_TEXT, "  NO_DEVICE: No device", "  NO_DEVICE: [No device")
+    core = edit(CORE_TEXT, "    doc: No device", "    doc: [No device")
     d = the_error(errors_of(make_specs(tmp_path, core=core)), "YAML syntax error")
     assert d.message == "YAML syntax error: while parsing a flow sequence expected ',' or ']', but got ':'"
     assert_at(d, CORE, pos(core, "  NOT_READY:", len("  NOT_READY")))  # the list runs on to the next ':'
@@ -252,8 +252,8 @@ def test_deep_nesting_is_a_located_error_not_a_recursion_error() -> None:
 
 def test_core_errors(tmp_path: Path) -> None:
     core = edit(CORE_TEXT, "  OUT_OF_MEMORY:", "  out_of_memory:")
-    core = edit(core, "  UNKNOWN: The vendor", "  LIBRARY_NOT_FOUNDD: x\n  UNKNOWN: The vendor")
-    core = edit(core, "  LIBRARY_NOT_FOUND: The vendor", "  LIBRARY_NOT_FOUND_: The vendor")
+    core = edit(core, "  UNKNOWN:\n", "  LIBRARY_NOT_FOUNDD: {value: 99, doc: x}\n  UNKNOWN:\n")
+    core = edit(core, "  LIBRARY_NOT_FOUND:\n", "  LIBRARY_NOT_FOUND_:\n")
     diags = errors_of(make_specs(tmp_path, core=core))
     assert {d.location.file for d in diags} == {CORE}
     assert_at(the_error(diags, "'out_of_memory' must be UPPER_CASE"), CORE, pos(core, "out_of_memory"))
@@ -261,8 +261,46 @@ def test_core_errors(tmp_path: Path) -> None:
     assert_at(the_error(diags, "must define LIBRARY_NOT_FOUND"), CORE, pos(core, "  out_of_memory", 2))
 
 
+# ErrorKind is public: its integers are part of the API (pickles, logs, other processes' Errors)
+PUBLISHED_ERROR_KINDS = {"OUT_OF_MEMORY": 1, "INVALID_VALUE": 2, "INVALID_HANDLE": 3, "NOT_INITIALIZED": 4,
+                         "NO_DEVICE": 5, "NOT_READY": 6, "UNSUPPORTED": 7, "LAUNCH_FAILED": 8, "COMPILE_FAILED": 9,
+                         "LIBRARY_NOT_FOUND": 10, "SYMBOL_NOT_FOUND": 11, "DRIVER": 12, "UNKNOWN": 13}
+
+
+def test_error_kind_values_are_the_specs_and_never_change() -> None:
+    """Issue 11: the values came from the template's loop order, so inserting a kind renumbered the enum."""
+    import ironaccelerator as ia
+
+    core = load_core(SPECS / "core.yaml", "specs/core.yaml")
+    declared = {k.name.value: k.value for k in core.error_kinds}
+    assert {k: v for k, v in declared.items() if k in PUBLISHED_ERROR_KINDS} == PUBLISHED_ERROR_KINDS
+    assert {k.name: k.value for k in ia.ErrorKind} == declared  # the generated enum is the spec's
+
+
+def test_a_kind_inserted_first_renumbers_nothing(tmp_path: Path) -> None:
+    core = edit(CORE_TEXT, "\nerror_kinds:\n", "\nerror_kinds:\n  ALPHA:\n    value: 14\n    doc: New.\n")
+    spec = load_core(tmp_path / "unused.yaml", CORE, text=core)
+    values = {k.name.value: k.value for k in spec.error_kinds}
+    assert values["ALPHA"] == 14 and {k: values[k] for k in PUBLISHED_ERROR_KINDS} == PUBLISHED_ERROR_KINDS
+
+
+def test_error_kind_values_must_be_given_and_distinct(tmp_path: Path) -> None:
+    core = edit(CORE_TEXT, "  NO_DEVICE:\n    value: 5\n", "  NO_DEVICE:\n    value: 3\n")
+    core = edit(core, "  NOT_READY:\n    value: 6\n", "  NOT_READY:\n")
+    core = edit(core, "\nerror_kinds:\n", "\nerror_kinds:\n  OLD_STYLE: A plain description.\n")
+    diags = errors_of(make_specs(tmp_path, core=core))
+    assert {d.location.file for d in diags} == {CORE}
+    d = the_error(diags, "value 3 of NO_DEVICE is already INVALID_HANDLE's")
+    assert d.message.endswith("the next free value is 14") and "(declared at " in d.message
+    assert_at(d, CORE, pos(core, "3\n    doc: No device"))
+    d = the_error(diags, "NOT_READY")
+    assert "value" in d.message
+    d = the_error(diags, "error kind OLD_STYLE needs 'value'")
+    assert_at(d, CORE, pos(core, "A plain description."))
+
+
 def test_core_description_must_be_printable(tmp_path: Path) -> None:
-    core = edit(CORE_TEXT, "  NO_DEVICE: No device of this backend is present.", '  NO_DEVICE: "No\\0device"')
+    core = edit(CORE_TEXT, "    doc: No device of this backend is present.", '    doc: "No\\0device"')
     d = the_error(errors_of(make_specs(tmp_path, core=core)), "printable")
     assert_at(d, CORE, pos(core, '"No\\0device"'))
 
@@ -335,8 +373,8 @@ def test_error_kind_not_in_core(tmp_path: Path) -> None:
 
 @needs_cuda
 def test_error_kind_removed_from_core(tmp_path: Path) -> None:
-    core = edit(CORE_TEXT, "  NOT_READY: Asynchronous work has not completed yet (a status, not a failure, where a "
-                "query expects it).\n", "")
+    core = edit(CORE_TEXT, "  NOT_READY:\n    value: 6\n    doc: Asynchronous work has not completed yet (a status, "
+                "not a failure, where a query expects it).\n", "")
     diags = errors_of(make_specs(tmp_path, nvrtc=None, driver=DRIVER_TEXT, core=core))
     d = the_error(diags, "NOT_READY")
     assert d.message == "'NOT_READY' is not an error kind of specs/core.yaml"

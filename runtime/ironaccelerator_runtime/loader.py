@@ -321,8 +321,9 @@ class _LazyLib:
         return fn
 
 
-def c_array(ffi: Any, ctype: str, items: Sequence[Any] | None, keep: list[Any]) -> Any:
-    """A C array of ``ctype`` from a Python sequence; strings become ``char *`` kept alive in ``keep``."""
+def c_array(ffi: Any, ctype: str, items: Sequence[Any] | None, keep: list[Any], terminated: bool = False) -> Any:
+    """A C array of ``ctype`` from a Python sequence; strings become ``char *`` kept alive in ``keep``.
+    ``terminated``: one zero element (0, NULL) after the items (a spec's ``len: null-terminated``)."""
     if items is None:
         return ffi.NULL
     values = []
@@ -334,6 +335,11 @@ def c_array(ffi: Any, ctype: str, items: Sequence[Any] | None, keep: list[Any]) 
             keep.append(buf)
             x = buf
         values.append(x)
-    arr = ffi.new(f"{ctype}[]", values)
+    if terminated:
+        arr = ffi.new(f"{ctype}[]", len(values) + 1)  # zero-filled: the last element is the terminator
+        for i, x in enumerate(values):
+            arr[i] = x
+    else:
+        arr = ffi.new(f"{ctype}[]", values)
     keep.append(arr)
     return arr

@@ -15,6 +15,7 @@ paramsResult paramsGetLogSizeOf(paramsHandle program, size_t *size);
 paramsResult paramsGetLogName(paramsHandle handle, char **name);
 paramsResult paramsGetName(paramsHandle handle, char *name, size_t capacity);
 paramsResult paramsSum(const int *values, size_t count, int *sum);
+paramsResult paramsSumTerminated(const int *values, int *sum);
 paramsResult paramsCreate(paramsHandle *handle);
 paramsResult paramsSetName(paramsHandle handle, const char *name);
 paramsResult paramsSetPair(const paramsPair *pair);

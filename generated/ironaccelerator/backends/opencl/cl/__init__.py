@@ -849,30 +849,33 @@ def clCreateCommandQueue(context: CData, device: CData, properties: int) -> CDat
     return _r
 
 
-def clCreateCommandQueueWithProperties(context: CData, device: CData, properties: CData) -> CData:
+def clCreateCommandQueueWithProperties(context: CData, device: CData, properties: Sequence[Any] | None = None) -> CData:
     """``cl_command_queue clCreateCommandQueueWithProperties(cl_context context, cl_device_id device, const cl_queue_properties *properties, cl_int *errcode_ret)``
 
     Symbol ``clCreateCommandQueueWithProperties``.
     Returns the result.
     """
+    _keep: list[Any] = []
+    _properties = _c_array(ffi, 'const cl_queue_properties', properties, _keep, terminated=True)
     _errcode_ret = _new(_T0)
-    _r = _f_clCreateCommandQueueWithProperties(context, device, properties, _errcode_ret)
+    _r = _f_clCreateCommandQueueWithProperties(context, device, _properties, _errcode_ret)
     if _errcode_ret[0]:
         raise _error(_errcode_ret[0], 6)
     return _r
 
 
-def clCreateContext(properties: CData | None, devices: Sequence[Any], pfn_notify: CData | None = None, user_data: CData | None = None) -> CData:
+def clCreateContext(properties: Sequence[Any] | None, devices: Sequence[Any], pfn_notify: CData | None = None, user_data: CData | None = None) -> CData:
     """``cl_context clCreateContext(const cl_context_properties *properties, cl_uint num_devices, const cl_device_id *devices, void (*pfn_notify)(const char *, const void *, size_t, void *), void *user_data, cl_int *errcode_ret)``
 
     Symbol ``clCreateContext``.
     Returns the result.
     """
     _keep: list[Any] = []
+    _properties = _c_array(ffi, 'const cl_context_properties', properties, _keep, terminated=True)
     _num_devices = len(devices) if devices is not None else 0
     _devices = _c_array(ffi, 'const cl_device_id', devices, _keep)
     _errcode_ret = _new(_T0)
-    _r = _f_clCreateContext(_NULL if properties is None else properties, _num_devices, _devices, _NULL if pfn_notify is None else pfn_notify, _NULL if user_data is None else user_data, _errcode_ret)
+    _r = _f_clCreateContext(_properties, _num_devices, _devices, _NULL if pfn_notify is None else pfn_notify, _NULL if user_data is None else user_data, _errcode_ret)
     if _errcode_ret[0]:
         raise _error(_errcode_ret[0], 7)
     return _r
