@@ -458,13 +458,14 @@ class _Binder:
         taken: dict[str, tuple[str, str]] = {}
         for ps in fs.params:
             name = ps.name.value
-            if ps.terminated:
+            if ps.len is not None or ps.terminated:  # an input array: neither written by the function nor a string
+                array = "len: null-terminated" if ps.terminated else "len:"
                 if ps.direction in ("out", "inout"):
-                    bad(ps.name.location, f"parameter '{name}' of '{public}' has len: null-terminated (an input "
-                        f"array); it cannot also be '{ps.direction}'")
+                    bad(ps.name.location, f"parameter '{name}' of '{public}' has {array} (an input array); it "
+                        f"cannot also be '{ps.direction}'")
                 if ps.string is not None:
-                    bad(ps.name.location, f"parameter '{name}' of '{public}' has len: null-terminated (an input "
-                        "array); it cannot also be an output string (string:)")
+                    bad(ps.name.location, f"parameter '{name}' of '{public}' has {array} (an input array); it "
+                        "cannot also be an output string (string:)")
             if ps.string is not None and ps.direction == "in":
                 bad(ps.name.location, f"parameter '{name}' of '{public}' has string: (an output string the function "
                     "writes); it cannot also be 'in' (an input string needs neither)")
@@ -479,12 +480,6 @@ class _Binder:
                         f"of '{taken[ps.len.value][1]}'")
                 else:
                     taken.setdefault(ps.len.value, ("length", name))
-                if ps.direction in ("out", "inout"):
-                    bad(ps.name.location, f"parameter '{name}' of '{public}' has len: (an input array); it "
-                        f"cannot also be '{ps.direction}'")
-                if ps.string is not None:
-                    bad(ps.name.location, f"parameter '{name}' of '{public}' has len: (an input array); it "
-                        "cannot also be an output string (string:)")
             lp = ps.string.length_param if ps.string is not None else None
             if lp is not None:
                 if lp.value == name:
