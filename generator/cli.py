@@ -29,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build the cffi modules of a generated package")
     b.add_argument("--out", type=Path, default=Path("generated"))
     b.add_argument("--abi-only", action="store_true", help="skip the C compile (ABI-mode modules only)")
-    sub.add_parser("sdks", help="list the SDKs found, with version and path")
+    s = sub.add_parser("sdks", help="list the SDKs the library specs declare that are found, with version and path")
+    s.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
     return p
 
 
@@ -51,9 +52,11 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"ironaccel-gen: {cache_path}: not a regular file; this name is the generator's cache "
               "(remove what is there and run again)", file=sys.stderr)
         return EXIT_USER_ERROR
-    sdk_env = [(k, os.environ.get(k)) for k in ("CUDA_HOME", "CUDA_PATH", "ROCM_PATH", "HIP_PATH", "OPENCL_HOME",
-                                                "OCL_ROOT")]
-    argv = [str(args.specs), sorted(overrides.items()), sorted(args.only), args.frontend, sdk_env]
+    argv = [str(args.specs), sorted(overrides.items()), sorted(args.only), args.frontend]
+
+    def with_env(names: list[str]) -> list[object]:
+        """The arguments plus the SDK environment variables the specs name (their values choose the headers)."""
+        return [*argv, [(k, os.environ.get(k)) for k in names]]
     t0 = time.perf_counter()
     from . import output
 
@@ -75,7 +78,9 @@ def _generate(args: argparse.Namespace) -> int:
         # a cache whose inputs are not a list of paths (damaged, or written otherwise) is stale, like an unreadable one
         inputs = ([Path(p) for p in listed]
                   if isinstance(listed, list) and all(isinstance(p, str) for p in listed) else [])
-        if state.get("fingerprint") == cache.fingerprint(args.specs, inputs, argv):
+        listed_env = state.get("sdk_env", [])
+        names = listed_env if isinstance(listed_env, list) and all(isinstance(k, str) for k in listed_env) else []
+        if state.get("fingerprint") == cache.fingerprint(args.specs, inputs, with_env(names)):
             if (args.out / "ironaccelerator" / "__init__.py").is_file():
                 print(f"generate: up to date ({time.perf_counter() - t0:.3f}s)")
                 if args.build:
@@ -121,8 +126,8 @@ def _generate(args: argparse.Namespace) -> int:
         if result.skipped:  # an SDK may be installed later: only a complete generation is cached
             cache_path.unlink(missing_ok=True)
         else:
-            cache.save(cache_path, {"fingerprint": cache.fingerprint(args.specs, watched, argv),
-                                    "inputs": [str(p) for p in watched]})
+            cache.save(cache_path, {"fingerprint": cache.fingerprint(args.specs, watched, with_env(result.sdk_env)),
+                                    "inputs": [str(p) for p in watched], "sdk_env": result.sdk_env})
     except OSError as exc:  # the output is complete; only the no-op shortcut of the next run is lost
         print(f"ironaccel-gen: warning: {cache_path}: cache not saved ({exc}); the next generate will "
               "regenerate", file=sys.stderr)
@@ -147,12 +152,14 @@ def main(argv: list[str] | None = None) -> int:
             build_all(args.out, api=not args.abi_only)
             return 0
         if args.command == "sdks":
-            from .sdk import discover
-            found = discover()
+            from .sdk import descriptions, discover
+            descs = descriptions(args.specs)
+            found = discover(descs)
             for s in found:
                 print(s)
-            if not found:
-                print("no SDKs found (set CUDA_HOME or pip install nvidia-cuda-nvrtc)")
+            missing = sorted(set(descs) - {s.kind for s in found})
+            if missing:
+                print("not found: " + "; ".join(f"{k} ({descs[k].marker}; see {descs[k].path})" for k in missing))
             return 0
     except UserError as e:
         for d in e.diagnostics:

@@ -14,7 +14,7 @@ from .ir import Location
 from .output import diff, existing_files, write
 from .render import banner_text, environment, render_library, render_package
 from .surface import BackendSpec, load_backend, load_surface, render_surface
-from .spec import CoreSpec, LibrarySpec, check_library_set, load_core, load_library
+from .spec import CoreSpec, LibrarySpec, check_library_set, load_core, load_library, sdk_declarations
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATOR = Path(__file__).resolve().parent
@@ -28,6 +28,7 @@ class Result:
     inputs: list[Path] = field(default_factory=list)
     keep: tuple[str, ...] = ()  # output directories of skipped libraries: left as they are
     backends: list[BackendSpec] = field(default_factory=list)
+    sdk_env: list[str] = field(default_factory=list)  # the environment variables the SDK descriptions read
 
 
 def spec_paths(spec_dir: Path) -> list[Path]:
@@ -68,8 +69,10 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             specs.append(load_library(p, _display(p, base)))
         except UserError as e:
             problems += e.diagnostics
+    descs, conflicts = sdk_declarations(specs)
+    problems += conflicts
     if not problems:  # (a spec that did not load may be the one using an --sdk kind)
-        problems += check_library_set(specs, sdk_overrides or {}, sdks.MARKER)
+        problems += check_library_set(specs, sdk_overrides or {}, descs)
     if problems:
         raise UserError(problems)
     libraries: list[BoundLibrary] = []
@@ -86,7 +89,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         name = f"{spec.vendor}.{spec.library}"
         if only and name not in only:
             continue
-        found = sdks.find(spec.sdk.value, (sdk_overrides or {}).get(spec.sdk.value), spec.headers[0].value)
+        found = sdks.find(spec.sdk.value, (sdk_overrides or {}).get(spec.sdk.value), spec.headers[0].value, descs)
         if found is None:
             skipped.append(f"{name}: no {spec.sdk} SDK headers found ({', '.join(h.value for h in spec.headers)})")
             keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
@@ -122,7 +125,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         if f"ironaccelerator/backends/{b.vendor}/_backend.py" not in files:
             keep.append(f"ironaccelerator/backends/{b.vendor}/_backend.py")
     return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs, keep=tuple(keep),
-                  backends=backends)
+                  backends=backends, sdk_env=sorted({e for d in descs.values() for e in d.env}))
 
 
 # --------------------------------------------------------------------- writing: see output.py

@@ -1,8 +1,9 @@
-"""SDK discovery: where the vendor headers are, and which version they are.
+"""SDK discovery: where a library's headers are, and which version they are.
 
-CUDA and NVRTC are looked for in ``CUDA_HOME``/``CUDA_PATH``, the toolkit's
-standard prefixes (versioned ones too), the directory of ``nvcc`` on ``PATH``,
-and the NVIDIA pip wheels of the running interpreter.
+The mechanism only: what to look for comes from each library spec's ``sdk:`` block (:class:`SdkSpec`: the
+marker header, environment variables, install roots, programs on PATH, include directories, pip wheels and
+how the version is read), so a library bound by a new spec alone is found by ``generate`` and listed by
+``ironaccel-gen sdks`` without a change here.
 """
 
 from __future__ import annotations
@@ -14,38 +15,28 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Mapping
 
-STANDARD_PREFIXES = ("/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda", "/opt/nvidia/cuda")
-# wheel include directories, relative to site-packages: (sdk kind, directory, distribution prefix)
-WHEELS = (
-    ("cuda", "nvidia/cu13/include", "nvidia_cuda_runtime"),
-    ("cuda", "nvidia/cuda_runtime/include", "nvidia_cuda_runtime_cu12"),
-    ("nvrtc", "nvidia/cu13/include", "nvidia_cuda_nvrtc"),
-    ("nvrtc", "nvidia/cuda_nvrtc/include", "nvidia_cuda_nvrtc_cu12"),
-)
-MARKER = {"cuda": "cuda.h", "nvrtc": "nvrtc.h", "opencl": "CL/cl.h", "hip": "hip/hip_runtime_api.h"}
-# HIP: ROCm's prefix (ROCM_PATH, HIP_PATH, /opt/rocm*) or Debian's libamdhip64-dev in /usr/include
-HIP_ENV = ("ROCM_PATH", "HIP_PATH")
-HIP_PREFIXES = ("/opt/rocm", "/opt/rocm-*")
-# OpenCL headers (Debian's opencl-headers) live in the system include directories
-OPENCL_ENV = ("OPENCL_HOME", "OCL_ROOT")
-OPENCL_DIRS = ("/usr/include", "/usr/local/include")
+from .spec import SdkSpec, SdkVersion
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SPECS = ROOT / "specs"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SDK:
-    """One installation providing a header set.  ex) cuda 13.0 at /usr/local/cuda-13.0/include"""
+    """One installation providing a header set (the SDK kind a library spec's ``sdk:`` names)."""
 
-    kind: str  # cuda | nvrtc
-    version: str
+    kind: str
+    version: str  # "unknown" when the description's way of reading it finds nothing
     include_dir: Path
-    source: str  # ex) CUDA_HOME | /usr/local/cuda | nvcc on PATH | pip nvidia-cuda-nvrtc 13.5.37
+    source: str  # where it was found: an environment variable, a root, "<tool> on PATH", "pip <dist> <version>"
 
     def __str__(self) -> str:
         return f"{self.kind:6} {self.version:10} {self.include_dir}  ({self.source})"
 
 
-MAX_HEADER_BYTES = 16 << 20  # what is read of a header for its version macros (cuda.h is 1 MB)
+MAX_HEADER_BYTES = 16 << 20  # what is read of a header for its version macros (the largest known is ~1 MB)
 
 
 def _read_header(path: Path) -> str | None:
@@ -60,122 +51,153 @@ def _read_header(path: Path) -> str | None:
         return None
 
 
-def _cuda_version(include: Path) -> str | None:
-    text = _read_header((include / "cuda.h"))
+def header_version(v: SdkVersion, marker: str, include: Path) -> str | None:
+    """The version the SDK's header says (``v``: how to read it), or None."""
+    if not (v.macro or v.macros or v.newest):
+        return None
+    text = _read_header(include / (v.header or marker))
     if text is None:
         return None
-    m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", text)
-    if not m:
-        return None
-    v = int(m.group(1))
-    return f"{v // 1000}.{(v % 1000) // 10}"
 
+    def define(name: str) -> int | None:
+        m = re.search(rf"#\s*define\s+{re.escape(name)}\s+\(?(\d+)", text)
+        return int(m.group(1)) if m else None
 
-def _hip_version(include: Path) -> str | None:
-    text = _read_header((include / "hip" / "hip_version.h"))
-    if text is None:
-        return None
-    parts = [re.search(rf"#define\s+HIP_VERSION_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
-    return ".".join(m.group(1) for m in parts if m) or None
-
-
-def _opencl_version(include: Path) -> str | None:
-    """The newest ``CL_VERSION_X_Y`` the headers know (CL/cl_version.h)."""
-    text = _read_header((include / "CL" / "cl_version.h"))
-    if text is None:
-        return None
-    found = [(int(a), int(b)) for a, b in re.findall(r"#define\s+CL_VERSION_(\d+)_(\d+)\b", text)]
+    if v.macro:
+        n = define(v.macro)
+        if n is None:
+            return None
+        if len(v.encoding) == 2:
+            return f"{n // v.encoding[0]}.{n % v.encoding[0] // v.encoding[1]}"
+        return str(n)
+    if v.macros:
+        parts = [define(name) for name in v.macros]
+        return ".".join(str(p) for p in parts if p is not None) or None
+    assert v.newest is not None
+    prefix, middle, suffix = v.newest.split("*")
+    found = [(int(a), int(b)) for a, b in re.findall(
+        rf"#\s*define\s+{re.escape(prefix)}(\d+){re.escape(middle)}(\d+){re.escape(suffix)}\b", text)]
     return "%d.%d" % max(found) if found else None
 
 
-def _toolkit_version(root: Path) -> str | None:
-    v = _cuda_version(root / "include")
-    if v:
-        return v
-    m = re.search(r"cuda-(\d+\.\d+)", root.resolve().as_posix())
-    return m.group(1) if m else None
-
-
-def _dist_version(site: Path, prefix: str) -> str | None:
+def _dist_version(site: Path, dist: str) -> str | None:
+    want = dist.replace("-", "_").lower()
     for d in sorted(site.glob("*.dist-info")):
         name, _, rest = d.name[: -len(".dist-info")].partition("-")
-        if name.lower() == prefix:
+        if name.lower() == want:
             # it is printed into generated banners and docstrings: a plain version string only
             return rest if re.match(r"[A-Za-z0-9_.+\-]+\Z", rest) else None
     return None
 
 
-def _roots() -> list[tuple[Path, str]]:
+def _roots(desc: SdkSpec) -> list[tuple[Path, str]]:
+    """SDK roots in order of preference: environment variables, install prefixes (newest first), tools on PATH."""
     roots: list[tuple[Path, str]] = []
-    for env in ("CUDA_HOME", "CUDA_PATH"):
+    for env in desc.env:
         if os.environ.get(env):
             roots.append((Path(os.environ[env]), env))
-    for pattern in STANDARD_PREFIXES:
+    for pattern in desc.roots:
         for p in sorted(glob.glob(pattern), reverse=True):
             roots.append((Path(p), p if "*" not in pattern else pattern.replace("*", Path(p).name.split("-", 1)[-1])))
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        roots.append((Path(nvcc).resolve().parent.parent, "nvcc on PATH"))
+    for tool in desc.tools:
+        found = shutil.which(tool)
+        if found:
+            roots.append((Path(found).resolve().parent.parent, f"{tool} on PATH"))
     return roots
 
 
-def discover(site_dirs: list[str] | None = None) -> list[SDK]:
-    """Every SDK found, most preferred first within each kind; no duplicates by include directory."""
-    found: list[SDK] = []
-    seen: set[tuple[str, Path]] = set()
+def _version(desc: SdkSpec, include: Path, root: Path | None = None) -> str | None:
+    v = header_version(desc.version, desc.marker, include)
+    if v is None and root is not None and desc.version.root_pattern:
+        m = re.search(desc.version.root_pattern, root.resolve().as_posix())
+        v = m.group(1) if m else None
+    return v
 
-    def add(kind: str, include: Path, version: str | None, source: str) -> None:
-        key = (kind, include.resolve())
-        if key in seen or not (include / MARKER[kind]).is_file():
+
+def discover_one(desc: SdkSpec, site_dirs: Iterable[str] | None = None) -> list[SDK]:
+    """Every installation of one SDK, most preferred first; no duplicates by include directory."""
+    found: list[SDK] = []
+    seen: set[Path] = set()
+    kind = desc.kind.value
+
+    def add(include: Path, version: str | None, source: str) -> None:
+        try:
+            key = include.resolve()
+        except (OSError, RuntimeError):
+            return
+        if key in seen or not (include / desc.marker).is_file():
             return
         seen.add(key)
         found.append(SDK(kind=kind, version=version or "unknown", include_dir=include, source=source))
 
-    for root, source in _roots():
-        v = _toolkit_version(root)
-        add("cuda", root / "include", v, source)
-        add("nvrtc", root / "include", v, source)
-    for env in OPENCL_ENV:
-        if os.environ.get(env):
-            inc = Path(os.environ[env]) / "include"
-            add("opencl", inc, _opencl_version(inc), env)
-    for d in OPENCL_DIRS:
-        add("opencl", Path(d), _opencl_version(Path(d)), d)
-    hip_roots = [(Path(os.environ[e]), e) for e in HIP_ENV if os.environ.get(e)]
-    for pattern in HIP_PREFIXES:
-        hip_roots += [(Path(p), p) for p in sorted(glob.glob(pattern), reverse=True)]
-    for root, source in hip_roots:
-        add("hip", root / "include", _hip_version(root / "include"), source)
-    for d in OPENCL_DIRS:
-        add("hip", Path(d), _hip_version(Path(d)), d)
+    for root, source in _roots(desc):
+        add(root / "include", _version(desc, root / "include", root), source)
+    for d in desc.include_dirs:
+        add(Path(d), _version(desc, Path(d)), d)
     for site in site_dirs if site_dirs is not None else sys.path:
         sp = Path(site)
         if not site or not sp.is_dir():
             continue
-        for kind, rel, dist in WHEELS:
-            inc = sp / rel
-            if (inc / MARKER[kind]).is_file():
-                dv = _dist_version(sp, dist)
-                version = _cuda_version(inc) if kind == "cuda" else dv
-                add(kind, inc, version, f"pip {dist.replace('_', '-')} {dv or ''}".rstrip())
+        for wheel in desc.wheels:
+            inc = sp / wheel.include
+            if (inc / desc.marker).is_file():
+                dv = _dist_version(sp, wheel.dist)
+                version = dv if desc.version.wheel_dist else _version(desc, inc)
+                add(inc, version, f"pip {wheel.dist} {dv or ''}".rstrip())
     return found
 
 
-def find(kind: str, override: str | None = None, marker: str | None = None) -> SDK | None:
+_DESCRIPTIONS: dict[Path, dict[str, SdkSpec]] = {}
+
+
+def descriptions(spec_dir: Path | None = None) -> dict[str, SdkSpec]:
+    """The SDK descriptions declared by the library specs of ``spec_dir`` (default: this checkout's specs/), by
+    kind.  A spec that does not load is passed over here (``generate`` reports it)."""
+    from .diagnostics import UserError
+    from .pipeline import spec_paths
+    from .spec import load_library
+
+    spec_dir = (spec_dir or DEFAULT_SPECS).resolve()
+    if spec_dir not in _DESCRIPTIONS:
+        out: dict[str, SdkSpec] = {}
+        for p in spec_paths(spec_dir) if spec_dir.is_dir() else []:
+            try:
+                sp = load_library(p, p.name)
+            except UserError:
+                continue
+            if sp.sdk_spec is not None:
+                out.setdefault(sp.sdk_spec.kind.value, sp.sdk_spec)
+        _DESCRIPTIONS[spec_dir] = out
+    return _DESCRIPTIONS[spec_dir]
+
+
+def discover(descs: Mapping[str, SdkSpec] | None = None, site_dirs: list[str] | None = None) -> list[SDK]:
+    """Every SDK found, kind by kind (in name order), most preferred first within each kind."""
+    descs = descriptions() if descs is None else descs
+    return [sdk for kind in sorted(descs) for sdk in discover_one(descs[kind], site_dirs)]
+
+
+def find(kind: str, override: str | None = None, marker: str | None = None,
+         descs: Mapping[str, SdkSpec] | None = None) -> SDK | None:
     """The SDK to generate ``kind`` from: ``override`` (an include directory or SDK root) or the first found.
 
-    Any kind (e.g. a test's) may be given by ``override``; it must contain ``marker``
-    (the spec's first header) or, for known kinds, the kind's own marker header.
+    Any kind (e.g. a test's) may be given by ``override``; it must contain ``marker`` (the spec's first header)
+    or the marker of the kind's description.
     """
-    marker = marker or MARKER.get(kind)
+    descs = descriptions() if descs is None else descs
+    desc = descs.get(kind)
+    marker = marker or (desc.marker if desc else None)
     if override:
         p = Path(override)
         for inc in (p, p / "include"):
             if marker and (inc / marker).is_file():
-                version = _cuda_version(inc) if (inc / "cuda.h").is_file() else _opencl_version(inc)
+                version = _version(desc, inc, p) if desc else None
                 return SDK(kind=kind, version=version or "unknown", include_dir=inc, source="--sdk")
         return None
-    for sdk in discover():
-        if sdk.kind == kind:
-            return sdk
-    return None
+    if desc is None:
+        return None
+    found = discover_one(desc)
+    return found[0] if found else None
+
+
+__all__ = ["SDK", "descriptions", "discover", "discover_one", "find", "header_version"]

@@ -11,7 +11,7 @@ import keyword
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, NoReturn
 
@@ -126,6 +126,52 @@ class LoaderSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SdkWheel:
+    """A pip wheel that carries the SDK's headers.  ex) nvidia/cu13/include of nvidia-cuda-nvrtc"""
+
+    include: str  # relative to site-packages
+    dist: str  # the distribution's name  ex) nvidia-cuda-nvrtc
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SdkVersion:
+    """How an SDK's version is read (one of macro / macros / newest; all optional).
+
+    ``macro`` + ``encoding``: an integer macro, ``major = v // e[0]``, ``minor = v % e[0] // e[1]``
+    (CUDA_VERSION 13000 with [1000, 10] -> 13.0); ``macros``: integer macros joined with dots
+    (HIP_VERSION_MAJOR, _MINOR, _PATCH); ``newest``: the highest X.Y among defined macros matching a pattern
+    with two ``*`` (CL_VERSION_*_*).  ``root_pattern``: a regular expression whose group 1 is the version in an
+    SDK root's path (cuda-(\\d+\\.\\d+)) when the header has none; ``wheel: dist``: an SDK found in a pip wheel
+    takes the distribution's version instead of the header's."""
+
+    header: str | None = None  # default: the marker header
+    macro: str | None = None
+    encoding: tuple[int, ...] = ()
+    macros: tuple[str, ...] = ()
+    newest: str | None = None
+    root_pattern: str | None = None
+    wheel_dist: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SdkSpec:
+    """How ``generate`` finds an SDK's headers: ``specs/<vendor>/<library>.yaml``'s ``sdk:`` block.  Searched in
+    this order: the roots named by ``env`` variables, ``roots`` (globs, newest first), the root of each ``tools``
+    program on PATH (its bin/'s parent), ``include_dirs`` as they are, then ``wheels`` of the interpreter.  An
+    include directory (``<root>/include`` for a root) holds the SDK when it has ``marker``."""
+
+    kind: Name  # ex) cuda: what --sdk KIND=PATH and `ironaccel-gen sdks` call it
+    marker: str  # ex) cuda.h
+    env: tuple[str, ...] = ()
+    roots: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    wheels: tuple[SdkWheel, ...] = ()
+    version: SdkVersion = SdkVersion()
+    path: str = ""  # the spec that declares it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LibrarySpec:
     """One vendor library: ``specs/<vendor>/<library>.yaml``."""
 
@@ -135,6 +181,7 @@ class LibrarySpec:
     library: Name  # ex) driver -> ironaccelerator.backends.cuda.driver
     backend: Name  # ex) CUDA (an ErrorKind-style backend name for errors)
     sdk: Name  # ex) cuda | nvrtc: which SDK discovery supplies the headers
+    sdk_spec: SdkSpec | None = None  # how it is found, when this spec declares it (else another spec, or --sdk)
     headers: tuple[Name, ...]
     version_headers: tuple[Name, ...] = ()
     defines: tuple[tuple[str, str], ...] = ()
@@ -498,7 +545,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     vendor = py_ident(m.get("vendor"), "vendor")
     library = py_ident(m.get("library"), "library")
     backend = r.ident(m.get("backend"), "backend")
-    sdk = r.ident(m.get("sdk"), "sdk")
+    sdk, sdk_spec = _sdk(r, m.get("sdk"), display)
     header_re = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h\Z")
     headers = r.seq(m.get("headers"), "headers", lambda n: r.string(n, "header", header_re, ": expected a header file name like 'cuda.h'"))
     if "headers" in m and not headers and (isinstance(m["headers"], yaml.SequenceNode) and not m["headers"].value
@@ -591,7 +638,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     errors.check()
     assert vendor and library and backend and sdk and err_type and default  # guaranteed by check()
     return LibrarySpec(
-        path=display, location=top_loc, vendor=vendor, library=library, backend=backend, sdk=sdk,
+        path=display, location=top_loc, vendor=vendor, library=library, backend=backend, sdk=sdk, sdk_spec=sdk_spec,
         headers=headers, version_headers=version_headers, defines=tuple(defines),
         undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
@@ -665,6 +712,77 @@ def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
 NULL_TERMINATED = "null-terminated"  # `len: null-terminated`: an input array that ends with a zero element
 
 
+ABS_DIR = re.compile(r"(/[A-Za-z0-9_.*+\-]+)+\Z")  # an absolute directory (globs allowed in roots)
+REL_DIR = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
+
+
+def _sdk(r: _Reader, node: yaml.Node | None, display: str) -> tuple[Name | None, SdkSpec | None]:
+    """``sdk: kind`` (declared by another spec, or given with --sdk) or ``sdk: {kind: ..., marker: ..., ...}``."""
+    if node is None or isinstance(node, yaml.ScalarNode):
+        return r.ident(node, "sdk"), None
+    keys = ("kind", "marker", "env", "roots", "tools", "include_dirs", "wheels", "version")
+    m = r.mapping(node, keys, ("kind", "marker"), "sdk") or {}
+    kind = r.ident(m.get("kind"), "sdk kind")
+    header = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h\Z")
+    marker = r.string(m.get("marker"), "marker", header, ": expected a header path like 'CL/cl.h'")
+    env = r.seq(m.get("env"), "env", lambda n: r.ident(n, "environment variable"))
+    roots = r.seq(m.get("roots"), "roots", lambda n: r.string(n, "root", ABS_DIR, ": expected an absolute directory"))
+    tools = r.seq(m.get("tools"), "tools", lambda n: r.ident(n, "program"))
+    include_dirs = r.seq(m.get("include_dirs"), "include_dirs",
+                         lambda n: r.string(n, "include directory", ABS_DIR, ": expected an absolute directory"))
+    wheels = []
+    if "wheels" in m:
+        if not isinstance(m["wheels"], yaml.SequenceNode):
+            r.errors.error(r.loc(m["wheels"]), "wheels must be a list of {include: dir, dist: name}")
+        else:
+            for wn in m["wheels"].value:
+                wm = r.mapping(wn, ("include", "dist"), ("include", "dist"), "wheel") or {}
+                inc = r.string(wm.get("include"), "include", REL_DIR, ": expected a directory under site-packages")
+                dist = r.string(wm.get("dist"), "dist", re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*\Z"),
+                                ": expected a distribution name")
+                if inc is not None and dist is not None:
+                    wheels.append(SdkWheel(include=inc.value, dist=dist.value))
+    version = SdkVersion()
+    if "version" in m:
+        vm = r.mapping(m["version"], ("header", "macro", "encoding", "macros", "newest", "root_pattern", "wheel"), (),
+                       "version") or {}
+        vheader = r.string(vm.get("header"), "header", header, ": expected a header path")
+        macro = r.ident(vm.get("macro"), "macro")
+        encoding = [r.integer(n, "divisor") for n in (vm["encoding"].value if isinstance(vm.get("encoding"),
+                                                                                           yaml.SequenceNode) else [])]
+        if "encoding" in vm and (not isinstance(vm["encoding"], yaml.SequenceNode) or len(encoding) != 2
+                                 or not all(e is not None and e > 0 for e in encoding)):
+            r.errors.error(r.loc(vm["encoding"]), "encoding must be two positive divisors, ex. [1000, 10]")
+            encoding = []
+        macros = r.seq(vm.get("macros"), "macros", lambda n: r.ident(n, "macro"))
+        newest = r.string(vm.get("newest"), "newest", re.compile(r"[A-Za-z0-9_]*\*[A-Za-z0-9_]*\*[A-Za-z0-9_]*\Z"),
+                          ": expected a macro name pattern with two '*' (major, minor), ex. CL_VERSION_*_*")
+        root_pattern = r.string(vm.get("root_pattern"), "root_pattern")
+        if root_pattern is not None:
+            try:
+                if re.compile(root_pattern.value).groups < 1:
+                    r.errors.error(root_pattern.location, "root_pattern needs a group: the version")
+            except re.error as e:
+                r.errors.error(root_pattern.location, f"root_pattern is not a regular expression: {e}")
+        wheel = r.string(vm.get("wheel"), "wheel", re.compile(r"dist\Z|header\Z"), ": expected 'dist' or 'header'")
+        given = [k for k in ("macro", "macros", "newest") if k in vm]
+        if len(given) > 1:
+            r.errors.error(r.loc(m["version"]), f"version: give one of macro, macros or newest, not {' and '.join(given)}")
+        if "encoding" in vm and "macro" not in vm:
+            r.errors.error(r.loc(vm["encoding"]), "encoding goes with macro")
+        version = SdkVersion(header=vheader.value if vheader else None, macro=macro.value if macro else None,
+                             encoding=tuple(e for e in encoding if e is not None),
+                             macros=tuple(x.value for x in macros), newest=newest.value if newest else None,
+                             root_pattern=root_pattern.value if root_pattern else None,
+                             wheel_dist=wheel is not None and wheel.value == "dist")
+    if kind is None or marker is None:
+        return kind, None
+    return kind, SdkSpec(kind=kind, marker=marker.value, env=tuple(x.value for x in env),
+                         roots=tuple(x.value for x in roots), tools=tuple(x.value for x in tools),
+                         include_dirs=tuple(x.value for x in include_dirs), wheels=tuple(wheels), version=version,
+                         path=display)
+
+
 # the trait-surface sections of core.yaml, read by ironaccelerator_gen.surface
 SURFACE_KEYS = ("backend_kinds", "vendors", "numeric_classes", "dtypes", "capability_flags", "compute_tiers",
                 "memory_kinds", "traits")
@@ -719,10 +837,29 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
     return CoreSpec(path=display, error_kinds=tuple(kinds))
 
 
+def sdk_declarations(specs: list[LibrarySpec]) -> tuple[dict[str, SdkSpec], list[Diagnostic]]:
+    """The SDK descriptions the specs declare, by kind; a kind declared twice differently is an error (declare
+    it once, and name it by kind elsewhere: ``sdk: cuda``)."""
+    out: dict[str, SdkSpec] = {}
+    problems: list[Diagnostic] = []
+    for sp in specs:
+        d = sp.sdk_spec
+        if d is None:
+            continue
+        first = out.get(d.kind.value)
+        if first is None:
+            out[d.kind.value] = d
+        elif replace(first, kind=d.kind, path=d.path) != d:
+            problems.append(Diagnostic(location=d.kind.location, message=f"sdk '{d.kind}' is already declared "
+                                       f"differently by {first.path}:{first.kind.location.line}; declare it once "
+                                       f"and name it elsewhere by kind (sdk: {d.kind})"))
+    return out, problems
+
+
 def check_library_set(specs: list[LibrarySpec], sdk_overrides: Mapping[str, str],
                       known_sdks: Iterable[str]) -> list[Diagnostic]:
     """What no single spec shows: two specs declaring one library (the last silently won), an ``sdk:`` kind
-    that neither discovery (``known_sdks``) nor ``--sdk`` supplies (it was "skipped"), and ``--sdk`` entries
+    that no spec declares (``known_sdks``) nor ``--sdk`` supplies (it was "skipped"), and ``--sdk`` entries
     naming a directory that does not exist or a kind no spec uses (silently ignored)."""
     out: list[Diagnostic] = []
     seen: dict[tuple[str, str], LibrarySpec] = {}
@@ -737,8 +874,9 @@ def check_library_set(specs: list[LibrarySpec], sdk_overrides: Mapping[str, str]
     for sp in specs:
         kind = sp.sdk.value
         if kind not in known and kind not in sdk_overrides:
-            out.append(Diagnostic(location=sp.sdk.location, message=f"sdk '{kind}' is not an SDK kind that generate "
-                                  f"can find{suggest(kind, known)}; known: {', '.join(known)}; or give its headers "
+            out.append(Diagnostic(location=sp.sdk.location, message=f"sdk '{kind}' is not an SDK kind that a spec "
+                                  f"declares{suggest(kind, known)}; known: {', '.join(known) or 'none'}; declare how "
+                                  f"it is found (sdk: {{kind: {kind}, marker: <header>, ...}}) or give its headers "
                                   f"with --sdk {kind}=PATH"))
     used = {sp.sdk.value for sp in specs}
     where = Location(file="--sdk", line=1, col=1)

@@ -77,7 +77,7 @@ SPEC_FIELDS = [
     ("vendor", "vendor: cuda", "vendor: {}"),
     ("library", "library: nvrtc", "library: {}"),
     ("backend", "backend: CUDA", "backend: {}"),
-    ("sdk", "sdk: nvrtc", "sdk: {}"),
+    ("sdk", "  kind: nvrtc", "  kind: {}"),
     ("header", "headers: [nvrtc.h]", "headers: [{}]"),
     ("function", "  nvrtcDestroyProgram:\n", "  {}: {{}}\n  nvrtcDestroyProgram:\n"),
     ("parameter", "      prog: inout", "      {}: inout"),

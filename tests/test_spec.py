@@ -214,10 +214,17 @@ def test_hostile_text_in_a_message_stays_on_one_line(tmp_path: Path) -> None:
     assert all("\n" not in str(d) for d in diags), diags
 
 
+def with_sdk(text: str, value: str) -> str:
+    """``text`` with its ``sdk:`` block replaced by ``sdk: <value>`` (a reference to a kind, or a bad value)."""
+    new, n = re.subn(r"^sdk:\n(?:[ #].*\n|\n)*?(?=^[a-z])", f"sdk: {value}\n", text, count=1, flags=re.M)
+    assert n == 1 and f"sdk: {value}\n" in new
+    return new
+
+
 def test_several_problems_in_one_spec_are_all_reported(tmp_path: Path) -> None:
     text = edit(NVRTC_TEXT, "headers: [nvrtc.h]", "headers: [nvrtc.h]\nheaderz: 1")
     text = edit(text, "prog: inout", "prog: outt")
-    text = edit(text, "sdk: nvrtc", "sdk: 5x")
+    text = with_sdk(text, "5x")
     diags = errors_of(make_specs(tmp_path, text))
     assert len(diags) == 3, diags
     assert_at(the_error(diags, "headerz"), NVRTC, pos(text, "headerz"))
@@ -819,19 +826,20 @@ def test_two_specs_declaring_the_same_library(tmp_path: Path) -> None:
 
 
 def test_unknown_sdk_kind_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
-    """`sdk: nvrtcc` was "skipped" with exit 0: no SDK discovery knows that kind, and no --sdk gives it."""
-    text = edit(NVRTC_TEXT, "sdk: nvrtc", "sdk: nvrtcc")
-    d = make_specs(tmp_path, text)
+    """`sdk: cudaa` was "skipped" with exit 0: no spec declares that kind, and no --sdk gives it."""
+    text = with_sdk(NVRTC_TEXT, "cudaa")
+    d = make_specs(tmp_path, text, DRIVER_TEXT)
     (diag,) = errors_of(d)
-    assert diag.message == ("sdk 'nvrtcc' is not an SDK kind that generate can find (did you mean 'nvrtc'?); "
-                            "known: cuda, hip, nvrtc, opencl; or give its headers with --sdk nvrtcc=PATH")
-    assert_at(diag, NVRTC, pos(text, "nvrtcc"))
+    assert diag.message == ("sdk 'cudaa' is not an SDK kind that a spec declares (did you mean 'cuda'?); known: "
+                            "cuda; declare how it is found (sdk: {kind: cudaa, marker: <header>, ...}) or give its "
+                            "headers with --sdk cudaa=PATH")
+    assert_at(diag, NVRTC, pos(text, "cudaa"))
     (m,) = assert_user_error(run_cli(d, tmp_path / "out"), NVRTC)
     assert m["message"] == diag.message and not (tmp_path / "out").exists()
 
 
 def test_sdk_kind_of_its_own_is_fine_when_given_by_sdk(tmp_path: Path) -> None:
-    d = make_specs(tmp_path, edit(NVRTC_TEXT, "sdk: nvrtc", "sdk: mine"))
+    d = make_specs(tmp_path, with_sdk(NVRTC_TEXT, "mine"))
     result = compile_specs(d, {"mine": str(tmp_path)})  # an empty directory: skipped, as for a known kind
     assert [s.split(":")[0] for s in result.skipped] == ["cuda.nvrtc"]
 
