@@ -23,7 +23,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--sdk", action="append", default=[], metavar="KIND=PATH",
                    help="use this SDK root or include directory, e.g. cuda=/usr/local/cuda-12.9")
     g.add_argument("--only", action="append", default=[], metavar="VENDOR.LIBRARY", help="generate only these")
-    g.add_argument("--frontend", choices=("clang", "pycparser"), default="clang")
+    g.add_argument("--frontend", choices=("clang", "pycparser"), default=None,
+                   help="the C front-end for every library (default: each spec's frontend:, else clang)")
     g.add_argument("--build", action="store_true", help="also build the cffi modules")
     g.add_argument("--force", action="store_true", help="regenerate even if no input changed")
     b = sub.add_parser("build", help="build the cffi modules of a generated package")

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import sdk as sdks
 from .bind import BoundLibrary, bind
 from .diagnostics import Collector, Diagnostic, UserError, suggest
-from .frontend import ParseRequest, parse
-from .ir import Location
+from .frontend import FRONTENDS, ParseRequest, parse
+from .ir import Header, Location
 from .output import diff, existing_files, write
 from .render import banner_text, environment, render_library, render_package
 from .surface import BackendSpec, load_backend, load_surface, render_surface
@@ -57,9 +58,30 @@ def _display(path: Path, base: Path) -> str:
     return path.name
 
 
-def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, frontend: str = "clang",
+def parse_declared(spec: LibrarySpec, parser: str) -> Header:
+    """``frontend: declared``: the spec's own C declarations, parsed by ``parser`` (clang or pycparser) as the
+    virtual header ``<library>.declared.h``; a diagnostic in them is located in the spec."""
+    assert spec.declarations is not None
+    d = spec.declarations
+    name = spec.headers[0].value
+    with tempfile.TemporaryDirectory(prefix="ia-declared-") as tmp:
+        # indented as in the spec, so that columns are the spec's too (C does not mind leading blanks)
+        body = "".join((" " * d.indent + line if line.strip() else line) + "\n" for line in d.text.splitlines())
+        (Path(tmp) / name).write_text(body, encoding="utf-8")
+        request = ParseRequest(headers=(name,), include_dirs=(Path(tmp),), defines=spec.defines,
+                               undefines=spec.undefines, where=spec.location)
+        try:
+            return parse(request, parser)
+        except UserError as e:
+            raise UserError([replace(x, location=Location(file=spec.path, line=x.location.line + d.line - 1,
+                                                          col=x.location.col))
+                             if x.location.file == name else x for x in e.diagnostics]) from None
+
+
+def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, frontend: str | None = None,
                   only: list[str] | None = None, base: Path | None = None) -> Result:
-    """Run the compiler in memory; raise :class:`UserError` on any user error."""
+    """Run the compiler in memory; raise :class:`UserError` on any user error.  ``frontend``: the C front-end
+    for every library (clang or pycparser); None: each spec's ``frontend:``, else clang."""
     base = base or spec_dir.parent
     core = load_core(spec_dir / "core.yaml", _display(spec_dir / "core.yaml", base))
     specs: list[LibrarySpec] = []
@@ -89,6 +111,14 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         name = f"{spec.vendor}.{spec.library}"
         if only and name not in only:
             continue
+        parser = frontend or (spec.frontend if spec.frontend in FRONTENDS else None) or "clang"
+        if spec.declarations is not None:
+            try:
+                header = parse_declared(spec, parser)
+                libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else "declared"))
+            except UserError as e:
+                problems += e.diagnostics
+            continue
         found = sdks.find(spec.sdk.value, (sdk_overrides or {}).get(spec.sdk.value), spec.headers[0].value, descs)
         if found is None:
             skipped.append(f"{name}: no {spec.sdk} SDK headers found ({', '.join(h.value for h in spec.headers)})")
@@ -98,7 +128,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
                                include_dirs=(found.include_dir,), defines=spec.defines, undefines=spec.undefines,
                                where=spec.location)
         try:
-            header = parse(request, frontend)
+            header = parse(request, parser)
             libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else found.version))
         except UserError as e:
             problems += e.diagnostics

@@ -172,6 +172,17 @@ class SdkSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Declarations:
+    """C declarations written in the spec itself (``frontend: declared``: an API without a usable header, or
+    whose header may not be redistributed), parsed by the C front-ends as a virtual header.  ``line``/``indent``
+    place the text's first line in the spec, so a diagnostic in it is located in the spec."""
+
+    text: str
+    line: int  # the spec line of the text's first line (1-based)
+    indent: int  # the columns its lines are indented by in the spec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LibrarySpec:
     """One vendor library: ``specs/<vendor>/<library>.yaml``."""
 
@@ -182,8 +193,10 @@ class LibrarySpec:
     backend: Name  # ex) CUDA (an ErrorKind-style backend name for errors)
     sdk: Name  # ex) cuda | nvrtc: which SDK discovery supplies the headers
     sdk_spec: SdkSpec | None = None  # how it is found, when this spec declares it (else another spec, or --sdk)
-    headers: tuple[Name, ...]
+    headers: tuple[Name, ...]  # for frontend: declared, the one virtual header the declarations become
     version_headers: tuple[Name, ...] = ()
+    frontend: str | None = None  # clang | pycparser | declared; None: the generator's choice (--frontend, clang)
+    declarations: Declarations | None = None  # frontend: declared: the C declarations written in the spec
     defines: tuple[tuple[str, str], ...] = ()
     undefines: tuple[str, ...] = ()  # ex) __SSE__: predefined macros removed before parsing
     version_macro: tuple[Name, ...] = ()  # ex) [CUDA_VERSION] (encoded 13000) or [HIP_VERSION_MAJOR, HIP_VERSION_MINOR]
@@ -528,9 +541,15 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     if root is None:
         errors.error(top_loc, "the spec is empty")
         errors.check()
-    keys = ("vendor", "library", "backend", "sdk", "headers", "version_headers", "defines", "undefines", "version_macro",
-            "bind", "symbols", "kernel_launch", "pool_memory", "loader", "errors", "functions")
-    m = r.mapping(root, keys, ("vendor", "library", "backend", "sdk", "headers", "loader", "errors"), "library spec")
+    keys = ("vendor", "library", "backend", "sdk", "frontend", "headers", "declarations", "version_headers", "defines",
+            "undefines", "version_macro", "bind", "symbols", "kernel_launch", "pool_memory", "loader", "errors",
+            "functions")
+    declared = isinstance(root, yaml.MappingNode) and any(
+        isinstance(k, yaml.ScalarNode) and k.value == "frontend" and isinstance(v, yaml.ScalarNode)
+        and v.value == "declared" for k, v in root.value)
+    required = ("vendor", "library", "backend", "declarations", "loader", "errors") if declared else \
+        ("vendor", "library", "backend", "sdk", "headers", "loader", "errors")
+    m = r.mapping(root, keys, required, "library spec")
     if m is None:
         errors.check()
         raise UserError([Diagnostic(location=top_loc, message="the spec must be a mapping")])
@@ -546,6 +565,28 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     library = py_ident(m.get("library"), "library")
     backend = r.ident(m.get("backend"), "backend")
     sdk, sdk_spec = _sdk(r, m.get("sdk"), display)
+    frontend = r.string(m.get("frontend"), "frontend", re.compile(r"clang\Z|pycparser\Z|declared\Z"),
+                        ": expected clang, pycparser or declared")
+    declarations = None
+    if declared:
+        for key in ("headers", "sdk", "version_headers"):
+            if key in m:
+                errors.error(r.loc(m[key]), f"'{key}' does not go with frontend: declared (the declarations are the "
+                             "header; there is no SDK to find)")
+        dn = m.get("declarations")
+        dtext = r.scalar(dn, "declarations")
+        if dn is not None and dtext is not None:
+            if not dtext.strip():
+                errors.error(r.loc(dn), "declarations must declare something")
+            first = dn.start_mark.line + (2 if dn.style in ("|", ">") else 1)  # a block's text starts a line below
+            lines = text.splitlines()
+            body = lines[first - 1] if dn.style in ("|", ">") and first - 1 < len(lines) else ""
+            indent = len(body) - len(body.lstrip(" ")) if body.strip() else dn.start_mark.column
+            declarations = Declarations(text=dtext, line=first, indent=indent)
+        sdk = Name(value="declared", location=r.loc(dn) if dn is not None else top_loc)
+    elif "declarations" in m:
+        errors.error(r.loc(m["declarations"]), "declarations go with frontend: declared (this spec parses "
+                     f"{'its headers' if 'headers' in m else 'headers'})")
     header_re = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h\Z")
     headers = r.seq(m.get("headers"), "headers", lambda n: r.string(n, "header", header_re, ": expected a header file name like 'cuda.h'"))
     if "headers" in m and not headers and (isinstance(m["headers"], yaml.SequenceNode) and not m["headers"].value
@@ -639,7 +680,9 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     assert vendor and library and backend and sdk and err_type and default  # guaranteed by check()
     return LibrarySpec(
         path=display, location=top_loc, vendor=vendor, library=library, backend=backend, sdk=sdk, sdk_spec=sdk_spec,
-        headers=headers, version_headers=version_headers, defines=tuple(defines),
+        frontend=frontend.value if frontend else None, declarations=declarations,
+        headers=(Name(value=f"{library}.declared.h", location=top_loc),) if declared and library else headers,
+        version_headers=version_headers, defines=tuple(defines),
         undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
         proc_address=proc_address, kernel_launch=kernel_launch, pool_memory=pool_memory,
@@ -873,12 +916,12 @@ def check_library_set(specs: list[LibrarySpec], sdk_overrides: Mapping[str, str]
     known = sorted(known_sdks)
     for sp in specs:
         kind = sp.sdk.value
-        if kind not in known and kind not in sdk_overrides:
+        if sp.declarations is None and kind not in known and kind not in sdk_overrides:
             out.append(Diagnostic(location=sp.sdk.location, message=f"sdk '{kind}' is not an SDK kind that a spec "
                                   f"declares{suggest(kind, known)}; known: {', '.join(known) or 'none'}; declare how "
                                   f"it is found (sdk: {{kind: {kind}, marker: <header>, ...}}) or give its headers "
                                   f"with --sdk {kind}=PATH"))
-    used = {sp.sdk.value for sp in specs}
+    used = {sp.sdk.value for sp in specs if sp.declarations is None}
     where = Location(file="--sdk", line=1, col=1)
     for kind, path in sdk_overrides.items():
         if kind not in used:
