@@ -102,14 +102,17 @@ class BoundFunction:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ProcAddress:
-    """The library's own symbol resolver (``cuGetProcAddress``) as the trampolines call it."""
+class Resolver:
+    """How the library's functions are found once it is open: ``kind`` ``dlsym`` (each symbol), or
+    ``proc_address``: the library's own resolver (``cuGetProcAddress``) with each function's ABI pin, then dlsym;
+    the fields below describe that resolver.  Rendered into trampolines.c (IA_RESOLVER) and _binding.py."""
 
-    index: int  # the resolver's own BoundFunction index (always resolved with dlsym)
-    symbol: str  # ex) cuGetProcAddress_v2
-    status_param: bool  # the v2 form has a trailing CUdriverProcAddressQueryResult *
-    default_flag: int
-    per_thread_flag: int
+    kind: str = "dlsym"
+    index: int = -1  # the resolver's own BoundFunction index (always resolved with dlsym)
+    symbol: str = ""  # ex) cuGetProcAddress_v2
+    status_param: bool = False  # the v2 form has a trailing CUdriverProcAddressQueryResult *
+    default_flag: int = 0
+    per_thread_flag: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,7 +182,7 @@ class BoundLibrary:
     declarations: tuple[str, ...]  # C type declarations in dependency order (cdef and C source)
     structs: tuple[str, ...]  # typedef names of complete structs/unions, usable from Python
     per_thread: bool
-    proc_address: ProcAddress | None = None
+    resolver: Resolver = Resolver()
     kernel_launch: KernelLaunch | None = None
     pool_memory: PoolMemory | None = None
 
@@ -808,23 +811,24 @@ def _name(value: str, loc: Location):  # type: ignore[no-untyped-def]
     return Name(value=value, location=loc)
 
 
-def bind_proc_address(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: _Binder,
-                      col: Collector) -> ProcAddress | None:
-    """Check ``symbols.proc_address`` against the header: a bound resolver of the expected shape, known flags."""
+def bind_resolver(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: _Binder,
+                  col: Collector) -> Resolver:
+    """Check ``resolver:`` against the header: for proc_address, a bound resolver of the expected shape and
+    known flags."""
     pa = spec.proc_address
     if pa is None:
-        return None
+        return Resolver()
     by = {f.public: f for f in functions}
     f = by.get(pa.function.value)
     if f is None:
-        col.error(pa.function.location, f"proc_address function '{pa.function}' is not a bound function of "
+        col.error(pa.function.location, f"resolver function '{pa.function}' is not a bound function of "
                   f"{header.name}{suggest(pa.function.value, by)}")
-        return None
+        return Resolver()
     n = len(f.c.params)
     if not f.returns_status or n not in (4, 5):
         col.error(pa.function.location, f"'{pa.function}' does not look like a resolver "
                   "(status (const char *symbol, void **fn, int version, flags[, status *]))")
-        return None
+        return Resolver()
     values = {c.name: c.value for e in header.enums for c in e.constants}
     values.update({c.name: c.value for t in header.typedefs if isinstance(t.type, InlineEnum) for c in t.type.enum.constants})
     values.update({c.name: c.value for c in header.constants if isinstance(c.value, int)})
@@ -838,9 +842,10 @@ def bind_proc_address(spec: LibrarySpec, header: Header, functions: tuple[BoundF
         else:
             flags.append(int(values[flag.value]))
     if flags[0] is None and pa.default_flag is not None and pa.default_flag.value not in values:
-        return None
-    return ProcAddress(index=f.index, symbol=f.symbol, status_param=n == 5, default_flag=flags[0] or 0,
-                       per_thread_flag=flags[1] if flags[1] is not None else (flags[0] or 0))
+        return Resolver()
+    return Resolver(kind="proc_address", index=f.index, symbol=f.symbol, status_param=n == 5,
+                    default_flag=flags[0] or 0,
+                    per_thread_flag=flags[1] if flags[1] is not None else (flags[0] or 0))
 
 
 # the shape kernel_launch must have, parameter by parameter (after typedefs are expanded)
@@ -1017,7 +1022,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
                   f"name_function '{names}' is not a bound function of {header.name}"
                   f"{suggest(names, [f.public for f in functions])}")
     check_size_functions(functions, col)
-    proc = bind_proc_address(spec, header, functions, b, col)
+    resolver = bind_resolver(spec, header, functions, b, col)
     launch = bind_kernel_launch(spec, functions, b, col)
     pool_memory = bind_pool_memory(spec, functions, b, col)
     col.check()
@@ -1027,6 +1032,6 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
         module=f"ironaccelerator.backends.{spec.vendor}.{spec.library}",
         functions=functions, enums=enums, constants=constants, errors=error_codes, success=success,
         error_type=spec.errors.type.value, error_name_function=names, declarations=decls, structs=structs,
-        per_thread=any(f.per_thread_symbol for f in functions), proc_address=proc, kernel_launch=launch,
+        per_thread=any(f.per_thread_symbol for f in functions), resolver=resolver, kernel_launch=launch,
         pool_memory=pool_memory,
     )

@@ -79,8 +79,8 @@ def _c_failure_value(f: BoundFunction) -> str:
 def _via_proc(f: BoundFunction, lib: BoundLibrary) -> bool:
     """Whether ``f`` is resolved through the library's resolver (``cuGetProcAddress``) before ``dlsym``:
     it has an ABI version pin and is not the resolver itself (trampolines.c's ``ia_via_proc``)."""
-    pa = lib.proc_address
-    return pa is not None and (f.abi_version or 0) > 0 and f.index != pa.index
+    pa = lib.resolver
+    return pa.kind == "proc_address" and (f.abi_version or 0) > 0 and f.index != pa.index
 
 
 def environment() -> jinja2.Environment:

@@ -91,14 +91,21 @@ class ErrorSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProcAddressSpec:
-    """Resolve symbols through the library's own resolver, pinned to each function's ABI version.
-
-    ex) ``cuGetProcAddress(name, &fn, version, flags[, &status])`` with the PFN_ version of the binding.
+    """``resolver: {kind: proc_address, ...}``: resolve symbols through the library's own resolver, pinned to
+    each function's ABI version.  ex) ``cuGetProcAddress(name, &fn, version, flags[, &status])`` with the PFN_
+    version of the binding (``symbols.version_typedef``).
     """
 
     function: Name  # ex) cuGetProcAddress (a bound public name)
     default_flag: Name  # ex) CU_GET_PROC_ADDRESS_DEFAULT
     per_thread_flag: Name | None = None  # ex) CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+
+
+# How a library's functions are found once it is open (``resolver: {kind: ...}``); dlsym when none is named.
+# One mechanism, in C (runtime/ironaccelerator_runtime/include/ia_runtime.h, IA_RESOLVER) and in Python (ABI mode:
+# ironaccelerator_runtime.loader.Resolver).
+RESOLVER_KINDS = ("dlsym", "proc_address")
+RESOLVER_KINDS_TO_COME = {"table": "issue 12 (QNN's function tables)", "objc": "issue 13 (Metal's messages)"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -542,8 +549,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         errors.error(top_loc, "the spec is empty")
         errors.check()
     keys = ("vendor", "library", "backend", "sdk", "frontend", "headers", "declarations", "version_headers", "defines",
-            "undefines", "version_macro", "bind", "symbols", "kernel_launch", "pool_memory", "loader", "errors",
-            "functions")
+            "undefines", "version_macro", "bind", "symbols", "resolver", "kernel_launch", "pool_memory", "loader",
+            "errors", "functions")
     declared = isinstance(root, yaml.MappingNode) and any(
         isinstance(k, yaml.ScalarNode) and k.value == "frontend" and isinstance(v, yaml.ScalarNode)
         and v.value == "declared" for k, v in root.value)
@@ -609,15 +616,30 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     include = r.seq(bind.get("include"), "include", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
     exclude = r.seq(bind.get("exclude"), "exclude", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
 
-    sym = r.mapping(m.get("symbols"), ("per_thread", "version_typedef", "proc_address"), (), "symbols") or {}
+    sym = r.mapping(m.get("symbols"), ("per_thread", "version_typedef"), (), "symbols") or {}
     proc_address = None
-    if "proc_address" in sym:
-        pm = r.mapping(sym["proc_address"], ("function", "default_flag", "per_thread_flag"),
-                       ("function", "default_flag"), "proc_address") or {}
-        pf, df = r.ident(pm.get("function"), "function"), r.ident(pm.get("default_flag"), "default_flag")
-        if pf is not None and df is not None:
-            proc_address = ProcAddressSpec(function=pf, default_flag=df,
-                                           per_thread_flag=r.ident(pm.get("per_thread_flag"), "per_thread_flag"))
+    if "resolver" in m:
+        rm = r.mapping(m["resolver"], ("kind", "function", "default_flag", "per_thread_flag"), ("kind",),
+                       "resolver") or {}
+        rkind = r.ident(rm.get("kind"), "resolver kind")
+        if rkind is not None and rkind.value in RESOLVER_KINDS_TO_COME:
+            errors.error(rkind.location, f"resolver kind '{rkind}' is not implemented yet "
+                         f"({RESOLVER_KINDS_TO_COME[rkind.value]}); implemented: {', '.join(RESOLVER_KINDS)}")
+        elif rkind is not None and rkind.value not in RESOLVER_KINDS:
+            errors.error(rkind.location, f"'{rkind}' is not a resolver kind{suggest(rkind.value, RESOLVER_KINDS)}; "
+                         f"expected one of: {', '.join(RESOLVER_KINDS)}")
+        elif rkind is not None and rkind.value == "dlsym":
+            for key in ("function", "default_flag", "per_thread_flag"):
+                if key in rm:
+                    errors.error(r.loc(rm[key]), f"'{key}' goes with resolver kind proc_address, not dlsym")
+        elif rkind is not None:
+            for key in ("function", "default_flag"):
+                if key not in rm:
+                    errors.error(r.loc(m["resolver"]), f"resolver kind proc_address needs '{key}'")
+            pf, df = r.ident(rm.get("function"), "function"), r.ident(rm.get("default_flag"), "default_flag")
+            if pf is not None and df is not None:
+                proc_address = ProcAddressSpec(function=pf, default_flag=df,
+                                               per_thread_flag=r.ident(rm.get("per_thread_flag"), "per_thread_flag"))
     per_thread = []
     for wrapper, node in r.keyed(sym.get("per_thread"), "wrapper macro"):
         fmt = r.string(node, "per-thread symbol format", re.compile(r"[A-Za-z0-9_]*\{\}[A-Za-z0-9_]*\Z"),

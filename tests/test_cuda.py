@@ -52,8 +52,8 @@ def test_driver_binds_the_whole_api(generated: pipeline.Result) -> None:
     assert (by["cuStreamGetCaptureInfo"].symbol, by["cuStreamGetCaptureInfo"].abi_version) == ("cuStreamGetCaptureInfo_v3", 12030)
     assert by["cuMemAlloc"].abi_version == 3020
     # symbols are resolved through cuGetProcAddress with those pins (falling back to dlsym)
-    assert drv.proc_address is not None and drv.proc_address.symbol == "cuGetProcAddress_v2"
-    assert drv.proc_address.status_param and drv.proc_address.per_thread_flag == 2
+    assert drv.resolver.kind == "proc_address" and drv.resolver.symbol == "cuGetProcAddress_v2"
+    assert drv.resolver.status_param and drv.resolver.per_thread_flag == 2
     # statuses that are not failures
     assert by["cuStreamQuery"].status_codes == (600,)
     # graphics interop excluded; nothing from cudaTypedefs.h bound

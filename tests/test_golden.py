@@ -75,13 +75,13 @@ def test_expected_output_builds_and_runs(case: str, tmp_path: Path) -> None:
     """Compile the *expected* files, load them in API and ABI mode, and call the real library.
 
     Each mode runs against the library as ``impl.c`` builds it and, where the case has a resolver
-    (``symbols.proc_address``), built without it (``-DGOLDEN_NO_RESOLVER``): both modes must resolve
+    (``resolver: {kind: proc_address}``), built without it (``-DGOLDEN_NO_RESOLVER``): both modes must resolve
     through the resolver with each function's pin, and fall back to dlsym when it refuses or is absent.
     """
     pkg = tmp_path / "pkg"
     shutil.copytree(GOLDEN / case / "expected", pkg)
     variants: dict[str, list[str]] = {"": []}
-    if "proc_address" in (yaml.safe_load((GOLDEN / case / "golden.yaml").read_text()).get("symbols") or {}):
+    if (yaml.safe_load((GOLDEN / case / "golden.yaml").read_text()).get("resolver") or {}).get("kind") == "proc_address":
         variants["no-resolver"] = ["-DGOLDEN_NO_RESOLVER"]
     homes = {}
     for variant, defines in variants.items():

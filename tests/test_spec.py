@@ -306,6 +306,65 @@ def test_error_kind_values_must_be_given_and_distinct(tmp_path: Path) -> None:
     assert_at(d, CORE, pos(core, "A plain description."))
 
 
+def loader_errors(text: str, display: str = DRIVER) -> list[Diagnostic]:
+    """Every diagnostic the spec loader gives for ``text`` (no header parsed)."""
+    with pytest.raises(UserError) as info:
+        load_library(Path("driver.yaml"), display, text=text)
+    return list(info.value.diagnostics)
+
+
+def test_resolver_kind_unknown_suggests() -> None:
+    text = edit(DRIVER_TEXT, "kind: proc_address", "kind: proc_adress")
+    d = the_error(loader_errors(text), "resolver kind")
+    assert d.message == ("'proc_adress' is not a resolver kind (did you mean 'proc_address'?); "
+                         "expected one of: dlsym, proc_address")
+    assert_at(d, DRIVER, pos(text, "proc_adress"))
+
+
+@pytest.mark.parametrize("kind, issue", [("table", "issue 12"), ("objc", "issue 13")])
+def test_resolver_kinds_to_come_are_named_not_implemented(kind: str, issue: str) -> None:
+    text = edit(DRIVER_TEXT, "kind: proc_address", f"kind: {kind}")
+    d = the_error(loader_errors(text), "not implemented yet")
+    assert d.message.startswith(f"resolver kind '{kind}' is not implemented yet ({issue}")
+    assert_at(d, DRIVER, pos(text, f"kind: {kind}", len("kind: ")))
+
+
+def test_resolver_dlsym_takes_no_proc_address_keys() -> None:
+    text = edit(DRIVER_TEXT, "kind: proc_address", "kind: dlsym")
+    diags = loader_errors(text)
+    d = the_error(diags, "'function' goes with")
+    assert d.message == "'function' goes with resolver kind proc_address, not dlsym"
+    assert_at(d, DRIVER, pos(text, "function: cuGetProcAddress", len("function: ")))
+    assert len([x for x in diags if "goes with resolver kind" in x.message]) == 3  # function and both flags
+
+
+def test_resolver_proc_address_needs_function_and_default_flag() -> None:
+    text = edit(DRIVER_TEXT, "  function: cuGetProcAddress\n", "")
+    d = the_error(loader_errors(text), "needs 'function'")
+    assert d.message == "resolver kind proc_address needs 'function'"
+    assert_at(d, DRIVER, pos(text, "  kind: proc_address", 2))  # the resolver mapping's start
+
+
+def test_resolver_kind_is_required() -> None:
+    text = edit(DRIVER_TEXT, "  kind: proc_address\n", "")
+    d = the_error(loader_errors(text), "'kind'")
+    assert "missing required key 'kind'" in d.message
+
+
+def test_resolver_function_must_be_a_bound_resolver(tmp_path: Path) -> None:
+    """Checked against the header: a bound function of the resolver's shape (needs cuda.h)."""
+    if sdk.find("cuda") is None:
+        pytest.skip("no CUDA toolkit headers (cuda.h)")
+    text = edit(DRIVER_TEXT, "function: cuGetProcAddress", "function: cuGetProcAdress")
+    d = the_error(errors_of(make_specs(tmp_path, driver=text)), "resolver function")
+    assert d.message.startswith("resolver function 'cuGetProcAdress' is not a bound function of cuda.h")
+    assert "did you mean 'cuGetProcAddress'" in d.message
+    assert_at(d, DRIVER, pos(text, "cuGetProcAdress"))
+    text = edit(DRIVER_TEXT, "function: cuGetProcAddress", "function: cuInit")
+    d = the_error(errors_of(make_specs(tmp_path / "2", driver=text)), "does not look like a resolver")
+    assert_at(d, DRIVER, pos(text, "function: cuInit", len("function: ")))
+
+
 def test_core_description_must_be_printable(tmp_path: Path) -> None:
     core = edit(CORE_TEXT, "    doc: No device of this backend is present.", '    doc: "No\\0device"')
     d = the_error(errors_of(make_specs(tmp_path, core=core)), "printable")

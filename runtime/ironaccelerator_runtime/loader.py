@@ -15,7 +15,7 @@ import glob
 import importlib
 import os
 import sys
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 from ironaccelerator._core import ErrorKind
 
@@ -64,17 +64,57 @@ def library_candidates(names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[s
     return list(dict.fromkeys(out))
 
 
-class ProcAddress(NamedTuple):
-    """A library's own symbol resolver (``cuGetProcAddress``), as ABI mode calls it.
+class Resolver:
+    """How ABI mode finds a function of an opened library, before ``dlsym`` of its symbol: a library spec's
+    ``resolver: {kind: ...}``.  The C twin is ia_runtime.h's IA_RESOLVER (API mode); both resolve alike.
 
-    ``resolver(public name, &fn, pins[name], flags[, &status])``; the flags are ``per_thread_flag`` after
-    ``set_per_thread_default_stream(True)``, else ``default_flag`` (as the trampolines' ``ia_via_proc``).
+    ``kind`` ``dlsym`` (this class: nothing before dlsym); :class:`ProcAddress` for ``proc_address``.
     """
 
-    resolver: str  # ex) cuGetProcAddress: a bound function, itself always resolved with dlsym
-    default_flag: int  # ex) CU_GET_PROC_ADDRESS_DEFAULT
-    per_thread_flag: int  # ex) CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-    pins: dict[str, int]  # public name -> ABI version  ex) {"cuCtxCreate": 12050}
+    kind = "dlsym"
+    pins: dict[str, int] = {}  # public name -> ABI version the resolver is asked for
+
+    def resolve(self, lib: _LazyLib, index: int) -> Any:
+        """``index``'s cdata function, or None to fall back to dlsym of its symbol."""
+        return None
+
+
+DLSYM = Resolver()
+
+
+class ProcAddress(Resolver):
+    """``proc_address``: the library's own resolver (``cuGetProcAddress``):
+    ``resolver(public name, &fn, pins[name], flags[, &status])``; the flags are ``per_thread_flag`` after
+    ``set_per_thread_default_stream(True)``, else ``default_flag`` (as ia_runtime.h's ``ia_via_proc``).
+    Functions without a pin, and the resolver itself, come from dlsym."""
+
+    kind = "proc_address"
+
+    def __init__(self, *, resolver: str, default_flag: int, per_thread_flag: int, pins: dict[str, int]) -> None:
+        self.resolver = resolver  # ex) cuGetProcAddress: a bound function, itself always resolved with dlsym
+        self.default_flag = default_flag  # ex) CU_GET_PROC_ADDRESS_DEFAULT
+        self.per_thread_flag = per_thread_flag  # ex) CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+        self.pins = pins  # ex) {"cuCtxCreate": 12050}
+
+    def resolve(self, lib: _LazyLib, index: int) -> Any:
+        b = lib._binding
+        pin = b.pins[index]
+        if pin <= 0:
+            return None
+        if not lib._proc_looked_up:
+            lib._proc = lib._dlsym(b.functions[b.index[self.resolver]][1])
+            lib._proc_looked_up = True
+        proc = lib._proc
+        if proc is None:
+            return None
+        ffi = lib._ffi
+        args = ffi.typeof(proc).args  # (const char *, void **, int, flags[, status *])
+        fp = ffi.new(args[1])
+        status = (ffi.new(args[4]),) if len(args) > 4 else ()
+        flags = self.per_thread_flag if b.per_thread else self.default_flag
+        if proc(b.functions[index][0].encode(), fp, pin, flags, *status) != 0 or fp[0] == ffi.NULL:
+            return None
+        return ffi.cast(f"ia_pfn_{index}", fp[0])  # typedef'd in abi.cdef
 
 
 class Binding:
@@ -84,7 +124,7 @@ class Binding:
                  functions: Sequence[tuple[str, str, str | None, str | None]],
                  names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[str] = (), sdk_dirs: Sequence[str] = (),
                  sdk_env: Sequence[str] = (), sdk_roots: Sequence[str] = (), errors: dict[int, tuple[str, ErrorKind]],
-                 sentinel: int, sdk_version: str, proc_address: ProcAddress | None = None) -> None:
+                 sentinel: int, sdk_version: str, resolver: Resolver = DLSYM) -> None:
         self.package = package
         self.build_id = build_id
         self.backend = backend
@@ -95,9 +135,8 @@ class Binding:
         self.errors = errors
         self.sentinel = sentinel
         self.sdk_version = sdk_version
-        self.proc_address = proc_address
-        pins = proc_address.pins if proc_address is not None else {}
-        self.pins = tuple(pins.get(f[0], 0) for f in self.functions)  # by index; 0: dlsym only
+        self.resolver = resolver
+        self.pins = tuple(resolver.pins.get(f[0], 0) for f in self.functions)  # by index; 0: dlsym only
         self.path: str | None = None  # the library file that was loaded
         self.tried: list[str] = []
         self.per_thread = False
@@ -267,32 +306,11 @@ class _LazyLib:
         except Exception:  # AttributeError, or ffi.error from the in-line FFI: both mean "not exported"
             return None
 
-    def _via_proc(self, index: int) -> Any:
-        """``index``'s function from the resolver, pinned to its ABI version; None if it has no pin or fails."""
-        b = self._binding
-        pin, pa = b.pins[index], b.proc_address
-        if pin <= 0 or pa is None:
-            return None
-        if not self._proc_looked_up:
-            self._proc = self._dlsym(b.functions[b.index[pa.resolver]][1])
-            self._proc_looked_up = True
-        proc = self._proc
-        if proc is None:
-            return None
-        ffi = self._ffi
-        args = ffi.typeof(proc).args  # (const char *, void **, int, flags[, status *])
-        fp = ffi.new(args[1])
-        status = (ffi.new(args[4]),) if len(args) > 4 else ()
-        flags = pa.per_thread_flag if b.per_thread else pa.default_flag
-        if proc(b.functions[index][0].encode(), fp, pin, flags, *status) != 0 or fp[0] == ffi.NULL:
-            return None
-        return ffi.cast(f"ia_pfn_{index}", fp[0])  # typedef'd in abi.cdef
-
     def _resolve(self, index: int) -> Any:
         """``index``'s cdata function (resolver, then dlsym), or None when the library or the symbol is missing."""
         fn = self._fns[index]
         if fn is None and self._open() is not None:
-            fn = self._via_proc(index)
+            fn = self._binding.resolver.resolve(self, index)
             if fn is None:
                 fn = self._dlsym(self._binding.symbol(index))
             self._fns[index] = fn

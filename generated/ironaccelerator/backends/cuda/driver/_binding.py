@@ -562,9 +562,9 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
     999: ('CUDA_ERROR_UNKNOWN', ErrorKind.UNKNOWN),
 }
 
-# ABI mode resolves each function pinned here as the trampolines do (trampolines.c, ia_via_proc):
+# ABI mode resolves each function pinned here as the trampolines do (ia_runtime.h, ia_via_proc):
 # cuGetProcAddress_v2(public name, &fn, pin, flags), then dlsym of its symbol if that fails.
-PROC_ADDRESS = ProcAddress(
+RESOLVER = ProcAddress(
     resolver='cuGetProcAddress',
     default_flag=0,
     per_thread_flag=2,
@@ -1036,5 +1036,5 @@ BINDING = Binding(
     errors=ERRORS,
     sentinel=2147483631,
     sdk_version='13.0',
-    proc_address=PROC_ADDRESS,
+    resolver=RESOLVER,
 )

@@ -49,9 +49,9 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
     999: ('GOLDEN_ERROR_UNKNOWN', ErrorKind.DRIVER),
 }
 
-# ABI mode resolves each function pinned here as the trampolines do (trampolines.c, ia_via_proc):
+# ABI mode resolves each function pinned here as the trampolines do (ia_runtime.h, ia_via_proc):
 # goldenGetProcAddress(public name, &fn, pin, flags), then dlsym of its symbol if that fails.
-PROC_ADDRESS = ProcAddress(
+RESOLVER = ProcAddress(
     resolver='goldenGetProcAddress',
     default_flag=0,
     per_thread_flag=2,
@@ -84,5 +84,5 @@ BINDING = Binding(
     errors=ERRORS,
     sentinel=2147483631,
     sdk_version='2.1',
-    proc_address=PROC_ADDRESS,
+    resolver=RESOLVER,
 )
