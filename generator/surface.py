@@ -465,6 +465,25 @@ class RoleTable:
                              f"{' or '.join(spec.libraries)}{suggest(name.value, owner)}")
             else:
                 self.functions[role.value] = (owner[name.value].partition(".")[2], name.value)
+        # The functions a library spec already names for the backend's compiled paths (kernel_launch,
+        # pool_memory) are stated there once: their roles come from it, and stating them here too is an error
+        # (a disagreement would silently turn the compiled path off).
+        stated = {role.value: (role, name) for role, name in spec.functions}
+        for key, lib in libs:
+            derived: list[tuple[str, Any, str]] = []
+            if lib.spec.kernel_launch is not None:
+                derived.append(("launch", lib.spec.kernel_launch, "kernel_launch"))
+            if lib.spec.pool_memory is not None:
+                derived += [("pool_alloc", lib.spec.pool_memory.alloc, "pool_memory alloc"),
+                            ("pool_free", lib.spec.pool_memory.free, "pool_memory free")]
+            for role_name, fname, what in derived:
+                if role_name in stated:
+                    role, name = stated[role_name]
+                    where = f"{fname.location.file}:{fname.location.line}:{fname.location.col}"
+                    errors.error(role.location, f"function role '{role_name}' is stated by {key}'s {what} "
+                                 f"({fname.value}, {where}): remove it here, the library spec states it once")
+                else:
+                    self.functions[role_name] = (key.partition(".")[2], fname.value)
         self.constants: dict[str, tuple[str, int] | None] = {}
         for role, names in spec.constants:
             value = 0

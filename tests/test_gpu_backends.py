@@ -577,6 +577,24 @@ def test_generator_refuses_missing_and_unused_roles(tmp_path: Path, hip_headers:
                "backends/gpu.py.j2 (did you mean 'free'?)" in e for e in errors), errors
 
 
+@pytest.mark.parametrize("role, function", [("launch", "hipModuleLaunchKernel"), ("launch", "hipLaunchKernel"),
+                                            ("pool_free", "hipFree")])
+def test_compiled_path_functions_are_stated_once(tmp_path: Path, hip_headers: None, role: str, function: str) -> None:
+    """launch / pool_alloc / pool_free come from the library spec's kernel_launch / pool_memory; stating one
+    in the backend spec as well (the same function or another, which would silently turn the compiled path
+    off) is a located error pointing at the library spec's statement."""
+    specs = _spec_dir(tmp_path, "hip", "  free: hipFree\n", f"  free: hipFree\n  {role}: {function}\n")
+    errors = _errors(specs)
+    line = _line(specs, "hip", f"  {role}: {function}")
+    runtime = (specs / "hip" / "runtime.yaml").read_text().splitlines()
+    what = "kernel_launch" if role == "launch" else "pool_memory free"
+    key = "kernel_launch:" if role == "launch" else "pool_memory:"
+    lib_line = next(i for i, text in enumerate(runtime, 1) if text.startswith(key))
+    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:3: function role '{role}' is stated by hip.runtime's "
+                            f"{what} (") and f"specs/hip/runtime.yaml:{lib_line}:" in e
+               and "the library spec states it once" in e for e in errors), errors
+
+
 def test_generator_refuses_bad_capability_keys_and_formats(tmp_path: Path) -> None:
     specs = _spec_dir(tmp_path, "cuda", '    "5.3": [FP16]', '    "sm53": [FP16]')
     p = specs / "cuda" / "backend.yaml"
