@@ -361,3 +361,62 @@ def c_array(ffi: Any, ctype: str, items: Sequence[Any] | None, keep: list[Any], 
         arr = ffi.new(f"{ctype}[]", values)
     keep.append(arr)
     return arr
+
+
+# ------------------------------------------------ what every generated library module does at import
+
+
+def detail(fn: Callable[..., Any], *args: Any) -> str:
+    """``str(fn(*args))`` for an error's detail (a compile log), or why there is none: the log is a courtesy and
+    never masks the original error."""
+    try:
+        return str(fn(*args))
+    except Exception as exc:
+        return f"(no log: {exc})"
+
+
+def bind_functions(namespace: dict[str, Any], binding: Binding) -> None:
+    """Set ``_f_<name>`` in a generated library module's ``namespace`` for each of its functions (what the
+    checked wrappers call): API mode, the compiled cffi function, looked up once here; ABI mode, a stand-in
+    that resolves the function through the lazy library on its first call (resolver with the function's
+    pin, else dlsym; the loader's error if neither finds it) and puts it in its own place."""
+    lib = binding.lib
+    if binding.mode == API:
+        for name, *_ in binding.functions:
+            namespace["_f_" + name] = getattr(lib, name)
+        return
+
+    def first_call(name: str) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            fn = getattr(lib, name)
+            namespace["_f_" + name] = fn
+            return fn(*args)
+        return call
+
+    for name, *_ in binding.functions:
+        namespace["_f_" + name] = first_call(name)
+
+
+def switch_per_thread(namespace: dict[str, Any], binding: Binding, unchecked: Any, enabled: bool) -> None:
+    """A library module's ``set_per_thread_default_stream``: bind the ``_ptds``/``_ptsz`` symbols (or the
+    legacy ones again); ABI mode resolves what it had resolved under the other symbols again."""
+    binding.set_per_thread_default_stream(enabled)
+    if binding.mode != API:
+        bind_functions(namespace, binding)
+        for name, *_ in binding.functions:
+            unchecked.__dict__.pop(name, None)
+
+
+def install_fast(namespace: dict[str, Any], binding: Binding, module: str) -> tuple[Any, dict[str, Any]]:
+    """API mode: replace the Python checked wrappers in ``namespace`` by the compiled ones of the cffi module's
+    ``_fast`` submodule (``ia_install_fast``; trampolines.c).  Returns (the ``_fast`` module or None, the
+    Python wrappers it replaced by name: what ABI mode runs, kept for tests and benchmarks)."""
+    lib = binding.lib
+    if binding.mode != API or getattr(lib, "ia_install_fast", None) is None or lib.ia_install_fast() != 0:
+        return None, {}
+    fast = sys.modules.get(module + "._fast")
+    if fast is None:
+        return None, {}
+    python = {name: namespace[name] for name in vars(fast) if not name.startswith("_") and name in namespace}
+    namespace.update({name: getattr(fast, name) for name in python})
+    return fast, python

@@ -10,12 +10,13 @@ compiled cffi API module ("api") or the ABI-mode fallback ("abi") is in use.
 from __future__ import annotations
 
 import enum
-import sys as _sys
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import Error
-from ironaccelerator_runtime.loader import CData, c_array as _c_array
+from ironaccelerator_runtime.loader import CData, c_array as _c_array, detail as _detail
+from ironaccelerator_runtime.loader import bind_functions as _bind_functions, install_fast as _install_fast
+from ironaccelerator_runtime.loader import switch_per_thread as _switch_per_thread
 
 from . import unchecked
 from ._binding import BINDING as _b
@@ -38,13 +39,6 @@ _require = _b.require
 def _str(p: CData) -> str:
     s: bytes = ffi.string(p) if p != _NULL else b""
     return s.decode("utf-8", "replace")
-
-
-def _detail(fn: Any, *args: Any) -> str:
-    try:
-        return str(fn(*args))
-    except Exception as exc:  # the log is a courtesy: never mask the original error
-        return f"(no log: {exc})"
 
 
 # ------------------------------------------------------------------------ enums
@@ -2765,31 +2759,12 @@ if TYPE_CHECKING:
     _f_cuWaitExternalSemaphoresAsync: Any
     pass
 
-
-def _abi_first_call(name: str) -> Any:
-    def first_call(*args: Any) -> Any:
-        fn = getattr(_lib, name)
-        globals()["_f_" + name] = fn
-        return fn(*args)
-    return first_call
-
-
-def _bind_functions() -> None:
-    g = globals()
-    for name, *_ in _b.functions:
-        g["_f_" + name] = getattr(_lib, name) if BINDING_MODE == "api" else _abi_first_call(name)
-
-
-_bind_functions()
+_bind_functions(globals(), _b)  # ironaccelerator_runtime.loader.bind_functions
 
 
 def set_per_thread_default_stream(enabled: bool) -> None:
     """Bind the per-thread-default-stream variants (``_ptds``/``_ptsz``) instead of the legacy stream ones."""
-    _b.set_per_thread_default_stream(enabled)
-    if BINDING_MODE != "api":  # ABI mode: what was resolved under the other symbols is resolved again
-        _bind_functions()
-        for name, *_ in _b.functions:
-            unchecked.__dict__.pop(name, None)
+    _switch_per_thread(globals(), _b, unchecked, enabled)
 
 
 # -------------------------------------------------------------------- functions
@@ -8228,12 +8203,8 @@ def cuWaitExternalSemaphoresAsync(extSemArray: CData, paramsArray: CData, numExt
 # API mode: the checked wrappers of the 63 functions that take and return only numbers (or a
 # string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
-_fast: Any = None
-_python: dict[str, Any] = {}
-if BINDING_MODE == "api" and getattr(_lib, "ia_install_fast", None) is not None and _lib.ia_install_fast() == 0:
-    _fast = _sys.modules.get(__name__ + "._fast")
-if _fast is not None:
-    _python = {name: globals()[name] for name in vars(_fast) if not name.startswith("_") and name in globals()}
-    globals().update({name: getattr(_fast, name) for name in _python})
+_fast: Any
+_python: dict[str, Any]
+_fast, _python = _install_fast(globals(), _b, __name__)
 
 _b.name_function = cuGetErrorName

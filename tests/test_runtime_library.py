@@ -1,0 +1,71 @@
+"""The hand-written support every generated library module calls at import (ironaccelerator_runtime.loader):
+tested directly, over a stand-in binding, besides through every generated library (test_golden.py runs
+both modes, test_fast_path.py the compiled wrappers)."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from ironaccelerator_runtime import loader
+
+
+class _Lib:
+    """A library whose functions say which symbol set they came from."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.generation = 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        self.calls.append(name)
+        gen = self.generation
+        return lambda *args: (name, gen, args)
+
+
+class _Binding:
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.lib = _Lib()
+        self.functions = (("fA", "fA", None, None), ("fB", "fB", "fB_ptds", None))
+        self.per_thread = False
+
+    def set_per_thread_default_stream(self, enabled: bool) -> None:
+        self.per_thread = enabled
+        self.lib.generation += 1
+
+
+def test_api_mode_binds_every_function_once_at_import() -> None:
+    b, ns = _Binding("api"), {}  # type: ignore[var-annotated]
+    loader.bind_functions(ns, b)  # type: ignore[arg-type]
+    assert sorted(ns) == ["_f_fA", "_f_fB"] and b.lib.calls == ["fA", "fB"]
+    assert ns["_f_fA"](1) == ("fA", 0, (1,))
+
+
+def test_abi_mode_resolves_on_first_call_and_again_after_the_per_thread_switch() -> None:
+    b, ns = _Binding("abi"), {}  # type: ignore[var-annotated]
+    unchecked = types.ModuleType("unchecked")
+    loader.bind_functions(ns, b)  # type: ignore[arg-type]
+    assert b.lib.calls == []  # nothing resolved at import
+    stand_in = ns["_f_fB"]
+    assert stand_in(7) == ("fB", 0, (7,)) and b.lib.calls == ["fB"]
+    assert ns["_f_fB"] is not stand_in and ns["_f_fB"](8) == ("fB", 0, (8,)) and b.lib.calls == ["fB"]
+    setattr(unchecked, "fB", ns["_f_fB"])  # what unchecked's __getattr__ caches
+    loader.switch_per_thread(ns, b, unchecked, True)  # type: ignore[arg-type]
+    assert b.per_thread and "fB" not in vars(unchecked)
+    assert ns["_f_fB"](9) == ("fB", 1, (9,))  # resolved again, under the new symbols
+
+
+def test_install_fast_leaves_abi_mode_alone() -> None:
+    ns = {"fA": object()}
+    assert loader.install_fast(ns, _Binding("abi"), "x") == (None, {})  # type: ignore[arg-type]
+
+
+def test_detail_never_masks_the_error_it_accompanies() -> None:
+    assert loader.detail(lambda a, b: a + b, "log ", "text") == "log text"
+
+    def broken() -> str:
+        raise RuntimeError("no program")
+    assert loader.detail(broken) == "(no log: no program)"
