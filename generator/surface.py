@@ -6,11 +6,12 @@ one must be either), and its capability translation as data.  After rendering,
 :func:`check_backend_module` reads the generated module back (``ast``) and refuses
 an operation marked implemented that the backend's class does not define.
 
-A template shared by several vendors (``backends/gpu.py.j2``: CUDA and ROCm) reads the
+A template shared by several vendors (``backends/gpu.py.j2``: CUDA and ROCm) renders the
 vendor differences from the spec's ``functions:``, ``constants:`` and ``types:`` role
-tables through :class:`RoleTable`, which checks every name against the bound
-libraries and refuses roles the template needs but the spec lacks, or the spec
-declares but the template never reads.
+tables, read through :class:`RoleTable`, which checks every name against the bound
+libraries.  Which roles are needed is the hand-written runtime's declaration (its
+``SPEC_ROLES``, read with :func:`spec_roles`; ``RoleTable.needed`` resolves it): a role it
+needs that the spec lacks, or one the spec declares that nothing reads, is a located error.
 """
 
 from __future__ import annotations
@@ -395,6 +396,32 @@ def _methods(table: dict[str, tuple[set[str], list[str]]], name: str, seen: froz
     return out
 
 
+def spec_roles(runtime_source: str) -> dict[str, dict[str, str]] | None:
+    """The ``SPEC_ROLES`` literal of a hand-written runtime module (section -> role -> when it is needed: ``""``
+    always, ``"f"`` when the function role f is bound, ``"!f"`` when it is null), or None where it has none."""
+    for n in ast.parse(runtime_source).body:
+        target: ast.expr
+        if isinstance(n, ast.AnnAssign):
+            target, value = n.target, n.value
+        elif isinstance(n, ast.Assign):
+            target, value = n.targets[0], n.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == "SPEC_ROLES" and value is not None:
+            roles: dict[str, dict[str, str]] = ast.literal_eval(value)
+            return roles
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NeededRoles:
+    """The roles of a backend spec that its runtime reads, in the runtime's order (see :meth:`RoleTable.needed`)."""
+
+    functions: tuple[str, ...]  # ex) ("init", "driver_version", ...)
+    constants: tuple[str, ...]
+    types: tuple[str, ...]
+
+
 def check_backend_module(spec: BackendSpec, source: str, generic: set[str], runtime_source: str | None = None) -> None:
     """Refuse a rendered backend whose classes lack an operation its spec says is implemented.
 
@@ -444,6 +471,9 @@ class RoleTable:
 
     def __init__(self, spec: BackendSpec, libraries: Mapping[str, BoundLibrary]) -> None:
         self.spec = spec
+        self.libraries = libraries
+        # who reads the roles: the runtime module where the spec names one (its SPEC_ROLES), else the template
+        self.reader = f"ironaccelerator_runtime.backends.{spec.runtime}" if spec.runtime else spec.template
         self.read: set[str] = set()
         errors = Collector()
         libs = [(key, libraries[key]) for key in spec.libraries if key in libraries]
@@ -512,7 +542,7 @@ class RoleTable:
         self.read.add(f"{kind}:{role}")
         if role not in table:
             raise UserError([Diagnostic(location=self.spec.section(kind + "s"),
-                                        message=f"{self.spec.template} needs the {kind} role '{role}': add "
+                                        message=f"{self.reader} needs the {kind} role '{role}': add "
                                         f"'{role}: <{kind}>' to {kind}s" + ("" if kind == "type" else
                                                                           " (or null if the vendor has none)"))])
         return table[role]
@@ -539,6 +569,35 @@ class RoleTable:
         t: str = self._get(self.types, "type", role)
         return t
 
+    def needed(self, declared: Mapping[str, Mapping[str, str]]) -> NeededRoles:
+        """The roles a runtime's ``SPEC_ROLES`` (``declared``) needs of this spec, each read (a missing one is a
+        located error); a condition ``"f"`` / ``"!f"`` reads the function role f."""
+        out: dict[str, list[str]] = {"functions": [], "constants": [], "types": []}
+        tables: dict[str, dict[str, Any]] = {"functions": self.functions, "constants": self.constants,
+                                             "types": self.types}
+        for section, roles in declared.items():
+            for role, when in roles.items():
+                if when and (self.fn(when.lstrip("!")) is None) != when.startswith("!"):
+                    continue
+                self._get(tables[section], section[:-1], role)
+                out[section].append(role)
+        return NeededRoles(functions=tuple(out["functions"]), constants=tuple(out["constants"]),
+                           types=tuple(out["types"]))
+
+    def compiled_launch(self) -> tuple[int, int]:
+        """(arguments, bytes) the compiled launch can pack where the library of the ``launch`` role names that
+        function as its ``kernel_launch``, else (0, 0)."""
+        lib = self.libraries[f"{self.spec.vendor}.{self.lib('launch')}"]
+        kl = lib.kernel_launch
+        return (kl.max_args, kl.max_bytes) if kl is not None and kl.public == self.fn("launch") else (0, 0)
+
+    def compiled_pool(self) -> bool:
+        """The library's ``pool_memory`` is this spec's ``pool_alloc`` and ``pool_free`` (one library)."""
+        if self.fn("pool_alloc") is None or self.lib("pool_free") != self.lib("pool_alloc"):
+            return False
+        pm = self.libraries[f"{self.spec.vendor}.{self.lib('pool_alloc')}"].pool_memory
+        return pm is not None and (pm.alloc, pm.free) == (self.fn("pool_alloc"), self.fn("pool_free"))
+
     def unused(self) -> list[Diagnostic]:
         """Roles the spec declares that the template never read."""
         out = []
@@ -548,11 +607,12 @@ class RoleTable:
             for role, _ in entries:
                 if f"{kind}:{role.value}" not in self.read:
                     out.append(Diagnostic(location=role.location, message=f"{kind} role '{role}' is not used by "
-                                          f"{self.spec.template}{suggest(role.value, wanted)}"))
+                                          f"{self.reader}{suggest(role.value, wanted)}"))
         return out
 
 
-__all__ = ["Surface", "BackendSpec", "RoleTable", "load_surface", "load_backend", "check_backend_module", "IDENT"]
+__all__ = ["Surface", "BackendSpec", "RoleTable", "NeededRoles", "load_surface", "load_backend", "check_backend_module",
+           "spec_roles", "IDENT"]
 
 
 def render_surface(env: jinja2.Environment, surface: Surface, backends: list[BackendSpec],
@@ -570,18 +630,20 @@ def render_surface(env: jinja2.Environment, surface: Surface, backends: list[Bac
         if missing:
             # the backend's libraries were skipped (no SDK headers): leave its module as it is
             continue
+        runtime_source = (RUNTIME_BACKENDS / f"{b.runtime}.py").read_text(encoding="utf-8") if b.runtime else None
+        declared = spec_roles(runtime_source) if runtime_source is not None else None
         try:
             roles = RoleTable(b, libraries)
+            needed = roles.needed(declared) if declared is not None else None
             text = env.get_template(b.template).render(banner=banner(b.path), spec=b, surface=surface,
-                                                       libs={k: libraries[k] for k in b.libraries},
-                                                       fn=roles.fn, lib=roles.lib, const=roles.const,
+                                                       libs={k: libraries[k] for k in b.libraries}, roles=roles,
+                                                       needed=needed, fn=roles.fn, lib=roles.lib, const=roles.const,
                                                        const_name=roles.const_name, ctype=roles.ctype)
         except UserError as e:
             problems += e.diagnostics
             continue
         problems += roles.unused()
         try:
-            runtime_source = (RUNTIME_BACKENDS / f"{b.runtime}.py").read_text(encoding="utf-8") if b.runtime else None
             check_backend_module(b, text, generic, runtime_source)
         except UserError as e:
             problems += e.diagnostics

@@ -40,7 +40,7 @@ mod = dev.load_module(cb.compile_source(SOURCE, "compute_90"))
 mixed, none = mod.kernel("mixed"), mod.kernel("none")
 a, out = dev.alloc(256), dev.alloc(256)
 fast = stream._launch_packed
-assert (fast is not None) is (cb._api().modules["driver"].BINDING_MODE == "api"), fast
+assert (fast is not None) is (cb.CudaBackend.vendor_api().modules["driver"].BINDING_MODE == "api"), fast
 
 
 def received() -> bytes:
@@ -49,8 +49,8 @@ def received() -> bytes:
 
 
 def reference(args: tuple[Any, ...]) -> bytes:
-    packed = cb.pack_args(args, cb._api().ffi, mixed.param_sizes)
-    return b"".join(cb._api().ffi.buffer(packed.storage + off, n) for off, n in zip(packed.offsets, packed.sizes))
+    packed = cb.pack_args(args, cb.CudaBackend.vendor_api().ffi, mixed.param_sizes)
+    return b"".join(cb.CudaBackend.vendor_api().ffi.buffer(packed.storage + off, n) for off, n in zip(packed.offsets, packed.sizes))
 
 
 checked = 0

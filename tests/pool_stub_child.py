@@ -37,7 +37,7 @@ R = drv.CUresult
 dev = cast(cb.CudaDevice, ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0))
 stream = dev.create_stream()
 pool = cast(cb.CudaStreamOrderedPool, dev.memory_pool())  # the stub supports stream-ordered allocation
-api = cb._api()
+api = cb.CudaBackend.vendor_api()
 compiled = pool._compiled
 assert (compiled is not None) is (api.modules["driver"].BINDING_MODE == "api"), compiled
 checked = 0

@@ -1,4 +1,5 @@
-"""The CUDA and ROCm/HIP backends (one shared template, templates/backends/gpu.py.j2).
+"""The CUDA and ROCm/HIP backends: the hand-written runtime/ironaccelerator_runtime/backends/gpu.py, with each
+vendor's tables rendered by the one shared template, templates/backends/gpu.py.j2.
 
 Everything here but the ``gpu``-marked tests runs on a CPU-only machine: capability translation on
 real GPUs' numbers, kernel-argument packing, module classification, NVRTC compilation, DLPack /
@@ -31,6 +32,7 @@ from ironaccelerator import (
 )
 from ironaccelerator.backends.cuda import _backend as cuda_backend
 from ironaccelerator.backends.hip import _backend as hip_backend
+from ironaccelerator_runtime.backends import gpu
 from ironaccelerator_gen import pipeline
 from ironaccelerator_gen.diagnostics import UserError
 
@@ -120,8 +122,9 @@ def _cls(module: Any, what: str) -> Any:
 
 def fake_device(module: Any = cuda_backend, index: int = 3) -> Any:
     """A Device of ``module``'s backend that was never opened: enough for export and packing."""
-    kind = module._KIND
+    kind = module.TABLES.kind
     dev = object.__new__(_cls(module, "Device"))
+    dev.api = _cls(module, "Backend").vendor_api()  # (binding loads no library)
     dev.descriptor = DeviceDescriptor(id=DeviceId(kind, index), name="fake", vendor=Vendor.OTHER, backend=kind,
                                       total_memory=1 << 30, compute_units=1,
                                       capability=module.translate_capability("unknown" if kind is BackendKind.ROCM
@@ -142,7 +145,7 @@ def test_fake_allocation_shape() -> None:
     assert a.__dlpack_device__() == (2, 3)
     h = fake_allocation(64, module=hip_backend)
     assert h.ptr == FAKE_PTR and h.__dlpack_device__() == (10, 3)
-    ffi = hip_backend._api().ffi
+    ffi = hip_backend.HipBackend.vendor_api().ffi
     assert int(ffi.cast("uintptr_t", h.dptr)) == FAKE_PTR  # void *
 
 
@@ -154,7 +157,7 @@ def _read(ffi: Any, packed: Any, i: int, ctype: str) -> Any:
 
 
 def test_pack_args_sizes_alignment_and_values() -> None:
-    ffi = cuda_backend._api().ffi
+    ffi = cuda_backend.CudaBackend.vendor_api().ffi
     buf = fake_allocation(4096)
     args = [np.uint8(7), buf, np.float32(2.5), Scalar(1.5, DType.F16), np.int64(-3), Scalar(2.5, DType.BF16),
             Scalar(1 + 2j, DType.C64), Scalar(True, DType.BOOL), Scalar(2**40 + 5, DType.U64),
@@ -186,16 +189,16 @@ def test_pack_args_sizes_alignment_and_values() -> None:
 
 
 def test_bf16_rounding() -> None:
-    assert cuda_backend._bf16_bits(1.0) == 0x3F80
-    assert cuda_backend._bf16_bits(-2.0) == 0xC000
-    assert cuda_backend._bf16_bits(1.0 + 2**-8) == 0x3F80  # a tie: to even
-    assert cuda_backend._bf16_bits(1.0 + 3 * 2**-9) == 0x3F81  # above half: up
-    assert cuda_backend._bf16_bits(float("nan")) == 0x7FC0
-    assert cuda_backend._bf16_bits(float("inf")) == 0x7F80
+    assert gpu._bf16_bits(1.0) == 0x3F80
+    assert gpu._bf16_bits(-2.0) == 0xC000
+    assert gpu._bf16_bits(1.0 + 2**-8) == 0x3F80  # a tie: to even
+    assert gpu._bf16_bits(1.0 + 3 * 2**-9) == 0x3F81  # above half: up
+    assert gpu._bf16_bits(float("nan")) == 0x7FC0
+    assert gpu._bf16_bits(float("inf")) == 0x7F80
 
 
 def test_pack_args_checks() -> None:
-    ffi = cuda_backend._api().ffi
+    ffi = cuda_backend.CudaBackend.vendor_api().ffi
     buf = fake_allocation(16)
     with pytest.raises(Error) as ei:  # count, against the kernel's parameter info
         cuda_backend.pack_args([buf, np.uint32(1)], ffi, expected=(8, 4, 4))
@@ -222,7 +225,7 @@ def test_pack_args_checks() -> None:
 
 def test_pack_args_hip_matches_cuda() -> None:
     args = [fake_allocation(8, module=hip_backend), np.float32(1.0), np.uint32(9)]
-    packed = hip_backend.pack_args(args, hip_backend._api().ffi)
+    packed = hip_backend.pack_args(args, hip_backend.HipBackend.vendor_api().ffi)
     assert packed.sizes == (8, 4, 4) and packed.offsets == (0, 8, 12)
 
 
@@ -263,8 +266,8 @@ def test_the_compiled_launch_is_wired_to_the_launch_role(module: Any, library: s
     """API mode: the backend launches through its library's _fast._launch (the spec's kernel_launch, the
     same function as its launch role); a launch it has no layout for comes back None, the driver untouched
     (test_launch_stub.py and the golden case launch through it for real)."""
-    api = module._Api()
-    assert module._FUNCTIONS["launch"] == (library, function)
+    api = gpu.GpuApi(module.TABLES)
+    assert module.TABLES.functions["launch"] == (library, function)
     lib = api.modules[library]
     if lib.BINDING_MODE != "api":
         assert api.launch_packed is None
@@ -280,16 +283,19 @@ def test_the_compiled_pool_is_wired_to_the_pool_roles(module: Any, library: str,
     """API mode: the stream-ordered pool allocates through its library's _fast._pool_alloc (the spec's
     pool_memory, the same functions as its pool_alloc and pool_free roles), into a subclass of both the C
     _PoolMemory and the backend's PoolAllocation (test_pool_stub.py and the golden case run it for real)."""
-    api = module._Api()
-    assert (module._FUNCTIONS["pool_alloc"], module._FUNCTIONS["pool_free"]) == tuple((library, f) for f in functions)
+    api = gpu.GpuApi(module.TABLES)
+    assert (module.TABLES.functions["pool_alloc"], module.TABLES.functions["pool_free"]) == tuple((library, f) for f in functions)
     lib = api.modules[library]
     if lib.BINDING_MODE != "api":
         assert api.pool_memory is None
         return
     fast = sys.modules[f"{lib.__name__}._fast"]
-    alloc, cls = api.pool_memory
-    assert alloc is fast._pool_alloc
+    assert api.pool_memory is not None
+    alloc, base = api.pool_memory
+    assert alloc is fast._pool_alloc and base is fast._PoolMemory
     pool_cls = _cls(module, "PoolAllocation")
+    cls = gpu._compiled_pool_allocation(api, pool_cls)
+    assert gpu._compiled_pool_allocation(api, pool_cls) is cls  # made once per class and api
     assert cls.__mro__[1:3] == (fast._PoolMemory, pool_cls) and cls.__name__ == pool_cls.__name__
     assert issubclass(cls, Allocation) and cls.kind is MemoryKind.DEVICE
     # no pool (a NULL handle): the real library answers with a failure status, or the loader's error where
@@ -372,7 +378,7 @@ def test_dlpack_capsule_dropped_unconsumed_releases() -> None:
     del capsule
     gc.collect()
     assert ref() is None
-    assert not hip_backend._DLPack.get().live
+    assert not gpu._DLPack.get().live
 
 
 def test_dlpack_refusals() -> None:
@@ -569,12 +575,12 @@ def test_generator_refuses_unknown_constants_and_types(tmp_path: Path, hip_heade
 def test_generator_refuses_missing_and_unused_roles(tmp_path: Path, hip_headers: None) -> None:
     specs = _spec_dir(tmp_path, "hip", "  stream_query: hipStreamQuery\n", "  stream_qeury: hipStreamQuery\n")
     errors = _errors(specs)
-    assert any("backends/gpu.py.j2 needs the function role 'stream_query'" in e for e in errors), errors
+    assert any("ironaccelerator_runtime.backends.gpu needs the function role 'stream_query'" in e for e in errors), errors
     specs2 = _spec_dir(tmp_path / "2", "hip", "  free: hipFree\n", "  free: hipFree\n  frees: hipFree\n")
     errors = _errors(specs2)
     line = _line(specs2, "hip", "frees: hipFree")
     assert any(e.startswith(f"specs/hip/backend.yaml:{line}:3:") and "function role 'frees' is not used by "
-               "backends/gpu.py.j2 (did you mean 'free'?)" in e for e in errors), errors
+               "ironaccelerator_runtime.backends.gpu (did you mean 'free'?)" in e for e in errors), errors
 
 
 @pytest.mark.parametrize("role, function", [("launch", "hipModuleLaunchKernel"), ("launch", "hipLaunchKernel"),
@@ -608,6 +614,70 @@ def test_generator_refuses_bad_capability_keys_and_formats(tmp_path: Path) -> No
 # ------------------------------------------------------------------ the rendered modules
 
 
+def test_the_runtime_reads_the_roles_it_declares() -> None:
+    """SPEC_ROLES (what the generator renders) and GpuApi's attributes (what the runtime calls) are one list;
+    the generator reads the same literal the runtime holds; every condition names a function role."""
+    from generator.surface import spec_roles
+    functions = gpu.SPEC_ROLES["functions"]
+    assert list(functions) == [name for name, t in gpu.GpuApi.__annotations__.items() if t == "Any"]
+    assert spec_roles(Path(gpu.__file__).read_text(encoding="utf-8")) == gpu.SPEC_ROLES
+    for declared in gpu.SPEC_ROLES.values():
+        assert all(not when or when.lstrip("!") in functions for when in declared.values()), declared
+    for module in (cuda_backend, hip_backend):  # each vendor's tables hold exactly the roles it needs
+        t = module.TABLES
+        tables: tuple[tuple[str, dict[str, Any]], ...] = (("functions", t.functions), ("constants", t.constants),
+                                                          ("types", t.types))
+        for section, table in tables:
+            need = [r for r, when in gpu.SPEC_ROLES[section].items()
+                    if not when or (t.functions.get(when.lstrip("!")) is None) == when.startswith("!")]
+            assert list(table) == need, (module.__name__, section)
+
+
+def _tables(**changes: Any) -> gpu.GpuTables:
+    """A vendor's tables without its compiler, runtime version or contexts (HIP's), changed."""
+    import dataclasses
+    return dataclasses.replace(hip_backend.TABLES, **changes)
+
+
+def test_runtime_capability_tables_both_matches() -> None:
+    cc = _tables(match="compute_capability", flags={"always": F.FP64, "7.0": F.TENSOR_CORES, "8.9": F.FP8},
+                 tiers={"default": ComputeTier.DISCRETE, "9.0": ComputeTier.DATACENTER,
+                        "name Tesla": ComputeTier.DATACENTER, "integrated": ComputeTier.INTEGRATED},
+                 vendors=(("default", Vendor.NVIDIA),))
+    h100 = cc.capability("9.0", "H100")
+    assert h100.flags == F.FP64 | F.TENSOR_CORES | F.FP8 and h100.tier is ComputeTier.DATACENTER
+    assert h100.vendor_version == "sm_90"
+    assert cc.capability("7.5", "Tesla T4").tier is ComputeTier.DATACENTER  # by name
+    assert cc.capability("8.7", "Orin", integrated=True).tier is ComputeTier.INTEGRATED
+    assert cc.capability("6.1", "GTX 1080").flags == F.FP64 and cc.vendor("anything") is Vendor.NVIDIA
+    arch = _tables(flags={"always": F.FP16, "gfx9": F.INT8_DOT, "gfx90a": F.BF16},
+                   tiers={"default": ComputeTier.DISCRETE, "gfx9": ComputeTier.INTEGRATED,
+                          "gfx90a": ComputeTier.DATACENTER})
+    mi210 = arch.capability("gfx90a:sramecc+:xnack-")
+    assert mi210.flags == F.FP16 | F.INT8_DOT | F.BF16 and mi210.tier is ComputeTier.DATACENTER  # longest prefix
+    assert arch.capability("gfx906").tier is ComputeTier.INTEGRATED and arch.capability("").vendor_version == "unknown"
+    with pytest.raises(KeyError):
+        arch.const("status_unsupported_ptx")  # a role this vendor does not need is not in its tables
+
+
+def test_runtime_null_roles_are_runtime_branches() -> None:
+    """A role the vendor lacks is None in the tables and in GpuApi, and the runtime refuses (or skips) what
+    needs it, with no library loaded: no compiler, no parameter info, no runtime version, no contexts."""
+    api = gpu.GpuApi(_tables())
+    assert api.program_create is None and api.param_info is None and api.context_retain is None
+    assert api.init is None and api.set_device is not None and api.compiler_ffi is None
+    for call in (lambda: gpu.compile_source(api, "__global__ void k() {}", "gfx90a"),
+                 lambda: gpu.compiler_version(api)):
+        with pytest.raises(Error) as ei:
+            call()
+        assert ei.value.kind is ErrorKind.UNSUPPORTED and ei.value.backend == "ROCM"
+    assert gpu._param_sizes(api, None) is None
+    ref = gpu._ContextRef(api, 0)
+    assert ref.context is None  # nothing retained, nothing to release
+    no_launch = gpu.GpuApi(_tables(launch_max_args=0, launch_max_bytes=0, compiled_pool=False))
+    assert no_launch.launch_packed is None and no_launch.pool_memory is None
+
+
 def test_both_backends_render_from_the_one_template() -> None:
     for vendor, prefix in (("cuda", "Cuda"), ("hip", "Hip")):
         text = (GENERATED / "ironaccelerator" / "backends" / vendor / "_backend.py").read_text()
@@ -624,7 +694,7 @@ def test_both_backends_render_from_the_one_template() -> None:
 #
 # The real backend classes over a fake role table: every vendor function is a Python function with
 # the C function's argument shape, and host memory stands in for device memory.  This drives the
-# template's own logic (enumeration, contexts, allocation kinds, copies, argument packing, launches,
+# runtime's own logic (enumeration, contexts, allocation kinds, copies, argument packing, launches,
 # events, modules, finalizers, the pool, DLPack) on a machine without a GPU.
 
 
@@ -633,7 +703,7 @@ class FakeDriver:
 
     def __init__(self, module: Any) -> None:
         self.module = module
-        self.ffi = module._api().ffi
+        self.ffi = _cls(module, "Backend").vendor_api().ffi
         self.mem: dict[int, Any] = {}
         self.next_handle = 0x1000
         self.events: dict[int, float] = {}
@@ -667,17 +737,18 @@ class FakeDriver:
 
     def api(self) -> Any:
         m, ffi, d = self.module, self.ffi, self
-        api = m._Api()  # the real bindings (error factory) ...
+        api: Any = gpu.GpuApi(m.TABLES)  # the real bindings (error factory) ...
         api.require = lambda role: None  # ... but every library "loads"
         api.launch_packed = None  # the compiled launch calls the real driver (test_launch_stub.py tests it)
         api.pool_memory = None  # so does the compiled pool allocation (test_pool_stub.py tests it)
-        attrs = {m._ATTR_COMPUTE_UNITS: 132, m._ATTR_MAX_BLOCK_X: 1024, m._ATTR_MAX_BLOCK_Y: 1024,
-                 m._ATTR_MAX_BLOCK_Z: 64, m._ATTR_MAX_GRID_X: 2**31 - 1, m._ATTR_MAX_GRID_Y: 65535,
-                 m._ATTR_MAX_GRID_Z: 65535, m._ATTR_MAX_THREADS_PER_BLOCK: 1024, m._ATTR_MAX_SHARED_MEM: 48 << 10,
-                 m._ATTR_INTEGRATED: 0}
-        if hasattr(m, "_ATTR_COMPUTE_MAJOR"):
-            attrs.update({m._ATTR_COMPUTE_MAJOR: 9, m._ATTR_COMPUTE_MINOR: 0})
-        pools_attr = getattr(m, "_ATTR_MEMORY_POOLS_SUPPORTED", None)
+        C, T = m.TABLES.constants, m.TABLES.types
+        attrs = {C["attr_compute_units"]: 132, C["attr_max_block_x"]: 1024, C["attr_max_block_y"]: 1024,
+                 C["attr_max_block_z"]: 64, C["attr_max_grid_x"]: 2**31 - 1, C["attr_max_grid_y"]: 65535,
+                 C["attr_max_grid_z"]: 65535, C["attr_max_threads_per_block"]: 1024, C["attr_max_shared_mem"]: 48 << 10,
+                 C["attr_integrated"]: 0}
+        if "attr_compute_major" in C:
+            attrs.update({C["attr_compute_major"]: 9, C["attr_compute_minor"]: 0})
+        pools_attr = C.get("attr_memory_pools_supported")
         name = b"NVIDIA H200" if m is cuda_backend else b"AMD Instinct MI210"
 
         def log(fn: Any) -> Any:
@@ -728,17 +799,17 @@ class FakeDriver:
         def memcpy_dtoh(dst: Any, src: Any, n: int, s: Any) -> int: ffi.memmove(dst, ffi.cast("void *", src), n); return 0
         def memcpy_dtod(dst: Any, src: Any, n: int, s: Any) -> int:
             ffi.memmove(ffi.cast("void *", dst), ffi.cast("void *", src), n); return 0
-        def stream_create(out: Any, flags: int) -> int: assert flags == m._STREAM_FLAGS; out[0] = d.handle(m._STREAM); return 0
+        def stream_create(out: Any, flags: int) -> int: assert flags == C["stream_flags"]; out[0] = d.handle(T["stream"]); return 0
         def stream_destroy(s: Any) -> int: return 0
         def stream_synchronize(s: Any) -> int: return 0
         def _query() -> int:
             if d.busy_queries:
                 d.busy_queries -= 1
-                return cast(int, m._STATUS_NOT_READY)
+                return cast(int, C["status_not_ready"])
             return 0
         def stream_query(s: Any) -> int: return _query()
         def stream_wait_event(s: Any, e: Any, flags: int) -> int: return 0
-        def event_create(out: Any, flags: int) -> int: out[0] = d.handle(m._EVENT); return 0
+        def event_create(out: Any, flags: int) -> int: out[0] = d.handle(T["event"]); return 0
         def event_destroy(e: Any) -> int: return 0
         def event_record(e: Any, s: Any) -> int:
             d.events[d.key(e)] = float(len(d.calls)); return 0
@@ -750,12 +821,12 @@ class FakeDriver:
             text = ffi.string(image)
             if not (text.startswith(b"\x7fELF") or b".entry" in text):
                 return 200  # *_ERROR_INVALID_IMAGE
-            out[0] = d.handle(m._MODULE); return 0
+            out[0] = d.handle(T["module"]); return 0
         def module_unload(mod: Any) -> int: return 0
         def module_function(out: Any, mod: Any, kname: bytes) -> int:
             if kname.decode() not in d.kernels:
                 return 500  # *_ERROR_NOT_FOUND
-            out[0] = d.handle(m._FUNCTION)
+            out[0] = d.handle(T["function"])
             d.functions[d.key(out[0])] = kname.decode()
             return 0
         def param_info(f: Any, i: int, off: Any, size: Any) -> int:
@@ -773,17 +844,17 @@ class FakeDriver:
         # the stream-ordered pool: blocks live in d.mem (kind "pool"); a freed block stays reserved (cached by
         # size) until trimmed, as with a release threshold of UINT64_MAX
         def pool_create(out: Any, props: Any) -> int:
-            assert props.allocType == m._POOL_ALLOC_TYPE and props.location.type == m._POOL_LOCATION_DEVICE
-            out[0] = d.handle(m._MEMPOOL)
+            assert props.allocType == C["pool_alloc_type"] and props.location.type == C["pool_location_device"]
+            out[0] = d.handle(T["mempool"])
             d.pools[d.key(out[0])] = {"reserved": 0, "used": 0, "cached": [], "threshold": 0, "streams": []}
             return 0
         def pool_destroy(pool: Any) -> int: d.pools.pop(d.key(pool)); return 0
         def pool_set_attribute(pool: Any, attr: int, value: Any) -> int:
-            assert attr == m._POOL_ATTR_RELEASE_THRESHOLD
+            assert attr == C["pool_attr_release_threshold"]
             d.pools[d.key(pool)]["threshold"] = ffi.cast("uint64_t *", value)[0]; return 0
         def pool_get_attribute(pool: Any, attr: int, value: Any) -> int:
             st = d.pools[d.key(pool)]
-            ffi.cast("uint64_t *", value)[0] = st["reserved" if attr == m._POOL_ATTR_RESERVED else "used"]
+            ffi.cast("uint64_t *", value)[0] = st["reserved" if attr == C["pool_attr_reserved"] else "used"]
             return 0
         def pool_alloc(out: Any, n: int, pool: Any, s: Any) -> int:
             st = d.pools[d.key(pool)]
@@ -818,7 +889,7 @@ class FakeDriver:
             return 0
 
         local = dict(locals())
-        for role, entry in m._FUNCTIONS.items():
+        for role, entry in m.TABLES.functions.items():
             if entry is not None and role in local:
                 setattr(api, role, log(local[role]))
         return api
@@ -829,8 +900,8 @@ def sim(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
     module = cuda_backend if request.param == "cuda" else hip_backend
     driver = FakeDriver(module)
     api = driver.api()
-    monkeypatch.setattr(module, "_API", api)
-    monkeypatch.setattr(module, "_TLS", threading.local())
+    monkeypatch.setattr(_cls(module, "Backend"), "_API", api)
+    monkeypatch.setattr(gpu, "_TLS", threading.local())
     backend = _cls(module, "Backend")()
     return module, driver, backend
 
@@ -842,7 +913,7 @@ def _image(module: Any, source: str) -> str | bytes:
 def test_sim_enumerate_and_report(sim: Any) -> None:
     module, driver, backend = sim
     (d,) = backend.devices()
-    assert d.id == DeviceId(module._KIND, 0) and d.compute_units == 132 and d.total_memory == 141 << 30
+    assert d.id == DeviceId(module.TABLES.kind, 0) and d.compute_units == 132 and d.total_memory == 141 << 30
     assert d.limits.max_block == (1024, 1024, 64) and d.limits.max_shared_mem == 48 << 10
     if module is cuda_backend:
         assert (d.name, d.vendor, d.capability.vendor_version) == ("NVIDIA H200", Vendor.NVIDIA, "sm_90")
@@ -853,8 +924,8 @@ def test_sim_enumerate_and_report(sim: Any) -> None:
                                                                    "gfx90a:sramecc+:xnack-")
         assert F.TENSOR_CORES in d.capability.flags and d.capability.tier is ComputeTier.DATACENTER
         assert backend.runtime_version() == 60300000
-    report = BackendRegistry({module._KIND: lambda: backend}).report()
-    assert f"{module._KIND.name}: library loaded, 1 device" in report
+    report = BackendRegistry({module.TABLES.kind: lambda: backend}).report()
+    assert f"{module.TABLES.kind.name}: library loaded, 1 device" in report
     assert any(line.startswith(f"  {d.id}: {d.name} (") for line in report), report
     with pytest.raises(Error) as ei:
         backend.open(1)
@@ -1005,7 +1076,7 @@ def test_sim_memory_pool_and_dlpack(sim: Any) -> None:
     capsule = a.__dlpack__()  # stream=None: the producer synchronises first
     assert driver.calls.count("device_synchronize") == syncs + 1
     t = DLManagedTensor.from_address(GET_POINTER(capsule, b"dltensor")).dl_tensor
-    assert t.data == a.ptr and t.shape[0] == 256 and t.device.device_type == module._KIND.dlpack_device
+    assert t.data == a.ptr and t.shape[0] == 256 and t.device.device_type == module.TABLES.kind.dlpack_device
     del capsule, t
     gc.collect()
     a.free()
@@ -1027,7 +1098,7 @@ def test_sim_dlpack_both_or_neither(sim: Any) -> None:
             assert has_device == has_export, (a, has_device, has_export)
             seen[type(a).__name__] = has_export
             if has_export:
-                assert a.__dlpack_device__() == (module._KIND.dlpack_device, 0)
+                assert a.__dlpack_device__() == (module.TABLES.kind.dlpack_device, 0)
             a.free()
         dev.close()
     assert seen == {_cls(module, "Allocation").__name__: True, "PooledAllocation": False,
@@ -1053,8 +1124,8 @@ def _recorder(driver: FakeDriver, name: str = "record", sizes: tuple[int, ...] =
 
 
 def _reference(module: Any, args: Any) -> bytes:
-    packed = module.pack_args(args, module._api().ffi)
-    ffi = module._api().ffi
+    packed = module.pack_args(args, _cls(module, "Backend").vendor_api().ffi)
+    ffi = _cls(module, "Backend").vendor_api().ffi
     return b"".join(bytes(ffi.buffer(packed.params[i], n)) for i, n in enumerate(packed.sizes))
 
 
@@ -1107,7 +1178,7 @@ def test_sim_launch_layout_change_between_launches(sim: Any) -> None:
                 s.launch(wide)
             assert ei.value.kind is ErrorKind.INVALID_VALUE and "argument 1: 8 bytes given" in str(ei.value)
     assert s.launch_unchecked(wide) is None  # unchecked: no size check, the 8 bytes packed as given
-    packed = module.pack_args([a, np.int64(5)], module._api().ffi)
+    packed = module.pack_args([a, np.int64(5)], _cls(module, "Backend").vendor_api().ffi)
     assert packed.offsets == (0, 8) and len(k._plans) == 3
 
 
@@ -1332,7 +1403,7 @@ def test_gpu_ptx_cubin_and_scalar_args(cuda_device: Any) -> None:
         try:
             k = cuda_device.load_module(image).kernel("saxpy")
         except Error as e:
-            if e.code == cuda_backend._STATUS_UNSUPPORTED_PTX:
+            if e.code == cuda_backend.TABLES.const("status_unsupported_ptx"):
                 continue  # a compiler newer than the driver: the source path falls back to the cubin
             raise
         y = np.ones(n, np.float32)

@@ -26,6 +26,7 @@ from ironaccelerator import (
 )
 from ironaccelerator.backends.cuda import _backend as cuda_backend
 from ironaccelerator.backends.hip import _backend as hip_backend
+from ironaccelerator_runtime.backends import gpu
 
 from conftest import ROOT, long_form
 from test_gpu_backends import FakeDriver, _image, sim  # noqa: F401  (sim: the simulated driver's fixture)
@@ -168,7 +169,7 @@ def test_sim_close_on_both_backends(sim: Any) -> None:
             out[0] = first_context
             return 0
 
-        module._API.context_retain = retain_same
+        backend.api.context_retain = retain_same
         sets = driver.calls.count("context_set_current")
         again = backend.open(0)
         again.alloc(8).free()
@@ -215,13 +216,14 @@ DEVICE_CODE = {F.FP16, F.FP64, F.BF16, F.FP8, F.INT8_DOT, F.TENSOR_CORES, F.SUBG
 @pytest.mark.parametrize("module", [cuda_backend, hip_backend], ids=["cuda", "hip"])
 def test_every_advertised_flag_is_backed_by_an_operation(module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     advertised = F.NONE
-    for flags in module._FLAGS.values():
+    for flags in module.TABLES.flags.values():
         advertised |= flags
     driver = FakeDriver(module)
-    monkeypatch.setattr(module, "_API", driver.api())
+    backend_class = getattr(module, module.__name__.split(".")[-2].capitalize() + "Backend")
+    monkeypatch.setattr(backend_class, "_API", driver.api())
     import threading
-    monkeypatch.setattr(module, "_TLS", threading.local())
-    dev = getattr(module, module.__name__.split(".")[-2].capitalize() + "Backend")().open(0)
+    monkeypatch.setattr(gpu, "_TLS", threading.local())
+    dev = backend_class().open(0)
     for flag in F:
         if not flag or flag not in advertised or flag in DEVICE_CODE:
             continue
@@ -232,10 +234,10 @@ def test_every_advertised_flag_is_backed_by_an_operation(module: Any, monkeypatc
             e0, e1 = s.record_event(), s.record_event()
             assert isinstance(e0.elapsed_ms(e1), float)
         elif flag is F.ASYNC_COPY:  # copies overlap with kernels: stream-ordered, asynchronous copies
-            assert module._FUNCTIONS["memcpy_htod"][1].endswith("Async")
+            assert module.TABLES.functions["memcpy_htod"][1].endswith("Async")
             dev.create_stream().copy_from_host(dev.alloc(4), b"1234")
         else:
-            raise AssertionError(f"{module._BACKEND} advertises {flag.name}, which no operation implements "
+            raise AssertionError(f"{module.TABLES.name} advertises {flag.name}, which no operation implements "
                                  "(implement it, or stop advertising it)")
 
 
@@ -250,17 +252,17 @@ def test_sim_copy_sizes_and_error_context(sim: Any) -> None:
     with pytest.raises(Error) as ei:
         s.copy(small, big)  # was a silent truncation to 16 bytes
     assert ei.value.kind is ErrorKind.INVALID_VALUE and "16384" in str(ei.value) and "16" in str(ei.value)
-    assert ei.value.function == "Stream.copy" and ei.value.backend == module._BACKEND
+    assert ei.value.function == "Stream.copy" and ei.value.backend == module.TABLES.name
     with pytest.raises(Error) as ei:
         s.copy(big, small)
     assert "sizes must match" in str(ei.value)
     with pytest.raises(Error) as ei:
         s.copy_from_host(small, np.array([None] * 4, dtype=object))
-    assert ei.value.backend == module._BACKEND and ei.value.function == "Stream.copy_from_host"
+    assert ei.value.backend == module.TABLES.name and ei.value.function == "Stream.copy_from_host"
     with pytest.raises(Error) as ei:
         s.launch(KernelLaunch(dev.load_module(_image(module, "")).kernel("vector_add"), LaunchDims(1, 4096),
                               (big, big, big, np.uint32(1))))
-    assert ei.value.function == "Stream.launch" and ei.value.backend == module._BACKEND
+    assert ei.value.function == "Stream.launch" and ei.value.backend == module.TABLES.name
     lim = dev.descriptor.limits
     assert lim.max_alloc == dev.descriptor.total_memory == 141 << 30
     assert lim.max_work_items == min((2**31 - 1) * 65535 * 65535 * 1024, 2**64 - 1)

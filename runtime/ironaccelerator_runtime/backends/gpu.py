@@ -1,0 +1,1892 @@
+"""The CUDA and ROCm/HIP backends: the core surface over a GPU vendor's generated bindings.
+
+One hand-written backend for every GPU vendor whose API has the CUDA driver's shape.  What differs between
+vendors is data, rendered from the vendor's ``specs/<vendor>/backend.yaml`` (by
+``templates/backends/gpu.py.j2``) into its ``ironaccelerator.backends.<vendor>._backend``: a :class:`GpuTables`
+(role -> vendor function, constants, C types, capability tables, what the compiled paths take) and small
+subclasses of the classes here named after the vendor (``CudaDevice``, ``HipStream``, ...), which say which of
+them play which part.  A role the vendor lacks is ``None`` in the tables, and the code here branches on that
+(``context_retain``: primary contexts, else ``set_device``; ``program_create``: source compilation;
+``param_info``: argument checks; ``device_properties``: the architecture's name).  Importing this module loads no
+vendor library; constructing a backend does, and raises ``Error(LIBRARY_NOT_FOUND)`` (listing the files tried)
+when it cannot.
+
+Streams are non-blocking; copies are asynchronous (host buffers are kept alive until an event recorded after
+them, the stream or the device is seen complete: :class:`InFlight`); events record timing.  Kernel arguments
+are packed by :func:`pack_args` into a ``void *[]`` of pointers to the values, and checked against the
+kernel's parameter info where the vendor has it (``param_info``).  Hot paths call the raw (unchecked)
+functions, bound once per object (``Device._alloc``, ``Stream._launch``, ...).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import itertools
+import re
+import struct
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Sequence
+
+from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import (
+    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight, Kernel,
+    KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, host_view,
+    not_a_launch,
+)
+
+# What this module reads from a GPU backend spec (specs/<vendor>/backend.yaml), by section: role -> when it is
+# needed ("": always; "f": when the function role f is bound; "!f": when f is null, the vendor has none).  The
+# generator (generator/surface.py) reads this literal, refuses a spec that lacks a needed role or declares one
+# that is never read, and renders each needed role's value into the vendor's GpuTables.
+SPEC_ROLES: dict[str, dict[str, str]] = {
+    "functions": {
+        "init": "", "driver_version": "", "runtime_version": "", "device_count": "", "device_get": "",
+        "device_name": "", "device_total_mem": "", "device_attribute": "", "device_properties": "",
+        "device_synchronize": "", "alloc": "", "free": "", "host_alloc": "", "host_free": "", "managed_alloc": "",
+        "memcpy_htod": "", "memcpy_dtoh": "", "memcpy_dtod": "",
+        "stream_create": "", "stream_destroy": "", "stream_synchronize": "", "stream_query": "",
+        "stream_wait_event": "", "event_create": "", "event_destroy": "", "event_record": "",
+        "event_synchronize": "", "event_query": "", "event_elapsed": "",
+        "module_load": "", "module_unload": "", "module_function": "", "launch": "", "param_info": "",
+        "context_retain": "", "context_release": "context_retain", "context_set_current": "context_retain",
+        "set_device": "!context_retain",
+        "program_create": "", "program_compile": "program_create", "program_destroy": "program_create",
+        "program_log_size": "program_create", "program_log": "program_create",
+        "program_code_size": "program_create", "program_code": "program_create",
+        "program_binary_size": "program_create", "program_binary": "program_create",
+        "compiler_version": "program_create",
+        "pool_create": "", "pool_destroy": "pool_create", "pool_alloc": "pool_create", "pool_free": "pool_create",
+        "pool_trim": "pool_create", "pool_get_attribute": "pool_create", "pool_set_attribute": "pool_create",
+    },
+    "constants": {
+        "stream_flags": "", "event_flags": "", "host_alloc_flags": "", "managed_flags": "",
+        "status_not_ready": "", "status_no_device": "", "status_invalid_value": "param_info",
+        "status_unsupported_ptx": "program_create", "compile_success": "program_create",
+        "attr_compute_units": "", "attr_max_block_x": "", "attr_max_block_y": "", "attr_max_block_z": "",
+        "attr_max_grid_x": "", "attr_max_grid_y": "", "attr_max_grid_z": "", "attr_max_threads_per_block": "",
+        "attr_max_shared_mem": "", "attr_integrated": "",
+        "attr_compute_major": "!device_properties", "attr_compute_minor": "!device_properties",
+        "attr_memory_pools_supported": "pool_create",
+        "pool_alloc_type": "pool_create", "pool_location_device": "pool_create",
+        "pool_attr_release_threshold": "pool_create", "pool_attr_reserved": "pool_create",
+        "pool_attr_used": "pool_create",
+    },
+    "types": {
+        "deviceptr": "", "device": "", "stream": "", "event": "", "module": "", "function": "",
+        "context": "context_retain", "properties": "device_properties", "program": "program_create",
+        "mempool": "pool_create", "mempool_props": "pool_create",
+    },
+}
+
+_MAX_PARAMS = 4096
+# .key: the context / device current on this thread.  One for every GPU backend: the keys of a vendor's devices
+# differ from every other vendor's (("context", address, retain) / ("device", index)), so a thread that uses two
+# vendors makes each current again when it switches, and never trusts the other vendor's state.
+_TLS = threading.local()
+_RETAINS = itertools.count()  # numbers the devices' context retains (in the keys of _TLS)
+_POOL_LOCK = threading.Lock()  # Device.memory_pool: one pool per device
+_API_LOCK = threading.Lock()  # GpuBackend.vendor_api: one GpuApi per backend class
+
+
+# ------------------------------------------------------------------ the vendor's tables (pure: no device, no library)
+
+
+def _name_tokens(name: str) -> set[str]:
+    return {t for t in re.split(r"[\s\-_/()]+", name) if t}
+
+
+def _cc(key: str) -> tuple[int, int]:
+    major, _, minor = key.partition(".")
+    return int(major), int(minor or 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuTables:
+    """A GPU vendor's spec data (``specs/<vendor>/backend.yaml``), as the generated ``_backend`` module renders it.
+
+    ``functions``: role -> (library, vendor function), None where the vendor has none; ``constants``: role -> value
+    (a list in the spec is OR'd); ``types``: role -> C type; each holds exactly the roles of :data:`SPEC_ROLES` that
+    the vendor needs.  ``match`` says how the capability tables are keyed: ``compute_capability`` (flag and tier keys
+    are ``X.Y``; a device has the flags of every key <= its compute capability) or ``arch_prefix`` (keys are
+    prefixes of the architecture name, read from the properties struct's ``arch_field``; the longest matching
+    tier key wins).  ``launch_max_args`` / ``launch_max_bytes``: what the compiled launch (``_fast._launch``) can
+    pack, 0 where the spec names no ``kernel_launch``; ``compiled_pool``: the library's ``pool_memory`` is this
+    backend's pool allocator and free."""
+
+    kind: BackendKind  # ex) BackendKind.CUDA
+    package: str  # ex) ironaccelerator.backends.cuda
+    functions: dict[str, tuple[str, str] | None]
+    constants: dict[str, int | None]
+    types: dict[str, str]
+    module_formats: tuple[str, ...]  # what load_module accepts, ex) ("ptx", "elf", "fatbin", "source")
+    interop: tuple[str, ...]  # ex) ("dlpack", "cuda_array_interface")
+    match: str
+    arch_field: str | None = None  # ex) gcnArchName
+    flags: dict[str, CapabilityFlags]
+    tiers: dict[str, ComputeTier]
+    vendors: tuple[tuple[str, Vendor], ...]
+    launch_max_args: int = 0
+    launch_max_bytes: int = 0
+    compiled_pool: bool = False
+
+    @property
+    def name(self) -> str:
+        """The backend's name in errors, ex. ``CUDA``, ``ROCM``."""
+        return self.kind.name
+
+    def const(self, role: str) -> int:
+        value = self.constants[role]
+        if value is None:
+            raise KeyError(f"the {self.name} spec has no constant for {role!r}")
+        return value
+
+    def capability(self, arch: str, name: str = "", integrated: bool = False) -> Capability:
+        """The device's architecture (compute capability ``"X.Y"``, or a name such as
+        ``"gfx90a:sramecc+:xnack-"``), name and integrated attribute -> Capability, by the tables."""
+        flags = self.flags.get("always", CapabilityFlags.NONE)
+        if integrated:
+            flags |= self.flags.get("integrated", CapabilityFlags.NONE)
+        tiers = self.tiers
+        tokens = _name_tokens(name)
+        named = [t for k, t in tiers.items() if k.startswith("name ") and k[5:] in tokens]
+        if self.match == "compute_capability":
+            cc = _cc(arch)
+            for key, f in self.flags.items():
+                if key[:1].isdigit() and _cc(key) <= cc:
+                    flags |= f
+            found = tiers.get(f"{cc[0]}.{cc[1]}")
+            version = f"sm_{cc[0]}{cc[1]}"
+        else:
+            base = arch.split(":")[0].strip().lower()
+            for key, f in self.flags.items():
+                if key not in ("always", "integrated") and base.startswith(key):
+                    flags |= f
+            prefixes = sorted((k for k in tiers if k not in ("default", "integrated") and not k.startswith("name ")
+                               and base.startswith(k)), key=len, reverse=True)
+            found = tiers[prefixes[0]] if prefixes else None
+            version = arch or "unknown"
+        if integrated and "integrated" in tiers:
+            tier = tiers["integrated"]
+        elif named:
+            tier = named[0]
+        elif found is not None:
+            tier = found
+        else:
+            tier = tiers.get("default", ComputeTier.DISCRETE)
+        return Capability(flags=flags, tier=tier, vendor_version=version)
+
+    def vendor(self, name: str) -> Vendor:
+        """The device's vendor, from its name (else the tables' ``default``)."""
+        for needle, vendor in self.vendors:
+            if needle != "default" and needle.lower() in name.lower():
+                return vendor
+        return dict(self.vendors).get("default", Vendor.OTHER)
+
+
+_PTX = re.compile(rb"^\s*\.(version\s+\d|target\s|(visible\s+|weak\s+)?entry\s)", re.M)
+_FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50, little-endian
+_BUNDLE_MAGICS = (b"__CLANG_OFFLOAD_BUNDLE__", b"CCOB")
+
+
+def classify_image(data: str | bytes, backend: str = "") -> str:
+    """What ``load_module`` was given: ``ptx``, ``elf``, ``fatbin``, ``offload_bundle`` or ``source``
+    (``backend``: the backend named in the error for an empty image)."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    if not raw.strip(b"\0 \t\r\n"):
+        raise Error(ErrorKind.INVALID_VALUE, "load_module needs source or a binary, got nothing", backend=backend,
+                    function="Device.load_module")
+    if raw.startswith(b"\x7fELF"):
+        return "elf"
+    if raw.startswith(_FATBIN_MAGIC):
+        return "fatbin"
+    if raw.startswith(_BUNDLE_MAGICS):
+        return "offload_bundle"
+    return "ptx" if _PTX.search(raw) else "source"
+
+
+def _image_bytes(v: Any, backend: str, function: str = "Device.load_module") -> bytes:
+    """What ``load_module`` was given, as bytes: ``str`` (UTF-8) or a bytes-like object; ``TypeError`` otherwise
+    (an int is not an image: ``bytes(n)`` would make n zero bytes)."""
+    if isinstance(v, str):
+        try:
+            return v.encode()
+        except UnicodeEncodeError as e:
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: the source is not valid UTF-8 text ({e})",
+                        backend=backend, function=function) from None
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        if type(v) is memoryview and "O" in v.format:
+            raise TypeError(f"{function}: a buffer of Python objects is not a code image")
+        return bytes(v)
+    raise TypeError(f"{function}: source_or_binary must be str or bytes, not {type(v).__name__}")
+
+
+def _c_string(v: Any, what: str, function: str, backend: str) -> bytes:
+    """A ``str`` parameter passed to the vendor as a NUL-terminated UTF-8 string: ``TypeError`` unless a str,
+    ``INVALID_VALUE`` if it holds a NUL (C would see only the part before it) or cannot be encoded."""
+    if not isinstance(v, str):
+        raise TypeError(f"{function}: {what} must be a str, not {type(v).__name__} ({v!r})")
+    if "\0" in v:
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what} {v!r} contains a NUL character", backend=backend,
+                    function=function)
+    try:
+        return v.encode()
+    except UnicodeEncodeError:
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what} {v!r} is not valid UTF-8", backend=backend,
+                    function=function) from None
+
+
+# ----------------------------------------------------------------------------- kernel arguments
+
+_SCALAR_FORMATS = {DType.F64: "d", DType.F32: "f", DType.F16: "e", DType.I8: "b", DType.I16: "h", DType.I32: "i",
+                   DType.I64: "q", DType.U8: "B", DType.U16: "H", DType.U32: "I", DType.U64: "Q", DType.BOOL: "?"}
+
+
+def _bf16_bits(value: float) -> int:
+    """float -> bfloat16 bits, rounding to nearest even (NaN stays NaN)."""
+    (bits,) = struct.unpack("<I", struct.pack("<f", float(value)))
+    if bits & 0x7F800000 == 0x7F800000 and bits & 0x007FFFFF:
+        return 0x7FC0
+    return int(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF)
+
+
+def _scalar_bytes(s: Scalar, backend: str) -> tuple[bytes, int]:
+    dt, v = s.dtype, s.value
+    if dt is DType.C64 or dt is DType.C128:
+        c = complex(v)
+        fmt = "<ff" if dt is DType.C64 else "<dd"
+        return struct.pack(fmt, c.real, c.imag), dt.size
+    if dt is DType.BF16:
+        if isinstance(v, complex):
+            raise Error(ErrorKind.INVALID_VALUE, f"Scalar({v!r}, BF16): not a real number", backend=backend,
+                        function="Stream.launch")
+        return struct.pack("<H", _bf16_bits(v)), 2
+    if dt is DType.F8E4M3 or dt is DType.F8E5M2:
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 256:
+            raise Error(ErrorKind.INVALID_VALUE, f"Scalar({v!r}, {dt.name}): pass an fp8 value as its raw bits "
+                        "(an int 0..255)", backend=backend, function="Stream.launch")
+        return bytes([v]), 1
+    return struct.pack("<" + _SCALAR_FORMATS[dt], v), dt.size
+
+
+class PackedArgs:
+    """Kernel arguments packed for the vendor's ``launch``: ``params`` is the ``void *[]`` (NULL when there
+    are none) whose i-th pointer points at argument i's bytes in ``storage``."""
+
+    __slots__ = ("params", "storage", "offsets", "sizes", "keep")
+
+    def __init__(self, params: Any, storage: Any, offsets: tuple[int, ...], sizes: tuple[int, ...],
+                 keep: tuple[Any, ...]) -> None:
+        self.params = params
+        self.storage = storage
+        self.offsets = offsets
+        self.sizes = sizes
+        self.keep = keep  # the allocations passed: alive at least as long as the launch's arguments
+
+
+def _arg_bytes(a: Any, i: int, backend: str) -> tuple[bytes, int]:
+    """(bytes, alignment) of argument ``i``.  A freed allocation is INVALID_HANDLE in both modes (a flag test:
+    its address may already belong to other memory)."""
+    if isinstance(a, Allocation):
+        if a._freed:
+            a._check_live("Stream.launch")
+        try:
+            ptr = a.ptr  # type: ignore[attr-defined]
+        except AttributeError:
+            raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i}: {a!r} is not {backend} memory",
+                        backend=backend, function="Stream.launch") from None
+        return struct.pack("<Q", ptr), 8
+    if isinstance(a, Scalar):
+        data, align = _scalar_bytes(a, backend)
+        return data, min(align, 16)
+    dtype = getattr(a, "dtype", None)
+    if dtype is not None and getattr(a, "ndim", None) == 0:  # a numpy scalar (or 0-d array)
+        if getattr(dtype, "hasobject", False):  # its bytes would be Python object pointers
+            raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i}: a numpy value of dtype {dtype} holds Python "
+                        "objects, not bytes a kernel can take", backend=backend, function="Stream.launch")
+        data = a.tobytes()
+        return data, int(getattr(dtype, "alignment", len(data)) or 1)
+    if isinstance(a, (bytes, bytearray, memoryview)):
+        if type(a) is memoryview and "O" in a.format:
+            raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i}: a buffer of Python objects is not bytes a "
+                        "kernel can take", backend=backend, function="Stream.launch")
+        data = bytes(a)
+        align = 8 if len(data) % 8 == 0 else 4 if len(data) % 4 == 0 else 2 if len(data) % 2 == 0 else 1
+        return data, align
+    raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i} ({type(a).__name__} {a!r}): pass an Allocation, a "
+                "numpy scalar (np.int32(n)) or Scalar(value, DType)", backend=backend, function="Stream.launch")
+
+
+def _count_error(backend: str, expected: int, given: int, name: str | None = None,
+                 function: str = "Stream.launch") -> Error:
+    kernel = f"kernel {name!r}" if name is not None else "the kernel"
+    return Error(ErrorKind.INVALID_VALUE, f"{kernel} takes {expected} argument{'s' if expected != 1 else ''}, "
+                 f"{given} given", backend=backend, function=function)
+
+
+def pack_args(args: Sequence[Any], ffi: Any, expected: Sequence[int] | None = None, *,
+              check: bool = True, backend: str = "") -> PackedArgs:
+    """Pack kernel arguments: an Allocation as its device pointer (8 bytes), a numpy scalar as its bytes,
+    ``Scalar(value, DType)`` as that type; each value at its natural alignment in one buffer.
+
+    ``expected``: the kernel's parameter sizes (from the vendor's ``param_info``); with ``check``, a count or
+    size mismatch is ``INVALID_VALUE``; a freed allocation is ``INVALID_HANDLE`` always.  ``backend``: the backend
+    named in errors.  Pure: needs ``ffi`` (any cffi FFI) but no device and no vendor library.
+    """
+    if check and expected is not None and len(args) != len(expected):
+        raise _count_error(backend, len(expected), len(args))
+    chunks = []
+    offsets = []
+    sizes = []
+    end = 0
+    for i, a in enumerate(args):
+        data, align = _arg_bytes(a, i, backend)
+        if check and expected is not None and len(data) != expected[i]:
+            raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i}: {len(data)} bytes given, the kernel's "
+                        f"parameter is {expected[i]} bytes", backend=backend, function="Stream.launch")
+        pad = -end % align
+        if pad:
+            chunks.append(b"\0" * pad)
+            end += pad
+        offsets.append(end)
+        sizes.append(len(data))
+        chunks.append(data)
+        end += len(data)
+    if not offsets:
+        return PackedArgs(ffi.NULL, None, (), (), ())
+    storage = ffi.new("char[]", b"".join(chunks))  # malloc'd: aligned for any type
+    params = ffi.new("void *[]", [storage + off for off in offsets])
+    keep = tuple(a for a in args if isinstance(a, Allocation))
+    return PackedArgs(params, storage, tuple(offsets), tuple(sizes), keep)
+
+
+# The launch fast path.  pack_args above is the reference; the Stream packs through an _ArgPlan instead:
+# the layout pack_args would produce for one tuple of argument types (per kernel, built once), written by
+# one struct.pack_into into a buffer that holds the void *[] and the values (the pointers fixed when the
+# buffer is made).  Arguments whose bytes do not follow from their type (bytes, bytearray, memoryview,
+# 0-d arrays, structured numpy scalars) and every failing check take pack_args, so errors are its own.
+# how argument i becomes the value packed: its .ptr, itself (a numpy scalar struct packs as is), its
+# .value (a Scalar of a plain type), its .tobytes(), or _scalar_bytes (BF16, FP8, complex)
+_ALLOC, _ITSELF, _VALUE, _TOBYTES, _SCALAR_BYTES = 0, 1, 2, 3, 4
+_NUMPY_KINDS = frozenset("biufcmM")  # numpy scalar kinds whose size follows from the type
+_STRUCT_CODES = {("b", 1): "?", ("i", 1): "b", ("i", 2): "h", ("i", 4): "i", ("i", 8): "q", ("u", 1): "B",
+                 ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q", ("f", 2): "e", ("f", 4): "f", ("f", 8): "d"}
+_MAX_PLANS = 64  # per kernel; past it, the cache is cleared
+# what the compiled launch (_fast._launch) packs: an Allocation's .ptr (0), a numpy scalar's buffer (1);
+# at most GpuTables.launch_max_args arguments and launch_max_bytes bytes (its buffer is on the C stack)
+_LAYOUT_KINDS = {_ALLOC: 0, _ITSELF: 1, _TOBYTES: 1}
+_EMPTY_LAYOUT = struct.pack("<I", 0)  # no arguments
+
+
+class _ArgPlan:
+    """One layout of a kernel's arguments: ``fmt`` packs the values (after the ``void *[]``) at ``offsets``;
+    ``kinds[i]`` says how argument ``i`` becomes a value; ``allocs`` the indices of Allocations;
+    ``checked``: the count and sizes match the kernel's parameter info (or it has none); ``layout``: the
+    same layout for the compiled launch (``_fast._launch``, see trampolines.c), or None where that cannot
+    pack these arguments (Scalars, too many or too large, a count or size the kernel does not take);
+    ``backend``: the backend named in errors."""
+
+    __slots__ = ("kinds", "fmt", "offsets", "size", "data_offset", "allocs", "checked", "layout", "backend")
+
+    def __init__(self, kinds: tuple[int, ...], fmt: str, offsets: tuple[int, ...], sizes: tuple[int, ...],
+                 size: int, allocs: tuple[int, ...], checked: bool, tables: GpuTables) -> None:
+        self.kinds = kinds
+        self.fmt = fmt
+        self.offsets = offsets
+        self.size = size
+        self.data_offset = -(-8 * len(kinds) // 16) * 16  # the values start 16-aligned after the pointers
+        self.allocs = allocs
+        self.checked = checked
+        self.layout: bytes | None = None
+        self.backend = tables.name
+        if checked and size <= tables.launch_max_bytes and len(kinds) <= tables.launch_max_args and all(
+                k in _LAYOUT_KINDS for k in kinds):
+            self.layout = struct.pack(f"<I{len(kinds) * 'BxHI'}", size, *[
+                v for k, n, off in zip(kinds, sizes, offsets) for v in (_LAYOUT_KINDS[k], n, off)])
+
+    def values(self, args: Sequence[Any]) -> list[Any]:
+        return [a.ptr if k == _ALLOC else a if k == _ITSELF else a.value if k == _VALUE else
+                a.tobytes() if k == _TOBYTES else _scalar_bytes(a, self.backend)[0] for a, k in zip(args, self.kinds)]
+
+    def buffer(self, ffi: Any) -> tuple[Any, Any, Any]:
+        """A fresh (storage, writable view, params): the ``void *[]`` written, the values not yet."""
+        storage = ffi.new("char[]", self.data_offset + max(self.size, 1))  # malloc'd: aligned for any type
+        view = ffi.buffer(storage)
+        base = int(ffi.cast("uintptr_t", storage)) + self.data_offset
+        struct.pack_into(f"<{len(self.kinds)}Q", view, 0, *[base + off for off in self.offsets])
+        return storage, view, ffi.cast("void **", storage)
+
+
+def _arg_plan(args: Sequence[Any], expected: Sequence[int] | None,
+              tables: GpuTables) -> tuple[_ArgPlan | None, bool]:
+    """(the plan for ``args``' types, whether to cache it): None when their bytes do not follow from their
+    types; None, not cached, when these values cannot be packed (pack_args will say why; other values of the
+    same types may be fine)."""
+    kinds: list[int] = []
+    offsets: list[int] = []
+    sizes: list[int] = []
+    allocs: list[int] = []
+    fmt = "<"
+    end = 0
+    checked = expected is None or len(expected) == len(args)
+    for i, a in enumerate(args):
+        try:
+            data, align = _arg_bytes(a, i, tables.name)
+        except Error:
+            return None, False
+        if isinstance(a, Allocation):
+            kind, code = _ALLOC, "Q"
+            allocs.append(i)
+        elif type(a) is Scalar:
+            code = _SCALAR_FORMATS.get(a.dtype, "")
+            kind = _VALUE if code else _SCALAR_BYTES
+        else:
+            dtype = getattr(a, "dtype", None)
+            if dtype is None or type(a) is not getattr(dtype, "type", None) or getattr(dtype, "kind", "") not in \
+                    _NUMPY_KINDS:
+                return None, True  # not a numpy scalar (a 0-d array is mutable; bytes vary in size)
+            code = _STRUCT_CODES.get((dtype.kind, len(data)), "")
+            kind = _ITSELF if code else _TOBYTES
+        pad = -end % align
+        if pad:
+            fmt += f"{pad}x"
+            end += pad
+        offsets.append(end)
+        sizes.append(len(data))
+        fmt += code or f"{len(data)}s"
+        end += len(data)
+        kinds.append(kind)
+        if expected is not None and checked and len(data) != expected[i]:
+            checked = False
+    return _ArgPlan(tuple(kinds), fmt, tuple(offsets), tuple(sizes), end, tuple(allocs), checked,
+                    tables), True
+
+
+# ----------------------------------------------------------------------------- the bound functions
+
+
+class _Deferred:
+    """ABI mode: the raw function, resolved on first call.  A missing library or symbol answers the
+    binding's sentinel status (as API mode's trampolines do), which the error factory reports."""
+
+    __slots__ = ("module", "binding", "name", "fn")
+
+    def __init__(self, module: Any, binding: Any, name: str) -> None:
+        self.module = module
+        self.binding = binding
+        self.name = name
+        self.fn: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        fn = self.fn
+        if fn is None:
+            if not self.binding.has(self.name):
+                return self.binding.sentinel
+            fn = self.fn = getattr(self.module.unchecked, self.name)
+        return fn(*args)
+
+
+class GpuApi:
+    """Each function role of a vendor's :class:`GpuTables` bound to its raw (unchecked) vendor function (None where
+    the vendor has none), plus the error factory.  Binding loads no library."""
+
+    # the function roles (SPEC_ROLES["functions"]); tests/test_gpu_backends.py checks that the two lists agree
+    init: Any
+    driver_version: Any
+    runtime_version: Any
+    device_count: Any
+    device_get: Any
+    device_name: Any
+    device_total_mem: Any
+    device_attribute: Any
+    device_properties: Any
+    device_synchronize: Any
+    alloc: Any
+    free: Any
+    host_alloc: Any
+    host_free: Any
+    managed_alloc: Any
+    memcpy_htod: Any
+    memcpy_dtoh: Any
+    memcpy_dtod: Any
+    stream_create: Any
+    stream_destroy: Any
+    stream_synchronize: Any
+    stream_query: Any
+    stream_wait_event: Any
+    event_create: Any
+    event_destroy: Any
+    event_record: Any
+    event_synchronize: Any
+    event_query: Any
+    event_elapsed: Any
+    module_load: Any
+    module_unload: Any
+    module_function: Any
+    launch: Any
+    param_info: Any
+    context_retain: Any
+    context_release: Any
+    context_set_current: Any
+    set_device: Any
+    program_create: Any
+    program_compile: Any
+    program_destroy: Any
+    program_log_size: Any
+    program_log: Any
+    program_code_size: Any
+    program_code: Any
+    program_binary_size: Any
+    program_binary: Any
+    compiler_version: Any
+    pool_create: Any
+    pool_destroy: Any
+    pool_alloc: Any
+    pool_free: Any
+    pool_trim: Any
+    pool_get_attribute: Any
+    pool_set_attribute: Any
+
+    def __init__(self, tables: GpuTables) -> None:
+        self.tables = tables
+        self.name = tables.name  # the backend named in errors
+        self.modules: dict[str, Any] = {}  # library (ex. driver) -> its generated module
+        self.where: dict[str, tuple[Any, int]] = {}  # role -> (Binding, function index)
+        for role in SPEC_ROLES["functions"]:
+            setattr(self, role, None)  # (a role this vendor's spec need not declare, ex. set_device on CUDA)
+        for role, entry in tables.functions.items():
+            if entry is None:
+                continue
+            lib, name = entry
+            module = self.modules.get(lib)
+            if module is None:
+                module = self.modules[lib] = importlib.import_module(f"{tables.package}.{lib}")
+            binding = importlib.import_module(f"{tables.package}.{lib}._binding").BINDING
+            self.where[role] = (binding, binding.index[name])
+            setattr(self, role, getattr(module.unchecked, name) if binding.mode == "api"
+                    else _Deferred(module, binding, name))
+        self.ffi: Any = self.of("device_count").ffi
+        self.status_not_ready = tables.const("status_not_ready")
+        # the compiled launch (_fast._launch in trampolines.c; API mode): packs and calls the launch function
+        fast = getattr(self.of("launch"), "_fast", None) if tables.launch_max_args else None
+        self.launch_packed: Callable[..., int | None] | None = getattr(fast, "_launch", None)
+        # the compiled pool allocation (_fast._pool_alloc and the _PoolMemory type in trampolines.c; API mode):
+        # pool_alloc and pool_free called in C, the memory a C object: (the allocator, the type) or None
+        pool_fast: Any = getattr(self.of("pool_alloc"), "_fast", None) if tables.compiled_pool else None
+        setup = getattr(pool_fast, "_pool_setup", None)
+        self.pool_memory: tuple[Callable[..., Any], type] | None = None if setup is None else (
+            pool_fast._pool_alloc, setup(_TLS, Error))
+        self.compiler_ffi: Any = None if self.program_create is None else self.of("program_create").ffi
+        self.pool_types: dict[type, type] = {}  # a pool allocation class -> its compiled twin
+
+    def of(self, role: str) -> Any:
+        """The generated module of the library that exports ``role``'s function."""
+        entry = self.tables.functions[role]
+        assert entry is not None, role
+        return self.modules[entry[0]]
+
+    def error(self, code: int, role: str, detail: str = "") -> Error:
+        binding, index = self.where[role]
+        err: Error = binding.error(code, index, detail)
+        return err
+
+    def check(self, code: int, role: str) -> None:
+        if code:
+            raise self.error(code, role)
+
+    def require(self, role: str) -> None:
+        """Raise the loader's error (LIBRARY_NOT_FOUND / SYMBOL_NOT_FOUND) if ``role``'s function cannot be called."""
+        binding, index = self.where[role]
+        if not binding.has(self.tables.functions[role][1]):  # type: ignore[index]
+            raise binding.load_error(index) or Error(ErrorKind.LIBRARY_NOT_FOUND, f"the {self.name} library "
+                                                     "could not be loaded", backend=self.name)
+
+
+_FFI = importlib.import_module("cffi").FFI()  # casts any cffi pointer to its address
+
+
+def _address(handle: Any) -> int:
+    return handle if isinstance(handle, int) else int(_FFI.cast("uintptr_t", handle))
+
+
+def _make_current(api: GpuApi, key: tuple[Any, ...], target: Any) -> None:
+    """Make a device current on the calling thread, once per thread (the key is cached thread-locally): its
+    primary context where the vendor has contexts (``context_retain``), else the device (``set_device``)."""
+    if getattr(_TLS, "key", None) != key:
+        if api.context_retain is not None:
+            api.check(api.context_set_current(target), "context_set_current")
+        else:
+            api.check(api.set_device(target), "set_device")
+        _TLS.key = key
+
+
+# ----------------------------------------------------------------------------- runtime compilation
+
+
+def compiler_version(api: GpuApi) -> tuple[int, int]:
+    """The runtime compiler's (major, minor) version (the vendor's ``compiler_version``)."""
+    if api.program_create is None:
+        raise _no_compiler(api.tables, "compiler_version")
+    api.require("compiler_version")
+    major, minor = api.compiler_ffi.new("int *"), api.compiler_ffi.new("int *")
+    api.check(api.compiler_version(major, minor), "compiler_version")
+    return int(major[0]), int(minor[0])
+
+
+def _no_compiler(tables: GpuTables, function: str) -> Error:
+    return Error(ErrorKind.UNSUPPORTED, f"{tables.name} has no runtime compiler bound: compile offline and pass "
+                 f"load_module a code object ({', '.join(tables.module_formats)})", backend=tables.name,
+                 function=function)
+
+
+def _program_text(api: GpuApi, prog: Any, size_role: str, text_role: str) -> bytes:
+    ffi = api.compiler_ffi
+    n = ffi.new("size_t *")
+    api.check(getattr(api, size_role)(prog, n), size_role)
+    buf = ffi.new("char[]", max(int(n[0]), 1))
+    api.check(getattr(api, text_role)(prog, buf), text_role)
+    return bytes(ffi.buffer(buf, int(n[0])))
+
+
+def compile_source(api: GpuApi, source: str | bytes, arch: str, options: Sequence[str] = (), *,
+                   binary: bool = False, name: str = "ironaccelerator.cu") -> bytes:
+    """Compile device source with the vendor's runtime compiler (``program_create`` & co.) for ``arch``
+    (``--gpu-architecture=<arch>``, ex. ``compute_90``): the code text (PTX), or with ``binary`` (and a real
+    architecture, ex. ``sm_90``) the ``program_binary`` image.  A compile error raises ``COMPILE_FAILED`` carrying
+    the build log; a vendor without a compiler bound raises ``UNSUPPORTED``.  Needs the compiler library only (no
+    driver, no device)."""
+    backend = api.name
+    if api.program_create is None:
+        raise _no_compiler(api.tables, "compile_source")
+    src = _image_bytes(source, backend, "compile_source")
+    if b"\0" in src.rstrip(b"\0"):
+        raise Error(ErrorKind.INVALID_VALUE, "compile_source: the source contains a NUL byte", backend=backend,
+                    function="compile_source")
+    if isinstance(options, (str, bytes)):
+        raise TypeError("compile_source: options must be a sequence of str, not a single "
+                        f"{type(options).__name__}")
+    owned = [_c_string(arch, "arch", "compile_source", backend),
+             *(_c_string(o, "option", "compile_source", backend) for o in options)]
+    prog_name = _c_string(name, "name", "compile_source", backend)
+    api.require("program_create")
+    ffi = api.compiler_ffi
+    prog = ffi.new(api.tables.types["program"] + " *")
+    api.check(api.program_create(prog, src, prog_name, 0, ffi.NULL, ffi.NULL), "program_create")
+    try:
+        # every string the compiler reads is held by a name that lives until the call returns (`strings`, and
+        # `option_array` of their pointers): never a char[] made inside another ffi.new, which would be freed
+        # at once (the use-after-free of issue 10 item 1)
+        strings = [ffi.new("char[]", b"--gpu-architecture=" + owned[0]), *(ffi.new("char[]", o) for o in owned[1:])]
+        option_array = ffi.new("char *[]", strings)
+        code = api.program_compile(prog[0], len(strings), option_array)
+        if code != api.tables.const("compile_success"):
+            try:
+                log = _program_text(api, prog[0], "program_log_size", "program_log").rstrip(b"\0").decode(
+                    "utf-8", "replace")
+            except Error as e:
+                log = f"(no log: {e})"
+            raise api.error(code, "program_compile", f"build log ({name}, {arch}):\n{log}")
+        if binary:
+            return _program_text(api, prog[0], "program_binary_size", "program_binary")
+        return _program_text(api, prog[0], "program_code_size", "program_code").rstrip(b"\0")
+    finally:
+        api.program_destroy(prog)
+
+
+# ----------------------------------------------------------------------------- DLPack export
+
+_DLPACK_CDEF = """
+typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+typedef struct { void *data; DLDevice device; int32_t ndim; DLDataType dtype; int64_t *shape; int64_t *strides;
+                 uint64_t byte_offset; } DLTensor;
+typedef struct DLManagedTensor { DLTensor dl_tensor; void *manager_ctx;
+                                 void (*deleter)(struct DLManagedTensor *self); } DLManagedTensor;
+"""
+_DLTENSOR = ctypes.create_string_buffer(b"dltensor")  # the capsule keeps a pointer to its name: never freed
+_DL_UINT = 1  # kDLUInt
+
+
+class _DLPack:
+    """Legacy (unversioned) DLManagedTensor capsules, built with cffi.  An exported tensor keeps its
+    allocation alive until the consumer calls the deleter, or until the capsule is dropped unconsumed."""
+
+    _instance: _DLPack | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        cffi = importlib.import_module("cffi")
+        self.ffi: Any = cffi.FFI()
+        self.ffi.cdef(_DLPACK_CDEF)
+        self.live: dict[int, tuple[Any, ...]] = {}  # DLManagedTensor address -> (struct, shape, allocation)
+        self.deleter = self.ffi.callback("void(DLManagedTensor *)", self._deleter)
+        api = ctypes.pythonapi
+        self.capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+            ("PyCapsule_New", api))
+        self.capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+            ("PyCapsule_IsValid", api))
+        self.capsule_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", api))
+        self.destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._capsule_destructor)
+
+    @classmethod
+    def get(cls) -> _DLPack:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def _deleter(self, tensor: Any) -> None:
+        self.live.pop(int(self.ffi.cast("uintptr_t", tensor)), None)
+
+    def _capsule_destructor(self, capsule: int) -> None:
+        # still named "dltensor": never consumed (a consumer renames it "used_dltensor" and owns the deleter)
+        if self.capsule_is_valid(capsule, _DLTENSOR):
+            self.live.pop(self.capsule_get_pointer(capsule, _DLTENSOR) or 0, None)
+
+    def export(self, alloc: Allocation, device: tuple[int, int]) -> Any:
+        ffi = self.ffi
+        managed = ffi.new("DLManagedTensor *")
+        shape = ffi.new("int64_t[1]", [alloc.nbytes])
+        t = managed.dl_tensor
+        t.data = ffi.cast("void *", alloc.ptr)  # type: ignore[attr-defined]
+        t.device.device_type, t.device.device_id = device
+        t.ndim = 1
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = _DL_UINT, 8, 1
+        t.shape = shape
+        t.strides = ffi.NULL  # compact
+        t.byte_offset = 0
+        managed.manager_ctx = ffi.NULL
+        managed.deleter = self.deleter
+        address = int(ffi.cast("uintptr_t", managed))
+        self.live[address] = (managed, shape, alloc)
+        try:
+            return self.capsule_new(address, _DLTENSOR, ctypes.cast(self.destructor, ctypes.c_void_p).value)
+        except BaseException:
+            self.live.pop(address, None)
+            raise
+
+
+# ----------------------------------------------------------------------------- the backend
+
+
+class GpuBackend(Backend):
+    """A GPU vendor's backend: every device, in the vendor's order.  A vendor's subclass (generated) sets
+    ``tables`` (its spec's :class:`GpuTables`) and ``device_class``; ``kind`` follows from the tables."""
+
+    tables: ClassVar[GpuTables]
+    device_class: ClassVar[type[GpuDevice]]
+    _API: ClassVar[GpuApi | None] = None  # per subclass: vendor_api()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "tables" in cls.__dict__:
+            cls.kind = cls.tables.kind
+            cls._API = None
+
+    @classmethod
+    def vendor_api(cls) -> GpuApi:
+        """The vendor's bound functions, made once (binding loads no library)."""
+        api = cls._API
+        if api is None:
+            with _API_LOCK:
+                api = cls._API
+                if api is None:
+                    api = cls._API = GpuApi(cls.tables)
+        return api
+
+    @classmethod
+    def compile_source(cls, source: str | bytes, arch: str, options: Sequence[str] = (), *, binary: bool = False,
+                       name: str = "ironaccelerator.cu") -> bytes:
+        """:func:`compile_source` with this vendor's compiler."""
+        return compile_source(cls.vendor_api(), source, arch, options, binary=binary, name=name)
+
+    @classmethod
+    def compiler_version(cls) -> tuple[int, int]:
+        """:func:`compiler_version` of this vendor's compiler."""
+        return compiler_version(cls.vendor_api())
+
+    def __init__(self) -> None:
+        api = self.vendor_api()
+        api.require("device_count")  # LIBRARY_NOT_FOUND (with the files tried) when the library does not load
+        self.api = api
+        self._devices: list[tuple[Any, DeviceDescriptor, str]] | None = None
+        self._no_device: Error | None = None
+        self._lock = threading.RLock()
+
+    def driver_version(self) -> int:
+        """The vendor's ``driver_version``."""
+        out = self.api.ffi.new("int *")
+        self.api.check(self.api.driver_version(out), "driver_version")
+        return int(out[0])
+
+    def runtime_version(self) -> int | None:
+        """The vendor's ``runtime_version``; None where it has no separate runtime."""
+        if self.api.runtime_version is None:
+            return None
+        out = self.api.ffi.new("int *")
+        self.api.check(self.api.runtime_version(out), "runtime_version")
+        return int(out[0])
+
+    def _attr(self, attr: int, dev: Any) -> int:
+        out = self.api.ffi.new("int *")
+        self.api.check(self.api.device_attribute(out, attr, dev), "device_attribute")
+        return int(out[0])
+
+    def _enumerate(self) -> list[tuple[Any, DeviceDescriptor, str]]:
+        with self._lock:
+            if self._devices is not None:
+                return self._devices
+            api, ffi = self.api, self.api.ffi
+            no_device = self.tables.const("status_no_device")
+            if api.init is not None:
+                code = api.init(0)
+                if code == no_device:
+                    self._no_device = api.error(code, "init")
+                    self._devices = []
+                    return self._devices
+                api.check(code, "init")
+            n = ffi.new("int *")
+            code = api.device_count(n)
+            if code == no_device:  # a loaded library with no device: zero devices, not a failure
+                self._no_device = api.error(code, "device_count")
+                self._devices = []
+                return self._devices
+            api.check(code, "device_count")
+            found = []
+            for i in range(int(n[0])):
+                h = ffi.new(self.tables.types["device"] + " *")
+                api.check(api.device_get(h, i), "device_get")
+                found.append((h[0], *self._describe(i, h[0])))
+            self._devices = found
+            return found
+
+    def _arch(self, index: int, dev: Any) -> str:
+        """The device's architecture: the properties struct's ``arch_field`` where the vendor has
+        ``device_properties``, else the compute capability ``"X.Y"`` from two attributes."""
+        api, ffi, tables = self.api, self.api.ffi, self.tables
+        if api.device_properties is None:
+            return f"{self._attr(tables.const('attr_compute_major'), dev)}.{self._attr(tables.const('attr_compute_minor'), dev)}"
+        properties = tables.types["properties"]
+        # oversized: a runtime newer than the headers may write a larger struct
+        buf = ffi.new("char[]", max(ffi.sizeof(properties), 1 << 13))
+        props = ffi.cast(properties + " *", buf)
+        code = api.device_properties(props, index)
+        if code:
+            return "unknown"  # ex) a runtime that no longer exports this layout: capabilities from the name only
+        return str(ffi.string(getattr(props, tables.arch_field or "")).decode("utf-8", "replace"))
+
+    def _describe(self, index: int, dev: Any) -> tuple[DeviceDescriptor, str]:
+        api, ffi, tables = self.api, self.api.ffi, self.tables
+        c = tables.const
+        buf = ffi.new("char[256]")
+        api.check(api.device_name(buf, 256, dev), "device_name")
+        name = ffi.string(buf).decode("utf-8", "replace")
+        total = ffi.new("size_t *")
+        api.check(api.device_total_mem(total, dev), "device_total_mem")
+        integrated = bool(self._attr(c("attr_integrated"), dev))
+        arch = self._arch(index, dev)
+        max_grid = (self._attr(c("attr_max_grid_x"), dev), self._attr(c("attr_max_grid_y"), dev),
+                    self._attr(c("attr_max_grid_z"), dev))
+        max_threads = self._attr(c("attr_max_threads_per_block"), dev)
+        limits = DeviceLimits(
+            max_block=(self._attr(c("attr_max_block_x"), dev), self._attr(c("attr_max_block_y"), dev),
+                       self._attr(c("attr_max_block_z"), dev)),
+            max_threads_per_block=max_threads,
+            max_grid=max_grid,
+            max_shared_mem=self._attr(c("attr_max_shared_mem"), dev),
+            # the driver reports no largest single allocation: the device's memory bounds it
+            max_alloc=int(total[0]) or None,
+            max_work_items=min(max_grid[0] * max_grid[1] * max_grid[2] * max_threads, 2**64 - 1),
+        )
+        desc = DeviceDescriptor(
+            id=DeviceId(self.kind, index), name=name, vendor=tables.vendor(name), backend=self.kind,
+            total_memory=int(total[0]), compute_units=self._attr(c("attr_compute_units"), dev),
+            capability=tables.capability(arch, name, integrated), limits=limits,
+        )
+        return desc, arch
+
+    def devices(self) -> list[DeviceDescriptor]:
+        return [desc for _, desc, _ in self._enumerate()]
+
+    def open(self, device_id: DeviceId | int = 0) -> GpuDevice:
+        index = self._index(device_id)
+        devs = self._enumerate()
+        backend = self.tables.name
+        if not devs:
+            why = f": {self._no_device}" if self._no_device is not None else ""
+            raise Error(ErrorKind.NO_DEVICE, f"no {backend} device found{why}", backend=backend,
+                        function="Backend.open")
+        if not 0 <= index < len(devs):
+            raise Error(ErrorKind.INVALID_VALUE, f"{backend} device {index} does not exist ({len(devs)} found)",
+                        backend=backend, function="Backend.open")
+        handle, desc, arch = devs[index]
+        return self.device_class(self, index, handle, desc, arch)
+
+
+# primary contexts (context_retain): released after the garbage collection that drops their last holder
+_GC = {"running": False}  # a collection is in progress (gc.callbacks, from the first retain on)
+_DEFERRED: list[Callable[[], object]] = []  # context releases due in it: run when it ends
+
+
+def _gc_phase(phase: str, info: dict[str, int]) -> None:
+    _GC["running"] = phase == "start"
+    while phase == "stop" and _DEFERRED:
+        _DEFERRED.pop()()
+
+
+def _release_context(api: GpuApi, dev: Any) -> None:
+    """Finalizer of a :class:`_ContextRef`.  Inside a garbage collection the release waits for its end: the
+    collector clears weak references (this callback) before it calls ``__del__`` (an allocation's free), so
+    an allocation collected in the same cycle as the last holder is freed first."""
+    if _GC["running"]:
+        _DEFERRED.append(lambda: api.context_release(dev))
+    else:
+        api.context_release(dev)
+
+
+class _ContextRef:
+    """What the objects of a device hold as ``_ctx``.  Where the vendor has primary contexts (``context_retain``):
+    one retain of the device's, released (``context_release``) exactly once, when nothing holds this object any
+    more: the :class:`GpuDevice` until it is closed, and every stream, event, module, pool and allocation made
+    from it (each keeps it as ``_ctx``; the finalizers that destroy streams, events, modules and pools take it as
+    an argument, so they run first).  Not released at interpreter exit (objects still alive then may be freed
+    after the exit hooks; the process's end tears the context down).  Elsewhere (HIP: the device is selected
+    per thread) there is no context to retain, and nothing is released."""
+
+    __slots__ = ("context", "__weakref__")
+
+    def __init__(self, api: GpuApi, dev: Any) -> None:
+        self.context: Any = None
+        if api.context_retain is None:
+            return
+        if _gc_phase not in gc.callbacks:
+            gc.callbacks.append(_gc_phase)
+        out = api.ffi.new(api.tables.types["context"] + " *")
+        api.check(api.context_retain(out, dev), "context_retain")
+        self.context = out[0]
+        weakref.finalize(self, _release_context, api, dev).atexit = False
+
+
+def _destroy(fn: Callable[[Any], int], handle: Any, ctx: _ContextRef | None) -> int:
+    """Finalizer of a stream, event or module: ``ctx`` (its device's context) is held until this has run."""
+    return int(fn(handle))
+
+
+class GpuDevice(Device):
+    """A GPU.  A vendor's subclass (generated) names the classes of what it makes: ``allocation_class``,
+    ``stream_class``, ``module_class`` and ``pool_class``."""
+
+    backend: GpuBackend
+    allocation_class: ClassVar[type[GpuAllocation]]
+    stream_class: ClassVar[type[GpuStream]]
+    module_class: ClassVar[type[GpuModule]]
+    pool_class: ClassVar[type[GpuStreamOrderedPool]]
+    _ctx: _ContextRef | None = None  # the device's own context reference (see _ContextRef); None once closed
+
+    def __init__(self, backend: GpuBackend, index: int, handle: Any, descriptor: DeviceDescriptor,
+                 arch: str) -> None:
+        self.backend = backend
+        self.api = api = backend.api
+        self.index = index
+        self.handle = handle
+        self.descriptor = descriptor
+        self.arch = arch  # ex) "9.0" (compute capability) or "gfx90a:sramecc+:xnack-"
+        self._ctx = ctx = _ContextRef(api, handle)
+        if api.context_retain is not None:
+            self.context = ctx.context
+            self._target: Any = self.context
+            # per retain: once a released primary context is retained again (the same handle, made anew), each
+            # thread makes it current again instead of trusting what it cached for the old one
+            self._key: tuple[Any, ...] = ("context", _address(self.context), next(_RETAINS))
+        else:  # no contexts: the device is selected per thread
+            self._target = index
+            self._key = ("device", index)
+        self._streams: weakref.WeakSet[GpuStream] = weakref.WeakSet()
+        # alloc and free of DEVICE memory, inline (the hot path)
+        self._new = api.ffi.new
+        self._ptr_t = api.ffi.typeof(api.tables.types["deviceptr"] + " *")
+        self._alloc: Callable[..., int] = api.alloc
+        self._free: Callable[..., int] = api.free
+        self._allocation = self.allocation_class  # (an instance attribute: the alloc path reads it)
+        self.activate()
+
+    def activate(self) -> None:
+        """Make this device current on the calling thread (every operation does; cached per thread)."""
+        if getattr(_TLS, "key", None) != self._key:
+            _make_current(self.api, self._key, self._target)
+
+    def _close(self) -> None:
+        """Closed (``Device.close``): the streams launch no more (their launch functions refuse, so the launch
+        paths pay nothing for the check), and the device gives up its context reference; what was made from
+        it keeps its own until it is gone."""
+        for s in list(self._streams):
+            s._shut()
+        self._ctx = None
+        pool = self.__dict__.pop("_pool", None)  # (trimmed by close; whoever still holds it keeps the context)
+        shut = getattr(pool, "_shut", None)
+        if shut is not None:
+            shut()
+
+    # memory
+    def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> GpuAllocation:
+        if type(nbytes) is not int or nbytes <= 0:
+            nbytes = check_size(nbytes, "nbytes", "Device.alloc", self.backend.kind)
+        r = self.alloc_unchecked(nbytes, kind)
+        if isinstance(r, Error):
+            if not isinstance(kind, MemoryKind):
+                raise TypeError(f"Device.alloc: kind must be a MemoryKind, not {type(kind).__name__} ({kind!r})")
+            raise r
+        r._tracked = True  # released on drop (Allocation.__del__ -> _release)
+        return r
+
+    def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[GpuAllocation]:
+        api, ffi = self.api, self.api.ffi
+        if self._closed:
+            return self._closed_error("Device.alloc")
+        try:
+            if getattr(_TLS, "key", None) != self._key:
+                self.activate()
+            if kind is MemoryKind.DEVICE:  # (the hot path: the pointer type and the function kept by __init__)
+                role, out = "alloc", self._new(self._ptr_t)
+                code = self._alloc(out, nbytes)
+            elif kind is MemoryKind.HOST_PINNED or kind is MemoryKind.HOST:
+                if api.host_alloc is None:
+                    return self._unsupported(kind)
+                role, out = "host_alloc", ffi.new("void **")
+                code = api.host_alloc(out, nbytes, api.tables.const("host_alloc_flags"))
+            elif kind is MemoryKind.UNIFIED:
+                if api.managed_alloc is None:
+                    return self._unsupported(kind)
+                role, out = "managed_alloc", ffi.new(api.tables.types["deviceptr"] + " *")
+                code = api.managed_alloc(out, nbytes, api.tables.const("managed_flags"))
+            else:
+                return Error(ErrorKind.INVALID_VALUE, f"{kind!r} is not a MemoryKind", backend=api.name,
+                             function="Device.alloc")
+        except Error as e:
+            return e.with_traceback(None)  # (a value: its frames would hold their objects)
+        except (OverflowError, TypeError) as e:  # ex) a negative size: cffi refuses it before the call
+            return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=api.name,
+                         function="Device.alloc")
+        if code:
+            return api.error(code, role, f"{nbytes} bytes of {kind.name} memory requested; the device has "
+                             f"{self.descriptor.total_memory} bytes in all")
+        return self._allocation(self, out[0], nbytes, kind)
+
+    def _unsupported(self, kind: MemoryKind) -> Error:
+        return Error(ErrorKind.UNSUPPORTED, f"{kind.name} memory is not supported by the {self.api.name} backend",
+                     backend=self.api.name, function="Device.alloc")
+
+    def create_stream(self) -> GpuStream:
+        self._check_open("Device.create_stream")
+        return self.stream_class(self)
+
+    def memory_pool(self) -> MemoryPool:
+        """The device's pool (one per device): a stream-ordered pool (``pool_class``) where the vendor has one
+        (``pool_create``) and the device supports it (``attr_memory_pools_supported``), else the core's caching
+        pool."""
+        self._check_open("Device.memory_pool")
+        pool = getattr(self, "_pool", None)
+        if pool is None:
+            with _POOL_LOCK:
+                pool = getattr(self, "_pool", None)
+                if pool is None:
+                    if self.api.pool_create is not None and self.backend._attr(
+                            self.api.tables.const("attr_memory_pools_supported"), self.handle):
+                        pool = self.pool_class(self)
+                    else:
+                        pool = MemoryPool(self)
+                    self._pool = pool
+        return pool
+
+    def load_module(self, source_or_binary: str | bytes) -> GpuModule:
+        self._check_open("Device.load_module")
+        backend, formats = self.api.name, self.api.tables.module_formats
+        data = _image_bytes(source_or_binary, backend)
+        fmt = classify_image(data, backend)
+        if fmt not in formats:
+            raise Error(ErrorKind.UNSUPPORTED, f"the {backend} backend cannot load {fmt} (it takes: "
+                        f"{', '.join(formats)})", backend=backend, function="Device.load_module")
+        if fmt in ("ptx", "source") and b"\0" in data.rstrip(b"\0"):
+            raise Error(ErrorKind.INVALID_VALUE, f"Device.load_module: {fmt} text contains a NUL byte (the driver "
+                        "would read only the text before it)", backend=backend, function="Device.load_module")
+        if fmt == "source":
+            return self._compile(data)
+        return self.module_class(self, data)
+
+    def _compile(self, source: bytes) -> GpuModule:
+        """Source -> PTX for this device's virtual architecture; if the driver is older than the compiler's
+        PTX, compile for the real architecture instead (no driver JIT needed)."""
+        arch = self.arch.replace(".", "")
+        ptx = compile_source(self.api, source, f"compute_{arch}")
+        try:
+            return self.module_class(self, ptx)
+        except Error as e:
+            if e.code != self.api.tables.const("status_unsupported_ptx"):
+                raise
+        return self.module_class(self, compile_source(self.api, source, f"sm_{arch}", binary=True))
+
+    def synchronize(self) -> None:
+        self._check_open("Device.synchronize")
+        self.activate()
+        marks = [(s, s._inflight.mark()) for s in list(self._streams)]  # what is enqueued before the wait
+        self.api.check(self.api.device_synchronize(), "device_synchronize")
+        for s, mark in marks:
+            s._inflight.release(mark)
+            s._last = None
+
+
+def _free(api: GpuApi, kind: MemoryKind, handle: Any) -> tuple[int, str]:
+    if kind is MemoryKind.HOST_PINNED or kind is MemoryKind.HOST:
+        return int(api.host_free(handle)), "host_free"
+    return int(api.free(handle)), "free"
+
+
+class GpuAllocation(Allocation):
+    """Device memory: ``.ptr`` (the address, an int), ``.dptr`` (the native device-pointer argument: what the
+    allocator returned), ``.handle`` (the same).  Exports DLPack, and ``__cuda_array_interface__`` (v3) where the
+    vendor's ``interop`` lists it."""
+
+    device: GpuDevice
+
+    def __init__(self, device: GpuDevice, handle: Any, nbytes: int, kind: MemoryKind) -> None:
+        # (_freed and _tracked: False, the class defaults)
+        self.device = device
+        self._ctx = device._ctx  # the context lives while this does (Device.close gives up only the device's)
+        self.handle = handle
+        self.ptr = handle if type(handle) is int else _address(handle)
+        self.dptr: Any = handle  # (an int where the device-pointer type is an integer, ex. CUdeviceptr)
+        self.nbytes = nbytes
+        self.kind = kind
+
+    def _release(self) -> Error | None:
+        device = self.device
+        try:
+            if getattr(_TLS, "key", None) != device._key:
+                device.activate()
+        except Error as e:
+            return e.with_traceback(None)
+        api = device.api
+        code, role = _free(api, self.kind, self.handle)
+        return api.error(code, role) if code else None
+
+    # Allocation.free and free_unchecked, with _release inline for device memory of the current device
+    def free(self) -> None:
+        if self._freed:
+            raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
+                        function="Allocation.free")
+        self._freed = True
+        device = self.device
+        if self.kind is MemoryKind.DEVICE and getattr(_TLS, "key", None) == device._key:
+            code = device._free(self.handle)
+            if code:
+                raise device.api.error(code, "free")
+            return
+        err = self._release()
+        if err is not None:
+            raise err
+
+    def free_unchecked(self) -> Result[None]:
+        if self._freed:  # one flag test: releasing the vendor handle twice is undefined behaviour (a crash)
+            return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
+                         function="Allocation.free_unchecked")
+        self._freed = True
+        device = self.device
+        if self.kind is MemoryKind.DEVICE and getattr(_TLS, "key", None) == device._key:
+            code = device._free(self.handle)
+            return device.api.error(code, "free") if code else None
+        return self._release()
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA Array Interface v3: a 1-D uint8 view of the allocation (zero copy), where the vendor's ``interop``
+        lists it (elsewhere AttributeError: ``hasattr`` is False)."""
+        if "cuda_array_interface" not in self.device.api.tables.interop:
+            raise AttributeError(f"{type(self).__name__} has no __cuda_array_interface__ ({self.device.kind.name} "
+                                 "memory is not CUDA memory)")
+        self._check_live("__cuda_array_interface__")
+        self.device._check_open("__cuda_array_interface__")
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr, False), "version": 3,
+                "strides": None, "stream": None}
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (self.device.kind.dlpack_device, self.device.descriptor.id.index)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule (``"dltensor"``) of a 1-D uint8 tensor over the allocation (zero copy).
+
+        The producer's work is complete before the capsule is returned: unless ``stream == -1``, the device is
+        synchronised (this backend does not track which stream last wrote an allocation)."""
+        self._check_live("__dlpack__")
+        self.device._check_open("__dlpack__")
+        if copy:
+            raise BufferError(f"{self.device.kind.name} allocations export without copying (copy=True is not supported)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"cannot export {self!r} to device {tuple(dl_device)}")
+        if stream != -1:
+            self.device.synchronize()
+        return _DLPack.get().export(self, self.__dlpack_device__())
+
+
+class GpuEvent(Event):
+    """A point in a stream.  It knows the stream's in-flight host buffers enqueued before it (``InFlight`` and
+    the mark at record time): once the event is seen complete (``synchronize``, a ``query`` that returns True)
+    they are released."""
+
+    def __init__(self, device: GpuDevice, handle: Any, inflight: InFlight | None = None, mark: int = 0) -> None:
+        self.device = device
+        self.api = device.api
+        self.handle = handle
+        self._finalizer = weakref.finalize(self, _destroy, self.api.event_destroy, handle, device._ctx)
+        self._inflight = inflight
+        self._mark = mark
+
+    def _done(self) -> None:
+        inflight = self._inflight
+        if inflight is not None:
+            inflight.release(self._mark)
+            self._inflight = None
+
+    def synchronize(self) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Event.synchronize")
+        self.api.check(self.api.event_synchronize(self.handle), "event_synchronize")
+        self._done()
+
+    def query(self) -> bool:
+        if self.device._closed:
+            raise self.device._closed_error("Event.query")
+        code = self.api.event_query(self.handle)
+        if code == self.api.status_not_ready:
+            return False
+        self.api.check(code, "event_query")
+        self._done()
+        return True
+
+    def elapsed_ms(self, end: Event) -> float:
+        if not (isinstance(end, GpuEvent) and end.api is self.api):  # (the same api: the same vendor)
+            raise Error(ErrorKind.INVALID_VALUE, f"elapsed_ms needs another {self.api.name} event",
+                        backend=self.api.name, function="Event.elapsed_ms")
+        self.synchronize()
+        end.synchronize()
+        out = self.api.ffi.new("float *")
+        self.api.check(self.api.event_elapsed(out, self.handle, end.handle), "event_elapsed")
+        return float(out[0])
+
+
+class GpuModule(Module):
+    """A loaded code object (the image is kept: the driver may read it lazily).  A vendor's subclass (generated)
+    names the class of its kernels, ``kernel_class``."""
+
+    kernel_class: ClassVar[type[GpuKernel]]
+
+    def __init__(self, device: GpuDevice, image: bytes) -> None:
+        api = device.api
+        self.device = device
+        self.api = api
+        device.activate()
+        self._image = api.ffi.new("char[]", image)  # NUL-terminated (PTX needs it)
+        out = api.ffi.new(api.tables.types["module"] + " *")
+        code = api.module_load(out, self._image)
+        if code:
+            raise api.error(code, "module_load")
+        self.handle = out[0]
+        self._finalizer = weakref.finalize(self, _destroy, api.module_unload, self.handle, device._ctx)
+
+    def kernel(self, name: str) -> GpuKernel:
+        encoded = _c_string(name, "the kernel name", "Module.kernel", self.api.name)
+        self.device._check_open("Module.kernel")
+        return self.kernel_class(self, name, encoded)
+
+
+def _param_sizes(api: GpuApi, func: Any) -> tuple[int, ...] | None:
+    """The kernel's parameter sizes, or None where the driver cannot say (or the vendor has no ``param_info``)."""
+    if api.param_info is None:
+        return None
+    ffi = api.ffi
+    past_the_last = api.tables.const("status_invalid_value")
+    offset, size = ffi.new("size_t *"), ffi.new("size_t *")
+    sizes: list[int] = []
+    for i in range(_MAX_PARAMS):
+        code = api.param_info(func, i, offset, size)
+        if code == past_the_last:
+            return tuple(sizes)
+        if code:  # ex) a driver older than the param_info function: SYMBOL_NOT_FOUND's sentinel
+            return None
+        sizes.append(int(size[0]))
+    return None
+
+
+class GpuKernel(Kernel):
+    def __init__(self, module: GpuModule, name: str, encoded: bytes | None = None) -> None:
+        api = module.api
+        self.module = module  # keeps the module loaded
+        self.name = name
+        module.device.activate()
+        self.api = api
+        out = api.ffi.new(api.tables.types["function"] + " *")
+        code = api.module_function(out, module.handle, _c_string(name, "the kernel name", "Module.kernel", api.name)
+                                   if encoded is None else encoded)
+        if code:
+            raise api.error(code, "module_function", f"kernel {name!r}")
+        self.handle = out[0]
+        self._address = _address(self.handle)
+        self.param_sizes = _param_sizes(api, self.handle)
+        self.num_args = None if self.param_sizes is None else len(self.param_sizes)
+        self._plans: dict[tuple[Any, ...], _ArgPlan | None] = {}  # argument types -> layout (see _ArgPlan)
+        self._layouts: dict[tuple[type, ...], bytes] = {}  # the compiled launch's (see _ArgPlan.layout)
+
+    def _plan(self, args: Sequence[Any], key: tuple[Any, ...]) -> _ArgPlan | None:
+        """The plan for ``args``, whose key is the tuple of their types, followed by the DType of each
+        Scalar among them (a Scalar's layout follows from its DType); computed by the Stream inline."""
+        plans = self._plans
+        if key in plans:
+            return plans[key]
+        plan, cache = _arg_plan(args, self.param_sizes, self.api.tables)
+        if cache:
+            if len(plans) >= _MAX_PLANS:
+                plans.clear()
+                self._layouts.clear()
+            plans[key] = plan
+            if plan is not None and plan.layout is not None:
+                self._layouts[key] = plan.layout  # its key is the types alone (no Scalar has a layout)
+        return plan
+
+
+class GpuStream(Stream):
+    """A non-blocking stream (``stream_flags``).  A vendor's subclass (generated) names the classes of its kernels
+    and events: ``kernel_class``, ``event_class``.
+
+    Launches: where the launch function's module is compiled (API mode), ``_fast._launch`` (trampolines.c)
+    packs the arguments in C, on its stack, from the kernel's layout for their types, and calls
+    the vendor's ``launch``: an Allocation as its ``.ptr``, a numpy scalar as its bytes.  It does not launch
+    (and this class takes the Python path below, which launches or raises) for the first launch of each tuple
+    of argument types, Scalars, a count or size the kernel's parameter info rejects, or a freed allocation.
+
+    The Python path packs without building anything per call where possible (the driver copies the
+    arguments before the launch function returns, so their memory need only live until then):
+
+    - the kernel keeps one :class:`_ArgPlan` per tuple of argument types;
+    - the stream keeps one buffer per plan, rewritten by each launch with that plan.  The buffer is
+      shared state, so it is used under a lock taken without waiting: a thread that finds it taken
+      (another thread launching on this stream right now) packs into a buffer of its own instead;
+    - a ``KernelLaunch`` launched twice in a row gets a private, immutable packed copy, and from then on
+      is re-issued without packing (the checked path still tests that its allocations are live).  The
+      stream holds that last launch (and so its allocations) until the next launch with another one,
+      ``synchronize()``, or a ``query()`` that finds the stream idle, as it holds the host buffers of copies;
+    - the last ``LaunchDims`` validated is remembered (by identity: LaunchDims are immutable).
+    """
+
+    device: GpuDevice
+    kernel_class: ClassVar[type[GpuKernel]]
+    event_class: ClassVar[type[GpuEvent]]
+
+    def __init__(self, device: GpuDevice) -> None:
+        api = device.api
+        self.device = device
+        self.api = api
+        device.activate()
+        out = api.ffi.new(api.tables.types["stream"] + " *")
+        api.check(api.stream_create(out, api.tables.const("stream_flags")), "stream_create")
+        self.handle = out[0]
+        self._finalizer = weakref.finalize(self, _destroy, api.stream_destroy, self.handle, device._ctx)
+        self._inflight = InFlight()  # host buffers of copies in flight, until work after them is seen complete
+        self._ffi = api.ffi
+        self._htod: Callable[..., int] = api.memcpy_htod
+        self._dtoh: Callable[..., int] = api.memcpy_dtoh
+        self._dtod: Callable[..., int] = api.memcpy_dtod
+        self._launch: Callable[..., int] = api.launch
+        self._launch_packed = api.launch_packed
+        self._kernel_type = self.kernel_class  # (instance attributes: the launch and copy paths read them)
+        self._kind = device.backend.kind
+        self._address = _address(self.handle)
+        self._device_key = device._key
+        self._pack_lock = threading.Lock()  # guards the buffers of _slots
+        self._slots: dict[_ArgPlan, tuple[Any, Any, Any]] = {}  # plan -> (storage, view, params)
+        # the last launch: (KernelLaunch, the launch function's arguments or None, allocations, storage, checked)
+        self._last: tuple[Any, ...] | None = None
+        self._dims: tuple[Any, ...] = (None, (), False)  # (LaunchDims, its 7 launch arguments, validated)
+        device._streams.add(self)
+
+    # copies (asynchronous; host buffers are held in _inflight until work after them is seen complete)
+    def _memory(self, a: Any, what: str, param: str) -> Any:
+        """The device pointer of allocation ``a`` (parameter ``param``) for a copy on this stream: ``TypeError``
+        if ``a`` is not an allocation of this backend, INVALID_HANDLE if it was freed or this stream's device
+        closed."""
+        if not isinstance(a, Allocation) or not hasattr(a, "dptr"):
+            raise TypeError(f"{what}: {param} must be a {self.api.name} Allocation, not {type(a).__name__} ({a!r})")
+        if a._freed:
+            a._check_live(what)
+        device = self.device
+        if device._closed:
+            raise device._closed_error(what)
+        return a.dptr
+
+    def copy_from_host(self, dst: Allocation, src: Any) -> None:
+        dptr = self._memory(dst, "Stream.copy_from_host", "dst")
+        view = host_view(src, False, backend=self._kind, function="Stream.copy_from_host")
+        if view.nbytes > dst.nbytes:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: {view.nbytes} bytes do not fit in {dst!r}",
+                        backend=self.api.name, function="Stream.copy_from_host")
+        self.device.activate()
+        ptr = self._ffi.from_buffer(view)
+        code = self._htod(dptr, ptr, view.nbytes, self.handle)
+        if code:
+            raise self.api.error(code, "memcpy_htod")
+        self._inflight.items.append((view, ptr))  # (the cdata holds the exporter's buffer)
+
+    def copy_to_host(self, dst: Any, src: Allocation) -> None:
+        dptr = self._memory(src, "Stream.copy_to_host", "src")
+        view = host_view(dst, True, backend=self._kind, function="Stream.copy_to_host")
+        if view.nbytes > src.nbytes:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: {view.nbytes} bytes is more than {src!r} "
+                        "holds", backend=self.api.name, function="Stream.copy_to_host")
+        self.device.activate()
+        ptr = self._ffi.from_buffer(view, require_writable=True)
+        code = self._dtoh(ptr, dptr, view.nbytes, self.handle)
+        if code:
+            raise self.api.error(code, "memcpy_dtoh")
+        self._inflight.items.append((view, ptr))
+
+    def copy(self, dst: Allocation, src: Allocation) -> None:
+        d = self._memory(dst, "Stream.copy", "dst")
+        s = self._memory(src, "Stream.copy", "src")
+        n = src.nbytes
+        if dst.nbytes != n:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy: the source holds {n} bytes and the destination "
+                        f"{dst.nbytes}: sizes must match", backend=self.api.name, function="Stream.copy")
+        self.device.activate()
+        code = self._dtod(d, s, n, self.handle)
+        if code:
+            raise self.api.error(code, "memcpy_dtod")
+
+    # launches
+    def _dim_args(self, dims: Any, check: bool) -> tuple[int, ...]:
+        cached = self._dims
+        if cached[0] is dims and (cached[2] or not check):
+            return cached[1]  # type: ignore[no-any-return]
+        if type(dims) is not LaunchDims:  # (not cached: checked once per LaunchDims object)
+            raise TypeError(f"Stream.launch: the launch's dims must be a LaunchDims, not {type(dims).__name__}")
+        if check:
+            dims.validate(self.device.descriptor.limits, self._kind, "Stream.launch")
+        g, b = dims.grid, dims.block
+        out = (g[0], g[1], g[2], b[0], b[1], b[2], dims.shared_mem)
+        self._dims = (dims, out, check)
+        return out
+
+    def _issue(self, launch: KernelLaunch, kernel: GpuKernel, check: bool) -> int:
+        """Pack and launch (everything but the re-issue of the last launch); returns the vendor's status."""
+        dims = self._dim_args(launch[1], check)
+        args = launch[2]
+        if getattr(_TLS, "key", None) != self._device_key:
+            self.device.activate()
+        last = self._last
+        null = self._ffi.NULL
+        sizes = kernel.param_sizes
+        if sizes is not None and len(args) != len(sizes):  # never launched, checked or not: a missing argument
+            raise _count_error(self.api.name, len(sizes), len(args), kernel.name,  # would be read from stale memory
+                               "Stream.launch" if check else "Stream.launch_unchecked")
+        if not args:
+            kernel._layouts[()] = _EMPTY_LAYOUT
+            call = (kernel.handle, *dims, self.handle, null, null)
+            self._last = (launch, call, (), None, check)
+            return int(self._launch(*call))
+        key: tuple[Any, ...] = tuple(map(type, args))  # the plan's key (see Kernel._plan)
+        if Scalar in key:
+            key += tuple([a.dtype for a in args if type(a) is Scalar])
+        plan = kernel._plans.get(key)
+        if plan is None:
+            plan = kernel._plan(args, key)
+        if plan is None or (check and not plan.checked):  # pack_args: the reference layout and its errors
+            packed = pack_args(args, self._ffi, kernel.param_sizes if check else None, check=check,
+                               backend=self.api.name)
+            self._last = None
+            return int(self._launch(kernel.handle, *dims, self.handle, packed.params, null))
+        for i in plan.allocs:  # checked or not: a freed allocation's address may be other memory by now
+            if args[i]._freed:
+                args[i]._check_live("Stream.launch" if check else "Stream.launch_unchecked")
+        values = plan.values(args)
+        if last is not None and last[0] is launch:  # the second launch in a row: give it an immutable copy
+            storage, view, params = plan.buffer(self._ffi)
+            struct.pack_into(plan.fmt, view, plan.data_offset, *values)
+            call = (kernel.handle, *dims, self.handle, params, null)
+            self._last = (launch, call, tuple(args[i] for i in plan.allocs), storage, check)
+            return int(self._launch(*call))
+        self._last = (launch, None, (), None, False)
+        lock = self._pack_lock
+        if not lock.acquire(False):  # another thread is launching on this stream: a buffer of our own
+            storage, view, params = plan.buffer(self._ffi)
+            struct.pack_into(plan.fmt, view, plan.data_offset, *values)
+            return int(self._launch(kernel.handle, *dims, self.handle, params, null))
+        try:
+            slot = self._slots.get(plan)
+            if slot is None:
+                if len(self._slots) >= _MAX_PLANS:
+                    self._slots.clear()
+                slot = self._slots[plan] = plan.buffer(self._ffi)
+            struct.pack_into(plan.fmt, slot[1], plan.data_offset, *values)
+            return int(self._launch(kernel.handle, *dims, self.handle, slot[2], null))
+        finally:
+            lock.release()
+
+    def launch(self, launch: KernelLaunch) -> None:
+        try:
+            kernel, launch_dims, args = launch  # (cheaper than its three properties)
+        except (TypeError, ValueError):
+            raise not_a_launch(launch, "Stream.launch") from None
+        fast = self._launch_packed
+        if fast is not None and type(kernel) is self._kernel_type:  # the compiled launch (see Stream)
+            cached = self._dims
+            dims = cached[1] if cached[0] is launch_dims and cached[2] else self._dim_args(launch_dims, True)
+            if getattr(_TLS, "key", None) != self._device_key:
+                self.device.activate()
+            code = fast(kernel._layouts, args, True, kernel._address, dims, self._address)
+            if code is not None:
+                if code:
+                    raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
+                return
+        last = self._last
+        if last is not None and last[0] is launch and last[1] is not None and last[4]:  # re-issue, packed
+            for a in last[2]:
+                if a._freed:
+                    a._check_live("Stream.launch")
+            if getattr(_TLS, "key", None) != self._device_key:
+                self.device.activate()
+            code = self._launch(*last[1])
+        else:
+            if not isinstance(kernel, self._kernel_type):
+                raise Error(ErrorKind.INVALID_VALUE, f"not a {self.api.name} kernel", backend=self.api.name,
+                            function="Stream.launch")
+            code = self._issue(launch, kernel, True)
+        if code:
+            raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
+
+    def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        try:
+            kernel, launch_dims, args = launch  # (cheaper than its three properties)
+        except (TypeError, ValueError):
+            raise not_a_launch(launch, "Stream.launch_unchecked") from None
+        fast = self._launch_packed
+        try:
+            code = None
+            if fast is not None:  # the compiled launch (see Stream)
+                cached = self._dims
+                dims = cached[1] if cached[0] is launch_dims else self._dim_args(launch_dims, False)
+                if getattr(_TLS, "key", None) != self._device_key:
+                    self.device.activate()
+                code = fast(kernel._layouts, args, False, kernel._address, dims, self._address)
+            if code is None:
+                last = self._last
+                if last is not None and last[0] is launch and last[1] is not None:  # re-issue, packed
+                    for a in last[2]:
+                        if a._freed:
+                            a._check_live("Stream.launch_unchecked")
+                    if getattr(_TLS, "key", None) != self._device_key:
+                        self.device.activate()
+                    code = self._launch(*last[1])
+                else:
+                    code = self._issue(launch, kernel, False)
+        except Error as e:
+            return e.with_traceback(None)  # (a value: its frames would hold their objects)
+        return self.api.error(code, "launch") if code else None
+
+    def _shut(self) -> None:
+        """The device was closed: launches on this stream are refused from now on, checked or not, at no cost
+        to the launch paths (the compiled launch is dropped and the launch function replaced by one that
+        raises the closed-device Error, which ``launch_unchecked`` returns)."""
+        error = self.device._closed_error
+
+        def refuse(*_: Any) -> int:
+            raise error("Stream.launch")
+
+        self._launch_packed = None
+        self._launch = refuse
+        self._last = None
+        self._slots = {}
+
+    # events and ordering
+    def record_event(self) -> GpuEvent:
+        api = self.api
+        device = self.device
+        if device._closed:
+            raise device._closed_error("Stream.record_event")
+        device.activate()
+        out = api.ffi.new(api.tables.types["event"] + " *")
+        api.check(api.event_create(out, api.tables.const("event_flags")), "event_create")
+        inflight = self._inflight
+        event = self.event_class(device, out[0], inflight, inflight.mark())
+        api.check(api.event_record(event.handle, self.handle), "event_record")
+        return event
+
+    def wait_event(self, event: Event) -> None:
+        if not (isinstance(event, GpuEvent) and event.api is self.api):  # (the same api: the same vendor)
+            raise Error(ErrorKind.INVALID_VALUE, f"wait_event needs a {self.api.name} event", backend=self.api.name,
+                        function="Stream.wait_event")
+        if self.device._closed or event.device._closed:
+            raise (self.device if self.device._closed else event.device)._closed_error("Stream.wait_event")
+        self.api.check(self.api.stream_wait_event(self.handle, event.handle, 0), "stream_wait_event")
+
+    def synchronize(self) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.synchronize")
+        mark = self._inflight.mark()
+        self.api.check(self.api.stream_synchronize(self.handle), "stream_synchronize")
+        self._inflight.release(mark)
+        self._last = None
+
+    def query(self) -> bool:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.query")
+        mark = self._inflight.mark()
+        code = self.api.stream_query(self.handle)
+        if code == self.api.status_not_ready:
+            return False
+        self.api.check(code, "stream_query")
+        self._inflight.release(mark)
+        self._last = None
+        return True
+
+
+# ----------------------------------------------------------------------------- the stream-ordered pool
+
+
+def _destroy_pool(api: GpuApi, key: tuple[Any, ...], target: Any, handle: Any, ctx: _ContextRef | None) -> int:
+    """Finalizer of a stream-ordered pool (the driver defers it while allocations are outstanding; ``ctx``,
+    the device's context, is held until this has run)."""
+    try:
+        _make_current(api, key, target)
+    except Error:
+        pass
+    return int(api.pool_destroy(handle))
+
+
+class GpuPoolAllocation(GpuAllocation):
+    """Memory from a :class:`GpuStreamOrderedPool`, freed (``pool_free``) in the order of the stream it
+    was allocated on (``.stream``, the native handle)."""
+
+    kind = MemoryKind.DEVICE
+    _tracked = True  # dropped unfreed: freed in stream order by Allocation.__del__
+
+    def __init__(self, pool: GpuStreamOrderedPool, handle: Any, nbytes: int, stream: Any) -> None:
+        # the pool's hot path: the fewest attributes (.device and .dptr are read through the pool and .handle)
+        self.pool = pool  # keeps the pool (and its stream) alive while this is
+        self.handle = handle  # the allocator's answer: the native device-pointer argument
+        self.ptr = handle if type(handle) is int else _address(handle)
+        self.nbytes = nbytes
+        self.stream = stream
+
+    @property
+    def device(self) -> GpuDevice:  # type: ignore[override]
+        return self.pool.device
+
+    @property
+    def dptr(self) -> Any:
+        return self.handle
+
+    def _release(self) -> Error | None:
+        pool = self.pool
+        if getattr(_TLS, "key", None) != pool._device_key:
+            try:
+                pool.device.activate()
+            except Error as e:
+                return e
+        code = pool._pool_free(self.handle, self.stream)
+        return pool.api.error(code, "pool_free") if code else None
+
+    free_unchecked = Allocation.free_unchecked  # through _release, not GpuAllocation's inline free
+
+    def free(self) -> None:  # _release inline (the pool's hot path)
+        if self._freed:
+            raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.pool.api.name,
+                        function="Allocation.free")
+        self._freed = True
+        pool = self.pool
+        if getattr(_TLS, "key", None) != pool._device_key:
+            pool.device.activate()
+        code = pool._pool_free(self.handle, self.stream)
+        if code:
+            raise pool.api.error(code, "pool_free")
+
+
+def _compiled_pool_allocation(api: GpuApi, cls: type[GpuPoolAllocation]) -> type:
+    """``cls`` (a vendor's :class:`GpuPoolAllocation`) on the compiled ``_PoolMemory`` (trampolines.c), which holds
+    ``ptr``, ``nbytes``, ``pool``, the stream and the flags, and frees in C; made once per class and api, with the
+    same name."""
+    made = api.pool_types.get(cls)
+    if made is not None:
+        return made
+    assert api.pool_memory is not None
+    base: Any = api.pool_memory[1]
+    ffi, stream_t, deviceptr_t = api.ffi, api.tables.types["stream"], api.tables.types["deviceptr"]
+    pointer = "*" in deviceptr_t  # else the device-pointer type is the address itself (an integer)
+
+    class Compiled(base, cls):  # type: ignore[misc,valid-type]
+        __doc__ = cls.__doc__
+
+        @property
+        def handle(self) -> Any:  # the native device-pointer argument (also .dptr, as for every pool allocation)
+            return ffi.cast(deviceptr_t, self.ptr) if pointer else self.ptr
+
+        @property
+        def stream(self) -> Any:  # the native stream handle
+            return ffi.cast(stream_t, self._stream)
+
+    Compiled.__name__ = Compiled.__qualname__ = cls.__name__
+    Compiled.__module__ = cls.__module__
+    api.pool_types[cls] = Compiled
+    return Compiled
+
+
+class GpuStreamOrderedPool(MemoryPool):
+    """:class:`MemoryPool` on the driver's stream-ordered allocator: a pool of its own on this device
+    (``pool_create``; its release threshold raised so that freed memory stays reserved for reuse instead of
+    going back to the driver at each synchronisation), served by ``pool_alloc`` and returned by ``pool_free``.
+    Other libraries' pools (the device's default pool) are left alone.  A vendor's subclass (generated) names
+    the class of its allocations, ``allocation_class``.
+
+    ``alloc(n, stream=s)`` allocates in the order of ``s`` and frees in that order, with no synchronisation
+    (the fast path: use the memory on ``s``, or order other streams after it with events).  ``alloc(n)``
+    allocates on the pool's own stream and waits for it, so that the memory is usable on any stream at once,
+    as :meth:`Device.alloc`'s is.  As with every pool, freeing does not wait for work on other streams that
+    still uses the memory: synchronise first.
+
+    ``stats()`` reads the driver's counters: ``allocated_bytes`` is the memory the pool reserves,
+    ``in_use_bytes`` what its allocations use; the driver keeps no hit or miss counts (0).
+    """
+
+    device: GpuDevice
+    allocation_class: ClassVar[type[GpuPoolAllocation]]
+
+    def __init__(self, device: GpuDevice) -> None:
+        MemoryPool.__init__(self, device, MemoryKind.DEVICE)
+        api = device.api
+        self.api = api
+        ffi, tables = api.ffi, api.tables
+        device.activate()
+        props = ffi.new(tables.types["mempool_props"] + " *")
+        props.allocType = tables.const("pool_alloc_type")
+        props.location.type = tables.const("pool_location_device")
+        props.location.id = device.index
+        out = ffi.new(tables.types["mempool"] + " *")
+        api.check(api.pool_create(out, props), "pool_create")
+        self.handle = out[0]
+        self._ctx = device._ctx  # its allocations hold the pool, and so the context
+        self._finalizer = weakref.finalize(self, _destroy_pool, api, device._key, device._target, self.handle,
+                                           device._ctx)
+        keep_all = ffi.new("uint64_t *", 2**64 - 1)
+        api.check(api.pool_set_attribute(self.handle, tables.const("pool_attr_release_threshold"), keep_all),
+                  "pool_set_attribute")
+        self.stream = device.create_stream()  # alloc() without a stream: allocate here, then wait
+        self._new = ffi.new
+        self._ptr_t = ffi.typeof(tables.types["deviceptr"] + " *")
+        self._device_key = device._key
+        self._pool_alloc: Callable[..., int] = api.pool_alloc
+        self._pool_free: Callable[..., int] = api.pool_free
+        self._address = _address(self.handle)
+        self._allocation = self.allocation_class  # (instance attributes: the allocation path reads them)
+        self._stream_type = device.stream_class
+        self._reserved, self._used = tables.const("pool_attr_reserved"), tables.const("pool_attr_used")
+        compiled = api.pool_memory
+        # (_fast._pool_alloc, the allocation class) or None
+        self._compiled: tuple[Callable[..., GpuPoolAllocation | int], type] | None = None if compiled is None else (
+            compiled[0], _compiled_pool_allocation(api, self.allocation_class))
+
+    def _shut(self) -> None:
+        """The device was closed: allocations are refused from now on (``_try``'s allocator replaced by one that
+        raises the closed-device Error, which ``alloc_unchecked`` returns), at no cost to the allocation path;
+        frees still work."""
+        error = self.device._closed_error
+
+        def refuse(*_: Any) -> int:
+            raise error("MemoryPool.alloc")
+
+        self._compiled = None
+        self._pool_alloc = refuse
+
+    def _memory_error(self, memory: Allocation, code: int | None, function: str) -> Error:
+        """The Error of a compiled allocation's failed free (``code``), or of freeing it twice (None)."""
+        if code is None:
+            return Error(ErrorKind.INVALID_HANDLE, f"{memory!r} was already freed", backend=self.api.name,
+                         function=function)
+        return self.api.error(code, "pool_free")
+
+    def alloc(self, nbytes: int, stream: Stream | None = None) -> GpuPoolAllocation:
+        """At least ``nbytes`` (``check_size``: an integer >= 1), in the order of ``stream`` (see the class)."""
+        if type(nbytes) is not int or nbytes <= 0:
+            nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", self.device.kind)
+        if stream is not None and not ((type(stream) is self._stream_type or isinstance(stream, self._stream_type))
+                                       and stream.device is self.device):
+            raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {self.api.name} stream of "
+                        f"{self.device!r}, not {stream!r}", backend=self.api.name, function="MemoryPool.alloc")
+        a = self.alloc_unchecked(nbytes, stream)
+        if isinstance(a, Error):
+            raise a
+        return a
+
+    def alloc_unchecked(self, nbytes: int, stream: Stream | None = None) -> Result[GpuPoolAllocation]:
+        """``alloc`` without its checks (the size's type, the stream's backend and device), returning the
+        Error instead of raising it."""
+        st: Any = self.stream if stream is None else stream
+        try:
+            if getattr(_TLS, "key", None) != self._device_key:
+                self.device.activate()
+            compiled = self._compiled  # (_try, with its compiled case inline: the hot path)
+            a = compiled[0](compiled[1], self, self._address, nbytes, st._address, self._device_key) \
+                if compiled is not None else self._try(nbytes, st)
+            if isinstance(a, int):
+                a = self._retry(a, nbytes, st)
+            if stream is None:
+                code = self.api.stream_synchronize(st.handle)
+                if code:
+                    a.free_unchecked()
+                    return self.api.error(code, "stream_synchronize")
+            return a
+        except Error as e:
+            return e.with_traceback(None)  # (a value: its frames would hold their objects)
+        except (OverflowError, TypeError) as e:  # not a size_t
+            return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=self.api.name,
+                         function="MemoryPool.alloc")
+
+    def _try(self, nbytes: int, st: GpuStream) -> GpuPoolAllocation | int:
+        """One allocation on ``st`` (the device current): the allocation, or the driver's status."""
+        compiled = self._compiled
+        if compiled is not None:  # in C: _fast._pool_alloc
+            return compiled[0](compiled[1], self, self._address, nbytes, st._address, self._device_key)
+        out = self._new(self._ptr_t)
+        code = self._pool_alloc(out, nbytes, self.handle, st.handle)
+        return code if code else self._allocation(self, out[0], nbytes, st.handle)
+
+    def _retry(self, code: int, nbytes: int, st: GpuStream) -> GpuPoolAllocation:
+        """After a failed allocation (``code``): raise, or trim the pool and try once more if out of memory."""
+        err = self.api.error(code, "pool_alloc", f"{nbytes} bytes requested")
+        if err.kind is not ErrorKind.OUT_OF_MEMORY:
+            raise err
+        self.trim()  # unused reserved memory back to the driver (the device made current), then once more
+        a = self._try(nbytes, st)
+        if isinstance(a, int):
+            raise self.api.error(a, "pool_alloc", f"{nbytes} bytes requested (after trimming the pool); the "
+                                 f"device has {self.device.descriptor.total_memory} bytes in all")
+        return a
+
+    def _attribute(self, attr: int) -> int:
+        value = self.api.ffi.new("uint64_t *")
+        self.api.check(self.api.pool_get_attribute(self.handle, attr, value), "pool_get_attribute")
+        return int(value[0])
+
+    def trim(self) -> int:
+        """Return the pool's unused reserved memory to the driver (``pool_trim``); the bytes released."""
+        self.device.activate()
+        self.api.check(self.api.stream_synchronize(self.stream.handle), "stream_synchronize")
+        before = self._attribute(self._reserved)
+        self.api.check(self.api.pool_trim(self.handle, 0), "pool_trim")
+        return max(0, before - self._attribute(self._reserved))
+
+    def stats(self) -> PoolStats:
+        self.device.activate()
+        reserved, used = self._attribute(self._reserved), self._attribute(self._used)
+        return PoolStats(allocated_bytes=reserved, in_use_bytes=used, cached_bytes=max(0, reserved - used))
