@@ -159,6 +159,14 @@ def test_expected_output(case: str, frontend: str, generated: dict[str, dict[str
                           "accept):\n" + "\n".join(problems))
 
 
+def test_every_directory_is_a_case() -> None:
+    """A case whose spec is misnamed would be skipped silently: every directory here must be one."""
+    dirs = sorted(p.name for p in GOLDEN.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert dirs == CASES, f"not cases (no <case>/<case>.yaml): {sorted(set(dirs) - set(CASES))}"
+    for case in CASES:
+        assert (GOLDEN / case / "impl.c").is_file() and (GOLDEN / case / f"check_{case}.py").is_file(), case
+
+
 def test_a_case_alone_generates_what_it_does_among_the_others(tmp_path: Path) -> None:
     """The cases are generated together (above): a library's output must not depend on the other specs."""
     alone = generate([CASES[0]], tmp_path)
