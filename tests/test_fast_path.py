@@ -10,7 +10,6 @@ on NVRTC (real), and on the CUDA driver (whatever this machine has: usually no d
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +22,9 @@ from ironaccelerator_gen.build import build_library
 from ironaccelerator_gen.wrappers import FastPath, c_string, fast_paths, lower, out_types
 
 from conftest import GENERATED, ROOT, SPECS
+from test_golden import build_case, compile_impl, generate
 
-GOLDEN = ROOT / "tests" / "golden" / "basic"
+GOLDEN = ROOT / "tests" / "golden" / "fast_path"  # the golden case of the fast path
 
 # The comparison, run inside an interpreter that has imported the library as ``lib``: every call is made
 # through the compiled function and through the Python wrapper it replaced, and the outcomes compared.
@@ -79,21 +79,18 @@ for a in [(0,), (1,), (-1,), (lib.GOLDEN_ERROR_COMPILE,)]:
     cases.append(("goldenStatusString", a, {}))
 for a in [(1,), ("x",), (1 << 40,)]:
     cases.append(("goldenNotExported", a, {}))
-cases += [("goldenProcLookups", (), {}), ("goldenProcRefusals", (), {})]
+cases += [("goldenCalls", (), {}), ("goldenCalls", (1,), {})]
 for a in [(0, 8), (15, 1), (16, 1), (-1, 4), (2, 9), (1, -1), (1 << 31, 1)]:
-    cases.append(("goldenLaunchParamSize", a, {}))
-for name in ("goldenLastLaunchValue", "goldenLastLaunchParam"):
-    for a in [(0,), (11,), (15,), (16,), (-1,), (None,)]:
-        cases.append((name, a, {}))
-for a in [(0,), (6,), (7,), (-1,), (None,)]:
-    cases.append(("goldenPoolValue", a, {}))
-for a in [(0, 0), (lib.GOLDEN_ERROR_INVALID_VALUE, 0), (1, -1), ("x", 1), (0, 1 << 31), (0,)]:
-    cases.append(("goldenPoolFail", a, {}))
+    cases.append(("goldenSetValue", a, {}))
+for a in [(0,), (11,), (15,), (16,), (-1,), (None,)]:
+    cases.append(("goldenGetValue", a, {}))
+for a in [(0, 0), (lib.GOLDEN_ERROR_INVALID_VALUE, 0), (lib.GOLDEN_ERROR_INVALID_VALUE, 1), (999, 1), (12345, 1),
+          (1, -1), ("x", 1), (0, 1 << 31), (0,)]:
+    cases.append(("goldenFail", a, {}))
 n = compare(lib, cases)
-assert sorted(lib._python) == ["goldenAlloc", "goldenGetErrorName", "goldenGetName", "goldenGetVersion", "goldenInit",
-                               "goldenLastLaunchParam", "goldenLastLaunchValue", "goldenLaunchParamSize",
-                               "goldenNotExported", "goldenPoolFail", "goldenPoolValue", "goldenProcLookups",
-                               "goldenProcRefusals", "goldenScale", "goldenStatusString"], \
+assert sorted(lib._python) == ["goldenAlloc", "goldenCalls", "goldenFail", "goldenGetErrorName", "goldenGetName",
+                               "goldenGetValue", "goldenGetVersion", "goldenInit", "goldenNotExported",
+                               "goldenScale", "goldenSetValue", "goldenStatusString"], \
     sorted(lib._python)
 print("compared", n)
 '''
@@ -101,52 +98,32 @@ print("compared", n)
 
 @pytest.fixture(scope="module")
 def golden_pkg(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """The golden expected package, built in API mode, and the environment that finds its libiagolden.so."""
-    tmp = tmp_path_factory.mktemp("fast")
-    pkg = tmp / "pkg"
-    shutil.copytree(GOLDEN / "expected", pkg)
-    libdir = tmp / "sdk" / "lib"
-    libdir.mkdir(parents=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-I", str(GOLDEN / "include"), str(GOLDEN / "impl.c"),
-                    "-o", str(libdir / "libiagolden.so")], check=True)
-    for d in sorted(p.parent for p in pkg.glob("ironaccelerator/backends/*/*/_cffi_build.py")):
-        build_library(d, api=True)
-    return pkg, {**os.environ, "PYTHONPATH": str(pkg), "IA_GOLDEN_HOME": str(tmp / "sdk")}
+    """The golden case's expected package, built in API mode, and the environment that finds its library."""
+    env = build_case(GOLDEN.name, tmp_path_factory.mktemp("fast"))
+    return Path(env["PYTHONPATH"]), env
 
 
 def test_golden_fast_path_matches_python_wrappers(golden_pkg: tuple[Path, dict[str, str]]) -> None:
     _, env = golden_pkg
-    code = "from ironaccelerator.backends.test import golden as lib\n" + COMPARE + GOLDEN_CASES
+    code = "from ironaccelerator.backends.test import fast_path as lib\n" + COMPARE + GOLDEN_CASES
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("compared"), r.stdout + r.stderr
 
 
 def test_golden_fast_path_with_heap_buffers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """String buffers above FAST_STACK_BUFFER_MAX are PyMem_Calloc'ed (and freed on every path)."""
-    import yaml
-
     from ironaccelerator_gen import wrappers
 
     monkeypatch.setattr(wrappers, "FAST_STACK_BUFFER_MAX", 16)  # goldenGetName's 64-byte buffer: heap
-    spec_dir = tmp_path / "specs"
-    spec_dir.mkdir()
-    shutil.copy(SPECS / "core.yaml", spec_dir / "core.yaml")
-    kinds = {}
-    for y in GOLDEN.glob("*.yaml"):
-        shutil.copy(y, spec_dir / y.name)
-        kinds[yaml.safe_load(y.read_text())["sdk"]] = str(GOLDEN / "include")
-    files = pipeline.compile_specs(spec_dir, kinds, base=tmp_path).files
-    tramp = next(text for rel, text in files.items() if rel.endswith("test/golden/trampolines.c"))
+    files = generate([GOLDEN.name], tmp_path)
+    tramp = files["ironaccelerator/backends/test/fast_path/trampolines.c"]
     assert "PyMem_Calloc(64, 1)" in tramp and "PyMem_Free(ia_buf0);" in tramp
     pkg = tmp_path / "pkg"
     pipeline.write(files, pkg)
-    libdir = tmp_path / "sdk" / "lib"
-    libdir.mkdir(parents=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-I", str(GOLDEN / "include"), str(GOLDEN / "impl.c"),
-                    "-o", str(libdir / "libiagolden.so")], check=True)
-    build_library(pkg / "ironaccelerator" / "backends" / "test" / "golden", api=True)
-    env = {**os.environ, "PYTHONPATH": str(pkg), "IA_GOLDEN_HOME": str(tmp_path / "sdk")}
-    code = "from ironaccelerator.backends.test import golden as lib\n" + COMPARE + GOLDEN_CASES
+    assert compile_impl(GOLDEN.name, tmp_path / "home", []).wait() == 0
+    build_library(pkg / "ironaccelerator" / "backends" / "test" / "fast_path", api=True)
+    env = {**os.environ, "PYTHONPATH": str(pkg), "IA_GOLDEN_HOME": str(tmp_path / "home")}
+    code = "from ironaccelerator.backends.test import fast_path as lib\n" + COMPARE + GOLDEN_CASES
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("compared"), r.stdout + r.stderr
 
@@ -157,14 +134,14 @@ def test_golden_fast_path_threads_and_refcounts(golden_pkg: tuple[Path, dict[str
     code = r'''
 import sys, threading
 from ironaccelerator import Error
-from ironaccelerator.backends.test import golden as g
+from ironaccelerator.backends.test import fast_path as g
 
 failures = []
 
 def work():
     try:
-        for i in range(2000):  # goldenAlloc: the resolver's implementation (pinned to 2010), 0x2000 + bytes
-            assert g.goldenGetVersion() == (2, 1) and g.goldenAlloc(i) == 0x2000 + i, (g.goldenAlloc(i), i)
+        for i in range(2000):  # goldenAlloc: 0x1000 + bytes
+            assert g.goldenGetVersion() == (2, 1) and g.goldenAlloc(i) == 0x1000 + i, (g.goldenAlloc(i), i)
             assert g.goldenGetName(i) == f"golden-device-{i}" and g.goldenStatusString(0) == "no error"
     except BaseException as e:  # an exception in a thread does not fail the process: report it
         failures.append(repr(e))

@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SPECS = ROOT / "specs"
 HEADERS = HERE / "headers"
-GOLDEN = HERE / "golden" / "basic"
+GOLDEN = HERE / "headers" / "golden"  # golden.yaml, include/golden.h: the former monolithic golden case
 LOCATED = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?P<col>\d+): (?P<message>.+)$")
 CASE_SECONDS = 60  # one case taking longer than this is a hang
 

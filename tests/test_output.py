@@ -31,7 +31,7 @@ from ironaccelerator_gen.build import build_library
 from conftest import LONG, ROOT, SPECS, within
 from test_spec import run_cli, snapshot
 
-GOLDEN = ROOT / "tests" / "golden" / "basic"
+GOLDEN = ROOT / "tests" / "headers" / "golden"  # golden.yaml, include/golden.h: the former monolithic golden case
 
 # ----------------------------------------------------------- every step of a switch, killed
 

@@ -1,0 +1,20 @@
+"""Directions: out-parameters become return values (one value; several as a tuple; a handle), inout takes
+the value and returns the new one, and a non-const pointer marked direction: in (nullable) is passed as is."""
+
+from __future__ import annotations
+
+from golden_check import compiled, load
+
+o = load("out_params")
+assert o.outGetVersion() == (2, 1) and o.outAlloc(100) == 0x1000 + 100
+ctx = o.outCtxCreate(5)
+assert o.outCtxFlags(ctx) == 5
+assert o.outBump(40, 2) == 42
+buf = o.ffi.new("char[]", 4)
+assert o.outSetCallback(o.ffi.NULL, buf) is None and o.outLastUserData() == int(o.ffi.cast("uintptr_t", buf))
+assert o.outSetCallback(o.ffi.NULL, None) is None and o.outLastUserData() == 0
+seen = []
+cb = o.ffi.callback("outCallback", lambda user, status: seen.append((user, status)))
+assert o.outSetCallback(cb, o.ffi.NULL) is None and seen == [(o.ffi.NULL, o.OUT_SUCCESS)]
+assert compiled(o.outGetVersion) is (o.BINDING_MODE == "api")
+assert not compiled(o.outCtxCreate)  # a handle: stays in Python
