@@ -265,7 +265,7 @@ def test_hip_has_no_runtime_compiler() -> None:
 def test_the_compiled_launch_is_wired_to_the_launch_role(module: Any, library: str, function: str) -> None:
     """API mode: the backend launches through its library's _fast._launch (the spec's kernel_launch, the
     same function as its launch role); a launch it has no layout for comes back None, the driver untouched
-    (test_launch_stub.py and the golden case launch through it for real)."""
+    (test_launch_stub.py and the golden case kernel_launch launch through it for real)."""
     api = gpu.GpuApi(module.TABLES)
     assert module.TABLES.functions["launch"] == (library, function)
     lib = api.modules[library]
@@ -282,7 +282,7 @@ def test_the_compiled_launch_is_wired_to_the_launch_role(module: Any, library: s
 def test_the_compiled_pool_is_wired_to_the_pool_roles(module: Any, library: str, functions: tuple[str, str]) -> None:
     """API mode: the stream-ordered pool allocates through its library's _fast._pool_alloc (the spec's
     pool_memory, the same functions as its pool_alloc and pool_free roles), into a subclass of both the C
-    _PoolMemory and the backend's PoolAllocation (test_pool_stub.py and the golden case run it for real)."""
+    _PoolMemory and the backend's PoolAllocation (test_pool_stub.py and the golden case pool_memory run it for real)."""
     api = gpu.GpuApi(module.TABLES)
     assert (module.TABLES.functions["pool_alloc"], module.TABLES.functions["pool_free"]) == tuple((library, f) for f in functions)
     lib = api.modules[library]
