@@ -113,6 +113,16 @@ class Resolver:
     status_param: bool = False  # the v2 form has a trailing CUdriverProcAddressQueryResult *
     default_flag: int = 0
     per_thread_flag: int = 0
+    # kind table: ``index``/``symbol`` are the provider's (the one function dlsym'ed); the rest describe the
+    # provider struct and where each function's entry is
+    interface: str = ""  # ex) QnnInterface_t
+    table_path: str = ""  # ex) v2_27 (C member path within the provider)
+    version_path: str = ""  # ex) apiVersion.coreApiVersion
+    major: int = 0
+    minor: int = 0
+    entries: tuple[str, ...] = ()  # the table field of each function, by index ("" for the provider)
+    list_decl: str = ""  # the provider's list parameter type  ex) const QnnInterface_t ***
+    count_pointee: str = ""  # the type its count points to  ex) uint32_t
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -811,10 +821,156 @@ def _name(value: str, loc: Location):  # type: ignore[no-untyped-def]
     return Name(value=value, location=loc)
 
 
+def _record_of(b: _Binder, t: CType) -> Record | None:
+    """The complete struct or union ``t`` is (typedefs expanded), or None."""
+    c = resolve(t, b.typedefs)
+    rec = c.record if isinstance(c, InlineRecord) else b.records.get((c.kind, c.tag)) if isinstance(c, RecordRef) else None
+    return rec if rec is not None and rec.fields is not None else None
+
+
+def _fields(b: _Binder, rec: Record) -> dict[str, CType]:
+    """The members of ``rec`` by name, those of its anonymous structs and unions included (as C reaches them)."""
+    out: dict[str, CType] = {}
+    for f in rec.fields or ():
+        if f.name:
+            out.setdefault(f.name, f.type)
+        else:
+            inner = _record_of(b, f.type)
+            if inner is not None:
+                for k, v in _fields(b, inner).items():
+                    out.setdefault(k, v)
+    return out
+
+
+def _member(b: _Binder, t: CType, path: str) -> tuple[CType | None, str]:
+    """The type of member ``path`` (``a.b``) of the struct ``t``, or (None, why not)."""
+    where = declare(t)
+    for part in path.split("."):
+        rec = _record_of(b, t)
+        if rec is None:
+            return None, f"'{where}' is not a complete struct or union"
+        fields = _fields(b, rec)
+        if part not in fields:
+            return None, f"'{where}' has no member '{part}'{suggest(part, fields)}"
+        t, where = fields[part], f"{where}.{part}"
+    return t, ""
+
+
+def table_field(public: str, prefix: str) -> str:
+    """The default table field of a function: ``Prefix_name`` -> ``prefixName`` after the spec's ``prefix``
+    is removed (prefix Qnn: QnnBackend_getApiVersion -> backendGetApiVersion); "" when the name has no ``_``."""
+    head, sep, tail = public.partition("_")
+    if not sep or not tail:
+        return ""
+    if prefix and head.startswith(prefix) and len(head) > len(prefix):
+        head = head[len(prefix):]
+    return head[:1].lower() + head[1:] + tail[:1].upper() + tail[1:]
+
+
+def bind_table(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: _Binder,
+               col: Collector) -> Resolver:
+    """Check ``resolver: {kind: table}`` against the header: the provider is a bound function
+    ``status (const Interface ***list, integer *n)``, the interface a struct with the version and table members,
+    and every other bound function has a table field of its own prototype."""
+    ts = spec.table
+    assert ts is not None
+    by = {f.public: f for f in functions}
+    provider = by.get(ts.provider.value)
+    if provider is None:
+        col.error(ts.provider.location, f"provider '{ts.provider}' is not a bound function of "
+                  f"{header.name}{suggest(ts.provider.value, by)}")
+        return Resolver()
+    iface = TypedefRef(name=ts.interface.value)
+    if ts.interface.value not in b.typedefs or _record_of(b, iface) is None:
+        structs = [t for t in b.typedefs if _record_of(b, TypedefRef(name=t)) is not None]
+        col.error(ts.interface.location, f"interface '{ts.interface}' is not a struct typedef of "
+                  f"{header.name}{suggest(ts.interface.value, structs)}")
+        return Resolver()
+    params = provider.c.params
+    p0 = b.canonical(params[0].type) if params else None
+    p1 = b.canonical(params[1].type) if len(params) > 1 else None
+    want = b.canonical(iface)
+    depth, inner = 0, p0
+    while isinstance(inner, Pointer):
+        depth, inner = depth + 1, inner.pointee
+    if (len(params) != 2 or depth != 3 or inner is None or replace(inner, const=False) != replace(want, const=False)
+            or not isinstance(p1, Pointer) or _shape(b, p1.pointee) != "int"
+            or not (provider.returns_status or _shape(b, provider.c.result) == "int")):
+        col.error(ts.provider.location, f"'{ts.provider}' does not look like a provider of {ts.interface}: "
+                  f"expected status (const {ts.interface} ***list, uint32_t *count), got {provider.prototype}")
+        return Resolver()
+    ok = True
+    vtype, why = _member(b, iface, ts.version.value)
+    if vtype is None:
+        col.error(ts.version.location, f"version '{ts.version}': {why}")
+        ok = False
+    else:
+        vrec = _record_of(b, vtype)
+        vf = _fields(b, vrec) if vrec is not None else {}
+        if any(k not in vf or _shape(b, vf[k]) != "int" for k in ("major", "minor")):
+            col.error(ts.version.location, f"version '{ts.version}' is a '{declare(vtype)}', not a struct with "
+                      "integer members 'major' and 'minor'")
+            ok = False
+    ttype, why = _member(b, iface, ts.table.value)
+    trec = _record_of(b, ttype) if ttype is not None else None
+    if ttype is None:
+        col.error(ts.table.location, f"table '{ts.table}': {why}")
+        return Resolver()
+    if trec is None:
+        col.error(ts.table.location, f"table '{ts.table}' is a '{declare(ttype)}', not a struct of function pointers")
+        return Resolver()
+    slots = _fields(b, trec)
+    explicit = {fn.value: field for fn, field in ts.entries}
+    for fn, _ in ts.entries:
+        if fn.value not in by:
+            col.error(fn.location, f"entries: '{fn}' is not a bound function of {header.name}{suggest(fn.value, by)}")
+            ok = False
+        elif fn.value == ts.provider.value:
+            col.error(fn.location, f"entries: '{fn}' is the provider: it is exported, not in the table")
+            ok = False
+    entries: list[str] = []
+    for f in functions:
+        if f is provider:
+            entries.append("")
+            continue
+        named = explicit.get(f.public)
+        field = named.value if named is not None else table_field(f.public, ts.prefix.value if ts.prefix else "")
+        where = named.location if named is not None else ts.table.location
+        entries.append(field)
+        if field not in slots:
+            rule = f"entry '{field}' named for it" if named is not None else (
+                f"field '{field}' (the default rule)" if field else "default field (its name has no '_')")
+            col.error(where, f"table '{ts.table}' ({declare(ttype)}) has no {rule} for {f.public} "
+                      f"(declared at {f.c.location}){suggest(field, slots) if field else ''}; name its field in "
+                      "resolver.entries, or leave the function out with bind.exclude")
+            ok = False
+            continue
+        got = b.canonical(slots[field])
+        fp = f.c
+        want_proto = FunctionProto(result=fp.result, params=fp.params, variadic=fp.variadic)
+        if not isinstance(got, Pointer) or not isinstance(got.pointee, FunctionProto):
+            col.error(where, f"table field '{field}' for {f.public} is a '{declare(slots[field])}', not a "
+                      "function pointer")
+            ok = False
+        elif replace(got.pointee, const=False) != b.canonical(want_proto):
+            col.error(where, f"table field '{field}' does not match {f.public}: the field is "
+                      f"'{declare(slots[field])}' ({declare(got)}), the function is {f.prototype}")
+            ok = False
+    if not ok:
+        return Resolver()
+    assert isinstance(p1, Pointer)
+    return Resolver(kind="table", index=provider.index, symbol=provider.symbol, interface=ts.interface.value,
+                    table_path=ts.table.value, version_path=ts.version.value, major=ts.major, minor=ts.minor,
+                    entries=tuple(entries), list_decl=declare(params[0].type),
+                    count_pointee=declare(replace(p1.pointee, const=False)))
+
+
 def bind_resolver(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: _Binder,
                   col: Collector) -> Resolver:
     """Check ``resolver:`` against the header: for proc_address, a bound resolver of the expected shape and
-    known flags."""
+    known flags; for table, see :func:`bind_table`."""
+    if spec.table is not None:
+        return bind_table(spec, header, functions, b, col)
     pa = spec.proc_address
     if pa is None:
         return Resolver()

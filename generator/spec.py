@@ -101,11 +101,34 @@ class ProcAddressSpec:
     per_thread_flag: Name | None = None  # ex) CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableSpec:
+    """``resolver: {kind: table, ...}``: the library exports only a provider function
+    ``status provider(const Interface ***list, uint32_t *n)``; each provider struct carries an API version and a
+    struct of function pointers (the table).  One provider is selected (version major equal, minor at least the
+    required one) and every other bound function is called through its table entry, never dlsym'ed."""
+
+    provider: Name  # ex) QnnInterface_getProviders (a bound function: the one symbol dlsym'ed)
+    interface: Name  # ex) QnnInterface_t (the provider struct type)
+    table: Name  # ex) v2_27 (member path of the table struct in the provider; anonymous unions looked through)
+    version: Name  # ex) apiVersion.coreApiVersion (member path of a {major, minor, ...} struct)
+    major: int
+    minor: int
+    prefix: Name | None = None  # ex) Qnn: removed before the default rule (QnnBackend_create -> backendCreate)
+    entries: tuple[tuple[Name, Name], ...] = ()  # explicit (function, field) pairs, before the default rule
+
+
 # How a library's functions are found once it is open (``resolver: {kind: ...}``); dlsym when none is named.
 # One mechanism, in C (runtime/ironaccelerator_runtime/include/ia_runtime.h, IA_RESOLVER) and in Python (ABI mode:
 # ironaccelerator_runtime.loader.Resolver).
-RESOLVER_KINDS = ("dlsym", "proc_address")
-RESOLVER_KINDS_TO_COME = {"table": "issue 12 (QNN's function tables)", "objc": "issue 13 (Metal's messages)"}
+RESOLVER_KINDS = ("dlsym", "proc_address", "table")
+RESOLVER_KINDS_TO_COME = {"objc": "issue 13 (Metal's messages)"}
+# the keys each kind takes besides 'kind'
+RESOLVER_KEYS = {"dlsym": (), "proc_address": ("function", "default_flag", "per_thread_flag"),
+                 "table": ("provider", "interface", "table", "version", "require", "prefix", "entries")}
+RESOLVER_REQUIRED = {"proc_address": ("function", "default_flag"),
+                     "table": ("provider", "interface", "table", "version", "require")}
+MEMBER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,6 +236,7 @@ class LibrarySpec:
     per_thread: tuple[tuple[Name, str], ...] = ()  # (wrapper macro, symbol format)
     version_typedef: str | None = None  # ex) PFN_{name}_v{version}
     proc_address: ProcAddressSpec | None = None  # ex) cuGetProcAddress with per-function version pins
+    table: TableSpec | None = None  # ex) QnnInterface_getProviders and the selected provider's function table
     kernel_launch: Name | None = None  # ex) cuLaunchKernel: packed and called in C by the backend's launch fast path
     pool_memory: PoolMemorySpec | None = None  # the pool's allocator, called in C by the backend's MemoryPool
     loader: LoaderSpec
@@ -618,9 +642,10 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
 
     sym = r.mapping(m.get("symbols"), ("per_thread", "version_typedef"), (), "symbols") or {}
     proc_address = None
+    table = None
     if "resolver" in m:
-        rm = r.mapping(m["resolver"], ("kind", "function", "default_flag", "per_thread_flag"), ("kind",),
-                       "resolver") or {}
+        all_keys = tuple(dict.fromkeys(k for keys in RESOLVER_KEYS.values() for k in keys))
+        rm = r.mapping(m["resolver"], ("kind",) + all_keys, ("kind",), "resolver") or {}
         rkind = r.ident(rm.get("kind"), "resolver kind")
         if rkind is not None and rkind.value in RESOLVER_KINDS_TO_COME:
             errors.error(rkind.location, f"resolver kind '{rkind}' is not implemented yet "
@@ -628,18 +653,26 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         elif rkind is not None and rkind.value not in RESOLVER_KINDS:
             errors.error(rkind.location, f"'{rkind}' is not a resolver kind{suggest(rkind.value, RESOLVER_KINDS)}; "
                          f"expected one of: {', '.join(RESOLVER_KINDS)}")
-        elif rkind is not None and rkind.value == "dlsym":
-            for key in ("function", "default_flag", "per_thread_flag"):
-                if key in rm:
-                    errors.error(r.loc(rm[key]), f"'{key}' goes with resolver kind proc_address, not dlsym")
         elif rkind is not None:
-            for key in ("function", "default_flag"):
+            rk = rkind.value
+            ok = True
+            for key in all_keys:
+                if key in rm and key not in RESOLVER_KEYS[rk]:
+                    owner = next(k for k, keys in RESOLVER_KEYS.items() if key in keys)
+                    errors.error(r.loc(rm[key]), f"'{key}' goes with resolver kind {owner}, not {rk}")
+                    ok = False
+            for key in RESOLVER_REQUIRED.get(rk, ()):
                 if key not in rm:
-                    errors.error(r.loc(m["resolver"]), f"resolver kind proc_address needs '{key}'")
-            pf, df = r.ident(rm.get("function"), "function"), r.ident(rm.get("default_flag"), "default_flag")
-            if pf is not None and df is not None:
-                proc_address = ProcAddressSpec(function=pf, default_flag=df,
-                                               per_thread_flag=r.ident(rm.get("per_thread_flag"), "per_thread_flag"))
+                    errors.error(r.loc(m["resolver"]), f"resolver kind {rk} needs '{key}'")
+                    ok = False
+            if rk == "proc_address" and ok:
+                pf, df = r.ident(rm.get("function"), "function"), r.ident(rm.get("default_flag"), "default_flag")
+                if pf is not None and df is not None:
+                    proc_address = ProcAddressSpec(
+                        function=pf, default_flag=df,
+                        per_thread_flag=r.ident(rm.get("per_thread_flag"), "per_thread_flag"))
+            elif rk == "table" and ok:
+                table = _table_resolver(r, rm)
     per_thread = []
     for wrapper, node in r.keyed(sym.get("per_thread"), "wrapper macro"):
         fmt = r.string(node, "per-thread symbol format", re.compile(r"[A-Za-z0-9_]*\{\}[A-Za-z0-9_]*\Z"),
@@ -707,12 +740,36 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         version_headers=version_headers, defines=tuple(defines),
         undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
-        proc_address=proc_address, kernel_launch=kernel_launch, pool_memory=pool_memory,
+        proc_address=proc_address, table=table, kernel_launch=kernel_launch, pool_memory=pool_memory,
         loader=loader,
         errors=ErrorSpec(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
                          since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param),
         functions=tuple(functions),
     )
+
+
+def _table_resolver(r: _Reader, rm: dict[str, yaml.Node]) -> TableSpec | None:
+    """``resolver: {kind: table, ...}`` (its keys all present)."""
+    path_hint = ": expected a member path such as 'v1' or 'u.v1'"
+    provider, interface = r.ident(rm.get("provider"), "provider"), r.ident(rm.get("interface"), "interface")
+    tpath = r.string(rm.get("table"), "table", MEMBER_PATH, path_hint)
+    vpath = r.string(rm.get("version"), "version", MEMBER_PATH, path_hint)
+    req = r.mapping(rm.get("require"), ("major", "minor"), ("major", "minor"), "require") or {}
+    major, minor = r.integer(req.get("major"), "require major"), r.integer(req.get("minor"), "require minor")
+    for key, value in (("major", major), ("minor", minor)):
+        if value is not None and value < 0:
+            r.errors.error(r.loc(req[key]), f"require {key} must not be negative")
+    prefix = r.ident(rm.get("prefix"), "prefix")
+    entries = []
+    for fname, node in r.keyed(rm.get("entries"), "function"):
+        slot = r.ident(node, f"table field of {fname}")
+        if slot is not None:
+            entries.append((fname, slot))
+    if None in (provider, interface, tpath, vpath, major, minor) or major < 0 or minor < 0:  # type: ignore[operator]
+        return None
+    assert provider and interface and tpath and vpath and major is not None and minor is not None
+    return TableSpec(provider=provider, interface=interface, table=tpath, version=vpath, major=major, minor=minor,
+                     prefix=prefix, entries=tuple(entries))
 
 
 def _function(r: _Reader, name: Name, node: yaml.Node) -> FunctionSpec:

@@ -10,7 +10,8 @@ Each case's output must equal ``expected/`` with either C front-end (a failure p
 codegen is broken, so the *expected* files of every case are also built (cffi API mode), imported and run
 against the real library in API mode, in ABI mode, and in ABI mode without the pre-parsed ``_cffi_abi.py``.
 A case whose spec has ``resolver: {kind: proc_address}`` also runs against its library built without the
-resolver (``-DGOLDEN_NO_RESOLVER``; the check script gets ``no-resolver``).  The cases share the work: their
+resolver (``-DGOLDEN_NO_RESOLVER``; the check script gets ``no-resolver``), and one with ``resolver: {kind: table}``
+against its library built without a matching provider (``-DGOLDEN_NO_MATCH``; ``no-match``).  The cases share the work: their
 libraries and modules are built in parallel, and one interpreter per (mode, variant) runs every case's check.
 """
 
@@ -56,6 +57,8 @@ def variants(case: str) -> dict[str, list[str]]:
     resolver = spec(case).get("resolver")
     if isinstance(resolver, dict) and resolver.get("kind") == "proc_address":
         return {"": [], "no-resolver": ["-DGOLDEN_NO_RESOLVER"]}
+    if isinstance(resolver, dict) and resolver.get("kind") == "table":
+        return {"": [], "no-match": ["-DGOLDEN_NO_MATCH"]}
     return {"": []}
 
 

@@ -317,11 +317,11 @@ def test_resolver_kind_unknown_suggests() -> None:
     text = edit(DRIVER_TEXT, "kind: proc_address", "kind: proc_adress")
     d = the_error(loader_errors(text), "resolver kind")
     assert d.message == ("'proc_adress' is not a resolver kind (did you mean 'proc_address'?); "
-                         "expected one of: dlsym, proc_address")
+                         "expected one of: dlsym, proc_address, table")
     assert_at(d, DRIVER, pos(text, "proc_adress"))
 
 
-@pytest.mark.parametrize("kind, issue", [("table", "issue 12"), ("objc", "issue 13")])
+@pytest.mark.parametrize("kind, issue", [("objc", "issue 13")])
 def test_resolver_kinds_to_come_are_named_not_implemented(kind: str, issue: str) -> None:
     text = edit(DRIVER_TEXT, "kind: proc_address", f"kind: {kind}")
     d = the_error(loader_errors(text), "not implemented yet")
@@ -343,6 +343,109 @@ def test_resolver_proc_address_needs_function_and_default_flag() -> None:
     d = the_error(loader_errors(text), "needs 'function'")
     assert d.message == "resolver kind proc_address needs 'function'"
     assert_at(d, DRIVER, pos(text, "  kind: proc_address", 2))  # the resolver mapping's start
+
+
+TABLE_CASE = ROOT / "tests" / "golden" / "resolver_table"
+TABLE_TEXT = (TABLE_CASE / "resolver_table.yaml").read_text(encoding="utf-8")
+TABLE = "specs/resolver_table.yaml"
+
+
+def table_errors(tmp_path: Path, text: str) -> list[Diagnostic]:
+    """The diagnostics of the golden resolver_table case's spec, edited, against its header."""
+    d = tmp_path / "specs"
+    d.mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "resolver_table.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"resolver_table": str(TABLE_CASE / "include")}, base=tmp_path)
+    return list(info.value.diagnostics)
+
+
+def test_resolver_table_is_implemented_and_loads() -> None:
+    spec = load_lib(TABLE_TEXT)
+    assert spec.table is not None and spec.proc_address is None
+    t = spec.table
+    assert (t.provider.value, t.interface.value, t.table.value, t.version.value, t.major, t.minor) == (
+        "tbGetProviders", "TbInterface_t", "v1", "apiVersion", 2, 1)
+    assert [(f.value, x.value) for f, x in t.entries] == [("tbCallCount", "calls")]
+
+
+def test_resolver_table_unknown_key_suggests() -> None:
+    text = edit(TABLE_TEXT, "  interface: TbInterface_t", "  interfase: TbInterface_t")
+    diags = loader_errors(text, TABLE)
+    d = the_error(diags, "unknown key 'interfase'")
+    assert "did you mean 'interface'?" in d.message
+    assert_at(d, TABLE, pos(text, "interfase"))
+    d = the_error(diags, "needs 'interface'")
+    assert d.message == "resolver kind table needs 'interface'"
+
+
+def test_resolver_table_keys_belong_to_their_kind() -> None:
+    text = edit(TABLE_TEXT, "  kind: table", "  kind: proc_address")
+    d = the_error(loader_errors(text, TABLE), "'provider' goes with")
+    assert d.message == "'provider' goes with resolver kind table, not proc_address"
+    assert_at(d, TABLE, pos(text, "provider: tbGetProviders", len("provider: ")))
+
+
+def test_resolver_table_require_needs_major_and_minor() -> None:
+    text = edit(TABLE_TEXT, "require: {major: 2, minor: 1}", "require: {major: 2}")
+    d = the_error(loader_errors(text, TABLE), "'minor'")
+    assert d.message == "missing required key 'minor' in require"
+
+
+def test_resolver_table_missing_provider_suggests(tmp_path: Path) -> None:
+    text = edit(TABLE_TEXT, "provider: tbGetProviders", "provider: tbGetProvider")
+    d = the_error(table_errors(tmp_path, text), "provider")
+    assert d.message.startswith("provider 'tbGetProvider' is not a bound function of resolver_table.h")
+    assert "did you mean 'tbGetProviders'?" in d.message
+    assert_at(d, TABLE, pos(text, "provider: tbGetProvider", len("provider: ")))
+
+
+def test_resolver_table_provider_shape(tmp_path: Path) -> None:
+    text = edit(TABLE_TEXT, "provider: tbGetProviders", "provider: TbDevice_add")
+    d = the_error(table_errors(tmp_path, text), "does not look like a provider")
+    assert_at(d, TABLE, pos(text, "provider: TbDevice_add", len("provider: ")))
+
+
+def test_resolver_table_unknown_members_suggest(tmp_path: Path) -> None:
+    text = edit(TABLE_TEXT, "table: v1", "table: v2")
+    text = edit(text, "version: apiVersion", "version: apiVersoin")
+    diags = table_errors(tmp_path, text)
+    d = the_error(diags, "table 'v2'")
+    assert d.message.startswith("table 'v2': 'TbInterface_t' has no member 'v2'")
+    assert_at(d, TABLE, pos(text, "table: v2", len("table: ")))
+    d = the_error(diags, "version 'apiVersoin'")
+    assert "did you mean 'apiVersion'?" in d.message
+    text = edit(TABLE_TEXT, "version: apiVersion", "version: backendId")
+    d = the_error(table_errors(tmp_path / "2", text), "version 'backendId'")
+    assert "not a struct with integer members 'major' and 'minor'" in d.message
+
+
+def test_resolver_table_function_without_a_field(tmp_path: Path) -> None:
+    """tbCallCount has no default field (tbCallCount has no '_'); an explicit entry naming no field."""
+    text = edit(TABLE_TEXT, "  entries: {tbCallCount: calls}\n", "")
+    d = the_error(table_errors(tmp_path, text), "tbCallCount")
+    assert d.message.startswith("table 'v1' (TbTable_t) has no default field (its name has no '_') for tbCallCount")
+    assert "resolver_table.h:" in d.message and "resolver.entries" in d.message
+    assert_at(d, TABLE, pos(text, "table: v1", len("table: ")))
+    text = edit(TABLE_TEXT, "{tbCallCount: calls}", "{tbCallCount: cals}")
+    d = the_error(table_errors(tmp_path / "2", text), "entry 'cals'")
+    assert "did you mean 'calls'?" in d.message
+    assert_at(d, TABLE, pos(text, "cals"))
+    text = edit(TABLE_TEXT, "prefix: Tb", "prefix: Xx")  # TbDevice_add -> tbDeviceAdd: no such field
+    d = the_error(table_errors(tmp_path / "3", text), "'tbDeviceAdd'")
+    assert "for TbDevice_add" in d.message and "did you mean 'deviceAdd'?" in d.message
+
+
+def test_resolver_table_signature_mismatch(tmp_path: Path) -> None:
+    text = edit(TABLE_TEXT, "{tbCallCount: calls}", "{tbCallCount: calls, TbDevice_reset: deviceGetVersion}")
+    d = the_error(table_errors(tmp_path, text), "does not match")
+    assert d.message.startswith("table field 'deviceGetVersion' does not match TbDevice_reset")
+    assert "tbStatus TbDevice_reset(void)" in d.message
+    assert_at(d, TABLE, pos(text, "TbDevice_reset: deviceGetVersion", len("TbDevice_reset: ")))
+    text = edit(TABLE_TEXT, "{tbCallCount: calls}", "{tbCallCount: calls, tbGetProvider: calls}")
+    d = the_error(table_errors(tmp_path / "2", text), "entries:")
+    assert "did you mean 'tbGetProviders'?" in d.message
 
 
 def test_resolver_kind_is_required() -> None:

@@ -78,6 +78,15 @@ class Resolver:
         """``index``'s cdata function, or None to fall back to dlsym of its symbol."""
         return None
 
+    def dlsym(self, public: str) -> bool:
+        """Whether function ``public`` may come from dlsym of its symbol (when :meth:`resolve` has nothing)."""
+        return True
+
+    def missing(self, binding: Binding, index: int) -> Error | None:
+        """The error for function ``index`` when the library is open but the function was not found; None: the
+        usual one (the library does not export its symbol)."""
+        return None
+
 
 DLSYM = Resolver()
 
@@ -115,6 +124,105 @@ class ProcAddress(Resolver):
         if proc(b.functions[index][0].encode(), fp, pin, flags, *status) != 0 or fp[0] == ffi.NULL:
             return None
         return ffi.cast(f"ia_pfn_{index}", fp[0])  # typedef'd in abi.cdef
+
+
+def _member(value: Any, path: str) -> Any:
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+class Table(Resolver):
+    """``table``: the library exports only ``provider(const Interface ***list, uint32_t *n)`` (status 0: success).
+    The first listed provider whose ``version`` member has major ``major`` and a minor of at least ``minor`` is
+    selected, once; every other function is its entry (``entries``: public name -> field) of the provider's
+    ``table`` member, never dlsym'ed.  A NULL entry is a missing function (SYMBOL_NOT_FOUND naming the entry),
+    no matching provider a missing library (LIBRARY_NOT_FOUND listing the providers offered).  As ia_runtime.h's
+    ``ia_via_table``."""
+
+    kind = "table"
+
+    def __init__(self, *, provider: str, table: str, version: str, major: int, minor: int,
+                 entries: dict[str, str]) -> None:
+        self.provider = provider  # ex) QnnInterface_getProviders: a bound function, resolved with dlsym
+        self.table = table  # ex) v2_27: member path of the function table in the provider struct
+        self.version = version  # ex) apiVersion.coreApiVersion: member path of {major, minor, patch}
+        self.major = major
+        self.minor = minor
+        self.entries = entries  # ex) {"QnnBackend_getApiVersion": "backendGetApiVersion"}
+
+    def providers(self, binding: Binding) -> list[Any] | None:
+        """The providers the library lists (cdata pointers), or None when it cannot be asked."""
+        index = binding.index[self.provider]
+        if binding.status(index) != 0:
+            return None
+        ffi = binding.ffi
+        # API mode: the compiled trampoline's address; ABI mode: the resolved cdata function
+        get = ffi.addressof(binding.lib, self.provider) if binding.mode == API else binding.lib._resolve(index)
+        ftype = ffi.typeof(get)
+        lst, n = ffi.new(ftype.args[0]), ffi.new(ftype.args[1])
+        if get(lst, n) != 0 or lst[0] == ffi.NULL:
+            return None
+        return [lst[0][k] for k in range(int(n[0])) if lst[0][k] != ffi.NULL]
+
+    def _matches(self, p: Any) -> bool:
+        v = _member(p, self.version)
+        return int(v.major) == self.major and int(v.minor) >= self.minor
+
+    def _describe(self, binding: Binding, p: Any) -> str:
+        v = _member(p, self.version)
+        ver = ".".join(str(int(getattr(v, k))) for k in ("major", "minor", "patch") if hasattr(v, k))
+        names = [f"{k}={_cstr(binding.ffi, getattr(p, k))}" for k, _ in binding.ffi.typeof(p).item.fields
+                 if k and k != self.table.split(".")[0] and k != self.version.split(".")[0]
+                 and _cstr(binding.ffi, getattr(p, k)) is not None]
+        return f"version {ver}" + (f" ({', '.join(names)})" if names else "")
+
+    def resolve(self, lib: _LazyLib, index: int) -> Any:
+        b = lib._binding
+        public = b.functions[index][0]
+        if public == self.provider:
+            return None
+        if not lib._proc_looked_up:
+            found = self.providers(b) or []
+            lib._proc = next((p for p in found if self._matches(p)), None)
+            lib._proc_looked_up = True
+        if lib._proc is None:
+            return None
+        fn = getattr(_member(lib._proc, self.table), self.entries[public])
+        return None if fn == lib._ffi.NULL else fn
+
+    def dlsym(self, public: str) -> bool:
+        return public == self.provider
+
+    def missing(self, binding: Binding, index: int) -> Error | None:
+        public = binding.functions[index][0]
+        if public == self.provider:
+            return None
+        found = self.providers(binding)
+        if found is None:
+            return Error(ErrorKind.LIBRARY_NOT_FOUND, f"{binding.path} does not list any provider ({self.provider} "
+                         f"failed or is not exported) for {public}", backend=binding.backend, function=public)
+        chosen = next((p for p in found if self._matches(p)), None)
+        if chosen is None:
+            offers = "; ".join(self._describe(binding, p) for p in found) or "none"
+            return Error(ErrorKind.LIBRARY_NOT_FOUND, f"{binding.path} has no provider of API version "
+                         f"{self.major}.{self.minor} or a later {self.major}.x (for {public}); it offers: {offers}",
+                         backend=binding.backend, function=public)
+        return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{binding.path}: the selected provider, "
+                     f"{self._describe(binding, chosen)}, has no entry {self.entries[public]} (NULL; for {public})",
+                     backend=binding.backend, function=public)
+
+
+def _cstr(ffi: Any, value: Any) -> str | int | None:
+    """A provider member worth naming in a message: an integer, or a C string; else None."""
+    if isinstance(value, int):
+        return value
+    try:
+        if ffi.typeof(value).cname in ("char *", "const char *") and value != ffi.NULL:
+            return str(ffi.string(value).decode(errors="replace"))
+    except (TypeError, AttributeError):
+        pass
+    return None
 
 
 class Binding:
@@ -230,6 +338,8 @@ class Binding:
             tried = "; ".join(self.tried) or "no candidates for this platform"
             return Error(ErrorKind.LIBRARY_NOT_FOUND, f"cannot load the {self.backend} {self.library} library "
                          f"for {public}: tried {tried}", backend=self.backend, function=public)
+        if st == _SYMBOL_MISSING and (err := self.resolver.missing(self, index)) is not None:
+            return err
         if st == _SYMBOL_MISSING:
             need = f"; it needs {self.backend} {self.library} {minimum} or newer" if minimum else ""
             return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{self.path} does not export {self.symbol(index)} "
@@ -310,9 +420,10 @@ class _LazyLib:
         """``index``'s cdata function (resolver, then dlsym), or None when the library or the symbol is missing."""
         fn = self._fns[index]
         if fn is None and self._open() is not None:
-            fn = self._binding.resolver.resolve(self, index)
-            if fn is None:
-                fn = self._dlsym(self._binding.symbol(index))
+            b = self._binding
+            fn = b.resolver.resolve(self, index)
+            if fn is None and b.resolver.dlsym(b.functions[index][0]):
+                fn = self._dlsym(b.symbol(index))
             self._fns[index] = fn
         return fn
 

@@ -11,6 +11,12 @@
  *     IA_RESOLVER_PROC_ADDRESS   the library's resolver (cuGetProcAddress) with the function's ABI pin, then
  *                                dlsym: ia_public[], ia_pin[], IA_PROC_SYMBOL, IA_PROC_INDEX,
  *                                IA_PROC_DEFAULT_FLAG, IA_PROC_PER_THREAD_FLAG, IA_PROC_STATUS_PARAM
+ *     IA_RESOLVER_TABLE          the library exports only a provider function (IA_TABLE_PROVIDER_SYMBOL,
+ *                                function IA_TABLE_PROVIDER_INDEX, of type ia_table_provider_t, whose list
+ *                                argument is an ia_table_list_t and count an ia_table_count_t); the first
+ *                                provider IA_TABLE_INTERFACE whose IA_TABLE_MAJOR(p) is IA_TABLE_REQUIRE_MAJOR
+ *                                and IA_TABLE_MINOR(p) at least IA_TABLE_REQUIRE_MINOR is selected, and every
+ *                                other function is its table entry ia_table_slot(p, i); never dlsym
  *   IA_LAUNCH (0/1)  the kernel-launch fast path: IA_LAUNCH_INDEX, IA_LAUNCH_MAX_ARGS, IA_LAUNCH_MAX_BYTES,
  *                    IA_LAUNCH_RESULT, IA_LAUNCH_DIMS(X) (X(C type, i) for the 7 dimensions) and
  *                    IA_LAUNCH_CALL(function, d0, ..., d6, stream, params)
@@ -36,6 +42,7 @@
 
 #define IA_RESOLVER_DLSYM 0
 #define IA_RESOLVER_PROC_ADDRESS 1
+#define IA_RESOLVER_TABLE 2
 #ifndef IA_RESOLVER
 #define IA_RESOLVER IA_RESOLVER_DLSYM
 #endif
@@ -98,6 +105,35 @@ static void *ia_via_proc(int i)
 }
 #endif
 
+#if IA_RESOLVER == IA_RESOLVER_TABLE
+static const IA_TABLE_INTERFACE *ia_table = NULL; /* the selected provider */
+static int ia_table_state = 0;                     /* 0 not yet asked, 1 selected, 2 none (or no provider) */
+
+/* The provider is asked once; a NULL entry (the provider does not implement the function) is missing, as a
+   symbol the library does not export is: the Python side (Binding.load_error) names the entry. */
+static void *ia_via_table(int i)
+{
+    if (ia_table_state == 0) {
+        const IA_TABLE_INTERFACE **list = NULL;
+        ia_table_count_t n = 0, k;
+        void *get = ia_dlsym(IA_TABLE_PROVIDER_SYMBOL);
+        ia_table_state = 2;
+        if (get != NULL && ((ia_table_provider_t)get)((ia_table_list_t)&list, &n) == 0 && list != NULL) {
+            for (k = 0; k < n; k++) {
+                const IA_TABLE_INTERFACE *p = list[k];
+                if (p != NULL && IA_TABLE_MAJOR(p) == IA_TABLE_REQUIRE_MAJOR
+                    && IA_TABLE_MINOR(p) >= IA_TABLE_REQUIRE_MINOR) {
+                    ia_table = p;
+                    ia_table_state = 1;
+                    break;
+                }
+            }
+        }
+    }
+    return ia_table != NULL ? ia_table_slot(ia_table, i) : NULL;
+}
+#endif
+
 static int ia_open_library(void);  /* extern "Python": tries the candidate paths via ia_dlopen */
 
 static int ia_dlopen(const char *path)
@@ -135,6 +171,14 @@ static void *ia_resolve(int i)
         return NULL;
 #if IA_RESOLVER == IA_RESOLVER_PROC_ADDRESS
     p = ia_via_proc(i);
+#endif
+#if IA_RESOLVER == IA_RESOLVER_TABLE
+    if (i != IA_TABLE_PROVIDER_INDEX) { /* a table entry or nothing: never the exported symbol */
+        p = ia_via_table(i);
+        ia_state[i] = p != NULL ? 1 : 2;
+        ia_ptr[i] = p;
+        return p;
+    }
 #endif
     if (p == NULL) {
         name = (ia_per_thread && ia_symbol_per_thread[i] != NULL) ? ia_symbol_per_thread[i] : ia_symbol[i];
