@@ -102,27 +102,37 @@ class BoundFunction:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FunctionTable:
+    """``resolver: {kind: table}``: the provider struct the library lists and where each function's entry is in
+    it.  ex) QnnInterface_t, whose ``v2_27`` member is a struct of function pointers such as
+    ``backendGetApiVersion``."""
+
+    interface: str  # ex) QnnInterface_t
+    table: str  # ex) v2_27 (C member path of the table struct within the provider)
+    version: str  # ex) apiVersion.coreApiVersion (C member path of a {major, minor, ...} struct)
+    major: int  # selection: the provider's major equals this ...
+    minor: int  # ... its minor is at least this ...
+    match: tuple[tuple[str, int], ...]  # ... and these integer members have these values  ex) (("backendId", 6),)
+    entries: tuple[str, ...]  # by function index: its field in the table ("" for the provider)
+    since: tuple[int, ...]  # by function index: the first minor whose table has its entry (0: every one)
+    list_decl: str  # the provider's list parameter type  ex) const QnnInterface_t ***
+    count_pointee: str  # the type its count points to  ex) uint32_t
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Resolver:
-    """How the library's functions are found once it is open: ``kind`` ``dlsym`` (each symbol), or
+    """How the library's functions are found once it is open: ``kind`` ``dlsym`` (each symbol),
     ``proc_address``: the library's own resolver (``cuGetProcAddress``) with each function's ABI pin, then dlsym;
-    the fields below describe that resolver.  Rendered into trampolines.c (IA_RESOLVER) and _binding.py."""
+    or ``table``: entries of a function table that the one exported function (the provider) lists.  Rendered
+    into trampolines.c (IA_RESOLVER) and _binding.py."""
 
     kind: str = "dlsym"
-    index: int = -1  # the resolver's own BoundFunction index (always resolved with dlsym)
-    symbol: str = ""  # ex) cuGetProcAddress_v2
+    index: int = -1  # the resolver's (or provider's) own BoundFunction index (always resolved with dlsym)
+    symbol: str = ""  # ex) cuGetProcAddress_v2, QnnInterface_getProviders
     status_param: bool = False  # the v2 form has a trailing CUdriverProcAddressQueryResult *
     default_flag: int = 0
     per_thread_flag: int = 0
-    # kind table: ``index``/``symbol`` are the provider's (the one function dlsym'ed); the rest describe the
-    # provider struct and where each function's entry is
-    interface: str = ""  # ex) QnnInterface_t
-    table_path: str = ""  # ex) v2_27 (C member path within the provider)
-    version_path: str = ""  # ex) apiVersion.coreApiVersion
-    major: int = 0
-    minor: int = 0
-    entries: tuple[str, ...] = ()  # the table field of each function, by index ("" for the provider)
-    list_decl: str = ""  # the provider's list parameter type  ex) const QnnInterface_t ***
-    count_pointee: str = ""  # the type its count points to  ex) uint32_t
+    table: FunctionTable | None = None  # kind table only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -856,6 +866,27 @@ def _member(b: _Binder, t: CType, path: str) -> tuple[CType | None, str]:
     return t, ""
 
 
+# bits of the integer builtins (LP64), and which are unsigned
+_INT_BITS = {"char": 8, "signed char": 8, "unsigned char": 8, "short": 16, "unsigned short": 16, "int": 32,
+             "unsigned int": 32, "long": 64, "unsigned long": 64, "long long": 64, "unsigned long long": 64,
+             "size_t": 64, "ssize_t": 64, "ptrdiff_t": 64, "intptr_t": 64, "uintptr_t": 64, "int8_t": 8,
+             "uint8_t": 8, "int16_t": 16, "uint16_t": 16, "int32_t": 32, "uint32_t": 32, "int64_t": 64,
+             "uint64_t": 64, "wchar_t": 32, "_Bool": 1}
+
+
+def _int_bounds(b: _Binder, t: CType) -> tuple[int, int] | None:
+    """The values an integer (or enum) type holds, or None when ``t`` is not one."""
+    c = b.canonical(t)
+    if isinstance(c, (EnumRef, InlineEnum)):
+        return -(1 << 31), (1 << 31) - 1
+    if not isinstance(c, Builtin) or c.name not in _INT_BITS:
+        return None
+    bits = _INT_BITS[c.name]
+    if c.name.startswith(("unsigned", "uint")) or c.name in ("size_t", "_Bool"):
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
 def table_field(public: str, prefix: str) -> str:
     """The default table field of a function: ``Prefix_name`` -> ``prefixName`` after the spec's ``prefix``
     is removed (prefix Qnn: QnnBackend_getApiVersion -> backendGetApiVersion); "" when the name has no ``_``."""
@@ -920,6 +951,33 @@ def bind_table(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction
         col.error(ts.table.location, f"table '{ts.table}' is a '{declare(ttype)}', not a struct of function pointers")
         return Resolver()
     slots = _fields(b, trec)
+    for member, value in ts.match:
+        mtype, why = _member(b, iface, member.value)
+        bounds = _int_bounds(b, mtype) if mtype is not None else None
+        if mtype is None:
+            col.error(member.location, f"match '{member}': {why}")
+            ok = False
+        elif bounds is None:
+            col.error(member.location, f"match '{member}' is a '{declare(mtype)}', not an integer member")
+            ok = False
+        elif not bounds[0] <= value <= bounds[1]:
+            col.error(member.location, f"match '{member}': {value} is not a value of its type "
+                      f"'{declare(mtype)}' ({bounds[0]}..{bounds[1]})")
+            ok = False
+    added: dict[str, int] = {}
+    for slot, minor in ts.since:
+        if slot.value not in slots:
+            col.error(slot.location, f"since: table '{ts.table}' ({declare(ttype)}) has no field "
+                      f"'{slot}'{suggest(slot.value, slots)}")
+            ok = False
+        else:
+            added[slot.value] = minor
+    # a field appended after one that came in minor N is in no table older than N either
+    since_of: dict[str, int] = {}
+    newest = 0
+    for field_name in slots:
+        newest = max(newest, added.get(field_name, 0))
+        since_of[field_name] = newest
     explicit = {fn.value: field for fn, field in ts.entries}
     for fn, _ in ts.entries:
         if fn.value not in by:
@@ -959,10 +1017,11 @@ def bind_table(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction
     if not ok:
         return Resolver()
     assert isinstance(p1, Pointer)
-    return Resolver(kind="table", index=provider.index, symbol=provider.symbol, interface=ts.interface.value,
-                    table_path=ts.table.value, version_path=ts.version.value, major=ts.major, minor=ts.minor,
-                    entries=tuple(entries), list_decl=declare(params[0].type),
-                    count_pointee=declare(replace(p1.pointee, const=False)))
+    table = FunctionTable(interface=ts.interface.value, table=ts.table.value, version=ts.version.value,
+                          major=ts.major, minor=ts.minor, match=tuple((m.value, v) for m, v in ts.match),
+                          entries=tuple(entries), since=tuple(since_of.get(e, 0) for e in entries),
+                          list_decl=declare(params[0].type), count_pointee=declare(replace(p1.pointee, const=False)))
+    return Resolver(kind="table", index=provider.index, symbol=provider.symbol, table=table)
 
 
 def bind_resolver(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: _Binder,

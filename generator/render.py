@@ -83,6 +83,12 @@ def _via_proc(f: BoundFunction, lib: BoundLibrary) -> bool:
     return pa.kind == "proc_address" and (f.abi_version or 0) > 0 and f.index != pa.index
 
 
+def _c_int(value: int) -> str:
+    """An integer as a C literal of a type that holds it (a negative one as ``(n LL - 1)``: ``-9223372036854775808``
+    is not a literal)."""
+    return f"{value}ULL" if value >= 0 else f"({value + 1}LL - 1)"
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -94,7 +100,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(flag_union=_flag_union, pystr=_pystr, pytuple=_pytuple, pyliteral=_pyliteral, pydoc=_pydoc, c_args=_c_args,
                        c_failure_value=_c_failure_value, raw_result=raw_result, c_doc=_c_doc, c_string=c_string,
-                       via_proc=_via_proc)
+                       via_proc=_via_proc, c_int=_c_int)
     return env
 
 

@@ -106,7 +106,9 @@ class TableSpec:
     """``resolver: {kind: table, ...}``: the library exports only a provider function
     ``status provider(const Interface ***list, uint32_t *n)``; each provider struct carries an API version and a
     struct of function pointers (the table).  One provider is selected (version major equal, minor at least the
-    required one) and every other bound function is called through its table entry, never dlsym'ed."""
+    required one, the ``match`` members equal) and every other bound function is called through its table entry,
+    never dlsym'ed.  Tables grow by appending fields: an entry added in a later minor (``since``) is missing from
+    an older provider's table, which may end before it."""
 
     provider: Name  # ex) QnnInterface_getProviders (a bound function: the one symbol dlsym'ed)
     interface: Name  # ex) QnnInterface_t (the provider struct type)
@@ -114,18 +116,29 @@ class TableSpec:
     version: Name  # ex) apiVersion.coreApiVersion (member path of a {major, minor, ...} struct)
     major: int
     minor: int
+    match: tuple[tuple[Name, int], ...] = ()  # ex) (backendId, 6): integer members the provider must have
     prefix: Name | None = None  # ex) Qnn: removed before the default rule (QnnBackend_create -> backendCreate)
     entries: tuple[tuple[Name, Name], ...] = ()  # explicit (function, field) pairs, before the default rule
+    since: tuple[tuple[Name, int], ...] = ()  # ex) (contextFinalize, 16): table field -> the minor that added it
 
 
 # How a library's functions are found once it is open (``resolver: {kind: ...}``); dlsym when none is named.
 # One mechanism, in C (runtime/ironaccelerator_runtime/include/ia_runtime.h, IA_RESOLVER) and in Python (ABI mode:
-# ironaccelerator_runtime.loader.Resolver).
+# ironaccelerator_runtime.loader.Resolver).  The kinds and their keys:
+#   dlsym         (none)
+#   proc_address  function: cuGetProcAddress, default_flag: <constant>, per_thread_flag: <constant> (optional)
+#   table         provider: <the one exported function, status (const Interface ***list, uint32_t *count)>,
+#                 interface: <the provider struct typedef>, version: <member path of its {major, minor} struct>,
+#                 require: {major: N, minor: M} (major == N, minor >= M), match: {<member path>: <integer>}
+#                 (optional), table: <member path of the function table>, prefix: <removed before the default
+#                 rule Component_name -> componentName> (optional), entries: {<function>: <table field>}
+#                 (optional), since: {<table field>: <the minor that appended it>} (optional)
 RESOLVER_KINDS = ("dlsym", "proc_address", "table")
 RESOLVER_KINDS_TO_COME = {"objc": "issue 13 (Metal's messages)"}
 # the keys each kind takes besides 'kind'
 RESOLVER_KEYS = {"dlsym": (), "proc_address": ("function", "default_flag", "per_thread_flag"),
-                 "table": ("provider", "interface", "table", "version", "require", "prefix", "entries")}
+                 "table": ("provider", "interface", "table", "version", "require", "match", "prefix", "entries",
+                           "since")}
 RESOLVER_REQUIRED = {"proc_address": ("function", "default_flag"),
                      "table": ("provider", "interface", "table", "version", "require")}
 MEMBER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
@@ -759,17 +772,37 @@ def _table_resolver(r: _Reader, rm: dict[str, yaml.Node]) -> TableSpec | None:
     for key, value in (("major", major), ("minor", minor)):
         if value is not None and value < 0:
             r.errors.error(r.loc(req[key]), f"require {key} must not be negative")
+    match = []
+    if rm.get("match") is not None and not isinstance(rm["match"], yaml.MappingNode):
+        r.errors.error(r.loc(rm["match"]), f"expected a mapping of provider members, got {_kind(rm['match'])}")
+    elif rm.get("match") is not None:
+        seen: set[str] = set()
+        for k, v in rm["match"].value:
+            member = r.string(k, "match member", MEMBER_PATH, path_hint)
+            value = r.integer(v, f"match value of {member}" if member else "match value")
+            if member is not None and member.value in seen:
+                r.errors.error(member.location, f"duplicate match member '{member}'")
+            elif member is not None and value is not None:
+                seen.add(member.value)
+                match.append((member, value))
     prefix = r.ident(rm.get("prefix"), "prefix")
     entries = []
     for fname, node in r.keyed(rm.get("entries"), "function"):
         slot = r.ident(node, f"table field of {fname}")
         if slot is not None:
             entries.append((fname, slot))
+    since = []
+    for field_name, node in r.keyed(rm.get("since"), "table field"):
+        added = r.integer(node, f"since minor of {field_name}")
+        if added is not None and added < 0:
+            r.errors.error(r.loc(node), f"since minor of {field_name} must not be negative")
+        elif added is not None:
+            since.append((field_name, added))
     if None in (provider, interface, tpath, vpath, major, minor) or major < 0 or minor < 0:  # type: ignore[operator]
         return None
     assert provider and interface and tpath and vpath and major is not None and minor is not None
     return TableSpec(provider=provider, interface=interface, table=tpath, version=vpath, major=major, minor=minor,
-                     prefix=prefix, entries=tuple(entries))
+                     match=tuple(match), prefix=prefix, entries=tuple(entries), since=tuple(since))
 
 
 def _function(r: _Reader, name: Name, node: yaml.Node) -> FunctionSpec:

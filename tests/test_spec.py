@@ -350,15 +350,27 @@ TABLE_TEXT = (TABLE_CASE / "resolver_table.yaml").read_text(encoding="utf-8")
 TABLE = "specs/resolver_table.yaml"
 
 
-def table_errors(tmp_path: Path, text: str) -> list[Diagnostic]:
-    """The diagnostics of the golden resolver_table case's spec, edited, against its header."""
+def table_specs(tmp_path: Path, text: str) -> Path:
     d = tmp_path / "specs"
     d.mkdir(parents=True)
     (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
     (d / "resolver_table.yaml").write_text(text, encoding="utf-8")
+    return d
+
+
+def table_errors(tmp_path: Path, text: str) -> list[Diagnostic]:
+    """The diagnostics of the golden resolver_table case's spec, edited, against its header."""
     with pytest.raises(UserError) as info:
-        compile_specs(d, {"resolver_table": str(TABLE_CASE / "include")}, base=tmp_path)
+        compile_specs(table_specs(tmp_path, text), {"resolver_table": str(TABLE_CASE / "include")}, base=tmp_path)
     return list(info.value.diagnostics)
+
+
+def table_file(tmp_path: Path, text: str, name: str) -> str:
+    """One generated file of the golden resolver_table case's library, its spec edited."""
+    result = compile_specs(table_specs(tmp_path, text), {"resolver_table": str(TABLE_CASE / "include")},
+                           base=tmp_path)
+    out: str = result.files[f"ironaccelerator/backends/test/resolver_table/{name}"]
+    return out
 
 
 def test_resolver_table_is_implemented_and_loads() -> None:
@@ -368,6 +380,8 @@ def test_resolver_table_is_implemented_and_loads() -> None:
     assert (t.provider.value, t.interface.value, t.table.value, t.version.value, t.major, t.minor) == (
         "tbGetProviders", "TbInterface_t", "v1", "apiVersion", 2, 1)
     assert [(f.value, x.value) for f, x in t.entries] == [("tbCallCount", "calls")]
+    assert [(m.value, v) for m, v in t.match] == [("backendId", 23)]
+    assert [(f.value, v) for f, v in t.since] == [("deviceScale", 4)]
 
 
 def test_resolver_table_unknown_key_suggests() -> None:
@@ -423,7 +437,7 @@ def test_resolver_table_unknown_members_suggest(tmp_path: Path) -> None:
 
 def test_resolver_table_function_without_a_field(tmp_path: Path) -> None:
     """tbCallCount has no default field (tbCallCount has no '_'); an explicit entry naming no field."""
-    text = edit(TABLE_TEXT, "  entries: {tbCallCount: calls}\n", "")
+    text = edit(TABLE_TEXT, "  entries: {tbCallCount: calls}    # where the default rule does not fit\n", "")
     d = the_error(table_errors(tmp_path, text), "tbCallCount")
     assert d.message.startswith("table 'v1' (TbTable_t) has no default field (its name has no '_') for tbCallCount")
     assert "resolver_table.h:" in d.message and "resolver.entries" in d.message
@@ -446,6 +460,52 @@ def test_resolver_table_signature_mismatch(tmp_path: Path) -> None:
     text = edit(TABLE_TEXT, "{tbCallCount: calls}", "{tbCallCount: calls, tbGetProvider: calls}")
     d = the_error(table_errors(tmp_path / "2", text), "entries:")
     assert "did you mean 'tbGetProviders'?" in d.message
+
+
+def test_resolver_table_match_members(tmp_path: Path) -> None:
+    """match: integer members of the provider (paths checked, suggested), values their type holds."""
+    text = edit(TABLE_TEXT, "match: {backendId: 23}", "match: {backendID: 23, apiVersion.patch: 1}")
+    diags = table_errors(tmp_path, text)
+    d = the_error(diags, "match 'backendID'")
+    assert d.message.startswith("match 'backendID': 'TbInterface_t' has no member 'backendID'")
+    assert "did you mean 'backendId'?" in d.message
+    assert_at(d, TABLE, pos(text, "backendID"))
+    assert not [x for x in diags if "apiVersion.patch" in x.message], diags  # a path to a nested integer: fine
+    text = edit(TABLE_TEXT, "match: {backendId: 23}", "match: {providerName: 23}")
+    d = the_error(table_errors(tmp_path / "2", text), "match 'providerName'")
+    assert d.message == "match 'providerName' is a 'const char *', not an integer member"
+    text = edit(TABLE_TEXT, "match: {backendId: 23}", "match: {backendId: -1}")
+    d = the_error(table_errors(tmp_path / "3", text), "match 'backendId'")
+    assert d.message == "match 'backendId': -1 is not a value of its type 'uint32_t' (0..4294967295)"
+    text = edit(TABLE_TEXT, "match: {backendId: 23}", "match: {backendId: high}")
+    d = the_error(loader_errors(text, TABLE), "match value")
+    assert d.message.startswith("match value of backendId must be an integer")
+    assert_at(d, TABLE, pos(text, "high"))
+
+
+def test_resolver_table_since_names_table_fields(tmp_path: Path) -> None:
+    text = edit(TABLE_TEXT, "since: {deviceScale: 4}", "since: {deviceScal: 4}")
+    d = the_error(table_errors(tmp_path, text), "since:")
+    assert d.message == "since: table 'v1' (TbTable_t) has no field 'deviceScal' (did you mean 'deviceScale'?)"
+    assert_at(d, TABLE, pos(text, "deviceScal"))
+    text = edit(TABLE_TEXT, "since: {deviceScale: 4}", "since: {deviceScale: -4}")
+    d = the_error(loader_errors(text, TABLE), "since minor")
+    assert d.message == "since minor of deviceScale must not be negative"
+
+
+def test_resolver_table_since_holds_for_every_later_field(tmp_path: Path) -> None:
+    """A table grows by appending: a field declared after one added in minor N is in no older table either
+    (deviceReset in 2.3 makes calls 2.3, deviceScale stays 2.4); fields before it are in every table."""
+    text = edit(TABLE_TEXT, "since: {deviceScale: 4}", "since: {deviceReset: 3, deviceScale: 4}")
+    binding = table_file(tmp_path, text, "_binding.py")
+    since = binding[binding.index("    since={"):]
+    since = since[:since.index("    },") + 6]
+    assert since.splitlines()[1:] == ["        'deviceReset': 3,", "        'deviceScale': 4,", "        'calls': 3,",
+                                      "    },"], since  # by function: TbDevice_reset, TbDevice_scale, tbCallCount
+    trampolines = table_file(tmp_path / "2", text, "trampolines.c")
+    since = trampolines[trampolines.index("ia_table_since["):]
+    # by function: TbDevice_add, _getVersion, _reset, _scale, tbCallCount, tbGetProviders (the provider)
+    assert [int(x.strip(" ,")) for x in since[:since.index("};")].splitlines()[1:]] == [0, 0, 3, 4, 3, 0], since
 
 
 def test_resolver_kind_is_required() -> None:

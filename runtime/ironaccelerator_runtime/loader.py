@@ -6,7 +6,9 @@ pre-parsed ``_cffi_abi`` module, or the cdef parsed at import as a last
 resort).  Neither mode needs the vendor library at import time, and both
 resolve a function the same way on its first call: through the library's own
 resolver (``cuGetProcAddress``) with the function's ABI version pin where the
-spec names one, else (or if that fails) ``dlsym`` of its exported symbol.
+spec names one, else (or if that fails) ``dlsym`` of its exported symbol; or,
+for a library that exports only a provider of function tables, as the entry of
+the selected provider's table (never ``dlsym``).
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ class Resolver:
     """How ABI mode finds a function of an opened library, before ``dlsym`` of its symbol: a library spec's
     ``resolver: {kind: ...}``.  The C twin is ia_runtime.h's IA_RESOLVER (API mode); both resolve alike.
 
-    ``kind`` ``dlsym`` (this class: nothing before dlsym); :class:`ProcAddress` for ``proc_address``.
+    ``kind`` ``dlsym`` (this class: nothing before dlsym); :class:`ProcAddress` for ``proc_address``;
+    :class:`Table` for ``table`` (a provider's function table, and no dlsym but of the provider).
     """
 
     kind = "dlsym"
@@ -134,22 +137,25 @@ def _member(value: Any, path: str) -> Any:
 
 class Table(Resolver):
     """``table``: the library exports only ``provider(const Interface ***list, uint32_t *n)`` (status 0: success).
-    The first listed provider whose ``version`` member has major ``major`` and a minor of at least ``minor`` is
-    selected, once; every other function is its entry (``entries``: public name -> field) of the provider's
-    ``table`` member, never dlsym'ed.  A NULL entry is a missing function (SYMBOL_NOT_FOUND naming the entry),
-    no matching provider a missing library (LIBRARY_NOT_FOUND listing the providers offered).  As ia_runtime.h's
-    ``ia_via_table``."""
+    The first listed provider whose ``version`` member has major ``major``, a minor of at least ``minor`` and
+    whose ``match`` members have their values is selected, once; every other function is its entry
+    (``entries``: public name -> field) of the provider's ``table`` member, never dlsym'ed.  An entry that is
+    NULL, or newer than the provider (``since``: field -> the minor that added it; an older table may end before
+    it, so it is never read) is a missing function (SYMBOL_NOT_FOUND naming the entry), no matching provider a
+    missing library (LIBRARY_NOT_FOUND listing the providers offered).  As ia_runtime.h's ``ia_via_table``."""
 
     kind = "table"
 
     def __init__(self, *, provider: str, table: str, version: str, major: int, minor: int,
-                 entries: dict[str, str]) -> None:
+                 match: dict[str, int], entries: dict[str, str], since: dict[str, int]) -> None:
         self.provider = provider  # ex) QnnInterface_getProviders: a bound function, resolved with dlsym
         self.table = table  # ex) v2_27: member path of the function table in the provider struct
         self.version = version  # ex) apiVersion.coreApiVersion: member path of {major, minor, patch}
         self.major = major
         self.minor = minor
+        self.match = match  # ex) {"backendId": 6}: provider member path -> the value it must have
         self.entries = entries  # ex) {"QnnBackend_getApiVersion": "backendGetApiVersion"}
+        self.since = since  # ex) {"contextFinalize": 16}: field -> the minor that added it (absent: every one)
 
     def providers(self, binding: Binding) -> list[Any] | None:
         """The providers the library lists (cdata pointers), or None when it cannot be asked."""
@@ -165,9 +171,24 @@ class Table(Resolver):
             return None
         return [lst[0][k] for k in range(int(n[0])) if lst[0][k] != ffi.NULL]
 
-    def _matches(self, p: Any) -> bool:
+    def selects(self, p: Any) -> bool:
+        """Whether provider ``p`` is one this binding can use (ia_runtime.h: ``ia_table_selects``)."""
         v = _member(p, self.version)
-        return int(v.major) == self.major and int(v.minor) >= self.minor
+        return (int(v.major) == self.major and int(v.minor) >= self.minor
+                and all(int(_member(p, m)) == value for m, value in self.match.items()))
+
+    def select(self, binding: Binding) -> tuple[list[Any] | None, Any]:
+        """(the providers listed, or None; the first one selected, or None)."""
+        found = self.providers(binding)
+        return found, next((p for p in found or () if self.selects(p)), None)
+
+    def entry(self, p: Any, public: str) -> Any:
+        """Function ``public``'s entry in provider ``p`` (a cdata function pointer, maybe NULL), or None when
+        the entry is newer than ``p``'s minor (its table may end before it: not read)."""
+        field = self.entries[public]
+        if int(_member(p, self.version).minor) < self.since.get(field, 0):
+            return None
+        return getattr(_member(p, self.table), field)
 
     def _describe(self, binding: Binding, p: Any) -> str:
         v = _member(p, self.version)
@@ -177,19 +198,22 @@ class Table(Resolver):
                  and _cstr(binding.ffi, getattr(p, k)) is not None]
         return f"version {ver}" + (f" ({', '.join(names)})" if names else "")
 
+    def _wanted(self) -> str:
+        match = "".join(f" and {m} {value}" for m, value in self.match.items())
+        return f"API version {self.major}.{self.minor} or a later {self.major}.x{match}"
+
     def resolve(self, lib: _LazyLib, index: int) -> Any:
         b = lib._binding
         public = b.functions[index][0]
         if public == self.provider:
             return None
         if not lib._proc_looked_up:
-            found = self.providers(b) or []
-            lib._proc = next((p for p in found if self._matches(p)), None)
+            lib._proc = self.select(b)[1]
             lib._proc_looked_up = True
         if lib._proc is None:
             return None
-        fn = getattr(_member(lib._proc, self.table), self.entries[public])
-        return None if fn == lib._ffi.NULL else fn
+        fn = self.entry(lib._proc, public)
+        return None if fn is None or fn == lib._ffi.NULL else fn
 
     def dlsym(self, public: str) -> bool:
         return public == self.provider
@@ -198,18 +222,19 @@ class Table(Resolver):
         public = binding.functions[index][0]
         if public == self.provider:
             return None
-        found = self.providers(binding)
+        found, chosen = self.select(binding)
         if found is None:
             return Error(ErrorKind.LIBRARY_NOT_FOUND, f"{binding.path} does not list any provider ({self.provider} "
                          f"failed or is not exported) for {public}", backend=binding.backend, function=public)
-        chosen = next((p for p in found if self._matches(p)), None)
         if chosen is None:
             offers = "; ".join(self._describe(binding, p) for p in found) or "none"
-            return Error(ErrorKind.LIBRARY_NOT_FOUND, f"{binding.path} has no provider of API version "
-                         f"{self.major}.{self.minor} or a later {self.major}.x (for {public}); it offers: {offers}",
-                         backend=binding.backend, function=public)
+            return Error(ErrorKind.LIBRARY_NOT_FOUND, f"{binding.path} has no provider of {self._wanted()} "
+                         f"(for {public}); it offers: {offers}", backend=binding.backend, function=public)
+        field = self.entries[public]
+        why = "NULL" if self.entry(chosen, public) is not None else (
+            f"added in {self.major}.{self.since[field]}, after the provider's version")
         return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{binding.path}: the selected provider, "
-                     f"{self._describe(binding, chosen)}, has no entry {self.entries[public]} (NULL; for {public})",
+                     f"{self._describe(binding, chosen)}, has no entry {field} ({why}; for {public})",
                      backend=binding.backend, function=public)
 
 

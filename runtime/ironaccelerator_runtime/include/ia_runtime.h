@@ -12,11 +12,12 @@
  *                                dlsym: ia_public[], ia_pin[], IA_PROC_SYMBOL, IA_PROC_INDEX,
  *                                IA_PROC_DEFAULT_FLAG, IA_PROC_PER_THREAD_FLAG, IA_PROC_STATUS_PARAM
  *     IA_RESOLVER_TABLE          the library exports only a provider function (IA_TABLE_PROVIDER_SYMBOL,
- *                                function IA_TABLE_PROVIDER_INDEX, of type ia_table_provider_t, whose list
- *                                argument is an ia_table_list_t and count an ia_table_count_t); the first
- *                                provider IA_TABLE_INTERFACE whose IA_TABLE_MAJOR(p) is IA_TABLE_REQUIRE_MAJOR
- *                                and IA_TABLE_MINOR(p) at least IA_TABLE_REQUIRE_MINOR is selected, and every
- *                                other function is its table entry ia_table_slot(p, i); never dlsym
+ *                                function IA_TABLE_PROVIDER_INDEX, of type ia_table_provider_t, taking an
+ *                                ia_table_list_t and an ia_table_count_t *) listing ia_table_interface_t structs;
+ *                                the first whose IA_TABLE_MAJOR(p) is IA_TABLE_REQUIRE_MAJOR, IA_TABLE_MINOR(p)
+ *                                at least IA_TABLE_REQUIRE_MINOR and each IA_TABLE_MATCH(X) X(member, value)
+ *                                equal is selected; every other function is the pointer at ia_table_offset[i]
+ *                                in it, when its IA_TABLE_MINOR is at least ia_table_since[i]; never dlsym
  *   IA_LAUNCH (0/1)  the kernel-launch fast path: IA_LAUNCH_INDEX, IA_LAUNCH_MAX_ARGS, IA_LAUNCH_MAX_BYTES,
  *                    IA_LAUNCH_RESULT, IA_LAUNCH_DIMS(X) (X(C type, i) for the 7 dimensions) and
  *                    IA_LAUNCH_CALL(function, d0, ..., d6, stream, params)
@@ -106,31 +107,48 @@ static void *ia_via_proc(int i)
 #endif
 
 #if IA_RESOLVER == IA_RESOLVER_TABLE
-static const IA_TABLE_INTERFACE *ia_table = NULL; /* the selected provider */
-static int ia_table_state = 0;                     /* 0 not yet asked, 1 selected, 2 none (or no provider) */
+static const ia_table_interface_t *ia_table = NULL; /* the selected provider */
+static int ia_table_state = 0;                      /* 0 not yet asked, 1 asked (ia_table set, or NULL: none) */
+#if defined(__GNUC__)
+#define IA_TABLE_ASKED() __atomic_load_n(&ia_table_state, __ATOMIC_ACQUIRE)
+#define IA_TABLE_SET_ASKED() __atomic_store_n(&ia_table_state, 1, __ATOMIC_RELEASE)
+#else
+#define IA_TABLE_ASKED() (*(volatile int *)&ia_table_state)
+#define IA_TABLE_SET_ASKED() (*(volatile int *)&ia_table_state = 1)
+#endif
 
-/* The provider is asked once; a NULL entry (the provider does not implement the function) is missing, as a
-   symbol the library does not export is: the Python side (Binding.load_error) names the entry. */
+#define IA_TABLE_EQ_(member, value) &&p->member == (value)
+static int ia_table_selects(const ia_table_interface_t *p)
+{
+    return IA_TABLE_MAJOR(p) == IA_TABLE_REQUIRE_MAJOR && IA_TABLE_MINOR(p) >= IA_TABLE_REQUIRE_MINOR
+        IA_TABLE_MATCH(IA_TABLE_EQ_);
+}
+
+/* The provider is asked once.  An entry is missing, as a symbol the library does not export is (the Python side,
+   Binding.load_error, names the entry), when it is NULL (the provider does not implement the function) or newer
+   than the provider's minor: tables grow by appending entries, so an older provider's may end before it and is
+   never read there. */
 static void *ia_via_table(int i)
 {
-    if (ia_table_state == 0) {
-        const IA_TABLE_INTERFACE **list = NULL;
+    void *fn = NULL;
+    if (!IA_TABLE_ASKED()) {
+        const ia_table_interface_t **list = NULL, *chosen = NULL;
         ia_table_count_t n = 0, k;
         void *get = ia_dlsym(IA_TABLE_PROVIDER_SYMBOL);
-        ia_table_state = 2;
         if (get != NULL && ((ia_table_provider_t)get)((ia_table_list_t)&list, &n) == 0 && list != NULL) {
-            for (k = 0; k < n; k++) {
-                const IA_TABLE_INTERFACE *p = list[k];
-                if (p != NULL && IA_TABLE_MAJOR(p) == IA_TABLE_REQUIRE_MAJOR
-                    && IA_TABLE_MINOR(p) >= IA_TABLE_REQUIRE_MINOR) {
-                    ia_table = p;
-                    ia_table_state = 1;
-                    break;
-                }
+            for (k = 0; k < n && chosen == NULL; k++) {
+                if (list[k] != NULL && ia_table_selects(list[k]))
+                    chosen = list[k];
             }
         }
+        ia_table = chosen; /* published before the state: a concurrent first call asks again, never sees "none" */
+        IA_TABLE_SET_ASKED();
     }
-    return ia_table != NULL ? ia_table_slot(ia_table, i) : NULL;
+    if (ia_table == NULL || i < 0 || i >= IA_COUNT || i == IA_TABLE_PROVIDER_INDEX
+        || IA_TABLE_MINOR(ia_table) < ia_table_since[i])
+        return NULL;
+    memcpy(&fn, (const char *)ia_table + ia_table_offset[i], sizeof fn);
+    return fn;
 }
 #endif
 

@@ -1,6 +1,7 @@
 /* resolver: {kind: table}: the library exports only tbGetProviders, which lists provider structs; each holds
    an API version and, in an anonymous union, a table of function pointers.  The functions declared below are
-   called through the selected provider's table entries, never looked up by name. */
+   called through the selected provider's table entries, never looked up by name.  The table grows by
+   appending entries: deviceScale came in API 2.4, so a 2.3 provider's table may end before it. */
 #ifndef RESOLVER_TABLE_H
 #define RESOLVER_TABLE_H
 #include <stdint.h>
@@ -20,6 +21,7 @@ typedef struct {
     tbStatus (*deviceAdd)(int a, int b, int *sum);
     tbStatus (*deviceReset)(void);
     int (*calls)(void);
+    tbStatus (*deviceScale)(int x, int *scaled); /* API 2.4 */
 } TbTable_t;
 
 typedef struct {
@@ -35,5 +37,6 @@ tbStatus tbGetProviders(const TbInterface_t ***list, uint32_t *count);
 tbStatus TbDevice_getVersion(int *major, int *minor);
 tbStatus TbDevice_add(int a, int b, int *sum);
 tbStatus TbDevice_reset(void);
+tbStatus TbDevice_scale(int x, int *scaled);
 int tbCallCount(void);
 #endif

@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     _f_TbDevice_add: Any
     _f_TbDevice_getVersion: Any
     _f_TbDevice_reset: Any
+    _f_TbDevice_scale: Any
     _f_tbCallCount: Any
     _f_tbGetProviders: Any
     pass
@@ -133,6 +134,20 @@ def TbDevice_reset() -> None:
         raise _error(_r, 2)
 
 
+def TbDevice_scale(x: int) -> int:
+    """``tbStatus TbDevice_scale(int x, int *scaled)``
+
+    Symbol ``TbDevice_scale``.
+    Returns ``scaled``.
+    """
+    _scaled = _new(_T0)
+    _r = _f_TbDevice_scale(x, _scaled)
+    if _r:
+        raise _error(_r, 3)
+    _v: int = _scaled[0]
+    return _v
+
+
 def tbCallCount() -> int:
     """``int tbCallCount(void)``
 
@@ -154,12 +169,12 @@ def tbGetProviders() -> tuple[CData, int]:
     _count = _new(_T2)
     _r = _f_tbGetProviders(_list, _count)
     if _r:
-        raise _error(_r, 4)
+        raise _error(_r, 5)
     return _list[0], _count[0]
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of the 4 functions that take and return only numbers (or a
+# API mode: the checked wrappers of the 5 functions that take and return only numbers (or a
 # string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any

@@ -11,6 +11,7 @@ FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ('TbDevice_add', 'TbDevice_add', None, None),
     ('TbDevice_getVersion', 'TbDevice_getVersion', None, None),
     ('TbDevice_reset', 'TbDevice_reset', None, None),
+    ('TbDevice_scale', 'TbDevice_scale', None, None),
     ('tbCallCount', 'tbCallCount', None, None),
     ('tbGetProviders', 'tbGetProviders', None, None),
 )
@@ -22,24 +23,31 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # ABI mode resolves as the trampolines do (ia_runtime.h, ia_via_table): tbGetProviders lists the providers;
-# the first with apiVersion 2.1 (or a later minor) is selected, and every other
-# function is its entry in v1, never dlsym'ed.
+# the first with apiVersion 2.1 or a later 2.x and backendId 23 is selected,
+# and every other function is its entry in v1, never dlsym'ed.
 RESOLVER = Table(
     provider='tbGetProviders',
     table='v1',
     version='apiVersion',
     major=2,
     minor=1,
+    match={  # provider member -> the value it must have
+        'backendId': 23,
+    },
     entries={  # public name -> table field
         'TbDevice_add': 'deviceAdd',
         'TbDevice_getVersion': 'deviceGetVersion',
         'TbDevice_reset': 'deviceReset',
+        'TbDevice_scale': 'deviceScale',
         'tbCallCount': 'calls',
+    },
+    since={  # table field -> the minor that added it, where that is after 2.1
+        'deviceScale': 4,
     },
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '7e33265100d6c0e3b947ae2c'
+BUILD_ID = '20cd63ce9e30f38cdef7af56'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

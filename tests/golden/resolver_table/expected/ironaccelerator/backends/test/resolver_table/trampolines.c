@@ -3,15 +3,16 @@
    This file holds the library's tables and per-function code; the logic is the hand-written ia_runtime.h. */
 #include "types.cdef"
 
-#define IA_COUNT 5
+#define IA_COUNT 6
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.resolver_table"
-#define IA_FAST_COUNT 4
+#define IA_FAST_COUNT 5
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "TbDevice_add",
     "TbDevice_getVersion",
     "TbDevice_reset",
+    "TbDevice_scale",
     "tbCallCount",
     "tbGetProviders",
 };
@@ -21,32 +22,41 @@ NULL,
 NULL,
 NULL,
 NULL,
+NULL,
 };
 
-/* Only tbGetProviders is exported: it lists providers (TbInterface_t); the first whose apiVersion
-   is 2.1 or a later minor is selected, and every other function is its entry in
+/* Only tbGetProviders is exported: it lists providers (TbInterface_t); the first with apiVersion
+   2.1 or a later 2.x and backendId 23 is selected, and every other function is its entry in
    v1, never dlsym'ed. */
 #define IA_RESOLVER IA_RESOLVER_TABLE
 #define IA_TABLE_PROVIDER_SYMBOL "tbGetProviders"
-#define IA_TABLE_PROVIDER_INDEX 4
-#define IA_TABLE_INTERFACE TbInterface_t
+#define IA_TABLE_PROVIDER_INDEX 5
 #define IA_TABLE_REQUIRE_MAJOR 2
 #define IA_TABLE_REQUIRE_MINOR 1
 #define IA_TABLE_MAJOR(p) ((p)->apiVersion.major)
 #define IA_TABLE_MINOR(p) ((p)->apiVersion.minor)
+#define IA_TABLE_MATCH(X) X(backendId, 23ULL)
+typedef TbInterface_t ia_table_interface_t;
 typedef tbStatus (*ia_table_provider_t)(const TbInterface_t ***list, uint32_t *count);
 typedef const TbInterface_t *** ia_table_list_t;
 typedef uint32_t ia_table_count_t;
-static void *ia_table_slot(const TbInterface_t *ia_p, int i)
-{
-    switch (i) {
-    case 0: return (void *)ia_p->v1.deviceAdd;
-    case 1: return (void *)ia_p->v1.deviceGetVersion;
-    case 2: return (void *)ia_p->v1.deviceReset;
-    case 3: return (void *)ia_p->v1.calls;
-    default: return NULL;
-    }
-}
+/* each function's entry: its offset in the provider, and the minor that added it (0: in every table) */
+static const size_t ia_table_offset[IA_COUNT > 0 ? IA_COUNT : 1] = {
+    offsetof(TbInterface_t, v1.deviceAdd),
+    offsetof(TbInterface_t, v1.deviceGetVersion),
+    offsetof(TbInterface_t, v1.deviceReset),
+    offsetof(TbInterface_t, v1.deviceScale),
+    offsetof(TbInterface_t, v1.calls),
+    0, /* tbGetProviders: the provider */
+};
+static const unsigned ia_table_since[IA_COUNT > 0 ? IA_COUNT : 1] = {
+    0,
+    0,
+    0,
+    4,
+    0,
+    0,
+};
 
 #include "ia_runtime.h"
 
@@ -74,21 +84,29 @@ static tbStatus TbDevice_reset(void)
         return (tbStatus)2147483631;
     return ((ia_pfn_2)ia_fn)();
 }
-typedef int (*ia_pfn_3)(void);
-static int tbCallCount(void)
+typedef tbStatus (*ia_pfn_3)(int x, int *scaled);
+static tbStatus TbDevice_scale(int x, int *scaled)
 {
     void *ia_fn = ia_ptr[3];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(3)) == NULL)
-        return 0;
-    return ((ia_pfn_3)ia_fn)();
+        return (tbStatus)2147483631;
+    return ((ia_pfn_3)ia_fn)(x, scaled);
 }
-typedef tbStatus (*ia_pfn_4)(const TbInterface_t ***list, uint32_t *count);
-static tbStatus tbGetProviders(const TbInterface_t ***list, uint32_t *count)
+typedef int (*ia_pfn_4)(void);
+static int tbCallCount(void)
 {
     void *ia_fn = ia_ptr[4];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(4)) == NULL)
+        return 0;
+    return ((ia_pfn_4)ia_fn)();
+}
+typedef tbStatus (*ia_pfn_5)(const TbInterface_t ***list, uint32_t *count);
+static tbStatus tbGetProviders(const TbInterface_t ***list, uint32_t *count)
+{
+    void *ia_fn = ia_ptr[5];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(5)) == NULL)
         return (tbStatus)2147483631;
-    return ((ia_pfn_4)ia_fn)(list, count);
+    return ((ia_pfn_5)ia_fn)(list, count);
 }
 
 static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -154,6 +172,29 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
 
 static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
+    static const char *const ia_kw[] = {"x"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    tbStatus ia_r;
+    int a0;
+    int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("TbDevice_scale", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_ARG_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = TbDevice_scale(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL))
+        return ia_fast_fail(IA_FROM_INT(tbStatus, ia_r), 3);
+    return IA_FROM_INT(int, o1);
+}
+
+static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
     PyObject *ia_argv[1];
     int ia_r;
     (void)ia_self;
@@ -191,7 +232,15 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``tbStatus TbDevice_reset(void)``\n"
      "\n"
      "Symbol ``TbDevice_reset``."},
-    {"tbCallCount", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+    {"TbDevice_scale", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+     "TbDevice_scale($module, x)\n"
+     "--\n"
+     "\n"
+     "``tbStatus TbDevice_scale(int x, int *scaled)``\n"
+     "\n"
+     "Symbol ``TbDevice_scale``.\n"
+     "Returns ``scaled``."},
+    {"tbCallCount", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
      "tbCallCount($module)\n"
      "--\n"
      "\n"
