@@ -11,6 +11,9 @@ SDKS   := $(VENV)/.test-sdks-installed
 GEN_SDKS  := nvidia-cuda-nvrtc==13.5.37
 TEST_SDKS := $(GEN_SDKS) nvidia-cuda-runtime-cu12==12.9.79 cuda-bindings==13.5.0 pyopencl
 GENSDK    := $(VENV)/.gen-sdks-installed
+# Qualcomm's real QNN libraries (libQnnHtp/Saver/System.so; QNN 2.51, core API 2.40): only their .so files are
+# used, so without the wheel's dependencies (onnxruntime itself is not needed).  cp311 manylinux x86-64.
+QNN_SDKS  := onnxruntime-qnn==2.7.0
 
 .PHONY: generate test build check clean venv golden wheelhouse bench-deps
 
@@ -32,6 +35,7 @@ $(GENSDK): $(STAMP) Makefile scripts/install-system-sdks.sh
 
 $(SDKS): $(GENSDK) Makefile
 	$(PIP) install -q $(TEST_SDKS)
+	$(PIP) install -q --no-deps $(QNN_SDKS)
 	touch $@
 
 venv: $(STAMP)

@@ -199,6 +199,7 @@ class BoundLibrary:
     success: tuple[int, ...]
     error_type: str
     error_name_function: str | None
+    error_mask: int = 0  # the bits of a status that are its code (errors.mask; 0: the whole status)
     declarations: tuple[str, ...]  # C type declarations in dependency order (cdef and C source)
     structs: tuple[str, ...]  # typedef names of complete structs/unions, usable from Python
     per_thread: bool
@@ -663,21 +664,29 @@ class _Binder:
     # -------------------------------------------------------------- errors
     def bind_errors(self) -> tuple[ErrorCode, ...]:
         es = self.spec.errors
-        t = self.typedefs.get(es.type.value)
         enum: Enum | None = None
+        if es.codes is not None:
+            # the status is an integer handle (ex: Qnn_ErrorHandle_t, uint64_t) whose masked bits are a code of
+            # the enum errors.codes names
+            st = self.typedefs.get(es.type.value)
+            if st is None or not isinstance(resolve(st.type, self.typedefs), Builtin):
+                self.err.error(es.type.location, f"error type '{es.type}' must be an integer typedef declared in "
+                               f"{self.h.name} when errors.codes is given{suggest(es.type.value, self.typedefs)}")
+        t = self.typedefs.get((es.codes or es.type).value)
         if t is not None:
             rt = resolve(t.type, self.typedefs)
             if isinstance(rt, InlineEnum):
                 enum = rt.enum
             elif isinstance(rt, EnumRef):
                 enum = self.enum_tags.get(rt.tag)
-        elif es.type.value in self.enum_tags:
-            enum = self.enum_tags[es.type.value]
+        elif (es.codes or es.type).value in self.enum_tags:
+            enum = self.enum_tags[(es.codes or es.type).value]
         if es.macros:
             enum = self.macro_error_enum(es)
         if enum is None:
-            self.err.error(es.type.location, f"error type '{es.type}' is not an enum typedef declared in "
-                           f"{self.h.name}{suggest(es.type.value, self.typedefs)}")
+            which = es.codes or es.type
+            self.err.error(which.location, f"error {'codes' if es.codes else 'type'} '{which}' is not an enum "
+                           f"typedef declared in {self.h.name}{suggest(which.value, self.typedefs)}")
             self.error_constants: dict[str, EnumConstant] = {}
             return ()
         self.error_constants = {c.name: c for c in enum.constants}
@@ -1247,6 +1256,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
         module=f"ironaccelerator.backends.{spec.vendor}.{spec.library}",
         functions=functions, enums=enums, constants=constants, errors=error_codes, success=success,
         error_type=spec.errors.type.value, error_name_function=names, declarations=decls, structs=structs,
+        error_mask=spec.errors.mask,
         per_thread=any(f.per_thread_symbol for f in functions), resolver=resolver, kernel_launch=launch,
         pool_memory=pool_memory,
     )

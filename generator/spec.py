@@ -87,6 +87,8 @@ class ErrorSpec:
     name_function: Name | None = None  # ex) cuGetErrorName (out-param) or nvrtcGetErrorString (returns)
     macros: tuple[Name, ...] = ()  # ex) [CL_*, !CL_BUILD_NONE]: the codes are negative #define constants, not an enum
     out_param: Name | None = None  # ex) errcode_ret: functions returning a value report status through it
+    codes: Name | None = None  # ex) Qnn_ErrorCode_t: the enum of codes when ``type`` is a wider integer handle
+    mask: int = 0  # ex) 0xffff: the bits of a status that are its code (0: all of them)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -720,7 +722,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                         sdk_roots=tuple(x.value for x in sdk_roots))
 
     em = r.mapping(m.get("errors"), ("type", "success", "kinds", "defaulted", "default", "since", "name_function",
-                                     "macros", "out_param"),
+                                     "macros", "out_param", "codes", "mask"),
                    ("type", "success", "default"), "errors") or {}
     err_type = r.ident(em.get("type"), "error type")
     success = r.seq(em.get("success"), "success codes", lambda n: r.ident(n, "success code"))
@@ -739,6 +741,10 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     err_macros = r.seq(em.get("macros"), "macros", lambda n: r.string(
         n, "macro pattern", re.compile(r"!?[A-Za-z0-9_*?\[\]]+\Z"), ": use a glob, or !glob to exclude"))
     out_param = r.ident(em.get("out_param"), "out_param")
+    codes = r.ident(em.get("codes"), "codes")
+    mask = r.integer(em.get("mask"), "mask") if em.get("mask") is not None else None
+    if mask is not None and not 0 < mask < 1 << 64:
+        errors.error(r.loc(em["mask"]), "mask must be a positive integer of at most 64 bits (ex: 0xffff)")
 
     functions = []
     for fname, fnode in r.keyed(m.get("functions"), "function"):
@@ -756,7 +762,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         proc_address=proc_address, table=table, kernel_launch=kernel_launch, pool_memory=pool_memory,
         loader=loader,
         errors=ErrorSpec(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
-                         since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param),
+                         since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param,
+                         codes=codes, mask=mask or 0),
         functions=tuple(functions),
     )
 

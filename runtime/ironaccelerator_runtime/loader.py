@@ -257,7 +257,7 @@ class Binding:
                  functions: Sequence[tuple[str, str, str | None, str | None]],
                  names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[str] = (), sdk_dirs: Sequence[str] = (),
                  sdk_env: Sequence[str] = (), sdk_roots: Sequence[str] = (), errors: dict[int, tuple[str, ErrorKind]],
-                 sentinel: int, sdk_version: str, resolver: Resolver = DLSYM) -> None:
+                 sentinel: int, sdk_version: str, resolver: Resolver = DLSYM, error_mask: int = 0) -> None:
         self.package = package
         self.build_id = build_id
         self.backend = backend
@@ -267,11 +267,13 @@ class Binding:
         self.loader = (names, tuple(wheel_dirs), tuple(sdk_dirs), tuple(sdk_env), tuple(sdk_roots))
         self.errors = errors
         self.sentinel = sentinel
+        self.error_mask = error_mask  # the bits of a status that are its code (errors.mask; 0: all)
         self.sdk_version = sdk_version
         self.resolver = resolver
         self.pins = tuple(resolver.pins.get(f[0], 0) for f in self.functions)  # by index; 0: dlsym only
         self.path: str | None = None  # the library file that was loaded
         self.tried: list[str] = []
+        self.chosen: tuple[str, ...] = ()  # use_library(): the only candidates, replacing the spec's search
         self.per_thread = False
         self.name_function: Callable[[int], str] | None = None
         self.mode, self.ffi, self.lib = self._load_module()
@@ -318,7 +320,24 @@ class Binding:
                               "(or `make generate`)", name=self.package)
 
     def candidates(self) -> list[str]:
+        if self.chosen:
+            return list(self.chosen)
         return library_candidates(*self.loader)
+
+    def use_library(self, *paths: str) -> None:
+        """Load this library from ``paths`` (files or names for the system loader, tried in order) instead of
+        the spec's search: another build of the same API (ex: QNN's libQnnSaver.so for libQnnHtp.so, which
+        share one function table).  Only before the library is opened: one library file per process."""
+        if not paths or not all(isinstance(p, str) and p for p in paths):
+            raise Error(ErrorKind.INVALID_VALUE, f"use_library: give one or more library paths, not {paths!r}",
+                        backend=self.backend)
+        if self.path is not None and self.path not in paths:
+            raise Error(ErrorKind.INVALID_VALUE, f"use_library: the {self.backend} {self.library} library is "
+                        f"already loaded from {self.path}; a process binds one file (choose before the first "
+                        "call)", backend=self.backend)
+        self.chosen = tuple(paths)
+        if self.mode == ABI:
+            self.lib._failed = False  # a failed search before this choice is not this choice's failure
 
     def _open_api(self, lib: Any) -> bool:
         self.tried = []
@@ -378,7 +397,7 @@ class Binding:
             if err is not None:
                 return err
         public = self.functions[index][0]
-        name, kind = self.errors.get(code, (None, ErrorKind.UNKNOWN))
+        name, kind = self.errors.get(code & self.error_mask if self.error_mask else code, (None, ErrorKind.UNKNOWN))
         vendor = None
         if self.name_function is not None:
             try:

@@ -21,12 +21,14 @@ from ironaccelerator_runtime.loader import switch_per_thread as _switch_per_thre
 from . import unchecked
 from ._binding import BINDING as _b
 
-__all__ = ["BINDING_MODE", "SDK_VERSION", "Error", "ErrorKind", "ffi", "has", "set_per_thread_default_stream", "unchecked"]
+__all__ = ["BINDING_MODE", "SDK_VERSION", "Error", "ErrorKind", "ffi", "has", "set_per_thread_default_stream", "unchecked",
+           "use_library"]
 
 ffi: Any = _b.ffi
 BINDING_MODE: str = _b.mode
 SDK_VERSION: str = 'unknown'
 has = _b.has
+use_library = _b.use_library
 
 _lib: Any = _b.lib
 _new = ffi.new
