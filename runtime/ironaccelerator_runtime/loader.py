@@ -405,8 +405,8 @@ class Binding:
             except Exception:
                 vendor = None
         label = vendor or name or "an unknown status"
-        if name and vendor and vendor != name:
-            label = f"{name}: {vendor}"
+        if name and vendor and vendor != name and not vendor.startswith(name + ":"):
+            label = f"{name}: {vendor}"  # (QNN's messages begin with the name themselves: not said twice)
         message = f"{public} failed with {label} ({code})"
         if detail:
             message += "\n" + detail
