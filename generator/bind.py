@@ -669,9 +669,10 @@ class _Binder:
             # the status is an integer handle (ex: Qnn_ErrorHandle_t, uint64_t) whose masked bits are a code of
             # the enum errors.codes names
             st = self.typedefs.get(es.type.value)
-            if st is None or not isinstance(resolve(st.type, self.typedefs), Builtin):
+            rst = resolve(st.type, self.typedefs) if st is not None else None
+            if not (isinstance(rst, Builtin) and rst.name in INTEGER_BUILTINS):
                 self.err.error(es.type.location, f"error type '{es.type}' must be an integer typedef declared in "
-                               f"{self.h.name} when errors.codes is given{suggest(es.type.value, self.typedefs)}")
+                               f"{self.h.name} when errors.codes is given{self.what_is(es.type.value)}")
         t = self.typedefs.get((es.codes or es.type).value)
         if t is not None:
             rt = resolve(t.type, self.typedefs)
@@ -686,7 +687,7 @@ class _Binder:
         if enum is None:
             which = es.codes or es.type
             self.err.error(which.location, f"error {'codes' if es.codes else 'type'} '{which}' is not an enum "
-                           f"typedef declared in {self.h.name}{suggest(which.value, self.typedefs)}")
+                           f"typedef declared in {self.h.name}{self.what_is(which.value)}")
             self.error_constants: dict[str, EnumConstant] = {}
             return ()
         self.error_constants = {c.name: c for c in enum.constants}
@@ -703,18 +704,39 @@ class _Binder:
                 self.err.error(code.location, f"error code '{code}' is mapped twice")
             mapped[code.value] = kind.value
         named = [(c, "success") for c in es.success] + [(c, "kinds") for c, _ in es.kinds] + [(c, "defaulted") for c in es.defaulted]
+        codes = es.codes or es.type  # the enum whose values the codes are
         for code, _ in named:
             if code.value not in self.error_constants and not self.older_than(since.get(code.value)):
-                self.err.error(code.location, f"error code '{code}' is not a value of {es.type} in {self.h.name}"
+                self.err.error(code.location, f"error code '{code}' is not a value of {codes} in {self.h.name}"
                                f"{suggest(code.value, self.error_constants)}")
         covered = {c.value for c, _ in named}
         for c in enum.constants:
             if c.name not in covered:
-                self.err.error(es.type.location, f"error code '{c.name}' ({c.value}) of {es.type} is neither "
+                self.err.error(codes.location, f"error code '{c.name}' ({c.value}) of {codes} is neither "
                                "mapped in errors.kinds nor listed in errors.defaulted or errors.success")
+            if es.mask and c.value & ~es.mask:  # (negative values too)
+                self.err.error(codes.location, f"error code '{c.name}' ({c.value}) of {codes} has bits outside "
+                               f"errors.mask ({es.mask:#x}): no masked status can equal it")
         success = {c.value for c in es.success}
         return tuple(ErrorCode(name=c.name, value=c.value, kind=mapped.get(c.name, es.default.value))
                      for c in enum.constants if c.name not in success)
+
+    def what_is(self, name: str) -> str:
+        """A message's end for ``name``, declared but of the wrong kind (what it is), or not declared (a close
+        name, if any)."""
+        t = self.typedefs.get(name)
+        if t is None:
+            return suggest(name, self.typedefs) if name not in self.enum_tags else ": it is an enum tag, not a typedef"
+        rt = resolve(t.type, self.typedefs)
+        if isinstance(rt, Builtin):
+            return f": it is a typedef of {rt.name}"
+        if isinstance(rt, (InlineEnum, EnumRef)):
+            return ": it is an enum typedef"
+        if isinstance(rt, (InlineRecord, RecordRef)):
+            return f": it is a {rt.record.kind if isinstance(rt, InlineRecord) else rt.kind} typedef"
+        if isinstance(rt, Pointer):
+            return ": it is a pointer typedef"
+        return ": it is a typedef of another kind"
 
     def macro_error_enum(self, es) -> Enum | None:  # type: ignore[no-untyped-def]
         """Status codes defined as macros (OpenCL): the negative ``errors.macros`` constants plus success."""

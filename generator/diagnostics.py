@@ -68,5 +68,5 @@ class Collector:
 
 def suggest(name: str, candidates: Iterable[str]) -> str:
     """A `` (did you mean 'x'?)`` suffix naming the closest candidate, or ``''``."""
-    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(name, [c for c in candidates if c != name], n=1, cutoff=0.75)  # (not itself)
     return f" (did you mean '{close[0]}'?)" if close else ""

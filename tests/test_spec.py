@@ -640,6 +640,118 @@ def test_nvrtc_misspellings(tmp_path: Path) -> None:
     assert_at(the_error(diags, "nvrtcNope*"), NVRTC, pos(text, '"nvrtcNope*"'))
 
 
+# ------------------------------------------------ status handles: errors.codes and errors.mask
+
+MASK_TEXT = (ROOT / "tests" / "golden" / "status_mask" / "status_mask.yaml").read_text(encoding="utf-8")
+MASK = "specs/status_mask.yaml"
+
+
+def mask_specs(tmp_path: Path, text: str) -> Path:
+    """The golden status_mask case's spec (declared: no header), edited, beside core.yaml."""
+    d = tmp_path / "specs"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "status_mask.yaml").write_text(text, encoding="utf-8")
+    return d
+
+
+def mask_errors(tmp_path: Path, text: str) -> list[Diagnostic]:
+    with pytest.raises(UserError) as info:
+        compile_specs(mask_specs(tmp_path, text), base=tmp_path)
+    return list(info.value.diagnostics)
+
+
+def test_status_mask_spec_compiles() -> None:
+    spec = load_lib(MASK_TEXT)
+    assert (spec.errors.type.value, spec.errors.codes and spec.errors.codes.value, spec.errors.mask) == (
+        "SmStatus", "SmCode", 0xFFFF)
+
+
+@pytest.mark.parametrize("new,message", [
+    ("mask: 0", "mask must be a positive integer of at most 64 bits (ex: 0xffff)"),
+    ("mask: -1", "mask must be a positive integer of at most 64 bits (ex: 0xffff)"),
+    ("mask: 0x10000000000000000", "mask must be a positive integer of at most 64 bits (ex: 0xffff)"),
+    ("mask: ffff", "mask must be an integer, got str 'ffff'"),
+    ("mask: true", "mask must be an integer, got bool 'true'"),
+    ("mask: 1.5", "mask must be an integer, got float '1.5'"),
+    ("mask: [0xffff]", "mask must be an integer, got a list"),
+])
+def test_bad_mask_value(tmp_path: Path, new: str, message: str) -> None:
+    text = edit(MASK_TEXT, "mask: 0xffff", new)
+    d = the_error(mask_errors(tmp_path, text), "mask must")
+    assert d.message == message
+    assert_at(d, MASK, pos(text, new, len("mask: ")))
+
+
+@pytest.mark.parametrize("new,message", [
+    # an integer typedef, a struct, nothing: said what it is, or a close name; never the name itself
+    ("SmStatus", "error codes 'SmStatus' is not an enum typedef declared in status_mask.declared.h: "
+                 "it is a typedef of uint64_t"),
+    ("SmVersion", "error codes 'SmVersion' is not an enum typedef declared in status_mask.declared.h: "
+                  "it is a struct typedef"),
+    ("SmCodes", "error codes 'SmCodes' is not an enum typedef declared in status_mask.declared.h "
+                "(did you mean 'SmCode'?)"),
+])
+def test_codes_that_are_not_an_enum(tmp_path: Path, new: str, message: str) -> None:
+    text = edit(MASK_TEXT, "codes: SmCode", f"codes: {new}")
+    d = the_error(mask_errors(tmp_path, text), "error codes")
+    assert d.message == message
+    assert_at(d, MASK, pos(text, f"codes: {new}", len("codes: ")))
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("type: SmStatus", "type: SmVersion", "error type 'SmVersion' must be an integer typedef declared in "
+     "status_mask.declared.h when errors.codes is given: it is a struct typedef"),
+    ("type: SmStatus", "type: SmCode", "error type 'SmCode' must be an integer typedef declared in "
+     "status_mask.declared.h when errors.codes is given: it is an enum typedef"),
+    ("type: SmStatus", "type: SmStatu", "error type 'SmStatu' must be an integer typedef declared in "
+     "status_mask.declared.h when errors.codes is given (did you mean 'SmStatus'?)"),
+    # a float is no status handle (it was accepted: any builtin passed)
+    ("typedef uint64_t SmStatus;", "typedef double SmStatus;", "error type 'SmStatus' must be an integer typedef "
+     "declared in status_mask.declared.h when errors.codes is given: it is a typedef of double"),
+])
+def test_type_must_be_an_integer_typedef_when_codes_are_given(tmp_path: Path, old: str, new: str,
+                                                               message: str) -> None:
+    text = edit(MASK_TEXT, old, new)
+    d = the_error(mask_errors(tmp_path, text), "must be an integer typedef")
+    assert d.message == message
+    assert_at(d, MASK, pos(text, "  type: Sm", len("  type: ")))
+
+
+def test_codes_outside_the_mask(tmp_path: Path) -> None:
+    """A code with bits outside the mask can never equal a masked status: refused, each named (it compiled)."""
+    text = edit(MASK_TEXT, "mask: 0xffff", "mask: 0x3ff")
+    diags = mask_errors(tmp_path, text)
+    assert sorted(d.message for d in diags) == sorted(
+        f"error code '{name}' ({value}) of SmCode has bits outside errors.mask (0x3ff): no masked status can "
+        "equal it" for name, value in (("SM_ERROR_BUSY", 5000), ("SM_ERROR_LAST", 65535)))
+    for d in diags:
+        assert_at(d, MASK, pos(text, "codes: SmCode", len("codes: ")))
+    text = edit(MASK_TEXT, "    SM_ERROR_LAST = 65535\n", "    SM_ERROR_LAST = 65535,\n    SM_ERROR_NEG = -5\n")
+    text = edit(text, "defaulted: [SM_ERROR_BUSY, SM_ERROR_LAST]", "defaulted: [SM_ERROR_BUSY, SM_ERROR_LAST, SM_ERROR_NEG]")
+    d = the_error(mask_errors(tmp_path / "neg", text), "bits outside")
+    assert d.message.startswith("error code 'SM_ERROR_NEG' (-5) of SmCode has bits outside errors.mask (0xffff)")
+
+
+def test_unmapped_code_names_the_codes_enum(tmp_path: Path) -> None:
+    text = edit(MASK_TEXT, "defaulted: [SM_ERROR_BUSY, SM_ERROR_LAST]", "defaulted: [SM_ERROR_BUSY]")
+    d = the_error(mask_errors(tmp_path, text), "neither mapped")
+    assert d.message == ("error code 'SM_ERROR_LAST' (65535) of SmCode is neither mapped in errors.kinds nor "
+                         "listed in errors.defaulted or errors.success")
+
+
+def test_cli_status_mask_errors_exit_2_located(tmp_path: Path) -> None:
+    """Several errors of the kind above in one run: exit 2, no traceback, each `file:line:col: message`."""
+    text = edit(MASK_TEXT, "mask: 0xffff", "mask: 0xff")
+    text = edit(text, "typedef uint64_t SmStatus;", "typedef float SmStatus;")
+    proc = run_cli(mask_specs(tmp_path, text), tmp_path / "out")
+    found = assert_user_error(proc, MASK)
+    messages = [m["message"] for m in found]
+    assert any("must be an integer typedef" in m and "typedef of float" in m for m in messages), messages
+    assert sum("bits outside errors.mask (0xff)" in m for m in messages) == 5, messages
+    assert not (tmp_path / "out").exists()
+
+
 # ------------------------------------------------------------------------- CLI
 
 
