@@ -373,3 +373,34 @@ def test_module_lifetime_frees_context_after_kernels(backend, binary) -> None:  
     del k
     gc.collect()
     assert owner() is None and device_owner() is None  # context freed, then the device
+
+
+# ------------------------------------------------------------------ the spec data is checked by the generator
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("    v69: [FP16]", "    sm69: [FP16]", "flags key 'sm69' is not an HTP architecture like 'v68'"),
+    ("    v69: [FP16]", "    v69: [FP61]", "'FP61' is not a capability flag"),
+    ("    default: NPU", "    default: NUP", "'NUP' is not a compute tier"),
+    ("  SM8650: {model: 57, arch: v75}", "  SM8650: {model: 43, arch: v75}", "SoC SM8650: model 43 is already SM8550's"),
+    ("  SM8650: {model: 57, arch: v75}", "  SM8650: {model: 57, arch: 75}", "arch '75' is not valid: expected an HTP"),
+    ("  SM8650: {model: 57, arch: v75}", "  sm8650: {model: 57, arch: v75}", "SoC name 'sm8650' is not like 'SM8350'"),
+    ("  SM8650: {model: 57, arch: v75}", "  SM8650: {modle: 57, arch: v75}", "unknown key 'modle'"),
+])
+def test_generator_refuses_bad_qnn_spec_data(tmp_path: Path, old: str, new: str, message: str) -> None:
+    import shutil
+
+    from generator import pipeline
+    from generator.diagnostics import UserError
+    src = Path(__file__).resolve().parent.parent / "specs"
+    specs = tmp_path / "specs"
+    shutil.copytree(src, specs)
+    p = specs / "qnn" / "backend.yaml"
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new, 1))
+    line = next(i for i, s in enumerate(p.read_text().splitlines(), 1) if new.strip() in s)
+    with pytest.raises(UserError) as ei:
+        pipeline.compile_specs(specs, only=["qnn.system"], base=specs.parent)
+    errors = [str(d) for d in ei.value.diagnostics]
+    assert any(e.startswith(f"specs/qnn/backend.yaml:{line}:") and message in e for e in errors), errors
