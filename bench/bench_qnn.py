@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "generated"))
@@ -39,7 +40,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=None)
     opts = ap.parse_args()
 
-    import qnn_graphs as G
+    import qnn_graphs as G  # type: ignore[import-not-found]  # (tests/, on sys.path above)
     import ironaccelerator.backends.qnn.interface as q
     from ironaccelerator import BackendKind, BackendRegistry, KernelLaunch, LaunchDims
 
@@ -51,7 +52,7 @@ def main() -> int:
     dev = backend.open(0)
     print(f"device: {dev.descriptor.name} ({dev.descriptor.capability.vendor_version}); binary {len(binary)} bytes")
     module = dev.load_module(binary)
-    k = module.kernel("add_f32")
+    k: Any = module.kernel("add_f32")  # a QnnKernel: its tensors and handle feed the raw reference
     s = dev.create_stream()
     a, b = G.inputs("f32", 1)
     bufs = [dev.alloc(4 * G.N) for _ in range(4)]

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import weakref
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -306,7 +307,8 @@ def test_garbage_binary(device) -> None:  # type: ignore[no-untyped-def]
         with pytest.raises(Error) as ei:
             device.load_module(junk)
         assert ei.value.kind is ErrorKind.INVALID_VALUE
-        assert "not a QNN context binary" in str(ei.value) and ei.value.code & 0xFFFF == 30010
+        assert "not a QNN context binary" in str(ei.value)
+        assert ei.value.code is not None and ei.value.code & 0xFFFF == 30010
     for bad in (b"", "source text"):
         with pytest.raises(Error) as ei:
             device.load_module(bad)
@@ -332,7 +334,9 @@ def test_non_default_launch_dims(device, module) -> None:  # type: ignore[no-unt
 
 
 def test_unified_memory_is_unsupported_with_the_reason(device) -> None:  # type: ignore[no-untyped-def]
-    for call in (lambda: device.alloc(64, MemoryKind.UNIFIED), lambda: device.alloc_unchecked(64, MemoryKind.UNIFIED)):
+    calls: list[Callable[[], object]] = [lambda: device.alloc(64, MemoryKind.UNIFIED),
+                                         lambda: device.alloc_unchecked(64, MemoryKind.UNIFIED)]
+    for call in calls:
         try:
             r = call()
         except Error as e:
@@ -368,8 +372,10 @@ def test_module_lifetime_frees_context_after_kernels(backend, binary) -> None:  
     m.close()
     del m
     gc.collect()
-    assert owner() is not None and owner().alive  # the kernel keeps its context ...
-    assert device_owner() is not None and device_owner().alive  # ... and the context its device
+    ctx_owner, dev_owner = owner(), device_owner()
+    assert ctx_owner is not None and ctx_owner.alive  # the kernel keeps its context ...
+    assert dev_owner is not None and dev_owner.alive  # ... and the context its device
+    del ctx_owner, dev_owner
     del k
     gc.collect()
     assert owner() is None and device_owner() is None  # context freed, then the device

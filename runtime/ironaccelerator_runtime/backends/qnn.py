@@ -177,7 +177,8 @@ class _Api:
         return self._system
 
     def error(self, code: int, function: str, detail: str = "") -> Error:
-        return self.binding.error(code, self.binding.index[function], detail)
+        err: Error = self.binding.error(code, self.binding.index[function], detail)
+        return err
 
 
 class _Owned:
@@ -837,7 +838,7 @@ class QnnStream(Stream):
         lock.acquire()
         try:
             if args is not kernel._bound and not _same(args, kernel._bound):
-                err = kernel._bind(args, self.device, "Stream.launch_unchecked")
+                err: Error | None = kernel._bind(args, self.device, "Stream.launch_unchecked")
                 if err is not None:
                     return err
             else:
@@ -852,8 +853,8 @@ class QnnStream(Stream):
     def _run(self, kernel: QnnKernel) -> int:
         backend = self.device.backend
         if backend.async_execute is False:
-            return kernel._execute(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
-                                   kernel._null, kernel._null)
+            return int(kernel._execute(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
+                                       kernel._null, kernel._null))
         return self._run_async(kernel)
 
     def _run_async(self, kernel: QnnKernel) -> int:
@@ -872,8 +873,8 @@ class QnnStream(Stream):
                 self._pending -= 1
             if code & 0xFFFF == _NOT_SUPPORTED and backend.async_execute is None:
                 backend.async_execute = False
-                return kernel._execute(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
-                                       kernel._null, kernel._null)
+                return int(kernel._execute(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
+                                           kernel._null, kernel._null))
             return int(code)
         backend.async_execute = True
         return 0
