@@ -39,13 +39,16 @@ RUNTIME_BACKENDS = TRAITS.parent / "backends"  # hand-written backends the gener
 
 UPPER = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 # what a GPU backend's load_module may accept (spec key ``module_formats``)
-MODULE_FORMATS = ("ptx", "elf", "fatbin", "offload_bundle", "source")
+MODULE_FORMATS = ("ptx", "elf", "fatbin", "offload_bundle", "source", "qnn_context_binary")
 # the array-exchange protocols a backend's allocations export (spec key ``interop``)
 INTEROP = ("dlpack", "cuda_array_interface")
 # how the keys of ``capabilities.flags``/``tiers`` are matched against a device (spec key ``capabilities.match``):
 # exact: extension names / device types (OpenCL); compute_capability: "X.Y" flag keys are thresholds (>=), tier
-# keys exact; arch_prefix: keys are prefixes of the architecture name (ex. gfx90a), the longest tier key wins
-MATCHES = ("exact", "compute_capability", "arch_prefix")
+# keys exact; arch_prefix: keys are prefixes of the architecture name (ex. gfx90a), the longest tier key wins;
+# hexagon_arch: keys are Qualcomm HTP architectures like v68, flag keys thresholds (>=), tier keys exact (or default)
+MATCHES = ("exact", "compute_capability", "arch_prefix", "hexagon_arch")
+HEXAGON_ARCH = re.compile(r"v[0-9]+\Z")
+SOC_NAME = re.compile(r"[A-Z][A-Z0-9]+\Z")
 VERSION_KEY = re.compile(r"[0-9]+\.[0-9]+\Z")
 CTYPE = re.compile(r"(const )?[A-Za-z_][A-Za-z0-9_]*( [A-Za-z_][A-Za-z0-9_]*)*( ?\*)*\Z")
 C_BUILTINS = frozenset({"void", "char", "signed char", "unsigned char", "short", "unsigned short", "int",
@@ -125,6 +128,8 @@ class BackendSpec:
     module_formats: tuple[str, ...] = ()  # what load_module accepts (MODULE_FORMATS)
     interop: tuple[str, ...] = ()  # INTEROP
     sections: tuple[tuple[str, Location], ...] = ()  # where functions/constants/types were written
+    # hexagon_arch: SoC name -> (SoC model number, its HTP architecture)  ex) ("SM8350", 30, "v68")
+    soc_models: tuple[tuple[str, int, str], ...] = ()
 
     @property
     def module(self) -> str:
@@ -192,7 +197,8 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
         errors.error(Location(file=display, line=1, col=1), "the backend spec is empty")
         errors.check()
     m = r.mapping(root, ("backend", "vendor", "class_prefix", "template", "runtime", "libraries", "operations",
-                         "capabilities", "functions", "constants", "types", "module_formats", "interop"),
+                         "capabilities", "functions", "constants", "types", "module_formats", "interop",
+                         "soc_models"),
                   ("backend", "vendor", "class_prefix", "template", "operations"), "backend spec") or {}
     kinds = [b.name for b in surface.backend_kinds]
     kind = r.ident(m.get("backend"), "backend")
@@ -273,6 +279,7 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     module_formats = _choices(r, errors, m.get("module_formats"), "module format", MODULE_FORMATS)
     interop = _choices(r, errors, m.get("interop"), "interop protocol", INTEROP)
     sections = tuple((k, r.loc(m[k])) for k in ("functions", "constants", "types") if k in m)
+    soc_models = _soc_models(r, errors, m.get("soc_models"), match.value if match else "exact")
     errors.check()
     if not (kind and vendor and prefix and template):  # an empty file, or not a mapping at all
         raise UserError([Diagnostic(location=Location(file=display, line=1, col=1),
@@ -285,7 +292,35 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
                        unsupported=tuple(unsupported), flags=tuple(flags), tiers=tuple(tiers), vendors=tuple(vendors),
                        functions=tuple(functions), constants=tuple(constants), types=tuple(types),
                        match=match.value if match else "exact", arch_field=arch_field,
-                       module_formats=module_formats, interop=interop, sections=sections)
+                       module_formats=module_formats, interop=interop, sections=sections, soc_models=soc_models)
+
+
+def _soc_models(r: _Reader, errors: Collector, node: yaml.Node | None, match: str) -> tuple[tuple[str, int, str], ...]:
+    """``soc_models: {SM8350: {model: 30, arch: v68}, ...}`` (only with ``match: hexagon_arch``): names, model numbers
+    (each once) and architectures checked."""
+    if node is None:
+        return ()
+    if match != "hexagon_arch":
+        errors.error(r.loc(node), "soc_models is only meaningful with 'capabilities: {match: hexagon_arch}'")
+        return ()
+    out: list[tuple[str, int, str]] = []
+    seen: dict[int, str] = {}
+    for name, value in _keys(r, node):
+        if not SOC_NAME.match(name.value):
+            errors.error(name.location, f"SoC name '{name}' is not like 'SM8350' (upper-case letters and digits)")
+        sm = r.mapping(value, ("model", "arch"), ("model", "arch"), f"SoC {name}") or {}
+        model = r.integer(sm.get("model"), "model")
+        arch = r.string(sm.get("arch"), "arch", HEXAGON_ARCH, ": expected an HTP architecture like 'v68'")
+        if model is not None and model < 1:
+            errors.error(r.loc(sm["model"]), f"SoC {name}: model {model} must be >= 1")
+            continue
+        if model is not None and model in seen:
+            errors.error(r.loc(sm["model"]), f"SoC {name}: model {model} is already {seen[model]}'s")
+            continue
+        if model is not None and arch is not None:
+            seen[model] = name.value
+            out.append((name.value, model, arch.value))
+    return tuple(out)
 
 
 def _is_null(node: yaml.Node) -> bool:
@@ -331,6 +366,11 @@ def _check_capability_keys(r: _Reader, errors: Collector, match: str, cm: dict[s
     for section, special in (("flags", ("always", "integrated")), ("tiers", ("default", "integrated"))):
         for key, _ in _keys(quiet, cm.get(section)):
             k = key.value
+            if match == "hexagon_arch":
+                if k != special[0] and not HEXAGON_ARCH.match(k):
+                    errors.error(key.location, f"{section} key '{k}' is not an HTP architecture like 'v68' (or "
+                                 f"{special[0]})")
+                continue
             if k in special or (section == "tiers" and re.match(r"name [A-Za-z0-9_.+\-]+\Z", k)):
                 continue
             if match == "compute_capability" and not VERSION_KEY.match(k):

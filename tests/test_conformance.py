@@ -3,8 +3,10 @@
 Every test that needs a device is parameterised over each *available* backend of
 ``BackendRegistry.default()`` that enumerates at least one device, so a new backend
 (CUDA, ROCm, ...) runs this module unchanged once it is registered.  The only
-backend-specific input is device code: :data:`KERNELS` maps a BackendKind to the
-sources of a few small kernels; kinds without an entry skip the kernel tests.
+backend-specific input is device code: :data:`MODULE_FORMATS` says which module format a backend's
+``load_module`` takes here (source kernels, :data:`KERNELS`; or QNN context binaries built by
+tests/qnn_graphs.py), and :data:`UNSUPPORTED` the operations it declares unsupported, each asserted to raise
+UNSUPPORTED; the source-kernel tests skip, saying why, for a backend of another format.
 
 The pure unit tests at the end (DType table, LaunchDims validation) need no device.
 """
@@ -113,7 +115,29 @@ KERNELS: dict[BackendKind, KernelSources | None] = {
     BackendKind.CUDA: _CUDA,  # compiled by the backend through NVRTC for the device's architecture
     BackendKind.ROCM: None,  # TODO: HIP C++ for hipRTC (same shape as the CUDA sources)
     BackendKind.METAL: None,  # TODO: Metal Shading Language ([[kernel]], thread_position_in_grid)
-    BackendKind.QNN: None,  # TODO: QNN runs graphs, not source kernels: decide what "kernel" means there
+    BackendKind.QNN: None,  # graphs, not source: see MODULE_FORMATS (the kernel tests below need source kernels)
+}
+
+# The module format each backend's load_module takes in this suite: "source" (KERNELS above, compiled by the
+# backend) or "qnn_context_binary" (a QNN context binary of ElementWiseAdd graphs, built through the raw bindings
+# by tests/qnn_graphs.build_binary; a graph takes its inputs then its outputs, no scalars, LaunchDims()).
+MODULE_FORMATS: dict[BackendKind, str] = {
+    BackendKind.OPENCL: "source",
+    BackendKind.CUDA: "source",
+    BackendKind.ROCM: "source",
+    BackendKind.METAL: "source",
+    BackendKind.QNN: "qnn_context_binary",
+}
+
+# Operations a backend declares unsupported: each is called and must raise (or, unchecked, return) an
+# Error(UNSUPPORTED), never be skipped silently.  name -> call(device)
+UNSUPPORTED: dict[BackendKind, dict[str, Callable[[Any], object]]] = {
+    BackendKind.OPENCL: {"Device.alloc(MemoryKind.UNIFIED)": lambda dev: dev.alloc(64, MemoryKind.UNIFIED)},
+    BackendKind.QNN: {
+        # registered shared memory (QnnMem_register): the x86 HTP answers 1000 for every memory type
+        "Device.alloc(MemoryKind.UNIFIED)": lambda dev: dev.alloc(64, MemoryKind.UNIFIED),
+        "Device.alloc_unchecked(MemoryKind.UNIFIED)": lambda dev: dev.alloc_unchecked(64, MemoryKind.UNIFIED),
+    },
 }
 
 
@@ -173,6 +197,9 @@ def stream(device: Device) -> Iterator[Stream]:
 def sources(backend: Backend) -> KernelSources:
     src = KERNELS.get(backend.kind)
     if src is None:
+        if MODULE_FORMATS.get(backend.kind) != "source":
+            pytest.skip(f"{backend.kind.name} modules are {MODULE_FORMATS[backend.kind]}s, not source kernels: "
+                        "the module-format tests (test_module_format_*) run it")
         pytest.skip(f"TODO: no {backend.kind.name} kernel sources in test_conformance.KERNELS")
     return src
 
@@ -617,6 +644,78 @@ def test_unknown_kernel_name(device: Device, sources: KernelSources) -> None:
     with pytest.raises(Error) as ei:
         module.kernel("no_such_kernel")
     assert kind_of(ei) in (ErrorKind.INVALID_VALUE, ErrorKind.INVALID_HANDLE)
+
+
+# ------------------------------------------------------------------ module formats, declared unsupported operations
+
+
+def _vector_add(device: Device, n: int) -> tuple[Kernel, LaunchDims, Callable[[Any, Any, Any], list[Any]]]:
+    """c = a + b over n float32s in the backend's module format: (kernel, dims, args(a, b, c))."""
+    fmt = MODULE_FORMATS[device.kind]
+    if fmt == "source":
+        src = KERNELS.get(device.kind)
+        if src is None:
+            pytest.skip(f"TODO: no {device.kind.name} kernel sources in test_conformance.KERNELS")
+        k = device.load_module(src.vector_add).kernel("vector_add")
+        return k, grid_for(n, 256), lambda a, b, c: [a, b, c, np.uint32(n)]
+    assert fmt == "qnn_context_binary", fmt
+    import qnn_graphs
+    k = device.load_module(qnn_graphs.build_binary(("f32",), n)).kernel("add_f32")
+    return k, LaunchDims(), lambda a, b, c: [a, b, c]
+
+
+def test_module_format_vector_add(device: Device, stream: Stream) -> None:
+    n = 4096
+    k, dims, args = _vector_add(device, n)
+    a = RNG.standard_normal(n).astype(np.float32)
+    b = RNG.standard_normal(n).astype(np.float32)
+    c = np.zeros(n, np.float32)
+    with device.alloc(a.nbytes) as da, device.alloc(b.nbytes) as db, device.alloc(c.nbytes) as dc:
+        stream.copy_from_host(da, a)
+        stream.copy_from_host(db, b)
+        e0 = stream.record_event()
+        stream.launch(KernelLaunch(k, dims, args(da, db, dc)))
+        assert stream.launch_unchecked(KernelLaunch(k, dims, args(da, db, dc))) is None
+        e1 = stream.record_event()
+        stream.copy_to_host(c, dc)
+        stream.synchronize()
+        assert e1.query() and e0.elapsed_ms(e1) > 0
+        for bad in (args(da, db, dc)[:2], args(da, db, dc) + [dc]):
+            with pytest.raises(Error) as ei:
+                stream.launch(KernelLaunch(k, dims, bad))
+            assert kind_of(ei) is ErrorKind.INVALID_VALUE
+    np.testing.assert_array_equal(c, a + b)
+    dead = device.alloc(4 * n)
+    dead.free()
+    with device.alloc(4 * n) as live, pytest.raises(Error) as ei:
+        stream.launch(KernelLaunch(k, dims, args(live, dead, live)))
+    assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+
+
+def test_module_format_bad_module(device: Device) -> None:
+    """A module the backend cannot load: source that does not compile, or a binary that is not one."""
+    if MODULE_FORMATS[device.kind] == "source":
+        src = KERNELS.get(device.kind)
+        if src is None:
+            pytest.skip(f"TODO: no {device.kind.name} kernel sources in test_conformance.KERNELS")
+        with pytest.raises(Error) as ei:
+            device.load_module(src.broken)
+        assert kind_of(ei) is ErrorKind.COMPILE_FAILED
+        return
+    with pytest.raises(Error) as ei:
+        device.load_module(b"not a context binary" * 50)
+    assert kind_of(ei) is ErrorKind.INVALID_VALUE and ei.value.backend == device.kind.name
+
+
+def test_declared_unsupported_operations_raise_unsupported(device: Device) -> None:
+    declared = UNSUPPORTED.get(device.kind, {})
+    for name, call in declared.items():
+        try:
+            r = call(device)
+        except Error as e:
+            r = e
+        assert isinstance(r, Error) and r.kind is ErrorKind.UNSUPPORTED, (name, r)
+        assert r.backend == device.kind.name, (name, r)
 
 
 # ------------------------------------------------------------------ memory pool

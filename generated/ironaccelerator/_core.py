@@ -251,4 +251,5 @@ BUILTIN_BACKENDS: dict[BackendKind, str] = {
     BackendKind.CUDA: 'ironaccelerator.backends.cuda._backend:CudaBackend',
     BackendKind.ROCM: 'ironaccelerator.backends.hip._backend:HipBackend',
     BackendKind.OPENCL: 'ironaccelerator.backends.opencl._backend:OpenCLBackend',
+    BackendKind.QNN: 'ironaccelerator.backends.qnn._backend:QnnBackend',
 }

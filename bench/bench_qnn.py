@@ -1,0 +1,129 @@
+"""The QNN backend against the raw bindings, on Qualcomm's real libQnnHtp.so (x86 HTP emulation), one process.
+
+Sections (every ratio: the median over repeats of the paired per-repeat ratio, see _harness.py):
+
+1. one execution of a 1x1024 f32 add graph: ``Stream.launch`` (checked, one KernelLaunch reused) and
+   ``Stream.launch_unchecked`` against raw ``QnnGraph_execute`` (the generated unchecked function) with prebuilt
+   ``Qnn_Tensor_t`` arrays, and unchecked against checked;
+2. a launch that rebinds its arguments every time (a new KernelLaunch alternating between two argument sets),
+   for context;
+3. ``Device.load_module`` of the context binary (``QnnSystemContext_getBinaryInfo`` + ``createFromBinary``), in ms.
+
+    .venv/bin/python bench/bench_qnn.py [--repeats 15] [--target-ms 50] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "generated"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import numpy as np  # noqa: E402
+
+from _harness import Targets, Variant, ratio, run, spread, us  # noqa: E402
+
+TARGET_LAUNCH = 1.05  # Stream.launch time / raw QnnGraph_execute time
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--target-ms", type=float, default=50.0, help="duration of one sample")
+    ap.add_argument("--json", type=Path, default=None)
+    opts = ap.parse_args()
+
+    import qnn_graphs as G  # type: ignore[import-not-found]  # (tests/, on sys.path above)
+    import ironaccelerator.backends.qnn.interface as q
+    from ironaccelerator import BackendKind, BackendRegistry, KernelLaunch, LaunchDims
+
+    if not q.has("QnnBackend_create"):
+        print("libQnnHtp.so not found (pip install --no-deps onnxruntime-qnn)")
+        return 2
+    binary = G.build_binary(("f32",))
+    backend = BackendRegistry.default().get(BackendKind.QNN)
+    dev = backend.open(0)
+    print(f"device: {dev.descriptor.name} ({dev.descriptor.capability.vendor_version}); binary {len(binary)} bytes")
+    module = dev.load_module(binary)
+    k: Any = module.kernel("add_f32")  # a QnnKernel: its tensors and handle feed the raw reference
+    s = dev.create_stream()
+    a, b = G.inputs("f32", 1)
+    bufs = [dev.alloc(4 * G.N) for _ in range(4)]
+    s.copy_from_host(bufs[0], a)
+    s.copy_from_host(bufs[1], b)
+    launch = KernelLaunch(k, LaunchDims(), (bufs[0], bufs[1], bufs[2]))
+    s.launch(launch)  # bound (and the asynchronous path tried once)
+
+    # the raw reference: the same graph handle, its own prebuilt tensors on its own numpy buffers
+    ra, rb, rc = a.copy(), b.copy(), np.zeros_like(a)
+    ins = q.ffi.new("Qnn_Tensor_t[2]", [k._ins[0], k._ins[1]])
+    outs = q.ffi.new("Qnn_Tensor_t[1]", [k._outs[0]])
+    keep = [q.ffi.from_buffer(x) for x in (ra, rb, rc)]
+    for slot, ptr in zip((ins[0], ins[1], outs[0]), keep):
+        slot.v1.clientBuf.data = ptr
+    execute, graph, null = q.unchecked.QnnGraph_execute, k.handle, q.ffi.NULL
+    assert execute(graph, ins, 2, outs, 1, null, null) == 0
+    np.testing.assert_array_equal(rc, ra + rb)
+
+    def raw(n: int) -> None:
+        for _ in range(n):
+            execute(graph, ins, 2, outs, 1, null, null)
+
+    def checked(n: int) -> None:
+        f = s.launch
+        for _ in range(n):
+            f(launch)
+
+    def unchecked(n: int) -> None:
+        f = s.launch_unchecked
+        for _ in range(n):
+            f(launch)
+
+    alt = [(bufs[0], bufs[1], bufs[2]), (bufs[1], bufs[0], bufs[3])]
+
+    def rebind(n: int) -> None:
+        f = s.launch
+        for i in range(n):
+            f(KernelLaunch(k, LaunchDims(), alt[i & 1]))
+
+    v = {"raw": Variant("raw", "raw QnnGraph_execute, prebuilt tensors", raw),
+         "ours": Variant("ours", "Stream.launch (checked, launch reused)", checked),
+         "ours_u": Variant("ours_u", "Stream.launch_unchecked", unchecked),
+         "rebind": Variant("rebind", "Stream.launch, arguments rebound every launch", rebind)}
+    run(list(v.values()), opts.repeats, opts.target_ms / 1000)
+    targets = Targets()
+    print("\n== 1. one graph execution (1x1024 f32 add), per launch       us    IQR%   / raw")
+    for x in v.values():
+        print(f"  {x.label:<55} {us(x.median)}  {spread(x):5.1f}  {ratio(x, v['raw']):6.3f}")
+    targets.add("Stream.launch / raw QnnGraph_execute", ratio(v["ours"], v["raw"]), "<=", TARGET_LAUNCH)
+    targets.add("Stream.launch_unchecked / raw QnnGraph_execute", ratio(v["ours_u"], v["raw"]), "<=", TARGET_LAUNCH)
+    targets.note("Stream.launch_unchecked / Stream.launch", ratio(v["ours_u"], v["ours"]))
+    targets.note("Stream.launch rebinding / raw QnnGraph_execute", ratio(v["rebind"], v["raw"]))
+
+    loads = []
+    for _ in range(max(opts.repeats, 5)):
+        t0 = time.perf_counter()
+        m = dev.load_module(binary)
+        loads.append(time.perf_counter() - t0)
+        del m
+    load_ms = statistics.median(loads) * 1e3
+    print(f"\n== 3. Device.load_module of the {len(binary)}-byte binary: median {load_ms:.2f} ms "
+          f"(min {min(loads) * 1e3:.2f}, max {max(loads) * 1e3:.2f}, {len(loads)} loads)")
+    targets.print()
+    if opts.json is not None:
+        out = targets.as_json()
+        out["load_module_ms"] = load_ms
+        out["per_launch_us"] = {key: x.median * 1e6 for key, x in v.items()}
+        opts.json.write_text(json.dumps(out, indent=2))
+    return 1 if targets.missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,412 @@
+"""The QNN backend on the trait surface, on Qualcomm's real libraries (libQnnHtp.so / libQnnSystem.so of the
+onnxruntime-qnn wheel; HTP graphs execute in x86 emulation): graphs are built through the raw bindings
+(tests/qnn_graphs.py), serialized (``QnnContext_getBinary``), then loaded and run through the trait surface.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import textwrap
+import weakref
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from ironaccelerator import (
+    BackendKind, BackendRegistry, CapabilityFlags, ComputeTier, Error, ErrorKind, KernelLaunch, LaunchDims,
+    MemoryKind, Vendor,
+)
+
+q = pytest.importorskip("ironaccelerator.backends.qnn.interface")
+if not q.has("QnnBackend_create"):
+    pytest.skip("libQnnHtp.so not found (pip install --no-deps onnxruntime-qnn)", allow_module_level=True)
+
+import qnn_graphs as G  # noqa: E402
+from ironaccelerator.backends.qnn import _backend as qb  # noqa: E402
+from ironaccelerator_runtime.backends.qnn import check_config_layout  # noqa: E402
+
+DTYPES = ("f32", "f16", "u8")
+
+
+@pytest.fixture(scope="module")
+def binary() -> bytes:
+    return G.build_binary(DTYPES)
+
+
+@pytest.fixture(scope="module")
+def backend() -> qb.QnnBackend:
+    return qb.QnnBackend()  # a fresh backend, not the registry's
+
+
+@pytest.fixture(scope="module")
+def device(backend: qb.QnnBackend):  # type: ignore[no-untyped-def]
+    with backend.open(0) as dev:
+        yield dev
+
+
+@pytest.fixture(scope="module")
+def module(device, binary):  # type: ignore[no-untyped-def]
+    return device.load_module(binary)
+
+
+def _run(device, kernel, dt: str, seed: int):  # type: ignore[no-untyped-def]
+    a, b = G.inputs(dt, seed)
+    c = np.zeros_like(a)
+    s = device.create_stream()
+    da, db, dc = (device.alloc(x.nbytes) for x in (a, b, c))
+    s.copy_from_host(da, a)
+    s.copy_from_host(db, b)
+    s.launch(KernelLaunch(kernel, LaunchDims(), (da, db, dc)))
+    s.copy_to_host(c, dc)
+    s.synchronize()
+    return a, b, c
+
+
+# ------------------------------------------------------------------ devices
+
+
+def test_registry_has_the_builtin_qnn_backend() -> None:
+    b = BackendRegistry.default().get(BackendKind.QNN)
+    assert type(b).__name__ == "QnnBackend" and b.kind is BackendKind.QNN
+    assert any(line.startswith("QNN: library loaded, 1 device") for line in BackendRegistry.default().report())
+
+
+def test_device_descriptor_from_platform_info(backend) -> None:  # type: ignore[no-untyped-def]
+    pi = q.QnnDevice_getPlatformInfo(q.ffi.NULL)
+    ext = q.ffi.cast("QnnHtpDevice_DeviceInfoExtension_t *", pi.v1.hwDevices[0].v1.deviceInfoExtension).onChipDevice
+    soc, arch = int(ext.socModel), int(ext.arch)
+    q.QnnDevice_freePlatformInfo(q.ffi.NULL, pi)
+    devs = backend.devices()
+    assert len(devs) == 1
+    d = devs[0]
+    assert (soc, arch) == (30, 68)  # what these libraries report (the emulated device)
+    assert d.name == "Qualcomm HTP v68 (SM8350)"
+    assert d.vendor is Vendor.QUALCOMM and d.capability.tier is ComputeTier.NPU
+    v = q.QnnBackend_getApiVersion()
+    assert d.capability.vendor_version == (f"QNN {v.coreApiVersion.major}.{v.coreApiVersion.minor} / HTP "
+                                           f"{v.backendApiVersion.major}.{v.backendApiVersion.minor} v68")
+    assert CapabilityFlags.FP16 not in d.capability.flags and CapabilityFlags.INT8_DOT in d.capability.flags
+
+
+@pytest.mark.parametrize("soc,model,arch,fp16", [
+    ("SM8350", 30, 68, False), ("SA8295", 39, 68, False), ("SM8450", 36, 69, True), ("SM8475", 42, 69, True),
+    ("SM8550", 43, 73, True), ("SM8650", 57, 75, True), ("SM8750", 69, 79, True), ("SM8850", 87, 81, True),
+])
+def test_soc_table_and_capability_translation(soc: str, model: int, arch: int, fp16: bool) -> None:
+    t = qb.TABLES
+    assert t.soc_models[soc] == (model, arch)
+    assert t.soc_name(model) == soc and t.soc_model(soc) == model and t.soc_model(soc.lower()) == model
+    assert t.device_name(arch, model) == f"Qualcomm HTP v{arch} ({soc})"
+    cap = qb.translate_capability(arch, "x")
+    assert cap.tier is ComputeTier.NPU
+    assert (CapabilityFlags.FP16 in cap.flags) is fp16
+    assert CapabilityFlags.TENSOR_CORES in cap.flags and CapabilityFlags.INT8_DOT in cap.flags
+
+
+def test_unknown_soc() -> None:
+    assert qb.TABLES.soc_name(9999) is None
+    assert qb.TABLES.device_name(68, 9999) == "Qualcomm HTP v68 (SoC model 9999)"
+    with pytest.raises(Error) as ei:
+        qb.TABLES.soc_model("SM0000")
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "SM8650" in str(ei.value)
+
+
+def test_config_layout_check_refuses_older_library() -> None:
+    check_config_layout((2, 40), (2, 40), 8)
+    check_config_layout((2, 41), (2, 40), 8)
+    for lib in ((2, 32), (3, 0), (1, 99)):
+        with pytest.raises(Error) as ei:
+            check_config_layout(lib, (2, 40), 8)
+        msg = str(ei.value)
+        assert ei.value.kind is ErrorKind.UNSUPPORTED
+        assert "2.40" in msg and f"{lib[0]}.{lib[1]}" in msg and "offset 8" in msg, msg
+    assert q.ffi.offsetof("QnnHtpDevice_CustomConfig_t", "socModel") == 8
+    assert (q.QNN_API_VERSION_MAJOR, q.QNN_API_VERSION_MINOR) == (2, 40)
+
+
+def _build_on(device, dt: str = "f32") -> bytes:  # type: ignore[no-untyped-def]
+    """An add graph built on an opened trait-surface device's own handles, serialized."""
+    ctx = q.QnnContext_create(device._backend_owner.handle, device.handle, q.ffi.NULL)
+    s = G.Session(device._backend_owner.handle, device.handle, ctx)
+    try:
+        G.add_graph(s, f"add_{dt}", dt)
+        return s.binary()
+    finally:
+        s.backend = s.device = None  # (the trait surface's handles: only the context is this helper's)
+        s.close()
+
+
+_ARCH_CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+import test_qnn_backend as T
+from ironaccelerator.backends.qnn import _backend as qb
+from ironaccelerator import CapabilityFlags
+b = qb.QnnBackend()
+with b.open(0, **{how!r}) as dev:
+    m = dev.load_module(T._build_on(dev))
+    print("NAME", dev.descriptor.name, CapabilityFlags.FP16 in dev.descriptor.capability.flags)
+    print("BINARY", m.soc_model, m.platform_arch, qb.TABLES.soc_name(m.soc_model))
+"""
+
+
+@pytest.mark.parametrize("how", [{"arch": 75}, {"arch": "v75"}, {"soc": "SM8650"}, {"soc": 57}])
+def test_arch_selection_reaches_the_binary(how) -> None:  # type: ignore[no-untyped-def]
+    """Each in a child process: a SoC selection is process-wide in libQnnHtp (measured: after a device opened
+    with the SOC option, graphs built on later default devices of the process run f32 at fp16 precision)."""
+    code = _ARCH_CHILD.format(tests=str(Path(__file__).parent), how=how)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "NAME Qualcomm HTP v75" in r.stdout and " True" in r.stdout, r.stdout
+    assert "BINARY 57 75 SM8650" in r.stdout, r.stdout
+
+
+def test_default_device_binary_reports_no_selection(device) -> None:  # type: ignore[no-untyped-def]
+    m = device.load_module(_build_on(device))
+    assert m.soc_model in (None, 30)
+
+
+# ------------------------------------------------------------------ modules, kernels, launches
+
+
+def test_module_describes_graphs(module) -> None:  # type: ignore[no-untyped-def]
+    assert module.graph_names == [f"add_{dt}" for dt in DTYPES]
+    k = module.kernel("add_u8")
+    assert k.num_args == 3 and [t.name for t in k.inputs] == ["add_u8_a", "add_u8_b"]
+    (c,) = k.outputs
+    assert c.name == "add_u8_c" and c.dims == (1, G.N) and c.nbytes == G.N and not c.is_input
+    assert c.qnn_dtype == q.Qnn_DataType_t.QNN_DATATYPE_UFIXED_POINT_8
+    assert c.quantization is not None and c.quantization[0] == pytest.approx(G.QC[0]) and c.quantization[1] == G.QC[1]
+    f = module.kernel("add_f32")
+    assert all(t.nbytes == 4 * G.N and t.quantization is None for t in f.inputs + f.outputs)
+    assert "add_f32_a: f32[1, 1024]" in f.signature()
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_launch_matches_numpy(device, module, dt: str) -> None:  # type: ignore[no-untyped-def]
+    a, b, c = _run(device, module.kernel(f"add_{dt}"), dt, seed=11)
+    G.check(dt, a, b, c)
+    assert np.any(c != 0)
+
+
+def test_repeated_launch_rebinds_new_arguments(device, module) -> None:  # type: ignore[no-untyped-def]
+    k = module.kernel("add_f32")
+    s = device.create_stream()
+    bufs = [device.alloc(4 * G.N) for _ in range(4)]
+    x = [np.full((1, G.N), v, np.float32) for v in (1, 2, 3)]
+    for buf, arr in zip(bufs, x):
+        s.copy_from_host(buf, arr)
+    out = np.zeros((1, G.N), np.float32)
+    s.launch(KernelLaunch(k, LaunchDims(), (bufs[0], bufs[1], bufs[3])))
+    s.copy_to_host(out, bufs[3])
+    assert np.all(out == 3)
+    s.launch(KernelLaunch(k, LaunchDims(), (bufs[1], bufs[2], bufs[3])))  # a new tuple, other buffers
+    s.copy_to_host(out, bufs[3])
+    assert np.all(out == 5)
+    pooled = [device.memory_pool().alloc(4 * G.N) for _ in range(3)]
+    for p, arr in zip(pooled, x):
+        s.copy_from_host(p, arr)
+    assert s.launch_unchecked(KernelLaunch(k, LaunchDims(), (pooled[0], pooled[2], bufs[0]))) is None
+    s.copy_to_host(out, bufs[0])
+    assert np.all(out == 4)
+
+
+def test_reload_in_a_new_process(binary: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "add.bin"
+    path.write_bytes(binary)
+    child = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import qnn_graphs as G
+        from ironaccelerator import BackendKind, BackendRegistry, KernelLaunch, LaunchDims
+        dev = BackendRegistry.default().get(BackendKind.QNN).open(0)
+        m = dev.load_module(open({str(path)!r}, "rb").read())
+        s = dev.create_stream()
+        for dt in ("f32", "f16", "u8"):
+            a, b = G.inputs(dt, 5)
+            c = np.zeros_like(a)
+            da, db, dc = (dev.alloc(x.nbytes) for x in (a, b, c))
+            s.copy_from_host(da, a); s.copy_from_host(db, b)
+            s.launch(KernelLaunch(m.kernel("add_" + dt), LaunchDims(), (da, db, dc)))
+            s.copy_to_host(c, dc)
+            G.check(dt, a, b, c)
+        print("RAN", ",".join(m.graph_names))
+    """)
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "RAN add_f32,add_f16,add_u8" in r.stdout
+
+
+# ------------------------------------------------------------------ error paths
+
+
+def test_wrong_argument_count_names_the_tensors(device, module) -> None:  # type: ignore[no-untyped-def]
+    k = module.kernel("add_f32")
+    s = device.create_stream()
+    a = device.alloc(4 * G.N)
+    for args in ((a, a), (a, a, a, a), ()):
+        with pytest.raises(Error) as ei:
+            s.launch(KernelLaunch(k, LaunchDims(), args))
+        msg = str(ei.value)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE
+        assert "add_f32_a, add_f32_b, add_f32_c" in msg and f"{len(args)} given" in msg, msg
+
+
+def test_wrong_input_count_reaches_htp_as_6004(module) -> None:  # type: ignore[no-untyped-def]
+    """What the check above prevents: the library's own answer to too few inputs (raw call)."""
+    k = module.kernel("add_f32")
+    a = np.zeros(G.N, np.float32)
+    ins = q.ffi.new("Qnn_Tensor_t[1]", [k._ins[0]])
+    ins[0].v1.clientBuf.data = q.ffi.from_buffer(a)
+    outs = q.ffi.new("Qnn_Tensor_t[1]", [k._outs[0]])
+    outs[0].v1.clientBuf.data = q.ffi.from_buffer(a)
+    with pytest.raises(Error) as ei:
+        q.QnnGraph_execute(k.handle, ins, 1, outs, 1, q.ffi.NULL, q.ffi.NULL)
+    assert ei.value.code is not None and ei.value.code & 0xFFFF == 6004
+
+
+def test_short_buffers_are_caught_before_c(device, module) -> None:  # type: ignore[no-untyped-def]
+    k = module.kernel("add_f16")
+    s = device.create_stream()
+    ok, short = device.alloc(2 * G.N), device.alloc(100)
+    for args, which in (((ok, ok, short), "output 'add_f16_c'"), ((short, ok, ok), "input 'add_f16_a'")):
+        with pytest.raises(Error) as ei:
+            s.launch(KernelLaunch(k, LaunchDims(), args))
+        msg = str(ei.value)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and which in msg and "100 bytes" in msg
+        assert "2048 bytes" in msg and "f16[1, 1024]" in msg, msg
+        assert isinstance(s.launch_unchecked(KernelLaunch(k, LaunchDims(), args)), Error)
+
+
+def test_freed_allocation(device, module) -> None:  # type: ignore[no-untyped-def]
+    k = module.kernel("add_f32")
+    s = device.create_stream()
+    a, b, c = (device.alloc(4 * G.N) for _ in range(3))
+    launch = KernelLaunch(k, LaunchDims(), (a, b, c))
+    s.launch(launch)  # bound and cached
+    b.free()
+    for call in (s.launch, s.launch_unchecked):
+        r = None
+        try:
+            r = call(launch)
+        except Error as e:
+            r = e
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE and "freed" in str(r)
+    with pytest.raises(Error) as ei:  # a fresh tuple with the freed allocation
+        s.launch(KernelLaunch(k, LaunchDims(), (a, b, c)))
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+
+
+def test_garbage_binary(device) -> None:  # type: ignore[no-untyped-def]
+    for junk in (b"garbage" * 100, bytes(49152)):
+        with pytest.raises(Error) as ei:
+            device.load_module(junk)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE
+        assert "not a QNN context binary" in str(ei.value)
+        assert ei.value.code is not None and ei.value.code & 0xFFFF == 30010
+    for bad in (b"", "source text"):
+        with pytest.raises(Error) as ei:
+            device.load_module(bad)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE
+
+
+def test_unknown_graph_name_lists_the_graphs(module) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(Error) as ei:
+        module.kernel("add_f64")
+    msg = str(ei.value)
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "'add_f32', 'add_f16', 'add_u8'" in msg, msg
+
+
+def test_non_default_launch_dims(device, module) -> None:  # type: ignore[no-untyped-def]
+    k = module.kernel("add_f32")
+    a = device.alloc(4 * G.N)
+    s = device.create_stream()
+    for dims in (LaunchDims(2), LaunchDims(1, 32), LaunchDims(1, 1, shared_mem=16)):
+        with pytest.raises(Error) as ei:
+            s.launch(KernelLaunch(k, dims, (a, a, a)))
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and "no launch geometry" in str(ei.value)
+    s.launch(KernelLaunch(k, LaunchDims(1, 1), (a, a, a)))  # equal to the default: fine
+
+
+def test_unified_memory_is_unsupported_with_the_reason(device) -> None:  # type: ignore[no-untyped-def]
+    calls: list[Callable[[], object]] = [lambda: device.alloc(64, MemoryKind.UNIFIED),
+                                         lambda: device.alloc_unchecked(64, MemoryKind.UNIFIED)]
+    for call in calls:
+        try:
+            r = call()
+        except Error as e:
+            r = e
+        assert isinstance(r, Error) and r.kind is ErrorKind.UNSUPPORTED
+        assert "QnnMem_register" in str(r) and "1000" in str(r) and r.code == 1000
+
+
+def test_async_execution_falls_back_to_synchronous(device, module, backend) -> None:  # type: ignore[no-untyped-def]
+    _run(device, module.kernel("add_f32"), "f32", 1)
+    assert backend.async_execute is False  # the x86 HTP answered 1000 to QnnGraph_executeAsync
+
+
+def test_events_use_the_host_clock(device, module) -> None:  # type: ignore[no-untyped-def]
+    k = module.kernel("add_f32")
+    s = device.create_stream()
+    a = device.alloc(4 * G.N)
+    e0 = s.record_event()
+    for _ in range(20):
+        s.launch(KernelLaunch(k, LaunchDims(), (a, a, a)))
+    e1 = s.record_event()
+    assert e0.query() and e1.query() and s.query()
+    assert 0 < e0.elapsed_ms(e1) < 10_000
+
+
+def test_module_lifetime_frees_context_after_kernels(backend, binary) -> None:  # type: ignore[no-untyped-def]
+    dev = backend.open(0)
+    m = dev.load_module(binary)
+    k = m.kernel("add_f32")
+    owner = weakref.ref(m._owner)
+    device_owner = weakref.ref(dev._owner)
+    dev.close()
+    m.close()
+    del m
+    gc.collect()
+    ctx_owner, dev_owner = owner(), device_owner()
+    assert ctx_owner is not None and ctx_owner.alive  # the kernel keeps its context ...
+    assert dev_owner is not None and dev_owner.alive  # ... and the context its device
+    del ctx_owner, dev_owner
+    del k
+    gc.collect()
+    assert owner() is None and device_owner() is None  # context freed, then the device
+
+
+# ------------------------------------------------------------------ the spec data is checked by the generator
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("    v69: [FP16]", "    sm69: [FP16]", "flags key 'sm69' is not an HTP architecture like 'v68'"),
+    ("    v69: [FP16]", "    v69: [FP61]", "'FP61' is not a capability flag"),
+    ("    default: NPU", "    default: NUP", "'NUP' is not a compute tier"),
+    ("  SM8650: {model: 57, arch: v75}", "  SM8650: {model: 43, arch: v75}", "SoC SM8650: model 43 is already SM8550's"),
+    ("  SM8650: {model: 57, arch: v75}", "  SM8650: {model: 57, arch: 75}", "arch '75' is not valid: expected an HTP"),
+    ("  SM8650: {model: 57, arch: v75}", "  sm8650: {model: 57, arch: v75}", "SoC name 'sm8650' is not like 'SM8350'"),
+    ("  SM8650: {model: 57, arch: v75}", "  SM8650: {modle: 57, arch: v75}", "unknown key 'modle'"),
+])
+def test_generator_refuses_bad_qnn_spec_data(tmp_path: Path, old: str, new: str, message: str) -> None:
+    import shutil
+
+    from generator import pipeline
+    from generator.diagnostics import UserError
+    src = Path(__file__).resolve().parent.parent / "specs"
+    specs = tmp_path / "specs"
+    shutil.copytree(src, specs)
+    p = specs / "qnn" / "backend.yaml"
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new, 1))
+    line = next(i for i, s in enumerate(p.read_text().splitlines(), 1) if new.strip() in s)
+    with pytest.raises(UserError) as ei:
+        pipeline.compile_specs(specs, only=["qnn.system"], base=specs.parent)
+    errors = [str(d) for d in ei.value.diagnostics]
+    assert any(e.startswith(f"specs/qnn/backend.yaml:{line}:") and message in e for e in errors), errors
