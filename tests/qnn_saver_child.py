@@ -10,11 +10,12 @@
 
 With QNN_CHILD_ABI=1 the compiled cffi modules are hidden: the ABI-mode loader runs.
 
-The sequence: a log handle (qnn_log.create_logger, then its level set again: qnn_log.sync), backend, device, context with it, an f32 add graph (tensors,
-validateOpConfig, addNode, finalize), one execute, QnnContext_getBinarySize (the Saver answers 4950, a dummy
-value), a getter the Saver does not record, the frees.  Every call of
-the interface module is recorded by name (its functions wrapped here).  Prints one JSON line: ``issued`` (the names
-in order), ``path`` (the interface library file), ``mode`` (api or abi), ``c_max`` (max |c| after execute: the Saver executes nothing).
+The sequence: a log handle (qnn_log.create_logger, then its level set again: qnn_log.sync), backend, device,
+context with it, an f32 add graph (tensors, validateOpConfig, addNode, finalize), one execute,
+QnnContext_getBinarySize (the Saver answers 4950, a dummy value), a getter the Saver does not record, the frees.
+Every call of the interface module is recorded by name (its functions wrapped here).  Prints one JSON line:
+``issued`` (the names in order), ``path`` (the interface library file), ``mode`` (api or abi), ``c_max`` (max |c|
+after execute: the Saver executes nothing), ``size_code``.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def sequence() -> dict[str, Any]:
     q.QnnBackend_getApiVersion()
     s.close()
     qnn_log.free_logger(log)
-    return {"issued": issued, "path": BINDING.path, "mode": q.BINDING_MODE, "c_max": float(np.abs(c).max()), "size_code": size_code}
+    return {"issued": issued, "path": BINDING.path, "mode": q.BINDING_MODE, "c_max": float(np.abs(c).max()),
+            "size_code": size_code}
 
 
 def refused(fn: Callable[[], None]) -> dict[str, Any]:

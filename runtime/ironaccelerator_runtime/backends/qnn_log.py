@@ -57,7 +57,8 @@ FORMATS_ARGUMENTS: bool = _VA_BYTES is not None
 _FIRST_BUFFER = 512  # most messages fit; longer ones are formatted again at their length
 
 _cffi = cffi.FFI()
-_cffi.cdef("int vsnprintf(char *s, size_t n, const char *fmt, void *ap);\nvoid *memcpy(void *d, const void *s, size_t n);")
+_cffi.cdef("int vsnprintf(char *s, size_t n, const char *fmt, void *ap);\n"
+           "void *memcpy(void *d, const void *s, size_t n);")
 _libc: Any = _cffi.dlopen(None) if FORMATS_ARGUMENTS else None
 
 
@@ -113,10 +114,11 @@ class _Handle:
     follows: bool
 
 
-_lock = threading.RLock()  # re-entered when a call made under it logs and the log fails
+_lock = threading.RLock()  # the live handles; held across QnnLog_free / QnnLog_setLogLevel
 _live: dict[int, _Handle] = {}  # handle address -> its callback
-_errors = 0
-_reported: set[str] = set()
+_error_lock = threading.Lock()
+_errors = 0  # messages dropped because the Python side raised
+_reported: set[str] = set()  # exception types already reported on stderr
 
 
 def _on_message(fmt: Any, level: int, timestamp: int, args: Any) -> None:
@@ -129,15 +131,14 @@ def _on_message(fmt: Any, level: int, timestamp: int, args: Any) -> None:
 def _on_error(exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
     """cffi's ``onerror``: what the callback raised stays here (the C caller gets a plain return)."""
     global _errors
-    with _lock:
+    name = exc_type.__name__ if exc_type is not None else "?"
+    with _error_lock:  # never held across a C call (the thread that holds _lock may be waiting for this one)
         _errors += 1
-        first = exc_type is not None and exc_type.__name__ not in _reported
-        if exc_type is not None:
-            _reported.add(exc_type.__name__)
+        first = name not in _reported
+        _reported.add(name)
     if first:
         try:
-            sys.stderr.write(f"ironaccelerator.qnn: a QNN log message was dropped: {exc_type.__name__ if exc_type else '?'}: "
-                             f"{exc}\n")
+            sys.stderr.write(f"ironaccelerator.qnn: a QNN log message was dropped: {name}: {exc}\n")
         except Exception:
             pass
 
