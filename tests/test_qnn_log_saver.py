@@ -111,6 +111,8 @@ def test_messages_arrive_formatted(q: Any, qnn_log: Any, G: Any, caplog: pytest.
         for r in building:
             assert r.levelno == qnn_log.LEVELS[getattr(r, "qnn_level")]
             assert isinstance(getattr(r, "qnn_timestamp"), int)
+        # a message longer than the first buffer is formatted again at its length, not truncated
+        assert max(len(r.getMessage()) for r in building) >= qnn_log._FIRST_BUFFER
         caplog.clear()
         err = execute_one_input(q, G, s.graphs[0])
         assert err.code & 0xFFFF == 6004
