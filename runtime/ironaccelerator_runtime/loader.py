@@ -276,6 +276,8 @@ class Binding:
         self.chosen: tuple[str, ...] = ()  # use_library(): the only candidates, replacing the spec's search
         self.per_thread = False
         self.name_function: Callable[[int], str] | None = None
+        self.opening: list[Callable[[Binding], None]] = []  # before_open(): run once, just before the first open
+        self.opening_error: BaseException | None = None  # what one of them raised: the library is then not opened
         self.mode, self.ffi, self.lib = self._load_module()
 
     # ------------------------------------------------------------ modes
@@ -339,7 +341,29 @@ class Binding:
         if self.mode == ABI:
             self.lib._failed = False  # a failed search before this choice is not this choice's failure
 
+    def before_open(self, hook: Callable[[Binding], None]) -> bool:
+        """Run ``hook(self)`` once, just before the library is first opened (the first call of a function, in
+        either mode), where it may still choose the file (:meth:`use_library`).  False, and nothing registered,
+        when the library is already open.  If a hook raises, the library is not opened and every call raises
+        what it raised (an :class:`Error`; anything else as LIBRARY_NOT_FOUND naming it)."""
+        if self.path is not None:
+            return False
+        self.opening.append(hook)
+        return True
+
+    def _run_opening(self) -> bool:
+        """The :meth:`before_open` hooks, each once; False when one failed (then always False)."""
+        while self.opening and self.opening_error is None:
+            hook = self.opening.pop(0)
+            try:
+                hook(self)
+            except BaseException as exc:  # also from inside C (API mode): never let it cross into C
+                self.opening_error = exc
+        return self.opening_error is None
+
     def _open_api(self, lib: Any) -> bool:
+        if not self._run_opening():
+            return False
         self.tried = []
         for path in self.candidates():
             if lib.ia_dlopen(path.encode()) == 0:
@@ -378,6 +402,12 @@ class Binding:
         """The loader failure behind a call of function ``index``, if there was one."""
         st = self.status(index)
         public, _, _, minimum = self.functions[index]
+        if st == _LIB_MISSING and self.opening_error is not None:
+            exc = self.opening_error
+            return exc if isinstance(exc, Error) else Error(
+                ErrorKind.LIBRARY_NOT_FOUND, f"the {self.backend} {self.library} library was not opened for {public}: "
+                f"a hook run before opening it failed: {type(exc).__name__}: {exc}", backend=self.backend,
+                function=public)
         if st == _LIB_MISSING:
             tried = "; ".join(self.tried) or "no candidates for this platform"
             return Error(ErrorKind.LIBRARY_NOT_FOUND, f"cannot load the {self.backend} {self.library} library "
@@ -442,6 +472,8 @@ class _LazyLib:
     def _open(self) -> Any:
         if self._dl is None and not self._failed:
             b = self._binding
+            if not b._run_opening():
+                return None
             b.tried = []
             for path in b.candidates():
                 try:
