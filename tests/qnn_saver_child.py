@@ -51,10 +51,35 @@ def recorded(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def wrap_interface() -> None:
+def wrap_interface(unchecked: bool = False) -> None:
     for name, *_ in BINDING.functions:
         if name != "QnnInterface_getProviders":
             setattr(q, name, recorded(name, getattr(q, name)))
+            if unchecked:  # the trait-surface backend calls both (frees and execution are unchecked)
+                setattr(q.unchecked, name, recorded(name, getattr(q.unchecked, name)))
+
+
+def through_backend(directory: str, binary: str) -> dict[str, Any]:
+    """The trait-surface lifecycle, traced: QnnBackend(trace_dir=...), open, load_module, kernel, launch, then
+    everything dropped (frees in reverse order)."""
+    import gc
+
+    from ironaccelerator import KernelLaunch, LaunchDims
+    from ironaccelerator.backends.qnn._backend import QnnBackend
+
+    wrap_interface(unchecked=True)
+    backend = QnnBackend(trace_dir=directory)
+    names = [d.name for d in backend.devices()]
+    device = backend.open(0)
+    module = device.load_module(open(binary, "rb").read())
+    kernel = module.kernel("add_f32")
+    stream = device.create_stream()
+    bufs = [device.alloc(4 * G.N) for _ in range(3)]
+    stream.launch(KernelLaunch(kernel, LaunchDims(), tuple(bufs)))
+    stream.synchronize()
+    del kernel, module, stream, device, bufs, backend
+    gc.collect()
+    return {"issued": issued, "path": BINDING.path, "mode": q.BINDING_MODE, "names": names}
 
 
 def sequence() -> dict[str, Any]:
@@ -94,6 +119,8 @@ if WHAT == "trace":
     qnn_saver.trace_to(sys.argv[2])  # again, same directory: nothing
     wrap_interface()
     out = sequence()
+elif WHAT == "backend":
+    out = through_backend(sys.argv[2], sys.argv[3])
 elif WHAT == "env":
     wrap_interface()
     out = sequence()

@@ -297,6 +297,28 @@ def test_saver_records_what_was_issued(q: Any, scratch: Path, mode: str) -> None
     assert not list(cwd.iterdir())  # everything went to the output directory
 
 
+# what the trait-surface backend issues that the Saver does not record, besides NOT_RECORDED: a getter, and the
+# asynchronous execute the backend tries first (the Saver refuses it unrecorded; the backend then executes)
+BACKEND_NOT_RECORDED = NOT_RECORDED | {"QnnBackend_getBuildId", "QnnGraph_executeAsync"}
+
+
+def test_saver_traces_the_backend(q: Any, scratch: Path) -> None:
+    """QnnBackend(trace_dir=...): the Saver's recording of the trait-surface lifecycle (a context binary loaded,
+    its graph retrieved and launched, everything dropped) is the sequence the backend issued, frees in reverse."""
+    import qnn_graphs as G
+    binary = scratch / "add.bin"
+    binary.write_bytes(G.build_binary(("f32",)))
+    trace, cwd = scratch / "trace", scratch / "cwd"
+    cwd.mkdir()
+    out = child("backend", str(trace), str(binary), cwd=cwd)
+    assert Path(out["path"]).name == "libQnnSaver.so"
+    assert out["names"] == [f"Qualcomm QNN Saver (records calls into {trace}; executes nothing)"]
+    issued = [n for n in out["issued"] if n not in BACKEND_NOT_RECORDED - NOT_RECORDED]
+    assert issued[-4:] == ["QnnContext_free", "QnnDevice_free", "QnnBackend_free", "QnnLog_free"], issued
+    assert_oracle(q, issued, recorded_calls(trace))
+    assert not list(cwd.iterdir())
+
+
 def test_saver_from_env(q: Any, scratch: Path) -> None:
     trace = scratch / "env trace"  # a space: the path reaches the Saver whole
     out = child("env", cwd=scratch, env={"IA_QNN_TRACE_DIR": str(trace)})

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
+from ironaccelerator_runtime.backends import qnn_log, qnn_saver
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, LaunchDims,
@@ -53,6 +54,7 @@ _NOT_SUPPORTED = 1000  # QNN_COMMON_ERROR_NOT_SUPPORTED
 _RAW = 0  # QNN_TENSORMEMTYPE_RAW
 _APP_WRITE, _APP_READ = 0, 1  # Qnn_TensorType_t of graph inputs / outputs
 _HTP_CONFIG_SOC, _HTP_CONFIG_ARCH = 0, 1  # QnnHtpDevice_ConfigOption_t
+_SAVER_BACKEND_ID = 2  # QnnInterface_t.backendId of libQnnSaver.so
 _MAX_CLIENT_BUFFER = 2**32 - 1  # Qnn_ClientBuffer_t.dataSize is 32 bits
 
 # Qnn_DataType_t -> DType (fixed-point types are their storage integers; their scale/offset is TensorInfo's)
@@ -215,7 +217,12 @@ class QnnBackend(Backend):
     kind = BackendKind.QNN
     tables = QnnTables(flags={}, tiers={}, vendors=(), soc_models={})
 
-    def __init__(self) -> None:
+    def __init__(self, *, trace_dir: str | os.PathLike[str] | None = None) -> None:
+        """``trace_dir``: record every QNN call of this process with the Saver backend (libQnnSaver.so, which
+        executes nothing) into that directory instead of running it (:func:`qnn_saver.trace_to`: before the
+        first QNN call of the process; ``IA_QNN_TRACE_DIR`` does the same)."""
+        if trace_dir is not None:
+            qnn_saver.trace_to(trace_dir)
         self.api = _Api()
         q = self.api.q
         v = q.QnnBackend_getApiVersion()
@@ -226,6 +233,9 @@ class QnnBackend(Backend):
             self.build_id = q.QnnBackend_getBuildId()
         except Error:
             self.build_id = ""
+        providers, n = q.QnnInterface_getProviders()
+        self.backend_id = int(providers[0].backendId) if n else -1  # the provider the table resolver selected
+        self.provider_name = self.api.ffi.string(providers[0].providerName).decode() if n else ""
         self._lock = threading.Lock()
         self._handle: _Owned | None = None
         self._devices: list[tuple[dict[str, Any], DeviceDescriptor]] | None = None
@@ -237,14 +247,21 @@ class QnnBackend(Backend):
         with self._lock:
             if self._handle is None:
                 q = self.api.q
-                logger = self.api.null  # qnn_log.create_logger() once merged
-                self._handle = _Owned(q.QnnBackend_create(logger, self.api.null), q.unchecked.QnnBackend_free)
+                # the library's messages go to logging (logger ironaccelerator.qnn); the log handle is freed
+                # after the backend handle and every device made with it
+                log = _Owned(qnn_log.create_logger(), qnn_log.free_logger)
+                self._handle = _Owned(q.QnnBackend_create(log.handle, self.api.null), q.unchecked.QnnBackend_free,
+                                      log)
             return self._handle
 
     def _platform(self) -> list[dict[str, Any]]:
         """Each hardware device of ``QnnDevice_getPlatformInfo``: id, cores, SoC model, arch, VTCM (MB)."""
         api = self.api
         q, ffi = api.q, api.ffi
+        if self.backend_id == _SAVER_BACKEND_ID:
+            # the Saver records calls and answers QNN_SAVER_ERROR_DUMMY_RETVALUE to queries: one device, which
+            # stands for the device of the replay
+            return [{"device_id": 0, "cores": 1, "soc": 0, "arch": 0, "vtcm_mb": 0}]
         pi = q.QnnDevice_getPlatformInfo(api.null)
         try:
             found = []
@@ -270,7 +287,8 @@ class QnnBackend(Backend):
         if arch is None or arch == 0:
             arch = t.soc_arch(soc) if soc else None
         core, be = self.core_api, self.backend_api
-        version = f"QNN {core[0]}.{core[1]} / HTP {be[0]}.{be[1]}" + (f" v{arch}" if arch else "")
+        kind = self.provider_name.split("_", 1)[0] or "HTP"  # HTP_QTI_AISW -> HTP, SAVER_QTI_AISW -> SAVER
+        version = f"QNN {core[0]}.{core[1]} / {kind} {be[0]}.{be[1]}" + (f" v{arch}" if arch else "")
         cap = t.capability(arch or 0, version)
         try:
             host_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -280,7 +298,10 @@ class QnnBackend(Backend):
         # launch geometry, so the launch limits are all 1 (LaunchDims() only)
         limits = DeviceLimits(max_block=(1, 1, 1), max_threads_per_block=1, max_grid=(1, 1, 1), max_shared_mem=0,
                               max_alloc=_MAX_CLIENT_BUFFER, max_work_items=1)
-        return DeviceDescriptor(id=DeviceId(_KIND, index), name=t.device_name(arch, soc), vendor=t.vendor(),
+        name = t.device_name(arch, soc)
+        if self.backend_id == _SAVER_BACKEND_ID:
+            name = f"Qualcomm QNN Saver (records calls into {qnn_saver.tracing()}; executes nothing)"
+        return DeviceDescriptor(id=DeviceId(_KIND, index), name=name, vendor=t.vendor(),
                                 backend=_KIND, total_memory=host_memory, compute_units=hw["cores"],
                                 capability=cap, limits=limits)
 
@@ -373,8 +394,7 @@ class QnnDevice(Device):
             keep.append(config)
         self.options = tuple(options or ())
         parent = backend._backend_handle()
-        logger = api.null  # qnn_log.create_logger() once merged
-        handle = q.QnnDevice_create(logger, config)
+        handle = q.QnnDevice_create(parent.parent.handle if parent.parent is not None else api.null, config)
         self._owner: _Owned | None = _Owned(handle, api.raw.QnnDevice_free, parent)
         self.handle = handle
         self._backend_owner = parent
