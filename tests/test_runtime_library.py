@@ -69,3 +69,23 @@ def test_detail_never_masks_the_error_it_accompanies() -> None:
     def broken() -> str:
         raise RuntimeError("no program")
     assert loader.detail(broken) == "(no log: no program)"
+
+
+def test_library_search_order(tmp_path: Any, monkeypatch: Any) -> None:
+    """An SDK root named by the environment (the user's choice, ex: QNN_SDK_ROOT) comes before a pip wheel of the
+    active environment, which comes before a standard prefix; the bare name (system loader) is last."""
+    import sys
+
+    env_root, site, prefix = tmp_path / "sdk", tmp_path / "site", tmp_path / "opt" / "sdk-2.1"
+    for d in (env_root / "lib", site / "vendor_wheel", prefix / "lib"):
+        d.mkdir(parents=True)
+        (d / "libvendor.so").write_bytes(b"")
+    monkeypatch.setattr(sys, "path", [str(site)])
+    monkeypatch.setenv("IA_TEST_SDK_ROOT", str(env_root))
+    args = ({"linux": ("libvendor.so",), "darwin": ("libvendor.so",), "windows": ("libvendor.so",)},
+            ("vendor_wheel",), ("lib",), ("IA_TEST_SDK_ROOT",), (str(tmp_path / "opt" / "sdk-*"),))
+    assert loader.library_candidates(*args) == [str(env_root / "lib" / "libvendor.so"),
+                                                str(site / "vendor_wheel" / "libvendor.so"),
+                                                str(prefix / "lib" / "libvendor.so"), "libvendor.so"]
+    monkeypatch.delenv("IA_TEST_SDK_ROOT")
+    assert loader.library_candidates(*args)[0] == str(site / "vendor_wheel" / "libvendor.so")

@@ -42,18 +42,20 @@ def _site_dirs() -> list[str]:
 
 def library_candidates(names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[str], sdk_dirs: Sequence[str],
                        sdk_env: Sequence[str], sdk_roots: Sequence[str]) -> list[str]:
-    """Paths to try, in order: pip wheels, SDK roots (environment, then standard prefixes), then bare names."""
+    """Paths to try, in order: the SDK roots the environment names (``sdk_env``: the user's explicit choice, ex:
+    QNN_SDK_ROOT), pip wheels of the active environment, standard SDK prefixes (``sdk_roots``), then bare names
+    for the system loader."""
     plat = "windows" if sys.platform == "win32" else "darwin" if sys.platform == "darwin" else "linux"
     files = names.get(plat, ())
     out: list[str] = []
     dirs: list[str] = []
+    for root in (os.environ[e] for e in sdk_env if os.environ.get(e)):
+        dirs += [os.path.join(root, d) for d in sdk_dirs]
     for site in _site_dirs():
         dirs += [os.path.join(site, d) for d in wheel_dirs]
-    roots = [os.environ[e] for e in sdk_env if os.environ.get(e)]
     for pattern in sdk_roots:
-        roots += sorted(glob.glob(pattern), reverse=True)
-    for root in roots:
-        dirs += [os.path.join(root, d) for d in sdk_dirs]
+        for root in sorted(glob.glob(pattern), reverse=True):
+            dirs += [os.path.join(root, d) for d in sdk_dirs]
     for d in dirs:
         if not os.path.isdir(d):
             continue
