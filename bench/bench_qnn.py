@@ -5,8 +5,9 @@ Sections (every ratio: the median over repeats of the paired per-repeat ratio, s
 1. one execution of a 1x1024 f32 add graph: ``Stream.launch`` (checked, one KernelLaunch reused) and
    ``Stream.launch_unchecked`` against raw ``QnnGraph_execute`` (the generated unchecked function) with prebuilt
    ``Qnn_Tensor_t`` arrays, and unchecked against checked;
-2. a launch that rebinds its arguments every time (a new KernelLaunch alternating between two argument sets),
+   and a launch that rebinds its arguments every time (a new KernelLaunch alternating between two argument sets),
    for context;
+2. the binding's own work: the same launches with the kernel's execute replaced by a Python function returning 0;
 3. ``Device.load_module`` of the context binary (``QnnSystemContext_getBinaryInfo`` + ``createFromBinary``), in ms.
 
     .venv/bin/python bench/bench_qnn.py [--repeats 15] [--target-ms 50] [--json out.json]
@@ -106,6 +107,27 @@ def main() -> int:
     targets.add("Stream.launch_unchecked / raw QnnGraph_execute", ratio(v["ours_u"], v["raw"]), "<=", TARGET_LAUNCH)
     targets.note("Stream.launch_unchecked / Stream.launch", ratio(v["ours_u"], v["ours"]))
     targets.note("Stream.launch rebinding / raw QnnGraph_execute", ratio(v["rebind"], v["raw"]))
+
+    # 2. the binding's own work: the same launches with the kernel's C execute replaced by a Python function that
+    # returns 0 (its own cost is the first row)
+    real = k._execute
+    k._execute = lambda *args: 0
+
+    def stand_in(n: int) -> None:
+        f = k._execute
+        for _ in range(n):
+            f(graph, ins, 2, outs, 1, null, null)
+
+    try:
+        w = {"null": Variant("null", "a Python call of 7 arguments (the stand-in itself)", stand_in),
+             "ours": Variant("ours", "Stream.launch, execute replaced", checked),
+             "ours_u": Variant("ours_u", "Stream.launch_unchecked, execute replaced", unchecked)}
+        run(list(w.values()), opts.repeats, opts.target_ms / 1000)
+    finally:
+        k._execute = real
+    print("\n== 2. the binding's own work per launch (execute replaced)     us    IQR%  % of raw")
+    for x in w.values():
+        print(f"  {x.label:<55} {us(x.median)}  {spread(x):5.1f}  {100 * x.median / v['raw'].median:6.2f}")
 
     loads = []
     for _ in range(max(opts.repeats, 5)):

@@ -82,7 +82,8 @@ def test_library_search_order(tmp_path: Any, monkeypatch: Any) -> None:
         (d / "libvendor.so").write_bytes(b"")
     monkeypatch.setattr(sys, "path", [str(site)])
     monkeypatch.setenv("IA_TEST_SDK_ROOT", str(env_root))
-    args = ({"linux": ("libvendor.so",), "darwin": ("libvendor.so",), "windows": ("libvendor.so",)},
+    files: tuple[str, ...] = ("libvendor.so",)
+    args = ({"linux": files, "darwin": files, "windows": files},
             ("vendor_wheel",), ("lib",), ("IA_TEST_SDK_ROOT",), (str(tmp_path / "opt" / "sdk-*"),))
     assert loader.library_candidates(*args) == [str(env_root / "lib" / "libvendor.so"),
                                                 str(site / "vendor_wheel" / "libvendor.so"),
