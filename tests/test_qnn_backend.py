@@ -11,7 +11,7 @@ import sys
 import textwrap
 import weakref
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -43,17 +43,18 @@ def backend() -> qb.QnnBackend:
 
 
 @pytest.fixture(scope="module")
-def device(backend: qb.QnnBackend):  # type: ignore[no-untyped-def]
-    with backend.open(0) as dev:
+def device(backend: qb.QnnBackend) -> Iterator[qb.QnnDevice]:
+    dev = backend.open(0)
+    with dev:
         yield dev
 
 
 @pytest.fixture(scope="module")
-def module(device, binary):  # type: ignore[no-untyped-def]
+def module(device: qb.QnnDevice, binary: bytes) -> qb.QnnModule:
     return device.load_module(binary)
 
 
-def _run(device, kernel, dt: str, seed: int):  # type: ignore[no-untyped-def]
+def _run(device: qb.QnnDevice, kernel: qb.QnnKernel, dt: str, seed: int) -> tuple[Any, Any, Any]:
     a, b = G.inputs(dt, seed)
     c = np.zeros_like(a)
     s = device.create_stream()
@@ -75,7 +76,7 @@ def test_registry_has_the_builtin_qnn_backend() -> None:
     assert any(line.startswith("QNN: library loaded, 1 device") for line in BackendRegistry.default().report())
 
 
-def test_device_descriptor_from_platform_info(backend) -> None:  # type: ignore[no-untyped-def]
+def test_device_descriptor_from_platform_info(backend: Any) -> None:
     pi = q.QnnDevice_getPlatformInfo(q.ffi.NULL)
     ext = q.ffi.cast("QnnHtpDevice_DeviceInfoExtension_t *", pi.v1.hwDevices[0].v1.deviceInfoExtension).onChipDevice
     soc, arch = int(ext.socModel), int(ext.arch)
@@ -128,7 +129,7 @@ def test_config_layout_check_refuses_older_library() -> None:
     assert (q.QNN_API_VERSION_MAJOR, q.QNN_API_VERSION_MINOR) == (2, 40)
 
 
-def _build_on(device, dt: str = "f32") -> bytes:  # type: ignore[no-untyped-def]
+def _build_on(device: qb.QnnDevice, dt: str = "f32") -> bytes:
     """An add graph built on an opened trait-surface device's own handles, serialized."""
     ctx = q.QnnContext_create(device._backend_owner.handle, device.handle, q.ffi.NULL)
     s = G.Session(device._backend_owner.handle, device.handle, ctx)
@@ -155,7 +156,7 @@ with b.open(0, **{how!r}) as dev:
 
 
 @pytest.mark.parametrize("how", [{"arch": 75}, {"arch": "v75"}, {"soc": "SM8650"}, {"soc": 57}])
-def test_arch_selection_reaches_the_binary(how) -> None:  # type: ignore[no-untyped-def]
+def test_arch_selection_reaches_the_binary(how: Any) -> None:
     """Each in a child process: a SoC selection is process-wide in libQnnHtp (measured: after a device opened
     with the SOC option, graphs built on later default devices of the process run f32 at fp16 precision)."""
     code = _ARCH_CHILD.format(tests=str(Path(__file__).parent), how=how)
@@ -165,7 +166,7 @@ def test_arch_selection_reaches_the_binary(how) -> None:  # type: ignore[no-unty
     assert "BINARY 57 75 SM8650" in r.stdout, r.stdout
 
 
-def test_default_device_binary_reports_no_selection(device) -> None:  # type: ignore[no-untyped-def]
+def test_default_device_binary_reports_no_selection(device: Any) -> None:
     m = device.load_module(_build_on(device))
     assert m.soc_model in (None, 30)
 
@@ -173,7 +174,7 @@ def test_default_device_binary_reports_no_selection(device) -> None:  # type: ig
 # ------------------------------------------------------------------ modules, kernels, launches
 
 
-def test_module_describes_graphs(module) -> None:  # type: ignore[no-untyped-def]
+def test_module_describes_graphs(module: Any) -> None:
     assert module.graph_names == [f"add_{dt}" for dt in DTYPES]
     k = module.kernel("add_u8")
     assert k.num_args == 3 and [t.name for t in k.inputs] == ["add_u8_a", "add_u8_b"]
@@ -187,13 +188,13 @@ def test_module_describes_graphs(module) -> None:  # type: ignore[no-untyped-def
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_launch_matches_numpy(device, module, dt: str) -> None:  # type: ignore[no-untyped-def]
+def test_launch_matches_numpy(device: Any, module: Any, dt: str) -> None:
     a, b, c = _run(device, module.kernel(f"add_{dt}"), dt, seed=11)
     G.check(dt, a, b, c)
     assert np.any(c != 0)
 
 
-def test_repeated_launch_rebinds_new_arguments(device, module) -> None:  # type: ignore[no-untyped-def]
+def test_repeated_launch_rebinds_new_arguments(device: Any, module: Any) -> None:
     k = module.kernel("add_f32")
     s = device.create_stream()
     bufs = [device.alloc(4 * G.N) for _ in range(4)]
@@ -245,7 +246,7 @@ def test_reload_in_a_new_process(binary: bytes, tmp_path: Path) -> None:
 # ------------------------------------------------------------------ error paths
 
 
-def test_wrong_argument_count_names_the_tensors(device, module) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_argument_count_names_the_tensors(device: Any, module: Any) -> None:
     k = module.kernel("add_f32")
     s = device.create_stream()
     a = device.alloc(4 * G.N)
@@ -257,7 +258,7 @@ def test_wrong_argument_count_names_the_tensors(device, module) -> None:  # type
         assert "add_f32_a, add_f32_b, add_f32_c" in msg and f"{len(args)} given" in msg, msg
 
 
-def test_wrong_input_count_reaches_htp_as_6004(module) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_input_count_reaches_htp_as_6004(module: Any) -> None:
     """What the check above prevents: the library's own answer to too few inputs (raw call)."""
     k = module.kernel("add_f32")
     a = np.zeros(G.N, np.float32)
@@ -270,7 +271,7 @@ def test_wrong_input_count_reaches_htp_as_6004(module) -> None:  # type: ignore[
     assert ei.value.code is not None and ei.value.code & 0xFFFF == 6004
 
 
-def test_short_buffers_are_caught_before_c(device, module) -> None:  # type: ignore[no-untyped-def]
+def test_short_buffers_are_caught_before_c(device: Any, module: Any) -> None:
     k = module.kernel("add_f16")
     s = device.create_stream()
     ok, short = device.alloc(2 * G.N), device.alloc(100)
@@ -283,7 +284,7 @@ def test_short_buffers_are_caught_before_c(device, module) -> None:  # type: ign
         assert isinstance(s.launch_unchecked(KernelLaunch(k, LaunchDims(), args)), Error)
 
 
-def test_freed_allocation(device, module) -> None:  # type: ignore[no-untyped-def]
+def test_freed_allocation(device: Any, module: Any) -> None:
     k = module.kernel("add_f32")
     s = device.create_stream()
     a, b, c = (device.alloc(4 * G.N) for _ in range(3))
@@ -302,7 +303,7 @@ def test_freed_allocation(device, module) -> None:  # type: ignore[no-untyped-de
     assert ei.value.kind is ErrorKind.INVALID_HANDLE
 
 
-def test_garbage_binary(device) -> None:  # type: ignore[no-untyped-def]
+def test_garbage_binary(device: Any) -> None:
     for junk in (b"garbage" * 100, bytes(49152)):
         with pytest.raises(Error) as ei:
             device.load_module(junk)
@@ -315,14 +316,14 @@ def test_garbage_binary(device) -> None:  # type: ignore[no-untyped-def]
         assert ei.value.kind is ErrorKind.INVALID_VALUE
 
 
-def test_unknown_graph_name_lists_the_graphs(module) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_graph_name_lists_the_graphs(module: Any) -> None:
     with pytest.raises(Error) as ei:
         module.kernel("add_f64")
     msg = str(ei.value)
     assert ei.value.kind is ErrorKind.INVALID_VALUE and "'add_f32', 'add_f16', 'add_u8'" in msg, msg
 
 
-def test_non_default_launch_dims(device, module) -> None:  # type: ignore[no-untyped-def]
+def test_non_default_launch_dims(device: Any, module: Any) -> None:
     k = module.kernel("add_f32")
     a = device.alloc(4 * G.N)
     s = device.create_stream()
@@ -333,7 +334,7 @@ def test_non_default_launch_dims(device, module) -> None:  # type: ignore[no-unt
     s.launch(KernelLaunch(k, LaunchDims(1, 1), (a, a, a)))  # equal to the default: fine
 
 
-def test_unified_memory_is_unsupported_with_the_reason(device) -> None:  # type: ignore[no-untyped-def]
+def test_unified_memory_is_unsupported_with_the_reason(device: Any) -> None:
     calls: list[Callable[[], object]] = [lambda: device.alloc(64, MemoryKind.UNIFIED),
                                          lambda: device.alloc_unchecked(64, MemoryKind.UNIFIED)]
     for call in calls:
@@ -345,12 +346,12 @@ def test_unified_memory_is_unsupported_with_the_reason(device) -> None:  # type:
         assert "QnnMem_register" in str(r) and "1000" in str(r) and r.code == 1000
 
 
-def test_async_execution_falls_back_to_synchronous(device, module, backend) -> None:  # type: ignore[no-untyped-def]
+def test_async_execution_falls_back_to_synchronous(device: Any, module: Any, backend: Any) -> None:
     _run(device, module.kernel("add_f32"), "f32", 1)
     assert backend.async_execute is False  # the x86 HTP answered 1000 to QnnGraph_executeAsync
 
 
-def test_events_use_the_host_clock(device, module) -> None:  # type: ignore[no-untyped-def]
+def test_events_use_the_host_clock(device: Any, module: Any) -> None:
     k = module.kernel("add_f32")
     s = device.create_stream()
     a = device.alloc(4 * G.N)
@@ -362,7 +363,7 @@ def test_events_use_the_host_clock(device, module) -> None:  # type: ignore[no-u
     assert 0 < e0.elapsed_ms(e1) < 10_000
 
 
-def test_module_lifetime_frees_context_after_kernels(backend, binary) -> None:  # type: ignore[no-untyped-def]
+def test_module_lifetime_frees_context_after_kernels(backend: Any, binary: Any) -> None:
     dev = backend.open(0)
     m = dev.load_module(binary)
     k = m.kernel("add_f32")
