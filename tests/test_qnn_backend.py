@@ -351,6 +351,23 @@ def test_async_execution_falls_back_to_synchronous(device: Any, module: Any, bac
     assert backend.async_execute is False  # the x86 HTP answered 1000 to QnnGraph_executeAsync
 
 
+def test_async_probe_is_not_an_error_in_the_log(binary: bytes, caplog: pytest.LogCaptureFixture) -> None:
+    """The first launch of a backend tries QnnGraph_executeAsync; the x86 HTP refuses it and logs that at ERROR:
+    an answer to a probe, logged at DEBUG with what was probed, never at WARNING or above."""
+    import logging
+
+    fresh = qb.QnnBackend()
+    dev = fresh.open(0)
+    with dev, caplog.at_level(logging.DEBUG, logger="ironaccelerator.qnn"):
+        _run(dev, dev.load_module(binary).kernel("add_f32"), "f32", 3)
+        assert fresh.async_execute is False
+    probe = [r for r in caplog.records if "while probing for QnnGraph_executeAsync" in r.getMessage()]
+    assert probe and all(r.levelno == logging.DEBUG for r in probe), [(r.levelname, r.getMessage()) for r in probe]
+    loud = [r.getMessage() for r in caplog.records if r.name == "ironaccelerator.qnn" and r.levelno >= logging.WARNING
+            and "sync" in r.getMessage().lower()]
+    assert not loud, loud
+
+
 def test_events_use_the_host_clock(device: Any, module: Any) -> None:
     k = module.kernel("add_f32")
     s = device.create_stream()

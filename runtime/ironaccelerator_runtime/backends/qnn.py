@@ -886,8 +886,13 @@ class QnnStream(Stream):
             self._notify = api.ffi.callback("Qnn_NotifyFn_t", self._done)
         with self._cond:
             self._pending += 1
-        code = api.raw.QnnGraph_executeAsync(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
-                                             api.null, api.null, self._notify, api.null)
+        if backend.async_execute is None:  # the first try is a probe: its refusal is logged at DEBUG
+            with qnn_log.probing("for QnnGraph_executeAsync"):
+                code = api.raw.QnnGraph_executeAsync(kernel.handle, kernel._ins, kernel._nin, kernel._outs,
+                                                     kernel._nout, api.null, api.null, self._notify, api.null)
+        else:
+            code = api.raw.QnnGraph_executeAsync(kernel.handle, kernel._ins, kernel._nin, kernel._outs,
+                                                 kernel._nout, api.null, api.null, self._notify, api.null)
         if code:
             with self._cond:
                 self._pending -= 1

@@ -121,11 +121,36 @@ _errors = 0  # messages dropped because the Python side raised
 _reported: set[str] = set()  # exception types already reported on stderr
 
 
+_probe = threading.local()  # .depth: inside probing() on this thread
+
+
+class probing:
+    """``with probing(what):`` the library's messages on this thread are logged at DEBUG at most, with ``what``:
+    for a call made to find out whether the library supports something (``QnnGraph_executeAsync`` on a backend
+    that may not have it), whose refusal is an answer, not an error the user should see."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        self.outer = getattr(_probe, "what", None)
+        _probe.what = self.what
+
+    def __exit__(self, *exc: object) -> None:
+        _probe.what = self.outer
+
+
 def _on_message(fmt: Any, level: int, timestamp: int, args: Any) -> None:
     py = LEVELS.get(int(level), QNN_DEBUG)
+    what = getattr(_probe, "what", None)
+    if what is not None:
+        py = min(py, logging.DEBUG)
     if not LOGGER.isEnabledFor(py):
         return
-    LOGGER.log(py, "%s", format_message(fmt, args), extra={"qnn_level": int(level), "qnn_timestamp": int(timestamp)})
+    text = format_message(fmt, args)
+    if what is not None:
+        text += f" (while probing {what}: expected where it is unsupported)"
+    LOGGER.log(py, "%s", text, extra={"qnn_level": int(level), "qnn_timestamp": int(timestamp)})
 
 
 def _on_error(exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
