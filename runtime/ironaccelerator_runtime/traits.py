@@ -22,6 +22,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from .errors import Error
 
 T = TypeVar("T")
+A = TypeVar("A", bound="Allocation")
 Result = Union[T, Error]
 """``Result[T]``: what an ``_unchecked`` operation returns: the value, or the Error it did not raise."""
 
@@ -334,6 +335,20 @@ class Device:
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
         raise unsupported(self.kind, "Device.alloc_unchecked")
+
+    def _checked_alloc(self, nbytes: int, kind: MemoryKind, alloc: Callable[[int, MemoryKind, bool], Result[A]]) -> A:
+        """``alloc`` for a backend whose ``_alloc(nbytes, kind, tracked)`` does the work: the size, the device
+        and the kind checked first; the allocation tracked (released on drop)."""
+        if type(nbytes) is not int or nbytes <= 0:
+            nbytes = check_size(nbytes, "nbytes", "Device.alloc", self.kind)
+        if self._closed:
+            raise self._closed_error("Device.alloc")
+        if not isinstance(kind, MemoryKind):
+            raise TypeError(f"Device.alloc: kind must be a MemoryKind, not {type(kind).__name__} ({kind!r})")
+        r = alloc(nbytes, kind, True)
+        if isinstance(r, Error):
+            raise r
+        return r
 
     def memory_pool(self) -> MemoryPool:
         """The device's caching sub-allocator (one per device)."""

@@ -233,16 +233,7 @@ class OpenCLDevice(Device):
         }
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> OpenCLAllocation:
-        if type(nbytes) is not int or nbytes <= 0:
-            nbytes = check_size(nbytes, "nbytes", "Device.alloc", _KIND)
-        if self._closed:
-            raise self._closed_error("Device.alloc")
-        if not isinstance(kind, MemoryKind):
-            raise TypeError(f"Device.alloc: kind must be a MemoryKind, not {type(kind).__name__} ({kind!r})")
-        r = self._alloc(nbytes, kind, True)
-        if isinstance(r, Error):
-            raise r
-        return r
+        return self._checked_alloc(nbytes, kind, self._alloc)
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[OpenCLAllocation]:
         if self._closed:

@@ -403,16 +403,7 @@ class QnnDevice(Device):
 
     # memory
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> QnnAllocation:
-        if type(nbytes) is not int or nbytes <= 0:
-            nbytes = check_size(nbytes, "nbytes", "Device.alloc", _KIND)
-        if self._closed:
-            raise self._closed_error("Device.alloc")
-        if not isinstance(kind, MemoryKind):
-            raise TypeError(f"Device.alloc: kind must be a MemoryKind, not {type(kind).__name__} ({kind!r})")
-        r = self._alloc(nbytes, kind, True)
-        if isinstance(r, Error):
-            raise r
-        return r
+        return self._checked_alloc(nbytes, kind, self._alloc)
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[QnnAllocation]:
         if self._closed:
