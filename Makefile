@@ -14,8 +14,12 @@ GENSDK    := $(VENV)/.gen-sdks-installed
 # Qualcomm's real QNN libraries (libQnnHtp/Saver/System.so; QNN 2.51, core API 2.40): only their .so files are
 # used, so without the wheel's dependencies (onnxruntime itself is not needed).  cp311 manylinux x86-64.
 QNN_SDKS  := onnxruntime-qnn==2.7.0
+# Apple's metal-cpp headers (Apache-2.0; the pymetal-cpp sdist carries them), read by the metal-cpp front-end
+# (generator/frontend/metalcpp.py) for Metal's selectors.  Fetched, never vendored; pinned with its sha256 in
+# the script.  Offline, the script says so and the tests that need it skip.
+METALCPP  := $(VENV)/sdk/metal-cpp
 
-.PHONY: generate test build check clean venv golden wheelhouse bench-deps
+.PHONY: generate test build check clean venv golden wheelhouse bench-deps metal-cpp
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,14 +44,17 @@ $(SDKS): $(GENSDK) Makefile
 
 venv: $(STAMP)
 
+metal-cpp: $(STAMP)
+	bash scripts/fetch-metal-cpp.sh $(VPY) $(METALCPP)
+
 # Generate every backend whose SDK headers are found (others are skipped, with the reason), then
 # build the cffi modules.  NVRTC's headers come from its pip wheel, installed here.
-generate: $(GENSDK)
+generate: $(GENSDK) metal-cpp
 	$(VPY) -m ironaccelerator_gen sdks
 	$(VPY) -m ironaccelerator_gen generate
 	$(VPY) -m ironaccelerator_gen build
 
-test: $(SDKS)
+test: $(SDKS) metal-cpp
 	$(VPY) -m ironaccelerator_gen sdks
 	$(VPY) -m ironaccelerator_gen generate --check
 	$(VPY) -m ironaccelerator_gen build

@@ -1,0 +1,240 @@
+"""The metal-cpp front-end (generator/frontend/metalcpp.py) on the real headers `make` fetches (pymetal-cpp 0.1.5's
+thirdparty/metal-cpp): Metal's minimal compute surface comes out with the right prototypes in C terms."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from ironaccelerator_gen.diagnostics import UserError
+from ironaccelerator_gen.frontend import metalcpp as mc
+from ironaccelerator_gen.ir import Location
+
+ROOT = Path(__file__).resolve().parent.parent
+DRAFT = ROOT / "docs" / "metal-spec-draft.yaml"
+WHERE = Location(file="metal.yaml", line=7, col=9)
+
+if mc.find_root() is None:
+    pytest.skip(f"metal-cpp is not fetched ({mc.DEFAULT_ROOT}: `make metal-cpp` downloads {mc.METAL_CPP_DIST}; "
+                "offline it cannot)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def model() -> mc.MetalCpp:
+    return mc.parse()
+
+
+def proto(model: mc.MetalCpp, cls: str, key: str) -> tuple[bool, str, tuple[str, ...]]:
+    m = model.lookup(cls, key)
+    assert m is not None, f"{cls} {key} not found"
+    return m.class_method, m.returns, m.args
+
+
+# (class, selector) -> (class method?, returns, args): the issue's minimal compute surface
+SURFACE = {
+    ("MTLDevice", "name"): (False, "id", ()),
+    ("MTLDevice", "registryID"): (False, "uint64_t", ()),
+    ("MTLDevice", "recommendedMaxWorkingSetSize"): (False, "uint64_t", ()),
+    ("MTLDevice", "hasUnifiedMemory"): (False, "BOOL", ()),
+    ("MTLDevice", "maxThreadsPerThreadgroup"): (False, "MTLSize", ()),
+    ("MTLDevice", "maxBufferLength"): (False, "NSUInteger", ()),
+    ("MTLDevice", "supportsFamily:"): (False, "BOOL", ("MTLGPUFamily",)),
+    ("MTLDevice", "newCommandQueue"): (False, "id", ()),
+    ("MTLDevice", "newBufferWithLength:options:"): (False, "id", ("NSUInteger", "MTLResourceOptions")),
+    ("MTLDevice", "newBufferWithBytesNoCopy:length:options:deallocator:"):
+        (False, "id", ("const void *", "NSUInteger", "MTLResourceOptions", "id")),
+    ("MTLDevice", "newLibraryWithSource:options:error:"): (False, "id", ("id", "id", "NSError **")),
+    ("MTLDevice", "newComputePipelineStateWithFunction:error:"): (False, "id", ("id", "NSError **")),
+    ("MTLDevice", "newSharedEvent"): (False, "id", ()),
+    ("MTLDevice", "newEvent"): (False, "id", ()),
+    ("MTLBuffer", "contents"): (False, "void *", ()),
+    ("MTLBuffer", "length"): (False, "NSUInteger", ()),
+    ("MTLBuffer", "didModifyRange:"): (False, "void", ("NSRange",)),
+    ("MTLBuffer", "storageMode"): (False, "MTLStorageMode", ()),  # inherited from MTLResource
+    ("MTLBuffer", "setLabel:"): (False, "void", ("id",)),
+    ("MTLCommandQueue", "commandBuffer"): (False, "id", ()),
+    ("MTLCommandBuffer", "commit"): (False, "void", ()),
+    ("MTLCommandBuffer", "waitUntilCompleted"): (False, "void", ()),
+    ("MTLCommandBuffer", "status"): (False, "MTLCommandBufferStatus", ()),
+    ("MTLCommandBuffer", "error"): (False, "id", ()),
+    ("MTLCommandBuffer", "GPUStartTime"): (False, "CFTimeInterval", ()),
+    ("MTLCommandBuffer", "GPUEndTime"): (False, "CFTimeInterval", ()),
+    ("MTLCommandBuffer", "addCompletedHandler:"): (False, "void", ("id",)),  # a block: an object
+    ("MTLCommandBuffer", "computeCommandEncoder"): (False, "id", ()),
+    ("MTLCommandBuffer", "blitCommandEncoder"): (False, "id", ()),
+    ("MTLCommandBuffer", "encodeSignalEvent:value:"): (False, "void", ("id", "uint64_t")),
+    ("MTLCommandBuffer", "encodeWaitForEvent:value:"): (False, "void", ("id", "uint64_t")),
+    ("MTLComputeCommandEncoder", "setComputePipelineState:"): (False, "void", ("id",)),
+    ("MTLComputeCommandEncoder", "setBuffer:offset:atIndex:"): (False, "void", ("id", "NSUInteger", "NSUInteger")),
+    ("MTLComputeCommandEncoder", "setBytes:length:atIndex:"):
+        (False, "void", ("const void *", "NSUInteger", "NSUInteger")),
+    ("MTLComputeCommandEncoder", "dispatchThreadgroups:threadsPerThreadgroup:"): (False, "void", ("MTLSize", "MTLSize")),
+    ("MTLComputeCommandEncoder", "dispatchThreads:threadsPerThreadgroup:"): (False, "void", ("MTLSize", "MTLSize")),
+    ("MTLComputeCommandEncoder", "setBuffers:offsets:withRange:"):
+        (False, "void", ("id const *", "const NSUInteger *", "NSRange")),
+    ("MTLComputeCommandEncoder", "endEncoding"): (False, "void", ()),  # inherited from MTLCommandEncoder
+    ("MTLBlitCommandEncoder", "copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:"):
+        (False, "void", ("id", "NSUInteger", "id", "NSUInteger", "NSUInteger")),
+    ("MTLBlitCommandEncoder", "fillBuffer:range:value:"): (False, "void", ("id", "NSRange", "uint8_t")),
+    ("MTLLibrary", "newFunctionWithName:"): (False, "id", ("id",)),
+    ("MTLComputePipelineState", "maxTotalThreadsPerThreadgroup"): (False, "NSUInteger", ()),
+    ("MTLComputePipelineState", "threadExecutionWidth"): (False, "NSUInteger", ()),
+    ("MTLSharedEvent", "signaledValue"): (False, "uint64_t", ()),
+    ("MTLSharedEvent", "setSignaledValue:"): (False, "void", ("uint64_t",)),
+    ("MTLSharedEvent", "waitUntilSignaledValue:timeoutMS:"): (False, "BOOL", ("uint64_t", "uint64_t")),
+    ("MTLCompileOptions", "+alloc"): (True, "id", ()),  # NSObject's, inherited
+    ("MTLCompileOptions", "init"): (False, "id", ()),
+    ("MTLCompileOptions", "setFastMathEnabled:"): (False, "void", ("BOOL",)),
+    ("NSString", "+stringWithCString:encoding:"): (True, "id", ("const char *", "NSStringEncoding")),
+    ("NSString", "UTF8String"): (False, "const char *", ()),
+    ("NSError", "localizedDescription"): (False, "id", ()),
+    ("NSError", "code"): (False, "NSInteger", ()),
+    ("NSObject", "release"): (False, "void", ()),
+    ("NSObject", "retain"): (False, "id", ()),
+    ("NSObject", "retainCount"): (False, "NSUInteger", ()),
+}
+
+
+@pytest.mark.parametrize("cls,key", sorted(SURFACE))
+def test_the_compute_surface(model: mc.MetalCpp, cls: str, key: str) -> None:
+    assert proto(model, cls, key) == SURFACE[(cls, key)]
+
+
+def test_the_method_and_its_selector_definition(model: mc.MetalCpp) -> None:
+    m = model.classes["MTLDevice"].methods["newBufferWithLength:options:"]
+    assert m.cxx == "MTL::Device::newBuffer(NS::UInteger, MTL::ResourceOptions)"
+    assert m.location.file == "Metal/MTLDevice.hpp" and m.location.line > 1
+    assert m.contract() == {"class_method": False, "returns": "id", "args": ["NSUInteger", "MTLResourceOptions"]}
+    assert model.selectors["newBufferWithLength_options_"] == "newBufferWithLength:options:"
+    assert model.selectors["alloc"] == "alloc"  # _NS_PRIVATE_DEF_SEL
+    assert {"MTLCompileOptions", "MTLComputePipelineDescriptor", "NSString"} <= set(model.class_symbols)
+    assert model.classes["MTLDevice"].cxx == "MTL::Device" and model.classes["MTLDevice"].base == "NSObject"
+    assert model.classes["MTLBuffer"].base == "MTLResource"
+    assert model.classes["MTLComputeCommandEncoder"].base == "MTLCommandEncoder"
+    # a class method sent to _MTL_PRIVATE_CLS/_NS_PRIVATE_CLS: '+' on the class it names
+    assert model.classes["NSString"].methods["+stringWithCString:encoding:"].class_method
+
+
+def test_enums(model: mc.MetalCpp) -> None:
+    opts = model.enums["MTLResourceOptions"]  # an options enum: `enum : ResourceOptions`, named by its typedef
+    assert opts["MTLResourceStorageModeShared"] == 0 and opts["MTLResourceStorageModePrivate"] == 32
+    assert opts["MTLResourceStorageModeManaged"] == 16 and opts["MTLResourceCPUCacheModeWriteCombined"] == 1
+    assert opts["MTLResourceHazardTrackingModeUntracked"] == 256
+    assert model.enums["MTLStorageMode"]["MTLStorageModeShared"] == 0
+    assert model.enums["MTLStorageMode"]["MTLStorageModePrivate"] == 2
+    assert model.enums["MTLGPUFamily"]["MTLGPUFamilyApple7"] == 1007
+    assert model.enums["MTLGPUFamily"]["MTLGPUFamilyMetal3"] == 5001
+    assert model.enums["MTLCommandBufferStatus"]["MTLCommandBufferStatusCompleted"] == 4
+    assert model.enums["MTLCommandBufferStatus"]["MTLCommandBufferStatusError"] == 5
+    assert model.enums["NSStringEncoding"]["NSUTF8StringEncoding"] == 4
+
+
+def test_c_entry_points(model: mc.MetalCpp) -> None:
+    f = model.functions["MTLCreateSystemDefaultDevice"]
+    assert (f.returns, f.args, f.ownership) == ("id", (), "+1")
+    assert model.functions["MTLCopyAllDevices"].ownership == "+1"
+    assert model.functions["MTLRemoveDeviceObserver"].ownership == "+0"
+
+
+def test_render_classes(model: mc.MetalCpp) -> None:
+    reqs = [mc.Request(cls="MTLDevice", key=k, location=WHERE) for k in ("name", "newBufferWithLength:options:")]
+    reqs += [mc.Request(cls="MTLCompileOptions", key="+alloc", location=WHERE),
+             mc.Request(cls="NSObject", key="-release", location=WHERE),
+             mc.Request(cls="NSString", key="UTF8String", location=WHERE, ownership="+0")]
+    assert mc.render_classes(model, reqs) == {
+        "MTLCompileOptions": {"base": "NSObject", "methods": {"+alloc": {"returns": "id", "ownership": "+1"}}},
+        "MTLDevice": {"base": "NSObject", "methods": {
+            "name": {"returns": "id"},
+            "newBufferWithLength:options:": {"returns": "id", "args": ["NSUInteger", "MTLResourceOptions"],
+                                             "ownership": "+1"}}},
+        "NSObject": {"base": "NSObject", "methods": {"release": {"returns": "void"}}},
+        "NSString": {"base": "NSObject", "methods": {"UTF8String": {"returns": "const char *", "ownership": "+0"}}},
+    }
+
+
+def test_a_misspelled_selector_is_located_with_a_suggestion(model: mc.MetalCpp) -> None:
+    with pytest.raises(UserError) as e:
+        mc.render_classes(model, [
+            mc.Request(cls="MTLDevice", key="newBufferWithLenght:options:", location=WHERE),
+            mc.Request(cls="MTLDevise", key="name", location=Location(file="metal.yaml", line=9, col=3)),
+            mc.Request(cls="MTLDevice", key="+newCommandQueue", location=Location(file="metal.yaml", line=10, col=9)),
+            mc.Request(cls="MTLDevice", key="frobnicate:", location=Location(file="metal.yaml", line=11, col=9)),
+        ])
+    msgs = [str(d) for d in e.value.diagnostics]
+    assert msgs[0] == ("metal.yaml:7:9: MTLDevice has no method 'newBufferWithLenght:options:' in metal-cpp "
+                       "367.4.2 (did you mean 'newBufferWithLength:options:'?)")
+    assert msgs[1] == "metal.yaml:9:3: metal-cpp has no class 'MTLDevise' (did you mean 'MTLDevice'?)"
+    assert msgs[2].startswith("metal.yaml:10:9: MTLDevice has no method '+newCommandQueue'")
+    assert "did you mean 'newCommandQueue'?" in msgs[2]
+    assert msgs[3].startswith("metal.yaml:11:9: ") and "no such selector in metal-cpp" in msgs[3]
+
+
+def test_the_spec_draft_renders(model: mc.MetalCpp) -> None:
+    """docs/metal-spec-draft.yaml lists only selector strings; each is found, and a typo in it is located."""
+    text = DRAFT.read_text(encoding="utf-8")
+    reqs = mc.requests_from_yaml("metal.yaml", text)
+    assert len(reqs) > 40
+    classes = mc.render_classes(model, reqs)
+    assert classes["MTLDevice"]["methods"]["maxThreadsPerThreadgroup"] == {"returns": "MTLSize"}
+    names = mc.c_type_names(classes)
+    assert {"NSUInteger", "MTLSize", "MTLResourceOptions", "NSError", "id", "BOOL"} <= set(names)
+    bad = text.replace('"setBuffer:offset:atIndex:"', '"setBufer:offset:atIndex:"', 1)
+    assert bad != text
+    line = next(i for i, ln in enumerate(bad.splitlines(), 1) if "setBufer:" in ln)
+    with pytest.raises(UserError) as e:
+        mc.render_classes(model, mc.requests_from_yaml("metal.yaml", bad))
+    (d,) = e.value.diagnostics
+    assert d.location.line == line and "did you mean 'setBuffer:offset:atIndex:'" in d.message
+
+
+def test_deterministic_and_timed(model: mc.MetalCpp) -> None:
+    t0 = time.perf_counter()
+    again = mc.parse()
+    seconds = time.perf_counter() - t0
+    assert again == model  # frozen dataclasses: every class, selector, enum and function alike, in the same order
+    assert list(again.classes) == list(model.classes)
+    assert [list(c.methods) for c in again.classes.values()] == [list(c.methods) for c in model.classes.values()]
+    n = sum(len(c.methods) for c in model.classes.values())
+    assert len(model.classes) > 150 and n > 1500 and len(model.selectors) > 1300
+    print(f"metal-cpp {model.version}: {len(model.classes)} classes, {n} methods, {len(model.selectors)} selectors, "
+          f"{len(model.enums)} enums parsed in {seconds:.2f} s")
+    assert seconds < 60
+
+
+def test_missing_metal_cpp_is_a_located_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError) as e:
+        mc.parse(tmp_path)
+    assert "metal-cpp not found" in str(e.value) and mc.METAL_CPP_DIST in str(e.value)
+
+
+def test_the_shims_are_ours_and_minimal() -> None:
+    """The Linux stand-ins for Apple's platform headers declare only what metal-cpp uses."""
+    assert set(mc.SHIMS) == {"TargetConditionals.h", "objc/runtime.h", "objc/message.h", "IOSurface/IOSurfaceRef.h",
+                             "CoreFoundation/CoreFoundation.h", "mach/mach.h"}
+    assert sum(len(t.splitlines()) for t in mc.SHIMS.values()) < 40
+
+
+def test_headers_that_do_not_parse_are_located(tmp_path: Path) -> None:
+    (tmp_path / "Metal").mkdir()
+    (tmp_path / "Metal" / "Metal.hpp").write_text("#pragma once\nnamespace MTL {\nclass Device : public {};\n}\n")
+    (tmp_path / "Foundation").mkdir()
+    (tmp_path / "Foundation" / "Foundation.hpp").write_text("#pragma once\n")
+    with pytest.raises(UserError) as e:
+        mc.parse(tmp_path)
+    d = e.value.diagnostics[0]
+    assert (d.location.file, d.location.line) == ("Metal/Metal.hpp", 3) and "does not parse" in d.message
+
+
+def test_every_method_is_consistent(model: mc.MetalCpp) -> None:
+    """Across all of metal-cpp: one argument per colon of the selector; a class method's class is one the headers
+    define with _PRIVATE_DEF_CLS (NSObject's +alloc aside); no C++ spelling is left in a C type."""
+    methods = [(c.name, m) for c in model.classes.values() for m in c.methods.values()]
+    assert [(c, m.key) for c, m in methods if len(m.args) != m.selector.count(":")] == []
+    assert {c for c, m in methods if m.class_method} - {"NSObject"} <= set(model.class_symbols)
+    assert [(c, m.key) for c, m in methods if any(s in t for t in (m.returns, *m.args) for s in ("::", "<", "&"))] \
+        == []
+    # what was passed over is said, and is only what has no message send of its own (std::function overloads ...)
+    assert "MTL::CommandBuffer::addCompletedHandler(const HandlerFunction &): no message send" in model.skipped
+    assert not any(s.startswith(("MTL::Size::", "NS::SharedPtr::")) for s in model.skipped)
