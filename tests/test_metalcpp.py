@@ -3,6 +3,7 @@ thirdparty/metal-cpp): Metal's minimal compute surface comes out with the right 
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -238,3 +239,32 @@ def test_every_method_is_consistent(model: mc.MetalCpp) -> None:
     # what was passed over is said, and is only what has no message send of its own (std::function overloads ...)
     assert "MTL::CommandBuffer::addCompletedHandler(const HandlerFunction &): no message send" in model.skipped
     assert not any(s.startswith(("MTL::Size::", "NS::SharedPtr::")) for s in model.skipped)
+
+
+@pytest.mark.parametrize("fe", ["clang", "pycparser"])
+def test_the_draft_declares_every_type_its_selectors_use(model: mc.MetalCpp, tmp_path: Path, fe: str) -> None:
+    """The draft's ``declarations:`` parse as C (both front-ends) and typedef every C type name the rendered
+    classes use, and declare the C entry points the draft's spec binds as metal-cpp declares them."""
+    import yaml
+
+    from ironaccelerator_gen.frontend import ParseRequest, parse
+
+    text = DRAFT.read_text(encoding="utf-8")
+    (tmp_path / "metal_decls.h").write_text(yaml.safe_load(text)["declarations"], encoding="utf-8")
+    header = parse(ParseRequest(headers=("metal_decls.h",), include_dirs=(tmp_path,), where=WHERE), fe)
+    typedefs = {t.name for t in header.typedefs}
+    used = set(mc.c_type_names(mc.render_classes(model, mc.requests_from_yaml("metal.yaml", text))))
+    assert used - typedefs - {"float", "double", "int", "long", "unsigned", "signed", "short"} == set()
+    # an enum's typedef has metal-cpp's integer type (MTLGPUFamily is an NSInteger, MTLResourceOptions NSUInteger)
+    enum_decls = dict((name, under) for under, name in re.findall(r"typedef (\w+) (\w+);", text)
+                      if name in model.enum_types)
+    assert len(enum_decls) >= 5 and enum_decls == {k: model.enum_types[k] for k in enum_decls}
+    # its value structs have metal-cpp's fields, in order
+    structs = {name: tuple(tuple(f.strip().rsplit(" ", 1)[::-1]) for f in body.split(";") if f.strip())
+               for body, name in re.findall(r"typedef struct \{([^}]*)\} (\w+);", text)}
+    assert set(structs) == {"NSRange", "MTLSize", "MTLOrigin", "MTLRegion"}
+    assert {k: tuple((n, t) for n, t in v) for k, v in structs.items()} == {k: model.structs[k] for k in structs}
+    for f in header.functions:
+        cf = model.functions[f.name]
+        assert (cf.returns, cf.args) == ("id", ())
+        assert not f.params

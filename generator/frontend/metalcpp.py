@@ -139,6 +139,8 @@ class MetalCpp:
     class_symbols: tuple[str, ...]  # _MTL_PRIVATE_DEF_CLS / _NS_PRIVATE_DEF_CLS  ex) MTLComputePipelineDescriptor
     classes: Mapping[str, ObjCClass]  # by Objective-C name, sorted
     enums: Mapping[str, Mapping[str, int]]  # ex) MTLResourceOptions -> {MTLResourceStorageModeShared: 0, ...}
+    enum_types: Mapping[str, str]  # each enum's integer type  ex) MTLResourceOptions -> NSUInteger
+    structs: Mapping[str, tuple[tuple[str, str], ...]]  # value structs' fields  ex) MTLSize -> ((width, NSUInteger),..)
     functions: Mapping[str, CFunction]  # ex) MTLCreateSystemDefaultDevice
     skipped: tuple[str, ...]  # C++ methods with no direct message send (std::function overloads ...), with why
     seconds: float = field(compare=False)  # the parse's time
@@ -409,6 +411,8 @@ def _read(r: _Reader, tu: Any, root: Path) -> dict[str, Any]:
     cxx_of: dict[str, str] = {"NSObject": "NS::Object"}
     bases: dict[str, str | None] = {"NSObject": None}
     enums: dict[str, dict[str, int]] = {}
+    enum_types: dict[str, str] = {}
+    structs: dict[str, tuple[tuple[str, str], ...]] = {}
     functions: dict[str, CFunction] = {}
     skipped: list[str] = []
     bodies: list[Any] = []
@@ -442,13 +446,16 @@ def _read(r: _Reader, tu: Any, root: Path) -> dict[str, Any]:
                     name = PREFIXES[q[0]] + q[1]
                     cxx_of.setdefault(name, "::".join(q))
                     bases.setdefault(name, _base(r, ch))
+                elif len(q) == 2 and q[0] in PREFIXES and k == K.STRUCT_DECL:  # a value struct: MTL::Size
+                    structs.setdefault(PREFIXES[q[0]] + q[1], tuple(
+                        (f.spelling, r.value_type(f.type)) for f in ch.get_children() if f.kind == K.FIELD_DECL))
                 for m in ch.get_children():  # methods defined in the class body
                     if m.kind in (K.CXX_METHOD, K.FUNCTION_TEMPLATE) and m.is_definition():
                         bodies.append(m)
             elif k in (K.CXX_METHOD, K.FUNCTION_TEMPLATE) and ch.is_definition():
                 bodies.append(ch)
             elif k == K.ENUM_DECL and ch.is_definition():
-                _enum(r, ch, enums)
+                _enum(r, ch, enums, enum_types)
             elif k == K.FUNCTION_DECL and len(r.qualified(ch)) == 1 and ch.linkage == ci.LinkageKind.EXTERNAL:
                 name = ch.spelling
                 if name not in functions:
@@ -473,7 +480,7 @@ def _read(r: _Reader, tu: Any, root: Path) -> dict[str, Any]:
     return dict(root=root, version=_version(root), selectors=dict(sorted(selectors.items())),
                 class_symbols=tuple(sorted(class_symbols)), classes=classes,
                 enums={k: dict(sorted(v.items(), key=lambda kv: (kv[1], kv[0]))) for k, v in sorted(enums.items())},
-                functions=dict(sorted(functions.items())), skipped=tuple(sorted(set(skipped))))
+                enum_types=dict(sorted(enum_types.items())), structs=dict(sorted(structs.items())), functions=dict(sorted(functions.items())), skipped=tuple(sorted(set(skipped))))
 
 
 def _base(r: _Reader, cls: Any) -> str | None:
@@ -498,7 +505,7 @@ def _base(r: _Reader, cls: Any) -> str | None:
     return None
 
 
-def _enum(r: _Reader, e: Any, enums: dict[str, dict[str, int]]) -> None:
+def _enum(r: _Reader, e: Any, enums: dict[str, dict[str, int]], types: dict[str, str]) -> None:
     q = r.qualified(e)
     if len(q) != 2 or q[0] not in PREFIXES:
         return
@@ -507,6 +514,11 @@ def _enum(r: _Reader, e: Any, enums: dict[str, dict[str, int]]) -> None:
     name = r.ctype(e.enum_type) if anonymous else prefix + e.spelling  # `enum : ResourceOptions` -> its typedef
     if not name or " " in name:
         return
+    under = e.enum_type
+    if anonymous and under.kind in (r.T.TYPEDEF, r.T.ELABORATED):  # `using ResourceOptions = NS::UInteger`
+        decl = under.get_declaration()
+        under = decl.underlying_typedef_type if decl.kind in (r.K.TYPEDEF_DECL, r.K.TYPE_ALIAS_DECL) else under
+    types.setdefault(name, r.value_type(under))
     consts = enums.setdefault(name, {})
     for c in e.get_children():
         if c.kind == r.K.ENUM_CONSTANT_DECL:
