@@ -11,7 +11,7 @@ into a temporary directory for the session.  Every test starts and ends with no 
 from __future__ import annotations
 
 import contextlib
-import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -34,7 +34,7 @@ MTLCommandBufferErrorInternal, MTLCommandBufferErrorTimeout, MTLCommandBufferErr
 MTLGPUFamilyApple7, MTLGPUFamilyCommon1, MTLGPUFamilyCommon3, MTLGPUFamilyMetal3 = 1007, 3001, 3003, 5001
 NSNotFound = (1 << 63) - 1  # GNUstep: NSIntegerMax
 
-WAIT_TIMEOUT_S = 1  # IA_METAL_SIM_WAIT_TIMEOUT for this process: how long an unsatisfied event wait lasts
+WAIT_TIMEOUT_S = 1  # how long an unsatisfied event wait lasts in these tests (ia_metal_sim_set_wait_timeout)
 
 CDEF = """
 typedef struct objc_object *id;
@@ -59,6 +59,7 @@ int ia_metal_sim_class_count(void);
 const char *ia_metal_sim_class_name(int i);
 long ia_metal_sim_zombie_messages(void);
 long ia_metal_sim_validation_errors(void);
+void ia_metal_sim_set_wait_timeout(double seconds);
 size_t ia_metal_sim_last_validation_error(char *buf, size_t size);
 typedef struct {
     void *isa; int flags; int reserved;
@@ -235,13 +236,8 @@ class ObjC:
 
 
 @pytest.fixture(scope="session")
-def objc(tmp_path_factory: pytest.TempPathFactory) -> ObjC:
-    why = metal_sim_build.missing_toolchain()
-    if why is not None:
-        pytest.skip(f"the simulated Metal device cannot be built: {why}")
-    library = metal_sim_build.build(tmp_path_factory.mktemp("metal_sim"))
-    os.environ["IA_METAL_SIM_WAIT_TIMEOUT"] = str(WAIT_TIMEOUT_S)  # read by the simulator at a queue's first commit
-    return ObjC(library)
+def objc(metal_sim: Path) -> ObjC:
+    return ObjC(metal_sim)
 
 
 @pytest.fixture()
@@ -627,6 +623,7 @@ def test_shared_event_orders_two_queues(o: ObjC) -> None:
 
 
 def test_event_wait_released_by_the_host_or_timed_out(o: ObjC) -> None:
+    o.sim.ia_metal_sim_set_wait_timeout(WAIT_TIMEOUT_S)
     with o.pool():
         dev = o.device()
         queue = o.send(dev, "newCommandQueue", "id")
@@ -650,6 +647,7 @@ def test_event_wait_released_by_the_host_or_timed_out(o: ObjC) -> None:
         assert o.error_of(o.send(never, "error", "id"))[:2] == ("MTLCommandBufferErrorDomain",
                                                                 MTLCommandBufferErrorTimeout)
         o.release(event, queue, dev)
+    o.sim.ia_metal_sim_set_wait_timeout(10)
 
 
 def test_queue_released_with_work_in_flight_finishes_it(o: ObjC) -> None:
@@ -735,3 +733,12 @@ def test_ten_thousand_rounds_leak_nothing(o: ObjC) -> None:
             assert o.live_by_class() == {}, f"round {r}"
     assert o.live_by_class() == {}
     assert o.sim.ia_metal_sim_zombie_messages() == zombies
+
+
+def test_from_objective_c_on_several_threads(metal_sim: Path, tmp_path: Path) -> None:
+    """check_sim.m: the same calls sent by gcc's own Objective-C code, from 8 threads at once (pairs ordered by
+    shared events across their queues), in its own process; no object live and no over-release at the end."""
+    exe = metal_sim_build.build_check(tmp_path, metal_sim)
+    r = subprocess.run([str(exe), "8", "300"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("ok threads=8 rounds=300 live=0 zombie_messages=0"), r.stdout

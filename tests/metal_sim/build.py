@@ -60,6 +60,24 @@ def build(out_dir: Path) -> Path:
     return out
 
 
+CHECK_SOURCE = Path(__file__).resolve().parent / "check_sim.m"
+
+
+def build_check(out_dir: Path, library: Path) -> Path:
+    """Compile check_sim.m (the simulator driven from Objective-C, from several threads) against ``library`` (as
+    built by build()) into ``out_dir``/check_sim, and return its path."""
+    out = out_dir / "check_sim"
+    cmd = [
+        "gcc", "-x", "objective-c", "-std=gnu11", *_gnustep("--objc-flags"), "-Werror", "-o", str(out),
+        str(CHECK_SOURCE), f"-L{library.parent}", "-l:" + library.name, f"-Wl,-rpath,{library.parent}",
+        "-Wl,--no-as-needed", *_gnustep("--base-libs"), "-lpthread",
+    ]
+    r = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"building check_sim failed:\n{shlex.join(cmd)}\n{r.stdout}{r.stderr}")
+    return out
+
+
 if __name__ == "__main__":
     import sys
 

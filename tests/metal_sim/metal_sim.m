@@ -21,7 +21,7 @@
  * - Each command queue has a worker thread (started at its first commit) that runs committed command buffers in
  *   order: compute dispatches call the kernel's C function for each thread position of the grid; blits are
  *   memcpy/memset; encodeWaitForEvent:value: blocks the worker until the shared event reaches the value, for at
- *   most IA_METAL_SIM_WAIT_TIMEOUT seconds (default 10), then fails the command buffer with
+ *   most IA_METAL_SIM_WAIT_TIMEOUT seconds (default 10; or ia_metal_sim_set_wait_timeout), then fails the command buffer with
  *   MTLCommandBufferErrorTimeout.  commandBuffer and the encoders are autoreleased (+0), as in Metal; the queue
  *   holds each committed command buffer until it completes.  GPUStartTime/GPUEndTime are the host's
  *   CLOCK_MONOTONIC in seconds (Metal uses the same timebase as CACurrentMediaTime).
@@ -626,7 +626,29 @@ static void sim_completion_unref(sim_completion *c)
 - (void)enqueue:(IASimCommandBuffer *)cb;
 @end
 
-static double g_wait_timeout = -1;
+static double g_wait_timeout = -1; /* seconds; below 0: not yet read from IA_METAL_SIM_WAIT_TIMEOUT (g_sim_mu) */
+
+/* How long a command buffer's encodeWaitForEvent:value: may block its queue (seconds, > 0) before the command
+ * buffer fails with MTLCommandBufferErrorTimeout; applies to waits that start afterwards. */
+void ia_metal_sim_set_wait_timeout(double seconds)
+{
+    pthread_mutex_lock(&g_sim_mu);
+    if (seconds > 0)
+        g_wait_timeout = seconds;
+    pthread_mutex_unlock(&g_sim_mu);
+}
+
+static double sim_wait_timeout(void)
+{
+    pthread_mutex_lock(&g_sim_mu);
+    if (g_wait_timeout < 0) {
+        const char *t = getenv("IA_METAL_SIM_WAIT_TIMEOUT");
+        g_wait_timeout = t != NULL && atof(t) > 0 ? atof(t) : 10.0;
+    }
+    double t = g_wait_timeout;
+    pthread_mutex_unlock(&g_sim_mu);
+    return t;
+}
 
 static void sim_execute_dispatch(const sim_cmd *c, sim_completion *done)
 {
@@ -672,7 +694,7 @@ static void sim_execute(IASimCommandBuffer *cb)
         case CMD_WAIT: {
             struct timespec deadline;
             clock_gettime(CLOCK_REALTIME, &deadline);
-            double t = g_wait_timeout;
+            double t = sim_wait_timeout();
             deadline.tv_sec += (time_t)t;
             deadline.tv_nsec += (long)((t - (double)(time_t)t) * 1e9);
             if (deadline.tv_nsec >= 1000000000L) {
@@ -789,10 +811,6 @@ static void *sim_worker(void *arg)
     _pending[(_head + _npending) % _cap] = cb;
     _npending++;
     if (!_started) {
-        if (g_wait_timeout < 0) {
-            const char *t = getenv("IA_METAL_SIM_WAIT_TIMEOUT");
-            g_wait_timeout = t != NULL && atof(t) > 0 ? atof(t) : 10.0;
-        }
         pthread_create(&_thread, NULL, sim_worker, self);
         _started = YES;
     }
