@@ -122,7 +122,8 @@ class ObjC:
         """``[obj selector...]`` with the prototype ``returns (*)(id, SEL, argtypes...)``."""
         t = self._types.get((returns, argtypes))
         if t is None:
-            t = self._types[(returns, argtypes)] = self.ffi.typeof(f"{returns}(*)({', '.join(('id', 'SEL') + argtypes)})")
+            params = ", ".join(("id", "SEL") + argtypes)
+            t = self._types[(returns, argtypes)] = self.ffi.typeof(f"{returns}(*)({params})")
         s = self.sel(selector)
         return self.ffi.cast(t, self.rt.objc_msg_lookup(obj, s))(obj, s, *args)
 

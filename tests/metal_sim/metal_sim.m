@@ -21,8 +21,8 @@
  * - Each command queue has a worker thread (started at its first commit) that runs committed command buffers in
  *   order: compute dispatches call the kernel's C function for each thread position of the grid; blits are
  *   memcpy/memset; encodeWaitForEvent:value: blocks the worker until the shared event reaches the value, for at
- *   most IA_METAL_SIM_WAIT_TIMEOUT seconds (default 10; or ia_metal_sim_set_wait_timeout), then fails the command buffer with
- *   MTLCommandBufferErrorTimeout.  commandBuffer and the encoders are autoreleased (+0), as in Metal; the queue
+ *   most IA_METAL_SIM_WAIT_TIMEOUT seconds (default 10; or ia_metal_sim_set_wait_timeout), then fails the
+ *   command buffer with MTLCommandBufferErrorTimeout.  commandBuffer and the encoders are autoreleased (+0), as in Metal; the queue
  *   holds each committed command buffer until it completes.  GPUStartTime/GPUEndTime are the host's
  *   CLOCK_MONOTONIC in seconds (Metal uses the same timebase as CACurrentMediaTime).
  * - Misuse that real Metal's validation layer would stop (dispatch without a pipeline or with an argument
