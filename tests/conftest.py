@@ -69,6 +69,19 @@ def root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def metal_sim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The IA Simulated Metal Device (tests/metal_sim: a test fixture, not Metal) built once for the session: one
+    library per process, since the GNU runtime cannot hold two copies of its classes; skips without gobjc or
+    GNUstep Foundation."""
+    from metal_sim import build as metal_sim_build
+
+    why = metal_sim_build.missing_toolchain()
+    if why is not None:
+        pytest.skip(f"the simulated Metal device cannot be built: {why}")
+    return metal_sim_build.build(tmp_path_factory.mktemp("metal_sim"))
+
+
+@pytest.fixture(scope="session")
 def stub_cuda() -> tuple[Path, dict[str, str]]:
     """bench/stub_cuda built (a libcuda.so.1 from the real cuda.h whose functions return at once), and the
     environment a subprocess needs to load it in place of a driver; skips without gcc, cuda.h or NVRTC."""
