@@ -108,6 +108,7 @@ class ObjcLibrary:
     methods: tuple[BoundMethod, ...]  # by index
     declarations: tuple[str, ...]
     enums: tuple[BoundEnum, ...]
+    constants: tuple[tuple[str, int], ...]  # every enum constant of the declarations (anonymous enums too)
     structs: tuple[str, ...]
     runtime: tuple[tuple[str, tuple[str, ...]], ...]
     frameworks: tuple[tuple[str, tuple[str, ...]], ...]
@@ -264,6 +265,7 @@ def bind_objc(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: st
         spec=spec, core=core, header=header, sdk_version=sdk_version or "declared",
         module=f"ironaccelerator.backends.{spec.vendor}.{spec.library}", classes=tuple(classes),
         methods=tuple(methods), declarations=decls, enums=enums, structs=structs, runtime=spec.objc.runtime,
+        constants=tuple((c.name, c.value) for e in header.enums for c in e.constants),
         frameworks=spec.objc.frameworks, error_kinds=tuple(error_kinds), error_default=spec.objc.error_default)
 
 

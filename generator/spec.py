@@ -808,18 +808,21 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
 
     objc_spec = None
     if objc:
-        for key in ("loader", "errors", "functions", "bind", "symbols", "kernel_launch", "pool_memory"):
+        for plat in PLATFORMS:  # the loader only says where to search; the resolver names the libraries
+            if plat in lm:
+                errors.error(r.loc(lm[plat]), f"loader: '{plat}' does not go with resolver kind objc (its runtime: "
+                             "and frameworks: name the libraries; loader: may say where to search: sdk_env, sdk_dirs, "
+                             "sdk_roots, wheel_dirs)")
+        for key in ("errors", "functions", "bind", "symbols", "kernel_launch", "pool_memory"):
             if key in m:
-                errors.error(r.loc(m[key]), f"'{key}' does not go with resolver kind objc (the resolver names the "
-                             "runtime and frameworks; methods are the classes: section; NSErrors map through the "
-                             "resolver's errors:)")
+                errors.error(r.loc(m[key]), f"'{key}' does not go with resolver kind objc (methods are the "
+                             "classes: section; NSErrors map to kinds through the resolver's errors:)")
         if frontend is not None and frontend.value != "declared":
             errors.error(frontend.location, "resolver kind objc goes with frontend: declared (there is no header)")
         objc_spec = _objc(r, objc_resolver or {}, m.get("classes"))
         err_type = err_type or Name(value="id", location=top_loc)
         default = default or Name(value=objc_spec.error_default if objc_spec else "UNKNOWN", location=top_loc)
-        if not loader.names or not any(n for _, n in loader.names):
-            loader = LoaderSpec(names=objc_spec.runtime if objc_spec else ())
+        loader = replace(loader, names=objc_spec.runtime if objc_spec else ())
     elif "classes" in m:
         errors.error(r.loc(m["classes"]), "classes: go with resolver: {kind: objc} (Objective-C methods)")
 

@@ -48,7 +48,7 @@ def utf8_round_trips() -> None:
     ns = s("añb")
     assert ns.characterAtIndex_(1) == ord("ñ")
     raw = "dåta".encode()
-    made = F.NSString.alloc().initWithBytes_length_encoding_(F.ffi.from_buffer(raw), len(raw), 4)
+    made = F.NSString.alloc().initWithBytes_length_encoding_(F.ffi.from_buffer(raw), len(raw), F.NSUTF8StringEncoding)
     assert made is not None and made.UTF8String() == "dåta"
     joined = s("ab").stringByAppendingString_(s("çd"))
     assert joined.UTF8String() == "abçd" and joined.isEqualToString_(s("abçd")) is True

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ironaccelerator._core import ErrorKind
 
 from .errors import Error
+from .loader import library_candidates
 
 # ia_objc.h's refusals (ia_objc_failed())
 NIL, SELECTOR, OPEN, CLASS = 1, 2, 3, 4
@@ -96,6 +97,7 @@ class ObjcBinding:
     def __init__(self, *, package: str, build_id: str, backend: str, library: str,
                  runtime: dict[str, tuple[str, ...]], frameworks: dict[str, tuple[str, ...]],
                  classes: Sequence[str], methods: Sequence[MethodRow],
+                 search: tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str]] = ((), (), (), ()),
                  errors: dict[tuple[str, int | None], ErrorKind], error_default: ErrorKind) -> None:
         self.package = package
         self.build_id = build_id
@@ -103,6 +105,7 @@ class ObjcBinding:
         self.library = library
         self.runtime_names = runtime
         self.framework_names = frameworks
+        self.search = search  # where else to look: (wheel_dirs, sdk_dirs, sdk_env, sdk_roots) of the spec's loader:
         self.classes = tuple(classes)
         self.methods = tuple(methods)
         self.errors = errors
@@ -168,7 +171,10 @@ class ObjcBinding:
             for what, names in groups:
                 handle = None
                 failures = []
-                for name in names:
+                wheel_dirs, sdk_dirs, sdk_env, sdk_roots = self.search
+                paths = [p for name in names for p in library_candidates({plat: (name,)}, wheel_dirs, sdk_dirs,
+                                                                          sdk_env, sdk_roots)]
+                for name in paths:
                     self.tried.append(name)
                     try:
                         handle = self._dlopen(name)
@@ -387,7 +393,8 @@ class _AbiLib:
             return 1
         rt = self._b.handles[0]
         ffi = self._ffi
-        missing = (AttributeError, ffi.error)  # cffi's ABI mode: a symbol the library lacks
+        # a symbol the library lacks: ffi.error (a pre-parsed module's FFI) or AttributeError (cffi.FFI)
+        missing = (AttributeError, getattr(ffi, "error", AttributeError))
         try:
             self._lookup = rt.objc_msg_lookup
             self._apple = False

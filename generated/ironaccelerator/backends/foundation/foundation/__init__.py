@@ -87,7 +87,9 @@ _c31 = _b.checked(31)
 _c32 = _b.checked(32)
 _c33 = _b.checked(33)
 
-# ---------------------------------------------------------------- enums
+# ---------------------------------------------------------------- enum constants
+NSASCIIStringEncoding = 1
+NSUTF8StringEncoding = 4
 
 
 class NSObject(_Object):

@@ -66,6 +66,8 @@ BINDING = ObjcBinding(
         'windows': (),
         'darwin': ('/System/Library/Frameworks/Foundation.framework/Foundation',),
     },
+    search=((), (), (),
+            ()),  # (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as loader: says
     classes=CLASSES,
     methods=METHODS,
     errors={  # (NSError domain, code or None: any) -> kind, from specs/foundation/foundation.yaml
