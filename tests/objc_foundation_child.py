@@ -10,7 +10,11 @@ import sys
 import traceback
 from typing import Any, Callable
 
+import copy
+import pickle
+
 from ironaccelerator import Error, ErrorKind
+from ironaccelerator_runtime.objc import NSErrorError
 from ironaccelerator.backends.foundation import foundation as F
 
 CHECKS: dict[str, Callable[[], None]] = {}
@@ -86,10 +90,13 @@ def nsrange_by_value() -> None:
 def nserror_out() -> None:
     fm = F.NSFileManager.defaultManager()
     e = error(lambda: fm.contentsOfDirectoryAtPath_error_(s("/nonexistent/ia-objc-test")))
+    assert isinstance(e, NSErrorError), type(e)
     assert e.kind == ErrorKind.INVALID_VALUE, e
-    assert e.domain == "NSPOSIXErrorDomain" and e.code == 2, (e.domain, e.code)  # type: ignore[attr-defined]
-    assert "No such file" in e.localized_description, e  # type: ignore[attr-defined]
+    assert e.domain == "NSPOSIXErrorDomain" and e.code == 2, (e.domain, e.code)
+    assert "No such file" in e.localized_description, e
     assert "contentsOfDirectoryAtPath:error:" in str(e) and e.backend == "METAL"
+    for twin in (pickle.loads(pickle.dumps(e)), copy.copy(e)):
+        assert isinstance(twin, NSErrorError) and (twin.domain, twin.code, str(twin)) == (e.domain, e.code, str(e))
     listing = fm.contentsOfDirectoryAtPath_error_(s("/"))
     assert listing is not None and F.NSMutableArray.count(listing) > 0 if hasattr(listing, "count") else True
     assert fm.fileExistsAtPath_(s("/")) is True and fm.fileExistsAtPath_(s("/nonexistent/x")) is False

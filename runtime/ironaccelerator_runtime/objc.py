@@ -39,6 +39,27 @@ ABI = "abi"
 MethodRow = tuple[str, str, bool, str, tuple[str, ...], str, bool, int, bool, str]
 
 
+class NSErrorError(Error):
+    """An ``NSError *`` output of a checked call: an :class:`Error` whose ``.code`` is the NSError's code, with its
+    ``.domain`` and ``.localized_description``; ``.kind`` from the spec's ``errors:`` mapping."""
+
+    def __init__(self, kind: ErrorKind, message: str, *, domain: str, localized_description: str, code: int,
+                 function: str | None = None, backend: str | None = None) -> None:
+        super().__init__(kind, message, code=code, function=function, backend=backend)
+        self.domain = domain
+        self.localized_description = localized_description
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_nserror, (self.kind, str(self), self.domain, self.localized_description, self.code,
+                                   self.function, self.backend))
+
+
+def _rebuild_nserror(kind: ErrorKind, message: str, domain: str, desc: str, code: int, function: str | None,
+                     backend: str | None) -> NSErrorError:
+    return NSErrorError(kind, message, domain=domain, localized_description=desc, code=code, function=function,
+                        backend=backend)
+
+
 class Object:
     """A handle to an Objective-C object (``id``) that owns one reference to it: released by :meth:`close` or
     when the handle is dropped.  Results of the checked calls are handles of the bound class the object's run-time
@@ -327,7 +348,7 @@ class ObjcBinding:
         return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{name}: class {cls} does not respond to selector '{row[1]}'",
                      function=name, backend=self.backend)
 
-    def nserror(self, handle: Any, index: int) -> Error:
+    def nserror(self, handle: Any, index: int) -> NSErrorError:
         """An ``NSError *`` output (retained by the call) as an Error: ``.domain``, ``.code``,
         ``.localized_description``; the kind from the spec's ``errors:`` (domain and code, then domain)."""
         lib = self.lib
@@ -341,10 +362,8 @@ class ObjcBinding:
             lib.ia_objc_release(handle)
         kind = self.errors.get((domain, code)) or self.errors.get((domain, None)) or self.error_default
         name = self.describe(index)
-        e = Error(kind, f"{name}: {domain} {code}: {desc}", code=code, function=name, backend=self.backend)
-        e.domain = domain  # type: ignore[attr-defined]
-        e.localized_description = desc  # type: ignore[attr-defined]
-        return e
+        return NSErrorError(kind, f"{name}: {domain} {code}: {desc}", domain=domain, localized_description=desc,
+                            code=code, function=name, backend=self.backend)
 
     @contextlib.contextmanager
     def autorelease_pool(self) -> Iterator[None]:

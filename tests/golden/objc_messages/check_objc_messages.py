@@ -12,6 +12,7 @@ import os
 from golden_check import error, load
 
 from ironaccelerator import ErrorKind
+from ironaccelerator_runtime.objc import NSErrorError
 
 try:
     ctypes.CDLL("libobjc.so.4", mode=os.RTLD_GLOBAL)
@@ -56,6 +57,7 @@ assert g.retain_count(t) == 3
 # NSError ** outputs: kinds from errors: (domain:code, then domain), default UNKNOWN
 assert s.validateWithLimit_error_(5) is True
 e = error(lambda: s.validateWithLimit_error_(1))
+assert isinstance(e, NSErrorError)
 assert (e.kind, e.code, e.domain, e.localized_description) == (ErrorKind.INVALID_VALUE, 22, "GoldenDomain",
                                                                "width over the limit"), e
 assert "-[GoldenShape validateWithLimit:error:]" in str(e)
@@ -63,6 +65,7 @@ deep = Shape.alloc().initWithSize_(g.ffi.new("GoldenSize *", {"depth": 5000})[0]
 assert error(lambda: deep.validateWithLimit_error_(9)).kind == ErrorKind.OUT_OF_MEMORY
 bare = Shape.alloc().init()
 e = error(lambda: bare.labelCheckedWithError_())
+assert isinstance(e, NSErrorError)
 assert (e.kind, e.code, e.domain) == (ErrorKind.UNKNOWN, 5, "OtherDomain"), e
 assert s.labelCheckedWithError_() == t
 
