@@ -8,8 +8,11 @@ Run from the repository root::
 
 Variants (the same NSString, the same runtime, checked via /proc/self/maps):
 
-* generated checked    ``s.length()``: the Python method over ``ia_checked_<i>`` (nil receiver and
-                       class_respondsToSelector guarded, one class remembered per selector), a refusal raised
+* generated checked    ``s.length()``: in API mode a compiled method descriptor (ia_objc.h's fast path) over
+                       ``ia_checked_<i>`` (nil receiver and class_respondsToSelector guarded, one class
+                       remembered per selector), a refusal raised
+* checked, Python      the Python method it replaced (``foundation._python["NSString.length"]``): what ABI mode
+                       and the methods without a compiled twin run
 * generated unchecked  ``foundation.unchecked.NSString_length(s.handle)``: the compiled trampoline
 * bare trampoline      a hand-written cffi API-mode module: ``((NSUInteger (*)(id, SEL))objc_msg_lookup(s, sel))
                        (s, sel)`` with the selector registered once (the floor for a cffi call)
@@ -68,7 +71,7 @@ unsigned long bare_length(id s)
 """
 
 
-STATEMENTS = {"checked": "s.length()", "unchecked": "u(h)", "bare": "bare(bh)",
+STATEMENTS = {"checked": "s.length()", "python": "py(s)", "unchecked": "u(h)", "bare": "bare(bh)",
               "abi": "cast(proto, look(ah, asel))(ah, asel)", "ctypes": "cproto(clook(ch, csel))(ch, csel)"}
 
 
@@ -103,7 +106,7 @@ def main() -> int:
     ct.sel_registerName.argtypes = [ctypes.c_char_p]
     h = s.handle
     env: dict[str, Any] = {
-        "s": s, "h": h, "u": F.unchecked.NSString_length, "bare": bare.lib.bare_length,
+        "s": s, "py": F._python.get("NSString.length", type(s).length), "h": h, "u": F.unchecked.NSString_length, "bare": bare.lib.bare_length,
         "bh": bare.ffi.cast("id", F.ffi.cast("uintptr_t", h)),
         "look": rt.objc_msg_lookup, "cast": abi.cast, "proto": abi.typeof("unsigned long (*)(id, SEL)"),
         "ah": abi.cast("id", F.ffi.cast("uintptr_t", h)), "asel": rt.sel_registerName(b"length"),
@@ -111,7 +114,8 @@ def main() -> int:
         "ch": int(F.ffi.cast("uintptr_t", h)), "csel": ct.sel_registerName(b"length"),
     }
     rows = [
-        Variant("length", "checked", "generated checked: s.length()", "m()", "m = s.length", env),
+        Variant("length", "checked", "generated checked: s.length()", "s.length()", "", env),
+        Variant("length", "python", "checked, Python wrapper (ABI mode's)", "py(s)", "", env),
         Variant("length", "unchecked", "generated unchecked: NSString_length(h)", "u(h)", "", env),
         Variant("length", "bare", "bare trampoline (hand-written cffi API)", "bare(bh)", "", env),
         Variant("length", "abi", "cffi ABI: cast(objc_msg_lookup) per call", "cast(proto, look(ah, asel))(ah, asel)",
@@ -135,6 +139,7 @@ def main() -> int:
     t.add("generated unchecked / bare trampoline", paired_ratio(by["unchecked"], by["bare"]), "<=", 1.1)
     t.add("generated checked / bare trampoline", paired_ratio(by["checked"], by["bare"]), "<=", 1.3)
     t.note("generated checked / generated unchecked", paired_ratio(by["checked"], by["unchecked"]))
+    t.note("checked, Python wrapper / bare trampoline", paired_ratio(by["python"], by["bare"]))
     t.note("ctypes per call / generated checked", paired_ratio(by["ctypes"], by["checked"]))
     t.note("cffi ABI per call / generated checked", paired_ratio(by["abi"], by["checked"]))
     t.print()

@@ -59,6 +59,9 @@ class BoundMethod:
     # (methods taking and returning only numbers do not; string results are copied inside a pool in Python)
     autoreleases: bool
     same_class: bool  # the result is of the receiver's class (alloc/new class methods, init): wrapped as it
+    # the compiled checked method (ia_py_<index> in ia_objc.h's fast path): '' (none), or how its result becomes a
+    # Python object: unsigned | signed | bool (instance methods without arguments returning a number, no pool)
+    fast: str = ""
     fpret: str  # '' | 'long double' | 'float': which Apple objc_msgSend_fpret rule can apply
     location: Location
 
@@ -191,6 +194,15 @@ class _TypeBinder:
             return "int"
         return "int"
 
+    def signed(self, decl: str) -> bool:
+        """Whether an integer type is signed (typedefs expanded)."""
+        base = " ".join(w for w in _words(normalize(decl)) if w != "const")
+        if base in self.typedefs:
+            t = resolve(TypedefRef(name=base), self.typedefs)
+            base = t.name if isinstance(t, Builtin) else "int"  # an enum: int
+        return not (base.startswith("unsigned") or base in ("_Bool", "size_t", "uintptr_t") or
+                    base.startswith("uint"))
+
     def is_long_double(self, decl: str) -> bool:
         base = " ".join(w for w in _words(normalize(decl)) if w != "const")
         if base in self.typedefs:
@@ -308,6 +320,9 @@ def _method(m: MethodSpec, c: ClassSpec, class_index: int, index: int, tb: _Type
     ownership = m.ownership or objc_ownership(m.selector.value, result)
     family = m.selector.value
     consumes = not m.class_method and result_kind == "object" and _family(family, ("init",))
+    fast = ""
+    if not m.class_method and not params and result_kind in ("int", "bool"):
+        fast = "bool" if result_kind == "bool" else "signed" if tb.signed(result) else "unsigned"
     fpret = ""
     if result_kind == "float":
         fpret = "long double" if tb.is_long_double(result) else "float"
@@ -318,7 +333,7 @@ def _method(m: MethodSpec, c: ClassSpec, class_index: int, index: int, tb: _Type
         params=tuple(params), ownership=ownership, consumes_self=consumes, error_param=error_param,
         autoreleases=result_kind != "str" and ((result_kind == "object" and ownership == "+0") or error_param >= 0
                                                or any(p.kind in ("object", "str") for p in params)),
-        fpret=fpret, same_class=result_kind == "object" and (consumes or m.class_method and _family(
+        fpret=fpret, fast=fast, same_class=result_kind == "object" and (consumes or m.class_method and _family(
             m.selector.value, ("alloc", "new"))),
         location=m.selector.location)
 
@@ -463,3 +478,12 @@ def method_row(m: BoundMethod) -> str:
     kinds = tuple(p.kind for p in m.params)
     return repr((m.cls, m.selector, m.class_method, m.result_kind, kinds, m.ownership, m.consumes_self,
                  m.error_param, m.autoreleases, m.fpret))
+
+
+PY_FROM_C = {"unsigned": "PyLong_FromUnsignedLongLong((unsigned long long)r)",
+             "signed": "PyLong_FromLongLong((long long)r)", "bool": "PyBool_FromLong(r != 0)"}
+
+
+def py_from_c(m: BoundMethod) -> str:
+    """The compiled checked method's conversion of its result to a Python object."""
+    return PY_FROM_C[m.fast]

@@ -195,6 +195,37 @@ def bad_python_values() -> None:
 
 
 @check
+def compiled_methods() -> None:
+    # API mode: the checked methods without arguments that return a number are compiled method descriptors
+    kind = type(F.NSString.__dict__["length"]).__name__
+    assert kind == ("method_descriptor" if F.BINDING_MODE == "api" else "function"), kind
+    assert sorted(F._python) == (["NSError.code", "NSMutableArray.count", "NSObject.hash", "NSObject.retainCount",
+                                  "NSString.length"] if F.BINDING_MODE == "api" else [])
+    ns = s("compiled ✓")
+    assert ns.length() == 10 and F.NSString.length(ns) == 10
+    blank = object.__new__(F.NSString)  # no _id at all: nil in C; the Python wrapper cannot read it
+    try:
+        blank.length()
+    except Error as refused:
+        assert refused.kind == ErrorKind.INVALID_HANDLE and F.BINDING_MODE == "api"
+    except AttributeError:
+        assert F.BINDING_MODE == "abi"
+    odd = F.NSString.__new__(F.NSString)
+    odd._id = 12345  # not a cdata: nil, never dereferenced
+    assert error(odd.length).kind == ErrorKind.INVALID_HANDLE
+    odd._id = F.ffi.NULL
+    assert error(odd.length).kind == ErrorKind.INVALID_HANDLE
+    e = error(lambda: F.NSMutableArray.count(ns))  # another class's method: refused, not a TypeError
+    assert e.kind == ErrorKind.SYMBOL_NOT_FOUND
+    try:
+        F.NSString.length(object())  # type: ignore[arg-type]  # not a handle at all: the descriptor's own TypeError (API mode)
+    except (TypeError, AttributeError, Error):
+        pass
+    else:
+        raise AssertionError("a non-handle was accepted")
+
+
+@check
 def pool_and_unchecked() -> None:
     with F.autorelease_pool():
         raw = F.unchecked.NSString_stringWithUTF8String_(F.objc_class("NSString"), "ünchecked".encode())

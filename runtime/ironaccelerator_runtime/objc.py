@@ -240,6 +240,20 @@ class ObjcBinding:
         for c in classes:
             self.py_classes[c.__name__] = c
 
+    def install_fast(self, classes: tuple[type[Object], ...]) -> dict[str, Any]:
+        """API mode: replace the checked methods that take no argument and return a number by their compiled
+        twins (``ia_py_<index>``, ia_objc.h); returns the Python ones replaced (``Class.name`` -> function)."""
+        lib = self.lib
+        if self.mode != API or lib.ia_objc_install_fast() != 0:
+            return {}
+        fast = sys.modules.get(self.package + "._objc_fast")
+        if fast is None:
+            return {}
+        before = {f"{c.__name__}.{name}": f for c in classes for name, f in vars(c).items() if callable(f)}
+        fast.install(classes, Object, Object.__dict__["_id"], type(self.ffi.NULL), self.fail)
+        return {key: f for key, f in before.items()
+                if vars(classes[[c.__name__ for c in classes].index(key.split(".")[0])])[key.split(".")[1]] is not f}
+
     def wrap(self, handle: Any) -> Object:
         """A handle owning ``handle``'s reference (the caller's +1), of the nearest bound class."""
         lib = self.lib
@@ -594,8 +608,8 @@ class _AbiLib:
                 receiver = self._classes[k]
             else:
                 receiver, args = args[0], args[1:]
-                if receiver == ffi.NULL:
-                    return refuse(NIL)
+                if not isinstance(receiver, ffi.CData) or receiver == ffi.NULL:
+                    return refuse(NIL)  # (a handle whose _id is not a pointer: never dereferenced)
             cls = self._class_of(ffi.cast("id", receiver))
             if cls != self._ok[index]:
                 if not self._responds(cls, self._sels[index]):

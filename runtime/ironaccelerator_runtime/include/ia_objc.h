@@ -287,3 +287,104 @@ void ia_objc_pop(void *pool)
     if (ia_objc_ready)
         ia_objc_pool_pop(pool);
 }
+
+#ifdef Py_PYTHON_H
+/* ---------------------------------------------------------------- the checked fast path (API mode, CPython)
+ * The checked methods that take no argument and return a number (-[NSString length], -[NSArray count]) are
+ * also compiled as method descriptors of the handle classes: the Python wrapper's frame is most of a checked
+ * call's cost.  Each reads the handle's id from its _id slot (a cffi pointer cdata: its pointer is the cdata's
+ * data field), calls ia_checked_<i> and raises binding.fail(index, handle, why) on a refusal.  The descriptors
+ * are made for the run-time Object base class, so a handle of another class is refused by the responds check
+ * (SYMBOL_NOT_FOUND), never by a TypeError.  ia_objc_install_fast() creates the module IA_PACKAGE._objc_fast,
+ * whose install(classes, base, id_slot, cdata_type, fail) puts them in the classes (the trampolines define
+ * ia_py_methods[] and ia_py_class[]). */
+#include <structmember.h>  /* PyMemberDef (the _id slot's offset) */
+static Py_ssize_t ia_py_id_offset = -1;
+static PyTypeObject *ia_py_cdata_type;
+static PyObject *ia_py_fail;
+
+typedef struct { PyObject_HEAD void *ia_ctype; char *ia_data; } ia_py_cdata_t;  /* cffi's CDataObject head */
+
+static id ia_py_self(PyObject *self)
+{
+    PyObject *cd = *(PyObject **)((char *)self + ia_py_id_offset);
+    if (cd == NULL || !PyObject_TypeCheck(cd, ia_py_cdata_type))
+        return NULL;  /* a closed or broken handle: nil, refused as INVALID_HANDLE */
+    return (id)((ia_py_cdata_t *)cd)->ia_data;
+}
+
+static PyObject *ia_py_raise(int index, PyObject *self)
+{
+    int why = ia_objc_failure;
+    PyObject *e;
+    ia_objc_failure = IA_OBJC_OK;
+    e = PyObject_CallFunction(ia_py_fail, "iOi", index, self, why);
+    if (e != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+        Py_DECREF(e);
+    }
+    return NULL;
+}
+
+static PyMethodDef ia_py_methods[IA_PY_METHODS + 1];
+static int ia_py_class[IA_PY_METHODS + 1];
+
+static PyObject *ia_py_install(PyObject *module, PyObject *args)
+{
+    PyObject *classes, *base, *slot, *cdata_type, *fail;
+    int i;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "O!O!OO!O:install", &PyTuple_Type, &classes, &PyType_Type, &base, &slot,
+                          &PyType_Type, &cdata_type, &fail))
+        return NULL;
+    if (Py_TYPE(slot) != &PyMemberDescr_Type) {
+        PyErr_SetString(PyExc_TypeError, "install: id_slot must be the handle class's _id member descriptor");
+        return NULL;
+    }
+    ia_py_id_offset = ((PyMemberDescrObject *)slot)->d_member->offset;
+    Py_INCREF(cdata_type);
+    ia_py_cdata_type = (PyTypeObject *)cdata_type;
+    Py_INCREF(fail);
+    ia_py_fail = fail;
+    for (i = 0; i < IA_PY_METHODS; i++) {
+        PyObject *cls, *descr;
+        if (ia_py_class[i] >= PyTuple_GET_SIZE(classes)) {
+            PyErr_SetString(PyExc_IndexError, "install: fewer classes than the methods name");
+            return NULL;
+        }
+        cls = PyTuple_GET_ITEM(classes, ia_py_class[i]);
+        descr = PyDescr_NewMethod((PyTypeObject *)base, &ia_py_methods[i]);
+        if (descr == NULL || PyObject_SetAttrString(cls, ia_py_methods[i].ml_name, descr) < 0) {
+            Py_XDECREF(descr);
+            return NULL;
+        }
+        Py_DECREF(descr);
+    }
+    return PyLong_FromLong(IA_PY_METHODS);
+}
+
+static PyMethodDef ia_py_module_methods[] = {
+    {"install", ia_py_install, METH_VARARGS, "install(classes, base, id_slot, cdata_type, fail) -> count"},
+    {NULL, NULL, 0, NULL},
+};
+static struct PyModuleDef ia_py_module_def = {
+    PyModuleDef_HEAD_INIT, IA_PACKAGE "._objc_fast", "The compiled checked methods of " IA_PACKAGE " (ia_objc.h).",
+    -1, ia_py_module_methods, NULL, NULL, NULL, NULL,
+};
+
+/* Called once by __init__.py in API mode, through cffi (the GIL released): 0 once IA_PACKAGE._objc_fast is in
+   sys.modules; -1 leaves the Python wrappers in use. */
+int ia_objc_install_fast(void)
+{
+    int rc = -1;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *m = PyModule_Create(&ia_py_module_def);
+    if (m != NULL && PyDict_SetItemString(PyImport_GetModuleDict(), IA_PACKAGE "._objc_fast", m) == 0)
+        rc = 0;
+    Py_XDECREF(m);
+    if (rc != 0)
+        PyErr_Clear();
+    PyGILState_Release(gil);
+    return rc;
+}
+#endif /* Py_PYTHON_H */

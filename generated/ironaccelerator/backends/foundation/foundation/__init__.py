@@ -417,3 +417,6 @@ class NSFileManager(NSObject):
 
 
 _b.register(NSObject, NSString, NSMutableArray, NSError, NSAutoreleasePool, NSFileManager)
+# API mode: the checked methods without arguments that return a number become compiled method descriptors
+# (ia_objc.h); the Python definitions above document them, are what ABI mode runs, and stay in _python.
+_python: dict[str, Any] = _b.install_fast((NSObject, NSString, NSMutableArray, NSError, NSAutoreleasePool, NSFileManager, ))

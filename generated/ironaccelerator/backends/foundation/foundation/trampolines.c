@@ -4,7 +4,9 @@
    ia_objc.h (GNU runtime: objc_msg_lookup; Apple: objc_msgSend, _stret, _fpret; chosen by IA_OBJC_APPLE). */
 #include "types.cdef"
 
+#define IA_PACKAGE "ironaccelerator.backends.foundation.foundation"
 #define IA_OBJC_METHODS 34
+#define IA_PY_METHODS 5
 #define IA_OBJC_CLASSES 6
 static const char *const ia_objc_selector[IA_OBJC_METHODS > 0 ? IA_OBJC_METHODS : 1] = {
     "alloc",
@@ -1034,3 +1036,74 @@ BOOL ia_checked_33(id self, id arg0)
     ia_objc_pool_pop(pool);
     return r;
 }
+
+#ifdef Py_PYTHON_H
+/* The compiled checked methods (ia_objc.h's fast path): methods without arguments returning a number. */
+
+static PyObject *ia_py_5(PyObject *self, PyObject *unused)
+{
+    NSUInteger r;
+    (void)unused;
+    r = ia_checked_5(ia_py_self(self));
+    if (r == 0 && ia_objc_failure != IA_OBJC_OK)
+        return ia_py_raise(5, self);
+    return PyLong_FromUnsignedLongLong((unsigned long long)r);
+}
+
+static PyObject *ia_py_10(PyObject *self, PyObject *unused)
+{
+    NSUInteger r;
+    (void)unused;
+    r = ia_checked_10(ia_py_self(self));
+    if (r == 0 && ia_objc_failure != IA_OBJC_OK)
+        return ia_py_raise(10, self);
+    return PyLong_FromUnsignedLongLong((unsigned long long)r);
+}
+
+static PyObject *ia_py_15(PyObject *self, PyObject *unused)
+{
+    NSUInteger r;
+    (void)unused;
+    r = ia_checked_15(ia_py_self(self));
+    if (r == 0 && ia_objc_failure != IA_OBJC_OK)
+        return ia_py_raise(15, self);
+    return PyLong_FromUnsignedLongLong((unsigned long long)r);
+}
+
+static PyObject *ia_py_23(PyObject *self, PyObject *unused)
+{
+    NSUInteger r;
+    (void)unused;
+    r = ia_checked_23(ia_py_self(self));
+    if (r == 0 && ia_objc_failure != IA_OBJC_OK)
+        return ia_py_raise(23, self);
+    return PyLong_FromUnsignedLongLong((unsigned long long)r);
+}
+
+static PyObject *ia_py_28(PyObject *self, PyObject *unused)
+{
+    NSInteger r;
+    (void)unused;
+    r = ia_checked_28(ia_py_self(self));
+    if (r == 0 && ia_objc_failure != IA_OBJC_OK)
+        return ia_py_raise(28, self);
+    return PyLong_FromLongLong((long long)r);
+}
+
+static PyMethodDef ia_py_methods[IA_PY_METHODS + 1] = {
+    {"retainCount", ia_py_5, METH_NOARGS, "``-[NSObject retainCount] -> NSUInteger`` (no arguments)."},
+    {"hash", ia_py_10, METH_NOARGS, "``-[NSObject hash] -> NSUInteger`` (no arguments)."},
+    {"length", ia_py_15, METH_NOARGS, "``-[NSString length] -> NSUInteger`` (no arguments)."},
+    {"count", ia_py_23, METH_NOARGS, "``-[NSMutableArray count] -> NSUInteger`` (no arguments)."},
+    {"code", ia_py_28, METH_NOARGS, "``-[NSError code] -> NSInteger`` (no arguments)."},
+    {NULL, NULL, 0, NULL},
+};
+static int ia_py_class[IA_PY_METHODS + 1] = {
+    0,  /* NSObject.retainCount */
+    0,  /* NSObject.hash */
+    1,  /* NSString.length */
+    2,  /* NSMutableArray.count */
+    3,  /* NSError.code */
+    -1,
+};
+#endif

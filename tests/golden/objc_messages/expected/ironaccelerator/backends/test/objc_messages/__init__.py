@@ -312,3 +312,6 @@ class GoldenError(GoldenObject):
 
 
 _b.register(GoldenObject, GoldenText, GoldenShape, GoldenError)
+# API mode: the checked methods without arguments that return a number become compiled method descriptors
+# (ia_objc.h); the Python definitions above document them, are what ABI mode runs, and stay in _python.
+_python: dict[str, Any] = _b.install_fast((GoldenObject, GoldenText, GoldenShape, GoldenError, ))

@@ -39,7 +39,7 @@ METHODS: tuple[MethodRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'e43cdbfdf28d677b3361b97f'
+BUILD_ID = '81206a4bf39b0fc512b0999f'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

@@ -13,7 +13,7 @@ from typing import Any
 MODULE = "ironaccelerator.backends.test.objc_messages._cffi"
 ABI_MODULE = "ironaccelerator.backends.test.objc_messages._cffi_abi"
 # the digest of the build inputs (the cdefs, trampolines.c, ia_objc.h, this file's template): both modules carry it
-BUILD_ID = "e43cdbfdf28d677b3361b97f"
+BUILD_ID = "81206a4bf39b0fc512b0999f"
 OPTIMIZE = "-O2"
 HERE = Path(__file__).resolve().parent
 
@@ -34,7 +34,9 @@ def ffibuilder() -> Any:
     api = cffi.FFI()
     api.cdef(types + (HERE / "api.cdef").read_text(encoding="utf-8") + "const char *ia_build_id(void);\n")
     api.set_source(MODULE, source, libraries=["dl"] if sys.platform.startswith("linux") else [],
-                   extra_compile_args=[OPTIMIZE, "-w"] if os.name != "nt" else ["/O2"], include_dirs=[_include()])
+                   extra_compile_args=[OPTIMIZE, "-w"] if os.name != "nt" else ["/O2"], include_dirs=[_include()],
+                   # the compiled checked methods use CPython's own API (member descriptors): not the stable ABI
+                   define_macros=[("_CFFI_NO_LIMITED_API", None)])
     return api
 
 

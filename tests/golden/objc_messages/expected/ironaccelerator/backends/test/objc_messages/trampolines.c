@@ -4,7 +4,9 @@
    ia_objc.h (GNU runtime: objc_msg_lookup; Apple: objc_msgSend, _stret, _fpret; chosen by IA_OBJC_APPLE). */
 #include "types.cdef"
 
+#define IA_PACKAGE "ironaccelerator.backends.test.objc_messages"
 #define IA_OBJC_METHODS 24
+#define IA_PY_METHODS 4
 #define IA_OBJC_CLASSES 4
 static const char *const ia_objc_selector[IA_OBJC_METHODS > 0 ? IA_OBJC_METHODS : 1] = {
     "alloc",
@@ -722,3 +724,62 @@ id ia_checked_23(id self)
     ia_objc_pool_pop(pool);
     return r;
 }
+
+#ifdef Py_PYTHON_H
+/* The compiled checked methods (ia_objc.h's fast path): methods without arguments returning a number. */
+
+static PyObject *ia_py_5(PyObject *self, PyObject *unused)
+{
+    GoldenUInteger r;
+    (void)unused;
+    r = ia_checked_5(ia_py_self(self));
+    if (r == 0 && ia_objc_failure != IA_OBJC_OK)
+        return ia_py_raise(5, self);
+    return PyLong_FromUnsignedLongLong((unsigned long long)r);
+}
+
+static PyObject *ia_py_14(PyObject *self, PyObject *unused)
+{
+    BOOL r;
+    (void)unused;
+    r = ia_checked_14(ia_py_self(self));
+    if (r == 0 && ia_objc_failure != IA_OBJC_OK)
+        return ia_py_raise(14, self);
+    return PyBool_FromLong(r != 0);
+}
+
+static PyObject *ia_py_20(PyObject *self, PyObject *unused)
+{
+    int r;
+    (void)unused;
+    r = ia_checked_20(ia_py_self(self));
+    if (r == 0 && ia_objc_failure != IA_OBJC_OK)
+        return ia_py_raise(20, self);
+    return PyLong_FromLongLong((long long)r);
+}
+
+static PyObject *ia_py_22(PyObject *self, PyObject *unused)
+{
+    long r;
+    (void)unused;
+    r = ia_checked_22(ia_py_self(self));
+    if (r == 0 && ia_objc_failure != IA_OBJC_OK)
+        return ia_py_raise(22, self);
+    return PyLong_FromLongLong((long long)r);
+}
+
+static PyMethodDef ia_py_methods[IA_PY_METHODS + 1] = {
+    {"retainCount", ia_py_5, METH_NOARGS, "``-[GoldenObject retainCount] -> GoldenUInteger`` (no arguments)."},
+    {"isEmpty", ia_py_14, METH_NOARGS, "``-[GoldenShape isEmpty] -> BOOL`` (no arguments)."},
+    {"notImplemented", ia_py_20, METH_NOARGS, "``-[GoldenShape notImplemented] -> int`` (no arguments)."},
+    {"code", ia_py_22, METH_NOARGS, "``-[GoldenError code] -> long`` (no arguments)."},
+    {NULL, NULL, 0, NULL},
+};
+static int ia_py_class[IA_PY_METHODS + 1] = {
+    0,  /* GoldenObject.retainCount */
+    2,  /* GoldenShape.isEmpty */
+    2,  /* GoldenShape.notImplemented */
+    3,  /* GoldenError.code */
+    -1,
+};
+#endif
