@@ -13,7 +13,8 @@ from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .frontend import FRONTENDS, ParseRequest, parse
 from .ir import Header, Location
 from .output import diff, existing_files, write
-from .render import banner_text, environment, render_library, render_package
+from .objc import ObjcLibrary, bind_objc
+from .render import banner_text, environment, render_library, render_objc_library, render_package
 from .surface import BackendSpec, load_backend, load_surface, render_surface
 from .spec import CoreSpec, LibrarySpec, check_library_set, load_core, load_library, sdk_declarations
 
@@ -30,6 +31,7 @@ class Result:
     keep: tuple[str, ...] = ()  # output directories of skipped libraries: left as they are
     backends: list[BackendSpec] = field(default_factory=list)
     sdk_env: list[str] = field(default_factory=list)  # the environment variables the SDK descriptions read
+    objc: list[ObjcLibrary] = field(default_factory=list)  # Objective-C libraries (resolver kind objc)
 
 
 def spec_paths(spec_dir: Path) -> list[Path]:
@@ -98,6 +100,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     if problems:
         raise UserError(problems)
     libraries: list[BoundLibrary] = []
+    objc_libraries: list[ObjcLibrary] = []
     skipped: list[str] = []
     keep: list[str] = []
     inputs: list[Path] = [spec_dir / "core.yaml", *spec_paths(spec_dir)]
@@ -115,7 +118,10 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         if spec.declarations is not None:
             try:
                 header = parse_declared(spec, parser)
-                libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else "declared"))
+                if spec.objc is not None:
+                    objc_libraries.append(bind_objc(spec, core, header))
+                else:
+                    libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else "declared"))
             except UserError as e:
                 problems += e.diagnostics
             continue
@@ -149,13 +155,15 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     files = render_package(env, core, (sp.vendor.value for sp in specs))
     for lib in libraries:
         files.update(render_library(env, lib))
+    for olib in objc_libraries:
+        files.update(render_objc_library(env, olib))
     bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in libraries}
     files.update(render_surface(env, surface, backends, bound, lambda source: "# " + banner_text(source), core))
     for b in backends:
         if f"ironaccelerator/backends/{b.vendor}/_backend.py" not in files:
             keep.append(f"ironaccelerator/backends/{b.vendor}/_backend.py")
     return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs, keep=tuple(keep),
-                  backends=backends, sdk_env=sorted({e for d in descs.values() for e in d.env}))
+                  backends=backends, sdk_env=sorted({e for d in descs.values() for e in d.env}), objc=objc_libraries)
 
 
 # --------------------------------------------------------------------- writing: see output.py

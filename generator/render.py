@@ -16,6 +16,7 @@ import jinja2
 
 from . import __version__
 from .bind import BoundFunction, BoundLibrary
+from . import objc as _objc
 from .output import JOURNAL
 from .spec import CoreSpec
 from .wrappers import FastPath, c_string, fast_paths, lower, out_types, raw_result
@@ -23,6 +24,7 @@ from .wrappers import FastPath, c_string, fast_paths, lower, out_types, raw_resu
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 # the hand-written C every library's trampolines.c includes: part of each library's build id
 RUNTIME_HEADER = TEMPLATES.parent / "runtime" / "ironaccelerator_runtime" / "include" / "ia_runtime.h"
+OBJC_HEADER = RUNTIME_HEADER.with_name("ia_objc.h")  # what each Objective-C library's trampolines.c includes
 SENTINEL = 0x7FFFFFEF  # returned by a trampoline whose symbol cannot be resolved; no vendor uses it
 
 
@@ -100,7 +102,10 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(flag_union=_flag_union, pystr=_pystr, pytuple=_pytuple, pyliteral=_pyliteral, pydoc=_pydoc, c_args=_c_args,
                        c_failure_value=_c_failure_value, raw_result=raw_result, c_doc=_c_doc, c_string=c_string,
-                       via_proc=_via_proc, c_int=_c_int)
+                       via_proc=_via_proc, c_int=_c_int, objc_zero=_objc.c_zero, objc_send=_objc.c_send,
+                       objc_checked_params=_objc.c_checked_params, objc_py_signature=_objc.py_signature,
+                       objc_py_returns=_objc.py_returns, objc_py_body=_objc.py_body, objc_py_doc=_objc.py_doc,
+                       objc_row=_objc.method_row, objc_py_from_c=_objc.py_from_c)
     return env
 
 
@@ -156,3 +161,21 @@ def build_id(sources: dict[str, str]) -> str:
     for name in sorted(sources):
         h.update(f"{name}\0{len(sources[name])}\0{sources[name]}\0".encode("utf-8"))
     return h.hexdigest()[:24]
+
+
+def render_objc_library(env: jinja2.Environment, lib: _objc.ObjcLibrary) -> dict[str, str]:
+    """The files of one Objective-C library package (``templates/objc/``): the same names as a C library's, so
+    that ``build`` and ``generate --check`` treat both alike."""
+    source = f"{lib.spec.path} ({lib.spec.backend} {lib.spec.library}, Objective-C)"
+    text = banner_text(source)
+    banner = "# " + text
+    ctx: dict[str, Any] = dict(lib=lib, banner=banner, banner_text=text, build_id="")
+    base = f"ironaccelerator/backends/{lib.spec.vendor}/{lib.spec.library}/"
+    built = {name: env.get_template(f"objc/{name}.j2").render(**ctx)
+             for name in ("types.cdef", "api.cdef", "abi.cdef", "trampolines.c")}
+    built["_cffi_build.py"] = env.get_template("objc/_cffi_build.py.j2").render(**ctx)
+    ctx["build_id"] = build_id({**built, OBJC_HEADER.name: OBJC_HEADER.read_text(encoding="utf-8")})
+    built["_cffi_build.py"] = env.get_template("objc/_cffi_build.py.j2").render(**ctx)
+    files = {name: env.get_template(f"objc/{name}.j2").render(**ctx)
+             for name in ("__init__.py", "unchecked.py", "_binding.py")}
+    return {base + name: text for name, text in sorted({**files, **built}.items())}

@@ -124,6 +124,48 @@ class TableSpec:
     since: tuple[tuple[Name, int], ...] = ()  # ex) (contextFinalize, 16): table field -> the minor that added it
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MethodSpec:
+    """One Objective-C method of a ``classes:`` entry: its selector and prototype in C terms.
+    ex) ``"+stringWithUTF8String:": {returns: id, args: [const char *]}``"""
+
+    selector: Name  # ex) rangeOfString: (without the leading '+' or '-')
+    class_method: bool  # '+': sent to the class object; '-' or none: to an instance
+    returns: Name  # ex) NSRange (a C type; typedef names from the declarations); void when omitted
+    args: tuple[Name, ...] = ()  # ex) (const void *, NSUInteger); NSError ** is the error out-parameter
+    ownership: str | None = None  # +1 | +0: overrides the naming rule (alloc/new/copy/mutableCopy/init: +1)
+    py_name: str  # ex) rangeOfString_ (':' -> '_'; a Python keyword gets a trailing '_')
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassSpec:
+    """One Objective-C class of ``classes:``.  ex) ``NSString: {base: NSObject, methods: {...}}``"""
+
+    name: Name  # ex) NSString (looked up with objc_getClass at run time)
+    base: Name | None = None  # ex) NSObject: its methods are inherited by the Python class
+    methods: tuple[MethodSpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObjcSpec:
+    """``resolver: {kind: objc, ...}`` with ``classes:``: methods are sent as Objective-C messages through the
+    runtime (GNU ``objc_msg_lookup`` or Apple ``objc_msgSend``); the runtime and the frameworks holding the classes
+    are dlopen'ed RTLD_GLOBAL, in order, before the first message."""
+
+    runtime: tuple[tuple[str, tuple[str, ...]], ...]  # (platform, runtime library candidates)
+    frameworks: tuple[tuple[str, tuple[str, ...]], ...]  # (platform, framework libraries, each opened)
+    classes: tuple[ClassSpec, ...]
+    error_kinds: tuple[tuple[str, int | None, Name], ...] = ()  # (NSError domain, code or None: any, ErrorKind)
+    error_default: str = "UNKNOWN"  # the kind of an NSError no entry names
+
+
+# Objective-C selectors: a unary one (length) or keywords each ending in ':' (initWithBytes:length:encoding:)
+SELECTOR = re.compile(r"[+-]?([A-Za-z_][A-Za-z0-9_]*|([A-Za-z_][A-Za-z0-9_]*)?:(([A-Za-z_][A-Za-z0-9_]*)?:)*)\Z")
+OWNERSHIPS = ("+1", "+0")
+# names the run-time Object class gives every handle: a selector may not be bound under them
+OBJC_RESERVED = ("close", "handle", "retained")
+
+
 # How a library's functions are found once it is open (``resolver: {kind: ...}``); dlsym when none is named.
 # One mechanism, in C (runtime/ironaccelerator_runtime/include/ia_runtime.h, IA_RESOLVER) and in Python (ABI mode:
 # ironaccelerator_runtime.loader.Resolver).  The kinds and their keys:
@@ -135,13 +177,17 @@ class TableSpec:
 #                 (optional), table: <member path of the function table>, prefix: <removed before the default
 #                 rule Component_name -> componentName> (optional), entries: {<function>: <table field>}
 #                 (optional), since: {<table field>: <the minor that appended it>} (optional)
-RESOLVER_KINDS = ("dlsym", "proc_address", "table")
-RESOLVER_KINDS_TO_COME = {"objc": "issue 13 (Metal's messages)"}
+#   objc          runtime: {<platform>: [runtime library, ...]}, frameworks: {<platform>: [library, ...]},
+#                 errors: {<ErrorKind>: [<NSError domain>[:<code>], ...]} (optional); the methods are the spec's
+#                 classes: section (see ObjcSpec)
+RESOLVER_KINDS = ("dlsym", "proc_address", "table", "objc")
+RESOLVER_KINDS_TO_COME: dict[str, str] = {}
 # the keys each kind takes besides 'kind'
 RESOLVER_KEYS = {"dlsym": (), "proc_address": ("function", "default_flag", "per_thread_flag"),
                  "table": ("provider", "interface", "table", "version", "require", "match", "prefix", "entries",
-                           "since")}
-RESOLVER_REQUIRED = {"proc_address": ("function", "default_flag"),
+                           "since"),
+                 "objc": ("runtime", "frameworks", "errors")}
+RESOLVER_REQUIRED = {"proc_address": ("function", "default_flag"), "objc": ("runtime", "frameworks"),
                      "table": ("provider", "interface", "table", "version", "require")}
 MEMBER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
@@ -257,6 +303,7 @@ class LibrarySpec:
     loader: LoaderSpec
     errors: ErrorSpec
     functions: tuple[FunctionSpec, ...] = ()
+    objc: ObjcSpec | None = None  # resolver kind objc: the classes and their selectors, the runtime, the frameworks
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -589,12 +636,18 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         errors.check()
     keys = ("vendor", "library", "backend", "sdk", "frontend", "headers", "declarations", "version_headers", "defines",
             "undefines", "version_macro", "bind", "symbols", "resolver", "kernel_launch", "pool_memory", "loader",
-            "errors", "functions")
+            "errors", "functions", "classes")
     declared = isinstance(root, yaml.MappingNode) and any(
         isinstance(k, yaml.ScalarNode) and k.value == "frontend" and isinstance(v, yaml.ScalarNode)
         and v.value == "declared" for k, v in root.value)
+    objc = isinstance(root, yaml.MappingNode) and any(
+        isinstance(k, yaml.ScalarNode) and k.value == "resolver" and isinstance(v, yaml.MappingNode)
+        and any(isinstance(a, yaml.ScalarNode) and a.value == "kind" and isinstance(b, yaml.ScalarNode)
+                and b.value == "objc" for a, b in v.value) for k, v in root.value)
     required = ("vendor", "library", "backend", "declarations", "loader", "errors") if declared else \
         ("vendor", "library", "backend", "sdk", "headers", "loader", "errors")
+    if objc:  # the resolver names the libraries; failures are nil results and NSErrors, not status codes
+        required = ("vendor", "library", "backend", "frontend", "declarations", "resolver", "classes")
     m = r.mapping(root, keys, required, "library spec")
     if m is None:
         errors.check()
@@ -658,6 +711,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     sym = r.mapping(m.get("symbols"), ("per_thread", "version_typedef"), (), "symbols") or {}
     proc_address = None
     table = None
+    objc_resolver: dict[str, yaml.Node] | None = None
     if "resolver" in m:
         all_keys = tuple(dict.fromkeys(k for keys in RESOLVER_KEYS.values() for k in keys))
         rm = r.mapping(m["resolver"], ("kind",) + all_keys, ("kind",), "resolver") or {}
@@ -688,6 +742,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                         per_thread_flag=r.ident(rm.get("per_thread_flag"), "per_thread_flag"))
             elif rk == "table" and ok:
                 table = _table_resolver(r, rm)
+            elif rk == "objc" and ok:
+                objc_resolver = rm
     per_thread = []
     for wrapper, node in r.keyed(sym.get("per_thread"), "wrapper macro"):
         fmt = r.string(node, "per-thread symbol format", re.compile(r"[A-Za-z0-9_]*\{\}[A-Za-z0-9_]*\Z"),
@@ -750,6 +806,26 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     for fname, fnode in r.keyed(m.get("functions"), "function"):
         functions.append(_function(r, fname, fnode))
 
+    objc_spec = None
+    if objc:
+        for plat in PLATFORMS:  # the loader only says where to search; the resolver names the libraries
+            if plat in lm:
+                errors.error(r.loc(lm[plat]), f"loader: '{plat}' does not go with resolver kind objc (its runtime: "
+                             "and frameworks: name the libraries; loader: may say where to search: sdk_env, sdk_dirs, "
+                             "sdk_roots, wheel_dirs)")
+        for key in ("errors", "functions", "bind", "symbols", "kernel_launch", "pool_memory"):
+            if key in m:
+                errors.error(r.loc(m[key]), f"'{key}' does not go with resolver kind objc (methods are the "
+                             "classes: section; NSErrors map to kinds through the resolver's errors:)")
+        if frontend is not None and frontend.value != "declared":
+            errors.error(frontend.location, "resolver kind objc goes with frontend: declared (there is no header)")
+        objc_spec = _objc(r, objc_resolver or {}, m.get("classes"))
+        err_type = err_type or Name(value="id", location=top_loc)
+        default = default or Name(value=objc_spec.error_default if objc_spec else "UNKNOWN", location=top_loc)
+        loader = replace(loader, names=objc_spec.runtime if objc_spec else ())
+    elif "classes" in m:
+        errors.error(r.loc(m["classes"]), "classes: go with resolver: {kind: objc} (Objective-C methods)")
+
     errors.check()
     assert vendor and library and backend and sdk and err_type and default  # guaranteed by check()
     return LibrarySpec(
@@ -764,8 +840,131 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         errors=ErrorSpec(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
                          since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param,
                          codes=codes, mask=mask or 0),
-        functions=tuple(functions),
+        functions=tuple(functions), objc=objc_spec,
     )
+
+
+def _platform_libs(r: _Reader, node: yaml.Node | None, what: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``{linux: [libobjc.so.4], darwin: [...]}``: library names by platform."""
+    pm = r.mapping(node, PLATFORMS, (), what) or {}
+    return tuple((plat, tuple(x.value for x in r.seq(pm.get(plat), f"{plat} {what}",
+                                                   lambda n: r.string(n, "library name", LIBNAME))))
+                 for plat in PLATFORMS)
+
+
+def method_py_name(selector: str) -> str:
+    """A selector's Python name: ':' -> '_' (``rangeOfString:`` -> ``rangeOfString_``); a keyword gets '_'."""
+    name = selector.replace(":", "_")
+    return name + "_" if keyword.iskeyword(name) or keyword.issoftkeyword(name) else name
+
+
+def objc_ownership(selector: str, returns: str) -> str:
+    """The Cocoa naming rule: a method of the alloc, new, copy, mutableCopy or init family returning an object
+    returns it +1 (the caller owns a reference); every other method +0.  The family is the selector's first
+    word: the prefix followed by the end, ':' or an upper-case letter (``newBufferWithLength:``, not
+    ``newline``)."""
+    if returns.replace(" ", "") not in ("id", "instancetype"):
+        return "+0"
+    for family in ("alloc", "new", "copy", "mutableCopy", "init"):
+        rest = selector[len(family):]
+        if selector.startswith(family) and (not rest or rest[0] == ":" or rest[0].isupper()):
+            return "+1"
+    return "+0"
+
+
+def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) -> ObjcSpec | None:
+    """``resolver: {kind: objc, runtime, frameworks, errors}`` and the ``classes:`` section."""
+    runtime = _platform_libs(r, rm.get("runtime"), "runtime")
+    frameworks = _platform_libs(r, rm.get("frameworks"), "frameworks")
+    error_kinds: list[tuple[str, int | None, Name]] = []
+    for kind, node in r.keyed(rm.get("errors"), "error kind"):
+        for entry in r.seq(node, f"NSError domains of {kind}", lambda n: r.string(
+                n, "NSError domain", re.compile(r"[A-Za-z_][A-Za-z0-9_.]*(:-?[0-9]+)?\Z"),
+                ": expected a domain or domain:code, ex. NSPOSIXErrorDomain:2")):
+            domain, _, code = entry.value.partition(":")
+            error_kinds.append((domain, int(code) if code else None, kind))
+    classes: list[ClassSpec] = []
+    for cname, cnode in r.keyed(classes_node, "class"):
+        cm = r.mapping(cnode, ("base", "methods"), ("methods",), f"class {cname}") or {}
+        base = r.ident(cm.get("base"), "base class")
+        methods: list[MethodSpec] = []
+        names: dict[str, Name] = {}
+        mnode = cm.get("methods")
+        if mnode is not None and not isinstance(mnode, yaml.MappingNode):
+            r.errors.error(r.loc(mnode), f"methods of {cname} must be a mapping of selectors, got {_kind(mnode)}")
+            mnode = None
+        for knode, vnode in mnode.value if mnode is not None else ():
+            key = r.string(knode, "selector", SELECTOR, ": expected a selector such as 'length', "
+                           "'rangeOfString:' or 'initWithBytes:length:encoding:', with '+' before a class method")
+            if key is None:
+                continue
+            class_method = key.value.startswith("+")
+            selector = Name(value=key.value.lstrip("+-"), location=key.location)
+            vm = r.mapping(vnode, ("returns", "args", "ownership"), (), f"method {key.value} of {cname}")
+            if vm is None:
+                if isinstance(vnode, yaml.ScalarNode) and vnode.tag == "tag:yaml.org,2002:null":
+                    vm = {}
+                else:
+                    continue
+            returns = r.string(vm.get("returns"), "return type", C_TYPE, C_TYPE_HINT) if "returns" in vm else \
+                Name(value="void", location=key.location)
+            args = r.seq(vm.get("args"), "argument types", lambda n: r.string(n, "argument type", C_TYPE, C_TYPE_HINT))
+            want = selector.value.count(":")
+            if "args" in vm and not isinstance(vm["args"], yaml.SequenceNode):
+                pass  # (reported by seq)
+            elif len(args) != want:
+                r.errors.error(r.loc(vm["args"]) if "args" in vm else key.location,
+                               f"selector '{selector}' takes {want} argument{'s' if want != 1 else ''} (one per ':'); "
+                               f"args lists {len(args)}")
+            ownership = None
+            if "ownership" in vm:
+                ownership = r.scalar(vm["ownership"], "ownership")
+                if ownership is not None and ownership not in OWNERSHIPS:
+                    r.errors.error(r.loc(vm["ownership"]), f"ownership {ownership!r} is not valid; expected "
+                                   "'+1' (the caller owns the result) or '+0'")
+                    ownership = None
+                elif ownership is not None and returns is not None and returns.value.replace(" ", "") != "id":
+                    r.errors.error(r.loc(vm["ownership"]), f"ownership goes with methods returning an object (id), "
+                                   f"not {returns}")
+                    ownership = None
+            py = method_py_name(selector.value)
+            if py in OBJC_RESERVED:
+                r.errors.error(key.location, f"selector '{key.value}' of {cname} would be bound as {py!r}, which "
+                               f"every Objective-C handle already has ({', '.join(OBJC_RESERVED)})")
+                continue
+            if py in names:
+                first = names[py]
+                r.errors.error(key.location, f"selector '{key.value}' of {cname} would be bound as {py!r}, as "
+                               f"'{first}' (at {first.location.line}:{first.location.col}) is: a class method and "
+                               "an instance method share the Python class's namespace")
+                continue
+            names[py] = key
+            if returns is None:
+                continue
+            methods.append(MethodSpec(selector=selector, class_method=class_method, returns=returns,
+                                      args=tuple(args), ownership=ownership, py_name=py))
+        classes.append(ClassSpec(name=cname, base=base, methods=tuple(methods)))
+    known = [c.name.value for c in classes]
+    for c in classes:
+        if c.base is not None and c.base.value not in known:
+            r.errors.error(c.base.location, f"base class '{c.base}' of {c.name} is not a class of this spec"
+                           f"{suggest(c.base.value, known)}; known: {', '.join(known)}")
+        seen: list[str] = []
+        up = c.base.value if c.base else None
+        while up is not None and up in known and up not in seen:
+            seen.append(up)
+            up = next((x.base.value if x.base else None) for x in classes if x.name.value == up)
+        if c.name.value in seen:
+            r.errors.error(c.name.location, f"class {c.name}'s bases form a cycle ({' -> '.join([c.name.value] + seen)})")
+    if classes_node is not None and not classes:
+        r.errors.error(r.loc(classes_node), "classes: must declare at least one class")
+    return ObjcSpec(runtime=runtime, frameworks=frameworks, classes=tuple(classes), error_kinds=tuple(error_kinds))
+
+
+# a C type as the classes: section spells it: words, '*' and 'const' (typedef names come from the declarations)
+C_TYPE = re.compile(r"\s*(const\s+)?(struct\s+|union\s+|enum\s+)?[A-Za-z_][A-Za-z0-9_]*(\s+[A-Za-z_][A-Za-z0-9_]*)*"
+                    r"(\s*\*(\s*const)?)*\s*\Z")
+C_TYPE_HINT = ": expected a C type such as 'NSUInteger', 'const char *' or 'id'"
 
 
 def _table_resolver(r: _Reader, rm: dict[str, yaml.Node]) -> TableSpec | None:

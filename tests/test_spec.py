@@ -317,16 +317,8 @@ def test_resolver_kind_unknown_suggests() -> None:
     text = edit(DRIVER_TEXT, "kind: proc_address", "kind: proc_adress")
     d = the_error(loader_errors(text), "resolver kind")
     assert d.message == ("'proc_adress' is not a resolver kind (did you mean 'proc_address'?); "
-                         "expected one of: dlsym, proc_address, table")
+                         "expected one of: dlsym, proc_address, table, objc")
     assert_at(d, DRIVER, pos(text, "proc_adress"))
-
-
-@pytest.mark.parametrize("kind, issue", [("objc", "issue 13")])
-def test_resolver_kinds_to_come_are_named_not_implemented(kind: str, issue: str) -> None:
-    text = edit(DRIVER_TEXT, "kind: proc_address", f"kind: {kind}")
-    d = the_error(loader_errors(text), "not implemented yet")
-    assert d.message.startswith(f"resolver kind '{kind}' is not implemented yet ({issue}")
-    assert_at(d, DRIVER, pos(text, f"kind: {kind}", len("kind: ")))
 
 
 def test_resolver_dlsym_takes_no_proc_address_keys() -> None:

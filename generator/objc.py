@@ -1,0 +1,489 @@
+"""Binding Objective-C classes (``resolver: {kind: objc}`` + ``classes:``): spec x declarations -> ObjcLibrary.
+
+There is no header: the spec's ``classes:`` section is the declaration (selectors with their C prototypes), and
+its ``declarations:`` the C types they use (``id``, ``SEL``, ``Class``, ``NSUInteger``, ``NSRange``, ...), parsed
+by a C front-end.  Each selector becomes a bound method: a C function whose first parameter is the receiver
+(``id``; ``Class`` for a ``+`` method) followed by the selector's arguments, sent through the runtime with the
+selector's exact prototype (``templates/objc/trampolines.c.j2`` + ``runtime/.../include/ia_objc.h``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .bind import BoundEnum, _Binder, py_name_problem
+from .ctypes_util import FLOAT_BUILTINS, resolve
+from .diagnostics import Collector, suggest
+from .ir import Builtin, EnumRef, Header, InlineEnum, InlineRecord, Location, Pointer, RecordRef, TypedefRef
+from .spec import ClassSpec, CoreSpec, LibrarySpec, MethodSpec, Name, objc_ownership
+
+# the types every Objective-C spec's declarations must give (the runtime's own, spelled as the runtime does)
+REQUIRED_TYPES = ("id", "SEL", "Class")
+ERROR_OUT = "NSError **"  # an argument of this type is the method's error out-parameter
+C_WORDS = frozenset({"const", "volatile", "signed", "unsigned", "short", "long", "int", "char", "float", "double",
+                     "void", "_Bool", "struct", "union", "enum"})
+BUILTIN_TYPEDEFS = frozenset({"size_t", "ssize_t", "ptrdiff_t", "intptr_t", "uintptr_t", "int8_t", "uint8_t",
+                              "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "wchar_t"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObjcParam:
+    """One argument of a bound method.  ex) ``(name='arg0', decl='const char *', kind='str')``"""
+
+    name: str  # arg0, arg1, ... (selectors name their parts, not their arguments)
+    decl: str  # the C type  ex) NSUInteger
+    kind: str  # object (id: a handle) | str (const char *: str/bytes) | error (NSError **: hidden) | value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundMethod:
+    """One selector bound as a function.  ex) ``-[NSString rangeOfString:]`` -> ``NSString_rangeOfString_(id self,
+    id arg0)`` returning ``NSRange``, sent through ``NSRange (*)(id, SEL, id)``."""
+
+    index: int
+    cls: str  # ex) NSString
+    class_index: int  # the class's index (its Class object is looked up once, by name)
+    selector: str  # ex) rangeOfString:
+    class_method: bool  # '+': the receiver is the class object
+    py_name: str  # ex) rangeOfString_ (a method of the Python class NSString)
+    public: str  # ex) NSString_rangeOfString_: the unchecked trampoline (unchecked.<public>)
+    receiver: str  # id | Class
+    result_decl: str  # ex) NSRange
+    result_kind: str  # object | str | bool | int | float | struct | cdata | void
+    params: tuple[ObjcParam, ...]
+    ownership: str  # +1: the caller owns the returned object; +0: retained by the checked call to be kept
+    consumes_self: bool  # init family: the receiver's reference passes to the result
+    error_param: int  # the index in params of the NSError ** out-parameter; -1: none
+    # the checked call runs inside an autorelease pool: +0 objects, NSError outputs, object or string arguments
+    # (methods taking and returning only numbers do not; string results are copied inside a pool in Python)
+    autoreleases: bool
+    same_class: bool  # the result is of the receiver's class (alloc/new class methods, init): wrapped as it
+    # the compiled checked method (ia_py_<index> in ia_objc.h's fast path): '' (none), or how its result becomes a
+    # Python object: unsigned | signed | bool (instance methods without arguments returning a number, no pool)
+    fast: str = ""
+    fpret: str  # '' | 'long double' | 'float': which Apple objc_msgSend_fpret rule can apply
+    location: Location
+
+    @property
+    def send_type(self) -> str:
+        """The IMP cast: ``R (*)(id, SEL, A...)``."""
+        return f"{self.result_decl} (*)({', '.join([self.receiver, 'SEL'] + [p.decl for p in self.params])})"
+
+    @property
+    def c_params(self) -> str:
+        return ", ".join(f"{p.decl} {p.name}" for p in self.params)
+
+    @property
+    def c_args(self) -> str:
+        return "".join(f", {p.name}" for p in self.params)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundClass:
+    """A class of ``classes:`` and the Python class its handles get.  ex) NSMutableArray (base NSArray)"""
+
+    index: int
+    name: str
+    base: str | None  # a bound class, or None: the run-time Object
+    methods: tuple[BoundMethod, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorMapping:
+    """An NSError domain (and code) -> ErrorKind entry of the resolver's ``errors:``."""
+
+    domain: str
+    code: int | None
+    kind: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObjcLibrary:
+    """Everything the objc templates need for one library."""
+
+    spec: LibrarySpec
+    core: CoreSpec
+    header: Header
+    sdk_version: str
+    module: str  # ex) ironaccelerator.backends.foundation.foundation
+    classes: tuple[BoundClass, ...]  # bases before the classes deriving from them
+    methods: tuple[BoundMethod, ...]  # by index
+    declarations: tuple[str, ...]
+    enums: tuple[BoundEnum, ...]
+    constants: tuple[tuple[str, int], ...]  # every enum constant of the declarations (anonymous enums too)
+    structs: tuple[str, ...]
+    runtime: tuple[tuple[str, tuple[str, ...]], ...]
+    frameworks: tuple[tuple[str, tuple[str, ...]], ...]
+    error_kinds: tuple[ErrorMapping, ...]
+    error_default: str
+
+
+def _words(decl: str) -> list[str]:
+    return re.findall(r"[A-Za-z_][A-Za-z0-9_]*", decl)
+
+
+def normalize(decl: str) -> str:
+    """``const  char*`` -> ``const char *``."""
+    words = " ".join(decl.replace("*", " * ").split())
+    return words.replace("* *", "**").replace(" *", " *")
+
+
+class _TypeBinder:
+    """Classifies the C types of ``classes:`` against the declarations' typedefs; a name they lack is a located
+    error with a suggestion."""
+
+    def __init__(self, b: _Binder, err: Collector):
+        self.b = b
+        self.err = err
+        self.typedefs = b.typedefs
+
+    def known(self, name: Name) -> bool:
+        text = normalize(name.value)
+        if text == ERROR_OUT:
+            return True
+        ok = True
+        words = _words(text)
+        tagged = False
+        for w in words:
+            if tagged:  # struct X: the tag need not be a typedef
+                tagged = False
+                continue
+            if w in ("struct", "union", "enum"):
+                tagged = True
+                continue
+            if w in C_WORDS or w in BUILTIN_TYPEDEFS or w in self.typedefs:
+                continue
+            self.err.error(name.location, f"type '{name}' names '{w}', which the declarations do not declare"
+                           f"{suggest(w, list(self.typedefs))}")
+            ok = False
+        return ok
+
+    def kind(self, decl: str, result: bool) -> str:
+        """object | str | bool | int | float | struct | cdata | void | error."""
+        text = normalize(decl)
+        if text == ERROR_OUT:
+            return "error"
+        if text in ("id", "instancetype"):
+            return "object"
+        stars = text.count("*")
+        base = " ".join(w for w in _words(text) if w != "const")
+        if stars == 1 and base == "char":
+            return "str"
+        if stars:
+            return "cdata"
+        if base == "void":
+            return "void"
+        if base == "BOOL" or base == "_Bool":
+            return "bool"
+        if base in FLOAT_BUILTINS:
+            return "float"
+        if base in self.typedefs:
+            t = resolve(TypedefRef(name=base), self.typedefs)
+            if isinstance(t, Builtin):
+                return "float" if t.name in FLOAT_BUILTINS else "bool" if t.name == "_Bool" else "int"
+            if isinstance(t, (EnumRef, InlineEnum)):
+                return "int"
+            if isinstance(t, (RecordRef, InlineRecord)):
+                return "struct"
+            if isinstance(t, Pointer):
+                return "cdata"
+        if base.startswith(("struct ", "union ")):
+            return "struct"
+        if base.startswith("enum "):
+            return "int"
+        return "int"
+
+    def signed(self, decl: str) -> bool:
+        """Whether an integer type is signed (typedefs expanded)."""
+        base = " ".join(w for w in _words(normalize(decl)) if w != "const")
+        if base in self.typedefs:
+            t = resolve(TypedefRef(name=base), self.typedefs)
+            base = t.name if isinstance(t, Builtin) else "int"  # an enum: int
+        return not (base.startswith("unsigned") or base in ("_Bool", "size_t", "uintptr_t") or
+                    base.startswith("uint"))
+
+    def is_long_double(self, decl: str) -> bool:
+        base = " ".join(w for w in _words(normalize(decl)) if w != "const")
+        if base in self.typedefs:
+            t = resolve(TypedefRef(name=base), self.typedefs)
+            return isinstance(t, Builtin) and t.name == "long double"
+        return base == "long double"
+
+
+def _ordered(classes: tuple[ClassSpec, ...]) -> list[ClassSpec]:
+    """Bases first (the spec loader refused unknown bases and cycles)."""
+    by_name = {c.name.value: c for c in classes}
+    out: list[ClassSpec] = []
+
+    def visit(c: ClassSpec) -> None:
+        if c in out:
+            return
+        if c.base is not None and c.base.value in by_name:
+            visit(by_name[c.base.value])
+        out.append(c)
+
+    for c in classes:
+        visit(c)
+    return out
+
+
+def bind_objc(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | None = None) -> ObjcLibrary:
+    """Bind an Objective-C library spec; raise :class:`UserError` listing every problem."""
+    assert spec.objc is not None
+    col = Collector()
+    b = _Binder(spec, core, header, col)
+    tb = _TypeBinder(b, col)
+    for t in REQUIRED_TYPES:
+        if t not in b.typedefs:
+            col.error(spec.location,
+                      f"the declarations must declare '{t}' (ex: typedef struct objc_object *id; typedef struct "
+                      "objc_selector *SEL; typedef struct objc_class *Class;): the methods are sent with it")
+    kinds = {k.name.value for k in core.error_kinds}
+    error_kinds = []
+    for domain, code, kind in spec.objc.error_kinds:
+        if kind.value not in kinds:
+            col.error(kind.location, f"'{kind}' is not an ErrorKind{suggest(kind.value, sorted(kinds))}")
+        else:
+            error_kinds.append(ErrorMapping(domain=domain, code=code, kind=kind.value))
+    classes: list[BoundClass] = []
+    methods: list[BoundMethod] = []
+    publics: dict[str, Location] = {}
+    ordered = _ordered(spec.objc.classes)
+    for ci, c in enumerate(ordered):
+        bound: list[BoundMethod] = []
+        for m in c.methods:
+            bm = _method(m, c, ci, len(methods), tb, col)
+            if bm is None:
+                continue
+            why = py_name_problem(bm.public)
+            if why is not None:
+                col.error(m.selector.location, f"selector '{m.selector}' of {c.name} cannot be bound as {bm.public!r}: "
+                          f"{why}")
+                continue
+            if bm.public in publics:
+                first = publics[bm.public]
+                col.error(m.selector.location, f"selector '{m.selector}' of {c.name} would be the unchecked function "
+                          f"{bm.public!r}, as the method at {first.line}:{first.col} is")
+                continue
+            publics[bm.public] = m.selector.location
+            methods.append(bm)
+            bound.append(bm)
+        classes.append(BoundClass(index=ci, name=c.name.value, base=c.base.value if c.base else None,
+                                  methods=tuple(bound)))
+    decls, enums, structs = b.declarations()
+    col.check()
+    return ObjcLibrary(
+        spec=spec, core=core, header=header, sdk_version=sdk_version or "declared",
+        module=f"ironaccelerator.backends.{spec.vendor}.{spec.library}", classes=tuple(classes),
+        methods=tuple(methods), declarations=decls, enums=enums, structs=structs, runtime=spec.objc.runtime,
+        constants=tuple((c.name, c.value) for e in header.enums for c in e.constants),
+        frameworks=spec.objc.frameworks, error_kinds=tuple(error_kinds), error_default=spec.objc.error_default)
+
+
+def _family(selector: str, families: tuple[str, ...]) -> bool:
+    """The selector's first word is one of ``families`` (``initWithBytes:`` is of init, ``initials`` is not)."""
+    for f in families:
+        rest = selector[len(f):]
+        if selector.startswith(f) and (not rest or rest[0] == ":" or rest[0].isupper()):
+            return True
+    return False
+
+
+def _method(m: MethodSpec, c: ClassSpec, class_index: int, index: int, tb: _TypeBinder,
+            col: Collector) -> BoundMethod | None:
+    ok = tb.known(m.returns)
+    for a in m.args:
+        ok = tb.known(a) and ok
+    if not ok:
+        return None
+    result = normalize(m.returns.value)
+    result_kind = tb.kind(result, True)
+    if result_kind == "error":
+        col.error(m.returns.location, f"{ERROR_OUT} is an argument type (the error out-parameter), not a result")
+        return None
+    params = []
+    error_param = -1
+    for i, a in enumerate(m.args):
+        kind = tb.kind(a.value, False)
+        if kind == "error":
+            if error_param >= 0:
+                col.error(a.location, f"method {m.selector} of {c.name} has a second {ERROR_OUT} argument")
+                return None
+            error_param = i
+        elif kind == "void":
+            col.error(a.location, "an argument cannot be void")
+            return None
+        elif kind not in ("object", "str"):
+            kind = "value"
+        params.append(ObjcParam(name=f"arg{i}", decl="id *" if kind == "error" else normalize(a.value), kind=kind))
+    ownership = m.ownership or objc_ownership(m.selector.value, result)
+    family = m.selector.value
+    consumes = not m.class_method and result_kind == "object" and _family(family, ("init",))
+    fast = ""
+    if not m.class_method and not params and result_kind in ("int", "bool"):
+        fast = "bool" if result_kind == "bool" else "signed" if tb.signed(result) else "unsigned"
+    fpret = ""
+    if result_kind == "float":
+        fpret = "long double" if tb.is_long_double(result) else "float"
+    return BoundMethod(
+        index=index, cls=c.name.value, class_index=class_index, selector=m.selector.value,
+        class_method=m.class_method, py_name=m.py_name, public=f"{c.name.value}_{m.py_name}",
+        receiver="Class" if m.class_method else "id", result_decl=result, result_kind=result_kind,
+        params=tuple(params), ownership=ownership, consumes_self=consumes, error_param=error_param,
+        autoreleases=result_kind != "str" and ((result_kind == "object" and ownership == "+0") or error_param >= 0
+                                               or any(p.kind in ("object", "str") for p in params)),
+        fpret=fpret, fast=fast, same_class=result_kind == "object" and (consumes or m.class_method and _family(
+            m.selector.value, ("alloc", "new"))),
+        location=m.selector.location)
+
+
+# ------------------------------------------------------------------ rendering helpers (filters)
+
+def c_zero(m: BoundMethod) -> str:
+    """What a trampoline returns without sending: `` (R){0}`` (nothing for void)."""
+    return "" if m.result_kind == "void" else f" ({m.result_decl}){{0}}"
+
+
+def c_send(m: BoundMethod) -> str:
+    """The send expression of the flavour macros (ia_objc.h), cast to ``ia_send_<index>_t``."""
+    t = f"ia_send_{m.index}_t"
+    if m.result_kind == "struct":
+        return f"IA_SEND_STRUCT({t}, {m.result_decl}, self, ia_objc_sel[{m.index}])"
+    if m.result_kind == "float":
+        return f"IA_SEND_FP({t}, {1 if m.fpret == 'long double' else 0}, self, ia_objc_sel[{m.index}])"
+    return f"IA_SEND({t}, self, ia_objc_sel[{m.index}])"
+
+
+def c_checked_params(m: BoundMethod) -> str:
+    """The checked trampoline's parameters: the receiver (for a '+' method the index of the class it is sent to,
+    whose Class was looked up once: ``NSString.alloc()`` sends NSObject's ``+alloc`` to NSString) and the
+    arguments."""
+    parts = (["int ia_class"] if m.class_method else ["id self"]) + [f"{p.decl} {p.name}" for p in m.params]
+    return ", ".join(parts) or "void"
+
+
+PY_RESULT = {"object": "Any", "str": "str | None", "bool": "bool", "int": "int", "float": "float",
+             "struct": "Any", "cdata": "Any", "void": "None"}
+
+
+def py_signature(m: BoundMethod) -> str:
+    args = [f"a{i}: {'Any' if p.kind != 'str' else 'str | bytes'}" for i, p in enumerate(m.params)
+            if p.kind != "error"]
+    return ", ".join(["cls" if m.class_method else "self"] + args)
+
+
+def py_returns(m: BoundMethod) -> str:
+    return PY_RESULT[m.result_kind]
+
+
+def py_body(m: BoundMethod) -> list[str]:
+    """The checked wrapper's body: arguments converted, ``_c<index>`` called (the checked trampoline), a refusal
+    (``_failed()``) raised as an Error, the result converted (a handle owning the object's reference)."""
+    i = m.index
+    out: list[str] = []
+    args: list[str] = []
+    values = False
+    for n, p in enumerate(m.params):
+        if p.kind == "object":
+            out.append(f"o{n} = _obj(a{n}, {i}, {n})")
+            args.append(f"o{n}")
+        elif p.kind == "str":
+            out.append(f"s{n} = _cstr(a{n}, {i}, {n})")
+            args.append(f"s{n}")
+        elif p.kind == "error":
+            out.append("err = _new_error()")
+            args.append("err")
+        else:
+            args.append(f"a{n}")
+            values = True
+    receiver = "cls._ci" if m.class_method else "self._id"
+    call = f"_c{i}({', '.join([receiver] + args)})"
+    who = "cls" if m.class_method else "self"
+    if m.result_kind == "str":  # the returned bytes belong to an autoreleased buffer: copied inside a pool
+        out.append("pool = _push()")
+        out.append("try:")
+        out.append(f"    r = {call}")
+        out.append(f"    if r == _NULL and (f := _failed()):")
+        out.append(f"        raise _fail({i}, {who}, f)")
+        out.append("    return _string(r)")
+        out.append("finally:")
+        out.append("    _pop(pool)")
+        return _guard(out, values, i)
+    annotation = {"int": ": int", "float": ": float"}.get(m.result_kind, "")
+    out.append((f"r{annotation} = " if m.result_kind != "void" else "") + call)
+    if m.result_kind in ("int", "float", "bool"):
+        out.append(f"if not r and (f := _failed()):")
+        out.append(f"    raise _fail({i}, {who}, f)")
+        if m.error_param >= 0:
+            out.append("if not r and err[0] != _NULL:")
+            out.append(f"    raise _nserror(err[0], {i})")
+            out.append("if err[0] != _NULL:")
+            out.append("    _release(err[0])")
+        out.append("return bool(r)" if m.result_kind == "bool" else "return r")
+    elif m.result_kind == "object":
+        out.append("if r == _NULL and (f := _failed()):")
+        out.append(f"    raise _fail({i}, {who}, f)")
+        if m.consumes_self:  # init: the receiver's reference went to the result (or was released on failure)
+            out.append("self._id = _NULL")
+        if m.error_param >= 0:
+            out.append("if r == _NULL and err[0] != _NULL:")
+            out.append(f"    raise _nserror(err[0], {i})")
+            out.append("if err[0] != _NULL:")
+            out.append("    _release(err[0])")
+        if m.same_class:  # the result's class may be private (NSString's placeholder): the receiver's is known
+            out.append(f"return None if r == _NULL else _wrap_as(r, {'cls' if m.class_method else 'type(self)'})")
+        else:
+            out.append("return None if r == _NULL else _wrap(r)")
+    elif m.result_kind == "cdata":
+        out.append("if r == _NULL and (f := _failed()):")
+        out.append(f"    raise _fail({i}, {who}, f)")
+        out.append("return r")
+    else:  # struct, void: the result cannot say whether it was refused
+        out.append("f = _failed()")
+        out.append("if f:")
+        out.append(f"    raise _fail({i}, {who}, f)")
+        if m.error_param >= 0:
+            out.append("if err[0] != _NULL:")
+            out.append(f"    raise _nserror(err[0], {i})")
+        if m.result_kind != "void":
+            out.append("return r")
+    return _guard(out, values, i)
+
+
+def _guard(lines: list[str], values: bool, index: int) -> list[str]:
+    """Value arguments are converted by cffi, which raises TypeError/OverflowError: as INVALID_VALUE."""
+    if not values:
+        return lines
+    return ["try:"] + ["    " + x for x in lines] + ["except (TypeError, OverflowError) as exc:",
+                                                      f"    raise _bad_value({index}, exc) from None"]
+
+
+def py_doc(m: BoundMethod) -> str:
+    sig = f"{'+' if m.class_method else '-'}[{m.cls} {m.selector}] -> {m.result_decl}"
+    args = ", ".join(p.decl for p in m.params)
+    notes = []
+    if m.result_kind == "object":
+        notes.append("a handle owning the result (+1 from the method)" if m.ownership == "+1"
+                     else "a handle owning the result (retained: +0 from the method)")
+    if m.consumes_self:
+        notes.append("consumes the receiver's reference (this handle is then closed)")
+    if m.error_param >= 0:
+        notes.append("an NSError output raises ironaccelerator.Error")
+    return f"``{sig}`` ({args or 'no arguments'}){': ' + '; '.join(notes) if notes else ''}."
+
+
+def method_row(m: BoundMethod) -> str:
+    """The method's row in _binding.METHODS (ironaccelerator_runtime.objc.MethodRow)."""
+    kinds = tuple(p.kind for p in m.params)
+    return repr((m.cls, m.selector, m.class_method, m.result_kind, kinds, m.ownership, m.consumes_self,
+                 m.error_param, m.autoreleases, m.fpret))
+
+
+PY_FROM_C = {"unsigned": "PyLong_FromUnsignedLongLong((unsigned long long)r)",
+             "signed": "PyLong_FromLongLong((long long)r)", "bool": "PyBool_FromLong(r != 0)"}
+
+
+def py_from_c(m: BoundMethod) -> str:
+    """The compiled checked method's conversion of its result to a Python object."""
+    return PY_FROM_C[m.fast]

@@ -1,0 +1,228 @@
+"""The objc resolver kind's spec form (generator/spec.py's classes: section and resolver: {kind: objc}) and its
+binding (generator/objc.py): every mistake a located error, misspellings with a suggestion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ironaccelerator_gen.diagnostics import Diagnostic, UserError
+from ironaccelerator_gen.objc import bind_objc
+from ironaccelerator_gen.pipeline import compile_specs, parse_declared
+from ironaccelerator_gen.spec import load_core, load_library, objc_ownership
+
+from conftest import SPECS
+
+FILE = "specs/demo/demo.yaml"
+TEXT = """\
+vendor: demo
+library: demo
+backend: METAL
+frontend: declared
+declarations: |
+  typedef struct objc_object *id;
+  typedef struct objc_selector *SEL;
+  typedef struct objc_class *Class;
+  typedef unsigned long NSUInteger;
+  typedef struct { NSUInteger location, length; } NSRange;
+resolver:
+  kind: objc
+  runtime: {linux: [libobjc.so.4]}
+  frameworks: {linux: [libgnustep-base.so.1.28]}
+  errors:
+    INVALID_VALUE: [NSPOSIXErrorDomain]
+classes:
+  NSObject:
+    methods:
+      "+alloc": {returns: id}
+      "retainCount": {returns: NSUInteger}
+  NSString:
+    base: NSObject
+    methods:
+      "length": {returns: NSUInteger}
+      "rangeOfString:": {returns: NSRange, args: [id]}
+      "initWithBytes:length:": {returns: id, args: [const void *, NSUInteger]}
+"""
+
+
+def edit(text: str, old: str, new: str) -> str:
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def pos(text: str, needle: str, offset: int = 0) -> tuple[int, int]:
+    assert text.count(needle) == 1, needle
+    i = text.index(needle) + offset
+    return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
+
+
+def diagnostics(text: str) -> list[Diagnostic]:
+    """Every problem loading and binding ``text`` (empty when it binds)."""
+    try:
+        spec = load_library(Path("demo.yaml"), FILE, text=text)
+        core = load_core(SPECS / "core.yaml", "specs/core.yaml")
+        bind_objc(spec, core, parse_declared(spec, "pycparser"))
+    except UserError as e:
+        return list(e.diagnostics)
+    return []
+
+
+def the_error(text: str, contains: str) -> Diagnostic:
+    diags = diagnostics(text)
+    found = [d for d in diags if contains in d.message]
+    assert len(found) == 1, f"no one diagnostic with {contains!r}:\n" + "\n".join(map(str, diags))
+    return found[0]
+
+
+def at(d: Diagnostic, line_col: tuple[int, int]) -> None:
+    assert (d.location.file, d.location.line, d.location.col) == (FILE, *line_col), str(d)
+
+
+def test_the_example_binds() -> None:
+    assert diagnostics(TEXT) == []
+    spec = load_library(Path("demo.yaml"), FILE, text=TEXT)
+    lib = bind_objc(spec, load_core(SPECS / "core.yaml", "specs/core.yaml"), parse_declared(spec, "pycparser"))
+    by_name = {m.public: m for m in lib.methods}
+    r = by_name["NSString_rangeOfString_"]
+    assert (r.receiver, r.result_decl, r.result_kind, r.send_type) == ("id", "NSRange", "struct",
+                                                                       "NSRange (*)(id, SEL, id)")
+    a = by_name["NSObject_alloc"]
+    assert a.class_method and a.receiver == "Class" and a.ownership == "+1" and a.send_type == "id (*)(Class, SEL)"
+    init = by_name["NSString_initWithBytes_length_"]
+    assert init.consumes_self and init.ownership == "+1" and [p.decl for p in init.params] == ["const void *",
+                                                                                             "NSUInteger"]
+    assert [c.name for c in lib.classes] == ["NSObject", "NSString"]
+
+
+def test_misspelled_method_key_suggests() -> None:
+    text = edit(TEXT, '"length": {returns: NSUInteger}', '"length": {retuns: NSUInteger}')
+    d = the_error(text, "unknown key 'retuns'")
+    assert "did you mean 'returns'" in d.message
+    at(d, pos(text, "retuns"))
+
+
+def test_misspelled_type_suggests() -> None:
+    text = edit(TEXT, '"retainCount": {returns: NSUInteger}', '"retainCount": {returns: NSUInterger}')
+    d = the_error(text, "NSUInterger")
+    assert "the declarations do not declare" in d.message and "did you mean 'NSUInteger'" in d.message
+    at(d, pos(text, "NSUInterger"))
+
+
+def test_misspelled_argument_type_suggests() -> None:
+    text = edit(TEXT, "args: [const void *, NSUInteger]", "args: [const void *, NSUinteger]")
+    d = the_error(text, "NSUinteger")
+    assert "did you mean 'NSUInteger'" in d.message
+    at(d, pos(text, "NSUinteger"))
+
+
+@pytest.mark.parametrize("selector", ["length:foo", "range Of:", "+-length", "a::b", "9lives"])
+def test_bad_selector_syntax(selector: str) -> None:
+    text = edit(TEXT, '"length": {', f'"{selector}": {{')
+    d = the_error(text, "is not valid: expected a selector")
+    at(d, pos(text, f'"{selector}"'))
+
+
+def test_argument_count_must_match_the_colons() -> None:
+    text = edit(TEXT, '"rangeOfString:": {returns: NSRange, args: [id]}', '"rangeOfString:": {returns: NSRange}')
+    d = the_error(text, "takes 1 argument")
+    assert d.message == "selector 'rangeOfString:' takes 1 argument (one per ':'); args lists 0"
+    text = edit(TEXT, "args: [const void *, NSUInteger]", "args: [const void *]")
+    assert "takes 2 arguments" in the_error(text, "takes 2").message
+
+
+def test_python_name_collisions_are_refused() -> None:
+    text = edit(TEXT, '"+alloc": {returns: id}', '"+retainCount": {returns: NSUInteger}')
+    d = the_error(text, "would be bound as 'retainCount'")
+    assert "share the Python class's namespace" in d.message
+    text = edit(TEXT, '"length": {returns: NSUInteger}', '"close": {}')
+    d = the_error(text, "would be bound as 'close'")
+    assert "every Objective-C handle already has" in d.message
+
+
+def test_unchecked_name_collisions_are_refused() -> None:
+    # class A's method B_c and class A_B's method c would both be the unchecked function A_B_c
+    text = TEXT + '  A:\n    methods:\n      "B_c": {}\n  A_B:\n    methods:\n      "c": {}\n'
+    d = the_error(text, "would be the unchecked function 'A_B_c'")
+    at(d, pos(text, '"c": {}'))
+
+
+def test_ownership_values() -> None:
+    text = edit(TEXT, '"+alloc": {returns: id}', '"+alloc": {returns: id, ownership: "+2"}')
+    d = the_error(text, "ownership '+2' is not valid")
+    at(d, pos(text, '"+2"'))
+    text = edit(TEXT, '"length": {returns: NSUInteger}', '"length": {returns: NSUInteger, ownership: "+1"}')
+    assert "goes with methods returning an object" in the_error(text, "ownership goes with").message
+
+
+def test_unknown_base_suggests_and_cycles_are_refused() -> None:
+    text = edit(TEXT, "base: NSObject", "base: NSObjet")
+    d = the_error(text, "base class 'NSObjet'")
+    assert "did you mean 'NSObject'" in d.message
+    at(d, pos(text, "NSObjet"))
+    text = edit(TEXT, "  NSObject:\n    methods:", "  NSObject:\n    base: NSString\n    methods:")
+    assert "form a cycle" in the_error(text, "bases form a cycle (NSObject").message
+
+
+def test_resolver_needs_its_libraries_and_refuses_c_keys() -> None:
+    text = edit(TEXT, "  frameworks: {linux: [libgnustep-base.so.1.28]}\n", "")
+    assert the_error(text, "needs 'frameworks'").message == "resolver kind objc needs 'frameworks'"
+    text = TEXT + "loader:\n  linux: [libfoo.so]\n"
+    assert "does not go with resolver kind objc" in the_error(text, "loader: 'linux'").message
+    text = TEXT + "functions:\n  foo: {}\n"
+    assert "'functions' does not go with resolver kind objc" in the_error(text, "'functions'").message
+    text = TEXT + "loader:\n  sdk_env: [GNUSTEP_ROOT]\n  sdk_dirs: [lib]\n"
+    assert diagnostics(text) == []  # where to search is fine
+
+
+def test_classes_need_the_objc_resolver() -> None:
+    text = edit(TEXT, "  kind: objc\n", "  kind: dlsym\n")
+    assert any("classes: go with resolver: {kind: objc}" in d.message for d in diagnostics(text))
+
+
+def test_error_kinds_are_checked() -> None:
+    text = edit(TEXT, "INVALID_VALUE: [NSPOSIXErrorDomain]", "INVALID_VALU: [NSPOSIXErrorDomain]")
+    d = the_error(text, "'INVALID_VALU' is not an ErrorKind")
+    assert "did you mean 'INVALID_VALUE'" in d.message
+    text = edit(TEXT, "[NSPOSIXErrorDomain]", '["NSPOSIXErrorDomain:x"]')
+    assert "expected a domain or domain:code" in the_error(text, "NSError domain").message
+
+
+def test_declarations_must_give_id_sel_and_class() -> None:
+    text = edit(TEXT, "  typedef struct objc_selector *SEL;\n", "")
+    assert "must declare 'SEL'" in the_error(text, "must declare 'SEL'").message
+
+
+def test_error_out_parameter() -> None:
+    text = edit(TEXT, '"length": {returns: NSUInteger}', '"writeTo:error:": {returns: BOOL, args: [id, NSError **]}')
+    text = edit(text, "  typedef unsigned long NSUInteger;\n", "  typedef unsigned long NSUInteger;\n"
+                "  typedef unsigned char BOOL;\n")
+    spec = load_library(Path("demo.yaml"), FILE, text=text)
+    lib = bind_objc(spec, load_core(SPECS / "core.yaml", "specs/core.yaml"), parse_declared(spec, "pycparser"))
+    m = next(m for m in lib.methods if m.selector == "writeTo:error:")
+    assert m.error_param == 1 and m.params[1].decl == "id *" and m.autoreleases and m.result_kind == "bool"
+    text = edit(TEXT, '"length": {returns: NSUInteger}', '"bad": {returns: NSError **}')
+    assert "is an argument type" in the_error(text, "NSError **").message
+
+
+@pytest.mark.parametrize("selector, returns, expected", [
+    ("alloc", "id", "+1"), ("allocWithZone:", "id", "+1"), ("new", "id", "+1"), ("newBufferWithLength:", "id", "+1"),
+    ("copy", "id", "+1"), ("copyWithZone:", "id", "+1"), ("mutableCopy", "id", "+1"), ("initWithBytes:", "id", "+1"),
+    ("newline", "id", "+0"), ("copyright", "id", "+0"), ("allocated", "id", "+0"), ("description", "id", "+0"),
+    ("newValue", "NSUInteger", "+0"), ("copy", "const char *", "+0"), ("stringWithUTF8String:", "id", "+0"),
+])
+def test_ownership_rule(selector: str, returns: str, expected: str) -> None:
+    assert objc_ownership(selector, returns) == expected
+
+
+def test_the_foundation_spec_generates(tmp_path: Path) -> None:
+    d = tmp_path / "specs"
+    (d / "foundation").mkdir(parents=True)
+    (d / "core.yaml").write_text((SPECS / "core.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (d / "foundation" / "foundation.yaml").write_text(
+        (SPECS / "foundation" / "foundation.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    result = compile_specs(d)
+    names = set(result.files)
+    base = "ironaccelerator/backends/foundation/foundation/"
+    assert {base + f for f in ("__init__.py", "_binding.py", "trampolines.c", "unchecked.py")} <= names
+    assert [lib.module for lib in result.objc] == ["ironaccelerator.backends.foundation.foundation"]
