@@ -251,6 +251,9 @@ def check_use_library_after_load() -> None:
     e = error(lambda: q.use_library(saver))
     assert e.kind is ErrorKind.INVALID_VALUE and "already loaded from" in str(e) and loaded in str(e), e
     q.use_library(loaded)  # the file already bound: nothing to change
+    q.use_library(Path(loaded))  # ... also as an os.PathLike
+    e = error(lambda: q.use_library(Path(saver)))
+    assert e.kind is ErrorKind.INVALID_VALUE and "already loaded from" in str(e), e
     for bad in ((), ("",), (3,), (None,), (b"libQnnHtp.so",)):
         e = error(lambda: q.use_library(*bad))
         assert e.kind is ErrorKind.INVALID_VALUE and "use_library" in str(e), (bad, e)

@@ -328,12 +328,15 @@ class Binding:
             return list(self.chosen)
         return library_candidates(*self.loader)
 
-    def use_library(self, *paths: str) -> None:
-        """Load this library from ``paths`` (files or names for the system loader, tried in order) instead of
-        the spec's search: another build of the same API (ex: QNN's libQnnSaver.so for libQnnHtp.so, which
-        share one function table).  Only before the library is opened: one library file per process."""
+    def use_library(self, *paths: str | os.PathLike[str]) -> None:
+        """Load this library from ``paths`` (files or names for the system loader, tried in order; str or
+        ``os.PathLike``) instead of the spec's search: another build of the same API (ex: QNN's libQnnSaver.so
+        for libQnnHtp.so, which share one function table).  Only before the library is opened: one library
+        file per process."""
+        given = paths
+        paths = tuple(os.fspath(p) if isinstance(p, os.PathLike) else p for p in paths)
         if not paths or not all(isinstance(p, str) and p for p in paths):
-            raise Error(ErrorKind.INVALID_VALUE, f"use_library: give one or more library paths, not {paths!r}",
+            raise Error(ErrorKind.INVALID_VALUE, f"use_library: give one or more library paths, not {given!r}",
                         backend=self.backend)
         if self.path is not None and self.path not in paths:
             raise Error(ErrorKind.INVALID_VALUE, f"use_library: the {self.backend} {self.library} library is "

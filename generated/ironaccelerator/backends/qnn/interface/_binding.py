@@ -82,7 +82,7 @@ FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ('QnnTensor_updateGraphTensors', 'QnnTensor_updateGraphTensors', None, None),
 )
 
-# Qnn_ErrorHandle_t value -> (name, kind), from specs/qnn/interface.yaml
+# Qnn_ErrorHandle_t value & 0xffff -> (name, kind), from specs/qnn/interface.yaml
 ERRORS: dict[int, tuple[str, ErrorKind]] = {
     1000: ('QNN_COMMON_ERROR_NOT_SUPPORTED', ErrorKind.UNSUPPORTED),
     1002: ('QNN_COMMON_ERROR_MEM_ALLOC', ErrorKind.OUT_OF_MEMORY),

@@ -11,7 +11,7 @@ FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ('QnnSaver_initialize', 'QnnSaver_initialize', None, None),
 )
 
-# Qnn_ErrorHandle_t value -> (name, kind), from specs/qnn/saver.yaml
+# Qnn_ErrorHandle_t value & 0xffff -> (name, kind), from specs/qnn/saver.yaml
 ERRORS: dict[int, tuple[str, ErrorKind]] = {
     1000: ('QNN_COMMON_ERROR_NOT_SUPPORTED', ErrorKind.UNSUPPORTED),
     1004: ('QNN_COMMON_ERROR_INVALID_ARGUMENT', ErrorKind.INVALID_VALUE),

@@ -19,7 +19,7 @@ FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ('QnnSystemTensor_getMemoryFootprint', 'QnnSystemTensor_getMemoryFootprint', None, None),
 )
 
-# Qnn_ErrorHandle_t value -> (name, kind), from specs/qnn/system.yaml
+# Qnn_ErrorHandle_t value & 0xffff -> (name, kind), from specs/qnn/system.yaml
 ERRORS: dict[int, tuple[str, ErrorKind]] = {
     1000: ('QNN_SYSTEM_COMMON_ERROR_UNSUPPORTED_FEATURE', ErrorKind.UNSUPPORTED),
     1002: ('QNN_SYSTEM_COMMON_ERROR_MEM_ALLOC', ErrorKind.OUT_OF_MEMORY),

@@ -14,7 +14,7 @@ FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ('smGetVersion', 'smGetVersion', None, None),
 )
 
-# SmStatus value -> (name, kind), from specs/status_mask.yaml
+# SmStatus value & 0xffff -> (name, kind), from specs/status_mask.yaml
 ERRORS: dict[int, tuple[str, ErrorKind]] = {
     1000: ('SM_ERROR_UNSUPPORTED', ErrorKind.UNSUPPORTED),
     1002: ('SM_ERROR_MEM_ALLOC', ErrorKind.OUT_OF_MEMORY),
