@@ -333,16 +333,16 @@ class Binding:
         ``os.PathLike``) instead of the spec's search: another build of the same API (ex: QNN's libQnnSaver.so
         for libQnnHtp.so, which share one function table).  Only before the library is opened: one library
         file per process."""
-        given = paths
-        paths = tuple(os.fspath(p) if isinstance(p, os.PathLike) else p for p in paths)
-        if not paths or not all(isinstance(p, str) and p for p in paths):
-            raise Error(ErrorKind.INVALID_VALUE, f"use_library: give one or more library paths, not {given!r}",
+        files = [os.fspath(p) if isinstance(p, os.PathLike) else p for p in paths]
+        chosen = tuple(f for f in files if isinstance(f, str) and f)
+        if not files or len(chosen) != len(files):
+            raise Error(ErrorKind.INVALID_VALUE, f"use_library: give one or more library paths, not {paths!r}",
                         backend=self.backend)
-        if self.path is not None and self.path not in paths:
+        if self.path is not None and self.path not in chosen:
             raise Error(ErrorKind.INVALID_VALUE, f"use_library: the {self.backend} {self.library} library is "
                         f"already loaded from {self.path}; a process binds one file (choose before the first "
                         "call)", backend=self.backend)
-        self.chosen = tuple(paths)
+        self.chosen = chosen
         if self.mode == ABI:
             self.lib._failed = False  # a failed search before this choice is not this choice's failure
 
