@@ -36,6 +36,7 @@ import os
 import threading
 import time
 import weakref
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -877,13 +878,10 @@ class QnnStream(Stream):
             self._notify = api.ffi.callback("Qnn_NotifyFn_t", self._done)
         with self._cond:
             self._pending += 1
-        if backend.async_execute is None:  # the first try is a probe: its refusal is logged at DEBUG
-            with qnn_log.probing("for QnnGraph_executeAsync"):
-                code = api.raw.QnnGraph_executeAsync(kernel.handle, kernel._ins, kernel._nin, kernel._outs,
-                                                     kernel._nout, api.null, api.null, self._notify, api.null)
-        else:
-            code = api.raw.QnnGraph_executeAsync(kernel.handle, kernel._ins, kernel._nin, kernel._outs,
-                                                 kernel._nout, api.null, api.null, self._notify, api.null)
+        # the first try is a probe: its refusal is logged at DEBUG
+        with qnn_log.probing("for QnnGraph_executeAsync") if backend.async_execute is None else nullcontext():
+            code = api.raw.QnnGraph_executeAsync(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
+                                                 api.null, api.null, self._notify, api.null)
         if code:
             with self._cond:
                 self._pending -= 1
