@@ -10,7 +10,7 @@ from pathlib import Path
 from . import sdk as sdks
 from .bind import BoundLibrary, bind
 from .diagnostics import Collector, Diagnostic, UserError, suggest
-from .frontend import FRONTENDS, ParseRequest, parse
+from .frontend import FRONTENDS, ParseRequest, metalcpp, parse
 from .ir import Header, Location
 from .output import diff, existing_files, write
 from .objc import ObjcLibrary, bind_objc
@@ -101,6 +101,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         raise UserError(problems)
     libraries: list[BoundLibrary] = []
     objc_libraries: list[ObjcLibrary] = []
+    models: dict[Path, metalcpp.MetalCpp] = {}  # metal-cpp, parsed once per copy
     skipped: list[str] = []
     keep: list[str] = []
     inputs: list[Path] = [spec_dir / "core.yaml", *spec_paths(spec_dir)]
@@ -116,10 +117,29 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             continue
         parser = frontend or (spec.frontend if spec.frontend in FRONTENDS else None) or "clang"
         if spec.declarations is not None:
+            sdk_version = None
+            if spec.objc is not None and spec.objc.prototypes is not None:  # prototypes: metal-cpp
+                given = (sdk_overrides or {}).get("metal-cpp")  # --sdk metal-cpp=PATH: that copy or none
+                root = metalcpp.find_root() if given is None else \
+                    Path(given) if (Path(given) / "Metal" / "Metal.hpp").is_file() else None
+                if root is None:
+                    skipped.append(f"{name}: no metal-cpp headers found (`make metal-cpp`, ${metalcpp.ENV_ROOT} or "
+                                   "--sdk metal-cpp=PATH): its selectors' prototypes come from them")
+                    keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
+                    continue
+                try:
+                    if root not in models:
+                        models[root] = metalcpp.parse(root)
+                        inputs += sorted(root.rglob("*.hpp"))
+                    spec = metalcpp.fill_spec(spec, models[root])
+                except UserError as e:
+                    problems += e.diagnostics
+                    continue
+                sdk_version = f"metal-cpp {models[root].version}"
             try:
                 header = parse_declared(spec, parser)
                 if spec.objc is not None:
-                    objc_libraries.append(bind_objc(spec, core, header))
+                    objc_libraries.append(bind_objc(spec, core, header, sdk_version))
                 else:
                     libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else "declared"))
             except UserError as e:
@@ -163,7 +183,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         if f"ironaccelerator/backends/{b.vendor}/_backend.py" not in files:
             keep.append(f"ironaccelerator/backends/{b.vendor}/_backend.py")
     return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs, keep=tuple(keep),
-                  backends=backends, sdk_env=sorted({e for d in descs.values() for e in d.env}), objc=objc_libraries)
+                  backends=backends, sdk_env=sorted({e for d in descs.values() for e in d.env} | ({metalcpp.ENV_ROOT} if models else set())), objc=objc_libraries)
 
 
 # --------------------------------------------------------------------- writing: see output.py

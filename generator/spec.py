@@ -135,6 +135,9 @@ class MethodSpec:
     args: tuple[Name, ...] = ()  # ex) (const void *, NSUInteger); NSError ** is the error out-parameter
     ownership: str | None = None  # +1 | +0: overrides the naming rule (alloc/new/copy/mutableCopy/init: +1)
     py_name: str  # ex) rangeOfString_ (':' -> '_'; a Python keyword gets a trailing '_')
+    # False: listed by selector only (``methods: [length, ...]``); returns/args are placeholders until the
+    # resolver's ``prototypes:`` source (metal-cpp) fills them in (generator/pipeline.py, fill_prototypes)
+    declared: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,11 +160,13 @@ class ObjcSpec:
     classes: tuple[ClassSpec, ...]
     error_kinds: tuple[tuple[str, int | None, Name], ...] = ()  # (NSError domain, code or None: any, ErrorKind)
     error_default: str = "UNKNOWN"  # the kind of an NSError no entry names
+    prototypes: Name | None = None  # metal-cpp: where the selector-only methods' prototypes come from
 
 
 # Objective-C selectors: a unary one (length) or keywords each ending in ':' (initWithBytes:length:encoding:)
 SELECTOR = re.compile(r"[+-]?([A-Za-z_][A-Za-z0-9_]*|([A-Za-z_][A-Za-z0-9_]*)?:(([A-Za-z_][A-Za-z0-9_]*)?:)*)\Z")
 OWNERSHIPS = ("+1", "+0")
+PROTOTYPE_SOURCES = ("metal-cpp",)  # resolver objc's prototypes: (generator/frontend/metalcpp.py)
 # names the run-time Object class gives every handle: a selector may not be bound under them
 OBJC_RESERVED = ("close", "handle", "retained")
 
@@ -186,7 +191,7 @@ RESOLVER_KINDS_TO_COME: dict[str, str] = {}
 RESOLVER_KEYS = {"dlsym": (), "proc_address": ("function", "default_flag", "per_thread_flag"),
                  "table": ("provider", "interface", "table", "version", "require", "match", "prefix", "entries",
                            "since"),
-                 "objc": ("runtime", "frameworks", "errors")}
+                 "objc": ("runtime", "frameworks", "errors", "prototypes")}
 RESOLVER_REQUIRED = {"proc_address": ("function", "default_flag"), "objc": ("runtime", "frameworks"),
                      "table": ("provider", "interface", "table", "version", "require")}
 MEMBER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
@@ -883,6 +888,15 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) 
                 ": expected a domain or domain:code, ex. NSPOSIXErrorDomain:2")):
             domain, _, code = entry.value.partition(":")
             error_kinds.append((domain, int(code) if code else None, kind))
+    prototypes = None
+    if "prototypes" in rm:
+        prototypes = r.string(rm["prototypes"], "prototypes", re.compile(r"[A-Za-z0-9_.-]+\Z"))
+        if prototypes is not None and prototypes.value not in PROTOTYPE_SOURCES:
+            r.errors.error(prototypes.location, f"prototypes: '{prototypes}' is not a source of prototypes"
+                           f"{suggest(prototypes.value, PROTOTYPE_SOURCES)}; expected one of: "
+                           f"{', '.join(PROTOTYPE_SOURCES)}")
+            prototypes = None
+    undeclared: list[Name] = []
     classes: list[ClassSpec] = []
     for cname, cnode in r.keyed(classes_node, "class"):
         cm = r.mapping(cnode, ("base", "methods"), ("methods",), f"class {cname}") or {}
@@ -890,29 +904,48 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) 
         methods: list[MethodSpec] = []
         names: dict[str, Name] = {}
         mnode = cm.get("methods")
-        if mnode is not None and not isinstance(mnode, yaml.MappingNode):
-            r.errors.error(r.loc(mnode), f"methods of {cname} must be a mapping of selectors, got {_kind(mnode)}")
-            mnode = None
-        for knode, vnode in mnode.value if mnode is not None else ():
+        items: list[tuple[yaml.Node, yaml.Node | None]] = []  # (selector, its mapping; None: selector only)
+        if isinstance(mnode, yaml.MappingNode):
+            items = list(mnode.value)
+        elif isinstance(mnode, yaml.SequenceNode):  # the selector-only form: prototypes from the resolver's source
+            for it in mnode.value:
+                if isinstance(it, yaml.MappingNode) and len(it.value) == 1:
+                    items.append(it.value[0])
+                elif isinstance(it, yaml.MappingNode):
+                    r.errors.error(r.loc(it), f"a method of {cname}'s list is a selector or a one-key mapping "
+                                   f"(ex: {{newCommandQueue: {{ownership: '+1'}}}}), got {len(it.value)} keys")
+                else:
+                    items.append((it, None))
+        elif mnode is not None:
+            r.errors.error(r.loc(mnode), f"methods of {cname} must be a mapping of selectors (or a list of them, "
+                           f"with the resolver's prototypes:), got {_kind(mnode)}")
+        for knode, vnode in items:
             key = r.string(knode, "selector", SELECTOR, ": expected a selector such as 'length', "
                            "'rangeOfString:' or 'initWithBytes:length:encoding:', with '+' before a class method")
             if key is None:
                 continue
             class_method = key.value.startswith("+")
             selector = Name(value=key.value.lstrip("+-"), location=key.location)
-            vm = r.mapping(vnode, ("returns", "args", "ownership"), (), f"method {key.value} of {cname}")
+            if vnode is None:
+                vm: dict[str, yaml.Node] | None = {}
+            else:
+                vm = r.mapping(vnode, ("returns", "args", "ownership"), (), f"method {key.value} of {cname}")
             if vm is None:
                 if isinstance(vnode, yaml.ScalarNode) and vnode.tag == "tag:yaml.org,2002:null":
                     vm = {}
                 else:
                     continue
+            # in the list form, a method without returns/args takes its prototype from the resolver's prototypes:
+            declared = not isinstance(mnode, yaml.SequenceNode) or "returns" in vm or "args" in vm
+            if not declared:
+                undeclared.append(key)
             returns = r.string(vm.get("returns"), "return type", C_TYPE, C_TYPE_HINT) if "returns" in vm else \
-                Name(value="void", location=key.location)
+                Name(value="void" if declared else "id", location=key.location)
             args = r.seq(vm.get("args"), "argument types", lambda n: r.string(n, "argument type", C_TYPE, C_TYPE_HINT))
             want = selector.value.count(":")
             if "args" in vm and not isinstance(vm["args"], yaml.SequenceNode):
                 pass  # (reported by seq)
-            elif len(args) != want:
+            elif declared and len(args) != want:
                 r.errors.error(r.loc(vm["args"]) if "args" in vm else key.location,
                                f"selector '{selector}' takes {want} argument{'s' if want != 1 else ''} (one per ':'); "
                                f"args lists {len(args)}")
@@ -923,7 +956,8 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) 
                     r.errors.error(r.loc(vm["ownership"]), f"ownership {ownership!r} is not valid; expected "
                                    "'+1' (the caller owns the result) or '+0'")
                     ownership = None
-                elif ownership is not None and returns is not None and returns.value.replace(" ", "") != "id":
+                elif ownership is not None and declared and returns is not None and \
+                        returns.value.replace(" ", "") != "id":
                     r.errors.error(r.loc(vm["ownership"]), f"ownership goes with methods returning an object (id), "
                                    f"not {returns}")
                     ownership = None
@@ -942,7 +976,7 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) 
             if returns is None:
                 continue
             methods.append(MethodSpec(selector=selector, class_method=class_method, returns=returns,
-                                      args=tuple(args), ownership=ownership, py_name=py))
+                                      args=tuple(args), ownership=ownership, py_name=py, declared=declared))
         classes.append(ClassSpec(name=cname, base=base, methods=tuple(methods)))
     known = [c.name.value for c in classes]
     for c in classes:
@@ -958,7 +992,13 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) 
             r.errors.error(c.name.location, f"class {c.name}'s bases form a cycle ({' -> '.join([c.name.value] + seen)})")
     if classes_node is not None and not classes:
         r.errors.error(r.loc(classes_node), "classes: must declare at least one class")
-    return ObjcSpec(runtime=runtime, frameworks=frameworks, classes=tuple(classes), error_kinds=tuple(error_kinds))
+    if undeclared and prototypes is None and "prototypes" not in rm:
+        first = undeclared[0]
+        r.errors.error(first.location, f"selector '{first}' has no prototype: give it returns:/args:, or name where "
+                       "the listed selectors' prototypes come from with the resolver's 'prototypes: metal-cpp' "
+                       f"({len(undeclared)} selector{'s' if len(undeclared) != 1 else ''} listed without one)")
+    return ObjcSpec(runtime=runtime, frameworks=frameworks, classes=tuple(classes), error_kinds=tuple(error_kinds),
+                    prototypes=prototypes)
 
 
 # a C type as the classes: section spells it: words, '*' and 'const' (typedef names come from the declarations)
@@ -1239,7 +1279,8 @@ def check_library_set(specs: list[LibrarySpec], sdk_overrides: Mapping[str, str]
                                   f"declares{suggest(kind, known)}; known: {', '.join(known) or 'none'}; declare how "
                                   f"it is found (sdk: {{kind: {kind}, marker: <header>, ...}}) or give its headers "
                                   f"with --sdk {kind}=PATH"))
-    used = {sp.sdk.value for sp in specs if sp.declarations is None}
+    used = {sp.sdk.value for sp in specs if sp.declarations is None} | \
+        {sp.objc.prototypes.value for sp in specs if sp.objc is not None and sp.objc.prototypes is not None}
     where = Location(file="--sdk", line=1, col=1)
     for kind, path in sdk_overrides.items():
         if kind not in used:

@@ -28,17 +28,21 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..diagnostics import Collector, Diagnostic, UserError, suggest
 from ..ir import Location
 from . import gcc_include_dir
 
+if TYPE_CHECKING:
+    from ..spec import LibrarySpec
+
 __all__ = [
     "METAL_CPP_VERSION", "METAL_CPP_DIST", "DEFAULT_ROOT", "SHIMS", "Method", "ObjCClass", "CFunction", "MetalCpp",
     "Request", "find_root", "parse", "ownership", "render_classes", "requests_from_yaml", "c_type_names",
+    "fill_spec",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -640,22 +644,9 @@ def render_classes(model: MetalCpp, requests: Iterable[Request],
     out: dict[str, dict[str, Any]] = {}
     for req in requests:
         key = req.key[1:] if req.key.startswith("-") else req.key
-        if req.cls not in model.classes:
-            errors.error(req.location, f"metal-cpp has no class '{req.cls}'{suggest(req.cls, model.classes)}")
-            continue
         m = model.lookup(req.cls, key)
         if m is None:
-            keys = model.keys(req.cls)
-            hint = suggest(key, keys)
-            other = ("+" + key) if not key.startswith("+") else key[1:]
-            if not hint and other in keys:
-                hint = f" (did you mean '{other}'?: it is {'a class' if other.startswith('+') else 'an instance'}" \
-                       " method)"
-            if not hint and key.lstrip("+") not in model.selectors.values():
-                hint = suggest(key.lstrip("+"), model.selectors.values())
-                hint = hint.replace("did you mean", "no such selector in metal-cpp; did you mean") if hint else \
-                    " (no such selector in metal-cpp)"
-            errors.error(req.location, f"{req.cls} has no method '{key}' in metal-cpp {model.version}{hint}")
+            errors.error(req.location, _not_found(model, req.cls, key))
             continue
         cls = out.setdefault(req.cls, {"base": (bases or {}).get(req.cls) or model.classes[req.cls].base or
                                        "NSObject", "methods": {}})
@@ -668,6 +659,62 @@ def render_classes(model: MetalCpp, requests: Iterable[Request],
         cls["methods"][m.key] = entry
     errors.check()
     return {k: {"base": v["base"], "methods": dict(sorted(v["methods"].items()))} for k, v in sorted(out.items())}
+
+
+def _not_found(model: MetalCpp, cls: str, key: str) -> str:
+    """Why ``key`` (+sel / sel) of ``cls`` is not in metal-cpp, with the closest class, method or selector."""
+    if cls not in model.classes:
+        return f"metal-cpp has no class '{cls}'{suggest(cls, model.classes)}"
+    keys = model.keys(cls)
+    hint = suggest(key, keys)
+    other = ("+" + key) if not key.startswith("+") else key[1:]
+    if not hint and other in keys:
+        hint = f" (did you mean '{other}'?: it is {'a class' if other.startswith('+') else 'an instance'} method)"
+    if not hint and key.lstrip("+") not in model.selectors.values():
+        hint = suggest(key.lstrip("+"), model.selectors.values())
+        hint = hint.replace("did you mean", "no such selector in metal-cpp; did you mean") if hint else \
+            " (no such selector in metal-cpp)"
+    return f"{cls} has no method '{key}' in metal-cpp {model.version}{hint}"
+
+
+def _spelled(t: str) -> str:
+    return " ".join(t.replace("*", " * ").split()).replace("* *", "**")
+
+
+def fill_spec(spec: LibrarySpec, model: MetalCpp) -> LibrarySpec:
+    """``spec`` (resolver objc, ``prototypes: metal-cpp``) with the prototype of every selector it lists without
+    one read from metal-cpp, located at the selector in the spec.  A class or selector metal-cpp lacks is a located
+    error with the closest name; a method the spec declares itself (returns:/args:) that metal-cpp also declares
+    must agree with it, else a located error shows both.  Every problem of the spec is reported at once."""
+    from ..spec import Name
+
+    assert spec.objc is not None
+    errors = Collector()
+    classes = []
+    for c in spec.objc.classes:
+        methods = []
+        for m in c.methods:
+            key = ("+" if m.class_method else "") + m.selector.value
+            found = model.lookup(c.name.value, key)
+            at = m.selector.location
+            if not m.declared:
+                if found is None:
+                    errors.error(at, _not_found(model, c.name.value, key))
+                    continue
+                m = replace(m, returns=Name(value=found.returns, location=at), declared=True,
+                            args=tuple(Name(value=a, location=at) for a in found.args))
+            elif found is not None:
+                mine = [_spelled(t.value) for t in (m.returns, *m.args)]
+                theirs = [_spelled(t) for t in (found.returns, *found.args)]
+                if mine != theirs:
+                    errors.error(at, f"{c.name} '{key}' is declared here as {mine[0]} ({', '.join(mine[1:])}) but "
+                                 f"metal-cpp {model.version} declares {theirs[0]} ({', '.join(theirs[1:])}) "
+                                 f"({found.location.file}:{found.location.line}): list the selector alone to take "
+                                 "metal-cpp's prototype, or fix the spec's")
+            methods.append(m)
+        classes.append(replace(c, methods=tuple(methods)))
+    errors.check()
+    return replace(spec, objc=replace(spec.objc, classes=tuple(classes)))
 
 
 def requests_from_yaml(path: str, text: str) -> list[Request]:
