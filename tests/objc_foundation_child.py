@@ -6,6 +6,8 @@ ending pytest.  Prints one JSON object: check name -> "ok" or the traceback."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import traceback
 from typing import Any, Callable
@@ -14,7 +16,7 @@ import copy
 import pickle
 
 from ironaccelerator import Error, ErrorKind
-from ironaccelerator_runtime.objc import NSErrorError
+from ironaccelerator_runtime.objc import NSErrorError, ObjCExceptionError
 from ironaccelerator.backends.foundation import foundation as F
 
 CHECKS: dict[str, Callable[[], None]] = {}
@@ -223,6 +225,33 @@ def compiled_methods() -> None:
         pass
     else:
         raise AssertionError("a non-handle was accepted")
+
+
+@check
+def exceptions_become_errors() -> None:
+    """An Objective-C exception inside a checked call: API mode catches it (ia_objc.h) and raises an Error with the
+    exception's name and reason, 1,000 times over, leaving the objects usable; ABI mode cannot catch it (no C frame
+    to catch in), and the process ends with the runtime's message, as documented: checked in a child."""
+    if F.BINDING_MODE == "abi":
+        code = ("from ironaccelerator.backends.foundation import foundation as F\n"
+                "F.NSMutableArray.array().objectAtIndex_(5)\nprint('not ended')")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=120)
+        assert r.returncode != 0 and "not ended" not in r.stdout and "NSRangeException" in r.stderr, r
+        return
+    arr = F.NSMutableArray.array()
+    arr.addObject_(s("one"))
+    text = s("ab")
+    for i in range(1000):
+        e = error(lambda: arr.objectAtIndex_(5 + i))
+        assert isinstance(e, ObjCExceptionError) and e.kind == ErrorKind.INVALID_VALUE, e
+        assert e.name == "NSRangeException" and str(5 + i) in e.reason, (e.name, e.reason)
+        assert "-[NSMutableArray objectAtIndex:] raised NSRangeException" in str(e), e
+        with F.autorelease_pool():  # a method of numbers only runs without a pool: the exception is the caller's
+            e = error(lambda: text.characterAtIndex_(7))
+        assert isinstance(e, ObjCExceptionError) and e.name == "NSRangeException", e
+    assert isinstance(e, ObjCExceptionError) and pickle.loads(pickle.dumps(e)).reason == e.reason
+    assert arr.count() == 1 and text.length() == 2 and F.retain_count(arr) == 1  # usable, nothing over-retained
+    assert arr.objectAtIndex_(0).UTF8String() == "one"
 
 
 @check

@@ -31,6 +31,10 @@ from .loader import library_candidates
 
 # ia_objc.h's refusals (ia_objc_failed())
 NIL, SELECTOR, OPEN, CLASS = 1, 2, 3, 4
+EXCEPTION = 8  # the method raised an Objective-C exception, caught (API mode): ia_objc_caught() returns it
+# the kind of a caught exception by its name (any other: UNKNOWN)
+EXCEPTION_KINDS = {"NSInvalidArgumentException": ErrorKind.INVALID_VALUE, "NSRangeException": ErrorKind.INVALID_VALUE,
+                   "NSMallocException": ErrorKind.OUT_OF_MEMORY}
 API = "api"
 ABI = "abi"
 
@@ -58,6 +62,26 @@ def _rebuild_nserror(kind: ErrorKind, message: str, domain: str, desc: str, code
                      backend: str | None) -> NSErrorError:
     return NSErrorError(kind, message, domain=domain, localized_description=desc, code=code, function=function,
                         backend=backend)
+
+
+class ObjCExceptionError(Error):
+    """An Objective-C exception raised inside a checked call (API mode; ia_objc.h catches it where the process
+    would have ended): an :class:`Error` with the exception's ``.name`` and ``.reason``; ``.kind`` INVALID_VALUE for
+    NSInvalidArgumentException and NSRangeException, OUT_OF_MEMORY for NSMallocException, else UNKNOWN."""
+
+    def __init__(self, kind: ErrorKind, message: str, *, name: str, reason: str, function: str | None = None,
+                 backend: str | None = None) -> None:
+        super().__init__(kind, message, function=function, backend=backend)
+        self.name = name
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_exception, (self.kind, str(self), self.name, self.reason, self.function, self.backend))
+
+
+def _rebuild_exception(kind: ErrorKind, message: str, name: str, reason: str, function: str | None,
+                       backend: str | None) -> ObjCExceptionError:
+    return ObjCExceptionError(kind, message, name=name, reason=reason, function=function, backend=backend)
 
 
 class Object:
@@ -349,6 +373,8 @@ class ObjcBinding:
         if why == NIL:
             return Error(ErrorKind.INVALID_HANDLE, f"{name}: the receiver is nil (a closed handle?)", function=name,
                          backend=self.backend)
+        if why == EXCEPTION:
+            return self.exception(name)
         if isinstance(receiver, type):  # a class method, sent to this class
             name = f"+[{receiver.__name__} {row[1]}]"
         if why == CLASS:
@@ -361,6 +387,23 @@ class ObjcBinding:
             cls = self.class_name(receiver._id) if receiver is not None and receiver._id != self.NULL else row[0]
         return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{name}: class {cls} does not respond to selector '{row[1]}'",
                      function=name, backend=self.backend)
+
+    def exception(self, name: str) -> ObjCExceptionError:
+        """The Objective-C exception the last refused call caught (``ia_objc_caught()``, +1) as an Error."""
+        lib = self.lib
+        exc = lib.ia_objc_caught()
+        ename, reason = "?", ""
+        if exc != self.NULL:
+            pool = lib.ia_objc_push()
+            try:
+                ename = self.string(lib.ia_objc_send_utf8(exc, b"name")) or "?"
+                reason = self.string(lib.ia_objc_send_utf8(exc, b"reason")) or ""
+            finally:
+                lib.ia_objc_pop(pool)
+                lib.ia_objc_release(exc)
+        kind = EXCEPTION_KINDS.get(ename, ErrorKind.UNKNOWN)
+        return ObjCExceptionError(kind, f"{name} raised {ename}: {reason}", name=ename, reason=reason, function=name,
+                                  backend=self.backend)
 
     def nserror(self, handle: Any, index: int) -> NSErrorError:
         """An ``NSError *`` output (retained by the call) as an Error: ``.domain``, ``.code``,
@@ -516,6 +559,9 @@ class _AbiLib:
         f: int = getattr(self._failure, "why", 0)
         self._failure.why = 0
         return f
+
+    def ia_objc_caught(self) -> Any:
+        return self._ffi.NULL  # ABI mode catches nothing: an exception ends the process (no C frame to catch in)
 
     def ia_objc_retain(self, obj: Any) -> Any:
         if obj == self._ffi.NULL or self.ia_objc_load():

@@ -14,9 +14,23 @@
  *   Apple  objc_msgSend cast to the exact prototype; objc_msgSend_stret for a struct result larger than 16
  *          bytes on x86-64 (never on arm64: there the caller passes x8 itself), objc_msgSend_fpret for a long
  *          double result on x86-64 (and float/double on i386).
+ *
+ * An Objective-C exception raised inside a checked call (-[NSArray objectAtIndex:] out of range) would end the
+ * process: no frame between Python and the method can catch it.  So each checked call links a catch frame
+ * (jmp_buf) before it sends, and the uncaught-exception handler installed by ia_objc_setup() -- Foundation's
+ * NSSetUncaughtExceptionHandler where it exists, and the runtime's objc_setUncaughtExceptionHandler -- longjmps
+ * to the innermost frame of its thread, keeping the exception (retained) for ia_objc_caught().  The runtime calls
+ * that handler only once it has found no handler in any frame, so no cleanup of the method's frames would have
+ * run anyway: they are abandoned as the process's end would have abandoned them (a lock the method held stays
+ * held; the runtime's exception record, a few dozen bytes, is not freed).  With no catch frame of this module
+ * on the thread the handler passes the exception on to the one it replaced.  ABI mode has no C frame to catch
+ * in: there an exception still ends the process.  The exception object is autoreleased when raised: into the
+ * call's own pool where it has one, else the caller's (a method taking and returning only numbers runs without
+ * one; with no pool at all GNUstep logs and leaks it).
  */
 #include <stddef.h>
 #include <string.h>
+#include <setjmp.h>
 #if !defined(_WIN32)
 #include <dlfcn.h>
 #endif
@@ -43,9 +57,26 @@
 #define IA_OBJC_SELECTOR 2   /* the receiver's class does not respond to the selector: SYMBOL_NOT_FOUND */
 #define IA_OBJC_OPEN 3       /* the runtime or a framework could not be loaded: LIBRARY_NOT_FOUND */
 #define IA_OBJC_CLASS 4      /* the class of a '+' method is not in the loaded frameworks: SYMBOL_NOT_FOUND */
+#define IA_OBJC_EXCEPTION 8  /* the method raised an Objective-C exception: ia_objc_caught() returns it */
+
+#if defined(__APPLE__)  /* no signal mask saved or restored (Darwin's setjmp would: a system call) */
+#define IA_SETJMP(b) _setjmp(b)
+#define IA_LONGJMP(b) _longjmp(b, 1)
+#else  /* glibc's setjmp saves no signal mask */
+#define IA_SETJMP(b) setjmp(b)
+#define IA_LONGJMP(b) longjmp(b, 1)
+#endif
+struct ia_objc_catch {
+    jmp_buf buf;
+    struct ia_objc_catch *prev;
+};
 
 typedef void (*ia_objc_imp_t)(void);
 static IA_TLS int ia_objc_failure;
+static IA_TLS struct ia_objc_catch *ia_objc_catch_top;  /* this thread's innermost checked call */
+static IA_TLS id ia_objc_exception;                     /* the exception it caught, retained */
+static void (*ia_objc_prev_ns_handler)(id);             /* the handlers replaced (called when no frame is ours) */
+static void (*ia_objc_prev_rt_handler)(id);
 static volatile int ia_objc_ready;
 
 static SEL ia_objc_sel[IA_OBJC_METHODS > 0 ? IA_OBJC_METHODS : 1];
@@ -104,6 +135,43 @@ static void *ia_objc_sym(const char *name)
 #endif
 }
 
+static id ia_objc_send0(id obj, SEL sel);
+
+/* the uncaught-exception handler: to this thread's innermost checked call, if any */
+static void ia_objc_catch_exception(id exc, void (*prev)(id))
+{
+    struct ia_objc_catch *c = ia_objc_catch_top;
+    if (c == NULL) {
+        if (prev != NULL)
+            prev(exc);
+        return;  /* the runtime then ends the process, as without us */
+    }
+    ia_objc_catch_top = c->prev;
+    if (ia_objc_exception != NULL)  /* one not read (a caller that ignored the failure): not kept twice */
+        IA_SEND(void (*)(id, SEL), ia_objc_exception, ia_sel_release)(ia_objc_exception, ia_sel_release);
+    ia_objc_exception = exc != NULL ? ia_objc_send0(exc, ia_sel_retain) : NULL;
+    IA_LONGJMP(c->buf);
+}
+static void ia_objc_ns_handler(id exc) { ia_objc_catch_exception(exc, ia_objc_prev_ns_handler); }
+static void ia_objc_rt_handler(id exc) { ia_objc_catch_exception(exc, ia_objc_prev_rt_handler); }
+
+static void ia_objc_install_handlers(void)
+{
+    typedef void (*handler_t)(id);
+    void (*ns_set)(handler_t);
+    handler_t (*ns_get)(void);
+    handler_t (*rt_set)(handler_t);
+    *(void **)&ns_set = ia_objc_sym("NSSetUncaughtExceptionHandler");  /* Foundation: after the runtime's own */
+    *(void **)&ns_get = ia_objc_sym("NSGetUncaughtExceptionHandler");
+    *(void **)&rt_set = ia_objc_sym("objc_setUncaughtExceptionHandler");
+    if (ns_set != NULL && ns_get != NULL) {
+        ia_objc_prev_ns_handler = ns_get();
+        ns_set(ia_objc_ns_handler);
+    }
+    if (rt_set != NULL)  /* Foundation may replace this one when its NSException class initializes */
+        ia_objc_prev_rt_handler = rt_set(ia_objc_rt_handler);
+}
+
 /* 0, or which runtime function is missing (1-based) */
 static int ia_objc_setup(void)
 {
@@ -144,6 +212,7 @@ static int ia_objc_setup(void)
         ia_objc_sel[i] = ia_sel_registerName(ia_objc_selector[i]);
     for (i = 0; i < IA_OBJC_CLASSES; i++)
         ia_objc_class[i] = ia_objc_getClass(ia_objc_class_name[i]);
+    ia_objc_install_handlers();
     return 0;
 }
 
@@ -200,6 +269,14 @@ int ia_objc_failed(void)
     int f = ia_objc_failure;
     ia_objc_failure = IA_OBJC_OK;
     return f;
+}
+
+/* the exception the last refused call (IA_OBJC_EXCEPTION) caught, +1 (the caller releases it); NULL: none */
+id ia_objc_caught(void)
+{
+    id e = ia_objc_exception;
+    ia_objc_exception = NULL;
+    return e;
 }
 
 /* 0: loaded and set up (loading on this call if needed) */

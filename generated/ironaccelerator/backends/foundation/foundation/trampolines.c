@@ -67,6 +67,7 @@ id ia_checked_0(int ia_class)
 {
     id r;
     Class self;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -79,7 +80,14 @@ id ia_checked_0(int ia_class)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_0_t, self, ia_objc_sel[0])(self, ia_objc_sel[0]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -95,6 +103,7 @@ id ia_checked_1(int ia_class)
 {
     id r;
     Class self;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -107,7 +116,14 @@ id ia_checked_1(int ia_class)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_1_t, self, ia_objc_sel[1])(self, ia_objc_sel[1]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -122,6 +138,7 @@ id NSObject_init(id self)
 id ia_checked_2(id self)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -134,7 +151,14 @@ id ia_checked_2(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_2_t, self, ia_objc_sel[2])(self, ia_objc_sel[2]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -149,6 +173,7 @@ id NSObject_retain(id self)
 id ia_checked_3(id self)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -161,7 +186,14 @@ id ia_checked_3(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_3_t, self, ia_objc_sel[3])(self, ia_objc_sel[3]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -175,6 +207,7 @@ void NSObject_release(id self)
 }
 void ia_checked_4(id self)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -187,7 +220,14 @@ void ia_checked_4(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_4_t, self, ia_objc_sel[4])(self, ia_objc_sel[4]);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[NSObject retainCount] */
@@ -201,6 +241,7 @@ NSUInteger NSObject_retainCount(id self)
 NSUInteger ia_checked_5(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -213,7 +254,14 @@ NSUInteger ia_checked_5(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_5_t, self, ia_objc_sel[5])(self, ia_objc_sel[5]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -228,6 +276,7 @@ Class NSObject_class_(id self)
 Class ia_checked_6(id self)
 {
     Class r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (Class){0};
@@ -240,7 +289,14 @@ Class ia_checked_6(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (Class){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (Class){0};
+    }
     r = IA_SEND(ia_send_6_t, self, ia_objc_sel[6])(self, ia_objc_sel[6]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -255,6 +311,7 @@ BOOL NSObject_isKindOfClass_(id self, Class arg0)
 BOOL ia_checked_7(id self, Class arg0)
 {
     BOOL r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -267,7 +324,14 @@ BOOL ia_checked_7(id self, Class arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_7_t, self, ia_objc_sel[7])(self, ia_objc_sel[7], arg0);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -282,6 +346,7 @@ BOOL NSObject_respondsToSelector_(id self, SEL arg0)
 BOOL ia_checked_8(id self, SEL arg0)
 {
     BOOL r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -294,7 +359,14 @@ BOOL ia_checked_8(id self, SEL arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_8_t, self, ia_objc_sel[8])(self, ia_objc_sel[8], arg0);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -310,6 +382,7 @@ id ia_checked_9(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -323,7 +396,15 @@ id ia_checked_9(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_9_t, self, ia_objc_sel[9])(self, ia_objc_sel[9]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -341,6 +422,7 @@ NSUInteger NSObject_hash(id self)
 NSUInteger ia_checked_10(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -353,7 +435,14 @@ NSUInteger ia_checked_10(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_10_t, self, ia_objc_sel[10])(self, ia_objc_sel[10]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -369,6 +458,7 @@ BOOL ia_checked_11(id self, id arg0)
 {
     BOOL r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -382,7 +472,15 @@ BOOL ia_checked_11(id self, id arg0)
         return (BOOL){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_11_t, self, ia_objc_sel[11])(self, ia_objc_sel[11], arg0);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -400,6 +498,7 @@ id ia_checked_12(int ia_class, const char * arg0)
     id r;
     void *pool;
     Class self;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -413,7 +512,15 @@ id ia_checked_12(int ia_class, const char * arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_12_t, self, ia_objc_sel[12])(self, ia_objc_sel[12], arg0);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -431,6 +538,7 @@ id NSString_initWithBytes_length_encoding_(id self, const void * arg0, NSUIntege
 id ia_checked_13(id self, const void * arg0, NSUInteger arg1, NSUInteger arg2)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -443,7 +551,14 @@ id ia_checked_13(id self, const void * arg0, NSUInteger arg1, NSUInteger arg2)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_13_t, self, ia_objc_sel[13])(self, ia_objc_sel[13], arg0, arg1, arg2);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -458,6 +573,7 @@ const char * NSString_UTF8String(id self)
 const char * ia_checked_14(id self)
 {
     const char * r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (const char *){0};
@@ -470,7 +586,14 @@ const char * ia_checked_14(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (const char *){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (const char *){0};
+    }
     r = IA_SEND(ia_send_14_t, self, ia_objc_sel[14])(self, ia_objc_sel[14]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -485,6 +608,7 @@ NSUInteger NSString_length(id self)
 NSUInteger ia_checked_15(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -497,7 +621,14 @@ NSUInteger ia_checked_15(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_15_t, self, ia_objc_sel[15])(self, ia_objc_sel[15]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -512,6 +643,7 @@ unsigned short NSString_characterAtIndex_(id self, NSUInteger arg0)
 unsigned short ia_checked_16(id self, NSUInteger arg0)
 {
     unsigned short r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (unsigned short){0};
@@ -524,7 +656,14 @@ unsigned short ia_checked_16(id self, NSUInteger arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (unsigned short){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (unsigned short){0};
+    }
     r = IA_SEND(ia_send_16_t, self, ia_objc_sel[16])(self, ia_objc_sel[16], arg0);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -540,6 +679,7 @@ NSRange ia_checked_17(id self, id arg0)
 {
     NSRange r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSRange){0};
@@ -553,7 +693,15 @@ NSRange ia_checked_17(id self, id arg0)
         return (NSRange){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSRange){0};
+    }
     r = IA_SEND_STRUCT(ia_send_17_t, NSRange, self, ia_objc_sel[17])(self, ia_objc_sel[17], arg0);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -570,6 +718,7 @@ id ia_checked_18(id self, NSRange arg0)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -583,7 +732,15 @@ id ia_checked_18(id self, NSRange arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_18_t, self, ia_objc_sel[18])(self, ia_objc_sel[18], arg0);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -602,6 +759,7 @@ id ia_checked_19(id self, id arg0)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -615,7 +773,15 @@ id ia_checked_19(id self, id arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_19_t, self, ia_objc_sel[19])(self, ia_objc_sel[19], arg0);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -634,6 +800,7 @@ BOOL ia_checked_20(id self, id arg0)
 {
     BOOL r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -647,7 +814,15 @@ BOOL ia_checked_20(id self, id arg0)
         return (BOOL){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_20_t, self, ia_objc_sel[20])(self, ia_objc_sel[20], arg0);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -663,6 +838,7 @@ id NSString_copy(id self)
 id ia_checked_21(id self)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -675,7 +851,14 @@ id ia_checked_21(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_21_t, self, ia_objc_sel[21])(self, ia_objc_sel[21]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -692,6 +875,7 @@ id ia_checked_22(int ia_class)
     id r;
     void *pool;
     Class self;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -705,7 +889,15 @@ id ia_checked_22(int ia_class)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_22_t, self, ia_objc_sel[22])(self, ia_objc_sel[22]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -723,6 +915,7 @@ NSUInteger NSMutableArray_count(id self)
 NSUInteger ia_checked_23(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -735,7 +928,14 @@ NSUInteger ia_checked_23(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_23_t, self, ia_objc_sel[23])(self, ia_objc_sel[23]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -750,6 +950,7 @@ void NSMutableArray_addObject_(id self, id arg0)
 void ia_checked_24(id self, id arg0)
 {
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -763,7 +964,15 @@ void ia_checked_24(id self, id arg0)
         return;
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_24_t, self, ia_objc_sel[24])(self, ia_objc_sel[24], arg0);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
 }
 
@@ -779,6 +988,7 @@ id ia_checked_25(id self, NSUInteger arg0)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -792,7 +1002,15 @@ id ia_checked_25(id self, NSUInteger arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_25_t, self, ia_objc_sel[25])(self, ia_objc_sel[25], arg0);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -809,6 +1027,7 @@ void NSMutableArray_removeAllObjects(id self)
 }
 void ia_checked_26(id self)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -821,7 +1040,14 @@ void ia_checked_26(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_26_t, self, ia_objc_sel[26])(self, ia_objc_sel[26]);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[NSError domain] */
@@ -836,6 +1062,7 @@ id ia_checked_27(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -849,7 +1076,15 @@ id ia_checked_27(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_27_t, self, ia_objc_sel[27])(self, ia_objc_sel[27]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -867,6 +1102,7 @@ NSInteger NSError_code(id self)
 NSInteger ia_checked_28(id self)
 {
     NSInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSInteger){0};
@@ -879,7 +1115,14 @@ NSInteger ia_checked_28(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSInteger){0};
+    }
     r = IA_SEND(ia_send_28_t, self, ia_objc_sel[28])(self, ia_objc_sel[28]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -895,6 +1138,7 @@ id ia_checked_29(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -908,7 +1152,15 @@ id ia_checked_29(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_29_t, self, ia_objc_sel[29])(self, ia_objc_sel[29]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -925,6 +1177,7 @@ void NSAutoreleasePool_drain(id self)
 }
 void ia_checked_30(id self)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -937,7 +1190,14 @@ void ia_checked_30(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_30_t, self, ia_objc_sel[30])(self, ia_objc_sel[30]);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* +[NSFileManager defaultManager] */
@@ -953,6 +1213,7 @@ id ia_checked_31(int ia_class)
     id r;
     void *pool;
     Class self;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -966,7 +1227,15 @@ id ia_checked_31(int ia_class)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_31_t, self, ia_objc_sel[31])(self, ia_objc_sel[31]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -985,6 +1254,7 @@ id ia_checked_32(id self, id arg0, id * arg1)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -998,7 +1268,15 @@ id ia_checked_32(id self, id arg0, id * arg1)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_32_t, self, ia_objc_sel[32])(self, ia_objc_sel[32], arg0, arg1);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     if (arg1 != NULL && *arg1 != NULL)  /* the NSError outlives the pool */
@@ -1019,6 +1297,7 @@ BOOL ia_checked_33(id self, id arg0)
 {
     BOOL r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -1032,7 +1311,15 @@ BOOL ia_checked_33(id self, id arg0)
         return (BOOL){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_33_t, self, ia_objc_sel[33])(self, ia_objc_sel[33], arg0);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
     return r;
 }

@@ -39,7 +39,7 @@ METHODS: tuple[MethodRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '81206a4bf39b0fc512b0999f'
+BUILD_ID = '175e395ee64edf5b8c7373ed'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

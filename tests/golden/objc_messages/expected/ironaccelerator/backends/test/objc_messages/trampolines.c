@@ -55,6 +55,7 @@ id ia_checked_0(int ia_class)
 {
     id r;
     Class self;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -67,7 +68,14 @@ id ia_checked_0(int ia_class)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_0_t, self, ia_objc_sel[0])(self, ia_objc_sel[0]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -83,6 +91,7 @@ long ia_checked_1(int ia_class)
 {
     long r;
     Class self;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (long){0};
@@ -95,7 +104,14 @@ long ia_checked_1(int ia_class)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (long){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (long){0};
+    }
     r = IA_SEND(ia_send_1_t, self, ia_objc_sel[1])(self, ia_objc_sel[1]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -110,6 +126,7 @@ id GoldenObject_init(id self)
 id ia_checked_2(id self)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -122,7 +139,14 @@ id ia_checked_2(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_2_t, self, ia_objc_sel[2])(self, ia_objc_sel[2]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -137,6 +161,7 @@ id GoldenObject_retain(id self)
 id ia_checked_3(id self)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -149,7 +174,14 @@ id ia_checked_3(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_3_t, self, ia_objc_sel[3])(self, ia_objc_sel[3]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -163,6 +195,7 @@ void GoldenObject_release(id self)
 }
 void ia_checked_4(id self)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -175,7 +208,14 @@ void ia_checked_4(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_4_t, self, ia_objc_sel[4])(self, ia_objc_sel[4]);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[GoldenObject retainCount] */
@@ -189,6 +229,7 @@ GoldenUInteger GoldenObject_retainCount(id self)
 GoldenUInteger ia_checked_5(id self)
 {
     GoldenUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (GoldenUInteger){0};
@@ -201,7 +242,14 @@ GoldenUInteger ia_checked_5(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (GoldenUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (GoldenUInteger){0};
+    }
     r = IA_SEND(ia_send_5_t, self, ia_objc_sel[5])(self, ia_objc_sel[5]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -218,6 +266,7 @@ id ia_checked_6(int ia_class, const char * arg0)
     id r;
     void *pool;
     Class self;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -231,7 +280,15 @@ id ia_checked_6(int ia_class, const char * arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_6_t, self, ia_objc_sel[6])(self, ia_objc_sel[6], arg0);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -249,6 +306,7 @@ const char * GoldenText_UTF8String(id self)
 const char * ia_checked_7(id self)
 {
     const char * r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (const char *){0};
@@ -261,7 +319,14 @@ const char * ia_checked_7(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (const char *){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (const char *){0};
+    }
     r = IA_SEND(ia_send_7_t, self, ia_objc_sel[7])(self, ia_objc_sel[7]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -276,6 +341,7 @@ id GoldenShape_initWithSize_(id self, GoldenSize arg0)
 id ia_checked_8(id self, GoldenSize arg0)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -288,7 +354,14 @@ id ia_checked_8(id self, GoldenSize arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_8_t, self, ia_objc_sel[8])(self, ia_objc_sel[8], arg0);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -303,6 +376,7 @@ GoldenSize GoldenShape_size(id self)
 GoldenSize ia_checked_9(id self)
 {
     GoldenSize r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (GoldenSize){0};
@@ -315,7 +389,14 @@ GoldenSize ia_checked_9(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (GoldenSize){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (GoldenSize){0};
+    }
     r = IA_SEND_STRUCT(ia_send_9_t, GoldenSize, self, ia_objc_sel[9])(self, ia_objc_sel[9]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -330,6 +411,7 @@ GoldenSize GoldenShape_scaledBy_(id self, GoldenUInteger arg0)
 GoldenSize ia_checked_10(id self, GoldenUInteger arg0)
 {
     GoldenSize r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (GoldenSize){0};
@@ -342,7 +424,14 @@ GoldenSize ia_checked_10(id self, GoldenUInteger arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (GoldenSize){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (GoldenSize){0};
+    }
     r = IA_SEND_STRUCT(ia_send_10_t, GoldenSize, self, ia_objc_sel[10])(self, ia_objc_sel[10], arg0);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -357,6 +446,7 @@ GoldenPoint GoldenShape_origin(id self)
 GoldenPoint ia_checked_11(id self)
 {
     GoldenPoint r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (GoldenPoint){0};
@@ -369,7 +459,14 @@ GoldenPoint ia_checked_11(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (GoldenPoint){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (GoldenPoint){0};
+    }
     r = IA_SEND_STRUCT(ia_send_11_t, GoldenPoint, self, ia_objc_sel[11])(self, ia_objc_sel[11]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -384,6 +481,7 @@ double GoldenShape_area(id self)
 double ia_checked_12(id self)
 {
     double r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (double){0};
@@ -396,7 +494,14 @@ double ia_checked_12(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (double){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (double){0};
+    }
     r = IA_SEND_FP(ia_send_12_t, 0, self, ia_objc_sel[12])(self, ia_objc_sel[12]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -411,6 +516,7 @@ long double GoldenShape_preciseArea(id self)
 long double ia_checked_13(id self)
 {
     long double r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (long double){0};
@@ -423,7 +529,14 @@ long double ia_checked_13(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (long double){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (long double){0};
+    }
     r = IA_SEND_FP(ia_send_13_t, 1, self, ia_objc_sel[13])(self, ia_objc_sel[13]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -438,6 +551,7 @@ BOOL GoldenShape_isEmpty(id self)
 BOOL ia_checked_14(id self)
 {
     BOOL r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -450,7 +564,14 @@ BOOL ia_checked_14(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_14_t, self, ia_objc_sel[14])(self, ia_objc_sel[14]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -466,6 +587,7 @@ id ia_checked_15(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -479,7 +601,15 @@ id ia_checked_15(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_15_t, self, ia_objc_sel[15])(self, ia_objc_sel[15]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -497,6 +627,7 @@ id GoldenShape_copyLabel(id self)
 id ia_checked_16(id self)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -509,7 +640,14 @@ id ia_checked_16(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_16_t, self, ia_objc_sel[16])(self, ia_objc_sel[16]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -524,6 +662,7 @@ void GoldenShape_setLabel_(id self, id arg0)
 void ia_checked_17(id self, id arg0)
 {
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -537,7 +676,15 @@ void ia_checked_17(id self, id arg0)
         return;
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_17_t, self, ia_objc_sel[17])(self, ia_objc_sel[17], arg0);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
 }
 
@@ -553,6 +700,7 @@ BOOL ia_checked_18(id self, GoldenUInteger arg0, id * arg1)
 {
     BOOL r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -566,7 +714,15 @@ BOOL ia_checked_18(id self, GoldenUInteger arg0, id * arg1)
         return (BOOL){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_18_t, self, ia_objc_sel[18])(self, ia_objc_sel[18], arg0, arg1);
+    ia_objc_catch_top = frame.prev;
     if (arg1 != NULL && *arg1 != NULL)  /* the NSError outlives the pool */
         ia_objc_send0(*arg1, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -585,6 +741,7 @@ id ia_checked_19(id self, id * arg0)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -598,7 +755,15 @@ id ia_checked_19(id self, id * arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_19_t, self, ia_objc_sel[19])(self, ia_objc_sel[19], arg0);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     if (arg0 != NULL && *arg0 != NULL)  /* the NSError outlives the pool */
@@ -618,6 +783,7 @@ int GoldenShape_notImplemented(id self)
 int ia_checked_20(id self)
 {
     int r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (int){0};
@@ -630,7 +796,14 @@ int ia_checked_20(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (int){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (int){0};
+    }
     r = IA_SEND(ia_send_20_t, self, ia_objc_sel[20])(self, ia_objc_sel[20]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -646,6 +819,7 @@ id ia_checked_21(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -659,7 +833,15 @@ id ia_checked_21(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_21_t, self, ia_objc_sel[21])(self, ia_objc_sel[21]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -677,6 +859,7 @@ long GoldenError_code(id self)
 long ia_checked_22(id self)
 {
     long r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (long){0};
@@ -689,7 +872,14 @@ long ia_checked_22(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (long){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (long){0};
+    }
     r = IA_SEND(ia_send_22_t, self, ia_objc_sel[22])(self, ia_objc_sel[22]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -705,6 +895,7 @@ id ia_checked_23(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -718,7 +909,15 @@ id ia_checked_23(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_23_t, self, ia_objc_sel[23])(self, ia_objc_sel[23]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
