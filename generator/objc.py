@@ -34,6 +34,7 @@ class ObjcParam:
     name: str  # arg0, arg1, ... (selectors name their parts, not their arguments)
     decl: str  # the C type  ex) NSUInteger
     kind: str  # object (id: a handle) | str (const char *: str/bytes) | error (NSError **: hidden) | value
+    nullable: bool = False  # an object argument the spec's nullable: lets be None (nil)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -304,6 +305,8 @@ def _method(m: MethodSpec, c: ClassSpec, class_index: int, index: int, tb: _Type
         return None
     params = []
     error_param = -1
+    keywords = m.selector.value.split(":")[:-1]
+    nullable = {keywords.index(kw.value): kw for kw in m.nullable if kw.value in keywords}
     for i, a in enumerate(m.args):
         kind = tb.kind(a.value, False)
         if kind == "error":
@@ -316,7 +319,12 @@ def _method(m: MethodSpec, c: ClassSpec, class_index: int, index: int, tb: _Type
             return None
         elif kind not in ("object", "str"):
             kind = "value"
-        params.append(ObjcParam(name=f"arg{i}", decl="id *" if kind == "error" else normalize(a.value), kind=kind))
+        if i in nullable and kind != "object":
+            col.error(nullable[i].location, f"nullable: '{nullable[i]}' of {m.selector} is a {normalize(a.value)}, not "
+                      "an object (id): only an object argument may be nil")
+            return None
+        params.append(ObjcParam(name=f"arg{i}", decl="id *" if kind == "error" else normalize(a.value), kind=kind,
+                                nullable=i in nullable))
     ownership = m.ownership or objc_ownership(m.selector.value, result)
     family = m.selector.value
     consumes = not m.class_method and result_kind == "object" and _family(family, ("init",))
@@ -385,7 +393,10 @@ def py_body(m: BoundMethod) -> list[str]:
     args: list[str] = []
     values = False
     for n, p in enumerate(m.params):
-        if p.kind == "object":
+        if p.kind == "object" and p.nullable:
+            out.append(f"o{n} = _NULL if a{n} is None else _obj(a{n}, {i}, {n})")
+            args.append(f"o{n}")
+        elif p.kind == "object":
             out.append(f"o{n} = _obj(a{n}, {i}, {n})")
             args.append(f"o{n}")
         elif p.kind == "str":

@@ -138,6 +138,7 @@ class MethodSpec:
     # False: listed by selector only (``methods: [length, ...]``); returns/args are placeholders until the
     # resolver's ``prototypes:`` source (metal-cpp) fills them in (generator/pipeline.py, fill_prototypes)
     declared: bool = True
+    nullable: tuple[Name, ...] = ()  # ex) (options,): the selector keywords whose object argument may be nil
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -929,7 +930,8 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) 
             if vnode is None:
                 vm: dict[str, yaml.Node] | None = {}
             else:
-                vm = r.mapping(vnode, ("returns", "args", "ownership"), (), f"method {key.value} of {cname}")
+                vm = r.mapping(vnode, ("returns", "args", "ownership", "nullable"), (),
+                               f"method {key.value} of {cname}")
             if vm is None:
                 if isinstance(vnode, yaml.ScalarNode) and vnode.tag == "tag:yaml.org,2002:null":
                     vm = {}
@@ -961,6 +963,13 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) 
                     r.errors.error(r.loc(vm["ownership"]), f"ownership goes with methods returning an object (id), "
                                    f"not {returns}")
                     ownership = None
+            keywords = [k for k in selector.value.split(":")[:-1]]
+            nullable = r.seq(vm.get("nullable"), "nullable keywords", lambda n: r.ident(n, "selector keyword"))
+            for kw in nullable:
+                if kw.value not in keywords:
+                    r.errors.error(kw.location, f"nullable: '{kw}' is not a keyword of selector '{selector}'"
+                                   f"{suggest(kw.value, [k for k in keywords if k])}; its keywords: "
+                                   f"{', '.join(k for k in keywords if k) or 'none (it takes no argument)'}")
             py = method_py_name(selector.value)
             if py in OBJC_RESERVED:
                 r.errors.error(key.location, f"selector '{key.value}' of {cname} would be bound as {py!r}, which "
@@ -976,7 +985,8 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) 
             if returns is None:
                 continue
             methods.append(MethodSpec(selector=selector, class_method=class_method, returns=returns,
-                                      args=tuple(args), ownership=ownership, py_name=py, declared=declared))
+                                      args=tuple(args), ownership=ownership, py_name=py, declared=declared,
+                                      nullable=tuple(nullable)))
         classes.append(ClassSpec(name=cname, base=base, methods=tuple(methods)))
     known = [c.name.value for c in classes]
     for c in classes:

@@ -197,6 +197,15 @@ def bad_python_values() -> None:
 
 
 @check
+def nullable_arguments() -> None:
+    """nullable: [userInfo] lets that argument be None (nil); an argument not declared nullable still refuses it."""
+    err = F.NSError.errorWithDomain_code_userInfo_(s("IADomain"), 7, None)
+    assert err.code() == 7 and err.domain().UTF8String() == "IADomain" and F.retain_count(err) == 1
+    e = error(lambda: F.NSError.errorWithDomain_code_userInfo_(None, 7, None))
+    assert e.kind == ErrorKind.INVALID_VALUE and "argument 1" in str(e), e
+
+
+@check
 def compiled_methods() -> None:
     # API mode: the checked methods without arguments that return a number are compiled method descriptors
     kind = type(F.NSString.__dict__["length"]).__name__

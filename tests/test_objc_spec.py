@@ -147,6 +147,25 @@ def test_unchecked_name_collisions_are_refused() -> None:
     at(d, pos(text, '"c": {}'))
 
 
+def test_nullable_names_object_arguments_by_keyword() -> None:
+    text = edit(TEXT, '"rangeOfString:": {returns: NSRange, args: [id]}',
+                '"rangeOfString:": {returns: NSRange, args: [id], nullable: [rangeOfString]}')
+    assert diagnostics(text) == []
+    spec = load_library(Path("demo.yaml"), FILE, text=text)
+    lib = bind_objc(spec, load_core(SPECS / "core.yaml", "specs/core.yaml"), parse_declared(spec, "pycparser"))
+    (m,) = [x for x in lib.methods if x.selector == "rangeOfString:"]
+    assert m.params[0].nullable
+    typo = edit(TEXT, '"rangeOfString:": {returns: NSRange, args: [id]}',
+                '"rangeOfString:": {returns: NSRange, args: [id], nullable: [rangeOfStrin]}')
+    d = the_error(typo, "is not a keyword of selector 'rangeOfString:'")
+    at(d, pos(typo, "rangeOfStrin]"))
+    assert "did you mean 'rangeOfString'" in d.message
+    number = edit(TEXT, '"initWithBytes:length:": {returns: id, args: [const void *, NSUInteger]}',
+                  '"initWithBytes:length:": {returns: id, args: [const void *, NSUInteger], nullable: [length]}')
+    d = the_error(number, "only an object argument may be nil")
+    at(d, pos(number, "length]"))
+
+
 def test_ownership_values() -> None:
     text = edit(TEXT, '"+alloc": {returns: id}', '"+alloc": {returns: id, ownership: "+2"}')
     d = the_error(text, "ownership '+2' is not valid")

@@ -86,6 +86,7 @@ _c30 = _b.checked(30)
 _c31 = _b.checked(31)
 _c32 = _b.checked(32)
 _c33 = _b.checked(33)
+_c34 = _b.checked(34)
 
 # ---------------------------------------------------------------- enum constants
 NSASCIIStringEncoding = 1
@@ -344,25 +345,38 @@ class NSError(NSObject):
     __slots__ = ()
     _ci = 3  # its index in _binding.CLASSES: the receiver of its class methods
 
+    @classmethod
+    def errorWithDomain_code_userInfo_(cls, a0: Any, a1: Any, a2: Any) -> Any:
+        """``+[NSError errorWithDomain:code:userInfo:] -> id`` (id, NSInteger, id): a handle owning the result (retained: +0 from the method)."""
+        try:
+            o0 = _obj(a0, 27, 0)
+            o2 = _NULL if a2 is None else _obj(a2, 27, 2)
+            r = _c27(cls._ci, o0, a1, o2)
+            if r == _NULL and (f := _failed()):
+                raise _fail(27, cls, f)
+            return None if r == _NULL else _wrap(r)
+        except (TypeError, OverflowError) as exc:
+            raise _bad_value(27, exc) from None
+
     def domain(self) -> Any:
         """``-[NSError domain] -> id`` (no arguments): a handle owning the result (retained: +0 from the method)."""
-        r = _c27(self._id)
+        r = _c28(self._id)
         if r == _NULL and (f := _failed()):
-            raise _fail(27, self, f)
+            raise _fail(28, self, f)
         return None if r == _NULL else _wrap(r)
 
     def code(self) -> int:
         """``-[NSError code] -> NSInteger`` (no arguments)."""
-        r: int = _c28(self._id)
+        r: int = _c29(self._id)
         if not r and (f := _failed()):
-            raise _fail(28, self, f)
+            raise _fail(29, self, f)
         return r
 
     def localizedDescription(self) -> Any:
         """``-[NSError localizedDescription] -> id`` (no arguments): a handle owning the result (retained: +0 from the method)."""
-        r = _c29(self._id)
+        r = _c30(self._id)
         if r == _NULL and (f := _failed()):
-            raise _fail(29, self, f)
+            raise _fail(30, self, f)
         return None if r == _NULL else _wrap(r)
 
 
@@ -374,10 +388,10 @@ class NSAutoreleasePool(NSObject):
 
     def drain(self) -> None:
         """``-[NSAutoreleasePool drain] -> void`` (no arguments)."""
-        _c30(self._id)
+        _c31(self._id)
         f = _failed()
         if f:
-            raise _fail(30, self, f)
+            raise _fail(31, self, f)
 
 
 class NSFileManager(NSObject):
@@ -389,30 +403,30 @@ class NSFileManager(NSObject):
     @classmethod
     def defaultManager(cls) -> Any:
         """``+[NSFileManager defaultManager] -> id`` (no arguments): a handle owning the result (retained: +0 from the method)."""
-        r = _c31(cls._ci)
+        r = _c32(cls._ci)
         if r == _NULL and (f := _failed()):
-            raise _fail(31, cls, f)
+            raise _fail(32, cls, f)
         return None if r == _NULL else _wrap(r)
 
     def contentsOfDirectoryAtPath_error_(self, a0: Any) -> Any:
         """``-[NSFileManager contentsOfDirectoryAtPath:error:] -> id`` (id, id *): a handle owning the result (retained: +0 from the method); an NSError output raises ironaccelerator.Error."""
-        o0 = _obj(a0, 32, 0)
+        o0 = _obj(a0, 33, 0)
         err = _new_error()
-        r = _c32(self._id, o0, err)
+        r = _c33(self._id, o0, err)
         if r == _NULL and (f := _failed()):
-            raise _fail(32, self, f)
+            raise _fail(33, self, f)
         if r == _NULL and err[0] != _NULL:
-            raise _nserror(err[0], 32)
+            raise _nserror(err[0], 33)
         if err[0] != _NULL:
             _release(err[0])
         return None if r == _NULL else _wrap(r)
 
     def fileExistsAtPath_(self, a0: Any) -> bool:
         """``-[NSFileManager fileExistsAtPath:] -> BOOL`` (id)."""
-        o0 = _obj(a0, 33, 0)
-        r = _c33(self._id, o0)
+        o0 = _obj(a0, 34, 0)
+        r = _c34(self._id, o0)
         if not r and (f := _failed()):
-            raise _fail(33, self, f)
+            raise _fail(34, self, f)
         return bool(r)
 
 

@@ -39,6 +39,7 @@ METHODS: tuple[MethodRow, ...] = (
     ('NSMutableArray', 'addObject:', False, 'void', ('object',), '+0', False, -1, True, ''),
     ('NSMutableArray', 'objectAtIndex:', False, 'object', ('value',), '+0', False, -1, True, ''),
     ('NSMutableArray', 'removeAllObjects', False, 'void', (), '+0', False, -1, False, ''),
+    ('NSError', 'errorWithDomain:code:userInfo:', True, 'object', ('object', 'value', 'object'), '+0', False, -1, True, ''),
     ('NSError', 'domain', False, 'object', (), '+0', False, -1, True, ''),
     ('NSError', 'code', False, 'int', (), '+0', False, -1, False, ''),
     ('NSError', 'localizedDescription', False, 'object', (), '+0', False, -1, True, ''),
@@ -49,7 +50,7 @@ METHODS: tuple[MethodRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '61556a1f60ff3c8d610eaa93'
+BUILD_ID = '4a4a24029c10dec7a0f06ef5'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

@@ -5,7 +5,7 @@
 #include "types.cdef"
 
 #define IA_PACKAGE "ironaccelerator.backends.foundation.foundation"
-#define IA_OBJC_METHODS 34
+#define IA_OBJC_METHODS 35
 #define IA_PY_METHODS 5
 #define IA_OBJC_CLASSES 6
 static const char *const ia_objc_selector[IA_OBJC_METHODS > 0 ? IA_OBJC_METHODS : 1] = {
@@ -36,6 +36,7 @@ static const char *const ia_objc_selector[IA_OBJC_METHODS > 0 ? IA_OBJC_METHODS 
     "addObject:",
     "objectAtIndex:",
     "removeAllObjects",
+    "errorWithDomain:code:userInfo:",
     "domain",
     "code",
     "localizedDescription",
@@ -1050,25 +1051,26 @@ void ia_checked_26(id self)
     ia_objc_catch_top = frame.prev;
 }
 
-/* -[NSError domain] */
-typedef id (*ia_send_27_t)(id, SEL);
-id NSError_domain(id self)
+/* +[NSError errorWithDomain:code:userInfo:] */
+typedef id (*ia_send_27_t)(Class, SEL, id, NSInteger, id);
+id NSError_errorWithDomain_code_userInfo_(Class self, id arg0, NSInteger arg1, id arg2)
 {
     if (IA_OBJC_START() || self == NULL)
         return (id){0};
-    return IA_SEND(ia_send_27_t, self, ia_objc_sel[27])(self, ia_objc_sel[27]);
+    return IA_SEND(ia_send_27_t, self, ia_objc_sel[27])(self, ia_objc_sel[27], arg0, arg1, arg2);
 }
-id ia_checked_27(id self)
+id ia_checked_27(int ia_class, id arg0, NSInteger arg1, id arg2)
 {
     id r;
     void *pool;
+    Class self;
     struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
     }
-    if (IA_UNLIKELY(self == NULL)) {
-        ia_objc_failure = IA_OBJC_NIL;
+    if (IA_UNLIKELY(ia_class < 0 || ia_class >= IA_OBJC_CLASSES) || (self = ia_objc_class[ia_class]) == NULL) {
+        ia_objc_failure = IA_OBJC_CLASS;
         return (id){0};
     }
     if (IA_UNLIKELY(!ia_objc_responds(27, (id)self))) {
@@ -1083,7 +1085,48 @@ id ia_checked_27(id self)
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
-    r = IA_SEND(ia_send_27_t, self, ia_objc_sel[27])(self, ia_objc_sel[27]);
+    r = IA_SEND(ia_send_27_t, self, ia_objc_sel[27])(self, ia_objc_sel[27], arg0, arg1, arg2);
+    ia_objc_catch_top = frame.prev;
+    if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
+        r = ia_objc_send0(r, ia_sel_retain);
+    ia_objc_pool_pop(pool);
+    return r;
+}
+
+/* -[NSError domain] */
+typedef id (*ia_send_28_t)(id, SEL);
+id NSError_domain(id self)
+{
+    if (IA_OBJC_START() || self == NULL)
+        return (id){0};
+    return IA_SEND(ia_send_28_t, self, ia_objc_sel[28])(self, ia_objc_sel[28]);
+}
+id ia_checked_28(id self)
+{
+    id r;
+    void *pool;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(self == NULL)) {
+        ia_objc_failure = IA_OBJC_NIL;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(!ia_objc_responds(28, (id)self))) {
+        ia_objc_failure = IA_OBJC_SELECTOR;
+        return (id){0};
+    }
+    pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
+    r = IA_SEND(ia_send_28_t, self, ia_objc_sel[28])(self, ia_objc_sel[28]);
     ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
@@ -1092,14 +1135,14 @@ id ia_checked_27(id self)
 }
 
 /* -[NSError code] */
-typedef NSInteger (*ia_send_28_t)(id, SEL);
+typedef NSInteger (*ia_send_29_t)(id, SEL);
 NSInteger NSError_code(id self)
 {
     if (IA_OBJC_START() || self == NULL)
         return (NSInteger){0};
-    return IA_SEND(ia_send_28_t, self, ia_objc_sel[28])(self, ia_objc_sel[28]);
+    return IA_SEND(ia_send_29_t, self, ia_objc_sel[29])(self, ia_objc_sel[29]);
 }
-NSInteger ia_checked_28(id self)
+NSInteger ia_checked_29(id self)
 {
     NSInteger r;
     struct ia_objc_catch frame;
@@ -1111,7 +1154,7 @@ NSInteger ia_checked_28(id self)
         ia_objc_failure = IA_OBJC_NIL;
         return (NSInteger){0};
     }
-    if (IA_UNLIKELY(!ia_objc_responds(28, (id)self))) {
+    if (IA_UNLIKELY(!ia_objc_responds(29, (id)self))) {
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSInteger){0};
     }
@@ -1121,20 +1164,20 @@ NSInteger ia_checked_28(id self)
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSInteger){0};
     }
-    r = IA_SEND(ia_send_28_t, self, ia_objc_sel[28])(self, ia_objc_sel[28]);
+    r = IA_SEND(ia_send_29_t, self, ia_objc_sel[29])(self, ia_objc_sel[29]);
     ia_objc_catch_top = frame.prev;
     return r;
 }
 
 /* -[NSError localizedDescription] */
-typedef id (*ia_send_29_t)(id, SEL);
+typedef id (*ia_send_30_t)(id, SEL);
 id NSError_localizedDescription(id self)
 {
     if (IA_OBJC_START() || self == NULL)
         return (id){0};
-    return IA_SEND(ia_send_29_t, self, ia_objc_sel[29])(self, ia_objc_sel[29]);
+    return IA_SEND(ia_send_30_t, self, ia_objc_sel[30])(self, ia_objc_sel[30]);
 }
-id ia_checked_29(id self)
+id ia_checked_30(id self)
 {
     id r;
     void *pool;
@@ -1147,7 +1190,7 @@ id ia_checked_29(id self)
         ia_objc_failure = IA_OBJC_NIL;
         return (id){0};
     }
-    if (IA_UNLIKELY(!ia_objc_responds(29, (id)self))) {
+    if (IA_UNLIKELY(!ia_objc_responds(30, (id)self))) {
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
@@ -1159,7 +1202,7 @@ id ia_checked_29(id self)
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
-    r = IA_SEND(ia_send_29_t, self, ia_objc_sel[29])(self, ia_objc_sel[29]);
+    r = IA_SEND(ia_send_30_t, self, ia_objc_sel[30])(self, ia_objc_sel[30]);
     ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
@@ -1168,14 +1211,14 @@ id ia_checked_29(id self)
 }
 
 /* -[NSAutoreleasePool drain] */
-typedef void (*ia_send_30_t)(id, SEL);
+typedef void (*ia_send_31_t)(id, SEL);
 void NSAutoreleasePool_drain(id self)
 {
     if (IA_OBJC_START() || self == NULL)
         return;
-    IA_SEND(ia_send_30_t, self, ia_objc_sel[30])(self, ia_objc_sel[30]);
+    IA_SEND(ia_send_31_t, self, ia_objc_sel[31])(self, ia_objc_sel[31]);
 }
-void ia_checked_30(id self)
+void ia_checked_31(id self)
 {
     struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
@@ -1186,7 +1229,7 @@ void ia_checked_30(id self)
         ia_objc_failure = IA_OBJC_NIL;
         return;
     }
-    if (IA_UNLIKELY(!ia_objc_responds(30, (id)self))) {
+    if (IA_UNLIKELY(!ia_objc_responds(31, (id)self))) {
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
@@ -1196,19 +1239,19 @@ void ia_checked_30(id self)
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
-    IA_SEND(ia_send_30_t, self, ia_objc_sel[30])(self, ia_objc_sel[30]);
+    IA_SEND(ia_send_31_t, self, ia_objc_sel[31])(self, ia_objc_sel[31]);
     ia_objc_catch_top = frame.prev;
 }
 
 /* +[NSFileManager defaultManager] */
-typedef id (*ia_send_31_t)(Class, SEL);
+typedef id (*ia_send_32_t)(Class, SEL);
 id NSFileManager_defaultManager(Class self)
 {
     if (IA_OBJC_START() || self == NULL)
         return (id){0};
-    return IA_SEND(ia_send_31_t, self, ia_objc_sel[31])(self, ia_objc_sel[31]);
+    return IA_SEND(ia_send_32_t, self, ia_objc_sel[32])(self, ia_objc_sel[32]);
 }
-id ia_checked_31(int ia_class)
+id ia_checked_32(int ia_class)
 {
     id r;
     void *pool;
@@ -1220,47 +1263,6 @@ id ia_checked_31(int ia_class)
     }
     if (IA_UNLIKELY(ia_class < 0 || ia_class >= IA_OBJC_CLASSES) || (self = ia_objc_class[ia_class]) == NULL) {
         ia_objc_failure = IA_OBJC_CLASS;
-        return (id){0};
-    }
-    if (IA_UNLIKELY(!ia_objc_responds(31, (id)self))) {
-        ia_objc_failure = IA_OBJC_SELECTOR;
-        return (id){0};
-    }
-    pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
-        ia_objc_pool_pop(pool);
-        ia_objc_failure = IA_OBJC_EXCEPTION;
-        return (id){0};
-    }
-    r = IA_SEND(ia_send_31_t, self, ia_objc_sel[31])(self, ia_objc_sel[31]);
-    ia_objc_catch_top = frame.prev;
-    if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
-        r = ia_objc_send0(r, ia_sel_retain);
-    ia_objc_pool_pop(pool);
-    return r;
-}
-
-/* -[NSFileManager contentsOfDirectoryAtPath:error:] */
-typedef id (*ia_send_32_t)(id, SEL, id, id *);
-id NSFileManager_contentsOfDirectoryAtPath_error_(id self, id arg0, id * arg1)
-{
-    if (IA_OBJC_START() || self == NULL)
-        return (id){0};
-    return IA_SEND(ia_send_32_t, self, ia_objc_sel[32])(self, ia_objc_sel[32], arg0, arg1);
-}
-id ia_checked_32(id self, id arg0, id * arg1)
-{
-    id r;
-    void *pool;
-    struct ia_objc_catch frame;
-    if (IA_OBJC_START()) {
-        ia_objc_failure = IA_OBJC_OPEN;
-        return (id){0};
-    }
-    if (IA_UNLIKELY(self == NULL)) {
-        ia_objc_failure = IA_OBJC_NIL;
         return (id){0};
     }
     if (IA_UNLIKELY(!ia_objc_responds(32, (id)self))) {
@@ -1275,7 +1277,48 @@ id ia_checked_32(id self, id arg0, id * arg1)
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
-    r = IA_SEND(ia_send_32_t, self, ia_objc_sel[32])(self, ia_objc_sel[32], arg0, arg1);
+    r = IA_SEND(ia_send_32_t, self, ia_objc_sel[32])(self, ia_objc_sel[32]);
+    ia_objc_catch_top = frame.prev;
+    if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
+        r = ia_objc_send0(r, ia_sel_retain);
+    ia_objc_pool_pop(pool);
+    return r;
+}
+
+/* -[NSFileManager contentsOfDirectoryAtPath:error:] */
+typedef id (*ia_send_33_t)(id, SEL, id, id *);
+id NSFileManager_contentsOfDirectoryAtPath_error_(id self, id arg0, id * arg1)
+{
+    if (IA_OBJC_START() || self == NULL)
+        return (id){0};
+    return IA_SEND(ia_send_33_t, self, ia_objc_sel[33])(self, ia_objc_sel[33], arg0, arg1);
+}
+id ia_checked_33(id self, id arg0, id * arg1)
+{
+    id r;
+    void *pool;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(self == NULL)) {
+        ia_objc_failure = IA_OBJC_NIL;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(!ia_objc_responds(33, (id)self))) {
+        ia_objc_failure = IA_OBJC_SELECTOR;
+        return (id){0};
+    }
+    pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
+    r = IA_SEND(ia_send_33_t, self, ia_objc_sel[33])(self, ia_objc_sel[33], arg0, arg1);
     ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
@@ -1286,14 +1329,14 @@ id ia_checked_32(id self, id arg0, id * arg1)
 }
 
 /* -[NSFileManager fileExistsAtPath:] */
-typedef BOOL (*ia_send_33_t)(id, SEL, id);
+typedef BOOL (*ia_send_34_t)(id, SEL, id);
 BOOL NSFileManager_fileExistsAtPath_(id self, id arg0)
 {
     if (IA_OBJC_START() || self == NULL)
         return (BOOL){0};
-    return IA_SEND(ia_send_33_t, self, ia_objc_sel[33])(self, ia_objc_sel[33], arg0);
+    return IA_SEND(ia_send_34_t, self, ia_objc_sel[34])(self, ia_objc_sel[34], arg0);
 }
-BOOL ia_checked_33(id self, id arg0)
+BOOL ia_checked_34(id self, id arg0)
 {
     BOOL r;
     void *pool;
@@ -1306,7 +1349,7 @@ BOOL ia_checked_33(id self, id arg0)
         ia_objc_failure = IA_OBJC_NIL;
         return (BOOL){0};
     }
-    if (IA_UNLIKELY(!ia_objc_responds(33, (id)self))) {
+    if (IA_UNLIKELY(!ia_objc_responds(34, (id)self))) {
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
@@ -1318,7 +1361,7 @@ BOOL ia_checked_33(id self, id arg0)
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
-    r = IA_SEND(ia_send_33_t, self, ia_objc_sel[33])(self, ia_objc_sel[33], arg0);
+    r = IA_SEND(ia_send_34_t, self, ia_objc_sel[34])(self, ia_objc_sel[34], arg0);
     ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
     return r;
@@ -1367,13 +1410,13 @@ static PyObject *ia_py_23(PyObject *self, PyObject *unused)
     return PyLong_FromUnsignedLongLong((unsigned long long)r);
 }
 
-static PyObject *ia_py_28(PyObject *self, PyObject *unused)
+static PyObject *ia_py_29(PyObject *self, PyObject *unused)
 {
     NSInteger r;
     (void)unused;
-    r = ia_checked_28(ia_py_self(self));
+    r = ia_checked_29(ia_py_self(self));
     if (r == 0 && ia_objc_failure != IA_OBJC_OK)
-        return ia_py_raise(28, self);
+        return ia_py_raise(29, self);
     return PyLong_FromLongLong((long long)r);
 }
 
@@ -1382,7 +1425,7 @@ static PyMethodDef ia_py_methods[IA_PY_METHODS + 1] = {
     {"hash", ia_py_10, METH_NOARGS, "``-[NSObject hash] -> NSUInteger`` (no arguments)."},
     {"length", ia_py_15, METH_NOARGS, "``-[NSString length] -> NSUInteger`` (no arguments)."},
     {"count", ia_py_23, METH_NOARGS, "``-[NSMutableArray count] -> NSUInteger`` (no arguments)."},
-    {"code", ia_py_28, METH_NOARGS, "``-[NSError code] -> NSInteger`` (no arguments)."},
+    {"code", ia_py_29, METH_NOARGS, "``-[NSError code] -> NSInteger`` (no arguments)."},
     {NULL, NULL, 0, NULL},
 };
 static int ia_py_class[IA_PY_METHODS + 1] = {
