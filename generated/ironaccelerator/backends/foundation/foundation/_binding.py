@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.objc import MethodRow, ObjcBinding
+from ironaccelerator_runtime.objc import FunctionRow, MethodRow, ObjcBinding
 
 # the bound classes, bases first (each looked up once with objc_getClass)
 CLASSES: tuple[str, ...] = ('NSObject', 'NSString', 'NSMutableArray', 'NSError', 'NSAutoreleasePool', 'NSFileManager')
@@ -48,8 +48,15 @@ METHODS: tuple[MethodRow, ...] = (
     ('NSFileManager', 'fileExistsAtPath:', False, 'bool', ('object',), '+0', False, -1, True, ''),
 )
 
+# by function index: (C function, result kind, argument kinds, ownership, autoreleases) -- the functions: section
+FUNCTIONS: tuple[FunctionRow, ...] = (
+    ('NSTemporaryDirectory', 'object', (), '+0', True),
+    ('NSStringFromClass', 'object', ('value',), '+0', True),
+    ('NSClassFromString', 'cdata', ('object',), '+0', True),
+)
+
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'b1c80c4fa6057562a73a1626'
+BUILD_ID = 'aae53c81e1407c02e2fe5f4a'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
@@ -70,6 +77,7 @@ BINDING = ObjcBinding(
             ()),  # (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as loader: says
     classes=CLASSES,
     methods=METHODS,
+    functions=FUNCTIONS,
     errors={  # (NSError domain, code or None: any) -> kind, from specs/foundation/foundation.yaml
         ('NSPOSIXErrorDomain', None): ErrorKind.INVALID_VALUE,
         ('NSCocoaErrorDomain', None): ErrorKind.INVALID_VALUE,

@@ -13,7 +13,7 @@ from typing import Any
 MODULE = "ironaccelerator.backends.foundation.foundation._cffi"
 ABI_MODULE = "ironaccelerator.backends.foundation.foundation._cffi_abi"
 # the digest of the build inputs (the cdefs, trampolines.c, ia_objc.h, this file's template): both modules carry it
-BUILD_ID = "b1c80c4fa6057562a73a1626"
+BUILD_ID = "aae53c81e1407c02e2fe5f4a"
 OPTIMIZE = "-O2"
 HERE = Path(__file__).resolve().parent
 

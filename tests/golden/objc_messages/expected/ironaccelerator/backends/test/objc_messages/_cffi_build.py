@@ -13,7 +13,7 @@ from typing import Any
 MODULE = "ironaccelerator.backends.test.objc_messages._cffi"
 ABI_MODULE = "ironaccelerator.backends.test.objc_messages._cffi_abi"
 # the digest of the build inputs (the cdefs, trampolines.c, ia_objc.h, this file's template): both modules carry it
-BUILD_ID = "81206a4bf39b0fc512b0999f"
+BUILD_ID = "b074379ed6c2ebce3be9d1aa"
 OPTIMIZE = "-O2"
 HERE = Path(__file__).resolve().parent
 
