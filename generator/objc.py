@@ -4,7 +4,9 @@ There is no header: the spec's ``classes:`` section is the declaration (selector
 its ``declarations:`` the C types they use (``id``, ``SEL``, ``Class``, ``NSUInteger``, ``NSRange``, ...), parsed
 by a C front-end.  Each selector becomes a bound method: a C function whose first parameter is the receiver
 (``id``; ``Class`` for a ``+`` method) followed by the selector's arguments, sent through the runtime with the
-selector's exact prototype (``templates/objc/trampolines.c.j2`` + ``runtime/.../include/ia_objc.h``).
+selector's exact prototype (``templates/objc/trampolines.c.j2`` + ``runtime/.../include/ia_objc.h``).  Each
+function of ``functions:`` (declared in the declarations) becomes a bound C function, called through the address
+dlsym(RTLD_DEFAULT) gives once the frameworks are open.
 """
 
 from __future__ import annotations

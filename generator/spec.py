@@ -190,7 +190,7 @@ OBJC_RESERVED = ("close", "handle", "retained")
 #                 (optional), since: {<table field>: <the minor that appended it>} (optional)
 #   objc          runtime: {<platform>: [runtime library, ...]}, frameworks: {<platform>: [library, ...]},
 #                 errors: {<ErrorKind>: [<NSError domain>[:<code>], ...]} (optional); the methods are the spec's
-#                 classes: section (see ObjcSpec)
+#                 classes: section, its plain C functions the functions: section (see ObjcSpec)
 RESOLVER_KINDS = ("dlsym", "proc_address", "table", "objc")
 RESOLVER_KINDS_TO_COME: dict[str, str] = {}
 # the keys each kind takes besides 'kind'
