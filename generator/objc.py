@@ -312,7 +312,8 @@ def bind_objc(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: st
                                   methods=tuple(bound)))
     functions: list[BoundFunction] = []
     constants = tuple((c.name, c.value) for e in header.enums for c in e.constants)
-    taken = MODULE_NAMES | {c.name for c in classes} | {name for name, _ in constants}
+    # module-level names of __init__.py, and of unchecked.py (the methods' public names)
+    taken = MODULE_NAMES | {c.name for c in classes} | {name for name, _ in constants} | set(publics)
     declared = {f.name: f for f in header.functions}
     for fs in spec.objc.functions:
         bf = _function(fs, declared, len(functions), tb, col)

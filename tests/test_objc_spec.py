@@ -301,6 +301,9 @@ def test_variadic_and_clashing_functions_are_refused() -> None:
     text = edit(FUNCTIONS, "  NSUInteger NSPageSize(void);\n", "  NSUInteger ffi(void);\n")
     text = edit(text, "  NSPageSize: {}\n", "  ffi:\n")
     assert "shadow the generated module's own 'ffi'" in the_error(text, "'ffi' cannot be bound").message
+    text = edit(FUNCTIONS, "  NSUInteger NSPageSize(void);\n", "  NSUInteger NSString_length(void);\n")
+    text = edit(text, "  NSPageSize: {}\n", "  NSString_length:\n")  # unchecked.NSString_length is the method's
+    assert "already has that name" in the_error(text, "'NSString_length' cannot be bound").message
 
 
 def test_functions_section_goes_with_the_objc_resolver_only_in_its_form() -> None:
@@ -316,3 +319,23 @@ def test_functions_section_goes_with_the_objc_resolver_only_in_its_form() -> Non
 ])
 def test_create_copy_rule(name: str, expected: str) -> None:
     assert cf_ownership(name) == expected
+
+
+def test_function_errors_exit_2_located(tmp_path: Path) -> None:
+    """From the command line: every functions: mistake a file:line:col line, exit 2, no traceback."""
+    import subprocess
+    import sys
+
+    specs = tmp_path / "specs"
+    (specs / "demo").mkdir(parents=True)
+    (specs / "core.yaml").write_text((SPECS / "core.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    text = edit(FUNCTIONS, "  MTLCopyAllDevices: {", "  MTLCopyAllDevice: {")
+    text = edit(text, "  NSPageSize: {}\n", '  NSPageSize: {ownership: "+1"}\n')
+    (specs / "demo" / "demo.yaml").write_text(text, encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(specs), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    line, col = pos(text, "MTLCopyAllDevice: {")
+    assert f"demo/demo.yaml:{line}:{col}: function 'MTLCopyAllDevice' is not declared" in proc.stderr, proc.stderr
+    line, col = pos(text, 'NSPageSize: {ownership: "+1"}', 24)
+    assert f"demo/demo.yaml:{line}:{col}: ownership goes with functions returning an object" in proc.stderr
