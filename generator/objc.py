@@ -4,7 +4,9 @@ There is no header: the spec's ``classes:`` section is the declaration (selector
 its ``declarations:`` the C types they use (``id``, ``SEL``, ``Class``, ``NSUInteger``, ``NSRange``, ...), parsed
 by a C front-end.  Each selector becomes a bound method: a C function whose first parameter is the receiver
 (``id``; ``Class`` for a ``+`` method) followed by the selector's arguments, sent through the runtime with the
-selector's exact prototype (``templates/objc/trampolines.c.j2`` + ``runtime/.../include/ia_objc.h``).
+selector's exact prototype (``templates/objc/trampolines.c.j2`` + ``runtime/.../include/ia_objc.h``).  Each
+function of ``functions:`` (declared in the declarations) becomes a bound C function, called through the address
+dlsym(RTLD_DEFAULT) gives once the frameworks are open.
 """
 
 from __future__ import annotations
@@ -13,16 +15,19 @@ import re
 from dataclasses import dataclass
 
 from .bind import BoundEnum, _Binder, py_name_problem
-from .ctypes_util import FLOAT_BUILTINS, resolve
+from .ctypes_util import FLOAT_BUILTINS, declare, resolve
 from .diagnostics import Collector, suggest
-from .ir import Builtin, EnumRef, Header, InlineEnum, InlineRecord, Location, Pointer, RecordRef, TypedefRef
-from .spec import ClassSpec, CoreSpec, LibrarySpec, MethodSpec, Name, objc_ownership
+from .ir import Builtin, EnumRef, Function, Header, InlineEnum, InlineRecord, Location, Pointer, RecordRef, TypedefRef
+from .spec import ClassSpec, CoreSpec, LibrarySpec, MethodSpec, Name, ObjcFunctionSpec, cf_ownership, objc_ownership
 
 # the types every Objective-C spec's declarations must give (the runtime's own, spelled as the runtime does)
 REQUIRED_TYPES = ("id", "SEL", "Class")
 ERROR_OUT = "NSError **"  # an argument of this type is the method's error out-parameter
 C_WORDS = frozenset({"const", "volatile", "signed", "unsigned", "short", "long", "int", "char", "float", "double",
                      "void", "_Bool", "struct", "union", "enum"})
+# the module-level names of a generated objc package (templates/objc/__init__.py.j2): a C function may not take them
+MODULE_NAMES = frozenset({"BINDING_MODE", "Error", "ErrorKind", "Object", "autorelease_pool", "ffi", "objc_class",
+                          "retain_count", "unchecked", "annotations", "Any"})
 BUILTIN_TYPEDEFS = frozenset({"size_t", "ssize_t", "ptrdiff_t", "intptr_t", "uintptr_t", "int8_t", "uint8_t",
                               "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "wchar_t"})
 
@@ -81,6 +86,39 @@ class BoundMethod:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BoundFunction:
+    """A plain C function of ``functions:`` (declared in the declarations), found with dlsym(RTLD_DEFAULT) once the
+    runtime and frameworks are open and called with its exact prototype.
+    ex) ``MTLCreateSystemDefaultDevice`` -> ``id (*)(void)``, +1"""
+
+    index: int  # its index in _binding.FUNCTIONS (the Python side names it ~index where methods use index)
+    name: str  # ex) MTLCreateSystemDefaultDevice: the C symbol, the checked module-level function, unchecked.<name>
+    result_decl: str  # ex) id
+    result_kind: str  # object | str | bool | int | float | struct | cdata | void (as BoundMethod)
+    params: tuple[ObjcParam, ...]
+    ownership: str  # +1: the caller owns the returned object; +0: retained by the checked call to be kept
+    autoreleases: bool  # the checked call runs inside an autorelease pool (the rule of BoundMethod)
+    location: Location
+    class_method: bool = False  # (what py_body asks of a BoundMethod)
+    consumes_self: bool = False
+    same_class: bool = False
+    error_param: int = -1
+
+    @property
+    def pointer_type(self) -> str:
+        """``R (*)(A...)``."""
+        return f"{self.result_decl} (*)({', '.join(p.decl for p in self.params) or 'void'})"
+
+    @property
+    def c_params(self) -> str:
+        return ", ".join(f"{p.decl} {p.name}" for p in self.params) or "void"
+
+    @property
+    def c_args(self) -> str:
+        return ", ".join(p.name for p in self.params)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BoundClass:
     """A class of ``classes:`` and the Python class its handles get.  ex) NSMutableArray (base NSArray)"""
 
@@ -110,6 +148,7 @@ class ObjcLibrary:
     module: str  # ex) ironaccelerator.backends.foundation.foundation
     classes: tuple[BoundClass, ...]  # bases before the classes deriving from them
     methods: tuple[BoundMethod, ...]  # by index
+    functions: tuple[BoundFunction, ...]  # by index (functions:)
     declarations: tuple[str, ...]
     enums: tuple[BoundEnum, ...]
     constants: tuple[tuple[str, int], ...]  # every enum constant of the declarations (anonymous enums too)
@@ -272,14 +311,68 @@ def bind_objc(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: st
             bound.append(bm)
         classes.append(BoundClass(index=ci, name=c.name.value, base=c.base.value if c.base else None,
                                   methods=tuple(bound)))
+    functions: list[BoundFunction] = []
+    constants = tuple((c.name, c.value) for e in header.enums for c in e.constants)
+    # module-level names of __init__.py, and of unchecked.py (the methods' public names)
+    taken = MODULE_NAMES | {c.name for c in classes} | {name for name, _ in constants} | set(publics)
+    declared = {f.name: f for f in header.functions}
+    for fs in spec.objc.functions:
+        bf = _function(fs, declared, len(functions), tb, col)
+        if bf is None:
+            continue
+        why = py_name_problem(bf.name)
+        if why is None and bf.name in taken:
+            why = "the generated module already has that name"
+        if why is not None:
+            col.error(fs.name.location, f"function '{fs.name}' cannot be bound as a module-level function: {why}")
+            continue
+        taken |= {bf.name}
+        functions.append(bf)
     decls, enums, structs = b.declarations()
     col.check()
     return ObjcLibrary(
         spec=spec, core=core, header=header, sdk_version=sdk_version or "declared",
         module=f"ironaccelerator.backends.{spec.vendor}.{spec.library}", classes=tuple(classes),
-        methods=tuple(methods), declarations=decls, enums=enums, structs=structs, runtime=spec.objc.runtime,
-        constants=tuple((c.name, c.value) for e in header.enums for c in e.constants),
+        methods=tuple(methods), functions=tuple(functions), declarations=decls, enums=enums, structs=structs,
+        runtime=spec.objc.runtime, constants=constants,
         frameworks=spec.objc.frameworks, error_kinds=tuple(error_kinds), error_default=spec.objc.error_default)
+
+
+def _function(fs: ObjcFunctionSpec, declared: dict[str, Function], index: int, tb: _TypeBinder,
+              col: Collector) -> BoundFunction | None:
+    """One entry of ``functions:``, its prototype from the declarations."""
+    f = declared.get(fs.name.value)
+    if f is None:
+        col.error(fs.name.location, f"function '{fs.name}' is not declared in the declarations"
+                  f"{suggest(fs.name.value, list(declared))}" + ("" if declared else
+                                                                  " (which declare no function: add its prototype, "
+                                                                  "ex: id MTLCreateSystemDefaultDevice(void);)"))
+        return None
+    if f.variadic:
+        col.error(fs.name.location, f"function '{fs.name}' is variadic: its arguments' types are not known")
+        return None
+    result = normalize(declare(f.result))
+    result_kind = tb.kind(result, True)
+    params = []
+    for i, p in enumerate(f.params):
+        decl = normalize(declare(p.type))
+        kind = tb.kind(decl, False)
+        if kind == "error":
+            col.error(fs.name.location, f"function '{fs.name}': an {ERROR_OUT} argument is only understood in "
+                      "methods (pass it as a pointer type of the declarations instead)")
+            return None
+        params.append(ObjcParam(name=f"arg{i}", decl=decl, kind=kind if kind in ("object", "str") else "value"))
+    if fs.ownership is not None and result_kind != "object":
+        col.error(fs.ownership.location, f"ownership goes with functions returning an object (id); "
+                  f"{fs.name} returns {result}")
+        return None
+    ownership = fs.ownership.value if fs.ownership is not None else \
+        cf_ownership(fs.name.value) if result_kind == "object" else "+0"
+    return BoundFunction(
+        index=index, name=fs.name.value, result_decl=result, result_kind=result_kind, params=tuple(params),
+        ownership=ownership, location=fs.name.location,
+        autoreleases=result_kind != "str" and ((result_kind == "object" and ownership == "+0")
+                                               or any(p.kind in ("object", "str") for p in params)))
 
 
 def _family(selector: str, families: tuple[str, ...]) -> bool:
@@ -348,7 +441,7 @@ def _method(m: MethodSpec, c: ClassSpec, class_index: int, index: int, tb: _Type
 
 # ------------------------------------------------------------------ rendering helpers (filters)
 
-def c_zero(m: BoundMethod) -> str:
+def c_zero(m: BoundMethod | BoundFunction) -> str:
     """What a trampoline returns without sending: `` (R){0}`` (nothing for void)."""
     return "" if m.result_kind == "void" else f" ({m.result_decl}){{0}}"
 
@@ -385,10 +478,12 @@ def py_returns(m: BoundMethod) -> str:
     return PY_RESULT[m.result_kind]
 
 
-def py_body(m: BoundMethod) -> list[str]:
-    """The checked wrapper's body: arguments converted, ``_c<index>`` called (the checked trampoline), a refusal
-    (``_failed()``) raised as an Error, the result converted (a handle owning the object's reference)."""
-    i = m.index
+def py_body(m: BoundMethod | BoundFunction) -> list[str]:
+    """The checked wrapper's body: arguments converted, ``_c<index>`` called (the checked trampoline; ``_f<index>``
+    for a C function, which the binding's tables name ``~index``), a refusal (``_failed()``) raised as an Error,
+    the result converted (a handle owning the object's reference)."""
+    function = isinstance(m, BoundFunction)
+    i: int | str = f"~{m.index}" if function else m.index
     out: list[str] = []
     args: list[str] = []
     values = False
@@ -409,8 +504,8 @@ def py_body(m: BoundMethod) -> list[str]:
             args.append(f"a{n}")
             values = True
     receiver = "cls._ci" if m.class_method else "self._id"
-    call = f"_c{i}({', '.join([receiver] + args)})"
-    who = "cls" if m.class_method else "self"
+    call = f"_f{m.index}({', '.join(args)})" if function else f"_c{i}({', '.join([receiver] + args)})"
+    who = "None" if function else "cls" if m.class_method else "self"
     if m.result_kind == "str":  # the returned bytes belong to an autoreleased buffer: copied inside a pool
         out.append("pool = _push()")
         out.append("try:")
@@ -462,12 +557,32 @@ def py_body(m: BoundMethod) -> list[str]:
     return _guard(out, values, i)
 
 
-def _guard(lines: list[str], values: bool, index: int) -> list[str]:
+def _guard(lines: list[str], values: bool, index: int | str) -> list[str]:
     """Value arguments are converted by cffi, which raises TypeError/OverflowError: as INVALID_VALUE."""
     if not values:
         return lines
     return ["try:"] + ["    " + x for x in lines] + ["except (TypeError, OverflowError) as exc:",
                                                       f"    raise _bad_value({index}, exc) from None"]
+
+
+def py_function_signature(f: BoundFunction) -> str:
+    return ", ".join(f"a{i}: {'Any' if p.kind != 'str' else 'str | bytes'}" for i, p in enumerate(f.params))
+
+
+def py_function_doc(f: BoundFunction) -> str:
+    args = ", ".join(p.decl for p in f.params) or "void"
+    notes = ["the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: "
+             "ironaccelerator.Error SYMBOL_NOT_FOUND"]
+    if f.result_kind == "object":
+        notes.append("a handle owning the result (+1 from the function)" if f.ownership == "+1"
+                     else "a handle owning the result (retained: +0 from the function)")
+        notes.append("None when it returns nil")
+    return f"``{f.result_decl} {f.name}({args})``: {'; '.join(notes)}."
+
+
+def function_row(f: BoundFunction) -> str:
+    """The function's row in _binding.FUNCTIONS (ironaccelerator_runtime.objc.FunctionRow)."""
+    return repr((f.name, f.result_kind, tuple(p.kind for p in f.params), f.ownership, f.autoreleases))
 
 
 def py_doc(m: BoundMethod) -> str:

@@ -105,7 +105,9 @@ def environment() -> jinja2.Environment:
                        via_proc=_via_proc, c_int=_c_int, objc_zero=_objc.c_zero, objc_send=_objc.c_send,
                        objc_checked_params=_objc.c_checked_params, objc_py_signature=_objc.py_signature,
                        objc_py_returns=_objc.py_returns, objc_py_body=_objc.py_body, objc_py_doc=_objc.py_doc,
-                       objc_row=_objc.method_row, objc_py_from_c=_objc.py_from_c)
+                       objc_row=_objc.method_row, objc_py_from_c=_objc.py_from_c,
+                       objc_function_row=_objc.function_row, objc_function_signature=_objc.py_function_signature,
+                       objc_function_doc=_objc.py_function_doc)
     return env
 
 

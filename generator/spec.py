@@ -151,6 +151,16 @@ class ClassSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ObjcFunctionSpec:
+    """A plain C function of an objc spec's ``functions:`` section, declared in its ``declarations:`` and found
+    with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open.
+    ex) ``MTLCreateSystemDefaultDevice: {ownership: "+1"}``"""
+
+    name: Name  # ex) MTLCreateSystemDefaultDevice (a function the declarations declare)
+    ownership: Name | None = None  # +1 | +0 for an id result; None: the Create/Copy rule (cf_ownership)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ObjcSpec:
     """``resolver: {kind: objc, ...}`` with ``classes:``: methods are sent as Objective-C messages through the
     runtime (GNU ``objc_msg_lookup`` or Apple ``objc_msgSend``); the runtime and the frameworks holding the classes
@@ -162,6 +172,7 @@ class ObjcSpec:
     error_kinds: tuple[tuple[str, int | None, Name], ...] = ()  # (NSError domain, code or None: any, ErrorKind)
     error_default: str = "UNKNOWN"  # the kind of an NSError no entry names
     prototypes: Name | None = None  # metal-cpp: where the selector-only methods' prototypes come from
+    functions: tuple[ObjcFunctionSpec, ...] = ()  # plain C entry points of the frameworks (functions:)
 
 
 # Objective-C selectors: a unary one (length) or keywords each ending in ':' (initWithBytes:length:encoding:)
@@ -185,7 +196,7 @@ OBJC_RESERVED = ("close", "handle", "retained")
 #                 (optional), since: {<table field>: <the minor that appended it>} (optional)
 #   objc          runtime: {<platform>: [runtime library, ...]}, frameworks: {<platform>: [library, ...]},
 #                 errors: {<ErrorKind>: [<NSError domain>[:<code>], ...]} (optional); the methods are the spec's
-#                 classes: section (see ObjcSpec)
+#                 classes: section, its plain C functions the functions: section (see ObjcSpec)
 RESOLVER_KINDS = ("dlsym", "proc_address", "table", "objc")
 RESOLVER_KINDS_TO_COME: dict[str, str] = {}
 # the keys each kind takes besides 'kind'
@@ -809,7 +820,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         errors.error(r.loc(em["mask"]), "mask must be a positive integer of at most 64 bits (ex: 0xffff)")
 
     functions = []
-    for fname, fnode in r.keyed(m.get("functions"), "function"):
+    for fname, fnode in r.keyed(m.get("functions") if not objc else None, "function"):
         functions.append(_function(r, fname, fnode))
 
     objc_spec = None
@@ -819,13 +830,14 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                 errors.error(r.loc(lm[plat]), f"loader: '{plat}' does not go with resolver kind objc (its runtime: "
                              "and frameworks: name the libraries; loader: may say where to search: sdk_env, sdk_dirs, "
                              "sdk_roots, wheel_dirs)")
-        for key in ("errors", "functions", "bind", "symbols", "kernel_launch", "pool_memory"):
+        for key in ("errors", "bind", "symbols", "kernel_launch", "pool_memory"):
             if key in m:
                 errors.error(r.loc(m[key]), f"'{key}' does not go with resolver kind objc (methods are the "
-                             "classes: section; NSErrors map to kinds through the resolver's errors:)")
+                             "classes: section, C functions the functions: section; NSErrors map to kinds through "
+                             "the resolver's errors:)")
         if frontend is not None and frontend.value != "declared":
             errors.error(frontend.location, "resolver kind objc goes with frontend: declared (there is no header)")
-        objc_spec = _objc(r, objc_resolver or {}, m.get("classes"))
+        objc_spec = _objc(r, objc_resolver or {}, m.get("classes"), m.get("functions"))
         err_type = err_type or Name(value="id", location=top_loc)
         default = default or Name(value=objc_spec.error_default if objc_spec else "UNKNOWN", location=top_loc)
         loader = replace(loader, names=objc_spec.runtime if objc_spec else ())
@@ -878,8 +890,39 @@ def objc_ownership(selector: str, returns: str) -> str:
     return "+0"
 
 
-def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) -> ObjcSpec | None:
-    """``resolver: {kind: objc, runtime, frameworks, errors}`` and the ``classes:`` section."""
+def cf_ownership(function: str) -> str:
+    """The Core Foundation naming rule for C functions returning an object: a name containing ``Create`` or
+    ``Copy`` returns it +1 (``MTLCreateSystemDefaultDevice``, ``MTLCopyAllDevices``); every other +0
+    (``NSTemporaryDirectory``)."""
+    return "+1" if "Create" in function or "Copy" in function else "+0"
+
+
+def _objc_functions(r: _Reader, node: yaml.Node | None) -> tuple[ObjcFunctionSpec, ...]:
+    """``functions: {<C function>: {ownership: "+1"} | null}`` of an objc spec (checked against the declarations
+    by generator/objc.py, which has them parsed)."""
+    out = []
+    for fname, fnode in r.keyed(node, "function"):
+        if isinstance(fnode, yaml.ScalarNode) and fnode.tag == "tag:yaml.org,2002:null":
+            out.append(ObjcFunctionSpec(name=fname))
+            continue
+        fm = r.mapping(fnode, ("ownership",), (), f"function {fname}")
+        if fm is None:
+            continue
+        ownership = None
+        if "ownership" in fm:
+            text = r.scalar(fm["ownership"], "ownership")
+            if text is not None and text not in OWNERSHIPS:
+                r.errors.error(r.loc(fm["ownership"]), f"ownership {text!r} of {fname} is not valid; expected '+1' "
+                               "(the caller owns the result) or '+0'")
+            elif text is not None:
+                ownership = Name(value=text, location=r.loc(fm["ownership"]))
+        out.append(ObjcFunctionSpec(name=fname, ownership=ownership))
+    return tuple(out)
+
+
+def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None,
+          functions_node: yaml.Node | None = None) -> ObjcSpec | None:
+    """``resolver: {kind: objc, runtime, frameworks, errors}``, the ``classes:`` and ``functions:`` sections."""
     runtime = _platform_libs(r, rm.get("runtime"), "runtime")
     frameworks = _platform_libs(r, rm.get("frameworks"), "frameworks")
     error_kinds: list[tuple[str, int | None, Name]] = []
@@ -1008,7 +1051,7 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None) 
                        "the listed selectors' prototypes come from with the resolver's 'prototypes: metal-cpp' "
                        f"({len(undeclared)} selector{'s' if len(undeclared) != 1 else ''} listed without one)")
     return ObjcSpec(runtime=runtime, frameworks=frameworks, classes=tuple(classes), error_kinds=tuple(error_kinds),
-                    prototypes=prototypes)
+                    prototypes=prototypes, functions=_objc_functions(r, functions_node))
 
 
 # a C type as the classes: section spells it: words, '*' and 'const' (typedef names come from the declarations)

@@ -271,6 +271,37 @@ def pool_and_unchecked() -> None:
         assert F.unchecked.NSString_length(raw) == 9
 
 
+@check
+def c_functions() -> None:
+    """functions: of the spec: GNUstep's own C functions, found with dlsym(RTLD_DEFAULT), +0 results retained."""
+    import os
+    import tempfile
+
+    for _ in range(1000):
+        tmp = F.NSTemporaryDirectory()  # +0: retained for the handle, released with it (no pool warning)
+        assert isinstance(tmp, F.NSString) and F.retain_count(tmp) >= 1
+        tmp.close()
+    tmp = F.NSTemporaryDirectory()
+    assert os.path.isdir(tmp.UTF8String()), tmp.UTF8String()  # GNUstep's own choice (GNUstepSecure<uid> under
+    assert tmp.UTF8String().startswith(tempfile.gettempdir().rstrip("/"))  # the system temporary directory)
+    name = F.NSStringFromClass(F.objc_class("NSMutableArray"))
+    assert isinstance(name, F.NSString) and name.UTF8String() == "NSMutableArray"
+    counted = F.retain_count(name)
+    del name
+    assert F.NSStringFromClass(F.ffi.NULL) is None  # nil in, nil out: None
+    cls = F.NSClassFromString(s("NSMutableArray"))  # a Class result: the raw pointer
+    assert cls == F.objc_class("NSMutableArray")
+    assert F.NSClassFromString(s("NoSuchClassAnywhere")) == F.ffi.NULL
+    assert error(lambda: F.NSClassFromString(None)).kind == ErrorKind.INVALID_VALUE
+    assert error(lambda: F.NSStringFromClass("NSString")).kind == ErrorKind.INVALID_VALUE
+    assert counted >= 1
+    with F.autorelease_pool():  # unchecked: the raw autoreleased id
+        raw = F.unchecked.NSStringFromClass(F.objc_class("NSString"))
+        assert F.ffi.string(F.unchecked.NSString_UTF8String(raw)).decode() == "NSString"
+    assert "NSTemporaryDirectory" in F.__all__ and F.NSTemporaryDirectory.__doc__ and \
+        "+0" in F.NSTemporaryDirectory.__doc__
+
+
 if __name__ == "__main__":
     out = {}
     for name, fn in CHECKS.items():

@@ -22,7 +22,8 @@ PACKAGE = GENERATED / "ironaccelerator" / "backends" / "foundation" / "foundatio
 CHILD = ROOT / "tests" / "objc_foundation_child.py"
 CHECKS = ["mode", "utf8_round_trips", "counts", "nsrange_by_value", "nserror_out", "class_and_instance_methods",
           "retain_counts_balance", "init_consumes_receiver", "nil_receivers", "unknown_selector_refused",
-          "bad_python_values", "nullable_arguments", "compiled_methods", "exceptions_become_errors", "pool_and_unchecked"]
+          "bad_python_values", "nullable_arguments", "compiled_methods", "exceptions_become_errors",
+          "pool_and_unchecked", "c_functions"]
 
 
 def _gnustep() -> bool:

@@ -4,13 +4,14 @@ binding (generator/objc.py): every mistake a located error, misspellings with a 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ironaccelerator_gen.diagnostics import Diagnostic, UserError
 from ironaccelerator_gen.objc import bind_objc
 from ironaccelerator_gen.pipeline import compile_specs, parse_declared
-from ironaccelerator_gen.spec import load_core, load_library, objc_ownership
+from ironaccelerator_gen.spec import cf_ownership, load_core, load_library, objc_ownership
 
 from conftest import SPECS
 
@@ -188,8 +189,8 @@ def test_resolver_needs_its_libraries_and_refuses_c_keys() -> None:
     assert the_error(text, "needs 'frameworks'").message == "resolver kind objc needs 'frameworks'"
     text = TEXT + "loader:\n  linux: [libfoo.so]\n"
     assert "does not go with resolver kind objc" in the_error(text, "loader: 'linux'").message
-    text = TEXT + "functions:\n  foo: {}\n"
-    assert "'functions' does not go with resolver kind objc" in the_error(text, "'functions'").message
+    text = TEXT + "bind:\n  include: [foo*]\n"
+    assert "'bind' does not go with resolver kind objc" in the_error(text, "'bind'").message
     text = TEXT + "loader:\n  sdk_env: [GNUSTEP_ROOT]\n  sdk_dirs: [lib]\n"
     assert diagnostics(text) == []  # where to search is fine
 
@@ -245,3 +246,115 @@ def test_the_foundation_spec_generates(tmp_path: Path) -> None:
     base = "ironaccelerator/backends/foundation/foundation/"
     assert {base + f for f in ("__init__.py", "_binding.py", "trampolines.c", "unchecked.py")} <= names
     assert [lib.module for lib in result.objc] == ["ironaccelerator.backends.foundation.foundation"]
+
+
+# ---------------------------------------------------------------- functions: plain C entry points
+FUNCTIONS = edit(TEXT, "  typedef struct { NSUInteger location, length; } NSRange;\n",
+                 "  typedef struct { NSUInteger location, length; } NSRange;\n"
+                 "  id MTLCreateSystemDefaultDevice(void);\n"
+                 "  id MTLCopyAllDevices(void);\n"
+                 "  id NSStringFromClass(Class aClass);\n"
+                 "  NSUInteger NSPageSize(void);\n"
+                 "  int printf(const char *format, ...);\n") + """\
+functions:
+  MTLCreateSystemDefaultDevice:
+  MTLCopyAllDevices: {ownership: "+1"}
+  NSStringFromClass:
+  NSPageSize: {}
+"""
+
+
+def bound(text: str) -> dict[str, object]:
+    spec = load_library(Path("demo.yaml"), FILE, text=text)
+    lib = bind_objc(spec, load_core(SPECS / "core.yaml", "specs/core.yaml"), parse_declared(spec, "pycparser"))
+    return {f.name: f for f in lib.functions}
+
+
+def test_functions_bind_with_their_prototypes_and_ownership() -> None:
+    assert diagnostics(FUNCTIONS) == []
+    fns: dict[str, Any] = bound(FUNCTIONS)
+    assert list(fns) == ["MTLCreateSystemDefaultDevice", "MTLCopyAllDevices", "NSStringFromClass", "NSPageSize"]
+    create = fns["MTLCreateSystemDefaultDevice"]
+    assert (create.result_kind, create.ownership, create.pointer_type, create.autoreleases) == \
+        ("object", "+1", "id (*)(void)", False)
+    assert fns["MTLCopyAllDevices"].ownership == "+1"
+    name = fns["NSStringFromClass"]  # +0 by the rule: retained inside a pool
+    assert (name.ownership, name.autoreleases, [p.decl for p in name.params]) == ("+0", True, ["Class"])
+    assert fns["NSPageSize"].result_kind == "int"
+
+
+def test_function_ownership_overrides_the_rule() -> None:
+    text = edit(FUNCTIONS, "  NSStringFromClass:\n", '  NSStringFromClass: {ownership: "+1"}\n')
+    fns: dict[str, Any] = bound(text)
+    assert fns["NSStringFromClass"].ownership == "+1" and not fns["NSStringFromClass"].autoreleases
+    text = edit(FUNCTIONS, "  MTLCreateSystemDefaultDevice:\n", '  MTLCreateSystemDefaultDevice: {ownership: "+0"}\n')
+    assert bound(text)["MTLCreateSystemDefaultDevice"].ownership == "+0"  # type: ignore[attr-defined]
+
+
+def test_undeclared_function_is_a_located_error_with_a_suggestion() -> None:
+    text = edit(FUNCTIONS, "  MTLCopyAllDevices: {", "  MTLCopyAllDevice: {")
+    d = the_error(text, "'MTLCopyAllDevice' is not declared")
+    at(d, pos(text, "MTLCopyAllDevice: {"))
+    assert "did you mean 'MTLCopyAllDevices'" in d.message
+
+
+def test_bad_function_ownership_is_a_located_error() -> None:
+    text = edit(FUNCTIONS, '{ownership: "+1"}', '{ownership: "+2"}')
+    d = the_error(text, "ownership '+2'")
+    at(d, pos(text, '"+2"'))
+    text = edit(FUNCTIONS, "  NSPageSize: {}\n", '  NSPageSize: {ownership: "+1"}\n')
+    d = the_error(text, "ownership goes with functions returning an object")
+    at(d, pos(text, 'NSPageSize: {ownership: "+1"}', 24))
+    assert "NSPageSize returns NSUInteger" in d.message
+    text = edit(FUNCTIONS, "  NSPageSize: {}\n", "  NSPageSize: {ownrship: '+0'}\n")
+    assert "did you mean 'ownership'" in the_error(text, "unknown key 'ownrship'").message
+
+
+def test_variadic_and_clashing_functions_are_refused() -> None:
+    text = FUNCTIONS + "  printf:\n"
+    at(the_error(text, "is variadic"), pos(text, "printf:\n"))
+    text = edit(FUNCTIONS, "  id NSStringFromClass(Class aClass);\n", "  id NSString(void);\n")
+    text = edit(text, "  NSStringFromClass:\n", "  NSString:\n")
+    d = the_error(text, "cannot be bound as a module-level function")
+    assert "already has that name" in d.message
+    text = edit(FUNCTIONS, "  NSUInteger NSPageSize(void);\n", "  NSUInteger ffi(void);\n")
+    text = edit(text, "  NSPageSize: {}\n", "  ffi:\n")
+    assert "shadow the generated module's own 'ffi'" in the_error(text, "'ffi' cannot be bound").message
+    text = edit(FUNCTIONS, "  NSUInteger NSPageSize(void);\n", "  NSUInteger NSString_length(void);\n")
+    text = edit(text, "  NSPageSize: {}\n", "  NSString_length:\n")  # unchecked.NSString_length is the method's
+    assert "already has that name" in the_error(text, "'NSString_length' cannot be bound").message
+
+
+def test_functions_section_goes_with_the_objc_resolver_only_in_its_form() -> None:
+    text = FUNCTIONS + "  MTLCreateSystemDefaultDevice:\n"
+    assert "duplicate function" in the_error(text, "duplicate function").message
+    text = edit(FUNCTIONS, "  NSPageSize: {}\n", "  NSPageSize: [1]\n")
+    assert diagnostics(text)  # not a mapping: refused
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("MTLCreateSystemDefaultDevice", "+1"), ("MTLCopyAllDevices", "+1"), ("CFStringCreateCopy", "+1"),
+    ("NSTemporaryDirectory", "+0"), ("NSStringFromClass", "+0"), ("MTLCreated", "+1"),
+])
+def test_create_copy_rule(name: str, expected: str) -> None:
+    assert cf_ownership(name) == expected
+
+
+def test_function_errors_exit_2_located(tmp_path: Path) -> None:
+    """From the command line: every functions: mistake a file:line:col line, exit 2, no traceback."""
+    import subprocess
+    import sys
+
+    specs = tmp_path / "specs"
+    (specs / "demo").mkdir(parents=True)
+    (specs / "core.yaml").write_text((SPECS / "core.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    text = edit(FUNCTIONS, "  MTLCopyAllDevices: {", "  MTLCopyAllDevice: {")
+    text = edit(text, "  NSPageSize: {}\n", '  NSPageSize: {ownership: "+1"}\n')
+    (specs / "demo" / "demo.yaml").write_text(text, encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(specs), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    line, col = pos(text, "MTLCopyAllDevice: {")
+    assert f"demo/demo.yaml:{line}:{col}: function 'MTLCopyAllDevice' is not declared" in proc.stderr, proc.stderr
+    line, col = pos(text, 'NSPageSize: {ownership: "+1"}', 24)
+    assert f"demo/demo.yaml:{line}:{col}: ownership goes with functions returning an object" in proc.stderr

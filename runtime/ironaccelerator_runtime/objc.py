@@ -30,7 +30,7 @@ from .errors import Error
 from .loader import library_candidates
 
 # ia_objc.h's refusals (ia_objc_failed())
-NIL, SELECTOR, OPEN, CLASS = 1, 2, 3, 4
+NIL, SELECTOR, OPEN, CLASS, FUNCTION = 1, 2, 3, 4, 5
 EXCEPTION = 8  # the method raised an Objective-C exception, caught (API mode): ia_objc_caught() returns it
 # the kind of a caught exception by its name (any other: UNKNOWN)
 EXCEPTION_KINDS = {"NSInvalidArgumentException": ErrorKind.INVALID_VALUE, "NSRangeException": ErrorKind.INVALID_VALUE,
@@ -41,6 +41,10 @@ ABI = "abi"
 # (class, selector, class method, result kind, argument kinds, ownership, consumes self, error arg, autoreleases,
 #  fpret) -- see generator/objc.py's BoundMethod
 MethodRow = tuple[str, str, bool, str, tuple[str, ...], str, bool, int, bool, str]
+# (C function, result kind, argument kinds, ownership, autoreleases) -- generator/objc.py's BoundFunction.  The
+# checked wrappers name function i ``~i`` (a negative index) where they name method i ``i`` (describe, fail, the
+# argument checks).
+FunctionRow = tuple[str, str, tuple[str, ...], str, bool]
 
 
 class NSErrorError(Error):
@@ -141,7 +145,7 @@ class ObjcBinding:
 
     def __init__(self, *, package: str, build_id: str, backend: str, library: str,
                  runtime: dict[str, tuple[str, ...]], frameworks: dict[str, tuple[str, ...]],
-                 classes: Sequence[str], methods: Sequence[MethodRow],
+                 classes: Sequence[str], methods: Sequence[MethodRow], functions: Sequence[FunctionRow] = (),
                  search: tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str]] = ((), (), (), ()),
                  errors: dict[tuple[str, int | None], ErrorKind], error_default: ErrorKind) -> None:
         self.package = package
@@ -153,6 +157,7 @@ class ObjcBinding:
         self.search = search  # where else to look: (wheel_dirs, sdk_dirs, sdk_env, sdk_roots) of the spec's loader:
         self.classes = tuple(classes)
         self.methods = tuple(methods)
+        self.functions = tuple(functions)
         self.errors = errors
         self.error_default = error_default
         self.handles: list[Any] = []  # the opened runtime and frameworks (kept open)
@@ -354,13 +359,16 @@ class ObjcBinding:
 
     # ------------------------------------------------------------ failures
     def describe(self, index: int) -> str:
+        """``-[NSString length]`` for method ``index``; the C function's name for ``~index``."""
+        if index < 0:
+            return self.functions[~index][0]
         row = self.methods[index]
         return f"{'+' if row[2] else '-'}[{row[0]} {row[1]}]"
 
     def fail(self, index: int, receiver: Object | type[Object] | None, why: int) -> Error:
-        """The Error of a checked call that ``ia_objc_failed()`` says was refused."""
+        """The Error of a checked call (method ``index``, C function ``~index``) that ``ia_objc_failed()`` says
+        was refused."""
         name = self.describe(index)
-        row = self.methods[index]
         if why == OPEN:
             err = self.load_error
             if err is None:
@@ -370,11 +378,16 @@ class ObjcBinding:
                     err = e
             return err or Error(ErrorKind.LIBRARY_NOT_FOUND, f"{name}: the runtime is not loaded",
                                 function=name, backend=self.backend)
+        if why == EXCEPTION:
+            return self.exception(name)
+        if index < 0:  # a C function: a missing symbol
+            return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{name}: no such function in the loaded libraries "
+                         f"({', '.join(self.paths)}; looked up with dlsym(RTLD_DEFAULT))", function=name,
+                         backend=self.backend)
+        row = self.methods[index]
         if why == NIL:
             return Error(ErrorKind.INVALID_HANDLE, f"{name}: the receiver is nil (a closed handle?)", function=name,
                          backend=self.backend)
-        if why == EXCEPTION:
-            return self.exception(name)
         if isinstance(receiver, type):  # a class method, sent to this class
             name = f"+[{receiver.__name__} {row[1]}]"
         if why == CLASS:
@@ -441,6 +454,10 @@ class ObjcBinding:
     def checked(self, index: int) -> Callable[..., Any]:
         return getattr(self.lib, f"ia_checked_{index}")  # type: ignore[no-any-return]
 
+    def checked_function(self, index: int) -> Callable[..., Any]:
+        """The checked trampoline of C function ``index`` (``ia_fn_checked_<index>``)."""
+        return getattr(self.lib, f"ia_fn_checked_{index}")  # type: ignore[no-any-return]
+
 
 class _AbiLib:
     """ABI mode's stand-in for the compiled module's ``lib``: the same functions (the unchecked ``<Class>_<name>``,
@@ -501,8 +518,20 @@ class _AbiLib:
         self._classes = [self._getClass(name.encode()) for name in self._b.classes]
         self._ok = [ffi.NULL] * len(self._b.methods)
         self._types = [ffi.typeof(f"ia_send_{i}") for i in range(len(self._b.methods))]
+        self._fns = [self._function(i, row[0]) for i, row in enumerate(self._b.functions)]
         self._ready = True
         return 0
+
+    def _function(self, index: int, name: str) -> Any:
+        """C function ``index`` as ``ia_fn_<index>`` (its prototype), found as ia_objc_setup() finds it: in the
+        global namespace (dlopen(NULL): the runtime and frameworks are open RTLD_GLOBAL); None when missing."""
+        import ctypes
+
+        try:
+            address = ctypes.cast(getattr(ctypes.CDLL(None), name), ctypes.c_void_p).value
+        except AttributeError:
+            return None
+        return self._ffi.cast(f"ia_fn_{index}", address) if address else None
 
     def _selector(self, name: bytes) -> Any:
         s = self._sel_cache.get(name)
@@ -618,6 +647,10 @@ class _AbiLib:
         b = self._b
         if name.startswith("ia_checked_") and name[11:].isdigit() and int(name[11:]) < len(b.methods):
             fn = self._checked(int(name[11:]))
+        elif name.startswith("ia_fn_checked_") and name[14:].isdigit() and int(name[14:]) < len(b.functions):
+            fn = self._checked_function(int(name[14:]))
+        elif name.startswith("ia_fn_") and any(row[0] == name[6:] for row in b.functions):
+            fn = self._unchecked_function(next(i for i, row in enumerate(b.functions) if row[0] == name[6:]))
         else:
             index = next((i for i, row in enumerate(b.methods) if f"{row[0]}_{_py_name(row[1])}" == name), None)
             if index is None:
@@ -670,6 +703,44 @@ class _AbiLib:
                     err = args[error_arg]
                     if err != ffi.NULL and err[0] != ffi.NULL:
                         self._send0(err[0], b"retain")
+            finally:
+                if autoreleases:
+                    self._pool_pop(pool)
+            return r
+
+        return call
+
+
+    def _function_zero(self, index: int) -> Any:
+        result = self._ffi.typeof(f"ia_fn_{index}").result
+        return None if result.kind == "void" else self._ffi.new(self._ffi.getctype(result, "[1]"))[0]
+
+    def _unchecked_function(self, index: int) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            if self.ia_objc_load() or self._fns[index] is None:
+                return self._function_zero(index)
+            return self._fns[index](*args)
+
+        call.__name__ = self._b.functions[index][0]
+        return call
+
+    def _checked_function(self, index: int) -> Callable[..., Any]:
+        _, kind, _, ownership, autoreleases = self._b.functions[index]
+        ffi = self._ffi
+
+        def call(*args: Any) -> Any:
+            if self.ia_objc_load():
+                self._failure.why = OPEN
+                return self._function_zero(index)
+            fn = self._fns[index]
+            if fn is None:
+                self._failure.why = FUNCTION
+                return self._function_zero(index)
+            pool = self._pool_push() if autoreleases else None
+            try:
+                r = fn(*args)
+                if kind == "object" and ownership == "+0" and r != ffi.NULL:
+                    r = self._send0(r, b"retain")
             finally:
                 if autoreleases:
                     self._pool_pop(pool)

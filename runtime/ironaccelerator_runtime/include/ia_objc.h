@@ -3,6 +3,9 @@
  *   id, SEL, Class            from the spec's declarations (types.cdef)
  *   IA_OBJC_METHODS           the number of bound methods; ia_objc_selector[i] each one's selector
  *   IA_OBJC_CLASSES           the number of bound classes; ia_objc_class_name[k] each one's name
+ *   IA_OBJC_FUNCTIONS         the number of bound C functions (functions:); ia_objc_function_name[f] each one's
+ *                             symbol, found with dlsym(RTLD_DEFAULT) by ia_objc_setup() (the frameworks are open
+ *                             by then) into ia_objc_fn[f]; NULL: missing, refused as IA_OBJC_FUNCTION
  *
  * Nothing is linked: the Python loader dlopens the runtime and the frameworks RTLD_GLOBAL (Debian links with
  * --as-needed, so a framework only named at link time would not be loaded and every class would be nil), then
@@ -57,6 +60,7 @@
 #define IA_OBJC_SELECTOR 2   /* the receiver's class does not respond to the selector: SYMBOL_NOT_FOUND */
 #define IA_OBJC_OPEN 3       /* the runtime or a framework could not be loaded: LIBRARY_NOT_FOUND */
 #define IA_OBJC_CLASS 4      /* the class of a '+' method is not in the loaded frameworks: SYMBOL_NOT_FOUND */
+#define IA_OBJC_FUNCTION 5   /* a C function of functions: is not in the loaded libraries: SYMBOL_NOT_FOUND */
 #define IA_OBJC_EXCEPTION 8  /* the method raised an Objective-C exception: ia_objc_caught() returns it */
 
 #if defined(__APPLE__)  /* no signal mask saved or restored (Darwin's setjmp would: a system call) */
@@ -82,6 +86,7 @@ static volatile int ia_objc_ready;
 static SEL ia_objc_sel[IA_OBJC_METHODS > 0 ? IA_OBJC_METHODS : 1];
 static Class ia_objc_class[IA_OBJC_CLASSES > 0 ? IA_OBJC_CLASSES : 1];
 static Class ia_objc_ok[IA_OBJC_METHODS > 0 ? IA_OBJC_METHODS : 1];  /* the last class seen to respond */
+static void *ia_objc_fn[IA_OBJC_FUNCTIONS > 0 ? IA_OBJC_FUNCTIONS : 1];  /* the C functions' addresses */
 
 static SEL (*ia_sel_registerName)(const char *);
 static Class (*ia_objc_getClass)(const char *);
@@ -212,6 +217,8 @@ static int ia_objc_setup(void)
         ia_objc_sel[i] = ia_sel_registerName(ia_objc_selector[i]);
     for (i = 0; i < IA_OBJC_CLASSES; i++)
         ia_objc_class[i] = ia_objc_getClass(ia_objc_class_name[i]);
+    for (i = 0; i < IA_OBJC_FUNCTIONS; i++)
+        ia_objc_fn[i] = ia_objc_sym(ia_objc_function_name[i]);
     ia_objc_install_handlers();
     return 0;
 }

@@ -1,7 +1,8 @@
 """resolver kind objc: messages sent with each selector's exact prototype (GNU runtime: objc_msg_lookup, then the
 IMP cast) to classes impl.c registers through the runtime's C API: a 24-byte struct result and a struct argument,
 8-byte struct, double and long double results, BOOL, strings, +0/+1 results and their reference counts, NSError-style
-outputs mapped through the spec's errors:, a selector the class lacks, nil receivers; in API and ABI mode."""
+outputs mapped through the spec's errors:, a selector the class lacks, nil receivers, the plain C functions of
+functions: (+1/+0 results, a symbol the library lacks); in API and ABI mode."""
 
 from __future__ import annotations
 
@@ -93,7 +94,34 @@ raw = g.unchecked.GoldenObject_alloc(cls)
 assert g.unchecked.GoldenObject_retainCount(raw) == 1
 g.unchecked.GoldenObject_release(raw)
 
-del s, t, big, deep, bare, allocated, s2, got, o, e, size, c, r
+# plain C functions (functions:): found with dlsym(RTLD_DEFAULT), called with their exact prototypes
+before = g.GoldenLiveObjects()
+assert before == Object.liveCount()
+for _ in range(1000):
+    n = g.GoldenLiveObjects()
+    made = g.GoldenCreateShape(size)  # +1 by the Create/Copy rule: adopted, released with the handle
+    assert type(made) is Shape and g.retain_count(made) == 1 and made.area() == 6.0
+    assert g.GoldenLiveObjects() == n + 1
+    copied = g.GoldenCopyLabel(s)  # +1
+    assert type(copied) is Text and g.retain_count(copied) == 1 and copied.UTF8String() == "étiquette ✓"
+    shared = g.GoldenSharedText("partagé")  # +0: retained for the handle (the slot holds the other reference)
+    assert g.retain_count(shared) == 2 and shared.UTF8String() == "partagé"
+    made.close()
+    del copied, shared
+    assert g.GoldenLiveObjects() <= before + 1  # at most the last shared text, held by the slot
+assert g.GoldenCopyLabel(bare) is None  # NULL -> None
+assert g.GoldenScale(size, 2.5) == 5.0  # a struct argument by value, a double result
+e = error(g.GoldenNotExported)
+assert e.kind == ErrorKind.SYMBOL_NOT_FOUND and "GoldenNotExported" in str(e) and "libia_objc_messages" in str(e), e
+assert g.unchecked.GoldenNotExported() == g.ffi.NULL  # unchecked: zero, no crash
+assert error(lambda: g.GoldenCopyLabel(None)).kind == ErrorKind.INVALID_VALUE
+assert error(lambda: g.GoldenSharedText(3)).kind == ErrorKind.INVALID_VALUE
+assert error(lambda: g.GoldenScale(size, "x")).kind == ErrorKind.INVALID_VALUE
+raw = g.unchecked.GoldenCreateShape(size)  # raw: +1, ours to release
+assert g.unchecked.GoldenObject_retainCount(raw) == 1
+g.unchecked.GoldenObject_release(raw)
+
+del s, t, big, deep, bare, allocated, s2, got, o, e, size, c, r, made
 gc.collect()
 # every object is gone but what the "autoreleased" slot holds: one text, or one error and its two texts
 assert Object.liveCount() <= live + 3, (Object.liveCount(), live)

@@ -28,7 +28,7 @@ struct golden_object {  /* every instance: the isa first, as the runtime reads i
 };
 
 static long golden_live;
-static Class text_class, error_class;
+static Class text_class, error_class, shape_class;
 static id last_error;  /* the "autoreleased" error: held here until the next one */
 
 static id g_alloc(id cls, SEL cmd)
@@ -194,6 +194,29 @@ static id g_error_domain(id self, SEL cmd) { (void)cmd; return ((struct golden_o
 static long g_error_code(id self, SEL cmd) { (void)cmd; return ((struct golden_object *)self)->code; }
 static id g_error_message(id self, SEL cmd) { (void)cmd; return ((struct golden_object *)self)->message; }
 
+/* plain C functions (the spec's functions:): found with dlsym(RTLD_DEFAULT) once this library is open; the spec
+   also declares GoldenNotExported, which is not here */
+id GoldenCreateShape(GoldenSize size)  /* +1 by the Create/Copy rule */
+{
+    id s = g_alloc((id)shape_class, NULL);
+    ((struct golden_object *)s)->size = size;
+    return s;
+}
+
+id GoldenCopyLabel(id shape)  /* +1: a new text, NULL when the shape has no label */
+{
+    return shape == NULL ? NULL : g_copy_label(shape, NULL);
+}
+
+id GoldenSharedText(const char *s)  /* +0: held by the "autoreleased" slot, as +textWithUTF8String: */
+{
+    return g_text_with((id)text_class, NULL, s);
+}
+
+long GoldenLiveObjects(void) { return golden_live; }
+
+double GoldenScale(GoldenSize size, double k) { return (double)size.width * k; }
+
 static void add(Class cls, const char *selector, void *imp)
 {
     /* the type encoding is only read by forwarding, which nothing here uses; the runtime wants one */
@@ -219,7 +242,8 @@ __attribute__((constructor)) static void golden_register(void)
     add(text_class, "UTF8String", (void *)g_utf8);
     objc_registerClassPair(text_class);
 
-    shape = objc_allocateClassPair(root, "GoldenShape", 0);
+    shape_class = objc_allocateClassPair(root, "GoldenShape", 0);
+    shape = shape_class;
     add(shape, "initWithSize:", (void *)g_init_size);
     add(shape, "size", (void *)g_size);
     add(shape, "scaledBy:", (void *)g_scaled);

@@ -6,7 +6,9 @@ class methods are classmethods.  Objects come back as handles (:class:`ironaccel
 owning one reference, released on ``close()`` or when dropped.  Every refusal raises
 :class:`ironaccelerator.Error`: a nil receiver or closed handle (INVALID_HANDLE), a selector the receiver's class
 does not respond to (SYMBOL_NOT_FOUND; checked with class_respondsToSelector before sending), an NSError output
-(its domain, code and localizedDescription).  The raw fast path is :mod:`ironaccelerator.backends.foundation.foundation.unchecked`.
+(its domain, code and localizedDescription).  The C functions of the spec's ``functions:`` are module-level
+functions of their C names, checked the same way (a symbol missing from the loaded libraries: SYMBOL_NOT_FOUND).
+The raw fast path is :mod:`ironaccelerator.backends.foundation.foundation.unchecked`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from . import unchecked
 from ._binding import BINDING as _b
 
 __all__ = ["BINDING_MODE", "Error", "ErrorKind", "Object", "autorelease_pool", "ffi", "objc_class", "retain_count",
-           "unchecked", 'NSObject', 'NSString', 'NSMutableArray', 'NSError', 'NSAutoreleasePool', 'NSFileManager']
+           "unchecked", 'NSObject', 'NSString', 'NSMutableArray', 'NSError', 'NSAutoreleasePool', 'NSFileManager', 'NSTemporaryDirectory', 'NSStringFromClass', 'NSClassFromString']
 
 ffi: Any = _b.ffi
 BINDING_MODE: str = _b.mode
@@ -87,10 +89,41 @@ _c31 = _b.checked(31)
 _c32 = _b.checked(32)
 _c33 = _b.checked(33)
 _c34 = _b.checked(34)
+_f0 = _b.checked_function(0)
+_f1 = _b.checked_function(1)
+_f2 = _b.checked_function(2)
 
 # ---------------------------------------------------------------- enum constants
 NSASCIIStringEncoding = 1
 NSUTF8StringEncoding = 4
+
+
+def NSTemporaryDirectory() -> Any:
+    """``id NSTemporaryDirectory(void)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND; a handle owning the result (retained: +0 from the function); None when it returns nil."""
+    r = _f0()
+    if r == _NULL and (f := _failed()):
+        raise _fail(~0, None, f)
+    return None if r == _NULL else _wrap(r)
+
+
+def NSStringFromClass(a0: Any) -> Any:
+    """``id NSStringFromClass(Class)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND; a handle owning the result (retained: +0 from the function); None when it returns nil."""
+    try:
+        r = _f1(a0)
+        if r == _NULL and (f := _failed()):
+            raise _fail(~1, None, f)
+        return None if r == _NULL else _wrap(r)
+    except (TypeError, OverflowError) as exc:
+        raise _bad_value(~1, exc) from None
+
+
+def NSClassFromString(a0: Any) -> Any:
+    """``Class NSClassFromString(id)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND."""
+    o0 = _obj(a0, ~2, 0)
+    r = _f2(o0)
+    if r == _NULL and (f := _failed()):
+        raise _fail(~2, None, f)
+    return r
 
 
 class NSObject(_Object):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.objc import MethodRow, ObjcBinding
+from ironaccelerator_runtime.objc import FunctionRow, MethodRow, ObjcBinding
 
 # the bound classes, bases first (each looked up once with objc_getClass)
 CLASSES: tuple[str, ...] = ('NSObject', 'NSString', 'NSMutableArray', 'NSError', 'NSAutoreleasePool', 'NSFileManager')
@@ -49,8 +49,15 @@ METHODS: tuple[MethodRow, ...] = (
     ('NSFileManager', 'fileExistsAtPath:', False, 'bool', ('object',), '+0', False, -1, True, ''),
 )
 
+# by function index: (C function, result kind, argument kinds, ownership, autoreleases) -- the functions: section
+FUNCTIONS: tuple[FunctionRow, ...] = (
+    ('NSTemporaryDirectory', 'object', (), '+0', True),
+    ('NSStringFromClass', 'object', ('value',), '+0', True),
+    ('NSClassFromString', 'cdata', ('object',), '+0', True),
+)
+
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '4a4a24029c10dec7a0f06ef5'
+BUILD_ID = '72a6b25e7d6c3aefcef08399'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
@@ -71,6 +78,7 @@ BINDING = ObjcBinding(
             ()),  # (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as loader: says
     classes=CLASSES,
     methods=METHODS,
+    functions=FUNCTIONS,
     errors={  # (NSError domain, code or None: any) -> kind, from specs/foundation/foundation.yaml
         ('NSPOSIXErrorDomain', None): ErrorKind.INVALID_VALUE,
         ('NSCocoaErrorDomain', None): ErrorKind.INVALID_VALUE,

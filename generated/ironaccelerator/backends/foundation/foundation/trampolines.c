@@ -8,6 +8,7 @@
 #define IA_OBJC_METHODS 35
 #define IA_PY_METHODS 5
 #define IA_OBJC_CLASSES 6
+#define IA_OBJC_FUNCTIONS 3
 static const char *const ia_objc_selector[IA_OBJC_METHODS > 0 ? IA_OBJC_METHODS : 1] = {
     "alloc",
     "new",
@@ -52,6 +53,11 @@ static const char *const ia_objc_class_name[IA_OBJC_CLASSES > 0 ? IA_OBJC_CLASSE
     "NSError",
     "NSAutoreleasePool",
     "NSFileManager",
+};
+static const char *const ia_objc_function_name[IA_OBJC_FUNCTIONS > 0 ? IA_OBJC_FUNCTIONS : 1] = {
+    "NSTemporaryDirectory",
+    "NSStringFromClass",
+    "NSClassFromString",
 };
 
 #include "ia_objc.h"
@@ -1362,6 +1368,118 @@ BOOL ia_checked_34(id self, id arg0)
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_34_t, self, ia_objc_sel[34])(self, ia_objc_sel[34], arg0);
+    ia_objc_catch_top = frame.prev;
+    ia_objc_pool_pop(pool);
+    return r;
+}
+
+/* NSTemporaryDirectory(): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef id (*ia_fn_0_t)(void);
+id ia_fn_NSTemporaryDirectory(void)
+{
+    if (IA_OBJC_START() || ia_objc_fn[0] == NULL)
+        return (id){0};
+    return ((ia_fn_0_t)ia_objc_fn[0])();
+}
+id ia_fn_checked_0(void)
+{
+    id r;
+    void *pool;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[0] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (id){0};
+    }
+    pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
+    r = ((ia_fn_0_t)ia_objc_fn[0])();
+    ia_objc_catch_top = frame.prev;
+    if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
+        r = ia_objc_send0(r, ia_sel_retain);
+    ia_objc_pool_pop(pool);
+    return r;
+}
+
+/* NSStringFromClass(): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef id (*ia_fn_1_t)(Class);
+id ia_fn_NSStringFromClass(Class arg0)
+{
+    if (IA_OBJC_START() || ia_objc_fn[1] == NULL)
+        return (id){0};
+    return ((ia_fn_1_t)ia_objc_fn[1])(arg0);
+}
+id ia_fn_checked_1(Class arg0)
+{
+    id r;
+    void *pool;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[1] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (id){0};
+    }
+    pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
+    r = ((ia_fn_1_t)ia_objc_fn[1])(arg0);
+    ia_objc_catch_top = frame.prev;
+    if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
+        r = ia_objc_send0(r, ia_sel_retain);
+    ia_objc_pool_pop(pool);
+    return r;
+}
+
+/* NSClassFromString(): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef Class (*ia_fn_2_t)(id);
+Class ia_fn_NSClassFromString(id arg0)
+{
+    if (IA_OBJC_START() || ia_objc_fn[2] == NULL)
+        return (Class){0};
+    return ((ia_fn_2_t)ia_objc_fn[2])(arg0);
+}
+Class ia_fn_checked_2(id arg0)
+{
+    Class r;
+    void *pool;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (Class){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[2] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (Class){0};
+    }
+    pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (Class){0};
+    }
+    r = ((ia_fn_2_t)ia_objc_fn[2])(arg0);
     ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
     return r;

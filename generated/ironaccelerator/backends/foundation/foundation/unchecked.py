@@ -4,7 +4,8 @@
 The receiver is an ``id`` (``Object.handle``), or for a class method a ``Class`` (``objc_class(name)``).  A nil
 receiver returns zero; nothing else is checked: an unknown selector is an Objective-C exception that ends the
 process, objects come back as raw ``id`` at the method's own ownership, and an autoreleased result needs a pool
-around the call (``autorelease_pool()``).  In API mode these *are* the compiled trampolines.
+around the call (``autorelease_pool()``).  The C functions of the spec's ``functions:`` are here by their C names,
+called raw (a symbol the loaded libraries lack returns zero).  In API mode these *are* the compiled trampolines.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
     def NSFileManager_defaultManager(receiver: Any, /) -> Any: ...
     def NSFileManager_contentsOfDirectoryAtPath_error_(receiver: Any, arg0: Any, arg1: Any, /) -> Any: ...
     def NSFileManager_fileExistsAtPath_(receiver: Any, arg0: Any, /) -> Any: ...
+    def NSTemporaryDirectory() -> Any: ...
+    def NSStringFromClass(arg0: Any, /) -> Any: ...
+    def NSClassFromString(arg0: Any, /) -> Any: ...
     pass
 else:
     _lib = _b.lib
@@ -87,3 +91,6 @@ else:
     NSFileManager_defaultManager = _lib.NSFileManager_defaultManager
     NSFileManager_contentsOfDirectoryAtPath_error_ = _lib.NSFileManager_contentsOfDirectoryAtPath_error_
     NSFileManager_fileExistsAtPath_ = _lib.NSFileManager_fileExistsAtPath_
+    NSTemporaryDirectory = _lib.ia_fn_NSTemporaryDirectory
+    NSStringFromClass = _lib.ia_fn_NSStringFromClass
+    NSClassFromString = _lib.ia_fn_NSClassFromString

@@ -6,7 +6,9 @@ class methods are classmethods.  Objects come back as handles (:class:`ironaccel
 owning one reference, released on ``close()`` or when dropped.  Every refusal raises
 :class:`ironaccelerator.Error`: a nil receiver or closed handle (INVALID_HANDLE), a selector the receiver's class
 does not respond to (SYMBOL_NOT_FOUND; checked with class_respondsToSelector before sending), an NSError output
-(its domain, code and localizedDescription).  The raw fast path is :mod:`ironaccelerator.backends.test.objc_messages.unchecked`.
+(its domain, code and localizedDescription).  The C functions of the spec's ``functions:`` are module-level
+functions of their C names, checked the same way (a symbol missing from the loaded libraries: SYMBOL_NOT_FOUND).
+The raw fast path is :mod:`ironaccelerator.backends.test.objc_messages.unchecked`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from . import unchecked
 from ._binding import BINDING as _b
 
 __all__ = ["BINDING_MODE", "Error", "ErrorKind", "Object", "autorelease_pool", "ffi", "objc_class", "retain_count",
-           "unchecked", 'GoldenObject', 'GoldenText', 'GoldenShape', 'GoldenError']
+           "unchecked", 'GoldenObject', 'GoldenText', 'GoldenShape', 'GoldenError', 'GoldenCreateShape', 'GoldenCopyLabel', 'GoldenSharedText', 'GoldenLiveObjects', 'GoldenScale', 'GoldenNotExported']
 
 ffi: Any = _b.ffi
 BINDING_MODE: str = _b.mode
@@ -76,9 +78,71 @@ _c20 = _b.checked(20)
 _c21 = _b.checked(21)
 _c22 = _b.checked(22)
 _c23 = _b.checked(23)
+_f0 = _b.checked_function(0)
+_f1 = _b.checked_function(1)
+_f2 = _b.checked_function(2)
+_f3 = _b.checked_function(3)
+_f4 = _b.checked_function(4)
+_f5 = _b.checked_function(5)
 
 # ---------------------------------------------------------------- enum constants
 GOLDEN_LIMIT = 3
+
+
+def GoldenCreateShape(a0: Any) -> Any:
+    """``id GoldenCreateShape(GoldenSize)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND; a handle owning the result (+1 from the function); None when it returns nil."""
+    try:
+        r = _f0(a0)
+        if r == _NULL and (f := _failed()):
+            raise _fail(~0, None, f)
+        return None if r == _NULL else _wrap(r)
+    except (TypeError, OverflowError) as exc:
+        raise _bad_value(~0, exc) from None
+
+
+def GoldenCopyLabel(a0: Any) -> Any:
+    """``id GoldenCopyLabel(id)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND; a handle owning the result (+1 from the function); None when it returns nil."""
+    o0 = _obj(a0, ~1, 0)
+    r = _f1(o0)
+    if r == _NULL and (f := _failed()):
+        raise _fail(~1, None, f)
+    return None if r == _NULL else _wrap(r)
+
+
+def GoldenSharedText(a0: str | bytes) -> Any:
+    """``id GoldenSharedText(const char *)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND; a handle owning the result (retained: +0 from the function); None when it returns nil."""
+    s0 = _cstr(a0, ~2, 0)
+    r = _f2(s0)
+    if r == _NULL and (f := _failed()):
+        raise _fail(~2, None, f)
+    return None if r == _NULL else _wrap(r)
+
+
+def GoldenLiveObjects() -> int:
+    """``long GoldenLiveObjects(void)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND."""
+    r: int = _f3()
+    if not r and (f := _failed()):
+        raise _fail(~3, None, f)
+    return r
+
+
+def GoldenScale(a0: Any, a1: Any) -> float:
+    """``double GoldenScale(GoldenSize, double)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND."""
+    try:
+        r: float = _f4(a0, a1)
+        if not r and (f := _failed()):
+            raise _fail(~4, None, f)
+        return r
+    except (TypeError, OverflowError) as exc:
+        raise _bad_value(~4, exc) from None
+
+
+def GoldenNotExported() -> Any:
+    """``id GoldenNotExported(void)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND; a handle owning the result (+1 from the function); None when it returns nil."""
+    r = _f5()
+    if r == _NULL and (f := _failed()):
+        raise _fail(~5, None, f)
+    return None if r == _NULL else _wrap(r)
 
 
 class GoldenObject(_Object):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.objc import MethodRow, ObjcBinding
+from ironaccelerator_runtime.objc import FunctionRow, MethodRow, ObjcBinding
 
 # the bound classes, bases first (each looked up once with objc_getClass)
 CLASSES: tuple[str, ...] = ('GoldenObject', 'GoldenText', 'GoldenShape', 'GoldenError')
@@ -38,8 +38,18 @@ METHODS: tuple[MethodRow, ...] = (
     ('GoldenError', 'localizedDescription', False, 'object', (), '+0', False, -1, True, ''),
 )
 
+# by function index: (C function, result kind, argument kinds, ownership, autoreleases) -- the functions: section
+FUNCTIONS: tuple[FunctionRow, ...] = (
+    ('GoldenCreateShape', 'object', ('value',), '+1', False),
+    ('GoldenCopyLabel', 'object', ('object',), '+1', True),
+    ('GoldenSharedText', 'object', ('str',), '+0', True),
+    ('GoldenLiveObjects', 'int', (), '+0', False),
+    ('GoldenScale', 'float', ('value', 'value'), '+0', False),
+    ('GoldenNotExported', 'object', (), '+1', False),
+)
+
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '175e395ee64edf5b8c7373ed'
+BUILD_ID = '29f3bdd400a70e4a1e71e512'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
@@ -60,6 +70,7 @@ BINDING = ObjcBinding(
             ()),  # (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as loader: says
     classes=CLASSES,
     methods=METHODS,
+    functions=FUNCTIONS,
     errors={  # (NSError domain, code or None: any) -> kind, from specs/objc_messages.yaml
         ('GoldenDomain', 22): ErrorKind.INVALID_VALUE,
         ('GoldenMemoryDomain', None): ErrorKind.OUT_OF_MEMORY,

@@ -8,6 +8,7 @@
 #define IA_OBJC_METHODS 24
 #define IA_PY_METHODS 4
 #define IA_OBJC_CLASSES 4
+#define IA_OBJC_FUNCTIONS 6
 static const char *const ia_objc_selector[IA_OBJC_METHODS > 0 ? IA_OBJC_METHODS : 1] = {
     "alloc",
     "liveCount",
@@ -39,6 +40,14 @@ static const char *const ia_objc_class_name[IA_OBJC_CLASSES > 0 ? IA_OBJC_CLASSE
     "GoldenText",
     "GoldenShape",
     "GoldenError",
+};
+static const char *const ia_objc_function_name[IA_OBJC_FUNCTIONS > 0 ? IA_OBJC_FUNCTIONS : 1] = {
+    "GoldenCreateShape",
+    "GoldenCopyLabel",
+    "GoldenSharedText",
+    "GoldenLiveObjects",
+    "GoldenScale",
+    "GoldenNotExported",
 };
 
 #include "ia_objc.h"
@@ -921,6 +930,208 @@ id ia_checked_23(id self)
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
+    return r;
+}
+
+/* GoldenCreateShape() (+1 result): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef id (*ia_fn_0_t)(GoldenSize);
+id ia_fn_GoldenCreateShape(GoldenSize arg0)
+{
+    if (IA_OBJC_START() || ia_objc_fn[0] == NULL)
+        return (id){0};
+    return ((ia_fn_0_t)ia_objc_fn[0])(arg0);
+}
+id ia_fn_checked_0(GoldenSize arg0)
+{
+    id r;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[0] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (id){0};
+    }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
+    r = ((ia_fn_0_t)ia_objc_fn[0])(arg0);
+    ia_objc_catch_top = frame.prev;
+    return r;
+}
+
+/* GoldenCopyLabel() (+1 result): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef id (*ia_fn_1_t)(id);
+id ia_fn_GoldenCopyLabel(id arg0)
+{
+    if (IA_OBJC_START() || ia_objc_fn[1] == NULL)
+        return (id){0};
+    return ((ia_fn_1_t)ia_objc_fn[1])(arg0);
+}
+id ia_fn_checked_1(id arg0)
+{
+    id r;
+    void *pool;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[1] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (id){0};
+    }
+    pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
+    r = ((ia_fn_1_t)ia_objc_fn[1])(arg0);
+    ia_objc_catch_top = frame.prev;
+    ia_objc_pool_pop(pool);
+    return r;
+}
+
+/* GoldenSharedText(): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef id (*ia_fn_2_t)(const char *);
+id ia_fn_GoldenSharedText(const char * arg0)
+{
+    if (IA_OBJC_START() || ia_objc_fn[2] == NULL)
+        return (id){0};
+    return ((ia_fn_2_t)ia_objc_fn[2])(arg0);
+}
+id ia_fn_checked_2(const char * arg0)
+{
+    id r;
+    void *pool;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[2] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (id){0};
+    }
+    pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
+    r = ((ia_fn_2_t)ia_objc_fn[2])(arg0);
+    ia_objc_catch_top = frame.prev;
+    if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
+        r = ia_objc_send0(r, ia_sel_retain);
+    ia_objc_pool_pop(pool);
+    return r;
+}
+
+/* GoldenLiveObjects(): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef long (*ia_fn_3_t)(void);
+long ia_fn_GoldenLiveObjects(void)
+{
+    if (IA_OBJC_START() || ia_objc_fn[3] == NULL)
+        return (long){0};
+    return ((ia_fn_3_t)ia_objc_fn[3])();
+}
+long ia_fn_checked_3(void)
+{
+    long r;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (long){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[3] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (long){0};
+    }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (long){0};
+    }
+    r = ((ia_fn_3_t)ia_objc_fn[3])();
+    ia_objc_catch_top = frame.prev;
+    return r;
+}
+
+/* GoldenScale(): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef double (*ia_fn_4_t)(GoldenSize, double);
+double ia_fn_GoldenScale(GoldenSize arg0, double arg1)
+{
+    if (IA_OBJC_START() || ia_objc_fn[4] == NULL)
+        return (double){0};
+    return ((ia_fn_4_t)ia_objc_fn[4])(arg0, arg1);
+}
+double ia_fn_checked_4(GoldenSize arg0, double arg1)
+{
+    double r;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (double){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[4] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (double){0};
+    }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (double){0};
+    }
+    r = ((ia_fn_4_t)ia_objc_fn[4])(arg0, arg1);
+    ia_objc_catch_top = frame.prev;
+    return r;
+}
+
+/* GoldenNotExported() (+1 result): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef id (*ia_fn_5_t)(void);
+id ia_fn_GoldenNotExported(void)
+{
+    if (IA_OBJC_START() || ia_objc_fn[5] == NULL)
+        return (id){0};
+    return ((ia_fn_5_t)ia_objc_fn[5])();
+}
+id ia_fn_checked_5(void)
+{
+    id r;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[5] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (id){0};
+    }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
+    r = ((ia_fn_5_t)ia_objc_fn[5])();
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 

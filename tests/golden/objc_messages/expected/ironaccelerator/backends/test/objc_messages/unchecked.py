@@ -4,7 +4,8 @@
 The receiver is an ``id`` (``Object.handle``), or for a class method a ``Class`` (``objc_class(name)``).  A nil
 receiver returns zero; nothing else is checked: an unknown selector is an Objective-C exception that ends the
 process, objects come back as raw ``id`` at the method's own ownership, and an autoreleased result needs a pool
-around the call (``autorelease_pool()``).  In API mode these *are* the compiled trampolines.
+around the call (``autorelease_pool()``).  The C functions of the spec's ``functions:`` are here by their C names,
+called raw (a symbol the loaded libraries lack returns zero).  In API mode these *are* the compiled trampolines.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ if TYPE_CHECKING:
     def GoldenError_domain(receiver: Any, /) -> Any: ...
     def GoldenError_code(receiver: Any, /) -> Any: ...
     def GoldenError_localizedDescription(receiver: Any, /) -> Any: ...
+    def GoldenCreateShape(arg0: Any, /) -> Any: ...
+    def GoldenCopyLabel(arg0: Any, /) -> Any: ...
+    def GoldenSharedText(arg0: Any, /) -> Any: ...
+    def GoldenLiveObjects() -> Any: ...
+    def GoldenScale(arg0: Any, arg1: Any, /) -> Any: ...
+    def GoldenNotExported() -> Any: ...
     pass
 else:
     _lib = _b.lib
@@ -65,3 +72,9 @@ else:
     GoldenError_domain = _lib.GoldenError_domain
     GoldenError_code = _lib.GoldenError_code
     GoldenError_localizedDescription = _lib.GoldenError_localizedDescription
+    GoldenCreateShape = _lib.ia_fn_GoldenCreateShape
+    GoldenCopyLabel = _lib.ia_fn_GoldenCopyLabel
+    GoldenSharedText = _lib.ia_fn_GoldenSharedText
+    GoldenLiveObjects = _lib.ia_fn_GoldenLiveObjects
+    GoldenScale = _lib.ia_fn_GoldenScale
+    GoldenNotExported = _lib.ia_fn_GoldenNotExported
