@@ -143,6 +143,29 @@ def _all_libraries(out: Path) -> list[str]:
             for p in (out / "ironaccelerator" / "backends").glob("*/*/_cffi_build.py")]
 
 
+def _metal_cpp_line(spec_dir: Path) -> str | None:
+    """The ``sdks`` line of metal-cpp, where a spec takes its prototypes from it (``prototypes: metal-cpp``)."""
+    from .frontend import metalcpp
+    from .pipeline import spec_paths
+    from .spec import load_library
+
+    users = []
+    for p in spec_paths(spec_dir) if spec_dir.is_dir() else []:
+        try:
+            sp = load_library(p, p.name)
+        except UserError:
+            continue
+        if sp.objc is not None and sp.objc.prototypes is not None:
+            users.append(p.relative_to(spec_dir).as_posix())
+    if not users:
+        return None
+    root = metalcpp.find_root()
+    if root is None:
+        return (f"not found: metal-cpp (Metal/Metal.hpp; `make metal-cpp`, ${metalcpp.ENV_ROOT}; prototypes of "
+                f"{', '.join(users)})")
+    return f"metal-cpp {metalcpp.version_of(root):<8} {root}  (prototypes of {', '.join(users)})"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -159,8 +182,14 @@ def main(argv: list[str] | None = None) -> int:
             for s in found:
                 print(s)
             missing = sorted(set(descs) - {s.kind for s in found})
+            line = _metal_cpp_line(args.specs)
+            if line is not None and line.startswith("not found: "):
+                missing.append(line[len("not found: "):])
+            elif line is not None:
+                print(line)
             if missing:
-                print("not found: " + "; ".join(f"{k} ({descs[k].marker}; see {descs[k].path})" for k in missing))
+                print("not found: " + "; ".join(k if k not in descs else f"{k} ({descs[k].marker}; see "
+                                                f"{descs[k].path})" for k in missing))
             return 0
     except UserError as e:
         for d in e.diagnostics:

@@ -189,3 +189,26 @@ def test_without_metal_cpp_the_library_is_skipped_with_the_reason(tmp_path: Path
     (tmp_path / "empty").mkdir()
     result = compile_specs(d, sdk_overrides={"metal-cpp": str(tmp_path / "empty")})
     assert result.objc == [] and any("no metal-cpp headers found" in s for s in result.skipped)
+
+
+def test_sdks_lists_metal_cpp_for_the_specs_that_take_prototypes_from_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from ironaccelerator_gen import cli
+
+    d = tmp_path / "specs"
+    (d / "metal").mkdir(parents=True)
+    (d / "core.yaml").write_text((SPECS / "core.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (d / "metal" / "metal.yaml").write_text(TEXT, encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "sdks", "--specs", str(d)], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 0 and f"metal-cpp {mc.METAL_CPP_VERSION}" in r.stdout, r.stdout + r.stderr
+    assert "(prototypes of metal/metal.yaml)" in r.stdout
+    monkeypatch.delenv(mc.ENV_ROOT, raising=False)
+    monkeypatch.setattr(mc, "DEFAULT_ROOT", tmp_path / "none")
+    line = cli._metal_cpp_line(d)
+    assert line is not None and line.startswith("not found: metal-cpp") and "metal/metal.yaml" in line
+    (d / "metal" / "metal.yaml").write_text(edit(TEXT, "  prototypes: metal-cpp\n", "").replace(
+        "methods: [\"+alloc\", retainCount]", "methods: {\"+alloc\": {returns: id}}").split("  MTLDevice:")[0],
+        encoding="utf-8")
+    load_library(d / "metal" / "metal.yaml", FILE)  # (it loads: passed over for not taking prototypes, not for errors)
+    assert cli._metal_cpp_line(d) is None  # no spec takes prototypes from it: not listed

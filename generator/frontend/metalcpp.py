@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "METAL_CPP_VERSION", "METAL_CPP_DIST", "DEFAULT_ROOT", "SHIMS", "Method", "ObjCClass", "CFunction", "MetalCpp",
     "Request", "find_root", "parse", "ownership", "render_classes", "requests_from_yaml", "c_type_names",
-    "fill_spec",
+    "fill_spec", "version_of",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -188,6 +188,11 @@ def ownership(selector: str, returns: str) -> str:
         if selector.startswith(fam) and (len(selector) == len(fam) or not selector[len(fam)].islower()):
             return "+1"
     return "+0"
+
+
+def version_of(root: Path) -> str:
+    """The METALCPP_VERSION_MAJOR.MINOR.PATCH of the copy at ``root`` (Metal/MTLVersion.hpp), or 'unknown'."""
+    return _version(root)
 
 
 def _version(root: Path) -> str:
