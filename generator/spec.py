@@ -908,16 +908,22 @@ def _objc_functions(r: _Reader, node: yaml.Node | None) -> tuple[ObjcFunctionSpe
         fm = r.mapping(fnode, ("ownership",), (), f"function {fname}")
         if fm is None:
             continue
-        ownership = None
-        if "ownership" in fm:
-            text = r.scalar(fm["ownership"], "ownership")
-            if text is not None and text not in OWNERSHIPS:
-                r.errors.error(r.loc(fm["ownership"]), f"ownership {text!r} of {fname} is not valid; expected '+1' "
-                               "(the caller owns the result) or '+0'")
-            elif text is not None:
-                ownership = Name(value=text, location=r.loc(fm["ownership"]))
+        text = _ownership(r, fm.get("ownership"), f" of {fname}")
+        ownership = Name(value=text, location=r.loc(fm["ownership"])) if text is not None else None
         out.append(ObjcFunctionSpec(name=fname, ownership=ownership))
     return tuple(out)
+
+
+def _ownership(r: _Reader, node: yaml.Node | None, whose: str = "") -> str | None:
+    """An ``ownership:`` value: '+1' or '+0' (else a located error and None); None when absent."""
+    if node is None:
+        return None
+    text = r.scalar(node, "ownership")
+    if text is not None and text not in OWNERSHIPS:
+        r.errors.error(r.loc(node), f"ownership {text!r}{whose} is not valid; expected '+1' (the caller owns the "
+                       "result) or '+0'")
+        return None
+    return text
 
 
 def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None,
@@ -994,19 +1000,12 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None,
                 r.errors.error(r.loc(vm["args"]) if "args" in vm else key.location,
                                f"selector '{selector}' takes {want} argument{'s' if want != 1 else ''} (one per ':'); "
                                f"args lists {len(args)}")
-            ownership = None
-            if "ownership" in vm:
-                ownership = r.scalar(vm["ownership"], "ownership")
-                if ownership is not None and ownership not in OWNERSHIPS:
-                    r.errors.error(r.loc(vm["ownership"]), f"ownership {ownership!r} is not valid; expected "
-                                   "'+1' (the caller owns the result) or '+0'")
-                    ownership = None
-                elif ownership is not None and declared and returns is not None and \
-                        returns.value.replace(" ", "") != "id":
-                    r.errors.error(r.loc(vm["ownership"]), f"ownership goes with methods returning an object (id), "
-                                   f"not {returns}")
-                    ownership = None
-            keywords = [k for k in selector.value.split(":")[:-1]]
+            ownership = _ownership(r, vm.get("ownership"))
+            if ownership is not None and declared and returns is not None and returns.value.replace(" ", "") != "id":
+                r.errors.error(r.loc(vm["ownership"]), f"ownership goes with methods returning an object (id), "
+                               f"not {returns}")
+                ownership = None
+            keywords = selector.value.split(":")[:-1]
             nullable = r.seq(vm.get("nullable"), "nullable keywords", lambda n: r.ident(n, "selector keyword"))
             for kw in nullable:
                 if kw.value not in keywords:
