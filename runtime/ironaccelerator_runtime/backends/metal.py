@@ -43,7 +43,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
+from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, LaunchDims,
@@ -387,6 +387,8 @@ class MetalDevice(Device):
 class MetalAllocation(Allocation):
     """An ``MTLBuffer`` (private storage for DEVICE, shared for UNIFIED).  ``_bid``: its ``id`` (raw)."""
 
+    device: MetalDevice
+
     def __init__(self, device: MetalDevice, handle: Any, nbytes: int, kind: MemoryKind, tracked: bool) -> None:
         self.device = device
         self.nbytes = nbytes
@@ -534,8 +536,12 @@ class MetalEvent(Event):
                 pass
 
     def query(self) -> bool:
+        """Whether the work before the event is done: its command buffer completed, or the shared event it signals
+        reached its value (the signal comes before the command buffer's status changes)."""
         self.device._check_open("Event.query")
-        return int(self.stream._api.U.MTLCommandBuffer_status(self._cb)) >= _COMPLETED
+        U = self.stream._api.U
+        return int(U.MTLCommandBuffer_status(self._cb)) >= _COMPLETED or \
+            int(U.MTLSharedEvent_signaledValue(self.stream.shared_event.handle)) >= self.value
 
     def synchronize(self) -> None:
         self.device._check_open("Event.synchronize")
@@ -548,7 +554,9 @@ class MetalEvent(Event):
         if not self.query():
             raise Error(ErrorKind.NOT_READY, "Event.elapsed_ms: the event has not completed", backend=_NAME,
                         function="Event.elapsed_ms")
-        return float(self.stream._api.U.MTLCommandBuffer_GPUEndTime(self._cb))
+        U = self.stream._api.U
+        U.MTLCommandBuffer_waitUntilCompleted(self._cb)  # signalled: completes at once
+        return float(U.MTLCommandBuffer_GPUEndTime(self._cb))
 
     def elapsed_ms(self, end: Event) -> float:
         if not isinstance(end, MetalEvent):
@@ -560,6 +568,8 @@ class MetalEvent(Event):
 class MetalStream(Stream):
     """An ``MTLCommandQueue`` (see the module docstring).  ``_pending``: the committed command buffers not yet seen
     complete (one reference each), whose failures :meth:`synchronize` reports."""
+
+    device: MetalDevice
 
     def __init__(self, device: MetalDevice) -> None:
         a = device.api
