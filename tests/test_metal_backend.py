@@ -392,6 +392,31 @@ def test_launch_checks_before_any_message(dev: Any, sim: Sim) -> None:
     assert sim.live("IASimCommandBuffer") == cbs and sim.validation_errors() == validation, "a message was sent"
 
 
+def test_a_repeated_launch_never_passes_a_freed_buffer(dev: Any) -> None:
+    """A repeated KernelLaunch reuses its packed arguments (the stream keeps the last one), but not once one of
+    its allocations was freed, plain or pooled."""
+    k = _kernels(dev)["vector_add"]
+    s = dev.create_stream()
+    a, b = dev.alloc(64), dev.memory_pool().alloc(64)
+    launch = KernelLaunch(k, LaunchDims(1, 16), (a, b, a, np.uint32(16)))
+    s.launch(launch)
+    s.launch(launch)
+    assert s.launch_unchecked(launch) is None
+    b.free()
+    with pytest.raises(Error) as ei:
+        s.launch(launch)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    r = s.launch_unchecked(launch)
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
+    again = KernelLaunch(k, LaunchDims(1, 16), (a, a, a, np.uint32(16)))
+    s.launch(again)
+    a.free()
+    with pytest.raises(Error) as ei:
+        s.launch(again)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    s.synchronize()
+
+
 def test_a_failed_command_buffer_is_reported(dev: Any) -> None:
     """A kernel that would read past its buffers fails its command buffer (the simulator's page fault):
     Stream.synchronize raises LAUNCH_FAILED with the command buffer's NSError."""

@@ -46,8 +46,8 @@ from typing import Any, Callable
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, LaunchDims,
-    Module, PooledAllocation, Result, Scalar, Stream, check_size, host_view, not_a_launch,
+    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
+    LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, host_view, not_a_launch,
 )
 
 _KIND = BackendKind.METAL
@@ -580,6 +580,10 @@ class MetalStream(Stream):
         self.shared_event = a.cast(device.handle.newSharedEvent(), a.M.MTLSharedEvent)
         self._value = 0
         self._pending: list[Any] = []
+        self._untracked = False  # unchecked launches committed since the last fence
+        self._reap_at = _PRUNE  # len(_pending) at which _keep next lets go of the completed ones
+        # the last checked launch: (KernelLaunch, its allocations, (kernel, dims, packed arguments))
+        self._cache: tuple[Any, list[Any], tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]] | None = None
         self._failed: list[str] = []
         # the hot path's trampolines, bound once
         U = a.U
@@ -603,29 +607,31 @@ class MetalStream(Stream):
     # ---- command buffers
     def _keep(self, cb: Any) -> None:
         """Hold a committed (autoreleased) command buffer until it is seen complete."""
-        a = self._api
-        a.retain(cb)
+        self._api.retain(cb)
         pending = self._pending
         pending.append(cb)
-        if len(pending) > _PRUNE:
+        if len(pending) >= self._reap_at:
             self._reap(False)
+            self._reap_at = len(self._pending) + _PRUNE
 
     def _reap(self, wait: bool) -> None:
-        """Let go of the completed command buffers (all, waiting for them, when ``wait``), noting failures."""
+        """Let go of the completed command buffers (all, waiting for them, when ``wait``), noting failures.  A queue
+        completes its command buffers in commit order, so the first one not complete ends the scan."""
         a = self._api
         U = a.U
-        keep = []
-        for cb in self._pending:
+        pending = self._pending
+        done = 0
+        for cb in pending:
             if wait:
                 U.MTLCommandBuffer_waitUntilCompleted(cb)
             status = int(U.MTLCommandBuffer_status(cb))
             if status < _COMPLETED:
-                keep.append(cb)
-                continue
+                break
             if status == _ERROR:
                 self._failed.append(self._cb_error(cb))
             a.release(cb)
-        self._pending = keep
+            done += 1
+        del pending[:done]
 
     def _cb_error(self, cb: Any) -> str:
         a = self._api
@@ -777,8 +783,11 @@ class MetalStream(Stream):
                 packed.append((False, index, _value_bytes(x, slot, f"{what}: argument {i}")))
         return kernel, dims, packed
 
-    def _encode(self, kernel: MetalKernel, dims: LaunchDims, packed: list[tuple[bool, int, Any]]) -> None:
-        """The messages of one launch: one command buffer, one compute encoder, committed."""
+    def _encode(self, kernel: MetalKernel, dims: LaunchDims, packed: list[tuple[bool, int, Any]],
+                keep: bool = True) -> None:
+        """The messages of one launch: one command buffer, one compute encoder, committed; kept (for its failure
+        to be reported) when ``keep``, else only the queue holds it (``_untracked``: synchronize and query then
+        commit an empty command buffer to wait for)."""
         a = self._api
         pool = a.push()
         try:
@@ -794,27 +803,68 @@ class MetalStream(Stream):
             self._dispatch(enc, dims.grid, dims.block)
             self._endEncoding(enc)
             self._commit(cb)
-            self._keep(cb)
+            if keep:
+                self._keep(cb)
+            else:
+                self._untracked = True
         finally:
             a.pop(pool)
 
+    def _fence(self) -> None:
+        """After untracked launches: an empty command buffer, kept, which completes after them (in-order queue)."""
+        if self._untracked:
+            self._untracked = False
+            a = self._api
+            pool = a.push()
+            try:
+                cb = self._commandBuffer(self._qid)
+                self._commit(cb)
+                self._keep(cb)
+            finally:
+                a.pop(pool)
+
+    def _reuse(self, launch: Any) -> tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]] | None:
+        """The packed arguments of the previous launch when ``launch`` is the same (immutable) KernelLaunch and none
+        of its allocations was freed since: a repeated launch skips the argument checks, never a freed buffer."""
+        cached = self._cache
+        if cached is None or cached[0] is not launch:
+            return None
+        for x in cached[1]:
+            if x._freed or (type(x) is PooledAllocation and x.block._freed):
+                return None
+        return cached[2]
+
+    def _remember(self, launch: Any, packed: tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]) -> None:
+        """Keep a checked launch for :meth:`_reuse` when it cannot change: a KernelLaunch (its arguments are a
+        tuple) without a mutable value (bytearray).  The stream holds it (and its allocations) until the next one."""
+        if type(launch) is KernelLaunch and not any(isinstance(x, bytearray) for x in launch[2]):
+            self._cache = (launch, [x for x in launch[2] if isinstance(x, Allocation)], packed)
+        else:
+            self._cache = None
+
     def launch(self, launch: Any) -> None:
-        what = "Stream.launch"
-        self._live(what)
-        kernel, dims, packed = self._pack(launch, what)
-        dims.validate(self.device.descriptor.limits, _KIND, what)
-        self._encode(kernel, dims, packed)
+        if self.device._closed:
+            raise self.device._closed_error("Stream.launch")
+        plan = self._reuse(launch)
+        if plan is None:
+            plan = self._pack(launch, "Stream.launch")
+            plan[1].validate(self.device.descriptor.limits, _KIND, "Stream.launch")
+            self._remember(launch, plan)
+        self._encode(*plan)
 
     def launch_unchecked(self, launch: Any) -> Result[None]:
         """The launch without LaunchDims validation against the device's limits; still refused (an Error returned,
         before any message): a freed allocation, a wrong argument count, a threadgroup over the pipeline's
         maxTotalThreadsPerThreadgroup, a closed device."""
-        try:
-            self._live("Stream.launch_unchecked")
-            kernel, dims, packed = self._pack(launch, "Stream.launch_unchecked")
-        except Error as e:
-            return e
-        self._encode(kernel, dims, packed)
+        if self.device._closed:
+            return self.device._closed_error("Stream.launch_unchecked")
+        plan = self._reuse(launch)
+        if plan is None:
+            try:
+                plan = self._pack(launch, "Stream.launch_unchecked")
+            except Error as e:
+                return e
+        self._encode(*plan, keep=False)  # a failure of its command buffer is not reported (as on the other backends)
         return None
 
     # ---- ordering
@@ -855,10 +905,12 @@ class MetalStream(Stream):
 
     def synchronize(self) -> None:
         self._live("Stream.synchronize")
+        self._fence()
         self._reap(True)
         self._check_failed("Stream.synchronize")
 
     def query(self) -> bool:
         self._live("Stream.query")
+        self._fence()
         self._reap(False)
         return not self._pending
