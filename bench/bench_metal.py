@@ -34,7 +34,10 @@ import numpy as np  # noqa: E402
 
 from _harness import Targets, Variant, ratio, run, spread, us  # noqa: E402
 
-TARGET_LAUNCH = 1.3  # Stream.launch time / the raw messages' time
+TARGET_UNCHECKED = 1.3  # Stream.launch_unchecked time / the raw messages' time
+# Stream.launch / raw: the checked launch also keeps each command buffer until it is seen complete, to report its
+# failure (a retain, a status and a release per launch, the command buffer's dealloc on the caller's thread)
+TARGET_CHECKED = 1.5
 BATCH = 16
 
 MSL = """
@@ -158,8 +161,8 @@ def main() -> int:
     print("\n== per launch of an empty vector_add (simulated device)        us    IQR%   / raw")
     for x in v.values():
         print(f"  {x.label:<58} {us(x.median)}  {spread(x):5.1f}  {ratio(x, v['raw']):6.3f}")
-    targets.add("Stream.launch / raw messages", ratio(v["ours"], v["raw"]), "<=", TARGET_LAUNCH)
-    targets.add("Stream.launch_unchecked / raw messages", ratio(v["ours_u"], v["raw"]), "<=", TARGET_LAUNCH)
+    targets.add("Stream.launch / raw messages", ratio(v["ours"], v["raw"]), "<=", TARGET_CHECKED)
+    targets.add("Stream.launch_unchecked / raw messages", ratio(v["ours_u"], v["raw"]), "<=", TARGET_UNCHECKED)
     targets.note("Stream.launch_unchecked / Stream.launch", ratio(v["ours_u"], v["ours"]))
     targets.note(f"{BATCH} encoders per command buffer / one command buffer per launch", ratio(v["enc"], v["raw"]))
     targets.note(f"{BATCH} dispatches per encoder / one command buffer per launch", ratio(v["disp"], v["raw"]))
