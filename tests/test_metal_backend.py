@@ -491,3 +491,22 @@ def test_without_the_simulated_device_metal_is_unavailable(metal_sim: Path) -> N
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("LIBRARY_NOT_FOUND") and "libia_metal_sim.so" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("mode", ["api", "abi"])
+def test_a_session_in_both_binding_modes(metal_sim: Path, tmp_path: Path, mode: str) -> None:
+    """The backend in a child process over the compiled binding (API) and over the package without its compiled
+    module (ABI: the same contract in Python): correct results, nothing left alive, no message to a deallocated
+    object, and nothing autoreleased outside a pool (GNUstep would say so on stderr)."""
+    root = ROOT / "generated"
+    if mode == "abi":
+        root = tmp_path / "abi"
+        shutil.copytree(ROOT / "generated" / "ironaccelerator", root / "ironaccelerator",
+                        ignore=shutil.ignore_patterns("_cffi.*.so", "__pycache__"))
+    env = dict(os.environ, IA_METAL_SIM_DIR=str(metal_sim.parent),
+               PYTHONPATH=os.pathsep.join([str(root), str(ROOT / "runtime"), str(ROOT / "tests")]))
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "metal_backend_child.py")], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "without pool" not in proc.stderr, proc.stderr
+    assert proc.stdout.split() == ["ok", mode, "0", "0"], proc.stdout + proc.stderr

@@ -863,7 +863,7 @@ class MetalStream(Stream):
             try:
                 plan = self._pack(launch, "Stream.launch_unchecked")
             except Error as e:
-                return e
+                return e.with_traceback(None)  # (its frames would keep the stream and the launch alive)
         self._encode(*plan, keep=False)  # a failure of its command buffer is not reported (as on the other backends)
         return None
 
