@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,8 @@ def main() -> int:
     s, s2 = dev.create_stream(), dev.create_stream()
     n = 5000
     x = np.arange(n, dtype=np.float32)
-    da, dc = dev.alloc(x.nbytes), dev.alloc(x.nbytes, ia.MemoryKind.UNIFIED)
+    da = dev.alloc(x.nbytes)
+    dc: Any = dev.alloc(x.nbytes, ia.MemoryKind.UNIFIED)  # (a MetalAllocation: host_view)
     s.copy_from_host(da, x)
     m = dev.load_module(SRC)
     k = m.kernel("vector_add")
