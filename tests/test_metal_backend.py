@@ -510,3 +510,21 @@ def test_a_session_in_both_binding_modes(metal_sim: Path, tmp_path: Path, mode: 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "without pool" not in proc.stderr, proc.stderr
     assert proc.stdout.split() == ["ok", mode, "0", "0"], proc.stdout + proc.stderr
+
+
+def test_the_metal_trampolines_compile_for_apple(tmp_path: Path) -> None:
+    """The Apple flavour (objc_msgSend cast to each prototype; objc_msgSend_stret for the 24-byte MTLSize on x86-64)
+    cannot run here: the generated Metal trampolines are compiled with -DIA_OBJC_APPLE=1 against declarations of
+    Apple's runtime functions written in tests/test_objc_trampolines.py, and in the GNU flavour."""
+    from test_objc_trampolines import APPLE_DECLARATIONS, INCLUDE, WARNINGS, _gcc
+
+    lib = ROOT / "generated" / "ironaccelerator" / "backends" / "metal" / "metal"
+    text = (lib / "trampolines.c").read_text(encoding="utf-8")
+    assert "typedef MTLSize (*ia_send_" in text and "IA_SEND_STRUCT(ia_send_" in text  # maxThreadsPerThreadgroup
+    for flavour in ("apple", "gnu"):
+        decls = tmp_path / f"{flavour}.h"
+        decls.write_text(APPLE_DECLARATIONS if flavour == "apple" else "", encoding="utf-8")
+        r = subprocess.run([_gcc(), "-std=c11", "-fsyntax-only", *WARNINGS,
+                            f"-DIA_OBJC_APPLE={int(flavour == 'apple')}", "-include", str(decls), "-I", str(INCLUDE),
+                            "-I", str(lib), str(lib / "trampolines.c")], capture_output=True, text=True)
+        assert r.returncode == 0, (flavour, r.stderr)
