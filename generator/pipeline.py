@@ -178,7 +178,9 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     for olib in objc_libraries:
         files.update(render_objc_library(env, olib))
     bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in libraries}
-    files.update(render_surface(env, surface, backends, bound, lambda source: "# " + banner_text(source), core))
+    objc_bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in objc_libraries}
+    files.update(render_surface(env, surface, backends, bound, lambda source: "# " + banner_text(source), core,
+                                objc_bound))
     for b in backends:
         if f"ironaccelerator/backends/{b.vendor}/_backend.py" not in files:
             keep.append(f"ironaccelerator/backends/{b.vendor}/_backend.py")

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import jinja2
 
     from .bind import BoundLibrary
+    from .objc import ObjcLibrary
 
 # the hand-written trait surface (runtime/), whose base classes implement some operations for every backend
 TRAITS = Path(__file__).resolve().parent.parent / "runtime" / "ironaccelerator_runtime" / "traits.py"
@@ -45,9 +46,13 @@ INTEROP = ("dlpack", "cuda_array_interface")
 # how the keys of ``capabilities.flags``/``tiers`` are matched against a device (spec key ``capabilities.match``):
 # exact: extension names / device types (OpenCL); compute_capability: "X.Y" flag keys are thresholds (>=), tier
 # keys exact; arch_prefix: keys are prefixes of the architecture name (ex. gfx90a), the longest tier key wins;
-# hexagon_arch: keys are Qualcomm HTP architectures like v68, flag keys thresholds (>=), tier keys exact (or default)
-MATCHES = ("exact", "compute_capability", "arch_prefix", "hexagon_arch")
+# hexagon_arch: keys are Qualcomm HTP architectures like v68, flag keys thresholds (>=), tier keys exact (or default);
+# gpu_family: keys are Metal GPU families (Apple7, Mac2, Metal3, Common1: MTLGPUFamily<key> of the backend's Objective-C
+# library, asked with supportsFamily:), a device gets the flags of every family it supports and the tier of the first
+# tier key (in spec order) it supports, else default
+MATCHES = ("exact", "compute_capability", "arch_prefix", "hexagon_arch", "gpu_family")
 HEXAGON_ARCH = re.compile(r"v[0-9]+\Z")
+GPU_FAMILY = re.compile(r"[A-Z][A-Za-z]*[0-9]+\Z")
 SOC_NAME = re.compile(r"[A-Z][A-Z0-9]+\Z")
 VERSION_KEY = re.compile(r"[0-9]+\.[0-9]+\Z")
 CTYPE = re.compile(r"(const )?[A-Za-z_][A-Za-z0-9_]*( [A-Za-z_][A-Za-z0-9_]*)*( ?\*)*\Z")
@@ -130,6 +135,8 @@ class BackendSpec:
     sections: tuple[tuple[str, Location], ...] = ()  # where functions/constants/types were written
     # hexagon_arch: SoC name -> (SoC model number, its HTP architecture)  ex) ("SM8350", 30, "v68")
     soc_models: tuple[tuple[str, int, str], ...] = ()
+    # where each key of capabilities.flags / tiers was written  ex) (("flags", "Apple7", <Location>), ...)
+    capability_keys: tuple[tuple[str, str, Location], ...] = ()
 
     @property
     def module(self) -> str:
@@ -280,6 +287,9 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     interop = _choices(r, errors, m.get("interop"), "interop protocol", INTEROP)
     sections = tuple((k, r.loc(m[k])) for k in ("functions", "constants", "types") if k in m)
     soc_models = _soc_models(r, errors, m.get("soc_models"), match.value if match else "exact")
+    quiet = _Reader(display, Collector())
+    capability_keys = tuple((section, key.value, key.location) for section in ("flags", "tiers")
+                            for key, _ in _keys(quiet, cm.get(section)))
     errors.check()
     if not (kind and vendor and prefix and template):  # an empty file, or not a mapping at all
         raise UserError([Diagnostic(location=Location(file=display, line=1, col=1),
@@ -292,7 +302,8 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
                        unsupported=tuple(unsupported), flags=tuple(flags), tiers=tuple(tiers), vendors=tuple(vendors),
                        functions=tuple(functions), constants=tuple(constants), types=tuple(types),
                        match=match.value if match else "exact", arch_field=arch_field,
-                       module_formats=module_formats, interop=interop, sections=sections, soc_models=soc_models)
+                       module_formats=module_formats, interop=interop, sections=sections, soc_models=soc_models,
+                       capability_keys=capability_keys)
 
 
 def _soc_models(r: _Reader, errors: Collector, node: yaml.Node | None, match: str) -> tuple[tuple[str, int, str], ...]:
@@ -366,6 +377,11 @@ def _check_capability_keys(r: _Reader, errors: Collector, match: str, cm: dict[s
     for section, special in (("flags", ("always", "integrated")), ("tiers", ("default", "integrated"))):
         for key, _ in _keys(quiet, cm.get(section)):
             k = key.value
+            if match == "gpu_family":
+                if k not in special and not GPU_FAMILY.match(k):
+                    errors.error(key.location, f"{section} key '{k}' is not a Metal GPU family like 'Apple7' or "
+                                 f"'Metal3' (or one of {', '.join(special)})")
+                continue
             if match == "hexagon_arch":
                 if k != special[0] and not HEXAGON_ARCH.match(k):
                     errors.error(key.location, f"{section} key '{k}' is not an HTP architecture like 'v68' (or "
@@ -655,9 +671,30 @@ __all__ = ["Surface", "BackendSpec", "RoleTable", "NeededRoles", "load_surface",
            "spec_roles", "IDENT"]
 
 
+def gpu_families(spec: BackendSpec, objc: Mapping[str, ObjcLibrary]) -> tuple[tuple[str, int], ...]:
+    """``match: gpu_family``: every ``MTLGPUFamily<name>`` constant of the backend's Objective-C libraries as
+    ``(name, value)`` (ex. ``("Apple7", 1007)``), in declaration order: what a device is asked about (its
+    vendor_version lists those it supports); a family key of the capability tables that no library declares is a
+    located error with a suggestion."""
+    if spec.match != "gpu_family":
+        return ()
+    values = {name[len("MTLGPUFamily"):]: value for key in spec.libraries if key in objc
+              for name, value in objc[key].constants if name.startswith("MTLGPUFamily")}
+    errors = Collector()
+    for section, key, location in spec.capability_keys:
+        if key not in ("always", "default", "integrated") and key not in values:
+            errors.error(location, f"{section} key '{key}' is not a GPU family: no MTLGPUFamily{key} constant in "
+                         f"{' or '.join(spec.libraries)}{suggest(key, list(values))}")
+    errors.check()
+    return tuple(values.items())
+
+
 def render_surface(env: jinja2.Environment, surface: Surface, backends: list[BackendSpec],
-                   libraries: Mapping[str, BoundLibrary], banner: Callable[[str], str], core: CoreSpec) -> dict[str, str]:
-    """``ironaccelerator/_core.py`` (the core spec's data), ``__main__.py`` and each backend's module."""
+                   libraries: Mapping[str, BoundLibrary], banner: Callable[[str], str], core: CoreSpec,
+                   objc: Mapping[str, ObjcLibrary] | None = None) -> dict[str, str]:
+    """``ironaccelerator/_core.py`` (the core spec's data), ``__main__.py`` and each backend's module (``objc``: the
+    Objective-C libraries, which a backend may name in ``libraries:`` too)."""
+    objc = objc or {}
     ctx = dict(banner=banner(surface.path), surface=surface, backends=backends, core=core)
     out = {
         "ironaccelerator/_core.py": env.get_template("core/_core.py.j2").render(**ctx),
@@ -666,7 +703,7 @@ def render_surface(env: jinja2.Environment, surface: Surface, backends: list[Bac
     problems: list[Diagnostic] = []
     generic = core_operations(TRAITS.read_text(encoding="utf-8"), surface)
     for b in backends:
-        missing = [lib for lib in b.libraries if lib not in libraries]
+        missing = [lib for lib in b.libraries if lib not in libraries and lib not in objc]
         if missing:
             # the backend's libraries were skipped (no SDK headers): leave its module as it is
             continue
@@ -675,8 +712,11 @@ def render_surface(env: jinja2.Environment, surface: Surface, backends: list[Bac
         try:
             roles = RoleTable(b, libraries)
             needed = roles.needed(declared) if declared is not None else None
+            families = gpu_families(b, objc)
             text = env.get_template(b.template).render(banner=banner(b.path), spec=b, surface=surface,
-                                                       libs={k: libraries[k] for k in b.libraries}, roles=roles,
+                                                       libs={k: libraries[k] for k in b.libraries if k in libraries},
+                                                       objc={k: objc[k] for k in b.libraries if k in objc},
+                                                       families=families, roles=roles,
                                                        needed=needed, fn=roles.fn, lib=roles.lib, const=roles.const,
                                                        const_name=roles.const_name, ctype=roles.ctype)
         except UserError as e:

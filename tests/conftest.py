@@ -68,17 +68,47 @@ def root() -> Path:
     return ROOT
 
 
-@pytest.fixture(scope="session")
-def metal_sim(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The IA Simulated Metal Device (tests/metal_sim: a test fixture, not Metal) built once for the session: one
-    library per process, since the GNU runtime cannot hold two copies of its classes; skips without gobjc or
-    GNUstep Foundation."""
+def _build_metal_sim() -> Path | str:
+    """The IA Simulated Metal Device (tests/metal_sim: a test fixture, not Metal) built once per test process into a
+    temporary directory (removed at exit), or why it cannot be.  ``IA_METAL_SIM_DIR`` is set to that directory
+    (unless the environment already names one): it is where the generated Metal binding finds its Linux
+    "framework" (specs/metal/metal.yaml), so the Metal backend has the simulated device for the whole session --
+    test_conformance.py enumerates the backends when it is collected, before any fixture runs."""
+    import atexit
+    import shutil
+    import tempfile
+
     from metal_sim import build as metal_sim_build
 
     why = metal_sim_build.missing_toolchain()
     if why is not None:
-        pytest.skip(f"the simulated Metal device cannot be built: {why}")
-    return metal_sim_build.build(tmp_path_factory.mktemp("metal_sim"))
+        return f"the simulated Metal device cannot be built: {why}"
+    preset = os.environ.get("IA_METAL_SIM_DIR")
+    if preset and (Path(preset) / metal_sim_build.LIBRARY_NAME).is_file():
+        return Path(preset) / metal_sim_build.LIBRARY_NAME
+    out = Path(tempfile.mkdtemp(prefix="ia_metal_sim_"))
+    atexit.register(shutil.rmtree, out, True)
+    try:
+        lib = metal_sim_build.build(out)
+    except Exception as e:  # a failed build fails the tests that need it, not the collection
+        return f"the simulated Metal device did not build: {e}"
+    os.environ["IA_METAL_SIM_DIR"] = str(out)
+    return lib
+
+
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
+METAL_SIM = _build_metal_sim()
+
+
+@pytest.fixture(scope="session")
+def metal_sim() -> Path:
+    """The simulated Metal device's library (built once per process, see :func:`_build_metal_sim`: one library per
+    process, since the GNU runtime cannot hold two copies of its classes); skips without gobjc or GNUstep
+    Foundation."""
+    if isinstance(METAL_SIM, str):
+        pytest.skip(METAL_SIM)
+    return METAL_SIM
 
 
 @pytest.fixture(scope="session")

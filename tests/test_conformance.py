@@ -110,11 +110,51 @@ extern "C" __global__ void broken(float *x) {
 """,
 )
 
+# Metal Shading Language: one [[buffer(i)]] parameter per argument, in the order above (a value as `constant T &`);
+# on Linux they run on the IA Simulated Metal Device (tests/metal_sim, a test fixture, not Metal), whose "compiler"
+# knows these three kernels by name and signature and fails any other source with a compiler-like message
+_METAL = KernelSources(
+    vector_add="""
+#include <metal_stdlib>
+using namespace metal;
+kernel void vector_add(device const float *a [[buffer(0)]], device const float *b [[buffer(1)]],
+                       device float *c [[buffer(2)]], constant uint &n [[buffer(3)]],
+                       uint i [[thread_position_in_grid]]) {
+    if (i < n) c[i] = a[i] + b[i];
+}
+""",
+    saxpy="""
+#include <metal_stdlib>
+using namespace metal;
+kernel void saxpy(constant float &a [[buffer(0)]], device const float *x [[buffer(1)]], device float *y [[buffer(2)]],
+                  constant uint &n [[buffer(3)]], uint i [[thread_position_in_grid]]) {
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+""",
+    lcg="""
+#include <metal_stdlib>
+using namespace metal;
+kernel void lcg(device uint *x [[buffer(0)]], constant uint &n [[buffer(1)]], constant uint &rounds [[buffer(2)]],
+                uint i [[thread_position_in_grid]]) {
+    if (i >= n) return;
+    uint v = x[i];
+    for (uint r = 0; r < rounds; ++r) v = v * 1664525u + 1013904223u;
+    x[i] = v;
+}
+""",
+    broken="""
+kernel void broken(device float *x [[buffer(0)]]) {
+    x[0] = ;  /* a syntax error */
+    this_is_not_declared = 1;
+}
+""",
+)
+
 KERNELS: dict[BackendKind, KernelSources | None] = {
     BackendKind.OPENCL: _OPENCL,
     BackendKind.CUDA: _CUDA,  # compiled by the backend through NVRTC for the device's architecture
     BackendKind.ROCM: None,  # TODO: HIP C++ for hipRTC (same shape as the CUDA sources)
-    BackendKind.METAL: None,  # TODO: Metal Shading Language ([[kernel]], thread_position_in_grid)
+    BackendKind.METAL: _METAL,  # newLibraryWithSource:options:error: (the simulated device on Linux)
     BackendKind.QNN: None,  # graphs, not source: see MODULE_FORMATS (the kernel tests below need source kernels)
 }
 
@@ -133,6 +173,11 @@ MODULE_FORMATS: dict[BackendKind, str] = {
 # Error(UNSUPPORTED), never be skipped silently.  name -> call(device)
 UNSUPPORTED: dict[BackendKind, dict[str, Callable[[Any], object]]] = {
     BackendKind.OPENCL: {"Device.alloc(MemoryKind.UNIFIED)": lambda dev: dev.alloc(64, MemoryKind.UNIFIED)},
+    BackendKind.METAL: {
+        "Device.alloc(MemoryKind.HOST)": lambda dev: dev.alloc(64, MemoryKind.HOST),
+        "Device.alloc_unchecked(MemoryKind.HOST_PINNED)": lambda dev: dev.alloc_unchecked(64, MemoryKind.HOST_PINNED),
+        "Device.load_module(metallib bytes)": lambda dev: dev.load_module(b"MTLB"),
+    },
     BackendKind.QNN: {
         # registered shared memory (QnnMem_register): the x86 HTP answers 1000 for every memory type
         "Device.alloc(MemoryKind.UNIFIED)": lambda dev: dev.alloc(64, MemoryKind.UNIFIED),

@@ -250,6 +250,7 @@ TRAIT_OPERATIONS: dict[str, tuple[str, ...]] = {
 BUILTIN_BACKENDS: dict[BackendKind, str] = {
     BackendKind.CUDA: 'ironaccelerator.backends.cuda._backend:CudaBackend',
     BackendKind.ROCM: 'ironaccelerator.backends.hip._backend:HipBackend',
+    BackendKind.METAL: 'ironaccelerator.backends.metal._backend:MetalBackend',
     BackendKind.OPENCL: 'ironaccelerator.backends.opencl._backend:OpenCLBackend',
     BackendKind.QNN: 'ironaccelerator.backends.qnn._backend:QnnBackend',
 }

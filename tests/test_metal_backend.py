@@ -1,0 +1,530 @@
+"""The Metal backend (runtime/ironaccelerator_runtime/backends/metal.py over the generated binding of
+specs/metal/metal.yaml) on the IA Simulated Metal Device (tests/metal_sim: a test fixture of ours on the CPU, NOT
+Apple Metal; the GNU Objective-C runtime and GNUstep Foundation under it are real).  Also the capability tables of
+specs/metal/backend.yaml on a table of real Apple GPUs (no device needed) and the generator's checks of them.
+
+The conformance suite (tests/test_conformance.py) runs over the same backend and device with its MSL KERNELS.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+
+import ironaccelerator as ia
+from ironaccelerator import (
+    BackendKind, CapabilityFlags, ComputeTier, DType, Error, ErrorKind, KernelLaunch, LaunchDims, MemoryKind, Scalar,
+    Vendor,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MSL = """
+#include <metal_stdlib>
+using namespace metal;
+kernel void vector_add(device const float *a [[buffer(0)]], device const float *b [[buffer(1)]],
+                       device float *c [[buffer(2)]], constant uint &n [[buffer(3)]],
+                       uint i [[thread_position_in_grid]]) {
+    if (i < n) c[i] = a[i] + b[i];
+}
+kernel void saxpy(constant float &a [[buffer(0)]], device const float *x [[buffer(1)]], device float *y [[buffer(2)]],
+                  constant uint &n [[buffer(3)]], uint i [[thread_position_in_grid]]) {
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+[[kernel]] void lcg(device uint *x [[buffer(0)]], constant uint &n [[buffer(1)]], constant uint &rounds [[buffer(2)]],
+                    uint i [[thread_position_in_grid]]) {
+    if (i >= n) return;
+    uint v = x[i];
+    for (uint r = 0; r < rounds; ++r) v = v * 1664525u + 1013904223u;
+    x[i] = v;
+}
+"""
+
+
+# ------------------------------------------------------------------ capability tables (no device)
+
+# Real Apple GPUs and the MTLGPUFamily values their supportsFamily: answers YES for (support is cumulative), from
+# Apple's public GPU family tables (developer.apple.com: "Metal feature set tables" and MTLGPUFamily's
+# documentation: Apple6 = A13; Apple7 = A14, M1; Apple8 = A15, A16, M2; Apple9 = A17 Pro, A18, M3, M4; Mac2 = every
+# Mac GPU of the Metal 3 era; Metal3 = A14/M1 on, AMD Vega/5000/6000, Intel UHD 630 / Iris Plus), written here by us.
+_COMMON = {"Common1", "Common2", "Common3"}
+
+
+def _apple(n: int) -> set[str]:
+    return {f"Apple{i}" for i in range(1, n + 1)}
+
+
+GPUS: list[tuple[str, set[str], bool, CapabilityFlags, ComputeTier, Vendor]] = [
+    ("Apple M1", _apple(7) | {"Mac1", "Mac2", "Metal3"} | _COMMON, True,
+     CapabilityFlags.FP16 | CapabilityFlags.PROFILING | CapabilityFlags.UNIFIED_MEMORY | CapabilityFlags.SUBGROUPS
+     | CapabilityFlags.TENSOR_CORES, ComputeTier.INTEGRATED, Vendor.APPLE),
+    ("Apple M2 Max", _apple(8) | {"Mac1", "Mac2", "Metal3"} | _COMMON, True,
+     CapabilityFlags.FP16 | CapabilityFlags.PROFILING | CapabilityFlags.UNIFIED_MEMORY | CapabilityFlags.SUBGROUPS
+     | CapabilityFlags.TENSOR_CORES, ComputeTier.INTEGRATED, Vendor.APPLE),
+    ("Apple M3 Pro", _apple(9) | {"Mac1", "Mac2", "Metal3"} | _COMMON, True,
+     CapabilityFlags.FP16 | CapabilityFlags.PROFILING | CapabilityFlags.UNIFIED_MEMORY | CapabilityFlags.SUBGROUPS
+     | CapabilityFlags.TENSOR_CORES | CapabilityFlags.ATOMICS_64, ComputeTier.INTEGRATED, Vendor.APPLE),
+    ("Apple M4", _apple(9) | {"Mac1", "Mac2", "Metal3"} | _COMMON, True,
+     CapabilityFlags.FP16 | CapabilityFlags.PROFILING | CapabilityFlags.UNIFIED_MEMORY | CapabilityFlags.SUBGROUPS
+     | CapabilityFlags.TENSOR_CORES | CapabilityFlags.ATOMICS_64, ComputeTier.INTEGRATED, Vendor.APPLE),
+    ("Apple A14 GPU", _apple(7) | {"Metal3"} | _COMMON, True,
+     CapabilityFlags.FP16 | CapabilityFlags.PROFILING | CapabilityFlags.UNIFIED_MEMORY | CapabilityFlags.SUBGROUPS
+     | CapabilityFlags.TENSOR_CORES, ComputeTier.INTEGRATED, Vendor.APPLE),
+    ("Apple A13 GPU", _apple(6) | _COMMON, True,
+     CapabilityFlags.FP16 | CapabilityFlags.PROFILING | CapabilityFlags.UNIFIED_MEMORY | CapabilityFlags.SUBGROUPS,
+     ComputeTier.INTEGRATED, Vendor.APPLE),
+    ("Apple A11 GPU", _apple(4) | _COMMON, True,
+     CapabilityFlags.FP16 | CapabilityFlags.PROFILING | CapabilityFlags.UNIFIED_MEMORY, ComputeTier.INTEGRATED,
+     Vendor.APPLE),
+    ("AMD Radeon Pro 5500M", {"Mac1", "Mac2", "Metal3"} | _COMMON, False,
+     CapabilityFlags.FP16 | CapabilityFlags.PROFILING | CapabilityFlags.SUBGROUPS | CapabilityFlags.TENSOR_CORES,
+     ComputeTier.DISCRETE, Vendor.AMD),
+    ("Intel(R) UHD Graphics 630", {"Mac1", "Mac2", "Metal3"} | _COMMON, True,
+     CapabilityFlags.FP16 | CapabilityFlags.PROFILING | CapabilityFlags.UNIFIED_MEMORY | CapabilityFlags.SUBGROUPS
+     | CapabilityFlags.TENSOR_CORES, ComputeTier.INTEGRATED, Vendor.INTEL),
+]
+
+
+@pytest.mark.parametrize("name, families, unified, flags, tier, vendor", GPUS, ids=[g[0] for g in GPUS])
+def test_capability_of_real_apple_gpus(name: str, families: set[str], unified: bool, flags: CapabilityFlags,
+                                       tier: ComputeTier, vendor: Vendor) -> None:
+    from ironaccelerator.backends.metal import _backend
+
+    t = _backend.TABLES
+    values = {t.families[f] for f in families}
+    by_call = t.capability(lambda v: v in values, unified)  # as the device answers supportsFamily:
+    by_names = t.capability(families, unified)
+    assert by_call == by_names
+    assert by_call.flags == flags, (name, by_call.flags)
+    assert by_call.tier is tier and t.vendor(name) is vendor
+    assert by_call.vendor_version.startswith("Metal ") and all(f in by_call.vendor_version for f in families)
+
+
+def test_family_values_come_from_the_metal_spec() -> None:
+    from ironaccelerator.backends.metal import _backend
+    from ironaccelerator.backends.metal import metal as M
+
+    fams = _backend.TABLES.families
+    assert fams["Apple7"] == M.MTLGPUFamilyApple7 == 1007 and fams["Mac2"] == 2002 and fams["Metal3"] == 5001
+    assert fams["Common3"] == 3003 and fams["Apple9"] == 1009
+    assert (M.MTLResourceStorageModeShared, M.MTLResourceStorageModePrivate) == (0, 32)
+    assert M.MTLCommandBufferStatusCompleted == 4 and M.MTLCommandBufferStatusError == 5
+
+
+# ------------------------------------------------------------------ the generator's checks of the tables
+
+
+def _spec_dir(tmp_path: Path, old: str, new: str) -> Path:
+    specs = tmp_path / "specs"
+    shutil.copytree(ROOT / "specs", specs)
+    p = specs / "metal" / "backend.yaml"
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new, 1))
+    return specs
+
+
+def _errors(specs: Path) -> list[str]:
+    from generator import pipeline
+    from generator.diagnostics import UserError
+
+    with pytest.raises(UserError) as ei:
+        pipeline.compile_specs(specs, only=["metal.metal"], base=specs.parent)
+    return [str(d) for d in ei.value.diagnostics]
+
+
+def test_generator_refuses_an_unknown_gpu_family(tmp_path: Path) -> None:
+    specs = _spec_dir(tmp_path, "    Apple9: [ATOMICS_64]", "    Apple99: [ATOMICS_64]")
+    errors = _errors(specs)
+    line = next(i for i, t in enumerate((specs / "metal" / "backend.yaml").read_text().splitlines(), 1)
+                if "Apple99" in t)
+    assert any(e.startswith(f"specs/metal/backend.yaml:{line}:5:") and "flags key 'Apple99' is not a GPU family: no "
+               "MTLGPUFamilyApple99 constant in metal.metal (did you mean 'Apple9'?)" in e for e in errors), errors
+
+
+def test_generator_refuses_a_malformed_family_key(tmp_path: Path) -> None:
+    specs = _spec_dir(tmp_path, "    Mac2: DISCRETE", "    mac-2: DISCRETE")
+    errors = _errors(specs)
+    assert any("tiers key 'mac-2' is not a Metal GPU family like 'Apple7'" in e for e in errors), errors
+
+
+def test_generator_refuses_an_unknown_match(tmp_path: Path) -> None:
+    specs = _spec_dir(tmp_path, "match: gpu_family", "match: gpu_familly")
+    errors = _errors(specs)
+    assert any("'gpu_familly' is not a capability match (did you mean 'gpu_family'?)" in e for e in errors), errors
+
+
+# ------------------------------------------------------------------ over the simulated device
+
+
+class Sim:
+    """The simulated device's own counters (the library the binding loaded)."""
+
+    def __init__(self, path: Path) -> None:
+        import cffi
+
+        self.ffi = cffi.FFI()
+        self.ffi.cdef("long ia_metal_sim_live_objects(const char *class_name); long ia_metal_sim_zombie_messages(void);"
+                      "long ia_metal_sim_validation_errors(void);")
+        self.lib = self.ffi.dlopen(str(path))
+
+    def live(self, cls: str | None = None) -> int:
+        return int(self.lib.ia_metal_sim_live_objects(self.ffi.NULL if cls is None else cls.encode()))
+
+    def zombies(self) -> int:
+        return int(self.lib.ia_metal_sim_zombie_messages())
+
+    def validation_errors(self) -> int:
+        return int(self.lib.ia_metal_sim_validation_errors())
+
+
+@pytest.fixture(scope="module")
+def sim(metal_sim: Path) -> Sim:
+    return Sim(metal_sim)
+
+
+@pytest.fixture
+def backend(metal_sim: Path) -> Any:
+    try:
+        return ia.BackendRegistry.default().get(BackendKind.METAL)
+    except Error as e:
+        pytest.fail(f"the Metal backend did not load over the simulated device: {e}")
+
+
+@pytest.fixture
+def dev(backend: Any, sim: Sim) -> Iterator[Any]:
+    gc.collect()
+    zombies = sim.zombies()
+    d = backend.open(0)
+    yield d
+    d.close()
+    del d
+    gc.collect()
+    assert sim.zombies() == zombies, "a message was sent to a deallocated simulator object (an over-release)"
+
+
+def _kernels(dev: Any) -> dict[str, Any]:
+    m = dev.load_module(MSL)
+    return {n: m.kernel(n) for n in ("vector_add", "saxpy", "lcg")}
+
+
+def test_devices_and_descriptor(backend: Any) -> None:
+    devs = backend.devices()
+    assert len(devs) == 1
+    d = devs[0]
+    assert d.name == "IA Simulated Metal Device" and d.backend is BackendKind.METAL and d.vendor is Vendor.APPLE
+    assert str(d.id) == "metal:0" and BackendKind.METAL.dlpack_device == 8
+    assert d.total_memory == 4 << 30 and d.limits.max_alloc == 1 << 30 and d.limits.max_block == (1024, 1024, 1024)
+    # the simulator answers Common1-3 and has unified memory
+    assert d.capability.vendor_version == "Metal Common1,Common2,Common3"
+    assert d.capability.flags == CapabilityFlags.FP16 | CapabilityFlags.PROFILING | CapabilityFlags.UNIFIED_MEMORY
+    assert d.capability.tier is ComputeTier.INTEGRATED
+
+
+def test_families_asked_of_the_device(metal_sim: Path, sim: Sim) -> None:
+    """supportsFamily: is what the tables are applied to: the simulator told to be an M1 (IA_METAL_SIM_FAMILIES,
+    read when its device is created) is described as one."""
+    from ironaccelerator.backends.metal import _backend
+
+    gc.collect()
+    assert sim.live("IASimDevice") == 0, "a device is still held: the families would not be read again"
+    m1 = [1001, 1002, 1003, 1004, 1005, 1006, 1007, 2001, 2002, 3001, 3002, 3003, 5001]
+    os.environ["IA_METAL_SIM_FAMILIES"] = ",".join(map(str, m1))
+    try:
+        d = _backend.MetalBackend().devices()[0]
+    finally:
+        del os.environ["IA_METAL_SIM_FAMILIES"]
+    assert d.capability.flags == GPUS[0][3] and d.capability.tier is ComputeTier.INTEGRATED
+    assert "Apple7" in d.capability.vendor_version and "Mac2" in d.capability.vendor_version
+    gc.collect()
+    assert sim.live("IASimDevice") == 0
+
+
+def test_alloc_kinds_and_host_view(dev: Any) -> None:
+    s = dev.create_stream()
+    priv = dev.alloc(4096)
+    assert priv.kind is MemoryKind.DEVICE and priv.buffer.storageMode() == 2  # MTLStorageModePrivate
+    with pytest.raises(Error) as ei:
+        priv.host_view()
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    shared = dev.alloc(4096, MemoryKind.UNIFIED)
+    assert shared.kind is MemoryKind.UNIFIED and shared.buffer.storageMode() == 0  # MTLStorageModeShared
+    view = shared.host_view()
+    view[:4] = b"\x01\x02\x03\x04"  # written through the view: no copy
+    back = np.zeros(8, np.uint8)
+    s.copy_to_host(back, shared)
+    assert list(back[:5]) == [1, 2, 3, 4, 0]
+    data = np.arange(4096, dtype=np.uint8)
+    s.copy_from_host(shared, data)
+    s.copy(priv, shared)  # blit, device to device
+    s.synchronize()
+    assert bytes(shared.host_view()) == data.tobytes()
+    out = np.zeros(4096, np.uint8)
+    s.copy_to_host(out, priv)
+    np.testing.assert_array_equal(out, data)
+    s.fill(priv, 0x5A)  # fillBuffer:range:value:
+    s.copy_to_host(out, priv)
+    assert (out == 0x5A).all()
+    for kind in (MemoryKind.HOST, MemoryKind.HOST_PINNED):
+        r = dev.alloc_unchecked(64, kind)
+        assert isinstance(r, Error) and r.kind is ErrorKind.UNSUPPORTED
+    big = dev.alloc_unchecked((1 << 30) + 1)  # over maxBufferLength
+    assert isinstance(big, Error) and big.kind is ErrorKind.INVALID_VALUE and "maxBufferLength" in str(big)
+    for a in (priv, shared):
+        a.free()
+
+
+def test_launch_vector_add_saxpy_lcg(dev: Any) -> None:
+    k = _kernels(dev)
+    assert k["vector_add"].num_args == 4 and k["lcg"].num_args == 3
+    assert k["vector_add"].max_threads == 1024 and k["vector_add"].execution_width == 32
+    s = dev.create_stream()
+    n = 10_000
+    x = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    y = np.random.default_rng(2).standard_normal(n).astype(np.float32)
+    dx, dy, dz = dev.alloc(x.nbytes), dev.alloc(y.nbytes), dev.alloc(x.nbytes)
+    s.copy_from_host(dx, x)
+    s.copy_from_host(dy, y)
+    grid = LaunchDims(grid=(n + 255) // 256, block=256)
+    s.launch(KernelLaunch(k["vector_add"], grid, (dx, dy, dz, np.uint32(n))))
+    s.launch(KernelLaunch(k["saxpy"], grid, (Scalar(2.0, DType.F32), dx, dy, n)))  # a Python int for `uint &n`
+    out = np.zeros(n, np.float32)
+    s.copy_to_host(out, dz)
+    np.testing.assert_allclose(out, x + y, rtol=1e-6)
+    s.copy_to_host(out, dy)
+    np.testing.assert_allclose(out, 2 * x + y, rtol=1e-5)
+    u = np.arange(n, dtype=np.uint32)
+    du = dev.alloc(u.nbytes)
+    s.copy_from_host(du, u)
+    s.launch(KernelLaunch(k["lcg"], LaunchDims(grid=(n + 63) // 64, block=64), (du, np.uint32(n), np.uint32(7))))
+    s.copy_to_host(u, du)
+    ref = np.arange(n, dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        for _ in range(7):
+            ref = ref * np.uint32(1664525) + np.uint32(1013904223)
+    np.testing.assert_array_equal(u, ref)
+
+
+def test_events_gpu_timestamps_and_cross_stream_order(dev: Any) -> None:
+    k = _kernels(dev)
+    a, b = dev.create_stream(), dev.create_stream()
+    n = 1 << 16
+    buf = dev.alloc(4 * n)
+    a.copy_from_host(buf, np.zeros(n, np.uint32))
+    e0 = a.record_event()
+    a.launch(KernelLaunch(k["lcg"], LaunchDims(n // 64, 64), (buf, np.uint32(n), np.uint32(300))))
+    e1 = a.record_event()
+    b.wait_event(e1)  # encodeWaitForEvent:value: on the other queue
+    out = np.ones(n, np.uint32)
+    b.copy_to_host(out, buf)
+    assert e1.query()
+    ms = e0.elapsed_ms(e1)
+    assert 0 < ms < 60_000
+    ref = np.zeros(n, np.uint32)
+    with np.errstate(over="ignore"):
+        for _ in range(300):
+            ref = ref * np.uint32(1664525) + np.uint32(1013904223)
+    np.testing.assert_array_equal(out, ref)
+    with pytest.raises(Error) as ei:
+        e0.elapsed_ms(object())
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    a.synchronize()
+
+
+def test_compile_failure_carries_the_compiler_message(dev: Any) -> None:
+    with pytest.raises(Error) as ei:
+        dev.load_module("kernel void not_a_builtin(device float *x [[buffer(0)]]) {\n  x[0] = ;\n}\n")
+    e = ei.value
+    assert e.kind is ErrorKind.COMPILE_FAILED and e.backend == "METAL" and e.code == 3  # MTLLibraryErrorCompileFailure
+    assert "MTLLibraryErrorDomain" in str(e) and "program_source:1:13: error:" in str(e), str(e)
+    with pytest.raises(Error) as ei:
+        dev.load_module("no kernel at all")
+    assert ei.value.kind is ErrorKind.COMPILE_FAILED
+    with pytest.raises(Error) as ei:
+        dev.load_module("kernel void vector_add(\0")  # NUL: refused before any message
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    with pytest.raises(Error) as ei:
+        dev.load_module(MSL).kernel("no_such")
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "no_such" in str(ei.value)
+
+
+def test_launch_checks_before_any_message(dev: Any, sim: Sim) -> None:
+    k = _kernels(dev)
+    s = dev.create_stream()
+    a = dev.alloc(64)
+    s.synchronize()
+    gc.collect()
+    cbs, validation = sim.live("IASimCommandBuffer"), sim.validation_errors()
+    bad: list[tuple[Any, ErrorKind]] = [
+        (KernelLaunch(k["vector_add"], LaunchDims(1, (32, 32, 2)), (a, a, a, np.uint32(1))), ErrorKind.INVALID_VALUE),
+        (KernelLaunch(k["vector_add"], LaunchDims(1, 1), (a, a, a)), ErrorKind.INVALID_VALUE),
+        (KernelLaunch(k["vector_add"], LaunchDims(1, 1), (a, a, np.uint32(1), np.uint32(1))), ErrorKind.INVALID_VALUE),
+        (KernelLaunch(k["vector_add"], LaunchDims(1, 1), (a, a, a, a)), ErrorKind.INVALID_VALUE),
+        (KernelLaunch(k["vector_add"], LaunchDims(1, 1), (a, a, a, np.uint64(1))), ErrorKind.INVALID_VALUE),
+        (KernelLaunch(k["vector_add"], LaunchDims(1, 1), (a, a, a, -1)), ErrorKind.INVALID_VALUE),
+        (KernelLaunch(k["vector_add"], LaunchDims(1, 1), (a, a, a, "4")), ErrorKind.INVALID_VALUE),
+    ]
+    for launch, kind in bad:
+        with pytest.raises(Error) as ei:
+            s.launch(launch)
+        assert ei.value.kind is kind, launch
+        r = s.launch_unchecked(launch)
+        assert isinstance(r, Error) and r.kind is kind, launch
+    with pytest.raises(TypeError):
+        s.launch("not a launch")
+    dead = dev.alloc(64)
+    dead.free()
+    freed = KernelLaunch(k["vector_add"], LaunchDims(1, 1), (a, dead, a, np.uint32(1)))
+    with pytest.raises(Error) as ei:
+        s.launch(freed)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    r = s.launch_unchecked(freed)
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
+    gc.collect()
+    assert sim.live("IASimCommandBuffer") == cbs and sim.validation_errors() == validation, "a message was sent"
+
+
+def test_a_repeated_launch_never_passes_a_freed_buffer(dev: Any) -> None:
+    """A repeated KernelLaunch reuses its packed arguments (the stream keeps the last one), but not once one of
+    its allocations was freed, plain or pooled."""
+    k = _kernels(dev)["vector_add"]
+    s = dev.create_stream()
+    a, b = dev.alloc(64), dev.memory_pool().alloc(64)
+    launch = KernelLaunch(k, LaunchDims(1, 16), (a, b, a, np.uint32(16)))
+    s.launch(launch)
+    s.launch(launch)
+    assert s.launch_unchecked(launch) is None
+    b.free()
+    with pytest.raises(Error) as ei:
+        s.launch(launch)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    r = s.launch_unchecked(launch)
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
+    again = KernelLaunch(k, LaunchDims(1, 16), (a, a, a, np.uint32(16)))
+    s.launch(again)
+    a.free()
+    with pytest.raises(Error) as ei:
+        s.launch(again)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    s.synchronize()
+
+
+def test_a_failed_command_buffer_is_reported(dev: Any) -> None:
+    """A kernel that would read past its buffers fails its command buffer (the simulator's page fault):
+    Stream.synchronize raises LAUNCH_FAILED with the command buffer's NSError."""
+    k = _kernels(dev)
+    s = dev.create_stream()
+    a = dev.alloc(64)
+    s.launch(KernelLaunch(k["vector_add"], LaunchDims(4, 64), (a, a, a, np.uint32(256))))  # n past the 16 floats
+    with pytest.raises(Error) as ei:
+        s.synchronize()
+    assert ei.value.kind is ErrorKind.LAUNCH_FAILED and "MTLCommandBufferErrorDomain 3" in str(ei.value), str(ei.value)
+    s.synchronize()  # reported once
+
+
+def test_closed_device_refuses(backend: Any) -> None:
+    d = backend.open(0)
+    s = d.create_stream()
+    a = d.alloc(64)
+    k = _kernels(d)["vector_add"]
+    d.close()
+    calls: list[Callable[[], object]] = [
+        lambda: d.alloc(64), lambda: s.copy_from_host(a, b"x"), lambda: s.synchronize(),
+        lambda: s.launch(KernelLaunch(k, LaunchDims(1, 1), (a, a, a, 1))), lambda: d.load_module(MSL)]
+    for call in calls:
+        with pytest.raises(Error) as ei:
+            call()
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    r = s.launch_unchecked(KernelLaunch(k, LaunchDims(1, 1), (a, a, a, 1)))
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
+    a.free()  # still works after close
+
+
+def test_no_simulator_object_outlives_its_handles(backend: Any, sim: Sim) -> None:
+    """Everything made through the backend is released once closed and dropped: no live simulator object, no
+    message to a deallocated one, after 2,000 launches and the rest of a session."""
+    gc.collect()
+    zombies = sim.zombies()
+    d = backend.open(0)
+    k = _kernels(d)
+    s, s2 = d.create_stream(), d.create_stream()
+    a = d.alloc(4096)
+    u = d.alloc(4096, MemoryKind.UNIFIED)
+    pool = d.memory_pool()
+    p = pool.alloc(1000)
+    s.copy_from_host(a, np.zeros(1024, np.float32))
+    launch = KernelLaunch(k["vector_add"], LaunchDims(4, 256), (a, a, u, np.uint32(1024)))
+    for _ in range(1000):
+        s.launch(launch)
+        assert s.launch_unchecked(launch) is None
+    e = s.record_event()
+    s2.wait_event(e)
+    s2.copy(p, p)
+    s.copy_to_host(np.zeros(16, np.uint8), u)
+    d.synchronize()
+    assert sim.live() > 0
+    d.close()
+    del d, k, s, s2, a, u, pool, p, launch, e
+    gc.collect()
+    assert sim.live() == 0, {c: sim.live(c) for c in ("IASimDevice", "IASimBuffer", "IASimCommandQueue",
+                                                      "IASimCommandBuffer", "IASimLibrary", "IASimFunction",
+                                                      "IASimComputePipelineState", "IASimSharedEvent",
+                                                      "MTLCompileOptions", "IASimError")}
+    assert sim.zombies() == zombies
+
+
+def test_without_the_simulated_device_metal_is_unavailable(metal_sim: Path) -> None:
+    """On Linux the binding's Metal "framework" is the simulated device, found in IA_METAL_SIM_DIR (else by the
+    system loader): without it the backend is unavailable, LIBRARY_NOT_FOUND naming the library."""
+    env = {k: v for k, v in os.environ.items() if k not in ("IA_METAL_SIM_DIR", "LD_LIBRARY_PATH")}
+    code = ("import ironaccelerator as ia\n"
+            "try:\n    ia.BackendRegistry.default().get(ia.BackendKind.METAL)\n"
+            "except ia.Error as e:\n    print(e.kind.name, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("LIBRARY_NOT_FOUND") and "libia_metal_sim.so" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("mode", ["api", "abi"])
+def test_a_session_in_both_binding_modes(metal_sim: Path, tmp_path: Path, mode: str) -> None:
+    """The backend in a child process over the compiled binding (API) and over the package without its compiled
+    module (ABI: the same contract in Python): correct results, nothing left alive, no message to a deallocated
+    object, and nothing autoreleased outside a pool (GNUstep would say so on stderr)."""
+    root = ROOT / "generated"
+    if mode == "abi":
+        root = tmp_path / "abi"
+        shutil.copytree(ROOT / "generated" / "ironaccelerator", root / "ironaccelerator",
+                        ignore=shutil.ignore_patterns("_cffi.*.so", "__pycache__"))
+    env = dict(os.environ, IA_METAL_SIM_DIR=str(metal_sim.parent),
+               PYTHONPATH=os.pathsep.join([str(root), str(ROOT / "runtime"), str(ROOT / "tests")]))
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "metal_backend_child.py")], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "without pool" not in proc.stderr, proc.stderr
+    assert proc.stdout.split() == ["ok", mode, "0", "0"], proc.stdout + proc.stderr
+
+
+def test_the_metal_trampolines_compile_for_apple(tmp_path: Path) -> None:
+    """The Apple flavour (objc_msgSend cast to each prototype; objc_msgSend_stret for the 24-byte MTLSize on x86-64)
+    cannot run here: the generated Metal trampolines are compiled with -DIA_OBJC_APPLE=1 against declarations of
+    Apple's runtime functions written in tests/test_objc_trampolines.py, and in the GNU flavour."""
+    from test_objc_trampolines import APPLE_DECLARATIONS, INCLUDE, WARNINGS, _gcc
+
+    lib = ROOT / "generated" / "ironaccelerator" / "backends" / "metal" / "metal"
+    text = (lib / "trampolines.c").read_text(encoding="utf-8")
+    assert "typedef MTLSize (*ia_send_" in text and "IA_SEND_STRUCT(ia_send_" in text  # maxThreadsPerThreadgroup
+    for flavour in ("apple", "gnu"):
+        decls = tmp_path / f"{flavour}.h"
+        decls.write_text(APPLE_DECLARATIONS if flavour == "apple" else "", encoding="utf-8")
+        r = subprocess.run([_gcc(), "-std=c11", "-fsyntax-only", *WARNINGS,
+                            f"-DIA_OBJC_APPLE={int(flavour == 'apple')}", "-include", str(decls), "-I", str(INCLUDE),
+                            "-I", str(lib), str(lib / "trampolines.c")], capture_output=True, text=True)
+        assert r.returncode == 0, (flavour, r.stderr)
