@@ -268,6 +268,14 @@ def _ordered(classes: tuple[ClassSpec, ...]) -> list[ClassSpec]:
     return out
 
 
+def _in_spec(spec: LibrarySpec, at: Location) -> Location:
+    """A location in the declarations' virtual header, as a location in the spec (parse_declared keeps columns)."""
+    d = spec.declarations
+    if d is None or at.file != spec.headers[0].value:
+        return at
+    return Location(file=spec.path, line=at.line + d.line - 1, col=at.col)
+
+
 def bind_objc(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | None = None) -> ObjcLibrary:
     """Bind an Objective-C library spec; raise :class:`UserError` listing every problem."""
     assert spec.objc is not None
@@ -279,6 +287,10 @@ def bind_objc(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: st
             col.error(spec.location,
                       f"the declarations must declare '{t}' (ex: typedef struct objc_object *id; typedef struct "
                       "objc_selector *SEL; typedef struct objc_class *Class;): the methods are sent with it")
+    for td in header.typedefs:
+        if td.name in BUILTIN_TYPEDEFS:  # the compiled module includes <stdint.h>/<stddef.h>: a second typedef
+            col.error(_in_spec(spec, td.location), f"'{td.name}' is a standard C type (stdint.h/stddef.h), known without a typedef; "
+                      "declaring it again conflicts with the system's definition when the module is compiled")
     kinds = {k.name.value for k in core.error_kinds}
     error_kinds = []
     for domain, code, kind in spec.objc.error_kinds:

@@ -12,9 +12,10 @@ import pytest
 from ironaccelerator_gen.diagnostics import UserError
 from ironaccelerator_gen.frontend import metalcpp as mc
 from ironaccelerator_gen.ir import Location
+from ironaccelerator_gen.spec import LibrarySpec, load_library
 
 ROOT = Path(__file__).resolve().parent.parent
-DRAFT = ROOT / "docs" / "metal-spec-draft.yaml"
+SPEC = ROOT / "specs" / "metal" / "metal.yaml"
 WHERE = Location(file="metal.yaml", line=7, col=9)
 
 if mc.find_root() is None:
@@ -172,20 +173,27 @@ def test_a_misspelled_selector_is_located_with_a_suggestion(model: mc.MetalCpp) 
     assert msgs[3].startswith("metal.yaml:11:9: ") and "no such selector in metal-cpp" in msgs[3]
 
 
-def test_the_spec_draft_renders(model: mc.MetalCpp) -> None:
-    """docs/metal-spec-draft.yaml lists only selector strings; each is found, and a typo in it is located."""
-    text = DRAFT.read_text(encoding="utf-8")
-    reqs = mc.requests_from_yaml("metal.yaml", text)
-    assert len(reqs) > 40
-    classes = mc.render_classes(model, reqs)
-    assert classes["MTLDevice"]["methods"]["maxThreadsPerThreadgroup"] == {"returns": "MTLSize"}
-    names = mc.c_type_names(classes)
-    assert {"NSUInteger", "MTLSize", "MTLResourceOptions", "NSError", "id", "BOOL"} <= set(names)
+def filled(model: mc.MetalCpp, text: str) -> LibrarySpec:
+    return mc.fill_spec(load_library(SPEC, "specs/metal/metal.yaml", text=text), model)
+
+
+def test_the_metal_spec_is_filled_from_metal_cpp(model: mc.MetalCpp) -> None:
+    """specs/metal/metal.yaml lists selectors; each one listed alone is found in metal-cpp, the few it declares
+    itself are ones metal-cpp lacks, and a typo in it is located with the closest selector."""
+    text = SPEC.read_text(encoding="utf-8")
+    spec = filled(model, text)
+    assert spec.objc is not None
+    methods = {(c.name.value, m.selector.value): m for c in spec.objc.classes for m in c.methods}
+    assert len(methods) > 40
+    size = methods[("MTLDevice", "maxThreadsPerThreadgroup")]
+    assert size.returns.value == "MTLSize" and size.returns.location.file == "specs/metal/metal.yaml"
+    own = {k for k, m in methods.items() if model.lookup(k[0], ("+" if m.class_method else "") + k[1]) is None}
+    assert own == {("NSObject", "isKindOfClass:"), ("NSString", "stringWithUTF8String:"), ("MTLCompileOptions", "new")}
     bad = text.replace('"setBuffer:offset:atIndex:"', '"setBufer:offset:atIndex:"', 1)
     assert bad != text
     line = next(i for i, ln in enumerate(bad.splitlines(), 1) if "setBufer:" in ln)
     with pytest.raises(UserError) as e:
-        mc.render_classes(model, mc.requests_from_yaml("metal.yaml", bad))
+        filled(model, bad)
     (d,) = e.value.diagnostics
     assert d.location.line == line and "did you mean 'setBuffer:offset:atIndex:'" in d.message
 
@@ -242,29 +250,40 @@ def test_every_method_is_consistent(model: mc.MetalCpp) -> None:
 
 
 @pytest.mark.parametrize("fe", ["clang", "pycparser"])
-def test_the_draft_declares_every_type_its_selectors_use(model: mc.MetalCpp, tmp_path: Path, fe: str) -> None:
-    """The draft's ``declarations:`` parse as C (both front-ends) and typedef every C type name the rendered
-    classes use, and declare the C entry points the draft's spec binds as metal-cpp declares them."""
+def test_the_metal_spec_declares_what_metal_cpp_declares(model: mc.MetalCpp, tmp_path: Path, fe: str) -> None:
+    """The spec's ``declarations:`` parse as C (both front-ends) and declare every C type name its filled
+    prototypes use; its enums' typedefs have metal-cpp's integer types, its constants metal-cpp's values, its value
+    structs metal-cpp's fields, and its C entry points metal-cpp's prototypes."""
     import yaml
 
     from ironaccelerator_gen.frontend import ParseRequest, parse
+    from ironaccelerator_gen.objc import BUILTIN_TYPEDEFS
 
-    text = DRAFT.read_text(encoding="utf-8")
-    (tmp_path / "metal_decls.h").write_text(yaml.safe_load(text)["declarations"], encoding="utf-8")
+    text = SPEC.read_text(encoding="utf-8")
+    decls = yaml.safe_load(text)["declarations"]
+    (tmp_path / "metal_decls.h").write_text(decls, encoding="utf-8")
     header = parse(ParseRequest(headers=("metal_decls.h",), include_dirs=(tmp_path,), where=WHERE), fe)
     typedefs = {t.name for t in header.typedefs}
-    used = set(mc.c_type_names(mc.render_classes(model, mc.requests_from_yaml("metal.yaml", text))))
-    assert used - typedefs - {"float", "double", "int", "long", "unsigned", "signed", "short"} == set()
+    spec = filled(model, text)
+    assert spec.objc is not None
+    used = {w for c in spec.objc.classes for m in c.methods for t in (m.returns, *m.args)
+            for w in re.findall(r"[A-Za-z_]\w*", t.value)}
+    assert used - typedefs - set(BUILTIN_TYPEDEFS) - {"const", "void", "char", "unsigned", "long", "double"} == set()
     # an enum's typedef has metal-cpp's integer type (MTLGPUFamily is an NSInteger, MTLResourceOptions NSUInteger)
-    enum_decls = dict((name, under) for under, name in re.findall(r"typedef (\w+) (\w+);", text)
+    enum_decls = dict((name, under) for under, name in re.findall(r"typedef (\w+) (\w+);", decls)
                       if name in model.enum_types)
-    assert len(enum_decls) >= 5 and enum_decls == {k: model.enum_types[k] for k in enum_decls}
+    assert len(enum_decls) >= 4 and enum_decls == {k: model.enum_types[k] for k in enum_decls}
+    # every constant metal-cpp also has carries metal-cpp's value (typed by hand from Apple's documentation)
+    theirs = {name: v for values in model.enums.values() for name, v in values.items()}
+    ours = {c.name: c.value for e in header.enums for c in e.constants}
+    common = sorted(set(ours) & set(theirs))
+    assert len(common) >= 40 and {k: ours[k] for k in common} == {k: theirs[k] for k in common}
     # its value structs have metal-cpp's fields, in order
     structs = {name: tuple(tuple(f.strip().rsplit(" ", 1)[::-1]) for f in body.split(";") if f.strip())
-               for body, name in re.findall(r"typedef struct \{([^}]*)\} (\w+);", text)}
-    assert set(structs) == {"NSRange", "MTLSize", "MTLOrigin", "MTLRegion"}
-    assert {k: tuple((n, t) for n, t in v) for k, v in structs.items()} == {k: model.structs[k] for k in structs}
+               for body, name in re.findall(r"typedef struct \{([^}]*)\} (\w+);", decls)}
+    assert set(structs) == {"NSRange", "MTLSize"}
+    assert structs == {k: model.structs[k] for k in structs}
     for f in header.functions:
         cf = model.functions[f.name]
-        assert (cf.returns, cf.args) == ("id", ())
-        assert not f.params
+        assert (cf.returns, cf.args) == ("id", ()) and not f.params
+    assert {f.name for f in header.functions} == {"MTLCreateSystemDefaultDevice", "MTLCopyAllDevices"}

@@ -167,6 +167,15 @@ def test_nullable_names_object_arguments_by_keyword() -> None:
     at(d, pos(number, "length]"))
 
 
+def test_a_standard_type_is_not_declared_again() -> None:
+    """typedef unsigned long long uint64_t; in the declarations broke the compiled module (conflicting types with
+    stdint.h's), and the build fell back to ABI mode: now a located error at generate time."""
+    text = edit(TEXT, "  typedef unsigned long NSUInteger;\n",
+                "  typedef unsigned long NSUInteger;\n  typedef unsigned long long uint64_t;\n")
+    d = the_error(text, "'uint64_t' is a standard C type")
+    at(d, pos(text, "uint64_t;"))
+
+
 def test_ownership_values() -> None:
     text = edit(TEXT, '"+alloc": {returns: id}', '"+alloc": {returns: id, ownership: "+2"}')
     d = the_error(text, "ownership '+2' is not valid")

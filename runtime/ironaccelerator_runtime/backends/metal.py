@@ -36,7 +36,6 @@ has not run on Apple hardware.
 
 from __future__ import annotations
 
-import ctypes
 import re
 import threading
 import weakref
@@ -137,21 +136,6 @@ class _Api:
     def utf8(self, s: Any) -> str:
         return "" if s is None else str(s.UTF8String())
 
-    # ---- BEGIN private bridge: MTLCopyAllDevices through dlsym until the objc specs bind plain C functions (helper
-    # F's work: then `M.MTLCopyAllDevices()`); delete on that merge.
-    def copy_all_devices(self) -> Any:
-        """``MTLCopyAllDevices()``: an NSArray handle owning its +1 reference."""
-        try:
-            fn = ctypes.CFUNCTYPE(ctypes.c_void_p)(("MTLCopyAllDevices", ctypes.CDLL(None)))
-        except AttributeError:
-            raise Error(ErrorKind.SYMBOL_NOT_FOUND, "MTLCopyAllDevices is not in the loaded frameworks "
-                        f"({', '.join(self.b.paths)})", backend=_NAME, function="MTLCopyAllDevices") from None
-        p = fn()
-        if not p:
-            return None
-        return self.b.wrap(self.ffi.cast("id", p))
-    # ---- END private bridge
-
 
 _api_lock = threading.Lock()
 _api: _Api | Error | None = None
@@ -249,7 +233,7 @@ class MetalBackend(Backend):
     def _handles(self) -> list[Any]:
         """The MTLDevice handles of ``MTLCopyAllDevices()`` (each owning a reference; the array released)."""
         a = self.api
-        arr = a.copy_all_devices()
+        arr = a.M.MTLCopyAllDevices()  # +1: the NSArray handle owns it
         if arr is None:
             return []
         try:

@@ -13,7 +13,7 @@ from typing import Any
 MODULE = "ironaccelerator.backends.foundation.foundation._cffi"
 ABI_MODULE = "ironaccelerator.backends.foundation.foundation._cffi_abi"
 # the digest of the build inputs (the cdefs, trampolines.c, ia_objc.h, this file's template): both modules carry it
-BUILD_ID = "72a6b25e7d6c3aefcef08399"
+BUILD_ID = "9965acb168744c3942a0300f"
 OPTIMIZE = "-O2"
 HERE = Path(__file__).resolve().parent
 

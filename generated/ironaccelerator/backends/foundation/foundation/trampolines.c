@@ -2,6 +2,8 @@
 /* Objective-C message trampolines: the module neither links nor needs the runtime or foundation to build
    or import.  This file holds the library's tables and per-selector code; the logic is the hand-written
    ia_objc.h (GNU runtime: objc_msg_lookup; Apple: objc_msgSend, _stret, _fpret; chosen by IA_OBJC_APPLE). */
+#include <stddef.h>
+#include <stdint.h>  /* the standard types a prototype may use (uint64_t, size_t), as in the cffi module */
 #include "types.cdef"
 
 #define IA_PACKAGE "ironaccelerator.backends.foundation.foundation"

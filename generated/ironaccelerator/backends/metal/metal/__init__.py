@@ -6,7 +6,9 @@ class methods are classmethods.  Objects come back as handles (:class:`ironaccel
 owning one reference, released on ``close()`` or when dropped.  Every refusal raises
 :class:`ironaccelerator.Error`: a nil receiver or closed handle (INVALID_HANDLE), a selector the receiver's class
 does not respond to (SYMBOL_NOT_FOUND; checked with class_respondsToSelector before sending), an NSError output
-(its domain, code and localizedDescription).  The raw fast path is :mod:`ironaccelerator.backends.metal.metal.unchecked`.
+(its domain, code and localizedDescription).  The C functions of the spec's ``functions:`` are module-level
+functions of their C names, checked the same way (a symbol missing from the loaded libraries: SYMBOL_NOT_FOUND).
+The raw fast path is :mod:`ironaccelerator.backends.metal.metal.unchecked`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from . import unchecked
 from ._binding import BINDING as _b
 
 __all__ = ["BINDING_MODE", "Error", "ErrorKind", "Object", "autorelease_pool", "ffi", "objc_class", "retain_count",
-           "unchecked", 'NSObject', 'NSString', 'NSArray', 'NSError', 'MTLDevice', 'MTLResource', 'MTLBuffer', 'MTLCommandQueue', 'MTLCommandBuffer', 'MTLCommandEncoder', 'MTLComputeCommandEncoder', 'MTLBlitCommandEncoder', 'MTLCompileOptions', 'MTLLibrary', 'MTLFunction', 'MTLComputePipelineState', 'MTLSharedEvent']
+           "unchecked", 'NSObject', 'NSString', 'NSArray', 'NSError', 'MTLDevice', 'MTLResource', 'MTLBuffer', 'MTLCommandQueue', 'MTLCommandBuffer', 'MTLCommandEncoder', 'MTLComputeCommandEncoder', 'MTLBlitCommandEncoder', 'MTLCompileOptions', 'MTLLibrary', 'MTLFunction', 'MTLComputePipelineState', 'MTLSharedEvent', 'MTLCreateSystemDefaultDevice', 'MTLCopyAllDevices']
 
 ffi: Any = _b.ffi
 BINDING_MODE: str = _b.mode
@@ -109,6 +111,8 @@ _c53 = _b.checked(53)
 _c54 = _b.checked(54)
 _c55 = _b.checked(55)
 _c56 = _b.checked(56)
+_f0 = _b.checked_function(0)
+_f1 = _b.checked_function(1)
 
 # ---------------------------------------------------------------- enum constants
 NSUTF8StringEncoding = 4
@@ -161,6 +165,22 @@ MTLCommandBufferErrorPageFault = 3
 MTLCommandBufferErrorNotPermitted = 7
 MTLCommandBufferErrorOutOfMemory = 8
 MTLCommandBufferErrorInvalidResource = 9
+
+
+def MTLCreateSystemDefaultDevice() -> Any:
+    """``id MTLCreateSystemDefaultDevice(void)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND; a handle owning the result (+1 from the function); None when it returns nil."""
+    r = _f0()
+    if r == _NULL and (f := _failed()):
+        raise _fail(~0, None, f)
+    return None if r == _NULL else _wrap(r)
+
+
+def MTLCopyAllDevices() -> Any:
+    """``id MTLCopyAllDevices(void)``: the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: ironaccelerator.Error SYMBOL_NOT_FOUND; a handle owning the result (+1 from the function); None when it returns nil."""
+    r = _f1()
+    if r == _NULL and (f := _failed()):
+        raise _fail(~1, None, f)
+    return None if r == _NULL else _wrap(r)
 
 
 class NSObject(_Object):
@@ -312,14 +332,14 @@ class MTLDevice(NSObject):
         return None if r == _NULL else _wrap(r)
 
     def registryID(self) -> int:
-        """``-[MTLDevice registryID] -> unsigned long long`` (no arguments)."""
+        """``-[MTLDevice registryID] -> uint64_t`` (no arguments)."""
         r: int = _c14(self._id)
         if not r and (f := _failed()):
             raise _fail(14, self, f)
         return r
 
     def recommendedMaxWorkingSetSize(self) -> int:
-        """``-[MTLDevice recommendedMaxWorkingSetSize] -> unsigned long long`` (no arguments)."""
+        """``-[MTLDevice recommendedMaxWorkingSetSize] -> uint64_t`` (no arguments)."""
         r: int = _c15(self._id)
         if not r and (f := _failed()):
             raise _fail(15, self, f)
@@ -375,9 +395,10 @@ class MTLDevice(NSObject):
             raise _bad_value(21, exc) from None
 
     def newBufferWithBytesNoCopy_length_options_deallocator_(self, a0: Any, a1: Any, a2: Any, a3: Any) -> Any:
-        """``-[MTLDevice newBufferWithBytesNoCopy:length:options:deallocator:] -> id`` (void *, NSUInteger, MTLResourceOptions, void *): a handle owning the result (+1 from the method)."""
+        """``-[MTLDevice newBufferWithBytesNoCopy:length:options:deallocator:] -> id`` (const void *, NSUInteger, MTLResourceOptions, id): a handle owning the result (+1 from the method)."""
         try:
-            r = _c22(self._id, a0, a1, a2, a3)
+            o3 = _NULL if a3 is None else _obj(a3, 22, 3)
+            r = _c22(self._id, a0, a1, a2, o3)
             if r == _NULL and (f := _failed()):
                 raise _fail(22, self, f)
             return None if r == _NULL else _wrap(r)
@@ -387,7 +408,7 @@ class MTLDevice(NSObject):
     def newLibraryWithSource_options_error_(self, a0: Any, a1: Any) -> Any:
         """``-[MTLDevice newLibraryWithSource:options:error:] -> id`` (id, id, id *): a handle owning the result (+1 from the method); an NSError output raises ironaccelerator.Error."""
         o0 = _obj(a0, 23, 0)
-        o1 = _obj(a1, 23, 1)
+        o1 = _NULL if a1 is None else _obj(a1, 23, 1)
         err = _new_error()
         r = _c23(self._id, o0, o1, err)
         if r == _NULL and (f := _failed()):
@@ -541,7 +562,7 @@ class MTLCommandBuffer(NSObject):
         return None if r == _NULL else _wrap(r)
 
     def encodeSignalEvent_value_(self, a0: Any, a1: Any) -> None:
-        """``-[MTLCommandBuffer encodeSignalEvent:value:] -> void`` (id, unsigned long long)."""
+        """``-[MTLCommandBuffer encodeSignalEvent:value:] -> void`` (id, uint64_t)."""
         try:
             o0 = _obj(a0, 39, 0)
             _c39(self._id, o0, a1)
@@ -552,7 +573,7 @@ class MTLCommandBuffer(NSObject):
             raise _bad_value(39, exc) from None
 
     def encodeWaitForEvent_value_(self, a0: Any, a1: Any) -> None:
-        """``-[MTLCommandBuffer encodeWaitForEvent:value:] -> void`` (id, unsigned long long)."""
+        """``-[MTLCommandBuffer encodeWaitForEvent:value:] -> void`` (id, uint64_t)."""
         try:
             o0 = _obj(a0, 40, 0)
             _c40(self._id, o0, a1)
@@ -652,7 +673,7 @@ class MTLBlitCommandEncoder(MTLCommandEncoder):
             raise _bad_value(47, exc) from None
 
     def fillBuffer_range_value_(self, a0: Any, a1: Any, a2: Any) -> None:
-        """``-[MTLBlitCommandEncoder fillBuffer:range:value:] -> void`` (id, NSRange, unsigned char)."""
+        """``-[MTLBlitCommandEncoder fillBuffer:range:value:] -> void`` (id, NSRange, uint8_t)."""
         try:
             o0 = _obj(a0, 48, 0)
             _c48(self._id, o0, a1, a2)
@@ -745,14 +766,14 @@ class MTLSharedEvent(NSObject):
     _ci = 16  # its index in _binding.CLASSES: the receiver of its class methods
 
     def signaledValue(self) -> int:
-        """``-[MTLSharedEvent signaledValue] -> unsigned long long`` (no arguments)."""
+        """``-[MTLSharedEvent signaledValue] -> uint64_t`` (no arguments)."""
         r: int = _c55(self._id)
         if not r and (f := _failed()):
             raise _fail(55, self, f)
         return r
 
     def setSignaledValue_(self, a0: Any) -> None:
-        """``-[MTLSharedEvent setSignaledValue:] -> void`` (unsigned long long)."""
+        """``-[MTLSharedEvent setSignaledValue:] -> void`` (uint64_t)."""
         try:
             _c56(self._id, a0)
             f = _failed()

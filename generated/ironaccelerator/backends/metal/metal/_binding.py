@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.objc import MethodRow, ObjcBinding
+from ironaccelerator_runtime.objc import FunctionRow, MethodRow, ObjcBinding
 
 # the bound classes, bases first (each looked up once with objc_getClass)
 CLASSES: tuple[str, ...] = ('NSObject', 'NSString', 'NSArray', 'NSError', 'MTLDevice', 'MTLResource', 'MTLBuffer', 'MTLCommandQueue', 'MTLCommandBuffer', 'MTLCommandEncoder', 'MTLComputeCommandEncoder', 'MTLBlitCommandEncoder', 'MTLCompileOptions', 'MTLLibrary', 'MTLFunction', 'MTLComputePipelineState', 'MTLSharedEvent')
@@ -34,7 +34,7 @@ METHODS: tuple[MethodRow, ...] = (
     ('MTLDevice', 'supportsFamily:', False, 'bool', ('value',), '+0', False, -1, False, ''),
     ('MTLDevice', 'newCommandQueue', False, 'object', (), '+1', False, -1, False, ''),
     ('MTLDevice', 'newBufferWithLength:options:', False, 'object', ('value', 'value'), '+1', False, -1, False, ''),
-    ('MTLDevice', 'newBufferWithBytesNoCopy:length:options:deallocator:', False, 'object', ('value', 'value', 'value', 'value'), '+1', False, -1, False, ''),
+    ('MTLDevice', 'newBufferWithBytesNoCopy:length:options:deallocator:', False, 'object', ('value', 'value', 'value', 'object'), '+1', False, -1, True, ''),
     ('MTLDevice', 'newLibraryWithSource:options:error:', False, 'object', ('object', 'object', 'error'), '+1', False, 2, True, ''),
     ('MTLDevice', 'newComputePipelineStateWithFunction:error:', False, 'object', ('object', 'error'), '+1', False, 1, True, ''),
     ('MTLDevice', 'newSharedEvent', False, 'object', (), '+1', False, -1, False, ''),
@@ -71,8 +71,14 @@ METHODS: tuple[MethodRow, ...] = (
     ('MTLSharedEvent', 'setSignaledValue:', False, 'void', ('value',), '+0', False, -1, False, ''),
 )
 
+# by function index: (C function, result kind, argument kinds, ownership, autoreleases) -- the functions: section
+FUNCTIONS: tuple[FunctionRow, ...] = (
+    ('MTLCreateSystemDefaultDevice', 'object', (), '+1', False),
+    ('MTLCopyAllDevices', 'object', (), '+1', False),
+)
+
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '4f757b0bbc14ed4eff2942ac'
+BUILD_ID = '88566264846fadfc93114490'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
@@ -93,6 +99,7 @@ BINDING = ObjcBinding(
             ()),  # (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as loader: says
     classes=CLASSES,
     methods=METHODS,
+    functions=FUNCTIONS,
     errors={  # (NSError domain, code or None: any) -> kind, from specs/metal/metal.yaml
         ('MTLLibraryErrorDomain', 3): ErrorKind.COMPILE_FAILED,
         ('MTLLibraryErrorDomain', 5): ErrorKind.SYMBOL_NOT_FOUND,

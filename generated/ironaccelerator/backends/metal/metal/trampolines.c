@@ -2,12 +2,15 @@
 /* Objective-C message trampolines: the module neither links nor needs the runtime or metal to build
    or import.  This file holds the library's tables and per-selector code; the logic is the hand-written
    ia_objc.h (GNU runtime: objc_msg_lookup; Apple: objc_msgSend, _stret, _fpret; chosen by IA_OBJC_APPLE). */
+#include <stddef.h>
+#include <stdint.h>  /* the standard types a prototype may use (uint64_t, size_t), as in the cffi module */
 #include "types.cdef"
 
 #define IA_PACKAGE "ironaccelerator.backends.metal.metal"
 #define IA_OBJC_METHODS 57
 #define IA_PY_METHODS 14
 #define IA_OBJC_CLASSES 17
+#define IA_OBJC_FUNCTIONS 2
 static const char *const ia_objc_selector[IA_OBJC_METHODS > 0 ? IA_OBJC_METHODS : 1] = {
     "retain",
     "release",
@@ -86,6 +89,10 @@ static const char *const ia_objc_class_name[IA_OBJC_CLASSES > 0 ? IA_OBJC_CLASSE
     "MTLComputePipelineState",
     "MTLSharedEvent",
 };
+static const char *const ia_objc_function_name[IA_OBJC_FUNCTIONS > 0 ? IA_OBJC_FUNCTIONS : 1] = {
+    "MTLCreateSystemDefaultDevice",
+    "MTLCopyAllDevices",
+};
 
 #include "ia_objc.h"
 
@@ -100,6 +107,7 @@ id NSObject_retain(id self)
 id ia_checked_0(id self)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -112,7 +120,14 @@ id ia_checked_0(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_0_t, self, ia_objc_sel[0])(self, ia_objc_sel[0]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -126,6 +141,7 @@ void NSObject_release(id self)
 }
 void ia_checked_1(id self)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -138,7 +154,14 @@ void ia_checked_1(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_1_t, self, ia_objc_sel[1])(self, ia_objc_sel[1]);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[NSObject retainCount] */
@@ -152,6 +175,7 @@ NSUInteger NSObject_retainCount(id self)
 NSUInteger ia_checked_2(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -164,7 +188,14 @@ NSUInteger ia_checked_2(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_2_t, self, ia_objc_sel[2])(self, ia_objc_sel[2]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -179,6 +210,7 @@ BOOL NSObject_isKindOfClass_(id self, Class arg0)
 BOOL ia_checked_3(id self, Class arg0)
 {
     BOOL r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -191,7 +223,14 @@ BOOL ia_checked_3(id self, Class arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_3_t, self, ia_objc_sel[3])(self, ia_objc_sel[3], arg0);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -206,6 +245,7 @@ BOOL NSObject_respondsToSelector_(id self, SEL arg0)
 BOOL ia_checked_4(id self, SEL arg0)
 {
     BOOL r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -218,7 +258,14 @@ BOOL ia_checked_4(id self, SEL arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_4_t, self, ia_objc_sel[4])(self, ia_objc_sel[4], arg0);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -235,6 +282,7 @@ id ia_checked_5(int ia_class, const char * arg0)
     id r;
     void *pool;
     Class self;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -248,7 +296,15 @@ id ia_checked_5(int ia_class, const char * arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_5_t, self, ia_objc_sel[5])(self, ia_objc_sel[5], arg0);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -266,6 +322,7 @@ const char * NSString_UTF8String(id self)
 const char * ia_checked_6(id self)
 {
     const char * r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (const char *){0};
@@ -278,7 +335,14 @@ const char * ia_checked_6(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (const char *){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (const char *){0};
+    }
     r = IA_SEND(ia_send_6_t, self, ia_objc_sel[6])(self, ia_objc_sel[6]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -293,6 +357,7 @@ NSUInteger NSString_length(id self)
 NSUInteger ia_checked_7(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -305,7 +370,14 @@ NSUInteger ia_checked_7(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_7_t, self, ia_objc_sel[7])(self, ia_objc_sel[7]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -320,6 +392,7 @@ NSUInteger NSArray_count(id self)
 NSUInteger ia_checked_8(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -332,7 +405,14 @@ NSUInteger ia_checked_8(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_8_t, self, ia_objc_sel[8])(self, ia_objc_sel[8]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -348,6 +428,7 @@ id ia_checked_9(id self, NSUInteger arg0)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -361,7 +442,15 @@ id ia_checked_9(id self, NSUInteger arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_9_t, self, ia_objc_sel[9])(self, ia_objc_sel[9], arg0);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -380,6 +469,7 @@ id ia_checked_10(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -393,7 +483,15 @@ id ia_checked_10(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_10_t, self, ia_objc_sel[10])(self, ia_objc_sel[10]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -411,6 +509,7 @@ NSInteger NSError_code(id self)
 NSInteger ia_checked_11(id self)
 {
     NSInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSInteger){0};
@@ -423,7 +522,14 @@ NSInteger ia_checked_11(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSInteger){0};
+    }
     r = IA_SEND(ia_send_11_t, self, ia_objc_sel[11])(self, ia_objc_sel[11]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -439,6 +545,7 @@ id ia_checked_12(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -452,7 +559,15 @@ id ia_checked_12(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_12_t, self, ia_objc_sel[12])(self, ia_objc_sel[12]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -471,6 +586,7 @@ id ia_checked_13(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -484,7 +600,15 @@ id ia_checked_13(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_13_t, self, ia_objc_sel[13])(self, ia_objc_sel[13]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -492,56 +616,72 @@ id ia_checked_13(id self)
 }
 
 /* -[MTLDevice registryID] */
-typedef unsigned long long (*ia_send_14_t)(id, SEL);
-unsigned long long MTLDevice_registryID(id self)
+typedef uint64_t (*ia_send_14_t)(id, SEL);
+uint64_t MTLDevice_registryID(id self)
 {
     if (IA_OBJC_START() || self == NULL)
-        return (unsigned long long){0};
+        return (uint64_t){0};
     return IA_SEND(ia_send_14_t, self, ia_objc_sel[14])(self, ia_objc_sel[14]);
 }
-unsigned long long ia_checked_14(id self)
+uint64_t ia_checked_14(id self)
 {
-    unsigned long long r;
+    uint64_t r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
-        return (unsigned long long){0};
+        return (uint64_t){0};
     }
     if (IA_UNLIKELY(self == NULL)) {
         ia_objc_failure = IA_OBJC_NIL;
-        return (unsigned long long){0};
+        return (uint64_t){0};
     }
     if (IA_UNLIKELY(!ia_objc_responds(14, (id)self))) {
         ia_objc_failure = IA_OBJC_SELECTOR;
-        return (unsigned long long){0};
+        return (uint64_t){0};
+    }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (uint64_t){0};
     }
     r = IA_SEND(ia_send_14_t, self, ia_objc_sel[14])(self, ia_objc_sel[14]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
 /* -[MTLDevice recommendedMaxWorkingSetSize] */
-typedef unsigned long long (*ia_send_15_t)(id, SEL);
-unsigned long long MTLDevice_recommendedMaxWorkingSetSize(id self)
+typedef uint64_t (*ia_send_15_t)(id, SEL);
+uint64_t MTLDevice_recommendedMaxWorkingSetSize(id self)
 {
     if (IA_OBJC_START() || self == NULL)
-        return (unsigned long long){0};
+        return (uint64_t){0};
     return IA_SEND(ia_send_15_t, self, ia_objc_sel[15])(self, ia_objc_sel[15]);
 }
-unsigned long long ia_checked_15(id self)
+uint64_t ia_checked_15(id self)
 {
-    unsigned long long r;
+    uint64_t r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
-        return (unsigned long long){0};
+        return (uint64_t){0};
     }
     if (IA_UNLIKELY(self == NULL)) {
         ia_objc_failure = IA_OBJC_NIL;
-        return (unsigned long long){0};
+        return (uint64_t){0};
     }
     if (IA_UNLIKELY(!ia_objc_responds(15, (id)self))) {
         ia_objc_failure = IA_OBJC_SELECTOR;
-        return (unsigned long long){0};
+        return (uint64_t){0};
+    }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (uint64_t){0};
     }
     r = IA_SEND(ia_send_15_t, self, ia_objc_sel[15])(self, ia_objc_sel[15]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -556,6 +696,7 @@ BOOL MTLDevice_hasUnifiedMemory(id self)
 BOOL ia_checked_16(id self)
 {
     BOOL r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -568,7 +709,14 @@ BOOL ia_checked_16(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_16_t, self, ia_objc_sel[16])(self, ia_objc_sel[16]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -583,6 +731,7 @@ MTLSize MTLDevice_maxThreadsPerThreadgroup(id self)
 MTLSize ia_checked_17(id self)
 {
     MTLSize r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (MTLSize){0};
@@ -595,7 +744,14 @@ MTLSize ia_checked_17(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (MTLSize){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (MTLSize){0};
+    }
     r = IA_SEND_STRUCT(ia_send_17_t, MTLSize, self, ia_objc_sel[17])(self, ia_objc_sel[17]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -610,6 +766,7 @@ NSUInteger MTLDevice_maxBufferLength(id self)
 NSUInteger ia_checked_18(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -622,7 +779,14 @@ NSUInteger ia_checked_18(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_18_t, self, ia_objc_sel[18])(self, ia_objc_sel[18]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -637,6 +801,7 @@ BOOL MTLDevice_supportsFamily_(id self, MTLGPUFamily arg0)
 BOOL ia_checked_19(id self, MTLGPUFamily arg0)
 {
     BOOL r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (BOOL){0};
@@ -649,7 +814,14 @@ BOOL ia_checked_19(id self, MTLGPUFamily arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (BOOL){0};
+    }
     r = IA_SEND(ia_send_19_t, self, ia_objc_sel[19])(self, ia_objc_sel[19], arg0);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -664,6 +836,7 @@ id MTLDevice_newCommandQueue(id self)
 id ia_checked_20(id self)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -676,7 +849,14 @@ id ia_checked_20(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_20_t, self, ia_objc_sel[20])(self, ia_objc_sel[20]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -691,6 +871,7 @@ id MTLDevice_newBufferWithLength_options_(id self, NSUInteger arg0, MTLResourceO
 id ia_checked_21(id self, NSUInteger arg0, MTLResourceOptions arg1)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -703,21 +884,30 @@ id ia_checked_21(id self, NSUInteger arg0, MTLResourceOptions arg1)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_21_t, self, ia_objc_sel[21])(self, ia_objc_sel[21], arg0, arg1);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
 /* -[MTLDevice newBufferWithBytesNoCopy:length:options:deallocator:] (+1 result) */
-typedef id (*ia_send_22_t)(id, SEL, void *, NSUInteger, MTLResourceOptions, void *);
-id MTLDevice_newBufferWithBytesNoCopy_length_options_deallocator_(id self, void * arg0, NSUInteger arg1, MTLResourceOptions arg2, void * arg3)
+typedef id (*ia_send_22_t)(id, SEL, const void *, NSUInteger, MTLResourceOptions, id);
+id MTLDevice_newBufferWithBytesNoCopy_length_options_deallocator_(id self, const void * arg0, NSUInteger arg1, MTLResourceOptions arg2, id arg3)
 {
     if (IA_OBJC_START() || self == NULL)
         return (id){0};
     return IA_SEND(ia_send_22_t, self, ia_objc_sel[22])(self, ia_objc_sel[22], arg0, arg1, arg2, arg3);
 }
-id ia_checked_22(id self, void * arg0, NSUInteger arg1, MTLResourceOptions arg2, void * arg3)
+id ia_checked_22(id self, const void * arg0, NSUInteger arg1, MTLResourceOptions arg2, id arg3)
 {
     id r;
+    void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -730,7 +920,17 @@ id ia_checked_22(id self, void * arg0, NSUInteger arg1, MTLResourceOptions arg2,
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_22_t, self, ia_objc_sel[22])(self, ia_objc_sel[22], arg0, arg1, arg2, arg3);
+    ia_objc_catch_top = frame.prev;
+    ia_objc_pool_pop(pool);
     return r;
 }
 
@@ -746,6 +946,7 @@ id ia_checked_23(id self, id arg0, id arg1, id * arg2)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -759,7 +960,15 @@ id ia_checked_23(id self, id arg0, id arg1, id * arg2)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_23_t, self, ia_objc_sel[23])(self, ia_objc_sel[23], arg0, arg1, arg2);
+    ia_objc_catch_top = frame.prev;
     if (arg2 != NULL && *arg2 != NULL)  /* the NSError outlives the pool */
         ia_objc_send0(*arg2, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -778,6 +987,7 @@ id ia_checked_24(id self, id arg0, id * arg1)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -791,7 +1001,15 @@ id ia_checked_24(id self, id arg0, id * arg1)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_24_t, self, ia_objc_sel[24])(self, ia_objc_sel[24], arg0, arg1);
+    ia_objc_catch_top = frame.prev;
     if (arg1 != NULL && *arg1 != NULL)  /* the NSError outlives the pool */
         ia_objc_send0(*arg1, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -809,6 +1027,7 @@ id MTLDevice_newSharedEvent(id self)
 id ia_checked_25(id self)
 {
     id r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -821,7 +1040,14 @@ id ia_checked_25(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_25_t, self, ia_objc_sel[25])(self, ia_objc_sel[25]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -836,6 +1062,7 @@ MTLStorageMode MTLResource_storageMode(id self)
 MTLStorageMode ia_checked_26(id self)
 {
     MTLStorageMode r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (MTLStorageMode){0};
@@ -848,7 +1075,14 @@ MTLStorageMode ia_checked_26(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (MTLStorageMode){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (MTLStorageMode){0};
+    }
     r = IA_SEND(ia_send_26_t, self, ia_objc_sel[26])(self, ia_objc_sel[26]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -863,6 +1097,7 @@ void * MTLBuffer_contents(id self)
 void * ia_checked_27(id self)
 {
     void * r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (void *){0};
@@ -875,7 +1110,14 @@ void * ia_checked_27(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (void *){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (void *){0};
+    }
     r = IA_SEND(ia_send_27_t, self, ia_objc_sel[27])(self, ia_objc_sel[27]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -890,6 +1132,7 @@ NSUInteger MTLBuffer_length(id self)
 NSUInteger ia_checked_28(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -902,7 +1145,14 @@ NSUInteger ia_checked_28(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_28_t, self, ia_objc_sel[28])(self, ia_objc_sel[28]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -916,6 +1166,7 @@ void MTLBuffer_didModifyRange_(id self, NSRange arg0)
 }
 void ia_checked_29(id self, NSRange arg0)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -928,7 +1179,14 @@ void ia_checked_29(id self, NSRange arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_29_t, self, ia_objc_sel[29])(self, ia_objc_sel[29], arg0);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[MTLCommandQueue commandBuffer] */
@@ -943,6 +1201,7 @@ id ia_checked_30(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -956,7 +1215,15 @@ id ia_checked_30(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_30_t, self, ia_objc_sel[30])(self, ia_objc_sel[30]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -973,6 +1240,7 @@ void MTLCommandBuffer_commit(id self)
 }
 void ia_checked_31(id self)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -985,7 +1253,14 @@ void ia_checked_31(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_31_t, self, ia_objc_sel[31])(self, ia_objc_sel[31]);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[MTLCommandBuffer waitUntilCompleted] */
@@ -998,6 +1273,7 @@ void MTLCommandBuffer_waitUntilCompleted(id self)
 }
 void ia_checked_32(id self)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1010,7 +1286,14 @@ void ia_checked_32(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_32_t, self, ia_objc_sel[32])(self, ia_objc_sel[32]);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[MTLCommandBuffer status] */
@@ -1024,6 +1307,7 @@ MTLCommandBufferStatus MTLCommandBuffer_status(id self)
 MTLCommandBufferStatus ia_checked_33(id self)
 {
     MTLCommandBufferStatus r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (MTLCommandBufferStatus){0};
@@ -1036,7 +1320,14 @@ MTLCommandBufferStatus ia_checked_33(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (MTLCommandBufferStatus){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (MTLCommandBufferStatus){0};
+    }
     r = IA_SEND(ia_send_33_t, self, ia_objc_sel[33])(self, ia_objc_sel[33]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -1052,6 +1343,7 @@ id ia_checked_34(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -1065,7 +1357,15 @@ id ia_checked_34(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_34_t, self, ia_objc_sel[34])(self, ia_objc_sel[34]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1083,6 +1383,7 @@ CFTimeInterval MTLCommandBuffer_GPUStartTime(id self)
 CFTimeInterval ia_checked_35(id self)
 {
     CFTimeInterval r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (CFTimeInterval){0};
@@ -1095,7 +1396,14 @@ CFTimeInterval ia_checked_35(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (CFTimeInterval){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (CFTimeInterval){0};
+    }
     r = IA_SEND_FP(ia_send_35_t, 0, self, ia_objc_sel[35])(self, ia_objc_sel[35]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -1110,6 +1418,7 @@ CFTimeInterval MTLCommandBuffer_GPUEndTime(id self)
 CFTimeInterval ia_checked_36(id self)
 {
     CFTimeInterval r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (CFTimeInterval){0};
@@ -1122,7 +1431,14 @@ CFTimeInterval ia_checked_36(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (CFTimeInterval){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (CFTimeInterval){0};
+    }
     r = IA_SEND_FP(ia_send_36_t, 0, self, ia_objc_sel[36])(self, ia_objc_sel[36]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -1138,6 +1454,7 @@ id ia_checked_37(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -1151,7 +1468,15 @@ id ia_checked_37(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_37_t, self, ia_objc_sel[37])(self, ia_objc_sel[37]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1170,6 +1495,7 @@ id ia_checked_38(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -1183,7 +1509,15 @@ id ia_checked_38(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_38_t, self, ia_objc_sel[38])(self, ia_objc_sel[38]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1191,16 +1525,17 @@ id ia_checked_38(id self)
 }
 
 /* -[MTLCommandBuffer encodeSignalEvent:value:] */
-typedef void (*ia_send_39_t)(id, SEL, id, unsigned long long);
-void MTLCommandBuffer_encodeSignalEvent_value_(id self, id arg0, unsigned long long arg1)
+typedef void (*ia_send_39_t)(id, SEL, id, uint64_t);
+void MTLCommandBuffer_encodeSignalEvent_value_(id self, id arg0, uint64_t arg1)
 {
     if (IA_OBJC_START() || self == NULL)
         return;
     IA_SEND(ia_send_39_t, self, ia_objc_sel[39])(self, ia_objc_sel[39], arg0, arg1);
 }
-void ia_checked_39(id self, id arg0, unsigned long long arg1)
+void ia_checked_39(id self, id arg0, uint64_t arg1)
 {
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1214,21 +1549,30 @@ void ia_checked_39(id self, id arg0, unsigned long long arg1)
         return;
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_39_t, self, ia_objc_sel[39])(self, ia_objc_sel[39], arg0, arg1);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
 }
 
 /* -[MTLCommandBuffer encodeWaitForEvent:value:] */
-typedef void (*ia_send_40_t)(id, SEL, id, unsigned long long);
-void MTLCommandBuffer_encodeWaitForEvent_value_(id self, id arg0, unsigned long long arg1)
+typedef void (*ia_send_40_t)(id, SEL, id, uint64_t);
+void MTLCommandBuffer_encodeWaitForEvent_value_(id self, id arg0, uint64_t arg1)
 {
     if (IA_OBJC_START() || self == NULL)
         return;
     IA_SEND(ia_send_40_t, self, ia_objc_sel[40])(self, ia_objc_sel[40], arg0, arg1);
 }
-void ia_checked_40(id self, id arg0, unsigned long long arg1)
+void ia_checked_40(id self, id arg0, uint64_t arg1)
 {
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1242,7 +1586,15 @@ void ia_checked_40(id self, id arg0, unsigned long long arg1)
         return;
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_40_t, self, ia_objc_sel[40])(self, ia_objc_sel[40], arg0, arg1);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
 }
 
@@ -1256,6 +1608,7 @@ void MTLCommandEncoder_endEncoding(id self)
 }
 void ia_checked_41(id self)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1268,7 +1621,14 @@ void ia_checked_41(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_41_t, self, ia_objc_sel[41])(self, ia_objc_sel[41]);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[MTLComputeCommandEncoder setComputePipelineState:] */
@@ -1282,6 +1642,7 @@ void MTLComputeCommandEncoder_setComputePipelineState_(id self, id arg0)
 void ia_checked_42(id self, id arg0)
 {
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1295,7 +1656,15 @@ void ia_checked_42(id self, id arg0)
         return;
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_42_t, self, ia_objc_sel[42])(self, ia_objc_sel[42], arg0);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
 }
 
@@ -1310,6 +1679,7 @@ void MTLComputeCommandEncoder_setBuffer_offset_atIndex_(id self, id arg0, NSUInt
 void ia_checked_43(id self, id arg0, NSUInteger arg1, NSUInteger arg2)
 {
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1323,7 +1693,15 @@ void ia_checked_43(id self, id arg0, NSUInteger arg1, NSUInteger arg2)
         return;
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_43_t, self, ia_objc_sel[43])(self, ia_objc_sel[43], arg0, arg1, arg2);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
 }
 
@@ -1337,6 +1715,7 @@ void MTLComputeCommandEncoder_setBytes_length_atIndex_(id self, const void * arg
 }
 void ia_checked_44(id self, const void * arg0, NSUInteger arg1, NSUInteger arg2)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1349,7 +1728,14 @@ void ia_checked_44(id self, const void * arg0, NSUInteger arg1, NSUInteger arg2)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_44_t, self, ia_objc_sel[44])(self, ia_objc_sel[44], arg0, arg1, arg2);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[MTLComputeCommandEncoder dispatchThreadgroups:threadsPerThreadgroup:] */
@@ -1362,6 +1748,7 @@ void MTLComputeCommandEncoder_dispatchThreadgroups_threadsPerThreadgroup_(id sel
 }
 void ia_checked_45(id self, MTLSize arg0, MTLSize arg1)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1374,7 +1761,14 @@ void ia_checked_45(id self, MTLSize arg0, MTLSize arg1)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_45_t, self, ia_objc_sel[45])(self, ia_objc_sel[45], arg0, arg1);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[MTLComputeCommandEncoder dispatchThreads:threadsPerThreadgroup:] */
@@ -1387,6 +1781,7 @@ void MTLComputeCommandEncoder_dispatchThreads_threadsPerThreadgroup_(id self, MT
 }
 void ia_checked_46(id self, MTLSize arg0, MTLSize arg1)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1399,7 +1794,14 @@ void ia_checked_46(id self, MTLSize arg0, MTLSize arg1)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_46_t, self, ia_objc_sel[46])(self, ia_objc_sel[46], arg0, arg1);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[MTLBlitCommandEncoder copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:] */
@@ -1413,6 +1815,7 @@ void MTLBlitCommandEncoder_copyFromBuffer_sourceOffset_toBuffer_destinationOffse
 void ia_checked_47(id self, id arg0, NSUInteger arg1, id arg2, NSUInteger arg3, NSUInteger arg4)
 {
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1426,21 +1829,30 @@ void ia_checked_47(id self, id arg0, NSUInteger arg1, id arg2, NSUInteger arg3, 
         return;
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_47_t, self, ia_objc_sel[47])(self, ia_objc_sel[47], arg0, arg1, arg2, arg3, arg4);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
 }
 
 /* -[MTLBlitCommandEncoder fillBuffer:range:value:] */
-typedef void (*ia_send_48_t)(id, SEL, id, NSRange, unsigned char);
-void MTLBlitCommandEncoder_fillBuffer_range_value_(id self, id arg0, NSRange arg1, unsigned char arg2)
+typedef void (*ia_send_48_t)(id, SEL, id, NSRange, uint8_t);
+void MTLBlitCommandEncoder_fillBuffer_range_value_(id self, id arg0, NSRange arg1, uint8_t arg2)
 {
     if (IA_OBJC_START() || self == NULL)
         return;
     IA_SEND(ia_send_48_t, self, ia_objc_sel[48])(self, ia_objc_sel[48], arg0, arg1, arg2);
 }
-void ia_checked_48(id self, id arg0, NSRange arg1, unsigned char arg2)
+void ia_checked_48(id self, id arg0, NSRange arg1, uint8_t arg2)
 {
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1454,7 +1866,15 @@ void ia_checked_48(id self, id arg0, NSRange arg1, unsigned char arg2)
         return;
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_48_t, self, ia_objc_sel[48])(self, ia_objc_sel[48], arg0, arg1, arg2);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
 }
 
@@ -1470,6 +1890,7 @@ id ia_checked_49(int ia_class)
 {
     id r;
     Class self;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -1482,7 +1903,14 @@ id ia_checked_49(int ia_class)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_49_t, self, ia_objc_sel[49])(self, ia_objc_sel[49]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -1496,6 +1924,7 @@ void MTLCompileOptions_setFastMathEnabled_(id self, BOOL arg0)
 }
 void ia_checked_50(id self, BOOL arg0)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1508,7 +1937,14 @@ void ia_checked_50(id self, BOOL arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_50_t, self, ia_objc_sel[50])(self, ia_objc_sel[50], arg0);
+    ia_objc_catch_top = frame.prev;
 }
 
 /* -[MTLLibrary newFunctionWithName:] (+1 result) */
@@ -1523,6 +1959,7 @@ id ia_checked_51(id self, id arg0)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -1536,7 +1973,15 @@ id ia_checked_51(id self, id arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_51_t, self, ia_objc_sel[51])(self, ia_objc_sel[51], arg0);
+    ia_objc_catch_top = frame.prev;
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -1553,6 +1998,7 @@ id ia_checked_52(id self)
 {
     id r;
     void *pool;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (id){0};
@@ -1566,7 +2012,15 @@ id ia_checked_52(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_pool_pop(pool);
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
     r = IA_SEND(ia_send_52_t, self, ia_objc_sel[52])(self, ia_objc_sel[52]);
+    ia_objc_catch_top = frame.prev;
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1584,6 +2038,7 @@ NSUInteger MTLComputePipelineState_maxTotalThreadsPerThreadgroup(id self)
 NSUInteger ia_checked_53(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -1596,7 +2051,14 @@ NSUInteger ia_checked_53(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_53_t, self, ia_objc_sel[53])(self, ia_objc_sel[53]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
@@ -1611,6 +2073,7 @@ NSUInteger MTLComputePipelineState_threadExecutionWidth(id self)
 NSUInteger ia_checked_54(id self)
 {
     NSUInteger r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return (NSUInteger){0};
@@ -1623,47 +2086,63 @@ NSUInteger ia_checked_54(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (NSUInteger){0};
+    }
     r = IA_SEND(ia_send_54_t, self, ia_objc_sel[54])(self, ia_objc_sel[54]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
 /* -[MTLSharedEvent signaledValue] */
-typedef unsigned long long (*ia_send_55_t)(id, SEL);
-unsigned long long MTLSharedEvent_signaledValue(id self)
+typedef uint64_t (*ia_send_55_t)(id, SEL);
+uint64_t MTLSharedEvent_signaledValue(id self)
 {
     if (IA_OBJC_START() || self == NULL)
-        return (unsigned long long){0};
+        return (uint64_t){0};
     return IA_SEND(ia_send_55_t, self, ia_objc_sel[55])(self, ia_objc_sel[55]);
 }
-unsigned long long ia_checked_55(id self)
+uint64_t ia_checked_55(id self)
 {
-    unsigned long long r;
+    uint64_t r;
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
-        return (unsigned long long){0};
+        return (uint64_t){0};
     }
     if (IA_UNLIKELY(self == NULL)) {
         ia_objc_failure = IA_OBJC_NIL;
-        return (unsigned long long){0};
+        return (uint64_t){0};
     }
     if (IA_UNLIKELY(!ia_objc_responds(55, (id)self))) {
         ia_objc_failure = IA_OBJC_SELECTOR;
-        return (unsigned long long){0};
+        return (uint64_t){0};
+    }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (uint64_t){0};
     }
     r = IA_SEND(ia_send_55_t, self, ia_objc_sel[55])(self, ia_objc_sel[55]);
+    ia_objc_catch_top = frame.prev;
     return r;
 }
 
 /* -[MTLSharedEvent setSignaledValue:] */
-typedef void (*ia_send_56_t)(id, SEL, unsigned long long);
-void MTLSharedEvent_setSignaledValue_(id self, unsigned long long arg0)
+typedef void (*ia_send_56_t)(id, SEL, uint64_t);
+void MTLSharedEvent_setSignaledValue_(id self, uint64_t arg0)
 {
     if (IA_OBJC_START() || self == NULL)
         return;
     IA_SEND(ia_send_56_t, self, ia_objc_sel[56])(self, ia_objc_sel[56], arg0);
 }
-void ia_checked_56(id self, unsigned long long arg0)
+void ia_checked_56(id self, uint64_t arg0)
 {
+    struct ia_objc_catch frame;
     if (IA_OBJC_START()) {
         ia_objc_failure = IA_OBJC_OPEN;
         return;
@@ -1676,7 +2155,78 @@ void ia_checked_56(id self, unsigned long long arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return;
+    }
     IA_SEND(ia_send_56_t, self, ia_objc_sel[56])(self, ia_objc_sel[56], arg0);
+    ia_objc_catch_top = frame.prev;
+}
+
+/* MTLCreateSystemDefaultDevice() (+1 result): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef id (*ia_fn_0_t)(void);
+id ia_fn_MTLCreateSystemDefaultDevice(void)
+{
+    if (IA_OBJC_START() || ia_objc_fn[0] == NULL)
+        return (id){0};
+    return ((ia_fn_0_t)ia_objc_fn[0])();
+}
+id ia_fn_checked_0(void)
+{
+    id r;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[0] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (id){0};
+    }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
+    r = ((ia_fn_0_t)ia_objc_fn[0])();
+    ia_objc_catch_top = frame.prev;
+    return r;
+}
+
+/* MTLCopyAllDevices() (+1 result): called through the address
+   ia_objc_setup() found (never linked: the module loads without the framework) */
+typedef id (*ia_fn_1_t)(void);
+id ia_fn_MTLCopyAllDevices(void)
+{
+    if (IA_OBJC_START() || ia_objc_fn[1] == NULL)
+        return (id){0};
+    return ((ia_fn_1_t)ia_objc_fn[1])();
+}
+id ia_fn_checked_1(void)
+{
+    id r;
+    struct ia_objc_catch frame;
+    if (IA_OBJC_START()) {
+        ia_objc_failure = IA_OBJC_OPEN;
+        return (id){0};
+    }
+    if (IA_UNLIKELY(ia_objc_fn[1] == NULL)) {
+        ia_objc_failure = IA_OBJC_FUNCTION;
+        return (id){0};
+    }
+    frame.prev = ia_objc_catch_top;
+    ia_objc_catch_top = &frame;
+    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+        ia_objc_failure = IA_OBJC_EXCEPTION;
+        return (id){0};
+    }
+    r = ((ia_fn_1_t)ia_objc_fn[1])();
+    ia_objc_catch_top = frame.prev;
+    return r;
 }
 
 #ifdef Py_PYTHON_H
@@ -1724,7 +2274,7 @@ static PyObject *ia_py_11(PyObject *self, PyObject *unused)
 
 static PyObject *ia_py_14(PyObject *self, PyObject *unused)
 {
-    unsigned long long r;
+    uint64_t r;
     (void)unused;
     r = ia_checked_14(ia_py_self(self));
     if (r == 0 && ia_objc_failure != IA_OBJC_OK)
@@ -1734,7 +2284,7 @@ static PyObject *ia_py_14(PyObject *self, PyObject *unused)
 
 static PyObject *ia_py_15(PyObject *self, PyObject *unused)
 {
-    unsigned long long r;
+    uint64_t r;
     (void)unused;
     r = ia_checked_15(ia_py_self(self));
     if (r == 0 && ia_objc_failure != IA_OBJC_OK)
@@ -1814,7 +2364,7 @@ static PyObject *ia_py_54(PyObject *self, PyObject *unused)
 
 static PyObject *ia_py_55(PyObject *self, PyObject *unused)
 {
-    unsigned long long r;
+    uint64_t r;
     (void)unused;
     r = ia_checked_55(ia_py_self(self));
     if (r == 0 && ia_objc_failure != IA_OBJC_OK)
@@ -1827,8 +2377,8 @@ static PyMethodDef ia_py_methods[IA_PY_METHODS + 1] = {
     {"length", ia_py_7, METH_NOARGS, "``-[NSString length] -> NSUInteger`` (no arguments)."},
     {"count", ia_py_8, METH_NOARGS, "``-[NSArray count] -> NSUInteger`` (no arguments)."},
     {"code", ia_py_11, METH_NOARGS, "``-[NSError code] -> NSInteger`` (no arguments)."},
-    {"registryID", ia_py_14, METH_NOARGS, "``-[MTLDevice registryID] -> unsigned long long`` (no arguments)."},
-    {"recommendedMaxWorkingSetSize", ia_py_15, METH_NOARGS, "``-[MTLDevice recommendedMaxWorkingSetSize] -> unsigned long long`` (no arguments)."},
+    {"registryID", ia_py_14, METH_NOARGS, "``-[MTLDevice registryID] -> uint64_t`` (no arguments)."},
+    {"recommendedMaxWorkingSetSize", ia_py_15, METH_NOARGS, "``-[MTLDevice recommendedMaxWorkingSetSize] -> uint64_t`` (no arguments)."},
     {"hasUnifiedMemory", ia_py_16, METH_NOARGS, "``-[MTLDevice hasUnifiedMemory] -> BOOL`` (no arguments)."},
     {"maxBufferLength", ia_py_18, METH_NOARGS, "``-[MTLDevice maxBufferLength] -> NSUInteger`` (no arguments)."},
     {"storageMode", ia_py_26, METH_NOARGS, "``-[MTLResource storageMode] -> MTLStorageMode`` (no arguments)."},
@@ -1836,7 +2386,7 @@ static PyMethodDef ia_py_methods[IA_PY_METHODS + 1] = {
     {"status", ia_py_33, METH_NOARGS, "``-[MTLCommandBuffer status] -> MTLCommandBufferStatus`` (no arguments)."},
     {"maxTotalThreadsPerThreadgroup", ia_py_53, METH_NOARGS, "``-[MTLComputePipelineState maxTotalThreadsPerThreadgroup] -> NSUInteger`` (no arguments)."},
     {"threadExecutionWidth", ia_py_54, METH_NOARGS, "``-[MTLComputePipelineState threadExecutionWidth] -> NSUInteger`` (no arguments)."},
-    {"signaledValue", ia_py_55, METH_NOARGS, "``-[MTLSharedEvent signaledValue] -> unsigned long long`` (no arguments)."},
+    {"signaledValue", ia_py_55, METH_NOARGS, "``-[MTLSharedEvent signaledValue] -> uint64_t`` (no arguments)."},
     {NULL, NULL, 0, NULL},
 };
 static int ia_py_class[IA_PY_METHODS + 1] = {

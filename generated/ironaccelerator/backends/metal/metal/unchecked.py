@@ -4,7 +4,8 @@
 The receiver is an ``id`` (``Object.handle``), or for a class method a ``Class`` (``objc_class(name)``).  A nil
 receiver returns zero; nothing else is checked: an unknown selector is an Objective-C exception that ends the
 process, objects come back as raw ``id`` at the method's own ownership, and an autoreleased result needs a pool
-around the call (``autorelease_pool()``).  In API mode these *are* the compiled trampolines.
+around the call (``autorelease_pool()``).  The C functions of the spec's ``functions:`` are here by their C names,
+called raw (a symbol the loaded libraries lack returns zero).  In API mode these *are* the compiled trampolines.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ if TYPE_CHECKING:
     def MTLComputePipelineState_threadExecutionWidth(receiver: Any, /) -> Any: ...
     def MTLSharedEvent_signaledValue(receiver: Any, /) -> Any: ...
     def MTLSharedEvent_setSignaledValue_(receiver: Any, arg0: Any, /) -> Any: ...
+    def MTLCreateSystemDefaultDevice() -> Any: ...
+    def MTLCopyAllDevices() -> Any: ...
     pass
 else:
     _lib = _b.lib
@@ -131,3 +134,5 @@ else:
     MTLComputePipelineState_threadExecutionWidth = _lib.MTLComputePipelineState_threadExecutionWidth
     MTLSharedEvent_signaledValue = _lib.MTLSharedEvent_signaledValue
     MTLSharedEvent_setSignaledValue_ = _lib.MTLSharedEvent_setSignaledValue_
+    MTLCreateSystemDefaultDevice = _lib.ia_fn_MTLCreateSystemDefaultDevice
+    MTLCopyAllDevices = _lib.ia_fn_MTLCopyAllDevices
