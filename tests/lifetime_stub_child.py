@@ -91,6 +91,43 @@ elif PART == "input":
     obj = np.empty(8, dtype=object)
     raises((TypeError, Error), lambda: stream.copy_from_host(a, obj), "object")  # type: ignore[arg-type]
     raises((TypeError, Error), lambda: stream.copy_to_host(obj, a), "object")  # type: ignore[arg-type]
+elif PART == "ranges":  # offsets, byte counts and fills reach the driver as asked (its last transfer, recorded)
+    import ctypes
+
+    class Transfer(ctypes.Structure):
+        _fields_ = [("what", ctypes.c_char * 24), ("dst", ctypes.c_ulonglong), ("src", ctypes.c_ulonglong),
+                    ("count", ctypes.c_ulonglong), ("value", ctypes.c_ulonglong)]
+
+    last_transfer = ctypes.CDLL(sys.argv[1]).stub_cuda_last_transfer
+    last_transfer.restype = ctypes.POINTER(Transfer)
+
+    def last() -> tuple[str, int, int, int, int]:
+        t = last_transfer().contents
+        return t.what.decode(), t.dst, t.src, t.count, t.value
+
+    a, b = dev.alloc(4096), dev.alloc(4096)
+    host = np.zeros(1000, np.uint8)
+    hp = host.ctypes.data
+    stream.copy_from_host(a, host, 100, dst_offset=64, src_offset=8)
+    assert last() == ("htod", a.ptr + 64, hp + 8, 100, 0), last()
+    stream.copy_from_host(a, host)  # the whole host buffer, at the start (the fast path)
+    assert last() == ("htod", a.ptr, hp, 1000, 0), last()
+    stream.copy_to_host(host, a, src_offset=4000, dst_offset=904)  # the host's remaining 96 bytes
+    assert last() == ("dtoh", hp + 904, a.ptr + 4000, 96, 0), last()
+    stream.copy(b, a, 512, dst_offset=1024, src_offset=2048)
+    assert last() == ("dtod", b.ptr + 1024, a.ptr + 2048, 512, 0), last()
+    stream.fill(a, 0xAB)
+    assert last() == ("memset8", a.ptr, 0, 4096, 0xAB), last()
+    stream.fill(a, 0xBEEF, 64, offset=32, width=2)
+    assert last() == ("memset16", a.ptr + 32, 0, 32, 0xBEEF), last()
+    stream.fill(b, 0xDEADBEEF, offset=4000, width=4)
+    assert last() == ("memset32", b.ptr + 4000, 0, 24, 0xDEADBEEF), last()
+    checked += 7
+    before = last()
+    raises(Error, lambda: stream.fill(a, 0, 6, width=4), "multiples", error_kind=ErrorKind.INVALID_VALUE)
+    raises(Error, lambda: stream.copy(b, a, 16, dst_offset=4090), "past", error_kind=ErrorKind.INVALID_VALUE)
+    raises(Error, lambda: stream.copy_from_host(a, host, 1001), "past", error_kind=ErrorKind.INVALID_VALUE)
+    assert last() == before  # refused before any driver call
 else:
     raise SystemExit(f"unknown part {PART}")
 print("ok", checked)

@@ -484,6 +484,88 @@ def test_round_trip_random_data(device: Device, stream: Stream, nbytes: int) -> 
         np.testing.assert_array_equal(back_b, data)
 
 
+def test_copies_with_offsets_and_byte_counts(device: Device, stream: Stream) -> None:
+    """nbytes and offsets on both sides of each copy: exactly the bytes asked for move, the rest stay."""
+    data = random_bytes(4096)
+    with device.alloc(4096) as a, device.alloc(4096) as b:
+        stream.fill(a, 0)
+        stream.fill(b, 0)
+        stream.copy_from_host(a, data, 1000, dst_offset=96, src_offset=24)  # a[96:1096] = data[24:1024]
+        stream.copy(b, a, 512, dst_offset=2048, src_offset=96)              # b[2048:2560] = a[96:608]
+        back_a, back_b = np.full(4096, 0xEE, np.uint8), np.full(4096, 0xEE, np.uint8)
+        stream.copy_to_host(back_a, a)
+        stream.copy_to_host(back_b, b, 600, dst_offset=7, src_offset=2000)  # back_b[7:607] = b[2000:2600]
+        stream.synchronize()
+        want_a = np.zeros(4096, np.uint8)
+        want_a[96:1096] = data[24:1024]
+        np.testing.assert_array_equal(back_a, want_a)
+        want_b = np.zeros(4096, np.uint8)
+        want_b[2048:2560] = data[24:536]
+        expect = np.full(4096, 0xEE, np.uint8)
+        expect[7:607] = want_b[2000:2600]
+        np.testing.assert_array_equal(back_b, expect)
+        # the host side's remainder after its offset is the default count
+        stream.copy_from_host(a, data[:96], dst_offset=4000)
+        tail = np.zeros(96, np.uint8)
+        stream.copy_to_host(tail, a, src_offset=4000)
+        stream.synchronize()
+        np.testing.assert_array_equal(tail, data[:96])
+
+
+def test_copy_ranges_are_checked_before_any_call(device: Device, stream: Stream) -> None:
+    with device.alloc(64) as a, device.alloc(32) as b:
+        host = np.zeros(64, np.uint8)
+        bad: list[Callable[[], object]] = [
+            lambda: stream.copy_from_host(a, host, 8, dst_offset=60),         # past dst's end
+            lambda: stream.copy_from_host(a, host, 65),                        # past the host buffer's end
+            lambda: stream.copy_from_host(a, host[:10], src_offset=11),        # offset past the host end
+            lambda: stream.copy_to_host(host, a, 10, src_offset=60),           # past src's end
+            lambda: stream.copy_to_host(host, a, 10, dst_offset=60),           # past the host destination's end
+            lambda: stream.copy(b, a),                                         # 64 bytes into 32: sizes differ
+            lambda: stream.copy(a, b, 33),                                     # more than the source holds
+            lambda: stream.copy(b, a, 16, dst_offset=20),                      # past dst's end
+            lambda: stream.copy(a, b, -1),
+            lambda: stream.fill(a, 0, 65),
+            lambda: stream.fill(a, 0, 4, offset=62),
+            lambda: stream.fill(a, 256),                                       # not a byte
+            lambda: stream.fill(a, 1 << 16, width=2),
+            lambda: stream.fill(a, 0, 6, offset=0, width=4),                   # not a whole number of patterns
+            lambda: stream.fill(a, 0, width=3),
+        ]
+        for call in bad:
+            with pytest.raises(Error) as ei:
+                call()
+            assert kind_of(ei) is ErrorKind.INVALID_VALUE, ei.value
+        with pytest.raises(TypeError):
+            stream.copy(a, b, 8, dst_offset=1.5)  # type: ignore[arg-type]
+        stream.copy(b, a, 32)  # part of the larger one: fine
+        stream.copy(a, b, dst_offset=32)  # the source's 32 bytes fill the destination's last 32
+        stream.synchronize()
+
+
+@pytest.mark.parametrize("width", [1, 2, 4])
+def test_fill_patterns(device: Device, stream: Stream, width: int) -> None:
+    value = {1: 0xA5, 2: 0xBEEF, 4: 0xDEADBEEF}[width]
+    with device.alloc(4096) as a:
+        stream.fill(a, 0x11)
+        try:
+            stream.fill(a, value, 1024, offset=512, width=width)
+        except Error as e:
+            # a backend without multi-byte fills says so (Metal's blit encoder fills bytes)
+            assert e.kind is ErrorKind.UNSUPPORTED and width > 1 and device.descriptor.backend is BackendKind.METAL, e
+            return
+        out = np.zeros(4096, np.uint8)
+        stream.copy_to_host(out, a)
+        stream.synchronize()
+        want = np.full(4096, 0x11, np.uint8)
+        want[512:1536] = np.frombuffer(value.to_bytes(width, "little") * (1024 // width), np.uint8)
+        np.testing.assert_array_equal(out, want)
+        stream.fill(a, 0, width=width)  # the whole allocation; zero is a byte pattern on every backend
+        stream.copy_to_host(out, a)
+        stream.synchronize()
+        assert not out.any()
+
+
 def test_round_trip_typed_buffers(device: Device, stream: Stream) -> None:
     """Any buffer-protocol object: float32 2-D arrays, bytes, bytearray, memoryview."""
     x = RNG.standard_normal((257, 33)).astype(np.float32)

@@ -799,6 +799,16 @@ class FakeDriver:
         def memcpy_dtoh(dst: Any, src: Any, n: int, s: Any) -> int: ffi.memmove(dst, ffi.cast("void *", src), n); return 0
         def memcpy_dtod(dst: Any, src: Any, n: int, s: Any) -> int:
             ffi.memmove(ffi.cast("void *", dst), ffi.cast("void *", src), n); return 0
+        def _memset(dst: Any, value: int, count: int, width: int, fmt: str) -> int:
+            import struct
+            ffi.buffer(ffi.cast("char *", dst), count * width)[:] = struct.pack(f"<{fmt}", value) * count
+            return 0
+        def memset_d8(dst: Any, value: int, count: int, s: Any) -> int: return _memset(dst, value, count, 1, "B")
+        def memset_d16(dst: Any, value: int, count: int, s: Any) -> int: return _memset(dst, value, count, 2, "H")
+        def memset_d32(dst: Any, value: int, count: int, s: Any) -> int:
+            if m is hip_backend and value > 2**31 - 1:
+                raise OverflowError("int too big to convert")  # hipMemsetD32Async's value is an int, as cffi says
+            return _memset(dst, value, count, 4, "i" if value < 0 else "I")
         def stream_create(out: Any, flags: int) -> int: assert flags == C["stream_flags"]; out[0] = d.handle(T["stream"]); return 0
         def stream_destroy(s: Any) -> int: return 0
         def stream_synchronize(s: Any) -> int: return 0
@@ -954,6 +964,38 @@ def test_sim_memory_copies_and_kinds(sim: Any) -> None:
     assert isinstance(huge, Error) and huge.kind is ErrorKind.OUT_OF_MEMORY
     bad = dev.alloc_unchecked(-5)
     assert isinstance(bad, Error) and bad.kind is ErrorKind.INVALID_VALUE
+
+
+def test_sim_offsets_counts_and_fills(sim: Any) -> None:
+    """Stream.copy*/fill with offsets and byte counts over host memory standing in for the device (HIP's device
+    pointers are void *: the offset is added through char *; its D32 fill takes an int)."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    data = np.arange(256, dtype=np.uint8)
+    with dev.alloc(1024) as a, dev.alloc(1024) as b:
+        s.fill(a, 0x11)
+        s.fill(b, 0)
+        s.copy_from_host(a, data, 100, dst_offset=10, src_offset=5)
+        s.copy(b, a, 300, dst_offset=700, src_offset=0)
+        s.fill(a, 0xBEEF, 8, offset=512, width=2)
+        s.fill(a, 0xDEADBEEF, 8, offset=600, width=4)
+        out_a, out_b = np.zeros(1024, np.uint8), np.zeros(1024, np.uint8)
+        s.copy_to_host(out_a, a)
+        s.copy_to_host(out_b, b, 324, dst_offset=700, src_offset=700)
+        s.synchronize()
+        want_a = np.full(1024, 0x11, np.uint8)
+        want_a[10:110] = data[5:105]
+        want_a[512:520] = np.frombuffer(b"\xef\xbe" * 4, np.uint8)
+        want_a[600:608] = np.frombuffer(b"\xef\xbe\xad\xde" * 2, np.uint8)
+        np.testing.assert_array_equal(out_a, want_a)
+        want_b = np.zeros(1024, np.uint8)
+        want_b[700:1000] = np.full(300, 0x11, np.uint8)
+        want_b[710:810] = data[5:105]
+        np.testing.assert_array_equal(out_b, want_b)
+        with pytest.raises(Error) as ei:
+            s.copy(b, a, 400, dst_offset=700)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and "past its end" in str(ei.value)
 
 
 def test_sim_free_double_free_and_finalizer(sim: Any) -> None:

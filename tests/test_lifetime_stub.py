@@ -37,4 +37,9 @@ def test_bad_typed_input_is_a_clear_error(stub_cuda: tuple[Path, dict[str, str]]
     assert _run(stub_cuda, "input") == 13
 
 
+def test_offsets_counts_and_fills_reach_the_driver(stub_cuda: tuple[Path, dict[str, str]]) -> None:
+    """Stream.copy*/fill with offsets and byte counts: the stub records the last transfer's addresses and count."""
+    assert _run(stub_cuda, "ranges") == 10
+
+
 _ = pytest

@@ -713,23 +713,71 @@ STUB_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
     return CUDA_SUCCESS;
 }
 
+/* the last copy or fill, as the driver received it (a test checks offsets and counts: no memory is touched) */
+typedef struct {
+    char what[24];                       /* "htod", "dtoh", "dtod", "memset8", "memset16", "memset32" */
+    unsigned long long dst, src, count;  /* addresses (host or device), bytes (copies) or elements (fills) */
+    unsigned long long value;            /* a fill's value */
+} stub_transfer_t;
+
+static stub_transfer_t last_transfer;
+
+STUB_EXPORT stub_transfer_t *stub_cuda_last_transfer(void) { return &last_transfer; }
+
+static void transfer(const char *what, unsigned long long dst, unsigned long long src, size_t count,
+                     unsigned long long value)
+{
+    snprintf(last_transfer.what, sizeof last_transfer.what, "%s", what);
+    last_transfer.dst = dst;
+    last_transfer.src = src;
+    last_transfer.count = count;
+    last_transfer.value = value;
+}
+
 STUB_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
-    (void)dst; (void)src; (void)n; (void)s;
+    (void)s;
     ctx_use();
+    transfer("htod", dst, (unsigned long long)(uintptr_t)src, n, 0);
     return CUDA_SUCCESS;
 }
 
 STUB_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-    (void)dst; (void)src; (void)n; (void)s;
+    (void)s;
     ctx_use();
+    transfer("dtoh", (unsigned long long)(uintptr_t)dst, src, n, 0);
     return CUDA_SUCCESS;
 }
 
 STUB_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-    (void)dst; (void)src; (void)n; (void)s;
+    (void)s;
+    transfer("dtod", dst, src, n, 0);
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
+{
+    (void)s;
+    ctx_use();
+    transfer("memset8", dst, 0, n, v);
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s)
+{
+    (void)s;
+    ctx_use();
+    transfer("memset16", dst, 0, n, v);
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s)
+{
+    (void)s;
+    ctx_use();
+    transfer("memset32", dst, 0, n, v);
     return CUDA_SUCCESS;
 }
 
@@ -987,6 +1035,7 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuDeviceGetDefaultMemPool), E(cuDeviceGetMemPool), E(cuMemPoolCreate), E(cuMemPoolDestroy), E(cuMemPoolSetAttribute), E(cuMemPoolGetAttribute),
     E(cuMemPoolTrimTo),
     E(cuMemcpyHtoDAsync), E(cuMemcpyDtoHAsync), E(cuMemcpyDtoDAsync), E(cuMemcpyAsync),
+    E(cuMemsetD8Async), E(cuMemsetD16Async), E(cuMemsetD32Async),
     E(cuModuleLoadData), E(cuModuleLoadDataEx), E(cuModuleUnload), E(cuModuleGetFunction), E(cuFuncGetParamInfo),
     E(cuFuncGetAttribute), E(cuFuncSetAttribute), E(cuFuncGetName),
     E(cuLibraryLoadData), E(cuLibraryUnload), E(cuLibraryGetKernel), E(cuKernelGetFunction),

@@ -108,6 +108,53 @@ def check_size(v: Any, what: str, function: str, backend: BackendKind | str | No
     return n
 
 
+def check_span(size: int, offset: Any, nbytes: Any, what: str, function: str,
+               backend: BackendKind | str | None = None, *, width: int = 1) -> tuple[int, int]:
+    """``(offset, nbytes)`` of a byte range inside something of ``size`` bytes (``what``: "dst", "the source",
+    ...): ``nbytes`` None means the rest after ``offset``.  ``INVALID_VALUE`` for a range past the end, or (for a
+    ``width``-byte pattern) an offset or length that is not a multiple of the width; ``TypeError`` for non-integers."""
+    o = check_size(offset, f"{what} offset", function, backend, minimum=0)
+    n = size - o if nbytes is None else check_size(nbytes, "nbytes", function, backend, minimum=0)
+    if o + n > size or n < 0:
+        name = backend.name if isinstance(backend, BackendKind) else backend
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what}: offset {o} + {max(n, 0)} bytes is past its end "
+                    f"({size} bytes)", backend=name, function=function)
+    if width > 1 and (o % width or n % width):
+        name = backend.name if isinstance(backend, BackendKind) else backend
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: offset {o} and nbytes {n} must be multiples of the "
+                    f"{width}-byte pattern", backend=name, function=function)
+    return o, n
+
+
+def device_span(dst: Any, src: Any, nbytes: Any, dst_offset: Any, src_offset: Any,
+                backend: BackendKind | str | None = None) -> tuple[int, int, int]:
+    """``(src_offset, dst_offset, nbytes)`` of a device-to-device copy (``Stream.copy``): without ``nbytes`` the
+    source's bytes after its offset, which must be exactly the destination's after its offset."""
+    function = "Stream.copy"
+    so, n = check_span(src.nbytes, src_offset, nbytes, "src", function, backend)
+    do, dn = check_span(dst.nbytes, dst_offset, None if nbytes is None else n, "dst", function, backend)
+    if nbytes is None and dn != n:
+        name = backend.name if isinstance(backend, BackendKind) else backend
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: the source holds {n} bytes (after offset {so}) and the "
+                    f"destination {dn} (after offset {do}): sizes must match, or pass nbytes to copy part",
+                    backend=name, function=function)
+    return so, do, n
+
+
+def fill_pattern(value: Any, width: Any, function: str, backend: BackendKind | str | None = None) -> tuple[int, int]:
+    """``(value, width)`` of a fill: ``width`` 1, 2 or 4 bytes, ``value`` an unsigned integer of that width."""
+    w = check_size(width, "width", function, backend)
+    name = backend.name if isinstance(backend, BackendKind) else backend
+    if w not in (1, 2, 4):
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: width={w}: a fill pattern is 1, 2 or 4 bytes",
+                    backend=name, function=function)
+    v = check_size(value, "value", function, backend, minimum=0)
+    if v >= 1 << (8 * w):
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: value={v} does not fit in {w} byte{'s' if w > 1 else ''}",
+                    backend=name, function=function)
+    return v, w
+
+
 def not_a_launch(obj: Any, function: str) -> TypeError:
     """The TypeError for a launch argument that is not a :class:`KernelLaunch` (raised by the backends from
     the AttributeError or unpacking error it causes, so the hot path pays no isinstance test)."""
@@ -573,14 +620,27 @@ class Stream:
     def __repr__(self) -> str:
         return f"<{type(self).__name__}{_owner(self)}>"
 
-    def copy_from_host(self, dst: Allocation, src: Any) -> None:
+    # Copies take an optional byte count and offsets on both sides: ``nbytes`` None copies the host buffer's bytes
+    # after its offset (host copies, which must fit in the allocation after its offset) or, device to device, the
+    # source's bytes after its offset, which must then be exactly the destination's after its offset (pass nbytes
+    # to copy part of either).  A range past either end is INVALID_VALUE before any call.
+    def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
+                       src_offset: int = 0) -> None:
         raise unsupported(self.device.kind, "Stream.copy_from_host")
 
-    def copy_to_host(self, dst: Any, src: Allocation) -> None:
+    def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+                     src_offset: int = 0) -> None:
         raise unsupported(self.device.kind, "Stream.copy_to_host")
 
-    def copy(self, dst: Allocation, src: Allocation) -> None:
+    def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+             src_offset: int = 0) -> None:
         raise unsupported(self.device.kind, "Stream.copy")
+
+    def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        """Set ``nbytes`` bytes of ``dst`` from ``offset`` (default: to its end) to ``value`` repeated as a
+        ``width``-byte (1, 2 or 4) little-endian pattern, in stream order."""
+        raise unsupported(self.device.kind, "Stream.fill")
 
     def launch(self, launch: KernelLaunch) -> None:
         raise unsupported(self.device.kind, "Stream.launch")

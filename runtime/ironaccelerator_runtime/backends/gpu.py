@@ -35,8 +35,8 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight, Kernel,
-    KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, host_view,
-    not_a_launch,
+    KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, check_span,
+    device_span, fill_pattern, host_view, not_a_launch,
 )
 
 # What this module reads from a GPU backend spec (specs/<vendor>/backend.yaml), by section: role -> when it is
@@ -48,7 +48,7 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "init": "", "driver_version": "", "runtime_version": "", "device_count": "", "device_get": "",
         "device_name": "", "device_total_mem": "", "device_attribute": "", "device_properties": "",
         "device_synchronize": "", "alloc": "", "free": "", "host_alloc": "", "host_free": "", "managed_alloc": "",
-        "memcpy_htod": "", "memcpy_dtoh": "", "memcpy_dtod": "",
+        "memcpy_htod": "", "memcpy_dtoh": "", "memcpy_dtod": "", "memset_d8": "", "memset_d16": "", "memset_d32": "",
         "stream_create": "", "stream_destroy": "", "stream_synchronize": "", "stream_query": "",
         "stream_wait_event": "", "event_create": "", "event_destroy": "", "event_record": "",
         "event_synchronize": "", "event_query": "", "event_elapsed": "",
@@ -513,6 +513,9 @@ class GpuApi:
     memcpy_htod: Any
     memcpy_dtoh: Any
     memcpy_dtod: Any
+    memset_d8: Any
+    memset_d16: Any
+    memset_d32: Any
     stream_create: Any
     stream_destroy: Any
     stream_synchronize: Any
@@ -1427,43 +1430,83 @@ class GpuStream(Stream):
             raise device._closed_error(what)
         return a.dptr
 
-    def copy_from_host(self, dst: Allocation, src: Any) -> None:
+    def _at(self, dptr: Any, offset: int) -> Any:
+        """``dptr`` + ``offset`` bytes, in the native device-pointer type (CUdeviceptr: an int; hipDeviceptr_t:
+        a void * cdata)."""
+        if not offset:
+            return dptr
+        if isinstance(dptr, int):
+            return dptr + offset
+        ffi = self._ffi
+        return ffi.cast(ffi.typeof(dptr), ffi.cast("char *", dptr) + offset)
+
+    def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
+                       src_offset: int = 0) -> None:
         dptr = self._memory(dst, "Stream.copy_from_host", "dst")
         view = host_view(src, False, backend=self._kind, function="Stream.copy_from_host")
-        if view.nbytes > dst.nbytes:
+        n, so = view.nbytes, 0
+        if nbytes is not None or dst_offset or src_offset:
+            so, n = check_span(n, src_offset, nbytes, "the host source", "Stream.copy_from_host", self._kind)
+            at, _ = check_span(dst.nbytes, dst_offset, n, "dst", "Stream.copy_from_host", self._kind)
+            dptr = self._at(dptr, at)
+        elif n > dst.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: {view.nbytes} bytes do not fit in {dst!r}",
                         backend=self.api.name, function="Stream.copy_from_host")
         self.device.activate()
         ptr = self._ffi.from_buffer(view)
-        code = self._htod(dptr, ptr, view.nbytes, self.handle)
+        code = self._htod(dptr, ptr + so if so else ptr, n, self.handle)
         if code:
             raise self.api.error(code, "memcpy_htod")
         self._inflight.items.append((view, ptr))  # (the cdata holds the exporter's buffer)
 
-    def copy_to_host(self, dst: Any, src: Allocation) -> None:
+    def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+                     src_offset: int = 0) -> None:
         dptr = self._memory(src, "Stream.copy_to_host", "src")
         view = host_view(dst, True, backend=self._kind, function="Stream.copy_to_host")
-        if view.nbytes > src.nbytes:
+        n, do = view.nbytes, 0
+        if nbytes is not None or dst_offset or src_offset:
+            do, n = check_span(n, dst_offset, nbytes, "the host destination", "Stream.copy_to_host", self._kind)
+            at, _ = check_span(src.nbytes, src_offset, n, "src", "Stream.copy_to_host", self._kind)
+            dptr = self._at(dptr, at)
+        elif n > src.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: {view.nbytes} bytes is more than {src!r} "
                         "holds", backend=self.api.name, function="Stream.copy_to_host")
         self.device.activate()
         ptr = self._ffi.from_buffer(view, require_writable=True)
-        code = self._dtoh(ptr, dptr, view.nbytes, self.handle)
+        code = self._dtoh(ptr + do if do else ptr, dptr, n, self.handle)
         if code:
             raise self.api.error(code, "memcpy_dtoh")
         self._inflight.items.append((view, ptr))
 
-    def copy(self, dst: Allocation, src: Allocation) -> None:
+    def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+             src_offset: int = 0) -> None:
         d = self._memory(dst, "Stream.copy", "dst")
         s = self._memory(src, "Stream.copy", "src")
-        n = src.nbytes
-        if dst.nbytes != n:
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy: the source holds {n} bytes and the destination "
-                        f"{dst.nbytes}: sizes must match", backend=self.api.name, function="Stream.copy")
+        so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, self._kind)
+        if not n:
+            return
         self.device.activate()
-        code = self._dtod(d, s, n, self.handle)
+        code = self._dtod(self._at(d, do), self._at(s, so), n, self.handle)
         if code:
             raise self.api.error(code, "memcpy_dtod")
+
+    def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        """``cuMemsetD8/D16/D32Async`` (HIP: ``hipMemsetD8/D16/D32Async``) on ``nbytes // width`` elements."""
+        d = self._memory(dst, "Stream.fill", "dst")
+        v, w = fill_pattern(value, width, "Stream.fill", self._kind)
+        o, n = check_span(dst.nbytes, offset, nbytes, "dst", "Stream.fill", self._kind, width=w)
+        if not n:
+            return
+        role = {1: "memset_d8", 2: "memset_d16", 4: "memset_d32"}[w]
+        fn = getattr(self.api, role)
+        self.device.activate()
+        try:
+            code = fn(self._at(d, o), v, n // w, self.handle)
+        except OverflowError:  # hipMemsetD32Async takes an int: the same 32 bits, signed
+            code = fn(self._at(d, o), v - (1 << 32), n // w, self.handle)
+        if code:
+            raise self.api.error(code, role)
 
     # launches
     def _dim_args(self, dims: Any, check: bool) -> tuple[int, ...]:

@@ -46,7 +46,8 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Err
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, host_view, not_a_launch,
+    LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, check_span, device_span, fill_pattern,
+    host_view, not_a_launch,
 )
 
 _KIND = BackendKind.METAL
@@ -666,73 +667,76 @@ class MetalStream(Stream):
             raise self.device._closed_error(what)
 
     # ---- copies
-    def copy_from_host(self, dst: Allocation, src: Any) -> None:
+    def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
+                       src_offset: int = 0) -> None:
         what = "Stream.copy_from_host"
         self._live(what)
         bid = _buffer_of(dst, self.device, what)
         view = host_view(src, backend=_KIND, function=what)
-        n = view.nbytes
-        if n > dst.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {n} bytes do not fit {dst!r}", backend=_NAME, function=what)
+        so, n = check_span(view.nbytes, src_offset, nbytes, "the host source", what, _KIND)
+        at, _ = check_span(dst.nbytes, dst_offset, n, "dst", what, _KIND)
         if n == 0:
             return
         a = self._api
         staging = self._staging(n, what)
         try:
-            a.ffi.memmove(a.U.MTLBuffer_contents(staging), view, n)
+            a.ffi.memmove(a.U.MTLBuffer_contents(staging), view[so:so + n], n)
             self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(
-                enc, staging, 0, bid, 0, n))
+                enc, staging, 0, bid, at, n))
         finally:
             a.release(staging)  # the command buffer holds it until the copy ran
 
-    def copy_to_host(self, dst: Any, src: Allocation) -> None:
+    def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+                     src_offset: int = 0) -> None:
         what = "Stream.copy_to_host"
         self._live(what)
         bid = _buffer_of(src, self.device, what)
         view = host_view(dst, writable=True, backend=_KIND, function=what)
-        n = view.nbytes
-        if n > src.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {n} bytes are more than {src!r} holds", backend=_NAME,
-                        function=what)
+        do, n = check_span(view.nbytes, dst_offset, nbytes, "the host destination", what, _KIND)
+        at, _ = check_span(src.nbytes, src_offset, n, "src", what, _KIND)
         if n == 0:
             return
         a = self._api
+        out = view[do:do + n]
         if src.kind is MemoryKind.UNIFIED:  # shared storage: read its contents once the queue is done with it
             self.synchronize()
-            a.ffi.memmove(view, a.ffi.buffer(a.ffi.cast("char *", a.U.MTLBuffer_contents(bid)), n), n)
+            a.ffi.memmove(out, a.ffi.buffer(a.ffi.cast("char *", a.U.MTLBuffer_contents(bid)) + at, n), n)
             return
         staging = self._staging(n, what)
         try:
             self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(
-                enc, bid, 0, staging, 0, n))
+                enc, bid, at, staging, 0, n))
             self.synchronize()
-            a.ffi.memmove(view, a.ffi.buffer(a.ffi.cast("char *", a.U.MTLBuffer_contents(staging)), n), n)
+            a.ffi.memmove(out, a.ffi.buffer(a.ffi.cast("char *", a.U.MTLBuffer_contents(staging)), n), n)
         finally:
             a.release(staging)
 
-    def copy(self, dst: Allocation, src: Allocation) -> None:
+    def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+             src_offset: int = 0) -> None:
         what = "Stream.copy"
         self._live(what)
         d = _buffer_of(dst, self.device, what)
         s = _buffer_of(src, self.device, what)
-        if dst.nbytes != src.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: sizes differ ({dst!r} <- {src!r})", backend=_NAME,
-                        function=what)
-        n = src.nbytes
-        self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(
-            enc, s, 0, d, 0, n))
+        so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, _KIND)
+        if n:
+            self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(
+                enc, s, so, d, do, n))
 
-    def fill(self, dst: Allocation, value: int) -> None:
-        """Set every byte of ``dst`` to ``value`` (0..255) with the blit encoder's ``fillBuffer:range:value:``
-        (not a trait operation)."""
+    def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        """The blit encoder's ``fillBuffer:range:value:``, which fills bytes: a 2- or 4-byte pattern whose bytes
+        differ is UNSUPPORTED (one whose bytes are all the same, such as 0, is that byte)."""
         what = "Stream.fill"
         self._live(what)
         d = _buffer_of(dst, self.device, what)
-        v = check_size(value, "value", what, _KIND, minimum=0)
-        if v > 255:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: value={v} is not a byte", backend=_NAME, function=what)
-        n = dst.nbytes
-        self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_fillBuffer_range_value_(enc, d, (0, n), v))
+        v, w = fill_pattern(value, width, what, _KIND)
+        o, n = check_span(dst.nbytes, offset, nbytes, "dst", what, _KIND, width=w)
+        pattern = v.to_bytes(w, "little")
+        if pattern != pattern[:1] * w:
+            raise Error(ErrorKind.UNSUPPORTED, f"{what}: Metal's blit encoder fills bytes; the {w}-byte pattern "
+                        f"{v:#x} is not one byte repeated", backend=_NAME, function=what)
+        if n:
+            self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_fillBuffer_range_value_(enc, d, (o, n), pattern[0]))
 
     # ---- launches
     def _pack(self, launch: Any, what: str) -> tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]:

@@ -25,7 +25,8 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, host_view, not_a_launch,
+    InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, check_span, device_span,
+    fill_pattern, host_view, not_a_launch,
 )
 
 _KIND = BackendKind.OPENCL
@@ -490,7 +491,8 @@ class OpenCLStream(Stream):
         _STREAMS.setdefault(device, weakref.WeakSet()).add(self)
 
     # copies (asynchronous; host buffers are kept alive until an event after them, or the stream, completes)
-    def copy_from_host(self, dst: Allocation, src: Any) -> None:
+    def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
+                       src_offset: int = 0) -> None:
         buf = _live_buffer(dst, "Stream.copy_from_host", self.device)
         t = type(src)
         if t is not bytes and t is not bytearray and not _plain_host(src, t):
@@ -500,16 +502,22 @@ class OpenCLStream(Stream):
         except (TypeError, ValueError, BufferError):
             ptr = self._from_buffer(host_view(src, backend=_KIND, function="Stream.copy_from_host"))
         n = len(ptr)
-        if n > dst.nbytes:
+        at, src_ptr = 0, ptr
+        if nbytes is not None or dst_offset or src_offset:
+            so, n = check_span(n, src_offset, nbytes, "the host source", "Stream.copy_from_host", _KIND)
+            at, _ = check_span(dst.nbytes, dst_offset, n, "dst", "Stream.copy_from_host", _KIND)
+            src_ptr = ptr + so
+        elif n > dst.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes do not fit in {dst!r}", backend="OPENCL",
                         function="Stream.copy_from_host")
         null = self._null
-        code = self._write(self.queue, buf, 0, 0, n, ptr, 0, null, null)
+        code = self._write(self.queue, buf, 0, at, n, src_ptr, 0, null, null)
         if code:
             raise self.api.error(code, "clEnqueueWriteBuffer")
         self._keep.append(ptr)  # the cdata holds the exporter's buffer until synchronize()
 
-    def copy_to_host(self, dst: Any, src: Allocation) -> None:
+    def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+                     src_offset: int = 0) -> None:
         buf = _live_buffer(src, "Stream.copy_to_host", self.device)
         t = type(dst)
         if t is not bytearray and not _plain_host(dst, t):
@@ -520,24 +528,38 @@ class OpenCLStream(Stream):
             ptr = self._from_buffer("char[]", host_view(dst, writable=True, backend=_KIND,
                                                         function="Stream.copy_to_host"), True)
         n = len(ptr)
-        if n > src.nbytes:
+        at, dst_ptr = 0, ptr
+        if nbytes is not None or dst_offset or src_offset:
+            do, n = check_span(n, dst_offset, nbytes, "the host destination", "Stream.copy_to_host", _KIND)
+            at, _ = check_span(src.nbytes, src_offset, n, "src", "Stream.copy_to_host", _KIND)
+            dst_ptr = ptr + do
+        elif n > src.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes is more than {src!r} holds", backend="OPENCL",
                         function="Stream.copy_to_host")
         null = self._null
-        code = self._read(self.queue, buf, 0, 0, n, ptr, 0, null, null)
+        code = self._read(self.queue, buf, 0, at, n, dst_ptr, 0, null, null)
         if code:
             raise self.api.error(code, "clEnqueueReadBuffer")
         self._keep.append(ptr)
 
-    def copy(self, dst: Allocation, src: Allocation) -> None:
+    def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+             src_offset: int = 0) -> None:
         d = _live_buffer(dst, "Stream.copy", self.device)
         s = _live_buffer(src, "Stream.copy", self.device)
-        n = src.nbytes
-        if dst.nbytes != n:
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy: the source holds {n} bytes and the destination "
-                        f"{dst.nbytes}: sizes must match", backend="OPENCL", function="Stream.copy")
-        self.api.check(self.api.raw.clEnqueueCopyBuffer(self.queue, s, d, 0, 0, n, 0, self._null, self._null),
-                       "clEnqueueCopyBuffer")
+        so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, _KIND)
+        if n:
+            self.api.check(self.api.raw.clEnqueueCopyBuffer(self.queue, s, d, so, do, n, 0, self._null, self._null),
+                           "clEnqueueCopyBuffer")
+
+    def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        buf = _live_buffer(dst, "Stream.fill", self.device)
+        v, w = fill_pattern(value, width, "Stream.fill", _KIND)
+        o, n = check_span(dst.nbytes, offset, nbytes, "dst", "Stream.fill", _KIND, width=w)
+        if n:
+            pattern = self.api.ffi.new("char[]", v.to_bytes(w, "little"))
+            self.api.check(self.api.raw.clEnqueueFillBuffer(self.queue, buf, pattern, w, o, n, 0, self._null,
+                                                            self._null), "clEnqueueFillBuffer")
 
     # launches
     def _sizes(self, d: LaunchDims, validate: bool) -> tuple[Any, Any]:

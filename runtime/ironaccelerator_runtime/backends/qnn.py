@@ -45,7 +45,8 @@ from ironaccelerator_runtime.backends import qnn_log, qnn_saver
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, LaunchDims,
-    Module, PooledAllocation, Result, Stream, check_size, host_view, not_a_launch,
+    Module, PooledAllocation, Result, Stream, check_size, check_span, device_span, fill_pattern, host_view,
+    not_a_launch,
 )
 
 _KIND = BackendKind.QNN
@@ -771,34 +772,43 @@ class QnnStream(Stream):
         self._notify: Any = None
 
     # copies (host memory: done when they return)
-    def copy_from_host(self, dst: Allocation, src: Any) -> None:
-        buf = _live(dst, "Stream.copy_from_host", self.device)
-        view = host_view(src, backend=_KIND, function="Stream.copy_from_host")
-        n = view.nbytes
-        if n > dst.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes do not fit in {dst!r}", backend=_NAME,
-                        function="Stream.copy_from_host")
+    def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
+                       src_offset: int = 0) -> None:
+        what = "Stream.copy_from_host"
+        buf = _live(dst, what, self.device)
+        view = host_view(src, backend=_KIND, function=what)
+        so, n = check_span(view.nbytes, src_offset, nbytes, "the host source", what, _KIND)
+        at, _ = check_span(dst.nbytes, dst_offset, n, "dst", what, _KIND)
         self.synchronize()  # (asynchronous execution: never overwrite a buffer a graph still reads)
-        self._memmove(buf, self._from_buffer(view), n)
+        self._memmove(buf + at, self._from_buffer(view) + so, n)
 
-    def copy_to_host(self, dst: Any, src: Allocation) -> None:
-        buf = _live(src, "Stream.copy_to_host", self.device)
-        view = host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")
-        n = view.nbytes
-        if n > src.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes is more than {src!r} holds", backend=_NAME,
-                        function="Stream.copy_to_host")
+    def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+                     src_offset: int = 0) -> None:
+        what = "Stream.copy_to_host"
+        buf = _live(src, what, self.device)
+        view = host_view(dst, writable=True, backend=_KIND, function=what)
+        do, n = check_span(view.nbytes, dst_offset, nbytes, "the host destination", what, _KIND)
+        at, _ = check_span(src.nbytes, src_offset, n, "src", what, _KIND)
         self.synchronize()
-        self._memmove(self._from_buffer("char[]", view, True), buf, n)
+        self._memmove(self._from_buffer("char[]", view, True) + do, buf + at, n)
 
-    def copy(self, dst: Allocation, src: Allocation) -> None:
+    def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+             src_offset: int = 0) -> None:
         d = _live(dst, "Stream.copy", self.device)
         s = _live(src, "Stream.copy", self.device)
-        if dst.nbytes != src.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy: the source holds {src.nbytes} bytes and the "
-                        f"destination {dst.nbytes}: sizes must match", backend=_NAME, function="Stream.copy")
+        so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, _KIND)
         self.synchronize()
-        self._memmove(d, s, src.nbytes)
+        self._memmove(d + do, s + so, n)
+
+    def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        """Host memory: the pattern is written by the CPU, after the graphs queued before it."""
+        d = _live(dst, "Stream.fill", self.device)
+        v, w = fill_pattern(value, width, "Stream.fill", _KIND)
+        o, n = check_span(dst.nbytes, offset, nbytes, "dst", "Stream.fill", _KIND, width=w)
+        self.synchronize()
+        ffi = self.api.ffi
+        ffi.buffer(ffi.cast("char *", d) + o, n)[:] = v.to_bytes(w, "little") * (n // w)
 
     # launches
     def launch(self, launch: Any) -> None:
