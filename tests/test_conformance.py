@@ -566,6 +566,55 @@ def test_fill_patterns(device: Device, stream: Stream, width: int) -> None:
         assert not out.any()
 
 
+# host views: which kinds each backend gives one for (the others: INVALID_VALUE for device memory; a host kind that
+# has none yet is UNSUPPORTED, listed here)
+HOST_VIEWS = {BackendKind.OPENCL: set(), BackendKind.METAL: {MemoryKind.UNIFIED},
+              BackendKind.QNN: {MemoryKind.DEVICE, MemoryKind.HOST_PINNED, MemoryKind.HOST}}
+HOST_VIEW_UNSUPPORTED = {BackendKind.OPENCL: {MemoryKind.HOST_PINNED, MemoryKind.HOST}}
+
+
+def test_host_views_without_a_copy(device: Device, stream: Stream) -> None:
+    backend = device.descriptor.backend
+    seen = set()
+    for kind in MemoryKind:
+        a = device.alloc_unchecked(4096, kind)
+        if isinstance(a, Error):
+            assert a.kind is ErrorKind.UNSUPPORTED, a
+            continue
+        try:
+            view = a.host_view()
+        except Error as e:
+            if e.kind is ErrorKind.UNSUPPORTED:
+                assert kind in HOST_VIEW_UNSUPPORTED.get(backend, set()), e
+            else:
+                assert e.kind is ErrorKind.INVALID_VALUE and kind not in HOST_VIEWS.get(backend, set()), e
+                assert kind not in (MemoryKind.HOST_PINNED, MemoryKind.UNIFIED) or backend is BackendKind.METAL, e
+            a.free()
+            continue
+        seen.add(kind)
+        arr = np.frombuffer(view, np.uint32)  # a numpy view of the same memory
+        arr[:] = np.arange(1024, dtype=np.uint32)
+        out = np.zeros(1024, np.uint32)
+        stream.copy_to_host(out, a)
+        stream.synchronize()
+        np.testing.assert_array_equal(out, np.arange(1024, dtype=np.uint32))
+        stream.copy_from_host(a, np.full(1024, 7, np.uint32))
+        stream.synchronize()
+        assert int(arr[1000]) == 7  # what the stream wrote, seen through the view
+        with pytest.raises(Error) as ei:
+            a.free()  # a view is exported: freeing would leave it reading freed memory
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE and "still exported" in str(ei.value)
+        refused = a.free_unchecked()
+        assert isinstance(refused, Error) and refused.kind is ErrorKind.INVALID_VALUE
+        del arr
+        view.release()
+        a.free()
+        with pytest.raises(Error) as ei:
+            a.host_view()
+        assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+    assert seen == HOST_VIEWS.get(backend, set())
+
+
 def test_round_trip_typed_buffers(device: Device, stream: Stream) -> None:
     """Any buffer-protocol object: float32 2-D arrays, bytes, bytearray, memoryview."""
     x = RNG.standard_normal((257, 33)).astype(np.float32)

@@ -998,6 +998,32 @@ def test_sim_offsets_counts_and_fills(sim: Any) -> None:
         assert ei.value.kind is ErrorKind.INVALID_VALUE and "past its end" in str(ei.value)
 
 
+def test_sim_host_views_of_pinned_and_managed_memory(sim: Any) -> None:
+    """HOST_PINNED and UNIFIED allocations are host-addressable: host_view() is their bytes without a copy (a
+    numpy view writes what the stream then reads); device memory has none; free waits for the views to go."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    for kind in (MemoryKind.HOST_PINNED, MemoryKind.UNIFIED):
+        a = dev.alloc(256, kind)
+        view = a.host_view()
+        arr = np.frombuffer(view, np.uint8)
+        arr[:] = np.arange(256, dtype=np.uint8)
+        out = np.zeros(256, np.uint8)
+        s.copy_to_host(out, a)
+        s.synchronize()
+        np.testing.assert_array_equal(out, np.arange(256, dtype=np.uint8))
+        with pytest.raises(Error) as ei:
+            a.free()
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and "still exported" in str(ei.value)
+        del arr, view
+        a.free()
+    with dev.alloc(64) as d:
+        with pytest.raises(Error) as ei:
+            d.host_view()
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and "device memory" in str(ei.value)
+
+
 def test_sim_free_double_free_and_finalizer(sim: Any) -> None:
     module, driver, backend = sim
     dev = backend.open(0)

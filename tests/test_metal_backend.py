@@ -278,6 +278,10 @@ def test_alloc_kinds_and_host_view(dev: Any) -> None:
         assert isinstance(r, Error) and r.kind is ErrorKind.UNSUPPORTED
     big = dev.alloc_unchecked((1 << 30) + 1)  # over maxBufferLength
     assert isinstance(big, Error) and big.kind is ErrorKind.INVALID_VALUE and "maxBufferLength" in str(big)
+    with pytest.raises(Error) as ei:
+        shared.free()  # `view` is still exported
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "still exported" in str(ei.value)
+    view.release()
     for a in (priv, shared):
         a.free()
 

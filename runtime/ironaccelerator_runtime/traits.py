@@ -9,6 +9,7 @@ validation and bookkeeping and returns a :data:`Result` (the value, or the
 
 from __future__ import annotations
 
+import ctypes
 import math
 import operator
 import threading
@@ -496,10 +497,51 @@ class Allocation:
             _, func, args, kwargs = info
             self._track(lambda: func(*args, **kwargs))
 
+    # host views: host-visible memory (pinned, unified/shared) read and written by Python without a copy
+    _views: list[weakref.ref[Any]] | None = None  # the exported views still alive (free() refuses while any is)
+
+    def _host_address(self) -> int | None:
+        """The host address of the bytes where this allocation's kind is host-visible; None: device memory
+        (backends override)."""
+        return None
+
+    def host_view(self) -> memoryview:
+        """A writable byte view of host-visible memory (HOST_PINNED, UNIFIED) without a copy: ``np.asarray(view)``
+        or ``np.frombuffer(view, dtype)`` is a numpy view of it.  The view keeps the allocation alive, and
+        ``free()`` refuses (INVALID_VALUE) while one is exported (``memoryview.release()`` or dropping it ends
+        that).  Access it only when no queued work uses the memory (``Stream.synchronize`` first).  Device
+        memory has none: INVALID_VALUE."""
+        what = "Allocation.host_view"
+        self._check_live(what)
+        addr = self._host_address()
+        if addr is None:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {self!r} is device memory ({self.kind.name}), not "
+                        "host-visible: allocate MemoryKind.HOST_PINNED or UNIFIED for a host view",
+                        backend=self.device.kind.name, function=what)
+        if self.nbytes == 0:
+            return memoryview(b"").cast("B")[:0]
+        arr = (ctypes.c_char * self.nbytes).from_address(addr)
+        arr._allocation = self  # type: ignore[attr-defined]  # (the view keeps the memory's owner alive)
+        views = [r for r in (self._views or ()) if r() is not None]
+        views.append(weakref.ref(arr))
+        self._views = views
+        return memoryview(arr).cast("B")
+
+    def _views_error(self, what: str) -> Error | None:
+        """The refusal of freeing while host views are exported (a view would then read freed memory), or None."""
+        n = sum(1 for r in self._views or () if r() is not None)
+        if not n:
+            return None
+        return Error(ErrorKind.INVALID_VALUE, f"{what}: {n} host view(s) of {self!r} are still exported; release "
+                     "them first (memoryview.release(), or drop them and the arrays made from them)",
+                     backend=self.device.kind.name, function=what)
+
     def free(self) -> None:
         if self._freed:
             raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                         function="Allocation.free")
+        if self._views and (e := self._views_error("Allocation.free")) is not None:
+            raise e
         self._freed = True
         err = self._release()
         if err is not None:
@@ -509,6 +551,8 @@ class Allocation:
         if self._freed:  # one flag test: releasing the vendor handle twice is undefined behaviour (a crash)
             return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                          function="Allocation.free_unchecked")
+        if self._views and (e := self._views_error("Allocation.free_unchecked")) is not None:
+            return e
         self._freed = True
         return self._release()
 

@@ -1182,13 +1182,16 @@ class GpuAllocation(Allocation):
         if self._freed:
             raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                         function="Allocation.free")
-        self._freed = True
         device = self.device
         if self.kind is MemoryKind.DEVICE and getattr(_TLS, "key", None) == device._key:
+            self._freed = True
             code = device._free(self.handle)
             if code:
                 raise device.api.error(code, "free")
             return
+        if self._views and (e := self._views_error("Allocation.free")) is not None:
+            raise e
+        self._freed = True
         err = self._release()
         if err is not None:
             raise err
@@ -1197,12 +1200,19 @@ class GpuAllocation(Allocation):
         if self._freed:  # one flag test: releasing the vendor handle twice is undefined behaviour (a crash)
             return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                          function="Allocation.free_unchecked")
-        self._freed = True
         device = self.device
         if self.kind is MemoryKind.DEVICE and getattr(_TLS, "key", None) == device._key:
+            self._freed = True
             code = device._free(self.handle)
             return device.api.error(code, "free") if code else None
+        if self._views and (e := self._views_error("Allocation.free_unchecked")) is not None:
+            return e
+        self._freed = True
         return self._release()
+
+    def _host_address(self) -> int | None:
+        """Pinned host memory and managed (unified) memory are host-addressable; device memory is not."""
+        return self.ptr if self.kind in (MemoryKind.HOST_PINNED, MemoryKind.HOST, MemoryKind.UNIFIED) else None
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:

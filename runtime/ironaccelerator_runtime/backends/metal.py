@@ -387,17 +387,12 @@ class MetalAllocation(Allocation):
         self.buffer.close()
         return None
 
-    def host_view(self) -> memoryview:
-        """The shared buffer's ``contents`` as a writable byte view, without a copy (UNIFIED allocations only).
-        The view is valid while the allocation is live and not in use by queued work (call
-        ``Stream.synchronize`` first)."""
-        self._check_live("MetalAllocation.host_view")
+    def _host_address(self) -> int | None:
+        """Shared storage (UNIFIED): its ``contents``; private storage has no host address."""
         if self.kind is not MemoryKind.UNIFIED:
-            raise Error(ErrorKind.INVALID_VALUE, f"MetalAllocation.host_view: {self!r} is private storage (allocate "
-                        "MemoryKind.UNIFIED for a host view)", backend=_NAME, function="MetalAllocation.host_view")
+            return None
         a = self.device.api
-        p = a.U.MTLBuffer_contents(self._bid)
-        return memoryview(a.ffi.buffer(a.ffi.cast("char *", p), self.nbytes))
+        return int(a.ffi.cast("uintptr_t", a.U.MTLBuffer_contents(self._bid)))
 
 
 def _buffer_of(x: Any, device: MetalDevice, what: str) -> Any:

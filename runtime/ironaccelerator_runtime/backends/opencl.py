@@ -302,6 +302,17 @@ class OpenCLAllocation(Allocation):
 
     device: OpenCLDevice
 
+    def host_view(self) -> memoryview:
+        """Not yet on OpenCL: a host-allocated buffer (HOST_PINNED, HOST: CL_MEM_ALLOC_HOST_PTR) is reached through
+        clEnqueueMapBuffer, whose mapping must end before any command uses the buffer: UNSUPPORTED (device
+        buffers: INVALID_VALUE, as everywhere)."""
+        if self.kind in (MemoryKind.HOST_PINNED, MemoryKind.HOST):
+            self._check_live("Allocation.host_view")
+            raise Error(ErrorKind.UNSUPPORTED, f"Allocation.host_view: {self.kind.name} OpenCL buffers are not mapped "
+                        "into a host view yet (clEnqueueMapBuffer); copy with Stream.copy_to_host/copy_from_host",
+                        backend="OPENCL", function="Allocation.host_view")
+        return super().host_view()
+
     def _release(self) -> Error | None:
         device = self.device
         code = device._release_mem(self.buffer)

@@ -500,6 +500,10 @@ class QnnAllocation(Allocation):
         if tracked:
             self._tracked = True
 
+    def _host_address(self) -> int | None:
+        """QNN client buffers are host memory, whatever the kind: every allocation has a host view."""
+        return int(self.device.api.ffi.cast("uintptr_t", self.buffer))
+
     def _release(self) -> Error | None:
         self.buffer = None  # the memory goes with the last reference (a launch never binds a freed allocation)
         return None
