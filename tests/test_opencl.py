@@ -321,6 +321,31 @@ def test_python_dash_m_ironaccelerator() -> None:
         assert any(line.startswith(f"{kind.name}: ") for line in lines), (kind, proc.stdout)
 
 
+@needs_device
+def test_python_dash_m_ironaccelerator_json() -> None:
+    """--json: every backend kind, with its versions and devices as data; stdout holds only the JSON, even where
+    a vendor library prints while it loads (libQnnHtp's "LIBNATIVE" line goes to stderr)."""
+    import json
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(GENERATED), str(ROOT / "runtime")]))
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator", "--json"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)  # nothing else on stdout
+    assert [e["backend"] for e in data] == [k.name for k in BackendKind]
+    ocl = next(e for e in data if e["backend"] == "OPENCL")
+    assert ocl["available"] and ocl["error"] is None and "PoCL" in ocl["versions"]["platforms"]
+    d = ocl["devices"][0]
+    assert d["id"] == "opencl:0" and d["vendor"] == "POCL" and d["tier"] == "CPU" and d["compute_units"] >= 1
+    assert d["total_memory"] > 0 and 0 < d["max_alloc"] <= d["total_memory"] and "PROFILING" in d["flags"]
+    assert d["limits"]["max_threads_per_block"] >= 1 and len(d["limits"]["max_block"]) == 3
+    for e in data:
+        assert e["available"] or e["error_kind"], e
+    qnn = next(e for e in data if e["backend"] == "QNN")
+    if qnn["available"]:
+        assert qnn["versions"]["core_api"].startswith("2.") and qnn["devices"][0]["id"] == "qnn:0"
+
+
 # ------------------------------------------------------------------ the generator checks backend specs
 
 

@@ -186,6 +186,7 @@ def test_errors_carry_context_and_pocl_is_pocl(dev: Any) -> None:
     for obj in (dev, s, s.record_event(), k, k.module):
         assert "object at 0x" not in repr(obj) and str(d.id) in repr(obj), repr(obj)
     assert "'twice'" in repr(k) and "3 arguments" in repr(k)
+    assert repr(BackendRegistry.default().get(BackendKind.OPENCL)) == "<OpenCLBackend OPENCL>"
 
 
 DIMS = """

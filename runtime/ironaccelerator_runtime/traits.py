@@ -323,6 +323,14 @@ class Backend:
 
     kind: BackendKind
 
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.kind.name}>"
+
+    def versions(self) -> dict[str, Any]:
+        """The driver, runtime and platform versions the backend can report (for ``python -m ironaccelerator``):
+        name -> value, as the vendor gives them; empty where it reports none."""
+        return {}
+
     def devices(self) -> list[DeviceDescriptor]:
         raise unsupported(self.kind, "Backend.devices")
 
@@ -995,25 +1003,11 @@ class BackendRegistry:
         return [b for k in BackendKind if not isinstance(b := self._resolve(k), Error)]
 
     def report(self) -> list[str]:
-        """One line per known backend: available (with its devices) or why not."""
-        lines = []
-        for kind in BackendKind:
-            b = self._resolve(kind)
-            if isinstance(b, Error):
-                lines.append(f"{kind.name}: unavailable: {b}")
-                continue
-            try:
-                devs = b.devices()
-            except Error as e:
-                lines.append(f"{kind.name}: library loaded, no devices ({e.kind.name}: {e})")
-                continue
-            lines.append(f"{kind.name}: library loaded, {len(devs)} device{'s' if len(devs) != 1 else ''}")
-            for d in devs:
-                flags = "|".join(str(f.name) for f in CapabilityFlags if f and f in d.capability.flags) or "-"
-                lines.append(f"  {d.id}: {d.name} ({d.vendor.name}, {d.capability.tier.name}, "
-                             f"{d.total_memory // (1 << 20)} MiB, {d.compute_units} CUs, {d.capability.vendor_version}; "
-                             f"{flags})")
-        return lines
+        """One line per known backend: available (with its versions and devices) or why not
+        (:mod:`ironaccelerator_runtime.inventory`, ``python -m ironaccelerator``)."""
+        from .inventory import describe, text
+
+        return text(describe(self))
 
 
 def _importer(target: str) -> Callable[[], Backend]:

@@ -821,6 +821,14 @@ class GpuBackend(Backend):
         self._no_device: Error | None = None
         self._lock = threading.RLock()
 
+    def versions(self) -> dict[str, Any]:
+        """``{"driver": 13000, "runtime": ...}`` as the vendor encodes them (CUDA: 1000 * major + 10 * minor)."""
+        out: dict[str, Any] = {"driver": self.driver_version()}
+        rt = self.runtime_version()
+        if rt is not None:
+            out["runtime"] = rt
+        return out
+
     def driver_version(self) -> int:
         """The vendor's ``driver_version``."""
         out = self.api.ffi.new("int *")

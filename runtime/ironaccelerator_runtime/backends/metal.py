@@ -36,7 +36,9 @@ has not run on Apple hardware.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import threading
 import weakref
 from dataclasses import dataclass
@@ -230,6 +232,13 @@ class MetalBackend(Backend):
         self.api = api()
         self._lock = threading.Lock()
         self._descriptors: list[DeviceDescriptor] | None = None
+
+    def versions(self) -> dict[str, Any]:
+        """The Objective-C runtime's flavour and the frameworks the binding opened (on Linux: the simulated
+        device's library)."""
+        b = self.api.b
+        return {"runtime": "Apple objc_msgSend" if sys.platform == "darwin" else "GNU objc_msg_lookup",
+                "frameworks": ", ".join(os.path.basename(p) for p in b.paths)}
 
     def _handles(self) -> list[Any]:
         """The MTLDevice handles of ``MTLCopyAllDevices()`` (each owning a reference; the array released)."""

@@ -134,7 +134,13 @@ class OpenCLBackend(Backend):
     def __init__(self) -> None:
         self.api = _Api()
         self._devices: list[tuple[Any, DeviceDescriptor]] | None = None
+        self._platforms: list[str] = []  # "name (CL_PLATFORM_VERSION)" of each platform, once enumerated
         self._lock = threading.Lock()
+
+    def versions(self) -> dict[str, Any]:
+        """The platforms the ICD loader lists, each with its CL_PLATFORM_VERSION."""
+        self._enumerate()
+        return {"platforms": "; ".join(self._platforms)} if self._platforms else {}
 
     def _enumerate(self) -> list[tuple[Any, DeviceDescriptor]]:
         with self._lock:
@@ -150,8 +156,10 @@ class OpenCLBackend(Backend):
             platforms = ffi.new("cl_platform_id[]", n[0])
             api.check(raw.clGetPlatformIDs(n[0], platforms, ffi.NULL), "clGetPlatformIDs")
             found: list[tuple[Any, DeviceDescriptor]] = []
+            self._platforms = []
             for p in platforms:
                 pname = api.info_str("clGetPlatformInfo", p, cl.CL_PLATFORM_NAME)
+                self._platforms.append(f"{pname} ({api.info_str('clGetPlatformInfo', p, cl.CL_PLATFORM_VERSION)})")
                 nd = ffi.new("cl_uint *")
                 code = raw.clGetDeviceIDs(p, cl.CL_DEVICE_TYPE_ALL, 0, ffi.NULL, nd)
                 if code == cl.CL_DEVICE_NOT_FOUND:

@@ -282,6 +282,11 @@ class QnnBackend(Backend):
         finally:
             api.raw.QnnDevice_freePlatformInfo(api.null, pi)
 
+    def versions(self) -> dict[str, Any]:
+        """The core and backend API versions the library reports, its provider and build id."""
+        return {"core_api": ".".join(map(str, self.core_api)), "backend_api": ".".join(map(str, self.backend_api)),
+                "provider": self.provider_name, "build": self.build_id}
+
     def _describe(self, index: int, hw: dict[str, Any], arch: int | None = None, soc: int | None = None) -> DeviceDescriptor:
         t = self.tables
         arch = arch if arch is not None else hw["arch"]

@@ -1,0 +1,127 @@
+"""What ``python -m ironaccelerator`` prints (as clinfo or ``nvidia-smi -L`` do): every backend, available or why
+not, its driver/runtime/platform versions, and per device the memory, the largest allocation, the compute units,
+the launch limits, the capability flags and tier, and the vendor's own version string; ``--json`` for machines.
+
+Vendor libraries may write to the process's standard output while they load (libQnnHtp's "LIBNATIVE" line): the
+enumeration runs with file descriptor 1 pointed at standard error, so that stdout holds only the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Iterator
+
+from ironaccelerator._core import BackendKind, CapabilityFlags
+
+from .errors import Error
+
+if TYPE_CHECKING:
+    from .traits import BackendRegistry, DeviceDescriptor
+
+__all__ = ["describe", "device_entry", "text", "main"]
+
+
+def device_entry(d: DeviceDescriptor) -> dict[str, Any]:
+    """One device as plain data (the JSON of ``--json``)."""
+    lim = d.limits
+    return {
+        "id": str(d.id), "index": d.id.index, "name": d.name, "vendor": d.vendor.name,
+        "tier": d.capability.tier.name,
+        "flags": [str(f.name) for f in CapabilityFlags if f and f in d.capability.flags],
+        "vendor_version": d.capability.vendor_version, "total_memory": d.total_memory,
+        "max_alloc": lim.max_alloc, "compute_units": d.compute_units,
+        "limits": {"max_block": list(lim.max_block), "max_threads_per_block": lim.max_threads_per_block,
+                   "max_grid": list(lim.max_grid), "max_shared_mem": lim.max_shared_mem,
+                   "max_work_items": lim.max_work_items},
+    }
+
+
+def describe(registry: BackendRegistry | None = None) -> list[dict[str, Any]]:
+    """Every backend kind, in order: ``{"backend", "dlpack_device", "available", "error" (why not, or why no
+    devices), "error_kind", "versions", "devices": [device_entry, ...]}``."""
+    from .traits import BackendRegistry
+
+    registry = registry or BackendRegistry.default()
+    out: list[dict[str, Any]] = []
+    for kind in BackendKind:
+        entry: dict[str, Any] = {"backend": kind.name, "dlpack_device": kind.dlpack_device, "available": False,
+                                 "error": None, "error_kind": None, "versions": {}, "devices": []}
+        out.append(entry)
+        try:
+            b = registry.get(kind)
+        except Error as e:
+            entry.update(error=str(e), error_kind=e.kind.name)
+            continue
+        entry["available"] = True
+        try:
+            entry["versions"] = dict(b.versions())
+        except Error as e:  # a version query that fails says so in place of the versions
+            entry["versions"] = {"error": f"{e.kind.name}: {e}"}
+        try:
+            entry["devices"] = [device_entry(d) for d in b.devices()]
+        except Error as e:
+            entry.update(error=str(e), error_kind=e.kind.name)
+    return out
+
+
+def _mib(n: int | None) -> str:
+    return "?" if n is None else f"{n // (1 << 20)} MiB"
+
+
+def text(entries: list[dict[str, Any]]) -> list[str]:
+    """The human report: a line per backend, its versions, then a line per device."""
+    lines = []
+    for e in entries:
+        name = e["backend"]
+        if not e["available"]:
+            lines.append(f"{name}: unavailable: {e['error']}")
+            continue
+        devs = e["devices"]
+        head = f"{name}: library loaded, {len(devs)} device{'s' if len(devs) != 1 else ''}"
+        if e["error"] is not None:
+            head = f"{name}: library loaded, no devices ({e['error_kind']}: {e['error']})"
+        lines.append(head)
+        if e["versions"]:
+            lines.append("  versions: " + ", ".join(f"{k} {v}" for k, v in e["versions"].items()))
+        for d in devs:
+            lim = d["limits"]
+            lines.append(f"  {d['id']}: {d['name']} ({d['vendor']}, {d['tier']}, {_mib(d['total_memory'])}, "
+                         f"max alloc {_mib(d['max_alloc'])}, {d['compute_units']} CUs, "
+                         f"block <= {lim['max_threads_per_block']}, {d['vendor_version']}; "
+                         f"{'|'.join(d['flags']) or '-'})")
+    return lines
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 pointed at 2 for the block (what native libraries print while loading)."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no real stdout (an embedding host): nothing to protect
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ironaccelerator", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print the inventory as JSON")
+    args = parser.parse_args(argv)
+    with _stdout_to_stderr():
+        entries = describe()
+    if args.json:
+        print(json.dumps(entries, indent=2))
+    else:
+        print("\n".join(text(entries)))
+    return 0
