@@ -303,6 +303,25 @@ def test_enumerate_descriptors_are_sane(backend: Backend) -> None:
     assert backend.devices() == devs
 
 
+def test_descriptors_pickle_and_cross_processes(backend: Backend) -> None:
+    """DeviceDescriptor (with its id, capability and limits), LaunchDims, DType, MemoryKind, CapabilityFlags and
+    Scalar round-trip through pickle (every protocol) and deepcopy, and come back equal from a worker process."""
+    import copy
+    import multiprocessing
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    d = backend.devices()[0]
+    values = [d, d.id, d.capability, d.limits, LaunchDims(grid=(4, 2), block=64, shared_mem=128), DType.F16,
+              MemoryKind.UNIFIED, d.capability.flags, Scalar(3, DType.I32)]
+    for v in values:
+        for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+            assert pickle.loads(pickle.dumps(v, protocol=proto)) == v, (v, proto)
+        assert copy.deepcopy(v) == v
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:  # (no fork: threads)
+        assert list(pool.map(copy.copy, values)) == values
+
+
 def test_registry_reports_backend(backend: Backend) -> None:
     registry = BackendRegistry.default()
     assert registry.get(backend.kind) is backend
