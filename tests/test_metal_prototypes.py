@@ -33,7 +33,6 @@ declarations: |
   typedef signed char BOOL;
   typedef unsigned long NSUInteger;
   typedef long NSInteger;
-  typedef unsigned long long uint64_t;
   typedef struct objc_object NSError;
   typedef NSUInteger MTLResourceOptions;
   typedef NSInteger MTLGPUFamily;
