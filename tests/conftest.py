@@ -22,6 +22,16 @@ for _path in (RUNTIME, GENERATED):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+# The kernel cache (Device.load_module) of every test and of the subprocesses they start: a fresh directory per
+# run, never the user's ~/.cache/ironaccelerator (a test then sees only entries this run wrote).
+if not os.environ.get("IRONACCEL_CACHE_DIR"):
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["IRONACCEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="ia-kernel-cache-")
+    atexit.register(shutil.rmtree, os.environ["IRONACCEL_CACHE_DIR"], True)
+
 
 # Long forms.  A test that has a long form runs a shortened form in every run (make test: seconds), and its
 # long form (minutes: more cases, more iterations, longer) only when IA_SLOW is set: `IA_SLOW=1 pytest -m slow`

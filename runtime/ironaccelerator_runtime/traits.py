@@ -12,11 +12,13 @@ from __future__ import annotations
 import ctypes
 import math
 import operator
+import os
+import re
 import threading
 import weakref
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Callable, Sequence, SupportsIndex, TypeVar, Union
+from typing import Any, Callable, Mapping, Sequence, SupportsIndex, TypeVar, Union
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
 
@@ -318,6 +320,87 @@ class KernelLaunch(tuple):  # type: ignore[type-arg]
 _new_tuple = tuple.__new__
 
 
+_MACRO = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompileOptions:
+    """``load_module``'s compile options, checked.  ex) ``CompileOptions(options=("-w",), defines=(("N", "4"),))``
+
+    ``defines``: (name, value or None) pairs in the caller's order; ``include_dirs``: absolute paths."""
+
+    options: tuple[str, ...] = ()
+    defines: tuple[tuple[str, str | None], ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    name_expressions: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.options or self.defines or self.include_dirs or self.name_expressions)
+
+    def flags(self) -> list[str]:
+        """The compiler flags: ``options``, then ``-DNAME[=VALUE]`` per define, then ``-I<dir>`` per directory."""
+        out = list(self.options)
+        out += [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in self.defines]
+        out += [f"-I{d}" for d in self.include_dirs]
+        return out
+
+
+def compile_options(options: Any = (), defines: Any = None, include_dirs: Any = (), name_expressions: Any = (),
+                    backend: BackendKind | str | None = None,
+                    function: str = "Device.load_module") -> CompileOptions:
+    """Check ``load_module``'s option arguments (no vendor call): ``INVALID_VALUE`` naming the bad one.
+    ``options``/``name_expressions``: sequences of str (a single str is refused: it would be its characters);
+    ``defines``: a mapping of macro names to str, int, float, bool or None; ``include_dirs``: str or path-like."""
+    name = backend.name if isinstance(backend, BackendKind) else backend
+
+    def bad(what: str) -> Error:
+        return Error(ErrorKind.INVALID_VALUE, f"{function}: {what}", backend=name, function=function)
+
+    def strings(v: Any, what: str) -> tuple[str, ...]:
+        if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
+            raise bad(f"{what} must be a list or tuple of str, not {type(v).__name__} ({v!r:.80})")
+        for x in v:
+            if not isinstance(x, str):
+                raise bad(f"{what} must hold str, not {type(x).__name__} ({x!r:.80})")
+            if "\0" in x:
+                raise bad(f"{what}: {x!r} contains a NUL character")
+        return tuple(v)
+
+    opts = strings(options, "options")
+    if any(not o for o in opts):
+        raise bad("options: an empty option")
+    names = strings(name_expressions, "name_expressions")
+    defs: list[tuple[str, str | None]] = []
+    if defines is not None:
+        if not isinstance(defines, Mapping):
+            raise bad(f"defines must be a mapping (dict) of macro names to values, not {type(defines).__name__}")
+        for k, v in defines.items():
+            if not isinstance(k, str) or not _MACRO.match(k):
+                raise bad(f"defines: {k!r} is not a macro name")
+            if v is None:
+                defs.append((k, None))
+            elif isinstance(v, bool):
+                defs.append((k, "1" if v else "0"))
+            elif isinstance(v, (int, float, str)):
+                text = str(v)
+                if "\0" in text or "\n" in text:
+                    raise bad(f"defines: the value of {k} contains a NUL or newline")
+                defs.append((k, text))
+            else:
+                raise bad(f"defines: the value of {k} must be str, int, float, bool or None, not {type(v).__name__}")
+    if isinstance(include_dirs, (str, bytes, os.PathLike)) or not isinstance(include_dirs, (list, tuple)):
+        raise bad(f"include_dirs must be a list or tuple of paths, not {type(include_dirs).__name__}")
+    dirs = []
+    for d in include_dirs:
+        if not isinstance(d, (str, os.PathLike)) or isinstance(d, bytes):
+            raise bad(f"include_dirs must hold str or path-like objects, not {type(d).__name__} ({d!r:.80})")
+        p = os.fspath(d)
+        if not isinstance(p, str) or not p or "\0" in p:
+            raise bad(f"include_dirs: {d!r} is not a path")
+        dirs.append(os.path.abspath(p))
+    return CompileOptions(options=opts, defines=tuple(defs), include_dirs=tuple(dirs), name_expressions=names)
+
+
 class Backend:
     """A vendor API: enumerates devices and opens them."""
 
@@ -417,7 +500,17 @@ class Device:
     def create_stream(self) -> Stream:
         raise unsupported(self.kind, "Device.create_stream")
 
-    def load_module(self, source_or_binary: str | bytes) -> Module:
+    def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
+                    defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
+                    name_expressions: Sequence[str] = (), cache: bool = True) -> Module:
+        """Device code -> a :class:`Module`.  Source is compiled with ``options`` (the compiler's own flags),
+        ``defines`` (``{"N": 4, "FAST": None}`` -> ``-DN=4 -DFAST``) and ``include_dirs`` (``-I``);
+        ``name_expressions`` (NVRTC: ``"axpy<float>"``) are looked up after compiling so that
+        ``module.kernel("axpy<float>")`` finds the lowered name.  Where the backend keeps one (NVRTC, OpenCL),
+        the compiled artifact comes from the on-disk kernel cache (``kernel_cache``; ``cache=False`` or
+        ``IRONACCEL_CACHE=0`` skips it) and ``Module.from_cache`` says so.  Bad option types raise
+        ``INVALID_VALUE`` before any vendor call; a compiler refusing an option raises ``COMPILE_FAILED``
+        (or the vendor's error) with its log; options a backend cannot honour raise ``UNSUPPORTED``."""
         raise unsupported(self.kind, "Device.load_module")
 
     def synchronize(self) -> None:
@@ -655,7 +748,9 @@ class Kernel:
 
 
 class Module:
-    """Compiled device code."""
+    """Compiled device code.  ``from_cache``: whether it was loaded from the on-disk kernel cache (no compile)."""
+
+    from_cache: bool = False
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}{_owner(self)}>"

@@ -24,19 +24,21 @@ import ctypes
 import gc
 import importlib
 import itertools
+import os
 import re
 import struct
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
+from ironaccelerator_runtime import kernel_cache
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight, Kernel,
-    KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, check_span,
-    device_span, fill_pattern, host_view, not_a_launch,
+    Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight,
+    Kernel, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, check_span,
+    compile_options, device_span, fill_pattern, host_view, not_a_launch,
 )
 
 # What this module reads from a GPU backend spec (specs/<vendor>/backend.yaml), by section: role -> when it is
@@ -59,6 +61,7 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "program_log_size": "program_create", "program_log": "program_create",
         "program_code_size": "program_create", "program_code": "program_create",
         "program_binary_size": "program_create", "program_binary": "program_create",
+        "program_add_name": "program_create", "program_lowered_name": "program_create",
         "compiler_version": "program_create",
         "pool_create": "", "pool_destroy": "pool_create", "pool_alloc": "pool_create", "pool_free": "pool_create",
         "pool_trim": "pool_create", "pool_get_attribute": "pool_create", "pool_set_attribute": "pool_create",
@@ -545,6 +548,8 @@ class GpuApi:
     program_code: Any
     program_binary_size: Any
     program_binary: Any
+    program_add_name: Any
+    program_lowered_name: Any
     compiler_version: Any
     pool_create: Any
     pool_destroy: Any
@@ -659,9 +664,18 @@ def compile_source(api: GpuApi, source: str | bytes, arch: str, options: Sequenc
                    binary: bool = False, name: str = "ironaccelerator.cu") -> bytes:
     """Compile device source with the vendor's runtime compiler (``program_create`` & co.) for ``arch``
     (``--gpu-architecture=<arch>``, ex. ``compute_90``): the code text (PTX), or with ``binary`` (and a real
-    architecture, ex. ``sm_90``) the ``program_binary`` image.  A compile error raises ``COMPILE_FAILED`` carrying
-    the build log; a vendor without a compiler bound raises ``UNSUPPORTED``.  Needs the compiler library only (no
-    driver, no device)."""
+    architecture, ex. ``sm_90``) the ``program_binary`` image.  A compile error (or an option the compiler
+    refuses) raises ``COMPILE_FAILED`` carrying the build log; a vendor without a compiler bound raises
+    ``UNSUPPORTED``.  Needs the compiler library only (no driver, no device)."""
+    return compile_program(api, source, arch, options, binary=binary, name=name)[0]
+
+
+def compile_program(api: GpuApi, source: str | bytes, arch: str, options: Sequence[str] = (), *,
+                    binary: bool = False, name: str = "ironaccelerator.cu",
+                    name_expressions: Sequence[str] = ()) -> tuple[bytes, dict[str, str]]:
+    """:func:`compile_source`, plus each of ``name_expressions`` (ex. ``"axpy<float>"``) added before compiling
+    (``program_add_name``) and looked up after (``program_lowered_name``): ``(image, {expression: lowered
+    name})``."""
     backend = api.name
     if api.program_create is None:
         raise _no_compiler(api.tables, "compile_source")
@@ -672,14 +686,26 @@ def compile_source(api: GpuApi, source: str | bytes, arch: str, options: Sequenc
     if isinstance(options, (str, bytes)):
         raise TypeError("compile_source: options must be a sequence of str, not a single "
                         f"{type(options).__name__}")
+    if isinstance(name_expressions, (str, bytes)):
+        raise TypeError("compile_source: name_expressions must be a sequence of str, not a single "
+                        f"{type(name_expressions).__name__}")
     owned = [_c_string(arch, "arch", "compile_source", backend),
              *(_c_string(o, "option", "compile_source", backend) for o in options)]
+    exprs = [_c_string(x, "name expression", "compile_source", backend) for x in name_expressions]
+    if exprs and api.program_add_name is None:
+        raise Error(ErrorKind.UNSUPPORTED, f"compile_source: {backend}'s compiler has no name expressions bound",
+                    backend=backend, function="compile_source")
     prog_name = _c_string(name, "name", "compile_source", backend)
     api.require("program_create")
     ffi = api.compiler_ffi
     prog = ffi.new(api.tables.types["program"] + " *")
     api.check(api.program_create(prog, src, prog_name, 0, ffi.NULL, ffi.NULL), "program_create")
     try:
+        held = [ffi.new("char[]", x) for x in exprs]  # alive until the program is destroyed
+        for x, text in zip(name_expressions, held):
+            code = api.program_add_name(prog[0], text)
+            if code:
+                raise api.error(code, "program_add_name", f"name expression {x!r}")
         # every string the compiler reads is held by a name that lives until the call returns (`strings`, and
         # `option_array` of their pointers): never a char[] made inside another ffi.new, which would be freed
         # at once (the use-after-free of issue 10 item 1)
@@ -692,10 +718,20 @@ def compile_source(api: GpuApi, source: str | bytes, arch: str, options: Sequenc
                     "utf-8", "replace")
             except Error as e:
                 log = f"(no log: {e})"
-            raise api.error(code, "program_compile", f"build log ({name}, {arch}):\n{log}")
+            opts = " ".join(o.decode("utf-8", "replace") for o in owned[1:])
+            err = api.error(code, "program_compile", f"build log ({name}, {arch}, options: {opts or '-'}):\n{log}")
+            err.kind = ErrorKind.COMPILE_FAILED  # a refused option too: the compiler's verdict on this input
+            raise err
+        lowered: dict[str, str] = {}
+        for x, text in zip(name_expressions, held):
+            out = ffi.new("char **")
+            code = api.program_lowered_name(prog[0], text, out)
+            if code:
+                raise api.error(code, "program_lowered_name", f"name expression {x!r}")
+            lowered[x] = ffi.string(out[0]).decode()
         if binary:
-            return _program_text(api, prog[0], "program_binary_size", "program_binary")
-        return _program_text(api, prog[0], "program_code_size", "program_code").rstrip(b"\0")
+            return _program_text(api, prog[0], "program_binary_size", "program_binary"), lowered
+        return _program_text(api, prog[0], "program_code_size", "program_code").rstrip(b"\0"), lowered
     finally:
         api.program_destroy(prog)
 
@@ -1114,9 +1150,17 @@ class GpuDevice(Device):
                     self._pool = pool
         return pool
 
-    def load_module(self, source_or_binary: str | bytes) -> GpuModule:
-        self._check_open("Device.load_module")
+    def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
+                    defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
+                    name_expressions: Sequence[str] = (), cache: bool = True) -> GpuModule:
+        """A code object, or source compiled by the vendor's runtime compiler (see :meth:`Device.load_module`):
+        ``options`` + ``-D`` + ``-I`` flags; ``name_expressions`` lowered so ``kernel("f<float>")`` works; the
+        image that loaded (PTX, else cubin) kept in the kernel cache under the source, options, compiler
+        version, architecture, device name and driver version.  Options given with a code object (nothing
+        to compile) are ``UNSUPPORTED``."""
         backend, formats = self.api.name, self.api.tables.module_formats
+        opts = compile_options(options, defines, include_dirs, name_expressions, backend)
+        self._check_open("Device.load_module")
         data = _image_bytes(source_or_binary, backend)
         fmt = classify_image(data, backend)
         if fmt not in formats:
@@ -1126,20 +1170,61 @@ class GpuDevice(Device):
             raise Error(ErrorKind.INVALID_VALUE, f"Device.load_module: {fmt} text contains a NUL byte (the driver "
                         "would read only the text before it)", backend=backend, function="Device.load_module")
         if fmt == "source":
-            return self._compile(data)
+            return self._compile(data, opts, cache)
+        if opts:
+            raise Error(ErrorKind.UNSUPPORTED, f"Device.load_module: compile options apply to source; a {fmt} image "
+                        "is already compiled", backend=backend, function="Device.load_module")
         return self.module_class(self, data)
 
-    def _compile(self, source: bytes) -> GpuModule:
+    def _cache_identity(self) -> str:
+        """The device and compiler part of a cache key: architecture, name, driver and compiler versions."""
+        ident = getattr(self, "_identity", None)
+        if ident is None:
+            ident = (f"{self.arch}\n{self.descriptor.name}\ndriver {self.backend.driver_version()}\n"
+                     f"compiler {compiler_version(self.api)}")
+            self._identity = ident
+        return ident
+
+    def _compile(self, source: bytes, opts: CompileOptions | None = None, cache: bool = False) -> GpuModule:
         """Source -> PTX for this device's virtual architecture; if the driver is older than the compiler's
-        PTX, compile for the real architecture instead (no driver JIT needed)."""
+        PTX, compile for the real architecture instead (no driver JIT needed).  With ``cache``, the image
+        that loaded comes from (or goes to) the kernel cache."""
+        opts = opts or CompileOptions()
+        flags, names = opts.flags(), opts.name_expressions
+        store = kernel_cache.default_cache() if cache and self.api.program_create is not None else None
+        key = None
+        if store is not None:
+            key = kernel_cache.cache_key(backend=self.api.name, source=source, options=opts.options,
+                                         defines=dict(opts.defines), include_dirs=opts.include_dirs,
+                                         name_expressions=names, device=self._cache_identity())
+            hit = store.get(key)
+            entry = kernel_cache.unpack(hit) if hit is not None else None
+            if entry is not None:
+                meta, image = entry
+                lowered = meta.get("lowered")
+                if isinstance(lowered, dict) and set(lowered) == set(names):
+                    try:
+                        module = self.module_class(self, image)
+                    except Error:  # the driver refuses it now: compile afresh
+                        pass
+                    else:
+                        module.lowered_names = {str(k): str(v) for k, v in lowered.items()}
+                        module.from_cache = True
+                        return module
         arch = self.arch.replace(".", "")
-        ptx = compile_source(self.api, source, f"compute_{arch}")
+        image, lowered = compile_program(self.api, source, f"compute_{arch}", flags, name_expressions=names)
         try:
-            return self.module_class(self, ptx)
+            module = self.module_class(self, image)
         except Error as e:
             if e.code != self.api.tables.const("status_unsupported_ptx"):
                 raise
-        return self.module_class(self, compile_source(self.api, source, f"sm_{arch}", binary=True))
+            image, lowered = compile_program(self.api, source, f"sm_{arch}", flags, binary=True,
+                                             name_expressions=names)
+            module = self.module_class(self, image)
+        module.lowered_names = lowered
+        if store is not None and key is not None:
+            store.put(key, kernel_cache.pack({"lowered": lowered}, image))
+        return module
 
     def synchronize(self) -> None:
         self._check_open("Device.synchronize")
@@ -1319,8 +1404,14 @@ class GpuModule(Module):
         self.handle = out[0]
         self._finalizer = weakref.finalize(self, _destroy, api.module_unload, self.handle, device._ctx)
 
+    lowered_names: dict[str, str] = {}  # name expression (ex. "axpy<float>") -> its lowered (mangled) name
+
     def kernel(self, name: str) -> GpuKernel:
-        encoded = _c_string(name, "the kernel name", "Module.kernel", self.api.name)
+        """The kernel ``name``: a symbol, or a name expression given to ``load_module`` (its lowered name)."""
+        if isinstance(name, str) and name in self.lowered_names:
+            encoded = self.lowered_names[name].encode()
+        else:
+            encoded = _c_string(name, "the kernel name", "Module.kernel", self.api.name)
         self.device._check_open("Module.kernel")
         return self.kernel_class(self, name, encoded)
 

@@ -42,14 +42,14 @@ import sys
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, check_span, device_span, fill_pattern,
-    host_view, not_a_launch,
+    LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, check_span, compile_options,
+    device_span, fill_pattern, host_view, not_a_launch,
 )
 
 _KIND = BackendKind.METAL
@@ -344,7 +344,17 @@ class MetalDevice(Device):
         self._streams.add(s)
         return s
 
-    def load_module(self, source_or_binary: str | bytes) -> MetalModule:
+    def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
+                    defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
+                    name_expressions: Sequence[str] = (), cache: bool = True) -> MetalModule:
+        """Metal Shading Language source -> an ``MTLLibrary`` (default ``MTLCompileOptions``).  Compile options
+        are ``UNSUPPORTED`` here: defines need ``MTLCompileOptions.preprocessorMacros``, an ``NSDictionary``,
+        which the Foundation spec does not bind yet, and MSL has no include-path option.  No kernel cache:
+        the Metal framework keeps its own (``cache`` is accepted and ignored)."""
+        if compile_options(options, defines, include_dirs, name_expressions, _NAME):
+            raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: compile options (options, defines, include_dirs, "
+                        "name_expressions) are not supported by the Metal backend yet (preprocessorMacros needs "
+                        "an NSDictionary, not bound)", backend=_NAME, function="Device.load_module")
         self._check_open("Device.load_module")
         if not isinstance(source_or_binary, str):
             raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: the Metal backend takes Metal Shading Language "
@@ -354,16 +364,16 @@ class MetalDevice(Device):
         from ironaccelerator_runtime.objc import NSErrorError
 
         src = a.nsstring(source_or_binary)  # INVALID_VALUE for NUL or lone surrogates
-        options = a.M.MTLCompileOptions.new()
+        mtl_options = a.M.MTLCompileOptions.new()
         try:
-            library = self.handle.newLibraryWithSource_options_error_(src, options)
+            library = self.handle.newLibraryWithSource_options_error_(src, mtl_options)
         except NSErrorError as e:
             raise Error(e.kind, f"Metal newLibraryWithSource:options:error: failed ({e.domain} {e.code}); compiler "
                         f"log:\n{e.localized_description}", code=e.code, backend=_NAME,
                         function="Device.load_module") from None
         finally:
             src.close()
-            options.close()
+            mtl_options.close()
         if library is None:
             raise Error(ErrorKind.COMPILE_FAILED, "Metal newLibraryWithSource:options:error: returned nil without "
                         "an error (compiler log: none)", backend=_NAME, function="Device.load_module")

@@ -13,20 +13,22 @@ vendor names) arrives as an :class:`OpenCLTables`, rendered into the generated
 from __future__ import annotations
 
 import itertools
+import os
 import struct
 import sys
 import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
+from ironaccelerator_runtime import kernel_cache
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, check_span, device_span,
-    fill_pattern, host_view, not_a_launch,
+    Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel,
+    KernelLaunch, InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, check_span,
+    compile_options, device_span, fill_pattern, host_view, not_a_launch,
 )
 
 _KIND = BackendKind.OPENCL
@@ -273,9 +275,34 @@ class OpenCLDevice(Device):
         self._check_open("Device.create_stream")
         return OpenCLStream(self)
 
-    def load_module(self, source_or_binary: str | bytes) -> OpenCLModule:
+    def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
+                    defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
+                    name_expressions: Sequence[str] = (), cache: bool = True) -> OpenCLModule:
+        """OpenCL C source -> a built program (see :meth:`Device.load_module`): ``options``, ``defines`` and
+        ``include_dirs`` go into ``clBuildProgram``'s option string (after ``-cl-kernel-arg-info``); the program
+        binary (``CL_PROGRAM_BINARIES``) is kept in the kernel cache and reloaded with
+        ``clCreateProgramWithBinary``.  ``name_expressions`` are ``UNSUPPORTED`` (OpenCL C has no templates)."""
+        opts = compile_options(options, defines, include_dirs, name_expressions, _KIND)
+        if opts.name_expressions:
+            raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: name_expressions are not supported by the OpenCL "
+                        "backend (OpenCL C has no templates)", backend="OPENCL", function="Device.load_module")
         self._check_open("Device.load_module")
-        return OpenCLModule(self, source_or_binary)
+        return OpenCLModule(self, source_or_binary, opts, cache)
+
+    def _cache_identity(self) -> str:
+        """The device part of a cache key: name, device and driver versions, platform version (made once)."""
+        ident = getattr(self, "_identity", None)
+        if ident is None:
+            api, cl, fn = self.api, self.api.cl, "clGetDeviceInfo"
+            platform = self.api.ffi.new("cl_platform_id *")
+            api.check(api.raw.clGetDeviceInfo(self.handle, cl.CL_DEVICE_PLATFORM, api.ffi.sizeof("cl_platform_id"),
+                                              platform, api.ffi.NULL), fn)
+            ident = "\n".join([api.info_str(fn, self.handle, cl.CL_DEVICE_NAME),
+                               api.info_str(fn, self.handle, cl.CL_DEVICE_VERSION),
+                               api.info_str(fn, self.handle, cl.CL_DRIVER_VERSION),
+                               api.info_str("clGetPlatformInfo", platform[0], cl.CL_PLATFORM_VERSION)])
+            self._identity = ident
+        return ident
 
     def synchronize(self) -> None:
         self._check_open("Device.synchronize")
@@ -445,8 +472,11 @@ def _arg_slots(api: _Api, kernel: Any, n: int) -> tuple[int, ...] | None:
 
 
 class OpenCLModule(Module):
-    def __init__(self, device: OpenCLDevice, source: str | bytes) -> None:
-        api, ffi = device.api, device.api.ffi
+    """A built ``cl_program``: from source, or from the kernel cache's program binary (``from_cache``)."""
+
+    def __init__(self, device: OpenCLDevice, source: str | bytes, opts: CompileOptions | None = None,
+                 cache: bool = True) -> None:
+        api = device.api
         self.device = device
         if isinstance(source, str):
             src = source.encode("utf-8", "surrogateescape")
@@ -454,6 +484,42 @@ class OpenCLModule(Module):
             src = bytes(source)
         else:
             raise TypeError(f"Device.load_module: source must be str or bytes, not {type(source).__name__}")
+        opts = opts or CompileOptions()
+        # -cl-kernel-arg-info: each kernel's argument kinds, so a checked launch refuses a value in a buffer slot
+        options = b" ".join([_BUILD_OPTIONS, *(f.encode("utf-8", "surrogateescape") for f in opts.flags())])
+        store = kernel_cache.default_cache() if cache else None
+        key = None
+        if store is not None:
+            key = kernel_cache.cache_key(backend="OPENCL", source=src, options=opts.options,
+                                         defines=dict(opts.defines), include_dirs=opts.include_dirs,
+                                         device=device._cache_identity(), extra=_BUILD_OPTIONS.decode())
+            binary = store.get(key)
+            if binary is not None and self._from_binary(binary, options):
+                self.from_cache = True
+                return
+        self._from_source(src, options)
+        if store is not None and key is not None:
+            binary = self._binary()
+            if binary:
+                store.put(key, binary)
+
+    def _adopt(self, prog: Any) -> None:
+        self.program = prog
+        self._finalizer = weakref.finalize(self, self.device.api.raw.clReleaseProgram, prog)
+
+    def _build(self, options: bytes) -> None:
+        device, api, ffi = self.device, self.device.api, self.device.api.ffi
+        devs = ffi.new("cl_device_id[1]", [device.handle])
+        code = api.raw.clBuildProgram(self.program, 1, devs, options, ffi.NULL, ffi.NULL)
+        if code != 0:
+            log = api.info_str("clGetProgramBuildInfo", self.program, api.cl.CL_PROGRAM_BUILD_LOG, device.handle)
+            e = api.error(code, "clBuildProgram", f"options {options.decode('utf-8', 'replace')!r}; build log:\n" + log)
+            if code in (api.cl.CL_BUILD_PROGRAM_FAILURE, api.cl.CL_INVALID_BUILD_OPTIONS):
+                e.kind = ErrorKind.COMPILE_FAILED
+            raise e
+
+    def _from_source(self, src: bytes, options: bytes) -> None:
+        device, api, ffi = self.device, self.device.api, self.device.api.ffi
         err = ffi.new("cl_int *")
         text = ffi.new("char[]", src)  # owned here until the call returns: the runtime copies the source
         strings = ffi.new("char *[1]", [text])
@@ -461,17 +527,44 @@ class OpenCLModule(Module):
         prog = api.raw.clCreateProgramWithSource(device.context, 1, strings, lengths, err)
         del text
         api.check(err[0], "clCreateProgramWithSource")
-        self.program = prog
-        self._finalizer = weakref.finalize(self, api.raw.clReleaseProgram, prog)
+        self._adopt(prog)
+        self._build(options)
+
+    def _from_binary(self, binary: bytes, options: bytes) -> bool:
+        """Build the program from a cached binary; False (and no program kept) if the runtime refuses it."""
+        device, api, ffi = self.device, self.device.api, self.device.api.ffi
+        err, status = ffi.new("cl_int *"), ffi.new("cl_int *")
+        data = ffi.new("unsigned char[]", binary)
+        ptrs = ffi.new("unsigned char *[1]", [data])
+        lengths = ffi.new("size_t[1]", [len(binary)])
         devs = ffi.new("cl_device_id[1]", [device.handle])
-        # -cl-kernel-arg-info: each kernel's argument kinds, so a checked launch refuses a value in a buffer slot
-        code = api.raw.clBuildProgram(prog, 1, devs, _BUILD_OPTIONS, ffi.NULL, ffi.NULL)
+        prog = api.raw.clCreateProgramWithBinary(device.context, 1, devs, lengths, ptrs, status, err)
+        if err[0] != 0 or status[0] != 0 or not prog:
+            if prog:
+                api.raw.clReleaseProgram(prog)
+            return False
+        code = api.raw.clBuildProgram(prog, 1, devs, options, ffi.NULL, ffi.NULL)
         if code != 0:
-            log = api.info_str("clGetProgramBuildInfo", prog, api.cl.CL_PROGRAM_BUILD_LOG, device.handle)
-            e = api.error(code, "clBuildProgram", "build log:\n" + log)
-            if code == api.cl.CL_BUILD_PROGRAM_FAILURE:
-                e.kind = ErrorKind.COMPILE_FAILED
-            raise e
+            api.raw.clReleaseProgram(prog)
+            return False
+        self._adopt(prog)
+        return True
+
+    def _binary(self) -> bytes | None:
+        """The built program's binary for the device (``CL_PROGRAM_BINARIES``), or None if it has none."""
+        api, ffi, cl = self.device.api, self.device.api.ffi, self.device.api.cl
+        size = ffi.new("size_t[1]")
+        if api.raw.clGetProgramInfo(self.program, cl.CL_PROGRAM_BINARY_SIZES, ffi.sizeof("size_t"), size, ffi.NULL):
+            return None
+        n = int(size[0])
+        if n == 0:
+            return None
+        buf = ffi.new("unsigned char[]", n)
+        ptrs = ffi.new("unsigned char *[1]", [buf])
+        if api.raw.clGetProgramInfo(self.program, cl.CL_PROGRAM_BINARIES, ffi.sizeof("unsigned char *"), ptrs,
+                                    ffi.NULL):
+            return None
+        return bytes(ffi.buffer(buf, n))
 
     def kernel(self, name: str) -> OpenCLKernel:
         return OpenCLKernel(self, name)

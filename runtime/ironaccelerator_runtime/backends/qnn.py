@@ -38,15 +38,15 @@ import time
 import weakref
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime.backends import qnn_log, qnn_saver
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, LaunchDims,
-    Module, PooledAllocation, Result, Stream, check_size, check_span, device_span, fill_pattern, host_view,
-    not_a_launch,
+    Module, PooledAllocation, Result, Stream, check_size, check_span, compile_options, device_span, fill_pattern,
+    host_view, not_a_launch,
 )
 
 _KIND = BackendKind.QNN
@@ -474,8 +474,15 @@ class QnnDevice(Device):
         self._streams.add(s)
         return s
 
-    def load_module(self, source_or_binary: str | bytes) -> QnnModule:
-        """A QNN context binary (``bytes``, ``bytearray``, ``memoryview`` or a uint8 array) -> its module."""
+    def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
+                    defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
+                    name_expressions: Sequence[str] = (), cache: bool = True) -> QnnModule:
+        """A QNN context binary (``bytes``, ``bytearray``, ``memoryview`` or a uint8 array) -> its module.
+        Nothing is compiled, so any compile option is ``UNSUPPORTED`` and there is no kernel cache (``cache``
+        is accepted and ignored)."""
+        if compile_options(options, defines, include_dirs, name_expressions, _NAME):
+            raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: the QNN backend loads context binaries only; "
+                        "compile options do not apply", backend=_NAME, function="Device.load_module")
         self._check_open("Device.load_module")
         return QnnModule(self, source_or_binary)
 

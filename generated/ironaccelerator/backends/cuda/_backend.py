@@ -67,6 +67,8 @@ TABLES = _gpu.GpuTables(
         'program_code': ('nvrtc', 'nvrtcGetPTX'),
         'program_binary_size': ('nvrtc', 'nvrtcGetCUBINSize'),
         'program_binary': ('nvrtc', 'nvrtcGetCUBIN'),
+        'program_add_name': ('nvrtc', 'nvrtcAddNameExpression'),
+        'program_lowered_name': ('nvrtc', 'nvrtcGetLoweredName'),
         'compiler_version': ('nvrtc', 'nvrtcVersion'),
         'pool_create': ('driver', 'cuMemPoolCreate'),
         'pool_destroy': ('driver', 'cuMemPoolDestroy'),

@@ -1,0 +1,92 @@
+"""Run by test_kernel_cache.py in a subprocess whose libcuda.so.1 is bench/stub_cuda: NVRTC (on the CPU, no
+GPU) compiles through ``Device.load_module`` with options, defines, include directories and name expressions,
+and the kernel cache serves the second load.  The cache directory is IRONACCEL_CACHE_DIR (set by the parent).
+Usage: kernel_cache_stub_child.py STUB PART (PART: options, cache).  Prints "ok <n>" (checks)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, cast
+
+import ironaccelerator as ia
+from ironaccelerator import Error, ErrorKind
+from ironaccelerator.backends.cuda import _backend as cb
+
+PART = sys.argv[2]
+checked = 0
+
+TEMPLATE = """
+#include "scale.h"
+template <typename T> __global__ void axpy(T a, T *x, T *y) { y[threadIdx.x] += a * x[threadIdx.x] * SCALE; }
+extern "C" __global__ void plain(float *x) { x[threadIdx.x] = SCALE + EXTRA; }
+"""
+
+
+def raises(fn: Callable[[], Any], kind: ErrorKind, *words: str) -> None:
+    global checked
+    try:
+        fn()
+    except Error as e:
+        assert e.kind is kind, repr(e)
+        for w in words:
+            assert w in str(e), (w, str(e))
+        checked += 1
+        return
+    raise AssertionError(f"{fn} did not raise {kind.name}")
+
+
+dev = cast(cb.CudaDevice, ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0))
+inc = os.environ["KC_INCLUDE"]
+
+if PART == "options":
+    m = dev.load_module(TEMPLATE, defines={"EXTRA": 1}, include_dirs=[inc],
+                        name_expressions=["axpy<float>", "axpy<double>"], options=["-default-device"], cache=False)
+    assert m.from_cache is False
+    assert set(m.lowered_names) == {"axpy<float>", "axpy<double>"}, m.lowered_names
+    assert m.lowered_names["axpy<float>"].startswith("_Z"), m.lowered_names
+    k = m.kernel("axpy<float>")  # the stub looks the lowered name up in the PTX
+    assert k.num_args == 3, k.num_args
+    assert m.kernel("plain").num_args == 1
+    checked += 3
+    # without the define the source does not compile: the define reached NVRTC
+    raises(lambda: dev.load_module(TEMPLATE, include_dirs=[inc], cache=False), ErrorKind.COMPILE_FAILED, "EXTRA")
+    # without the include directory neither
+    raises(lambda: dev.load_module(TEMPLATE, defines={"EXTRA": 1}, cache=False), ErrorKind.COMPILE_FAILED, "scale.h")
+    # an option NVRTC refuses: COMPILE_FAILED with the option in the message
+    raises(lambda: dev.load_module(TEMPLATE, defines={"EXTRA": 1}, include_dirs=[inc], options=["--no-such-flag"],
+                                   cache=False), ErrorKind.COMPILE_FAILED, "--no-such-flag")
+    # bad types: INVALID_VALUE before any call
+    raises(lambda: dev.load_module(TEMPLATE, options="-w"), ErrorKind.INVALID_VALUE, "options")
+    raises(lambda: dev.load_module(TEMPLATE, options=[3]), ErrorKind.INVALID_VALUE, "options")  # type: ignore[list-item]
+    raises(lambda: dev.load_module(TEMPLATE, defines={"1x": 1}), ErrorKind.INVALID_VALUE, "macro")
+    raises(lambda: dev.load_module(TEMPLATE, defines={"X": [1]}), ErrorKind.INVALID_VALUE, "X")
+    raises(lambda: dev.load_module(TEMPLATE, include_dirs=inc), ErrorKind.INVALID_VALUE, "include_dirs")
+    raises(lambda: dev.load_module(TEMPLATE, name_expressions=[b"f"]), ErrorKind.INVALID_VALUE,  # type: ignore[list-item]
+           "name_expressions")
+    # a name expression that names nothing: NVRTC's error, not a crash
+    try:
+        dev.load_module(TEMPLATE, defines={"EXTRA": 1}, include_dirs=[inc], name_expressions=["nothing<int>"],
+                        cache=False)
+    except Error:
+        checked += 1
+    else:
+        raise AssertionError("an unknown name expression was accepted")
+    # options with a code object: nothing to compile
+    ptx = cb.CudaBackend.compile_source("extern \"C\" __global__ void f() {}", "compute_75")
+    raises(lambda: dev.load_module(ptx, defines={"X": 1}), ErrorKind.UNSUPPORTED, "options")
+elif PART == "cache":
+    kw: dict[str, Any] = {"defines": {"EXTRA": 2}, "include_dirs": [inc], "name_expressions": ["axpy<float>"]}
+    first = sys.argv[3] == "cold"
+    m = dev.load_module(TEMPLATE, **kw)
+    assert m.from_cache is (not first), (m.from_cache, sys.argv[3])
+    assert m.kernel("axpy<float>").num_args == 3
+    checked += 2
+    if not first:
+        assert dev.load_module(TEMPLATE, **kw, cache=False).from_cache is False
+        assert dev.load_module(TEMPLATE, defines={"EXTRA": 3}, include_dirs=[inc],
+                               name_expressions=["axpy<float>"]).from_cache is False  # another define: another key
+        checked += 2
+else:
+    raise SystemExit(f"unknown part {PART}")
+print(f"ok {checked}")
