@@ -745,6 +745,64 @@ def test_stream_and_event_queries(device: Device, stream: Stream, kernels: dict[
         ev.synchronize()  # an already-complete event
 
 
+def test_host_callbacks_run_in_order_after_the_work(device: Device, stream: Stream, kernels: dict[str, Kernel],
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """add_callback: each fn runs once, in order, after the work queued before it (an event recorded before the
+    callback is complete when it runs); an exception is logged and kept in callback_errors, the next ones still
+    run."""
+    import logging
+
+    ran: list[tuple[int, bool]] = []
+    n = 1 << 16
+    with device.alloc(4 * n) as a, device.alloc(4 * n) as b, device.alloc(4 * n) as c:
+        x = np.ones(n, np.float32)
+        stream.copy_from_host(a, x)
+        stream.copy_from_host(b, x)
+        events = []
+        for i in range(5):
+            stream.launch(KernelLaunch(kernels["vector_add"], grid_for(n, 64), (a, b, c, Scalar(n, DType.U32))))
+            ev = stream.record_event()
+            events.append(ev)
+            def note(i: int = i, ev: Event = ev) -> None:
+                ran.append((i, ev.query()))
+            stream.add_callback(note)
+        def boom() -> None:
+            raise ValueError("raised in a callback")
+        with caplog.at_level(logging.ERROR, logger="ironaccelerator.callbacks"):
+            stream.add_callback(boom)
+            stream.add_callback(lambda: ran.append((5, True)))
+            assert stream.drain_callbacks(timeout=60)
+        assert ran == [(i, True) for i in range(6)], ran
+        (fn, err), = stream.callback_errors
+        assert fn is boom and isinstance(err, ValueError)
+        assert any("raised in a callback" in str(r.exc_info[1]) for r in caplog.records if r.exc_info), caplog.text
+        with pytest.raises(TypeError):
+            stream.add_callback(42)  # type: ignore[arg-type]
+        stream.synchronize()
+
+
+def test_await_stream_and_event(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
+    import asyncio
+
+    n = 1 << 16
+    with device.alloc(4 * n) as a, device.alloc(4 * n) as b, device.alloc(4 * n) as c:
+        stream.copy_from_host(a, np.full(n, 2, np.float32))
+        stream.copy_from_host(b, np.full(n, 3, np.float32))
+
+        async def main() -> np.ndarray:
+            stream.launch(KernelLaunch(kernels["vector_add"], grid_for(n, 64), (a, b, c, Scalar(n, DType.U32))))
+            await stream.wait()
+            ev = stream.record_event()
+            await ev
+            assert ev.query()
+            out = np.zeros(n, np.float32)
+            stream.copy_to_host(out, c)
+            await stream.wait()
+            return out
+
+        np.testing.assert_array_equal(asyncio.run(main()), np.full(n, 5, np.float32))
+
+
 def test_device_synchronize_waits_for_every_stream(device: Device, kernels: dict[str, Kernel]) -> None:
     n = 1 << 16
     x = RNG.integers(0, 2**32, size=n, dtype=np.uint32)

@@ -191,3 +191,40 @@ def test_device_close_is_once_and_in_order() -> None:
     with pytest.raises(Error) as info:
         d.memory_pool().alloc(16)
     assert info.value.kind is ErrorKind.INVALID_HANDLE
+
+
+def test_awaiting_an_event_does_not_block_the_event_loop() -> None:
+    """Event.__await__ waits in the loop's executor: other tasks run meanwhile, and a failure raises at the await."""
+    import asyncio
+    import time as _time
+
+    from ironaccelerator import Event
+
+    class Slow(Event):
+        def synchronize(self) -> None:
+            _time.sleep(0.3)
+
+    class Failing(Event):
+        def synchronize(self) -> None:
+            raise Error(ErrorKind.LAUNCH_FAILED, "the work failed")
+
+    async def main() -> int:
+        ticks, done = 0, False
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        await Slow()  # 0.3 s: a wait that blocked the loop would leave the ticker at 0
+        during = ticks
+        done = True
+        await task
+        with pytest.raises(Error) as ei:
+            await Failing()
+        assert ei.value.kind is ErrorKind.LAUNCH_FAILED
+        return during
+
+    assert asyncio.run(main()) >= 5

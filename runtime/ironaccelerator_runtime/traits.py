@@ -734,6 +734,13 @@ class Event:
     def elapsed_ms(self, end: Event) -> float:
         raise unsupported(None, "Event.elapsed_ms")
 
+    def __await__(self) -> Any:
+        """``await event``: the wait (``synchronize``) runs in the event loop's default executor, so the loop keeps
+        running; a failure raises from the ``await``."""
+        import asyncio
+
+        return asyncio.get_running_loop().run_in_executor(None, self.synchronize).__await__()
+
 
 class Kernel:
     """A device function ready to launch."""
@@ -806,6 +813,92 @@ class Stream:
 
     def query(self) -> bool:
         raise unsupported(self.device.kind, "Stream.query")
+
+    # host callbacks: an event recorded now, waited for by the stream's callback thread, then fn() called there
+    def add_callback(self, fn: Callable[[], object]) -> None:
+        """Call ``fn()`` once the work queued on this stream before it has completed, on the stream's callback
+        thread (``ironaccelerator-callbacks``), in the order added.  An exception ``fn`` raises is reported through
+        :mod:`logging` (``ironaccelerator.callbacks``, ERROR, with its traceback) and kept, never lost, in
+        ``callback_errors`` (``(fn, exception)``, in order); so is a failure of the wait itself (fn is then not
+        called).  Unlike ``cuLaunchHostFunc`` the stream does not wait for ``fn``: later work may already run
+        while it does.  ``drain_callbacks()`` waits until every callback added so far has returned."""
+        if not callable(fn):
+            raise TypeError(f"Stream.add_callback: fn must be callable, not {type(fn).__name__}")
+        event = self.record_event()
+        with _CALLBACK_LOCK:
+            state: _Callbacks | None = self.__dict__.get("_callback_state")
+            if state is None:
+                state = _Callbacks()
+                self.__dict__["_callback_state"] = state
+            state.add(event, fn)
+
+    @property
+    def callback_errors(self) -> list[tuple[Callable[[], object], BaseException]]:
+        state: _Callbacks | None = self.__dict__.get("_callback_state")
+        return list(state.errors) if state is not None else []
+
+    def drain_callbacks(self, timeout: float | None = None) -> bool:
+        """Wait until every callback added so far has returned (True), or ``timeout`` seconds (False)."""
+        state: _Callbacks | None = self.__dict__.get("_callback_state")
+        return True if state is None else state.drain(timeout)
+
+    async def wait(self) -> None:
+        """``await stream.wait()``: the work queued so far is complete, without blocking the event loop."""
+        await self.record_event()
+
+
+_CALLBACK_LOCK = threading.Lock()
+
+
+class _Callbacks:
+    """One stream's host callbacks: a FIFO of (event, fn) served by a daemon thread that ends when idle."""
+
+    IDLE_S = 1.0  # a thread with nothing to do for this long ends (the next add starts another)
+
+    def __init__(self) -> None:
+        import collections
+
+        self.cond = threading.Condition()
+        self.queue: collections.deque[tuple[Event, Callable[[], object]]] = collections.deque()
+        self.errors: list[tuple[Callable[[], object], BaseException]] = []
+        self.pending = 0
+        self.thread: threading.Thread | None = None
+
+    def add(self, event: Event, fn: Callable[[], object]) -> None:
+        with self.cond:
+            self.queue.append((event, fn))
+            self.pending += 1
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="ironaccelerator-callbacks", daemon=True)
+                self.thread.start()
+            self.cond.notify_all()
+
+    def drain(self, timeout: float | None) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: self.pending == 0, timeout)
+
+    def _run(self) -> None:
+        import logging
+
+        log = logging.getLogger("ironaccelerator.callbacks")
+        while True:
+            with self.cond:
+                if not self.queue and not self.cond.wait_for(lambda: bool(self.queue), self.IDLE_S):
+                    self.thread = None
+                    return
+                event, fn = self.queue.popleft()
+            try:
+                event.synchronize()
+                fn()
+            except BaseException as e:  # reported and kept: a callback never takes the thread (or process) down
+                log.error("stream callback %r raised %s", fn, type(e).__name__, exc_info=e)
+                with self.cond:
+                    self.errors.append((fn, e))
+            finally:
+                del event
+                with self.cond:
+                    self.pending -= 1
+                    self.cond.notify_all()
 
 
 def host_view(obj: Any, writable: bool = False, *, backend: BackendKind | str | None = None,
