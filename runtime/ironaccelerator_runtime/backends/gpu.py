@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
-from ironaccelerator_runtime import kernel_cache
+from ironaccelerator_runtime import kernel_cache, tracing
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight,
@@ -580,11 +580,13 @@ class GpuApi:
         self.ffi: Any = self.of("device_count").ffi
         self.status_not_ready = tables.const("status_not_ready")
         # the compiled launch (_fast._launch in trampolines.c; API mode): packs and calls the launch function
-        fast = getattr(self.of("launch"), "_fast", None) if tables.launch_max_args else None
+        # (not while IRONACCEL_TRACE wraps the raw functions: the C paths would call the driver unlogged)
+        fast = getattr(self.of("launch"), "_fast", None) if tables.launch_max_args and not tracing.ENABLED else None
         self.launch_packed: Callable[..., int | None] | None = getattr(fast, "_launch", None)
         # the compiled pool allocation (_fast._pool_alloc and the _PoolMemory type in trampolines.c; API mode):
         # pool_alloc and pool_free called in C, the memory a C object: (the allocator, the type) or None
-        pool_fast: Any = getattr(self.of("pool_alloc"), "_fast", None) if tables.compiled_pool else None
+        pool_fast: Any = getattr(self.of("pool_alloc"), "_fast", None) if tables.compiled_pool and \
+            not tracing.ENABLED else None
         setup = getattr(pool_fast, "_pool_setup", None)
         self.pool_memory: tuple[Callable[..., Any], type] | None = None if setup is None else (
             pool_fast._pool_alloc, setup(_TLS, Error))

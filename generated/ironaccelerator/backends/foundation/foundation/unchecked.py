@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ironaccelerator_runtime import tracing as _tracing
+
 from ._binding import BINDING as _b
 
 if TYPE_CHECKING:
@@ -94,3 +96,5 @@ else:
     NSTemporaryDirectory = _lib.ia_fn_NSTemporaryDirectory
     NSStringFromClass = _lib.ia_fn_NSStringFromClass
     NSClassFromString = _lib.ia_fn_NSClassFromString
+    if _tracing.ENABLED:  # IRONACCEL_TRACE: each call logged (ironaccelerator_runtime.tracing); else untouched
+        _tracing.wrap(globals(), ["NSObject_alloc", "NSObject_new", "NSObject_init", "NSObject_retain", "NSObject_release", "NSObject_retainCount", "NSObject_class_", "NSObject_isKindOfClass_", "NSObject_respondsToSelector_", "NSObject_description", "NSObject_hash", "NSObject_isEqual_", "NSString_stringWithUTF8String_", "NSString_initWithBytes_length_encoding_", "NSString_UTF8String", "NSString_length", "NSString_characterAtIndex_", "NSString_rangeOfString_", "NSString_substringWithRange_", "NSString_stringByAppendingString_", "NSString_isEqualToString_", "NSString_copy", "NSMutableArray_array", "NSMutableArray_count", "NSMutableArray_addObject_", "NSMutableArray_objectAtIndex_", "NSMutableArray_removeAllObjects", "NSError_errorWithDomain_code_userInfo_", "NSError_domain", "NSError_code", "NSError_localizedDescription", "NSAutoreleasePool_drain", "NSFileManager_defaultManager", "NSFileManager_contentsOfDirectoryAtPath_error_", "NSFileManager_fileExistsAtPath_", "NSTemporaryDirectory", "NSStringFromClass", "NSClassFromString", ])

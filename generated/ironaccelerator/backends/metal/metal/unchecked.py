@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ironaccelerator_runtime import tracing as _tracing
+
 from ._binding import BINDING as _b
 
 if TYPE_CHECKING:
@@ -136,3 +138,5 @@ else:
     MTLSharedEvent_setSignaledValue_ = _lib.MTLSharedEvent_setSignaledValue_
     MTLCreateSystemDefaultDevice = _lib.ia_fn_MTLCreateSystemDefaultDevice
     MTLCopyAllDevices = _lib.ia_fn_MTLCopyAllDevices
+    if _tracing.ENABLED:  # IRONACCEL_TRACE: each call logged (ironaccelerator_runtime.tracing); else untouched
+        _tracing.wrap(globals(), ["NSObject_retain", "NSObject_release", "NSObject_retainCount", "NSObject_isKindOfClass_", "NSObject_respondsToSelector_", "NSString_stringWithUTF8String_", "NSString_UTF8String", "NSString_length", "NSArray_count", "NSArray_objectAtIndex_", "NSError_domain", "NSError_code", "NSError_localizedDescription", "MTLDevice_name", "MTLDevice_registryID", "MTLDevice_recommendedMaxWorkingSetSize", "MTLDevice_hasUnifiedMemory", "MTLDevice_maxThreadsPerThreadgroup", "MTLDevice_maxBufferLength", "MTLDevice_supportsFamily_", "MTLDevice_newCommandQueue", "MTLDevice_newBufferWithLength_options_", "MTLDevice_newBufferWithBytesNoCopy_length_options_deallocator_", "MTLDevice_newLibraryWithSource_options_error_", "MTLDevice_newComputePipelineStateWithFunction_error_", "MTLDevice_newSharedEvent", "MTLResource_storageMode", "MTLBuffer_contents", "MTLBuffer_length", "MTLBuffer_didModifyRange_", "MTLCommandQueue_commandBuffer", "MTLCommandBuffer_commit", "MTLCommandBuffer_waitUntilCompleted", "MTLCommandBuffer_status", "MTLCommandBuffer_error", "MTLCommandBuffer_GPUStartTime", "MTLCommandBuffer_GPUEndTime", "MTLCommandBuffer_computeCommandEncoder", "MTLCommandBuffer_blitCommandEncoder", "MTLCommandBuffer_encodeSignalEvent_value_", "MTLCommandBuffer_encodeWaitForEvent_value_", "MTLCommandEncoder_endEncoding", "MTLComputeCommandEncoder_setComputePipelineState_", "MTLComputeCommandEncoder_setBuffer_offset_atIndex_", "MTLComputeCommandEncoder_setBytes_length_atIndex_", "MTLComputeCommandEncoder_dispatchThreadgroups_threadsPerThreadgroup_", "MTLComputeCommandEncoder_dispatchThreads_threadsPerThreadgroup_", "MTLBlitCommandEncoder_copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_", "MTLBlitCommandEncoder_fillBuffer_range_value_", "MTLCompileOptions_new", "MTLCompileOptions_setFastMathEnabled_", "MTLLibrary_newFunctionWithName_", "MTLFunction_name", "MTLComputePipelineState_maxTotalThreadsPerThreadgroup", "MTLComputePipelineState_threadExecutionWidth", "MTLSharedEvent_signaledValue", "MTLSharedEvent_setSignaledValue_", "MTLCreateSystemDefaultDevice", "MTLCopyAllDevices", ])

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ironaccelerator_runtime import tracing as _tracing
+
 from ._binding import BINDING as _b
 
 if TYPE_CHECKING:
@@ -21,9 +23,13 @@ if TYPE_CHECKING:
 elif _b.mode == "api":
     _lib = _b.lib
     globals().update({name: getattr(_lib, name) for name, *_ in _b.functions})
+    if _tracing.ENABLED:  # IRONACCEL_TRACE: each call logged (ironaccelerator_runtime.tracing); else untouched
+        _tracing.wrap(globals(), [name for name, *_ in _b.functions])
 else:
 
     def __getattr__(name: str) -> Any:
         fn = getattr(_b.lib, name)
+        if _tracing.ENABLED:
+            fn = _tracing.traced(fn, name)
         globals()[name] = fn
         return fn

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ironaccelerator_runtime import tracing as _tracing
+
 from ._binding import BINDING as _b
 
 if TYPE_CHECKING:
@@ -78,3 +80,5 @@ else:
     GoldenLiveObjects = _lib.ia_fn_GoldenLiveObjects
     GoldenScale = _lib.ia_fn_GoldenScale
     GoldenNotExported = _lib.ia_fn_GoldenNotExported
+    if _tracing.ENABLED:  # IRONACCEL_TRACE: each call logged (ironaccelerator_runtime.tracing); else untouched
+        _tracing.wrap(globals(), ["GoldenObject_alloc", "GoldenObject_liveCount", "GoldenObject_init", "GoldenObject_retain", "GoldenObject_release", "GoldenObject_retainCount", "GoldenText_textWithUTF8String_", "GoldenText_UTF8String", "GoldenShape_initWithSize_", "GoldenShape_size", "GoldenShape_scaledBy_", "GoldenShape_origin", "GoldenShape_area", "GoldenShape_preciseArea", "GoldenShape_isEmpty", "GoldenShape_label", "GoldenShape_copyLabel", "GoldenShape_setLabel_", "GoldenShape_validateWithLimit_error_", "GoldenShape_labelCheckedWithError_", "GoldenShape_notImplemented", "GoldenError_domain", "GoldenError_code", "GoldenError_localizedDescription", "GoldenCreateShape", "GoldenCopyLabel", "GoldenSharedText", "GoldenLiveObjects", "GoldenScale", "GoldenNotExported", ])

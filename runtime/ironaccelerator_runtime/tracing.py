@@ -1,0 +1,105 @@
+"""Seeing what the driver does: every raw call the substrate makes, logged with its arguments, status and duration.
+
+``IRONACCEL_TRACE=1`` in the environment when the process starts: each generated module's raw functions (its
+``unchecked`` module, which the backends call) are wrapped when the module is imported, and every call is logged
+at DEBUG to ``ironaccelerator.trace`` (to standard error if that logger has no handler of its own)::
+
+    clEnqueueWriteBuffer(<cdata 'struct _cl_command_queue *' 0x...>, ..., 4096, ...) -> 0 [3.1 us]
+
+``IRONACCEL_TRACE=ondemand`` wraps the same functions but logs only inside ``with ironaccelerator.trace():``.
+Unset (or ``0``), nothing is wrapped: the raw functions are the compiled cffi functions themselves, so tracing
+costs nothing when it is off (``tests/test_tracing.py`` checks that they are the same objects).  The compiled fast
+paths that call the driver from C (the CUDA/HIP packed launch and pool allocation) are not used while tracing is on,
+so launches and pool allocations are logged too; the checked fast paths compiled into the cffi modules
+(number-in/number-out checked functions) call the driver directly and are not traced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterator, MutableMapping
+
+from ironaccelerator._core import ErrorKind
+
+from .errors import Error
+
+__all__ = ["ENABLED", "MODE", "trace", "wrap", "traced", "log"]
+
+MODE = os.environ.get("IRONACCEL_TRACE", "").strip().lower()
+ENABLED = MODE not in ("", "0", "off", "false", "no")  # wrappers installed (at import of each generated module)
+log = logging.getLogger("ironaccelerator.trace")
+_active = ENABLED and MODE != "ondemand"  # logging now (ondemand: only inside trace())
+_depth = 0
+_lock = threading.Lock()
+_REPR_MAX = 64
+
+if ENABLED and not log.handlers:  # the env var asks for output: give it a place to go unless the app chose one
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(logging.Formatter("ironaccelerator.trace: %(message)s"))
+    log.addHandler(_handler)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= _REPR_MAX else r[:_REPR_MAX - 3] + "..."
+
+
+def traced(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``fn`` logging each call (while tracing is active): name, arguments, result or exception, duration."""
+    perf = time.perf_counter
+
+    def call(*args: Any) -> Any:
+        if not _active:
+            return fn(*args)
+        t0 = perf()
+        try:
+            r = fn(*args)
+        except BaseException as e:
+            log.debug("%s(%s) raised %s [%.1f us]", name, ", ".join(map(_short, args)), type(e).__name__,
+                      (perf() - t0) * 1e6)
+            raise
+        log.debug("%s(%s) -> %s [%.1f us]", name, ", ".join(map(_short, args)), _short(r), (perf() - t0) * 1e6)
+        return r
+
+    call.__name__ = call.__qualname__ = name
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
+def wrap(namespace: MutableMapping[str, Any], names: Any) -> None:
+    """Replace each function ``names`` lists in ``namespace`` (a generated ``unchecked`` module's globals) with its
+    traced twin; called by the generated modules only when :data:`ENABLED`."""
+    for name in names:
+        fn = namespace.get(name)
+        if callable(fn) and not hasattr(fn, "__wrapped__"):
+            namespace[name] = traced(fn, name)
+
+
+@contextlib.contextmanager
+def trace() -> Iterator[None]:
+    """Log every raw driver call made inside the block (``IRONACCEL_TRACE=ondemand`` or ``1`` must have been set
+    when the process started: the functions are wrapped when their modules are imported, so that a process that
+    never traces pays nothing).  Nests; thread-wide effect (calls from other threads meanwhile are logged too)."""
+    global _active, _depth
+    if not ENABLED:
+        raise Error(ErrorKind.UNSUPPORTED, "ironaccelerator.trace(): tracing is off in this process; start it with "
+                    "IRONACCEL_TRACE=ondemand (wrapped, logging only inside trace()) or IRONACCEL_TRACE=1 (always)",
+                    function="ironaccelerator.trace")
+    with _lock:
+        _depth += 1
+        before = _active
+        _active = True
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                _active = before
