@@ -781,6 +781,20 @@ def test_host_callbacks_run_in_order_after_the_work(device: Device, stream: Stre
         stream.synchronize()
 
 
+def test_kernel_attributes(device: Device, kernels: dict[str, Kernel]) -> None:
+    """What the compiler made of a kernel; QNN graphs report none (UNSUPPORTED)."""
+    k = kernels["vector_add"]
+    if device.descriptor.backend is BackendKind.QNN:
+        with pytest.raises(Error) as ei:
+            k.attributes
+        assert kind_of(ei) is ErrorKind.UNSUPPORTED
+        return
+    at = k.attributes
+    assert 1 <= at.max_threads_per_block <= device.descriptor.limits.max_threads_per_block, at
+    assert at.preferred_multiple is not None and at.preferred_multiple >= 1, at
+    assert at == k.attributes  # a frozen value, the same each time
+
+
 def test_await_stream_and_event(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
     import asyncio
 

@@ -809,6 +809,12 @@ class FakeDriver:
             if m is hip_backend and value > 2**31 - 1:
                 raise OverflowError("int too big to convert")  # hipMemsetD32Async's value is an int, as cffi says
             return _memset(dst, value, count, 4, "i" if value < 0 else "I")
+        func_attrs = {C["func_max_threads"]: 768, C["func_shared"]: 4096, C["func_const"]: 64, C["func_local"]: 16,
+                      C["func_regs"]: 40, C["func_max_dynamic_shared"]: 48 << 10}
+        attrs[C["attr_warp_size"]] = 32 if m is cuda_backend else 64
+        def func_attribute(out: Any, attr: int, f: Any) -> int:
+            d.functions[d.key(f)]  # (a function of a loaded module)
+            out[0] = func_attrs[attr]; return 0
         def stream_create(out: Any, flags: int) -> int: assert flags == C["stream_flags"]; out[0] = d.handle(T["stream"]); return 0
         def stream_destroy(s: Any) -> int: return 0
         def stream_synchronize(s: Any) -> int: return 0
@@ -1053,6 +1059,10 @@ def test_sim_kernel_launch_events_and_checks(sim: Any) -> None:
         assert k.param_sizes == (8, 8, 8, 4) and k.num_args == 4  # from cuFuncGetParamInfo
     else:
         assert k.param_sizes is None and k.num_args is None  # HIP: nothing to ask
+    at = k.attributes  # cuFuncGetAttribute / hipFuncGetAttribute per field, the device's warp size
+    assert (at.max_threads_per_block, at.registers, at.static_shared_mem, at.local_mem, at.const_mem,
+            at.max_dynamic_shared_mem) == (768, 40, 4096, 16, 64, 48 << 10)
+    assert at.preferred_multiple == (32 if module is cuda_backend else 64)
     n = 3000
     a = np.random.default_rng(3).standard_normal(n).astype(np.float32)
     b = np.random.default_rng(4).standard_normal(n).astype(np.float32)

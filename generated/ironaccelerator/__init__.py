@@ -22,13 +22,13 @@ from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.tracing import trace
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, BackendRegistry, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event,
-    Kernel, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream,
+    Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream,
 )
 
 __all__ = [
     "Allocation", "Backend", "BackendKind", "BackendRegistry", "Capability", "CapabilityFlags", "ComputeTier",
     "DType", "Device", "DeviceDescriptor", "DeviceId", "DeviceLimits", "Error", "ErrorKind", "Event", "Kernel",
-    "KernelLaunch", "LaunchDims", "MemoryKind", "MemoryPool", "Module", "NumericClass", "PoolStats", "Result",
+    "KernelAttributes", "KernelLaunch", "LaunchDims", "MemoryKind", "MemoryPool", "Module", "NumericClass", "PoolStats", "Result",
     "Scalar", "Stream", "Vendor", "trace",
 ]
 __version__ = "0.1.0"

@@ -742,11 +742,29 @@ class Event:
         return asyncio.get_running_loop().run_in_executor(None, self.synchronize).__await__()
 
 
+@dataclass(frozen=True, slots=True)
+class KernelAttributes:
+    """What the compiler made of a kernel, as its vendor reports it; None: not reported by this vendor."""
+
+    max_threads_per_block: int  # the most threads one block (work-group, threadgroup) of it may have
+    preferred_multiple: int | None = None  # block sizes that are a multiple run best: warp, SIMD or execution width
+    registers: int | None = None  # per thread
+    static_shared_mem: int | None = None  # bytes of shared / local / threadgroup memory the code declares
+    local_mem: int | None = None  # bytes of private (local, spill) memory per thread
+    const_mem: int | None = None  # bytes of constant memory
+    max_dynamic_shared_mem: int | None = None  # the most dynamic shared memory a launch may add
+
+
 class Kernel:
-    """A device function ready to launch."""
+    """A device function ready to launch.  ``attributes``: :class:`KernelAttributes` (UNSUPPORTED where the vendor
+    reports none)."""
 
     name: str
     num_args: int | None = None
+
+    @property
+    def attributes(self) -> KernelAttributes:
+        raise unsupported(None, "Kernel.attributes")
 
     def __repr__(self) -> str:
         n = getattr(self, "num_args", None)

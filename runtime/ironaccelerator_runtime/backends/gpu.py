@@ -37,7 +37,7 @@ from ironaccelerator_runtime import kernel_cache, tracing
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight,
-    Kernel, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, check_span,
+    Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, check_span,
     compile_options, device_span, fill_pattern, host_view, not_a_launch,
 )
 
@@ -63,6 +63,7 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "program_binary_size": "program_create", "program_binary": "program_create",
         "program_add_name": "program_create", "program_lowered_name": "program_create",
         "compiler_version": "program_create",
+        "func_attribute": "",
         "pool_create": "", "pool_destroy": "pool_create", "pool_alloc": "pool_create", "pool_free": "pool_create",
         "pool_trim": "pool_create", "pool_get_attribute": "pool_create", "pool_set_attribute": "pool_create",
     },
@@ -72,7 +73,9 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "status_unsupported_ptx": "program_create", "compile_success": "program_create",
         "attr_compute_units": "", "attr_max_block_x": "", "attr_max_block_y": "", "attr_max_block_z": "",
         "attr_max_grid_x": "", "attr_max_grid_y": "", "attr_max_grid_z": "", "attr_max_threads_per_block": "",
-        "attr_max_shared_mem": "", "attr_integrated": "",
+        "attr_max_shared_mem": "", "attr_integrated": "", "attr_warp_size": "",
+        "func_max_threads": "", "func_shared": "", "func_const": "", "func_local": "", "func_regs": "",
+        "func_max_dynamic_shared": "",
         "attr_compute_major": "!device_properties", "attr_compute_minor": "!device_properties",
         "attr_memory_pools_supported": "pool_create",
         "pool_alloc_type": "pool_create", "pool_location_device": "pool_create",
@@ -551,6 +554,7 @@ class GpuApi:
     program_add_name: Any
     program_lowered_name: Any
     compiler_version: Any
+    func_attribute: Any
     pool_create: Any
     pool_destroy: Any
     pool_alloc: Any
@@ -1454,6 +1458,24 @@ class GpuKernel(Kernel):
         self.num_args = None if self.param_sizes is None else len(self.param_sizes)
         self._plans: dict[tuple[Any, ...], _ArgPlan | None] = {}  # argument types -> layout (see _ArgPlan)
         self._layouts: dict[tuple[type, ...], bytes] = {}  # the compiled launch's (see _ArgPlan.layout)
+
+    @property
+    def attributes(self) -> KernelAttributes:
+        """``cuFuncGetAttribute`` / ``hipFuncGetAttribute`` for each field; the warp size is the device's."""
+        api, tables = self.api, self.api.tables
+        self.module.device.activate()
+        out = api.ffi.new("int *")
+
+        def attr(role: str) -> int:
+            api.check(api.func_attribute(out, tables.const(role), self.handle), "func_attribute")
+            return int(out[0])
+
+        device = self.module.device
+        warp = device.backend._attr(tables.const("attr_warp_size"), device.handle)
+        return KernelAttributes(max_threads_per_block=attr("func_max_threads"), preferred_multiple=warp,
+                                registers=attr("func_regs"), static_shared_mem=attr("func_shared"),
+                                local_mem=attr("func_local"), const_mem=attr("func_const"),
+                                max_dynamic_shared_mem=attr("func_max_dynamic_shared"))
 
     def _plan(self, args: Sequence[Any], key: tuple[Any, ...]) -> _ArgPlan | None:
         """The plan for ``args``, whose key is the tuple of their types, followed by the DType of each

@@ -47,8 +47,9 @@ from typing import Any, Callable, Mapping, Sequence
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, KernelLaunch,
-    LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, check_span, compile_options,
+    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel,
+    KernelAttributes, KernelLaunch, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size,
+    check_span, compile_options,
     device_span, fill_pattern, host_view, not_a_launch,
 )
 
@@ -479,6 +480,12 @@ class MetalKernel(Kernel):
         self.execution_width = int(pipeline.threadExecutionWidth())
         self.slots = slots
         self.num_args = len(slots) if slots is not None else None
+
+    @property
+    def attributes(self) -> KernelAttributes:
+        """The pipeline's ``maxTotalThreadsPerThreadgroup`` and ``threadExecutionWidth`` (the SIMD width); Metal
+        reports no registers, and ``staticThreadgroupMemoryLength`` is not bound."""
+        return KernelAttributes(max_threads_per_block=self.max_threads, preferred_multiple=self.execution_width)
 
 
 def _value_bytes(x: Any, slot: ArgSlot | None, what: str) -> bytes:

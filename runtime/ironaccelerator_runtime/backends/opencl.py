@@ -27,8 +27,8 @@ from ironaccelerator_runtime import kernel_cache
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel,
-    KernelLaunch, InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size, check_span,
-    compile_options, device_span, fill_pattern, host_view, not_a_launch,
+    KernelAttributes, KernelLaunch, InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream,
+    check_size, check_span, compile_options, device_span, fill_pattern, host_view, not_a_launch,
 )
 
 _KIND = BackendKind.OPENCL
@@ -435,6 +435,19 @@ class OpenCLKernel(Kernel):
         self._keys: list[Any] = [None] * self.num_args
         self._objs: list[Any] = [None] * self.num_args
         self._slots = _arg_slots(api, self.handle, self.num_args)
+
+    @property
+    def attributes(self) -> KernelAttributes:
+        """``clGetKernelWorkGroupInfo`` on the module's device (OpenCL reports no register count or constant use)."""
+        api, cl = self._api, self._api.cl
+        dev = self.module.device.handle
+        wg = "clGetKernelWorkGroupInfo"
+        return KernelAttributes(
+            max_threads_per_block=api.info_int(wg, self.handle, cl.CL_KERNEL_WORK_GROUP_SIZE, "size_t", dev),
+            preferred_multiple=api.info_int(wg, self.handle, cl.CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                                            "size_t", dev),
+            static_shared_mem=api.info_int(wg, self.handle, cl.CL_KERNEL_LOCAL_MEM_SIZE, "cl_ulong", dev),
+            local_mem=api.info_int(wg, self.handle, cl.CL_KERNEL_PRIVATE_MEM_SIZE, "cl_ulong", dev))
 
     def _slot_error(self, i: int, a: Any, wants_buffer: bool) -> Error:
         what = "a buffer (an Allocation)" if wants_buffer else "a value (a numpy scalar, Scalar or bytes)"

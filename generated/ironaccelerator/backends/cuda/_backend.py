@@ -70,6 +70,7 @@ TABLES = _gpu.GpuTables(
         'program_add_name': ('nvrtc', 'nvrtcAddNameExpression'),
         'program_lowered_name': ('nvrtc', 'nvrtcGetLoweredName'),
         'compiler_version': ('nvrtc', 'nvrtcVersion'),
+        'func_attribute': ('driver', 'cuFuncGetAttribute'),
         'pool_create': ('driver', 'cuMemPoolCreate'),
         'pool_destroy': ('driver', 'cuMemPoolDestroy'),
         'pool_alloc': ('driver', 'cuMemAllocFromPoolAsync'),
@@ -98,6 +99,13 @@ TABLES = _gpu.GpuTables(
         'attr_max_threads_per_block': 1,  # CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
         'attr_max_shared_mem': 8,  # CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK
         'attr_integrated': 18,  # CU_DEVICE_ATTRIBUTE_INTEGRATED
+        'attr_warp_size': 10,  # CU_DEVICE_ATTRIBUTE_WARP_SIZE
+        'func_max_threads': 0,  # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        'func_shared': 1,  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+        'func_const': 2,  # CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES
+        'func_local': 3,  # CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+        'func_regs': 4,  # CU_FUNC_ATTRIBUTE_NUM_REGS
+        'func_max_dynamic_shared': 8,  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         'attr_compute_major': 75,  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
         'attr_compute_minor': 76,  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
         'attr_memory_pools_supported': 115,  # CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED

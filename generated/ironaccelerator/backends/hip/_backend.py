@@ -58,6 +58,7 @@ TABLES = _gpu.GpuTables(
         'context_retain': None,
         'set_device': ('runtime', 'hipSetDevice'),
         'program_create': None,
+        'func_attribute': ('runtime', 'hipFuncGetAttribute'),
         'pool_create': ('runtime', 'hipMemPoolCreate'),
         'pool_destroy': ('runtime', 'hipMemPoolDestroy'),
         'pool_alloc': ('runtime', 'hipMallocFromPoolAsync'),
@@ -83,6 +84,13 @@ TABLES = _gpu.GpuTables(
         'attr_max_threads_per_block': 56,  # hipDeviceAttributeMaxThreadsPerBlock
         'attr_max_shared_mem': 74,  # hipDeviceAttributeMaxSharedMemoryPerBlock
         'attr_integrated': 16,  # hipDeviceAttributeIntegrated
+        'attr_warp_size': 87,  # hipDeviceAttributeWarpSize
+        'func_max_threads': 0,  # HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        'func_shared': 1,  # HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+        'func_const': 2,  # HIP_FUNC_ATTRIBUTE_CONST_SIZE_BYTES
+        'func_local': 3,  # HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+        'func_regs': 4,  # HIP_FUNC_ATTRIBUTE_NUM_REGS
+        'func_max_dynamic_shared': 8,  # HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         'attr_memory_pools_supported': 88,  # hipDeviceAttributeMemoryPoolsSupported
         'pool_alloc_type': 1,  # hipMemAllocationTypePinned
         'pool_location_device': 1,  # hipMemLocationTypeDevice
