@@ -781,6 +781,47 @@ def test_host_callbacks_run_in_order_after_the_work(device: Device, stream: Stre
         stream.synchronize()
 
 
+def test_threads_share_device_module_kernel_and_pool(device: Device, kernels: dict[str, Kernel]) -> None:
+    """The README's thread-safety policy: the device, the module and its kernel, and the memory pool are shared by
+    4 threads; each has its own stream (and the events it records).  Every result is checked."""
+    import threading
+
+    k = kernels["vector_add"]
+    pool = device.memory_pool()
+    problems: list[str] = []
+
+    def work(t: int) -> None:
+        try:
+            s = device.create_stream()
+            rng = np.random.default_rng(t)
+            for i in range(25):
+                n = int(rng.integers(64, 4096))
+                a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+                da, db = device.alloc(4 * n), pool.alloc(4 * n, s)
+                dc = device.alloc(4 * n) if i % 2 else pool.alloc(4 * n, s)
+                s.copy_from_host(da, a)
+                s.copy_from_host(db, b)
+                s.launch(KernelLaunch(k, grid_for(n, 64), (da, db, dc, Scalar(n, DType.U32))))
+                out = np.empty_like(a)
+                s.copy_to_host(out, dc)
+                s.record_event().synchronize() if i % 3 else s.synchronize()
+                if not np.array_equal(out, a + b):
+                    problems.append(f"thread {t} round {i}: wrong sum")
+                for x in (da, db, dc):
+                    x.free()
+        except Exception as e:  # reported below: a thread's exception must fail the test
+            problems.append(f"thread {t}: {e!r}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=300)
+        assert not th.is_alive(), "a worker hangs"
+    assert problems == []
+    pool.trim()
+
+
 def test_kernel_attributes(device: Device, kernels: dict[str, Kernel]) -> None:
     """What the compiler made of a kernel; QNN graphs report none (UNSUPPORTED)."""
     k = kernels["vector_add"]
