@@ -129,6 +129,16 @@ def check_span(size: int, offset: Any, nbytes: Any, what: str, function: str,
     return o, n
 
 
+def host_span(host_size: int, device_size: int, nbytes: Any, host_offset: Any, device_offset: Any, function: str,
+              backend: BackendKind | str | None = None, *, to_device: bool) -> tuple[int, int, int]:
+    """``(host_offset, device_offset, nbytes)`` of a copy between a host buffer and an allocation: without
+    ``nbytes`` the host buffer's bytes after its offset, which must fit in the allocation after its offset."""
+    ho, n = check_span(host_size, host_offset, nbytes, "the host source" if to_device else "the host destination",
+                       function, backend)
+    do, _ = check_span(device_size, device_offset, n, "dst" if to_device else "src", function, backend)
+    return ho, do, n
+
+
 def device_span(dst: Any, src: Any, nbytes: Any, dst_offset: Any, src_offset: Any,
                 backend: BackendKind | str | None = None) -> tuple[int, int, int]:
     """``(src_offset, dst_offset, nbytes)`` of a device-to-device copy (``Stream.copy``): without ``nbytes`` the

@@ -36,9 +36,9 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime import kernel_cache, tracing
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight,
-    Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, check_span,
-    compile_options, device_span, fill_pattern, host_view, not_a_launch,
+    Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event,
+    InFlight, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar,
+    Stream, check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
 )
 
 # What this module reads from a GPU backend spec (specs/<vendor>/backend.yaml), by section: role -> when it is
@@ -1579,8 +1579,8 @@ class GpuStream(Stream):
         view = host_view(src, False, backend=self._kind, function="Stream.copy_from_host")
         n, so = view.nbytes, 0
         if nbytes is not None or dst_offset or src_offset:
-            so, n = check_span(n, src_offset, nbytes, "the host source", "Stream.copy_from_host", self._kind)
-            at, _ = check_span(dst.nbytes, dst_offset, n, "dst", "Stream.copy_from_host", self._kind)
+            so, at, n = host_span(n, dst.nbytes, nbytes, src_offset, dst_offset, "Stream.copy_from_host",
+                                  self._kind, to_device=True)
             dptr = self._at(dptr, at)
         elif n > dst.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: {view.nbytes} bytes do not fit in {dst!r}",
@@ -1598,8 +1598,8 @@ class GpuStream(Stream):
         view = host_view(dst, True, backend=self._kind, function="Stream.copy_to_host")
         n, do = view.nbytes, 0
         if nbytes is not None or dst_offset or src_offset:
-            do, n = check_span(n, dst_offset, nbytes, "the host destination", "Stream.copy_to_host", self._kind)
-            at, _ = check_span(src.nbytes, src_offset, n, "src", "Stream.copy_to_host", self._kind)
+            do, at, n = host_span(n, src.nbytes, nbytes, dst_offset, src_offset, "Stream.copy_to_host", self._kind,
+                                  to_device=False)
             dptr = self._at(dptr, at)
         elif n > src.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: {view.nbytes} bytes is more than {src!r} "

@@ -49,8 +49,7 @@ from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel,
     KernelAttributes, KernelLaunch, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size,
-    check_span, compile_options,
-    device_span, fill_pattern, host_view, not_a_launch,
+    check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
 )
 
 _KIND = BackendKind.METAL
@@ -694,8 +693,7 @@ class MetalStream(Stream):
         self._live(what)
         bid = _buffer_of(dst, self.device, what)
         view = host_view(src, backend=_KIND, function=what)
-        so, n = check_span(view.nbytes, src_offset, nbytes, "the host source", what, _KIND)
-        at, _ = check_span(dst.nbytes, dst_offset, n, "dst", what, _KIND)
+        so, at, n = host_span(view.nbytes, dst.nbytes, nbytes, src_offset, dst_offset, what, _KIND, to_device=True)
         if n == 0:
             return
         a = self._api
@@ -713,8 +711,7 @@ class MetalStream(Stream):
         self._live(what)
         bid = _buffer_of(src, self.device, what)
         view = host_view(dst, writable=True, backend=_KIND, function=what)
-        do, n = check_span(view.nbytes, dst_offset, nbytes, "the host destination", what, _KIND)
-        at, _ = check_span(src.nbytes, src_offset, n, "src", what, _KIND)
+        do, at, n = host_span(view.nbytes, src.nbytes, nbytes, dst_offset, src_offset, what, _KIND, to_device=False)
         if n == 0:
             return
         a = self._api

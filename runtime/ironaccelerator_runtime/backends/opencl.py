@@ -26,9 +26,9 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime import kernel_cache
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel,
-    KernelAttributes, KernelLaunch, InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream,
-    check_size, check_span, compile_options, device_span, fill_pattern, host_view, not_a_launch,
+    Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event,
+    Kernel, KernelAttributes, KernelLaunch, InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream,
+    check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
 )
 
 _KIND = BackendKind.OPENCL
@@ -629,8 +629,8 @@ class OpenCLStream(Stream):
         n = len(ptr)
         at, src_ptr = 0, ptr
         if nbytes is not None or dst_offset or src_offset:
-            so, n = check_span(n, src_offset, nbytes, "the host source", "Stream.copy_from_host", _KIND)
-            at, _ = check_span(dst.nbytes, dst_offset, n, "dst", "Stream.copy_from_host", _KIND)
+            so, at, n = host_span(n, dst.nbytes, nbytes, src_offset, dst_offset, "Stream.copy_from_host", _KIND,
+                                  to_device=True)
             src_ptr = ptr + so
         elif n > dst.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes do not fit in {dst!r}", backend="OPENCL",
@@ -655,8 +655,8 @@ class OpenCLStream(Stream):
         n = len(ptr)
         at, dst_ptr = 0, ptr
         if nbytes is not None or dst_offset or src_offset:
-            do, n = check_span(n, dst_offset, nbytes, "the host destination", "Stream.copy_to_host", _KIND)
-            at, _ = check_span(src.nbytes, src_offset, n, "src", "Stream.copy_to_host", _KIND)
+            do, at, n = host_span(n, src.nbytes, nbytes, dst_offset, src_offset, "Stream.copy_to_host", _KIND,
+                                  to_device=False)
             dst_ptr = ptr + do
         elif n > src.nbytes:
             raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes is more than {src!r} holds", backend="OPENCL",

@@ -45,8 +45,8 @@ from ironaccelerator_runtime.backends import qnn_log, qnn_saver
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, LaunchDims,
-    Module, PooledAllocation, Result, Stream, check_size, check_span, compile_options, device_span, fill_pattern,
-    host_view, not_a_launch,
+    Module, PooledAllocation, Result, Stream, check_size, check_span, compile_options, device_span, host_span,
+    fill_pattern, host_view, not_a_launch,
 )
 
 _KIND = BackendKind.QNN
@@ -793,8 +793,7 @@ class QnnStream(Stream):
         what = "Stream.copy_from_host"
         buf = _live(dst, what, self.device)
         view = host_view(src, backend=_KIND, function=what)
-        so, n = check_span(view.nbytes, src_offset, nbytes, "the host source", what, _KIND)
-        at, _ = check_span(dst.nbytes, dst_offset, n, "dst", what, _KIND)
+        so, at, n = host_span(view.nbytes, dst.nbytes, nbytes, src_offset, dst_offset, what, _KIND, to_device=True)
         self.synchronize()  # (asynchronous execution: never overwrite a buffer a graph still reads)
         self._memmove(buf + at, self._from_buffer(view) + so, n)
 
@@ -803,8 +802,7 @@ class QnnStream(Stream):
         what = "Stream.copy_to_host"
         buf = _live(src, what, self.device)
         view = host_view(dst, writable=True, backend=_KIND, function=what)
-        do, n = check_span(view.nbytes, dst_offset, nbytes, "the host destination", what, _KIND)
-        at, _ = check_span(src.nbytes, src_offset, n, "src", what, _KIND)
+        do, at, n = host_span(view.nbytes, src.nbytes, nbytes, dst_offset, src_offset, what, _KIND, to_device=False)
         self.synchronize()
         self._memmove(self._from_buffer("char[]", view, True) + do, buf + at, n)
 
