@@ -172,7 +172,6 @@ MODULE_FORMATS: dict[BackendKind, str] = {
 # Operations a backend declares unsupported: each is called and must raise (or, unchecked, return) an
 # Error(UNSUPPORTED), never be skipped silently.  name -> call(device)
 UNSUPPORTED: dict[BackendKind, dict[str, Callable[[Any], object]]] = {
-    BackendKind.OPENCL: {"Device.alloc(MemoryKind.UNIFIED)": lambda dev: dev.alloc(64, MemoryKind.UNIFIED)},
     BackendKind.METAL: {
         "Device.alloc(MemoryKind.HOST)": lambda dev: dev.alloc(64, MemoryKind.HOST),
         "Device.alloc_unchecked(MemoryKind.HOST_PINNED)": lambda dev: dev.alloc_unchecked(64, MemoryKind.HOST_PINNED),
@@ -587,7 +586,7 @@ def test_fill_patterns(device: Device, stream: Stream, width: int) -> None:
 
 # host views: which kinds each backend gives one for (the others: INVALID_VALUE for device memory; a host kind that
 # has none yet is UNSUPPORTED, listed here)
-HOST_VIEWS = {BackendKind.OPENCL: set(), BackendKind.METAL: {MemoryKind.UNIFIED},
+HOST_VIEWS = {BackendKind.OPENCL: {MemoryKind.UNIFIED}, BackendKind.METAL: {MemoryKind.UNIFIED},
               BackendKind.QNN: {MemoryKind.DEVICE, MemoryKind.HOST_PINNED, MemoryKind.HOST}}
 HOST_VIEW_UNSUPPORTED = {BackendKind.OPENCL: {MemoryKind.HOST_PINNED, MemoryKind.HOST}}
 
@@ -632,6 +631,29 @@ def test_host_views_without_a_copy(device: Device, stream: Stream) -> None:
             a.host_view()
         assert kind_of(ei) is ErrorKind.INVALID_HANDLE
     assert seen == HOST_VIEWS.get(backend, set())
+
+
+def test_unified_memory_flag_means_kernels_and_host_share_it(device: Device, stream: Stream,
+                                                             kernels: dict[str, Kernel]) -> None:
+    """A device advertising UNIFIED_MEMORY allocates MemoryKind.UNIFIED, and a kernel reads what the host wrote
+    through host views and writes what the host then reads, without copies (OpenCL: fine-grained SVM; Metal:
+    shared storage)."""
+    if CapabilityFlags.UNIFIED_MEMORY not in device.descriptor.capability.flags:
+        with pytest.raises(Error):
+            device.alloc(64, MemoryKind.UNIFIED).host_view()
+        return
+    n = 4096
+    a, b, c = (device.alloc(4 * n, MemoryKind.UNIFIED) for _ in range(3))
+    va, vb, vc = (np.frombuffer(x.host_view(), np.float32) for x in (a, b, c))
+    va[:] = np.arange(n, dtype=np.float32)
+    vb[:] = 0.5
+    vc[:] = -1
+    stream.launch(KernelLaunch(kernels["vector_add"], grid_for(n, 64), (a, b, c, Scalar(n, DType.U32))))
+    stream.synchronize()
+    np.testing.assert_array_equal(vc, np.arange(n, dtype=np.float32) + 0.5)
+    del va, vb, vc
+    for x in (a, b, c):
+        x.free()
 
 
 def test_round_trip_typed_buffers(device: Device, stream: Stream) -> None:

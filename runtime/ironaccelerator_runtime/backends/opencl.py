@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
@@ -184,6 +184,8 @@ class OpenCLBackend(Backend):
         unified = bool(api.info_int(fn, d, cl.CL_DEVICE_HOST_UNIFIED_MEMORY, "cl_bool"))
         capability = self.tables.capability(api.info_str(fn, d, cl.CL_DEVICE_EXTENSIONS), dtype, unified,
                                             api.info_str(fn, d, cl.CL_DEVICE_OPENCL_C_VERSION), cl)
+        if _fine_grain_svm(api, d):  # alloc(MemoryKind.UNIFIED) works: fine-grained buffer SVM
+            capability = replace(capability, flags=capability.flags | CapabilityFlags.UNIFIED_MEMORY)
         sizes = api.info_bytes(fn, d, cl.CL_DEVICE_MAX_WORK_ITEM_SIZES)
         n = len(sizes) // 8
         dims = struct.unpack(f"<{n}Q", sizes[: n * 8]) + (1, 1, 1)
@@ -242,6 +244,7 @@ class OpenCLDevice(Device):
             MemoryKind.HOST_PINNED: cl.CL_MEM_READ_WRITE | cl.CL_MEM_ALLOC_HOST_PTR,
             MemoryKind.HOST: cl.CL_MEM_READ_WRITE | cl.CL_MEM_ALLOC_HOST_PTR,
         }
+        self._svm = _fine_grain_svm(api, handle)  # MemoryKind.UNIFIED: fine-grained buffer SVM (OpenCL 2.0)
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> OpenCLAllocation:
         return self._checked_alloc(nbytes, kind, self._alloc)
@@ -253,6 +256,8 @@ class OpenCLDevice(Device):
 
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[OpenCLAllocation]:
         flags = self._mem_flags.get(kind)
+        if kind is MemoryKind.UNIFIED and self._svm:
+            return self._alloc_svm(nbytes, tracked)
         if flags is None:
             return Error(ErrorKind.UNSUPPORTED, f"{getattr(kind, 'name', kind)} memory is not supported by the "
                          "OpenCL backend", backend="OPENCL", function="Device.alloc")
@@ -270,6 +275,29 @@ class OpenCLDevice(Device):
                 return self.api.error(err[0], "clCreateBuffer", f"{nbytes} bytes of {kind.name} memory requested; "
                                       f"the device's largest allocation is {limit} bytes")
         return OpenCLAllocation(self, buf, nbytes, kind, tracked)
+
+    def _alloc_svm(self, nbytes: int, tracked: bool) -> Result[OpenCLAllocation]:
+        """UNIFIED: ``clSVMAlloc`` (fine-grained buffer: the host reads and writes it directly, coherently), wrapped
+        in a ``cl_mem`` with ``CL_MEM_USE_HOST_PTR`` (OpenCL 2.0: the buffer then uses the SVM allocation as its
+        storage), so copies, fills and kernel arguments take it as any buffer."""
+        api, cl, what = self.api, self.api.cl, "Device.alloc"
+        try:
+            n = check_size(nbytes, "nbytes", what, _KIND)
+        except (Error, TypeError) as e:
+            return e if isinstance(e, Error) else Error(ErrorKind.INVALID_VALUE, str(e), backend="OPENCL", function=what)
+        p = api.raw.clSVMAlloc(self.context, cl.CL_MEM_READ_WRITE | cl.CL_MEM_SVM_FINE_GRAIN_BUFFER, n, 0)
+        if p == self._null:
+            return Error(ErrorKind.OUT_OF_MEMORY, f"{what}: clSVMAlloc of {n} bytes of UNIFIED (fine-grained SVM) "
+                         f"memory failed; the device's largest allocation is {self.descriptor.limits.max_alloc} bytes",
+                         backend="OPENCL", function=what)
+        err = api.ffi.new("cl_int *")
+        buf = self._create_buffer(self.context, cl.CL_MEM_READ_WRITE | cl.CL_MEM_USE_HOST_PTR, n, p, err)
+        if not buf:
+            api.raw.clSVMFree(self.context, p)
+            return api.error(err[0], "clCreateBuffer", f"a buffer over {n} bytes of SVM")
+        a = OpenCLAllocation(self, buf, n, MemoryKind.UNIFIED, tracked)
+        a._svm = p
+        return a
 
     def create_stream(self) -> OpenCLStream:
         self._check_open("Device.create_stream")
@@ -315,6 +343,15 @@ class OpenCLDevice(Device):
         self._finalizer()
 
 
+def _fine_grain_svm(api: Any, device: Any) -> bool:
+    """Whether the device has fine-grained buffer SVM (CL_DEVICE_SVM_CAPABILITIES, OpenCL 2.0; an older device
+    refuses the query)."""
+    cl, out = api.cl, api.ffi.new("cl_ulong *")
+    code = api.raw.clGetDeviceInfo(device, cl.CL_DEVICE_SVM_CAPABILITIES, api.ffi.sizeof("cl_ulong"), out,
+                                   api.ffi.NULL)
+    return code == 0 and bool(out[0] & cl.CL_DEVICE_SVM_FINE_GRAIN_BUFFER)
+
+
 _STREAMS: "weakref.WeakKeyDictionary[OpenCLDevice, weakref.WeakSet[OpenCLStream]]" = weakref.WeakKeyDictionary()
 
 
@@ -337,10 +374,16 @@ class OpenCLAllocation(Allocation):
 
     device: OpenCLDevice
 
+    _svm: Any = None  # UNIFIED: the fine-grained SVM pointer the buffer uses as its storage
+
+    def _host_address(self) -> int | None:
+        """UNIFIED (fine-grained SVM) memory is the host's to read and write; other buffers have no address."""
+        return None if self._svm is None else int(self.device.api.ffi.cast("uintptr_t", self._svm))
+
     def host_view(self) -> memoryview:
-        """Not yet on OpenCL: a host-allocated buffer (HOST_PINNED, HOST: CL_MEM_ALLOC_HOST_PTR) is reached through
-        clEnqueueMapBuffer, whose mapping must end before any command uses the buffer: UNSUPPORTED (device
-        buffers: INVALID_VALUE, as everywhere)."""
+        """UNIFIED: the SVM memory itself.  A host-allocated buffer (HOST_PINNED, HOST: CL_MEM_ALLOC_HOST_PTR) is
+        reached through clEnqueueMapBuffer, whose mapping must end before any command uses the buffer: not yet,
+        UNSUPPORTED (device buffers: INVALID_VALUE, as everywhere)."""
         if self.kind in (MemoryKind.HOST_PINNED, MemoryKind.HOST):
             self._check_live("Allocation.host_view")
             raise Error(ErrorKind.UNSUPPORTED, f"Allocation.host_view: {self.kind.name} OpenCL buffers are not mapped "
@@ -351,6 +394,11 @@ class OpenCLAllocation(Allocation):
     def _release(self) -> Error | None:
         device = self.device
         code = device._release_mem(self.buffer)
+        if self._svm is not None:  # clSVMFree does not wait for queued commands: every stream is waited for first
+            for s in list(_STREAMS.get(device, ())):
+                s.synchronize()
+            device.api.raw.clSVMFree(device.context, self._svm)
+            self._svm = None
         return device.api.error(code, "clReleaseMemObject") if code else None
 
 
