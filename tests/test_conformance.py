@@ -854,6 +854,9 @@ def test_kernel_attributes(device: Device, kernels: dict[str, Kernel]) -> None:
         return
     at = k.attributes
     assert 1 <= at.max_threads_per_block <= device.descriptor.limits.max_threads_per_block, at
+    with pytest.raises(Error) as ei:  # occupancy: CUDA/HIP only (tests/test_gpu_backends.py)
+        k.max_active_blocks(64)
+    assert kind_of(ei) is ErrorKind.UNSUPPORTED
     assert at.preferred_multiple is not None and at.preferred_multiple >= 1, at
     assert at == k.attributes  # a frozen value, the same each time
 

@@ -812,6 +812,9 @@ class FakeDriver:
         func_attrs = {C["func_max_threads"]: 768, C["func_shared"]: 4096, C["func_const"]: 64, C["func_local"]: 16,
                       C["func_regs"]: 40, C["func_max_dynamic_shared"]: 48 << 10}
         attrs[C["attr_warp_size"]] = 32 if m is cuda_backend else 64
+        def occupancy(out: Any, f: Any, threads: int, shared: int) -> int:
+            d.functions[d.key(f)]
+            out[0] = max(0, min(2048 // threads, 32) - shared // 16384); return 0  # an H100-like rule
         def func_attribute(out: Any, attr: int, f: Any) -> int:
             d.functions[d.key(f)]  # (a function of a loaded module)
             out[0] = func_attrs[attr]; return 0
@@ -1063,6 +1066,12 @@ def test_sim_kernel_launch_events_and_checks(sim: Any) -> None:
     assert (at.max_threads_per_block, at.registers, at.static_shared_mem, at.local_mem, at.const_mem,
             at.max_dynamic_shared_mem) == (768, 40, 4096, 16, 64, 48 << 10)
     assert at.preferred_multiple == (32 if module is cuda_backend else 64)
+    assert (k.max_active_blocks(256), k.max_active_blocks(64), k.max_active_blocks(256, 32768)) == (8, 32, 6)
+    with pytest.raises(Error) as ei:
+        k.max_active_blocks(0)
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    with pytest.raises(TypeError):
+        k.max_active_blocks(True)
     n = 3000
     a = np.random.default_rng(3).standard_normal(n).astype(np.float32)
     b = np.random.default_rng(4).standard_normal(n).astype(np.float32)

@@ -776,6 +776,11 @@ class Kernel:
     def attributes(self) -> KernelAttributes:
         raise unsupported(None, "Kernel.attributes")
 
+    def max_active_blocks(self, block_threads: int, dynamic_shared_mem: int = 0) -> int:
+        """Occupancy: how many blocks of ``block_threads`` threads (and that much dynamic shared memory) can be
+        resident on one multiprocessor at once (UNSUPPORTED where the vendor has no such query)."""
+        raise unsupported(None, "Kernel.max_active_blocks")
+
     def __repr__(self) -> str:
         n = getattr(self, "num_args", None)
         args = "" if n is None else f" ({n} argument{'s' if n != 1 else ''})"

@@ -63,7 +63,7 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "program_binary_size": "program_create", "program_binary": "program_create",
         "program_add_name": "program_create", "program_lowered_name": "program_create",
         "compiler_version": "program_create",
-        "func_attribute": "",
+        "func_attribute": "", "occupancy": "",
         "pool_create": "", "pool_destroy": "pool_create", "pool_alloc": "pool_create", "pool_free": "pool_create",
         "pool_trim": "pool_create", "pool_get_attribute": "pool_create", "pool_set_attribute": "pool_create",
     },
@@ -555,6 +555,7 @@ class GpuApi:
     program_lowered_name: Any
     compiler_version: Any
     func_attribute: Any
+    occupancy: Any
     pool_create: Any
     pool_destroy: Any
     pool_alloc: Any
@@ -1476,6 +1477,20 @@ class GpuKernel(Kernel):
                                 registers=attr("func_regs"), static_shared_mem=attr("func_shared"),
                                 local_mem=attr("func_local"), const_mem=attr("func_const"),
                                 max_dynamic_shared_mem=attr("func_max_dynamic_shared"))
+
+    def max_active_blocks(self, block_threads: int, dynamic_shared_mem: int = 0) -> int:
+        """``cuOccupancyMaxActiveBlocksPerMultiprocessor`` / ``hipModuleOccupancyMaxActiveBlocksPerMultiprocessor``."""
+        what = "Kernel.max_active_blocks"
+        api = self.api
+        threads = check_size(block_threads, "block_threads", what, api.name)
+        if threads > 2**31 - 1:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: block_threads={threads} is not an int", backend=api.name,
+                        function=what)
+        shared = check_size(dynamic_shared_mem, "dynamic_shared_mem", what, api.name, minimum=0)
+        self.module.device.activate()
+        out = api.ffi.new("int *")
+        api.check(api.occupancy(out, self.handle, threads, shared), "occupancy")
+        return int(out[0])
 
     def _plan(self, args: Sequence[Any], key: tuple[Any, ...]) -> _ArgPlan | None:
         """The plan for ``args``, whose key is the tuple of their types, followed by the DType of each

@@ -71,6 +71,7 @@ TABLES = _gpu.GpuTables(
         'program_lowered_name': ('nvrtc', 'nvrtcGetLoweredName'),
         'compiler_version': ('nvrtc', 'nvrtcVersion'),
         'func_attribute': ('driver', 'cuFuncGetAttribute'),
+        'occupancy': ('driver', 'cuOccupancyMaxActiveBlocksPerMultiprocessor'),
         'pool_create': ('driver', 'cuMemPoolCreate'),
         'pool_destroy': ('driver', 'cuMemPoolDestroy'),
         'pool_alloc': ('driver', 'cuMemAllocFromPoolAsync'),

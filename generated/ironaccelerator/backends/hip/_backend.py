@@ -59,6 +59,7 @@ TABLES = _gpu.GpuTables(
         'set_device': ('runtime', 'hipSetDevice'),
         'program_create': None,
         'func_attribute': ('runtime', 'hipFuncGetAttribute'),
+        'occupancy': ('runtime', 'hipModuleOccupancyMaxActiveBlocksPerMultiprocessor'),
         'pool_create': ('runtime', 'hipMemPoolCreate'),
         'pool_destroy': ('runtime', 'hipMemPoolDestroy'),
         'pool_alloc': ('runtime', 'hipMallocFromPoolAsync'),
