@@ -172,15 +172,18 @@ MODULE_FORMATS: dict[BackendKind, str] = {
 # Operations a backend declares unsupported: each is called and must raise (or, unchecked, return) an
 # Error(UNSUPPORTED), never be skipped silently.  name -> call(device)
 UNSUPPORTED: dict[BackendKind, dict[str, Callable[[Any], object]]] = {
+    BackendKind.OPENCL: {"Stream.capture()": lambda dev: dev.create_stream().capture()},
     BackendKind.METAL: {
         "Device.alloc(MemoryKind.HOST)": lambda dev: dev.alloc(64, MemoryKind.HOST),
         "Device.alloc_unchecked(MemoryKind.HOST_PINNED)": lambda dev: dev.alloc_unchecked(64, MemoryKind.HOST_PINNED),
         "Device.load_module(metallib bytes)": lambda dev: dev.load_module(b"MTLB"),
+        "Stream.capture()": lambda dev: dev.create_stream().capture(),
     },
     BackendKind.QNN: {
         # registered shared memory (QnnMem_register): the x86 HTP answers 1000 for every memory type
         "Device.alloc(MemoryKind.UNIFIED)": lambda dev: dev.alloc(64, MemoryKind.UNIFIED),
         "Device.alloc_unchecked(MemoryKind.UNIFIED)": lambda dev: dev.alloc_unchecked(64, MemoryKind.UNIFIED),
+        "Stream.capture()": lambda dev: dev.create_stream().capture(),
     },
 }
 

@@ -715,6 +715,11 @@ class FakeDriver:
         self.functions: dict[int, str] = {}
         self.pools_supported = 0  # the device attribute; the stream-ordered pool tests set it
         self.pools: dict[int, dict[str, Any]] = {}  # handle -> reserved/used bytes, cached blocks
+        # stream capture, as the drivers do it: work enqueued on a capturing stream is recorded (a launch's
+        # parameter values copied then), not run; a graph replays it in order
+        self.capturing: dict[int, list[Callable[[], int]]] = {}
+        self.graphs: dict[int, list[Callable[[], int]]] = {}
+        self.execs: dict[int, list[Callable[[], int]]] = {}
 
     def handle(self, ctype: str) -> Any:
         self.next_handle += 0x10
@@ -795,20 +800,50 @@ class FakeDriver:
             return 0 if entry is not None and entry[1] in kinds else 1  # 1: *_INVALID_VALUE
         def free(p: Any) -> int: return _free(p, ("device", "managed"))
         def host_free(p: Any) -> int: return _free(p, ("host",))
-        def memcpy_htod(dst: Any, src: Any, n: int, s: Any) -> int: ffi.memmove(ffi.cast("void *", dst), src, n); return 0
-        def memcpy_dtoh(dst: Any, src: Any, n: int, s: Any) -> int: ffi.memmove(dst, ffi.cast("void *", src), n); return 0
+        def _run(s: Any, op: Callable[[], int]) -> int:
+            recorded = d.capturing.get(d.key(s)) if s is not None else None
+            if recorded is None:
+                return op()
+            recorded.append(op)
+            return 0
+        def _moved(dst: Any, src: Any, n: int) -> int:
+            ffi.memmove(dst, src, n); return 0
+        def memcpy_htod(dst: Any, src: Any, n: int, s: Any) -> int:
+            return _run(s, lambda: _moved(ffi.cast("void *", dst), src, n))
+        def memcpy_dtoh(dst: Any, src: Any, n: int, s: Any) -> int:
+            return _run(s, lambda: _moved(dst, ffi.cast("void *", src), n))
         def memcpy_dtod(dst: Any, src: Any, n: int, s: Any) -> int:
-            ffi.memmove(ffi.cast("void *", dst), ffi.cast("void *", src), n); return 0
+            return _run(s, lambda: _moved(ffi.cast("void *", dst), ffi.cast("void *", src), n))
+        def capture_begin(s: Any, mode: int) -> int:
+            assert mode == C["capture_mode"]
+            d.capturing[d.key(s)] = []; return 0
+        def capture_end(s: Any, out: Any) -> int:
+            ops = d.capturing.pop(d.key(s), None)
+            if ops is None:
+                return 1  # not capturing: *_INVALID_VALUE (the drivers: ..._ILLEGAL_STATE)
+            out[0] = d.handle(T["graph"]); d.graphs[d.key(out[0])] = ops; return 0
+        def graph_instantiate(out: Any, g: Any, flags: int) -> int:
+            out[0] = d.handle(T["graph_exec"]); d.execs[d.key(out[0])] = d.graphs[d.key(g)]; return 0
+        def graph_launch(e: Any, s: Any) -> int:
+            for op in d.execs[d.key(e)]:
+                code = op()
+                if code:
+                    return code
+            return 0
+        def graph_destroy(g: Any) -> int: d.graphs.pop(d.key(g)); return 0
+        def graph_exec_destroy(e: Any) -> int: d.execs.pop(d.key(e)); return 0
         def _memset(dst: Any, value: int, count: int, width: int, fmt: str) -> int:
             import struct
             ffi.buffer(ffi.cast("char *", dst), count * width)[:] = struct.pack(f"<{fmt}", value) * count
             return 0
-        def memset_d8(dst: Any, value: int, count: int, s: Any) -> int: return _memset(dst, value, count, 1, "B")
-        def memset_d16(dst: Any, value: int, count: int, s: Any) -> int: return _memset(dst, value, count, 2, "H")
+        def memset_d8(dst: Any, value: int, count: int, s: Any) -> int:
+            return _run(s, lambda: _memset(dst, value, count, 1, "B"))
+        def memset_d16(dst: Any, value: int, count: int, s: Any) -> int:
+            return _run(s, lambda: _memset(dst, value, count, 2, "H"))
         def memset_d32(dst: Any, value: int, count: int, s: Any) -> int:
             if m is hip_backend and value > 2**31 - 1:
                 raise OverflowError("int too big to convert")  # hipMemsetD32Async's value is an int, as cffi says
-            return _memset(dst, value, count, 4, "i" if value < 0 else "I")
+            return _run(s, lambda: _memset(dst, value, count, 4, "i" if value < 0 else "I"))
         func_attrs = {C["func_max_threads"]: 768, C["func_shared"]: 4096, C["func_const"]: 64, C["func_local"]: 16,
                       C["func_regs"]: 40, C["func_max_dynamic_shared"]: 48 << 10}
         attrs[C["attr_warp_size"]] = 32 if m is cuda_backend else 64
@@ -858,7 +893,13 @@ class FakeDriver:
                    extra: Any) -> int:
             if bx * by * bz > 1024:
                 return 1  # *_ERROR_INVALID_VALUE, as a driver refuses it
-            return d.kernels[d.functions[d.key(f)]][1]((gx, gy, gz), (bx, by, bz), params)
+            sizes, run = d.kernels[d.functions[d.key(f)]]
+            if d.key(s) not in d.capturing:
+                return run((gx, gy, gz), (bx, by, bz), params)
+            kept = [ffi.new("char[]", bytes(ffi.buffer(params[i], n))) for i, n in enumerate(sizes)]  # copied now
+            ptrs = ffi.new("void *[]", kept)
+            d.capturing[d.key(s)].append(lambda: run((gx, gy, gz), (bx, by, bz), ptrs) if kept else 0)
+            return 0
 
         # the stream-ordered pool: blocks live in d.mem (kind "pool"); a freed block stays reserved (cached by
         # size) until trimmed, as with a release threshold of UINT64_MAX
@@ -1005,6 +1046,50 @@ def test_sim_offsets_counts_and_fills(sim: Any) -> None:
         with pytest.raises(Error) as ei:
             s.copy(b, a, 400, dst_offset=700)
         assert ei.value.kind is ErrorKind.INVALID_VALUE and "past its end" in str(ei.value)
+
+
+def test_sim_stream_capture_records_and_graphs_replay(sim: Any) -> None:
+    """Stream.capture(): the copies, fills and launches inside the block are recorded, not run (the simulator
+    defers them as the drivers do); each Graph.launch replays them, reading the host buffer at replay time and
+    the launch's argument values as captured."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    k = dev.load_module(_image(module, VECTOR_ADD)).kernel("vector_add")
+    n = 1024
+    host = np.arange(n, dtype=np.float32)
+    da, db, dc = (dev.alloc(4 * n) for _ in range(3))
+    s.fill(db, 0)
+    s.synchronize()
+    with s.capture() as g:
+        s.copy_from_host(da, host)
+        s.fill(db, 0x3F800000, width=4)  # 1.0f
+        s.launch(KernelLaunch(k, LaunchDims(n // 256, 256), [da, db, dc, np.uint32(n)]))
+    out = np.zeros(n, np.float32)
+    s.copy_to_host(out, dc)
+    s.synchronize()
+    assert not out.any()  # nothing ran during the capture
+    for round_ in range(3):
+        host[:] = round_  # the graph reads the host buffer when it runs
+        g.launch(s)
+        s.copy_to_host(out, dc)
+        s.synchronize()
+        np.testing.assert_array_equal(out, np.full(n, round_ + 1, np.float32))
+    s2 = dev.create_stream()
+    g.launch(s2)  # on another stream of the device
+    s2.synchronize()
+    g.close()
+    assert not driver.graphs and not driver.execs  # both destroyed
+    with pytest.raises(Error) as ei:
+        g.launch(s)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    with pytest.raises(ZeroDivisionError):
+        with s.capture():
+            s.fill(db, 1)
+            1 / 0
+    assert not driver.capturing and not driver.graphs  # the capture ended and its graph discarded
+    s.fill(db, 7)  # the stream runs work again
+    s.synchronize()
 
 
 def test_sim_host_views_of_pinned_and_managed_memory(sim: Any) -> None:

@@ -21,13 +21,13 @@ from ._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, 
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.tracing import trace
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, BackendRegistry, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event,
+    Allocation, Backend, BackendRegistry, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Graph,
     Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream,
 )
 
 __all__ = [
     "Allocation", "Backend", "BackendKind", "BackendRegistry", "Capability", "CapabilityFlags", "ComputeTier",
-    "DType", "Device", "DeviceDescriptor", "DeviceId", "DeviceLimits", "Error", "ErrorKind", "Event", "Kernel",
+    "DType", "Device", "DeviceDescriptor", "DeviceId", "DeviceLimits", "Error", "ErrorKind", "Event", "Graph", "Kernel",
     "KernelAttributes", "KernelLaunch", "LaunchDims", "MemoryKind", "MemoryPool", "Module", "NumericClass", "PoolStats", "Result",
     "Scalar", "Stream", "Vendor", "trace",
 ]

@@ -765,6 +765,26 @@ class KernelAttributes:
     max_dynamic_shared_mem: int | None = None  # the most dynamic shared memory a launch may add
 
 
+class Graph:
+    """Work recorded by ``Stream.capture()``, instantiated: ``launch(stream)`` replays it; ``close()`` releases it
+    (also on drop)."""
+
+    def launch(self, stream: Stream) -> None:
+        raise unsupported(None, "Graph.launch")
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Graph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}{_owner(self)}>"
+
+
 class Kernel:
     """A device function ready to launch.  ``attributes``: :class:`KernelAttributes` (UNSUPPORTED where the vendor
     reports none)."""
@@ -878,6 +898,12 @@ class Stream:
     async def wait(self) -> None:
         """``await stream.wait()``: the work queued so far is complete, without blocking the event loop."""
         await self.record_event()
+
+    def capture(self) -> Any:
+        """``with stream.capture() as graph: ...``: the launches and copies enqueued on this stream inside the
+        block are recorded into ``graph`` (not run); after it, ``graph.launch(stream)`` replays them (CUDA/HIP
+        stream capture; UNSUPPORTED elsewhere)."""
+        raise unsupported(self.device.kind, "Stream.capture")
 
 
 _CALLBACK_LOCK = threading.Lock()

@@ -20,6 +20,7 @@ functions, bound once per object (``Device._alloc``, ``Stream._launch``, ...).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import importlib
@@ -30,13 +31,13 @@ import struct
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime import kernel_cache, tracing
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event,
+    Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Graph,
     InFlight, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar,
     Stream, check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
 )
@@ -64,6 +65,8 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "program_add_name": "program_create", "program_lowered_name": "program_create",
         "compiler_version": "program_create",
         "func_attribute": "", "occupancy": "",
+        "capture_begin": "", "capture_end": "", "graph_instantiate": "", "graph_launch": "", "graph_destroy": "",
+        "graph_exec_destroy": "",
         "pool_create": "", "pool_destroy": "pool_create", "pool_alloc": "pool_create", "pool_free": "pool_create",
         "pool_trim": "pool_create", "pool_get_attribute": "pool_create", "pool_set_attribute": "pool_create",
     },
@@ -75,7 +78,7 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "attr_max_grid_x": "", "attr_max_grid_y": "", "attr_max_grid_z": "", "attr_max_threads_per_block": "",
         "attr_max_shared_mem": "", "attr_integrated": "", "attr_warp_size": "",
         "func_max_threads": "", "func_shared": "", "func_const": "", "func_local": "", "func_regs": "",
-        "func_max_dynamic_shared": "",
+        "func_max_dynamic_shared": "", "capture_mode": "",
         "attr_compute_major": "!device_properties", "attr_compute_minor": "!device_properties",
         "attr_memory_pools_supported": "pool_create",
         "pool_alloc_type": "pool_create", "pool_location_device": "pool_create",
@@ -85,7 +88,7 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
     "types": {
         "deviceptr": "", "device": "", "stream": "", "event": "", "module": "", "function": "",
         "context": "context_retain", "properties": "device_properties", "program": "program_create",
-        "mempool": "pool_create", "mempool_props": "pool_create",
+        "mempool": "pool_create", "mempool_props": "pool_create", "graph": "", "graph_exec": "",
     },
 }
 
@@ -556,6 +559,12 @@ class GpuApi:
     compiler_version: Any
     func_attribute: Any
     occupancy: Any
+    capture_begin: Any
+    capture_end: Any
+    graph_instantiate: Any
+    graph_launch: Any
+    graph_destroy: Any
+    graph_exec_destroy: Any
     pool_create: Any
     pool_destroy: Any
     pool_alloc: Any
@@ -1509,6 +1518,55 @@ class GpuKernel(Kernel):
         return plan
 
 
+class GpuGraph(Graph):
+    """A captured graph, instantiated (``graph_instantiate``): ``launch(stream)`` is ``graph_launch``."""
+
+    def __init__(self, stream: GpuStream) -> None:
+        self.stream = stream
+        self.device = stream.device
+        self.api = stream.api
+        self.graph: Any = None
+        self.exec: Any = None
+        self._fin: Any = None
+
+    def _adopt(self, graph: Any) -> None:
+        api = self.api
+        self.graph = graph
+        out = api.ffi.new(api.tables.types["graph_exec"] + " *")
+        code = api.graph_instantiate(out, graph, 0)
+        if code:
+            api.graph_destroy(graph)
+            self.graph = None
+            raise api.error(code, "graph_instantiate")
+        self.exec = out[0]
+        self._fin = weakref.finalize(self, _destroy_graph, api, graph, self.exec)
+
+    def launch(self, stream: Stream | None = None) -> None:
+        """Replay the recorded work on ``stream`` (default: the stream it was captured on)."""
+        s = self.stream if stream is None else stream
+        if not isinstance(s, GpuStream) or s.device is not self.device:
+            raise Error(ErrorKind.INVALID_VALUE, f"Graph.launch: {s!r} is not a stream of {self.device.descriptor.id}",
+                        backend=self.api.name, function="Graph.launch")
+        if self.exec is None:
+            raise Error(ErrorKind.INVALID_HANDLE, "Graph.launch: the graph is closed or was never captured",
+                        backend=self.api.name, function="Graph.launch")
+        if self.device._closed:
+            raise self.device._closed_error("Graph.launch")
+        self.device.activate()
+        self.api.check(self.api.graph_launch(self.exec, s.handle), "graph_launch")
+
+    def close(self) -> None:
+        if self._fin is not None:
+            self._fin()
+            self._fin = None
+        self.exec = self.graph = None
+
+
+def _destroy_graph(api: GpuApi, graph: Any, exe: Any) -> None:
+    api.graph_exec_destroy(exe)
+    api.graph_destroy(graph)
+
+
 class GpuStream(Stream):
     """A non-blocking stream (``stream_flags``).  A vendor's subclass (generated) names the classes of its kernels
     and events: ``kernel_class``, ``event_class``.
@@ -1829,6 +1887,26 @@ class GpuStream(Stream):
         self.api.check(self.api.stream_synchronize(self.handle), "stream_synchronize")
         self._inflight.release(mark)
         self._last = None
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[GpuGraph]:
+        """Stream capture (``capture_begin`` in this thread's mode, ``capture_end``, ``graph_instantiate``): the
+        graph is usable after the block; an exception inside it ends the capture and discards what was recorded."""
+        if self.device._closed:
+            raise self.device._closed_error("Stream.capture")
+        api = self.api
+        self.device.activate()
+        api.check(api.capture_begin(self.handle, api.tables.const("capture_mode")), "capture_begin")
+        graph = GpuGraph(self)
+        out = api.ffi.new(api.tables.types["graph"] + " *")
+        try:
+            yield graph
+        except BaseException:
+            if api.capture_end(self.handle, out) == 0 and out[0] != api.ffi.NULL:
+                api.graph_destroy(out[0])
+            raise
+        api.check(api.capture_end(self.handle, out), "capture_end")
+        graph._adopt(out[0])
 
     def query(self) -> bool:
         if self.device._closed:

@@ -72,6 +72,12 @@ TABLES = _gpu.GpuTables(
         'compiler_version': ('nvrtc', 'nvrtcVersion'),
         'func_attribute': ('driver', 'cuFuncGetAttribute'),
         'occupancy': ('driver', 'cuOccupancyMaxActiveBlocksPerMultiprocessor'),
+        'capture_begin': ('driver', 'cuStreamBeginCapture'),
+        'capture_end': ('driver', 'cuStreamEndCapture'),
+        'graph_instantiate': ('driver', 'cuGraphInstantiate'),
+        'graph_launch': ('driver', 'cuGraphLaunch'),
+        'graph_destroy': ('driver', 'cuGraphDestroy'),
+        'graph_exec_destroy': ('driver', 'cuGraphExecDestroy'),
         'pool_create': ('driver', 'cuMemPoolCreate'),
         'pool_destroy': ('driver', 'cuMemPoolDestroy'),
         'pool_alloc': ('driver', 'cuMemAllocFromPoolAsync'),
@@ -107,6 +113,7 @@ TABLES = _gpu.GpuTables(
         'func_local': 3,  # CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
         'func_regs': 4,  # CU_FUNC_ATTRIBUTE_NUM_REGS
         'func_max_dynamic_shared': 8,  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        'capture_mode': 1,  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         'attr_compute_major': 75,  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
         'attr_compute_minor': 76,  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
         'attr_memory_pools_supported': 115,  # CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
@@ -127,6 +134,8 @@ TABLES = _gpu.GpuTables(
         'program': 'nvrtcProgram',
         'mempool': 'CUmemoryPool',
         'mempool_props': 'CUmemPoolProps',
+        'graph': 'CUgraph',
+        'graph_exec': 'CUgraphExec',
     },
     module_formats=('ptx', 'elf', 'fatbin', 'source'),
     interop=('dlpack', 'cuda_array_interface'),

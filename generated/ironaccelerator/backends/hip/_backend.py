@@ -60,6 +60,12 @@ TABLES = _gpu.GpuTables(
         'program_create': None,
         'func_attribute': ('runtime', 'hipFuncGetAttribute'),
         'occupancy': ('runtime', 'hipModuleOccupancyMaxActiveBlocksPerMultiprocessor'),
+        'capture_begin': ('runtime', 'hipStreamBeginCapture'),
+        'capture_end': ('runtime', 'hipStreamEndCapture'),
+        'graph_instantiate': ('runtime', 'hipGraphInstantiateWithFlags'),
+        'graph_launch': ('runtime', 'hipGraphLaunch'),
+        'graph_destroy': ('runtime', 'hipGraphDestroy'),
+        'graph_exec_destroy': ('runtime', 'hipGraphExecDestroy'),
         'pool_create': ('runtime', 'hipMemPoolCreate'),
         'pool_destroy': ('runtime', 'hipMemPoolDestroy'),
         'pool_alloc': ('runtime', 'hipMallocFromPoolAsync'),
@@ -92,6 +98,7 @@ TABLES = _gpu.GpuTables(
         'func_local': 3,  # HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
         'func_regs': 4,  # HIP_FUNC_ATTRIBUTE_NUM_REGS
         'func_max_dynamic_shared': 8,  # HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        'capture_mode': 1,  # hipStreamCaptureModeThreadLocal
         'attr_memory_pools_supported': 88,  # hipDeviceAttributeMemoryPoolsSupported
         'pool_alloc_type': 1,  # hipMemAllocationTypePinned
         'pool_location_device': 1,  # hipMemLocationTypeDevice
@@ -109,6 +116,8 @@ TABLES = _gpu.GpuTables(
         'properties': 'hipDeviceProp_t',
         'mempool': 'hipMemPool_t',
         'mempool_props': 'hipMemPoolProps',
+        'graph': 'hipGraph_t',
+        'graph_exec': 'hipGraphExec_t',
     },
     module_formats=('elf', 'offload_bundle'),
     interop=('dlpack',),
