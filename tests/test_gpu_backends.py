@@ -1564,6 +1564,41 @@ def test_gpu_vector_add_nvrtc(cuda_device: Any) -> None:
 
 
 @pytest.mark.gpu
+def test_gpu_issue14_fill_offsets_views_attributes_graphs_callbacks(cuda_device: Any) -> None:
+    """Issue 14 on a real device: fills and offset copies, host views of pinned memory, kernel attributes and
+    occupancy, a captured graph replayed, a host callback after the work, the kernel cache."""
+    dev = cuda_device
+    n = 1 << 16
+    k = dev.load_module(VECTOR_ADD).kernel("vector_add")
+    at = k.attributes
+    assert 1 <= at.max_threads_per_block <= 1024 and at.preferred_multiple == 32 and at.registers is not None
+    assert k.max_active_blocks(256) >= 1
+    s = dev.create_stream()
+    da, db, dc = (dev.alloc(4 * n) for _ in range(3))
+    s.fill(da, 0x3F800000, width=4)  # 1.0f
+    s.fill(db, 0)
+    host = np.arange(n, dtype=np.float32)
+    s.copy_from_host(db, host, 4 * (n - 8), dst_offset=32, src_offset=0)  # db[8:] = host[:n-8]
+    with s.capture() as g:
+        s.launch(KernelLaunch(k, LaunchDims(n // 256, 256), [da, db, dc, np.uint32(n)]))
+    g.launch(s)
+    ran: list[bool] = []
+    s.add_callback(lambda: ran.append(True))
+    pinned = dev.alloc(4 * n, MemoryKind.HOST_PINNED)
+    s.copy(pinned, dc)
+    s.synchronize()
+    assert s.drain_callbacks(60) and ran == [True]
+    view = np.frombuffer(pinned.host_view(), np.float32)
+    want = np.ones(n, np.float32)
+    want[8:] += host[: n - 8]
+    np.testing.assert_array_equal(view, want)
+    del view
+    g.close()
+    for x in (da, db, dc, pinned):
+        x.free()
+
+
+@pytest.mark.gpu
 def test_gpu_ptx_cubin_and_scalar_args(cuda_device: Any) -> None:
     cc = cuda_device.arch.replace(".", "")
     ptx = cuda_backend.compile_source(SAXPY, f"compute_{cc}")
