@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
-from ironaccelerator_runtime import kernel_cache
+from ironaccelerator_runtime import dlpack, kernel_cache
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, InFlight,
     Kernel, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream, check_size, check_span,
-    compile_options, device_span, fill_pattern, host_view, not_a_launch,
+    compile_options, device_span, fill_pattern, host_view, not_a_launch, unsupported,
 )
 
 # What this module reads from a GPU backend spec (specs/<vendor>/backend.yaml), by section: role -> when it is
@@ -1128,6 +1128,97 @@ class GpuDevice(Device):
         return Error(ErrorKind.UNSUPPORTED, f"{kind.name} memory is not supported by the {self.api.name} backend",
                      backend=self.api.name, function="Device.alloc")
 
+    # interop: stream handles of other libraries, and foreign memory (Device.from_dlpack)
+    def _stream_handle(self, stream: Any, what: str) -> int | None:
+        """The native stream handle a DLPack ``stream`` argument names (None: the default stream): a Stream of
+        this device, an object with ``__cuda_stream__`` (``(version, handle)``), or an int per the protocol
+        (CUDA: 1 legacy default, 2 per-thread default, else a handle, 0 refused; HIP: 0 default, else a handle,
+        1 and 2 refused).  BufferError for anything else, as a producer answers a bad consumer."""
+        if stream is None:
+            return None
+        if isinstance(stream, GpuStream):
+            if stream.device is not self:
+                raise BufferError(f"{what}: {stream!r} is not a stream of {self!r}")
+            return stream._address
+        proto = getattr(stream, "__cuda_stream__", None)
+        if proto is not None:
+            pair = proto() if callable(proto) else proto
+            try:
+                _, handle = pair
+                return int(handle)
+            except (TypeError, ValueError):
+                raise BufferError(f"{what}: __cuda_stream__ gave {pair!r}, not (version, handle)") from None
+        if type(stream) is not int:
+            raise BufferError(f"{what}: stream must be None, an int handle, a Stream or have __cuda_stream__, not "
+                              f"{type(stream).__name__}")
+        cuda = self.kind is BackendKind.CUDA
+        if (cuda and stream == 0) or (not cuda and stream in (1, 2)) or stream < -1:
+            raise BufferError(f"{what}: stream={stream} is not allowed for {self.kind.name} by the DLPack protocol")
+        return stream
+
+    def _consumer_stream(self, stream: Any, what: str) -> Any:
+        if stream is None:
+            return None
+        handle = self._stream_handle(stream, what)
+        return handle
+
+    def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
+        cuda = self.kind is BackendKind.CUDA
+        kinds = {self.kind.dlpack_device: MemoryKind.DEVICE}
+        kinds.update({dlpack.KDL_CUDA_HOST: MemoryKind.HOST_PINNED, dlpack.KDL_CUDA_MANAGED: MemoryKind.UNIFIED}
+                     if cuda else {dlpack.KDL_ROCM_HOST: MemoryKind.HOST_PINNED})
+        if device[0] == dlpack.KDL_CPU:
+            raise Error(ErrorKind.UNSUPPORTED, f"{what}: pageable host memory (kDLCPU) cannot be used by a "
+                        f"{self.kind.name} device without registering it, which this backend does not do: copy it "
+                        "into an allocation (Stream.copy_from_host)", backend=self.kind.name, function=what)
+        kind = kinds.get(device[0])
+        if kind is None or device[1] != self.descriptor.id.index:
+            raise dlpack.wrong_device(what, self.kind, device, f"{self.descriptor.id} (DLPack device "
+                                      f"{(self.kind.dlpack_device, self.descriptor.id.index)})")
+        return kind
+
+    def _import_memory(self, imp: Any, kind: MemoryKind) -> GpuAllocation:
+        cls = _imported_class(self.allocation_class)
+        ptr_t = self.api.tables.types["deviceptr"]
+        handle: Any = imp.address if "*" not in ptr_t else self.api.ffi.cast(ptr_t, imp.address)
+        a: Any = cls(self, handle, imp.nbytes, kind)
+        a._foreign = imp
+        a._tracked = True
+        imported: GpuAllocation = a
+        return imported
+
+    def from_cuda_array_interface(self, obj: Any, *, stream: Any = None) -> GpuAllocation:
+        """Import ``__cuda_array_interface__`` memory (v2/v3) as a DEVICE allocation without a copy (where the
+        vendor's ``interop`` lists it: CUDA).  The producer's ``stream`` (v3) is ordered before ``stream`` (this
+        device's consumer stream: an event recorded there, waited on here) or, without one, synchronised.
+        The memory is trusted to be this device's (the interface does not say which device it is on)."""
+        what = "Device.from_cuda_array_interface"
+        self._check_open(what)
+        if "cuda_array_interface" not in self.api.tables.interop:
+            raise unsupported(self.kind, what)
+        imp, producer = dlpack.cuda_array_interface_of(obj, what, self.kind.name)
+        try:
+            if producer is not None:
+                self.activate()
+                api = self.api
+                native = api.ffi.cast(api.tables.types["stream"], producer)
+                consumer = self._stream_handle(stream, what) if stream is not None else None
+                if consumer is None:
+                    api.check(api.stream_synchronize(native), "stream_synchronize")
+                else:
+                    out = api.ffi.new(api.tables.types["event"] + " *")
+                    api.check(api.event_create(out, api.tables.const("event_flags")), "event_create")
+                    try:
+                        api.check(api.event_record(out[0], native), "event_record")
+                        api.check(api.stream_wait_event(api.ffi.cast(api.tables.types["stream"], consumer), out[0],
+                                                        0), "stream_wait_event")
+                    finally:
+                        api.event_destroy(out[0])
+        except BaseException:
+            imp.release()
+            raise
+        return self._adopt(imp, MemoryKind.DEVICE, what)  # type: ignore[return-value]
+
     def create_stream(self) -> GpuStream:
         self._check_open("Device.create_stream")
         return self.stream_class(self)
@@ -1307,6 +1398,44 @@ class GpuAllocation(Allocation):
         """Pinned host memory and managed (unified) memory are host-addressable; device memory is not."""
         return self.ptr if self.kind in (MemoryKind.HOST_PINNED, MemoryKind.HOST, MemoryKind.UNIFIED) else None
 
+    # typed views (Allocation.view): the DLPack device of each kind, and the consumer-stream handshake
+    def _dlpack_device(self) -> tuple[int, int] | None:
+        """Device memory: ``kDLCUDA``/``kDLROCM``; pinned host memory: ``kDLCUDAHost``/``kDLROCMHost``; managed
+        memory: ``kDLCUDAManaged`` (HIP has no managed device type: ``kDLROCMHost``, host-addressable too)."""
+        cuda = self.device.kind is BackendKind.CUDA
+        index = self.device.descriptor.id.index
+        if self.kind is MemoryKind.DEVICE:
+            return (self.device.kind.dlpack_device, index)
+        if self.kind is MemoryKind.UNIFIED and cuda:
+            return (dlpack.KDL_CUDA_MANAGED, index)
+        return (dlpack.KDL_CUDA_HOST if cuda else dlpack.KDL_ROCM_HOST, index)
+
+    def _dlpack_address(self) -> int:
+        return self.ptr
+
+    def _view_class(self) -> type[Any]:
+        return dlpack.CudaArrayView if "cuda_array_interface" in self.device.api.tables.interop else dlpack.DLPackView
+
+    def _dlpack_sync(self, view: Any, stream: Any) -> None:
+        """The DLPack stream handshake: ``stream`` is the consumer's (None: the legacy default stream; -1: the
+        consumer orders itself, nothing is done).  With a producer stream (``view(..., stream=s)``) an event is
+        recorded on it and the consumer's stream waits on that event (no host wait); without one the producer
+        cannot know what to wait for, so the device is synchronised."""
+        if stream == -1 and type(stream) is int:
+            return
+        device = self.device
+        handle = device._stream_handle(stream, "__dlpack__")
+        producer = view.stream
+        if producer is None:
+            device.synchronize()
+            return
+        if handle is not None and handle == producer._address:
+            return  # the same stream: already in order
+        event = producer.record_event()
+        api = device.api
+        target = api.ffi.cast(api.tables.types["stream"], handle or 0)
+        api.check(api.stream_wait_event(target, event.handle, 0), "stream_wait_event")
+
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """CUDA Array Interface v3: a 1-D uint8 view of the allocation (zero copy), where the vendor's ``interop``
@@ -1337,6 +1466,33 @@ class GpuAllocation(Allocation):
         if stream != -1:
             self.device.synchronize()
         return _DLPack.get().export(self, self.__dlpack_device__())
+
+
+class _ImportedMemory:
+    """Memory imported from another library (``Device.from_dlpack``): never freed by this backend; ``free()``
+    or dropping it calls the producer's deleter (``_foreign.release()``) once."""
+
+    _foreign: Any = None
+
+    def _release(self) -> Error | None:
+        foreign, self._foreign = self._foreign, None
+        if foreign is not None:
+            foreign.release()
+        return None
+
+    free = Allocation.free  # (not GpuAllocation's fast path, which frees device memory)
+    free_unchecked = Allocation.free_unchecked
+
+
+_IMPORTED: dict[type, type] = {}
+
+
+def _imported_class(base: type[GpuAllocation]) -> type[GpuAllocation]:
+    cls = _IMPORTED.get(base)
+    if cls is None:
+        cls = type("Imported" + base.__name__, (_ImportedMemory, base), {})
+        _IMPORTED[base] = cls
+    return cls
 
 
 class GpuEvent(Event):
@@ -1774,6 +1930,16 @@ class GpuStream(Stream):
         event = self.event_class(device, out[0], inflight, inflight.mark())
         api.check(api.event_record(event.handle, self.handle), "event_record")
         return event
+
+    @property
+    def __cuda_stream__(self) -> Callable[[], tuple[int, int]]:
+        """The CUDA stream protocol (CUDA streams only: AttributeError elsewhere, so ``hasattr`` is False):
+        ``stream.__cuda_stream__()`` is ``(0, handle as int)``, what cuda.core, CuPy and others accept."""
+        if self._kind is not BackendKind.CUDA:
+            raise AttributeError(f"{type(self).__name__} has no __cuda_stream__ ({self._kind.name} streams are not "
+                                 "CUDA streams)")
+        address = self._address
+        return lambda: (0, address)
 
     def wait_event(self, event: Event) -> None:
         if not (isinstance(event, GpuEvent) and event.api is self.api):  # (the same api: the same vendor)
