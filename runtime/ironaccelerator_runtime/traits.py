@@ -560,8 +560,8 @@ class Device:
         except BaseException:
             imp.release()
             raise
-        a.dtype = imp.dtype  # type: ignore[attr-defined]
-        a.shape = imp.shape  # type: ignore[attr-defined]
+        a.dtype = imp.dtype
+        a.shape = imp.shape
         return a
 
     def synchronize(self) -> None:
@@ -604,13 +604,17 @@ class Allocation:
     that (``alive``, ``detach()``, calling it), made on demand; ``None`` for an untracked allocation.
 
     DLPack is a backend's to export: one that does defines ``__dlpack__`` and ``__dlpack_device__`` together
-    (CUDA, ROCm); this base class defines neither, so a consumer that probes ``__dlpack_device__`` never finds
-    it on an allocation that cannot export (OpenCL, pooled blocks of the caching pool).
+    (CUDA, ROCm: a 1-D uint8 legacy capsule); this base class defines neither, so a consumer that probes
+    ``__dlpack_device__`` never finds it on an allocation that cannot export (OpenCL, pooled blocks of the
+    caching pool).  Typed, strided exports (versioned DLPack 1.x capsules) are made by :meth:`view`, on every
+    backend whose memory a consumer can address.
     """
 
     nbytes: int
     kind: MemoryKind
     device: Device
+    dtype: DType | None = None  # what an imported tensor holds (Device.from_dlpack); None for raw memory
+    shape: tuple[int, ...] | None = None
     _freed: bool = False
     _tracked: bool = False  # release on drop (``__del__``) unless freed
     _drop: Callable[[], object] | None = None  # what releases it on drop; None: ``_release``
@@ -714,6 +718,8 @@ class Allocation:
         Metal buffers have a plain view (no DLPack device type numpy or others accept)."""
         from .dlpack import make_view
 
+        self._check_live("Allocation.view")  # (before asking the freed memory's kind for a view class)
+        self.device._check_open("Allocation.view")
         view: Any = make_view(self, dtype, shape, strides, offset, stream, self._view_class())
         return view
 
