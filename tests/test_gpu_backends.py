@@ -1813,6 +1813,60 @@ def test_gpu_torch_interop_zero_copy(cuda_device: Any) -> None:
         del t
 
 
+@pytest.mark.gpu
+def test_gpu_typed_views_with_cupy_both_ways(cuda_device: Any) -> None:
+    """Typed views to CuPy (versioned DLPack and __cuda_array_interface__, with the stream handshake) and CuPy
+    arrays back (from_dlpack, from_cuda_array_interface): pointer equality and values."""
+    cp = pytest.importorskip("cupy")
+    s = cuda_device.create_stream()
+    x = np.arange(512, dtype=np.float32).reshape(16, 32)
+    with cuda_device.alloc(x.nbytes + 256) as a:
+        s.copy_from_host(a, x, dst_offset=256)
+        v = a.view(DType.F32, (16, 32), offset=256, stream=s)
+        with cp.cuda.Stream(non_blocking=True) as consumer:
+            y = cp.from_dlpack(v)  # CuPy passes its stream: it waits on an event of s
+            assert y.data.ptr == a.ptr + 256 and y.shape == (16, 32) and y.dtype == cp.float32
+            np.testing.assert_array_equal(cp.asnumpy(y), x)
+            z = cp.asarray(a.view(DType.F32, (16, 16), strides=(32, 2), offset=256, stream=s))
+            np.testing.assert_array_equal(cp.asnumpy(z), x[:, ::2])
+            consumer.synchronize()
+        c = cp.arange(100, dtype=cp.int32)
+        cp.cuda.Device().synchronize()
+        for b in (cuda_device.from_dlpack(c), cuda_device.from_cuda_array_interface(c)):
+            assert b.ptr == c.data.ptr and b.nbytes == 400 and b.dtype is DType.I32
+            out = np.zeros(100, np.int32)
+            s.copy_to_host(out, b)
+            s.synchronize()
+            np.testing.assert_array_equal(out, np.arange(100))
+            b.free()
+        del y, z, v
+
+
+@pytest.mark.gpu
+def test_gpu_typed_views_with_torch_both_ways(cuda_device: Any) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("this PyTorch has no CUDA")
+    s = cuda_device.create_stream()
+    with cuda_device.alloc(4096) as a:
+        s.fill(a, 0)
+        v = a.view(np.int64, (8, 8), stream=s)
+        t = torch.from_dlpack(v)
+        assert t.data_ptr() == a.ptr and t.dtype == torch.int64 and tuple(t.shape) == (8, 8) and t.is_cuda
+        t += 5
+        torch.cuda.synchronize()
+        out = np.zeros(64, np.int64)
+        s.copy_to_host(out, a, 512)
+        s.synchronize()
+        assert (out == 5).all()
+        u = torch.arange(64, dtype=torch.float32, device="cuda")
+        torch.cuda.synchronize()
+        b = cuda_device.from_dlpack(u)
+        assert b.ptr == u.data_ptr() and b.dtype is DType.F32 and b.shape == (64,)
+        b.free()
+        del t, v
+
+
 # issue 10 on a real device (the same checks run on the stub driver in test_gpu_correctness.py)
 
 _LIFETIME_CHILD = r"""
