@@ -380,7 +380,19 @@ def test_dlpack_capsule_dropped_unconsumed_releases() -> None:
     del capsule
     gc.collect()
     assert ref() is None
-    assert not gpu._DLPack.get().live
+    assert not dlpack.EXPORTER.live
+
+
+def test_dlpack_versioned_capsule_of_an_allocation() -> None:
+    """The allocation's own 1-D uint8 export answers a consumer passing max_version with DLPack 1.x too."""
+    alloc = fake_allocation(48)
+    info = dlpack_capsules.parse(alloc.__dlpack__(stream=-1, max_version=(1, 0)))
+    assert info["name"] == b"dltensor_versioned" and info["version"] == (1, 1) and info["flags"] == 0
+    assert info["data"] == FAKE_PTR and info["shape"] == (48,) and info["dtype"] == (1, 8, 1)
+    gc.collect()
+    assert not dlpack.EXPORTER.live  # dropped unconsumed: deleted
+    with pytest.raises(BufferError):
+        alloc.__dlpack__(stream=0)  # CUDA: 0 is ambiguous, the protocol forbids it
 
 
 def test_dlpack_refusals() -> None:

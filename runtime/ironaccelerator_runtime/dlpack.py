@@ -119,7 +119,7 @@ class _Exporter:
 
     def __init__(self) -> None:
         self.live: dict[int, tuple[Any, ...]] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # (a capsule dropped by a GC pass inside the lock deletes under it)
         self.deleter = DELETER(self._deleter)  # the same callback serves both layouts
         self.destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._capsule_destructor)
         self.destructor_address = ctypes.cast(self.destructor, ctypes.c_void_p).value

@@ -20,7 +20,6 @@ functions, bound once per object (``Device._alloc``, ``Stream._launch``, ...).
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import importlib
 import itertools
@@ -736,80 +735,6 @@ def compile_program(api: GpuApi, source: str | bytes, arch: str, options: Sequen
         api.program_destroy(prog)
 
 
-# ----------------------------------------------------------------------------- DLPack export
-
-_DLPACK_CDEF = """
-typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
-typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
-typedef struct { void *data; DLDevice device; int32_t ndim; DLDataType dtype; int64_t *shape; int64_t *strides;
-                 uint64_t byte_offset; } DLTensor;
-typedef struct DLManagedTensor { DLTensor dl_tensor; void *manager_ctx;
-                                 void (*deleter)(struct DLManagedTensor *self); } DLManagedTensor;
-"""
-_DLTENSOR = ctypes.create_string_buffer(b"dltensor")  # the capsule keeps a pointer to its name: never freed
-_DL_UINT = 1  # kDLUInt
-
-
-class _DLPack:
-    """Legacy (unversioned) DLManagedTensor capsules, built with cffi.  An exported tensor keeps its
-    allocation alive until the consumer calls the deleter, or until the capsule is dropped unconsumed."""
-
-    _instance: _DLPack | None = None
-    _lock = threading.Lock()
-
-    def __init__(self) -> None:
-        cffi = importlib.import_module("cffi")
-        self.ffi: Any = cffi.FFI()
-        self.ffi.cdef(_DLPACK_CDEF)
-        self.live: dict[int, tuple[Any, ...]] = {}  # DLManagedTensor address -> (struct, shape, allocation)
-        self.deleter = self.ffi.callback("void(DLManagedTensor *)", self._deleter)
-        api = ctypes.pythonapi
-        self.capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
-            ("PyCapsule_New", api))
-        self.capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-            ("PyCapsule_IsValid", api))
-        self.capsule_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-            ("PyCapsule_GetPointer", api))
-        self.destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._capsule_destructor)
-
-    @classmethod
-    def get(cls) -> _DLPack:
-        with cls._lock:
-            if cls._instance is None:
-                cls._instance = cls()
-            return cls._instance
-
-    def _deleter(self, tensor: Any) -> None:
-        self.live.pop(int(self.ffi.cast("uintptr_t", tensor)), None)
-
-    def _capsule_destructor(self, capsule: int) -> None:
-        # still named "dltensor": never consumed (a consumer renames it "used_dltensor" and owns the deleter)
-        if self.capsule_is_valid(capsule, _DLTENSOR):
-            self.live.pop(self.capsule_get_pointer(capsule, _DLTENSOR) or 0, None)
-
-    def export(self, alloc: Allocation, device: tuple[int, int]) -> Any:
-        ffi = self.ffi
-        managed = ffi.new("DLManagedTensor *")
-        shape = ffi.new("int64_t[1]", [alloc.nbytes])
-        t = managed.dl_tensor
-        t.data = ffi.cast("void *", alloc.ptr)  # type: ignore[attr-defined]
-        t.device.device_type, t.device.device_id = device
-        t.ndim = 1
-        t.dtype.code, t.dtype.bits, t.dtype.lanes = _DL_UINT, 8, 1
-        t.shape = shape
-        t.strides = ffi.NULL  # compact
-        t.byte_offset = 0
-        managed.manager_ctx = ffi.NULL
-        managed.deleter = self.deleter
-        address = int(ffi.cast("uintptr_t", managed))
-        self.live[address] = (managed, shape, alloc)
-        try:
-            return self.capsule_new(address, _DLTENSOR, ctypes.cast(self.destructor, ctypes.c_void_p).value)
-        except BaseException:
-            self.live.pop(address, None)
-            raise
-
-
 # ----------------------------------------------------------------------------- the backend
 
 
@@ -1453,19 +1378,29 @@ class GpuAllocation(Allocation):
 
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
-        """A DLPack capsule (``"dltensor"``) of a 1-D uint8 tensor over the allocation (zero copy).
+        """A DLPack capsule of a 1-D uint8 tensor over the allocation (zero copy): ``"dltensor_versioned"`` for a
+        consumer passing ``max_version >= (1, 0)``, else ``"dltensor"`` (typed, strided exports: ``view()``).
 
         The producer's work is complete before the capsule is returned: unless ``stream == -1``, the device is
-        synchronised (this backend does not track which stream last wrote an allocation)."""
+        synchronised (this backend does not track which stream last wrote an allocation; a view made with
+        ``view(..., stream=s)`` orders the consumer's stream after ``s`` instead)."""
         self._check_live("__dlpack__")
         self.device._check_open("__dlpack__")
         if copy:
             raise BufferError(f"{self.device.kind.name} allocations export without copying (copy=True is not supported)")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"cannot export {self!r} to device {tuple(dl_device)}")
-        if stream != -1:
-            self.device.synchronize()
-        return _DLPack.get().export(self, self.__dlpack_device__())
+        self._dlpack_sync(_NO_PRODUCER, stream)  # (the stream argument checked as the protocol says)
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        return dlpack.EXPORTER.export(self, self.ptr, self.__dlpack_device__(), DType.U8, (self.nbytes,), None, 0,
+                                      versioned)
+
+
+class _NoProducer:
+    stream = None  # an allocation's own export knows no producer stream
+
+
+_NO_PRODUCER = _NoProducer()
 
 
 class _ImportedMemory:
