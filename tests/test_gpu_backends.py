@@ -1346,10 +1346,25 @@ def test_sim_from_dlpack_and_cuda_array_interface(sim: Any) -> None:
     with pytest.raises(Error) as ei:
         b.free()
     assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    # imported memory is a kernel argument like any allocation (the launch reads its address)
+    k = dev.load_module(_image(module, VECTOR_ADD)).kernel("vector_add")
+    x = dev.from_dlpack(a.view(DType.F32, 64))
+    y = dev.from_dlpack(a.view(DType.F32, 64, offset=256))
+    z = dev.alloc(256)
+    for _ in range(3):  # the first launch on the Python path, later ones on the fast path where compiled
+        s.launch(KernelLaunch(k, LaunchDims(1, 64), [x, y, z, np.uint32(64)]))
+    out = np.zeros(64, np.float32)
+    s.copy_to_host(out, z)
+    s.synchronize()
+    np.testing.assert_array_equal(out, np.arange(64) + np.arange(64, 128))
+    x.free()
+    y.free()
+    z.free()
+    assert dlpack.EXPORTER.deleted == deleted + 3
     c = dev.from_dlpack(a.view(DType.U8, 64))
     del c  # dropped: the deleter too
     gc.collect()
-    assert dlpack.EXPORTER.deleted == deleted + 2
+    assert dlpack.EXPORTER.deleted == deleted + 4
     with pytest.raises(Error) as ei:
         dev.from_dlpack(np.zeros(4))
     assert ei.value.kind is ErrorKind.UNSUPPORTED and "kDLCPU" in str(ei.value)
