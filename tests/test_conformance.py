@@ -659,6 +659,108 @@ def test_unified_memory_flag_means_kernels_and_host_share_it(device: Device, str
         x.free()
 
 
+# DLPack imports of foreign (numpy) host memory: where the backend can use it (QNN client buffers are host memory)
+DLPACK_IMPORTS = {BackendKind.QNN: MemoryKind.HOST}
+
+
+def test_typed_views_to_numpy_and_back(device: Device, stream: Stream) -> None:
+    """``Allocation.view``: host-visible memory exports DLPack as kDLCPU, so ``np.from_dlpack`` is a numpy array
+    of the same memory (versioned capsule, legacy for old consumers, each deleted exactly once); device memory
+    no consumer can address (OpenCL buffers, private Metal buffers) has a plain view without ``__dlpack__``.
+    Imports: numpy memory becomes an allocation at the same address where the backend can use foreign host
+    memory, else UNSUPPORTED."""
+    import dlpack_capsules
+    from ironaccelerator_runtime import dlpack
+
+    backend = device.descriptor.backend
+    exported = set()
+    for kind in MemoryKind:
+        a = device.alloc_unchecked(4096, kind)
+        if isinstance(a, Error):
+            continue
+        v = a.view(DType.F32, (16, 32), offset=1024)
+        assert v.shape == (16, 32) and v.dtype is DType.F32 and v.nbytes == 2048
+        if kind not in HOST_VIEWS.get(backend, set()):
+            assert not hasattr(v, "__dlpack__") and not hasattr(v, "__dlpack_device__"), (backend, kind)
+            with pytest.raises((TypeError, AttributeError)):  # (numpy 2.4: AttributeError, no __dlpack__)
+                np.from_dlpack(v)
+            del v
+            a.free()
+            continue
+        exported.add(kind)
+        assert v.__dlpack_device__() == (1, 0)  # kDLCPU
+        host = np.frombuffer(a.host_view(), np.uint8)
+        x = np.from_dlpack(v)  # no copy: the same address
+        assert x.ctypes.data == host.ctypes.data + 1024 and x.shape == (16, 32) and x.dtype == np.float32
+        x[:] = np.arange(512, dtype=np.float32).reshape(16, 32)
+        out = np.zeros(512, np.float32)
+        stream.copy_to_host(out, a, 2048, src_offset=1024)
+        stream.synchronize()
+        np.testing.assert_array_equal(out, np.arange(512, dtype=np.float32))
+        s = a.view(np.int32, (4, 4), strides=(32, 2), offset=4)  # every other int of every 8th row
+        y = np.from_dlpack(s)
+        assert y.strides == (128, 8) and y.ctypes.data == host.ctypes.data + 4
+        np.testing.assert_array_equal(y, np.frombuffer(host, np.int32)[1:].reshape(-1)[: 32 * 4].reshape(4, 32)[:, :8:2])
+        deleted = dlpack.EXPORTER.deleted
+        for max_version, name in (((1, 0), b"dltensor_versioned"), (None, b"dltensor")):
+            cap = s.__dlpack__(max_version=max_version)
+            info = dlpack_capsules.parse(cap)
+            assert info["name"] == name and info["device"] == (1, 0) and info["shape"] == (4, 4)
+            assert info["strides"] == (32, 2) and info["dtype"] == (0, 32, 1) and info["byte_offset"] == 4
+            assert info["data"] == host.ctypes.data and info["has_deleter"]
+            assert info["version"] == (None if max_version is None else (1, 1)) and info["flags"] == 0
+            del cap
+        gc.collect()
+        assert dlpack.EXPORTER.deleted == deleted + 2  # dropped unconsumed: deleted once each
+        if backend in DLPACK_IMPORTS:  # our own view round-trips too: the same memory, the deleter once on free
+            b = device.from_dlpack(v)
+            assert b.kind is DLPACK_IMPORTS[backend] and b.nbytes == 2048
+            assert np.frombuffer(b.host_view(), np.uint8).ctypes.data == host.ctypes.data + 1024
+            b.free()
+            assert dlpack.EXPORTER.deleted == deleted + 3
+        with pytest.raises(Error) as ei:
+            a.free()  # views are exported
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE
+        del x, y, v, s, host
+        gc.collect()
+        a.free()
+        with pytest.raises(Error) as ei:
+            a.view(DType.U8, 4)
+        assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+    assert exported == HOST_VIEWS.get(backend, set())
+    arr = np.arange(1000, dtype=np.float32)
+    if backend not in DLPACK_IMPORTS:
+        with pytest.raises(Error) as ei:
+            device.from_dlpack(arr)
+        assert kind_of(ei) is ErrorKind.UNSUPPORTED
+        return
+    ref = weakref.ref(arr_owner := np.arange(1000, dtype=np.float32))
+    imp = device.from_dlpack(arr_owner)  # numpy -> an allocation without a copy
+    assert np.frombuffer(imp.host_view(), np.float32).ctypes.data == arr_owner.ctypes.data
+    assert imp.dtype is DType.F32 and imp.shape == (1000,) and imp.nbytes == 4000
+    out = np.zeros(1000, np.float32)
+    stream.copy_to_host(out, imp)
+    stream.copy_from_host(imp, np.full(10, 5, np.float32))
+    stream.synchronize()
+    np.testing.assert_array_equal(out, arr)
+    assert (arr_owner[:10] == 5).all()
+    del arr_owner
+    gc.collect()
+    assert ref() is not None  # the allocation keeps numpy's array alive ...
+    imp.free()
+    gc.collect()
+    assert ref() is None  # ... until it is freed (numpy's deleter ran)
+    for bad in (np.arange(10.0)[::2], np.zeros(4, np.float16).view(np.dtype("V2")), b"bytes"):
+        with pytest.raises(Error) as ei:
+            device.from_dlpack(bad)
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE, bad
+    ro = np.zeros(8)
+    ro.flags.writeable = False
+    with pytest.raises(Error) as ei:
+        device.from_dlpack(ro)  # numpy marks it READ_ONLY in the versioned capsule
+    assert kind_of(ei) is ErrorKind.INVALID_VALUE and "read-only" in str(ei.value)
+
+
 def test_round_trip_typed_buffers(device: Device, stream: Stream) -> None:
     """Any buffer-protocol object: float32 2-D arrays, bytes, bytearray, memoryview."""
     x = RNG.standard_normal((257, 33)).astype(np.float32)

@@ -36,7 +36,9 @@ from ironaccelerator_runtime.backends import gpu
 from ironaccelerator_gen import pipeline
 from ironaccelerator_gen.diagnostics import UserError
 
+import dlpack_capsules
 from conftest import GENERATED, ROOT, SPECS
+from ironaccelerator_runtime import dlpack
 
 # ------------------------------------------------------------------ capability translation (pure)
 
@@ -378,7 +380,19 @@ def test_dlpack_capsule_dropped_unconsumed_releases() -> None:
     del capsule
     gc.collect()
     assert ref() is None
-    assert not gpu._DLPack.get().live
+    assert not dlpack.EXPORTER.live
+
+
+def test_dlpack_versioned_capsule_of_an_allocation() -> None:
+    """The allocation's own 1-D uint8 export answers a consumer passing max_version with DLPack 1.x too."""
+    alloc = fake_allocation(48)
+    info = dlpack_capsules.parse(alloc.__dlpack__(stream=-1, max_version=(1, 0)))
+    assert info["name"] == b"dltensor_versioned" and info["version"] == (1, 1) and info["flags"] == 0
+    assert info["data"] == FAKE_PTR and info["shape"] == (48,) and info["dtype"] == (1, 8, 1)
+    gc.collect()
+    assert not dlpack.EXPORTER.live  # dropped unconsumed: deleted
+    with pytest.raises(BufferError):
+        alloc.__dlpack__(stream=0)  # CUDA: 0 is ambiguous, the protocol forbids it
 
 
 def test_dlpack_refusals() -> None:
@@ -707,6 +721,8 @@ class FakeDriver:
         self.mem: dict[int, Any] = {}
         self.next_handle = 0x1000
         self.events: dict[int, float] = {}
+        self.recorded: dict[int, int] = {}  # event -> the stream it was last recorded on
+        self.waits: list[tuple[int, int]] = []  # (stream, event) of each stream_wait_event
         self.calls: list[str] = []
         self.busy_queries = 0  # how many stream/event queries answer NOT_READY first
         self.pool_limit = 1 << 40  # bytes a stream-ordered pool may reserve before it answers out-of-memory
@@ -862,10 +878,11 @@ class FakeDriver:
                 return cast(int, C["status_not_ready"])
             return 0
         def stream_query(s: Any) -> int: return _query()
-        def stream_wait_event(s: Any, e: Any, flags: int) -> int: return 0
+        def stream_wait_event(s: Any, e: Any, flags: int) -> int: d.waits.append((d.key(s), d.key(e))); return 0
         def event_create(out: Any, flags: int) -> int: out[0] = d.handle(T["event"]); return 0
         def event_destroy(e: Any) -> int: return 0
         def event_record(e: Any, s: Any) -> int:
+            d.recorded[d.key(e)] = d.key(s)
             d.events[d.key(e)] = float(len(d.calls)); return 0
         def event_synchronize(e: Any) -> int: return 0
         def event_query(e: Any) -> int: return _query()
@@ -1275,6 +1292,250 @@ def test_sim_dlpack_both_or_neither(sim: Any) -> None:
         dev.close()
     assert seen == {_cls(module, "Allocation").__name__: True, "PooledAllocation": False,
                     _cls(module, "PoolAllocation").__name__: True}, seen
+
+
+# ------------------------------------------------------------------ typed views, DLPack both ways, stream protocols
+
+
+def test_sim_typed_view_capsules(sim: Any) -> None:
+    """``Allocation.view``: versioned capsules for consumers that ask (max_version >= (1, 0)), legacy otherwise,
+    with the real dtype, shape, strides and offset; the deleter runs exactly once (consumed, or dropped)."""
+    module, driver, backend = sim
+    kind = module.TABLES.kind
+    dev = backend.open(0)
+    a = dev.alloc(4096)
+    v = a.view(DType.F32, (8, 16), offset=64)
+    assert v.__dlpack_device__() == (kind.dlpack_device, 0) and v.nbytes == 512
+    deleted = dlpack.EXPORTER.deleted
+    cap = v.__dlpack__(stream=-1, max_version=(1, 2))
+    info = dlpack_capsules.parse(cap)
+    assert info["name"] == b"dltensor_versioned" and info["version"] == (1, 1) and info["flags"] == 0
+    assert info["data"] == a.ptr and info["byte_offset"] == 64 and info["device"] == (kind.dlpack_device, 0)
+    assert info["dtype"] == (2, 32, 1) and info["shape"] == (8, 16) and info["strides"] is None
+    done = dlpack_capsules.consume(cap)
+    del cap
+    gc.collect()
+    assert dlpack.EXPORTER.deleted == deleted  # consumed: the consumer owns it now
+    done()
+    assert dlpack.EXPORTER.deleted == deleted + 1
+    legacy = a.view("int16", (4, 3), strides=(6, 2), offset=2).__dlpack__(stream=-1)  # no max_version: legacy
+    info = dlpack_capsules.parse(legacy)
+    assert info["name"] == b"dltensor" and info["version"] is None and info["strides"] == (6, 2)
+    assert info["dtype"] == (0, 16, 1) and info["byte_offset"] == 2
+    del legacy  # dropped unconsumed: the capsule's destructor deletes it
+    gc.collect()
+    assert dlpack.EXPORTER.deleted == deleted + 2 and not dlpack.EXPORTER.live
+    # the capsule keeps the view, and so the allocation, alive
+    ref = weakref.ref(a)
+    cap = a.view(DType.U8, 4096).__dlpack__(stream=-1, max_version=(1, 0))
+    del a, v
+    gc.collect()
+    assert ref() is not None
+    del cap
+    gc.collect()
+    assert ref() is None and not driver.mem
+
+
+def test_sim_dlpack_stream_handshake(sim: Any) -> None:
+    """``__dlpack__(stream=...)``: an event recorded on the producer stream, the consumer's stream waiting on it;
+    no device-wide synchronisation (the fallback only where the view names no producer stream)."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    producer, consumer = dev.create_stream(), dev.create_stream()
+    a = dev.alloc(1024)
+    v = a.view(DType.U32, 256, stream=producer)
+    syncs = driver.calls.count("device_synchronize")
+    cap = v.__dlpack__(stream=consumer._address, max_version=(1, 0))
+    ((waiter, event),) = driver.waits
+    assert waiter == consumer._address and driver.recorded[event] == producer._address
+    assert driver.calls.count("device_synchronize") == syncs
+    v.__dlpack__(stream=consumer)  # a Stream of ours: the same handshake
+    assert driver.waits[-1][0] == consumer._address and len(driver.waits) == 2
+
+    class Foreign:  # another library's stream, through the CUDA stream protocol
+        def __cuda_stream__(self) -> tuple[int, int]:
+            return (0, 0x5550)
+
+    v.__dlpack__(stream=Foreign())
+    assert driver.waits[-1][0] == 0x5550
+    v.__dlpack__(stream=producer)  # the producer's own stream: already in order
+    v.__dlpack__(stream=-1)  # the consumer orders itself
+    assert len(driver.waits) == 3 and driver.calls.count("device_synchronize") == syncs
+    bad = 0 if module is cuda_backend else 1  # CUDA forbids 0 (ambiguous), HIP 1 and 2
+    with pytest.raises(BufferError):
+        v.__dlpack__(stream=bad)
+    with pytest.raises(BufferError):
+        v.__dlpack__(stream="default")
+    a.view(DType.U8, 16).__dlpack__(stream=None)  # no producer stream known: the device is synchronised
+    assert driver.calls.count("device_synchronize") == syncs + 1
+    del cap
+    if module is cuda_backend:
+        assert producer.__cuda_stream__() == (0, producer._address) and producer._address
+    else:
+        assert not hasattr(producer, "__cuda_stream__")  # HIP streams are not CUDA streams
+    other = backend.open(0)
+    with pytest.raises(Error) as ei:
+        a.view(DType.U8, 16, stream=other.create_stream())
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+
+
+def test_sim_cuda_array_interface_of_views(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    a = dev.alloc(4096)
+    v = a.view(np.float64, (4, 8), offset=128, stream=s)
+    strided = a.view("u2", (3, 5), strides=(10, 2))
+    if module is hip_backend:
+        assert not hasattr(v, "__cuda_array_interface__")
+        return
+    assert v.__cuda_array_interface__ == {"shape": (4, 8), "typestr": "<f8", "data": (a.ptr + 128, False),
+                                          "version": 3, "strides": None, "stream": s._address}
+    cai = strided.__cuda_array_interface__
+    assert cai["strides"] == (20, 4) and cai["typestr"] == "<u2" and cai["stream"] is None
+    with pytest.raises(Error) as ei:
+        a.view(DType.BF16, 4).__cuda_array_interface__  # numpy has no typestr for bfloat16
+    assert ei.value.kind is ErrorKind.UNSUPPORTED
+
+
+def test_sim_host_kinds_to_numpy_without_a_copy(sim: Any) -> None:
+    """Pinned and managed memory export as kDLCUDAHost / kDLCUDAManaged (HIP: kDLROCMHost), which numpy takes
+    without a copy: the same address, writes seen both ways."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    cuda = module is cuda_backend
+    for kind, dl in ((MemoryKind.HOST_PINNED, 3 if cuda else 11), (MemoryKind.UNIFIED, 13 if cuda else 11)):
+        a = dev.alloc(4096, kind)
+        v = a.view(np.int32, (16, 8), offset=256)
+        assert v.__dlpack_device__() == (dl, 0)
+        x = np.from_dlpack(v)
+        assert x.ctypes.data == a.ptr + 256 and x.shape == (16, 8) and x.dtype == np.int32
+        x[:] = np.arange(128, dtype=np.int32).reshape(16, 8)
+        out = np.zeros(128, np.int32)
+        s.copy_to_host(out, a, 512, src_offset=256)
+        s.synchronize()
+        np.testing.assert_array_equal(out, np.arange(128))
+        with pytest.raises(Error) as ei:
+            a.free()  # a view is exported: the array would read freed memory
+        assert ei.value.kind is ErrorKind.INVALID_VALUE
+        del x, v
+        gc.collect()
+        a.free()
+    assert not driver.mem
+
+
+def test_sim_from_dlpack_and_cuda_array_interface(sim: Any) -> None:
+    """Import without a copy: a view of ours round-trips to an allocation at the same address (the producer's
+    deleter runs once, when it is freed; the memory is not freed by the importer); numpy (pageable host memory)
+    is refused UNSUPPORTED; another device INVALID_VALUE."""
+    module, driver, backend = sim
+    kind = module.TABLES.kind
+    dev = backend.open(0)
+    s = dev.create_stream()
+    a = dev.alloc(1024)
+    s.copy_from_host(a, np.arange(256, dtype=np.float32))
+    s.synchronize()
+    deleted = dlpack.EXPORTER.deleted
+    b = dev.from_dlpack(a.view(DType.F32, (16, 8), offset=512), stream=s)
+    assert b.ptr == a.ptr + 512 and b.nbytes == 512 and b.kind is MemoryKind.DEVICE
+    assert b.dtype is DType.F32 and b.shape == (16, 8)
+    out = np.zeros(128, np.float32)
+    s.copy_to_host(out, b)  # usable as any allocation
+    s.synchronize()
+    np.testing.assert_array_equal(out, np.arange(128, 256))
+    frees = driver.calls.count("free")
+    b.free()
+    assert dlpack.EXPORTER.deleted == deleted + 1 and driver.calls.count("free") == frees  # not the importer's
+    with pytest.raises(Error) as ei:
+        b.free()
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    # imported memory is a kernel argument like any allocation (the launch reads its address)
+    k = dev.load_module(_image(module, VECTOR_ADD)).kernel("vector_add")
+    x = dev.from_dlpack(a.view(DType.F32, 64))
+    y = dev.from_dlpack(a.view(DType.F32, 64, offset=256))
+    z = dev.alloc(256)
+    for _ in range(3):  # the first launch on the Python path, later ones on the fast path where compiled
+        s.launch(KernelLaunch(k, LaunchDims(1, 64), [x, y, z, np.uint32(64)]))
+    out = np.zeros(64, np.float32)
+    s.copy_to_host(out, z)
+    s.synchronize()
+    np.testing.assert_array_equal(out, np.arange(64) + np.arange(64, 128))
+    x.free()
+    y.free()
+    z.free()
+    assert dlpack.EXPORTER.deleted == deleted + 3
+    c = dev.from_dlpack(a.view(DType.U8, 64))
+    del c  # dropped: the deleter too
+    gc.collect()
+    assert dlpack.EXPORTER.deleted == deleted + 4
+    with pytest.raises(Error) as ei:
+        dev.from_dlpack(np.zeros(4))
+    assert ei.value.kind is ErrorKind.UNSUPPORTED and "kDLCPU" in str(ei.value)
+
+    class Elsewhere:
+        def __dlpack_device__(self) -> tuple[int, int]:
+            return (kind.dlpack_device, 5)
+
+        def __dlpack__(self, **kw: Any) -> Any:
+            raise AssertionError("not asked: the device is checked first")
+
+    with pytest.raises(Error) as ei:
+        dev.from_dlpack(Elsewhere())
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    with pytest.raises(Error) as ei:
+        dev.from_dlpack(a.view(DType.U8, (4, 4), strides=(8, 1)))  # strided: no copy possible
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and not dlpack.EXPORTER.live
+    if module is hip_backend:
+        with pytest.raises(Error) as ei:
+            dev.from_cuda_array_interface(a)
+        assert ei.value.kind is ErrorKind.UNSUPPORTED
+        return
+    syncs = driver.calls.count("stream_synchronize")
+    c2 = dev.from_cuda_array_interface({"shape": (10,), "typestr": "<i4", "data": (a.ptr, False), "version": 3,
+                                        "strides": None, "stream": 0x7770})
+    assert c2.ptr == a.ptr and c2.nbytes == 40 and c2.dtype is DType.I32
+    assert driver.calls.count("stream_synchronize") == syncs + 1  # no consumer stream: the producer's synchronised
+    dev.from_cuda_array_interface(a.view(DType.F32, 4, stream=s), stream=dev.create_stream())
+    assert driver.recorded[driver.waits[-1][1]] == s._address  # an event of the producer's stream, waited on
+    with pytest.raises(Error) as ei:
+        dev.from_cuda_array_interface({"shape": (2, 2), "typestr": "<f4", "data": (a.ptr, False), "version": 3,
+                                       "strides": (4, 8)})
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+
+
+def test_sim_view_refusals(sim: Any) -> None:
+    module, driver, backend = sim
+    dev = backend.open(0)
+    a = dev.alloc(256)
+    cases: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((DType.F32, 65), {}),  # 260 bytes
+        ((DType.F32, (8, 8)), {"offset": 4}),
+        ((DType.F32, (2, 2)), {"strides": (64, 1)}),  # (1 * 64 + 1 + 1) * 4 > 256
+        ((DType.F32, 4), {"offset": 2}),  # not a multiple of the element
+        ((DType.F32, (2, -1)), {}), ((DType.F32, "4"), {}), ((DType.F32, (2, 2)), {"strides": (1,)}),
+        ((DType.F32, 2), {"strides": (-1,)}), (("no such type", 4), {}), ((object(), 4), {})]
+    for args, kw in cases:
+        with pytest.raises(Error) as ei:
+            a.view(*args, **kw)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE, (args, kw)
+    assert a.view(DType.F32, (0, 7)).nbytes == 0  # empty: fits anywhere
+    assert a.view("f4", 64).shape == (64,)  # the whole allocation
+    v = a.view(DType.U8, 16)
+    del v
+    a.free()
+    with pytest.raises(Error) as ei:
+        a.view(DType.U8, 16)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    b = dev.alloc(64)
+    v = b.view(DType.U8, 64)
+    dev.close()
+    calls: list[Callable[[], Any]] = [lambda: b.view(DType.U8, 4), lambda: v.__dlpack__(stream=-1),
+                                      lambda: dev.from_dlpack(v)]
+    for call in calls:
+        with pytest.raises(Error) as ei:
+            call()
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
 
 
 # ------------------------------------------------------------------ the launch fast path (plans, reuse)
@@ -1716,6 +1977,60 @@ def test_gpu_torch_interop_zero_copy(cuda_device: Any) -> None:
         s.synchronize()
         assert (out == 3).all()
         del t
+
+
+@pytest.mark.gpu
+def test_gpu_typed_views_with_cupy_both_ways(cuda_device: Any) -> None:
+    """Typed views to CuPy (versioned DLPack and __cuda_array_interface__, with the stream handshake) and CuPy
+    arrays back (from_dlpack, from_cuda_array_interface): pointer equality and values."""
+    cp = pytest.importorskip("cupy")
+    s = cuda_device.create_stream()
+    x = np.arange(512, dtype=np.float32).reshape(16, 32)
+    with cuda_device.alloc(x.nbytes + 256) as a:
+        s.copy_from_host(a, x, dst_offset=256)
+        v = a.view(DType.F32, (16, 32), offset=256, stream=s)
+        with cp.cuda.Stream(non_blocking=True) as consumer:
+            y = cp.from_dlpack(v)  # CuPy passes its stream: it waits on an event of s
+            assert y.data.ptr == a.ptr + 256 and y.shape == (16, 32) and y.dtype == cp.float32
+            np.testing.assert_array_equal(cp.asnumpy(y), x)
+            z = cp.asarray(a.view(DType.F32, (16, 16), strides=(32, 2), offset=256, stream=s))
+            np.testing.assert_array_equal(cp.asnumpy(z), x[:, ::2])
+            consumer.synchronize()
+        c = cp.arange(100, dtype=cp.int32)
+        cp.cuda.Device().synchronize()
+        for b in (cuda_device.from_dlpack(c), cuda_device.from_cuda_array_interface(c)):
+            assert b.ptr == c.data.ptr and b.nbytes == 400 and b.dtype is DType.I32
+            out = np.zeros(100, np.int32)
+            s.copy_to_host(out, b)
+            s.synchronize()
+            np.testing.assert_array_equal(out, np.arange(100))
+            b.free()
+        del y, z, v
+
+
+@pytest.mark.gpu
+def test_gpu_typed_views_with_torch_both_ways(cuda_device: Any) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("this PyTorch has no CUDA")
+    s = cuda_device.create_stream()
+    with cuda_device.alloc(4096) as a:
+        s.fill(a, 0)
+        v = a.view(np.int64, (8, 8), stream=s)
+        t = torch.from_dlpack(v)
+        assert t.data_ptr() == a.ptr and t.dtype == torch.int64 and tuple(t.shape) == (8, 8) and t.is_cuda
+        t += 5
+        torch.cuda.synchronize()
+        out = np.zeros(64, np.int64)
+        s.copy_to_host(out, a, 512)
+        s.synchronize()
+        assert (out == 5).all()
+        u = torch.arange(64, dtype=torch.float32, device="cuda")
+        torch.cuda.synchronize()
+        b = cuda_device.from_dlpack(u)
+        assert b.ptr == u.data_ptr() and b.dtype is DType.F32 and b.shape == (64,)
+        b.free()
+        del t, v
 
 
 # issue 10 on a real device (the same checks run on the stub driver in test_gpu_correctness.py)

@@ -248,6 +248,40 @@ def test_families_asked_of_the_device(metal_sim: Path, sim: Sim) -> None:
     assert sim.live("IASimDevice") == 0
 
 
+def test_typed_views_and_dlpack_on_the_simulated_device(dev: Any, sim: Sim) -> None:
+    """Shared (UNIFIED) buffers of the simulated Metal device export DLPack as kDLCPU: ``np.from_dlpack`` sees the
+    buffer's ``contents`` without a copy; private buffers have a plain view (no DLPack device a consumer can
+    address); importing foreign memory is UNSUPPORTED (no newBufferWithBytesNoCopy); no object leaks."""
+    import dlpack_capsules
+
+    s = dev.create_stream()
+    shared = dev.alloc(4096, MemoryKind.UNIFIED)
+    v = shared.view(np.uint16, (32, 64))
+    x = np.from_dlpack(v)
+    assert x.ctypes.data == shared._host_address() and x.shape == (32, 64)
+    x[:] = np.arange(2048, dtype=np.uint16).reshape(32, 64)
+    priv = dev.alloc(4096)
+    s.copy(priv, shared)
+    out = np.zeros(2048, np.uint16)
+    s.copy_to_host(out, priv)
+    s.synchronize()
+    np.testing.assert_array_equal(out, np.arange(2048))
+    info = dlpack_capsules.parse(v.__dlpack__(max_version=(1, 0)))
+    assert info["version"] == (1, 1) and info["device"] == (1, 0) and info["dtype"] == (1, 16, 1)
+    pv = priv.view(DType.F32, 1024)
+    assert not hasattr(pv, "__dlpack__") and pv.nbytes == 4096
+    with pytest.raises(Error) as ei:
+        dev.from_dlpack(np.zeros(16))
+    assert ei.value.kind is ErrorKind.UNSUPPORTED and "newBufferWithBytesNoCopy" in str(ei.value)
+    del x, v, pv, info
+    gc.collect()
+    for a in (shared, priv):
+        a.free()
+    s.synchronize()
+    gc.collect()
+    assert sim.live("IASimBuffer") == 0
+
+
 def test_alloc_kinds_and_host_view(dev: Any) -> None:
     s = dev.create_stream()
     priv = dev.alloc(4096)

@@ -523,6 +523,57 @@ class Device:
         (or the vendor's error) with its log; options a backend cannot honour raise ``UNSUPPORTED``."""
         raise unsupported(self.kind, "Device.load_module")
 
+    def from_dlpack(self, obj: Any, *, stream: Any = None) -> Allocation:
+        """Import ``obj``'s memory (anything with ``__dlpack__``: a numpy array, a view of ours, a CuPy/PyTorch
+        tensor) as an allocation of this device without a copy: ``.dtype`` and ``.shape`` say what it holds.
+        The producer is kept alive until the allocation is freed or dropped (then its deleter runs, once).
+        ``INVALID_VALUE`` for memory of another device, a read-only or non-contiguous tensor; ``UNSUPPORTED``
+        where the backend cannot use foreign memory of that kind (see each backend's ``_import_kind``).
+        ``stream`` (CUDA/HIP): this device's stream that will use the memory (the producer orders it)."""
+        from . import dlpack
+
+        what = "Device.from_dlpack"
+        self._check_open(what)
+        probe = getattr(obj, "__dlpack_device__", None)
+        if probe is None:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {type(obj).__name__} does not export DLPack",
+                        backend=self.kind.name, function=what)
+        dev = tuple(probe())
+        kind = self._import_kind((int(dev[0]), int(dev[1])), what)
+        imp = dlpack.dlpack_of(obj, self._consumer_stream(stream, what), what, self.kind.name)
+        return self._adopt(imp, kind, what)
+
+    def from_cuda_array_interface(self, obj: Any, *, stream: Any = None) -> Allocation:
+        """Import ``obj.__cuda_array_interface__`` (v2/v3) memory without a copy (CUDA)."""
+        raise unsupported(self.kind, "Device.from_cuda_array_interface")
+
+    def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
+        """The MemoryKind an imported tensor on DLPack ``device`` becomes here, or raise (backends override)."""
+        raise Error(ErrorKind.UNSUPPORTED, f"{what}: the {self.kind.name} backend cannot use foreign memory",
+                    backend=self.kind.name, function=what)
+
+    def _consumer_stream(self, stream: Any, what: str) -> Any:
+        """The ``stream`` argument passed to a producer's ``__dlpack__`` (backends with streams override)."""
+        return None
+
+    def _import_memory(self, imp: Any, kind: MemoryKind) -> Allocation:
+        raise unsupported(self.kind, "Device.from_dlpack")
+
+    def _adopt(self, imp: Any, kind: MemoryKind, what: str) -> Allocation:
+        """An allocation over an imported tensor (its deleter run on free or drop); INVALID_VALUE (the deleter
+        run now) for read-only memory."""
+        try:
+            if imp.read_only:
+                raise Error(ErrorKind.INVALID_VALUE, f"{what}: the tensor is read-only (kernels would write it)",
+                            backend=self.kind.name, function=what)
+            a = self._import_memory(imp, kind)
+        except BaseException:
+            imp.release()
+            raise
+        a.dtype = imp.dtype
+        a.shape = imp.shape
+        return a
+
     def synchronize(self) -> None:
         raise unsupported(self.kind, "Device.synchronize")
 
@@ -563,13 +614,17 @@ class Allocation:
     that (``alive``, ``detach()``, calling it), made on demand; ``None`` for an untracked allocation.
 
     DLPack is a backend's to export: one that does defines ``__dlpack__`` and ``__dlpack_device__`` together
-    (CUDA, ROCm); this base class defines neither, so a consumer that probes ``__dlpack_device__`` never finds
-    it on an allocation that cannot export (OpenCL, pooled blocks of the caching pool).
+    (CUDA, ROCm: a 1-D uint8 legacy capsule); this base class defines neither, so a consumer that probes
+    ``__dlpack_device__`` never finds it on an allocation that cannot export (OpenCL, pooled blocks of the
+    caching pool).  Typed, strided exports (versioned DLPack 1.x capsules) are made by :meth:`view`, on every
+    backend whose memory a consumer can address.
     """
 
     nbytes: int
     kind: MemoryKind
     device: Device
+    dtype: DType | None = None  # what an imported tensor holds (Device.from_dlpack); None for raw memory
+    shape: tuple[int, ...] | None = None
     _freed: bool = False
     _tracked: bool = False  # release on drop (``__del__``) unless freed
     _drop: Callable[[], object] | None = None  # what releases it on drop; None: ``_release``
@@ -637,6 +692,46 @@ class Allocation:
         views.append(weakref.ref(arr))
         self._views = views
         return memoryview(arr).cast("B")
+
+    # typed views and DLPack (ironaccelerator_runtime.dlpack)
+    def _dlpack_device(self) -> tuple[int, int] | None:
+        """The DLPack device of this allocation's memory for a view's export, or None where no consumer could
+        address it (backends override): host-visible memory is ``kDLCPU``."""
+        from .dlpack import KDL_CPU
+
+        return (KDL_CPU, 0) if self._host_address() is not None else None
+
+    def _dlpack_address(self) -> int:
+        """The address a DLPack tensor's ``data`` holds (the view's offset goes in ``byte_offset``)."""
+        addr = self._host_address()
+        assert addr is not None
+        return addr
+
+    def _dlpack_sync(self, view: Any, stream: Any) -> None:
+        """Order the consumer's ``stream`` after the producer's work (backends with streams override): host
+        memory has nothing to order (the caller synchronises before touching it, as for ``host_view``)."""
+
+    def _view_class(self) -> type[Any]:
+        from .dlpack import ArrayView, DLPackView
+
+        return DLPackView if self._dlpack_device() is not None else ArrayView
+
+    def view(self, dtype: Any, shape: Any, strides: Any = None, offset: int = 0, *, stream: Stream | None = None) -> Any:
+        """A typed, strided view of the allocation, zero copy: ``dtype`` (a :class:`DType`, or a numpy dtype or
+        name), ``shape`` (an int or ints), ``strides`` (in elements; None: C-contiguous), ``offset`` (bytes, a
+        multiple of the element size); ``stream`` (CUDA/HIP): the stream that produces the data, so a
+        consumer's ``__dlpack__(stream=...)`` waits on an event of it rather than on the whole device.  The
+        view keeps the allocation alive; it is bounds-checked (``INVALID_VALUE`` past the end).  Where the
+        memory has a DLPack device a consumer can use (host-visible memory as ``kDLCPU``/``kDLCUDAHost``/
+        ``kDLCUDAManaged``; CUDA/HIP device memory) it exports ``__dlpack__`` (``np.from_dlpack(view)``,
+        ``torch.from_dlpack(view)``), and on CUDA ``__cuda_array_interface__``; OpenCL buffers and private
+        Metal buffers have a plain view (no DLPack device type numpy or others accept)."""
+        from .dlpack import make_view
+
+        self._check_live("Allocation.view")  # (before asking the freed memory's kind for a view class)
+        self.device._check_open("Allocation.view")
+        view: Any = make_view(self, dtype, shape, strides, offset, stream, self._view_class())
+        return view
 
     def _views_error(self, what: str) -> Error | None:
         """The refusal of freeing while host views are exported (a view would then read freed memory), or None."""

@@ -21,7 +21,6 @@ functions, bound once per object (``Device._alloc``, ``Stream._launch``, ...).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import importlib
 import itertools
@@ -34,12 +33,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
-from ironaccelerator_runtime import kernel_cache, tracing
+from ironaccelerator_runtime import dlpack, kernel_cache, tracing
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Graph,
     InFlight, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar,
     Stream, check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
+    unsupported,
 )
 
 # What this module reads from a GPU backend spec (specs/<vendor>/backend.yaml), by section: role -> when it is
@@ -752,80 +752,6 @@ def compile_program(api: GpuApi, source: str | bytes, arch: str, options: Sequen
         api.program_destroy(prog)
 
 
-# ----------------------------------------------------------------------------- DLPack export
-
-_DLPACK_CDEF = """
-typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
-typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
-typedef struct { void *data; DLDevice device; int32_t ndim; DLDataType dtype; int64_t *shape; int64_t *strides;
-                 uint64_t byte_offset; } DLTensor;
-typedef struct DLManagedTensor { DLTensor dl_tensor; void *manager_ctx;
-                                 void (*deleter)(struct DLManagedTensor *self); } DLManagedTensor;
-"""
-_DLTENSOR = ctypes.create_string_buffer(b"dltensor")  # the capsule keeps a pointer to its name: never freed
-_DL_UINT = 1  # kDLUInt
-
-
-class _DLPack:
-    """Legacy (unversioned) DLManagedTensor capsules, built with cffi.  An exported tensor keeps its
-    allocation alive until the consumer calls the deleter, or until the capsule is dropped unconsumed."""
-
-    _instance: _DLPack | None = None
-    _lock = threading.Lock()
-
-    def __init__(self) -> None:
-        cffi = importlib.import_module("cffi")
-        self.ffi: Any = cffi.FFI()
-        self.ffi.cdef(_DLPACK_CDEF)
-        self.live: dict[int, tuple[Any, ...]] = {}  # DLManagedTensor address -> (struct, shape, allocation)
-        self.deleter = self.ffi.callback("void(DLManagedTensor *)", self._deleter)
-        api = ctypes.pythonapi
-        self.capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
-            ("PyCapsule_New", api))
-        self.capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-            ("PyCapsule_IsValid", api))
-        self.capsule_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-            ("PyCapsule_GetPointer", api))
-        self.destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._capsule_destructor)
-
-    @classmethod
-    def get(cls) -> _DLPack:
-        with cls._lock:
-            if cls._instance is None:
-                cls._instance = cls()
-            return cls._instance
-
-    def _deleter(self, tensor: Any) -> None:
-        self.live.pop(int(self.ffi.cast("uintptr_t", tensor)), None)
-
-    def _capsule_destructor(self, capsule: int) -> None:
-        # still named "dltensor": never consumed (a consumer renames it "used_dltensor" and owns the deleter)
-        if self.capsule_is_valid(capsule, _DLTENSOR):
-            self.live.pop(self.capsule_get_pointer(capsule, _DLTENSOR) or 0, None)
-
-    def export(self, alloc: Allocation, device: tuple[int, int]) -> Any:
-        ffi = self.ffi
-        managed = ffi.new("DLManagedTensor *")
-        shape = ffi.new("int64_t[1]", [alloc.nbytes])
-        t = managed.dl_tensor
-        t.data = ffi.cast("void *", alloc.ptr)  # type: ignore[attr-defined]
-        t.device.device_type, t.device.device_id = device
-        t.ndim = 1
-        t.dtype.code, t.dtype.bits, t.dtype.lanes = _DL_UINT, 8, 1
-        t.shape = shape
-        t.strides = ffi.NULL  # compact
-        t.byte_offset = 0
-        managed.manager_ctx = ffi.NULL
-        managed.deleter = self.deleter
-        address = int(ffi.cast("uintptr_t", managed))
-        self.live[address] = (managed, shape, alloc)
-        try:
-            return self.capsule_new(address, _DLTENSOR, ctypes.cast(self.destructor, ctypes.c_void_p).value)
-        except BaseException:
-            self.live.pop(address, None)
-            raise
-
-
 # ----------------------------------------------------------------------------- the backend
 
 
@@ -1144,6 +1070,97 @@ class GpuDevice(Device):
         return Error(ErrorKind.UNSUPPORTED, f"{kind.name} memory is not supported by the {self.api.name} backend",
                      backend=self.api.name, function="Device.alloc")
 
+    # interop: stream handles of other libraries, and foreign memory (Device.from_dlpack)
+    def _stream_handle(self, stream: Any, what: str) -> int | None:
+        """The native stream handle a DLPack ``stream`` argument names (None: the default stream): a Stream of
+        this device, an object with ``__cuda_stream__`` (``(version, handle)``), or an int per the protocol
+        (CUDA: 1 legacy default, 2 per-thread default, else a handle, 0 refused; HIP: 0 default, else a handle,
+        1 and 2 refused).  BufferError for anything else, as a producer answers a bad consumer."""
+        if stream is None:
+            return None
+        if isinstance(stream, GpuStream):
+            if stream.device is not self:
+                raise BufferError(f"{what}: {stream!r} is not a stream of {self!r}")
+            return stream._address
+        proto = getattr(stream, "__cuda_stream__", None)
+        if proto is not None:
+            pair = proto() if callable(proto) else proto
+            try:
+                _, handle = pair
+                return int(handle)
+            except (TypeError, ValueError):
+                raise BufferError(f"{what}: __cuda_stream__ gave {pair!r}, not (version, handle)") from None
+        if type(stream) is not int:
+            raise BufferError(f"{what}: stream must be None, an int handle, a Stream or have __cuda_stream__, not "
+                              f"{type(stream).__name__}")
+        cuda = self.kind is BackendKind.CUDA
+        if (cuda and stream == 0) or (not cuda and stream in (1, 2)) or stream < -1:
+            raise BufferError(f"{what}: stream={stream} is not allowed for {self.kind.name} by the DLPack protocol")
+        return stream
+
+    def _consumer_stream(self, stream: Any, what: str) -> Any:
+        if stream is None:
+            return None
+        handle = self._stream_handle(stream, what)
+        return handle
+
+    def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
+        cuda = self.kind is BackendKind.CUDA
+        kinds = {self.kind.dlpack_device: MemoryKind.DEVICE}
+        kinds.update({dlpack.KDL_CUDA_HOST: MemoryKind.HOST_PINNED, dlpack.KDL_CUDA_MANAGED: MemoryKind.UNIFIED}
+                     if cuda else {dlpack.KDL_ROCM_HOST: MemoryKind.HOST_PINNED})
+        if device[0] == dlpack.KDL_CPU:
+            raise Error(ErrorKind.UNSUPPORTED, f"{what}: pageable host memory (kDLCPU) cannot be used by a "
+                        f"{self.kind.name} device without registering it, which this backend does not do: copy it "
+                        "into an allocation (Stream.copy_from_host)", backend=self.kind.name, function=what)
+        kind = kinds.get(device[0])
+        if kind is None or device[1] != self.descriptor.id.index:
+            raise dlpack.wrong_device(what, self.kind, device, f"{self.descriptor.id} (DLPack device "
+                                      f"{(self.kind.dlpack_device, self.descriptor.id.index)})")
+        return kind
+
+    def _import_memory(self, imp: Any, kind: MemoryKind) -> GpuAllocation:
+        cls = _imported_class(self.allocation_class)
+        ptr_t = self.api.tables.types["deviceptr"]
+        handle: Any = imp.address if "*" not in ptr_t else self.api.ffi.cast(ptr_t, imp.address)
+        a: Any = cls(self, handle, imp.nbytes, kind)
+        a._foreign = imp
+        a._tracked = True
+        imported: GpuAllocation = a
+        return imported
+
+    def from_cuda_array_interface(self, obj: Any, *, stream: Any = None) -> GpuAllocation:
+        """Import ``__cuda_array_interface__`` memory (v2/v3) as a DEVICE allocation without a copy (where the
+        vendor's ``interop`` lists it: CUDA).  The producer's ``stream`` (v3) is ordered before ``stream`` (this
+        device's consumer stream: an event recorded there, waited on here) or, without one, synchronised.
+        The memory is trusted to be this device's (the interface does not say which device it is on)."""
+        what = "Device.from_cuda_array_interface"
+        self._check_open(what)
+        if "cuda_array_interface" not in self.api.tables.interop:
+            raise unsupported(self.kind, what)
+        imp, producer = dlpack.cuda_array_interface_of(obj, what, self.kind.name)
+        try:
+            if producer is not None:
+                self.activate()
+                api = self.api
+                native = api.ffi.cast(api.tables.types["stream"], producer)
+                consumer = self._stream_handle(stream, what) if stream is not None else None
+                if consumer is None:
+                    api.check(api.stream_synchronize(native), "stream_synchronize")
+                else:
+                    out = api.ffi.new(api.tables.types["event"] + " *")
+                    api.check(api.event_create(out, api.tables.const("event_flags")), "event_create")
+                    try:
+                        api.check(api.event_record(out[0], native), "event_record")
+                        api.check(api.stream_wait_event(api.ffi.cast(api.tables.types["stream"], consumer), out[0],
+                                                        0), "stream_wait_event")
+                    finally:
+                        api.event_destroy(out[0])
+        except BaseException:
+            imp.release()
+            raise
+        return self._adopt(imp, MemoryKind.DEVICE, what)  # type: ignore[return-value]
+
     def create_stream(self) -> GpuStream:
         self._check_open("Device.create_stream")
         return self.stream_class(self)
@@ -1323,6 +1340,44 @@ class GpuAllocation(Allocation):
         """Pinned host memory and managed (unified) memory are host-addressable; device memory is not."""
         return self.ptr if self.kind in (MemoryKind.HOST_PINNED, MemoryKind.HOST, MemoryKind.UNIFIED) else None
 
+    # typed views (Allocation.view): the DLPack device of each kind, and the consumer-stream handshake
+    def _dlpack_device(self) -> tuple[int, int] | None:
+        """Device memory: ``kDLCUDA``/``kDLROCM``; pinned host memory: ``kDLCUDAHost``/``kDLROCMHost``; managed
+        memory: ``kDLCUDAManaged`` (HIP has no managed device type: ``kDLROCMHost``, host-addressable too)."""
+        cuda = self.device.kind is BackendKind.CUDA
+        index = self.device.descriptor.id.index
+        if self.kind is MemoryKind.DEVICE:
+            return (self.device.kind.dlpack_device, index)
+        if self.kind is MemoryKind.UNIFIED and cuda:
+            return (dlpack.KDL_CUDA_MANAGED, index)
+        return (dlpack.KDL_CUDA_HOST if cuda else dlpack.KDL_ROCM_HOST, index)
+
+    def _dlpack_address(self) -> int:
+        return self.ptr
+
+    def _view_class(self) -> type[Any]:
+        return dlpack.CudaArrayView if "cuda_array_interface" in self.device.api.tables.interop else dlpack.DLPackView
+
+    def _dlpack_sync(self, view: Any, stream: Any) -> None:
+        """The DLPack stream handshake: ``stream`` is the consumer's (None: the legacy default stream; -1: the
+        consumer orders itself, nothing is done).  With a producer stream (``view(..., stream=s)``) an event is
+        recorded on it and the consumer's stream waits on that event (no host wait); without one the producer
+        cannot know what to wait for, so the device is synchronised."""
+        if stream == -1 and type(stream) is int:
+            return
+        device = self.device
+        handle = device._stream_handle(stream, "__dlpack__")
+        producer = view.stream
+        if producer is None:
+            device.synchronize()
+            return
+        if handle is not None and handle == producer._address:
+            return  # the same stream: already in order
+        event = producer.record_event()
+        api = device.api
+        target = api.ffi.cast(api.tables.types["stream"], handle or 0)
+        api.check(api.stream_wait_event(target, event.handle, 0), "stream_wait_event")
+
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """CUDA Array Interface v3: a 1-D uint8 view of the allocation (zero copy), where the vendor's ``interop``
@@ -1340,19 +1395,56 @@ class GpuAllocation(Allocation):
 
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
-        """A DLPack capsule (``"dltensor"``) of a 1-D uint8 tensor over the allocation (zero copy).
+        """A DLPack capsule of a 1-D uint8 tensor over the allocation (zero copy): ``"dltensor_versioned"`` for a
+        consumer passing ``max_version >= (1, 0)``, else ``"dltensor"`` (typed, strided exports: ``view()``).
 
         The producer's work is complete before the capsule is returned: unless ``stream == -1``, the device is
-        synchronised (this backend does not track which stream last wrote an allocation)."""
+        synchronised (this backend does not track which stream last wrote an allocation; a view made with
+        ``view(..., stream=s)`` orders the consumer's stream after ``s`` instead)."""
         self._check_live("__dlpack__")
         self.device._check_open("__dlpack__")
         if copy:
             raise BufferError(f"{self.device.kind.name} allocations export without copying (copy=True is not supported)")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"cannot export {self!r} to device {tuple(dl_device)}")
-        if stream != -1:
-            self.device.synchronize()
-        return _DLPack.get().export(self, self.__dlpack_device__())
+        self._dlpack_sync(_NO_PRODUCER, stream)  # (the stream argument checked as the protocol says)
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        return dlpack.EXPORTER.export(self, self.ptr, self.__dlpack_device__(), DType.U8, (self.nbytes,), None, 0,
+                                      versioned)
+
+
+class _NoProducer:
+    stream = None  # an allocation's own export knows no producer stream
+
+
+_NO_PRODUCER = _NoProducer()
+
+
+class _ImportedMemory:
+    """Memory imported from another library (``Device.from_dlpack``): never freed by this backend; ``free()``
+    or dropping it calls the producer's deleter (``_foreign.release()``) once."""
+
+    _foreign: Any = None
+
+    def _release(self) -> Error | None:
+        foreign, self._foreign = self._foreign, None
+        if foreign is not None:
+            foreign.release()
+        return None
+
+    free = Allocation.free  # (not GpuAllocation's fast path, which frees device memory)
+    free_unchecked = Allocation.free_unchecked
+
+
+_IMPORTED: dict[type, type] = {}
+
+
+def _imported_class(base: type[GpuAllocation]) -> type[GpuAllocation]:
+    cls = _IMPORTED.get(base)
+    if cls is None:
+        cls = type("Imported" + base.__name__, (_ImportedMemory, base), {})
+        _IMPORTED[base] = cls
+    return cls
 
 
 class GpuEvent(Event):
@@ -1871,6 +1963,16 @@ class GpuStream(Stream):
         event = self.event_class(device, out[0], inflight, inflight.mark())
         api.check(api.event_record(event.handle, self.handle), "event_record")
         return event
+
+    @property
+    def __cuda_stream__(self) -> Callable[[], tuple[int, int]]:
+        """The CUDA stream protocol (CUDA streams only: AttributeError elsewhere, so ``hasattr`` is False):
+        ``stream.__cuda_stream__()`` is ``(0, handle as int)``, what cuda.core, CuPy and others accept."""
+        if self._kind is not BackendKind.CUDA:
+            raise AttributeError(f"{type(self).__name__} has no __cuda_stream__ ({self._kind.name} streams are not "
+                                 "CUDA streams)")
+        address = self._address
+        return lambda: (0, address)
 
     def wait_event(self, event: Event) -> None:
         if not (isinstance(event, GpuEvent) and event.api is self.api):  # (the same api: the same vendor)

@@ -338,6 +338,13 @@ class MetalDevice(Device):
         return self._alloc(nbytes, kind, True)
 
     # ---- streams, modules
+    def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
+        """Foreign memory is refused: an ``MTLBuffer`` over it needs ``newBufferWithBytesNoCopy:`` on
+        page-aligned memory (with a deallocator block), which this backend does not wrap."""
+        raise Error(ErrorKind.UNSUPPORTED, f"{what}: Metal buffers over foreign memory (newBufferWithBytesNoCopy) "
+                    "are not supported: copy it into an allocation (Stream.copy_from_host)", backend="METAL",
+                    function=what)
+
     def create_stream(self) -> MetalStream:
         self._check_open("Device.create_stream")
         s = MetalStream(self)

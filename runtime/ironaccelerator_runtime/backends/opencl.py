@@ -299,6 +299,13 @@ class OpenCLDevice(Device):
         a._svm = p
         return a
 
+    def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
+        """Foreign memory is refused: a ``cl_mem`` over it would need ``CL_MEM_USE_HOST_PTR`` (host memory,
+        which the implementation may still copy) or SVM pointers, neither of which this backend wraps."""
+        raise Error(ErrorKind.UNSUPPORTED, f"{what}: OpenCL buffers over foreign memory (CL_MEM_USE_HOST_PTR, SVM) "
+                    "are not supported: copy it into an allocation (Stream.copy_from_host)", backend="OPENCL",
+                    function=what)
+
     def create_stream(self) -> OpenCLStream:
         self._check_open("Device.create_stream")
         return OpenCLStream(self)
@@ -360,8 +367,9 @@ _SERIALS = itertools.count(1)
 
 class OpenCLAllocation(Allocation):
     """A ``cl_mem`` buffer.  ``_serial`` names it for the kernel-argument cache: unlike the ``cl_mem``
-    address (which the driver may hand out again after a release), it is never reused.  No DLPack export
-    yet: neither ``__dlpack__`` nor ``__dlpack_device__``."""
+    address (which the driver may hand out again after a release), it is never reused.  No DLPack export:
+    neither ``__dlpack__`` nor ``__dlpack_device__`` (a ``cl_mem`` is not an address; DLPack's ``kDLOpenCL`` is
+    accepted by no consumer we know), and ``view()`` gives a plain ``ArrayView``."""
 
     def __init__(self, device: OpenCLDevice, buffer: Any, nbytes: int, kind: MemoryKind, tracked: bool = False) -> None:
         self.device = device

@@ -430,6 +430,19 @@ class QnnDevice(Device):
                          function="Device.alloc")
         return QnnAllocation(self, buf, nbytes, kind, tracked)
 
+    # foreign memory (Device.from_dlpack): QNN client buffers are host memory bound by address, so any host tensor
+    def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
+        from ..dlpack import HOST_DEVICE_TYPES, wrong_device
+
+        if device[0] not in HOST_DEVICE_TYPES:
+            raise wrong_device(what, self.kind, device, "host memory (QNN client buffers are host memory)")
+        return MemoryKind.HOST
+
+    def _import_memory(self, imp: Any, kind: MemoryKind) -> QnnAllocation:
+        a = QnnAllocation(self, self.api.ffi.cast("uint8_t *", imp.address), imp.nbytes, kind, True)
+        a._foreign = imp  # released (the producer's deleter) with the allocation
+        return a
+
     def _unified_error(self) -> Error:
         """MemoryKind.UNIFIED is QNN's registered shared memory: ask the library (``QnnMem_register`` of a
         DMA-BUF descriptor, on a scratch context) once per device, and answer UNSUPPORTED with its reason."""
@@ -503,6 +516,7 @@ class QnnAllocation(Allocation):
     """Host memory (``buffer``: a cffi ``uint8_t[]``), bound to graph tensors as a RAW client buffer."""
 
     device: QnnDevice
+    _foreign: Any = None  # Device.from_dlpack: the imported tensor (dlpack.Imported) whose memory this is
 
     def __init__(self, device: QnnDevice, buffer: Any, nbytes: int, kind: MemoryKind, tracked: bool = False) -> None:
         self.device = device
@@ -518,6 +532,10 @@ class QnnAllocation(Allocation):
 
     def _release(self) -> Error | None:
         self.buffer = None  # the memory goes with the last reference (a launch never binds a freed allocation)
+        foreign = self._foreign
+        if foreign is not None:  # imported memory: the producer's deleter, now
+            self._foreign = None
+            foreign.release()
         return None
 
 
