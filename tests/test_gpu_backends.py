@@ -313,25 +313,7 @@ def test_the_compiled_pool_is_wired_to_the_pool_roles(module: Any, library: str,
 # ------------------------------------------------------------------ DLPack and the CUDA Array Interface
 
 
-class DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
-                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
-                ("byte_offset", ctypes.c_uint64)]
-
-
-DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-class DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER)]
+from dlpack_capsules import Managed as DLManagedTensor  # (the tests' own reader of the DLPack structs)
 
 
 # private prototypes (ctypes.pythonapi's own attributes are process-wide: never reconfigure them)
