@@ -949,6 +949,50 @@ def test_threads_share_device_module_kernel_and_pool(device: Device, kernels: di
     pool.trim()
 
 
+SLICES_UNSUPPORTED = {BackendKind.METAL, BackendKind.QNN}  # (setBuffer:offset: / client-buffer offsets: not wired yet)
+
+
+def test_allocation_slices_as_kernel_arguments(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
+    """alloc[start:stop] shares the allocation's memory: a kernel over three slices of one allocation writes only
+    its output slice; copies and fills on a slice touch only its bytes; the slice dies with the allocation."""
+    backend = device.descriptor.backend
+    a = device.alloc(5 * 4096)
+    if backend in SLICES_UNSUPPORTED:
+        with pytest.raises(Error) as ei:
+            a[0:64]
+        assert kind_of(ei) is ErrorKind.UNSUPPORTED
+        a.free()
+        return
+    n = 1024  # floats: 4096 bytes per slice, at 4096-byte boundaries (OpenCL sub-buffers need aligned origins)
+    x, y, z = a[0:4096], a[8192:12288], a[-4096:]
+    assert (x.nbytes, y.nbytes, z.nbytes) == (4096, 4096, 4096)
+    stream.fill(a, 0xAB)
+    xs, ys = np.arange(n, dtype=np.float32), np.full(n, 0.25, np.float32)
+    stream.copy_from_host(x, xs)
+    stream.copy_from_host(y, ys)
+    stream.launch(KernelLaunch(kernels["vector_add"], grid_for(n, 64), (x, y, z, Scalar(n, DType.U32))))
+    out = np.zeros(5 * 4096, np.uint8)
+    stream.copy_to_host(out, a)
+    stream.synchronize()
+    np.testing.assert_array_equal(out[16384:].view(np.float32), xs + ys)
+    np.testing.assert_array_equal(out[4096:8192], np.full(4096, 0xAB, np.uint8))  # between the slices: untouched
+    stream.fill(y[1024:2048], 0)  # a slice of a slice
+    back = np.zeros(4096, np.uint8)
+    stream.copy_to_host(back, y)
+    stream.synchronize()
+    assert not back[1024:2048].any() and (back[:1024].view(np.float32) == 0.25).all()
+    for bad in (lambda: a[10:10], lambda: a[::2], lambda: x.free()):
+        with pytest.raises(Error) as ei:
+            bad()
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE
+    with pytest.raises(TypeError):
+        a[3]  # type: ignore[index]
+    a.free()
+    with pytest.raises(Error) as ei:
+        stream.copy_to_host(back, y)  # its allocation is freed
+    assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+
+
 def test_kernel_attributes(device: Device, kernels: dict[str, Kernel]) -> None:
     """What the compiler made of a kernel; QNN graphs report none (UNSUPPORTED)."""
     k = kernels["vector_add"]

@@ -1091,6 +1091,30 @@ def test_sim_stream_capture_records_and_graphs_replay(sim: Any) -> None:
     s.synchronize()
 
 
+def test_sim_slices_move_the_device_pointer(sim: Any) -> None:
+    """alloc[start:stop] on CUDA (CUdeviceptr: an int) and HIP (hipDeviceptr_t: void *): the kernel and the copies
+    see the slice's bytes."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    k = dev.load_module(_image(module, VECTOR_ADD)).kernel("vector_add")
+    n = 256
+    a = dev.alloc(3 * 4 * n + 100)
+    x, y, z = a[100:100 + 4 * n], a[100 + 4 * n:100 + 8 * n], a[100 + 8 * n:]
+    assert z.ptr == a.ptr + 100 + 8 * n and z.nbytes == 4 * n
+    s.copy_from_host(x, np.arange(n, dtype=np.float32))
+    s.copy_from_host(y, np.ones(n, np.float32))
+    s.launch(KernelLaunch(k, LaunchDims(1, n), [x, y, z, np.uint32(n)]))
+    out = np.zeros(n, np.float32)
+    s.copy_to_host(out, z)
+    s.synchronize()
+    np.testing.assert_array_equal(out, np.arange(n, dtype=np.float32) + 1)
+    a.free()
+    with pytest.raises(Error) as ei:
+        s.launch(KernelLaunch(k, LaunchDims(1, n), [x, y, z, np.uint32(n)]))
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+
+
 def test_sim_host_views_of_pinned_and_managed_memory(sim: Any) -> None:
     """HOST_PINNED and UNIFIED allocations are host-addressable: host_view() is their bytes without a copy (a
     numpy view writes what the stream then reads); device memory has none; free waits for the views to go."""

@@ -782,6 +782,74 @@ class Allocation:
         state = " freed" if self._freed else ""
         return f"<{type(self).__name__} {self.nbytes} bytes {self.kind.name} on {self.device.descriptor.id}{state}>"
 
+    def __getitem__(self, key: slice) -> Allocation:
+        """``alloc[start:stop]``: bytes ``start`` to ``stop`` of the allocation (step 1, Python's slice rules),
+        sharing its memory: usable as a kernel argument and in copies, fills and views.  The slice keeps the
+        allocation alive; once the allocation is freed the slice is INVALID_HANDLE, and a slice's own ``free()`` is
+        refused (free the allocation).  An empty slice is INVALID_VALUE; UNSUPPORTED where the backend cannot (see
+        the README)."""
+        what = "Allocation[start:stop]"
+        if not isinstance(key, slice):
+            raise TypeError(f"{what}: an allocation is sliced by bytes (alloc[start:stop]), not indexed by "
+                            f"{type(key).__name__}")
+        for part in (key.start, key.stop, key.step):
+            if part is not None and _integer(part) is None:
+                raise TypeError(f"{what}: slice bounds must be integers, not {type(part).__name__} ({part!r})")
+        start, stop, step = key.indices(self.nbytes)
+        if step != 1 or stop <= start:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: [{key.start}:{key.stop}:{key.step}] of {self.nbytes} bytes "
+                        "is not a non-empty range of step 1", backend=self.device.kind.name, function=what)
+        self._check_live(what)
+        return self._slice(start, stop - start)
+
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        raise unsupported(self.device.kind, "Allocation slices (alloc[start:stop])")
+
+
+class AllocationSlice(Allocation):
+    """Bytes ``[offset, offset + nbytes)`` of ``parent`` (``Allocation.__getitem__``); a backend sets what its
+    calls read (``ptr``/``dptr`` on CUDA/HIP, ``buffer`` on OpenCL)."""
+
+    def __init__(self, parent: Allocation, offset: int, nbytes: int) -> None:
+        self.parent = parent
+        self.offset = offset
+        self.nbytes = nbytes
+        self.device = parent.device
+        self.kind = parent.kind
+
+    @property
+    def _freed(self) -> bool:  # the allocation's: a slice is live while its allocation is
+        return self.parent._freed
+
+    @_freed.setter
+    def _freed(self, value: bool) -> None:
+        raise AttributeError("a slice is freed with its allocation")
+
+    def free(self) -> None:
+        self._check_live("Allocation.free")
+        raise Error(ErrorKind.INVALID_VALUE, f"Allocation.free: {self!r} shares its allocation's memory: free the "
+                    "allocation", backend=self.device.kind.name, function="Allocation.free")
+
+    def free_unchecked(self) -> Result[None]:
+        return Error(ErrorKind.INVALID_VALUE, f"Allocation.free_unchecked: {self!r} shares its allocation's memory",
+                     backend=self.device.kind.name, function="Allocation.free_unchecked")
+
+    def _release(self) -> Error | None:
+        return None
+
+    def _host_address(self) -> int | None:
+        a = self.parent._host_address()
+        return None if a is None else a + self.offset
+
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        return self.parent._slice(self.offset + offset, nbytes)  # a slice of a slice: of the allocation
+
+    def __exit__(self, *exc: object) -> None:
+        pass  # (the allocation's to free)
+
+    def __repr__(self) -> str:
+        return f"<slice [{self.offset}:{self.offset + self.nbytes}] of {self.parent!r}>"
+
 
 class _DropFinalizer:
     """``Allocation._finalizer``: the ``weakref.finalize`` interface over an allocation's release-on-drop."""

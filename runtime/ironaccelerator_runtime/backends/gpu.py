@@ -36,7 +36,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime import dlpack, kernel_cache, tracing
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Graph,
+    Allocation, AllocationSlice, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Graph,
     InFlight, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar,
     Stream, check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
     unsupported,
@@ -1335,6 +1335,15 @@ class GpuAllocation(Allocation):
             return e
         self._freed = True
         return self._release()
+
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        """A slice: ``ptr`` and ``dptr`` (the native device-pointer type) moved by ``offset`` bytes."""
+        s: Any = AllocationSlice(self, offset, nbytes)
+        s.ptr = self.ptr + offset
+        d = self.dptr
+        ffi = self.device.api.ffi
+        s.dptr = s.handle = d + offset if isinstance(d, int) else ffi.cast(ffi.typeof(d), ffi.cast("char *", d) + offset)
+        return s  # type: ignore[no-any-return]
 
     def _host_address(self) -> int | None:
         """Pinned host memory and managed (unified) memory are host-addressable; device memory is not."""

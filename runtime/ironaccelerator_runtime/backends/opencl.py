@@ -26,7 +26,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime import kernel_cache
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event,
+    Allocation, AllocationSlice, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event,
     Kernel, KernelAttributes, KernelLaunch, InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream,
     check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
 )
@@ -383,6 +383,26 @@ class OpenCLAllocation(Allocation):
     device: OpenCLDevice
 
     _svm: Any = None  # UNIFIED: the fine-grained SVM pointer the buffer uses as its storage
+
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        """``clCreateSubBuffer`` over the region (released when the slice is dropped); its origin must be a
+        multiple of the device's CL_DEVICE_MEM_BASE_ADDR_ALIGN, else INVALID_VALUE naming it."""
+        device, api = self.device, self.device.api
+        cl, what = api.cl, "Allocation[start:stop]"
+        align = api.info_int("clGetDeviceInfo", device.handle, cl.CL_DEVICE_MEM_BASE_ADDR_ALIGN, "cl_uint") // 8
+        if offset % max(align, 1):
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: an OpenCL sub-buffer must start at a multiple of "
+                        f"{align} bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN) on this device, not at {offset}",
+                        backend="OPENCL", function=what)
+        region = api.ffi.new("cl_buffer_region *", {"origin": offset, "size": nbytes})
+        err = api.ffi.new("cl_int *")
+        sub = api.raw.clCreateSubBuffer(self.buffer, 0, cl.CL_BUFFER_CREATE_TYPE_REGION, region, err)
+        if err[0] != 0:
+            raise api.error(err[0], "clCreateSubBuffer", f"[{offset}:{offset + nbytes}] of {self!r}")
+        s: Any = AllocationSlice(self, offset, nbytes)
+        s.buffer = sub
+        s._finalizer_ref = weakref.finalize(s, api.raw.clReleaseMemObject, sub)
+        return s  # type: ignore[no-any-return]
 
     def _host_address(self) -> int | None:
         """UNIFIED (fine-grained SVM) memory is the host's to read and write; other buffers have no address."""
