@@ -1275,6 +1275,16 @@ def _free(api: GpuApi, kind: MemoryKind, handle: Any) -> tuple[int, str]:
     return int(api.free(handle)), "free"
 
 
+def _offset_ptr(ffi: Any, dptr: Any, offset: int) -> Any:
+    """``dptr`` + ``offset`` bytes, in the native device-pointer type (CUdeviceptr: an int; hipDeviceptr_t: a
+    void * cdata)."""
+    if not offset:
+        return dptr
+    if isinstance(dptr, int):
+        return dptr + offset
+    return ffi.cast(ffi.typeof(dptr), ffi.cast("char *", dptr) + offset)
+
+
 class GpuAllocation(Allocation):
     """Device memory: ``.ptr`` (the address, an int), ``.dptr`` (the native device-pointer argument: what the
     allocator returned), ``.handle`` (the same).  Exports DLPack, and ``__cuda_array_interface__`` (v3) where the
@@ -1340,9 +1350,7 @@ class GpuAllocation(Allocation):
         """A slice: ``ptr`` and ``dptr`` (the native device-pointer type) moved by ``offset`` bytes."""
         s: Any = AllocationSlice(self, offset, nbytes)
         s.ptr = self.ptr + offset
-        d = self.dptr
-        ffi = self.device.api.ffi
-        s.dptr = s.handle = d + offset if isinstance(d, int) else ffi.cast(ffi.typeof(d), ffi.cast("char *", d) + offset)
+        s.dptr = s.handle = _offset_ptr(self.device.api.ffi, self.dptr, offset)
         return s  # type: ignore[no-any-return]
 
     def _host_address(self) -> int | None:
@@ -1738,14 +1746,7 @@ class GpuStream(Stream):
         return a.dptr
 
     def _at(self, dptr: Any, offset: int) -> Any:
-        """``dptr`` + ``offset`` bytes, in the native device-pointer type (CUdeviceptr: an int; hipDeviceptr_t:
-        a void * cdata)."""
-        if not offset:
-            return dptr
-        if isinstance(dptr, int):
-            return dptr + offset
-        ffi = self._ffi
-        return ffi.cast(ffi.typeof(dptr), ffi.cast("char *", dptr) + offset)
+        return _offset_ptr(self._ffi, dptr, offset)
 
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
                        src_offset: int = 0) -> None:

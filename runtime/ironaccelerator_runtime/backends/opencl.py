@@ -244,7 +244,9 @@ class OpenCLDevice(Device):
             MemoryKind.HOST_PINNED: cl.CL_MEM_READ_WRITE | cl.CL_MEM_ALLOC_HOST_PTR,
             MemoryKind.HOST: cl.CL_MEM_READ_WRITE | cl.CL_MEM_ALLOC_HOST_PTR,
         }
-        self._svm = _fine_grain_svm(api, handle)  # MemoryKind.UNIFIED: fine-grained buffer SVM (OpenCL 2.0)
+        # MemoryKind.UNIFIED: fine-grained buffer SVM, which is what UNIFIED_MEMORY says here (see _describe)
+        self._svm = CapabilityFlags.UNIFIED_MEMORY in descriptor.capability.flags
+        self._base_align = 0  # CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes (sub-buffer origins), read on first use
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> OpenCLAllocation:
         return self._checked_alloc(nbytes, kind, self._alloc)
@@ -389,8 +391,11 @@ class OpenCLAllocation(Allocation):
         multiple of the device's CL_DEVICE_MEM_BASE_ADDR_ALIGN, else INVALID_VALUE naming it."""
         device, api = self.device, self.device.api
         cl, what = api.cl, "Allocation[start:stop]"
-        align = api.info_int("clGetDeviceInfo", device.handle, cl.CL_DEVICE_MEM_BASE_ADDR_ALIGN, "cl_uint") // 8
-        if offset % max(align, 1):
+        if not device._base_align:
+            device._base_align = max(
+                api.info_int("clGetDeviceInfo", device.handle, cl.CL_DEVICE_MEM_BASE_ADDR_ALIGN, "cl_uint") // 8, 1)
+        align = device._base_align
+        if offset % align:
             raise Error(ErrorKind.INVALID_VALUE, f"{what}: an OpenCL sub-buffer must start at a multiple of "
                         f"{align} bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN) on this device, not at {offset}",
                         backend="OPENCL", function=what)
