@@ -74,6 +74,11 @@ struct ia_objc_catch {
     jmp_buf buf;
     struct ia_objc_catch *prev;
 };
+/* A checked trampoline's catch frame: IA_OBJC_ENTER(frame) links it, then `if (IA_SETJMP(frame.buf) != 0)`
+ * (setjmp must be the whole controlling expression, compared with a constant: C11 7.13.1.1, so no
+ * IA_UNLIKELY around it), and IA_OBJC_LEAVE(frame) unlinks it after the send. */
+#define IA_OBJC_ENTER(f) ((f).prev = ia_objc_catch_top, ia_objc_catch_top = &(f))
+#define IA_OBJC_LEAVE(f) (ia_objc_catch_top = (f).prev)
 
 typedef void (*ia_objc_imp_t)(void);
 static IA_TLS int ia_objc_failure;

@@ -57,7 +57,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '9965acb168744c3942a0300f'
+BUILD_ID = 'aa83dcc575d16efb8c3bd83c'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

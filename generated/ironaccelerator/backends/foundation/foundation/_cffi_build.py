@@ -13,7 +13,7 @@ from typing import Any
 MODULE = "ironaccelerator.backends.foundation.foundation._cffi"
 ABI_MODULE = "ironaccelerator.backends.foundation.foundation._cffi_abi"
 # the digest of the build inputs (the cdefs, trampolines.c, ia_objc.h, this file's template): both modules carry it
-BUILD_ID = "9965acb168744c3942a0300f"
+BUILD_ID = "aa83dcc575d16efb8c3bd83c"
 OPTIMIZE = "-O2"
 HERE = Path(__file__).resolve().parent
 

@@ -89,14 +89,13 @@ id ia_checked_0(int ia_class)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_0_t, self, ia_objc_sel[0])(self, ia_objc_sel[0]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -125,14 +124,13 @@ id ia_checked_1(int ia_class)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_1_t, self, ia_objc_sel[1])(self, ia_objc_sel[1]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -160,14 +158,13 @@ id ia_checked_2(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_2_t, self, ia_objc_sel[2])(self, ia_objc_sel[2]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -195,14 +192,13 @@ id ia_checked_3(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_3_t, self, ia_objc_sel[3])(self, ia_objc_sel[3]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -229,14 +225,13 @@ void ia_checked_4(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_4_t, self, ia_objc_sel[4])(self, ia_objc_sel[4]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[NSObject retainCount] */
@@ -263,14 +258,13 @@ NSUInteger ia_checked_5(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_5_t, self, ia_objc_sel[5])(self, ia_objc_sel[5]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -298,14 +292,13 @@ Class ia_checked_6(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (Class){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (Class){0};
     }
     r = IA_SEND(ia_send_6_t, self, ia_objc_sel[6])(self, ia_objc_sel[6]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -333,14 +326,13 @@ BOOL ia_checked_7(id self, Class arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_7_t, self, ia_objc_sel[7])(self, ia_objc_sel[7], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -368,14 +360,13 @@ BOOL ia_checked_8(id self, SEL arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_8_t, self, ia_objc_sel[8])(self, ia_objc_sel[8], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -405,15 +396,14 @@ id ia_checked_9(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_9_t, self, ia_objc_sel[9])(self, ia_objc_sel[9]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -444,14 +434,13 @@ NSUInteger ia_checked_10(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_10_t, self, ia_objc_sel[10])(self, ia_objc_sel[10]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -481,15 +470,14 @@ BOOL ia_checked_11(id self, id arg0)
         return (BOOL){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_11_t, self, ia_objc_sel[11])(self, ia_objc_sel[11], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -521,15 +509,14 @@ id ia_checked_12(int ia_class, const char * arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_12_t, self, ia_objc_sel[12])(self, ia_objc_sel[12], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -560,14 +547,13 @@ id ia_checked_13(id self, const void * arg0, NSUInteger arg1, NSUInteger arg2)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_13_t, self, ia_objc_sel[13])(self, ia_objc_sel[13], arg0, arg1, arg2);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -595,14 +581,13 @@ const char * ia_checked_14(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (const char *){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (const char *){0};
     }
     r = IA_SEND(ia_send_14_t, self, ia_objc_sel[14])(self, ia_objc_sel[14]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -630,14 +615,13 @@ NSUInteger ia_checked_15(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_15_t, self, ia_objc_sel[15])(self, ia_objc_sel[15]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -665,14 +649,13 @@ unsigned short ia_checked_16(id self, NSUInteger arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (unsigned short){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (unsigned short){0};
     }
     r = IA_SEND(ia_send_16_t, self, ia_objc_sel[16])(self, ia_objc_sel[16], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -702,15 +685,14 @@ NSRange ia_checked_17(id self, id arg0)
         return (NSRange){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSRange){0};
     }
     r = IA_SEND_STRUCT(ia_send_17_t, NSRange, self, ia_objc_sel[17])(self, ia_objc_sel[17], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -741,15 +723,14 @@ id ia_checked_18(id self, NSRange arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_18_t, self, ia_objc_sel[18])(self, ia_objc_sel[18], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -782,15 +763,14 @@ id ia_checked_19(id self, id arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_19_t, self, ia_objc_sel[19])(self, ia_objc_sel[19], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -823,15 +803,14 @@ BOOL ia_checked_20(id self, id arg0)
         return (BOOL){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_20_t, self, ia_objc_sel[20])(self, ia_objc_sel[20], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -860,14 +839,13 @@ id ia_checked_21(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_21_t, self, ia_objc_sel[21])(self, ia_objc_sel[21]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -898,15 +876,14 @@ id ia_checked_22(int ia_class)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_22_t, self, ia_objc_sel[22])(self, ia_objc_sel[22]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -937,14 +914,13 @@ NSUInteger ia_checked_23(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_23_t, self, ia_objc_sel[23])(self, ia_objc_sel[23]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -973,15 +949,14 @@ void ia_checked_24(id self, id arg0)
         return;
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_24_t, self, ia_objc_sel[24])(self, ia_objc_sel[24], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
 }
 
@@ -1011,15 +986,14 @@ id ia_checked_25(id self, NSUInteger arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_25_t, self, ia_objc_sel[25])(self, ia_objc_sel[25], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1049,14 +1023,13 @@ void ia_checked_26(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_26_t, self, ia_objc_sel[26])(self, ia_objc_sel[26]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* +[NSError errorWithDomain:code:userInfo:] */
@@ -1086,15 +1059,14 @@ id ia_checked_27(int ia_class, id arg0, NSInteger arg1, id arg2)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_27_t, self, ia_objc_sel[27])(self, ia_objc_sel[27], arg0, arg1, arg2);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1127,15 +1099,14 @@ id ia_checked_28(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_28_t, self, ia_objc_sel[28])(self, ia_objc_sel[28]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1166,14 +1137,13 @@ NSInteger ia_checked_29(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSInteger){0};
     }
     r = IA_SEND(ia_send_29_t, self, ia_objc_sel[29])(self, ia_objc_sel[29]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1203,15 +1173,14 @@ id ia_checked_30(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_30_t, self, ia_objc_sel[30])(self, ia_objc_sel[30]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1241,14 +1210,13 @@ void ia_checked_31(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_31_t, self, ia_objc_sel[31])(self, ia_objc_sel[31]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* +[NSFileManager defaultManager] */
@@ -1278,15 +1246,14 @@ id ia_checked_32(int ia_class)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_32_t, self, ia_objc_sel[32])(self, ia_objc_sel[32]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1319,15 +1286,14 @@ id ia_checked_33(id self, id arg0, id * arg1)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_33_t, self, ia_objc_sel[33])(self, ia_objc_sel[33], arg0, arg1);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     if (arg1 != NULL && *arg1 != NULL)  /* the NSError outlives the pool */
@@ -1362,15 +1328,14 @@ BOOL ia_checked_34(id self, id arg0)
         return (BOOL){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_34_t, self, ia_objc_sel[34])(self, ia_objc_sel[34], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -1398,15 +1363,14 @@ id ia_fn_checked_0(void)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = ((ia_fn_0_t)ia_objc_fn[0])();
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1436,15 +1400,14 @@ id ia_fn_checked_1(Class arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = ((ia_fn_1_t)ia_objc_fn[1])(arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1474,15 +1437,14 @@ Class ia_fn_checked_2(id arg0)
         return (Class){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (Class){0};
     }
     r = ((ia_fn_2_t)ia_objc_fn[2])(arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
     return r;
 }

@@ -78,7 +78,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '88566264846fadfc93114490'
+BUILD_ID = '12c652837cfdb5a25a40834e'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

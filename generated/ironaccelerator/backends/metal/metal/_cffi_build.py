@@ -13,7 +13,7 @@ from typing import Any
 MODULE = "ironaccelerator.backends.metal.metal._cffi"
 ABI_MODULE = "ironaccelerator.backends.metal.metal._cffi_abi"
 # the digest of the build inputs (the cdefs, trampolines.c, ia_objc.h, this file's template): both modules carry it
-BUILD_ID = "88566264846fadfc93114490"
+BUILD_ID = "12c652837cfdb5a25a40834e"
 OPTIMIZE = "-O2"
 HERE = Path(__file__).resolve().parent
 

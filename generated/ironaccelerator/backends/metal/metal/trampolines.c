@@ -120,14 +120,13 @@ id ia_checked_0(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_0_t, self, ia_objc_sel[0])(self, ia_objc_sel[0]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -154,14 +153,13 @@ void ia_checked_1(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_1_t, self, ia_objc_sel[1])(self, ia_objc_sel[1]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[NSObject retainCount] */
@@ -188,14 +186,13 @@ NSUInteger ia_checked_2(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_2_t, self, ia_objc_sel[2])(self, ia_objc_sel[2]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -223,14 +220,13 @@ BOOL ia_checked_3(id self, Class arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_3_t, self, ia_objc_sel[3])(self, ia_objc_sel[3], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -258,14 +254,13 @@ BOOL ia_checked_4(id self, SEL arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_4_t, self, ia_objc_sel[4])(self, ia_objc_sel[4], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -296,15 +291,14 @@ id ia_checked_5(int ia_class, const char * arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_5_t, self, ia_objc_sel[5])(self, ia_objc_sel[5], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -335,14 +329,13 @@ const char * ia_checked_6(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (const char *){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (const char *){0};
     }
     r = IA_SEND(ia_send_6_t, self, ia_objc_sel[6])(self, ia_objc_sel[6]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -370,14 +363,13 @@ NSUInteger ia_checked_7(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_7_t, self, ia_objc_sel[7])(self, ia_objc_sel[7]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -405,14 +397,13 @@ NSUInteger ia_checked_8(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_8_t, self, ia_objc_sel[8])(self, ia_objc_sel[8]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -442,15 +433,14 @@ id ia_checked_9(id self, NSUInteger arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_9_t, self, ia_objc_sel[9])(self, ia_objc_sel[9], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -483,15 +473,14 @@ id ia_checked_10(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_10_t, self, ia_objc_sel[10])(self, ia_objc_sel[10]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -522,14 +511,13 @@ NSInteger ia_checked_11(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSInteger){0};
     }
     r = IA_SEND(ia_send_11_t, self, ia_objc_sel[11])(self, ia_objc_sel[11]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -559,15 +547,14 @@ id ia_checked_12(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_12_t, self, ia_objc_sel[12])(self, ia_objc_sel[12]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -600,15 +587,14 @@ id ia_checked_13(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_13_t, self, ia_objc_sel[13])(self, ia_objc_sel[13]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -639,14 +625,13 @@ uint64_t ia_checked_14(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (uint64_t){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (uint64_t){0};
     }
     r = IA_SEND(ia_send_14_t, self, ia_objc_sel[14])(self, ia_objc_sel[14]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -674,14 +659,13 @@ uint64_t ia_checked_15(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (uint64_t){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (uint64_t){0};
     }
     r = IA_SEND(ia_send_15_t, self, ia_objc_sel[15])(self, ia_objc_sel[15]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -709,14 +693,13 @@ BOOL ia_checked_16(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_16_t, self, ia_objc_sel[16])(self, ia_objc_sel[16]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -744,14 +727,13 @@ MTLSize ia_checked_17(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (MTLSize){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (MTLSize){0};
     }
     r = IA_SEND_STRUCT(ia_send_17_t, MTLSize, self, ia_objc_sel[17])(self, ia_objc_sel[17]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -779,14 +761,13 @@ NSUInteger ia_checked_18(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_18_t, self, ia_objc_sel[18])(self, ia_objc_sel[18]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -814,14 +795,13 @@ BOOL ia_checked_19(id self, MTLGPUFamily arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_19_t, self, ia_objc_sel[19])(self, ia_objc_sel[19], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -849,14 +829,13 @@ id ia_checked_20(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_20_t, self, ia_objc_sel[20])(self, ia_objc_sel[20]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -884,14 +863,13 @@ id ia_checked_21(id self, NSUInteger arg0, MTLResourceOptions arg1)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_21_t, self, ia_objc_sel[21])(self, ia_objc_sel[21], arg0, arg1);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -921,15 +899,14 @@ id ia_checked_22(id self, const void * arg0, NSUInteger arg1, MTLResourceOptions
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_22_t, self, ia_objc_sel[22])(self, ia_objc_sel[22], arg0, arg1, arg2, arg3);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -960,15 +937,14 @@ id ia_checked_23(id self, id arg0, id arg1, id * arg2)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_23_t, self, ia_objc_sel[23])(self, ia_objc_sel[23], arg0, arg1, arg2);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (arg2 != NULL && *arg2 != NULL)  /* the NSError outlives the pool */
         ia_objc_send0(*arg2, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1001,15 +977,14 @@ id ia_checked_24(id self, id arg0, id * arg1)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_24_t, self, ia_objc_sel[24])(self, ia_objc_sel[24], arg0, arg1);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (arg1 != NULL && *arg1 != NULL)  /* the NSError outlives the pool */
         ia_objc_send0(*arg1, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1040,14 +1015,13 @@ id ia_checked_25(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_25_t, self, ia_objc_sel[25])(self, ia_objc_sel[25]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1075,14 +1049,13 @@ MTLStorageMode ia_checked_26(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (MTLStorageMode){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (MTLStorageMode){0};
     }
     r = IA_SEND(ia_send_26_t, self, ia_objc_sel[26])(self, ia_objc_sel[26]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1110,14 +1083,13 @@ void * ia_checked_27(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (void *){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (void *){0};
     }
     r = IA_SEND(ia_send_27_t, self, ia_objc_sel[27])(self, ia_objc_sel[27]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1145,14 +1117,13 @@ NSUInteger ia_checked_28(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_28_t, self, ia_objc_sel[28])(self, ia_objc_sel[28]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1179,14 +1150,13 @@ void ia_checked_29(id self, NSRange arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_29_t, self, ia_objc_sel[29])(self, ia_objc_sel[29], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[MTLCommandQueue commandBuffer] */
@@ -1215,15 +1185,14 @@ id ia_checked_30(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_30_t, self, ia_objc_sel[30])(self, ia_objc_sel[30]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1253,14 +1222,13 @@ void ia_checked_31(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_31_t, self, ia_objc_sel[31])(self, ia_objc_sel[31]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[MTLCommandBuffer waitUntilCompleted] */
@@ -1286,14 +1254,13 @@ void ia_checked_32(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_32_t, self, ia_objc_sel[32])(self, ia_objc_sel[32]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[MTLCommandBuffer status] */
@@ -1320,14 +1287,13 @@ MTLCommandBufferStatus ia_checked_33(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (MTLCommandBufferStatus){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (MTLCommandBufferStatus){0};
     }
     r = IA_SEND(ia_send_33_t, self, ia_objc_sel[33])(self, ia_objc_sel[33]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1357,15 +1323,14 @@ id ia_checked_34(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_34_t, self, ia_objc_sel[34])(self, ia_objc_sel[34]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1396,14 +1361,13 @@ CFTimeInterval ia_checked_35(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (CFTimeInterval){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (CFTimeInterval){0};
     }
     r = IA_SEND_FP(ia_send_35_t, 0, self, ia_objc_sel[35])(self, ia_objc_sel[35]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1431,14 +1395,13 @@ CFTimeInterval ia_checked_36(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (CFTimeInterval){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (CFTimeInterval){0};
     }
     r = IA_SEND_FP(ia_send_36_t, 0, self, ia_objc_sel[36])(self, ia_objc_sel[36]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1468,15 +1431,14 @@ id ia_checked_37(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_37_t, self, ia_objc_sel[37])(self, ia_objc_sel[37]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1509,15 +1471,14 @@ id ia_checked_38(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_38_t, self, ia_objc_sel[38])(self, ia_objc_sel[38]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1549,15 +1510,14 @@ void ia_checked_39(id self, id arg0, uint64_t arg1)
         return;
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_39_t, self, ia_objc_sel[39])(self, ia_objc_sel[39], arg0, arg1);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
 }
 
@@ -1586,15 +1546,14 @@ void ia_checked_40(id self, id arg0, uint64_t arg1)
         return;
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_40_t, self, ia_objc_sel[40])(self, ia_objc_sel[40], arg0, arg1);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
 }
 
@@ -1621,14 +1580,13 @@ void ia_checked_41(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_41_t, self, ia_objc_sel[41])(self, ia_objc_sel[41]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[MTLComputeCommandEncoder setComputePipelineState:] */
@@ -1656,15 +1614,14 @@ void ia_checked_42(id self, id arg0)
         return;
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_42_t, self, ia_objc_sel[42])(self, ia_objc_sel[42], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
 }
 
@@ -1693,15 +1650,14 @@ void ia_checked_43(id self, id arg0, NSUInteger arg1, NSUInteger arg2)
         return;
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_43_t, self, ia_objc_sel[43])(self, ia_objc_sel[43], arg0, arg1, arg2);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
 }
 
@@ -1728,14 +1684,13 @@ void ia_checked_44(id self, const void * arg0, NSUInteger arg1, NSUInteger arg2)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_44_t, self, ia_objc_sel[44])(self, ia_objc_sel[44], arg0, arg1, arg2);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[MTLComputeCommandEncoder dispatchThreadgroups:threadsPerThreadgroup:] */
@@ -1761,14 +1716,13 @@ void ia_checked_45(id self, MTLSize arg0, MTLSize arg1)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_45_t, self, ia_objc_sel[45])(self, ia_objc_sel[45], arg0, arg1);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[MTLComputeCommandEncoder dispatchThreads:threadsPerThreadgroup:] */
@@ -1794,14 +1748,13 @@ void ia_checked_46(id self, MTLSize arg0, MTLSize arg1)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_46_t, self, ia_objc_sel[46])(self, ia_objc_sel[46], arg0, arg1);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[MTLBlitCommandEncoder copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:] */
@@ -1829,15 +1782,14 @@ void ia_checked_47(id self, id arg0, NSUInteger arg1, id arg2, NSUInteger arg3, 
         return;
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_47_t, self, ia_objc_sel[47])(self, ia_objc_sel[47], arg0, arg1, arg2, arg3, arg4);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
 }
 
@@ -1866,15 +1818,14 @@ void ia_checked_48(id self, id arg0, NSRange arg1, uint8_t arg2)
         return;
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_48_t, self, ia_objc_sel[48])(self, ia_objc_sel[48], arg0, arg1, arg2);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
 }
 
@@ -1903,14 +1854,13 @@ id ia_checked_49(int ia_class)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_49_t, self, ia_objc_sel[49])(self, ia_objc_sel[49]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1937,14 +1887,13 @@ void ia_checked_50(id self, BOOL arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_50_t, self, ia_objc_sel[50])(self, ia_objc_sel[50], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[MTLLibrary newFunctionWithName:] (+1 result) */
@@ -1973,15 +1922,14 @@ id ia_checked_51(id self, id arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_51_t, self, ia_objc_sel[51])(self, ia_objc_sel[51], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -2012,15 +1960,14 @@ id ia_checked_52(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_52_t, self, ia_objc_sel[52])(self, ia_objc_sel[52]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -2051,14 +1998,13 @@ NSUInteger ia_checked_53(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_53_t, self, ia_objc_sel[53])(self, ia_objc_sel[53]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -2086,14 +2032,13 @@ NSUInteger ia_checked_54(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (NSUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (NSUInteger){0};
     }
     r = IA_SEND(ia_send_54_t, self, ia_objc_sel[54])(self, ia_objc_sel[54]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -2121,14 +2066,13 @@ uint64_t ia_checked_55(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (uint64_t){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (uint64_t){0};
     }
     r = IA_SEND(ia_send_55_t, self, ia_objc_sel[55])(self, ia_objc_sel[55]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -2155,14 +2099,13 @@ void ia_checked_56(id self, uint64_t arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_56_t, self, ia_objc_sel[56])(self, ia_objc_sel[56], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* MTLCreateSystemDefaultDevice() (+1 result): called through the address
@@ -2186,14 +2129,13 @@ id ia_fn_checked_0(void)
         ia_objc_failure = IA_OBJC_FUNCTION;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = ((ia_fn_0_t)ia_objc_fn[0])();
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -2218,14 +2160,13 @@ id ia_fn_checked_1(void)
         ia_objc_failure = IA_OBJC_FUNCTION;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = ((ia_fn_1_t)ia_objc_fn[1])();
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 

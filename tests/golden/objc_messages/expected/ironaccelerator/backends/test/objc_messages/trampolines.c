@@ -79,14 +79,13 @@ id ia_checked_0(int ia_class)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_0_t, self, ia_objc_sel[0])(self, ia_objc_sel[0]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -115,14 +114,13 @@ long ia_checked_1(int ia_class)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (long){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (long){0};
     }
     r = IA_SEND(ia_send_1_t, self, ia_objc_sel[1])(self, ia_objc_sel[1]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -150,14 +148,13 @@ id ia_checked_2(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_2_t, self, ia_objc_sel[2])(self, ia_objc_sel[2]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -185,14 +182,13 @@ id ia_checked_3(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_3_t, self, ia_objc_sel[3])(self, ia_objc_sel[3]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -219,14 +215,13 @@ void ia_checked_4(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return;
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_4_t, self, ia_objc_sel[4])(self, ia_objc_sel[4]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
 }
 
 /* -[GoldenObject retainCount] */
@@ -253,14 +248,13 @@ GoldenUInteger ia_checked_5(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (GoldenUInteger){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (GoldenUInteger){0};
     }
     r = IA_SEND(ia_send_5_t, self, ia_objc_sel[5])(self, ia_objc_sel[5]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -291,15 +285,14 @@ id ia_checked_6(int ia_class, const char * arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_6_t, self, ia_objc_sel[6])(self, ia_objc_sel[6], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -330,14 +323,13 @@ const char * ia_checked_7(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (const char *){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (const char *){0};
     }
     r = IA_SEND(ia_send_7_t, self, ia_objc_sel[7])(self, ia_objc_sel[7]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -365,14 +357,13 @@ id ia_checked_8(id self, GoldenSize arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_8_t, self, ia_objc_sel[8])(self, ia_objc_sel[8], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -400,14 +391,13 @@ GoldenSize ia_checked_9(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (GoldenSize){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (GoldenSize){0};
     }
     r = IA_SEND_STRUCT(ia_send_9_t, GoldenSize, self, ia_objc_sel[9])(self, ia_objc_sel[9]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -435,14 +425,13 @@ GoldenSize ia_checked_10(id self, GoldenUInteger arg0)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (GoldenSize){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (GoldenSize){0};
     }
     r = IA_SEND_STRUCT(ia_send_10_t, GoldenSize, self, ia_objc_sel[10])(self, ia_objc_sel[10], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -470,14 +459,13 @@ GoldenPoint ia_checked_11(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (GoldenPoint){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (GoldenPoint){0};
     }
     r = IA_SEND_STRUCT(ia_send_11_t, GoldenPoint, self, ia_objc_sel[11])(self, ia_objc_sel[11]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -505,14 +493,13 @@ double ia_checked_12(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (double){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (double){0};
     }
     r = IA_SEND_FP(ia_send_12_t, 0, self, ia_objc_sel[12])(self, ia_objc_sel[12]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -540,14 +527,13 @@ long double ia_checked_13(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (long double){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (long double){0};
     }
     r = IA_SEND_FP(ia_send_13_t, 1, self, ia_objc_sel[13])(self, ia_objc_sel[13]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -575,14 +561,13 @@ BOOL ia_checked_14(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (BOOL){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_14_t, self, ia_objc_sel[14])(self, ia_objc_sel[14]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -612,15 +597,14 @@ id ia_checked_15(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_15_t, self, ia_objc_sel[15])(self, ia_objc_sel[15]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -651,14 +635,13 @@ id ia_checked_16(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_16_t, self, ia_objc_sel[16])(self, ia_objc_sel[16]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -687,15 +670,14 @@ void ia_checked_17(id self, id arg0)
         return;
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return;
     }
     IA_SEND(ia_send_17_t, self, ia_objc_sel[17])(self, ia_objc_sel[17], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
 }
 
@@ -725,15 +707,14 @@ BOOL ia_checked_18(id self, GoldenUInteger arg0, id * arg1)
         return (BOOL){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (BOOL){0};
     }
     r = IA_SEND(ia_send_18_t, self, ia_objc_sel[18])(self, ia_objc_sel[18], arg0, arg1);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (arg1 != NULL && *arg1 != NULL)  /* the NSError outlives the pool */
         ia_objc_send0(*arg1, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -766,15 +747,14 @@ id ia_checked_19(id self, id * arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_19_t, self, ia_objc_sel[19])(self, ia_objc_sel[19], arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     if (arg0 != NULL && *arg0 != NULL)  /* the NSError outlives the pool */
@@ -807,14 +787,13 @@ int ia_checked_20(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (int){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (int){0};
     }
     r = IA_SEND(ia_send_20_t, self, ia_objc_sel[20])(self, ia_objc_sel[20]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -844,15 +823,14 @@ id ia_checked_21(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_21_t, self, ia_objc_sel[21])(self, ia_objc_sel[21]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -883,14 +861,13 @@ long ia_checked_22(id self)
         ia_objc_failure = IA_OBJC_SELECTOR;
         return (long){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (long){0};
     }
     r = IA_SEND(ia_send_22_t, self, ia_objc_sel[22])(self, ia_objc_sel[22]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -920,15 +897,14 @@ id ia_checked_23(id self)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = IA_SEND(ia_send_23_t, self, ia_objc_sel[23])(self, ia_objc_sel[23]);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -956,14 +932,13 @@ id ia_fn_checked_0(GoldenSize arg0)
         ia_objc_failure = IA_OBJC_FUNCTION;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = ((ia_fn_0_t)ia_objc_fn[0])(arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -990,15 +965,14 @@ id ia_fn_checked_1(id arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = ((ia_fn_1_t)ia_objc_fn[1])(arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     ia_objc_pool_pop(pool);
     return r;
 }
@@ -1026,15 +1000,14 @@ id ia_fn_checked_2(const char * arg0)
         return (id){0};
     }
     pool = ia_objc_pool_push();
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_pool_pop(pool);
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = ((ia_fn_2_t)ia_objc_fn[2])(arg0);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     if (r != NULL)  /* +0: kept by the caller, so retained before the pool lets it go */
         r = ia_objc_send0(r, ia_sel_retain);
     ia_objc_pool_pop(pool);
@@ -1062,14 +1035,13 @@ long ia_fn_checked_3(void)
         ia_objc_failure = IA_OBJC_FUNCTION;
         return (long){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (long){0};
     }
     r = ((ia_fn_3_t)ia_objc_fn[3])();
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1094,14 +1066,13 @@ double ia_fn_checked_4(GoldenSize arg0, double arg1)
         ia_objc_failure = IA_OBJC_FUNCTION;
         return (double){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (double){0};
     }
     r = ((ia_fn_4_t)ia_objc_fn[4])(arg0, arg1);
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
@@ -1126,14 +1097,13 @@ id ia_fn_checked_5(void)
         ia_objc_failure = IA_OBJC_FUNCTION;
         return (id){0};
     }
-    frame.prev = ia_objc_catch_top;
-    ia_objc_catch_top = &frame;
-    if (IA_UNLIKELY(IA_SETJMP(frame.buf) != 0)) {  /* raised: the handler unlinked the frame, kept the exception */
+    IA_OBJC_ENTER(frame);
+    if (IA_SETJMP(frame.buf) != 0) {  /* raised: the handler unlinked the frame, kept the exception */
         ia_objc_failure = IA_OBJC_EXCEPTION;
         return (id){0};
     }
     r = ((ia_fn_5_t)ia_objc_fn[5])();
-    ia_objc_catch_top = frame.prev;
+    IA_OBJC_LEAVE(frame);
     return r;
 }
 
