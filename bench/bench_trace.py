@@ -13,6 +13,9 @@ One cheap OpenCL call, ``clGetPlatformIDs(0, NULL, &n)`` on PoCL, three ways:
 * wrapped, idle  its traced twin while not logging (IRONACCEL_TRACE=ondemand outside ``trace()``)
 * tracing        the traced twin logging each call (to a handler that drops the records: the formatting of the
                  message is paid, not the writing)
+* nvtx           its IRONACCEL_TRACE=nvtx twin, not logging: the call inside an NVTX range of the ironaccelerator
+                 domain, with no profiler attached (NVTX's calls return at once); only where NVIDIA's NVTX library
+                 (libnvtx3interop.so.1) is installed
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 from _harness import Variant, ratio, run, spread, us  # noqa: E402
 
 from ironaccelerator.backends.opencl.cl._binding import BINDING  # noqa: E402
-from ironaccelerator_runtime import tracing  # noqa: E402
+from ironaccelerator_runtime import nvtx, tracing  # noqa: E402
 
 
 def main() -> int:
@@ -69,6 +72,17 @@ def main() -> int:
     variants = [Variant("off", "off: the raw function (IRONACCEL_TRACE unset)", off),
                 Variant("idle", "wrapped, not logging (ondemand outside trace())", idle),
                 Variant("on", "tracing: each call logged", on)]
+    if nvtx.available():
+        ranged = tracing._ranged(raw, "clGetPlatformIDs")
+
+        def in_range(k: int) -> None:
+            tracing._active = False
+            for _ in range(k):
+                ranged(0, null, n)
+
+        variants.append(Variant("nvtx", "IRONACCEL_TRACE=nvtx: in an NVTX range, no profiler", in_range))
+    else:
+        print("nvtx: NVIDIA's NVTX library is not installed here; that row is left out")
     run(variants, args.repeats, args.target_ms / 1e3)
     base = variants[0]
     print(f"{'clGetPlatformIDs(0, NULL, &n), PoCL':60} {'per call':>10} {'IQR%':>6} {'/ off':>7}")

@@ -440,7 +440,7 @@ class _Binder:
                                "it collides with a local of the generated wrapper")
                 return None
         result = resolve(f.result, self.typedefs)
-        returns_status = _same_type(f.result, self.spec.errors.type.value)
+        returns_status = self.spec.errors.reported and _same_type(f.result, self.spec.errors.type.value)
         status_codes = []
         for s in fs.status:
             c = self.error_constants.get(s.value)
@@ -664,6 +664,9 @@ class _Binder:
     # -------------------------------------------------------------- errors
     def bind_errors(self) -> tuple[ErrorCode, ...]:
         es = self.spec.errors
+        self.error_constants: dict[str, EnumConstant] = {}
+        if not es.reported:  # errors: none
+            return ()
         enum: Enum | None = None
         if es.codes is not None:
             # the status is an integer handle (ex: Qnn_ErrorHandle_t, uint64_t) whose masked bits are a code of
@@ -688,7 +691,6 @@ class _Binder:
             which = es.codes or es.type
             self.err.error(which.location, f"error {'codes' if es.codes else 'type'} '{which}' is not an enum "
                            f"typedef declared in {self.h.name}{self.what_is(which.value)}")
-            self.error_constants: dict[str, EnumConstant] = {}
             return ()
         self.error_constants = {c.name: c for c in enum.constants}
         kinds = {k.name.value for k in self.core.error_kinds}

@@ -89,6 +89,7 @@ class ErrorSpec:
     out_param: Name | None = None  # ex) errcode_ret: functions returning a value report status through it
     codes: Name | None = None  # ex) Qnn_ErrorCode_t: the enum of codes when ``type`` is a wider integer handle
     mask: int = 0  # ex) 0xffff: the bits of a status that are its code (0: all of them)
+    reported: bool = True  # False: ``errors: none`` (ex: NVTX): the functions report no status, none is checked
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -794,9 +795,13 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                         sdk_dirs=tuple(x.value for x in sdk_dirs), sdk_env=tuple(x.value for x in sdk_env),
                         sdk_roots=tuple(x.value for x in sdk_roots))
 
-    em = r.mapping(m.get("errors"), ("type", "success", "kinds", "defaulted", "default", "since", "name_function",
-                                     "macros", "out_param", "codes", "mask"),
-                   ("type", "success", "default"), "errors") or {}
+    # errors: none -- a library whose functions report no status (ex: NVTX's push/pop return depths, its marks
+    # nothing): every function returns its value and none is checked
+    en = m.get("errors")
+    no_status = isinstance(en, yaml.ScalarNode) and en.value == "none"
+    em = {} if no_status else r.mapping(
+        en, ("type", "success", "kinds", "defaulted", "default", "since", "name_function", "macros", "out_param",
+             "codes", "mask"), ("type", "success", "default"), "mapping of status codes (or errors: none)") or {}
     err_type = r.ident(em.get("type"), "error type")
     success = r.seq(em.get("success"), "success codes", lambda n: r.ident(n, "success code"))
     kinds: list[tuple[Name, Name]] = []
@@ -822,6 +827,14 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     functions = []
     for fname, fnode in r.keyed(m.get("functions") if not objc else None, "function"):
         functions.append(_function(r, fname, fnode))
+    if no_status and en is not None:
+        err_type = Name(value="none", location=r.loc(en))
+        default = Name(value="UNKNOWN", location=r.loc(en))
+        for fs in functions:
+            for what, given in (("status", fs.status), ("error_log", fs.error_log)):
+                if given:
+                    errors.error(fs.name.location, f"'{what}' of '{fs.name}' does not go with errors: none (the "
+                                 "library reports no status)")
 
     objc_spec = None
     if objc:
@@ -857,7 +870,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         loader=loader,
         errors=ErrorSpec(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
                          since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param,
-                         codes=codes, mask=mask or 0),
+                         codes=codes, mask=mask or 0, reported=not no_status),
         functions=tuple(functions), objc=objc_spec,
     )
 

@@ -7,6 +7,9 @@ at DEBUG to ``ironaccelerator.trace`` (to standard error if that logger has no h
     clEnqueueWriteBuffer(<cdata 'struct _cl_command_queue *' 0x...>, ..., 4096, ...) -> 0 [3.1 us]
 
 ``IRONACCEL_TRACE=ondemand`` wraps the same functions but logs only inside ``with ironaccelerator.trace():``.
+``nvtx`` (alone or with the others: ``IRONACCEL_TRACE=1,nvtx``) puts every call in an NVTX range named after the
+function, in the ``ironaccelerator`` domain, so that Nsight Systems shows them on its timeline (where NVIDIA's NVTX
+library is installed: :mod:`ironaccelerator_runtime.nvtx`); alone, it logs only inside ``trace()``.
 Unset (or ``0``), nothing is wrapped: the raw functions are the compiled cffi functions themselves, so tracing
 costs nothing when it is off (``tests/test_tracing.py`` checks that they are the same objects).  The compiled fast
 paths that call the driver from C (the CUDA/HIP packed launch and pool allocation) are not used while tracing is on,
@@ -28,17 +31,19 @@ from ironaccelerator._core import ErrorKind
 
 from .errors import Error
 
-__all__ = ["ENABLED", "MODE", "trace", "wrap", "traced", "log"]
+__all__ = ["ENABLED", "MODE", "NVTX", "trace", "wrap", "traced", "log"]
 
 MODE = os.environ.get("IRONACCEL_TRACE", "").strip().lower()
-ENABLED = MODE not in ("", "0", "off", "false", "no")  # wrappers installed (at import of each generated module)
+_WORDS = {w.strip() for w in MODE.split(",")} - {"", "0", "off", "false", "no"}
+NVTX = "nvtx" in _WORDS  # every call in an NVTX range of the "ironaccelerator" domain (ironaccelerator_runtime.nvtx)
+ENABLED = bool(_WORDS)  # wrappers installed (at import of each generated module)
 log = logging.getLogger("ironaccelerator.trace")
-_active = ENABLED and MODE != "ondemand"  # logging now (ondemand: only inside trace())
+_active = bool(_WORDS - {"ondemand", "nvtx"})  # logging now (ondemand, or nvtx alone: only inside trace())
 _depth = 0
 _lock = threading.Lock()
 _REPR_MAX = 64
 
-if ENABLED and not log.handlers:  # the env var asks for output: give it a place to go unless the app chose one
+if _WORDS - {"nvtx"} and not log.handlers:  # the env var asks for output: give it a place to go unless the app chose one
     _handler = logging.StreamHandler(sys.stderr)
     _handler.setFormatter(logging.Formatter("ironaccelerator.trace: %(message)s"))
     log.addHandler(_handler)
@@ -52,7 +57,15 @@ def _short(v: Any) -> str:
 
 
 def traced(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """``fn`` logging each call (while tracing is active): name, arguments, result or exception, duration."""
+    """``fn`` logging each call (while tracing is active): name, arguments, result or exception, duration; with
+    ``nvtx`` in ``IRONACCEL_TRACE``, inside an NVTX range named after the function as well.  NVTX's own functions
+    (the tracer's instrument) are returned as they are."""
+    if name.startswith("nvtx"):
+        return fn
+    return _ranged(fn, name) if NVTX else _logged(fn, name)
+
+
+def _logged(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     perf = time.perf_counter
 
     def call(*args: Any) -> Any:
@@ -67,6 +80,33 @@ def traced(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
             raise
         log.debug("%s(%s) -> %s [%.1f us]", name, ", ".join(map(_short, args)), _short(r), (perf() - t0) * 1e6)
         return r
+
+    call.__name__ = call.__qualname__ = name
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
+def _ranged(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``IRONACCEL_TRACE=nvtx``: each call of ``fn`` in an NVTX range (domain ``ironaccelerator``), and logged as
+    :func:`traced` logs while logging is active."""
+    from . import nvtx
+    logged = _logged(fn, name)
+    raw = nvtx._load()
+    if raw is None:  # no NVTX library: logging only
+        return logged
+    # the attributes (message = the function's name) built once per function; the domain handle once per process
+    attributes, text = nvtx._attributes(name.encode(), None)
+    domain = nvtx._domain(raw, nvtx.DOMAIN, "IRONACCEL_TRACE=nvtx")
+    push, pop = raw.nvtxDomainRangePushEx, raw.nvtxDomainRangePop
+
+    def call(*args: Any) -> Any:
+        push(domain, attributes)
+        try:
+            return logged(*args)
+        finally:
+            pop(domain)
+
+    call._keep = text  # type: ignore[attr-defined]  # the message the attributes point to
 
     call.__name__ = call.__qualname__ = name
     call.__wrapped__ = fn  # type: ignore[attr-defined]

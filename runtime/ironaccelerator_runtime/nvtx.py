@@ -1,0 +1,206 @@
+"""NVTX ranges and marks: named spans that profilers (Nsight Systems, Nsight Compute) draw on their timelines.
+
+Calls go through the generated binding of NVIDIA's NVTX v3 (``specs/cuda/nvtx.yaml``: ``libnvtx3interop.so.1``, which
+CUDA 13's toolkit ships).  Where that library is not installed, or no profiler is attached, every call here returns
+at once and does nothing, as NVTX itself does; :func:`available` says whether the library was found::
+
+    import ironaccelerator as ia
+    with ia.nvtx.range("prepare", color=0xFF00AA00):   # ARGB
+        ...
+    @ia.nvtx.range("step")                             # or as a decorator
+    def step(): ...
+    ia.nvtx.mark("checkpoint")
+
+Ranges nest per thread (push/pop).  With ``domain=`` a range goes to a named NVTX domain (one handle per name,
+created on first use and kept for the process), which profilers show as its own row.  ``IRONACCEL_TRACE=nvtx``
+(see :mod:`ironaccelerator_runtime.tracing`) puts every raw driver call the substrate makes in a range of the
+``ironaccelerator`` domain.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from types import TracebackType
+from typing import Any, Callable, TypeVar
+
+from ironaccelerator._core import ErrorKind
+
+from .errors import Error
+
+__all__ = ["available", "range", "mark", "push", "pop", "DOMAIN"]
+
+DOMAIN = "ironaccelerator"  # the domain of IRONACCEL_TRACE=nvtx's ranges
+F = TypeVar("F", bound=Callable[..., Any])
+
+_lock = threading.Lock()
+_raw: Any = None  # the binding's raw functions (generated ``unchecked`` module), once loaded and found usable
+_ffi: Any = None
+_loaded = False
+_domains: dict[str, Any] = {}
+_messages: dict[str, bytes] = {}  # str -> its bytes kept alive (NVTX may read them after the call: registered)
+
+# nvToolsExt.h's constants (values of its enums, read from the binding when it is there)
+_VERSION = 3
+_COLOR_ARGB = 1
+_MESSAGE_ASCII = 1
+
+
+def _load() -> Any:
+    """The raw NVTX functions, or None when the library (or the generated binding) is not there."""
+    global _raw, _ffi, _loaded, _COLOR_ARGB, _MESSAGE_ASCII
+    if _loaded:
+        return _raw
+    with _lock:
+        if _loaded:
+            return _raw
+        try:
+            from ironaccelerator.backends.cuda import nvtx as checked
+            from ironaccelerator.backends.cuda.nvtx import _binding, unchecked
+        except ImportError:  # not generated (no NVTX headers where `make generate` ran)
+            _loaded = True
+            return None
+        if _binding.BINDING.has("nvtxRangePush"):
+            _raw = unchecked
+            _ffi = _binding.BINDING.ffi
+            _COLOR_ARGB = int(checked.nvtxColorType_t.NVTX_COLOR_ARGB)
+            _MESSAGE_ASCII = int(checked.nvtxMessageType_t.NVTX_MESSAGE_TYPE_ASCII)
+        _loaded = True
+    return _raw
+
+
+def available() -> bool:
+    """Whether the NVTX library was found (calls do something only when a profiler is attached as well)."""
+    return _load() is not None
+
+
+def _text(message: Any, what: str) -> bytes:
+    if isinstance(message, str):
+        b = _messages.get(message)
+        if b is None:
+            b = message.encode("utf-8", "replace")
+            if b"\0" in b:
+                raise Error(ErrorKind.INVALID_VALUE, f"{what}: the message contains a NUL character",
+                            function=what)
+            if len(_messages) < 4096:
+                _messages[message] = b
+        return b
+    raise Error(ErrorKind.INVALID_VALUE, f"{what}: the message must be a str, got {type(message).__name__}",
+                function=what)
+
+
+def _color(color: Any, what: str) -> int | None:
+    if color is None:
+        return None
+    if isinstance(color, bool) or not isinstance(color, int) or not 0 <= color <= 0xFFFFFFFF:
+        raise Error(ErrorKind.INVALID_VALUE, f"{what}: color must be an ARGB int in [0, 0xFFFFFFFF], got {color!r}",
+                    function=what)
+    return color
+
+
+def _domain(raw: Any, name: Any, what: str) -> Any:
+    if name is None:
+        return _ffi.NULL  # NVTX's default domain
+    d = _domains.get(name)
+    if d is None:
+        text = _text(name, what)
+        with _lock:
+            d = _domains.get(name)
+            if d is None:
+                d = _domains[name] = raw.nvtxDomainCreate(text)
+    return d
+
+
+def _attributes(message: bytes, color: int | None) -> tuple[Any, Any]:
+    """The event attributes (and the NUL-terminated copy of ``message`` they point to: keep both alive)."""
+    a = _ffi.new("nvtxEventAttributes_t *")
+    a.version = _VERSION
+    a.size = _ffi.sizeof("nvtxEventAttributes_t")
+    if color is not None:
+        a.colorType = _COLOR_ARGB
+        a.color = color
+    a.messageType = _MESSAGE_ASCII
+    text = _ffi.new("char[]", message)
+    a.message.ascii = text
+    return a, text
+
+
+def push(message: str, *, color: int | None = None, domain: str | None = None) -> None:
+    """Open a range on this thread (close it with :func:`pop`, same ``domain``)."""
+    text = _text(message, "nvtx.push")
+    c = _color(color, "nvtx.push")
+    raw = _load()
+    if raw is None:
+        return
+    if c is None and domain is None:
+        raw.nvtxRangePush(text)
+    else:
+        a, keep = _attributes(text, c)
+        raw.nvtxDomainRangePushEx(_domain(raw, domain, "nvtx.push"), a)
+        del keep
+
+
+def pop(*, domain: str | None = None) -> None:
+    """Close the innermost range this thread opened with :func:`push` in ``domain``."""
+    raw = _load()
+    if raw is None:
+        return
+    if domain is None:
+        raw.nvtxRangePop()
+    else:
+        raw.nvtxDomainRangePop(_domain(raw, domain, "nvtx.pop"))
+
+
+def mark(message: str, *, color: int | None = None, domain: str | None = None) -> None:
+    """An instantaneous event on the timeline."""
+    text = _text(message, "nvtx.mark")
+    c = _color(color, "nvtx.mark")
+    raw = _load()
+    if raw is None:
+        return
+    if c is None and domain is None:
+        raw.nvtxMark(text)
+    else:
+        a, keep = _attributes(text, c)
+        raw.nvtxDomainMarkEx(_domain(raw, domain, "nvtx.mark"), a)
+        del keep
+
+
+class range:  # noqa: N801  (named like the builtin it shadows inside this module only, as NVTX's own Python API)
+    """A range as a context manager (``with nvtx.range("name"): ...``) or a decorator (``@nvtx.range("name")``; the
+    function's qualified name when no message is given).  Arguments are checked when the range is made."""
+
+    __slots__ = ("message", "color", "domain")
+
+    def __init__(self, message: str | None = None, *, color: int | None = None, domain: str | None = None) -> None:
+        if message is not None:
+            _text(message, "nvtx.range")
+        _color(color, "nvtx.range")
+        if domain is not None:
+            _text(domain, "nvtx.range")
+        self.message, self.color, self.domain = message, color, domain
+
+    def __enter__(self) -> range:
+        push(self.message or "range", color=self.color, domain=self.domain)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        pop(domain=self.domain)
+
+    def __call__(self, fn: F) -> F:
+        message = self.message or getattr(fn, "__qualname__", None) or repr(fn)
+        color, domain = self.color, self.domain
+
+        @functools.wraps(fn)
+        def ranged(*args: Any, **kwargs: Any) -> Any:
+            push(message, color=color, domain=domain)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                pop(domain=domain)
+
+        return ranged  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"nvtx.range({self.message!r}, color={self.color!r}, domain={self.domain!r})"
