@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import re
@@ -52,8 +53,59 @@ def ffibuilders(lib_dir: Path, optimize: str | None = None) -> tuple[Any, Any]:
     return api, abi
 
 
-def build_library(lib_dir: Path, api: bool = True) -> dict[str, float]:
-    """Build ``lib_dir``'s ``_cffi_abi.py`` and (if ``api``) its compiled ``_cffi`` extension in place."""
+STAMP = ".ironaccel-build"  # beside the built modules: the key of the inputs they were built from (not checked in)
+_INPUTS = ("_cffi_build.py", "types.cdef", "api.cdef", "abi.cdef", "trampolines.c")
+
+
+def _compiler_identity() -> list[str]:
+    """What chooses the machine code besides the sources: the C compiler cffi will run (``CC`` or the interpreter's),
+    its version line, the flags the environment adds, the interpreter's ABI and cffi's version."""
+    import subprocess
+    import sysconfig
+
+    import cffi
+
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    try:
+        version = subprocess.run([*cc.split()[:1], "--version"], capture_output=True, text=True, timeout=30,
+                                 check=False).stdout.splitlines()[:1]
+    except (OSError, subprocess.SubprocessError) as exc:
+        version = [f"unavailable: {exc.__class__.__name__}"]
+    env = [f"{k}={os.environ.get(k, '')}" for k in ("CFLAGS", "CPPFLAGS", "LDFLAGS", "LDSHARED", "ARCHFLAGS")]
+    return [cc, *version, *env, sys.version, str(sysconfig.get_config_var("SOABI")), cffi.__version__]
+
+
+def build_key(lib_dir: Path, api: bool, identity: list[str]) -> str:
+    """The digest of everything a build of ``lib_dir`` depends on: its generated inputs, the runtime's C headers
+    (trampolines.c includes ia_runtime.h), the optimisation flag, API or ABI only, and the compiler identity."""
+    h = hashlib.sha256()
+    files = [lib_dir / n for n in _INPUTS] + sorted(RUNTIME_INCLUDE.glob("*.h"))
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except FileNotFoundError:
+            data = b"<missing>"
+        h.update(f.name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    for item in [f"api={api}", *identity]:
+        h.update(item.encode() + b"\0")
+    return h.hexdigest()
+
+
+def up_to_date(lib_dir: Path, key: str) -> bool:
+    """Whether ``lib_dir``'s modules were built from ``key`` and are still there."""
+    try:
+        lines = (lib_dir / STAMP).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not lines or lines[0] != key:
+        return False
+    return all((lib_dir / name).is_file() for name in lines[1:]) and (lib_dir / "_cffi_abi.py").is_file()
+
+
+def build_library(lib_dir: Path, api: bool = True, key: str | None = None) -> dict[str, float]:
+    """Build ``lib_dir``'s ``_cffi_abi.py`` and (if ``api``) its compiled ``_cffi`` extension in place; with ``key``
+    (:func:`build_key`), record it in the stamp once both are written, so that an unchanged library is skipped."""
+    (lib_dir / STAMP).unlink(missing_ok=True)  # a build that fails half-way leaves no claim of being current
     mod = _load(lib_dir / "_cffi_build.py")
     if hasattr(mod, "ffibuilder"):  # a self-contained build script, generated before the runtime held the C
         api_ffi, abi_ffi = mod.ffibuilder, mod.abi_ffibuilder()
@@ -67,6 +119,7 @@ def build_library(lib_dir: Path, api: bool = True) -> dict[str, float]:
         with open(lib_dir / "_cffi_abi.py", "a", encoding="utf-8") as fh:
             fh.write(f"BUILD_ID = {mod.BUILD_ID!r}\n")
     times["abi"] = time.perf_counter() - t
+    built: list[str] = []
     if api:
         t = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="ia-cffi-") as tmp:
@@ -76,8 +129,22 @@ def build_library(lib_dir: Path, api: bool = True) -> dict[str, float]:
             for old in lib_dir.glob("_cffi.*.pyd"):
                 old.unlink()
             shutil.copy2(so, lib_dir / so.name)
+            built.append(so.name)
         times["api"] = time.perf_counter() - t
+    if key is not None:
+        tmp_stamp = lib_dir / (STAMP + ".tmp")
+        tmp_stamp.write_text("\n".join([key, *built]) + "\n", encoding="utf-8")
+        os.replace(tmp_stamp, lib_dir / STAMP)
     return times
+
+
+def _build_one(lib_dir: Path, api: bool, key: str) -> dict[str, float]:
+    """A worker's job (a separate process: cffi's compile is not thread-safe, and it runs the compiler anyway)."""
+    import io
+    from contextlib import redirect_stdout
+
+    with redirect_stdout(io.StringIO()):  # cffi's "generating ..." lines: the parent reports instead
+        return build_library(lib_dir, api, key)
 
 
 def fast_path_counts(lib_dir: Path) -> tuple[int, int] | None:
@@ -91,15 +158,49 @@ def fast_path_counts(lib_dir: Path) -> tuple[int, int] | None:
     return (int(fast.group(1)), int(total.group(1))) if fast and total else None
 
 
-def build_all(out: Path, api: bool = True, log=print) -> None:  # type: ignore[no-untyped-def]
-    for d in library_dirs(out):
-        rel = d.relative_to(out).as_posix().replace("/", ".")
-        try:
-            times = build_library(d, api)
-        except Exception as exc:  # a missing compiler leaves the ABI fallback usable
-            log(f"build {rel}: API module not built ({exc.__class__.__name__}: {exc}); ABI mode will be used")
-            continue
+def build_all(out: Path, api: bool = True, log=print, *, jobs: int | None = None,  # type: ignore[no-untyped-def]
+              force: bool = False) -> int:
+    """Build every generated library under ``out``: the ones whose inputs changed (:func:`build_key`; all with
+    ``force``), ``jobs`` at a time (default: the CPU count), largest first.  Returns how many were built."""
+    import concurrent.futures
+    import multiprocessing
+
+    t0 = time.perf_counter()
+    dirs = library_dirs(out)
+    identity = _compiler_identity()
+    keys = {d: build_key(d, api, identity) for d in dirs}
+    todo = [d for d in dirs if force or not up_to_date(d, keys[d])]
+    todo.sort(key=lambda d: -(d / "trampolines.c").stat().st_size if (d / "trampolines.c").exists() else 0)
+
+    def rel(d: Path) -> str:
+        return d.relative_to(out).as_posix().replace("/", ".")
+
+    def report(d: Path, times: dict[str, float] | None, exc: BaseException | None) -> None:
+        if exc is not None:  # a missing compiler leaves the ABI fallback usable
+            log(f"build {rel(d)}: API module not built ({exc.__class__.__name__}: {exc}); ABI mode will be used")
+            return
+        assert times is not None
         counts = fast_path_counts(d) if "api" in times else None
         fast = f"; checked fast path (C) for {counts[0]} of {counts[1]} functions" if counts else ""
-        log(f"built {rel}: " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()) + fast)
+        log(f"built {rel(d)}: " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()) + fast)
+
+    n = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
+    if n == 1:
+        for d in todo:
+            try:
+                times = build_library(d, api, keys[d])
+            except Exception as exc:
+                report(d, None, exc)
+            else:
+                report(d, times, None)
+    elif todo:
+        ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            futures = {pool.submit(_build_one, d, api, keys[d]): d for d in todo}
+            for f in concurrent.futures.as_completed(futures):
+                failure = f.exception()
+                report(futures[f], None if failure is not None else f.result(), failure)
+    fresh = len(dirs) - len(todo)
+    log(f"build: {len(todo)} module(s) built, {fresh} up to date, {n} job(s), {time.perf_counter() - t0:.2f}s")
     sys.stdout.flush()
+    return len(todo)

@@ -30,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build the cffi modules of a generated package")
     b.add_argument("--out", type=Path, default=Path("generated"))
     b.add_argument("--abi-only", action="store_true", help="skip the C compile (ABI-mode modules only)")
+    b.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="build N modules at a time (default: the number of CPUs)")
+    b.add_argument("--force", action="store_true", help="rebuild every module, even those whose inputs are unchanged")
     s = sub.add_parser("sdks", help="list the SDKs the library specs declare that are found, with version and path")
     s.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
     return p
@@ -173,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
             return _generate(args)
         if args.command == "build":
             from .build import build_all
-            build_all(args.out, api=not args.abi_only)
+            if args.jobs is not None and args.jobs < 1:
+                print(f"ironaccel-gen: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
+                return EXIT_USER_ERROR
+            build_all(args.out, api=not args.abi_only, jobs=args.jobs, force=args.force)
             return 0
         if args.command == "sdks":
             from .sdk import descriptions, discover
