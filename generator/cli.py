@@ -93,7 +93,10 @@ def _generate(args: argparse.Namespace) -> int:
                 return 0
     from . import pipeline
 
-    result = pipeline.compile_specs(args.specs, overrides, args.frontend, args.only or None)
+    try:
+        result = pipeline.compile_specs(args.specs, overrides, args.frontend, args.only or None)
+    except UserError as e:
+        raise _as_given(e, args.specs) from None
     for s in result.skipped:
         print(f"skipped {s}")
     if args.check:
@@ -113,6 +116,7 @@ def _generate(args: argparse.Namespace) -> int:
                       if n not in args.only)
     try:
         changes = output.write(result.files, args.out, keep)
+        pruned = output.prune(result.files, args.out, keep)
     except OSError as exc:  # ex) a path component of --out is a file, or no permission, or the disk is full
         print(f"ironaccel-gen: cannot write the output to {str(args.out)!r}: {exc}"
               f"{'' if not output.pending(args.out) else ' (the switch is committed: run generate again to finish it)'}",
@@ -124,6 +128,8 @@ def _generate(args: argparse.Namespace) -> int:
     for lib in result.libraries:
         print(f"generated {lib.module}: {len(lib.functions)} functions, {len(lib.enums)} enums "
               f"from {lib.header.name} ({lib.spec.backend} {lib.sdk_version})")
+    for rel in pruned:
+        print(f"removed {rel}/: no spec generates it any more (its build outputs went with it)")
     print(f"generate: {len(changes)} file(s) changed in {time.perf_counter() - t0:.2f}s")
     watched = result.inputs + [args.out / rel for rel in sorted(result.files)]
     try:
@@ -139,6 +145,20 @@ def _generate(args: argparse.Namespace) -> int:
         from .build import build_all
         build_all(args.out)
     return 0
+
+
+def _as_given(e: UserError, spec_dir: Path) -> UserError:
+    """``e`` with each spec's path as the user named the spec directory (``--specs /tmp/x`` -> ``/tmp/x/cuda/a.yaml``):
+    the generator names specs relative to the directory's parent (``x/cuda/a.yaml``), which is what the generated
+    files print, but a message must name a file one can open from here."""
+    from dataclasses import replace
+
+    prefix = Path(os.path.abspath(spec_dir)).name + "/"
+    given = spec_dir.as_posix().rstrip("/") + "/"
+    if given == prefix:
+        return e
+    return UserError([replace(d, location=replace(d.location, file=given + d.location.file[len(prefix):]))
+                      if d.location.file.startswith(prefix) else d for d in e.diagnostics])
 
 
 def _all_libraries(out: Path) -> list[str]:

@@ -239,5 +239,39 @@ def write(files: dict[str, str], out: Path, keep: tuple[str, ...] = ()) -> list[
     return changes
 
 
-__all__ = ["JOURNAL", "STAGING", "OutputError", "diff", "existing_files", "pending", "recover", "write",
-           "write_atomic"]
+# what `ironaccel-gen build` writes beside a library's generated files (generator/build.py), and Python's caches
+BUILD_OUTPUTS = ("_cffi.*.so", "_cffi.*.pyd", "_cffi_abi.py", ".ironaccel-build", ".ironaccel-build.tmp")
+
+
+def prune(files: dict[str, str], out: Path, keep: tuple[str, ...] = ()) -> list[str]:
+    """Remove the directories under ``out/ironaccelerator`` that no generated file lives in any more (a library
+    renamed or removed from the specs), with the build outputs and caches left in them; a directory holding
+    anything else is left.  Directories under ``keep`` (skipped libraries) are not touched.  Returns the removed
+    directories, relative to ``out``, deepest first."""
+    live = {"ironaccelerator"}
+    for rel in files:
+        parts = rel.split("/")[:-1]
+        live.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    root = out / "ironaccelerator"
+    if not root.is_dir():
+        return []
+    removed = []
+    dirs = [p for p in root.rglob("*") if p.is_dir() and "__pycache__" not in p.parts]
+    for d in sorted(dirs, key=lambda p: (-len(p.parts), p.as_posix())):
+        rel = d.relative_to(out).as_posix()
+        if rel in live or (rel + "/").startswith(keep) or any(k.startswith(rel + "/") for k in keep):
+            continue
+        for pattern in BUILD_OUTPUTS:
+            for f in d.glob(pattern):
+                f.unlink()
+        shutil.rmtree(d / "__pycache__", ignore_errors=True)
+        try:
+            d.rmdir()
+        except OSError:  # something generation does not own is there: leave it
+            continue
+        removed.append(rel)
+    return removed
+
+
+__all__ = ["BUILD_OUTPUTS", "JOURNAL", "STAGING", "OutputError", "diff", "existing_files", "pending", "prune",
+           "recover", "write", "write_atomic"]

@@ -16,7 +16,7 @@ from .output import diff, existing_files, write
 from .objc import ObjcLibrary, bind_objc
 from .render import banner_text, environment, render_library, render_objc_library, render_package
 from .surface import BackendSpec, load_backend, load_surface, render_surface
-from .spec import CoreSpec, LibrarySpec, check_library_set, load_core, load_library, sdk_declarations
+from .spec import CoreSpec, LibrarySpec, check_backends, check_library_set, load_core, load_library, sdk_declarations
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATOR = Path(__file__).resolve().parent
@@ -94,7 +94,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         except UserError as e:
             problems += e.diagnostics
     descs, conflicts = sdk_declarations(specs)
-    problems += conflicts
+    problems += conflicts + check_backends(specs, core)
     if not problems:  # (a spec that did not load may be the one using an --sdk kind)
         problems += check_library_set(specs, sdk_overrides or {}, descs)
     if problems:

@@ -337,6 +337,7 @@ class CoreSpec:
 
     path: str
     error_kinds: tuple[ErrorKindSpec, ...]
+    backend_kinds: tuple[str, ...] = ()  # the names only (generator/surface.py checks the entries)
 
 
 # ------------------------------------------------------------------------ YAML
@@ -1300,7 +1301,19 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
                 errors.error(r.loc(m["error_kinds"]), f"error_kinds must define {required} "
                              "(the generated run-time support raises it)")
     errors.check()
-    return CoreSpec(path=display, error_kinds=tuple(kinds))
+    bk = m.get("backend_kinds")
+    backend_kinds = tuple(k.value for k, _ in bk.value if isinstance(k, yaml.ScalarNode)) \
+        if isinstance(bk, yaml.MappingNode) else ()
+    return CoreSpec(path=display, error_kinds=tuple(kinds), backend_kinds=backend_kinds)
+
+
+def check_backends(specs: list[LibrarySpec], core: CoreSpec) -> list[Diagnostic]:
+    """Each library's ``backend:`` must be a backend kind of the core spec: it is what ``Error.backend`` says."""
+    return [Diagnostic(location=sp.backend.location,
+                       message=f"backend '{sp.backend}' is not a backend kind of {core.path}"
+                               f"{suggest(sp.backend.value, core.backend_kinds)} (one of "
+                               f"{', '.join(core.backend_kinds)}: it names the backend in Error.backend)")
+            for sp in specs if core.backend_kinds and sp.backend.value not in core.backend_kinds]
 
 
 def sdk_declarations(specs: list[LibrarySpec]) -> tuple[dict[str, SdkSpec], list[Diagnostic]]:

@@ -16,6 +16,18 @@ ROOT = Path(__file__).resolve().parent.parent
 GENERATED = ROOT / "generated"
 RUNTIME = ROOT / "runtime"  # the hand-written runtime package, ironaccelerator_runtime
 SPECS = ROOT / "specs"
+# The test suites' own backend kinds: a library spec's backend: must be one of core.yaml's (issue 15 item 3), and
+# the golden cases (tests/golden) and the generator tests' inline specs name theirs GOLDEN and TEST.
+TEST_BACKEND_KINDS = ("  GOLDEN: {dlpack_device: 1, doc: the golden test cases (tests/golden)}\n"
+                      "  TEST: {dlpack_device: 1, doc: the generator tests' own libraries}\n")
+
+
+def core_text() -> str:
+    """specs/core.yaml with :data:`TEST_BACKEND_KINDS`, for spec directories built by tests."""
+    text = (SPECS / "core.yaml").read_text(encoding="utf-8")
+    assert "\nbackend_kinds:\n" in text
+    return text.replace("\nbackend_kinds:\n", "\nbackend_kinds:\n" + TEST_BACKEND_KINDS, 1)
+
 CUDA_INCLUDE = Path("/usr/local/cuda/include")
 
 for _path in (RUNTIME, GENERATED):

@@ -27,12 +27,12 @@ from ironaccelerator_gen.diagnostics import Diagnostic, UserError
 from ironaccelerator_gen.pipeline import compile_specs
 from ironaccelerator_gen.spec import load_library
 
-from conftest import within
+from conftest import core_text, within
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 HEADERS = HERE / "headers"
-CORE_TEXT = (ROOT / "specs" / "core.yaml").read_text(encoding="utf-8")
+CORE_TEXT = core_text()  # with the TEST backend kind
 NVRTC_TEXT = (ROOT / "specs" / "cuda" / "nvrtc.yaml").read_text(encoding="utf-8")
 NVRTC = "specs/cuda/nvrtc.yaml"
 LOCATED = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?P<col>\d+): (?P<message>.+)$")
@@ -50,7 +50,7 @@ def pos(text: str, needle: str) -> tuple[int, int]:
 
 
 def run_cli(spec_dir: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(spec_dir),
+    return subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", spec_dir.name,
                            "--out", str(out), *extra], capture_output=True, text=True, timeout=120,
                           cwd=spec_dir.parent)
 

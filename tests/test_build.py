@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, core_text
 
 from ironaccelerator_gen import build
 
@@ -114,3 +114,30 @@ def test_cli_jobs_must_be_positive(out: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "ironaccel-gen: --jobs must be at least 1, got 0" in proc.stderr
     assert not list(out.rglob("_cffi.*.so"))
+
+
+def test_libraries_of_the_same_name_under_two_vendors(tmp_path: Path) -> None:
+    """``x/constants.yaml`` beside ``y/constants.yaml`` (as ``hip/runtime.yaml`` beside a ``cuda/runtime.yaml``):
+    each generates, builds and imports as its own module (issue 15 item 3)."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "core.yaml").write_text(core_text(), encoding="utf-8")
+    text = (GOLDEN / "constants" / "constants.yaml").read_text(encoding="utf-8")
+    for vendor in ("x", "y"):
+        (specs / vendor).mkdir()
+        (specs / vendor / "constants.yaml").write_text(text.replace("vendor: test", f"vendor: {vendor}"),
+                                                       encoding="utf-8")
+    out = tmp_path / "gen"
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(specs),
+                           "--out", str(out), "--sdk", f"constants={GOLDEN / 'constants' / 'include'}", "--build"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "built ironaccelerator.backends.x.constants" in proc.stdout
+    assert "built ironaccelerator.backends.y.constants" in proc.stdout
+    code = ("from ironaccelerator.backends.x.constants import _binding as a\n"
+            "from ironaccelerator.backends.y.constants import _binding as b\n"
+            "assert a.BINDING is not b.BINDING and a.BINDING.mode == b.BINDING.mode == 'api'\n"
+            "assert a.BINDING.ffi is not b.BINDING.ffi\nprint('ok')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(out), str(ROOT / "runtime")])}
+    run_ = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert run_.returncode == 0 and run_.stdout.strip() == "ok", run_.stderr

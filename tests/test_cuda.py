@@ -26,7 +26,8 @@ def generated() -> pipeline.Result:
 
 
 def _lib(result: pipeline.Result, name: str):  # type: ignore[no-untyped-def]
-    return next(lib for lib in result.libraries if lib.spec.library.value == name)
+    """The CUDA library ``name`` (by vendor too: a hip.runtime may sit beside a cuda.runtime)."""
+    return next(lib for lib in result.libraries if (lib.spec.vendor.value, lib.spec.library.value) == ("cuda", name))
 
 
 @needs_cuda

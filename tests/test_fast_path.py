@@ -222,7 +222,7 @@ print("compared", compare(lib, cases))
 @pytest.fixture(scope="module")
 def libraries() -> dict[str, BoundLibrary]:
     result = pipeline.compile_specs(SPECS)
-    return {lib.spec.library.value: lib for lib in result.libraries}
+    return {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in result.libraries}  # (hip.runtime beside a cuda.runtime)
 
 
 def _fast(lib: BoundLibrary) -> dict[str, FastPath]:
@@ -234,13 +234,13 @@ def _fast(lib: BoundLibrary) -> dict[str, FastPath]:
 
 
 def test_which_functions_get_the_fast_path(libraries: dict[str, BoundLibrary]) -> None:
-    if "nvrtc" in libraries:
-        fast = _fast(libraries["nvrtc"])
+    if "cuda.nvrtc" in libraries:
+        fast = _fast(libraries["cuda.nvrtc"])
         assert {"nvrtcVersion", "nvrtcGetErrorString", "nvrtcGetNumSupportedArchs"} <= set(fast)
         # pointers, handles, arrays, error logs: Python
         assert not {"nvrtcCreateProgram", "nvrtcCompileProgram", "nvrtcGetPTX", "nvrtcGetSupportedArchs"} & set(fast)
-    if "driver" in libraries:
-        fast = _fast(libraries["driver"])
+    if "cuda.driver" in libraries:
+        fast = _fast(libraries["cuda.driver"])
         assert {"cuInit", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetAttribute", "cuDeviceGetName",
                 "cuMemAlloc", "cuMemFree", "cuGetErrorName", "cuCtxSynchronize"} <= set(fast)
         assert not {"cuStreamQuery", "cuCtxCreate", "cuMemcpyHtoD", "cuLaunchKernel"} & set(fast)

@@ -15,6 +15,8 @@ from ironaccelerator_gen.ir import (
     TypedefRef,
 )
 
+from conftest import core_text
+
 HERE = Path(__file__).parent
 CUDA_INCLUDE = Path("/usr/local/cuda/include")
 WHERE = Location(file="test", line=1, col=1)
@@ -322,7 +324,7 @@ def macro_specs(tmp_path: Path, body: bytes) -> tuple[Path, Path]:
     (inc / "macros.h").write_bytes(MACRO_HEADER.replace(b"BODY", body))
     d = tmp_path / "specs"
     (d / "test").mkdir(parents=True)
-    (d / "core.yaml").write_text((HERE.parent / "specs" / "core.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (d / "core.yaml").write_text(core_text(), encoding="utf-8")
     (d / "test" / "macros.yaml").write_text(MACRO_SPEC, encoding="utf-8")
     return d, inc
 

@@ -44,7 +44,7 @@ from ironaccelerator_gen.diagnostics import UserError
 from ironaccelerator_gen.frontend import ParseRequest
 from ironaccelerator_gen.ir import Header
 
-from conftest import long_form, within
+from conftest import core_text, long_form, within
 from test_bind import PARAMS_SPEC, POOL_SPEC
 
 HERE = Path(__file__).resolve().parent
@@ -78,7 +78,7 @@ def _spec_tree(vendor: str) -> dict[str, bytes]:
 
 def _targets() -> dict[str, Target]:
     test_files = {
-        "specs/core.yaml": (SPECS / "core.yaml").read_bytes(),
+        "specs/core.yaml": core_text().encode(),
         "specs/test/golden.yaml": (GOLDEN / "golden.yaml").read_bytes(),
         "specs/test/params.yaml": PARAMS_SPEC.encode(),
         "specs/test/pool.yaml": POOL_SPEC.replace("ALLOC", "poolAlloc").replace("FREE", "poolFree").encode(),

@@ -33,7 +33,7 @@ import yaml
 from ironaccelerator_gen import pipeline
 from ironaccelerator_gen.build import build_library
 
-from conftest import GENERATED, ROOT, SPECS
+from conftest import GENERATED, ROOT, SPECS, core_text
 
 GOLDEN = ROOT / "tests" / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / f"{p.name}.yaml").is_file())
@@ -66,7 +66,7 @@ def generate(cases: list[str], tmp_path: Path, frontend: str | None = None) -> d
     """Every file the compiler generates from core.yaml and the cases' specs (the package's included)."""
     spec_dir = tmp_path / "specs"
     spec_dir.mkdir(parents=True)
-    shutil.copy(SPECS / "core.yaml", spec_dir / "core.yaml")
+    (spec_dir / "core.yaml").write_text(core_text(), encoding="utf-8")
     kinds = {}
     for case in cases:
         shutil.copy(GOLDEN / case / f"{case}.yaml", spec_dir / f"{case}.yaml")

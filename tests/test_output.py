@@ -28,7 +28,7 @@ import yaml
 from ironaccelerator_gen import output, pipeline
 from ironaccelerator_gen.build import build_library
 
-from conftest import LONG, ROOT, SPECS, within
+from conftest import LONG, ROOT, SPECS, core_text, within
 from test_spec import run_cli, snapshot
 
 GOLDEN = ROOT / "tests" / "headers" / "golden"  # golden.yaml, include/golden.h: the former monolithic golden case
@@ -184,7 +184,7 @@ def golden_specs(root: Path, variant: str) -> tuple[Path, list[str]]:
     to import, as the issue saw) and a function less in the library (its files change too)."""
     spec_dir = root / f"specs-{variant}"
     spec_dir.mkdir(parents=True, exist_ok=True)
-    core = (SPECS / "core.yaml").read_text(encoding="utf-8")
+    core = core_text()
     lib = (GOLDEN / "golden.yaml").read_text(encoding="utf-8")
     if variant == "new":
         core = core.replace("\nerror_kinds:\n", "\nerror_kinds:\n  AARDVARK: {value: 100, doc: A kind only the new one has.}\n")
@@ -383,3 +383,29 @@ def test_the_runtime_header_is_part_of_the_build_id(tmp_path: Path, monkeypatch:
     header.write_text(render.RUNTIME_HEADER.read_text(encoding="utf-8") + "/* changed */\n", encoding="utf-8")
     monkeypatch.setattr(render, "RUNTIME_HEADER", header)
     assert build_id() != before
+
+
+def test_a_renamed_library_leaves_nothing_of_its_old_name(golden_out: tuple[Path, list[str], Path]) -> None:
+    """Renaming a library (or removing its spec) removes its old directory: the generated files, and the build
+    outputs and caches beside them; a file generation does not own keeps its directory (issue 15 item 3)."""
+    spec_dir, extra, out = golden_out
+    old = out / "ironaccelerator" / "backends" / "test" / "golden"
+    assert (old / "_binding.py").is_file()
+    for name in ("_cffi.cpython-311-x86_64-linux-gnu.so", "_cffi_abi.py", ".ironaccel-build"):
+        (old / name).write_text("a build output\n")
+    (old / "__pycache__").mkdir()
+    (old / "__pycache__" / "_binding.cpython-311.pyc").write_bytes(b"\0")
+    lib = spec_dir / "golden.yaml"
+    lib.write_text(lib.read_text(encoding="utf-8").replace("library: golden", "library: golden2"), encoding="utf-8")
+    proc = run_cli(spec_dir, out, *extra)
+    assert proc.returncode == 0, proc.stderr
+    assert "removed ironaccelerator/backends/test/golden/: no spec generates it any more" in proc.stdout
+    assert not old.exists() and (out / "ironaccelerator" / "backends" / "test" / "golden2" / "_binding.py").is_file()
+    # a file of the user's in a directory no spec generates any more is left, and so is its directory
+    lib.write_text(lib.read_text(encoding="utf-8").replace("library: golden2", "library: golden3"), encoding="utf-8")
+    mine = out / "ironaccelerator" / "backends" / "test" / "golden2" / "notes.txt"
+    mine.write_text("mine\n")
+    proc = run_cli(spec_dir, out, *extra)
+    assert proc.returncode == 0, proc.stderr
+    assert mine.read_text() == "mine\n" and not (mine.parent / "_binding.py").exists()
+    assert "golden2/: no spec" not in proc.stdout

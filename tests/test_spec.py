@@ -92,7 +92,8 @@ def assert_at(d: Diagnostic, file: str, line_col: tuple[int, int]) -> None:
 
 
 def run_cli(spec_dir: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(spec_dir),
+    """``generate --specs <name> --out <out>`` run beside the spec directory (so messages name ``<name>/...``)."""
+    return subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", spec_dir.name,
                            "--out", str(out), *extra],
                           capture_output=True, text=True, timeout=120, cwd=spec_dir.parent)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -70,3 +72,38 @@ def test_unreadable_specs_are_located_errors(tmp_path: Path, case: str) -> None:
     proc = run_cli(spec_dir, out, "--only", "opencl.cl")  # run_cli's timeout catches a hang
     assert_user_error(proc, f"specs/{rel}")
     assert snapshot(out) == before
+
+
+@pytest.mark.parametrize("how", ["absolute", "relative", "dot"])
+def test_messages_name_specs_as_the_specs_option_gave_them(tmp_path: Path, how: str) -> None:
+    """``--specs DIR`` names its files DIR/... in messages, as given (issue 15 item 3): before, a spec directory
+    given by an absolute path was still printed as ``<its name>/...``, a file that does not exist from here."""
+    spec_dir = tmp_path / "work" / "myspecs"
+    shutil.copytree(SPECS, spec_dir)
+    _break_backend_empty(spec_dir / "opencl" / "cl.yaml")
+    given, cwd = {"absolute": (str(spec_dir), tmp_path), "relative": ("work/myspecs", tmp_path),
+                  "dot": (".", spec_dir)}[how]
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", given,
+                           "--out", str(tmp_path / "out"), "--only", "opencl.cl"],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+    want = {"absolute": f"{spec_dir.as_posix()}/opencl/cl.yaml", "relative": "work/myspecs/opencl/cl.yaml",
+            "dot": "opencl/cl.yaml"}[how]
+    assert_user_error(proc, want)
+    assert (cwd / want).is_file()
+
+
+def test_a_backend_that_is_not_a_backend_kind_is_a_located_error(tmp_path: Path) -> None:
+    """``backend:`` names the backend in ``Error.backend``; before, any identifier was accepted (issue 15 item 3)."""
+    spec_dir = tmp_path / "specs"
+    shutil.copytree(SPECS, spec_dir)
+    spec = spec_dir / "opencl" / "cl.yaml"
+    text = spec.read_text(encoding="utf-8")
+    assert text.count("\nbackend: OPENCL\n") == 1
+    spec.write_text(text.replace("\nbackend: OPENCL\n", "\nbackend: OPENLC\n"), encoding="utf-8")
+    line = text[:text.index("\nbackend: OPENCL\n")].count("\n") + 2
+    proc = run_cli(spec_dir, tmp_path / "out", "--only", "opencl.cl")
+    assert_user_error(proc, "specs/opencl/cl.yaml")
+    assert (f"specs/opencl/cl.yaml:{line}:10: backend 'OPENLC' is not a backend kind of specs/core.yaml (did you "
+            "mean 'OPENCL'?) (one of CUDA, ROCM, METAL, QNN, OPENCL: it names the backend in Error.backend)") \
+        in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists()
