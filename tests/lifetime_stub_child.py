@@ -10,7 +10,7 @@ from typing import Any, Callable, cast
 import numpy as np
 
 import ironaccelerator as ia
-from ironaccelerator import Error, ErrorKind
+from ironaccelerator import Error, ErrorKind, MemoryKind
 from ironaccelerator.backends.cuda import _backend as cb
 
 PART = sys.argv[2]
@@ -123,7 +123,25 @@ elif PART == "ranges":  # offsets, byte counts and fills reach the driver as ask
     stream.fill(b, 0xDEADBEEF, offset=4000, width=4)
     assert last() == ("memset32", b.ptr + 4000, 0, 24, 0xDEADBEEF), last()
     checked += 7
+    # strided copies: the CUDA_MEMCPY2D / CUDA_MEMCPY3D (_v2 ABI) fields the driver reads
+    stream.copy_2d(a, host, 10, 7, src_pitch=33, dst_pitch=50, src_offset=3, dst_offset=(4, 2))
+    assert last() == ("2d h>d", a.ptr + 104, hp + 3, 70, 33 << 32 | 50), last()
+    stream.copy_2d(host, b[1024:2048], 16, 8, src_pitch=64, src_offset=8)
+    assert last() == ("2d d>h", hp, b.ptr + 1032, 128, 64 << 32 | 16), last()
+    stream.copy_3d(b, a, (6, 3, 4), dst_pitch=(16, 64), src_pitch=8, src_offset=(0, 0, 2), dst_offset=100)
+    assert last() == ("3d d>d 3,4", b.ptr + 100, a.ptr + 48, 72, 8 << 32 | 16), last()
+    stream.copy_3d(host, a, (5, 2, 2), dst_pitch=(5, 20), src_pitch=(10, 30))
+    assert last() == ("3d d>h 3,4", hp, a.ptr, 20, 10 << 32 | 5), last()
+    # prefetch of managed memory: cuMemPrefetchAsync (_v2) with a CUmemLocation, passed by value
+    m = dev.alloc(4096, MemoryKind.UNIFIED)
+    stream.prefetch(m, None, 512, offset=1024)
+    assert last() == ("prefetch", m.ptr + 1024, 1 << 32 | 0, 512, 0), last()  # CU_MEM_LOCATION_TYPE_DEVICE, 0
+    stream.prefetch(m, "host")
+    assert last() == ("prefetch", m.ptr, 2 << 32 | 0, 4096, 0), last()  # CU_MEM_LOCATION_TYPE_HOST
+    checked += 6
     before = last()
+    raises(Error, lambda: stream.copy_2d(a, host, 10, 4, dst_pitch=9), "pitch", error_kind=ErrorKind.INVALID_VALUE)
+    raises(Error, lambda: stream.prefetch(a), "UNIFIED", error_kind=ErrorKind.INVALID_VALUE)
     raises(Error, lambda: stream.fill(a, 0, 6, width=4), "multiples", error_kind=ErrorKind.INVALID_VALUE)
     raises(Error, lambda: stream.copy(b, a, 16, dst_offset=4090), "past", error_kind=ErrorKind.INVALID_VALUE)
     raises(Error, lambda: stream.copy_from_host(a, host, 1001), "past", error_kind=ErrorKind.INVALID_VALUE)

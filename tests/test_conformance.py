@@ -178,12 +178,16 @@ UNSUPPORTED: dict[BackendKind, dict[str, Callable[[Any], object]]] = {
         "Device.alloc_unchecked(MemoryKind.HOST_PINNED)": lambda dev: dev.alloc_unchecked(64, MemoryKind.HOST_PINNED),
         "Device.load_module(metallib bytes)": lambda dev: dev.load_module(b"MTLB"),
         "Stream.capture()": lambda dev: dev.create_stream().capture(),
+        "Stream.copy_2d": lambda dev: dev.create_stream().copy_2d(dev.alloc(64), bytearray(64), 8, 8),
+        "Stream.prefetch": lambda dev: dev.create_stream().prefetch(dev.alloc(64, MemoryKind.UNIFIED)),
     },
     BackendKind.QNN: {
         # registered shared memory (QnnMem_register): the x86 HTP answers 1000 for every memory type
         "Device.alloc(MemoryKind.UNIFIED)": lambda dev: dev.alloc(64, MemoryKind.UNIFIED),
         "Device.alloc_unchecked(MemoryKind.UNIFIED)": lambda dev: dev.alloc_unchecked(64, MemoryKind.UNIFIED),
         "Stream.capture()": lambda dev: dev.create_stream().capture(),
+        "Stream.copy_3d": lambda dev: dev.create_stream().copy_3d(bytearray(64), dev.alloc(64), (4, 4, 4)),
+        "Stream.prefetch": lambda dev: dev.create_stream().prefetch(dev.alloc(64)),
     },
 }
 
@@ -585,6 +589,169 @@ def test_fill_patterns(device: Device, stream: Stream, width: int) -> None:
         stream.copy_to_host(out, a)
         stream.synchronize()
         assert not out.any()
+
+
+# strided copies (Stream.copy_2d / copy_3d) and prefetch: the backends whose vendor has none (Metal's blit encoder
+# copies linear ranges, QNN tensors are flat client buffers; neither has managed memory to migrate)
+STRIDED_UNSUPPORTED = {BackendKind.METAL, BackendKind.QNN}
+PREFETCH_UNSUPPORTED = {BackendKind.METAL, BackendKind.QNN}
+
+
+def rect_reference(dst: np.ndarray, src: np.ndarray, extent: tuple[int, ...], dst_pitches: tuple[int, int],
+                   src_pitches: tuple[int, int], dst_offset: int, src_offset: int) -> None:
+    """What a strided copy does, on flat uint8 numpy arrays: row y of slice z of width bytes, side by side."""
+    w, h, depth = (*extent, 1)[:3]
+    for z in range(depth):
+        for y in range(h):
+            d = dst_offset + z * dst_pitches[1] + y * dst_pitches[0]
+            s = src_offset + z * src_pitches[1] + y * src_pitches[0]
+            dst[d:d + w] = src[s:s + w]
+
+
+def test_strided_copies_each_direction(device: Device, stream: Stream) -> None:
+    """copy_2d / copy_3d host to device, device to device and device to host, with pitches, byte offsets and
+    (x, y[, z]) origins: exactly the rows of the region move (checked against a numpy reference)."""
+    if device.kind in STRIDED_UNSUPPORTED:
+        with device.alloc(64) as a:
+            calls: list[Callable[[], object]] = [lambda: stream.copy_2d(a, bytearray(64), 8, 8),
+                                                 lambda: stream.copy_3d(bytearray(64), a, (4, 4, 4))]
+            for call in calls:
+                with pytest.raises(Error) as ei:
+                    call()
+                assert kind_of(ei) is ErrorKind.UNSUPPORTED and ei.value.backend == device.kind.name
+        return
+    data = random_bytes(4096)
+    ra, rb = np.zeros(4096, np.uint8), np.zeros(4096, np.uint8)
+    with device.alloc(4096) as a, device.alloc(4096) as b:
+        stream.fill(a, 0)
+        stream.fill(b, 0)
+        # host -> device: 7 rows of 10 bytes, from pitch 33 at byte 3 to pitch 50 at origin (4, 2) (byte 104)
+        stream.copy_2d(a, data, 10, 7, src_pitch=33, dst_pitch=50, src_offset=3, dst_offset=(4, 2))
+        rect_reference(ra, data, (10, 7), (50, 350), (33, 231), 104, 3)
+        # device -> device, 2-D
+        stream.copy_2d(b, a, 12, 5, dst_pitch=20, src_pitch=50, src_offset=100, dst_offset=7)
+        rect_reference(rb, ra, (12, 5), (20, 100), (50, 250), 7, 100)
+        # host -> device, 3-D: 4 slices of 3 rows of 6 bytes; the source at origin (1, 1, 1) of pitches (9, 45)
+        stream.copy_3d(b, data, (6, 3, 4), dst_pitch=(16, 64), src_pitch=(9, 45), dst_offset=1000,
+                       src_offset=(1, 1, 1))
+        rect_reference(rb, data, (6, 3, 4), (16, 64), (9, 45), 1000, 1 + 9 + 45)
+        # device -> device, 3-D, a row pitch alone (slices of `height` rows) and an origin on the destination
+        stream.copy_3d(a, b, (5, 2, 3), dst_pitch=(11, 33), src_pitch=16, src_offset=1000, dst_offset=(0, 1, 20))
+        rect_reference(ra, rb, (5, 2, 3), (11, 33), (16, 32), 11 + 20 * 33, 1000)
+        # device -> host: 3-D into a C-contiguous (4, 3, 8) array (rows of 8 bytes, slices of 24), and 2-D
+        box = np.full((4, 3, 8), 0xEE, np.uint8)
+        stream.copy_3d(box, b, (6, 3, 4), src_pitch=(16, 64), src_offset=1000, dst_pitch=8)
+        want_box = box.copy().reshape(-1)
+        rect_reference(want_box, rb, (6, 3, 4), (8, 24), (16, 64), 0, 1000)
+        plane = np.full((7, 10), 0xEE, np.uint8)
+        stream.copy_2d(plane, a, 10, 7, src_pitch=50, src_offset=104)
+        back_a, back_b = np.zeros(4096, np.uint8), np.zeros(4096, np.uint8)
+        stream.copy_to_host(back_a, a)
+        stream.copy_to_host(back_b, b)
+        stream.synchronize()
+        np.testing.assert_array_equal(box.reshape(-1), want_box)
+        np.testing.assert_array_equal(plane, data[3:3 + 7 * 33].reshape(7, 33)[:, :10])
+        np.testing.assert_array_equal(back_a, ra)
+        np.testing.assert_array_equal(back_b, rb)
+        assert back_b[1000:1006].tolist() == data[55:61].tolist()  # (the reference is not vacuous)
+
+
+def test_strided_copies_reach_the_last_byte_and_no_further(device: Device, stream: Stream) -> None:
+    """Every row of the region must lie inside its side, checked before any vendor call (INVALID_VALUE): the last
+    row may end exactly at the end (its pitch's padding after it is not needed); a zero extent copies nothing."""
+    if device.kind in STRIDED_UNSUPPORTED:
+        pytest.skip(f"{device.kind.name} has no strided copies (test_strided_copies_each_direction checks it says so)")
+    data = random_bytes(1024)
+    with device.alloc(1024) as a, device.alloc(256) as small:
+        stream.fill(a, 0)
+        stream.copy_2d(a, data, 10, 4, src_pitch=16, dst_pitch=100, dst_offset=1024 - 310)  # ends at byte 1024
+        stream.copy_3d(a, data, (8, 2, 2), dst_pitch=(64, 256), dst_offset=1024 - 8 - 64 - 256)
+        stream.copy_2d(a, data, 0, 5)  # nothing
+        stream.copy_3d(a, data, (4, 4, 0))
+        out = np.zeros(1024, np.uint8)
+        stream.copy_to_host(out, a)
+        stream.synchronize()
+        want = np.zeros(1024, np.uint8)
+        rect_reference(want, data, (10, 4), (100, 400), (16, 64), 714, 0)
+        rect_reference(want, data, (8, 2, 2), (64, 256), (8, 16), 1024 - 328, 0)
+        np.testing.assert_array_equal(out, want)
+        host = np.zeros(1024, np.uint8)
+        bad: list[Callable[[], object]] = [
+            lambda: stream.copy_2d(a, data, 10, 4, src_pitch=16, dst_pitch=100, dst_offset=1024 - 309),  # 1 past
+            lambda: stream.copy_2d(a, data, 10, 4, dst_pitch=9),               # pitch below the width
+            lambda: stream.copy_2d(a, data[:40], 10, 5),                       # the host source is 40 bytes
+            lambda: stream.copy_2d(host, small, 16, 17),                       # 272 bytes of a 256-byte source
+            lambda: stream.copy_2d(small, a, 16, 2, src_offset=1024 - 16),     # the second source row past its end
+            lambda: stream.copy_2d(a, data, -1, 4),
+            lambda: stream.copy_2d(a, data, 4, 4, src_offset=-8),
+            lambda: stream.copy_2d(a, data, 4, 4, dst_pitch=2**64),            # not a size_t
+            lambda: stream.copy_2d(a, data, 2**63, 2),                         # the region's end overflows size_t
+            lambda: stream.copy_2d(a, data, 4, 4, dst_offset=(1, 2, 3)),       # a 3-D origin for a 2-D copy
+            lambda: stream.copy_3d(a, data, (4, 4)),                           # not 3 sizes
+            lambda: stream.copy_3d(a, data, (4, 4, 2), dst_pitch=(8, 36)),     # slice pitch not a multiple of 8
+            lambda: stream.copy_3d(a, data, (4, 4, 2), dst_pitch=(8, 24)),     # slice pitch below 4 rows
+            lambda: stream.copy_3d(a, data, (4, 4, 2), dst_pitch=(8, 32, 1)),
+            lambda: stream.copy_2d(bytes(64), a, 8, 8),                        # a read-only host destination
+            lambda: stream.copy_2d(host, data, 8, 8),                          # host to host
+            lambda: stream.copy_2d(a, data, 4, 4, dst_offset=1025),            # an offset past the end, even empty
+        ]
+        for i, call in enumerate(bad):
+            with pytest.raises(Error) as ei:
+                call()
+            assert kind_of(ei) is ErrorKind.INVALID_VALUE, (i, ei.value)
+        with pytest.raises(TypeError):
+            stream.copy_2d(a, data, 4.0, 4)  # type: ignore[arg-type]
+        stream.copy_to_host(out, a)
+        stream.synchronize()
+        np.testing.assert_array_equal(out, want)  # none of them wrote anything
+    with pytest.raises(Error) as ei:
+        stream.copy_2d(a, data, 4, 4)
+    assert kind_of(ei) is ErrorKind.INVALID_HANDLE  # a freed allocation
+
+
+def test_prefetch_of_unified_memory(device: Device, stream: Stream) -> None:
+    """Stream.prefetch migrates UNIFIED memory to the device or the host, in stream order, without changing it;
+    other kinds and bad targets or ranges are INVALID_VALUE; backends without migration say UNSUPPORTED."""
+    if device.kind in PREFETCH_UNSUPPORTED:
+        with device.alloc(64) as a:
+            with pytest.raises(Error) as ei:
+                stream.prefetch(a)
+            assert kind_of(ei) is ErrorKind.UNSUPPORTED and ei.value.backend == device.kind.name
+        return
+    if CapabilityFlags.UNIFIED_MEMORY not in device.descriptor.capability.flags:
+        pytest.skip(f"{device.descriptor.name} has no UNIFIED memory")
+    u = device.alloc(4096, MemoryKind.UNIFIED)
+    view = np.frombuffer(u.host_view(), np.uint32)
+    view[:] = np.arange(1024, dtype=np.uint32)
+    stream.prefetch(u)  # to this stream's device
+    stream.prefetch(u, device, 1024, offset=2048)
+    stream.prefetch(u[1024:2048])
+    stream.fill(u, 0x01, 16, offset=0)  # device work on it, ordered after the prefetch
+    stream.prefetch(u, "host")
+    stream.prefetch(u, "host", 0)  # nothing
+    stream.synchronize()
+    want = np.arange(1024, dtype=np.uint32)
+    want[:4] = 0x01010101
+    np.testing.assert_array_equal(view, want)
+    with device.alloc(64) as d:
+        bad: list[Callable[[], object]] = [
+            lambda: stream.prefetch(d),                           # device memory does not migrate
+            lambda: stream.prefetch(u, "gpu"),
+            lambda: stream.prefetch(u, 0),
+            lambda: stream.prefetch(u, None, 4097),
+            lambda: stream.prefetch(u, None, 8, offset=4090),
+        ]
+        for i, call in enumerate(bad):
+            with pytest.raises(Error) as ei:
+                call()
+            assert kind_of(ei) is ErrorKind.INVALID_VALUE, (i, ei.value)
+    with pytest.raises(TypeError):
+        stream.prefetch(bytearray(8))  # type: ignore[arg-type]
+    del view
+    u.free()
+    with pytest.raises(Error) as ei:
+        stream.prefetch(u)
+    assert kind_of(ei) is ErrorKind.INVALID_HANDLE
 
 
 # host views: which kinds each backend gives one for (the others: INVALID_VALUE for device memory; a host kind that

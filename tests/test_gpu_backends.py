@@ -718,6 +718,8 @@ class FakeDriver:
         self.capturing: dict[int, list[Callable[[], int]]] = {}
         self.graphs: dict[int, list[Callable[[], int]]] = {}
         self.execs: dict[int, list[Callable[[], int]]] = {}
+        self.rects: list[tuple[Any, ...]] = []  # (3-D?, width, height, depth, (src pitch, slice), (dst pitch, slice))
+        self.prefetches: list[tuple[int, int, int | str, int]] = []  # (address, bytes, device or "host", stream)
 
     def handle(self, ctype: str) -> Any:
         self.next_handle += 0x10
@@ -812,6 +814,53 @@ class FakeDriver:
             return _run(s, lambda: _moved(dst, ffi.cast("void *", src), n))
         def memcpy_dtod(dst: Any, src: Any, n: int, s: Any) -> int:
             return _run(s, lambda: _moved(ffi.cast("void *", dst), ffi.cast("void *", src), n))
+        def _inside(addr: int, n: int, kinds: tuple[str, ...] = ("device", "host", "managed", "pool")) -> bool:
+            """Whether [addr, addr + n) lies in one live allocation (of one of ``kinds``), as the drivers check."""
+            return any(base <= addr and addr + n <= base + len(e[0]) and e[1] in kinds for base, e in d.mem.items())
+        def _rect(p: Any, three: bool) -> int | Callable[[], int]:
+            """cuMemcpy2D/3DAsync, hipMemcpyParam2DAsync, hipDrvMemcpy3DAsync: the struct read at the call (as the
+            drivers do), its rows moved when the stream runs; a device side's rows must lie in an allocation."""
+            w, h, depth = p.WidthInBytes, p.Height, p.Depth if three else 1
+            sides = {}
+            for side in ("src", "dst"):
+                host = getattr(p, side + "MemoryType") == C["memory_type_host"]
+                if getattr(p, side + "MemoryType") not in (C["memory_type_host"], C["memory_type_device"]):
+                    return 1
+                ptr = getattr(p, side + ("Host" if host else "Device"))
+                pitch = getattr(p, side + "Pitch")
+                slab = pitch * (getattr(p, side + "Height") if three else h)
+                assert getattr(p, side + "XInBytes") == getattr(p, side + "Y") == 0  # offsets are in the pointers
+                if pitch < w:
+                    return 1  # *_INVALID_VALUE (CUDA: and hipErrorInvalidPitchValue)
+                base = d.key(ptr)
+                if not host and not _inside(base, (depth - 1) * slab + (h - 1) * pitch + w):
+                    return 1
+                sides[side] = (base, pitch, slab)
+            d.rects.append((three, w, h, depth, sides["src"][1:], sides["dst"][1:]))
+            def run() -> int:
+                (s0, sp, ss), (d0, dp, ds) = sides["src"], sides["dst"]
+                for z in range(depth):
+                    for y in range(h):
+                        ffi.memmove(ffi.cast("char *", d0 + z * ds + y * dp), ffi.cast("char *", s0 + z * ss + y * sp), w)
+                return 0
+            return run
+        def memcpy_2d(p: Any, s: Any) -> int:
+            op = _rect(p, False)
+            return op if isinstance(op, int) else _run(s, op)
+        def memcpy_3d(p: Any, s: Any) -> int:
+            op = _rect(p, True)
+            return op if isinstance(op, int) else _run(s, op)
+        def prefetch_location(ptr: Any, n: int, loc: Any, flags: int, s: Any) -> int:
+            if not _inside(d.key(ptr), n, ("managed",)) or flags:
+                return 1
+            d.prefetches.append((d.key(ptr), n, "host" if loc.type == C["location_host"] else loc.id, d.key(s)))
+            assert loc.type in (C["location_host"], C["location_device"])
+            return 0
+        def prefetch(ptr: Any, n: int, device: int, s: Any) -> int:
+            if not _inside(d.key(ptr), n, ("managed",)):
+                return 1
+            d.prefetches.append((d.key(ptr), n, "host" if device == C["cpu_device_id"] else device, d.key(s)))
+            return 0
         def capture_begin(s: Any, mode: int) -> int:
             assert mode == C["capture_mode"]
             d.capturing[d.key(s)] = []; return 0
@@ -1045,6 +1094,123 @@ def test_sim_offsets_counts_and_fills(sim: Any) -> None:
         with pytest.raises(Error) as ei:
             s.copy(b, a, 400, dst_offset=700)
         assert ei.value.kind is ErrorKind.INVALID_VALUE and "past its end" in str(ei.value)
+
+
+def _rect_reference(dst: np.ndarray, src: np.ndarray, extent: tuple[int, ...], dst_pitches: tuple[int, int],
+                    src_pitches: tuple[int, int], dst_offset: int, src_offset: int) -> None:
+    w, h, depth = (*extent, 1)[:3]
+    for z in range(depth):
+        for y in range(h):
+            d = dst_offset + z * dst_pitches[1] + y * dst_pitches[0]
+            s = src_offset + z * src_pitches[1] + y * src_pitches[0]
+            dst[d:d + w] = src[s:s + w]
+
+
+def test_sim_strided_copies_fill_the_vendor_structs(sim: Any) -> None:
+    """copy_2d / copy_3d through memcpy_2d / memcpy_3d (CUDA_MEMCPY2D/3D; hip_Memcpy2D, HIP_MEMCPY3D): each side's
+    memory type, pointer (moved to its offset: slices and origins included), pitch and rows per slice, as the
+    simulated driver reads them to move the rows; the host buffers are held until the stream is seen past them."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    data = np.random.default_rng(7).integers(0, 256, 2048, dtype=np.uint8)
+    ra, rb = np.zeros(2048, np.uint8), np.zeros(2048, np.uint8)
+    with dev.alloc(2048) as a, dev.alloc(2048) as b:
+        s.fill(a, 0)
+        s.fill(b, 0)
+        s.copy_2d(a, data, 10, 7, src_pitch=33, dst_pitch=50, src_offset=3, dst_offset=(4, 2))
+        _rect_reference(ra, data, (10, 7), (50, 350), (33, 231), 104, 3)
+        assert driver.rects[-1] == (False, 10, 7, 1, (33, 231), (50, 350)) and len(s._inflight) == 1
+        s.copy_2d(b[512:1024], a, 12, 5, dst_pitch=20, src_pitch=50, src_offset=100, dst_offset=7)  # a slice
+        _rect_reference(rb, ra, (12, 5), (20, 100), (50, 250), 512 + 7, 100)
+        s.copy_3d(b, data, (6, 3, 4), dst_pitch=(16, 64), src_pitch=(9, 45), dst_offset=1000, src_offset=(1, 1, 1))
+        _rect_reference(rb, data, (6, 3, 4), (16, 64), (9, 45), 1000, 55)
+        assert driver.rects[-1] == (True, 6, 3, 4, (9, 45), (16, 64))
+        s.copy_3d(a, b, (5, 2, 3), dst_pitch=(11, 33), src_pitch=16, src_offset=1000, dst_offset=(0, 1, 20))
+        _rect_reference(ra, rb, (5, 2, 3), (11, 33), (16, 32), 11 + 660, 1000)
+        box = np.full((4, 3, 8), 0xEE, np.uint8)
+        s.copy_3d(box, b, (6, 3, 4), src_pitch=(16, 64), src_offset=1000, dst_pitch=8)
+        want_box = box.copy().reshape(-1)
+        _rect_reference(want_box, rb, (6, 3, 4), (8, 24), (16, 64), 0, 1000)
+        back_a, back_b = np.zeros(2048, np.uint8), np.zeros(2048, np.uint8)
+        s.copy_to_host(back_a, a)
+        s.copy_to_host(back_b, b)
+        s.synchronize()
+        assert not s._inflight
+        np.testing.assert_array_equal(box.reshape(-1), want_box)
+        np.testing.assert_array_equal(back_a, ra)
+        np.testing.assert_array_equal(back_b, rb)
+        assert back_b[523:531].tolist() == data[3:11].tolist()  # (the reference is not vacuous)
+        calls = len(driver.calls)
+        refused: list[Callable[[], object]] = [
+            lambda: s.copy_2d(a, data, 10, 4, dst_pitch=100, dst_offset=2048 - 309),
+            lambda: s.copy_2d(a, data, 10, 4, dst_pitch=9),
+            lambda: s.copy_3d(a, data, (4, 4, 2), dst_pitch=(8, 36)),
+            lambda: s.copy_2d(bytes(64), a, 8, 8)]
+        for bad in refused:
+            with pytest.raises(Error) as ei:
+                bad()
+            assert ei.value.kind is ErrorKind.INVALID_VALUE
+        s.copy_2d(a, data, 0, 4)
+        s.copy_3d(a, data, (4, 4, 0))
+        assert len(driver.calls) == calls  # refused (or empty) before any vendor call
+        with pytest.raises(TypeError):
+            s.copy_2d(a, np.zeros(8, np.uint8).view(np.float32), 4, 1, src_offset=0.5)
+        # a pitch of 2**32 passes the region checks (one row): HIP 5.2's HIP_MEMCPY3D holds unsigned ints
+        if module is hip_backend:
+            with pytest.raises(Error) as ei:
+                s.copy_3d(a, data, (4, 1, 1), dst_pitch=2**32)
+            assert ei.value.kind is ErrorKind.INVALID_VALUE and "HIP_MEMCPY3D" in str(ei.value)
+        else:
+            s.copy_3d(a, data, (4, 1, 1), dst_pitch=2**32)
+            assert driver.rects[-1] == (True, 4, 1, 1, (4, 4), (2**32, 2**32))
+        s.synchronize()
+
+
+def test_sim_strided_copy_and_prefetch_without_the_role(sim: Any) -> None:
+    """A vendor whose spec binds no memcpy_3d / prefetch function (null) gets UNSUPPORTED, not a crash."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    dev.api.memcpy_3d = None
+    dev.api.prefetch = dev.api.prefetch_location = None
+    with dev.alloc(64) as a, dev.alloc(64, MemoryKind.UNIFIED) as u:
+        s.copy_2d(a, bytearray(64), 8, 8)
+        calls: list[Callable[[], object]] = [lambda: s.copy_3d(a, bytearray(64), (4, 4, 4)), lambda: s.prefetch(u)]
+        for call in calls:
+            with pytest.raises(Error) as ei:
+                call()
+            assert ei.value.kind is ErrorKind.UNSUPPORTED and ei.value.backend == module.TABLES.kind.name
+
+
+def test_sim_prefetch_of_managed_memory(sim: Any) -> None:
+    """Stream.prefetch: CUDA's cuMemPrefetchAsync with a CUmemLocation (device, or host), HIP's hipMemPrefetchAsync
+    with a device ordinal (hipCpuDeviceId for the host); offsets and slices move the pointer; other kinds, targets
+    and ranges are refused before any call."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    role = "prefetch_location" if module is cuda_backend else "prefetch"
+    with dev.alloc(4096, MemoryKind.UNIFIED) as u, dev.alloc(64) as d, dev.alloc(64, MemoryKind.HOST_PINNED) as p:
+        stream = s._address
+        s.prefetch(u)
+        s.prefetch(u, "host", 100, offset=200)
+        s.prefetch(u[1024:2048], dev)
+        s.prefetch(u, None, 0)  # nothing
+        assert driver.prefetches == [(u.ptr, 4096, 0, stream), (u.ptr + 200, 100, "host", stream),
+                                     (u.ptr + 1024, 1024, 0, stream)]
+        assert driver.calls.count(role) == 3
+        refused: list[Callable[[], object]] = [
+            lambda: s.prefetch(d), lambda: s.prefetch(p), lambda: s.prefetch(u, "gpu"), lambda: s.prefetch(u, 1),
+            lambda: s.prefetch(u, None, 4097), lambda: s.prefetch(u, None, 8, offset=4090)]
+        for bad in refused:
+            with pytest.raises(Error) as ei:
+                bad()
+            assert ei.value.kind is ErrorKind.INVALID_VALUE
+        assert driver.calls.count(role) == 3
+    with pytest.raises(Error) as ei:
+        s.prefetch(u)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
 
 
 def test_sim_stream_capture_records_and_graphs_replay(sim: Any) -> None:
@@ -1903,6 +2069,54 @@ def test_gpu_pinned_and_unified_memory(cuda_device: Any, kind: MemoryKind) -> No
         s.copy_to_host(out, d)
         s.synchronize()
     np.testing.assert_array_equal(out, data)
+
+
+@pytest.mark.gpu
+def test_gpu_strided_copies_and_prefetch(cuda_device: Any) -> None:
+    """Issue 14 on a real device: copy_2d / copy_3d (cuMemcpy2DAsync / cuMemcpy3DAsync) host to device, device to
+    device and back, against numpy's own slicing; prefetch of managed memory to the device and back to the host
+    (cuMemPrefetchAsync with a CUmemLocation) around a kernel that reads it."""
+    dev = cuda_device
+    s = dev.create_stream()
+    img = np.random.default_rng(3).integers(0, 256, (64, 100), dtype=np.uint8)  # 64 rows of 100 bytes
+    vol = np.random.default_rng(4).integers(0, 256, (5, 6, 40), dtype=np.uint8)
+    with dev.alloc(64 * 128) as pitched, dev.alloc(64 * 128) as other, dev.alloc(8 * 8 * 64) as box:
+        s.fill(pitched, 0)
+        s.copy_2d(pitched, img, 100, 64, dst_pitch=128)  # rows padded to 128 bytes, as cuMemAllocPitch would
+        s.copy_2d(other, pitched, 30, 20, src_pitch=128, dst_pitch=32, src_offset=(10, 5))  # a 20 x 30 window
+        window = np.zeros((20, 32), np.uint8)
+        s.copy_2d(window, other, 30, 20, src_pitch=32, dst_pitch=32)
+        s.copy_3d(box, vol, (40, 6, 5), dst_pitch=(64, 8 * 64), dst_offset=(0, 1, 2))
+        back = np.zeros((5, 6, 40), np.uint8)
+        s.copy_3d(back, box, (40, 6, 5), src_pitch=(64, 8 * 64), src_offset=(0, 1, 2))
+        round_trip = np.zeros((64, 100), np.uint8)
+        s.copy_2d(round_trip, pitched, 100, 64, src_pitch=128)
+        s.synchronize()
+    np.testing.assert_array_equal(round_trip, img)
+    np.testing.assert_array_equal(window[:, :30], img[5:25, 10:40])
+    np.testing.assert_array_equal(back, vol)
+    if F.UNIFIED_MEMORY not in dev.descriptor.capability.flags:
+        return
+    n = 1 << 16
+    k = dev.load_module(VECTOR_ADD).kernel("vector_add")
+    a, b, c = (dev.alloc(4 * n, MemoryKind.UNIFIED) for _ in range(3))
+    va, vb, vc = (np.frombuffer(x.host_view(), np.float32) for x in (a, b, c))
+    va[:] = np.arange(n, dtype=np.float32)
+    vb[:] = 2.0
+    for x in (a, b, c):
+        s.prefetch(x)  # to the stream's device
+    s.launch(KernelLaunch(k, LaunchDims(n // 256, 256), [a, b, c, np.uint32(n)]))
+    s.prefetch(c, "host")
+    s.prefetch(a, dev, 4 * 1024, offset=4 * 1024)
+    s.synchronize()
+    np.testing.assert_array_equal(vc, np.arange(n, dtype=np.float32) + 2.0)
+    del va, vb, vc
+    with dev.alloc(64) as d:
+        with pytest.raises(Error) as ei:
+            s.prefetch(d)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE
+    for x in (a, b, c):
+        x.free()
 
 
 @pytest.mark.gpu

@@ -38,8 +38,9 @@ def test_bad_typed_input_is_a_clear_error(stub_cuda: tuple[Path, dict[str, str]]
 
 
 def test_offsets_counts_and_fills_reach_the_driver(stub_cuda: tuple[Path, dict[str, str]]) -> None:
-    """Stream.copy*/fill with offsets and byte counts: the stub records the last transfer's addresses and count."""
-    assert _run(stub_cuda, "ranges") == 10
+    """Stream.copy*/fill with offsets and byte counts, copy_2d/copy_3d (the CUDA_MEMCPY2D/3D fields) and prefetch (the
+    CUmemLocation, by value): the stub records the last transfer's addresses, count and pitches."""
+    assert _run(stub_cuda, "ranges") == 18
 
 
 _ = pytest

@@ -781,6 +781,52 @@ STUB_EXPORT CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dst, unsigned int v, s
     return CUDA_SUCCESS;
 }
 
+/* strided copies: what "2d h>d" (the source's memory type, then the destination's: h host, d device, ? other),
+ * dst/src the pointers of those types, count the bytes of the region, value the pitches (src << 32 | dst); a 3-D
+ * copy's what also names each side's rows per slice ("3d h>d 3,4": srcHeight 3, dstHeight 4) */
+static char memory_type(CUmemorytype t) { return t == CU_MEMORYTYPE_HOST ? 'h' : t == CU_MEMORYTYPE_DEVICE ? 'd' : '?'; }
+
+STUB_EXPORT CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *p, CUstream s)
+{
+    char what[24];
+    (void)s;
+    ctx_use();
+    if (p->srcXInBytes || p->srcY || p->dstXInBytes || p->dstY || p->srcPitch < p->WidthInBytes ||
+        p->dstPitch < p->WidthInBytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(what, sizeof what, "2d %c>%c", memory_type(p->srcMemoryType), memory_type(p->dstMemoryType));
+    transfer(what, p->dstMemoryType == CU_MEMORYTYPE_HOST ? (unsigned long long)(uintptr_t)p->dstHost : p->dstDevice,
+             p->srcMemoryType == CU_MEMORYTYPE_HOST ? (unsigned long long)(uintptr_t)p->srcHost : p->srcDevice,
+             p->WidthInBytes * p->Height, (unsigned long long)p->srcPitch << 32 | p->dstPitch);
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuMemcpy3DAsync(const CUDA_MEMCPY3D *p, CUstream s)
+{
+    char what[24];
+    (void)s;
+    ctx_use();
+    if (p->srcXInBytes || p->srcY || p->srcZ || p->dstXInBytes || p->dstY || p->dstZ || p->srcLOD || p->dstLOD ||
+        p->reserved0 || p->reserved1 || p->srcPitch < p->WidthInBytes || p->dstPitch < p->WidthInBytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(what, sizeof what, "3d %c>%c %zu,%zu", memory_type(p->srcMemoryType), memory_type(p->dstMemoryType),
+             p->srcHeight, p->dstHeight);
+    transfer(what, p->dstMemoryType == CU_MEMORYTYPE_HOST ? (unsigned long long)(uintptr_t)p->dstHost : p->dstDevice,
+             p->srcMemoryType == CU_MEMORYTYPE_HOST ? (unsigned long long)(uintptr_t)p->srcHost : p->srcDevice,
+             p->WidthInBytes * p->Height * p->Depth, (unsigned long long)p->srcPitch << 32 | p->dstPitch);
+    return CUDA_SUCCESS;
+}
+
+/* prefetch: dst the pointer, src the location (type << 32 | id), value the flags */
+STUB_EXPORT CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUmemLocation location, unsigned int flags,
+                                                CUstream s)
+{
+    (void)s;
+    ctx_use();
+    transfer("prefetch", p, (unsigned long long)location.type << 32 | (unsigned int)location.id, n, flags);
+    return CUDA_SUCCESS;
+}
+
 STUB_EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
     (void)dst; (void)src; (void)n; (void)s;
@@ -1035,7 +1081,8 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuDeviceGetDefaultMemPool), E(cuDeviceGetMemPool), E(cuMemPoolCreate), E(cuMemPoolDestroy), E(cuMemPoolSetAttribute), E(cuMemPoolGetAttribute),
     E(cuMemPoolTrimTo),
     E(cuMemcpyHtoDAsync), E(cuMemcpyDtoHAsync), E(cuMemcpyDtoDAsync), E(cuMemcpyAsync),
-    E(cuMemsetD8Async), E(cuMemsetD16Async), E(cuMemsetD32Async),
+    E(cuMemsetD8Async), E(cuMemsetD16Async), E(cuMemsetD32Async), E(cuMemcpy2DAsync), E(cuMemcpy3DAsync),
+    E(cuMemPrefetchAsync),
     E(cuModuleLoadData), E(cuModuleLoadDataEx), E(cuModuleUnload), E(cuModuleGetFunction), E(cuFuncGetParamInfo),
     E(cuFuncGetAttribute), E(cuFuncSetAttribute), E(cuFuncGetName),
     E(cuLibraryLoadData), E(cuLibraryUnload), E(cuLibraryGetKernel), E(cuKernelGetFunction),

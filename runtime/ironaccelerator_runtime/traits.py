@@ -168,6 +168,103 @@ def fill_pattern(value: Any, width: Any, function: str, backend: BackendKind | s
     return v, w
 
 
+@dataclass(frozen=True, slots=True)
+class CopyRegion:
+    """A checked strided copy (``Stream.copy_2d``/``copy_3d``): ``depth`` slices of ``height`` rows of ``width``
+    bytes; per side, the byte offset of the first row and the pitches (bytes from the start of one row, or slice, to
+    the next).  Every row lies inside its side; the slice pitch is a multiple of the row pitch (OpenCL's rule, and
+    the only layout CUDA/HIP's ``<side>Height`` can say).  ``dims``: 2 (a 2-D copy) or 3."""
+
+    dims: int
+    width: int
+    height: int
+    depth: int
+    dst_offset: int
+    dst_pitch: int
+    dst_slice_pitch: int
+    src_offset: int
+    src_pitch: int
+    src_slice_pitch: int
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to copy (a zero width, height or depth): no vendor call is made."""
+        return not (self.width and self.height and self.depth)
+
+    def origin(self, side: str) -> tuple[int, int, int]:
+        """``side``'s ("dst" or "src") offset as an (x bytes, y rows, z slices) origin of its pitches (OpenCL)."""
+        offset, row, slab = ((self.dst_offset, self.dst_pitch, self.dst_slice_pitch) if side == "dst" else
+                             (self.src_offset, self.src_pitch, self.src_slice_pitch))
+        z, rest = divmod(offset, slab) if slab else (0, offset)
+        y, x = divmod(rest, row) if row else (0, rest)
+        return x, y, z
+
+
+def _pitches(v: Any, width: int, height: int, what: str, function: str, backend: BackendKind | str | None,
+             dims: int) -> tuple[int, int]:
+    """``(row pitch, slice pitch)`` of one side: ``v`` None (packed: the width, and height rows), a row pitch (its
+    slices packed: ``height`` rows), or for a 3-D copy a ``(row, slice)`` pair."""
+    name = backend.name if isinstance(backend, BackendKind) else backend
+    if v is None:
+        row, slab = width, None
+    elif dims == 3 and isinstance(v, (tuple, list)):
+        if len(v) != 2:
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what}_pitch must be a row pitch or a (row, slice) "
+                        f"pair, not {v!r}", backend=name, function=function)
+        row = check_size(v[0], f"{what} row pitch", function, backend, minimum=0)
+        slab = check_size(v[1], f"{what} slice pitch", function, backend, minimum=0)
+    else:
+        row, slab = check_size(v, f"{what}_pitch", function, backend, minimum=0), None
+    if row < width:
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what} pitch {row} is less than the width ({width} bytes): "
+                    "rows would overlap", backend=name, function=function)
+    if slab is None:
+        return row, row * height
+    if slab < row * height or (row and slab % row):
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what} slice pitch {slab} must be a multiple of the row "
+                    f"pitch {row} and at least {height} rows ({row * height} bytes)", backend=name, function=function)
+    return row, slab
+
+
+def _origin(v: Any, row: int, slab: int, what: str, function: str, backend: BackendKind | str | None,
+            dims: int) -> int:
+    """A side's offset in bytes: an int, or an ``(x bytes, y rows[, z slices])`` origin of its pitches."""
+    if isinstance(v, (tuple, list)):
+        if not 2 <= len(v) <= dims:
+            name = backend.name if isinstance(backend, BackendKind) else backend
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what}_offset must be bytes or an (x, y"
+                        f"{', z' if dims == 3 else ''}) origin, not {v!r}", backend=name, function=function)
+        parts = [check_size(p, f"{what} origin", function, backend, minimum=0) for p in v]
+        return parts[0] + parts[1] * row + (parts[2] * slab if len(parts) == 3 else 0)
+    return check_size(v, f"{what}_offset", function, backend, minimum=0)
+
+
+def copy_region(dst_size: int, src_size: int, extent: Any, dst_pitch: Any, src_pitch: Any, dst_offset: Any,
+                src_offset: Any, function: str, backend: BackendKind | str | None = None, *,
+                dims: int) -> CopyRegion:
+    """Check a strided copy before any vendor call (``Stream.copy_2d``/``copy_3d``): ``extent`` (width bytes,
+    height rows[, depth slices]), each side's pitches and offset.  ``TypeError`` for non-integers; ``INVALID_VALUE``
+    for a negative or too-large value, a pitch below the width (or a slice pitch below ``height`` rows or not a
+    multiple of the row pitch), and a region whose last byte is past the end of either side (``*_size`` bytes)."""
+    name = backend.name if isinstance(backend, BackendKind) else backend
+    if isinstance(extent, (str, bytes)) or not isinstance(extent, (tuple, list)) or len(extent) != dims:
+        raise Error(ErrorKind.INVALID_VALUE, f"{function}: the extent must be {dims} sizes (width in bytes, height"
+                    f"{', depth' if dims == 3 else ''}), not {extent!r}", backend=name, function=function)
+    width, height, depth = [check_size(x, w, function, backend, minimum=0)
+                            for x, w in zip((*extent, 1), ("width", "height", "depth"))]
+    sides = {}
+    for what, size, pitch, offset in (("dst", dst_size, dst_pitch, dst_offset), ("src", src_size, src_pitch,
+                                                                                 src_offset)):
+        row, slab = _pitches(pitch, width, height, what, function, backend, dims)
+        o = _origin(offset, row, slab, what, function, backend, dims)
+        end = o if not (width and height and depth) else o + (depth - 1) * slab + (height - 1) * row + width
+        if end > size:
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what}: the region from offset {o} ends at byte {end}, "
+                        f"past its end ({size} bytes)", backend=name, function=function)
+        sides[what] = (o, row, slab)
+    return CopyRegion(dims, width, height, depth, *sides["dst"], *sides["src"])
+
+
 def not_a_launch(obj: Any, function: str) -> TypeError:
     """The TypeError for a launch argument that is not a :class:`KernelLaunch` (raised by the backends from
     the AttributeError or unpacking error it causes, so the hot path pays no isinstance test)."""
@@ -1011,6 +1108,86 @@ class Stream:
         """Set ``nbytes`` bytes of ``dst`` from ``offset`` (default: to its end) to ``value`` repeated as a
         ``width``-byte (1, 2 or 4) little-endian pattern, in stream order."""
         raise unsupported(self.device.kind, "Stream.fill")
+
+    # strided copies: each side an Allocation (or slice) or a host buffer, checked here (copy_region), the vendor
+    # call made by the backend's _copy_rect
+    def copy_2d(self, dst: Any, src: Any, width: int, height: int, *, dst_pitch: int | None = None,
+                src_pitch: int | None = None, dst_offset: int | Sequence[int] = 0,
+                src_offset: int | Sequence[int] = 0) -> None:
+        """Copy ``height`` rows of ``width`` bytes, in stream order: row ``i`` from ``src_offset + i * src_pitch``
+        to ``dst_offset + i * dst_pitch``.  ``dst`` and ``src`` are each an Allocation (or a slice) or a host
+        buffer (numpy array, bytearray, ...: host to device, device to host, device to device; a host destination
+        must be writable).  Pitches default to ``width`` (packed rows); an offset is bytes or an ``(x bytes, y
+        rows)`` origin.  Every row must lie inside its side and a pitch be at least the width, else INVALID_VALUE
+        before any vendor call; a zero width or height copies nothing.  UNSUPPORTED where the vendor has no
+        strided copy (Metal, QNN)."""
+        self._strided("Stream.copy_2d", dst, src, (width, height), dst_pitch, src_pitch, dst_offset, src_offset, 2)
+
+    def copy_3d(self, dst: Any, src: Any, extent: Sequence[int], *,
+                dst_pitch: int | Sequence[int] | None = None, src_pitch: int | Sequence[int] | None = None,
+                dst_offset: int | Sequence[int] = 0, src_offset: int | Sequence[int] = 0) -> None:
+        """Copy a box of ``extent = (width bytes, height rows, depth slices)``, in stream order; sides as for
+        :meth:`copy_2d`.  A pitch is ``(row pitch, slice pitch)`` in bytes, or a row pitch (slices of ``height``
+        rows), or None (packed); the slice pitch must be a multiple of the row pitch.  An offset is bytes or an
+        ``(x bytes, y rows, z slices)`` origin."""
+        self._strided("Stream.copy_3d", dst, src, extent, dst_pitch, src_pitch, dst_offset, src_offset, 3)
+
+    def _strided(self, function: str, dst: Any, src: Any, extent: Any, dst_pitch: Any, src_pitch: Any,
+                 dst_offset: Any, src_offset: Any, dims: int) -> None:
+        kind = self.device.kind
+        if type(self)._copy_rect is Stream._copy_rect:  # (before checking what the backend could not use anyway)
+            raise unsupported(kind, function)
+        if not isinstance(dst, Allocation) and not isinstance(src, Allocation):
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: dst or src must be an allocation (host to host is "
+                        "numpy's)", backend=kind.name, function=function)
+        sides: list[tuple[Allocation | memoryview, int]] = []
+        for what, obj in (("dst", dst), ("src", src)):
+            if isinstance(obj, Allocation):
+                obj._check_live(function)
+                sides.append((obj, obj.nbytes))
+            else:
+                view = host_view(obj, what == "dst", backend=kind, function=function)
+                sides.append((view, view.nbytes))
+        region = copy_region(sides[0][1], sides[1][1], extent, dst_pitch, src_pitch, dst_offset, src_offset, function,
+                             kind, dims=dims)
+        self.device._check_open(function)
+        if not region.empty:
+            self._copy_rect(sides[0][0], sides[1][0], region, function)
+
+    def _copy_rect(self, dst: Allocation | memoryview, src: Allocation | memoryview, region: CopyRegion,
+                   function: str) -> None:
+        """Backends: enqueue a checked, non-empty strided copy; a host side is a flat byte memoryview (writable for
+        ``dst``), an allocation side still to be checked as this backend's (``TypeError``/``INVALID_VALUE``)."""
+        raise unsupported(self.device.kind, function)
+
+    def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
+        """Migrate ``nbytes`` of a UNIFIED allocation from ``offset`` (default: to its end) to ``to``, in stream
+        order: None (this stream's device), a Device of this backend, or ``"host"``.  A hint: the memory stays
+        usable from both sides.  Other memory kinds: INVALID_VALUE (device and pinned memory do not move).
+        CUDA: ``cuMemPrefetchAsync``; HIP: ``hipMemPrefetchAsync``; OpenCL: ``clEnqueueSVMMigrateMem`` (OpenCL
+        2.1 devices, to the queue's device or the host); elsewhere UNSUPPORTED."""
+        raise unsupported(self.device.kind, "Stream.prefetch")
+
+    def _prefetch_span(self, alloc: Allocation, nbytes: Any, offset: Any) -> tuple[int, int]:
+        """``(offset, nbytes)`` of a prefetch: the allocation live and UNIFIED, the range inside it."""
+        function, kind = "Stream.prefetch", self.device.kind
+        if not isinstance(alloc, Allocation):
+            raise TypeError(f"{function}: alloc must be an Allocation, not {type(alloc).__name__} ({alloc!r})")
+        alloc._check_live(function)
+        self.device._check_open(function)
+        if alloc.kind is not MemoryKind.UNIFIED:
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: {alloc!r} is {alloc.kind.name} memory; only UNIFIED "
+                        "(managed, shared virtual) memory migrates", backend=kind.name, function=function)
+        return check_span(alloc.nbytes, offset, nbytes, "alloc", function, kind)
+
+    def _prefetch_to_host(self, to: Any) -> bool:
+        """Whether a prefetch's ``to`` is the host (``"host"``), else it must be None or a Device (INVALID_VALUE)."""
+        if isinstance(to, str) and to == "host":
+            return True
+        if to is None or isinstance(to, Device):
+            return False
+        raise Error(ErrorKind.INVALID_VALUE, f"Stream.prefetch: to must be None (this stream's device), a Device or "
+                    f"'host', not {to!r}", backend=self.device.kind.name, function="Stream.prefetch")
 
     def launch(self, launch: KernelLaunch) -> None:
         raise unsupported(self.device.kind, "Stream.launch")

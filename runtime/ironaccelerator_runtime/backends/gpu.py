@@ -36,7 +36,8 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime import dlpack, kernel_cache, tracing
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, AllocationSlice, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Graph,
+    Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
+    DeviceLimits, Event, Graph,
     InFlight, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar,
     Stream, check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
     unsupported,
@@ -52,6 +53,7 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "device_name": "", "device_total_mem": "", "device_attribute": "", "device_properties": "",
         "device_synchronize": "", "alloc": "", "free": "", "host_alloc": "", "host_free": "", "managed_alloc": "",
         "memcpy_htod": "", "memcpy_dtoh": "", "memcpy_dtod": "", "memset_d8": "", "memset_d16": "", "memset_d32": "",
+        "memcpy_2d": "", "memcpy_3d": "", "prefetch": "", "prefetch_location": "",
         "stream_create": "", "stream_destroy": "", "stream_synchronize": "", "stream_query": "",
         "stream_wait_event": "", "event_create": "", "event_destroy": "", "event_record": "",
         "event_synchronize": "", "event_query": "", "event_elapsed": "",
@@ -84,11 +86,14 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "pool_alloc_type": "pool_create", "pool_location_device": "pool_create",
         "pool_attr_release_threshold": "pool_create", "pool_attr_reserved": "pool_create",
         "pool_attr_used": "pool_create",
+        "memory_type_host": "memcpy_2d", "memory_type_device": "memcpy_2d",
+        "location_host": "prefetch_location", "location_device": "prefetch_location", "cpu_device_id": "prefetch",
     },
     "types": {
         "deviceptr": "", "device": "", "stream": "", "event": "", "module": "", "function": "",
         "context": "context_retain", "properties": "device_properties", "program": "program_create",
         "mempool": "pool_create", "mempool_props": "pool_create", "graph": "", "graph_exec": "",
+        "memcpy_2d_params": "memcpy_2d", "memcpy_3d_params": "memcpy_3d", "mem_location": "prefetch_location",
     },
 }
 
@@ -525,6 +530,10 @@ class GpuApi:
     memset_d8: Any
     memset_d16: Any
     memset_d32: Any
+    memcpy_2d: Any
+    memcpy_3d: Any
+    prefetch: Any
+    prefetch_location: Any
     stream_create: Any
     stream_destroy: Any
     stream_synchronize: Any
@@ -1815,6 +1824,81 @@ class GpuStream(Stream):
             code = fn(self._at(d, o), v - (1 << 32), n // w, self.handle)
         if code:
             raise self.api.error(code, role)
+
+    def _copy_rect(self, dst: Allocation | memoryview, src: Allocation | memoryview, region: CopyRegion,
+                   function: str) -> None:
+        """``memcpy_2d``/``memcpy_3d`` (``cuMemcpy2DAsync``/``cuMemcpy3DAsync``; HIP: ``hipMemcpyParam2DAsync``/
+        ``hipDrvMemcpy3DAsync``) with one parameter struct of the vendor's (``memcpy_2d_params``/
+        ``memcpy_3d_params``: the same field names on both): per side its memory type, the host or device pointer
+        moved to its offset, its pitch and (3-D) rows per slice."""
+        api, ffi = self.api, self._ffi
+        role = "memcpy_2d" if region.dims == 2 else "memcpy_3d"
+        fn = getattr(api, role)
+        if fn is None:
+            raise unsupported(self._kind, function)
+        host_type, device_type = api.tables.const("memory_type_host"), api.tables.const("memory_type_device")
+        p = ffi.new(api.tables.types[f"{role}_params"] + " *")
+        keep = []
+        try:
+            for side, obj, offset, pitch, slab in (
+                    ("src", src, region.src_offset, region.src_pitch, region.src_slice_pitch),
+                    ("dst", dst, region.dst_offset, region.dst_pitch, region.dst_slice_pitch)):
+                if isinstance(obj, memoryview):
+                    ptr = ffi.from_buffer(obj, require_writable=side == "dst")
+                    keep.append((obj, ptr))
+                    setattr(p, side + "MemoryType", host_type)
+                    setattr(p, side + "Host", ptr + offset)
+                else:
+                    setattr(p, side + "MemoryType", device_type)
+                    setattr(p, side + "Device", self._at(self._memory(obj, function, side), offset))
+                setattr(p, side + "Pitch", pitch)
+                if region.dims == 3:
+                    setattr(p, side + "Height", slab // pitch)
+            p.WidthInBytes, p.Height = region.width, region.height
+            if region.dims == 3:
+                p.Depth = region.depth
+        except OverflowError:  # a field narrower than size_t (HIP 5.2's HIP_MEMCPY3D: unsigned int)
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: a size, pitch or offset does not fit the "
+                        f"{api.tables.types[role + '_params']} fields of the {api.name} backend",
+                        backend=api.name, function=function) from None
+        self.device.activate()
+        code = fn(p, self.handle)
+        if code:
+            raise api.error(code, role, f"{region.width} x {region.height} x {region.depth} bytes")
+        if keep:
+            self._inflight.items.append(keep)  # (the cdata hold the exporters' buffers)
+
+    def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
+        """``prefetch_location`` (CUDA: ``cuMemPrefetchAsync``, a ``CUmemLocation`` of the host or a device) or
+        ``prefetch`` (HIP: ``hipMemPrefetchAsync``, a device ordinal or ``hipCpuDeviceId``)."""
+        function, api = "Stream.prefetch", self.api
+        dptr = self._memory(alloc, function, "alloc")
+        o, n = self._prefetch_span(alloc, nbytes, offset)
+        host = self._prefetch_to_host(to)
+        index = self.device.index
+        if to is not None and not host:
+            if not isinstance(to, GpuDevice) or to.api is not api:
+                raise Error(ErrorKind.INVALID_VALUE, f"{function}: to={to!r} is not a {api.name} device",
+                            backend=api.name, function=function)
+            to._check_open(function)
+            index = to.index
+        if not n:
+            return
+        self.device.activate()
+        if api.prefetch_location is not None:
+            role = "prefetch_location"
+            loc = api.ffi.new(api.tables.types["mem_location"] + " *")
+            loc.type = api.tables.const("location_host" if host else "location_device")
+            loc.id = 0 if host else index
+            code = api.prefetch_location(self._at(dptr, o), n, loc[0], 0, self.handle)
+        elif api.prefetch is not None:
+            role = "prefetch"
+            code = api.prefetch(self._at(dptr, o), n, api.tables.const("cpu_device_id") if host else index,
+                                self.handle)
+        else:
+            raise unsupported(self._kind, function)
+        if code:
+            raise api.error(code, role, f"{n} bytes of {alloc!r} to {'the host' if host else f'device {index}'}")
 
     # launches
     def _dim_args(self, dims: Any, check: bool) -> tuple[int, ...]:

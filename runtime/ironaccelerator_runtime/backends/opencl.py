@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import struct
 import sys
 import threading
@@ -26,7 +27,8 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime import kernel_cache
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, AllocationSlice, Backend, Capability, CompileOptions, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event,
+    Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
+    DeviceLimits, Event,
     Kernel, KernelAttributes, KernelLaunch, InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream,
     check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
 )
@@ -340,6 +342,15 @@ class OpenCLDevice(Device):
                                api.info_str("clGetPlatformInfo", platform[0], cl.CL_PLATFORM_VERSION)])
             self._identity = ident
         return ident
+
+    def _cl_version(self) -> tuple[int, int]:
+        """The device's OpenCL version, ``CL_DEVICE_VERSION``'s "OpenCL <major>.<minor> ..." (read once)."""
+        version = getattr(self, "_version", None)
+        if version is None:
+            text = self.api.info_str("clGetDeviceInfo", self.handle, self.api.cl.CL_DEVICE_VERSION)
+            m = re.match(r"OpenCL (\d+)\.(\d+)", text)
+            version = self._version = (int(m.group(1)), int(m.group(2))) if m else (1, 0)
+        return version
 
     def synchronize(self) -> None:
         self._check_open("Device.synchronize")
@@ -766,6 +777,65 @@ class OpenCLStream(Stream):
             pattern = self.api.ffi.new("char[]", v.to_bytes(w, "little"))
             self.api.check(self.api.raw.clEnqueueFillBuffer(self.queue, buf, pattern, w, o, n, 0, self._null,
                                                             self._null), "clEnqueueFillBuffer")
+
+    def _copy_rect(self, dst: Allocation | memoryview, src: Allocation | memoryview, region: CopyRegion,
+                   function: str) -> None:
+        """``clEnqueueCopyBufferRect`` (device to device), ``clEnqueueWriteBufferRect`` / ``clEnqueueReadBufferRect``
+        (to / from the host; non-blocking, the host buffer kept until the stream is seen past it): a buffer's offset
+        as an origin of its pitches, a host side's as its pointer moved."""
+        ffi, null = self.api.ffi, self._null
+        region_ = ffi.new("size_t[3]", [region.width, region.height, region.depth])
+        pitches = {"dst": (region.dst_pitch, region.dst_slice_pitch), "src": (region.src_pitch, region.src_slice_pitch)}
+        if isinstance(dst, memoryview) or isinstance(src, memoryview):
+            to_device = isinstance(src, memoryview)
+            side, host = ("dst", src) if to_device else ("src", dst)
+            device_side = dst if to_device else src
+            buf = _live_buffer(device_side, function, self.device)  # type: ignore[arg-type]
+            ptr = ffi.from_buffer("char[]", host, not to_device)
+            offset = region.src_offset if to_device else region.dst_offset
+            origin = ffi.new("size_t[3]", region.origin(side))
+            zero = ffi.new("size_t[3]")
+            row, slab = pitches[side]
+            hrow, hslab = pitches["src" if to_device else "dst"]
+            name = "clEnqueueWriteBufferRect" if to_device else "clEnqueueReadBufferRect"
+            code = getattr(self.api.raw, name)(self.queue, buf, 0, origin, zero, region_, row, slab, hrow, hslab,
+                                               ptr + offset, 0, null, null)
+            if code:
+                raise self.api.error(code, name)
+            self._keep.append(ptr)  # (the cdata holds the exporter's buffer until the stream is seen past it)
+            return
+        d = _live_buffer(dst, function, self.device)
+        s = _live_buffer(src, function, self.device)
+        so, do = ffi.new("size_t[3]", region.origin("src")), ffi.new("size_t[3]", region.origin("dst"))
+        self.api.check(self.api.raw.clEnqueueCopyBufferRect(self.queue, s, d, so, do, region_, *pitches["src"],
+                                                            *pitches["dst"], 0, null, null), "clEnqueueCopyBufferRect")
+
+    def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
+        """``clEnqueueSVMMigrateMem`` of the UNIFIED allocation's SVM range (OpenCL 2.1 devices; older ones:
+        UNSUPPORTED): to the queue's device (``to`` None or that device) or the host (``CL_MIGRATE_MEM_OBJECT_HOST``)."""
+        function, device, cl = "Stream.prefetch", self.device, self.api.cl
+        _live_buffer(alloc, function, device)
+        o, n = self._prefetch_span(alloc, nbytes, offset)
+        host = self._prefetch_to_host(to)
+        if to is not None and not host and to is not device:
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: an OpenCL queue migrates memory to its own device or the "
+                        f"host, not to {to!r} (prefetch on a stream of that device)", backend="OPENCL",
+                        function=function)
+        if device._cl_version() < (2, 1):
+            raise Error(ErrorKind.UNSUPPORTED, f"{function}: clEnqueueSVMMigrateMem needs an OpenCL 2.1 device; "
+                        f"{device.descriptor.name!r} reports {device._cl_version()}", backend="OPENCL",
+                        function=function)
+        if not n:
+            return
+        addr = getattr(alloc, "block", alloc)._host_address() if type(alloc) is PooledAllocation else \
+            alloc._host_address()
+        assert addr is not None  # (UNIFIED OpenCL memory is SVM: _alloc_svm)
+        ffi = self.api.ffi
+        ptrs = ffi.new("void *[1]", [ffi.cast("void *", addr + o)])
+        sizes = ffi.new("size_t[1]", [n])
+        flags = cl.CL_MIGRATE_MEM_OBJECT_HOST if host else 0
+        self.api.check(self.api.raw.clEnqueueSVMMigrateMem(self.queue, 1, ptrs, sizes, flags, 0, self._null,
+                                                           self._null), "clEnqueueSVMMigrateMem")
 
     # launches
     def _sizes(self, d: LaunchDims, validate: bool) -> tuple[Any, Any]:

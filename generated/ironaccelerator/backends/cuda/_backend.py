@@ -39,6 +39,10 @@ TABLES = _gpu.GpuTables(
         'memset_d8': ('driver', 'cuMemsetD8Async'),
         'memset_d16': ('driver', 'cuMemsetD16Async'),
         'memset_d32': ('driver', 'cuMemsetD32Async'),
+        'memcpy_2d': ('driver', 'cuMemcpy2DAsync'),
+        'memcpy_3d': ('driver', 'cuMemcpy3DAsync'),
+        'prefetch': None,
+        'prefetch_location': ('driver', 'cuMemPrefetchAsync'),
         'stream_create': ('driver', 'cuStreamCreate'),
         'stream_destroy': ('driver', 'cuStreamDestroy'),
         'stream_synchronize': ('driver', 'cuStreamSynchronize'),
@@ -122,6 +126,10 @@ TABLES = _gpu.GpuTables(
         'pool_attr_release_threshold': 4,  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
         'pool_attr_reserved': 5,  # CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
         'pool_attr_used': 7,  # CU_MEMPOOL_ATTR_USED_MEM_CURRENT
+        'memory_type_host': 1,  # CU_MEMORYTYPE_HOST
+        'memory_type_device': 2,  # CU_MEMORYTYPE_DEVICE
+        'location_host': 2,  # CU_MEM_LOCATION_TYPE_HOST
+        'location_device': 1,  # CU_MEM_LOCATION_TYPE_DEVICE
     },
     types={
         'deviceptr': 'CUdeviceptr',
@@ -136,6 +144,9 @@ TABLES = _gpu.GpuTables(
         'mempool_props': 'CUmemPoolProps',
         'graph': 'CUgraph',
         'graph_exec': 'CUgraphExec',
+        'memcpy_2d_params': 'CUDA_MEMCPY2D',
+        'memcpy_3d_params': 'CUDA_MEMCPY3D',
+        'mem_location': 'CUmemLocation',
     },
     module_formats=('ptx', 'elf', 'fatbin', 'source'),
     interop=('dlpack', 'cuda_array_interface'),

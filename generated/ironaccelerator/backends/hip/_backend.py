@@ -39,6 +39,10 @@ TABLES = _gpu.GpuTables(
         'memset_d8': ('runtime', 'hipMemsetD8Async'),
         'memset_d16': ('runtime', 'hipMemsetD16Async'),
         'memset_d32': ('runtime', 'hipMemsetD32Async'),
+        'memcpy_2d': ('runtime', 'hipMemcpyParam2DAsync'),
+        'memcpy_3d': ('runtime', 'hipDrvMemcpy3DAsync'),
+        'prefetch': ('runtime', 'hipMemPrefetchAsync'),
+        'prefetch_location': None,
         'stream_create': ('runtime', 'hipStreamCreateWithFlags'),
         'stream_destroy': ('runtime', 'hipStreamDestroy'),
         'stream_synchronize': ('runtime', 'hipStreamSynchronize'),
@@ -105,6 +109,9 @@ TABLES = _gpu.GpuTables(
         'pool_attr_release_threshold': 4,  # hipMemPoolAttrReleaseThreshold
         'pool_attr_reserved': 5,  # hipMemPoolAttrReservedMemCurrent
         'pool_attr_used': 7,  # hipMemPoolAttrUsedMemCurrent
+        'memory_type_host': 0,  # hipMemoryTypeHost
+        'memory_type_device': 1,  # hipMemoryTypeDevice
+        'cpu_device_id': -1,  # hipCpuDeviceId
     },
     types={
         'deviceptr': 'void *',
@@ -118,6 +125,8 @@ TABLES = _gpu.GpuTables(
         'mempool_props': 'hipMemPoolProps',
         'graph': 'hipGraph_t',
         'graph_exec': 'hipGraphExec_t',
+        'memcpy_2d_params': 'hip_Memcpy2D',
+        'memcpy_3d_params': 'HIP_MEMCPY3D',
     },
     module_formats=('elf', 'offload_bundle'),
     interop=('dlpack',),
