@@ -85,6 +85,10 @@ TABLES = _gpu.GpuTables(
         'pool_trim': ('driver', 'cuMemPoolTrimTo'),
         'pool_get_attribute': ('driver', 'cuMemPoolGetAttribute'),
         'pool_set_attribute': ('driver', 'cuMemPoolSetAttribute'),
+        'launch_ex': ('driver', 'cuLaunchKernelEx'),
+        'ipc_get': ('driver', 'cuIpcGetMemHandle'),
+        'ipc_open': ('driver', 'cuIpcOpenMemHandle'),
+        'ipc_close': ('driver', 'cuIpcCloseMemHandle'),
     },
     constants={
         'stream_flags': 1,  # CU_STREAM_NON_BLOCKING
@@ -122,6 +126,12 @@ TABLES = _gpu.GpuTables(
         'pool_attr_release_threshold': 4,  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
         'pool_attr_reserved': 5,  # CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
         'pool_attr_used': 7,  # CU_MEMPOOL_ATTR_USED_MEM_CURRENT
+        'attr_cooperative_launch': 95,  # CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH
+        'attr_cluster_launch': 120,  # CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH
+        'launch_attr_cooperative': 2,  # CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        'launch_attr_cluster': 4,  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        'status_cooperative_too_large': 720,  # CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+        'ipc_open_flags': 1,  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
     },
     types={
         'deviceptr': 'CUdeviceptr',
@@ -136,6 +146,9 @@ TABLES = _gpu.GpuTables(
         'mempool_props': 'CUmemPoolProps',
         'graph': 'CUgraph',
         'graph_exec': 'CUgraphExec',
+        'launch_config': 'CUlaunchConfig',
+        'launch_attribute': 'CUlaunchAttribute',
+        'ipc_handle': 'CUipcMemHandle',
     },
     module_formats=('ptx', 'elf', 'fatbin', 'source'),
     interop=('dlpack', 'cuda_array_interface'),

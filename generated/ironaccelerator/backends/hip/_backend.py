@@ -73,6 +73,10 @@ TABLES = _gpu.GpuTables(
         'pool_trim': ('runtime', 'hipMemPoolTrimTo'),
         'pool_get_attribute': ('runtime', 'hipMemPoolGetAttribute'),
         'pool_set_attribute': ('runtime', 'hipMemPoolSetAttribute'),
+        'launch_ex': None,
+        'ipc_get': ('runtime', 'hipIpcGetMemHandle'),
+        'ipc_open': ('runtime', 'hipIpcOpenMemHandle'),
+        'ipc_close': ('runtime', 'hipIpcCloseMemHandle'),
     },
     constants={
         'stream_flags': 1,  # hipStreamNonBlocking
@@ -105,6 +109,7 @@ TABLES = _gpu.GpuTables(
         'pool_attr_release_threshold': 4,  # hipMemPoolAttrReleaseThreshold
         'pool_attr_reserved': 5,  # hipMemPoolAttrReservedMemCurrent
         'pool_attr_used': 7,  # hipMemPoolAttrUsedMemCurrent
+        'ipc_open_flags': 0,  # hipIpcMemLazyEnablePeerAccess
     },
     types={
         'deviceptr': 'void *',
@@ -118,6 +123,7 @@ TABLES = _gpu.GpuTables(
         'mempool_props': 'hipMemPoolProps',
         'graph': 'hipGraph_t',
         'graph_exec': 'hipGraphExec_t',
+        'ipc_handle': 'hipIpcMemHandle_t',
     },
     module_formats=('elf', 'offload_bundle'),
     interop=('dlpack',),
