@@ -935,7 +935,8 @@ class FakeDriver:
             cluster = got["attrs"].get("cluster")
             if cluster is not None and any(g % c for g, c in zip(got["grid"], cluster)):
                 return 912  # CUDA_ERROR_INVALID_CLUSTER_SIZE
-            return launch(f, gx, gy, gz, *got["block"], got["shared"], config.hStream, params, ffi.NULL)
+            bx, by, bz = got["block"]
+            return launch(f, gx, gy, gz, bx, by, bz, got["shared"], config.hStream, params, ffi.NULL)
 
         def ipc_get(out: Any, p: Any) -> int:
             entry = d.mem.get(d.key(p))

@@ -104,12 +104,12 @@ def test_launch_dims_options_cooperative_and_cluster() -> None:
             assert back == d and hash(back) == hash(d) and repr(back) == repr(d)
         assert copy.deepcopy(d) == d
     with pytest.raises(TypeError):
-        LaunchDims(8, 32, 0, True)  # type: ignore[misc]  # (keyword-only)
+        LaunchDims(8, 32, 0, True)  # type: ignore[call-arg]  # (keyword-only)
     for kw in (dict(grid=6, cluster=4), dict(grid=(8, 3), cluster=(2, 2)), dict(grid=8, cluster=0),
                dict(grid=8, cluster=(1, 1, 1, 1)), dict(grid=8, cluster="2"), dict(grid=8, cluster=1.0),
                dict(grid=8, cooperative=1), dict(grid=8, cooperative="yes")):
         with pytest.raises(Error) as info:
-            LaunchDims(**kw)  # type: ignore[arg-type]
+            LaunchDims(**kw)
         assert info.value.kind is ErrorKind.INVALID_VALUE and info.value.function == "LaunchDims", kw
     e = both.options_error(ia.BackendKind.OPENCL, "Stream.launch")
     assert e.kind is ErrorKind.UNSUPPORTED and e.backend == "OPENCL"
