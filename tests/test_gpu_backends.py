@@ -2351,3 +2351,135 @@ def test_gpu_copies_events_sizes_and_unchecked_launches(cuda_device: Any) -> Non
     s.synchronize()
     a.free()
     b.free()
+
+
+# issue 14 items 5 and 8 on the device: a cooperative grid that syncs, a cluster launch (sm_90), IPC across processes
+
+GRID_SYNC = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// each block writes its slot, the whole grid syncs, then each block reads its neighbour's slot: right only if
+// every block wrote before any read (a grid-wide barrier)
+extern "C" __global__ void neighbour(unsigned int *slots, unsigned int *out) {
+    cg::grid_group grid = cg::this_grid();
+    unsigned int b = blockIdx.x, n = gridDim.x;
+    if (threadIdx.x == 0) slots[b] = 1000u + b;
+    grid.sync();
+    if (threadIdx.x == 0) out[b] = slots[(b + 1) % n];
+}
+"""
+
+CLUSTER_RANK = r"""
+// the block's rank in its cluster and the cluster's size, from PTX's special registers (no header needed)
+extern "C" __global__ void rank(unsigned int *out) {
+    unsigned int r, n;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    if (threadIdx.x == 0) out[blockIdx.x] = r * 1000u + n;
+}
+"""
+
+
+def _cooperative_groups_include() -> list[str]:
+    """The include directories NVRTC needs for cooperative_groups.h (the toolkit's, else a CUDA runtime wheel's;
+    CUDA 13's headers include libcu++ from include/cccl); empty if none is found."""
+    import importlib.util
+    dirs = [os.path.join(os.environ[v], "include") for v in ("CUDA_HOME", "CUDA_PATH") if v in os.environ]
+    dirs.append("/usr/local/cuda/include")
+    for pkg in ("nvidia.cu13", "nvidia.cuda_runtime"):
+        try:
+            spec = importlib.util.find_spec(pkg)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None:
+            dirs += [os.path.join(p, "include") for p in spec.submodule_search_locations or []]
+    for d in dirs:
+        if os.path.isfile(os.path.join(d, "cooperative_groups.h")):
+            return [d] + [x for x in (os.path.join(d, "cccl"),) if os.path.isdir(x)]
+    return []
+
+
+@pytest.mark.gpu
+def test_gpu_cooperative_grid_sync(cuda_device: Any) -> None:
+    dev = cuda_device
+    assert F.COOPERATIVE_LAUNCH in dev.descriptor.capability.flags  # (H100/H200 report the attribute)
+    include = _cooperative_groups_include()
+    if not include:
+        pytest.skip("cooperative_groups.h not found (CUDA toolkit or the nvidia-cuda-runtime wheel)")
+    k = dev.load_module(GRID_SYNC, include_dirs=include).kernel("neighbour")
+    per_sm = k.max_active_blocks(128)
+    n = per_sm * dev.descriptor.compute_units  # every block resident at once: the most a cooperative grid may be
+    s = dev.create_stream()
+    slots, out = dev.alloc(4 * n), dev.alloc(4 * n)
+    s.fill(slots, 0)
+    s.launch(KernelLaunch(k, LaunchDims(n, 128, cooperative=True), (slots, out)))
+    got = np.zeros(n, np.uint32)
+    s.copy_to_host(got, out)
+    s.synchronize()
+    np.testing.assert_array_equal(got, 1000 + (np.arange(n, dtype=np.uint32) + 1) % n)
+    with pytest.raises(Error) as ei:  # one block more than fits: the driver refuses, we say why
+        s.launch(KernelLaunch(k, LaunchDims(n + 1, 128, cooperative=True), (slots, out)))
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and f"at most {n} blocks" in str(ei.value), ei.value
+    s.synchronize()
+    slots.free()
+    out.free()
+
+
+@pytest.mark.gpu
+def test_gpu_cluster_launch(cuda_device: Any) -> None:
+    dev = cuda_device
+    if float(dev.arch) < 9.0:
+        pytest.skip(f"thread-block clusters need compute capability 9.0 (this is {dev.arch})")
+    assert F.THREAD_BLOCK_CLUSTERS in dev.descriptor.capability.flags
+    k = dev.load_module(CLUSTER_RANK).kernel("rank")
+    s = dev.create_stream()
+    n, c = 32, 4
+    out = dev.alloc(4 * n)
+    s.launch(KernelLaunch(k, LaunchDims(n, 64, cluster=c), (out,)))
+    got = np.zeros(n, np.uint32)
+    s.copy_to_host(got, out)
+    s.synchronize()
+    np.testing.assert_array_equal(got, (np.arange(n, dtype=np.uint32) % c) * 1000 + c)
+    assert s.launch_unchecked(KernelLaunch(k, LaunchDims(n, 64, cluster=(2, 1, 1)), (out,))) is None
+    s.copy_to_host(got, out)
+    s.synchronize()
+    np.testing.assert_array_equal(got, (np.arange(n, dtype=np.uint32) % 2) * 1000 + 2)
+    out.free()
+
+
+def _ipc_child(handle: Any, n: int) -> None:
+    """In another process: open the exporter's memory, check what it holds, write it back doubled."""
+    dev = BackendRegistry.default().get(BackendKind.CUDA).open(0)
+    mem = dev.import_ipc(handle)
+    s = dev.create_stream()
+    got = np.zeros(n, np.float32)
+    s.copy_to_host(got, mem)
+    s.synchronize()
+    assert (got == np.arange(n, dtype=np.float32)).all(), got[:8]
+    s.copy_from_host(mem, got * 2)
+    s.synchronize()
+    mem.free()  # cuIpcCloseMemHandle: the exporter's memory stays
+
+
+@pytest.mark.gpu
+def test_gpu_ipc_across_processes(cuda_device: Any) -> None:
+    import multiprocessing
+    dev = cuda_device
+    n = 1 << 16
+    s = dev.create_stream()
+    src = dev.alloc(4 * n)
+    s.copy_from_host(src, np.arange(n, dtype=np.float32))
+    s.synchronize()
+    h = src.export_ipc()
+    with pytest.raises(Error) as ei:
+        dev.import_ipc(h)  # CUDA opens a handle only in another process
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    p = multiprocessing.get_context("spawn").Process(target=_ipc_child, args=(h, n))
+    p.start()
+    p.join(240)
+    assert p.exitcode == 0
+    got = np.zeros(n, np.float32)
+    s.copy_to_host(got, src)
+    s.synchronize()
+    np.testing.assert_array_equal(got, 2 * np.arange(n, dtype=np.float32))  # what the child wrote
+    src.free()
