@@ -22,7 +22,11 @@ MAX = 64
 class Launch(ctypes.Structure):  # stub_launch_t in bench/stub_cuda/stub_cuda.c
     _fields_ = [("launches", ctypes.c_ulonglong), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
                 ("shared", ctypes.c_uint), ("nparams", ctypes.c_int), ("size", ctypes.c_size_t * MAX),
-                ("data", ctypes.c_ubyte * 4096)]
+                ("data", ctypes.c_ubyte * 4096),
+                ("ex_launches", ctypes.c_ulonglong), ("ex_stream", ctypes.c_void_p), ("ex_num_attrs", ctypes.c_uint),
+                ("ex_cooperative", ctypes.c_int), ("ex_cluster", ctypes.c_uint * 3),
+                ("ipc_gets", ctypes.c_ulonglong), ("ipc_opens", ctypes.c_ulonglong), ("ipc_closes", ctypes.c_ulonglong),
+                ("ipc_opened", ctypes.c_ulonglong), ("ipc_closed", ctypes.c_ulonglong), ("ipc_flags", ctypes.c_uint)]
 
 
 get = ctypes.CDLL(STUB).stub_cuda_last_launch
@@ -153,6 +157,40 @@ stream._launch_packed = fast
 # the driver's status: the stub refuses more than 1024 threads per block (unchecked skips the dims check)
 err = stream.launch_unchecked(KernelLaunch(mixed, LaunchDims(1, (64, 32)), args_of(3)))
 assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_VALUE, err
+
+# launch options: cuLaunchKernelEx receives the dims, the stream, the attributes and the same argument bytes; plain
+# dims never reach it (issue 14 item 5)
+ex_before = seen.ex_launches
+launch(KernelLaunch(mixed, dims, args_of(3)))
+assert seen.ex_launches == ex_before
+assert ia.CapabilityFlags.COOPERATIVE_LAUNCH in dev.descriptor.capability.flags  # (the stub: every attribute 1)
+assert ia.CapabilityFlags.THREAD_BLOCK_CLUSTERS in dev.descriptor.capability.flags
+for opts, attrs, cooperative, cluster in (({"cooperative": True}, 1, 1, [0, 0, 0]),
+                                          ({"cluster": (3, 2)}, 1, -1, [3, 2, 1]),
+                                          ({"cooperative": True, "cluster": 3}, 2, 1, [3, 1, 1])):
+    ex = LaunchDims((3, 2), 128, shared_mem=64, **opts)
+    for k, unchecked in ((7, False), (8, True)):
+        args = args_of(k)
+        before = seen.ex_launches
+        launch(KernelLaunch(mixed, ex, args), unchecked=unchecked)
+        assert seen.ex_launches == before + 1, opts
+        assert received() == reference(args), opts
+        assert (list(seen.grid), list(seen.block), seen.shared) == ([3, 2, 1], [128, 1, 1], 64)
+        assert seen.ex_stream == stream._address and seen.ex_num_attrs == attrs, opts
+        assert (seen.ex_cooperative, list(seen.ex_cluster)) == (cooperative, cluster), opts
+
+# IPC: the handle's 64 bytes go to cuIpcOpenMemHandle by value; free closes (cuIpcCloseMemHandle), never frees
+import dataclasses  # noqa: E402
+
+src = dev.alloc(4096)
+h = src.export_ipc()
+assert seen.ipc_gets == 1 and h.data[:8] == b"stubipc\0" and h.data[8:16] == src.ptr.to_bytes(8, "little")
+imp = dev.import_ipc(dataclasses.replace(h, pid=0))  # (as another process would: the stub does not mind)
+assert seen.ipc_opens == 1 and seen.ipc_opened == src.ptr == imp.ptr and seen.ipc_flags == 1, seen.ipc_flags
+imp.free()
+assert seen.ipc_closes == 1 and seen.ipc_closed == src.ptr
+src.free()
+assert seen.ipc_closes == 1
 
 # threads launching on one stream at once: each launch gets its own bytes
 problems: list[str] = []

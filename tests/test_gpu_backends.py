@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import dataclasses
 import gc
 import inspect
 import os
@@ -43,7 +44,7 @@ from ironaccelerator_runtime import dlpack
 # ------------------------------------------------------------------ capability translation (pure)
 
 CUDA_BASE = F.FP64 | F.PROFILING | F.SUBGROUPS | F.ATOMICS_64
-PASCAL = CUDA_BASE | F.FP16 | F.UNIFIED_MEMORY  # (no COOPERATIVE_LAUNCH: not a backend operation yet)
+PASCAL = CUDA_BASE | F.FP16 | F.UNIFIED_MEMORY  # (COOPERATIVE_LAUNCH, clusters: from device attributes, not here)
 VOLTA = PASCAL | F.INT8_DOT | F.TENSOR_CORES
 AMPERE = VOLTA | F.BF16 | F.ASYNC_COPY
 ADA = AMPERE | F.FP8
@@ -713,6 +714,14 @@ class FakeDriver:
         self.functions: dict[int, str] = {}
         self.pools_supported = 0  # the device attribute; the stream-ordered pool tests set it
         self.pools: dict[int, dict[str, Any]] = {}  # handle -> reserved/used bytes, cached blocks
+        self.cooperative_supported = 1  # CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH (an H200 has it)
+        self.clusters_supported = 1  # CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH (compute capability 9.0)
+        self.max_coresident = 132 * 8  # a cooperative grid of more blocks: CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+        # launch_ex (cuLaunchKernelEx): each config as it was received, field by field, with its attributes
+        self.launches_ex: list[dict[str, Any]] = []
+        # IPC: a handle's 64 bytes name an address (b"IPC!" + address); what is open (address -> opens), closes
+        self.ipc_open: dict[int, int] = {}
+        self.ipc_closed: list[int] = []
         # stream capture, as the drivers do it: work enqueued on a capturing stream is recorded (a launch's
         # parameter values copied then), not run; a graph replays it in order
         self.capturing: dict[int, list[Callable[[], int]]] = {}
@@ -754,6 +763,9 @@ class FakeDriver:
         if "attr_compute_major" in C:
             attrs.update({C["attr_compute_major"]: 9, C["attr_compute_minor"]: 0})
         pools_attr = C.get("attr_memory_pools_supported")
+        if "attr_cooperative_launch" in C:
+            attrs[C["attr_cooperative_launch"]] = -1  # (read from the driver object: the tests change it)
+            attrs[C["attr_cluster_launch"]] = -2
         name = b"NVIDIA H200" if m is cuda_backend else b"AMD Instinct MI210"
 
         def log(fn: Any) -> Any:
@@ -771,7 +783,8 @@ class FakeDriver:
         def device_name(buf: Any, n: int, dev: Any) -> int: ffi.memmove(buf, name + b"\0", len(name) + 1); return 0
         def device_total_mem(out: Any, dev: Any) -> int: out[0] = 141 << 30; return 0
         def device_attribute(out: Any, attr: int, dev: Any) -> int:
-            out[0] = d.pools_supported if attr == pools_attr else attrs[attr]; return 0
+            v = d.pools_supported if attr == pools_attr else attrs[attr]
+            out[0] = {-1: d.cooperative_supported, -2: d.clusters_supported}.get(v, v); return 0
         def device_properties(props: Any, index: int) -> int:
             arch = b"gfx90a:sramecc+:xnack-\0"
             ffi.memmove(props.gcnArchName, arch, len(arch))
@@ -949,6 +962,54 @@ class FakeDriver:
             d.capturing[d.key(s)].append(lambda: run((gx, gy, gz), (bx, by, bz), ptrs) if kept else 0)
             return 0
 
+        def launch_ex(config: Any, f: Any, params: Any, extra: Any) -> int:
+            assert extra == ffi.NULL
+            got: dict[str, Any] = {
+                "grid": (config.gridDimX, config.gridDimY, config.gridDimZ),
+                "block": (config.blockDimX, config.blockDimY, config.blockDimZ), "shared": config.sharedMemBytes,
+                "stream": d.key(config.hStream), "attrs": {}}
+            for i in range(config.numAttrs):
+                a = config.attrs[i]
+                if a.id == C["launch_attr_cooperative"]:
+                    got["attrs"]["cooperative"] = a.value.cooperative
+                elif a.id == C["launch_attr_cluster"]:
+                    c = a.value.clusterDim
+                    got["attrs"]["cluster"] = (c.x, c.y, c.z)
+                else:
+                    got["attrs"][a.id] = None
+            d.launches_ex.append(got)
+            gx, gy, gz = got["grid"]
+            if "cooperative" in got["attrs"] and gx * gy * gz > d.max_coresident:
+                return cast(int, C["status_cooperative_too_large"])
+            cluster = got["attrs"].get("cluster")
+            if cluster is not None and any(g % c for g, c in zip(got["grid"], cluster)):
+                return 912  # CUDA_ERROR_INVALID_CLUSTER_SIZE
+            bx, by, bz = got["block"]
+            return launch(f, gx, gy, gz, bx, by, bz, got["shared"], config.hStream, params, ffi.NULL)
+
+        def ipc_get(out: Any, p: Any) -> int:
+            entry = d.mem.get(d.key(p))
+            if entry is None or entry[1] != "device":
+                return 1  # *_INVALID_VALUE: not the base of a device allocation
+            ffi.memmove(out, b"IPC!" + d.key(p).to_bytes(8, "little"), 12)
+            return 0
+        def ipc_open(out: Any, handle: Any, flags: int) -> int:
+            assert flags == C["ipc_open_flags"]
+            raw = bytes(ffi.buffer(ffi.addressof(handle)))
+            addr = int.from_bytes(raw[4:12], "little")
+            if not raw.startswith(b"IPC!") or addr not in d.mem:
+                return 1  # *_INVALID_VALUE (the drivers: ..._INVALID_HANDLE / hipErrorInvalidValue)
+            d.ipc_open[addr] = d.ipc_open.get(addr, 0) + 1
+            out[0] = addr if "*" not in ffi.typeof(out).item.cname else ffi.cast("void *", addr)
+            return 0
+        def ipc_close(p: Any) -> int:
+            addr = d.key(p)
+            if not d.ipc_open.get(addr):
+                return 1
+            d.ipc_open[addr] -= 1
+            d.ipc_closed.append(addr)
+            return 0
+
         # the stream-ordered pool: blocks live in d.mem (kind "pool"); a freed block stays reserved (cached by
         # size) until trimmed, as with a release threshold of UINT64_MAX
         def pool_create(out: Any, props: Any) -> int:
@@ -1025,7 +1086,8 @@ def test_sim_enumerate_and_report(sim: Any) -> None:
     assert d.limits.max_block == (1024, 1024, 64) and d.limits.max_shared_mem == 48 << 10
     if module is cuda_backend:
         assert (d.name, d.vendor, d.capability.vendor_version) == ("NVIDIA H200", Vendor.NVIDIA, "sm_90")
-        assert d.capability.flags == ADA and d.capability.tier is ComputeTier.DATACENTER
+        assert d.capability.flags == ADA | F.COOPERATIVE_LAUNCH | F.THREAD_BLOCK_CLUSTERS  # (the attributes)
+        assert d.capability.tier is ComputeTier.DATACENTER
         assert backend.runtime_version() is None and backend.driver_version() == 13000
     else:
         assert (d.name, d.vendor, d.capability.vendor_version) == ("AMD Instinct MI210", Vendor.AMD,
@@ -1938,6 +2000,178 @@ def test_sim_pool_falls_back_without_stream_ordered_allocation(sim: Any) -> None
     assert type(pool) is MemoryPool and not driver.pools
 
 
+# ------------------------------------------------------------------ issue 14 items 5 and 8: launch options, IPC
+
+
+def _vector_add_setup(dev: Any, module: Any, n: int) -> tuple[Any, Any, tuple[Any, ...], np.ndarray[Any, Any]]:
+    k = dev.load_module(_image(module, VECTOR_ADD)).kernel("vector_add")
+    s = dev.create_stream()
+    a = np.arange(n, dtype=np.float32)
+    da, db, dc = (dev.alloc(4 * n) for _ in range(3))
+    s.copy_from_host(da, a)
+    s.copy_from_host(db, a)
+    return k, s, (da, db, dc), 2 * a
+
+
+def test_sim_capability_flags_from_the_launch_attributes(sim: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """COOPERATIVE_LAUNCH and THREAD_BLOCK_CLUSTERS follow the device attributes (CUDA), never the architecture;
+    HIP (no launch_ex) advertises neither."""
+    module, driver, backend = sim
+    flags = backend.devices()[0].capability.flags
+    if module is hip_backend:
+        assert module.TABLES.functions["launch_ex"] is None
+        assert F.COOPERATIVE_LAUNCH not in flags and F.THREAD_BLOCK_CLUSTERS not in flags
+        return
+    assert F.COOPERATIVE_LAUNCH in flags and F.THREAD_BLOCK_CLUSTERS in flags
+    for coop, clusters in ((0, 1), (1, 0), (0, 0)):
+        driver.cooperative_supported, driver.clusters_supported = coop, clusters
+        fresh = _cls(module, "Backend")().devices()[0].capability.flags  # (a new backend enumerates again)
+        assert (F.COOPERATIVE_LAUNCH in fresh, F.THREAD_BLOCK_CLUSTERS in fresh) == (bool(coop), bool(clusters))
+        assert fresh & ~(F.COOPERATIVE_LAUNCH | F.THREAD_BLOCK_CLUSTERS) == ADA  # the rest from the tables
+
+
+def test_sim_cooperative_and_cluster_launches(sim: Any) -> None:
+    """Dims with options go to launch_ex (cuLaunchKernelEx) with the config and attributes they ask for, checked
+    and unchecked; plain dims never do.  HIP: UNSUPPORTED, raised or returned."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    n = 4096
+    k, s, (da, db, dc), want = _vector_add_setup(dev, module, n)
+    args = (da, db, dc, np.uint32(n))
+    coop = LaunchDims(16, 256, 128, cooperative=True)
+    clus = LaunchDims((16, 2), (256, 1), cluster=(4, 2))
+    both = LaunchDims(16, 256, cooperative=True, cluster=2)
+    if module is hip_backend:
+        for dims in (coop, clus, both):
+            with pytest.raises(Error) as ei:
+                s.launch(KernelLaunch(k, dims, args))
+            assert ei.value.kind is ErrorKind.UNSUPPORTED and ei.value.backend == "ROCM"
+            r = s.launch_unchecked(KernelLaunch(k, dims, args))
+            assert isinstance(r, Error) and r.kind is ErrorKind.UNSUPPORTED
+        assert "launch" not in driver.calls  # nothing launched
+        return
+    s.launch(KernelLaunch(k, LaunchDims(16, 256), args))  # plain: cuLaunchKernel
+    assert driver.launches_ex == [] and driver.calls.count("launch") == 1
+    stream = driver.key(s.handle)
+    for i, (dims, attrs) in enumerate(((coop, {"cooperative": 1}), (clus, {"cluster": (4, 2, 1)}),
+                                       (both, {"cooperative": 1, "cluster": (2, 1, 1)}))):
+        s.fill(dc, 0)
+        launch = KernelLaunch(k, dims, args)
+        if i == 1:
+            assert s.launch_unchecked(launch) is None
+        else:
+            s.launch(launch)
+            s.launch(launch)  # (a second time in a row: still the extended launch, never a plain re-issue)
+        out = np.zeros(n, np.float32)
+        s.copy_to_host(out, dc)
+        s.synchronize()
+        m = dims.threads
+        np.testing.assert_array_equal(out[:m], want[:m])  # the kernel ran with these arguments
+        got = driver.launches_ex[-1]
+        assert got == {"grid": dims.grid, "block": dims.block, "shared": dims.shared_mem, "stream": stream,
+                       "attrs": attrs}
+    assert len(driver.launches_ex) == 5 and driver.calls.count("launch") == 1  # (launch_ex runs the kernel itself)
+    # what the device cannot do is UNSUPPORTED before any call (checked); a grid too big to be co-resident says so
+    dev.descriptor = dataclasses.replace(dev.descriptor, capability=dataclasses.replace(
+        dev.descriptor.capability, flags=dev.descriptor.capability.flags & ~F.THREAD_BLOCK_CLUSTERS))
+    with pytest.raises(Error) as ei:
+        s.launch(KernelLaunch(k, clus, args))
+    assert ei.value.kind is ErrorKind.UNSUPPORTED and "THREAD_BLOCK_CLUSTERS" in str(ei.value)
+    assert len(driver.launches_ex) == 5
+    s.launch(KernelLaunch(k, coop, args))  # (still cooperative)
+    big = LaunchDims(132 * 8 + 1, 256, cooperative=True)
+    with pytest.raises(Error) as ei:
+        s.launch(KernelLaunch(k, big, args))
+    e = ei.value
+    assert e.kind is ErrorKind.INVALID_VALUE and e.code == module.TABLES.const("status_cooperative_too_large")
+    assert "1057 blocks" in str(e) and "at most 1056 blocks fit" in str(e), e  # max_active_blocks(256) x 132
+    r = s.launch_unchecked(KernelLaunch(k, big, args))
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE and "resident" in str(r)
+    with pytest.raises(Error) as ei:  # argument checks hold on this path too
+        s.launch(KernelLaunch(k, coop, args[:3]))
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "4 arguments, 3 given" in str(ei.value)
+    r = s.launch_unchecked(KernelLaunch(k, coop, args[:3]))
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE
+    with pytest.raises(Error) as ei:
+        s.launch(KernelLaunch(k, LaunchDims(16, 2048, cooperative=True), args))  # validated against the limits
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "2048" in str(ei.value)
+    dev.close()
+    with pytest.raises(Error) as ei:
+        s.launch(KernelLaunch(k, coop, args))
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+
+
+def test_sim_ipc_export_import_close(sim: Any) -> None:
+    """Allocation.export_ipc -> a picklable IpcHandle; Device.import_ipc in another process (simulated: another
+    pid) opens the same memory; free() and drop close the mapping (ipc_close), never free it; refusals."""
+    import pickle
+    from ironaccelerator import IpcHandle
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    src = dev.alloc(256)
+    s.copy_from_host(src, np.arange(64, dtype=np.float32))
+    h = src.export_ipc()
+    assert isinstance(h, IpcHandle) and h.backend is module.TABLES.kind and h.nbytes == 256 and h.device == 0
+    assert h.pid == os.getpid() and len(h.data) == 64 and h.data[:4] == b"IPC!"
+    assert pickle.loads(pickle.dumps(h)) == h and "256 bytes" in repr(h)
+    with pytest.raises(Error) as ei:  # the vendors refuse opening in the exporting process: said before the call
+        dev.import_ipc(h)
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "this process" in str(ei.value)
+    other = dataclasses.replace(pickle.loads(pickle.dumps(h)), pid=h.pid + 1)  # as another process receives it
+    imp = dev.import_ipc(other)
+    assert imp.ptr == src.ptr and imp.nbytes == 256 and imp.kind is MemoryKind.DEVICE and imp.ipc_handle == other
+    out = np.zeros(64, np.float32)
+    s.copy_to_host(out, imp)
+    s.synchronize()
+    np.testing.assert_array_equal(out, np.arange(64, dtype=np.float32))
+    imp.free()
+    assert driver.ipc_closed == [src.ptr] and src.ptr in driver.mem  # closed, not freed
+    with pytest.raises(Error) as ei:
+        imp.free()
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE and driver.ipc_closed == [src.ptr]
+    dropped = dev.import_ipc(other)
+    del dropped
+    gc.collect()
+    assert driver.ipc_closed == [src.ptr, src.ptr] and driver.ipc_open[src.ptr] == 0
+    again = dev.import_ipc(other)
+    with pytest.raises(Error) as ei:
+        again.export_ipc()  # the exporter's memory: pass the handle on instead
+    assert ei.value.kind is ErrorKind.UNSUPPORTED
+    assert again.free_unchecked() is None and len(driver.ipc_closed) == 3
+    # refusals: not a handle, another backend's, bad bytes; slices, other kinds, pool memory, freed memory
+    with pytest.raises(TypeError):
+        dev.import_ipc(h.data)
+    wrong = BackendKind.ROCM if module is cuda_backend else BackendKind.CUDA
+    for bad in (dataclasses.replace(other, backend=wrong), dataclasses.replace(other, data=other.data[:63]),
+                dataclasses.replace(other, nbytes=0)):
+        with pytest.raises(Error) as ei:
+            dev.import_ipc(bad)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE, bad
+    with pytest.raises(Error) as ei:  # a handle the driver does not know: its error
+        dev.import_ipc(dataclasses.replace(other, data=bytes(64)))
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and ei.value.code == 1
+    with pytest.raises(Error) as ei:
+        src[16:32].export_ipc()
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "slice" in str(ei.value)
+    for kind in (MemoryKind.HOST_PINNED, MemoryKind.UNIFIED):
+        with dev.alloc(64, kind) as a, pytest.raises(Error) as ei:
+            a.export_ipc()
+        assert ei.value.kind is ErrorKind.UNSUPPORTED and kind.name in str(ei.value)
+    for pools in (0, 1):  # the caching pool's blocks, the stream-ordered pool's memory
+        driver.pools_supported = pools
+        fresh = backend.open(0)
+        block = fresh.memory_pool().alloc(64, fresh.create_stream() if pools else None)
+        with pytest.raises(Error) as ei:
+            block.export_ipc()
+        assert ei.value.kind is (ErrorKind.UNSUPPORTED if pools else ErrorKind.INVALID_VALUE) and "pool" in str(ei.value)
+        block.free()
+    src.free()
+    with pytest.raises(Error) as ei:
+        src.export_ipc()
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+
+
 # ------------------------------------------------------------------ on a GPU (pytest -m gpu)
 
 SAXPY = r"""
@@ -2331,3 +2565,135 @@ def test_gpu_copies_events_sizes_and_unchecked_launches(cuda_device: Any) -> Non
     s.synchronize()
     a.free()
     b.free()
+
+
+# issue 14 items 5 and 8 on the device: a cooperative grid that syncs, a cluster launch (sm_90), IPC across processes
+
+GRID_SYNC = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// each block writes its slot, the whole grid syncs, then each block reads its neighbour's slot: right only if
+// every block wrote before any read (a grid-wide barrier)
+extern "C" __global__ void neighbour(unsigned int *slots, unsigned int *out) {
+    cg::grid_group grid = cg::this_grid();
+    unsigned int b = blockIdx.x, n = gridDim.x;
+    if (threadIdx.x == 0) slots[b] = 1000u + b;
+    grid.sync();
+    if (threadIdx.x == 0) out[b] = slots[(b + 1) % n];
+}
+"""
+
+CLUSTER_RANK = r"""
+// the block's rank in its cluster and the cluster's size, from PTX's special registers (no header needed)
+extern "C" __global__ void rank(unsigned int *out) {
+    unsigned int r, n;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    if (threadIdx.x == 0) out[blockIdx.x] = r * 1000u + n;
+}
+"""
+
+
+def _cooperative_groups_include() -> list[str]:
+    """The include directories NVRTC needs for cooperative_groups.h (the toolkit's, else a CUDA runtime wheel's;
+    CUDA 13's headers include libcu++ from include/cccl); empty if none is found."""
+    import importlib.util
+    dirs = [os.path.join(os.environ[v], "include") for v in ("CUDA_HOME", "CUDA_PATH") if v in os.environ]
+    dirs.append("/usr/local/cuda/include")
+    for pkg in ("nvidia.cu13", "nvidia.cuda_runtime"):
+        try:
+            spec = importlib.util.find_spec(pkg)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None:
+            dirs += [os.path.join(p, "include") for p in spec.submodule_search_locations or []]
+    for d in dirs:
+        if os.path.isfile(os.path.join(d, "cooperative_groups.h")):
+            return [d] + [x for x in (os.path.join(d, "cccl"),) if os.path.isdir(x)]
+    return []
+
+
+@pytest.mark.gpu
+def test_gpu_cooperative_grid_sync(cuda_device: Any) -> None:
+    dev = cuda_device
+    assert F.COOPERATIVE_LAUNCH in dev.descriptor.capability.flags  # (H100/H200 report the attribute)
+    include = _cooperative_groups_include()
+    if not include:
+        pytest.skip("cooperative_groups.h not found (CUDA toolkit or the nvidia-cuda-runtime wheel)")
+    k = dev.load_module(GRID_SYNC, include_dirs=include).kernel("neighbour")
+    per_sm = k.max_active_blocks(128)
+    n = per_sm * dev.descriptor.compute_units  # every block resident at once: the most a cooperative grid may be
+    s = dev.create_stream()
+    slots, out = dev.alloc(4 * n), dev.alloc(4 * n)
+    s.fill(slots, 0)
+    s.launch(KernelLaunch(k, LaunchDims(n, 128, cooperative=True), (slots, out)))
+    got = np.zeros(n, np.uint32)
+    s.copy_to_host(got, out)
+    s.synchronize()
+    np.testing.assert_array_equal(got, 1000 + (np.arange(n, dtype=np.uint32) + 1) % n)
+    with pytest.raises(Error) as ei:  # one block more than fits: the driver refuses, we say why
+        s.launch(KernelLaunch(k, LaunchDims(n + 1, 128, cooperative=True), (slots, out)))
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and f"at most {n} blocks" in str(ei.value), ei.value
+    s.synchronize()
+    slots.free()
+    out.free()
+
+
+@pytest.mark.gpu
+def test_gpu_cluster_launch(cuda_device: Any) -> None:
+    dev = cuda_device
+    if float(dev.arch) < 9.0:
+        pytest.skip(f"thread-block clusters need compute capability 9.0 (this is {dev.arch})")
+    assert F.THREAD_BLOCK_CLUSTERS in dev.descriptor.capability.flags
+    k = dev.load_module(CLUSTER_RANK).kernel("rank")
+    s = dev.create_stream()
+    n, c = 32, 4
+    out = dev.alloc(4 * n)
+    s.launch(KernelLaunch(k, LaunchDims(n, 64, cluster=c), (out,)))
+    got = np.zeros(n, np.uint32)
+    s.copy_to_host(got, out)
+    s.synchronize()
+    np.testing.assert_array_equal(got, (np.arange(n, dtype=np.uint32) % c) * 1000 + c)
+    assert s.launch_unchecked(KernelLaunch(k, LaunchDims(n, 64, cluster=(2, 1, 1)), (out,))) is None
+    s.copy_to_host(got, out)
+    s.synchronize()
+    np.testing.assert_array_equal(got, (np.arange(n, dtype=np.uint32) % 2) * 1000 + 2)
+    out.free()
+
+
+def _ipc_child(handle: Any, n: int) -> None:
+    """In another process: open the exporter's memory, check what it holds, write it back doubled."""
+    dev = BackendRegistry.default().get(BackendKind.CUDA).open(0)
+    mem = dev.import_ipc(handle)
+    s = dev.create_stream()
+    got = np.zeros(n, np.float32)
+    s.copy_to_host(got, mem)
+    s.synchronize()
+    assert (got == np.arange(n, dtype=np.float32)).all(), got[:8]
+    s.copy_from_host(mem, got * 2)
+    s.synchronize()
+    mem.free()  # cuIpcCloseMemHandle: the exporter's memory stays
+
+
+@pytest.mark.gpu
+def test_gpu_ipc_across_processes(cuda_device: Any) -> None:
+    import multiprocessing
+    dev = cuda_device
+    n = 1 << 16
+    s = dev.create_stream()
+    src = dev.alloc(4 * n)
+    s.copy_from_host(src, np.arange(n, dtype=np.float32))
+    s.synchronize()
+    h = src.export_ipc()
+    with pytest.raises(Error) as ei:
+        dev.import_ipc(h)  # CUDA opens a handle only in another process
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    p = multiprocessing.get_context("spawn").Process(target=_ipc_child, args=(h, n))
+    p.start()
+    p.join(240)
+    assert p.exitcode == 0
+    got = np.zeros(n, np.float32)
+    s.copy_to_host(got, src)
+    s.synchronize()
+    np.testing.assert_array_equal(got, 2 * np.arange(n, dtype=np.float32))  # what the child wrote
+    src.free()

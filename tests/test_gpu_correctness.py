@@ -29,7 +29,7 @@ from ironaccelerator.backends.hip import _backend as hip_backend
 from ironaccelerator_runtime.backends import gpu
 
 from conftest import ROOT, long_form
-from test_gpu_backends import FakeDriver, _image, sim  # noqa: F401  (sim: the simulated driver's fixture)
+from test_gpu_backends import VECTOR_ADD, FakeDriver, _image, sim  # noqa: F401  (sim: the simulated driver's fixture)
 
 CHILD = ROOT / "tests" / "gpu_correctness_child.py"
 
@@ -224,6 +224,7 @@ def test_every_advertised_flag_is_backed_by_an_operation(module: Any, monkeypatc
     import threading
     monkeypatch.setattr(gpu, "_TLS", threading.local())
     dev = backend_class().open(0)
+    advertised |= dev.descriptor.capability.flags  # (and what the device attributes add: launch options)
     for flag in F:
         if not flag or flag not in advertised or flag in DEVICE_CODE:
             continue
@@ -236,6 +237,12 @@ def test_every_advertised_flag_is_backed_by_an_operation(module: Any, monkeypatc
         elif flag is F.ASYNC_COPY:  # copies overlap with kernels: stream-ordered, asynchronous copies
             assert module.TABLES.functions["memcpy_htod"][1].endswith("Async")
             dev.create_stream().copy_from_host(dev.alloc(4), b"1234")
+        elif flag in (F.COOPERATIVE_LAUNCH, F.THREAD_BLOCK_CLUSTERS):  # LaunchDims options, through launch_ex
+            k = dev.load_module(_image(module, VECTOR_ADD)).kernel("vector_add")
+            a = dev.alloc(64)
+            opts: dict[str, Any] = {"cooperative": True} if flag is F.COOPERATIVE_LAUNCH else {"cluster": 2}
+            dev.create_stream().launch(KernelLaunch(k, LaunchDims(2, 8, **opts), (a, a, a, np.uint32(16))))
+            assert driver.launches_ex and driver.launches_ex[-1]["attrs"]
         else:
             raise AssertionError(f"{module.TABLES.name} advertises {flag.name}, which no operation implements "
                                  "(implement it, or stop advertising it)")

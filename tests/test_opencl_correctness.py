@@ -165,6 +165,43 @@ def test_launch_unchecked_never_reuses_old_arguments(dev: Any) -> None:
     s.synchronize()
 
 
+def test_launch_options_and_ipc_are_unsupported_on_opencl(dev: Any) -> None:
+    """Issue 14 items 5 and 8 on PoCL: cooperative and cluster launches, and IPC handles, are UNSUPPORTED (raised by
+    launch, returned by launch_unchecked, before anything runs), the capability says so, and the same dims
+    without options still launch."""
+    from ironaccelerator import CapabilityFlags as F
+    assert not dev.descriptor.capability.flags & (F.COOPERATIVE_LAUNCH | F.THREAD_BLOCK_CLUSTERS)
+    s = dev.create_stream()
+    a, c = dev.alloc(16), dev.alloc(16)
+    s.copy_from_host(a, np.arange(4, dtype=np.float32))
+    s.fill(c, 0)
+    k = dev.load_module(TWICE).kernel("twice")
+    for opts in ({"cooperative": True}, {"cluster": 1}, {"cooperative": True, "cluster": (1, 1)}):
+        launch = KernelLaunch(k, LaunchDims(grid=1, block=4, **opts), (a, c, np.int32(4)))
+        with pytest.raises(Error) as info:
+            s.launch(launch)
+        assert info.value.kind is ErrorKind.UNSUPPORTED and info.value.backend == "OPENCL", opts
+        assert "OPENCL backend" in str(info.value)
+        r = s.launch_unchecked(launch)
+        assert isinstance(r, Error) and r.kind is ErrorKind.UNSUPPORTED
+    out = np.zeros(4, np.float32)
+    s.copy_to_host(out, c)
+    s.synchronize()
+    assert (out == 0).all()  # nothing ran
+    s.launch(KernelLaunch(k, LaunchDims(grid=1, block=4), (a, c, np.int32(4))))
+    s.copy_to_host(out, c)
+    s.synchronize()
+    assert out.tolist() == [0, 2, 4, 6]
+    for call in (a.export_ipc, a[0:8].export_ipc, dev.memory_pool().alloc(16).export_ipc):
+        with pytest.raises(Error) as info:
+            call()
+        assert info.value.kind is ErrorKind.UNSUPPORTED and info.value.backend == "OPENCL"
+    from ironaccelerator import BackendKind, IpcHandle
+    with pytest.raises(Error) as info:
+        dev.import_ipc(IpcHandle(backend=BackendKind.OPENCL, device=0, nbytes=16, data=bytes(64), pid=1))
+    assert info.value.kind is ErrorKind.UNSUPPORTED
+
+
 def test_errors_carry_context_and_pocl_is_pocl(dev: Any) -> None:
     """Item 10."""
     d = dev.descriptor

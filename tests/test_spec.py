@@ -27,11 +27,11 @@ from ironaccelerator_gen.diagnostics import Diagnostic, UserError
 from ironaccelerator_gen.pipeline import compile_specs
 from ironaccelerator_gen.spec import LibrarySpec, load_core, load_library
 
-from conftest import within
+from conftest import core_text, within
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
-CORE_TEXT = (SPECS / "core.yaml").read_text(encoding="utf-8")
+CORE_TEXT = core_text()  # with the test backend kinds (GOLDEN, TEST)
 NVRTC_TEXT = (SPECS / "cuda" / "nvrtc.yaml").read_text(encoding="utf-8")
 DRIVER_TEXT = (SPECS / "cuda" / "driver.yaml").read_text(encoding="utf-8")
 

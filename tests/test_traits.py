@@ -84,6 +84,38 @@ def test_launch_dims_accepts_numpy_integers_as_ints() -> None:
     assert all(type(x) is int for x in d.grid + d.block) and type(d.shared_mem) is int
 
 
+def test_launch_dims_options_cooperative_and_cluster() -> None:
+    """Issue 14 item 5: launch options are keyword-only, checked when made (a cluster must divide the grid in every
+    dimension), and take part in equality, hashing, pickling and the repr; dims without them are as before."""
+    plain = LaunchDims(8, 32)
+    assert not plain.has_options and plain.cooperative is False and plain.cluster is None
+    assert repr(plain) == "LaunchDims(grid=(8, 1, 1), block=(32, 1, 1), shared_mem=0)"
+    coop = LaunchDims(8, 32, cooperative=True)
+    clus = LaunchDims((8, 4), 32, cluster=(2, 2))
+    both = LaunchDims((8, 4), 32, 64, cooperative=True, cluster=np.int64(4))
+    assert coop.has_options and clus.has_options and both.has_options
+    assert clus.cluster == (2, 2, 1) and both.cluster == (4, 1, 1) and type(both.cluster[0]) is int
+    assert repr(both) == "LaunchDims(grid=(8, 4, 1), block=(32, 1, 1), shared_mem=64, cooperative=True, cluster=(4, 1, 1))"
+    assert coop != plain and hash(coop) != hash(plain) and LaunchDims(8, 32, cooperative=True) == coop
+    assert len({plain, coop, LaunchDims(8, 32, cooperative=True), clus}) == 3
+    for d in (plain, coop, clus, both):
+        for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+            back = pickle.loads(pickle.dumps(d, protocol=proto))
+            assert back == d and hash(back) == hash(d) and repr(back) == repr(d)
+        assert copy.deepcopy(d) == d
+    with pytest.raises(TypeError):
+        LaunchDims(8, 32, 0, True)  # type: ignore[call-arg]  # (keyword-only)
+    for kw in (dict(grid=6, cluster=4), dict(grid=(8, 3), cluster=(2, 2)), dict(grid=8, cluster=0),
+               dict(grid=8, cluster=(1, 1, 1, 1)), dict(grid=8, cluster="2"), dict(grid=8, cluster=1.0),
+               dict(grid=8, cooperative=1), dict(grid=8, cooperative="yes")):
+        with pytest.raises(Error) as info:
+            LaunchDims(**kw)
+        assert info.value.kind is ErrorKind.INVALID_VALUE and info.value.function == "LaunchDims", kw
+    e = both.options_error(ia.BackendKind.OPENCL, "Stream.launch")
+    assert e.kind is ErrorKind.UNSUPPORTED and e.backend == "OPENCL"
+    assert "cooperative launch and thread-block clusters" in str(e) and "OPENCL backend" in str(e)
+
+
 def test_launch_dims_validate_total_work_and_size_t() -> None:
     limits = DeviceLimits(max_grid=(2**63, 2**63, 2**63), max_block=(2**40, 1, 1), max_threads_per_block=2**40,
                           max_work_items=2**32 - 1)

@@ -954,6 +954,17 @@ typedef struct {
     int nparams;            /* -1: params was NULL */
     size_t size[STUB_MAX_PARAMS];
     unsigned char data[4096];
+    /* cuLaunchKernelEx: how many, and the last one's stream, attribute count, cooperative flag (-1: not given)
+       and cluster dimensions (0: not given) */
+    unsigned long long ex_launches;
+    void *ex_stream;
+    unsigned int ex_num_attrs;
+    int ex_cooperative;
+    unsigned int ex_cluster[3];
+    /* IPC: handles made, opened and closed; the last pointer opened and closed */
+    unsigned long long ipc_gets, ipc_opens, ipc_closes;
+    unsigned long long ipc_opened, ipc_closed;
+    unsigned int ipc_flags;
 } stub_launch_t;
 
 static stub_launch_t last_launch;
@@ -1002,10 +1013,61 @@ STUB_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsig
 
 STUB_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
 {
-    (void)f; (void)params; (void)extra;
+    (void)extra;
     BUMP(launches);
+    if (recording()) {
+        record_launch((const stub_kernel *)(void *)f, config->gridDimX, config->gridDimY, config->gridDimZ,
+                      config->blockDimX, config->blockDimY, config->blockDimZ, config->sharedMemBytes, params);
+        last_launch.ex_launches++;
+        last_launch.ex_stream = config->hStream;
+        last_launch.ex_num_attrs = config->numAttrs;
+        last_launch.ex_cooperative = -1;
+        memset(last_launch.ex_cluster, 0, sizeof last_launch.ex_cluster);
+        for (unsigned int i = 0; i < config->numAttrs; i++) {
+            const CUlaunchAttribute *a = &config->attrs[i];
+            if (a->id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+                last_launch.ex_cooperative = a->value.cooperative;
+            } else if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+                last_launch.ex_cluster[0] = a->value.clusterDim.x;
+                last_launch.ex_cluster[1] = a->value.clusterDim.y;
+                last_launch.ex_cluster[2] = a->value.clusterDim.z;
+            }
+        }
+    }
     return config->blockDimX * config->blockDimY * config->blockDimZ > 1024 ? CUDA_ERROR_INVALID_VALUE
                                                                              : CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------- IPC */
+
+/* A handle is "stubipc\0" then the device pointer; opening one answers that pointer (the same memory). */
+STUB_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
+{
+    if (h == NULL || p == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(h, 0, sizeof *h);
+    memcpy(h->reserved, "stubipc", 8);
+    memcpy(h->reserved + 8, &p, sizeof p);
+    last_launch.ipc_gets++;
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *p, CUipcMemHandle h, unsigned int flags)
+{
+    if (p == NULL || memcmp(h.reserved, "stubipc", 8) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(p, h.reserved + 8, sizeof *p);
+    last_launch.ipc_opens++;
+    last_launch.ipc_opened = *p;
+    last_launch.ipc_flags = flags;
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr p)
+{
+    last_launch.ipc_closes++;
+    last_launch.ipc_closed = p;
+    return CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------------------- pointers */
@@ -1088,6 +1150,7 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuLibraryLoadData), E(cuLibraryUnload), E(cuLibraryGetKernel), E(cuKernelGetFunction),
     E(cuKernelGetParamInfo), E(cuKernelGetAttribute), E(cuKernelGetName),
     E(cuLaunchKernel), E(cuLaunchKernelEx),
+    E(cuIpcGetMemHandle), E(cuIpcOpenMemHandle), E(cuIpcCloseMemHandle),
     E(cuPointerGetAttribute),
 };
 #undef E

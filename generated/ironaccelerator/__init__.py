@@ -23,13 +23,14 @@ from ironaccelerator_runtime import nvtx
 from ironaccelerator_runtime.tracing import trace
 from ironaccelerator_runtime.traits import (
     Allocation, Backend, BackendRegistry, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Graph,
-    Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar, Stream,
+    IpcHandle, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar,
+    Stream,
 )
 
 __all__ = [
     "Allocation", "Backend", "BackendKind", "BackendRegistry", "Capability", "CapabilityFlags", "ComputeTier",
-    "DType", "Device", "DeviceDescriptor", "DeviceId", "DeviceLimits", "Error", "ErrorKind", "Event", "Graph", "Kernel",
-    "KernelAttributes", "KernelLaunch", "LaunchDims", "MemoryKind", "MemoryPool", "Module", "NumericClass", "PoolStats", "Result",
+    "DType", "Device", "DeviceDescriptor", "DeviceId", "DeviceLimits", "Error", "ErrorKind", "Event", "Graph", "IpcHandle",
+    "Kernel", "KernelAttributes", "KernelLaunch", "LaunchDims", "MemoryKind", "MemoryPool", "Module", "NumericClass", "PoolStats", "Result",
     "Scalar", "Stream", "Vendor", "nvtx", "trace",
 ]
 __version__ = "0.1.0"

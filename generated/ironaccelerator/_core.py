@@ -199,13 +199,15 @@ class CapabilityFlags(enum.IntFlag):
     ASYNC_COPY = 1 << 7
     """copies overlap with kernels"""
     COOPERATIVE_LAUNCH = 1 << 8
-    """grid-wide synchronisation in a kernel"""
+    """grid-wide synchronisation in a kernel (LaunchDims(cooperative=True))"""
     PROFILING = 1 << 9
     """event timestamps"""
     SUBGROUPS = 1 << 10
     """warp/wavefront/subgroup operations"""
     ATOMICS_64 = 1 << 11
     """64-bit atomics"""
+    THREAD_BLOCK_CLUSTERS = 1 << 12
+    """thread-block clusters (LaunchDims(cluster=...); distributed shared memory)"""
 
 
 class ComputeTier(enum.IntEnum):

@@ -55,6 +55,26 @@ class Capability:
     vendor_version: str  # ex) "OpenCL C 1.2 pocl" or "sm_90" (compute capability 9.0)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IpcHandle:
+    """Device memory exported for another process (``Allocation.export_ipc()``), opened there by
+    ``Device.import_ipc(handle)``.  Opaque and picklable: send it through a pipe, a queue or a file.
+
+    ``data`` is the vendor's handle as bytes (``CUipcMemHandle`` / ``hipIpcMemHandle_t``); ``nbytes`` the size of the
+    exported allocation; ``device`` the exporting device's index (in the exporter's numbering); ``pid`` the exporting
+    process (the vendors refuse opening a handle in the process that made it)."""
+
+    backend: BackendKind
+    device: int
+    nbytes: int
+    data: bytes
+    pid: int
+
+    def __repr__(self) -> str:
+        return (f"IpcHandle({self.backend.name}, device {self.device}, {self.nbytes} bytes, from pid {self.pid}, "
+                f"{self.data[:8].hex()}...)")
+
+
 _SIZE_MAX = 2**64 - 1  # size_t on the 64-bit hosts we build for
 
 
@@ -296,21 +316,64 @@ class LaunchDims:
     size is a multiple of the local size by construction.  For a work size ``n`` that is not a multiple of
     a chosen block, launch ``grid = ceil(n / block)`` and test ``i < n`` in the kernel, or pass ``block=1``
     and ``grid=n`` (work-groups of one item).
+
+    Launch options (keyword-only; CUDA only, ``UNSUPPORTED`` on every other backend, and where the device's
+    ``Capability`` lacks the flag): ``cooperative=True`` launches a cooperative grid (``CU_LAUNCH_ATTRIBUTE_
+    COOPERATIVE``: ``cooperative_groups::this_grid().sync()`` works; every block must be resident at once, so the
+    grid is at most ``Kernel.max_active_blocks(threads) x compute units`` blocks, else ``INVALID_VALUE``;
+    ``CapabilityFlags.COOPERATIVE_LAUNCH``); ``cluster=`` 1-3 ints groups blocks into thread-block clusters of
+    that shape (``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``, compute capability 9.0+,
+    ``CapabilityFlags.THREAD_BLOCK_CLUSTERS``); the grid must be a multiple of it in every dimension
+    (``INVALID_VALUE`` here otherwise).  Dims without options launch as before (``cuLaunchKernel``, the compiled
+    fast path); dims with options take ``cuLaunchKernelEx``.
     """
 
     grid: tuple[int, int, int] = (1, 1, 1)
     block: tuple[int, int, int] = (1, 1, 1)
     shared_mem: int = 0
+    cooperative: bool = False
+    cluster: tuple[int, int, int] | None = None
 
     def __init__(self, grid: SupportsIndex | Sequence[SupportsIndex] = 1, block: SupportsIndex | Sequence[SupportsIndex] = 1,
-                 shared_mem: SupportsIndex = 0) -> None:
-        object.__setattr__(self, "grid", _dims(grid, "grid"))
+                 shared_mem: SupportsIndex = 0, *, cooperative: bool = False,
+                 cluster: SupportsIndex | Sequence[SupportsIndex] | None = None) -> None:
+        object.__setattr__(self, "grid", g := _dims(grid, "grid"))
         object.__setattr__(self, "block", _dims(block, "block"))
         sm = _integer(shared_mem)
         if sm is None:
             raise Error(ErrorKind.INVALID_VALUE, f"LaunchDims: shared_mem must be an int, got {shared_mem!r}",
                         function="LaunchDims")
         object.__setattr__(self, "shared_mem", sm)
+        if not isinstance(cooperative, bool):
+            raise Error(ErrorKind.INVALID_VALUE, f"LaunchDims: cooperative must be a bool, got {cooperative!r}",
+                        function="LaunchDims")
+        object.__setattr__(self, "cooperative", cooperative)
+        c = None
+        if cluster is not None:
+            c = _dims(cluster, "cluster")
+            if min(c) < 1 or min(g) < 1 or any(g[i] % c[i] for i in range(3)):
+                raise Error(ErrorKind.INVALID_VALUE, f"LaunchDims: cluster={c} must be >= 1 and divide grid={g} in "
+                            "every dimension", function="LaunchDims")
+        object.__setattr__(self, "cluster", c)
+
+    def __repr__(self) -> str:
+        opts = (", cooperative=True" if self.cooperative else "") + \
+            (f", cluster={self.cluster}" if self.cluster is not None else "")
+        return f"LaunchDims(grid={self.grid}, block={self.block}, shared_mem={self.shared_mem}{opts})"
+
+    @property
+    def has_options(self) -> bool:
+        """Whether a launch option (``cooperative``, ``cluster``) is set: such dims take the vendor's extended
+        launch, where it has one."""
+        return self.cooperative or self.cluster is not None
+
+    def options_error(self, backend: BackendKind | str | None, function: str = "Stream.launch") -> Error:
+        """The ``UNSUPPORTED`` Error of a backend without launch options (ex. OpenCL), naming the options set."""
+        name = backend.name if isinstance(backend, BackendKind) else backend
+        what = " and ".join(w for w, on in (("cooperative launch", self.cooperative),
+                                            ("thread-block clusters", self.cluster is not None)) if on)
+        return Error(ErrorKind.UNSUPPORTED, f"{function}: {what} (LaunchDims options) are not supported by the "
+                     f"{name or '?'} backend", backend=name, function=function)
 
     @property
     def threads(self) -> int:
@@ -644,6 +707,13 @@ class Device:
         """Import ``obj.__cuda_array_interface__`` (v2/v3) memory without a copy (CUDA)."""
         raise unsupported(self.kind, "Device.from_cuda_array_interface")
 
+    def import_ipc(self, handle: IpcHandle) -> Allocation:
+        """Open device memory another process exported (``Allocation.export_ipc()``) as a DEVICE allocation of this
+        device (CUDA, HIP; ``UNSUPPORTED`` elsewhere): ``free()`` (or dropping it) closes the mapping, never the
+        memory, which stays the exporter's.  ``TypeError`` for anything but an :class:`IpcHandle`; ``INVALID_VALUE``
+        for a handle of another backend or made by this very process (the vendors refuse it: use the allocation)."""
+        raise unsupported(self.kind, "Device.import_ipc")
+
     def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
         """The MemoryKind an imported tensor on DLPack ``device`` becomes here, or raise (backends override)."""
         raise Error(ErrorKind.UNSUPPORTED, f"{what}: the {self.kind.name} backend cannot use foreign memory",
@@ -879,6 +949,13 @@ class Allocation:
         state = " freed" if self._freed else ""
         return f"<{type(self).__name__} {self.nbytes} bytes {self.kind.name} on {self.device.descriptor.id}{state}>"
 
+    def export_ipc(self) -> IpcHandle:
+        """A handle another process opens with ``Device.import_ipc`` to use this DEVICE memory without a copy (CUDA:
+        ``cuIpcGetMemHandle``, HIP: ``hipIpcGetMemHandle``; ``UNSUPPORTED`` elsewhere).  Keep this allocation alive
+        while importers use it.  Refused: slices and caching-pool blocks (``INVALID_VALUE``: export the whole
+        allocation), other memory kinds, stream-ordered pool allocations and imported memory (``UNSUPPORTED``)."""
+        raise unsupported(self.device.kind, "Allocation.export_ipc")
+
     def __getitem__(self, key: slice) -> Allocation:
         """``alloc[start:stop]``: bytes ``start`` to ``stop`` of the allocation (step 1, Python's slice rules),
         sharing its memory: usable as a kernel argument and in copies, fills and views.  The slice keeps the
@@ -933,6 +1010,14 @@ class AllocationSlice(Allocation):
 
     def _release(self) -> Error | None:
         return None
+
+    def export_ipc(self) -> IpcHandle:
+        self._check_live("Allocation.export_ipc")
+        if type(self.parent).export_ipc is Allocation.export_ipc:  # the backend exports nothing: UNSUPPORTED
+            return Allocation.export_ipc(self)
+        raise Error(ErrorKind.INVALID_VALUE, f"Allocation.export_ipc: {self!r} is a slice; an IPC handle names a whole "
+                    "allocation: export the allocation and slice it after import", backend=self.device.kind.name,
+                    function="Allocation.export_ipc")
 
     def _host_address(self) -> int | None:
         a = self.parent._host_address()
@@ -1386,6 +1471,14 @@ class PooledAllocation(Allocation):
     def _release(self) -> Error | None:
         self.pool._give_back(self.block)
         return None
+
+    def export_ipc(self) -> IpcHandle:
+        self._check_live("Allocation.export_ipc")
+        if type(self.block).export_ipc is Allocation.export_ipc:  # the backend exports nothing: UNSUPPORTED
+            return Allocation.export_ipc(self)
+        raise Error(ErrorKind.INVALID_VALUE, f"Allocation.export_ipc: {self!r} is a block of the caching pool, reused by "
+                    "later allocations: allocate with Device.alloc to export", backend=self.device.kind.name,
+                    function="Allocation.export_ipc")
 
     def free(self) -> None:  # Allocation.free with MemoryPool._give_back inlined (the pool's hot path)
         if self._freed:

@@ -21,6 +21,7 @@ functions, bound once per object (``Device._alloc``, ``Stream._launch``, ...).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import importlib
 import itertools
@@ -38,7 +39,7 @@ from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
     DeviceLimits, Event, Graph,
-    InFlight, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar,
+    InFlight, IpcHandle, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar,
     Stream, check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
     unsupported,
 )
@@ -71,6 +72,7 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "graph_exec_destroy": "",
         "pool_create": "", "pool_destroy": "pool_create", "pool_alloc": "pool_create", "pool_free": "pool_create",
         "pool_trim": "pool_create", "pool_get_attribute": "pool_create", "pool_set_attribute": "pool_create",
+        "launch_ex": "", "ipc_get": "", "ipc_open": "ipc_get", "ipc_close": "ipc_get",
     },
     "constants": {
         "stream_flags": "", "event_flags": "", "host_alloc_flags": "", "managed_flags": "",
@@ -88,12 +90,16 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
         "pool_attr_used": "pool_create",
         "memory_type_host": "memcpy_2d", "memory_type_device": "memcpy_2d",
         "location_host": "prefetch_location", "location_device": "prefetch_location", "cpu_device_id": "prefetch",
+        "attr_cooperative_launch": "launch_ex", "attr_cluster_launch": "launch_ex",
+        "launch_attr_cooperative": "launch_ex", "launch_attr_cluster": "launch_ex",
+        "status_cooperative_too_large": "launch_ex", "ipc_open_flags": "ipc_get",
     },
     "types": {
         "deviceptr": "", "device": "", "stream": "", "event": "", "module": "", "function": "",
         "context": "context_retain", "properties": "device_properties", "program": "program_create",
         "mempool": "pool_create", "mempool_props": "pool_create", "graph": "", "graph_exec": "",
         "memcpy_2d_params": "memcpy_2d", "memcpy_3d_params": "memcpy_3d", "mem_location": "prefetch_location",
+        "launch_config": "launch_ex", "launch_attribute": "launch_ex", "ipc_handle": "ipc_get",
     },
 }
 
@@ -581,6 +587,10 @@ class GpuApi:
     pool_trim: Any
     pool_get_attribute: Any
     pool_set_attribute: Any
+    launch_ex: Any
+    ipc_get: Any
+    ipc_open: Any
+    ipc_close: Any
 
     def __init__(self, tables: GpuTables) -> None:
         self.tables = tables
@@ -901,10 +911,19 @@ class GpuBackend(Backend):
             max_alloc=int(total[0]) or None,
             max_work_items=min(max_grid[0] * max_grid[1] * max_grid[2] * max_threads, 2**64 - 1),
         )
+        capability = tables.capability(arch, name, integrated)
+        if api.launch_ex is not None:  # launch options: advertised where the device says it can (not by arch)
+            extra = CapabilityFlags.NONE
+            for role, flag in (("attr_cooperative_launch", CapabilityFlags.COOPERATIVE_LAUNCH),
+                               ("attr_cluster_launch", CapabilityFlags.THREAD_BLOCK_CLUSTERS)):
+                out = ffi.new("int *")
+                if api.device_attribute(out, c(role), dev) == 0 and out[0]:  # (an older driver: unknown, so not)
+                    extra |= flag
+            capability = dataclasses.replace(capability, flags=capability.flags | extra)
         desc = DeviceDescriptor(
             id=DeviceId(self.kind, index), name=name, vendor=tables.vendor(name), backend=self.kind,
             total_memory=int(total[0]), compute_units=self._attr(c("attr_compute_units"), dev),
-            capability=tables.capability(arch, name, integrated), limits=limits,
+            capability=capability, limits=limits,
         )
         return desc, arch
 
@@ -1170,6 +1189,43 @@ class GpuDevice(Device):
             raise
         return self._adopt(imp, MemoryKind.DEVICE, what)  # type: ignore[return-value]
 
+    def import_ipc(self, handle: IpcHandle) -> GpuAllocation:
+        """``ipc_open`` (``cuIpcOpenMemHandle`` / ``hipIpcOpenMemHandle``, lazily enabling peer access) of a handle
+        another process exported: a DEVICE allocation whose ``free()`` is ``ipc_close`` (see
+        :meth:`Device.import_ipc`).  ``.ipc_handle`` is the handle it was opened from."""
+        what = "Device.import_ipc"
+        if not isinstance(handle, IpcHandle):
+            raise TypeError(f"{what}: handle must be an IpcHandle (Allocation.export_ipc()), not {type(handle).__name__}")
+        self._check_open(what)
+        api, ffi = self.api, self.api.ffi
+        if api.ipc_open is None:
+            raise unsupported(self.kind, what)
+        if handle.backend is not self.kind:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {handle!r} is not a {self.kind.name} handle", backend=api.name,
+                        function=what)
+        ctype = api.tables.types["ipc_handle"]
+        size = ffi.sizeof(ctype)
+        if not isinstance(handle.data, bytes) or len(handle.data) != size:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: the handle's data must be the {size} bytes of a {ctype}",
+                        backend=api.name, function=what)
+        nbytes = check_size(handle.nbytes, "the handle's nbytes", what, self.kind)
+        if handle.pid == os.getpid():
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {handle!r} was exported by this process; {api.name} opens "
+                        "an IPC handle only in another process (use the allocation itself)", backend=api.name,
+                        function=what)
+        self.activate()
+        native = ffi.new(ctype + " *")
+        ffi.memmove(native, handle.data, size)
+        out = ffi.new(api.tables.types["deviceptr"] + " *")
+        code = api.ipc_open(out, native[0], api.tables.const("ipc_open_flags"))
+        if code:
+            raise api.error(code, "ipc_open", repr(handle))
+        a: Any = _ipc_class(self.allocation_class)(self, out[0], nbytes, MemoryKind.DEVICE)
+        a.ipc_handle = handle
+        a._tracked = True  # closed on drop
+        imported: GpuAllocation = a
+        return imported
+
     def create_stream(self) -> GpuStream:
         self._check_open("Device.create_stream")
         return self.stream_class(self)
@@ -1355,6 +1411,25 @@ class GpuAllocation(Allocation):
         self._freed = True
         return self._release()
 
+    def export_ipc(self) -> IpcHandle:
+        """``ipc_get`` (``cuIpcGetMemHandle`` / ``hipIpcGetMemHandle``) of this DEVICE allocation (see
+        :meth:`Allocation.export_ipc`)."""
+        what = "Allocation.export_ipc"
+        self._check_live(what)
+        device = self.device
+        device._check_open(what)
+        api = device.api
+        if api.ipc_get is None:
+            raise unsupported(device.kind, what)
+        if self.kind is not MemoryKind.DEVICE:
+            raise Error(ErrorKind.UNSUPPORTED, f"{what}: {self.kind.name} memory has no {api.name} IPC handle; export "
+                        "DEVICE memory (Device.alloc)", backend=api.name, function=what)
+        device.activate()
+        out = api.ffi.new(api.tables.types["ipc_handle"] + " *")
+        api.check(api.ipc_get(out, self.dptr), "ipc_get")
+        return IpcHandle(backend=device.kind, device=device.descriptor.id.index, nbytes=self.nbytes,
+                         data=bytes(api.ffi.buffer(out)), pid=os.getpid())
+
     def _slice(self, offset: int, nbytes: int) -> Allocation:
         """A slice: ``ptr`` and ``dptr`` (the native device-pointer type) moved by ``offset`` bytes."""
         s: Any = AllocationSlice(self, offset, nbytes)
@@ -1461,8 +1536,44 @@ class _ImportedMemory:
     free = Allocation.free  # (not GpuAllocation's fast path, which frees device memory)
     free_unchecked = Allocation.free_unchecked
 
+    def export_ipc(self) -> IpcHandle:
+        raise Error(ErrorKind.UNSUPPORTED, "Allocation.export_ipc: memory imported from another library is not this "
+                    "backend's to export", backend=self.device.kind.name, function="Allocation.export_ipc")  # type: ignore[attr-defined]
+
+
+class _IpcMemory:
+    """Memory opened from another process's IPC handle (``Device.import_ipc``): ``free()`` or dropping it closes the
+    mapping (``ipc_close``), never frees the memory (the exporter's)."""
+
+    def _release(self) -> Error | None:
+        device: GpuDevice = self.device  # type: ignore[attr-defined]
+        try:
+            if getattr(_TLS, "key", None) != device._key:
+                device.activate()
+        except Error as e:
+            return e.with_traceback(None)
+        code = device.api.ipc_close(self.handle)  # type: ignore[attr-defined]
+        return device.api.error(code, "ipc_close") if code else None
+
+    free = Allocation.free  # (not GpuAllocation's fast path, which frees device memory)
+    free_unchecked = Allocation.free_unchecked
+
+    def export_ipc(self) -> IpcHandle:
+        raise Error(ErrorKind.UNSUPPORTED, "Allocation.export_ipc: memory opened from an IPC handle is the exporting "
+                    "process's: pass its handle on instead", backend=self.device.kind.name,  # type: ignore[attr-defined]
+                    function="Allocation.export_ipc")
+
 
 _IMPORTED: dict[type, type] = {}
+_IPC: dict[type, type] = {}
+
+
+def _ipc_class(base: type[GpuAllocation]) -> type[GpuAllocation]:
+    cls = _IPC.get(base)
+    if cls is None:
+        cls = type("Ipc" + base.__name__, (_IpcMemory, base), {})
+        _IPC[base] = cls
+    return cls
 
 
 def _imported_class(base: type[GpuAllocation]) -> type[GpuAllocation]:
@@ -1901,12 +2012,16 @@ class GpuStream(Stream):
             raise api.error(code, role, f"{n} bytes of {alloc!r} to {'the host' if host else f'device {index}'}")
 
     # launches
-    def _dim_args(self, dims: Any, check: bool) -> tuple[int, ...]:
+    def _dim_args(self, dims: Any, check: bool) -> tuple[int, ...] | None:
+        """The 7 launch arguments of ``dims`` (validated if ``check``), cached by identity; None for dims with
+        launch options (``cooperative``, ``cluster``), which the callers hand to :meth:`_launch_options`."""
         cached = self._dims
         if cached[0] is dims and (cached[2] or not check):
             return cached[1]  # type: ignore[no-any-return]
         if type(dims) is not LaunchDims:  # (not cached: checked once per LaunchDims object)
             raise TypeError(f"Stream.launch: the launch's dims must be a LaunchDims, not {type(dims).__name__}")
+        if dims.cooperative or dims.cluster is not None:  # never cached: launch options take _launch_options
+            return None
         if check:
             dims.validate(self.device.descriptor.limits, self._kind, "Stream.launch")
         g, b = dims.grid, dims.block
@@ -1917,6 +2032,8 @@ class GpuStream(Stream):
     def _issue(self, launch: KernelLaunch, kernel: GpuKernel, check: bool) -> int:
         """Pack and launch (everything but the re-issue of the last launch); returns the vendor's status."""
         dims = self._dim_args(launch[1], check)
+        if dims is None:
+            return self._launch_options(launch, kernel, check)
         args = launch[2]
         if getattr(_TLS, "key", None) != self._device_key:
             self.device.activate()
@@ -1977,7 +2094,13 @@ class GpuStream(Stream):
         fast = self._launch_packed
         if fast is not None and type(kernel) is self._kernel_type:  # the compiled launch (see Stream)
             cached = self._dims
-            dims = cached[1] if cached[0] is launch_dims and cached[2] else self._dim_args(launch_dims, True)
+            if cached[0] is launch_dims and cached[2]:
+                dims = cached[1]
+            else:
+                dims = self._dim_args(launch_dims, True)
+                if dims is None:  # launch options: the extended launch (not the compiled path)
+                    self._raise_launch(self._launch_options(launch, kernel, True), kernel, launch_dims)
+                    return
             if getattr(_TLS, "key", None) != self._device_key:
                 self.device.activate()
             code = fast(kernel._layouts, args, True, kernel._address, dims, self._address)
@@ -1999,7 +2122,7 @@ class GpuStream(Stream):
                             function="Stream.launch")
             code = self._issue(launch, kernel, True)
         if code:
-            raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
+            self._raise_launch(code, kernel, launch_dims)
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
         try:
@@ -2014,7 +2137,8 @@ class GpuStream(Stream):
                 dims = cached[1] if cached[0] is launch_dims else self._dim_args(launch_dims, False)
                 if getattr(_TLS, "key", None) != self._device_key:
                     self.device.activate()
-                code = fast(kernel._layouts, args, False, kernel._address, dims, self._address)
+                code = fast(kernel._layouts, args, False, kernel._address, dims, self._address) if dims is not None \
+                    else self._launch_options(launch, kernel, False)
             if code is None:
                 last = self._last
                 if last is not None and last[0] is launch and last[1] is not None:  # re-issue, packed
@@ -2028,7 +2152,84 @@ class GpuStream(Stream):
                     code = self._issue(launch, kernel, False)
         except Error as e:
             return e.with_traceback(None)  # (a value: its frames would hold their objects)
-        return self.api.error(code, "launch") if code else None
+        if code:
+            return self._launch_error(code, kernel, launch_dims)
+        return None
+
+    # launches with options (LaunchDims(cooperative=..., cluster=...)): the vendor's launch_ex, never the compiled path
+    def _launch_options(self, launch: KernelLaunch, kernel: Any, check: bool) -> int:
+        """Launch with ``launch_ex`` (``cuLaunchKernelEx``): the config and its attributes (cooperative, cluster
+        dimensions) built per call, the arguments packed by :func:`pack_args`.  Returns the vendor's status.
+        ``UNSUPPORTED`` where the vendor has no ``launch_ex`` (HIP) or, checked, where the device's capability
+        lacks the flag of an option set."""
+        what = "Stream.launch" if check else "Stream.launch_unchecked"
+        dims: LaunchDims = launch[1]
+        api = self.api
+        if api.launch_ex is None:
+            raise dims.options_error(self._kind, what)
+        if not isinstance(kernel, self._kernel_type):
+            raise Error(ErrorKind.INVALID_VALUE, f"not a {api.name} kernel", backend=api.name, function=what)
+        device = self.device
+        if device._closed:
+            raise device._closed_error(what)
+        if check:
+            dims.validate(device.descriptor.limits, self._kind, what)
+            flags = device.descriptor.capability.flags
+            for on, flag, name in ((dims.cooperative, CapabilityFlags.COOPERATIVE_LAUNCH, "cooperative launch"),
+                                   (dims.cluster is not None, CapabilityFlags.THREAD_BLOCK_CLUSTERS,
+                                    "thread-block clusters")):
+                if on and flag not in flags:
+                    raise Error(ErrorKind.UNSUPPORTED, f"{what}: {name} is not supported by {device.descriptor.name} "
+                                f"({device.descriptor.id}: its Capability lacks {flag.name})", backend=api.name,
+                                function=what)
+        args, sizes = launch[2], kernel.param_sizes
+        if sizes is not None and len(args) != len(sizes):  # checked or not (a missing argument: stale memory)
+            raise _count_error(api.name, len(sizes), len(args), kernel.name, what)
+        packed = pack_args(args, self._ffi, sizes if check else None, check=check, backend=api.name)
+        ffi, tables = self._ffi, api.tables
+        attrs = ffi.new(tables.types["launch_attribute"] + "[2]")
+        n = 0
+        if dims.cooperative:
+            attrs[n].id = tables.const("launch_attr_cooperative")
+            attrs[n].value.cooperative = 1
+            n += 1
+        if dims.cluster is not None:
+            attrs[n].id = tables.const("launch_attr_cluster")
+            c = attrs[n].value.clusterDim
+            c.x, c.y, c.z = dims.cluster
+            n += 1
+        config = ffi.new(tables.types["launch_config"] + " *")
+        g, b = dims.grid, dims.block
+        config.gridDimX, config.gridDimY, config.gridDimZ = g
+        config.blockDimX, config.blockDimY, config.blockDimZ = b
+        config.sharedMemBytes = dims.shared_mem
+        config.hStream = self.handle
+        config.attrs = attrs
+        config.numAttrs = n
+        if getattr(_TLS, "key", None) != self._device_key:
+            device.activate()
+        self._last = None
+        return int(api.launch_ex(config, kernel.handle, packed.params, ffi.NULL))
+
+    def _launch_error(self, code: int, kernel: Any, dims: Any) -> Error:
+        """The Error of a failed launch; for a cooperative grid too large to be resident at once, what fits."""
+        detail = f"kernel {kernel.name!r}"
+        api = self.api
+        if api.launch_ex is not None and code == api.tables.const("status_cooperative_too_large"):
+            b = dims.block
+            try:
+                per_sm = kernel.max_active_blocks(b[0] * b[1] * b[2], dims.shared_mem)
+                fits = f"at most {per_sm * self.device.descriptor.compute_units} blocks"
+            except Error:
+                fits = "at most Kernel.max_active_blocks(threads) x compute units blocks"
+            g = dims.grid
+            detail += (f": a cooperative grid must be resident all at once; {g[0] * g[1] * g[2]} blocks of {b} "
+                       f"requested, {fits} fit on {self.device.descriptor.id}")
+        return api.error(code, "launch_ex" if getattr(dims, "has_options", False) else "launch", detail)
+
+    def _raise_launch(self, code: int, kernel: Any, dims: Any) -> None:
+        if code:
+            raise self._launch_error(code, kernel, dims)
 
     def _shut(self) -> None:
         """The device was closed: launches on this stream are refused from now on, checked or not, at no cost
@@ -2164,6 +2365,12 @@ class GpuPoolAllocation(GpuAllocation):
         return pool.api.error(code, "pool_free") if code else None
 
     free_unchecked = Allocation.free_unchecked  # through _release, not GpuAllocation's inline free
+
+    def export_ipc(self) -> IpcHandle:
+        self._check_live("Allocation.export_ipc")
+        raise Error(ErrorKind.UNSUPPORTED, f"Allocation.export_ipc: {self!r} comes from a stream-ordered pool, whose "
+                    "memory has no IPC handle (pool export is not bound): allocate with Device.alloc to export",
+                    backend=self.pool.api.name, function="Allocation.export_ipc")
 
     def free(self) -> None:  # _release inline (the pool's hot path)
         if self._freed:

@@ -775,6 +775,8 @@ class MetalStream(Stream):
                         backend=_NAME, function=what)
         if not isinstance(dims, LaunchDims):
             raise TypeError(f"{what}: dims must be LaunchDims, not {type(dims).__name__}")
+        if dims.cooperative or dims.cluster is not None:  # (Metal has neither grid sync nor clusters)
+            raise dims.options_error(_KIND, what)
         b = dims.block
         if b[0] * b[1] * b[2] > kernel.max_threads:
             raise Error(ErrorKind.INVALID_VALUE, f"{what}: a threadgroup of {b} has more than the pipeline's "

@@ -839,7 +839,10 @@ class OpenCLStream(Stream):
 
     # launches
     def _sizes(self, d: LaunchDims, validate: bool) -> tuple[Any, Any]:
-        """The (global, local) arrays of ``d``, validated first if asked (cached per grid/block/shared_mem)."""
+        """The (global, local) arrays of ``d``, validated first if asked (cached per grid/block/shared_mem); launch
+        options (cooperative, cluster) are UNSUPPORTED."""
+        if d.cooperative or d.cluster is not None:  # (not cached: OpenCL has neither grid sync nor clusters)
+            raise d.options_error(_KIND, "Stream.launch" if validate else "Stream.launch_unchecked")
         key = (d.grid, d.block, d.shared_mem)
         entry = self._dims.get(key)
         if entry is None or (validate and not entry[2]):
@@ -913,6 +916,8 @@ class OpenCLStream(Stream):
             except (OverflowError, TypeError) as e:  # a negative or non-integer size: no size_t
                 return Error(ErrorKind.INVALID_VALUE, f"bad launch dimensions {d}: {e}", backend="OPENCL",
                              function="Stream.launch_unchecked")
+            except Error as e:  # (launch options)
+                return e.with_traceback(None)
         null = self._null
         lock = kernel._lock
         lock.acquire()

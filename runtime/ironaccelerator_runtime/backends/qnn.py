@@ -855,6 +855,8 @@ class QnnStream(Stream):
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: not a QNN graph kernel: {kernel!r:.80}",
                         backend=_NAME, function="Stream.launch")
         if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:
+            if isinstance(dims, LaunchDims) and (dims.cooperative or dims.cluster is not None):
+                raise dims.options_error(_NAME, "Stream.launch")
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: a QNN graph has no launch geometry; pass "
                         f"LaunchDims() (grid 1, block 1, no shared memory), not {dims!r}", backend=_NAME,
                         function="Stream.launch")
@@ -885,9 +887,11 @@ class QnnStream(Stream):
         """``launch`` returning the Error instead of raising it, without the LaunchDims, device and size checks
         on a rebind (a freed allocation is still refused: its memory may be gone)."""
         try:
-            kernel, _, args = launch
+            kernel, dims, args = launch
         except (TypeError, ValueError):
             raise not_a_launch(launch, "Stream.launch_unchecked") from None
+        if dims is not _DEFAULT_DIMS and getattr(dims, "has_options", False):  # never silently dropped
+            return dims.options_error(_NAME, "Stream.launch_unchecked")  # type: ignore[no-any-return]
         lock = kernel._lock
         lock.acquire()
         try:

@@ -89,6 +89,10 @@ TABLES = _gpu.GpuTables(
         'pool_trim': ('driver', 'cuMemPoolTrimTo'),
         'pool_get_attribute': ('driver', 'cuMemPoolGetAttribute'),
         'pool_set_attribute': ('driver', 'cuMemPoolSetAttribute'),
+        'launch_ex': ('driver', 'cuLaunchKernelEx'),
+        'ipc_get': ('driver', 'cuIpcGetMemHandle'),
+        'ipc_open': ('driver', 'cuIpcOpenMemHandle'),
+        'ipc_close': ('driver', 'cuIpcCloseMemHandle'),
     },
     constants={
         'stream_flags': 1,  # CU_STREAM_NON_BLOCKING
@@ -130,6 +134,12 @@ TABLES = _gpu.GpuTables(
         'memory_type_device': 2,  # CU_MEMORYTYPE_DEVICE
         'location_host': 2,  # CU_MEM_LOCATION_TYPE_HOST
         'location_device': 1,  # CU_MEM_LOCATION_TYPE_DEVICE
+        'attr_cooperative_launch': 95,  # CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH
+        'attr_cluster_launch': 120,  # CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH
+        'launch_attr_cooperative': 2,  # CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        'launch_attr_cluster': 4,  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        'status_cooperative_too_large': 720,  # CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+        'ipc_open_flags': 1,  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
     },
     types={
         'deviceptr': 'CUdeviceptr',
@@ -147,6 +157,9 @@ TABLES = _gpu.GpuTables(
         'memcpy_2d_params': 'CUDA_MEMCPY2D',
         'memcpy_3d_params': 'CUDA_MEMCPY3D',
         'mem_location': 'CUmemLocation',
+        'launch_config': 'CUlaunchConfig',
+        'launch_attribute': 'CUlaunchAttribute',
+        'ipc_handle': 'CUipcMemHandle',
     },
     module_formats=('ptx', 'elf', 'fatbin', 'source'),
     interop=('dlpack', 'cuda_array_interface'),

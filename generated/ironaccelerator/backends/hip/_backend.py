@@ -77,6 +77,10 @@ TABLES = _gpu.GpuTables(
         'pool_trim': ('runtime', 'hipMemPoolTrimTo'),
         'pool_get_attribute': ('runtime', 'hipMemPoolGetAttribute'),
         'pool_set_attribute': ('runtime', 'hipMemPoolSetAttribute'),
+        'launch_ex': None,
+        'ipc_get': ('runtime', 'hipIpcGetMemHandle'),
+        'ipc_open': ('runtime', 'hipIpcOpenMemHandle'),
+        'ipc_close': ('runtime', 'hipIpcCloseMemHandle'),
     },
     constants={
         'stream_flags': 1,  # hipStreamNonBlocking
@@ -112,6 +116,7 @@ TABLES = _gpu.GpuTables(
         'memory_type_host': 0,  # hipMemoryTypeHost
         'memory_type_device': 1,  # hipMemoryTypeDevice
         'cpu_device_id': -1,  # hipCpuDeviceId
+        'ipc_open_flags': 0,  # hipIpcMemLazyEnablePeerAccess
     },
     types={
         'deviceptr': 'void *',
@@ -127,6 +132,7 @@ TABLES = _gpu.GpuTables(
         'graph_exec': 'hipGraphExec_t',
         'memcpy_2d_params': 'hip_Memcpy2D',
         'memcpy_3d_params': 'HIP_MEMCPY3D',
+        'ipc_handle': 'hipIpcMemHandle_t',
     },
     module_formats=('elf', 'offload_bundle'),
     interop=('dlpack',),

@@ -5469,18 +5469,14 @@ def cuLaunchKernel(f: CData, gridDimX: int, gridDimY: int, gridDimZ: int, blockD
         raise _error(_r, 221)
 
 
-def cuLaunchKernelEx(config: CData, f: CData) -> tuple[CData, CData]:
+def cuLaunchKernelEx(config: CData, f: CData, kernelParams: CData | None = None, extra: CData | None = None) -> None:
     """``CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)``
 
     Symbol ``cuLaunchKernelEx``; CUDA >= 11.6.
-    Returns ``kernelParams``, ``extra``.
     """
-    _kernelParams = _new(_T34)
-    _extra = _new(_T34)
-    _r = _f_cuLaunchKernelEx(config, f, _kernelParams, _extra)
+    _r = _f_cuLaunchKernelEx(config, f, _NULL if kernelParams is None else kernelParams, _NULL if extra is None else extra)
     if _r:
         raise _error(_r, 222)
-    return _kernelParams[0], _extra[0]
 
 
 def cuLibraryEnumerateKernels(numKernels: int, lib: CData) -> CData:

@@ -425,7 +425,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
     712: ('hipErrorHostMemoryAlreadyRegistered', ErrorKind.DRIVER),
     713: ('hipErrorHostMemoryNotRegistered', ErrorKind.DRIVER),
     719: ('hipErrorLaunchFailure', ErrorKind.LAUNCH_FAILED),
-    720: ('hipErrorCooperativeLaunchTooLarge', ErrorKind.LAUNCH_FAILED),
+    720: ('hipErrorCooperativeLaunchTooLarge', ErrorKind.INVALID_VALUE),
     801: ('hipErrorNotSupported', ErrorKind.UNSUPPORTED),
     900: ('hipErrorStreamCaptureUnsupported', ErrorKind.UNSUPPORTED),
     901: ('hipErrorStreamCaptureInvalidated', ErrorKind.DRIVER),
