@@ -439,3 +439,43 @@ def test_random_strided_copies_match_numpy(dev: Any) -> None:
     np.testing.assert_array_equal(back_a, ra)
     np.testing.assert_array_equal(back_b, rb)
     assert done > 100 and refused > 0, (done, refused)
+
+
+def _map_count(dev: Any, alloc: Any) -> int:
+    api = dev.api
+    out = api.ffi.new("cl_uint *")
+    assert api.raw.clGetMemObjectInfo(alloc.buffer, api.cl.CL_MEM_MAP_COUNT, api.ffi.sizeof("cl_uint"), out,
+                                      api.ffi.NULL) == 0
+    return int(out[0])
+
+
+@pytest.mark.parametrize("kind", [MemoryKind.HOST_PINNED, MemoryKind.HOST])
+def test_host_views_of_host_buffers_are_mappings_ended_with_the_view(dev: Any, kind: MemoryKind) -> None:
+    """HOST_PINNED/HOST buffers (CL_MEM_ALLOC_HOST_PTR): each host_view() is a clEnqueueMapBuffer mapping, unmapped
+    when its last view goes; a view may outlive the allocation's device (the mapping holds its own references)."""
+    a = dev.alloc(256, kind)
+    s = dev.create_stream()
+    s.copy_from_host(a, np.arange(256, dtype=np.uint8))
+    s.synchronize()
+    v1, v2 = a.host_view(), a.host_view()
+    assert _map_count(dev, a) == 2
+    np.testing.assert_array_equal(np.frombuffer(v1, np.uint8), np.arange(256, dtype=np.uint8))
+    v1.release()
+    gc.collect()
+    assert _map_count(dev, a) == 1
+    x = np.frombuffer(v2, np.uint8)
+    x[:] = 9
+    del x, v2
+    gc.collect()
+    assert _map_count(dev, a) == 0
+    out = np.zeros(256, np.uint8)
+    s.copy_to_host(out, a)
+    s.synchronize()
+    assert (out == 9).all()
+    a.free()
+    other = ia.BackendRegistry.default().get(BackendKind.OPENCL).open(0)
+    late = other.alloc(64, kind).host_view()
+    other.close()
+    np.frombuffer(late, np.uint8)[:] = 1  # still mapped, still valid
+    del late
+    gc.collect()

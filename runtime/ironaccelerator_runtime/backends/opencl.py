@@ -12,6 +12,7 @@ vendor names) arrives as an :class:`OpenCLTables`, rendered into the generated
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import os
 import re
@@ -249,6 +250,21 @@ class OpenCLDevice(Device):
         # MemoryKind.UNIFIED: fine-grained buffer SVM, which is what UNIFIED_MEMORY says here (see _describe)
         self._svm = CapabilityFlags.UNIFIED_MEMORY in descriptor.capability.flags
         self._base_align = 0  # CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes (sub-buffer origins), read on first use
+        self._mapper: Any = None  # the queue host views map HOST_PINNED buffers on (created on first use)
+        self._mapper_lock = threading.Lock()
+
+    def _map_queue(self) -> Any:
+        """The device's queue for ``clEnqueueMapBuffer`` (host views), created on first use and released with the
+        device; each mapping retains it until it is unmapped, so a view may outlive the device."""
+        with self._mapper_lock:
+            if self._mapper is None:
+                api = self.api
+                err = api.ffi.new("cl_int *")
+                q = api.raw.clCreateCommandQueueWithProperties(self.context, self.handle, api.ffi.NULL, err)
+                api.check(err[0], "clCreateCommandQueueWithProperties")
+                self._mapper = q
+                weakref.finalize(self, api.raw.clReleaseCommandQueue, q)
+            return self._mapper
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> OpenCLAllocation:
         return self._checked_alloc(nbytes, kind, self._alloc)
@@ -363,6 +379,15 @@ class OpenCLDevice(Device):
         self._finalizer()
 
 
+def _unmap(api: Any, queue: Any, buffer: Any, ptr: Any) -> None:
+    """End a host view's mapping (its last view gone): unmap, wait for it, drop the references it held."""
+    raw = api.raw
+    if raw.clEnqueueUnmapMemObject(queue, buffer, ptr, 0, api.ffi.NULL, api.ffi.NULL) == 0:
+        raw.clFinish(queue)
+    raw.clReleaseCommandQueue(queue)
+    raw.clReleaseMemObject(buffer)
+
+
 def _fine_grain_svm(api: Any, device: Any) -> bool:
     """Whether the device has fine-grained buffer SVM (CL_DEVICE_SVM_CAPABILITIES, OpenCL 2.0; an older device
     refuses the query)."""
@@ -425,15 +450,34 @@ class OpenCLAllocation(Allocation):
         return None if self._svm is None else int(self.device.api.ffi.cast("uintptr_t", self._svm))
 
     def host_view(self) -> memoryview:
-        """UNIFIED: the SVM memory itself.  A host-allocated buffer (HOST_PINNED, HOST: CL_MEM_ALLOC_HOST_PTR) is
-        reached through clEnqueueMapBuffer, whose mapping must end before any command uses the buffer: not yet,
-        UNSUPPORTED (device buffers: INVALID_VALUE, as everywhere)."""
-        if self.kind in (MemoryKind.HOST_PINNED, MemoryKind.HOST):
-            self._check_live("Allocation.host_view")
-            raise Error(ErrorKind.UNSUPPORTED, f"Allocation.host_view: {self.kind.name} OpenCL buffers are not mapped "
-                        "into a host view yet (clEnqueueMapBuffer); copy with Stream.copy_to_host/copy_from_host",
-                        backend="OPENCL", function="Allocation.host_view")
-        return super().host_view()
+        """UNIFIED: the SVM memory itself.  A host-allocated buffer (HOST_PINNED, HOST: ``CL_MEM_ALLOC_HOST_PTR``) is
+        mapped (a blocking ``clEnqueueMapBuffer``, read and write, on the device's own queue) and unmapped when
+        the view is released or dropped (``clEnqueueUnmapMemObject``, then that queue finished).  OpenCL leaves a
+        command that uses a mapped buffer undefined: release the view before the buffer is used on a stream, and
+        synchronize that stream before taking one.  Device buffers: INVALID_VALUE, as everywhere."""
+        if self.kind not in (MemoryKind.HOST_PINNED, MemoryKind.HOST) or self._svm is not None:
+            return super().host_view()
+        what = "Allocation.host_view"
+        self._check_live(what)
+        device = self.device
+        device._check_open(what)
+        if self.nbytes == 0:
+            return memoryview(b"").cast("B")[:0]
+        api, cl = device.api, device.api.cl
+        q = device._map_queue()
+        err = api.ffi.new("cl_int *")
+        ptr = api.raw.clEnqueueMapBuffer(q, self.buffer, cl.CL_TRUE, cl.CL_MAP_READ | cl.CL_MAP_WRITE, 0, self.nbytes,
+                                         0, api.ffi.NULL, api.ffi.NULL, err)
+        if err[0] != 0:
+            raise api.error(err[0], "clEnqueueMapBuffer", repr(self))
+        # the mapping holds the buffer and the queue (OpenCL references) until it is unmapped
+        api.raw.clRetainMemObject(self.buffer)
+        api.raw.clRetainCommandQueue(q)
+        arr = (ctypes.c_char * self.nbytes).from_address(int(api.ffi.cast("uintptr_t", ptr)))
+        arr._allocation = self  # type: ignore[attr-defined]  # (the view keeps the allocation alive)
+        weakref.finalize(arr, _unmap, api, q, self.buffer, ptr)
+        self._views = [r for r in (self._views or ()) if r() is not None] + [weakref.ref(arr)]
+        return memoryview(arr).cast("B")
 
     def _release(self) -> Error | None:
         device = self.device
