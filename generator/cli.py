@@ -1,4 +1,4 @@
-"""Command line: ``ironaccel-gen generate|build|sdks`` (also ``python -m ironaccelerator_gen``)."""
+"""Command line: ``ironaccel-gen generate|build|sdks|spec-keys`` (also ``python -m ironaccelerator_gen``)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="build N modules at a time (default: the number of CPUs)")
     b.add_argument("--force", action="store_true", help="rebuild every module, even those whose inputs are unchanged")
+    sub.add_parser("spec-keys", help="print the reference of every spec key (docs/SPEC_KEYS.md) from the loaders' schema")
     s = sub.add_parser("sdks", help="list the SDKs the library specs declare that are found, with version and path")
     s.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
     return p
@@ -200,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"ironaccel-gen: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
                 return EXIT_USER_ERROR
             build_all(args.out, api=not args.abi_only, jobs=args.jobs, force=args.force)
+            return 0
+        if args.command == "spec-keys":
+            from .schema import render_markdown
+            sys.stdout.write(render_markdown(Path(__file__).resolve().parent.parent / "runtime" /
+                                             "ironaccelerator_runtime" / "backends"))
             return 0
         if args.command == "sdks":
             from .sdk import descriptions, discover

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, NoReturn
 
 import yaml
 
+from . import schema
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .ir import Location
 
@@ -25,7 +26,7 @@ PATTERN = re.compile(r"[A-Za-z0-9_*?\[\]]+\Z")
 LIBNAME = re.compile(r"[A-Za-z0-9_.+\-/*]+\Z")
 DIRECTIONS = ("in", "out", "inout")
 CORE_KINDS = ("INVALID_VALUE", "LIBRARY_NOT_FOUND", "SYMBOL_NOT_FOUND", "UNKNOWN")  # used by the templates
-PLATFORMS = ("linux", "windows", "darwin")
+PLATFORMS = schema.PLATFORMS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,12 +202,8 @@ OBJC_RESERVED = ("close", "handle", "retained")
 RESOLVER_KINDS = ("dlsym", "proc_address", "table", "objc")
 RESOLVER_KINDS_TO_COME: dict[str, str] = {}
 # the keys each kind takes besides 'kind'
-RESOLVER_KEYS = {"dlsym": (), "proc_address": ("function", "default_flag", "per_thread_flag"),
-                 "table": ("provider", "interface", "table", "version", "require", "match", "prefix", "entries",
-                           "since"),
-                 "objc": ("runtime", "frameworks", "errors", "prototypes")}
-RESOLVER_REQUIRED = {"proc_address": ("function", "default_flag"), "objc": ("runtime", "frameworks"),
-                     "table": ("provider", "interface", "table", "version", "require")}
+RESOLVER_KEYS = {"dlsym": (), **{k: schema.keys(f"library > resolver ({k})") for k in ("proc_address", "table", "objc")}}
+RESOLVER_REQUIRED = {k: schema.required(f"library > resolver ({k})") for k in ("proc_address", "table", "objc")}
 MEMBER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
@@ -653,9 +650,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     if root is None:
         errors.error(top_loc, "the spec is empty")
         errors.check()
-    keys = ("vendor", "library", "backend", "sdk", "frontend", "headers", "declarations", "version_headers", "defines",
-            "undefines", "version_macro", "bind", "symbols", "resolver", "kernel_launch", "pool_memory", "loader",
-            "errors", "functions", "classes")
+    keys = schema.keys("library")
     declared = isinstance(root, yaml.MappingNode) and any(
         isinstance(k, yaml.ScalarNode) and k.value == "frontend" and isinstance(v, yaml.ScalarNode)
         and v.value == "declared" for k, v in root.value)
@@ -723,17 +718,18 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     undefines = r.seq(m.get("undefines"), "undefines", lambda n: r.ident(n, "macro"))
     version_macro = r.seq(m.get("version_macro"), "version_macro", lambda n: r.ident(n, "version_macro"))
 
-    bind = r.mapping(m.get("bind"), ("include", "exclude"), (), "bind") or {}
+    bind = r.mapping(m.get("bind"), schema.keys("library > bind"), (), "bind") or {}
     include = r.seq(bind.get("include"), "include", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
     exclude = r.seq(bind.get("exclude"), "exclude", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
 
-    sym = r.mapping(m.get("symbols"), ("per_thread", "version_typedef"), (), "symbols") or {}
+    sym = r.mapping(m.get("symbols"), schema.keys("library > symbols"), (), "symbols") or {}
     proc_address = None
     table = None
     objc_resolver: dict[str, yaml.Node] | None = None
     if "resolver" in m:
         all_keys = tuple(dict.fromkeys(k for keys in RESOLVER_KEYS.values() for k in keys))
-        rm = r.mapping(m["resolver"], ("kind",) + all_keys, ("kind",), "resolver") or {}
+        rm = r.mapping(m["resolver"], schema.keys("library > resolver") + all_keys,
+                       schema.required("library > resolver"), "resolver") or {}
         rkind = r.ident(rm.get("kind"), "resolver kind")
         if rkind is not None and rkind.value in RESOLVER_KINDS_TO_COME:
             errors.error(rkind.location, f"resolver kind '{rkind}' is not implemented yet "
@@ -776,12 +772,13 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     kernel_launch = r.ident(m.get("kernel_launch"), "kernel_launch")
     pool_memory = None
     if "pool_memory" in m:
-        pm_map = r.mapping(m["pool_memory"], ("alloc", "free"), ("alloc", "free"), "pool_memory") or {}
+        pm_map = r.mapping(m["pool_memory"], schema.keys("library > pool_memory"),
+                           schema.required("library > pool_memory"), "pool_memory") or {}
         pm_alloc, pm_free = r.ident(pm_map.get("alloc"), "alloc"), r.ident(pm_map.get("free"), "free")
         if pm_alloc is not None and pm_free is not None:
             pool_memory = PoolMemorySpec(alloc=pm_alloc, free=pm_free)
 
-    lm = r.mapping(m.get("loader"), PLATFORMS + ("wheel_dirs", "sdk_dirs", "sdk_env", "sdk_roots"), (), "loader") or {}
+    lm = r.mapping(m.get("loader"), schema.keys("library > loader"), (), "loader") or {}
     names = []
     for plat in PLATFORMS:
         libs = r.seq(lm.get(plat), f"{plat} libraries", lambda n: r.string(n, "library name", LIBNAME))
@@ -801,8 +798,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     en = m.get("errors")
     no_status = isinstance(en, yaml.ScalarNode) and en.value == "none"
     em = {} if no_status else r.mapping(
-        en, ("type", "success", "kinds", "defaulted", "default", "since", "name_function", "macros", "out_param",
-             "codes", "mask"), ("type", "success", "default"), "mapping of status codes (or errors: none)") or {}
+        en, schema.keys("library > errors"), schema.required("library > errors"),
+        "mapping of status codes (or errors: none)") or {}
     err_type = r.ident(em.get("type"), "error type")
     success = r.seq(em.get("success"), "success codes", lambda n: r.ident(n, "success code"))
     kinds: list[tuple[Name, Name]] = []
@@ -919,7 +916,7 @@ def _objc_functions(r: _Reader, node: yaml.Node | None) -> tuple[ObjcFunctionSpe
         if isinstance(fnode, yaml.ScalarNode) and fnode.tag == "tag:yaml.org,2002:null":
             out.append(ObjcFunctionSpec(name=fname))
             continue
-        fm = r.mapping(fnode, ("ownership",), (), f"function {fname}")
+        fm = r.mapping(fnode, schema.keys("library > functions > <name> (objc)"), (), f"function {fname}")
         if fm is None:
             continue
         text = _ownership(r, fm.get("ownership"), f" of {fname}")
@@ -963,7 +960,8 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None,
     undeclared: list[Name] = []
     classes: list[ClassSpec] = []
     for cname, cnode in r.keyed(classes_node, "class"):
-        cm = r.mapping(cnode, ("base", "methods"), ("methods",), f"class {cname}") or {}
+        cm = r.mapping(cnode, schema.keys("library > classes > <name>"),
+                       schema.required("library > classes > <name>"), f"class {cname}") or {}
         base = r.ident(cm.get("base"), "base class")
         methods: list[MethodSpec] = []
         names: dict[str, Name] = {}
@@ -993,7 +991,7 @@ def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None,
             if vnode is None:
                 vm: dict[str, yaml.Node] | None = {}
             else:
-                vm = r.mapping(vnode, ("returns", "args", "ownership", "nullable"), (),
+                vm = r.mapping(vnode, schema.keys("library > classes > <name> > methods > <selector>"), (),
                                f"method {key.value} of {cname}")
             if vm is None:
                 if isinstance(vnode, yaml.ScalarNode) and vnode.tag == "tag:yaml.org,2002:null":
@@ -1079,7 +1077,8 @@ def _table_resolver(r: _Reader, rm: dict[str, yaml.Node]) -> TableSpec | None:
     provider, interface = r.ident(rm.get("provider"), "provider"), r.ident(rm.get("interface"), "interface")
     tpath = r.string(rm.get("table"), "table", MEMBER_PATH, path_hint)
     vpath = r.string(rm.get("version"), "version", MEMBER_PATH, path_hint)
-    req = r.mapping(rm.get("require"), ("major", "minor"), ("major", "minor"), "require") or {}
+    req = r.mapping(rm.get("require"), schema.keys("library > resolver (table) > require"),
+                    schema.required("library > resolver (table) > require"), "require") or {}
     major, minor = r.integer(req.get("major"), "require major"), r.integer(req.get("minor"), "require minor")
     for key, value in (("major", major), ("minor", minor)):
         if value is not None and value < 0:
@@ -1120,7 +1119,7 @@ def _table_resolver(r: _Reader, rm: dict[str, yaml.Node]) -> TableSpec | None:
 def _function(r: _Reader, name: Name, node: yaml.Node) -> FunctionSpec:
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
         return FunctionSpec(name=name)
-    fm = r.mapping(node, ("symbol", "status", "params", "error_log", "since", "skip"), (), f"function '{name}'") or {}
+    fm = r.mapping(node, schema.keys("library > functions > <name>"), (), f"function '{name}'") or {}
     params = []
     for pname, pnode in r.keyed(fm.get("params"), "parameter"):
         params.append(_param(r, name, pname, pnode))
@@ -1143,7 +1142,8 @@ def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
                            f"expected one of: {', '.join(DIRECTIONS)}")
             return ParamSpec(name=name)
         return ParamSpec(name=name, direction=node.value)
-    pm = r.mapping(node, ("direction", "len", "nullable", "string"), (), f"parameter '{name}' of {fname}") or {}
+    pm = r.mapping(node, schema.keys("library > functions > <name> > params > <param>"), (),
+                   f"parameter '{name}' of {fname}") or {}
     direction = None
     if "direction" in pm:
         d = r.scalar(pm["direction"], "direction")
@@ -1154,7 +1154,7 @@ def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
             direction = d
     string = None
     if "string" in pm:
-        sm = r.mapping(pm["string"], ("capacity", "length_param", "size_function", "binary"), (),
+        sm = r.mapping(pm["string"], schema.keys("library > functions > <name> > params > <param> > string"), (),
                        f"string of parameter '{name}'") or {}
         capacity = r.integer(sm.get("capacity"), "capacity")
         if capacity is not None and not 0 < capacity <= 1 << 24:
@@ -1187,8 +1187,7 @@ def _sdk(r: _Reader, node: yaml.Node | None, display: str) -> tuple[Name | None,
     """``sdk: kind`` (declared by another spec, or given with --sdk) or ``sdk: {kind: ..., marker: ..., ...}``."""
     if node is None or isinstance(node, yaml.ScalarNode):
         return r.ident(node, "sdk"), None
-    keys = ("kind", "marker", "env", "roots", "tools", "include_dirs", "wheels", "version")
-    m = r.mapping(node, keys, ("kind", "marker"), "sdk") or {}
+    m = r.mapping(node, schema.keys("library > sdk"), schema.required("library > sdk"), "sdk") or {}
     kind = r.ident(m.get("kind"), "sdk kind")
     header = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h\Z")
     marker = r.string(m.get("marker"), "marker", header, ": expected a header path like 'CL/cl.h'")
@@ -1203,7 +1202,8 @@ def _sdk(r: _Reader, node: yaml.Node | None, display: str) -> tuple[Name | None,
             r.errors.error(r.loc(m["wheels"]), "wheels must be a list of {include: dir, dist: name}")
         else:
             for wn in m["wheels"].value:
-                wm = r.mapping(wn, ("include", "dist"), ("include", "dist"), "wheel") or {}
+                wm = r.mapping(wn, schema.keys("library > sdk > wheels[]"), schema.required("library > sdk > wheels[]"),
+                                "wheel") or {}
                 inc = r.string(wm.get("include"), "include", REL_DIR, ": expected a directory under site-packages")
                 dist = r.string(wm.get("dist"), "dist", re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*\Z"),
                                 ": expected a distribution name")
@@ -1211,7 +1211,7 @@ def _sdk(r: _Reader, node: yaml.Node | None, display: str) -> tuple[Name | None,
                     wheels.append(SdkWheel(include=inc.value, dist=dist.value))
     version = SdkVersion()
     if "version" in m:
-        vm = r.mapping(m["version"], ("header", "macro", "encoding", "macros", "newest", "root_pattern", "wheel"), (),
+        vm = r.mapping(m["version"], schema.keys("library > sdk > version"), (),
                        "version") or {}
         vheader = r.string(vm.get("header"), "header", header, ": expected a header path")
         macro = r.ident(vm.get("macro"), "macro")
@@ -1251,8 +1251,6 @@ def _sdk(r: _Reader, node: yaml.Node | None, display: str) -> tuple[Name | None,
 
 
 # the trait-surface sections of core.yaml, read by ironaccelerator_gen.surface
-SURFACE_KEYS = ("backend_kinds", "vendors", "numeric_classes", "dtypes", "capability_flags", "compute_tiers",
-                "memory_kinds", "traits")
 
 
 def load_core(path: Path, display: str | None = None, text: str | None = None) -> CoreSpec:
@@ -1262,7 +1260,7 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
     root = compose(display, read_spec(path, display) if text is None else text)
     errors = Collector()
     r = _Reader(display, errors)
-    m = r.mapping(root, ("error_kinds",) + SURFACE_KEYS, ("error_kinds",), "core spec") or {}
+    m = r.mapping(root, schema.keys("core"), schema.required("core"), "core spec") or {}
     kinds = []
     seen = set()
     values: dict[int, Name] = {}
@@ -1274,7 +1272,8 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
             errors.error(r.loc(node), f"error kind {kname} needs 'value' (its ErrorKind integer, stable: a new kind "
                          "takes a new value) and 'doc', not a plain description")
             continue
-        km = r.mapping(node, ("value", "doc"), ("value", "doc"), f"error kind {kname}") or {}
+        km = r.mapping(node, schema.keys("core > error_kinds > <KIND>"),
+                       schema.required("core > error_kinds > <KIND>"), f"error kind {kname}") or {}
         doc = " ".join((r.scalar(km.get("doc"), f"description of {kname}") or "").split())
         if not doc.isprintable():  # it becomes a docstring: no NUL, control characters or lone surrogates
             errors.error(r.loc(km.get("doc") or node), f"description of {kname} must be printable text")

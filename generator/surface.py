@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import yaml
 
+from . import schema
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .ir import Location
 from .spec import IDENT, CoreSpec, Name, _Reader, compose, read_spec
@@ -146,6 +147,9 @@ class BackendSpec:
         return dict(self.sections).get(key, self.location)
 
 
+# core.yaml's tables whose entries are mappings: their schema sections
+SECTION_OF = {"backend_kinds": "core > backend_kinds > <KIND>", "numeric_classes": "core > numeric_classes > <CLASS>"}
+
 def load_surface(path: Path, display: str) -> Surface:
     root = compose(display, read_spec(path, display))
     errors = Collector()
@@ -159,7 +163,8 @@ def load_surface(path: Path, display: str) -> Surface:
                 errors.error(name.location, f"{key} entry '{name}' must be UPPER_CASE")
             doc, value = "", 0
             if extra is not None:
-                em = r.mapping(node, (extra, "doc"), (extra,), f"{key} entry '{name}'") or {}
+                section = SECTION_OF[key]
+                em = r.mapping(node, schema.keys(section), schema.required(section), f"{key} entry '{name}'") or {}
                 value = r.integer(em.get(extra), extra) or 0
                 doc = r.scalar(em.get("doc"), "doc") or ""
             elif with_doc:
@@ -176,7 +181,8 @@ def load_surface(path: Path, display: str) -> Surface:
     vendors = tuple(v.value for v in r.seq(m.get("vendors"), "vendors", lambda n: r.string(n, "vendor", UPPER)))
     dtypes = []
     for name, node in r.keyed(m.get("dtypes"), "dtype"):
-        dm = r.mapping(node, ("size", "class", "numpy"), ("size", "class"), f"dtype '{name}'") or {}
+        dm = r.mapping(node, schema.keys("core > dtypes > <name>"), schema.required("core > dtypes > <name>"),
+                       f"dtype '{name}'") or {}
         size = r.integer(dm.get("size"), "size") or 0
         cls = r.ident(dm.get("class"), "class")
         if cls is not None and cls.value not in classes:
@@ -203,10 +209,7 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     if root is None:
         errors.error(Location(file=display, line=1, col=1), "the backend spec is empty")
         errors.check()
-    m = r.mapping(root, ("backend", "vendor", "class_prefix", "template", "runtime", "libraries", "operations",
-                         "capabilities", "functions", "constants", "types", "module_formats", "interop",
-                         "soc_models"),
-                  ("backend", "vendor", "class_prefix", "template", "operations"), "backend spec") or {}
+    m = r.mapping(root, schema.keys("backend"), schema.required("backend"), "backend spec") or {}
     kinds = [b.name for b in surface.backend_kinds]
     kind = r.ident(m.get("backend"), "backend")
     if kind is not None and kind.value not in kinds:
@@ -222,7 +225,7 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
                      f"({RUNTIME_BACKENDS.relative_to(RUNTIME_BACKENDS.parents[2]).as_posix()}/){suggest(runtime.value, known)}")
     libraries = r.seq(m.get("libraries"), "libraries", lambda n: r.string(n, "library", re.compile(r"[a-z0-9_]+\.[a-z0-9_]+\Z"),
                                                                              ": expected vendor.library"))
-    om = r.mapping(m.get("operations"), ("implemented", "unsupported"), (), "operations") or {}
+    om = r.mapping(m.get("operations"), schema.keys("backend > operations"), (), "operations") or {}
     all_ops = surface.operations()
     implemented = r.seq(om.get("implemented"), "implemented", lambda n: r.string(n, "operation", re.compile(r"\w+\.\w+\Z")))
     unsupported = []
@@ -240,7 +243,7 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     if missing and kind is not None:
         errors.error(om and r.loc(m["operations"]) or Location(file=display, line=1, col=1),
                      f"the {kind} backend neither implements nor marks unsupported: {', '.join(missing)}")
-    cm = r.mapping(m.get("capabilities"), ("flags", "tiers", "vendors", "match", "arch_field"), (),
+    cm = r.mapping(m.get("capabilities"), schema.keys("backend > capabilities"), (),
                    "capabilities") or {}
     flag_names = [f.name for f in surface.capability_flags]
     tier_names = [t.name for t in surface.compute_tiers]
@@ -319,7 +322,8 @@ def _soc_models(r: _Reader, errors: Collector, node: yaml.Node | None, match: st
     for name, value in _keys(r, node):
         if not SOC_NAME.match(name.value):
             errors.error(name.location, f"SoC name '{name}' is not like 'SM8350' (upper-case letters and digits)")
-        sm = r.mapping(value, ("model", "arch"), ("model", "arch"), f"SoC {name}") or {}
+        sm = r.mapping(value, schema.keys("backend > soc_models > <name>"),
+                       schema.required("backend > soc_models > <name>"), f"SoC {name}") or {}
         model = r.integer(sm.get("model"), "model")
         arch = r.string(sm.get("arch"), "arch", HEXAGON_ARCH, ": expected an HTP architecture like 'v68'")
         if model is not None and model < 1:

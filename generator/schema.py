@@ -1,0 +1,357 @@
+"""Every key the spec loaders accept, with what it means: the one list the loaders check keys against (generator/spec.py
+and generator/surface.py take their allowed and required keys from here) and the reference docs/SPEC_KEYS.md is
+rendered from (``python -m ironaccelerator_gen spec-keys``; tests/test_schema.py keeps both in step), so the
+reference cannot drift from what the loaders do."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    name: str
+    doc: str  # one or two sentences; `code` in backquotes
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A mapping in a spec: where it is (``path``, as a reader finds it) and its keys."""
+
+    path: str  # ex) library > sdk > version
+    doc: str
+    keys: tuple[Key, ...]
+
+
+def _k(name: str, doc: str, required: bool = False) -> Key:
+    return Key(name=name, doc=doc, required=required)
+
+
+PLATFORMS = ("linux", "windows", "darwin")
+
+SECTIONS: dict[str, Section] = {s.path: s for s in (
+    # ------------------------------------------------------------------------------------------ library specs
+    Section("library", "A library spec, `specs/<vendor>/<library>.yaml`: one vendor C library (or Objective-C "
+            "framework) bound as `ironaccelerator.backends.<vendor>.<library>`.", (
+                _k("vendor", "The package the library goes in (`ironaccelerator.backends.<vendor>`): a lower-case "
+                   "Python identifier, ex. `cuda`.", True),
+                _k("library", "The module name under the vendor, ex. `driver`; unique per vendor (two vendors may "
+                   "each have a `runtime`).", True),
+                _k("backend", "The backend kind it serves, one of `core.yaml`'s `backend_kinds` (ex. `CUDA`): what "
+                   "`Error.backend` says for its failures.", True),
+                _k("sdk", "Where `generate` finds the headers: an SDK description (section `library > sdk`), or the "
+                   "kind of one another spec describes (ex. `sdk: cuda`). Required unless `frontend: declared`."),
+                _k("frontend", "The C front-end: `clang` (default), `pycparser` (both must agree: `make test` checks), "
+                   "or `declared` (no header: `declarations:` is it)."),
+                _k("headers", "The headers to parse, relative to the SDK's include directory, ex. `[cuda.h]`; the "
+                   "first is the SDK's marker unless `sdk.marker` says otherwise. Required unless `frontend: declared`."),
+                _k("declarations", "`frontend: declared` only: the C declarations to bind, written from the vendor's "
+                   "public documentation (a block scalar; diagnostics point into it)."),
+                _k("version_headers", "Headers parsed for version data only, ex. `cudaTypedefs.h` (the `PFN_*_v<N>` "
+                   "typedefs that pin each function's ABI)."),
+                _k("defines", "Macros defined before parsing (`{NAME: value}`), ex. `__HIP_PLATFORM_AMD__: \"1\"`."),
+                _k("undefines", "Predefined macros removed before parsing, ex. `[__SSE__]`."),
+                _k("version_macro", "The macro (or list of macros: major, minor) giving the SDK's version, printed in "
+                   "the generated banners."),
+                _k("bind", "Which declared functions are bound (section `library > bind`)."),
+                _k("symbols", "How declared names map to exported symbols (section `library > symbols`)."),
+                _k("resolver", "How functions are found once the library is open (section `library > resolver`); "
+                   "dlsym when absent."),
+                _k("kernel_launch", "The launch function the backend calls from C, shape status (function, grid x, y, z, "
+                   "block x, y, z, shared bytes, stream, void **params, void **extra), ex. `cuLaunchKernel`."),
+                _k("pool_memory", "The stream-ordered allocator the backend's pool calls from C (section "
+                   "`library > pool_memory`)."),
+                _k("loader", "Where the shared library is searched for at import (section `library > loader`). "
+                   "With `resolver: {kind: objc}` only its directories (the resolver names the libraries).", True),
+                _k("errors", "The status type and how its codes map onto `ErrorKind` (section `library > errors`), "
+                   "or `errors: none` for a library whose functions report no status (NVTX). Required except with "
+                   "`resolver: {kind: objc}`."),
+                _k("functions", "Per-function overrides, by public name (section `library > functions > <name>`); "
+                   "with `resolver: {kind: objc}`, the framework's plain C functions (section "
+                   "`library > functions > <name> (objc)`)."),
+                _k("classes", "`resolver: {kind: objc}` only: the Objective-C classes bound and their methods "
+                   "(section `library > classes > <name>`)."),
+            )),
+    Section("library > sdk", "How `generate` finds an installation providing the headers (generator/sdk.py: the "
+            "mechanism; this section: the facts). Declared once per kind; other specs name the kind.", (
+                _k("kind", "The SDK kind, ex. `cuda`; `--sdk KIND=PATH` overrides where it is.", True),
+                _k("marker", "A header whose presence identifies an include directory of this SDK, ex. `cuda.h`.",
+                   True),
+                _k("env", "Environment variables each naming an SDK root, ex. `[CUDA_HOME, CUDA_PATH]`."),
+                _k("roots", "Root directories (globs allowed) searched after the variables, ex. `[/usr/local/cuda-*]`."),
+                _k("tools", "Programs on `PATH` whose `<root>/bin` locates a root, ex. `[nvcc]`."),
+                _k("include_dirs", "Include directories searched as they are (distribution packages), ex. "
+                   "`[/usr/include]`."),
+                _k("wheels", "pip wheels of the running interpreter that carry the headers (section "
+                   "`library > sdk > wheels[]`)."),
+                _k("version", "How the SDK's version is read (section `library > sdk > version`)."),
+            )),
+    Section("library > sdk > wheels[]", "One pip wheel carrying the headers.", (
+                _k("include", "The include directory inside site-packages, ex. `nvidia/cu13/include`.", True),
+                _k("dist", "The distribution's name, ex. `nvidia-cuda-nvrtc` (its version is reported).", True),
+            )),
+    Section("library > sdk > version", "How the SDK's version is read: one of `macro`, `macros` or `newest`.", (
+                _k("header", "The header holding the version macro(s), if not the marker."),
+                _k("macro", "One integer macro, decoded with `encoding`, ex. `CUDA_VERSION`."),
+                _k("encoding", "Divisors turning `macro` into major.minor, ex. `[1000, 10]` (12090 -> 12.9)."),
+                _k("macros", "Macros for major, minor (and patch), ex. `[HIP_VERSION_MAJOR, HIP_VERSION_MINOR]`."),
+                _k("newest", "A macro pattern with two `*`, ex. `CL_VERSION_*_*`: the highest X.Y among the defined "
+                   "macros matching it (a header that defines one per release, as OpenCL's)."),
+                _k("root_pattern", "A regular expression with one group reading the version from the root's path, ex. "
+                   "`cuda-(\\d+\\.\\d+)`."),
+                _k("wheel", "`dist`: a wheel's version is the distribution's own, not the header's."),
+            )),
+    Section("library > bind", "Which declared functions are bound; a pattern matching nothing is an error.", (
+                _k("include", "Glob patterns of function names bound, ex. `[\"cu*\"]`."),
+                _k("exclude", "Glob patterns left out of `include`'s matches, ex. `[\"*NvSci*\"]`."),
+            )),
+    Section("library > symbols", "How a declared function's public name maps to the symbol exported.", (
+                _k("per_thread", "Per-thread-default-stream renaming macros and their formats, ex. "
+                   "`{__CUDA_API_PTDS: \"{}_ptds\"}`."),
+                _k("version_typedef", "The typedef naming a function's ABI version, ex. `PFN_{name}_v{version}`: "
+                   "the pin `resolver: proc_address` passes."),
+            )),
+    Section("library > resolver", "How functions are found once the library is open. `kind`: `dlsym` (the default), "
+            "`proc_address`, `table` or `objc`; each kind's own keys are in the sections below.", (
+                _k("kind", "`dlsym`, `proc_address`, `table` or `objc`.", True),
+            )),
+    Section("library > resolver (proc_address)", "Through the library's own resolver, pinned to each function's ABI "
+            "(`cuGetProcAddress(name, &fn, version, flags)`).", (
+                _k("function", "The resolver, a bound function, ex. `cuGetProcAddress`.", True),
+                _k("default_flag", "The flag for the legacy default stream, ex. `CU_GET_PROC_ADDRESS_DEFAULT`.", True),
+                _k("per_thread_flag", "The flag for the per-thread default stream."),
+            )),
+    Section("library > resolver (table)", "Through a function-pointer table that one exported provider function "
+            "lists (QNN's `QnnInterface_getProviders`).", (
+                _k("provider", "The exported function: status (const Interface ***list, uint32_t *count).", True),
+                _k("interface", "The provider struct's typedef.", True),
+                _k("table", "The member path of the function table in it, ex. `v2_40`.", True),
+                _k("version", "The member path of its `{major, minor}` API version.", True),
+                _k("require", "The API version required (section `library > resolver (table) > require`).", True),
+                _k("match", "`{<member path>: <integer>}` the chosen provider must have (ex. a backend id)."),
+                _k("prefix", "Removed from a function's name before the default rule `Component_name` -> "
+                   "`componentName` names its table field."),
+                _k("entries", "`{<function>: <table field>}` where the default rule does not apply."),
+                _k("since", "`{<table field>: <minor>}`: the minor version that appended the field (an older "
+                   "provider's table is shorter)."),
+            )),
+    Section("library > resolver (table) > require", "major must be equal, minor at least.", (
+                _k("major", "The API major version.", True),
+                _k("minor", "The lowest API minor version.", True),
+            )),
+    Section("library > resolver (objc)", "Objective-C messages through the runtime; the classes are the spec's "
+            "`classes:`.", (
+                _k("runtime", "`{<platform>: [library, ...]}`: the Objective-C runtime (GNU `libobjc.so.4`, Apple's).",
+                   True),
+                _k("frameworks", "`{<platform>: [library, ...]}`: the frameworks holding the classes, opened in "
+                   "order.", True),
+                _k("errors", "`{<ErrorKind>: [<NSError domain>[:<code>], ...]}`: how an `NSError` maps to a kind."),
+                _k("prototypes", "`metal-cpp`: selector-only methods take their prototypes from Apple's metal-cpp "
+                   "headers."),
+            )),
+    Section("library > pool_memory", "The stream-ordered allocator a backend's memory pool calls from C.", (
+                _k("alloc", "status (device pointer *out, size_t bytes, pool, stream), ex. `cuMemAllocFromPoolAsync`.",
+                   True),
+                _k("free", "status (device pointer, stream), ex. `cuMemFreeAsync`.", True),
+            )),
+    Section("library > loader", "Where the shared library is searched for at import (each platform's names are "
+            "tried in order after the directories below, then by the system loader).", (
+                _k("linux", "Library file names on Linux, ex. `[libcuda.so.1, libcuda.so]`."),
+                _k("windows", "DLL names on Windows."),
+                _k("darwin", "Library names on macOS."),
+                _k("wheel_dirs", "Directories inside site-packages (pip wheels) searched first."),
+                _k("sdk_dirs", "Directories under each SDK root, ex. `[lib64, lib]`."),
+                _k("sdk_env", "Environment variables naming SDK roots."),
+                _k("sdk_roots", "SDK roots (globs allowed)."),
+            )),
+    Section("library > errors", "The vendor's status type and how its codes map onto `ErrorKind` (or "
+            "`errors: none`). Every code must be mapped, defaulted or a success.", (
+                _k("type", "The status type, ex. `CUresult`: functions returning it are checked.", True),
+                _k("success", "The codes meaning success, ex. `[CUDA_SUCCESS]`.", True),
+                _k("kinds", "`{<ErrorKind>: [code, ...]}`.", False),
+                _k("defaulted", "Codes that deliberately take `default`."),
+                _k("default", "The kind of every other code, ex. `DRIVER`.", True),
+                _k("since", "`{<code>: <version>}`: codes newer than some supported SDKs."),
+                _k("name_function", "A bound function giving a code's name (out-parameter or return), ex. "
+                   "`cuGetErrorName`."),
+                _k("macros", "The codes are negative `#define`s matching these globs (`!glob` excludes), not an "
+                   "enum, ex. `[CL_*]` for OpenCL."),
+                _k("out_param", "The parameter through which functions returning something else report status, ex. "
+                   "`errcode_ret`."),
+                _k("codes", "The enum of codes when `type` is a wider integer handle, ex. `Qnn_ErrorCode_t`."),
+                _k("mask", "The bits of a status that are its code, ex. `0xffff`."),
+            )),
+    Section("library > functions > <name>", "Overrides for one bound function (by public name).", (
+                _k("symbol", "The ABI symbol, overriding the header's `#define` rename."),
+                _k("status", "Codes returned as results rather than raised, ex. `[CUDA_ERROR_NOT_READY]`."),
+                _k("params", "Per-parameter overrides, by name (section `library > functions > <name> > params > "
+                   "<param>`)."),
+                _k("error_log", "A function(handle) -> str whose output is appended to errors, ex. "
+                   "`nvrtcGetProgramLog`."),
+                _k("since", "The SDK version that introduced it (an older library: `SYMBOL_NOT_FOUND` naming it)."),
+                _k("skip", "`true`: not bound (with a reason in a comment)."),
+            )),
+    Section("library > functions > <name> > params > <param>", "How one pointer parameter is bound; undeclared "
+            "directions are inferred (const: in, else out) and listed by `scaffold --missing`.", (
+                _k("direction", "`in`, `out` or `inout`."),
+                _k("len", "The parameter holding this array's length (arrays in) or capacity."),
+                _k("nullable", "`true`: None passes NULL."),
+                _k("string", "An output string or byte buffer (section `... > params > <param> > string`)."),
+            )),
+    Section("library > functions > <name> > params > <param> > string", "An output string or binary buffer.", (
+                _k("capacity", "The buffer size to pass when no size function exists."),
+                _k("length_param", "The parameter receiving the capacity."),
+                _k("size_function", "A bound function returning the size first, ex. `nvrtcGetPTXSize`."),
+                _k("binary", "`true`: bytes, not str."),
+            )),
+    Section("library > functions > <name> (objc)", "With `resolver: {kind: objc}`: a plain C function of the "
+            "frameworks.", (
+                _k("ownership", "`+1` or `+0` for an `id` result (default: the Create/Copy rule)."),
+            )),
+    Section("library > classes > <name>", "An Objective-C class and the methods bound.", (
+                _k("base", "The base class, when its methods are inherited."),
+                _k("methods", "Selectors (a list), or a mapping of selector -> overrides (section "
+                   "`library > classes > <name> > methods > <selector>`).", True),
+            )),
+    Section("library > classes > <name> > methods > <selector>", "One method's prototype where no header gives it.", (
+                _k("returns", "The C return type."),
+                _k("args", "The C argument types, in order."),
+                _k("ownership", "`+1` or `+0` for an `id` result."),
+                _k("nullable", "`true`: a nil result is returned as None, not raised."),
+            )),
+    # ------------------------------------------------------------------------------------------- core spec
+    Section("core", "`specs/core.yaml`: the vendor-neutral surface.", (
+                _k("error_kinds", "`{<KIND>: {value, doc}}`: `ErrorKind`; each value is stable forever.", True),
+                _k("backend_kinds", "`{<KIND>: {dlpack_device, doc}}`: `BackendKind`; a library's `backend:` is one."),
+                _k("vendors", "`Vendor` members."),
+                _k("numeric_classes", "`{<CLASS>: {dlpack_code, doc}}`: `NumericClass`."),
+                _k("dtypes", "`{<name>: {size, class, numpy}}`: `DType`."),
+                _k("capability_flags", "`{<FLAG>: description}`: `CapabilityFlags`."),
+                _k("compute_tiers", "`{<TIER>: description}`: `ComputeTier`."),
+                _k("memory_kinds", "`{<KIND>: description}`: `MemoryKind`."),
+                _k("traits", "`{<Trait>: [operation, ...]}`: the operations each backend spec implements or marks "
+                   "unsupported."),
+            )),
+    Section("core > error_kinds > <KIND>", "One `ErrorKind`.", (
+                _k("value", "Its integer, never changed (a new kind takes a new value).", True),
+                _k("doc", "Its description (the docstring).", True),
+            )),
+    Section("core > backend_kinds > <KIND>", "One `BackendKind`.", (
+                _k("dlpack_device", "The DLPack `DLDeviceType` of its memory.", True),
+                _k("doc", "Its description."),
+            )),
+    Section("core > numeric_classes > <CLASS>", "One `NumericClass`.", (
+                _k("dlpack_code", "The DLPack `DLDataTypeCode`.", True),
+                _k("doc", "Its description."),
+            )),
+    Section("core > dtypes > <name>", "One `DType`.", (
+                _k("size", "Bytes per element.", True),
+                _k("class", "Its numeric class.", True),
+                _k("numpy", "The equivalent numpy dtype name, where numpy has one."),
+            )),
+    # ------------------------------------------------------------------------------------------ backend specs
+    Section("backend", "A backend spec, `specs/<vendor>/backend.yaml`: the vendor's backend of the core surface.", (
+                _k("backend", "Its `BackendKind`.", True),
+                _k("vendor", "The vendor package it is generated into.", True),
+                _k("class_prefix", "Its classes' prefix, ex. `Cuda` (`CudaDevice`).", True),
+                _k("template", "The Jinja template rendering its tables, ex. `backends/gpu.py.j2`.", True),
+                _k("runtime", "The hand-written runtime module it subclasses, ex. `gpu` "
+                   "(`runtime/ironaccelerator_runtime/backends/gpu.py`), whose `SPEC_ROLES` say which roles it "
+                   "needs."),
+                _k("libraries", "The bound libraries it calls, ex. `[cuda.driver, cuda.nvrtc]`."),
+                _k("operations", "Section `backend > operations`.", True),
+                _k("capabilities", "Capability translation, as data (section `backend > capabilities`)."),
+                _k("functions", "`{<role>: <function or null>}`: the vendor function of each role the runtime "
+                   "calls (roles below), checked against the libraries."),
+                _k("constants", "`{<role>: <constant or list OR'd>}`, checked against the libraries' enums and "
+                   "macros."),
+                _k("types", "`{<role>: <C type>}`."),
+                _k("module_formats", "What `Device.load_module` accepts, ex. `[ptx, elf, fatbin, source]`."),
+                _k("interop", "Interop protocols exported, ex. `[dlpack, cuda_array_interface]`."),
+                _k("soc_models", "`{<name>: {model, arch}}`: SoCs by model (QNN)."),
+            )),
+    Section("backend > operations", "Every trait operation of `core.yaml` is one or the other.", (
+                _k("implemented", "Operations the backend implements."),
+                _k("unsupported", "Operations it refuses with `UNSUPPORTED`."),
+            )),
+    Section("backend > capabilities", "How a device's numbers become its `Capability`.", (
+                _k("flags", "`{<key>: [FLAG, ...]}`: flags by capability key (`always` for all)."),
+                _k("tiers", "`{<key>: TIER}`: `default`, `integrated`, `name <token>` or a capability key."),
+                _k("vendors", "`{<key>: VENDOR}`."),
+                _k("match", "How keys compare with the device: `exact`, `compute_capability` (at least), "
+                   "`arch_prefix`, `hexagon_arch`, `gpu_family`."),
+                _k("arch_field", "With `match: arch_prefix`: the properties field naming the architecture, ex. "
+                   "`gcnArchName`."),
+            )),
+    Section("backend > soc_models > <name>", "One SoC.", (
+                _k("model", "Its model number.", True),
+                _k("arch", "Its architecture.", True),
+            )),
+)}
+
+
+def keys(path: str) -> tuple[str, ...]:
+    """The keys section ``path`` allows (a KeyError for a section not declared here is a generator bug)."""
+    return tuple(k.name for k in SECTIONS[path].keys)
+
+
+def required(path: str) -> tuple[str, ...]:
+    return tuple(k.name for k in SECTIONS[path].keys if k.required)
+
+
+def runtime_roles(runtime: Path) -> dict[str, dict[str, str]]:
+    """A hand-written backend runtime's ``SPEC_ROLES`` (section -> role -> the role it is needed with; ``""``:
+    always), read without importing it."""
+    from .surface import spec_roles
+
+    return spec_roles(runtime.read_text(encoding="utf-8")) or {}
+
+
+def render_markdown(runtime_dir: Path) -> str:
+    """docs/SPEC_KEYS.md: every section and key, then the roles each backend runtime declares."""
+    out = ["# Spec keys", "",
+           "Generated from `generator/schema.py`, the list the spec loaders check keys against "
+           "(`python -m ironaccelerator_gen spec-keys > docs/SPEC_KEYS.md`; `tests/test_schema.py` fails when this "
+           "file is stale). **Required** keys are marked; a section is reached through the key named in its path.",
+           ""]
+    groups = (("Library specs", "library"), ("The core spec", "core"), ("Backend specs", "backend"))
+    for title, prefix in groups:
+        out += [f"## {title}", ""]
+        for s in SECTIONS.values():
+            if s.path.split(" ")[0] != prefix:
+                continue
+            out += [f"### `{s.path}`", "", s.doc, "", "| key | | meaning |", "|---|---|---|"]
+            for k in s.keys:
+                doc = k.doc.replace("|", "\\|")
+                out.append(f"| `{k.name}` | {'**required**' if k.required else ''} | {doc} |")
+            out.append("")
+    out += ["## Backend roles", "",
+            "The `functions:`, `constants:` and `types:` roles a backend spec with `runtime: <name>` fills, from that "
+            "runtime's `SPEC_ROLES` (a role listed with another is needed only when that one is given).", ""]
+    for path in sorted(runtime_dir.glob("*.py")):
+        roles = runtime_roles(path) if "SPEC_ROLES" in path.read_text(encoding="utf-8") else {}
+        if not roles:
+            continue
+        out += [f"### `runtime: {path.stem}`", ""]
+        for section, table in roles.items():
+            out += [f"`{section}:`", "", "| role | needed with |", "|---|---|"]
+            for role, when in table.items():
+                out.append(f"| `{role}` | {f'`{when}`' if when else 'always'} |")
+            out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def literal_key_tuples(source: str) -> list[int]:
+    """Lines of ``source`` calling ``.mapping(node, <tuple literal>, ...)``: keys that bypass this schema."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "mapping":
+            if any(isinstance(a, ast.Tuple) and a.elts for a in node.args[1:3]):
+                lines.append(node.lineno)
+    return lines
+
+
+__all__ = ["Key", "PLATFORMS", "SECTIONS", "Section", "keys", "literal_key_tuples", "render_markdown", "required"]
