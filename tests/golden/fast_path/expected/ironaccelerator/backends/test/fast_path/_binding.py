@@ -31,7 +31,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'e277bc82df60e5b24a9e2f86'
+BUILD_ID = '683aa80fe0f47e5d512ef540'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
