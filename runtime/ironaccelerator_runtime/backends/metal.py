@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel,
+    Allocation, AllocationSlice, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel,
     KernelAttributes, KernelLaunch, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size,
     check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
 )
@@ -420,14 +420,24 @@ class MetalAllocation(Allocation):
         a = self.device.api
         return int(a.ffi.cast("uintptr_t", a.U.MTLBuffer_contents(self._bid)))
 
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        """The same ``MTLBuffer`` at an offset: kernels get it through ``setBuffer:offset:atIndex:``, blits through
+        their offsets."""
+        return AllocationSlice(self, offset, nbytes)
 
-def _buffer_of(x: Any, device: MetalDevice, what: str) -> Any:
-    """The raw ``id`` of an allocation argument of ``device``: INVALID_HANDLE if freed, INVALID_VALUE if not an
-    allocation of this device."""
+
+def _buffer_of(x: Any, device: MetalDevice, what: str) -> tuple[Any, int]:
+    """The raw ``id`` of an allocation argument of ``device`` and the offset of its bytes in it (a slice's):
+    INVALID_HANDLE if freed, INVALID_VALUE if not an allocation of this device."""
     if isinstance(x, (MetalAllocation, PooledAllocation)) and x.device is device:
         if x._freed or (type(x) is PooledAllocation and x.block._freed):
             raise Error(ErrorKind.INVALID_HANDLE, f"{what}: {x!r} was freed", backend=_NAME, function=what)
-        return x._bid
+        return x._bid, 0
+    if type(x) is AllocationSlice and isinstance(x.parent, MetalAllocation) and x.device is device:
+        if x._freed:
+            raise Error(ErrorKind.INVALID_HANDLE, f"{what}: the allocation of {x!r} was freed", backend=_NAME,
+                        function=what)
+        return x.parent._bid, x.offset
     if isinstance(x, Allocation):
         raise Error(ErrorKind.INVALID_VALUE, f"{what}: {x!r} is not an allocation of {device.descriptor.id}",
                     backend=_NAME, function=what)
@@ -698,11 +708,12 @@ class MetalStream(Stream):
                        src_offset: int = 0) -> None:
         what = "Stream.copy_from_host"
         self._live(what)
-        bid = _buffer_of(dst, self.device, what)
+        bid, base = _buffer_of(dst, self.device, what)
         view = host_view(src, backend=_KIND, function=what)
         so, at, n = host_span(view.nbytes, dst.nbytes, nbytes, src_offset, dst_offset, what, _KIND, to_device=True)
         if n == 0:
             return
+        at += base
         a = self._api
         staging = self._staging(n, what)
         try:
@@ -716,11 +727,12 @@ class MetalStream(Stream):
                      src_offset: int = 0) -> None:
         what = "Stream.copy_to_host"
         self._live(what)
-        bid = _buffer_of(src, self.device, what)
+        bid, base = _buffer_of(src, self.device, what)
         view = host_view(dst, writable=True, backend=_KIND, function=what)
         do, at, n = host_span(view.nbytes, src.nbytes, nbytes, dst_offset, src_offset, what, _KIND, to_device=False)
         if n == 0:
             return
+        at += base
         a = self._api
         out = view[do:do + n]
         if src.kind is MemoryKind.UNIFIED:  # shared storage: read its contents once the queue is done with it
@@ -740,12 +752,12 @@ class MetalStream(Stream):
              src_offset: int = 0) -> None:
         what = "Stream.copy"
         self._live(what)
-        d = _buffer_of(dst, self.device, what)
-        s = _buffer_of(src, self.device, what)
+        d, dbase = _buffer_of(dst, self.device, what)
+        s, sbase = _buffer_of(src, self.device, what)
         so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, _KIND)
         if n:
             self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(
-                enc, s, so, d, do, n))
+                enc, s, sbase + so, d, dbase + do, n))
 
     def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
              width: int = 1) -> None:
@@ -753,7 +765,7 @@ class MetalStream(Stream):
         differ is UNSUPPORTED (one whose bytes are all the same, such as 0, is that byte)."""
         what = "Stream.fill"
         self._live(what)
-        d = _buffer_of(dst, self.device, what)
+        d, base = _buffer_of(dst, self.device, what)
         v, w = fill_pattern(value, width, what, _KIND)
         o, n = check_span(dst.nbytes, offset, nbytes, "dst", what, _KIND, width=w)
         pattern = v.to_bytes(w, "little")
@@ -761,7 +773,8 @@ class MetalStream(Stream):
             raise Error(ErrorKind.UNSUPPORTED, f"{what}: Metal's blit encoder fills bytes; the {w}-byte pattern "
                         f"{v:#x} is not one byte repeated", backend=_NAME, function=what)
         if n:
-            self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_fillBuffer_range_value_(enc, d, (o, n), pattern[0]))
+            self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_fillBuffer_range_value_(enc, d, (base + o, n),
+                                                                                         pattern[0]))
 
     # ---- launches
     def _pack(self, launch: Any, what: str) -> tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]:
@@ -785,7 +798,7 @@ class MetalStream(Stream):
         if slots is not None and len(args) != len(slots):
             raise Error(ErrorKind.INVALID_VALUE, f"{what}: {kernel.name} takes {len(slots)} arguments "
                         f"([[buffer(i)]] parameters), got {len(args)}", backend=_NAME, function=what)
-        packed = []
+        packed: list[tuple[bool, int, Any]] = []  # (True, index, (buffer id, offset)) or (False, index, bytes)
         for i, x in enumerate(args):
             slot = slots[i] if slots is not None else None
             index = slot.index if slot is not None else i
@@ -812,7 +825,7 @@ class MetalStream(Stream):
             setBuffer, setBytes = self._setBuffer, self._setBytes
             for is_buffer, index, v in packed:
                 if is_buffer:
-                    setBuffer(enc, v, 0, index)
+                    setBuffer(enc, v[0], v[1], index)
                 else:
                     setBytes(enc, v, len(v), index)
             self._dispatch(enc, dims.grid, dims.block)
