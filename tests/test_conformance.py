@@ -1137,7 +1137,7 @@ def test_threads_share_device_module_kernel_and_pool(device: Device, kernels: di
     pool.trim()
 
 
-SLICES_UNSUPPORTED = {BackendKind.QNN}  # (client-buffer offsets: not wired yet)
+SLICES_UNSUPPORTED: set[BackendKind] = set()  # (every backend slices; QNN: tests/test_qnn_backend.py)
 
 
 def test_allocation_slices_as_kernel_arguments(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:

@@ -216,6 +216,37 @@ def test_repeated_launch_rebinds_new_arguments(device: Any, module: Any) -> None
     assert np.all(out == 4)
 
 
+
+def test_allocation_slices_bind_graph_tensors_and_take_copies(device: Any, module: Any) -> None:
+    """alloc[start:stop] on QNN: the client buffer's address moved by start, as graph inputs and outputs and in
+    copies and fills; the bytes around the slices are untouched; INVALID_HANDLE once the allocation is freed."""
+    k = module.kernel("add_f32")
+    s = device.create_stream()
+    n = 4 * G.N
+    a = device.alloc(4 * n)
+    x, y, z = a[0:n], a[n:2 * n], a[3 * n:]
+    s.fill(a, 0xAB)
+    s.copy_from_host(x, np.full((1, G.N), 1.5, np.float32))
+    s.copy_from_host(y, np.full((1, G.N), 2.0, np.float32))
+    s.launch(KernelLaunch(k, LaunchDims(), (x, y, z)))
+    out = np.zeros(4 * n, np.uint8)
+    s.copy_to_host(out, a)
+    s.synchronize()
+    assert np.all(out[3 * n:].view(np.float32) == 3.5)
+    assert np.all(out[2 * n:3 * n] == 0xAB)  # between the slices
+    s.fill(z[:16], 0)
+    back = np.zeros(n, np.uint8)
+    s.copy_to_host(back, z)
+    assert not back[:16].any() and np.all(back[16:].view(np.float32) == 3.5)
+    assert np.frombuffer(z.host_view(), np.float32)[-1] == 3.5
+    with pytest.raises(Error) as e:
+        s.launch(KernelLaunch(k, LaunchDims(), (x, y, a[3 * n + 4:])))  # a slice shorter than the tensor
+    assert e.value.kind is ErrorKind.INVALID_VALUE
+    a.free()
+    with pytest.raises(Error) as e:
+        s.copy_to_host(back, z)
+    assert e.value.kind is ErrorKind.INVALID_HANDLE
+
 def test_reload_in_a_new_process(binary: bytes, tmp_path: Path) -> None:
     path = tmp_path / "add.bin"
     path.write_bytes(binary)

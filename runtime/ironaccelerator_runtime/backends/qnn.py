@@ -44,7 +44,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime.backends import qnn_log, qnn_saver
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
-    Allocation, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, LaunchDims,
+    Allocation, AllocationSlice, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, LaunchDims,
     Module, PooledAllocation, Result, Stream, check_size, check_span, compile_options, device_span, host_span,
     fill_pattern, host_view, not_a_launch,
 )
@@ -530,6 +530,10 @@ class QnnAllocation(Allocation):
         """QNN client buffers are host memory, whatever the kind: every allocation has a host view."""
         return int(self.device.api.ffi.cast("uintptr_t", self.buffer))
 
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        """Host memory: a slice is the client buffer's address moved by ``offset``."""
+        return AllocationSlice(self, offset, nbytes)
+
     def _release(self) -> Error | None:
         self.buffer = None  # the memory goes with the last reference (a launch never binds a freed allocation)
         foreign = self._foreign
@@ -540,10 +544,14 @@ class QnnAllocation(Allocation):
 
 
 def _live(a: Any, what: str, device: QnnDevice) -> Any:
-    """The cffi buffer of a QNN allocation (pooled or not) for use on ``device``: INVALID_HANDLE if freed or the
-    device closed, INVALID_VALUE if another device's, TypeError if not an allocation."""
+    """The cffi buffer of a QNN allocation (pooled or not; a slice's: its allocation's, at the slice's offset) for
+    use on ``device``: INVALID_HANDLE if freed or the device closed, INVALID_VALUE if another device's, TypeError
+    if not an allocation."""
     t = type(a)
-    if t is QnnAllocation:
+    offset = 0
+    if t is AllocationSlice and type(a.parent) is QnnAllocation:
+        offset, block = a.offset, a.parent
+    elif t is QnnAllocation:
         block = a
     elif t is PooledAllocation and type(a.block) is QnnAllocation:
         block = a.block
@@ -557,7 +565,7 @@ def _live(a: Any, what: str, device: QnnDevice) -> Any:
     if block.device is not device:
         raise Error(ErrorKind.INVALID_VALUE, f"{what}: {a!r} belongs to another device than the stream",
                     backend=_NAME, function=what)
-    return block.buffer
+    return block.buffer + offset if offset else block.buffer
 
 
 # ---------------------------------------------------------------------------------------------------- modules
