@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import fnmatch
 import json
 import tempfile
@@ -95,8 +96,10 @@ def _functions(b: _Binder, spec: LibrarySpec, selected: Iterable[str], publics: 
     """``symbols``/``pins``: a tree's tables; None: from the header (its renames and version typedefs)."""
     skip = {f.name.value for f in spec.functions if f.skip}
     override = {f.name.value: f.symbol.value for f in spec.functions if f.symbol is not None}
-    versions = b.version_candidates() if pins is None else {}
-    if spec.proc_address is not None:  # the resolver itself is found with dlsym: it has no pin (as in a tree)
+    # a pin is the ABI version the proc_address resolver is asked for (a tree's RESOLVER pins); the resolver itself
+    # is found with dlsym, and a library without that resolver pins nothing
+    versions = b.version_candidates() if pins is None and spec.proc_address is not None else {}
+    if spec.proc_address is not None:
         versions.pop(spec.proc_address.function.value, None)
     out = {}
     for name in selected:
@@ -273,7 +276,9 @@ class SpecBreak:
     entry: str  # the spec key that names it  ex) functions[cuMemAlloc].params  | backend functions: alloc
 
     def text(self) -> str:
-        return f"{self.location}: {self.entry} names {self.kind} '{self.name}', which the new side does not declare"
+        which = "matches nothing the new side declares" if self.kind.endswith("pattern") else \
+            "the new side does not declare"
+        return f"{self.location}: {self.entry} names {self.kind} '{self.name}', which {which}"
 
     def as_json(self) -> dict[str, Any]:
         return {"location": str(self.location), "kind": self.kind, "name": self.name, "entry": self.entry}
@@ -556,6 +561,19 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--json", action="store_true", help="print JSON (sorted keys and rows) instead of text")
 
 
+def _as_given(loc: Location, spec_dir: Path) -> Location:
+    """``loc`` naming its spec as the user named the spec directory (``--specs /tmp/x`` -> ``/tmp/x/cuda/a.yaml``),
+    as the CLI's error messages do: a row names a file one can open from here."""
+    import os
+    from dataclasses import replace
+
+    prefix = Path(os.path.abspath(spec_dir)).name + "/"
+    given = spec_dir.as_posix().rstrip("/") + "/"
+    if given == prefix or not loc.file.startswith(prefix):
+        return loc
+    return replace(loc, file=given + loc.file[len(prefix):])
+
+
 def _arg_error(where: str, message: str) -> UserError:
     return UserError([Diagnostic(location=Location(file=where, line=1, col=1), message=message)])
 
@@ -635,7 +653,8 @@ def run(args: argparse.Namespace) -> int:
             skipped += [s for s in (old, new) if isinstance(s, str)]
             continue
         d = compare(old, new)
-        d.spec = spec_breaks(spec, backends, old, new)
+        d.spec = [dataclasses.replace(b, location=_as_given(b.location, spec_dir))
+                  for b in spec_breaks(spec, backends, old, new)]
         drifts.append(d)
     breaks = sum(len(d.spec) for d in drifts)
     if args.json:
