@@ -478,7 +478,6 @@ def spec_breaks(spec: LibrarySpec, backends: Iterable[BackendSpec], old: Snapsho
     def macro_pattern(s: Snapshot, p: str) -> bool:
         return any(fnmatch.fnmatchcase(n, p.lstrip("!")) for n in s.constants)
 
-    since = {f.name.value: f.since for f in spec.functions}
     for fs in spec.functions:
         if _older(new.version, fs.since):
             continue
@@ -533,7 +532,6 @@ def spec_breaks(spec: LibrarySpec, backends: Iterable[BackendSpec], old: Snapsho
         for r, t in b.types:
             base = " ".join(w for w in t.value.replace("*", " ").split() if w != "const")
             refs.append((Name(value=base, location=t.location), "type", f"types: {r.value}: ({b.path})", typename))
-    del since
     out = {(n.location.file, n.location.line, n.location.col, n.value, entry):
            SpecBreak(location=n.location, kind=kind, name=n.value, entry=entry)
            for n, kind, entry, present in refs if present(old, n.value) and not present(new, n.value)}
