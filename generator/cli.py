@@ -1,4 +1,4 @@
-"""Command line: ``ironaccel-gen generate|build|sdks|spec-keys`` (also ``python -m ironaccelerator_gen``)."""
+"""Command line: ``ironaccel-gen generate|build|sdks|spec-keys|drift`` (also ``python -m ironaccelerator_gen``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from .diagnostics import UserError
 
@@ -36,7 +37,26 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("spec-keys", help="print the reference of every spec key (docs/SPEC_KEYS.md) from the loaders' schema")
     s = sub.add_parser("sdks", help="list the SDKs the library specs declare that are found, with version and path")
     s.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
+    _add_drift_parser(sub)
     return p
+
+
+def _add_drift_parser(sub: Any) -> None:
+    """The ``drift`` subcommand's arguments (here, so that a CLI start does not import generator/drift.py)."""
+    d = sub.add_parser(
+        "drift", help="report API drift of the bound libraries between two SDKs or generated trees",
+        description="Compare two versions of the bound libraries: two SDKs of one kind (--sdk KIND=OLD --sdk "
+                    "KIND=NEW), two generated trees (--old-tree DIR --new-tree DIR), or a generated tree against an "
+                    "SDK (--old-tree generated: the checked-in output against the installed SDK or --sdk). Exit "
+                    "status 1 when something a spec refers to disappears, 0 otherwise, 2 on a user error.")
+    d.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
+    d.add_argument("--sdk", action="append", default=[], metavar="KIND=PATH",
+                   help="an SDK root or include directory; a kind given twice: the first is old, the second new")
+    d.add_argument("--old-tree", type=Path, default=None, metavar="DIR", help="the old side: a generated tree")
+    d.add_argument("--new-tree", type=Path, default=None, metavar="DIR", help="the new side: a generated tree")
+    d.add_argument("--only", action="append", default=[], metavar="VENDOR.LIBRARY", help="compare only these")
+    d.add_argument("--frontend", choices=("clang", "pycparser"), default=None, help="the C front-end for SDK sides")
+    d.add_argument("--json", action="store_true", help="print JSON (sorted keys and rows) instead of text")
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -207,6 +227,12 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(render_markdown(Path(__file__).resolve().parent.parent / "runtime" /
                                              "ironaccelerator_runtime" / "backends"))
             return 0
+        if args.command == "drift":
+            from .drift import run as drift
+            try:
+                return drift(args)
+            except UserError as e:
+                raise _as_given(e, args.specs) from None
         if args.command == "sdks":
             from .sdk import descriptions, discover
             descs = descriptions(args.specs)
