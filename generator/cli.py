@@ -1,4 +1,4 @@
-"""Command line: ``ironaccel-gen generate|build|sdks`` (also ``python -m ironaccelerator_gen``)."""
+"""Command line: ``ironaccel-gen generate|build|sdks|scaffold`` (also ``python -m ironaccelerator_gen``)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="rebuild every module, even those whose inputs are unchanged")
     s = sub.add_parser("sdks", help="list the SDKs the library specs declare that are found, with version and path")
     s.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
+    from .scaffold import add_parser as add_scaffold
+    add_scaffold(sub)
     return p
 
 
@@ -201,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
                 return EXIT_USER_ERROR
             build_all(args.out, api=not args.abi_only, jobs=args.jobs, force=args.force)
             return 0
+        if args.command == "scaffold":
+            from .scaffold import run as scaffold
+            return scaffold(args)
         if args.command == "sdks":
             from .sdk import descriptions, discover
             descs = descriptions(args.specs)
