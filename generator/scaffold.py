@@ -268,6 +268,9 @@ def split_name(name: str) -> tuple[str, str]:
                                      for p in parts)
     if bad:
         raise _fail(f"{name!r} is not VENDOR.LIBRARY (two Python module names, ex. opencl.cl)", "ironaccel-gen")
+    if parts[1] in ("core", "backend"):  # generate reads <vendor>/core.yaml and backend.yaml as other specs
+        raise _fail(f"library '{parts[1]}': its spec would be {parts[0]}/{parts[1]}.yaml, a name generate does not "
+                    "read as a library spec; choose another name", "ironaccel-gen")
     return parts[0], parts[1]
 
 
@@ -405,7 +408,11 @@ def find_version(h: Header, marker: str) -> tuple[tuple[str, str], ...]:
     (/``_PATCH``) joined; else the newest ``<P>_VERSION_<major>_<minor>`` (OpenCL); else one ``<P>_VERSION``
     integer (its encoding is left to review).  ``header:`` where they are not in the marker."""
     ints = {c.name: c for c in h.constants if isinstance(c.value, int) and not isinstance(c.value, bool)}
-    where = lambda name: () if ints[name].location.file == marker else (("header", _scalar(ints[name].location.file)),)
+
+    def where(name: str) -> tuple[tuple[str, str], ...]:
+        f = ints[name].location.file
+        return () if f == marker else (("header", _scalar(f)),)
+
     for name in sorted(ints):
         if name.endswith("_VERSION_MAJOR") and name[:-5] + "MINOR" in ints:
             parts = [name, name[:-5] + "MINOR"] + ([name[:-5] + "PATCH"] if name[:-5] + "PATCH" in ints else [])
@@ -491,19 +498,20 @@ def _ldconfig() -> list[Path]:
 
 
 def find_libraries(stems: Sequence[str], dirs: Sequence[Path], listed: Sequence[Path]) -> list[Path]:
-    """Library files ``lib<stem>.so*`` (a stem of 3 letters or more may follow a vendor's own prefix and take a
-    number: libamdhip64 for hip), for the first stem that has any; searched in ``dirs`` and the files ``listed``
-    (ldconfig -p)."""
+    """Library files ``lib<stem>.so*`` for the first stem that has any, searched in ``dirs`` and the files
+    ``listed`` (ldconfig -p).  The first stem (the function prefix) of 3 letters or more may also follow a vendor's
+    own prefix and take a number (libamdhip64 for hip); the others (header, library and vendor names: 'api' is
+    in libglapi) must match whole."""
     files: set[Path] = set(p for p in listed)
     for d in dirs:
         try:
             files |= {p for p in d.iterdir() if ".so" in p.name}
         except OSError:
             continue
-    for stem in stems:
+    for i, stem in enumerate(stems):
         s = re.escape(stem)
-        pat = re.compile(rf"lib{s}\.so(\.\d+)*\Z" if len(stem) < 3 else rf"lib[A-Za-z0-9]*?{s}\d*\.so(\.\d+)*\Z",
-                         re.IGNORECASE)
+        pat = re.compile(rf"lib{s}\.so(\.\d+)*\Z" if i or len(stem) < 3 else
+                         rf"lib[A-Za-z0-9]*?{s}\d*\.so(\.\d+)*\Z", re.IGNORECASE)
         hits = sorted(p for p in files if pat.match(p.name))
         if hits:
             return hits
@@ -719,9 +727,10 @@ def scaffold(o: Options) -> str:
               error_type=errs.type, error_note=errs.note, success=errs.success, macros=errs.macros,
               out_param=errs.out_param, codes=codes)
     last: UserError | None = None
-    for k in [kind] if o.sdk else list(dict.fromkeys([vendor, library])):
-        try:  # the vendor's name, else (declared by another spec for other headers) the library's
-            d = _sdk_block(replace(d, sdk_kind=k), include_dir, k, existing)
+    same = sorted(s.sdk_spec.kind.value for s in existing if s.sdk_spec is not None and s.sdk_spec.marker == rel)
+    for sk in [kind] if o.sdk else list(dict.fromkeys([*same, vendor, library])):
+        try:  # a kind declared for this header; the vendor's name; else (declared for other headers) the library's
+            d = _sdk_block(replace(d, sdk_kind=sk), include_dir, sk, existing)
             break
         except UserError as e:
             last = e
