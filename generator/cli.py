@@ -1,4 +1,4 @@
-"""Command line: ``ironaccel-gen generate|build|sdks|spec-keys|drift`` (also ``python -m ironaccelerator_gen``)."""
+"""Command line: ``ironaccel-gen generate|build|sdks|spec-keys|drift|scaffold`` (also ``python -m ironaccelerator_gen``)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,28 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sdks", help="list the SDKs the library specs declare that are found, with version and path")
     s.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
     _add_drift_parser(sub)
+    _add_scaffold_parser(sub)
     return p
+
+
+def _add_scaffold_parser(sub: Any) -> None:
+    """The ``scaffold`` subcommand's arguments (here, so that a CLI start does not import generator/scaffold.py)."""
+    s = sub.add_parser("scaffold", help="write a starting spec for a library not yet bound (--missing: what an "
+                       "existing spec leaves unbound or inferred)")
+    s.add_argument("library", metavar="VENDOR.LIBRARY")
+    s.add_argument("--header", type=Path, help="the library's main header")
+    s.add_argument("--sdk", action="append", default=[], metavar="KIND=PATH",
+                   help="the SDK kind and its root or include directory (the header is named relative to it)")
+    s.add_argument("--define", action="append", default=[], metavar="NAME[=VALUE]", help="a macro to define")
+    s.add_argument("--undefine", action="append", default=[], metavar="NAME", help="a predefined macro to drop")
+    s.add_argument("--backend", help="the core backend kind (default: guessed from the vendor)")
+    s.add_argument("--lib-dir", action="append", default=[], type=Path, metavar="DIR",
+                   help="also look for the library file here")
+    s.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
+    s.add_argument("--out", help="the file to write (default: SPECS/VENDOR/LIBRARY.yaml; - for stdout)")
+    s.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    s.add_argument("--missing", action="store_true",
+                   help="report on the existing spec: functions not bound nor excluded, inferred pointer directions")
 
 
 def _add_drift_parser(sub: Any) -> None:
@@ -233,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                 return drift(args)
             except UserError as e:
                 raise _as_given(e, args.specs) from None
+        if args.command == "scaffold":
+            from .scaffold import run as scaffold
+            return scaffold(args)
         if args.command == "sdks":
             from .sdk import descriptions, discover
             descs = descriptions(args.specs)

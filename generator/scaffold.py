@@ -1,0 +1,938 @@
+"""``ironaccel-gen scaffold``: a starting spec for a library not yet bound, and ``--missing``: what an existing
+spec leaves to review.
+
+The scaffold reads one header with the C front-end the generator uses and writes what a header can suggest:
+where the SDK is (``sdk:``), the function prefix (``bind.include``), the status type and its codes (an enum, or
+negative ``#define``s as OpenCL has) each with an ``ErrorKind`` suggested by its name and marked for review, and
+the library files found on this system (``loader:``).  The draft is then loaded with the project's own loader
+and bound against the parsed header before anything is written; a function the binder refuses is excluded with
+the reason, so the spec written generates and builds without edits.  Suggestions are naming rules, never
+meaning: every one carries a ``# review`` comment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import importlib.metadata
+import json
+import keyword
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .bind import BoundLibrary, bind
+from .diagnostics import Diagnostic, UserError
+from .frontend import ParseRequest, parse
+from .ctypes_util import resolve
+from .ir import (Builtin, CType, EnumRef, Function, FunctionProto, Header, InlineEnum, Location, Pointer, RecordRef,
+                 TypedefRef)
+from .spec import IDENT, CoreSpec, LibrarySpec, load_core, load_library
+
+EXIT_USER_ERROR = 2
+DEFAULT_SPECS = Path(__file__).resolve().parent.parent / "specs"
+
+# Suggested ErrorKind by a code's name: the first rule with a pattern in the code's words (the name in upper case,
+# camelCase split at each capital: hipErrorOutOfMemory -> _HIP_ERROR_OUT_OF_MEMORY_); a pattern ending in '$'
+# must end the name (CL_INVALID_KERNEL is a bad handle, CL_INVALID_KERNEL_ARGS a bad value).  The order matters:
+# LAUNCH_OUT_OF_RESOURCES is a failed launch before it is memory, DEVICE_NOT_FOUND no device before NOT_FOUND.
+# They follow how specs/cuda/driver.yaml, specs/hip/runtime.yaml and specs/opencl/cl.yaml map their codes.
+KIND_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("LAUNCH_FAILED", ("_LAUNCH_", "_ILLEGAL_ADDRESS_", "_ILLEGAL_INSTRUCTION_", "_MISALIGNED_ADDRESS_",
+                       "_HARDWARE_STACK_ERROR_", "_ASSERT_$", "_EXEC_STATUS_ERROR_")),
+    ("OUT_OF_MEMORY", ("_OUT_OF_MEMORY_", "_OUT_OF_RESOURCES_", "_OUT_OF_HOST_MEMORY_", "_ALLOCATION_FAIL",
+                       "_MEMORY_ALLOCATION_", "_HEAP_EXHAUSTED_", "_NO_MEMORY_")),
+    ("NOT_READY", ("_NOT_READY_", "_BUSY_$")),
+    ("NOT_INITIALIZED", ("_NOT_INITIALIZED_", "_UNINITIALIZED_", "_DEINITIALIZED_", "_INITIALIZATION_ERROR_")),
+    ("NO_DEVICE", ("_NO_DEVICE_", "_DEVICE_NOT_FOUND_", "_DEVICE_NOT_AVAILABLE_", "_DEVICE_UNAVAILABLE_",
+                   "_INSUFFICIENT_DRIVER_")),
+    ("LIBRARY_NOT_FOUND", ("_LIBRARY_NOT_FOUND_", "_FILE_NOT_FOUND_", "_SHARED_OBJECT_INIT_")),
+    ("SYMBOL_NOT_FOUND", ("_SYMBOL_NOT_FOUND_",)),
+    ("COMPILE_FAILED", ("_COMPILATION_$", "_COMPILE_PROGRAM_", "_COMPILER_NOT_", "_LINKER_NOT_", "_LINK_PROGRAM_",
+                        "_BUILD_PROGRAM_", "_INVALID_PTX_$", "_INVALID_IMAGE_$", "_INVALID_BINARY_$",
+                        "_NO_BINARY_", "_INVALID_SOURCE_$", "_JIT_", "_PROGRAM_CREATION_")),
+    ("UNSUPPORTED", ("_NOT_SUPPORTED_", "_UNSUPPORTED_", "_NOT_IMPLEMENTED_", "_NOT_PERMITTED_", "_NOT_AVAILABLE_",
+                     "_INVALID_OPERATION_$")),
+    ("INVALID_HANDLE", ("_INVALID_HANDLE_$", "_INVALID_RESOURCE_HANDLE_$", "_INVALID_CONTEXT_$", "_INVALID_QUEUE_$",
+                        "_INVALID_COMMAND_QUEUE_$", "_INVALID_DEVICE_QUEUE_$", "_INVALID_MEM_OBJECT_$",
+                        "_INVALID_PROGRAM_$", "_INVALID_KERNEL_$", "_INVALID_EVENT_$", "_INVALID_SAMPLER_$",
+                        "_INVALID_STREAM_$", "_INVALID_MODULE_$", "_INVALID_FUNCTION_$", "_INVALID_GRAPH_$",
+                        "_INVALID_OBJECT_$", "_INVALID_GL_OBJECT_$", "_CONTEXT_IS_DESTROYED_", "_NOT_FOUND_")),
+    ("INVALID_VALUE", ("_INVALID_VALUE_", "_INVALID_ARG", "_INVALID_INPUT_", "_INVALID_OPTION", "_INVALID_",
+                       "_BAD_PARAM", "_OUT_OF_RANGE_", "_OVERLAP_", "_SIZE_RESTRICTION_")),
+    ("UNKNOWN", ("_UNKNOWN_",)),
+)
+
+# predefined macros a vendor header turns into SIMD members (cl_platform.h: __m128 in cl_float4) that the IR,
+# plain C, cannot model: dropped when parsing fails inside a compiler's *intrin.h
+SIMD_MACROS = ("__SSE__", "__SSE2__", "__MMX__", "__AVX__")
+
+LIB_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/usr/local/lib64",
+            "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu")
+_ABS_DIR = re.compile(r"(/[A-Za-z0-9_.*+\-]+)+\Z")  # what the spec loader accepts as a directory
+_REL_DIR = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
+
+
+def words(name: str) -> str:
+    """A code's name as ``_WORD_WORD_``: upper case, split at underscores and camelCase capitals.
+    ex) ``hipErrorOutOfMemory`` -> ``_HIP_ERROR_OUT_OF_MEMORY_``; ``CL_INVALID_VALUE`` -> ``_CL_INVALID_VALUE_``"""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
+    return "_" + "_".join(w for w in spaced.upper().split("_") if w) + "_"
+
+
+def suggest_kind(name: str) -> tuple[str, str] | None:
+    """The ErrorKind a code's name suggests, with the rule that matched (``*OUT_OF_MEMORY*``), or None."""
+    w = words(name)
+    for kind, patterns in KIND_RULES:
+        for p in patterns:
+            ends = p.endswith("$")
+            if w.endswith(p[:-1]) if ends else p in w:
+                return kind, "*" + p.strip("_$") + ("" if ends else "*")
+    return None
+
+
+def first_word(name: str) -> str:
+    """A function's prefix: its first word.  ex) clGetPlatformIDs -> cl, nvrtcVersion -> nvrtc,
+    QnnBackend_create -> Qnn, make_uchar1 -> make, __hipPushCallConfiguration -> __hip, CUDA_init -> CUDA"""
+    m = re.match(r"_*(?:[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+)", name)
+    return m.group(0) if m else name
+
+
+# ------------------------------------------------------------------------------ the draft
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodeRow:
+    """One status code with what the scaffold suggests for it.  ex) ``CL_OUT_OF_RESOURCES``, OUT_OF_MEMORY"""
+
+    name: str
+    value: int
+    kind: str | None  # the suggested ErrorKind; None: defaulted (no rule matched)
+    rule: str = ""  # ex) *OUT_OF_MEMORY*
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Draft:
+    """What the scaffold writes, as data; :func:`render` turns it into YAML with its review comments."""
+
+    vendor: str  # ex) opencl
+    library: str  # ex) cl
+    backend: str  # ex) OPENCL
+    backend_note: str
+    source: str  # the header as given, for the banner  ex) /usr/include/CL/cl.h
+    header: str  # ex) CL/cl.h (relative to the include directory)
+    sdk_kind: str  # ex) opencl
+    sdk_ref: bool = False  # True: another spec declares this kind (written as ``sdk: kind``)
+    sdk_env: tuple[str, ...] = ()
+    sdk_roots: tuple[str, ...] = ()
+    sdk_include_dirs: tuple[str, ...] = ()
+    sdk_wheels: tuple[tuple[str, str], ...] = ()  # (include, dist)
+    sdk_note: str = ""
+    sdk_version: tuple[tuple[str, str], ...] = ()  # the version: block, (key, YAML value)  ex) (macro, CUDA_VERSION)
+    defines: tuple[tuple[str, str], ...] = ()
+    define_note: str = ""
+    undefines: tuple[str, ...] = ()
+    undefine_note: str = ""
+    include: tuple[str, ...] = ()
+    include_note: str = ""
+    others: tuple[tuple[str, int], ...] = ()  # other prefixes, not bound: (prefix, count)
+    exclude: tuple[tuple[str, str], ...] = ()  # (pattern, why)
+    loader: tuple[str, ...] = ()
+    loader_note: str = ""
+    loader_wheel_dirs: tuple[str, ...] = ()
+    loader_sdk_dirs: tuple[str, ...] = ()
+    loader_sdk_env: tuple[str, ...] = ()
+    loader_sdk_roots: tuple[str, ...] = ()
+    error_type: str | None = None  # None: ``errors: none``
+    error_note: str = ""
+    success: tuple[str, ...] = ()
+    macros: tuple[str, ...] = ()  # errors.macros patterns (negative #define codes)
+    out_param: str | None = None
+    name_function: str | None = None
+    codes: tuple[CodeRow, ...] = ()
+    inferred: int = 0  # pointer parameters whose direction is inferred
+
+
+def _scalar(s: str) -> str:
+    """``s`` as a YAML scalar: plain where YAML reads it back as that string, else double-quoted (JSON)."""
+    plain = re.fullmatch(r"[A-Za-z_/][A-Za-z0-9_./\-]*", s) is not None and s.lower() not in (
+        "true", "false", "yes", "no", "on", "off", "null", "y", "n")
+    return s if plain else json.dumps(s)
+
+
+def _flow(items: Iterable[str]) -> str:
+    return "[" + ", ".join(_scalar(x) for x in items) + "]"
+
+
+def _comment(text: str) -> str:
+    return f"  # {text}" if text else ""
+
+
+def render(d: Draft) -> str:
+    """The spec's YAML text: deterministic (the draft's order; no dates, no absolute paths but the SDK's)."""
+    out = [f"# {d.vendor}.{d.library}: a starting spec written by `ironaccel-gen scaffold` from {d.header}.",
+           "# Every suggestion is marked 'review' (or TODO): read each, then delete the mark.  Parameter directions",
+           f"# are inferred from their types: `ironaccel-gen scaffold {d.vendor}.{d.library} --missing` lists the "
+           f"{d.inferred}",
+           "# pointer parameters to state in functions: (direction, len, nullable, string).",
+           f"vendor: {_scalar(d.vendor)}",
+           f"library: {_scalar(d.library)}",
+           f"backend: {_scalar(d.backend)}{_comment(d.backend_note)}"]
+    if d.sdk_ref:
+        out.append(f"sdk: {_scalar(d.sdk_kind)}{_comment(d.sdk_note)}")
+    else:
+        out += ["sdk:" + _comment(d.sdk_note), f"  kind: {_scalar(d.sdk_kind)}", f"  marker: {_scalar(d.header)}"]
+        if d.sdk_env:
+            out.append(f"  env: {_flow(d.sdk_env)}  # review: guessed names of the variables that point at the SDK")
+        if d.sdk_roots:
+            out.append(f"  roots: {_flow(d.sdk_roots)}")
+        if d.sdk_include_dirs:
+            out.append(f"  include_dirs: {_flow(d.sdk_include_dirs)}")
+        if d.sdk_version:
+            out.append("  version: {" + ", ".join(f"{k}: {v}" for k, v in d.sdk_version) + "}  # review")
+        if d.sdk_wheels:
+            out.append("  wheels:")
+            out += [f"    - {{include: {_scalar(inc)}, dist: {_scalar(dist)}}}" for inc, dist in d.sdk_wheels]
+    out.append(f"headers: {_flow([d.header])}")
+    if d.defines:
+        out.append("defines:" + _comment(d.define_note))
+        out += [f"  {_scalar(k)}: {json.dumps(v)}" for k, v in d.defines]
+    if d.undefines:
+        out.append(f"undefines: {_flow(d.undefines)}{_comment(d.undefine_note)}")
+    out += ["", "bind:", f"  include: {_flow(d.include)}{_comment(d.include_note)}"]
+    if d.others:
+        listed = ", ".join(f"{p}* ({n})" for p, n in d.others)
+        out.append(f"  # other prefixes, not bound: {listed}")
+    if d.exclude:
+        out.append("  exclude:")
+        out += [f"    - {_scalar(p)}{_comment(why)}" for p, why in d.exclude]
+    out += ["", "loader:", f"  linux: {_flow(d.loader)}{_comment(d.loader_note)}"]
+    for key, values in (("wheel_dirs", d.loader_wheel_dirs), ("sdk_dirs", d.loader_sdk_dirs),
+                        ("sdk_env", d.loader_sdk_env), ("sdk_roots", d.loader_sdk_roots)):
+        if values:
+            out.append(f"  {key}: {_flow(values)}")
+    out.append("")
+    if d.error_type is None:
+        out.append(f"errors: none{_comment(d.error_note)}")
+    else:
+        out += ["errors:", f"  type: {_scalar(d.error_type)}{_comment(d.error_note)}"]
+        if d.macros:
+            out.append("  # review: the codes are the negative #defines the first pattern matches, less each !NAME:")
+            out.append("  # negative too, but outside the run of codes that follows the success code")
+            out.append("  macros:")
+            out += [f"    - {_scalar(m)}" for m in d.macros]
+        if d.out_param:
+            out.append(f"  out_param: {_scalar(d.out_param)}  # review: functions returning an object report "
+                       "their status here")
+        out.append(f"  success: {_flow(d.success)}{'  # TODO: no success code found' if not d.success else ''}")
+        if d.name_function:
+            out.append(f"  name_function: {_scalar(d.name_function)}  # review: the code's name for messages")
+        out.append("  default: DRIVER")
+        kinds: dict[str, list[CodeRow]] = {}
+        for row in d.codes:
+            if row.kind is not None:
+                kinds.setdefault(row.kind, []).append(row)
+        width = max((len(r.name) for r in d.codes), default=0)
+        if kinds:
+            out.append("  kinds:  # suggested from each code's name: review each")
+            for kind, _ in KIND_RULES:
+                if kind in kinds:
+                    out.append(f"    {kind}:")
+                    out += [f"      - {r.name:<{width}}  # review: {r.rule} ({r.value})" for r in kinds[kind]]
+        else:
+            out.append("  kinds: {}  # no code's name suggests a kind: see defaulted")
+        rest = [r for r in d.codes if r.kind is None]
+        if rest:
+            out.append("  defaulted:  # no kind suggested by the name: these raise the default (DRIVER)")
+            out += [f"    - {r.name:<{width}}  # review ({r.value})" for r in rest]
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------------------ reading the header
+
+
+def _fail(message: str, where: str = "scaffold") -> UserError:
+    return UserError([Diagnostic(location=Location(file=where, line=1, col=1), message=message)])
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """``vendor.library`` -> (vendor, library); each a Python module name."""
+    parts = name.split(".")
+    bad = len(parts) != 2 or not all(IDENT.match(p) and not keyword.iskeyword(p) and not p.startswith("_")
+                                     for p in parts)
+    if bad:
+        raise _fail(f"{name!r} is not VENDOR.LIBRARY (two Python module names, ex. opencl.cl)", "ironaccel-gen")
+    if parts[1] in ("core", "backend"):  # generate reads <vendor>/core.yaml and backend.yaml as other specs
+        raise _fail(f"library '{parts[1]}': its spec would be {parts[0]}/{parts[1]}.yaml, a name generate does not "
+                    "read as a library spec; choose another name", "ironaccel-gen")
+    return parts[0], parts[1]
+
+
+def locate_header(header: Path, sdk_path: Path | None) -> tuple[Path, str]:
+    """(include directory, header path relative to it): under ``sdk_path`` (a root or include directory) when
+    given, else below the nearest ancestor called ``include`` (``/usr/include/CL/cl.h`` -> CL/cl.h), else the
+    header's own directory."""
+    if not header.is_file():
+        raise _fail(f"{'no such file' if not header.exists() else 'not a regular file'}: {header}", str(header))
+    absolute = Path(os.path.abspath(header))
+    if sdk_path is not None:
+        for inc in (sdk_path, sdk_path / "include"):
+            try:
+                return Path(os.path.abspath(inc)), absolute.relative_to(os.path.abspath(inc)).as_posix()
+            except ValueError:
+                continue
+        raise _fail(f"--sdk: {header} is not under {sdk_path} (nor {sdk_path / 'include'})", "--sdk")
+    for parent in absolute.parents:
+        if parent.name == "include":
+            return parent, absolute.relative_to(parent).as_posix()
+    return absolute.parent, absolute.name
+
+
+def _macro_candidates(include_dir: Path, d: Diagnostic) -> list[str]:
+    """Macros an ``#error`` asks for: those its message names, then those of the ``#if``/``#elif`` conditions
+    above it, nearest first.  ex) hip_runtime_api.h: __HIP_PLATFORM_AMD__, __HIP_PLATFORM_NVIDIA__"""
+    names = re.findall(r"\b(_*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+_*)\b", d.message)
+    try:
+        lines = (include_dir / d.location.file).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in reversed(lines[:max(0, d.location.line - 1)]):
+        if re.match(r"\s*#\s*(el)?if", line):
+            names += re.findall(r"defined\s*\(?\s*([A-Za-z_]\w*)", line)
+    return list(dict.fromkeys(names))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parsed:
+    """The header parsed, and what it took: the defines and undefines found to be needed."""
+
+    header: Header
+    defines: tuple[tuple[str, str], ...]
+    undefines: tuple[str, ...]
+    define_note: str = ""
+    undefine_note: str = ""
+
+
+def parse_header(include_dir: Path, rel: str, defines: tuple[tuple[str, str], ...],
+                 undefines: tuple[str, ...]) -> Parsed:
+    """Parse with clang; where it fails at an ``#error``, try each macro the error asks for (one at a time), and
+    where it fails inside a compiler's SIMD intrinsics, drop the predefined SIMD macros."""
+    where = Location(file=rel, line=1, col=1)
+    define_note = undefine_note = ""
+    tried: set[str] = set()
+    for _ in range(8):
+        request = ParseRequest(headers=(rel,), include_dirs=(include_dir,), defines=defines, undefines=undefines,
+                               where=where)
+        try:
+            return Parsed(header=parse(request), defines=defines, undefines=undefines, define_note=define_note,
+                          undefine_note=undefine_note)
+        except UserError as e:
+            first = e.diagnostics[0]
+            if any(Path(d.location.file).name.endswith("intrin.h") for d in e.diagnostics) \
+                    and not set(SIMD_MACROS) <= set(undefines):
+                undefines = tuple(dict.fromkeys(undefines + SIMD_MACROS))
+                undefine_note = "review: predefined, they add SIMD types the IR (plain C) cannot model"
+                continue
+            if "#error" in _line(include_dir, first.location) and not any(n for n, _ in defines if n in tried):
+                candidates = [c for c in _macro_candidates(include_dir, first) if c not in tried]
+                if candidates:
+                    tried.add(candidates[0])
+                    defines = tuple(x for x in defines if x[0] not in tried) + ((candidates[0], "1"),)
+                    define_note = f"review: detected: the header's #error ({first.location}) asks for it"
+                    continue
+            raise
+    raise _fail(f"could not parse {rel} (tried defining {', '.join(sorted(tried))}); give --define NAME")
+
+
+def _line(include_dir: Path, loc: Location) -> str:
+    try:
+        lines = (include_dir / loc.file).read_text(encoding="utf-8", errors="replace").splitlines()
+        return lines[loc.line - 1] if 0 < loc.line <= len(lines) else ""
+    except OSError:
+        return ""
+
+
+def public_names(h: Header) -> dict[str, Function]:
+    """public name -> declaration (``#define cuMemAlloc cuMemAlloc_v2``: cuMemAlloc), as the binder names them."""
+    by_target: dict[str, str] = {}
+    for r in h.renames:
+        by_target.setdefault(r.target, r.name)
+    out: dict[str, Function] = {}
+    for f in h.functions:
+        out.setdefault(by_target.get(f.name, f.name), f)
+    return out
+
+
+def prefixes(names: Iterable[str]) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]]:
+    """(the prefixes to bind: the most common first word, all of them if tied; the others with their counts)."""
+    counts = Counter(first_word(n) for n in names)
+    if not counts:
+        return (), ()
+    top = max(counts.values())
+    chosen = tuple(sorted(p for p, n in counts.items() if n == top))
+    others = tuple(sorted(((p, n) for p, n in counts.items() if n != top), key=lambda x: (-x[1], x[0])))
+    return chosen, others
+
+
+def _resolve(t: CType, typedefs: dict[str, CType]) -> CType:
+    seen = 0
+    while isinstance(t, TypedefRef) and t.name in typedefs and seen < 64:
+        t, seen = typedefs[t.name], seen + 1
+    return t
+
+
+def _result_name(t: CType) -> str | None:
+    return t.name if isinstance(t, TypedefRef) else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorsFound:
+    """The status type and codes the header suggests."""
+
+    type: str | None
+    note: str
+    success: tuple[str, ...] = ()
+    macros: tuple[str, ...] = ()
+    out_param: str | None = None
+    codes: tuple[tuple[str, int], ...] = ()
+
+
+def find_version(h: Header, marker: str) -> tuple[tuple[str, str], ...]:
+    """How the SDK's version is read (``sdk.version``), from its macros: ``<P>_VERSION_MAJOR``/``_MINOR``
+    (/``_PATCH``) joined; else the newest ``<P>_VERSION_<major>_<minor>`` (OpenCL); else one ``<P>_VERSION``
+    integer (its encoding is left to review).  ``header:`` where they are not in the marker."""
+    ints = {c.name: c for c in h.constants if isinstance(c.value, int) and not isinstance(c.value, bool)}
+
+    def where(name: str) -> tuple[tuple[str, str], ...]:
+        f = ints[name].location.file
+        return () if f == marker else (("header", _scalar(f)),)
+
+    for name in sorted(ints):
+        if name.endswith("_VERSION_MAJOR") and name[:-5] + "MINOR" in ints:
+            parts = [name, name[:-5] + "MINOR"] + ([name[:-5] + "PATCH"] if name[:-5] + "PATCH" in ints else [])
+            return where(name) + (("macros", _flow(parts)),)
+    pairs = sorted(n for n in ints if re.fullmatch(r"[A-Z][A-Z0-9]*_VERSION_\d+_\d+", n))
+    if pairs:
+        prefix = pairs[0].split("_VERSION_")[0]
+        if all(n.startswith(prefix + "_VERSION_") for n in pairs):
+            return where(pairs[0]) + (("newest", _scalar(f"{prefix}_VERSION_*_*")),)
+    single = sorted(n for n in ints if re.fullmatch(r"[A-Z][A-Z0-9]*_VERSION", n))
+    if len(single) == 1:
+        return where(single[0]) + (("macro", single[0]),)
+    return ()
+
+
+def find_errors(h: Header, bound: Sequence[Function]) -> ErrorsFound:
+    """The typedef most of ``bound`` return: an enum (its constants are the codes) or an integer whose codes are
+    negative ``#define``s (the run of them after the success code, as OpenCL's CL_SUCCESS, CL_DEVICE_NOT_FOUND,
+    ...); else None (``errors: none``)."""
+    typedefs = {t.name: t.type for t in h.typedefs}
+    counts = Counter(n for n in (_result_name(f.result) for f in bound) if n is not None)
+    if not counts:
+        return ErrorsFound(type=None, note="review: no function returns a typedef'd status")
+    name, n = min(counts.items(), key=lambda x: (-x[1], x[0]))
+    note = f"review: returned by {n} of the {len(bound)} functions"
+    rt = _resolve(TypedefRef(name=name), typedefs)
+    enum = rt.enum if isinstance(rt, InlineEnum) else next(
+        (e for e in h.enums if e.tag == rt.tag), None) if isinstance(rt, EnumRef) else None
+    if enum is not None:
+        codes = tuple((c.name, c.value) for c in enum.constants)
+        zero = [c for c, v in codes if v == 0]
+        success = [c for c in zero if "SUCCESS" in words(c)] or zero[:1]
+        return ErrorsFound(type=name, note=note, success=tuple(success[:1]), codes=codes)
+    if not (isinstance(rt, Builtin) and rt.name not in ("void", "float", "double", "long double")):
+        return ErrorsFound(type=None, note=f"review: the most common result, {name}, is neither an enum nor an "
+                                           "integer: no status found")
+    # negative #define codes: after a zero *SUCCESS* macro, the run of negative ones that follows it
+    ints = [c for c in h.constants if isinstance(c.value, int) and not isinstance(c.value, bool)]
+    best: tuple[int, str, list[tuple[str, int]]] | None = None
+    for i, c in enumerate(ints):
+        if c.value != 0 or "_SUCCESS_" not in words(c.name):
+            continue
+        run = []
+        for d in ints[i + 1:]:
+            if d.location.file != c.location.file or not isinstance(d.value, int) or d.value >= 0:
+                break
+            run.append((d.name, d.value))
+        if run and (best is None or len(run) > best[0]):
+            best = (len(run), c.name, run)
+    if best is None:
+        return ErrorsFound(type=None, note=f"review: functions return {name}, an integer, but no run of negative "
+                                           "#define codes after a *SUCCESS macro was found")
+    _, ok, run = best
+    prefix = first_word(ok)
+    pattern = prefix + ("_*" if ok.startswith(prefix + "_") else "*")
+    members = {c for c, _ in run} | {ok}
+    excluded = sorted(c.name for c in ints if fnmatch.fnmatchcase(c.name, pattern) and c.value < 0  # type: ignore[operator]
+                      and c.name not in members)
+    out_param = _out_param(h, bound, name)
+    return ErrorsFound(type=name, note=note + "; its codes are negative #defines", success=(ok,),
+                       macros=(pattern, *(f"!{x}" for x in excluded)), out_param=out_param,
+                       codes=tuple(run))
+
+
+def _out_param(h: Header, bound: Sequence[Function], status: str) -> str | None:
+    """The parameter through which functions that return something else report their status: a ``status *``
+    named like ``*err*``, the most common such name.  ex) OpenCL's errcode_ret"""
+    names = Counter(p.name for f in bound if _result_name(f.result) != status for p in f.params
+                    if p.name and "err" in p.name.lower() and isinstance(p.type, Pointer)
+                    and _result_name(p.type.pointee) == status)
+    return min(names.items(), key=lambda x: (-x[1], x[0]))[0] if names else None
+
+
+# ------------------------------------------------------------------------------ the system
+
+
+def _ldconfig() -> list[Path]:
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [Path(m) for m in re.findall(r"=>\s*(\S+)", out)]
+
+
+def find_libraries(stems: Sequence[str], dirs: Sequence[Path], listed: Sequence[Path]) -> list[Path]:
+    """Library files ``lib<stem>.so*`` for the first stem that has any, searched in ``dirs`` and the files
+    ``listed`` (ldconfig -p).  The first stem (the function prefix) of 3 letters or more may also follow a vendor's
+    own prefix and take a number (libamdhip64 for hip); the others (header, library and vendor names: 'api' is
+    in libglapi) must match whole."""
+    files: set[Path] = set(p for p in listed)
+    for d in dirs:
+        try:
+            files |= {p for p in d.iterdir() if ".so" in p.name}
+        except OSError:
+            continue
+    for i, stem in enumerate(stems):
+        s = re.escape(stem)
+        pat = re.compile(rf"lib{s}\.so(\.\d+)*\Z" if i or len(stem) < 3 else
+                         rf"lib[A-Za-z0-9]*?{s}\d*\.so(\.\d+)*\Z", re.IGNORECASE)
+        hits = sorted(p for p in files if pat.match(p.name))
+        if hits:
+            return hits
+    return []
+
+
+def loader_names(found: Sequence[Path]) -> tuple[str, ...]:
+    """The names a loader tries, per library: each major soname (newest first), then the unversioned name.
+    ex) libOpenCL.so.1.0.0, libOpenCL.so.1, libOpenCL.so -> libOpenCL.so.1, libOpenCL.so"""
+    by_base: dict[str, set[tuple[int, ...]]] = {}
+    for p in found:
+        base, _, ver = p.name.partition(".so")
+        nums = tuple(int(x) for x in ver.split(".") if x)
+        by_base.setdefault(base, set()).add(nums[:1])
+    out: list[str] = []
+    for base in sorted(by_base):
+        majors = sorted((v for v in by_base[base] if v), reverse=True)
+        out += [f"{base}.so.{v[0]}" for v in majors] + ([f"{base}.so"] if () in by_base[base] else [])
+    return tuple(dict.fromkeys(out))
+
+
+def _site_packages(path: Path) -> Path | None:
+    for parent in path.parents:
+        if parent.name in ("site-packages", "dist-packages"):
+            return parent
+    return None
+
+
+def _wheel_dist(site: Path, rel: str) -> str | None:
+    """The pip distribution that installed ``site/rel``."""
+    for dist in sorted(importlib.metadata.distributions(path=[str(site)]), key=lambda d: str(d.metadata["Name"])):
+        if any(str(f) == rel for f in dist.files or ()):
+            return str(dist.metadata["Name"]) or None
+    return None
+
+
+# ------------------------------------------------------------------------------ the scaffold
+
+
+@dataclass
+class Options:
+    """The command's arguments."""
+
+    name: str
+    header: Path
+    sdk: tuple[str, Path] | None = None  # (kind, root or include directory)
+    defines: tuple[tuple[str, str], ...] = ()
+    undefines: tuple[str, ...] = ()
+    backend: str | None = None
+    lib_dirs: tuple[Path, ...] = ()
+    system_libs: bool = True  # also search the usual library directories and ldconfig -p
+    specs: Path = DEFAULT_SPECS
+    notes: list[str] = field(default_factory=list)  # warnings for stderr
+
+
+def _core(specs: Path) -> CoreSpec:
+    path = specs / "core.yaml" if (specs / "core.yaml").is_file() else DEFAULT_SPECS / "core.yaml"
+    return load_core(path)
+
+
+def _existing(specs: Path) -> list[LibrarySpec]:
+    from .pipeline import spec_paths
+
+    out = []
+    for p in spec_paths(specs) if specs.is_dir() else []:
+        try:
+            out.append(load_library(p, p.as_posix()))
+        except UserError:
+            continue
+    return out
+
+
+def _backend(vendor: str, prefix: str, core: CoreSpec, specs: Sequence[LibrarySpec], given: str | None) -> tuple[str, str]:
+    kinds = core.backend_kinds
+    if given is not None:
+        if kinds and given not in kinds:
+            raise _fail(f"--backend {given}: not a backend kind of {core.path} (one of {', '.join(kinds)})",
+                        "--backend")
+        return given, ""
+    same = sorted({s.backend.value for s in specs if s.vendor.value == vendor})
+    if len(same) == 1:
+        return same[0], f"as the other {vendor} specs"
+    docs = _backend_docs(core)
+    for key in (vendor, prefix):
+        hits = [k for k in kinds if key and (key.upper() == k or re.search(rf"\b{re.escape(key)}\b", docs.get(k, ""),
+                                                                           re.IGNORECASE))]
+        if len(hits) == 1:
+            return hits[0], f"review: guessed from '{key}'"
+    raise _fail(f"cannot tell the backend of vendor '{vendor}': give --backend (one of {', '.join(kinds)})",
+                "--backend")
+
+
+def _backend_docs(core: CoreSpec) -> dict[str, str]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(core.path).read_text(encoding="utf-8"))
+        return {k: str(v.get("doc", "")) for k, v in (data.get("backend_kinds") or {}).items() if isinstance(v, dict)}
+    except (OSError, yaml.YAMLError, AttributeError):
+        return {}
+
+
+def _sdk_block(d: Draft, include_dir: Path, kind: str, existing: Sequence[LibrarySpec]) -> Draft:
+    """Where ``generate`` will find the header: a root (``<root>/include``), an include directory, or a wheel."""
+    from . import sdk as sdks
+
+    declared = {s.sdk_spec.kind.value: s.sdk_spec for s in existing if s.sdk_spec is not None}
+    if kind in declared:
+        found = sdks.find(kind, None, d.header, declared)
+        if found is not None and (found.include_dir / d.header).is_file() \
+                and os.path.samefile(found.include_dir / d.header, include_dir / d.header):
+            return replace(d, sdk_ref=True, sdk_note=f"declared by {declared[kind].path}")
+        raise _fail(f"sdk kind '{kind}' is already declared by {declared[kind].path} for other headers; choose "
+                    "another kind with --sdk KIND=PATH", "--sdk")
+    env = (f"{kind.upper()}_HOME", f"{kind.upper()}_PATH")
+    site = _site_packages(include_dir)
+    if site is not None:
+        inc = include_dir.relative_to(site).as_posix()
+        dist = _wheel_dist(site, f"{inc}/{d.header}")
+        if dist is not None and _REL_DIR.match(inc):
+            return replace(d, sdk_wheels=((inc, dist),), sdk_note=f"pip {dist}")
+    root = include_dir.parent
+    if include_dir.name == "include" and root.as_posix() in ("/usr", "/usr/local"):
+        return replace(d, sdk_env=env, sdk_include_dirs=("/usr/include", "/usr/local/include"))
+    if include_dir.name == "include" and _ABS_DIR.match(root.as_posix()):
+        roots = [root.as_posix()]
+        m = re.fullmatch(r"(.*?)-\d+(\.\d+)*", root.name)
+        if m:  # a versioned install: every version, newest first
+            roots = [(root.parent / (m.group(1) + "-*")).as_posix()]
+            if (root.parent / m.group(1)).is_dir():
+                roots.insert(0, (root.parent / m.group(1)).as_posix())
+        return replace(d, sdk_env=env, sdk_roots=tuple(roots))
+    if _ABS_DIR.match(include_dir.as_posix()):
+        return replace(d, sdk_env=env, sdk_include_dirs=(include_dir.as_posix(),))
+    return replace(d, sdk_env=env, sdk_note=f"TODO: {include_dir} cannot be written here: give it with "
+                                            f"`generate --sdk {kind}={include_dir}`")
+
+
+def _loader(d: Draft, o: Options, include_dir: Path, stems: Sequence[str]) -> Draft:
+    site = _site_packages(include_dir)
+    wheel_lib = include_dir.parent / "lib" if site is not None else None
+    root = include_dir.parent if include_dir.name == "include" else None
+    sdk_lib_dirs = [root / x for x in ("lib64", "lib")] if root is not None and site is None else []
+    dirs = list(o.lib_dirs) + ([wheel_lib] if wheel_lib else []) + sdk_lib_dirs
+    if o.system_libs:
+        dirs += [Path(x) for x in LIB_DIRS]
+    found = find_libraries(stems, dirs, _ldconfig() if o.system_libs else [])
+    names = loader_names(found)
+    if not names:
+        guess = f"lib{stems[0]}.so" if stems else "lib.so"
+        return replace(d, loader=(guess,), loader_note=f"TODO: no lib{'|'.join(stems)}*.so found on this system: "
+                                                       "name the library file")
+    where = sorted({p.parent.as_posix() for p in found})
+    d = replace(d, loader=names, loader_note=f"review: found in {', '.join(where)}")
+    if wheel_lib is not None and site is not None and any(p.parent == wheel_lib for p in found):
+        d = replace(d, loader_wheel_dirs=(wheel_lib.relative_to(site).as_posix(),))
+    elif root is not None and any(p.parent in sdk_lib_dirs for p in found) and (d.sdk_roots or d.sdk_env):
+        d = replace(d, loader_sdk_dirs=tuple(sorted({p.parent.name for p in found if p.parent in sdk_lib_dirs})),
+                    loader_sdk_env=d.sdk_env, loader_sdk_roots=d.sdk_roots)
+    return d
+
+
+def _culprits(diags: Sequence[Diagnostic], functions: dict[str, Function], selected: set[str]) -> dict[str, str]:
+    """The functions the binder's diagnostics are about: located at the declaration, or named in the message."""
+    at = {(f.location.file, f.location.line, f.location.col): n for n, f in functions.items() if n in selected}
+    out: dict[str, str] = {}
+    for dg in diags:
+        name = at.get((dg.location.file, dg.location.line, dg.location.col))
+        if name is None:
+            named = [n for n in re.findall(r"'(\w+)'", dg.message) if n in selected]
+            name = named[0] if named else None
+        if name is None:
+            return {}
+        out.setdefault(name, dg.message)
+    return out
+
+
+def _bind(text: str, display: str, core: CoreSpec, header: Header) -> BoundLibrary:
+    return bind(load_library(Path(display), display, text), core, header)
+
+
+def scaffold(o: Options) -> str:
+    """The spec's text for ``o``; raise :class:`UserError` on bad input or a draft that does not bind."""
+    vendor, library = split_name(o.name)
+    if o.sdk is not None and not o.sdk[1].is_dir():
+        raise _fail(f"--sdk {o.sdk[0]}={o.sdk[1]}: not a directory", "--sdk")
+    include_dir, rel = locate_header(o.header, o.sdk[1] if o.sdk else None)
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h", rel):
+        raise _fail(f"header path '{rel}' is not one a spec can name (letters, digits, _ . / -, ending in .h)",
+                    str(o.header))
+    parsed = parse_header(include_dir, rel, o.defines, o.undefines)
+    h = parsed.header
+    publics = public_names(h)
+    chosen, others = prefixes(publics)
+    if not chosen:
+        raise _fail(f"{rel} declares no function to bind", str(o.header))
+    include = tuple(p + "*" for p in chosen)
+    selected = sorted(n for n in publics if any(fnmatch.fnmatchcase(n, p) for p in include))
+    core = _core(o.specs)
+    existing = _existing(o.specs)
+    backend, backend_note = _backend(vendor, chosen[0].strip("_"), core, existing, o.backend)
+    kind = o.sdk[0] if o.sdk else vendor
+    if not IDENT.match(kind):
+        raise _fail(f"--sdk {kind}: the kind must be an identifier", "--sdk")
+    errs = find_errors(h, [publics[n] for n in selected])
+    codes = tuple(CodeRow(name=c, value=v, **({"kind": k[0], "rule": k[1]} if (k := suggest_kind(c)) else
+                                              {"kind": None}))
+                  for c, v in errs.codes if c not in errs.success)
+    d = Draft(vendor=vendor, library=library, backend=backend, backend_note=backend_note, source=str(o.header),
+              header=rel, sdk_kind=kind, defines=parsed.defines, define_note=parsed.define_note,
+              undefines=parsed.undefines, undefine_note=parsed.undefine_note, include=include,
+              include_note=f"review: the prefix of {len(selected)} of the {len(publics)} functions", others=others,
+              error_type=errs.type, error_note=errs.note, success=errs.success, macros=errs.macros,
+              out_param=errs.out_param, codes=codes)
+    last: UserError | None = None
+    same = sorted(s.sdk_spec.kind.value for s in existing if s.sdk_spec is not None and s.sdk_spec.marker == rel)
+    for sk in [kind] if o.sdk else list(dict.fromkeys([*same, vendor, library])):
+        try:  # a kind declared for this header; the vendor's name; else (declared for other headers) the library's
+            d = _sdk_block(replace(d, sdk_kind=sk), include_dir, sk, existing)
+            break
+        except UserError as e:
+            last = e
+    else:
+        assert last is not None
+        raise last
+    if not d.sdk_ref:
+        d = replace(d, sdk_version=find_version(h, rel))
+    stems = list(dict.fromkeys(s for s in (chosen[0].strip("_").lower(), Path(rel).stem.lower(),
+                                           Path(rel).stem.split("_")[0].lower(), library.lower(), vendor.lower())
+                               if s))
+    d = _loader(d, o, include_dir, stems)
+    # bind the draft as generate will; exclude what the binder refuses, with its reason
+    display = f"{vendor}/{library}.yaml"
+    lib = None
+    for _ in range(6):
+        try:
+            lib = _bind(render(d), display, core, h)
+            break
+        except UserError as e:
+            bad = _culprits(e.diagnostics, publics, set(selected) - {p for p, _ in d.exclude})
+            if not bad:
+                raise UserError([Diagnostic(location=Location(file="scaffold", line=1, col=1),
+                                            message="the draft spec does not bind (a scaffold bug, or a header it "
+                                                    "cannot read); the binder said:"), *e.diagnostics]) from None
+            d = replace(d, exclude=tuple(sorted(d.exclude + tuple((n, "review: " + why[:100])
+                                                                  for n, why in bad.items()))))
+    if lib is None:
+        raise _fail("the draft spec still does not bind after excluding the functions the binder refused")
+    bound = {f.public: f for f in lib.functions}
+    d = replace(d, name_function=_name_function(lib, d.error_type), inferred=len(inferred_params(lib)))
+    text = render(d)
+    _bind(text, display, core, h)  # (the final text, as generate reads it)
+    skipped = sorted(set(selected) - set(bound) - {p for p, _ in d.exclude})
+    if skipped:
+        o.notes.append(f"not bound by the binder (variadic): {', '.join(skipped)}")
+    if d.sdk_note.startswith("TODO"):
+        o.notes.append(d.sdk_note)
+    return text
+
+
+def _name_function(lib: BoundLibrary, status: str | None) -> str | None:
+    """A bound function that turns a code into its name: one parameter of the status type in, a string out (the
+    result, or a ``const char **``).  Names with *Name* come before *String*."""
+    if status is None:
+        return None
+    fits = []
+    for f in lib.functions:
+        ins = [p for p in f.params if p.role == "in"]
+        outs = [p for p in f.params if p.role not in ("in",)]
+        returns_str = f.result_kind == "str" and not outs
+        out_str = len(outs) == 1 and outs[0].role == "out_str" and f.returns_status
+        if len(ins) == 1 and isinstance(ins[0].type, TypedefRef) and ins[0].type.name == status \
+                and (returns_str or out_str):
+            fits.append(f.public)
+    fits.sort(key=lambda n: ("Name" not in n, "String" not in n, n))
+    return fits[0] if fits else None
+
+
+# ------------------------------------------------------------------------------ --missing
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Inferred:
+    """A pointer parameter whose direction the spec does not state.  ex) cuMemAlloc(dptr: CUdeviceptr *) -> out"""
+
+    function: str
+    param: str
+    decl: str  # ex) CUdeviceptr *dptr
+    role: str  # ex) out
+    location: Location
+
+
+def inferred_params(lib: BoundLibrary) -> list[Inferred]:
+    """The pointer parameters whose direction is the binder's guess: no ``direction:``, ``len:`` or ``string:`` in
+    the spec, and a pointer the function could write (not to const, not a handle to an opaque struct, not a
+    function pointer).  ex) cuMemAlloc's ``CUdeviceptr *dptr`` (inferred out), OpenCL's ``void *param_value``
+    (inferred in)."""
+    stated = {(f.name.value, p.name.value) for f in lib.spec.functions for p in f.params
+              if p.direction is not None or p.len is not None or p.terminated or p.string is not None}
+    typedefs = {t.name: t for t in lib.header.typedefs}
+    records = {(r.kind, r.tag): r for r in lib.header.records if r.tag}
+    out = []
+    for f in lib.functions:
+        for p in f.params:
+            if p.role in ("len", "capacity", "errcode") or (f.public, p.c_name) in stated:
+                continue
+            t = resolve(p.type, typedefs)
+            if not isinstance(t, Pointer):
+                continue
+            pointee = resolve(t.pointee, typedefs)
+            opaque = isinstance(pointee, RecordRef) and getattr(records.get((pointee.kind, pointee.tag)), "fields",
+                                                                None) is None
+            if t.pointee.const or pointee.const or opaque or isinstance(pointee, FunctionProto):
+                continue
+            out.append(Inferred(function=f.public, param=p.c_name, decl=p.decl, role=p.role, location=f.c.location))
+    return out
+
+
+def missing(name: str, specs: Path, overrides: dict[str, str]) -> str:
+    """The report of ``--missing``: declared functions neither bound nor excluded, and the pointer parameters
+    whose direction is inferred."""
+    from . import sdk as sdks
+    from .pipeline import parse_declared
+    from .spec import sdk_declarations
+
+    vendor, library = split_name(name)
+    path = specs / vendor / f"{library}.yaml"
+    if not path.is_file():
+        raise _fail(f"no spec {path} to report on (scaffold one first)", "--missing")
+    spec = load_library(path, path.as_posix())
+    if spec.objc is not None:
+        raise _fail(f"{name}: an Objective-C library (its classes are listed, not bound by prefix)", "--missing")
+    core = _core(specs)
+    if spec.declarations is not None:
+        header = parse_declared(spec, spec.frontend if spec.frontend in ("clang", "pycparser") else "clang")
+    else:
+        descs, _ = sdk_declarations(_existing(specs))
+        found = sdks.find(spec.sdk.value, overrides.get(spec.sdk.value), spec.headers[0].value, descs)
+        if found is None:
+            raise _fail(f"{name}: no {spec.sdk} SDK headers found ({spec.headers[0]}); give --sdk "
+                        f"{spec.sdk}=PATH", "--missing")
+        header = parse(ParseRequest(headers=tuple(h.value for h in spec.headers + spec.version_headers),
+                                    include_dirs=(found.include_dir,), defines=spec.defines,
+                                    undefines=spec.undefines, where=spec.location))
+    lib = bind(spec, core, header)
+    versions = {h.value for h in spec.version_headers}
+    publics = {n: f for n, f in public_names(header).items() if f.location.file not in versions}
+    excluded = {n for n in publics if any(fnmatch.fnmatchcase(n, p.value) for p in spec.exclude)}
+    skipped = {f.name.value for f in spec.functions if f.skip}
+    bound = {f.public for f in lib.functions}
+    unbound = sorted(n for n in publics if n not in bound and n not in excluded and n not in skipped)
+    lines = [f"{name} ({path.as_posix()}, {header.name}):"]
+    lines.append(f"{len(unbound)} declared function(s) neither bound nor excluded (bind.include / bind.exclude):")
+    for n in unbound:
+        why = " (variadic: not bindable)" if publics[n].variadic else ""
+        lines.append(f"  {n}  {publics[n].location}{why}")
+    inf = inferred_params(lib)
+    lines.append(f"{len(inf)} pointer parameter(s) whose direction is inferred, not stated (functions: <name>: "
+                 "params:):")
+    for i in inf:
+        lines.append(f"  {i.function}({i.decl}) -> {i.role}  {i.location}")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------ the command
+
+
+def run(args: argparse.Namespace) -> int:
+    sdk_pairs = []
+    for item in args.sdk:
+        kind, sep, path = item.partition("=")
+        if not sep or not kind or not path:
+            print(f"ironaccel-gen: --sdk expects KIND=PATH, got {item!r}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        sdk_pairs.append((kind, path))
+    if args.missing:
+        sys.stdout.write(missing(args.library, args.specs, dict(sdk_pairs)))
+        return 0
+    if args.header is None:
+        print("ironaccel-gen: scaffold needs --header PATH (or --missing for an existing spec)", file=sys.stderr)
+        return EXIT_USER_ERROR
+    if len(sdk_pairs) > 1:
+        print("ironaccel-gen: scaffold takes one --sdk KIND=PATH", file=sys.stderr)
+        return EXIT_USER_ERROR
+    defines = []
+    for item in args.define:
+        name, _, value = item.partition("=")
+        if not IDENT.match(name) or not re.fullmatch(r"[A-Za-z0-9_]*", value):
+            print(f"ironaccel-gen: --define expects NAME or NAME=VALUE (a number or identifier), got {item!r}",
+                  file=sys.stderr)
+            return EXIT_USER_ERROR
+        defines.append((name, value or "1"))
+    for name in args.undefine:
+        if not IDENT.match(name):
+            print(f"ironaccel-gen: --undefine expects a macro name, got {name!r}", file=sys.stderr)
+            return EXIT_USER_ERROR
+    vendor, library = split_name(args.library)
+    out = args.out or str(args.specs / vendor / f"{library}.yaml")
+    if out != "-" and os.path.lexists(out) and not args.force:
+        print(f"ironaccel-gen: {out} exists; give --force to overwrite it (or --missing to report on it)",
+              file=sys.stderr)
+        return EXIT_USER_ERROR
+    o = Options(name=args.library, header=args.header,
+                sdk=(sdk_pairs[0][0], Path(sdk_pairs[0][1])) if sdk_pairs else None, defines=tuple(defines),
+                undefines=tuple(args.undefine), backend=args.backend, lib_dirs=tuple(args.lib_dir),
+                specs=args.specs)
+    text = scaffold(o)
+    for note in o.notes:
+        print(f"scaffold: {note}", file=sys.stderr)
+    if out == "-":
+        sys.stdout.write(text)
+        return 0
+    try:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"ironaccel-gen: cannot write {out}: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    print(f"scaffold: wrote {out}; review the lines marked 'review' and TODO, then `ironaccel-gen generate`")
+    return 0
+
+
+__all__ = ["scaffold", "missing", "render", "suggest_kind", "first_word", "words", "Draft", "CodeRow", "Options",
+           "run", "find_errors", "inferred_params", "loader_names", "find_libraries", "prefixes"]
