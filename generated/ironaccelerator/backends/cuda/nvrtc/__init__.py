@@ -460,14 +460,18 @@ def nvrtcGetSupportedArchs(supportedArchs: CData) -> None:
         raise _error(_r, 21)
 
 
-def nvrtcGetTileIR(prog: CData, TileIR: CData) -> None:
+def nvrtcGetTileIR(prog: CData) -> bytes:
     """``nvrtcResult nvrtcGetTileIR(nvrtcProgram prog, char *TileIR)``
 
     Symbol ``nvrtcGetTileIR``.
+    Returns ``TileIR``.
     """
-    _r = _f_nvrtcGetTileIR(prog, TileIR)
+    _TileIR_n = nvrtcGetTileIRSize(prog)
+    _TileIR = _new('char[]', max(_TileIR_n, 1))
+    _r = _f_nvrtcGetTileIR(prog, _TileIR)
     if _r:
         raise _error(_r, 22)
+    return bytes(ffi.buffer(_TileIR, _TileIR_n))
 
 
 def nvrtcGetTileIRSize(prog: CData) -> int:

@@ -603,16 +603,15 @@ def new_struct(name: str, **fields: Any) -> CData:
 
 # -------------------------------------------------------------------- out types
 _T0 = ffi.typeof('cl_int *')
-_T1 = ffi.typeof('const char * *')
-_T2 = ffi.typeof('cl_kernel *')
-_T3 = ffi.typeof('cl_uint *')
-_T4 = ffi.typeof('const unsigned char * *')
-_T5 = ffi.typeof('cl_device_id *')
-_T6 = ffi.typeof('cl_event *')
-_T7 = ffi.typeof('size_t *')
-_T8 = ffi.typeof('const void * *')
-_T9 = ffi.typeof('cl_ulong *')
-_T10 = ffi.typeof('cl_image_format *')
+_T1 = ffi.typeof('cl_kernel *')
+_T2 = ffi.typeof('cl_uint *')
+_T3 = ffi.typeof('const unsigned char * *')
+_T4 = ffi.typeof('cl_device_id *')
+_T5 = ffi.typeof('cl_event *')
+_T6 = ffi.typeof('size_t *')
+_T7 = ffi.typeof('const void * *')
+_T8 = ffi.typeof('cl_ulong *')
+_T9 = ffi.typeof('cl_image_format *')
 
 # ---------------------------------------------------------------- C functions
 # _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
@@ -773,18 +772,23 @@ def clCloneKernel(source_kernel: CData) -> CData:
     return _r
 
 
-def clCompileProgram(program: CData, num_devices: int, device_list: CData, options: str | bytes, num_input_headers: int, input_headers: CData, pfn_notify: CData, user_data: CData) -> str:
+def clCompileProgram(program: CData, device_list: Sequence[Any] | None = None, options: str | bytes | None = None, input_headers: Sequence[Any] | None = None, header_include_names: Sequence[str | bytes] | None = None, pfn_notify: CData | None = None, user_data: CData | None = None) -> None:
     """``cl_int clCompileProgram(cl_program program, cl_uint num_devices, const cl_device_id *device_list, const char *options, cl_uint num_input_headers, const cl_program *input_headers, const char **header_include_names, void (*pfn_notify)(cl_program, void *), void *user_data)``
 
     Symbol ``clCompileProgram``.
-    Returns ``header_include_names``.
     """
+    _keep: list[Any] = []
+    _num_devices = len(device_list) if device_list is not None else 0
+    _device_list = _c_array(ffi, 'const cl_device_id', device_list, _keep)
     _options = options.encode() if isinstance(options, str) else options
-    _header_include_names = _new(_T1)
-    _r = _f_clCompileProgram(program, num_devices, device_list, _options, num_input_headers, input_headers, _header_include_names, pfn_notify, user_data)
+    _num_input_headers = len(input_headers) if input_headers is not None else 0
+    if header_include_names is not None and len(header_include_names) != _num_input_headers:
+        raise Error(ErrorKind.INVALID_VALUE, 'header_include_names must have as many items as input_headers', function='clCompileProgram', backend='OPENCL')
+    _input_headers = _c_array(ffi, 'const cl_program', input_headers, _keep)
+    _header_include_names = _c_array(ffi, 'const char *', header_include_names, _keep)
+    _r = _f_clCompileProgram(program, _num_devices, _device_list, _NULL if _options is None else _options, _num_input_headers, _input_headers, _header_include_names, _NULL if pfn_notify is None else pfn_notify, _NULL if user_data is None else user_data)
     if _r:
         raise _error(_r, 2)
-    return _str(_header_include_names[0])
 
 
 def clCreateBuffer(context: CData, flags: int, size: int, host_ptr: CData | None = None) -> CData:
@@ -943,8 +947,8 @@ def clCreateKernelsInProgram(program: CData, num_kernels: int) -> tuple[CData, i
     Symbol ``clCreateKernelsInProgram``.
     Returns ``kernels``, ``num_kernels_ret``.
     """
-    _kernels = _new(_T2)
-    _num_kernels_ret = _new(_T3)
+    _kernels = _new(_T1)
+    _num_kernels_ret = _new(_T2)
     _r = _f_clCreateKernelsInProgram(program, num_kernels, _kernels, _num_kernels_ret)
     if _r:
         raise _error(_r, 14)
@@ -970,7 +974,7 @@ def clCreateProgramWithBinary(context: CData, num_devices: int, device_list: CDa
     Symbol ``clCreateProgramWithBinary``.
     Returns the result, ``binaries``, ``binary_status``.
     """
-    _binaries = _new(_T4)
+    _binaries = _new(_T3)
     _binary_status = _new(_T0)
     _errcode_ret = _new(_T0)
     _r = _f_clCreateProgramWithBinary(context, num_devices, device_list, lengths, _binaries, _binary_status, _errcode_ret)
@@ -1067,8 +1071,8 @@ def clCreateSubDevices(in_device: CData, properties: CData, num_devices: int) ->
     Symbol ``clCreateSubDevices``.
     Returns ``out_devices``, ``num_devices_ret``.
     """
-    _out_devices = _new(_T5)
-    _num_devices_ret = _new(_T3)
+    _out_devices = _new(_T4)
+    _num_devices_ret = _new(_T2)
     _r = _f_clCreateSubDevices(in_device, properties, num_devices, _out_devices, _num_devices_ret)
     if _r:
         raise _error(_r, 23)
@@ -1104,7 +1108,7 @@ def clEnqueueBarrierWithWaitList(command_queue: CData, num_events_in_wait_list: 
     Symbol ``clEnqueueBarrierWithWaitList``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueBarrierWithWaitList(command_queue, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 26)
@@ -1117,7 +1121,7 @@ def clEnqueueCopyBuffer(command_queue: CData, src_buffer: CData, dst_buffer: CDa
     Symbol ``clEnqueueCopyBuffer``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueCopyBuffer(command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 27)
@@ -1130,7 +1134,7 @@ def clEnqueueCopyBufferRect(command_queue: CData, src_buffer: CData, dst_buffer:
     Symbol ``clEnqueueCopyBufferRect``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueCopyBufferRect(command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 28)
@@ -1143,7 +1147,7 @@ def clEnqueueCopyBufferToImage(command_queue: CData, src_buffer: CData, dst_imag
     Symbol ``clEnqueueCopyBufferToImage``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueCopyBufferToImage(command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 29)
@@ -1156,7 +1160,7 @@ def clEnqueueCopyImage(command_queue: CData, src_image: CData, dst_image: CData,
     Symbol ``clEnqueueCopyImage``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueCopyImage(command_queue, src_image, dst_image, src_origin, dst_origin, region, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 30)
@@ -1169,7 +1173,7 @@ def clEnqueueCopyImageToBuffer(command_queue: CData, src_image: CData, dst_buffe
     Symbol ``clEnqueueCopyImageToBuffer``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueCopyImageToBuffer(command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 31)
@@ -1182,7 +1186,7 @@ def clEnqueueFillBuffer(command_queue: CData, buffer: CData, pattern: CData, pat
     Symbol ``clEnqueueFillBuffer``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueFillBuffer(command_queue, buffer, pattern, pattern_size, offset, size, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 32)
@@ -1195,7 +1199,7 @@ def clEnqueueFillImage(command_queue: CData, image: CData, fill_color: CData, or
     Symbol ``clEnqueueFillImage``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueFillImage(command_queue, image, fill_color, origin, region, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 33)
@@ -1208,7 +1212,7 @@ def clEnqueueMapBuffer(command_queue: CData, buffer: CData, blocking_map: int, m
     Symbol ``clEnqueueMapBuffer``.
     Returns the result, ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _errcode_ret = _new(_T0)
     _r = _f_clEnqueueMapBuffer(command_queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list, _event, _errcode_ret)
     if _errcode_ret[0]:
@@ -1222,9 +1226,9 @@ def clEnqueueMapImage(command_queue: CData, image: CData, blocking_map: int, map
     Symbol ``clEnqueueMapImage``.
     Returns the result, ``image_row_pitch``, ``image_slice_pitch``, ``event``.
     """
-    _image_row_pitch = _new(_T7)
-    _image_slice_pitch = _new(_T7)
-    _event = _new(_T6)
+    _image_row_pitch = _new(_T6)
+    _image_slice_pitch = _new(_T6)
+    _event = _new(_T5)
     _errcode_ret = _new(_T0)
     _r = _f_clEnqueueMapImage(command_queue, image, blocking_map, map_flags, origin, region, _image_row_pitch, _image_slice_pitch, num_events_in_wait_list, event_wait_list, _event, _errcode_ret)
     if _errcode_ret[0]:
@@ -1238,7 +1242,7 @@ def clEnqueueMarker(command_queue: CData) -> CData:
     Symbol ``clEnqueueMarker``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueMarker(command_queue, _event)
     if _r:
         raise _error(_r, 36)
@@ -1251,7 +1255,7 @@ def clEnqueueMarkerWithWaitList(command_queue: CData, num_events_in_wait_list: i
     Symbol ``clEnqueueMarkerWithWaitList``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueMarkerWithWaitList(command_queue, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 37)
@@ -1264,7 +1268,7 @@ def clEnqueueMigrateMemObjects(command_queue: CData, num_mem_objects: int, mem_o
     Symbol ``clEnqueueMigrateMemObjects``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueMigrateMemObjects(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 38)
@@ -1290,8 +1294,8 @@ def clEnqueueNativeKernel(command_queue: CData, user_func: CData, args: CData, c
     Symbol ``clEnqueueNativeKernel``.
     Returns ``args_mem_loc``, ``event``.
     """
-    _args_mem_loc = _new(_T8)
-    _event = _new(_T6)
+    _args_mem_loc = _new(_T7)
+    _event = _new(_T5)
     _r = _f_clEnqueueNativeKernel(command_queue, user_func, args, cb_args, num_mem_objects, mem_list, _args_mem_loc, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 40)
@@ -1304,7 +1308,7 @@ def clEnqueueReadBuffer(command_queue: CData, buffer: CData, blocking_read: int,
     Symbol ``clEnqueueReadBuffer``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueReadBuffer(command_queue, buffer, blocking_read, offset, size, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 41)
@@ -1317,7 +1321,7 @@ def clEnqueueReadBufferRect(command_queue: CData, buffer: CData, blocking_read: 
     Symbol ``clEnqueueReadBufferRect``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueReadBufferRect(command_queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 42)
@@ -1330,7 +1334,7 @@ def clEnqueueReadImage(command_queue: CData, image: CData, blocking_read: int, o
     Symbol ``clEnqueueReadImage``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueReadImage(command_queue, image, blocking_read, origin, region, row_pitch, slice_pitch, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 43)
@@ -1343,7 +1347,7 @@ def clEnqueueSVMFree(command_queue: CData, num_svm_pointers: int, svm_pointers: 
     Symbol ``clEnqueueSVMFree``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueSVMFree(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 44)
@@ -1356,7 +1360,7 @@ def clEnqueueSVMMap(command_queue: CData, blocking_map: int, flags: int, svm_ptr
     Symbol ``clEnqueueSVMMap``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueSVMMap(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 45)
@@ -1369,7 +1373,7 @@ def clEnqueueSVMMemFill(command_queue: CData, svm_ptr: CData, pattern: CData, pa
     Symbol ``clEnqueueSVMMemFill``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueSVMMemFill(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 46)
@@ -1382,7 +1386,7 @@ def clEnqueueSVMMemcpy(command_queue: CData, blocking_copy: int, dst_ptr: CData,
     Symbol ``clEnqueueSVMMemcpy``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueSVMMemcpy(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 47)
@@ -1395,8 +1399,8 @@ def clEnqueueSVMMigrateMem(command_queue: CData, num_svm_pointers: int, sizes: C
     Symbol ``clEnqueueSVMMigrateMem``.
     Returns ``svm_pointers``, ``event``.
     """
-    _svm_pointers = _new(_T8)
-    _event = _new(_T6)
+    _svm_pointers = _new(_T7)
+    _event = _new(_T5)
     _r = _f_clEnqueueSVMMigrateMem(command_queue, num_svm_pointers, _svm_pointers, sizes, flags, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 48)
@@ -1409,7 +1413,7 @@ def clEnqueueSVMUnmap(command_queue: CData, svm_ptr: CData, num_events_in_wait_l
     Symbol ``clEnqueueSVMUnmap``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueSVMUnmap(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 49)
@@ -1422,7 +1426,7 @@ def clEnqueueTask(command_queue: CData, kernel: CData, num_events_in_wait_list: 
     Symbol ``clEnqueueTask``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueTask(command_queue, kernel, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 50)
@@ -1435,7 +1439,7 @@ def clEnqueueUnmapMemObject(command_queue: CData, memobj: CData, mapped_ptr: CDa
     Symbol ``clEnqueueUnmapMemObject``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueUnmapMemObject(command_queue, memobj, mapped_ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 51)
@@ -1458,7 +1462,7 @@ def clEnqueueWriteBuffer(command_queue: CData, buffer: CData, blocking_write: in
     Symbol ``clEnqueueWriteBuffer``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueWriteBuffer(command_queue, buffer, blocking_write, offset, size, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 53)
@@ -1471,7 +1475,7 @@ def clEnqueueWriteBufferRect(command_queue: CData, buffer: CData, blocking_write
     Symbol ``clEnqueueWriteBufferRect``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueWriteBufferRect(command_queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 54)
@@ -1484,7 +1488,7 @@ def clEnqueueWriteImage(command_queue: CData, image: CData, blocking_write: int,
     Symbol ``clEnqueueWriteImage``.
     Returns ``event``.
     """
-    _event = _new(_T6)
+    _event = _new(_T5)
     _r = _f_clEnqueueWriteImage(command_queue, image, blocking_write, origin, region, input_row_pitch, input_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 55)
@@ -1517,7 +1521,7 @@ def clGetCommandQueueInfo(command_queue: CData, param_name: int, param_value_siz
     Symbol ``clGetCommandQueueInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetCommandQueueInfo(command_queue, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 58)
@@ -1531,7 +1535,7 @@ def clGetContextInfo(context: CData, param_name: int, param_value_size: int, par
     Symbol ``clGetContextInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetContextInfo(context, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 59)
@@ -1545,8 +1549,8 @@ def clGetDeviceAndHostTimer(device: CData) -> tuple[int, int]:
     Symbol ``clGetDeviceAndHostTimer``.
     Returns ``device_timestamp``, ``host_timestamp``.
     """
-    _device_timestamp = _new(_T9)
-    _host_timestamp = _new(_T9)
+    _device_timestamp = _new(_T8)
+    _host_timestamp = _new(_T8)
     _r = _f_clGetDeviceAndHostTimer(device, _device_timestamp, _host_timestamp)
     if _r:
         raise _error(_r, 60)
@@ -1579,7 +1583,7 @@ def clGetEventInfo(event: CData, param_name: int, param_value_size: int, param_v
     Symbol ``clGetEventInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetEventInfo(event, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 63)
@@ -1593,7 +1597,7 @@ def clGetEventProfilingInfo(event: CData, param_name: int, param_value_size: int
     Symbol ``clGetEventProfilingInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetEventProfilingInfo(event, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 64)
@@ -1629,7 +1633,7 @@ def clGetHostTimer(device: CData) -> int:
     Symbol ``clGetHostTimer``.
     Returns ``host_timestamp``.
     """
-    _host_timestamp = _new(_T9)
+    _host_timestamp = _new(_T8)
     _r = _f_clGetHostTimer(device, _host_timestamp)
     if _r:
         raise _error(_r, 67)
@@ -1643,7 +1647,7 @@ def clGetImageInfo(image: CData, param_name: int, param_value_size: int, param_v
     Symbol ``clGetImageInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetImageInfo(image, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 68)
@@ -1657,7 +1661,7 @@ def clGetKernelArgInfo(kernel: CData, arg_indx: int, param_name: int, param_valu
     Symbol ``clGetKernelArgInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetKernelArgInfo(kernel, arg_indx, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 69)
@@ -1671,7 +1675,7 @@ def clGetKernelInfo(kernel: CData, param_name: int, param_value_size: int, param
     Symbol ``clGetKernelInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetKernelInfo(kernel, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 70)
@@ -1685,7 +1689,7 @@ def clGetKernelSubGroupInfo(kernel: CData, device: CData, param_name: int, input
     Symbol ``clGetKernelSubGroupInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetKernelSubGroupInfo(kernel, device, param_name, input_value_size, input_value, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 71)
@@ -1699,7 +1703,7 @@ def clGetKernelWorkGroupInfo(kernel: CData, device: CData, param_name: int, para
     Symbol ``clGetKernelWorkGroupInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetKernelWorkGroupInfo(kernel, device, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 72)
@@ -1713,7 +1717,7 @@ def clGetMemObjectInfo(memobj: CData, param_name: int, param_value_size: int, pa
     Symbol ``clGetMemObjectInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetMemObjectInfo(memobj, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 73)
@@ -1727,7 +1731,7 @@ def clGetPipeInfo(pipe: CData, param_name: int, param_value_size: int, param_val
     Symbol ``clGetPipeInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetPipeInfo(pipe, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 74)
@@ -1771,7 +1775,7 @@ def clGetProgramInfo(program: CData, param_name: int, param_value_size: int, par
     Symbol ``clGetProgramInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetProgramInfo(program, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 78)
@@ -1785,7 +1789,7 @@ def clGetSamplerInfo(sampler: CData, param_name: int, param_value_size: int, par
     Symbol ``clGetSamplerInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T7)
+    _param_value_size_ret = _new(_T6)
     _r = _f_clGetSamplerInfo(sampler, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 79)
@@ -1799,23 +1803,28 @@ def clGetSupportedImageFormats(context: CData, flags: int, image_type: int, num_
     Symbol ``clGetSupportedImageFormats``.
     Returns ``image_formats``, ``num_image_formats``.
     """
-    _image_formats = _new(_T10)
-    _num_image_formats = _new(_T3)
+    _image_formats = _new(_T9)
+    _num_image_formats = _new(_T2)
     _r = _f_clGetSupportedImageFormats(context, flags, image_type, num_entries, _image_formats, _num_image_formats)
     if _r:
         raise _error(_r, 80)
     return _image_formats, _num_image_formats[0]
 
 
-def clLinkProgram(context: CData, num_devices: int, device_list: CData, options: str | bytes, num_input_programs: int, input_programs: CData, pfn_notify: CData, user_data: CData) -> CData:
+def clLinkProgram(context: CData, device_list: Sequence[Any] | None, options: str | bytes | None, input_programs: Sequence[Any], pfn_notify: CData | None = None, user_data: CData | None = None) -> CData:
     """``cl_program clLinkProgram(cl_context context, cl_uint num_devices, const cl_device_id *device_list, const char *options, cl_uint num_input_programs, const cl_program *input_programs, void (*pfn_notify)(cl_program, void *), void *user_data, cl_int *errcode_ret)``
 
     Symbol ``clLinkProgram``.
     Returns the result.
     """
+    _keep: list[Any] = []
+    _num_devices = len(device_list) if device_list is not None else 0
+    _device_list = _c_array(ffi, 'const cl_device_id', device_list, _keep)
     _options = options.encode() if isinstance(options, str) else options
+    _num_input_programs = len(input_programs) if input_programs is not None else 0
+    _input_programs = _c_array(ffi, 'const cl_program', input_programs, _keep)
     _errcode_ret = _new(_T0)
-    _r = _f_clLinkProgram(context, num_devices, device_list, _options, num_input_programs, input_programs, pfn_notify, user_data, _errcode_ret)
+    _r = _f_clLinkProgram(context, _num_devices, _device_list, _NULL if _options is None else _options, _num_input_programs, _input_programs, _NULL if pfn_notify is None else pfn_notify, _NULL if user_data is None else user_data, _errcode_ret)
     if _errcode_ret[0]:
         raise _error(_errcode_ret[0], 81)
     return _r
