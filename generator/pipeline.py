@@ -93,6 +93,12 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             specs.append(load_library(p, _display(p, base)))
         except UserError as e:
             problems += e.diagnostics
+    for p in sorted(spec_dir.rglob("core.yaml")):
+        if p.parent != spec_dir:  # (spec_paths passes over it: it would silently generate nothing)
+            problems.append(Diagnostic(location=Location(file=_display(p, base), line=1, col=1),
+                                       message=f"only {_display(spec_dir / 'core.yaml', base)} is a core spec, and a "
+                                               "library spec cannot be named core.yaml: name the file after its "
+                                               "library (the library: key names the module)"))
     descs, conflicts = sdk_declarations(specs)
     problems += conflicts + check_backends(specs, core)
     if not problems:  # (a spec that did not load may be the one using an --sdk kind)

@@ -107,3 +107,14 @@ def test_a_backend_that_is_not_a_backend_kind_is_a_located_error(tmp_path: Path)
             "mean 'OPENCL'?) (one of CUDA, ROCM, METAL, QNN, OPENCL: it names the backend in Error.backend)") \
         in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_library_spec_named_core_yaml_is_refused_not_passed_over(tmp_path: Path) -> None:
+    """specs/<vendor>/core.yaml used to be skipped without a word (only the top-level core.yaml is read)."""
+    spec_dir = tmp_path / "specs"
+    shutil.copytree(SPECS, spec_dir)
+    shutil.copy(spec_dir / "cuda" / "nvrtc.yaml", spec_dir / "cuda" / "core.yaml")
+    proc = run_cli(spec_dir, tmp_path / "out", "--only", "cuda.nvrtc")
+    assert_user_error(proc, "specs/cuda/core.yaml")
+    assert "specs/cuda/core.yaml:1:1: only specs/core.yaml is a core spec, and a library spec cannot be named " \
+           "core.yaml" in proc.stderr, proc.stderr
