@@ -260,3 +260,47 @@ def test_awaiting_an_event_does_not_block_the_event_loop() -> None:
         return during
 
     assert asyncio.run(main()) >= 5
+
+
+def test_inflight_releases_from_several_threads_never_drop_work_still_queued() -> None:
+    """Releases come from more than the stream's thread (``await event`` runs Event.synchronize in an executor,
+    host callbacks wait on events on the stream's callback thread).  Dropping a buffer can run Python code (a
+    finalizer: a mapped view's unmap, a cffi buffer's release), where another thread may take the GIL: two releases
+    racing there both dropped their prefix (11 of 100 trials before the fix), freeing host buffers a queued copy
+    still reads."""
+    import sys
+    import threading
+
+    class Buffer:
+        __slots__ = ("i",)
+
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        def __del__(self) -> None:
+            for _ in range(3):  # Python code in a finalizer (a backward jump: the GIL may switch here)
+                pass
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(100):
+            f = InFlight()
+            f.items.extend(Buffer(i) for i in range(2000))
+            marks = list(range(1, 2001))
+
+            def release(ms: list[int]) -> None:
+                for m in ms:
+                    f.release(m)
+
+            threads = [threading.Thread(target=release, args=(marks[k::3],)) for k in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            # every buffer released exactly once: none dropped twice over (base past the end) or left
+            assert f.base == 2000 and not f.items, (f.base, len(f.items))
+            f.items.append(Buffer(2000))
+            assert f.mark() == 2001
+    finally:
+        sys.setswitchinterval(old)

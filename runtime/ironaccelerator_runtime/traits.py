@@ -1423,24 +1423,35 @@ class InFlight:
     ``mark()`` is the sequence number of the next buffer: a backend records it with each event (and before
     a ``synchronize``/``query``); once that event is seen complete (``Event.synchronize``, an
     ``Event.query`` that returns True, a finished stream), ``release(mark)`` lets every buffer enqueued
-    before it go.  Streams are in order, so that is exact.  Appending and releasing are list operations
-    under the GIL (safe across threads: a release only drops a prefix).
+    before it go.  Streams are in order, so that is exact.  Appending is a list operation under the GIL;
+    releases may come from several threads (an ``await event`` waits in an executor, host callbacks on the stream's
+    callback thread), so a release takes a lock to drop its prefix and count it, and lets the dropped buffers go
+    (their finalizers run Python code) after letting go of it.
     """
 
-    __slots__ = ("items", "base", "__weakref__")
+    __slots__ = ("items", "base", "_lock", "__weakref__")
 
     def __init__(self) -> None:
         self.items: list[Any] = []
         self.base = 0  # the sequence number of items[0]
+        self._lock = threading.Lock()
 
     def mark(self) -> int:
+        # (base is read first: a release between the two reads can only make the mark smaller, which keeps buffers
+        # longer, never shorter; release drops the items before it moves base)
         return self.base + len(self.items)
 
     def release(self, mark: int) -> None:
-        n = mark - self.base
-        if n > 0:
+        if mark <= self.base:  # nothing to drop (base only grows: a stale read just takes the lock below)
+            return
+        with self._lock:
+            n = mark - self.base
+            if n <= 0:
+                return
+            dropped = self.items[:n]
             del self.items[:n]
             self.base += n
+        del dropped  # the buffers' finalizers run here, outside the lock
 
     def __len__(self) -> int:
         return len(self.items)
