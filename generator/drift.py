@@ -28,8 +28,8 @@ from .ctypes_util import declare
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .frontend import FRONTENDS, ParseRequest, parse
 from .ir import Function, Header, Location
-from .spec import CoreSpec, LibrarySpec, Name, load_core, load_library, sdk_declarations
-from .surface import BackendSpec, load_backend, load_surface
+from .spec import CoreSpec, LibrarySpec, Name, sdk_declarations
+from .surface import BackendSpec
 
 __all__ = ["Snapshot", "FunctionInfo", "StructInfo", "LibraryDrift", "SpecBreak", "run",
            "snapshot_sdk", "snapshot_tree", "compare", "spec_breaks"]
@@ -560,7 +560,7 @@ def _arg_error(where: str, message: str) -> UserError:
 
 def run(args: argparse.Namespace) -> int:
     """``ironaccel-gen drift``: print the report; 1 if a spec entry stops matching, else 0 (UserError: 2)."""
-    from .pipeline import _display, backend_paths, spec_paths
+    from .pipeline import _display, load_backends, load_specs
 
     pairs: dict[str, list[str]] = {}
     for item in args.sdk:
@@ -587,21 +587,9 @@ def run(args: argparse.Namespace) -> int:
     if not (spec_dir / "core.yaml").is_file():
         raise _arg_error("--specs", f"{str(spec_dir)!r} has no core.yaml (not a spec directory)")
     base = spec_dir.parent
-    core = load_core(spec_dir / "core.yaml", _display(spec_dir / "core.yaml", base))
-    specs: list[LibrarySpec] = []
-    problems: list[Diagnostic] = []
-    for p in spec_paths(spec_dir):
-        try:
-            specs.append(load_library(p, _display(p, base)))
-        except UserError as e:
-            problems += e.diagnostics
-    surface = load_surface(spec_dir / "core.yaml", _display(spec_dir / "core.yaml", base))
-    backends: list[BackendSpec] = []
-    for p in backend_paths(spec_dir):
-        try:
-            backends.append(load_backend(p, _display(p, base), surface))
-        except UserError as e:
-            problems += e.diagnostics
+    core, specs, problems = load_specs(spec_dir, base)
+    _, backends, backend_problems = load_backends(spec_dir, base)
+    problems += backend_problems
     descs, conflicts = sdk_declarations(specs)
     problems += conflicts
     if problems:

@@ -15,7 +15,7 @@ from .ir import Header, Location
 from .output import diff, existing_files, write
 from .objc import ObjcLibrary, bind_objc
 from .render import banner_text, environment, render_library, render_objc_library, render_package
-from .surface import BackendSpec, load_backend, load_surface, render_surface
+from .surface import BackendSpec, Surface, load_backend, load_surface, render_surface
 from .spec import CoreSpec, LibrarySpec, check_backends, check_library_set, load_core, load_library, sdk_declarations
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,11 +80,9 @@ def parse_declared(spec: LibrarySpec, parser: str) -> Header:
                              if x.location.file == name else x for x in e.diagnostics]) from None
 
 
-def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, frontend: str | None = None,
-                  only: list[str] | None = None, base: Path | None = None) -> Result:
-    """Run the compiler in memory; raise :class:`UserError` on any user error.  ``frontend``: the C front-end
-    for every library (clang or pycparser); None: each spec's ``frontend:``, else clang."""
-    base = base or spec_dir.parent
+def load_specs(spec_dir: Path, base: Path) -> tuple[CoreSpec, list[LibrarySpec], list[Diagnostic]]:
+    """The core spec and every library spec that loads, and the problems of those that do not (named relative to
+    ``base``); a core spec that does not load raises."""
     core = load_core(spec_dir / "core.yaml", _display(spec_dir / "core.yaml", base))
     specs: list[LibrarySpec] = []
     problems: list[Diagnostic] = []
@@ -93,6 +91,28 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             specs.append(load_library(p, _display(p, base)))
         except UserError as e:
             problems += e.diagnostics
+    return core, specs, problems
+
+
+def load_backends(spec_dir: Path, base: Path) -> tuple[Surface, list[BackendSpec], list[Diagnostic]]:
+    """The core surface and every backend spec that loads, and the problems of those that do not."""
+    surface = load_surface(spec_dir / "core.yaml", _display(spec_dir / "core.yaml", base))
+    backends: list[BackendSpec] = []
+    problems: list[Diagnostic] = []
+    for p in backend_paths(spec_dir):
+        try:
+            backends.append(load_backend(p, _display(p, base), surface))
+        except UserError as e:
+            problems += e.diagnostics
+    return surface, backends, problems
+
+
+def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, frontend: str | None = None,
+                  only: list[str] | None = None, base: Path | None = None) -> Result:
+    """Run the compiler in memory; raise :class:`UserError` on any user error.  ``frontend``: the C front-end
+    for every library (clang or pycparser); None: each spec's ``frontend:``, else clang."""
+    base = base or spec_dir.parent
+    core, specs, problems = load_specs(spec_dir, base)
     for p in sorted(spec_dir.rglob("core.yaml")):
         if p.parent != spec_dir:  # (spec_paths passes over it: it would silently generate nothing)
             problems.append(Diagnostic(location=Location(file=_display(p, base), line=1, col=1),
@@ -167,14 +187,8 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         inputs += [found.include_dir / h.value for h in spec.headers + spec.version_headers]
     if problems:
         raise UserError(problems)
-    surface = load_surface(spec_dir / "core.yaml", _display(spec_dir / "core.yaml", base))
-    backends: list[BackendSpec] = []
-    for p in backend_paths(spec_dir):
-        try:
-            backends.append(load_backend(p, _display(p, base), surface))
-        except UserError as e:
-            problems += e.diagnostics
-        inputs.append(p)
+    surface, backends, problems = load_backends(spec_dir, base)
+    inputs += backend_paths(spec_dir)
     if problems:
         raise UserError(problems)
     env = environment()

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import pytest
 
@@ -174,3 +174,16 @@ def stub_child(stub_cuda: tuple[Path, dict[str, str]]) -> Callable[[str], int]:
         return int(proc.stdout.split()[1])
 
     return run
+
+
+def rect_reference(dst: Any, src: Any, extent: tuple[int, ...], dst_pitches: tuple[int, int],
+                   src_pitches: tuple[int, int], dst_offset: int, src_offset: int) -> None:
+    """What a strided copy (Stream.copy_2d/copy_3d) does, on flat uint8 numpy arrays: row y of slice z, ``width``
+    bytes of ``extent = (width, height[, depth])``, from ``src_offset + z * src_pitches[1] + y * src_pitches[0]``
+    to the same place in ``dst``."""
+    w, h, depth = (*extent, 1)[:3]
+    for z in range(depth):
+        for y in range(h):
+            d = dst_offset + z * dst_pitches[1] + y * dst_pitches[0]
+            s = src_offset + z * src_pitches[1] + y * src_pitches[0]
+            dst[d:d + w] = src[s:s + w]

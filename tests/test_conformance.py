@@ -29,6 +29,8 @@ from ironaccelerator import (
     MemoryKind, MemoryPool, NumericClass, Scalar, Stream, Vendor,
 )
 
+from conftest import rect_reference
+
 
 # ------------------------------------------------------------------ device code, per backend
 
@@ -595,17 +597,6 @@ def test_fill_patterns(device: Device, stream: Stream, width: int) -> None:
 # copies linear ranges, QNN tensors are flat client buffers; neither has managed memory to migrate)
 STRIDED_UNSUPPORTED = {BackendKind.METAL, BackendKind.QNN}
 PREFETCH_UNSUPPORTED = {BackendKind.METAL, BackendKind.QNN}
-
-
-def rect_reference(dst: np.ndarray, src: np.ndarray, extent: tuple[int, ...], dst_pitches: tuple[int, int],
-                   src_pitches: tuple[int, int], dst_offset: int, src_offset: int) -> None:
-    """What a strided copy does, on flat uint8 numpy arrays: row y of slice z of width bytes, side by side."""
-    w, h, depth = (*extent, 1)[:3]
-    for z in range(depth):
-        for y in range(h):
-            d = dst_offset + z * dst_pitches[1] + y * dst_pitches[0]
-            s = src_offset + z * src_pitches[1] + y * src_pitches[0]
-            dst[d:d + w] = src[s:s + w]
 
 
 def test_strided_copies_each_direction(device: Device, stream: Stream) -> None:

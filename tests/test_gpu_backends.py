@@ -38,7 +38,7 @@ from ironaccelerator_gen import pipeline
 from ironaccelerator_gen.diagnostics import UserError
 
 import dlpack_capsules
-from conftest import GENERATED, ROOT, SPECS
+from conftest import GENERATED, ROOT, SPECS, rect_reference
 from ironaccelerator_runtime import dlpack
 
 # ------------------------------------------------------------------ capability translation (pure)
@@ -1158,16 +1158,6 @@ def test_sim_offsets_counts_and_fills(sim: Any) -> None:
         assert ei.value.kind is ErrorKind.INVALID_VALUE and "past its end" in str(ei.value)
 
 
-def _rect_reference(dst: np.ndarray, src: np.ndarray, extent: tuple[int, ...], dst_pitches: tuple[int, int],
-                    src_pitches: tuple[int, int], dst_offset: int, src_offset: int) -> None:
-    w, h, depth = (*extent, 1)[:3]
-    for z in range(depth):
-        for y in range(h):
-            d = dst_offset + z * dst_pitches[1] + y * dst_pitches[0]
-            s = src_offset + z * src_pitches[1] + y * src_pitches[0]
-            dst[d:d + w] = src[s:s + w]
-
-
 def test_sim_strided_copies_fill_the_vendor_structs(sim: Any) -> None:
     """copy_2d / copy_3d through memcpy_2d / memcpy_3d (CUDA_MEMCPY2D/3D; hip_Memcpy2D, HIP_MEMCPY3D): each side's
     memory type, pointer (moved to its offset: slices and origins included), pitch and rows per slice, as the
@@ -1181,19 +1171,19 @@ def test_sim_strided_copies_fill_the_vendor_structs(sim: Any) -> None:
         s.fill(a, 0)
         s.fill(b, 0)
         s.copy_2d(a, data, 10, 7, src_pitch=33, dst_pitch=50, src_offset=3, dst_offset=(4, 2))
-        _rect_reference(ra, data, (10, 7), (50, 350), (33, 231), 104, 3)
+        rect_reference(ra, data, (10, 7), (50, 350), (33, 231), 104, 3)
         assert driver.rects[-1] == (False, 10, 7, 1, (33, 231), (50, 350)) and len(s._inflight) == 1
         s.copy_2d(b[512:1024], a, 12, 5, dst_pitch=20, src_pitch=50, src_offset=100, dst_offset=7)  # a slice
-        _rect_reference(rb, ra, (12, 5), (20, 100), (50, 250), 512 + 7, 100)
+        rect_reference(rb, ra, (12, 5), (20, 100), (50, 250), 512 + 7, 100)
         s.copy_3d(b, data, (6, 3, 4), dst_pitch=(16, 64), src_pitch=(9, 45), dst_offset=1000, src_offset=(1, 1, 1))
-        _rect_reference(rb, data, (6, 3, 4), (16, 64), (9, 45), 1000, 55)
+        rect_reference(rb, data, (6, 3, 4), (16, 64), (9, 45), 1000, 55)
         assert driver.rects[-1] == (True, 6, 3, 4, (9, 45), (16, 64))
         s.copy_3d(a, b, (5, 2, 3), dst_pitch=(11, 33), src_pitch=16, src_offset=1000, dst_offset=(0, 1, 20))
-        _rect_reference(ra, rb, (5, 2, 3), (11, 33), (16, 32), 11 + 660, 1000)
+        rect_reference(ra, rb, (5, 2, 3), (11, 33), (16, 32), 11 + 660, 1000)
         box = np.full((4, 3, 8), 0xEE, np.uint8)
         s.copy_3d(box, b, (6, 3, 4), src_pitch=(16, 64), src_offset=1000, dst_pitch=8)
         want_box = box.copy().reshape(-1)
-        _rect_reference(want_box, rb, (6, 3, 4), (8, 24), (16, 64), 0, 1000)
+        rect_reference(want_box, rb, (6, 3, 4), (8, 24), (16, 64), 0, 1000)
         back_a, back_b = np.zeros(2048, np.uint8), np.zeros(2048, np.uint8)
         s.copy_to_host(back_a, a)
         s.copy_to_host(back_b, b)

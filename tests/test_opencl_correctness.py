@@ -20,7 +20,7 @@ import ironaccelerator as ia
 from ironaccelerator import BackendKind, BackendRegistry, CapabilityFlags, Error, ErrorKind, KernelLaunch, LaunchDims
 from ironaccelerator import MemoryKind, Vendor
 
-from conftest import ROOT
+from conftest import ROOT, rect_reference
 
 
 def _has_device() -> bool:
@@ -388,15 +388,6 @@ def test_bad_input_corpus_is_refused_clearly_never_crashes() -> None:
     assert not wrong, "\n".join(wrong.values())
 
 
-def _rect_reference(dst: np.ndarray, src: np.ndarray, w: int, h: int, depth: int, dst_pitches: tuple[int, int],
-                    src_pitches: tuple[int, int], dst_offset: int, src_offset: int) -> None:
-    for z in range(depth):
-        for y in range(h):
-            d = dst_offset + z * dst_pitches[1] + y * dst_pitches[0]
-            s = src_offset + z * src_pitches[1] + y * src_pitches[0]
-            dst[d:d + w] = src[s:s + w]
-
-
 def test_random_strided_copies_match_numpy(dev: Any) -> None:
     """200 random 3-D regions (each direction, any byte offset: a buffer's offset becomes an origin whose x may run
     past the row pitch, rows crossing the pitch) on PoCL's clEnqueue*BufferRect, against a numpy reference; the
@@ -430,7 +421,7 @@ def test_random_strided_copies_match_numpy(dev: Any) -> None:
             continue
         assert fits
         s.synchronize()  # (the host array is both a source and a destination across iterations)
-        _rect_reference(rdst, rsrc, w, h, depth, dp, sp, do, so)
+        rect_reference(rdst, rsrc, (w, h, depth), dp, sp, do, so)
         done += 1
     back_a, back_b = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
     s.copy_to_host(back_a, a)

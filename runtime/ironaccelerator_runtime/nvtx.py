@@ -125,19 +125,25 @@ def _attributes(message: bytes, color: int | None) -> tuple[Any, Any]:
     return a, text
 
 
-def push(message: str, *, color: int | None = None, domain: str | None = None) -> None:
-    """Open a range on this thread (close it with :func:`pop`, same ``domain``)."""
-    text = _text(message, "nvtx.push")
-    c = _color(color, "nvtx.push")
+def _event(what: str, simple: str, extended: str, message: str, color: Any, domain: Any) -> None:
+    """A push or a mark: the char (A) call when neither ``color`` nor ``domain`` is given, else the domain's Ex
+    call with event attributes (a NULL domain handle is NVTX's default domain)."""
+    text = _text(message, what)
+    c = _color(color, what)
     raw = _load()
     if raw is None:
         return
     if c is None and domain is None:
-        raw.nvtxRangePush(text)
+        getattr(raw, simple)(text)
     else:
         a, keep = _attributes(text, c)
-        raw.nvtxDomainRangePushEx(_domain(raw, domain, "nvtx.push"), a)
+        getattr(raw, extended)(_domain(raw, domain, what), a)
         del keep
+
+
+def push(message: str, *, color: int | None = None, domain: str | None = None) -> None:
+    """Open a range on this thread (close it with :func:`pop`, same ``domain``)."""
+    _event("nvtx.push", "nvtxRangePush", "nvtxDomainRangePushEx", message, color, domain)
 
 
 def pop(*, domain: str | None = None) -> None:
@@ -153,17 +159,7 @@ def pop(*, domain: str | None = None) -> None:
 
 def mark(message: str, *, color: int | None = None, domain: str | None = None) -> None:
     """An instantaneous event on the timeline."""
-    text = _text(message, "nvtx.mark")
-    c = _color(color, "nvtx.mark")
-    raw = _load()
-    if raw is None:
-        return
-    if c is None and domain is None:
-        raw.nvtxMark(text)
-    else:
-        a, keep = _attributes(text, c)
-        raw.nvtxDomainMarkEx(_domain(raw, domain, "nvtx.mark"), a)
-        del keep
+    _event("nvtx.mark", "nvtxMark", "nvtxDomainMarkEx", message, color, domain)
 
 
 class range:  # noqa: N801  (named like the builtin it shadows inside this module only, as NVTX's own Python API)

@@ -1148,7 +1148,7 @@ class GpuDevice(Device):
         return kind
 
     def _import_memory(self, imp: Any, kind: MemoryKind) -> GpuAllocation:
-        cls = _imported_class(self.allocation_class)
+        cls = _with_mixin(_ImportedMemory, self.allocation_class)
         ptr_t = self.api.tables.types["deviceptr"]
         handle: Any = imp.address if "*" not in ptr_t else self.api.ffi.cast(ptr_t, imp.address)
         a: Any = cls(self, handle, imp.nbytes, kind)
@@ -1220,7 +1220,7 @@ class GpuDevice(Device):
         code = api.ipc_open(out, native[0], api.tables.const("ipc_open_flags"))
         if code:
             raise api.error(code, "ipc_open", repr(handle))
-        a: Any = _ipc_class(self.allocation_class)(self, out[0], nbytes, MemoryKind.DEVICE)
+        a: Any = _with_mixin(_IpcMemory, self.allocation_class)(self, out[0], nbytes, MemoryKind.DEVICE)
         a.ipc_handle = handle
         a._tracked = True  # closed on drop
         imported: GpuAllocation = a
@@ -1564,23 +1564,16 @@ class _IpcMemory:
                     function="Allocation.export_ipc")
 
 
-_IMPORTED: dict[type, type] = {}
-_IPC: dict[type, type] = {}
+_MIXED: dict[tuple[type, type], type] = {}
 
 
-def _ipc_class(base: type[GpuAllocation]) -> type[GpuAllocation]:
-    cls = _IPC.get(base)
+def _with_mixin(mixin: type, base: type[GpuAllocation]) -> type[GpuAllocation]:
+    """``base`` (a vendor's allocation class) with ``mixin``'s release in front, made once per pair:
+    ``ImportedCudaAllocation`` (memory of another framework), ``IpcCudaAllocation`` (another process's)."""
+    cls = _MIXED.get((mixin, base))
     if cls is None:
-        cls = type("Ipc" + base.__name__, (_IpcMemory, base), {})
-        _IPC[base] = cls
-    return cls
-
-
-def _imported_class(base: type[GpuAllocation]) -> type[GpuAllocation]:
-    cls = _IMPORTED.get(base)
-    if cls is None:
-        cls = type("Imported" + base.__name__, (_ImportedMemory, base), {})
-        _IMPORTED[base] = cls
+        prefix = "Imported" if mixin is _ImportedMemory else "Ipc"
+        cls = _MIXED[mixin, base] = type(prefix + base.__name__, (mixin, base), {})
     return cls
 
 
