@@ -62,7 +62,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '17ceb3a401b718356b8ca5e1'
+BUILD_ID = 'fe370fcc3455321780823493'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -8,7 +8,7 @@ ABI_MODULE = "ironaccelerator.backends.cuda.nvtx._cffi_abi"
 # The digest of this library's build inputs (types.cdef, api.cdef, abi.cdef, trampolines.c, this file) and of
 # the runtime's ia_runtime.h that trampolines.c includes: both built modules carry it, and _binding.py's
 # BUILD_ID must equal it at import, so that a `generate` not followed by `build` is reported as such.
-BUILD_ID = "9750cd479ea1c1b343f3e2d0"
+BUILD_ID = "eb1af92e53889a4f1c7208ba"
 # -O2: the trampolines are a load, a predictable branch and an indirect call; -O2 keeps them tight without
 # the compile-time cost of -O3 on ~20 functions.
 OPTIMIZE = "-O2"

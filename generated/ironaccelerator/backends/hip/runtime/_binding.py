@@ -444,7 +444,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'adf384915ab2cdf6fa718d37'
+BUILD_ID = 'ea66e5f5cb6c8928f3be2182'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -8,7 +8,7 @@ ABI_MODULE = "ironaccelerator.backends.qnn.interface._cffi_abi"
 # The digest of this library's build inputs (types.cdef, api.cdef, abi.cdef, trampolines.c, this file) and of
 # the runtime's ia_runtime.h that trampolines.c includes: both built modules carry it, and _binding.py's
 # BUILD_ID must equal it at import, so that a `generate` not followed by `build` is reported as such.
-BUILD_ID = "fd2980630e5d339840c32f39"
+BUILD_ID = "5c02939c5be4ab452725f9ae"
 # -O2: the trampolines are a load, a predictable branch and an indirect call; -O2 keeps them tight without
 # the compile-time cost of -O3 on ~72 functions.
 OPTIMIZE = "-O2"

@@ -8,7 +8,7 @@ ABI_MODULE = "ironaccelerator.backends.qnn.system._cffi_abi"
 # The digest of this library's build inputs (types.cdef, api.cdef, abi.cdef, trampolines.c, this file) and of
 # the runtime's ia_runtime.h that trampolines.c includes: both built modules carry it, and _binding.py's
 # BUILD_ID must equal it at import, so that a `generate` not followed by `build` is reported as such.
-BUILD_ID = "5a0b4a20b6c636d7ef84f03b"
+BUILD_ID = "1e252b1ec4b30902d25eede9"
 # -O2: the trampolines are a load, a predictable branch and an indirect call; -O2 keeps them tight without
 # the compile-time cost of -O3 on ~9 functions.
 OPTIMIZE = "-O2"

@@ -8,7 +8,7 @@ ABI_MODULE = "ironaccelerator.backends.test.pool_memory._cffi_abi"
 # The digest of this library's build inputs (types.cdef, api.cdef, abi.cdef, trampolines.c, this file) and of
 # the runtime's ia_runtime.h that trampolines.c includes: both built modules carry it, and _binding.py's
 # BUILD_ID must equal it at import, so that a `generate` not followed by `build` is reported as such.
-BUILD_ID = "70dfdb831a3b0929e224f2d0"
+BUILD_ID = "7b61e4b0665ba03e53481545"
 # -O2: the trampolines are a load, a predictable branch and an indirect call; -O2 keeps them tight without
 # the compile-time cost of -O3 on ~4 functions.
 OPTIMIZE = "-O2"

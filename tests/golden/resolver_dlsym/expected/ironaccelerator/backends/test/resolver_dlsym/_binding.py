@@ -19,7 +19,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '131d4bcd515bbdee7c0cfa71'
+BUILD_ID = '43fb6bc57a97db0f4f42da84'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -24,7 +24,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '16db159ad6ab039c950ff3b6'
+BUILD_ID = '691d77cbe8f6e690cf7ee64b'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

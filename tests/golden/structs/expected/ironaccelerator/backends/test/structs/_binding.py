@@ -18,7 +18,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '57919962faffcca5fbed3f7e'
+BUILD_ID = 'b24ae13fe25d3b460e6b852f'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
