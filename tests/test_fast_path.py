@@ -33,37 +33,38 @@ import decimal
 from ironaccelerator import Error
 
 
-def norm(lib, x):
-    """A result as compared: C data by its class, C type and address, or the bytes it owns (a struct)."""
+def norm(lib, x, addresses=True):
+    """A result as compared: C data by its class, C type and address (or only whether it is NULL, for objects a
+    library makes anew on each call), or the bytes it owns (a struct)."""
     ffi = lib.ffi
     if isinstance(x, tuple):
-        return tuple(norm(lib, y) for y in x)
+        return tuple(norm(lib, y, addresses) for y in x)
     if not isinstance(x, ffi.CData):
         return (type(x).__name__, repr(x))
     t = ffi.typeof(x)
     if "owning" in repr(x):
         return (type(x).__name__, t.cname, bytes(ffi.buffer(x if t.kind == "pointer" else ffi.addressof(x))))
-    return (type(x).__name__, t.cname, int(ffi.cast("uintptr_t", x)))
+    return (type(x).__name__, t.cname, int(ffi.cast("uintptr_t", x)) if addresses else x == ffi.NULL)
 
 
-def outcome(lib, fn, args, kwargs):
+def outcome(lib, fn, args, kwargs, addresses=True):
     try:
         r = fn(*args, **kwargs)
     except Error as e:
         return ("Error", e.kind, e.code, e.function, e.backend, str(e))
     except Exception as e:
         return (type(e).__name__,)
-    return ("ok", norm(lib, r))
+    return ("ok", norm(lib, r, addresses))
 
 
-def compare(lib, cases):
+def compare(lib, cases, addresses=True):
     assert lib.BINDING_MODE == "api" and lib._fast is not None
     assert sorted(lib._python) == sorted(n for n in vars(lib._fast) if not n.startswith("_"))
     checked = 0
     for name, args, kwargs in cases:
         fast, slow = getattr(lib, name), lib._python[name]
         assert type(fast).__name__ == "builtin_function_or_method" and type(slow).__name__ == "function", name
-        a, b = outcome(lib, fast, args, kwargs), outcome(lib, slow, args, kwargs)
+        a, b = outcome(lib, fast, args, kwargs, addresses), outcome(lib, slow, args, kwargs, addresses)
         assert a == b, f"{name}{args}{kwargs}: fast {a} != python {b}"
         checked += 1
     return checked
@@ -331,6 +332,173 @@ print("compared", compare(lib, cases))
 '''
     r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(GENERATED)},
                        capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("compared"), r.stdout + r.stderr
+
+
+STUB_CASES = r"""
+ffi = lib.ffi
+PTX = b".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p0, .param .u32 p1)\n{\n ret;\n}\n"
+lib.cuInit(0)
+dev = lib.cuDeviceGet(0)
+ctx = lib.cuDevicePrimaryCtxRetain(dev)
+lib.cuCtxSetCurrent(ctx)
+s = lib.cuStreamCreate(0)
+e = lib.cuEventCreate(0)
+lib.cuEventRecord(e, s)
+mod = lib.cuModuleLoadData(PTX)
+fn = lib.cuModuleGetFunction(mod, "k")
+dptr = lib.cuMemAlloc(64)
+host = ffi.new("char[]", 64)
+params = ffi.new("void *[]", [ffi.new("unsigned long long *"), ffi.new("unsigned int *")])
+values = ffi.new("void *[]", [ffi.cast("void *", 32)])
+assert lib.cuCtxGetCurrent() == ctx and lib.cuStreamGetPriority(s) == lib._python["cuStreamGetPriority"](s)
+assert lib.cuCtxGetCurrent() == lib._python["cuCtxGetCurrent"]() and lib.ffi.typeof(ctx) is lib.ffi.typeof("CUcontext")
+bad = [None, 0, 1.5, "x", ffi.NULL, ffi.new("int *"), object(), ctx, [s], e]
+cases = [("cuCtxGetCurrent", (), {}), ("cuCtxGetStreamPriorityRange", (), {}), ("cuMemGetInfo", (), {}),
+         ("cuDeviceGetName", (dev,), {}), ("cuDeviceGetUuid", (dev,), {}), ("cuDeviceGetUuid", (None,), {}),
+         ("cuFuncGetName", (fn,), {}), ("cuFuncGetParamInfo", (fn, 0), {}), ("cuFuncGetParamInfo", (fn, 1), {}),
+         ("cuFuncGetParamInfo", (fn, 7), {}), ("cuStreamCreate", (0,), {}), ("cuEventCreate", (0,), {}),
+         ("cuMemHostAlloc", (64, 0), {}), ("cuCtxSetCurrent", (ctx,), {})]
+for x in [s] + bad:
+    cases += [("cuStreamGetPriority", (x,), {}), ("cuStreamQuery", (x,), {}), ("cuStreamGetFlags", (x,), {}),
+              ("cuEventElapsedTime", (e, x), {}), ("cuStreamWaitEvent", (s, x, 0), {}), ("cuCtxSetCurrent", (x,), {}),
+              ("cuModuleGetFunction", (x, "k"), {}), ("cuLaunchKernel", (fn, 1, 1, 1, 1, 1, 1, 0, x), {}),
+              ("cuLaunchKernel", (fn, 1, 1, 1, 1, 1, 1, 0, s, x), {}), ("cuMemcpyHtoDAsync", (dptr, x, 1, s), {})]
+cases.append(("cuCtxSetCurrent", (ctx,), {}))
+for name in ["k", b"k", "nope", None, 5, "k" * 300, "\ud800"]:
+    cases.append(("cuModuleGetFunction", (mod, name), {}))
+for a in [(PTX, [lib.CU_JIT_MAX_REGISTERS], values), (PTX, None, None), (PTX, [1, "x"], None), (PTX, [], values),
+          (PTX, [lib.CU_JIT_MAX_REGISTERS]), (None, None, None), (PTX, [1 << 40], None), (PTX, 5, None)]:
+    cases.append(("cuModuleLoadDataEx", a, {}))
+for a in [([lib.CU_JIT_MAX_REGISTERS], values), (None, None), ([1, None], None), ()]:
+    cases.append(("cuLinkCreate", a, {}))  # not in the stub: its placeholder's CUDA_ERROR_NOT_SUPPORTED
+cases += [("cuLaunchKernel", (fn, 1, 1, 1, 1, 1, 1, 0, s, params, None), {}),
+          ("cuLaunchKernel", (fn, 1, 1, 1, 1, 1, 1, 0, s), {"extra": None, "kernelParams": params}),
+          ("cuMemcpyHtoDAsync", (dptr, host, 64, s), {}), ("cuMemcpyHtoDAsync", (dptr, b"abc", 3, s), {}),
+          ("cuMemcpyHtoDAsync", (dptr, [1, 2], 2, s), {})]
+print("compared", compare(lib, cases, addresses=False))
+"""
+
+
+def test_driver_fast_path_on_the_stub_driver(stub_cuda: tuple[Path, dict[str, str]]) -> None:
+    """Handles in and out, structs, strings, arrays and nullable pointers, over the stub driver (a libcuda.so.1
+    built from the real cuda.h whose functions return at once): fast and Python agree, call by call."""
+    _, env = stub_cuda
+    code = "from ironaccelerator.backends.cuda import driver as lib\n" + COMPARE + STUB_CASES
+    r = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(GENERATED)}, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith("compared"), r.stdout + r.stderr
+
+
+NVRTC_CASES = r"""
+ffi = lib.ffi
+src = 'extern "C" __global__ void k(float *x) { x[0] = 1.0f; }'
+prog = lib.nvrtcCreateProgram(src, "k.cu")
+lib.nvrtcCompileProgram(prog, ["--gpu-architecture=compute_80"])
+broken = lib.nvrtcCreateProgram("this is not C++", "bad.cu")
+cases = []
+for a in [(src,), (src, "k.cu"), (src.encode(), b"k.cu"), (src, None, ["a.h"], ["#define A 1"]), (src, None, [], []),
+          (src, None, ["a.h"], []), (src, None, ["a.h"], None), (None,), (5,), (src, "k.cu", [None], [None]),
+          (src, "k.cu", "ab", ["x", "y"]), ("\ud800",)]:
+    cases.append(("nvrtcCreateProgram", a, {}))
+for a in [(prog, ["--gpu-architecture=compute_80"]), (prog,), (prog, None), (prog, ["--no-such-option"]),
+          (broken, []), (broken, ["-default-device"]), (None, []), (prog, [5]), (prog, "ab")]:
+    cases.append(("nvrtcCompileProgram", a, {}))
+for x in [prog, broken, None, ffi.NULL, 5]:
+    cases += [("nvrtcGetPTXSize", (x,), {}), ("nvrtcGetPTX", (x,), {}), ("nvrtcGetProgramLog", (x,), {}),
+              ("nvrtcGetProgramLogSize", (x,), {}), ("nvrtcGetCUBIN", (x,), {}), ("nvrtcGetLTOIR", (x,), {})]
+cases += [("nvrtcAddNameExpression", (prog, None), {}), ("nvrtcDestroyProgram", (None,), {}),
+          ("nvrtcDestroyProgram", (5,), {}), ("nvrtcGetNumSupportedArchs", (), {}), ("nvrtcGetSupportedArchs", (), {})]
+n = compare(lib, cases, addresses=False)
+# in-out: the destroyed handle comes back as NULL (one program each: destroying is not repeatable)
+p1, p2 = lib.nvrtcCreateProgram(src), lib.nvrtcCreateProgram(src)
+assert norm(lib, lib.nvrtcDestroyProgram(p1)) == norm(lib, lib._python["nvrtcDestroyProgram"](p2))
+assert lib.nvrtcDestroyProgram(lib.nvrtcCreateProgram(src)) == ffi.NULL
+try:
+    lib.nvrtcCompileProgram(broken, [])
+except Error as e:
+    assert "bad.cu" in str(e) and e.kind.name == "COMPILE_FAILED", str(e)  # the log, read by the C fast path
+else:
+    raise AssertionError("compiled")
+fresh = lib.nvrtcCreateProgram(src, "k.cu")
+lib.nvrtcCompileProgram(fresh, ["--gpu-architecture=compute_80"])
+ptx = lib.nvrtcGetPTX(fresh)
+assert ptx.startswith("//") and ".entry k" in ptx and ptx == lib._python["nvrtcGetPTX"](fresh)
+assert len(ptx) + 1 == lib.nvrtcGetPTXSize(fresh) and type(lib.nvrtcGetPTX).__name__ == "builtin_function_or_method"
+print("compared", n)
+"""
+
+
+def test_nvrtc_fast_path_with_programs() -> None:
+    """NVRTC (real): strings and arrays in, handles out and in-out, sized strings, a compile log in the error."""
+    code = ("from ironaccelerator.backends.cuda import nvrtc as lib\n"
+            "if not lib.has('nvrtcCreateProgram'):\n    print('skip: no libnvrtc')\n    raise SystemExit(0)\n"
+            + COMPARE + NVRTC_CASES)
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(GENERATED)},
+                       capture_output=True, text=True, timeout=300)
+    if r.stdout.startswith("skip"):
+        pytest.skip(r.stdout.strip())
+    assert r.returncode == 0 and r.stdout.startswith("compared"), r.stdout + r.stderr
+
+
+OPENCL_CASES = r"""
+plats = ffi.new("cl_platform_id[]", n[0])
+lib.clGetPlatformIDs(n[0], plats, None)
+devs = ffi.new("cl_device_id[]", 1)
+lib.clGetDeviceIDs(plats[0], lib.CL_DEVICE_TYPE_ALL, 1, devs, None)
+dev = devs[0]
+ctx = lib.clCreateContext(None, [dev])
+q = lib.clCreateCommandQueueWithProperties(ctx, dev, None)
+src = "__kernel void k(__global int *x) { x[0] = 7; }"
+prog = lib.clCreateProgramWithSource(ctx, [src])
+lib.clBuildProgram(prog, [dev], "")
+kern = lib.clCreateKernel(prog, "k")
+buf = lib.clCreateBuffer(ctx, lib.CL_MEM_READ_WRITE, 64)
+value = ffi.new("cl_uint *")
+props = [lib.CL_CONTEXT_PLATFORM, ffi.cast("cl_context_properties", plats[0])]
+cases = []
+for a in [(ctx, lib.CL_MEM_READ_WRITE, 64), (ctx, lib.CL_MEM_READ_WRITE, 0), (ctx, 1 << 40, 64), (ffi.NULL, 1, 64),
+          (None, 1, 64), (ctx, 1, 64, None), (ctx, lib.CL_MEM_USE_HOST_PTR, 64, ffi.new("char[]", 64)),
+          (ctx, 1, -1), (q, 1, 64)]:
+    cases.append(("clCreateBuffer", a, {}))
+for x in [ctx, ffi.NULL, None, q, 5]:
+    cases += [("clCreateUserEvent", (x,), {}), ("clFlush", (x,), {})]
+for a in [(None, [dev]), (props, [dev]), ([], [dev]), (None, []), (None, None), (None, [dev, dev]),
+          (None, [None]), ([1, "x"], [dev]), (None, [dev], None, None)]:
+    cases.append(("clCreateContext", a, {}))
+for a in [(ctx, [src]), (ctx, [src, src.encode()]), (ctx, []), (ctx, None), (ctx, [None]), (ffi.NULL, [src]),
+          (ctx, [src], ffi.new("size_t[]", [len(src)]))]:
+    cases.append(("clCreateProgramWithSource", a, {}))
+for a in [(prog, "k"), (prog, b"k"), (prog, "nope"), (prog, None), (ffi.NULL, "k")]:
+    cases.append(("clCreateKernel", a, {}))
+for a in [(dev, lib.CL_DEVICE_MAX_COMPUTE_UNITS, 4, value), (dev, lib.CL_DEVICE_MAX_COMPUTE_UNITS, 4, value, n),
+          (dev, lib.CL_DEVICE_MAX_COMPUTE_UNITS, 0, None, n), (dev, 0, 4, value), (None, 0, 4, value),
+          (dev, lib.CL_DEVICE_MAX_COMPUTE_UNITS, 4, b"abcd")]:
+    cases.append(("clGetDeviceInfo", a, {}))
+arg = (kern, 0, ffi.sizeof("cl_mem"), ffi.new("cl_mem *", buf))
+for a in [arg, (kern, 0, 8, None), (kern, 5, 8, None), (None, 0, 8, None), arg]:  # (the buffer last: launched below)
+    cases.append(("clSetKernelArg", a, {}))
+for a in [(q, kern, 1, None, [1], None), (q, kern, 1, None, [1], [1], None, None), (q, kern, 1, None, [1], None, []),
+          (q, kern, 1, None, None, None), (q, kern, 1, None, [1], None, [None]), (q, kern, 1, [0], [1], [1])]:
+    cases.append(("clEnqueueNDRangeKernel", a, {}))
+for a in [(prog, [dev], "-cl-std=CL1.2"), (prog, None, None), (prog,), (prog, [dev], b""), (prog, [dev], 5),
+          (ffi.NULL, None, None)]:
+    cases.append(("clBuildProgram", a, {}))
+cases += [("clFinish", (q,), {}), ("clGetPlatformIDs", (0, None, n), {}), ("clGetPlatformIDs", (0, None, None), {})]
+print("compared", compare(lib, cases, addresses=False))
+"""
+
+
+def test_opencl_fast_path_on_pocl() -> None:
+    """OpenCL (PoCL): errcode_ret statuses, handles, null-terminated and counted arrays, strings, nullable ones."""
+    code = ("from ironaccelerator.backends.opencl import cl as lib\nffi = lib.ffi\nn = ffi.new('cl_uint *')\n"
+            "try:\n    lib.clGetPlatformIDs(0, None, n)\nexcept Exception as e:\n    print('skip:', e)\n"
+            "    raise SystemExit(0)\nif n[0] == 0:\n    print('skip: no OpenCL platform')\n    raise SystemExit(0)\n"
+            + COMPARE + OPENCL_CASES)
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(GENERATED)},
+                       capture_output=True, text=True, timeout=300)
+    if r.stdout.startswith("skip"):
+        pytest.skip(r.stdout.strip())
     assert r.returncode == 0 and r.stdout.startswith("compared"), r.stdout + r.stderr
 
 
