@@ -99,6 +99,16 @@ def measure(title: str, rows: list[Row], args: argparse.Namespace) -> list[tuple
     return out
 
 
+class PythonWrappers:
+    """``lib``'s Python wrapper of each function: the one its fast path replaced, or (no fast path) the function."""
+
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+
+    def __getitem__(self, name: str) -> Any:
+        return self.lib._python.get(name) or getattr(self.lib, name)
+
+
 def compiled(fn: object) -> str:
     return "C" if type(fn).__name__ == "builtin_function_or_method" else "Py"
 
@@ -155,16 +165,17 @@ def cuda_rows() -> list[Row]:
     mapped = libs_mapped("libcuda")
     assert len(mapped) == 1 and "stub_cuda" in next(iter(mapped)), mapped  # both bindings: the stub
 
+    P = PythonWrappers(d)
+
     def load_unload() -> None:
         d.cuModuleUnload(d.cuModuleLoadDataEx(PTX, options, values))
 
     def load_unload_py() -> None:
-        d._python["cuModuleUnload"](d._python["cuModuleLoadDataEx"](PTX, options, values))
+        P["cuModuleUnload"](P["cuModuleLoadDataEx"](PTX, options, values))
 
     def load_unload_cb() -> None:
         cb.cuModuleUnload(cb.cuModuleLoadDataEx(PTX, 2, copts, cvals)[1])
 
-    P = d._python
     T = 1.0
     rows = [
         Row("cuCtxGetCurrent", "handle out", d.cuCtxGetCurrent, P["cuCtxGetCurrent"], cb.cuCtxGetCurrent,
@@ -217,7 +228,7 @@ def nvrtc_rows() -> list[Row]:
         cn.nvrtcGetPTX(cprog, buf)
         return buf
 
-    P = n._python
+    P = PythonWrappers(n)
     rows = [
         Row("nvrtcVersion", "two int outs", n.nvrtcVersion, P["nvrtcVersion"], cn.nvrtcVersion, "cuda-bindings", 1.0),
         Row("nvrtcGetPTXSize", "handle in, size_t out", lambda: n.nvrtcGetPTXSize(prog),
@@ -271,11 +282,13 @@ def opencl_rows() -> list[Row] | str:
     pdev = pctx.devices[0]
     mf = pcl.mem_flags
 
+    P = PythonWrappers(cl)
+
     def buf_ours() -> None:
         cl.clReleaseMemObject(cl.clCreateBuffer(ctx, cl.CL_MEM_READ_WRITE, 64))
 
     def buf_py() -> None:
-        cl._python["clReleaseMemObject"](cl._python["clCreateBuffer"](ctx, cl.CL_MEM_READ_WRITE, 64))
+        P["clReleaseMemObject"](P["clCreateBuffer"](ctx, cl.CL_MEM_READ_WRITE, 64))
 
     def buf_pcl() -> None:
         pcl.Buffer(pctx, mf.READ_WRITE, 64).release()
@@ -287,7 +300,7 @@ def opencl_rows() -> list[Row] | str:
         cl.clReleaseEvent(cl.clCreateUserEvent(ctx))
 
     def ev_py() -> None:
-        cl._python["clReleaseEvent"](cl._python["clCreateUserEvent"](ctx))
+        P["clReleaseEvent"](P["clCreateUserEvent"](ctx))
 
     def ev_pcl() -> None:
         pcl.UserEvent(pctx)  # released when dropped
@@ -295,7 +308,6 @@ def opencl_rows() -> list[Row] | str:
     def ev_raw() -> None:
         raw.clReleaseEvent(raw.clCreateUserEvent(ctx, err))
 
-    P = cl._python
     rows = [
         Row("clCreateBuffer+clReleaseMemObject", "errcode_ret, handle result", buf_ours, buf_py, buf_pcl, "pyopencl"),
         Row("clCreateUserEvent+clReleaseEvent", "errcode_ret, handle result", ev_ours, ev_py, ev_pcl, "pyopencl"),
@@ -328,7 +340,7 @@ def hip_rows() -> list[Row] | str:
         hp = None
     raw, ffi = h._b.lib, h.ffi
     v = ffi.new("int *")
-    P = h._python
+    P = PythonWrappers(h)
     if hp is not None:
         ref_v, ref_s, name = (lambda: hp.hipRuntimeGetVersion()), (lambda: hp.hipGetErrorString(1)), "hip-python"
         ref_n = lambda: hp.hipGetErrorName(1)  # noqa: E731
