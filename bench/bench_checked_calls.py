@@ -224,7 +224,7 @@ def nvrtc_rows() -> list[Row]:
 
     def cb_ptx() -> bytes:
         size = cn.nvrtcGetPTXSize(cprog)[1]
-        buf = b" " * size
+        buf: bytes = b" " * size
         cn.nvrtcGetPTX(cprog, buf)
         return buf
 
@@ -262,7 +262,7 @@ def opencl_rows() -> list[Row] | str:
         return "pyopencl is not installed"
     from ironaccelerator.backends.opencl import cl
 
-    ffi, raw = cl.ffi, cl._b.lib
+    ffi, raw = cl.ffi, cl._cffi.lib  # type: ignore[attr-defined]  # the compiled module
     n = ffi.new("cl_uint *")
     cl.clGetPlatformIDs(0, None, n)
     if n[0] == 0:
@@ -338,7 +338,7 @@ def hip_rows() -> list[Row] | str:
         from hip import hip as hp  # hip-python (make bench-deps)
     except ImportError:
         hp = None
-    raw, ffi = h._b.lib, h.ffi
+    raw, ffi = h._cffi.lib, h.ffi  # type: ignore[attr-defined]  # the compiled module
     v = ffi.new("int *")
     P = PythonWrappers(h)
     if hp is not None:

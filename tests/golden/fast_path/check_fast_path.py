@@ -21,6 +21,8 @@ for name in FAST:
     assert getattr(g, name).__doc__.lstrip().startswith("``"), name
 assert sorted(getattr(g, "_python", {})) == (sorted(FAST) if g.BINDING_MODE == "api" else [])
 assert list(inspect.signature(g.goldenScale).parameters) == ["x", "factor"]
+# trailing nullable parameters default to None (a compiled fast path's text signature says so too)
+assert [p.default for p in inspect.signature(g.goldenCtxNotify).parameters.values()] == [inspect.Parameter.empty, None, None]
 assert "goldenAlloc_v2" in g.goldenAlloc.__doc__ and "Returns ``ptr``" in g.goldenAlloc.__doc__
 assert g.goldenInit(1) is None and g.goldenGetVersion() == (2, 1)
 assert g.goldenAlloc(100) == 0x1000 + 100 and g.goldenAlloc(bytes=7) == 0x1007
