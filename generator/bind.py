@@ -432,6 +432,9 @@ class _Binder:
                 return None
             used.add(py)
             params.append(self.make_param(py, c_name, ctype, role, pspec, tuple(len_of.get(c_name, ()))))
+        # len: names arrays by their C names; the wrapper refers to them by their Python names (b -> b_)
+        py_of = {bp.c_name: bp.name for bp in params}
+        params = [replace(bp, len_of=tuple(py_of[n] for n in bp.len_of)) if bp.len_of else bp for bp in params]
         # the wrapper's locals are _<name> and _<name>_n: no parameter may be called that
         locals_ = {f"_{bp.name}" for bp in params} | {f"_{bp.name}_n" for bp in params}
         for bp in params:

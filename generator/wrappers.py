@@ -6,10 +6,12 @@ validated by the binder, and every literal is emitted with ``repr`` (Python) or
 as a decimal integer literal (C).
 
 :func:`lower` gives the Python wrapper (used in ABI mode, and in API mode for
-functions without a fast path).  :func:`fast_path` gives, for functions whose
-parameters and result are plain numbers (or a ``const char *`` / fixed-capacity
-string), a METH_FASTCALL C function compiled into the cffi API module
-(``trampolines.c``) that does the same thing without Python bytecode.
+functions without a fast path).  :func:`fast_path` gives, for every function
+whose parameters and result it can express (numbers, strings, handles and other
+pointers, structs, arrays with their lengths, nullable pointers, errcode_ret), a
+METH_FASTCALL C function compiled into the cffi API module (``trampolines.c``)
+that does the same thing without Python bytecode, converting C data with cffi's
+own functions.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Mapping
 
 from .bind import BoundFunction, BoundLibrary, BoundParam
 from .ctypes_util import FLOAT_BUILTINS, INTEGER_BUILTINS, declare, resolve
-from .ir import Builtin, CType, EnumRef, InlineEnum, InlineRecord, Pointer, Typedef
+from .ir import Array, Builtin, CType, EnumRef, FunctionProto, InlineEnum, InlineRecord, Pointer, RecordRef, Typedef
 
 PY_IN_ROLES = ("in", "in_str", "in_array", "inout")
 OUT_ROLES = ("out", "out_str", "out_struct", "inout", "out_buffer")
@@ -212,6 +214,10 @@ class FastPath:
     text_signature: str  # ex) ``cuDeviceGet($module, ordinal)`` (CPython's __text_signature__ convention)
     doc: str  # the Python wrapper's docstring
     body: tuple[str, ...]  # C statements of the function body, one per line (nested lines are indented)
+    # the C types it converts with (cffi's), ia_ct[ct_base + k]: (C argument index, or -1 for the result; whether
+    # the type that one points to)  ex) ((0, True),) for cuCtxGetCurrent(CUcontext *pctx): CUcontext
+    ctypes: tuple[tuple[int, bool], ...] = ()
+    ct_base: int = 0
 
 
 def _scalar(t: CType, typedefs: Mapping[str, Typedef]) -> str | None:
@@ -250,16 +256,80 @@ def _c_int(v: int) -> str:
     return f"{v}LL" if v >= 0 else f"({v}LL)"
 
 
-def fast_path(f: BoundFunction, lib: BoundLibrary, doc: str, typedefs: Mapping[str, Typedef]) -> FastPath | None:
+def _spellable(t: CType) -> bool:
+    """Whether ``t`` can be written a second time (for a local): no anonymous struct or enum outside a typedef."""
+    while isinstance(t, (Pointer, Array)):
+        t = t.pointee if isinstance(t, Pointer) else t.element
+    return not isinstance(t, (InlineEnum, InlineRecord))
+
+
+def _pointer_local(t: CType, r: CType, name: str) -> str:
+    """A local for a pointer argument of type ``t`` (resolved: ``r``); an array parameter is a pointer (C, cffi)."""
+    return _spell(Pointer(pointee=r.element), name) if isinstance(r, Array) else _spell(t, name)
+
+
+def _is_record(t: CType, typedefs: Mapping[str, Typedef]) -> bool:
+    return isinstance(resolve(t, typedefs), (RecordRef, InlineRecord))
+
+
+class _Lowering:
+    """The pieces of one fast path's C body, collected parameter by parameter (see :func:`fast_path`).
+
+    The body runs in the Python wrapper's order: its statements (``prepare``: strings encoded, arrays built,
+    lengths checked, out storage made), then the arguments cffi converts at the call (``convert``), the call with
+    the GIL released, the status checks, and the results; every failure jumps to ``ia_done``, which releases
+    what was made (``cleanup``) and returns ``ia_res``."""
+
+    def __init__(self, ct_base: int) -> None:
+        self.decls: list[str] = []
+        self.prepare: list[str] = []
+        self.convert: list[str] = []
+        self.args: list[str] = []  # the C call's arguments, in C order
+        self.outs: list[str] = []  # new references to the Python results from out parameters, in parameter order
+        self.checks: list[str] = []  # after the call, before the results (error_out)
+        self.cleanup: list[str] = []
+        self.ct_base = ct_base
+        self.ctypes: list[tuple[int, bool]] = []
+        self.free_args = False
+
+    def ct(self, arg: int, item: bool) -> int:
+        """The index in ia_ct of C argument ``arg``'s type (-1: the result), or of what it points to."""
+        key = (arg, item)
+        if key not in self.ctypes:
+            self.ctypes.append(key)
+        return self.ct_base + self.ctypes.index(key)
+
+    def pointer_arg(self, i: int, obj: str, nullable: bool, function_pointer: bool) -> None:
+        """Convert ``obj`` into pointer local ``a<i>`` as cffi converts an argument of its type."""
+        k = self.ct(i, False)
+        if function_pointer:  # cffi: _cffi_to_c_pointer (a NULL result is an error only with one set)
+            conv = [f"a{i} = (void *)_cffi_to_c_pointer({obj}, IA_CT({k}));",
+                    f"if (a{i} == NULL && PyErr_Occurred())", "    goto ia_done;"]
+        else:
+            self.free_args = True
+            conv = [f"if (ia_arg_ptr(IA_CT({k}), {obj}, (char **)&a{i}, &ia_free) < 0)", "    goto ia_done;"]
+        if nullable:  # the Python wrapper passes ffi.NULL for None
+            self.convert += [f"if ({obj} == Py_None) {{", f"    a{i} = NULL;", "} else {",
+                             *["    " + line for line in conv], "}"]
+        else:
+            self.convert += conv
+
+
+def fast_path(f: BoundFunction, lib: BoundLibrary, doc: str, typedefs: Mapping[str, Typedef], ct_base: int = 0,
+              sizers: Mapping[str, int] | None = None) -> FastPath | None:
     """The C fast path of ``f``'s checked wrapper, or None when ``f`` keeps its Python wrapper.
 
-    Eligible: every parameter is a number passed in (``in``, not nullable), a number written through a
-    pointer (``out``/``inout``), a ``char **`` result (``out_str``), or a fixed-capacity ``char *``
-    buffer with its capacity parameter; the result is the status type, a number, ``const char *`` or
-    void; no ``error_log``.  The C function must behave exactly like the Python wrapper (same
-    arguments, same results, same exceptions).
+    Expressible: parameters passed in as numbers, pointers (handles, ``void *``, structs by address; nullable:
+    None is NULL), function pointers or structs by value; strings in (``in_str``); arrays with their lengths
+    (``in_array``/``len``); numbers, handles and other pointers out or in-out; structs out (``out_struct``) or
+    in-out; ``char **`` strings out; string buffers of a fixed capacity, or sized by a size function that has a
+    fast path of its own returning one int (``sizers``: its public name -> index); a status result, a number, a
+    string, a pointer or a struct result, an ``errors.out_param`` status (``errcode``), or void; an ``error_log``
+    function's log is read by calling the module's log function, as the Python wrapper does.  Not: anonymous types, and argument types cffi converts in ways not mirrored here (char,
+    _Bool, long double).  The C function behaves exactly like the Python wrapper (same arguments,
+    same results and result types, same exceptions), converting C data with cffi's own functions.
     """
-    if f.error_log is not None:
+    if f.error_log is not None and (f.log_param is None or not f.returns_status):
         return None
     result = f.c.result
     if f.returns_status:
@@ -277,124 +347,247 @@ def fast_path(f: BoundFunction, lib: BoundLibrary, doc: str, typedefs: Mapping[s
         if pointee is None or not _is_char(pointee, typedefs):
             return None
         rkind = "str"
+    elif f.result_kind in ("cdata", "struct") and _spellable(result):
+        r = resolve(result, typedefs)
+        if isinstance(r, Pointer):
+            rkind = "pointer"
+        elif isinstance(r, (RecordRef, InlineRecord)):
+            rkind = "struct"
+        else:
+            return None
     else:
         return None
 
-    decls: list[str] = []
-    convert_inout: list[str] = []
-    convert_in: list[str] = []
-    args: list[str] = []  # the C call's arguments, in C order
-    outs: list[str] = []  # Python results from out parameters, in parameter order
-    heap: list[str] = []  # PyMem_Calloc'ed buffers
-    alloc: list[str] = []
-    py_names: list[str] = []  # Python parameters, in signature order
-    capacity: dict[str, int] = {}
-    for p in f.params:
+    params = f.params
+    py_params = [p for p in params if p.role in PY_IN_ROLES]
+    required = len(py_params)  # as lower(): trailing nullable parameters default to None
+    while required > 0 and py_params[required - 1].nullable:
+        required -= 1
+    py_index = {p.name: k for k, p in enumerate(py_params)}
+    low = _Lowering(ct_base)
+    heap: list[str] = []
+    for p in params:
         if p.role == "out_buffer":
-            if p.string is None or p.string.capacity is None or p.string.size_function is not None:
+            if p.string is None:
                 return None
-            if p.string.length_param is None:
-                return None
-            capacity[p.string.length_param.value] = p.string.capacity
-    for i, p in enumerate(f.params):
-        if p.role in ("in", "inout"):
-            py_names.append(p.name)
-        if p.role == "in":
-            kind = _scalar(p.type, typedefs)
-            if p.nullable or p.py_type not in ("int", "float") or kind != p.py_type:
-                return None
-            t = _spell(p.type)
-            decls.append(f"{_spell(p.type, f'a{i}')};")
-            conv = "IA_ARG_INT" if kind == "int" else "IA_ARG_FLOAT"
-            convert_in.append(f"{conv}({t}, ia_a[{len(py_names) - 1}], a{i});")
-            args.append(f"a{i}")
-        elif p.role in ("out", "inout"):
-            pointee = _pointee(p.type, typedefs)
-            kind = None if pointee is None else _scalar(pointee, typedefs)
-            if pointee is None or kind is None or p.py_result != kind:
-                return None
-            t = _spell(pointee)
-            if p.role == "inout":
-                if p.nullable:
+            if p.string.size_function is not None:
+                if sizers is None or p.string.size_function.value not in sizers or p.string.length_param is not None:
                     return None
-                decls.append(f"{_spell(pointee, f'o{i}')};")
-                conv = "IA_ARG_INT" if kind == "int" else "IA_ARG_FLOAT"
-                convert_inout.append(f"{conv}({t}, ia_a[{len(py_names) - 1}], o{i});")
+            elif p.string.capacity is None or p.string.length_param is None:
+                return None
+    capacity = {p.string.length_param.value: p.string.capacity for p in params
+                if p.role == "out_buffer" and p.string is not None and p.string.length_param is not None
+                and p.string.capacity is not None}
+    for i, p in enumerate(params):
+        o = f"ia_a[{py_index[p.name]}]" if p.name in py_index else ""
+        t = p.type
+        if not _spellable(t):
+            return None
+        r = resolve(t, typedefs)
+        if p.role == "in":
+            kind = _scalar(t, typedefs)
+            if kind is not None:
+                if p.nullable or p.py_type != kind:
+                    return None
+                low.decls.append(f"{_spell(t, f'a{i}')};")
+                conv = "IA_IN_INT" if kind == "int" else "IA_IN_FLOAT"
+                low.convert.append(f"{conv}({_spell(t)}, {o}, a{i});")
+            elif isinstance(r, (Pointer, Array)):
+                low.decls.append(f"{_pointer_local(t, r, f'a{i}')};")
+                function_pointer = isinstance(r, Pointer) and isinstance(resolve(r.pointee, typedefs), FunctionProto)
+                low.pointer_arg(i, o, p.nullable, function_pointer)
+            elif isinstance(r, (RecordRef, InlineRecord)) and not p.nullable:  # a struct by value
+                low.decls.append(f"{_spell(t, f'a{i}')};")
+                low.convert += [f"if (_cffi_to_c((char *)&a{i}, IA_CT({low.ct(i, False)}), {o}) < 0)",
+                                "    goto ia_done;"]
             else:
-                decls.append(f"{_spell(pointee, f'o{i}')} = 0;")
-            args.append(f"&o{i}")
-            outs.append(f"IA_FROM_INT({t}, o{i})" if kind == "int" else f"PyFloat_FromDouble((double)o{i})")
+                return None
+            low.args.append(f"a{i}")
+        elif p.role == "in_str":
+            if not isinstance(r, Pointer):
+                return None
+            # the Python wrapper: _v = v.encode() if isinstance(v, str) else v; cffi then converts _v
+            low.decls += [f"{_spell(t, f'a{i}')};", f"PyObject *ia_s{i} = NULL;"]
+            low.prepare += [f"if (PyUnicode_Check({o}) && (ia_s{i} = PyUnicode_AsUTF8String({o})) == NULL)",
+                            "    goto ia_done;"]
+            low.cleanup.append(f"Py_XDECREF(ia_s{i});")
+            low.pointer_arg(i, f"(ia_s{i} != NULL ? ia_s{i} : {o})", p.nullable, False)
+            low.args.append(f"a{i}")
+        elif p.role == "in_array":
+            if not isinstance(r, (Pointer, Array)):
+                return None
+            element = resolve(r.pointee if isinstance(r, Pointer) else r.element, typedefs)
+            if (isinstance(element, Builtin) and element.name == "void") or isinstance(element, FunctionProto):
+                return None  # (cffi cannot make such an array: the Python wrapper's TypeError, or no C size)
+            if isinstance(element, RecordRef) and not any(
+                    (c.kind, c.tag) == (element.kind, element.tag) and c.fields is not None for c in lib.header.records):
+                return None
+            if "ia_keep" not in "".join(low.decls):
+                low.decls.append("PyObject *ia_keep = NULL;")
+                low.cleanup.append("Py_XDECREF(ia_keep);")
+            low.decls += [f"{_pointer_local(t, r, f'a{i}')} = NULL;", f"void *ia_m{i} = NULL;"]
+            low.prepare += [f"if (ia_array({o}, ia_ct[{low.ct(i, True)}], sizeof *a{i}, {1 if p.terminated else 0}, "
+                            f"&ia_m{i}, &ia_keep) < 0)", "    goto ia_done;", f"a{i} = ia_m{i};"]
+            low.cleanup.append(f"PyMem_Free(ia_m{i});")
+            low.args.append(f"a{i}")
+        elif p.role == "len":
+            if _scalar(t, typedefs) != "int" or any(n not in py_index for n in p.len_of):
+                return None
+            first = f"ia_a[{py_index[p.len_of[0]]}]"
+            low.decls += [f"{_spell(t, f'a{i}')};", f"Py_ssize_t ia_n{i} = 0;"]
+            low.prepare += [f"if ({first} != Py_None && (ia_n{i} = PyObject_Length({first})) < 0)", "    goto ia_done;"]
+            for other in p.len_of[1:]:
+                ob = f"ia_a[{py_index[other]}]"
+                message = f"{other} must have as many items as {p.len_of[0]}"
+                low.prepare += [f"if ({ob} != Py_None) {{", f"    Py_ssize_t ia_m = PyObject_Length({ob});",
+                                "    if (ia_m < 0)", "        goto ia_done;",
+                                f"    if (ia_m != ia_n{i}) {{", f"        ia_fast_invalid({f.index}, {c_string(message)});",
+                                "        goto ia_done;", "    }", "}"]
+            low.convert.append(f"IA_IN_LEN({_spell(t)}, ia_n{i}, a{i});")
+            low.args.append(f"a{i}")
+        elif p.role in ("out", "inout", "errcode"):
+            pointee = _pointee(t, typedefs)
+            if pointee is None or not _spellable(pointee):
+                return None
+            kind = _scalar(pointee, typedefs)
+            pt = _spell(pointee)
+            if p.role == "errcode":
+                if kind != "int":
+                    return None
+                low.decls.append(f"{_spell(pointee, f'o{i}')} = 0;")
+                low.checks += [f"if (IA_UNLIKELY(o{i} != 0)) {{",
+                               f"    ia_fast_fail(IA_FROM_INT({pt}, o{i}), {f.index});", "    goto ia_done;", "}"]
+                low.args.append(f"&o{i}")
+                continue
+            if _is_record(pointee, typedefs):  # an in-out struct: ffi.new(T *, v) as the Python wrapper, v[0] back
+                if p.role != "inout":
+                    return None
+                k = low.ct(i, False)
+                low.decls += [f"PyObject *ia_o{i} = NULL;", f"{_spell(t, f'a{i}')};"]
+                low.prepare += [f"if ((ia_o{i} = ia_new(ia_ct[{k}], {o})) == NULL)", "    goto ia_done;",
+                                f"a{i} = (void *)_cffi_to_c_pointer(ia_o{i}, IA_CT({k}));"]
+                low.cleanup.append(f"Py_XDECREF(ia_o{i});")
+                low.args.append(f"a{i}")
+                low.outs.append(f"ia_item0(ia_o{i})")
+                continue
+            if kind is not None and p.py_result == kind:
+                if p.role == "inout":
+                    low.decls.append(f"{_spell(pointee, f'o{i}')};")
+                    conv = "IA_INOUT_INT" if kind == "int" else "IA_INOUT_FLOAT"
+                    low.prepare.append(f"{conv}({pt}, {o}, o{i});")
+                else:
+                    low.decls.append(f"{_spell(pointee, f'o{i}')} = 0;")
+                low.outs.append(f"IA_FROM_INT({pt}, o{i})" if kind == "int" else f"PyFloat_FromDouble((double)o{i})")
+            elif kind is None and isinstance(resolve(pointee, typedefs), Pointer):  # a handle or other pointer
+                k = low.ct(i, True)
+                low.decls.append(f"{_spell(pointee, f'o{i}')} = NULL;")
+                if p.role == "inout":  # ffi.new(T *, v): None is NULL
+                    low.prepare += [f"if ({o} != Py_None && _cffi_to_c((char *)&o{i}, IA_CT({k}), {o}) < 0)",
+                                    "    goto ia_done;"]
+                low.outs.append(f"_cffi_from_c_pointer((char *)o{i}, IA_CT({k}))")
+            else:
+                return None
+            low.args.append(f"&o{i}")
+        elif p.role == "out_struct":
+            k = low.ct(i, False)
+            low.decls += [f"PyObject *ia_o{i} = NULL;", f"{_spell(t, f'a{i}')};"]
+            low.prepare += [f"if ((ia_o{i} = ia_new(ia_ct[{k}], NULL)) == NULL)", "    goto ia_done;",
+                            f"a{i} = (void *)_cffi_to_c_pointer(ia_o{i}, IA_CT({k}));"]
+            low.cleanup.append(f"Py_XDECREF(ia_o{i});")
+            low.args.append(f"a{i}")
+            low.outs.append(f"(Py_INCREF(ia_o{i}), ia_o{i})")
         elif p.role == "out_str":
-            pointee = _pointee(p.type, typedefs)
+            pointee = _pointee(t, typedefs)
             inner = None if pointee is None else _pointee(pointee, typedefs)
             if pointee is None or inner is None or not _is_char(inner, typedefs):
                 return None
-            decls.append(f"{_spell(pointee, f'o{i}')} = NULL;")
-            args.append(f"&o{i}")
-            outs.append(f"ia_str(o{i})")
+            low.decls.append(f"{_spell(pointee, f'o{i}')} = NULL;")
+            low.args.append(f"&o{i}")
+            low.outs.append(f"ia_str(o{i})")
         elif p.role == "capacity":
-            if p.c_name not in capacity or _scalar(p.type, typedefs) != "int":
+            if p.c_name not in capacity or _scalar(t, typedefs) != "int":
                 return None
-            args.append(f"({_spell(p.type)}){capacity[p.c_name]}")
+            low.args.append(f"({_spell(t)}){capacity[p.c_name]}")
         elif p.role == "out_buffer":
-            assert p.string is not None and p.string.capacity is not None
-            pointee = _pointee(p.type, typedefs)
+            assert p.string is not None
+            pointee = _pointee(t, typedefs)
             if pointee is None or not _is_char(pointee, typedefs):
                 return None
+            if p.string.size_function is not None:
+                assert sizers is not None
+                sizer_name = p.string.size_function.value
+                sizer = next(q for q in lib.functions if q.public == sizer_name)
+                names = [q.name for q in sizer.params if q.role in PY_IN_ROLES]
+                if any(n not in py_index for n in names):
+                    return None
+                argv = ", ".join(f"ia_a[{py_index[n]}]" for n in names) or "NULL"
+                # the Python wrapper: _v_n = sizer(...); _v = ffi.new("char[]", max(_v_n, 1))
+                low.decls += [f"char *ia_buf{i} = NULL;", f"Py_ssize_t ia_n{i} = 0;"]
+                low.prepare += ["{", f"    PyObject *ia_sv[{max(len(names), 1)}] = {{{argv}}};",
+                                f"    PyObject *ia_sz = ia_fast_{sizers[sizer_name]}(NULL, ia_sv, {len(names)}, NULL);",
+                                "    if (ia_sz == NULL)", "        goto ia_done;",
+                                f"    ia_n{i} = PyLong_AsSsize_t(ia_sz);", "    Py_DECREF(ia_sz);",
+                                f"    if (ia_n{i} == -1 && PyErr_Occurred())", "        goto ia_done;", "}",
+                                f"if ((ia_buf{i} = (char *)PyMem_Calloc(ia_n{i} > 1 ? (size_t)ia_n{i} : 1, 1)) == NULL) {{",
+                                "    PyErr_NoMemory();", "    goto ia_done;", "}"]
+                low.cleanup.append(f"PyMem_Free(ia_buf{i});")
+                size = f"(ia_n{i} > 1 ? (size_t)ia_n{i} : 1)"
+                # bytes(ffi.buffer(_v, _v_n)): a negative size is the whole buffer
+                low.outs.append(f"PyBytes_FromStringAndSize(ia_buf{i}, ia_n{i} >= 0 ? ia_n{i} : 1)"
+                                if p.string.binary else f"ia_str_n(ia_buf{i}, {size})")
+                low.args.append(f"ia_buf{i}")
+                continue
+            assert p.string.capacity is not None
             cap = p.string.capacity
-            size = max(cap, 1)  # as the Python wrapper: char[max(n, 1)], the capacity argument stays n
-            if size <= FAST_STACK_BUFFER_MAX:
-                decls.append(f"char ia_buf{i}[{size}];")
-                alloc.append(f"memset(ia_buf{i}, 0, sizeof ia_buf{i});")
+            size_n = max(cap, 1)  # as the Python wrapper: char[max(n, 1)], the capacity argument stays n
+            if size_n <= FAST_STACK_BUFFER_MAX:
+                low.decls.append(f"char ia_buf{i}[{size_n}];")
+                low.prepare.append(f"memset(ia_buf{i}, 0, sizeof ia_buf{i});")
             else:
-                decls.append(f"char *ia_buf{i} = NULL;")
-                heap.append(f"ia_buf{i}")
-                alloc.append(f"ia_buf{i} = (char *)PyMem_Calloc({size}, 1);")
-                alloc.append(f"if (ia_buf{i} == NULL)")
-                alloc.append("    return PyErr_NoMemory();")
-            args.append(f"ia_buf{i}")
-            outs.append(f"PyBytes_FromStringAndSize(ia_buf{i}, {cap})" if p.string.binary
-                        else f"ia_str_n(ia_buf{i}, {size})")
+                low.decls.append(f"char *ia_buf{i} = NULL;")
+                low.prepare += [f"if ((ia_buf{i} = (char *)PyMem_Calloc({size_n}, 1)) == NULL) {{",
+                                "    PyErr_NoMemory();", "    goto ia_done;", "}"]
+                low.cleanup.append(f"PyMem_Free(ia_buf{i});")
+            low.args.append(f"ia_buf{i}")
+            low.outs.append(f"PyBytes_FromStringAndSize(ia_buf{i}, {cap})" if p.string.binary
+                            else f"ia_str_n(ia_buf{i}, {size_n})")
         else:
-            return None  # in_str, in_array, len, out_struct, CData handles, ...: the Python wrapper
+            return None
 
-    def ret(expr: str, cond: str | None = None) -> list[str]:
-        """``return expr;`` (if ``cond``), freeing the heap buffers first."""
-        lines = [f"return {expr};"] if not heap else \
-            [f"ia_res = {expr};", *[f"PyMem_Free({b});" for b in heap], "return ia_res;"]
-        if cond is None:
-            return lines
-        if len(lines) == 1:
-            return [f"if ({cond})", "    " + lines[0]]
-        return [f"if ({cond}) {{", *["    " + line for line in lines], "}"]
-
-    n = len(py_names)
+    n = len(py_params)
+    names = [p.name for p in py_params]
     body: list[str] = []
     if n:
-        body.append(f"static const char *const ia_kw[] = {{{', '.join(c_string(x) for x in py_names)}}};")
+        body.append(f"static const char *const ia_kw[] = {{{', '.join(c_string(x) for x in names)}}};")
     body.append(f"PyObject *ia_argv[{max(n, 1)}];")
     if n:
         body.append("PyObject *const *ia_a = ia_args;")
-    if heap:
-        body.append("PyObject *ia_res;")
+    body.append("PyObject *ia_res = NULL;")
+    if low.free_args:
+        body.append("struct _cffi_freeme_s *ia_free = NULL;")
     rtype = _spell(result) if rkind != "void" else ""
     if rkind != "void":
         body.append(f"{_spell(result, 'ia_r')};")
-    body += decls
+    body += low.decls
     body.append("(void)ia_self;")
     body.append(f"if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != {n})) {{")
-    body.append(f"    if (ia_fast_args({c_string(f.public)}, {'ia_kw' if n else 'NULL'}, {n}, ia_args, ia_nargs, "
-                "ia_kwnames, ia_argv) < 0)")
+    body.append(f"    if (ia_fast_args({c_string(f.public)}, {'ia_kw' if n else 'NULL'}, {n}, {required}, ia_args, "
+                "ia_nargs, ia_kwnames, ia_argv) < 0)")
     body.append("        return NULL;")
     if n:
         body.append("    ia_a = ia_argv;")
     body.append("}")
-    if rkind == "void":
-        # the Python wrapper raises the loader error before it converts any argument
-        body.append(f"if (IA_UNLIKELY(ia_status({f.index}) != 0) && ia_fast_require({f.index}) < 0)")
+    k_result = low.ct(-1, False) if rkind in ("pointer", "struct") else None
+    if low.ctypes:
+        body.append(f"if (IA_UNLIKELY(ia_ct[{ct_base}] == NULL) && ia_ct_load({ct_base}, {len(low.ctypes)}) < 0)")
         body.append("    return NULL;")
-    body += convert_inout + convert_in + alloc
-    call = f"{f.public}({', '.join(args)})"
+    body += low.prepare
+    if rkind == "void":
+        # the Python wrapper raises the loader error after its own statements, before cffi converts the arguments
+        body.append(f"if (IA_UNLIKELY(ia_status({f.index}) != 0) && ia_fast_require({f.index}) < 0)")
+        body.append("    goto ia_done;")
+    body += low.convert
+    call = f"{f.public}({', '.join(low.args)})"
     body.append("Py_BEGIN_ALLOW_THREADS")
     body.append(f"ia_r = {call};" if rkind != "void" else f"{call};")
     body.append("Py_END_ALLOW_THREADS")
@@ -402,26 +595,44 @@ def fast_path(f: BoundFunction, lib: BoundLibrary, doc: str, typedefs: Mapping[s
     if rkind == "status":
         allowed = list(dict.fromkeys([*lib.success, *f.status_codes]))
         cond = " && ".join(f"(long long)ia_r != {_c_int(c)}" for c in allowed) or "0"
-        body += ret(f"ia_fast_fail(IA_FROM_INT({rtype}, ia_r), {f.index})", f"IA_UNLIKELY({cond})")
+        if f.error_log is not None and f.log_param is not None:  # the error's detail: error_log(log_param)
+            assert f.log_param in py_index
+            fail = (f"ia_fast_fail_log(IA_FROM_INT({rtype}, ia_r), {f.index}, {c_string(f.error_log)}, "
+                    f"ia_a[{py_index[f.log_param]}]);")
+        else:
+            fail = f"ia_fast_fail(IA_FROM_INT({rtype}, ia_r), {f.index});"
+        body += [f"if (IA_UNLIKELY({cond})) {{", f"    {fail}", "    goto ia_done;", "}"]
         if f.status_codes:
             results.append(f"IA_FROM_INT({rtype}, ia_r)")
-    elif rkind == "int":
+    body += low.checks
+    if rkind == "int":
         results.append(f"IA_FROM_INT({rtype}, ia_r)")
     elif rkind == "float":
         results.append("PyFloat_FromDouble((double)ia_r)")
     elif rkind == "str":
         # NULL is "" unless the function could not be resolved (then the loader error, as _require)
-        body += ret("NULL", f"ia_r == NULL && ia_status({f.index}) != 0 && ia_fast_require({f.index}) < 0")
+        body += [f"if (ia_r == NULL && ia_status({f.index}) != 0 && ia_fast_require({f.index}) < 0)", "    goto ia_done;"]
         results.append("ia_str(ia_r)")
-    results += outs
+    elif rkind == "pointer":
+        results.append(f"_cffi_from_c_pointer((char *)ia_r, IA_CT({k_result}))")
+    elif rkind == "struct":
+        results.append(f"_cffi_from_c_struct((char *)&ia_r, IA_CT({k_result}))")
+    results += low.outs
     if not results:
-        body += ret("(Py_INCREF(Py_None), Py_None)")
+        body.append("ia_res = (Py_INCREF(Py_None), Py_None);")
     elif len(results) == 1:
-        body += ret(results[0])
+        body.append(f"ia_res = {results[0]};")
     else:
-        body += ret(f"ia_tuple({len(results)}, (PyObject *[]){{{', '.join(results)}}})")
-    text_signature = f"{f.public}({', '.join(['$module', *py_names])})"
-    return FastPath(index=f.index, public=f.public, text_signature=text_signature, doc=doc, body=tuple(body))
+        body.append(f"ia_res = ia_tuple({len(results)}, (PyObject *[]){{{', '.join(results)}}});")
+    body.append("ia_done:")
+    if low.free_args:
+        body.append("ia_free_args(ia_free);")
+    body += low.cleanup
+    body.append("return ia_res;")
+    sig = [x if k < required else f"{x}=None" for k, x in enumerate(names)]
+    text_signature = f"{f.public}({', '.join(['$module', *sig])})"
+    return FastPath(index=f.index, public=f.public, text_signature=text_signature, doc=doc, body=tuple(body),
+                    ctypes=tuple(low.ctypes), ct_base=ct_base)
 
 
 def c_string(s: str) -> str:
@@ -441,14 +652,31 @@ def c_string(s: str) -> str:
 
 
 def fast_paths(lib: BoundLibrary, wrappers: Mapping[str, Wrapper]) -> tuple[FastPath, ...]:
-    """The fast path of every eligible function of ``lib``, in function order."""
+    """The fast path of every eligible function of ``lib``, in function order, numbering their C types."""
     typedefs = {t.name: t for t in lib.header.typedefs}
+    # size functions first: a string out sized by one is expressible when the size function has a fast path that
+    # returns one int (it is called in C)
+    sizer_names = {p.string.size_function.value for f in lib.functions for p in f.params
+                   if p.role == "out_buffer" and p.string is not None and p.string.size_function is not None}
+    sizers = {f.public: f.index for f in lib.functions if f.public in sizer_names and _one_int(f, typedefs)
+              and fast_path(f, lib, "", typedefs) is not None}
     out = []
+    ct_base = 0
     for f in lib.functions:
-        fp = fast_path(f, lib, wrappers[f.public].doc, typedefs)
+        fp = fast_path(f, lib, wrappers[f.public].doc, typedefs, ct_base, sizers)
         if fp is not None:
             out.append(fp)
+            ct_base += len(fp.ctypes)
     return tuple(out)
+
+
+def _one_int(f: BoundFunction, typedefs: Mapping[str, Typedef]) -> bool:
+    """Whether ``f``'s checked wrapper returns exactly one int (an integer out parameter, on a status)."""
+    outs = [p for p in f.params if p.role in OUT_ROLES]
+    if not f.returns_status or f.status_codes or len(outs) != 1 or outs[0].role != "out":
+        return False
+    pointee = _pointee(outs[0].type, typedefs)
+    return pointee is not None and _scalar(pointee, typedefs) == "int" and outs[0].py_result == "int"
 
 
 def raw_result(f: BoundFunction) -> str:

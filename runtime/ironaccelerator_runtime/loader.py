@@ -447,6 +447,15 @@ class Binding:
             message += "\n" + detail
         return Error(kind, message, code=code, backend=self.backend, function=public)
 
+    def error_with_log(self, code: int, index: int, log: Callable[..., Any], *args: Any) -> Error:
+        """:meth:`error` with ``log(*args)`` (a compile log) as its detail: a fast path's ``error_log``."""
+        return self.error(code, index, detail(log, *args))
+
+    def invalid(self, index: int, message: str) -> Error:
+        """The INVALID_VALUE :class:`Error` a checked wrapper of function ``index`` raises itself (arrays whose
+        lengths differ): what its compiled fast path raises too."""
+        return Error(ErrorKind.INVALID_VALUE, message, function=self.functions[index][0], backend=self.backend)
+
     def raise_error(self, code: int, index: int) -> None:
         raise self.error(code, index)
 

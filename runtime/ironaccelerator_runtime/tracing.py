@@ -14,7 +14,8 @@ Unset (or ``0``), nothing is wrapped: the raw functions are the compiled cffi fu
 costs nothing when it is off (``tests/test_tracing.py`` checks that they are the same objects).  The compiled fast
 paths that call the driver from C (the CUDA/HIP packed launch and pool allocation) are not used while tracing is on,
 so launches and pool allocations are logged too; the checked fast paths compiled into the cffi modules
-(number-in/number-out checked functions) call the driver directly and are not traced.
+(the checked functions; their Python wrappers call the cffi functions, not the wrapped ``unchecked`` ones,
+so in ABI mode too) call the driver directly and are not traced.
 """
 
 from __future__ import annotations

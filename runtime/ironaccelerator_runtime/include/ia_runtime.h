@@ -224,10 +224,12 @@ static void ia_set_per_thread(int enabled)
 }
 
 /* ------------------------------------------------------------------------------------------------------
- * Checked fast path: the checked wrappers of functions that take and return plain numbers (or a string), as
- * CPython functions (generated per function, after this file).  Each one does what its Python wrapper in
- * __init__.py does -- same arguments (positional or keyword), same results, same exceptions -- without
- * running Python bytecode: converts the arguments as cffi does, calls the trampoline with the GIL released,
+ * Checked fast path: the checked wrappers of functions (numbers, strings, handles, structs, arrays, nullable
+ * pointers: wrappers.fast_path says which shapes) as CPython functions (generated per function, after this
+ * file).  Each one does what its Python wrapper in __init__.py does -- same arguments (positional or keyword;
+ * trailing nullable ones default to None), same results, same exceptions -- without running Python bytecode:
+ * converts the arguments as cffi does (numbers here, C data with cffi's own functions: see ia_ct below),
+ * calls the trampoline with the GIL released,
  * and on a failure status asks the Python side (BINDING.error in _binding.py, imported on the first
  * failure) for the exception.  ia_install_fast() registers them as the module IA_PACKAGE._fast, whose
  * functions __init__.py binds in place of the Python wrappers in API mode.  _cffi_build.py turns off
@@ -246,26 +248,56 @@ static void ia_set_per_thread(int enabled)
 #define IA_UMAX(T) (~0ULL >> (64 - 8 * sizeof(T)))
 #define IA_FROM_INT(T, v) \
     (IA_SIGNED(T) ? PyLong_FromLongLong((long long)(v)) : PyLong_FromUnsignedLongLong((unsigned long long)(v)))
-#define IA_ARG_INT(T, o, dst)                                                                   \
+/* o converted into dst as cffi converts an argument of integer (or floating) type T; on failure (an exception
+   set) the statement `fail` runs: `return NULL`, or in the generated fast paths `goto ia_done` (IA_IN_*) */
+#define IA_ARG_INT_OR(T, o, dst, fail)                                                          \
     do {                                                                                        \
         if (IA_SIGNED(T)) {                                                                     \
             long long ia_s_;                                                                    \
             if (ia_arg_signed((o), IA_SMIN(T), IA_SMAX(T), #T, &ia_s_) < 0)                     \
-                return NULL;                                                                    \
+                fail;                                                                           \
             (dst) = (T)ia_s_;                                                                   \
         } else {                                                                                \
             unsigned long long ia_u_;                                                           \
             if (ia_arg_unsigned((o), IA_UMAX(T), #T, &ia_u_) < 0)                               \
-                return NULL;                                                                    \
+                fail;                                                                           \
             (dst) = (T)ia_u_;                                                                   \
         }                                                                                       \
     } while (0)
-#define IA_ARG_FLOAT(T, o, dst)                                                                 \
+#define IA_ARG_FLOAT_OR(T, o, dst, fail)                                                        \
     do {                                                                                        \
         double ia_d_ = PyFloat_AsDouble(o);                                                     \
         if (ia_d_ == -1.0 && PyErr_Occurred())                                                  \
-            return NULL;                                                                        \
+            fail;                                                                               \
         (dst) = (T)ia_d_;                                                                       \
+    } while (0)
+#define IA_ARG_INT(T, o, dst) IA_ARG_INT_OR(T, o, dst, return NULL)
+#define IA_ARG_FLOAT(T, o, dst) IA_ARG_FLOAT_OR(T, o, dst, return NULL)
+#define IA_IN_INT(T, o, dst) IA_ARG_INT_OR(T, o, dst, goto ia_done)
+#define IA_IN_FLOAT(T, o, dst) IA_ARG_FLOAT_OR(T, o, dst, goto ia_done)
+/* an inout number: ffi.new("T *", o) (the Python wrapper's _new) takes None as 0 */
+#define IA_INOUT_INT(T, o, dst)                                                                 \
+    do {                                                                                        \
+        if ((o) == Py_None)                                                                     \
+            (dst) = 0;                                                                          \
+        else                                                                                    \
+            IA_IN_INT(T, o, dst);                                                               \
+    } while (0)
+#define IA_INOUT_FLOAT(T, o, dst)                                                               \
+    do {                                                                                        \
+        if ((o) == Py_None)                                                                     \
+            (dst) = 0;                                                                          \
+        else                                                                                    \
+            IA_IN_FLOAT(T, o, dst);                                                             \
+    } while (0)
+/* a length (len(items), never negative) as the integer argument of type T, or OverflowError as cffi */
+#define IA_IN_LEN(T, n, dst)                                                                    \
+    do {                                                                                        \
+        if (IA_UNLIKELY((unsigned long long)(n) > (IA_SIGNED(T) ? (unsigned long long)IA_SMAX(T) : IA_UMAX(T)))) { \
+            PyErr_Format(PyExc_OverflowError, "integer %zd does not fit '%s'", (Py_ssize_t)(n), #T); \
+            goto ia_done;                                                                       \
+        }                                                                                       \
+        (dst) = (T)(n);                                                                         \
     } while (0)
 
 /* o as a Python int the way cffi accepts integers: int and its subclasses (IntEnum), or anything with
@@ -345,9 +377,10 @@ static int ia_arg_unsigned(PyObject *o, unsigned long long hi, const char *ctype
     return 0;
 }
 
-/* Positional and keyword arguments into out[0..n-1] (the slow path: keywords, or a wrong count). */
-static int ia_fast_args(const char *fname, const char *const *names, Py_ssize_t n, PyObject *const *args,
-                        Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
+/* Positional and keyword arguments into out[0..n-1] (the slow path: keywords, or a wrong count); the
+   parameters from `required` on default to None (the Python wrappers' trailing nullable parameters). */
+static int ia_fast_args(const char *fname, const char *const *names, Py_ssize_t n, Py_ssize_t required,
+                        PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
     Py_ssize_t i, k, nkw = kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0;
     if (nargs > n) {
@@ -373,7 +406,9 @@ static int ia_fast_args(const char *fname, const char *const *names, Py_ssize_t 
         out[i] = args[nargs + k];
     }
     for (i = 0; i < n; i++) {
-        if (out[i] == NULL) {
+        if (out[i] == NULL && i >= required) {
+            out[i] = Py_None;
+        } else if (out[i] == NULL) {
             PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname, names[i]);
             return -1;
         }
@@ -473,6 +508,226 @@ static int ia_fast_require(int index)
         return -1;
     Py_DECREF(r);
     return 0;
+}
+
+/* raise BINDING.error_with_log(code, index, IA_PACKAGE.<log_function>, arg) (the Python wrappers'
+   `raise _error(_r, index, _detail(log_function, arg))`: the log read by the module's function); steals code */
+static PyObject *ia_fast_fail_log(PyObject *code, int index, const char *log_function, PyObject *arg)
+{
+    PyObject *b, *mod, *fn = NULL, *err;
+    if (code == NULL)
+        return NULL;
+    if ((b = ia_fast_get_binding()) == NULL || (mod = PyImport_ImportModule(IA_PACKAGE)) == NULL) {
+        Py_DECREF(code);
+        return NULL;
+    }
+    fn = PyObject_GetAttrString(mod, log_function);
+    Py_DECREF(mod);
+    if (fn == NULL || Py_EnterRecursiveCall(" while building an error")) {
+        Py_XDECREF(fn);
+        Py_DECREF(code);
+        return NULL;
+    }
+    err = PyObject_CallMethod(b, "error_with_log", "OiOO", code, index, fn, arg);
+    Py_LeaveRecursiveCall();
+    Py_DECREF(fn);
+    Py_DECREF(code);
+    if (err != NULL)
+        ia_raise(err);
+    return NULL;
+}
+
+/* raise BINDING.invalid(index, message): the INVALID_VALUE Error a Python wrapper raises itself (arrays whose
+   lengths differ); -1 */
+static int ia_fast_invalid(int index, const char *message)
+{
+    PyObject *b, *err;
+    if ((b = ia_fast_get_binding()) == NULL)
+        return -1;
+    if ((err = PyObject_CallMethod(b, "invalid", "is", index, message)) != NULL)
+        ia_raise(err);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------------------
+ * C data (handles, pointers, structs) in the fast paths, converted by cffi's own functions (_cffi_exports,
+ * set up when the cffi module was imported) with the C types of the library's cffi functions, so that a
+ * fast path takes and returns exactly what its Python wrapper does:
+ *
+ *   ia_ctrefs[k]  (defined in trampolines.c, IA_CT_COUNT entries)  which C type ia_ct[k] is: argument `arg`
+ *                 (-1: the result) of the cffi function `function`, or the type it points to (`item`)
+ *   ia_ct[k]      that ctype (ffi.typeof(lib.<function>).args[arg][.item]), loaded on a fast path's first
+ *                 call (ia_ct_load) and kept; IA_CT(k) is it as cffi's C functions take it
+ * ---------------------------------------------------------------------------------------------------- */
+#ifndef IA_CT_COUNT
+#define IA_CT_COUNT 0
+#endif
+typedef struct {
+    const char *function;  /* the cffi function's public name */
+    int arg;               /* its argument, or -1 for its result */
+    int item;              /* 1: the type that one points to */
+} ia_ctref;
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1];
+static PyObject *ia_ct[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1];
+#define IA_CT(k) ((struct _cffi_ctypedescr *)ia_ct[k])
+static PyObject *ia_ffi = NULL, *ia_lib = NULL, *ia_ffi_new = NULL, *ia_zero = NULL; /* IA_PACKAGE._cffi's */
+
+static int ia_ffi_load(void)
+{
+    PyObject *mod, *ffi = NULL, *lib = NULL, *fnew = NULL, *zero = NULL;
+    if (ia_ffi != NULL)
+        return 0;
+    if ((mod = PyImport_ImportModule(IA_PACKAGE "._cffi")) == NULL)
+        return -1;
+    ffi = PyObject_GetAttrString(mod, "ffi");
+    lib = PyObject_GetAttrString(mod, "lib");
+    Py_DECREF(mod);
+    if (ffi != NULL)
+        fnew = PyObject_GetAttrString(ffi, "new");
+    zero = PyLong_FromLong(0);
+    if (ffi == NULL || lib == NULL || fnew == NULL || zero == NULL || ia_ffi != NULL) {
+        Py_XDECREF(ffi);
+        Py_XDECREF(lib);
+        Py_XDECREF(fnew);
+        Py_XDECREF(zero);
+        return ia_ffi != NULL ? 0 : -1;
+    }
+    ia_lib = lib;
+    ia_ffi_new = fnew;
+    ia_zero = zero;
+    ia_ffi = ffi;
+    return 0;
+}
+
+/* ia_ct[k .. k+n-1] (one fast path's types), ia_ct[k] last: a fast path tests only that one */
+static int ia_ct_load(int k, int n)
+{
+    int i;
+    if (ia_ffi_load() < 0)
+        return -1;
+    for (i = n - 1; i >= 0; i--) {
+        const ia_ctref *r = &ia_ctrefs[k + i];
+        PyObject *fn, *ft, *t = NULL, *args;
+        if (ia_ct[k + i] != NULL)
+            continue;
+        if ((fn = PyObject_GetAttrString(ia_lib, r->function)) == NULL)
+            return -1;
+        ft = PyObject_CallMethod(ia_ffi, "typeof", "O", fn);
+        Py_DECREF(fn);
+        if (ft == NULL)
+            return -1;
+        if (r->arg < 0) {
+            t = PyObject_GetAttrString(ft, "result");
+        } else if ((args = PyObject_GetAttrString(ft, "args")) != NULL) {
+            t = PySequence_GetItem(args, r->arg);
+            Py_DECREF(args);
+        }
+        Py_DECREF(ft);
+        if (t != NULL && r->item) {
+            PyObject *item = PyObject_GetAttrString(t, "item");
+            Py_DECREF(t);
+            t = item;
+        }
+        if (t == NULL)
+            return -1;
+        if (ia_ct[k + i] == NULL)
+            ia_ct[k + i] = t;  /* kept for the module's life */
+        else
+            Py_DECREF(t);
+    }
+    return 0;
+}
+
+/* A pointer (or array) argument as cffi's compiled call converts it: a cdata of a compatible type, or what
+   initialises an array of the pointed-to type (a list, a tuple; bytes for char *), copied into storage
+   chained on *freeme (released with ia_free_args once the call returned); 0, or -1 with an exception */
+static int ia_arg_ptr(struct _cffi_ctypedescr *ct, PyObject *o, char **dst, struct _cffi_freeme_s **freeme)
+{
+    Py_ssize_t size = _cffi_prepare_pointer_call_argument(ct, o, dst);
+    if (IA_LIKELY(size == 0))
+        return 0;
+    if (size < 0)
+        return -1;
+    *dst = NULL;
+    return _cffi_convert_array_argument(ct, o, dst, size, freeme);
+}
+
+static void ia_free_args(struct _cffi_freeme_s *freeme)
+{
+    if (freeme != NULL)
+        _cffi_free_array_arguments(freeme);
+}
+
+/* ffi.new(ct) or ffi.new(ct, init) (init NULL: none): the owning cdata the Python wrappers' _new makes */
+static PyObject *ia_new(PyObject *ct, PyObject *init)
+{
+    PyObject *argv[2];
+    argv[0] = ct;
+    argv[1] = init;
+    return PyObject_Vectorcall(ia_ffi_new, argv, init != NULL ? 2 : 1, NULL);
+}
+
+/* p[0] of an owning cdata pointer (for a struct: the struct, which keeps the memory alive) */
+static PyObject *ia_item0(PyObject *p)
+{
+    return PyObject_GetItem(p, ia_zero);
+}
+
+/* The array a Python wrapper builds with c_array(ffi, item, items, keep[, terminated]) (loader.py): NULL for
+   None; else the items (and a zero one if terminated), every str or bytes first made a char[] cdata (kept
+   alive in *keep), then converted as ffi.new("item[]", values) converts them.  The storage is PyMem_Calloc'ed
+   into *mem (PyMem_Free it).  0, or -1 with an exception. */
+static int ia_array(PyObject *items, PyObject *item_ct, size_t item_size, int terminated, void **mem,
+                    PyObject **keep)
+{
+    static PyObject *char_array = NULL;
+    PyObject *seq, *values, *x;
+    Py_ssize_t i, count;
+    char *p;
+    int rc = -1;
+    if (items == Py_None)
+        return 0;
+    if ((seq = PySequence_Fast(items, "an array argument must be iterable")) == NULL)
+        return -1;
+    values = seq;
+    count = PySequence_Fast_GET_SIZE(seq);
+    for (i = 0; i < count; i++) {
+        PyObject *b, *c;
+        x = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyUnicode_Check(x) && !PyBytes_Check(x))
+            continue;
+        if (values == seq && (values = PySequence_List(seq)) == NULL)
+            goto done;
+        if (*keep == NULL && (*keep = PyList_New(0)) == NULL)
+            goto done;
+        if (char_array == NULL && (char_array = PyObject_CallMethod(ia_ffi, "typeof", "s", "char[]")) == NULL)
+            goto done;
+        if ((b = PyUnicode_Check(x) ? PyUnicode_AsUTF8String(x) : (Py_INCREF(x), x)) == NULL)
+            goto done;
+        c = ia_new(char_array, b);
+        Py_DECREF(b);
+        if (c == NULL || PyList_Append(*keep, c) < 0) {
+            Py_XDECREF(c);
+            goto done;
+        }
+        PyList_SET_ITEM(values, i, c);  /* steals c's reference; the str was the list's, released */
+        Py_DECREF(x);
+    }
+    if ((p = (char *)PyMem_Calloc((size_t)count + (terminated ? 1 : 0) + (count == 0), item_size)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    *mem = p;
+    for (i = 0; i < count; i++)
+        if (_cffi_to_c(p + (size_t)i * item_size, (struct _cffi_ctypedescr *)item_ct,
+                       PySequence_Fast_GET_ITEM(values, i)) < 0)
+            goto done;
+    rc = 0;
+done:
+    if (values != seq)
+        Py_DECREF(values);
+    Py_DECREF(seq);
+    return rc;
 }
 
 #if IA_LAUNCH

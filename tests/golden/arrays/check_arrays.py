@@ -14,4 +14,5 @@ assert a.arrSumTerminated([1, 2, 3 << 40]) == 3 + (3 << 40) and a.arrSumTerminat
 assert a.arrSumTerminated([4, 0, 5]) == 4  # the array ends at its first 0, as C reads it
 assert error(lambda: a.arrSumTerminated(None)).kind is ErrorKind.INVALID_VALUE  # None: NULL
 assert a.arrCountNames(["x", b"yyy", "zz"]) == (3, 3) and a.arrCountNames([]) == (0, 0)
-assert not compiled(a.arrSum) and not compiled(a.arrSumTerminated)  # arrays stay in Python
+# arrays (with their count, of strings, terminated): the compiled fast path in API mode
+assert all(compiled(f) is (a.BINDING_MODE == "api") for f in (a.arrSum, a.arrJoin, a.arrSumTerminated, a.arrCountNames))

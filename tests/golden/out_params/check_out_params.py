@@ -17,4 +17,4 @@ seen = []
 cb = o.ffi.callback("outCallback", lambda user, status: seen.append((user, status)))
 assert o.outSetCallback(cb, o.ffi.NULL) is None and seen == [(o.ffi.NULL, o.OUT_SUCCESS)]
 assert compiled(o.outGetVersion) is (o.BINDING_MODE == "api")
-assert not compiled(o.outCtxCreate)  # a handle: stays in Python
+assert compiled(o.outCtxCreate) is compiled(o.outSetCallback) is (o.BINDING_MODE == "api")  # handles, nullable pointers

@@ -6,7 +6,8 @@
 #define IA_COUNT 448
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.cuda.driver"
-#define IA_FAST_COUNT 63
+#define IA_FAST_COUNT 448
+#define IA_CT_COUNT 692
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "cuArray3DCreate_v2",
@@ -5430,27 +5431,1500 @@ static CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemA
     return ((ia_pfn_447)ia_fn)(extSemArray, paramsArray, numExtSems, stream);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"cuArray3DCreate", 0, 1},  /* 0 */
+    {"cuArray3DCreate", 1, 0},  /* 1 */
+    {"cuArray3DGetDescriptor", 0, 0},  /* 2 */
+    {"cuArray3DGetDescriptor", 1, 0},  /* 3 */
+    {"cuArrayCreate", 0, 1},  /* 4 */
+    {"cuArrayCreate", 1, 0},  /* 5 */
+    {"cuArrayDestroy", 0, 0},  /* 6 */
+    {"cuArrayGetDescriptor", 0, 0},  /* 7 */
+    {"cuArrayGetDescriptor", 1, 0},  /* 8 */
+    {"cuArrayGetMemoryRequirements", 0, 0},  /* 9 */
+    {"cuArrayGetMemoryRequirements", 1, 0},  /* 10 */
+    {"cuArrayGetPlane", 0, 1},  /* 11 */
+    {"cuArrayGetPlane", 1, 0},  /* 12 */
+    {"cuArrayGetSparseProperties", 0, 0},  /* 13 */
+    {"cuArrayGetSparseProperties", 1, 0},  /* 14 */
+    {"cuCheckpointProcessCheckpoint", 1, 0},  /* 15 */
+    {"cuCheckpointProcessLock", 1, 0},  /* 16 */
+    {"cuCheckpointProcessRestore", 1, 0},  /* 17 */
+    {"cuCheckpointProcessUnlock", 1, 0},  /* 18 */
+    {"cuCoredumpGetAttribute", 1, 0},  /* 19 */
+    {"cuCoredumpGetAttributeGlobal", 1, 0},  /* 20 */
+    {"cuCoredumpSetAttribute", 1, 0},  /* 21 */
+    {"cuCoredumpSetAttributeGlobal", 1, 0},  /* 22 */
+    {"cuCtxAttach", 0, 1},  /* 23 */
+    {"cuCtxCreate", 0, 1},  /* 24 */
+    {"cuCtxCreate", 1, 0},  /* 25 */
+    {"cuCtxDestroy", 0, 0},  /* 26 */
+    {"cuCtxDetach", 0, 0},  /* 27 */
+    {"cuCtxDisablePeerAccess", 0, 0},  /* 28 */
+    {"cuCtxEnablePeerAccess", 0, 0},  /* 29 */
+    {"cuCtxFromGreenCtx", 0, 1},  /* 30 */
+    {"cuCtxFromGreenCtx", 1, 0},  /* 31 */
+    {"cuCtxGetApiVersion", 0, 0},  /* 32 */
+    {"cuCtxGetCurrent", 0, 1},  /* 33 */
+    {"cuCtxGetDevResource", 0, 0},  /* 34 */
+    {"cuCtxGetDevResource", 1, 0},  /* 35 */
+    {"cuCtxGetDevice_v2", 1, 0},  /* 36 */
+    {"cuCtxGetExecAffinity", 0, 0},  /* 37 */
+    {"cuCtxGetId", 0, 0},  /* 38 */
+    {"cuCtxPopCurrent", 0, 1},  /* 39 */
+    {"cuCtxPushCurrent", 0, 0},  /* 40 */
+    {"cuCtxRecordEvent", 0, 0},  /* 41 */
+    {"cuCtxRecordEvent", 1, 0},  /* 42 */
+    {"cuCtxSetCurrent", 0, 0},  /* 43 */
+    {"cuCtxSynchronize_v2", 0, 0},  /* 44 */
+    {"cuCtxWaitEvent", 0, 0},  /* 45 */
+    {"cuCtxWaitEvent", 1, 0},  /* 46 */
+    {"cuDestroyExternalMemory", 0, 0},  /* 47 */
+    {"cuDestroyExternalSemaphore", 0, 0},  /* 48 */
+    {"cuDevResourceGenerateDesc", 0, 1},  /* 49 */
+    {"cuDevResourceGenerateDesc", 1, 0},  /* 50 */
+    {"cuDevSmResourceSplitByCount", 0, 0},  /* 51 */
+    {"cuDevSmResourceSplitByCount", 2, 0},  /* 52 */
+    {"cuDevSmResourceSplitByCount", 3, 0},  /* 53 */
+    {"cuDeviceGetByPCIBusId", 1, 0},  /* 54 */
+    {"cuDeviceGetDefaultMemPool", 0, 1},  /* 55 */
+    {"cuDeviceGetDevResource", 1, 0},  /* 56 */
+    {"cuDeviceGetGraphMemAttribute", 2, 0},  /* 57 */
+    {"cuDeviceGetHostAtomicCapabilities", 1, 0},  /* 58 */
+    {"cuDeviceGetLuid", 0, 0},  /* 59 */
+    {"cuDeviceGetMemPool", 0, 1},  /* 60 */
+    {"cuDeviceGetP2PAtomicCapabilities", 1, 0},  /* 61 */
+    {"cuDeviceGetPCIBusId", 0, 0},  /* 62 */
+    {"cuDeviceGetProperties", 0, 0},  /* 63 */
+    {"cuDeviceGetUuid", 0, 0},  /* 64 */
+    {"cuDevicePrimaryCtxRetain", 0, 1},  /* 65 */
+    {"cuDeviceRegisterAsyncNotification", 1, 0},  /* 66 */
+    {"cuDeviceRegisterAsyncNotification", 2, 0},  /* 67 */
+    {"cuDeviceRegisterAsyncNotification", 3, 1},  /* 68 */
+    {"cuDeviceSetGraphMemAttribute", 2, 0},  /* 69 */
+    {"cuDeviceSetMemPool", 1, 0},  /* 70 */
+    {"cuDeviceUnregisterAsyncNotification", 1, 0},  /* 71 */
+    {"cuEventCreate", 0, 1},  /* 72 */
+    {"cuEventDestroy", 0, 0},  /* 73 */
+    {"cuEventElapsedTime", 1, 0},  /* 74 */
+    {"cuEventElapsedTime", 2, 0},  /* 75 */
+    {"cuEventQuery", 0, 0},  /* 76 */
+    {"cuEventRecord", 0, 0},  /* 77 */
+    {"cuEventRecord", 1, 0},  /* 78 */
+    {"cuEventRecordWithFlags", 0, 0},  /* 79 */
+    {"cuEventRecordWithFlags", 1, 0},  /* 80 */
+    {"cuEventSynchronize", 0, 0},  /* 81 */
+    {"cuExternalMemoryGetMappedBuffer", 1, 0},  /* 82 */
+    {"cuExternalMemoryGetMappedBuffer", 2, 0},  /* 83 */
+    {"cuExternalMemoryGetMappedMipmappedArray", 0, 1},  /* 84 */
+    {"cuExternalMemoryGetMappedMipmappedArray", 1, 0},  /* 85 */
+    {"cuExternalMemoryGetMappedMipmappedArray", 2, 0},  /* 86 */
+    {"cuFuncGetAttribute", 2, 0},  /* 87 */
+    {"cuFuncGetModule", 0, 1},  /* 88 */
+    {"cuFuncGetModule", 1, 0},  /* 89 */
+    {"cuFuncGetName", 1, 0},  /* 90 */
+    {"cuFuncGetParamInfo", 0, 0},  /* 91 */
+    {"cuFuncIsLoaded", 1, 0},  /* 92 */
+    {"cuFuncLoad", 0, 0},  /* 93 */
+    {"cuFuncSetAttribute", 0, 0},  /* 94 */
+    {"cuFuncSetBlockShape", 0, 0},  /* 95 */
+    {"cuFuncSetCacheConfig", 0, 0},  /* 96 */
+    {"cuFuncSetSharedMemConfig", 0, 0},  /* 97 */
+    {"cuFuncSetSharedSize", 0, 0},  /* 98 */
+    {"cuGetExportTable", 0, 1},  /* 99 */
+    {"cuGetExportTable", 1, 0},  /* 100 */
+    {"cuGetProcAddress", 0, 0},  /* 101 */
+    {"cuGetProcAddress", 1, 1},  /* 102 */
+    {"cuGraphAddBatchMemOpNode", 0, 1},  /* 103 */
+    {"cuGraphAddBatchMemOpNode", 1, 0},  /* 104 */
+    {"cuGraphAddBatchMemOpNode", 2, 0},  /* 105 */
+    {"cuGraphAddBatchMemOpNode", 4, 0},  /* 106 */
+    {"cuGraphAddChildGraphNode", 0, 1},  /* 107 */
+    {"cuGraphAddChildGraphNode", 1, 0},  /* 108 */
+    {"cuGraphAddChildGraphNode", 2, 0},  /* 109 */
+    {"cuGraphAddChildGraphNode", 4, 0},  /* 110 */
+    {"cuGraphAddDependencies", 0, 0},  /* 111 */
+    {"cuGraphAddDependencies", 1, 0},  /* 112 */
+    {"cuGraphAddDependencies", 2, 0},  /* 113 */
+    {"cuGraphAddDependencies", 3, 0},  /* 114 */
+    {"cuGraphAddEmptyNode", 0, 1},  /* 115 */
+    {"cuGraphAddEmptyNode", 1, 0},  /* 116 */
+    {"cuGraphAddEmptyNode", 2, 0},  /* 117 */
+    {"cuGraphAddEventRecordNode", 0, 1},  /* 118 */
+    {"cuGraphAddEventRecordNode", 1, 0},  /* 119 */
+    {"cuGraphAddEventRecordNode", 2, 0},  /* 120 */
+    {"cuGraphAddEventRecordNode", 4, 0},  /* 121 */
+    {"cuGraphAddEventWaitNode", 0, 1},  /* 122 */
+    {"cuGraphAddEventWaitNode", 1, 0},  /* 123 */
+    {"cuGraphAddEventWaitNode", 2, 0},  /* 124 */
+    {"cuGraphAddEventWaitNode", 4, 0},  /* 125 */
+    {"cuGraphAddExternalSemaphoresSignalNode", 0, 1},  /* 126 */
+    {"cuGraphAddExternalSemaphoresSignalNode", 1, 0},  /* 127 */
+    {"cuGraphAddExternalSemaphoresSignalNode", 2, 0},  /* 128 */
+    {"cuGraphAddExternalSemaphoresSignalNode", 4, 0},  /* 129 */
+    {"cuGraphAddExternalSemaphoresWaitNode", 0, 1},  /* 130 */
+    {"cuGraphAddExternalSemaphoresWaitNode", 1, 0},  /* 131 */
+    {"cuGraphAddExternalSemaphoresWaitNode", 2, 0},  /* 132 */
+    {"cuGraphAddExternalSemaphoresWaitNode", 4, 0},  /* 133 */
+    {"cuGraphAddHostNode", 0, 1},  /* 134 */
+    {"cuGraphAddHostNode", 1, 0},  /* 135 */
+    {"cuGraphAddHostNode", 2, 0},  /* 136 */
+    {"cuGraphAddHostNode", 4, 0},  /* 137 */
+    {"cuGraphAddKernelNode", 0, 1},  /* 138 */
+    {"cuGraphAddKernelNode", 1, 0},  /* 139 */
+    {"cuGraphAddKernelNode", 2, 0},  /* 140 */
+    {"cuGraphAddKernelNode", 4, 0},  /* 141 */
+    {"cuGraphAddMemAllocNode", 0, 1},  /* 142 */
+    {"cuGraphAddMemAllocNode", 1, 0},  /* 143 */
+    {"cuGraphAddMemAllocNode", 2, 0},  /* 144 */
+    {"cuGraphAddMemAllocNode", 4, 0},  /* 145 */
+    {"cuGraphAddMemFreeNode", 0, 1},  /* 146 */
+    {"cuGraphAddMemFreeNode", 1, 0},  /* 147 */
+    {"cuGraphAddMemFreeNode", 2, 0},  /* 148 */
+    {"cuGraphAddMemcpyNode", 0, 1},  /* 149 */
+    {"cuGraphAddMemcpyNode", 1, 0},  /* 150 */
+    {"cuGraphAddMemcpyNode", 2, 0},  /* 151 */
+    {"cuGraphAddMemcpyNode", 4, 0},  /* 152 */
+    {"cuGraphAddMemcpyNode", 5, 0},  /* 153 */
+    {"cuGraphAddMemsetNode", 0, 1},  /* 154 */
+    {"cuGraphAddMemsetNode", 1, 0},  /* 155 */
+    {"cuGraphAddMemsetNode", 2, 0},  /* 156 */
+    {"cuGraphAddMemsetNode", 4, 0},  /* 157 */
+    {"cuGraphAddMemsetNode", 5, 0},  /* 158 */
+    {"cuGraphAddNode", 0, 1},  /* 159 */
+    {"cuGraphAddNode", 1, 0},  /* 160 */
+    {"cuGraphAddNode", 2, 0},  /* 161 */
+    {"cuGraphAddNode", 3, 0},  /* 162 */
+    {"cuGraphAddNode", 5, 0},  /* 163 */
+    {"cuGraphBatchMemOpNodeGetParams", 0, 0},  /* 164 */
+    {"cuGraphBatchMemOpNodeGetParams", 1, 0},  /* 165 */
+    {"cuGraphBatchMemOpNodeSetParams", 0, 0},  /* 166 */
+    {"cuGraphBatchMemOpNodeSetParams", 1, 0},  /* 167 */
+    {"cuGraphChildGraphNodeGetGraph", 0, 0},  /* 168 */
+    {"cuGraphChildGraphNodeGetGraph", 1, 1},  /* 169 */
+    {"cuGraphClone", 0, 1},  /* 170 */
+    {"cuGraphClone", 1, 0},  /* 171 */
+    {"cuGraphConditionalHandleCreate", 1, 0},  /* 172 */
+    {"cuGraphConditionalHandleCreate", 2, 0},  /* 173 */
+    {"cuGraphCreate", 0, 1},  /* 174 */
+    {"cuGraphDebugDotPrint", 0, 0},  /* 175 */
+    {"cuGraphDebugDotPrint", 1, 0},  /* 176 */
+    {"cuGraphDestroy", 0, 0},  /* 177 */
+    {"cuGraphDestroyNode", 0, 0},  /* 178 */
+    {"cuGraphEventRecordNodeGetEvent", 0, 0},  /* 179 */
+    {"cuGraphEventRecordNodeGetEvent", 1, 1},  /* 180 */
+    {"cuGraphEventRecordNodeSetEvent", 0, 0},  /* 181 */
+    {"cuGraphEventRecordNodeSetEvent", 1, 0},  /* 182 */
+    {"cuGraphEventWaitNodeGetEvent", 0, 0},  /* 183 */
+    {"cuGraphEventWaitNodeGetEvent", 1, 1},  /* 184 */
+    {"cuGraphEventWaitNodeSetEvent", 0, 0},  /* 185 */
+    {"cuGraphEventWaitNodeSetEvent", 1, 0},  /* 186 */
+    {"cuGraphExecBatchMemOpNodeSetParams", 0, 0},  /* 187 */
+    {"cuGraphExecBatchMemOpNodeSetParams", 1, 0},  /* 188 */
+    {"cuGraphExecBatchMemOpNodeSetParams", 2, 0},  /* 189 */
+    {"cuGraphExecChildGraphNodeSetParams", 0, 0},  /* 190 */
+    {"cuGraphExecChildGraphNodeSetParams", 1, 0},  /* 191 */
+    {"cuGraphExecChildGraphNodeSetParams", 2, 0},  /* 192 */
+    {"cuGraphExecDestroy", 0, 0},  /* 193 */
+    {"cuGraphExecEventRecordNodeSetEvent", 0, 0},  /* 194 */
+    {"cuGraphExecEventRecordNodeSetEvent", 1, 0},  /* 195 */
+    {"cuGraphExecEventRecordNodeSetEvent", 2, 0},  /* 196 */
+    {"cuGraphExecEventWaitNodeSetEvent", 0, 0},  /* 197 */
+    {"cuGraphExecEventWaitNodeSetEvent", 1, 0},  /* 198 */
+    {"cuGraphExecEventWaitNodeSetEvent", 2, 0},  /* 199 */
+    {"cuGraphExecExternalSemaphoresSignalNodeSetParams", 0, 0},  /* 200 */
+    {"cuGraphExecExternalSemaphoresSignalNodeSetParams", 1, 0},  /* 201 */
+    {"cuGraphExecExternalSemaphoresSignalNodeSetParams", 2, 0},  /* 202 */
+    {"cuGraphExecExternalSemaphoresWaitNodeSetParams", 0, 0},  /* 203 */
+    {"cuGraphExecExternalSemaphoresWaitNodeSetParams", 1, 0},  /* 204 */
+    {"cuGraphExecExternalSemaphoresWaitNodeSetParams", 2, 0},  /* 205 */
+    {"cuGraphExecGetFlags", 0, 0},  /* 206 */
+    {"cuGraphExecHostNodeSetParams", 0, 0},  /* 207 */
+    {"cuGraphExecHostNodeSetParams", 1, 0},  /* 208 */
+    {"cuGraphExecHostNodeSetParams", 2, 0},  /* 209 */
+    {"cuGraphExecKernelNodeSetParams", 0, 0},  /* 210 */
+    {"cuGraphExecKernelNodeSetParams", 1, 0},  /* 211 */
+    {"cuGraphExecKernelNodeSetParams", 2, 0},  /* 212 */
+    {"cuGraphExecMemcpyNodeSetParams", 0, 0},  /* 213 */
+    {"cuGraphExecMemcpyNodeSetParams", 1, 0},  /* 214 */
+    {"cuGraphExecMemcpyNodeSetParams", 2, 0},  /* 215 */
+    {"cuGraphExecMemcpyNodeSetParams", 3, 0},  /* 216 */
+    {"cuGraphExecMemsetNodeSetParams", 0, 0},  /* 217 */
+    {"cuGraphExecMemsetNodeSetParams", 1, 0},  /* 218 */
+    {"cuGraphExecMemsetNodeSetParams", 2, 0},  /* 219 */
+    {"cuGraphExecMemsetNodeSetParams", 3, 0},  /* 220 */
+    {"cuGraphExecNodeSetParams", 0, 0},  /* 221 */
+    {"cuGraphExecNodeSetParams", 1, 0},  /* 222 */
+    {"cuGraphExecNodeSetParams", 2, 0},  /* 223 */
+    {"cuGraphExecUpdate", 0, 0},  /* 224 */
+    {"cuGraphExecUpdate", 1, 0},  /* 225 */
+    {"cuGraphExecUpdate", 2, 0},  /* 226 */
+    {"cuGraphExternalSemaphoresSignalNodeGetParams", 0, 0},  /* 227 */
+    {"cuGraphExternalSemaphoresSignalNodeGetParams", 1, 0},  /* 228 */
+    {"cuGraphExternalSemaphoresSignalNodeSetParams", 0, 0},  /* 229 */
+    {"cuGraphExternalSemaphoresSignalNodeSetParams", 1, 0},  /* 230 */
+    {"cuGraphExternalSemaphoresWaitNodeGetParams", 0, 0},  /* 231 */
+    {"cuGraphExternalSemaphoresWaitNodeGetParams", 1, 0},  /* 232 */
+    {"cuGraphExternalSemaphoresWaitNodeSetParams", 0, 0},  /* 233 */
+    {"cuGraphExternalSemaphoresWaitNodeSetParams", 1, 0},  /* 234 */
+    {"cuGraphGetEdges", 0, 0},  /* 235 */
+    {"cuGraphGetEdges", 1, 1},  /* 236 */
+    {"cuGraphGetEdges", 2, 1},  /* 237 */
+    {"cuGraphGetEdges", 3, 0},  /* 238 */
+    {"cuGraphGetNodes", 0, 0},  /* 239 */
+    {"cuGraphGetNodes", 1, 1},  /* 240 */
+    {"cuGraphGetRootNodes", 0, 0},  /* 241 */
+    {"cuGraphGetRootNodes", 1, 1},  /* 242 */
+    {"cuGraphHostNodeGetParams", 0, 0},  /* 243 */
+    {"cuGraphHostNodeGetParams", 1, 0},  /* 244 */
+    {"cuGraphHostNodeSetParams", 0, 0},  /* 245 */
+    {"cuGraphHostNodeSetParams", 1, 0},  /* 246 */
+    {"cuGraphInstantiate", 0, 1},  /* 247 */
+    {"cuGraphInstantiate", 1, 0},  /* 248 */
+    {"cuGraphInstantiateWithParams", 0, 1},  /* 249 */
+    {"cuGraphInstantiateWithParams", 1, 0},  /* 250 */
+    {"cuGraphInstantiateWithParams", 2, 0},  /* 251 */
+    {"cuGraphKernelNodeCopyAttributes", 0, 0},  /* 252 */
+    {"cuGraphKernelNodeCopyAttributes", 1, 0},  /* 253 */
+    {"cuGraphKernelNodeGetAttribute", 0, 0},  /* 254 */
+    {"cuGraphKernelNodeGetAttribute", 2, 0},  /* 255 */
+    {"cuGraphKernelNodeGetParams", 0, 0},  /* 256 */
+    {"cuGraphKernelNodeGetParams", 1, 0},  /* 257 */
+    {"cuGraphKernelNodeSetAttribute", 0, 0},  /* 258 */
+    {"cuGraphKernelNodeSetAttribute", 2, 0},  /* 259 */
+    {"cuGraphKernelNodeSetParams", 0, 0},  /* 260 */
+    {"cuGraphKernelNodeSetParams", 1, 0},  /* 261 */
+    {"cuGraphLaunch", 0, 0},  /* 262 */
+    {"cuGraphLaunch", 1, 0},  /* 263 */
+    {"cuGraphMemAllocNodeGetParams", 0, 0},  /* 264 */
+    {"cuGraphMemAllocNodeGetParams", 1, 0},  /* 265 */
+    {"cuGraphMemFreeNodeGetParams", 0, 0},  /* 266 */
+    {"cuGraphMemcpyNodeGetParams", 0, 0},  /* 267 */
+    {"cuGraphMemcpyNodeGetParams", 1, 0},  /* 268 */
+    {"cuGraphMemcpyNodeSetParams", 0, 0},  /* 269 */
+    {"cuGraphMemcpyNodeSetParams", 1, 0},  /* 270 */
+    {"cuGraphMemsetNodeGetParams", 0, 0},  /* 271 */
+    {"cuGraphMemsetNodeGetParams", 1, 0},  /* 272 */
+    {"cuGraphMemsetNodeSetParams", 0, 0},  /* 273 */
+    {"cuGraphMemsetNodeSetParams", 1, 0},  /* 274 */
+    {"cuGraphNodeFindInClone", 0, 1},  /* 275 */
+    {"cuGraphNodeFindInClone", 1, 0},  /* 276 */
+    {"cuGraphNodeFindInClone", 2, 0},  /* 277 */
+    {"cuGraphNodeGetDependencies", 0, 0},  /* 278 */
+    {"cuGraphNodeGetDependencies", 1, 1},  /* 279 */
+    {"cuGraphNodeGetDependencies", 2, 0},  /* 280 */
+    {"cuGraphNodeGetDependentNodes", 0, 0},  /* 281 */
+    {"cuGraphNodeGetDependentNodes", 1, 1},  /* 282 */
+    {"cuGraphNodeGetDependentNodes", 2, 0},  /* 283 */
+    {"cuGraphNodeGetEnabled", 0, 0},  /* 284 */
+    {"cuGraphNodeGetEnabled", 1, 0},  /* 285 */
+    {"cuGraphNodeGetType", 0, 0},  /* 286 */
+    {"cuGraphNodeSetEnabled", 0, 0},  /* 287 */
+    {"cuGraphNodeSetEnabled", 1, 0},  /* 288 */
+    {"cuGraphNodeSetParams", 0, 0},  /* 289 */
+    {"cuGraphNodeSetParams", 1, 0},  /* 290 */
+    {"cuGraphReleaseUserObject", 0, 0},  /* 291 */
+    {"cuGraphReleaseUserObject", 1, 0},  /* 292 */
+    {"cuGraphRemoveDependencies", 0, 0},  /* 293 */
+    {"cuGraphRemoveDependencies", 1, 0},  /* 294 */
+    {"cuGraphRemoveDependencies", 2, 0},  /* 295 */
+    {"cuGraphRemoveDependencies", 3, 0},  /* 296 */
+    {"cuGraphRetainUserObject", 0, 0},  /* 297 */
+    {"cuGraphRetainUserObject", 1, 0},  /* 298 */
+    {"cuGraphUpload", 0, 0},  /* 299 */
+    {"cuGraphUpload", 1, 0},  /* 300 */
+    {"cuGraphicsMapResources", 1, 1},  /* 301 */
+    {"cuGraphicsMapResources", 2, 0},  /* 302 */
+    {"cuGraphicsResourceGetMappedMipmappedArray", 0, 1},  /* 303 */
+    {"cuGraphicsResourceGetMappedMipmappedArray", 1, 0},  /* 304 */
+    {"cuGraphicsResourceGetMappedPointer", 2, 0},  /* 305 */
+    {"cuGraphicsResourceSetMapFlags", 0, 0},  /* 306 */
+    {"cuGraphicsSubResourceGetMappedArray", 0, 1},  /* 307 */
+    {"cuGraphicsSubResourceGetMappedArray", 1, 0},  /* 308 */
+    {"cuGraphicsUnmapResources", 1, 1},  /* 309 */
+    {"cuGraphicsUnmapResources", 2, 0},  /* 310 */
+    {"cuGraphicsUnregisterResource", 0, 0},  /* 311 */
+    {"cuGreenCtxCreate", 0, 1},  /* 312 */
+    {"cuGreenCtxCreate", 1, 0},  /* 313 */
+    {"cuGreenCtxDestroy", 0, 0},  /* 314 */
+    {"cuGreenCtxGetDevResource", 0, 0},  /* 315 */
+    {"cuGreenCtxGetDevResource", 1, 0},  /* 316 */
+    {"cuGreenCtxGetId", 0, 0},  /* 317 */
+    {"cuGreenCtxRecordEvent", 0, 0},  /* 318 */
+    {"cuGreenCtxRecordEvent", 1, 0},  /* 319 */
+    {"cuGreenCtxStreamCreate", 0, 1},  /* 320 */
+    {"cuGreenCtxStreamCreate", 1, 0},  /* 321 */
+    {"cuGreenCtxWaitEvent", 0, 0},  /* 322 */
+    {"cuGreenCtxWaitEvent", 1, 0},  /* 323 */
+    {"cuImportExternalMemory", 0, 1},  /* 324 */
+    {"cuImportExternalMemory", 1, 0},  /* 325 */
+    {"cuImportExternalSemaphore", 0, 1},  /* 326 */
+    {"cuImportExternalSemaphore", 1, 0},  /* 327 */
+    {"cuIpcGetEventHandle", 0, 0},  /* 328 */
+    {"cuIpcGetEventHandle", 1, 0},  /* 329 */
+    {"cuIpcGetMemHandle", 0, 0},  /* 330 */
+    {"cuIpcOpenEventHandle", 0, 1},  /* 331 */
+    {"cuIpcOpenEventHandle", 1, 0},  /* 332 */
+    {"cuIpcOpenMemHandle", 1, 0},  /* 333 */
+    {"cuKernelGetAttribute", 2, 0},  /* 334 */
+    {"cuKernelGetFunction", 0, 1},  /* 335 */
+    {"cuKernelGetFunction", 1, 0},  /* 336 */
+    {"cuKernelGetLibrary", 0, 1},  /* 337 */
+    {"cuKernelGetLibrary", 1, 0},  /* 338 */
+    {"cuKernelGetName", 1, 0},  /* 339 */
+    {"cuKernelGetParamInfo", 0, 0},  /* 340 */
+    {"cuKernelSetAttribute", 2, 0},  /* 341 */
+    {"cuKernelSetCacheConfig", 0, 0},  /* 342 */
+    {"cuLaunch", 0, 0},  /* 343 */
+    {"cuLaunchCooperativeKernel", 0, 0},  /* 344 */
+    {"cuLaunchCooperativeKernel", 8, 0},  /* 345 */
+    {"cuLaunchCooperativeKernel", 9, 0},  /* 346 */
+    {"cuLaunchCooperativeKernelMultiDevice", 0, 0},  /* 347 */
+    {"cuLaunchGrid", 0, 0},  /* 348 */
+    {"cuLaunchGridAsync", 0, 0},  /* 349 */
+    {"cuLaunchGridAsync", 3, 0},  /* 350 */
+    {"cuLaunchHostFunc", 0, 0},  /* 351 */
+    {"cuLaunchHostFunc", 1, 0},  /* 352 */
+    {"cuLaunchHostFunc", 2, 0},  /* 353 */
+    {"cuLaunchKernel", 0, 0},  /* 354 */
+    {"cuLaunchKernel", 8, 0},  /* 355 */
+    {"cuLaunchKernel", 9, 0},  /* 356 */
+    {"cuLaunchKernel", 10, 0},  /* 357 */
+    {"cuLaunchKernelEx", 0, 0},  /* 358 */
+    {"cuLaunchKernelEx", 1, 0},  /* 359 */
+    {"cuLaunchKernelEx", 2, 0},  /* 360 */
+    {"cuLaunchKernelEx", 3, 0},  /* 361 */
+    {"cuLibraryEnumerateKernels", 0, 1},  /* 362 */
+    {"cuLibraryEnumerateKernels", 2, 0},  /* 363 */
+    {"cuLibraryGetGlobal", 2, 0},  /* 364 */
+    {"cuLibraryGetGlobal", 3, 0},  /* 365 */
+    {"cuLibraryGetKernel", 0, 1},  /* 366 */
+    {"cuLibraryGetKernel", 1, 0},  /* 367 */
+    {"cuLibraryGetKernel", 2, 0},  /* 368 */
+    {"cuLibraryGetKernelCount", 1, 0},  /* 369 */
+    {"cuLibraryGetManaged", 2, 0},  /* 370 */
+    {"cuLibraryGetManaged", 3, 0},  /* 371 */
+    {"cuLibraryGetModule", 0, 1},  /* 372 */
+    {"cuLibraryGetModule", 1, 0},  /* 373 */
+    {"cuLibraryGetUnifiedFunction", 0, 1},  /* 374 */
+    {"cuLibraryGetUnifiedFunction", 1, 0},  /* 375 */
+    {"cuLibraryGetUnifiedFunction", 2, 0},  /* 376 */
+    {"cuLibraryLoadData", 0, 1},  /* 377 */
+    {"cuLibraryLoadData", 1, 0},  /* 378 */
+    {"cuLibraryLoadData", 3, 1},  /* 379 */
+    {"cuLibraryLoadData", 6, 1},  /* 380 */
+    {"cuLibraryLoadFromFile", 0, 1},  /* 381 */
+    {"cuLibraryLoadFromFile", 1, 0},  /* 382 */
+    {"cuLibraryLoadFromFile", 3, 1},  /* 383 */
+    {"cuLibraryLoadFromFile", 6, 1},  /* 384 */
+    {"cuLibraryUnload", 0, 0},  /* 385 */
+    {"cuLinkAddData", 0, 0},  /* 386 */
+    {"cuLinkAddData", 2, 0},  /* 387 */
+    {"cuLinkAddData", 4, 0},  /* 388 */
+    {"cuLinkAddData", 7, 1},  /* 389 */
+    {"cuLinkAddFile", 0, 0},  /* 390 */
+    {"cuLinkAddFile", 2, 0},  /* 391 */
+    {"cuLinkAddFile", 5, 1},  /* 392 */
+    {"cuLinkComplete", 0, 0},  /* 393 */
+    {"cuLinkComplete", 1, 1},  /* 394 */
+    {"cuLinkCreate", 1, 1},  /* 395 */
+    {"cuLinkCreate", 2, 0},  /* 396 */
+    {"cuLinkCreate", 3, 1},  /* 397 */
+    {"cuLinkDestroy", 0, 0},  /* 398 */
+    {"cuLogsDumpToFile", 1, 0},  /* 399 */
+    {"cuLogsDumpToMemory", 1, 0},  /* 400 */
+    {"cuLogsRegisterCallback", 0, 0},  /* 401 */
+    {"cuLogsRegisterCallback", 1, 0},  /* 402 */
+    {"cuLogsRegisterCallback", 2, 1},  /* 403 */
+    {"cuLogsUnregisterCallback", 0, 0},  /* 404 */
+    {"cuMemAdvise", 3, 0},  /* 405 */
+    {"cuMemAllocAsync", 2, 0},  /* 406 */
+    {"cuMemAllocFromPoolAsync", 2, 0},  /* 407 */
+    {"cuMemAllocFromPoolAsync", 3, 0},  /* 408 */
+    {"cuMemAllocHost", 0, 1},  /* 409 */
+    {"cuMemBatchDecompressAsync", 0, 0},  /* 410 */
+    {"cuMemBatchDecompressAsync", 4, 0},  /* 411 */
+    {"cuMemCreate", 2, 0},  /* 412 */
+    {"cuMemDiscardAndPrefetchBatchAsync", 3, 0},  /* 413 */
+    {"cuMemDiscardAndPrefetchBatchAsync", 7, 0},  /* 414 */
+    {"cuMemDiscardBatchAsync", 4, 0},  /* 415 */
+    {"cuMemExportToShareableHandle", 0, 0},  /* 416 */
+    {"cuMemFreeAsync", 1, 0},  /* 417 */
+    {"cuMemFreeHost", 0, 0},  /* 418 */
+    {"cuMemGetAccess", 1, 0},  /* 419 */
+    {"cuMemGetAllocationGranularity", 1, 0},  /* 420 */
+    {"cuMemGetAllocationPropertiesFromHandle", 0, 0},  /* 421 */
+    {"cuMemGetDefaultMemPool", 0, 1},  /* 422 */
+    {"cuMemGetDefaultMemPool", 1, 0},  /* 423 */
+    {"cuMemGetHandleForAddressRange", 0, 0},  /* 424 */
+    {"cuMemGetMemPool", 0, 1},  /* 425 */
+    {"cuMemGetMemPool", 1, 0},  /* 426 */
+    {"cuMemHostAlloc", 0, 1},  /* 427 */
+    {"cuMemHostGetDevicePointer", 1, 0},  /* 428 */
+    {"cuMemHostGetFlags", 1, 0},  /* 429 */
+    {"cuMemHostRegister", 0, 0},  /* 430 */
+    {"cuMemHostUnregister", 0, 0},  /* 431 */
+    {"cuMemImportFromShareableHandle", 1, 0},  /* 432 */
+    {"cuMemMapArrayAsync", 0, 0},  /* 433 */
+    {"cuMemMapArrayAsync", 2, 0},  /* 434 */
+    {"cuMemPoolCreate", 0, 1},  /* 435 */
+    {"cuMemPoolCreate", 1, 0},  /* 436 */
+    {"cuMemPoolDestroy", 0, 0},  /* 437 */
+    {"cuMemPoolExportPointer", 0, 0},  /* 438 */
+    {"cuMemPoolExportToShareableHandle", 0, 0},  /* 439 */
+    {"cuMemPoolExportToShareableHandle", 1, 0},  /* 440 */
+    {"cuMemPoolGetAccess", 1, 0},  /* 441 */
+    {"cuMemPoolGetAccess", 2, 0},  /* 442 */
+    {"cuMemPoolGetAttribute", 0, 0},  /* 443 */
+    {"cuMemPoolGetAttribute", 2, 0},  /* 444 */
+    {"cuMemPoolImportFromShareableHandle", 0, 1},  /* 445 */
+    {"cuMemPoolImportFromShareableHandle", 1, 0},  /* 446 */
+    {"cuMemPoolImportPointer", 1, 0},  /* 447 */
+    {"cuMemPoolImportPointer", 2, 0},  /* 448 */
+    {"cuMemPoolSetAccess", 0, 0},  /* 449 */
+    {"cuMemPoolSetAccess", 1, 0},  /* 450 */
+    {"cuMemPoolSetAttribute", 0, 0},  /* 451 */
+    {"cuMemPoolSetAttribute", 2, 0},  /* 452 */
+    {"cuMemPoolTrimTo", 0, 0},  /* 453 */
+    {"cuMemPrefetchAsync", 2, 0},  /* 454 */
+    {"cuMemPrefetchAsync", 4, 0},  /* 455 */
+    {"cuMemPrefetchBatchAsync", 3, 0},  /* 456 */
+    {"cuMemPrefetchBatchAsync", 7, 0},  /* 457 */
+    {"cuMemRangeGetAttribute", 0, 0},  /* 458 */
+    {"cuMemRangeGetAttributes", 0, 1},  /* 459 */
+    {"cuMemRetainAllocationHandle", 1, 0},  /* 460 */
+    {"cuMemSetAccess", 2, 0},  /* 461 */
+    {"cuMemSetMemPool", 0, 0},  /* 462 */
+    {"cuMemSetMemPool", 2, 0},  /* 463 */
+    {"cuMemcpy2D", 0, 0},  /* 464 */
+    {"cuMemcpy2DAsync", 0, 0},  /* 465 */
+    {"cuMemcpy2DAsync", 1, 0},  /* 466 */
+    {"cuMemcpy2DUnaligned", 0, 0},  /* 467 */
+    {"cuMemcpy3D", 0, 0},  /* 468 */
+    {"cuMemcpy3DAsync", 0, 0},  /* 469 */
+    {"cuMemcpy3DAsync", 1, 0},  /* 470 */
+    {"cuMemcpy3DBatchAsync", 1, 0},  /* 471 */
+    {"cuMemcpy3DBatchAsync", 3, 0},  /* 472 */
+    {"cuMemcpy3DPeer", 0, 0},  /* 473 */
+    {"cuMemcpy3DPeerAsync", 0, 0},  /* 474 */
+    {"cuMemcpy3DPeerAsync", 1, 0},  /* 475 */
+    {"cuMemcpyAsync", 3, 0},  /* 476 */
+    {"cuMemcpyAtoA", 0, 0},  /* 477 */
+    {"cuMemcpyAtoA", 2, 0},  /* 478 */
+    {"cuMemcpyAtoD", 1, 0},  /* 479 */
+    {"cuMemcpyAtoH", 0, 0},  /* 480 */
+    {"cuMemcpyAtoH", 1, 0},  /* 481 */
+    {"cuMemcpyAtoHAsync", 0, 0},  /* 482 */
+    {"cuMemcpyAtoHAsync", 1, 0},  /* 483 */
+    {"cuMemcpyAtoHAsync", 4, 0},  /* 484 */
+    {"cuMemcpyBatchAsync", 4, 0},  /* 485 */
+    {"cuMemcpyBatchAsync", 7, 0},  /* 486 */
+    {"cuMemcpyDtoA", 0, 0},  /* 487 */
+    {"cuMemcpyDtoDAsync", 3, 0},  /* 488 */
+    {"cuMemcpyDtoH", 0, 0},  /* 489 */
+    {"cuMemcpyDtoHAsync", 0, 0},  /* 490 */
+    {"cuMemcpyDtoHAsync", 3, 0},  /* 491 */
+    {"cuMemcpyHtoA", 0, 0},  /* 492 */
+    {"cuMemcpyHtoA", 2, 0},  /* 493 */
+    {"cuMemcpyHtoAAsync", 0, 0},  /* 494 */
+    {"cuMemcpyHtoAAsync", 2, 0},  /* 495 */
+    {"cuMemcpyHtoAAsync", 4, 0},  /* 496 */
+    {"cuMemcpyHtoD", 1, 0},  /* 497 */
+    {"cuMemcpyHtoDAsync", 1, 0},  /* 498 */
+    {"cuMemcpyHtoDAsync", 3, 0},  /* 499 */
+    {"cuMemcpyPeer", 1, 0},  /* 500 */
+    {"cuMemcpyPeer", 3, 0},  /* 501 */
+    {"cuMemcpyPeerAsync", 1, 0},  /* 502 */
+    {"cuMemcpyPeerAsync", 3, 0},  /* 503 */
+    {"cuMemcpyPeerAsync", 5, 0},  /* 504 */
+    {"cuMemsetD16Async", 3, 0},  /* 505 */
+    {"cuMemsetD2D16Async", 5, 0},  /* 506 */
+    {"cuMemsetD2D32Async", 5, 0},  /* 507 */
+    {"cuMemsetD2D8Async", 5, 0},  /* 508 */
+    {"cuMemsetD32Async", 3, 0},  /* 509 */
+    {"cuMemsetD8Async", 3, 0},  /* 510 */
+    {"cuMipmappedArrayCreate", 0, 1},  /* 511 */
+    {"cuMipmappedArrayCreate", 1, 0},  /* 512 */
+    {"cuMipmappedArrayDestroy", 0, 0},  /* 513 */
+    {"cuMipmappedArrayGetLevel", 0, 1},  /* 514 */
+    {"cuMipmappedArrayGetLevel", 1, 0},  /* 515 */
+    {"cuMipmappedArrayGetMemoryRequirements", 0, 0},  /* 516 */
+    {"cuMipmappedArrayGetMemoryRequirements", 1, 0},  /* 517 */
+    {"cuMipmappedArrayGetSparseProperties", 0, 0},  /* 518 */
+    {"cuMipmappedArrayGetSparseProperties", 1, 0},  /* 519 */
+    {"cuModuleEnumerateFunctions", 0, 1},  /* 520 */
+    {"cuModuleEnumerateFunctions", 2, 0},  /* 521 */
+    {"cuModuleGetFunction", 0, 1},  /* 522 */
+    {"cuModuleGetFunction", 1, 0},  /* 523 */
+    {"cuModuleGetFunction", 2, 0},  /* 524 */
+    {"cuModuleGetFunctionCount", 1, 0},  /* 525 */
+    {"cuModuleGetGlobal", 2, 0},  /* 526 */
+    {"cuModuleGetGlobal", 3, 0},  /* 527 */
+    {"cuModuleGetSurfRef", 0, 1},  /* 528 */
+    {"cuModuleGetSurfRef", 1, 0},  /* 529 */
+    {"cuModuleGetSurfRef", 2, 0},  /* 530 */
+    {"cuModuleGetTexRef", 0, 1},  /* 531 */
+    {"cuModuleGetTexRef", 1, 0},  /* 532 */
+    {"cuModuleGetTexRef", 2, 0},  /* 533 */
+    {"cuModuleLoad", 0, 1},  /* 534 */
+    {"cuModuleLoad", 1, 0},  /* 535 */
+    {"cuModuleLoadData", 0, 1},  /* 536 */
+    {"cuModuleLoadData", 1, 0},  /* 537 */
+    {"cuModuleLoadDataEx", 0, 1},  /* 538 */
+    {"cuModuleLoadDataEx", 1, 0},  /* 539 */
+    {"cuModuleLoadDataEx", 3, 1},  /* 540 */
+    {"cuModuleLoadDataEx", 4, 0},  /* 541 */
+    {"cuModuleLoadFatBinary", 0, 1},  /* 542 */
+    {"cuModuleLoadFatBinary", 1, 0},  /* 543 */
+    {"cuModuleUnload", 0, 0},  /* 544 */
+    {"cuMulticastCreate", 1, 0},  /* 545 */
+    {"cuMulticastGetGranularity", 1, 0},  /* 546 */
+    {"cuOccupancyAvailableDynamicSMemPerBlock", 1, 0},  /* 547 */
+    {"cuOccupancyMaxActiveBlocksPerMultiprocessor", 1, 0},  /* 548 */
+    {"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 1, 0},  /* 549 */
+    {"cuOccupancyMaxActiveClusters", 1, 0},  /* 550 */
+    {"cuOccupancyMaxActiveClusters", 2, 0},  /* 551 */
+    {"cuOccupancyMaxPotentialBlockSize", 2, 0},  /* 552 */
+    {"cuOccupancyMaxPotentialBlockSize", 3, 0},  /* 553 */
+    {"cuOccupancyMaxPotentialBlockSizeWithFlags", 2, 0},  /* 554 */
+    {"cuOccupancyMaxPotentialBlockSizeWithFlags", 3, 0},  /* 555 */
+    {"cuOccupancyMaxPotentialClusterSize", 1, 0},  /* 556 */
+    {"cuOccupancyMaxPotentialClusterSize", 2, 0},  /* 557 */
+    {"cuParamSetSize", 0, 0},  /* 558 */
+    {"cuParamSetTexRef", 0, 0},  /* 559 */
+    {"cuParamSetTexRef", 2, 0},  /* 560 */
+    {"cuParamSetf", 0, 0},  /* 561 */
+    {"cuParamSeti", 0, 0},  /* 562 */
+    {"cuParamSetv", 0, 0},  /* 563 */
+    {"cuParamSetv", 2, 0},  /* 564 */
+    {"cuPointerGetAttribute", 0, 0},  /* 565 */
+    {"cuPointerGetAttributes", 2, 1},  /* 566 */
+    {"cuPointerSetAttribute", 0, 0},  /* 567 */
+    {"cuSignalExternalSemaphoresAsync", 0, 0},  /* 568 */
+    {"cuSignalExternalSemaphoresAsync", 1, 0},  /* 569 */
+    {"cuSignalExternalSemaphoresAsync", 3, 0},  /* 570 */
+    {"cuStreamAddCallback", 0, 0},  /* 571 */
+    {"cuStreamAddCallback", 1, 0},  /* 572 */
+    {"cuStreamAddCallback", 2, 0},  /* 573 */
+    {"cuStreamAttachMemAsync", 0, 0},  /* 574 */
+    {"cuStreamBatchMemOp", 0, 0},  /* 575 */
+    {"cuStreamBatchMemOp", 2, 0},  /* 576 */
+    {"cuStreamBeginCapture", 0, 0},  /* 577 */
+    {"cuStreamBeginCaptureToGraph", 0, 0},  /* 578 */
+    {"cuStreamBeginCaptureToGraph", 1, 0},  /* 579 */
+    {"cuStreamBeginCaptureToGraph", 2, 0},  /* 580 */
+    {"cuStreamBeginCaptureToGraph", 3, 0},  /* 581 */
+    {"cuStreamCopyAttributes", 0, 0},  /* 582 */
+    {"cuStreamCopyAttributes", 1, 0},  /* 583 */
+    {"cuStreamCreate", 0, 1},  /* 584 */
+    {"cuStreamCreateWithPriority", 0, 1},  /* 585 */
+    {"cuStreamDestroy", 0, 0},  /* 586 */
+    {"cuStreamEndCapture", 0, 0},  /* 587 */
+    {"cuStreamEndCapture", 1, 1},  /* 588 */
+    {"cuStreamGetAttribute", 0, 0},  /* 589 */
+    {"cuStreamGetAttribute", 2, 0},  /* 590 */
+    {"cuStreamGetCaptureInfo", 0, 0},  /* 591 */
+    {"cuStreamGetCaptureInfo", 3, 1},  /* 592 */
+    {"cuStreamGetCaptureInfo", 4, 1},  /* 593 */
+    {"cuStreamGetCaptureInfo", 5, 1},  /* 594 */
+    {"cuStreamGetCtx", 0, 0},  /* 595 */
+    {"cuStreamGetCtx", 1, 1},  /* 596 */
+    {"cuStreamGetCtx_v2", 0, 0},  /* 597 */
+    {"cuStreamGetCtx_v2", 1, 1},  /* 598 */
+    {"cuStreamGetCtx_v2", 2, 1},  /* 599 */
+    {"cuStreamGetDevice", 0, 0},  /* 600 */
+    {"cuStreamGetFlags", 0, 0},  /* 601 */
+    {"cuStreamGetGreenCtx", 0, 0},  /* 602 */
+    {"cuStreamGetGreenCtx", 1, 1},  /* 603 */
+    {"cuStreamGetId", 0, 0},  /* 604 */
+    {"cuStreamGetPriority", 0, 0},  /* 605 */
+    {"cuStreamIsCapturing", 0, 0},  /* 606 */
+    {"cuStreamQuery", 0, 0},  /* 607 */
+    {"cuStreamSetAttribute", 0, 0},  /* 608 */
+    {"cuStreamSetAttribute", 2, 0},  /* 609 */
+    {"cuStreamSynchronize", 0, 0},  /* 610 */
+    {"cuStreamUpdateCaptureDependencies", 0, 0},  /* 611 */
+    {"cuStreamUpdateCaptureDependencies", 1, 1},  /* 612 */
+    {"cuStreamUpdateCaptureDependencies", 2, 0},  /* 613 */
+    {"cuStreamWaitEvent", 0, 0},  /* 614 */
+    {"cuStreamWaitEvent", 1, 0},  /* 615 */
+    {"cuStreamWaitValue32", 0, 0},  /* 616 */
+    {"cuStreamWaitValue64", 0, 0},  /* 617 */
+    {"cuStreamWriteValue32", 0, 0},  /* 618 */
+    {"cuStreamWriteValue64", 0, 0},  /* 619 */
+    {"cuSurfObjectCreate", 1, 0},  /* 620 */
+    {"cuSurfObjectGetResourceDesc", 0, 0},  /* 621 */
+    {"cuSurfRefGetArray", 0, 1},  /* 622 */
+    {"cuSurfRefGetArray", 1, 0},  /* 623 */
+    {"cuSurfRefSetArray", 0, 0},  /* 624 */
+    {"cuSurfRefSetArray", 1, 0},  /* 625 */
+    {"cuTensorMapEncodeIm2col", 0, 0},  /* 626 */
+    {"cuTensorMapEncodeIm2col", 3, 0},  /* 627 */
+    {"cuTensorMapEncodeIm2col", 4, 0},  /* 628 */
+    {"cuTensorMapEncodeIm2col", 5, 0},  /* 629 */
+    {"cuTensorMapEncodeIm2col", 6, 0},  /* 630 */
+    {"cuTensorMapEncodeIm2col", 7, 0},  /* 631 */
+    {"cuTensorMapEncodeIm2col", 10, 0},  /* 632 */
+    {"cuTensorMapEncodeIm2colWide", 0, 0},  /* 633 */
+    {"cuTensorMapEncodeIm2colWide", 3, 0},  /* 634 */
+    {"cuTensorMapEncodeIm2colWide", 4, 0},  /* 635 */
+    {"cuTensorMapEncodeIm2colWide", 5, 0},  /* 636 */
+    {"cuTensorMapEncodeIm2colWide", 10, 0},  /* 637 */
+    {"cuTensorMapEncodeTiled", 0, 0},  /* 638 */
+    {"cuTensorMapEncodeTiled", 3, 0},  /* 639 */
+    {"cuTensorMapEncodeTiled", 4, 0},  /* 640 */
+    {"cuTensorMapEncodeTiled", 5, 0},  /* 641 */
+    {"cuTensorMapEncodeTiled", 6, 0},  /* 642 */
+    {"cuTensorMapEncodeTiled", 7, 0},  /* 643 */
+    {"cuTensorMapReplaceAddress", 0, 0},  /* 644 */
+    {"cuTensorMapReplaceAddress", 1, 0},  /* 645 */
+    {"cuTexObjectCreate", 1, 0},  /* 646 */
+    {"cuTexObjectCreate", 2, 0},  /* 647 */
+    {"cuTexObjectCreate", 3, 0},  /* 648 */
+    {"cuTexObjectGetResourceDesc", 0, 0},  /* 649 */
+    {"cuTexObjectGetResourceViewDesc", 0, 0},  /* 650 */
+    {"cuTexObjectGetTextureDesc", 0, 0},  /* 651 */
+    {"cuTexRefCreate", 0, 1},  /* 652 */
+    {"cuTexRefDestroy", 0, 0},  /* 653 */
+    {"cuTexRefGetAddress", 1, 0},  /* 654 */
+    {"cuTexRefGetAddressMode", 1, 0},  /* 655 */
+    {"cuTexRefGetArray", 0, 1},  /* 656 */
+    {"cuTexRefGetArray", 1, 0},  /* 657 */
+    {"cuTexRefGetBorderColor", 1, 0},  /* 658 */
+    {"cuTexRefGetFilterMode", 1, 0},  /* 659 */
+    {"cuTexRefGetFlags", 1, 0},  /* 660 */
+    {"cuTexRefGetFormat", 2, 0},  /* 661 */
+    {"cuTexRefGetMaxAnisotropy", 1, 0},  /* 662 */
+    {"cuTexRefGetMipmapFilterMode", 1, 0},  /* 663 */
+    {"cuTexRefGetMipmapLevelBias", 1, 0},  /* 664 */
+    {"cuTexRefGetMipmapLevelClamp", 2, 0},  /* 665 */
+    {"cuTexRefGetMipmappedArray", 0, 1},  /* 666 */
+    {"cuTexRefGetMipmappedArray", 1, 0},  /* 667 */
+    {"cuTexRefSetAddress", 1, 0},  /* 668 */
+    {"cuTexRefSetAddress2D", 0, 0},  /* 669 */
+    {"cuTexRefSetAddress2D", 1, 0},  /* 670 */
+    {"cuTexRefSetAddressMode", 0, 0},  /* 671 */
+    {"cuTexRefSetArray", 0, 0},  /* 672 */
+    {"cuTexRefSetArray", 1, 0},  /* 673 */
+    {"cuTexRefSetBorderColor", 0, 0},  /* 674 */
+    {"cuTexRefSetFilterMode", 0, 0},  /* 675 */
+    {"cuTexRefSetFlags", 0, 0},  /* 676 */
+    {"cuTexRefSetFormat", 0, 0},  /* 677 */
+    {"cuTexRefSetMaxAnisotropy", 0, 0},  /* 678 */
+    {"cuTexRefSetMipmapFilterMode", 0, 0},  /* 679 */
+    {"cuTexRefSetMipmapLevelBias", 0, 0},  /* 680 */
+    {"cuTexRefSetMipmapLevelClamp", 0, 0},  /* 681 */
+    {"cuTexRefSetMipmappedArray", 0, 0},  /* 682 */
+    {"cuTexRefSetMipmappedArray", 1, 0},  /* 683 */
+    {"cuUserObjectCreate", 0, 1},  /* 684 */
+    {"cuUserObjectCreate", 1, 0},  /* 685 */
+    {"cuUserObjectCreate", 2, 0},  /* 686 */
+    {"cuUserObjectRelease", 0, 0},  /* 687 */
+    {"cuUserObjectRetain", 0, 0},  /* 688 */
+    {"cuWaitExternalSemaphoresAsync", 0, 0},  /* 689 */
+    {"cuWaitExternalSemaphoresAsync", 1, 0},  /* 690 */
+    {"cuWaitExternalSemaphoresAsync", 3, 0},  /* 691 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_6(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_7(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_8(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_9(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_10(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_11(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_12(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_13(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_14(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_15(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_16(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_17(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_18(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_19(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_20(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_21(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_22(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_23(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_24(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_25(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_26(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_27(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_28(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_29(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_30(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_31(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_32(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_33(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_34(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_35(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_36(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_37(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_38(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_39(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_40(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_41(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_42(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_43(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_44(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_45(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_46(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_47(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_48(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_49(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_50(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_51(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_52(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_53(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_54(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_55(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_56(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_57(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_58(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_59(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_60(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_61(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_62(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_63(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_64(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_65(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_66(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_67(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_68(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_69(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_70(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_71(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_72(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_73(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_74(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_75(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_76(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_77(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_78(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_79(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_80(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_81(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_82(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_83(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_84(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_85(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_86(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_87(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_88(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_89(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_90(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_91(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_92(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_93(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_94(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_95(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_96(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_97(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_98(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_99(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_100(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_101(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_102(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_103(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_104(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_105(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_106(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_107(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_108(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_109(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_110(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_111(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_112(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_113(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_114(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_115(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_116(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_117(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_118(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_119(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_120(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_121(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_122(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_123(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_124(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_125(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_126(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_127(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_128(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_129(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_130(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_131(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_132(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_133(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_134(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_135(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_136(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_137(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_138(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_139(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_140(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_141(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_142(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_143(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_144(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_145(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_146(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_147(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_148(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_149(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_150(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_151(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_152(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_153(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_154(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_155(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_156(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_157(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_158(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_159(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_160(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_161(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_162(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_163(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_164(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_165(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_166(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_167(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_168(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_169(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_170(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_171(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_172(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_173(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_174(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_175(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_176(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_177(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_178(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_179(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_180(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_181(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_182(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_183(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_184(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_185(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_186(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_187(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_188(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_189(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_190(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_191(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_192(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_193(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_194(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_195(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_196(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_197(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_198(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_199(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_200(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_201(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_202(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_203(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_204(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_205(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_206(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_207(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_208(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_209(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_210(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_211(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_212(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_213(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_214(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_215(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_216(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_217(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_218(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_219(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_220(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_221(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_222(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_223(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_224(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_225(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_226(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_227(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_228(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_229(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_230(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_231(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_232(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_233(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_234(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_235(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_236(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_237(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_238(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_239(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_240(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_241(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_242(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_243(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_244(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_245(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_246(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_247(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_248(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_249(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_250(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_251(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_252(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_253(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_254(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_255(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_256(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_257(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_258(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_259(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_260(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_261(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_262(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_263(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_264(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_265(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_266(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_267(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_268(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_269(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_270(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_271(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_272(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_273(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_274(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_275(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_276(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_277(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_278(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_279(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_280(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_281(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_282(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_283(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_284(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_285(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_286(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_287(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_288(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_289(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_290(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_291(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_292(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_293(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_294(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_295(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_296(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_297(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_298(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_299(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_300(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_301(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_302(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_303(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_304(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_305(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_306(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_307(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_308(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_309(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_310(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_311(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_312(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_313(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_314(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_315(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_316(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_317(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_318(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_319(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_320(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_321(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_322(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_323(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_324(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_325(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_326(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_327(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_328(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_329(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_330(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_331(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_332(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_333(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_334(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_335(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_336(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_337(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_338(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_339(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_340(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_341(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_342(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_343(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_344(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_345(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_346(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_347(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_348(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_349(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_350(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_351(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_352(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_353(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_354(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_355(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_356(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_357(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_358(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_359(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_360(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_361(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_362(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_363(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_364(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_365(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_366(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_367(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_368(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_369(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_370(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_371(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_372(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_373(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_374(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_375(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_376(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_377(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_378(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_379(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_380(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_381(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_382(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_383(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_384(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_385(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_386(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_387(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_388(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_389(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_390(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_391(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_392(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_393(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_394(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_395(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_396(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_397(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_398(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_399(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_400(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_401(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_402(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_403(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_404(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_405(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_406(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_407(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_408(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_409(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_410(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_411(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_412(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_413(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_414(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_415(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_416(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_417(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_418(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_419(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_420(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_421(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_422(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_423(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_424(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_425(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_426(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_427(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_428(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_429(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_430(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_431(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_432(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_433(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_434(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_435(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_436(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_437(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_438(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_439(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_440(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_441(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_442(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_443(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_444(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_445(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_446(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_447(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pAllocateArray"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray o0 = NULL;
+    const CUDA_ARRAY3D_DESCRIPTOR *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuArray3DCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(1), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuArray3DCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(0));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hArray"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_ARRAY3D_DESCRIPTOR *a0;
+    CUarray a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuArray3DGetDescriptor", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[2], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(2));
+    if (ia_arg_ptr(IA_CT(3), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuArray3DGetDescriptor(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pAllocateArray"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray o0 = NULL;
+    const CUDA_ARRAY_DESCRIPTOR *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuArrayCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[4] == NULL) && ia_ct_load(4, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(5), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuArrayCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(4));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hArray"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuArrayDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[6] == NULL) && ia_ct_load(6, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(6), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuArrayDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hArray"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_ARRAY_DESCRIPTOR *a0;
+    CUarray a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuArrayGetDescriptor", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[7] == NULL) && ia_ct_load(7, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[7], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(7));
+    if (ia_arg_ptr(IA_CT(8), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuArrayGetDescriptor(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 4);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"array", "device"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_ARRAY_MEMORY_REQUIREMENTS *a0;
+    CUarray a1;
+    CUdevice a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuArrayGetMemoryRequirements", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[9] == NULL) && ia_ct_load(9, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[9], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(9));
+    if (ia_arg_ptr(IA_CT(10), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdevice, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuArrayGetMemoryRequirements(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 5);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hArray", "planeIdx"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray o0 = NULL;
+    CUarray a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuArrayGetPlane", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[11] == NULL) && ia_ct_load(11, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(12), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuArrayGetPlane(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 6);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(11));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"array"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_ARRAY_SPARSE_PROPERTIES *a0;
+    CUarray a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuArrayGetSparseProperties", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[13] == NULL) && ia_ct_load(13, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[13], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(13));
+    if (ia_arg_ptr(IA_CT(14), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuArrayGetSparseProperties(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 7);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pid"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    int a0;
+    PyObject *ia_o1 = NULL;
+    CUcheckpointCheckpointArgs *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCheckpointProcessCheckpoint", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[15] == NULL) && ia_ct_load(15, 1) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[15], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(15));
+    IA_IN_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCheckpointProcessCheckpoint(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 8);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
 static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"pid"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     int a0;
     int o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuCheckpointProcessGetRestoreThreadId", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCheckpointProcessGetRestoreThreadId", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCheckpointProcessGetRestoreThreadId(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 9);
-    return IA_FROM_INT(int, o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 9);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o1);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5458,76 +6932,771 @@ static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"pid"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     int a0;
     CUprocessState o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuCheckpointProcessGetState", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCheckpointProcessGetState", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCheckpointProcessGetState(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 10);
-    return IA_FROM_INT(CUprocessState, o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 10);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUprocessState, o1);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pid"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    int a0;
+    PyObject *ia_o1 = NULL;
+    CUcheckpointLockArgs *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCheckpointProcessLock", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[16] == NULL) && ia_ct_load(16, 1) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[16], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(16));
+    IA_IN_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCheckpointProcessLock(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 11);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pid"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    int a0;
+    PyObject *ia_o1 = NULL;
+    CUcheckpointRestoreArgs *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCheckpointProcessRestore", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[17] == NULL) && ia_ct_load(17, 1) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[17], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(17));
+    IA_IN_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCheckpointProcessRestore(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 12);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pid"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    int a0;
+    PyObject *ia_o1 = NULL;
+    CUcheckpointUnlockArgs *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCheckpointProcessUnlock", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[18] == NULL) && ia_ct_load(18, 1) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[18], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(18));
+    IA_IN_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCheckpointProcessUnlock(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 13);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"attrib", "value"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcoredumpSettings a0;
+    void *a1;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuCoredumpGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[19] == NULL) && ia_ct_load(19, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUcoredumpSettings, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(19), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCoredumpGetAttribute(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 14);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o2);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"attrib", "value"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcoredumpSettings a0;
+    void *a1;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuCoredumpGetAttributeGlobal", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[20] == NULL) && ia_ct_load(20, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUcoredumpSettings, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(20), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCoredumpGetAttributeGlobal(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 15);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o2);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"attrib", "value"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcoredumpSettings a0;
+    void *a1;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuCoredumpSetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[21] == NULL) && ia_ct_load(21, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUcoredumpSettings, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(21), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCoredumpSetAttribute(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 16);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o2);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"attrib", "value"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcoredumpSettings a0;
+    void *a1;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuCoredumpSetAttributeGlobal", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[22] == NULL) && ia_ct_load(22, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUcoredumpSettings, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(22), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCoredumpSetAttributeGlobal(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 17);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o2);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUcontext o0 = NULL;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxAttach", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[23] == NULL) && ia_ct_load(23, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxAttach(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 18);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(23));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags", "dev"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUcontext o0 = NULL;
+    PyObject *ia_o1 = NULL;
+    CUctxCreateParams *a1;
+    unsigned int a2;
+    CUdevice a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuCtxCreate", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[24] == NULL) && ia_ct_load(24, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[25], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(25));
+    IA_IN_INT(unsigned int, ia_a[0], a2);
+    IA_IN_INT(CUdevice, ia_a[1], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxCreate(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 19);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(24)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[26] == NULL) && ia_ct_load(26, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(26), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 20);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxDetach", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[27] == NULL) && ia_ct_load(27, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(27), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxDetach(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 21);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"peerContext"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxDisablePeerAccess", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[28] == NULL) && ia_ct_load(28, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(28), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxDisablePeerAccess(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 22);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"peerContext", "Flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuCtxEnablePeerAccess", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[29] == NULL) && ia_ct_load(29, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(29), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxEnablePeerAccess(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 23);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hCtx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext o0 = NULL;
+    CUgreenCtx a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxFromGreenCtx", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[30] == NULL) && ia_ct_load(30, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(31), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxFromGreenCtx(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 24);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(30));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    unsigned int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxGetApiVersion", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[32] == NULL) && ia_ct_load(32, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(32), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetApiVersion(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 25);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUfunc_cache o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuCtxGetCacheConfig", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxGetCacheConfig", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxGetCacheConfig(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 26);
-    return IA_FROM_INT(CUfunc_cache, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 26);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUfunc_cache, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUcontext o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuCtxGetCurrent", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[33] == NULL) && ia_ct_load(33, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetCurrent(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 27);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(33));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hCtx", "type"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    PyObject *ia_o1 = NULL;
+    CUdevResource *a1;
+    CUdevResourceType a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuCtxGetDevResource", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[34] == NULL) && ia_ct_load(34, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[35], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(35));
+    if (ia_arg_ptr(IA_CT(34), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdevResourceType, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetDevResource(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 28);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
 }
 
 static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdevice o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuCtxGetDevice", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxGetDevice", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxGetDevice(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 29);
-    return IA_FROM_INT(CUdevice, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 29);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdevice, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdevice o0 = 0;
+    CUcontext a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxGetDevice_v2", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[36] == NULL) && ia_ct_load(36, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(36), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetDevice_v2(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 30);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdevice, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"type"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUexecAffinityParam *a0;
+    CUexecAffinityType a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxGetExecAffinity", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[37] == NULL) && ia_ct_load(37, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[37], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(37));
+    IA_IN_INT(CUexecAffinityType, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetExecAffinity(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 31);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
 }
 
 static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     unsigned int o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuCtxGetFlags", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxGetFlags", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxGetFlags(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 32);
-    return IA_FROM_INT(unsigned int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 32);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    unsigned long long o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxGetId", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[38] == NULL) && ia_ct_load(38, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(38), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxGetId(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 33);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned long long, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5535,76 +7704,188 @@ static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"limit"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     size_t o0 = 0;
     CUlimit a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuCtxGetLimit", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxGetLimit", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUlimit, ia_a[0], a1);
+    IA_IN_INT(CUlimit, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxGetLimit(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 34);
-    return IA_FROM_INT(size_t, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 34);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUsharedconfig o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuCtxGetSharedMemConfig", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxGetSharedMemConfig", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxGetSharedMemConfig(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 35);
-    return IA_FROM_INT(CUsharedconfig, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 35);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUsharedconfig, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     int o0 = 0;
     int o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuCtxGetStreamPriorityRange", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxGetStreamPriorityRange", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxGetStreamPriorityRange(&o0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 36);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 36);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUcontext o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuCtxPopCurrent", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[39] == NULL) && ia_ct_load(39, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxPopCurrent(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 37);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(39));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxPushCurrent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[40] == NULL) && ia_ct_load(40, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(40), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxPushCurrent(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 38);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hCtx", "hEvent"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    CUevent a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuCtxRecordEvent", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[41] == NULL) && ia_ct_load(41, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(41), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(42), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxRecordEvent(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 39);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuCtxResetPersistingL2Cache", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxResetPersistingL2Cache", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxResetPersistingL2Cache();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 40);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 40);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5612,21 +7893,58 @@ static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"config"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUfunc_cache a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuCtxSetCacheConfig", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxSetCacheConfig", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUfunc_cache, ia_a[0], a0);
+    IA_IN_INT(CUfunc_cache, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxSetCacheConfig(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 41);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 41);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxSetCurrent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[43] == NULL) && ia_ct_load(43, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(43), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxSetCurrent(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 42);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5634,21 +7952,26 @@ static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"flags"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     unsigned int a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuCtxSetFlags", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxSetFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(unsigned int, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxSetFlags(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 43);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 43);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5656,23 +7979,28 @@ static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"limit", "value"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUlimit a0;
     size_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("cuCtxSetLimit", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxSetLimit", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUlimit, ia_a[0], a0);
-    IA_ARG_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(CUlimit, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxSetLimit(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 44);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 44);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5680,38 +8008,264 @@ static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"config"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUsharedconfig a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuCtxSetSharedMemConfig", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxSetSharedMemConfig", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUsharedconfig, ia_a[0], a0);
+    IA_IN_INT(CUsharedconfig, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxSetSharedMemConfig(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 45);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 45);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_46(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuCtxSynchronize", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuCtxSynchronize", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuCtxSynchronize();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 46);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 46);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuCtxSynchronize_v2", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[44] == NULL) && ia_ct_load(44, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(44), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxSynchronize_v2(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 47);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_48(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hCtx", "hEvent"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUcontext a0;
+    CUevent a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuCtxWaitEvent", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[45] == NULL) && ia_ct_load(45, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(45), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(46), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuCtxWaitEvent(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 48);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extMem"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUexternalMemory a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDestroyExternalMemory", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[47] == NULL) && ia_ct_load(47, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(47), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDestroyExternalMemory(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 49);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_50(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extSem"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUexternalSemaphore a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDestroyExternalSemaphore", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[48] == NULL) && ia_ct_load(48, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(48), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDestroyExternalSemaphore(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 50);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"nbResources"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUdevResourceDesc o0 = NULL;
+    PyObject *ia_o1 = NULL;
+    CUdevResource *a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDevResourceGenerateDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[49] == NULL) && ia_ct_load(49, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[50], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(50));
+    IA_IN_INT(unsigned int, ia_a[0], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDevResourceGenerateDesc(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 51);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(49)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"input", "useFlags", "minCount"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUdevResource *a0;
+    unsigned int o1 = 0;
+    const CUdevResource *a2;
+    PyObject *ia_o3 = NULL;
+    CUdevResource *a3;
+    unsigned int a4;
+    unsigned int a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuDevSmResourceSplitByCount", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[51] == NULL) && ia_ct_load(51, 3) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[51], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(51));
+    if ((ia_o3 = ia_new(ia_ct[53], NULL)) == NULL)
+        goto ia_done;
+    a3 = (void *)_cffi_to_c_pointer(ia_o3, IA_CT(53));
+    if (ia_arg_ptr(IA_CT(52), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a4);
+    IA_IN_INT(unsigned int, ia_a[2], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDevSmResourceSplitByCount(a0, &o1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 52);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(3, (PyObject *[]){(Py_INCREF(ia_o0), ia_o0), IA_FROM_INT(unsigned int, o1), (Py_INCREF(ia_o3), ia_o3)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    Py_XDECREF(ia_o3);
+    return ia_res;
 }
 
 static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5719,24 +8273,29 @@ static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev", "peerDev"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     int o0 = 0;
     CUdevice a1;
     CUdevice a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("cuDeviceCanAccessPeer", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceCanAccessPeer", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice, ia_a[0], a1);
-    IA_ARG_INT(CUdevice, ia_a[1], a2);
+    IA_IN_INT(CUdevice, ia_a[0], a1);
+    IA_IN_INT(CUdevice, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceCanAccessPeer(&o0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 53);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 53);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5744,23 +8303,28 @@ static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     int o0 = 0;
     int o1 = 0;
     CUdevice a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuDeviceComputeCapability", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceComputeCapability", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice, ia_a[0], a2);
+    IA_IN_INT(CUdevice, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceComputeCapability(&o0, &o1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 54);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 54);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5768,22 +8332,27 @@ static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"ordinal"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdevice o0 = 0;
     int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuDeviceGet", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceGet", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a1);
+    IA_IN_INT(int, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceGet(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 55);
-    return IA_FROM_INT(CUdevice, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 55);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdevice, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5791,42 +8360,156 @@ static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"attrib", "dev"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     int o0 = 0;
     CUdevice_attribute a1;
     CUdevice a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("cuDeviceGetAttribute", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice_attribute, ia_a[0], a1);
-    IA_ARG_INT(CUdevice, ia_a[1], a2);
+    IA_IN_INT(CUdevice_attribute, ia_a[0], a1);
+    IA_IN_INT(CUdevice, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceGetAttribute(&o0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 56);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 56);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pciBusId"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdevice o0 = 0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDeviceGetByPCIBusId", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[54] == NULL) && ia_ct_load(54, 1) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(54), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetByPCIBusId(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 57);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdevice, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
 }
 
 static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     int o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuDeviceGetCount", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceGetCount", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceGetCount(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 58);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 58);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_59(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUmemoryPool o0 = NULL;
+    CUdevice a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDeviceGetDefaultMemPool", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[55] == NULL) && ia_ct_load(55, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdevice, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetDefaultMemPool(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 59);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(55));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device", "type"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUdevice a0;
+    PyObject *ia_o1 = NULL;
+    CUdevResource *a1;
+    CUdevResourceType a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuDeviceGetDevResource", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[56] == NULL) && ia_ct_load(56, 1) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[56], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(56));
+    IA_IN_INT(CUdevice, ia_a[0], a0);
+    IA_IN_INT(CUdevResourceType, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetDevResource(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 60);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
 }
 
 static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5834,24 +8517,167 @@ static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"type", "dev"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     int o0 = 0;
     CUexecAffinityType a1;
     CUdevice a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("cuDeviceGetExecAffinitySupport", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceGetExecAffinitySupport", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUexecAffinityType, ia_a[0], a1);
-    IA_ARG_INT(CUdevice, ia_a[1], a2);
+    IA_IN_INT(CUexecAffinityType, ia_a[0], a1);
+    IA_IN_INT(CUdevice, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceGetExecAffinitySupport(&o0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 61);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 61);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_62(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device", "attr", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdevice a0;
+    CUgraphMem_attribute a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuDeviceGetGraphMemAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[57] == NULL) && ia_ct_load(57, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdevice, ia_a[0], a0);
+    IA_IN_INT(CUgraphMem_attribute, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(57), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetGraphMemAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 62);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"operations", "count", "dev"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    unsigned int o0 = 0;
+    const CUatomicOperation *a1;
+    unsigned int a2;
+    CUdevice a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuDeviceGetHostAtomicCapabilities", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[58] == NULL) && ia_ct_load(58, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(58), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    IA_IN_INT(CUdevice, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetHostAtomicCapabilities(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 63);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_64(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"luid", "dev"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    char *a0;
+    unsigned int o1 = 0;
+    CUdevice a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuDeviceGetLuid", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[59] == NULL) && ia_ct_load(59, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(59), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdevice, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetLuid(a0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 64);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUmemoryPool o0 = NULL;
+    CUdevice a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDeviceGetMemPool", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[60] == NULL) && ia_ct_load(60, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdevice, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetMemPool(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 65);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(60));
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5859,23 +8685,67 @@ static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     char ia_buf0[256];
     CUdevice a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuDeviceGetName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceGetName", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice, ia_a[0], a2);
     memset(ia_buf0, 0, sizeof ia_buf0);
+    IA_IN_INT(CUdevice, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceGetName(ia_buf0, (int)256, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 66);
-    return ia_str_n(ia_buf0, 256);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 66);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf0, 256);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_67(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"operations", "count", "srcDevice", "dstDevice"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    unsigned int o0 = 0;
+    const CUatomicOperation *a1;
+    unsigned int a2;
+    CUdevice a3;
+    CUdevice a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuDeviceGetP2PAtomicCapabilities", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[61] == NULL) && ia_ct_load(61, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(61), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    IA_IN_INT(CUdevice, ia_a[2], a3);
+    IA_IN_INT(CUdevice, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetP2PAtomicCapabilities(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 67);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5883,6 +8753,7 @@ static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"attrib", "srcDevice", "dstDevice"};
     PyObject *ia_argv[3];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     int o0 = 0;
     CUdevice_P2PAttribute a1;
@@ -5890,19 +8761,94 @@ static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     CUdevice a3;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("cuDeviceGetP2PAttribute", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceGetP2PAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice_P2PAttribute, ia_a[0], a1);
-    IA_ARG_INT(CUdevice, ia_a[1], a2);
-    IA_ARG_INT(CUdevice, ia_a[2], a3);
+    IA_IN_INT(CUdevice_P2PAttribute, ia_a[0], a1);
+    IA_IN_INT(CUdevice, ia_a[1], a2);
+    IA_IN_INT(CUdevice, ia_a[2], a3);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceGetP2PAttribute(&o0, a1, a2, a3);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 68);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 68);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_69(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pciBusId", "len", "dev"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    char *a0;
+    int a1;
+    CUdevice a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuDeviceGetPCIBusId", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[62] == NULL) && ia_ct_load(62, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(62), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(CUdevice, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetPCIBusId(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 69);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUdevprop *a0;
+    CUdevice a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDeviceGetProperties", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[63] == NULL) && ia_ct_load(63, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[63], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(63));
+    IA_IN_INT(CUdevice, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetProperties(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 70);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
 }
 
 static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5910,6 +8856,7 @@ static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"format", "numChannels", "dev"};
     PyObject *ia_argv[3];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     size_t o0 = 0;
     CUarray_format a1;
@@ -5917,19 +8864,58 @@ static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     CUdevice a3;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("cuDeviceGetTexture1DLinearMaxWidth", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceGetTexture1DLinearMaxWidth", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUarray_format, ia_a[0], a1);
-    IA_ARG_INT(unsigned int, ia_a[1], a2);
-    IA_ARG_INT(CUdevice, ia_a[2], a3);
+    IA_IN_INT(CUarray_format, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    IA_IN_INT(CUdevice, ia_a[2], a3);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceGetTexture1DLinearMaxWidth(&o0, a1, a2, a3);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 71);
-    return IA_FROM_INT(size_t, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 71);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_72(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUuuid *a0;
+    CUdevice a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDeviceGetUuid", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[64] == NULL) && ia_ct_load(64, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[64], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(64));
+    IA_IN_INT(CUdevice, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceGetUuid(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 72);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
 }
 
 static PyObject *ia_fast_73(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5937,21 +8923,26 @@ static PyObject *ia_fast_73(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"device"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdevice a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuDeviceGraphMemTrim", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceGraphMemTrim", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice, ia_a[0], a0);
+    IA_IN_INT(CUdevice, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceGraphMemTrim(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 73);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 73);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_74(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5959,23 +8950,28 @@ static PyObject *ia_fast_74(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdevice a0;
     unsigned int o1 = 0;
     int o2 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuDevicePrimaryCtxGetState", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDevicePrimaryCtxGetState", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice, ia_a[0], a0);
+    IA_IN_INT(CUdevice, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDevicePrimaryCtxGetState(a0, &o1, &o2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 74);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(unsigned int, o1), IA_FROM_INT(int, o2)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 74);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(unsigned int, o1), IA_FROM_INT(int, o2)});
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_75(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -5983,21 +8979,26 @@ static PyObject *ia_fast_75(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdevice a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuDevicePrimaryCtxRelease", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDevicePrimaryCtxRelease", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice, ia_a[0], a0);
+    IA_IN_INT(CUdevice, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDevicePrimaryCtxRelease(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 75);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 75);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_76(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6005,21 +9006,56 @@ static PyObject *ia_fast_76(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdevice a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuDevicePrimaryCtxReset", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDevicePrimaryCtxReset", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice, ia_a[0], a0);
+    IA_IN_INT(CUdevice, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDevicePrimaryCtxReset(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 76);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 76);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_77(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUcontext o0 = NULL;
+    CUdevice a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuDevicePrimaryCtxRetain", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[65] == NULL) && ia_ct_load(65, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdevice, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDevicePrimaryCtxRetain(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 77);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(65));
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_78(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6027,23 +9063,137 @@ static PyObject *ia_fast_78(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev", "flags"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdevice a0;
     unsigned int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("cuDevicePrimaryCtxSetFlags", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDevicePrimaryCtxSetFlags", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice, ia_a[0], a0);
-    IA_ARG_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(CUdevice, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDevicePrimaryCtxSetFlags(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 78);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 78);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_79(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device", "callbackFunc", "userData"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdevice a0;
+    CUasyncCallback a1;
+    void *a2;
+    CUasyncCallbackHandle o3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuDeviceRegisterAsyncNotification", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[66] == NULL) && ia_ct_load(66, 3) < 0)
+        return NULL;
+    IA_IN_INT(CUdevice, ia_a[0], a0);
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(66));
+    if (a1 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(67), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceRegisterAsyncNotification(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 79);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(68));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_80(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device", "attr", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdevice a0;
+    CUgraphMem_attribute a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuDeviceSetGraphMemAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[69] == NULL) && ia_ct_load(69, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdevice, ia_a[0], a0);
+    IA_IN_INT(CUgraphMem_attribute, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(69), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceSetGraphMemAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 80);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev", "pool"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdevice a0;
+    CUmemoryPool a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuDeviceSetMemPool", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[70] == NULL) && ia_ct_load(70, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdevice, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(70), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceSetMemPool(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 81);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_82(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6051,40 +9201,390 @@ static PyObject *ia_fast_82(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     size_t o0 = 0;
     CUdevice a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuDeviceTotalMem", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDeviceTotalMem", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdevice, ia_a[0], a1);
+    IA_IN_INT(CUdevice, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceTotalMem(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 82);
-    return IA_FROM_INT(size_t, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 82);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_83(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device", "callback"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdevice a0;
+    CUasyncCallbackHandle a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuDeviceUnregisterAsyncNotification", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[71] == NULL) && ia_ct_load(71, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdevice, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(71), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuDeviceUnregisterAsyncNotification(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 83);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_84(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     int o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuDriverGetVersion", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuDriverGetVersion", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDriverGetVersion(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 84);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 84);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_85(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"Flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUevent o0 = NULL;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuEventCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[72] == NULL) && ia_ct_load(72, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuEventCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 85);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(72));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_86(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hEvent"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUevent a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuEventDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[73] == NULL) && ia_ct_load(73, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(73), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuEventDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 86);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_87(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStart", "hEnd"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    float o0 = 0;
+    CUevent a1;
+    CUevent a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuEventElapsedTime", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[74] == NULL) && ia_ct_load(74, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(74), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(75), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuEventElapsedTime(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 87);
+        goto ia_done;
+    }
+    ia_res = PyFloat_FromDouble((double)o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_88(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hEvent"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUevent a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuEventQuery", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[76] == NULL) && ia_ct_load(76, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(76), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuEventQuery(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL && (long long)ia_r != 600LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 88);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUresult, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_89(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hEvent", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUevent a0;
+    CUstream a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuEventRecord", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[77] == NULL) && ia_ct_load(77, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(77), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(78), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuEventRecord(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 89);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_90(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hEvent", "hStream", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUevent a0;
+    CUstream a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuEventRecordWithFlags", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[79] == NULL) && ia_ct_load(79, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(79), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(80), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuEventRecordWithFlags(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 90);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_91(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hEvent"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUevent a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuEventSynchronize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[81] == NULL) && ia_ct_load(81, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(81), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuEventSynchronize(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 91);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_92(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extMem", "bufferDesc"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    CUexternalMemory a1;
+    const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuExternalMemoryGetMappedBuffer", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[82] == NULL) && ia_ct_load(82, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(82), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(83), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuExternalMemoryGetMappedBuffer(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 92);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdeviceptr, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_93(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extMem", "mipmapDesc"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmipmappedArray o0 = NULL;
+    CUexternalMemory a1;
+    const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuExternalMemoryGetMappedMipmappedArray", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[84] == NULL) && ia_ct_load(84, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(85), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(86), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuExternalMemoryGetMappedMipmappedArray(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 93);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(84));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_94(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6092,23 +9592,406 @@ static PyObject *ia_fast_94(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"target", "scope"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUflushGPUDirectRDMAWritesTarget a0;
     CUflushGPUDirectRDMAWritesScope a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("cuFlushGPUDirectRDMAWrites", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuFlushGPUDirectRDMAWrites", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUflushGPUDirectRDMAWritesTarget, ia_a[0], a0);
-    IA_ARG_INT(CUflushGPUDirectRDMAWritesScope, ia_a[1], a1);
+    IA_IN_INT(CUflushGPUDirectRDMAWritesTarget, ia_a[0], a0);
+    IA_IN_INT(CUflushGPUDirectRDMAWritesScope, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuFlushGPUDirectRDMAWrites(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 94);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 94);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_95(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"attrib", "hfunc"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    int o0 = 0;
+    CUfunction_attribute a1;
+    CUfunction a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuFuncGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[87] == NULL) && ia_ct_load(87, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUfunction_attribute, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(87), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncGetAttribute(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 95);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_96(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmodule o0 = NULL;
+    CUfunction a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuFuncGetModule", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[88] == NULL) && ia_ct_load(88, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(89), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncGetModule(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 96);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(88));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_97(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const char *o0 = NULL;
+    CUfunction a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuFuncGetName", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[90] == NULL) && ia_ct_load(90, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(90), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncGetName(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 97);
+        goto ia_done;
+    }
+    ia_res = ia_str(o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_98(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "paramIndex"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    size_t a1;
+    size_t o2 = 0;
+    size_t o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuFuncGetParamInfo", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[91] == NULL) && ia_ct_load(91, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(91), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncGetParamInfo(a0, a1, &o2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 98);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(size_t, o2), IA_FROM_INT(size_t, o3)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_99(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"function"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunctionLoadingState o0 = 0;
+    CUfunction a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuFuncIsLoaded", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[92] == NULL) && ia_ct_load(92, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(92), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncIsLoaded(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 99);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUfunctionLoadingState, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_100(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"function"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuFuncLoad", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[93] == NULL) && ia_ct_load(93, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(93), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncLoad(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 100);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_101(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc", "attrib", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    CUfunction_attribute a1;
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuFuncSetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[94] == NULL) && ia_ct_load(94, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(94), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUfunction_attribute, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncSetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 101);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_102(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc", "x", "y", "z"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    int a1;
+    int a2;
+    int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuFuncSetBlockShape", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[95] == NULL) && ia_ct_load(95, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(95), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    IA_IN_INT(int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncSetBlockShape(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 102);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_103(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    CUfunc_cache a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuFuncSetCacheConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[96] == NULL) && ia_ct_load(96, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(96), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUfunc_cache, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncSetCacheConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 103);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_104(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    CUsharedconfig a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuFuncSetSharedMemConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[97] == NULL) && ia_ct_load(97, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(97), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUsharedconfig, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncSetSharedMemConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 104);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_105(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc", "bytes"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuFuncSetSharedSize", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[98] == NULL) && ia_ct_load(98, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(98), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuFuncSetSharedSize(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 105);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_106(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6116,22 +9999,27 @@ static PyObject *ia_fast_106(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"error"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUresult a0;
     const char *o1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuGetErrorName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuGetErrorName", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUresult, ia_a[0], a0);
+    IA_IN_INT(CUresult, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuGetErrorName(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 106);
-    return ia_str(o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 106);
+        goto ia_done;
+    }
+    ia_res = ia_str(o1);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_107(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6139,22 +10027,3521 @@ static PyObject *ia_fast_107(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"error"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUresult a0;
     const char *o1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuGetErrorString", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuGetErrorString", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUresult, ia_a[0], a0);
+    IA_IN_INT(CUresult, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuGetErrorString(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 107);
-    return ia_str(o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 107);
+        goto ia_done;
+    }
+    ia_res = ia_str(o1);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_108(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pExportTableId"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const void *o0 = NULL;
+    const CUuuid *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGetExportTable", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[99] == NULL) && ia_ct_load(99, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(100), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGetExportTable(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 108);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(99));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_109(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"symbol", "cudaVersion", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const char *a0;
+    PyObject *ia_s0 = NULL;
+    void *o1 = NULL;
+    int a2;
+    cuuint64_t a3;
+    CUdriverProcAddressQueryResult o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGetProcAddress", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[101] == NULL) && ia_ct_load(101, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(101), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a2);
+    IA_IN_INT(cuuint64_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGetProcAddress(a0, &o1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 109);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(102)), IA_FROM_INT(CUdriverProcAddressQueryResult, o4)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_110(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "nodeParams"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    const CUDA_BATCH_MEM_OP_NODE_PARAMS *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphAddBatchMemOpNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[103] == NULL) && ia_ct_load(103, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(104), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(105), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(106), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddBatchMemOpNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 110);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(103));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_111(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "childGraph"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    CUgraph a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphAddChildGraphNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[107] == NULL) && ia_ct_load(107, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(108), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(109), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(110), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddChildGraphNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 111);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(107));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_112(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "from_", "to", "edgeData", "numDependencies"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraph a0;
+    const CUgraphNode *a1;
+    const CUgraphNode *a2;
+    const CUgraphEdgeData *a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuGraphAddDependencies", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[111] == NULL) && ia_ct_load(111, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(111), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(112), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(113), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(114), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddDependencies(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 112);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_113(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphAddEmptyNode", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[115] == NULL) && ia_ct_load(115, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(116), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(117), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddEmptyNode(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 113);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(115));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_114(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "event"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    CUevent a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphAddEventRecordNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[118] == NULL) && ia_ct_load(118, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(119), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(120), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(121), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddEventRecordNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 114);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(118));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_115(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "event"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    CUevent a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphAddEventWaitNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[122] == NULL) && ia_ct_load(122, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(123), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(124), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(125), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddEventWaitNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 115);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(122));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_116(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "nodeParams"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphAddExternalSemaphoresSignalNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[126] == NULL) && ia_ct_load(126, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(127), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(128), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(129), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddExternalSemaphoresSignalNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 116);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(126));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_117(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "nodeParams"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    const CUDA_EXT_SEM_WAIT_NODE_PARAMS *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphAddExternalSemaphoresWaitNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[130] == NULL) && ia_ct_load(130, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(131), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(132), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(133), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddExternalSemaphoresWaitNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 117);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(130));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_118(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "nodeParams"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    const CUDA_HOST_NODE_PARAMS *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphAddHostNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[134] == NULL) && ia_ct_load(134, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(135), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(136), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(137), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddHostNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 118);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(134));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_119(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "nodeParams"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    const CUDA_KERNEL_NODE_PARAMS *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphAddKernelNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[138] == NULL) && ia_ct_load(138, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(139), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(140), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(141), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddKernelNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 119);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(138));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_120(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    PyObject *ia_o4 = NULL;
+    CUDA_MEM_ALLOC_NODE_PARAMS *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphAddMemAllocNode", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[142] == NULL) && ia_ct_load(142, 4) < 0)
+        return NULL;
+    if ((ia_o4 = ia_new(ia_ct[145], NULL)) == NULL)
+        goto ia_done;
+    a4 = (void *)_cffi_to_c_pointer(ia_o4, IA_CT(145));
+    if (ia_arg_ptr(IA_CT(143), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(144), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddMemAllocNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 120);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(142)), (Py_INCREF(ia_o4), ia_o4)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o4);
+    return ia_res;
+}
+
+static PyObject *ia_fast_121(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "dptr"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    CUdeviceptr a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphAddMemFreeNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[146] == NULL) && ia_ct_load(146, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(147), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(148), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    IA_IN_INT(CUdeviceptr, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddMemFreeNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 121);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(146));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_122(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "copyParams", "ctx"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    const CUDA_MEMCPY3D *a4;
+    CUcontext a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuGraphAddMemcpyNode", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[149] == NULL) && ia_ct_load(149, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(150), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(151), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(152), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(153), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddMemcpyNode(&o0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 122);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(149));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_123(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "numDependencies", "memsetParams", "ctx"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    size_t a3;
+    const CUDA_MEMSET_NODE_PARAMS *a4;
+    CUcontext a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuGraphAddMemsetNode", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[154] == NULL) && ia_ct_load(154, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(155), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(156), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(157), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(158), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddMemsetNode(&o0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 123);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(154));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_124(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "dependencies", "dependencyData", "numDependencies"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    const CUgraphEdgeData *a3;
+    size_t a4;
+    PyObject *ia_o5 = NULL;
+    CUgraphNodeParams *a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphAddNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[159] == NULL) && ia_ct_load(159, 5) < 0)
+        return NULL;
+    if ((ia_o5 = ia_new(ia_ct[163], NULL)) == NULL)
+        goto ia_done;
+    a5 = (void *)_cffi_to_c_pointer(ia_o5, IA_CT(163));
+    if (ia_arg_ptr(IA_CT(160), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(161), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(162), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphAddNode(&o0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 124);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(159)), (Py_INCREF(ia_o5), ia_o5)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o5);
+    return ia_res;
+}
+
+static PyObject *ia_fast_125(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    PyObject *ia_o1 = NULL;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphBatchMemOpNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[164] == NULL) && ia_ct_load(164, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[165], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(165));
+    if (ia_arg_ptr(IA_CT(164), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphBatchMemOpNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 125);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_126(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "nodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    const CUDA_BATCH_MEM_OP_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphBatchMemOpNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[166] == NULL) && ia_ct_load(166, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(166), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(167), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphBatchMemOpNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 126);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_127(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUgraph o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphChildGraphNodeGetGraph", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[168] == NULL) && ia_ct_load(168, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(168), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphChildGraphNodeGetGraph(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 127);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(169));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_128(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"originalGraph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraph o0 = NULL;
+    CUgraph a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphClone", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[170] == NULL) && ia_ct_load(170, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(171), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphClone(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 128);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(170));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_129(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "ctx", "defaultLaunchValue", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphConditionalHandle o0 = 0;
+    CUgraph a1;
+    CUcontext a2;
+    unsigned int a3;
+    unsigned int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphConditionalHandleCreate", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[172] == NULL) && ia_ct_load(172, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(172), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(173), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    IA_IN_INT(unsigned int, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphConditionalHandleCreate(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 129);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUgraphConditionalHandle, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_130(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUgraph o0 = NULL;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[174] == NULL) && ia_ct_load(174, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 130);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(174));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_131(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "path", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraph a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphDebugDotPrint", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[175] == NULL) && ia_ct_load(175, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(175), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(176), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphDebugDotPrint(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 131);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_132(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraph a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[177] == NULL) && ia_ct_load(177, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(177), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 132);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_133(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphDestroyNode", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[178] == NULL) && ia_ct_load(178, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(178), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphDestroyNode(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 133);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_134(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUevent o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphEventRecordNodeGetEvent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[179] == NULL) && ia_ct_load(179, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(179), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphEventRecordNodeGetEvent(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 134);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(180));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_135(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "event"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUevent a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphEventRecordNodeSetEvent", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[181] == NULL) && ia_ct_load(181, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(181), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(182), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphEventRecordNodeSetEvent(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 135);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_136(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUevent o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphEventWaitNodeGetEvent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[183] == NULL) && ia_ct_load(183, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(183), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphEventWaitNodeGetEvent(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 136);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(184));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_137(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "event"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUevent a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphEventWaitNodeSetEvent", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[185] == NULL) && ia_ct_load(185, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(185), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(186), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphEventWaitNodeSetEvent(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 137);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_138(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "nodeParams"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    const CUDA_BATCH_MEM_OP_NODE_PARAMS *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphExecBatchMemOpNodeSetParams", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[187] == NULL) && ia_ct_load(187, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(187), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(188), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(189), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecBatchMemOpNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 138);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_139(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "childGraph"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    CUgraph a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphExecChildGraphNodeSetParams", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[190] == NULL) && ia_ct_load(190, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(190), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(191), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(192), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecChildGraphNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 139);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_140(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphExecDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[193] == NULL) && ia_ct_load(193, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(193), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 140);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_141(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "event"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    CUevent a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphExecEventRecordNodeSetEvent", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[194] == NULL) && ia_ct_load(194, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(194), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(195), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(196), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecEventRecordNodeSetEvent(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 141);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_142(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "event"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    CUevent a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphExecEventWaitNodeSetEvent", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[197] == NULL) && ia_ct_load(197, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(197), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(198), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(199), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecEventWaitNodeSetEvent(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 142);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_143(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "nodeParams"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphExecExternalSemaphoresSignalNodeSetParams", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[200] == NULL) && ia_ct_load(200, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(200), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(201), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(202), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecExternalSemaphoresSignalNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 143);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_144(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "nodeParams"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    const CUDA_EXT_SEM_WAIT_NODE_PARAMS *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphExecExternalSemaphoresWaitNodeSetParams", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[203] == NULL) && ia_ct_load(203, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(203), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(204), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(205), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecExternalSemaphoresWaitNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 144);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_145(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    cuuint64_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphExecGetFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[206] == NULL) && ia_ct_load(206, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(206), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecGetFlags(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 145);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(cuuint64_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_146(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "nodeParams"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    const CUDA_HOST_NODE_PARAMS *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphExecHostNodeSetParams", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[207] == NULL) && ia_ct_load(207, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(207), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(208), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(209), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecHostNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 146);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_147(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "nodeParams"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    const CUDA_KERNEL_NODE_PARAMS *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphExecKernelNodeSetParams", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[210] == NULL) && ia_ct_load(210, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(210), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(211), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(212), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecKernelNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 147);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_148(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "copyParams", "ctx"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    const CUDA_MEMCPY3D *a2;
+    CUcontext a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphExecMemcpyNodeSetParams", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[213] == NULL) && ia_ct_load(213, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(213), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(214), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(215), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(216), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecMemcpyNodeSetParams(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 148);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_149(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "memsetParams", "ctx"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    const CUDA_MEMSET_NODE_PARAMS *a2;
+    CUcontext a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphExecMemsetNodeSetParams", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[217] == NULL) && ia_ct_load(217, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(217), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(218), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(219), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(220), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecMemsetNodeSetParams(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 149);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_150(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    PyObject *ia_o2 = NULL;
+    CUgraphNodeParams *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphExecNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[221] == NULL) && ia_ct_load(221, 3) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[223], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(223));
+    if (ia_arg_ptr(IA_CT(221), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(222), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 150);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_151(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hGraph"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraph a1;
+    PyObject *ia_o2 = NULL;
+    CUgraphExecUpdateResultInfo *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphExecUpdate", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[224] == NULL) && ia_ct_load(224, 3) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[226], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(226));
+    if (ia_arg_ptr(IA_CT(224), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(225), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExecUpdate(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 151);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_152(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    PyObject *ia_o1 = NULL;
+    CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphExternalSemaphoresSignalNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[227] == NULL) && ia_ct_load(227, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[228], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(228));
+    if (ia_arg_ptr(IA_CT(227), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExternalSemaphoresSignalNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 152);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_153(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "nodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphExternalSemaphoresSignalNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[229] == NULL) && ia_ct_load(229, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(229), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(230), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExternalSemaphoresSignalNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 153);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_154(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    PyObject *ia_o1 = NULL;
+    CUDA_EXT_SEM_WAIT_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphExternalSemaphoresWaitNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[231] == NULL) && ia_ct_load(231, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[232], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(232));
+    if (ia_arg_ptr(IA_CT(231), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExternalSemaphoresWaitNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 154);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_155(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "nodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    const CUDA_EXT_SEM_WAIT_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphExternalSemaphoresWaitNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[233] == NULL) && ia_ct_load(233, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(233), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(234), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphExternalSemaphoresWaitNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 155);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_156(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraph a0;
+    CUgraphNode o1 = NULL;
+    CUgraphNode o2 = NULL;
+    PyObject *ia_o3 = NULL;
+    CUgraphEdgeData *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphGetEdges", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[235] == NULL) && ia_ct_load(235, 4) < 0)
+        return NULL;
+    if ((ia_o3 = ia_new(ia_ct[238], NULL)) == NULL)
+        goto ia_done;
+    a3 = (void *)_cffi_to_c_pointer(ia_o3, IA_CT(238));
+    if (ia_arg_ptr(IA_CT(235), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphGetEdges(a0, &o1, &o2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 156);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(4, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(236)), _cffi_from_c_pointer((char *)o2, IA_CT(237)), (Py_INCREF(ia_o3), ia_o3), IA_FROM_INT(size_t, o4)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o3);
+    return ia_res;
+}
+
+static PyObject *ia_fast_157(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraph a0;
+    CUgraphNode o1 = NULL;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphGetNodes", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[239] == NULL) && ia_ct_load(239, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(239), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphGetNodes(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 157);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(240)), IA_FROM_INT(size_t, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_158(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraph a0;
+    CUgraphNode o1 = NULL;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphGetRootNodes", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[241] == NULL) && ia_ct_load(241, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(241), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphGetRootNodes(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 158);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(242)), IA_FROM_INT(size_t, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_159(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    PyObject *ia_o1 = NULL;
+    CUDA_HOST_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphHostNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[243] == NULL) && ia_ct_load(243, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[244], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(244));
+    if (ia_arg_ptr(IA_CT(243), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphHostNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 159);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_160(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "nodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    const CUDA_HOST_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphHostNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[245] == NULL) && ia_ct_load(245, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(245), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(246), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphHostNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 160);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_161(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec o0 = NULL;
+    CUgraph a1;
+    unsigned long long a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphInstantiate", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[247] == NULL) && ia_ct_load(247, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(248), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned long long, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphInstantiate(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 161);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(247));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_162(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec o0 = NULL;
+    CUgraph a1;
+    PyObject *ia_o2 = NULL;
+    CUDA_GRAPH_INSTANTIATE_PARAMS *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphInstantiateWithParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[249] == NULL) && ia_ct_load(249, 3) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[251], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(251));
+    if (ia_arg_ptr(IA_CT(250), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphInstantiateWithParams(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 162);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(249)), (Py_INCREF(ia_o2), ia_o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_163(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUgraphNode a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphKernelNodeCopyAttributes", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[252] == NULL) && ia_ct_load(252, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(252), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(253), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphKernelNodeCopyAttributes(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 163);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_164(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "attr"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUkernelNodeAttrID a1;
+    PyObject *ia_o2 = NULL;
+    CUkernelNodeAttrValue *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphKernelNodeGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[254] == NULL) && ia_ct_load(254, 2) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[255], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(255));
+    if (ia_arg_ptr(IA_CT(254), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUkernelNodeAttrID, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphKernelNodeGetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 164);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_165(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    PyObject *ia_o1 = NULL;
+    CUDA_KERNEL_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphKernelNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[256] == NULL) && ia_ct_load(256, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[257], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(257));
+    if (ia_arg_ptr(IA_CT(256), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphKernelNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 165);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_166(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "attr", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUkernelNodeAttrID a1;
+    const CUkernelNodeAttrValue *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphKernelNodeSetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[258] == NULL) && ia_ct_load(258, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(258), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUkernelNodeAttrID, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(259), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphKernelNodeSetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 166);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_167(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "nodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    const CUDA_KERNEL_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphKernelNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[260] == NULL) && ia_ct_load(260, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(260), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(261), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphKernelNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 167);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_168(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUstream a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphLaunch", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[262] == NULL) && ia_ct_load(262, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(262), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(263), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphLaunch(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 168);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_169(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    PyObject *ia_o1 = NULL;
+    CUDA_MEM_ALLOC_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphMemAllocNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[264] == NULL) && ia_ct_load(264, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[265], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(265));
+    if (ia_arg_ptr(IA_CT(264), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphMemAllocNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 169);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_170(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUdeviceptr o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphMemFreeNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[266] == NULL) && ia_ct_load(266, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(266), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphMemFreeNodeGetParams(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 170);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdeviceptr, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_171(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    PyObject *ia_o1 = NULL;
+    CUDA_MEMCPY3D *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphMemcpyNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[267] == NULL) && ia_ct_load(267, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[268], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(268));
+    if (ia_arg_ptr(IA_CT(267), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphMemcpyNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 171);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_172(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "nodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    const CUDA_MEMCPY3D *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphMemcpyNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[269] == NULL) && ia_ct_load(269, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(269), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(270), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphMemcpyNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 172);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_173(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    PyObject *ia_o1 = NULL;
+    CUDA_MEMSET_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphMemsetNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[271] == NULL) && ia_ct_load(271, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[272], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(272));
+    if (ia_arg_ptr(IA_CT(271), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphMemsetNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 173);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_174(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "nodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    const CUDA_MEMSET_NODE_PARAMS *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphMemsetNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[273] == NULL) && ia_ct_load(273, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(273), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(274), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphMemsetNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 174);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_175(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hOriginalNode", "hClonedGraph"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode o0 = NULL;
+    CUgraphNode a1;
+    CUgraph a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphNodeFindInClone", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[275] == NULL) && ia_ct_load(275, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(276), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(277), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphNodeFindInClone(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 175);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(275));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_176(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUgraphNode o1 = NULL;
+    PyObject *ia_o2 = NULL;
+    CUgraphEdgeData *a2;
+    size_t o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphNodeGetDependencies", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[278] == NULL) && ia_ct_load(278, 3) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[280], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(280));
+    if (ia_arg_ptr(IA_CT(278), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphNodeGetDependencies(a0, &o1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 176);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(279)), (Py_INCREF(ia_o2), ia_o2), IA_FROM_INT(size_t, o3)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_177(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUgraphNode o1 = NULL;
+    PyObject *ia_o2 = NULL;
+    CUgraphEdgeData *a2;
+    size_t o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphNodeGetDependentNodes", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[281] == NULL) && ia_ct_load(281, 3) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[283], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(283));
+    if (ia_arg_ptr(IA_CT(281), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphNodeGetDependentNodes(a0, &o1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 177);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(282)), (Py_INCREF(ia_o2), ia_o2), IA_FROM_INT(size_t, o3)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_178(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    unsigned int o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphNodeGetEnabled", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[284] == NULL) && ia_ct_load(284, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(284), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(285), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphNodeGetEnabled(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 178);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o2);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_179(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    CUgraphNodeType o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphNodeGetType", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[286] == NULL) && ia_ct_load(286, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(286), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphNodeGetType(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 179);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUgraphNodeType, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_180(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "isEnabled"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUgraphNode a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphNodeSetEnabled", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[287] == NULL) && ia_ct_load(287, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(287), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(288), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphNodeSetEnabled(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 180);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_181(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphNode a0;
+    PyObject *ia_o1 = NULL;
+    CUgraphNodeParams *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphNodeSetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[289] == NULL) && ia_ct_load(289, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[290], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(290));
+    if (ia_arg_ptr(IA_CT(289), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 181);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_182(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "object", "count"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraph a0;
+    CUuserObject a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphReleaseUserObject", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[291] == NULL) && ia_ct_load(291, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(291), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(292), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphReleaseUserObject(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 182);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_183(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraph", "from_", "to", "edgeData", "numDependencies"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraph a0;
+    const CUgraphNode *a1;
+    const CUgraphNode *a2;
+    const CUgraphEdgeData *a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuGraphRemoveDependencies", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[293] == NULL) && ia_ct_load(293, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(293), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(294), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(295), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(296), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphRemoveDependencies(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 183);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_184(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "object", "count", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraph a0;
+    CUuserObject a1;
+    unsigned int a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuGraphRetainUserObject", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[297] == NULL) && ia_ct_load(297, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(297), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(298), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphRetainUserObject(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 184);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_185(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphExec a0;
+    CUstream a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphUpload", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[299] == NULL) && ia_ct_load(299, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(299), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(300), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphUpload(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 185);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_186(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    unsigned int a0;
+    CUgraphicsResource o1 = NULL;
+    CUstream a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphicsMapResources", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[301] == NULL) && ia_ct_load(301, 2) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(302), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphicsMapResources(a0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 186);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(301));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_187(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"resource"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmipmappedArray o0 = NULL;
+    CUgraphicsResource a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphicsResourceGetMappedMipmappedArray", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[303] == NULL) && ia_ct_load(303, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(304), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphicsResourceGetMappedMipmappedArray(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 187);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(303));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_188(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"resource"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t o1 = 0;
+    CUgraphicsResource a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphicsResourceGetMappedPointer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[305] == NULL) && ia_ct_load(305, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(305), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphicsResourceGetMappedPointer(&o0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 188);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_189(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"resource", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphicsResource a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphicsResourceSetMapFlags", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[306] == NULL) && ia_ct_load(306, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(306), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphicsResourceSetMapFlags(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 189);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_190(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"resource", "arrayIndex", "mipLevel"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray o0 = NULL;
+    CUgraphicsResource a1;
+    unsigned int a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGraphicsSubResourceGetMappedArray", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[307] == NULL) && ia_ct_load(307, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(308), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphicsSubResourceGetMappedArray(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 190);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(307));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_191(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    unsigned int a0;
+    CUgraphicsResource o1 = NULL;
+    CUstream a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGraphicsUnmapResources", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[309] == NULL) && ia_ct_load(309, 2) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(310), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphicsUnmapResources(a0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 191);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(309));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_192(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"resource"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgraphicsResource a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGraphicsUnregisterResource", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[311] == NULL) && ia_ct_load(311, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(311), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGraphicsUnregisterResource(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 192);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_193(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"desc", "dev", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgreenCtx o0 = NULL;
+    CUdevResourceDesc a1;
+    CUdevice a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGreenCtxCreate", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[312] == NULL) && ia_ct_load(312, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(313), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdevice, ia_a[1], a2);
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGreenCtxCreate(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 193);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(312));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_194(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hCtx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgreenCtx a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGreenCtxDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[314] == NULL) && ia_ct_load(314, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(314), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGreenCtxDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 194);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_195(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hCtx", "type"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgreenCtx a0;
+    PyObject *ia_o1 = NULL;
+    CUdevResource *a1;
+    CUdevResourceType a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGreenCtxGetDevResource", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[315] == NULL) && ia_ct_load(315, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[316], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(316));
+    if (ia_arg_ptr(IA_CT(315), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdevResourceType, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGreenCtxGetDevResource(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 195);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_196(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"greenCtx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgreenCtx a0;
+    unsigned long long o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuGreenCtxGetId", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[317] == NULL) && ia_ct_load(317, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(317), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGreenCtxGetId(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 196);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned long long, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_197(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hCtx", "hEvent"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgreenCtx a0;
+    CUevent a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGreenCtxRecordEvent", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[318] == NULL) && ia_ct_load(318, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(318), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(319), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGreenCtxRecordEvent(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 197);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_198(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"greenCtx", "flags", "priority"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream o0 = NULL;
+    CUgreenCtx a1;
+    unsigned int a2;
+    int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuGreenCtxStreamCreate", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[320] == NULL) && ia_ct_load(320, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(321), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    IA_IN_INT(int, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGreenCtxStreamCreate(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 198);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(320));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_199(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hCtx", "hEvent"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUgreenCtx a0;
+    CUevent a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuGreenCtxWaitEvent", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[322] == NULL) && ia_ct_load(322, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(322), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(323), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuGreenCtxWaitEvent(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 199);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_200(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"memHandleDesc"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUexternalMemory o0 = NULL;
+    const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuImportExternalMemory", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[324] == NULL) && ia_ct_load(324, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(325), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuImportExternalMemory(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 200);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(324));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_201(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"semHandleDesc"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUexternalSemaphore o0 = NULL;
+    const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuImportExternalSemaphore", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[326] == NULL) && ia_ct_load(326, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(327), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuImportExternalSemaphore(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 201);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(326));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_202(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6162,21 +13549,26 @@ static PyObject *ia_fast_202(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"Flags"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     unsigned int a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuInit", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuInit", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(unsigned int, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuInit(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 202);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 202);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_203(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6184,21 +13576,1352 @@ static PyObject *ia_fast_203(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dptr"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuIpcCloseMemHandle", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuIpcCloseMemHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuIpcCloseMemHandle(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 203);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 203);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_204(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUipcEventHandle *a0;
+    CUevent a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuIpcGetEventHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[328] == NULL) && ia_ct_load(328, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[328], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(328));
+    if (ia_arg_ptr(IA_CT(329), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuIpcGetEventHandle(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 204);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_205(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUipcMemHandle *a0;
+    CUdeviceptr a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuIpcGetMemHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[330] == NULL) && ia_ct_load(330, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[330], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(330));
+    IA_IN_INT(CUdeviceptr, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuIpcGetMemHandle(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 205);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_206(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUevent o0 = NULL;
+    CUipcEventHandle a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuIpcOpenEventHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[331] == NULL) && ia_ct_load(331, 2) < 0)
+        return NULL;
+    if (_cffi_to_c((char *)&a1, IA_CT(332), ia_a[0]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuIpcOpenEventHandle(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 206);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(331));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_207(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle", "Flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    CUipcMemHandle a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuIpcOpenMemHandle", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[333] == NULL) && ia_ct_load(333, 1) < 0)
+        return NULL;
+    if (_cffi_to_c((char *)&a1, IA_CT(333), ia_a[0]) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuIpcOpenMemHandle(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 207);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdeviceptr, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_208(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"attrib", "kernel", "dev"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    int o0 = 0;
+    CUfunction_attribute a1;
+    CUkernel a2;
+    CUdevice a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuKernelGetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[334] == NULL) && ia_ct_load(334, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUfunction_attribute, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(334), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdevice, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuKernelGetAttribute(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 208);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_209(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction o0 = NULL;
+    CUkernel a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuKernelGetFunction", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[335] == NULL) && ia_ct_load(335, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(336), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuKernelGetFunction(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 209);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(335));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_210(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlibrary o0 = NULL;
+    CUkernel a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuKernelGetLibrary", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[337] == NULL) && ia_ct_load(337, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(338), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuKernelGetLibrary(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 210);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(337));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_211(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const char *o0 = NULL;
+    CUkernel a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuKernelGetName", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[339] == NULL) && ia_ct_load(339, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(339), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuKernelGetName(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 211);
+        goto ia_done;
+    }
+    ia_res = ia_str(o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_212(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel", "paramIndex"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUkernel a0;
+    size_t a1;
+    size_t o2 = 0;
+    size_t o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuKernelGetParamInfo", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[340] == NULL) && ia_ct_load(340, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(340), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuKernelGetParamInfo(a0, a1, &o2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 212);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(size_t, o2), IA_FROM_INT(size_t, o3)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_213(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"attrib", "val", "kernel", "dev"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction_attribute a0;
+    int a1;
+    CUkernel a2;
+    CUdevice a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuKernelSetAttribute", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[341] == NULL) && ia_ct_load(341, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUfunction_attribute, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(341), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdevice, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuKernelSetAttribute(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 213);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_214(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel", "config", "dev"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUkernel a0;
+    CUfunc_cache a1;
+    CUdevice a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuKernelSetCacheConfig", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[342] == NULL) && ia_ct_load(342, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(342), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUfunc_cache, ia_a[1], a1);
+    IA_IN_INT(CUdevice, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuKernelSetCacheConfig(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 214);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_215(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuLaunch", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[343] == NULL) && ia_ct_load(343, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(343), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLaunch(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 215);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_216(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ", "sharedMemBytes", "hStream", "kernelParams"};
+    PyObject *ia_argv[10];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    unsigned int a1;
+    unsigned int a2;
+    unsigned int a3;
+    unsigned int a4;
+    unsigned int a5;
+    unsigned int a6;
+    unsigned int a7;
+    CUstream a8;
+    void **a9;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 10)) {
+        if (ia_fast_args("cuLaunchCooperativeKernel", ia_kw, 10, 9, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[344] == NULL) && ia_ct_load(344, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(344), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    IA_IN_INT(unsigned int, ia_a[4], a4);
+    IA_IN_INT(unsigned int, ia_a[5], a5);
+    IA_IN_INT(unsigned int, ia_a[6], a6);
+    IA_IN_INT(unsigned int, ia_a[7], a7);
+    if (ia_arg_ptr(IA_CT(345), ia_a[8], (char **)&a8, &ia_free) < 0)
+        goto ia_done;
+    if (ia_a[9] == Py_None) {
+        a9 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(346), ia_a[9], (char **)&a9, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLaunchCooperativeKernel(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 216);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_217(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"numDevices", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_LAUNCH_PARAMS *a0;
+    unsigned int a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuLaunchCooperativeKernelMultiDevice", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[347] == NULL) && ia_ct_load(347, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[347], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(347));
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLaunchCooperativeKernelMultiDevice(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 217);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_218(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "grid_width", "grid_height"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    int a1;
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuLaunchGrid", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[348] == NULL) && ia_ct_load(348, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(348), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLaunchGrid(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 218);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_219(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "grid_width", "grid_height", "hStream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    int a1;
+    int a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuLaunchGridAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[349] == NULL) && ia_ct_load(349, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(349), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(350), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLaunchGridAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 219);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_220(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream", "fn", "userData"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUhostFn a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuLaunchHostFunc", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[351] == NULL) && ia_ct_load(351, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(351), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(352));
+    if (a1 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(353), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLaunchHostFunc(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 220);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_221(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ", "sharedMemBytes", "hStream", "kernelParams", "extra"};
+    PyObject *ia_argv[11];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    unsigned int a1;
+    unsigned int a2;
+    unsigned int a3;
+    unsigned int a4;
+    unsigned int a5;
+    unsigned int a6;
+    unsigned int a7;
+    CUstream a8;
+    void **a9;
+    void **a10;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 11)) {
+        if (ia_fast_args("cuLaunchKernel", ia_kw, 11, 9, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[354] == NULL) && ia_ct_load(354, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(354), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    IA_IN_INT(unsigned int, ia_a[4], a4);
+    IA_IN_INT(unsigned int, ia_a[5], a5);
+    IA_IN_INT(unsigned int, ia_a[6], a6);
+    IA_IN_INT(unsigned int, ia_a[7], a7);
+    if (ia_arg_ptr(IA_CT(355), ia_a[8], (char **)&a8, &ia_free) < 0)
+        goto ia_done;
+    if (ia_a[9] == Py_None) {
+        a9 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(356), ia_a[9], (char **)&a9, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_a[10] == Py_None) {
+        a10 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(357), ia_a[10], (char **)&a10, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLaunchKernel(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 221);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_222(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"config", "f", "kernelParams", "extra"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const CUlaunchConfig *a0;
+    CUfunction a1;
+    void **a2;
+    void **a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuLaunchKernelEx", ia_kw, 4, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[358] == NULL) && ia_ct_load(358, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(358), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(359), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_a[2] == Py_None) {
+        a2 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(360), ia_a[2], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_a[3] == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(361), ia_a[3], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLaunchKernelEx(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 222);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_223(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"numKernels", "lib"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUkernel o0 = NULL;
+    unsigned int a1;
+    CUlibrary a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuLibraryEnumerateKernels", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[362] == NULL) && ia_ct_load(362, 2) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(363), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLibraryEnumerateKernels(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 223);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(362));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_224(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"library", "name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t o1 = 0;
+    CUlibrary a2;
+    const char *a3;
+    PyObject *ia_s3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuLibraryGetGlobal", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[364] == NULL) && ia_ct_load(364, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(364), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(365), (ia_s3 != NULL ? ia_s3 : ia_a[1]), (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLibraryGetGlobal(&o0, &o1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 224);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s3);
+    return ia_res;
+}
+
+static PyObject *ia_fast_225(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"library", "name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUkernel o0 = NULL;
+    CUlibrary a1;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuLibraryGetKernel", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[366] == NULL) && ia_ct_load(366, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(367), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(368), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLibraryGetKernel(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 225);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(366));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_226(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"lib"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    unsigned int o0 = 0;
+    CUlibrary a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuLibraryGetKernelCount", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[369] == NULL) && ia_ct_load(369, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(369), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLibraryGetKernelCount(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 226);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_227(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"library", "name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t o1 = 0;
+    CUlibrary a2;
+    const char *a3;
+    PyObject *ia_s3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuLibraryGetManaged", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[370] == NULL) && ia_ct_load(370, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(370), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(371), (ia_s3 != NULL ? ia_s3 : ia_a[1]), (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLibraryGetManaged(&o0, &o1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 227);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s3);
+    return ia_res;
+}
+
+static PyObject *ia_fast_228(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"library"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmodule o0 = NULL;
+    CUlibrary a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuLibraryGetModule", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[372] == NULL) && ia_ct_load(372, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(373), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLibraryGetModule(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 228);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(372));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_229(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"library", "symbol"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *o0 = NULL;
+    CUlibrary a1;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuLibraryGetUnifiedFunction", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[374] == NULL) && ia_ct_load(374, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(375), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(376), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLibraryGetUnifiedFunction(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 229);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(374));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_230(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"code", "numJitOptions", "numLibraryOptions"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlibrary o0 = NULL;
+    const void *a1;
+    CUjit_option o2 = 0;
+    void *o3 = NULL;
+    unsigned int a4;
+    CUlibraryOption o5 = 0;
+    void *o6 = NULL;
+    unsigned int a7;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuLibraryLoadData", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[377] == NULL) && ia_ct_load(377, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(378), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a4);
+    IA_IN_INT(unsigned int, ia_a[2], a7);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLibraryLoadData(&o0, a1, &o2, &o3, a4, &o5, &o6, a7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 230);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(5, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(377)), IA_FROM_INT(CUjit_option, o2), _cffi_from_c_pointer((char *)o3, IA_CT(379)), IA_FROM_INT(CUlibraryOption, o5), _cffi_from_c_pointer((char *)o6, IA_CT(380))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_231(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"fileName", "numJitOptions", "numLibraryOptions"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlibrary o0 = NULL;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    CUjit_option o2 = 0;
+    void *o3 = NULL;
+    unsigned int a4;
+    CUlibraryOption o5 = 0;
+    void *o6 = NULL;
+    unsigned int a7;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuLibraryLoadFromFile", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[381] == NULL) && ia_ct_load(381, 4) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(382), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a4);
+    IA_IN_INT(unsigned int, ia_a[2], a7);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLibraryLoadFromFile(&o0, a1, &o2, &o3, a4, &o5, &o6, a7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 231);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(5, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(381)), IA_FROM_INT(CUjit_option, o2), _cffi_from_c_pointer((char *)o3, IA_CT(383)), IA_FROM_INT(CUlibraryOption, o5), _cffi_from_c_pointer((char *)o6, IA_CT(384))});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_232(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"library"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlibrary a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuLibraryUnload", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[385] == NULL) && ia_ct_load(385, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(385), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLibraryUnload(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 232);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_233(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"state", "type", "data", "size", "name", "numOptions"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlinkState a0;
+    CUjitInputType a1;
+    void *a2;
+    size_t a3;
+    const char *a4;
+    PyObject *ia_s4 = NULL;
+    unsigned int a5;
+    CUjit_option o6 = 0;
+    void *o7 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("cuLinkAddData", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[386] == NULL) && ia_ct_load(386, 4) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[4]) && (ia_s4 = PyUnicode_AsUTF8String(ia_a[4])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(386), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUjitInputType, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(387), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(388), (ia_s4 != NULL ? ia_s4 : ia_a[4]), (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[5], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLinkAddData(a0, a1, a2, a3, a4, a5, &o6, &o7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 233);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUjit_option, o6), _cffi_from_c_pointer((char *)o7, IA_CT(389))});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s4);
+    return ia_res;
+}
+
+static PyObject *ia_fast_234(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"state", "type", "path", "numOptions"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlinkState a0;
+    CUjitInputType a1;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    unsigned int a3;
+    CUjit_option o4 = 0;
+    void *o5 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuLinkAddFile", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[390] == NULL) && ia_ct_load(390, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[2]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(390), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUjitInputType, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(391), (ia_s2 != NULL ? ia_s2 : ia_a[2]), (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLinkAddFile(a0, a1, a2, a3, &o4, &o5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 234);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUjit_option, o4), _cffi_from_c_pointer((char *)o5, IA_CT(392))});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_235(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"state"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlinkState a0;
+    void *o1 = NULL;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuLinkComplete", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[393] == NULL) && ia_ct_load(393, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(393), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLinkComplete(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 235);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(394)), IA_FROM_INT(size_t, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_236(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"options", "optionValues"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    unsigned int a0;
+    Py_ssize_t ia_n0 = 0;
+    PyObject *ia_keep = NULL;
+    CUjit_option *a1 = NULL;
+    void *ia_m1 = NULL;
+    void **a2;
+    CUlinkState o3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuLinkCreate", ia_kw, 2, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[395] == NULL) && ia_ct_load(395, 3) < 0)
+        return NULL;
+    if (ia_a[0] != Py_None && (ia_n0 = PyObject_Length(ia_a[0])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[0], ia_ct[395], sizeof *a1, 0, &ia_m1, &ia_keep) < 0)
+        goto ia_done;
+    a1 = ia_m1;
+    IA_IN_LEN(unsigned int, ia_n0, a0);
+    if (ia_a[1] == Py_None) {
+        a2 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(396), ia_a[1], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLinkCreate(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 236);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(397));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_237(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"state"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlinkState a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuLinkDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[398] == NULL) && ia_ct_load(398, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(398), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLinkDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 237);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_238(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6206,22 +14929,171 @@ static PyObject *ia_fast_238(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"flags"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUlogIterator o0 = 0;
     unsigned int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuLogsCurrent", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuLogsCurrent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(unsigned int, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuLogsCurrent(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 238);
-    return IA_FROM_INT(CUlogIterator, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 238);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUlogIterator, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_239(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pathToFile", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlogIterator o0 = 0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuLogsDumpToFile", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[399] == NULL) && ia_ct_load(399, 1) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(399), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLogsDumpToFile(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 239);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUlogIterator, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_240(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"buffer", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlogIterator o0 = 0;
+    char *a1;
+    size_t o2 = 0;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuLogsDumpToMemory", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[400] == NULL) && ia_ct_load(400, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(400), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLogsDumpToMemory(&o0, a1, &o2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 240);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUlogIterator, o0), IA_FROM_INT(size_t, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_241(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"callbackFunc", "userData"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlogsCallback a0;
+    void *a1;
+    CUlogsCallbackHandle o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuLogsRegisterCallback", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[401] == NULL) && ia_ct_load(401, 3) < 0)
+        return NULL;
+    a0 = (void *)_cffi_to_c_pointer(ia_a[0], IA_CT(401));
+    if (a0 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(402), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLogsRegisterCallback(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 241);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(403));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_242(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"callback"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUlogsCallbackHandle a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuLogsUnregisterCallback", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[404] == NULL) && ia_ct_load(404, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(404), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuLogsUnregisterCallback(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 242);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_243(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6229,23 +15101,28 @@ static PyObject *ia_fast_243(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"ptr", "size"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     size_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("cuMemAddressFree", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemAddressFree", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemAddressFree(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 243);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 243);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_244(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6253,6 +15130,7 @@ static PyObject *ia_fast_244(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"size", "alignment", "addr", "flags"};
     PyObject *ia_argv[4];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr o0 = 0;
     size_t a1;
@@ -6261,20 +15139,60 @@ static PyObject *ia_fast_244(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     unsigned long long a4;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
-        if (ia_fast_args("cuMemAddressReserve", ia_kw, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemAddressReserve", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(size_t, ia_a[0], a1);
-    IA_ARG_INT(size_t, ia_a[1], a2);
-    IA_ARG_INT(CUdeviceptr, ia_a[2], a3);
-    IA_ARG_INT(unsigned long long, ia_a[3], a4);
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(size_t, ia_a[1], a2);
+    IA_IN_INT(CUdeviceptr, ia_a[2], a3);
+    IA_IN_INT(unsigned long long, ia_a[3], a4);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemAddressReserve(&o0, a1, a2, a3, a4);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 244);
-    return IA_FROM_INT(CUdeviceptr, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 244);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdeviceptr, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_245(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"devPtr", "count", "advice", "location"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    CUmem_advise a2;
+    CUmemLocation a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemAdvise", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[405] == NULL) && ia_ct_load(405, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(CUmem_advise, ia_a[2], a2);
+    if (_cffi_to_c((char *)&a3, IA_CT(405), ia_a[3]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemAdvise(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 245);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_246(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6282,22 +15200,130 @@ static PyObject *ia_fast_246(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"bytesize"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr o0 = 0;
     size_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuMemAlloc", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemAlloc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(size_t, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemAlloc(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 246);
-    return IA_FROM_INT(CUdeviceptr, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 246);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdeviceptr, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_247(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"bytesize", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t a1;
+    CUstream a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemAllocAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[406] == NULL) && ia_ct_load(406, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(406), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemAllocAsync(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 247);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdeviceptr, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_248(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"bytesize", "pool", "hStream"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t a1;
+    CUmemoryPool a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemAllocFromPoolAsync", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[407] == NULL) && ia_ct_load(407, 2) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(407), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(408), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemAllocFromPoolAsync(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 248);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdeviceptr, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_249(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"bytesize"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemAllocHost", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[409] == NULL) && ia_ct_load(409, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemAllocHost(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 249);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(409));
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_250(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6305,24 +15331,29 @@ static PyObject *ia_fast_250(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"bytesize", "flags"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr o0 = 0;
     size_t a1;
     unsigned int a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("cuMemAllocManaged", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemAllocManaged", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(size_t, ia_a[0], a1);
-    IA_ARG_INT(unsigned int, ia_a[1], a2);
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemAllocManaged(&o0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 250);
-    return IA_FROM_INT(CUdeviceptr, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 250);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdeviceptr, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_251(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6330,6 +15361,7 @@ static PyObject *ia_fast_251(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"WidthInBytes", "Height", "ElementSizeBytes"};
     PyObject *ia_argv[3];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr o0 = 0;
     size_t o1 = 0;
@@ -6338,19 +15370,226 @@ static PyObject *ia_fast_251(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     unsigned int a4;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("cuMemAllocPitch", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemAllocPitch", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(size_t, ia_a[0], a2);
-    IA_ARG_INT(size_t, ia_a[1], a3);
-    IA_ARG_INT(unsigned int, ia_a[2], a4);
+    IA_IN_INT(size_t, ia_a[0], a2);
+    IA_IN_INT(size_t, ia_a[1], a3);
+    IA_IN_INT(unsigned int, ia_a[2], a4);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemAllocPitch(&o0, &o1, a2, a3, a4);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 251);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 251);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_252(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "flags", "stream"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUmemDecompressParams *a0;
+    size_t a1;
+    unsigned int a2;
+    size_t o3 = 0;
+    CUstream a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemBatchDecompressAsync", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[410] == NULL) && ia_ct_load(410, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[410], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(410));
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    if (ia_arg_ptr(IA_CT(411), ia_a[2], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemBatchDecompressAsync(a0, a1, a2, &o3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 252);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){(Py_INCREF(ia_o0), ia_o0), IA_FROM_INT(size_t, o3)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_253(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size", "prop", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemGenericAllocationHandle o0 = 0;
+    size_t a1;
+    const CUmemAllocationProp *a2;
+    unsigned long long a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemCreate", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[412] == NULL) && ia_ct_load(412, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(412), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned long long, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemCreate(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 253);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUmemGenericAllocationHandle, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_254(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "numPrefetchLocs", "flags", "hStream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t o1 = 0;
+    size_t a2;
+    PyObject *ia_o3 = NULL;
+    CUmemLocation *a3;
+    size_t o4 = 0;
+    size_t a5;
+    unsigned long long a6;
+    CUstream a7;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemDiscardAndPrefetchBatchAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[413] == NULL) && ia_ct_load(413, 2) < 0)
+        return NULL;
+    if ((ia_o3 = ia_new(ia_ct[413], NULL)) == NULL)
+        goto ia_done;
+    a3 = (void *)_cffi_to_c_pointer(ia_o3, IA_CT(413));
+    IA_IN_INT(size_t, ia_a[0], a2);
+    IA_IN_INT(size_t, ia_a[1], a5);
+    IA_IN_INT(unsigned long long, ia_a[2], a6);
+    if (ia_arg_ptr(IA_CT(414), ia_a[3], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemDiscardAndPrefetchBatchAsync(&o0, &o1, a2, a3, &o4, a5, a6, a7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 254);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(4, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1), (Py_INCREF(ia_o3), ia_o3), IA_FROM_INT(size_t, o4)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o3);
+    return ia_res;
+}
+
+static PyObject *ia_fast_255(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "flags", "hStream"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t o1 = 0;
+    size_t a2;
+    unsigned long long a3;
+    CUstream a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemDiscardBatchAsync", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[415] == NULL) && ia_ct_load(415, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a2);
+    IA_IN_INT(unsigned long long, ia_a[1], a3);
+    if (ia_arg_ptr(IA_CT(415), ia_a[2], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemDiscardBatchAsync(&o0, &o1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 255);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_256(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"shareableHandle", "handle", "handleType", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    CUmemGenericAllocationHandle a1;
+    CUmemAllocationHandleType a2;
+    unsigned long long a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemExportToShareableHandle", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[416] == NULL) && ia_ct_load(416, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(416), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUmemGenericAllocationHandle, ia_a[1], a1);
+    IA_IN_INT(CUmemAllocationHandleType, ia_a[2], a2);
+    IA_IN_INT(unsigned long long, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemExportToShareableHandle(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 256);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_257(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6358,21 +15597,127 @@ static PyObject *ia_fast_257(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dptr"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuMemFree", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemFree", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemFree(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 257);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 257);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_258(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dptr", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    CUstream a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemFreeAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[417] == NULL) && ia_ct_load(417, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(417), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemFreeAsync(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 258);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_259(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"p"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemFreeHost", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[418] == NULL) && ia_ct_load(418, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(418), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemFreeHost(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 259);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_260(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"location", "ptr"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    unsigned long long o0 = 0;
+    const CUmemLocation *a1;
+    CUdeviceptr a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemGetAccess", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[419] == NULL) && ia_ct_load(419, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(419), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemGetAccess(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 260);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned long long, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_261(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6380,42 +15725,437 @@ static PyObject *ia_fast_261(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dptr"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr o0 = 0;
     size_t o1 = 0;
     CUdeviceptr a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuMemGetAddressRange", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemGetAddressRange", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a2);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemGetAddressRange(&o0, &o1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 261);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 261);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_262(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prop", "option"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    size_t o0 = 0;
+    const CUmemAllocationProp *a1;
+    CUmemAllocationGranularity_flags a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemGetAllocationGranularity", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[420] == NULL) && ia_ct_load(420, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(420), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUmemAllocationGranularity_flags, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemGetAllocationGranularity(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 262);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_263(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUmemAllocationProp *a0;
+    CUmemGenericAllocationHandle a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemGetAllocationPropertiesFromHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[421] == NULL) && ia_ct_load(421, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[421], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(421));
+    IA_IN_INT(CUmemGenericAllocationHandle, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemGetAllocationPropertiesFromHandle(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 263);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_264(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"type"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUmemoryPool o0 = NULL;
+    PyObject *ia_o1 = NULL;
+    CUmemLocation *a1;
+    CUmemAllocationType a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemGetDefaultMemPool", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[422] == NULL) && ia_ct_load(422, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[423], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(423));
+    IA_IN_INT(CUmemAllocationType, ia_a[0], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemGetDefaultMemPool(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 264);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(422)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_265(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle", "dptr", "size", "handleType", "flags"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    CUdeviceptr a1;
+    size_t a2;
+    CUmemRangeHandleType a3;
+    unsigned long long a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemGetHandleForAddressRange", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[424] == NULL) && ia_ct_load(424, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(424), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(CUmemRangeHandleType, ia_a[3], a3);
+    IA_IN_INT(unsigned long long, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemGetHandleForAddressRange(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 265);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_266(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     size_t o0 = 0;
     size_t o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuMemGetInfo", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemGetInfo", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemGetInfo(&o0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 266);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(size_t, o0), IA_FROM_INT(size_t, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 266);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(size_t, o0), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_267(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"type"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUmemoryPool o0 = NULL;
+    PyObject *ia_o1 = NULL;
+    CUmemLocation *a1;
+    CUmemAllocationType a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemGetMemPool", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[425] == NULL) && ia_ct_load(425, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[426], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(426));
+    IA_IN_INT(CUmemAllocationType, ia_a[0], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemGetMemPool(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 267);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(425)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_268(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"bytesize", "Flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemHostAlloc", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[427] == NULL) && ia_ct_load(427, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemHostAlloc(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 268);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(427));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_269(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"p", "Flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    void *a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemHostGetDevicePointer", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[428] == NULL) && ia_ct_load(428, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(428), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemHostGetDevicePointer(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 269);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdeviceptr, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_270(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"p"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    unsigned int o0 = 0;
+    void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemHostGetFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[429] == NULL) && ia_ct_load(429, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(429), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemHostGetFlags(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 270);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_271(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"p", "bytesize", "Flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    size_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemHostRegister", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[430] == NULL) && ia_ct_load(430, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(430), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemHostRegister(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 271);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_272(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"p"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemHostUnregister", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[431] == NULL) && ia_ct_load(431, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(431), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemHostUnregister(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 272);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_273(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"osHandle", "shHandleType"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemGenericAllocationHandle o0 = 0;
+    void *a1;
+    CUmemAllocationHandleType a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemImportFromShareableHandle", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[432] == NULL) && ia_ct_load(432, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(432), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUmemAllocationHandleType, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemImportFromShareableHandle(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 273);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUmemGenericAllocationHandle, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_274(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6423,6 +16163,7 @@ static PyObject *ia_fast_274(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"ptr", "size", "offset", "handle", "flags"};
     PyObject *ia_argv[5];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     size_t a1;
@@ -6431,21 +16172,628 @@ static PyObject *ia_fast_274(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     unsigned long long a4;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
-        if (ia_fast_args("cuMemMap", ia_kw, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemMap", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(size_t, ia_a[1], a1);
-    IA_ARG_INT(size_t, ia_a[2], a2);
-    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[3], a3);
-    IA_ARG_INT(unsigned long long, ia_a[4], a4);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(CUmemGenericAllocationHandle, ia_a[3], a3);
+    IA_IN_INT(unsigned long long, ia_a[4], a4);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemMap(a0, a1, a2, a3, a4);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 274);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 274);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_275(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUarrayMapInfo *a0;
+    unsigned int a1;
+    CUstream a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemMapArrayAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[433] == NULL) && ia_ct_load(433, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[433], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(433));
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(434), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemMapArrayAsync(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 275);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_276(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"poolProps"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemoryPool o0 = NULL;
+    const CUmemPoolProps *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemPoolCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[435] == NULL) && ia_ct_load(435, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(436), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 276);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(435));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_277(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pool"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemoryPool a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemPoolDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[437] == NULL) && ia_ct_load(437, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(437), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 277);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_278(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUmemPoolPtrExportData *a0;
+    CUdeviceptr a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemPoolExportPointer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[438] == NULL) && ia_ct_load(438, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[438], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(438));
+    IA_IN_INT(CUdeviceptr, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolExportPointer(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 278);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_279(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle_out", "pool", "handleType", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    CUmemoryPool a1;
+    CUmemAllocationHandleType a2;
+    unsigned long long a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemPoolExportToShareableHandle", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[439] == NULL) && ia_ct_load(439, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(439), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(440), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUmemAllocationHandleType, ia_a[2], a2);
+    IA_IN_INT(unsigned long long, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolExportToShareableHandle(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 279);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_280(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"memPool"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemAccess_flags o0 = 0;
+    CUmemoryPool a1;
+    PyObject *ia_o2 = NULL;
+    CUmemLocation *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemPoolGetAccess", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[441] == NULL) && ia_ct_load(441, 2) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[442], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(442));
+    if (ia_arg_ptr(IA_CT(441), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolGetAccess(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 280);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUmemAccess_flags, o0), (Py_INCREF(ia_o2), ia_o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_281(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pool", "attr", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemoryPool a0;
+    CUmemPool_attribute a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemPoolGetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[443] == NULL) && ia_ct_load(443, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(443), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUmemPool_attribute, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(444), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolGetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 281);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_282(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle", "handleType", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemoryPool o0 = NULL;
+    void *a1;
+    CUmemAllocationHandleType a2;
+    unsigned long long a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemPoolImportFromShareableHandle", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[445] == NULL) && ia_ct_load(445, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(446), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUmemAllocationHandleType, ia_a[1], a2);
+    IA_IN_INT(unsigned long long, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolImportFromShareableHandle(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 282);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(445));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_283(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pool"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    CUmemoryPool a1;
+    PyObject *ia_o2 = NULL;
+    CUmemPoolPtrExportData *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemPoolImportPointer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[447] == NULL) && ia_ct_load(447, 2) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[448], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(448));
+    if (ia_arg_ptr(IA_CT(447), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolImportPointer(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 283);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), (Py_INCREF(ia_o2), ia_o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_284(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pool", "map", "count"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemoryPool a0;
+    const CUmemAccessDesc *a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemPoolSetAccess", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[449] == NULL) && ia_ct_load(449, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(449), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(450), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolSetAccess(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 284);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_285(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pool", "attr", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemoryPool a0;
+    CUmemPool_attribute a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemPoolSetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[451] == NULL) && ia_ct_load(451, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(451), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUmemPool_attribute, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(452), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolSetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 285);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_286(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pool", "minBytesToKeep"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemoryPool a0;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemPoolTrimTo", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[453] == NULL) && ia_ct_load(453, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(453), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPoolTrimTo(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 286);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_287(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"devPtr", "count", "location", "flags", "hStream"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    CUmemLocation a2;
+    unsigned int a3;
+    CUstream a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemPrefetchAsync", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[454] == NULL) && ia_ct_load(454, 2) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    if (_cffi_to_c((char *)&a2, IA_CT(454), ia_a[2]) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(455), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPrefetchAsync(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 287);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_288(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "numPrefetchLocs", "flags", "hStream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t o1 = 0;
+    size_t a2;
+    PyObject *ia_o3 = NULL;
+    CUmemLocation *a3;
+    size_t o4 = 0;
+    size_t a5;
+    unsigned long long a6;
+    CUstream a7;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemPrefetchBatchAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[456] == NULL) && ia_ct_load(456, 2) < 0)
+        return NULL;
+    if ((ia_o3 = ia_new(ia_ct[456], NULL)) == NULL)
+        goto ia_done;
+    a3 = (void *)_cffi_to_c_pointer(ia_o3, IA_CT(456));
+    IA_IN_INT(size_t, ia_a[0], a2);
+    IA_IN_INT(size_t, ia_a[1], a5);
+    IA_IN_INT(unsigned long long, ia_a[2], a6);
+    if (ia_arg_ptr(IA_CT(457), ia_a[3], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemPrefetchBatchAsync(&o0, &o1, a2, a3, &o4, a5, a6, a7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 288);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(4, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1), (Py_INCREF(ia_o3), ia_o3), IA_FROM_INT(size_t, o4)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o3);
+    return ia_res;
+}
+
+static PyObject *ia_fast_289(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"data", "dataSize", "attribute", "devPtr", "count"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    size_t a1;
+    CUmem_range_attribute a2;
+    CUdeviceptr a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemRangeGetAttribute", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[458] == NULL) && ia_ct_load(458, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(458), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(CUmem_range_attribute, ia_a[2], a2);
+    IA_IN_INT(CUdeviceptr, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemRangeGetAttribute(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 289);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_290(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"numAttributes", "devPtr", "count"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    void *o0 = NULL;
+    size_t o1 = 0;
+    CUmem_range_attribute o2 = 0;
+    size_t a3;
+    CUdeviceptr a4;
+    size_t a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemRangeGetAttributes", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[459] == NULL) && ia_ct_load(459, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a3);
+    IA_IN_INT(CUdeviceptr, ia_a[1], a4);
+    IA_IN_INT(size_t, ia_a[2], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemRangeGetAttributes(&o0, &o1, &o2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 290);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(459)), IA_FROM_INT(size_t, o1), IA_FROM_INT(CUmem_range_attribute, o2)});
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_291(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6453,21 +16801,137 @@ static PyObject *ia_fast_291(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"handle"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUmemGenericAllocationHandle a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuMemRelease", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemRelease", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
+    IA_IN_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemRelease(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 291);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 291);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_292(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"addr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemGenericAllocationHandle o0 = 0;
+    void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemRetainAllocationHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[460] == NULL) && ia_ct_load(460, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(460), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemRetainAllocationHandle(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 292);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUmemGenericAllocationHandle, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_293(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr", "size", "desc", "count"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    const CUmemAccessDesc *a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemSetAccess", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[461] == NULL) && ia_ct_load(461, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(461), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemSetAccess(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 293);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_294(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"type", "pool"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUmemLocation *a0;
+    CUmemAllocationType a1;
+    CUmemoryPool a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemSetMemPool", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[462] == NULL) && ia_ct_load(462, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[462], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(462));
+    IA_IN_INT(CUmemAllocationType, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(463), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemSetMemPool(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 294);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
 }
 
 static PyObject *ia_fast_295(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6475,23 +16939,28 @@ static PyObject *ia_fast_295(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"ptr", "size"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     size_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("cuMemUnmap", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemUnmap", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemUnmap(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 295);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 295);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_296(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6499,25 +16968,587 @@ static PyObject *ia_fast_296(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dst", "src", "ByteCount"};
     PyObject *ia_argv[3];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     CUdeviceptr a1;
     size_t a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("cuMemcpy", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemcpy", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(CUdeviceptr, ia_a[1], a1);
-    IA_ARG_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemcpy(a0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 296);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 296);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_297(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const CUDA_MEMCPY2D *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemcpy2D", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[464] == NULL) && ia_ct_load(464, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(464), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpy2D(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 297);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_298(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const CUDA_MEMCPY2D *a0;
+    CUstream a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemcpy2DAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[465] == NULL) && ia_ct_load(465, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(465), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(466), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpy2DAsync(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 298);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_299(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const CUDA_MEMCPY2D *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemcpy2DUnaligned", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[467] == NULL) && ia_ct_load(467, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(467), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpy2DUnaligned(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 299);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_300(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const CUDA_MEMCPY3D *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemcpy3D", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[468] == NULL) && ia_ct_load(468, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(468), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpy3D(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 300);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_301(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const CUDA_MEMCPY3D *a0;
+    CUstream a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemcpy3DAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[469] == NULL) && ia_ct_load(469, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(469), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(470), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpy3DAsync(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 301);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_302(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"numOps", "flags", "hStream"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    size_t a0;
+    PyObject *ia_o1 = NULL;
+    CUDA_MEMCPY3D_BATCH_OP *a1;
+    unsigned long long a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemcpy3DBatchAsync", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[471] == NULL) && ia_ct_load(471, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[471], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(471));
+    IA_IN_INT(size_t, ia_a[0], a0);
+    IA_IN_INT(unsigned long long, ia_a[1], a2);
+    if (ia_arg_ptr(IA_CT(472), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpy3DBatchAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 302);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_303(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const CUDA_MEMCPY3D_PEER *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMemcpy3DPeer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[473] == NULL) && ia_ct_load(473, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(473), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpy3DPeer(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 303);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_304(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy", "hStream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const CUDA_MEMCPY3D_PEER *a0;
+    CUstream a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMemcpy3DPeerAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[474] == NULL) && ia_ct_load(474, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(474), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(475), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpy3DPeerAsync(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 304);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_305(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "ByteCount", "hStream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    CUdeviceptr a1;
+    size_t a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemcpyAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[476] == NULL) && ia_ct_load(476, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(476), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 305);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_306(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstArray", "dstOffset", "srcArray", "srcOffset", "ByteCount"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray a0;
+    size_t a1;
+    CUarray a2;
+    size_t a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemcpyAtoA", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[477] == NULL) && ia_ct_load(477, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(477), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(478), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyAtoA(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 306);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_307(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "srcArray", "srcOffset", "ByteCount"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    CUarray a1;
+    size_t a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemcpyAtoD", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[479] == NULL) && ia_ct_load(479, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(479), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyAtoD(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 307);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_308(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstHost", "srcArray", "srcOffset", "ByteCount"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    CUarray a1;
+    size_t a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemcpyAtoH", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[480] == NULL) && ia_ct_load(480, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(480), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(481), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyAtoH(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 308);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_309(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstHost", "srcArray", "srcOffset", "ByteCount", "hStream"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    CUarray a1;
+    size_t a2;
+    size_t a3;
+    CUstream a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemcpyAtoHAsync", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[482] == NULL) && ia_ct_load(482, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(482), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(483), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(484), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyAtoHAsync(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 309);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_310(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "numAttrs", "hStream"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    CUdeviceptr o1 = 0;
+    size_t o2 = 0;
+    size_t a3;
+    PyObject *ia_o4 = NULL;
+    CUmemcpyAttributes *a4;
+    size_t o5 = 0;
+    size_t a6;
+    CUstream a7;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemcpyBatchAsync", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[485] == NULL) && ia_ct_load(485, 2) < 0)
+        return NULL;
+    if ((ia_o4 = ia_new(ia_ct[485], NULL)) == NULL)
+        goto ia_done;
+    a4 = (void *)_cffi_to_c_pointer(ia_o4, IA_CT(485));
+    IA_IN_INT(size_t, ia_a[0], a3);
+    IA_IN_INT(size_t, ia_a[1], a6);
+    if (ia_arg_ptr(IA_CT(486), ia_a[2], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyBatchAsync(&o0, &o1, &o2, a3, a4, &o5, a6, a7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 310);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(5, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(CUdeviceptr, o1), IA_FROM_INT(size_t, o2), (Py_INCREF(ia_o4), ia_o4), IA_FROM_INT(size_t, o5)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o4);
+    return ia_res;
+}
+
+static PyObject *ia_fast_311(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstArray", "dstOffset", "srcDevice", "ByteCount"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray a0;
+    size_t a1;
+    CUdeviceptr a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemcpyDtoA", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[487] == NULL) && ia_ct_load(487, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(487), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(CUdeviceptr, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyDtoA(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 311);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_312(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6525,25 +17556,384 @@ static PyObject *ia_fast_312(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dstDevice", "srcDevice", "ByteCount"};
     PyObject *ia_argv[3];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     CUdeviceptr a1;
     size_t a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("cuMemcpyDtoD", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemcpyDtoD", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(CUdeviceptr, ia_a[1], a1);
-    IA_ARG_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemcpyDtoD(a0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 312);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 312);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_313(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "srcDevice", "ByteCount", "hStream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    CUdeviceptr a1;
+    size_t a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemcpyDtoDAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[488] == NULL) && ia_ct_load(488, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(488), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyDtoDAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 313);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_314(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstHost", "srcDevice", "ByteCount"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    CUdeviceptr a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemcpyDtoH", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[489] == NULL) && ia_ct_load(489, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(489), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyDtoH(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 314);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_315(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstHost", "srcDevice", "ByteCount", "hStream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    CUdeviceptr a1;
+    size_t a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemcpyDtoHAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[490] == NULL) && ia_ct_load(490, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(490), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(491), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyDtoHAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 315);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_316(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstArray", "dstOffset", "srcHost", "ByteCount"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray a0;
+    size_t a1;
+    const void *a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemcpyHtoA", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[492] == NULL) && ia_ct_load(492, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(492), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(493), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyHtoA(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 316);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_317(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstArray", "dstOffset", "srcHost", "ByteCount", "hStream"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray a0;
+    size_t a1;
+    const void *a2;
+    size_t a3;
+    CUstream a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemcpyHtoAAsync", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[494] == NULL) && ia_ct_load(494, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(494), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(495), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(496), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyHtoAAsync(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 317);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_318(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "srcHost", "ByteCount"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    const void *a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuMemcpyHtoD", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[497] == NULL) && ia_ct_load(497, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(497), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyHtoD(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 318);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_319(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "srcHost", "ByteCount", "hStream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    const void *a1;
+    size_t a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemcpyHtoDAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[498] == NULL) && ia_ct_load(498, 2) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(498), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(499), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyHtoDAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 319);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_320(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "dstContext", "srcDevice", "srcContext", "ByteCount"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    CUcontext a1;
+    CUdeviceptr a2;
+    CUcontext a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuMemcpyPeer", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[500] == NULL) && ia_ct_load(500, 2) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(500), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(501), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyPeer(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 320);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_321(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "dstContext", "srcDevice", "srcContext", "ByteCount", "hStream"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    CUcontext a1;
+    CUdeviceptr a2;
+    CUcontext a3;
+    size_t a4;
+    CUstream a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("cuMemcpyPeerAsync", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[502] == NULL) && ia_ct_load(502, 3) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(502), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(503), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(504), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemcpyPeerAsync(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 321);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_322(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6551,25 +17941,68 @@ static PyObject *ia_fast_322(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dstDevice", "us", "N"};
     PyObject *ia_argv[3];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     unsigned short a1;
     size_t a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("cuMemsetD16", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemsetD16", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(unsigned short, ia_a[1], a1);
-    IA_ARG_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(unsigned short, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemsetD16(a0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 322);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 322);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_323(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "us", "N", "hStream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    unsigned short a1;
+    size_t a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemsetD16Async", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[505] == NULL) && ia_ct_load(505, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(unsigned short, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(505), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD16Async(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 323);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_324(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6577,6 +18010,7 @@ static PyObject *ia_fast_324(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dstDevice", "dstPitch", "us", "Width", "Height"};
     PyObject *ia_argv[5];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     size_t a1;
@@ -6585,21 +18019,67 @@ static PyObject *ia_fast_324(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     size_t a4;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
-        if (ia_fast_args("cuMemsetD2D16", ia_kw, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemsetD2D16", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(size_t, ia_a[1], a1);
-    IA_ARG_INT(unsigned short, ia_a[2], a2);
-    IA_ARG_INT(size_t, ia_a[3], a3);
-    IA_ARG_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(unsigned short, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemsetD2D16(a0, a1, a2, a3, a4);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 324);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 324);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_325(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "dstPitch", "us", "Width", "Height", "hStream"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    unsigned short a2;
+    size_t a3;
+    size_t a4;
+    CUstream a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("cuMemsetD2D16Async", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[506] == NULL) && ia_ct_load(506, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(unsigned short, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(506), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD2D16Async(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 325);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_326(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6607,6 +18087,7 @@ static PyObject *ia_fast_326(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dstDevice", "dstPitch", "ui", "Width", "Height"};
     PyObject *ia_argv[5];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     size_t a1;
@@ -6615,21 +18096,67 @@ static PyObject *ia_fast_326(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     size_t a4;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
-        if (ia_fast_args("cuMemsetD2D32", ia_kw, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemsetD2D32", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(size_t, ia_a[1], a1);
-    IA_ARG_INT(unsigned int, ia_a[2], a2);
-    IA_ARG_INT(size_t, ia_a[3], a3);
-    IA_ARG_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemsetD2D32(a0, a1, a2, a3, a4);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 326);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 326);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_327(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "dstPitch", "ui", "Width", "Height", "hStream"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    unsigned int a2;
+    size_t a3;
+    size_t a4;
+    CUstream a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("cuMemsetD2D32Async", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[507] == NULL) && ia_ct_load(507, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(507), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD2D32Async(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 327);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_328(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6637,6 +18164,7 @@ static PyObject *ia_fast_328(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dstDevice", "dstPitch", "uc", "Width", "Height"};
     PyObject *ia_argv[5];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     size_t a1;
@@ -6645,21 +18173,67 @@ static PyObject *ia_fast_328(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     size_t a4;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
-        if (ia_fast_args("cuMemsetD2D8", ia_kw, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemsetD2D8", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(size_t, ia_a[1], a1);
-    IA_ARG_INT(unsigned char, ia_a[2], a2);
-    IA_ARG_INT(size_t, ia_a[3], a3);
-    IA_ARG_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(unsigned char, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemsetD2D8(a0, a1, a2, a3, a4);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 328);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 328);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_329(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "dstPitch", "uc", "Width", "Height", "hStream"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    size_t a1;
+    unsigned char a2;
+    size_t a3;
+    size_t a4;
+    CUstream a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("cuMemsetD2D8Async", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[508] == NULL) && ia_ct_load(508, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(unsigned char, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(508), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD2D8Async(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 329);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_330(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6667,25 +18241,68 @@ static PyObject *ia_fast_330(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dstDevice", "ui", "N"};
     PyObject *ia_argv[3];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     unsigned int a1;
     size_t a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("cuMemsetD32", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemsetD32", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(unsigned int, ia_a[1], a1);
-    IA_ARG_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemsetD32(a0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 330);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 330);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_331(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "ui", "N", "hStream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    unsigned int a1;
+    size_t a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemsetD32Async", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[509] == NULL) && ia_ct_load(509, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(509), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD32Async(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 331);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_332(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6693,43 +18310,688 @@ static PyObject *ia_fast_332(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"dstDevice", "uc", "N"};
     PyObject *ia_argv[3];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdeviceptr a0;
     unsigned char a1;
     size_t a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("cuMemsetD8", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMemsetD8", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUdeviceptr, ia_a[0], a0);
-    IA_ARG_INT(unsigned char, ia_a[1], a1);
-    IA_ARG_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(unsigned char, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMemsetD8(a0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 332);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 332);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_333(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstDevice", "uc", "N", "hStream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr a0;
+    unsigned char a1;
+    size_t a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuMemsetD8Async", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[510] == NULL) && ia_ct_load(510, 1) < 0)
+        return NULL;
+    IA_IN_INT(CUdeviceptr, ia_a[0], a0);
+    IA_IN_INT(unsigned char, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(510), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMemsetD8Async(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 333);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_334(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pMipmappedArrayDesc", "numMipmapLevels"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmipmappedArray o0 = NULL;
+    const CUDA_ARRAY3D_DESCRIPTOR *a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMipmappedArrayCreate", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[511] == NULL) && ia_ct_load(511, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(512), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMipmappedArrayCreate(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 334);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(511));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_335(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hMipmappedArray"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmipmappedArray a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMipmappedArrayDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[513] == NULL) && ia_ct_load(513, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(513), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMipmappedArrayDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 335);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_336(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hMipmappedArray", "level"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray o0 = NULL;
+    CUmipmappedArray a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMipmappedArrayGetLevel", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[514] == NULL) && ia_ct_load(514, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(515), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMipmappedArrayGetLevel(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 336);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(514));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_337(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mipmap", "device"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_ARRAY_MEMORY_REQUIREMENTS *a0;
+    CUmipmappedArray a1;
+    CUdevice a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMipmappedArrayGetMemoryRequirements", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[516] == NULL) && ia_ct_load(516, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[516], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(516));
+    if (ia_arg_ptr(IA_CT(517), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdevice, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMipmappedArrayGetMemoryRequirements(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 337);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_338(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mipmap"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_ARRAY_SPARSE_PROPERTIES *a0;
+    CUmipmappedArray a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMipmappedArrayGetSparseProperties", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[518] == NULL) && ia_ct_load(518, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[518], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(518));
+    if (ia_arg_ptr(IA_CT(519), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMipmappedArrayGetSparseProperties(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 338);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_339(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"numFunctions", "mod"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction o0 = NULL;
+    unsigned int a1;
+    CUmodule a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuModuleEnumerateFunctions", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[520] == NULL) && ia_ct_load(520, 2) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(521), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleEnumerateFunctions(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 339);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(520));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_340(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hmod", "name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction o0 = NULL;
+    CUmodule a1;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuModuleGetFunction", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[522] == NULL) && ia_ct_load(522, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(523), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(524), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleGetFunction(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 340);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(522));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_341(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mod"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    unsigned int o0 = 0;
+    CUmodule a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuModuleGetFunctionCount", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[525] == NULL) && ia_ct_load(525, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(525), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleGetFunctionCount(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 341);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_342(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hmod", "name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    size_t o1 = 0;
+    CUmodule a2;
+    const char *a3;
+    PyObject *ia_s3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuModuleGetGlobal", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[526] == NULL) && ia_ct_load(526, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(526), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(527), (ia_s3 != NULL ? ia_s3 : ia_a[1]), (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleGetGlobal(&o0, &o1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 342);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s3);
+    return ia_res;
 }
 
 static PyObject *ia_fast_343(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUmoduleLoadingMode o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuModuleGetLoadingMode", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuModuleGetLoadingMode", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuModuleGetLoadingMode(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 343);
-    return IA_FROM_INT(CUmoduleLoadingMode, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 343);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUmoduleLoadingMode, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_344(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hmod", "name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUsurfref o0 = NULL;
+    CUmodule a1;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuModuleGetSurfRef", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[528] == NULL) && ia_ct_load(528, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(529), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(530), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleGetSurfRef(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 344);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(528));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_345(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hmod", "name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref o0 = NULL;
+    CUmodule a1;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuModuleGetTexRef", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[531] == NULL) && ia_ct_load(531, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(532), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(533), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleGetTexRef(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 345);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(531));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_346(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"fname"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmodule o0 = NULL;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuModuleLoad", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[534] == NULL) && ia_ct_load(534, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(535), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleLoad(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 346);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(534));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_347(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"image"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmodule o0 = NULL;
+    const void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuModuleLoadData", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[536] == NULL) && ia_ct_load(536, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(537), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleLoadData(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 347);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(536));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_348(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"image", "options", "optionValues"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmodule o0 = NULL;
+    const void *a1;
+    unsigned int a2;
+    Py_ssize_t ia_n2 = 0;
+    PyObject *ia_keep = NULL;
+    CUjit_option *a3 = NULL;
+    void *ia_m3 = NULL;
+    void **a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuModuleLoadDataEx", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[538] == NULL) && ia_ct_load(538, 4) < 0)
+        return NULL;
+    if (ia_a[1] != Py_None && (ia_n2 = PyObject_Length(ia_a[1])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[1], ia_ct[540], sizeof *a3, 0, &ia_m3, &ia_keep) < 0)
+        goto ia_done;
+    a3 = ia_m3;
+    if (ia_arg_ptr(IA_CT(539), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_LEN(unsigned int, ia_n2, a2);
+    if (ia_a[2] == Py_None) {
+        a4 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(541), ia_a[2], (char **)&a4, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleLoadDataEx(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 348);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(538));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m3);
+    return ia_res;
+}
+
+static PyObject *ia_fast_349(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"fatCubin"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmodule o0 = NULL;
+    const void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuModuleLoadFatBinary", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[542] == NULL) && ia_ct_load(542, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(543), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleLoadFatBinary(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 349);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(542));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_350(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hmod"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmodule a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuModuleUnload", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[544] == NULL) && ia_ct_load(544, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(544), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuModuleUnload(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 350);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_351(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6737,23 +18999,28 @@ static PyObject *ia_fast_351(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"mcHandle", "dev"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUmemGenericAllocationHandle a0;
     CUdevice a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("cuMulticastAddDevice", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMulticastAddDevice", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
-    IA_ARG_INT(CUdevice, ia_a[1], a1);
+    IA_IN_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
+    IA_IN_INT(CUdevice, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMulticastAddDevice(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 351);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 351);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_352(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6761,6 +19028,7 @@ static PyObject *ia_fast_352(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"mcHandle", "mcOffset", "memptr", "size", "flags"};
     PyObject *ia_argv[5];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUmemGenericAllocationHandle a0;
     size_t a1;
@@ -6769,21 +19037,25 @@ static PyObject *ia_fast_352(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     unsigned long long a4;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
-        if (ia_fast_args("cuMulticastBindAddr", ia_kw, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMulticastBindAddr", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
-    IA_ARG_INT(size_t, ia_a[1], a1);
-    IA_ARG_INT(CUdeviceptr, ia_a[2], a2);
-    IA_ARG_INT(size_t, ia_a[3], a3);
-    IA_ARG_INT(unsigned long long, ia_a[4], a4);
+    IA_IN_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(CUdeviceptr, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(unsigned long long, ia_a[4], a4);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMulticastBindAddr(a0, a1, a2, a3, a4);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 352);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 352);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_353(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6791,6 +19063,7 @@ static PyObject *ia_fast_353(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"mcHandle", "mcOffset", "memHandle", "memOffset", "size", "flags"};
     PyObject *ia_argv[6];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUmemGenericAllocationHandle a0;
     size_t a1;
@@ -6800,22 +19073,94 @@ static PyObject *ia_fast_353(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     unsigned long long a5;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
-        if (ia_fast_args("cuMulticastBindMem", ia_kw, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMulticastBindMem", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
-    IA_ARG_INT(size_t, ia_a[1], a1);
-    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[2], a2);
-    IA_ARG_INT(size_t, ia_a[3], a3);
-    IA_ARG_INT(size_t, ia_a[4], a4);
-    IA_ARG_INT(unsigned long long, ia_a[5], a5);
+    IA_IN_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(CUmemGenericAllocationHandle, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(unsigned long long, ia_a[5], a5);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMulticastBindMem(a0, a1, a2, a3, a4, a5);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 353);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 353);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_354(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prop"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmemGenericAllocationHandle o0 = 0;
+    const CUmulticastObjectProp *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuMulticastCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[545] == NULL) && ia_ct_load(545, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(545), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMulticastCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 354);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUmemGenericAllocationHandle, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_355(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prop", "option"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    size_t o0 = 0;
+    const CUmulticastObjectProp *a1;
+    CUmulticastGranularity_flags a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuMulticastGetGranularity", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[546] == NULL) && ia_ct_load(546, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(546), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUmulticastGranularity_flags, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuMulticastGetGranularity(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 355);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_356(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6823,6 +19168,7 @@ static PyObject *ia_fast_356(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"mcHandle", "dev", "mcOffset", "size"};
     PyObject *ia_argv[4];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUmemGenericAllocationHandle a0;
     CUdevice a1;
@@ -6830,20 +19176,1690 @@ static PyObject *ia_fast_356(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     size_t a3;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
-        if (ia_fast_args("cuMulticastUnbind", ia_kw, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuMulticastUnbind", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
-    IA_ARG_INT(CUdevice, ia_a[1], a1);
-    IA_ARG_INT(size_t, ia_a[2], a2);
-    IA_ARG_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(CUmemGenericAllocationHandle, ia_a[0], a0);
+    IA_IN_INT(CUdevice, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuMulticastUnbind(a0, a1, a2, a3);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 356);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 356);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_357(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "numBlocks", "blockSize"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    size_t o0 = 0;
+    CUfunction a1;
+    int a2;
+    int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuOccupancyAvailableDynamicSMemPerBlock", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[547] == NULL) && ia_ct_load(547, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(547), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a2);
+    IA_IN_INT(int, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuOccupancyAvailableDynamicSMemPerBlock(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 357);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_358(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "blockSize", "dynamicSMemSize"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    int o0 = 0;
+    CUfunction a1;
+    int a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuOccupancyMaxActiveBlocksPerMultiprocessor", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[548] == NULL) && ia_ct_load(548, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(548), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a2);
+    IA_IN_INT(size_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuOccupancyMaxActiveBlocksPerMultiprocessor(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 358);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_359(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "blockSize", "dynamicSMemSize", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    int o0 = 0;
+    CUfunction a1;
+    int a2;
+    size_t a3;
+    unsigned int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[549] == NULL) && ia_ct_load(549, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(549), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a2);
+    IA_IN_INT(size_t, ia_a[2], a3);
+    IA_IN_INT(unsigned int, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 359);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_360(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    int o0 = 0;
+    CUfunction a1;
+    const CUlaunchConfig *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuOccupancyMaxActiveClusters", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[550] == NULL) && ia_ct_load(550, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(550), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(551), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuOccupancyMaxActiveClusters(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 360);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_361(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "blockSizeToDynamicSMemSize", "dynamicSMemSize", "blockSizeLimit"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    int o0 = 0;
+    int o1 = 0;
+    CUfunction a2;
+    CUoccupancyB2DSize a3;
+    size_t a4;
+    int a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuOccupancyMaxPotentialBlockSize", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[552] == NULL) && ia_ct_load(552, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(552), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    a3 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(553));
+    if (a3 == NULL && PyErr_Occurred())
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a4);
+    IA_IN_INT(int, ia_a[3], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuOccupancyMaxPotentialBlockSize(&o0, &o1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 361);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_362(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "blockSizeToDynamicSMemSize", "dynamicSMemSize", "blockSizeLimit", "flags"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    int o0 = 0;
+    int o1 = 0;
+    CUfunction a2;
+    CUoccupancyB2DSize a3;
+    size_t a4;
+    int a5;
+    unsigned int a6;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("cuOccupancyMaxPotentialBlockSizeWithFlags", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[554] == NULL) && ia_ct_load(554, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(554), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    a3 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(555));
+    if (a3 == NULL && PyErr_Occurred())
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a4);
+    IA_IN_INT(int, ia_a[3], a5);
+    IA_IN_INT(unsigned int, ia_a[4], a6);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuOccupancyMaxPotentialBlockSizeWithFlags(&o0, &o1, a2, a3, a4, a5, a6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 362);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_363(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    int o0 = 0;
+    CUfunction a1;
+    const CUlaunchConfig *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuOccupancyMaxPotentialClusterSize", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[556] == NULL) && ia_ct_load(556, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(556), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(557), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuOccupancyMaxPotentialClusterSize(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 363);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_364(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc", "numbytes"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuParamSetSize", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[558] == NULL) && ia_ct_load(558, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(558), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuParamSetSize(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 364);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_365(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc", "texunit", "hTexRef"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    int a1;
+    CUtexref a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuParamSetTexRef", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[559] == NULL) && ia_ct_load(559, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(559), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(560), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuParamSetTexRef(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 365);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_366(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc", "offset", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    int a1;
+    float a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuParamSetf", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[561] == NULL) && ia_ct_load(561, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(561), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_FLOAT(float, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuParamSetf(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 366);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_367(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc", "offset", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    int a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuParamSeti", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[562] == NULL) && ia_ct_load(562, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(562), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuParamSeti(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 367);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_368(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hfunc", "offset", "ptr", "numbytes"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfunction a0;
+    int a1;
+    void *a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuParamSetv", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[563] == NULL) && ia_ct_load(563, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(563), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(564), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuParamSetv(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 368);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_369(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"data", "attribute", "ptr"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    void *a0;
+    CUpointer_attribute a1;
+    CUdeviceptr a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuPointerGetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[565] == NULL) && ia_ct_load(565, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(565), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUpointer_attribute, ia_a[1], a1);
+    IA_IN_INT(CUdeviceptr, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuPointerGetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 369);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_370(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"numAttributes", "ptr"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    unsigned int a0;
+    CUpointer_attribute o1 = 0;
+    void *o2 = NULL;
+    CUdeviceptr a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuPointerGetAttributes", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[566] == NULL) && ia_ct_load(566, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a0);
+    IA_IN_INT(CUdeviceptr, ia_a[1], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuPointerGetAttributes(a0, &o1, &o2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 370);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUpointer_attribute, o1), _cffi_from_c_pointer((char *)o2, IA_CT(566))});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_371(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"value", "attribute", "ptr"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const void *a0;
+    CUpointer_attribute a1;
+    CUdeviceptr a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuPointerSetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[567] == NULL) && ia_ct_load(567, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(567), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUpointer_attribute, ia_a[1], a1);
+    IA_IN_INT(CUdeviceptr, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuPointerSetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 371);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_372(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extSemArray", "paramsArray", "numExtSems", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const CUexternalSemaphore *a0;
+    const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *a1;
+    unsigned int a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuSignalExternalSemaphoresAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[568] == NULL) && ia_ct_load(568, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(568), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(569), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(570), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuSignalExternalSemaphoresAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 372);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_373(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream", "callback", "userData", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUstreamCallback a1;
+    void *a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuStreamAddCallback", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[571] == NULL) && ia_ct_load(571, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(571), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(572));
+    if (a1 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(573), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamAddCallback(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 373);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_374(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream", "dptr", "length", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUdeviceptr a1;
+    size_t a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuStreamAttachMemAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[574] == NULL) && ia_ct_load(574, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(574), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamAttachMemAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 374);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_375(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "count", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    unsigned int a1;
+    PyObject *ia_o2 = NULL;
+    CUstreamBatchMemOpParams *a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuStreamBatchMemOp", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[575] == NULL) && ia_ct_load(575, 2) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[576], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(576));
+    if (ia_arg_ptr(IA_CT(575), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamBatchMemOp(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 375);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_376(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream", "mode"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUstreamCaptureMode a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuStreamBeginCapture", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[577] == NULL) && ia_ct_load(577, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(577), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUstreamCaptureMode, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamBeginCapture(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 376);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_377(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream", "hGraph", "dependencies", "dependencyData", "numDependencies", "mode"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUgraph a1;
+    const CUgraphNode *a2;
+    const CUgraphEdgeData *a3;
+    size_t a4;
+    CUstreamCaptureMode a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("cuStreamBeginCaptureToGraph", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[578] == NULL) && ia_ct_load(578, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(578), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(579), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(580), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(581), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(CUstreamCaptureMode, ia_a[5], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamBeginCaptureToGraph(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 377);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_378(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUstream a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuStreamCopyAttributes", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[582] == NULL) && ia_ct_load(582, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(582), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(583), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamCopyAttributes(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 378);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_379(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"Flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUstream o0 = NULL;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[584] == NULL) && ia_ct_load(584, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 379);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(584));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_380(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags", "priority"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUstream o0 = NULL;
+    unsigned int a1;
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuStreamCreateWithPriority", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[585] == NULL) && ia_ct_load(585, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    IA_IN_INT(int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamCreateWithPriority(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 380);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(585));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_381(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[586] == NULL) && ia_ct_load(586, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(586), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 381);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_382(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUgraph o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamEndCapture", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[587] == NULL) && ia_ct_load(587, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(587), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamEndCapture(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 382);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(588));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_383(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream", "attr"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUstreamAttrID a1;
+    PyObject *ia_o2 = NULL;
+    CUstreamAttrValue *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuStreamGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[589] == NULL) && ia_ct_load(589, 2) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[590], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(590));
+    if (ia_arg_ptr(IA_CT(589), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUstreamAttrID, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamGetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 383);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_384(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUstreamCaptureStatus o1 = 0;
+    cuuint64_t o2 = 0;
+    CUgraph o3 = NULL;
+    const CUgraphNode *o4 = NULL;
+    const CUgraphEdgeData *o5 = NULL;
+    size_t o6 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamGetCaptureInfo", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[591] == NULL) && ia_ct_load(591, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(591), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamGetCaptureInfo(a0, &o1, &o2, &o3, &o4, &o5, &o6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 384);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(6, (PyObject *[]){IA_FROM_INT(CUstreamCaptureStatus, o1), IA_FROM_INT(cuuint64_t, o2), _cffi_from_c_pointer((char *)o3, IA_CT(592)), _cffi_from_c_pointer((char *)o4, IA_CT(593)), _cffi_from_c_pointer((char *)o5, IA_CT(594)), IA_FROM_INT(size_t, o6)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_385(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUcontext o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamGetCtx", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[595] == NULL) && ia_ct_load(595, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(595), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamGetCtx(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 385);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(596));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_386(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUcontext o1 = NULL;
+    CUgreenCtx o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamGetCtx_v2", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[597] == NULL) && ia_ct_load(597, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(597), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamGetCtx_v2(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 386);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(598)), _cffi_from_c_pointer((char *)o2, IA_CT(599))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_387(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUdevice o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamGetDevice", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[600] == NULL) && ia_ct_load(600, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(600), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamGetDevice(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 387);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdevice, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_388(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    unsigned int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamGetFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[601] == NULL) && ia_ct_load(601, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(601), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamGetFlags(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 388);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_389(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUgreenCtx o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamGetGreenCtx", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[602] == NULL) && ia_ct_load(602, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(602), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamGetGreenCtx(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 389);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(603));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_390(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    unsigned long long o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamGetId", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[604] == NULL) && ia_ct_load(604, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(604), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamGetId(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 390);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned long long, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_391(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamGetPriority", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[605] == NULL) && ia_ct_load(605, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(605), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamGetPriority(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 391);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_392(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUstreamCaptureStatus o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamIsCapturing", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[606] == NULL) && ia_ct_load(606, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(606), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamIsCapturing(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 392);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUstreamCaptureStatus, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_393(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamQuery", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[607] == NULL) && ia_ct_load(607, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(607), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamQuery(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL && (long long)ia_r != 600LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 393);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUresult, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_394(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream", "attr", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUstreamAttrID a1;
+    const CUstreamAttrValue *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuStreamSetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[608] == NULL) && ia_ct_load(608, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(608), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUstreamAttrID, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(609), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamSetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 394);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_395(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuStreamSynchronize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[610] == NULL) && ia_ct_load(610, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(610), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamSynchronize(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 395);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_396(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream", "dependencyData", "numDependencies", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUgraphNode o1 = NULL;
+    const CUgraphEdgeData *a2;
+    size_t a3;
+    unsigned int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuStreamUpdateCaptureDependencies", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[611] == NULL) && ia_ct_load(611, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(611), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(613), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    IA_IN_INT(unsigned int, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamUpdateCaptureDependencies(a0, &o1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 396);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(612));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_397(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hStream", "hEvent", "Flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUevent a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuStreamWaitEvent", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[614] == NULL) && ia_ct_load(614, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(614), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(615), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamWaitEvent(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 397);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_398(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "addr", "value", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUdeviceptr a1;
+    cuuint32_t a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuStreamWaitValue32", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[616] == NULL) && ia_ct_load(616, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(616), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(cuuint32_t, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamWaitValue32(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 398);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_399(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "addr", "value", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUdeviceptr a1;
+    cuuint64_t a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuStreamWaitValue64", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[617] == NULL) && ia_ct_load(617, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(617), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(cuuint64_t, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamWaitValue64(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 399);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_400(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "addr", "value", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUdeviceptr a1;
+    cuuint32_t a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuStreamWriteValue32", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[618] == NULL) && ia_ct_load(618, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(618), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(cuuint32_t, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamWriteValue32(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 400);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_401(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "addr", "value", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUstream a0;
+    CUdeviceptr a1;
+    cuuint64_t a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuStreamWriteValue64", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[619] == NULL) && ia_ct_load(619, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(619), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[1], a1);
+    IA_IN_INT(cuuint64_t, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuStreamWriteValue64(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 401);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_402(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pResDesc"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUsurfObject o0 = 0;
+    const CUDA_RESOURCE_DESC *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuSurfObjectCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[620] == NULL) && ia_ct_load(620, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(620), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuSurfObjectCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 402);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUsurfObject, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_403(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6851,21 +20867,408 @@ static PyObject *ia_fast_403(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"surfObject"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUsurfObject a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuSurfObjectDestroy", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuSurfObjectDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUsurfObject, ia_a[0], a0);
+    IA_IN_INT(CUsurfObject, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuSurfObjectDestroy(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 403);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 403);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_404(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"surfObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_RESOURCE_DESC *a0;
+    CUsurfObject a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuSurfObjectGetResourceDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[621] == NULL) && ia_ct_load(621, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[621], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(621));
+    IA_IN_INT(CUsurfObject, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuSurfObjectGetResourceDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 404);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_405(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hSurfRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray o0 = NULL;
+    CUsurfref a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuSurfRefGetArray", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[622] == NULL) && ia_ct_load(622, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(623), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuSurfRefGetArray(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 405);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(622));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_406(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hSurfRef", "hArray", "Flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUsurfref a0;
+    CUarray a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuSurfRefSetArray", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[624] == NULL) && ia_ct_load(624, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(624), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(625), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuSurfRefSetArray(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 406);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_407(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"tensorDataType", "tensorRank", "globalAddress", "globalDim", "globalStrides", "pixelBoxLowerCorner", "pixelBoxUpperCorner", "channelsPerPixel", "pixelsPerColumn", "elementStrides", "interleave", "swizzle", "l2Promotion", "oobFill"};
+    PyObject *ia_argv[14];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUtensorMap *a0;
+    CUtensorMapDataType a1;
+    cuuint32_t a2;
+    void *a3;
+    const cuuint64_t *a4;
+    const cuuint64_t *a5;
+    const int *a6;
+    const int *a7;
+    cuuint32_t a8;
+    cuuint32_t a9;
+    const cuuint32_t *a10;
+    CUtensorMapInterleave a11;
+    CUtensorMapSwizzle a12;
+    CUtensorMapL2promotion a13;
+    CUtensorMapFloatOOBfill a14;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 14)) {
+        if (ia_fast_args("cuTensorMapEncodeIm2col", ia_kw, 14, 14, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[626] == NULL) && ia_ct_load(626, 7) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[626], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(626));
+    IA_IN_INT(CUtensorMapDataType, ia_a[0], a1);
+    IA_IN_INT(cuuint32_t, ia_a[1], a2);
+    if (ia_arg_ptr(IA_CT(627), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(628), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(629), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(630), ia_a[5], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(631), ia_a[6], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cuuint32_t, ia_a[7], a8);
+    IA_IN_INT(cuuint32_t, ia_a[8], a9);
+    if (ia_arg_ptr(IA_CT(632), ia_a[9], (char **)&a10, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUtensorMapInterleave, ia_a[10], a11);
+    IA_IN_INT(CUtensorMapSwizzle, ia_a[11], a12);
+    IA_IN_INT(CUtensorMapL2promotion, ia_a[12], a13);
+    IA_IN_INT(CUtensorMapFloatOOBfill, ia_a[13], a14);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTensorMapEncodeIm2col(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 407);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_408(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"tensorDataType", "tensorRank", "globalAddress", "globalDim", "globalStrides", "pixelBoxLowerCornerWidth", "pixelBoxUpperCornerWidth", "channelsPerPixel", "pixelsPerColumn", "elementStrides", "interleave", "mode", "swizzle", "l2Promotion", "oobFill"};
+    PyObject *ia_argv[15];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUtensorMap *a0;
+    CUtensorMapDataType a1;
+    cuuint32_t a2;
+    void *a3;
+    const cuuint64_t *a4;
+    const cuuint64_t *a5;
+    int a6;
+    int a7;
+    cuuint32_t a8;
+    cuuint32_t a9;
+    const cuuint32_t *a10;
+    CUtensorMapInterleave a11;
+    CUtensorMapIm2ColWideMode a12;
+    CUtensorMapSwizzle a13;
+    CUtensorMapL2promotion a14;
+    CUtensorMapFloatOOBfill a15;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 15)) {
+        if (ia_fast_args("cuTensorMapEncodeIm2colWide", ia_kw, 15, 15, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[633] == NULL) && ia_ct_load(633, 5) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[633], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(633));
+    IA_IN_INT(CUtensorMapDataType, ia_a[0], a1);
+    IA_IN_INT(cuuint32_t, ia_a[1], a2);
+    if (ia_arg_ptr(IA_CT(634), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(635), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(636), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[5], a6);
+    IA_IN_INT(int, ia_a[6], a7);
+    IA_IN_INT(cuuint32_t, ia_a[7], a8);
+    IA_IN_INT(cuuint32_t, ia_a[8], a9);
+    if (ia_arg_ptr(IA_CT(637), ia_a[9], (char **)&a10, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUtensorMapInterleave, ia_a[10], a11);
+    IA_IN_INT(CUtensorMapIm2ColWideMode, ia_a[11], a12);
+    IA_IN_INT(CUtensorMapSwizzle, ia_a[12], a13);
+    IA_IN_INT(CUtensorMapL2promotion, ia_a[13], a14);
+    IA_IN_INT(CUtensorMapFloatOOBfill, ia_a[14], a15);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTensorMapEncodeIm2colWide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 408);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_409(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"tensorDataType", "tensorRank", "globalAddress", "globalDim", "globalStrides", "boxDim", "elementStrides", "interleave", "swizzle", "l2Promotion", "oobFill"};
+    PyObject *ia_argv[11];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUtensorMap *a0;
+    CUtensorMapDataType a1;
+    cuuint32_t a2;
+    void *a3;
+    const cuuint64_t *a4;
+    const cuuint64_t *a5;
+    const cuuint32_t *a6;
+    const cuuint32_t *a7;
+    CUtensorMapInterleave a8;
+    CUtensorMapSwizzle a9;
+    CUtensorMapL2promotion a10;
+    CUtensorMapFloatOOBfill a11;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 11)) {
+        if (ia_fast_args("cuTensorMapEncodeTiled", ia_kw, 11, 11, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[638] == NULL) && ia_ct_load(638, 6) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[638], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(638));
+    IA_IN_INT(CUtensorMapDataType, ia_a[0], a1);
+    IA_IN_INT(cuuint32_t, ia_a[1], a2);
+    if (ia_arg_ptr(IA_CT(639), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(640), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(641), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(642), ia_a[5], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(643), ia_a[6], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUtensorMapInterleave, ia_a[7], a8);
+    IA_IN_INT(CUtensorMapSwizzle, ia_a[8], a9);
+    IA_IN_INT(CUtensorMapL2promotion, ia_a[9], a10);
+    IA_IN_INT(CUtensorMapFloatOOBfill, ia_a[10], a11);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTensorMapEncodeTiled(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 409);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_410(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"globalAddress"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUtensorMap *a0;
+    void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTensorMapReplaceAddress", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[644] == NULL) && ia_ct_load(644, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[644], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(644));
+    if (ia_arg_ptr(IA_CT(645), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTensorMapReplaceAddress(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 410);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_411(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pResDesc", "pTexDesc", "pResViewDesc"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexObject o0 = 0;
+    const CUDA_RESOURCE_DESC *a1;
+    const CUDA_TEXTURE_DESC *a2;
+    const CUDA_RESOURCE_VIEW_DESC *a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuTexObjectCreate", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[646] == NULL) && ia_ct_load(646, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(646), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(647), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(648), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexObjectCreate(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 411);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUtexObject, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_412(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -6873,42 +21276,1295 @@ static PyObject *ia_fast_412(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"texObject"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUtexObject a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("cuTexObjectDestroy", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuTexObjectDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(CUtexObject, ia_a[0], a0);
+    IA_IN_INT(CUtexObject, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuTexObjectDestroy(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 412);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 412);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_413(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_RESOURCE_DESC *a0;
+    CUtexObject a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexObjectGetResourceDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[649] == NULL) && ia_ct_load(649, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[649], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(649));
+    IA_IN_INT(CUtexObject, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexObjectGetResourceDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 413);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_414(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_RESOURCE_VIEW_DESC *a0;
+    CUtexObject a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexObjectGetResourceViewDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[650] == NULL) && ia_ct_load(650, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[650], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(650));
+    IA_IN_INT(CUtexObject, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexObjectGetResourceViewDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 414);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_415(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    PyObject *ia_o0 = NULL;
+    CUDA_TEXTURE_DESC *a0;
+    CUtexObject a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexObjectGetTextureDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[651] == NULL) && ia_ct_load(651, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[651], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(651));
+    IA_IN_INT(CUtexObject, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexObjectGetTextureDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 415);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_416(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    CUresult ia_r;
+    CUtexref o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("cuTexRefCreate", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[652] == NULL) && ia_ct_load(652, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefCreate(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 416);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(652));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_417(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[653] == NULL) && ia_ct_load(653, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(653), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 417);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_418(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUdeviceptr o0 = 0;
+    CUtexref a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetAddress", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[654] == NULL) && ia_ct_load(654, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(654), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetAddress(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 418);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUdeviceptr, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_419(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "dim"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUaddress_mode o0 = 0;
+    CUtexref a1;
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuTexRefGetAddressMode", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[655] == NULL) && ia_ct_load(655, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(655), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetAddressMode(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 419);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUaddress_mode, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_420(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray o0 = NULL;
+    CUtexref a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetArray", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[656] == NULL) && ia_ct_load(656, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(657), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetArray(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 420);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(656));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_421(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    float o0 = 0;
+    CUtexref a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetBorderColor", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[658] == NULL) && ia_ct_load(658, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(658), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetBorderColor(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 421);
+        goto ia_done;
+    }
+    ia_res = PyFloat_FromDouble((double)o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_422(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfilter_mode o0 = 0;
+    CUtexref a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetFilterMode", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[659] == NULL) && ia_ct_load(659, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(659), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetFilterMode(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 422);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUfilter_mode, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_423(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    unsigned int o0 = 0;
+    CUtexref a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[660] == NULL) && ia_ct_load(660, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(660), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetFlags(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 423);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_424(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUarray_format o0 = 0;
+    int o1 = 0;
+    CUtexref a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetFormat", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[661] == NULL) && ia_ct_load(661, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(661), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetFormat(&o0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 424);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUarray_format, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_425(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    int o0 = 0;
+    CUtexref a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetMaxAnisotropy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[662] == NULL) && ia_ct_load(662, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(662), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetMaxAnisotropy(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 425);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_426(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUfilter_mode o0 = 0;
+    CUtexref a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetMipmapFilterMode", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[663] == NULL) && ia_ct_load(663, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(663), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetMipmapFilterMode(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 426);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUfilter_mode, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_427(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    float o0 = 0;
+    CUtexref a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetMipmapLevelBias", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[664] == NULL) && ia_ct_load(664, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(664), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetMipmapLevelBias(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 427);
+        goto ia_done;
+    }
+    ia_res = PyFloat_FromDouble((double)o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_428(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    float o0 = 0;
+    float o1 = 0;
+    CUtexref a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetMipmapLevelClamp", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[665] == NULL) && ia_ct_load(665, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(665), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetMipmapLevelClamp(&o0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 428);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){PyFloat_FromDouble((double)o0), PyFloat_FromDouble((double)o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_429(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUmipmappedArray o0 = NULL;
+    CUtexref a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefGetMipmappedArray", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[666] == NULL) && ia_ct_load(666, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(667), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefGetMipmappedArray(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 429);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(666));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_430(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "dptr", "bytes"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    size_t o0 = 0;
+    CUtexref a1;
+    CUdeviceptr a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuTexRefSetAddress", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[668] == NULL) && ia_ct_load(668, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(668), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[1], a2);
+    IA_IN_INT(size_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetAddress(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 430);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_431(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "desc", "dptr", "Pitch"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    const CUDA_ARRAY_DESCRIPTOR *a1;
+    CUdeviceptr a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuTexRefSetAddress2D", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[669] == NULL) && ia_ct_load(669, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(669), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(670), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUdeviceptr, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetAddress2D(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 431);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_432(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "dim", "am"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    int a1;
+    CUaddress_mode a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuTexRefSetAddressMode", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[671] == NULL) && ia_ct_load(671, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(671), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(CUaddress_mode, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetAddressMode(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 432);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_433(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "hArray", "Flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    CUarray a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuTexRefSetArray", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[672] == NULL) && ia_ct_load(672, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(672), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(673), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetArray(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 433);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_434(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    float o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("cuTexRefSetBorderColor", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[674] == NULL) && ia_ct_load(674, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(674), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetBorderColor(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 434);
+        goto ia_done;
+    }
+    ia_res = PyFloat_FromDouble((double)o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_435(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "fm"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    CUfilter_mode a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuTexRefSetFilterMode", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[675] == NULL) && ia_ct_load(675, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(675), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUfilter_mode, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetFilterMode(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 435);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_436(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "Flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuTexRefSetFlags", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[676] == NULL) && ia_ct_load(676, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(676), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetFlags(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 436);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_437(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "fmt", "NumPackedComponents"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    CUarray_format a1;
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuTexRefSetFormat", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[677] == NULL) && ia_ct_load(677, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(677), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUarray_format, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetFormat(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 437);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_438(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "maxAniso"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuTexRefSetMaxAnisotropy", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[678] == NULL) && ia_ct_load(678, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(678), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetMaxAnisotropy(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 438);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_439(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "fm"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    CUfilter_mode a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuTexRefSetMipmapFilterMode", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[679] == NULL) && ia_ct_load(679, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(679), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(CUfilter_mode, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetMipmapFilterMode(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 439);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_440(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "bias"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    float a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuTexRefSetMipmapLevelBias", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[680] == NULL) && ia_ct_load(680, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(680), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_FLOAT(float, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetMipmapLevelBias(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 440);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_441(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "minMipmapLevelClamp", "maxMipmapLevelClamp"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    float a1;
+    float a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuTexRefSetMipmapLevelClamp", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[681] == NULL) && ia_ct_load(681, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(681), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_FLOAT(float, ia_a[1], a1);
+    IA_IN_FLOAT(float, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetMipmapLevelClamp(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 441);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_442(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hTexRef", "hMipmappedArray", "Flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUtexref a0;
+    CUmipmappedArray a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("cuTexRefSetMipmappedArray", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[682] == NULL) && ia_ct_load(682, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(682), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(683), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuTexRefSetMipmappedArray(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 442);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_443(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     CUresult ia_r;
     CUstreamCaptureMode o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("cuThreadExchangeStreamCaptureMode", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("cuThreadExchangeStreamCaptureMode", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuThreadExchangeStreamCaptureMode(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 443);
-    return IA_FROM_INT(CUstreamCaptureMode, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 443);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(CUstreamCaptureMode, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_444(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr", "destroy", "initialRefcount", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUuserObject o0 = NULL;
+    void *a1;
+    CUhostFn a2;
+    unsigned int a3;
+    unsigned int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuUserObjectCreate", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[684] == NULL) && ia_ct_load(684, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(685), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(686));
+    if (a2 == NULL && PyErr_Occurred())
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    IA_IN_INT(unsigned int, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuUserObjectCreate(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 444);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(684));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_445(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"object", "count"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUuserObject a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuUserObjectRelease", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[687] == NULL) && ia_ct_load(687, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(687), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuUserObjectRelease(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 445);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_446(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"object", "count"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    CUuserObject a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("cuUserObjectRetain", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[688] == NULL) && ia_ct_load(688, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(688), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuUserObjectRetain(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 446);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_447(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extSemArray", "paramsArray", "numExtSems", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    CUresult ia_r;
+    const CUexternalSemaphore *a0;
+    const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *a1;
+    unsigned int a2;
+    CUstream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("cuWaitExternalSemaphoresAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[689] == NULL) && ia_ct_load(689, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(689), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(690), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(691), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = cuWaitExternalSemaphoresAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 447);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"cuArray3DCreate", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "cuArray3DCreate($module, pAllocateArray)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)``\n"
+     "\n"
+     "Symbol ``cuArray3DCreate_v2``; CUDA >= 3.2.\n"
+     "Returns ``pHandle``."},
+    {"cuArray3DGetDescriptor", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "cuArray3DGetDescriptor($module, hArray)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)``\n"
+     "\n"
+     "Symbol ``cuArray3DGetDescriptor_v2``; CUDA >= 3.2.\n"
+     "Returns ``pArrayDescriptor``."},
+    {"cuArrayCreate", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "cuArrayCreate($module, pAllocateArray)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)``\n"
+     "\n"
+     "Symbol ``cuArrayCreate_v2``; CUDA >= 3.2.\n"
+     "Returns ``pHandle``."},
+    {"cuArrayDestroy", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+     "cuArrayDestroy($module, hArray)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuArrayDestroy(CUarray hArray)``\n"
+     "\n"
+     "Symbol ``cuArrayDestroy``; CUDA >= 2.0."},
+    {"cuArrayGetDescriptor", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+     "cuArrayGetDescriptor($module, hArray)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)``\n"
+     "\n"
+     "Symbol ``cuArrayGetDescriptor_v2``; CUDA >= 3.2.\n"
+     "Returns ``pArrayDescriptor``."},
+    {"cuArrayGetMemoryRequirements", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+     "cuArrayGetMemoryRequirements($module, array, device)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUarray array, CUdevice device)``\n"
+     "\n"
+     "Symbol ``cuArrayGetMemoryRequirements``; CUDA >= 11.6.\n"
+     "Returns ``memoryRequirements``."},
+    {"cuArrayGetPlane", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+     "cuArrayGetPlane($module, hArray, planeIdx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuArrayGetPlane(CUarray *pPlaneArray, CUarray hArray, unsigned int planeIdx)``\n"
+     "\n"
+     "Symbol ``cuArrayGetPlane``; CUDA >= 11.2.\n"
+     "Returns ``pPlaneArray``."},
+    {"cuArrayGetSparseProperties", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
+     "cuArrayGetSparseProperties($module, array)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUarray array)``\n"
+     "\n"
+     "Symbol ``cuArrayGetSparseProperties``; CUDA >= 11.1.\n"
+     "Returns ``sparseProperties``."},
+    {"cuCheckpointProcessCheckpoint", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
+     "cuCheckpointProcessCheckpoint($module, pid)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs *args)``\n"
+     "\n"
+     "Symbol ``cuCheckpointProcessCheckpoint``; CUDA >= 12.8.\n"
+     "Returns ``args``."},
     {"cuCheckpointProcessGetRestoreThreadId", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
      "cuCheckpointProcessGetRestoreThreadId($module, pid)\n"
      "--\n"
@@ -6925,6 +22581,122 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuCheckpointProcessGetState``; CUDA >= 12.8.\n"
      "Returns ``state``."},
+    {"cuCheckpointProcessLock", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
+     "cuCheckpointProcessLock($module, pid)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args)``\n"
+     "\n"
+     "Symbol ``cuCheckpointProcessLock``; CUDA >= 12.8.\n"
+     "Returns ``args``."},
+    {"cuCheckpointProcessRestore", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
+     "cuCheckpointProcessRestore($module, pid)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *args)``\n"
+     "\n"
+     "Symbol ``cuCheckpointProcessRestore``; CUDA >= 12.8.\n"
+     "Returns ``args``."},
+    {"cuCheckpointProcessUnlock", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+     "cuCheckpointProcessUnlock($module, pid)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *args)``\n"
+     "\n"
+     "Symbol ``cuCheckpointProcessUnlock``; CUDA >= 12.8.\n"
+     "Returns ``args``."},
+    {"cuCoredumpGetAttribute", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
+     "cuCoredumpGetAttribute($module, attrib, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCoredumpGetAttribute(CUcoredumpSettings attrib, void *value, size_t *size)``\n"
+     "\n"
+     "Symbol ``cuCoredumpGetAttribute``; CUDA >= 12.1.\n"
+     "Returns ``size``."},
+    {"cuCoredumpGetAttributeGlobal", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+     "cuCoredumpGetAttributeGlobal($module, attrib, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCoredumpGetAttributeGlobal(CUcoredumpSettings attrib, void *value, size_t *size)``\n"
+     "\n"
+     "Symbol ``cuCoredumpGetAttributeGlobal``; CUDA >= 12.1.\n"
+     "Returns ``size``."},
+    {"cuCoredumpSetAttribute", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
+     "cuCoredumpSetAttribute($module, attrib, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCoredumpSetAttribute(CUcoredumpSettings attrib, void *value, size_t *size)``\n"
+     "\n"
+     "Symbol ``cuCoredumpSetAttribute``; CUDA >= 12.1.\n"
+     "Returns ``size``."},
+    {"cuCoredumpSetAttributeGlobal", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+     "cuCoredumpSetAttributeGlobal($module, attrib, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void *value, size_t *size)``\n"
+     "\n"
+     "Symbol ``cuCoredumpSetAttributeGlobal``; CUDA >= 12.1.\n"
+     "Returns ``size``."},
+    {"cuCtxAttach", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxAttach($module, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuCtxAttach``; CUDA >= 2.0.\n"
+     "Returns ``pctx``."},
+    {"cuCtxCreate", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxCreate($module, flags, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxCreate(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuCtxCreate_v4``; CUDA >= 12.5.\n"
+     "Returns ``pctx``, ``ctxCreateParams``."},
+    {"cuCtxDestroy", (PyCFunction)(void (*)(void))ia_fast_20, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxDestroy($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxDestroy(CUcontext ctx)``\n"
+     "\n"
+     "Symbol ``cuCtxDestroy_v2``; CUDA >= 4.0."},
+    {"cuCtxDetach", (PyCFunction)(void (*)(void))ia_fast_21, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxDetach($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxDetach(CUcontext ctx)``\n"
+     "\n"
+     "Symbol ``cuCtxDetach``; CUDA >= 2.0."},
+    {"cuCtxDisablePeerAccess", (PyCFunction)(void (*)(void))ia_fast_22, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxDisablePeerAccess($module, peerContext)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxDisablePeerAccess(CUcontext peerContext)``\n"
+     "\n"
+     "Symbol ``cuCtxDisablePeerAccess``; CUDA >= 4.0."},
+    {"cuCtxEnablePeerAccess", (PyCFunction)(void (*)(void))ia_fast_23, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxEnablePeerAccess($module, peerContext, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuCtxEnablePeerAccess``; CUDA >= 4.0."},
+    {"cuCtxFromGreenCtx", (PyCFunction)(void (*)(void))ia_fast_24, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxFromGreenCtx($module, hCtx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)``\n"
+     "\n"
+     "Symbol ``cuCtxFromGreenCtx``; CUDA >= 12.4.\n"
+     "Returns ``pContext``."},
+    {"cuCtxGetApiVersion", (PyCFunction)(void (*)(void))ia_fast_25, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetApiVersion($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)``\n"
+     "\n"
+     "Symbol ``cuCtxGetApiVersion``; CUDA >= 3.2.\n"
+     "Returns ``version``."},
     {"cuCtxGetCacheConfig", (PyCFunction)(void (*)(void))ia_fast_26, METH_FASTCALL | METH_KEYWORDS,
      "cuCtxGetCacheConfig($module)\n"
      "--\n"
@@ -6933,6 +22705,22 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuCtxGetCacheConfig``; CUDA >= 3.2.\n"
      "Returns ``pconfig``."},
+    {"cuCtxGetCurrent", (PyCFunction)(void (*)(void))ia_fast_27, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetCurrent($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetCurrent(CUcontext *pctx)``\n"
+     "\n"
+     "Symbol ``cuCtxGetCurrent``; CUDA >= 4.0.\n"
+     "Returns ``pctx``."},
+    {"cuCtxGetDevResource", (PyCFunction)(void (*)(void))ia_fast_28, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetDevResource($module, hCtx, type)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetDevResource(CUcontext hCtx, CUdevResource *resource, CUdevResourceType type)``\n"
+     "\n"
+     "Symbol ``cuCtxGetDevResource``; CUDA >= 12.4.\n"
+     "Returns ``resource``."},
     {"cuCtxGetDevice", (PyCFunction)(void (*)(void))ia_fast_29, METH_FASTCALL | METH_KEYWORDS,
      "cuCtxGetDevice($module)\n"
      "--\n"
@@ -6941,6 +22729,22 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuCtxGetDevice``; CUDA >= 2.0.\n"
      "Returns ``device``."},
+    {"cuCtxGetDevice_v2", (PyCFunction)(void (*)(void))ia_fast_30, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetDevice_v2($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)``\n"
+     "\n"
+     "Symbol ``cuCtxGetDevice_v2``.\n"
+     "Returns ``device``."},
+    {"cuCtxGetExecAffinity", (PyCFunction)(void (*)(void))ia_fast_31, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetExecAffinity($module, type)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetExecAffinity(CUexecAffinityParam *pExecAffinity, CUexecAffinityType type)``\n"
+     "\n"
+     "Symbol ``cuCtxGetExecAffinity``; CUDA >= 11.4.\n"
+     "Returns ``pExecAffinity``."},
     {"cuCtxGetFlags", (PyCFunction)(void (*)(void))ia_fast_32, METH_FASTCALL | METH_KEYWORDS,
      "cuCtxGetFlags($module)\n"
      "--\n"
@@ -6949,6 +22753,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuCtxGetFlags``; CUDA >= 7.0.\n"
      "Returns ``flags``."},
+    {"cuCtxGetId", (PyCFunction)(void (*)(void))ia_fast_33, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxGetId($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)``\n"
+     "\n"
+     "Symbol ``cuCtxGetId``; CUDA >= 12.0.\n"
+     "Returns ``ctxId``."},
     {"cuCtxGetLimit", (PyCFunction)(void (*)(void))ia_fast_34, METH_FASTCALL | METH_KEYWORDS,
      "cuCtxGetLimit($module, limit)\n"
      "--\n"
@@ -6973,6 +22785,28 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuCtxGetStreamPriorityRange``; CUDA >= 5.5.\n"
      "Returns ``leastPriority``, ``greatestPriority``."},
+    {"cuCtxPopCurrent", (PyCFunction)(void (*)(void))ia_fast_37, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxPopCurrent($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxPopCurrent(CUcontext *pctx)``\n"
+     "\n"
+     "Symbol ``cuCtxPopCurrent_v2``; CUDA >= 4.0.\n"
+     "Returns ``pctx``."},
+    {"cuCtxPushCurrent", (PyCFunction)(void (*)(void))ia_fast_38, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxPushCurrent($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxPushCurrent(CUcontext ctx)``\n"
+     "\n"
+     "Symbol ``cuCtxPushCurrent_v2``; CUDA >= 4.0."},
+    {"cuCtxRecordEvent", (PyCFunction)(void (*)(void))ia_fast_39, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxRecordEvent($module, hCtx, hEvent)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)``\n"
+     "\n"
+     "Symbol ``cuCtxRecordEvent``; CUDA >= 12.5."},
     {"cuCtxResetPersistingL2Cache", (PyCFunction)(void (*)(void))ia_fast_40, METH_FASTCALL | METH_KEYWORDS,
      "cuCtxResetPersistingL2Cache($module)\n"
      "--\n"
@@ -6987,6 +22821,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuCtxSetCacheConfig(CUfunc_cache config)``\n"
      "\n"
      "Symbol ``cuCtxSetCacheConfig``; CUDA >= 3.2."},
+    {"cuCtxSetCurrent", (PyCFunction)(void (*)(void))ia_fast_42, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxSetCurrent($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxSetCurrent(CUcontext ctx)``\n"
+     "\n"
+     "Symbol ``cuCtxSetCurrent``; CUDA >= 4.0."},
     {"cuCtxSetFlags", (PyCFunction)(void (*)(void))ia_fast_43, METH_FASTCALL | METH_KEYWORDS,
      "cuCtxSetFlags($module, flags)\n"
      "--\n"
@@ -7015,6 +22856,50 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuCtxSynchronize(void)``\n"
      "\n"
      "Symbol ``cuCtxSynchronize``; CUDA >= 2.0."},
+    {"cuCtxSynchronize_v2", (PyCFunction)(void (*)(void))ia_fast_47, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxSynchronize_v2($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxSynchronize_v2(CUcontext ctx)``\n"
+     "\n"
+     "Symbol ``cuCtxSynchronize_v2``."},
+    {"cuCtxWaitEvent", (PyCFunction)(void (*)(void))ia_fast_48, METH_FASTCALL | METH_KEYWORDS,
+     "cuCtxWaitEvent($module, hCtx, hEvent)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)``\n"
+     "\n"
+     "Symbol ``cuCtxWaitEvent``; CUDA >= 12.5."},
+    {"cuDestroyExternalMemory", (PyCFunction)(void (*)(void))ia_fast_49, METH_FASTCALL | METH_KEYWORDS,
+     "cuDestroyExternalMemory($module, extMem)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDestroyExternalMemory(CUexternalMemory extMem)``\n"
+     "\n"
+     "Symbol ``cuDestroyExternalMemory``; CUDA >= 10.0."},
+    {"cuDestroyExternalSemaphore", (PyCFunction)(void (*)(void))ia_fast_50, METH_FASTCALL | METH_KEYWORDS,
+     "cuDestroyExternalSemaphore($module, extSem)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDestroyExternalSemaphore(CUexternalSemaphore extSem)``\n"
+     "\n"
+     "Symbol ``cuDestroyExternalSemaphore``; CUDA >= 10.0."},
+    {"cuDevResourceGenerateDesc", (PyCFunction)(void (*)(void))ia_fast_51, METH_FASTCALL | METH_KEYWORDS,
+     "cuDevResourceGenerateDesc($module, nbResources)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources, unsigned int nbResources)``\n"
+     "\n"
+     "Symbol ``cuDevResourceGenerateDesc``; CUDA >= 12.4.\n"
+     "Returns ``phDesc``, ``resources``."},
+    {"cuDevSmResourceSplitByCount", (PyCFunction)(void (*)(void))ia_fast_52, METH_FASTCALL | METH_KEYWORDS,
+     "cuDevSmResourceSplitByCount($module, input, useFlags, minCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups, const CUdevResource *input, CUdevResource *remaining, unsigned int useFlags, unsigned int minCount)``\n"
+     "\n"
+     "Symbol ``cuDevSmResourceSplitByCount``; CUDA >= 12.4.\n"
+     "Returns ``result``, ``nbGroups``, ``remaining``."},
     {"cuDeviceCanAccessPeer", (PyCFunction)(void (*)(void))ia_fast_53, METH_FASTCALL | METH_KEYWORDS,
      "cuDeviceCanAccessPeer($module, dev, peerDev)\n"
      "--\n"
@@ -7047,6 +22932,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuDeviceGetAttribute``; CUDA >= 2.0.\n"
      "Returns ``pi``."},
+    {"cuDeviceGetByPCIBusId", (PyCFunction)(void (*)(void))ia_fast_57, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetByPCIBusId($module, pciBusId)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetByPCIBusId``; CUDA >= 4.1.\n"
+     "Returns ``dev``."},
     {"cuDeviceGetCount", (PyCFunction)(void (*)(void))ia_fast_58, METH_FASTCALL | METH_KEYWORDS,
      "cuDeviceGetCount($module)\n"
      "--\n"
@@ -7055,6 +22948,22 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuDeviceGetCount``; CUDA >= 2.0.\n"
      "Returns ``count``."},
+    {"cuDeviceGetDefaultMemPool", (PyCFunction)(void (*)(void))ia_fast_59, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetDefaultMemPool($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetDefaultMemPool``; CUDA >= 11.2.\n"
+     "Returns ``pool_out``."},
+    {"cuDeviceGetDevResource", (PyCFunction)(void (*)(void))ia_fast_60, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetDevResource($module, device, type)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, CUdevResourceType type)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetDevResource``; CUDA >= 12.4.\n"
+     "Returns ``resource``."},
     {"cuDeviceGetExecAffinitySupport", (PyCFunction)(void (*)(void))ia_fast_61, METH_FASTCALL | METH_KEYWORDS,
      "cuDeviceGetExecAffinitySupport($module, type, dev)\n"
      "--\n"
@@ -7063,6 +22972,37 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuDeviceGetExecAffinitySupport``; CUDA >= 11.4.\n"
      "Returns ``pi``."},
+    {"cuDeviceGetGraphMemAttribute", (PyCFunction)(void (*)(void))ia_fast_62, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetGraphMemAttribute($module, device, attr, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetGraphMemAttribute``; CUDA >= 11.4."},
+    {"cuDeviceGetHostAtomicCapabilities", (PyCFunction)(void (*)(void))ia_fast_63, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetHostAtomicCapabilities($module, operations, count, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetHostAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetHostAtomicCapabilities``; CUDA >= 13.0.\n"
+     "Returns ``capabilities``."},
+    {"cuDeviceGetLuid", (PyCFunction)(void (*)(void))ia_fast_64, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetLuid($module, luid, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetLuid``; CUDA >= 10.0.\n"
+     "Returns ``deviceNodeMask``."},
+    {"cuDeviceGetMemPool", (PyCFunction)(void (*)(void))ia_fast_65, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetMemPool($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetMemPool``; CUDA >= 11.2.\n"
+     "Returns ``pool``."},
     {"cuDeviceGetName", (PyCFunction)(void (*)(void))ia_fast_66, METH_FASTCALL | METH_KEYWORDS,
      "cuDeviceGetName($module, dev)\n"
      "--\n"
@@ -7071,6 +23011,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuDeviceGetName``; CUDA >= 2.0.\n"
      "Returns ``name``."},
+    {"cuDeviceGetP2PAtomicCapabilities", (PyCFunction)(void (*)(void))ia_fast_67, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetP2PAtomicCapabilities($module, operations, count, srcDevice, dstDevice)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int *capabilities, const CUatomicOperation *operations, unsigned int count, CUdevice srcDevice, CUdevice dstDevice)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetP2PAtomicCapabilities``; CUDA >= 13.0.\n"
+     "Returns ``capabilities``."},
     {"cuDeviceGetP2PAttribute", (PyCFunction)(void (*)(void))ia_fast_68, METH_FASTCALL | METH_KEYWORDS,
      "cuDeviceGetP2PAttribute($module, attrib, srcDevice, dstDevice)\n"
      "--\n"
@@ -7079,6 +23027,21 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuDeviceGetP2PAttribute``; CUDA >= 8.0.\n"
      "Returns ``value``."},
+    {"cuDeviceGetPCIBusId", (PyCFunction)(void (*)(void))ia_fast_69, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetPCIBusId($module, pciBusId, len, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetPCIBusId``; CUDA >= 4.1."},
+    {"cuDeviceGetProperties", (PyCFunction)(void (*)(void))ia_fast_70, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetProperties($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetProperties(CUdevprop *prop, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetProperties``; CUDA >= 2.0.\n"
+     "Returns ``prop``."},
     {"cuDeviceGetTexture1DLinearMaxWidth", (PyCFunction)(void (*)(void))ia_fast_71, METH_FASTCALL | METH_KEYWORDS,
      "cuDeviceGetTexture1DLinearMaxWidth($module, format, numChannels, dev)\n"
      "--\n"
@@ -7087,6 +23050,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuDeviceGetTexture1DLinearMaxWidth``; CUDA >= 11.1.\n"
      "Returns ``maxWidthInElements``."},
+    {"cuDeviceGetUuid", (PyCFunction)(void (*)(void))ia_fast_72, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceGetUuid($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDeviceGetUuid_v2``; CUDA >= 11.4.\n"
+     "Returns ``uuid``."},
     {"cuDeviceGraphMemTrim", (PyCFunction)(void (*)(void))ia_fast_73, METH_FASTCALL | METH_KEYWORDS,
      "cuDeviceGraphMemTrim($module, device)\n"
      "--\n"
@@ -7116,6 +23087,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuDevicePrimaryCtxReset(CUdevice dev)``\n"
      "\n"
      "Symbol ``cuDevicePrimaryCtxReset_v2``; CUDA >= 11.0."},
+    {"cuDevicePrimaryCtxRetain", (PyCFunction)(void (*)(void))ia_fast_77, METH_FASTCALL | METH_KEYWORDS,
+     "cuDevicePrimaryCtxRetain($module, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuDevicePrimaryCtxRetain``; CUDA >= 7.0.\n"
+     "Returns ``pctx``."},
     {"cuDevicePrimaryCtxSetFlags", (PyCFunction)(void (*)(void))ia_fast_78, METH_FASTCALL | METH_KEYWORDS,
      "cuDevicePrimaryCtxSetFlags($module, dev, flags)\n"
      "--\n"
@@ -7123,6 +23102,28 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)``\n"
      "\n"
      "Symbol ``cuDevicePrimaryCtxSetFlags_v2``; CUDA >= 11.0."},
+    {"cuDeviceRegisterAsyncNotification", (PyCFunction)(void (*)(void))ia_fast_79, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceRegisterAsyncNotification($module, device, callbackFunc, userData)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void *userData, CUasyncCallbackHandle *callback)``\n"
+     "\n"
+     "Symbol ``cuDeviceRegisterAsyncNotification``; CUDA >= 12.4.\n"
+     "Returns ``callback``."},
+    {"cuDeviceSetGraphMemAttribute", (PyCFunction)(void (*)(void))ia_fast_80, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceSetGraphMemAttribute($module, device, attr, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)``\n"
+     "\n"
+     "Symbol ``cuDeviceSetGraphMemAttribute``; CUDA >= 11.4."},
+    {"cuDeviceSetMemPool", (PyCFunction)(void (*)(void))ia_fast_81, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceSetMemPool($module, dev, pool)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)``\n"
+     "\n"
+     "Symbol ``cuDeviceSetMemPool``; CUDA >= 11.2."},
     {"cuDeviceTotalMem", (PyCFunction)(void (*)(void))ia_fast_82, METH_FASTCALL | METH_KEYWORDS,
      "cuDeviceTotalMem($module, dev)\n"
      "--\n"
@@ -7131,6 +23132,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuDeviceTotalMem_v2``; CUDA >= 3.2.\n"
      "Returns ``bytes``."},
+    {"cuDeviceUnregisterAsyncNotification", (PyCFunction)(void (*)(void))ia_fast_83, METH_FASTCALL | METH_KEYWORDS,
+     "cuDeviceUnregisterAsyncNotification($module, device, callback)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback)``\n"
+     "\n"
+     "Symbol ``cuDeviceUnregisterAsyncNotification``; CUDA >= 12.4."},
     {"cuDriverGetVersion", (PyCFunction)(void (*)(void))ia_fast_84, METH_FASTCALL | METH_KEYWORDS,
      "cuDriverGetVersion($module)\n"
      "--\n"
@@ -7139,6 +23147,74 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuDriverGetVersion``; CUDA >= 2.2.\n"
      "Returns ``driverVersion``."},
+    {"cuEventCreate", (PyCFunction)(void (*)(void))ia_fast_85, METH_FASTCALL | METH_KEYWORDS,
+     "cuEventCreate($module, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuEventCreate``; CUDA >= 2.0.\n"
+     "Returns ``phEvent``."},
+    {"cuEventDestroy", (PyCFunction)(void (*)(void))ia_fast_86, METH_FASTCALL | METH_KEYWORDS,
+     "cuEventDestroy($module, hEvent)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuEventDestroy(CUevent hEvent)``\n"
+     "\n"
+     "Symbol ``cuEventDestroy_v2``; CUDA >= 4.0."},
+    {"cuEventElapsedTime", (PyCFunction)(void (*)(void))ia_fast_87, METH_FASTCALL | METH_KEYWORDS,
+     "cuEventElapsedTime($module, hStart, hEnd)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)``\n"
+     "\n"
+     "Symbol ``cuEventElapsedTime_v2``; CUDA >= 12.8.\n"
+     "Returns ``pMilliseconds``."},
+    {"cuEventQuery", (PyCFunction)(void (*)(void))ia_fast_88, METH_FASTCALL | METH_KEYWORDS,
+     "cuEventQuery($module, hEvent)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuEventQuery(CUevent hEvent)``\n"
+     "\n"
+     "Symbol ``cuEventQuery``; CUDA >= 2.0.\n"
+     "Returns the status code."},
+    {"cuEventRecord", (PyCFunction)(void (*)(void))ia_fast_89, METH_FASTCALL | METH_KEYWORDS,
+     "cuEventRecord($module, hEvent, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuEventRecord(CUevent hEvent, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuEventRecord``; CUDA >= 2.0."},
+    {"cuEventRecordWithFlags", (PyCFunction)(void (*)(void))ia_fast_90, METH_FASTCALL | METH_KEYWORDS,
+     "cuEventRecordWithFlags($module, hEvent, hStream, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuEventRecordWithFlags``; CUDA >= 11.1."},
+    {"cuEventSynchronize", (PyCFunction)(void (*)(void))ia_fast_91, METH_FASTCALL | METH_KEYWORDS,
+     "cuEventSynchronize($module, hEvent)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuEventSynchronize(CUevent hEvent)``\n"
+     "\n"
+     "Symbol ``cuEventSynchronize``; CUDA >= 2.0."},
+    {"cuExternalMemoryGetMappedBuffer", (PyCFunction)(void (*)(void))ia_fast_92, METH_FASTCALL | METH_KEYWORDS,
+     "cuExternalMemoryGetMappedBuffer($module, extMem, bufferDesc)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc)``\n"
+     "\n"
+     "Symbol ``cuExternalMemoryGetMappedBuffer``; CUDA >= 10.0.\n"
+     "Returns ``devPtr``."},
+    {"cuExternalMemoryGetMappedMipmappedArray", (PyCFunction)(void (*)(void))ia_fast_93, METH_FASTCALL | METH_KEYWORDS,
+     "cuExternalMemoryGetMappedMipmappedArray($module, extMem, mipmapDesc)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuExternalMemoryGetMappedMipmappedArray(CUmipmappedArray *mipmap, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *mipmapDesc)``\n"
+     "\n"
+     "Symbol ``cuExternalMemoryGetMappedMipmappedArray``; CUDA >= 10.0.\n"
+     "Returns ``mipmap``."},
     {"cuFlushGPUDirectRDMAWrites", (PyCFunction)(void (*)(void))ia_fast_94, METH_FASTCALL | METH_KEYWORDS,
      "cuFlushGPUDirectRDMAWrites($module, target, scope)\n"
      "--\n"
@@ -7146,6 +23222,88 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope)``\n"
      "\n"
      "Symbol ``cuFlushGPUDirectRDMAWrites``; CUDA >= 11.3."},
+    {"cuFuncGetAttribute", (PyCFunction)(void (*)(void))ia_fast_95, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncGetAttribute($module, attrib, hfunc)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)``\n"
+     "\n"
+     "Symbol ``cuFuncGetAttribute``; CUDA >= 2.2.\n"
+     "Returns ``pi``."},
+    {"cuFuncGetModule", (PyCFunction)(void (*)(void))ia_fast_96, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncGetModule($module, hfunc)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)``\n"
+     "\n"
+     "Symbol ``cuFuncGetModule``; CUDA >= 11.0.\n"
+     "Returns ``hmod``."},
+    {"cuFuncGetName", (PyCFunction)(void (*)(void))ia_fast_97, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncGetName($module, hfunc)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncGetName(const char **name, CUfunction hfunc)``\n"
+     "\n"
+     "Symbol ``cuFuncGetName``; CUDA >= 12.3.\n"
+     "Returns ``name``."},
+    {"cuFuncGetParamInfo", (PyCFunction)(void (*)(void))ia_fast_98, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncGetParamInfo($module, func, paramIndex)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)``\n"
+     "\n"
+     "Symbol ``cuFuncGetParamInfo``; CUDA >= 12.4.\n"
+     "Returns ``paramOffset``, ``paramSize``."},
+    {"cuFuncIsLoaded", (PyCFunction)(void (*)(void))ia_fast_99, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncIsLoaded($module, function)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function)``\n"
+     "\n"
+     "Symbol ``cuFuncIsLoaded``; CUDA >= 12.4.\n"
+     "Returns ``state``."},
+    {"cuFuncLoad", (PyCFunction)(void (*)(void))ia_fast_100, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncLoad($module, function)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncLoad(CUfunction function)``\n"
+     "\n"
+     "Symbol ``cuFuncLoad``; CUDA >= 12.4."},
+    {"cuFuncSetAttribute", (PyCFunction)(void (*)(void))ia_fast_101, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncSetAttribute($module, hfunc, attrib, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)``\n"
+     "\n"
+     "Symbol ``cuFuncSetAttribute``; CUDA >= 9.0."},
+    {"cuFuncSetBlockShape", (PyCFunction)(void (*)(void))ia_fast_102, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncSetBlockShape($module, hfunc, x, y, z)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z)``\n"
+     "\n"
+     "Symbol ``cuFuncSetBlockShape``; CUDA >= 2.0."},
+    {"cuFuncSetCacheConfig", (PyCFunction)(void (*)(void))ia_fast_103, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncSetCacheConfig($module, hfunc, config)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)``\n"
+     "\n"
+     "Symbol ``cuFuncSetCacheConfig``; CUDA >= 3.0."},
+    {"cuFuncSetSharedMemConfig", (PyCFunction)(void (*)(void))ia_fast_104, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncSetSharedMemConfig($module, hfunc, config)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)``\n"
+     "\n"
+     "Symbol ``cuFuncSetSharedMemConfig``; CUDA >= 4.2."},
+    {"cuFuncSetSharedSize", (PyCFunction)(void (*)(void))ia_fast_105, METH_FASTCALL | METH_KEYWORDS,
+     "cuFuncSetSharedSize($module, hfunc, bytes)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes)``\n"
+     "\n"
+     "Symbol ``cuFuncSetSharedSize``; CUDA >= 2.0."},
     {"cuGetErrorName", (PyCFunction)(void (*)(void))ia_fast_106, METH_FASTCALL | METH_KEYWORDS,
      "cuGetErrorName($module, error)\n"
      "--\n"
@@ -7162,6 +23320,721 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuGetErrorString``; CUDA >= 6.0.\n"
      "Returns ``pStr``."},
+    {"cuGetExportTable", (PyCFunction)(void (*)(void))ia_fast_108, METH_FASTCALL | METH_KEYWORDS,
+     "cuGetExportTable($module, pExportTableId)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)``\n"
+     "\n"
+     "Symbol ``cuGetExportTable``; CUDA >= 3.0.\n"
+     "Returns ``ppExportTable``."},
+    {"cuGetProcAddress", (PyCFunction)(void (*)(void))ia_fast_109, METH_FASTCALL | METH_KEYWORDS,
+     "cuGetProcAddress($module, symbol, cudaVersion, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)``\n"
+     "\n"
+     "Symbol ``cuGetProcAddress_v2``; CUDA >= 12.0.\n"
+     "Returns ``pfn``, ``symbolStatus``."},
+    {"cuGraphAddBatchMemOpNode", (PyCFunction)(void (*)(void))ia_fast_110, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddBatchMemOpNode($module, hGraph, dependencies, numDependencies, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphAddBatchMemOpNode``; CUDA >= 11.7.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddChildGraphNode", (PyCFunction)(void (*)(void))ia_fast_111, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddChildGraphNode($module, hGraph, dependencies, numDependencies, childGraph)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraph childGraph)``\n"
+     "\n"
+     "Symbol ``cuGraphAddChildGraphNode``; CUDA >= 10.0.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddDependencies", (PyCFunction)(void (*)(void))ia_fast_112, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddDependencies($module, hGraph, from_, to, edgeData, numDependencies)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies)``\n"
+     "\n"
+     "Symbol ``cuGraphAddDependencies_v2``; CUDA >= 12.3."},
+    {"cuGraphAddEmptyNode", (PyCFunction)(void (*)(void))ia_fast_113, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddEmptyNode($module, hGraph, dependencies, numDependencies)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies)``\n"
+     "\n"
+     "Symbol ``cuGraphAddEmptyNode``; CUDA >= 10.0.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddEventRecordNode", (PyCFunction)(void (*)(void))ia_fast_114, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddEventRecordNode($module, hGraph, dependencies, numDependencies, event)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)``\n"
+     "\n"
+     "Symbol ``cuGraphAddEventRecordNode``; CUDA >= 11.1.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddEventWaitNode", (PyCFunction)(void (*)(void))ia_fast_115, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddEventWaitNode($module, hGraph, dependencies, numDependencies, event)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUevent event)``\n"
+     "\n"
+     "Symbol ``cuGraphAddEventWaitNode``; CUDA >= 11.1.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddExternalSemaphoresSignalNode", (PyCFunction)(void (*)(void))ia_fast_116, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddExternalSemaphoresSignalNode($module, hGraph, dependencies, numDependencies, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddExternalSemaphoresSignalNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphAddExternalSemaphoresSignalNode``; CUDA >= 11.2.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddExternalSemaphoresWaitNode", (PyCFunction)(void (*)(void))ia_fast_117, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddExternalSemaphoresWaitNode($module, hGraph, dependencies, numDependencies, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddExternalSemaphoresWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphAddExternalSemaphoresWaitNode``; CUDA >= 11.2.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddHostNode", (PyCFunction)(void (*)(void))ia_fast_118, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddHostNode($module, hGraph, dependencies, numDependencies, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_HOST_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphAddHostNode``; CUDA >= 10.0.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddKernelNode", (PyCFunction)(void (*)(void))ia_fast_119, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddKernelNode($module, hGraph, dependencies, numDependencies, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphAddKernelNode_v2``; CUDA >= 12.0.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddMemAllocNode", (PyCFunction)(void (*)(void))ia_fast_120, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddMemAllocNode($module, hGraph, dependencies, numDependencies)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphAddMemAllocNode``; CUDA >= 11.4.\n"
+     "Returns ``phGraphNode``, ``nodeParams``."},
+    {"cuGraphAddMemFreeNode", (PyCFunction)(void (*)(void))ia_fast_121, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddMemFreeNode($module, hGraph, dependencies, numDependencies, dptr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUdeviceptr dptr)``\n"
+     "\n"
+     "Symbol ``cuGraphAddMemFreeNode``; CUDA >= 11.4.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddMemcpyNode", (PyCFunction)(void (*)(void))ia_fast_122, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddMemcpyNode($module, hGraph, dependencies, numDependencies, copyParams, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)``\n"
+     "\n"
+     "Symbol ``cuGraphAddMemcpyNode``; CUDA >= 10.0.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddMemsetNode", (PyCFunction)(void (*)(void))ia_fast_123, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddMemsetNode($module, hGraph, dependencies, numDependencies, memsetParams, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)``\n"
+     "\n"
+     "Symbol ``cuGraphAddMemsetNode``; CUDA >= 10.0.\n"
+     "Returns ``phGraphNode``."},
+    {"cuGraphAddNode", (PyCFunction)(void (*)(void))ia_fast_124, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphAddNode($module, hGraph, dependencies, dependencyData, numDependencies)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphAddNode_v2``; CUDA >= 12.3.\n"
+     "Returns ``phGraphNode``, ``nodeParams``."},
+    {"cuGraphBatchMemOpNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_125, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphBatchMemOpNodeGetParams($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)``\n"
+     "\n"
+     "Symbol ``cuGraphBatchMemOpNodeGetParams``; CUDA >= 11.7.\n"
+     "Returns ``nodeParams_out``."},
+    {"cuGraphBatchMemOpNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_126, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphBatchMemOpNodeSetParams($module, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphBatchMemOpNodeSetParams``; CUDA >= 11.7."},
+    {"cuGraphChildGraphNodeGetGraph", (PyCFunction)(void (*)(void))ia_fast_127, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphChildGraphNodeGetGraph($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)``\n"
+     "\n"
+     "Symbol ``cuGraphChildGraphNodeGetGraph``; CUDA >= 10.0.\n"
+     "Returns ``phGraph``."},
+    {"cuGraphClone", (PyCFunction)(void (*)(void))ia_fast_128, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphClone($module, originalGraph)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)``\n"
+     "\n"
+     "Symbol ``cuGraphClone``; CUDA >= 10.0.\n"
+     "Returns ``phGraphClone``."},
+    {"cuGraphConditionalHandleCreate", (PyCFunction)(void (*)(void))ia_fast_129, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphConditionalHandleCreate($module, hGraph, ctx, defaultLaunchValue, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuGraphConditionalHandleCreate``; CUDA >= 12.3.\n"
+     "Returns ``pHandle_out``."},
+    {"cuGraphCreate", (PyCFunction)(void (*)(void))ia_fast_130, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphCreate($module, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuGraphCreate``; CUDA >= 10.0.\n"
+     "Returns ``phGraph``."},
+    {"cuGraphDebugDotPrint", (PyCFunction)(void (*)(void))ia_fast_131, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphDebugDotPrint($module, hGraph, path, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuGraphDebugDotPrint``; CUDA >= 11.3."},
+    {"cuGraphDestroy", (PyCFunction)(void (*)(void))ia_fast_132, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphDestroy($module, hGraph)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphDestroy(CUgraph hGraph)``\n"
+     "\n"
+     "Symbol ``cuGraphDestroy``; CUDA >= 10.0."},
+    {"cuGraphDestroyNode", (PyCFunction)(void (*)(void))ia_fast_133, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphDestroyNode($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphDestroyNode(CUgraphNode hNode)``\n"
+     "\n"
+     "Symbol ``cuGraphDestroyNode``; CUDA >= 10.0."},
+    {"cuGraphEventRecordNodeGetEvent", (PyCFunction)(void (*)(void))ia_fast_134, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphEventRecordNodeGetEvent($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent *event_out)``\n"
+     "\n"
+     "Symbol ``cuGraphEventRecordNodeGetEvent``; CUDA >= 11.1.\n"
+     "Returns ``event_out``."},
+    {"cuGraphEventRecordNodeSetEvent", (PyCFunction)(void (*)(void))ia_fast_135, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphEventRecordNodeSetEvent($module, hNode, event)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)``\n"
+     "\n"
+     "Symbol ``cuGraphEventRecordNodeSetEvent``; CUDA >= 11.1."},
+    {"cuGraphEventWaitNodeGetEvent", (PyCFunction)(void (*)(void))ia_fast_136, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphEventWaitNodeGetEvent($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent *event_out)``\n"
+     "\n"
+     "Symbol ``cuGraphEventWaitNodeGetEvent``; CUDA >= 11.1.\n"
+     "Returns ``event_out``."},
+    {"cuGraphEventWaitNodeSetEvent", (PyCFunction)(void (*)(void))ia_fast_137, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphEventWaitNodeSetEvent($module, hNode, event)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)``\n"
+     "\n"
+     "Symbol ``cuGraphEventWaitNodeSetEvent``; CUDA >= 11.1."},
+    {"cuGraphExecBatchMemOpNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_138, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecBatchMemOpNodeSetParams($module, hGraphExec, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphExecBatchMemOpNodeSetParams``; CUDA >= 11.7."},
+    {"cuGraphExecChildGraphNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_139, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecChildGraphNodeSetParams($module, hGraphExec, hNode, childGraph)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)``\n"
+     "\n"
+     "Symbol ``cuGraphExecChildGraphNodeSetParams``; CUDA >= 11.1."},
+    {"cuGraphExecDestroy", (PyCFunction)(void (*)(void))ia_fast_140, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecDestroy($module, hGraphExec)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)``\n"
+     "\n"
+     "Symbol ``cuGraphExecDestroy``; CUDA >= 10.0."},
+    {"cuGraphExecEventRecordNodeSetEvent", (PyCFunction)(void (*)(void))ia_fast_141, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecEventRecordNodeSetEvent($module, hGraphExec, hNode, event)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)``\n"
+     "\n"
+     "Symbol ``cuGraphExecEventRecordNodeSetEvent``; CUDA >= 11.1."},
+    {"cuGraphExecEventWaitNodeSetEvent", (PyCFunction)(void (*)(void))ia_fast_142, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecEventWaitNodeSetEvent($module, hGraphExec, hNode, event)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)``\n"
+     "\n"
+     "Symbol ``cuGraphExecEventWaitNodeSetEvent``; CUDA >= 11.1."},
+    {"cuGraphExecExternalSemaphoresSignalNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_143, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecExternalSemaphoresSignalNodeSetParams($module, hGraphExec, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphExecExternalSemaphoresSignalNodeSetParams``; CUDA >= 11.2."},
+    {"cuGraphExecExternalSemaphoresWaitNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_144, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecExternalSemaphoresWaitNodeSetParams($module, hGraphExec, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphExecExternalSemaphoresWaitNodeSetParams``; CUDA >= 11.2."},
+    {"cuGraphExecGetFlags", (PyCFunction)(void (*)(void))ia_fast_145, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecGetFlags($module, hGraphExec)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t *flags)``\n"
+     "\n"
+     "Symbol ``cuGraphExecGetFlags``; CUDA >= 12.0.\n"
+     "Returns ``flags``."},
+    {"cuGraphExecHostNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_146, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecHostNodeSetParams($module, hGraphExec, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphExecHostNodeSetParams``; CUDA >= 10.2."},
+    {"cuGraphExecKernelNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_147, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecKernelNodeSetParams($module, hGraphExec, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphExecKernelNodeSetParams_v2``; CUDA >= 12.0."},
+    {"cuGraphExecMemcpyNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_148, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecMemcpyNodeSetParams($module, hGraphExec, hNode, copyParams, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)``\n"
+     "\n"
+     "Symbol ``cuGraphExecMemcpyNodeSetParams``; CUDA >= 10.2."},
+    {"cuGraphExecMemsetNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_149, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecMemsetNodeSetParams($module, hGraphExec, hNode, memsetParams, ctx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)``\n"
+     "\n"
+     "Symbol ``cuGraphExecMemsetNodeSetParams``; CUDA >= 10.2."},
+    {"cuGraphExecNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_150, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecNodeSetParams($module, hGraphExec, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphExecNodeSetParams``; CUDA >= 12.2.\n"
+     "Returns ``nodeParams``."},
+    {"cuGraphExecUpdate", (PyCFunction)(void (*)(void))ia_fast_151, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExecUpdate($module, hGraphExec, hGraph)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)``\n"
+     "\n"
+     "Symbol ``cuGraphExecUpdate_v2``; CUDA >= 12.0.\n"
+     "Returns ``resultInfo``."},
+    {"cuGraphExternalSemaphoresSignalNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_152, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExternalSemaphoresSignalNodeGetParams($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *params_out)``\n"
+     "\n"
+     "Symbol ``cuGraphExternalSemaphoresSignalNodeGetParams``; CUDA >= 11.2.\n"
+     "Returns ``params_out``."},
+    {"cuGraphExternalSemaphoresSignalNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_153, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExternalSemaphoresSignalNodeSetParams($module, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExternalSemaphoresSignalNodeSetParams(CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphExternalSemaphoresSignalNodeSetParams``; CUDA >= 11.2."},
+    {"cuGraphExternalSemaphoresWaitNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_154, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExternalSemaphoresWaitNodeGetParams($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExternalSemaphoresWaitNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_WAIT_NODE_PARAMS *params_out)``\n"
+     "\n"
+     "Symbol ``cuGraphExternalSemaphoresWaitNodeGetParams``; CUDA >= 11.2.\n"
+     "Returns ``params_out``."},
+    {"cuGraphExternalSemaphoresWaitNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_155, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphExternalSemaphoresWaitNodeSetParams($module, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphExternalSemaphoresWaitNodeSetParams``; CUDA >= 11.2."},
+    {"cuGraphGetEdges", (PyCFunction)(void (*)(void))ia_fast_156, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphGetEdges($module, hGraph)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, size_t *numEdges)``\n"
+     "\n"
+     "Symbol ``cuGraphGetEdges_v2``; CUDA >= 12.3.\n"
+     "Returns ``from_``, ``to``, ``edgeData``, ``numEdges``."},
+    {"cuGraphGetNodes", (PyCFunction)(void (*)(void))ia_fast_157, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphGetNodes($module, hGraph)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)``\n"
+     "\n"
+     "Symbol ``cuGraphGetNodes``; CUDA >= 10.0.\n"
+     "Returns ``nodes``, ``numNodes``."},
+    {"cuGraphGetRootNodes", (PyCFunction)(void (*)(void))ia_fast_158, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphGetRootNodes($module, hGraph)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes)``\n"
+     "\n"
+     "Symbol ``cuGraphGetRootNodes``; CUDA >= 10.0.\n"
+     "Returns ``rootNodes``, ``numRootNodes``."},
+    {"cuGraphHostNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_159, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphHostNodeGetParams($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphHostNodeGetParams``; CUDA >= 10.0.\n"
+     "Returns ``nodeParams``."},
+    {"cuGraphHostNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_160, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphHostNodeSetParams($module, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphHostNodeSetParams``; CUDA >= 10.0."},
+    {"cuGraphInstantiate", (PyCFunction)(void (*)(void))ia_fast_161, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphInstantiate($module, hGraph, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``cuGraphInstantiateWithFlags``.\n"
+     "Returns ``phGraphExec``."},
+    {"cuGraphInstantiateWithParams", (PyCFunction)(void (*)(void))ia_fast_162, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphInstantiateWithParams($module, hGraph)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)``\n"
+     "\n"
+     "Symbol ``cuGraphInstantiateWithParams``; CUDA >= 12.0.\n"
+     "Returns ``phGraphExec``, ``instantiateParams``."},
+    {"cuGraphKernelNodeCopyAttributes", (PyCFunction)(void (*)(void))ia_fast_163, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphKernelNodeCopyAttributes($module, dst, src)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)``\n"
+     "\n"
+     "Symbol ``cuGraphKernelNodeCopyAttributes``; CUDA >= 11.0."},
+    {"cuGraphKernelNodeGetAttribute", (PyCFunction)(void (*)(void))ia_fast_164, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphKernelNodeGetAttribute($module, hNode, attr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *value_out)``\n"
+     "\n"
+     "Symbol ``cuGraphKernelNodeGetAttribute``; CUDA >= 11.0.\n"
+     "Returns ``value_out``."},
+    {"cuGraphKernelNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_165, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphKernelNodeGetParams($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphKernelNodeGetParams_v2``; CUDA >= 12.0.\n"
+     "Returns ``nodeParams``."},
+    {"cuGraphKernelNodeSetAttribute", (PyCFunction)(void (*)(void))ia_fast_166, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphKernelNodeSetAttribute($module, hNode, attr, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue *value)``\n"
+     "\n"
+     "Symbol ``cuGraphKernelNodeSetAttribute``; CUDA >= 11.0."},
+    {"cuGraphKernelNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_167, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphKernelNodeSetParams($module, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphKernelNodeSetParams_v2``; CUDA >= 12.0."},
+    {"cuGraphLaunch", (PyCFunction)(void (*)(void))ia_fast_168, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphLaunch($module, hGraphExec, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuGraphLaunch``; CUDA >= 10.0."},
+    {"cuGraphMemAllocNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_169, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphMemAllocNodeGetParams($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)``\n"
+     "\n"
+     "Symbol ``cuGraphMemAllocNodeGetParams``; CUDA >= 11.4.\n"
+     "Returns ``params_out``."},
+    {"cuGraphMemFreeNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_170, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphMemFreeNodeGetParams($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)``\n"
+     "\n"
+     "Symbol ``cuGraphMemFreeNodeGetParams``; CUDA >= 11.4.\n"
+     "Returns ``dptr_out``."},
+    {"cuGraphMemcpyNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_171, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphMemcpyNodeGetParams($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphMemcpyNodeGetParams``; CUDA >= 10.0.\n"
+     "Returns ``nodeParams``."},
+    {"cuGraphMemcpyNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_172, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphMemcpyNodeSetParams($module, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphMemcpyNodeSetParams``; CUDA >= 10.0."},
+    {"cuGraphMemsetNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_173, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphMemsetNodeGetParams($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphMemsetNodeGetParams``; CUDA >= 10.0.\n"
+     "Returns ``nodeParams``."},
+    {"cuGraphMemsetNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_174, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphMemsetNodeSetParams($module, hNode, nodeParams)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphMemsetNodeSetParams``; CUDA >= 10.0."},
+    {"cuGraphNodeFindInClone", (PyCFunction)(void (*)(void))ia_fast_175, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphNodeFindInClone($module, hOriginalNode, hClonedGraph)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphNodeFindInClone(CUgraphNode *phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)``\n"
+     "\n"
+     "Symbol ``cuGraphNodeFindInClone``; CUDA >= 10.0.\n"
+     "Returns ``phNode``."},
+    {"cuGraphNodeGetDependencies", (PyCFunction)(void (*)(void))ia_fast_176, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphNodeGetDependencies($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode *dependencies, CUgraphEdgeData *edgeData, size_t *numDependencies)``\n"
+     "\n"
+     "Symbol ``cuGraphNodeGetDependencies_v2``; CUDA >= 12.3.\n"
+     "Returns ``dependencies``, ``edgeData``, ``numDependencies``."},
+    {"cuGraphNodeGetDependentNodes", (PyCFunction)(void (*)(void))ia_fast_177, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphNodeGetDependentNodes($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode *dependentNodes, CUgraphEdgeData *edgeData, size_t *numDependentNodes)``\n"
+     "\n"
+     "Symbol ``cuGraphNodeGetDependentNodes_v2``; CUDA >= 12.3.\n"
+     "Returns ``dependentNodes``, ``edgeData``, ``numDependentNodes``."},
+    {"cuGraphNodeGetEnabled", (PyCFunction)(void (*)(void))ia_fast_178, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphNodeGetEnabled($module, hGraphExec, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int *isEnabled)``\n"
+     "\n"
+     "Symbol ``cuGraphNodeGetEnabled``; CUDA >= 11.6.\n"
+     "Returns ``isEnabled``."},
+    {"cuGraphNodeGetType", (PyCFunction)(void (*)(void))ia_fast_179, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphNodeGetType($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)``\n"
+     "\n"
+     "Symbol ``cuGraphNodeGetType``; CUDA >= 10.0.\n"
+     "Returns ``type``."},
+    {"cuGraphNodeSetEnabled", (PyCFunction)(void (*)(void))ia_fast_180, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphNodeSetEnabled($module, hGraphExec, hNode, isEnabled)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)``\n"
+     "\n"
+     "Symbol ``cuGraphNodeSetEnabled``; CUDA >= 11.6."},
+    {"cuGraphNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_181, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphNodeSetParams($module, hNode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)``\n"
+     "\n"
+     "Symbol ``cuGraphNodeSetParams``; CUDA >= 12.2.\n"
+     "Returns ``nodeParams``."},
+    {"cuGraphReleaseUserObject", (PyCFunction)(void (*)(void))ia_fast_182, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphReleaseUserObject($module, graph, object, count)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)``\n"
+     "\n"
+     "Symbol ``cuGraphReleaseUserObject``; CUDA >= 11.3."},
+    {"cuGraphRemoveDependencies", (PyCFunction)(void (*)(void))ia_fast_183, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphRemoveDependencies($module, hGraph, from_, to, edgeData, numDependencies)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode *from, const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies)``\n"
+     "\n"
+     "Symbol ``cuGraphRemoveDependencies_v2``; CUDA >= 12.3."},
+    {"cuGraphRetainUserObject", (PyCFunction)(void (*)(void))ia_fast_184, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphRetainUserObject($module, graph, object, count, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuGraphRetainUserObject``; CUDA >= 11.3."},
+    {"cuGraphUpload", (PyCFunction)(void (*)(void))ia_fast_185, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphUpload($module, hGraphExec, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuGraphUpload``; CUDA >= 11.1."},
+    {"cuGraphicsMapResources", (PyCFunction)(void (*)(void))ia_fast_186, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphicsMapResources($module, count, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphicsMapResources(unsigned int count, CUgraphicsResource *resources, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuGraphicsMapResources``; CUDA >= 3.0.\n"
+     "Returns ``resources``."},
+    {"cuGraphicsResourceGetMappedMipmappedArray", (PyCFunction)(void (*)(void))ia_fast_187, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphicsResourceGetMappedMipmappedArray($module, resource)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphicsResourceGetMappedMipmappedArray(CUmipmappedArray *pMipmappedArray, CUgraphicsResource resource)``\n"
+     "\n"
+     "Symbol ``cuGraphicsResourceGetMappedMipmappedArray``; CUDA >= 5.0.\n"
+     "Returns ``pMipmappedArray``."},
+    {"cuGraphicsResourceGetMappedPointer", (PyCFunction)(void (*)(void))ia_fast_188, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphicsResourceGetMappedPointer($module, resource)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphicsResourceGetMappedPointer(CUdeviceptr *pDevPtr, size_t *pSize, CUgraphicsResource resource)``\n"
+     "\n"
+     "Symbol ``cuGraphicsResourceGetMappedPointer_v2``; CUDA >= 3.2.\n"
+     "Returns ``pDevPtr``, ``pSize``."},
+    {"cuGraphicsResourceSetMapFlags", (PyCFunction)(void (*)(void))ia_fast_189, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphicsResourceSetMapFlags($module, resource, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphicsResourceSetMapFlags(CUgraphicsResource resource, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuGraphicsResourceSetMapFlags_v2``; CUDA >= 6.5."},
+    {"cuGraphicsSubResourceGetMappedArray", (PyCFunction)(void (*)(void))ia_fast_190, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphicsSubResourceGetMappedArray($module, resource, arrayIndex, mipLevel)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphicsSubResourceGetMappedArray(CUarray *pArray, CUgraphicsResource resource, unsigned int arrayIndex, unsigned int mipLevel)``\n"
+     "\n"
+     "Symbol ``cuGraphicsSubResourceGetMappedArray``; CUDA >= 3.0.\n"
+     "Returns ``pArray``."},
+    {"cuGraphicsUnmapResources", (PyCFunction)(void (*)(void))ia_fast_191, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphicsUnmapResources($module, count, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphicsUnmapResources(unsigned int count, CUgraphicsResource *resources, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuGraphicsUnmapResources``; CUDA >= 3.0.\n"
+     "Returns ``resources``."},
+    {"cuGraphicsUnregisterResource", (PyCFunction)(void (*)(void))ia_fast_192, METH_FASTCALL | METH_KEYWORDS,
+     "cuGraphicsUnregisterResource($module, resource)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGraphicsUnregisterResource(CUgraphicsResource resource)``\n"
+     "\n"
+     "Symbol ``cuGraphicsUnregisterResource``; CUDA >= 3.0."},
+    {"cuGreenCtxCreate", (PyCFunction)(void (*)(void))ia_fast_193, METH_FASTCALL | METH_KEYWORDS,
+     "cuGreenCtxCreate($module, desc, dev, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuGreenCtxCreate``; CUDA >= 12.4.\n"
+     "Returns ``phCtx``."},
+    {"cuGreenCtxDestroy", (PyCFunction)(void (*)(void))ia_fast_194, METH_FASTCALL | METH_KEYWORDS,
+     "cuGreenCtxDestroy($module, hCtx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)``\n"
+     "\n"
+     "Symbol ``cuGreenCtxDestroy``; CUDA >= 12.4."},
+    {"cuGreenCtxGetDevResource", (PyCFunction)(void (*)(void))ia_fast_195, METH_FASTCALL | METH_KEYWORDS,
+     "cuGreenCtxGetDevResource($module, hCtx, type)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *resource, CUdevResourceType type)``\n"
+     "\n"
+     "Symbol ``cuGreenCtxGetDevResource``; CUDA >= 12.4.\n"
+     "Returns ``resource``."},
+    {"cuGreenCtxGetId", (PyCFunction)(void (*)(void))ia_fast_196, METH_FASTCALL | METH_KEYWORDS,
+     "cuGreenCtxGetId($module, greenCtx)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long *greenCtxId)``\n"
+     "\n"
+     "Symbol ``cuGreenCtxGetId``; CUDA >= 12.9.\n"
+     "Returns ``greenCtxId``."},
+    {"cuGreenCtxRecordEvent", (PyCFunction)(void (*)(void))ia_fast_197, METH_FASTCALL | METH_KEYWORDS,
+     "cuGreenCtxRecordEvent($module, hCtx, hEvent)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGreenCtxRecordEvent(CUgreenCtx hCtx, CUevent hEvent)``\n"
+     "\n"
+     "Symbol ``cuGreenCtxRecordEvent``; CUDA >= 12.4."},
+    {"cuGreenCtxStreamCreate", (PyCFunction)(void (*)(void))ia_fast_198, METH_FASTCALL | METH_KEYWORDS,
+     "cuGreenCtxStreamCreate($module, greenCtx, flags, priority)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags, int priority)``\n"
+     "\n"
+     "Symbol ``cuGreenCtxStreamCreate``; CUDA >= 12.5.\n"
+     "Returns ``phStream``."},
+    {"cuGreenCtxWaitEvent", (PyCFunction)(void (*)(void))ia_fast_199, METH_FASTCALL | METH_KEYWORDS,
+     "cuGreenCtxWaitEvent($module, hCtx, hEvent)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuGreenCtxWaitEvent(CUgreenCtx hCtx, CUevent hEvent)``\n"
+     "\n"
+     "Symbol ``cuGreenCtxWaitEvent``; CUDA >= 12.4."},
+    {"cuImportExternalMemory", (PyCFunction)(void (*)(void))ia_fast_200, METH_FASTCALL | METH_KEYWORDS,
+     "cuImportExternalMemory($module, memHandleDesc)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuImportExternalMemory(CUexternalMemory *extMem_out, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc)``\n"
+     "\n"
+     "Symbol ``cuImportExternalMemory``; CUDA >= 10.0.\n"
+     "Returns ``extMem_out``."},
+    {"cuImportExternalSemaphore", (PyCFunction)(void (*)(void))ia_fast_201, METH_FASTCALL | METH_KEYWORDS,
+     "cuImportExternalSemaphore($module, semHandleDesc)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuImportExternalSemaphore(CUexternalSemaphore *extSem_out, const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC *semHandleDesc)``\n"
+     "\n"
+     "Symbol ``cuImportExternalSemaphore``; CUDA >= 10.0.\n"
+     "Returns ``extSem_out``."},
     {"cuInit", (PyCFunction)(void (*)(void))ia_fast_202, METH_FASTCALL | METH_KEYWORDS,
      "cuInit($module, Flags)\n"
      "--\n"
@@ -7176,6 +24049,267 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)``\n"
      "\n"
      "Symbol ``cuIpcCloseMemHandle``; CUDA >= 4.1."},
+    {"cuIpcGetEventHandle", (PyCFunction)(void (*)(void))ia_fast_204, METH_FASTCALL | METH_KEYWORDS,
+     "cuIpcGetEventHandle($module, event)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)``\n"
+     "\n"
+     "Symbol ``cuIpcGetEventHandle``; CUDA >= 4.1.\n"
+     "Returns ``pHandle``."},
+    {"cuIpcGetMemHandle", (PyCFunction)(void (*)(void))ia_fast_205, METH_FASTCALL | METH_KEYWORDS,
+     "cuIpcGetMemHandle($module, dptr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)``\n"
+     "\n"
+     "Symbol ``cuIpcGetMemHandle``; CUDA >= 4.1.\n"
+     "Returns ``pHandle``."},
+    {"cuIpcOpenEventHandle", (PyCFunction)(void (*)(void))ia_fast_206, METH_FASTCALL | METH_KEYWORDS,
+     "cuIpcOpenEventHandle($module, handle)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)``\n"
+     "\n"
+     "Symbol ``cuIpcOpenEventHandle``; CUDA >= 4.1.\n"
+     "Returns ``phEvent``."},
+    {"cuIpcOpenMemHandle", (PyCFunction)(void (*)(void))ia_fast_207, METH_FASTCALL | METH_KEYWORDS,
+     "cuIpcOpenMemHandle($module, handle, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuIpcOpenMemHandle_v2``; CUDA >= 11.0.\n"
+     "Returns ``pdptr``."},
+    {"cuKernelGetAttribute", (PyCFunction)(void (*)(void))ia_fast_208, METH_FASTCALL | METH_KEYWORDS,
+     "cuKernelGetAttribute($module, attrib, kernel, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuKernelGetAttribute``; CUDA >= 12.0.\n"
+     "Returns ``pi``."},
+    {"cuKernelGetFunction", (PyCFunction)(void (*)(void))ia_fast_209, METH_FASTCALL | METH_KEYWORDS,
+     "cuKernelGetFunction($module, kernel)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)``\n"
+     "\n"
+     "Symbol ``cuKernelGetFunction``; CUDA >= 12.0.\n"
+     "Returns ``pFunc``."},
+    {"cuKernelGetLibrary", (PyCFunction)(void (*)(void))ia_fast_210, METH_FASTCALL | METH_KEYWORDS,
+     "cuKernelGetLibrary($module, kernel)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)``\n"
+     "\n"
+     "Symbol ``cuKernelGetLibrary``; CUDA >= 12.5.\n"
+     "Returns ``pLib``."},
+    {"cuKernelGetName", (PyCFunction)(void (*)(void))ia_fast_211, METH_FASTCALL | METH_KEYWORDS,
+     "cuKernelGetName($module, hfunc)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuKernelGetName(const char **name, CUkernel hfunc)``\n"
+     "\n"
+     "Symbol ``cuKernelGetName``; CUDA >= 12.3.\n"
+     "Returns ``name``."},
+    {"cuKernelGetParamInfo", (PyCFunction)(void (*)(void))ia_fast_212, METH_FASTCALL | METH_KEYWORDS,
+     "cuKernelGetParamInfo($module, kernel, paramIndex)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize)``\n"
+     "\n"
+     "Symbol ``cuKernelGetParamInfo``; CUDA >= 12.4.\n"
+     "Returns ``paramOffset``, ``paramSize``."},
+    {"cuKernelSetAttribute", (PyCFunction)(void (*)(void))ia_fast_213, METH_FASTCALL | METH_KEYWORDS,
+     "cuKernelSetAttribute($module, attrib, val, kernel, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuKernelSetAttribute``; CUDA >= 12.0."},
+    {"cuKernelSetCacheConfig", (PyCFunction)(void (*)(void))ia_fast_214, METH_FASTCALL | METH_KEYWORDS,
+     "cuKernelSetCacheConfig($module, kernel, config, dev)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)``\n"
+     "\n"
+     "Symbol ``cuKernelSetCacheConfig``; CUDA >= 12.0."},
+    {"cuLaunch", (PyCFunction)(void (*)(void))ia_fast_215, METH_FASTCALL | METH_KEYWORDS,
+     "cuLaunch($module, f)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLaunch(CUfunction f)``\n"
+     "\n"
+     "Symbol ``cuLaunch``; CUDA >= 2.0."},
+    {"cuLaunchCooperativeKernel", (PyCFunction)(void (*)(void))ia_fast_216, METH_FASTCALL | METH_KEYWORDS,
+     "cuLaunchCooperativeKernel($module, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams=None)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)``\n"
+     "\n"
+     "Symbol ``cuLaunchCooperativeKernel``; CUDA >= 9.0."},
+    {"cuLaunchCooperativeKernelMultiDevice", (PyCFunction)(void (*)(void))ia_fast_217, METH_FASTCALL | METH_KEYWORDS,
+     "cuLaunchCooperativeKernelMultiDevice($module, numDevices, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList, unsigned int numDevices, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuLaunchCooperativeKernelMultiDevice``; CUDA >= 9.0.\n"
+     "Returns ``launchParamsList``."},
+    {"cuLaunchGrid", (PyCFunction)(void (*)(void))ia_fast_218, METH_FASTCALL | METH_KEYWORDS,
+     "cuLaunchGrid($module, f, grid_width, grid_height)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)``\n"
+     "\n"
+     "Symbol ``cuLaunchGrid``; CUDA >= 2.0."},
+    {"cuLaunchGridAsync", (PyCFunction)(void (*)(void))ia_fast_219, METH_FASTCALL | METH_KEYWORDS,
+     "cuLaunchGridAsync($module, f, grid_width, grid_height, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuLaunchGridAsync``; CUDA >= 2.0."},
+    {"cuLaunchHostFunc", (PyCFunction)(void (*)(void))ia_fast_220, METH_FASTCALL | METH_KEYWORDS,
+     "cuLaunchHostFunc($module, hStream, fn, userData)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)``\n"
+     "\n"
+     "Symbol ``cuLaunchHostFunc``; CUDA >= 10.0."},
+    {"cuLaunchKernel", (PyCFunction)(void (*)(void))ia_fast_221, METH_FASTCALL | METH_KEYWORDS,
+     "cuLaunchKernel($module, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams=None, extra=None)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)``\n"
+     "\n"
+     "Symbol ``cuLaunchKernel``; CUDA >= 4.0."},
+    {"cuLaunchKernelEx", (PyCFunction)(void (*)(void))ia_fast_222, METH_FASTCALL | METH_KEYWORDS,
+     "cuLaunchKernelEx($module, config, f, kernelParams=None, extra=None)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)``\n"
+     "\n"
+     "Symbol ``cuLaunchKernelEx``; CUDA >= 11.6."},
+    {"cuLibraryEnumerateKernels", (PyCFunction)(void (*)(void))ia_fast_223, METH_FASTCALL | METH_KEYWORDS,
+     "cuLibraryEnumerateKernels($module, numKernels, lib)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)``\n"
+     "\n"
+     "Symbol ``cuLibraryEnumerateKernels``; CUDA >= 12.4.\n"
+     "Returns ``kernels``."},
+    {"cuLibraryGetGlobal", (PyCFunction)(void (*)(void))ia_fast_224, METH_FASTCALL | METH_KEYWORDS,
+     "cuLibraryGetGlobal($module, library, name)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)``\n"
+     "\n"
+     "Symbol ``cuLibraryGetGlobal``; CUDA >= 12.0.\n"
+     "Returns ``dptr``, ``bytes``."},
+    {"cuLibraryGetKernel", (PyCFunction)(void (*)(void))ia_fast_225, METH_FASTCALL | METH_KEYWORDS,
+     "cuLibraryGetKernel($module, library, name)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)``\n"
+     "\n"
+     "Symbol ``cuLibraryGetKernel``; CUDA >= 12.0.\n"
+     "Returns ``pKernel``."},
+    {"cuLibraryGetKernelCount", (PyCFunction)(void (*)(void))ia_fast_226, METH_FASTCALL | METH_KEYWORDS,
+     "cuLibraryGetKernelCount($module, lib)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)``\n"
+     "\n"
+     "Symbol ``cuLibraryGetKernelCount``; CUDA >= 12.4.\n"
+     "Returns ``count``."},
+    {"cuLibraryGetManaged", (PyCFunction)(void (*)(void))ia_fast_227, METH_FASTCALL | METH_KEYWORDS,
+     "cuLibraryGetManaged($module, library, name)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)``\n"
+     "\n"
+     "Symbol ``cuLibraryGetManaged``; CUDA >= 12.0.\n"
+     "Returns ``dptr``, ``bytes``."},
+    {"cuLibraryGetModule", (PyCFunction)(void (*)(void))ia_fast_228, METH_FASTCALL | METH_KEYWORDS,
+     "cuLibraryGetModule($module, library)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLibraryGetModule(CUmodule *pMod, CUlibrary library)``\n"
+     "\n"
+     "Symbol ``cuLibraryGetModule``; CUDA >= 12.0.\n"
+     "Returns ``pMod``."},
+    {"cuLibraryGetUnifiedFunction", (PyCFunction)(void (*)(void))ia_fast_229, METH_FASTCALL | METH_KEYWORDS,
+     "cuLibraryGetUnifiedFunction($module, library, symbol)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLibraryGetUnifiedFunction(void **fptr, CUlibrary library, const char *symbol)``\n"
+     "\n"
+     "Symbol ``cuLibraryGetUnifiedFunction``; CUDA >= 12.0.\n"
+     "Returns ``fptr``."},
+    {"cuLibraryLoadData", (PyCFunction)(void (*)(void))ia_fast_230, METH_FASTCALL | METH_KEYWORDS,
+     "cuLibraryLoadData($module, code, numJitOptions, numLibraryOptions)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)``\n"
+     "\n"
+     "Symbol ``cuLibraryLoadData``; CUDA >= 12.0.\n"
+     "Returns ``library``, ``jitOptions``, ``jitOptionsValues``, ``libraryOptions``, ``libraryOptionValues``."},
+    {"cuLibraryLoadFromFile", (PyCFunction)(void (*)(void))ia_fast_231, METH_FASTCALL | METH_KEYWORDS,
+     "cuLibraryLoadFromFile($module, fileName, numJitOptions, numLibraryOptions)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)``\n"
+     "\n"
+     "Symbol ``cuLibraryLoadFromFile``; CUDA >= 12.0.\n"
+     "Returns ``library``, ``jitOptions``, ``jitOptionsValues``, ``libraryOptions``, ``libraryOptionValues``."},
+    {"cuLibraryUnload", (PyCFunction)(void (*)(void))ia_fast_232, METH_FASTCALL | METH_KEYWORDS,
+     "cuLibraryUnload($module, library)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLibraryUnload(CUlibrary library)``\n"
+     "\n"
+     "Symbol ``cuLibraryUnload``; CUDA >= 12.0."},
+    {"cuLinkAddData", (PyCFunction)(void (*)(void))ia_fast_233, METH_FASTCALL | METH_KEYWORDS,
+     "cuLinkAddData($module, state, type, data, size, name, numOptions)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues)``\n"
+     "\n"
+     "Symbol ``cuLinkAddData_v2``; CUDA >= 6.5.\n"
+     "Returns ``options``, ``optionValues``."},
+    {"cuLinkAddFile", (PyCFunction)(void (*)(void))ia_fast_234, METH_FASTCALL | METH_KEYWORDS,
+     "cuLinkAddFile($module, state, type, path, numOptions)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions, CUjit_option *options, void **optionValues)``\n"
+     "\n"
+     "Symbol ``cuLinkAddFile_v2``; CUDA >= 6.5.\n"
+     "Returns ``options``, ``optionValues``."},
+    {"cuLinkComplete", (PyCFunction)(void (*)(void))ia_fast_235, METH_FASTCALL | METH_KEYWORDS,
+     "cuLinkComplete($module, state)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)``\n"
+     "\n"
+     "Symbol ``cuLinkComplete``; CUDA >= 5.5.\n"
+     "Returns ``cubinOut``, ``sizeOut``."},
+    {"cuLinkCreate", (PyCFunction)(void (*)(void))ia_fast_236, METH_FASTCALL | METH_KEYWORDS,
+     "cuLinkCreate($module, options=None, optionValues=None)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *stateOut)``\n"
+     "\n"
+     "Symbol ``cuLinkCreate_v2``; CUDA >= 6.5.\n"
+     "Returns ``stateOut``."},
+    {"cuLinkDestroy", (PyCFunction)(void (*)(void))ia_fast_237, METH_FASTCALL | METH_KEYWORDS,
+     "cuLinkDestroy($module, state)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLinkDestroy(CUlinkState state)``\n"
+     "\n"
+     "Symbol ``cuLinkDestroy``; CUDA >= 5.5."},
     {"cuLogsCurrent", (PyCFunction)(void (*)(void))ia_fast_238, METH_FASTCALL | METH_KEYWORDS,
      "cuLogsCurrent($module, flags)\n"
      "--\n"
@@ -7184,6 +24318,37 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuLogsCurrent``; CUDA >= 12.9.\n"
      "Returns ``iterator_out``."},
+    {"cuLogsDumpToFile", (PyCFunction)(void (*)(void))ia_fast_239, METH_FASTCALL | METH_KEYWORDS,
+     "cuLogsDumpToFile($module, pathToFile, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLogsDumpToFile(CUlogIterator *iterator, const char *pathToFile, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuLogsDumpToFile``; CUDA >= 12.9.\n"
+     "Returns ``iterator``."},
+    {"cuLogsDumpToMemory", (PyCFunction)(void (*)(void))ia_fast_240, METH_FASTCALL | METH_KEYWORDS,
+     "cuLogsDumpToMemory($module, buffer, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLogsDumpToMemory(CUlogIterator *iterator, char *buffer, size_t *size, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuLogsDumpToMemory``; CUDA >= 12.9.\n"
+     "Returns ``iterator``, ``size``."},
+    {"cuLogsRegisterCallback", (PyCFunction)(void (*)(void))ia_fast_241, METH_FASTCALL | METH_KEYWORDS,
+     "cuLogsRegisterCallback($module, callbackFunc, userData)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void *userData, CUlogsCallbackHandle *callback_out)``\n"
+     "\n"
+     "Symbol ``cuLogsRegisterCallback``; CUDA >= 12.9.\n"
+     "Returns ``callback_out``."},
+    {"cuLogsUnregisterCallback", (PyCFunction)(void (*)(void))ia_fast_242, METH_FASTCALL | METH_KEYWORDS,
+     "cuLogsUnregisterCallback($module, callback)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)``\n"
+     "\n"
+     "Symbol ``cuLogsUnregisterCallback``; CUDA >= 12.9."},
     {"cuMemAddressFree", (PyCFunction)(void (*)(void))ia_fast_243, METH_FASTCALL | METH_KEYWORDS,
      "cuMemAddressFree($module, ptr, size)\n"
      "--\n"
@@ -7199,6 +24364,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuMemAddressReserve``; CUDA >= 10.2.\n"
      "Returns ``ptr``."},
+    {"cuMemAdvise", (PyCFunction)(void (*)(void))ia_fast_245, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemAdvise($module, devPtr, count, advice, location)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)``\n"
+     "\n"
+     "Symbol ``cuMemAdvise_v2``; CUDA >= 12.2."},
     {"cuMemAlloc", (PyCFunction)(void (*)(void))ia_fast_246, METH_FASTCALL | METH_KEYWORDS,
      "cuMemAlloc($module, bytesize)\n"
      "--\n"
@@ -7207,6 +24379,30 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuMemAlloc_v2``; CUDA >= 3.2.\n"
      "Returns ``dptr``."},
+    {"cuMemAllocAsync", (PyCFunction)(void (*)(void))ia_fast_247, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemAllocAsync($module, bytesize, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemAllocAsync``; CUDA >= 11.2.\n"
+     "Returns ``dptr``."},
+    {"cuMemAllocFromPoolAsync", (PyCFunction)(void (*)(void))ia_fast_248, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemAllocFromPoolAsync($module, bytesize, pool, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemAllocFromPoolAsync``; CUDA >= 11.2.\n"
+     "Returns ``dptr``."},
+    {"cuMemAllocHost", (PyCFunction)(void (*)(void))ia_fast_249, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemAllocHost($module, bytesize)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemAllocHost(void **pp, size_t bytesize)``\n"
+     "\n"
+     "Symbol ``cuMemAllocHost_v2``; CUDA >= 3.2.\n"
+     "Returns ``pp``."},
     {"cuMemAllocManaged", (PyCFunction)(void (*)(void))ia_fast_250, METH_FASTCALL | METH_KEYWORDS,
      "cuMemAllocManaged($module, bytesize, flags)\n"
      "--\n"
@@ -7223,6 +24419,45 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuMemAllocPitch_v2``; CUDA >= 3.2.\n"
      "Returns ``dptr``, ``pPitch``."},
+    {"cuMemBatchDecompressAsync", (PyCFunction)(void (*)(void))ia_fast_252, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemBatchDecompressAsync($module, count, flags, stream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemBatchDecompressAsync(CUmemDecompressParams *paramsArray, size_t count, unsigned int flags, size_t *errorIndex, CUstream stream)``\n"
+     "\n"
+     "Symbol ``cuMemBatchDecompressAsync``; CUDA >= 12.6.\n"
+     "Returns ``paramsArray``, ``errorIndex``."},
+    {"cuMemCreate", (PyCFunction)(void (*)(void))ia_fast_253, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemCreate($module, size, prop, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``cuMemCreate``; CUDA >= 10.2.\n"
+     "Returns ``handle``."},
+    {"cuMemDiscardAndPrefetchBatchAsync", (PyCFunction)(void (*)(void))ia_fast_254, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemDiscardAndPrefetchBatchAsync($module, count, numPrefetchLocs, flags, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemDiscardAndPrefetchBatchAsync``; CUDA >= 13.0.\n"
+     "Returns ``dptrs``, ``sizes``, ``prefetchLocs``, ``prefetchLocIdxs``."},
+    {"cuMemDiscardBatchAsync", (PyCFunction)(void (*)(void))ia_fast_255, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemDiscardBatchAsync($module, count, flags, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemDiscardBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, unsigned long long flags, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemDiscardBatchAsync``; CUDA >= 13.0.\n"
+     "Returns ``dptrs``, ``sizes``."},
+    {"cuMemExportToShareableHandle", (PyCFunction)(void (*)(void))ia_fast_256, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemExportToShareableHandle($module, shareableHandle, handle, handleType, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType handleType, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``cuMemExportToShareableHandle``; CUDA >= 10.2."},
     {"cuMemFree", (PyCFunction)(void (*)(void))ia_fast_257, METH_FASTCALL | METH_KEYWORDS,
      "cuMemFree($module, dptr)\n"
      "--\n"
@@ -7230,6 +24465,28 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemFree(CUdeviceptr dptr)``\n"
      "\n"
      "Symbol ``cuMemFree_v2``; CUDA >= 3.2."},
+    {"cuMemFreeAsync", (PyCFunction)(void (*)(void))ia_fast_258, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemFreeAsync($module, dptr, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemFreeAsync``; CUDA >= 11.2."},
+    {"cuMemFreeHost", (PyCFunction)(void (*)(void))ia_fast_259, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemFreeHost($module, p)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemFreeHost(void *p)``\n"
+     "\n"
+     "Symbol ``cuMemFreeHost``; CUDA >= 2.0."},
+    {"cuMemGetAccess", (PyCFunction)(void (*)(void))ia_fast_260, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemGetAccess($module, location, ptr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)``\n"
+     "\n"
+     "Symbol ``cuMemGetAccess``; CUDA >= 10.2.\n"
+     "Returns ``flags``."},
     {"cuMemGetAddressRange", (PyCFunction)(void (*)(void))ia_fast_261, METH_FASTCALL | METH_KEYWORDS,
      "cuMemGetAddressRange($module, dptr)\n"
      "--\n"
@@ -7238,6 +24495,37 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuMemGetAddressRange_v2``; CUDA >= 3.2.\n"
      "Returns ``pbase``, ``psize``."},
+    {"cuMemGetAllocationGranularity", (PyCFunction)(void (*)(void))ia_fast_262, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemGetAllocationGranularity($module, prop, option)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option)``\n"
+     "\n"
+     "Symbol ``cuMemGetAllocationGranularity``; CUDA >= 10.2.\n"
+     "Returns ``granularity``."},
+    {"cuMemGetAllocationPropertiesFromHandle", (PyCFunction)(void (*)(void))ia_fast_263, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemGetAllocationPropertiesFromHandle($module, handle)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)``\n"
+     "\n"
+     "Symbol ``cuMemGetAllocationPropertiesFromHandle``; CUDA >= 10.2.\n"
+     "Returns ``prop``."},
+    {"cuMemGetDefaultMemPool", (PyCFunction)(void (*)(void))ia_fast_264, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemGetDefaultMemPool($module, type)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)``\n"
+     "\n"
+     "Symbol ``cuMemGetDefaultMemPool``; CUDA >= 13.0.\n"
+     "Returns ``pool_out``, ``location``."},
+    {"cuMemGetHandleForAddressRange", (PyCFunction)(void (*)(void))ia_fast_265, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemGetHandleForAddressRange($module, handle, dptr, size, handleType, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType handleType, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``cuMemGetHandleForAddressRange``; CUDA >= 11.7."},
     {"cuMemGetInfo", (PyCFunction)(void (*)(void))ia_fast_266, METH_FASTCALL | METH_KEYWORDS,
      "cuMemGetInfo($module)\n"
      "--\n"
@@ -7246,6 +24534,60 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuMemGetInfo_v2``; CUDA >= 3.2.\n"
      "Returns ``free``, ``total``."},
+    {"cuMemGetMemPool", (PyCFunction)(void (*)(void))ia_fast_267, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemGetMemPool($module, type)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)``\n"
+     "\n"
+     "Symbol ``cuMemGetMemPool``; CUDA >= 13.0.\n"
+     "Returns ``pool``, ``location``."},
+    {"cuMemHostAlloc", (PyCFunction)(void (*)(void))ia_fast_268, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemHostAlloc($module, bytesize, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuMemHostAlloc``; CUDA >= 2.2.\n"
+     "Returns ``pp``."},
+    {"cuMemHostGetDevicePointer", (PyCFunction)(void (*)(void))ia_fast_269, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemHostGetDevicePointer($module, p, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuMemHostGetDevicePointer_v2``; CUDA >= 3.2.\n"
+     "Returns ``pdptr``."},
+    {"cuMemHostGetFlags", (PyCFunction)(void (*)(void))ia_fast_270, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemHostGetFlags($module, p)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)``\n"
+     "\n"
+     "Symbol ``cuMemHostGetFlags``; CUDA >= 2.3.\n"
+     "Returns ``pFlags``."},
+    {"cuMemHostRegister", (PyCFunction)(void (*)(void))ia_fast_271, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemHostRegister($module, p, bytesize, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuMemHostRegister_v2``; CUDA >= 6.5."},
+    {"cuMemHostUnregister", (PyCFunction)(void (*)(void))ia_fast_272, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemHostUnregister($module, p)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemHostUnregister(void *p)``\n"
+     "\n"
+     "Symbol ``cuMemHostUnregister``; CUDA >= 4.0."},
+    {"cuMemImportFromShareableHandle", (PyCFunction)(void (*)(void))ia_fast_273, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemImportFromShareableHandle($module, osHandle, shHandleType)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle, CUmemAllocationHandleType shHandleType)``\n"
+     "\n"
+     "Symbol ``cuMemImportFromShareableHandle``; CUDA >= 10.2.\n"
+     "Returns ``handle``."},
     {"cuMemMap", (PyCFunction)(void (*)(void))ia_fast_274, METH_FASTCALL | METH_KEYWORDS,
      "cuMemMap($module, ptr, size, offset, handle, flags)\n"
      "--\n"
@@ -7253,6 +24595,126 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)``\n"
      "\n"
      "Symbol ``cuMemMap``; CUDA >= 10.2."},
+    {"cuMemMapArrayAsync", (PyCFunction)(void (*)(void))ia_fast_275, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemMapArrayAsync($module, count, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemMapArrayAsync``; CUDA >= 11.1.\n"
+     "Returns ``mapInfoList``."},
+    {"cuMemPoolCreate", (PyCFunction)(void (*)(void))ia_fast_276, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolCreate($module, poolProps)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)``\n"
+     "\n"
+     "Symbol ``cuMemPoolCreate``; CUDA >= 11.2.\n"
+     "Returns ``pool``."},
+    {"cuMemPoolDestroy", (PyCFunction)(void (*)(void))ia_fast_277, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolDestroy($module, pool)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolDestroy(CUmemoryPool pool)``\n"
+     "\n"
+     "Symbol ``cuMemPoolDestroy``; CUDA >= 11.2."},
+    {"cuMemPoolExportPointer", (PyCFunction)(void (*)(void))ia_fast_278, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolExportPointer($module, ptr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)``\n"
+     "\n"
+     "Symbol ``cuMemPoolExportPointer``; CUDA >= 11.2.\n"
+     "Returns ``shareData_out``."},
+    {"cuMemPoolExportToShareableHandle", (PyCFunction)(void (*)(void))ia_fast_279, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolExportToShareableHandle($module, handle_out, pool, handleType, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``cuMemPoolExportToShareableHandle``; CUDA >= 11.2."},
+    {"cuMemPoolGetAccess", (PyCFunction)(void (*)(void))ia_fast_280, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolGetAccess($module, memPool)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)``\n"
+     "\n"
+     "Symbol ``cuMemPoolGetAccess``; CUDA >= 11.2.\n"
+     "Returns ``flags``, ``location``."},
+    {"cuMemPoolGetAttribute", (PyCFunction)(void (*)(void))ia_fast_281, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolGetAttribute($module, pool, attr, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)``\n"
+     "\n"
+     "Symbol ``cuMemPoolGetAttribute``; CUDA >= 11.2."},
+    {"cuMemPoolImportFromShareableHandle", (PyCFunction)(void (*)(void))ia_fast_282, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolImportFromShareableHandle($module, handle, handleType, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle, CUmemAllocationHandleType handleType, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``cuMemPoolImportFromShareableHandle``; CUDA >= 11.2.\n"
+     "Returns ``pool_out``."},
+    {"cuMemPoolImportPointer", (PyCFunction)(void (*)(void))ia_fast_283, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolImportPointer($module, pool)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData)``\n"
+     "\n"
+     "Symbol ``cuMemPoolImportPointer``; CUDA >= 11.2.\n"
+     "Returns ``ptr_out``, ``shareData``."},
+    {"cuMemPoolSetAccess", (PyCFunction)(void (*)(void))ia_fast_284, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolSetAccess($module, pool, map, count)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)``\n"
+     "\n"
+     "Symbol ``cuMemPoolSetAccess``; CUDA >= 11.2."},
+    {"cuMemPoolSetAttribute", (PyCFunction)(void (*)(void))ia_fast_285, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolSetAttribute($module, pool, attr, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)``\n"
+     "\n"
+     "Symbol ``cuMemPoolSetAttribute``; CUDA >= 11.2."},
+    {"cuMemPoolTrimTo", (PyCFunction)(void (*)(void))ia_fast_286, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPoolTrimTo($module, pool, minBytesToKeep)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)``\n"
+     "\n"
+     "Symbol ``cuMemPoolTrimTo``; CUDA >= 11.2."},
+    {"cuMemPrefetchAsync", (PyCFunction)(void (*)(void))ia_fast_287, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPrefetchAsync($module, devPtr, count, location, flags, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemPrefetchAsync_v2`` (per-thread: ``cuMemPrefetchAsync_v2_ptsz``); CUDA >= 12.2."},
+    {"cuMemPrefetchBatchAsync", (PyCFunction)(void (*)(void))ia_fast_288, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemPrefetchBatchAsync($module, count, numPrefetchLocs, flags, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemPrefetchBatchAsync(CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *prefetchLocs, size_t *prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemPrefetchBatchAsync``; CUDA >= 13.0.\n"
+     "Returns ``dptrs``, ``sizes``, ``prefetchLocs``, ``prefetchLocIdxs``."},
+    {"cuMemRangeGetAttribute", (PyCFunction)(void (*)(void))ia_fast_289, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemRangeGetAttribute($module, data, dataSize, attribute, devPtr, count)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute, CUdeviceptr devPtr, size_t count)``\n"
+     "\n"
+     "Symbol ``cuMemRangeGetAttribute``; CUDA >= 8.0."},
+    {"cuMemRangeGetAttributes", (PyCFunction)(void (*)(void))ia_fast_290, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemRangeGetAttributes($module, numAttributes, devPtr, count)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_attribute *attributes, size_t numAttributes, CUdeviceptr devPtr, size_t count)``\n"
+     "\n"
+     "Symbol ``cuMemRangeGetAttributes``; CUDA >= 8.0.\n"
+     "Returns ``data``, ``dataSizes``, ``attributes``."},
     {"cuMemRelease", (PyCFunction)(void (*)(void))ia_fast_291, METH_FASTCALL | METH_KEYWORDS,
      "cuMemRelease($module, handle)\n"
      "--\n"
@@ -7260,6 +24722,29 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemRelease(CUmemGenericAllocationHandle handle)``\n"
      "\n"
      "Symbol ``cuMemRelease``; CUDA >= 10.2."},
+    {"cuMemRetainAllocationHandle", (PyCFunction)(void (*)(void))ia_fast_292, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemRetainAllocationHandle($module, addr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)``\n"
+     "\n"
+     "Symbol ``cuMemRetainAllocationHandle``; CUDA >= 11.0.\n"
+     "Returns ``handle``."},
+    {"cuMemSetAccess", (PyCFunction)(void (*)(void))ia_fast_293, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemSetAccess($module, ptr, size, desc, count)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)``\n"
+     "\n"
+     "Symbol ``cuMemSetAccess``; CUDA >= 10.2."},
+    {"cuMemSetMemPool", (PyCFunction)(void (*)(void))ia_fast_294, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemSetMemPool($module, type, pool)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)``\n"
+     "\n"
+     "Symbol ``cuMemSetMemPool``; CUDA >= 13.0.\n"
+     "Returns ``location``."},
     {"cuMemUnmap", (PyCFunction)(void (*)(void))ia_fast_295, METH_FASTCALL | METH_KEYWORDS,
      "cuMemUnmap($module, ptr, size)\n"
      "--\n"
@@ -7274,6 +24759,113 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)``\n"
      "\n"
      "Symbol ``cuMemcpy``; CUDA >= 4.0."},
+    {"cuMemcpy2D", (PyCFunction)(void (*)(void))ia_fast_297, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpy2D($module, pCopy)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpy2D(const CUDA_MEMCPY2D *pCopy)``\n"
+     "\n"
+     "Symbol ``cuMemcpy2D_v2`` (per-thread: ``cuMemcpy2D_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemcpy2DAsync", (PyCFunction)(void (*)(void))ia_fast_298, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpy2DAsync($module, pCopy, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpy2DAsync_v2`` (per-thread: ``cuMemcpy2DAsync_v2_ptsz``); CUDA >= 3.2."},
+    {"cuMemcpy2DUnaligned", (PyCFunction)(void (*)(void))ia_fast_299, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpy2DUnaligned($module, pCopy)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *pCopy)``\n"
+     "\n"
+     "Symbol ``cuMemcpy2DUnaligned_v2`` (per-thread: ``cuMemcpy2DUnaligned_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemcpy3D", (PyCFunction)(void (*)(void))ia_fast_300, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpy3D($module, pCopy)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpy3D(const CUDA_MEMCPY3D *pCopy)``\n"
+     "\n"
+     "Symbol ``cuMemcpy3D_v2`` (per-thread: ``cuMemcpy3D_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemcpy3DAsync", (PyCFunction)(void (*)(void))ia_fast_301, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpy3DAsync($module, pCopy, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D *pCopy, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpy3DAsync_v2`` (per-thread: ``cuMemcpy3DAsync_v2_ptsz``); CUDA >= 3.2."},
+    {"cuMemcpy3DBatchAsync", (PyCFunction)(void (*)(void))ia_fast_302, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpy3DBatchAsync($module, numOps, flags, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpy3DBatchAsync_v2`` (per-thread: ``cuMemcpy3DBatchAsync_v2_ptsz``); CUDA >= 13.0.\n"
+     "Returns ``opList``."},
+    {"cuMemcpy3DPeer", (PyCFunction)(void (*)(void))ia_fast_303, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpy3DPeer($module, pCopy)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)``\n"
+     "\n"
+     "Symbol ``cuMemcpy3DPeer``; CUDA >= 4.0."},
+    {"cuMemcpy3DPeerAsync", (PyCFunction)(void (*)(void))ia_fast_304, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpy3DPeerAsync($module, pCopy, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpy3DPeerAsync``; CUDA >= 4.0."},
+    {"cuMemcpyAsync", (PyCFunction)(void (*)(void))ia_fast_305, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyAsync($module, dst, src, ByteCount, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpyAsync``; CUDA >= 4.0."},
+    {"cuMemcpyAtoA", (PyCFunction)(void (*)(void))ia_fast_306, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyAtoA($module, dstArray, dstOffset, srcArray, srcOffset, ByteCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyAtoA(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount)``\n"
+     "\n"
+     "Symbol ``cuMemcpyAtoA_v2`` (per-thread: ``cuMemcpyAtoA_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemcpyAtoD", (PyCFunction)(void (*)(void))ia_fast_307, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyAtoD($module, dstDevice, srcArray, srcOffset, ByteCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyAtoD(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount)``\n"
+     "\n"
+     "Symbol ``cuMemcpyAtoD_v2`` (per-thread: ``cuMemcpyAtoD_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemcpyAtoH", (PyCFunction)(void (*)(void))ia_fast_308, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyAtoH($module, dstHost, srcArray, srcOffset, ByteCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyAtoH(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)``\n"
+     "\n"
+     "Symbol ``cuMemcpyAtoH_v2`` (per-thread: ``cuMemcpyAtoH_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemcpyAtoHAsync", (PyCFunction)(void (*)(void))ia_fast_309, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyAtoHAsync($module, dstHost, srcArray, srcOffset, ByteCount, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyAtoHAsync(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpyAtoHAsync_v2`` (per-thread: ``cuMemcpyAtoHAsync_v2_ptsz``); CUDA >= 3.2."},
+    {"cuMemcpyBatchAsync", (PyCFunction)(void (*)(void))ia_fast_310, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyBatchAsync($module, count, numAttrs, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpyBatchAsync_v2`` (per-thread: ``cuMemcpyBatchAsync_v2_ptsz``); CUDA >= 13.0.\n"
+     "Returns ``dsts``, ``srcs``, ``sizes``, ``attrs``, ``attrsIdxs``."},
+    {"cuMemcpyDtoA", (PyCFunction)(void (*)(void))ia_fast_311, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyDtoA($module, dstArray, dstOffset, srcDevice, ByteCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyDtoA(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount)``\n"
+     "\n"
+     "Symbol ``cuMemcpyDtoA_v2`` (per-thread: ``cuMemcpyDtoA_v2_ptds``); CUDA >= 3.2."},
     {"cuMemcpyDtoD", (PyCFunction)(void (*)(void))ia_fast_312, METH_FASTCALL | METH_KEYWORDS,
      "cuMemcpyDtoD($module, dstDevice, srcDevice, ByteCount)\n"
      "--\n"
@@ -7281,6 +24873,69 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)``\n"
      "\n"
      "Symbol ``cuMemcpyDtoD_v2`` (per-thread: ``cuMemcpyDtoD_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemcpyDtoDAsync", (PyCFunction)(void (*)(void))ia_fast_313, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyDtoDAsync($module, dstDevice, srcDevice, ByteCount, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpyDtoDAsync_v2`` (per-thread: ``cuMemcpyDtoDAsync_v2_ptsz``); CUDA >= 3.2."},
+    {"cuMemcpyDtoH", (PyCFunction)(void (*)(void))ia_fast_314, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyDtoH($module, dstHost, srcDevice, ByteCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)``\n"
+     "\n"
+     "Symbol ``cuMemcpyDtoH_v2`` (per-thread: ``cuMemcpyDtoH_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemcpyDtoHAsync", (PyCFunction)(void (*)(void))ia_fast_315, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyDtoHAsync($module, dstHost, srcDevice, ByteCount, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpyDtoHAsync_v2`` (per-thread: ``cuMemcpyDtoHAsync_v2_ptsz``); CUDA >= 3.2."},
+    {"cuMemcpyHtoA", (PyCFunction)(void (*)(void))ia_fast_316, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyHtoA($module, dstArray, dstOffset, srcHost, ByteCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyHtoA(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)``\n"
+     "\n"
+     "Symbol ``cuMemcpyHtoA_v2`` (per-thread: ``cuMemcpyHtoA_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemcpyHtoAAsync", (PyCFunction)(void (*)(void))ia_fast_317, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyHtoAAsync($module, dstArray, dstOffset, srcHost, ByteCount, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyHtoAAsync(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpyHtoAAsync_v2`` (per-thread: ``cuMemcpyHtoAAsync_v2_ptsz``); CUDA >= 3.2."},
+    {"cuMemcpyHtoD", (PyCFunction)(void (*)(void))ia_fast_318, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyHtoD($module, dstDevice, srcHost, ByteCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)``\n"
+     "\n"
+     "Symbol ``cuMemcpyHtoD_v2`` (per-thread: ``cuMemcpyHtoD_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemcpyHtoDAsync", (PyCFunction)(void (*)(void))ia_fast_319, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyHtoDAsync($module, dstDevice, srcHost, ByteCount, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpyHtoDAsync_v2`` (per-thread: ``cuMemcpyHtoDAsync_v2_ptsz``); CUDA >= 3.2."},
+    {"cuMemcpyPeer", (PyCFunction)(void (*)(void))ia_fast_320, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyPeer($module, dstDevice, dstContext, srcDevice, srcContext, ByteCount)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)``\n"
+     "\n"
+     "Symbol ``cuMemcpyPeer``; CUDA >= 4.0."},
+    {"cuMemcpyPeerAsync", (PyCFunction)(void (*)(void))ia_fast_321, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemcpyPeerAsync($module, dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemcpyPeerAsync``; CUDA >= 4.0."},
     {"cuMemsetD16", (PyCFunction)(void (*)(void))ia_fast_322, METH_FASTCALL | METH_KEYWORDS,
      "cuMemsetD16($module, dstDevice, us, N)\n"
      "--\n"
@@ -7288,6 +24943,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemsetD16(CUdeviceptr dstDevice, unsigned short us, size_t N)``\n"
      "\n"
      "Symbol ``cuMemsetD16_v2`` (per-thread: ``cuMemsetD16_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD16Async", (PyCFunction)(void (*)(void))ia_fast_323, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD16Async($module, dstDevice, us, N, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemsetD16Async``; CUDA >= 3.2."},
     {"cuMemsetD2D16", (PyCFunction)(void (*)(void))ia_fast_324, METH_FASTCALL | METH_KEYWORDS,
      "cuMemsetD2D16($module, dstDevice, dstPitch, us, Width, Height)\n"
      "--\n"
@@ -7295,6 +24957,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemsetD2D16(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)``\n"
      "\n"
      "Symbol ``cuMemsetD2D16_v2`` (per-thread: ``cuMemsetD2D16_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD2D16Async", (PyCFunction)(void (*)(void))ia_fast_325, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD2D16Async($module, dstDevice, dstPitch, us, Width, Height, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemsetD2D16Async``; CUDA >= 3.2."},
     {"cuMemsetD2D32", (PyCFunction)(void (*)(void))ia_fast_326, METH_FASTCALL | METH_KEYWORDS,
      "cuMemsetD2D32($module, dstDevice, dstPitch, ui, Width, Height)\n"
      "--\n"
@@ -7302,6 +24971,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemsetD2D32(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)``\n"
      "\n"
      "Symbol ``cuMemsetD2D32_v2`` (per-thread: ``cuMemsetD2D32_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD2D32Async", (PyCFunction)(void (*)(void))ia_fast_327, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD2D32Async($module, dstDevice, dstPitch, ui, Width, Height, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemsetD2D32Async``; CUDA >= 3.2."},
     {"cuMemsetD2D8", (PyCFunction)(void (*)(void))ia_fast_328, METH_FASTCALL | METH_KEYWORDS,
      "cuMemsetD2D8($module, dstDevice, dstPitch, uc, Width, Height)\n"
      "--\n"
@@ -7309,6 +24985,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemsetD2D8(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)``\n"
      "\n"
      "Symbol ``cuMemsetD2D8_v2`` (per-thread: ``cuMemsetD2D8_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD2D8Async", (PyCFunction)(void (*)(void))ia_fast_329, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD2D8Async($module, dstDevice, dstPitch, uc, Width, Height, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemsetD2D8Async``; CUDA >= 3.2."},
     {"cuMemsetD32", (PyCFunction)(void (*)(void))ia_fast_330, METH_FASTCALL | METH_KEYWORDS,
      "cuMemsetD32($module, dstDevice, ui, N)\n"
      "--\n"
@@ -7316,6 +24999,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N)``\n"
      "\n"
      "Symbol ``cuMemsetD32_v2`` (per-thread: ``cuMemsetD32_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD32Async", (PyCFunction)(void (*)(void))ia_fast_331, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD32Async($module, dstDevice, ui, N, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemsetD32Async``; CUDA >= 3.2."},
     {"cuMemsetD8", (PyCFunction)(void (*)(void))ia_fast_332, METH_FASTCALL | METH_KEYWORDS,
      "cuMemsetD8($module, dstDevice, uc, N)\n"
      "--\n"
@@ -7323,6 +25013,84 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N)``\n"
      "\n"
      "Symbol ``cuMemsetD8_v2`` (per-thread: ``cuMemsetD8_v2_ptds``); CUDA >= 3.2."},
+    {"cuMemsetD8Async", (PyCFunction)(void (*)(void))ia_fast_333, METH_FASTCALL | METH_KEYWORDS,
+     "cuMemsetD8Async($module, dstDevice, uc, N, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuMemsetD8Async``; CUDA >= 3.2."},
+    {"cuMipmappedArrayCreate", (PyCFunction)(void (*)(void))ia_fast_334, METH_FASTCALL | METH_KEYWORDS,
+     "cuMipmappedArrayCreate($module, pMipmappedArrayDesc, numMipmapLevels)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels)``\n"
+     "\n"
+     "Symbol ``cuMipmappedArrayCreate``; CUDA >= 5.0.\n"
+     "Returns ``pHandle``."},
+    {"cuMipmappedArrayDestroy", (PyCFunction)(void (*)(void))ia_fast_335, METH_FASTCALL | METH_KEYWORDS,
+     "cuMipmappedArrayDestroy($module, hMipmappedArray)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)``\n"
+     "\n"
+     "Symbol ``cuMipmappedArrayDestroy``; CUDA >= 5.0."},
+    {"cuMipmappedArrayGetLevel", (PyCFunction)(void (*)(void))ia_fast_336, METH_FASTCALL | METH_KEYWORDS,
+     "cuMipmappedArrayGetLevel($module, hMipmappedArray, level)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMipmappedArrayGetLevel(CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level)``\n"
+     "\n"
+     "Symbol ``cuMipmappedArrayGetLevel``; CUDA >= 5.0.\n"
+     "Returns ``pLevelArray``."},
+    {"cuMipmappedArrayGetMemoryRequirements", (PyCFunction)(void (*)(void))ia_fast_337, METH_FASTCALL | METH_KEYWORDS,
+     "cuMipmappedArrayGetMemoryRequirements($module, mipmap, device)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements, CUmipmappedArray mipmap, CUdevice device)``\n"
+     "\n"
+     "Symbol ``cuMipmappedArrayGetMemoryRequirements``; CUDA >= 11.6.\n"
+     "Returns ``memoryRequirements``."},
+    {"cuMipmappedArrayGetSparseProperties", (PyCFunction)(void (*)(void))ia_fast_338, METH_FASTCALL | METH_KEYWORDS,
+     "cuMipmappedArrayGetSparseProperties($module, mipmap)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES *sparseProperties, CUmipmappedArray mipmap)``\n"
+     "\n"
+     "Symbol ``cuMipmappedArrayGetSparseProperties``; CUDA >= 11.1.\n"
+     "Returns ``sparseProperties``."},
+    {"cuModuleEnumerateFunctions", (PyCFunction)(void (*)(void))ia_fast_339, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleEnumerateFunctions($module, numFunctions, mod)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod)``\n"
+     "\n"
+     "Symbol ``cuModuleEnumerateFunctions``; CUDA >= 12.4.\n"
+     "Returns ``functions``."},
+    {"cuModuleGetFunction", (PyCFunction)(void (*)(void))ia_fast_340, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleGetFunction($module, hmod, name)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)``\n"
+     "\n"
+     "Symbol ``cuModuleGetFunction``; CUDA >= 2.0.\n"
+     "Returns ``hfunc``."},
+    {"cuModuleGetFunctionCount", (PyCFunction)(void (*)(void))ia_fast_341, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleGetFunctionCount($module, mod)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)``\n"
+     "\n"
+     "Symbol ``cuModuleGetFunctionCount``; CUDA >= 12.4.\n"
+     "Returns ``count``."},
+    {"cuModuleGetGlobal", (PyCFunction)(void (*)(void))ia_fast_342, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleGetGlobal($module, hmod, name)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)``\n"
+     "\n"
+     "Symbol ``cuModuleGetGlobal_v2``; CUDA >= 3.2.\n"
+     "Returns ``dptr``, ``bytes``."},
     {"cuModuleGetLoadingMode", (PyCFunction)(void (*)(void))ia_fast_343, METH_FASTCALL | METH_KEYWORDS,
      "cuModuleGetLoadingMode($module)\n"
      "--\n"
@@ -7331,6 +25099,61 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuModuleGetLoadingMode``; CUDA >= 11.7.\n"
      "Returns ``mode``."},
+    {"cuModuleGetSurfRef", (PyCFunction)(void (*)(void))ia_fast_344, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleGetSurfRef($module, hmod, name)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleGetSurfRef(CUsurfref *pSurfRef, CUmodule hmod, const char *name)``\n"
+     "\n"
+     "Symbol ``cuModuleGetSurfRef``; CUDA >= 3.0.\n"
+     "Returns ``pSurfRef``."},
+    {"cuModuleGetTexRef", (PyCFunction)(void (*)(void))ia_fast_345, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleGetTexRef($module, hmod, name)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleGetTexRef(CUtexref *pTexRef, CUmodule hmod, const char *name)``\n"
+     "\n"
+     "Symbol ``cuModuleGetTexRef``; CUDA >= 2.0.\n"
+     "Returns ``pTexRef``."},
+    {"cuModuleLoad", (PyCFunction)(void (*)(void))ia_fast_346, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleLoad($module, fname)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleLoad(CUmodule *module, const char *fname)``\n"
+     "\n"
+     "Symbol ``cuModuleLoad``; CUDA >= 2.0.\n"
+     "Returns ``module``."},
+    {"cuModuleLoadData", (PyCFunction)(void (*)(void))ia_fast_347, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleLoadData($module, image)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleLoadData(CUmodule *module, const void *image)``\n"
+     "\n"
+     "Symbol ``cuModuleLoadData``; CUDA >= 2.0.\n"
+     "Returns ``module``."},
+    {"cuModuleLoadDataEx", (PyCFunction)(void (*)(void))ia_fast_348, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleLoadDataEx($module, image, options=None, optionValues=None)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options, void **optionValues)``\n"
+     "\n"
+     "Symbol ``cuModuleLoadDataEx``; CUDA >= 2.1.\n"
+     "Returns ``module``."},
+    {"cuModuleLoadFatBinary", (PyCFunction)(void (*)(void))ia_fast_349, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleLoadFatBinary($module, fatCubin)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)``\n"
+     "\n"
+     "Symbol ``cuModuleLoadFatBinary``; CUDA >= 2.0.\n"
+     "Returns ``module``."},
+    {"cuModuleUnload", (PyCFunction)(void (*)(void))ia_fast_350, METH_FASTCALL | METH_KEYWORDS,
+     "cuModuleUnload($module, hmod)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuModuleUnload(CUmodule hmod)``\n"
+     "\n"
+     "Symbol ``cuModuleUnload``; CUDA >= 2.0."},
     {"cuMulticastAddDevice", (PyCFunction)(void (*)(void))ia_fast_351, METH_FASTCALL | METH_KEYWORDS,
      "cuMulticastAddDevice($module, mcHandle, dev)\n"
      "--\n"
@@ -7352,6 +25175,22 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle, size_t mcOffset, CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size, unsigned long long flags)``\n"
      "\n"
      "Symbol ``cuMulticastBindMem``; CUDA >= 12.1."},
+    {"cuMulticastCreate", (PyCFunction)(void (*)(void))ia_fast_354, METH_FASTCALL | METH_KEYWORDS,
+     "cuMulticastCreate($module, prop)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const CUmulticastObjectProp *prop)``\n"
+     "\n"
+     "Symbol ``cuMulticastCreate``; CUDA >= 12.1.\n"
+     "Returns ``mcHandle``."},
+    {"cuMulticastGetGranularity", (PyCFunction)(void (*)(void))ia_fast_355, METH_FASTCALL | METH_KEYWORDS,
+     "cuMulticastGetGranularity($module, prop, option)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuMulticastGetGranularity(size_t *granularity, const CUmulticastObjectProp *prop, CUmulticastGranularity_flags option)``\n"
+     "\n"
+     "Symbol ``cuMulticastGetGranularity``; CUDA >= 12.1.\n"
+     "Returns ``granularity``."},
     {"cuMulticastUnbind", (PyCFunction)(void (*)(void))ia_fast_356, METH_FASTCALL | METH_KEYWORDS,
      "cuMulticastUnbind($module, mcHandle, dev, mcOffset, size)\n"
      "--\n"
@@ -7359,6 +25198,353 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, size_t size)``\n"
      "\n"
      "Symbol ``cuMulticastUnbind``; CUDA >= 12.1."},
+    {"cuOccupancyAvailableDynamicSMemPerBlock", (PyCFunction)(void (*)(void))ia_fast_357, METH_FASTCALL | METH_KEYWORDS,
+     "cuOccupancyAvailableDynamicSMemPerBlock($module, func, numBlocks, blockSize)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)``\n"
+     "\n"
+     "Symbol ``cuOccupancyAvailableDynamicSMemPerBlock``; CUDA >= 10.2.\n"
+     "Returns ``dynamicSmemSize``."},
+    {"cuOccupancyMaxActiveBlocksPerMultiprocessor", (PyCFunction)(void (*)(void))ia_fast_358, METH_FASTCALL | METH_KEYWORDS,
+     "cuOccupancyMaxActiveBlocksPerMultiprocessor($module, func, blockSize, dynamicSMemSize)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize)``\n"
+     "\n"
+     "Symbol ``cuOccupancyMaxActiveBlocksPerMultiprocessor``; CUDA >= 6.5.\n"
+     "Returns ``numBlocks``."},
+    {"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", (PyCFunction)(void (*)(void))ia_fast_359, METH_FASTCALL | METH_KEYWORDS,
+     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags($module, func, blockSize, dynamicSMemSize, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags``; CUDA >= 7.0.\n"
+     "Returns ``numBlocks``."},
+    {"cuOccupancyMaxActiveClusters", (PyCFunction)(void (*)(void))ia_fast_360, METH_FASTCALL | METH_KEYWORDS,
+     "cuOccupancyMaxActiveClusters($module, func, config)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)``\n"
+     "\n"
+     "Symbol ``cuOccupancyMaxActiveClusters``; CUDA >= 11.7.\n"
+     "Returns ``numClusters``."},
+    {"cuOccupancyMaxPotentialBlockSize", (PyCFunction)(void (*)(void))ia_fast_361, METH_FASTCALL | METH_KEYWORDS,
+     "cuOccupancyMaxPotentialBlockSize($module, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit)``\n"
+     "\n"
+     "Symbol ``cuOccupancyMaxPotentialBlockSize``; CUDA >= 6.5.\n"
+     "Returns ``minGridSize``, ``blockSize``."},
+    {"cuOccupancyMaxPotentialBlockSizeWithFlags", (PyCFunction)(void (*)(void))ia_fast_362, METH_FASTCALL | METH_KEYWORDS,
+     "cuOccupancyMaxPotentialBlockSizeWithFlags($module, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuOccupancyMaxPotentialBlockSizeWithFlags``; CUDA >= 7.0.\n"
+     "Returns ``minGridSize``, ``blockSize``."},
+    {"cuOccupancyMaxPotentialClusterSize", (PyCFunction)(void (*)(void))ia_fast_363, METH_FASTCALL | METH_KEYWORDS,
+     "cuOccupancyMaxPotentialClusterSize($module, func, config)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)``\n"
+     "\n"
+     "Symbol ``cuOccupancyMaxPotentialClusterSize``; CUDA >= 11.7.\n"
+     "Returns ``clusterSize``."},
+    {"cuParamSetSize", (PyCFunction)(void (*)(void))ia_fast_364, METH_FASTCALL | METH_KEYWORDS,
+     "cuParamSetSize($module, hfunc, numbytes)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes)``\n"
+     "\n"
+     "Symbol ``cuParamSetSize``; CUDA >= 2.0."},
+    {"cuParamSetTexRef", (PyCFunction)(void (*)(void))ia_fast_365, METH_FASTCALL | METH_KEYWORDS,
+     "cuParamSetTexRef($module, hfunc, texunit, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuParamSetTexRef``; CUDA >= 2.0."},
+    {"cuParamSetf", (PyCFunction)(void (*)(void))ia_fast_366, METH_FASTCALL | METH_KEYWORDS,
+     "cuParamSetf($module, hfunc, offset, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuParamSetf(CUfunction hfunc, int offset, float value)``\n"
+     "\n"
+     "Symbol ``cuParamSetf``; CUDA >= 2.0."},
+    {"cuParamSeti", (PyCFunction)(void (*)(void))ia_fast_367, METH_FASTCALL | METH_KEYWORDS,
+     "cuParamSeti($module, hfunc, offset, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuParamSeti(CUfunction hfunc, int offset, unsigned int value)``\n"
+     "\n"
+     "Symbol ``cuParamSeti``; CUDA >= 2.0."},
+    {"cuParamSetv", (PyCFunction)(void (*)(void))ia_fast_368, METH_FASTCALL | METH_KEYWORDS,
+     "cuParamSetv($module, hfunc, offset, ptr, numbytes)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes)``\n"
+     "\n"
+     "Symbol ``cuParamSetv``; CUDA >= 2.0."},
+    {"cuPointerGetAttribute", (PyCFunction)(void (*)(void))ia_fast_369, METH_FASTCALL | METH_KEYWORDS,
+     "cuPointerGetAttribute($module, data, attribute, ptr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)``\n"
+     "\n"
+     "Symbol ``cuPointerGetAttribute``; CUDA >= 4.0."},
+    {"cuPointerGetAttributes", (PyCFunction)(void (*)(void))ia_fast_370, METH_FASTCALL | METH_KEYWORDS,
+     "cuPointerGetAttributes($module, numAttributes, ptr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data, CUdeviceptr ptr)``\n"
+     "\n"
+     "Symbol ``cuPointerGetAttributes``; CUDA >= 7.0.\n"
+     "Returns ``attributes``, ``data``."},
+    {"cuPointerSetAttribute", (PyCFunction)(void (*)(void))ia_fast_371, METH_FASTCALL | METH_KEYWORDS,
+     "cuPointerSetAttribute($module, value, attribute, ptr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)``\n"
+     "\n"
+     "Symbol ``cuPointerSetAttribute``; CUDA >= 6.0."},
+    {"cuSignalExternalSemaphoresAsync", (PyCFunction)(void (*)(void))ia_fast_372, METH_FASTCALL | METH_KEYWORDS,
+     "cuSignalExternalSemaphoresAsync($module, extSemArray, paramsArray, numExtSems, stream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuSignalExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)``\n"
+     "\n"
+     "Symbol ``cuSignalExternalSemaphoresAsync``; CUDA >= 10.0."},
+    {"cuStreamAddCallback", (PyCFunction)(void (*)(void))ia_fast_373, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamAddCallback($module, hStream, callback, userData, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuStreamAddCallback``; CUDA >= 5.0."},
+    {"cuStreamAttachMemAsync", (PyCFunction)(void (*)(void))ia_fast_374, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamAttachMemAsync($module, hStream, dptr, length, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuStreamAttachMemAsync``; CUDA >= 6.0."},
+    {"cuStreamBatchMemOp", (PyCFunction)(void (*)(void))ia_fast_375, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamBatchMemOp($module, stream, count, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuStreamBatchMemOp_v2`` (per-thread: ``cuStreamBatchMemOp_v2_ptsz``); CUDA >= 11.7.\n"
+     "Returns ``paramArray``."},
+    {"cuStreamBeginCapture", (PyCFunction)(void (*)(void))ia_fast_376, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamBeginCapture($module, hStream, mode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode)``\n"
+     "\n"
+     "Symbol ``cuStreamBeginCapture_v2`` (per-thread: ``cuStreamBeginCapture_v2_ptsz``); CUDA >= 10.1."},
+    {"cuStreamBeginCaptureToGraph", (PyCFunction)(void (*)(void))ia_fast_377, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamBeginCaptureToGraph($module, hStream, hGraph, dependencies, dependencyData, numDependencies, mode)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode)``\n"
+     "\n"
+     "Symbol ``cuStreamBeginCaptureToGraph``; CUDA >= 12.3."},
+    {"cuStreamCopyAttributes", (PyCFunction)(void (*)(void))ia_fast_378, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamCopyAttributes($module, dst, src)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamCopyAttributes(CUstream dst, CUstream src)``\n"
+     "\n"
+     "Symbol ``cuStreamCopyAttributes``; CUDA >= 11.0."},
+    {"cuStreamCreate", (PyCFunction)(void (*)(void))ia_fast_379, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamCreate($module, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuStreamCreate``; CUDA >= 2.0.\n"
+     "Returns ``phStream``."},
+    {"cuStreamCreateWithPriority", (PyCFunction)(void (*)(void))ia_fast_380, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamCreateWithPriority($module, flags, priority)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)``\n"
+     "\n"
+     "Symbol ``cuStreamCreateWithPriority``; CUDA >= 5.5.\n"
+     "Returns ``phStream``."},
+    {"cuStreamDestroy", (PyCFunction)(void (*)(void))ia_fast_381, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamDestroy($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamDestroy(CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuStreamDestroy_v2``; CUDA >= 4.0."},
+    {"cuStreamEndCapture", (PyCFunction)(void (*)(void))ia_fast_382, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamEndCapture($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)``\n"
+     "\n"
+     "Symbol ``cuStreamEndCapture``; CUDA >= 10.0.\n"
+     "Returns ``phGraph``."},
+    {"cuStreamGetAttribute", (PyCFunction)(void (*)(void))ia_fast_383, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamGetAttribute($module, hStream, attr)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out)``\n"
+     "\n"
+     "Symbol ``cuStreamGetAttribute``; CUDA >= 11.0.\n"
+     "Returns ``value_out``."},
+    {"cuStreamGetCaptureInfo", (PyCFunction)(void (*)(void))ia_fast_384, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamGetCaptureInfo($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)``\n"
+     "\n"
+     "Symbol ``cuStreamGetCaptureInfo_v3`` (per-thread: ``cuStreamGetCaptureInfo_v3_ptsz``); CUDA >= 12.3.\n"
+     "Returns ``captureStatus_out``, ``id_out``, ``graph_out``, ``dependencies_out``, ``edgeData_out``, ``numDependencies_out``."},
+    {"cuStreamGetCtx", (PyCFunction)(void (*)(void))ia_fast_385, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamGetCtx($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)``\n"
+     "\n"
+     "Symbol ``cuStreamGetCtx``; CUDA >= 9.2.\n"
+     "Returns ``pctx``."},
+    {"cuStreamGetCtx_v2", (PyCFunction)(void (*)(void))ia_fast_386, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamGetCtx_v2($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)``\n"
+     "\n"
+     "Symbol ``cuStreamGetCtx_v2``.\n"
+     "Returns ``pCtx``, ``pGreenCtx``."},
+    {"cuStreamGetDevice", (PyCFunction)(void (*)(void))ia_fast_387, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamGetDevice($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)``\n"
+     "\n"
+     "Symbol ``cuStreamGetDevice``; CUDA >= 12.8.\n"
+     "Returns ``device``."},
+    {"cuStreamGetFlags", (PyCFunction)(void (*)(void))ia_fast_388, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamGetFlags($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)``\n"
+     "\n"
+     "Symbol ``cuStreamGetFlags``; CUDA >= 5.5.\n"
+     "Returns ``flags``."},
+    {"cuStreamGetGreenCtx", (PyCFunction)(void (*)(void))ia_fast_389, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamGetGreenCtx($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx *phCtx)``\n"
+     "\n"
+     "Symbol ``cuStreamGetGreenCtx``; CUDA >= 12.4.\n"
+     "Returns ``phCtx``."},
+    {"cuStreamGetId", (PyCFunction)(void (*)(void))ia_fast_390, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamGetId($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)``\n"
+     "\n"
+     "Symbol ``cuStreamGetId``; CUDA >= 12.0.\n"
+     "Returns ``streamId``."},
+    {"cuStreamGetPriority", (PyCFunction)(void (*)(void))ia_fast_391, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamGetPriority($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamGetPriority(CUstream hStream, int *priority)``\n"
+     "\n"
+     "Symbol ``cuStreamGetPriority``; CUDA >= 5.5.\n"
+     "Returns ``priority``."},
+    {"cuStreamIsCapturing", (PyCFunction)(void (*)(void))ia_fast_392, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamIsCapturing($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)``\n"
+     "\n"
+     "Symbol ``cuStreamIsCapturing``; CUDA >= 10.0.\n"
+     "Returns ``captureStatus``."},
+    {"cuStreamQuery", (PyCFunction)(void (*)(void))ia_fast_393, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamQuery($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamQuery(CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuStreamQuery``; CUDA >= 2.0.\n"
+     "Returns the status code."},
+    {"cuStreamSetAttribute", (PyCFunction)(void (*)(void))ia_fast_394, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamSetAttribute($module, hStream, attr, value)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value)``\n"
+     "\n"
+     "Symbol ``cuStreamSetAttribute``; CUDA >= 11.0."},
+    {"cuStreamSynchronize", (PyCFunction)(void (*)(void))ia_fast_395, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamSynchronize($module, hStream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamSynchronize(CUstream hStream)``\n"
+     "\n"
+     "Symbol ``cuStreamSynchronize``; CUDA >= 2.0."},
+    {"cuStreamUpdateCaptureDependencies", (PyCFunction)(void (*)(void))ia_fast_396, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamUpdateCaptureDependencies($module, hStream, dependencyData, numDependencies, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuStreamUpdateCaptureDependencies_v2`` (per-thread: ``cuStreamUpdateCaptureDependencies_v2_ptsz``); CUDA >= 12.3.\n"
+     "Returns ``dependencies``."},
+    {"cuStreamWaitEvent", (PyCFunction)(void (*)(void))ia_fast_397, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamWaitEvent($module, hStream, hEvent, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuStreamWaitEvent``; CUDA >= 3.2."},
+    {"cuStreamWaitValue32", (PyCFunction)(void (*)(void))ia_fast_398, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamWaitValue32($module, stream, addr, value, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuStreamWaitValue32_v2`` (per-thread: ``cuStreamWaitValue32_v2_ptsz``); CUDA >= 11.7."},
+    {"cuStreamWaitValue64", (PyCFunction)(void (*)(void))ia_fast_399, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamWaitValue64($module, stream, addr, value, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuStreamWaitValue64_v2`` (per-thread: ``cuStreamWaitValue64_v2_ptsz``); CUDA >= 11.7."},
+    {"cuStreamWriteValue32", (PyCFunction)(void (*)(void))ia_fast_400, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamWriteValue32($module, stream, addr, value, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuStreamWriteValue32_v2`` (per-thread: ``cuStreamWriteValue32_v2_ptsz``); CUDA >= 11.7."},
+    {"cuStreamWriteValue64", (PyCFunction)(void (*)(void))ia_fast_401, METH_FASTCALL | METH_KEYWORDS,
+     "cuStreamWriteValue64($module, stream, addr, value, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuStreamWriteValue64_v2`` (per-thread: ``cuStreamWriteValue64_v2_ptsz``); CUDA >= 11.7."},
+    {"cuSurfObjectCreate", (PyCFunction)(void (*)(void))ia_fast_402, METH_FASTCALL | METH_KEYWORDS,
+     "cuSurfObjectCreate($module, pResDesc)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc)``\n"
+     "\n"
+     "Symbol ``cuSurfObjectCreate``; CUDA >= 5.0.\n"
+     "Returns ``pSurfObject``."},
     {"cuSurfObjectDestroy", (PyCFunction)(void (*)(void))ia_fast_403, METH_FASTCALL | METH_KEYWORDS,
      "cuSurfObjectDestroy($module, surfObject)\n"
      "--\n"
@@ -7366,6 +25552,69 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuSurfObjectDestroy(CUsurfObject surfObject)``\n"
      "\n"
      "Symbol ``cuSurfObjectDestroy``; CUDA >= 5.0."},
+    {"cuSurfObjectGetResourceDesc", (PyCFunction)(void (*)(void))ia_fast_404, METH_FASTCALL | METH_KEYWORDS,
+     "cuSurfObjectGetResourceDesc($module, surfObject)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject)``\n"
+     "\n"
+     "Symbol ``cuSurfObjectGetResourceDesc``; CUDA >= 5.0.\n"
+     "Returns ``pResDesc``."},
+    {"cuSurfRefGetArray", (PyCFunction)(void (*)(void))ia_fast_405, METH_FASTCALL | METH_KEYWORDS,
+     "cuSurfRefGetArray($module, hSurfRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuSurfRefGetArray(CUarray *phArray, CUsurfref hSurfRef)``\n"
+     "\n"
+     "Symbol ``cuSurfRefGetArray``; CUDA >= 3.0.\n"
+     "Returns ``phArray``."},
+    {"cuSurfRefSetArray", (PyCFunction)(void (*)(void))ia_fast_406, METH_FASTCALL | METH_KEYWORDS,
+     "cuSurfRefSetArray($module, hSurfRef, hArray, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuSurfRefSetArray``; CUDA >= 3.0."},
+    {"cuTensorMapEncodeIm2col", (PyCFunction)(void (*)(void))ia_fast_407, METH_FASTCALL | METH_KEYWORDS,
+     "cuTensorMapEncodeIm2col($module, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion, oobFill)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)``\n"
+     "\n"
+     "Symbol ``cuTensorMapEncodeIm2col``; CUDA >= 12.0.\n"
+     "Returns ``tensorMap``."},
+    {"cuTensorMapEncodeIm2colWide", (PyCFunction)(void (*)(void))ia_fast_408, METH_FASTCALL | METH_KEYWORDS,
+     "cuTensorMapEncodeIm2colWide($module, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)``\n"
+     "\n"
+     "Symbol ``cuTensorMapEncodeIm2colWide``; CUDA >= 12.8.\n"
+     "Returns ``tensorMap``."},
+    {"cuTensorMapEncodeTiled", (PyCFunction)(void (*)(void))ia_fast_409, METH_FASTCALL | METH_KEYWORDS,
+     "cuTensorMapEncodeTiled($module, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion, oobFill)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)``\n"
+     "\n"
+     "Symbol ``cuTensorMapEncodeTiled``; CUDA >= 12.0.\n"
+     "Returns ``tensorMap``."},
+    {"cuTensorMapReplaceAddress", (PyCFunction)(void (*)(void))ia_fast_410, METH_FASTCALL | METH_KEYWORDS,
+     "cuTensorMapReplaceAddress($module, globalAddress)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTensorMapReplaceAddress(CUtensorMap *tensorMap, void *globalAddress)``\n"
+     "\n"
+     "Symbol ``cuTensorMapReplaceAddress``; CUDA >= 12.0.\n"
+     "Returns ``tensorMap``."},
+    {"cuTexObjectCreate", (PyCFunction)(void (*)(void))ia_fast_411, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexObjectCreate($module, pResDesc, pTexDesc, pResViewDesc)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)``\n"
+     "\n"
+     "Symbol ``cuTexObjectCreate``; CUDA >= 5.0.\n"
+     "Returns ``pTexObject``."},
     {"cuTexObjectDestroy", (PyCFunction)(void (*)(void))ia_fast_412, METH_FASTCALL | METH_KEYWORDS,
      "cuTexObjectDestroy($module, texObject)\n"
      "--\n"
@@ -7373,6 +25622,234 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``CUresult cuTexObjectDestroy(CUtexObject texObject)``\n"
      "\n"
      "Symbol ``cuTexObjectDestroy``; CUDA >= 5.0."},
+    {"cuTexObjectGetResourceDesc", (PyCFunction)(void (*)(void))ia_fast_413, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexObjectGetResourceDesc($module, texObject)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject)``\n"
+     "\n"
+     "Symbol ``cuTexObjectGetResourceDesc``; CUDA >= 5.0.\n"
+     "Returns ``pResDesc``."},
+    {"cuTexObjectGetResourceViewDesc", (PyCFunction)(void (*)(void))ia_fast_414, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexObjectGetResourceViewDesc($module, texObject)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc, CUtexObject texObject)``\n"
+     "\n"
+     "Symbol ``cuTexObjectGetResourceViewDesc``; CUDA >= 5.0.\n"
+     "Returns ``pResViewDesc``."},
+    {"cuTexObjectGetTextureDesc", (PyCFunction)(void (*)(void))ia_fast_415, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexObjectGetTextureDesc($module, texObject)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject)``\n"
+     "\n"
+     "Symbol ``cuTexObjectGetTextureDesc``; CUDA >= 5.0.\n"
+     "Returns ``pTexDesc``."},
+    {"cuTexRefCreate", (PyCFunction)(void (*)(void))ia_fast_416, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefCreate($module)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefCreate(CUtexref *pTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefCreate``; CUDA >= 2.0.\n"
+     "Returns ``pTexRef``."},
+    {"cuTexRefDestroy", (PyCFunction)(void (*)(void))ia_fast_417, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefDestroy($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefDestroy(CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefDestroy``; CUDA >= 2.0."},
+    {"cuTexRefGetAddress", (PyCFunction)(void (*)(void))ia_fast_418, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetAddress($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetAddress(CUdeviceptr *pdptr, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetAddress_v2``; CUDA >= 3.2.\n"
+     "Returns ``pdptr``."},
+    {"cuTexRefGetAddressMode", (PyCFunction)(void (*)(void))ia_fast_419, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetAddressMode($module, hTexRef, dim)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetAddressMode(CUaddress_mode *pam, CUtexref hTexRef, int dim)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetAddressMode``; CUDA >= 2.0.\n"
+     "Returns ``pam``."},
+    {"cuTexRefGetArray", (PyCFunction)(void (*)(void))ia_fast_420, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetArray($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetArray(CUarray *phArray, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetArray``; CUDA >= 2.0.\n"
+     "Returns ``phArray``."},
+    {"cuTexRefGetBorderColor", (PyCFunction)(void (*)(void))ia_fast_421, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetBorderColor($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetBorderColor(float *pBorderColor, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetBorderColor``; CUDA >= 8.0.\n"
+     "Returns ``pBorderColor``."},
+    {"cuTexRefGetFilterMode", (PyCFunction)(void (*)(void))ia_fast_422, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetFilterMode($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetFilterMode``; CUDA >= 2.0.\n"
+     "Returns ``pfm``."},
+    {"cuTexRefGetFlags", (PyCFunction)(void (*)(void))ia_fast_423, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetFlags($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetFlags(unsigned int *pFlags, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetFlags``; CUDA >= 2.0.\n"
+     "Returns ``pFlags``."},
+    {"cuTexRefGetFormat", (PyCFunction)(void (*)(void))ia_fast_424, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetFormat($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetFormat(CUarray_format *pFormat, int *pNumChannels, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetFormat``; CUDA >= 2.0.\n"
+     "Returns ``pFormat``, ``pNumChannels``."},
+    {"cuTexRefGetMaxAnisotropy", (PyCFunction)(void (*)(void))ia_fast_425, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetMaxAnisotropy($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetMaxAnisotropy(int *pmaxAniso, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetMaxAnisotropy``; CUDA >= 5.0.\n"
+     "Returns ``pmaxAniso``."},
+    {"cuTexRefGetMipmapFilterMode", (PyCFunction)(void (*)(void))ia_fast_426, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetMipmapFilterMode($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetMipmapFilterMode(CUfilter_mode *pfm, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetMipmapFilterMode``; CUDA >= 5.0.\n"
+     "Returns ``pfm``."},
+    {"cuTexRefGetMipmapLevelBias", (PyCFunction)(void (*)(void))ia_fast_427, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetMipmapLevelBias($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetMipmapLevelBias(float *pbias, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetMipmapLevelBias``; CUDA >= 5.0.\n"
+     "Returns ``pbias``."},
+    {"cuTexRefGetMipmapLevelClamp", (PyCFunction)(void (*)(void))ia_fast_428, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetMipmapLevelClamp($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp, float *pmaxMipmapLevelClamp, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetMipmapLevelClamp``; CUDA >= 5.0.\n"
+     "Returns ``pminMipmapLevelClamp``, ``pmaxMipmapLevelClamp``."},
+    {"cuTexRefGetMipmappedArray", (PyCFunction)(void (*)(void))ia_fast_429, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefGetMipmappedArray($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefGetMipmappedArray(CUmipmappedArray *phMipmappedArray, CUtexref hTexRef)``\n"
+     "\n"
+     "Symbol ``cuTexRefGetMipmappedArray``; CUDA >= 5.0.\n"
+     "Returns ``phMipmappedArray``."},
+    {"cuTexRefSetAddress", (PyCFunction)(void (*)(void))ia_fast_430, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetAddress($module, hTexRef, dptr, bytes)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetAddress(size_t *ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetAddress_v2``; CUDA >= 3.2.\n"
+     "Returns ``ByteOffset``."},
+    {"cuTexRefSetAddress2D", (PyCFunction)(void (*)(void))ia_fast_431, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetAddress2D($module, hTexRef, desc, dptr, Pitch)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR *desc, CUdeviceptr dptr, size_t Pitch)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetAddress2D_v3``; CUDA >= 4.1."},
+    {"cuTexRefSetAddressMode", (PyCFunction)(void (*)(void))ia_fast_432, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetAddressMode($module, hTexRef, dim, am)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mode am)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetAddressMode``; CUDA >= 2.0."},
+    {"cuTexRefSetArray", (PyCFunction)(void (*)(void))ia_fast_433, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetArray($module, hTexRef, hArray, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetArray``; CUDA >= 2.0."},
+    {"cuTexRefSetBorderColor", (PyCFunction)(void (*)(void))ia_fast_434, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetBorderColor($module, hTexRef)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float *pBorderColor)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetBorderColor``; CUDA >= 8.0.\n"
+     "Returns ``pBorderColor``."},
+    {"cuTexRefSetFilterMode", (PyCFunction)(void (*)(void))ia_fast_435, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetFilterMode($module, hTexRef, fm)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetFilterMode``; CUDA >= 2.0."},
+    {"cuTexRefSetFlags", (PyCFunction)(void (*)(void))ia_fast_436, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetFlags($module, hTexRef, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetFlags``; CUDA >= 2.0."},
+    {"cuTexRefSetFormat", (PyCFunction)(void (*)(void))ia_fast_437, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetFormat($module, hTexRef, fmt, NumPackedComponents)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt, int NumPackedComponents)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetFormat``; CUDA >= 2.0."},
+    {"cuTexRefSetMaxAnisotropy", (PyCFunction)(void (*)(void))ia_fast_438, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetMaxAnisotropy($module, hTexRef, maxAniso)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAniso)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetMaxAnisotropy``; CUDA >= 5.0."},
+    {"cuTexRefSetMipmapFilterMode", (PyCFunction)(void (*)(void))ia_fast_439, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetMipmapFilterMode($module, hTexRef, fm)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetMipmapFilterMode``; CUDA >= 5.0."},
+    {"cuTexRefSetMipmapLevelBias", (PyCFunction)(void (*)(void))ia_fast_440, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetMipmapLevelBias($module, hTexRef, bias)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetMipmapLevelBias``; CUDA >= 5.0."},
+    {"cuTexRefSetMipmapLevelClamp", (PyCFunction)(void (*)(void))ia_fast_441, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetMipmapLevelClamp($module, hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetMipmapLevelClamp``; CUDA >= 5.0."},
+    {"cuTexRefSetMipmappedArray", (PyCFunction)(void (*)(void))ia_fast_442, METH_FASTCALL | METH_KEYWORDS,
+     "cuTexRefSetMipmappedArray($module, hTexRef, hMipmappedArray, Flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMipmappedArray, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``cuTexRefSetMipmappedArray``; CUDA >= 5.0."},
     {"cuThreadExchangeStreamCaptureMode", (PyCFunction)(void (*)(void))ia_fast_443, METH_FASTCALL | METH_KEYWORDS,
      "cuThreadExchangeStreamCaptureMode($module)\n"
      "--\n"
@@ -7381,5 +25858,34 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``cuThreadExchangeStreamCaptureMode``; CUDA >= 10.1.\n"
      "Returns ``mode``."},
+    {"cuUserObjectCreate", (PyCFunction)(void (*)(void))ia_fast_444, METH_FASTCALL | METH_KEYWORDS,
+     "cuUserObjectCreate($module, ptr, destroy, initialRefcount, flags)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuUserObjectCreate(CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``cuUserObjectCreate``; CUDA >= 11.3.\n"
+     "Returns ``object_out``."},
+    {"cuUserObjectRelease", (PyCFunction)(void (*)(void))ia_fast_445, METH_FASTCALL | METH_KEYWORDS,
+     "cuUserObjectRelease($module, object, count)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)``\n"
+     "\n"
+     "Symbol ``cuUserObjectRelease``; CUDA >= 11.3."},
+    {"cuUserObjectRetain", (PyCFunction)(void (*)(void))ia_fast_446, METH_FASTCALL | METH_KEYWORDS,
+     "cuUserObjectRetain($module, object, count)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuUserObjectRetain(CUuserObject object, unsigned int count)``\n"
+     "\n"
+     "Symbol ``cuUserObjectRetain``; CUDA >= 11.3."},
+    {"cuWaitExternalSemaphoresAsync", (PyCFunction)(void (*)(void))ia_fast_447, METH_FASTCALL | METH_KEYWORDS,
+     "cuWaitExternalSemaphoresAsync($module, extSemArray, paramsArray, numExtSems, stream)\n"
+     "--\n"
+     "\n"
+     "``CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS *paramsArray, unsigned int numExtSems, CUstream stream)``\n"
+     "\n"
+     "Symbol ``cuWaitExternalSemaphoresAsync``; CUDA >= 10.0."},
     IA_RUNTIME_METHODS
 };

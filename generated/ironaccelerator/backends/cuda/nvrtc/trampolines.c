@@ -6,7 +6,8 @@
 #define IA_COUNT 29
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.cuda.nvrtc"
-#define IA_FAST_COUNT 5
+#define IA_FAST_COUNT 29
+#define IA_CT_COUNT 33
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "nvrtcAddNameExpression",
@@ -306,62 +307,1108 @@ static nvrtcResult nvrtcVersion(int *major, int *minor)
     return ((ia_pfn_28)ia_fn)(major, minor);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"nvrtcAddNameExpression", 0, 0},  /* 0 */
+    {"nvrtcAddNameExpression", 1, 0},  /* 1 */
+    {"nvrtcCompileProgram", 0, 0},  /* 2 */
+    {"nvrtcCompileProgram", 2, 1},  /* 3 */
+    {"nvrtcCreateProgram", 0, 1},  /* 4 */
+    {"nvrtcCreateProgram", 1, 0},  /* 5 */
+    {"nvrtcCreateProgram", 2, 0},  /* 6 */
+    {"nvrtcCreateProgram", 4, 1},  /* 7 */
+    {"nvrtcCreateProgram", 5, 1},  /* 8 */
+    {"nvrtcDestroyProgram", 0, 1},  /* 9 */
+    {"nvrtcGetBundledHeadersInfo", 0, 0},  /* 10 */
+    {"nvrtcGetCUBIN", 0, 0},  /* 11 */
+    {"nvrtcGetCUBINSize", 0, 0},  /* 12 */
+    {"nvrtcGetLTOIR", 0, 0},  /* 13 */
+    {"nvrtcGetLTOIRSize", 0, 0},  /* 14 */
+    {"nvrtcGetLoweredName", 0, 0},  /* 15 */
+    {"nvrtcGetLoweredName", 1, 0},  /* 16 */
+    {"nvrtcGetOptiXIR", 0, 0},  /* 17 */
+    {"nvrtcGetOptiXIRSize", 0, 0},  /* 18 */
+    {"nvrtcGetPCHCreateStatus", 0, 0},  /* 19 */
+    {"nvrtcGetPCHHeapSizeRequired", 0, 0},  /* 20 */
+    {"nvrtcGetPTX", 0, 0},  /* 21 */
+    {"nvrtcGetPTXSize", 0, 0},  /* 22 */
+    {"nvrtcGetProgramLog", 0, 0},  /* 23 */
+    {"nvrtcGetProgramLogSize", 0, 0},  /* 24 */
+    {"nvrtcGetSupportedArchs", 0, 0},  /* 25 */
+    {"nvrtcGetTileIR", 0, 0},  /* 26 */
+    {"nvrtcGetTileIRSize", 0, 0},  /* 27 */
+    {"nvrtcInstallBundledHeaders", 0, 0},  /* 28 */
+    {"nvrtcRemoveBundledHeaders", 0, 0},  /* 29 */
+    {"nvrtcSetFlowCallback", 0, 0},  /* 30 */
+    {"nvrtcSetFlowCallback", 1, 0},  /* 31 */
+    {"nvrtcSetFlowCallback", 2, 0},  /* 32 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_6(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_7(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_8(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_9(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_10(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_11(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_12(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_13(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_14(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_15(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_16(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_17(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_18(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_19(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_20(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_21(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_22(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_23(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_24(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_25(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_26(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_27(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_28(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog", "name_expression"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("nvrtcAddNameExpression", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(1), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcAddNameExpression(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog", "options"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    int a1;
+    Py_ssize_t ia_n1 = 0;
+    PyObject *ia_keep = NULL;
+    const char * const *a2 = NULL;
+    void *ia_m2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("nvrtcCompileProgram", ia_kw, 2, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 2) < 0)
+        return NULL;
+    if (ia_a[1] != Py_None && (ia_n1 = PyObject_Length(ia_a[1])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[1], ia_ct[3], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
+        goto ia_done;
+    a2 = ia_m2;
+    if (ia_arg_ptr(IA_CT(2), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_LEN(int, ia_n1, a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcCompileProgram(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail_log(IA_FROM_INT(nvrtcResult, ia_r), 1, "nvrtcGetProgramLog", ia_a[0]);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"src", "name", "headers", "includeNames"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram o0 = NULL;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    int a3;
+    Py_ssize_t ia_n3 = 0;
+    PyObject *ia_keep = NULL;
+    const char * const *a4 = NULL;
+    void *ia_m4 = NULL;
+    const char * const *a5 = NULL;
+    void *ia_m5 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("nvrtcCreateProgram", ia_kw, 4, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[4] == NULL) && ia_ct_load(4, 5) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_a[2] != Py_None && (ia_n3 = PyObject_Length(ia_a[2])) < 0)
+        goto ia_done;
+    if (ia_a[3] != Py_None) {
+        Py_ssize_t ia_m = PyObject_Length(ia_a[3]);
+        if (ia_m < 0)
+            goto ia_done;
+        if (ia_m != ia_n3) {
+            ia_fast_invalid(2, "includeNames must have as many items as headers");
+            goto ia_done;
+        }
+    }
+    if (ia_array(ia_a[2], ia_ct[7], sizeof *a4, 0, &ia_m4, &ia_keep) < 0)
+        goto ia_done;
+    a4 = ia_m4;
+    if (ia_array(ia_a[3], ia_ct[8], sizeof *a5, 0, &ia_m5, &ia_keep) < 0)
+        goto ia_done;
+    a5 = ia_m5;
+    if (ia_arg_ptr(IA_CT(5), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if ((ia_s2 != NULL ? ia_s2 : ia_a[1]) == Py_None) {
+        a2 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(6), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
+    IA_IN_LEN(int, ia_n3, a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcCreateProgram(&o0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(4));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    Py_XDECREF(ia_s2);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m4);
+    PyMem_Free(ia_m5);
+    return ia_res;
+}
+
+static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcDestroyProgram", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[9] == NULL) && ia_ct_load(9, 1) < 0)
+        return NULL;
+    if (ia_a[0] != Py_None && _cffi_to_c((char *)&o0, IA_CT(9), ia_a[0]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcDestroyProgram(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(9));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    nvrtcResult ia_r;
+    PyObject *ia_o0 = NULL;
+    nvrtcBundledHeadersInfo *a0;
+    const char *o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("nvrtcGetBundledHeadersInfo", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[10] == NULL) && ia_ct_load(10, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[10], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(10));
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetBundledHeadersInfo(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 4);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){(Py_INCREF(ia_o0), ia_o0), ia_str(o1)});
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    char *ia_buf1 = NULL;
+    Py_ssize_t ia_n1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetCUBIN", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[11] == NULL) && ia_ct_load(11, 1) < 0)
+        return NULL;
+    {
+        PyObject *ia_sv[1] = {ia_a[0]};
+        PyObject *ia_sz = ia_fast_6(NULL, ia_sv, 1, NULL);
+        if (ia_sz == NULL)
+            goto ia_done;
+        ia_n1 = PyLong_AsSsize_t(ia_sz);
+        Py_DECREF(ia_sz);
+        if (ia_n1 == -1 && PyErr_Occurred())
+            goto ia_done;
+    }
+    if ((ia_buf1 = (char *)PyMem_Calloc(ia_n1 > 1 ? (size_t)ia_n1 : 1, 1)) == NULL) {
+        PyErr_NoMemory();
+        goto ia_done;
+    }
+    if (ia_arg_ptr(IA_CT(11), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetCUBIN(a0, ia_buf1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 5);
+        goto ia_done;
+    }
+    ia_res = PyBytes_FromStringAndSize(ia_buf1, ia_n1 >= 0 ? ia_n1 : 1);
+    ia_done:
+    ia_free_args(ia_free);
+    PyMem_Free(ia_buf1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetCUBINSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[12] == NULL) && ia_ct_load(12, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(12), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetCUBINSize(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 6);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
 static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"result"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     const char *ia_r;
     nvrtcResult a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("nvrtcGetErrorString", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("nvrtcGetErrorString", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(nvrtcResult, ia_a[0], a0);
+    IA_IN_INT(nvrtcResult, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvrtcGetErrorString(a0);
     Py_END_ALLOW_THREADS
     if (ia_r == NULL && ia_status(7) != 0 && ia_fast_require(7) < 0)
+        goto ia_done;
+    ia_res = ia_str(ia_r);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    char *ia_buf1 = NULL;
+    Py_ssize_t ia_n1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetLTOIR", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[13] == NULL) && ia_ct_load(13, 1) < 0)
         return NULL;
-    return ia_str(ia_r);
+    {
+        PyObject *ia_sv[1] = {ia_a[0]};
+        PyObject *ia_sz = ia_fast_9(NULL, ia_sv, 1, NULL);
+        if (ia_sz == NULL)
+            goto ia_done;
+        ia_n1 = PyLong_AsSsize_t(ia_sz);
+        Py_DECREF(ia_sz);
+        if (ia_n1 == -1 && PyErr_Occurred())
+            goto ia_done;
+    }
+    if ((ia_buf1 = (char *)PyMem_Calloc(ia_n1 > 1 ? (size_t)ia_n1 : 1, 1)) == NULL) {
+        PyErr_NoMemory();
+        goto ia_done;
+    }
+    if (ia_arg_ptr(IA_CT(13), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetLTOIR(a0, ia_buf1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 8);
+        goto ia_done;
+    }
+    ia_res = PyBytes_FromStringAndSize(ia_buf1, ia_n1 >= 0 ? ia_n1 : 1);
+    ia_done:
+    ia_free_args(ia_free);
+    PyMem_Free(ia_buf1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetLTOIRSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[14] == NULL) && ia_ct_load(14, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(14), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetLTOIRSize(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 9);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog", "name_expression"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    const char *o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("nvrtcGetLoweredName", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[15] == NULL) && ia_ct_load(15, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(15), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(16), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetLoweredName(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 10);
+        goto ia_done;
+    }
+    ia_res = ia_str(o2);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
 }
 
 static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     nvrtcResult ia_r;
     int o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("nvrtcGetNumSupportedArchs", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("nvrtcGetNumSupportedArchs", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvrtcGetNumSupportedArchs(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 11);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 11);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    char *ia_buf1 = NULL;
+    Py_ssize_t ia_n1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetOptiXIR", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[17] == NULL) && ia_ct_load(17, 1) < 0)
+        return NULL;
+    {
+        PyObject *ia_sv[1] = {ia_a[0]};
+        PyObject *ia_sz = ia_fast_13(NULL, ia_sv, 1, NULL);
+        if (ia_sz == NULL)
+            goto ia_done;
+        ia_n1 = PyLong_AsSsize_t(ia_sz);
+        Py_DECREF(ia_sz);
+        if (ia_n1 == -1 && PyErr_Occurred())
+            goto ia_done;
+    }
+    if ((ia_buf1 = (char *)PyMem_Calloc(ia_n1 > 1 ? (size_t)ia_n1 : 1, 1)) == NULL) {
+        PyErr_NoMemory();
+        goto ia_done;
+    }
+    if (ia_arg_ptr(IA_CT(17), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetOptiXIR(a0, ia_buf1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 12);
+        goto ia_done;
+    }
+    ia_res = PyBytes_FromStringAndSize(ia_buf1, ia_n1 >= 0 ? ia_n1 : 1);
+    ia_done:
+    ia_free_args(ia_free);
+    PyMem_Free(ia_buf1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetOptiXIRSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[18] == NULL) && ia_ct_load(18, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(18), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetOptiXIRSize(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 13);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetPCHCreateStatus", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[19] == NULL) && ia_ct_load(19, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(19), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetPCHCreateStatus(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 14);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     nvrtcResult ia_r;
     size_t o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("nvrtcGetPCHHeapSize", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("nvrtcGetPCHHeapSize", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvrtcGetPCHHeapSize(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 15);
-    return IA_FROM_INT(size_t, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 15);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetPCHHeapSizeRequired", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[20] == NULL) && ia_ct_load(20, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(20), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetPCHHeapSizeRequired(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 16);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    char *ia_buf1 = NULL;
+    Py_ssize_t ia_n1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetPTX", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[21] == NULL) && ia_ct_load(21, 1) < 0)
+        return NULL;
+    {
+        PyObject *ia_sv[1] = {ia_a[0]};
+        PyObject *ia_sz = ia_fast_18(NULL, ia_sv, 1, NULL);
+        if (ia_sz == NULL)
+            goto ia_done;
+        ia_n1 = PyLong_AsSsize_t(ia_sz);
+        Py_DECREF(ia_sz);
+        if (ia_n1 == -1 && PyErr_Occurred())
+            goto ia_done;
+    }
+    if ((ia_buf1 = (char *)PyMem_Calloc(ia_n1 > 1 ? (size_t)ia_n1 : 1, 1)) == NULL) {
+        PyErr_NoMemory();
+        goto ia_done;
+    }
+    if (ia_arg_ptr(IA_CT(21), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetPTX(a0, ia_buf1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 17);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf1, (ia_n1 > 1 ? (size_t)ia_n1 : 1));
+    ia_done:
+    ia_free_args(ia_free);
+    PyMem_Free(ia_buf1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetPTXSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[22] == NULL) && ia_ct_load(22, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(22), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetPTXSize(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 18);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    char *ia_buf1 = NULL;
+    Py_ssize_t ia_n1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetProgramLog", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[23] == NULL) && ia_ct_load(23, 1) < 0)
+        return NULL;
+    {
+        PyObject *ia_sv[1] = {ia_a[0]};
+        PyObject *ia_sz = ia_fast_20(NULL, ia_sv, 1, NULL);
+        if (ia_sz == NULL)
+            goto ia_done;
+        ia_n1 = PyLong_AsSsize_t(ia_sz);
+        Py_DECREF(ia_sz);
+        if (ia_n1 == -1 && PyErr_Occurred())
+            goto ia_done;
+    }
+    if ((ia_buf1 = (char *)PyMem_Calloc(ia_n1 > 1 ? (size_t)ia_n1 : 1, 1)) == NULL) {
+        PyErr_NoMemory();
+        goto ia_done;
+    }
+    if (ia_arg_ptr(IA_CT(23), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetProgramLog(a0, ia_buf1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 19);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf1, (ia_n1 > 1 ? (size_t)ia_n1 : 1));
+    ia_done:
+    ia_free_args(ia_free);
+    PyMem_Free(ia_buf1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetProgramLogSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[24] == NULL) && ia_ct_load(24, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(24), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetProgramLogSize(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 20);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"supportedArchs"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    int *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetSupportedArchs", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[25] == NULL) && ia_ct_load(25, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(25), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetSupportedArchs(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 21);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    char *ia_buf1 = NULL;
+    Py_ssize_t ia_n1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetTileIR", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[26] == NULL) && ia_ct_load(26, 1) < 0)
+        return NULL;
+    {
+        PyObject *ia_sv[1] = {ia_a[0]};
+        PyObject *ia_sz = ia_fast_23(NULL, ia_sv, 1, NULL);
+        if (ia_sz == NULL)
+            goto ia_done;
+        ia_n1 = PyLong_AsSsize_t(ia_sz);
+        Py_DECREF(ia_sz);
+        if (ia_n1 == -1 && PyErr_Occurred())
+            goto ia_done;
+    }
+    if ((ia_buf1 = (char *)PyMem_Calloc(ia_n1 > 1 ? (size_t)ia_n1 : 1, 1)) == NULL) {
+        PyErr_NoMemory();
+        goto ia_done;
+    }
+    if (ia_arg_ptr(IA_CT(26), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetTileIR(a0, ia_buf1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 22);
+        goto ia_done;
+    }
+    ia_res = PyBytes_FromStringAndSize(ia_buf1, ia_n1 >= 0 ? ia_n1 : 1);
+    ia_done:
+    ia_free_args(ia_free);
+    PyMem_Free(ia_buf1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcGetTileIRSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[27] == NULL) && ia_ct_load(27, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(27), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcGetTileIRSize(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 23);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"installPath", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    const char *a0;
+    PyObject *ia_s0 = NULL;
+    unsigned int a1;
+    const char *o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("nvrtcInstallBundledHeaders", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[28] == NULL) && ia_ct_load(28, 1) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(28), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcInstallBundledHeaders(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 24);
+        goto ia_done;
+    }
+    ia_res = ia_str(o2);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"installPath"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    const char *a0;
+    PyObject *ia_s0 = NULL;
+    const char *o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvrtcRemoveBundledHeaders", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[29] == NULL) && ia_ct_load(29, 1) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(29), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcRemoveBundledHeaders(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 25);
+        goto ia_done;
+    }
+    ia_res = ia_str(o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog", "callback", "payload"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvrtcResult ia_r;
+    nvrtcProgram a0;
+    int (*a1)(void *, void *);
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("nvrtcSetFlowCallback", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[30] == NULL) && ia_ct_load(30, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(30), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(31));
+    if (a1 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(32), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvrtcSetFlowCallback(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 26);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -369,43 +1416,107 @@ static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"size"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     nvrtcResult ia_r;
     size_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("nvrtcSetPCHHeapSize", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("nvrtcSetPCHHeapSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(size_t, ia_a[0], a0);
+    IA_IN_INT(size_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvrtcSetPCHHeapSize(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 27);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 27);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     nvrtcResult ia_r;
     int o0 = 0;
     int o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("nvrtcVersion", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("nvrtcVersion", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvrtcVersion(&o0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 28);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 28);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"nvrtcAddNameExpression", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcAddNameExpression($module, prog, name_expression)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char * const name_expression)``\n"
+     "\n"
+     "Symbol ``nvrtcAddNameExpression``."},
+    {"nvrtcCompileProgram", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcCompileProgram($module, prog, options=None)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char * const *options)``\n"
+     "\n"
+     "Symbol ``nvrtcCompileProgram``."},
+    {"nvrtcCreateProgram", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcCreateProgram($module, src, name=None, headers=None, includeNames=None)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name, int numHeaders, const char * const *headers, const char * const *includeNames)``\n"
+     "\n"
+     "Symbol ``nvrtcCreateProgram``.\n"
+     "Returns ``prog``."},
+    {"nvrtcDestroyProgram", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcDestroyProgram($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog)``\n"
+     "\n"
+     "Symbol ``nvrtcDestroyProgram``.\n"
+     "Returns ``prog``."},
+    {"nvrtcGetBundledHeadersInfo", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetBundledHeadersInfo($module)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetBundledHeadersInfo(nvrtcBundledHeadersInfo *info, const char **errorLog)``\n"
+     "\n"
+     "Symbol ``nvrtcGetBundledHeadersInfo``.\n"
+     "Returns ``info``, ``errorLog``."},
+    {"nvrtcGetCUBIN", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetCUBIN($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin)``\n"
+     "\n"
+     "Symbol ``nvrtcGetCUBIN``.\n"
+     "Returns ``cubin``."},
+    {"nvrtcGetCUBINSize", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetCUBINSize($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *cubinSizeRet)``\n"
+     "\n"
+     "Symbol ``nvrtcGetCUBINSize``.\n"
+     "Returns ``cubinSizeRet``."},
     {"nvrtcGetErrorString", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
      "nvrtcGetErrorString($module, result)\n"
      "--\n"
@@ -414,6 +1525,30 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``nvrtcGetErrorString``.\n"
      "Returns the result."},
+    {"nvrtcGetLTOIR", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetLTOIR($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetLTOIR(nvrtcProgram prog, char *LTOIR)``\n"
+     "\n"
+     "Symbol ``nvrtcGetLTOIR``.\n"
+     "Returns ``LTOIR``."},
+    {"nvrtcGetLTOIRSize", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetLTOIRSize($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetLTOIRSize(nvrtcProgram prog, size_t *LTOIRSizeRet)``\n"
+     "\n"
+     "Symbol ``nvrtcGetLTOIRSize``.\n"
+     "Returns ``LTOIRSizeRet``."},
+    {"nvrtcGetLoweredName", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetLoweredName($module, prog, name_expression)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char * const name_expression, const char **lowered_name)``\n"
+     "\n"
+     "Symbol ``nvrtcGetLoweredName``.\n"
+     "Returns ``lowered_name``."},
     {"nvrtcGetNumSupportedArchs", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
      "nvrtcGetNumSupportedArchs($module)\n"
      "--\n"
@@ -422,6 +1557,29 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``nvrtcGetNumSupportedArchs``.\n"
      "Returns ``numArchs``."},
+    {"nvrtcGetOptiXIR", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetOptiXIR($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetOptiXIR(nvrtcProgram prog, char *optixir)``\n"
+     "\n"
+     "Symbol ``nvrtcGetOptiXIR``.\n"
+     "Returns ``optixir``."},
+    {"nvrtcGetOptiXIRSize", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetOptiXIRSize($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetOptiXIRSize(nvrtcProgram prog, size_t *optixirSizeRet)``\n"
+     "\n"
+     "Symbol ``nvrtcGetOptiXIRSize``.\n"
+     "Returns ``optixirSizeRet``."},
+    {"nvrtcGetPCHCreateStatus", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetPCHCreateStatus($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetPCHCreateStatus(nvrtcProgram prog)``\n"
+     "\n"
+     "Symbol ``nvrtcGetPCHCreateStatus``."},
     {"nvrtcGetPCHHeapSize", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
      "nvrtcGetPCHHeapSize($module)\n"
      "--\n"
@@ -430,6 +1588,92 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``nvrtcGetPCHHeapSize``.\n"
      "Returns ``ret``."},
+    {"nvrtcGetPCHHeapSizeRequired", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetPCHHeapSizeRequired($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetPCHHeapSizeRequired(nvrtcProgram prog, size_t *size)``\n"
+     "\n"
+     "Symbol ``nvrtcGetPCHHeapSizeRequired``.\n"
+     "Returns ``size``."},
+    {"nvrtcGetPTX", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetPTX($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char *ptx)``\n"
+     "\n"
+     "Symbol ``nvrtcGetPTX``.\n"
+     "Returns ``ptx``."},
+    {"nvrtcGetPTXSize", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetPTXSize($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *ptxSizeRet)``\n"
+     "\n"
+     "Symbol ``nvrtcGetPTXSize``.\n"
+     "Returns ``ptxSizeRet``."},
+    {"nvrtcGetProgramLog", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetProgramLog($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log)``\n"
+     "\n"
+     "Symbol ``nvrtcGetProgramLog``.\n"
+     "Returns ``log``."},
+    {"nvrtcGetProgramLogSize", (PyCFunction)(void (*)(void))ia_fast_20, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetProgramLogSize($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *logSizeRet)``\n"
+     "\n"
+     "Symbol ``nvrtcGetProgramLogSize``.\n"
+     "Returns ``logSizeRet``."},
+    {"nvrtcGetSupportedArchs", (PyCFunction)(void (*)(void))ia_fast_21, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetSupportedArchs($module, supportedArchs)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetSupportedArchs(int *supportedArchs)``\n"
+     "\n"
+     "Symbol ``nvrtcGetSupportedArchs``."},
+    {"nvrtcGetTileIR", (PyCFunction)(void (*)(void))ia_fast_22, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetTileIR($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetTileIR(nvrtcProgram prog, char *TileIR)``\n"
+     "\n"
+     "Symbol ``nvrtcGetTileIR``.\n"
+     "Returns ``TileIR``."},
+    {"nvrtcGetTileIRSize", (PyCFunction)(void (*)(void))ia_fast_23, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcGetTileIRSize($module, prog)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcGetTileIRSize(nvrtcProgram prog, size_t *TileIRSizeRet)``\n"
+     "\n"
+     "Symbol ``nvrtcGetTileIRSize``.\n"
+     "Returns ``TileIRSizeRet``."},
+    {"nvrtcInstallBundledHeaders", (PyCFunction)(void (*)(void))ia_fast_24, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcInstallBundledHeaders($module, installPath, flags)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcInstallBundledHeaders(const char *installPath, unsigned int flags, const char **errorLog)``\n"
+     "\n"
+     "Symbol ``nvrtcInstallBundledHeaders``.\n"
+     "Returns ``errorLog``."},
+    {"nvrtcRemoveBundledHeaders", (PyCFunction)(void (*)(void))ia_fast_25, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcRemoveBundledHeaders($module, installPath)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcRemoveBundledHeaders(const char *installPath, const char **errorLog)``\n"
+     "\n"
+     "Symbol ``nvrtcRemoveBundledHeaders``.\n"
+     "Returns ``errorLog``."},
+    {"nvrtcSetFlowCallback", (PyCFunction)(void (*)(void))ia_fast_26, METH_FASTCALL | METH_KEYWORDS,
+     "nvrtcSetFlowCallback($module, prog, callback, payload)\n"
+     "--\n"
+     "\n"
+     "``nvrtcResult nvrtcSetFlowCallback(nvrtcProgram prog, int (*callback)(void *, void *), void *payload)``\n"
+     "\n"
+     "Symbol ``nvrtcSetFlowCallback``."},
     {"nvrtcSetPCHHeapSize", (PyCFunction)(void (*)(void))ia_fast_27, METH_FASTCALL | METH_KEYWORDS,
      "nvrtcSetPCHHeapSize($module, size)\n"
      "--\n"

@@ -6,7 +6,8 @@
 #define IA_COUNT 20
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.cuda.nvtx"
-#define IA_FAST_COUNT 2
+#define IA_FAST_COUNT 20
+#define IA_CT_COUNT 27
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "nvtxDomainCreateA",
@@ -216,43 +217,767 @@ static nvtxRangeId_t nvtxRangeStartEx(const nvtxEventAttributes_t *eventAttrib)
     return ((ia_pfn_19)ia_fn)(eventAttrib);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"nvtxDomainCreate", 0, 0},  /* 0 */
+    {"nvtxDomainCreate", -1, 0},  /* 1 */
+    {"nvtxDomainDestroy", 0, 0},  /* 2 */
+    {"nvtxDomainMarkEx", 0, 0},  /* 3 */
+    {"nvtxDomainMarkEx", 1, 0},  /* 4 */
+    {"nvtxDomainNameCategory", 0, 0},  /* 5 */
+    {"nvtxDomainNameCategory", 2, 0},  /* 6 */
+    {"nvtxDomainRangeEnd", 0, 0},  /* 7 */
+    {"nvtxDomainRangePop", 0, 0},  /* 8 */
+    {"nvtxDomainRangePushEx", 0, 0},  /* 9 */
+    {"nvtxDomainRangePushEx", 1, 0},  /* 10 */
+    {"nvtxDomainRangeStartEx", 0, 0},  /* 11 */
+    {"nvtxDomainRangeStartEx", 1, 0},  /* 12 */
+    {"nvtxDomainRegisterString", 0, 0},  /* 13 */
+    {"nvtxDomainRegisterString", 1, 0},  /* 14 */
+    {"nvtxDomainRegisterString", -1, 0},  /* 15 */
+    {"nvtxDomainResourceCreate", 0, 0},  /* 16 */
+    {"nvtxDomainResourceCreate", 1, 0},  /* 17 */
+    {"nvtxDomainResourceCreate", -1, 0},  /* 18 */
+    {"nvtxDomainResourceDestroy", 0, 0},  /* 19 */
+    {"nvtxInitialize", 0, 0},  /* 20 */
+    {"nvtxMark", 0, 0},  /* 21 */
+    {"nvtxMarkEx", 0, 0},  /* 22 */
+    {"nvtxRangePush", 0, 0},  /* 23 */
+    {"nvtxRangePushEx", 0, 0},  /* 24 */
+    {"nvtxRangeStart", 0, 0},  /* 25 */
+    {"nvtxRangeStartEx", 0, 0},  /* 26 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_6(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_7(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_8(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_9(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_10(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_11(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_12(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_13(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_14(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_15(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_16(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_17(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_18(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_19(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"name"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxDomainHandle_t ia_r;
+    const char *a0;
+    PyObject *ia_s0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxDomainCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(0), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvtxDomainCreate(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(1));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"domain"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxDomainHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxDomainDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 1) < 0)
+        return NULL;
+    if (IA_UNLIKELY(ia_status(1) != 0) && ia_fast_require(1) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(2), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    nvtxDomainDestroy(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"domain", "eventAttrib"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxDomainHandle_t a0;
+    const nvtxEventAttributes_t *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("nvtxDomainMarkEx", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[3] == NULL) && ia_ct_load(3, 2) < 0)
+        return NULL;
+    if (IA_UNLIKELY(ia_status(2) != 0) && ia_fast_require(2) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(3), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(4), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    nvtxDomainMarkEx(a0, a1);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"domain", "category", "name"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxDomainHandle_t a0;
+    uint32_t a1;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("nvtxDomainNameCategory", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[5] == NULL) && ia_ct_load(5, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[2]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+        goto ia_done;
+    if (IA_UNLIKELY(ia_status(3) != 0) && ia_fast_require(3) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(5), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(6), (ia_s2 != NULL ? ia_s2 : ia_a[2]), (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    nvtxDomainNameCategory(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"domain", "id"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxDomainHandle_t a0;
+    nvtxRangeId_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("nvtxDomainRangeEnd", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[7] == NULL) && ia_ct_load(7, 1) < 0)
+        return NULL;
+    if (IA_UNLIKELY(ia_status(4) != 0) && ia_fast_require(4) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(7), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(nvtxRangeId_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    nvtxDomainRangeEnd(a0, a1);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"domain"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    int ia_r;
+    nvtxDomainHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxDomainRangePop", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[8] == NULL) && ia_ct_load(8, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(8), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvtxDomainRangePop(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = IA_FROM_INT(int, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"domain", "eventAttrib"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    int ia_r;
+    nvtxDomainHandle_t a0;
+    const nvtxEventAttributes_t *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("nvtxDomainRangePushEx", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[9] == NULL) && ia_ct_load(9, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(9), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(10), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvtxDomainRangePushEx(a0, a1);
+    Py_END_ALLOW_THREADS
+    ia_res = IA_FROM_INT(int, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"domain", "eventAttrib"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxRangeId_t ia_r;
+    nvtxDomainHandle_t a0;
+    const nvtxEventAttributes_t *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("nvtxDomainRangeStartEx", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[11] == NULL) && ia_ct_load(11, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(11), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(12), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvtxDomainRangeStartEx(a0, a1);
+    Py_END_ALLOW_THREADS
+    ia_res = IA_FROM_INT(nvtxRangeId_t, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"domain", "string"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxStringHandle_t ia_r;
+    nvtxDomainHandle_t a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("nvtxDomainRegisterString", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[13] == NULL) && ia_ct_load(13, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(13), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(14), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvtxDomainRegisterString(a0, a1);
+    Py_END_ALLOW_THREADS
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(15));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"domain"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxResourceHandle_t ia_r;
+    nvtxDomainHandle_t a0;
+    PyObject *ia_o1 = NULL;
+    nvtxResourceAttributes_t *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxDomainResourceCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[16] == NULL) && ia_ct_load(16, 3) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[17], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(17));
+    if (ia_arg_ptr(IA_CT(16), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvtxDomainResourceCreate(a0, a1);
+    Py_END_ALLOW_THREADS
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)ia_r, IA_CT(18)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"resource"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxResourceHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxDomainResourceDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[19] == NULL) && ia_ct_load(19, 1) < 0)
+        return NULL;
+    if (IA_UNLIKELY(ia_status(10) != 0) && ia_fast_require(10) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(19), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    nvtxDomainResourceDestroy(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"reserved"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    const void *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxInitialize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[20] == NULL) && ia_ct_load(20, 1) < 0)
+        return NULL;
+    if (IA_UNLIKELY(ia_status(11) != 0) && ia_fast_require(11) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(20), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    nvtxInitialize(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"message"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    const char *a0;
+    PyObject *ia_s0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxMark", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[21] == NULL) && ia_ct_load(21, 1) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (IA_UNLIKELY(ia_status(12) != 0) && ia_fast_require(12) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(21), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    nvtxMark(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"eventAttrib"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    const nvtxEventAttributes_t *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxMarkEx", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[22] == NULL) && ia_ct_load(22, 1) < 0)
+        return NULL;
+    if (IA_UNLIKELY(ia_status(13) != 0) && ia_fast_require(13) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(22), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    nvtxMarkEx(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
 static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"id"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     nvtxRangeId_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("nvtxRangeEnd", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("nvtxRangeEnd", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
     if (IA_UNLIKELY(ia_status(14) != 0) && ia_fast_require(14) < 0)
-        return NULL;
-    IA_ARG_INT(nvtxRangeId_t, ia_a[0], a0);
+        goto ia_done;
+    IA_IN_INT(nvtxRangeId_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     nvtxRangeEnd(a0);
     Py_END_ALLOW_THREADS
-    return (Py_INCREF(Py_None), Py_None);
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     int ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("nvtxRangePop", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("nvtxRangePop", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvtxRangePop();
     Py_END_ALLOW_THREADS
-    return IA_FROM_INT(int, ia_r);
+    ia_res = IA_FROM_INT(int, ia_r);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"message"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    int ia_r;
+    const char *a0;
+    PyObject *ia_s0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxRangePush", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[23] == NULL) && ia_ct_load(23, 1) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(23), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvtxRangePush(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = IA_FROM_INT(int, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"eventAttrib"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    int ia_r;
+    const nvtxEventAttributes_t *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxRangePushEx", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[24] == NULL) && ia_ct_load(24, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(24), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvtxRangePushEx(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = IA_FROM_INT(int, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"message"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxRangeId_t ia_r;
+    const char *a0;
+    PyObject *ia_s0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxRangeStart", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[25] == NULL) && ia_ct_load(25, 1) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(25), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvtxRangeStart(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = IA_FROM_INT(nvtxRangeId_t, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"eventAttrib"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    nvtxRangeId_t ia_r;
+    const nvtxEventAttributes_t *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("nvtxRangeStartEx", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[26] == NULL) && ia_ct_load(26, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(26), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = nvtxRangeStartEx(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = IA_FROM_INT(nvtxRangeId_t, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"nvtxDomainCreate", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainCreate($module, name)\n"
+     "--\n"
+     "\n"
+     "``nvtxDomainHandle_t nvtxDomainCreate(const char *name)``\n"
+     "\n"
+     "Symbol ``nvtxDomainCreateA``.\n"
+     "Returns the result."},
+    {"nvtxDomainDestroy", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainDestroy($module, domain)\n"
+     "--\n"
+     "\n"
+     "``void nvtxDomainDestroy(nvtxDomainHandle_t domain)``\n"
+     "\n"
+     "Symbol ``nvtxDomainDestroy``."},
+    {"nvtxDomainMarkEx", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainMarkEx($module, domain, eventAttrib)\n"
+     "--\n"
+     "\n"
+     "``void nvtxDomainMarkEx(nvtxDomainHandle_t domain, const nvtxEventAttributes_t *eventAttrib)``\n"
+     "\n"
+     "Symbol ``nvtxDomainMarkEx``."},
+    {"nvtxDomainNameCategory", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainNameCategory($module, domain, category, name)\n"
+     "--\n"
+     "\n"
+     "``void nvtxDomainNameCategory(nvtxDomainHandle_t domain, uint32_t category, const char *name)``\n"
+     "\n"
+     "Symbol ``nvtxDomainNameCategoryA``."},
+    {"nvtxDomainRangeEnd", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainRangeEnd($module, domain, id)\n"
+     "--\n"
+     "\n"
+     "``void nvtxDomainRangeEnd(nvtxDomainHandle_t domain, nvtxRangeId_t id)``\n"
+     "\n"
+     "Symbol ``nvtxDomainRangeEnd``."},
+    {"nvtxDomainRangePop", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainRangePop($module, domain)\n"
+     "--\n"
+     "\n"
+     "``int nvtxDomainRangePop(nvtxDomainHandle_t domain)``\n"
+     "\n"
+     "Symbol ``nvtxDomainRangePop``.\n"
+     "Returns the result."},
+    {"nvtxDomainRangePushEx", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainRangePushEx($module, domain, eventAttrib)\n"
+     "--\n"
+     "\n"
+     "``int nvtxDomainRangePushEx(nvtxDomainHandle_t domain, const nvtxEventAttributes_t *eventAttrib)``\n"
+     "\n"
+     "Symbol ``nvtxDomainRangePushEx``.\n"
+     "Returns the result."},
+    {"nvtxDomainRangeStartEx", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainRangeStartEx($module, domain, eventAttrib)\n"
+     "--\n"
+     "\n"
+     "``nvtxRangeId_t nvtxDomainRangeStartEx(nvtxDomainHandle_t domain, const nvtxEventAttributes_t *eventAttrib)``\n"
+     "\n"
+     "Symbol ``nvtxDomainRangeStartEx``.\n"
+     "Returns the result."},
+    {"nvtxDomainRegisterString", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainRegisterString($module, domain, string)\n"
+     "--\n"
+     "\n"
+     "``nvtxStringHandle_t nvtxDomainRegisterString(nvtxDomainHandle_t domain, const char *string)``\n"
+     "\n"
+     "Symbol ``nvtxDomainRegisterStringA``.\n"
+     "Returns the result."},
+    {"nvtxDomainResourceCreate", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainResourceCreate($module, domain)\n"
+     "--\n"
+     "\n"
+     "``nvtxResourceHandle_t nvtxDomainResourceCreate(nvtxDomainHandle_t domain, nvtxResourceAttributes_t *attribs)``\n"
+     "\n"
+     "Symbol ``nvtxDomainResourceCreate``.\n"
+     "Returns the result, ``attribs``."},
+    {"nvtxDomainResourceDestroy", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxDomainResourceDestroy($module, resource)\n"
+     "--\n"
+     "\n"
+     "``void nvtxDomainResourceDestroy(nvtxResourceHandle_t resource)``\n"
+     "\n"
+     "Symbol ``nvtxDomainResourceDestroy``."},
+    {"nvtxInitialize", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxInitialize($module, reserved)\n"
+     "--\n"
+     "\n"
+     "``void nvtxInitialize(const void *reserved)``\n"
+     "\n"
+     "Symbol ``nvtxInitialize``."},
+    {"nvtxMark", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxMark($module, message)\n"
+     "--\n"
+     "\n"
+     "``void nvtxMark(const char *message)``\n"
+     "\n"
+     "Symbol ``nvtxMarkA``."},
+    {"nvtxMarkEx", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxMarkEx($module, eventAttrib)\n"
+     "--\n"
+     "\n"
+     "``void nvtxMarkEx(const nvtxEventAttributes_t *eventAttrib)``\n"
+     "\n"
+     "Symbol ``nvtxMarkEx``."},
     {"nvtxRangeEnd", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
      "nvtxRangeEnd($module, id)\n"
      "--\n"
@@ -267,6 +992,38 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``int nvtxRangePop(void)``\n"
      "\n"
      "Symbol ``nvtxRangePop``.\n"
+     "Returns the result."},
+    {"nvtxRangePush", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxRangePush($module, message)\n"
+     "--\n"
+     "\n"
+     "``int nvtxRangePush(const char *message)``\n"
+     "\n"
+     "Symbol ``nvtxRangePushA``.\n"
+     "Returns the result."},
+    {"nvtxRangePushEx", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxRangePushEx($module, eventAttrib)\n"
+     "--\n"
+     "\n"
+     "``int nvtxRangePushEx(const nvtxEventAttributes_t *eventAttrib)``\n"
+     "\n"
+     "Symbol ``nvtxRangePushEx``.\n"
+     "Returns the result."},
+    {"nvtxRangeStart", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxRangeStart($module, message)\n"
+     "--\n"
+     "\n"
+     "``nvtxRangeId_t nvtxRangeStart(const char *message)``\n"
+     "\n"
+     "Symbol ``nvtxRangeStartA``.\n"
+     "Returns the result."},
+    {"nvtxRangeStartEx", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
+     "nvtxRangeStartEx($module, eventAttrib)\n"
+     "--\n"
+     "\n"
+     "``nvtxRangeId_t nvtxRangeStartEx(const nvtxEventAttributes_t *eventAttrib)``\n"
+     "\n"
+     "Symbol ``nvtxRangeStartEx``.\n"
      "Returns the result."},
     IA_RUNTIME_METHODS
 };

@@ -444,7 +444,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'acaa76db3eafcf8d997dd563'
+BUILD_ID = '96f0304c2f130cdb4cdc7878'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

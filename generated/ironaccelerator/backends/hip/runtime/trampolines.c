@@ -6,7 +6,8 @@
 #define IA_COUNT 352
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.hip.runtime"
-#define IA_FAST_COUNT 46
+#define IA_FAST_COUNT 352
+#define IA_CT_COUNT 582
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "hipApiName",
@@ -3560,98 +3561,1709 @@ static hipError_t hipWaitExternalSemaphoresAsync(const hipExternalSemaphore_t *e
     return ((ia_pfn_351)ia_fn)(extSemArray, paramsArray, numExtSems, stream);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"hipArray3DCreate", 0, 1},  /* 0 */
+    {"hipArray3DCreate", 1, 0},  /* 1 */
+    {"hipArrayCreate", 0, 1},  /* 2 */
+    {"hipArrayCreate", 1, 0},  /* 3 */
+    {"hipArrayDestroy", 0, 0},  /* 4 */
+    {"hipBindTexture", 1, 0},  /* 5 */
+    {"hipBindTexture", 2, 0},  /* 6 */
+    {"hipBindTexture", 3, 0},  /* 7 */
+    {"hipBindTexture2D", 1, 0},  /* 8 */
+    {"hipBindTexture2D", 2, 0},  /* 9 */
+    {"hipBindTexture2D", 3, 0},  /* 10 */
+    {"hipBindTextureToArray", 0, 0},  /* 11 */
+    {"hipBindTextureToArray", 1, 0},  /* 12 */
+    {"hipBindTextureToArray", 2, 0},  /* 13 */
+    {"hipBindTextureToMipmappedArray", 0, 0},  /* 14 */
+    {"hipBindTextureToMipmappedArray", 1, 0},  /* 15 */
+    {"hipBindTextureToMipmappedArray", 2, 0},  /* 16 */
+    {"hipChooseDevice", 1, 0},  /* 17 */
+    {"hipConfigureCall", 0, 0},  /* 18 */
+    {"hipConfigureCall", 1, 0},  /* 19 */
+    {"hipConfigureCall", 3, 0},  /* 20 */
+    {"hipCreateChannelDesc", -1, 0},  /* 21 */
+    {"hipCreateTextureObject", 0, 1},  /* 22 */
+    {"hipCreateTextureObject", 1, 0},  /* 23 */
+    {"hipCreateTextureObject", 2, 0},  /* 24 */
+    {"hipCreateTextureObject", 3, 0},  /* 25 */
+    {"hipCtxCreate", 0, 1},  /* 26 */
+    {"hipCtxDestroy", 0, 0},  /* 27 */
+    {"hipCtxDisablePeerAccess", 0, 0},  /* 28 */
+    {"hipCtxEnablePeerAccess", 0, 0},  /* 29 */
+    {"hipCtxGetApiVersion", 0, 0},  /* 30 */
+    {"hipCtxGetCurrent", 0, 1},  /* 31 */
+    {"hipCtxPopCurrent", 0, 1},  /* 32 */
+    {"hipCtxPushCurrent", 0, 0},  /* 33 */
+    {"hipCtxSetCurrent", 0, 0},  /* 34 */
+    {"hipDestroyExternalMemory", 0, 0},  /* 35 */
+    {"hipDestroyExternalSemaphore", 0, 0},  /* 36 */
+    {"hipDestroyTextureObject", 0, 0},  /* 37 */
+    {"hipDeviceGetByPCIBusId", 1, 0},  /* 38 */
+    {"hipDeviceGetDefaultMemPool", 0, 1},  /* 39 */
+    {"hipDeviceGetMemPool", 0, 1},  /* 40 */
+    {"hipDeviceGetPCIBusId", 0, 0},  /* 41 */
+    {"hipDeviceGetUuid", 0, 0},  /* 42 */
+    {"hipDevicePrimaryCtxRetain", 0, 1},  /* 43 */
+    {"hipDeviceSetMemPool", 1, 0},  /* 44 */
+    {"hipDrvMemcpy2DUnaligned", 0, 0},  /* 45 */
+    {"hipDrvMemcpy3D", 0, 0},  /* 46 */
+    {"hipDrvMemcpy3DAsync", 0, 0},  /* 47 */
+    {"hipDrvMemcpy3DAsync", 1, 0},  /* 48 */
+    {"hipDrvPointerGetAttributes", 2, 1},  /* 49 */
+    {"hipDrvPointerGetAttributes", 3, 0},  /* 50 */
+    {"hipEventCreate", 0, 1},  /* 51 */
+    {"hipEventCreateWithFlags", 0, 1},  /* 52 */
+    {"hipEventDestroy", 0, 0},  /* 53 */
+    {"hipEventElapsedTime", 1, 0},  /* 54 */
+    {"hipEventElapsedTime", 2, 0},  /* 55 */
+    {"hipEventQuery", 0, 0},  /* 56 */
+    {"hipEventRecord", 0, 0},  /* 57 */
+    {"hipEventRecord", 1, 0},  /* 58 */
+    {"hipEventSynchronize", 0, 0},  /* 59 */
+    {"hipFree", 0, 0},  /* 60 */
+    {"hipFreeArray", 0, 0},  /* 61 */
+    {"hipFreeAsync", 0, 0},  /* 62 */
+    {"hipFreeAsync", 1, 0},  /* 63 */
+    {"hipFreeHost", 0, 0},  /* 64 */
+    {"hipFreeMipmappedArray", 0, 0},  /* 65 */
+    {"hipFuncGetAttribute", 2, 0},  /* 66 */
+    {"hipFuncGetAttributes", 0, 0},  /* 67 */
+    {"hipFuncGetAttributes", 1, 0},  /* 68 */
+    {"hipFuncSetAttribute", 0, 0},  /* 69 */
+    {"hipFuncSetCacheConfig", 0, 0},  /* 70 */
+    {"hipFuncSetSharedMemConfig", 0, 0},  /* 71 */
+    {"hipGetChannelDesc", 0, 0},  /* 72 */
+    {"hipGetChannelDesc", 1, 0},  /* 73 */
+    {"hipGetDeviceProperties", 0, 0},  /* 74 */
+    {"hipGetMipmappedArrayLevel", 0, 1},  /* 75 */
+    {"hipGetMipmappedArrayLevel", 1, 0},  /* 76 */
+    {"hipGetStreamDeviceId", 0, 0},  /* 77 */
+    {"hipGetSymbolAddress", 0, 1},  /* 78 */
+    {"hipGetSymbolAddress", 1, 0},  /* 79 */
+    {"hipGetSymbolSize", 1, 0},  /* 80 */
+    {"hipGetTextureAlignmentOffset", 1, 0},  /* 81 */
+    {"hipGetTextureObjectResourceDesc", 0, 0},  /* 82 */
+    {"hipGetTextureObjectResourceDesc", 1, 0},  /* 83 */
+    {"hipGetTextureObjectResourceViewDesc", 0, 0},  /* 84 */
+    {"hipGetTextureObjectResourceViewDesc", 1, 0},  /* 85 */
+    {"hipGetTextureObjectTextureDesc", 0, 0},  /* 86 */
+    {"hipGetTextureObjectTextureDesc", 1, 0},  /* 87 */
+    {"hipGetTextureReference", 0, 1},  /* 88 */
+    {"hipGetTextureReference", 1, 0},  /* 89 */
+    {"hipGraphAddChildGraphNode", 0, 1},  /* 90 */
+    {"hipGraphAddChildGraphNode", 1, 0},  /* 91 */
+    {"hipGraphAddChildGraphNode", 2, 0},  /* 92 */
+    {"hipGraphAddChildGraphNode", 4, 0},  /* 93 */
+    {"hipGraphAddDependencies", 0, 0},  /* 94 */
+    {"hipGraphAddDependencies", 1, 0},  /* 95 */
+    {"hipGraphAddDependencies", 2, 0},  /* 96 */
+    {"hipGraphAddEmptyNode", 0, 1},  /* 97 */
+    {"hipGraphAddEmptyNode", 1, 0},  /* 98 */
+    {"hipGraphAddEmptyNode", 2, 0},  /* 99 */
+    {"hipGraphAddEventRecordNode", 0, 1},  /* 100 */
+    {"hipGraphAddEventRecordNode", 1, 0},  /* 101 */
+    {"hipGraphAddEventRecordNode", 2, 0},  /* 102 */
+    {"hipGraphAddEventRecordNode", 4, 0},  /* 103 */
+    {"hipGraphAddEventWaitNode", 0, 1},  /* 104 */
+    {"hipGraphAddEventWaitNode", 1, 0},  /* 105 */
+    {"hipGraphAddEventWaitNode", 2, 0},  /* 106 */
+    {"hipGraphAddEventWaitNode", 4, 0},  /* 107 */
+    {"hipGraphAddHostNode", 0, 1},  /* 108 */
+    {"hipGraphAddHostNode", 1, 0},  /* 109 */
+    {"hipGraphAddHostNode", 2, 0},  /* 110 */
+    {"hipGraphAddHostNode", 4, 0},  /* 111 */
+    {"hipGraphAddKernelNode", 0, 1},  /* 112 */
+    {"hipGraphAddKernelNode", 1, 0},  /* 113 */
+    {"hipGraphAddKernelNode", 2, 0},  /* 114 */
+    {"hipGraphAddKernelNode", 4, 0},  /* 115 */
+    {"hipGraphAddMemcpyNode", 0, 1},  /* 116 */
+    {"hipGraphAddMemcpyNode", 1, 0},  /* 117 */
+    {"hipGraphAddMemcpyNode", 2, 0},  /* 118 */
+    {"hipGraphAddMemcpyNode", 4, 0},  /* 119 */
+    {"hipGraphAddMemcpyNode1D", 0, 1},  /* 120 */
+    {"hipGraphAddMemcpyNode1D", 1, 0},  /* 121 */
+    {"hipGraphAddMemcpyNode1D", 2, 0},  /* 122 */
+    {"hipGraphAddMemcpyNode1D", 4, 0},  /* 123 */
+    {"hipGraphAddMemcpyNode1D", 5, 0},  /* 124 */
+    {"hipGraphAddMemcpyNodeFromSymbol", 0, 1},  /* 125 */
+    {"hipGraphAddMemcpyNodeFromSymbol", 1, 0},  /* 126 */
+    {"hipGraphAddMemcpyNodeFromSymbol", 2, 0},  /* 127 */
+    {"hipGraphAddMemcpyNodeFromSymbol", 4, 0},  /* 128 */
+    {"hipGraphAddMemcpyNodeFromSymbol", 5, 0},  /* 129 */
+    {"hipGraphAddMemcpyNodeToSymbol", 0, 1},  /* 130 */
+    {"hipGraphAddMemcpyNodeToSymbol", 1, 0},  /* 131 */
+    {"hipGraphAddMemcpyNodeToSymbol", 2, 0},  /* 132 */
+    {"hipGraphAddMemcpyNodeToSymbol", 4, 0},  /* 133 */
+    {"hipGraphAddMemcpyNodeToSymbol", 5, 0},  /* 134 */
+    {"hipGraphAddMemsetNode", 0, 1},  /* 135 */
+    {"hipGraphAddMemsetNode", 1, 0},  /* 136 */
+    {"hipGraphAddMemsetNode", 2, 0},  /* 137 */
+    {"hipGraphAddMemsetNode", 4, 0},  /* 138 */
+    {"hipGraphChildGraphNodeGetGraph", 0, 0},  /* 139 */
+    {"hipGraphChildGraphNodeGetGraph", 1, 1},  /* 140 */
+    {"hipGraphClone", 0, 1},  /* 141 */
+    {"hipGraphClone", 1, 0},  /* 142 */
+    {"hipGraphCreate", 0, 1},  /* 143 */
+    {"hipGraphDestroy", 0, 0},  /* 144 */
+    {"hipGraphDestroyNode", 0, 0},  /* 145 */
+    {"hipGraphEventRecordNodeGetEvent", 0, 0},  /* 146 */
+    {"hipGraphEventRecordNodeGetEvent", 1, 1},  /* 147 */
+    {"hipGraphEventRecordNodeSetEvent", 0, 0},  /* 148 */
+    {"hipGraphEventRecordNodeSetEvent", 1, 0},  /* 149 */
+    {"hipGraphEventWaitNodeGetEvent", 0, 0},  /* 150 */
+    {"hipGraphEventWaitNodeGetEvent", 1, 1},  /* 151 */
+    {"hipGraphEventWaitNodeSetEvent", 0, 0},  /* 152 */
+    {"hipGraphEventWaitNodeSetEvent", 1, 0},  /* 153 */
+    {"hipGraphExecChildGraphNodeSetParams", 0, 0},  /* 154 */
+    {"hipGraphExecChildGraphNodeSetParams", 1, 0},  /* 155 */
+    {"hipGraphExecChildGraphNodeSetParams", 2, 0},  /* 156 */
+    {"hipGraphExecDestroy", 0, 0},  /* 157 */
+    {"hipGraphExecEventRecordNodeSetEvent", 0, 0},  /* 158 */
+    {"hipGraphExecEventRecordNodeSetEvent", 1, 0},  /* 159 */
+    {"hipGraphExecEventRecordNodeSetEvent", 2, 0},  /* 160 */
+    {"hipGraphExecEventWaitNodeSetEvent", 0, 0},  /* 161 */
+    {"hipGraphExecEventWaitNodeSetEvent", 1, 0},  /* 162 */
+    {"hipGraphExecEventWaitNodeSetEvent", 2, 0},  /* 163 */
+    {"hipGraphExecHostNodeSetParams", 0, 0},  /* 164 */
+    {"hipGraphExecHostNodeSetParams", 1, 0},  /* 165 */
+    {"hipGraphExecHostNodeSetParams", 2, 0},  /* 166 */
+    {"hipGraphExecKernelNodeSetParams", 0, 0},  /* 167 */
+    {"hipGraphExecKernelNodeSetParams", 1, 0},  /* 168 */
+    {"hipGraphExecKernelNodeSetParams", 2, 0},  /* 169 */
+    {"hipGraphExecMemcpyNodeSetParams", 0, 0},  /* 170 */
+    {"hipGraphExecMemcpyNodeSetParams", 1, 0},  /* 171 */
+    {"hipGraphExecMemcpyNodeSetParams", 2, 0},  /* 172 */
+    {"hipGraphExecMemcpyNodeSetParams1D", 0, 0},  /* 173 */
+    {"hipGraphExecMemcpyNodeSetParams1D", 1, 0},  /* 174 */
+    {"hipGraphExecMemcpyNodeSetParams1D", 2, 0},  /* 175 */
+    {"hipGraphExecMemcpyNodeSetParams1D", 3, 0},  /* 176 */
+    {"hipGraphExecMemcpyNodeSetParamsFromSymbol", 0, 0},  /* 177 */
+    {"hipGraphExecMemcpyNodeSetParamsFromSymbol", 1, 0},  /* 178 */
+    {"hipGraphExecMemcpyNodeSetParamsFromSymbol", 2, 0},  /* 179 */
+    {"hipGraphExecMemcpyNodeSetParamsFromSymbol", 3, 0},  /* 180 */
+    {"hipGraphExecMemcpyNodeSetParamsToSymbol", 0, 0},  /* 181 */
+    {"hipGraphExecMemcpyNodeSetParamsToSymbol", 1, 0},  /* 182 */
+    {"hipGraphExecMemcpyNodeSetParamsToSymbol", 2, 0},  /* 183 */
+    {"hipGraphExecMemcpyNodeSetParamsToSymbol", 3, 0},  /* 184 */
+    {"hipGraphExecMemsetNodeSetParams", 0, 0},  /* 185 */
+    {"hipGraphExecMemsetNodeSetParams", 1, 0},  /* 186 */
+    {"hipGraphExecMemsetNodeSetParams", 2, 0},  /* 187 */
+    {"hipGraphExecUpdate", 0, 0},  /* 188 */
+    {"hipGraphExecUpdate", 1, 0},  /* 189 */
+    {"hipGraphExecUpdate", 2, 1},  /* 190 */
+    {"hipGraphGetEdges", 0, 0},  /* 191 */
+    {"hipGraphGetEdges", 1, 1},  /* 192 */
+    {"hipGraphGetEdges", 2, 1},  /* 193 */
+    {"hipGraphGetNodes", 0, 0},  /* 194 */
+    {"hipGraphGetNodes", 1, 1},  /* 195 */
+    {"hipGraphGetRootNodes", 0, 0},  /* 196 */
+    {"hipGraphGetRootNodes", 1, 1},  /* 197 */
+    {"hipGraphHostNodeGetParams", 0, 0},  /* 198 */
+    {"hipGraphHostNodeGetParams", 1, 0},  /* 199 */
+    {"hipGraphHostNodeSetParams", 0, 0},  /* 200 */
+    {"hipGraphHostNodeSetParams", 1, 0},  /* 201 */
+    {"hipGraphInstantiate", 0, 1},  /* 202 */
+    {"hipGraphInstantiate", 1, 0},  /* 203 */
+    {"hipGraphInstantiate", 2, 1},  /* 204 */
+    {"hipGraphInstantiate", 3, 0},  /* 205 */
+    {"hipGraphInstantiateWithFlags", 0, 1},  /* 206 */
+    {"hipGraphInstantiateWithFlags", 1, 0},  /* 207 */
+    {"hipGraphKernelNodeGetAttribute", 0, 0},  /* 208 */
+    {"hipGraphKernelNodeGetAttribute", 2, 0},  /* 209 */
+    {"hipGraphKernelNodeGetParams", 0, 0},  /* 210 */
+    {"hipGraphKernelNodeGetParams", 1, 0},  /* 211 */
+    {"hipGraphKernelNodeSetAttribute", 0, 0},  /* 212 */
+    {"hipGraphKernelNodeSetAttribute", 2, 0},  /* 213 */
+    {"hipGraphKernelNodeSetParams", 0, 0},  /* 214 */
+    {"hipGraphKernelNodeSetParams", 1, 0},  /* 215 */
+    {"hipGraphLaunch", 0, 0},  /* 216 */
+    {"hipGraphLaunch", 1, 0},  /* 217 */
+    {"hipGraphMemcpyNodeGetParams", 0, 0},  /* 218 */
+    {"hipGraphMemcpyNodeGetParams", 1, 0},  /* 219 */
+    {"hipGraphMemcpyNodeSetParams", 0, 0},  /* 220 */
+    {"hipGraphMemcpyNodeSetParams", 1, 0},  /* 221 */
+    {"hipGraphMemcpyNodeSetParams1D", 0, 0},  /* 222 */
+    {"hipGraphMemcpyNodeSetParams1D", 1, 0},  /* 223 */
+    {"hipGraphMemcpyNodeSetParams1D", 2, 0},  /* 224 */
+    {"hipGraphMemcpyNodeSetParamsFromSymbol", 0, 0},  /* 225 */
+    {"hipGraphMemcpyNodeSetParamsFromSymbol", 1, 0},  /* 226 */
+    {"hipGraphMemcpyNodeSetParamsFromSymbol", 2, 0},  /* 227 */
+    {"hipGraphMemcpyNodeSetParamsToSymbol", 0, 0},  /* 228 */
+    {"hipGraphMemcpyNodeSetParamsToSymbol", 1, 0},  /* 229 */
+    {"hipGraphMemcpyNodeSetParamsToSymbol", 2, 0},  /* 230 */
+    {"hipGraphMemsetNodeGetParams", 0, 0},  /* 231 */
+    {"hipGraphMemsetNodeGetParams", 1, 0},  /* 232 */
+    {"hipGraphMemsetNodeSetParams", 0, 0},  /* 233 */
+    {"hipGraphMemsetNodeSetParams", 1, 0},  /* 234 */
+    {"hipGraphNodeFindInClone", 0, 1},  /* 235 */
+    {"hipGraphNodeFindInClone", 1, 0},  /* 236 */
+    {"hipGraphNodeFindInClone", 2, 0},  /* 237 */
+    {"hipGraphNodeGetDependencies", 0, 0},  /* 238 */
+    {"hipGraphNodeGetDependencies", 1, 1},  /* 239 */
+    {"hipGraphNodeGetDependentNodes", 0, 0},  /* 240 */
+    {"hipGraphNodeGetDependentNodes", 1, 1},  /* 241 */
+    {"hipGraphNodeGetType", 0, 0},  /* 242 */
+    {"hipGraphRemoveDependencies", 0, 0},  /* 243 */
+    {"hipGraphRemoveDependencies", 1, 0},  /* 244 */
+    {"hipGraphRemoveDependencies", 2, 0},  /* 245 */
+    {"hipGraphicsGLRegisterBuffer", 0, 1},  /* 246 */
+    {"hipGraphicsGLRegisterImage", 0, 1},  /* 247 */
+    {"hipGraphicsMapResources", 1, 1},  /* 248 */
+    {"hipGraphicsMapResources", 2, 0},  /* 249 */
+    {"hipGraphicsResourceGetMappedPointer", 0, 1},  /* 250 */
+    {"hipGraphicsResourceGetMappedPointer", 2, 0},  /* 251 */
+    {"hipGraphicsSubResourceGetMappedArray", 0, 1},  /* 252 */
+    {"hipGraphicsSubResourceGetMappedArray", 1, 0},  /* 253 */
+    {"hipGraphicsUnmapResources", 1, 1},  /* 254 */
+    {"hipGraphicsUnmapResources", 2, 0},  /* 255 */
+    {"hipGraphicsUnregisterResource", 0, 0},  /* 256 */
+    {"hipHostAlloc", 0, 1},  /* 257 */
+    {"hipHostFree", 0, 0},  /* 258 */
+    {"hipHostGetDevicePointer", 0, 1},  /* 259 */
+    {"hipHostGetDevicePointer", 1, 0},  /* 260 */
+    {"hipHostGetFlags", 1, 0},  /* 261 */
+    {"hipHostMalloc", 0, 1},  /* 262 */
+    {"hipHostRegister", 0, 0},  /* 263 */
+    {"hipHostUnregister", 0, 0},  /* 264 */
+    {"hipImportExternalMemory", 0, 1},  /* 265 */
+    {"hipImportExternalMemory", 1, 0},  /* 266 */
+    {"hipImportExternalSemaphore", 0, 1},  /* 267 */
+    {"hipImportExternalSemaphore", 1, 0},  /* 268 */
+    {"hipIpcCloseMemHandle", 0, 0},  /* 269 */
+    {"hipIpcGetEventHandle", 0, 0},  /* 270 */
+    {"hipIpcGetEventHandle", 1, 0},  /* 271 */
+    {"hipIpcGetMemHandle", 0, 0},  /* 272 */
+    {"hipIpcGetMemHandle", 1, 0},  /* 273 */
+    {"hipIpcOpenEventHandle", 0, 1},  /* 274 */
+    {"hipIpcOpenEventHandle", 1, 0},  /* 275 */
+    {"hipIpcOpenMemHandle", 0, 1},  /* 276 */
+    {"hipIpcOpenMemHandle", 1, 0},  /* 277 */
+    {"hipKernelNameRef", 0, 0},  /* 278 */
+    {"hipKernelNameRefByPtr", 0, 0},  /* 279 */
+    {"hipKernelNameRefByPtr", 1, 0},  /* 280 */
+    {"hipLaunchByPtr", 0, 0},  /* 281 */
+    {"hipLaunchCooperativeKernel", 0, 0},  /* 282 */
+    {"hipLaunchCooperativeKernel", 1, 0},  /* 283 */
+    {"hipLaunchCooperativeKernel", 2, 0},  /* 284 */
+    {"hipLaunchCooperativeKernel", 3, 1},  /* 285 */
+    {"hipLaunchCooperativeKernel", 5, 0},  /* 286 */
+    {"hipLaunchCooperativeKernelMultiDevice", 0, 0},  /* 287 */
+    {"hipLaunchHostFunc", 0, 0},  /* 288 */
+    {"hipLaunchHostFunc", 1, 0},  /* 289 */
+    {"hipLaunchHostFunc", 2, 0},  /* 290 */
+    {"hipLaunchKernel", 0, 0},  /* 291 */
+    {"hipLaunchKernel", 1, 0},  /* 292 */
+    {"hipLaunchKernel", 2, 0},  /* 293 */
+    {"hipLaunchKernel", 3, 1},  /* 294 */
+    {"hipLaunchKernel", 5, 0},  /* 295 */
+    {"hipMalloc", 0, 1},  /* 296 */
+    {"hipMalloc3D", 0, 0},  /* 297 */
+    {"hipMalloc3D", 1, 0},  /* 298 */
+    {"hipMalloc3DArray", 0, 1},  /* 299 */
+    {"hipMalloc3DArray", 1, 0},  /* 300 */
+    {"hipMalloc3DArray", 2, 0},  /* 301 */
+    {"hipMallocArray", 0, 1},  /* 302 */
+    {"hipMallocArray", 1, 0},  /* 303 */
+    {"hipMallocAsync", 0, 1},  /* 304 */
+    {"hipMallocAsync", 2, 0},  /* 305 */
+    {"hipMallocFromPoolAsync", 0, 1},  /* 306 */
+    {"hipMallocFromPoolAsync", 2, 0},  /* 307 */
+    {"hipMallocFromPoolAsync", 3, 0},  /* 308 */
+    {"hipMallocHost", 0, 1},  /* 309 */
+    {"hipMallocManaged", 0, 1},  /* 310 */
+    {"hipMallocMipmappedArray", 0, 1},  /* 311 */
+    {"hipMallocMipmappedArray", 1, 0},  /* 312 */
+    {"hipMallocMipmappedArray", 2, 0},  /* 313 */
+    {"hipMallocPitch", 0, 1},  /* 314 */
+    {"hipMemAddressFree", 0, 0},  /* 315 */
+    {"hipMemAddressReserve", 0, 1},  /* 316 */
+    {"hipMemAddressReserve", 3, 0},  /* 317 */
+    {"hipMemAdvise", 0, 0},  /* 318 */
+    {"hipMemAllocHost", 0, 1},  /* 319 */
+    {"hipMemAllocPitch", 0, 1},  /* 320 */
+    {"hipMemCreate", 0, 1},  /* 321 */
+    {"hipMemCreate", 2, 0},  /* 322 */
+    {"hipMemExportToShareableHandle", 0, 0},  /* 323 */
+    {"hipMemExportToShareableHandle", 1, 0},  /* 324 */
+    {"hipMemGetAccess", 1, 0},  /* 325 */
+    {"hipMemGetAccess", 2, 0},  /* 326 */
+    {"hipMemGetAddressRange", 0, 1},  /* 327 */
+    {"hipMemGetAddressRange", 2, 0},  /* 328 */
+    {"hipMemGetAllocationGranularity", 1, 0},  /* 329 */
+    {"hipMemGetAllocationPropertiesFromHandle", 0, 0},  /* 330 */
+    {"hipMemGetAllocationPropertiesFromHandle", 1, 0},  /* 331 */
+    {"hipMemImportFromShareableHandle", 0, 1},  /* 332 */
+    {"hipMemImportFromShareableHandle", 1, 0},  /* 333 */
+    {"hipMemMap", 0, 0},  /* 334 */
+    {"hipMemMap", 3, 0},  /* 335 */
+    {"hipMemMapArrayAsync", 0, 0},  /* 336 */
+    {"hipMemMapArrayAsync", 2, 0},  /* 337 */
+    {"hipMemPoolCreate", 0, 1},  /* 338 */
+    {"hipMemPoolCreate", 1, 0},  /* 339 */
+    {"hipMemPoolDestroy", 0, 0},  /* 340 */
+    {"hipMemPoolExportPointer", 0, 0},  /* 341 */
+    {"hipMemPoolExportPointer", 1, 0},  /* 342 */
+    {"hipMemPoolExportToShareableHandle", 0, 0},  /* 343 */
+    {"hipMemPoolExportToShareableHandle", 1, 0},  /* 344 */
+    {"hipMemPoolGetAccess", 1, 0},  /* 345 */
+    {"hipMemPoolGetAccess", 2, 0},  /* 346 */
+    {"hipMemPoolGetAttribute", 0, 0},  /* 347 */
+    {"hipMemPoolGetAttribute", 2, 0},  /* 348 */
+    {"hipMemPoolImportFromShareableHandle", 0, 1},  /* 349 */
+    {"hipMemPoolImportFromShareableHandle", 1, 0},  /* 350 */
+    {"hipMemPoolImportPointer", 0, 1},  /* 351 */
+    {"hipMemPoolImportPointer", 1, 0},  /* 352 */
+    {"hipMemPoolImportPointer", 2, 0},  /* 353 */
+    {"hipMemPoolSetAccess", 0, 0},  /* 354 */
+    {"hipMemPoolSetAccess", 1, 0},  /* 355 */
+    {"hipMemPoolSetAttribute", 0, 0},  /* 356 */
+    {"hipMemPoolSetAttribute", 2, 0},  /* 357 */
+    {"hipMemPoolTrimTo", 0, 0},  /* 358 */
+    {"hipMemPrefetchAsync", 0, 0},  /* 359 */
+    {"hipMemPrefetchAsync", 3, 0},  /* 360 */
+    {"hipMemPtrGetInfo", 0, 0},  /* 361 */
+    {"hipMemRangeGetAttribute", 0, 0},  /* 362 */
+    {"hipMemRangeGetAttribute", 3, 0},  /* 363 */
+    {"hipMemRangeGetAttributes", 0, 1},  /* 364 */
+    {"hipMemRangeGetAttributes", 4, 0},  /* 365 */
+    {"hipMemRelease", 0, 0},  /* 366 */
+    {"hipMemRetainAllocationHandle", 0, 1},  /* 367 */
+    {"hipMemRetainAllocationHandle", 1, 0},  /* 368 */
+    {"hipMemSetAccess", 0, 0},  /* 369 */
+    {"hipMemSetAccess", 2, 0},  /* 370 */
+    {"hipMemUnmap", 0, 0},  /* 371 */
+    {"hipMemcpy", 0, 0},  /* 372 */
+    {"hipMemcpy", 1, 0},  /* 373 */
+    {"hipMemcpy2D", 0, 0},  /* 374 */
+    {"hipMemcpy2D", 2, 0},  /* 375 */
+    {"hipMemcpy2DAsync", 0, 0},  /* 376 */
+    {"hipMemcpy2DAsync", 2, 0},  /* 377 */
+    {"hipMemcpy2DAsync", 7, 0},  /* 378 */
+    {"hipMemcpy2DFromArray", 0, 0},  /* 379 */
+    {"hipMemcpy2DFromArray", 2, 0},  /* 380 */
+    {"hipMemcpy2DFromArrayAsync", 0, 0},  /* 381 */
+    {"hipMemcpy2DFromArrayAsync", 2, 0},  /* 382 */
+    {"hipMemcpy2DFromArrayAsync", 8, 0},  /* 383 */
+    {"hipMemcpy2DToArray", 0, 0},  /* 384 */
+    {"hipMemcpy2DToArray", 3, 0},  /* 385 */
+    {"hipMemcpy2DToArrayAsync", 0, 0},  /* 386 */
+    {"hipMemcpy2DToArrayAsync", 3, 0},  /* 387 */
+    {"hipMemcpy2DToArrayAsync", 8, 0},  /* 388 */
+    {"hipMemcpy3D", 0, 0},  /* 389 */
+    {"hipMemcpy3DAsync", 0, 0},  /* 390 */
+    {"hipMemcpy3DAsync", 1, 0},  /* 391 */
+    {"hipMemcpyAsync", 0, 0},  /* 392 */
+    {"hipMemcpyAsync", 1, 0},  /* 393 */
+    {"hipMemcpyAsync", 4, 0},  /* 394 */
+    {"hipMemcpyAtoH", 0, 0},  /* 395 */
+    {"hipMemcpyAtoH", 1, 0},  /* 396 */
+    {"hipMemcpyDtoD", 0, 0},  /* 397 */
+    {"hipMemcpyDtoD", 1, 0},  /* 398 */
+    {"hipMemcpyDtoDAsync", 0, 0},  /* 399 */
+    {"hipMemcpyDtoDAsync", 1, 0},  /* 400 */
+    {"hipMemcpyDtoDAsync", 3, 0},  /* 401 */
+    {"hipMemcpyDtoH", 0, 0},  /* 402 */
+    {"hipMemcpyDtoH", 1, 0},  /* 403 */
+    {"hipMemcpyDtoHAsync", 0, 0},  /* 404 */
+    {"hipMemcpyDtoHAsync", 1, 0},  /* 405 */
+    {"hipMemcpyDtoHAsync", 3, 0},  /* 406 */
+    {"hipMemcpyFromArray", 0, 0},  /* 407 */
+    {"hipMemcpyFromArray", 1, 0},  /* 408 */
+    {"hipMemcpyFromSymbol", 0, 0},  /* 409 */
+    {"hipMemcpyFromSymbol", 1, 0},  /* 410 */
+    {"hipMemcpyFromSymbolAsync", 0, 0},  /* 411 */
+    {"hipMemcpyFromSymbolAsync", 1, 0},  /* 412 */
+    {"hipMemcpyFromSymbolAsync", 5, 0},  /* 413 */
+    {"hipMemcpyHtoA", 0, 0},  /* 414 */
+    {"hipMemcpyHtoA", 2, 0},  /* 415 */
+    {"hipMemcpyHtoD", 0, 0},  /* 416 */
+    {"hipMemcpyHtoD", 1, 0},  /* 417 */
+    {"hipMemcpyHtoDAsync", 0, 0},  /* 418 */
+    {"hipMemcpyHtoDAsync", 1, 0},  /* 419 */
+    {"hipMemcpyHtoDAsync", 3, 0},  /* 420 */
+    {"hipMemcpyParam2D", 0, 0},  /* 421 */
+    {"hipMemcpyParam2DAsync", 0, 0},  /* 422 */
+    {"hipMemcpyParam2DAsync", 1, 0},  /* 423 */
+    {"hipMemcpyPeer", 0, 0},  /* 424 */
+    {"hipMemcpyPeer", 2, 0},  /* 425 */
+    {"hipMemcpyPeerAsync", 0, 0},  /* 426 */
+    {"hipMemcpyPeerAsync", 2, 0},  /* 427 */
+    {"hipMemcpyPeerAsync", 5, 0},  /* 428 */
+    {"hipMemcpyToArray", 0, 0},  /* 429 */
+    {"hipMemcpyToArray", 3, 0},  /* 430 */
+    {"hipMemcpyToSymbol", 0, 0},  /* 431 */
+    {"hipMemcpyToSymbol", 1, 0},  /* 432 */
+    {"hipMemcpyToSymbolAsync", 0, 0},  /* 433 */
+    {"hipMemcpyToSymbolAsync", 1, 0},  /* 434 */
+    {"hipMemcpyToSymbolAsync", 5, 0},  /* 435 */
+    {"hipMemcpyWithStream", 0, 0},  /* 436 */
+    {"hipMemcpyWithStream", 1, 0},  /* 437 */
+    {"hipMemcpyWithStream", 4, 0},  /* 438 */
+    {"hipMemset", 0, 0},  /* 439 */
+    {"hipMemset2D", 0, 0},  /* 440 */
+    {"hipMemset2DAsync", 0, 0},  /* 441 */
+    {"hipMemset2DAsync", 5, 0},  /* 442 */
+    {"hipMemset3D", 0, 0},  /* 443 */
+    {"hipMemset3D", 2, 0},  /* 444 */
+    {"hipMemset3DAsync", 0, 0},  /* 445 */
+    {"hipMemset3DAsync", 2, 0},  /* 446 */
+    {"hipMemset3DAsync", 3, 0},  /* 447 */
+    {"hipMemsetAsync", 0, 0},  /* 448 */
+    {"hipMemsetAsync", 3, 0},  /* 449 */
+    {"hipMemsetD16", 0, 0},  /* 450 */
+    {"hipMemsetD16Async", 0, 0},  /* 451 */
+    {"hipMemsetD16Async", 3, 0},  /* 452 */
+    {"hipMemsetD32", 0, 0},  /* 453 */
+    {"hipMemsetD32Async", 0, 0},  /* 454 */
+    {"hipMemsetD32Async", 3, 0},  /* 455 */
+    {"hipMemsetD8", 0, 0},  /* 456 */
+    {"hipMemsetD8Async", 0, 0},  /* 457 */
+    {"hipMemsetD8Async", 3, 0},  /* 458 */
+    {"hipMipmappedArrayCreate", 0, 1},  /* 459 */
+    {"hipMipmappedArrayCreate", 1, 0},  /* 460 */
+    {"hipMipmappedArrayDestroy", 0, 0},  /* 461 */
+    {"hipMipmappedArrayGetLevel", 0, 1},  /* 462 */
+    {"hipMipmappedArrayGetLevel", 1, 0},  /* 463 */
+    {"hipModuleGetFunction", 0, 1},  /* 464 */
+    {"hipModuleGetFunction", 1, 0},  /* 465 */
+    {"hipModuleGetFunction", 2, 0},  /* 466 */
+    {"hipModuleGetGlobal", 0, 1},  /* 467 */
+    {"hipModuleGetGlobal", 2, 0},  /* 468 */
+    {"hipModuleGetGlobal", 3, 0},  /* 469 */
+    {"hipModuleGetTexRef", 0, 1},  /* 470 */
+    {"hipModuleGetTexRef", 1, 0},  /* 471 */
+    {"hipModuleGetTexRef", 2, 0},  /* 472 */
+    {"hipModuleLaunchKernel", 0, 0},  /* 473 */
+    {"hipModuleLaunchKernel", 8, 0},  /* 474 */
+    {"hipModuleLaunchKernel", 9, 1},  /* 475 */
+    {"hipModuleLaunchKernel", 10, 1},  /* 476 */
+    {"hipModuleLoad", 0, 1},  /* 477 */
+    {"hipModuleLoad", 1, 0},  /* 478 */
+    {"hipModuleLoadData", 0, 1},  /* 479 */
+    {"hipModuleLoadData", 1, 0},  /* 480 */
+    {"hipModuleLoadDataEx", 0, 1},  /* 481 */
+    {"hipModuleLoadDataEx", 1, 0},  /* 482 */
+    {"hipModuleLoadDataEx", 4, 1},  /* 483 */
+    {"hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", 1, 0},  /* 484 */
+    {"hipModuleOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 1, 0},  /* 485 */
+    {"hipModuleOccupancyMaxPotentialBlockSize", 2, 0},  /* 486 */
+    {"hipModuleOccupancyMaxPotentialBlockSizeWithFlags", 2, 0},  /* 487 */
+    {"hipModuleUnload", 0, 0},  /* 488 */
+    {"hipOccupancyMaxActiveBlocksPerMultiprocessor", 1, 0},  /* 489 */
+    {"hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 1, 0},  /* 490 */
+    {"hipOccupancyMaxPotentialBlockSize", 2, 0},  /* 491 */
+    {"hipPointerGetAttribute", 0, 0},  /* 492 */
+    {"hipPointerGetAttribute", 2, 0},  /* 493 */
+    {"hipPointerGetAttributes", 0, 0},  /* 494 */
+    {"hipPointerGetAttributes", 1, 0},  /* 495 */
+    {"hipRegisterActivityCallback", 1, 0},  /* 496 */
+    {"hipRegisterActivityCallback", 2, 0},  /* 497 */
+    {"hipRegisterApiCallback", 1, 0},  /* 498 */
+    {"hipRegisterApiCallback", 2, 0},  /* 499 */
+    {"hipSetupArgument", 0, 0},  /* 500 */
+    {"hipSignalExternalSemaphoresAsync", 0, 0},  /* 501 */
+    {"hipSignalExternalSemaphoresAsync", 1, 0},  /* 502 */
+    {"hipSignalExternalSemaphoresAsync", 3, 0},  /* 503 */
+    {"hipStreamAddCallback", 0, 0},  /* 504 */
+    {"hipStreamAddCallback", 1, 0},  /* 505 */
+    {"hipStreamAddCallback", 2, 0},  /* 506 */
+    {"hipStreamAttachMemAsync", 0, 0},  /* 507 */
+    {"hipStreamAttachMemAsync", 1, 0},  /* 508 */
+    {"hipStreamBeginCapture", 0, 0},  /* 509 */
+    {"hipStreamCreate", 0, 1},  /* 510 */
+    {"hipStreamCreateWithFlags", 0, 1},  /* 511 */
+    {"hipStreamCreateWithPriority", 0, 1},  /* 512 */
+    {"hipStreamDestroy", 0, 0},  /* 513 */
+    {"hipStreamEndCapture", 0, 0},  /* 514 */
+    {"hipStreamEndCapture", 1, 1},  /* 515 */
+    {"hipStreamGetCaptureInfo", 0, 0},  /* 516 */
+    {"hipStreamGetCaptureInfo_v2", 0, 0},  /* 517 */
+    {"hipStreamGetCaptureInfo_v2", 3, 1},  /* 518 */
+    {"hipStreamGetCaptureInfo_v2", 4, 1},  /* 519 */
+    {"hipStreamGetFlags", 0, 0},  /* 520 */
+    {"hipStreamGetPriority", 0, 0},  /* 521 */
+    {"hipStreamIsCapturing", 0, 0},  /* 522 */
+    {"hipStreamQuery", 0, 0},  /* 523 */
+    {"hipStreamSynchronize", 0, 0},  /* 524 */
+    {"hipStreamUpdateCaptureDependencies", 0, 0},  /* 525 */
+    {"hipStreamUpdateCaptureDependencies", 1, 1},  /* 526 */
+    {"hipStreamWaitEvent", 0, 0},  /* 527 */
+    {"hipStreamWaitEvent", 1, 0},  /* 528 */
+    {"hipStreamWaitValue32", 0, 0},  /* 529 */
+    {"hipStreamWaitValue32", 1, 0},  /* 530 */
+    {"hipStreamWaitValue64", 0, 0},  /* 531 */
+    {"hipStreamWaitValue64", 1, 0},  /* 532 */
+    {"hipStreamWriteValue32", 0, 0},  /* 533 */
+    {"hipStreamWriteValue32", 1, 0},  /* 534 */
+    {"hipStreamWriteValue64", 0, 0},  /* 535 */
+    {"hipStreamWriteValue64", 1, 0},  /* 536 */
+    {"hipTexObjectCreate", 0, 1},  /* 537 */
+    {"hipTexObjectCreate", 1, 0},  /* 538 */
+    {"hipTexObjectCreate", 2, 0},  /* 539 */
+    {"hipTexObjectCreate", 3, 0},  /* 540 */
+    {"hipTexObjectDestroy", 0, 0},  /* 541 */
+    {"hipTexObjectGetResourceDesc", 0, 0},  /* 542 */
+    {"hipTexObjectGetResourceDesc", 1, 0},  /* 543 */
+    {"hipTexObjectGetResourceViewDesc", 0, 0},  /* 544 */
+    {"hipTexObjectGetResourceViewDesc", 1, 0},  /* 545 */
+    {"hipTexObjectGetTextureDesc", 0, 0},  /* 546 */
+    {"hipTexObjectGetTextureDesc", 1, 0},  /* 547 */
+    {"hipTexRefGetAddress", 0, 1},  /* 548 */
+    {"hipTexRefGetAddress", 1, 0},  /* 549 */
+    {"hipTexRefGetAddressMode", 1, 0},  /* 550 */
+    {"hipTexRefGetFilterMode", 1, 0},  /* 551 */
+    {"hipTexRefGetFlags", 1, 0},  /* 552 */
+    {"hipTexRefGetFormat", 2, 0},  /* 553 */
+    {"hipTexRefGetMaxAnisotropy", 1, 0},  /* 554 */
+    {"hipTexRefGetMipMappedArray", 0, 1},  /* 555 */
+    {"hipTexRefGetMipMappedArray", 1, 0},  /* 556 */
+    {"hipTexRefGetMipmapFilterMode", 1, 0},  /* 557 */
+    {"hipTexRefGetMipmapLevelBias", 1, 0},  /* 558 */
+    {"hipTexRefGetMipmapLevelClamp", 2, 0},  /* 559 */
+    {"hipTexRefSetAddress", 1, 0},  /* 560 */
+    {"hipTexRefSetAddress", 2, 0},  /* 561 */
+    {"hipTexRefSetAddress2D", 0, 0},  /* 562 */
+    {"hipTexRefSetAddress2D", 1, 0},  /* 563 */
+    {"hipTexRefSetAddress2D", 2, 0},  /* 564 */
+    {"hipTexRefSetAddressMode", 0, 0},  /* 565 */
+    {"hipTexRefSetArray", 0, 0},  /* 566 */
+    {"hipTexRefSetArray", 1, 0},  /* 567 */
+    {"hipTexRefSetBorderColor", 0, 0},  /* 568 */
+    {"hipTexRefSetFilterMode", 0, 0},  /* 569 */
+    {"hipTexRefSetFlags", 0, 0},  /* 570 */
+    {"hipTexRefSetFormat", 0, 0},  /* 571 */
+    {"hipTexRefSetMaxAnisotropy", 0, 0},  /* 572 */
+    {"hipTexRefSetMipmapFilterMode", 0, 0},  /* 573 */
+    {"hipTexRefSetMipmapLevelBias", 0, 0},  /* 574 */
+    {"hipTexRefSetMipmapLevelClamp", 0, 0},  /* 575 */
+    {"hipTexRefSetMipmappedArray", 0, 0},  /* 576 */
+    {"hipTexRefSetMipmappedArray", 1, 0},  /* 577 */
+    {"hipUnbindTexture", 0, 0},  /* 578 */
+    {"hipWaitExternalSemaphoresAsync", 0, 0},  /* 579 */
+    {"hipWaitExternalSemaphoresAsync", 1, 0},  /* 580 */
+    {"hipWaitExternalSemaphoresAsync", 3, 0},  /* 581 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_6(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_7(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_8(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_9(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_10(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_11(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_12(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_13(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_14(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_15(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_16(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_17(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_18(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_19(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_20(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_21(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_22(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_23(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_24(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_25(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_26(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_27(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_28(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_29(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_30(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_31(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_32(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_33(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_34(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_35(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_36(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_37(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_38(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_39(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_40(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_41(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_42(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_43(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_44(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_45(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_46(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_47(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_48(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_49(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_50(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_51(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_52(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_53(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_54(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_55(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_56(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_57(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_58(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_59(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_60(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_61(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_62(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_63(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_64(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_65(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_66(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_67(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_68(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_69(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_70(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_71(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_72(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_73(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_74(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_75(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_76(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_77(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_78(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_79(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_80(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_81(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_82(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_83(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_84(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_85(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_86(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_87(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_88(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_89(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_90(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_91(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_92(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_93(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_94(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_95(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_96(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_97(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_98(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_99(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_100(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_101(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_102(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_103(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_104(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_105(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_106(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_107(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_108(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_109(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_110(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_111(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_112(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_113(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_114(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_115(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_116(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_117(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_118(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_119(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_120(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_121(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_122(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_123(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_124(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_125(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_126(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_127(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_128(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_129(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_130(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_131(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_132(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_133(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_134(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_135(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_136(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_137(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_138(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_139(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_140(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_141(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_142(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_143(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_144(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_145(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_146(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_147(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_148(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_149(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_150(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_151(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_152(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_153(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_154(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_155(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_156(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_157(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_158(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_159(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_160(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_161(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_162(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_163(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_164(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_165(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_166(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_167(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_168(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_169(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_170(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_171(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_172(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_173(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_174(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_175(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_176(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_177(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_178(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_179(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_180(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_181(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_182(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_183(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_184(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_185(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_186(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_187(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_188(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_189(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_190(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_191(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_192(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_193(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_194(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_195(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_196(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_197(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_198(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_199(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_200(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_201(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_202(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_203(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_204(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_205(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_206(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_207(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_208(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_209(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_210(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_211(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_212(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_213(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_214(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_215(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_216(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_217(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_218(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_219(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_220(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_221(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_222(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_223(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_224(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_225(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_226(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_227(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_228(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_229(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_230(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_231(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_232(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_233(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_234(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_235(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_236(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_237(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_238(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_239(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_240(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_241(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_242(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_243(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_244(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_245(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_246(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_247(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_248(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_249(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_250(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_251(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_252(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_253(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_254(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_255(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_256(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_257(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_258(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_259(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_260(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_261(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_262(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_263(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_264(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_265(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_266(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_267(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_268(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_269(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_270(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_271(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_272(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_273(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_274(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_275(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_276(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_277(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_278(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_279(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_280(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_281(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_282(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_283(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_284(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_285(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_286(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_287(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_288(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_289(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_290(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_291(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_292(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_293(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_294(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_295(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_296(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_297(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_298(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_299(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_300(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_301(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_302(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_303(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_304(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_305(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_306(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_307(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_308(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_309(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_310(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_311(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_312(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_313(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_314(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_315(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_316(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_317(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_318(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_319(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_320(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_321(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_322(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_323(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_324(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_325(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_326(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_327(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_328(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_329(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_330(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_331(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_332(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_333(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_334(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_335(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_336(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_337(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_338(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_339(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_340(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_341(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_342(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_343(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_344(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_345(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_346(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_347(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_348(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_349(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_350(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_351(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
 static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"id"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     const char *ia_r;
     uint32_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipApiName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipApiName", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(uint32_t, ia_a[0], a0);
+    IA_IN_INT(uint32_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipApiName(a0);
     Py_END_ALLOW_THREADS
     if (ia_r == NULL && ia_status(0) != 0 && ia_fast_require(0) < 0)
+        goto ia_done;
+    ia_res = ia_str(ia_r);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pAllocateArray"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipArray *o0 = NULL;
+    const HIP_ARRAY3D_DESCRIPTOR *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipArray3DCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 2) < 0)
         return NULL;
-    return ia_str(ia_r);
+    if (ia_arg_ptr(IA_CT(1), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipArray3DCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(0));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pAllocateArray"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipArray *o0 = NULL;
+    const HIP_ARRAY_DESCRIPTOR *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipArrayCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(3), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipArrayCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(2));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipArray *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("hipArrayDestroy", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[4] == NULL) && ia_ct_load(4, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[4], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(4));
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipArrayDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"tex", "devPtr", "desc", "size"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    size_t o0 = 0;
+    const textureReference *a1;
+    const void *a2;
+    const hipChannelFormatDesc *a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipBindTexture", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[5] == NULL) && ia_ct_load(5, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(5), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(6), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(7), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipBindTexture(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 4);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"tex", "devPtr", "desc", "width", "height", "pitch"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    size_t o0 = 0;
+    const textureReference *a1;
+    const void *a2;
+    const hipChannelFormatDesc *a3;
+    size_t a4;
+    size_t a5;
+    size_t a6;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("hipBindTexture2D", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[8] == NULL) && ia_ct_load(8, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(8), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(9), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(10), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a4);
+    IA_IN_INT(size_t, ia_a[4], a5);
+    IA_IN_INT(size_t, ia_a[5], a6);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipBindTexture2D(&o0, a1, a2, a3, a4, a5, a6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 5);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"tex", "array", "desc"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const textureReference *a0;
+    hipArray_const_t a1;
+    const hipChannelFormatDesc *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipBindTextureToArray", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[11] == NULL) && ia_ct_load(11, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(11), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(12), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(13), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipBindTextureToArray(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 6);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"tex", "mipmappedArray", "desc"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const textureReference *a0;
+    hipMipmappedArray_const_t a1;
+    const hipChannelFormatDesc *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipBindTextureToMipmappedArray", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[14] == NULL) && ia_ct_load(14, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(14), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(15), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(16), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipBindTextureToMipmappedArray(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 7);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prop"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    const hipDeviceProp_t *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipChooseDevice", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[17] == NULL) && ia_ct_load(17, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(17), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipChooseDevice(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 8);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"gridDim", "blockDim", "sharedMem", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    dim3 a0;
+    dim3 a1;
+    size_t a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipConfigureCall", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[18] == NULL) && ia_ct_load(18, 3) < 0)
+        return NULL;
+    if (_cffi_to_c((char *)&a0, IA_CT(18), ia_a[0]) < 0)
+        goto ia_done;
+    if (_cffi_to_c((char *)&a1, IA_CT(19), ia_a[1]) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(20), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipConfigureCall(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 9);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"x", "y", "z", "w", "f"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct hipChannelFormatDesc ia_r;
+    int a0;
+    int a1;
+    int a2;
+    int a3;
+    enum hipChannelFormatKind a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipCreateChannelDesc", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[21] == NULL) && ia_ct_load(21, 1) < 0)
+        return NULL;
+    IA_IN_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    IA_IN_INT(int, ia_a[3], a3);
+    IA_IN_INT(enum hipChannelFormatKind, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCreateChannelDesc(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    ia_res = _cffi_from_c_struct((char *)&ia_r, IA_CT(21));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pResDesc", "pTexDesc", "pResViewDesc"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipTextureObject_t o0 = NULL;
+    const hipResourceDesc *a1;
+    const hipTextureDesc *a2;
+    const struct hipResourceViewDesc *a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipCreateTextureObject", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[22] == NULL) && ia_ct_load(22, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(23), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(24), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(25), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCreateTextureObject(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 11);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(22));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags", "device"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipCtx_t o0 = NULL;
+    unsigned int a1;
+    hipDevice_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipCtxCreate", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[26] == NULL) && ia_ct_load(26, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    IA_IN_INT(hipDevice_t, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCtxCreate(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 12);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(26));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipCtx_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipCtxDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[27] == NULL) && ia_ct_load(27, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(27), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCtxDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 13);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"peerCtx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipCtx_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipCtxDisablePeerAccess", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[28] == NULL) && ia_ct_load(28, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(28), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCtxDisablePeerAccess(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 14);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"peerCtx", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipCtx_t a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipCtxEnablePeerAccess", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[29] == NULL) && ia_ct_load(29, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(29), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCtxEnablePeerAccess(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 15);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipCtx_t a0;
+    int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipCtxGetApiVersion", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[30] == NULL) && ia_ct_load(30, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(30), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCtxGetApiVersion(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 16);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipFuncCache_t o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipCtxGetCacheConfig", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipCtxGetCacheConfig", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipCtxGetCacheConfig(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 17);
-    return IA_FROM_INT(hipFuncCache_t, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 17);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipFuncCache_t, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipCtx_t o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("hipCtxGetCurrent", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[31] == NULL) && ia_ct_load(31, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCtxGetCurrent(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 18);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(31));
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipDevice_t o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipCtxGetDevice", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipCtxGetDevice", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipCtxGetDevice(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 19);
-    return IA_FROM_INT(hipDevice_t, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 19);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipDevice_t, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     unsigned int o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipCtxGetFlags", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipCtxGetFlags", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipCtxGetFlags(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 20);
-    return IA_FROM_INT(unsigned int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 20);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipSharedMemConfig o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipCtxGetSharedMemConfig", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipCtxGetSharedMemConfig", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipCtxGetSharedMemConfig(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 21);
-    return IA_FROM_INT(hipSharedMemConfig, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 21);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipSharedMemConfig, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipCtx_t o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("hipCtxPopCurrent", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[32] == NULL) && ia_ct_load(32, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCtxPopCurrent(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 22);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(32));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipCtx_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipCtxPushCurrent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[33] == NULL) && ia_ct_load(33, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(33), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCtxPushCurrent(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 23);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3659,21 +5271,58 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"cacheConfig"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipFuncCache_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipCtxSetCacheConfig", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipCtxSetCacheConfig", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipFuncCache_t, ia_a[0], a0);
+    IA_IN_INT(hipFuncCache_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipCtxSetCacheConfig(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 24);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 24);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipCtx_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipCtxSetCurrent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[34] == NULL) && ia_ct_load(34, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(34), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipCtxSetCurrent(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 25);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3681,38 +5330,144 @@ static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"config"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipSharedMemConfig a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipCtxSetSharedMemConfig", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipCtxSetSharedMemConfig", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipSharedMemConfig, ia_a[0], a0);
+    IA_IN_INT(hipSharedMemConfig, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipCtxSetSharedMemConfig(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 26);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 26);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipCtxSynchronize", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipCtxSynchronize", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipCtxSynchronize();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 27);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 27);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extMem"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipExternalMemory_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipDestroyExternalMemory", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[35] == NULL) && ia_ct_load(35, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(35), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDestroyExternalMemory(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 28);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extSem"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipExternalSemaphore_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipDestroyExternalSemaphore", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[36] == NULL) && ia_ct_load(36, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(36), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDestroyExternalSemaphore(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 29);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"textureObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipTextureObject_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipDestroyTextureObject", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[37] == NULL) && ia_ct_load(37, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(37), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDestroyTextureObject(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 30);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3720,24 +5475,29 @@ static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"deviceId", "peerDeviceId"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int o0 = 0;
     int a1;
     int a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("hipDeviceCanAccessPeer", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceCanAccessPeer", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a1);
-    IA_ARG_INT(int, ia_a[1], a2);
+    IA_IN_INT(int, ia_a[0], a1);
+    IA_IN_INT(int, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceCanAccessPeer(&o0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 31);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 31);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3745,23 +5505,28 @@ static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"device"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int o0 = 0;
     int o1 = 0;
     hipDevice_t a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDeviceComputeCapability", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceComputeCapability", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipDevice_t, ia_a[0], a2);
+    IA_IN_INT(hipDevice_t, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceComputeCapability(&o0, &o1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 32);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 32);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3769,21 +5534,26 @@ static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"peerDeviceId"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDeviceDisablePeerAccess", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceDisablePeerAccess", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceDisablePeerAccess(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 33);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 33);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3791,23 +5561,28 @@ static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"peerDeviceId", "flags"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int a0;
     unsigned int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("hipDeviceEnablePeerAccess", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceEnablePeerAccess", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
-    IA_ARG_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceEnablePeerAccess(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 34);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 34);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3815,22 +5590,27 @@ static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"ordinal"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipDevice_t o0 = 0;
     int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDeviceGet", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceGet", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a1);
+    IA_IN_INT(int, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceGet(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 35);
-    return IA_FROM_INT(hipDevice_t, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 35);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipDevice_t, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3838,42 +5618,119 @@ static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"attr", "deviceId"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int o0 = 0;
     hipDeviceAttribute_t a1;
     int a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("hipDeviceGetAttribute", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipDeviceAttribute_t, ia_a[0], a1);
-    IA_ARG_INT(int, ia_a[1], a2);
+    IA_IN_INT(hipDeviceAttribute_t, ia_a[0], a1);
+    IA_IN_INT(int, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceGetAttribute(&o0, a1, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 36);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 36);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pciBusId"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipDeviceGetByPCIBusId", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[38] == NULL) && ia_ct_load(38, 1) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(38), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDeviceGetByPCIBusId(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 37);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
 }
 
 static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipFuncCache_t o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipDeviceGetCacheConfig", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceGetCacheConfig", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceGetCacheConfig(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 38);
-    return IA_FROM_INT(hipFuncCache_t, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 38);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipFuncCache_t, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipMemPool_t o0 = NULL;
+    int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipDeviceGetDefaultMemPool", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[39] == NULL) && ia_ct_load(39, 1) < 0)
+        return NULL;
+    IA_IN_INT(int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDeviceGetDefaultMemPool(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 39);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(39));
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3881,22 +5738,57 @@ static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"limit"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     size_t o0 = 0;
     enum hipLimit_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDeviceGetLimit", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceGetLimit", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(enum hipLimit_t, ia_a[0], a1);
+    IA_IN_INT(enum hipLimit_t, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceGetLimit(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 40);
-    return IA_FROM_INT(size_t, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 40);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipMemPool_t o0 = NULL;
+    int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipDeviceGetMemPool", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[40] == NULL) && ia_ct_load(40, 1) < 0)
+        return NULL;
+    IA_IN_INT(int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDeviceGetMemPool(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 41);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(40));
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3904,23 +5796,28 @@ static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"device"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     char ia_buf0[256];
     hipDevice_t a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDeviceGetName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceGetName", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipDevice_t, ia_a[0], a2);
     memset(ia_buf0, 0, sizeof ia_buf0);
+    IA_IN_INT(hipDevice_t, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceGetName(ia_buf0, (int)256, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 42);
-    return ia_str_n(ia_buf0, 256);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 42);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf0, 256);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3928,6 +5825,7 @@ static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"attr", "srcDevice", "dstDevice"};
     PyObject *ia_argv[3];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int o0 = 0;
     hipDeviceP2PAttr a1;
@@ -3935,56 +5833,141 @@ static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     int a3;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("hipDeviceGetP2PAttribute", ia_kw, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceGetP2PAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipDeviceP2PAttr, ia_a[0], a1);
-    IA_ARG_INT(int, ia_a[1], a2);
-    IA_ARG_INT(int, ia_a[2], a3);
+    IA_IN_INT(hipDeviceP2PAttr, ia_a[0], a1);
+    IA_IN_INT(int, ia_a[1], a2);
+    IA_IN_INT(int, ia_a[2], a3);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceGetP2PAttribute(&o0, a1, a2, a3);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 43);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 43);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pciBusId", "len", "device"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    char *a0;
+    int a1;
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipDeviceGetPCIBusId", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[41] == NULL) && ia_ct_load(41, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(41), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDeviceGetPCIBusId(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 44);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipSharedMemConfig o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipDeviceGetSharedMemConfig", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceGetSharedMemConfig", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceGetSharedMemConfig(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 45);
-    return IA_FROM_INT(hipSharedMemConfig, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 45);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipSharedMemConfig, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_46(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int o0 = 0;
     int o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipDeviceGetStreamPriorityRange", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceGetStreamPriorityRange", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceGetStreamPriorityRange(&o0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 46);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 46);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipUUID *a0;
+    hipDevice_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipDeviceGetUuid", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[42] == NULL) && ia_ct_load(42, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[42], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(42));
+    IA_IN_INT(hipDevice_t, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDeviceGetUuid(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 47);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
 }
 
 static PyObject *ia_fast_48(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -3992,23 +5975,28 @@ static PyObject *ia_fast_48(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipDevice_t a0;
     unsigned int o1 = 0;
     int o2 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDevicePrimaryCtxGetState", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDevicePrimaryCtxGetState", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipDevice_t, ia_a[0], a0);
+    IA_IN_INT(hipDevice_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDevicePrimaryCtxGetState(a0, &o1, &o2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 48);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(unsigned int, o1), IA_FROM_INT(int, o2)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 48);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(unsigned int, o1), IA_FROM_INT(int, o2)});
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4016,21 +6004,26 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipDevice_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDevicePrimaryCtxRelease", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDevicePrimaryCtxRelease", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipDevice_t, ia_a[0], a0);
+    IA_IN_INT(hipDevice_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDevicePrimaryCtxRelease(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 49);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 49);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_50(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4038,21 +6031,56 @@ static PyObject *ia_fast_50(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipDevice_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDevicePrimaryCtxReset", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDevicePrimaryCtxReset", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipDevice_t, ia_a[0], a0);
+    IA_IN_INT(hipDevice_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDevicePrimaryCtxReset(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 50);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 50);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipCtx_t o0 = NULL;
+    hipDevice_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipDevicePrimaryCtxRetain", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[43] == NULL) && ia_ct_load(43, 1) < 0)
+        return NULL;
+    IA_IN_INT(hipDevice_t, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDevicePrimaryCtxRetain(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 51);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(43));
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4060,40 +6088,50 @@ static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"dev", "flags"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipDevice_t a0;
     unsigned int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("hipDevicePrimaryCtxSetFlags", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDevicePrimaryCtxSetFlags", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipDevice_t, ia_a[0], a0);
-    IA_ARG_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(hipDevice_t, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDevicePrimaryCtxSetFlags(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 52);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 52);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipDeviceReset", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceReset", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceReset();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 53);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 53);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4101,21 +6139,60 @@ static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"cacheConfig"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipFuncCache_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDeviceSetCacheConfig", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceSetCacheConfig", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipFuncCache_t, ia_a[0], a0);
+    IA_IN_INT(hipFuncCache_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceSetCacheConfig(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 54);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 54);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device", "mem_pool"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int a0;
+    hipMemPool_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipDeviceSetMemPool", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[44] == NULL) && ia_ct_load(44, 1) < 0)
+        return NULL;
+    IA_IN_INT(int, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(44), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDeviceSetMemPool(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 55);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4123,38 +6200,48 @@ static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"config"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipSharedMemConfig a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDeviceSetSharedMemConfig", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceSetSharedMemConfig", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipSharedMemConfig, ia_a[0], a0);
+    IA_IN_INT(hipSharedMemConfig, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceSetSharedMemConfig(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 56);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 56);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipDeviceSynchronize", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceSynchronize", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceSynchronize();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 57);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 57);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4162,40 +6249,743 @@ static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"device"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     size_t o0 = 0;
     hipDevice_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipDeviceTotalMem", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDeviceTotalMem", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipDevice_t, ia_a[0], a1);
+    IA_IN_INT(hipDevice_t, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceTotalMem(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 58);
-    return IA_FROM_INT(size_t, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 58);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_59(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipDriverGetVersion", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipDriverGetVersion", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDriverGetVersion(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 59);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 59);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const hip_Memcpy2D *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipDrvMemcpy2DUnaligned", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[45] == NULL) && ia_ct_load(45, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(45), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDrvMemcpy2DUnaligned(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 60);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const HIP_MEMCPY3D *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipDrvMemcpy3D", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[46] == NULL) && ia_ct_load(46, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(46), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDrvMemcpy3D(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 61);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_62(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const HIP_MEMCPY3D *a0;
+    hipStream_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipDrvMemcpy3DAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[47] == NULL) && ia_ct_load(47, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(47), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(48), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDrvMemcpy3DAsync(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 62);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"numAttributes", "ptr"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    unsigned int a0;
+    hipPointer_attribute o1 = 0;
+    void *o2 = NULL;
+    hipDeviceptr_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipDrvPointerGetAttributes", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[49] == NULL) && ia_ct_load(49, 2) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(50), ia_a[1], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipDrvPointerGetAttributes(a0, &o1, &o2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 63);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(hipPointer_attribute, o1), _cffi_from_c_pointer((char *)o2, IA_CT(49))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_64(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipEvent_t o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("hipEventCreate", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[51] == NULL) && ia_ct_load(51, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipEventCreate(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 64);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(51));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipEvent_t o0 = NULL;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipEventCreateWithFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[52] == NULL) && ia_ct_load(52, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipEventCreateWithFlags(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 65);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(52));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipEvent_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipEventDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[53] == NULL) && ia_ct_load(53, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(53), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipEventDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 66);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_67(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"start", "stop"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    float o0 = 0;
+    hipEvent_t a1;
+    hipEvent_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipEventElapsedTime", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[54] == NULL) && ia_ct_load(54, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(54), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(55), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipEventElapsedTime(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 67);
+        goto ia_done;
+    }
+    ia_res = PyFloat_FromDouble((double)o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipEvent_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipEventQuery", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[56] == NULL) && ia_ct_load(56, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(56), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipEventQuery(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL && (long long)ia_r != 600LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 68);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipError_t, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_69(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipEvent_t a0;
+    hipStream_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipEventRecord", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[57] == NULL) && ia_ct_load(57, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(57), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(58), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipEventRecord(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 69);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipEvent_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipEventSynchronize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[59] == NULL) && ia_ct_load(59, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(59), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipEventSynchronize(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 70);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipFree", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[60] == NULL) && ia_ct_load(60, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(60), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFree(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 71);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_72(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipArray *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("hipFreeArray", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[61] == NULL) && ia_ct_load(61, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[61], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(61));
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFreeArray(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 72);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_73(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev_ptr", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    hipStream_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipFreeAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[62] == NULL) && ia_ct_load(62, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(62), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(63), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFreeAsync(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 73);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_74(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipFreeHost", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[64] == NULL) && ia_ct_load(64, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(64), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFreeHost(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 74);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_75(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipMipmappedArray_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("hipFreeMipmappedArray", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[65] == NULL) && ia_ct_load(65, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[65], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(65));
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFreeMipmappedArray(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 75);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_76(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"attrib", "hfunc"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    hipFunction_attribute a1;
+    hipFunction_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipFuncGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[66] == NULL) && ia_ct_load(66, 1) < 0)
+        return NULL;
+    IA_IN_INT(hipFunction_attribute, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(66), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFuncGetAttribute(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 76);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_77(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    struct hipFuncAttributes *a0;
+    const void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipFuncGetAttributes", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[67] == NULL) && ia_ct_load(67, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[67], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(67));
+    if (ia_arg_ptr(IA_CT(68), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFuncGetAttributes(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 77);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_78(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "attr", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    hipFuncAttribute a1;
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipFuncSetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[69] == NULL) && ia_ct_load(69, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(69), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipFuncAttribute, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFuncSetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 78);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_79(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    hipFuncCache_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipFuncSetCacheConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[70] == NULL) && ia_ct_load(70, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(70), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipFuncCache_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFuncSetCacheConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 79);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_80(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    hipSharedMemConfig a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipFuncSetSharedMemConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[71] == NULL) && ia_ct_load(71, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(71), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipSharedMemConfig, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipFuncSetSharedMemConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 80);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4203,6 +6993,7 @@ static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"hipDeviceCount", "deviceList"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     unsigned int o0 = 0;
     int o1 = 0;
@@ -4210,72 +7001,164 @@ static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     hipGLDeviceList a3;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("hipGLGetDevices", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipGLGetDevices", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(unsigned int, ia_a[0], a2);
-    IA_ARG_INT(hipGLDeviceList, ia_a[1], a3);
+    IA_IN_INT(unsigned int, ia_a[0], a2);
+    IA_IN_INT(hipGLDeviceList, ia_a[1], a3);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipGLGetDevices(&o0, &o1, a2, a3);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 81);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(unsigned int, o0), IA_FROM_INT(int, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 81);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(unsigned int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_82(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"array"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipChannelFormatDesc *a0;
+    hipArray_const_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGetChannelDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[72] == NULL) && ia_ct_load(72, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[72], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(72));
+    if (ia_arg_ptr(IA_CT(73), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetChannelDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 82);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
 }
 
 static PyObject *ia_fast_83(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipGetDevice", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipGetDevice", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipGetDevice(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 83);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 83);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_84(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipGetDeviceCount", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipGetDeviceCount", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipGetDeviceCount(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 84);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 84);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_85(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     unsigned int o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipGetDeviceFlags", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipGetDeviceFlags", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipGetDeviceFlags(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 85);
-    return IA_FROM_INT(unsigned int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 85);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_86(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"deviceId"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipDeviceProp_t *a0;
+    int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGetDeviceProperties", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[74] == NULL) && ia_ct_load(74, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[74], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(74));
+    IA_IN_INT(int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetDeviceProperties(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 86);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
 }
 
 static PyObject *ia_fast_87(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4283,21 +7166,24 @@ static PyObject *ia_fast_87(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"hip_error"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     const char *ia_r;
     hipError_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipGetErrorName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipGetErrorName", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipError_t, ia_a[0], a0);
+    IA_IN_INT(hipError_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipGetErrorName(a0);
     Py_END_ALLOW_THREADS
     if (ia_r == NULL && ia_status(87) != 0 && ia_fast_require(87) < 0)
-        return NULL;
-    return ia_str(ia_r);
+        goto ia_done;
+    ia_res = ia_str(ia_r);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_88(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4305,38 +7191,3066 @@ static PyObject *ia_fast_88(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"hipError"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     const char *ia_r;
     hipError_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipGetErrorString", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipGetErrorString", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(hipError_t, ia_a[0], a0);
+    IA_IN_INT(hipError_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipGetErrorString(a0);
     Py_END_ALLOW_THREADS
     if (ia_r == NULL && ia_status(88) != 0 && ia_fast_require(88) < 0)
-        return NULL;
-    return ia_str(ia_r);
+        goto ia_done;
+    ia_res = ia_str(ia_r);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_89(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipGetLastError", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipGetLastError", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipGetLastError();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 89);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 89);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_90(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mipmappedArray", "level"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipArray_t o0 = NULL;
+    hipMipmappedArray_const_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGetMipmappedArrayLevel", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[75] == NULL) && ia_ct_load(75, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(76), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetMipmappedArrayLevel(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 90);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(75));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_91(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    int ia_r;
+    hipStream_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGetStreamDeviceId", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[77] == NULL) && ia_ct_load(77, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(77), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetStreamDeviceId(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = IA_FROM_INT(int, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_92(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"symbol"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    const void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGetSymbolAddress", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[78] == NULL) && ia_ct_load(78, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(79), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetSymbolAddress(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 92);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(78));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_93(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"symbol"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    size_t o0 = 0;
+    const void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGetSymbolSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[80] == NULL) && ia_ct_load(80, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(80), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetSymbolSize(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 93);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_94(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texref"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    size_t o0 = 0;
+    const textureReference *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGetTextureAlignmentOffset", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[81] == NULL) && ia_ct_load(81, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(81), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetTextureAlignmentOffset(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 94);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_95(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"textureObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipResourceDesc *a0;
+    hipTextureObject_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGetTextureObjectResourceDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[82] == NULL) && ia_ct_load(82, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[82], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(82));
+    if (ia_arg_ptr(IA_CT(83), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetTextureObjectResourceDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 95);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_96(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"textureObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    struct hipResourceViewDesc *a0;
+    hipTextureObject_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGetTextureObjectResourceViewDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[84] == NULL) && ia_ct_load(84, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[84], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(84));
+    if (ia_arg_ptr(IA_CT(85), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetTextureObjectResourceViewDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 96);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_97(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"textureObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipTextureDesc *a0;
+    hipTextureObject_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGetTextureObjectTextureDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[86] == NULL) && ia_ct_load(86, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[86], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(86));
+    if (ia_arg_ptr(IA_CT(87), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetTextureObjectTextureDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 97);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_98(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"symbol"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const textureReference *o0 = NULL;
+    const void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGetTextureReference", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[88] == NULL) && ia_ct_load(88, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(89), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGetTextureReference(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 98);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(88));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_99(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies", "childGraph"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    hipGraph_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipGraphAddChildGraphNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[90] == NULL) && ia_ct_load(90, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(91), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(92), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(93), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddChildGraphNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 99);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(90));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_100(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "from_", "to", "numDependencies"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraph_t a0;
+    const hipGraphNode_t *a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipGraphAddDependencies", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[94] == NULL) && ia_ct_load(94, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(94), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(95), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(96), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddDependencies(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 100);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_101(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphAddEmptyNode", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[97] == NULL) && ia_ct_load(97, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(98), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(99), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddEmptyNode(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 101);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(97));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_102(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies", "event"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    hipEvent_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipGraphAddEventRecordNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[100] == NULL) && ia_ct_load(100, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(101), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(102), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(103), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddEventRecordNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 102);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(100));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_103(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies", "event"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    hipEvent_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipGraphAddEventWaitNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[104] == NULL) && ia_ct_load(104, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(105), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(106), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(107), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddEventWaitNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 103);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(104));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_104(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies", "pNodeParams"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    const hipHostNodeParams *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipGraphAddHostNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[108] == NULL) && ia_ct_load(108, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(109), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(110), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(111), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddHostNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 104);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(108));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_105(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies", "pNodeParams"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    const hipKernelNodeParams *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipGraphAddKernelNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[112] == NULL) && ia_ct_load(112, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(113), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(114), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(115), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddKernelNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 105);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(112));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_106(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies", "pCopyParams"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    const hipMemcpy3DParms *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipGraphAddMemcpyNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[116] == NULL) && ia_ct_load(116, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(117), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(118), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(119), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddMemcpyNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 106);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(116));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_107(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies", "dst", "src", "count", "kind"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    void *a4;
+    const void *a5;
+    size_t a6;
+    hipMemcpyKind a7;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("hipGraphAddMemcpyNode1D", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[120] == NULL) && ia_ct_load(120, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(121), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(122), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(123), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(124), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[5], a6);
+    IA_IN_INT(hipMemcpyKind, ia_a[6], a7);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddMemcpyNode1D(&o0, a1, a2, a3, a4, a5, a6, a7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 107);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(120));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_108(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies", "dst", "symbol", "count", "offset", "kind"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    void *a4;
+    const void *a5;
+    size_t a6;
+    size_t a7;
+    hipMemcpyKind a8;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("hipGraphAddMemcpyNodeFromSymbol", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[125] == NULL) && ia_ct_load(125, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(126), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(127), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(128), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(129), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[5], a6);
+    IA_IN_INT(size_t, ia_a[6], a7);
+    IA_IN_INT(hipMemcpyKind, ia_a[7], a8);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddMemcpyNodeFromSymbol(&o0, a1, a2, a3, a4, a5, a6, a7, a8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 108);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(125));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_109(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies", "symbol", "src", "count", "offset", "kind"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    const void *a4;
+    const void *a5;
+    size_t a6;
+    size_t a7;
+    hipMemcpyKind a8;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("hipGraphAddMemcpyNodeToSymbol", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[130] == NULL) && ia_ct_load(130, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(131), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(132), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(133), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(134), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[5], a6);
+    IA_IN_INT(size_t, ia_a[6], a7);
+    IA_IN_INT(hipMemcpyKind, ia_a[7], a8);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddMemcpyNodeToSymbol(&o0, a1, a2, a3, a4, a5, a6, a7, a8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 109);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(130));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_110(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pDependencies", "numDependencies", "pMemsetParams"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraph_t a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    const hipMemsetParams *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipGraphAddMemsetNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[135] == NULL) && ia_ct_load(135, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(136), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(137), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    if (ia_arg_ptr(IA_CT(138), ia_a[3], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphAddMemsetNode(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 110);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(135));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_111(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    hipGraph_t o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphChildGraphNodeGetGraph", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[139] == NULL) && ia_ct_load(139, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(139), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphChildGraphNodeGetGraph(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 111);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(140));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_112(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"originalGraph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraph_t o0 = NULL;
+    hipGraph_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphClone", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[141] == NULL) && ia_ct_load(141, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(142), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphClone(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 112);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(141));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_113(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipGraph_t o0 = NULL;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[143] == NULL) && ia_ct_load(143, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 113);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(143));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_114(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraph_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[144] == NULL) && ia_ct_load(144, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(144), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 114);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_115(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphDestroyNode", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[145] == NULL) && ia_ct_load(145, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(145), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphDestroyNode(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 115);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_116(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    hipEvent_t o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphEventRecordNodeGetEvent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[146] == NULL) && ia_ct_load(146, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(146), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphEventRecordNodeGetEvent(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 116);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(147));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_117(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node", "event"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    hipEvent_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphEventRecordNodeSetEvent", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[148] == NULL) && ia_ct_load(148, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(148), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(149), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphEventRecordNodeSetEvent(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 117);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_118(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    hipEvent_t o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphEventWaitNodeGetEvent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[150] == NULL) && ia_ct_load(150, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(150), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphEventWaitNodeGetEvent(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 118);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(151));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_119(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node", "event"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    hipEvent_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphEventWaitNodeSetEvent", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[152] == NULL) && ia_ct_load(152, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(152), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(153), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphEventWaitNodeSetEvent(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 119);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_120(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "node", "childGraph"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraphNode_t a1;
+    hipGraph_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphExecChildGraphNodeSetParams", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[154] == NULL) && ia_ct_load(154, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(154), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(155), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(156), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecChildGraphNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 120);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_121(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphExec"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphExecDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[157] == NULL) && ia_ct_load(157, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(157), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 121);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_122(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "event"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraphNode_t a1;
+    hipEvent_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphExecEventRecordNodeSetEvent", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[158] == NULL) && ia_ct_load(158, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(158), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(159), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(160), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecEventRecordNodeSetEvent(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 122);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_123(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hNode", "event"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraphNode_t a1;
+    hipEvent_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphExecEventWaitNodeSetEvent", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[161] == NULL) && ia_ct_load(161, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(161), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(162), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(163), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecEventWaitNodeSetEvent(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 123);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_124(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "node", "pNodeParams"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraphNode_t a1;
+    const hipHostNodeParams *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphExecHostNodeSetParams", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[164] == NULL) && ia_ct_load(164, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(164), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(165), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(166), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecHostNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 124);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_125(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "node", "pNodeParams"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraphNode_t a1;
+    const hipKernelNodeParams *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphExecKernelNodeSetParams", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[167] == NULL) && ia_ct_load(167, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(167), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(168), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(169), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecKernelNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 125);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_126(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "node"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraphNode_t a1;
+    PyObject *ia_o2 = NULL;
+    hipMemcpy3DParms *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphExecMemcpyNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[170] == NULL) && ia_ct_load(170, 3) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[172], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(172));
+    if (ia_arg_ptr(IA_CT(170), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(171), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecMemcpyNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 126);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_127(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "node", "dst", "src", "count", "kind"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraphNode_t a1;
+    void *a2;
+    const void *a3;
+    size_t a4;
+    hipMemcpyKind a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("hipGraphExecMemcpyNodeSetParams1D", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[173] == NULL) && ia_ct_load(173, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(173), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(174), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(175), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(176), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(hipMemcpyKind, ia_a[5], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecMemcpyNodeSetParams1D(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 127);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_128(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "node", "dst", "symbol", "count", "offset", "kind"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraphNode_t a1;
+    void *a2;
+    const void *a3;
+    size_t a4;
+    size_t a5;
+    hipMemcpyKind a6;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("hipGraphExecMemcpyNodeSetParamsFromSymbol", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[177] == NULL) && ia_ct_load(177, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(177), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(178), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(179), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(180), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(hipMemcpyKind, ia_a[6], a6);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecMemcpyNodeSetParamsFromSymbol(a0, a1, a2, a3, a4, a5, a6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 128);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_129(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "node", "symbol", "src", "count", "offset", "kind"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraphNode_t a1;
+    const void *a2;
+    const void *a3;
+    size_t a4;
+    size_t a5;
+    hipMemcpyKind a6;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("hipGraphExecMemcpyNodeSetParamsToSymbol", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[181] == NULL) && ia_ct_load(181, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(181), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(182), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(183), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(184), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(hipMemcpyKind, ia_a[6], a6);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecMemcpyNodeSetParamsToSymbol(a0, a1, a2, a3, a4, a5, a6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 129);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_130(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "node", "pNodeParams"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraphNode_t a1;
+    const hipMemsetParams *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphExecMemsetNodeSetParams", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[185] == NULL) && ia_ct_load(185, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(185), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(186), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(187), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecMemsetNodeSetParams(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 130);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_131(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hGraphExec", "hGraph"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipGraph_t a1;
+    hipGraphNode_t o2 = NULL;
+    hipGraphExecUpdateResult o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphExecUpdate", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[188] == NULL) && ia_ct_load(188, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(188), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(189), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphExecUpdate(a0, a1, &o2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 131);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o2, IA_CT(190)), IA_FROM_INT(hipGraphExecUpdateResult, o3)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_132(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraph_t a0;
+    hipGraphNode_t o1 = NULL;
+    hipGraphNode_t o2 = NULL;
+    size_t o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphGetEdges", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[191] == NULL) && ia_ct_load(191, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(191), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphGetEdges(a0, &o1, &o2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 132);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(192)), _cffi_from_c_pointer((char *)o2, IA_CT(193)), IA_FROM_INT(size_t, o3)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_133(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraph_t a0;
+    hipGraphNode_t o1 = NULL;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphGetNodes", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[194] == NULL) && ia_ct_load(194, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(194), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphGetNodes(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 133);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(195)), IA_FROM_INT(size_t, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_134(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraph_t a0;
+    hipGraphNode_t o1 = NULL;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphGetRootNodes", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[196] == NULL) && ia_ct_load(196, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(196), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphGetRootNodes(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 134);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(197)), IA_FROM_INT(size_t, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_135(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    PyObject *ia_o1 = NULL;
+    hipHostNodeParams *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphHostNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[198] == NULL) && ia_ct_load(198, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[199], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(199));
+    if (ia_arg_ptr(IA_CT(198), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphHostNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 135);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_136(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node", "pNodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    const hipHostNodeParams *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphHostNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[200] == NULL) && ia_ct_load(200, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(200), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(201), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphHostNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 136);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_137(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "pLogBuffer", "bufferSize"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t o0 = NULL;
+    hipGraph_t a1;
+    hipGraphNode_t o2 = NULL;
+    char *a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphInstantiate", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[202] == NULL) && ia_ct_load(202, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(203), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(205), ia_a[1], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphInstantiate(&o0, a1, &o2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 137);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(202)), _cffi_from_c_pointer((char *)o2, IA_CT(204))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_138(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t o0 = NULL;
+    hipGraph_t a1;
+    unsigned long long a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphInstantiateWithFlags", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[206] == NULL) && ia_ct_load(206, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(207), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned long long, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphInstantiateWithFlags(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 138);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(206));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_139(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "attr"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    hipKernelNodeAttrID a1;
+    PyObject *ia_o2 = NULL;
+    hipKernelNodeAttrValue *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphKernelNodeGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[208] == NULL) && ia_ct_load(208, 2) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[209], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(209));
+    if (ia_arg_ptr(IA_CT(208), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipKernelNodeAttrID, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphKernelNodeGetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 139);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_140(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    PyObject *ia_o1 = NULL;
+    hipKernelNodeParams *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphKernelNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[210] == NULL) && ia_ct_load(210, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[211], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(211));
+    if (ia_arg_ptr(IA_CT(210), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphKernelNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 140);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_141(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hNode", "attr", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    hipKernelNodeAttrID a1;
+    const hipKernelNodeAttrValue *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphKernelNodeSetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[212] == NULL) && ia_ct_load(212, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(212), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipKernelNodeAttrID, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(213), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphKernelNodeSetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 141);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_142(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node", "pNodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    const hipKernelNodeParams *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphKernelNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[214] == NULL) && ia_ct_load(214, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(214), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(215), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphKernelNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 142);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_143(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphExec", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphExec_t a0;
+    hipStream_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphLaunch", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[216] == NULL) && ia_ct_load(216, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(216), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(217), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphLaunch(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 143);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_144(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    PyObject *ia_o1 = NULL;
+    hipMemcpy3DParms *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphMemcpyNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[218] == NULL) && ia_ct_load(218, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[219], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(219));
+    if (ia_arg_ptr(IA_CT(218), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphMemcpyNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 144);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_145(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node", "pNodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    const hipMemcpy3DParms *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphMemcpyNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[220] == NULL) && ia_ct_load(220, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(220), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(221), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphMemcpyNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 145);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_146(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node", "dst", "src", "count", "kind"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    void *a1;
+    const void *a2;
+    size_t a3;
+    hipMemcpyKind a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipGraphMemcpyNodeSetParams1D", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[222] == NULL) && ia_ct_load(222, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(222), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(223), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(224), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(hipMemcpyKind, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphMemcpyNodeSetParams1D(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 146);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_147(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node", "dst", "symbol", "count", "offset", "kind"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    void *a1;
+    const void *a2;
+    size_t a3;
+    size_t a4;
+    hipMemcpyKind a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("hipGraphMemcpyNodeSetParamsFromSymbol", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[225] == NULL) && ia_ct_load(225, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(225), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(226), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(227), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(hipMemcpyKind, ia_a[5], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphMemcpyNodeSetParamsFromSymbol(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 147);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_148(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node", "symbol", "src", "count", "offset", "kind"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    const void *a1;
+    const void *a2;
+    size_t a3;
+    size_t a4;
+    hipMemcpyKind a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("hipGraphMemcpyNodeSetParamsToSymbol", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[228] == NULL) && ia_ct_load(228, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(228), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(229), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(230), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(hipMemcpyKind, ia_a[5], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphMemcpyNodeSetParamsToSymbol(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 148);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_149(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    PyObject *ia_o1 = NULL;
+    hipMemsetParams *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphMemsetNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[231] == NULL) && ia_ct_load(231, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[232], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(232));
+    if (ia_arg_ptr(IA_CT(231), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphMemsetNodeGetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 149);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_150(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node", "pNodeParams"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    const hipMemsetParams *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphMemsetNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[233] == NULL) && ia_ct_load(233, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(233), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(234), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphMemsetNodeSetParams(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 150);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_151(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"originalNode", "clonedGraph"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t o0 = NULL;
+    hipGraphNode_t a1;
+    hipGraph_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphNodeFindInClone", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[235] == NULL) && ia_ct_load(235, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(236), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(237), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphNodeFindInClone(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 151);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(235));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_152(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    hipGraphNode_t o1 = NULL;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphNodeGetDependencies", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[238] == NULL) && ia_ct_load(238, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(238), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphNodeGetDependencies(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 152);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(239)), IA_FROM_INT(size_t, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_153(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    hipGraphNode_t o1 = NULL;
+    size_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphNodeGetDependentNodes", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[240] == NULL) && ia_ct_load(240, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(240), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphNodeGetDependentNodes(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 153);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(241)), IA_FROM_INT(size_t, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_154(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"node"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphNode_t a0;
+    hipGraphNodeType o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphNodeGetType", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[242] == NULL) && ia_ct_load(242, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(242), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphNodeGetType(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 154);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipGraphNodeType, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_155(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "from_", "to", "numDependencies"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraph_t a0;
+    const hipGraphNode_t *a1;
+    const hipGraphNode_t *a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipGraphRemoveDependencies", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[243] == NULL) && ia_ct_load(243, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(243), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(244), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(245), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphRemoveDependencies(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 155);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_156(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"buffer", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipGraphicsResource *o0 = NULL;
+    GLuint a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphicsGLRegisterBuffer", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[246] == NULL) && ia_ct_load(246, 1) < 0)
+        return NULL;
+    IA_IN_INT(GLuint, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphicsGLRegisterBuffer(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 156);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(246));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_157(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"image", "target", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipGraphicsResource *o0 = NULL;
+    GLuint a1;
+    GLenum a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphicsGLRegisterImage", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[247] == NULL) && ia_ct_load(247, 1) < 0)
+        return NULL;
+    IA_IN_INT(GLuint, ia_a[0], a1);
+    IA_IN_INT(GLenum, ia_a[1], a2);
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphicsGLRegisterImage(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 157);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(247));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_158(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int a0;
+    hipGraphicsResource_t o1 = NULL;
+    hipStream_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphicsMapResources", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[248] == NULL) && ia_ct_load(248, 2) < 0)
+        return NULL;
+    IA_IN_INT(int, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(249), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphicsMapResources(a0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 158);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(248));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_159(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"resource"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t o1 = 0;
+    hipGraphicsResource_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphicsResourceGetMappedPointer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[250] == NULL) && ia_ct_load(250, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(251), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphicsResourceGetMappedPointer(&o0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 159);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(250)), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_160(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"resource", "arrayIndex", "mipLevel"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipArray_t o0 = NULL;
+    hipGraphicsResource_t a1;
+    unsigned int a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipGraphicsSubResourceGetMappedArray", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[252] == NULL) && ia_ct_load(252, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(253), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphicsSubResourceGetMappedArray(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 160);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(252));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_161(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int a0;
+    hipGraphicsResource_t o1 = NULL;
+    hipStream_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipGraphicsUnmapResources", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[254] == NULL) && ia_ct_load(254, 2) < 0)
+        return NULL;
+    IA_IN_INT(int, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(255), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphicsUnmapResources(a0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 161);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(254));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_162(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"resource"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipGraphicsResource_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipGraphicsUnregisterResource", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[256] == NULL) && ia_ct_load(256, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(256), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipGraphicsUnregisterResource(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 162);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_163(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipHostAlloc", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[257] == NULL) && ia_ct_load(257, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipHostAlloc(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 163);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(257));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_164(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipHostFree", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[258] == NULL) && ia_ct_load(258, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(258), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipHostFree(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 164);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_165(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hstPtr", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    void *a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipHostGetDevicePointer", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[259] == NULL) && ia_ct_load(259, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(260), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipHostGetDevicePointer(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 165);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(259));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_166(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hostPtr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    unsigned int o0 = 0;
+    void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipHostGetFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[261] == NULL) && ia_ct_load(261, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(261), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipHostGetFlags(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 166);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_167(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipHostMalloc", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[262] == NULL) && ia_ct_load(262, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipHostMalloc(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 167);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(262));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_168(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hostPtr", "sizeBytes", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipHostRegister", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[263] == NULL) && ia_ct_load(263, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(263), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipHostRegister(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 168);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_169(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hostPtr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipHostUnregister", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[264] == NULL) && ia_ct_load(264, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(264), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipHostUnregister(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 169);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_170(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"memHandleDesc"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipExternalMemory_t o0 = NULL;
+    const hipExternalMemoryHandleDesc *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipImportExternalMemory", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[265] == NULL) && ia_ct_load(265, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(266), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipImportExternalMemory(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 170);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(265));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_171(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"semHandleDesc"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipExternalSemaphore_t o0 = NULL;
+    const hipExternalSemaphoreHandleDesc *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipImportExternalSemaphore", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[267] == NULL) && ia_ct_load(267, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(268), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipImportExternalSemaphore(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 171);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(267));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_172(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4344,57 +10258,4554 @@ static PyObject *ia_fast_172(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"flags"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     unsigned int a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipInit", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipInit", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(unsigned int, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipInit(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 172);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 172);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_173(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"devPtr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipIpcCloseMemHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[269] == NULL) && ia_ct_load(269, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(269), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipIpcCloseMemHandle(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 173);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_174(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipIpcEventHandle_t *a0;
+    hipEvent_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipIpcGetEventHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[270] == NULL) && ia_ct_load(270, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[270], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(270));
+    if (ia_arg_ptr(IA_CT(271), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipIpcGetEventHandle(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 174);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_175(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"devPtr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipIpcMemHandle_t *a0;
+    void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipIpcGetMemHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[272] == NULL) && ia_ct_load(272, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[272], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(272));
+    if (ia_arg_ptr(IA_CT(273), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipIpcGetMemHandle(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 175);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_176(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipEvent_t o0 = NULL;
+    hipIpcEventHandle_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipIpcOpenEventHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[274] == NULL) && ia_ct_load(274, 2) < 0)
+        return NULL;
+    if (_cffi_to_c((char *)&a1, IA_CT(275), ia_a[0]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipIpcOpenEventHandle(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 176);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(274));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_177(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    hipIpcMemHandle_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipIpcOpenMemHandle", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[276] == NULL) && ia_ct_load(276, 2) < 0)
+        return NULL;
+    if (_cffi_to_c((char *)&a1, IA_CT(277), ia_a[0]) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipIpcOpenMemHandle(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 177);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(276));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_178(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    const char *ia_r;
+    hipFunction_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipKernelNameRef", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[278] == NULL) && ia_ct_load(278, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(278), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipKernelNameRef(a0);
+    Py_END_ALLOW_THREADS
+    if (ia_r == NULL && ia_status(178) != 0 && ia_fast_require(178) < 0)
+        goto ia_done;
+    ia_res = ia_str(ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_179(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hostFunction", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    const char *ia_r;
+    const void *a0;
+    hipStream_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipKernelNameRefByPtr", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[279] == NULL) && ia_ct_load(279, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(279), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(280), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipKernelNameRefByPtr(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (ia_r == NULL && ia_status(179) != 0 && ia_fast_require(179) < 0)
+        goto ia_done;
+    ia_res = ia_str(ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_180(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipLaunchByPtr", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[281] == NULL) && ia_ct_load(281, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(281), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipLaunchByPtr(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 180);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_181(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "gridDim", "blockDimX", "sharedMemBytes", "stream"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    dim3 a1;
+    dim3 a2;
+    void *o3 = NULL;
+    unsigned int a4;
+    hipStream_t a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipLaunchCooperativeKernel", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[282] == NULL) && ia_ct_load(282, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(282), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (_cffi_to_c((char *)&a1, IA_CT(283), ia_a[1]) < 0)
+        goto ia_done;
+    if (_cffi_to_c((char *)&a2, IA_CT(284), ia_a[2]) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[3], a4);
+    if (ia_arg_ptr(IA_CT(286), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipLaunchCooperativeKernel(a0, a1, a2, &o3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 181);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(285));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_182(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"numDevices", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipLaunchParams *a0;
+    int a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipLaunchCooperativeKernelMultiDevice", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[287] == NULL) && ia_ct_load(287, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[287], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(287));
+    IA_IN_INT(int, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipLaunchCooperativeKernelMultiDevice(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 182);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_183(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "fn", "userData"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    hipHostFn_t a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipLaunchHostFunc", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[288] == NULL) && ia_ct_load(288, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(288), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(289));
+    if (a1 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(290), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipLaunchHostFunc(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 183);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_184(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"function_address", "numBlocks", "dimBlocks", "sharedMemBytes", "stream"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    dim3 a1;
+    dim3 a2;
+    void *o3 = NULL;
+    size_t a4;
+    hipStream_t a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipLaunchKernel", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[291] == NULL) && ia_ct_load(291, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(291), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (_cffi_to_c((char *)&a1, IA_CT(292), ia_a[1]) < 0)
+        goto ia_done;
+    if (_cffi_to_c((char *)&a2, IA_CT(293), ia_a[2]) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a4);
+    if (ia_arg_ptr(IA_CT(295), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipLaunchKernel(a0, a1, a2, &o3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 184);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(294));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_185(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMalloc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[296] == NULL) && ia_ct_load(296, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMalloc(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 185);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(296));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_186(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extent"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipPitchedPtr *a0;
+    hipExtent a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMalloc3D", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[297] == NULL) && ia_ct_load(297, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[297], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(297));
+    if (_cffi_to_c((char *)&a1, IA_CT(298), ia_a[0]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMalloc3D(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 186);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_187(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"desc", "extent", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipArray *o0 = NULL;
+    const struct hipChannelFormatDesc *a1;
+    struct hipExtent a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMalloc3DArray", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[299] == NULL) && ia_ct_load(299, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(300), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (_cffi_to_c((char *)&a2, IA_CT(301), ia_a[1]) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMalloc3DArray(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 187);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(299));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_188(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"desc", "width", "height", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipArray *o0 = NULL;
+    const hipChannelFormatDesc *a1;
+    size_t a2;
+    size_t a3;
+    unsigned int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMallocArray", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[302] == NULL) && ia_ct_load(302, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(303), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a2);
+    IA_IN_INT(size_t, ia_a[2], a3);
+    IA_IN_INT(unsigned int, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMallocArray(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 188);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(302));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_189(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    hipStream_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMallocAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[304] == NULL) && ia_ct_load(304, 2) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(305), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMallocAsync(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 189);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(304));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_190(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size", "mem_pool", "stream"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    hipMemPool_t a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMallocFromPoolAsync", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[306] == NULL) && ia_ct_load(306, 3) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(307), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(308), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMallocFromPoolAsync(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 190);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(306));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_191(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMallocHost", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[309] == NULL) && ia_ct_load(309, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMallocHost(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 191);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(309));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_192(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMallocManaged", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[310] == NULL) && ia_ct_load(310, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMallocManaged(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 192);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(310));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_193(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"desc", "extent", "numLevels", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMipmappedArray_t o0 = NULL;
+    const struct hipChannelFormatDesc *a1;
+    struct hipExtent a2;
+    unsigned int a3;
+    unsigned int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMallocMipmappedArray", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[311] == NULL) && ia_ct_load(311, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(312), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (_cffi_to_c((char *)&a2, IA_CT(313), ia_a[1]) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    IA_IN_INT(unsigned int, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMallocMipmappedArray(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 193);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(311));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_194(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"width", "height"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t o1 = 0;
+    size_t a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMallocPitch", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[314] == NULL) && ia_ct_load(314, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a2);
+    IA_IN_INT(size_t, ia_a[1], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMallocPitch(&o0, &o1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 194);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(314)), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_195(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"devPtr", "size"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMemAddressFree", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[315] == NULL) && ia_ct_load(315, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(315), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemAddressFree(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 195);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_196(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size", "alignment", "addr", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    size_t a2;
+    void *a3;
+    unsigned long long a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemAddressReserve", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[316] == NULL) && ia_ct_load(316, 2) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(size_t, ia_a[1], a2);
+    if (ia_arg_ptr(IA_CT(317), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned long long, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemAddressReserve(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 196);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(316));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_197(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev_ptr", "count", "advice", "device"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    size_t a1;
+    hipMemoryAdvise a2;
+    int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemAdvise", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[318] == NULL) && ia_ct_load(318, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(318), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(hipMemoryAdvise, ia_a[2], a2);
+    IA_IN_INT(int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemAdvise(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 197);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_198(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemAllocHost", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[319] == NULL) && ia_ct_load(319, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemAllocHost(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 198);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(319));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_199(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"widthInBytes", "height", "elementSizeBytes"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t o0 = NULL;
+    size_t o1 = 0;
+    size_t a2;
+    size_t a3;
+    unsigned int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemAllocPitch", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[320] == NULL) && ia_ct_load(320, 1) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a2);
+    IA_IN_INT(size_t, ia_a[1], a3);
+    IA_IN_INT(unsigned int, ia_a[2], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemAllocPitch(&o0, &o1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 199);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(320)), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_200(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"size", "prop", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemGenericAllocationHandle_t o0 = NULL;
+    size_t a1;
+    const hipMemAllocationProp *a2;
+    unsigned long long a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemCreate", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[321] == NULL) && ia_ct_load(321, 2) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(322), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned long long, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemCreate(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 200);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(321));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_201(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"shareableHandle", "handle", "handleType", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    hipMemGenericAllocationHandle_t a1;
+    hipMemAllocationHandleType a2;
+    unsigned long long a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemExportToShareableHandle", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[323] == NULL) && ia_ct_load(323, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(323), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(324), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipMemAllocationHandleType, ia_a[2], a2);
+    IA_IN_INT(unsigned long long, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemExportToShareableHandle(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 201);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_202(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"location", "ptr"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    unsigned long long o0 = 0;
+    const hipMemLocation *a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMemGetAccess", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[325] == NULL) && ia_ct_load(325, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(325), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(326), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemGetAccess(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 202);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned long long, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_203(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t o0 = NULL;
+    size_t o1 = 0;
+    hipDeviceptr_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemGetAddressRange", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[327] == NULL) && ia_ct_load(327, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(328), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemGetAddressRange(&o0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 203);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(327)), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_204(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prop", "option"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    size_t o0 = 0;
+    const hipMemAllocationProp *a1;
+    hipMemAllocationGranularity_flags a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMemGetAllocationGranularity", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[329] == NULL) && ia_ct_load(329, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(329), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipMemAllocationGranularity_flags, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemGetAllocationGranularity(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 204);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_205(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipMemAllocationProp *a0;
+    hipMemGenericAllocationHandle_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemGetAllocationPropertiesFromHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[330] == NULL) && ia_ct_load(330, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[330], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(330));
+    if (ia_arg_ptr(IA_CT(331), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemGetAllocationPropertiesFromHandle(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 205);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
 }
 
 static PyObject *ia_fast_206(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     size_t o0 = 0;
     size_t o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipMemGetInfo", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipMemGetInfo", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipMemGetInfo(&o0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 206);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(size_t, o0), IA_FROM_INT(size_t, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 206);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(size_t, o0), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_207(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"osHandle", "shHandleType"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemGenericAllocationHandle_t o0 = NULL;
+    void *a1;
+    hipMemAllocationHandleType a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMemImportFromShareableHandle", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[332] == NULL) && ia_ct_load(332, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(333), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipMemAllocationHandleType, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemImportFromShareableHandle(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 207);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(332));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_208(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr", "size", "offset", "handle", "flags"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    size_t a2;
+    hipMemGenericAllocationHandle_t a3;
+    unsigned long long a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipMemMap", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[334] == NULL) && ia_ct_load(334, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(334), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(335), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned long long, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemMap(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 208);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_209(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"count", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipArrayMapInfo *a0;
+    unsigned int a1;
+    hipStream_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMemMapArrayAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[336] == NULL) && ia_ct_load(336, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[336], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(336));
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(337), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemMapArrayAsync(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 209);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_210(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pool_props"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemPool_t o0 = NULL;
+    const hipMemPoolProps *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemPoolCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[338] == NULL) && ia_ct_load(338, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(339), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolCreate(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 210);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(338));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_211(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mem_pool"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemPool_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemPoolDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[340] == NULL) && ia_ct_load(340, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(340), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 211);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_212(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev_ptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipMemPoolPtrExportData *a0;
+    void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemPoolExportPointer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[341] == NULL) && ia_ct_load(341, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[341], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(341));
+    if (ia_arg_ptr(IA_CT(342), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolExportPointer(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 212);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_213(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"shared_handle", "mem_pool", "handle_type", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    hipMemPool_t a1;
+    hipMemAllocationHandleType a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemPoolExportToShareableHandle", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[343] == NULL) && ia_ct_load(343, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(343), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(344), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipMemAllocationHandleType, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolExportToShareableHandle(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 213);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_214(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mem_pool"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemAccessFlags o0 = 0;
+    hipMemPool_t a1;
+    PyObject *ia_o2 = NULL;
+    hipMemLocation *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemPoolGetAccess", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[345] == NULL) && ia_ct_load(345, 2) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[346], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(346));
+    if (ia_arg_ptr(IA_CT(345), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolGetAccess(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 214);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(hipMemAccessFlags, o0), (Py_INCREF(ia_o2), ia_o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_215(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mem_pool", "attr", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemPool_t a0;
+    hipMemPoolAttr a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemPoolGetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[347] == NULL) && ia_ct_load(347, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(347), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipMemPoolAttr, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(348), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolGetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 215);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_216(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"shared_handle", "handle_type", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemPool_t o0 = NULL;
+    void *a1;
+    hipMemAllocationHandleType a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemPoolImportFromShareableHandle", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[349] == NULL) && ia_ct_load(349, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(350), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipMemAllocationHandleType, ia_a[1], a2);
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolImportFromShareableHandle(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 216);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(349));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_217(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mem_pool"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    hipMemPool_t a1;
+    PyObject *ia_o2 = NULL;
+    hipMemPoolPtrExportData *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemPoolImportPointer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[351] == NULL) && ia_ct_load(351, 3) < 0)
+        return NULL;
+    if ((ia_o2 = ia_new(ia_ct[353], NULL)) == NULL)
+        goto ia_done;
+    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(353));
+    if (ia_arg_ptr(IA_CT(352), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolImportPointer(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 217);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(351)), (Py_INCREF(ia_o2), ia_o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_218(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mem_pool", "desc_list", "count"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemPool_t a0;
+    const hipMemAccessDesc *a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemPoolSetAccess", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[354] == NULL) && ia_ct_load(354, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(354), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(355), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolSetAccess(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 218);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_219(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mem_pool", "attr", "value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemPool_t a0;
+    hipMemPoolAttr a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemPoolSetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[356] == NULL) && ia_ct_load(356, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(356), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipMemPoolAttr, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(357), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolSetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 219);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_220(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"mem_pool", "min_bytes_to_hold"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemPool_t a0;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMemPoolTrimTo", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[358] == NULL) && ia_ct_load(358, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(358), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPoolTrimTo(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 220);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_221(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dev_ptr", "count", "device", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    size_t a1;
+    int a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemPrefetchAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[359] == NULL) && ia_ct_load(359, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(359), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(360), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPrefetchAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 221);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_222(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemPtrGetInfo", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[361] == NULL) && ia_ct_load(361, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(361), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemPtrGetInfo(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 222);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_223(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"data", "data_size", "attribute", "dev_ptr", "count"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    hipMemRangeAttribute a2;
+    const void *a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipMemRangeGetAttribute", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[362] == NULL) && ia_ct_load(362, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(362), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(hipMemRangeAttribute, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(363), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemRangeGetAttribute(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 223);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_224(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"num_attributes", "dev_ptr", "count"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *o0 = NULL;
+    size_t o1 = 0;
+    hipMemRangeAttribute o2 = 0;
+    size_t a3;
+    const void *a4;
+    size_t a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemRangeGetAttributes", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[364] == NULL) && ia_ct_load(364, 2) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a3);
+    if (ia_arg_ptr(IA_CT(365), ia_a[1], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemRangeGetAttributes(&o0, &o1, &o2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 224);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(364)), IA_FROM_INT(size_t, o1), IA_FROM_INT(hipMemRangeAttribute, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_225(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"handle"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemGenericAllocationHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemRelease", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[366] == NULL) && ia_ct_load(366, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(366), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemRelease(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 225);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_226(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"addr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMemGenericAllocationHandle_t o0 = NULL;
+    void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemRetainAllocationHandle", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[367] == NULL) && ia_ct_load(367, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(368), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemRetainAllocationHandle(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 226);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(367));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_227(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr", "size", "desc", "count"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    const hipMemAccessDesc *a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemSetAccess", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[369] == NULL) && ia_ct_load(369, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(369), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(370), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemSetAccess(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 227);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_228(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr", "size"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMemUnmap", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[371] == NULL) && ia_ct_load(371, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(371), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemUnmap(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 228);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_229(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "sizeBytes", "kind"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    const void *a1;
+    size_t a2;
+    hipMemcpyKind a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemcpy", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[372] == NULL) && ia_ct_load(372, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(372), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(373), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(hipMemcpyKind, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpy(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 229);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_230(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "dpitch", "src", "spitch", "width", "height", "kind"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    const void *a2;
+    size_t a3;
+    size_t a4;
+    size_t a5;
+    hipMemcpyKind a6;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("hipMemcpy2D", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[374] == NULL) && ia_ct_load(374, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(374), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(375), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(hipMemcpyKind, ia_a[6], a6);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpy2D(a0, a1, a2, a3, a4, a5, a6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 230);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_231(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "dpitch", "src", "spitch", "width", "height", "kind", "stream"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    const void *a2;
+    size_t a3;
+    size_t a4;
+    size_t a5;
+    hipMemcpyKind a6;
+    hipStream_t a7;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("hipMemcpy2DAsync", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[376] == NULL) && ia_ct_load(376, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(376), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(377), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(hipMemcpyKind, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(378), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpy2DAsync(a0, a1, a2, a3, a4, a5, a6, a7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 231);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_232(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "dpitch", "src", "wOffset", "hOffset", "width", "height", "kind"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    hipArray_const_t a2;
+    size_t a3;
+    size_t a4;
+    size_t a5;
+    size_t a6;
+    hipMemcpyKind a7;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("hipMemcpy2DFromArray", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[379] == NULL) && ia_ct_load(379, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(379), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(380), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(size_t, ia_a[6], a6);
+    IA_IN_INT(hipMemcpyKind, ia_a[7], a7);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpy2DFromArray(a0, a1, a2, a3, a4, a5, a6, a7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 232);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_233(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "dpitch", "src", "wOffset", "hOffset", "width", "height", "kind", "stream"};
+    PyObject *ia_argv[9];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    hipArray_const_t a2;
+    size_t a3;
+    size_t a4;
+    size_t a5;
+    size_t a6;
+    hipMemcpyKind a7;
+    hipStream_t a8;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 9)) {
+        if (ia_fast_args("hipMemcpy2DFromArrayAsync", ia_kw, 9, 9, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[381] == NULL) && ia_ct_load(381, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(381), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(382), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(size_t, ia_a[6], a6);
+    IA_IN_INT(hipMemcpyKind, ia_a[7], a7);
+    if (ia_arg_ptr(IA_CT(383), ia_a[8], (char **)&a8, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpy2DFromArrayAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 233);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_234(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"wOffset", "hOffset", "src", "spitch", "width", "height", "kind"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipArray *a0;
+    size_t a1;
+    size_t a2;
+    const void *a3;
+    size_t a4;
+    size_t a5;
+    size_t a6;
+    hipMemcpyKind a7;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("hipMemcpy2DToArray", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[384] == NULL) && ia_ct_load(384, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[384], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(384));
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(size_t, ia_a[1], a2);
+    if (ia_arg_ptr(IA_CT(385), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a4);
+    IA_IN_INT(size_t, ia_a[4], a5);
+    IA_IN_INT(size_t, ia_a[5], a6);
+    IA_IN_INT(hipMemcpyKind, ia_a[6], a7);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpy2DToArray(a0, a1, a2, a3, a4, a5, a6, a7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 234);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_235(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"wOffset", "hOffset", "src", "spitch", "width", "height", "kind", "stream"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipArray *a0;
+    size_t a1;
+    size_t a2;
+    const void *a3;
+    size_t a4;
+    size_t a5;
+    size_t a6;
+    hipMemcpyKind a7;
+    hipStream_t a8;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("hipMemcpy2DToArrayAsync", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[386] == NULL) && ia_ct_load(386, 3) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[386], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(386));
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(size_t, ia_a[1], a2);
+    if (ia_arg_ptr(IA_CT(387), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a4);
+    IA_IN_INT(size_t, ia_a[4], a5);
+    IA_IN_INT(size_t, ia_a[5], a6);
+    IA_IN_INT(hipMemcpyKind, ia_a[6], a7);
+    if (ia_arg_ptr(IA_CT(388), ia_a[7], (char **)&a8, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpy2DToArrayAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 235);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_236(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"p"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const struct hipMemcpy3DParms *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemcpy3D", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[389] == NULL) && ia_ct_load(389, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(389), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpy3D(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 236);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_237(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"p", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const struct hipMemcpy3DParms *a0;
+    hipStream_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMemcpy3DAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[390] == NULL) && ia_ct_load(390, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(390), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(391), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpy3DAsync(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 237);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_238(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "sizeBytes", "kind", "stream"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    const void *a1;
+    size_t a2;
+    hipMemcpyKind a3;
+    hipStream_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipMemcpyAsync", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[392] == NULL) && ia_ct_load(392, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(392), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(393), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(hipMemcpyKind, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(394), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyAsync(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 238);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_239(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "srcOffset", "count"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    PyObject *ia_o1 = NULL;
+    hipArray *a1;
+    size_t a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemcpyAtoH", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[395] == NULL) && ia_ct_load(395, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[396], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(396));
+    if (ia_arg_ptr(IA_CT(395), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a2);
+    IA_IN_INT(size_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyAtoH(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 239);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_240(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "sizeBytes"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t a0;
+    hipDeviceptr_t a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemcpyDtoD", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[397] == NULL) && ia_ct_load(397, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(397), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(398), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyDtoD(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 240);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_241(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "sizeBytes", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t a0;
+    hipDeviceptr_t a1;
+    size_t a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemcpyDtoDAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[399] == NULL) && ia_ct_load(399, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(399), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(400), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(401), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyDtoDAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 241);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_242(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "sizeBytes"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    hipDeviceptr_t a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemcpyDtoH", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[402] == NULL) && ia_ct_load(402, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(402), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(403), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyDtoH(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 242);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_243(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "sizeBytes", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    hipDeviceptr_t a1;
+    size_t a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemcpyDtoHAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[404] == NULL) && ia_ct_load(404, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(404), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(405), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(406), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyDtoHAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 243);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_244(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "srcArray", "wOffset", "hOffset", "count", "kind"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    hipArray_const_t a1;
+    size_t a2;
+    size_t a3;
+    size_t a4;
+    hipMemcpyKind a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("hipMemcpyFromArray", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[407] == NULL) && ia_ct_load(407, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(407), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(408), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(hipMemcpyKind, ia_a[5], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyFromArray(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 244);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_245(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "symbol", "sizeBytes", "offset", "kind"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    const void *a1;
+    size_t a2;
+    size_t a3;
+    hipMemcpyKind a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipMemcpyFromSymbol", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[409] == NULL) && ia_ct_load(409, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(409), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(410), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(hipMemcpyKind, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyFromSymbol(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 245);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_246(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "symbol", "sizeBytes", "offset", "kind", "stream"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    const void *a1;
+    size_t a2;
+    size_t a3;
+    hipMemcpyKind a4;
+    hipStream_t a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("hipMemcpyFromSymbolAsync", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[411] == NULL) && ia_ct_load(411, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(411), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(412), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(hipMemcpyKind, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(413), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyFromSymbolAsync(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 246);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_247(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dstOffset", "srcHost", "count"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipArray *a0;
+    size_t a1;
+    const void *a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemcpyHtoA", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[414] == NULL) && ia_ct_load(414, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[414], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(414));
+    IA_IN_INT(size_t, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(415), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyHtoA(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 247);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_248(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "sizeBytes"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t a0;
+    void *a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemcpyHtoD", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[416] == NULL) && ia_ct_load(416, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(416), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(417), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyHtoD(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 248);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_249(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "sizeBytes", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t a0;
+    void *a1;
+    size_t a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemcpyHtoDAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[418] == NULL) && ia_ct_load(418, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(418), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(419), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(420), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyHtoDAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 249);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_250(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const hip_Memcpy2D *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMemcpyParam2D", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[421] == NULL) && ia_ct_load(421, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(421), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyParam2D(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 250);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_251(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pCopy", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const hip_Memcpy2D *a0;
+    hipStream_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipMemcpyParam2DAsync", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[422] == NULL) && ia_ct_load(422, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(422), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(423), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyParam2DAsync(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 251);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_252(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "dstDeviceId", "src", "srcDeviceId", "sizeBytes"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    int a1;
+    const void *a2;
+    int a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipMemcpyPeer", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[424] == NULL) && ia_ct_load(424, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(424), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(425), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyPeer(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 252);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_253(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "dstDeviceId", "src", "srcDevice", "sizeBytes", "stream"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    int a1;
+    const void *a2;
+    int a3;
+    size_t a4;
+    hipStream_t a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("hipMemcpyPeerAsync", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[426] == NULL) && ia_ct_load(426, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(426), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(427), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(428), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyPeerAsync(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 253);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_254(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"wOffset", "hOffset", "src", "count", "kind"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipArray *a0;
+    size_t a1;
+    size_t a2;
+    const void *a3;
+    size_t a4;
+    hipMemcpyKind a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipMemcpyToArray", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[429] == NULL) && ia_ct_load(429, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[429], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(429));
+    IA_IN_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(size_t, ia_a[1], a2);
+    if (ia_arg_ptr(IA_CT(430), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a4);
+    IA_IN_INT(hipMemcpyKind, ia_a[4], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyToArray(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 254);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_255(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"symbol", "src", "sizeBytes", "offset", "kind"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    const void *a1;
+    size_t a2;
+    size_t a3;
+    hipMemcpyKind a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipMemcpyToSymbol", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[431] == NULL) && ia_ct_load(431, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(431), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(432), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(hipMemcpyKind, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyToSymbol(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 255);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_256(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"symbol", "src", "sizeBytes", "offset", "kind", "stream"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    const void *a1;
+    size_t a2;
+    size_t a3;
+    hipMemcpyKind a4;
+    hipStream_t a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("hipMemcpyToSymbolAsync", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[433] == NULL) && ia_ct_load(433, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(433), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(434), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(hipMemcpyKind, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(435), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyToSymbolAsync(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 256);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_257(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "sizeBytes", "kind", "stream"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    const void *a1;
+    size_t a2;
+    hipMemcpyKind a3;
+    hipStream_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipMemcpyWithStream", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[436] == NULL) && ia_ct_load(436, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(436), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(437), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(hipMemcpyKind, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(438), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemcpyWithStream(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 257);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_258(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "value", "sizeBytes"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    int a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemset", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[439] == NULL) && ia_ct_load(439, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(439), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemset(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 258);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_259(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "pitch", "value", "width", "height"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    int a2;
+    size_t a3;
+    size_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipMemset2D", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[440] == NULL) && ia_ct_load(440, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(440), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemset2D(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 259);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_260(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "pitch", "value", "width", "height", "stream"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    size_t a1;
+    int a2;
+    size_t a3;
+    size_t a4;
+    hipStream_t a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("hipMemset2DAsync", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[441] == NULL) && ia_ct_load(441, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(441), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(442), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemset2DAsync(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 260);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_261(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pitchedDevPtr", "value", "extent"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipPitchedPtr a0;
+    int a1;
+    hipExtent a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemset3D", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[443] == NULL) && ia_ct_load(443, 2) < 0)
+        return NULL;
+    if (_cffi_to_c((char *)&a0, IA_CT(443), ia_a[0]) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    if (_cffi_to_c((char *)&a2, IA_CT(444), ia_a[2]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemset3D(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 261);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_262(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pitchedDevPtr", "value", "extent", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipPitchedPtr a0;
+    int a1;
+    hipExtent a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemset3DAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[445] == NULL) && ia_ct_load(445, 3) < 0)
+        return NULL;
+    if (_cffi_to_c((char *)&a0, IA_CT(445), ia_a[0]) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    if (_cffi_to_c((char *)&a2, IA_CT(446), ia_a[2]) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(447), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemset3DAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 262);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_263(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "value", "sizeBytes", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    int a1;
+    size_t a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemsetAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[448] == NULL) && ia_ct_load(448, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(448), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(449), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemsetAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 263);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_264(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dest", "value", "count"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t a0;
+    unsigned short a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemsetD16", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[450] == NULL) && ia_ct_load(450, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(450), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned short, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemsetD16(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 264);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_265(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dest", "value", "count", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t a0;
+    unsigned short a1;
+    size_t a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemsetD16Async", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[451] == NULL) && ia_ct_load(451, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(451), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned short, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(452), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemsetD16Async(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 265);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_266(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dest", "value", "count"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t a0;
+    int a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemsetD32", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[453] == NULL) && ia_ct_load(453, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(453), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemsetD32(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 266);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_267(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "value", "count", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t a0;
+    int a1;
+    size_t a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemsetD32Async", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[454] == NULL) && ia_ct_load(454, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(454), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(455), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemsetD32Async(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 267);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_268(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dest", "value", "count"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t a0;
+    unsigned char a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipMemsetD8", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[456] == NULL) && ia_ct_load(456, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(456), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned char, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemsetD8(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 268);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_269(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dest", "value", "count", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t a0;
+    unsigned char a1;
+    size_t a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipMemsetD8Async", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[457] == NULL) && ia_ct_load(457, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(457), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned char, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(458), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMemsetD8Async(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 269);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_270(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"numMipmapLevels"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipMipmappedArray_t o0 = NULL;
+    PyObject *ia_o1 = NULL;
+    HIP_ARRAY3D_DESCRIPTOR *a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMipmappedArrayCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[459] == NULL) && ia_ct_load(459, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[460], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(460));
+    IA_IN_INT(unsigned int, ia_a[0], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMipmappedArrayCreate(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 270);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(459)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_271(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipMipmappedArray_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("hipMipmappedArrayDestroy", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[461] == NULL) && ia_ct_load(461, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[461], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(461));
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMipmappedArrayDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 271);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_272(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"level"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipArray_t o0 = NULL;
+    PyObject *ia_o1 = NULL;
+    hipMipmappedArray_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipMipmappedArrayGetLevel", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[462] == NULL) && ia_ct_load(462, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[463], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(463));
+    IA_IN_INT(unsigned int, ia_a[0], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipMipmappedArrayGetLevel(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 272);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(462)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_273(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"module", "kname"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipFunction_t o0 = NULL;
+    hipModule_t a1;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipModuleGetFunction", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[464] == NULL) && ia_ct_load(464, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(465), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(466), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleGetFunction(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 273);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(464));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_274(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hmod", "name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t o0 = NULL;
+    size_t o1 = 0;
+    hipModule_t a2;
+    const char *a3;
+    PyObject *ia_s3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipModuleGetGlobal", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[467] == NULL) && ia_ct_load(467, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(468), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(469), (ia_s3 != NULL ? ia_s3 : ia_a[1]), (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleGetGlobal(&o0, &o1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 274);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(467)), IA_FROM_INT(size_t, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s3);
+    return ia_res;
+}
+
+static PyObject *ia_fast_275(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"hmod", "name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    textureReference *o0 = NULL;
+    hipModule_t a1;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipModuleGetTexRef", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[470] == NULL) && ia_ct_load(470, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(471), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(472), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleGetTexRef(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 275);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(470));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_276(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "gridDimX", "gridDimY", "gridDimZ", "blockDimX", "blockDimY", "blockDimZ", "sharedMemBytes", "stream"};
+    PyObject *ia_argv[9];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipFunction_t a0;
+    unsigned int a1;
+    unsigned int a2;
+    unsigned int a3;
+    unsigned int a4;
+    unsigned int a5;
+    unsigned int a6;
+    unsigned int a7;
+    hipStream_t a8;
+    void *o9 = NULL;
+    void *o10 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 9)) {
+        if (ia_fast_args("hipModuleLaunchKernel", ia_kw, 9, 9, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[473] == NULL) && ia_ct_load(473, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(473), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    IA_IN_INT(unsigned int, ia_a[4], a4);
+    IA_IN_INT(unsigned int, ia_a[5], a5);
+    IA_IN_INT(unsigned int, ia_a[6], a6);
+    IA_IN_INT(unsigned int, ia_a[7], a7);
+    if (ia_arg_ptr(IA_CT(474), ia_a[8], (char **)&a8, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleLaunchKernel(a0, a1, a2, a3, a4, a5, a6, a7, a8, &o9, &o10);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 276);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o9, IA_CT(475)), _cffi_from_c_pointer((char *)o10, IA_CT(476))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_277(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"fname"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipModule_t o0 = NULL;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipModuleLoad", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[477] == NULL) && ia_ct_load(477, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(478), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleLoad(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 277);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(477));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_278(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"image"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipModule_t o0 = NULL;
+    const void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipModuleLoadData", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[479] == NULL) && ia_ct_load(479, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(480), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleLoadData(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 278);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(479));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_279(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"image", "numOptions"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipModule_t o0 = NULL;
+    const void *a1;
+    unsigned int a2;
+    hipJitOption o3 = 0;
+    void *o4 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipModuleLoadDataEx", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[481] == NULL) && ia_ct_load(481, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(482), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleLoadDataEx(&o0, a1, a2, &o3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 279);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(481)), IA_FROM_INT(hipJitOption, o3), _cffi_from_c_pointer((char *)o4, IA_CT(483))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_280(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "blockSize", "dynSharedMemPerBlk"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    hipFunction_t a1;
+    int a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[484] == NULL) && ia_ct_load(484, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(484), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a2);
+    IA_IN_INT(size_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 280);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_281(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "blockSize", "dynSharedMemPerBlk", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    hipFunction_t a1;
+    int a2;
+    size_t a3;
+    unsigned int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipModuleOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[485] == NULL) && ia_ct_load(485, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(485), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a2);
+    IA_IN_INT(size_t, ia_a[2], a3);
+    IA_IN_INT(unsigned int, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 281);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_282(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "dynSharedMemPerBlk", "blockSizeLimit"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    int o1 = 0;
+    hipFunction_t a2;
+    size_t a3;
+    int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipModuleOccupancyMaxPotentialBlockSize", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[486] == NULL) && ia_ct_load(486, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(486), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a3);
+    IA_IN_INT(int, ia_a[2], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleOccupancyMaxPotentialBlockSize(&o0, &o1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 282);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_283(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "dynSharedMemPerBlk", "blockSizeLimit", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    int o1 = 0;
+    hipFunction_t a2;
+    size_t a3;
+    int a4;
+    unsigned int a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipModuleOccupancyMaxPotentialBlockSizeWithFlags", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[487] == NULL) && ia_ct_load(487, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(487), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a3);
+    IA_IN_INT(int, ia_a[2], a4);
+    IA_IN_INT(unsigned int, ia_a[3], a5);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleOccupancyMaxPotentialBlockSizeWithFlags(&o0, &o1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 283);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_284(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"module"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipModule_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipModuleUnload", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[488] == NULL) && ia_ct_load(488, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(488), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipModuleUnload(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 284);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_285(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "blockSize", "dynSharedMemPerBlk"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    const void *a1;
+    int a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipOccupancyMaxActiveBlocksPerMultiprocessor", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[489] == NULL) && ia_ct_load(489, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(489), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a2);
+    IA_IN_INT(size_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipOccupancyMaxActiveBlocksPerMultiprocessor(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 285);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_286(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "blockSize", "dynSharedMemPerBlk", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    const void *a1;
+    int a2;
+    size_t a3;
+    unsigned int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[490] == NULL) && ia_ct_load(490, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(490), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a2);
+    IA_IN_INT(size_t, ia_a[2], a3);
+    IA_IN_INT(unsigned int, ia_a[3], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&o0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 286);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_287(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "dynSharedMemPerBlk", "blockSizeLimit"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    int o1 = 0;
+    const void *a2;
+    size_t a3;
+    int a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipOccupancyMaxPotentialBlockSize", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[491] == NULL) && ia_ct_load(491, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(491), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a3);
+    IA_IN_INT(int, ia_a[2], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipOccupancyMaxPotentialBlockSize(&o0, &o1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 287);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_288(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipPeekAtLastError", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipPeekAtLastError", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipPeekAtLastError();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 288);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 288);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_289(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"data", "attribute", "ptr"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    void *a0;
+    hipPointer_attribute a1;
+    hipDeviceptr_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipPointerGetAttribute", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[492] == NULL) && ia_ct_load(492, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(492), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipPointer_attribute, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(493), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipPointerGetAttribute(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 289);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_290(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    hipPointerAttribute_t *a0;
+    const void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipPointerGetAttributes", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[494] == NULL) && ia_ct_load(494, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[494], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(494));
+    if (ia_arg_ptr(IA_CT(495), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipPointerGetAttributes(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 290);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_291(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"id", "fun", "arg"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    uint32_t a0;
+    void *a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipRegisterActivityCallback", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[496] == NULL) && ia_ct_load(496, 2) < 0)
+        return NULL;
+    IA_IN_INT(uint32_t, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(496), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(497), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipRegisterActivityCallback(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 291);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_292(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"id", "fun", "arg"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    uint32_t a0;
+    void *a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipRegisterApiCallback", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[498] == NULL) && ia_ct_load(498, 2) < 0)
+        return NULL;
+    IA_IN_INT(uint32_t, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(498), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(499), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipRegisterApiCallback(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 292);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_293(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4402,21 +14813,26 @@ static PyObject *ia_fast_293(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"id"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     uint32_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipRemoveActivityCallback", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipRemoveActivityCallback", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(uint32_t, ia_a[0], a0);
+    IA_IN_INT(uint32_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipRemoveActivityCallback(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 293);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 293);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_294(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4424,39 +14840,49 @@ static PyObject *ia_fast_294(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"id"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     uint32_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipRemoveApiCallback", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipRemoveApiCallback", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(uint32_t, ia_a[0], a0);
+    IA_IN_INT(uint32_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipRemoveApiCallback(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 294);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 294);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_295(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipRuntimeGetVersion", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipRuntimeGetVersion", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipRuntimeGetVersion(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 295);
-    return IA_FROM_INT(int, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 295);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_296(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4464,21 +14890,26 @@ static PyObject *ia_fast_296(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"deviceId"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     int a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipSetDevice", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipSetDevice", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipSetDevice(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 296);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 296);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_297(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -4486,39 +14917,1932 @@ static PyObject *ia_fast_297(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     static const char *const ia_kw[] = {"flags"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     unsigned int a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("hipSetDeviceFlags", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipSetDeviceFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(unsigned int, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipSetDeviceFlags(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 297);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 297);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_298(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"arg", "size", "offset"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const void *a0;
+    size_t a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipSetupArgument", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[500] == NULL) && ia_ct_load(500, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(500), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipSetupArgument(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 298);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_299(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extSemArray", "paramsArray", "numExtSems", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const hipExternalSemaphore_t *a0;
+    const hipExternalSemaphoreSignalParams *a1;
+    unsigned int a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipSignalExternalSemaphoresAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[501] == NULL) && ia_ct_load(501, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(501), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(502), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(503), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipSignalExternalSemaphoresAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 299);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_300(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "callback", "userData", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    hipStreamCallback_t a1;
+    void *a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipStreamAddCallback", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[504] == NULL) && ia_ct_load(504, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(504), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(505));
+    if (a1 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(506), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamAddCallback(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 300);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_301(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "dev_ptr", "length", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    void *a1;
+    size_t a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipStreamAttachMemAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[507] == NULL) && ia_ct_load(507, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(507), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(508), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamAttachMemAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 301);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_302(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "mode"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    hipStreamCaptureMode a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipStreamBeginCapture", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[509] == NULL) && ia_ct_load(509, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(509), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(hipStreamCaptureMode, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamBeginCapture(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 302);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_303(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipStream_t o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("hipStreamCreate", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[510] == NULL) && ia_ct_load(510, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamCreate(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 303);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(510));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_304(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipStream_t o0 = NULL;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipStreamCreateWithFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[511] == NULL) && ia_ct_load(511, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamCreateWithFlags(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 304);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(511));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_305(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags", "priority"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    hipStream_t o0 = NULL;
+    unsigned int a1;
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipStreamCreateWithPriority", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[512] == NULL) && ia_ct_load(512, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    IA_IN_INT(int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamCreateWithPriority(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 305);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(512));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_306(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipStreamDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[513] == NULL) && ia_ct_load(513, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(513), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 306);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_307(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    hipGraph_t o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipStreamEndCapture", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[514] == NULL) && ia_ct_load(514, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(514), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamEndCapture(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 307);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(515));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_308(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    hipStreamCaptureStatus o1 = 0;
+    unsigned long long o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipStreamGetCaptureInfo", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[516] == NULL) && ia_ct_load(516, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(516), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamGetCaptureInfo(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 308);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(hipStreamCaptureStatus, o1), IA_FROM_INT(unsigned long long, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_309(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    hipStreamCaptureStatus o1 = 0;
+    unsigned long long o2 = 0;
+    hipGraph_t o3 = NULL;
+    const hipGraphNode_t *o4 = NULL;
+    size_t o5 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipStreamGetCaptureInfo_v2", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[517] == NULL) && ia_ct_load(517, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(517), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamGetCaptureInfo_v2(a0, &o1, &o2, &o3, &o4, &o5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 309);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(5, (PyObject *[]){IA_FROM_INT(hipStreamCaptureStatus, o1), IA_FROM_INT(unsigned long long, o2), _cffi_from_c_pointer((char *)o3, IA_CT(518)), _cffi_from_c_pointer((char *)o4, IA_CT(519)), IA_FROM_INT(size_t, o5)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_310(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    unsigned int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipStreamGetFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[520] == NULL) && ia_ct_load(520, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(520), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamGetFlags(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 310);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_311(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipStreamGetPriority", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[521] == NULL) && ia_ct_load(521, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(521), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamGetPriority(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 311);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_312(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    hipStreamCaptureStatus o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipStreamIsCapturing", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[522] == NULL) && ia_ct_load(522, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(522), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamIsCapturing(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 312);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipStreamCaptureStatus, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_313(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipStreamQuery", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[523] == NULL) && ia_ct_load(523, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(523), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamQuery(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL && (long long)ia_r != 600LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 313);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipError_t, ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_314(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipStreamSynchronize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[524] == NULL) && ia_ct_load(524, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(524), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamSynchronize(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 314);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_315(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "numDependencies", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    hipGraphNode_t o1 = NULL;
+    size_t a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipStreamUpdateCaptureDependencies", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[525] == NULL) && ia_ct_load(525, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(525), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a2);
+    IA_IN_INT(unsigned int, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamUpdateCaptureDependencies(a0, &o1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 315);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(526));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_316(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "event", "flags"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    hipEvent_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipStreamWaitEvent", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[527] == NULL) && ia_ct_load(527, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(527), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(528), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamWaitEvent(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 316);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_317(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "ptr", "value", "flags", "mask"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    void *a1;
+    uint32_t a2;
+    unsigned int a3;
+    uint32_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipStreamWaitValue32", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[529] == NULL) && ia_ct_load(529, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(529), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(530), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    IA_IN_INT(uint32_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamWaitValue32(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 317);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_318(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "ptr", "value", "flags", "mask"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    void *a1;
+    uint64_t a2;
+    unsigned int a3;
+    uint64_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("hipStreamWaitValue64", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[531] == NULL) && ia_ct_load(531, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(531), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(532), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint64_t, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    IA_IN_INT(uint64_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamWaitValue64(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 318);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_319(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "ptr", "value", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    void *a1;
+    uint32_t a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipStreamWriteValue32", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[533] == NULL) && ia_ct_load(533, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(533), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(534), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamWriteValue32(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 319);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_320(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"stream", "ptr", "value", "flags"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipStream_t a0;
+    void *a1;
+    uint64_t a2;
+    unsigned int a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipStreamWriteValue64", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[535] == NULL) && ia_ct_load(535, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(535), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(536), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint64_t, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipStreamWriteValue64(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 320);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_321(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pResDesc", "pTexDesc", "pResViewDesc"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipTextureObject_t o0 = NULL;
+    const HIP_RESOURCE_DESC *a1;
+    const HIP_TEXTURE_DESC *a2;
+    const HIP_RESOURCE_VIEW_DESC *a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipTexObjectCreate", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[537] == NULL) && ia_ct_load(537, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(538), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(539), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(540), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexObjectCreate(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 321);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(537));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_322(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipTextureObject_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexObjectDestroy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[541] == NULL) && ia_ct_load(541, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(541), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexObjectDestroy(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 322);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_323(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    HIP_RESOURCE_DESC *a0;
+    hipTextureObject_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexObjectGetResourceDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[542] == NULL) && ia_ct_load(542, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[542], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(542));
+    if (ia_arg_ptr(IA_CT(543), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexObjectGetResourceDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 323);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_324(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    HIP_RESOURCE_VIEW_DESC *a0;
+    hipTextureObject_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexObjectGetResourceViewDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[544] == NULL) && ia_ct_load(544, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[544], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(544));
+    if (ia_arg_ptr(IA_CT(545), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexObjectGetResourceViewDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 324);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_325(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texObject"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    HIP_TEXTURE_DESC *a0;
+    hipTextureObject_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexObjectGetTextureDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[546] == NULL) && ia_ct_load(546, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[546], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(546));
+    if (ia_arg_ptr(IA_CT(547), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexObjectGetTextureDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 325);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_326(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipDeviceptr_t o0 = NULL;
+    const textureReference *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefGetAddress", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[548] == NULL) && ia_ct_load(548, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(549), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefGetAddress(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 326);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(548));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_327(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texRef", "dim"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    enum hipTextureAddressMode o0 = 0;
+    const textureReference *a1;
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipTexRefGetAddressMode", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[550] == NULL) && ia_ct_load(550, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(550), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefGetAddressMode(&o0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 327);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(enum hipTextureAddressMode, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_328(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    enum hipTextureFilterMode o0 = 0;
+    const textureReference *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefGetFilterMode", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[551] == NULL) && ia_ct_load(551, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(551), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefGetFilterMode(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 328);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(enum hipTextureFilterMode, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_329(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    unsigned int o0 = 0;
+    const textureReference *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefGetFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[552] == NULL) && ia_ct_load(552, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(552), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefGetFlags(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 329);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_330(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipArray_Format o0 = 0;
+    int o1 = 0;
+    const textureReference *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefGetFormat", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[553] == NULL) && ia_ct_load(553, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(553), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefGetFormat(&o0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 330);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(hipArray_Format, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_331(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    int o0 = 0;
+    const textureReference *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefGetMaxAnisotropy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[554] == NULL) && ia_ct_load(554, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(554), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefGetMaxAnisotropy(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 331);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_332(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    hipMipmappedArray_t o0 = NULL;
+    const textureReference *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefGetMipMappedArray", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[555] == NULL) && ia_ct_load(555, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(556), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefGetMipMappedArray(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 332);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(555));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_333(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    enum hipTextureFilterMode o0 = 0;
+    const textureReference *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefGetMipmapFilterMode", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[557] == NULL) && ia_ct_load(557, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(557), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefGetMipmapFilterMode(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 333);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(enum hipTextureFilterMode, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_334(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    float o0 = 0;
+    const textureReference *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefGetMipmapLevelBias", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[558] == NULL) && ia_ct_load(558, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(558), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefGetMipmapLevelBias(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 334);
+        goto ia_done;
+    }
+    ia_res = PyFloat_FromDouble((double)o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_335(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"texRef"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    float o0 = 0;
+    float o1 = 0;
+    const textureReference *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefGetMipmapLevelClamp", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[559] == NULL) && ia_ct_load(559, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(559), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefGetMipmapLevelClamp(&o0, &o1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 335);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){PyFloat_FromDouble((double)o0), PyFloat_FromDouble((double)o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_336(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dptr", "bytes"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    size_t o0 = 0;
+    PyObject *ia_o1 = NULL;
+    textureReference *a1;
+    hipDeviceptr_t a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipTexRefSetAddress", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[560] == NULL) && ia_ct_load(560, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[560], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(560));
+    if (ia_arg_ptr(IA_CT(561), ia_a[0], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[1], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetAddress(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 336);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(size_t, o0), (Py_INCREF(ia_o1), ia_o1)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_337(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"desc", "dptr", "Pitch"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    const HIP_ARRAY_DESCRIPTOR *a1;
+    hipDeviceptr_t a2;
+    size_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("hipTexRefSetAddress2D", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[562] == NULL) && ia_ct_load(562, 3) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[562], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(562));
+    if (ia_arg_ptr(IA_CT(563), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(564), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetAddress2D(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 337);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_338(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dim", "am"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    int a1;
+    enum hipTextureAddressMode a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipTexRefSetAddressMode", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[565] == NULL) && ia_ct_load(565, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[565], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(565));
+    IA_IN_INT(int, ia_a[0], a1);
+    IA_IN_INT(enum hipTextureAddressMode, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetAddressMode(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 338);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_339(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"array", "flags"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    hipArray_const_t a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipTexRefSetArray", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[566] == NULL) && ia_ct_load(566, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[566], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(566));
+    if (ia_arg_ptr(IA_CT(567), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetArray(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 339);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_340(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    float o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("hipTexRefSetBorderColor", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[568] == NULL) && ia_ct_load(568, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[568], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(568));
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetBorderColor(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 340);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){(Py_INCREF(ia_o0), ia_o0), PyFloat_FromDouble((double)o1)});
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_341(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"fm"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    enum hipTextureFilterMode a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefSetFilterMode", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[569] == NULL) && ia_ct_load(569, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[569], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(569));
+    IA_IN_INT(enum hipTextureFilterMode, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetFilterMode(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 341);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_342(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"Flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefSetFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[570] == NULL) && ia_ct_load(570, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[570], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(570));
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetFlags(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 342);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_343(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"fmt", "NumPackedComponents"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    hipArray_Format a1;
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipTexRefSetFormat", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[571] == NULL) && ia_ct_load(571, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[571], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(571));
+    IA_IN_INT(hipArray_Format, ia_a[0], a1);
+    IA_IN_INT(int, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetFormat(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 343);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_344(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"maxAniso"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    unsigned int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefSetMaxAnisotropy", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[572] == NULL) && ia_ct_load(572, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[572], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(572));
+    IA_IN_INT(unsigned int, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetMaxAnisotropy(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 344);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_345(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"fm"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    enum hipTextureFilterMode a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefSetMipmapFilterMode", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[573] == NULL) && ia_ct_load(573, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[573], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(573));
+    IA_IN_INT(enum hipTextureFilterMode, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetMipmapFilterMode(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 345);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_346(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"bias"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    float a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefSetMipmapLevelBias", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[574] == NULL) && ia_ct_load(574, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[574], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(574));
+    IA_IN_FLOAT(float, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetMipmapLevelBias(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 346);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_347(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"minMipMapLevelClamp", "maxMipMapLevelClamp"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    float a1;
+    float a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("hipTexRefSetMipmapLevelClamp", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[575] == NULL) && ia_ct_load(575, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[575], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(575));
+    IA_IN_FLOAT(float, ia_a[0], a1);
+    IA_IN_FLOAT(float, ia_a[1], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetMipmapLevelClamp(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 347);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_348(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"Flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    hipError_t ia_r;
+    PyObject *ia_o0 = NULL;
+    textureReference *a0;
+    PyObject *ia_o1 = NULL;
+    struct hipMipmappedArray *a1;
+    unsigned int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipTexRefSetMipmappedArray", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[576] == NULL) && ia_ct_load(576, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[576], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(576));
+    if ((ia_o1 = ia_new(ia_ct[577], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(577));
+    IA_IN_INT(unsigned int, ia_a[0], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipTexRefSetMipmappedArray(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 348);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){(Py_INCREF(ia_o0), ia_o0), (Py_INCREF(ia_o1), ia_o1)});
+    ia_done:
+    Py_XDECREF(ia_o0);
+    Py_XDECREF(ia_o1);
+    return ia_res;
 }
 
 static PyObject *ia_fast_349(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipStreamCaptureMode o0 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("hipThreadExchangeStreamCaptureMode", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("hipThreadExchangeStreamCaptureMode", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipThreadExchangeStreamCaptureMode(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 349);
-    return IA_FROM_INT(hipStreamCaptureMode, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 349);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(hipStreamCaptureMode, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_350(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"tex"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const textureReference *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("hipUnbindTexture", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[578] == NULL) && ia_ct_load(578, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(578), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipUnbindTexture(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 350);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_351(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"extSemArray", "paramsArray", "numExtSems", "stream"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    hipError_t ia_r;
+    const hipExternalSemaphore_t *a0;
+    const hipExternalSemaphoreWaitParams *a1;
+    unsigned int a2;
+    hipStream_t a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("hipWaitExternalSemaphoresAsync", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[579] == NULL) && ia_ct_load(579, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(579), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(580), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(581), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = hipWaitExternalSemaphoresAsync(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 351);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
@@ -4530,6 +16854,128 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipApiName``.\n"
      "Returns the result."},
+    {"hipArray3DCreate", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "hipArray3DCreate($module, pAllocateArray)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipArray3DCreate(hipArray **array, const HIP_ARRAY3D_DESCRIPTOR *pAllocateArray)``\n"
+     "\n"
+     "Symbol ``hipArray3DCreate``.\n"
+     "Returns ``array``."},
+    {"hipArrayCreate", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "hipArrayCreate($module, pAllocateArray)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipArrayCreate(hipArray **pHandle, const HIP_ARRAY_DESCRIPTOR *pAllocateArray)``\n"
+     "\n"
+     "Symbol ``hipArrayCreate``.\n"
+     "Returns ``pHandle``."},
+    {"hipArrayDestroy", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+     "hipArrayDestroy($module)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipArrayDestroy(hipArray *array)``\n"
+     "\n"
+     "Symbol ``hipArrayDestroy``.\n"
+     "Returns ``array``."},
+    {"hipBindTexture", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+     "hipBindTexture($module, tex, devPtr, desc, size)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipBindTexture(size_t *offset, const textureReference *tex, const void *devPtr, const hipChannelFormatDesc *desc, size_t size)``\n"
+     "\n"
+     "Symbol ``hipBindTexture``.\n"
+     "Returns ``offset``."},
+    {"hipBindTexture2D", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+     "hipBindTexture2D($module, tex, devPtr, desc, width, height, pitch)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipBindTexture2D(size_t *offset, const textureReference *tex, const void *devPtr, const hipChannelFormatDesc *desc, size_t width, size_t height, size_t pitch)``\n"
+     "\n"
+     "Symbol ``hipBindTexture2D``.\n"
+     "Returns ``offset``."},
+    {"hipBindTextureToArray", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+     "hipBindTextureToArray($module, tex, array, desc)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipBindTextureToArray(const textureReference *tex, hipArray_const_t array, const hipChannelFormatDesc *desc)``\n"
+     "\n"
+     "Symbol ``hipBindTextureToArray``."},
+    {"hipBindTextureToMipmappedArray", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
+     "hipBindTextureToMipmappedArray($module, tex, mipmappedArray, desc)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipBindTextureToMipmappedArray(const textureReference *tex, hipMipmappedArray_const_t mipmappedArray, const hipChannelFormatDesc *desc)``\n"
+     "\n"
+     "Symbol ``hipBindTextureToMipmappedArray``."},
+    {"hipChooseDevice", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
+     "hipChooseDevice($module, prop)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipChooseDevice(int *device, const hipDeviceProp_t *prop)``\n"
+     "\n"
+     "Symbol ``hipChooseDevice``.\n"
+     "Returns ``device``."},
+    {"hipConfigureCall", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+     "hipConfigureCall($module, gridDim, blockDim, sharedMem, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipConfigureCall(dim3 gridDim, dim3 blockDim, size_t sharedMem, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipConfigureCall``."},
+    {"hipCreateChannelDesc", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+     "hipCreateChannelDesc($module, x, y, z, w, f)\n"
+     "--\n"
+     "\n"
+     "``struct hipChannelFormatDesc hipCreateChannelDesc(int x, int y, int z, int w, enum hipChannelFormatKind f)``\n"
+     "\n"
+     "Symbol ``hipCreateChannelDesc``.\n"
+     "Returns the result."},
+    {"hipCreateTextureObject", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
+     "hipCreateTextureObject($module, pResDesc, pTexDesc, pResViewDesc)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipCreateTextureObject(hipTextureObject_t *pTexObject, const hipResourceDesc *pResDesc, const hipTextureDesc *pTexDesc, const struct hipResourceViewDesc *pResViewDesc)``\n"
+     "\n"
+     "Symbol ``hipCreateTextureObject``.\n"
+     "Returns ``pTexObject``."},
+    {"hipCtxCreate", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
+     "hipCtxCreate($module, flags, device)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipCtxCreate(hipCtx_t *ctx, unsigned int flags, hipDevice_t device)``\n"
+     "\n"
+     "Symbol ``hipCtxCreate``.\n"
+     "Returns ``ctx``."},
+    {"hipCtxDestroy", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+     "hipCtxDestroy($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipCtxDestroy(hipCtx_t ctx)``\n"
+     "\n"
+     "Symbol ``hipCtxDestroy``."},
+    {"hipCtxDisablePeerAccess", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
+     "hipCtxDisablePeerAccess($module, peerCtx)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipCtxDisablePeerAccess(hipCtx_t peerCtx)``\n"
+     "\n"
+     "Symbol ``hipCtxDisablePeerAccess``."},
+    {"hipCtxEnablePeerAccess", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+     "hipCtxEnablePeerAccess($module, peerCtx, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipCtxEnablePeerAccess(hipCtx_t peerCtx, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipCtxEnablePeerAccess``."},
+    {"hipCtxGetApiVersion", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
+     "hipCtxGetApiVersion($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipCtxGetApiVersion(hipCtx_t ctx, int *apiVersion)``\n"
+     "\n"
+     "Symbol ``hipCtxGetApiVersion``.\n"
+     "Returns ``apiVersion``."},
     {"hipCtxGetCacheConfig", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
      "hipCtxGetCacheConfig($module)\n"
      "--\n"
@@ -4538,6 +16984,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipCtxGetCacheConfig``.\n"
      "Returns ``cacheConfig``."},
+    {"hipCtxGetCurrent", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
+     "hipCtxGetCurrent($module)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipCtxGetCurrent(hipCtx_t *ctx)``\n"
+     "\n"
+     "Symbol ``hipCtxGetCurrent``.\n"
+     "Returns ``ctx``."},
     {"hipCtxGetDevice", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
      "hipCtxGetDevice($module)\n"
      "--\n"
@@ -4562,6 +17016,21 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipCtxGetSharedMemConfig``.\n"
      "Returns ``pConfig``."},
+    {"hipCtxPopCurrent", (PyCFunction)(void (*)(void))ia_fast_22, METH_FASTCALL | METH_KEYWORDS,
+     "hipCtxPopCurrent($module)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipCtxPopCurrent(hipCtx_t *ctx)``\n"
+     "\n"
+     "Symbol ``hipCtxPopCurrent``.\n"
+     "Returns ``ctx``."},
+    {"hipCtxPushCurrent", (PyCFunction)(void (*)(void))ia_fast_23, METH_FASTCALL | METH_KEYWORDS,
+     "hipCtxPushCurrent($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipCtxPushCurrent(hipCtx_t ctx)``\n"
+     "\n"
+     "Symbol ``hipCtxPushCurrent``."},
     {"hipCtxSetCacheConfig", (PyCFunction)(void (*)(void))ia_fast_24, METH_FASTCALL | METH_KEYWORDS,
      "hipCtxSetCacheConfig($module, cacheConfig)\n"
      "--\n"
@@ -4569,6 +17038,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``hipError_t hipCtxSetCacheConfig(hipFuncCache_t cacheConfig)``\n"
      "\n"
      "Symbol ``hipCtxSetCacheConfig``."},
+    {"hipCtxSetCurrent", (PyCFunction)(void (*)(void))ia_fast_25, METH_FASTCALL | METH_KEYWORDS,
+     "hipCtxSetCurrent($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipCtxSetCurrent(hipCtx_t ctx)``\n"
+     "\n"
+     "Symbol ``hipCtxSetCurrent``."},
     {"hipCtxSetSharedMemConfig", (PyCFunction)(void (*)(void))ia_fast_26, METH_FASTCALL | METH_KEYWORDS,
      "hipCtxSetSharedMemConfig($module, config)\n"
      "--\n"
@@ -4583,6 +17059,27 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``hipError_t hipCtxSynchronize(void)``\n"
      "\n"
      "Symbol ``hipCtxSynchronize``."},
+    {"hipDestroyExternalMemory", (PyCFunction)(void (*)(void))ia_fast_28, METH_FASTCALL | METH_KEYWORDS,
+     "hipDestroyExternalMemory($module, extMem)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDestroyExternalMemory(hipExternalMemory_t extMem)``\n"
+     "\n"
+     "Symbol ``hipDestroyExternalMemory``."},
+    {"hipDestroyExternalSemaphore", (PyCFunction)(void (*)(void))ia_fast_29, METH_FASTCALL | METH_KEYWORDS,
+     "hipDestroyExternalSemaphore($module, extSem)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDestroyExternalSemaphore(hipExternalSemaphore_t extSem)``\n"
+     "\n"
+     "Symbol ``hipDestroyExternalSemaphore``."},
+    {"hipDestroyTextureObject", (PyCFunction)(void (*)(void))ia_fast_30, METH_FASTCALL | METH_KEYWORDS,
+     "hipDestroyTextureObject($module, textureObject)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDestroyTextureObject(hipTextureObject_t textureObject)``\n"
+     "\n"
+     "Symbol ``hipDestroyTextureObject``."},
     {"hipDeviceCanAccessPeer", (PyCFunction)(void (*)(void))ia_fast_31, METH_FASTCALL | METH_KEYWORDS,
      "hipDeviceCanAccessPeer($module, deviceId, peerDeviceId)\n"
      "--\n"
@@ -4629,6 +17126,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipDeviceGetAttribute``.\n"
      "Returns ``pi``."},
+    {"hipDeviceGetByPCIBusId", (PyCFunction)(void (*)(void))ia_fast_37, METH_FASTCALL | METH_KEYWORDS,
+     "hipDeviceGetByPCIBusId($module, pciBusId)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDeviceGetByPCIBusId(int *device, const char *pciBusId)``\n"
+     "\n"
+     "Symbol ``hipDeviceGetByPCIBusId``.\n"
+     "Returns ``device``."},
     {"hipDeviceGetCacheConfig", (PyCFunction)(void (*)(void))ia_fast_38, METH_FASTCALL | METH_KEYWORDS,
      "hipDeviceGetCacheConfig($module)\n"
      "--\n"
@@ -4637,6 +17142,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipDeviceGetCacheConfig``.\n"
      "Returns ``cacheConfig``."},
+    {"hipDeviceGetDefaultMemPool", (PyCFunction)(void (*)(void))ia_fast_39, METH_FASTCALL | METH_KEYWORDS,
+     "hipDeviceGetDefaultMemPool($module, device)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDeviceGetDefaultMemPool(hipMemPool_t *mem_pool, int device)``\n"
+     "\n"
+     "Symbol ``hipDeviceGetDefaultMemPool``.\n"
+     "Returns ``mem_pool``."},
     {"hipDeviceGetLimit", (PyCFunction)(void (*)(void))ia_fast_40, METH_FASTCALL | METH_KEYWORDS,
      "hipDeviceGetLimit($module, limit)\n"
      "--\n"
@@ -4645,6 +17158,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipDeviceGetLimit``.\n"
      "Returns ``pValue``."},
+    {"hipDeviceGetMemPool", (PyCFunction)(void (*)(void))ia_fast_41, METH_FASTCALL | METH_KEYWORDS,
+     "hipDeviceGetMemPool($module, device)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDeviceGetMemPool(hipMemPool_t *mem_pool, int device)``\n"
+     "\n"
+     "Symbol ``hipDeviceGetMemPool``.\n"
+     "Returns ``mem_pool``."},
     {"hipDeviceGetName", (PyCFunction)(void (*)(void))ia_fast_42, METH_FASTCALL | METH_KEYWORDS,
      "hipDeviceGetName($module, device)\n"
      "--\n"
@@ -4661,6 +17182,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipDeviceGetP2PAttribute``.\n"
      "Returns ``value``."},
+    {"hipDeviceGetPCIBusId", (PyCFunction)(void (*)(void))ia_fast_44, METH_FASTCALL | METH_KEYWORDS,
+     "hipDeviceGetPCIBusId($module, pciBusId, len, device)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDeviceGetPCIBusId(char *pciBusId, int len, int device)``\n"
+     "\n"
+     "Symbol ``hipDeviceGetPCIBusId``."},
     {"hipDeviceGetSharedMemConfig", (PyCFunction)(void (*)(void))ia_fast_45, METH_FASTCALL | METH_KEYWORDS,
      "hipDeviceGetSharedMemConfig($module)\n"
      "--\n"
@@ -4677,6 +17205,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipDeviceGetStreamPriorityRange``.\n"
      "Returns ``leastPriority``, ``greatestPriority``."},
+    {"hipDeviceGetUuid", (PyCFunction)(void (*)(void))ia_fast_47, METH_FASTCALL | METH_KEYWORDS,
+     "hipDeviceGetUuid($module, device)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDeviceGetUuid(hipUUID *uuid, hipDevice_t device)``\n"
+     "\n"
+     "Symbol ``hipDeviceGetUuid``.\n"
+     "Returns ``uuid``."},
     {"hipDevicePrimaryCtxGetState", (PyCFunction)(void (*)(void))ia_fast_48, METH_FASTCALL | METH_KEYWORDS,
      "hipDevicePrimaryCtxGetState($module, dev)\n"
      "--\n"
@@ -4699,6 +17235,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``hipError_t hipDevicePrimaryCtxReset(hipDevice_t dev)``\n"
      "\n"
      "Symbol ``hipDevicePrimaryCtxReset``."},
+    {"hipDevicePrimaryCtxRetain", (PyCFunction)(void (*)(void))ia_fast_51, METH_FASTCALL | METH_KEYWORDS,
+     "hipDevicePrimaryCtxRetain($module, dev)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDevicePrimaryCtxRetain(hipCtx_t *pctx, hipDevice_t dev)``\n"
+     "\n"
+     "Symbol ``hipDevicePrimaryCtxRetain``.\n"
+     "Returns ``pctx``."},
     {"hipDevicePrimaryCtxSetFlags", (PyCFunction)(void (*)(void))ia_fast_52, METH_FASTCALL | METH_KEYWORDS,
      "hipDevicePrimaryCtxSetFlags($module, dev, flags)\n"
      "--\n"
@@ -4720,6 +17264,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``hipError_t hipDeviceSetCacheConfig(hipFuncCache_t cacheConfig)``\n"
      "\n"
      "Symbol ``hipDeviceSetCacheConfig``."},
+    {"hipDeviceSetMemPool", (PyCFunction)(void (*)(void))ia_fast_55, METH_FASTCALL | METH_KEYWORDS,
+     "hipDeviceSetMemPool($module, device, mem_pool)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDeviceSetMemPool(int device, hipMemPool_t mem_pool)``\n"
+     "\n"
+     "Symbol ``hipDeviceSetMemPool``."},
     {"hipDeviceSetSharedMemConfig", (PyCFunction)(void (*)(void))ia_fast_56, METH_FASTCALL | METH_KEYWORDS,
      "hipDeviceSetSharedMemConfig($module, config)\n"
      "--\n"
@@ -4750,6 +17301,162 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipDriverGetVersion``.\n"
      "Returns ``driverVersion``."},
+    {"hipDrvMemcpy2DUnaligned", (PyCFunction)(void (*)(void))ia_fast_60, METH_FASTCALL | METH_KEYWORDS,
+     "hipDrvMemcpy2DUnaligned($module, pCopy)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDrvMemcpy2DUnaligned(const hip_Memcpy2D *pCopy)``\n"
+     "\n"
+     "Symbol ``hipDrvMemcpy2DUnaligned``."},
+    {"hipDrvMemcpy3D", (PyCFunction)(void (*)(void))ia_fast_61, METH_FASTCALL | METH_KEYWORDS,
+     "hipDrvMemcpy3D($module, pCopy)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDrvMemcpy3D(const HIP_MEMCPY3D *pCopy)``\n"
+     "\n"
+     "Symbol ``hipDrvMemcpy3D``."},
+    {"hipDrvMemcpy3DAsync", (PyCFunction)(void (*)(void))ia_fast_62, METH_FASTCALL | METH_KEYWORDS,
+     "hipDrvMemcpy3DAsync($module, pCopy, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDrvMemcpy3DAsync(const HIP_MEMCPY3D *pCopy, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipDrvMemcpy3DAsync``."},
+    {"hipDrvPointerGetAttributes", (PyCFunction)(void (*)(void))ia_fast_63, METH_FASTCALL | METH_KEYWORDS,
+     "hipDrvPointerGetAttributes($module, numAttributes, ptr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipDrvPointerGetAttributes(unsigned int numAttributes, hipPointer_attribute *attributes, void **data, hipDeviceptr_t ptr)``\n"
+     "\n"
+     "Symbol ``hipDrvPointerGetAttributes``.\n"
+     "Returns ``attributes``, ``data``."},
+    {"hipEventCreate", (PyCFunction)(void (*)(void))ia_fast_64, METH_FASTCALL | METH_KEYWORDS,
+     "hipEventCreate($module)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipEventCreate(hipEvent_t *event)``\n"
+     "\n"
+     "Symbol ``hipEventCreate``.\n"
+     "Returns ``event``."},
+    {"hipEventCreateWithFlags", (PyCFunction)(void (*)(void))ia_fast_65, METH_FASTCALL | METH_KEYWORDS,
+     "hipEventCreateWithFlags($module, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipEventCreateWithFlags``.\n"
+     "Returns ``event``."},
+    {"hipEventDestroy", (PyCFunction)(void (*)(void))ia_fast_66, METH_FASTCALL | METH_KEYWORDS,
+     "hipEventDestroy($module, event)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipEventDestroy(hipEvent_t event)``\n"
+     "\n"
+     "Symbol ``hipEventDestroy``."},
+    {"hipEventElapsedTime", (PyCFunction)(void (*)(void))ia_fast_67, METH_FASTCALL | METH_KEYWORDS,
+     "hipEventElapsedTime($module, start, stop)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipEventElapsedTime(float *ms, hipEvent_t start, hipEvent_t stop)``\n"
+     "\n"
+     "Symbol ``hipEventElapsedTime``.\n"
+     "Returns ``ms``."},
+    {"hipEventQuery", (PyCFunction)(void (*)(void))ia_fast_68, METH_FASTCALL | METH_KEYWORDS,
+     "hipEventQuery($module, event)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipEventQuery(hipEvent_t event)``\n"
+     "\n"
+     "Symbol ``hipEventQuery``.\n"
+     "Returns the status code."},
+    {"hipEventRecord", (PyCFunction)(void (*)(void))ia_fast_69, METH_FASTCALL | METH_KEYWORDS,
+     "hipEventRecord($module, event, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipEventRecord``."},
+    {"hipEventSynchronize", (PyCFunction)(void (*)(void))ia_fast_70, METH_FASTCALL | METH_KEYWORDS,
+     "hipEventSynchronize($module, event)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipEventSynchronize(hipEvent_t event)``\n"
+     "\n"
+     "Symbol ``hipEventSynchronize``."},
+    {"hipFree", (PyCFunction)(void (*)(void))ia_fast_71, METH_FASTCALL | METH_KEYWORDS,
+     "hipFree($module, ptr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipFree(void *ptr)``\n"
+     "\n"
+     "Symbol ``hipFree``."},
+    {"hipFreeArray", (PyCFunction)(void (*)(void))ia_fast_72, METH_FASTCALL | METH_KEYWORDS,
+     "hipFreeArray($module)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipFreeArray(hipArray *array)``\n"
+     "\n"
+     "Symbol ``hipFreeArray``.\n"
+     "Returns ``array``."},
+    {"hipFreeAsync", (PyCFunction)(void (*)(void))ia_fast_73, METH_FASTCALL | METH_KEYWORDS,
+     "hipFreeAsync($module, dev_ptr, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipFreeAsync``."},
+    {"hipFreeHost", (PyCFunction)(void (*)(void))ia_fast_74, METH_FASTCALL | METH_KEYWORDS,
+     "hipFreeHost($module, ptr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipFreeHost(void *ptr)``\n"
+     "\n"
+     "Symbol ``hipFreeHost``."},
+    {"hipFreeMipmappedArray", (PyCFunction)(void (*)(void))ia_fast_75, METH_FASTCALL | METH_KEYWORDS,
+     "hipFreeMipmappedArray($module)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipFreeMipmappedArray(hipMipmappedArray_t mipmappedArray)``\n"
+     "\n"
+     "Symbol ``hipFreeMipmappedArray``.\n"
+     "Returns ``mipmappedArray``."},
+    {"hipFuncGetAttribute", (PyCFunction)(void (*)(void))ia_fast_76, METH_FASTCALL | METH_KEYWORDS,
+     "hipFuncGetAttribute($module, attrib, hfunc)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipFuncGetAttribute(int *value, hipFunction_attribute attrib, hipFunction_t hfunc)``\n"
+     "\n"
+     "Symbol ``hipFuncGetAttribute``.\n"
+     "Returns ``value``."},
+    {"hipFuncGetAttributes", (PyCFunction)(void (*)(void))ia_fast_77, METH_FASTCALL | METH_KEYWORDS,
+     "hipFuncGetAttributes($module, func)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipFuncGetAttributes(struct hipFuncAttributes *attr, const void *func)``\n"
+     "\n"
+     "Symbol ``hipFuncGetAttributes``.\n"
+     "Returns ``attr``."},
+    {"hipFuncSetAttribute", (PyCFunction)(void (*)(void))ia_fast_78, METH_FASTCALL | METH_KEYWORDS,
+     "hipFuncSetAttribute($module, func, attr, value)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipFuncSetAttribute(const void *func, hipFuncAttribute attr, int value)``\n"
+     "\n"
+     "Symbol ``hipFuncSetAttribute``."},
+    {"hipFuncSetCacheConfig", (PyCFunction)(void (*)(void))ia_fast_79, METH_FASTCALL | METH_KEYWORDS,
+     "hipFuncSetCacheConfig($module, func, config)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipFuncSetCacheConfig(const void *func, hipFuncCache_t config)``\n"
+     "\n"
+     "Symbol ``hipFuncSetCacheConfig``."},
+    {"hipFuncSetSharedMemConfig", (PyCFunction)(void (*)(void))ia_fast_80, METH_FASTCALL | METH_KEYWORDS,
+     "hipFuncSetSharedMemConfig($module, func, config)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipFuncSetSharedMemConfig(const void *func, hipSharedMemConfig config)``\n"
+     "\n"
+     "Symbol ``hipFuncSetSharedMemConfig``."},
     {"hipGLGetDevices", (PyCFunction)(void (*)(void))ia_fast_81, METH_FASTCALL | METH_KEYWORDS,
      "hipGLGetDevices($module, hipDeviceCount, deviceList)\n"
      "--\n"
@@ -4758,6 +17465,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipGLGetDevices``.\n"
      "Returns ``pHipDeviceCount``, ``pHipDevices``."},
+    {"hipGetChannelDesc", (PyCFunction)(void (*)(void))ia_fast_82, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetChannelDesc($module, array)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGetChannelDesc(hipChannelFormatDesc *desc, hipArray_const_t array)``\n"
+     "\n"
+     "Symbol ``hipGetChannelDesc``.\n"
+     "Returns ``desc``."},
     {"hipGetDevice", (PyCFunction)(void (*)(void))ia_fast_83, METH_FASTCALL | METH_KEYWORDS,
      "hipGetDevice($module)\n"
      "--\n"
@@ -4782,6 +17497,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipGetDeviceFlags``.\n"
      "Returns ``flags``."},
+    {"hipGetDeviceProperties", (PyCFunction)(void (*)(void))ia_fast_86, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetDeviceProperties($module, deviceId)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGetDeviceProperties(hipDeviceProp_t *prop, int deviceId)``\n"
+     "\n"
+     "Symbol ``hipGetDeviceProperties``.\n"
+     "Returns ``prop``."},
     {"hipGetErrorName", (PyCFunction)(void (*)(void))ia_fast_87, METH_FASTCALL | METH_KEYWORDS,
      "hipGetErrorName($module, hip_error)\n"
      "--\n"
@@ -4805,6 +17528,633 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``hipError_t hipGetLastError(void)``\n"
      "\n"
      "Symbol ``hipGetLastError``."},
+    {"hipGetMipmappedArrayLevel", (PyCFunction)(void (*)(void))ia_fast_90, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetMipmappedArrayLevel($module, mipmappedArray, level)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGetMipmappedArrayLevel(hipArray_t *levelArray, hipMipmappedArray_const_t mipmappedArray, unsigned int level)``\n"
+     "\n"
+     "Symbol ``hipGetMipmappedArrayLevel``.\n"
+     "Returns ``levelArray``."},
+    {"hipGetStreamDeviceId", (PyCFunction)(void (*)(void))ia_fast_91, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetStreamDeviceId($module, stream)\n"
+     "--\n"
+     "\n"
+     "``int hipGetStreamDeviceId(hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipGetStreamDeviceId``.\n"
+     "Returns the result."},
+    {"hipGetSymbolAddress", (PyCFunction)(void (*)(void))ia_fast_92, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetSymbolAddress($module, symbol)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGetSymbolAddress(void **devPtr, const void *symbol)``\n"
+     "\n"
+     "Symbol ``hipGetSymbolAddress``.\n"
+     "Returns ``devPtr``."},
+    {"hipGetSymbolSize", (PyCFunction)(void (*)(void))ia_fast_93, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetSymbolSize($module, symbol)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGetSymbolSize(size_t *size, const void *symbol)``\n"
+     "\n"
+     "Symbol ``hipGetSymbolSize``.\n"
+     "Returns ``size``."},
+    {"hipGetTextureAlignmentOffset", (PyCFunction)(void (*)(void))ia_fast_94, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetTextureAlignmentOffset($module, texref)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGetTextureAlignmentOffset(size_t *offset, const textureReference *texref)``\n"
+     "\n"
+     "Symbol ``hipGetTextureAlignmentOffset``.\n"
+     "Returns ``offset``."},
+    {"hipGetTextureObjectResourceDesc", (PyCFunction)(void (*)(void))ia_fast_95, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetTextureObjectResourceDesc($module, textureObject)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGetTextureObjectResourceDesc(hipResourceDesc *pResDesc, hipTextureObject_t textureObject)``\n"
+     "\n"
+     "Symbol ``hipGetTextureObjectResourceDesc``.\n"
+     "Returns ``pResDesc``."},
+    {"hipGetTextureObjectResourceViewDesc", (PyCFunction)(void (*)(void))ia_fast_96, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetTextureObjectResourceViewDesc($module, textureObject)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGetTextureObjectResourceViewDesc(struct hipResourceViewDesc *pResViewDesc, hipTextureObject_t textureObject)``\n"
+     "\n"
+     "Symbol ``hipGetTextureObjectResourceViewDesc``.\n"
+     "Returns ``pResViewDesc``."},
+    {"hipGetTextureObjectTextureDesc", (PyCFunction)(void (*)(void))ia_fast_97, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetTextureObjectTextureDesc($module, textureObject)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGetTextureObjectTextureDesc(hipTextureDesc *pTexDesc, hipTextureObject_t textureObject)``\n"
+     "\n"
+     "Symbol ``hipGetTextureObjectTextureDesc``.\n"
+     "Returns ``pTexDesc``."},
+    {"hipGetTextureReference", (PyCFunction)(void (*)(void))ia_fast_98, METH_FASTCALL | METH_KEYWORDS,
+     "hipGetTextureReference($module, symbol)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGetTextureReference(const textureReference **texref, const void *symbol)``\n"
+     "\n"
+     "Symbol ``hipGetTextureReference``.\n"
+     "Returns ``texref``."},
+    {"hipGraphAddChildGraphNode", (PyCFunction)(void (*)(void))ia_fast_99, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddChildGraphNode($module, graph, pDependencies, numDependencies, childGraph)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddChildGraphNode(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies, hipGraph_t childGraph)``\n"
+     "\n"
+     "Symbol ``hipGraphAddChildGraphNode``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphAddDependencies", (PyCFunction)(void (*)(void))ia_fast_100, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddDependencies($module, graph, from_, to, numDependencies)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddDependencies(hipGraph_t graph, const hipGraphNode_t *from, const hipGraphNode_t *to, size_t numDependencies)``\n"
+     "\n"
+     "Symbol ``hipGraphAddDependencies``."},
+    {"hipGraphAddEmptyNode", (PyCFunction)(void (*)(void))ia_fast_101, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddEmptyNode($module, graph, pDependencies, numDependencies)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddEmptyNode(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies)``\n"
+     "\n"
+     "Symbol ``hipGraphAddEmptyNode``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphAddEventRecordNode", (PyCFunction)(void (*)(void))ia_fast_102, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddEventRecordNode($module, graph, pDependencies, numDependencies, event)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddEventRecordNode(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies, hipEvent_t event)``\n"
+     "\n"
+     "Symbol ``hipGraphAddEventRecordNode``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphAddEventWaitNode", (PyCFunction)(void (*)(void))ia_fast_103, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddEventWaitNode($module, graph, pDependencies, numDependencies, event)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddEventWaitNode(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies, hipEvent_t event)``\n"
+     "\n"
+     "Symbol ``hipGraphAddEventWaitNode``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphAddHostNode", (PyCFunction)(void (*)(void))ia_fast_104, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddHostNode($module, graph, pDependencies, numDependencies, pNodeParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddHostNode(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies, const hipHostNodeParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphAddHostNode``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphAddKernelNode", (PyCFunction)(void (*)(void))ia_fast_105, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddKernelNode($module, graph, pDependencies, numDependencies, pNodeParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddKernelNode(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies, const hipKernelNodeParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphAddKernelNode``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphAddMemcpyNode", (PyCFunction)(void (*)(void))ia_fast_106, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddMemcpyNode($module, graph, pDependencies, numDependencies, pCopyParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddMemcpyNode(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies, const hipMemcpy3DParms *pCopyParams)``\n"
+     "\n"
+     "Symbol ``hipGraphAddMemcpyNode``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphAddMemcpyNode1D", (PyCFunction)(void (*)(void))ia_fast_107, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddMemcpyNode1D($module, graph, pDependencies, numDependencies, dst, src, count, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddMemcpyNode1D(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies, void *dst, const void *src, size_t count, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipGraphAddMemcpyNode1D``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphAddMemcpyNodeFromSymbol", (PyCFunction)(void (*)(void))ia_fast_108, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddMemcpyNodeFromSymbol($module, graph, pDependencies, numDependencies, dst, symbol, count, offset, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddMemcpyNodeFromSymbol(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies, void *dst, const void *symbol, size_t count, size_t offset, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipGraphAddMemcpyNodeFromSymbol``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphAddMemcpyNodeToSymbol", (PyCFunction)(void (*)(void))ia_fast_109, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddMemcpyNodeToSymbol($module, graph, pDependencies, numDependencies, symbol, src, count, offset, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddMemcpyNodeToSymbol(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies, const void *symbol, const void *src, size_t count, size_t offset, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipGraphAddMemcpyNodeToSymbol``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphAddMemsetNode", (PyCFunction)(void (*)(void))ia_fast_110, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphAddMemsetNode($module, graph, pDependencies, numDependencies, pMemsetParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphAddMemsetNode(hipGraphNode_t *pGraphNode, hipGraph_t graph, const hipGraphNode_t *pDependencies, size_t numDependencies, const hipMemsetParams *pMemsetParams)``\n"
+     "\n"
+     "Symbol ``hipGraphAddMemsetNode``.\n"
+     "Returns ``pGraphNode``."},
+    {"hipGraphChildGraphNodeGetGraph", (PyCFunction)(void (*)(void))ia_fast_111, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphChildGraphNodeGetGraph($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphChildGraphNodeGetGraph(hipGraphNode_t node, hipGraph_t *pGraph)``\n"
+     "\n"
+     "Symbol ``hipGraphChildGraphNodeGetGraph``.\n"
+     "Returns ``pGraph``."},
+    {"hipGraphClone", (PyCFunction)(void (*)(void))ia_fast_112, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphClone($module, originalGraph)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphClone(hipGraph_t *pGraphClone, hipGraph_t originalGraph)``\n"
+     "\n"
+     "Symbol ``hipGraphClone``.\n"
+     "Returns ``pGraphClone``."},
+    {"hipGraphCreate", (PyCFunction)(void (*)(void))ia_fast_113, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphCreate($module, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphCreate(hipGraph_t *pGraph, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipGraphCreate``.\n"
+     "Returns ``pGraph``."},
+    {"hipGraphDestroy", (PyCFunction)(void (*)(void))ia_fast_114, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphDestroy($module, graph)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphDestroy(hipGraph_t graph)``\n"
+     "\n"
+     "Symbol ``hipGraphDestroy``."},
+    {"hipGraphDestroyNode", (PyCFunction)(void (*)(void))ia_fast_115, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphDestroyNode($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphDestroyNode(hipGraphNode_t node)``\n"
+     "\n"
+     "Symbol ``hipGraphDestroyNode``."},
+    {"hipGraphEventRecordNodeGetEvent", (PyCFunction)(void (*)(void))ia_fast_116, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphEventRecordNodeGetEvent($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphEventRecordNodeGetEvent(hipGraphNode_t node, hipEvent_t *event_out)``\n"
+     "\n"
+     "Symbol ``hipGraphEventRecordNodeGetEvent``.\n"
+     "Returns ``event_out``."},
+    {"hipGraphEventRecordNodeSetEvent", (PyCFunction)(void (*)(void))ia_fast_117, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphEventRecordNodeSetEvent($module, node, event)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphEventRecordNodeSetEvent(hipGraphNode_t node, hipEvent_t event)``\n"
+     "\n"
+     "Symbol ``hipGraphEventRecordNodeSetEvent``."},
+    {"hipGraphEventWaitNodeGetEvent", (PyCFunction)(void (*)(void))ia_fast_118, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphEventWaitNodeGetEvent($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphEventWaitNodeGetEvent(hipGraphNode_t node, hipEvent_t *event_out)``\n"
+     "\n"
+     "Symbol ``hipGraphEventWaitNodeGetEvent``.\n"
+     "Returns ``event_out``."},
+    {"hipGraphEventWaitNodeSetEvent", (PyCFunction)(void (*)(void))ia_fast_119, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphEventWaitNodeSetEvent($module, node, event)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphEventWaitNodeSetEvent(hipGraphNode_t node, hipEvent_t event)``\n"
+     "\n"
+     "Symbol ``hipGraphEventWaitNodeSetEvent``."},
+    {"hipGraphExecChildGraphNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_120, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecChildGraphNodeSetParams($module, hGraphExec, node, childGraph)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecChildGraphNodeSetParams(hipGraphExec_t hGraphExec, hipGraphNode_t node, hipGraph_t childGraph)``\n"
+     "\n"
+     "Symbol ``hipGraphExecChildGraphNodeSetParams``."},
+    {"hipGraphExecDestroy", (PyCFunction)(void (*)(void))ia_fast_121, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecDestroy($module, graphExec)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecDestroy(hipGraphExec_t graphExec)``\n"
+     "\n"
+     "Symbol ``hipGraphExecDestroy``."},
+    {"hipGraphExecEventRecordNodeSetEvent", (PyCFunction)(void (*)(void))ia_fast_122, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecEventRecordNodeSetEvent($module, hGraphExec, hNode, event)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecEventRecordNodeSetEvent(hipGraphExec_t hGraphExec, hipGraphNode_t hNode, hipEvent_t event)``\n"
+     "\n"
+     "Symbol ``hipGraphExecEventRecordNodeSetEvent``."},
+    {"hipGraphExecEventWaitNodeSetEvent", (PyCFunction)(void (*)(void))ia_fast_123, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecEventWaitNodeSetEvent($module, hGraphExec, hNode, event)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecEventWaitNodeSetEvent(hipGraphExec_t hGraphExec, hipGraphNode_t hNode, hipEvent_t event)``\n"
+     "\n"
+     "Symbol ``hipGraphExecEventWaitNodeSetEvent``."},
+    {"hipGraphExecHostNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_124, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecHostNodeSetParams($module, hGraphExec, node, pNodeParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecHostNodeSetParams(hipGraphExec_t hGraphExec, hipGraphNode_t node, const hipHostNodeParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphExecHostNodeSetParams``."},
+    {"hipGraphExecKernelNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_125, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecKernelNodeSetParams($module, hGraphExec, node, pNodeParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecKernelNodeSetParams(hipGraphExec_t hGraphExec, hipGraphNode_t node, const hipKernelNodeParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphExecKernelNodeSetParams``."},
+    {"hipGraphExecMemcpyNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_126, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecMemcpyNodeSetParams($module, hGraphExec, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecMemcpyNodeSetParams(hipGraphExec_t hGraphExec, hipGraphNode_t node, hipMemcpy3DParms *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphExecMemcpyNodeSetParams``.\n"
+     "Returns ``pNodeParams``."},
+    {"hipGraphExecMemcpyNodeSetParams1D", (PyCFunction)(void (*)(void))ia_fast_127, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecMemcpyNodeSetParams1D($module, hGraphExec, node, dst, src, count, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecMemcpyNodeSetParams1D(hipGraphExec_t hGraphExec, hipGraphNode_t node, void *dst, const void *src, size_t count, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipGraphExecMemcpyNodeSetParams1D``."},
+    {"hipGraphExecMemcpyNodeSetParamsFromSymbol", (PyCFunction)(void (*)(void))ia_fast_128, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecMemcpyNodeSetParamsFromSymbol($module, hGraphExec, node, dst, symbol, count, offset, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecMemcpyNodeSetParamsFromSymbol(hipGraphExec_t hGraphExec, hipGraphNode_t node, void *dst, const void *symbol, size_t count, size_t offset, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipGraphExecMemcpyNodeSetParamsFromSymbol``."},
+    {"hipGraphExecMemcpyNodeSetParamsToSymbol", (PyCFunction)(void (*)(void))ia_fast_129, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecMemcpyNodeSetParamsToSymbol($module, hGraphExec, node, symbol, src, count, offset, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecMemcpyNodeSetParamsToSymbol(hipGraphExec_t hGraphExec, hipGraphNode_t node, const void *symbol, const void *src, size_t count, size_t offset, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipGraphExecMemcpyNodeSetParamsToSymbol``."},
+    {"hipGraphExecMemsetNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_130, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecMemsetNodeSetParams($module, hGraphExec, node, pNodeParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecMemsetNodeSetParams(hipGraphExec_t hGraphExec, hipGraphNode_t node, const hipMemsetParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphExecMemsetNodeSetParams``."},
+    {"hipGraphExecUpdate", (PyCFunction)(void (*)(void))ia_fast_131, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphExecUpdate($module, hGraphExec, hGraph)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphExecUpdate(hipGraphExec_t hGraphExec, hipGraph_t hGraph, hipGraphNode_t *hErrorNode_out, hipGraphExecUpdateResult *updateResult_out)``\n"
+     "\n"
+     "Symbol ``hipGraphExecUpdate``.\n"
+     "Returns ``hErrorNode_out``, ``updateResult_out``."},
+    {"hipGraphGetEdges", (PyCFunction)(void (*)(void))ia_fast_132, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphGetEdges($module, graph)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphGetEdges(hipGraph_t graph, hipGraphNode_t *from, hipGraphNode_t *to, size_t *numEdges)``\n"
+     "\n"
+     "Symbol ``hipGraphGetEdges``.\n"
+     "Returns ``from_``, ``to``, ``numEdges``."},
+    {"hipGraphGetNodes", (PyCFunction)(void (*)(void))ia_fast_133, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphGetNodes($module, graph)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphGetNodes(hipGraph_t graph, hipGraphNode_t *nodes, size_t *numNodes)``\n"
+     "\n"
+     "Symbol ``hipGraphGetNodes``.\n"
+     "Returns ``nodes``, ``numNodes``."},
+    {"hipGraphGetRootNodes", (PyCFunction)(void (*)(void))ia_fast_134, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphGetRootNodes($module, graph)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphGetRootNodes(hipGraph_t graph, hipGraphNode_t *pRootNodes, size_t *pNumRootNodes)``\n"
+     "\n"
+     "Symbol ``hipGraphGetRootNodes``.\n"
+     "Returns ``pRootNodes``, ``pNumRootNodes``."},
+    {"hipGraphHostNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_135, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphHostNodeGetParams($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphHostNodeGetParams(hipGraphNode_t node, hipHostNodeParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphHostNodeGetParams``.\n"
+     "Returns ``pNodeParams``."},
+    {"hipGraphHostNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_136, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphHostNodeSetParams($module, node, pNodeParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphHostNodeSetParams(hipGraphNode_t node, const hipHostNodeParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphHostNodeSetParams``."},
+    {"hipGraphInstantiate", (PyCFunction)(void (*)(void))ia_fast_137, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphInstantiate($module, graph, pLogBuffer, bufferSize)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphInstantiate(hipGraphExec_t *pGraphExec, hipGraph_t graph, hipGraphNode_t *pErrorNode, char *pLogBuffer, size_t bufferSize)``\n"
+     "\n"
+     "Symbol ``hipGraphInstantiate``.\n"
+     "Returns ``pGraphExec``, ``pErrorNode``."},
+    {"hipGraphInstantiateWithFlags", (PyCFunction)(void (*)(void))ia_fast_138, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphInstantiateWithFlags($module, graph, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphInstantiateWithFlags(hipGraphExec_t *pGraphExec, hipGraph_t graph, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``hipGraphInstantiateWithFlags``.\n"
+     "Returns ``pGraphExec``."},
+    {"hipGraphKernelNodeGetAttribute", (PyCFunction)(void (*)(void))ia_fast_139, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphKernelNodeGetAttribute($module, hNode, attr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphKernelNodeGetAttribute(hipGraphNode_t hNode, hipKernelNodeAttrID attr, hipKernelNodeAttrValue *value)``\n"
+     "\n"
+     "Symbol ``hipGraphKernelNodeGetAttribute``.\n"
+     "Returns ``value``."},
+    {"hipGraphKernelNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_140, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphKernelNodeGetParams($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphKernelNodeGetParams(hipGraphNode_t node, hipKernelNodeParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphKernelNodeGetParams``.\n"
+     "Returns ``pNodeParams``."},
+    {"hipGraphKernelNodeSetAttribute", (PyCFunction)(void (*)(void))ia_fast_141, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphKernelNodeSetAttribute($module, hNode, attr, value)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphKernelNodeSetAttribute(hipGraphNode_t hNode, hipKernelNodeAttrID attr, const hipKernelNodeAttrValue *value)``\n"
+     "\n"
+     "Symbol ``hipGraphKernelNodeSetAttribute``."},
+    {"hipGraphKernelNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_142, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphKernelNodeSetParams($module, node, pNodeParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphKernelNodeSetParams(hipGraphNode_t node, const hipKernelNodeParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphKernelNodeSetParams``."},
+    {"hipGraphLaunch", (PyCFunction)(void (*)(void))ia_fast_143, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphLaunch($module, graphExec, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphLaunch(hipGraphExec_t graphExec, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipGraphLaunch``."},
+    {"hipGraphMemcpyNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_144, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphMemcpyNodeGetParams($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphMemcpyNodeGetParams(hipGraphNode_t node, hipMemcpy3DParms *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphMemcpyNodeGetParams``.\n"
+     "Returns ``pNodeParams``."},
+    {"hipGraphMemcpyNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_145, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphMemcpyNodeSetParams($module, node, pNodeParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphMemcpyNodeSetParams(hipGraphNode_t node, const hipMemcpy3DParms *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphMemcpyNodeSetParams``."},
+    {"hipGraphMemcpyNodeSetParams1D", (PyCFunction)(void (*)(void))ia_fast_146, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphMemcpyNodeSetParams1D($module, node, dst, src, count, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphMemcpyNodeSetParams1D(hipGraphNode_t node, void *dst, const void *src, size_t count, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipGraphMemcpyNodeSetParams1D``."},
+    {"hipGraphMemcpyNodeSetParamsFromSymbol", (PyCFunction)(void (*)(void))ia_fast_147, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphMemcpyNodeSetParamsFromSymbol($module, node, dst, symbol, count, offset, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphMemcpyNodeSetParamsFromSymbol(hipGraphNode_t node, void *dst, const void *symbol, size_t count, size_t offset, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipGraphMemcpyNodeSetParamsFromSymbol``."},
+    {"hipGraphMemcpyNodeSetParamsToSymbol", (PyCFunction)(void (*)(void))ia_fast_148, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphMemcpyNodeSetParamsToSymbol($module, node, symbol, src, count, offset, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphMemcpyNodeSetParamsToSymbol(hipGraphNode_t node, const void *symbol, const void *src, size_t count, size_t offset, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipGraphMemcpyNodeSetParamsToSymbol``."},
+    {"hipGraphMemsetNodeGetParams", (PyCFunction)(void (*)(void))ia_fast_149, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphMemsetNodeGetParams($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphMemsetNodeGetParams(hipGraphNode_t node, hipMemsetParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphMemsetNodeGetParams``.\n"
+     "Returns ``pNodeParams``."},
+    {"hipGraphMemsetNodeSetParams", (PyCFunction)(void (*)(void))ia_fast_150, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphMemsetNodeSetParams($module, node, pNodeParams)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphMemsetNodeSetParams(hipGraphNode_t node, const hipMemsetParams *pNodeParams)``\n"
+     "\n"
+     "Symbol ``hipGraphMemsetNodeSetParams``."},
+    {"hipGraphNodeFindInClone", (PyCFunction)(void (*)(void))ia_fast_151, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphNodeFindInClone($module, originalNode, clonedGraph)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphNodeFindInClone(hipGraphNode_t *pNode, hipGraphNode_t originalNode, hipGraph_t clonedGraph)``\n"
+     "\n"
+     "Symbol ``hipGraphNodeFindInClone``.\n"
+     "Returns ``pNode``."},
+    {"hipGraphNodeGetDependencies", (PyCFunction)(void (*)(void))ia_fast_152, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphNodeGetDependencies($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphNodeGetDependencies(hipGraphNode_t node, hipGraphNode_t *pDependencies, size_t *pNumDependencies)``\n"
+     "\n"
+     "Symbol ``hipGraphNodeGetDependencies``.\n"
+     "Returns ``pDependencies``, ``pNumDependencies``."},
+    {"hipGraphNodeGetDependentNodes", (PyCFunction)(void (*)(void))ia_fast_153, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphNodeGetDependentNodes($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphNodeGetDependentNodes(hipGraphNode_t node, hipGraphNode_t *pDependentNodes, size_t *pNumDependentNodes)``\n"
+     "\n"
+     "Symbol ``hipGraphNodeGetDependentNodes``.\n"
+     "Returns ``pDependentNodes``, ``pNumDependentNodes``."},
+    {"hipGraphNodeGetType", (PyCFunction)(void (*)(void))ia_fast_154, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphNodeGetType($module, node)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphNodeGetType(hipGraphNode_t node, hipGraphNodeType *pType)``\n"
+     "\n"
+     "Symbol ``hipGraphNodeGetType``.\n"
+     "Returns ``pType``."},
+    {"hipGraphRemoveDependencies", (PyCFunction)(void (*)(void))ia_fast_155, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphRemoveDependencies($module, graph, from_, to, numDependencies)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphRemoveDependencies(hipGraph_t graph, const hipGraphNode_t *from, const hipGraphNode_t *to, size_t numDependencies)``\n"
+     "\n"
+     "Symbol ``hipGraphRemoveDependencies``."},
+    {"hipGraphicsGLRegisterBuffer", (PyCFunction)(void (*)(void))ia_fast_156, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphicsGLRegisterBuffer($module, buffer, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphicsGLRegisterBuffer(hipGraphicsResource **resource, GLuint buffer, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipGraphicsGLRegisterBuffer``.\n"
+     "Returns ``resource``."},
+    {"hipGraphicsGLRegisterImage", (PyCFunction)(void (*)(void))ia_fast_157, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphicsGLRegisterImage($module, image, target, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphicsGLRegisterImage(hipGraphicsResource **resource, GLuint image, GLenum target, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipGraphicsGLRegisterImage``.\n"
+     "Returns ``resource``."},
+    {"hipGraphicsMapResources", (PyCFunction)(void (*)(void))ia_fast_158, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphicsMapResources($module, count, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphicsMapResources(int count, hipGraphicsResource_t *resources, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipGraphicsMapResources``.\n"
+     "Returns ``resources``."},
+    {"hipGraphicsResourceGetMappedPointer", (PyCFunction)(void (*)(void))ia_fast_159, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphicsResourceGetMappedPointer($module, resource)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphicsResourceGetMappedPointer(void **devPtr, size_t *size, hipGraphicsResource_t resource)``\n"
+     "\n"
+     "Symbol ``hipGraphicsResourceGetMappedPointer``.\n"
+     "Returns ``devPtr``, ``size``."},
+    {"hipGraphicsSubResourceGetMappedArray", (PyCFunction)(void (*)(void))ia_fast_160, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphicsSubResourceGetMappedArray($module, resource, arrayIndex, mipLevel)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphicsSubResourceGetMappedArray(hipArray_t *array, hipGraphicsResource_t resource, unsigned int arrayIndex, unsigned int mipLevel)``\n"
+     "\n"
+     "Symbol ``hipGraphicsSubResourceGetMappedArray``.\n"
+     "Returns ``array``."},
+    {"hipGraphicsUnmapResources", (PyCFunction)(void (*)(void))ia_fast_161, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphicsUnmapResources($module, count, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphicsUnmapResources(int count, hipGraphicsResource_t *resources, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipGraphicsUnmapResources``.\n"
+     "Returns ``resources``."},
+    {"hipGraphicsUnregisterResource", (PyCFunction)(void (*)(void))ia_fast_162, METH_FASTCALL | METH_KEYWORDS,
+     "hipGraphicsUnregisterResource($module, resource)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipGraphicsUnregisterResource(hipGraphicsResource_t resource)``\n"
+     "\n"
+     "Symbol ``hipGraphicsUnregisterResource``."},
+    {"hipHostAlloc", (PyCFunction)(void (*)(void))ia_fast_163, METH_FASTCALL | METH_KEYWORDS,
+     "hipHostAlloc($module, size, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipHostAlloc(void **ptr, size_t size, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipHostAlloc``.\n"
+     "Returns ``ptr``."},
+    {"hipHostFree", (PyCFunction)(void (*)(void))ia_fast_164, METH_FASTCALL | METH_KEYWORDS,
+     "hipHostFree($module, ptr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipHostFree(void *ptr)``\n"
+     "\n"
+     "Symbol ``hipHostFree``."},
+    {"hipHostGetDevicePointer", (PyCFunction)(void (*)(void))ia_fast_165, METH_FASTCALL | METH_KEYWORDS,
+     "hipHostGetDevicePointer($module, hstPtr, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipHostGetDevicePointer(void **devPtr, void *hstPtr, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipHostGetDevicePointer``.\n"
+     "Returns ``devPtr``."},
+    {"hipHostGetFlags", (PyCFunction)(void (*)(void))ia_fast_166, METH_FASTCALL | METH_KEYWORDS,
+     "hipHostGetFlags($module, hostPtr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipHostGetFlags(unsigned int *flagsPtr, void *hostPtr)``\n"
+     "\n"
+     "Symbol ``hipHostGetFlags``.\n"
+     "Returns ``flagsPtr``."},
+    {"hipHostMalloc", (PyCFunction)(void (*)(void))ia_fast_167, METH_FASTCALL | METH_KEYWORDS,
+     "hipHostMalloc($module, size, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipHostMalloc(void **ptr, size_t size, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipHostMalloc``.\n"
+     "Returns ``ptr``."},
+    {"hipHostRegister", (PyCFunction)(void (*)(void))ia_fast_168, METH_FASTCALL | METH_KEYWORDS,
+     "hipHostRegister($module, hostPtr, sizeBytes, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipHostRegister(void *hostPtr, size_t sizeBytes, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipHostRegister``."},
+    {"hipHostUnregister", (PyCFunction)(void (*)(void))ia_fast_169, METH_FASTCALL | METH_KEYWORDS,
+     "hipHostUnregister($module, hostPtr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipHostUnregister(void *hostPtr)``\n"
+     "\n"
+     "Symbol ``hipHostUnregister``."},
+    {"hipImportExternalMemory", (PyCFunction)(void (*)(void))ia_fast_170, METH_FASTCALL | METH_KEYWORDS,
+     "hipImportExternalMemory($module, memHandleDesc)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipImportExternalMemory(hipExternalMemory_t *extMem_out, const hipExternalMemoryHandleDesc *memHandleDesc)``\n"
+     "\n"
+     "Symbol ``hipImportExternalMemory``.\n"
+     "Returns ``extMem_out``."},
+    {"hipImportExternalSemaphore", (PyCFunction)(void (*)(void))ia_fast_171, METH_FASTCALL | METH_KEYWORDS,
+     "hipImportExternalSemaphore($module, semHandleDesc)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipImportExternalSemaphore(hipExternalSemaphore_t *extSem_out, const hipExternalSemaphoreHandleDesc *semHandleDesc)``\n"
+     "\n"
+     "Symbol ``hipImportExternalSemaphore``.\n"
+     "Returns ``extSem_out``."},
     {"hipInit", (PyCFunction)(void (*)(void))ia_fast_172, METH_FASTCALL | METH_KEYWORDS,
      "hipInit($module, flags)\n"
      "--\n"
@@ -4812,6 +18162,264 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``hipError_t hipInit(unsigned int flags)``\n"
      "\n"
      "Symbol ``hipInit``."},
+    {"hipIpcCloseMemHandle", (PyCFunction)(void (*)(void))ia_fast_173, METH_FASTCALL | METH_KEYWORDS,
+     "hipIpcCloseMemHandle($module, devPtr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipIpcCloseMemHandle(void *devPtr)``\n"
+     "\n"
+     "Symbol ``hipIpcCloseMemHandle``."},
+    {"hipIpcGetEventHandle", (PyCFunction)(void (*)(void))ia_fast_174, METH_FASTCALL | METH_KEYWORDS,
+     "hipIpcGetEventHandle($module, event)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipIpcGetEventHandle(hipIpcEventHandle_t *handle, hipEvent_t event)``\n"
+     "\n"
+     "Symbol ``hipIpcGetEventHandle``.\n"
+     "Returns ``handle``."},
+    {"hipIpcGetMemHandle", (PyCFunction)(void (*)(void))ia_fast_175, METH_FASTCALL | METH_KEYWORDS,
+     "hipIpcGetMemHandle($module, devPtr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t *handle, void *devPtr)``\n"
+     "\n"
+     "Symbol ``hipIpcGetMemHandle``.\n"
+     "Returns ``handle``."},
+    {"hipIpcOpenEventHandle", (PyCFunction)(void (*)(void))ia_fast_176, METH_FASTCALL | METH_KEYWORDS,
+     "hipIpcOpenEventHandle($module, handle)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipIpcOpenEventHandle(hipEvent_t *event, hipIpcEventHandle_t handle)``\n"
+     "\n"
+     "Symbol ``hipIpcOpenEventHandle``.\n"
+     "Returns ``event``."},
+    {"hipIpcOpenMemHandle", (PyCFunction)(void (*)(void))ia_fast_177, METH_FASTCALL | METH_KEYWORDS,
+     "hipIpcOpenMemHandle($module, handle, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipIpcOpenMemHandle(void **devPtr, hipIpcMemHandle_t handle, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipIpcOpenMemHandle``.\n"
+     "Returns ``devPtr``."},
+    {"hipKernelNameRef", (PyCFunction)(void (*)(void))ia_fast_178, METH_FASTCALL | METH_KEYWORDS,
+     "hipKernelNameRef($module, f)\n"
+     "--\n"
+     "\n"
+     "``const char *hipKernelNameRef(const hipFunction_t f)``\n"
+     "\n"
+     "Symbol ``hipKernelNameRef``.\n"
+     "Returns the result."},
+    {"hipKernelNameRefByPtr", (PyCFunction)(void (*)(void))ia_fast_179, METH_FASTCALL | METH_KEYWORDS,
+     "hipKernelNameRefByPtr($module, hostFunction, stream)\n"
+     "--\n"
+     "\n"
+     "``const char *hipKernelNameRefByPtr(const void *hostFunction, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipKernelNameRefByPtr``.\n"
+     "Returns the result."},
+    {"hipLaunchByPtr", (PyCFunction)(void (*)(void))ia_fast_180, METH_FASTCALL | METH_KEYWORDS,
+     "hipLaunchByPtr($module, func)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipLaunchByPtr(const void *func)``\n"
+     "\n"
+     "Symbol ``hipLaunchByPtr``."},
+    {"hipLaunchCooperativeKernel", (PyCFunction)(void (*)(void))ia_fast_181, METH_FASTCALL | METH_KEYWORDS,
+     "hipLaunchCooperativeKernel($module, f, gridDim, blockDimX, sharedMemBytes, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipLaunchCooperativeKernel(const void *f, dim3 gridDim, dim3 blockDimX, void **kernelParams, unsigned int sharedMemBytes, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipLaunchCooperativeKernel``.\n"
+     "Returns ``kernelParams``."},
+    {"hipLaunchCooperativeKernelMultiDevice", (PyCFunction)(void (*)(void))ia_fast_182, METH_FASTCALL | METH_KEYWORDS,
+     "hipLaunchCooperativeKernelMultiDevice($module, numDevices, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipLaunchCooperativeKernelMultiDevice(hipLaunchParams *launchParamsList, int numDevices, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipLaunchCooperativeKernelMultiDevice``.\n"
+     "Returns ``launchParamsList``."},
+    {"hipLaunchHostFunc", (PyCFunction)(void (*)(void))ia_fast_183, METH_FASTCALL | METH_KEYWORDS,
+     "hipLaunchHostFunc($module, stream, fn, userData)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void *userData)``\n"
+     "\n"
+     "Symbol ``hipLaunchHostFunc``."},
+    {"hipLaunchKernel", (PyCFunction)(void (*)(void))ia_fast_184, METH_FASTCALL | METH_KEYWORDS,
+     "hipLaunchKernel($module, function_address, numBlocks, dimBlocks, sharedMemBytes, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipLaunchKernel(const void *function_address, dim3 numBlocks, dim3 dimBlocks, void **args, size_t sharedMemBytes, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipLaunchKernel``.\n"
+     "Returns ``args``."},
+    {"hipMalloc", (PyCFunction)(void (*)(void))ia_fast_185, METH_FASTCALL | METH_KEYWORDS,
+     "hipMalloc($module, size)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMalloc(void **ptr, size_t size)``\n"
+     "\n"
+     "Symbol ``hipMalloc``.\n"
+     "Returns ``ptr``."},
+    {"hipMalloc3D", (PyCFunction)(void (*)(void))ia_fast_186, METH_FASTCALL | METH_KEYWORDS,
+     "hipMalloc3D($module, extent)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMalloc3D(hipPitchedPtr *pitchedDevPtr, hipExtent extent)``\n"
+     "\n"
+     "Symbol ``hipMalloc3D``.\n"
+     "Returns ``pitchedDevPtr``."},
+    {"hipMalloc3DArray", (PyCFunction)(void (*)(void))ia_fast_187, METH_FASTCALL | METH_KEYWORDS,
+     "hipMalloc3DArray($module, desc, extent, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMalloc3DArray(hipArray **array, const struct hipChannelFormatDesc *desc, struct hipExtent extent, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipMalloc3DArray``.\n"
+     "Returns ``array``."},
+    {"hipMallocArray", (PyCFunction)(void (*)(void))ia_fast_188, METH_FASTCALL | METH_KEYWORDS,
+     "hipMallocArray($module, desc, width, height, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMallocArray(hipArray **array, const hipChannelFormatDesc *desc, size_t width, size_t height, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipMallocArray``.\n"
+     "Returns ``array``."},
+    {"hipMallocAsync", (PyCFunction)(void (*)(void))ia_fast_189, METH_FASTCALL | METH_KEYWORDS,
+     "hipMallocAsync($module, size, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMallocAsync``.\n"
+     "Returns ``dev_ptr``."},
+    {"hipMallocFromPoolAsync", (PyCFunction)(void (*)(void))ia_fast_190, METH_FASTCALL | METH_KEYWORDS,
+     "hipMallocFromPoolAsync($module, size, mem_pool, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMallocFromPoolAsync``.\n"
+     "Returns ``dev_ptr``."},
+    {"hipMallocHost", (PyCFunction)(void (*)(void))ia_fast_191, METH_FASTCALL | METH_KEYWORDS,
+     "hipMallocHost($module, size)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMallocHost(void **ptr, size_t size)``\n"
+     "\n"
+     "Symbol ``hipMallocHost``.\n"
+     "Returns ``ptr``."},
+    {"hipMallocManaged", (PyCFunction)(void (*)(void))ia_fast_192, METH_FASTCALL | METH_KEYWORDS,
+     "hipMallocManaged($module, size, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMallocManaged(void **dev_ptr, size_t size, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipMallocManaged``.\n"
+     "Returns ``dev_ptr``."},
+    {"hipMallocMipmappedArray", (PyCFunction)(void (*)(void))ia_fast_193, METH_FASTCALL | METH_KEYWORDS,
+     "hipMallocMipmappedArray($module, desc, extent, numLevels, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMallocMipmappedArray(hipMipmappedArray_t *mipmappedArray, const struct hipChannelFormatDesc *desc, struct hipExtent extent, unsigned int numLevels, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipMallocMipmappedArray``.\n"
+     "Returns ``mipmappedArray``."},
+    {"hipMallocPitch", (PyCFunction)(void (*)(void))ia_fast_194, METH_FASTCALL | METH_KEYWORDS,
+     "hipMallocPitch($module, width, height)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height)``\n"
+     "\n"
+     "Symbol ``hipMallocPitch``.\n"
+     "Returns ``ptr``, ``pitch``."},
+    {"hipMemAddressFree", (PyCFunction)(void (*)(void))ia_fast_195, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemAddressFree($module, devPtr, size)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemAddressFree(void *devPtr, size_t size)``\n"
+     "\n"
+     "Symbol ``hipMemAddressFree``."},
+    {"hipMemAddressReserve", (PyCFunction)(void (*)(void))ia_fast_196, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemAddressReserve($module, size, alignment, addr, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemAddressReserve(void **ptr, size_t size, size_t alignment, void *addr, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``hipMemAddressReserve``.\n"
+     "Returns ``ptr``."},
+    {"hipMemAdvise", (PyCFunction)(void (*)(void))ia_fast_197, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemAdvise($module, dev_ptr, count, advice, device)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemAdvise(const void *dev_ptr, size_t count, hipMemoryAdvise advice, int device)``\n"
+     "\n"
+     "Symbol ``hipMemAdvise``."},
+    {"hipMemAllocHost", (PyCFunction)(void (*)(void))ia_fast_198, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemAllocHost($module, size)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemAllocHost(void **ptr, size_t size)``\n"
+     "\n"
+     "Symbol ``hipMemAllocHost``.\n"
+     "Returns ``ptr``."},
+    {"hipMemAllocPitch", (PyCFunction)(void (*)(void))ia_fast_199, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemAllocPitch($module, widthInBytes, height, elementSizeBytes)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemAllocPitch(hipDeviceptr_t *dptr, size_t *pitch, size_t widthInBytes, size_t height, unsigned int elementSizeBytes)``\n"
+     "\n"
+     "Symbol ``hipMemAllocPitch``.\n"
+     "Returns ``dptr``, ``pitch``."},
+    {"hipMemCreate", (PyCFunction)(void (*)(void))ia_fast_200, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemCreate($module, size, prop, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemCreate(hipMemGenericAllocationHandle_t *handle, size_t size, const hipMemAllocationProp *prop, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``hipMemCreate``.\n"
+     "Returns ``handle``."},
+    {"hipMemExportToShareableHandle", (PyCFunction)(void (*)(void))ia_fast_201, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemExportToShareableHandle($module, shareableHandle, handle, handleType, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemExportToShareableHandle(void *shareableHandle, hipMemGenericAllocationHandle_t handle, hipMemAllocationHandleType handleType, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``hipMemExportToShareableHandle``."},
+    {"hipMemGetAccess", (PyCFunction)(void (*)(void))ia_fast_202, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemGetAccess($module, location, ptr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemGetAccess(unsigned long long *flags, const hipMemLocation *location, void *ptr)``\n"
+     "\n"
+     "Symbol ``hipMemGetAccess``.\n"
+     "Returns ``flags``."},
+    {"hipMemGetAddressRange", (PyCFunction)(void (*)(void))ia_fast_203, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemGetAddressRange($module, dptr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemGetAddressRange(hipDeviceptr_t *pbase, size_t *psize, hipDeviceptr_t dptr)``\n"
+     "\n"
+     "Symbol ``hipMemGetAddressRange``.\n"
+     "Returns ``pbase``, ``psize``."},
+    {"hipMemGetAllocationGranularity", (PyCFunction)(void (*)(void))ia_fast_204, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemGetAllocationGranularity($module, prop, option)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemGetAllocationGranularity(size_t *granularity, const hipMemAllocationProp *prop, hipMemAllocationGranularity_flags option)``\n"
+     "\n"
+     "Symbol ``hipMemGetAllocationGranularity``.\n"
+     "Returns ``granularity``."},
+    {"hipMemGetAllocationPropertiesFromHandle", (PyCFunction)(void (*)(void))ia_fast_205, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemGetAllocationPropertiesFromHandle($module, handle)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemGetAllocationPropertiesFromHandle(hipMemAllocationProp *prop, hipMemGenericAllocationHandle_t handle)``\n"
+     "\n"
+     "Symbol ``hipMemGetAllocationPropertiesFromHandle``.\n"
+     "Returns ``prop``."},
     {"hipMemGetInfo", (PyCFunction)(void (*)(void))ia_fast_206, METH_FASTCALL | METH_KEYWORDS,
      "hipMemGetInfo($module)\n"
      "--\n"
@@ -4820,6 +18428,605 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipMemGetInfo``.\n"
      "Returns ``free``, ``total``."},
+    {"hipMemImportFromShareableHandle", (PyCFunction)(void (*)(void))ia_fast_207, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemImportFromShareableHandle($module, osHandle, shHandleType)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *handle, void *osHandle, hipMemAllocationHandleType shHandleType)``\n"
+     "\n"
+     "Symbol ``hipMemImportFromShareableHandle``.\n"
+     "Returns ``handle``."},
+    {"hipMemMap", (PyCFunction)(void (*)(void))ia_fast_208, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemMap($module, ptr, size, offset, handle, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemMap(void *ptr, size_t size, size_t offset, hipMemGenericAllocationHandle_t handle, unsigned long long flags)``\n"
+     "\n"
+     "Symbol ``hipMemMap``."},
+    {"hipMemMapArrayAsync", (PyCFunction)(void (*)(void))ia_fast_209, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemMapArrayAsync($module, count, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemMapArrayAsync(hipArrayMapInfo *mapInfoList, unsigned int count, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemMapArrayAsync``.\n"
+     "Returns ``mapInfoList``."},
+    {"hipMemPoolCreate", (PyCFunction)(void (*)(void))ia_fast_210, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolCreate($module, pool_props)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolCreate(hipMemPool_t *mem_pool, const hipMemPoolProps *pool_props)``\n"
+     "\n"
+     "Symbol ``hipMemPoolCreate``.\n"
+     "Returns ``mem_pool``."},
+    {"hipMemPoolDestroy", (PyCFunction)(void (*)(void))ia_fast_211, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolDestroy($module, mem_pool)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolDestroy(hipMemPool_t mem_pool)``\n"
+     "\n"
+     "Symbol ``hipMemPoolDestroy``."},
+    {"hipMemPoolExportPointer", (PyCFunction)(void (*)(void))ia_fast_212, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolExportPointer($module, dev_ptr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolExportPointer(hipMemPoolPtrExportData *export_data, void *dev_ptr)``\n"
+     "\n"
+     "Symbol ``hipMemPoolExportPointer``.\n"
+     "Returns ``export_data``."},
+    {"hipMemPoolExportToShareableHandle", (PyCFunction)(void (*)(void))ia_fast_213, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolExportToShareableHandle($module, shared_handle, mem_pool, handle_type, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolExportToShareableHandle(void *shared_handle, hipMemPool_t mem_pool, hipMemAllocationHandleType handle_type, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipMemPoolExportToShareableHandle``."},
+    {"hipMemPoolGetAccess", (PyCFunction)(void (*)(void))ia_fast_214, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolGetAccess($module, mem_pool)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolGetAccess(hipMemAccessFlags *flags, hipMemPool_t mem_pool, hipMemLocation *location)``\n"
+     "\n"
+     "Symbol ``hipMemPoolGetAccess``.\n"
+     "Returns ``flags``, ``location``."},
+    {"hipMemPoolGetAttribute", (PyCFunction)(void (*)(void))ia_fast_215, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolGetAttribute($module, mem_pool, attr, value)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolGetAttribute(hipMemPool_t mem_pool, hipMemPoolAttr attr, void *value)``\n"
+     "\n"
+     "Symbol ``hipMemPoolGetAttribute``."},
+    {"hipMemPoolImportFromShareableHandle", (PyCFunction)(void (*)(void))ia_fast_216, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolImportFromShareableHandle($module, shared_handle, handle_type, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolImportFromShareableHandle(hipMemPool_t *mem_pool, void *shared_handle, hipMemAllocationHandleType handle_type, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipMemPoolImportFromShareableHandle``.\n"
+     "Returns ``mem_pool``."},
+    {"hipMemPoolImportPointer", (PyCFunction)(void (*)(void))ia_fast_217, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolImportPointer($module, mem_pool)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolImportPointer(void **dev_ptr, hipMemPool_t mem_pool, hipMemPoolPtrExportData *export_data)``\n"
+     "\n"
+     "Symbol ``hipMemPoolImportPointer``.\n"
+     "Returns ``dev_ptr``, ``export_data``."},
+    {"hipMemPoolSetAccess", (PyCFunction)(void (*)(void))ia_fast_218, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolSetAccess($module, mem_pool, desc_list, count)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolSetAccess(hipMemPool_t mem_pool, const hipMemAccessDesc *desc_list, size_t count)``\n"
+     "\n"
+     "Symbol ``hipMemPoolSetAccess``."},
+    {"hipMemPoolSetAttribute", (PyCFunction)(void (*)(void))ia_fast_219, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolSetAttribute($module, mem_pool, attr, value)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolSetAttribute(hipMemPool_t mem_pool, hipMemPoolAttr attr, void *value)``\n"
+     "\n"
+     "Symbol ``hipMemPoolSetAttribute``."},
+    {"hipMemPoolTrimTo", (PyCFunction)(void (*)(void))ia_fast_220, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPoolTrimTo($module, mem_pool, min_bytes_to_hold)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPoolTrimTo(hipMemPool_t mem_pool, size_t min_bytes_to_hold)``\n"
+     "\n"
+     "Symbol ``hipMemPoolTrimTo``."},
+    {"hipMemPrefetchAsync", (PyCFunction)(void (*)(void))ia_fast_221, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPrefetchAsync($module, dev_ptr, count, device, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPrefetchAsync(const void *dev_ptr, size_t count, int device, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemPrefetchAsync``."},
+    {"hipMemPtrGetInfo", (PyCFunction)(void (*)(void))ia_fast_222, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemPtrGetInfo($module, ptr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemPtrGetInfo(void *ptr, size_t *size)``\n"
+     "\n"
+     "Symbol ``hipMemPtrGetInfo``.\n"
+     "Returns ``size``."},
+    {"hipMemRangeGetAttribute", (PyCFunction)(void (*)(void))ia_fast_223, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemRangeGetAttribute($module, data, data_size, attribute, dev_ptr, count)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemRangeGetAttribute(void *data, size_t data_size, hipMemRangeAttribute attribute, const void *dev_ptr, size_t count)``\n"
+     "\n"
+     "Symbol ``hipMemRangeGetAttribute``."},
+    {"hipMemRangeGetAttributes", (PyCFunction)(void (*)(void))ia_fast_224, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemRangeGetAttributes($module, num_attributes, dev_ptr, count)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemRangeGetAttributes(void **data, size_t *data_sizes, hipMemRangeAttribute *attributes, size_t num_attributes, const void *dev_ptr, size_t count)``\n"
+     "\n"
+     "Symbol ``hipMemRangeGetAttributes``.\n"
+     "Returns ``data``, ``data_sizes``, ``attributes``."},
+    {"hipMemRelease", (PyCFunction)(void (*)(void))ia_fast_225, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemRelease($module, handle)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemRelease(hipMemGenericAllocationHandle_t handle)``\n"
+     "\n"
+     "Symbol ``hipMemRelease``."},
+    {"hipMemRetainAllocationHandle", (PyCFunction)(void (*)(void))ia_fast_226, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemRetainAllocationHandle($module, addr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemRetainAllocationHandle(hipMemGenericAllocationHandle_t *handle, void *addr)``\n"
+     "\n"
+     "Symbol ``hipMemRetainAllocationHandle``.\n"
+     "Returns ``handle``."},
+    {"hipMemSetAccess", (PyCFunction)(void (*)(void))ia_fast_227, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemSetAccess($module, ptr, size, desc, count)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemSetAccess(void *ptr, size_t size, const hipMemAccessDesc *desc, size_t count)``\n"
+     "\n"
+     "Symbol ``hipMemSetAccess``."},
+    {"hipMemUnmap", (PyCFunction)(void (*)(void))ia_fast_228, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemUnmap($module, ptr, size)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemUnmap(void *ptr, size_t size)``\n"
+     "\n"
+     "Symbol ``hipMemUnmap``."},
+    {"hipMemcpy", (PyCFunction)(void (*)(void))ia_fast_229, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpy($module, dst, src, sizeBytes, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpy(void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipMemcpy``."},
+    {"hipMemcpy2D", (PyCFunction)(void (*)(void))ia_fast_230, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpy2D($module, dst, dpitch, src, spitch, width, height, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipMemcpy2D``."},
+    {"hipMemcpy2DAsync", (PyCFunction)(void (*)(void))ia_fast_231, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpy2DAsync($module, dst, dpitch, src, spitch, width, height, kind, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height, hipMemcpyKind kind, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpy2DAsync``."},
+    {"hipMemcpy2DFromArray", (PyCFunction)(void (*)(void))ia_fast_232, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpy2DFromArray($module, dst, dpitch, src, wOffset, hOffset, width, height, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpy2DFromArray(void *dst, size_t dpitch, hipArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipMemcpy2DFromArray``."},
+    {"hipMemcpy2DFromArrayAsync", (PyCFunction)(void (*)(void))ia_fast_233, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpy2DFromArrayAsync($module, dst, dpitch, src, wOffset, hOffset, width, height, kind, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpy2DFromArrayAsync(void *dst, size_t dpitch, hipArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, hipMemcpyKind kind, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpy2DFromArrayAsync``."},
+    {"hipMemcpy2DToArray", (PyCFunction)(void (*)(void))ia_fast_234, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpy2DToArray($module, wOffset, hOffset, src, spitch, width, height, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpy2DToArray(hipArray *dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipMemcpy2DToArray``.\n"
+     "Returns ``dst``."},
+    {"hipMemcpy2DToArrayAsync", (PyCFunction)(void (*)(void))ia_fast_235, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpy2DToArrayAsync($module, wOffset, hOffset, src, spitch, width, height, kind, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpy2DToArrayAsync(hipArray *dst, size_t wOffset, size_t hOffset, const void *src, size_t spitch, size_t width, size_t height, hipMemcpyKind kind, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpy2DToArrayAsync``.\n"
+     "Returns ``dst``."},
+    {"hipMemcpy3D", (PyCFunction)(void (*)(void))ia_fast_236, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpy3D($module, p)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpy3D(const struct hipMemcpy3DParms *p)``\n"
+     "\n"
+     "Symbol ``hipMemcpy3D``."},
+    {"hipMemcpy3DAsync", (PyCFunction)(void (*)(void))ia_fast_237, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpy3DAsync($module, p, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpy3DAsync(const struct hipMemcpy3DParms *p, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpy3DAsync``."},
+    {"hipMemcpyAsync", (PyCFunction)(void (*)(void))ia_fast_238, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyAsync($module, dst, src, sizeBytes, kind, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyAsync(void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpyAsync``."},
+    {"hipMemcpyAtoH", (PyCFunction)(void (*)(void))ia_fast_239, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyAtoH($module, dst, srcOffset, count)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyAtoH(void *dst, hipArray *srcArray, size_t srcOffset, size_t count)``\n"
+     "\n"
+     "Symbol ``hipMemcpyAtoH``.\n"
+     "Returns ``srcArray``."},
+    {"hipMemcpyDtoD", (PyCFunction)(void (*)(void))ia_fast_240, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyDtoD($module, dst, src, sizeBytes)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyDtoD(hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes)``\n"
+     "\n"
+     "Symbol ``hipMemcpyDtoD``."},
+    {"hipMemcpyDtoDAsync", (PyCFunction)(void (*)(void))ia_fast_241, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyDtoDAsync($module, dst, src, sizeBytes, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyDtoDAsync(hipDeviceptr_t dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpyDtoDAsync``."},
+    {"hipMemcpyDtoH", (PyCFunction)(void (*)(void))ia_fast_242, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyDtoH($module, dst, src, sizeBytes)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyDtoH(void *dst, hipDeviceptr_t src, size_t sizeBytes)``\n"
+     "\n"
+     "Symbol ``hipMemcpyDtoH``."},
+    {"hipMemcpyDtoHAsync", (PyCFunction)(void (*)(void))ia_fast_243, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyDtoHAsync($module, dst, src, sizeBytes, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyDtoHAsync(void *dst, hipDeviceptr_t src, size_t sizeBytes, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpyDtoHAsync``."},
+    {"hipMemcpyFromArray", (PyCFunction)(void (*)(void))ia_fast_244, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyFromArray($module, dst, srcArray, wOffset, hOffset, count, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyFromArray(void *dst, hipArray_const_t srcArray, size_t wOffset, size_t hOffset, size_t count, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipMemcpyFromArray``."},
+    {"hipMemcpyFromSymbol", (PyCFunction)(void (*)(void))ia_fast_245, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyFromSymbol($module, dst, symbol, sizeBytes, offset, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyFromSymbol(void *dst, const void *symbol, size_t sizeBytes, size_t offset, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipMemcpyFromSymbol``."},
+    {"hipMemcpyFromSymbolAsync", (PyCFunction)(void (*)(void))ia_fast_246, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyFromSymbolAsync($module, dst, symbol, sizeBytes, offset, kind, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t sizeBytes, size_t offset, hipMemcpyKind kind, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpyFromSymbolAsync``."},
+    {"hipMemcpyHtoA", (PyCFunction)(void (*)(void))ia_fast_247, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyHtoA($module, dstOffset, srcHost, count)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyHtoA(hipArray *dstArray, size_t dstOffset, const void *srcHost, size_t count)``\n"
+     "\n"
+     "Symbol ``hipMemcpyHtoA``.\n"
+     "Returns ``dstArray``."},
+    {"hipMemcpyHtoD", (PyCFunction)(void (*)(void))ia_fast_248, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyHtoD($module, dst, src, sizeBytes)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyHtoD(hipDeviceptr_t dst, void *src, size_t sizeBytes)``\n"
+     "\n"
+     "Symbol ``hipMemcpyHtoD``."},
+    {"hipMemcpyHtoDAsync", (PyCFunction)(void (*)(void))ia_fast_249, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyHtoDAsync($module, dst, src, sizeBytes, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyHtoDAsync(hipDeviceptr_t dst, void *src, size_t sizeBytes, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpyHtoDAsync``."},
+    {"hipMemcpyParam2D", (PyCFunction)(void (*)(void))ia_fast_250, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyParam2D($module, pCopy)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyParam2D(const hip_Memcpy2D *pCopy)``\n"
+     "\n"
+     "Symbol ``hipMemcpyParam2D``."},
+    {"hipMemcpyParam2DAsync", (PyCFunction)(void (*)(void))ia_fast_251, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyParam2DAsync($module, pCopy, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyParam2DAsync(const hip_Memcpy2D *pCopy, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpyParam2DAsync``."},
+    {"hipMemcpyPeer", (PyCFunction)(void (*)(void))ia_fast_252, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyPeer($module, dst, dstDeviceId, src, srcDeviceId, sizeBytes)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyPeer(void *dst, int dstDeviceId, const void *src, int srcDeviceId, size_t sizeBytes)``\n"
+     "\n"
+     "Symbol ``hipMemcpyPeer``."},
+    {"hipMemcpyPeerAsync", (PyCFunction)(void (*)(void))ia_fast_253, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyPeerAsync($module, dst, dstDeviceId, src, srcDevice, sizeBytes, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyPeerAsync(void *dst, int dstDeviceId, const void *src, int srcDevice, size_t sizeBytes, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpyPeerAsync``."},
+    {"hipMemcpyToArray", (PyCFunction)(void (*)(void))ia_fast_254, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyToArray($module, wOffset, hOffset, src, count, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyToArray(hipArray *dst, size_t wOffset, size_t hOffset, const void *src, size_t count, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipMemcpyToArray``.\n"
+     "Returns ``dst``."},
+    {"hipMemcpyToSymbol", (PyCFunction)(void (*)(void))ia_fast_255, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyToSymbol($module, symbol, src, sizeBytes, offset, kind)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyToSymbol(const void *symbol, const void *src, size_t sizeBytes, size_t offset, hipMemcpyKind kind)``\n"
+     "\n"
+     "Symbol ``hipMemcpyToSymbol``."},
+    {"hipMemcpyToSymbolAsync", (PyCFunction)(void (*)(void))ia_fast_256, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyToSymbolAsync($module, symbol, src, sizeBytes, offset, kind, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyToSymbolAsync(const void *symbol, const void *src, size_t sizeBytes, size_t offset, hipMemcpyKind kind, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpyToSymbolAsync``."},
+    {"hipMemcpyWithStream", (PyCFunction)(void (*)(void))ia_fast_257, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemcpyWithStream($module, dst, src, sizeBytes, kind, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemcpyWithStream(void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemcpyWithStream``."},
+    {"hipMemset", (PyCFunction)(void (*)(void))ia_fast_258, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemset($module, dst, value, sizeBytes)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemset(void *dst, int value, size_t sizeBytes)``\n"
+     "\n"
+     "Symbol ``hipMemset``."},
+    {"hipMemset2D", (PyCFunction)(void (*)(void))ia_fast_259, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemset2D($module, dst, pitch, value, width, height)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemset2D(void *dst, size_t pitch, int value, size_t width, size_t height)``\n"
+     "\n"
+     "Symbol ``hipMemset2D``."},
+    {"hipMemset2DAsync", (PyCFunction)(void (*)(void))ia_fast_260, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemset2DAsync($module, dst, pitch, value, width, height, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemset2DAsync(void *dst, size_t pitch, int value, size_t width, size_t height, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemset2DAsync``."},
+    {"hipMemset3D", (PyCFunction)(void (*)(void))ia_fast_261, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemset3D($module, pitchedDevPtr, value, extent)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemset3D(hipPitchedPtr pitchedDevPtr, int value, hipExtent extent)``\n"
+     "\n"
+     "Symbol ``hipMemset3D``."},
+    {"hipMemset3DAsync", (PyCFunction)(void (*)(void))ia_fast_262, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemset3DAsync($module, pitchedDevPtr, value, extent, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemset3DAsync(hipPitchedPtr pitchedDevPtr, int value, hipExtent extent, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemset3DAsync``."},
+    {"hipMemsetAsync", (PyCFunction)(void (*)(void))ia_fast_263, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemsetAsync($module, dst, value, sizeBytes, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemsetAsync(void *dst, int value, size_t sizeBytes, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemsetAsync``."},
+    {"hipMemsetD16", (PyCFunction)(void (*)(void))ia_fast_264, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemsetD16($module, dest, value, count)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemsetD16(hipDeviceptr_t dest, unsigned short value, size_t count)``\n"
+     "\n"
+     "Symbol ``hipMemsetD16``."},
+    {"hipMemsetD16Async", (PyCFunction)(void (*)(void))ia_fast_265, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemsetD16Async($module, dest, value, count, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemsetD16Async(hipDeviceptr_t dest, unsigned short value, size_t count, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemsetD16Async``."},
+    {"hipMemsetD32", (PyCFunction)(void (*)(void))ia_fast_266, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemsetD32($module, dest, value, count)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemsetD32(hipDeviceptr_t dest, int value, size_t count)``\n"
+     "\n"
+     "Symbol ``hipMemsetD32``."},
+    {"hipMemsetD32Async", (PyCFunction)(void (*)(void))ia_fast_267, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemsetD32Async($module, dst, value, count, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemsetD32Async(hipDeviceptr_t dst, int value, size_t count, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemsetD32Async``."},
+    {"hipMemsetD8", (PyCFunction)(void (*)(void))ia_fast_268, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemsetD8($module, dest, value, count)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemsetD8(hipDeviceptr_t dest, unsigned char value, size_t count)``\n"
+     "\n"
+     "Symbol ``hipMemsetD8``."},
+    {"hipMemsetD8Async", (PyCFunction)(void (*)(void))ia_fast_269, METH_FASTCALL | METH_KEYWORDS,
+     "hipMemsetD8Async($module, dest, value, count, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMemsetD8Async(hipDeviceptr_t dest, unsigned char value, size_t count, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipMemsetD8Async``."},
+    {"hipMipmappedArrayCreate", (PyCFunction)(void (*)(void))ia_fast_270, METH_FASTCALL | METH_KEYWORDS,
+     "hipMipmappedArrayCreate($module, numMipmapLevels)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMipmappedArrayCreate(hipMipmappedArray_t *pHandle, HIP_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels)``\n"
+     "\n"
+     "Symbol ``hipMipmappedArrayCreate``.\n"
+     "Returns ``pHandle``, ``pMipmappedArrayDesc``."},
+    {"hipMipmappedArrayDestroy", (PyCFunction)(void (*)(void))ia_fast_271, METH_FASTCALL | METH_KEYWORDS,
+     "hipMipmappedArrayDestroy($module)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMipmappedArrayDestroy(hipMipmappedArray_t hMipmappedArray)``\n"
+     "\n"
+     "Symbol ``hipMipmappedArrayDestroy``.\n"
+     "Returns ``hMipmappedArray``."},
+    {"hipMipmappedArrayGetLevel", (PyCFunction)(void (*)(void))ia_fast_272, METH_FASTCALL | METH_KEYWORDS,
+     "hipMipmappedArrayGetLevel($module, level)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipMipmappedArrayGetLevel(hipArray_t *pLevelArray, hipMipmappedArray_t hMipMappedArray, unsigned int level)``\n"
+     "\n"
+     "Symbol ``hipMipmappedArrayGetLevel``.\n"
+     "Returns ``pLevelArray``, ``hMipMappedArray``."},
+    {"hipModuleGetFunction", (PyCFunction)(void (*)(void))ia_fast_273, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleGetFunction($module, module, kname)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleGetFunction(hipFunction_t *function, hipModule_t module, const char *kname)``\n"
+     "\n"
+     "Symbol ``hipModuleGetFunction``.\n"
+     "Returns ``function``."},
+    {"hipModuleGetGlobal", (PyCFunction)(void (*)(void))ia_fast_274, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleGetGlobal($module, hmod, name)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleGetGlobal(hipDeviceptr_t *dptr, size_t *bytes, hipModule_t hmod, const char *name)``\n"
+     "\n"
+     "Symbol ``hipModuleGetGlobal``.\n"
+     "Returns ``dptr``, ``bytes``."},
+    {"hipModuleGetTexRef", (PyCFunction)(void (*)(void))ia_fast_275, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleGetTexRef($module, hmod, name)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleGetTexRef(textureReference **texRef, hipModule_t hmod, const char *name)``\n"
+     "\n"
+     "Symbol ``hipModuleGetTexRef``.\n"
+     "Returns ``texRef``."},
+    {"hipModuleLaunchKernel", (PyCFunction)(void (*)(void))ia_fast_276, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleLaunchKernel($module, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, hipStream_t stream, void **kernelParams, void **extra)``\n"
+     "\n"
+     "Symbol ``hipModuleLaunchKernel``.\n"
+     "Returns ``kernelParams``, ``extra``."},
+    {"hipModuleLoad", (PyCFunction)(void (*)(void))ia_fast_277, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleLoad($module, fname)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleLoad(hipModule_t *module, const char *fname)``\n"
+     "\n"
+     "Symbol ``hipModuleLoad``.\n"
+     "Returns ``module``."},
+    {"hipModuleLoadData", (PyCFunction)(void (*)(void))ia_fast_278, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleLoadData($module, image)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleLoadData(hipModule_t *module, const void *image)``\n"
+     "\n"
+     "Symbol ``hipModuleLoadData``.\n"
+     "Returns ``module``."},
+    {"hipModuleLoadDataEx", (PyCFunction)(void (*)(void))ia_fast_279, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleLoadDataEx($module, image, numOptions)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleLoadDataEx(hipModule_t *module, const void *image, unsigned int numOptions, hipJitOption *options, void **optionValues)``\n"
+     "\n"
+     "Symbol ``hipModuleLoadDataEx``.\n"
+     "Returns ``module``, ``options``, ``optionValues``."},
+    {"hipModuleOccupancyMaxActiveBlocksPerMultiprocessor", (PyCFunction)(void (*)(void))ia_fast_280, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor($module, f, blockSize, dynSharedMemPerBlk)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, hipFunction_t f, int blockSize, size_t dynSharedMemPerBlk)``\n"
+     "\n"
+     "Symbol ``hipModuleOccupancyMaxActiveBlocksPerMultiprocessor``.\n"
+     "Returns ``numBlocks``."},
+    {"hipModuleOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", (PyCFunction)(void (*)(void))ia_fast_281, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleOccupancyMaxActiveBlocksPerMultiprocessorWithFlags($module, f, blockSize, dynSharedMemPerBlk, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, hipFunction_t f, int blockSize, size_t dynSharedMemPerBlk, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipModuleOccupancyMaxActiveBlocksPerMultiprocessorWithFlags``.\n"
+     "Returns ``numBlocks``."},
+    {"hipModuleOccupancyMaxPotentialBlockSize", (PyCFunction)(void (*)(void))ia_fast_282, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleOccupancyMaxPotentialBlockSize($module, f, dynSharedMemPerBlk, blockSizeLimit)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleOccupancyMaxPotentialBlockSize(int *gridSize, int *blockSize, hipFunction_t f, size_t dynSharedMemPerBlk, int blockSizeLimit)``\n"
+     "\n"
+     "Symbol ``hipModuleOccupancyMaxPotentialBlockSize``.\n"
+     "Returns ``gridSize``, ``blockSize``."},
+    {"hipModuleOccupancyMaxPotentialBlockSizeWithFlags", (PyCFunction)(void (*)(void))ia_fast_283, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleOccupancyMaxPotentialBlockSizeWithFlags($module, f, dynSharedMemPerBlk, blockSizeLimit, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleOccupancyMaxPotentialBlockSizeWithFlags(int *gridSize, int *blockSize, hipFunction_t f, size_t dynSharedMemPerBlk, int blockSizeLimit, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipModuleOccupancyMaxPotentialBlockSizeWithFlags``.\n"
+     "Returns ``gridSize``, ``blockSize``."},
+    {"hipModuleUnload", (PyCFunction)(void (*)(void))ia_fast_284, METH_FASTCALL | METH_KEYWORDS,
+     "hipModuleUnload($module, module)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipModuleUnload(hipModule_t module)``\n"
+     "\n"
+     "Symbol ``hipModuleUnload``."},
+    {"hipOccupancyMaxActiveBlocksPerMultiprocessor", (PyCFunction)(void (*)(void))ia_fast_285, METH_FASTCALL | METH_KEYWORDS,
+     "hipOccupancyMaxActiveBlocksPerMultiprocessor($module, f, blockSize, dynSharedMemPerBlk)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *f, int blockSize, size_t dynSharedMemPerBlk)``\n"
+     "\n"
+     "Symbol ``hipOccupancyMaxActiveBlocksPerMultiprocessor``.\n"
+     "Returns ``numBlocks``."},
+    {"hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", (PyCFunction)(void (*)(void))ia_fast_286, METH_FASTCALL | METH_KEYWORDS,
+     "hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags($module, f, blockSize, dynSharedMemPerBlk, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, const void *f, int blockSize, size_t dynSharedMemPerBlk, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags``.\n"
+     "Returns ``numBlocks``."},
+    {"hipOccupancyMaxPotentialBlockSize", (PyCFunction)(void (*)(void))ia_fast_287, METH_FASTCALL | METH_KEYWORDS,
+     "hipOccupancyMaxPotentialBlockSize($module, f, dynSharedMemPerBlk, blockSizeLimit)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipOccupancyMaxPotentialBlockSize(int *gridSize, int *blockSize, const void *f, size_t dynSharedMemPerBlk, int blockSizeLimit)``\n"
+     "\n"
+     "Symbol ``hipOccupancyMaxPotentialBlockSize``.\n"
+     "Returns ``gridSize``, ``blockSize``."},
     {"hipPeekAtLastError", (PyCFunction)(void (*)(void))ia_fast_288, METH_FASTCALL | METH_KEYWORDS,
      "hipPeekAtLastError($module)\n"
      "--\n"
@@ -4827,6 +19034,35 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``hipError_t hipPeekAtLastError(void)``\n"
      "\n"
      "Symbol ``hipPeekAtLastError``."},
+    {"hipPointerGetAttribute", (PyCFunction)(void (*)(void))ia_fast_289, METH_FASTCALL | METH_KEYWORDS,
+     "hipPointerGetAttribute($module, data, attribute, ptr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipPointerGetAttribute(void *data, hipPointer_attribute attribute, hipDeviceptr_t ptr)``\n"
+     "\n"
+     "Symbol ``hipPointerGetAttribute``."},
+    {"hipPointerGetAttributes", (PyCFunction)(void (*)(void))ia_fast_290, METH_FASTCALL | METH_KEYWORDS,
+     "hipPointerGetAttributes($module, ptr)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipPointerGetAttributes(hipPointerAttribute_t *attributes, const void *ptr)``\n"
+     "\n"
+     "Symbol ``hipPointerGetAttributes``.\n"
+     "Returns ``attributes``."},
+    {"hipRegisterActivityCallback", (PyCFunction)(void (*)(void))ia_fast_291, METH_FASTCALL | METH_KEYWORDS,
+     "hipRegisterActivityCallback($module, id, fun, arg)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipRegisterActivityCallback(uint32_t id, void *fun, void *arg)``\n"
+     "\n"
+     "Symbol ``hipRegisterActivityCallback``."},
+    {"hipRegisterApiCallback", (PyCFunction)(void (*)(void))ia_fast_292, METH_FASTCALL | METH_KEYWORDS,
+     "hipRegisterApiCallback($module, id, fun, arg)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipRegisterApiCallback(uint32_t id, void *fun, void *arg)``\n"
+     "\n"
+     "Symbol ``hipRegisterApiCallback``."},
     {"hipRemoveActivityCallback", (PyCFunction)(void (*)(void))ia_fast_293, METH_FASTCALL | METH_KEYWORDS,
      "hipRemoveActivityCallback($module, id)\n"
      "--\n"
@@ -4863,6 +19099,401 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``hipError_t hipSetDeviceFlags(unsigned int flags)``\n"
      "\n"
      "Symbol ``hipSetDeviceFlags``."},
+    {"hipSetupArgument", (PyCFunction)(void (*)(void))ia_fast_298, METH_FASTCALL | METH_KEYWORDS,
+     "hipSetupArgument($module, arg, size, offset)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipSetupArgument(const void *arg, size_t size, size_t offset)``\n"
+     "\n"
+     "Symbol ``hipSetupArgument``."},
+    {"hipSignalExternalSemaphoresAsync", (PyCFunction)(void (*)(void))ia_fast_299, METH_FASTCALL | METH_KEYWORDS,
+     "hipSignalExternalSemaphoresAsync($module, extSemArray, paramsArray, numExtSems, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipSignalExternalSemaphoresAsync(const hipExternalSemaphore_t *extSemArray, const hipExternalSemaphoreSignalParams *paramsArray, unsigned int numExtSems, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipSignalExternalSemaphoresAsync``."},
+    {"hipStreamAddCallback", (PyCFunction)(void (*)(void))ia_fast_300, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamAddCallback($module, stream, callback, userData, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback, void *userData, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipStreamAddCallback``."},
+    {"hipStreamAttachMemAsync", (PyCFunction)(void (*)(void))ia_fast_301, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamAttachMemAsync($module, stream, dev_ptr, length, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamAttachMemAsync(hipStream_t stream, void *dev_ptr, size_t length, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipStreamAttachMemAsync``."},
+    {"hipStreamBeginCapture", (PyCFunction)(void (*)(void))ia_fast_302, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamBeginCapture($module, stream, mode)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode)``\n"
+     "\n"
+     "Symbol ``hipStreamBeginCapture``."},
+    {"hipStreamCreate", (PyCFunction)(void (*)(void))ia_fast_303, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamCreate($module)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamCreate(hipStream_t *stream)``\n"
+     "\n"
+     "Symbol ``hipStreamCreate``.\n"
+     "Returns ``stream``."},
+    {"hipStreamCreateWithFlags", (PyCFunction)(void (*)(void))ia_fast_304, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamCreateWithFlags($module, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipStreamCreateWithFlags``.\n"
+     "Returns ``stream``."},
+    {"hipStreamCreateWithPriority", (PyCFunction)(void (*)(void))ia_fast_305, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamCreateWithPriority($module, flags, priority)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamCreateWithPriority(hipStream_t *stream, unsigned int flags, int priority)``\n"
+     "\n"
+     "Symbol ``hipStreamCreateWithPriority``.\n"
+     "Returns ``stream``."},
+    {"hipStreamDestroy", (PyCFunction)(void (*)(void))ia_fast_306, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamDestroy($module, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamDestroy(hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipStreamDestroy``."},
+    {"hipStreamEndCapture", (PyCFunction)(void (*)(void))ia_fast_307, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamEndCapture($module, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t *pGraph)``\n"
+     "\n"
+     "Symbol ``hipStreamEndCapture``.\n"
+     "Returns ``pGraph``."},
+    {"hipStreamGetCaptureInfo", (PyCFunction)(void (*)(void))ia_fast_308, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamGetCaptureInfo($module, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamGetCaptureInfo(hipStream_t stream, hipStreamCaptureStatus *pCaptureStatus, unsigned long long *pId)``\n"
+     "\n"
+     "Symbol ``hipStreamGetCaptureInfo``.\n"
+     "Returns ``pCaptureStatus``, ``pId``."},
+    {"hipStreamGetCaptureInfo_v2", (PyCFunction)(void (*)(void))ia_fast_309, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamGetCaptureInfo_v2($module, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamGetCaptureInfo_v2(hipStream_t stream, hipStreamCaptureStatus *captureStatus_out, unsigned long long *id_out, hipGraph_t *graph_out, const hipGraphNode_t **dependencies_out, size_t *numDependencies_out)``\n"
+     "\n"
+     "Symbol ``hipStreamGetCaptureInfo_v2``.\n"
+     "Returns ``captureStatus_out``, ``id_out``, ``graph_out``, ``dependencies_out``, ``numDependencies_out``."},
+    {"hipStreamGetFlags", (PyCFunction)(void (*)(void))ia_fast_310, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamGetFlags($module, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamGetFlags(hipStream_t stream, unsigned int *flags)``\n"
+     "\n"
+     "Symbol ``hipStreamGetFlags``.\n"
+     "Returns ``flags``."},
+    {"hipStreamGetPriority", (PyCFunction)(void (*)(void))ia_fast_311, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamGetPriority($module, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamGetPriority(hipStream_t stream, int *priority)``\n"
+     "\n"
+     "Symbol ``hipStreamGetPriority``.\n"
+     "Returns ``priority``."},
+    {"hipStreamIsCapturing", (PyCFunction)(void (*)(void))ia_fast_312, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamIsCapturing($module, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *pCaptureStatus)``\n"
+     "\n"
+     "Symbol ``hipStreamIsCapturing``.\n"
+     "Returns ``pCaptureStatus``."},
+    {"hipStreamQuery", (PyCFunction)(void (*)(void))ia_fast_313, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamQuery($module, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamQuery(hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipStreamQuery``.\n"
+     "Returns the status code."},
+    {"hipStreamSynchronize", (PyCFunction)(void (*)(void))ia_fast_314, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamSynchronize($module, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamSynchronize(hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipStreamSynchronize``."},
+    {"hipStreamUpdateCaptureDependencies", (PyCFunction)(void (*)(void))ia_fast_315, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamUpdateCaptureDependencies($module, stream, numDependencies, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamUpdateCaptureDependencies(hipStream_t stream, hipGraphNode_t *dependencies, size_t numDependencies, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipStreamUpdateCaptureDependencies``.\n"
+     "Returns ``dependencies``."},
+    {"hipStreamWaitEvent", (PyCFunction)(void (*)(void))ia_fast_316, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamWaitEvent($module, stream, event, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipStreamWaitEvent``."},
+    {"hipStreamWaitValue32", (PyCFunction)(void (*)(void))ia_fast_317, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamWaitValue32($module, stream, ptr, value, flags, mask)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value, unsigned int flags, uint32_t mask)``\n"
+     "\n"
+     "Symbol ``hipStreamWaitValue32``."},
+    {"hipStreamWaitValue64", (PyCFunction)(void (*)(void))ia_fast_318, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamWaitValue64($module, stream, ptr, value, flags, mask)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamWaitValue64(hipStream_t stream, void *ptr, uint64_t value, unsigned int flags, uint64_t mask)``\n"
+     "\n"
+     "Symbol ``hipStreamWaitValue64``."},
+    {"hipStreamWriteValue32", (PyCFunction)(void (*)(void))ia_fast_319, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamWriteValue32($module, stream, ptr, value, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipStreamWriteValue32``."},
+    {"hipStreamWriteValue64", (PyCFunction)(void (*)(void))ia_fast_320, METH_FASTCALL | METH_KEYWORDS,
+     "hipStreamWriteValue64($module, stream, ptr, value, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipStreamWriteValue64(hipStream_t stream, void *ptr, uint64_t value, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipStreamWriteValue64``."},
+    {"hipTexObjectCreate", (PyCFunction)(void (*)(void))ia_fast_321, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexObjectCreate($module, pResDesc, pTexDesc, pResViewDesc)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexObjectCreate(hipTextureObject_t *pTexObject, const HIP_RESOURCE_DESC *pResDesc, const HIP_TEXTURE_DESC *pTexDesc, const HIP_RESOURCE_VIEW_DESC *pResViewDesc)``\n"
+     "\n"
+     "Symbol ``hipTexObjectCreate``.\n"
+     "Returns ``pTexObject``."},
+    {"hipTexObjectDestroy", (PyCFunction)(void (*)(void))ia_fast_322, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexObjectDestroy($module, texObject)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexObjectDestroy(hipTextureObject_t texObject)``\n"
+     "\n"
+     "Symbol ``hipTexObjectDestroy``."},
+    {"hipTexObjectGetResourceDesc", (PyCFunction)(void (*)(void))ia_fast_323, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexObjectGetResourceDesc($module, texObject)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexObjectGetResourceDesc(HIP_RESOURCE_DESC *pResDesc, hipTextureObject_t texObject)``\n"
+     "\n"
+     "Symbol ``hipTexObjectGetResourceDesc``.\n"
+     "Returns ``pResDesc``."},
+    {"hipTexObjectGetResourceViewDesc", (PyCFunction)(void (*)(void))ia_fast_324, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexObjectGetResourceViewDesc($module, texObject)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexObjectGetResourceViewDesc(HIP_RESOURCE_VIEW_DESC *pResViewDesc, hipTextureObject_t texObject)``\n"
+     "\n"
+     "Symbol ``hipTexObjectGetResourceViewDesc``.\n"
+     "Returns ``pResViewDesc``."},
+    {"hipTexObjectGetTextureDesc", (PyCFunction)(void (*)(void))ia_fast_325, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexObjectGetTextureDesc($module, texObject)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexObjectGetTextureDesc(HIP_TEXTURE_DESC *pTexDesc, hipTextureObject_t texObject)``\n"
+     "\n"
+     "Symbol ``hipTexObjectGetTextureDesc``.\n"
+     "Returns ``pTexDesc``."},
+    {"hipTexRefGetAddress", (PyCFunction)(void (*)(void))ia_fast_326, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefGetAddress($module, texRef)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefGetAddress(hipDeviceptr_t *dev_ptr, const textureReference *texRef)``\n"
+     "\n"
+     "Symbol ``hipTexRefGetAddress``.\n"
+     "Returns ``dev_ptr``."},
+    {"hipTexRefGetAddressMode", (PyCFunction)(void (*)(void))ia_fast_327, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefGetAddressMode($module, texRef, dim)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefGetAddressMode(enum hipTextureAddressMode *pam, const textureReference *texRef, int dim)``\n"
+     "\n"
+     "Symbol ``hipTexRefGetAddressMode``.\n"
+     "Returns ``pam``."},
+    {"hipTexRefGetFilterMode", (PyCFunction)(void (*)(void))ia_fast_328, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefGetFilterMode($module, texRef)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefGetFilterMode(enum hipTextureFilterMode *pfm, const textureReference *texRef)``\n"
+     "\n"
+     "Symbol ``hipTexRefGetFilterMode``.\n"
+     "Returns ``pfm``."},
+    {"hipTexRefGetFlags", (PyCFunction)(void (*)(void))ia_fast_329, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefGetFlags($module, texRef)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefGetFlags(unsigned int *pFlags, const textureReference *texRef)``\n"
+     "\n"
+     "Symbol ``hipTexRefGetFlags``.\n"
+     "Returns ``pFlags``."},
+    {"hipTexRefGetFormat", (PyCFunction)(void (*)(void))ia_fast_330, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefGetFormat($module, texRef)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefGetFormat(hipArray_Format *pFormat, int *pNumChannels, const textureReference *texRef)``\n"
+     "\n"
+     "Symbol ``hipTexRefGetFormat``.\n"
+     "Returns ``pFormat``, ``pNumChannels``."},
+    {"hipTexRefGetMaxAnisotropy", (PyCFunction)(void (*)(void))ia_fast_331, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefGetMaxAnisotropy($module, texRef)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefGetMaxAnisotropy(int *pmaxAnsio, const textureReference *texRef)``\n"
+     "\n"
+     "Symbol ``hipTexRefGetMaxAnisotropy``.\n"
+     "Returns ``pmaxAnsio``."},
+    {"hipTexRefGetMipMappedArray", (PyCFunction)(void (*)(void))ia_fast_332, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefGetMipMappedArray($module, texRef)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefGetMipMappedArray(hipMipmappedArray_t *pArray, const textureReference *texRef)``\n"
+     "\n"
+     "Symbol ``hipTexRefGetMipMappedArray``.\n"
+     "Returns ``pArray``."},
+    {"hipTexRefGetMipmapFilterMode", (PyCFunction)(void (*)(void))ia_fast_333, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefGetMipmapFilterMode($module, texRef)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefGetMipmapFilterMode(enum hipTextureFilterMode *pfm, const textureReference *texRef)``\n"
+     "\n"
+     "Symbol ``hipTexRefGetMipmapFilterMode``.\n"
+     "Returns ``pfm``."},
+    {"hipTexRefGetMipmapLevelBias", (PyCFunction)(void (*)(void))ia_fast_334, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefGetMipmapLevelBias($module, texRef)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefGetMipmapLevelBias(float *pbias, const textureReference *texRef)``\n"
+     "\n"
+     "Symbol ``hipTexRefGetMipmapLevelBias``.\n"
+     "Returns ``pbias``."},
+    {"hipTexRefGetMipmapLevelClamp", (PyCFunction)(void (*)(void))ia_fast_335, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefGetMipmapLevelClamp($module, texRef)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefGetMipmapLevelClamp(float *pminMipmapLevelClamp, float *pmaxMipmapLevelClamp, const textureReference *texRef)``\n"
+     "\n"
+     "Symbol ``hipTexRefGetMipmapLevelClamp``.\n"
+     "Returns ``pminMipmapLevelClamp``, ``pmaxMipmapLevelClamp``."},
+    {"hipTexRefSetAddress", (PyCFunction)(void (*)(void))ia_fast_336, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetAddress($module, dptr, bytes)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetAddress(size_t *ByteOffset, textureReference *texRef, hipDeviceptr_t dptr, size_t bytes)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetAddress``.\n"
+     "Returns ``ByteOffset``, ``texRef``."},
+    {"hipTexRefSetAddress2D", (PyCFunction)(void (*)(void))ia_fast_337, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetAddress2D($module, desc, dptr, Pitch)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetAddress2D(textureReference *texRef, const HIP_ARRAY_DESCRIPTOR *desc, hipDeviceptr_t dptr, size_t Pitch)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetAddress2D``.\n"
+     "Returns ``texRef``."},
+    {"hipTexRefSetAddressMode", (PyCFunction)(void (*)(void))ia_fast_338, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetAddressMode($module, dim, am)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetAddressMode(textureReference *texRef, int dim, enum hipTextureAddressMode am)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetAddressMode``.\n"
+     "Returns ``texRef``."},
+    {"hipTexRefSetArray", (PyCFunction)(void (*)(void))ia_fast_339, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetArray($module, array, flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetArray(textureReference *tex, hipArray_const_t array, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetArray``.\n"
+     "Returns ``tex``."},
+    {"hipTexRefSetBorderColor", (PyCFunction)(void (*)(void))ia_fast_340, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetBorderColor($module)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetBorderColor(textureReference *texRef, float *pBorderColor)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetBorderColor``.\n"
+     "Returns ``texRef``, ``pBorderColor``."},
+    {"hipTexRefSetFilterMode", (PyCFunction)(void (*)(void))ia_fast_341, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetFilterMode($module, fm)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetFilterMode(textureReference *texRef, enum hipTextureFilterMode fm)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetFilterMode``.\n"
+     "Returns ``texRef``."},
+    {"hipTexRefSetFlags", (PyCFunction)(void (*)(void))ia_fast_342, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetFlags($module, Flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetFlags(textureReference *texRef, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetFlags``.\n"
+     "Returns ``texRef``."},
+    {"hipTexRefSetFormat", (PyCFunction)(void (*)(void))ia_fast_343, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetFormat($module, fmt, NumPackedComponents)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetFormat(textureReference *texRef, hipArray_Format fmt, int NumPackedComponents)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetFormat``.\n"
+     "Returns ``texRef``."},
+    {"hipTexRefSetMaxAnisotropy", (PyCFunction)(void (*)(void))ia_fast_344, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetMaxAnisotropy($module, maxAniso)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetMaxAnisotropy(textureReference *texRef, unsigned int maxAniso)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetMaxAnisotropy``.\n"
+     "Returns ``texRef``."},
+    {"hipTexRefSetMipmapFilterMode", (PyCFunction)(void (*)(void))ia_fast_345, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetMipmapFilterMode($module, fm)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetMipmapFilterMode(textureReference *texRef, enum hipTextureFilterMode fm)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetMipmapFilterMode``.\n"
+     "Returns ``texRef``."},
+    {"hipTexRefSetMipmapLevelBias", (PyCFunction)(void (*)(void))ia_fast_346, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetMipmapLevelBias($module, bias)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetMipmapLevelBias(textureReference *texRef, float bias)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetMipmapLevelBias``.\n"
+     "Returns ``texRef``."},
+    {"hipTexRefSetMipmapLevelClamp", (PyCFunction)(void (*)(void))ia_fast_347, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetMipmapLevelClamp($module, minMipMapLevelClamp, maxMipMapLevelClamp)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetMipmapLevelClamp(textureReference *texRef, float minMipMapLevelClamp, float maxMipMapLevelClamp)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetMipmapLevelClamp``.\n"
+     "Returns ``texRef``."},
+    {"hipTexRefSetMipmappedArray", (PyCFunction)(void (*)(void))ia_fast_348, METH_FASTCALL | METH_KEYWORDS,
+     "hipTexRefSetMipmappedArray($module, Flags)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipTexRefSetMipmappedArray(textureReference *texRef, struct hipMipmappedArray *mipmappedArray, unsigned int Flags)``\n"
+     "\n"
+     "Symbol ``hipTexRefSetMipmappedArray``.\n"
+     "Returns ``texRef``, ``mipmappedArray``."},
     {"hipThreadExchangeStreamCaptureMode", (PyCFunction)(void (*)(void))ia_fast_349, METH_FASTCALL | METH_KEYWORDS,
      "hipThreadExchangeStreamCaptureMode($module)\n"
      "--\n"
@@ -4871,5 +19502,19 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``hipThreadExchangeStreamCaptureMode``.\n"
      "Returns ``mode``."},
+    {"hipUnbindTexture", (PyCFunction)(void (*)(void))ia_fast_350, METH_FASTCALL | METH_KEYWORDS,
+     "hipUnbindTexture($module, tex)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipUnbindTexture(const textureReference *tex)``\n"
+     "\n"
+     "Symbol ``hipUnbindTexture``."},
+    {"hipWaitExternalSemaphoresAsync", (PyCFunction)(void (*)(void))ia_fast_351, METH_FASTCALL | METH_KEYWORDS,
+     "hipWaitExternalSemaphoresAsync($module, extSemArray, paramsArray, numExtSems, stream)\n"
+     "--\n"
+     "\n"
+     "``hipError_t hipWaitExternalSemaphoresAsync(const hipExternalSemaphore_t *extSemArray, const hipExternalSemaphoreWaitParams *paramsArray, unsigned int numExtSems, hipStream_t stream)``\n"
+     "\n"
+     "Symbol ``hipWaitExternalSemaphoresAsync``."},
     IA_RUNTIME_METHODS
 };

@@ -6,7 +6,8 @@
 #define IA_COUNT 113
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.opencl.cl"
-#define IA_FAST_COUNT 1
+#define IA_FAST_COUNT 112
+#define IA_CT_COUNT 362
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "clBuildProgram",
@@ -1146,24 +1147,6114 @@ static cl_int clWaitForEvents(cl_uint num_events, const cl_event *event_list)
     return ((ia_pfn_112)ia_fn)(num_events, event_list);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"clBuildProgram", 0, 0},  /* 0 */
+    {"clBuildProgram", 2, 1},  /* 1 */
+    {"clBuildProgram", 3, 0},  /* 2 */
+    {"clBuildProgram", 4, 0},  /* 3 */
+    {"clBuildProgram", 5, 0},  /* 4 */
+    {"clCloneKernel", 0, 0},  /* 5 */
+    {"clCloneKernel", -1, 0},  /* 6 */
+    {"clCompileProgram", 0, 0},  /* 7 */
+    {"clCompileProgram", 2, 1},  /* 8 */
+    {"clCompileProgram", 3, 0},  /* 9 */
+    {"clCompileProgram", 5, 1},  /* 10 */
+    {"clCompileProgram", 6, 1},  /* 11 */
+    {"clCompileProgram", 7, 0},  /* 12 */
+    {"clCompileProgram", 8, 0},  /* 13 */
+    {"clCreateBuffer", 0, 0},  /* 14 */
+    {"clCreateBuffer", 3, 0},  /* 15 */
+    {"clCreateBuffer", -1, 0},  /* 16 */
+    {"clCreateBufferWithProperties", 0, 0},  /* 17 */
+    {"clCreateBufferWithProperties", 1, 0},  /* 18 */
+    {"clCreateBufferWithProperties", 4, 0},  /* 19 */
+    {"clCreateBufferWithProperties", -1, 0},  /* 20 */
+    {"clCreateCommandQueue", 0, 0},  /* 21 */
+    {"clCreateCommandQueue", 1, 0},  /* 22 */
+    {"clCreateCommandQueue", -1, 0},  /* 23 */
+    {"clCreateCommandQueueWithProperties", 0, 0},  /* 24 */
+    {"clCreateCommandQueueWithProperties", 1, 0},  /* 25 */
+    {"clCreateCommandQueueWithProperties", 2, 1},  /* 26 */
+    {"clCreateCommandQueueWithProperties", -1, 0},  /* 27 */
+    {"clCreateContext", 0, 1},  /* 28 */
+    {"clCreateContext", 2, 1},  /* 29 */
+    {"clCreateContext", 3, 0},  /* 30 */
+    {"clCreateContext", 4, 0},  /* 31 */
+    {"clCreateContext", -1, 0},  /* 32 */
+    {"clCreateContextFromType", 0, 0},  /* 33 */
+    {"clCreateContextFromType", 2, 0},  /* 34 */
+    {"clCreateContextFromType", 3, 0},  /* 35 */
+    {"clCreateContextFromType", -1, 0},  /* 36 */
+    {"clCreateImage", 0, 0},  /* 37 */
+    {"clCreateImage", 2, 0},  /* 38 */
+    {"clCreateImage", 3, 0},  /* 39 */
+    {"clCreateImage", 4, 0},  /* 40 */
+    {"clCreateImage", -1, 0},  /* 41 */
+    {"clCreateImage2D", 0, 0},  /* 42 */
+    {"clCreateImage2D", 2, 0},  /* 43 */
+    {"clCreateImage2D", 6, 0},  /* 44 */
+    {"clCreateImage2D", -1, 0},  /* 45 */
+    {"clCreateImage3D", 0, 0},  /* 46 */
+    {"clCreateImage3D", 2, 0},  /* 47 */
+    {"clCreateImage3D", 8, 0},  /* 48 */
+    {"clCreateImage3D", -1, 0},  /* 49 */
+    {"clCreateImageWithProperties", 0, 0},  /* 50 */
+    {"clCreateImageWithProperties", 1, 0},  /* 51 */
+    {"clCreateImageWithProperties", 3, 0},  /* 52 */
+    {"clCreateImageWithProperties", 4, 0},  /* 53 */
+    {"clCreateImageWithProperties", 5, 0},  /* 54 */
+    {"clCreateImageWithProperties", -1, 0},  /* 55 */
+    {"clCreateKernel", 0, 0},  /* 56 */
+    {"clCreateKernel", 1, 0},  /* 57 */
+    {"clCreateKernel", -1, 0},  /* 58 */
+    {"clCreateKernelsInProgram", 0, 0},  /* 59 */
+    {"clCreateKernelsInProgram", 2, 1},  /* 60 */
+    {"clCreatePipe", 0, 0},  /* 61 */
+    {"clCreatePipe", 4, 0},  /* 62 */
+    {"clCreatePipe", -1, 0},  /* 63 */
+    {"clCreateProgramWithBuiltInKernels", 0, 0},  /* 64 */
+    {"clCreateProgramWithBuiltInKernels", 2, 0},  /* 65 */
+    {"clCreateProgramWithBuiltInKernels", 3, 0},  /* 66 */
+    {"clCreateProgramWithBuiltInKernels", -1, 0},  /* 67 */
+    {"clCreateProgramWithIL", 0, 0},  /* 68 */
+    {"clCreateProgramWithIL", 1, 0},  /* 69 */
+    {"clCreateProgramWithIL", -1, 0},  /* 70 */
+    {"clCreateProgramWithSource", 0, 0},  /* 71 */
+    {"clCreateProgramWithSource", 2, 1},  /* 72 */
+    {"clCreateProgramWithSource", 3, 0},  /* 73 */
+    {"clCreateProgramWithSource", -1, 0},  /* 74 */
+    {"clCreateSampler", 0, 0},  /* 75 */
+    {"clCreateSampler", -1, 0},  /* 76 */
+    {"clCreateSamplerWithProperties", 0, 0},  /* 77 */
+    {"clCreateSamplerWithProperties", 1, 0},  /* 78 */
+    {"clCreateSamplerWithProperties", -1, 0},  /* 79 */
+    {"clCreateSubBuffer", 0, 0},  /* 80 */
+    {"clCreateSubBuffer", 3, 0},  /* 81 */
+    {"clCreateSubBuffer", -1, 0},  /* 82 */
+    {"clCreateSubDevices", 0, 0},  /* 83 */
+    {"clCreateSubDevices", 1, 0},  /* 84 */
+    {"clCreateSubDevices", 3, 1},  /* 85 */
+    {"clCreateUserEvent", 0, 0},  /* 86 */
+    {"clCreateUserEvent", -1, 0},  /* 87 */
+    {"clEnqueueBarrier", 0, 0},  /* 88 */
+    {"clEnqueueBarrierWithWaitList", 0, 0},  /* 89 */
+    {"clEnqueueBarrierWithWaitList", 2, 0},  /* 90 */
+    {"clEnqueueBarrierWithWaitList", 3, 1},  /* 91 */
+    {"clEnqueueCopyBuffer", 0, 0},  /* 92 */
+    {"clEnqueueCopyBuffer", 1, 0},  /* 93 */
+    {"clEnqueueCopyBuffer", 2, 0},  /* 94 */
+    {"clEnqueueCopyBuffer", 7, 0},  /* 95 */
+    {"clEnqueueCopyBuffer", 8, 1},  /* 96 */
+    {"clEnqueueCopyBufferRect", 0, 0},  /* 97 */
+    {"clEnqueueCopyBufferRect", 1, 0},  /* 98 */
+    {"clEnqueueCopyBufferRect", 2, 0},  /* 99 */
+    {"clEnqueueCopyBufferRect", 3, 0},  /* 100 */
+    {"clEnqueueCopyBufferRect", 4, 0},  /* 101 */
+    {"clEnqueueCopyBufferRect", 5, 0},  /* 102 */
+    {"clEnqueueCopyBufferRect", 11, 0},  /* 103 */
+    {"clEnqueueCopyBufferRect", 12, 1},  /* 104 */
+    {"clEnqueueCopyBufferToImage", 0, 0},  /* 105 */
+    {"clEnqueueCopyBufferToImage", 1, 0},  /* 106 */
+    {"clEnqueueCopyBufferToImage", 2, 0},  /* 107 */
+    {"clEnqueueCopyBufferToImage", 4, 0},  /* 108 */
+    {"clEnqueueCopyBufferToImage", 5, 0},  /* 109 */
+    {"clEnqueueCopyBufferToImage", 7, 0},  /* 110 */
+    {"clEnqueueCopyBufferToImage", 8, 1},  /* 111 */
+    {"clEnqueueCopyImage", 0, 0},  /* 112 */
+    {"clEnqueueCopyImage", 1, 0},  /* 113 */
+    {"clEnqueueCopyImage", 2, 0},  /* 114 */
+    {"clEnqueueCopyImage", 3, 0},  /* 115 */
+    {"clEnqueueCopyImage", 4, 0},  /* 116 */
+    {"clEnqueueCopyImage", 5, 0},  /* 117 */
+    {"clEnqueueCopyImage", 7, 0},  /* 118 */
+    {"clEnqueueCopyImage", 8, 1},  /* 119 */
+    {"clEnqueueCopyImageToBuffer", 0, 0},  /* 120 */
+    {"clEnqueueCopyImageToBuffer", 1, 0},  /* 121 */
+    {"clEnqueueCopyImageToBuffer", 2, 0},  /* 122 */
+    {"clEnqueueCopyImageToBuffer", 3, 0},  /* 123 */
+    {"clEnqueueCopyImageToBuffer", 4, 0},  /* 124 */
+    {"clEnqueueCopyImageToBuffer", 7, 0},  /* 125 */
+    {"clEnqueueCopyImageToBuffer", 8, 1},  /* 126 */
+    {"clEnqueueFillBuffer", 0, 0},  /* 127 */
+    {"clEnqueueFillBuffer", 1, 0},  /* 128 */
+    {"clEnqueueFillBuffer", 2, 0},  /* 129 */
+    {"clEnqueueFillBuffer", 7, 0},  /* 130 */
+    {"clEnqueueFillBuffer", 8, 1},  /* 131 */
+    {"clEnqueueFillImage", 0, 0},  /* 132 */
+    {"clEnqueueFillImage", 1, 0},  /* 133 */
+    {"clEnqueueFillImage", 2, 0},  /* 134 */
+    {"clEnqueueFillImage", 3, 0},  /* 135 */
+    {"clEnqueueFillImage", 4, 0},  /* 136 */
+    {"clEnqueueFillImage", 6, 0},  /* 137 */
+    {"clEnqueueFillImage", 7, 1},  /* 138 */
+    {"clEnqueueMapBuffer", 0, 0},  /* 139 */
+    {"clEnqueueMapBuffer", 1, 0},  /* 140 */
+    {"clEnqueueMapBuffer", 7, 0},  /* 141 */
+    {"clEnqueueMapBuffer", 8, 1},  /* 142 */
+    {"clEnqueueMapBuffer", -1, 0},  /* 143 */
+    {"clEnqueueMapImage", 0, 0},  /* 144 */
+    {"clEnqueueMapImage", 1, 0},  /* 145 */
+    {"clEnqueueMapImage", 4, 0},  /* 146 */
+    {"clEnqueueMapImage", 5, 0},  /* 147 */
+    {"clEnqueueMapImage", 9, 0},  /* 148 */
+    {"clEnqueueMapImage", 10, 1},  /* 149 */
+    {"clEnqueueMapImage", -1, 0},  /* 150 */
+    {"clEnqueueMarker", 0, 0},  /* 151 */
+    {"clEnqueueMarker", 1, 1},  /* 152 */
+    {"clEnqueueMarkerWithWaitList", 0, 0},  /* 153 */
+    {"clEnqueueMarkerWithWaitList", 2, 0},  /* 154 */
+    {"clEnqueueMarkerWithWaitList", 3, 1},  /* 155 */
+    {"clEnqueueMigrateMemObjects", 0, 0},  /* 156 */
+    {"clEnqueueMigrateMemObjects", 2, 0},  /* 157 */
+    {"clEnqueueMigrateMemObjects", 5, 0},  /* 158 */
+    {"clEnqueueMigrateMemObjects", 6, 1},  /* 159 */
+    {"clEnqueueNDRangeKernel", 0, 0},  /* 160 */
+    {"clEnqueueNDRangeKernel", 1, 0},  /* 161 */
+    {"clEnqueueNDRangeKernel", 3, 0},  /* 162 */
+    {"clEnqueueNDRangeKernel", 4, 0},  /* 163 */
+    {"clEnqueueNDRangeKernel", 5, 0},  /* 164 */
+    {"clEnqueueNDRangeKernel", 7, 1},  /* 165 */
+    {"clEnqueueNDRangeKernel", 8, 0},  /* 166 */
+    {"clEnqueueNativeKernel", 0, 0},  /* 167 */
+    {"clEnqueueNativeKernel", 1, 0},  /* 168 */
+    {"clEnqueueNativeKernel", 2, 0},  /* 169 */
+    {"clEnqueueNativeKernel", 5, 0},  /* 170 */
+    {"clEnqueueNativeKernel", 6, 1},  /* 171 */
+    {"clEnqueueNativeKernel", 8, 0},  /* 172 */
+    {"clEnqueueNativeKernel", 9, 1},  /* 173 */
+    {"clEnqueueReadBuffer", 0, 0},  /* 174 */
+    {"clEnqueueReadBuffer", 1, 0},  /* 175 */
+    {"clEnqueueReadBuffer", 5, 0},  /* 176 */
+    {"clEnqueueReadBuffer", 7, 0},  /* 177 */
+    {"clEnqueueReadBuffer", 8, 1},  /* 178 */
+    {"clEnqueueReadBufferRect", 0, 0},  /* 179 */
+    {"clEnqueueReadBufferRect", 1, 0},  /* 180 */
+    {"clEnqueueReadBufferRect", 3, 0},  /* 181 */
+    {"clEnqueueReadBufferRect", 4, 0},  /* 182 */
+    {"clEnqueueReadBufferRect", 5, 0},  /* 183 */
+    {"clEnqueueReadBufferRect", 10, 0},  /* 184 */
+    {"clEnqueueReadBufferRect", 12, 0},  /* 185 */
+    {"clEnqueueReadBufferRect", 13, 1},  /* 186 */
+    {"clEnqueueReadImage", 0, 0},  /* 187 */
+    {"clEnqueueReadImage", 1, 0},  /* 188 */
+    {"clEnqueueReadImage", 3, 0},  /* 189 */
+    {"clEnqueueReadImage", 4, 0},  /* 190 */
+    {"clEnqueueReadImage", 7, 0},  /* 191 */
+    {"clEnqueueReadImage", 9, 0},  /* 192 */
+    {"clEnqueueReadImage", 10, 1},  /* 193 */
+    {"clEnqueueSVMFree", 0, 0},  /* 194 */
+    {"clEnqueueSVMFree", 2, 0},  /* 195 */
+    {"clEnqueueSVMFree", 3, 0},  /* 196 */
+    {"clEnqueueSVMFree", 4, 0},  /* 197 */
+    {"clEnqueueSVMFree", 6, 0},  /* 198 */
+    {"clEnqueueSVMFree", 7, 1},  /* 199 */
+    {"clEnqueueSVMMap", 0, 0},  /* 200 */
+    {"clEnqueueSVMMap", 3, 0},  /* 201 */
+    {"clEnqueueSVMMap", 6, 0},  /* 202 */
+    {"clEnqueueSVMMap", 7, 1},  /* 203 */
+    {"clEnqueueSVMMemFill", 0, 0},  /* 204 */
+    {"clEnqueueSVMMemFill", 1, 0},  /* 205 */
+    {"clEnqueueSVMMemFill", 2, 0},  /* 206 */
+    {"clEnqueueSVMMemFill", 6, 0},  /* 207 */
+    {"clEnqueueSVMMemFill", 7, 1},  /* 208 */
+    {"clEnqueueSVMMemcpy", 0, 0},  /* 209 */
+    {"clEnqueueSVMMemcpy", 2, 0},  /* 210 */
+    {"clEnqueueSVMMemcpy", 3, 0},  /* 211 */
+    {"clEnqueueSVMMemcpy", 6, 0},  /* 212 */
+    {"clEnqueueSVMMemcpy", 7, 1},  /* 213 */
+    {"clEnqueueSVMMigrateMem", 0, 0},  /* 214 */
+    {"clEnqueueSVMMigrateMem", 2, 1},  /* 215 */
+    {"clEnqueueSVMMigrateMem", 3, 0},  /* 216 */
+    {"clEnqueueSVMMigrateMem", 6, 0},  /* 217 */
+    {"clEnqueueSVMMigrateMem", 7, 1},  /* 218 */
+    {"clEnqueueSVMUnmap", 0, 0},  /* 219 */
+    {"clEnqueueSVMUnmap", 1, 0},  /* 220 */
+    {"clEnqueueSVMUnmap", 3, 0},  /* 221 */
+    {"clEnqueueSVMUnmap", 4, 1},  /* 222 */
+    {"clEnqueueTask", 0, 0},  /* 223 */
+    {"clEnqueueTask", 1, 0},  /* 224 */
+    {"clEnqueueTask", 3, 0},  /* 225 */
+    {"clEnqueueTask", 4, 1},  /* 226 */
+    {"clEnqueueUnmapMemObject", 0, 0},  /* 227 */
+    {"clEnqueueUnmapMemObject", 1, 0},  /* 228 */
+    {"clEnqueueUnmapMemObject", 2, 0},  /* 229 */
+    {"clEnqueueUnmapMemObject", 4, 0},  /* 230 */
+    {"clEnqueueUnmapMemObject", 5, 1},  /* 231 */
+    {"clEnqueueWaitForEvents", 0, 0},  /* 232 */
+    {"clEnqueueWaitForEvents", 2, 0},  /* 233 */
+    {"clEnqueueWriteBuffer", 0, 0},  /* 234 */
+    {"clEnqueueWriteBuffer", 1, 0},  /* 235 */
+    {"clEnqueueWriteBuffer", 5, 0},  /* 236 */
+    {"clEnqueueWriteBuffer", 7, 0},  /* 237 */
+    {"clEnqueueWriteBuffer", 8, 1},  /* 238 */
+    {"clEnqueueWriteBufferRect", 0, 0},  /* 239 */
+    {"clEnqueueWriteBufferRect", 1, 0},  /* 240 */
+    {"clEnqueueWriteBufferRect", 3, 0},  /* 241 */
+    {"clEnqueueWriteBufferRect", 4, 0},  /* 242 */
+    {"clEnqueueWriteBufferRect", 5, 0},  /* 243 */
+    {"clEnqueueWriteBufferRect", 10, 0},  /* 244 */
+    {"clEnqueueWriteBufferRect", 12, 0},  /* 245 */
+    {"clEnqueueWriteBufferRect", 13, 1},  /* 246 */
+    {"clEnqueueWriteImage", 0, 0},  /* 247 */
+    {"clEnqueueWriteImage", 1, 0},  /* 248 */
+    {"clEnqueueWriteImage", 3, 0},  /* 249 */
+    {"clEnqueueWriteImage", 4, 0},  /* 250 */
+    {"clEnqueueWriteImage", 7, 0},  /* 251 */
+    {"clEnqueueWriteImage", 9, 0},  /* 252 */
+    {"clEnqueueWriteImage", 10, 1},  /* 253 */
+    {"clFinish", 0, 0},  /* 254 */
+    {"clFlush", 0, 0},  /* 255 */
+    {"clGetCommandQueueInfo", 0, 0},  /* 256 */
+    {"clGetCommandQueueInfo", 3, 0},  /* 257 */
+    {"clGetContextInfo", 0, 0},  /* 258 */
+    {"clGetContextInfo", 3, 0},  /* 259 */
+    {"clGetDeviceAndHostTimer", 0, 0},  /* 260 */
+    {"clGetDeviceIDs", 0, 0},  /* 261 */
+    {"clGetDeviceIDs", 3, 0},  /* 262 */
+    {"clGetDeviceIDs", 4, 0},  /* 263 */
+    {"clGetDeviceInfo", 0, 0},  /* 264 */
+    {"clGetDeviceInfo", 3, 0},  /* 265 */
+    {"clGetDeviceInfo", 4, 0},  /* 266 */
+    {"clGetEventInfo", 0, 0},  /* 267 */
+    {"clGetEventInfo", 3, 0},  /* 268 */
+    {"clGetEventProfilingInfo", 0, 0},  /* 269 */
+    {"clGetEventProfilingInfo", 3, 0},  /* 270 */
+    {"clGetExtensionFunctionAddress", 0, 0},  /* 271 */
+    {"clGetExtensionFunctionAddress", -1, 0},  /* 272 */
+    {"clGetExtensionFunctionAddressForPlatform", 0, 0},  /* 273 */
+    {"clGetExtensionFunctionAddressForPlatform", 1, 0},  /* 274 */
+    {"clGetExtensionFunctionAddressForPlatform", -1, 0},  /* 275 */
+    {"clGetHostTimer", 0, 0},  /* 276 */
+    {"clGetImageInfo", 0, 0},  /* 277 */
+    {"clGetImageInfo", 3, 0},  /* 278 */
+    {"clGetKernelArgInfo", 0, 0},  /* 279 */
+    {"clGetKernelArgInfo", 4, 0},  /* 280 */
+    {"clGetKernelInfo", 0, 0},  /* 281 */
+    {"clGetKernelInfo", 3, 0},  /* 282 */
+    {"clGetKernelSubGroupInfo", 0, 0},  /* 283 */
+    {"clGetKernelSubGroupInfo", 1, 0},  /* 284 */
+    {"clGetKernelSubGroupInfo", 4, 0},  /* 285 */
+    {"clGetKernelSubGroupInfo", 6, 0},  /* 286 */
+    {"clGetKernelWorkGroupInfo", 0, 0},  /* 287 */
+    {"clGetKernelWorkGroupInfo", 1, 0},  /* 288 */
+    {"clGetKernelWorkGroupInfo", 4, 0},  /* 289 */
+    {"clGetMemObjectInfo", 0, 0},  /* 290 */
+    {"clGetMemObjectInfo", 3, 0},  /* 291 */
+    {"clGetPipeInfo", 0, 0},  /* 292 */
+    {"clGetPipeInfo", 3, 0},  /* 293 */
+    {"clGetPlatformIDs", 1, 0},  /* 294 */
+    {"clGetPlatformIDs", 2, 0},  /* 295 */
+    {"clGetPlatformInfo", 0, 0},  /* 296 */
+    {"clGetPlatformInfo", 3, 0},  /* 297 */
+    {"clGetPlatformInfo", 4, 0},  /* 298 */
+    {"clGetProgramBuildInfo", 0, 0},  /* 299 */
+    {"clGetProgramBuildInfo", 1, 0},  /* 300 */
+    {"clGetProgramBuildInfo", 4, 0},  /* 301 */
+    {"clGetProgramBuildInfo", 5, 0},  /* 302 */
+    {"clGetProgramInfo", 0, 0},  /* 303 */
+    {"clGetProgramInfo", 3, 0},  /* 304 */
+    {"clGetSamplerInfo", 0, 0},  /* 305 */
+    {"clGetSamplerInfo", 3, 0},  /* 306 */
+    {"clGetSupportedImageFormats", 0, 0},  /* 307 */
+    {"clGetSupportedImageFormats", 4, 0},  /* 308 */
+    {"clLinkProgram", 0, 0},  /* 309 */
+    {"clLinkProgram", 2, 1},  /* 310 */
+    {"clLinkProgram", 3, 0},  /* 311 */
+    {"clLinkProgram", 5, 1},  /* 312 */
+    {"clLinkProgram", 6, 0},  /* 313 */
+    {"clLinkProgram", 7, 0},  /* 314 */
+    {"clLinkProgram", -1, 0},  /* 315 */
+    {"clReleaseCommandQueue", 0, 0},  /* 316 */
+    {"clReleaseContext", 0, 0},  /* 317 */
+    {"clReleaseDevice", 0, 0},  /* 318 */
+    {"clReleaseEvent", 0, 0},  /* 319 */
+    {"clReleaseKernel", 0, 0},  /* 320 */
+    {"clReleaseMemObject", 0, 0},  /* 321 */
+    {"clReleaseProgram", 0, 0},  /* 322 */
+    {"clReleaseSampler", 0, 0},  /* 323 */
+    {"clRetainCommandQueue", 0, 0},  /* 324 */
+    {"clRetainContext", 0, 0},  /* 325 */
+    {"clRetainDevice", 0, 0},  /* 326 */
+    {"clRetainEvent", 0, 0},  /* 327 */
+    {"clRetainKernel", 0, 0},  /* 328 */
+    {"clRetainMemObject", 0, 0},  /* 329 */
+    {"clRetainProgram", 0, 0},  /* 330 */
+    {"clRetainSampler", 0, 0},  /* 331 */
+    {"clSVMAlloc", 0, 0},  /* 332 */
+    {"clSVMAlloc", -1, 0},  /* 333 */
+    {"clSVMFree", 0, 0},  /* 334 */
+    {"clSVMFree", 1, 0},  /* 335 */
+    {"clSetContextDestructorCallback", 0, 0},  /* 336 */
+    {"clSetContextDestructorCallback", 1, 0},  /* 337 */
+    {"clSetContextDestructorCallback", 2, 0},  /* 338 */
+    {"clSetDefaultDeviceCommandQueue", 0, 0},  /* 339 */
+    {"clSetDefaultDeviceCommandQueue", 1, 0},  /* 340 */
+    {"clSetDefaultDeviceCommandQueue", 2, 0},  /* 341 */
+    {"clSetEventCallback", 0, 0},  /* 342 */
+    {"clSetEventCallback", 2, 0},  /* 343 */
+    {"clSetEventCallback", 3, 0},  /* 344 */
+    {"clSetKernelArg", 0, 0},  /* 345 */
+    {"clSetKernelArg", 3, 0},  /* 346 */
+    {"clSetKernelArgSVMPointer", 0, 0},  /* 347 */
+    {"clSetKernelArgSVMPointer", 2, 0},  /* 348 */
+    {"clSetKernelExecInfo", 0, 0},  /* 349 */
+    {"clSetKernelExecInfo", 3, 0},  /* 350 */
+    {"clSetMemObjectDestructorCallback", 0, 0},  /* 351 */
+    {"clSetMemObjectDestructorCallback", 1, 0},  /* 352 */
+    {"clSetMemObjectDestructorCallback", 2, 0},  /* 353 */
+    {"clSetProgramReleaseCallback", 0, 0},  /* 354 */
+    {"clSetProgramReleaseCallback", 1, 0},  /* 355 */
+    {"clSetProgramReleaseCallback", 2, 0},  /* 356 */
+    {"clSetProgramSpecializationConstant", 0, 0},  /* 357 */
+    {"clSetProgramSpecializationConstant", 3, 0},  /* 358 */
+    {"clSetUserEventStatus", 0, 0},  /* 359 */
+    {"clUnloadPlatformCompiler", 0, 0},  /* 360 */
+    {"clWaitForEvents", 1, 1},  /* 361 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_6(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_7(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_8(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_9(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_10(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_11(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_12(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_13(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_14(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_15(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_17(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_18(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_19(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_20(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_21(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_22(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_23(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_24(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_25(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_26(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_27(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_28(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_29(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_30(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_31(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_32(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_33(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_34(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_35(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_36(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_37(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_38(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_39(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_40(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_41(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_42(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_43(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_44(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_45(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_46(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_47(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_48(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_49(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_50(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_51(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_52(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_53(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_54(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_55(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_56(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_57(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_58(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_59(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_60(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_61(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_62(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_63(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_64(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_65(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_66(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_67(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_68(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_69(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_70(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_71(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_72(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_73(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_74(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_75(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_76(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_77(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_78(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_79(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_80(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_81(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_82(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_83(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_84(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_85(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_86(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_87(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_88(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_89(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_90(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_91(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_92(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_93(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_94(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_95(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_96(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_97(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_98(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_99(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_100(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_101(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_102(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_103(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_104(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_105(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_106(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_107(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_108(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_109(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_110(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_111(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_112(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"program", "device_list", "options", "pfn_notify", "user_data"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_program a0;
+    cl_uint a1;
+    Py_ssize_t ia_n1 = 0;
+    PyObject *ia_keep = NULL;
+    const cl_device_id *a2 = NULL;
+    void *ia_m2 = NULL;
+    const char *a3;
+    PyObject *ia_s3 = NULL;
+    void (*a4)(cl_program, void *);
+    void *a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clBuildProgram", ia_kw, 5, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 5) < 0)
+        return NULL;
+    if (ia_a[1] != Py_None && (ia_n1 = PyObject_Length(ia_a[1])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[1], ia_ct[1], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
+        goto ia_done;
+    a2 = ia_m2;
+    if (PyUnicode_Check(ia_a[2]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_LEN(cl_uint, ia_n1, a1);
+    if ((ia_s3 != NULL ? ia_s3 : ia_a[2]) == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(2), (ia_s3 != NULL ? ia_s3 : ia_a[2]), (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_a[3] == Py_None) {
+        a4 = NULL;
+    } else {
+        a4 = (void *)_cffi_to_c_pointer(ia_a[3], IA_CT(3));
+        if (a4 == NULL && PyErr_Occurred())
+            goto ia_done;
+    }
+    if (ia_a[4] == Py_None) {
+        a5 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(4), ia_a[4], (char **)&a5, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clBuildProgram(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m2);
+    Py_XDECREF(ia_s3);
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"source_kernel"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_kernel ia_r;
+    cl_kernel a0;
+    cl_int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clCloneKernel", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[5] == NULL) && ia_ct_load(5, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(5), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCloneKernel(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o1 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o1), 1);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(6));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"program", "device_list", "options", "input_headers", "header_include_names", "pfn_notify", "user_data"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_program a0;
+    cl_uint a1;
+    Py_ssize_t ia_n1 = 0;
+    PyObject *ia_keep = NULL;
+    const cl_device_id *a2 = NULL;
+    void *ia_m2 = NULL;
+    const char *a3;
+    PyObject *ia_s3 = NULL;
+    cl_uint a4;
+    Py_ssize_t ia_n4 = 0;
+    const cl_program *a5 = NULL;
+    void *ia_m5 = NULL;
+    const char **a6 = NULL;
+    void *ia_m6 = NULL;
+    void (*a7)(cl_program, void *);
+    void *a8;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("clCompileProgram", ia_kw, 7, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[7] == NULL) && ia_ct_load(7, 7) < 0)
+        return NULL;
+    if (ia_a[1] != Py_None && (ia_n1 = PyObject_Length(ia_a[1])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[1], ia_ct[8], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
+        goto ia_done;
+    a2 = ia_m2;
+    if (PyUnicode_Check(ia_a[2]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+        goto ia_done;
+    if (ia_a[3] != Py_None && (ia_n4 = PyObject_Length(ia_a[3])) < 0)
+        goto ia_done;
+    if (ia_a[4] != Py_None) {
+        Py_ssize_t ia_m = PyObject_Length(ia_a[4]);
+        if (ia_m < 0)
+            goto ia_done;
+        if (ia_m != ia_n4) {
+            ia_fast_invalid(2, "header_include_names must have as many items as input_headers");
+            goto ia_done;
+        }
+    }
+    if (ia_array(ia_a[3], ia_ct[10], sizeof *a5, 0, &ia_m5, &ia_keep) < 0)
+        goto ia_done;
+    a5 = ia_m5;
+    if (ia_array(ia_a[4], ia_ct[11], sizeof *a6, 0, &ia_m6, &ia_keep) < 0)
+        goto ia_done;
+    a6 = ia_m6;
+    if (ia_arg_ptr(IA_CT(7), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_LEN(cl_uint, ia_n1, a1);
+    if ((ia_s3 != NULL ? ia_s3 : ia_a[2]) == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(9), (ia_s3 != NULL ? ia_s3 : ia_a[2]), (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    IA_IN_LEN(cl_uint, ia_n4, a4);
+    if (ia_a[5] == Py_None) {
+        a7 = NULL;
+    } else {
+        a7 = (void *)_cffi_to_c_pointer(ia_a[5], IA_CT(12));
+        if (a7 == NULL && PyErr_Occurred())
+            goto ia_done;
+    }
+    if (ia_a[6] == Py_None) {
+        a8 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(13), ia_a[6], (char **)&a8, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCompileProgram(a0, a1, a2, a3, a4, a5, a6, a7, a8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m2);
+    Py_XDECREF(ia_s3);
+    PyMem_Free(ia_m5);
+    PyMem_Free(ia_m6);
+    return ia_res;
+}
+
+static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "flags", "size", "host_ptr"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_mem ia_r;
+    cl_context a0;
+    cl_mem_flags a1;
+    size_t a2;
+    void *a3;
+    cl_int o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clCreateBuffer", ia_kw, 4, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[14] == NULL) && ia_ct_load(14, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(14), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_flags, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_a[3] == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(15), ia_a[3], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateBuffer(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o4 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o4), 3);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(16));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "properties", "flags", "size", "host_ptr"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_mem ia_r;
+    cl_context a0;
+    const cl_mem_properties *a1;
+    cl_mem_flags a2;
+    size_t a3;
+    void *a4;
+    cl_int o5 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clCreateBufferWithProperties", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[17] == NULL) && ia_ct_load(17, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(17), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(18), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_flags, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(19), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateBufferWithProperties(a0, a1, a2, a3, a4, &o5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o5 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o5), 4);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(20));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "device", "properties"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_command_queue ia_r;
+    cl_context a0;
+    cl_device_id a1;
+    cl_command_queue_properties a2;
+    cl_int o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clCreateCommandQueue", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[21] == NULL) && ia_ct_load(21, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(21), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(22), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_command_queue_properties, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateCommandQueue(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o3 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o3), 5);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(23));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "device", "properties"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_command_queue ia_r;
+    cl_context a0;
+    cl_device_id a1;
+    PyObject *ia_keep = NULL;
+    const cl_queue_properties *a2 = NULL;
+    void *ia_m2 = NULL;
+    cl_int o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clCreateCommandQueueWithProperties", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[24] == NULL) && ia_ct_load(24, 4) < 0)
+        return NULL;
+    if (ia_array(ia_a[2], ia_ct[26], sizeof *a2, 1, &ia_m2, &ia_keep) < 0)
+        goto ia_done;
+    a2 = ia_m2;
+    if (ia_arg_ptr(IA_CT(24), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(25), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateCommandQueueWithProperties(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o3 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o3), 6);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(27));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"properties", "devices", "pfn_notify", "user_data"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_context ia_r;
+    PyObject *ia_keep = NULL;
+    const cl_context_properties *a0 = NULL;
+    void *ia_m0 = NULL;
+    cl_uint a1;
+    Py_ssize_t ia_n1 = 0;
+    const cl_device_id *a2 = NULL;
+    void *ia_m2 = NULL;
+    void (*a3)(const char *, const void *, size_t, void *);
+    void *a4;
+    cl_int o5 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clCreateContext", ia_kw, 4, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[28] == NULL) && ia_ct_load(28, 5) < 0)
+        return NULL;
+    if (ia_array(ia_a[0], ia_ct[28], sizeof *a0, 1, &ia_m0, &ia_keep) < 0)
+        goto ia_done;
+    a0 = ia_m0;
+    if (ia_a[1] != Py_None && (ia_n1 = PyObject_Length(ia_a[1])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[1], ia_ct[29], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
+        goto ia_done;
+    a2 = ia_m2;
+    IA_IN_LEN(cl_uint, ia_n1, a1);
+    if (ia_a[2] == Py_None) {
+        a3 = NULL;
+    } else {
+        a3 = (void *)_cffi_to_c_pointer(ia_a[2], IA_CT(30));
+        if (a3 == NULL && PyErr_Occurred())
+            goto ia_done;
+    }
+    if (ia_a[3] == Py_None) {
+        a4 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(31), ia_a[3], (char **)&a4, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateContext(a0, a1, a2, a3, a4, &o5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o5 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o5), 7);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(32));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m0);
+    PyMem_Free(ia_m2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"properties", "device_type", "pfn_notify", "user_data"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_context ia_r;
+    const cl_context_properties *a0;
+    cl_device_type a1;
+    void (*a2)(const char *, const void *, size_t, void *);
+    void *a3;
+    cl_int o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clCreateContextFromType", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[33] == NULL) && ia_ct_load(33, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(33), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_device_type, ia_a[1], a1);
+    a2 = (void *)_cffi_to_c_pointer(ia_a[2], IA_CT(34));
+    if (a2 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(35), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateContextFromType(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o4 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o4), 8);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(36));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "flags", "image_format", "image_desc", "host_ptr"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_mem ia_r;
+    cl_context a0;
+    cl_mem_flags a1;
+    const cl_image_format *a2;
+    const cl_image_desc *a3;
+    void *a4;
+    cl_int o5 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clCreateImage", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[37] == NULL) && ia_ct_load(37, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(37), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_flags, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(38), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(39), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(40), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateImage(a0, a1, a2, a3, a4, &o5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o5 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o5), 9);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(41));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "flags", "image_format", "image_width", "image_height", "image_row_pitch", "host_ptr"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_mem ia_r;
+    cl_context a0;
+    cl_mem_flags a1;
+    const cl_image_format *a2;
+    size_t a3;
+    size_t a4;
+    size_t a5;
+    void *a6;
+    cl_int o7 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("clCreateImage2D", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[42] == NULL) && ia_ct_load(42, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(42), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_flags, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(43), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    if (ia_arg_ptr(IA_CT(44), ia_a[6], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateImage2D(a0, a1, a2, a3, a4, a5, a6, &o7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o7 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o7), 10);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(45));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "flags", "image_format", "image_width", "image_height", "image_depth", "image_row_pitch", "image_slice_pitch", "host_ptr"};
+    PyObject *ia_argv[9];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_mem ia_r;
+    cl_context a0;
+    cl_mem_flags a1;
+    const cl_image_format *a2;
+    size_t a3;
+    size_t a4;
+    size_t a5;
+    size_t a6;
+    size_t a7;
+    void *a8;
+    cl_int o9 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 9)) {
+        if (ia_fast_args("clCreateImage3D", ia_kw, 9, 9, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[46] == NULL) && ia_ct_load(46, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(46), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_flags, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(47), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(size_t, ia_a[6], a6);
+    IA_IN_INT(size_t, ia_a[7], a7);
+    if (ia_arg_ptr(IA_CT(48), ia_a[8], (char **)&a8, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateImage3D(a0, a1, a2, a3, a4, a5, a6, a7, a8, &o9);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o9 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o9), 11);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(49));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "properties", "flags", "image_format", "image_desc", "host_ptr"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_mem ia_r;
+    cl_context a0;
+    const cl_mem_properties *a1;
+    cl_mem_flags a2;
+    const cl_image_format *a3;
+    const cl_image_desc *a4;
+    void *a5;
+    cl_int o6 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("clCreateImageWithProperties", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[50] == NULL) && ia_ct_load(50, 6) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(50), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(51), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_flags, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(52), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(53), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(54), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateImageWithProperties(a0, a1, a2, a3, a4, a5, &o6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o6 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o6), 12);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(55));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"program", "kernel_name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_kernel ia_r;
+    cl_program a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    cl_int o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("clCreateKernel", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[56] == NULL) && ia_ct_load(56, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(56), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(57), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateKernel(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o2 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o2), 13);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(58));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"program", "num_kernels"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_program a0;
+    cl_uint a1;
+    cl_kernel o2 = NULL;
+    cl_uint o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("clCreateKernelsInProgram", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[59] == NULL) && ia_ct_load(59, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(59), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateKernelsInProgram(a0, a1, &o2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 14);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o2, IA_CT(60)), IA_FROM_INT(cl_uint, o3)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "flags", "pipe_packet_size", "pipe_max_packets", "properties"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_mem ia_r;
+    cl_context a0;
+    cl_mem_flags a1;
+    cl_uint a2;
+    cl_uint a3;
+    const cl_pipe_properties *a4;
+    cl_int o5 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clCreatePipe", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[61] == NULL) && ia_ct_load(61, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(61), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_flags, ia_a[1], a1);
+    IA_IN_INT(cl_uint, ia_a[2], a2);
+    IA_IN_INT(cl_uint, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(62), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreatePipe(a0, a1, a2, a3, a4, &o5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o5 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o5), 15);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(63));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "num_devices", "device_list", "kernel_names"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_program ia_r;
+    cl_context a0;
+    cl_uint a1;
+    const cl_device_id *a2;
+    const char *a3;
+    PyObject *ia_s3 = NULL;
+    cl_int o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clCreateProgramWithBuiltInKernels", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[64] == NULL) && ia_ct_load(64, 4) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[3]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[3])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(64), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(65), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(66), (ia_s3 != NULL ? ia_s3 : ia_a[3]), (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateProgramWithBuiltInKernels(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o4 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o4), 17);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(67));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s3);
+    return ia_res;
+}
+
+static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "il", "length"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_program ia_r;
+    cl_context a0;
+    const void *a1;
+    size_t a2;
+    cl_int o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clCreateProgramWithIL", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[68] == NULL) && ia_ct_load(68, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(68), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(69), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateProgramWithIL(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o3 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o3), 18);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(70));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "strings", "lengths"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_program ia_r;
+    cl_context a0;
+    cl_uint a1;
+    Py_ssize_t ia_n1 = 0;
+    PyObject *ia_keep = NULL;
+    const char **a2 = NULL;
+    void *ia_m2 = NULL;
+    const size_t *a3;
+    cl_int o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clCreateProgramWithSource", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[71] == NULL) && ia_ct_load(71, 4) < 0)
+        return NULL;
+    if (ia_a[1] != Py_None && (ia_n1 = PyObject_Length(ia_a[1])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[1], ia_ct[72], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
+        goto ia_done;
+    a2 = ia_m2;
+    if (ia_arg_ptr(IA_CT(71), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_LEN(cl_uint, ia_n1, a1);
+    if (ia_a[2] == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(73), ia_a[2], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateProgramWithSource(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o4 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o4), 19);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(74));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "normalized_coords", "addressing_mode", "filter_mode"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_sampler ia_r;
+    cl_context a0;
+    cl_bool a1;
+    cl_addressing_mode a2;
+    cl_filter_mode a3;
+    cl_int o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clCreateSampler", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[75] == NULL) && ia_ct_load(75, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(75), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[1], a1);
+    IA_IN_INT(cl_addressing_mode, ia_a[2], a2);
+    IA_IN_INT(cl_filter_mode, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateSampler(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o4 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o4), 20);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(76));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "sampler_properties"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_sampler ia_r;
+    cl_context a0;
+    const cl_sampler_properties *a1;
+    cl_int o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("clCreateSamplerWithProperties", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[77] == NULL) && ia_ct_load(77, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(77), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(78), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateSamplerWithProperties(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o2 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o2), 21);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(79));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"buffer", "flags", "buffer_create_type", "buffer_create_info"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_mem ia_r;
+    cl_mem a0;
+    cl_mem_flags a1;
+    cl_buffer_create_type a2;
+    const void *a3;
+    cl_int o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clCreateSubBuffer", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[80] == NULL) && ia_ct_load(80, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(80), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_flags, ia_a[1], a1);
+    IA_IN_INT(cl_buffer_create_type, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(81), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateSubBuffer(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o4 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o4), 22);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(82));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"in_device", "properties", "num_devices"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_device_id a0;
+    const cl_device_partition_property *a1;
+    cl_uint a2;
+    cl_device_id o3 = NULL;
+    cl_uint o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clCreateSubDevices", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[83] == NULL) && ia_ct_load(83, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(83), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(84), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateSubDevices(a0, a1, a2, &o3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 23);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o3, IA_CT(85)), IA_FROM_INT(cl_uint, o4)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_event ia_r;
+    cl_context a0;
+    cl_int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clCreateUserEvent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[86] == NULL) && ia_ct_load(86, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(86), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateUserEvent(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o1 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o1), 24);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(87));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clEnqueueBarrier", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[88] == NULL) && ia_ct_load(88, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(88), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueBarrier(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 25);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_uint a1;
+    const cl_event *a2;
+    cl_event o3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clEnqueueBarrierWithWaitList", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[89] == NULL) && ia_ct_load(89, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(89), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(90), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueBarrierWithWaitList(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 26);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(91));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "src_buffer", "dst_buffer", "src_offset", "dst_offset", "size", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_mem a2;
+    size_t a3;
+    size_t a4;
+    size_t a5;
+    cl_uint a6;
+    const cl_event *a7;
+    cl_event o8 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueCopyBuffer", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[92] == NULL) && ia_ct_load(92, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(92), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(93), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(94), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(cl_uint, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(95), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueCopyBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 27);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(96));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "src_buffer", "dst_buffer", "src_origin", "dst_origin", "region", "src_row_pitch", "src_slice_pitch", "dst_row_pitch", "dst_slice_pitch", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[12];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_mem a2;
+    const size_t *a3;
+    const size_t *a4;
+    const size_t *a5;
+    size_t a6;
+    size_t a7;
+    size_t a8;
+    size_t a9;
+    cl_uint a10;
+    const cl_event *a11;
+    cl_event o12 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 12)) {
+        if (ia_fast_args("clEnqueueCopyBufferRect", ia_kw, 12, 12, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[97] == NULL) && ia_ct_load(97, 8) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(97), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(98), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(99), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(100), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(101), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(102), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[6], a6);
+    IA_IN_INT(size_t, ia_a[7], a7);
+    IA_IN_INT(size_t, ia_a[8], a8);
+    IA_IN_INT(size_t, ia_a[9], a9);
+    IA_IN_INT(cl_uint, ia_a[10], a10);
+    if (ia_arg_ptr(IA_CT(103), ia_a[11], (char **)&a11, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueCopyBufferRect(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, &o12);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 28);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o12, IA_CT(104));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "src_buffer", "dst_image", "src_offset", "dst_origin", "region", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_mem a2;
+    size_t a3;
+    const size_t *a4;
+    const size_t *a5;
+    cl_uint a6;
+    const cl_event *a7;
+    cl_event o8 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueCopyBufferToImage", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[105] == NULL) && ia_ct_load(105, 7) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(105), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(106), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(107), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(108), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(109), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(110), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueCopyBufferToImage(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 29);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(111));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "src_image", "dst_image", "src_origin", "dst_origin", "region", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_mem a2;
+    const size_t *a3;
+    const size_t *a4;
+    const size_t *a5;
+    cl_uint a6;
+    const cl_event *a7;
+    cl_event o8 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueCopyImage", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[112] == NULL) && ia_ct_load(112, 8) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(112), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(113), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(114), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(115), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(116), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(117), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(118), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueCopyImage(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 30);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(119));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "src_image", "dst_buffer", "src_origin", "region", "dst_offset", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_mem a2;
+    const size_t *a3;
+    const size_t *a4;
+    size_t a5;
+    cl_uint a6;
+    const cl_event *a7;
+    cl_event o8 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueCopyImageToBuffer", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[120] == NULL) && ia_ct_load(120, 7) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(120), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(121), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(122), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(123), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(124), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(cl_uint, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(125), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueCopyImageToBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 31);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(126));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "buffer", "pattern", "pattern_size", "offset", "size", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    const void *a2;
+    size_t a3;
+    size_t a4;
+    size_t a5;
+    cl_uint a6;
+    const cl_event *a7;
+    cl_event o8 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueFillBuffer", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[127] == NULL) && ia_ct_load(127, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(127), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(128), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(129), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(cl_uint, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(130), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueFillBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 32);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(131));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "image", "fill_color", "origin", "region", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    const void *a2;
+    const size_t *a3;
+    const size_t *a4;
+    cl_uint a5;
+    const cl_event *a6;
+    cl_event o7 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("clEnqueueFillImage", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[132] == NULL) && ia_ct_load(132, 7) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(132), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(133), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(134), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(135), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(136), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[5], a5);
+    if (ia_arg_ptr(IA_CT(137), ia_a[6], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueFillImage(a0, a1, a2, a3, a4, a5, a6, &o7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 33);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(138));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "buffer", "blocking_map", "map_flags", "offset", "size", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    void *ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_bool a2;
+    cl_map_flags a3;
+    size_t a4;
+    size_t a5;
+    cl_uint a6;
+    const cl_event *a7;
+    cl_event o8 = NULL;
+    cl_int o9 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueMapBuffer", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[139] == NULL) && ia_ct_load(139, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(139), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(140), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[2], a2);
+    IA_IN_INT(cl_map_flags, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(cl_uint, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(141), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueMapBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8, &o9);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o9 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o9), 34);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)ia_r, IA_CT(143)), _cffi_from_c_pointer((char *)o8, IA_CT(142))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "image", "blocking_map", "map_flags", "origin", "region", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    void *ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_bool a2;
+    cl_map_flags a3;
+    const size_t *a4;
+    const size_t *a5;
+    size_t o6 = 0;
+    size_t o7 = 0;
+    cl_uint a8;
+    const cl_event *a9;
+    cl_event o10 = NULL;
+    cl_int o11 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueMapImage", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[144] == NULL) && ia_ct_load(144, 7) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(144), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(145), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[2], a2);
+    IA_IN_INT(cl_map_flags, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(146), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(147), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[6], a8);
+    if (ia_arg_ptr(IA_CT(148), ia_a[7], (char **)&a9, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueMapImage(a0, a1, a2, a3, a4, a5, &o6, &o7, a8, a9, &o10, &o11);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o11 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o11), 35);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(4, (PyObject *[]){_cffi_from_c_pointer((char *)ia_r, IA_CT(150)), IA_FROM_INT(size_t, o6), IA_FROM_INT(size_t, o7), _cffi_from_c_pointer((char *)o10, IA_CT(149))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_event o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clEnqueueMarker", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[151] == NULL) && ia_ct_load(151, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(151), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueMarker(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 36);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(152));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_uint a1;
+    const cl_event *a2;
+    cl_event o3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clEnqueueMarkerWithWaitList", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[153] == NULL) && ia_ct_load(153, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(153), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(154), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueMarkerWithWaitList(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 37);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(155));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "num_mem_objects", "mem_objects", "flags", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_uint a1;
+    const cl_mem *a2;
+    cl_mem_migration_flags a3;
+    cl_uint a4;
+    const cl_event *a5;
+    cl_event o6 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("clEnqueueMigrateMemObjects", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[156] == NULL) && ia_ct_load(156, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(156), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(157), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_migration_flags, ia_a[3], a3);
+    IA_IN_INT(cl_uint, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(158), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueMigrateMemObjects(a0, a1, a2, a3, a4, a5, &o6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 38);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o6, IA_CT(159));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "kernel", "work_dim", "global_work_offset", "global_work_size", "local_work_size", "event_wait_list", "event"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_kernel a1;
+    cl_uint a2;
+    const size_t *a3;
+    const size_t *a4;
+    const size_t *a5;
+    cl_uint a6;
+    Py_ssize_t ia_n6 = 0;
+    PyObject *ia_keep = NULL;
+    const cl_event *a7 = NULL;
+    void *ia_m7 = NULL;
+    cl_event *a8;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueNDRangeKernel", ia_kw, 8, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[160] == NULL) && ia_ct_load(160, 7) < 0)
+        return NULL;
+    if (ia_a[6] != Py_None && (ia_n6 = PyObject_Length(ia_a[6])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[6], ia_ct[165], sizeof *a7, 0, &ia_m7, &ia_keep) < 0)
+        goto ia_done;
+    a7 = ia_m7;
+    if (ia_arg_ptr(IA_CT(160), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(161), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[2], a2);
+    if (ia_a[3] == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(162), ia_a[3], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_arg_ptr(IA_CT(163), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(164), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_LEN(cl_uint, ia_n6, a6);
+    if (ia_a[7] == Py_None) {
+        a8 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(166), ia_a[7], (char **)&a8, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueNDRangeKernel(a0, a1, a2, a3, a4, a5, a6, a7, a8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 39);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m7);
+    return ia_res;
+}
+
+static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "user_func", "args", "cb_args", "num_mem_objects", "mem_list", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    void (*a1)(void *);
+    void *a2;
+    size_t a3;
+    cl_uint a4;
+    const cl_mem *a5;
+    const void *o6 = NULL;
+    cl_uint a7;
+    const cl_event *a8;
+    cl_event o9 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueNativeKernel", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[167] == NULL) && ia_ct_load(167, 7) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(167), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(168));
+    if (a1 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(169), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(cl_uint, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(170), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[6], a7);
+    if (ia_arg_ptr(IA_CT(172), ia_a[7], (char **)&a8, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueNativeKernel(a0, a1, a2, a3, a4, a5, &o6, a7, a8, &o9);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 40);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o6, IA_CT(171)), _cffi_from_c_pointer((char *)o9, IA_CT(173))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "buffer", "blocking_read", "offset", "size", "ptr", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_bool a2;
+    size_t a3;
+    size_t a4;
+    void *a5;
+    cl_uint a6;
+    const cl_event *a7;
+    cl_event o8 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueReadBuffer", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[174] == NULL) && ia_ct_load(174, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(174), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(175), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(176), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(177), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueReadBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 41);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(178));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "buffer", "blocking_read", "buffer_origin", "host_origin", "region", "buffer_row_pitch", "buffer_slice_pitch", "host_row_pitch", "host_slice_pitch", "ptr", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[13];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_bool a2;
+    const size_t *a3;
+    const size_t *a4;
+    const size_t *a5;
+    size_t a6;
+    size_t a7;
+    size_t a8;
+    size_t a9;
+    void *a10;
+    cl_uint a11;
+    const cl_event *a12;
+    cl_event o13 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 13)) {
+        if (ia_fast_args("clEnqueueReadBufferRect", ia_kw, 13, 13, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[179] == NULL) && ia_ct_load(179, 8) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(179), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(180), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(181), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(182), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(183), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[6], a6);
+    IA_IN_INT(size_t, ia_a[7], a7);
+    IA_IN_INT(size_t, ia_a[8], a8);
+    IA_IN_INT(size_t, ia_a[9], a9);
+    if (ia_arg_ptr(IA_CT(184), ia_a[10], (char **)&a10, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[11], a11);
+    if (ia_arg_ptr(IA_CT(185), ia_a[12], (char **)&a12, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueReadBufferRect(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, &o13);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 42);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o13, IA_CT(186));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "image", "blocking_read", "origin", "region", "row_pitch", "slice_pitch", "ptr", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[10];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_bool a2;
+    const size_t *a3;
+    const size_t *a4;
+    size_t a5;
+    size_t a6;
+    void *a7;
+    cl_uint a8;
+    const cl_event *a9;
+    cl_event o10 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 10)) {
+        if (ia_fast_args("clEnqueueReadImage", ia_kw, 10, 10, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[187] == NULL) && ia_ct_load(187, 7) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(187), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(188), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(189), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(190), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(size_t, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(191), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[8], a8);
+    if (ia_arg_ptr(IA_CT(192), ia_a[9], (char **)&a9, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueReadImage(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, &o10);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 43);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o10, IA_CT(193));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "num_svm_pointers", "svm_pointers", "pfn_free_func", "user_data", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_uint a1;
+    void **a2;
+    void (*a3)(cl_command_queue, cl_uint, void *[], void *);
+    void *a4;
+    cl_uint a5;
+    const cl_event *a6;
+    cl_event o7 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("clEnqueueSVMFree", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[194] == NULL) && ia_ct_load(194, 6) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(194), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(195), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    a3 = (void *)_cffi_to_c_pointer(ia_a[3], IA_CT(196));
+    if (a3 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(197), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[5], a5);
+    if (ia_arg_ptr(IA_CT(198), ia_a[6], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueSVMFree(a0, a1, a2, a3, a4, a5, a6, &o7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 44);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(199));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "blocking_map", "flags", "svm_ptr", "size", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_bool a1;
+    cl_map_flags a2;
+    void *a3;
+    size_t a4;
+    cl_uint a5;
+    const cl_event *a6;
+    cl_event o7 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("clEnqueueSVMMap", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[200] == NULL) && ia_ct_load(200, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(200), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[1], a1);
+    IA_IN_INT(cl_map_flags, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(201), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(cl_uint, ia_a[5], a5);
+    if (ia_arg_ptr(IA_CT(202), ia_a[6], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueSVMMap(a0, a1, a2, a3, a4, a5, a6, &o7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 45);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(203));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_46(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "svm_ptr", "pattern", "pattern_size", "size", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    void *a1;
+    const void *a2;
+    size_t a3;
+    size_t a4;
+    cl_uint a5;
+    const cl_event *a6;
+    cl_event o7 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("clEnqueueSVMMemFill", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[204] == NULL) && ia_ct_load(204, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(204), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(205), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(206), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(cl_uint, ia_a[5], a5);
+    if (ia_arg_ptr(IA_CT(207), ia_a[6], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueSVMMemFill(a0, a1, a2, a3, a4, a5, a6, &o7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 46);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(208));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "blocking_copy", "dst_ptr", "src_ptr", "size", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_bool a1;
+    void *a2;
+    const void *a3;
+    size_t a4;
+    cl_uint a5;
+    const cl_event *a6;
+    cl_event o7 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("clEnqueueSVMMemcpy", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[209] == NULL) && ia_ct_load(209, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(209), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(210), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(211), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[4], a4);
+    IA_IN_INT(cl_uint, ia_a[5], a5);
+    if (ia_arg_ptr(IA_CT(212), ia_a[6], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueSVMMemcpy(a0, a1, a2, a3, a4, a5, a6, &o7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 47);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(213));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_48(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "num_svm_pointers", "sizes", "flags", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_uint a1;
+    const void *o2 = NULL;
+    const size_t *a3;
+    cl_mem_migration_flags a4;
+    cl_uint a5;
+    const cl_event *a6;
+    cl_event o7 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("clEnqueueSVMMigrateMem", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[214] == NULL) && ia_ct_load(214, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(214), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(216), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_migration_flags, ia_a[3], a4);
+    IA_IN_INT(cl_uint, ia_a[4], a5);
+    if (ia_arg_ptr(IA_CT(217), ia_a[5], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueSVMMigrateMem(a0, a1, &o2, a3, a4, a5, a6, &o7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 48);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o2, IA_CT(215)), _cffi_from_c_pointer((char *)o7, IA_CT(218))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "svm_ptr", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    void *a1;
+    cl_uint a2;
+    const cl_event *a3;
+    cl_event o4 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clEnqueueSVMUnmap", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[219] == NULL) && ia_ct_load(219, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(219), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(220), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(221), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueSVMUnmap(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 49);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o4, IA_CT(222));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_50(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "kernel", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_kernel a1;
+    cl_uint a2;
+    const cl_event *a3;
+    cl_event o4 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clEnqueueTask", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[223] == NULL) && ia_ct_load(223, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(223), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(224), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(225), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueTask(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 50);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o4, IA_CT(226));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "memobj", "mapped_ptr", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    void *a2;
+    cl_uint a3;
+    const cl_event *a4;
+    cl_event o5 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clEnqueueUnmapMemObject", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[227] == NULL) && ia_ct_load(227, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(227), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(228), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(229), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(230), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueUnmapMemObject(a0, a1, a2, a3, a4, &o5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 51);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o5, IA_CT(231));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "num_events", "event_list"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_uint a1;
+    const cl_event *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clEnqueueWaitForEvents", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[232] == NULL) && ia_ct_load(232, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(232), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(233), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueWaitForEvents(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 52);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "buffer", "blocking_write", "offset", "size", "ptr", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_bool a2;
+    size_t a3;
+    size_t a4;
+    const void *a5;
+    cl_uint a6;
+    const cl_event *a7;
+    cl_event o8 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("clEnqueueWriteBuffer", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[234] == NULL) && ia_ct_load(234, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(234), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(235), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    IA_IN_INT(size_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(236), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(237), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueWriteBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 53);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(238));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "buffer", "blocking_write", "buffer_origin", "host_origin", "region", "buffer_row_pitch", "buffer_slice_pitch", "host_row_pitch", "host_slice_pitch", "ptr", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[13];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_bool a2;
+    const size_t *a3;
+    const size_t *a4;
+    const size_t *a5;
+    size_t a6;
+    size_t a7;
+    size_t a8;
+    size_t a9;
+    const void *a10;
+    cl_uint a11;
+    const cl_event *a12;
+    cl_event o13 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 13)) {
+        if (ia_fast_args("clEnqueueWriteBufferRect", ia_kw, 13, 13, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[239] == NULL) && ia_ct_load(239, 8) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(239), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(240), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(241), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(242), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(243), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[6], a6);
+    IA_IN_INT(size_t, ia_a[7], a7);
+    IA_IN_INT(size_t, ia_a[8], a8);
+    IA_IN_INT(size_t, ia_a[9], a9);
+    if (ia_arg_ptr(IA_CT(244), ia_a[10], (char **)&a10, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[11], a11);
+    if (ia_arg_ptr(IA_CT(245), ia_a[12], (char **)&a12, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueWriteBufferRect(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, &o13);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 54);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o13, IA_CT(246));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "image", "blocking_write", "origin", "region", "input_row_pitch", "input_slice_pitch", "ptr", "num_events_in_wait_list", "event_wait_list"};
+    PyObject *ia_argv[10];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_mem a1;
+    cl_bool a2;
+    const size_t *a3;
+    const size_t *a4;
+    size_t a5;
+    size_t a6;
+    const void *a7;
+    cl_uint a8;
+    const cl_event *a9;
+    cl_event o10 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 10)) {
+        if (ia_fast_args("clEnqueueWriteImage", ia_kw, 10, 10, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[247] == NULL) && ia_ct_load(247, 7) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(247), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(248), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_bool, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(249), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(250), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[5], a5);
+    IA_IN_INT(size_t, ia_a[6], a6);
+    if (ia_arg_ptr(IA_CT(251), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[8], a8);
+    if (ia_arg_ptr(IA_CT(252), ia_a[9], (char **)&a9, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clEnqueueWriteImage(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, &o10);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 55);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o10, IA_CT(253));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clFinish", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[254] == NULL) && ia_ct_load(254, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(254), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clFinish(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 56);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clFlush", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[255] == NULL) && ia_ct_load(255, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(255), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clFlush(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 57);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    cl_command_queue_info a1;
+    size_t a2;
+    void *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetCommandQueueInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[256] == NULL) && ia_ct_load(256, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(256), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_command_queue_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(257), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetCommandQueueInfo(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 58);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_59(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_context a0;
+    cl_context_info a1;
+    size_t a2;
+    void *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetContextInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[258] == NULL) && ia_ct_load(258, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(258), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_context_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(259), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetContextInfo(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 59);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_device_id a0;
+    cl_ulong o1 = 0;
+    cl_ulong o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clGetDeviceAndHostTimer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[260] == NULL) && ia_ct_load(260, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(260), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetDeviceAndHostTimer(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 60);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(cl_ulong, o1), IA_FROM_INT(cl_ulong, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"platform", "device_type", "num_entries", "devices", "num_devices"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_platform_id a0;
+    cl_device_type a1;
+    cl_uint a2;
+    cl_device_id *a3;
+    cl_uint *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clGetDeviceIDs", ia_kw, 5, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[261] == NULL) && ia_ct_load(261, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(261), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_device_type, ia_a[1], a1);
+    IA_IN_INT(cl_uint, ia_a[2], a2);
+    if (ia_a[3] == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(262), ia_a[3], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_a[4] == Py_None) {
+        a4 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(263), ia_a[4], (char **)&a4, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetDeviceIDs(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 61);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_62(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device", "param_name", "param_value_size", "param_value", "param_value_size_ret"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_device_id a0;
+    cl_device_info a1;
+    size_t a2;
+    void *a3;
+    size_t *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clGetDeviceInfo", ia_kw, 5, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[264] == NULL) && ia_ct_load(264, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(264), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_device_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_a[3] == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(265), ia_a[3], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_a[4] == Py_None) {
+        a4 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(266), ia_a[4], (char **)&a4, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetDeviceInfo(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 62);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_event a0;
+    cl_event_info a1;
+    size_t a2;
+    void *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetEventInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[267] == NULL) && ia_ct_load(267, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(267), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_event_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(268), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetEventInfo(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 63);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_64(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_event a0;
+    cl_profiling_info a1;
+    size_t a2;
+    void *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetEventProfilingInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[269] == NULL) && ia_ct_load(269, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(269), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_profiling_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(270), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetEventProfilingInfo(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 64);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"func_name"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    void *ia_r;
+    const char *a0;
+    PyObject *ia_s0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clGetExtensionFunctionAddress", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[271] == NULL) && ia_ct_load(271, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(271), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetExtensionFunctionAddress(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(272));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"platform", "func_name"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    void *ia_r;
+    cl_platform_id a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("clGetExtensionFunctionAddressForPlatform", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[273] == NULL) && ia_ct_load(273, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(273), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(274), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetExtensionFunctionAddressForPlatform(a0, a1);
+    Py_END_ALLOW_THREADS
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(275));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_67(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_device_id a0;
+    cl_ulong o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clGetHostTimer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[276] == NULL) && ia_ct_load(276, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(276), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetHostTimer(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 67);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(cl_ulong, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"image", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_mem a0;
+    cl_image_info a1;
+    size_t a2;
+    void *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetImageInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[277] == NULL) && ia_ct_load(277, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(277), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_image_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(278), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetImageInfo(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 68);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_69(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel", "arg_indx", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_kernel a0;
+    cl_uint a1;
+    cl_kernel_arg_info a2;
+    size_t a3;
+    void *a4;
+    size_t o5 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clGetKernelArgInfo", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[279] == NULL) && ia_ct_load(279, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(279), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    IA_IN_INT(cl_kernel_arg_info, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(280), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetKernelArgInfo(a0, a1, a2, a3, a4, &o5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 69);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o5);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_kernel a0;
+    cl_kernel_info a1;
+    size_t a2;
+    void *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetKernelInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[281] == NULL) && ia_ct_load(281, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(281), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_kernel_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(282), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetKernelInfo(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 70);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel", "device", "param_name", "input_value_size", "input_value", "param_value_size", "param_value"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_kernel a0;
+    cl_device_id a1;
+    cl_kernel_sub_group_info a2;
+    size_t a3;
+    const void *a4;
+    size_t a5;
+    void *a6;
+    size_t o7 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("clGetKernelSubGroupInfo", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[283] == NULL) && ia_ct_load(283, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(283), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(284), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_kernel_sub_group_info, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(285), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[5], a5);
+    if (ia_arg_ptr(IA_CT(286), ia_a[6], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetKernelSubGroupInfo(a0, a1, a2, a3, a4, a5, a6, &o7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 71);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o7);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_72(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel", "device", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_kernel a0;
+    cl_device_id a1;
+    cl_kernel_work_group_info a2;
+    size_t a3;
+    void *a4;
+    size_t o5 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clGetKernelWorkGroupInfo", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[287] == NULL) && ia_ct_load(287, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(287), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(288), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_kernel_work_group_info, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    if (ia_arg_ptr(IA_CT(289), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetKernelWorkGroupInfo(a0, a1, a2, a3, a4, &o5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 72);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o5);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_73(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"memobj", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_mem a0;
+    cl_mem_info a1;
+    size_t a2;
+    void *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetMemObjectInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[290] == NULL) && ia_ct_load(290, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(290), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(291), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetMemObjectInfo(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 73);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_74(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"pipe", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_mem a0;
+    cl_pipe_info a1;
+    size_t a2;
+    void *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetPipeInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[292] == NULL) && ia_ct_load(292, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(292), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_pipe_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(293), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetPipeInfo(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 74);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_75(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"num_entries", "platforms", "num_platforms"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_uint a0;
+    cl_platform_id *a1;
+    cl_uint *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clGetPlatformIDs", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[294] == NULL) && ia_ct_load(294, 2) < 0)
+        return NULL;
+    IA_IN_INT(cl_uint, ia_a[0], a0);
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(294), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_a[2] == Py_None) {
+        a2 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(295), ia_a[2], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetPlatformIDs(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 75);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_76(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"platform", "param_name", "param_value_size", "param_value", "param_value_size_ret"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_platform_id a0;
+    cl_platform_info a1;
+    size_t a2;
+    void *a3;
+    size_t *a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clGetPlatformInfo", ia_kw, 5, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[296] == NULL) && ia_ct_load(296, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(296), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_platform_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_a[3] == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(297), ia_a[3], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_a[4] == Py_None) {
+        a4 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(298), ia_a[4], (char **)&a4, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetPlatformInfo(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 76);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_77(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"program", "device", "param_name", "param_value_size", "param_value", "param_value_size_ret"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_program a0;
+    cl_device_id a1;
+    cl_program_build_info a2;
+    size_t a3;
+    void *a4;
+    size_t *a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("clGetProgramBuildInfo", ia_kw, 6, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[299] == NULL) && ia_ct_load(299, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(299), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(300), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_program_build_info, ia_a[2], a2);
+    IA_IN_INT(size_t, ia_a[3], a3);
+    if (ia_a[4] == Py_None) {
+        a4 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(301), ia_a[4], (char **)&a4, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_a[5] == Py_None) {
+        a5 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(302), ia_a[5], (char **)&a5, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetProgramBuildInfo(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 77);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_78(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"program", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_program a0;
+    cl_program_info a1;
+    size_t a2;
+    void *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetProgramInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[303] == NULL) && ia_ct_load(303, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(303), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_program_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(304), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetProgramInfo(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 78);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_79(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"sampler", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_sampler a0;
+    cl_sampler_info a1;
+    size_t a2;
+    void *a3;
+    size_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetSamplerInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[305] == NULL) && ia_ct_load(305, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(305), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_sampler_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(306), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetSamplerInfo(a0, a1, a2, a3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 79);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_80(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "flags", "image_type", "num_entries"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_context a0;
+    cl_mem_flags a1;
+    cl_mem_object_type a2;
+    cl_uint a3;
+    PyObject *ia_o4 = NULL;
+    cl_image_format *a4;
+    cl_uint o5 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clGetSupportedImageFormats", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[307] == NULL) && ia_ct_load(307, 2) < 0)
+        return NULL;
+    if ((ia_o4 = ia_new(ia_ct[308], NULL)) == NULL)
+        goto ia_done;
+    a4 = (void *)_cffi_to_c_pointer(ia_o4, IA_CT(308));
+    if (ia_arg_ptr(IA_CT(307), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_mem_flags, ia_a[1], a1);
+    IA_IN_INT(cl_mem_object_type, ia_a[2], a2);
+    IA_IN_INT(cl_uint, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clGetSupportedImageFormats(a0, a1, a2, a3, a4, &o5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 80);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){(Py_INCREF(ia_o4), ia_o4), IA_FROM_INT(cl_uint, o5)});
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o4);
+    return ia_res;
+}
+
+static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "device_list", "options", "input_programs", "pfn_notify", "user_data"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_program ia_r;
+    cl_context a0;
+    cl_uint a1;
+    Py_ssize_t ia_n1 = 0;
+    PyObject *ia_keep = NULL;
+    const cl_device_id *a2 = NULL;
+    void *ia_m2 = NULL;
+    const char *a3;
+    PyObject *ia_s3 = NULL;
+    cl_uint a4;
+    Py_ssize_t ia_n4 = 0;
+    const cl_program *a5 = NULL;
+    void *ia_m5 = NULL;
+    void (*a6)(cl_program, void *);
+    void *a7;
+    cl_int o8 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("clLinkProgram", ia_kw, 6, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[309] == NULL) && ia_ct_load(309, 7) < 0)
+        return NULL;
+    if (ia_a[1] != Py_None && (ia_n1 = PyObject_Length(ia_a[1])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[1], ia_ct[310], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
+        goto ia_done;
+    a2 = ia_m2;
+    if (PyUnicode_Check(ia_a[2]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+        goto ia_done;
+    if (ia_a[3] != Py_None && (ia_n4 = PyObject_Length(ia_a[3])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[3], ia_ct[312], sizeof *a5, 0, &ia_m5, &ia_keep) < 0)
+        goto ia_done;
+    a5 = ia_m5;
+    if (ia_arg_ptr(IA_CT(309), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_LEN(cl_uint, ia_n1, a1);
+    if ((ia_s3 != NULL ? ia_s3 : ia_a[2]) == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(311), (ia_s3 != NULL ? ia_s3 : ia_a[2]), (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    IA_IN_LEN(cl_uint, ia_n4, a4);
+    if (ia_a[4] == Py_None) {
+        a6 = NULL;
+    } else {
+        a6 = (void *)_cffi_to_c_pointer(ia_a[4], IA_CT(313));
+        if (a6 == NULL && PyErr_Occurred())
+            goto ia_done;
+    }
+    if (ia_a[5] == Py_None) {
+        a7 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(314), ia_a[5], (char **)&a7, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clLinkProgram(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o8 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o8), 81);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(315));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m2);
+    Py_XDECREF(ia_s3);
+    PyMem_Free(ia_m5);
+    return ia_res;
+}
+
+static PyObject *ia_fast_82(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clReleaseCommandQueue", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[316] == NULL) && ia_ct_load(316, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(316), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clReleaseCommandQueue(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 82);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_83(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_context a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clReleaseContext", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[317] == NULL) && ia_ct_load(317, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(317), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clReleaseContext(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 83);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_84(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_device_id a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clReleaseDevice", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[318] == NULL) && ia_ct_load(318, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(318), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clReleaseDevice(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 84);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_85(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_event a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clReleaseEvent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[319] == NULL) && ia_ct_load(319, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(319), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clReleaseEvent(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 85);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_86(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_kernel a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clReleaseKernel", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[320] == NULL) && ia_ct_load(320, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(320), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clReleaseKernel(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 86);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_87(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"memobj"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_mem a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clReleaseMemObject", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[321] == NULL) && ia_ct_load(321, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(321), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clReleaseMemObject(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 87);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_88(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"program"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_program a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clReleaseProgram", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[322] == NULL) && ia_ct_load(322, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(322), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clReleaseProgram(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 88);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_89(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"sampler"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_sampler a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clReleaseSampler", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[323] == NULL) && ia_ct_load(323, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(323), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clReleaseSampler(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 89);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_90(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"command_queue"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_command_queue a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clRetainCommandQueue", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[324] == NULL) && ia_ct_load(324, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(324), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clRetainCommandQueue(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 90);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_91(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_context a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clRetainContext", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[325] == NULL) && ia_ct_load(325, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(325), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clRetainContext(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 91);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_92(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_device_id a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clRetainDevice", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[326] == NULL) && ia_ct_load(326, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(326), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clRetainDevice(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 92);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_93(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_event a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clRetainEvent", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[327] == NULL) && ia_ct_load(327, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(327), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clRetainEvent(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 93);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_94(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_kernel a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clRetainKernel", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[328] == NULL) && ia_ct_load(328, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(328), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clRetainKernel(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 94);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_95(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"memobj"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_mem a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clRetainMemObject", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[329] == NULL) && ia_ct_load(329, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(329), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clRetainMemObject(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 95);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_96(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"program"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_program a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clRetainProgram", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[330] == NULL) && ia_ct_load(330, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(330), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clRetainProgram(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 96);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_97(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"sampler"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_sampler a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clRetainSampler", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[331] == NULL) && ia_ct_load(331, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(331), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clRetainSampler(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 97);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_98(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "flags", "size", "alignment"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    void *ia_r;
+    cl_context a0;
+    cl_svm_mem_flags a1;
+    size_t a2;
+    cl_uint a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clSVMAlloc", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[332] == NULL) && ia_ct_load(332, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(332), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_svm_mem_flags, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    IA_IN_INT(cl_uint, ia_a[3], a3);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSVMAlloc(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(333));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_99(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "svm_pointer"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_context a0;
+    void *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("clSVMFree", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[334] == NULL) && ia_ct_load(334, 2) < 0)
+        return NULL;
+    if (IA_UNLIKELY(ia_status(99) != 0) && ia_fast_require(99) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(334), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(335), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    clSVMFree(a0, a1);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_100(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "pfn_notify", "user_data"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_context a0;
+    void (*a1)(cl_context, void *);
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clSetContextDestructorCallback", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[336] == NULL) && ia_ct_load(336, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(336), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(337));
+    if (a1 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(338), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSetContextDestructorCallback(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 100);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_101(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "device", "command_queue"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_context a0;
+    cl_device_id a1;
+    cl_command_queue a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clSetDefaultDeviceCommandQueue", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[339] == NULL) && ia_ct_load(339, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(339), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(340), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(341), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSetDefaultDeviceCommandQueue(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 101);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_102(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event", "command_exec_callback_type", "pfn_notify", "user_data"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_event a0;
+    cl_int a1;
+    void (*a2)(cl_event, cl_int, void *);
+    void *a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clSetEventCallback", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[342] == NULL) && ia_ct_load(342, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(342), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_int, ia_a[1], a1);
+    a2 = (void *)_cffi_to_c_pointer(ia_a[2], IA_CT(343));
+    if (a2 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(344), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSetEventCallback(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 102);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_103(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel", "arg_index", "arg_size", "arg_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_kernel a0;
+    cl_uint a1;
+    size_t a2;
+    const void *a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clSetKernelArg", ia_kw, 4, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[345] == NULL) && ia_ct_load(345, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(345), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_a[3] == Py_None) {
+        a3 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(346), ia_a[3], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSetKernelArg(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 103);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_104(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel", "arg_index", "arg_value"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_kernel a0;
+    cl_uint a1;
+    const void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clSetKernelArgSVMPointer", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[347] == NULL) && ia_ct_load(347, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(347), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    if (ia_arg_ptr(IA_CT(348), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSetKernelArgSVMPointer(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 104);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_105(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"kernel", "param_name", "param_value_size", "param_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_kernel a0;
+    cl_kernel_exec_info a1;
+    size_t a2;
+    const void *a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clSetKernelExecInfo", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[349] == NULL) && ia_ct_load(349, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(349), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_kernel_exec_info, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(350), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSetKernelExecInfo(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 105);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_106(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"memobj", "pfn_notify", "user_data"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_mem a0;
+    void (*a1)(cl_mem, void *);
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clSetMemObjectDestructorCallback", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[351] == NULL) && ia_ct_load(351, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(351), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(352));
+    if (a1 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(353), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSetMemObjectDestructorCallback(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 106);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_107(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"program", "pfn_notify", "user_data"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_program a0;
+    void (*a1)(cl_program, void *);
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("clSetProgramReleaseCallback", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[354] == NULL) && ia_ct_load(354, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(354), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(355));
+    if (a1 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(356), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSetProgramReleaseCallback(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 107);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_108(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"program", "spec_id", "spec_size", "spec_value"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_program a0;
+    cl_uint a1;
+    size_t a2;
+    const void *a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("clSetProgramSpecializationConstant", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[357] == NULL) && ia_ct_load(357, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(357), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_uint, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(358), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSetProgramSpecializationConstant(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 108);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_109(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event", "execution_status"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_event a0;
+    cl_int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("clSetUserEventStatus", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[359] == NULL) && ia_ct_load(359, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(359), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(cl_int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clSetUserEventStatus(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 109);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
 static PyObject *ia_fast_110(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     cl_int ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("clUnloadCompiler", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("clUnloadCompiler", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = clUnloadCompiler();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 110);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 110);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_111(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"platform"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_int ia_r;
+    cl_platform_id a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clUnloadPlatformCompiler", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[360] == NULL) && ia_ct_load(360, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(360), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clUnloadPlatformCompiler(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 111);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_112(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"event_list"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    cl_int ia_r;
+    cl_uint a0;
+    Py_ssize_t ia_n0 = 0;
+    PyObject *ia_keep = NULL;
+    const cl_event *a1 = NULL;
+    void *ia_m1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("clWaitForEvents", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[361] == NULL) && ia_ct_load(361, 1) < 0)
+        return NULL;
+    if (ia_a[0] != Py_None && (ia_n0 = PyObject_Length(ia_a[0])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[0], ia_ct[361], sizeof *a1, 0, &ia_m1, &ia_keep) < 0)
+        goto ia_done;
+    a1 = ia_m1;
+    IA_IN_LEN(cl_uint, ia_n0, a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clWaitForEvents(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 112);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m1);
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"clBuildProgram", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "clBuildProgram($module, program, device_list=None, options=None, pfn_notify=None, user_data=None)\n"
+     "--\n"
+     "\n"
+     "``cl_int clBuildProgram(cl_program program, cl_uint num_devices, const cl_device_id *device_list, const char *options, void (*pfn_notify)(cl_program, void *), void *user_data)``\n"
+     "\n"
+     "Symbol ``clBuildProgram``."},
+    {"clCloneKernel", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "clCloneKernel($module, source_kernel)\n"
+     "--\n"
+     "\n"
+     "``cl_kernel clCloneKernel(cl_kernel source_kernel, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCloneKernel``.\n"
+     "Returns the result."},
+    {"clCompileProgram", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "clCompileProgram($module, program, device_list=None, options=None, input_headers=None, header_include_names=None, pfn_notify=None, user_data=None)\n"
+     "--\n"
+     "\n"
+     "``cl_int clCompileProgram(cl_program program, cl_uint num_devices, const cl_device_id *device_list, const char *options, cl_uint num_input_headers, const cl_program *input_headers, const char **header_include_names, void (*pfn_notify)(cl_program, void *), void *user_data)``\n"
+     "\n"
+     "Symbol ``clCompileProgram``."},
+    {"clCreateBuffer", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateBuffer($module, context, flags, size, host_ptr=None)\n"
+     "--\n"
+     "\n"
+     "``cl_mem clCreateBuffer(cl_context context, cl_mem_flags flags, size_t size, void *host_ptr, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateBuffer``.\n"
+     "Returns the result."},
+    {"clCreateBufferWithProperties", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateBufferWithProperties($module, context, properties, flags, size, host_ptr)\n"
+     "--\n"
+     "\n"
+     "``cl_mem clCreateBufferWithProperties(cl_context context, const cl_mem_properties *properties, cl_mem_flags flags, size_t size, void *host_ptr, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateBufferWithProperties``.\n"
+     "Returns the result."},
+    {"clCreateCommandQueue", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateCommandQueue($module, context, device, properties)\n"
+     "--\n"
+     "\n"
+     "``cl_command_queue clCreateCommandQueue(cl_context context, cl_device_id device, cl_command_queue_properties properties, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateCommandQueue``.\n"
+     "Returns the result."},
+    {"clCreateCommandQueueWithProperties", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateCommandQueueWithProperties($module, context, device, properties=None)\n"
+     "--\n"
+     "\n"
+     "``cl_command_queue clCreateCommandQueueWithProperties(cl_context context, cl_device_id device, const cl_queue_properties *properties, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateCommandQueueWithProperties``.\n"
+     "Returns the result."},
+    {"clCreateContext", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateContext($module, properties, devices, pfn_notify=None, user_data=None)\n"
+     "--\n"
+     "\n"
+     "``cl_context clCreateContext(const cl_context_properties *properties, cl_uint num_devices, const cl_device_id *devices, void (*pfn_notify)(const char *, const void *, size_t, void *), void *user_data, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateContext``.\n"
+     "Returns the result."},
+    {"clCreateContextFromType", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateContextFromType($module, properties, device_type, pfn_notify, user_data)\n"
+     "--\n"
+     "\n"
+     "``cl_context clCreateContextFromType(const cl_context_properties *properties, cl_device_type device_type, void (*pfn_notify)(const char *, const void *, size_t, void *), void *user_data, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateContextFromType``.\n"
+     "Returns the result."},
+    {"clCreateImage", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateImage($module, context, flags, image_format, image_desc, host_ptr)\n"
+     "--\n"
+     "\n"
+     "``cl_mem clCreateImage(cl_context context, cl_mem_flags flags, const cl_image_format *image_format, const cl_image_desc *image_desc, void *host_ptr, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateImage``.\n"
+     "Returns the result."},
+    {"clCreateImage2D", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateImage2D($module, context, flags, image_format, image_width, image_height, image_row_pitch, host_ptr)\n"
+     "--\n"
+     "\n"
+     "``cl_mem clCreateImage2D(cl_context context, cl_mem_flags flags, const cl_image_format *image_format, size_t image_width, size_t image_height, size_t image_row_pitch, void *host_ptr, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateImage2D``.\n"
+     "Returns the result."},
+    {"clCreateImage3D", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateImage3D($module, context, flags, image_format, image_width, image_height, image_depth, image_row_pitch, image_slice_pitch, host_ptr)\n"
+     "--\n"
+     "\n"
+     "``cl_mem clCreateImage3D(cl_context context, cl_mem_flags flags, const cl_image_format *image_format, size_t image_width, size_t image_height, size_t image_depth, size_t image_row_pitch, size_t image_slice_pitch, void *host_ptr, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateImage3D``.\n"
+     "Returns the result."},
+    {"clCreateImageWithProperties", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateImageWithProperties($module, context, properties, flags, image_format, image_desc, host_ptr)\n"
+     "--\n"
+     "\n"
+     "``cl_mem clCreateImageWithProperties(cl_context context, const cl_mem_properties *properties, cl_mem_flags flags, const cl_image_format *image_format, const cl_image_desc *image_desc, void *host_ptr, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateImageWithProperties``.\n"
+     "Returns the result."},
+    {"clCreateKernel", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateKernel($module, program, kernel_name)\n"
+     "--\n"
+     "\n"
+     "``cl_kernel clCreateKernel(cl_program program, const char *kernel_name, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateKernel``.\n"
+     "Returns the result."},
+    {"clCreateKernelsInProgram", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateKernelsInProgram($module, program, num_kernels)\n"
+     "--\n"
+     "\n"
+     "``cl_int clCreateKernelsInProgram(cl_program program, cl_uint num_kernels, cl_kernel *kernels, cl_uint *num_kernels_ret)``\n"
+     "\n"
+     "Symbol ``clCreateKernelsInProgram``.\n"
+     "Returns ``kernels``, ``num_kernels_ret``."},
+    {"clCreatePipe", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+     "clCreatePipe($module, context, flags, pipe_packet_size, pipe_max_packets, properties)\n"
+     "--\n"
+     "\n"
+     "``cl_mem clCreatePipe(cl_context context, cl_mem_flags flags, cl_uint pipe_packet_size, cl_uint pipe_max_packets, const cl_pipe_properties *properties, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreatePipe``.\n"
+     "Returns the result."},
+    {"clCreateProgramWithBuiltInKernels", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateProgramWithBuiltInKernels($module, context, num_devices, device_list, kernel_names)\n"
+     "--\n"
+     "\n"
+     "``cl_program clCreateProgramWithBuiltInKernels(cl_context context, cl_uint num_devices, const cl_device_id *device_list, const char *kernel_names, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateProgramWithBuiltInKernels``.\n"
+     "Returns the result."},
+    {"clCreateProgramWithIL", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateProgramWithIL($module, context, il, length)\n"
+     "--\n"
+     "\n"
+     "``cl_program clCreateProgramWithIL(cl_context context, const void *il, size_t length, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateProgramWithIL``.\n"
+     "Returns the result."},
+    {"clCreateProgramWithSource", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateProgramWithSource($module, context, strings, lengths=None)\n"
+     "--\n"
+     "\n"
+     "``cl_program clCreateProgramWithSource(cl_context context, cl_uint count, const char **strings, const size_t *lengths, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateProgramWithSource``.\n"
+     "Returns the result."},
+    {"clCreateSampler", (PyCFunction)(void (*)(void))ia_fast_20, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateSampler($module, context, normalized_coords, addressing_mode, filter_mode)\n"
+     "--\n"
+     "\n"
+     "``cl_sampler clCreateSampler(cl_context context, cl_bool normalized_coords, cl_addressing_mode addressing_mode, cl_filter_mode filter_mode, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateSampler``.\n"
+     "Returns the result."},
+    {"clCreateSamplerWithProperties", (PyCFunction)(void (*)(void))ia_fast_21, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateSamplerWithProperties($module, context, sampler_properties)\n"
+     "--\n"
+     "\n"
+     "``cl_sampler clCreateSamplerWithProperties(cl_context context, const cl_sampler_properties *sampler_properties, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateSamplerWithProperties``.\n"
+     "Returns the result."},
+    {"clCreateSubBuffer", (PyCFunction)(void (*)(void))ia_fast_22, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateSubBuffer($module, buffer, flags, buffer_create_type, buffer_create_info)\n"
+     "--\n"
+     "\n"
+     "``cl_mem clCreateSubBuffer(cl_mem buffer, cl_mem_flags flags, cl_buffer_create_type buffer_create_type, const void *buffer_create_info, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateSubBuffer``.\n"
+     "Returns the result."},
+    {"clCreateSubDevices", (PyCFunction)(void (*)(void))ia_fast_23, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateSubDevices($module, in_device, properties, num_devices)\n"
+     "--\n"
+     "\n"
+     "``cl_int clCreateSubDevices(cl_device_id in_device, const cl_device_partition_property *properties, cl_uint num_devices, cl_device_id *out_devices, cl_uint *num_devices_ret)``\n"
+     "\n"
+     "Symbol ``clCreateSubDevices``.\n"
+     "Returns ``out_devices``, ``num_devices_ret``."},
+    {"clCreateUserEvent", (PyCFunction)(void (*)(void))ia_fast_24, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateUserEvent($module, context)\n"
+     "--\n"
+     "\n"
+     "``cl_event clCreateUserEvent(cl_context context, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateUserEvent``.\n"
+     "Returns the result."},
+    {"clEnqueueBarrier", (PyCFunction)(void (*)(void))ia_fast_25, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueBarrier($module, command_queue)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueBarrier(cl_command_queue command_queue)``\n"
+     "\n"
+     "Symbol ``clEnqueueBarrier``."},
+    {"clEnqueueBarrierWithWaitList", (PyCFunction)(void (*)(void))ia_fast_26, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueBarrierWithWaitList($module, command_queue, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueBarrierWithWaitList(cl_command_queue command_queue, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueBarrierWithWaitList``.\n"
+     "Returns ``event``."},
+    {"clEnqueueCopyBuffer", (PyCFunction)(void (*)(void))ia_fast_27, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueCopyBuffer($module, command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueCopyBuffer(cl_command_queue command_queue, cl_mem src_buffer, cl_mem dst_buffer, size_t src_offset, size_t dst_offset, size_t size, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueCopyBuffer``.\n"
+     "Returns ``event``."},
+    {"clEnqueueCopyBufferRect", (PyCFunction)(void (*)(void))ia_fast_28, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueCopyBufferRect($module, command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueCopyBufferRect(cl_command_queue command_queue, cl_mem src_buffer, cl_mem dst_buffer, const size_t *src_origin, const size_t *dst_origin, const size_t *region, size_t src_row_pitch, size_t src_slice_pitch, size_t dst_row_pitch, size_t dst_slice_pitch, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueCopyBufferRect``.\n"
+     "Returns ``event``."},
+    {"clEnqueueCopyBufferToImage", (PyCFunction)(void (*)(void))ia_fast_29, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueCopyBufferToImage($module, command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueCopyBufferToImage(cl_command_queue command_queue, cl_mem src_buffer, cl_mem dst_image, size_t src_offset, const size_t *dst_origin, const size_t *region, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueCopyBufferToImage``.\n"
+     "Returns ``event``."},
+    {"clEnqueueCopyImage", (PyCFunction)(void (*)(void))ia_fast_30, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueCopyImage($module, command_queue, src_image, dst_image, src_origin, dst_origin, region, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueCopyImage(cl_command_queue command_queue, cl_mem src_image, cl_mem dst_image, const size_t *src_origin, const size_t *dst_origin, const size_t *region, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueCopyImage``.\n"
+     "Returns ``event``."},
+    {"clEnqueueCopyImageToBuffer", (PyCFunction)(void (*)(void))ia_fast_31, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueCopyImageToBuffer($module, command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueCopyImageToBuffer(cl_command_queue command_queue, cl_mem src_image, cl_mem dst_buffer, const size_t *src_origin, const size_t *region, size_t dst_offset, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueCopyImageToBuffer``.\n"
+     "Returns ``event``."},
+    {"clEnqueueFillBuffer", (PyCFunction)(void (*)(void))ia_fast_32, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueFillBuffer($module, command_queue, buffer, pattern, pattern_size, offset, size, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueFillBuffer(cl_command_queue command_queue, cl_mem buffer, const void *pattern, size_t pattern_size, size_t offset, size_t size, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueFillBuffer``.\n"
+     "Returns ``event``."},
+    {"clEnqueueFillImage", (PyCFunction)(void (*)(void))ia_fast_33, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueFillImage($module, command_queue, image, fill_color, origin, region, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueFillImage(cl_command_queue command_queue, cl_mem image, const void *fill_color, const size_t *origin, const size_t *region, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueFillImage``.\n"
+     "Returns ``event``."},
+    {"clEnqueueMapBuffer", (PyCFunction)(void (*)(void))ia_fast_34, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueMapBuffer($module, command_queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``void *clEnqueueMapBuffer(cl_command_queue command_queue, cl_mem buffer, cl_bool blocking_map, cl_map_flags map_flags, size_t offset, size_t size, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clEnqueueMapBuffer``.\n"
+     "Returns the result, ``event``."},
+    {"clEnqueueMapImage", (PyCFunction)(void (*)(void))ia_fast_35, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueMapImage($module, command_queue, image, blocking_map, map_flags, origin, region, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``void *clEnqueueMapImage(cl_command_queue command_queue, cl_mem image, cl_bool blocking_map, cl_map_flags map_flags, const size_t *origin, const size_t *region, size_t *image_row_pitch, size_t *image_slice_pitch, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clEnqueueMapImage``.\n"
+     "Returns the result, ``image_row_pitch``, ``image_slice_pitch``, ``event``."},
+    {"clEnqueueMarker", (PyCFunction)(void (*)(void))ia_fast_36, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueMarker($module, command_queue)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueMarker(cl_command_queue command_queue, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueMarker``.\n"
+     "Returns ``event``."},
+    {"clEnqueueMarkerWithWaitList", (PyCFunction)(void (*)(void))ia_fast_37, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueMarkerWithWaitList($module, command_queue, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueMarkerWithWaitList(cl_command_queue command_queue, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueMarkerWithWaitList``.\n"
+     "Returns ``event``."},
+    {"clEnqueueMigrateMemObjects", (PyCFunction)(void (*)(void))ia_fast_38, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueMigrateMemObjects($module, command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueMigrateMemObjects(cl_command_queue command_queue, cl_uint num_mem_objects, const cl_mem *mem_objects, cl_mem_migration_flags flags, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueMigrateMemObjects``.\n"
+     "Returns ``event``."},
+    {"clEnqueueNDRangeKernel", (PyCFunction)(void (*)(void))ia_fast_39, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueNDRangeKernel($module, command_queue, kernel, work_dim, global_work_offset, global_work_size, local_work_size, event_wait_list=None, event=None)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueNDRangeKernel(cl_command_queue command_queue, cl_kernel kernel, cl_uint work_dim, const size_t *global_work_offset, const size_t *global_work_size, const size_t *local_work_size, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueNDRangeKernel``."},
+    {"clEnqueueNativeKernel", (PyCFunction)(void (*)(void))ia_fast_40, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueNativeKernel($module, command_queue, user_func, args, cb_args, num_mem_objects, mem_list, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueNativeKernel(cl_command_queue command_queue, void (*user_func)(void *), void *args, size_t cb_args, cl_uint num_mem_objects, const cl_mem *mem_list, const void **args_mem_loc, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueNativeKernel``.\n"
+     "Returns ``args_mem_loc``, ``event``."},
+    {"clEnqueueReadBuffer", (PyCFunction)(void (*)(void))ia_fast_41, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueReadBuffer($module, command_queue, buffer, blocking_read, offset, size, ptr, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueReadBuffer(cl_command_queue command_queue, cl_mem buffer, cl_bool blocking_read, size_t offset, size_t size, void *ptr, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueReadBuffer``.\n"
+     "Returns ``event``."},
+    {"clEnqueueReadBufferRect", (PyCFunction)(void (*)(void))ia_fast_42, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueReadBufferRect($module, command_queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueReadBufferRect(cl_command_queue command_queue, cl_mem buffer, cl_bool blocking_read, const size_t *buffer_origin, const size_t *host_origin, const size_t *region, size_t buffer_row_pitch, size_t buffer_slice_pitch, size_t host_row_pitch, size_t host_slice_pitch, void *ptr, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueReadBufferRect``.\n"
+     "Returns ``event``."},
+    {"clEnqueueReadImage", (PyCFunction)(void (*)(void))ia_fast_43, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueReadImage($module, command_queue, image, blocking_read, origin, region, row_pitch, slice_pitch, ptr, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueReadImage(cl_command_queue command_queue, cl_mem image, cl_bool blocking_read, const size_t *origin, const size_t *region, size_t row_pitch, size_t slice_pitch, void *ptr, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueReadImage``.\n"
+     "Returns ``event``."},
+    {"clEnqueueSVMFree", (PyCFunction)(void (*)(void))ia_fast_44, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueSVMFree($module, command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueSVMFree(cl_command_queue command_queue, cl_uint num_svm_pointers, void *svm_pointers[], void (*pfn_free_func)(cl_command_queue, cl_uint, void *[], void *), void *user_data, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueSVMFree``.\n"
+     "Returns ``event``."},
+    {"clEnqueueSVMMap", (PyCFunction)(void (*)(void))ia_fast_45, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueSVMMap($module, command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueSVMMap(cl_command_queue command_queue, cl_bool blocking_map, cl_map_flags flags, void *svm_ptr, size_t size, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueSVMMap``.\n"
+     "Returns ``event``."},
+    {"clEnqueueSVMMemFill", (PyCFunction)(void (*)(void))ia_fast_46, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueSVMMemFill($module, command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueSVMMemFill(cl_command_queue command_queue, void *svm_ptr, const void *pattern, size_t pattern_size, size_t size, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueSVMMemFill``.\n"
+     "Returns ``event``."},
+    {"clEnqueueSVMMemcpy", (PyCFunction)(void (*)(void))ia_fast_47, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueSVMMemcpy($module, command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueSVMMemcpy(cl_command_queue command_queue, cl_bool blocking_copy, void *dst_ptr, const void *src_ptr, size_t size, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueSVMMemcpy``.\n"
+     "Returns ``event``."},
+    {"clEnqueueSVMMigrateMem", (PyCFunction)(void (*)(void))ia_fast_48, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueSVMMigrateMem($module, command_queue, num_svm_pointers, sizes, flags, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueSVMMigrateMem(cl_command_queue command_queue, cl_uint num_svm_pointers, const void **svm_pointers, const size_t *sizes, cl_mem_migration_flags flags, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueSVMMigrateMem``.\n"
+     "Returns ``svm_pointers``, ``event``."},
+    {"clEnqueueSVMUnmap", (PyCFunction)(void (*)(void))ia_fast_49, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueSVMUnmap($module, command_queue, svm_ptr, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueSVMUnmap(cl_command_queue command_queue, void *svm_ptr, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueSVMUnmap``.\n"
+     "Returns ``event``."},
+    {"clEnqueueTask", (PyCFunction)(void (*)(void))ia_fast_50, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueTask($module, command_queue, kernel, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueTask(cl_command_queue command_queue, cl_kernel kernel, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueTask``.\n"
+     "Returns ``event``."},
+    {"clEnqueueUnmapMemObject", (PyCFunction)(void (*)(void))ia_fast_51, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueUnmapMemObject($module, command_queue, memobj, mapped_ptr, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueUnmapMemObject(cl_command_queue command_queue, cl_mem memobj, void *mapped_ptr, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueUnmapMemObject``.\n"
+     "Returns ``event``."},
+    {"clEnqueueWaitForEvents", (PyCFunction)(void (*)(void))ia_fast_52, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueWaitForEvents($module, command_queue, num_events, event_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueWaitForEvents(cl_command_queue command_queue, cl_uint num_events, const cl_event *event_list)``\n"
+     "\n"
+     "Symbol ``clEnqueueWaitForEvents``."},
+    {"clEnqueueWriteBuffer", (PyCFunction)(void (*)(void))ia_fast_53, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueWriteBuffer($module, command_queue, buffer, blocking_write, offset, size, ptr, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueWriteBuffer(cl_command_queue command_queue, cl_mem buffer, cl_bool blocking_write, size_t offset, size_t size, const void *ptr, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueWriteBuffer``.\n"
+     "Returns ``event``."},
+    {"clEnqueueWriteBufferRect", (PyCFunction)(void (*)(void))ia_fast_54, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueWriteBufferRect($module, command_queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueWriteBufferRect(cl_command_queue command_queue, cl_mem buffer, cl_bool blocking_write, const size_t *buffer_origin, const size_t *host_origin, const size_t *region, size_t buffer_row_pitch, size_t buffer_slice_pitch, size_t host_row_pitch, size_t host_slice_pitch, const void *ptr, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueWriteBufferRect``.\n"
+     "Returns ``event``."},
+    {"clEnqueueWriteImage", (PyCFunction)(void (*)(void))ia_fast_55, METH_FASTCALL | METH_KEYWORDS,
+     "clEnqueueWriteImage($module, command_queue, image, blocking_write, origin, region, input_row_pitch, input_slice_pitch, ptr, num_events_in_wait_list, event_wait_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clEnqueueWriteImage(cl_command_queue command_queue, cl_mem image, cl_bool blocking_write, const size_t *origin, const size_t *region, size_t input_row_pitch, size_t input_slice_pitch, const void *ptr, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event)``\n"
+     "\n"
+     "Symbol ``clEnqueueWriteImage``.\n"
+     "Returns ``event``."},
+    {"clFinish", (PyCFunction)(void (*)(void))ia_fast_56, METH_FASTCALL | METH_KEYWORDS,
+     "clFinish($module, command_queue)\n"
+     "--\n"
+     "\n"
+     "``cl_int clFinish(cl_command_queue command_queue)``\n"
+     "\n"
+     "Symbol ``clFinish``."},
+    {"clFlush", (PyCFunction)(void (*)(void))ia_fast_57, METH_FASTCALL | METH_KEYWORDS,
+     "clFlush($module, command_queue)\n"
+     "--\n"
+     "\n"
+     "``cl_int clFlush(cl_command_queue command_queue)``\n"
+     "\n"
+     "Symbol ``clFlush``."},
+    {"clGetCommandQueueInfo", (PyCFunction)(void (*)(void))ia_fast_58, METH_FASTCALL | METH_KEYWORDS,
+     "clGetCommandQueueInfo($module, command_queue, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetCommandQueueInfo(cl_command_queue command_queue, cl_command_queue_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetCommandQueueInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetContextInfo", (PyCFunction)(void (*)(void))ia_fast_59, METH_FASTCALL | METH_KEYWORDS,
+     "clGetContextInfo($module, context, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetContextInfo(cl_context context, cl_context_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetContextInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetDeviceAndHostTimer", (PyCFunction)(void (*)(void))ia_fast_60, METH_FASTCALL | METH_KEYWORDS,
+     "clGetDeviceAndHostTimer($module, device)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetDeviceAndHostTimer(cl_device_id device, cl_ulong *device_timestamp, cl_ulong *host_timestamp)``\n"
+     "\n"
+     "Symbol ``clGetDeviceAndHostTimer``.\n"
+     "Returns ``device_timestamp``, ``host_timestamp``."},
+    {"clGetDeviceIDs", (PyCFunction)(void (*)(void))ia_fast_61, METH_FASTCALL | METH_KEYWORDS,
+     "clGetDeviceIDs($module, platform, device_type, num_entries, devices=None, num_devices=None)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetDeviceIDs(cl_platform_id platform, cl_device_type device_type, cl_uint num_entries, cl_device_id *devices, cl_uint *num_devices)``\n"
+     "\n"
+     "Symbol ``clGetDeviceIDs``."},
+    {"clGetDeviceInfo", (PyCFunction)(void (*)(void))ia_fast_62, METH_FASTCALL | METH_KEYWORDS,
+     "clGetDeviceInfo($module, device, param_name, param_value_size, param_value=None, param_value_size_ret=None)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetDeviceInfo(cl_device_id device, cl_device_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetDeviceInfo``."},
+    {"clGetEventInfo", (PyCFunction)(void (*)(void))ia_fast_63, METH_FASTCALL | METH_KEYWORDS,
+     "clGetEventInfo($module, event, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetEventInfo(cl_event event, cl_event_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetEventInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetEventProfilingInfo", (PyCFunction)(void (*)(void))ia_fast_64, METH_FASTCALL | METH_KEYWORDS,
+     "clGetEventProfilingInfo($module, event, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetEventProfilingInfo(cl_event event, cl_profiling_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetEventProfilingInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetExtensionFunctionAddress", (PyCFunction)(void (*)(void))ia_fast_65, METH_FASTCALL | METH_KEYWORDS,
+     "clGetExtensionFunctionAddress($module, func_name)\n"
+     "--\n"
+     "\n"
+     "``void *clGetExtensionFunctionAddress(const char *func_name)``\n"
+     "\n"
+     "Symbol ``clGetExtensionFunctionAddress``.\n"
+     "Returns the result."},
+    {"clGetExtensionFunctionAddressForPlatform", (PyCFunction)(void (*)(void))ia_fast_66, METH_FASTCALL | METH_KEYWORDS,
+     "clGetExtensionFunctionAddressForPlatform($module, platform, func_name)\n"
+     "--\n"
+     "\n"
+     "``void *clGetExtensionFunctionAddressForPlatform(cl_platform_id platform, const char *func_name)``\n"
+     "\n"
+     "Symbol ``clGetExtensionFunctionAddressForPlatform``.\n"
+     "Returns the result."},
+    {"clGetHostTimer", (PyCFunction)(void (*)(void))ia_fast_67, METH_FASTCALL | METH_KEYWORDS,
+     "clGetHostTimer($module, device)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetHostTimer(cl_device_id device, cl_ulong *host_timestamp)``\n"
+     "\n"
+     "Symbol ``clGetHostTimer``.\n"
+     "Returns ``host_timestamp``."},
+    {"clGetImageInfo", (PyCFunction)(void (*)(void))ia_fast_68, METH_FASTCALL | METH_KEYWORDS,
+     "clGetImageInfo($module, image, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetImageInfo(cl_mem image, cl_image_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetImageInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetKernelArgInfo", (PyCFunction)(void (*)(void))ia_fast_69, METH_FASTCALL | METH_KEYWORDS,
+     "clGetKernelArgInfo($module, kernel, arg_indx, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetKernelArgInfo(cl_kernel kernel, cl_uint arg_indx, cl_kernel_arg_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetKernelArgInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetKernelInfo", (PyCFunction)(void (*)(void))ia_fast_70, METH_FASTCALL | METH_KEYWORDS,
+     "clGetKernelInfo($module, kernel, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetKernelInfo(cl_kernel kernel, cl_kernel_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetKernelInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetKernelSubGroupInfo", (PyCFunction)(void (*)(void))ia_fast_71, METH_FASTCALL | METH_KEYWORDS,
+     "clGetKernelSubGroupInfo($module, kernel, device, param_name, input_value_size, input_value, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetKernelSubGroupInfo(cl_kernel kernel, cl_device_id device, cl_kernel_sub_group_info param_name, size_t input_value_size, const void *input_value, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetKernelSubGroupInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetKernelWorkGroupInfo", (PyCFunction)(void (*)(void))ia_fast_72, METH_FASTCALL | METH_KEYWORDS,
+     "clGetKernelWorkGroupInfo($module, kernel, device, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetKernelWorkGroupInfo(cl_kernel kernel, cl_device_id device, cl_kernel_work_group_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetKernelWorkGroupInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetMemObjectInfo", (PyCFunction)(void (*)(void))ia_fast_73, METH_FASTCALL | METH_KEYWORDS,
+     "clGetMemObjectInfo($module, memobj, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetMemObjectInfo(cl_mem memobj, cl_mem_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetMemObjectInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetPipeInfo", (PyCFunction)(void (*)(void))ia_fast_74, METH_FASTCALL | METH_KEYWORDS,
+     "clGetPipeInfo($module, pipe, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetPipeInfo(cl_mem pipe, cl_pipe_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetPipeInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetPlatformIDs", (PyCFunction)(void (*)(void))ia_fast_75, METH_FASTCALL | METH_KEYWORDS,
+     "clGetPlatformIDs($module, num_entries, platforms=None, num_platforms=None)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetPlatformIDs(cl_uint num_entries, cl_platform_id *platforms, cl_uint *num_platforms)``\n"
+     "\n"
+     "Symbol ``clGetPlatformIDs``."},
+    {"clGetPlatformInfo", (PyCFunction)(void (*)(void))ia_fast_76, METH_FASTCALL | METH_KEYWORDS,
+     "clGetPlatformInfo($module, platform, param_name, param_value_size, param_value=None, param_value_size_ret=None)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetPlatformInfo(cl_platform_id platform, cl_platform_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetPlatformInfo``."},
+    {"clGetProgramBuildInfo", (PyCFunction)(void (*)(void))ia_fast_77, METH_FASTCALL | METH_KEYWORDS,
+     "clGetProgramBuildInfo($module, program, device, param_name, param_value_size, param_value=None, param_value_size_ret=None)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetProgramBuildInfo(cl_program program, cl_device_id device, cl_program_build_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetProgramBuildInfo``."},
+    {"clGetProgramInfo", (PyCFunction)(void (*)(void))ia_fast_78, METH_FASTCALL | METH_KEYWORDS,
+     "clGetProgramInfo($module, program, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetProgramInfo(cl_program program, cl_program_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetProgramInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetSamplerInfo", (PyCFunction)(void (*)(void))ia_fast_79, METH_FASTCALL | METH_KEYWORDS,
+     "clGetSamplerInfo($module, sampler, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetSamplerInfo(cl_sampler sampler, cl_sampler_info param_name, size_t param_value_size, void *param_value, size_t *param_value_size_ret)``\n"
+     "\n"
+     "Symbol ``clGetSamplerInfo``.\n"
+     "Returns ``param_value_size_ret``."},
+    {"clGetSupportedImageFormats", (PyCFunction)(void (*)(void))ia_fast_80, METH_FASTCALL | METH_KEYWORDS,
+     "clGetSupportedImageFormats($module, context, flags, image_type, num_entries)\n"
+     "--\n"
+     "\n"
+     "``cl_int clGetSupportedImageFormats(cl_context context, cl_mem_flags flags, cl_mem_object_type image_type, cl_uint num_entries, cl_image_format *image_formats, cl_uint *num_image_formats)``\n"
+     "\n"
+     "Symbol ``clGetSupportedImageFormats``.\n"
+     "Returns ``image_formats``, ``num_image_formats``."},
+    {"clLinkProgram", (PyCFunction)(void (*)(void))ia_fast_81, METH_FASTCALL | METH_KEYWORDS,
+     "clLinkProgram($module, context, device_list, options, input_programs, pfn_notify=None, user_data=None)\n"
+     "--\n"
+     "\n"
+     "``cl_program clLinkProgram(cl_context context, cl_uint num_devices, const cl_device_id *device_list, const char *options, cl_uint num_input_programs, const cl_program *input_programs, void (*pfn_notify)(cl_program, void *), void *user_data, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clLinkProgram``.\n"
+     "Returns the result."},
+    {"clReleaseCommandQueue", (PyCFunction)(void (*)(void))ia_fast_82, METH_FASTCALL | METH_KEYWORDS,
+     "clReleaseCommandQueue($module, command_queue)\n"
+     "--\n"
+     "\n"
+     "``cl_int clReleaseCommandQueue(cl_command_queue command_queue)``\n"
+     "\n"
+     "Symbol ``clReleaseCommandQueue``."},
+    {"clReleaseContext", (PyCFunction)(void (*)(void))ia_fast_83, METH_FASTCALL | METH_KEYWORDS,
+     "clReleaseContext($module, context)\n"
+     "--\n"
+     "\n"
+     "``cl_int clReleaseContext(cl_context context)``\n"
+     "\n"
+     "Symbol ``clReleaseContext``."},
+    {"clReleaseDevice", (PyCFunction)(void (*)(void))ia_fast_84, METH_FASTCALL | METH_KEYWORDS,
+     "clReleaseDevice($module, device)\n"
+     "--\n"
+     "\n"
+     "``cl_int clReleaseDevice(cl_device_id device)``\n"
+     "\n"
+     "Symbol ``clReleaseDevice``."},
+    {"clReleaseEvent", (PyCFunction)(void (*)(void))ia_fast_85, METH_FASTCALL | METH_KEYWORDS,
+     "clReleaseEvent($module, event)\n"
+     "--\n"
+     "\n"
+     "``cl_int clReleaseEvent(cl_event event)``\n"
+     "\n"
+     "Symbol ``clReleaseEvent``."},
+    {"clReleaseKernel", (PyCFunction)(void (*)(void))ia_fast_86, METH_FASTCALL | METH_KEYWORDS,
+     "clReleaseKernel($module, kernel)\n"
+     "--\n"
+     "\n"
+     "``cl_int clReleaseKernel(cl_kernel kernel)``\n"
+     "\n"
+     "Symbol ``clReleaseKernel``."},
+    {"clReleaseMemObject", (PyCFunction)(void (*)(void))ia_fast_87, METH_FASTCALL | METH_KEYWORDS,
+     "clReleaseMemObject($module, memobj)\n"
+     "--\n"
+     "\n"
+     "``cl_int clReleaseMemObject(cl_mem memobj)``\n"
+     "\n"
+     "Symbol ``clReleaseMemObject``."},
+    {"clReleaseProgram", (PyCFunction)(void (*)(void))ia_fast_88, METH_FASTCALL | METH_KEYWORDS,
+     "clReleaseProgram($module, program)\n"
+     "--\n"
+     "\n"
+     "``cl_int clReleaseProgram(cl_program program)``\n"
+     "\n"
+     "Symbol ``clReleaseProgram``."},
+    {"clReleaseSampler", (PyCFunction)(void (*)(void))ia_fast_89, METH_FASTCALL | METH_KEYWORDS,
+     "clReleaseSampler($module, sampler)\n"
+     "--\n"
+     "\n"
+     "``cl_int clReleaseSampler(cl_sampler sampler)``\n"
+     "\n"
+     "Symbol ``clReleaseSampler``."},
+    {"clRetainCommandQueue", (PyCFunction)(void (*)(void))ia_fast_90, METH_FASTCALL | METH_KEYWORDS,
+     "clRetainCommandQueue($module, command_queue)\n"
+     "--\n"
+     "\n"
+     "``cl_int clRetainCommandQueue(cl_command_queue command_queue)``\n"
+     "\n"
+     "Symbol ``clRetainCommandQueue``."},
+    {"clRetainContext", (PyCFunction)(void (*)(void))ia_fast_91, METH_FASTCALL | METH_KEYWORDS,
+     "clRetainContext($module, context)\n"
+     "--\n"
+     "\n"
+     "``cl_int clRetainContext(cl_context context)``\n"
+     "\n"
+     "Symbol ``clRetainContext``."},
+    {"clRetainDevice", (PyCFunction)(void (*)(void))ia_fast_92, METH_FASTCALL | METH_KEYWORDS,
+     "clRetainDevice($module, device)\n"
+     "--\n"
+     "\n"
+     "``cl_int clRetainDevice(cl_device_id device)``\n"
+     "\n"
+     "Symbol ``clRetainDevice``."},
+    {"clRetainEvent", (PyCFunction)(void (*)(void))ia_fast_93, METH_FASTCALL | METH_KEYWORDS,
+     "clRetainEvent($module, event)\n"
+     "--\n"
+     "\n"
+     "``cl_int clRetainEvent(cl_event event)``\n"
+     "\n"
+     "Symbol ``clRetainEvent``."},
+    {"clRetainKernel", (PyCFunction)(void (*)(void))ia_fast_94, METH_FASTCALL | METH_KEYWORDS,
+     "clRetainKernel($module, kernel)\n"
+     "--\n"
+     "\n"
+     "``cl_int clRetainKernel(cl_kernel kernel)``\n"
+     "\n"
+     "Symbol ``clRetainKernel``."},
+    {"clRetainMemObject", (PyCFunction)(void (*)(void))ia_fast_95, METH_FASTCALL | METH_KEYWORDS,
+     "clRetainMemObject($module, memobj)\n"
+     "--\n"
+     "\n"
+     "``cl_int clRetainMemObject(cl_mem memobj)``\n"
+     "\n"
+     "Symbol ``clRetainMemObject``."},
+    {"clRetainProgram", (PyCFunction)(void (*)(void))ia_fast_96, METH_FASTCALL | METH_KEYWORDS,
+     "clRetainProgram($module, program)\n"
+     "--\n"
+     "\n"
+     "``cl_int clRetainProgram(cl_program program)``\n"
+     "\n"
+     "Symbol ``clRetainProgram``."},
+    {"clRetainSampler", (PyCFunction)(void (*)(void))ia_fast_97, METH_FASTCALL | METH_KEYWORDS,
+     "clRetainSampler($module, sampler)\n"
+     "--\n"
+     "\n"
+     "``cl_int clRetainSampler(cl_sampler sampler)``\n"
+     "\n"
+     "Symbol ``clRetainSampler``."},
+    {"clSVMAlloc", (PyCFunction)(void (*)(void))ia_fast_98, METH_FASTCALL | METH_KEYWORDS,
+     "clSVMAlloc($module, context, flags, size, alignment)\n"
+     "--\n"
+     "\n"
+     "``void *clSVMAlloc(cl_context context, cl_svm_mem_flags flags, size_t size, cl_uint alignment)``\n"
+     "\n"
+     "Symbol ``clSVMAlloc``.\n"
+     "Returns the result."},
+    {"clSVMFree", (PyCFunction)(void (*)(void))ia_fast_99, METH_FASTCALL | METH_KEYWORDS,
+     "clSVMFree($module, context, svm_pointer)\n"
+     "--\n"
+     "\n"
+     "``void clSVMFree(cl_context context, void *svm_pointer)``\n"
+     "\n"
+     "Symbol ``clSVMFree``."},
+    {"clSetContextDestructorCallback", (PyCFunction)(void (*)(void))ia_fast_100, METH_FASTCALL | METH_KEYWORDS,
+     "clSetContextDestructorCallback($module, context, pfn_notify, user_data)\n"
+     "--\n"
+     "\n"
+     "``cl_int clSetContextDestructorCallback(cl_context context, void (*pfn_notify)(cl_context, void *), void *user_data)``\n"
+     "\n"
+     "Symbol ``clSetContextDestructorCallback``."},
+    {"clSetDefaultDeviceCommandQueue", (PyCFunction)(void (*)(void))ia_fast_101, METH_FASTCALL | METH_KEYWORDS,
+     "clSetDefaultDeviceCommandQueue($module, context, device, command_queue)\n"
+     "--\n"
+     "\n"
+     "``cl_int clSetDefaultDeviceCommandQueue(cl_context context, cl_device_id device, cl_command_queue command_queue)``\n"
+     "\n"
+     "Symbol ``clSetDefaultDeviceCommandQueue``."},
+    {"clSetEventCallback", (PyCFunction)(void (*)(void))ia_fast_102, METH_FASTCALL | METH_KEYWORDS,
+     "clSetEventCallback($module, event, command_exec_callback_type, pfn_notify, user_data)\n"
+     "--\n"
+     "\n"
+     "``cl_int clSetEventCallback(cl_event event, cl_int command_exec_callback_type, void (*pfn_notify)(cl_event, cl_int, void *), void *user_data)``\n"
+     "\n"
+     "Symbol ``clSetEventCallback``."},
+    {"clSetKernelArg", (PyCFunction)(void (*)(void))ia_fast_103, METH_FASTCALL | METH_KEYWORDS,
+     "clSetKernelArg($module, kernel, arg_index, arg_size, arg_value=None)\n"
+     "--\n"
+     "\n"
+     "``cl_int clSetKernelArg(cl_kernel kernel, cl_uint arg_index, size_t arg_size, const void *arg_value)``\n"
+     "\n"
+     "Symbol ``clSetKernelArg``."},
+    {"clSetKernelArgSVMPointer", (PyCFunction)(void (*)(void))ia_fast_104, METH_FASTCALL | METH_KEYWORDS,
+     "clSetKernelArgSVMPointer($module, kernel, arg_index, arg_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clSetKernelArgSVMPointer(cl_kernel kernel, cl_uint arg_index, const void *arg_value)``\n"
+     "\n"
+     "Symbol ``clSetKernelArgSVMPointer``."},
+    {"clSetKernelExecInfo", (PyCFunction)(void (*)(void))ia_fast_105, METH_FASTCALL | METH_KEYWORDS,
+     "clSetKernelExecInfo($module, kernel, param_name, param_value_size, param_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clSetKernelExecInfo(cl_kernel kernel, cl_kernel_exec_info param_name, size_t param_value_size, const void *param_value)``\n"
+     "\n"
+     "Symbol ``clSetKernelExecInfo``."},
+    {"clSetMemObjectDestructorCallback", (PyCFunction)(void (*)(void))ia_fast_106, METH_FASTCALL | METH_KEYWORDS,
+     "clSetMemObjectDestructorCallback($module, memobj, pfn_notify, user_data)\n"
+     "--\n"
+     "\n"
+     "``cl_int clSetMemObjectDestructorCallback(cl_mem memobj, void (*pfn_notify)(cl_mem, void *), void *user_data)``\n"
+     "\n"
+     "Symbol ``clSetMemObjectDestructorCallback``."},
+    {"clSetProgramReleaseCallback", (PyCFunction)(void (*)(void))ia_fast_107, METH_FASTCALL | METH_KEYWORDS,
+     "clSetProgramReleaseCallback($module, program, pfn_notify, user_data)\n"
+     "--\n"
+     "\n"
+     "``cl_int clSetProgramReleaseCallback(cl_program program, void (*pfn_notify)(cl_program, void *), void *user_data)``\n"
+     "\n"
+     "Symbol ``clSetProgramReleaseCallback``."},
+    {"clSetProgramSpecializationConstant", (PyCFunction)(void (*)(void))ia_fast_108, METH_FASTCALL | METH_KEYWORDS,
+     "clSetProgramSpecializationConstant($module, program, spec_id, spec_size, spec_value)\n"
+     "--\n"
+     "\n"
+     "``cl_int clSetProgramSpecializationConstant(cl_program program, cl_uint spec_id, size_t spec_size, const void *spec_value)``\n"
+     "\n"
+     "Symbol ``clSetProgramSpecializationConstant``."},
+    {"clSetUserEventStatus", (PyCFunction)(void (*)(void))ia_fast_109, METH_FASTCALL | METH_KEYWORDS,
+     "clSetUserEventStatus($module, event, execution_status)\n"
+     "--\n"
+     "\n"
+     "``cl_int clSetUserEventStatus(cl_event event, cl_int execution_status)``\n"
+     "\n"
+     "Symbol ``clSetUserEventStatus``."},
     {"clUnloadCompiler", (PyCFunction)(void (*)(void))ia_fast_110, METH_FASTCALL | METH_KEYWORDS,
      "clUnloadCompiler($module)\n"
      "--\n"
@@ -1171,5 +7262,19 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``cl_int clUnloadCompiler(void)``\n"
      "\n"
      "Symbol ``clUnloadCompiler``."},
+    {"clUnloadPlatformCompiler", (PyCFunction)(void (*)(void))ia_fast_111, METH_FASTCALL | METH_KEYWORDS,
+     "clUnloadPlatformCompiler($module, platform)\n"
+     "--\n"
+     "\n"
+     "``cl_int clUnloadPlatformCompiler(cl_platform_id platform)``\n"
+     "\n"
+     "Symbol ``clUnloadPlatformCompiler``."},
+    {"clWaitForEvents", (PyCFunction)(void (*)(void))ia_fast_112, METH_FASTCALL | METH_KEYWORDS,
+     "clWaitForEvents($module, event_list)\n"
+     "--\n"
+     "\n"
+     "``cl_int clWaitForEvents(cl_uint num_events, const cl_event *event_list)``\n"
+     "\n"
+     "Symbol ``clWaitForEvents``."},
     IA_RUNTIME_METHODS
 };

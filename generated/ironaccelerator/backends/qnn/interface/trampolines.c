@@ -6,7 +6,8 @@
 #define IA_COUNT 72
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.qnn.interface"
-#define IA_FAST_COUNT 4
+#define IA_FAST_COUNT 72
+#define IA_CT_COUNT 171
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "QnnBackend_create",
@@ -901,22 +902,1620 @@ static Qnn_ErrorHandle_t QnnTensor_updateGraphTensors(Qnn_GraphHandle_t graph, c
     return ((ia_pfn_71)ia_fn)(graph, tensor, numTensors);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"QnnBackend_create", 0, 0},  /* 0 */
+    {"QnnBackend_create", 1, 0},  /* 1 */
+    {"QnnBackend_create", 2, 1},  /* 2 */
+    {"QnnBackend_free", 0, 0},  /* 3 */
+    {"QnnBackend_getApiVersion", 0, 0},  /* 4 */
+    {"QnnBackend_getProperty", 0, 0},  /* 5 */
+    {"QnnBackend_getProperty", 1, 0},  /* 6 */
+    {"QnnBackend_getSupportedOperations", 0, 0},  /* 7 */
+    {"QnnBackend_getSupportedOperations", 2, 1},  /* 8 */
+    {"QnnBackend_registerOpPackage", 0, 0},  /* 9 */
+    {"QnnBackend_registerOpPackage", 1, 0},  /* 10 */
+    {"QnnBackend_registerOpPackage", 2, 0},  /* 11 */
+    {"QnnBackend_registerOpPackage", 3, 0},  /* 12 */
+    {"QnnBackend_setConfig", 0, 0},  /* 13 */
+    {"QnnBackend_setConfig", 1, 0},  /* 14 */
+    {"QnnBackend_validateOpConfig", 0, 0},  /* 15 */
+    {"QnnBackend_validateOpConfig", 1, 0},  /* 16 */
+    {"QnnContext_applyBinarySection", 0, 0},  /* 17 */
+    {"QnnContext_applyBinarySection", 1, 0},  /* 18 */
+    {"QnnContext_applyBinarySection", 3, 0},  /* 19 */
+    {"QnnContext_applyBinarySection", 4, 0},  /* 20 */
+    {"QnnContext_applyBinarySection", 5, 0},  /* 21 */
+    {"QnnContext_create", 0, 0},  /* 22 */
+    {"QnnContext_create", 1, 0},  /* 23 */
+    {"QnnContext_create", 2, 0},  /* 24 */
+    {"QnnContext_create", 3, 1},  /* 25 */
+    {"QnnContext_createFromBinary", 0, 0},  /* 26 */
+    {"QnnContext_createFromBinary", 1, 0},  /* 27 */
+    {"QnnContext_createFromBinary", 2, 0},  /* 28 */
+    {"QnnContext_createFromBinary", 3, 0},  /* 29 */
+    {"QnnContext_createFromBinary", 5, 1},  /* 30 */
+    {"QnnContext_createFromBinary", 6, 0},  /* 31 */
+    {"QnnContext_createFromBinaryListAsync", 0, 0},  /* 32 */
+    {"QnnContext_createFromBinaryListAsync", 1, 0},  /* 33 */
+    {"QnnContext_createFromBinaryListAsync", 2, 0},  /* 34 */
+    {"QnnContext_createFromBinaryListAsync", 3, 0},  /* 35 */
+    {"QnnContext_createFromBinaryListAsync", 4, 0},  /* 36 */
+    {"QnnContext_createFromBinaryWithCallback", 0, 0},  /* 37 */
+    {"QnnContext_createFromBinaryWithCallback", 1, 0},  /* 38 */
+    {"QnnContext_createFromBinaryWithCallback", 2, 0},  /* 39 */
+    {"QnnContext_createFromBinaryWithCallback", 3, 0},  /* 40 */
+    {"QnnContext_createFromBinaryWithCallback", 4, 0},  /* 41 */
+    {"QnnContext_createFromBinaryWithCallback", 6, 1},  /* 42 */
+    {"QnnContext_createFromBinaryWithCallback", 7, 0},  /* 43 */
+    {"QnnContext_createFromBinaryWithCallback", 8, 0},  /* 44 */
+    {"QnnContext_createFromBinaryWithSignal", 0, 0},  /* 45 */
+    {"QnnContext_createFromBinaryWithSignal", 1, 0},  /* 46 */
+    {"QnnContext_createFromBinaryWithSignal", 2, 0},  /* 47 */
+    {"QnnContext_createFromBinaryWithSignal", 3, 0},  /* 48 */
+    {"QnnContext_createFromBinaryWithSignal", 5, 1},  /* 49 */
+    {"QnnContext_createFromBinaryWithSignal", 6, 0},  /* 50 */
+    {"QnnContext_createFromBinaryWithSignal", 7, 0},  /* 51 */
+    {"QnnContext_finalize", 0, 0},  /* 52 */
+    {"QnnContext_finalize", 1, 0},  /* 53 */
+    {"QnnContext_free", 0, 0},  /* 54 */
+    {"QnnContext_free", 1, 0},  /* 55 */
+    {"QnnContext_freeBinarySectionUpdate", 0, 0},  /* 56 */
+    {"QnnContext_freeBinarySectionUpdate", 1, 0},  /* 57 */
+    {"QnnContext_getBinary", 0, 0},  /* 58 */
+    {"QnnContext_getBinary", 1, 0},  /* 59 */
+    {"QnnContext_getBinarySection", 0, 0},  /* 60 */
+    {"QnnContext_getBinarySection", 1, 0},  /* 61 */
+    {"QnnContext_getBinarySection", 3, 0},  /* 62 */
+    {"QnnContext_getBinarySection", 5, 0},  /* 63 */
+    {"QnnContext_getBinarySection", 6, 0},  /* 64 */
+    {"QnnContext_getBinarySectionSize", 0, 0},  /* 65 */
+    {"QnnContext_getBinarySectionSize", 1, 0},  /* 66 */
+    {"QnnContext_getBinarySectionUpdate", 0, 0},  /* 67 */
+    {"QnnContext_getBinarySectionUpdate", 1, 0},  /* 68 */
+    {"QnnContext_getBinarySectionUpdate", 2, 0},  /* 69 */
+    {"QnnContext_getBinarySectionUpdate", 5, 0},  /* 70 */
+    {"QnnContext_getBinarySectionUpdate", 6, 0},  /* 71 */
+    {"QnnContext_getBinarySectionUpdate", 7, 0},  /* 72 */
+    {"QnnContext_getBinarySectionUpdate", 8, 0},  /* 73 */
+    {"QnnContext_getBinarySize", 0, 0},  /* 74 */
+    {"QnnContext_getIncrementalBinary", 0, 0},  /* 75 */
+    {"QnnContext_getIncrementalBinary", 1, 1},  /* 76 */
+    {"QnnContext_getProperty", 0, 0},  /* 77 */
+    {"QnnContext_getProperty", 1, 0},  /* 78 */
+    {"QnnContext_releaseIncrementalBinary", 0, 0},  /* 79 */
+    {"QnnContext_releaseIncrementalBinary", 1, 0},  /* 80 */
+    {"QnnContext_setConfig", 0, 0},  /* 81 */
+    {"QnnContext_setConfig", 1, 0},  /* 82 */
+    {"QnnContext_validateBinary", 0, 0},  /* 83 */
+    {"QnnContext_validateBinary", 1, 0},  /* 84 */
+    {"QnnContext_validateBinary", 2, 0},  /* 85 */
+    {"QnnContext_validateBinary", 3, 0},  /* 86 */
+    {"QnnDevice_create", 0, 0},  /* 87 */
+    {"QnnDevice_create", 1, 0},  /* 88 */
+    {"QnnDevice_create", 2, 1},  /* 89 */
+    {"QnnDevice_free", 0, 0},  /* 90 */
+    {"QnnDevice_freePlatformInfo", 0, 0},  /* 91 */
+    {"QnnDevice_freePlatformInfo", 1, 0},  /* 92 */
+    {"QnnDevice_getInfo", 0, 0},  /* 93 */
+    {"QnnDevice_getInfo", 1, 1},  /* 94 */
+    {"QnnDevice_getInfrastructure", 0, 0},  /* 95 */
+    {"QnnDevice_getPlatformInfo", 0, 0},  /* 96 */
+    {"QnnDevice_getPlatformInfo", 1, 1},  /* 97 */
+    {"QnnDevice_setConfig", 0, 0},  /* 98 */
+    {"QnnDevice_setConfig", 1, 0},  /* 99 */
+    {"QnnError_freeVerboseMessage", 0, 0},  /* 100 */
+    {"QnnGlobalConfig_Set", 0, 0},  /* 101 */
+    {"QnnGraph_addNode", 0, 0},  /* 102 */
+    {"QnnGraph_addNode", 1, 0},  /* 103 */
+    {"QnnGraph_create", 0, 0},  /* 104 */
+    {"QnnGraph_create", 1, 0},  /* 105 */
+    {"QnnGraph_create", 2, 0},  /* 106 */
+    {"QnnGraph_create", 3, 1},  /* 107 */
+    {"QnnGraph_createSubgraph", 0, 0},  /* 108 */
+    {"QnnGraph_createSubgraph", 1, 0},  /* 109 */
+    {"QnnGraph_createSubgraph", 2, 1},  /* 110 */
+    {"QnnGraph_execute", 0, 0},  /* 111 */
+    {"QnnGraph_execute", 1, 0},  /* 112 */
+    {"QnnGraph_execute", 3, 0},  /* 113 */
+    {"QnnGraph_execute", 5, 0},  /* 114 */
+    {"QnnGraph_execute", 6, 0},  /* 115 */
+    {"QnnGraph_executeAsync", 0, 0},  /* 116 */
+    {"QnnGraph_executeAsync", 1, 0},  /* 117 */
+    {"QnnGraph_executeAsync", 3, 0},  /* 118 */
+    {"QnnGraph_executeAsync", 5, 0},  /* 119 */
+    {"QnnGraph_executeAsync", 6, 0},  /* 120 */
+    {"QnnGraph_executeAsync", 7, 0},  /* 121 */
+    {"QnnGraph_executeAsync", 8, 0},  /* 122 */
+    {"QnnGraph_finalize", 0, 0},  /* 123 */
+    {"QnnGraph_finalize", 1, 0},  /* 124 */
+    {"QnnGraph_finalize", 2, 0},  /* 125 */
+    {"QnnGraph_getProperty", 0, 0},  /* 126 */
+    {"QnnGraph_getProperty", 1, 0},  /* 127 */
+    {"QnnGraph_prepareExecutionEnvironment", 0, 0},  /* 128 */
+    {"QnnGraph_prepareExecutionEnvironment", 1, 0},  /* 129 */
+    {"QnnGraph_releaseExecutionEnvironment", 0, 0},  /* 130 */
+    {"QnnGraph_releaseExecutionEnvironment", 1, 0},  /* 131 */
+    {"QnnGraph_retrieve", 0, 0},  /* 132 */
+    {"QnnGraph_retrieve", 1, 0},  /* 133 */
+    {"QnnGraph_retrieve", 2, 1},  /* 134 */
+    {"QnnGraph_setConfig", 0, 0},  /* 135 */
+    {"QnnGraph_setConfig", 1, 0},  /* 136 */
+    {"QnnInterface_getProviders", 0, 1},  /* 137 */
+    {"QnnLog_create", 0, 0},  /* 138 */
+    {"QnnLog_create", 2, 1},  /* 139 */
+    {"QnnLog_free", 0, 0},  /* 140 */
+    {"QnnLog_setLogLevel", 0, 0},  /* 141 */
+    {"QnnMem_deRegister", 0, 0},  /* 142 */
+    {"QnnMem_register", 0, 0},  /* 143 */
+    {"QnnMem_register", 1, 0},  /* 144 */
+    {"QnnMem_register", 3, 0},  /* 145 */
+    {"QnnProfile_create", 0, 0},  /* 146 */
+    {"QnnProfile_create", 2, 1},  /* 147 */
+    {"QnnProfile_free", 0, 0},  /* 148 */
+    {"QnnProfile_getEventData", 1, 0},  /* 149 */
+    {"QnnProfile_getEvents", 0, 0},  /* 150 */
+    {"QnnProfile_getEvents", 1, 1},  /* 151 */
+    {"QnnProfile_getExtendedEventData", 1, 0},  /* 152 */
+    {"QnnProfile_getSubEvents", 1, 1},  /* 153 */
+    {"QnnProfile_setConfig", 0, 0},  /* 154 */
+    {"QnnProfile_setConfig", 1, 0},  /* 155 */
+    {"QnnSignal_create", 0, 0},  /* 156 */
+    {"QnnSignal_create", 1, 0},  /* 157 */
+    {"QnnSignal_create", 2, 1},  /* 158 */
+    {"QnnSignal_free", 0, 0},  /* 159 */
+    {"QnnSignal_setConfig", 0, 0},  /* 160 */
+    {"QnnSignal_setConfig", 1, 0},  /* 161 */
+    {"QnnSignal_trigger", 0, 0},  /* 162 */
+    {"QnnTensor_createContextTensor", 0, 0},  /* 163 */
+    {"QnnTensor_createContextTensor", 1, 0},  /* 164 */
+    {"QnnTensor_createGraphTensor", 0, 0},  /* 165 */
+    {"QnnTensor_createGraphTensor", 1, 0},  /* 166 */
+    {"QnnTensor_updateContextTensors", 0, 0},  /* 167 */
+    {"QnnTensor_updateContextTensors", 1, 0},  /* 168 */
+    {"QnnTensor_updateGraphTensors", 0, 0},  /* 169 */
+    {"QnnTensor_updateGraphTensors", 1, 0},  /* 170 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_6(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_7(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_8(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_9(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_10(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_11(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_12(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_13(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_14(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_15(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_16(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_17(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_18(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_19(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_20(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_21(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_22(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_23(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_24(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_25(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_26(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_27(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_28(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_29(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_30(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_31(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_32(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_33(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_34(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_35(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_36(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_37(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_38(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_39(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_40(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_41(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_42(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_43(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_44(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_45(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_46(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_47(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_48(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_49(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_50(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_51(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_52(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_53(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_54(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_55(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_56(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_57(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_58(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_59(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_60(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_61(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_62(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_63(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_64(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_65(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_66(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_67(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_68(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_69(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_70(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_71(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"logger", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_LogHandle_t a0;
+    const QnnBackend_Config_t **a1;
+    Qnn_BackendHandle_t o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnBackend_create", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(1), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnBackend_create(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(2));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnBackend_free", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[3] == NULL) && ia_ct_load(3, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(3), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnBackend_free(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    PyObject *ia_o0 = NULL;
+    Qnn_ApiVersion_t *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("QnnBackend_getApiVersion", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[4] == NULL) && ia_ct_load(4, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[4], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(4));
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnBackend_getApiVersion(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
 static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     Qnn_ErrorHandle_t ia_r;
     const char *o0 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("QnnBackend_getBuildId", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("QnnBackend_getBuildId", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnBackend_getBuildId(&o0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 3);
-    return ia_str(o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = ia_str(o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backendHandle", "properties"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    QnnBackend_Property_t **a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnBackend_getProperty", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[5] == NULL) && ia_ct_load(5, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(5), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(6), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnBackend_getProperty(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 4);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    uint32_t o1 = 0;
+    const QnnBackend_OperationName_t *o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnBackend_getSupportedOperations", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[7] == NULL) && ia_ct_load(7, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(7), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnBackend_getSupportedOperations(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 5);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(uint32_t, o1), _cffi_from_c_pointer((char *)o2, IA_CT(8))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "packagePath", "interfaceProvider", "target"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    const char *a2;
+    PyObject *ia_s2 = NULL;
+    const char *a3;
+    PyObject *ia_s3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("QnnBackend_registerOpPackage", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[9] == NULL) && ia_ct_load(9, 4) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (PyUnicode_Check(ia_a[2]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+        goto ia_done;
+    if (PyUnicode_Check(ia_a[3]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[3])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(9), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(10), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(11), (ia_s2 != NULL ? ia_s2 : ia_a[2]), (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(12), (ia_s3 != NULL ? ia_s3 : ia_a[3]), (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnBackend_registerOpPackage(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 6);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    Py_XDECREF(ia_s2);
+    Py_XDECREF(ia_s3);
+    return ia_res;
+}
+
+static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    const QnnBackend_Config_t **a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnBackend_setConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[13] == NULL) && ia_ct_load(13, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(13), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(14), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnBackend_setConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 7);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "opConfig"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    Qnn_OpConfig_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnBackend_validateOpConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[15] == NULL) && ia_ct_load(15, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(15), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (_cffi_to_c((char *)&a1, IA_CT(16), ia_a[1]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnBackend_validateOpConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 8);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "graph", "section", "binaryBuffer", "profile", "signal"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    Qnn_GraphHandle_t a1;
+    QnnContext_SectionType_t a2;
+    const QnnContext_Buffer_t *a3;
+    Qnn_ProfileHandle_t a4;
+    Qnn_SignalHandle_t a5;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("QnnContext_applyBinarySection", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[17] == NULL) && ia_ct_load(17, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(17), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(18), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(QnnContext_SectionType_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(19), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(20), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(21), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_applyBinarySection(a0, a1, a2, a3, a4, a5);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 9);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "device", "config"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    Qnn_DeviceHandle_t a1;
+    const QnnContext_Config_t **a2;
+    Qnn_ContextHandle_t o3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnContext_create", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[22] == NULL) && ia_ct_load(22, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(22), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(23), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(24), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_create(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 10);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(25));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "device", "config", "binaryBuffer", "binaryBufferSize", "profile"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    Qnn_DeviceHandle_t a1;
+    const QnnContext_Config_t **a2;
+    const void *a3;
+    Qnn_ContextBinarySize_t a4;
+    Qnn_ContextHandle_t o5 = NULL;
+    Qnn_ProfileHandle_t a6;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("QnnContext_createFromBinary", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[26] == NULL) && ia_ct_load(26, 6) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(26), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(27), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(28), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(29), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(31), ia_a[5], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_createFromBinary(a0, a1, a2, a3, a4, &o5, a6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 11);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o5, IA_CT(30));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "device", "contextParams", "listConfig", "signal"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    Qnn_DeviceHandle_t a1;
+    const QnnContext_Params_t **a2;
+    const QnnContext_Config_t **a3;
+    Qnn_SignalHandle_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("QnnContext_createFromBinaryListAsync", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[32] == NULL) && ia_ct_load(32, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(32), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(33), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(34), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(35), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(36), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_createFromBinaryListAsync(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 12);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "device", "config", "callback", "binaryBuffer", "binaryBufferSize", "profile", "signal"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    Qnn_DeviceHandle_t a1;
+    const QnnContext_Config_t **a2;
+    const Qnn_ContextBinaryCallback_t *a3;
+    const void *a4;
+    Qnn_ContextBinarySize_t a5;
+    Qnn_ContextHandle_t o6 = NULL;
+    Qnn_ProfileHandle_t a7;
+    Qnn_SignalHandle_t a8;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("QnnContext_createFromBinaryWithCallback", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[37] == NULL) && ia_ct_load(37, 8) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(37), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(38), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(39), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(40), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(41), ia_a[4], (char **)&a4, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[5], a5);
+    if (ia_arg_ptr(IA_CT(43), ia_a[6], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(44), ia_a[7], (char **)&a8, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_createFromBinaryWithCallback(a0, a1, a2, a3, a4, a5, &o6, a7, a8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 13);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o6, IA_CT(42));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "device", "config", "binaryBuffer", "binaryBufferSize", "profile", "signal"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    Qnn_DeviceHandle_t a1;
+    const QnnContext_Config_t **a2;
+    const void *a3;
+    Qnn_ContextBinarySize_t a4;
+    Qnn_ContextHandle_t o5 = NULL;
+    Qnn_ProfileHandle_t a6;
+    Qnn_SignalHandle_t a7;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("QnnContext_createFromBinaryWithSignal", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[45] == NULL) && ia_ct_load(45, 7) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(45), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(46), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(47), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(48), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(50), ia_a[5], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(51), ia_a[6], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_createFromBinaryWithSignal(a0, a1, a2, a3, a4, &o5, a6, a7);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 14);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o5, IA_CT(49));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "profile"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    Qnn_ProfileHandle_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnContext_finalize", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[52] == NULL) && ia_ct_load(52, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(52), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(53), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_finalize(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 15);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "profile"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    Qnn_ProfileHandle_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnContext_free", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[54] == NULL) && ia_ct_load(54, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(54), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(55), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_free(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 16);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"binarySectionUpdate", "logger"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnContext_Buffer_t a0;
+    Qnn_LogHandle_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnContext_freeBinarySectionUpdate", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[56] == NULL) && ia_ct_load(56, 2) < 0)
+        return NULL;
+    if (_cffi_to_c((char *)&a0, IA_CT(56), ia_a[0]) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(57), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_freeBinarySectionUpdate(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 17);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "binaryBuffer", "binaryBufferSize"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    void *a1;
+    Qnn_ContextBinarySize_t a2;
+    Qnn_ContextBinarySize_t o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnContext_getBinary", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[58] == NULL) && ia_ct_load(58, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(58), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(59), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_getBinary(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 18);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(Qnn_ContextBinarySize_t, o3);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "graph", "section", "binaryBuffer", "profile", "signal"};
+    PyObject *ia_argv[6];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    Qnn_GraphHandle_t a1;
+    QnnContext_SectionType_t a2;
+    const QnnContext_Buffer_t *a3;
+    Qnn_ContextBinarySize_t o4 = 0;
+    Qnn_ProfileHandle_t a5;
+    Qnn_SignalHandle_t a6;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 6)) {
+        if (ia_fast_args("QnnContext_getBinarySection", ia_kw, 6, 6, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[60] == NULL) && ia_ct_load(60, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(60), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(61), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(QnnContext_SectionType_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(62), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(63), ia_a[4], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(64), ia_a[5], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_getBinarySection(a0, a1, a2, a3, &o4, a5, a6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 19);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(Qnn_ContextBinarySize_t, o4);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "graph", "section"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    Qnn_GraphHandle_t a1;
+    QnnContext_SectionType_t a2;
+    Qnn_ContextBinarySize_t o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnContext_getBinarySectionSize", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[65] == NULL) && ia_ct_load(65, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(65), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(66), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(QnnContext_SectionType_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_getBinarySectionSize(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 20);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(Qnn_ContextBinarySize_t, o3);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"binaryBuffer", "auxiliaryBuffer", "tensors", "numTensors", "keepUpdatable", "logger", "profile", "signal"};
+    PyObject *ia_argv[8];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    const QnnContext_Buffer_t *a0;
+    const QnnContext_Buffer_t *a1;
+    const Qnn_Tensor_t **a2;
+    uint64_t a3;
+    uint8_t a4;
+    Qnn_LogHandle_t a5;
+    Qnn_ProfileHandle_t a6;
+    Qnn_SignalHandle_t a7;
+    PyObject *ia_o8 = NULL;
+    QnnContext_Buffer_t *a8;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
+        if (ia_fast_args("QnnContext_getBinarySectionUpdate", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[67] == NULL) && ia_ct_load(67, 7) < 0)
+        return NULL;
+    if ((ia_o8 = ia_new(ia_ct[73], NULL)) == NULL)
+        goto ia_done;
+    a8 = (void *)_cffi_to_c_pointer(ia_o8, IA_CT(73));
+    if (ia_arg_ptr(IA_CT(67), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(68), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(69), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint64_t, ia_a[3], a3);
+    IA_IN_INT(uint8_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(70), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(71), ia_a[6], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(72), ia_a[7], (char **)&a7, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_getBinarySectionUpdate(a0, a1, a2, a3, a4, a5, a6, a7, a8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 21);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o8), ia_o8);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o8);
+    return ia_res;
+}
+
+static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    Qnn_ContextBinarySize_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnContext_getBinarySize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[74] == NULL) && ia_ct_load(74, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(74), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_getBinarySize(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 22);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(Qnn_ContextBinarySize_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    const void *o1 = NULL;
+    Qnn_ContextBinarySize_t o2 = 0;
+    Qnn_ContextBinarySize_t o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnContext_getIncrementalBinary", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[75] == NULL) && ia_ct_load(75, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(75), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_getIncrementalBinary(a0, &o1, &o2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 23);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(76)), IA_FROM_INT(Qnn_ContextBinarySize_t, o2), IA_FROM_INT(Qnn_ContextBinarySize_t, o3)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"contextHandle", "properties"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    QnnContext_Property_t **a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnContext_getProperty", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[77] == NULL) && ia_ct_load(77, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(77), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(78), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_getProperty(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 24);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "binaryBuffer", "startOffset"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    const void *a1;
+    Qnn_ContextBinarySize_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnContext_releaseIncrementalBinary", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[79] == NULL) && ia_ct_load(79, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(79), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(80), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_releaseIncrementalBinary(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 25);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    const QnnContext_Config_t **a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnContext_setConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[81] == NULL) && ia_ct_load(81, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(81), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(82), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_setConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 26);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "device", "config", "binaryBuffer", "binaryBufferSize"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    Qnn_DeviceHandle_t a1;
+    const QnnContext_Config_t **a2;
+    const void *a3;
+    Qnn_ContextBinarySize_t a4;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("QnnContext_validateBinary", ia_kw, 5, 5, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[83] == NULL) && ia_ct_load(83, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(83), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(84), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(85), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(86), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[4], a4);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_validateBinary(a0, a1, a2, a3, a4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 27);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"logger", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_LogHandle_t a0;
+    const QnnDevice_Config_t **a1;
+    Qnn_DeviceHandle_t o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnDevice_create", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[87] == NULL) && ia_ct_load(87, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(87), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(88), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnDevice_create(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 28);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(89));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_DeviceHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnDevice_free", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[90] == NULL) && ia_ct_load(90, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(90), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnDevice_free(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 29);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"logger", "platformInfo"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_LogHandle_t a0;
+    const QnnDevice_PlatformInfo_t *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnDevice_freePlatformInfo", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[91] == NULL) && ia_ct_load(91, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(91), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(92), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnDevice_freePlatformInfo(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 30);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_DeviceHandle_t a0;
+    const QnnDevice_PlatformInfo_t *o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnDevice_getInfo", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[93] == NULL) && ia_ct_load(93, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(93), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnDevice_getInfo(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 31);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(94));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"deviceInfra"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    const QnnDevice_Infrastructure_t *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnDevice_getInfrastructure", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[95] == NULL) && ia_ct_load(95, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(95), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnDevice_getInfrastructure(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 32);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"logger"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_LogHandle_t a0;
+    const QnnDevice_PlatformInfo_t *o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnDevice_getPlatformInfo", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[96] == NULL) && ia_ct_load(96, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(96), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnDevice_getPlatformInfo(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 33);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(97));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"device", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_DeviceHandle_t a0;
+    const QnnDevice_Config_t **a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnDevice_setConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[98] == NULL) && ia_ct_load(98, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(98), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(99), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnDevice_setConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 34);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"errorMessage"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    const char *a0;
+    PyObject *ia_s0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnError_freeVerboseMessage", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[100] == NULL) && ia_ct_load(100, 1) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(100), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnError_freeVerboseMessage(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 35);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s0);
+    return ia_res;
 }
 
 static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -924,22 +2523,27 @@ static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"errorHandle"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     Qnn_ErrorHandle_t ia_r;
     Qnn_ErrorHandle_t a0;
     const char *o1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("QnnError_getMessage", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("QnnError_getMessage", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(Qnn_ErrorHandle_t, ia_a[0], a0);
+    IA_IN_INT(Qnn_ErrorHandle_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnError_getMessage(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 36);
-    return ia_str(o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 36);
+        goto ia_done;
+    }
+    ia_res = ia_str(o1);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -947,22 +2551,938 @@ static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"errorHandle"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     Qnn_ErrorHandle_t ia_r;
     Qnn_ErrorHandle_t a0;
     const char *o1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("QnnError_getVerboseMessage", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("QnnError_getVerboseMessage", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(Qnn_ErrorHandle_t, ia_a[0], a0);
+    IA_IN_INT(Qnn_ErrorHandle_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnError_getVerboseMessage(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 37);
-    return ia_str(o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 37);
+        goto ia_done;
+    }
+    ia_res = ia_str(o1);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"config"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    const QnnGlobalConfig_t **a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnGlobalConfig_Set", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[101] == NULL) && ia_ct_load(101, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(101), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGlobalConfig_Set(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 38);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphHandle", "opConfig"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    Qnn_OpConfig_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnGraph_addNode", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[102] == NULL) && ia_ct_load(102, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(102), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (_cffi_to_c((char *)&a1, IA_CT(103), ia_a[1]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_addNode(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 39);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"contextHandle", "graphName", "config"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    const QnnGraph_Config_t **a2;
+    Qnn_GraphHandle_t o3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnGraph_create", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[104] == NULL) && ia_ct_load(104, 4) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(104), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(105), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(106), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_create(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 40);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(107));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphHandle", "graphName"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    Qnn_GraphHandle_t o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnGraph_createSubgraph", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[108] == NULL) && ia_ct_load(108, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(108), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(109), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_createSubgraph(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 41);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(110));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphHandle", "inputs", "numInputs", "outputs", "numOutputs", "profileHandle", "signalHandle"};
+    PyObject *ia_argv[7];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    const Qnn_Tensor_t *a1;
+    uint32_t a2;
+    Qnn_Tensor_t *a3;
+    uint32_t a4;
+    Qnn_ProfileHandle_t a5;
+    Qnn_SignalHandle_t a6;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 7)) {
+        if (ia_fast_args("QnnGraph_execute", ia_kw, 7, 7, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[111] == NULL) && ia_ct_load(111, 5) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(111), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(112), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(113), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(114), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(115), ia_a[6], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_execute(a0, a1, a2, a3, a4, a5, a6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 42);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphHandle", "inputs", "numInputs", "outputs", "numOutputs", "profileHandle", "signalHandle", "notifyFn", "notifyParam"};
+    PyObject *ia_argv[9];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    const Qnn_Tensor_t *a1;
+    uint32_t a2;
+    Qnn_Tensor_t *a3;
+    uint32_t a4;
+    Qnn_ProfileHandle_t a5;
+    Qnn_SignalHandle_t a6;
+    Qnn_NotifyFn_t a7;
+    void *a8;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 9)) {
+        if (ia_fast_args("QnnGraph_executeAsync", ia_kw, 9, 9, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[116] == NULL) && ia_ct_load(116, 7) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(116), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(117), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(118), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[4], a4);
+    if (ia_arg_ptr(IA_CT(119), ia_a[5], (char **)&a5, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(120), ia_a[6], (char **)&a6, &ia_free) < 0)
+        goto ia_done;
+    a7 = (void *)_cffi_to_c_pointer(ia_a[7], IA_CT(121));
+    if (a7 == NULL && PyErr_Occurred())
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(122), ia_a[8], (char **)&a8, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_executeAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 43);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphHandle", "profileHandle", "signalHandle"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    Qnn_ProfileHandle_t a1;
+    Qnn_SignalHandle_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnGraph_finalize", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[123] == NULL) && ia_ct_load(123, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(123), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(124), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(125), ia_a[2], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_finalize(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 44);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphHandle", "properties"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    QnnGraph_Property_t **a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnGraph_getProperty", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[126] == NULL) && ia_ct_load(126, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(126), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(127), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_getProperty(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 45);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_46(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphHandle", "envs", "envSize"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    QnnGraph_ExecuteEnvironment_t **a1;
+    uint32_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnGraph_prepareExecutionEnvironment", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[128] == NULL) && ia_ct_load(128, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(128), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(129), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_prepareExecutionEnvironment(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 46);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphHandle", "envs", "envSize"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    const QnnGraph_ExecuteEnvironment_t **a1;
+    uint32_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnGraph_releaseExecutionEnvironment", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[130] == NULL) && ia_ct_load(130, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(130), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(131), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_releaseExecutionEnvironment(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 47);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_48(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"contextHandle", "graphName"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    Qnn_GraphHandle_t o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnGraph_retrieve", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[132] == NULL) && ia_ct_load(132, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(132), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(133), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_retrieve(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 48);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(134));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphHandle", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    const QnnGraph_Config_t **a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnGraph_setConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[135] == NULL) && ia_ct_load(135, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(135), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(136), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_setConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 49);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_50(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    const QnnInterface_t **o0 = NULL;
+    uint32_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("QnnInterface_getProviders", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[137] == NULL) && ia_ct_load(137, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnInterface_getProviders(&o0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 50);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(137)), IA_FROM_INT(uint32_t, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"callback", "maxLogLevel"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnLog_Callback_t a0;
+    QnnLog_Level_t a1;
+    Qnn_LogHandle_t o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnLog_create", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[138] == NULL) && ia_ct_load(138, 2) < 0)
+        return NULL;
+    a0 = (void *)_cffi_to_c_pointer(ia_a[0], IA_CT(138));
+    if (a0 == NULL && PyErr_Occurred())
+        goto ia_done;
+    IA_IN_INT(QnnLog_Level_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnLog_create(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 51);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(139));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"logger"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_LogHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnLog_free", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[140] == NULL) && ia_ct_load(140, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(140), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnLog_free(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 52);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"logger", "maxLogLevel"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_LogHandle_t a0;
+    QnnLog_Level_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnLog_setLogLevel", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[141] == NULL) && ia_ct_load(141, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(141), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(QnnLog_Level_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnLog_setLogLevel(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 53);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"memHandles", "numHandles"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    const Qnn_MemHandle_t *a0;
+    uint32_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnMem_deRegister", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[142] == NULL) && ia_ct_load(142, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(142), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnMem_deRegister(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 54);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "memDescriptors", "numDescriptors", "memHandles"};
+    PyObject *ia_argv[4];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    const Qnn_MemDescriptor_t *a1;
+    uint32_t a2;
+    Qnn_MemHandle_t *a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
+        if (ia_fast_args("QnnMem_register", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[143] == NULL) && ia_ct_load(143, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(143), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(144), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[2], a2);
+    if (ia_arg_ptr(IA_CT(145), ia_a[3], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnMem_register(a0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 55);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "level"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    QnnProfile_Level_t a1;
+    Qnn_ProfileHandle_t o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnProfile_create", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[146] == NULL) && ia_ct_load(146, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(146), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(QnnProfile_Level_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnProfile_create(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 56);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(147));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"profile"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ProfileHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnProfile_free", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[148] == NULL) && ia_ct_load(148, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(148), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnProfile_free(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 57);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"eventId"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnProfile_EventId_t a0;
+    PyObject *ia_o1 = NULL;
+    QnnProfile_EventData_t *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnProfile_getEventData", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[149] == NULL) && ia_ct_load(149, 1) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[149], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(149));
+    IA_IN_INT(QnnProfile_EventId_t, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnProfile_getEventData(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 58);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_59(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"profile"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ProfileHandle_t a0;
+    const QnnProfile_EventId_t *o1 = NULL;
+    uint32_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnProfile_getEvents", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[150] == NULL) && ia_ct_load(150, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(150), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnProfile_getEvents(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 59);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(151)), IA_FROM_INT(uint32_t, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"eventId", "eventData"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnProfile_EventId_t a0;
+    QnnProfile_ExtendedEventData_t *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnProfile_getExtendedEventData", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[152] == NULL) && ia_ct_load(152, 1) < 0)
+        return NULL;
+    IA_IN_INT(QnnProfile_EventId_t, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(152), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnProfile_getExtendedEventData(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 60);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"eventId"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnProfile_EventId_t a0;
+    const QnnProfile_EventId_t *o1 = NULL;
+    uint32_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnProfile_getSubEvents", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[153] == NULL) && ia_ct_load(153, 1) < 0)
+        return NULL;
+    IA_IN_INT(QnnProfile_EventId_t, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnProfile_getSubEvents(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 61);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(153)), IA_FROM_INT(uint32_t, o2)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_62(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"profileHandle", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ProfileHandle_t a0;
+    const QnnProfile_Config_t **a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnProfile_setConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[154] == NULL) && ia_ct_load(154, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(154), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(155), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnProfile_setConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 62);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -970,24 +3490,337 @@ static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     static const char *const ia_kw[] = {"key"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     Qnn_ErrorHandle_t ia_r;
     QnnProperty_Key_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("QnnProperty_hasCapability", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("QnnProperty_hasCapability", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(QnnProperty_Key_t, ia_a[0], a0);
+    IA_IN_INT(QnnProperty_Key_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnProperty_hasCapability(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 63);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 63);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_64(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"backend", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_BackendHandle_t a0;
+    const QnnSignal_Config_t **a1;
+    Qnn_SignalHandle_t o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnSignal_create", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[156] == NULL) && ia_ct_load(156, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(156), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(157), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSignal_create(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 64);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(158));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"signal"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_SignalHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnSignal_free", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[159] == NULL) && ia_ct_load(159, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(159), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSignal_free(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 65);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"signal", "config"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_SignalHandle_t a0;
+    const QnnSignal_Config_t **a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnSignal_setConfig", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[160] == NULL) && ia_ct_load(160, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(160), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(161), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSignal_setConfig(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 66);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_67(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"signal"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_SignalHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnSignal_trigger", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[162] == NULL) && ia_ct_load(162, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(162), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSignal_trigger(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 67);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "tensor"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    PyObject *ia_o1 = NULL;
+    Qnn_Tensor_t *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnTensor_createContextTensor", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[163] == NULL) && ia_ct_load(163, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[164], ia_a[1])) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(164));
+    if (ia_arg_ptr(IA_CT(163), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnTensor_createContextTensor(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 68);
+        goto ia_done;
+    }
+    ia_res = ia_item0(ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_69(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "tensor"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    PyObject *ia_o1 = NULL;
+    Qnn_Tensor_t *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnTensor_createGraphTensor", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[165] == NULL) && ia_ct_load(165, 2) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[166], ia_a[1])) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(166));
+    if (ia_arg_ptr(IA_CT(165), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnTensor_createGraphTensor(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 69);
+        goto ia_done;
+    }
+    ia_res = ia_item0(ia_o1);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "tensor", "numTensors"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    const Qnn_Tensor_t **a1;
+    uint64_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnTensor_updateContextTensors", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[167] == NULL) && ia_ct_load(167, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(167), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(168), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint64_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnTensor_updateContextTensors(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 70);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graph", "tensor", "numTensors"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    const Qnn_Tensor_t **a1;
+    uint64_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnTensor_updateGraphTensors", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[169] == NULL) && ia_ct_load(169, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(169), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(170), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint64_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnTensor_updateGraphTensors(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 71);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"QnnBackend_create", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "QnnBackend_create($module, logger, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnBackend_create(Qnn_LogHandle_t logger, const QnnBackend_Config_t **config, Qnn_BackendHandle_t *backend)``\n"
+     "\n"
+     "Symbol ``QnnBackend_create``.\n"
+     "Returns ``backend``."},
+    {"QnnBackend_free", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "QnnBackend_free($module, backend)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnBackend_free(Qnn_BackendHandle_t backend)``\n"
+     "\n"
+     "Symbol ``QnnBackend_free``."},
+    {"QnnBackend_getApiVersion", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "QnnBackend_getApiVersion($module)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnBackend_getApiVersion(Qnn_ApiVersion_t *pVersion)``\n"
+     "\n"
+     "Symbol ``QnnBackend_getApiVersion``.\n"
+     "Returns ``pVersion``."},
     {"QnnBackend_getBuildId", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
      "QnnBackend_getBuildId($module)\n"
      "--\n"
@@ -996,6 +3829,244 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnBackend_getBuildId``.\n"
      "Returns ``id``."},
+    {"QnnBackend_getProperty", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+     "QnnBackend_getProperty($module, backendHandle, properties)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnBackend_getProperty(Qnn_BackendHandle_t backendHandle, QnnBackend_Property_t **properties)``\n"
+     "\n"
+     "Symbol ``QnnBackend_getProperty``."},
+    {"QnnBackend_getSupportedOperations", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+     "QnnBackend_getSupportedOperations($module, backend)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnBackend_getSupportedOperations(Qnn_BackendHandle_t backend, uint32_t *numOperations, const QnnBackend_OperationName_t **operations)``\n"
+     "\n"
+     "Symbol ``QnnBackend_getSupportedOperations``.\n"
+     "Returns ``numOperations``, ``operations``."},
+    {"QnnBackend_registerOpPackage", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+     "QnnBackend_registerOpPackage($module, backend, packagePath, interfaceProvider, target)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnBackend_registerOpPackage(Qnn_BackendHandle_t backend, const char *packagePath, const char *interfaceProvider, const char *target)``\n"
+     "\n"
+     "Symbol ``QnnBackend_registerOpPackage``."},
+    {"QnnBackend_setConfig", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
+     "QnnBackend_setConfig($module, backend, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnBackend_setConfig(Qnn_BackendHandle_t backend, const QnnBackend_Config_t **config)``\n"
+     "\n"
+     "Symbol ``QnnBackend_setConfig``."},
+    {"QnnBackend_validateOpConfig", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
+     "QnnBackend_validateOpConfig($module, backend, opConfig)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnBackend_validateOpConfig(Qnn_BackendHandle_t backend, Qnn_OpConfig_t opConfig)``\n"
+     "\n"
+     "Symbol ``QnnBackend_validateOpConfig``."},
+    {"QnnContext_applyBinarySection", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_applyBinarySection($module, context, graph, section, binaryBuffer, profile, signal)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_applyBinarySection(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)``\n"
+     "\n"
+     "Symbol ``QnnContext_applyBinarySection``."},
+    {"QnnContext_create", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_create($module, backend, device, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_create(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, Qnn_ContextHandle_t *context)``\n"
+     "\n"
+     "Symbol ``QnnContext_create``.\n"
+     "Returns ``context``."},
+    {"QnnContext_createFromBinary", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_createFromBinary($module, backend, device, config, binaryBuffer, binaryBufferSize, profile)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_createFromBinary(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile)``\n"
+     "\n"
+     "Symbol ``QnnContext_createFromBinary``.\n"
+     "Returns ``context``."},
+    {"QnnContext_createFromBinaryListAsync", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_createFromBinaryListAsync($module, backend, device, contextParams, listConfig, signal)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_createFromBinaryListAsync(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Params_t **contextParams, const QnnContext_Config_t **listConfig, Qnn_SignalHandle_t signal)``\n"
+     "\n"
+     "Symbol ``QnnContext_createFromBinaryListAsync``."},
+    {"QnnContext_createFromBinaryWithCallback", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_createFromBinaryWithCallback($module, backend, device, config, callback, binaryBuffer, binaryBufferSize, profile, signal)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_createFromBinaryWithCallback(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const Qnn_ContextBinaryCallback_t *callback, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)``\n"
+     "\n"
+     "Symbol ``QnnContext_createFromBinaryWithCallback``.\n"
+     "Returns ``context``."},
+    {"QnnContext_createFromBinaryWithSignal", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_createFromBinaryWithSignal($module, backend, device, config, binaryBuffer, binaryBufferSize, profile, signal)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_createFromBinaryWithSignal(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)``\n"
+     "\n"
+     "Symbol ``QnnContext_createFromBinaryWithSignal``.\n"
+     "Returns ``context``."},
+    {"QnnContext_finalize", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_finalize($module, context, profile)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_finalize(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile)``\n"
+     "\n"
+     "Symbol ``QnnContext_finalize``."},
+    {"QnnContext_free", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_free($module, context, profile)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_free(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile)``\n"
+     "\n"
+     "Symbol ``QnnContext_free``."},
+    {"QnnContext_freeBinarySectionUpdate", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_freeBinarySectionUpdate($module, binarySectionUpdate, logger)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_freeBinarySectionUpdate(QnnContext_Buffer_t binarySectionUpdate, Qnn_LogHandle_t logger)``\n"
+     "\n"
+     "Symbol ``QnnContext_freeBinarySectionUpdate``."},
+    {"QnnContext_getBinary", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_getBinary($module, context, binaryBuffer, binaryBufferSize)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_getBinary(Qnn_ContextHandle_t context, void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextBinarySize_t *writtenBufferSize)``\n"
+     "\n"
+     "Symbol ``QnnContext_getBinary``.\n"
+     "Returns ``writtenBufferSize``."},
+    {"QnnContext_getBinarySection", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_getBinarySection($module, context, graph, section, binaryBuffer, profile, signal)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_getBinarySection(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ContextBinarySize_t *writtenBufferSize, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)``\n"
+     "\n"
+     "Symbol ``QnnContext_getBinarySection``.\n"
+     "Returns ``writtenBufferSize``."},
+    {"QnnContext_getBinarySectionSize", (PyCFunction)(void (*)(void))ia_fast_20, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_getBinarySectionSize($module, context, graph, section)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_getBinarySectionSize(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, Qnn_ContextBinarySize_t *binaryBufferSize)``\n"
+     "\n"
+     "Symbol ``QnnContext_getBinarySectionSize``.\n"
+     "Returns ``binaryBufferSize``."},
+    {"QnnContext_getBinarySectionUpdate", (PyCFunction)(void (*)(void))ia_fast_21, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_getBinarySectionUpdate($module, binaryBuffer, auxiliaryBuffer, tensors, numTensors, keepUpdatable, logger, profile, signal)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_getBinarySectionUpdate(const QnnContext_Buffer_t *binaryBuffer, const QnnContext_Buffer_t *auxiliaryBuffer, const Qnn_Tensor_t **tensors, uint64_t numTensors, uint8_t keepUpdatable, Qnn_LogHandle_t logger, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal, QnnContext_Buffer_t *binarySectionUpdate)``\n"
+     "\n"
+     "Symbol ``QnnContext_getBinarySectionUpdate``.\n"
+     "Returns ``binarySectionUpdate``."},
+    {"QnnContext_getBinarySize", (PyCFunction)(void (*)(void))ia_fast_22, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_getBinarySize($module, context)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_getBinarySize(Qnn_ContextHandle_t context, Qnn_ContextBinarySize_t *binaryBufferSize)``\n"
+     "\n"
+     "Symbol ``QnnContext_getBinarySize``.\n"
+     "Returns ``binaryBufferSize``."},
+    {"QnnContext_getIncrementalBinary", (PyCFunction)(void (*)(void))ia_fast_23, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_getIncrementalBinary($module, context)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_getIncrementalBinary(Qnn_ContextHandle_t context, const void **binaryBuffer, Qnn_ContextBinarySize_t *startOffset, Qnn_ContextBinarySize_t *writtenBufferSize)``\n"
+     "\n"
+     "Symbol ``QnnContext_getIncrementalBinary``.\n"
+     "Returns ``binaryBuffer``, ``startOffset``, ``writtenBufferSize``."},
+    {"QnnContext_getProperty", (PyCFunction)(void (*)(void))ia_fast_24, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_getProperty($module, contextHandle, properties)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_getProperty(Qnn_ContextHandle_t contextHandle, QnnContext_Property_t **properties)``\n"
+     "\n"
+     "Symbol ``QnnContext_getProperty``."},
+    {"QnnContext_releaseIncrementalBinary", (PyCFunction)(void (*)(void))ia_fast_25, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_releaseIncrementalBinary($module, context, binaryBuffer, startOffset)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_releaseIncrementalBinary(Qnn_ContextHandle_t context, const void *binaryBuffer, Qnn_ContextBinarySize_t startOffset)``\n"
+     "\n"
+     "Symbol ``QnnContext_releaseIncrementalBinary``."},
+    {"QnnContext_setConfig", (PyCFunction)(void (*)(void))ia_fast_26, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_setConfig($module, context, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_setConfig(Qnn_ContextHandle_t context, const QnnContext_Config_t **config)``\n"
+     "\n"
+     "Symbol ``QnnContext_setConfig``."},
+    {"QnnContext_validateBinary", (PyCFunction)(void (*)(void))ia_fast_27, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_validateBinary($module, backend, device, config, binaryBuffer, binaryBufferSize)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_validateBinary(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize)``\n"
+     "\n"
+     "Symbol ``QnnContext_validateBinary``."},
+    {"QnnDevice_create", (PyCFunction)(void (*)(void))ia_fast_28, METH_FASTCALL | METH_KEYWORDS,
+     "QnnDevice_create($module, logger, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnDevice_create(Qnn_LogHandle_t logger, const QnnDevice_Config_t **config, Qnn_DeviceHandle_t *device)``\n"
+     "\n"
+     "Symbol ``QnnDevice_create``.\n"
+     "Returns ``device``."},
+    {"QnnDevice_free", (PyCFunction)(void (*)(void))ia_fast_29, METH_FASTCALL | METH_KEYWORDS,
+     "QnnDevice_free($module, device)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnDevice_free(Qnn_DeviceHandle_t device)``\n"
+     "\n"
+     "Symbol ``QnnDevice_free``."},
+    {"QnnDevice_freePlatformInfo", (PyCFunction)(void (*)(void))ia_fast_30, METH_FASTCALL | METH_KEYWORDS,
+     "QnnDevice_freePlatformInfo($module, logger, platformInfo)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnDevice_freePlatformInfo(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t *platformInfo)``\n"
+     "\n"
+     "Symbol ``QnnDevice_freePlatformInfo``."},
+    {"QnnDevice_getInfo", (PyCFunction)(void (*)(void))ia_fast_31, METH_FASTCALL | METH_KEYWORDS,
+     "QnnDevice_getInfo($module, device)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnDevice_getInfo(Qnn_DeviceHandle_t device, const QnnDevice_PlatformInfo_t **platformInfo)``\n"
+     "\n"
+     "Symbol ``QnnDevice_getInfo``.\n"
+     "Returns ``platformInfo``."},
+    {"QnnDevice_getInfrastructure", (PyCFunction)(void (*)(void))ia_fast_32, METH_FASTCALL | METH_KEYWORDS,
+     "QnnDevice_getInfrastructure($module, deviceInfra)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnDevice_getInfrastructure(const QnnDevice_Infrastructure_t *deviceInfra)``\n"
+     "\n"
+     "Symbol ``QnnDevice_getInfrastructure``."},
+    {"QnnDevice_getPlatformInfo", (PyCFunction)(void (*)(void))ia_fast_33, METH_FASTCALL | METH_KEYWORDS,
+     "QnnDevice_getPlatformInfo($module, logger)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnDevice_getPlatformInfo(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t **platformInfo)``\n"
+     "\n"
+     "Symbol ``QnnDevice_getPlatformInfo``.\n"
+     "Returns ``platformInfo``."},
+    {"QnnDevice_setConfig", (PyCFunction)(void (*)(void))ia_fast_34, METH_FASTCALL | METH_KEYWORDS,
+     "QnnDevice_setConfig($module, device, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnDevice_setConfig(Qnn_DeviceHandle_t device, const QnnDevice_Config_t **config)``\n"
+     "\n"
+     "Symbol ``QnnDevice_setConfig``."},
+    {"QnnError_freeVerboseMessage", (PyCFunction)(void (*)(void))ia_fast_35, METH_FASTCALL | METH_KEYWORDS,
+     "QnnError_freeVerboseMessage($module, errorMessage)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnError_freeVerboseMessage(const char *errorMessage)``\n"
+     "\n"
+     "Symbol ``QnnError_freeVerboseMessage``."},
     {"QnnError_getMessage", (PyCFunction)(void (*)(void))ia_fast_36, METH_FASTCALL | METH_KEYWORDS,
      "QnnError_getMessage($module, errorHandle)\n"
      "--\n"
@@ -1012,6 +4083,190 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnError_getVerboseMessage``.\n"
      "Returns ``errorMessage``."},
+    {"QnnGlobalConfig_Set", (PyCFunction)(void (*)(void))ia_fast_38, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGlobalConfig_Set($module, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGlobalConfig_Set(const QnnGlobalConfig_t **config)``\n"
+     "\n"
+     "Symbol ``QnnGlobalConfig_Set``."},
+    {"QnnGraph_addNode", (PyCFunction)(void (*)(void))ia_fast_39, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_addNode($module, graphHandle, opConfig)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_addNode(Qnn_GraphHandle_t graphHandle, Qnn_OpConfig_t opConfig)``\n"
+     "\n"
+     "Symbol ``QnnGraph_addNode``."},
+    {"QnnGraph_create", (PyCFunction)(void (*)(void))ia_fast_40, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_create($module, contextHandle, graphName, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_create(Qnn_ContextHandle_t contextHandle, const char *graphName, const QnnGraph_Config_t **config, Qnn_GraphHandle_t *graphHandle)``\n"
+     "\n"
+     "Symbol ``QnnGraph_create``.\n"
+     "Returns ``graphHandle``."},
+    {"QnnGraph_createSubgraph", (PyCFunction)(void (*)(void))ia_fast_41, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_createSubgraph($module, graphHandle, graphName)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_createSubgraph(Qnn_GraphHandle_t graphHandle, const char *graphName, Qnn_GraphHandle_t *subgraphHandle)``\n"
+     "\n"
+     "Symbol ``QnnGraph_createSubgraph``.\n"
+     "Returns ``subgraphHandle``."},
+    {"QnnGraph_execute", (PyCFunction)(void (*)(void))ia_fast_42, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_execute($module, graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_execute(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle)``\n"
+     "\n"
+     "Symbol ``QnnGraph_execute``."},
+    {"QnnGraph_executeAsync", (PyCFunction)(void (*)(void))ia_fast_43, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_executeAsync($module, graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle, notifyFn, notifyParam)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_executeAsync(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle, Qnn_NotifyFn_t notifyFn, void *notifyParam)``\n"
+     "\n"
+     "Symbol ``QnnGraph_executeAsync``."},
+    {"QnnGraph_finalize", (PyCFunction)(void (*)(void))ia_fast_44, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_finalize($module, graphHandle, profileHandle, signalHandle)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_finalize(Qnn_GraphHandle_t graphHandle, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle)``\n"
+     "\n"
+     "Symbol ``QnnGraph_finalize``."},
+    {"QnnGraph_getProperty", (PyCFunction)(void (*)(void))ia_fast_45, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_getProperty($module, graphHandle, properties)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_getProperty(Qnn_GraphHandle_t graphHandle, QnnGraph_Property_t **properties)``\n"
+     "\n"
+     "Symbol ``QnnGraph_getProperty``."},
+    {"QnnGraph_prepareExecutionEnvironment", (PyCFunction)(void (*)(void))ia_fast_46, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_prepareExecutionEnvironment($module, graphHandle, envs, envSize)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_prepareExecutionEnvironment(Qnn_GraphHandle_t graphHandle, QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize)``\n"
+     "\n"
+     "Symbol ``QnnGraph_prepareExecutionEnvironment``."},
+    {"QnnGraph_releaseExecutionEnvironment", (PyCFunction)(void (*)(void))ia_fast_47, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_releaseExecutionEnvironment($module, graphHandle, envs, envSize)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_releaseExecutionEnvironment(Qnn_GraphHandle_t graphHandle, const QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize)``\n"
+     "\n"
+     "Symbol ``QnnGraph_releaseExecutionEnvironment``."},
+    {"QnnGraph_retrieve", (PyCFunction)(void (*)(void))ia_fast_48, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_retrieve($module, contextHandle, graphName)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_retrieve(Qnn_ContextHandle_t contextHandle, const char *graphName, Qnn_GraphHandle_t *graphHandle)``\n"
+     "\n"
+     "Symbol ``QnnGraph_retrieve``.\n"
+     "Returns ``graphHandle``."},
+    {"QnnGraph_setConfig", (PyCFunction)(void (*)(void))ia_fast_49, METH_FASTCALL | METH_KEYWORDS,
+     "QnnGraph_setConfig($module, graphHandle, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnGraph_setConfig(Qnn_GraphHandle_t graphHandle, const QnnGraph_Config_t **config)``\n"
+     "\n"
+     "Symbol ``QnnGraph_setConfig``."},
+    {"QnnInterface_getProviders", (PyCFunction)(void (*)(void))ia_fast_50, METH_FASTCALL | METH_KEYWORDS,
+     "QnnInterface_getProviders($module)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnInterface_getProviders(const QnnInterface_t ***providerList, uint32_t *numProviders)``\n"
+     "\n"
+     "Symbol ``QnnInterface_getProviders``.\n"
+     "Returns ``providerList``, ``numProviders``."},
+    {"QnnLog_create", (PyCFunction)(void (*)(void))ia_fast_51, METH_FASTCALL | METH_KEYWORDS,
+     "QnnLog_create($module, callback, maxLogLevel)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnLog_create(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger)``\n"
+     "\n"
+     "Symbol ``QnnLog_create``.\n"
+     "Returns ``logger``."},
+    {"QnnLog_free", (PyCFunction)(void (*)(void))ia_fast_52, METH_FASTCALL | METH_KEYWORDS,
+     "QnnLog_free($module, logger)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnLog_free(Qnn_LogHandle_t logger)``\n"
+     "\n"
+     "Symbol ``QnnLog_free``."},
+    {"QnnLog_setLogLevel", (PyCFunction)(void (*)(void))ia_fast_53, METH_FASTCALL | METH_KEYWORDS,
+     "QnnLog_setLogLevel($module, logger, maxLogLevel)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnLog_setLogLevel(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel)``\n"
+     "\n"
+     "Symbol ``QnnLog_setLogLevel``."},
+    {"QnnMem_deRegister", (PyCFunction)(void (*)(void))ia_fast_54, METH_FASTCALL | METH_KEYWORDS,
+     "QnnMem_deRegister($module, memHandles, numHandles)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnMem_deRegister(const Qnn_MemHandle_t *memHandles, uint32_t numHandles)``\n"
+     "\n"
+     "Symbol ``QnnMem_deRegister``."},
+    {"QnnMem_register", (PyCFunction)(void (*)(void))ia_fast_55, METH_FASTCALL | METH_KEYWORDS,
+     "QnnMem_register($module, context, memDescriptors, numDescriptors, memHandles)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnMem_register(Qnn_ContextHandle_t context, const Qnn_MemDescriptor_t *memDescriptors, uint32_t numDescriptors, Qnn_MemHandle_t *memHandles)``\n"
+     "\n"
+     "Symbol ``QnnMem_register``."},
+    {"QnnProfile_create", (PyCFunction)(void (*)(void))ia_fast_56, METH_FASTCALL | METH_KEYWORDS,
+     "QnnProfile_create($module, backend, level)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnProfile_create(Qnn_BackendHandle_t backend, QnnProfile_Level_t level, Qnn_ProfileHandle_t *profile)``\n"
+     "\n"
+     "Symbol ``QnnProfile_create``.\n"
+     "Returns ``profile``."},
+    {"QnnProfile_free", (PyCFunction)(void (*)(void))ia_fast_57, METH_FASTCALL | METH_KEYWORDS,
+     "QnnProfile_free($module, profile)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnProfile_free(Qnn_ProfileHandle_t profile)``\n"
+     "\n"
+     "Symbol ``QnnProfile_free``."},
+    {"QnnProfile_getEventData", (PyCFunction)(void (*)(void))ia_fast_58, METH_FASTCALL | METH_KEYWORDS,
+     "QnnProfile_getEventData($module, eventId)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnProfile_getEventData(QnnProfile_EventId_t eventId, QnnProfile_EventData_t *eventData)``\n"
+     "\n"
+     "Symbol ``QnnProfile_getEventData``.\n"
+     "Returns ``eventData``."},
+    {"QnnProfile_getEvents", (PyCFunction)(void (*)(void))ia_fast_59, METH_FASTCALL | METH_KEYWORDS,
+     "QnnProfile_getEvents($module, profile)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnProfile_getEvents(Qnn_ProfileHandle_t profile, const QnnProfile_EventId_t **profileEventIds, uint32_t *numEvents)``\n"
+     "\n"
+     "Symbol ``QnnProfile_getEvents``.\n"
+     "Returns ``profileEventIds``, ``numEvents``."},
+    {"QnnProfile_getExtendedEventData", (PyCFunction)(void (*)(void))ia_fast_60, METH_FASTCALL | METH_KEYWORDS,
+     "QnnProfile_getExtendedEventData($module, eventId, eventData)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnProfile_getExtendedEventData(QnnProfile_EventId_t eventId, QnnProfile_ExtendedEventData_t *eventData)``\n"
+     "\n"
+     "Symbol ``QnnProfile_getExtendedEventData``."},
+    {"QnnProfile_getSubEvents", (PyCFunction)(void (*)(void))ia_fast_61, METH_FASTCALL | METH_KEYWORDS,
+     "QnnProfile_getSubEvents($module, eventId)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnProfile_getSubEvents(QnnProfile_EventId_t eventId, const QnnProfile_EventId_t **subEventIds, uint32_t *numSubEvents)``\n"
+     "\n"
+     "Symbol ``QnnProfile_getSubEvents``.\n"
+     "Returns ``subEventIds``, ``numSubEvents``."},
+    {"QnnProfile_setConfig", (PyCFunction)(void (*)(void))ia_fast_62, METH_FASTCALL | METH_KEYWORDS,
+     "QnnProfile_setConfig($module, profileHandle, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnProfile_setConfig(Qnn_ProfileHandle_t profileHandle, const QnnProfile_Config_t **config)``\n"
+     "\n"
+     "Symbol ``QnnProfile_setConfig``."},
     {"QnnProperty_hasCapability", (PyCFunction)(void (*)(void))ia_fast_63, METH_FASTCALL | METH_KEYWORDS,
      "QnnProperty_hasCapability($module, key)\n"
      "--\n"
@@ -1019,5 +4274,64 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``Qnn_ErrorHandle_t QnnProperty_hasCapability(QnnProperty_Key_t key)``\n"
      "\n"
      "Symbol ``QnnProperty_hasCapability``."},
+    {"QnnSignal_create", (PyCFunction)(void (*)(void))ia_fast_64, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSignal_create($module, backend, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSignal_create(Qnn_BackendHandle_t backend, const QnnSignal_Config_t **config, Qnn_SignalHandle_t *signal)``\n"
+     "\n"
+     "Symbol ``QnnSignal_create``.\n"
+     "Returns ``signal``."},
+    {"QnnSignal_free", (PyCFunction)(void (*)(void))ia_fast_65, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSignal_free($module, signal)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSignal_free(Qnn_SignalHandle_t signal)``\n"
+     "\n"
+     "Symbol ``QnnSignal_free``."},
+    {"QnnSignal_setConfig", (PyCFunction)(void (*)(void))ia_fast_66, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSignal_setConfig($module, signal, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSignal_setConfig(Qnn_SignalHandle_t signal, const QnnSignal_Config_t **config)``\n"
+     "\n"
+     "Symbol ``QnnSignal_setConfig``."},
+    {"QnnSignal_trigger", (PyCFunction)(void (*)(void))ia_fast_67, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSignal_trigger($module, signal)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSignal_trigger(Qnn_SignalHandle_t signal)``\n"
+     "\n"
+     "Symbol ``QnnSignal_trigger``."},
+    {"QnnTensor_createContextTensor", (PyCFunction)(void (*)(void))ia_fast_68, METH_FASTCALL | METH_KEYWORDS,
+     "QnnTensor_createContextTensor($module, context, tensor)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnTensor_createContextTensor(Qnn_ContextHandle_t context, Qnn_Tensor_t *tensor)``\n"
+     "\n"
+     "Symbol ``QnnTensor_createContextTensor``.\n"
+     "Returns ``tensor``."},
+    {"QnnTensor_createGraphTensor", (PyCFunction)(void (*)(void))ia_fast_69, METH_FASTCALL | METH_KEYWORDS,
+     "QnnTensor_createGraphTensor($module, graph, tensor)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnTensor_createGraphTensor(Qnn_GraphHandle_t graph, Qnn_Tensor_t *tensor)``\n"
+     "\n"
+     "Symbol ``QnnTensor_createGraphTensor``.\n"
+     "Returns ``tensor``."},
+    {"QnnTensor_updateContextTensors", (PyCFunction)(void (*)(void))ia_fast_70, METH_FASTCALL | METH_KEYWORDS,
+     "QnnTensor_updateContextTensors($module, context, tensor, numTensors)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnTensor_updateContextTensors(Qnn_ContextHandle_t context, const Qnn_Tensor_t **tensor, uint64_t numTensors)``\n"
+     "\n"
+     "Symbol ``QnnTensor_updateContextTensors``."},
+    {"QnnTensor_updateGraphTensors", (PyCFunction)(void (*)(void))ia_fast_71, METH_FASTCALL | METH_KEYWORDS,
+     "QnnTensor_updateGraphTensors($module, graph, tensor, numTensors)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnTensor_updateGraphTensors(Qnn_GraphHandle_t graph, const Qnn_Tensor_t **tensor, uint64_t numTensors)``\n"
+     "\n"
+     "Symbol ``QnnTensor_updateGraphTensors``."},
     IA_RUNTIME_METHODS
 };

@@ -6,7 +6,8 @@
 #define IA_COUNT 1
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.qnn.saver"
-#define IA_FAST_COUNT 0
+#define IA_FAST_COUNT 1
+#define IA_CT_COUNT 1
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "QnnSaver_initialize",
@@ -26,6 +27,53 @@ static Qnn_ErrorHandle_t QnnSaver_initialize(const QnnSaver_Config_t **config)
     return ((ia_pfn_0)ia_fn)(config);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"QnnSaver_initialize", 0, 0},  /* 0 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"config"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    const QnnSaver_Config_t **a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnSaver_initialize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSaver_initialize(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"QnnSaver_initialize", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSaver_initialize($module, config)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSaver_initialize(const QnnSaver_Config_t **config)``\n"
+     "\n"
+     "Symbol ``QnnSaver_initialize``."},
     IA_RUNTIME_METHODS
 };

@@ -6,7 +6,8 @@
 #define IA_COUNT 9
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.qnn.system"
-#define IA_FAST_COUNT 0
+#define IA_FAST_COUNT 9
+#define IA_CT_COUNT 14
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "QnnSystemContext_create",
@@ -145,6 +146,395 @@ static Qnn_ErrorHandle_t QnnSystemTensor_getMemoryFootprint(Qnn_Tensor_t tensor,
     return ((ia_pfn_8)ia_fn)(tensor, footprint);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"QnnSystemContext_create", 0, 1},  /* 0 */
+    {"QnnSystemContext_free", 0, 0},  /* 1 */
+    {"QnnSystemContext_getBinaryInfo", 0, 0},  /* 2 */
+    {"QnnSystemContext_getBinaryInfo", 1, 0},  /* 3 */
+    {"QnnSystemContext_getBinaryInfo", 3, 1},  /* 4 */
+    {"QnnSystemContext_getMetadata", 0, 0},  /* 5 */
+    {"QnnSystemContext_getMetadata", 1, 0},  /* 6 */
+    {"QnnSystemContext_getMetadata", 3, 1},  /* 7 */
+    {"QnnSystemInterface_getProviders", 0, 1},  /* 8 */
+    {"QnnSystemLog_create", 0, 0},  /* 9 */
+    {"QnnSystemLog_create", 2, 1},  /* 10 */
+    {"QnnSystemLog_free", 0, 0},  /* 11 */
+    {"QnnSystemLog_setLogLevel", 0, 0},  /* 12 */
+    {"QnnSystemTensor_getMemoryFootprint", 0, 0},  /* 13 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_6(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_7(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_8(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnSystemContext_Handle_t o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("QnnSystemContext_create", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemContext_create(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(0));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"sysCtxHandle"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnSystemContext_Handle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnSystemContext_free", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[1] == NULL) && ia_ct_load(1, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(1), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemContext_free(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"sysCtxHandle", "binaryBuffer", "binaryBufferSize"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnSystemContext_Handle_t a0;
+    void *a1;
+    uint64_t a2;
+    const QnnSystemContext_BinaryInfo_t *o3 = NULL;
+    Qnn_ContextBinarySize_t o4 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnSystemContext_getBinaryInfo", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(2), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(3), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint64_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemContext_getBinaryInfo(a0, a1, a2, &o3, &o4);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o3, IA_CT(4)), IA_FROM_INT(Qnn_ContextBinarySize_t, o4)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"sysCtxHandle", "binaryBuffer", "binaryBufferSize"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnSystemContext_Handle_t a0;
+    const void *a1;
+    Qnn_ContextBinarySize_t a2;
+    const QnnSystemContext_BinaryInfo_t *o3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnSystemContext_getMetadata", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[5] == NULL) && ia_ct_load(5, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(5), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(6), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemContext_getMetadata(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(7));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    const QnnSystemInterface_t **o0 = NULL;
+    uint32_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("QnnSystemInterface_getProviders", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[8] == NULL) && ia_ct_load(8, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemInterface_getProviders(&o0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 4);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(8)), IA_FROM_INT(uint32_t, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"callback", "maxLogLevel"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnLog_Callback_t a0;
+    QnnLog_Level_t a1;
+    Qnn_LogHandle_t o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnSystemLog_create", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[9] == NULL) && ia_ct_load(9, 2) < 0)
+        return NULL;
+    a0 = (void *)_cffi_to_c_pointer(ia_a[0], IA_CT(9));
+    if (a0 == NULL && PyErr_Occurred())
+        goto ia_done;
+    IA_IN_INT(QnnLog_Level_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemLog_create(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 5);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(10));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"logger"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_LogHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnSystemLog_free", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[11] == NULL) && ia_ct_load(11, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(11), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemLog_free(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 6);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"logger", "maxLogLevel"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_LogHandle_t a0;
+    QnnLog_Level_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnSystemLog_setLogLevel", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[12] == NULL) && ia_ct_load(12, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(12), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(QnnLog_Level_t, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemLog_setLogLevel(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 7);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"tensor"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_Tensor_t a0;
+    uint64_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnSystemTensor_getMemoryFootprint", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[13] == NULL) && ia_ct_load(13, 1) < 0)
+        return NULL;
+    if (_cffi_to_c((char *)&a0, IA_CT(13), ia_a[0]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemTensor_getMemoryFootprint(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 8);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(uint64_t, o1);
+    ia_done:
+    return ia_res;
+}
+
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"QnnSystemContext_create", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemContext_create($module)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemContext_create(QnnSystemContext_Handle_t *sysCtxHandle)``\n"
+     "\n"
+     "Symbol ``QnnSystemContext_create``.\n"
+     "Returns ``sysCtxHandle``."},
+    {"QnnSystemContext_free", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemContext_free($module, sysCtxHandle)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemContext_free(QnnSystemContext_Handle_t sysCtxHandle)``\n"
+     "\n"
+     "Symbol ``QnnSystemContext_free``."},
+    {"QnnSystemContext_getBinaryInfo", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemContext_getBinaryInfo($module, sysCtxHandle, binaryBuffer, binaryBufferSize)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemContext_getBinaryInfo(QnnSystemContext_Handle_t sysCtxHandle, void *binaryBuffer, uint64_t binaryBufferSize, const QnnSystemContext_BinaryInfo_t **binaryInfo, Qnn_ContextBinarySize_t *binaryInfoSize)``\n"
+     "\n"
+     "Symbol ``QnnSystemContext_getBinaryInfo``.\n"
+     "Returns ``binaryInfo``, ``binaryInfoSize``."},
+    {"QnnSystemContext_getMetadata", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemContext_getMetadata($module, sysCtxHandle, binaryBuffer, binaryBufferSize)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemContext_getMetadata(QnnSystemContext_Handle_t sysCtxHandle, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, const QnnSystemContext_BinaryInfo_t **binaryInfo)``\n"
+     "\n"
+     "Symbol ``QnnSystemContext_getMetadata``.\n"
+     "Returns ``binaryInfo``."},
+    {"QnnSystemInterface_getProviders", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemInterface_getProviders($module)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemInterface_getProviders(const QnnSystemInterface_t ***providerList, uint32_t *numProviders)``\n"
+     "\n"
+     "Symbol ``QnnSystemInterface_getProviders``.\n"
+     "Returns ``providerList``, ``numProviders``."},
+    {"QnnSystemLog_create", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemLog_create($module, callback, maxLogLevel)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemLog_create(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger)``\n"
+     "\n"
+     "Symbol ``QnnSystemLog_create``.\n"
+     "Returns ``logger``."},
+    {"QnnSystemLog_free", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemLog_free($module, logger)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemLog_free(Qnn_LogHandle_t logger)``\n"
+     "\n"
+     "Symbol ``QnnSystemLog_free``."},
+    {"QnnSystemLog_setLogLevel", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemLog_setLogLevel($module, logger, maxLogLevel)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemLog_setLogLevel(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel)``\n"
+     "\n"
+     "Symbol ``QnnSystemLog_setLogLevel``."},
+    {"QnnSystemTensor_getMemoryFootprint", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemTensor_getMemoryFootprint($module, tensor)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemTensor_getMemoryFootprint(Qnn_Tensor_t tensor, uint64_t *footprint)``\n"
+     "\n"
+     "Symbol ``QnnSystemTensor_getMemoryFootprint``.\n"
+     "Returns ``footprint``."},
     IA_RUNTIME_METHODS
 };

@@ -6,7 +6,8 @@
 #define IA_COUNT 4
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.arrays"
-#define IA_FAST_COUNT 0
+#define IA_FAST_COUNT 4
+#define IA_CT_COUNT 4
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "arrCountNames",
@@ -56,6 +57,208 @@ static arrStatus arrSumTerminated(const long long *values, long long *total)
     return ((ia_pfn_3)ia_fn)(values, total);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"arrCountNames", 0, 1},  /* 0 */
+    {"arrJoin", 1, 1},  /* 1 */
+    {"arrSum", 0, 1},  /* 2 */
+    {"arrSumTerminated", 0, 1},  /* 3 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"names"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    arrStatus ia_r;
+    PyObject *ia_keep = NULL;
+    const char * const *a0 = NULL;
+    void *ia_m0 = NULL;
+    int o1 = 0;
+    int o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("arrCountNames", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 1) < 0)
+        return NULL;
+    if (ia_array(ia_a[0], ia_ct[0], sizeof *a0, 1, &ia_m0, &ia_keep) < 0)
+        goto ia_done;
+    a0 = ia_m0;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = arrCountNames(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(arrStatus, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o1), IA_FROM_INT(int, o2)});
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"words"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    arrStatus ia_r;
+    int a0;
+    Py_ssize_t ia_n0 = 0;
+    PyObject *ia_keep = NULL;
+    const char * const *a1 = NULL;
+    void *ia_m1 = NULL;
+    char ia_buf2[256];
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("arrJoin", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[1] == NULL) && ia_ct_load(1, 1) < 0)
+        return NULL;
+    if (ia_a[0] != Py_None && (ia_n0 = PyObject_Length(ia_a[0])) < 0)
+        goto ia_done;
+    if (ia_array(ia_a[0], ia_ct[1], sizeof *a1, 0, &ia_m1, &ia_keep) < 0)
+        goto ia_done;
+    a1 = ia_m1;
+    memset(ia_buf2, 0, sizeof ia_buf2);
+    IA_IN_LEN(int, ia_n0, a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = arrJoin(a0, a1, ia_buf2, (int)256);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(arrStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf2, 256);
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"values"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    arrStatus ia_r;
+    PyObject *ia_keep = NULL;
+    const int *a0 = NULL;
+    void *ia_m0 = NULL;
+    int a1;
+    Py_ssize_t ia_n1 = 0;
+    long long o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("arrSum", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 1) < 0)
+        return NULL;
+    if (ia_array(ia_a[0], ia_ct[2], sizeof *a0, 0, &ia_m0, &ia_keep) < 0)
+        goto ia_done;
+    a0 = ia_m0;
+    if (ia_a[0] != Py_None && (ia_n1 = PyObject_Length(ia_a[0])) < 0)
+        goto ia_done;
+    IA_IN_LEN(int, ia_n1, a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = arrSum(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(arrStatus, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(long long, o2);
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"values"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    arrStatus ia_r;
+    PyObject *ia_keep = NULL;
+    const long long *a0 = NULL;
+    void *ia_m0 = NULL;
+    long long o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("arrSumTerminated", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[3] == NULL) && ia_ct_load(3, 1) < 0)
+        return NULL;
+    if (ia_array(ia_a[0], ia_ct[3], sizeof *a0, 1, &ia_m0, &ia_keep) < 0)
+        goto ia_done;
+    a0 = ia_m0;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = arrSumTerminated(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(arrStatus, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(long long, o1);
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m0);
+    return ia_res;
+}
+
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"arrCountNames", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "arrCountNames($module, names)\n"
+     "--\n"
+     "\n"
+     "``arrStatus arrCountNames(const char * const *names, int *count, int *longest)``\n"
+     "\n"
+     "Symbol ``arrCountNames``.\n"
+     "Returns ``count``, ``longest``."},
+    {"arrJoin", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "arrJoin($module, words)\n"
+     "--\n"
+     "\n"
+     "``arrStatus arrJoin(int count, const char * const *words, char *out, int outLen)``\n"
+     "\n"
+     "Symbol ``arrJoin``.\n"
+     "Returns ``out``."},
+    {"arrSum", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "arrSum($module, values)\n"
+     "--\n"
+     "\n"
+     "``arrStatus arrSum(const int *values, int count, long long *total)``\n"
+     "\n"
+     "Symbol ``arrSum``.\n"
+     "Returns ``total``."},
+    {"arrSumTerminated", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+     "arrSumTerminated($module, values)\n"
+     "--\n"
+     "\n"
+     "``arrStatus arrSumTerminated(const long long *values, long long *total)``\n"
+     "\n"
+     "Symbol ``arrSumTerminated``.\n"
+     "Returns ``total``."},
     IA_RUNTIME_METHODS
 };

@@ -6,7 +6,8 @@
 #define IA_COUNT 4
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.declared"
-#define IA_FAST_COUNT 2
+#define IA_FAST_COUNT 4
+#define IA_CT_COUNT 2
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "declCreate",
@@ -56,23 +57,95 @@ static DeclStatus declScale(int value, int factor, long long *result)
     return ((ia_pfn_3)ia_fn)(value, factor, result);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"declCreate", 0, 1},  /* 0 */
+    {"declGetVersion", 0, 0},  /* 1 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    DeclStatus ia_r;
+    DeclContext o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("declCreate", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = declCreate(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(DeclStatus, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(0));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    DeclStatus ia_r;
+    PyObject *ia_o0 = NULL;
+    DeclVersion *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("declGetVersion", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[1] == NULL) && ia_ct_load(1, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[1], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(1));
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = declGetVersion(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(DeclStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
 static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     DeclStatus ia_r;
     char ia_buf0[16];
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("declName", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("declName", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     memset(ia_buf0, 0, sizeof ia_buf0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = declName(ia_buf0, (size_t)16);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(DeclStatus, ia_r), 2);
-    return ia_str_n(ia_buf0, 16);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(DeclStatus, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf0, 16);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -80,27 +153,48 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"value", "factor"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     DeclStatus ia_r;
     int a0;
     int a1;
     long long o2 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("declScale", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("declScale", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
-    IA_ARG_INT(int, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = declScale(a0, a1, &o2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(DeclStatus, ia_r), 3);
-    return IA_FROM_INT(long long, o2);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(DeclStatus, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(long long, o2);
+    ia_done:
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"declCreate", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "declCreate($module)\n"
+     "--\n"
+     "\n"
+     "``DeclStatus declCreate(DeclContext *context)``\n"
+     "\n"
+     "Symbol ``declCreate``.\n"
+     "Returns ``context``."},
+    {"declGetVersion", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "declGetVersion($module)\n"
+     "--\n"
+     "\n"
+     "``DeclStatus declGetVersion(DeclVersion *version)``\n"
+     "\n"
+     "Symbol ``declGetVersion``.\n"
+     "Returns ``version``."},
     {"declName", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
      "declName($module)\n"
      "--\n"

@@ -69,7 +69,7 @@ GOLDEN_MODE_SAFE = goldenMode.GOLDEN_MODE_SAFE
 # -------------------------------------------------------------------- constants
 
 # ---------------------------------------------------------------------- structs
-STRUCTS: tuple[str, ...] = ()
+STRUCTS: tuple[str, ...] = ('goldenDesc',)
 
 
 def new_struct(name: str, **fields: Any) -> CData:
@@ -81,9 +81,17 @@ def new_struct(name: str, **fields: Any) -> CData:
 
 # -------------------------------------------------------------------- out types
 _T0 = ffi.typeof('goldenPtr *')
-_T1 = ffi.typeof('const char * *')
-_T2 = ffi.typeof('unsigned long long *')
-_T3 = ffi.typeof('int *')
+_T1 = ffi.typeof('size_t *')
+_T2 = ffi.typeof('int *')
+_T3 = ffi.typeof('goldenCtx *')
+_T4 = ffi.typeof('unsigned int *')
+_T5 = ffi.typeof('goldenStatus *')
+_T6 = ffi.typeof('void * *')
+_T7 = ffi.typeof('long long *')
+_T8 = ffi.typeof('goldenDesc *')
+_T9 = ffi.typeof('double *')
+_T10 = ffi.typeof('const char * *')
+_T11 = ffi.typeof('unsigned long long *')
 
 # ---------------------------------------------------------------- C functions
 # _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
@@ -92,17 +100,46 @@ _T3 = ffi.typeof('int *')
 # called directly, and resolved again after set_per_thread_default_stream().
 if TYPE_CHECKING:
     _f_goldenAlloc: Any
+    _f_goldenBlob: Any
+    _f_goldenBlobSize: Any
+    _f_goldenBuild: Any
+    _f_goldenBump: Any
     _f_goldenCalls: Any
+    _f_goldenCountTerminated: Any
+    _f_goldenCtxCreate: Any
+    _f_goldenCtxCurrent: Any
+    _f_goldenCtxGetFlags: Any
+    _f_goldenCtxLabel: Any
+    _f_goldenCtxNotify: Any
+    _f_goldenCtxOpen: Any
+    _f_goldenCtxPair: Any
+    _f_goldenCtxReset: Any
+    _f_goldenCtxSetLabel: Any
+    _f_goldenCtxSwap: Any
+    _f_goldenCtxUser: Any
+    _f_goldenDescArea: Any
+    _f_goldenDescCheck: Any
+    _f_goldenDescGrow: Any
+    _f_goldenDot: Any
     _f_goldenFail: Any
+    _f_goldenFillBytes: Any
+    _f_goldenGetDesc: Any
     _f_goldenGetErrorName: Any
     _f_goldenGetName: Any
     _f_goldenGetValue: Any
     _f_goldenGetVersion: Any
     _f_goldenInit: Any
+    _f_goldenJoin: Any
+    _f_goldenLog: Any
+    _f_goldenLogSize: Any
+    _f_goldenMakeDesc: Any
+    _f_goldenMissing: Any
     _f_goldenNotExported: Any
     _f_goldenScale: Any
     _f_goldenSetValue: Any
     _f_goldenStatusString: Any
+    _f_goldenSumFlags: Any
+    _f_goldenSumInts: Any
     pass
 
 _bind_functions(globals(), _b)  # ironaccelerator_runtime.loader.bind_functions
@@ -130,6 +167,59 @@ def goldenAlloc(bytes: int) -> int:
     return _v
 
 
+def goldenBlob(ctx: CData) -> bytes:
+    """``goldenStatus goldenBlob(goldenCtx ctx, char *blob)``
+
+    Symbol ``goldenBlob``.
+    Returns ``blob``.
+    """
+    _blob_n = goldenBlobSize(ctx)
+    _blob = _new('char[]', max(_blob_n, 1))
+    _r = _f_goldenBlob(ctx, _blob)
+    if _r:
+        raise _error(_r, 1)
+    return bytes(ffi.buffer(_blob, _blob_n))
+
+
+def goldenBlobSize(ctx: CData) -> int:
+    """``goldenStatus goldenBlobSize(goldenCtx ctx, size_t *size)``
+
+    Symbol ``goldenBlobSize``.
+    Returns ``size``.
+    """
+    _size = _new(_T1)
+    _r = _f_goldenBlobSize(ctx, _size)
+    if _r:
+        raise _error(_r, 2)
+    _v: int = _size[0]
+    return _v
+
+
+def goldenBuild(ctx: CData, source: str | bytes) -> None:
+    """``goldenStatus goldenBuild(goldenCtx ctx, const char *source)``
+
+    Symbol ``goldenBuild``.
+    """
+    _source = source.encode() if isinstance(source, str) else source
+    _r = _f_goldenBuild(ctx, _source)
+    if _r:
+        raise _error(_r, 3, _detail(goldenLog, ctx))
+
+
+def goldenBump(value: int, by: int) -> int:
+    """``goldenStatus goldenBump(int *value, int by)``
+
+    Symbol ``goldenBump``.
+    Returns ``value``.
+    """
+    _value = _new(_T2, value)
+    _r = _f_goldenBump(_value, by)
+    if _r:
+        raise _error(_r, 4)
+    _v: int = _value[0]
+    return _v
+
+
 def goldenCalls() -> int:
     """``int goldenCalls(void)``
 
@@ -141,6 +231,213 @@ def goldenCalls() -> int:
     return _v
 
 
+def goldenCountTerminated(values: Sequence[Any]) -> int:
+    """``goldenStatus goldenCountTerminated(const long long *values, int *count)``
+
+    Symbol ``goldenCountTerminated``.
+    Returns ``count``.
+    """
+    _keep: list[Any] = []
+    _values = _c_array(ffi, 'const long long', values, _keep, terminated=True)
+    _count = _new(_T2)
+    _r = _f_goldenCountTerminated(_values, _count)
+    if _r:
+        raise _error(_r, 6)
+    _v: int = _count[0]
+    return _v
+
+
+def goldenCtxCreate(flags: int) -> CData:
+    """``goldenStatus goldenCtxCreate(goldenCtx *ctx, unsigned int flags)``
+
+    Symbol ``goldenCtxCreate``.
+    Returns ``ctx``.
+    """
+    _ctx = _new(_T3)
+    _r = _f_goldenCtxCreate(_ctx, flags)
+    if _r:
+        raise _error(_r, 7)
+    return _ctx[0]
+
+
+def goldenCtxCurrent() -> CData:
+    """``goldenCtx goldenCtxCurrent(void)``
+
+    Symbol ``goldenCtxCurrent``.
+    Returns the result.
+    """
+    _r = _f_goldenCtxCurrent()
+    return _r
+
+
+def goldenCtxGetFlags(ctx: CData) -> int:
+    """``goldenStatus goldenCtxGetFlags(goldenCtx ctx, unsigned int *flags)``
+
+    Symbol ``goldenCtxGetFlags``.
+    Returns ``flags``.
+    """
+    _flags = _new(_T4)
+    _r = _f_goldenCtxGetFlags(ctx, _flags)
+    if _r:
+        raise _error(_r, 9)
+    _v: int = _flags[0]
+    return _v
+
+
+def goldenCtxLabel(ctx: CData) -> str:
+    """``const char *goldenCtxLabel(goldenCtx ctx)``
+
+    Symbol ``goldenCtxLabel``.
+    Returns the result.
+    """
+    _r = _f_goldenCtxLabel(ctx)
+    if not _r:
+        _require(10)
+        return ""
+    _v: str = _string(_r).decode("utf-8", "replace")
+    return _v
+
+
+def goldenCtxNotify(ctx: CData, cb: CData | None = None, user: CData | None = None) -> None:
+    """``goldenStatus goldenCtxNotify(goldenCtx ctx, goldenCallback cb, void *user)``
+
+    Symbol ``goldenCtxNotify``.
+    """
+    _r = _f_goldenCtxNotify(ctx, _NULL if cb is None else cb, _NULL if user is None else user)
+    if _r:
+        raise _error(_r, 11)
+
+
+def goldenCtxOpen(flags: int) -> CData:
+    """``goldenCtx goldenCtxOpen(unsigned int flags, goldenStatus *errcode_ret)``
+
+    Symbol ``goldenCtxOpen``.
+    Returns the result.
+    """
+    _errcode_ret = _new(_T5)
+    _r = _f_goldenCtxOpen(flags, _errcode_ret)
+    if _errcode_ret[0]:
+        raise _error(_errcode_ret[0], 12)
+    return _r
+
+
+def goldenCtxPair() -> tuple[CData, CData]:
+    """``goldenStatus goldenCtxPair(goldenCtx *first, goldenCtx *second)``
+
+    Symbol ``goldenCtxPair``.
+    Returns ``first``, ``second``.
+    """
+    _first = _new(_T3)
+    _second = _new(_T3)
+    _r = _f_goldenCtxPair(_first, _second)
+    if _r:
+        raise _error(_r, 13)
+    return _first[0], _second[0]
+
+
+def goldenCtxReset(ctx: CData) -> None:
+    """``void goldenCtxReset(goldenCtx ctx)``
+
+    Symbol ``goldenCtxReset``.
+    """
+    _require(14)
+    _f_goldenCtxReset(ctx)
+
+
+def goldenCtxSetLabel(ctx: CData, label: str | bytes | None = None) -> None:
+    """``goldenStatus goldenCtxSetLabel(goldenCtx ctx, const char *label)``
+
+    Symbol ``goldenCtxSetLabel``.
+    """
+    _label = label.encode() if isinstance(label, str) else label
+    _r = _f_goldenCtxSetLabel(ctx, _NULL if _label is None else _label)
+    if _r:
+        raise _error(_r, 15)
+
+
+def goldenCtxSwap(ctx: CData) -> CData:
+    """``goldenStatus goldenCtxSwap(goldenCtx *ctx)``
+
+    Symbol ``goldenCtxSwap``.
+    Returns ``ctx``.
+    """
+    _ctx = _new(_T3, ctx)
+    _r = _f_goldenCtxSwap(_ctx)
+    if _r:
+        raise _error(_r, 16)
+    return _ctx[0]
+
+
+def goldenCtxUser(ctx: CData) -> CData:
+    """``goldenStatus goldenCtxUser(goldenCtx ctx, void **user)``
+
+    Symbol ``goldenCtxUser``.
+    Returns ``user``.
+    """
+    _user = _new(_T6)
+    _r = _f_goldenCtxUser(ctx, _user)
+    if _r:
+        raise _error(_r, 17)
+    return _user[0]
+
+
+def goldenDescArea(desc: CData) -> int:
+    """``goldenStatus goldenDescArea(goldenDesc desc, long long *area)``
+
+    Symbol ``goldenDescArea``.
+    Returns ``area``.
+    """
+    _area = _new(_T7)
+    _r = _f_goldenDescArea(desc, _area)
+    if _r:
+        raise _error(_r, 18)
+    _v: int = _area[0]
+    return _v
+
+
+def goldenDescCheck(desc: CData | None = None) -> None:
+    """``goldenStatus goldenDescCheck(const goldenDesc *desc)``
+
+    Symbol ``goldenDescCheck``.
+    """
+    _r = _f_goldenDescCheck(_NULL if desc is None else desc)
+    if _r:
+        raise _error(_r, 19)
+
+
+def goldenDescGrow(desc: CData, by: int) -> CData:
+    """``goldenStatus goldenDescGrow(goldenDesc *desc, int by)``
+
+    Symbol ``goldenDescGrow``.
+    Returns ``desc``.
+    """
+    _desc = _new(_T8, desc)
+    _r = _f_goldenDescGrow(_desc, by)
+    if _r:
+        raise _error(_r, 20)
+    return _desc[0]
+
+
+def goldenDot(a: Sequence[Any], b_: Sequence[Any]) -> float:
+    """``goldenStatus goldenDot(unsigned int n, const double *a, const double *b, double *dot)``
+
+    Symbol ``goldenDot``.
+    Returns ``dot``.
+    """
+    _keep: list[Any] = []
+    _n = len(a) if a is not None else 0
+    if b_ is not None and len(b_) != _n:
+        raise Error(ErrorKind.INVALID_VALUE, 'b_ must have as many items as a', function='goldenDot', backend='GOLDEN')
+    _a = _c_array(ffi, 'const double', a, _keep)
+    _b_ = _c_array(ffi, 'const double', b_, _keep)
+    _dot = _new(_T9)
+    _r = _f_goldenDot(_n, _a, _b_, _dot)
+    if _r:
+        raise _error(_r, 21)
+    _v: float = _dot[0]
+    return _v
+
+
 def goldenFail(status: int, count: int) -> None:
     """``goldenStatus goldenFail(goldenStatus status, int count)``
 
@@ -148,7 +445,30 @@ def goldenFail(status: int, count: int) -> None:
     """
     _r = _f_goldenFail(status, count)
     if _r:
-        raise _error(_r, 2)
+        raise _error(_r, 22)
+
+
+def goldenFillBytes(dst: CData, value: int, n: int) -> None:
+    """``goldenStatus goldenFillBytes(void *dst, int value, size_t n)``
+
+    Symbol ``goldenFillBytes``.
+    """
+    _r = _f_goldenFillBytes(dst, value, n)
+    if _r:
+        raise _error(_r, 23)
+
+
+def goldenGetDesc(ctx: CData) -> CData:
+    """``goldenStatus goldenGetDesc(goldenDesc *desc, goldenCtx ctx)``
+
+    Symbol ``goldenGetDesc``.
+    Returns ``desc``.
+    """
+    _desc = _new(_T8)
+    _r = _f_goldenGetDesc(_desc, ctx)
+    if _r:
+        raise _error(_r, 24)
+    return _desc
 
 
 def goldenGetErrorName(status: int) -> str:
@@ -157,10 +477,10 @@ def goldenGetErrorName(status: int) -> str:
     Symbol ``goldenGetErrorName``.
     Returns ``name``.
     """
-    _name = _new(_T1)
+    _name = _new(_T10)
     _r = _f_goldenGetErrorName(status, _name)
     if _r:
-        raise _error(_r, 3)
+        raise _error(_r, 25)
     return _str(_name[0])
 
 
@@ -174,7 +494,7 @@ def goldenGetName(index: int) -> str:
     _name = _new('char[]', max(_name_n, 1))
     _r = _f_goldenGetName(_name, 64, index)
     if _r:
-        raise _error(_r, 4)
+        raise _error(_r, 26)
     return _str(_name)
 
 
@@ -184,10 +504,10 @@ def goldenGetValue(index: int) -> int:
     Symbol ``goldenGetValue``.
     Returns ``value``.
     """
-    _value = _new(_T2)
+    _value = _new(_T11)
     _r = _f_goldenGetValue(index, _value)
     if _r:
-        raise _error(_r, 5)
+        raise _error(_r, 27)
     _v: int = _value[0]
     return _v
 
@@ -198,11 +518,11 @@ def goldenGetVersion() -> tuple[int, int]:
     Symbol ``goldenGetVersion``.
     Returns ``major``, ``minor``.
     """
-    _major = _new(_T3)
-    _minor = _new(_T3)
+    _major = _new(_T2)
+    _minor = _new(_T2)
     _r = _f_goldenGetVersion(_major, _minor)
     if _r:
-        raise _error(_r, 6)
+        raise _error(_r, 28)
     return _major[0], _minor[0]
 
 
@@ -213,7 +533,74 @@ def goldenInit(flags: int) -> None:
     """
     _r = _f_goldenInit(flags)
     if _r:
-        raise _error(_r, 7)
+        raise _error(_r, 29)
+
+
+def goldenJoin(parts: Sequence[str | bytes]) -> str:
+    """``goldenStatus goldenJoin(const char * const *parts, int n, char *out, int len)``
+
+    Symbol ``goldenJoin``.
+    Returns ``out``.
+    """
+    _keep: list[Any] = []
+    _parts = _c_array(ffi, 'const char * const', parts, _keep)
+    _n = len(parts) if parts is not None else 0
+    _out_n = 128
+    _out = _new('char[]', max(_out_n, 1))
+    _r = _f_goldenJoin(_parts, _n, _out, 128)
+    if _r:
+        raise _error(_r, 30)
+    return _str(_out)
+
+
+def goldenLog(ctx: CData) -> str:
+    """``goldenStatus goldenLog(goldenCtx ctx, char *log)``
+
+    Symbol ``goldenLog``.
+    Returns ``log``.
+    """
+    _log_n = goldenLogSize(ctx)
+    _log = _new('char[]', max(_log_n, 1))
+    _r = _f_goldenLog(ctx, _log)
+    if _r:
+        raise _error(_r, 31)
+    return _str(_log)
+
+
+def goldenLogSize(ctx: CData) -> int:
+    """``goldenStatus goldenLogSize(goldenCtx ctx, size_t *size)``
+
+    Symbol ``goldenLogSize``.
+    Returns ``size``.
+    """
+    _size = _new(_T1)
+    _r = _f_goldenLogSize(ctx, _size)
+    if _r:
+        raise _error(_r, 32)
+    _v: int = _size[0]
+    return _v
+
+
+def goldenMakeDesc(width: int, height: int) -> CData:
+    """``goldenDesc goldenMakeDesc(int width, int height)``
+
+    Symbol ``goldenMakeDesc``.
+    Returns the result.
+    """
+    _r = _f_goldenMakeDesc(width, height)
+    return _r
+
+
+def goldenMissing(values: Sequence[Any]) -> None:
+    """``void goldenMissing(const int *values, unsigned int n)``
+
+    Symbol ``goldenMissing``.
+    """
+    _keep: list[Any] = []
+    _values = _c_array(ffi, 'const int', values, _keep)
+    _n = len(values) if values is not None else 0
+    _require(34)
+    _f_goldenMissing(_values, _n)
 
 
 def goldenNotExported(x: int) -> None:
@@ -223,7 +610,7 @@ def goldenNotExported(x: int) -> None:
     """
     _r = _f_goldenNotExported(x)
     if _r:
-        raise _error(_r, 8)
+        raise _error(_r, 35)
 
 
 def goldenScale(x: float, factor: float) -> float:
@@ -244,7 +631,7 @@ def goldenSetValue(index: int, value: int) -> None:
     """
     _r = _f_goldenSetValue(index, value)
     if _r:
-        raise _error(_r, 10)
+        raise _error(_r, 37)
 
 
 def goldenStatusString(status: int) -> str:
@@ -255,15 +642,49 @@ def goldenStatusString(status: int) -> str:
     """
     _r = _f_goldenStatusString(status)
     if not _r:
-        _require(11)
+        _require(38)
         return ""
     _v: str = _string(_r).decode("utf-8", "replace")
     return _v
 
 
+def goldenSumFlags(ctxs: Sequence[Any]) -> int:
+    """``goldenStatus goldenSumFlags(const goldenCtx *ctxs, int n, unsigned int *total)``
+
+    Symbol ``goldenSumFlags``.
+    Returns ``total``.
+    """
+    _keep: list[Any] = []
+    _ctxs = _c_array(ffi, 'const goldenCtx', ctxs, _keep)
+    _n = len(ctxs) if ctxs is not None else 0
+    _total = _new(_T4)
+    _r = _f_goldenSumFlags(_ctxs, _n, _total)
+    if _r:
+        raise _error(_r, 39)
+    _v: int = _total[0]
+    return _v
+
+
+def goldenSumInts(values: Sequence[Any]) -> int:
+    """``goldenStatus goldenSumInts(const int *values, unsigned int count, long long *sum)``
+
+    Symbol ``goldenSumInts``.
+    Returns ``sum``.
+    """
+    _keep: list[Any] = []
+    _values = _c_array(ffi, 'const int', values, _keep)
+    _count = len(values) if values is not None else 0
+    _sum = _new(_T7)
+    _r = _f_goldenSumInts(_values, _count, _sum)
+    if _r:
+        raise _error(_r, 40)
+    _v: int = _sum[0]
+    return _v
+
+
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of the 12 functions that take and return only numbers (or a
-# string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
+# API mode: the checked wrappers of 41 of the 41 functions (every one whose shape the fast path
+# expresses) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any
 _python: dict[str, Any]

@@ -9,17 +9,46 @@ from ironaccelerator_runtime.loader import Binding
 # (public name, ABI symbol, per-thread-default-stream symbol, minimum GOLDEN version)
 FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ('goldenAlloc', 'goldenAlloc_v2', None, None),
+    ('goldenBlob', 'goldenBlob', None, None),
+    ('goldenBlobSize', 'goldenBlobSize', None, None),
+    ('goldenBuild', 'goldenBuild', None, None),
+    ('goldenBump', 'goldenBump', None, None),
     ('goldenCalls', 'goldenCalls', None, None),
+    ('goldenCountTerminated', 'goldenCountTerminated', None, None),
+    ('goldenCtxCreate', 'goldenCtxCreate', None, None),
+    ('goldenCtxCurrent', 'goldenCtxCurrent', None, None),
+    ('goldenCtxGetFlags', 'goldenCtxGetFlags', None, None),
+    ('goldenCtxLabel', 'goldenCtxLabel', None, None),
+    ('goldenCtxNotify', 'goldenCtxNotify', None, None),
+    ('goldenCtxOpen', 'goldenCtxOpen', None, None),
+    ('goldenCtxPair', 'goldenCtxPair', None, None),
+    ('goldenCtxReset', 'goldenCtxReset', None, None),
+    ('goldenCtxSetLabel', 'goldenCtxSetLabel', None, None),
+    ('goldenCtxSwap', 'goldenCtxSwap', None, None),
+    ('goldenCtxUser', 'goldenCtxUser', None, None),
+    ('goldenDescArea', 'goldenDescArea', None, None),
+    ('goldenDescCheck', 'goldenDescCheck', None, None),
+    ('goldenDescGrow', 'goldenDescGrow', None, None),
+    ('goldenDot', 'goldenDot', None, None),
     ('goldenFail', 'goldenFail', None, None),
+    ('goldenFillBytes', 'goldenFillBytes', None, None),
+    ('goldenGetDesc', 'goldenGetDesc', None, None),
     ('goldenGetErrorName', 'goldenGetErrorName', None, None),
     ('goldenGetName', 'goldenGetName', None, None),
     ('goldenGetValue', 'goldenGetValue', None, None),
     ('goldenGetVersion', 'goldenGetVersion', None, None),
     ('goldenInit', 'goldenInit', None, None),
+    ('goldenJoin', 'goldenJoin', None, None),
+    ('goldenLog', 'goldenLog', None, None),
+    ('goldenLogSize', 'goldenLogSize', None, None),
+    ('goldenMakeDesc', 'goldenMakeDesc', None, None),
+    ('goldenMissing', 'goldenMissing', None, None),
     ('goldenNotExported', 'goldenNotExported', None, None),
     ('goldenScale', 'goldenScale', None, None),
     ('goldenSetValue', 'goldenSetValue', None, None),
     ('goldenStatusString', 'goldenStatusString', None, None),
+    ('goldenSumFlags', 'goldenSumFlags', None, None),
+    ('goldenSumInts', 'goldenSumInts', None, None),
 )
 
 # goldenStatus value -> (name, kind), from specs/fast_path.yaml
@@ -31,7 +60,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '683aa80fe0f47e5d512ef540'
+BUILD_ID = '361829bf38f3ccfea152572a'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

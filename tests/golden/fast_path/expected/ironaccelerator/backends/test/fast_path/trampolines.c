@@ -3,26 +3,85 @@
    This file holds the library's tables and per-function code; the logic is the hand-written ia_runtime.h. */
 #include "types.cdef"
 
-#define IA_COUNT 12
+#define IA_COUNT 41
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.fast_path"
-#define IA_FAST_COUNT 12
+#define IA_FAST_COUNT 41
+#define IA_CT_COUNT 36
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "goldenAlloc_v2",
+    "goldenBlob",
+    "goldenBlobSize",
+    "goldenBuild",
+    "goldenBump",
     "goldenCalls",
+    "goldenCountTerminated",
+    "goldenCtxCreate",
+    "goldenCtxCurrent",
+    "goldenCtxGetFlags",
+    "goldenCtxLabel",
+    "goldenCtxNotify",
+    "goldenCtxOpen",
+    "goldenCtxPair",
+    "goldenCtxReset",
+    "goldenCtxSetLabel",
+    "goldenCtxSwap",
+    "goldenCtxUser",
+    "goldenDescArea",
+    "goldenDescCheck",
+    "goldenDescGrow",
+    "goldenDot",
     "goldenFail",
+    "goldenFillBytes",
+    "goldenGetDesc",
     "goldenGetErrorName",
     "goldenGetName",
     "goldenGetValue",
     "goldenGetVersion",
     "goldenInit",
+    "goldenJoin",
+    "goldenLog",
+    "goldenLogSize",
+    "goldenMakeDesc",
+    "goldenMissing",
     "goldenNotExported",
     "goldenScale",
     "goldenSetValue",
     "goldenStatusString",
+    "goldenSumFlags",
+    "goldenSumInts",
 };
 static const char *const ia_symbol_per_thread[IA_COUNT > 0 ? IA_COUNT : 1] = {
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
 NULL,
 NULL,
 NULL,
@@ -47,244 +106,640 @@ static goldenStatus goldenAlloc(goldenPtr *ptr, size_t bytes)
         return (goldenStatus)2147483631;
     return ((ia_pfn_0)ia_fn)(ptr, bytes);
 }
-typedef int (*ia_pfn_1)(void);
-static int goldenCalls(void)
+typedef goldenStatus (*ia_pfn_1)(goldenCtx ctx, char *blob);
+static goldenStatus goldenBlob(goldenCtx ctx, char *blob)
 {
     void *ia_fn = ia_ptr[1];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(1)) == NULL)
-        return 0;
-    return ((ia_pfn_1)ia_fn)();
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_1)ia_fn)(ctx, blob);
 }
-typedef goldenStatus (*ia_pfn_2)(goldenStatus status, int count);
-static goldenStatus goldenFail(goldenStatus status, int count)
+typedef goldenStatus (*ia_pfn_2)(goldenCtx ctx, size_t *size);
+static goldenStatus goldenBlobSize(goldenCtx ctx, size_t *size)
 {
     void *ia_fn = ia_ptr[2];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(2)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_2)ia_fn)(status, count);
+    return ((ia_pfn_2)ia_fn)(ctx, size);
 }
-typedef goldenStatus (*ia_pfn_3)(goldenStatus status, const char **name);
-static goldenStatus goldenGetErrorName(goldenStatus status, const char **name)
+typedef goldenStatus (*ia_pfn_3)(goldenCtx ctx, const char *source);
+static goldenStatus goldenBuild(goldenCtx ctx, const char *source)
 {
     void *ia_fn = ia_ptr[3];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(3)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_3)ia_fn)(status, name);
+    return ((ia_pfn_3)ia_fn)(ctx, source);
 }
-typedef goldenStatus (*ia_pfn_4)(char *name, int len, int index);
-static goldenStatus goldenGetName(char *name, int len, int index)
+typedef goldenStatus (*ia_pfn_4)(int *value, int by);
+static goldenStatus goldenBump(int *value, int by)
 {
     void *ia_fn = ia_ptr[4];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(4)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_4)ia_fn)(name, len, index);
+    return ((ia_pfn_4)ia_fn)(value, by);
 }
-typedef goldenStatus (*ia_pfn_5)(int index, unsigned long long *value);
-static goldenStatus goldenGetValue(int index, unsigned long long *value)
+typedef int (*ia_pfn_5)(void);
+static int goldenCalls(void)
 {
     void *ia_fn = ia_ptr[5];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(5)) == NULL)
-        return (goldenStatus)2147483631;
-    return ((ia_pfn_5)ia_fn)(index, value);
+        return 0;
+    return ((ia_pfn_5)ia_fn)();
 }
-typedef goldenStatus (*ia_pfn_6)(int *major, int *minor);
-static goldenStatus goldenGetVersion(int *major, int *minor)
+typedef goldenStatus (*ia_pfn_6)(const long long *values, int *count);
+static goldenStatus goldenCountTerminated(const long long *values, int *count)
 {
     void *ia_fn = ia_ptr[6];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(6)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_6)ia_fn)(major, minor);
+    return ((ia_pfn_6)ia_fn)(values, count);
 }
-typedef goldenStatus (*ia_pfn_7)(unsigned int flags);
-static goldenStatus goldenInit(unsigned int flags)
+typedef goldenStatus (*ia_pfn_7)(goldenCtx *ctx, unsigned int flags);
+static goldenStatus goldenCtxCreate(goldenCtx *ctx, unsigned int flags)
 {
     void *ia_fn = ia_ptr[7];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(7)) == NULL)
         return (goldenStatus)2147483631;
-    return ((ia_pfn_7)ia_fn)(flags);
+    return ((ia_pfn_7)ia_fn)(ctx, flags);
 }
-typedef goldenStatus (*ia_pfn_8)(int x);
-static goldenStatus goldenNotExported(int x)
+typedef goldenCtx (*ia_pfn_8)(void);
+static goldenCtx goldenCtxCurrent(void)
 {
     void *ia_fn = ia_ptr[8];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(8)) == NULL)
-        return (goldenStatus)2147483631;
-    return ((ia_pfn_8)ia_fn)(x);
+        return NULL;
+    return ((ia_pfn_8)ia_fn)();
 }
-typedef double (*ia_pfn_9)(double x, float factor);
-static double goldenScale(double x, float factor)
+typedef goldenStatus (*ia_pfn_9)(goldenCtx ctx, unsigned int *flags);
+static goldenStatus goldenCtxGetFlags(goldenCtx ctx, unsigned int *flags)
 {
     void *ia_fn = ia_ptr[9];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(9)) == NULL)
-        return 0;
-    return ((ia_pfn_9)ia_fn)(x, factor);
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_9)ia_fn)(ctx, flags);
 }
-typedef goldenStatus (*ia_pfn_10)(int index, unsigned int value);
-static goldenStatus goldenSetValue(int index, unsigned int value)
+typedef const char *(*ia_pfn_10)(goldenCtx ctx);
+static const char *goldenCtxLabel(goldenCtx ctx)
 {
     void *ia_fn = ia_ptr[10];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(10)) == NULL)
-        return (goldenStatus)2147483631;
-    return ((ia_pfn_10)ia_fn)(index, value);
+        return NULL;
+    return ((ia_pfn_10)ia_fn)(ctx);
 }
-typedef const char *(*ia_pfn_11)(goldenStatus status);
-static const char *goldenStatusString(goldenStatus status)
+typedef goldenStatus (*ia_pfn_11)(goldenCtx ctx, goldenCallback cb, void *user);
+static goldenStatus goldenCtxNotify(goldenCtx ctx, goldenCallback cb, void *user)
 {
     void *ia_fn = ia_ptr[11];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(11)) == NULL)
-        return NULL;
-    return ((ia_pfn_11)ia_fn)(status);
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_11)ia_fn)(ctx, cb, user);
 }
+typedef goldenCtx (*ia_pfn_12)(unsigned int flags, goldenStatus *errcode_ret);
+static goldenCtx goldenCtxOpen(unsigned int flags, goldenStatus *errcode_ret)
+{
+    void *ia_fn = ia_ptr[12];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(12)) == NULL)
+        return NULL;
+    return ((ia_pfn_12)ia_fn)(flags, errcode_ret);
+}
+typedef goldenStatus (*ia_pfn_13)(goldenCtx *first, goldenCtx *second);
+static goldenStatus goldenCtxPair(goldenCtx *first, goldenCtx *second)
+{
+    void *ia_fn = ia_ptr[13];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(13)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_13)ia_fn)(first, second);
+}
+typedef void (*ia_pfn_14)(goldenCtx ctx);
+static void goldenCtxReset(goldenCtx ctx)
+{
+    void *ia_fn = ia_ptr[14];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(14)) == NULL)
+        return;
+    ((ia_pfn_14)ia_fn)(ctx);
+}
+typedef goldenStatus (*ia_pfn_15)(goldenCtx ctx, const char *label);
+static goldenStatus goldenCtxSetLabel(goldenCtx ctx, const char *label)
+{
+    void *ia_fn = ia_ptr[15];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(15)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_15)ia_fn)(ctx, label);
+}
+typedef goldenStatus (*ia_pfn_16)(goldenCtx *ctx);
+static goldenStatus goldenCtxSwap(goldenCtx *ctx)
+{
+    void *ia_fn = ia_ptr[16];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(16)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_16)ia_fn)(ctx);
+}
+typedef goldenStatus (*ia_pfn_17)(goldenCtx ctx, void **user);
+static goldenStatus goldenCtxUser(goldenCtx ctx, void **user)
+{
+    void *ia_fn = ia_ptr[17];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(17)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_17)ia_fn)(ctx, user);
+}
+typedef goldenStatus (*ia_pfn_18)(goldenDesc desc, long long *area);
+static goldenStatus goldenDescArea(goldenDesc desc, long long *area)
+{
+    void *ia_fn = ia_ptr[18];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(18)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_18)ia_fn)(desc, area);
+}
+typedef goldenStatus (*ia_pfn_19)(const goldenDesc *desc);
+static goldenStatus goldenDescCheck(const goldenDesc *desc)
+{
+    void *ia_fn = ia_ptr[19];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(19)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_19)ia_fn)(desc);
+}
+typedef goldenStatus (*ia_pfn_20)(goldenDesc *desc, int by);
+static goldenStatus goldenDescGrow(goldenDesc *desc, int by)
+{
+    void *ia_fn = ia_ptr[20];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(20)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_20)ia_fn)(desc, by);
+}
+typedef goldenStatus (*ia_pfn_21)(unsigned int n, const double *a, const double *b, double *dot);
+static goldenStatus goldenDot(unsigned int n, const double *a, const double *b, double *dot)
+{
+    void *ia_fn = ia_ptr[21];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(21)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_21)ia_fn)(n, a, b, dot);
+}
+typedef goldenStatus (*ia_pfn_22)(goldenStatus status, int count);
+static goldenStatus goldenFail(goldenStatus status, int count)
+{
+    void *ia_fn = ia_ptr[22];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(22)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_22)ia_fn)(status, count);
+}
+typedef goldenStatus (*ia_pfn_23)(void *dst, int value, size_t n);
+static goldenStatus goldenFillBytes(void *dst, int value, size_t n)
+{
+    void *ia_fn = ia_ptr[23];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(23)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_23)ia_fn)(dst, value, n);
+}
+typedef goldenStatus (*ia_pfn_24)(goldenDesc *desc, goldenCtx ctx);
+static goldenStatus goldenGetDesc(goldenDesc *desc, goldenCtx ctx)
+{
+    void *ia_fn = ia_ptr[24];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(24)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_24)ia_fn)(desc, ctx);
+}
+typedef goldenStatus (*ia_pfn_25)(goldenStatus status, const char **name);
+static goldenStatus goldenGetErrorName(goldenStatus status, const char **name)
+{
+    void *ia_fn = ia_ptr[25];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(25)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_25)ia_fn)(status, name);
+}
+typedef goldenStatus (*ia_pfn_26)(char *name, int len, int index);
+static goldenStatus goldenGetName(char *name, int len, int index)
+{
+    void *ia_fn = ia_ptr[26];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(26)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_26)ia_fn)(name, len, index);
+}
+typedef goldenStatus (*ia_pfn_27)(int index, unsigned long long *value);
+static goldenStatus goldenGetValue(int index, unsigned long long *value)
+{
+    void *ia_fn = ia_ptr[27];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(27)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_27)ia_fn)(index, value);
+}
+typedef goldenStatus (*ia_pfn_28)(int *major, int *minor);
+static goldenStatus goldenGetVersion(int *major, int *minor)
+{
+    void *ia_fn = ia_ptr[28];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(28)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_28)ia_fn)(major, minor);
+}
+typedef goldenStatus (*ia_pfn_29)(unsigned int flags);
+static goldenStatus goldenInit(unsigned int flags)
+{
+    void *ia_fn = ia_ptr[29];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(29)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_29)ia_fn)(flags);
+}
+typedef goldenStatus (*ia_pfn_30)(const char * const *parts, int n, char *out, int len);
+static goldenStatus goldenJoin(const char * const *parts, int n, char *out, int len)
+{
+    void *ia_fn = ia_ptr[30];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(30)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_30)ia_fn)(parts, n, out, len);
+}
+typedef goldenStatus (*ia_pfn_31)(goldenCtx ctx, char *log);
+static goldenStatus goldenLog(goldenCtx ctx, char *log)
+{
+    void *ia_fn = ia_ptr[31];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(31)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_31)ia_fn)(ctx, log);
+}
+typedef goldenStatus (*ia_pfn_32)(goldenCtx ctx, size_t *size);
+static goldenStatus goldenLogSize(goldenCtx ctx, size_t *size)
+{
+    void *ia_fn = ia_ptr[32];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(32)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_32)ia_fn)(ctx, size);
+}
+typedef goldenDesc (*ia_pfn_33)(int width, int height);
+static goldenDesc goldenMakeDesc(int width, int height)
+{
+    void *ia_fn = ia_ptr[33];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(33)) == NULL)
+        return (goldenDesc){0};
+    return ((ia_pfn_33)ia_fn)(width, height);
+}
+typedef void (*ia_pfn_34)(const int *values, unsigned int n);
+static void goldenMissing(const int *values, unsigned int n)
+{
+    void *ia_fn = ia_ptr[34];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(34)) == NULL)
+        return;
+    ((ia_pfn_34)ia_fn)(values, n);
+}
+typedef goldenStatus (*ia_pfn_35)(int x);
+static goldenStatus goldenNotExported(int x)
+{
+    void *ia_fn = ia_ptr[35];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(35)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_35)ia_fn)(x);
+}
+typedef double (*ia_pfn_36)(double x, float factor);
+static double goldenScale(double x, float factor)
+{
+    void *ia_fn = ia_ptr[36];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(36)) == NULL)
+        return 0;
+    return ((ia_pfn_36)ia_fn)(x, factor);
+}
+typedef goldenStatus (*ia_pfn_37)(int index, unsigned int value);
+static goldenStatus goldenSetValue(int index, unsigned int value)
+{
+    void *ia_fn = ia_ptr[37];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(37)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_37)ia_fn)(index, value);
+}
+typedef const char *(*ia_pfn_38)(goldenStatus status);
+static const char *goldenStatusString(goldenStatus status)
+{
+    void *ia_fn = ia_ptr[38];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(38)) == NULL)
+        return NULL;
+    return ((ia_pfn_38)ia_fn)(status);
+}
+typedef goldenStatus (*ia_pfn_39)(const goldenCtx *ctxs, int n, unsigned int *total);
+static goldenStatus goldenSumFlags(const goldenCtx *ctxs, int n, unsigned int *total)
+{
+    void *ia_fn = ia_ptr[39];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(39)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_39)ia_fn)(ctxs, n, total);
+}
+typedef goldenStatus (*ia_pfn_40)(const int *values, unsigned int count, long long *sum);
+static goldenStatus goldenSumInts(const int *values, unsigned int count, long long *sum)
+{
+    void *ia_fn = ia_ptr[40];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(40)) == NULL)
+        return (goldenStatus)2147483631;
+    return ((ia_pfn_40)ia_fn)(values, count, sum);
+}
+
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"goldenBlob", 0, 0},  /* 0 */
+    {"goldenBlobSize", 0, 0},  /* 1 */
+    {"goldenBuild", 0, 0},  /* 2 */
+    {"goldenBuild", 1, 0},  /* 3 */
+    {"goldenCountTerminated", 0, 1},  /* 4 */
+    {"goldenCtxCreate", 0, 1},  /* 5 */
+    {"goldenCtxCurrent", -1, 0},  /* 6 */
+    {"goldenCtxGetFlags", 0, 0},  /* 7 */
+    {"goldenCtxLabel", 0, 0},  /* 8 */
+    {"goldenCtxNotify", 0, 0},  /* 9 */
+    {"goldenCtxNotify", 1, 0},  /* 10 */
+    {"goldenCtxNotify", 2, 0},  /* 11 */
+    {"goldenCtxOpen", -1, 0},  /* 12 */
+    {"goldenCtxPair", 0, 1},  /* 13 */
+    {"goldenCtxPair", 1, 1},  /* 14 */
+    {"goldenCtxReset", 0, 0},  /* 15 */
+    {"goldenCtxSetLabel", 0, 0},  /* 16 */
+    {"goldenCtxSetLabel", 1, 0},  /* 17 */
+    {"goldenCtxSwap", 0, 1},  /* 18 */
+    {"goldenCtxUser", 0, 0},  /* 19 */
+    {"goldenCtxUser", 1, 1},  /* 20 */
+    {"goldenDescArea", 0, 0},  /* 21 */
+    {"goldenDescCheck", 0, 0},  /* 22 */
+    {"goldenDescGrow", 0, 0},  /* 23 */
+    {"goldenDot", 1, 1},  /* 24 */
+    {"goldenDot", 2, 1},  /* 25 */
+    {"goldenFillBytes", 0, 0},  /* 26 */
+    {"goldenGetDesc", 0, 0},  /* 27 */
+    {"goldenGetDesc", 1, 0},  /* 28 */
+    {"goldenJoin", 0, 1},  /* 29 */
+    {"goldenLog", 0, 0},  /* 30 */
+    {"goldenLogSize", 0, 0},  /* 31 */
+    {"goldenMakeDesc", -1, 0},  /* 32 */
+    {"goldenMissing", 0, 1},  /* 33 */
+    {"goldenSumFlags", 0, 1},  /* 34 */
+    {"goldenSumInts", 0, 1},  /* 35 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_6(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_7(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_8(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_9(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_10(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_11(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_12(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_13(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_14(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_15(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_16(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_17(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_18(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_19(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_20(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_21(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_22(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_23(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_24(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_25(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_26(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_27(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_28(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_29(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_30(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_31(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_32(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_33(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_34(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_35(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_36(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_37(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_38(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_39(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_40(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 
 static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"bytes"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     goldenStatus ia_r;
     goldenPtr o0 = 0;
     size_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("goldenAlloc", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("goldenAlloc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(size_t, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = goldenAlloc(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 0);
-    return IA_FROM_INT(goldenPtr, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(goldenPtr, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
+    static const char *const ia_kw[] = {"ctx"};
     PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    goldenCtx a0;
+    char *ia_buf1 = NULL;
+    Py_ssize_t ia_n1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenBlob", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 1) < 0)
+        return NULL;
+    {
+        PyObject *ia_sv[1] = {ia_a[0]};
+        PyObject *ia_sz = ia_fast_2(NULL, ia_sv, 1, NULL);
+        if (ia_sz == NULL)
+            goto ia_done;
+        ia_n1 = PyLong_AsSsize_t(ia_sz);
+        Py_DECREF(ia_sz);
+        if (ia_n1 == -1 && PyErr_Occurred())
+            goto ia_done;
+    }
+    if ((ia_buf1 = (char *)PyMem_Calloc(ia_n1 > 1 ? (size_t)ia_n1 : 1, 1)) == NULL) {
+        PyErr_NoMemory();
+        goto ia_done;
+    }
+    if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenBlob(a0, ia_buf1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = PyBytes_FromStringAndSize(ia_buf1, ia_n1 >= 0 ? ia_n1 : 1);
+    ia_done:
+    ia_free_args(ia_free);
+    PyMem_Free(ia_buf1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    goldenCtx a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenBlobSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[1] == NULL) && ia_ct_load(1, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(1), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenBlobSize(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx", "source"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    goldenCtx a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("goldenBuild", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(2), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(3), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenBuild(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail_log(IA_FROM_INT(goldenStatus, ia_r), 3, "goldenLog", ia_a[0]);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"value", "by"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    int o0;
+    int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("goldenBump", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_INOUT_INT(int, ia_a[0], o0);
+    IA_IN_INT(int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenBump(&o0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 4);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o0);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     int ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("goldenCalls", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("goldenCalls", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = goldenCalls();
     Py_END_ALLOW_THREADS
-    return IA_FROM_INT(int, ia_r);
-}
-
-static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
-{
-    static const char *const ia_kw[] = {"status", "count"};
-    PyObject *ia_argv[2];
-    PyObject *const *ia_a = ia_args;
-    goldenStatus ia_r;
-    goldenStatus a0;
-    int a1;
-    (void)ia_self;
-    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("goldenFail", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
-            return NULL;
-        ia_a = ia_argv;
-    }
-    IA_ARG_INT(goldenStatus, ia_a[0], a0);
-    IA_ARG_INT(int, ia_a[1], a1);
-    Py_BEGIN_ALLOW_THREADS
-    ia_r = goldenFail(a0, a1);
-    Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 2);
-    return (Py_INCREF(Py_None), Py_None);
-}
-
-static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
-{
-    static const char *const ia_kw[] = {"status"};
-    PyObject *ia_argv[1];
-    PyObject *const *ia_a = ia_args;
-    goldenStatus ia_r;
-    goldenStatus a0;
-    const char *o1 = NULL;
-    (void)ia_self;
-    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("goldenGetErrorName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
-            return NULL;
-        ia_a = ia_argv;
-    }
-    IA_ARG_INT(goldenStatus, ia_a[0], a0);
-    Py_BEGIN_ALLOW_THREADS
-    ia_r = goldenGetErrorName(a0, &o1);
-    Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 3);
-    return ia_str(o1);
-}
-
-static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
-{
-    static const char *const ia_kw[] = {"index"};
-    PyObject *ia_argv[1];
-    PyObject *const *ia_a = ia_args;
-    goldenStatus ia_r;
-    char ia_buf0[64];
-    int a2;
-    (void)ia_self;
-    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("goldenGetName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
-            return NULL;
-        ia_a = ia_argv;
-    }
-    IA_ARG_INT(int, ia_a[0], a2);
-    memset(ia_buf0, 0, sizeof ia_buf0);
-    Py_BEGIN_ALLOW_THREADS
-    ia_r = goldenGetName(ia_buf0, (int)64, a2);
-    Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 4);
-    return ia_str_n(ia_buf0, 64);
-}
-
-static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
-{
-    static const char *const ia_kw[] = {"index"};
-    PyObject *ia_argv[1];
-    PyObject *const *ia_a = ia_args;
-    goldenStatus ia_r;
-    int a0;
-    unsigned long long o1 = 0;
-    (void)ia_self;
-    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("goldenGetValue", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
-            return NULL;
-        ia_a = ia_argv;
-    }
-    IA_ARG_INT(int, ia_a[0], a0);
-    Py_BEGIN_ALLOW_THREADS
-    ia_r = goldenGetValue(a0, &o1);
-    Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 5);
-    return IA_FROM_INT(unsigned long long, o1);
+    ia_res = IA_FROM_INT(int, ia_r);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
+    static const char *const ia_kw[] = {"values"};
     PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     goldenStatus ia_r;
-    int o0 = 0;
+    PyObject *ia_keep = NULL;
+    const long long *a0 = NULL;
+    void *ia_m0 = NULL;
     int o1 = 0;
     (void)ia_self;
-    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("goldenGetVersion", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenCountTerminated", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
+        ia_a = ia_argv;
     }
+    if (IA_UNLIKELY(ia_ct[4] == NULL) && ia_ct_load(4, 1) < 0)
+        return NULL;
+    if (ia_array(ia_a[0], ia_ct[4], sizeof *a0, 1, &ia_m0, &ia_keep) < 0)
+        goto ia_done;
+    a0 = ia_m0;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = goldenGetVersion(&o0, &o1);
+    ia_r = goldenCountTerminated(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 6);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 6);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o1);
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m0);
+    return ia_res;
 }
 
 static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -292,111 +747,1123 @@ static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"flags"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     goldenStatus ia_r;
-    unsigned int a0;
+    goldenCtx o0 = NULL;
+    unsigned int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("goldenInit", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("goldenCtxCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(unsigned int, ia_a[0], a0);
+    if (IA_UNLIKELY(ia_ct[5] == NULL) && ia_ct_load(5, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = goldenInit(a0);
+    ia_r = goldenCtxCreate(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 7);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 7);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(5));
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
-    static const char *const ia_kw[] = {"x"};
     PyObject *ia_argv[1];
-    PyObject *const *ia_a = ia_args;
-    goldenStatus ia_r;
-    int a0;
+    PyObject *ia_res = NULL;
+    goldenCtx ia_r;
     (void)ia_self;
-    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("goldenNotExported", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("goldenCtxCurrent", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
-        ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
+    if (IA_UNLIKELY(ia_ct[6] == NULL) && ia_ct_load(6, 1) < 0)
+        return NULL;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = goldenNotExported(a0);
+    ia_r = goldenCtxCurrent();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 8);
-    return (Py_INCREF(Py_None), Py_None);
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(6));
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    goldenCtx a0;
+    unsigned int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenCtxGetFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[7] == NULL) && ia_ct_load(7, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(7), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenCtxGetFlags(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 9);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    const char *ia_r;
+    goldenCtx a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenCtxLabel", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[8] == NULL) && ia_ct_load(8, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(8), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenCtxLabel(a0);
+    Py_END_ALLOW_THREADS
+    if (ia_r == NULL && ia_status(10) != 0 && ia_fast_require(10) < 0)
+        goto ia_done;
+    ia_res = ia_str(ia_r);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx", "cb", "user"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    goldenCtx a0;
+    goldenCallback a1;
+    void *a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("goldenCtxNotify", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[9] == NULL) && ia_ct_load(9, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(9), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(10));
+        if (a1 == NULL && PyErr_Occurred())
+            goto ia_done;
+    }
+    if (ia_a[2] == Py_None) {
+        a2 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(11), ia_a[2], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenCtxNotify(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 11);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenCtx ia_r;
+    unsigned int a0;
+    goldenStatus o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenCtxOpen", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[12] == NULL) && ia_ct_load(12, 1) < 0)
+        return NULL;
+    IA_IN_INT(unsigned int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenCtxOpen(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o1 != 0)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, o1), 12);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(12));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    goldenCtx o0 = NULL;
+    goldenCtx o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("goldenCtxPair", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[13] == NULL) && ia_ct_load(13, 2) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenCtxPair(&o0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 13);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(13)), _cffi_from_c_pointer((char *)o1, IA_CT(14))});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenCtx a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenCtxReset", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[15] == NULL) && ia_ct_load(15, 1) < 0)
+        return NULL;
+    if (IA_UNLIKELY(ia_status(14) != 0) && ia_fast_require(14) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(15), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    goldenCtxReset(a0);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx", "label"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    goldenCtx a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("goldenCtxSetLabel", ia_kw, 2, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[16] == NULL) && ia_ct_load(16, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(16), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if ((ia_s1 != NULL ? ia_s1 : ia_a[1]) == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(17), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenCtxSetLabel(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 15);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    goldenCtx o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenCtxSwap", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[18] == NULL) && ia_ct_load(18, 1) < 0)
+        return NULL;
+    if (ia_a[0] != Py_None && _cffi_to_c((char *)&o0, IA_CT(18), ia_a[0]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenCtxSwap(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 16);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(18));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    goldenCtx a0;
+    void *o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenCtxUser", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[19] == NULL) && ia_ct_load(19, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(19), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenCtxUser(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 17);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(20));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"desc"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    goldenDesc a0;
+    long long o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenDescArea", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[21] == NULL) && ia_ct_load(21, 1) < 0)
+        return NULL;
+    if (_cffi_to_c((char *)&a0, IA_CT(21), ia_a[0]) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenDescArea(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 18);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(long long, o1);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"desc"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    const goldenDesc *a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenDescCheck", ia_kw, 1, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[22] == NULL) && ia_ct_load(22, 1) < 0)
+        return NULL;
+    if (ia_a[0] == Py_None) {
+        a0 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(22), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenDescCheck(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 19);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"desc", "by"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    PyObject *ia_o0 = NULL;
+    goldenDesc *a0;
+    int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("goldenDescGrow", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[23] == NULL) && ia_ct_load(23, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[23], ia_a[0])) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(23));
+    IA_IN_INT(int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenDescGrow(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 20);
+        goto ia_done;
+    }
+    ia_res = ia_item0(ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"a", "b_"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    unsigned int a0;
+    Py_ssize_t ia_n0 = 0;
+    PyObject *ia_keep = NULL;
+    const double *a1 = NULL;
+    void *ia_m1 = NULL;
+    const double *a2 = NULL;
+    void *ia_m2 = NULL;
+    double o3 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("goldenDot", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[24] == NULL) && ia_ct_load(24, 2) < 0)
+        return NULL;
+    if (ia_a[0] != Py_None && (ia_n0 = PyObject_Length(ia_a[0])) < 0)
+        goto ia_done;
+    if (ia_a[1] != Py_None) {
+        Py_ssize_t ia_m = PyObject_Length(ia_a[1]);
+        if (ia_m < 0)
+            goto ia_done;
+        if (ia_m != ia_n0) {
+            ia_fast_invalid(21, "b_ must have as many items as a");
+            goto ia_done;
+        }
+    }
+    if (ia_array(ia_a[0], ia_ct[24], sizeof *a1, 0, &ia_m1, &ia_keep) < 0)
+        goto ia_done;
+    a1 = ia_m1;
+    if (ia_array(ia_a[1], ia_ct[25], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
+        goto ia_done;
+    a2 = ia_m2;
+    IA_IN_LEN(unsigned int, ia_n0, a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenDot(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 21);
+        goto ia_done;
+    }
+    ia_res = PyFloat_FromDouble((double)o3);
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m1);
+    PyMem_Free(ia_m2);
+    return ia_res;
+}
+
+static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"status", "count"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    goldenStatus a0;
+    int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("goldenFail", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_IN_INT(goldenStatus, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenFail(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 22);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "value", "n"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    void *a0;
+    int a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("goldenFillBytes", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[26] == NULL) && ia_ct_load(26, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(26), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenFillBytes(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 23);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    PyObject *ia_o0 = NULL;
+    goldenDesc *a0;
+    goldenCtx a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenGetDesc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[27] == NULL) && ia_ct_load(27, 2) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[27], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(27));
+    if (ia_arg_ptr(IA_CT(28), ia_a[0], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenGetDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 24);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"status"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    goldenStatus a0;
+    const char *o1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenGetErrorName", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_IN_INT(goldenStatus, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenGetErrorName(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 25);
+        goto ia_done;
+    }
+    ia_res = ia_str(o1);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"index"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    char ia_buf0[64];
+    int a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenGetName", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    memset(ia_buf0, 0, sizeof ia_buf0);
+    IA_IN_INT(int, ia_a[0], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenGetName(ia_buf0, (int)64, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 26);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf0, 64);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"index"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    int a0;
+    unsigned long long o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenGetValue", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_IN_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenGetValue(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 27);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned long long, o1);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    int o0 = 0;
+    int o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("goldenGetVersion", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenGetVersion(&o0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 28);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"flags"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    unsigned int a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenInit", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_IN_INT(unsigned int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenInit(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 29);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"parts"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    PyObject *ia_keep = NULL;
+    const char * const *a0 = NULL;
+    void *ia_m0 = NULL;
+    int a1;
+    Py_ssize_t ia_n1 = 0;
+    char ia_buf2[128];
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenJoin", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[29] == NULL) && ia_ct_load(29, 1) < 0)
+        return NULL;
+    if (ia_array(ia_a[0], ia_ct[29], sizeof *a0, 0, &ia_m0, &ia_keep) < 0)
+        goto ia_done;
+    a0 = ia_m0;
+    if (ia_a[0] != Py_None && (ia_n1 = PyObject_Length(ia_a[0])) < 0)
+        goto ia_done;
+    memset(ia_buf2, 0, sizeof ia_buf2);
+    IA_IN_LEN(int, ia_n1, a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenJoin(a0, a1, ia_buf2, (int)128);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 30);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf2, 128);
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    goldenCtx a0;
+    char *ia_buf1 = NULL;
+    Py_ssize_t ia_n1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenLog", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[30] == NULL) && ia_ct_load(30, 1) < 0)
+        return NULL;
+    {
+        PyObject *ia_sv[1] = {ia_a[0]};
+        PyObject *ia_sz = ia_fast_32(NULL, ia_sv, 1, NULL);
+        if (ia_sz == NULL)
+            goto ia_done;
+        ia_n1 = PyLong_AsSsize_t(ia_sz);
+        Py_DECREF(ia_sz);
+        if (ia_n1 == -1 && PyErr_Occurred())
+            goto ia_done;
+    }
+    if ((ia_buf1 = (char *)PyMem_Calloc(ia_n1 > 1 ? (size_t)ia_n1 : 1, 1)) == NULL) {
+        PyErr_NoMemory();
+        goto ia_done;
+    }
+    if (ia_arg_ptr(IA_CT(30), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenLog(a0, ia_buf1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 31);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf1, (ia_n1 > 1 ? (size_t)ia_n1 : 1));
+    ia_done:
+    ia_free_args(ia_free);
+    PyMem_Free(ia_buf1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctx"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    goldenStatus ia_r;
+    goldenCtx a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenLogSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[31] == NULL) && ia_ct_load(31, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(31), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenLogSize(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 32);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"width", "height"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenDesc ia_r;
+    int a0;
+    int a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("goldenMakeDesc", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[32] == NULL) && ia_ct_load(32, 1) < 0)
+        return NULL;
+    IA_IN_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[1], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenMakeDesc(a0, a1);
+    Py_END_ALLOW_THREADS
+    ia_res = _cffi_from_c_struct((char *)&ia_r, IA_CT(32));
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"values"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    PyObject *ia_keep = NULL;
+    const int *a0 = NULL;
+    void *ia_m0 = NULL;
+    unsigned int a1;
+    Py_ssize_t ia_n1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenMissing", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[33] == NULL) && ia_ct_load(33, 1) < 0)
+        return NULL;
+    if (ia_array(ia_a[0], ia_ct[33], sizeof *a0, 0, &ia_m0, &ia_keep) < 0)
+        goto ia_done;
+    a0 = ia_m0;
+    if (ia_a[0] != Py_None && (ia_n1 = PyObject_Length(ia_a[0])) < 0)
+        goto ia_done;
+    if (IA_UNLIKELY(ia_status(34) != 0) && ia_fast_require(34) < 0)
+        goto ia_done;
+    IA_IN_LEN(unsigned int, ia_n1, a1);
+    Py_BEGIN_ALLOW_THREADS
+    goldenMissing(a0, a1);
+    Py_END_ALLOW_THREADS
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"x"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    int a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenNotExported", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    IA_IN_INT(int, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenNotExported(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 35);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
     static const char *const ia_kw[] = {"x", "factor"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     double ia_r;
     double a0;
     float a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("goldenScale", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("goldenScale", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_FLOAT(double, ia_a[0], a0);
-    IA_ARG_FLOAT(float, ia_a[1], a1);
+    IA_IN_FLOAT(double, ia_a[0], a0);
+    IA_IN_FLOAT(float, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = goldenScale(a0, a1);
     Py_END_ALLOW_THREADS
-    return PyFloat_FromDouble((double)ia_r);
+    ia_res = PyFloat_FromDouble((double)ia_r);
+    ia_done:
+    return ia_res;
 }
 
-static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"index", "value"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     goldenStatus ia_r;
     int a0;
     unsigned int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("goldenSetValue", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("goldenSetValue", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
-    IA_ARG_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = goldenSetValue(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 10);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 37);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
-static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"status"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     const char *ia_r;
     goldenStatus a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("goldenStatusString", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("goldenStatusString", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(goldenStatus, ia_a[0], a0);
+    IA_IN_INT(goldenStatus, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = goldenStatusString(a0);
     Py_END_ALLOW_THREADS
-    if (ia_r == NULL && ia_status(11) != 0 && ia_fast_require(11) < 0)
+    if (ia_r == NULL && ia_status(38) != 0 && ia_fast_require(38) < 0)
+        goto ia_done;
+    ia_res = ia_str(ia_r);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ctxs"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    PyObject *ia_keep = NULL;
+    const goldenCtx *a0 = NULL;
+    void *ia_m0 = NULL;
+    int a1;
+    Py_ssize_t ia_n1 = 0;
+    unsigned int o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenSumFlags", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[34] == NULL) && ia_ct_load(34, 1) < 0)
         return NULL;
-    return ia_str(ia_r);
+    if (ia_array(ia_a[0], ia_ct[34], sizeof *a0, 0, &ia_m0, &ia_keep) < 0)
+        goto ia_done;
+    a0 = ia_m0;
+    if (ia_a[0] != Py_None && (ia_n1 = PyObject_Length(ia_a[0])) < 0)
+        goto ia_done;
+    IA_IN_LEN(int, ia_n1, a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenSumFlags(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 39);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned int, o2);
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m0);
+    return ia_res;
+}
+
+static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"values"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    goldenStatus ia_r;
+    PyObject *ia_keep = NULL;
+    const int *a0 = NULL;
+    void *ia_m0 = NULL;
+    unsigned int a1;
+    Py_ssize_t ia_n1 = 0;
+    long long o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("goldenSumInts", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[35] == NULL) && ia_ct_load(35, 1) < 0)
+        return NULL;
+    if (ia_array(ia_a[0], ia_ct[35], sizeof *a0, 0, &ia_m0, &ia_keep) < 0)
+        goto ia_done;
+    a0 = ia_m0;
+    if (ia_a[0] != Py_None && (ia_n1 = PyObject_Length(ia_a[0])) < 0)
+        goto ia_done;
+    IA_IN_LEN(unsigned int, ia_n1, a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = goldenSumInts(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 40);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(long long, o2);
+    ia_done:
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m0);
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
@@ -408,7 +1875,38 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``goldenAlloc_v2``.\n"
      "Returns ``ptr``."},
-    {"goldenCalls", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenBlob", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "goldenBlob($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenBlob(goldenCtx ctx, char *blob)``\n"
+     "\n"
+     "Symbol ``goldenBlob``.\n"
+     "Returns ``blob``."},
+    {"goldenBlobSize", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "goldenBlobSize($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenBlobSize(goldenCtx ctx, size_t *size)``\n"
+     "\n"
+     "Symbol ``goldenBlobSize``.\n"
+     "Returns ``size``."},
+    {"goldenBuild", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+     "goldenBuild($module, ctx, source)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenBuild(goldenCtx ctx, const char *source)``\n"
+     "\n"
+     "Symbol ``goldenBuild``."},
+    {"goldenBump", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+     "goldenBump($module, value, by)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenBump(int *value, int by)``\n"
+     "\n"
+     "Symbol ``goldenBump``.\n"
+     "Returns ``value``."},
+    {"goldenCalls", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
      "goldenCalls($module)\n"
      "--\n"
      "\n"
@@ -416,14 +1914,153 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``goldenCalls``.\n"
      "Returns the result."},
-    {"goldenFail", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenCountTerminated", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCountTerminated($module, values)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenCountTerminated(const long long *values, int *count)``\n"
+     "\n"
+     "Symbol ``goldenCountTerminated``.\n"
+     "Returns ``count``."},
+    {"goldenCtxCreate", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxCreate($module, flags)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenCtxCreate(goldenCtx *ctx, unsigned int flags)``\n"
+     "\n"
+     "Symbol ``goldenCtxCreate``.\n"
+     "Returns ``ctx``."},
+    {"goldenCtxCurrent", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxCurrent($module)\n"
+     "--\n"
+     "\n"
+     "``goldenCtx goldenCtxCurrent(void)``\n"
+     "\n"
+     "Symbol ``goldenCtxCurrent``.\n"
+     "Returns the result."},
+    {"goldenCtxGetFlags", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxGetFlags($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenCtxGetFlags(goldenCtx ctx, unsigned int *flags)``\n"
+     "\n"
+     "Symbol ``goldenCtxGetFlags``.\n"
+     "Returns ``flags``."},
+    {"goldenCtxLabel", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxLabel($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``const char *goldenCtxLabel(goldenCtx ctx)``\n"
+     "\n"
+     "Symbol ``goldenCtxLabel``.\n"
+     "Returns the result."},
+    {"goldenCtxNotify", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxNotify($module, ctx, cb=None, user=None)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenCtxNotify(goldenCtx ctx, goldenCallback cb, void *user)``\n"
+     "\n"
+     "Symbol ``goldenCtxNotify``."},
+    {"goldenCtxOpen", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxOpen($module, flags)\n"
+     "--\n"
+     "\n"
+     "``goldenCtx goldenCtxOpen(unsigned int flags, goldenStatus *errcode_ret)``\n"
+     "\n"
+     "Symbol ``goldenCtxOpen``.\n"
+     "Returns the result."},
+    {"goldenCtxPair", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxPair($module)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenCtxPair(goldenCtx *first, goldenCtx *second)``\n"
+     "\n"
+     "Symbol ``goldenCtxPair``.\n"
+     "Returns ``first``, ``second``."},
+    {"goldenCtxReset", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxReset($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``void goldenCtxReset(goldenCtx ctx)``\n"
+     "\n"
+     "Symbol ``goldenCtxReset``."},
+    {"goldenCtxSetLabel", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxSetLabel($module, ctx, label=None)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenCtxSetLabel(goldenCtx ctx, const char *label)``\n"
+     "\n"
+     "Symbol ``goldenCtxSetLabel``."},
+    {"goldenCtxSwap", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxSwap($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenCtxSwap(goldenCtx *ctx)``\n"
+     "\n"
+     "Symbol ``goldenCtxSwap``.\n"
+     "Returns ``ctx``."},
+    {"goldenCtxUser", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+     "goldenCtxUser($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenCtxUser(goldenCtx ctx, void **user)``\n"
+     "\n"
+     "Symbol ``goldenCtxUser``.\n"
+     "Returns ``user``."},
+    {"goldenDescArea", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
+     "goldenDescArea($module, desc)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenDescArea(goldenDesc desc, long long *area)``\n"
+     "\n"
+     "Symbol ``goldenDescArea``.\n"
+     "Returns ``area``."},
+    {"goldenDescCheck", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
+     "goldenDescCheck($module, desc=None)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenDescCheck(const goldenDesc *desc)``\n"
+     "\n"
+     "Symbol ``goldenDescCheck``."},
+    {"goldenDescGrow", (PyCFunction)(void (*)(void))ia_fast_20, METH_FASTCALL | METH_KEYWORDS,
+     "goldenDescGrow($module, desc, by)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenDescGrow(goldenDesc *desc, int by)``\n"
+     "\n"
+     "Symbol ``goldenDescGrow``.\n"
+     "Returns ``desc``."},
+    {"goldenDot", (PyCFunction)(void (*)(void))ia_fast_21, METH_FASTCALL | METH_KEYWORDS,
+     "goldenDot($module, a, b_)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenDot(unsigned int n, const double *a, const double *b, double *dot)``\n"
+     "\n"
+     "Symbol ``goldenDot``.\n"
+     "Returns ``dot``."},
+    {"goldenFail", (PyCFunction)(void (*)(void))ia_fast_22, METH_FASTCALL | METH_KEYWORDS,
      "goldenFail($module, status, count)\n"
      "--\n"
      "\n"
      "``goldenStatus goldenFail(goldenStatus status, int count)``\n"
      "\n"
      "Symbol ``goldenFail``."},
-    {"goldenGetErrorName", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenFillBytes", (PyCFunction)(void (*)(void))ia_fast_23, METH_FASTCALL | METH_KEYWORDS,
+     "goldenFillBytes($module, dst, value, n)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenFillBytes(void *dst, int value, size_t n)``\n"
+     "\n"
+     "Symbol ``goldenFillBytes``."},
+    {"goldenGetDesc", (PyCFunction)(void (*)(void))ia_fast_24, METH_FASTCALL | METH_KEYWORDS,
+     "goldenGetDesc($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenGetDesc(goldenDesc *desc, goldenCtx ctx)``\n"
+     "\n"
+     "Symbol ``goldenGetDesc``.\n"
+     "Returns ``desc``."},
+    {"goldenGetErrorName", (PyCFunction)(void (*)(void))ia_fast_25, METH_FASTCALL | METH_KEYWORDS,
      "goldenGetErrorName($module, status)\n"
      "--\n"
      "\n"
@@ -431,7 +2068,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``goldenGetErrorName``.\n"
      "Returns ``name``."},
-    {"goldenGetName", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenGetName", (PyCFunction)(void (*)(void))ia_fast_26, METH_FASTCALL | METH_KEYWORDS,
      "goldenGetName($module, index)\n"
      "--\n"
      "\n"
@@ -439,7 +2076,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``goldenGetName``.\n"
      "Returns ``name``."},
-    {"goldenGetValue", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenGetValue", (PyCFunction)(void (*)(void))ia_fast_27, METH_FASTCALL | METH_KEYWORDS,
      "goldenGetValue($module, index)\n"
      "--\n"
      "\n"
@@ -447,7 +2084,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``goldenGetValue``.\n"
      "Returns ``value``."},
-    {"goldenGetVersion", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenGetVersion", (PyCFunction)(void (*)(void))ia_fast_28, METH_FASTCALL | METH_KEYWORDS,
      "goldenGetVersion($module)\n"
      "--\n"
      "\n"
@@ -455,21 +2092,60 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``goldenGetVersion``.\n"
      "Returns ``major``, ``minor``."},
-    {"goldenInit", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenInit", (PyCFunction)(void (*)(void))ia_fast_29, METH_FASTCALL | METH_KEYWORDS,
      "goldenInit($module, flags)\n"
      "--\n"
      "\n"
      "``goldenStatus goldenInit(unsigned int flags)``\n"
      "\n"
      "Symbol ``goldenInit``."},
-    {"goldenNotExported", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenJoin", (PyCFunction)(void (*)(void))ia_fast_30, METH_FASTCALL | METH_KEYWORDS,
+     "goldenJoin($module, parts)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenJoin(const char * const *parts, int n, char *out, int len)``\n"
+     "\n"
+     "Symbol ``goldenJoin``.\n"
+     "Returns ``out``."},
+    {"goldenLog", (PyCFunction)(void (*)(void))ia_fast_31, METH_FASTCALL | METH_KEYWORDS,
+     "goldenLog($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenLog(goldenCtx ctx, char *log)``\n"
+     "\n"
+     "Symbol ``goldenLog``.\n"
+     "Returns ``log``."},
+    {"goldenLogSize", (PyCFunction)(void (*)(void))ia_fast_32, METH_FASTCALL | METH_KEYWORDS,
+     "goldenLogSize($module, ctx)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenLogSize(goldenCtx ctx, size_t *size)``\n"
+     "\n"
+     "Symbol ``goldenLogSize``.\n"
+     "Returns ``size``."},
+    {"goldenMakeDesc", (PyCFunction)(void (*)(void))ia_fast_33, METH_FASTCALL | METH_KEYWORDS,
+     "goldenMakeDesc($module, width, height)\n"
+     "--\n"
+     "\n"
+     "``goldenDesc goldenMakeDesc(int width, int height)``\n"
+     "\n"
+     "Symbol ``goldenMakeDesc``.\n"
+     "Returns the result."},
+    {"goldenMissing", (PyCFunction)(void (*)(void))ia_fast_34, METH_FASTCALL | METH_KEYWORDS,
+     "goldenMissing($module, values)\n"
+     "--\n"
+     "\n"
+     "``void goldenMissing(const int *values, unsigned int n)``\n"
+     "\n"
+     "Symbol ``goldenMissing``."},
+    {"goldenNotExported", (PyCFunction)(void (*)(void))ia_fast_35, METH_FASTCALL | METH_KEYWORDS,
      "goldenNotExported($module, x)\n"
      "--\n"
      "\n"
      "``goldenStatus goldenNotExported(int x)``\n"
      "\n"
      "Symbol ``goldenNotExported``."},
-    {"goldenScale", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenScale", (PyCFunction)(void (*)(void))ia_fast_36, METH_FASTCALL | METH_KEYWORDS,
      "goldenScale($module, x, factor)\n"
      "--\n"
      "\n"
@@ -477,14 +2153,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``goldenScale``.\n"
      "Returns the result."},
-    {"goldenSetValue", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenSetValue", (PyCFunction)(void (*)(void))ia_fast_37, METH_FASTCALL | METH_KEYWORDS,
      "goldenSetValue($module, index, value)\n"
      "--\n"
      "\n"
      "``goldenStatus goldenSetValue(int index, unsigned int value)``\n"
      "\n"
      "Symbol ``goldenSetValue``."},
-    {"goldenStatusString", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
+    {"goldenStatusString", (PyCFunction)(void (*)(void))ia_fast_38, METH_FASTCALL | METH_KEYWORDS,
      "goldenStatusString($module, status)\n"
      "--\n"
      "\n"
@@ -492,5 +2168,21 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``goldenStatusString``.\n"
      "Returns the result."},
+    {"goldenSumFlags", (PyCFunction)(void (*)(void))ia_fast_39, METH_FASTCALL | METH_KEYWORDS,
+     "goldenSumFlags($module, ctxs)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenSumFlags(const goldenCtx *ctxs, int n, unsigned int *total)``\n"
+     "\n"
+     "Symbol ``goldenSumFlags``.\n"
+     "Returns ``total``."},
+    {"goldenSumInts", (PyCFunction)(void (*)(void))ia_fast_40, METH_FASTCALL | METH_KEYWORDS,
+     "goldenSumInts($module, values)\n"
+     "--\n"
+     "\n"
+     "``goldenStatus goldenSumInts(const int *values, unsigned int count, long long *sum)``\n"
+     "\n"
+     "Symbol ``goldenSumInts``.\n"
+     "Returns ``sum``."},
     IA_RUNTIME_METHODS
 };

@@ -6,7 +6,8 @@
 #define IA_COUNT 4
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.kernel_launch"
-#define IA_FAST_COUNT 3
+#define IA_FAST_COUNT 4
+#define IA_CT_COUNT 4
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "klLastLaunchParam",
@@ -67,27 +68,46 @@ static klStatus klLaunchParamSize(int index, unsigned int size)
     return ((ia_pfn_3)ia_fn)(index, size);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"klLaunch", 0, 0},  /* 0 */
+    {"klLaunch", 8, 0},  /* 1 */
+    {"klLaunch", 9, 1},  /* 2 */
+    {"klLaunch", 10, 1},  /* 3 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
 static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"index"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     klStatus ia_r;
     int a0;
     unsigned long long o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("klLastLaunchParam", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("klLastLaunchParam", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = klLastLaunchParam(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(klStatus, ia_r), 0);
-    return IA_FROM_INT(unsigned long long, o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(klStatus, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned long long, o1);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -95,22 +115,78 @@ static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"index"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     klStatus ia_r;
     int a0;
     unsigned long long o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("klLastLaunchValue", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("klLastLaunchValue", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = klLastLaunchValue(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(klStatus, ia_r), 1);
-    return IA_FROM_INT(unsigned long long, o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(klStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned long long, o1);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"f", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "sharedBytes", "stream"};
+    PyObject *ia_argv[9];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    klStatus ia_r;
+    klFunction a0;
+    unsigned int a1;
+    unsigned int a2;
+    unsigned int a3;
+    unsigned int a4;
+    unsigned int a5;
+    unsigned int a6;
+    unsigned int a7;
+    klStream a8;
+    void *o9 = NULL;
+    void *o10 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 9)) {
+        if (ia_fast_args("klLaunch", ia_kw, 9, 9, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 4) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(unsigned int, ia_a[2], a2);
+    IA_IN_INT(unsigned int, ia_a[3], a3);
+    IA_IN_INT(unsigned int, ia_a[4], a4);
+    IA_IN_INT(unsigned int, ia_a[5], a5);
+    IA_IN_INT(unsigned int, ia_a[6], a6);
+    IA_IN_INT(unsigned int, ia_a[7], a7);
+    if (ia_arg_ptr(IA_CT(1), ia_a[8], (char **)&a8, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = klLaunch(a0, a1, a2, a3, a4, a5, a6, a7, a8, &o9, &o10);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(klStatus, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o9, IA_CT(2)), _cffi_from_c_pointer((char *)o10, IA_CT(3))});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -118,23 +194,28 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"index", "size"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     klStatus ia_r;
     int a0;
     unsigned int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("klLaunchParamSize", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("klLaunchParamSize", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
-    IA_ARG_INT(unsigned int, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = klLaunchParamSize(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(klStatus, ia_r), 3);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(klStatus, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
@@ -154,6 +235,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``klLastLaunchValue``.\n"
      "Returns ``value``."},
+    {"klLaunch", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "klLaunch($module, f, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedBytes, stream)\n"
+     "--\n"
+     "\n"
+     "``klStatus klLaunch(klFunction f, unsigned int gridX, unsigned int gridY, unsigned int gridZ, unsigned int blockX, unsigned int blockY, unsigned int blockZ, unsigned int sharedBytes, klStream stream, void **params, void **extra)``\n"
+     "\n"
+     "Symbol ``klLaunch``.\n"
+     "Returns ``params``, ``extra``."},
     {"klLaunchParamSize", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
      "klLaunchParamSize($module, index, size)\n"
      "--\n"

@@ -6,7 +6,8 @@
 #define IA_COUNT 4
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.per_thread"
-#define IA_FAST_COUNT 2
+#define IA_FAST_COUNT 4
+#define IA_CT_COUNT 3
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "ptCopy_v2",
@@ -56,39 +57,147 @@ static int ptWhich(void)
     return ((ia_pfn_3)ia_fn)();
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"ptCopy", 0, 0},  /* 0 */
+    {"ptCopy", 1, 0},  /* 1 */
+    {"ptFill", 0, 0},  /* 2 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "src", "bytes"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    ptStatus ia_r;
+    void *a0;
+    const void *a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("ptCopy", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(1), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = ptCopy(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(ptStatus, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dst", "value", "bytes"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    ptStatus ia_r;
+    void *a0;
+    int a1;
+    size_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("ptFill", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(2), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(int, ia_a[1], a1);
+    IA_IN_INT(size_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = ptFill(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(ptStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
 static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     ptStatus ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("ptInit", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("ptInit", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = ptInit();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(ptStatus, ia_r), 2);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(ptStatus, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     int ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("ptWhich", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("ptWhich", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = ptWhich();
     Py_END_ALLOW_THREADS
-    return IA_FROM_INT(int, ia_r);
+    ia_res = IA_FROM_INT(int, ia_r);
+    ia_done:
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"ptCopy", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "ptCopy($module, dst, src, bytes)\n"
+     "--\n"
+     "\n"
+     "``ptStatus ptCopy(void *dst, const void *src, size_t bytes)``\n"
+     "\n"
+     "Symbol ``ptCopy_v2`` (per-thread: ``ptCopy_v2_ptds``)."},
+    {"ptFill", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "ptFill($module, dst, value, bytes)\n"
+     "--\n"
+     "\n"
+     "``ptStatus ptFill(void *dst, int value, size_t bytes)``\n"
+     "\n"
+     "Symbol ``ptFill_v2`` (per-thread: ``ptFill_v2_ptds``)."},
     {"ptInit", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
      "ptInit($module)\n"
      "--\n"

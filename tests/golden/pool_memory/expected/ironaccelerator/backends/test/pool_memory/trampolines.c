@@ -6,7 +6,8 @@
 #define IA_COUNT 4
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.pool_memory"
-#define IA_FAST_COUNT 2
+#define IA_FAST_COUNT 4
+#define IA_CT_COUNT 3
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "pmPoolAlloc",
@@ -69,28 +70,118 @@ static pmStatus pmPoolValue(int index, unsigned long long *value)
     return ((ia_pfn_3)ia_fn)(index, value);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"pmPoolAlloc", 2, 0},  /* 0 */
+    {"pmPoolAlloc", 3, 0},  /* 1 */
+    {"pmPoolFree", 1, 0},  /* 2 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"bytes", "pool", "stream"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    pmStatus ia_r;
+    pmPtr o0 = 0;
+    size_t a1;
+    pmPool a2;
+    pmStream a3;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("pmPoolAlloc", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 2) < 0)
+        return NULL;
+    IA_IN_INT(size_t, ia_a[0], a1);
+    if (ia_arg_ptr(IA_CT(0), ia_a[1], (char **)&a2, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(1), ia_a[2], (char **)&a3, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = pmPoolAlloc(&o0, a1, a2, a3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(pmStatus, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(pmPtr, o0);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
 static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"status", "count"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     pmStatus ia_r;
     pmStatus a0;
     int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("pmPoolFail", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("pmPoolFail", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(pmStatus, ia_a[0], a0);
-    IA_ARG_INT(int, ia_a[1], a1);
+    IA_IN_INT(pmStatus, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = pmPoolFail(a0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(pmStatus, ia_r), 1);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(pmStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr", "stream"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    pmStatus ia_r;
+    pmPtr a0;
+    pmStream a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("pmPoolFree", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 1) < 0)
+        return NULL;
+    IA_IN_INT(pmPtr, ia_a[0], a0);
+    if (ia_arg_ptr(IA_CT(2), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = pmPoolFree(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(pmStatus, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
 }
 
 static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -98,25 +189,38 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"index"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     pmStatus ia_r;
     int a0;
     unsigned long long o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("pmPoolValue", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("pmPoolValue", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = pmPoolValue(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(pmStatus, ia_r), 3);
-    return IA_FROM_INT(unsigned long long, o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(pmStatus, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(unsigned long long, o1);
+    ia_done:
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"pmPoolAlloc", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "pmPoolAlloc($module, bytes, pool, stream)\n"
+     "--\n"
+     "\n"
+     "``pmStatus pmPoolAlloc(pmPtr *ptr, size_t bytes, pmPool pool, pmStream stream)``\n"
+     "\n"
+     "Symbol ``pmPoolAlloc``.\n"
+     "Returns ``ptr``."},
     {"pmPoolFail", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
      "pmPoolFail($module, status, count)\n"
      "--\n"
@@ -124,6 +228,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``pmStatus pmPoolFail(pmStatus status, int count)``\n"
      "\n"
      "Symbol ``pmPoolFail``."},
+    {"pmPoolFree", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "pmPoolFree($module, ptr, stream)\n"
+     "--\n"
+     "\n"
+     "``pmStatus pmPoolFree(pmPtr ptr, pmStream stream)``\n"
+     "\n"
+     "Symbol ``pmPoolFree``."},
     {"pmPoolValue", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
      "pmPoolValue($module, index)\n"
      "--\n"

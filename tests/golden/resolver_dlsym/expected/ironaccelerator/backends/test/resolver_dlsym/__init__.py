@@ -126,8 +126,8 @@ def dlNotExported(x: int) -> None:
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of the 3 functions that take and return only numbers (or a
-# string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
+# API mode: the checked wrappers of 3 of the 3 functions (every one whose shape the fast path
+# expresses) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any
 _python: dict[str, Any]

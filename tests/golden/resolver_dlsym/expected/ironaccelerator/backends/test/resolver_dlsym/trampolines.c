@@ -7,6 +7,7 @@
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.resolver_dlsym"
 #define IA_FAST_COUNT 3
+#define IA_CT_COUNT 0
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "dlAlloc_v2",
@@ -46,27 +47,42 @@ static dlStatus dlNotExported(int x)
     return ((ia_pfn_2)ia_fn)(x);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {NULL, 0, 0},
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
 static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"bytes"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     dlStatus ia_r;
     dlPtr o0 = 0;
     size_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("dlAlloc", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("dlAlloc", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(size_t, ia_a[0], a1);
+    IA_IN_INT(size_t, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = dlAlloc(&o0, a1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(dlStatus, ia_r), 0);
-    return IA_FROM_INT(dlPtr, o0);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(dlStatus, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(dlPtr, o0);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -74,21 +90,26 @@ static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"flags"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     dlStatus ia_r;
     unsigned int a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("dlInit", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("dlInit", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(unsigned int, ia_a[0], a0);
+    IA_IN_INT(unsigned int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = dlInit(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(dlStatus, ia_r), 1);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(dlStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -96,21 +117,26 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"x"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     dlStatus ia_r;
     int a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("dlNotExported", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("dlNotExported", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = dlNotExported(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(dlStatus, ia_r), 2);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(dlStatus, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {

@@ -181,8 +181,8 @@ def paProcRefusals() -> int:
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of the 4 functions that take and return only numbers (or a
-# string) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
+# API mode: the checked wrappers of 6 of the 6 functions (every one whose shape the fast path
+# expresses) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any
 _python: dict[str, Any]

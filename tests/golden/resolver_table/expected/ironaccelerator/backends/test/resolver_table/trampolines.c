@@ -6,7 +6,8 @@
 #define IA_COUNT 6
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.resolver_table"
-#define IA_FAST_COUNT 5
+#define IA_FAST_COUNT 6
+#define IA_CT_COUNT 1
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "TbDevice_add",
@@ -109,65 +110,93 @@ static tbStatus tbGetProviders(const TbInterface_t ***list, uint32_t *count)
     return ((ia_pfn_5)ia_fn)(list, count);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"tbGetProviders", 0, 1},  /* 0 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
 static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"a", "b"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     tbStatus ia_r;
     int a0;
     int a1;
     int o2 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("TbDevice_add", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("TbDevice_add", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
-    IA_ARG_INT(int, ia_a[1], a1);
+    IA_IN_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = TbDevice_add(a0, a1, &o2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(tbStatus, ia_r), 0);
-    return IA_FROM_INT(int, o2);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(tbStatus, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o2);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     tbStatus ia_r;
     int o0 = 0;
     int o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("TbDevice_getVersion", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("TbDevice_getVersion", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = TbDevice_getVersion(&o0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(tbStatus, ia_r), 1);
-    return ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(tbStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     tbStatus ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("TbDevice_reset", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("TbDevice_reset", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = TbDevice_reset();
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(tbStatus, ia_r), 2);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(tbStatus, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -175,37 +204,71 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"x"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     tbStatus ia_r;
     int a0;
     int o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("TbDevice_scale", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("TbDevice_scale", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a0);
+    IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = TbDevice_scale(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(tbStatus, ia_r), 3);
-    return IA_FROM_INT(int, o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(tbStatus, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int, o1);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
     int ia_r;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
-        if (ia_fast_args("tbCallCount", NULL, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("tbCallCount", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = tbCallCount();
     Py_END_ALLOW_THREADS
-    return IA_FROM_INT(int, ia_r);
+    ia_res = IA_FROM_INT(int, ia_r);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    tbStatus ia_r;
+    const TbInterface_t **o0 = NULL;
+    uint32_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("tbGetProviders", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = tbGetProviders(&o0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(tbStatus, ia_r), 5);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(0)), IA_FROM_INT(uint32_t, o1)});
+    ia_done:
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
@@ -248,5 +311,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``tbCallCount``.\n"
      "Returns the result."},
+    {"tbGetProviders", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+     "tbGetProviders($module)\n"
+     "--\n"
+     "\n"
+     "``tbStatus tbGetProviders(const TbInterface_t ***list, uint32_t *count)``\n"
+     "\n"
+     "Symbol ``tbGetProviders``.\n"
+     "Returns ``list``, ``count``."},
     IA_RUNTIME_METHODS
 };

@@ -6,7 +6,8 @@
 #define IA_COUNT 4
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.status_mask"
-#define IA_FAST_COUNT 3
+#define IA_FAST_COUNT 4
+#define IA_CT_COUNT 1
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "smCheck",
@@ -56,26 +57,42 @@ static SmStatus smGetVersion(uint32_t component, SmVersion *version)
     return ((ia_pfn_3)ia_fn)(component, version);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"smGetVersion", 1, 0},  /* 0 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
 static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"status"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     SmStatus ia_r;
     uint64_t a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("smCheck", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("smCheck", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(uint64_t, ia_a[0], a0);
+    IA_IN_INT(uint64_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = smCheck(a0);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(SmStatus, ia_r), 0);
-    return (Py_INCREF(Py_None), Py_None);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(SmStatus, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -83,24 +100,29 @@ static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"a", "b"};
     PyObject *ia_argv[2];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     SmStatus ia_r;
     int32_t a0;
     int32_t a1;
     int32_t o2 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("smDivide", ia_kw, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("smDivide", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int32_t, ia_a[0], a0);
-    IA_ARG_INT(int32_t, ia_a[1], a1);
+    IA_IN_INT(int32_t, ia_a[0], a0);
+    IA_IN_INT(int32_t, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = smDivide(a0, a1, &o2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(SmStatus, ia_r), 1);
-    return IA_FROM_INT(int32_t, o2);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(SmStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(int32_t, o2);
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -108,22 +130,62 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"status"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     SmStatus ia_r;
     SmStatus a0;
     const char *o1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("smGetMessage", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("smGetMessage", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(SmStatus, ia_a[0], a0);
+    IA_IN_INT(SmStatus, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = smGetMessage(a0, &o1);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(SmStatus, ia_r), 2);
-    return ia_str(o1);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(SmStatus, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = ia_str(o1);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"component"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    SmStatus ia_r;
+    uint32_t a0;
+    PyObject *ia_o1 = NULL;
+    SmVersion *a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("smGetVersion", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 1) < 0)
+        return NULL;
+    if ((ia_o1 = ia_new(ia_ct[0], NULL)) == NULL)
+        goto ia_done;
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(0));
+    IA_IN_INT(uint32_t, ia_a[0], a0);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = smGetVersion(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(SmStatus, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_done:
+    Py_XDECREF(ia_o1);
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
@@ -150,5 +212,13 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``smGetMessage``.\n"
      "Returns ``message``."},
+    {"smGetVersion", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
+     "smGetVersion($module, component)\n"
+     "--\n"
+     "\n"
+     "``SmStatus smGetVersion(uint32_t component, SmVersion *version)``\n"
+     "\n"
+     "Symbol ``smGetVersion``.\n"
+     "Returns ``version``."},
     IA_RUNTIME_METHODS
 };

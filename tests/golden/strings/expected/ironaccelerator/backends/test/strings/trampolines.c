@@ -6,7 +6,8 @@
 #define IA_COUNT 6
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.strings"
-#define IA_FAST_COUNT 2
+#define IA_FAST_COUNT 6
+#define IA_CT_COUNT 5
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "strBuild",
@@ -76,28 +77,196 @@ static const char *strStatusString(strStatus status)
     return ((ia_pfn_5)ia_fn)(status);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"strBuild", 0, 0},  /* 0 */
+    {"strBuild", 1, 0},  /* 1 */
+    {"strGetLog", 0, 0},  /* 2 */
+    {"strGetLogSize", 0, 0},  /* 3 */
+    {"strProgramCreate", 0, 1},  /* 4 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog", "source"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    strStatus ia_r;
+    strProgram a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("strBuild", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 2) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(1), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = strBuild(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail_log(IA_FROM_INT(strStatus, ia_r), 0, "strGetLog", ia_a[0]);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    strStatus ia_r;
+    strProgram a0;
+    char *ia_buf1 = NULL;
+    Py_ssize_t ia_n1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("strGetLog", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 1) < 0)
+        return NULL;
+    {
+        PyObject *ia_sv[1] = {ia_a[0]};
+        PyObject *ia_sz = ia_fast_2(NULL, ia_sv, 1, NULL);
+        if (ia_sz == NULL)
+            goto ia_done;
+        ia_n1 = PyLong_AsSsize_t(ia_sz);
+        Py_DECREF(ia_sz);
+        if (ia_n1 == -1 && PyErr_Occurred())
+            goto ia_done;
+    }
+    if ((ia_buf1 = (char *)PyMem_Calloc(ia_n1 > 1 ? (size_t)ia_n1 : 1, 1)) == NULL) {
+        PyErr_NoMemory();
+        goto ia_done;
+    }
+    if (ia_arg_ptr(IA_CT(2), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = strGetLog(a0, ia_buf1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(strStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf1, (ia_n1 > 1 ? (size_t)ia_n1 : 1));
+    ia_done:
+    ia_free_args(ia_free);
+    PyMem_Free(ia_buf1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"prog"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    strStatus ia_r;
+    strProgram a0;
+    size_t o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("strGetLogSize", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[3] == NULL) && ia_ct_load(3, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(3), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = strGetLogSize(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(strStatus, ia_r), 2);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(size_t, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
 static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"index"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     strStatus ia_r;
     char ia_buf0[64];
     int a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("strGetName", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("strGetName", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(int, ia_a[0], a2);
     memset(ia_buf0, 0, sizeof ia_buf0);
+    IA_IN_INT(int, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = strGetName(ia_buf0, (int)64, a2);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL))
-        return ia_fast_fail(IA_FROM_INT(strStatus, ia_r), 3);
-    return ia_str_n(ia_buf0, 64);
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(strStatus, ia_r), 3);
+        goto ia_done;
+    }
+    ia_res = ia_str_n(ia_buf0, 64);
+    ia_done:
+    return ia_res;
+}
+
+static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    PyObject *ia_argv[1];
+    PyObject *ia_res = NULL;
+    strStatus ia_r;
+    strProgram o0 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
+        if (ia_fast_args("strProgramCreate", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+    }
+    if (IA_UNLIKELY(ia_ct[4] == NULL) && ia_ct_load(4, 1) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = strProgramCreate(&o0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(strStatus, ia_r), 4);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(4));
+    ia_done:
+    return ia_res;
 }
 
 static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
@@ -105,24 +274,50 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     static const char *const ia_kw[] = {"status"};
     PyObject *ia_argv[1];
     PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
     const char *ia_r;
     strStatus a0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
-        if (ia_fast_args("strStatusString", ia_kw, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("strStatusString", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
-    IA_ARG_INT(strStatus, ia_a[0], a0);
+    IA_IN_INT(strStatus, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = strStatusString(a0);
     Py_END_ALLOW_THREADS
     if (ia_r == NULL && ia_status(5) != 0 && ia_fast_require(5) < 0)
-        return NULL;
-    return ia_str(ia_r);
+        goto ia_done;
+    ia_res = ia_str(ia_r);
+    ia_done:
+    return ia_res;
 }
 
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"strBuild", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "strBuild($module, prog, source)\n"
+     "--\n"
+     "\n"
+     "``strStatus strBuild(strProgram prog, const char *source)``\n"
+     "\n"
+     "Symbol ``strBuild``."},
+    {"strGetLog", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "strGetLog($module, prog)\n"
+     "--\n"
+     "\n"
+     "``strStatus strGetLog(strProgram prog, char *log)``\n"
+     "\n"
+     "Symbol ``strGetLog``.\n"
+     "Returns ``log``."},
+    {"strGetLogSize", (PyCFunction)(void (*)(void))ia_fast_2, METH_FASTCALL | METH_KEYWORDS,
+     "strGetLogSize($module, prog)\n"
+     "--\n"
+     "\n"
+     "``strStatus strGetLogSize(strProgram prog, size_t *size)``\n"
+     "\n"
+     "Symbol ``strGetLogSize``.\n"
+     "Returns ``size``."},
     {"strGetName", (PyCFunction)(void (*)(void))ia_fast_3, METH_FASTCALL | METH_KEYWORDS,
      "strGetName($module, index)\n"
      "--\n"
@@ -131,6 +326,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``strGetName``.\n"
      "Returns ``name``."},
+    {"strProgramCreate", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+     "strProgramCreate($module)\n"
+     "--\n"
+     "\n"
+     "``strStatus strProgramCreate(strProgram *prog)``\n"
+     "\n"
+     "Symbol ``strProgramCreate``.\n"
+     "Returns ``prog``."},
     {"strStatusString", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
      "strStatusString($module, status)\n"
      "--\n"

@@ -6,7 +6,8 @@
 #define IA_COUNT 2
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.structs"
-#define IA_FAST_COUNT 0
+#define IA_FAST_COUNT 2
+#define IA_CT_COUNT 2
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "stArea",
@@ -36,6 +37,100 @@ static stStatus stDescribe(stDesc *desc, stPtr ptr)
     return ((ia_pfn_1)ia_fn)(desc, ptr);
 }
 
+/* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
+static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
+    {"stArea", 0, 0},  /* 0 */
+    {"stDescribe", 0, 0},  /* 1 */
+};
+
+/* the checked fast paths (one may call another: a string's size function) */
+static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
+static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"p"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    stStatus ia_r;
+    const stPoint *a0;
+    long long o1 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("stArea", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = stArea(a0, &o1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(stStatus, ia_r), 0);
+        goto ia_done;
+    }
+    ia_res = IA_FROM_INT(long long, o1);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"ptr"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    stStatus ia_r;
+    PyObject *ia_o0 = NULL;
+    stDesc *a0;
+    stPtr a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("stDescribe", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[1] == NULL) && ia_ct_load(1, 1) < 0)
+        return NULL;
+    if ((ia_o0 = ia_new(ia_ct[1], NULL)) == NULL)
+        goto ia_done;
+    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(1));
+    IA_IN_INT(stPtr, ia_a[0], a1);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = stDescribe(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(stStatus, ia_r), 1);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_done:
+    Py_XDECREF(ia_o0);
+    return ia_res;
+}
+
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
+    {"stArea", (PyCFunction)(void (*)(void))ia_fast_0, METH_FASTCALL | METH_KEYWORDS,
+     "stArea($module, p)\n"
+     "--\n"
+     "\n"
+     "``stStatus stArea(const stPoint *p, long long *area)``\n"
+     "\n"
+     "Symbol ``stArea``.\n"
+     "Returns ``area``."},
+    {"stDescribe", (PyCFunction)(void (*)(void))ia_fast_1, METH_FASTCALL | METH_KEYWORDS,
+     "stDescribe($module, ptr)\n"
+     "--\n"
+     "\n"
+     "``stStatus stDescribe(stDesc *desc, stPtr ptr)``\n"
+     "\n"
+     "Symbol ``stDescribe``.\n"
+     "Returns ``desc``."},
     IA_RUNTIME_METHODS
 };
