@@ -522,10 +522,7 @@ def _fast(lib: BoundLibrary) -> dict[str, FastPath]:
 def test_which_functions_get_the_fast_path(libraries: dict[str, BoundLibrary]) -> None:
     """Every checked wrapper whose shape the fast path can express has one: handles, structs, strings, arrays,
     nullable pointers, errcode_ret, compile logs.  What stays in Python, and why."""
-    python_only = {
-        # binaries: const unsigned char ** read as an out string (an unsigned char ** the spec leaves inferred)
-        "opencl.cl": {"clCreateProgramWithBinary"},
-    }
+    python_only: dict[str, set[str]] = {}  # (clCreateProgramWithBinary was, until the spec said its binaries are in)
     for name, lib in libraries.items():
         fast = _fast(lib)
         rest = {f.public for f in lib.functions} - set(fast)

@@ -493,3 +493,30 @@ def test_compile_and_link_with_an_embedded_header(dev: Any) -> None:
         cl.clReleaseKernel(obj)
     for prog in (linked, main, header, bare):
         cl.clReleaseProgram(prog)
+
+
+def test_create_program_with_binary_through_the_checked_wrapper(dev: Any) -> None:
+    """clCreateProgramWithBinary's binaries are inputs (the binder read const unsigned char ** as an output string, so
+    its checked wrapper could not take a binary): a program's own binary makes a working program again."""
+    from ironaccelerator.backends.opencl import cl
+
+    api, ffi = dev.api, dev.api.ffi
+    src = cl.clCreateProgramWithSource(dev.context, ["__kernel void k(__global int *a) { a[0] = 42; }\n"], None)
+    cl.clBuildProgram(src, [dev.handle], "")
+    size = ffi.new("size_t *")
+    assert api.raw.clGetProgramInfo(src, api.cl.CL_PROGRAM_BINARY_SIZES, ffi.sizeof("size_t"), size, ffi.NULL) == 0
+    blob = ffi.new("unsigned char[]", size[0])
+    ptrs = ffi.new("unsigned char *[1]", [blob])
+    assert api.raw.clGetProgramInfo(src, api.cl.CL_PROGRAM_BINARIES, ffi.sizeof(ptrs), ptrs, ffi.NULL) == 0
+    status = ffi.new("cl_int[1]", [-1])
+    prog = cl.clCreateProgramWithBinary(dev.context, [dev.handle], [size[0]], [bytes(ffi.buffer(blob, size[0]))],
+                                        status)
+    assert status[0] == 0
+    cl.clBuildProgram(prog, [dev.handle], "")
+    kernel = cl.clCreateKernel(prog, "k")
+    with pytest.raises(Error) as e:  # a damaged binary: the vendor's refusal, as an Error
+        cl.clCreateProgramWithBinary(dev.context, [dev.handle], [8], [b"\0garbage"], None)
+    assert e.value.kind is ErrorKind.COMPILE_FAILED, e.value  # CL_INVALID_BINARY
+    cl.clReleaseKernel(kernel)
+    for p in (prog, src):
+        cl.clReleaseProgram(p)

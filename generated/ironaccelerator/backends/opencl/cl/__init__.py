@@ -605,13 +605,12 @@ def new_struct(name: str, **fields: Any) -> CData:
 _T0 = ffi.typeof('cl_int *')
 _T1 = ffi.typeof('cl_kernel *')
 _T2 = ffi.typeof('cl_uint *')
-_T3 = ffi.typeof('const unsigned char * *')
-_T4 = ffi.typeof('cl_device_id *')
-_T5 = ffi.typeof('cl_event *')
-_T6 = ffi.typeof('size_t *')
-_T7 = ffi.typeof('const void * *')
-_T8 = ffi.typeof('cl_ulong *')
-_T9 = ffi.typeof('cl_image_format *')
+_T3 = ffi.typeof('cl_device_id *')
+_T4 = ffi.typeof('cl_event *')
+_T5 = ffi.typeof('size_t *')
+_T6 = ffi.typeof('const void * *')
+_T7 = ffi.typeof('cl_ulong *')
+_T8 = ffi.typeof('cl_image_format *')
 
 # ---------------------------------------------------------------- C functions
 # _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
@@ -968,19 +967,26 @@ def clCreatePipe(context: CData, flags: int, pipe_packet_size: int, pipe_max_pac
     return _r
 
 
-def clCreateProgramWithBinary(context: CData, num_devices: int, device_list: CData, lengths: CData) -> tuple[CData, str, int]:
+def clCreateProgramWithBinary(context: CData, device_list: Sequence[Any], lengths: Sequence[Any], binaries: Sequence[str | bytes], binary_status: CData | None = None) -> CData:
     """``cl_program clCreateProgramWithBinary(cl_context context, cl_uint num_devices, const cl_device_id *device_list, const size_t *lengths, const unsigned char **binaries, cl_int *binary_status, cl_int *errcode_ret)``
 
     Symbol ``clCreateProgramWithBinary``.
-    Returns the result, ``binaries``, ``binary_status``.
+    Returns the result.
     """
-    _binaries = _new(_T3)
-    _binary_status = _new(_T0)
+    _keep: list[Any] = []
+    _num_devices = len(device_list) if device_list is not None else 0
+    if lengths is not None and len(lengths) != _num_devices:
+        raise Error(ErrorKind.INVALID_VALUE, 'lengths must have as many items as device_list', function='clCreateProgramWithBinary', backend='OPENCL')
+    if binaries is not None and len(binaries) != _num_devices:
+        raise Error(ErrorKind.INVALID_VALUE, 'binaries must have as many items as device_list', function='clCreateProgramWithBinary', backend='OPENCL')
+    _device_list = _c_array(ffi, 'const cl_device_id', device_list, _keep)
+    _lengths = _c_array(ffi, 'const size_t', lengths, _keep)
+    _binaries = _c_array(ffi, 'const unsigned char *', binaries, _keep)
     _errcode_ret = _new(_T0)
-    _r = _f_clCreateProgramWithBinary(context, num_devices, device_list, lengths, _binaries, _binary_status, _errcode_ret)
+    _r = _f_clCreateProgramWithBinary(context, _num_devices, _device_list, _lengths, _binaries, _NULL if binary_status is None else binary_status, _errcode_ret)
     if _errcode_ret[0]:
         raise _error(_errcode_ret[0], 16)
-    return _r, _str(_binaries[0]), _binary_status[0]
+    return _r
 
 
 def clCreateProgramWithBuiltInKernels(context: CData, num_devices: int, device_list: CData, kernel_names: str | bytes) -> CData:
@@ -1071,7 +1077,7 @@ def clCreateSubDevices(in_device: CData, properties: CData, num_devices: int) ->
     Symbol ``clCreateSubDevices``.
     Returns ``out_devices``, ``num_devices_ret``.
     """
-    _out_devices = _new(_T4)
+    _out_devices = _new(_T3)
     _num_devices_ret = _new(_T2)
     _r = _f_clCreateSubDevices(in_device, properties, num_devices, _out_devices, _num_devices_ret)
     if _r:
@@ -1108,7 +1114,7 @@ def clEnqueueBarrierWithWaitList(command_queue: CData, num_events_in_wait_list: 
     Symbol ``clEnqueueBarrierWithWaitList``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueBarrierWithWaitList(command_queue, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 26)
@@ -1121,7 +1127,7 @@ def clEnqueueCopyBuffer(command_queue: CData, src_buffer: CData, dst_buffer: CDa
     Symbol ``clEnqueueCopyBuffer``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueCopyBuffer(command_queue, src_buffer, dst_buffer, src_offset, dst_offset, size, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 27)
@@ -1134,7 +1140,7 @@ def clEnqueueCopyBufferRect(command_queue: CData, src_buffer: CData, dst_buffer:
     Symbol ``clEnqueueCopyBufferRect``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueCopyBufferRect(command_queue, src_buffer, dst_buffer, src_origin, dst_origin, region, src_row_pitch, src_slice_pitch, dst_row_pitch, dst_slice_pitch, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 28)
@@ -1147,7 +1153,7 @@ def clEnqueueCopyBufferToImage(command_queue: CData, src_buffer: CData, dst_imag
     Symbol ``clEnqueueCopyBufferToImage``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueCopyBufferToImage(command_queue, src_buffer, dst_image, src_offset, dst_origin, region, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 29)
@@ -1160,7 +1166,7 @@ def clEnqueueCopyImage(command_queue: CData, src_image: CData, dst_image: CData,
     Symbol ``clEnqueueCopyImage``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueCopyImage(command_queue, src_image, dst_image, src_origin, dst_origin, region, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 30)
@@ -1173,7 +1179,7 @@ def clEnqueueCopyImageToBuffer(command_queue: CData, src_image: CData, dst_buffe
     Symbol ``clEnqueueCopyImageToBuffer``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueCopyImageToBuffer(command_queue, src_image, dst_buffer, src_origin, region, dst_offset, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 31)
@@ -1186,7 +1192,7 @@ def clEnqueueFillBuffer(command_queue: CData, buffer: CData, pattern: CData, pat
     Symbol ``clEnqueueFillBuffer``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueFillBuffer(command_queue, buffer, pattern, pattern_size, offset, size, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 32)
@@ -1199,7 +1205,7 @@ def clEnqueueFillImage(command_queue: CData, image: CData, fill_color: CData, or
     Symbol ``clEnqueueFillImage``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueFillImage(command_queue, image, fill_color, origin, region, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 33)
@@ -1212,7 +1218,7 @@ def clEnqueueMapBuffer(command_queue: CData, buffer: CData, blocking_map: int, m
     Symbol ``clEnqueueMapBuffer``.
     Returns the result, ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _errcode_ret = _new(_T0)
     _r = _f_clEnqueueMapBuffer(command_queue, buffer, blocking_map, map_flags, offset, size, num_events_in_wait_list, event_wait_list, _event, _errcode_ret)
     if _errcode_ret[0]:
@@ -1226,9 +1232,9 @@ def clEnqueueMapImage(command_queue: CData, image: CData, blocking_map: int, map
     Symbol ``clEnqueueMapImage``.
     Returns the result, ``image_row_pitch``, ``image_slice_pitch``, ``event``.
     """
-    _image_row_pitch = _new(_T6)
-    _image_slice_pitch = _new(_T6)
-    _event = _new(_T5)
+    _image_row_pitch = _new(_T5)
+    _image_slice_pitch = _new(_T5)
+    _event = _new(_T4)
     _errcode_ret = _new(_T0)
     _r = _f_clEnqueueMapImage(command_queue, image, blocking_map, map_flags, origin, region, _image_row_pitch, _image_slice_pitch, num_events_in_wait_list, event_wait_list, _event, _errcode_ret)
     if _errcode_ret[0]:
@@ -1242,7 +1248,7 @@ def clEnqueueMarker(command_queue: CData) -> CData:
     Symbol ``clEnqueueMarker``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueMarker(command_queue, _event)
     if _r:
         raise _error(_r, 36)
@@ -1255,7 +1261,7 @@ def clEnqueueMarkerWithWaitList(command_queue: CData, num_events_in_wait_list: i
     Symbol ``clEnqueueMarkerWithWaitList``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueMarkerWithWaitList(command_queue, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 37)
@@ -1268,7 +1274,7 @@ def clEnqueueMigrateMemObjects(command_queue: CData, num_mem_objects: int, mem_o
     Symbol ``clEnqueueMigrateMemObjects``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueMigrateMemObjects(command_queue, num_mem_objects, mem_objects, flags, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 38)
@@ -1294,8 +1300,8 @@ def clEnqueueNativeKernel(command_queue: CData, user_func: CData, args: CData, c
     Symbol ``clEnqueueNativeKernel``.
     Returns ``args_mem_loc``, ``event``.
     """
-    _args_mem_loc = _new(_T7)
-    _event = _new(_T5)
+    _args_mem_loc = _new(_T6)
+    _event = _new(_T4)
     _r = _f_clEnqueueNativeKernel(command_queue, user_func, args, cb_args, num_mem_objects, mem_list, _args_mem_loc, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 40)
@@ -1308,7 +1314,7 @@ def clEnqueueReadBuffer(command_queue: CData, buffer: CData, blocking_read: int,
     Symbol ``clEnqueueReadBuffer``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueReadBuffer(command_queue, buffer, blocking_read, offset, size, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 41)
@@ -1321,7 +1327,7 @@ def clEnqueueReadBufferRect(command_queue: CData, buffer: CData, blocking_read: 
     Symbol ``clEnqueueReadBufferRect``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueReadBufferRect(command_queue, buffer, blocking_read, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 42)
@@ -1334,7 +1340,7 @@ def clEnqueueReadImage(command_queue: CData, image: CData, blocking_read: int, o
     Symbol ``clEnqueueReadImage``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueReadImage(command_queue, image, blocking_read, origin, region, row_pitch, slice_pitch, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 43)
@@ -1347,7 +1353,7 @@ def clEnqueueSVMFree(command_queue: CData, num_svm_pointers: int, svm_pointers: 
     Symbol ``clEnqueueSVMFree``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueSVMFree(command_queue, num_svm_pointers, svm_pointers, pfn_free_func, user_data, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 44)
@@ -1360,7 +1366,7 @@ def clEnqueueSVMMap(command_queue: CData, blocking_map: int, flags: int, svm_ptr
     Symbol ``clEnqueueSVMMap``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueSVMMap(command_queue, blocking_map, flags, svm_ptr, size, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 45)
@@ -1373,7 +1379,7 @@ def clEnqueueSVMMemFill(command_queue: CData, svm_ptr: CData, pattern: CData, pa
     Symbol ``clEnqueueSVMMemFill``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueSVMMemFill(command_queue, svm_ptr, pattern, pattern_size, size, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 46)
@@ -1386,7 +1392,7 @@ def clEnqueueSVMMemcpy(command_queue: CData, blocking_copy: int, dst_ptr: CData,
     Symbol ``clEnqueueSVMMemcpy``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueSVMMemcpy(command_queue, blocking_copy, dst_ptr, src_ptr, size, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 47)
@@ -1399,8 +1405,8 @@ def clEnqueueSVMMigrateMem(command_queue: CData, num_svm_pointers: int, sizes: C
     Symbol ``clEnqueueSVMMigrateMem``.
     Returns ``svm_pointers``, ``event``.
     """
-    _svm_pointers = _new(_T7)
-    _event = _new(_T5)
+    _svm_pointers = _new(_T6)
+    _event = _new(_T4)
     _r = _f_clEnqueueSVMMigrateMem(command_queue, num_svm_pointers, _svm_pointers, sizes, flags, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 48)
@@ -1413,7 +1419,7 @@ def clEnqueueSVMUnmap(command_queue: CData, svm_ptr: CData, num_events_in_wait_l
     Symbol ``clEnqueueSVMUnmap``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueSVMUnmap(command_queue, svm_ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 49)
@@ -1426,7 +1432,7 @@ def clEnqueueTask(command_queue: CData, kernel: CData, num_events_in_wait_list: 
     Symbol ``clEnqueueTask``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueTask(command_queue, kernel, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 50)
@@ -1439,7 +1445,7 @@ def clEnqueueUnmapMemObject(command_queue: CData, memobj: CData, mapped_ptr: CDa
     Symbol ``clEnqueueUnmapMemObject``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueUnmapMemObject(command_queue, memobj, mapped_ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 51)
@@ -1462,7 +1468,7 @@ def clEnqueueWriteBuffer(command_queue: CData, buffer: CData, blocking_write: in
     Symbol ``clEnqueueWriteBuffer``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueWriteBuffer(command_queue, buffer, blocking_write, offset, size, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 53)
@@ -1475,7 +1481,7 @@ def clEnqueueWriteBufferRect(command_queue: CData, buffer: CData, blocking_write
     Symbol ``clEnqueueWriteBufferRect``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueWriteBufferRect(command_queue, buffer, blocking_write, buffer_origin, host_origin, region, buffer_row_pitch, buffer_slice_pitch, host_row_pitch, host_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 54)
@@ -1488,7 +1494,7 @@ def clEnqueueWriteImage(command_queue: CData, image: CData, blocking_write: int,
     Symbol ``clEnqueueWriteImage``.
     Returns ``event``.
     """
-    _event = _new(_T5)
+    _event = _new(_T4)
     _r = _f_clEnqueueWriteImage(command_queue, image, blocking_write, origin, region, input_row_pitch, input_slice_pitch, ptr, num_events_in_wait_list, event_wait_list, _event)
     if _r:
         raise _error(_r, 55)
@@ -1521,7 +1527,7 @@ def clGetCommandQueueInfo(command_queue: CData, param_name: int, param_value_siz
     Symbol ``clGetCommandQueueInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetCommandQueueInfo(command_queue, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 58)
@@ -1535,7 +1541,7 @@ def clGetContextInfo(context: CData, param_name: int, param_value_size: int, par
     Symbol ``clGetContextInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetContextInfo(context, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 59)
@@ -1549,8 +1555,8 @@ def clGetDeviceAndHostTimer(device: CData) -> tuple[int, int]:
     Symbol ``clGetDeviceAndHostTimer``.
     Returns ``device_timestamp``, ``host_timestamp``.
     """
-    _device_timestamp = _new(_T8)
-    _host_timestamp = _new(_T8)
+    _device_timestamp = _new(_T7)
+    _host_timestamp = _new(_T7)
     _r = _f_clGetDeviceAndHostTimer(device, _device_timestamp, _host_timestamp)
     if _r:
         raise _error(_r, 60)
@@ -1583,7 +1589,7 @@ def clGetEventInfo(event: CData, param_name: int, param_value_size: int, param_v
     Symbol ``clGetEventInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetEventInfo(event, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 63)
@@ -1597,7 +1603,7 @@ def clGetEventProfilingInfo(event: CData, param_name: int, param_value_size: int
     Symbol ``clGetEventProfilingInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetEventProfilingInfo(event, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 64)
@@ -1633,7 +1639,7 @@ def clGetHostTimer(device: CData) -> int:
     Symbol ``clGetHostTimer``.
     Returns ``host_timestamp``.
     """
-    _host_timestamp = _new(_T8)
+    _host_timestamp = _new(_T7)
     _r = _f_clGetHostTimer(device, _host_timestamp)
     if _r:
         raise _error(_r, 67)
@@ -1647,7 +1653,7 @@ def clGetImageInfo(image: CData, param_name: int, param_value_size: int, param_v
     Symbol ``clGetImageInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetImageInfo(image, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 68)
@@ -1661,7 +1667,7 @@ def clGetKernelArgInfo(kernel: CData, arg_indx: int, param_name: int, param_valu
     Symbol ``clGetKernelArgInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetKernelArgInfo(kernel, arg_indx, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 69)
@@ -1675,7 +1681,7 @@ def clGetKernelInfo(kernel: CData, param_name: int, param_value_size: int, param
     Symbol ``clGetKernelInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetKernelInfo(kernel, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 70)
@@ -1689,7 +1695,7 @@ def clGetKernelSubGroupInfo(kernel: CData, device: CData, param_name: int, input
     Symbol ``clGetKernelSubGroupInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetKernelSubGroupInfo(kernel, device, param_name, input_value_size, input_value, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 71)
@@ -1703,7 +1709,7 @@ def clGetKernelWorkGroupInfo(kernel: CData, device: CData, param_name: int, para
     Symbol ``clGetKernelWorkGroupInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetKernelWorkGroupInfo(kernel, device, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 72)
@@ -1717,7 +1723,7 @@ def clGetMemObjectInfo(memobj: CData, param_name: int, param_value_size: int, pa
     Symbol ``clGetMemObjectInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetMemObjectInfo(memobj, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 73)
@@ -1731,7 +1737,7 @@ def clGetPipeInfo(pipe: CData, param_name: int, param_value_size: int, param_val
     Symbol ``clGetPipeInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetPipeInfo(pipe, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 74)
@@ -1775,7 +1781,7 @@ def clGetProgramInfo(program: CData, param_name: int, param_value_size: int, par
     Symbol ``clGetProgramInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetProgramInfo(program, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 78)
@@ -1789,7 +1795,7 @@ def clGetSamplerInfo(sampler: CData, param_name: int, param_value_size: int, par
     Symbol ``clGetSamplerInfo``.
     Returns ``param_value_size_ret``.
     """
-    _param_value_size_ret = _new(_T6)
+    _param_value_size_ret = _new(_T5)
     _r = _f_clGetSamplerInfo(sampler, param_name, param_value_size, param_value, _param_value_size_ret)
     if _r:
         raise _error(_r, 79)
@@ -1803,7 +1809,7 @@ def clGetSupportedImageFormats(context: CData, flags: int, image_type: int, num_
     Symbol ``clGetSupportedImageFormats``.
     Returns ``image_formats``, ``num_image_formats``.
     """
-    _image_formats = _new(_T9)
+    _image_formats = _new(_T8)
     _num_image_formats = _new(_T2)
     _r = _f_clGetSupportedImageFormats(context, flags, image_type, num_entries, _image_formats, _num_image_formats)
     if _r:
@@ -2143,7 +2149,7 @@ def clWaitForEvents(event_list: Sequence[Any]) -> None:
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of 112 of the 113 functions (every one whose shape the fast path
+# API mode: the checked wrappers of 113 of the 113 functions (every one whose shape the fast path
 # expresses) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any

@@ -6,8 +6,8 @@
 #define IA_COUNT 113
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.opencl.cl"
-#define IA_FAST_COUNT 112
-#define IA_CT_COUNT 362
+#define IA_FAST_COUNT 113
+#define IA_CT_COUNT 368
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "clBuildProgram",
@@ -1213,304 +1213,310 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"clCreatePipe", 0, 0},  /* 61 */
     {"clCreatePipe", 4, 0},  /* 62 */
     {"clCreatePipe", -1, 0},  /* 63 */
-    {"clCreateProgramWithBuiltInKernels", 0, 0},  /* 64 */
-    {"clCreateProgramWithBuiltInKernels", 2, 0},  /* 65 */
-    {"clCreateProgramWithBuiltInKernels", 3, 0},  /* 66 */
-    {"clCreateProgramWithBuiltInKernels", -1, 0},  /* 67 */
-    {"clCreateProgramWithIL", 0, 0},  /* 68 */
-    {"clCreateProgramWithIL", 1, 0},  /* 69 */
-    {"clCreateProgramWithIL", -1, 0},  /* 70 */
-    {"clCreateProgramWithSource", 0, 0},  /* 71 */
-    {"clCreateProgramWithSource", 2, 1},  /* 72 */
-    {"clCreateProgramWithSource", 3, 0},  /* 73 */
-    {"clCreateProgramWithSource", -1, 0},  /* 74 */
-    {"clCreateSampler", 0, 0},  /* 75 */
-    {"clCreateSampler", -1, 0},  /* 76 */
-    {"clCreateSamplerWithProperties", 0, 0},  /* 77 */
-    {"clCreateSamplerWithProperties", 1, 0},  /* 78 */
-    {"clCreateSamplerWithProperties", -1, 0},  /* 79 */
-    {"clCreateSubBuffer", 0, 0},  /* 80 */
-    {"clCreateSubBuffer", 3, 0},  /* 81 */
-    {"clCreateSubBuffer", -1, 0},  /* 82 */
-    {"clCreateSubDevices", 0, 0},  /* 83 */
-    {"clCreateSubDevices", 1, 0},  /* 84 */
-    {"clCreateSubDevices", 3, 1},  /* 85 */
-    {"clCreateUserEvent", 0, 0},  /* 86 */
-    {"clCreateUserEvent", -1, 0},  /* 87 */
-    {"clEnqueueBarrier", 0, 0},  /* 88 */
-    {"clEnqueueBarrierWithWaitList", 0, 0},  /* 89 */
-    {"clEnqueueBarrierWithWaitList", 2, 0},  /* 90 */
-    {"clEnqueueBarrierWithWaitList", 3, 1},  /* 91 */
-    {"clEnqueueCopyBuffer", 0, 0},  /* 92 */
-    {"clEnqueueCopyBuffer", 1, 0},  /* 93 */
-    {"clEnqueueCopyBuffer", 2, 0},  /* 94 */
-    {"clEnqueueCopyBuffer", 7, 0},  /* 95 */
-    {"clEnqueueCopyBuffer", 8, 1},  /* 96 */
-    {"clEnqueueCopyBufferRect", 0, 0},  /* 97 */
-    {"clEnqueueCopyBufferRect", 1, 0},  /* 98 */
-    {"clEnqueueCopyBufferRect", 2, 0},  /* 99 */
-    {"clEnqueueCopyBufferRect", 3, 0},  /* 100 */
-    {"clEnqueueCopyBufferRect", 4, 0},  /* 101 */
-    {"clEnqueueCopyBufferRect", 5, 0},  /* 102 */
-    {"clEnqueueCopyBufferRect", 11, 0},  /* 103 */
-    {"clEnqueueCopyBufferRect", 12, 1},  /* 104 */
-    {"clEnqueueCopyBufferToImage", 0, 0},  /* 105 */
-    {"clEnqueueCopyBufferToImage", 1, 0},  /* 106 */
-    {"clEnqueueCopyBufferToImage", 2, 0},  /* 107 */
-    {"clEnqueueCopyBufferToImage", 4, 0},  /* 108 */
-    {"clEnqueueCopyBufferToImage", 5, 0},  /* 109 */
-    {"clEnqueueCopyBufferToImage", 7, 0},  /* 110 */
-    {"clEnqueueCopyBufferToImage", 8, 1},  /* 111 */
-    {"clEnqueueCopyImage", 0, 0},  /* 112 */
-    {"clEnqueueCopyImage", 1, 0},  /* 113 */
-    {"clEnqueueCopyImage", 2, 0},  /* 114 */
-    {"clEnqueueCopyImage", 3, 0},  /* 115 */
-    {"clEnqueueCopyImage", 4, 0},  /* 116 */
-    {"clEnqueueCopyImage", 5, 0},  /* 117 */
-    {"clEnqueueCopyImage", 7, 0},  /* 118 */
-    {"clEnqueueCopyImage", 8, 1},  /* 119 */
-    {"clEnqueueCopyImageToBuffer", 0, 0},  /* 120 */
-    {"clEnqueueCopyImageToBuffer", 1, 0},  /* 121 */
-    {"clEnqueueCopyImageToBuffer", 2, 0},  /* 122 */
-    {"clEnqueueCopyImageToBuffer", 3, 0},  /* 123 */
-    {"clEnqueueCopyImageToBuffer", 4, 0},  /* 124 */
-    {"clEnqueueCopyImageToBuffer", 7, 0},  /* 125 */
-    {"clEnqueueCopyImageToBuffer", 8, 1},  /* 126 */
-    {"clEnqueueFillBuffer", 0, 0},  /* 127 */
-    {"clEnqueueFillBuffer", 1, 0},  /* 128 */
-    {"clEnqueueFillBuffer", 2, 0},  /* 129 */
-    {"clEnqueueFillBuffer", 7, 0},  /* 130 */
-    {"clEnqueueFillBuffer", 8, 1},  /* 131 */
-    {"clEnqueueFillImage", 0, 0},  /* 132 */
-    {"clEnqueueFillImage", 1, 0},  /* 133 */
-    {"clEnqueueFillImage", 2, 0},  /* 134 */
-    {"clEnqueueFillImage", 3, 0},  /* 135 */
-    {"clEnqueueFillImage", 4, 0},  /* 136 */
-    {"clEnqueueFillImage", 6, 0},  /* 137 */
-    {"clEnqueueFillImage", 7, 1},  /* 138 */
-    {"clEnqueueMapBuffer", 0, 0},  /* 139 */
-    {"clEnqueueMapBuffer", 1, 0},  /* 140 */
-    {"clEnqueueMapBuffer", 7, 0},  /* 141 */
-    {"clEnqueueMapBuffer", 8, 1},  /* 142 */
-    {"clEnqueueMapBuffer", -1, 0},  /* 143 */
-    {"clEnqueueMapImage", 0, 0},  /* 144 */
-    {"clEnqueueMapImage", 1, 0},  /* 145 */
-    {"clEnqueueMapImage", 4, 0},  /* 146 */
-    {"clEnqueueMapImage", 5, 0},  /* 147 */
-    {"clEnqueueMapImage", 9, 0},  /* 148 */
-    {"clEnqueueMapImage", 10, 1},  /* 149 */
-    {"clEnqueueMapImage", -1, 0},  /* 150 */
-    {"clEnqueueMarker", 0, 0},  /* 151 */
-    {"clEnqueueMarker", 1, 1},  /* 152 */
-    {"clEnqueueMarkerWithWaitList", 0, 0},  /* 153 */
-    {"clEnqueueMarkerWithWaitList", 2, 0},  /* 154 */
-    {"clEnqueueMarkerWithWaitList", 3, 1},  /* 155 */
-    {"clEnqueueMigrateMemObjects", 0, 0},  /* 156 */
-    {"clEnqueueMigrateMemObjects", 2, 0},  /* 157 */
-    {"clEnqueueMigrateMemObjects", 5, 0},  /* 158 */
-    {"clEnqueueMigrateMemObjects", 6, 1},  /* 159 */
-    {"clEnqueueNDRangeKernel", 0, 0},  /* 160 */
-    {"clEnqueueNDRangeKernel", 1, 0},  /* 161 */
-    {"clEnqueueNDRangeKernel", 3, 0},  /* 162 */
-    {"clEnqueueNDRangeKernel", 4, 0},  /* 163 */
-    {"clEnqueueNDRangeKernel", 5, 0},  /* 164 */
-    {"clEnqueueNDRangeKernel", 7, 1},  /* 165 */
-    {"clEnqueueNDRangeKernel", 8, 0},  /* 166 */
-    {"clEnqueueNativeKernel", 0, 0},  /* 167 */
-    {"clEnqueueNativeKernel", 1, 0},  /* 168 */
-    {"clEnqueueNativeKernel", 2, 0},  /* 169 */
-    {"clEnqueueNativeKernel", 5, 0},  /* 170 */
-    {"clEnqueueNativeKernel", 6, 1},  /* 171 */
-    {"clEnqueueNativeKernel", 8, 0},  /* 172 */
-    {"clEnqueueNativeKernel", 9, 1},  /* 173 */
-    {"clEnqueueReadBuffer", 0, 0},  /* 174 */
-    {"clEnqueueReadBuffer", 1, 0},  /* 175 */
-    {"clEnqueueReadBuffer", 5, 0},  /* 176 */
-    {"clEnqueueReadBuffer", 7, 0},  /* 177 */
-    {"clEnqueueReadBuffer", 8, 1},  /* 178 */
-    {"clEnqueueReadBufferRect", 0, 0},  /* 179 */
-    {"clEnqueueReadBufferRect", 1, 0},  /* 180 */
-    {"clEnqueueReadBufferRect", 3, 0},  /* 181 */
-    {"clEnqueueReadBufferRect", 4, 0},  /* 182 */
-    {"clEnqueueReadBufferRect", 5, 0},  /* 183 */
-    {"clEnqueueReadBufferRect", 10, 0},  /* 184 */
-    {"clEnqueueReadBufferRect", 12, 0},  /* 185 */
-    {"clEnqueueReadBufferRect", 13, 1},  /* 186 */
-    {"clEnqueueReadImage", 0, 0},  /* 187 */
-    {"clEnqueueReadImage", 1, 0},  /* 188 */
-    {"clEnqueueReadImage", 3, 0},  /* 189 */
-    {"clEnqueueReadImage", 4, 0},  /* 190 */
-    {"clEnqueueReadImage", 7, 0},  /* 191 */
-    {"clEnqueueReadImage", 9, 0},  /* 192 */
-    {"clEnqueueReadImage", 10, 1},  /* 193 */
-    {"clEnqueueSVMFree", 0, 0},  /* 194 */
-    {"clEnqueueSVMFree", 2, 0},  /* 195 */
-    {"clEnqueueSVMFree", 3, 0},  /* 196 */
-    {"clEnqueueSVMFree", 4, 0},  /* 197 */
-    {"clEnqueueSVMFree", 6, 0},  /* 198 */
-    {"clEnqueueSVMFree", 7, 1},  /* 199 */
-    {"clEnqueueSVMMap", 0, 0},  /* 200 */
-    {"clEnqueueSVMMap", 3, 0},  /* 201 */
-    {"clEnqueueSVMMap", 6, 0},  /* 202 */
-    {"clEnqueueSVMMap", 7, 1},  /* 203 */
-    {"clEnqueueSVMMemFill", 0, 0},  /* 204 */
-    {"clEnqueueSVMMemFill", 1, 0},  /* 205 */
-    {"clEnqueueSVMMemFill", 2, 0},  /* 206 */
-    {"clEnqueueSVMMemFill", 6, 0},  /* 207 */
-    {"clEnqueueSVMMemFill", 7, 1},  /* 208 */
-    {"clEnqueueSVMMemcpy", 0, 0},  /* 209 */
-    {"clEnqueueSVMMemcpy", 2, 0},  /* 210 */
-    {"clEnqueueSVMMemcpy", 3, 0},  /* 211 */
-    {"clEnqueueSVMMemcpy", 6, 0},  /* 212 */
-    {"clEnqueueSVMMemcpy", 7, 1},  /* 213 */
-    {"clEnqueueSVMMigrateMem", 0, 0},  /* 214 */
-    {"clEnqueueSVMMigrateMem", 2, 1},  /* 215 */
-    {"clEnqueueSVMMigrateMem", 3, 0},  /* 216 */
-    {"clEnqueueSVMMigrateMem", 6, 0},  /* 217 */
-    {"clEnqueueSVMMigrateMem", 7, 1},  /* 218 */
-    {"clEnqueueSVMUnmap", 0, 0},  /* 219 */
-    {"clEnqueueSVMUnmap", 1, 0},  /* 220 */
-    {"clEnqueueSVMUnmap", 3, 0},  /* 221 */
-    {"clEnqueueSVMUnmap", 4, 1},  /* 222 */
-    {"clEnqueueTask", 0, 0},  /* 223 */
-    {"clEnqueueTask", 1, 0},  /* 224 */
-    {"clEnqueueTask", 3, 0},  /* 225 */
-    {"clEnqueueTask", 4, 1},  /* 226 */
-    {"clEnqueueUnmapMemObject", 0, 0},  /* 227 */
-    {"clEnqueueUnmapMemObject", 1, 0},  /* 228 */
-    {"clEnqueueUnmapMemObject", 2, 0},  /* 229 */
-    {"clEnqueueUnmapMemObject", 4, 0},  /* 230 */
-    {"clEnqueueUnmapMemObject", 5, 1},  /* 231 */
-    {"clEnqueueWaitForEvents", 0, 0},  /* 232 */
-    {"clEnqueueWaitForEvents", 2, 0},  /* 233 */
-    {"clEnqueueWriteBuffer", 0, 0},  /* 234 */
-    {"clEnqueueWriteBuffer", 1, 0},  /* 235 */
-    {"clEnqueueWriteBuffer", 5, 0},  /* 236 */
-    {"clEnqueueWriteBuffer", 7, 0},  /* 237 */
-    {"clEnqueueWriteBuffer", 8, 1},  /* 238 */
-    {"clEnqueueWriteBufferRect", 0, 0},  /* 239 */
-    {"clEnqueueWriteBufferRect", 1, 0},  /* 240 */
-    {"clEnqueueWriteBufferRect", 3, 0},  /* 241 */
-    {"clEnqueueWriteBufferRect", 4, 0},  /* 242 */
-    {"clEnqueueWriteBufferRect", 5, 0},  /* 243 */
-    {"clEnqueueWriteBufferRect", 10, 0},  /* 244 */
-    {"clEnqueueWriteBufferRect", 12, 0},  /* 245 */
-    {"clEnqueueWriteBufferRect", 13, 1},  /* 246 */
-    {"clEnqueueWriteImage", 0, 0},  /* 247 */
-    {"clEnqueueWriteImage", 1, 0},  /* 248 */
-    {"clEnqueueWriteImage", 3, 0},  /* 249 */
-    {"clEnqueueWriteImage", 4, 0},  /* 250 */
-    {"clEnqueueWriteImage", 7, 0},  /* 251 */
-    {"clEnqueueWriteImage", 9, 0},  /* 252 */
-    {"clEnqueueWriteImage", 10, 1},  /* 253 */
-    {"clFinish", 0, 0},  /* 254 */
-    {"clFlush", 0, 0},  /* 255 */
-    {"clGetCommandQueueInfo", 0, 0},  /* 256 */
-    {"clGetCommandQueueInfo", 3, 0},  /* 257 */
-    {"clGetContextInfo", 0, 0},  /* 258 */
-    {"clGetContextInfo", 3, 0},  /* 259 */
-    {"clGetDeviceAndHostTimer", 0, 0},  /* 260 */
-    {"clGetDeviceIDs", 0, 0},  /* 261 */
-    {"clGetDeviceIDs", 3, 0},  /* 262 */
-    {"clGetDeviceIDs", 4, 0},  /* 263 */
-    {"clGetDeviceInfo", 0, 0},  /* 264 */
-    {"clGetDeviceInfo", 3, 0},  /* 265 */
-    {"clGetDeviceInfo", 4, 0},  /* 266 */
-    {"clGetEventInfo", 0, 0},  /* 267 */
-    {"clGetEventInfo", 3, 0},  /* 268 */
-    {"clGetEventProfilingInfo", 0, 0},  /* 269 */
-    {"clGetEventProfilingInfo", 3, 0},  /* 270 */
-    {"clGetExtensionFunctionAddress", 0, 0},  /* 271 */
-    {"clGetExtensionFunctionAddress", -1, 0},  /* 272 */
-    {"clGetExtensionFunctionAddressForPlatform", 0, 0},  /* 273 */
-    {"clGetExtensionFunctionAddressForPlatform", 1, 0},  /* 274 */
-    {"clGetExtensionFunctionAddressForPlatform", -1, 0},  /* 275 */
-    {"clGetHostTimer", 0, 0},  /* 276 */
-    {"clGetImageInfo", 0, 0},  /* 277 */
-    {"clGetImageInfo", 3, 0},  /* 278 */
-    {"clGetKernelArgInfo", 0, 0},  /* 279 */
-    {"clGetKernelArgInfo", 4, 0},  /* 280 */
-    {"clGetKernelInfo", 0, 0},  /* 281 */
-    {"clGetKernelInfo", 3, 0},  /* 282 */
-    {"clGetKernelSubGroupInfo", 0, 0},  /* 283 */
-    {"clGetKernelSubGroupInfo", 1, 0},  /* 284 */
-    {"clGetKernelSubGroupInfo", 4, 0},  /* 285 */
-    {"clGetKernelSubGroupInfo", 6, 0},  /* 286 */
-    {"clGetKernelWorkGroupInfo", 0, 0},  /* 287 */
-    {"clGetKernelWorkGroupInfo", 1, 0},  /* 288 */
-    {"clGetKernelWorkGroupInfo", 4, 0},  /* 289 */
-    {"clGetMemObjectInfo", 0, 0},  /* 290 */
-    {"clGetMemObjectInfo", 3, 0},  /* 291 */
-    {"clGetPipeInfo", 0, 0},  /* 292 */
-    {"clGetPipeInfo", 3, 0},  /* 293 */
-    {"clGetPlatformIDs", 1, 0},  /* 294 */
-    {"clGetPlatformIDs", 2, 0},  /* 295 */
-    {"clGetPlatformInfo", 0, 0},  /* 296 */
-    {"clGetPlatformInfo", 3, 0},  /* 297 */
-    {"clGetPlatformInfo", 4, 0},  /* 298 */
-    {"clGetProgramBuildInfo", 0, 0},  /* 299 */
-    {"clGetProgramBuildInfo", 1, 0},  /* 300 */
-    {"clGetProgramBuildInfo", 4, 0},  /* 301 */
-    {"clGetProgramBuildInfo", 5, 0},  /* 302 */
-    {"clGetProgramInfo", 0, 0},  /* 303 */
-    {"clGetProgramInfo", 3, 0},  /* 304 */
-    {"clGetSamplerInfo", 0, 0},  /* 305 */
-    {"clGetSamplerInfo", 3, 0},  /* 306 */
-    {"clGetSupportedImageFormats", 0, 0},  /* 307 */
-    {"clGetSupportedImageFormats", 4, 0},  /* 308 */
-    {"clLinkProgram", 0, 0},  /* 309 */
-    {"clLinkProgram", 2, 1},  /* 310 */
-    {"clLinkProgram", 3, 0},  /* 311 */
-    {"clLinkProgram", 5, 1},  /* 312 */
-    {"clLinkProgram", 6, 0},  /* 313 */
-    {"clLinkProgram", 7, 0},  /* 314 */
-    {"clLinkProgram", -1, 0},  /* 315 */
-    {"clReleaseCommandQueue", 0, 0},  /* 316 */
-    {"clReleaseContext", 0, 0},  /* 317 */
-    {"clReleaseDevice", 0, 0},  /* 318 */
-    {"clReleaseEvent", 0, 0},  /* 319 */
-    {"clReleaseKernel", 0, 0},  /* 320 */
-    {"clReleaseMemObject", 0, 0},  /* 321 */
-    {"clReleaseProgram", 0, 0},  /* 322 */
-    {"clReleaseSampler", 0, 0},  /* 323 */
-    {"clRetainCommandQueue", 0, 0},  /* 324 */
-    {"clRetainContext", 0, 0},  /* 325 */
-    {"clRetainDevice", 0, 0},  /* 326 */
-    {"clRetainEvent", 0, 0},  /* 327 */
-    {"clRetainKernel", 0, 0},  /* 328 */
-    {"clRetainMemObject", 0, 0},  /* 329 */
-    {"clRetainProgram", 0, 0},  /* 330 */
-    {"clRetainSampler", 0, 0},  /* 331 */
-    {"clSVMAlloc", 0, 0},  /* 332 */
-    {"clSVMAlloc", -1, 0},  /* 333 */
-    {"clSVMFree", 0, 0},  /* 334 */
-    {"clSVMFree", 1, 0},  /* 335 */
-    {"clSetContextDestructorCallback", 0, 0},  /* 336 */
-    {"clSetContextDestructorCallback", 1, 0},  /* 337 */
-    {"clSetContextDestructorCallback", 2, 0},  /* 338 */
-    {"clSetDefaultDeviceCommandQueue", 0, 0},  /* 339 */
-    {"clSetDefaultDeviceCommandQueue", 1, 0},  /* 340 */
-    {"clSetDefaultDeviceCommandQueue", 2, 0},  /* 341 */
-    {"clSetEventCallback", 0, 0},  /* 342 */
-    {"clSetEventCallback", 2, 0},  /* 343 */
-    {"clSetEventCallback", 3, 0},  /* 344 */
-    {"clSetKernelArg", 0, 0},  /* 345 */
-    {"clSetKernelArg", 3, 0},  /* 346 */
-    {"clSetKernelArgSVMPointer", 0, 0},  /* 347 */
-    {"clSetKernelArgSVMPointer", 2, 0},  /* 348 */
-    {"clSetKernelExecInfo", 0, 0},  /* 349 */
-    {"clSetKernelExecInfo", 3, 0},  /* 350 */
-    {"clSetMemObjectDestructorCallback", 0, 0},  /* 351 */
-    {"clSetMemObjectDestructorCallback", 1, 0},  /* 352 */
-    {"clSetMemObjectDestructorCallback", 2, 0},  /* 353 */
-    {"clSetProgramReleaseCallback", 0, 0},  /* 354 */
-    {"clSetProgramReleaseCallback", 1, 0},  /* 355 */
-    {"clSetProgramReleaseCallback", 2, 0},  /* 356 */
-    {"clSetProgramSpecializationConstant", 0, 0},  /* 357 */
-    {"clSetProgramSpecializationConstant", 3, 0},  /* 358 */
-    {"clSetUserEventStatus", 0, 0},  /* 359 */
-    {"clUnloadPlatformCompiler", 0, 0},  /* 360 */
-    {"clWaitForEvents", 1, 1},  /* 361 */
+    {"clCreateProgramWithBinary", 0, 0},  /* 64 */
+    {"clCreateProgramWithBinary", 2, 1},  /* 65 */
+    {"clCreateProgramWithBinary", 3, 1},  /* 66 */
+    {"clCreateProgramWithBinary", 4, 1},  /* 67 */
+    {"clCreateProgramWithBinary", 5, 0},  /* 68 */
+    {"clCreateProgramWithBinary", -1, 0},  /* 69 */
+    {"clCreateProgramWithBuiltInKernels", 0, 0},  /* 70 */
+    {"clCreateProgramWithBuiltInKernels", 2, 0},  /* 71 */
+    {"clCreateProgramWithBuiltInKernels", 3, 0},  /* 72 */
+    {"clCreateProgramWithBuiltInKernels", -1, 0},  /* 73 */
+    {"clCreateProgramWithIL", 0, 0},  /* 74 */
+    {"clCreateProgramWithIL", 1, 0},  /* 75 */
+    {"clCreateProgramWithIL", -1, 0},  /* 76 */
+    {"clCreateProgramWithSource", 0, 0},  /* 77 */
+    {"clCreateProgramWithSource", 2, 1},  /* 78 */
+    {"clCreateProgramWithSource", 3, 0},  /* 79 */
+    {"clCreateProgramWithSource", -1, 0},  /* 80 */
+    {"clCreateSampler", 0, 0},  /* 81 */
+    {"clCreateSampler", -1, 0},  /* 82 */
+    {"clCreateSamplerWithProperties", 0, 0},  /* 83 */
+    {"clCreateSamplerWithProperties", 1, 0},  /* 84 */
+    {"clCreateSamplerWithProperties", -1, 0},  /* 85 */
+    {"clCreateSubBuffer", 0, 0},  /* 86 */
+    {"clCreateSubBuffer", 3, 0},  /* 87 */
+    {"clCreateSubBuffer", -1, 0},  /* 88 */
+    {"clCreateSubDevices", 0, 0},  /* 89 */
+    {"clCreateSubDevices", 1, 0},  /* 90 */
+    {"clCreateSubDevices", 3, 1},  /* 91 */
+    {"clCreateUserEvent", 0, 0},  /* 92 */
+    {"clCreateUserEvent", -1, 0},  /* 93 */
+    {"clEnqueueBarrier", 0, 0},  /* 94 */
+    {"clEnqueueBarrierWithWaitList", 0, 0},  /* 95 */
+    {"clEnqueueBarrierWithWaitList", 2, 0},  /* 96 */
+    {"clEnqueueBarrierWithWaitList", 3, 1},  /* 97 */
+    {"clEnqueueCopyBuffer", 0, 0},  /* 98 */
+    {"clEnqueueCopyBuffer", 1, 0},  /* 99 */
+    {"clEnqueueCopyBuffer", 2, 0},  /* 100 */
+    {"clEnqueueCopyBuffer", 7, 0},  /* 101 */
+    {"clEnqueueCopyBuffer", 8, 1},  /* 102 */
+    {"clEnqueueCopyBufferRect", 0, 0},  /* 103 */
+    {"clEnqueueCopyBufferRect", 1, 0},  /* 104 */
+    {"clEnqueueCopyBufferRect", 2, 0},  /* 105 */
+    {"clEnqueueCopyBufferRect", 3, 0},  /* 106 */
+    {"clEnqueueCopyBufferRect", 4, 0},  /* 107 */
+    {"clEnqueueCopyBufferRect", 5, 0},  /* 108 */
+    {"clEnqueueCopyBufferRect", 11, 0},  /* 109 */
+    {"clEnqueueCopyBufferRect", 12, 1},  /* 110 */
+    {"clEnqueueCopyBufferToImage", 0, 0},  /* 111 */
+    {"clEnqueueCopyBufferToImage", 1, 0},  /* 112 */
+    {"clEnqueueCopyBufferToImage", 2, 0},  /* 113 */
+    {"clEnqueueCopyBufferToImage", 4, 0},  /* 114 */
+    {"clEnqueueCopyBufferToImage", 5, 0},  /* 115 */
+    {"clEnqueueCopyBufferToImage", 7, 0},  /* 116 */
+    {"clEnqueueCopyBufferToImage", 8, 1},  /* 117 */
+    {"clEnqueueCopyImage", 0, 0},  /* 118 */
+    {"clEnqueueCopyImage", 1, 0},  /* 119 */
+    {"clEnqueueCopyImage", 2, 0},  /* 120 */
+    {"clEnqueueCopyImage", 3, 0},  /* 121 */
+    {"clEnqueueCopyImage", 4, 0},  /* 122 */
+    {"clEnqueueCopyImage", 5, 0},  /* 123 */
+    {"clEnqueueCopyImage", 7, 0},  /* 124 */
+    {"clEnqueueCopyImage", 8, 1},  /* 125 */
+    {"clEnqueueCopyImageToBuffer", 0, 0},  /* 126 */
+    {"clEnqueueCopyImageToBuffer", 1, 0},  /* 127 */
+    {"clEnqueueCopyImageToBuffer", 2, 0},  /* 128 */
+    {"clEnqueueCopyImageToBuffer", 3, 0},  /* 129 */
+    {"clEnqueueCopyImageToBuffer", 4, 0},  /* 130 */
+    {"clEnqueueCopyImageToBuffer", 7, 0},  /* 131 */
+    {"clEnqueueCopyImageToBuffer", 8, 1},  /* 132 */
+    {"clEnqueueFillBuffer", 0, 0},  /* 133 */
+    {"clEnqueueFillBuffer", 1, 0},  /* 134 */
+    {"clEnqueueFillBuffer", 2, 0},  /* 135 */
+    {"clEnqueueFillBuffer", 7, 0},  /* 136 */
+    {"clEnqueueFillBuffer", 8, 1},  /* 137 */
+    {"clEnqueueFillImage", 0, 0},  /* 138 */
+    {"clEnqueueFillImage", 1, 0},  /* 139 */
+    {"clEnqueueFillImage", 2, 0},  /* 140 */
+    {"clEnqueueFillImage", 3, 0},  /* 141 */
+    {"clEnqueueFillImage", 4, 0},  /* 142 */
+    {"clEnqueueFillImage", 6, 0},  /* 143 */
+    {"clEnqueueFillImage", 7, 1},  /* 144 */
+    {"clEnqueueMapBuffer", 0, 0},  /* 145 */
+    {"clEnqueueMapBuffer", 1, 0},  /* 146 */
+    {"clEnqueueMapBuffer", 7, 0},  /* 147 */
+    {"clEnqueueMapBuffer", 8, 1},  /* 148 */
+    {"clEnqueueMapBuffer", -1, 0},  /* 149 */
+    {"clEnqueueMapImage", 0, 0},  /* 150 */
+    {"clEnqueueMapImage", 1, 0},  /* 151 */
+    {"clEnqueueMapImage", 4, 0},  /* 152 */
+    {"clEnqueueMapImage", 5, 0},  /* 153 */
+    {"clEnqueueMapImage", 9, 0},  /* 154 */
+    {"clEnqueueMapImage", 10, 1},  /* 155 */
+    {"clEnqueueMapImage", -1, 0},  /* 156 */
+    {"clEnqueueMarker", 0, 0},  /* 157 */
+    {"clEnqueueMarker", 1, 1},  /* 158 */
+    {"clEnqueueMarkerWithWaitList", 0, 0},  /* 159 */
+    {"clEnqueueMarkerWithWaitList", 2, 0},  /* 160 */
+    {"clEnqueueMarkerWithWaitList", 3, 1},  /* 161 */
+    {"clEnqueueMigrateMemObjects", 0, 0},  /* 162 */
+    {"clEnqueueMigrateMemObjects", 2, 0},  /* 163 */
+    {"clEnqueueMigrateMemObjects", 5, 0},  /* 164 */
+    {"clEnqueueMigrateMemObjects", 6, 1},  /* 165 */
+    {"clEnqueueNDRangeKernel", 0, 0},  /* 166 */
+    {"clEnqueueNDRangeKernel", 1, 0},  /* 167 */
+    {"clEnqueueNDRangeKernel", 3, 0},  /* 168 */
+    {"clEnqueueNDRangeKernel", 4, 0},  /* 169 */
+    {"clEnqueueNDRangeKernel", 5, 0},  /* 170 */
+    {"clEnqueueNDRangeKernel", 7, 1},  /* 171 */
+    {"clEnqueueNDRangeKernel", 8, 0},  /* 172 */
+    {"clEnqueueNativeKernel", 0, 0},  /* 173 */
+    {"clEnqueueNativeKernel", 1, 0},  /* 174 */
+    {"clEnqueueNativeKernel", 2, 0},  /* 175 */
+    {"clEnqueueNativeKernel", 5, 0},  /* 176 */
+    {"clEnqueueNativeKernel", 6, 1},  /* 177 */
+    {"clEnqueueNativeKernel", 8, 0},  /* 178 */
+    {"clEnqueueNativeKernel", 9, 1},  /* 179 */
+    {"clEnqueueReadBuffer", 0, 0},  /* 180 */
+    {"clEnqueueReadBuffer", 1, 0},  /* 181 */
+    {"clEnqueueReadBuffer", 5, 0},  /* 182 */
+    {"clEnqueueReadBuffer", 7, 0},  /* 183 */
+    {"clEnqueueReadBuffer", 8, 1},  /* 184 */
+    {"clEnqueueReadBufferRect", 0, 0},  /* 185 */
+    {"clEnqueueReadBufferRect", 1, 0},  /* 186 */
+    {"clEnqueueReadBufferRect", 3, 0},  /* 187 */
+    {"clEnqueueReadBufferRect", 4, 0},  /* 188 */
+    {"clEnqueueReadBufferRect", 5, 0},  /* 189 */
+    {"clEnqueueReadBufferRect", 10, 0},  /* 190 */
+    {"clEnqueueReadBufferRect", 12, 0},  /* 191 */
+    {"clEnqueueReadBufferRect", 13, 1},  /* 192 */
+    {"clEnqueueReadImage", 0, 0},  /* 193 */
+    {"clEnqueueReadImage", 1, 0},  /* 194 */
+    {"clEnqueueReadImage", 3, 0},  /* 195 */
+    {"clEnqueueReadImage", 4, 0},  /* 196 */
+    {"clEnqueueReadImage", 7, 0},  /* 197 */
+    {"clEnqueueReadImage", 9, 0},  /* 198 */
+    {"clEnqueueReadImage", 10, 1},  /* 199 */
+    {"clEnqueueSVMFree", 0, 0},  /* 200 */
+    {"clEnqueueSVMFree", 2, 0},  /* 201 */
+    {"clEnqueueSVMFree", 3, 0},  /* 202 */
+    {"clEnqueueSVMFree", 4, 0},  /* 203 */
+    {"clEnqueueSVMFree", 6, 0},  /* 204 */
+    {"clEnqueueSVMFree", 7, 1},  /* 205 */
+    {"clEnqueueSVMMap", 0, 0},  /* 206 */
+    {"clEnqueueSVMMap", 3, 0},  /* 207 */
+    {"clEnqueueSVMMap", 6, 0},  /* 208 */
+    {"clEnqueueSVMMap", 7, 1},  /* 209 */
+    {"clEnqueueSVMMemFill", 0, 0},  /* 210 */
+    {"clEnqueueSVMMemFill", 1, 0},  /* 211 */
+    {"clEnqueueSVMMemFill", 2, 0},  /* 212 */
+    {"clEnqueueSVMMemFill", 6, 0},  /* 213 */
+    {"clEnqueueSVMMemFill", 7, 1},  /* 214 */
+    {"clEnqueueSVMMemcpy", 0, 0},  /* 215 */
+    {"clEnqueueSVMMemcpy", 2, 0},  /* 216 */
+    {"clEnqueueSVMMemcpy", 3, 0},  /* 217 */
+    {"clEnqueueSVMMemcpy", 6, 0},  /* 218 */
+    {"clEnqueueSVMMemcpy", 7, 1},  /* 219 */
+    {"clEnqueueSVMMigrateMem", 0, 0},  /* 220 */
+    {"clEnqueueSVMMigrateMem", 2, 1},  /* 221 */
+    {"clEnqueueSVMMigrateMem", 3, 0},  /* 222 */
+    {"clEnqueueSVMMigrateMem", 6, 0},  /* 223 */
+    {"clEnqueueSVMMigrateMem", 7, 1},  /* 224 */
+    {"clEnqueueSVMUnmap", 0, 0},  /* 225 */
+    {"clEnqueueSVMUnmap", 1, 0},  /* 226 */
+    {"clEnqueueSVMUnmap", 3, 0},  /* 227 */
+    {"clEnqueueSVMUnmap", 4, 1},  /* 228 */
+    {"clEnqueueTask", 0, 0},  /* 229 */
+    {"clEnqueueTask", 1, 0},  /* 230 */
+    {"clEnqueueTask", 3, 0},  /* 231 */
+    {"clEnqueueTask", 4, 1},  /* 232 */
+    {"clEnqueueUnmapMemObject", 0, 0},  /* 233 */
+    {"clEnqueueUnmapMemObject", 1, 0},  /* 234 */
+    {"clEnqueueUnmapMemObject", 2, 0},  /* 235 */
+    {"clEnqueueUnmapMemObject", 4, 0},  /* 236 */
+    {"clEnqueueUnmapMemObject", 5, 1},  /* 237 */
+    {"clEnqueueWaitForEvents", 0, 0},  /* 238 */
+    {"clEnqueueWaitForEvents", 2, 0},  /* 239 */
+    {"clEnqueueWriteBuffer", 0, 0},  /* 240 */
+    {"clEnqueueWriteBuffer", 1, 0},  /* 241 */
+    {"clEnqueueWriteBuffer", 5, 0},  /* 242 */
+    {"clEnqueueWriteBuffer", 7, 0},  /* 243 */
+    {"clEnqueueWriteBuffer", 8, 1},  /* 244 */
+    {"clEnqueueWriteBufferRect", 0, 0},  /* 245 */
+    {"clEnqueueWriteBufferRect", 1, 0},  /* 246 */
+    {"clEnqueueWriteBufferRect", 3, 0},  /* 247 */
+    {"clEnqueueWriteBufferRect", 4, 0},  /* 248 */
+    {"clEnqueueWriteBufferRect", 5, 0},  /* 249 */
+    {"clEnqueueWriteBufferRect", 10, 0},  /* 250 */
+    {"clEnqueueWriteBufferRect", 12, 0},  /* 251 */
+    {"clEnqueueWriteBufferRect", 13, 1},  /* 252 */
+    {"clEnqueueWriteImage", 0, 0},  /* 253 */
+    {"clEnqueueWriteImage", 1, 0},  /* 254 */
+    {"clEnqueueWriteImage", 3, 0},  /* 255 */
+    {"clEnqueueWriteImage", 4, 0},  /* 256 */
+    {"clEnqueueWriteImage", 7, 0},  /* 257 */
+    {"clEnqueueWriteImage", 9, 0},  /* 258 */
+    {"clEnqueueWriteImage", 10, 1},  /* 259 */
+    {"clFinish", 0, 0},  /* 260 */
+    {"clFlush", 0, 0},  /* 261 */
+    {"clGetCommandQueueInfo", 0, 0},  /* 262 */
+    {"clGetCommandQueueInfo", 3, 0},  /* 263 */
+    {"clGetContextInfo", 0, 0},  /* 264 */
+    {"clGetContextInfo", 3, 0},  /* 265 */
+    {"clGetDeviceAndHostTimer", 0, 0},  /* 266 */
+    {"clGetDeviceIDs", 0, 0},  /* 267 */
+    {"clGetDeviceIDs", 3, 0},  /* 268 */
+    {"clGetDeviceIDs", 4, 0},  /* 269 */
+    {"clGetDeviceInfo", 0, 0},  /* 270 */
+    {"clGetDeviceInfo", 3, 0},  /* 271 */
+    {"clGetDeviceInfo", 4, 0},  /* 272 */
+    {"clGetEventInfo", 0, 0},  /* 273 */
+    {"clGetEventInfo", 3, 0},  /* 274 */
+    {"clGetEventProfilingInfo", 0, 0},  /* 275 */
+    {"clGetEventProfilingInfo", 3, 0},  /* 276 */
+    {"clGetExtensionFunctionAddress", 0, 0},  /* 277 */
+    {"clGetExtensionFunctionAddress", -1, 0},  /* 278 */
+    {"clGetExtensionFunctionAddressForPlatform", 0, 0},  /* 279 */
+    {"clGetExtensionFunctionAddressForPlatform", 1, 0},  /* 280 */
+    {"clGetExtensionFunctionAddressForPlatform", -1, 0},  /* 281 */
+    {"clGetHostTimer", 0, 0},  /* 282 */
+    {"clGetImageInfo", 0, 0},  /* 283 */
+    {"clGetImageInfo", 3, 0},  /* 284 */
+    {"clGetKernelArgInfo", 0, 0},  /* 285 */
+    {"clGetKernelArgInfo", 4, 0},  /* 286 */
+    {"clGetKernelInfo", 0, 0},  /* 287 */
+    {"clGetKernelInfo", 3, 0},  /* 288 */
+    {"clGetKernelSubGroupInfo", 0, 0},  /* 289 */
+    {"clGetKernelSubGroupInfo", 1, 0},  /* 290 */
+    {"clGetKernelSubGroupInfo", 4, 0},  /* 291 */
+    {"clGetKernelSubGroupInfo", 6, 0},  /* 292 */
+    {"clGetKernelWorkGroupInfo", 0, 0},  /* 293 */
+    {"clGetKernelWorkGroupInfo", 1, 0},  /* 294 */
+    {"clGetKernelWorkGroupInfo", 4, 0},  /* 295 */
+    {"clGetMemObjectInfo", 0, 0},  /* 296 */
+    {"clGetMemObjectInfo", 3, 0},  /* 297 */
+    {"clGetPipeInfo", 0, 0},  /* 298 */
+    {"clGetPipeInfo", 3, 0},  /* 299 */
+    {"clGetPlatformIDs", 1, 0},  /* 300 */
+    {"clGetPlatformIDs", 2, 0},  /* 301 */
+    {"clGetPlatformInfo", 0, 0},  /* 302 */
+    {"clGetPlatformInfo", 3, 0},  /* 303 */
+    {"clGetPlatformInfo", 4, 0},  /* 304 */
+    {"clGetProgramBuildInfo", 0, 0},  /* 305 */
+    {"clGetProgramBuildInfo", 1, 0},  /* 306 */
+    {"clGetProgramBuildInfo", 4, 0},  /* 307 */
+    {"clGetProgramBuildInfo", 5, 0},  /* 308 */
+    {"clGetProgramInfo", 0, 0},  /* 309 */
+    {"clGetProgramInfo", 3, 0},  /* 310 */
+    {"clGetSamplerInfo", 0, 0},  /* 311 */
+    {"clGetSamplerInfo", 3, 0},  /* 312 */
+    {"clGetSupportedImageFormats", 0, 0},  /* 313 */
+    {"clGetSupportedImageFormats", 4, 0},  /* 314 */
+    {"clLinkProgram", 0, 0},  /* 315 */
+    {"clLinkProgram", 2, 1},  /* 316 */
+    {"clLinkProgram", 3, 0},  /* 317 */
+    {"clLinkProgram", 5, 1},  /* 318 */
+    {"clLinkProgram", 6, 0},  /* 319 */
+    {"clLinkProgram", 7, 0},  /* 320 */
+    {"clLinkProgram", -1, 0},  /* 321 */
+    {"clReleaseCommandQueue", 0, 0},  /* 322 */
+    {"clReleaseContext", 0, 0},  /* 323 */
+    {"clReleaseDevice", 0, 0},  /* 324 */
+    {"clReleaseEvent", 0, 0},  /* 325 */
+    {"clReleaseKernel", 0, 0},  /* 326 */
+    {"clReleaseMemObject", 0, 0},  /* 327 */
+    {"clReleaseProgram", 0, 0},  /* 328 */
+    {"clReleaseSampler", 0, 0},  /* 329 */
+    {"clRetainCommandQueue", 0, 0},  /* 330 */
+    {"clRetainContext", 0, 0},  /* 331 */
+    {"clRetainDevice", 0, 0},  /* 332 */
+    {"clRetainEvent", 0, 0},  /* 333 */
+    {"clRetainKernel", 0, 0},  /* 334 */
+    {"clRetainMemObject", 0, 0},  /* 335 */
+    {"clRetainProgram", 0, 0},  /* 336 */
+    {"clRetainSampler", 0, 0},  /* 337 */
+    {"clSVMAlloc", 0, 0},  /* 338 */
+    {"clSVMAlloc", -1, 0},  /* 339 */
+    {"clSVMFree", 0, 0},  /* 340 */
+    {"clSVMFree", 1, 0},  /* 341 */
+    {"clSetContextDestructorCallback", 0, 0},  /* 342 */
+    {"clSetContextDestructorCallback", 1, 0},  /* 343 */
+    {"clSetContextDestructorCallback", 2, 0},  /* 344 */
+    {"clSetDefaultDeviceCommandQueue", 0, 0},  /* 345 */
+    {"clSetDefaultDeviceCommandQueue", 1, 0},  /* 346 */
+    {"clSetDefaultDeviceCommandQueue", 2, 0},  /* 347 */
+    {"clSetEventCallback", 0, 0},  /* 348 */
+    {"clSetEventCallback", 2, 0},  /* 349 */
+    {"clSetEventCallback", 3, 0},  /* 350 */
+    {"clSetKernelArg", 0, 0},  /* 351 */
+    {"clSetKernelArg", 3, 0},  /* 352 */
+    {"clSetKernelArgSVMPointer", 0, 0},  /* 353 */
+    {"clSetKernelArgSVMPointer", 2, 0},  /* 354 */
+    {"clSetKernelExecInfo", 0, 0},  /* 355 */
+    {"clSetKernelExecInfo", 3, 0},  /* 356 */
+    {"clSetMemObjectDestructorCallback", 0, 0},  /* 357 */
+    {"clSetMemObjectDestructorCallback", 1, 0},  /* 358 */
+    {"clSetMemObjectDestructorCallback", 2, 0},  /* 359 */
+    {"clSetProgramReleaseCallback", 0, 0},  /* 360 */
+    {"clSetProgramReleaseCallback", 1, 0},  /* 361 */
+    {"clSetProgramReleaseCallback", 2, 0},  /* 362 */
+    {"clSetProgramSpecializationConstant", 0, 0},  /* 363 */
+    {"clSetProgramSpecializationConstant", 3, 0},  /* 364 */
+    {"clSetUserEventStatus", 0, 0},  /* 365 */
+    {"clUnloadPlatformCompiler", 0, 0},  /* 366 */
+    {"clWaitForEvents", 1, 1},  /* 367 */
 };
 
 /* the checked fast paths (one may call another: a string's size function) */
@@ -1530,6 +1536,7 @@ static PyObject *ia_fast_12(PyObject *, PyObject *const *, Py_ssize_t, PyObject 
 static PyObject *ia_fast_13(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_14(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_15(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_16(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_17(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_18(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_19(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
@@ -2410,6 +2417,89 @@ static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
+static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "device_list", "lengths", "binaries", "binary_status"};
+    PyObject *ia_argv[5];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    cl_program ia_r;
+    cl_context a0;
+    cl_uint a1;
+    Py_ssize_t ia_n1 = 0;
+    PyObject *ia_keep = NULL;
+    const cl_device_id *a2 = NULL;
+    void *ia_m2 = NULL;
+    const size_t *a3 = NULL;
+    void *ia_m3 = NULL;
+    const unsigned char **a4 = NULL;
+    void *ia_m4 = NULL;
+    cl_int *a5;
+    cl_int o6 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 5)) {
+        if (ia_fast_args("clCreateProgramWithBinary", ia_kw, 5, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[64] == NULL) && ia_ct_load(64, 6) < 0)
+        return NULL;
+    if (ia_a[1] != Py_None && (ia_n1 = PyObject_Length(ia_a[1])) < 0)
+        goto ia_done;
+    if (ia_a[2] != Py_None) {
+        Py_ssize_t ia_m = PyObject_Length(ia_a[2]);
+        if (ia_m < 0)
+            goto ia_done;
+        if (ia_m != ia_n1) {
+            ia_fast_invalid(16, "lengths must have as many items as device_list");
+            goto ia_done;
+        }
+    }
+    if (ia_a[3] != Py_None) {
+        Py_ssize_t ia_m = PyObject_Length(ia_a[3]);
+        if (ia_m < 0)
+            goto ia_done;
+        if (ia_m != ia_n1) {
+            ia_fast_invalid(16, "binaries must have as many items as device_list");
+            goto ia_done;
+        }
+    }
+    if (ia_array(ia_a[1], ia_ct[65], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
+        goto ia_done;
+    a2 = ia_m2;
+    if (ia_array(ia_a[2], ia_ct[66], sizeof *a3, 0, &ia_m3, &ia_keep) < 0)
+        goto ia_done;
+    a3 = ia_m3;
+    if (ia_array(ia_a[3], ia_ct[67], sizeof *a4, 0, &ia_m4, &ia_keep) < 0)
+        goto ia_done;
+    a4 = ia_m4;
+    if (ia_arg_ptr(IA_CT(64), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_LEN(cl_uint, ia_n1, a1);
+    if (ia_a[4] == Py_None) {
+        a5 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(68), ia_a[4], (char **)&a5, &ia_free) < 0)
+            goto ia_done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = clCreateProgramWithBinary(a0, a1, a2, a3, a4, a5, &o6);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(o6 != 0)) {
+        ia_fast_fail(IA_FROM_INT(cl_int, o6), 16);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(69));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_keep);
+    PyMem_Free(ia_m2);
+    PyMem_Free(ia_m3);
+    PyMem_Free(ia_m4);
+    return ia_res;
+}
+
 static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context", "num_devices", "device_list", "kernel_names"};
@@ -2430,16 +2520,16 @@ static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[64] == NULL) && ia_ct_load(64, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[70] == NULL) && ia_ct_load(70, 4) < 0)
         return NULL;
     if (PyUnicode_Check(ia_a[3]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[3])) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(64), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(70), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(65), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(71), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(66), (ia_s3 != NULL ? ia_s3 : ia_a[3]), (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(72), (ia_s3 != NULL ? ia_s3 : ia_a[3]), (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clCreateProgramWithBuiltInKernels(a0, a1, a2, a3, &o4);
@@ -2448,7 +2538,7 @@ static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, o4), 17);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(67));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(73));
     ia_done:
     ia_free_args(ia_free);
     Py_XDECREF(ia_s3);
@@ -2473,11 +2563,11 @@ static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[68] == NULL) && ia_ct_load(68, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[74] == NULL) && ia_ct_load(74, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(68), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(74), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(69), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(75), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
@@ -2487,7 +2577,7 @@ static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, o3), 18);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(70));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(76));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -2515,20 +2605,20 @@ static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[71] == NULL) && ia_ct_load(71, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[77] == NULL) && ia_ct_load(77, 4) < 0)
         return NULL;
     if (ia_a[1] != Py_None && (ia_n1 = PyObject_Length(ia_a[1])) < 0)
         goto ia_done;
-    if (ia_array(ia_a[1], ia_ct[72], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
+    if (ia_array(ia_a[1], ia_ct[78], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
         goto ia_done;
     a2 = ia_m2;
-    if (ia_arg_ptr(IA_CT(71), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(77), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_LEN(cl_uint, ia_n1, a1);
     if (ia_a[2] == Py_None) {
         a3 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(73), ia_a[2], (char **)&a3, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(79), ia_a[2], (char **)&a3, &ia_free) < 0)
             goto ia_done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -2538,7 +2628,7 @@ static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, o4), 19);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(74));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(80));
     ia_done:
     ia_free_args(ia_free);
     Py_XDECREF(ia_keep);
@@ -2565,9 +2655,9 @@ static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[75] == NULL) && ia_ct_load(75, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[81] == NULL) && ia_ct_load(81, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(75), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(81), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[1], a1);
     IA_IN_INT(cl_addressing_mode, ia_a[2], a2);
@@ -2579,7 +2669,7 @@ static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, o4), 20);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(76));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(82));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -2602,11 +2692,11 @@ static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[77] == NULL) && ia_ct_load(77, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[83] == NULL) && ia_ct_load(83, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(77), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(83), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(78), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(84), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clCreateSamplerWithProperties(a0, a1, &o2);
@@ -2615,7 +2705,7 @@ static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, o2), 21);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(79));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(85));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -2640,13 +2730,13 @@ static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[80] == NULL) && ia_ct_load(80, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[86] == NULL) && ia_ct_load(86, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(80), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(86), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_mem_flags, ia_a[1], a1);
     IA_IN_INT(cl_buffer_create_type, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(81), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(87), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clCreateSubBuffer(a0, a1, a2, a3, &o4);
@@ -2655,7 +2745,7 @@ static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, o4), 22);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(82));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(88));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -2680,11 +2770,11 @@ static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[83] == NULL) && ia_ct_load(83, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[89] == NULL) && ia_ct_load(89, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(83), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(89), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(84), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(90), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
@@ -2694,7 +2784,7 @@ static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 23);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o3, IA_CT(85)), IA_FROM_INT(cl_uint, o4)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o3, IA_CT(91)), IA_FROM_INT(cl_uint, o4)});
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -2716,9 +2806,9 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[86] == NULL) && ia_ct_load(86, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[92] == NULL) && ia_ct_load(92, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(86), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(92), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clCreateUserEvent(a0, &o1);
@@ -2727,7 +2817,7 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, o1), 24);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(87));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(93));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -2748,9 +2838,9 @@ static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[88] == NULL) && ia_ct_load(88, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[94] == NULL) && ia_ct_load(94, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(88), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(94), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueBarrier(a0);
@@ -2783,12 +2873,12 @@ static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[89] == NULL) && ia_ct_load(89, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[95] == NULL) && ia_ct_load(95, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(89), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(95), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(90), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(96), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueBarrierWithWaitList(a0, a1, a2, &o3);
@@ -2797,7 +2887,7 @@ static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 26);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(91));
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(97));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -2826,19 +2916,19 @@ static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[92] == NULL) && ia_ct_load(92, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[98] == NULL) && ia_ct_load(98, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(92), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(98), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(93), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(99), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(94), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(100), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[3], a3);
     IA_IN_INT(size_t, ia_a[4], a4);
     IA_IN_INT(size_t, ia_a[5], a5);
     IA_IN_INT(cl_uint, ia_a[6], a6);
-    if (ia_arg_ptr(IA_CT(95), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(101), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueCopyBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
@@ -2847,7 +2937,7 @@ static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 27);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(96));
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(102));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -2880,26 +2970,26 @@ static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[97] == NULL) && ia_ct_load(97, 8) < 0)
+    if (IA_UNLIKELY(ia_ct[103] == NULL) && ia_ct_load(103, 8) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(97), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(103), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(98), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(104), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(99), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(105), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(100), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(106), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(101), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(107), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(102), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(108), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[6], a6);
     IA_IN_INT(size_t, ia_a[7], a7);
     IA_IN_INT(size_t, ia_a[8], a8);
     IA_IN_INT(size_t, ia_a[9], a9);
     IA_IN_INT(cl_uint, ia_a[10], a10);
-    if (ia_arg_ptr(IA_CT(103), ia_a[11], (char **)&a11, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(109), ia_a[11], (char **)&a11, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueCopyBufferRect(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, &o12);
@@ -2908,7 +2998,7 @@ static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 28);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o12, IA_CT(104));
+    ia_res = _cffi_from_c_pointer((char *)o12, IA_CT(110));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -2937,21 +3027,21 @@ static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[105] == NULL) && ia_ct_load(105, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[111] == NULL) && ia_ct_load(111, 7) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(105), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(111), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(106), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(112), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(107), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(113), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[3], a3);
-    if (ia_arg_ptr(IA_CT(108), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(114), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(109), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(115), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[6], a6);
-    if (ia_arg_ptr(IA_CT(110), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(116), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueCopyBufferToImage(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
@@ -2960,7 +3050,7 @@ static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 29);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(111));
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(117));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -2989,22 +3079,22 @@ static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[112] == NULL) && ia_ct_load(112, 8) < 0)
+    if (IA_UNLIKELY(ia_ct[118] == NULL) && ia_ct_load(118, 8) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(112), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(118), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(113), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(119), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(114), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(120), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(115), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(121), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(116), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(122), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(117), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(123), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[6], a6);
-    if (ia_arg_ptr(IA_CT(118), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(124), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueCopyImage(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
@@ -3013,7 +3103,7 @@ static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 30);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(119));
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(125));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3042,21 +3132,21 @@ static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[120] == NULL) && ia_ct_load(120, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[126] == NULL) && ia_ct_load(126, 7) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(120), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(126), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(121), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(127), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(122), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(128), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(123), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(129), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(124), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(130), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[5], a5);
     IA_IN_INT(cl_uint, ia_a[6], a6);
-    if (ia_arg_ptr(IA_CT(125), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(131), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueCopyImageToBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
@@ -3065,7 +3155,7 @@ static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 31);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(126));
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(132));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3094,19 +3184,19 @@ static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[127] == NULL) && ia_ct_load(127, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[133] == NULL) && ia_ct_load(133, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(127), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(133), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(128), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(134), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(129), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(135), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[3], a3);
     IA_IN_INT(size_t, ia_a[4], a4);
     IA_IN_INT(size_t, ia_a[5], a5);
     IA_IN_INT(cl_uint, ia_a[6], a6);
-    if (ia_arg_ptr(IA_CT(130), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(136), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueFillBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
@@ -3115,7 +3205,7 @@ static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 32);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(131));
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(137));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3143,20 +3233,20 @@ static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[132] == NULL) && ia_ct_load(132, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[138] == NULL) && ia_ct_load(138, 7) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(132), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(138), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(133), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(139), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(134), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(140), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(135), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(141), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(136), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(142), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[5], a5);
-    if (ia_arg_ptr(IA_CT(137), ia_a[6], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(143), ia_a[6], (char **)&a6, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueFillImage(a0, a1, a2, a3, a4, a5, a6, &o7);
@@ -3165,7 +3255,7 @@ static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 33);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(138));
+    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(144));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3195,18 +3285,18 @@ static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[139] == NULL) && ia_ct_load(139, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[145] == NULL) && ia_ct_load(145, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(139), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(145), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(140), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(146), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[2], a2);
     IA_IN_INT(cl_map_flags, ia_a[3], a3);
     IA_IN_INT(size_t, ia_a[4], a4);
     IA_IN_INT(size_t, ia_a[5], a5);
     IA_IN_INT(cl_uint, ia_a[6], a6);
-    if (ia_arg_ptr(IA_CT(141), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(147), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueMapBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8, &o9);
@@ -3215,7 +3305,7 @@ static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, o9), 34);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)ia_r, IA_CT(143)), _cffi_from_c_pointer((char *)o8, IA_CT(142))});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)ia_r, IA_CT(149)), _cffi_from_c_pointer((char *)o8, IA_CT(148))});
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3247,20 +3337,20 @@ static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[144] == NULL) && ia_ct_load(144, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[150] == NULL) && ia_ct_load(150, 7) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(144), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(150), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(145), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(151), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[2], a2);
     IA_IN_INT(cl_map_flags, ia_a[3], a3);
-    if (ia_arg_ptr(IA_CT(146), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(152), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(147), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(153), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[6], a8);
-    if (ia_arg_ptr(IA_CT(148), ia_a[7], (char **)&a9, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(154), ia_a[7], (char **)&a9, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueMapImage(a0, a1, a2, a3, a4, a5, &o6, &o7, a8, a9, &o10, &o11);
@@ -3269,7 +3359,7 @@ static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, o11), 35);
         goto ia_done;
     }
-    ia_res = ia_tuple(4, (PyObject *[]){_cffi_from_c_pointer((char *)ia_r, IA_CT(150)), IA_FROM_INT(size_t, o6), IA_FROM_INT(size_t, o7), _cffi_from_c_pointer((char *)o10, IA_CT(149))});
+    ia_res = ia_tuple(4, (PyObject *[]){_cffi_from_c_pointer((char *)ia_r, IA_CT(156)), IA_FROM_INT(size_t, o6), IA_FROM_INT(size_t, o7), _cffi_from_c_pointer((char *)o10, IA_CT(155))});
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3291,9 +3381,9 @@ static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[151] == NULL) && ia_ct_load(151, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[157] == NULL) && ia_ct_load(157, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(151), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(157), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueMarker(a0, &o1);
@@ -3302,7 +3392,7 @@ static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 36);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(152));
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(158));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3326,12 +3416,12 @@ static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[153] == NULL) && ia_ct_load(153, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[159] == NULL) && ia_ct_load(159, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(153), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(159), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(154), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(160), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueMarkerWithWaitList(a0, a1, a2, &o3);
@@ -3340,7 +3430,7 @@ static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 37);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(155));
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(161));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3367,16 +3457,16 @@ static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[156] == NULL) && ia_ct_load(156, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[162] == NULL) && ia_ct_load(162, 4) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(156), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(162), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(157), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(163), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_mem_migration_flags, ia_a[3], a3);
     IA_IN_INT(cl_uint, ia_a[4], a4);
-    if (ia_arg_ptr(IA_CT(158), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(164), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueMigrateMemObjects(a0, a1, a2, a3, a4, a5, &o6);
@@ -3385,7 +3475,7 @@ static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 38);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o6, IA_CT(159));
+    ia_res = _cffi_from_c_pointer((char *)o6, IA_CT(165));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3417,33 +3507,33 @@ static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[160] == NULL) && ia_ct_load(160, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[166] == NULL) && ia_ct_load(166, 7) < 0)
         return NULL;
     if (ia_a[6] != Py_None && (ia_n6 = PyObject_Length(ia_a[6])) < 0)
         goto ia_done;
-    if (ia_array(ia_a[6], ia_ct[165], sizeof *a7, 0, &ia_m7, &ia_keep) < 0)
+    if (ia_array(ia_a[6], ia_ct[171], sizeof *a7, 0, &ia_m7, &ia_keep) < 0)
         goto ia_done;
     a7 = ia_m7;
-    if (ia_arg_ptr(IA_CT(160), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(166), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(161), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(167), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[2], a2);
     if (ia_a[3] == Py_None) {
         a3 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(162), ia_a[3], (char **)&a3, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(168), ia_a[3], (char **)&a3, &ia_free) < 0)
             goto ia_done;
     }
-    if (ia_arg_ptr(IA_CT(163), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(169), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(164), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(170), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     IA_IN_LEN(cl_uint, ia_n6, a6);
     if (ia_a[7] == Py_None) {
         a8 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(166), ia_a[7], (char **)&a8, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(172), ia_a[7], (char **)&a8, &ia_free) < 0)
             goto ia_done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -3485,21 +3575,21 @@ static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[167] == NULL) && ia_ct_load(167, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[173] == NULL) && ia_ct_load(173, 7) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(167), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(173), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(168));
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(174));
     if (a1 == NULL && PyErr_Occurred())
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(169), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(175), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[3], a3);
     IA_IN_INT(cl_uint, ia_a[4], a4);
-    if (ia_arg_ptr(IA_CT(170), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(176), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[6], a7);
-    if (ia_arg_ptr(IA_CT(172), ia_a[7], (char **)&a8, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(178), ia_a[7], (char **)&a8, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueNativeKernel(a0, a1, a2, a3, a4, a5, &o6, a7, a8, &o9);
@@ -3508,7 +3598,7 @@ static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 40);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o6, IA_CT(171)), _cffi_from_c_pointer((char *)o9, IA_CT(173))});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o6, IA_CT(177)), _cffi_from_c_pointer((char *)o9, IA_CT(179))});
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3537,19 +3627,19 @@ static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[174] == NULL) && ia_ct_load(174, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[180] == NULL) && ia_ct_load(180, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(174), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(180), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(175), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(181), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[2], a2);
     IA_IN_INT(size_t, ia_a[3], a3);
     IA_IN_INT(size_t, ia_a[4], a4);
-    if (ia_arg_ptr(IA_CT(176), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(182), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[6], a6);
-    if (ia_arg_ptr(IA_CT(177), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(183), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueReadBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
@@ -3558,7 +3648,7 @@ static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 41);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(178));
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(184));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3592,27 +3682,27 @@ static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[179] == NULL) && ia_ct_load(179, 8) < 0)
+    if (IA_UNLIKELY(ia_ct[185] == NULL) && ia_ct_load(185, 8) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(179), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(185), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(180), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(186), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(181), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(187), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(182), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(188), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(183), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(189), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[6], a6);
     IA_IN_INT(size_t, ia_a[7], a7);
     IA_IN_INT(size_t, ia_a[8], a8);
     IA_IN_INT(size_t, ia_a[9], a9);
-    if (ia_arg_ptr(IA_CT(184), ia_a[10], (char **)&a10, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(190), ia_a[10], (char **)&a10, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[11], a11);
-    if (ia_arg_ptr(IA_CT(185), ia_a[12], (char **)&a12, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(191), ia_a[12], (char **)&a12, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueReadBufferRect(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, &o13);
@@ -3621,7 +3711,7 @@ static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 42);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o13, IA_CT(186));
+    ia_res = _cffi_from_c_pointer((char *)o13, IA_CT(192));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3652,23 +3742,23 @@ static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[187] == NULL) && ia_ct_load(187, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[193] == NULL) && ia_ct_load(193, 7) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(187), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(193), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(188), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(194), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(189), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(195), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(190), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(196), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[5], a5);
     IA_IN_INT(size_t, ia_a[6], a6);
-    if (ia_arg_ptr(IA_CT(191), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(197), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[8], a8);
-    if (ia_arg_ptr(IA_CT(192), ia_a[9], (char **)&a9, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(198), ia_a[9], (char **)&a9, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueReadImage(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, &o10);
@@ -3677,7 +3767,7 @@ static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 43);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o10, IA_CT(193));
+    ia_res = _cffi_from_c_pointer((char *)o10, IA_CT(199));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3705,20 +3795,20 @@ static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[194] == NULL) && ia_ct_load(194, 6) < 0)
+    if (IA_UNLIKELY(ia_ct[200] == NULL) && ia_ct_load(200, 6) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(194), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(200), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(195), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(201), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    a3 = (void *)_cffi_to_c_pointer(ia_a[3], IA_CT(196));
+    a3 = (void *)_cffi_to_c_pointer(ia_a[3], IA_CT(202));
     if (a3 == NULL && PyErr_Occurred())
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(197), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(203), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[5], a5);
-    if (ia_arg_ptr(IA_CT(198), ia_a[6], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(204), ia_a[6], (char **)&a6, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueSVMFree(a0, a1, a2, a3, a4, a5, a6, &o7);
@@ -3727,7 +3817,7 @@ static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 44);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(199));
+    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(205));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3755,17 +3845,17 @@ static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[200] == NULL) && ia_ct_load(200, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[206] == NULL) && ia_ct_load(206, 4) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(200), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(206), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[1], a1);
     IA_IN_INT(cl_map_flags, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(201), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(207), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[4], a4);
     IA_IN_INT(cl_uint, ia_a[5], a5);
-    if (ia_arg_ptr(IA_CT(202), ia_a[6], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(208), ia_a[6], (char **)&a6, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueSVMMap(a0, a1, a2, a3, a4, a5, a6, &o7);
@@ -3774,7 +3864,7 @@ static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 45);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(203));
+    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(209));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3802,18 +3892,18 @@ static PyObject *ia_fast_46(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[204] == NULL) && ia_ct_load(204, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[210] == NULL) && ia_ct_load(210, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(204), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(210), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(205), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(211), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(206), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(212), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[3], a3);
     IA_IN_INT(size_t, ia_a[4], a4);
     IA_IN_INT(cl_uint, ia_a[5], a5);
-    if (ia_arg_ptr(IA_CT(207), ia_a[6], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(213), ia_a[6], (char **)&a6, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueSVMMemFill(a0, a1, a2, a3, a4, a5, a6, &o7);
@@ -3822,7 +3912,7 @@ static PyObject *ia_fast_46(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 46);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(208));
+    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(214));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3850,18 +3940,18 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[209] == NULL) && ia_ct_load(209, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[215] == NULL) && ia_ct_load(215, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(209), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(215), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(210), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(216), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(211), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(217), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[4], a4);
     IA_IN_INT(cl_uint, ia_a[5], a5);
-    if (ia_arg_ptr(IA_CT(212), ia_a[6], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(218), ia_a[6], (char **)&a6, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueSVMMemcpy(a0, a1, a2, a3, a4, a5, a6, &o7);
@@ -3870,7 +3960,7 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 47);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(213));
+    ia_res = _cffi_from_c_pointer((char *)o7, IA_CT(219));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3898,16 +3988,16 @@ static PyObject *ia_fast_48(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[214] == NULL) && ia_ct_load(214, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[220] == NULL) && ia_ct_load(220, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(214), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(220), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(216), ia_a[2], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(222), ia_a[2], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_mem_migration_flags, ia_a[3], a4);
     IA_IN_INT(cl_uint, ia_a[4], a5);
-    if (ia_arg_ptr(IA_CT(217), ia_a[5], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(223), ia_a[5], (char **)&a6, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueSVMMigrateMem(a0, a1, &o2, a3, a4, a5, a6, &o7);
@@ -3916,7 +4006,7 @@ static PyObject *ia_fast_48(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 48);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o2, IA_CT(215)), _cffi_from_c_pointer((char *)o7, IA_CT(218))});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o2, IA_CT(221)), _cffi_from_c_pointer((char *)o7, IA_CT(224))});
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3941,14 +4031,14 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[219] == NULL) && ia_ct_load(219, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[225] == NULL) && ia_ct_load(225, 4) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(219), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(225), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(220), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(226), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(221), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(227), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueSVMUnmap(a0, a1, a2, a3, &o4);
@@ -3957,7 +4047,7 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 49);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o4, IA_CT(222));
+    ia_res = _cffi_from_c_pointer((char *)o4, IA_CT(228));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -3982,14 +4072,14 @@ static PyObject *ia_fast_50(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[223] == NULL) && ia_ct_load(223, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[229] == NULL) && ia_ct_load(229, 4) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(223), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(229), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(224), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(230), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(225), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(231), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueTask(a0, a1, a2, a3, &o4);
@@ -3998,7 +4088,7 @@ static PyObject *ia_fast_50(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 50);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o4, IA_CT(226));
+    ia_res = _cffi_from_c_pointer((char *)o4, IA_CT(232));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -4024,16 +4114,16 @@ static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[227] == NULL) && ia_ct_load(227, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[233] == NULL) && ia_ct_load(233, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(227), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(233), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(228), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(234), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(229), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(235), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[3], a3);
-    if (ia_arg_ptr(IA_CT(230), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(236), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueUnmapMemObject(a0, a1, a2, a3, a4, &o5);
@@ -4042,7 +4132,7 @@ static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 51);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o5, IA_CT(231));
+    ia_res = _cffi_from_c_pointer((char *)o5, IA_CT(237));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -4065,12 +4155,12 @@ static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[232] == NULL) && ia_ct_load(232, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[238] == NULL) && ia_ct_load(238, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(232), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(238), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(233), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(239), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueWaitForEvents(a0, a1, a2);
@@ -4108,19 +4198,19 @@ static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[234] == NULL) && ia_ct_load(234, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[240] == NULL) && ia_ct_load(240, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(234), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(240), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(235), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(241), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[2], a2);
     IA_IN_INT(size_t, ia_a[3], a3);
     IA_IN_INT(size_t, ia_a[4], a4);
-    if (ia_arg_ptr(IA_CT(236), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(242), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[6], a6);
-    if (ia_arg_ptr(IA_CT(237), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(243), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueWriteBuffer(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
@@ -4129,7 +4219,7 @@ static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 53);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(238));
+    ia_res = _cffi_from_c_pointer((char *)o8, IA_CT(244));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -4163,27 +4253,27 @@ static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[239] == NULL) && ia_ct_load(239, 8) < 0)
+    if (IA_UNLIKELY(ia_ct[245] == NULL) && ia_ct_load(245, 8) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(239), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(245), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(240), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(246), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(241), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(247), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(242), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(248), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(243), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(249), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[6], a6);
     IA_IN_INT(size_t, ia_a[7], a7);
     IA_IN_INT(size_t, ia_a[8], a8);
     IA_IN_INT(size_t, ia_a[9], a9);
-    if (ia_arg_ptr(IA_CT(244), ia_a[10], (char **)&a10, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(250), ia_a[10], (char **)&a10, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[11], a11);
-    if (ia_arg_ptr(IA_CT(245), ia_a[12], (char **)&a12, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(251), ia_a[12], (char **)&a12, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueWriteBufferRect(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, &o13);
@@ -4192,7 +4282,7 @@ static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 54);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o13, IA_CT(246));
+    ia_res = _cffi_from_c_pointer((char *)o13, IA_CT(252));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -4223,23 +4313,23 @@ static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[247] == NULL) && ia_ct_load(247, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[253] == NULL) && ia_ct_load(253, 7) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(247), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(253), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(248), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(254), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_bool, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(249), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(255), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(250), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(256), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[5], a5);
     IA_IN_INT(size_t, ia_a[6], a6);
-    if (ia_arg_ptr(IA_CT(251), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(257), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[8], a8);
-    if (ia_arg_ptr(IA_CT(252), ia_a[9], (char **)&a9, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(258), ia_a[9], (char **)&a9, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clEnqueueWriteImage(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, &o10);
@@ -4248,7 +4338,7 @@ static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 55);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o10, IA_CT(253));
+    ia_res = _cffi_from_c_pointer((char *)o10, IA_CT(259));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -4269,9 +4359,9 @@ static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[254] == NULL) && ia_ct_load(254, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[260] == NULL) && ia_ct_load(260, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(254), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(260), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clFinish(a0);
@@ -4301,9 +4391,9 @@ static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[255] == NULL) && ia_ct_load(255, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[261] == NULL) && ia_ct_load(261, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(255), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(261), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clFlush(a0);
@@ -4337,13 +4427,13 @@ static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[256] == NULL) && ia_ct_load(256, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[262] == NULL) && ia_ct_load(262, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(256), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(262), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_command_queue_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(257), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(263), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetCommandQueueInfo(a0, a1, a2, a3, &o4);
@@ -4377,13 +4467,13 @@ static PyObject *ia_fast_59(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[258] == NULL) && ia_ct_load(258, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[264] == NULL) && ia_ct_load(264, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(258), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(264), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_context_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(259), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(265), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetContextInfo(a0, a1, a2, a3, &o4);
@@ -4415,9 +4505,9 @@ static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[260] == NULL) && ia_ct_load(260, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[266] == NULL) && ia_ct_load(266, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(260), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(266), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetDeviceAndHostTimer(a0, &o1, &o2);
@@ -4451,22 +4541,22 @@ static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[261] == NULL) && ia_ct_load(261, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[267] == NULL) && ia_ct_load(267, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(261), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(267), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_device_type, ia_a[1], a1);
     IA_IN_INT(cl_uint, ia_a[2], a2);
     if (ia_a[3] == Py_None) {
         a3 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(262), ia_a[3], (char **)&a3, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(268), ia_a[3], (char **)&a3, &ia_free) < 0)
             goto ia_done;
     }
     if (ia_a[4] == Py_None) {
         a4 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(263), ia_a[4], (char **)&a4, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(269), ia_a[4], (char **)&a4, &ia_free) < 0)
             goto ia_done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -4501,22 +4591,22 @@ static PyObject *ia_fast_62(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[264] == NULL) && ia_ct_load(264, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[270] == NULL) && ia_ct_load(270, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(264), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(270), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_device_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
     if (ia_a[3] == Py_None) {
         a3 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(265), ia_a[3], (char **)&a3, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(271), ia_a[3], (char **)&a3, &ia_free) < 0)
             goto ia_done;
     }
     if (ia_a[4] == Py_None) {
         a4 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(266), ia_a[4], (char **)&a4, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(272), ia_a[4], (char **)&a4, &ia_free) < 0)
             goto ia_done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -4551,13 +4641,13 @@ static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[267] == NULL) && ia_ct_load(267, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[273] == NULL) && ia_ct_load(273, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(267), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(273), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_event_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(268), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(274), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetEventInfo(a0, a1, a2, a3, &o4);
@@ -4591,13 +4681,13 @@ static PyObject *ia_fast_64(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[269] == NULL) && ia_ct_load(269, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[275] == NULL) && ia_ct_load(275, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(269), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(275), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_profiling_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(270), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(276), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetEventProfilingInfo(a0, a1, a2, a3, &o4);
@@ -4628,16 +4718,16 @@ static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[271] == NULL) && ia_ct_load(271, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[277] == NULL) && ia_ct_load(277, 2) < 0)
         return NULL;
     if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(271), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(277), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetExtensionFunctionAddress(a0);
     Py_END_ALLOW_THREADS
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(272));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(278));
     ia_done:
     ia_free_args(ia_free);
     Py_XDECREF(ia_s0);
@@ -4661,18 +4751,18 @@ static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[273] == NULL) && ia_ct_load(273, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[279] == NULL) && ia_ct_load(279, 3) < 0)
         return NULL;
     if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(273), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(279), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(274), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(280), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetExtensionFunctionAddressForPlatform(a0, a1);
     Py_END_ALLOW_THREADS
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(275));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(281));
     ia_done:
     ia_free_args(ia_free);
     Py_XDECREF(ia_s1);
@@ -4695,9 +4785,9 @@ static PyObject *ia_fast_67(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[276] == NULL) && ia_ct_load(276, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[282] == NULL) && ia_ct_load(282, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(276), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(282), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetHostTimer(a0, &o1);
@@ -4731,13 +4821,13 @@ static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[277] == NULL) && ia_ct_load(277, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[283] == NULL) && ia_ct_load(283, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(277), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(283), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_image_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(278), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(284), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetImageInfo(a0, a1, a2, a3, &o4);
@@ -4772,14 +4862,14 @@ static PyObject *ia_fast_69(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[279] == NULL) && ia_ct_load(279, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[285] == NULL) && ia_ct_load(285, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(279), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(285), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
     IA_IN_INT(cl_kernel_arg_info, ia_a[2], a2);
     IA_IN_INT(size_t, ia_a[3], a3);
-    if (ia_arg_ptr(IA_CT(280), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(286), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetKernelArgInfo(a0, a1, a2, a3, a4, &o5);
@@ -4813,13 +4903,13 @@ static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[281] == NULL) && ia_ct_load(281, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[287] == NULL) && ia_ct_load(287, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(281), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(287), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_kernel_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(282), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(288), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetKernelInfo(a0, a1, a2, a3, &o4);
@@ -4856,18 +4946,18 @@ static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[283] == NULL) && ia_ct_load(283, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[289] == NULL) && ia_ct_load(289, 4) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(283), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(289), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(284), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(290), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_kernel_sub_group_info, ia_a[2], a2);
     IA_IN_INT(size_t, ia_a[3], a3);
-    if (ia_arg_ptr(IA_CT(285), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(291), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[5], a5);
-    if (ia_arg_ptr(IA_CT(286), ia_a[6], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(292), ia_a[6], (char **)&a6, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetKernelSubGroupInfo(a0, a1, a2, a3, a4, a5, a6, &o7);
@@ -4902,15 +4992,15 @@ static PyObject *ia_fast_72(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[287] == NULL) && ia_ct_load(287, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[293] == NULL) && ia_ct_load(293, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(287), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(293), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(288), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(294), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_kernel_work_group_info, ia_a[2], a2);
     IA_IN_INT(size_t, ia_a[3], a3);
-    if (ia_arg_ptr(IA_CT(289), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(295), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetKernelWorkGroupInfo(a0, a1, a2, a3, a4, &o5);
@@ -4944,13 +5034,13 @@ static PyObject *ia_fast_73(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[290] == NULL) && ia_ct_load(290, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[296] == NULL) && ia_ct_load(296, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(290), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(296), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_mem_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(291), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(297), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetMemObjectInfo(a0, a1, a2, a3, &o4);
@@ -4984,13 +5074,13 @@ static PyObject *ia_fast_74(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[292] == NULL) && ia_ct_load(292, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[298] == NULL) && ia_ct_load(298, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(292), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(298), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_pipe_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(293), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(299), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetPipeInfo(a0, a1, a2, a3, &o4);
@@ -5022,19 +5112,19 @@ static PyObject *ia_fast_75(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[294] == NULL) && ia_ct_load(294, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[300] == NULL) && ia_ct_load(300, 2) < 0)
         return NULL;
     IA_IN_INT(cl_uint, ia_a[0], a0);
     if (ia_a[1] == Py_None) {
         a1 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(294), ia_a[1], (char **)&a1, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(300), ia_a[1], (char **)&a1, &ia_free) < 0)
             goto ia_done;
     }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(295), ia_a[2], (char **)&a2, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(301), ia_a[2], (char **)&a2, &ia_free) < 0)
             goto ia_done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -5069,22 +5159,22 @@ static PyObject *ia_fast_76(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[296] == NULL) && ia_ct_load(296, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[302] == NULL) && ia_ct_load(302, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(296), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(302), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_platform_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
     if (ia_a[3] == Py_None) {
         a3 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(297), ia_a[3], (char **)&a3, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(303), ia_a[3], (char **)&a3, &ia_free) < 0)
             goto ia_done;
     }
     if (ia_a[4] == Py_None) {
         a4 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(298), ia_a[4], (char **)&a4, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(304), ia_a[4], (char **)&a4, &ia_free) < 0)
             goto ia_done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -5120,24 +5210,24 @@ static PyObject *ia_fast_77(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[299] == NULL) && ia_ct_load(299, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[305] == NULL) && ia_ct_load(305, 4) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(299), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(305), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(300), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(306), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_program_build_info, ia_a[2], a2);
     IA_IN_INT(size_t, ia_a[3], a3);
     if (ia_a[4] == Py_None) {
         a4 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(301), ia_a[4], (char **)&a4, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(307), ia_a[4], (char **)&a4, &ia_free) < 0)
             goto ia_done;
     }
     if (ia_a[5] == Py_None) {
         a5 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(302), ia_a[5], (char **)&a5, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(308), ia_a[5], (char **)&a5, &ia_free) < 0)
             goto ia_done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -5172,13 +5262,13 @@ static PyObject *ia_fast_78(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[303] == NULL) && ia_ct_load(303, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[309] == NULL) && ia_ct_load(309, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(303), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(309), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_program_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(304), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(310), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetProgramInfo(a0, a1, a2, a3, &o4);
@@ -5212,13 +5302,13 @@ static PyObject *ia_fast_79(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[305] == NULL) && ia_ct_load(305, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[311] == NULL) && ia_ct_load(311, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(305), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(311), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_sampler_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(306), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(312), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetSamplerInfo(a0, a1, a2, a3, &o4);
@@ -5254,12 +5344,12 @@ static PyObject *ia_fast_80(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[307] == NULL) && ia_ct_load(307, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[313] == NULL) && ia_ct_load(313, 2) < 0)
         return NULL;
-    if ((ia_o4 = ia_new(ia_ct[308], NULL)) == NULL)
+    if ((ia_o4 = ia_new(ia_ct[314], NULL)) == NULL)
         goto ia_done;
-    a4 = (void *)_cffi_to_c_pointer(ia_o4, IA_CT(308));
-    if (ia_arg_ptr(IA_CT(307), ia_a[0], (char **)&a0, &ia_free) < 0)
+    a4 = (void *)_cffi_to_c_pointer(ia_o4, IA_CT(314));
+    if (ia_arg_ptr(IA_CT(313), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_mem_flags, ia_a[1], a1);
     IA_IN_INT(cl_mem_object_type, ia_a[2], a2);
@@ -5307,41 +5397,41 @@ static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[309] == NULL) && ia_ct_load(309, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[315] == NULL) && ia_ct_load(315, 7) < 0)
         return NULL;
     if (ia_a[1] != Py_None && (ia_n1 = PyObject_Length(ia_a[1])) < 0)
         goto ia_done;
-    if (ia_array(ia_a[1], ia_ct[310], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
+    if (ia_array(ia_a[1], ia_ct[316], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
         goto ia_done;
     a2 = ia_m2;
     if (PyUnicode_Check(ia_a[2]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
         goto ia_done;
     if (ia_a[3] != Py_None && (ia_n4 = PyObject_Length(ia_a[3])) < 0)
         goto ia_done;
-    if (ia_array(ia_a[3], ia_ct[312], sizeof *a5, 0, &ia_m5, &ia_keep) < 0)
+    if (ia_array(ia_a[3], ia_ct[318], sizeof *a5, 0, &ia_m5, &ia_keep) < 0)
         goto ia_done;
     a5 = ia_m5;
-    if (ia_arg_ptr(IA_CT(309), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(315), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_LEN(cl_uint, ia_n1, a1);
     if ((ia_s3 != NULL ? ia_s3 : ia_a[2]) == Py_None) {
         a3 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(311), (ia_s3 != NULL ? ia_s3 : ia_a[2]), (char **)&a3, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(317), (ia_s3 != NULL ? ia_s3 : ia_a[2]), (char **)&a3, &ia_free) < 0)
             goto ia_done;
     }
     IA_IN_LEN(cl_uint, ia_n4, a4);
     if (ia_a[4] == Py_None) {
         a6 = NULL;
     } else {
-        a6 = (void *)_cffi_to_c_pointer(ia_a[4], IA_CT(313));
+        a6 = (void *)_cffi_to_c_pointer(ia_a[4], IA_CT(319));
         if (a6 == NULL && PyErr_Occurred())
             goto ia_done;
     }
     if (ia_a[5] == Py_None) {
         a7 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(314), ia_a[5], (char **)&a7, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(320), ia_a[5], (char **)&a7, &ia_free) < 0)
             goto ia_done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -5351,7 +5441,7 @@ static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_fail(IA_FROM_INT(cl_int, o8), 81);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(315));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(321));
     ia_done:
     ia_free_args(ia_free);
     Py_XDECREF(ia_keep);
@@ -5376,9 +5466,9 @@ static PyObject *ia_fast_82(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[316] == NULL) && ia_ct_load(316, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[322] == NULL) && ia_ct_load(322, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(316), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(322), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clReleaseCommandQueue(a0);
@@ -5408,9 +5498,9 @@ static PyObject *ia_fast_83(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[317] == NULL) && ia_ct_load(317, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[323] == NULL) && ia_ct_load(323, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(317), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(323), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clReleaseContext(a0);
@@ -5440,9 +5530,9 @@ static PyObject *ia_fast_84(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[318] == NULL) && ia_ct_load(318, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[324] == NULL) && ia_ct_load(324, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(318), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(324), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clReleaseDevice(a0);
@@ -5472,9 +5562,9 @@ static PyObject *ia_fast_85(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[319] == NULL) && ia_ct_load(319, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[325] == NULL) && ia_ct_load(325, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(319), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(325), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clReleaseEvent(a0);
@@ -5504,9 +5594,9 @@ static PyObject *ia_fast_86(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[320] == NULL) && ia_ct_load(320, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[326] == NULL) && ia_ct_load(326, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(320), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(326), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clReleaseKernel(a0);
@@ -5536,9 +5626,9 @@ static PyObject *ia_fast_87(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[321] == NULL) && ia_ct_load(321, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[327] == NULL) && ia_ct_load(327, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(321), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(327), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clReleaseMemObject(a0);
@@ -5568,9 +5658,9 @@ static PyObject *ia_fast_88(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[322] == NULL) && ia_ct_load(322, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[328] == NULL) && ia_ct_load(328, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(322), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(328), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clReleaseProgram(a0);
@@ -5600,9 +5690,9 @@ static PyObject *ia_fast_89(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[323] == NULL) && ia_ct_load(323, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[329] == NULL) && ia_ct_load(329, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(323), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(329), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clReleaseSampler(a0);
@@ -5632,9 +5722,9 @@ static PyObject *ia_fast_90(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[324] == NULL) && ia_ct_load(324, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[330] == NULL) && ia_ct_load(330, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(324), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(330), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clRetainCommandQueue(a0);
@@ -5664,9 +5754,9 @@ static PyObject *ia_fast_91(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[325] == NULL) && ia_ct_load(325, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[331] == NULL) && ia_ct_load(331, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(325), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(331), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clRetainContext(a0);
@@ -5696,9 +5786,9 @@ static PyObject *ia_fast_92(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[326] == NULL) && ia_ct_load(326, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[332] == NULL) && ia_ct_load(332, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(326), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(332), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clRetainDevice(a0);
@@ -5728,9 +5818,9 @@ static PyObject *ia_fast_93(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[327] == NULL) && ia_ct_load(327, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[333] == NULL) && ia_ct_load(333, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(327), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(333), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clRetainEvent(a0);
@@ -5760,9 +5850,9 @@ static PyObject *ia_fast_94(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[328] == NULL) && ia_ct_load(328, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[334] == NULL) && ia_ct_load(334, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(328), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(334), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clRetainKernel(a0);
@@ -5792,9 +5882,9 @@ static PyObject *ia_fast_95(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[329] == NULL) && ia_ct_load(329, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[335] == NULL) && ia_ct_load(335, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(329), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(335), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clRetainMemObject(a0);
@@ -5824,9 +5914,9 @@ static PyObject *ia_fast_96(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[330] == NULL) && ia_ct_load(330, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[336] == NULL) && ia_ct_load(336, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(330), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(336), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clRetainProgram(a0);
@@ -5856,9 +5946,9 @@ static PyObject *ia_fast_97(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[331] == NULL) && ia_ct_load(331, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[337] == NULL) && ia_ct_load(337, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(331), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(337), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clRetainSampler(a0);
@@ -5891,9 +5981,9 @@ static PyObject *ia_fast_98(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[332] == NULL) && ia_ct_load(332, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[338] == NULL) && ia_ct_load(338, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(332), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(338), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_svm_mem_flags, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
@@ -5901,7 +5991,7 @@ static PyObject *ia_fast_98(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     Py_BEGIN_ALLOW_THREADS
     ia_r = clSVMAlloc(a0, a1, a2, a3);
     Py_END_ALLOW_THREADS
-    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(333));
+    ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(339));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -5922,13 +6012,13 @@ static PyObject *ia_fast_99(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[334] == NULL) && ia_ct_load(334, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[340] == NULL) && ia_ct_load(340, 2) < 0)
         return NULL;
     if (IA_UNLIKELY(ia_status(99) != 0) && ia_fast_require(99) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(334), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(340), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(335), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(341), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     clSVMFree(a0, a1);
@@ -5956,14 +6046,14 @@ static PyObject *ia_fast_100(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[336] == NULL) && ia_ct_load(336, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[342] == NULL) && ia_ct_load(342, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(336), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(342), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(337));
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(343));
     if (a1 == NULL && PyErr_Occurred())
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(338), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(344), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clSetContextDestructorCallback(a0, a1, a2);
@@ -5995,13 +6085,13 @@ static PyObject *ia_fast_101(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[339] == NULL) && ia_ct_load(339, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[345] == NULL) && ia_ct_load(345, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(339), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(345), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(340), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(346), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(341), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(347), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clSetDefaultDeviceCommandQueue(a0, a1, a2);
@@ -6034,15 +6124,15 @@ static PyObject *ia_fast_102(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[342] == NULL) && ia_ct_load(342, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[348] == NULL) && ia_ct_load(348, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(342), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(348), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_int, ia_a[1], a1);
-    a2 = (void *)_cffi_to_c_pointer(ia_a[2], IA_CT(343));
+    a2 = (void *)_cffi_to_c_pointer(ia_a[2], IA_CT(349));
     if (a2 == NULL && PyErr_Occurred())
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(344), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(350), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clSetEventCallback(a0, a1, a2, a3);
@@ -6075,16 +6165,16 @@ static PyObject *ia_fast_103(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[345] == NULL) && ia_ct_load(345, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[351] == NULL) && ia_ct_load(351, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(345), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(351), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
     if (ia_a[3] == Py_None) {
         a3 = NULL;
     } else {
-        if (ia_arg_ptr(IA_CT(346), ia_a[3], (char **)&a3, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(352), ia_a[3], (char **)&a3, &ia_free) < 0)
             goto ia_done;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -6117,12 +6207,12 @@ static PyObject *ia_fast_104(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[347] == NULL) && ia_ct_load(347, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[353] == NULL) && ia_ct_load(353, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(347), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(353), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(348), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(354), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clSetKernelArgSVMPointer(a0, a1, a2);
@@ -6155,13 +6245,13 @@ static PyObject *ia_fast_105(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[349] == NULL) && ia_ct_load(349, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[355] == NULL) && ia_ct_load(355, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(349), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(355), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_kernel_exec_info, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(350), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(356), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clSetKernelExecInfo(a0, a1, a2, a3);
@@ -6193,14 +6283,14 @@ static PyObject *ia_fast_106(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[351] == NULL) && ia_ct_load(351, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[357] == NULL) && ia_ct_load(357, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(351), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(357), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(352));
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(358));
     if (a1 == NULL && PyErr_Occurred())
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(353), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(359), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clSetMemObjectDestructorCallback(a0, a1, a2);
@@ -6232,14 +6322,14 @@ static PyObject *ia_fast_107(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[354] == NULL) && ia_ct_load(354, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[360] == NULL) && ia_ct_load(360, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(354), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(360), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(355));
+    a1 = (void *)_cffi_to_c_pointer(ia_a[1], IA_CT(361));
     if (a1 == NULL && PyErr_Occurred())
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(356), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(362), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clSetProgramReleaseCallback(a0, a1, a2);
@@ -6272,13 +6362,13 @@ static PyObject *ia_fast_108(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[357] == NULL) && ia_ct_load(357, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[363] == NULL) && ia_ct_load(363, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(357), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(363), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
     IA_IN_INT(size_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(358), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(364), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clSetProgramSpecializationConstant(a0, a1, a2, a3);
@@ -6309,9 +6399,9 @@ static PyObject *ia_fast_109(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[359] == NULL) && ia_ct_load(359, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[365] == NULL) && ia_ct_load(365, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(359), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(365), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_int, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
@@ -6364,9 +6454,9 @@ static PyObject *ia_fast_111(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[360] == NULL) && ia_ct_load(360, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[366] == NULL) && ia_ct_load(366, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(360), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(366), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = clUnloadPlatformCompiler(a0);
@@ -6399,11 +6489,11 @@ static PyObject *ia_fast_112(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[361] == NULL) && ia_ct_load(361, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[367] == NULL) && ia_ct_load(367, 1) < 0)
         return NULL;
     if (ia_a[0] != Py_None && (ia_n0 = PyObject_Length(ia_a[0])) < 0)
         goto ia_done;
-    if (ia_array(ia_a[0], ia_ct[361], sizeof *a1, 0, &ia_m1, &ia_keep) < 0)
+    if (ia_array(ia_a[0], ia_ct[367], sizeof *a1, 0, &ia_m1, &ia_keep) < 0)
         goto ia_done;
     a1 = ia_m1;
     IA_IN_LEN(cl_uint, ia_n0, a0);
@@ -6547,6 +6637,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``cl_mem clCreatePipe(cl_context context, cl_mem_flags flags, cl_uint pipe_packet_size, cl_uint pipe_max_packets, const cl_pipe_properties *properties, cl_int *errcode_ret)``\n"
      "\n"
      "Symbol ``clCreatePipe``.\n"
+     "Returns the result."},
+    {"clCreateProgramWithBinary", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
+     "clCreateProgramWithBinary($module, context, device_list, lengths, binaries, binary_status=None)\n"
+     "--\n"
+     "\n"
+     "``cl_program clCreateProgramWithBinary(cl_context context, cl_uint num_devices, const cl_device_id *device_list, const size_t *lengths, const unsigned char **binaries, cl_int *binary_status, cl_int *errcode_ret)``\n"
+     "\n"
+     "Symbol ``clCreateProgramWithBinary``.\n"
      "Returns the result."},
     {"clCreateProgramWithBuiltInKernels", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
      "clCreateProgramWithBuiltInKernels($module, context, num_devices, device_list, kernel_names)\n"
