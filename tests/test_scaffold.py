@@ -471,3 +471,26 @@ def test_cuda_runtime_header_beside_the_driver_spec(tmp_path: Path) -> None:
                                 "try:\n    m.cudaGetDeviceCount()\nexcept Error as e:\n    print(e.kind.name)\n"
                                 "else:\n    print('COUNTED')\n", {"LD_LIBRARY_PATH": ""})
     assert out.split()[:2] == ["True", "True"] and out.split()[2] in ("NO_DEVICE", "COUNTED"), out
+
+
+def test_a_type_from_a_header_outside_the_headers_directory_is_a_located_error(tmp_path: Path) -> None:
+    """nvtx3/nvToolsExtCuda.h's functions take cuda.h's CUdevice; cuda.h is outside nvtx3/, so its typedef was not
+    emitted and the scaffolded spec generated a cdef cffi could not parse (a traceback at build and import)."""
+    inc = tmp_path / "include"
+    (inc / "acme").mkdir(parents=True)
+    (inc / "other.h").write_text("typedef struct other_st *other_t;\n", encoding="utf-8")
+    (inc / "acme" / "acme.h").write_text('#include "other.h"\ntypedef enum { ACME_SUCCESS = 0, ACME_ERROR_X = 1 } '
+                                         "acmeStatus;\nacmeStatus acmeName(other_t o, const char *name);\n"
+                                         "acmeStatus acmeInit(int flags);\n", encoding="utf-8")
+    specs = spec_dir(tmp_path, test_kinds=True)
+    text = sc.scaffold(sc.Options(name="acme.x", header=inc / "acme" / "acme.h", backend="TEST", specs=specs,
+                                  system_libs=False))
+    spec = load_library(Path("acme/x.yaml"), "acme/x.yaml", text)
+    assert [p.value for p in spec.exclude] == ["acmeName"], text  # refused by the binder, with its reason:
+    assert "uses 'other_t', which no header of the headers' directory acme/ declares" in text
+    # a spec that binds it anyway: the binder's located error, not a cdef that cffi cannot parse
+    with pytest.raises(sc.UserError) as e:
+        sc._bind(text.replace('exclude: [acmeName]', 'exclude: []').replace("\n    - acmeName", ""),
+                 "acme/x.yaml", sc._core(specs), sc.parse_header(inc, "acme/acme.h", (), ()).header)
+    msgs = [str(d) for d in e.value.diagnostics]
+    assert any(m.startswith("acme/acme.h:3:12: function 'acmeName' uses 'other_t'") for m in msgs), msgs
