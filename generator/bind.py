@@ -10,12 +10,12 @@ import fnmatch
 import keyword
 import re
 from dataclasses import dataclass, replace
-from typing import AbstractSet, Mapping
+from typing import AbstractSet, Iterable, Mapping
 
 from .ctypes_util import FLOAT_BUILTINS, INTEGER_BUILTINS, declare, is_char, references, resolve
 from .diagnostics import Collector, suggest
 from .ir import (
-    Array, Builtin, CType, Enum, EnumConstant, EnumRef, Function, FunctionProto, Header, InlineEnum,
+    BUILTIN_NAMES, Array, Builtin, CType, Enum, EnumConstant, EnumRef, Function, FunctionProto, Header, InlineEnum,
     InlineRecord, Location, MacroConstant, Param, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
 from .spec import CoreSpec, FunctionSpec, LibrarySpec, ParamSpec, StringSpec
@@ -1238,6 +1238,37 @@ def check_size_functions(functions: tuple[BoundFunction, ...], col: Collector) -
                 col.error(sf.location, f"size_function '{sf}' cannot size the output of {f.public}: {why}")
 
 
+def check_declared_types(b: _Binder, functions: tuple[BoundFunction, ...], col: Collector) -> None:
+    """Every typedef a bound function or an emitted typedef uses must be emitted too (or be one cffi knows, as
+    size_t): a type from a header outside the headers' directories is not (nvtx3/nvToolsExtCuda.h's CUdevice, from
+    cuda.h), and its cdef would fail in cffi ("cannot parse") at build and import instead of here."""
+    import cffi.commontypes
+    import cffi.model
+
+    known = ({t.name for t in b.h.typedefs if b.in_bound_files(t.location)} | set(cffi.commontypes.COMMON_TYPES)
+             | set(cffi.model.PrimitiveType.ALL_PRIMITIVE_TYPES) | set(BUILTIN_NAMES))
+    dirs = sorted({h.value.rpartition("/")[0] + "/" for h in b.spec.headers if "/" in h.value})
+    where = (f"the headers' director{'ies' if len(dirs) > 1 else 'y'} {', '.join(dirs)}" if dirs else "them")
+
+    def report(user: str, types: Iterable[CType], at: Location, fix: str) -> None:
+        missing = sorted({ref.name for t in types for ref, _ in references(t)
+                          if isinstance(ref, (TypedefRef, Builtin)) and ref.name not in known})
+        if missing:
+            col.error(at, f"{user} uses {', '.join(repr(m) for m in missing)}, which no header of {where} declares "
+                          f"(a header outside {'them' if dirs else 'the headers'} does): add that header to "
+                          f"`headers:`{fix}")
+
+    for f in functions:
+        report(f"function '{f.public}'", (f.c.result, *(p.type for p in f.c.params)), f.c.location,
+               ", or leave the function out (bind.exclude)")
+    for td in b.h.typedefs:
+        if b.in_bound_files(td.location):
+            report(f"typedef '{td.name}'", (td.type,), td.location, "")
+    for r in b.h.records:
+        if b.in_bound_files(r.location) and r.fields:
+            report(f"{r.kind} '{r.tag}'", tuple(fl.type for fl in r.fields), r.location, "")
+
+
 def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | None = None,
          errors: Collector | None = None) -> BoundLibrary:
     """Bind one library; raise :class:`UserError` listing every problem."""
@@ -1273,6 +1304,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
                   f"name_function '{names}' is not a bound function of {header.name}"
                   f"{suggest(names, [f.public for f in functions])}")
     check_size_functions(functions, col)
+    check_declared_types(b, functions, col)
     resolver = bind_resolver(spec, header, functions, b, col)
     launch = bind_kernel_launch(spec, functions, b, col)
     pool_memory = bind_pool_memory(spec, functions, b, col)

@@ -518,6 +518,69 @@ def find_libraries(stems: Sequence[str], dirs: Sequence[Path], listed: Sequence[
     return []
 
 
+def elf_exports(path: Path) -> frozenset[str] | None:
+    """The functions an ELF shared library defines in its dynamic symbol table (``.dynsym``: what ``dlsym`` finds),
+    or None when ``path`` is not a readable ELF file (another platform's format, a linker script, a stub).  Only the
+    headers and the two tables are read (libnvrtc is 140 MB)."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            def read(at: int, n: int) -> bytes:
+                f.seek(at)
+                got = f.read(n)
+                if len(got) != n:
+                    raise ValueError("truncated")
+                return got
+
+            ident = read(0, 64)
+            if ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) or ident[5] not in (1, 2):
+                return None
+            wide, end = ident[4] == 2, "<" if ident[5] == 1 else ">"
+            shoff, = struct.unpack_from(end + ("Q" if wide else "I"), ident, 0x28 if wide else 0x20)
+            shentsize, shnum = struct.unpack_from(end + "HH", ident, 0x3A if wide else 0x2E)
+            if not shoff or shnum > 65280 or shentsize < (64 if wide else 40):
+                return None
+            table = read(shoff, shentsize * shnum)
+            sections = []  # (type, offset, size, link, entry size)
+            for i in range(shnum):
+                fields = struct.unpack_from(end + ("IIQQQQIIQQ" if wide else "IIIIIIIIII"), table, i * shentsize)
+                sections.append((fields[1], fields[4], fields[5], fields[6], fields[9]))
+            out: set[str] = set()
+            for kind, off, size, link, entsize in sections:
+                if kind != 11 or entsize < (24 if wide else 16) or size > 1 << 28:  # SHT_DYNSYM
+                    continue
+                _, stroff, strsize, _, _ = sections[link]
+                strtab, syms = read(stroff, min(strsize, 1 << 28)), read(off, size)
+                for at in range(entsize, size - entsize + 1, entsize):  # (entry 0 is the null symbol)
+                    if wide:
+                        name, info, _, shndx = struct.unpack_from(end + "IBBH", syms, at)
+                    else:
+                        name, _, _, info, _, shndx = struct.unpack_from(end + "IIIBBH", syms, at)
+                    # defined (not SHN_UNDEF), global or weak, a function or an indirect function
+                    if shndx != 0 and info >> 4 in (1, 2) and info & 0xF in (2, 10):
+                        out.add(strtab[name:strtab.index(b"\0", name)].decode("utf-8", "replace"))
+            return frozenset(out)
+    except (OSError, struct.error, IndexError, ValueError):
+        return None
+
+
+def exporting(functions: Iterable[str], files: Iterable[Path]) -> list[Path]:
+    """The files of the library (a name before ``.so``) that exports the most of ``functions``, or [] when no
+    readable file exports any.  ex) cuda_runtime_api.h's cuda* functions: libcudart.so.13, not libcuda.so.1"""
+    wanted = frozenset(functions)
+    by_base: dict[str, list[Path]] = {}
+    for p in sorted(set(files)):
+        by_base.setdefault(p.name.partition(".so")[0], []).append(p)
+    best: tuple[int, str] | None = None
+    for base, paths in sorted(by_base.items()):
+        counts = [len(wanted & e) for e in map(elf_exports, paths) if e is not None]
+        n = max(counts, default=0)
+        if n and (best is None or n > best[0]):
+            best = (n, base)
+    return by_base[best[1]] if best is not None else []
+
+
 def loader_names(found: Sequence[Path]) -> tuple[str, ...]:
     """The names a loader tries, per library: each major soname (newest first), then the unversioned name.
     ex) libOpenCL.so.1.0.0, libOpenCL.so.1, libOpenCL.so -> libOpenCL.so.1, libOpenCL.so"""
@@ -650,27 +713,41 @@ def _sdk_block(d: Draft, include_dir: Path, kind: str, existing: Sequence[Librar
                                             f"`generate --sdk {kind}={include_dir}`")
 
 
-def _loader(d: Draft, o: Options, include_dir: Path, stems: Sequence[str]) -> Draft:
+def _loader(d: Draft, o: Options, include_dir: Path, stems: Sequence[str], functions: Iterable[str],
+            existing: Sequence[LibrarySpec]) -> Draft:
     site = _site_packages(include_dir)
     wheel_lib = include_dir.parent / "lib" if site is not None else None
     root = include_dir.parent if include_dir.name == "include" else None
     sdk_lib_dirs = [root / x for x in ("lib64", "lib")] if root is not None and site is None else []
-    dirs = list(o.lib_dirs) + ([wheel_lib] if wheel_lib else []) + sdk_lib_dirs
-    if o.system_libs:
-        dirs += [Path(x) for x in LIB_DIRS]
+    local = list(o.lib_dirs) + ([wheel_lib] if wheel_lib else []) + sdk_lib_dirs
+    dirs = local + ([Path(x) for x in LIB_DIRS] if o.system_libs else [])
     found = find_libraries(stems, dirs, _ldconfig() if o.system_libs else [])
+    # the names guess; the exports decide: a library of the SDK (or a name match) that defines the functions wins
+    # over a name match that does not (cuda_runtime_api.h: libcudart.so.13, never the driver's libcuda.so.1)
+    nearby = [p for d_ in local if d_.is_dir() for p in sorted(d_.iterdir()) if ".so" in p.name and p.is_file()]
+    exporters = exporting(functions, [*found, *nearby])
+    if exporters:
+        found = exporters
     names = loader_names(found)
     if not names:
         guess = f"lib{stems[0]}.so" if stems else "lib.so"
-        return replace(d, loader=(guess,), loader_note=f"TODO: no lib{'|'.join(stems)}*.so found on this system: "
-                                                       "name the library file")
+        return replace(d, loader=(guess,), loader_note=f"TODO: no lib{'|'.join(stems)}*.so found on this system, "
+                                                       "nor a library exporting the functions beside the header: "
+                                                       "name the library file (or give --lib-dir DIR)")
     where = sorted({p.parent.as_posix() for p in found})
-    d = replace(d, loader=names, loader_note=f"review: found in {', '.join(where)}")
+    d = replace(d, loader=names, loader_note=f"review: found in {', '.join(where)}"
+                                             f"{', exports the functions' if exporters else ''}")
     if wheel_lib is not None and site is not None and any(p.parent == wheel_lib for p in found):
         d = replace(d, loader_wheel_dirs=(wheel_lib.relative_to(site).as_posix(),))
-    elif root is not None and any(p.parent in sdk_lib_dirs for p in found) and (d.sdk_roots or d.sdk_env):
-        d = replace(d, loader_sdk_dirs=tuple(sorted({p.parent.name for p in found if p.parent in sdk_lib_dirs})),
-                    loader_sdk_env=d.sdk_env, loader_sdk_roots=d.sdk_roots)
+    elif root is not None and any(p.parent in sdk_lib_dirs for p in found):
+        env, roots = d.sdk_env, d.sdk_roots
+        if d.sdk_ref:  # `sdk: <kind>` another spec declares: its roots (cuda.runtime: the toolkit's, /usr/local/cuda)
+            ref = next((s.sdk_spec for s in existing if s.sdk_spec is not None
+                        and s.sdk_spec.kind.value == d.sdk_kind), None)
+            env, roots = (ref.env, ref.roots) if ref is not None else ((), ())
+        if env or roots:
+            d = replace(d, loader_sdk_dirs=tuple(sorted({p.parent.name for p in found if p.parent in sdk_lib_dirs})),
+                        loader_sdk_env=tuple(env), loader_sdk_roots=tuple(roots))
     return d
 
 
@@ -742,7 +819,8 @@ def scaffold(o: Options) -> str:
     stems = list(dict.fromkeys(s for s in (chosen[0].strip("_").lower(), Path(rel).stem.lower(),
                                            Path(rel).stem.split("_")[0].lower(), library.lower(), vendor.lower())
                                if s))
-    d = _loader(d, o, include_dir, stems)
+    d = _loader(d, o, include_dir, stems, {publics[n].name for n in selected} | set(selected),
+                existing)
     # bind the draft as generate will; exclude what the binder refuses, with its reason
     display = f"{vendor}/{library}.yaml"
     lib = None
@@ -935,4 +1013,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 __all__ = ["scaffold", "missing", "render", "suggest_kind", "first_word", "words", "Draft", "CodeRow", "Options",
-           "run", "find_errors", "inferred_params", "loader_names", "find_libraries", "prefixes"]
+           "run", "find_errors", "inferred_params", "loader_names", "find_libraries", "prefixes", "elf_exports",
+           "exporting"]

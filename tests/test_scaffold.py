@@ -164,6 +164,38 @@ def test_loader_names(tmp_path: Path) -> None:
     assert sc.find_libraries(["ac"], [tmp_path], []) == []  # a short stem matches exactly only
 
 
+def test_the_library_exporting_the_functions_wins_over_a_name_match(tmp_path: Path) -> None:
+    """A runtime beside a driver (cuda_runtime_api.h: libcudart, not libcuda): the prefix names the driver's file,
+    the exports name the runtime's.  The scaffold read names only and wrote the driver (or a TODO)."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    root = tmp_path / "acme-sdk"
+    (root / "include").mkdir(parents=True)
+    header = root / "include" / "acme_runtime_api.h"
+    header.write_text("typedef enum { acmeSuccess = 0, acmeErrorInvalidValue = 1 } acmeError_t;\n"
+                      "acmeError_t acmeRuntimeGetVersion(int *v);\nacmeError_t acmeMalloc(void **p, unsigned long n);\n",
+                      encoding="utf-8")
+    (root / "lib64").mkdir()
+    sources = {"libacme.so.1": "int acmeDriverInit(void) { return 0; }\n",  # the prefix's name, other functions
+               "libacmert.so.2": "int acmeRuntimeGetVersion(int *v) { *v = 42; return 0; }\n"
+                                 "int acmeMalloc(void **p, unsigned long n) { *p = 0; return n ? 0 : 1; }\n"}
+    for name, text in sources.items():
+        (tmp_path / "x.c").write_text(text, encoding="utf-8")
+        subprocess.run([cc, "-shared", "-fPIC", f"-Wl,-soname,{name}", "-o", str(root / "lib64" / name),
+                        str(tmp_path / "x.c")], check=True, capture_output=True, timeout=60)
+    (root / "lib64" / "libacmert.so").symlink_to("libacmert.so.2")
+    specs = spec_dir(tmp_path, test_kinds=True)
+    text = sc.scaffold(sc.Options(name="acme.rt", header=header, backend="TEST", specs=specs, system_libs=False))
+    spec = load_library(Path("acme/rt.yaml"), "acme/rt.yaml", text)
+    assert dict(spec.loader.names)["linux"] == ("libacmert.so.2", "libacmert.so"), text
+    assert spec.loader.sdk_dirs == ("lib64",) and "exports the functions" in text
+    assert sc.elf_exports(root / "lib64" / "libacmert.so.2") == {"acmeRuntimeGetVersion", "acmeMalloc"}
+    assert sc.elf_exports(header) is None  # not ELF
+    assert sc.exporting(["acmeMalloc"], sorted((root / "lib64").iterdir())) == [
+        root / "lib64" / "libacmert.so", root / "lib64" / "libacmert.so.2"]
+
+
 # ------------------------------------------------------------------------------ hand-written headers
 
 
@@ -412,3 +444,53 @@ def test_hip_header_needs_a_define(tmp_path: Path) -> None:
                                 "try:\n    m.hipGetDeviceCount()\nexcept Error as e:\n    print(e.kind.name)\n"
                                 "else:\n    print('COUNTED')\n")  # (a machine with an AMD GPU counts it)
     assert out.strip() in ("NO_DEVICE", "COUNTED"), out
+
+
+def test_cuda_runtime_header_beside_the_driver_spec(tmp_path: Path) -> None:
+    """The new-maintainer trial of issue 15: cuda_runtime_api.h scaffolded beside the checkout's specs (its SDK is
+    the `cuda` kind driver.yaml declares; hip.runtime is another `runtime`) generates, builds and runs as written:
+    the library is the toolkit's libcudart (found by its exports), searched under the referenced SDK's roots."""
+    h = Path("/usr/local/cuda/include/cuda_runtime_api.h")
+    if not h.is_file() or not list(Path("/usr/local/cuda/lib64").glob("libcudart.so.*")):
+        pytest.skip("no CUDA toolkit runtime")
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS, specs)
+    r = scaffold_cli("cuda.runtime", "--header", str(h), "--specs", str(specs))
+    assert r.returncode == 0, r.stderr
+    spec = load_library(specs / "cuda" / "runtime.yaml", "cuda/runtime.yaml")
+    assert spec.sdk_spec is None and dict(spec.loader.names)["linux"][0].startswith("libcudart.so.")
+    assert "/usr/local/cuda" in spec.loader.sdk_roots and "lib64" in spec.loader.sdk_dirs
+    keep = ("cuda/runtime.yaml", "cuda/driver.yaml", "hip/runtime.yaml")  # (its SDK, the other runtime)
+    for other in list(specs.glob("*/*.yaml")):  # the rest go, to keep the build short
+        if other.relative_to(specs).as_posix() not in keep:
+            other.unlink()
+    out = generate_build_import(specs, "ironaccelerator.backends.cuda.runtime",
+                                "from ironaccelerator import Error\n"
+                                "import ironaccelerator.backends.hip.runtime as hip\n"
+                                "print(m.cudaRuntimeGetVersion() >= 13000, hip.hipRuntimeGetVersion() > 0)\n"
+                                "try:\n    m.cudaGetDeviceCount()\nexcept Error as e:\n    print(e.kind.name)\n"
+                                "else:\n    print('COUNTED')\n", {"LD_LIBRARY_PATH": ""})
+    assert out.split()[:2] == ["True", "True"] and out.split()[2] in ("NO_DEVICE", "COUNTED"), out
+
+
+def test_a_type_from_a_header_outside_the_headers_directory_is_a_located_error(tmp_path: Path) -> None:
+    """nvtx3/nvToolsExtCuda.h's functions take cuda.h's CUdevice; cuda.h is outside nvtx3/, so its typedef was not
+    emitted and the scaffolded spec generated a cdef cffi could not parse (a traceback at build and import)."""
+    inc = tmp_path / "include"
+    (inc / "acme").mkdir(parents=True)
+    (inc / "other.h").write_text("typedef struct other_st *other_t;\n", encoding="utf-8")
+    (inc / "acme" / "acme.h").write_text('#include "other.h"\ntypedef enum { ACME_SUCCESS = 0, ACME_ERROR_X = 1 } '
+                                         "acmeStatus;\nacmeStatus acmeName(other_t o, const char *name);\n"
+                                         "acmeStatus acmeInit(int flags);\n", encoding="utf-8")
+    specs = spec_dir(tmp_path, test_kinds=True)
+    text = sc.scaffold(sc.Options(name="acme.x", header=inc / "acme" / "acme.h", backend="TEST", specs=specs,
+                                  system_libs=False))
+    spec = load_library(Path("acme/x.yaml"), "acme/x.yaml", text)
+    assert [p.value for p in spec.exclude] == ["acmeName"], text  # refused by the binder, with its reason:
+    assert "uses 'other_t', which no header of the headers' directory acme/ declares" in text
+    # a spec that binds it anyway: the binder's located error, not a cdef that cffi cannot parse
+    with pytest.raises(sc.UserError) as e:
+        sc._bind(text.replace('exclude: [acmeName]', 'exclude: []').replace("\n    - acmeName", ""),
+                 "acme/x.yaml", sc._core(specs), sc.parse_header(inc, "acme/acme.h", (), ()).header)
+    msgs = [str(d) for d in e.value.diagnostics]
+    assert any(m.startswith("acme/acme.h:3:12: function 'acmeName' uses 'other_t'") for m in msgs), msgs
