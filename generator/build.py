@@ -10,6 +10,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -158,28 +159,49 @@ def fast_path_counts(lib_dir: Path) -> tuple[int, int] | None:
     return (int(fast.group(1)), int(total.group(1))) if fast and total else None
 
 
+@dataclass
+class BuildReport:
+    """What :func:`build_all` did: ``built`` the modules (re)built; ``api_failed`` those whose C compile failed but
+    whose ABI module was written (they import in ABI mode); ``failed`` those with no usable module at all (their
+    import would fail: ``ironaccel-gen build`` exits 1)."""
+
+    built: int = 0
+    up_to_date: int = 0
+    api_failed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
 def build_all(out: Path, api: bool = True, log=print, *, jobs: int | None = None,  # type: ignore[no-untyped-def]
-              force: bool = False) -> int:
+              force: bool = False) -> BuildReport:
     """Build every generated library under ``out``: the ones whose inputs changed (:func:`build_key`; all with
-    ``force``), ``jobs`` at a time (default: the CPU count), largest first.  Returns how many were built."""
+    ``force``), ``jobs`` at a time (default: the CPU count), largest first."""
     import concurrent.futures
     import multiprocessing
 
     t0 = time.perf_counter()
+    started = time.time()
     dirs = library_dirs(out)
     identity = _compiler_identity()
     keys = {d: build_key(d, api, identity) for d in dirs}
     todo = [d for d in dirs if force or not up_to_date(d, keys[d])]
     todo.sort(key=lambda d: -(d / "trampolines.c").stat().st_size if (d / "trampolines.c").exists() else 0)
+    result = BuildReport(up_to_date=len(dirs) - len(todo))
 
     def rel(d: Path) -> str:
         return d.relative_to(out).as_posix().replace("/", ".")
 
     def report(d: Path, times: dict[str, float] | None, exc: BaseException | None) -> None:
-        if exc is not None:  # a missing compiler leaves the ABI fallback usable
-            log(f"build {rel(d)}: API module not built ({exc.__class__.__name__}: {exc}); ABI mode will be used")
+        if exc is not None:
+            abi = d / "_cffi_abi.py"
+            if abi.is_file() and abi.stat().st_mtime >= started - 1:  # a missing compiler: the ABI fallback works
+                result.api_failed.append(rel(d))
+                log(f"build {rel(d)}: API module not built ({exc.__class__.__name__}: {exc}); ABI mode will be used")
+            else:  # nothing usable: its import would fail
+                result.failed.append(rel(d))
+                log(f"build {rel(d)}: FAILED, no module built ({exc.__class__.__name__}: {exc})")
             return
         assert times is not None
+        result.built += 1
         counts = fast_path_counts(d) if "api" in times else None
         fast = f"; checked fast path (C) for {counts[0]} of {counts[1]} functions" if counts else ""
         log(f"built {rel(d)}: " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()) + fast)
@@ -200,7 +222,9 @@ def build_all(out: Path, api: bool = True, log=print, *, jobs: int | None = None
             for f in concurrent.futures.as_completed(futures):
                 failure = f.exception()
                 report(futures[f], None if failure is not None else f.result(), failure)
-    fresh = len(dirs) - len(todo)
-    log(f"build: {len(todo)} module(s) built, {fresh} up to date, {n} job(s), {time.perf_counter() - t0:.2f}s")
+    problems = "".join(f", {len(x)} {what}" for x, what in ((result.api_failed, "in ABI mode only"),
+                                                           (result.failed, "FAILED")) if x)
+    log(f"build: {result.built} module(s) built{problems}, {result.up_to_date} up to date, {n} job(s), "
+        f"{time.perf_counter() - t0:.2f}s")
     sys.stdout.flush()
-    return len(todo)
+    return result

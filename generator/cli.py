@@ -131,7 +131,7 @@ def _generate(args: argparse.Namespace) -> int:
                 print(f"generate: up to date ({time.perf_counter() - t0:.3f}s)")
                 if args.build:
                     from .build import build_all
-                    build_all(args.out)
+                    return 1 if build_all(args.out).failed else 0
                 return 0
     from . import pipeline
 
@@ -185,7 +185,7 @@ def _generate(args: argparse.Namespace) -> int:
               "regenerate", file=sys.stderr)
     if args.build:
         from .build import build_all
-        build_all(args.out)
+        return 1 if build_all(args.out).failed else 0
     return 0
 
 
@@ -241,7 +241,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.jobs is not None and args.jobs < 1:
                 print(f"ironaccel-gen: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
                 return EXIT_USER_ERROR
-            build_all(args.out, api=not args.abi_only, jobs=args.jobs, force=args.force)
+            report = build_all(args.out, api=not args.abi_only, jobs=args.jobs, force=args.force)
+            if report.failed:
+                print(f"ironaccel-gen build: no module built for {', '.join(report.failed)}: importing "
+                      f"{'it' if len(report.failed) == 1 else 'them'} would fail (see above)", file=sys.stderr)
+                return 1
             return 0
         if args.command == "spec-keys":
             from .schema import render_markdown
