@@ -31,6 +31,8 @@ class Diagnostic:
 
     def __str__(self) -> str:
         prefix = "" if self.severity == "error" else f"{self.severity}: "
+        if self.location.file.startswith("--"):  # a command-line option, not a file: no line and column to give
+            return f"ironaccel-gen: {self.location.file}: {prefix}{self.message}"
         return f"{self.location}: {prefix}{self.message}"
 
 

@@ -412,13 +412,13 @@ def test_a_tree_against_its_own_headers_has_no_drift(case: Path, capsys: pytest.
 
 
 @pytest.mark.parametrize("argv, where, message", [
-    (["--sdk", "drift"], "--sdk:1:1", "--sdk expects KIND=PATH, got 'drift'"),
-    (["--sdk", "drift=a", "--sdk", "drift=b", "--sdk", "drift=c"], "--sdk:1:1", "given 3 times"),
-    ([], "--sdk:1:1", "drift compares two sides"),
-    (["--sdk", "drift=a"], "--sdk:1:1", "drift compares two sides"),
-    (["--sdk", "drift=a", "--sdk", "drift=b", "--old-tree", "."], "--sdk:1:1", "give each kind once"),
-    (["--old-tree", "/nonexistent/tree"], "--old-tree:1:1", "is not a directory"),
-    (["--sdk", "drift=a", "--sdk", "drift=b", "--only", "test.drfit"], "--only:1:1", "did you mean 'test.drift'?"),
+    (["--sdk", "drift"], "ironaccel-gen: --sdk", "--sdk expects KIND=PATH, got 'drift'"),
+    (["--sdk", "drift=a", "--sdk", "drift=b", "--sdk", "drift=c"], "ironaccel-gen: --sdk", "given 3 times"),
+    ([], "ironaccel-gen: --sdk", "drift compares two sides"),
+    (["--sdk", "drift=a"], "ironaccel-gen: --sdk", "drift compares two sides"),
+    (["--sdk", "drift=a", "--sdk", "drift=b", "--old-tree", "."], "ironaccel-gen: --sdk", "give each kind once"),
+    (["--old-tree", "/nonexistent/tree"], "ironaccel-gen: --old-tree", "is not a directory"),
+    (["--sdk", "drift=a", "--sdk", "drift=b", "--only", "test.drfit"], "ironaccel-gen: --only", "did you mean 'test.drift'?"),
 ])
 def test_user_errors_exit_2(case: Path, capsys: pytest.CaptureFixture[str], argv: list[str], where: str,
                             message: str) -> None:
