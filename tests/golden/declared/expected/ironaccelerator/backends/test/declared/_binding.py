@@ -21,7 +21,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '8fb617721fca5474b17050d5'
+BUILD_ID = '60eeb9d53391db11ae1758c1'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

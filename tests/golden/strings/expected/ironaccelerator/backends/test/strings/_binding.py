@@ -23,7 +23,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'adf76ba359b0a798b4ba5666'
+BUILD_ID = 'b269fec1289b63b6a47b9e5a'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
