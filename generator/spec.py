@@ -914,7 +914,7 @@ def _loader_name(r: _Reader, node: yaml.Node) -> Name | None:
         r.errors.error(name.location, f"library name {name.value!r}: the only placeholder is {MAJOR} (the major "
                        "version of the SDK the bindings are generated from)")
         return None
-    if not LIBNAME.match(rest or "x"):
+    if not LIBNAME.match(rest):  # (an empty name, or only the placeholder, is refused too)
         r.errors.error(name.location, f"library name {name.value!r} is not valid")
         return None
     return name

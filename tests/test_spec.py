@@ -799,6 +799,14 @@ def test_loader_name_placeholder_other_than_major_is_located(name: str) -> None:
     assert_at(d, ABI, pos(text, f'"{name}"'))
 
 
+@pytest.mark.parametrize("name", ["{major}", "lib ia.so.{major}"])
+def test_loader_name_with_major_is_still_a_file_name(name: str) -> None:
+    text = edit(ABI_TEXT, '"libia_abi_major.so.{major}"', f'"{name}"')
+    d = the_error(loader_errors(text, ABI), "library name")
+    assert d.message == f"library name {name!r} is not valid"
+    assert_at(d, ABI, pos(text, f'"{name}"'))
+
+
 def test_loader_major_needs_a_known_sdk_version(tmp_path: Path) -> None:
     text = edit(ABI_TEXT, "version_macro: [AM_VERSION_MAJOR, AM_VERSION_MINOR]\n", "")
     diags = abi_errors(tmp_path, text)
