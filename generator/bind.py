@@ -18,7 +18,7 @@ from .ir import (
     BUILTIN_NAMES, Array, Builtin, CType, Enum, EnumConstant, EnumRef, Function, FunctionProto, Header, InlineEnum,
     InlineRecord, Location, MacroConstant, Param, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
-from .spec import CoreSpec, FunctionSpec, LibrarySpec, ParamSpec, StringSpec
+from .spec import MAJOR as MAJOR_PLACEHOLDER, CoreSpec, FunctionSpec, LibrarySpec, ParamSpec, StringSpec
 
 PY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # names the generated module defines or imports itself, and the builtins its code calls: a C name bound
@@ -136,6 +136,17 @@ class Resolver:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AbiMajor:
+    """``loader.abi_major`` checked against the header: the function that asks an opened library its version,
+    and the major that version must have (the SDK's the bindings come from).  The loader passes over a file of
+    another major (``ironaccelerator_runtime.loader.AbiMajor``)."""
+
+    public: str  # ex) hipRuntimeGetVersion: status (integer *version)
+    encoding: tuple[int, int]  # ex) (10000000, 100000): major = v // e[0], minor = v % e[0] // e[1]
+    major: int  # ex) 5, from the SDK version 5.2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class KernelLaunch:
     """The launch function that the backend's launch fast path (``_fast._launch`` in trampolines.c) packs
     kernel arguments for and calls: ``status (function, grid x/y/z, block x/y/z, shared bytes, stream,
@@ -206,6 +217,8 @@ class BoundLibrary:
     resolver: Resolver = Resolver()
     kernel_launch: KernelLaunch | None = None
     pool_memory: PoolMemory | None = None
+    library_names: tuple[tuple[str, tuple[str, ...]], ...] = ()  # spec.loader.names with {major} filled
+    abi_major: AbiMajor | None = None
 
 
 def _version_str(v: int) -> str:
@@ -1269,6 +1282,43 @@ def check_declared_types(b: _Binder, functions: tuple[BoundFunction, ...], col: 
             report(f"{r.kind} '{r.tag}'", tuple(fl.type for fl in r.fields), r.location, "")
 
 
+def sdk_major(version: str | None) -> int | None:
+    """The major of an SDK version (``5.2`` -> 5, ``13.0`` -> 13); None when it is not a number."""
+    m = re.match(r"(\d+)(\.|\Z)", version or "")
+    return int(m.group(1)) if m else None
+
+
+def bind_loader(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: _Binder, version: str,
+                col: Collector) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], AbiMajor | None]:
+    """The loader's names with ``{major}`` filled from the SDK ``version``, and ``abi_major`` checked against the
+    header: both need a known major, and the function the shape status (integer *version)."""
+    lo = spec.loader
+    major = sdk_major(version)
+    if major is None and (lo.major_at is not None or lo.abi_major is not None):
+        where = lo.major_at or lo.abi_major.location  # type: ignore[union-attr]
+        what = MAJOR_PLACEHOLDER if lo.major_at is not None else "abi_major"
+        col.error(where, f"{what} needs the major version of the SDK the bindings are generated from, and it is "
+                  f"{version!r} here: give the spec's sdk: a version: (or version_macro:)")
+    names = tuple((plat, tuple(n.replace(MAJOR_PLACEHOLDER, str(major)) for n in files)) for plat, files in lo.names)
+    am = lo.abi_major
+    if am is None or major is None:
+        return names, None
+    by = {f.public: f for f in functions}
+    f = by.get(am.function.value)
+    if f is None:
+        col.error(am.function.location, f"abi_major function '{am.function}' is not a bound function of "
+                  f"{b.h.name}{suggest(am.function.value, by)}")
+        return names, None
+    params = f.c.params
+    out = b.canonical(params[0].type) if len(params) == 1 else None
+    if not (f.returns_status and isinstance(out, Pointer) and _shape(b, out.pointee) == "int"
+            and not getattr(out.pointee, "const", False)):
+        col.error(am.function.location, f"'{am.function}' cannot give the library's version: expected the shape "
+                  "status (integer *version)")
+        return names, None
+    return names, AbiMajor(public=f.public, encoding=am.encoding, major=major)
+
+
 def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | None = None,
          errors: Collector | None = None) -> BoundLibrary:
     """Bind one library; raise :class:`UserError` listing every problem."""
@@ -1308,14 +1358,16 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
     resolver = bind_resolver(spec, header, functions, b, col)
     launch = bind_kernel_launch(spec, functions, b, col)
     pool_memory = bind_pool_memory(spec, functions, b, col)
+    version = sdk_version or b.version or "unknown"
+    library_names, abi_major = bind_loader(spec, functions, b, version, col)
     col.check()
     success = tuple(b.error_constants[c.value].value for c in spec.errors.success if c.value in b.error_constants)
     return BoundLibrary(
-        spec=spec, core=core, header=header, sdk_version=sdk_version or b.version or "unknown",
+        spec=spec, core=core, header=header, sdk_version=version,
         module=f"ironaccelerator.backends.{spec.vendor}.{spec.library}",
         functions=functions, enums=enums, constants=constants, errors=error_codes, success=success,
         error_type=spec.errors.type.value, error_name_function=names, declarations=decls, structs=structs,
         error_mask=spec.errors.mask,
         per_thread=any(f.per_thread_symbol for f in functions), resolver=resolver, kernel_launch=launch,
-        pool_memory=pool_memory,
+        pool_memory=pool_memory, library_names=library_names, abi_major=abi_major,
     )

@@ -159,13 +159,26 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
             )),
     Section("library > loader", "Where the shared library is searched for at import (each platform's names are "
             "tried in order after the directories below, then by the system loader).", (
-                _k("linux", "Library file names on Linux, ex. `[libcuda.so.1, libcuda.so]`."),
-                _k("windows", "DLL names on Windows."),
-                _k("darwin", "Library names on macOS."),
+                _k("linux", "Library file names on Linux, ex. `[libcuda.so.1, libcuda.so]`. `{major}` in a name is "
+                   "the major version of the SDK the bindings are generated from (quoted in a flow list: "
+                   "`[\"libamdhip64.so.{major}\", libamdhip64.so]`), so that the library of that SDK is tried first."),
+                _k("windows", "DLL names on Windows (`{major}` as for `linux`)."),
+                _k("darwin", "Library names on macOS (`{major}` as for `linux`)."),
                 _k("wheel_dirs", "Directories inside site-packages (pip wheels) searched first."),
                 _k("sdk_dirs", "Directories under each SDK root, ex. `[lib64, lib]`."),
                 _k("sdk_env", "Environment variables naming SDK roots."),
                 _k("sdk_roots", "SDK roots (globs allowed)."),
+                _k("abi_major", "For a library whose ABI (enum values, struct layouts) changes at each major version "
+                   "(section `library > loader > abi_major`): once a file is opened, its own version is asked, and "
+                   "a file of another major than the headers' is passed over as if it were missing."),
+            )),
+    Section("library > loader > abi_major", "How an opened library's version is asked (`loader.abi_major`). A "
+            "file whose major differs from the SDK's the bindings come from is refused (`LIBRARY_NOT_FOUND`, "
+            "saying both versions and to regenerate against that SDK); the next name is tried.", (
+                _k("function", "A bound function of the shape status (integer *version), ex. "
+                   "`hipRuntimeGetVersion`.", True),
+                _k("encoding", "How its number is read: `major = v // e[0]`, `minor = v % e[0] // e[1]`, ex. "
+                   "`[10000000, 100000]` for HIP (major * 10^7 + minor * 10^5 + patch).", True),
             )),
     Section("library > errors", "The vendor's status type and how its codes map onto `ErrorKind` (or "
             "`errors: none`). Every code must be mapped, defaulted or a success.", (

@@ -221,14 +221,29 @@ class PoolMemorySpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AbiMajorSpec:
+    """How an opened library's own version is asked, so that a file of another major version than the headers
+    the bindings come from is refused (ROCm changes enum values and struct layouts at each major).
+
+    ex) ``abi_major: {function: hipRuntimeGetVersion, encoding: [10000000, 100000]}``
+    """
+
+    function: Name  # a bound function, status (integer *version)
+    encoding: tuple[int, int]  # major = v // e[0], minor = v % e[0] // e[1]
+    location: Location
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LoaderSpec:
     """Where the vendor library is found at run time."""
 
-    names: tuple[tuple[str, tuple[str, ...]], ...]  # (platform, library file names in order)
+    names: tuple[tuple[str, tuple[str, ...]], ...]  # (platform, library file names in order; {major} unfilled)
     wheel_dirs: tuple[str, ...] = ()  # ex) nvidia/cu13/lib, relative to site-packages
     sdk_dirs: tuple[str, ...] = ()  # ex) lib64, relative to each discovered SDK root
     sdk_env: tuple[str, ...] = ()  # ex) CUDA_HOME, CUDA_PATH: environment variables naming SDK roots
     sdk_roots: tuple[str, ...] = ()  # ex) /usr/local/cuda: standard install prefixes (globs allowed)
+    major_at: Location | None = None  # the first name with {major} (filled by the binder from the SDK version)
+    abi_major: AbiMajorSpec | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -780,9 +795,19 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
 
     lm = r.mapping(m.get("loader"), schema.keys("library > loader"), (), "loader") or {}
     names = []
+    major_at = None
     for plat in PLATFORMS:
-        libs = r.seq(lm.get(plat), f"{plat} libraries", lambda n: r.string(n, "library name", LIBNAME))
+        libs = r.seq(lm.get(plat), f"{plat} libraries", lambda n: _loader_name(r, n))
         names.append((plat, tuple(x.value for x in libs)))
+        major_at = major_at or next((x.location for x in libs if MAJOR in x.value), None)
+    abi_major = None
+    if "abi_major" in lm:
+        am = r.mapping(lm["abi_major"], schema.keys("library > loader > abi_major"),
+                       schema.required("library > loader > abi_major"), "abi_major") or {}
+        am_function = r.ident(am.get("function"), "abi_major function")
+        am_encoding = _encoding(r, am.get("encoding"))
+        if am_function is not None and am_encoding is not None:
+            abi_major = AbiMajorSpec(function=am_function, encoding=am_encoding, location=r.loc(lm["abi_major"]))
     relpath = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
     wheel_dirs = r.seq(lm.get("wheel_dirs"), "wheel_dirs", lambda n: r.string(n, "directory", relpath))
     sdk_dirs = r.seq(lm.get("sdk_dirs"), "sdk_dirs", lambda n: r.string(n, "directory", relpath))
@@ -791,7 +816,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                       lambda n: r.string(n, "directory", re.compile(r"(/[A-Za-z0-9_.*\-]+)+\Z|[A-Z]:[\\/][A-Za-z0-9_.* \\/\-]+\Z")))
     loader = LoaderSpec(names=tuple(names), wheel_dirs=tuple(x.value for x in wheel_dirs),
                         sdk_dirs=tuple(x.value for x in sdk_dirs), sdk_env=tuple(x.value for x in sdk_env),
-                        sdk_roots=tuple(x.value for x in sdk_roots))
+                        sdk_roots=tuple(x.value for x in sdk_roots), major_at=major_at, abi_major=abi_major)
 
     # errors: none -- a library whose functions report no status (ex: NVTX's push/pop return depths, its marks
     # nothing): every function returns its value and none is checked
@@ -841,6 +866,9 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                 errors.error(r.loc(lm[plat]), f"loader: '{plat}' does not go with resolver kind objc (its runtime: "
                              "and frameworks: name the libraries; loader: may say where to search: sdk_env, sdk_dirs, "
                              "sdk_roots, wheel_dirs)")
+        if "abi_major" in lm:
+            errors.error(r.loc(lm["abi_major"]), "loader: 'abi_major' does not go with resolver kind objc (it asks "
+                         "a bound C function for the library's version)")
         for key in ("errors", "bind", "symbols", "kernel_launch", "pool_memory"):
             if key in m:
                 errors.error(r.loc(m[key]), f"'{key}' does not go with resolver kind objc (methods are the "
@@ -871,6 +899,38 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                          codes=codes, mask=mask or 0, reported=not no_status),
         functions=tuple(functions), objc=objc_spec,
     )
+
+
+MAJOR = "{major}"  # the one placeholder of a loader name: the major version of the SDK of the headers
+
+
+def _loader_name(r: _Reader, node: yaml.Node) -> Name | None:
+    """A library file name of ``loader:``, which may hold ``{major}`` (filled by the binder)."""
+    name = r.string(node, "library name")
+    if name is None:
+        return None
+    rest = name.value.replace(MAJOR, "")
+    if "{" in rest or "}" in rest:
+        r.errors.error(name.location, f"library name {name.value!r}: the only placeholder is {MAJOR} (the major "
+                       "version of the SDK the bindings are generated from)")
+        return None
+    if not LIBNAME.match(rest):  # (an empty name, or only the placeholder, is refused too)
+        r.errors.error(name.location, f"library name {name.value!r} is not valid")
+        return None
+    return name
+
+
+def _encoding(r: _Reader, node: yaml.Node | None) -> tuple[int, int] | None:
+    """``[major divisor, minor divisor]``: ``major = v // e[0]``, ``minor = v % e[0] // e[1]``."""
+    if node is None:
+        return None
+    got = [r.integer(n, "divisor") for n in (node.value if isinstance(node, yaml.SequenceNode) else [])]
+    if not isinstance(node, yaml.SequenceNode) or len(got) != 2 or not all(e is not None and e > 0 for e in got):
+        r.errors.error(r.loc(node), "encoding must be two positive divisors, ex. [1000, 10]")
+        return None
+    major, minor = got
+    assert major is not None and minor is not None
+    return major, minor
 
 
 def _platform_libs(r: _Reader, node: yaml.Node | None, what: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -1215,12 +1275,7 @@ def _sdk(r: _Reader, node: yaml.Node | None, display: str) -> tuple[Name | None,
                        "version") or {}
         vheader = r.string(vm.get("header"), "header", header, ": expected a header path")
         macro = r.ident(vm.get("macro"), "macro")
-        encoding = [r.integer(n, "divisor") for n in (vm["encoding"].value if isinstance(vm.get("encoding"),
-                                                                                           yaml.SequenceNode) else [])]
-        if "encoding" in vm and (not isinstance(vm["encoding"], yaml.SequenceNode) or len(encoding) != 2
-                                 or not all(e is not None and e > 0 for e in encoding)):
-            r.errors.error(r.loc(vm["encoding"]), "encoding must be two positive divisors, ex. [1000, 10]")
-            encoding = []
+        encoding = _encoding(r, vm.get("encoding")) or ()
         macros = r.seq(vm.get("macros"), "macros", lambda n: r.ident(n, "macro"))
         newest = r.string(vm.get("newest"), "newest", re.compile(r"[A-Za-z0-9_]*\*[A-Za-z0-9_]*\*[A-Za-z0-9_]*\Z"),
                           ": expected a macro name pattern with two '*' (major, minor), ex. CL_VERSION_*_*")

@@ -11,7 +11,9 @@ codegen is broken, so the *expected* files of every case are also built (cffi AP
 against the real library in API mode, in ABI mode, and in ABI mode without the pre-parsed ``_cffi_abi.py``.
 A case whose spec has ``resolver: {kind: proc_address}`` also runs against its library built without the
 resolver (``-DGOLDEN_NO_RESOLVER``; the check script gets ``no-resolver``), and one with ``resolver: {kind: table}``
-against its library built without a matching provider (``-DGOLDEN_NO_MATCH``; ``no-match``).  The cases share the work: their
+against its library built without a matching provider (``-DGOLDEN_NO_MATCH``; ``no-match``), and one with
+``loader: {abi_major: ...}`` against its library built as another major version (``-DGOLDEN_OTHER_MAJOR``;
+``other-major``).  The cases share the work: their
 libraries and modules are built in parallel, and one interpreter per (mode, variant) runs every case's check.
 """
 
@@ -54,7 +56,9 @@ def spec(case: str) -> dict[str, object]:
 
 def variants(case: str) -> dict[str, list[str]]:
     """The builds of a case's impl.c that its check runs against: name -> compiler defines."""
-    resolver = spec(case).get("resolver")
+    resolver, loader = spec(case).get("resolver"), spec(case).get("loader")
+    if isinstance(loader, dict) and "abi_major" in loader:
+        return {"": [], "other-major": ["-DGOLDEN_OTHER_MAJOR"]}
     if isinstance(resolver, dict) and resolver.get("kind") == "proc_address":
         return {"": [], "no-resolver": ["-DGOLDEN_NO_RESOLVER"]}
     if isinstance(resolver, dict) and resolver.get("kind") == "table":

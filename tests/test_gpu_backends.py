@@ -479,6 +479,85 @@ def test_hip_library_loads_and_reports_the_runtime_version(hip_runtime: Any) -> 
     assert isinstance(backend.driver_version(), int)
 
 
+def test_hip_loader_tries_the_library_of_the_headers_major_first() -> None:
+    """specs/hip/runtime.yaml names "libamdhip64.so.{major}": generated from HIP 5.2 headers, .so.5 comes first (and
+    no other major's soname is tried); the unversioned fallback is guarded by abi_major."""
+    from ironaccelerator.backends.hip import runtime
+    from ironaccelerator.backends.hip.runtime._binding import BINDING
+    assert '"libamdhip64.so.{major}"' in (SPECS / "hip" / "runtime.yaml").read_text(encoding="utf-8")
+    major = int(runtime.SDK_VERSION.split(".")[0])
+    names = BINDING.loader[0]
+    assert names["linux"] == (f"libamdhip64.so.{major}", "libamdhip64.so"), names
+    assert names["windows"] == (f"amdhip64_{major}.dll", "amdhip64.dll"), names
+    a = BINDING.abi_major
+    assert a is not None and (a.function, a.encoding, a.major) == ("hipRuntimeGetVersion", (10_000_000, 100_000), major)
+
+
+def test_hip_library_of_the_headers_major_passes_the_guard(hip_runtime: Any) -> None:
+    from ironaccelerator.backends.hip.runtime._binding import BINDING
+    assert BINDING.path is not None and BINDING.refused == [], (BINDING.path, BINDING.tried)
+    assert BINDING.abi_major is not None
+    assert hip_runtime.hipRuntimeGetVersion() // 10_000_000 == BINDING.abi_major.major
+
+
+# each mode in its own interpreter (a process opens the library once): the bindings claim headers of the next
+# major, so the real libamdhip64 (5.x) stands for a library of another major than the headers'
+_HIP_OTHER_MAJOR = """
+import sys
+mode, chosen = sys.argv[1], sys.argv[2:]
+if mode == "abi":
+    sys.modules["ironaccelerator.backends.hip.runtime._cffi"] = None
+import ironaccelerator.backends.hip.runtime as h
+from ironaccelerator.backends.hip.runtime._binding import BINDING as B
+from ironaccelerator import BackendRegistry, BackendKind, Error, ErrorKind
+from ironaccelerator.backends.hip import _backend
+assert h.BINDING_MODE == mode, h.BINDING_MODE
+real = B.abi_major.major
+B.abi_major.major, B.sdk_version = real + 1, f"{real + 1}.0"
+if chosen:
+    B.use_library(*chosen)
+try:
+    _backend.HipBackend()
+except Error as e:
+    assert e.kind is ErrorKind.LIBRARY_NOT_FOUND, e
+    msg = str(e)
+else:
+    raise SystemExit("HipBackend() opened a library of another major")
+assert not h.has("hipMalloc") and B.path is None and B.refused, B.refused
+try:
+    h.hipRuntimeGetVersion()
+except Error as e:
+    assert e.kind is ErrorKind.LIBRARY_NOT_FOUND and e.function == "hipRuntimeGetVersion", e
+else:
+    raise SystemExit("hipRuntimeGetVersion was called in a refused library")
+line = next(x for x in BackendRegistry.default().report() if x.startswith("ROCM:"))
+assert line.startswith("ROCM: unavailable: "), line
+print(msg)
+"""
+
+
+@pytest.mark.parametrize("mode", ["api", "abi"])
+@pytest.mark.parametrize("chosen", [(), ("libamdhip64.so",)], ids=["search", "use_library"])
+def test_hip_library_of_another_major_is_refused(hip_runtime: Any, mode: str, chosen: tuple[str, ...]) -> None:
+    """The guard: a libamdhip64 whose hipRuntimeGetVersion has another major than the headers' is not used (its
+    enum values and struct layouts differ: ROCm 6 renumbered hipMemoryType); the backend is unavailable, saying
+    which versions and to regenerate."""
+    r = subprocess.run([sys.executable, "-c", _HIP_OTHER_MAJOR, mode, *chosen], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(GENERATED)}, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    msg = r.stdout.strip().splitlines()[-1]
+    real = hip_runtime.hipRuntimeGetVersion()
+    found = f"{real // 10_000_000}.{real % 10_000_000 // 100_000}"
+    major = real // 10_000_000 + 1
+    assert msg.startswith("cannot use the ROCM runtime library for "), msg
+    assert f"generated from ROCM {major}.0 headers" in msg and f"(version {found})" in msg, msg
+    assert "run `make generate` against that library's SDK (found through ROCM_PATH or HIP_PATH)" in msg, msg
+    assert f"install a ROCM {major}.x library" in msg, msg
+    assert f"from hipRuntimeGetVersion: major {major - 1}, not the headers' {major}" in msg, msg
+    if chosen:
+        assert "tried libamdhip64.so (version" in msg and "libamdhip64.so." not in msg, msg
+
+
 def test_hip_without_a_device_is_no_device(hip_runtime: Any) -> None:
     out = hip_runtime.ffi.new("int *")
     if hip_runtime.unchecked.hipGetDeviceCount(out) == 0 and out[0] > 0:

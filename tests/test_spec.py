@@ -745,6 +745,122 @@ def test_cli_status_mask_errors_exit_2_located(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+# ------------------------------------------------------------- loader: {major} and abi_major
+# (the golden abi_major case: headers of version 3.1, loader names "libia_abi_major.so.{major}", libia_abi_major.so)
+
+ABI_CASE = ROOT / "tests" / "golden" / "abi_major"
+ABI_TEXT = (ABI_CASE / "abi_major.yaml").read_text(encoding="utf-8")
+ABI = "specs/abi_major.yaml"
+
+
+def abi_compile(tmp_path: Path, text: str) -> Any:
+    d = tmp_path / "specs"
+    d.mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "abi_major.yaml").write_text(text, encoding="utf-8")
+    return compile_specs(d, {"abi_major": str(ABI_CASE / "include")}, base=tmp_path)
+
+
+def abi_errors(tmp_path: Path, text: str) -> list[Diagnostic]:
+    with pytest.raises(UserError) as info:
+        abi_compile(tmp_path, text)
+    return list(info.value.diagnostics)
+
+
+def test_loader_major_is_filled_from_the_headers_version(tmp_path: Path) -> None:
+    spec = load_lib(ABI_TEXT)
+    assert dict(spec.loader.names)["linux"] == ("libia_abi_major.so.{major}", "libia_abi_major.so")
+    assert spec.loader.abi_major is not None and spec.loader.abi_major.encoding == (1000, 10)
+    (lib,) = abi_compile(tmp_path / "3", ABI_TEXT).libraries
+    assert dict(lib.library_names)["linux"] == ("libia_abi_major.so.3", "libia_abi_major.so")
+    assert lib.abi_major is not None and (lib.abi_major.public, lib.abi_major.major) == ("amRuntimeGetVersion", 3)
+    # the number comes from the headers: another SDK's headers, another name tried first (and major checked)
+    inc = tmp_path / "inc12"
+    inc.mkdir()
+    header = (ABI_CASE / "include" / "abi_major.h").read_text(encoding="utf-8")
+    (inc / "abi_major.h").write_text(edit(header, "#define AM_VERSION_MAJOR 3", "#define AM_VERSION_MAJOR 12"))
+    d = tmp_path / "12" / "specs"
+    d.mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "abi_major.yaml").write_text(ABI_TEXT, encoding="utf-8")
+    result = compile_specs(d, {"abi_major": str(inc)}, base=d.parent)
+    binding = result.files["ironaccelerator/backends/test/abi_major/_binding.py"]
+    assert "'linux': ('libia_abi_major.so.12', 'libia_abi_major.so')," in binding
+    assert "abi_major=AbiMajor(function='amRuntimeGetVersion', encoding=(1000, 10), major=12)," in binding
+
+
+@pytest.mark.parametrize("name", ["libia_abi_major.so.{minor}", "libia_abi_major.so.{major", "lib{}.so",
+                                  "libia_abi_major.so.{MAJOR}"])
+def test_loader_name_placeholder_other_than_major_is_located(name: str) -> None:
+    text = edit(ABI_TEXT, '"libia_abi_major.so.{major}"', f'"{name}"')
+    d = the_error(loader_errors(text, ABI), "the only placeholder")
+    assert d.message == (f"library name {name!r}: the only placeholder is {{major}} (the major version of the SDK "
+                         "the bindings are generated from)")
+    assert_at(d, ABI, pos(text, f'"{name}"'))
+
+
+@pytest.mark.parametrize("name", ["{major}", "lib ia.so.{major}"])
+def test_loader_name_with_major_is_still_a_file_name(name: str) -> None:
+    text = edit(ABI_TEXT, '"libia_abi_major.so.{major}"', f'"{name}"')
+    d = the_error(loader_errors(text, ABI), "library name")
+    assert d.message == f"library name {name!r} is not valid"
+    assert_at(d, ABI, pos(text, f'"{name}"'))
+
+
+def test_loader_major_needs_a_known_sdk_version(tmp_path: Path) -> None:
+    text = edit(ABI_TEXT, "version_macro: [AM_VERSION_MAJOR, AM_VERSION_MINOR]\n", "")
+    diags = abi_errors(tmp_path, text)
+    d = the_error(diags, "needs the major version")
+    assert d.message == ("{major} needs the major version of the SDK the bindings are generated from, and it is "
+                         "'unknown' here: give the spec's sdk: a version: (or version_macro:)")
+    assert_at(d, ABI, pos(text, '"libia_abi_major.so.{major}"'))
+    text = edit(text, '"libia_abi_major.so.{major}", ', "")
+    d = the_error(abi_errors(tmp_path / "2", text), "needs the major version")
+    assert d.message.startswith("abi_major needs the major version")
+    assert_at(d, ABI, pos(text, "{function: amRuntimeGetVersion"))
+
+
+def test_abi_major_function_must_be_bound_and_give_a_version(tmp_path: Path) -> None:
+    text = edit(ABI_TEXT, "function: amRuntimeGetVersion", "function: amRuntimeGetVersoin")
+    d = the_error(abi_errors(tmp_path, text), "abi_major function")
+    assert d.message == ("abi_major function 'amRuntimeGetVersoin' is not a bound function of abi_major.h (did you "
+                         "mean 'amRuntimeGetVersion'?)")
+    assert_at(d, ABI, pos(text, "amRuntimeGetVersoin"))
+    for wrong in ("amAdd", "amPointerType"):
+        text = edit(ABI_TEXT, "function: amRuntimeGetVersion", f"function: {wrong}")
+        d = the_error(abi_errors(tmp_path / wrong, text), "cannot give")
+        assert d.message == (f"'{wrong}' cannot give the library's version: expected the shape status "
+                             "(integer *version)")
+        assert_at(d, ABI, pos(text, f"function: {wrong}", len("function: ")))
+
+
+@pytest.mark.parametrize("old, new, needle, message", [
+    ("encoding: [1000, 10]", "encoding: [1000]", "[1000]", "encoding must be two positive divisors, ex. [1000, 10]"),
+    ("encoding: [1000, 10]", "encoding: [0, 10]", "[0, 10]", "encoding must be two positive divisors, ex. [1000, 10]"),
+    ("encoding: [1000, 10]", "encodeing: [1000, 10]", "encodeing",
+     "unknown key 'encodeing' in abi_major (did you mean 'encoding'?)"),
+    ("function: amRuntimeGetVersion, ", "", "{encoding", "missing required key 'function' in abi_major"),
+])
+def test_abi_major_shape_errors_are_located(old: str, new: str, needle: str, message: str) -> None:
+    text = edit(ABI_TEXT, old, new)
+    d = the_error(loader_errors(text, ABI), message.split(" (")[0].split(",")[0])
+    assert d.message == message
+    assert_at(d, ABI, pos(text, needle))
+
+
+def test_cli_bad_loader_placeholder_exits_2_located(tmp_path: Path) -> None:
+    text = edit(ABI_TEXT, '"libia_abi_major.so.{major}"', '"libia_abi_major.so.{minor}"')
+    d = tmp_path / "specs"
+    d.mkdir()
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "abi_major.yaml").write_text(text, encoding="utf-8")
+    proc = run_cli(d, tmp_path / "out", "--sdk", f"abi_major={ABI_CASE / 'include'}")
+    (m,) = assert_user_error(proc, ABI)
+    assert (int(m["line"]), int(m["col"])) == pos(text, '"libia_abi_major.so.{minor}"')
+    assert "the only placeholder is {major}" in m["message"]
+    assert not (tmp_path / "out").exists()
+
+
 # ------------------------------------------------------------------------- CLI
 
 
@@ -1178,7 +1294,7 @@ def test_sdk_path_that_does_not_exist(tmp_path: Path) -> None:
     with pytest.raises(UserError) as info:
         compile_specs(d, {"nvrtc": str(missing)})
     (diag,) = info.value.diagnostics
-    assert str(diag) == f"--sdk:1:1: --sdk nvrtc={missing}: no such directory"
+    assert str(diag) == f"ironaccel-gen: --sdk: --sdk nvrtc={missing}: no such directory"
     proc = run_cli(d, tmp_path / "out", "--sdk", f"nvrtc={missing}")
     (m,) = assert_user_error(proc, "--sdk")
     assert m["message"] == f"--sdk nvrtc={missing}: no such directory"
@@ -1191,4 +1307,4 @@ def test_sdk_kind_that_no_spec_uses(tmp_path: Path) -> None:
     with pytest.raises(UserError) as info:
         compile_specs(d, {"nvrt": str(tmp_path)})
     assert [str(x) for x in info.value.diagnostics] == [
-        "--sdk:1:1: --sdk nvrt: no library spec uses this SDK kind (did you mean 'nvrtc'?)"]
+        "ironaccel-gen: --sdk: --sdk nvrt: no library spec uses this SDK kind (did you mean 'nvrtc'?)"]

@@ -240,6 +240,32 @@ class Table(Resolver):
                      backend=binding.backend, function=public)
 
 
+class AbiMajor:
+    """A library spec's ``loader.abi_major``: a library whose ABI (enum values, struct layouts) changes at each
+    major version must be the major of the headers the bindings were generated from.  Once a file is opened,
+    ``function(&version)`` is asked (status 0: success); a file reporting another major (``version //
+    encoding[0]``) is passed over as if it were missing, and the next name is tried.  A file that cannot say
+    its version (the function is not exported, or fails) is kept: nothing is known against it."""
+
+    def __init__(self, *, function: str, encoding: tuple[int, int], major: int) -> None:
+        self.function = function  # ex) hipRuntimeGetVersion: status (integer *version)
+        self.encoding = encoding  # ex) (10000000, 100000): major = v // e[0], minor = v % e[0] // e[1]
+        self.major = major  # ex) 5: the headers' (HIP 5.2)
+
+    def version(self, ffi: Any, fn: Any) -> tuple[int, str] | None:
+        """(major, "major.minor") that the opened library's ``fn`` (the cdata function) reports, or None."""
+        if fn is None:
+            return None
+        out = ffi.new(ffi.typeof(fn).args[0])
+        try:
+            if fn(out) != 0:
+                return None
+        except Exception:  # (a stand-in that raises): nothing known
+            return None
+        v, (e0, e1) = int(out[0]), self.encoding
+        return v // e0, f"{v // e0}.{v % e0 // e1}"
+
+
 def _cstr(ffi: Any, value: Any) -> str | int | None:
     """A provider member worth naming in a message: an integer, or a C string; else None."""
     if isinstance(value, int):
@@ -259,7 +285,8 @@ class Binding:
                  functions: Sequence[tuple[str, str, str | None, str | None]],
                  names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[str] = (), sdk_dirs: Sequence[str] = (),
                  sdk_env: Sequence[str] = (), sdk_roots: Sequence[str] = (), errors: dict[int, tuple[str, ErrorKind]],
-                 sentinel: int, sdk_version: str, resolver: Resolver = DLSYM, error_mask: int = 0) -> None:
+                 sentinel: int, sdk_version: str, resolver: Resolver = DLSYM, error_mask: int = 0,
+                 abi_major: AbiMajor | None = None) -> None:
         self.package = package
         self.build_id = build_id
         self.backend = backend
@@ -275,6 +302,8 @@ class Binding:
         self.pins = tuple(resolver.pins.get(f[0], 0) for f in self.functions)  # by index; 0: dlsym only
         self.path: str | None = None  # the library file that was loaded
         self.tried: list[str] = []
+        self.abi_major = abi_major
+        self.refused: list[str] = []  # files opened but passed over by abi_major: "path (version 6.2)"
         self.chosen: tuple[str, ...] = ()  # use_library(): the only candidates, replacing the spec's search
         self.per_thread = False
         self.name_function: Callable[[int], str] | None = None
@@ -369,12 +398,30 @@ class Binding:
     def _open_api(self, lib: Any) -> bool:
         if not self._run_opening():
             return False
-        self.tried = []
+        self.tried, self.refused = [], []
         for path in self.candidates():
             if lib.ia_dlopen(path.encode()) == 0:
-                self.path = path
-                return True
+                # (the trampoline finds the file just opened: it does not call back to open one)
+                if self._accepts(path, self.ffi.addressof(lib, self.abi_major.function) if self.abi_major else None):
+                    self.path = path
+                    return True
+                lib.ia_dlforget()
+                continue
             self.tried.append(f"{path} ({self.ffi.string(lib.ia_dlerror()).decode(errors='replace')})")
+        return False
+
+    def _accepts(self, path: str, version_fn: Any) -> bool:
+        """Whether the file just opened at ``path`` may be used: always, but with ``abi_major``, whose function
+        (``version_fn``, resolved in that file) must report the headers' major; else it is listed in ``tried``
+        and ``refused``.  A refused file stays mapped (a runtime that started threads may not unload safely);
+        the binding forgets it."""
+        a = self.abi_major
+        found = a.version(self.ffi, version_fn) if a is not None else None
+        if a is None or found is None or found[0] == a.major:
+            return True
+        self.refused.append(f"{path} (version {found[1]})")
+        self.tried.append(f"{path} (version {found[1]} from {a.function}: major {found[0]}, not the headers' "
+                          f"{a.major})")
         return False
 
     # ------------------------------------------------------------ queries
@@ -413,6 +460,17 @@ class Binding:
                 ErrorKind.LIBRARY_NOT_FOUND, f"the {self.backend} {self.library} library was not opened for {public}: "
                 f"a hook run before opening it failed: {type(exc).__name__}: {exc}", backend=self.backend,
                 function=public)
+        if st == _LIB_MISSING and self.refused:
+            a = self.abi_major
+            assert a is not None
+            env = self.loader[3]
+            where = f" (found through {' or '.join(env)})" if env else ""
+            return Error(ErrorKind.LIBRARY_NOT_FOUND, f"cannot use the {self.backend} {self.library} library for "
+                         f"{public}: these bindings were generated from {self.backend} {self.sdk_version} headers, "
+                         f"but the library found is {', '.join(self.refused)}, and another major version has other "
+                         "enum values and struct layouts: run `make generate` against that library's SDK"
+                         f"{where}, or install a {self.backend} {a.major}.x library; tried {'; '.join(self.tried)}",
+                         backend=self.backend, function=public)
         if st == _LIB_MISSING:
             tried = "; ".join(self.tried) or "no candidates for this platform"
             return Error(ErrorKind.LIBRARY_NOT_FOUND, f"cannot load the {self.backend} {self.library} library "
@@ -488,14 +546,19 @@ class _LazyLib:
             b = self._binding
             if not b._run_opening():
                 return None
-            b.tried = []
+            b.tried, b.refused = [], []
             for path in b.candidates():
                 try:
-                    self._dl = self._ffi.dlopen(path)
-                    b.path = path
-                    break
+                    dl = self._ffi.dlopen(path)
                 except OSError as exc:
                     b.tried.append(f"{path} ({exc})")
+                    continue
+                self._dl = dl
+                a = b.abi_major
+                if b._accepts(path, self._dlsym(b.functions[b.index[a.function]][1]) if a else None):
+                    b.path = path
+                    break
+                self._dl = None  # (kept mapped: see Binding._accepts)
             else:
                 self._failed = True
         return self._dl

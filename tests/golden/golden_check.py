@@ -15,8 +15,8 @@ def mode() -> str:
 
 
 def variant() -> str:
-    """The build of the case's impl.c: ``''``, ``no-resolver`` (built with -DGOLDEN_NO_RESOLVER) or ``no-match``
-    (-DGOLDEN_NO_MATCH)."""
+    """The build of the case's impl.c: ``''``, ``no-resolver`` (built with -DGOLDEN_NO_RESOLVER), ``no-match``
+    (-DGOLDEN_NO_MATCH) or ``other-major`` (-DGOLDEN_OTHER_MAJOR)."""
     return sys.argv[2] if len(sys.argv) > 2 else ""
 
 

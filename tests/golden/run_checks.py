@@ -1,8 +1,8 @@
 """Runs golden cases' check scripts in this one interpreter (test_golden.py starts one per mode and variant).
 
 ``run_checks.py MODE VARIANT CASE...``: MODE is the binding mode each case's library must be in (``api`` or
-``abi``), VARIANT the build of the libraries (``''``, ``no-resolver`` or ``no-match``); each check gets them as its
-arguments.  Prints each case's name before its check (so a crash names it), then one line of JSON: for
+``abi``), VARIANT the build of the libraries (``''``, ``no-resolver``, ``no-match`` or ``other-major``); each
+check gets them as its arguments.  Prints each case's name before its check (so a crash names it), then one line of JSON: for
 each case, null if its check passed, else the traceback.
 """
 

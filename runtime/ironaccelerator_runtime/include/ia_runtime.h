@@ -223,6 +223,24 @@ static void ia_set_per_thread(int enabled)
     memset(ia_state, 0, sizeof ia_state);
 }
 
+/* Forget the file just opened (the loader's abi_major refused it: another major version than the headers'), and
+   all that was resolved in it, so that ia_open_library goes on to the next candidate.  It is not closed: a runtime
+   that started threads when asked its version may not unload safely. */
+static void ia_dlforget(void)
+{
+    ia_handle = NULL;
+    memset(ia_ptr, 0, sizeof ia_ptr);
+    memset(ia_state, 0, sizeof ia_state);
+#if IA_RESOLVER == IA_RESOLVER_PROC_ADDRESS
+    ia_proc = NULL;
+    ia_proc_state = 0;
+#endif
+#if IA_RESOLVER == IA_RESOLVER_TABLE
+    ia_table = NULL;
+    ia_table_state = 0;
+#endif
+}
+
 /* ------------------------------------------------------------------------------------------------------
  * Checked fast path: the checked wrappers of functions (numbers, strings, handles, structs, arrays, nullable
  * pointers: wrappers.fast_path says which shapes) as CPython functions (generated per function, after this

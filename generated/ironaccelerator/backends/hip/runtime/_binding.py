@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.loader import Binding
+from ironaccelerator_runtime.loader import AbiMajor, Binding
 
 # (public name, ABI symbol, per-thread-default-stream symbol, minimum ROCM version)
 FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
@@ -444,7 +444,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '96f0304c2f130cdb4cdc7878'
+BUILD_ID = 'c1719144bcaf69b2c6f35848'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
@@ -453,8 +453,8 @@ BINDING = Binding(
     library='runtime',
     functions=FUNCTIONS,
     names={
-        'linux': ('libamdhip64.so.6', 'libamdhip64.so.5', 'libamdhip64.so'),
-        'windows': ('amdhip64_6.dll', 'amdhip64.dll'),
+        'linux': ('libamdhip64.so.5', 'libamdhip64.so'),
+        'windows': ('amdhip64_5.dll', 'amdhip64.dll'),
         'darwin': (),
     },
     wheel_dirs=(),
@@ -464,4 +464,6 @@ BINDING = Binding(
     errors=ERRORS,
     sentinel=2147483631,
     sdk_version='5.2',
+    # an opened file whose hipRuntimeGetVersion reports another major than 5 (the headers') is passed over
+    abi_major=AbiMajor(function='hipRuntimeGetVersion', encoding=(10000000, 100000), major=5),
 )

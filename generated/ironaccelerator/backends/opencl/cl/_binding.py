@@ -190,7 +190,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '4bec733b6def9a85189475ca'
+BUILD_ID = '344a4adf5d045aeefe4e297b'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
