@@ -4,6 +4,7 @@ VENV   := .venv
 VPY    := $(VENV)/bin/python
 PIP    := $(VPY) -m pip
 STAMP  := $(VENV)/.deps-installed
+TESTDEPS := $(VENV)/.test-deps-installed
 SDKS   := $(VENV)/.test-sdks-installed
 # Test SDKs (pip wheels): NVRTC 13.x (nvrtc.h + libnvrtc, compiles on the CPU) and the CUDA 12.9
 # runtime wheel (a second cuda.h); cuda-bindings is the reference in bench/. Pinned so that
@@ -24,9 +25,11 @@ METALCPP  := $(VENV)/sdk/metal-cpp
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
 
+# `make generate` needs the generator's dependencies only; the test tools (pytest, hypothesis, mypy, numpy: ~6 s
+# of a fresh `make generate`) come with `make test`.
 $(STAMP): pyproject.toml Makefile | $(VPY)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q -e .
 	# the generated package and the hand-written runtime it imports, both on the venv's path (a .pth file, which
 	# mypy reads too)
 	$(VPY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'ironaccelerator-generated.pth').write_text('$(CURDIR)/generated\n$(CURDIR)/runtime\n')"
@@ -37,7 +40,11 @@ $(GENSDK): $(STAMP) Makefile scripts/install-system-sdks.sh
 	$(PIP) install -q $(GEN_SDKS)
 	touch $@
 
-$(SDKS): $(GENSDK) Makefile
+$(TESTDEPS): $(STAMP) pyproject.toml Makefile
+	$(PIP) install -q -e '.[test]'
+	touch $@
+
+$(SDKS): $(GENSDK) $(TESTDEPS) Makefile
 	$(PIP) install -q $(TEST_SDKS)
 	$(PIP) install -q --no-deps $(QNN_SDKS)
 	touch $@
@@ -61,7 +68,7 @@ test: $(SDKS) metal-cpp
 	$(VPY) -m pytest -q
 
 # Accept new golden expectations (tests/golden/*/expected).
-golden: $(STAMP)
+golden: $(TESTDEPS)
 	UPDATE_GOLDEN=1 $(VPY) -m pytest -q tests/test_golden.py
 
 clean:
