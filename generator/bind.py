@@ -58,7 +58,7 @@ class BoundParam:
     ``role`` is one of: ``in`` (passed through), ``in_str`` (bytes/str -> const char *),
     ``in_array`` (a Python sequence -> C array; its ``len`` parameter is filled in),
     ``len`` (computed from the array named by ``len_of``), ``out`` (allocated, returned),
-    ``out_str`` (``char **`` returned as str), ``out_struct`` (returned as a cdata struct),
+    ``out_str`` (``char **`` returned as str), ``out_struct`` (returned by value: a cdata of the struct type),
     ``out_buffer`` (output string, see ``string``), ``capacity`` (filled from ``string.capacity``),
     ``inout`` (passed in, updated value returned).
     """

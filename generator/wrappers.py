@@ -117,8 +117,8 @@ def lower(f: BoundFunction, lib: BoundLibrary, type_index: dict[str, int],
             results.append((expr, p.py_result))
         elif p.role == "out_str":
             results.append((f"_str(_{v}[0])", "str"))
-        elif p.role == "out_struct":
-            results.append((f"_{v}", "CData"))
+        elif p.role == "out_struct":  # the struct by value (it keeps ffi.new's storage alive), as the fast path
+            results.append((f"_{v}[0]", "CData"))
         elif p.role == "out_buffer":
             assert p.string is not None
             if p.string.binary:
@@ -321,7 +321,7 @@ def fast_path(f: BoundFunction, lib: BoundLibrary, doc: str, typedefs: Mapping[s
 
     Expressible: parameters passed in as numbers, pointers (handles, ``void *``, structs by address; nullable:
     None is NULL), function pointers or structs by value; strings in (``in_str``); arrays with their lengths
-    (``in_array``/``len``); numbers, handles and other pointers out or in-out; structs out (``out_struct``) or
+    (``in_array``/``len``); numbers, handles and other pointers out or in-out; structs out (``out_struct``, returned by value) or
     in-out; ``char **`` strings out; string buffers of a fixed capacity, or sized by a size function that has a
     fast path of its own returning one int (``sizers``: its public name -> index); a status result, a number, a
     string, a pointer or a struct result, an ``errors.out_param`` status (``errcode``), or void; an ``error_log``
@@ -489,13 +489,16 @@ def fast_path(f: BoundFunction, lib: BoundLibrary, doc: str, typedefs: Mapping[s
                 return None
             low.args.append(f"&o{i}")
         elif p.role == "out_struct":
-            k = low.ct(i, False)
-            low.decls += [f"PyObject *ia_o{i} = NULL;", f"{_spell(t, f'a{i}')};"]
-            low.prepare += [f"if ((ia_o{i} = ia_new(ia_ct[{k}], NULL)) == NULL)", "    goto ia_done;",
-                            f"a{i} = (void *)_cffi_to_c_pointer(ia_o{i}, IA_CT({k}));"]
-            low.cleanup.append(f"Py_XDECREF(ia_o{i});")
-            low.args.append(f"a{i}")
-            low.outs.append(f"(Py_INCREF(ia_o{i}), ia_o{i})")
+            # a zeroed local (as ffi.new's storage), passed by address and returned by value: no ffi.new
+            r = resolve(t, typedefs)
+            pointee = r.pointee if isinstance(r, Pointer) else r.element if isinstance(r, Array) else None
+            if pointee is None or not _spellable(pointee):
+                return None
+            k = low.ct(i, True)
+            low.decls.append(f"{_spell(pointee, f'o{i}')};")
+            low.prepare.append(f"memset(&o{i}, 0, sizeof o{i});")
+            low.args.append(f"&o{i}")
+            low.outs.append(f"_cffi_from_c_struct((char *)&o{i}, IA_CT({k}))")
         elif p.role == "out_str":
             pointee = _pointee(t, typedefs)
             inner = None if pointee is None else _pointee(pointee, typedefs)

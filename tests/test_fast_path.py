@@ -109,7 +109,8 @@ ctx2 = lib._python["goldenCtxCreate"](2)
 pa, pb = lib._python["goldenCtxPair"]()
 buf = ffi.new("char[]", 16)
 cb = ffi.callback("goldenCallback", lambda user, value: None)
-desc = lib._python["goldenGetDesc"](ctx)
+desc_value = lib._python["goldenGetDesc"](ctx)  # a struct out comes by value; desc: a pointer to it
+desc = ffi.addressof(desc_value)
 bad = [None, 5, 1.5, "x", b"x", ffi.new("int *"), ffi.NULL, [], [ctx], object(), ffi.cast("void *", ctx),
        ffi.cast("goldenCtx", 0), cb, desc]
 for a in [(0,), (5,), (8,), (-1,), (None,), ("1",)]:
@@ -271,7 +272,8 @@ def catch(fn, exc):
             pass
     return call
 
-desc = g.goldenGetDesc(ctx)
+desc_value = g.goldenGetDesc(ctx)
+desc = g.ffi.addressof(desc_value)
 cb = g.ffi.callback("goldenCallback", lambda user, value: None)
 for fn in (lambda: g.goldenGetVersion(), lambda: g.goldenGetName(5), lambda: g.goldenScale(1.5, 2.0),
            lambda: g.goldenAlloc(bytes=1 << 20), failing, bad_arg,
@@ -353,6 +355,7 @@ params = ffi.new("void *[]", [ffi.new("unsigned long long *"), ffi.new("unsigned
 values = ffi.new("void *[]", [ffi.cast("void *", 32)])
 assert lib.cuCtxGetCurrent() == ctx and lib.cuStreamGetPriority(s) == lib._python["cuStreamGetPriority"](s)
 assert lib.cuCtxGetCurrent() == lib._python["cuCtxGetCurrent"]() and lib.ffi.typeof(ctx) is lib.ffi.typeof("CUcontext")
+assert ffi.typeof(lib.cuDeviceGetUuid(dev)) is ffi.typeof(lib._python["cuDeviceGetUuid"](dev)) is ffi.typeof("CUuuid")
 bad = [None, 0, 1.5, "x", ffi.NULL, ffi.new("int *"), object(), ctx, [s], e]
 cases = [("cuCtxGetCurrent", (), {}), ("cuCtxGetStreamPriorityRange", (), {}), ("cuMemGetInfo", (), {}),
          ("cuDeviceGetName", (dev,), {}), ("cuDeviceGetUuid", (dev,), {}), ("cuDeviceGetUuid", (None,), {}),

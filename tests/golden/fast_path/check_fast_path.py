@@ -83,17 +83,21 @@ assert g.goldenCtxNotify(ctx) is None and g.goldenCtxUser(ctx) == g.ffi.NULL and
 assert g.goldenCtxNotify(ctx, user=buf) is None and len(seen) == 1
 raises(TypeError, lambda: g.goldenCtxNotify(ctx, lambda u, v: None))
 assert g.goldenFillBytes(buf, 65, 3) is None and g.ffi.string(buf) == b"AAA"
-# structs: out (an owning pointer), by address (nullable), by value, in-out, returned
+# structs: out (by value: an owning struct, no pointer), by address (nullable), by value, in-out, returned
 d = g.goldenGetDesc(ctx)
-assert g.ffi.typeof(d) is g.ffi.typeof("goldenDesc *") and (d.width, d.height, g.ffi.string(d.tag)) == (5, 10, b"desc")
-assert g.goldenDescArea(d[0]) == 50 and g.goldenDescCheck(d) is None
+assert g.ffi.typeof(d) is g.ffi.typeof("goldenDesc") and (d.width, d.height, g.ffi.string(d.tag)) == (5, 10, b"desc")
+assert g.ffi.typeof(getattr(g, "_python", {}).get("goldenGetDesc", g.goldenGetDesc)(ctx)) is g.ffi.typeof("goldenDesc")
+assert g.goldenDescArea(d) == 50 and g.goldenDescCheck(g.ffi.addressof(d)) is None
+d2 = g.goldenGetDesc(ctx)
+d2.width = 9  # each call's struct is its own storage
+assert (d.width, d2.width) == (5, 9)
 assert error(lambda: g.goldenDescCheck(None)).kind is ErrorKind.INVALID_VALUE
 assert error(lambda: g.goldenDescCheck()).kind is ErrorKind.INVALID_VALUE
 # cffi passes a list as an array of the pointed-to type (here of one struct); not a dict
 assert error(lambda: g.goldenDescCheck([{"width": -1}])).kind is ErrorKind.INVALID_VALUE
 assert g.goldenDescCheck([[3, 4]]) is None
 raises(TypeError, lambda: g.goldenDescCheck({"width": 1}))
-grown = g.goldenDescGrow(d[0], 2)
+grown = g.goldenDescGrow(d, 2)
 assert (grown.width, grown.height, d.width) == (7, 12, 5) and g.goldenDescGrow({"width": 1}, 1).height == 1
 m = g.goldenMakeDesc(3, 4)
 assert g.ffi.typeof(m) is g.ffi.typeof("goldenDesc") and (m.width, m.height, g.ffi.string(m.tag)) == (3, 4, b"made")

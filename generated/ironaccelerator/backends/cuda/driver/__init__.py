@@ -2795,7 +2795,7 @@ def cuArray3DGetDescriptor(hArray: CData) -> CData:
     _r = _f_cuArray3DGetDescriptor(_pArrayDescriptor, hArray)
     if _r:
         raise _error(_r, 1)
-    return _pArrayDescriptor
+    return _pArrayDescriptor[0]
 
 
 def cuArrayCreate(pAllocateArray: CData) -> CData:
@@ -2831,7 +2831,7 @@ def cuArrayGetDescriptor(hArray: CData) -> CData:
     _r = _f_cuArrayGetDescriptor(_pArrayDescriptor, hArray)
     if _r:
         raise _error(_r, 4)
-    return _pArrayDescriptor
+    return _pArrayDescriptor[0]
 
 
 def cuArrayGetMemoryRequirements(array: CData, device: int) -> CData:
@@ -2844,7 +2844,7 @@ def cuArrayGetMemoryRequirements(array: CData, device: int) -> CData:
     _r = _f_cuArrayGetMemoryRequirements(_memoryRequirements, array, device)
     if _r:
         raise _error(_r, 5)
-    return _memoryRequirements
+    return _memoryRequirements[0]
 
 
 def cuArrayGetPlane(hArray: CData, planeIdx: int) -> CData:
@@ -2870,7 +2870,7 @@ def cuArrayGetSparseProperties(array: CData) -> CData:
     _r = _f_cuArrayGetSparseProperties(_sparseProperties, array)
     if _r:
         raise _error(_r, 7)
-    return _sparseProperties
+    return _sparseProperties[0]
 
 
 def cuCheckpointProcessCheckpoint(pid: int) -> CData:
@@ -2883,7 +2883,7 @@ def cuCheckpointProcessCheckpoint(pid: int) -> CData:
     _r = _f_cuCheckpointProcessCheckpoint(pid, _args)
     if _r:
         raise _error(_r, 8)
-    return _args
+    return _args[0]
 
 
 def cuCheckpointProcessGetRestoreThreadId(pid: int) -> int:
@@ -2924,7 +2924,7 @@ def cuCheckpointProcessLock(pid: int) -> CData:
     _r = _f_cuCheckpointProcessLock(pid, _args)
     if _r:
         raise _error(_r, 11)
-    return _args
+    return _args[0]
 
 
 def cuCheckpointProcessRestore(pid: int) -> CData:
@@ -2937,7 +2937,7 @@ def cuCheckpointProcessRestore(pid: int) -> CData:
     _r = _f_cuCheckpointProcessRestore(pid, _args)
     if _r:
         raise _error(_r, 12)
-    return _args
+    return _args[0]
 
 
 def cuCheckpointProcessUnlock(pid: int) -> CData:
@@ -2950,7 +2950,7 @@ def cuCheckpointProcessUnlock(pid: int) -> CData:
     _r = _f_cuCheckpointProcessUnlock(pid, _args)
     if _r:
         raise _error(_r, 13)
-    return _args
+    return _args[0]
 
 
 def cuCoredumpGetAttribute(attrib: int, value: CData) -> int:
@@ -3033,7 +3033,7 @@ def cuCtxCreate(flags: int, dev: int) -> tuple[CData, CData]:
     _r = _f_cuCtxCreate(_pctx, _ctxCreateParams, flags, dev)
     if _r:
         raise _error(_r, 19)
-    return _pctx[0], _ctxCreateParams
+    return _pctx[0], _ctxCreateParams[0]
 
 
 def cuCtxDestroy(ctx: CData) -> None:
@@ -3140,7 +3140,7 @@ def cuCtxGetDevResource(hCtx: CData, type: int) -> CData:
     _r = _f_cuCtxGetDevResource(hCtx, _resource, type)
     if _r:
         raise _error(_r, 28)
-    return _resource
+    return _resource[0]
 
 
 def cuCtxGetDevice() -> int:
@@ -3181,7 +3181,7 @@ def cuCtxGetExecAffinity(type: int) -> CData:
     _r = _f_cuCtxGetExecAffinity(_pExecAffinity, type)
     if _r:
         raise _error(_r, 31)
-    return _pExecAffinity
+    return _pExecAffinity[0]
 
 
 def cuCtxGetFlags() -> int:
@@ -3408,7 +3408,7 @@ def cuDevResourceGenerateDesc(nbResources: int) -> tuple[CData, CData]:
     _r = _f_cuDevResourceGenerateDesc(_phDesc, _resources, nbResources)
     if _r:
         raise _error(_r, 51)
-    return _phDesc[0], _resources
+    return _phDesc[0], _resources[0]
 
 
 def cuDevSmResourceSplitByCount(input: CData, useFlags: int, minCount: int) -> tuple[CData, int, CData]:
@@ -3423,7 +3423,7 @@ def cuDevSmResourceSplitByCount(input: CData, useFlags: int, minCount: int) -> t
     _r = _f_cuDevSmResourceSplitByCount(_result, _nbGroups, input, _remaining, useFlags, minCount)
     if _r:
         raise _error(_r, 52)
-    return _result, _nbGroups[0], _remaining
+    return _result[0], _nbGroups[0], _remaining[0]
 
 
 def cuDeviceCanAccessPeer(dev: int, peerDev: int) -> int:
@@ -3534,7 +3534,7 @@ def cuDeviceGetDevResource(device: int, type: int) -> CData:
     _r = _f_cuDeviceGetDevResource(device, _resource, type)
     if _r:
         raise _error(_r, 60)
-    return _resource
+    return _resource[0]
 
 
 def cuDeviceGetExecAffinitySupport(type: int, dev: int) -> int:
@@ -3664,7 +3664,7 @@ def cuDeviceGetProperties(dev: int) -> CData:
     _r = _f_cuDeviceGetProperties(_prop, dev)
     if _r:
         raise _error(_r, 70)
-    return _prop
+    return _prop[0]
 
 
 def cuDeviceGetTexture1DLinearMaxWidth(format: int, numChannels: int, dev: int) -> int:
@@ -3691,7 +3691,7 @@ def cuDeviceGetUuid(dev: int) -> CData:
     _r = _f_cuDeviceGetUuid(_uuid, dev)
     if _r:
         raise _error(_r, 72)
-    return _uuid
+    return _uuid[0]
 
 
 def cuDeviceGraphMemTrim(device: int) -> None:
@@ -4269,7 +4269,7 @@ def cuGraphAddMemAllocNode(hGraph: CData, dependencies: CData, numDependencies: 
     _r = _f_cuGraphAddMemAllocNode(_phGraphNode, hGraph, dependencies, numDependencies, _nodeParams)
     if _r:
         raise _error(_r, 120)
-    return _phGraphNode[0], _nodeParams
+    return _phGraphNode[0], _nodeParams[0]
 
 
 def cuGraphAddMemFreeNode(hGraph: CData, dependencies: CData, numDependencies: int, dptr: int) -> CData:
@@ -4322,7 +4322,7 @@ def cuGraphAddNode(hGraph: CData, dependencies: CData, dependencyData: CData, nu
     _r = _f_cuGraphAddNode(_phGraphNode, hGraph, dependencies, dependencyData, numDependencies, _nodeParams)
     if _r:
         raise _error(_r, 124)
-    return _phGraphNode[0], _nodeParams
+    return _phGraphNode[0], _nodeParams[0]
 
 
 def cuGraphBatchMemOpNodeGetParams(hNode: CData) -> CData:
@@ -4335,7 +4335,7 @@ def cuGraphBatchMemOpNodeGetParams(hNode: CData) -> CData:
     _r = _f_cuGraphBatchMemOpNodeGetParams(hNode, _nodeParams_out)
     if _r:
         raise _error(_r, 125)
-    return _nodeParams_out
+    return _nodeParams_out[0]
 
 
 def cuGraphBatchMemOpNodeSetParams(hNode: CData, nodeParams: CData) -> None:
@@ -4612,7 +4612,7 @@ def cuGraphExecNodeSetParams(hGraphExec: CData, hNode: CData) -> CData:
     _r = _f_cuGraphExecNodeSetParams(hGraphExec, hNode, _nodeParams)
     if _r:
         raise _error(_r, 150)
-    return _nodeParams
+    return _nodeParams[0]
 
 
 def cuGraphExecUpdate(hGraphExec: CData, hGraph: CData) -> CData:
@@ -4625,7 +4625,7 @@ def cuGraphExecUpdate(hGraphExec: CData, hGraph: CData) -> CData:
     _r = _f_cuGraphExecUpdate(hGraphExec, hGraph, _resultInfo)
     if _r:
         raise _error(_r, 151)
-    return _resultInfo
+    return _resultInfo[0]
 
 
 def cuGraphExternalSemaphoresSignalNodeGetParams(hNode: CData) -> CData:
@@ -4638,7 +4638,7 @@ def cuGraphExternalSemaphoresSignalNodeGetParams(hNode: CData) -> CData:
     _r = _f_cuGraphExternalSemaphoresSignalNodeGetParams(hNode, _params_out)
     if _r:
         raise _error(_r, 152)
-    return _params_out
+    return _params_out[0]
 
 
 def cuGraphExternalSemaphoresSignalNodeSetParams(hNode: CData, nodeParams: CData) -> None:
@@ -4661,7 +4661,7 @@ def cuGraphExternalSemaphoresWaitNodeGetParams(hNode: CData) -> CData:
     _r = _f_cuGraphExternalSemaphoresWaitNodeGetParams(hNode, _params_out)
     if _r:
         raise _error(_r, 154)
-    return _params_out
+    return _params_out[0]
 
 
 def cuGraphExternalSemaphoresWaitNodeSetParams(hNode: CData, nodeParams: CData) -> None:
@@ -4687,7 +4687,7 @@ def cuGraphGetEdges(hGraph: CData) -> tuple[CData, CData, CData, int]:
     _r = _f_cuGraphGetEdges(hGraph, _from_, _to, _edgeData, _numEdges)
     if _r:
         raise _error(_r, 156)
-    return _from_[0], _to[0], _edgeData, _numEdges[0]
+    return _from_[0], _to[0], _edgeData[0], _numEdges[0]
 
 
 def cuGraphGetNodes(hGraph: CData) -> tuple[CData, int]:
@@ -4728,7 +4728,7 @@ def cuGraphHostNodeGetParams(hNode: CData) -> CData:
     _r = _f_cuGraphHostNodeGetParams(hNode, _nodeParams)
     if _r:
         raise _error(_r, 159)
-    return _nodeParams
+    return _nodeParams[0]
 
 
 def cuGraphHostNodeSetParams(hNode: CData, nodeParams: CData) -> None:
@@ -4765,7 +4765,7 @@ def cuGraphInstantiateWithParams(hGraph: CData) -> tuple[CData, CData]:
     _r = _f_cuGraphInstantiateWithParams(_phGraphExec, hGraph, _instantiateParams)
     if _r:
         raise _error(_r, 162)
-    return _phGraphExec[0], _instantiateParams
+    return _phGraphExec[0], _instantiateParams[0]
 
 
 def cuGraphKernelNodeCopyAttributes(dst: CData, src: CData) -> None:
@@ -4788,7 +4788,7 @@ def cuGraphKernelNodeGetAttribute(hNode: CData, attr: int) -> CData:
     _r = _f_cuGraphKernelNodeGetAttribute(hNode, attr, _value_out)
     if _r:
         raise _error(_r, 164)
-    return _value_out
+    return _value_out[0]
 
 
 def cuGraphKernelNodeGetParams(hNode: CData) -> CData:
@@ -4801,7 +4801,7 @@ def cuGraphKernelNodeGetParams(hNode: CData) -> CData:
     _r = _f_cuGraphKernelNodeGetParams(hNode, _nodeParams)
     if _r:
         raise _error(_r, 165)
-    return _nodeParams
+    return _nodeParams[0]
 
 
 def cuGraphKernelNodeSetAttribute(hNode: CData, attr: int, value: CData) -> None:
@@ -4844,7 +4844,7 @@ def cuGraphMemAllocNodeGetParams(hNode: CData) -> CData:
     _r = _f_cuGraphMemAllocNodeGetParams(hNode, _params_out)
     if _r:
         raise _error(_r, 169)
-    return _params_out
+    return _params_out[0]
 
 
 def cuGraphMemFreeNodeGetParams(hNode: CData) -> int:
@@ -4871,7 +4871,7 @@ def cuGraphMemcpyNodeGetParams(hNode: CData) -> CData:
     _r = _f_cuGraphMemcpyNodeGetParams(hNode, _nodeParams)
     if _r:
         raise _error(_r, 171)
-    return _nodeParams
+    return _nodeParams[0]
 
 
 def cuGraphMemcpyNodeSetParams(hNode: CData, nodeParams: CData) -> None:
@@ -4894,7 +4894,7 @@ def cuGraphMemsetNodeGetParams(hNode: CData) -> CData:
     _r = _f_cuGraphMemsetNodeGetParams(hNode, _nodeParams)
     if _r:
         raise _error(_r, 173)
-    return _nodeParams
+    return _nodeParams[0]
 
 
 def cuGraphMemsetNodeSetParams(hNode: CData, nodeParams: CData) -> None:
@@ -4932,7 +4932,7 @@ def cuGraphNodeGetDependencies(hNode: CData) -> tuple[CData, CData, int]:
     _r = _f_cuGraphNodeGetDependencies(hNode, _dependencies, _edgeData, _numDependencies)
     if _r:
         raise _error(_r, 176)
-    return _dependencies[0], _edgeData, _numDependencies[0]
+    return _dependencies[0], _edgeData[0], _numDependencies[0]
 
 
 def cuGraphNodeGetDependentNodes(hNode: CData) -> tuple[CData, CData, int]:
@@ -4947,7 +4947,7 @@ def cuGraphNodeGetDependentNodes(hNode: CData) -> tuple[CData, CData, int]:
     _r = _f_cuGraphNodeGetDependentNodes(hNode, _dependentNodes, _edgeData, _numDependentNodes)
     if _r:
         raise _error(_r, 177)
-    return _dependentNodes[0], _edgeData, _numDependentNodes[0]
+    return _dependentNodes[0], _edgeData[0], _numDependentNodes[0]
 
 
 def cuGraphNodeGetEnabled(hGraphExec: CData, hNode: CData) -> int:
@@ -4998,7 +4998,7 @@ def cuGraphNodeSetParams(hNode: CData) -> CData:
     _r = _f_cuGraphNodeSetParams(hNode, _nodeParams)
     if _r:
         raise _error(_r, 181)
-    return _nodeParams
+    return _nodeParams[0]
 
 
 def cuGraphReleaseUserObject(graph: CData, object: CData, count: int) -> None:
@@ -5160,7 +5160,7 @@ def cuGreenCtxGetDevResource(hCtx: CData, type: int) -> CData:
     _r = _f_cuGreenCtxGetDevResource(hCtx, _resource, type)
     if _r:
         raise _error(_r, 195)
-    return _resource
+    return _resource[0]
 
 
 def cuGreenCtxGetId(greenCtx: CData) -> int:
@@ -5266,7 +5266,7 @@ def cuIpcGetEventHandle(event: CData) -> CData:
     _r = _f_cuIpcGetEventHandle(_pHandle, event)
     if _r:
         raise _error(_r, 204)
-    return _pHandle
+    return _pHandle[0]
 
 
 def cuIpcGetMemHandle(dptr: int) -> CData:
@@ -5279,7 +5279,7 @@ def cuIpcGetMemHandle(dptr: int) -> CData:
     _r = _f_cuIpcGetMemHandle(_pHandle, dptr)
     if _r:
         raise _error(_r, 205)
-    return _pHandle
+    return _pHandle[0]
 
 
 def cuIpcOpenEventHandle(handle: CData) -> CData:
@@ -5426,7 +5426,7 @@ def cuLaunchCooperativeKernelMultiDevice(numDevices: int, flags: int) -> CData:
     _r = _f_cuLaunchCooperativeKernelMultiDevice(_launchParamsList, numDevices, flags)
     if _r:
         raise _error(_r, 217)
-    return _launchParamsList
+    return _launchParamsList[0]
 
 
 def cuLaunchGrid(f: CData, grid_width: int, grid_height: int) -> None:
@@ -5886,7 +5886,7 @@ def cuMemBatchDecompressAsync(count: int, flags: int, stream: CData) -> tuple[CD
     _r = _f_cuMemBatchDecompressAsync(_paramsArray, count, flags, _errorIndex, stream)
     if _r:
         raise _error(_r, 252)
-    return _paramsArray, _errorIndex[0]
+    return _paramsArray[0], _errorIndex[0]
 
 
 def cuMemCreate(size: int, prop: CData, flags: int) -> int:
@@ -5916,7 +5916,7 @@ def cuMemDiscardAndPrefetchBatchAsync(count: int, numPrefetchLocs: int, flags: i
     _r = _f_cuMemDiscardAndPrefetchBatchAsync(_dptrs, _sizes, count, _prefetchLocs, _prefetchLocIdxs, numPrefetchLocs, flags, hStream)
     if _r:
         raise _error(_r, 254)
-    return _dptrs[0], _sizes[0], _prefetchLocs, _prefetchLocIdxs[0]
+    return _dptrs[0], _sizes[0], _prefetchLocs[0], _prefetchLocIdxs[0]
 
 
 def cuMemDiscardBatchAsync(count: int, flags: int, hStream: CData) -> tuple[int, int]:
@@ -6025,7 +6025,7 @@ def cuMemGetAllocationPropertiesFromHandle(handle: int) -> CData:
     _r = _f_cuMemGetAllocationPropertiesFromHandle(_prop, handle)
     if _r:
         raise _error(_r, 263)
-    return _prop
+    return _prop[0]
 
 
 def cuMemGetDefaultMemPool(type: int) -> tuple[CData, CData]:
@@ -6039,7 +6039,7 @@ def cuMemGetDefaultMemPool(type: int) -> tuple[CData, CData]:
     _r = _f_cuMemGetDefaultMemPool(_pool_out, _location, type)
     if _r:
         raise _error(_r, 264)
-    return _pool_out[0], _location
+    return _pool_out[0], _location[0]
 
 
 def cuMemGetHandleForAddressRange(handle: CData, dptr: int, size: int, handleType: int, flags: int) -> None:
@@ -6077,7 +6077,7 @@ def cuMemGetMemPool(type: int) -> tuple[CData, CData]:
     _r = _f_cuMemGetMemPool(_pool, _location, type)
     if _r:
         raise _error(_r, 267)
-    return _pool[0], _location
+    return _pool[0], _location[0]
 
 
 def cuMemHostAlloc(bytesize: int, Flags: int) -> CData:
@@ -6175,7 +6175,7 @@ def cuMemMapArrayAsync(count: int, hStream: CData) -> CData:
     _r = _f_cuMemMapArrayAsync(_mapInfoList, count, hStream)
     if _r:
         raise _error(_r, 275)
-    return _mapInfoList
+    return _mapInfoList[0]
 
 
 def cuMemPoolCreate(poolProps: CData) -> CData:
@@ -6211,7 +6211,7 @@ def cuMemPoolExportPointer(ptr: int) -> CData:
     _r = _f_cuMemPoolExportPointer(_shareData_out, ptr)
     if _r:
         raise _error(_r, 278)
-    return _shareData_out
+    return _shareData_out[0]
 
 
 def cuMemPoolExportToShareableHandle(handle_out: CData, pool: CData, handleType: int, flags: int) -> None:
@@ -6235,7 +6235,7 @@ def cuMemPoolGetAccess(memPool: CData) -> tuple[int, CData]:
     _r = _f_cuMemPoolGetAccess(_flags, memPool, _location)
     if _r:
         raise _error(_r, 280)
-    return _flags[0], _location
+    return _flags[0], _location[0]
 
 
 def cuMemPoolGetAttribute(pool: CData, attr: int, value: CData) -> None:
@@ -6272,7 +6272,7 @@ def cuMemPoolImportPointer(pool: CData) -> tuple[int, CData]:
     _r = _f_cuMemPoolImportPointer(_ptr_out, pool, _shareData)
     if _r:
         raise _error(_r, 283)
-    return _ptr_out[0], _shareData
+    return _ptr_out[0], _shareData[0]
 
 
 def cuMemPoolSetAccess(pool: CData, map: CData, count: int) -> None:
@@ -6328,7 +6328,7 @@ def cuMemPrefetchBatchAsync(count: int, numPrefetchLocs: int, flags: int, hStrea
     _r = _f_cuMemPrefetchBatchAsync(_dptrs, _sizes, count, _prefetchLocs, _prefetchLocIdxs, numPrefetchLocs, flags, hStream)
     if _r:
         raise _error(_r, 288)
-    return _dptrs[0], _sizes[0], _prefetchLocs, _prefetchLocIdxs[0]
+    return _dptrs[0], _sizes[0], _prefetchLocs[0], _prefetchLocIdxs[0]
 
 
 def cuMemRangeGetAttribute(data: CData, dataSize: int, attribute: int, devPtr: int, count: int) -> None:
@@ -6400,7 +6400,7 @@ def cuMemSetMemPool(type: int, pool: CData) -> CData:
     _r = _f_cuMemSetMemPool(_location, type, pool)
     if _r:
         raise _error(_r, 294)
-    return _location
+    return _location[0]
 
 
 def cuMemUnmap(ptr: int, size: int) -> None:
@@ -6483,7 +6483,7 @@ def cuMemcpy3DBatchAsync(numOps: int, flags: int, hStream: CData) -> CData:
     _r = _f_cuMemcpy3DBatchAsync(numOps, _opList, flags, hStream)
     if _r:
         raise _error(_r, 302)
-    return _opList
+    return _opList[0]
 
 
 def cuMemcpy3DPeer(pCopy: CData) -> None:
@@ -6570,7 +6570,7 @@ def cuMemcpyBatchAsync(count: int, numAttrs: int, hStream: CData) -> tuple[int, 
     _r = _f_cuMemcpyBatchAsync(_dsts, _srcs, _sizes, count, _attrs, _attrsIdxs, numAttrs, hStream)
     if _r:
         raise _error(_r, 310)
-    return _dsts[0], _srcs[0], _sizes[0], _attrs, _attrsIdxs[0]
+    return _dsts[0], _srcs[0], _sizes[0], _attrs[0], _attrsIdxs[0]
 
 
 def cuMemcpyDtoA(dstArray: CData, dstOffset: int, srcDevice: int, ByteCount: int) -> None:
@@ -6849,7 +6849,7 @@ def cuMipmappedArrayGetMemoryRequirements(mipmap: CData, device: int) -> CData:
     _r = _f_cuMipmappedArrayGetMemoryRequirements(_memoryRequirements, mipmap, device)
     if _r:
         raise _error(_r, 337)
-    return _memoryRequirements
+    return _memoryRequirements[0]
 
 
 def cuMipmappedArrayGetSparseProperties(mipmap: CData) -> CData:
@@ -6862,7 +6862,7 @@ def cuMipmappedArrayGetSparseProperties(mipmap: CData) -> CData:
     _r = _f_cuMipmappedArrayGetSparseProperties(_sparseProperties, mipmap)
     if _r:
         raise _error(_r, 338)
-    return _sparseProperties
+    return _sparseProperties[0]
 
 
 def cuModuleEnumerateFunctions(numFunctions: int, mod: CData) -> CData:
@@ -7319,7 +7319,7 @@ def cuStreamBatchMemOp(stream: CData, count: int, flags: int) -> CData:
     _r = _f_cuStreamBatchMemOp(stream, count, _paramArray, flags)
     if _r:
         raise _error(_r, 375)
-    return _paramArray
+    return _paramArray[0]
 
 
 def cuStreamBeginCapture(hStream: CData, mode: int) -> None:
@@ -7411,7 +7411,7 @@ def cuStreamGetAttribute(hStream: CData, attr: int) -> CData:
     _r = _f_cuStreamGetAttribute(hStream, attr, _value_out)
     if _r:
         raise _error(_r, 383)
-    return _value_out
+    return _value_out[0]
 
 
 def cuStreamGetCaptureInfo(hStream: CData) -> tuple[int, int, CData, CData, CData, int]:
@@ -7672,7 +7672,7 @@ def cuSurfObjectGetResourceDesc(surfObject: int) -> CData:
     _r = _f_cuSurfObjectGetResourceDesc(_pResDesc, surfObject)
     if _r:
         raise _error(_r, 404)
-    return _pResDesc
+    return _pResDesc[0]
 
 
 def cuSurfRefGetArray(hSurfRef: CData) -> CData:
@@ -7708,7 +7708,7 @@ def cuTensorMapEncodeIm2col(tensorDataType: int, tensorRank: int, globalAddress:
     _r = _f_cuTensorMapEncodeIm2col(_tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion, oobFill)
     if _r:
         raise _error(_r, 407)
-    return _tensorMap
+    return _tensorMap[0]
 
 
 def cuTensorMapEncodeIm2colWide(tensorDataType: int, tensorRank: int, globalAddress: CData, globalDim: CData, globalStrides: CData, pixelBoxLowerCornerWidth: int, pixelBoxUpperCornerWidth: int, channelsPerPixel: int, pixelsPerColumn: int, elementStrides: CData, interleave: int, mode: int, swizzle: int, l2Promotion: int, oobFill: int) -> CData:
@@ -7721,7 +7721,7 @@ def cuTensorMapEncodeIm2colWide(tensorDataType: int, tensorRank: int, globalAddr
     _r = _f_cuTensorMapEncodeIm2colWide(_tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill)
     if _r:
         raise _error(_r, 408)
-    return _tensorMap
+    return _tensorMap[0]
 
 
 def cuTensorMapEncodeTiled(tensorDataType: int, tensorRank: int, globalAddress: CData, globalDim: CData, globalStrides: CData, boxDim: CData, elementStrides: CData, interleave: int, swizzle: int, l2Promotion: int, oobFill: int) -> CData:
@@ -7734,7 +7734,7 @@ def cuTensorMapEncodeTiled(tensorDataType: int, tensorRank: int, globalAddress: 
     _r = _f_cuTensorMapEncodeTiled(_tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion, oobFill)
     if _r:
         raise _error(_r, 409)
-    return _tensorMap
+    return _tensorMap[0]
 
 
 def cuTensorMapReplaceAddress(globalAddress: CData) -> CData:
@@ -7747,7 +7747,7 @@ def cuTensorMapReplaceAddress(globalAddress: CData) -> CData:
     _r = _f_cuTensorMapReplaceAddress(_tensorMap, globalAddress)
     if _r:
         raise _error(_r, 410)
-    return _tensorMap
+    return _tensorMap[0]
 
 
 def cuTexObjectCreate(pResDesc: CData, pTexDesc: CData, pResViewDesc: CData) -> int:
@@ -7784,7 +7784,7 @@ def cuTexObjectGetResourceDesc(texObject: int) -> CData:
     _r = _f_cuTexObjectGetResourceDesc(_pResDesc, texObject)
     if _r:
         raise _error(_r, 413)
-    return _pResDesc
+    return _pResDesc[0]
 
 
 def cuTexObjectGetResourceViewDesc(texObject: int) -> CData:
@@ -7797,7 +7797,7 @@ def cuTexObjectGetResourceViewDesc(texObject: int) -> CData:
     _r = _f_cuTexObjectGetResourceViewDesc(_pResViewDesc, texObject)
     if _r:
         raise _error(_r, 414)
-    return _pResViewDesc
+    return _pResViewDesc[0]
 
 
 def cuTexObjectGetTextureDesc(texObject: int) -> CData:
@@ -7810,7 +7810,7 @@ def cuTexObjectGetTextureDesc(texObject: int) -> CData:
     _r = _f_cuTexObjectGetTextureDesc(_pTexDesc, texObject)
     if _r:
         raise _error(_r, 415)
-    return _pTexDesc
+    return _pTexDesc[0]
 
 
 def cuTexRefCreate() -> CData:

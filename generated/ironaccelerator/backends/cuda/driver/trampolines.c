@@ -5435,30 +5435,30 @@ static CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore *extSemA
 static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuArray3DCreate", 0, 1},  /* 0 */
     {"cuArray3DCreate", 1, 0},  /* 1 */
-    {"cuArray3DGetDescriptor", 0, 0},  /* 2 */
+    {"cuArray3DGetDescriptor", 0, 1},  /* 2 */
     {"cuArray3DGetDescriptor", 1, 0},  /* 3 */
     {"cuArrayCreate", 0, 1},  /* 4 */
     {"cuArrayCreate", 1, 0},  /* 5 */
     {"cuArrayDestroy", 0, 0},  /* 6 */
-    {"cuArrayGetDescriptor", 0, 0},  /* 7 */
+    {"cuArrayGetDescriptor", 0, 1},  /* 7 */
     {"cuArrayGetDescriptor", 1, 0},  /* 8 */
-    {"cuArrayGetMemoryRequirements", 0, 0},  /* 9 */
+    {"cuArrayGetMemoryRequirements", 0, 1},  /* 9 */
     {"cuArrayGetMemoryRequirements", 1, 0},  /* 10 */
     {"cuArrayGetPlane", 0, 1},  /* 11 */
     {"cuArrayGetPlane", 1, 0},  /* 12 */
-    {"cuArrayGetSparseProperties", 0, 0},  /* 13 */
+    {"cuArrayGetSparseProperties", 0, 1},  /* 13 */
     {"cuArrayGetSparseProperties", 1, 0},  /* 14 */
-    {"cuCheckpointProcessCheckpoint", 1, 0},  /* 15 */
-    {"cuCheckpointProcessLock", 1, 0},  /* 16 */
-    {"cuCheckpointProcessRestore", 1, 0},  /* 17 */
-    {"cuCheckpointProcessUnlock", 1, 0},  /* 18 */
+    {"cuCheckpointProcessCheckpoint", 1, 1},  /* 15 */
+    {"cuCheckpointProcessLock", 1, 1},  /* 16 */
+    {"cuCheckpointProcessRestore", 1, 1},  /* 17 */
+    {"cuCheckpointProcessUnlock", 1, 1},  /* 18 */
     {"cuCoredumpGetAttribute", 1, 0},  /* 19 */
     {"cuCoredumpGetAttributeGlobal", 1, 0},  /* 20 */
     {"cuCoredumpSetAttribute", 1, 0},  /* 21 */
     {"cuCoredumpSetAttributeGlobal", 1, 0},  /* 22 */
     {"cuCtxAttach", 0, 1},  /* 23 */
     {"cuCtxCreate", 0, 1},  /* 24 */
-    {"cuCtxCreate", 1, 0},  /* 25 */
+    {"cuCtxCreate", 1, 1},  /* 25 */
     {"cuCtxDestroy", 0, 0},  /* 26 */
     {"cuCtxDetach", 0, 0},  /* 27 */
     {"cuCtxDisablePeerAccess", 0, 0},  /* 28 */
@@ -5468,9 +5468,9 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuCtxGetApiVersion", 0, 0},  /* 32 */
     {"cuCtxGetCurrent", 0, 1},  /* 33 */
     {"cuCtxGetDevResource", 0, 0},  /* 34 */
-    {"cuCtxGetDevResource", 1, 0},  /* 35 */
+    {"cuCtxGetDevResource", 1, 1},  /* 35 */
     {"cuCtxGetDevice_v2", 1, 0},  /* 36 */
-    {"cuCtxGetExecAffinity", 0, 0},  /* 37 */
+    {"cuCtxGetExecAffinity", 0, 1},  /* 37 */
     {"cuCtxGetId", 0, 0},  /* 38 */
     {"cuCtxPopCurrent", 0, 1},  /* 39 */
     {"cuCtxPushCurrent", 0, 0},  /* 40 */
@@ -5483,21 +5483,21 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuDestroyExternalMemory", 0, 0},  /* 47 */
     {"cuDestroyExternalSemaphore", 0, 0},  /* 48 */
     {"cuDevResourceGenerateDesc", 0, 1},  /* 49 */
-    {"cuDevResourceGenerateDesc", 1, 0},  /* 50 */
-    {"cuDevSmResourceSplitByCount", 0, 0},  /* 51 */
+    {"cuDevResourceGenerateDesc", 1, 1},  /* 50 */
+    {"cuDevSmResourceSplitByCount", 0, 1},  /* 51 */
     {"cuDevSmResourceSplitByCount", 2, 0},  /* 52 */
-    {"cuDevSmResourceSplitByCount", 3, 0},  /* 53 */
+    {"cuDevSmResourceSplitByCount", 3, 1},  /* 53 */
     {"cuDeviceGetByPCIBusId", 1, 0},  /* 54 */
     {"cuDeviceGetDefaultMemPool", 0, 1},  /* 55 */
-    {"cuDeviceGetDevResource", 1, 0},  /* 56 */
+    {"cuDeviceGetDevResource", 1, 1},  /* 56 */
     {"cuDeviceGetGraphMemAttribute", 2, 0},  /* 57 */
     {"cuDeviceGetHostAtomicCapabilities", 1, 0},  /* 58 */
     {"cuDeviceGetLuid", 0, 0},  /* 59 */
     {"cuDeviceGetMemPool", 0, 1},  /* 60 */
     {"cuDeviceGetP2PAtomicCapabilities", 1, 0},  /* 61 */
     {"cuDeviceGetPCIBusId", 0, 0},  /* 62 */
-    {"cuDeviceGetProperties", 0, 0},  /* 63 */
-    {"cuDeviceGetUuid", 0, 0},  /* 64 */
+    {"cuDeviceGetProperties", 0, 1},  /* 63 */
+    {"cuDeviceGetUuid", 0, 1},  /* 64 */
     {"cuDevicePrimaryCtxRetain", 0, 1},  /* 65 */
     {"cuDeviceRegisterAsyncNotification", 1, 0},  /* 66 */
     {"cuDeviceRegisterAsyncNotification", 2, 0},  /* 67 */
@@ -5578,7 +5578,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuGraphAddMemAllocNode", 0, 1},  /* 142 */
     {"cuGraphAddMemAllocNode", 1, 0},  /* 143 */
     {"cuGraphAddMemAllocNode", 2, 0},  /* 144 */
-    {"cuGraphAddMemAllocNode", 4, 0},  /* 145 */
+    {"cuGraphAddMemAllocNode", 4, 1},  /* 145 */
     {"cuGraphAddMemFreeNode", 0, 1},  /* 146 */
     {"cuGraphAddMemFreeNode", 1, 0},  /* 147 */
     {"cuGraphAddMemFreeNode", 2, 0},  /* 148 */
@@ -5596,9 +5596,9 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuGraphAddNode", 1, 0},  /* 160 */
     {"cuGraphAddNode", 2, 0},  /* 161 */
     {"cuGraphAddNode", 3, 0},  /* 162 */
-    {"cuGraphAddNode", 5, 0},  /* 163 */
+    {"cuGraphAddNode", 5, 1},  /* 163 */
     {"cuGraphBatchMemOpNodeGetParams", 0, 0},  /* 164 */
-    {"cuGraphBatchMemOpNodeGetParams", 1, 0},  /* 165 */
+    {"cuGraphBatchMemOpNodeGetParams", 1, 1},  /* 165 */
     {"cuGraphBatchMemOpNodeSetParams", 0, 0},  /* 166 */
     {"cuGraphBatchMemOpNodeSetParams", 1, 0},  /* 167 */
     {"cuGraphChildGraphNodeGetGraph", 0, 0},  /* 168 */
@@ -5656,41 +5656,41 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuGraphExecMemsetNodeSetParams", 3, 0},  /* 220 */
     {"cuGraphExecNodeSetParams", 0, 0},  /* 221 */
     {"cuGraphExecNodeSetParams", 1, 0},  /* 222 */
-    {"cuGraphExecNodeSetParams", 2, 0},  /* 223 */
+    {"cuGraphExecNodeSetParams", 2, 1},  /* 223 */
     {"cuGraphExecUpdate", 0, 0},  /* 224 */
     {"cuGraphExecUpdate", 1, 0},  /* 225 */
-    {"cuGraphExecUpdate", 2, 0},  /* 226 */
+    {"cuGraphExecUpdate", 2, 1},  /* 226 */
     {"cuGraphExternalSemaphoresSignalNodeGetParams", 0, 0},  /* 227 */
-    {"cuGraphExternalSemaphoresSignalNodeGetParams", 1, 0},  /* 228 */
+    {"cuGraphExternalSemaphoresSignalNodeGetParams", 1, 1},  /* 228 */
     {"cuGraphExternalSemaphoresSignalNodeSetParams", 0, 0},  /* 229 */
     {"cuGraphExternalSemaphoresSignalNodeSetParams", 1, 0},  /* 230 */
     {"cuGraphExternalSemaphoresWaitNodeGetParams", 0, 0},  /* 231 */
-    {"cuGraphExternalSemaphoresWaitNodeGetParams", 1, 0},  /* 232 */
+    {"cuGraphExternalSemaphoresWaitNodeGetParams", 1, 1},  /* 232 */
     {"cuGraphExternalSemaphoresWaitNodeSetParams", 0, 0},  /* 233 */
     {"cuGraphExternalSemaphoresWaitNodeSetParams", 1, 0},  /* 234 */
     {"cuGraphGetEdges", 0, 0},  /* 235 */
     {"cuGraphGetEdges", 1, 1},  /* 236 */
     {"cuGraphGetEdges", 2, 1},  /* 237 */
-    {"cuGraphGetEdges", 3, 0},  /* 238 */
+    {"cuGraphGetEdges", 3, 1},  /* 238 */
     {"cuGraphGetNodes", 0, 0},  /* 239 */
     {"cuGraphGetNodes", 1, 1},  /* 240 */
     {"cuGraphGetRootNodes", 0, 0},  /* 241 */
     {"cuGraphGetRootNodes", 1, 1},  /* 242 */
     {"cuGraphHostNodeGetParams", 0, 0},  /* 243 */
-    {"cuGraphHostNodeGetParams", 1, 0},  /* 244 */
+    {"cuGraphHostNodeGetParams", 1, 1},  /* 244 */
     {"cuGraphHostNodeSetParams", 0, 0},  /* 245 */
     {"cuGraphHostNodeSetParams", 1, 0},  /* 246 */
     {"cuGraphInstantiate", 0, 1},  /* 247 */
     {"cuGraphInstantiate", 1, 0},  /* 248 */
     {"cuGraphInstantiateWithParams", 0, 1},  /* 249 */
     {"cuGraphInstantiateWithParams", 1, 0},  /* 250 */
-    {"cuGraphInstantiateWithParams", 2, 0},  /* 251 */
+    {"cuGraphInstantiateWithParams", 2, 1},  /* 251 */
     {"cuGraphKernelNodeCopyAttributes", 0, 0},  /* 252 */
     {"cuGraphKernelNodeCopyAttributes", 1, 0},  /* 253 */
     {"cuGraphKernelNodeGetAttribute", 0, 0},  /* 254 */
-    {"cuGraphKernelNodeGetAttribute", 2, 0},  /* 255 */
+    {"cuGraphKernelNodeGetAttribute", 2, 1},  /* 255 */
     {"cuGraphKernelNodeGetParams", 0, 0},  /* 256 */
-    {"cuGraphKernelNodeGetParams", 1, 0},  /* 257 */
+    {"cuGraphKernelNodeGetParams", 1, 1},  /* 257 */
     {"cuGraphKernelNodeSetAttribute", 0, 0},  /* 258 */
     {"cuGraphKernelNodeSetAttribute", 2, 0},  /* 259 */
     {"cuGraphKernelNodeSetParams", 0, 0},  /* 260 */
@@ -5698,14 +5698,14 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuGraphLaunch", 0, 0},  /* 262 */
     {"cuGraphLaunch", 1, 0},  /* 263 */
     {"cuGraphMemAllocNodeGetParams", 0, 0},  /* 264 */
-    {"cuGraphMemAllocNodeGetParams", 1, 0},  /* 265 */
+    {"cuGraphMemAllocNodeGetParams", 1, 1},  /* 265 */
     {"cuGraphMemFreeNodeGetParams", 0, 0},  /* 266 */
     {"cuGraphMemcpyNodeGetParams", 0, 0},  /* 267 */
-    {"cuGraphMemcpyNodeGetParams", 1, 0},  /* 268 */
+    {"cuGraphMemcpyNodeGetParams", 1, 1},  /* 268 */
     {"cuGraphMemcpyNodeSetParams", 0, 0},  /* 269 */
     {"cuGraphMemcpyNodeSetParams", 1, 0},  /* 270 */
     {"cuGraphMemsetNodeGetParams", 0, 0},  /* 271 */
-    {"cuGraphMemsetNodeGetParams", 1, 0},  /* 272 */
+    {"cuGraphMemsetNodeGetParams", 1, 1},  /* 272 */
     {"cuGraphMemsetNodeSetParams", 0, 0},  /* 273 */
     {"cuGraphMemsetNodeSetParams", 1, 0},  /* 274 */
     {"cuGraphNodeFindInClone", 0, 1},  /* 275 */
@@ -5713,17 +5713,17 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuGraphNodeFindInClone", 2, 0},  /* 277 */
     {"cuGraphNodeGetDependencies", 0, 0},  /* 278 */
     {"cuGraphNodeGetDependencies", 1, 1},  /* 279 */
-    {"cuGraphNodeGetDependencies", 2, 0},  /* 280 */
+    {"cuGraphNodeGetDependencies", 2, 1},  /* 280 */
     {"cuGraphNodeGetDependentNodes", 0, 0},  /* 281 */
     {"cuGraphNodeGetDependentNodes", 1, 1},  /* 282 */
-    {"cuGraphNodeGetDependentNodes", 2, 0},  /* 283 */
+    {"cuGraphNodeGetDependentNodes", 2, 1},  /* 283 */
     {"cuGraphNodeGetEnabled", 0, 0},  /* 284 */
     {"cuGraphNodeGetEnabled", 1, 0},  /* 285 */
     {"cuGraphNodeGetType", 0, 0},  /* 286 */
     {"cuGraphNodeSetEnabled", 0, 0},  /* 287 */
     {"cuGraphNodeSetEnabled", 1, 0},  /* 288 */
     {"cuGraphNodeSetParams", 0, 0},  /* 289 */
-    {"cuGraphNodeSetParams", 1, 0},  /* 290 */
+    {"cuGraphNodeSetParams", 1, 1},  /* 290 */
     {"cuGraphReleaseUserObject", 0, 0},  /* 291 */
     {"cuGraphReleaseUserObject", 1, 0},  /* 292 */
     {"cuGraphRemoveDependencies", 0, 0},  /* 293 */
@@ -5749,7 +5749,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuGreenCtxCreate", 1, 0},  /* 313 */
     {"cuGreenCtxDestroy", 0, 0},  /* 314 */
     {"cuGreenCtxGetDevResource", 0, 0},  /* 315 */
-    {"cuGreenCtxGetDevResource", 1, 0},  /* 316 */
+    {"cuGreenCtxGetDevResource", 1, 1},  /* 316 */
     {"cuGreenCtxGetId", 0, 0},  /* 317 */
     {"cuGreenCtxRecordEvent", 0, 0},  /* 318 */
     {"cuGreenCtxRecordEvent", 1, 0},  /* 319 */
@@ -5761,9 +5761,9 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuImportExternalMemory", 1, 0},  /* 325 */
     {"cuImportExternalSemaphore", 0, 1},  /* 326 */
     {"cuImportExternalSemaphore", 1, 0},  /* 327 */
-    {"cuIpcGetEventHandle", 0, 0},  /* 328 */
+    {"cuIpcGetEventHandle", 0, 1},  /* 328 */
     {"cuIpcGetEventHandle", 1, 0},  /* 329 */
-    {"cuIpcGetMemHandle", 0, 0},  /* 330 */
+    {"cuIpcGetMemHandle", 0, 1},  /* 330 */
     {"cuIpcOpenEventHandle", 0, 1},  /* 331 */
     {"cuIpcOpenEventHandle", 1, 0},  /* 332 */
     {"cuIpcOpenMemHandle", 1, 0},  /* 333 */
@@ -5780,7 +5780,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuLaunchCooperativeKernel", 0, 0},  /* 344 */
     {"cuLaunchCooperativeKernel", 8, 0},  /* 345 */
     {"cuLaunchCooperativeKernel", 9, 0},  /* 346 */
-    {"cuLaunchCooperativeKernelMultiDevice", 0, 0},  /* 347 */
+    {"cuLaunchCooperativeKernelMultiDevice", 0, 1},  /* 347 */
     {"cuLaunchGrid", 0, 0},  /* 348 */
     {"cuLaunchGridAsync", 0, 0},  /* 349 */
     {"cuLaunchGridAsync", 3, 0},  /* 350 */
@@ -5843,10 +5843,10 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuMemAllocFromPoolAsync", 2, 0},  /* 407 */
     {"cuMemAllocFromPoolAsync", 3, 0},  /* 408 */
     {"cuMemAllocHost", 0, 1},  /* 409 */
-    {"cuMemBatchDecompressAsync", 0, 0},  /* 410 */
+    {"cuMemBatchDecompressAsync", 0, 1},  /* 410 */
     {"cuMemBatchDecompressAsync", 4, 0},  /* 411 */
     {"cuMemCreate", 2, 0},  /* 412 */
-    {"cuMemDiscardAndPrefetchBatchAsync", 3, 0},  /* 413 */
+    {"cuMemDiscardAndPrefetchBatchAsync", 3, 1},  /* 413 */
     {"cuMemDiscardAndPrefetchBatchAsync", 7, 0},  /* 414 */
     {"cuMemDiscardBatchAsync", 4, 0},  /* 415 */
     {"cuMemExportToShareableHandle", 0, 0},  /* 416 */
@@ -5854,34 +5854,34 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuMemFreeHost", 0, 0},  /* 418 */
     {"cuMemGetAccess", 1, 0},  /* 419 */
     {"cuMemGetAllocationGranularity", 1, 0},  /* 420 */
-    {"cuMemGetAllocationPropertiesFromHandle", 0, 0},  /* 421 */
+    {"cuMemGetAllocationPropertiesFromHandle", 0, 1},  /* 421 */
     {"cuMemGetDefaultMemPool", 0, 1},  /* 422 */
-    {"cuMemGetDefaultMemPool", 1, 0},  /* 423 */
+    {"cuMemGetDefaultMemPool", 1, 1},  /* 423 */
     {"cuMemGetHandleForAddressRange", 0, 0},  /* 424 */
     {"cuMemGetMemPool", 0, 1},  /* 425 */
-    {"cuMemGetMemPool", 1, 0},  /* 426 */
+    {"cuMemGetMemPool", 1, 1},  /* 426 */
     {"cuMemHostAlloc", 0, 1},  /* 427 */
     {"cuMemHostGetDevicePointer", 1, 0},  /* 428 */
     {"cuMemHostGetFlags", 1, 0},  /* 429 */
     {"cuMemHostRegister", 0, 0},  /* 430 */
     {"cuMemHostUnregister", 0, 0},  /* 431 */
     {"cuMemImportFromShareableHandle", 1, 0},  /* 432 */
-    {"cuMemMapArrayAsync", 0, 0},  /* 433 */
+    {"cuMemMapArrayAsync", 0, 1},  /* 433 */
     {"cuMemMapArrayAsync", 2, 0},  /* 434 */
     {"cuMemPoolCreate", 0, 1},  /* 435 */
     {"cuMemPoolCreate", 1, 0},  /* 436 */
     {"cuMemPoolDestroy", 0, 0},  /* 437 */
-    {"cuMemPoolExportPointer", 0, 0},  /* 438 */
+    {"cuMemPoolExportPointer", 0, 1},  /* 438 */
     {"cuMemPoolExportToShareableHandle", 0, 0},  /* 439 */
     {"cuMemPoolExportToShareableHandle", 1, 0},  /* 440 */
     {"cuMemPoolGetAccess", 1, 0},  /* 441 */
-    {"cuMemPoolGetAccess", 2, 0},  /* 442 */
+    {"cuMemPoolGetAccess", 2, 1},  /* 442 */
     {"cuMemPoolGetAttribute", 0, 0},  /* 443 */
     {"cuMemPoolGetAttribute", 2, 0},  /* 444 */
     {"cuMemPoolImportFromShareableHandle", 0, 1},  /* 445 */
     {"cuMemPoolImportFromShareableHandle", 1, 0},  /* 446 */
     {"cuMemPoolImportPointer", 1, 0},  /* 447 */
-    {"cuMemPoolImportPointer", 2, 0},  /* 448 */
+    {"cuMemPoolImportPointer", 2, 1},  /* 448 */
     {"cuMemPoolSetAccess", 0, 0},  /* 449 */
     {"cuMemPoolSetAccess", 1, 0},  /* 450 */
     {"cuMemPoolSetAttribute", 0, 0},  /* 451 */
@@ -5889,13 +5889,13 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuMemPoolTrimTo", 0, 0},  /* 453 */
     {"cuMemPrefetchAsync", 2, 0},  /* 454 */
     {"cuMemPrefetchAsync", 4, 0},  /* 455 */
-    {"cuMemPrefetchBatchAsync", 3, 0},  /* 456 */
+    {"cuMemPrefetchBatchAsync", 3, 1},  /* 456 */
     {"cuMemPrefetchBatchAsync", 7, 0},  /* 457 */
     {"cuMemRangeGetAttribute", 0, 0},  /* 458 */
     {"cuMemRangeGetAttributes", 0, 1},  /* 459 */
     {"cuMemRetainAllocationHandle", 1, 0},  /* 460 */
     {"cuMemSetAccess", 2, 0},  /* 461 */
-    {"cuMemSetMemPool", 0, 0},  /* 462 */
+    {"cuMemSetMemPool", 0, 1},  /* 462 */
     {"cuMemSetMemPool", 2, 0},  /* 463 */
     {"cuMemcpy2D", 0, 0},  /* 464 */
     {"cuMemcpy2DAsync", 0, 0},  /* 465 */
@@ -5904,7 +5904,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuMemcpy3D", 0, 0},  /* 468 */
     {"cuMemcpy3DAsync", 0, 0},  /* 469 */
     {"cuMemcpy3DAsync", 1, 0},  /* 470 */
-    {"cuMemcpy3DBatchAsync", 1, 0},  /* 471 */
+    {"cuMemcpy3DBatchAsync", 1, 1},  /* 471 */
     {"cuMemcpy3DBatchAsync", 3, 0},  /* 472 */
     {"cuMemcpy3DPeer", 0, 0},  /* 473 */
     {"cuMemcpy3DPeerAsync", 0, 0},  /* 474 */
@@ -5918,7 +5918,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuMemcpyAtoHAsync", 0, 0},  /* 482 */
     {"cuMemcpyAtoHAsync", 1, 0},  /* 483 */
     {"cuMemcpyAtoHAsync", 4, 0},  /* 484 */
-    {"cuMemcpyBatchAsync", 4, 0},  /* 485 */
+    {"cuMemcpyBatchAsync", 4, 1},  /* 485 */
     {"cuMemcpyBatchAsync", 7, 0},  /* 486 */
     {"cuMemcpyDtoA", 0, 0},  /* 487 */
     {"cuMemcpyDtoDAsync", 3, 0},  /* 488 */
@@ -5949,9 +5949,9 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuMipmappedArrayDestroy", 0, 0},  /* 513 */
     {"cuMipmappedArrayGetLevel", 0, 1},  /* 514 */
     {"cuMipmappedArrayGetLevel", 1, 0},  /* 515 */
-    {"cuMipmappedArrayGetMemoryRequirements", 0, 0},  /* 516 */
+    {"cuMipmappedArrayGetMemoryRequirements", 0, 1},  /* 516 */
     {"cuMipmappedArrayGetMemoryRequirements", 1, 0},  /* 517 */
-    {"cuMipmappedArrayGetSparseProperties", 0, 0},  /* 518 */
+    {"cuMipmappedArrayGetSparseProperties", 0, 1},  /* 518 */
     {"cuMipmappedArrayGetSparseProperties", 1, 0},  /* 519 */
     {"cuModuleEnumerateFunctions", 0, 1},  /* 520 */
     {"cuModuleEnumerateFunctions", 2, 0},  /* 521 */
@@ -6009,7 +6009,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuStreamAddCallback", 2, 0},  /* 573 */
     {"cuStreamAttachMemAsync", 0, 0},  /* 574 */
     {"cuStreamBatchMemOp", 0, 0},  /* 575 */
-    {"cuStreamBatchMemOp", 2, 0},  /* 576 */
+    {"cuStreamBatchMemOp", 2, 1},  /* 576 */
     {"cuStreamBeginCapture", 0, 0},  /* 577 */
     {"cuStreamBeginCaptureToGraph", 0, 0},  /* 578 */
     {"cuStreamBeginCaptureToGraph", 1, 0},  /* 579 */
@@ -6023,7 +6023,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuStreamEndCapture", 0, 0},  /* 587 */
     {"cuStreamEndCapture", 1, 1},  /* 588 */
     {"cuStreamGetAttribute", 0, 0},  /* 589 */
-    {"cuStreamGetAttribute", 2, 0},  /* 590 */
+    {"cuStreamGetAttribute", 2, 1},  /* 590 */
     {"cuStreamGetCaptureInfo", 0, 0},  /* 591 */
     {"cuStreamGetCaptureInfo", 3, 1},  /* 592 */
     {"cuStreamGetCaptureInfo", 4, 1},  /* 593 */
@@ -6054,37 +6054,37 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"cuStreamWriteValue32", 0, 0},  /* 618 */
     {"cuStreamWriteValue64", 0, 0},  /* 619 */
     {"cuSurfObjectCreate", 1, 0},  /* 620 */
-    {"cuSurfObjectGetResourceDesc", 0, 0},  /* 621 */
+    {"cuSurfObjectGetResourceDesc", 0, 1},  /* 621 */
     {"cuSurfRefGetArray", 0, 1},  /* 622 */
     {"cuSurfRefGetArray", 1, 0},  /* 623 */
     {"cuSurfRefSetArray", 0, 0},  /* 624 */
     {"cuSurfRefSetArray", 1, 0},  /* 625 */
-    {"cuTensorMapEncodeIm2col", 0, 0},  /* 626 */
+    {"cuTensorMapEncodeIm2col", 0, 1},  /* 626 */
     {"cuTensorMapEncodeIm2col", 3, 0},  /* 627 */
     {"cuTensorMapEncodeIm2col", 4, 0},  /* 628 */
     {"cuTensorMapEncodeIm2col", 5, 0},  /* 629 */
     {"cuTensorMapEncodeIm2col", 6, 0},  /* 630 */
     {"cuTensorMapEncodeIm2col", 7, 0},  /* 631 */
     {"cuTensorMapEncodeIm2col", 10, 0},  /* 632 */
-    {"cuTensorMapEncodeIm2colWide", 0, 0},  /* 633 */
+    {"cuTensorMapEncodeIm2colWide", 0, 1},  /* 633 */
     {"cuTensorMapEncodeIm2colWide", 3, 0},  /* 634 */
     {"cuTensorMapEncodeIm2colWide", 4, 0},  /* 635 */
     {"cuTensorMapEncodeIm2colWide", 5, 0},  /* 636 */
     {"cuTensorMapEncodeIm2colWide", 10, 0},  /* 637 */
-    {"cuTensorMapEncodeTiled", 0, 0},  /* 638 */
+    {"cuTensorMapEncodeTiled", 0, 1},  /* 638 */
     {"cuTensorMapEncodeTiled", 3, 0},  /* 639 */
     {"cuTensorMapEncodeTiled", 4, 0},  /* 640 */
     {"cuTensorMapEncodeTiled", 5, 0},  /* 641 */
     {"cuTensorMapEncodeTiled", 6, 0},  /* 642 */
     {"cuTensorMapEncodeTiled", 7, 0},  /* 643 */
-    {"cuTensorMapReplaceAddress", 0, 0},  /* 644 */
+    {"cuTensorMapReplaceAddress", 0, 1},  /* 644 */
     {"cuTensorMapReplaceAddress", 1, 0},  /* 645 */
     {"cuTexObjectCreate", 1, 0},  /* 646 */
     {"cuTexObjectCreate", 2, 0},  /* 647 */
     {"cuTexObjectCreate", 3, 0},  /* 648 */
-    {"cuTexObjectGetResourceDesc", 0, 0},  /* 649 */
-    {"cuTexObjectGetResourceViewDesc", 0, 0},  /* 650 */
-    {"cuTexObjectGetTextureDesc", 0, 0},  /* 651 */
+    {"cuTexObjectGetResourceDesc", 0, 1},  /* 649 */
+    {"cuTexObjectGetResourceViewDesc", 0, 1},  /* 650 */
+    {"cuTexObjectGetTextureDesc", 0, 1},  /* 651 */
     {"cuTexRefCreate", 0, 1},  /* 652 */
     {"cuTexRefDestroy", 0, 0},  /* 653 */
     {"cuTexRefGetAddress", 1, 0},  /* 654 */
@@ -6618,8 +6618,7 @@ static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_ARRAY3D_DESCRIPTOR *a0;
+    CUDA_ARRAY3D_DESCRIPTOR o0;
     CUarray a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -6629,22 +6628,19 @@ static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[2], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(2));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(3), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuArray3DGetDescriptor(a0, a1);
+    ia_r = cuArray3DGetDescriptor(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 1);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(2));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -6721,8 +6717,7 @@ static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_ARRAY_DESCRIPTOR *a0;
+    CUDA_ARRAY_DESCRIPTOR o0;
     CUarray a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -6732,22 +6727,19 @@ static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[7] == NULL) && ia_ct_load(7, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[7], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(7));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(8), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuArrayGetDescriptor(a0, a1);
+    ia_r = cuArrayGetDescriptor(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 4);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(7));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -6759,8 +6751,7 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_ARRAY_MEMORY_REQUIREMENTS *a0;
+    CUDA_ARRAY_MEMORY_REQUIREMENTS o0;
     CUarray a1;
     CUdevice a2;
     (void)ia_self;
@@ -6771,23 +6762,20 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[9] == NULL) && ia_ct_load(9, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[9], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(9));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(10), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(CUdevice, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuArrayGetMemoryRequirements(a0, a1, a2);
+    ia_r = cuArrayGetMemoryRequirements(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 5);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(9));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -6834,8 +6822,7 @@ static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_ARRAY_SPARSE_PROPERTIES *a0;
+    CUDA_ARRAY_SPARSE_PROPERTIES o0;
     CUarray a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -6845,22 +6832,19 @@ static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[13] == NULL) && ia_ct_load(13, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[13], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(13));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(14), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuArrayGetSparseProperties(a0, a1);
+    ia_r = cuArrayGetSparseProperties(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 7);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(13));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -6872,8 +6856,7 @@ static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *ia_res = NULL;
     CUresult ia_r;
     int a0;
-    PyObject *ia_o1 = NULL;
-    CUcheckpointCheckpointArgs *a1;
+    CUcheckpointCheckpointArgs o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuCheckpointProcessCheckpoint", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -6882,20 +6865,17 @@ static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[15] == NULL) && ia_ct_load(15, 1) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[15], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(15));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuCheckpointProcessCheckpoint(a0, a1);
+    ia_r = cuCheckpointProcessCheckpoint(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 8);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(15));
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -6963,8 +6943,7 @@ static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     CUresult ia_r;
     int a0;
-    PyObject *ia_o1 = NULL;
-    CUcheckpointLockArgs *a1;
+    CUcheckpointLockArgs o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuCheckpointProcessLock", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -6973,20 +6952,17 @@ static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[16] == NULL) && ia_ct_load(16, 1) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[16], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(16));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuCheckpointProcessLock(a0, a1);
+    ia_r = cuCheckpointProcessLock(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 11);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(16));
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -6998,8 +6974,7 @@ static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     CUresult ia_r;
     int a0;
-    PyObject *ia_o1 = NULL;
-    CUcheckpointRestoreArgs *a1;
+    CUcheckpointRestoreArgs o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuCheckpointProcessRestore", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -7008,20 +6983,17 @@ static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[17] == NULL) && ia_ct_load(17, 1) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[17], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(17));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuCheckpointProcessRestore(a0, a1);
+    ia_r = cuCheckpointProcessRestore(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 12);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(17));
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -7033,8 +7005,7 @@ static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     CUresult ia_r;
     int a0;
-    PyObject *ia_o1 = NULL;
-    CUcheckpointUnlockArgs *a1;
+    CUcheckpointUnlockArgs o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuCheckpointProcessUnlock", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -7043,20 +7014,17 @@ static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[18] == NULL) && ia_ct_load(18, 1) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[18], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(18));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(int, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuCheckpointProcessUnlock(a0, a1);
+    ia_r = cuCheckpointProcessUnlock(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 13);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(18));
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -7238,8 +7206,7 @@ static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     CUresult ia_r;
     CUcontext o0 = NULL;
-    PyObject *ia_o1 = NULL;
-    CUctxCreateParams *a1;
+    CUctxCreateParams o1;
     unsigned int a2;
     CUdevice a3;
     (void)ia_self;
@@ -7250,21 +7217,18 @@ static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[24] == NULL) && ia_ct_load(24, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[25], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(25));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(unsigned int, ia_a[0], a2);
     IA_IN_INT(CUdevice, ia_a[1], a3);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuCtxCreate(&o0, a1, a2, a3);
+    ia_r = cuCtxCreate(&o0, &o1, a2, a3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 19);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(24)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(24)), _cffi_from_c_struct((char *)&o1, IA_CT(25))});
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -7521,8 +7485,7 @@ static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUcontext a0;
-    PyObject *ia_o1 = NULL;
-    CUdevResource *a1;
+    CUdevResource o1;
     CUdevResourceType a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
@@ -7532,23 +7495,20 @@ static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[34] == NULL) && ia_ct_load(34, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[35], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(35));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(34), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(CUdevResourceType, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuCtxGetDevResource(a0, a1, a2);
+    ia_r = cuCtxGetDevResource(a0, &o1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 28);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(35));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -7615,8 +7575,7 @@ static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUexecAffinityParam *a0;
+    CUexecAffinityParam o0;
     CUexecAffinityType a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -7626,20 +7585,17 @@ static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[37] == NULL) && ia_ct_load(37, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[37], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(37));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUexecAffinityType, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuCtxGetExecAffinity(a0, a1);
+    ia_r = cuCtxGetExecAffinity(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 31);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(37));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -8191,8 +8147,7 @@ static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdevResourceDesc o0 = NULL;
-    PyObject *ia_o1 = NULL;
-    CUdevResource *a1;
+    CUdevResource o1;
     unsigned int a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -8202,20 +8157,17 @@ static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[49] == NULL) && ia_ct_load(49, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[50], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(50));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(unsigned int, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuDevResourceGenerateDesc(&o0, a1, a2);
+    ia_r = cuDevResourceGenerateDesc(&o0, &o1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 51);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(49)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(49)), _cffi_from_c_struct((char *)&o1, IA_CT(50))});
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -8227,12 +8179,10 @@ static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUdevResource *a0;
+    CUdevResource o0;
     unsigned int o1 = 0;
     const CUdevResource *a2;
-    PyObject *ia_o3 = NULL;
-    CUdevResource *a3;
+    CUdevResource o3;
     unsigned int a4;
     unsigned int a5;
     (void)ia_self;
@@ -8243,28 +8193,22 @@ static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[51] == NULL) && ia_ct_load(51, 3) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[51], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(51));
-    if ((ia_o3 = ia_new(ia_ct[53], NULL)) == NULL)
-        goto ia_done;
-    a3 = (void *)_cffi_to_c_pointer(ia_o3, IA_CT(53));
+    memset(&o0, 0, sizeof o0);
+    memset(&o3, 0, sizeof o3);
     if (ia_arg_ptr(IA_CT(52), ia_a[0], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(unsigned int, ia_a[1], a4);
     IA_IN_INT(unsigned int, ia_a[2], a5);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuDevSmResourceSplitByCount(a0, &o1, a2, a3, a4, a5);
+    ia_r = cuDevSmResourceSplitByCount(&o0, &o1, a2, &o3, a4, a5);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 52);
         goto ia_done;
     }
-    ia_res = ia_tuple(3, (PyObject *[]){(Py_INCREF(ia_o0), ia_o0), IA_FROM_INT(unsigned int, o1), (Py_INCREF(ia_o3), ia_o3)});
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_struct((char *)&o0, IA_CT(51)), IA_FROM_INT(unsigned int, o1), _cffi_from_c_struct((char *)&o3, IA_CT(53))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
-    Py_XDECREF(ia_o3);
     return ia_res;
 }
 
@@ -8483,8 +8427,7 @@ static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     CUresult ia_r;
     CUdevice a0;
-    PyObject *ia_o1 = NULL;
-    CUdevResource *a1;
+    CUdevResource o1;
     CUdevResourceType a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
@@ -8494,21 +8437,18 @@ static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[56] == NULL) && ia_ct_load(56, 1) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[56], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(56));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(CUdevice, ia_a[0], a0);
     IA_IN_INT(CUdevResourceType, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuDeviceGetDevResource(a0, a1, a2);
+    ia_r = cuDeviceGetDevResource(a0, &o1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 60);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(56));
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -8823,8 +8763,7 @@ static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUdevprop *a0;
+    CUdevprop o0;
     CUdevice a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -8834,20 +8773,17 @@ static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[63] == NULL) && ia_ct_load(63, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[63], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(63));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUdevice, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuDeviceGetProperties(a0, a1);
+    ia_r = cuDeviceGetProperties(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 70);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(63));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -8890,8 +8826,7 @@ static PyObject *ia_fast_72(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUuuid *a0;
+    CUuuid o0;
     CUdevice a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -8901,20 +8836,17 @@ static PyObject *ia_fast_72(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[64] == NULL) && ia_ct_load(64, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[64], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(64));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUdevice, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuDeviceGetUuid(a0, a1);
+    ia_r = cuDeviceGetUuid(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 72);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(64));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -10546,8 +10478,7 @@ static PyObject *ia_fast_120(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUgraph a1;
     const CUgraphNode *a2;
     size_t a3;
-    PyObject *ia_o4 = NULL;
-    CUDA_MEM_ALLOC_NODE_PARAMS *a4;
+    CUDA_MEM_ALLOC_NODE_PARAMS o4;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
         if (ia_fast_args("cuGraphAddMemAllocNode", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -10556,25 +10487,22 @@ static PyObject *ia_fast_120(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[142] == NULL) && ia_ct_load(142, 4) < 0)
         return NULL;
-    if ((ia_o4 = ia_new(ia_ct[145], NULL)) == NULL)
-        goto ia_done;
-    a4 = (void *)_cffi_to_c_pointer(ia_o4, IA_CT(145));
+    memset(&o4, 0, sizeof o4);
     if (ia_arg_ptr(IA_CT(143), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(144), ia_a[1], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[2], a3);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphAddMemAllocNode(&o0, a1, a2, a3, a4);
+    ia_r = cuGraphAddMemAllocNode(&o0, a1, a2, a3, &o4);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 120);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(142)), (Py_INCREF(ia_o4), ia_o4)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(142)), _cffi_from_c_struct((char *)&o4, IA_CT(145))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o4);
     return ia_res;
 }
 
@@ -10719,8 +10647,7 @@ static PyObject *ia_fast_124(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     const CUgraphNode *a2;
     const CUgraphEdgeData *a3;
     size_t a4;
-    PyObject *ia_o5 = NULL;
-    CUgraphNodeParams *a5;
+    CUgraphNodeParams o5;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
         if (ia_fast_args("cuGraphAddNode", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -10729,9 +10656,7 @@ static PyObject *ia_fast_124(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[159] == NULL) && ia_ct_load(159, 5) < 0)
         return NULL;
-    if ((ia_o5 = ia_new(ia_ct[163], NULL)) == NULL)
-        goto ia_done;
-    a5 = (void *)_cffi_to_c_pointer(ia_o5, IA_CT(163));
+    memset(&o5, 0, sizeof o5);
     if (ia_arg_ptr(IA_CT(160), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(161), ia_a[1], (char **)&a2, &ia_free) < 0)
@@ -10740,16 +10665,15 @@ static PyObject *ia_fast_124(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
         goto ia_done;
     IA_IN_INT(size_t, ia_a[3], a4);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphAddNode(&o0, a1, a2, a3, a4, a5);
+    ia_r = cuGraphAddNode(&o0, a1, a2, a3, a4, &o5);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 124);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(159)), (Py_INCREF(ia_o5), ia_o5)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(159)), _cffi_from_c_struct((char *)&o5, IA_CT(163))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o5);
     return ia_res;
 }
 
@@ -10762,8 +10686,7 @@ static PyObject *ia_fast_125(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUgraphNode a0;
-    PyObject *ia_o1 = NULL;
-    CUDA_BATCH_MEM_OP_NODE_PARAMS *a1;
+    CUDA_BATCH_MEM_OP_NODE_PARAMS o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuGraphBatchMemOpNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -10772,22 +10695,19 @@ static PyObject *ia_fast_125(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[164] == NULL) && ia_ct_load(164, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[165], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(165));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(164), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphBatchMemOpNodeGetParams(a0, a1);
+    ia_r = cuGraphBatchMemOpNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 125);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(165));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -11664,8 +11584,7 @@ static PyObject *ia_fast_150(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUgraphExec a0;
     CUgraphNode a1;
-    PyObject *ia_o2 = NULL;
-    CUgraphNodeParams *a2;
+    CUgraphNodeParams o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuGraphExecNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -11674,24 +11593,21 @@ static PyObject *ia_fast_150(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[221] == NULL) && ia_ct_load(221, 3) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[223], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(223));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(221), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(222), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphExecNodeSetParams(a0, a1, a2);
+    ia_r = cuGraphExecNodeSetParams(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 150);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_res = _cffi_from_c_struct((char *)&o2, IA_CT(223));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -11705,8 +11621,7 @@ static PyObject *ia_fast_151(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUgraphExec a0;
     CUgraph a1;
-    PyObject *ia_o2 = NULL;
-    CUgraphExecUpdateResultInfo *a2;
+    CUgraphExecUpdateResultInfo o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuGraphExecUpdate", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -11715,24 +11630,21 @@ static PyObject *ia_fast_151(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[224] == NULL) && ia_ct_load(224, 3) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[226], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(226));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(224), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(225), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphExecUpdate(a0, a1, a2);
+    ia_r = cuGraphExecUpdate(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 151);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_res = _cffi_from_c_struct((char *)&o2, IA_CT(226));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -11745,8 +11657,7 @@ static PyObject *ia_fast_152(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUgraphNode a0;
-    PyObject *ia_o1 = NULL;
-    CUDA_EXT_SEM_SIGNAL_NODE_PARAMS *a1;
+    CUDA_EXT_SEM_SIGNAL_NODE_PARAMS o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuGraphExternalSemaphoresSignalNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -11755,22 +11666,19 @@ static PyObject *ia_fast_152(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[227] == NULL) && ia_ct_load(227, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[228], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(228));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(227), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphExternalSemaphoresSignalNodeGetParams(a0, a1);
+    ia_r = cuGraphExternalSemaphoresSignalNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 152);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(228));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -11818,8 +11726,7 @@ static PyObject *ia_fast_154(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUgraphNode a0;
-    PyObject *ia_o1 = NULL;
-    CUDA_EXT_SEM_WAIT_NODE_PARAMS *a1;
+    CUDA_EXT_SEM_WAIT_NODE_PARAMS o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuGraphExternalSemaphoresWaitNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -11828,22 +11735,19 @@ static PyObject *ia_fast_154(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[231] == NULL) && ia_ct_load(231, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[232], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(232));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(231), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphExternalSemaphoresWaitNodeGetParams(a0, a1);
+    ia_r = cuGraphExternalSemaphoresWaitNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 154);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(232));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -11893,8 +11797,7 @@ static PyObject *ia_fast_156(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUgraph a0;
     CUgraphNode o1 = NULL;
     CUgraphNode o2 = NULL;
-    PyObject *ia_o3 = NULL;
-    CUgraphEdgeData *a3;
+    CUgraphEdgeData o3;
     size_t o4 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -11904,22 +11807,19 @@ static PyObject *ia_fast_156(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[235] == NULL) && ia_ct_load(235, 4) < 0)
         return NULL;
-    if ((ia_o3 = ia_new(ia_ct[238], NULL)) == NULL)
-        goto ia_done;
-    a3 = (void *)_cffi_to_c_pointer(ia_o3, IA_CT(238));
+    memset(&o3, 0, sizeof o3);
     if (ia_arg_ptr(IA_CT(235), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphGetEdges(a0, &o1, &o2, a3, &o4);
+    ia_r = cuGraphGetEdges(a0, &o1, &o2, &o3, &o4);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 156);
         goto ia_done;
     }
-    ia_res = ia_tuple(4, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(236)), _cffi_from_c_pointer((char *)o2, IA_CT(237)), (Py_INCREF(ia_o3), ia_o3), IA_FROM_INT(size_t, o4)});
+    ia_res = ia_tuple(4, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(236)), _cffi_from_c_pointer((char *)o2, IA_CT(237)), _cffi_from_c_struct((char *)&o3, IA_CT(238)), IA_FROM_INT(size_t, o4)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o3);
     return ia_res;
 }
 
@@ -12000,8 +11900,7 @@ static PyObject *ia_fast_159(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUgraphNode a0;
-    PyObject *ia_o1 = NULL;
-    CUDA_HOST_NODE_PARAMS *a1;
+    CUDA_HOST_NODE_PARAMS o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuGraphHostNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -12010,22 +11909,19 @@ static PyObject *ia_fast_159(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[243] == NULL) && ia_ct_load(243, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[244], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(244));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(243), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphHostNodeGetParams(a0, a1);
+    ia_r = cuGraphHostNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 159);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(244));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -12109,8 +12005,7 @@ static PyObject *ia_fast_162(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUgraphExec o0 = NULL;
     CUgraph a1;
-    PyObject *ia_o2 = NULL;
-    CUDA_GRAPH_INSTANTIATE_PARAMS *a2;
+    CUDA_GRAPH_INSTANTIATE_PARAMS o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuGraphInstantiateWithParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -12119,22 +12014,19 @@ static PyObject *ia_fast_162(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[249] == NULL) && ia_ct_load(249, 3) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[251], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(251));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(250), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphInstantiateWithParams(&o0, a1, a2);
+    ia_r = cuGraphInstantiateWithParams(&o0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 162);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(249)), (Py_INCREF(ia_o2), ia_o2)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(249)), _cffi_from_c_struct((char *)&o2, IA_CT(251))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -12183,8 +12075,7 @@ static PyObject *ia_fast_164(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUgraphNode a0;
     CUkernelNodeAttrID a1;
-    PyObject *ia_o2 = NULL;
-    CUkernelNodeAttrValue *a2;
+    CUkernelNodeAttrValue o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuGraphKernelNodeGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -12193,23 +12084,20 @@ static PyObject *ia_fast_164(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[254] == NULL) && ia_ct_load(254, 2) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[255], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(255));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(254), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(CUkernelNodeAttrID, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphKernelNodeGetAttribute(a0, a1, a2);
+    ia_r = cuGraphKernelNodeGetAttribute(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 164);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_res = _cffi_from_c_struct((char *)&o2, IA_CT(255));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -12222,8 +12110,7 @@ static PyObject *ia_fast_165(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUgraphNode a0;
-    PyObject *ia_o1 = NULL;
-    CUDA_KERNEL_NODE_PARAMS *a1;
+    CUDA_KERNEL_NODE_PARAMS o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuGraphKernelNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -12232,22 +12119,19 @@ static PyObject *ia_fast_165(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[256] == NULL) && ia_ct_load(256, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[257], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(257));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(256), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphKernelNodeGetParams(a0, a1);
+    ia_r = cuGraphKernelNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 165);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(257));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -12367,8 +12251,7 @@ static PyObject *ia_fast_169(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUgraphNode a0;
-    PyObject *ia_o1 = NULL;
-    CUDA_MEM_ALLOC_NODE_PARAMS *a1;
+    CUDA_MEM_ALLOC_NODE_PARAMS o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuGraphMemAllocNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -12377,22 +12260,19 @@ static PyObject *ia_fast_169(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[264] == NULL) && ia_ct_load(264, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[265], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(265));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(264), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphMemAllocNodeGetParams(a0, a1);
+    ia_r = cuGraphMemAllocNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 169);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(265));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -12438,8 +12318,7 @@ static PyObject *ia_fast_171(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUgraphNode a0;
-    PyObject *ia_o1 = NULL;
-    CUDA_MEMCPY3D *a1;
+    CUDA_MEMCPY3D o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuGraphMemcpyNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -12448,22 +12327,19 @@ static PyObject *ia_fast_171(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[267] == NULL) && ia_ct_load(267, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[268], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(268));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(267), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphMemcpyNodeGetParams(a0, a1);
+    ia_r = cuGraphMemcpyNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 171);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(268));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -12511,8 +12387,7 @@ static PyObject *ia_fast_173(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUgraphNode a0;
-    PyObject *ia_o1 = NULL;
-    CUDA_MEMSET_NODE_PARAMS *a1;
+    CUDA_MEMSET_NODE_PARAMS o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuGraphMemsetNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -12521,22 +12396,19 @@ static PyObject *ia_fast_173(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[271] == NULL) && ia_ct_load(271, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[272], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(272));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(271), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphMemsetNodeGetParams(a0, a1);
+    ia_r = cuGraphMemsetNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 173);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(272));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -12621,8 +12493,7 @@ static PyObject *ia_fast_176(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUgraphNode a0;
     CUgraphNode o1 = NULL;
-    PyObject *ia_o2 = NULL;
-    CUgraphEdgeData *a2;
+    CUgraphEdgeData o2;
     size_t o3 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -12632,22 +12503,19 @@ static PyObject *ia_fast_176(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[278] == NULL) && ia_ct_load(278, 3) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[280], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(280));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(278), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphNodeGetDependencies(a0, &o1, a2, &o3);
+    ia_r = cuGraphNodeGetDependencies(a0, &o1, &o2, &o3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 176);
         goto ia_done;
     }
-    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(279)), (Py_INCREF(ia_o2), ia_o2), IA_FROM_INT(size_t, o3)});
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(279)), _cffi_from_c_struct((char *)&o2, IA_CT(280)), IA_FROM_INT(size_t, o3)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -12661,8 +12529,7 @@ static PyObject *ia_fast_177(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUgraphNode a0;
     CUgraphNode o1 = NULL;
-    PyObject *ia_o2 = NULL;
-    CUgraphEdgeData *a2;
+    CUgraphEdgeData o2;
     size_t o3 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -12672,22 +12539,19 @@ static PyObject *ia_fast_177(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[281] == NULL) && ia_ct_load(281, 3) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[283], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(283));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(281), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphNodeGetDependentNodes(a0, &o1, a2, &o3);
+    ia_r = cuGraphNodeGetDependentNodes(a0, &o1, &o2, &o3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 177);
         goto ia_done;
     }
-    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(282)), (Py_INCREF(ia_o2), ia_o2), IA_FROM_INT(size_t, o3)});
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(282)), _cffi_from_c_struct((char *)&o2, IA_CT(283)), IA_FROM_INT(size_t, o3)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -12806,8 +12670,7 @@ static PyObject *ia_fast_181(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUgraphNode a0;
-    PyObject *ia_o1 = NULL;
-    CUgraphNodeParams *a1;
+    CUgraphNodeParams o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuGraphNodeSetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -12816,22 +12679,19 @@ static PyObject *ia_fast_181(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[289] == NULL) && ia_ct_load(289, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[290], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(290));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(289), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGraphNodeSetParams(a0, a1);
+    ia_r = cuGraphNodeSetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 181);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(290));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -13307,8 +13167,7 @@ static PyObject *ia_fast_195(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     CUgreenCtx a0;
-    PyObject *ia_o1 = NULL;
-    CUdevResource *a1;
+    CUdevResource o1;
     CUdevResourceType a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
@@ -13318,23 +13177,20 @@ static PyObject *ia_fast_195(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[315] == NULL) && ia_ct_load(315, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[316], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(316));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(315), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(CUdevResourceType, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuGreenCtxGetDevResource(a0, a1, a2);
+    ia_r = cuGreenCtxGetDevResource(a0, &o1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 195);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(316));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -13606,8 +13462,7 @@ static PyObject *ia_fast_204(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUipcEventHandle *a0;
+    CUipcEventHandle o0;
     CUevent a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -13617,22 +13472,19 @@ static PyObject *ia_fast_204(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[328] == NULL) && ia_ct_load(328, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[328], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(328));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(329), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuIpcGetEventHandle(a0, a1);
+    ia_r = cuIpcGetEventHandle(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 204);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(328));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -13643,8 +13495,7 @@ static PyObject *ia_fast_205(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUipcMemHandle *a0;
+    CUipcMemHandle o0;
     CUdeviceptr a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -13654,20 +13505,17 @@ static PyObject *ia_fast_205(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[330] == NULL) && ia_ct_load(330, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[330], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(330));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUdeviceptr, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuIpcGetMemHandle(a0, a1);
+    ia_r = cuIpcGetMemHandle(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 205);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(330));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -14076,8 +13924,7 @@ static PyObject *ia_fast_217(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_LAUNCH_PARAMS *a0;
+    CUDA_LAUNCH_PARAMS o0;
     unsigned int a1;
     unsigned int a2;
     (void)ia_self;
@@ -14088,21 +13935,18 @@ static PyObject *ia_fast_217(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[347] == NULL) && ia_ct_load(347, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[347], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(347));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(unsigned int, ia_a[0], a1);
     IA_IN_INT(unsigned int, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuLaunchCooperativeKernelMultiDevice(a0, a1, a2);
+    ia_r = cuLaunchCooperativeKernelMultiDevice(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 217);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(347));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -15397,8 +15241,7 @@ static PyObject *ia_fast_252(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUmemDecompressParams *a0;
+    CUmemDecompressParams o0;
     size_t a1;
     unsigned int a2;
     size_t o3 = 0;
@@ -15411,24 +15254,21 @@ static PyObject *ia_fast_252(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[410] == NULL) && ia_ct_load(410, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[410], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(410));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(size_t, ia_a[0], a1);
     IA_IN_INT(unsigned int, ia_a[1], a2);
     if (ia_arg_ptr(IA_CT(411), ia_a[2], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemBatchDecompressAsync(a0, a1, a2, &o3, a4);
+    ia_r = cuMemBatchDecompressAsync(&o0, a1, a2, &o3, a4);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 252);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){(Py_INCREF(ia_o0), ia_o0), IA_FROM_INT(size_t, o3)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_struct((char *)&o0, IA_CT(410)), IA_FROM_INT(size_t, o3)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -15480,8 +15320,7 @@ static PyObject *ia_fast_254(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUdeviceptr o0 = 0;
     size_t o1 = 0;
     size_t a2;
-    PyObject *ia_o3 = NULL;
-    CUmemLocation *a3;
+    CUmemLocation o3;
     size_t o4 = 0;
     size_t a5;
     unsigned long long a6;
@@ -15494,25 +15333,22 @@ static PyObject *ia_fast_254(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[413] == NULL) && ia_ct_load(413, 2) < 0)
         return NULL;
-    if ((ia_o3 = ia_new(ia_ct[413], NULL)) == NULL)
-        goto ia_done;
-    a3 = (void *)_cffi_to_c_pointer(ia_o3, IA_CT(413));
+    memset(&o3, 0, sizeof o3);
     IA_IN_INT(size_t, ia_a[0], a2);
     IA_IN_INT(size_t, ia_a[1], a5);
     IA_IN_INT(unsigned long long, ia_a[2], a6);
     if (ia_arg_ptr(IA_CT(414), ia_a[3], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemDiscardAndPrefetchBatchAsync(&o0, &o1, a2, a3, &o4, a5, a6, a7);
+    ia_r = cuMemDiscardAndPrefetchBatchAsync(&o0, &o1, a2, &o3, &o4, a5, a6, a7);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 254);
         goto ia_done;
     }
-    ia_res = ia_tuple(4, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1), (Py_INCREF(ia_o3), ia_o3), IA_FROM_INT(size_t, o4)});
+    ia_res = ia_tuple(4, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1), _cffi_from_c_struct((char *)&o3, IA_CT(413)), IA_FROM_INT(size_t, o4)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o3);
     return ia_res;
 }
 
@@ -15791,8 +15627,7 @@ static PyObject *ia_fast_263(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUmemAllocationProp *a0;
+    CUmemAllocationProp o0;
     CUmemGenericAllocationHandle a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -15802,20 +15637,17 @@ static PyObject *ia_fast_263(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[421] == NULL) && ia_ct_load(421, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[421], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(421));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUmemGenericAllocationHandle, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemGetAllocationPropertiesFromHandle(a0, a1);
+    ia_r = cuMemGetAllocationPropertiesFromHandle(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 263);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(421));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -15827,8 +15659,7 @@ static PyObject *ia_fast_264(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     CUresult ia_r;
     CUmemoryPool o0 = NULL;
-    PyObject *ia_o1 = NULL;
-    CUmemLocation *a1;
+    CUmemLocation o1;
     CUmemAllocationType a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -15838,20 +15669,17 @@ static PyObject *ia_fast_264(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[422] == NULL) && ia_ct_load(422, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[423], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(423));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(CUmemAllocationType, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemGetDefaultMemPool(&o0, a1, a2);
+    ia_r = cuMemGetDefaultMemPool(&o0, &o1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 264);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(422)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(422)), _cffi_from_c_struct((char *)&o1, IA_CT(423))});
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -15927,8 +15755,7 @@ static PyObject *ia_fast_267(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     CUresult ia_r;
     CUmemoryPool o0 = NULL;
-    PyObject *ia_o1 = NULL;
-    CUmemLocation *a1;
+    CUmemLocation o1;
     CUmemAllocationType a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -15938,20 +15765,17 @@ static PyObject *ia_fast_267(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[425] == NULL) && ia_ct_load(425, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[426], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(426));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(CUmemAllocationType, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemGetMemPool(&o0, a1, a2);
+    ia_r = cuMemGetMemPool(&o0, &o1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 267);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(425)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(425)), _cffi_from_c_struct((char *)&o1, IA_CT(426))});
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -16201,8 +16025,7 @@ static PyObject *ia_fast_275(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUarrayMapInfo *a0;
+    CUarrayMapInfo o0;
     unsigned int a1;
     CUstream a2;
     (void)ia_self;
@@ -16213,23 +16036,20 @@ static PyObject *ia_fast_275(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[433] == NULL) && ia_ct_load(433, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[433], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(433));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(unsigned int, ia_a[0], a1);
     if (ia_arg_ptr(IA_CT(434), ia_a[1], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemMapArrayAsync(a0, a1, a2);
+    ia_r = cuMemMapArrayAsync(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 275);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(433));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16305,8 +16125,7 @@ static PyObject *ia_fast_278(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUmemPoolPtrExportData *a0;
+    CUmemPoolPtrExportData o0;
     CUdeviceptr a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -16316,20 +16135,17 @@ static PyObject *ia_fast_278(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[438] == NULL) && ia_ct_load(438, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[438], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(438));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUdeviceptr, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemPoolExportPointer(a0, a1);
+    ia_r = cuMemPoolExportPointer(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 278);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(438));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16382,8 +16198,7 @@ static PyObject *ia_fast_280(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUmemAccess_flags o0 = 0;
     CUmemoryPool a1;
-    PyObject *ia_o2 = NULL;
-    CUmemLocation *a2;
+    CUmemLocation o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuMemPoolGetAccess", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -16392,22 +16207,19 @@ static PyObject *ia_fast_280(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[441] == NULL) && ia_ct_load(441, 2) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[442], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(442));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(441), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemPoolGetAccess(&o0, a1, a2);
+    ia_r = cuMemPoolGetAccess(&o0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 280);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUmemAccess_flags, o0), (Py_INCREF(ia_o2), ia_o2)});
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUmemAccess_flags, o0), _cffi_from_c_struct((char *)&o2, IA_CT(442))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -16495,8 +16307,7 @@ static PyObject *ia_fast_283(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUdeviceptr o0 = 0;
     CUmemoryPool a1;
-    PyObject *ia_o2 = NULL;
-    CUmemPoolPtrExportData *a2;
+    CUmemPoolPtrExportData o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuMemPoolImportPointer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -16505,22 +16316,19 @@ static PyObject *ia_fast_283(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[447] == NULL) && ia_ct_load(447, 2) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[448], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(448));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(447), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemPoolImportPointer(&o0, a1, a2);
+    ia_r = cuMemPoolImportPointer(&o0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 283);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), (Py_INCREF(ia_o2), ia_o2)});
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), _cffi_from_c_struct((char *)&o2, IA_CT(448))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -16684,8 +16492,7 @@ static PyObject *ia_fast_288(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUdeviceptr o0 = 0;
     size_t o1 = 0;
     size_t a2;
-    PyObject *ia_o3 = NULL;
-    CUmemLocation *a3;
+    CUmemLocation o3;
     size_t o4 = 0;
     size_t a5;
     unsigned long long a6;
@@ -16698,25 +16505,22 @@ static PyObject *ia_fast_288(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[456] == NULL) && ia_ct_load(456, 2) < 0)
         return NULL;
-    if ((ia_o3 = ia_new(ia_ct[456], NULL)) == NULL)
-        goto ia_done;
-    a3 = (void *)_cffi_to_c_pointer(ia_o3, IA_CT(456));
+    memset(&o3, 0, sizeof o3);
     IA_IN_INT(size_t, ia_a[0], a2);
     IA_IN_INT(size_t, ia_a[1], a5);
     IA_IN_INT(unsigned long long, ia_a[2], a6);
     if (ia_arg_ptr(IA_CT(457), ia_a[3], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemPrefetchBatchAsync(&o0, &o1, a2, a3, &o4, a5, a6, a7);
+    ia_r = cuMemPrefetchBatchAsync(&o0, &o1, a2, &o3, &o4, a5, a6, a7);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 288);
         goto ia_done;
     }
-    ia_res = ia_tuple(4, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1), (Py_INCREF(ia_o3), ia_o3), IA_FROM_INT(size_t, o4)});
+    ia_res = ia_tuple(4, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1), _cffi_from_c_struct((char *)&o3, IA_CT(456)), IA_FROM_INT(size_t, o4)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o3);
     return ia_res;
 }
 
@@ -16902,8 +16706,7 @@ static PyObject *ia_fast_294(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUmemLocation *a0;
+    CUmemLocation o0;
     CUmemAllocationType a1;
     CUmemoryPool a2;
     (void)ia_self;
@@ -16914,23 +16717,20 @@ static PyObject *ia_fast_294(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[462] == NULL) && ia_ct_load(462, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[462], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(462));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUmemAllocationType, ia_a[0], a1);
     if (ia_arg_ptr(IA_CT(463), ia_a[1], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemSetMemPool(a0, a1, a2);
+    ia_r = cuMemSetMemPool(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 294);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(462));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -17169,8 +16969,7 @@ static PyObject *ia_fast_302(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     size_t a0;
-    PyObject *ia_o1 = NULL;
-    CUDA_MEMCPY3D_BATCH_OP *a1;
+    CUDA_MEMCPY3D_BATCH_OP o1;
     unsigned long long a2;
     CUstream a3;
     (void)ia_self;
@@ -17181,24 +16980,21 @@ static PyObject *ia_fast_302(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[471] == NULL) && ia_ct_load(471, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[471], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(471));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(size_t, ia_a[0], a0);
     IA_IN_INT(unsigned long long, ia_a[1], a2);
     if (ia_arg_ptr(IA_CT(472), ia_a[2], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemcpy3DBatchAsync(a0, a1, a2, a3);
+    ia_r = cuMemcpy3DBatchAsync(a0, &o1, a2, a3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 302);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(471));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -17479,8 +17275,7 @@ static PyObject *ia_fast_310(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUdeviceptr o1 = 0;
     size_t o2 = 0;
     size_t a3;
-    PyObject *ia_o4 = NULL;
-    CUmemcpyAttributes *a4;
+    CUmemcpyAttributes o4;
     size_t o5 = 0;
     size_t a6;
     CUstream a7;
@@ -17492,24 +17287,21 @@ static PyObject *ia_fast_310(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[485] == NULL) && ia_ct_load(485, 2) < 0)
         return NULL;
-    if ((ia_o4 = ia_new(ia_ct[485], NULL)) == NULL)
-        goto ia_done;
-    a4 = (void *)_cffi_to_c_pointer(ia_o4, IA_CT(485));
+    memset(&o4, 0, sizeof o4);
     IA_IN_INT(size_t, ia_a[0], a3);
     IA_IN_INT(size_t, ia_a[1], a6);
     if (ia_arg_ptr(IA_CT(486), ia_a[2], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMemcpyBatchAsync(&o0, &o1, &o2, a3, a4, &o5, a6, a7);
+    ia_r = cuMemcpyBatchAsync(&o0, &o1, &o2, a3, &o4, &o5, a6, a7);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 310);
         goto ia_done;
     }
-    ia_res = ia_tuple(5, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(CUdeviceptr, o1), IA_FROM_INT(size_t, o2), (Py_INCREF(ia_o4), ia_o4), IA_FROM_INT(size_t, o5)});
+    ia_res = ia_tuple(5, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(CUdeviceptr, o1), IA_FROM_INT(size_t, o2), _cffi_from_c_struct((char *)&o4, IA_CT(485)), IA_FROM_INT(size_t, o5)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o4);
     return ia_res;
 }
 
@@ -18484,8 +18276,7 @@ static PyObject *ia_fast_337(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_ARRAY_MEMORY_REQUIREMENTS *a0;
+    CUDA_ARRAY_MEMORY_REQUIREMENTS o0;
     CUmipmappedArray a1;
     CUdevice a2;
     (void)ia_self;
@@ -18496,23 +18287,20 @@ static PyObject *ia_fast_337(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[516] == NULL) && ia_ct_load(516, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[516], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(516));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(517), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(CUdevice, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMipmappedArrayGetMemoryRequirements(a0, a1, a2);
+    ia_r = cuMipmappedArrayGetMemoryRequirements(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 337);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(516));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -18524,8 +18312,7 @@ static PyObject *ia_fast_338(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_ARRAY_SPARSE_PROPERTIES *a0;
+    CUDA_ARRAY_SPARSE_PROPERTIES o0;
     CUmipmappedArray a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -18535,22 +18322,19 @@ static PyObject *ia_fast_338(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[518] == NULL) && ia_ct_load(518, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[518], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(518));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(519), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuMipmappedArrayGetSparseProperties(a0, a1);
+    ia_r = cuMipmappedArrayGetSparseProperties(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 338);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(518));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -19883,8 +19667,7 @@ static PyObject *ia_fast_375(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUstream a0;
     unsigned int a1;
-    PyObject *ia_o2 = NULL;
-    CUstreamBatchMemOpParams *a2;
+    CUstreamBatchMemOpParams o2;
     unsigned int a3;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
@@ -19894,24 +19677,21 @@ static PyObject *ia_fast_375(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[575] == NULL) && ia_ct_load(575, 2) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[576], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(576));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(575), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(unsigned int, ia_a[1], a1);
     IA_IN_INT(unsigned int, ia_a[2], a3);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuStreamBatchMemOp(a0, a1, a2, a3);
+    ia_r = cuStreamBatchMemOp(a0, a1, &o2, a3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 375);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_res = _cffi_from_c_struct((char *)&o2, IA_CT(576));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -20166,8 +19946,7 @@ static PyObject *ia_fast_383(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUstream a0;
     CUstreamAttrID a1;
-    PyObject *ia_o2 = NULL;
-    CUstreamAttrValue *a2;
+    CUstreamAttrValue o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuStreamGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -20176,23 +19955,20 @@ static PyObject *ia_fast_383(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[589] == NULL) && ia_ct_load(589, 2) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[590], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(590));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(589), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(CUstreamAttrID, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuStreamGetAttribute(a0, a1, a2);
+    ia_r = cuStreamGetAttribute(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 383);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_res = _cffi_from_c_struct((char *)&o2, IA_CT(590));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -20896,8 +20672,7 @@ static PyObject *ia_fast_404(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_RESOURCE_DESC *a0;
+    CUDA_RESOURCE_DESC o0;
     CUsurfObject a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -20907,20 +20682,17 @@ static PyObject *ia_fast_404(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[621] == NULL) && ia_ct_load(621, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[621], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(621));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUsurfObject, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuSurfObjectGetResourceDesc(a0, a1);
+    ia_r = cuSurfObjectGetResourceDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 404);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(621));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -21002,8 +20774,7 @@ static PyObject *ia_fast_407(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUtensorMap *a0;
+    CUtensorMap o0;
     CUtensorMapDataType a1;
     cuuint32_t a2;
     void *a3;
@@ -21026,9 +20797,7 @@ static PyObject *ia_fast_407(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[626] == NULL) && ia_ct_load(626, 7) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[626], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(626));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUtensorMapDataType, ia_a[0], a1);
     IA_IN_INT(cuuint32_t, ia_a[1], a2);
     if (ia_arg_ptr(IA_CT(627), ia_a[2], (char **)&a3, &ia_free) < 0)
@@ -21050,16 +20819,15 @@ static PyObject *ia_fast_407(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     IA_IN_INT(CUtensorMapL2promotion, ia_a[12], a13);
     IA_IN_INT(CUtensorMapFloatOOBfill, ia_a[13], a14);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuTensorMapEncodeIm2col(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14);
+    ia_r = cuTensorMapEncodeIm2col(&o0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 407);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(626));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -21071,8 +20839,7 @@ static PyObject *ia_fast_408(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUtensorMap *a0;
+    CUtensorMap o0;
     CUtensorMapDataType a1;
     cuuint32_t a2;
     void *a3;
@@ -21096,9 +20863,7 @@ static PyObject *ia_fast_408(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[633] == NULL) && ia_ct_load(633, 5) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[633], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(633));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUtensorMapDataType, ia_a[0], a1);
     IA_IN_INT(cuuint32_t, ia_a[1], a2);
     if (ia_arg_ptr(IA_CT(634), ia_a[2], (char **)&a3, &ia_free) < 0)
@@ -21119,16 +20884,15 @@ static PyObject *ia_fast_408(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     IA_IN_INT(CUtensorMapL2promotion, ia_a[13], a14);
     IA_IN_INT(CUtensorMapFloatOOBfill, ia_a[14], a15);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuTensorMapEncodeIm2colWide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
+    ia_r = cuTensorMapEncodeIm2colWide(&o0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 408);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(633));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -21140,8 +20904,7 @@ static PyObject *ia_fast_409(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUtensorMap *a0;
+    CUtensorMap o0;
     CUtensorMapDataType a1;
     cuuint32_t a2;
     void *a3;
@@ -21161,9 +20924,7 @@ static PyObject *ia_fast_409(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[638] == NULL) && ia_ct_load(638, 6) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[638], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(638));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUtensorMapDataType, ia_a[0], a1);
     IA_IN_INT(cuuint32_t, ia_a[1], a2);
     if (ia_arg_ptr(IA_CT(639), ia_a[2], (char **)&a3, &ia_free) < 0)
@@ -21181,16 +20942,15 @@ static PyObject *ia_fast_409(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     IA_IN_INT(CUtensorMapL2promotion, ia_a[9], a10);
     IA_IN_INT(CUtensorMapFloatOOBfill, ia_a[10], a11);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuTensorMapEncodeTiled(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11);
+    ia_r = cuTensorMapEncodeTiled(&o0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 409);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(638));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -21202,8 +20962,7 @@ static PyObject *ia_fast_410(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUtensorMap *a0;
+    CUtensorMap o0;
     void *a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -21213,22 +20972,19 @@ static PyObject *ia_fast_410(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[644] == NULL) && ia_ct_load(644, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[644], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(644));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(645), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuTensorMapReplaceAddress(a0, a1);
+    ia_r = cuTensorMapReplaceAddress(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 410);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(644));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -21305,8 +21061,7 @@ static PyObject *ia_fast_413(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_RESOURCE_DESC *a0;
+    CUDA_RESOURCE_DESC o0;
     CUtexObject a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -21316,20 +21071,17 @@ static PyObject *ia_fast_413(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[649] == NULL) && ia_ct_load(649, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[649], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(649));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUtexObject, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuTexObjectGetResourceDesc(a0, a1);
+    ia_r = cuTexObjectGetResourceDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 413);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(649));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -21340,8 +21092,7 @@ static PyObject *ia_fast_414(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_RESOURCE_VIEW_DESC *a0;
+    CUDA_RESOURCE_VIEW_DESC o0;
     CUtexObject a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -21351,20 +21102,17 @@ static PyObject *ia_fast_414(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[650] == NULL) && ia_ct_load(650, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[650], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(650));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUtexObject, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuTexObjectGetResourceViewDesc(a0, a1);
+    ia_r = cuTexObjectGetResourceViewDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 414);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(650));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -21375,8 +21123,7 @@ static PyObject *ia_fast_415(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     CUresult ia_r;
-    PyObject *ia_o0 = NULL;
-    CUDA_TEXTURE_DESC *a0;
+    CUDA_TEXTURE_DESC o0;
     CUtexObject a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -21386,20 +21133,17 @@ static PyObject *ia_fast_415(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[651] == NULL) && ia_ct_load(651, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[651], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(651));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(CUtexObject, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = cuTexObjectGetTextureDesc(a0, a1);
+    ia_r = cuTexObjectGetTextureDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(CUresult, ia_r), 415);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(651));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 

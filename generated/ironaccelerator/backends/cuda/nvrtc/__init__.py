@@ -227,7 +227,7 @@ def nvrtcGetBundledHeadersInfo() -> tuple[CData, str]:
     _r = _f_nvrtcGetBundledHeadersInfo(_info, _errorLog)
     if _r:
         raise _error(_r, 4)
-    return _info, _str(_errorLog[0])
+    return _info[0], _str(_errorLog[0])
 
 
 def nvrtcGetCUBIN(prog: CData) -> bytes:

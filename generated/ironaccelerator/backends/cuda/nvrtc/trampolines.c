@@ -319,7 +319,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"nvrtcCreateProgram", 4, 1},  /* 7 */
     {"nvrtcCreateProgram", 5, 1},  /* 8 */
     {"nvrtcDestroyProgram", 0, 1},  /* 9 */
-    {"nvrtcGetBundledHeadersInfo", 0, 0},  /* 10 */
+    {"nvrtcGetBundledHeadersInfo", 0, 1},  /* 10 */
     {"nvrtcGetCUBIN", 0, 0},  /* 11 */
     {"nvrtcGetCUBINSize", 0, 0},  /* 12 */
     {"nvrtcGetLTOIR", 0, 0},  /* 13 */
@@ -570,8 +570,7 @@ static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
     nvrtcResult ia_r;
-    PyObject *ia_o0 = NULL;
-    nvrtcBundledHeadersInfo *a0;
+    nvrtcBundledHeadersInfo o0;
     const char *o1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
@@ -580,19 +579,16 @@ static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[10] == NULL) && ia_ct_load(10, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[10], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(10));
+    memset(&o0, 0, sizeof o0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = nvrtcGetBundledHeadersInfo(a0, &o1);
+    ia_r = nvrtcGetBundledHeadersInfo(&o0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(nvrtcResult, ia_r), 4);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){(Py_INCREF(ia_o0), ia_o0), ia_str(o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_struct((char *)&o0, IA_CT(10)), ia_str(o1)});
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 

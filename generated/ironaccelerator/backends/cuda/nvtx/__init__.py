@@ -477,7 +477,7 @@ def nvtxDomainResourceCreate(domain: CData) -> tuple[CData, CData]:
     """
     _attribs = _new(_T0)
     _r = _f_nvtxDomainResourceCreate(domain, _attribs)
-    return _r, _attribs
+    return _r, _attribs[0]
 
 
 def nvtxDomainResourceDestroy(resource: CData) -> None:

@@ -236,7 +236,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"nvtxDomainRegisterString", 1, 0},  /* 14 */
     {"nvtxDomainRegisterString", -1, 0},  /* 15 */
     {"nvtxDomainResourceCreate", 0, 0},  /* 16 */
-    {"nvtxDomainResourceCreate", 1, 0},  /* 17 */
+    {"nvtxDomainResourceCreate", 1, 1},  /* 17 */
     {"nvtxDomainResourceCreate", -1, 0},  /* 18 */
     {"nvtxDomainResourceDestroy", 0, 0},  /* 19 */
     {"nvtxInitialize", 0, 0},  /* 20 */
@@ -566,8 +566,7 @@ static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     struct _cffi_freeme_s *ia_free = NULL;
     nvtxResourceHandle_t ia_r;
     nvtxDomainHandle_t a0;
-    PyObject *ia_o1 = NULL;
-    nvtxResourceAttributes_t *a1;
+    nvtxResourceAttributes_t o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("nvtxDomainResourceCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -576,18 +575,15 @@ static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[16] == NULL) && ia_ct_load(16, 3) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[17], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(17));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(16), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = nvtxDomainResourceCreate(a0, a1);
+    ia_r = nvtxDomainResourceCreate(a0, &o1);
     Py_END_ALLOW_THREADS
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)ia_r, IA_CT(18)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)ia_r, IA_CT(18)), _cffi_from_c_struct((char *)&o1, IA_CT(17))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 

@@ -1708,7 +1708,7 @@ def hipArrayDestroy() -> CData:
     _r = _f_hipArrayDestroy(_array)
     if _r:
         raise _error(_r, 3)
-    return _array
+    return _array[0]
 
 
 def hipBindTexture(tex: CData, devPtr: CData, desc: CData, size: int) -> int:
@@ -2246,7 +2246,7 @@ def hipDeviceGetUuid(device: int) -> CData:
     _r = _f_hipDeviceGetUuid(_uuid, device)
     if _r:
         raise _error(_r, 47)
-    return _uuid
+    return _uuid[0]
 
 
 def hipDevicePrimaryCtxGetState(dev: int) -> tuple[int, int]:
@@ -2531,7 +2531,7 @@ def hipFreeArray() -> CData:
     _r = _f_hipFreeArray(_array)
     if _r:
         raise _error(_r, 72)
-    return _array
+    return _array[0]
 
 
 def hipFreeAsync(dev_ptr: CData, stream: CData) -> None:
@@ -2564,7 +2564,7 @@ def hipFreeMipmappedArray() -> CData:
     _r = _f_hipFreeMipmappedArray(_mipmappedArray)
     if _r:
         raise _error(_r, 75)
-    return _mipmappedArray
+    return _mipmappedArray[0]
 
 
 def hipFuncGetAttribute(attrib: int, hfunc: CData) -> int:
@@ -2591,7 +2591,7 @@ def hipFuncGetAttributes(func: CData) -> CData:
     _r = _f_hipFuncGetAttributes(_attr, func)
     if _r:
         raise _error(_r, 77)
-    return _attr
+    return _attr[0]
 
 
 def hipFuncSetAttribute(func: CData, attr: int, value: int) -> None:
@@ -2648,7 +2648,7 @@ def hipGetChannelDesc(array: CData) -> CData:
     _r = _f_hipGetChannelDesc(_desc, array)
     if _r:
         raise _error(_r, 82)
-    return _desc
+    return _desc[0]
 
 
 def hipGetDevice() -> int:
@@ -2703,7 +2703,7 @@ def hipGetDeviceProperties(deviceId: int) -> CData:
     _r = _f_hipGetDeviceProperties(_prop, deviceId)
     if _r:
         raise _error(_r, 86)
-    return _prop
+    return _prop[0]
 
 
 def hipGetErrorName(hip_error: int) -> str:
@@ -2819,7 +2819,7 @@ def hipGetTextureObjectResourceDesc(textureObject: CData) -> CData:
     _r = _f_hipGetTextureObjectResourceDesc(_pResDesc, textureObject)
     if _r:
         raise _error(_r, 95)
-    return _pResDesc
+    return _pResDesc[0]
 
 
 def hipGetTextureObjectResourceViewDesc(textureObject: CData) -> CData:
@@ -2832,7 +2832,7 @@ def hipGetTextureObjectResourceViewDesc(textureObject: CData) -> CData:
     _r = _f_hipGetTextureObjectResourceViewDesc(_pResViewDesc, textureObject)
     if _r:
         raise _error(_r, 96)
-    return _pResViewDesc
+    return _pResViewDesc[0]
 
 
 def hipGetTextureObjectTextureDesc(textureObject: CData) -> CData:
@@ -2845,7 +2845,7 @@ def hipGetTextureObjectTextureDesc(textureObject: CData) -> CData:
     _r = _f_hipGetTextureObjectTextureDesc(_pTexDesc, textureObject)
     if _r:
         raise _error(_r, 97)
-    return _pTexDesc
+    return _pTexDesc[0]
 
 
 def hipGetTextureReference(symbol: CData) -> CData:
@@ -3189,7 +3189,7 @@ def hipGraphExecMemcpyNodeSetParams(hGraphExec: CData, node: CData) -> CData:
     _r = _f_hipGraphExecMemcpyNodeSetParams(hGraphExec, node, _pNodeParams)
     if _r:
         raise _error(_r, 126)
-    return _pNodeParams
+    return _pNodeParams[0]
 
 
 def hipGraphExecMemcpyNodeSetParams1D(hGraphExec: CData, node: CData, dst: CData, src: CData, count: int, kind: int) -> None:
@@ -3299,7 +3299,7 @@ def hipGraphHostNodeGetParams(node: CData) -> CData:
     _r = _f_hipGraphHostNodeGetParams(node, _pNodeParams)
     if _r:
         raise _error(_r, 135)
-    return _pNodeParams
+    return _pNodeParams[0]
 
 
 def hipGraphHostNodeSetParams(node: CData, pNodeParams: CData) -> None:
@@ -3349,7 +3349,7 @@ def hipGraphKernelNodeGetAttribute(hNode: CData, attr: int) -> CData:
     _r = _f_hipGraphKernelNodeGetAttribute(hNode, attr, _value)
     if _r:
         raise _error(_r, 139)
-    return _value
+    return _value[0]
 
 
 def hipGraphKernelNodeGetParams(node: CData) -> CData:
@@ -3362,7 +3362,7 @@ def hipGraphKernelNodeGetParams(node: CData) -> CData:
     _r = _f_hipGraphKernelNodeGetParams(node, _pNodeParams)
     if _r:
         raise _error(_r, 140)
-    return _pNodeParams
+    return _pNodeParams[0]
 
 
 def hipGraphKernelNodeSetAttribute(hNode: CData, attr: int, value: CData) -> None:
@@ -3405,7 +3405,7 @@ def hipGraphMemcpyNodeGetParams(node: CData) -> CData:
     _r = _f_hipGraphMemcpyNodeGetParams(node, _pNodeParams)
     if _r:
         raise _error(_r, 144)
-    return _pNodeParams
+    return _pNodeParams[0]
 
 
 def hipGraphMemcpyNodeSetParams(node: CData, pNodeParams: CData) -> None:
@@ -3458,7 +3458,7 @@ def hipGraphMemsetNodeGetParams(node: CData) -> CData:
     _r = _f_hipGraphMemsetNodeGetParams(node, _pNodeParams)
     if _r:
         raise _error(_r, 149)
-    return _pNodeParams
+    return _pNodeParams[0]
 
 
 def hipGraphMemsetNodeSetParams(node: CData, pNodeParams: CData) -> None:
@@ -3764,7 +3764,7 @@ def hipIpcGetEventHandle(event: CData) -> CData:
     _r = _f_hipIpcGetEventHandle(_handle, event)
     if _r:
         raise _error(_r, 174)
-    return _handle
+    return _handle[0]
 
 
 def hipIpcGetMemHandle(devPtr: CData) -> CData:
@@ -3777,7 +3777,7 @@ def hipIpcGetMemHandle(devPtr: CData) -> CData:
     _r = _f_hipIpcGetMemHandle(_handle, devPtr)
     if _r:
         raise _error(_r, 175)
-    return _handle
+    return _handle[0]
 
 
 def hipIpcOpenEventHandle(handle: CData) -> CData:
@@ -3867,7 +3867,7 @@ def hipLaunchCooperativeKernelMultiDevice(numDevices: int, flags: int) -> CData:
     _r = _f_hipLaunchCooperativeKernelMultiDevice(_launchParamsList, numDevices, flags)
     if _r:
         raise _error(_r, 182)
-    return _launchParamsList
+    return _launchParamsList[0]
 
 
 def hipLaunchHostFunc(stream: CData, fn: CData, userData: CData) -> None:
@@ -3916,7 +3916,7 @@ def hipMalloc3D(extent: CData) -> CData:
     _r = _f_hipMalloc3D(_pitchedDevPtr, extent)
     if _r:
         raise _error(_r, 186)
-    return _pitchedDevPtr
+    return _pitchedDevPtr[0]
 
 
 def hipMalloc3DArray(desc: CData, extent: CData, flags: int) -> CData:
@@ -4159,7 +4159,7 @@ def hipMemGetAllocationPropertiesFromHandle(handle: CData) -> CData:
     _r = _f_hipMemGetAllocationPropertiesFromHandle(_prop, handle)
     if _r:
         raise _error(_r, 205)
-    return _prop
+    return _prop[0]
 
 
 def hipMemGetInfo() -> tuple[int, int]:
@@ -4209,7 +4209,7 @@ def hipMemMapArrayAsync(count: int, stream: CData) -> CData:
     _r = _f_hipMemMapArrayAsync(_mapInfoList, count, stream)
     if _r:
         raise _error(_r, 209)
-    return _mapInfoList
+    return _mapInfoList[0]
 
 
 def hipMemPoolCreate(pool_props: CData) -> CData:
@@ -4245,7 +4245,7 @@ def hipMemPoolExportPointer(dev_ptr: CData) -> CData:
     _r = _f_hipMemPoolExportPointer(_export_data, dev_ptr)
     if _r:
         raise _error(_r, 212)
-    return _export_data
+    return _export_data[0]
 
 
 def hipMemPoolExportToShareableHandle(shared_handle: CData, mem_pool: CData, handle_type: int, flags: int) -> None:
@@ -4269,7 +4269,7 @@ def hipMemPoolGetAccess(mem_pool: CData) -> tuple[int, CData]:
     _r = _f_hipMemPoolGetAccess(_flags, mem_pool, _location)
     if _r:
         raise _error(_r, 214)
-    return _flags[0], _location
+    return _flags[0], _location[0]
 
 
 def hipMemPoolGetAttribute(mem_pool: CData, attr: int, value: CData) -> None:
@@ -4306,7 +4306,7 @@ def hipMemPoolImportPointer(mem_pool: CData) -> tuple[CData, CData]:
     _r = _f_hipMemPoolImportPointer(_dev_ptr, mem_pool, _export_data)
     if _r:
         raise _error(_r, 217)
-    return _dev_ptr[0], _export_data
+    return _dev_ptr[0], _export_data[0]
 
 
 def hipMemPoolSetAccess(mem_pool: CData, desc_list: CData, count: int) -> None:
@@ -4491,7 +4491,7 @@ def hipMemcpy2DToArray(wOffset: int, hOffset: int, src: CData, spitch: int, widt
     _r = _f_hipMemcpy2DToArray(_dst, wOffset, hOffset, src, spitch, width, height, kind)
     if _r:
         raise _error(_r, 234)
-    return _dst
+    return _dst[0]
 
 
 def hipMemcpy2DToArrayAsync(wOffset: int, hOffset: int, src: CData, spitch: int, width: int, height: int, kind: int, stream: CData) -> CData:
@@ -4504,7 +4504,7 @@ def hipMemcpy2DToArrayAsync(wOffset: int, hOffset: int, src: CData, spitch: int,
     _r = _f_hipMemcpy2DToArrayAsync(_dst, wOffset, hOffset, src, spitch, width, height, kind, stream)
     if _r:
         raise _error(_r, 235)
-    return _dst
+    return _dst[0]
 
 
 def hipMemcpy3D(p: CData) -> None:
@@ -4547,7 +4547,7 @@ def hipMemcpyAtoH(dst: CData, srcOffset: int, count: int) -> CData:
     _r = _f_hipMemcpyAtoH(dst, _srcArray, srcOffset, count)
     if _r:
         raise _error(_r, 239)
-    return _srcArray
+    return _srcArray[0]
 
 
 def hipMemcpyDtoD(dst: CData, src: CData, sizeBytes: int) -> None:
@@ -4630,7 +4630,7 @@ def hipMemcpyHtoA(dstOffset: int, srcHost: CData, count: int) -> CData:
     _r = _f_hipMemcpyHtoA(_dstArray, dstOffset, srcHost, count)
     if _r:
         raise _error(_r, 247)
-    return _dstArray
+    return _dstArray[0]
 
 
 def hipMemcpyHtoD(dst: CData, src: CData, sizeBytes: int) -> None:
@@ -4703,7 +4703,7 @@ def hipMemcpyToArray(wOffset: int, hOffset: int, src: CData, count: int, kind: i
     _r = _f_hipMemcpyToArray(_dst, wOffset, hOffset, src, count, kind)
     if _r:
         raise _error(_r, 254)
-    return _dst
+    return _dst[0]
 
 
 def hipMemcpyToSymbol(symbol: CData, src: CData, sizeBytes: int, offset: int, kind: int) -> None:
@@ -4867,7 +4867,7 @@ def hipMipmappedArrayCreate(numMipmapLevels: int) -> tuple[CData, CData]:
     _r = _f_hipMipmappedArrayCreate(_pHandle, _pMipmappedArrayDesc, numMipmapLevels)
     if _r:
         raise _error(_r, 270)
-    return _pHandle[0], _pMipmappedArrayDesc
+    return _pHandle[0], _pMipmappedArrayDesc[0]
 
 
 def hipMipmappedArrayDestroy() -> CData:
@@ -4880,7 +4880,7 @@ def hipMipmappedArrayDestroy() -> CData:
     _r = _f_hipMipmappedArrayDestroy(_hMipmappedArray)
     if _r:
         raise _error(_r, 271)
-    return _hMipmappedArray
+    return _hMipmappedArray[0]
 
 
 def hipMipmappedArrayGetLevel(level: int) -> tuple[CData, CData]:
@@ -4894,7 +4894,7 @@ def hipMipmappedArrayGetLevel(level: int) -> tuple[CData, CData]:
     _r = _f_hipMipmappedArrayGetLevel(_pLevelArray, _hMipMappedArray, level)
     if _r:
         raise _error(_r, 272)
-    return _pLevelArray[0], _hMipMappedArray
+    return _pLevelArray[0], _hMipMappedArray[0]
 
 
 def hipModuleGetFunction(module: CData, kname: str | bytes) -> CData:
@@ -5134,7 +5134,7 @@ def hipPointerGetAttributes(ptr: CData) -> CData:
     _r = _f_hipPointerGetAttributes(_attributes, ptr)
     if _r:
         raise _error(_r, 290)
-    return _attributes
+    return _attributes[0]
 
 
 def hipRegisterActivityCallback(id: int, fun: CData, arg: CData) -> None:
@@ -5515,7 +5515,7 @@ def hipTexObjectGetResourceDesc(texObject: CData) -> CData:
     _r = _f_hipTexObjectGetResourceDesc(_pResDesc, texObject)
     if _r:
         raise _error(_r, 323)
-    return _pResDesc
+    return _pResDesc[0]
 
 
 def hipTexObjectGetResourceViewDesc(texObject: CData) -> CData:
@@ -5528,7 +5528,7 @@ def hipTexObjectGetResourceViewDesc(texObject: CData) -> CData:
     _r = _f_hipTexObjectGetResourceViewDesc(_pResViewDesc, texObject)
     if _r:
         raise _error(_r, 324)
-    return _pResViewDesc
+    return _pResViewDesc[0]
 
 
 def hipTexObjectGetTextureDesc(texObject: CData) -> CData:
@@ -5541,7 +5541,7 @@ def hipTexObjectGetTextureDesc(texObject: CData) -> CData:
     _r = _f_hipTexObjectGetTextureDesc(_pTexDesc, texObject)
     if _r:
         raise _error(_r, 325)
-    return _pTexDesc
+    return _pTexDesc[0]
 
 
 def hipTexRefGetAddress(texRef: CData) -> CData:
@@ -5693,7 +5693,7 @@ def hipTexRefSetAddress(dptr: CData, bytes: int) -> tuple[int, CData]:
     _r = _f_hipTexRefSetAddress(_ByteOffset, _texRef, dptr, bytes)
     if _r:
         raise _error(_r, 336)
-    return _ByteOffset[0], _texRef
+    return _ByteOffset[0], _texRef[0]
 
 
 def hipTexRefSetAddress2D(desc: CData, dptr: CData, Pitch: int) -> CData:
@@ -5706,7 +5706,7 @@ def hipTexRefSetAddress2D(desc: CData, dptr: CData, Pitch: int) -> CData:
     _r = _f_hipTexRefSetAddress2D(_texRef, desc, dptr, Pitch)
     if _r:
         raise _error(_r, 337)
-    return _texRef
+    return _texRef[0]
 
 
 def hipTexRefSetAddressMode(dim: int, am: int) -> CData:
@@ -5719,7 +5719,7 @@ def hipTexRefSetAddressMode(dim: int, am: int) -> CData:
     _r = _f_hipTexRefSetAddressMode(_texRef, dim, am)
     if _r:
         raise _error(_r, 338)
-    return _texRef
+    return _texRef[0]
 
 
 def hipTexRefSetArray(array: CData, flags: int) -> CData:
@@ -5732,7 +5732,7 @@ def hipTexRefSetArray(array: CData, flags: int) -> CData:
     _r = _f_hipTexRefSetArray(_tex, array, flags)
     if _r:
         raise _error(_r, 339)
-    return _tex
+    return _tex[0]
 
 
 def hipTexRefSetBorderColor() -> tuple[CData, float]:
@@ -5746,7 +5746,7 @@ def hipTexRefSetBorderColor() -> tuple[CData, float]:
     _r = _f_hipTexRefSetBorderColor(_texRef, _pBorderColor)
     if _r:
         raise _error(_r, 340)
-    return _texRef, _pBorderColor[0]
+    return _texRef[0], _pBorderColor[0]
 
 
 def hipTexRefSetFilterMode(fm: int) -> CData:
@@ -5759,7 +5759,7 @@ def hipTexRefSetFilterMode(fm: int) -> CData:
     _r = _f_hipTexRefSetFilterMode(_texRef, fm)
     if _r:
         raise _error(_r, 341)
-    return _texRef
+    return _texRef[0]
 
 
 def hipTexRefSetFlags(Flags: int) -> CData:
@@ -5772,7 +5772,7 @@ def hipTexRefSetFlags(Flags: int) -> CData:
     _r = _f_hipTexRefSetFlags(_texRef, Flags)
     if _r:
         raise _error(_r, 342)
-    return _texRef
+    return _texRef[0]
 
 
 def hipTexRefSetFormat(fmt: int, NumPackedComponents: int) -> CData:
@@ -5785,7 +5785,7 @@ def hipTexRefSetFormat(fmt: int, NumPackedComponents: int) -> CData:
     _r = _f_hipTexRefSetFormat(_texRef, fmt, NumPackedComponents)
     if _r:
         raise _error(_r, 343)
-    return _texRef
+    return _texRef[0]
 
 
 def hipTexRefSetMaxAnisotropy(maxAniso: int) -> CData:
@@ -5798,7 +5798,7 @@ def hipTexRefSetMaxAnisotropy(maxAniso: int) -> CData:
     _r = _f_hipTexRefSetMaxAnisotropy(_texRef, maxAniso)
     if _r:
         raise _error(_r, 344)
-    return _texRef
+    return _texRef[0]
 
 
 def hipTexRefSetMipmapFilterMode(fm: int) -> CData:
@@ -5811,7 +5811,7 @@ def hipTexRefSetMipmapFilterMode(fm: int) -> CData:
     _r = _f_hipTexRefSetMipmapFilterMode(_texRef, fm)
     if _r:
         raise _error(_r, 345)
-    return _texRef
+    return _texRef[0]
 
 
 def hipTexRefSetMipmapLevelBias(bias: float) -> CData:
@@ -5824,7 +5824,7 @@ def hipTexRefSetMipmapLevelBias(bias: float) -> CData:
     _r = _f_hipTexRefSetMipmapLevelBias(_texRef, bias)
     if _r:
         raise _error(_r, 346)
-    return _texRef
+    return _texRef[0]
 
 
 def hipTexRefSetMipmapLevelClamp(minMipMapLevelClamp: float, maxMipMapLevelClamp: float) -> CData:
@@ -5837,7 +5837,7 @@ def hipTexRefSetMipmapLevelClamp(minMipMapLevelClamp: float, maxMipMapLevelClamp
     _r = _f_hipTexRefSetMipmapLevelClamp(_texRef, minMipMapLevelClamp, maxMipMapLevelClamp)
     if _r:
         raise _error(_r, 347)
-    return _texRef
+    return _texRef[0]
 
 
 def hipTexRefSetMipmappedArray(Flags: int) -> tuple[CData, CData]:
@@ -5851,7 +5851,7 @@ def hipTexRefSetMipmappedArray(Flags: int) -> tuple[CData, CData]:
     _r = _f_hipTexRefSetMipmappedArray(_texRef, _mipmappedArray, Flags)
     if _r:
         raise _error(_r, 348)
-    return _texRef, _mipmappedArray
+    return _texRef[0], _mipmappedArray[0]
 
 
 def hipThreadExchangeStreamCaptureMode() -> int:

@@ -444,7 +444,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'c1719144bcaf69b2c6f35848'
+BUILD_ID = '699a10ddb5e48e173e1bf538'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -3567,7 +3567,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipArray3DCreate", 1, 0},  /* 1 */
     {"hipArrayCreate", 0, 1},  /* 2 */
     {"hipArrayCreate", 1, 0},  /* 3 */
-    {"hipArrayDestroy", 0, 0},  /* 4 */
+    {"hipArrayDestroy", 0, 1},  /* 4 */
     {"hipBindTexture", 1, 0},  /* 5 */
     {"hipBindTexture", 2, 0},  /* 6 */
     {"hipBindTexture", 3, 0},  /* 7 */
@@ -3605,7 +3605,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipDeviceGetDefaultMemPool", 0, 1},  /* 39 */
     {"hipDeviceGetMemPool", 0, 1},  /* 40 */
     {"hipDeviceGetPCIBusId", 0, 0},  /* 41 */
-    {"hipDeviceGetUuid", 0, 0},  /* 42 */
+    {"hipDeviceGetUuid", 0, 1},  /* 42 */
     {"hipDevicePrimaryCtxRetain", 0, 1},  /* 43 */
     {"hipDeviceSetMemPool", 1, 0},  /* 44 */
     {"hipDrvMemcpy2DUnaligned", 0, 0},  /* 45 */
@@ -3624,20 +3624,20 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipEventRecord", 1, 0},  /* 58 */
     {"hipEventSynchronize", 0, 0},  /* 59 */
     {"hipFree", 0, 0},  /* 60 */
-    {"hipFreeArray", 0, 0},  /* 61 */
+    {"hipFreeArray", 0, 1},  /* 61 */
     {"hipFreeAsync", 0, 0},  /* 62 */
     {"hipFreeAsync", 1, 0},  /* 63 */
     {"hipFreeHost", 0, 0},  /* 64 */
-    {"hipFreeMipmappedArray", 0, 0},  /* 65 */
+    {"hipFreeMipmappedArray", 0, 1},  /* 65 */
     {"hipFuncGetAttribute", 2, 0},  /* 66 */
-    {"hipFuncGetAttributes", 0, 0},  /* 67 */
+    {"hipFuncGetAttributes", 0, 1},  /* 67 */
     {"hipFuncGetAttributes", 1, 0},  /* 68 */
     {"hipFuncSetAttribute", 0, 0},  /* 69 */
     {"hipFuncSetCacheConfig", 0, 0},  /* 70 */
     {"hipFuncSetSharedMemConfig", 0, 0},  /* 71 */
-    {"hipGetChannelDesc", 0, 0},  /* 72 */
+    {"hipGetChannelDesc", 0, 1},  /* 72 */
     {"hipGetChannelDesc", 1, 0},  /* 73 */
-    {"hipGetDeviceProperties", 0, 0},  /* 74 */
+    {"hipGetDeviceProperties", 0, 1},  /* 74 */
     {"hipGetMipmappedArrayLevel", 0, 1},  /* 75 */
     {"hipGetMipmappedArrayLevel", 1, 0},  /* 76 */
     {"hipGetStreamDeviceId", 0, 0},  /* 77 */
@@ -3645,11 +3645,11 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipGetSymbolAddress", 1, 0},  /* 79 */
     {"hipGetSymbolSize", 1, 0},  /* 80 */
     {"hipGetTextureAlignmentOffset", 1, 0},  /* 81 */
-    {"hipGetTextureObjectResourceDesc", 0, 0},  /* 82 */
+    {"hipGetTextureObjectResourceDesc", 0, 1},  /* 82 */
     {"hipGetTextureObjectResourceDesc", 1, 0},  /* 83 */
-    {"hipGetTextureObjectResourceViewDesc", 0, 0},  /* 84 */
+    {"hipGetTextureObjectResourceViewDesc", 0, 1},  /* 84 */
     {"hipGetTextureObjectResourceViewDesc", 1, 0},  /* 85 */
-    {"hipGetTextureObjectTextureDesc", 0, 0},  /* 86 */
+    {"hipGetTextureObjectTextureDesc", 0, 1},  /* 86 */
     {"hipGetTextureObjectTextureDesc", 1, 0},  /* 87 */
     {"hipGetTextureReference", 0, 1},  /* 88 */
     {"hipGetTextureReference", 1, 0},  /* 89 */
@@ -3735,7 +3735,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipGraphExecKernelNodeSetParams", 2, 0},  /* 169 */
     {"hipGraphExecMemcpyNodeSetParams", 0, 0},  /* 170 */
     {"hipGraphExecMemcpyNodeSetParams", 1, 0},  /* 171 */
-    {"hipGraphExecMemcpyNodeSetParams", 2, 0},  /* 172 */
+    {"hipGraphExecMemcpyNodeSetParams", 2, 1},  /* 172 */
     {"hipGraphExecMemcpyNodeSetParams1D", 0, 0},  /* 173 */
     {"hipGraphExecMemcpyNodeSetParams1D", 1, 0},  /* 174 */
     {"hipGraphExecMemcpyNodeSetParams1D", 2, 0},  /* 175 */
@@ -3762,7 +3762,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipGraphGetRootNodes", 0, 0},  /* 196 */
     {"hipGraphGetRootNodes", 1, 1},  /* 197 */
     {"hipGraphHostNodeGetParams", 0, 0},  /* 198 */
-    {"hipGraphHostNodeGetParams", 1, 0},  /* 199 */
+    {"hipGraphHostNodeGetParams", 1, 1},  /* 199 */
     {"hipGraphHostNodeSetParams", 0, 0},  /* 200 */
     {"hipGraphHostNodeSetParams", 1, 0},  /* 201 */
     {"hipGraphInstantiate", 0, 1},  /* 202 */
@@ -3772,9 +3772,9 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipGraphInstantiateWithFlags", 0, 1},  /* 206 */
     {"hipGraphInstantiateWithFlags", 1, 0},  /* 207 */
     {"hipGraphKernelNodeGetAttribute", 0, 0},  /* 208 */
-    {"hipGraphKernelNodeGetAttribute", 2, 0},  /* 209 */
+    {"hipGraphKernelNodeGetAttribute", 2, 1},  /* 209 */
     {"hipGraphKernelNodeGetParams", 0, 0},  /* 210 */
-    {"hipGraphKernelNodeGetParams", 1, 0},  /* 211 */
+    {"hipGraphKernelNodeGetParams", 1, 1},  /* 211 */
     {"hipGraphKernelNodeSetAttribute", 0, 0},  /* 212 */
     {"hipGraphKernelNodeSetAttribute", 2, 0},  /* 213 */
     {"hipGraphKernelNodeSetParams", 0, 0},  /* 214 */
@@ -3782,7 +3782,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipGraphLaunch", 0, 0},  /* 216 */
     {"hipGraphLaunch", 1, 0},  /* 217 */
     {"hipGraphMemcpyNodeGetParams", 0, 0},  /* 218 */
-    {"hipGraphMemcpyNodeGetParams", 1, 0},  /* 219 */
+    {"hipGraphMemcpyNodeGetParams", 1, 1},  /* 219 */
     {"hipGraphMemcpyNodeSetParams", 0, 0},  /* 220 */
     {"hipGraphMemcpyNodeSetParams", 1, 0},  /* 221 */
     {"hipGraphMemcpyNodeSetParams1D", 0, 0},  /* 222 */
@@ -3795,7 +3795,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipGraphMemcpyNodeSetParamsToSymbol", 1, 0},  /* 229 */
     {"hipGraphMemcpyNodeSetParamsToSymbol", 2, 0},  /* 230 */
     {"hipGraphMemsetNodeGetParams", 0, 0},  /* 231 */
-    {"hipGraphMemsetNodeGetParams", 1, 0},  /* 232 */
+    {"hipGraphMemsetNodeGetParams", 1, 1},  /* 232 */
     {"hipGraphMemsetNodeSetParams", 0, 0},  /* 233 */
     {"hipGraphMemsetNodeSetParams", 1, 0},  /* 234 */
     {"hipGraphNodeFindInClone", 0, 1},  /* 235 */
@@ -3833,9 +3833,9 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipImportExternalSemaphore", 0, 1},  /* 267 */
     {"hipImportExternalSemaphore", 1, 0},  /* 268 */
     {"hipIpcCloseMemHandle", 0, 0},  /* 269 */
-    {"hipIpcGetEventHandle", 0, 0},  /* 270 */
+    {"hipIpcGetEventHandle", 0, 1},  /* 270 */
     {"hipIpcGetEventHandle", 1, 0},  /* 271 */
-    {"hipIpcGetMemHandle", 0, 0},  /* 272 */
+    {"hipIpcGetMemHandle", 0, 1},  /* 272 */
     {"hipIpcGetMemHandle", 1, 0},  /* 273 */
     {"hipIpcOpenEventHandle", 0, 1},  /* 274 */
     {"hipIpcOpenEventHandle", 1, 0},  /* 275 */
@@ -3850,7 +3850,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipLaunchCooperativeKernel", 2, 0},  /* 284 */
     {"hipLaunchCooperativeKernel", 3, 1},  /* 285 */
     {"hipLaunchCooperativeKernel", 5, 0},  /* 286 */
-    {"hipLaunchCooperativeKernelMultiDevice", 0, 0},  /* 287 */
+    {"hipLaunchCooperativeKernelMultiDevice", 0, 1},  /* 287 */
     {"hipLaunchHostFunc", 0, 0},  /* 288 */
     {"hipLaunchHostFunc", 1, 0},  /* 289 */
     {"hipLaunchHostFunc", 2, 0},  /* 290 */
@@ -3860,7 +3860,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipLaunchKernel", 3, 1},  /* 294 */
     {"hipLaunchKernel", 5, 0},  /* 295 */
     {"hipMalloc", 0, 1},  /* 296 */
-    {"hipMalloc3D", 0, 0},  /* 297 */
+    {"hipMalloc3D", 0, 1},  /* 297 */
     {"hipMalloc3D", 1, 0},  /* 298 */
     {"hipMalloc3DArray", 0, 1},  /* 299 */
     {"hipMalloc3DArray", 1, 0},  /* 300 */
@@ -3893,30 +3893,30 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipMemGetAddressRange", 0, 1},  /* 327 */
     {"hipMemGetAddressRange", 2, 0},  /* 328 */
     {"hipMemGetAllocationGranularity", 1, 0},  /* 329 */
-    {"hipMemGetAllocationPropertiesFromHandle", 0, 0},  /* 330 */
+    {"hipMemGetAllocationPropertiesFromHandle", 0, 1},  /* 330 */
     {"hipMemGetAllocationPropertiesFromHandle", 1, 0},  /* 331 */
     {"hipMemImportFromShareableHandle", 0, 1},  /* 332 */
     {"hipMemImportFromShareableHandle", 1, 0},  /* 333 */
     {"hipMemMap", 0, 0},  /* 334 */
     {"hipMemMap", 3, 0},  /* 335 */
-    {"hipMemMapArrayAsync", 0, 0},  /* 336 */
+    {"hipMemMapArrayAsync", 0, 1},  /* 336 */
     {"hipMemMapArrayAsync", 2, 0},  /* 337 */
     {"hipMemPoolCreate", 0, 1},  /* 338 */
     {"hipMemPoolCreate", 1, 0},  /* 339 */
     {"hipMemPoolDestroy", 0, 0},  /* 340 */
-    {"hipMemPoolExportPointer", 0, 0},  /* 341 */
+    {"hipMemPoolExportPointer", 0, 1},  /* 341 */
     {"hipMemPoolExportPointer", 1, 0},  /* 342 */
     {"hipMemPoolExportToShareableHandle", 0, 0},  /* 343 */
     {"hipMemPoolExportToShareableHandle", 1, 0},  /* 344 */
     {"hipMemPoolGetAccess", 1, 0},  /* 345 */
-    {"hipMemPoolGetAccess", 2, 0},  /* 346 */
+    {"hipMemPoolGetAccess", 2, 1},  /* 346 */
     {"hipMemPoolGetAttribute", 0, 0},  /* 347 */
     {"hipMemPoolGetAttribute", 2, 0},  /* 348 */
     {"hipMemPoolImportFromShareableHandle", 0, 1},  /* 349 */
     {"hipMemPoolImportFromShareableHandle", 1, 0},  /* 350 */
     {"hipMemPoolImportPointer", 0, 1},  /* 351 */
     {"hipMemPoolImportPointer", 1, 0},  /* 352 */
-    {"hipMemPoolImportPointer", 2, 0},  /* 353 */
+    {"hipMemPoolImportPointer", 2, 1},  /* 353 */
     {"hipMemPoolSetAccess", 0, 0},  /* 354 */
     {"hipMemPoolSetAccess", 1, 0},  /* 355 */
     {"hipMemPoolSetAttribute", 0, 0},  /* 356 */
@@ -3947,9 +3947,9 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipMemcpy2DFromArrayAsync", 0, 0},  /* 381 */
     {"hipMemcpy2DFromArrayAsync", 2, 0},  /* 382 */
     {"hipMemcpy2DFromArrayAsync", 8, 0},  /* 383 */
-    {"hipMemcpy2DToArray", 0, 0},  /* 384 */
+    {"hipMemcpy2DToArray", 0, 1},  /* 384 */
     {"hipMemcpy2DToArray", 3, 0},  /* 385 */
-    {"hipMemcpy2DToArrayAsync", 0, 0},  /* 386 */
+    {"hipMemcpy2DToArrayAsync", 0, 1},  /* 386 */
     {"hipMemcpy2DToArrayAsync", 3, 0},  /* 387 */
     {"hipMemcpy2DToArrayAsync", 8, 0},  /* 388 */
     {"hipMemcpy3D", 0, 0},  /* 389 */
@@ -3959,7 +3959,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipMemcpyAsync", 1, 0},  /* 393 */
     {"hipMemcpyAsync", 4, 0},  /* 394 */
     {"hipMemcpyAtoH", 0, 0},  /* 395 */
-    {"hipMemcpyAtoH", 1, 0},  /* 396 */
+    {"hipMemcpyAtoH", 1, 1},  /* 396 */
     {"hipMemcpyDtoD", 0, 0},  /* 397 */
     {"hipMemcpyDtoD", 1, 0},  /* 398 */
     {"hipMemcpyDtoDAsync", 0, 0},  /* 399 */
@@ -3977,7 +3977,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipMemcpyFromSymbolAsync", 0, 0},  /* 411 */
     {"hipMemcpyFromSymbolAsync", 1, 0},  /* 412 */
     {"hipMemcpyFromSymbolAsync", 5, 0},  /* 413 */
-    {"hipMemcpyHtoA", 0, 0},  /* 414 */
+    {"hipMemcpyHtoA", 0, 1},  /* 414 */
     {"hipMemcpyHtoA", 2, 0},  /* 415 */
     {"hipMemcpyHtoD", 0, 0},  /* 416 */
     {"hipMemcpyHtoD", 1, 0},  /* 417 */
@@ -3992,7 +3992,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipMemcpyPeerAsync", 0, 0},  /* 426 */
     {"hipMemcpyPeerAsync", 2, 0},  /* 427 */
     {"hipMemcpyPeerAsync", 5, 0},  /* 428 */
-    {"hipMemcpyToArray", 0, 0},  /* 429 */
+    {"hipMemcpyToArray", 0, 1},  /* 429 */
     {"hipMemcpyToArray", 3, 0},  /* 430 */
     {"hipMemcpyToSymbol", 0, 0},  /* 431 */
     {"hipMemcpyToSymbol", 1, 0},  /* 432 */
@@ -4023,10 +4023,10 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipMemsetD8Async", 0, 0},  /* 457 */
     {"hipMemsetD8Async", 3, 0},  /* 458 */
     {"hipMipmappedArrayCreate", 0, 1},  /* 459 */
-    {"hipMipmappedArrayCreate", 1, 0},  /* 460 */
-    {"hipMipmappedArrayDestroy", 0, 0},  /* 461 */
+    {"hipMipmappedArrayCreate", 1, 1},  /* 460 */
+    {"hipMipmappedArrayDestroy", 0, 1},  /* 461 */
     {"hipMipmappedArrayGetLevel", 0, 1},  /* 462 */
-    {"hipMipmappedArrayGetLevel", 1, 0},  /* 463 */
+    {"hipMipmappedArrayGetLevel", 1, 1},  /* 463 */
     {"hipModuleGetFunction", 0, 1},  /* 464 */
     {"hipModuleGetFunction", 1, 0},  /* 465 */
     {"hipModuleGetFunction", 2, 0},  /* 466 */
@@ -4057,7 +4057,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipOccupancyMaxPotentialBlockSize", 2, 0},  /* 491 */
     {"hipPointerGetAttribute", 0, 0},  /* 492 */
     {"hipPointerGetAttribute", 2, 0},  /* 493 */
-    {"hipPointerGetAttributes", 0, 0},  /* 494 */
+    {"hipPointerGetAttributes", 0, 1},  /* 494 */
     {"hipPointerGetAttributes", 1, 0},  /* 495 */
     {"hipRegisterActivityCallback", 1, 0},  /* 496 */
     {"hipRegisterActivityCallback", 2, 0},  /* 497 */
@@ -4105,11 +4105,11 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipTexObjectCreate", 2, 0},  /* 539 */
     {"hipTexObjectCreate", 3, 0},  /* 540 */
     {"hipTexObjectDestroy", 0, 0},  /* 541 */
-    {"hipTexObjectGetResourceDesc", 0, 0},  /* 542 */
+    {"hipTexObjectGetResourceDesc", 0, 1},  /* 542 */
     {"hipTexObjectGetResourceDesc", 1, 0},  /* 543 */
-    {"hipTexObjectGetResourceViewDesc", 0, 0},  /* 544 */
+    {"hipTexObjectGetResourceViewDesc", 0, 1},  /* 544 */
     {"hipTexObjectGetResourceViewDesc", 1, 0},  /* 545 */
-    {"hipTexObjectGetTextureDesc", 0, 0},  /* 546 */
+    {"hipTexObjectGetTextureDesc", 0, 1},  /* 546 */
     {"hipTexObjectGetTextureDesc", 1, 0},  /* 547 */
     {"hipTexRefGetAddress", 0, 1},  /* 548 */
     {"hipTexRefGetAddress", 1, 0},  /* 549 */
@@ -4123,24 +4123,24 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"hipTexRefGetMipmapFilterMode", 1, 0},  /* 557 */
     {"hipTexRefGetMipmapLevelBias", 1, 0},  /* 558 */
     {"hipTexRefGetMipmapLevelClamp", 2, 0},  /* 559 */
-    {"hipTexRefSetAddress", 1, 0},  /* 560 */
+    {"hipTexRefSetAddress", 1, 1},  /* 560 */
     {"hipTexRefSetAddress", 2, 0},  /* 561 */
-    {"hipTexRefSetAddress2D", 0, 0},  /* 562 */
+    {"hipTexRefSetAddress2D", 0, 1},  /* 562 */
     {"hipTexRefSetAddress2D", 1, 0},  /* 563 */
     {"hipTexRefSetAddress2D", 2, 0},  /* 564 */
-    {"hipTexRefSetAddressMode", 0, 0},  /* 565 */
-    {"hipTexRefSetArray", 0, 0},  /* 566 */
+    {"hipTexRefSetAddressMode", 0, 1},  /* 565 */
+    {"hipTexRefSetArray", 0, 1},  /* 566 */
     {"hipTexRefSetArray", 1, 0},  /* 567 */
-    {"hipTexRefSetBorderColor", 0, 0},  /* 568 */
-    {"hipTexRefSetFilterMode", 0, 0},  /* 569 */
-    {"hipTexRefSetFlags", 0, 0},  /* 570 */
-    {"hipTexRefSetFormat", 0, 0},  /* 571 */
-    {"hipTexRefSetMaxAnisotropy", 0, 0},  /* 572 */
-    {"hipTexRefSetMipmapFilterMode", 0, 0},  /* 573 */
-    {"hipTexRefSetMipmapLevelBias", 0, 0},  /* 574 */
-    {"hipTexRefSetMipmapLevelClamp", 0, 0},  /* 575 */
-    {"hipTexRefSetMipmappedArray", 0, 0},  /* 576 */
-    {"hipTexRefSetMipmappedArray", 1, 0},  /* 577 */
+    {"hipTexRefSetBorderColor", 0, 1},  /* 568 */
+    {"hipTexRefSetFilterMode", 0, 1},  /* 569 */
+    {"hipTexRefSetFlags", 0, 1},  /* 570 */
+    {"hipTexRefSetFormat", 0, 1},  /* 571 */
+    {"hipTexRefSetMaxAnisotropy", 0, 1},  /* 572 */
+    {"hipTexRefSetMipmapFilterMode", 0, 1},  /* 573 */
+    {"hipTexRefSetMipmapLevelBias", 0, 1},  /* 574 */
+    {"hipTexRefSetMipmapLevelClamp", 0, 1},  /* 575 */
+    {"hipTexRefSetMipmappedArray", 0, 1},  /* 576 */
+    {"hipTexRefSetMipmappedArray", 1, 1},  /* 577 */
     {"hipUnbindTexture", 0, 0},  /* 578 */
     {"hipWaitExternalSemaphoresAsync", 0, 0},  /* 579 */
     {"hipWaitExternalSemaphoresAsync", 1, 0},  /* 580 */
@@ -4597,8 +4597,7 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipArray *a0;
+    hipArray o0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
         if (ia_fast_args("hipArrayDestroy", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -4606,19 +4605,16 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[4] == NULL) && ia_ct_load(4, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[4], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(4));
+    memset(&o0, 0, sizeof o0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipArrayDestroy(a0);
+    ia_r = hipArrayDestroy(&o0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 3);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(4));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -5942,8 +5938,7 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipUUID *a0;
+    hipUUID o0;
     hipDevice_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -5953,20 +5948,17 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[42] == NULL) && ia_ct_load(42, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[42], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(42));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(hipDevice_t, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipDeviceGetUuid(a0, a1);
+    ia_r = hipDeviceGetUuid(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 47);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(42));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -6689,8 +6681,7 @@ static PyObject *ia_fast_72(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipArray *a0;
+    hipArray o0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
         if (ia_fast_args("hipFreeArray", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -6698,19 +6689,16 @@ static PyObject *ia_fast_72(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[61] == NULL) && ia_ct_load(61, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[61], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(61));
+    memset(&o0, 0, sizeof o0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipFreeArray(a0);
+    ia_r = hipFreeArray(&o0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 72);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(61));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -6786,8 +6774,7 @@ static PyObject *ia_fast_75(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipMipmappedArray_t a0;
+    struct hipMipmappedArray o0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
         if (ia_fast_args("hipFreeMipmappedArray", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -6795,19 +6782,16 @@ static PyObject *ia_fast_75(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[65] == NULL) && ia_ct_load(65, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[65], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(65));
+    memset(&o0, 0, sizeof o0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipFreeMipmappedArray(a0);
+    ia_r = hipFreeMipmappedArray(&o0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 75);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(65));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -6854,8 +6838,7 @@ static PyObject *ia_fast_77(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    struct hipFuncAttributes *a0;
+    struct hipFuncAttributes o0;
     const void *a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -6865,22 +6848,19 @@ static PyObject *ia_fast_77(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[67] == NULL) && ia_ct_load(67, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[67], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(67));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(68), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipFuncGetAttributes(a0, a1);
+    ia_r = hipFuncGetAttributes(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 77);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(67));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -7027,8 +7007,7 @@ static PyObject *ia_fast_82(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipChannelFormatDesc *a0;
+    hipChannelFormatDesc o0;
     hipArray_const_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -7038,22 +7017,19 @@ static PyObject *ia_fast_82(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[72] == NULL) && ia_ct_load(72, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[72], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(72));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(73), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGetChannelDesc(a0, a1);
+    ia_r = hipGetChannelDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 82);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(72));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -7133,8 +7109,7 @@ static PyObject *ia_fast_86(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipDeviceProp_t *a0;
+    hipDeviceProp_t o0;
     int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -7144,20 +7119,17 @@ static PyObject *ia_fast_86(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[74] == NULL) && ia_ct_load(74, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[74], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(74));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(int, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGetDeviceProperties(a0, a1);
+    ia_r = hipGetDeviceProperties(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 86);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(74));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -7403,8 +7375,7 @@ static PyObject *ia_fast_95(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipResourceDesc *a0;
+    hipResourceDesc o0;
     hipTextureObject_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -7414,22 +7385,19 @@ static PyObject *ia_fast_95(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[82] == NULL) && ia_ct_load(82, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[82], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(82));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(83), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGetTextureObjectResourceDesc(a0, a1);
+    ia_r = hipGetTextureObjectResourceDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 95);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(82));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -7441,8 +7409,7 @@ static PyObject *ia_fast_96(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    struct hipResourceViewDesc *a0;
+    struct hipResourceViewDesc o0;
     hipTextureObject_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -7452,22 +7419,19 @@ static PyObject *ia_fast_96(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[84] == NULL) && ia_ct_load(84, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[84], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(84));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(85), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGetTextureObjectResourceViewDesc(a0, a1);
+    ia_r = hipGetTextureObjectResourceViewDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 96);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(84));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -7479,8 +7443,7 @@ static PyObject *ia_fast_97(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipTextureDesc *a0;
+    hipTextureDesc o0;
     hipTextureObject_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -7490,22 +7453,19 @@ static PyObject *ia_fast_97(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[86] == NULL) && ia_ct_load(86, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[86], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(86));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(87), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGetTextureObjectTextureDesc(a0, a1);
+    ia_r = hipGetTextureObjectTextureDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 97);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(86));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -8583,8 +8543,7 @@ static PyObject *ia_fast_126(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     hipError_t ia_r;
     hipGraphExec_t a0;
     hipGraphNode_t a1;
-    PyObject *ia_o2 = NULL;
-    hipMemcpy3DParms *a2;
+    hipMemcpy3DParms o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("hipGraphExecMemcpyNodeSetParams", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -8593,24 +8552,21 @@ static PyObject *ia_fast_126(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[170] == NULL) && ia_ct_load(170, 3) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[172], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(172));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(170), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(171), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGraphExecMemcpyNodeSetParams(a0, a1, a2);
+    ia_r = hipGraphExecMemcpyNodeSetParams(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 126);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_res = _cffi_from_c_struct((char *)&o2, IA_CT(172));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -8940,8 +8896,7 @@ static PyObject *ia_fast_135(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
     hipGraphNode_t a0;
-    PyObject *ia_o1 = NULL;
-    hipHostNodeParams *a1;
+    hipHostNodeParams o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("hipGraphHostNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -8950,22 +8905,19 @@ static PyObject *ia_fast_135(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[198] == NULL) && ia_ct_load(198, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[199], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(199));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(198), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGraphHostNodeGetParams(a0, a1);
+    ia_r = hipGraphHostNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 135);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(199));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -9088,8 +9040,7 @@ static PyObject *ia_fast_139(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     hipError_t ia_r;
     hipGraphNode_t a0;
     hipKernelNodeAttrID a1;
-    PyObject *ia_o2 = NULL;
-    hipKernelNodeAttrValue *a2;
+    hipKernelNodeAttrValue o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("hipGraphKernelNodeGetAttribute", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -9098,23 +9049,20 @@ static PyObject *ia_fast_139(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[208] == NULL) && ia_ct_load(208, 2) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[209], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(209));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(208), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(hipKernelNodeAttrID, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGraphKernelNodeGetAttribute(a0, a1, a2);
+    ia_r = hipGraphKernelNodeGetAttribute(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 139);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o2), ia_o2);
+    ia_res = _cffi_from_c_struct((char *)&o2, IA_CT(209));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -9127,8 +9075,7 @@ static PyObject *ia_fast_140(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
     hipGraphNode_t a0;
-    PyObject *ia_o1 = NULL;
-    hipKernelNodeParams *a1;
+    hipKernelNodeParams o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("hipGraphKernelNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -9137,22 +9084,19 @@ static PyObject *ia_fast_140(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[210] == NULL) && ia_ct_load(210, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[211], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(211));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(210), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGraphKernelNodeGetParams(a0, a1);
+    ia_r = hipGraphKernelNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 140);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(211));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -9272,8 +9216,7 @@ static PyObject *ia_fast_144(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
     hipGraphNode_t a0;
-    PyObject *ia_o1 = NULL;
-    hipMemcpy3DParms *a1;
+    hipMemcpy3DParms o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("hipGraphMemcpyNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -9282,22 +9225,19 @@ static PyObject *ia_fast_144(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[218] == NULL) && ia_ct_load(218, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[219], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(219));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(218), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGraphMemcpyNodeGetParams(a0, a1);
+    ia_r = hipGraphMemcpyNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 144);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(219));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -9475,8 +9415,7 @@ static PyObject *ia_fast_149(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
     hipGraphNode_t a0;
-    PyObject *ia_o1 = NULL;
-    hipMemsetParams *a1;
+    hipMemsetParams o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("hipGraphMemsetNodeGetParams", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -9485,22 +9424,19 @@ static PyObject *ia_fast_149(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[231] == NULL) && ia_ct_load(231, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[232], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(232));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(231), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipGraphMemsetNodeGetParams(a0, a1);
+    ia_r = hipGraphMemsetNodeGetParams(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 149);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(232));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -10320,8 +10256,7 @@ static PyObject *ia_fast_174(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipIpcEventHandle_t *a0;
+    hipIpcEventHandle_t o0;
     hipEvent_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -10331,22 +10266,19 @@ static PyObject *ia_fast_174(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[270] == NULL) && ia_ct_load(270, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[270], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(270));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(271), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipIpcGetEventHandle(a0, a1);
+    ia_r = hipIpcGetEventHandle(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 174);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(270));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -10358,8 +10290,7 @@ static PyObject *ia_fast_175(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipIpcMemHandle_t *a0;
+    hipIpcMemHandle_t o0;
     void *a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -10369,22 +10300,19 @@ static PyObject *ia_fast_175(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[272] == NULL) && ia_ct_load(272, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[272], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(272));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(273), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipIpcGetMemHandle(a0, a1);
+    ia_r = hipIpcGetMemHandle(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 175);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(272));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -10598,8 +10526,7 @@ static PyObject *ia_fast_182(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipLaunchParams *a0;
+    hipLaunchParams o0;
     int a1;
     unsigned int a2;
     (void)ia_self;
@@ -10610,21 +10537,18 @@ static PyObject *ia_fast_182(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[287] == NULL) && ia_ct_load(287, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[287], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(287));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(int, ia_a[0], a1);
     IA_IN_INT(unsigned int, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipLaunchCooperativeKernelMultiDevice(a0, a1, a2);
+    ia_r = hipLaunchCooperativeKernelMultiDevice(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 182);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(287));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -10748,8 +10672,7 @@ static PyObject *ia_fast_186(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipPitchedPtr *a0;
+    hipPitchedPtr o0;
     hipExtent a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -10759,21 +10682,18 @@ static PyObject *ia_fast_186(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[297] == NULL) && ia_ct_load(297, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[297], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(297));
+    memset(&o0, 0, sizeof o0);
     if (_cffi_to_c((char *)&a1, IA_CT(298), ia_a[0]) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMalloc3D(a0, a1);
+    ia_r = hipMalloc3D(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 186);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(297));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -11427,8 +11347,7 @@ static PyObject *ia_fast_205(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipMemAllocationProp *a0;
+    hipMemAllocationProp o0;
     hipMemGenericAllocationHandle_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -11438,22 +11357,19 @@ static PyObject *ia_fast_205(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[330] == NULL) && ia_ct_load(330, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[330], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(330));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(331), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMemGetAllocationPropertiesFromHandle(a0, a1);
+    ia_r = hipMemGetAllocationPropertiesFromHandle(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 205);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(330));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -11565,8 +11481,7 @@ static PyObject *ia_fast_209(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipArrayMapInfo *a0;
+    hipArrayMapInfo o0;
     unsigned int a1;
     hipStream_t a2;
     (void)ia_self;
@@ -11577,23 +11492,20 @@ static PyObject *ia_fast_209(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[336] == NULL) && ia_ct_load(336, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[336], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(336));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(unsigned int, ia_a[0], a1);
     if (ia_arg_ptr(IA_CT(337), ia_a[1], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMemMapArrayAsync(a0, a1, a2);
+    ia_r = hipMemMapArrayAsync(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 209);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(336));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -11670,8 +11582,7 @@ static PyObject *ia_fast_212(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipMemPoolPtrExportData *a0;
+    hipMemPoolPtrExportData o0;
     void *a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -11681,22 +11592,19 @@ static PyObject *ia_fast_212(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[341] == NULL) && ia_ct_load(341, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[341], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(341));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(342), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMemPoolExportPointer(a0, a1);
+    ia_r = hipMemPoolExportPointer(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 212);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(341));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -11749,8 +11657,7 @@ static PyObject *ia_fast_214(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     hipError_t ia_r;
     hipMemAccessFlags o0 = 0;
     hipMemPool_t a1;
-    PyObject *ia_o2 = NULL;
-    hipMemLocation *a2;
+    hipMemLocation o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("hipMemPoolGetAccess", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -11759,22 +11666,19 @@ static PyObject *ia_fast_214(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[345] == NULL) && ia_ct_load(345, 2) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[346], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(346));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(345), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMemPoolGetAccess(&o0, a1, a2);
+    ia_r = hipMemPoolGetAccess(&o0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 214);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(hipMemAccessFlags, o0), (Py_INCREF(ia_o2), ia_o2)});
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(hipMemAccessFlags, o0), _cffi_from_c_struct((char *)&o2, IA_CT(346))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -11862,8 +11766,7 @@ static PyObject *ia_fast_217(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     hipError_t ia_r;
     void *o0 = NULL;
     hipMemPool_t a1;
-    PyObject *ia_o2 = NULL;
-    hipMemPoolPtrExportData *a2;
+    hipMemPoolPtrExportData o2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("hipMemPoolImportPointer", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -11872,22 +11775,19 @@ static PyObject *ia_fast_217(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[351] == NULL) && ia_ct_load(351, 3) < 0)
         return NULL;
-    if ((ia_o2 = ia_new(ia_ct[353], NULL)) == NULL)
-        goto ia_done;
-    a2 = (void *)_cffi_to_c_pointer(ia_o2, IA_CT(353));
+    memset(&o2, 0, sizeof o2);
     if (ia_arg_ptr(IA_CT(352), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMemPoolImportPointer(&o0, a1, a2);
+    ia_r = hipMemPoolImportPointer(&o0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 217);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(351)), (Py_INCREF(ia_o2), ia_o2)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(351)), _cffi_from_c_struct((char *)&o2, IA_CT(353))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o2);
     return ia_res;
 }
 
@@ -12526,8 +12426,7 @@ static PyObject *ia_fast_234(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipArray *a0;
+    hipArray o0;
     size_t a1;
     size_t a2;
     const void *a3;
@@ -12543,9 +12442,7 @@ static PyObject *ia_fast_234(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[384] == NULL) && ia_ct_load(384, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[384], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(384));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(size_t, ia_a[0], a1);
     IA_IN_INT(size_t, ia_a[1], a2);
     if (ia_arg_ptr(IA_CT(385), ia_a[2], (char **)&a3, &ia_free) < 0)
@@ -12555,16 +12452,15 @@ static PyObject *ia_fast_234(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     IA_IN_INT(size_t, ia_a[5], a6);
     IA_IN_INT(hipMemcpyKind, ia_a[6], a7);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMemcpy2DToArray(a0, a1, a2, a3, a4, a5, a6, a7);
+    ia_r = hipMemcpy2DToArray(&o0, a1, a2, a3, a4, a5, a6, a7);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 234);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(384));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -12576,8 +12472,7 @@ static PyObject *ia_fast_235(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipArray *a0;
+    hipArray o0;
     size_t a1;
     size_t a2;
     const void *a3;
@@ -12594,9 +12489,7 @@ static PyObject *ia_fast_235(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[386] == NULL) && ia_ct_load(386, 3) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[386], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(386));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(size_t, ia_a[0], a1);
     IA_IN_INT(size_t, ia_a[1], a2);
     if (ia_arg_ptr(IA_CT(387), ia_a[2], (char **)&a3, &ia_free) < 0)
@@ -12608,16 +12501,15 @@ static PyObject *ia_fast_235(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     if (ia_arg_ptr(IA_CT(388), ia_a[7], (char **)&a8, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMemcpy2DToArrayAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8);
+    ia_r = hipMemcpy2DToArrayAsync(&o0, a1, a2, a3, a4, a5, a6, a7, a8);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 235);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(386));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -12739,8 +12631,7 @@ static PyObject *ia_fast_239(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
     void *a0;
-    PyObject *ia_o1 = NULL;
-    hipArray *a1;
+    hipArray o1;
     size_t a2;
     size_t a3;
     (void)ia_self;
@@ -12751,24 +12642,21 @@ static PyObject *ia_fast_239(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[395] == NULL) && ia_ct_load(395, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[396], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(396));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(395), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[1], a2);
     IA_IN_INT(size_t, ia_a[2], a3);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMemcpyAtoH(a0, a1, a2, a3);
+    ia_r = hipMemcpyAtoH(a0, &o1, a2, a3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 239);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(396));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -13062,8 +12950,7 @@ static PyObject *ia_fast_247(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipArray *a0;
+    hipArray o0;
     size_t a1;
     const void *a2;
     size_t a3;
@@ -13075,24 +12962,21 @@ static PyObject *ia_fast_247(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[414] == NULL) && ia_ct_load(414, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[414], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(414));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(size_t, ia_a[0], a1);
     if (ia_arg_ptr(IA_CT(415), ia_a[1], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[2], a3);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMemcpyHtoA(a0, a1, a2, a3);
+    ia_r = hipMemcpyHtoA(&o0, a1, a2, a3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 247);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(414));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -13333,8 +13217,7 @@ static PyObject *ia_fast_254(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipArray *a0;
+    hipArray o0;
     size_t a1;
     size_t a2;
     const void *a3;
@@ -13348,9 +13231,7 @@ static PyObject *ia_fast_254(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[429] == NULL) && ia_ct_load(429, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[429], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(429));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(size_t, ia_a[0], a1);
     IA_IN_INT(size_t, ia_a[1], a2);
     if (ia_arg_ptr(IA_CT(430), ia_a[2], (char **)&a3, &ia_free) < 0)
@@ -13358,16 +13239,15 @@ static PyObject *ia_fast_254(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     IA_IN_INT(size_t, ia_a[3], a4);
     IA_IN_INT(hipMemcpyKind, ia_a[4], a5);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMemcpyToArray(a0, a1, a2, a3, a4, a5);
+    ia_r = hipMemcpyToArray(&o0, a1, a2, a3, a4, a5);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 254);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(429));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -13964,8 +13844,7 @@ static PyObject *ia_fast_270(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipMipmappedArray_t o0 = NULL;
-    PyObject *ia_o1 = NULL;
-    HIP_ARRAY3D_DESCRIPTOR *a1;
+    HIP_ARRAY3D_DESCRIPTOR o1;
     unsigned int a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -13975,20 +13854,17 @@ static PyObject *ia_fast_270(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[459] == NULL) && ia_ct_load(459, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[460], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(460));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(unsigned int, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMipmappedArrayCreate(&o0, a1, a2);
+    ia_r = hipMipmappedArrayCreate(&o0, &o1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 270);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(459)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(459)), _cffi_from_c_struct((char *)&o1, IA_CT(460))});
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -13997,8 +13873,7 @@ static PyObject *ia_fast_271(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipMipmappedArray_t a0;
+    struct hipMipmappedArray o0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
         if (ia_fast_args("hipMipmappedArrayDestroy", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -14006,19 +13881,16 @@ static PyObject *ia_fast_271(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[461] == NULL) && ia_ct_load(461, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[461], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(461));
+    memset(&o0, 0, sizeof o0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMipmappedArrayDestroy(a0);
+    ia_r = hipMipmappedArrayDestroy(&o0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 271);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(461));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -14030,8 +13902,7 @@ static PyObject *ia_fast_272(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     hipError_t ia_r;
     hipArray_t o0 = NULL;
-    PyObject *ia_o1 = NULL;
-    hipMipmappedArray_t a1;
+    struct hipMipmappedArray o1;
     unsigned int a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -14041,20 +13912,17 @@ static PyObject *ia_fast_272(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[462] == NULL) && ia_ct_load(462, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[463], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(463));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(unsigned int, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipMipmappedArrayGetLevel(&o0, a1, a2);
+    ia_r = hipMipmappedArrayGetLevel(&o0, &o1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 272);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(462)), (Py_INCREF(ia_o1), ia_o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(462)), _cffi_from_c_struct((char *)&o1, IA_CT(463))});
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -14704,8 +14572,7 @@ static PyObject *ia_fast_290(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    hipPointerAttribute_t *a0;
+    hipPointerAttribute_t o0;
     const void *a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -14715,22 +14582,19 @@ static PyObject *ia_fast_290(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[494] == NULL) && ia_ct_load(494, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[494], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(494));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(495), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipPointerGetAttributes(a0, a1);
+    ia_r = hipPointerGetAttributes(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 290);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(494));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -15828,8 +15692,7 @@ static PyObject *ia_fast_323(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    HIP_RESOURCE_DESC *a0;
+    HIP_RESOURCE_DESC o0;
     hipTextureObject_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -15839,22 +15702,19 @@ static PyObject *ia_fast_323(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[542] == NULL) && ia_ct_load(542, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[542], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(542));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(543), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexObjectGetResourceDesc(a0, a1);
+    ia_r = hipTexObjectGetResourceDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 323);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(542));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -15866,8 +15726,7 @@ static PyObject *ia_fast_324(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    HIP_RESOURCE_VIEW_DESC *a0;
+    HIP_RESOURCE_VIEW_DESC o0;
     hipTextureObject_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -15877,22 +15736,19 @@ static PyObject *ia_fast_324(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[544] == NULL) && ia_ct_load(544, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[544], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(544));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(545), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexObjectGetResourceViewDesc(a0, a1);
+    ia_r = hipTexObjectGetResourceViewDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 324);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(544));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -15904,8 +15760,7 @@ static PyObject *ia_fast_325(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    HIP_TEXTURE_DESC *a0;
+    HIP_TEXTURE_DESC o0;
     hipTextureObject_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -15915,22 +15770,19 @@ static PyObject *ia_fast_325(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[546] == NULL) && ia_ct_load(546, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[546], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(546));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(547), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexObjectGetTextureDesc(a0, a1);
+    ia_r = hipTexObjectGetTextureDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 325);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(546));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16277,8 +16129,7 @@ static PyObject *ia_fast_336(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
     size_t o0 = 0;
-    PyObject *ia_o1 = NULL;
-    textureReference *a1;
+    textureReference o1;
     hipDeviceptr_t a2;
     size_t a3;
     (void)ia_self;
@@ -16289,23 +16140,20 @@ static PyObject *ia_fast_336(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[560] == NULL) && ia_ct_load(560, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[560], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(560));
+    memset(&o1, 0, sizeof o1);
     if (ia_arg_ptr(IA_CT(561), ia_a[0], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[1], a3);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetAddress(&o0, a1, a2, a3);
+    ia_r = hipTexRefSetAddress(&o0, &o1, a2, a3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 336);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(size_t, o0), (Py_INCREF(ia_o1), ia_o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(size_t, o0), _cffi_from_c_struct((char *)&o1, IA_CT(560))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 
@@ -16317,8 +16165,7 @@ static PyObject *ia_fast_337(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     const HIP_ARRAY_DESCRIPTOR *a1;
     hipDeviceptr_t a2;
     size_t a3;
@@ -16330,25 +16177,22 @@ static PyObject *ia_fast_337(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[562] == NULL) && ia_ct_load(562, 3) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[562], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(562));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(563), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(564), ia_a[1], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[2], a3);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetAddress2D(a0, a1, a2, a3);
+    ia_r = hipTexRefSetAddress2D(&o0, a1, a2, a3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 337);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(562));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16359,8 +16203,7 @@ static PyObject *ia_fast_338(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     int a1;
     enum hipTextureAddressMode a2;
     (void)ia_self;
@@ -16371,21 +16214,18 @@ static PyObject *ia_fast_338(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[565] == NULL) && ia_ct_load(565, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[565], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(565));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(int, ia_a[0], a1);
     IA_IN_INT(enum hipTextureAddressMode, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetAddressMode(a0, a1, a2);
+    ia_r = hipTexRefSetAddressMode(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 338);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(565));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16397,8 +16237,7 @@ static PyObject *ia_fast_339(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     hipArray_const_t a1;
     unsigned int a2;
     (void)ia_self;
@@ -16409,23 +16248,20 @@ static PyObject *ia_fast_339(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[566] == NULL) && ia_ct_load(566, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[566], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(566));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(567), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(unsigned int, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetArray(a0, a1, a2);
+    ia_r = hipTexRefSetArray(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 339);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(566));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16434,8 +16270,7 @@ static PyObject *ia_fast_340(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     float o1 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
@@ -16444,19 +16279,16 @@ static PyObject *ia_fast_340(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[568] == NULL) && ia_ct_load(568, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[568], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(568));
+    memset(&o0, 0, sizeof o0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetBorderColor(a0, &o1);
+    ia_r = hipTexRefSetBorderColor(&o0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 340);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){(Py_INCREF(ia_o0), ia_o0), PyFloat_FromDouble((double)o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_struct((char *)&o0, IA_CT(568)), PyFloat_FromDouble((double)o1)});
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16467,8 +16299,7 @@ static PyObject *ia_fast_341(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     enum hipTextureFilterMode a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -16478,20 +16309,17 @@ static PyObject *ia_fast_341(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[569] == NULL) && ia_ct_load(569, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[569], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(569));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(enum hipTextureFilterMode, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetFilterMode(a0, a1);
+    ia_r = hipTexRefSetFilterMode(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 341);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(569));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16502,8 +16330,7 @@ static PyObject *ia_fast_342(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     unsigned int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -16513,20 +16340,17 @@ static PyObject *ia_fast_342(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[570] == NULL) && ia_ct_load(570, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[570], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(570));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(unsigned int, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetFlags(a0, a1);
+    ia_r = hipTexRefSetFlags(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 342);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(570));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16537,8 +16361,7 @@ static PyObject *ia_fast_343(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     hipArray_Format a1;
     int a2;
     (void)ia_self;
@@ -16549,21 +16372,18 @@ static PyObject *ia_fast_343(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[571] == NULL) && ia_ct_load(571, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[571], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(571));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(hipArray_Format, ia_a[0], a1);
     IA_IN_INT(int, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetFormat(a0, a1, a2);
+    ia_r = hipTexRefSetFormat(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 343);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(571));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16574,8 +16394,7 @@ static PyObject *ia_fast_344(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     unsigned int a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -16585,20 +16404,17 @@ static PyObject *ia_fast_344(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[572] == NULL) && ia_ct_load(572, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[572], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(572));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(unsigned int, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetMaxAnisotropy(a0, a1);
+    ia_r = hipTexRefSetMaxAnisotropy(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 344);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(572));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16609,8 +16425,7 @@ static PyObject *ia_fast_345(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     enum hipTextureFilterMode a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -16620,20 +16435,17 @@ static PyObject *ia_fast_345(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[573] == NULL) && ia_ct_load(573, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[573], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(573));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(enum hipTextureFilterMode, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetMipmapFilterMode(a0, a1);
+    ia_r = hipTexRefSetMipmapFilterMode(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 345);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(573));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16644,8 +16456,7 @@ static PyObject *ia_fast_346(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     float a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -16655,20 +16466,17 @@ static PyObject *ia_fast_346(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[574] == NULL) && ia_ct_load(574, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[574], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(574));
+    memset(&o0, 0, sizeof o0);
     IA_IN_FLOAT(float, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetMipmapLevelBias(a0, a1);
+    ia_r = hipTexRefSetMipmapLevelBias(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 346);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(574));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16679,8 +16487,7 @@ static PyObject *ia_fast_347(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
+    textureReference o0;
     float a1;
     float a2;
     (void)ia_self;
@@ -16691,21 +16498,18 @@ static PyObject *ia_fast_347(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[575] == NULL) && ia_ct_load(575, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[575], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(575));
+    memset(&o0, 0, sizeof o0);
     IA_IN_FLOAT(float, ia_a[0], a1);
     IA_IN_FLOAT(float, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetMipmapLevelClamp(a0, a1, a2);
+    ia_r = hipTexRefSetMipmapLevelClamp(&o0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 347);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(575));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -16716,10 +16520,8 @@ static PyObject *ia_fast_348(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     hipError_t ia_r;
-    PyObject *ia_o0 = NULL;
-    textureReference *a0;
-    PyObject *ia_o1 = NULL;
-    struct hipMipmappedArray *a1;
+    textureReference o0;
+    struct hipMipmappedArray o1;
     unsigned int a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -16729,24 +16531,18 @@ static PyObject *ia_fast_348(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[576] == NULL) && ia_ct_load(576, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[576], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(576));
-    if ((ia_o1 = ia_new(ia_ct[577], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(577));
+    memset(&o0, 0, sizeof o0);
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(unsigned int, ia_a[0], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = hipTexRefSetMipmappedArray(a0, a1, a2);
+    ia_r = hipTexRefSetMipmappedArray(&o0, &o1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(hipError_t, ia_r), 348);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){(Py_INCREF(ia_o0), ia_o0), (Py_INCREF(ia_o1), ia_o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_struct((char *)&o0, IA_CT(576)), _cffi_from_c_struct((char *)&o1, IA_CT(577))});
     ia_done:
-    Py_XDECREF(ia_o0);
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 

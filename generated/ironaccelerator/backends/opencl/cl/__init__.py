@@ -1814,7 +1814,7 @@ def clGetSupportedImageFormats(context: CData, flags: int, image_type: int, num_
     _r = _f_clGetSupportedImageFormats(context, flags, image_type, num_entries, _image_formats, _num_image_formats)
     if _r:
         raise _error(_r, 80)
-    return _image_formats, _num_image_formats[0]
+    return _image_formats[0], _num_image_formats[0]
 
 
 def clLinkProgram(context: CData, device_list: Sequence[Any] | None, options: str | bytes | None, input_programs: Sequence[Any], pfn_notify: CData | None = None, user_data: CData | None = None) -> CData:

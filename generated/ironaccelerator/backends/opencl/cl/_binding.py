@@ -190,7 +190,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '344a4adf5d045aeefe4e297b'
+BUILD_ID = '48cf403bcce0677ba13b293a'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

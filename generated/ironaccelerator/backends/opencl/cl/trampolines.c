@@ -1463,7 +1463,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"clGetSamplerInfo", 0, 0},  /* 311 */
     {"clGetSamplerInfo", 3, 0},  /* 312 */
     {"clGetSupportedImageFormats", 0, 0},  /* 313 */
-    {"clGetSupportedImageFormats", 4, 0},  /* 314 */
+    {"clGetSupportedImageFormats", 4, 1},  /* 314 */
     {"clLinkProgram", 0, 0},  /* 315 */
     {"clLinkProgram", 2, 1},  /* 316 */
     {"clLinkProgram", 3, 0},  /* 317 */
@@ -5335,8 +5335,7 @@ static PyObject *ia_fast_80(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     cl_mem_flags a1;
     cl_mem_object_type a2;
     cl_uint a3;
-    PyObject *ia_o4 = NULL;
-    cl_image_format *a4;
+    cl_image_format o4;
     cl_uint o5 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
@@ -5346,25 +5345,22 @@ static PyObject *ia_fast_80(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[313] == NULL) && ia_ct_load(313, 2) < 0)
         return NULL;
-    if ((ia_o4 = ia_new(ia_ct[314], NULL)) == NULL)
-        goto ia_done;
-    a4 = (void *)_cffi_to_c_pointer(ia_o4, IA_CT(314));
+    memset(&o4, 0, sizeof o4);
     if (ia_arg_ptr(IA_CT(313), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_mem_flags, ia_a[1], a1);
     IA_IN_INT(cl_mem_object_type, ia_a[2], a2);
     IA_IN_INT(cl_uint, ia_a[3], a3);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = clGetSupportedImageFormats(a0, a1, a2, a3, a4, &o5);
+    ia_r = clGetSupportedImageFormats(a0, a1, a2, a3, &o4, &o5);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(cl_int, ia_r), 80);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){(Py_INCREF(ia_o4), ia_o4), IA_FROM_INT(cl_uint, o5)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_struct((char *)&o4, IA_CT(314)), IA_FROM_INT(cl_uint, o5)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o4);
     return ia_res;
 }
 

@@ -900,7 +900,7 @@ def QnnBackend_getApiVersion() -> CData:
     _r = _f_QnnBackend_getApiVersion(_pVersion)
     if _r:
         raise _error(_r, 2)
-    return _pVersion
+    return _pVersion[0]
 
 
 def QnnBackend_getBuildId() -> str:
@@ -1127,7 +1127,7 @@ def QnnContext_getBinarySectionUpdate(binaryBuffer: CData, auxiliaryBuffer: CDat
     _r = _f_QnnContext_getBinarySectionUpdate(binaryBuffer, auxiliaryBuffer, tensors, numTensors, keepUpdatable, logger, profile, signal, _binarySectionUpdate)
     if _r:
         raise _error(_r, 21)
-    return _binarySectionUpdate
+    return _binarySectionUpdate[0]
 
 
 def QnnContext_getBinarySize(context: CData) -> int:
@@ -1547,7 +1547,7 @@ def QnnProfile_getEventData(eventId: int) -> CData:
     _r = _f_QnnProfile_getEventData(eventId, _eventData)
     if _r:
         raise _error(_r, 58)
-    return _eventData
+    return _eventData[0]
 
 
 def QnnProfile_getEvents(profile: CData) -> tuple[CData, int]:

@@ -908,7 +908,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"QnnBackend_create", 1, 0},  /* 1 */
     {"QnnBackend_create", 2, 1},  /* 2 */
     {"QnnBackend_free", 0, 0},  /* 3 */
-    {"QnnBackend_getApiVersion", 0, 0},  /* 4 */
+    {"QnnBackend_getApiVersion", 0, 1},  /* 4 */
     {"QnnBackend_getProperty", 0, 0},  /* 5 */
     {"QnnBackend_getProperty", 1, 0},  /* 6 */
     {"QnnBackend_getSupportedOperations", 0, 0},  /* 7 */
@@ -977,7 +977,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"QnnContext_getBinarySectionUpdate", 5, 0},  /* 70 */
     {"QnnContext_getBinarySectionUpdate", 6, 0},  /* 71 */
     {"QnnContext_getBinarySectionUpdate", 7, 0},  /* 72 */
-    {"QnnContext_getBinarySectionUpdate", 8, 0},  /* 73 */
+    {"QnnContext_getBinarySectionUpdate", 8, 1},  /* 73 */
     {"QnnContext_getBinarySize", 0, 0},  /* 74 */
     {"QnnContext_getIncrementalBinary", 0, 0},  /* 75 */
     {"QnnContext_getIncrementalBinary", 1, 1},  /* 76 */
@@ -1053,7 +1053,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"QnnProfile_create", 0, 0},  /* 146 */
     {"QnnProfile_create", 2, 1},  /* 147 */
     {"QnnProfile_free", 0, 0},  /* 148 */
-    {"QnnProfile_getEventData", 1, 0},  /* 149 */
+    {"QnnProfile_getEventData", 1, 1},  /* 149 */
     {"QnnProfile_getEvents", 0, 0},  /* 150 */
     {"QnnProfile_getEvents", 1, 1},  /* 151 */
     {"QnnProfile_getExtendedEventData", 1, 0},  /* 152 */
@@ -1224,8 +1224,7 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
     Qnn_ErrorHandle_t ia_r;
-    PyObject *ia_o0 = NULL;
-    Qnn_ApiVersion_t *a0;
+    Qnn_ApiVersion_t o0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
         if (ia_fast_args("QnnBackend_getApiVersion", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -1233,19 +1232,16 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[4] == NULL) && ia_ct_load(4, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[4], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(4));
+    memset(&o0, 0, sizeof o0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = QnnBackend_getApiVersion(a0);
+    ia_r = QnnBackend_getApiVersion(&o0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 2);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(4));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
@@ -1987,8 +1983,7 @@ static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     Qnn_LogHandle_t a5;
     Qnn_ProfileHandle_t a6;
     Qnn_SignalHandle_t a7;
-    PyObject *ia_o8 = NULL;
-    QnnContext_Buffer_t *a8;
+    QnnContext_Buffer_t o8;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 8)) {
         if (ia_fast_args("QnnContext_getBinarySectionUpdate", ia_kw, 8, 8, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -1997,9 +1992,7 @@ static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[67] == NULL) && ia_ct_load(67, 7) < 0)
         return NULL;
-    if ((ia_o8 = ia_new(ia_ct[73], NULL)) == NULL)
-        goto ia_done;
-    a8 = (void *)_cffi_to_c_pointer(ia_o8, IA_CT(73));
+    memset(&o8, 0, sizeof o8);
     if (ia_arg_ptr(IA_CT(67), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(68), ia_a[1], (char **)&a1, &ia_free) < 0)
@@ -2015,16 +2008,15 @@ static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     if (ia_arg_ptr(IA_CT(72), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = QnnContext_getBinarySectionUpdate(a0, a1, a2, a3, a4, a5, a6, a7, a8);
+    ia_r = QnnContext_getBinarySectionUpdate(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 21);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o8), ia_o8);
+    ia_res = _cffi_from_c_struct((char *)&o8, IA_CT(73));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o8);
     return ia_res;
 }
 
@@ -3324,8 +3316,7 @@ static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     Qnn_ErrorHandle_t ia_r;
     QnnProfile_EventId_t a0;
-    PyObject *ia_o1 = NULL;
-    QnnProfile_EventData_t *a1;
+    QnnProfile_EventData_t o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("QnnProfile_getEventData", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -3334,20 +3325,17 @@ static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[149] == NULL) && ia_ct_load(149, 1) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[149], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(149));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(QnnProfile_EventId_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = QnnProfile_getEventData(a0, a1);
+    ia_r = QnnProfile_getEventData(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 58);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(149));
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 

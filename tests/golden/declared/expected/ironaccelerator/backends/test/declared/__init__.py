@@ -120,7 +120,7 @@ def declGetVersion() -> CData:
     _r = _f_declGetVersion(_version)
     if _r:
         raise _error(_r, 1)
-    return _version
+    return _version[0]
 
 
 def declName() -> str:

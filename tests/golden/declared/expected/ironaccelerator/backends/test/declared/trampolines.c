@@ -60,7 +60,7 @@ static DeclStatus declScale(int value, int factor, long long *result)
 /* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
 static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"declCreate", 0, 1},  /* 0 */
-    {"declGetVersion", 0, 0},  /* 1 */
+    {"declGetVersion", 0, 1},  /* 1 */
 };
 
 /* the checked fast paths (one may call another: a string's size function) */
@@ -99,8 +99,7 @@ static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
     DeclStatus ia_r;
-    PyObject *ia_o0 = NULL;
-    DeclVersion *a0;
+    DeclVersion o0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 0)) {
         if (ia_fast_args("declGetVersion", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -108,19 +107,16 @@ static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[1] == NULL) && ia_ct_load(1, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[1], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(1));
+    memset(&o0, 0, sizeof o0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = declGetVersion(a0);
+    ia_r = declGetVersion(&o0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(DeclStatus, ia_r), 1);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(1));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 

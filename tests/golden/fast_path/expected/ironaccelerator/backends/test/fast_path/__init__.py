@@ -468,7 +468,7 @@ def goldenGetDesc(ctx: CData) -> CData:
     _r = _f_goldenGetDesc(_desc, ctx)
     if _r:
         raise _error(_r, 24)
-    return _desc
+    return _desc[0]
 
 
 def goldenGetErrorName(status: int) -> str:

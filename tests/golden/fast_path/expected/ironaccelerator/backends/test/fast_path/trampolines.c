@@ -456,7 +456,7 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"goldenDot", 1, 1},  /* 24 */
     {"goldenDot", 2, 1},  /* 25 */
     {"goldenFillBytes", 0, 0},  /* 26 */
-    {"goldenGetDesc", 0, 0},  /* 27 */
+    {"goldenGetDesc", 0, 1},  /* 27 */
     {"goldenGetDesc", 1, 0},  /* 28 */
     {"goldenJoin", 0, 1},  /* 29 */
     {"goldenLog", 0, 0},  /* 30 */
@@ -1324,8 +1324,7 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     goldenStatus ia_r;
-    PyObject *ia_o0 = NULL;
-    goldenDesc *a0;
+    goldenDesc o0;
     goldenCtx a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -1335,22 +1334,19 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[27] == NULL) && ia_ct_load(27, 2) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[27], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(27));
+    memset(&o0, 0, sizeof o0);
     if (ia_arg_ptr(IA_CT(28), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = goldenGetDesc(a0, a1);
+    ia_r = goldenGetDesc(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(goldenStatus, ia_r), 24);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(27));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 

@@ -149,7 +149,7 @@ def smGetVersion(component: int) -> CData:
     _r = _f_smGetVersion(component, _version)
     if _r:
         raise _error(_r, 3)
-    return _version
+    return _version[0]
 
 
 # -------------------------------------------------------------------- fast path

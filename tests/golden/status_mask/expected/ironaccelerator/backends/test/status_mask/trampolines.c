@@ -59,7 +59,7 @@ static SmStatus smGetVersion(uint32_t component, SmVersion *version)
 
 /* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
 static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
-    {"smGetVersion", 1, 0},  /* 0 */
+    {"smGetVersion", 1, 1},  /* 0 */
 };
 
 /* the checked fast paths (one may call another: a string's size function) */
@@ -161,8 +161,7 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *ia_res = NULL;
     SmStatus ia_r;
     uint32_t a0;
-    PyObject *ia_o1 = NULL;
-    SmVersion *a1;
+    SmVersion o1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("smGetVersion", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -171,20 +170,17 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 1) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[0], NULL)) == NULL)
-        goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(0));
+    memset(&o1, 0, sizeof o1);
     IA_IN_INT(uint32_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = smGetVersion(a0, a1);
+    ia_r = smGetVersion(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(SmStatus, ia_r), 3);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o1), ia_o1);
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(0));
     ia_done:
-    Py_XDECREF(ia_o1);
     return ia_res;
 }
 

@@ -116,7 +116,7 @@ def stDescribe(ptr: int) -> CData:
     _r = _f_stDescribe(_desc, ptr)
     if _r:
         raise _error(_r, 1)
-    return _desc
+    return _desc[0]
 
 
 # -------------------------------------------------------------------- fast path

@@ -40,7 +40,7 @@ static stStatus stDescribe(stDesc *desc, stPtr ptr)
 /* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
 static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"stArea", 0, 0},  /* 0 */
-    {"stDescribe", 0, 0},  /* 1 */
+    {"stDescribe", 0, 1},  /* 1 */
 };
 
 /* the checked fast paths (one may call another: a string's size function) */
@@ -87,8 +87,7 @@ static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     PyObject *const *ia_a = ia_args;
     PyObject *ia_res = NULL;
     stStatus ia_r;
-    PyObject *ia_o0 = NULL;
-    stDesc *a0;
+    stDesc o0;
     stPtr a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -98,20 +97,17 @@ static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[1] == NULL) && ia_ct_load(1, 1) < 0)
         return NULL;
-    if ((ia_o0 = ia_new(ia_ct[1], NULL)) == NULL)
-        goto ia_done;
-    a0 = (void *)_cffi_to_c_pointer(ia_o0, IA_CT(1));
+    memset(&o0, 0, sizeof o0);
     IA_IN_INT(stPtr, ia_a[0], a1);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = stDescribe(a0, a1);
+    ia_r = stDescribe(&o0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(stStatus, ia_r), 1);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(ia_o0), ia_o0);
+    ia_res = _cffi_from_c_struct((char *)&o0, IA_CT(1));
     ia_done:
-    Py_XDECREF(ia_o0);
     return ia_res;
 }
 
