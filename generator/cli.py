@@ -190,17 +190,12 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _as_given(e: UserError, spec_dir: Path) -> UserError:
-    """``e`` with each spec's path as the user named the spec directory (``--specs /tmp/x`` -> ``/tmp/x/cuda/a.yaml``):
-    the generator names specs relative to the directory's parent (``x/cuda/a.yaml``), which is what the generated
-    files print, but a message must name a file one can open from here."""
+    """``e`` with each spec named as the user named the spec directory (:func:`diagnostics.as_given`)."""
     from dataclasses import replace
 
-    prefix = Path(os.path.abspath(spec_dir)).name + "/"
-    given = spec_dir.as_posix().rstrip("/") + "/"
-    if given == prefix:
-        return e
-    return UserError([replace(d, location=replace(d.location, file=given + d.location.file[len(prefix):]))
-                      if d.location.file.startswith(prefix) else d for d in e.diagnostics])
+    from .diagnostics import as_given
+
+    return UserError([replace(d, location=as_given(d.location, spec_dir)) for d in e.diagnostics])
 
 
 def _all_libraries(out: Path) -> list[str]:

@@ -8,7 +8,9 @@ a bad spec or header can trigger may escape as a Python traceback.
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Iterable
 
 from .ir import Location
@@ -72,3 +74,14 @@ def suggest(name: str, candidates: Iterable[str]) -> str:
     """A `` (did you mean 'x'?)`` suffix naming the closest candidate, or ``''``."""
     close = difflib.get_close_matches(name, [c for c in candidates if c != name], n=1, cutoff=0.75)  # (not itself)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def as_given(loc: Location, spec_dir: Path) -> Location:
+    """``loc`` naming its spec as the user named the spec directory (``--specs /tmp/x`` -> ``/tmp/x/cuda/a.yaml``):
+    the generator names specs relative to the directory's parent (``x/cuda/a.yaml``), which is what the generated
+    files print, but a message must name a file one can open from here."""
+    prefix = Path(os.path.abspath(spec_dir)).name + "/"
+    given = spec_dir.as_posix().rstrip("/") + "/"
+    if given == prefix or not loc.file.startswith(prefix):
+        return loc
+    return replace(loc, file=given + loc.file[len(prefix):])

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 from .bind import PY_IDENT, _Binder, py_name_problem
 from .ctypes_util import declare
-from .diagnostics import Collector, Diagnostic, UserError, suggest
+from .diagnostics import Collector, Diagnostic, UserError, as_given, suggest
 from .frontend import FRONTENDS, ParseRequest, parse
 from .ir import Function, Header, Location
 from .spec import CoreSpec, LibrarySpec, Name, sdk_declarations
@@ -541,19 +541,6 @@ def spec_breaks(spec: LibrarySpec, backends: Iterable[BackendSpec], old: Snapsho
 # --------------------------------------------------------------------------------------------- CLI
 
 
-def _as_given(loc: Location, spec_dir: Path) -> Location:
-    """``loc`` naming its spec as the user named the spec directory (``--specs /tmp/x`` -> ``/tmp/x/cuda/a.yaml``),
-    as the CLI's error messages do: a row names a file one can open from here."""
-    import os
-    from dataclasses import replace
-
-    prefix = Path(os.path.abspath(spec_dir)).name + "/"
-    given = spec_dir.as_posix().rstrip("/") + "/"
-    if given == prefix or not loc.file.startswith(prefix):
-        return loc
-    return replace(loc, file=given + loc.file[len(prefix):])
-
-
 def _arg_error(where: str, message: str) -> UserError:
     return UserError([Diagnostic(location=Location(file=where, line=1, col=1), message=message)])
 
@@ -621,7 +608,7 @@ def run(args: argparse.Namespace) -> int:
             skipped += [s for s in (old, new) if isinstance(s, str)]
             continue
         d = compare(old, new)
-        d.spec = [dataclasses.replace(b, location=_as_given(b.location, spec_dir))
+        d.spec = [dataclasses.replace(b, location=as_given(b.location, spec_dir))
                   for b in spec_breaks(spec, backends, old, new)]
         drifts.append(d)
     breaks = sum(len(d.spec) for d in drifts)
