@@ -26,7 +26,8 @@ class Pool(ctypes.Structure):  # stub_pool_t in bench/stub_cuda/stub_cuda.c
                 ("free_stream", ctypes.c_void_p), ("alloc_ptr", ctypes.c_ulonglong), ("free_ptr", ctypes.c_ulonglong),
                 ("alloc_ctx", ctypes.c_void_p), ("free_ctx", ctypes.c_void_p), ("fail_alloc_count", ctypes.c_int),
                 ("fail_free_count", ctypes.c_int), ("fail_alloc_status", ctypes.c_int),
-                ("fail_free_status", ctypes.c_int)]
+                ("fail_free_status", ctypes.c_int), ("waits", ctypes.c_ulonglong),
+                ("waits_at_free", ctypes.c_ulonglong), ("wait_stream", ctypes.c_void_p)]
 
 
 get = ctypes.CDLL(STUB).stub_cuda_pool
@@ -91,7 +92,18 @@ for mode in ("compiled", "python"):
         assert seen.frees == frees + 1 and a.freed
         freed_by_driver(a, stream)
         b = alloc(n)
+        waits = seen.waits
         assert b.free_unchecked() is None
+        freed_by_driver(b, pool.stream)
+        # issue 23 item 1: allocated with no stream, it may be used on any stream: its free is ordered after the
+        # work of every other stream of the device (the pool's stream waits for an event of each, then frees)
+        others = [s for s in dev._live_streams() if s is not pool.stream]
+        assert others and seen.waits_at_free == waits + len(others), (seen.waits_at_free, waits, len(others))
+        assert seen.wait_stream == addr(pool.stream.handle)
+        b = alloc(n)
+        waits = seen.waits
+        b.free()
+        assert seen.waits_at_free == waits + len(others) and seen.wait_stream == addr(pool.stream.handle)
         freed_by_driver(b, pool.stream)
     # freeing twice: an error, and the driver is not called again
     frees = seen.frees

@@ -1442,6 +1442,65 @@ def test_memory_pool_reuse_stats_and_trim(device: Device, stream: Stream) -> Non
     assert kind_of(ei) is ErrorKind.INVALID_VALUE
 
 
+@pytest.mark.parametrize("order", ["alloc-stream", "free-stream", "no-stream"])
+@pytest.mark.parametrize("reuse", ["other-stream", "no-stream"])
+def test_memory_pool_never_hands_out_a_block_queued_work_still_uses(device: Device, kernels: dict[str, Kernel],
+                                                                    order: str, reuse: str) -> None:
+    """Issue 23 item 1: a long kernel on stream A writes a pooled block that is then freed; the block's next owner
+    (on stream B, or with no stream) writes its own data.  The pool must not hand the block over before A's work up
+    to the free has completed (or B is made to wait for it): the new owner's data must survive A's kernel.  (The
+    old pool reused the block at once: A's kernel overwrote B's data.)"""
+    n, rounds = 1 << 16, 3000
+    pool = device.memory_pool()
+    pool.trim()
+    a, b = device.create_stream(), device.create_stream()
+    x = RNG.integers(0, 2**32, size=n, dtype=np.uint32)
+    old = pool.alloc(x.nbytes, a) if order == "alloc-stream" else pool.alloc(x.nbytes)
+    block = old.block  # type: ignore[attr-defined]
+    a.copy_from_host(old, x)
+    a.launch(KernelLaunch(kernels["lcg"], grid_for(n, 64), [old, np.uint32(n), np.uint32(rounds)]))
+    if order == "free-stream":
+        old.free(stream=a)  # type: ignore[call-arg]
+    else:
+        old.free()
+    mine = np.arange(n, dtype=np.uint32) ^ np.uint32(0x5A5A5A5A)
+    new = pool.alloc(x.nbytes, b) if reuse == "other-stream" else pool.alloc(x.nbytes)
+    s = b if reuse == "other-stream" else device.create_stream()
+    s.copy_from_host(new, mine)
+    s.synchronize()
+    a.synchronize()  # A's kernel has certainly finished: had it still used the block, it overwrote `mine`
+    back = np.zeros(n, np.uint32)
+    s.copy_to_host(back, new)
+    s.synchronize()
+    assert int(np.count_nonzero(back != mine)) == 0, "the new owner's data was overwritten by queued work"
+    assert new.block is block  # type: ignore[attr-defined]  # reused (after ordering), not leaked
+    new.free()
+    pool.trim()
+
+
+def test_memory_pool_reuses_at_once_on_the_freeing_stream(device: Device, stream: Stream) -> None:
+    """A block freed in a stream's order is reused by the next allocation on that stream with no wait, and a
+    stream of another device (or no Stream) is refused."""
+    pool = device.memory_pool()
+    pool.trim()
+    x = pool.alloc(5000, stream)
+    assert x.stream is stream  # type: ignore[attr-defined]
+    block = x.block  # type: ignore[attr-defined]
+    x.free()
+    before = pool.stats()
+    y = pool.alloc(4097, stream)
+    after = pool.stats()
+    assert y.block is block and after.hits == before.hits + 1 and after.misses == before.misses  # type: ignore[attr-defined]
+    with pytest.raises(Error) as ei:
+        y.free(stream="not a stream")  # type: ignore[call-arg]
+    assert kind_of(ei) is ErrorKind.INVALID_VALUE and not y.freed
+    err = y.free_unchecked(stream=object())  # type: ignore[call-arg]
+    assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_VALUE and not y.freed
+    y.free()
+    assert pool.stats().cached_bytes == MemoryPool.size_class(5000)
+    assert pool.trim() == MemoryPool.size_class(5000)
+
+
 def test_memory_pool_alloc_unchecked_returns_result(device: Device) -> None:
     pool = device.memory_pool()
     ok = pool.alloc_unchecked(3000)

@@ -483,9 +483,12 @@ static CUresult stub_query(void)
 
 STUB_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream s) { (void)s; return stub_query(); }
 
+static void stub_record_wait(CUstream s);
+
 STUB_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
-    (void)s; (void)e; (void)flags;
+    (void)e; (void)flags;
+    stub_record_wait(s);
     return CUDA_SUCCESS;
 }
 
@@ -597,11 +600,21 @@ typedef struct {
     CUcontext alloc_ctx, free_ctx;
     int fail_alloc_count, fail_free_count;
     CUresult fail_alloc_status, fail_free_status;
+    unsigned long long waits, waits_at_free;  /* cuStreamWaitEvent calls, and their count at the last free */
+    CUstream wait_stream;                     /* the stream of the last cuStreamWaitEvent */
 } stub_pool_t;
 
 static stub_pool_t pool_record;
 
 STUB_EXPORT stub_pool_t *stub_cuda_pool(void) { return &pool_record; }
+
+static void stub_record_wait(CUstream s)
+{
+    if (recording()) {
+        __atomic_fetch_add(&pool_record.waits, 1ULL, __ATOMIC_RELAXED);
+        pool_record.wait_stream = s;
+    }
+}
 
 STUB_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t bytes, CUmemoryPool pool, CUstream s)
 {
@@ -626,6 +639,7 @@ STUB_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr p, CUstream s)
 {
     if (recording()) {
         __atomic_fetch_add(&pool_record.frees, 1ULL, __ATOMIC_RELAXED);
+        pool_record.waits_at_free = pool_record.waits;
         pool_record.free_ptr = p;
         pool_record.free_stream = s;
         pool_record.free_ctx = current_ctx;

@@ -18,7 +18,7 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Callable, Mapping, Sequence, SupportsIndex, TypeVar, Union
+from typing import Any, Callable, Iterable, Mapping, Sequence, SupportsIndex, TypeVar, Union
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
 
@@ -670,6 +670,11 @@ class Device:
     def create_stream(self) -> Stream:
         raise unsupported(self.kind, "Device.create_stream")
 
+    def _live_streams(self) -> list[Stream]:
+        """The streams of this device still alive (what a device-wide fence waits for); backends keep them in
+        ``_streams``, a WeakSet."""
+        return _alive(getattr(self, "_streams", None))
+
     def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
                     defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
                     name_expressions: Sequence[str] = (), cache: bool = True) -> Module:
@@ -770,6 +775,14 @@ class Device:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _alive(streams: weakref.WeakSet[Any] | None) -> list[Any]:
+    """The live members of a WeakSet, read through its references (``list(weakset)`` costs ~5x as much)."""
+    if streams is None:
+        return []
+    refs: set[weakref.ref[Any]] = streams.data  # type: ignore[attr-defined]
+    return [s for r in list(refs) if (s := r()) is not None]
 
 
 class Allocation:
@@ -1286,6 +1299,13 @@ class Stream:
     def wait_event(self, event: Event) -> None:
         raise unsupported(self.device.kind, "Stream.wait_event")
 
+    def _pool_fence(self) -> Event | None:
+        """For :class:`MemoryPool`: None if the work enqueued so far is known complete (a cheap test, no
+        enqueue), else an event after it, submitted so that it completes without a further call (the pool
+        polls it, waits for it, or makes another stream wait for it).  Backends whose ``query`` enqueues
+        or waits override this."""
+        return None if self.query() else self.record_event()
+
     def synchronize(self) -> None:
         raise unsupported(self.device.kind, "Stream.synchronize")
 
@@ -1469,18 +1489,25 @@ class PoolStats:
 
 
 class PooledAllocation(Allocation):
-    """An allocation served by a :class:`MemoryPool`; ``free`` (or dropping it) returns its block to the pool."""
+    """An allocation served by a :class:`MemoryPool`; ``free`` (or dropping it) returns its block to the pool.
 
-    def __init__(self, pool: MemoryPool, block: Allocation, nbytes: int) -> None:
+    ``stream`` is the stream it is ordered on (``pool.alloc(n, stream=s)``, or ``free(stream=s)``); None if
+    neither named one."""
+
+    def __init__(self, pool: MemoryPool, block: Allocation, nbytes: int, stream: Stream | None = None) -> None:
         self.pool = pool
         self.block = block
         self.nbytes = nbytes
         self.kind = block.kind
         self.device = block.device
+        self.stream = stream
         self._tracked = True  # dropped unfreed: Allocation.__del__ gives the block back
 
     def _release(self) -> Error | None:
-        self.pool._give_back(self.block)
+        try:
+            self.pool._give_back(self.block, self.stream)
+        except Error as e:
+            return e
         return None
 
     def export_ipc(self) -> IpcHandle:
@@ -1491,22 +1518,54 @@ class PooledAllocation(Allocation):
                     "later allocations: allocate with Device.alloc to export", backend=self.device.kind.name,
                     function="Allocation.export_ipc")
 
-    def free(self) -> None:  # Allocation.free with MemoryPool._give_back inlined (the pool's hot path)
+    def free(self, stream: Stream | None = None) -> None:  # (MemoryPool._give_back inlined: the pool's hot path)
+        """Give the block back to the pool, in the order of ``stream`` (default: the stream it was allocated on).
+
+        Stream-ordered as CUDA's ``cuMemFreeAsync``: the block is reused at once by allocations on that stream,
+        and by others only once the work enqueued on it before this free has completed (or after their stream is
+        made to wait for it).  Freed with no stream at all, it is ordered after the work then enqueued on *every*
+        stream of the device (reused at once if all of it is known complete)."""
         if self._freed:
             raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                         function="Allocation.free")
+        pool = self.pool
+        if stream is None:
+            stream = self.stream
+            if stream is None:
+                self._freed = True
+                pool._give_back(self.block, None)
+                return
+        elif stream is not self.stream:
+            pool._check_stream(stream, "Allocation.free")
         self._freed = True
-        pool, block = self.pool, self.block
+        block = self.block
         lock = pool._lock
         lock.acquire()
         try:
-            blocks = pool._free.get(block.nbytes)
+            lists = pool._ordered.get(stream)
+            if lists is None:
+                lists = pool._ordered[stream] = {}
+            blocks = lists.get(block.nbytes)
             if blocks is None:
-                pool._free[block.nbytes] = [block]
+                lists[block.nbytes] = [block]
             else:
                 blocks.append(block)
         finally:
             lock.release()
+
+    def free_unchecked(self, stream: Stream | None = None) -> Result[None]:
+        """``free`` returning the Error (a second free, a bad stream) instead of raising it."""
+        if self._freed:
+            return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
+                         function="Allocation.free_unchecked")
+        if stream is not None and stream is not self.stream:
+            try:
+                self.pool._check_stream(stream, "Allocation.free_unchecked")
+            except Error as e:
+                return e
+            self.stream = stream
+        self._freed = True
+        return self._release()
 
     def __getattr__(self, name: str) -> Any:  # backend-specific handles (e.g. .buffer, .ptr) of the block
         if name in ("pool", "block") or name.startswith("__"):  # not yet set (a failed __init__): no recursion
@@ -1514,13 +1573,44 @@ class PooledAllocation(Allocation):
         return getattr(self.block, name)
 
 
-class MemoryPool:
-    """A caching sub-allocator: freed blocks are kept by size class and reused.
+class _Fence:
+    """Blocks freed before ``events`` (one per stream they wait for), reusable once every event completed."""
 
-    Size classes are powers of two from 256 bytes (so a reused block may be up to
-    2x the request); ``trim()`` returns cached blocks to the backend.  The hot paths
-    count only hits (misses and held bytes change on the slow path); ``stats()``
-    derives the cached and in-use bytes from the free lists.
+    __slots__ = ("events", "blocks", "waited", "done")
+
+    def __init__(self, events: list[Event], blocks: dict[int, list[Allocation]]) -> None:
+        self.events = events
+        self.blocks = blocks
+        self.waited: set[int] = set()  # id() of the streams already made to wait for the events
+        self.done = not events
+
+    def poll(self) -> bool:
+        if not self.done:
+            for e in self.events:
+                if not e.query():
+                    return False
+            self.done = True
+        return True
+
+
+class MemoryPool:
+    """A caching sub-allocator, stream-ordered as CUDA's: freed blocks are kept by size class and reused.
+
+    Size classes are powers of two from 256 bytes (so a reused block may be up to 2x the request); ``trim()``
+    returns cached blocks to the backend.
+
+    Ordering: a block allocated with ``alloc(n, stream=s)`` (or freed with ``free(stream=s)``) is freed in the
+    order of ``s``: the next ``alloc(..., stream=s)`` of its size class may reuse it at once (work on ``s`` runs in
+    order), another stream ``t`` reuses it only after ``t`` is made to wait (an event recorded on ``s``, waited
+    for on ``t``: no host blocking), and ``alloc(n)`` with no stream only once that event has completed (it waits
+    for it when no block of the size class is free otherwise: its memory is usable on any stream at once).  A
+    block that neither its allocation nor its free ordered on a stream is fenced when freed after the work then
+    enqueued on every stream of the device (as ``cuMemFree`` orders after the device's work): free at once if all
+    of it is known complete (no event needed), else reused as above once those events complete.  So queued work
+    never sees its memory handed to a new owner.
+
+    The hot paths count only hits (misses and held bytes change on the slow path); ``stats()`` derives the
+    cached and in-use bytes from the free lists.
     """
 
     MIN_BLOCK = 256
@@ -1528,7 +1618,9 @@ class MemoryPool:
     def __init__(self, device: Device, kind: MemoryKind = MemoryKind.DEVICE) -> None:
         self.device = device
         self.kind = kind
-        self._free: dict[int, list[Allocation]] = {}
+        self._free: dict[int, list[Allocation]] = {}  # reusable by anyone: no queued work can use them
+        self._ordered: dict[Stream, dict[int, list[Allocation]]] = {}  # freed in a stream's order, not yet fenced
+        self._fenced: list[_Fence] = []  # blocks waiting for events, oldest first
         self._lock = threading.Lock()  # taken with acquire()/release(): cheaper than `with`
         self._stats = PoolStats()  # hits, misses and allocated_bytes are kept here
         # alloc() computes the size class inline unless a subclass overrides size_class
@@ -1541,16 +1633,14 @@ class MemoryPool:
         return 1 << (n - 1).bit_length()
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> Allocation:
-        """A block of at least ``nbytes``, reused from the cache when one is free.
+        """A block of at least ``nbytes`` in the order of ``stream`` (see the class), reused when one is free.
 
-        ``stream`` is the same parameter as on the stream-ordered pools (CUDA/HIP), so vendor-neutral code
-        has one signature: this caching pool checks it (``None`` or a stream of this device) and otherwise
-        ignores it — it does not order by stream, so free a block only once the work using it is done.
-        """
+        ``stream``: ``None`` or a stream of this device (``INVALID_VALUE`` otherwise); the block's ``free()``
+        frees in that stream's order."""
         if type(nbytes) is not int or nbytes <= 0:
             nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", self.device.kind)
         if stream is not None:
-            self._check_stream(stream)
+            self._check_stream(stream, "MemoryPool.alloc")
         if self.device._closed:
             raise self.device._closed_error("MemoryPool.alloc")
         if self._custom_size_class:
@@ -1561,23 +1651,38 @@ class MemoryPool:
         lock = self._lock
         lock.acquire()
         try:
+            if stream is not None:
+                lists = self._ordered.get(stream)
+                if lists is not None:
+                    blocks = lists.get(size)
+                    if blocks:  # freed in this stream's order: reusable at once
+                        self._stats.hits += 1
+                        return PooledAllocation(self, blocks.pop(), nbytes, stream)
             blocks = self._free.get(size)
             if blocks:
                 self._stats.hits += 1
-                return PooledAllocation(self, blocks.pop(), nbytes)
-            self._stats.misses += 1
+                return PooledAllocation(self, blocks.pop(), nbytes, stream)
+            pending = bool(self._fenced or self._ordered)
         finally:
             lock.release()
+        if pending:
+            block = self._recycle(size, stream)
+            if block is not None:
+                with lock:
+                    self._stats.hits += 1
+                return PooledAllocation(self, block, nbytes, stream)
+        with lock:
+            self._stats.misses += 1
         try:
             block = self.device.alloc(size, self.kind)
         except Error as e:
             if e.kind is not ErrorKind.OUT_OF_MEMORY:
                 raise
-            self.trim()
+            self.trim()  # (waits for the queued work first)
             block = self.device.alloc(size, self.kind)
-        with self._lock:
+        with lock:
             self._stats.allocated_bytes += size
-        return PooledAllocation(self, block, nbytes)
+        return PooledAllocation(self, block, nbytes, stream)
 
     def alloc_unchecked(self, nbytes: int, stream: Stream | None = None) -> Result[Allocation]:
         """``alloc`` returning the Error instead of raising it (``stream``: as for ``alloc``)."""
@@ -1585,29 +1690,163 @@ class MemoryPool:
             return self.alloc(nbytes, stream)
         except Error as e:
             return e
-        except TypeError as e:
+        except (TypeError, ValueError, OverflowError) as e:
             return Error(ErrorKind.INVALID_VALUE, str(e), backend=self.device.kind.name,
                          function="MemoryPool.alloc_unchecked")
 
-    def _check_stream(self, stream: Any) -> None:
+    def _check_stream(self, stream: Any, function: str = "MemoryPool.alloc") -> None:
         if not isinstance(stream, Stream) or getattr(stream, "device", None) is not self.device:
-            raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc: stream must be None or a Stream of "
-                        f"{self.device!r}, not {stream!r}", backend=self.device.kind.name,
-                        function="MemoryPool.alloc")
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: stream must be None or a Stream of "
+                        f"{self.device!r}, not {stream!r}", backend=self.device.kind.name, function=function)
 
-    def _give_back(self, block: Allocation) -> None:
-        with self._lock:
-            blocks = self._free.get(block.nbytes)
-            if blocks is None:
-                self._free[block.nbytes] = [block]
+    def _give_back(self, block: Allocation, stream: Stream | None) -> None:
+        """Take ``block`` back: in ``stream``'s order, or (None) fenced now after every stream's work."""
+        if stream is not None:
+            with self._lock:
+                self._ordered.setdefault(stream, {}).setdefault(block.nbytes, []).append(block)
+            return
+        events = self._device_fence()  # (after the work that used the block: it was enqueued before this free)
+        lock = self._lock
+        lock.acquire()
+        try:
+            if not events:  # all of the device's work is known complete: free for anyone at once
+                blocks = self._free.get(block.nbytes)
+                if blocks is None:
+                    self._free[block.nbytes] = [block]
+                else:
+                    blocks.append(block)
+                return
+            fenced = self._fenced
+            if fenced and _same_events(fenced[-1].events, events):  # the fence of the previous free, still open
+                fenced[-1].blocks.setdefault(block.nbytes, []).append(block)
             else:
-                blocks.append(block)
+                fenced.append(_Fence(events, {block.nbytes: [block]}))
+        finally:
+            lock.release()
+
+    def _device_fence(self) -> list[Event]:
+        """The events of a fence after the work enqueued so far on every stream of the device (none for a stream
+        whose work is known complete): ``Device._pool_fence``, or each live stream's ``_pool_fence``."""
+        device = self.device
+        fence = getattr(device, "_pool_fence", None)
+        if fence is not None:
+            events: list[Event] = fence()
+            return events
+        events = []
+        for s in device._live_streams():
+            try:
+                e = s._pool_fence()
+            except Error:
+                self._synchronize(s)
+                continue
+            if e is not None:
+                events.append(e)
+        return events
+
+    # the slow path: blocks freed in another order
+    def _recycle(self, size: int, stream: Stream | None) -> Allocation | None:
+        """A block of ``size`` freed in another order, made safe for ``stream`` (waited for on it), or for any
+        stream (``stream`` None: a block whose fence has completed, else waited for); None if there is none."""
+        lock = self._lock
+        # fence what was freed on another stream and holds this size (one event per stream covers all its blocks;
+        # a stream whose work is known complete needs none)
+        lock.acquire()
+        try:
+            ordered = self._ordered
+            take = [(s, lists) for s, lists in ordered.items() if s is not stream and lists.get(size)] \
+                if ordered else []
+            for s, _ in take:
+                del ordered[s]
+        finally:
+            lock.release()
+        fences = []
+        for s, lists in take:
+            try:
+                e = s._pool_fence()
+            except Error:
+                self._synchronize(s)
+                e = None
+            fences.append(_Fence([] if e is None else [e], lists))
+        with lock:
+            self._fenced.extend(fences)
+            self._settle()
+            blocks = self._free.get(size)
+            if blocks:
+                return blocks.pop()
+            candidates = [f for f in self._fenced if f.blocks.get(size)]
+        if not candidates:
+            return None
+        if stream is None and not any(f.poll() for f in candidates):
+            f = candidates[0]  # none complete: wait for the oldest (memory usable on any stream, as CUDA's pools)
+            for e in f.events:
+                e.synchronize()
+            f.poll()
+        for f in candidates:
+            if stream is None and not f.done:
+                continue
+            with lock:
+                blocks = f.blocks.get(size)
+                if not blocks:
+                    continue
+                block = blocks.pop()
+                if f.done:
+                    self._settle()
+            if stream is not None and not f.done and id(stream) not in f.waited:
+                try:
+                    for e in f.events:
+                        stream.wait_event(e)
+                except Error:
+                    for e in f.events:  # (cannot order the streams: wait here)
+                        e.synchronize()
+                f.waited.add(id(stream))
+            return block
+        with lock:
+            self._settle()
+        return None
+
+    def _synchronize(self, stream: Stream) -> None:
+        """A stream that cannot be fenced is waited for (else the device)."""
+        try:
+            stream.synchronize()
+        except Error:
+            self.device.synchronize()
+
+    def _settle(self) -> None:
+        """(Lock held.)  Move the blocks of completed fences to the free lists and drop empty fences."""
+        keep = []
+        for f in self._fenced:
+            if f.done:
+                for size, blocks in f.blocks.items():
+                    if blocks:
+                        self._free.setdefault(size, []).extend(blocks)
+                continue
+            if any(f.blocks.values()):
+                keep.append(f)
+        self._fenced = keep
+
+    def _cached(self) -> list[Allocation]:
+        """(Lock held.)  Every cached block, whatever its order."""
+        blocks = [b for bs in self._free.values() for b in bs]
+        blocks += [b for lists in self._ordered.values() for bs in lists.values() for b in bs]
+        blocks += [b for f in self._fenced for bs in f.blocks.values() for b in bs]
+        return blocks
 
     def trim(self) -> int:
-        """Release every cached block to the backend; returns the bytes released."""
+        """Release every cached block to the backend, once the work queued before their frees has completed;
+        returns the bytes released."""
         with self._lock:
-            blocks = [b for bs in self._free.values() for b in bs]
+            pending = bool(self._ordered or self._fenced)
+        if pending and not self.device._closed:
+            try:
+                self.device.synchronize()
+            except Error as e:
+                if e.kind is not ErrorKind.UNSUPPORTED:
+                    raise
+        with self._lock:
+            blocks = self._cached()
             self._free.clear()
+            self._ordered.clear()
+            self._fenced.clear()
             released = sum(b.nbytes for b in blocks)
             self._stats.allocated_bytes -= released
         for b in blocks:
@@ -1617,9 +1856,13 @@ class MemoryPool:
     def stats(self) -> PoolStats:
         with self._lock:
             st = self._stats
-            cached = sum(size * len(bs) for size, bs in self._free.items())
+            cached = sum(b.nbytes for b in self._cached())
             return PoolStats(allocated_bytes=st.allocated_bytes, in_use_bytes=st.allocated_bytes - cached,
                              cached_bytes=cached, hits=st.hits, misses=st.misses)
+
+
+def _same_events(a: list[Event], b: list[Event]) -> bool:
+    return a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b)))
 
 
 class BackendRegistry:

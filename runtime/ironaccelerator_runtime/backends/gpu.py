@@ -2262,6 +2262,12 @@ class GpuStream(Stream):
         address = self._address
         return lambda: (0, address)
 
+    def _pool_fence(self) -> GpuEvent | None:
+        """None if the stream's work is complete (``stream_query``, without ``query``'s bookkeeping), else an event."""
+        if self.api.stream_query(self.handle) == 0:
+            return None
+        return self.record_event()
+
     def wait_event(self, event: Event) -> None:
         if not (isinstance(event, GpuEvent) and event.api is self.api):  # (the same api: the same vendor)
             raise Error(ErrorKind.INVALID_VALUE, f"wait_event needs a {self.api.name} event", backend=self.api.name,
@@ -2330,6 +2336,7 @@ class GpuPoolAllocation(GpuAllocation):
 
     kind = MemoryKind.DEVICE
     _tracked = True  # dropped unfreed: freed in stream order by Allocation.__del__
+    _unordered = False  # allocated with no stream: freed after the work of every stream of the device
 
     def __init__(self, pool: GpuStreamOrderedPool, handle: Any, nbytes: int, stream: Any) -> None:
         # the pool's hot path: the fewest attributes (.device and .dptr are read through the pool and .handle)
@@ -2354,6 +2361,11 @@ class GpuPoolAllocation(GpuAllocation):
                 pool.device.activate()
             except Error as e:
                 return e
+        if self._unordered:
+            try:
+                pool._order_after_device()
+            except Error as e:
+                return e
         code = pool._pool_free(self.handle, self.stream)
         return pool.api.error(code, "pool_free") if code else None
 
@@ -2373,6 +2385,8 @@ class GpuPoolAllocation(GpuAllocation):
         pool = self.pool
         if getattr(_TLS, "key", None) != pool._device_key:
             pool.device.activate()
+        if self._unordered:
+            pool._order_after_device()
         code = pool._pool_free(self.handle, self.stream)
         if code:
             raise pool.api.error(code, "pool_free")
@@ -2415,10 +2429,12 @@ class GpuStreamOrderedPool(MemoryPool):
     the class of its allocations, ``allocation_class``.
 
     ``alloc(n, stream=s)`` allocates in the order of ``s`` and frees in that order, with no synchronisation
-    (the fast path: use the memory on ``s``, or order other streams after it with events).  ``alloc(n)``
-    allocates on the pool's own stream and waits for it, so that the memory is usable on any stream at once,
-    as :meth:`Device.alloc`'s is.  As with every pool, freeing does not wait for work on other streams that
-    still uses the memory: synchronise first.
+    (the fast path: use the memory on ``s``, or order other streams after it with events; the driver reuses
+    the memory on another stream only after the free, as :class:`MemoryPool` does).  ``alloc(n)`` allocates on
+    the pool's own stream and waits for it, so that the memory is usable on any stream at once, as
+    :meth:`Device.alloc`'s is; its ``free()`` is ordered after the work then enqueued on every stream of the
+    device (the pool's stream is made to wait for an event on each), so work still queued on any stream never
+    sees the memory handed to a new owner.
 
     ``stats()`` reads the driver's counters: ``allocated_bytes`` is the memory the pool reserves,
     ``in_use_bytes`` what its allocations use; the driver keeps no hit or miss counts (0).
@@ -2502,9 +2518,9 @@ class GpuStreamOrderedPool(MemoryPool):
                 self.device.activate()
             compiled = self._compiled  # (_try, with its compiled case inline: the hot path)
             a = compiled[0](compiled[1], self, self._address, nbytes, st._address, self._device_key) \
-                if compiled is not None else self._try(nbytes, st)
+                if compiled is not None and stream is not None else self._try(nbytes, st, stream is None)
             if isinstance(a, int):
-                a = self._retry(a, nbytes, st)
+                a = self._retry(a, nbytes, st, stream is None)
             if stream is None:
                 code = self.api.stream_synchronize(st.handle)
                 if code:
@@ -2517,22 +2533,36 @@ class GpuStreamOrderedPool(MemoryPool):
             return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=self.api.name,
                          function="MemoryPool.alloc")
 
-    def _try(self, nbytes: int, st: GpuStream) -> GpuPoolAllocation | int:
-        """One allocation on ``st`` (the device current): the allocation, or the driver's status."""
+    def _try(self, nbytes: int, st: GpuStream, unordered: bool = False) -> GpuPoolAllocation | int:
+        """One allocation on ``st`` (the device current): the allocation, or the driver's status.  ``unordered``
+        (``alloc(n)``, no stream): the Python allocation, whose free orders after every stream of the device."""
         compiled = self._compiled
-        if compiled is not None:  # in C: _fast._pool_alloc
+        if compiled is not None and not unordered:  # in C: _fast._pool_alloc
             return compiled[0](compiled[1], self, self._address, nbytes, st._address, self._device_key)
         out = self._new(self._ptr_t)
         code = self._pool_alloc(out, nbytes, self.handle, st.handle)
-        return code if code else self._allocation(self, out[0], nbytes, st.handle)
+        if code:
+            return code
+        a = self._allocation(self, out[0], nbytes, st.handle)
+        if unordered:
+            a._unordered = True
+        return a
 
-    def _retry(self, code: int, nbytes: int, st: GpuStream) -> GpuPoolAllocation:
+    def _order_after_device(self) -> None:
+        """Make the pool's stream wait for the work enqueued so far on every other stream of the device (an
+        event recorded on each): a free on it is then ordered after all of it (the device current)."""
+        own = self.stream
+        for s in self.device._live_streams():
+            if s is not own:
+                own.wait_event(s.record_event())
+
+    def _retry(self, code: int, nbytes: int, st: GpuStream, unordered: bool = False) -> GpuPoolAllocation:
         """After a failed allocation (``code``): raise, or trim the pool and try once more if out of memory."""
         err = self.api.error(code, "pool_alloc", f"{nbytes} bytes requested")
         if err.kind is not ErrorKind.OUT_OF_MEMORY:
             raise err
         self.trim()  # unused reserved memory back to the driver (the device made current), then once more
-        a = self._try(nbytes, st)
+        a = self._try(nbytes, st, unordered)
         if isinstance(a, int):
             raise self.api.error(a, "pool_alloc", f"{nbytes} bytes requested (after trimming the pool); the "
                                  f"device has {self.device.descriptor.total_memory} bytes in all")

@@ -607,6 +607,9 @@ class MetalStream(Stream):
         # the last checked launch: (KernelLaunch, its allocations, (kernel, dims, packed arguments))
         self._cache: tuple[Any, list[Any], tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]] | None = None
         self._failed: list[str] = []
+        # guards _pending, _value, _untracked and _failed: the owner's thread and others (a MemoryPool fencing the
+        # stream for another stream's allocation, a callback thread's Event.synchronize) may both change them
+        self._state = threading.RLock()
         # the hot path's trampolines, bound once
         U = a.U
         self._commandBuffer = U.MTLCommandQueue_commandBuffer
@@ -630,30 +633,32 @@ class MetalStream(Stream):
     def _keep(self, cb: Any) -> None:
         """Hold a committed (autoreleased) command buffer until it is seen complete."""
         self._api.retain(cb)
-        pending = self._pending
-        pending.append(cb)
-        if len(pending) >= self._reap_at:
-            self._reap(False)
-            self._reap_at = len(self._pending) + _PRUNE
+        with self._state:
+            pending = self._pending
+            pending.append(cb)
+            if len(pending) >= self._reap_at:
+                self._reap(False)
+                self._reap_at = len(self._pending) + _PRUNE
 
     def _reap(self, wait: bool) -> None:
         """Let go of the completed command buffers (all, waiting for them, when ``wait``), noting failures.  A queue
         completes its command buffers in commit order, so the first one not complete ends the scan."""
-        a = self._api
-        U = a.U
-        pending = self._pending
-        done = 0
-        for cb in pending:
-            if wait:
-                U.MTLCommandBuffer_waitUntilCompleted(cb)
-            status = int(U.MTLCommandBuffer_status(cb))
-            if status < _COMPLETED:
-                break
-            if status == _ERROR:
-                self._failed.append(self._cb_error(cb))
-            a.release(cb)
-            done += 1
-        del pending[:done]
+        with self._state:
+            a = self._api
+            U = a.U
+            pending = self._pending
+            done = 0
+            for cb in pending:
+                if wait:
+                    U.MTLCommandBuffer_waitUntilCompleted(cb)
+                status = int(U.MTLCommandBuffer_status(cb))
+                if status < _COMPLETED:
+                    break
+                if status == _ERROR:
+                    self._failed.append(self._cb_error(cb))
+                a.release(cb)
+                done += 1
+            del pending[:done]
 
     def _cb_error(self, cb: Any) -> str:
         a = self._api
@@ -670,9 +675,10 @@ class MetalStream(Stream):
             a.pop(pool)
 
     def _check_failed(self, what: str) -> None:
-        self._reap(False)
-        if self._failed:
+        with self._state:
+            self._reap(False)
             msgs, self._failed = self._failed, []
+        if msgs:
             raise Error(ErrorKind.LAUNCH_FAILED, f"{what}: {len(msgs)} command buffer(s) failed: "
                         + "; ".join(msgs), backend=_NAME, function=what)
 
@@ -841,7 +847,10 @@ class MetalStream(Stream):
     def _fence(self) -> None:
         """After untracked launches: an empty command buffer, kept, which completes after them (in-order queue)."""
         if self._untracked:
-            self._untracked = False
+            with self._state:
+                if not self._untracked:
+                    return
+                self._untracked = False
             a = self._api
             pool = a.push()
             try:
@@ -900,15 +909,16 @@ class MetalStream(Stream):
         what = "Stream.record_event"
         self._live(what)
         a = self._api
-        self._value += 1
-        value = self._value
         pool = a.push()
         try:
-            cb = self._commandBuffer(self._qid)
-            a.U.MTLCommandBuffer_encodeSignalEvent_value_(cb, self.shared_event.handle, value)
-            self._commit(cb)
-            a.retain(cb)  # the event's reference
-            self._keep(cb)
+            with self._state:  # (values signalled in commit order)
+                self._value += 1
+                value = self._value
+                cb = self._commandBuffer(self._qid)
+                a.U.MTLCommandBuffer_encodeSignalEvent_value_(cb, self.shared_event.handle, value)
+                self._commit(cb)
+                a.retain(cb)  # the event's reference
+                self._keep(cb)
         finally:
             a.pop(pool)
         return MetalEvent(self, cb, value)
@@ -940,5 +950,13 @@ class MetalStream(Stream):
     def query(self) -> bool:
         self._live("Stream.query")
         self._fence()
-        self._reap(False)
-        return not self._pending
+        with self._state:
+            self._reap(False)
+            return not self._pending
+
+    def _pool_fence(self) -> MetalEvent | None:
+        """(Called from any thread: under the stream's state lock.)"""
+        with self._state:
+            if self.query():
+                return None
+            return self.record_event()

@@ -28,6 +28,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime import kernel_cache
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
+    _alive,
     Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
     DeviceLimits, Event,
     Kernel, KernelAttributes, KernelLaunch, InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream,
@@ -238,6 +239,7 @@ class OpenCLDevice(Device):
         self.context = ctx
         self._finalizer = weakref.finalize(self, api.raw.clReleaseContext, ctx)
         self._default_stream: OpenCLStream | None = None
+        self._streams: weakref.WeakSet[OpenCLStream] = weakref.WeakSet()  # (Device.synchronize, pool fences)
         # the allocation hot path, resolved once
         self._create_buffer = api.raw.clCreateBuffer
         self._release_mem = api.raw.clReleaseMemObject
@@ -252,6 +254,31 @@ class OpenCLDevice(Device):
         self._base_align = 0  # CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes (sub-buffer origins), read on first use
         self._mapper: Any = None  # the queue host views map HOST_PINNED buffers on (created on first use)
         self._mapper_lock = threading.Lock()
+
+    # MemoryPool's fences: every enqueue of work sets _dirty (on its stream and here) after the call
+    _dirty = False
+    _fence_events: list[Event] = []
+
+    def _pool_fence(self) -> list[Event]:
+        """The events a pool block freed now waits for: none when nothing was enqueued since the last fence and
+        that fence completed (two flag tests, no call: the pool's hot path); else a marker on each stream with
+        work since (``OpenCLStream._pool_fence``)."""
+        if not self._dirty:
+            events = self._fence_events
+            if events:
+                for e in events:
+                    if not e.query():
+                        return events
+                self._fence_events = events = []
+            return events
+        self._dirty = False  # (an enqueue sets it after its call: one racing with this sets it again)
+        events = []
+        for s in _alive(self._streams):
+            e = s._pool_fence()
+            if e is not None:
+                events.append(e)
+        self._fence_events = events
+        return events
 
     def _map_queue(self) -> Any:
         """The device's queue for ``clEnqueueMapBuffer`` (host views), created on first use and released with the
@@ -370,7 +397,7 @@ class OpenCLDevice(Device):
 
     def synchronize(self) -> None:
         self._check_open("Device.synchronize")
-        for s in list(_STREAMS.get(self, ())):
+        for s in _alive(self._streams):
             s.synchronize()
 
     def _close(self) -> None:
@@ -397,7 +424,6 @@ def _fine_grain_svm(api: Any, device: Any) -> bool:
     return code == 0 and bool(out[0] & cl.CL_DEVICE_SVM_FINE_GRAIN_BUFFER)
 
 
-_STREAMS: "weakref.WeakKeyDictionary[OpenCLDevice, weakref.WeakSet[OpenCLStream]]" = weakref.WeakKeyDictionary()
 
 
 _SERIALS = itertools.count(1)
@@ -483,7 +509,7 @@ class OpenCLAllocation(Allocation):
         device = self.device
         code = device._release_mem(self.buffer)
         if self._svm is not None:  # clSVMFree does not wait for queued commands: every stream is waited for first
-            for s in list(_STREAMS.get(device, ())):
+            for s in _alive(device._streams):
                 s.synchronize()
             device.api.raw.clSVMFree(device.context, self._svm)
             self._svm = None
@@ -723,6 +749,9 @@ class OpenCLStream(Stream):
     """An in-order command queue with profiling enabled."""
 
     device: OpenCLDevice
+    # for MemoryPool's fences: set after every enqueue of work that may use memory, cleared by _pool_fence
+    _dirty = False
+    _pool_event: OpenCLEvent | None = None
 
     def __init__(self, device: OpenCLDevice) -> None:
         api, ffi, cl = device.api, device.api.ffi, device.api.cl
@@ -749,7 +778,7 @@ class OpenCLStream(Stream):
         # _last is the entry of the last LaunchDims object seen (identity: the fast path for a reused launch)
         self._dims: dict[tuple[Any, ...], tuple[Any, Any, bool]] = {}
         self._last: tuple[Any, Any, Any, bool] = (None, None, None, False)
-        _STREAMS.setdefault(device, weakref.WeakSet()).add(self)
+        device._streams.add(self)
 
     # copies (asynchronous; host buffers are kept alive until an event after them, or the stream, completes)
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
@@ -773,6 +802,7 @@ class OpenCLStream(Stream):
                         function="Stream.copy_from_host")
         null = self._null
         code = self._write(self.queue, buf, 0, at, n, src_ptr, 0, null, null)
+        self._dirty = self.device._dirty = True
         if code:
             raise self.api.error(code, "clEnqueueWriteBuffer")
         self._keep.append(ptr)  # the cdata holds the exporter's buffer until synchronize()
@@ -799,6 +829,7 @@ class OpenCLStream(Stream):
                         function="Stream.copy_to_host")
         null = self._null
         code = self._read(self.queue, buf, 0, at, n, dst_ptr, 0, null, null)
+        self._dirty = self.device._dirty = True
         if code:
             raise self.api.error(code, "clEnqueueReadBuffer")
         self._keep.append(ptr)
@@ -811,6 +842,7 @@ class OpenCLStream(Stream):
         if n:
             self.api.check(self.api.raw.clEnqueueCopyBuffer(self.queue, s, d, so, do, n, 0, self._null, self._null),
                            "clEnqueueCopyBuffer")
+            self._dirty = self.device._dirty = True
 
     def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
              width: int = 1) -> None:
@@ -821,6 +853,7 @@ class OpenCLStream(Stream):
             pattern = self.api.ffi.new("char[]", v.to_bytes(w, "little"))
             self.api.check(self.api.raw.clEnqueueFillBuffer(self.queue, buf, pattern, w, o, n, 0, self._null,
                                                             self._null), "clEnqueueFillBuffer")
+            self._dirty = self.device._dirty = True
 
     def _copy_rect(self, dst: Allocation | memoryview, src: Allocation | memoryview, region: CopyRegion,
                    function: str) -> None:
@@ -844,6 +877,7 @@ class OpenCLStream(Stream):
             name = "clEnqueueWriteBufferRect" if to_device else "clEnqueueReadBufferRect"
             code = getattr(self.api.raw, name)(self.queue, buf, 0, origin, zero, region_, row, slab, hrow, hslab,
                                                ptr + offset, 0, null, null)
+            self._dirty = self.device._dirty = True
             if code:
                 raise self.api.error(code, name)
             self._keep.append(ptr)  # (the cdata holds the exporter's buffer until the stream is seen past it)
@@ -853,6 +887,7 @@ class OpenCLStream(Stream):
         so, do = ffi.new("size_t[3]", region.origin("src")), ffi.new("size_t[3]", region.origin("dst"))
         self.api.check(self.api.raw.clEnqueueCopyBufferRect(self.queue, s, d, so, do, region_, *pitches["src"],
                                                             *pitches["dst"], 0, null, null), "clEnqueueCopyBufferRect")
+        self._dirty = self.device._dirty = True
 
     def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
         """``clEnqueueSVMMigrateMem`` of the UNIFIED allocation's SVM range (OpenCL 2.1 devices; older ones:
@@ -880,6 +915,7 @@ class OpenCLStream(Stream):
         flags = cl.CL_MIGRATE_MEM_OBJECT_HOST if host else 0
         self.api.check(self.api.raw.clEnqueueSVMMigrateMem(self.queue, 1, ptrs, sizes, flags, 0, self._null,
                                                            self._null), "clEnqueueSVMMigrateMem")
+        self._dirty = self.device._dirty = True
 
     # launches
     def _sizes(self, d: LaunchDims, validate: bool) -> tuple[Any, Any]:
@@ -934,6 +970,7 @@ class OpenCLStream(Stream):
             err = _set_args(kernel, args, True)
             if err is None:
                 code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
+                self._dirty = self.device._dirty = True
         finally:
             lock.release()
         if err is not None:
@@ -969,6 +1006,7 @@ class OpenCLStream(Stream):
             err = _set_args(kernel, args, False)
             if err is None:
                 code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
+                self._dirty = self.device._dirty = True
         finally:
             lock.release()
         if err is not None:
@@ -987,6 +1025,20 @@ class OpenCLStream(Stream):
                        "clEnqueueMarkerWithWaitList")
         return OpenCLEvent(self.device, ev[0], self._inflight, mark)
 
+    def _pool_fence(self) -> OpenCLEvent | None:
+        """(``query`` enqueues a marker and waits a moment: too dear for the pool.)  None when nothing was
+        enqueued since the last fence and that fence completed; else that fence, or a new marker, flushed."""
+        ev = self._pool_event
+        if not self._dirty:
+            if ev is None or ev.query():
+                return None
+            return ev
+        self._dirty = False  # (an enqueue sets it after the call: one racing with this marks it again)
+        ev = self._marker()
+        self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submitted: it completes on its own
+        self._pool_event = ev
+        return ev
+
     def wait_event(self, event: Event) -> None:
         self.device._check_open("Stream.wait_event")
         if not isinstance(event, OpenCLEvent):
@@ -995,6 +1047,7 @@ class OpenCLStream(Stream):
         evs = self.api.ffi.new("cl_event[1]", [event.handle])
         self.api.check(self.api.raw.clEnqueueBarrierWithWaitList(self.queue, 1, evs, self._null),
                        "clEnqueueBarrierWithWaitList")
+        self._dirty = self.device._dirty = True
 
     def synchronize(self) -> None:
         inflight = self._inflight
