@@ -815,6 +815,43 @@ def test_host_views_without_a_copy(device: Device, stream: Stream) -> None:
     assert seen == HOST_VIEWS.get(backend, set())
 
 
+def test_pool_blocks_have_host_views_where_their_memory_does(device: Device, stream: Stream) -> None:
+    """Issue 23 item 10: a pool block is host-visible exactly where an allocation of the pool's kind is (QNN: every
+    allocation is host memory; the pool's blocks were refused with a message calling them device memory), and
+    its free is refused while a view is exported (a block handed to a new owner would alias the view)."""
+    pool = device.memory_pool()
+    plain = device.alloc(4096)
+    try:
+        plain.host_view().release()
+        visible = True
+    except Error as e:
+        assert e.kind is ErrorKind.INVALID_VALUE, e
+        visible = False
+    plain.free()
+    a = pool.alloc(4096)
+    if not visible:
+        with pytest.raises(Error) as ei:
+            a.host_view()
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE
+        a.free()
+        return
+    view = a.host_view()
+    arr = np.frombuffer(view, np.uint32)
+    arr[:] = np.arange(1024, dtype=np.uint32)
+    out = np.zeros(1024, np.uint32)
+    stream.copy_to_host(out, a)
+    stream.synchronize()
+    np.testing.assert_array_equal(out, arr)
+    with pytest.raises(Error) as ei:
+        a.free()
+    assert kind_of(ei) is ErrorKind.INVALID_VALUE and "still exported" in str(ei.value) and not a.freed
+    refused = a.free_unchecked()
+    assert isinstance(refused, Error) and refused.kind is ErrorKind.INVALID_VALUE and not a.freed
+    del arr
+    view.release()
+    a.free()
+
+
 def test_unified_memory_flag_means_kernels_and_host_share_it(device: Device, stream: Stream,
                                                              kernels: dict[str, Kernel]) -> None:
     """A device advertising UNIFIED_MEMORY allocates MemoryKind.UNIFIED, and a kernel reads what the host wrote

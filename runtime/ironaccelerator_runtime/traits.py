@@ -1528,6 +1528,8 @@ class PooledAllocation(Allocation):
         if self._freed:
             raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                         function="Allocation.free")
+        if self._views and (e := self._views_error("Allocation.free")) is not None:
+            raise e  # (a view of a block handed to a new owner would read and write its memory)
         pool = self.pool
         if stream is None:
             stream = self.stream
@@ -1558,6 +1560,8 @@ class PooledAllocation(Allocation):
         if self._freed:
             return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                          function="Allocation.free_unchecked")
+        if self._views and (e := self._views_error("Allocation.free_unchecked")) is not None:
+            return e
         if stream is not None and stream is not self.stream:
             try:
                 self.pool._check_stream(stream, "Allocation.free_unchecked")
@@ -1566,6 +1570,9 @@ class PooledAllocation(Allocation):
             self.stream = stream
         self._freed = True
         return self._release()
+
+    def _host_address(self) -> int | None:  # the block's bytes: host-visible where the block's are (e.g. QNN's)
+        return self.block._host_address()
 
     def __getattr__(self, name: str) -> Any:  # backend-specific handles (e.g. .buffer, .ptr) of the block
         if name in ("pool", "block") or name.startswith("__"):  # not yet set (a failed __init__): no recursion
