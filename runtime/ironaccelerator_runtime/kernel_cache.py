@@ -201,10 +201,10 @@ def scan_dependencies(source: bytes, options: Iterable[str] = (), include_dirs: 
                 if cand in files or cand in absent:
                     continue
                 try:
+                    if not stat.S_ISREG(os.stat(cand).st_mode):  # a directory (or a FIFO: open would block)
+                        raise IsADirectoryError(cand)
                     with open(cand, "rb") as f:
                         st = os.fstat(f.fileno())
-                        if not stat.S_ISREG(st.st_mode):
-                            raise IsADirectoryError(cand)
                         data = f.read()
                 except OSError:
                     absent.add(cand)
@@ -235,7 +235,7 @@ def dependencies_unchanged(deps: Any) -> bool:
             if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) == (size, mtime, ctime, ino) and \
                     max(mtime, ctime) < at - _RACY_NS:
                 continue
-            if st.st_size != size:
+            if st.st_size != size or not stat.S_ISREG(st.st_mode):
                 return False
             try:
                 with open(p, "rb") as f:
