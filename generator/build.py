@@ -103,9 +103,20 @@ def up_to_date(lib_dir: Path, key: str) -> bool:
 
 
 def _remove_temporaries(lib_dir: Path) -> None:
-    """The temporary files of a build that was killed before its rename (``write_atomic``'s ``<name>.<pid>.tmp``)."""
+    """The temporary files of a build that was killed before its rename (``write_atomic``'s ``<name>.<pid>.tmp``);
+    not those of a build still running in another process."""
     for name in ("_cffi*.tmp", STAMP + "*.tmp"):
         for f in lib_dir.glob(name):
+            pid = f.name.rsplit(".", 2)[-2] if f.name.count(".") >= 2 else ""
+            if pid.isdigit() and int(pid) != os.getpid():
+                try:
+                    os.kill(int(pid), 0)
+                except ProcessLookupError:
+                    pass  # gone: its file is garbage
+                except OSError:
+                    continue  # alive (another user's): leave it
+                else:
+                    continue
             f.unlink(missing_ok=True)
 
 
