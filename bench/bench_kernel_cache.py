@@ -12,7 +12,9 @@ Per backend, each repeat times three loads of the same source, in a rotated orde
   ``clBuildProgram``; CUDA: ``cuModuleLoadData``)
 - ``off``: ``cache=False``, compile only (what every load cost before the cache)
 
-and prints the medians and the median of the paired per-repeat ratios cold/warm and off/warm.  NVRTC runs on
+and prints the medians and the median of the paired per-repeat ratios cold/warm and off/warm.  With
+``--include-dirs DIR...`` every load also passes ``include_dirs=[DIR, ...]`` (ex. ``/usr``: a large tree that a
+warm load must not walk; the sources include nothing from it).  NVRTC runs on
 the CPU: the CUDA device is bench/stub_cuda (a libcuda.so.1 whose calls return at once, so ``warm`` is the
 cache read plus a stub module load), in a child process that loads it through ``LD_LIBRARY_PATH``.  PoCL
 keeps a kernel cache of its own (``~/.cache/pocl``), which makes its "cold" builds warm: it is switched off
@@ -107,6 +109,9 @@ def report(name: str, times: dict[str, list[float]]) -> None:
           f"({len(times['warm'])} repeats, medians)")
 
 
+INCLUDE_DIRS: list[str] = []
+
+
 def bench_opencl(repeats: int) -> None:
     import ironaccelerator as ia
 
@@ -117,10 +122,12 @@ def bench_opencl(repeats: int) -> None:
         return
 
     def load(variant: str) -> Any:
-        return dev.load_module(OPENCL_SRC, defines={"SCALE": 2}, options=["-cl-mad-enable"], cache=variant != "off")
+        return dev.load_module(OPENCL_SRC, defines={"SCALE": 2}, options=["-cl-mad-enable"],
+                               include_dirs=INCLUDE_DIRS, cache=variant != "off")
 
     pocl = "PoCL's cache " + ("off" if os.environ.get("POCL_KERNEL_CACHE") == "0" else "on")
-    report(f"OpenCL ({dev.descriptor.name}, {pocl})", measure(load, repeats))
+    inc = f", include_dirs={INCLUDE_DIRS}" if INCLUDE_DIRS else ""
+    report(f"OpenCL ({dev.descriptor.name}, {pocl}{inc})", measure(load, repeats))
 
 
 def cuda_child(repeats: int) -> int:
@@ -129,7 +136,8 @@ def cuda_child(repeats: int) -> int:
     dev = ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0)
 
     def load(variant: str) -> Any:
-        return dev.load_module(CUDA_SRC, defines={"SCALE": 2}, name_expressions=CUDA_NAMES, cache=variant != "off")
+        return dev.load_module(CUDA_SRC, defines={"SCALE": 2}, name_expressions=CUDA_NAMES, include_dirs=INCLUDE_DIRS,
+                               cache=variant != "off")
 
     times = measure(load, repeats)
     print(json.dumps(times))
@@ -154,12 +162,14 @@ def bench_nvrtc(repeats: int) -> None:
         return
     env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join([str(stub.parent), os.environ.get("LD_LIBRARY_PATH", "")]),
            "STUB_CUDA_DRIVER_VERSION": str(max(13000, major * 1000 + minor * 10))}
-    r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--cuda-child", "--repeats", str(repeats)],
+    inc = ["--include-dirs", *INCLUDE_DIRS] if INCLUDE_DIRS else []
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--cuda-child", "--repeats", str(repeats), *inc],
                        env=env, capture_output=True, text=True)
     if r.returncode != 0:
         print(f"NVRTC: failed\n{r.stdout}{r.stderr}")
         return
-    report(f"NVRTC {major}.{minor} (stub CUDA driver, {len(CUDA_NAMES)} name expressions)",
+    incs = f", include_dirs={INCLUDE_DIRS}" if INCLUDE_DIRS else ""
+    report(f"NVRTC {major}.{minor} (stub CUDA driver, {len(CUDA_NAMES)} name expressions{incs})",
            json.loads(r.stdout.strip().splitlines()[-1]))
 
 
@@ -167,8 +177,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--pocl-cache", action="store_true", help="leave PoCL's own kernel cache on")
+    ap.add_argument("--include-dirs", nargs="+", default=[], metavar="DIR",
+                    help="pass include_dirs=[DIR, ...] to every load (ex. /usr: a tree a warm load must not walk)")
     ap.add_argument("--cuda-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    INCLUDE_DIRS[:] = args.include_dirs
     if not args.pocl_cache:
         os.environ["POCL_KERNEL_CACHE"] = "0"  # read when PoCL initialises (the first OpenCL call, below)
     WORK.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,6 @@ import hashlib
 import importlib.util
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -103,10 +102,36 @@ def up_to_date(lib_dir: Path, key: str) -> bool:
     return all((lib_dir / name).is_file() for name in lines[1:]) and (lib_dir / "_cffi_abi.py").is_file()
 
 
+def _remove_temporaries(lib_dir: Path) -> None:
+    """The temporary files of a build that was killed before its rename (``write_atomic``'s ``<name>.<pid>.tmp``);
+    not those of a build still running in another process."""
+    for name in ("_cffi*.tmp", STAMP + "*.tmp"):
+        for f in lib_dir.glob(name):
+            pid = f.name.rsplit(".", 2)[-2] if f.name.count(".") >= 2 else ""
+            if pid.isdigit() and int(pid) != os.getpid():
+                try:
+                    os.kill(int(pid), 0)
+                except ProcessLookupError:
+                    pass  # gone: its file is garbage
+                except OSError:
+                    continue  # alive (another user's): leave it
+                else:
+                    continue
+            f.unlink(missing_ok=True)
+
+
 def build_library(lib_dir: Path, api: bool = True, key: str | None = None) -> dict[str, float]:
-    """Build ``lib_dir``'s ``_cffi_abi.py`` and (if ``api``) its compiled ``_cffi`` extension in place; with ``key``
-    (:func:`build_key`), record it in the stamp once both are written, so that an unchanged library is skipped."""
+    """Build ``lib_dir``'s ``_cffi_abi.py`` and (if ``api``) its compiled ``_cffi`` extension; with ``key``
+    (:func:`build_key`), record it in the stamp once both are written, so that an unchanged library is skipped.
+
+    Each output is made in a temporary directory and put in place by :func:`output.write_atomic` (a temporary
+    file beside it, then a rename), the stamp last: an importer, or a process that has the old ``.so`` mapped,
+    sees the old file or the new one whole, never a truncated ``.so`` (SIGBUS) or half a ``_cffi_abi.py``
+    (SyntaxError), even if the build is killed or the disk fills."""
+    from .output import write_atomic
+
     (lib_dir / STAMP).unlink(missing_ok=True)  # a build that fails half-way leaves no claim of being current
+    _remove_temporaries(lib_dir)
     mod = _load(lib_dir / "_cffi_build.py")
     if hasattr(mod, "ffibuilder"):  # a self-contained build script, generated before the runtime held the C
         api_ffi, abi_ffi = mod.ffibuilder, mod.abi_ffibuilder()
@@ -114,28 +139,28 @@ def build_library(lib_dir: Path, api: bool = True, key: str | None = None) -> di
         builders = ffibuilders(lib_dir)
         api_ffi, abi_ffi = (lambda: builders[0]), builders[1]
     times = {}
-    t = time.perf_counter()
-    abi_ffi.emit_python_code(str(lib_dir / "_cffi_abi.py"))
-    if hasattr(mod, "BUILD_ID"):
-        with open(lib_dir / "_cffi_abi.py", "a", encoding="utf-8") as fh:
-            fh.write(f"BUILD_ID = {mod.BUILD_ID!r}\n")
-    times["abi"] = time.perf_counter() - t
     built: list[str] = []
-    if api:
+    with tempfile.TemporaryDirectory(prefix="ia-cffi-") as tmp:
         t = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="ia-cffi-") as tmp:
+        abi_py = Path(tmp) / "_cffi_abi.py"
+        abi_ffi.emit_python_code(str(abi_py))
+        text = abi_py.read_bytes()
+        if hasattr(mod, "BUILD_ID"):
+            text += f"BUILD_ID = {mod.BUILD_ID!r}\n".encode()
+        write_atomic(lib_dir / "_cffi_abi.py", text)
+        times["abi"] = time.perf_counter() - t
+        if api:
+            t = time.perf_counter()
             so = Path(api_ffi().compile(tmpdir=tmp, verbose=False))
-            for old in lib_dir.glob("_cffi.*.so"):
-                old.unlink()
-            for old in lib_dir.glob("_cffi.*.pyd"):
-                old.unlink()
-            shutil.copy2(so, lib_dir / so.name)
+            write_atomic(lib_dir / so.name, so.read_bytes(), 0o777)  # rwx less the umask, as the linker made it
+            for pattern in ("_cffi.*.so", "_cffi.*.pyd"):  # another interpreter's build, once the new one is there
+                for old in lib_dir.glob(pattern):
+                    if old.name != so.name:
+                        old.unlink()
             built.append(so.name)
-        times["api"] = time.perf_counter() - t
+            times["api"] = time.perf_counter() - t
     if key is not None:
-        tmp_stamp = lib_dir / (STAMP + ".tmp")
-        tmp_stamp.write_text("\n".join([key, *built]) + "\n", encoding="utf-8")
-        os.replace(tmp_stamp, lib_dir / STAMP)
+        write_atomic(lib_dir / STAMP, ("\n".join([key, *built]) + "\n").encode())
     return times
 
 

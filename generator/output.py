@@ -102,10 +102,10 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new file at ``path``, mode 0666 less the umask (0644 as usual), and fsync it."""
+def _write_file(path: Path, data: bytes, mode: int = 0o666) -> None:
+    """Write ``data`` to a new file at ``path``, ``mode`` less the umask (0644 as usual), and fsync it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), mode)
     try:
         view = memoryview(data)
         while view:
@@ -115,11 +115,13 @@ def _write_file(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace one file atomically: a temporary file of this process beside it, then a rename."""
+def write_atomic(path: Path, data: bytes, mode: int = 0o666) -> None:
+    """Replace one file atomically: a temporary file of this process beside it (``<name>.<pid>.tmp``, ``mode``
+    less the umask), then a rename.  A reader (or a process that has the old file mapped) sees the old file or
+    the new one whole, never a part; a writer killed half-way leaves only its temporary file."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        _write_file(tmp, data)
+        _write_file(tmp, data, mode)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -240,7 +242,8 @@ def write(files: dict[str, str], out: Path, keep: tuple[str, ...] = ()) -> list[
 
 
 # what `ironaccel-gen build` writes beside a library's generated files (generator/build.py), and Python's caches
-BUILD_OUTPUTS = ("_cffi.*.so", "_cffi.*.pyd", "_cffi_abi.py", ".ironaccel-build", ".ironaccel-build.tmp")
+BUILD_OUTPUTS = ("_cffi.*.so", "_cffi.*.pyd", "_cffi_abi.py", ".ironaccel-build", ".ironaccel-build*.tmp",
+                 "_cffi*.tmp")  # the last: a killed build's temporary files (write_atomic's <name>.<pid>.tmp)
 
 
 def prune(files: dict[str, str], out: Path, keep: tuple[str, ...] = ()) -> list[str]:

@@ -1,7 +1,9 @@
 """Run by test_kernel_cache.py in a subprocess whose libcuda.so.1 is bench/stub_cuda: NVRTC (on the CPU, no
 GPU) compiles through ``Device.load_module`` with options, defines, include directories and name expressions,
 and the kernel cache serves the second load.  The cache directory is IRONACCEL_CACHE_DIR (set by the parent).
-Usage: kernel_cache_stub_child.py STUB PART (PART: options, cache).  Prints "ok <n>" (checks)."""
+Usage: kernel_cache_stub_child.py STUB PART (PART: options, cache, deps).  Prints "ok <n>" (checks).
+deps (issue 23 item 7): a header found through -I in options or include_dirs, edited, recompiles; a warm
+load lists no include directory."""
 
 from __future__ import annotations
 
@@ -87,6 +89,60 @@ elif PART == "cache":
         assert dev.load_module(TEMPLATE, defines={"EXTRA": 3}, include_dirs=[inc],
                                name_expressions=["axpy<float>"]).from_cache is False  # another define: another key
         checked += 2
+elif PART == "deps":
+    from pathlib import Path
+
+    root = Path(inc).parent / "deps"
+    scale = Path(inc) / "scale.h"
+
+    def edit(path: Path, old: str, new: str) -> str:
+        """Replace ``old`` by ``new`` (as long) in ``path``, keeping its size and mtime: only the content tells."""
+        assert len(old) == len(new)
+        st = path.stat()
+        text = path.read_text()
+        path.write_text(text.replace(old, new))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return text
+
+    for n, spelling in enumerate([["-I{}"], ["--include-path={}"], ["-I", "{}"]]):  # the last: two options
+        extra = root / f"extra{n}"
+        extra.mkdir(parents=True)
+        (extra / "extra.h").write_text("#define EXTRA 1\n")
+        src = '#include "extra.h"\n' + TEMPLATE
+        kw = {"options": [o.format(extra) for o in spelling], "include_dirs": [inc], "name_expressions": ["axpy<float>"]}
+        assert dev.load_module(src, **kw).from_cache is False
+        assert dev.load_module(src, **kw).from_cache is True
+        # the header under -I now fails to compile: the load must compile it (not return the stale image)
+        text = edit(extra / "extra.h", "#define EXTRA 1", "#error EXTRA_Q1")
+        raises(lambda: dev.load_module(src, **kw), ErrorKind.COMPILE_FAILED, "EXTRA_Q1")
+        (extra / "extra.h").write_text(text)
+        assert dev.load_module(src, **kw).kernel("axpy<float>").num_args == 3
+        # the same for the header under include_dirs
+        text = edit(scale, "#define SCALE 2", "#error SCALE_Q2")
+        raises(lambda: dev.load_module(src, **kw), ErrorKind.COMPILE_FAILED, "SCALE_Q2")
+        scale.write_text(text)
+        m = dev.load_module(src, **kw)
+        assert m.kernel("axpy<float>").num_args == 3 and dev.load_module(src, **kw).from_cache is True
+        checked += 4
+    # a warm load with a large tree in include_dirs lists no directory
+    big = root / "big"
+    for i in range(3000):
+        d = big / f"d{i % 30}" / f"e{i % 7}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.h").write_bytes(b"")
+    kw = {"include_dirs": [inc, big, "/usr"], "defines": {"EXTRA": 4}}
+    listed: list[str] = []
+    for name in ("walk", "scandir", "listdir"):
+        def spy(path: Any = ".", *a: Any, _real: Any = getattr(os, name), **k: Any) -> Any:
+            listed.append(str(path))
+            return _real(path, *a, **k)
+        setattr(os, name, spy)
+    assert dev.load_module(TEMPLATE, **kw).from_cache is False
+    assert dev.load_module(TEMPLATE, **kw).from_cache is True
+    cache_dir = os.environ["IRONACCEL_CACHE_DIR"]
+    walked = [p for p in listed if not p.startswith(cache_dir)]
+    assert walked == [], walked[:10]
+    checked += 2
 else:
     raise SystemExit(f"unknown part {PART}")
 print(f"ok {checked}")

@@ -157,3 +157,100 @@ def test_libraries_of_the_same_name_under_two_vendors(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(out), str(ROOT / "runtime")])}
     run_ = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert run_.returncode == 0 and run_.stdout.strip() == "ok", run_.stderr
+
+
+# A child that builds one library with every writer of an output made to write half of it and then fail: by an
+# exception (a full disk) or by SIGKILL (a killed build).  The writers: shutil's copy (how the .so used to be put in
+# place), cffi's emit_python_code (how _cffi_abi.py used to be written, under its final name), and output's
+# _write_file (what write_atomic writes its temporary file with).
+_INTERRUPTED_CHILD = r'''
+import errno, os, shutil, signal, sys
+from pathlib import Path
+import cffi
+from ironaccelerator_gen import build, output
+
+lib_dir, target, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+def fail():
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise OSError(errno.ENOSPC, "No space left on device (simulated)")
+
+def mine(name):
+    return ".so" in name if target == "so" else name.startswith("_cffi_abi.py")
+
+def write_half(path, data):
+    with open(path, "wb") as fh:
+        fh.write(data[: len(data) // 2])
+        fh.flush()
+        os.fsync(fh.fileno())
+
+real_copyfile, real_write_file, real_emit = shutil.copyfile, output._write_file, cffi.FFI.emit_python_code
+
+def copyfile(src, dst, *a, **k):
+    if mine(os.path.basename(dst)):
+        write_half(dst, Path(src).read_bytes())
+        fail()
+    return real_copyfile(src, dst, *a, **k)
+
+def write_file(path, data, *a, **k):
+    if mine(Path(path).name):
+        write_half(path, data)
+        fail()
+    return real_write_file(path, data, *a, **k)
+
+def emit(self, filename):
+    if target == "abi":
+        real_emit(self, filename + ".full")
+        data = Path(filename + ".full").read_bytes()
+        os.unlink(filename + ".full")
+        write_half(filename, data)
+        fail()
+    return real_emit(self, filename)
+
+shutil.copyfile, output._write_file, cffi.FFI.emit_python_code = copyfile, write_file, emit
+build.build_library(lib_dir, True, "some key")
+'''
+
+
+@pytest.mark.parametrize("how", ["raise", "kill"])
+@pytest.mark.parametrize("target", ["so", "abi"])
+def test_an_interrupted_build_leaves_the_old_modules_whole(out: Path, target: str, how: str) -> None:
+    """Issue 23 item 8: each output is written to a temporary name and renamed into place (the stamp last), so a
+    build that fails or is killed while writing the .so or _cffi_abi.py leaves the previous build's file whole under
+    the final name (not a truncated .so, which crashes the importer with SIGBUS, nor half a _cffi_abi.py), claims
+    nothing in the stamp, and the next build finishes the job (and removes the temporary files)."""
+    d = lib(out, "errors")
+    run(out, jobs=1)
+    (old_so,) = built_so(d)
+    old = {p.name: p.read_bytes() for p in (old_so, d / "_cffi_abi.py")}
+    with open(d / "trampolines.c", "a", encoding="utf-8") as fh:
+        fh.write("\nint ia_test_changed(void) { return 1; }\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "runtime"), *sys.path])}
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_CHILD, str(d), target, how], capture_output=True,
+                          text=True, env=env, timeout=300)
+    if how == "kill":
+        assert proc.returncode == -9, proc.stdout + proc.stderr
+    else:
+        assert proc.returncode == 1 and "No space left on device (simulated)" in proc.stderr, proc.stderr
+    assert {p.name for p in built_so(d)} == {old_so.name}, list(d.iterdir())
+    for name, data in old.items():
+        assert (d / name).read_bytes() == data, f"{name} under its final name is not the previous build's"
+    compile((d / "_cffi_abi.py").read_text(encoding="utf-8"), "_cffi_abi.py", "exec")
+    assert not (d / build.STAMP).exists()
+    # the old module still imports (the extension module and its ABI twin), beside the package's own files
+    shutil.copytree(ROOT / "generated" / "ironaccelerator", out / "ironaccelerator", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("_cffi.*.so", "backends"))
+    for pkg in ("backends", "backends/test"):
+        (out / "ironaccelerator" / pkg / "__init__.py").touch()
+    code = ("import importlib\nb = importlib.import_module('ironaccelerator.backends.test.errors._binding').BINDING\n"
+            "assert b.mode == 'api', b.mode\nimportlib.import_module('ironaccelerator.backends.test.errors._cffi_abi')"
+            "\nprint('ok')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(out), str(ROOT / "runtime")])}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+    # the next build rebuilds it and leaves no temporary file behind
+    n, lines = run(out, jobs=1)
+    assert n == 1 and (d / build.STAMP).is_file(), lines
+    assert not [p.name for p in d.iterdir() if p.name.endswith(".tmp")]
+    assert built_so(d)[0].read_bytes() != old[old_so.name]

@@ -52,19 +52,145 @@ def test_every_input_changes_the_key(field: str, value: Any) -> None:
     assert kc.cache_key(**{**KEY_ARGS, field: value}) != kc.cache_key(**KEY_ARGS)
 
 
-def test_an_edited_header_in_an_include_dir_changes_the_key(tmp_path: Path) -> None:
-    (tmp_path / "sub").mkdir()
-    h = tmp_path / "sub" / "a.h"
-    h.write_text("#define A 1\n")
-    args = {**KEY_ARGS, "include_dirs": [str(tmp_path)]}
-    k1 = kc.cache_key(**args)
-    assert kc.cache_key(**args) == k1
-    h.write_text("#define A 22\n")  # another size
-    k2 = kc.cache_key(**args)
-    os.utime(h, ns=(1, 1))  # same size, another mtime
-    assert len({k1, k2, kc.cache_key(**args)}) == 3
-    (tmp_path / "b.h").write_text("")  # a new file
-    assert kc.cache_key(**args) not in (k1, k2)
+def test_the_search_path_is_in_the_key_not_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23 item 7: the key holds the search directories (absolute) and, when the source may include a file
+    by a relative name, the current directory (NVRTC and PoCL search it); the headers are checked per entry."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    inc = {**KEY_ARGS, "source": b'#include "x.h"\n__kernel void k() {}', "options": ["-Iinc"]}
+    monkeypatch.chdir(tmp_path / "a")
+    k_a, plain_a = kc.cache_key(**inc), kc.cache_key(**KEY_ARGS)
+    monkeypatch.chdir(tmp_path / "b")
+    assert kc.cache_key(**inc) != k_a  # -Iinc is another directory, and "x.h" may be found in the cwd
+    assert kc.cache_key(**KEY_ARGS) == plain_a  # includes nothing: the cwd does not matter
+    assert kc.cache_key(**{**inc, "options": ["-I", "inc"]}) != kc.cache_key(**{**inc, "options": ["-I", "other"]})
+
+
+@pytest.mark.parametrize("options,include_dirs", [
+    (["-I/x"], []), (["-I", "/x"], []), (["-I /x"], []), (["-I=/x"], []), (["--include-path=/x"], []),
+    (["--include-path", "/x"], []), (["-isystem/x"], []), (["-isystem", "/x"], []), (["-iquote", "/x"], []),
+    (["-idirafter/x"], []), (["--system-include=/x"], []), (["-w -I /x -DN=1"], []), (['-I"/x"'], []),
+    ([], ["/x"]), (["--use-bundled-headers=/x"], []),
+])
+def test_every_spelling_of_an_include_directory(options: list[str], include_dirs: list[str]) -> None:
+    """``-I`` in options and ``include_dirs`` alike, in every spelling a compiler takes."""
+    assert "/x" in kc.include_search(options, include_dirs).dirs
+
+
+def test_pre_included_files_are_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "pre.h").write_text('#include "more.h"\n')
+    (tmp_path / "inc" / "more.h").write_text("#define M 1\n")
+    for opts in (["-include", "pre.h", "-Iinc"], ["--pre-include=pre.h", "-Iinc"]):
+        deps = kc.scan_dependencies(b"__kernel void k() {}", opts)
+        assert deps is not None
+        assert {Path(f[0]).name for f in deps["files"]} == {"pre.h", "more.h"}, deps
+
+
+def _stat_ns(p: Path) -> tuple[int, int]:
+    st = p.stat()
+    return st.st_atime_ns, st.st_mtime_ns
+
+
+def test_dependencies_are_what_the_compile_may_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """scan_dependencies follows includes transitively through every candidate directory (the includer's, the
+    cwd, each search directory); dependencies_unchanged notices an edit (even one that keeps size and mtime), a
+    removed file, and a new file that would shadow another; a touch or an unrelated file is no change."""
+    work, one, two = tmp_path / "work", tmp_path / "one", tmp_path / "two"
+    for d in (work, one, two, one / "sub"):
+        d.mkdir()
+    monkeypatch.chdir(work)
+    (one / "top.h").write_text('#include "sub/mid.h"\n#if 0\n#include "never.h"\n#endif\n')
+    (one / "sub" / "mid.h").write_text('#include "near.h"\n#include <far.h>\n')  # near.h: beside mid.h
+    (one / "sub" / "near.h").write_text("#define NEAR 1\n")
+    (two / "far.h").write_text("#define FAR 1\n")
+    (two / "unrelated.h").write_text("")
+    src = b'#include "top.h"\n__kernel void k() {}'
+    deps = kc.scan_dependencies(src, ["-I", str(one)], [str(two)])
+    assert deps is not None
+    assert sorted(Path(f[0]).name for f in deps["files"]) == ["far.h", "mid.h", "near.h", "top.h"]
+    assert str(one / "far.h") in deps["absent"]  # searched before two/far.h: must stay absent
+    assert str(work / "never.h") in deps["absent"]  # in an #if 0: conservative, followed anyway
+    assert kc.dependencies_unchanged(deps)
+    os.utime(two / "far.h")  # a touch: rehashed, unchanged
+    (two / "unrelated.h").write_text("#define X 1\n")
+    assert kc.dependencies_unchanged(deps)
+
+    def edited(path: Path, text: str) -> bool:
+        before = path.read_text(), _stat_ns(path)
+        path.write_text(text)
+        os.utime(path, ns=before[1])  # the same size and mtime: only the content (and ctime) tell
+        result = kc.dependencies_unchanged(deps)
+        path.write_text(before[0])
+        os.utime(path, ns=before[1])
+        return result
+
+    assert not edited(one / "sub" / "near.h", "#define NEAR 2\n")
+    assert not edited(two / "far.h", "#define FAR 3\n")
+    assert not edited(one / "top.h", (one / "top.h").read_text().replace("sub", "SUB"))
+    assert kc.dependencies_unchanged(deps)
+    (one / "far.h").write_text("#define FAR 9\n")  # now found first: shadows two/far.h
+    assert not kc.dependencies_unchanged(deps)
+    (one / "far.h").unlink()
+    (work / "top.h").write_text("")  # the cwd comes before -I for "top.h"
+    assert not kc.dependencies_unchanged(deps)
+    (work / "top.h").unlink()
+    (one / "sub" / "near.h").unlink()
+    assert not kc.dependencies_unchanged(deps)
+    assert not kc.dependencies_unchanged(None) and not kc.dependencies_unchanged({"files": 3})
+
+
+def test_an_old_file_is_trusted_by_its_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file last changed well before the scan is not read at a hit: one stat per file."""
+    monkeypatch.chdir(tmp_path)
+    h = tmp_path / "old.h"
+    h.write_text("#define OLD 1\n")
+    os.utime(h, ns=(10**18, 10**18))  # mtime long ago (the ctime is now: stat-trusted only when both are old)
+    deps = kc.scan_dependencies(b'#include "old.h"\n')
+    assert deps is not None
+    deps["at"] += 10 * 10**9  # as if scanned 10 s later
+    opened: list[str] = []
+    real_open = open
+
+    def spy(path: Any, *a: Any, **k: Any) -> Any:
+        opened.append(str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr("builtins.open", spy)
+    assert kc.dependencies_unchanged(deps) and opened == []
+
+
+@pytest.mark.parametrize("text", ["#include MACRO_HEADER\n", "#  include\n", "#if __has_include(MACRO)\n#endif\n"])
+def test_a_computed_include_is_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """What a computed #include reads cannot be known here: no dependencies (the backend does not cache it),
+    also when the computed include is in a header."""
+    monkeypatch.chdir(tmp_path)
+    assert kc.scan_dependencies(text.encode()) is None
+    (tmp_path / "h.h").write_text(text)
+    assert kc.scan_dependencies(b'#include "h.h"\n') is None
+    c = kc.KernelCache(tmp_path / "c")
+    key = "ef" * 32
+    assert c.put_entry(key, {}, b"old", {"at": 0, "files": [], "absent": []})
+    assert not c.put_entry(key, {}, b"new", None) and c.get(key) is None  # the older entry is removed too
+
+
+def test_the_key_and_the_scan_walk_no_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """include_dirs=['/usr'] used to be walked and stat'ed file by file at every load, hit or miss."""
+    calls: list[str] = []
+
+    def refuse(*a: Any, **k: Any) -> list[Any]:
+        calls.append(str(a[:1]))
+        return []
+
+    for name in ("walk", "scandir", "listdir"):
+        monkeypatch.setattr(os, name, refuse)
+    monkeypatch.chdir(tmp_path)
+    args = {**KEY_ARGS, "source": b'#include <stdio.h>\n', "include_dirs": ["/usr", "/usr/include"]}
+    kc.cache_key(**args)
+    kc.scan_dependencies(args["source"], args["options"], args["include_dirs"])
+    assert calls == []
 
 
 # ------------------------------------------------------------------------------------------------ entries
@@ -329,6 +455,93 @@ def test_opencl_include_dirs_reach_the_compiler(cache_dir: Path, cl_dev: Any, tm
 
 
 @needs_opencl
+@pytest.mark.parametrize("spelling", ["-I<dir>", "-I <dir>", "-I,<dir>", "include_dirs"])
+def test_opencl_an_edited_header_is_recompiled(cache_dir: Path, cl_dev: Any, tmp_path: Path, spelling: str) -> None:
+    """Issue 23 item 7: a header found through -I in options (one option or two) or include_dirs, also one it
+    includes in turn, edited (same size and mtime: only the content tells): the next load compiles afresh and runs
+    the new code, then the one after is a hit again."""
+    inc = tmp_path / "inc"
+    (inc / "sub").mkdir(parents=True)
+    (inc / "scale.h").write_text('#include "sub/offset.h"\n#define SCALE 4\n')
+    offset = inc / "sub" / "offset.h"
+    offset.write_text("#define OFFSET 1\n")
+    src = '#include "scale.h"\n' + SCALED
+    kw: dict[str, Any] = ({"include_dirs": [inc]} if spelling == "include_dirs" else
+                          {"options": spelling.replace("<dir>", str(inc)).split(",")})
+    m = cl_dev.load_module(src, **kw)
+    assert m.from_cache is False and (_run_scaled(cl_dev, m) == 4 * np.arange(32) + 1).all()
+    assert cl_dev.load_module(src, **kw).from_cache is True
+    for path, old, new, want in [(inc / "scale.h", "SCALE 4", "SCALE 6", 6 * np.arange(32) + 1),
+                                 (offset, "OFFSET 1", "OFFSET 7", 6 * np.arange(32) + 7)]:
+        times = _stat_ns(path)
+        path.write_text(path.read_text().replace(old, new))
+        os.utime(path, ns=times)
+        m = cl_dev.load_module(src, **kw)
+        assert m.from_cache is False, f"{path.name} edited: the stale binary was loaded"
+        assert (_run_scaled(cl_dev, m) == want).all()
+        m = cl_dev.load_module(src, **kw)
+        assert m.from_cache is True and (_run_scaled(cl_dev, m) == want).all()
+
+
+@needs_opencl
+def test_opencl_a_header_that_now_shadows_another_is_recompiled(cache_dir: Path, cl_dev: Any, tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (second / "scale.h").write_text("#define SCALE 2\n#define OFFSET 0\n")
+    src = '#include "scale.h"\n' + SCALED
+    kw: dict[str, Any] = {"options": [f"-I{first}"], "include_dirs": [second]}
+    assert (_run_scaled(cl_dev, cl_dev.load_module(src, **kw)) == 2 * np.arange(32)).all()
+    (first / "scale.h").write_text("#define SCALE 3\n#define OFFSET 0\n")  # found first from now on
+    m = cl_dev.load_module(src, **kw)
+    assert m.from_cache is False and (_run_scaled(cl_dev, m) == 3 * np.arange(32)).all()
+
+
+def _big_tree(root: Path, n: int = 3000) -> Path:
+    for i in range(n):
+        d = root / f"d{i % 30}" / f"e{i % 7}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.h").write_bytes(b"")
+    return root
+
+
+@pytest.fixture
+def no_walk(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """os.walk/scandir/listdir spied on: the paths they were called with (the cache directory's own scandir, for
+    eviction, is allowed)."""
+    calls: list[str] = []
+    for name in ("walk", "scandir", "listdir"):
+        real = getattr(os, name)
+
+        def spy(path: Any = ".", *a: Any, _real: Any = real, **k: Any) -> Any:
+            calls.append(os.fspath(path) if not isinstance(path, int) else str(path))
+            return _real(path, *a, **k)
+
+        monkeypatch.setattr(os, name, spy)
+    return calls
+
+
+@needs_opencl
+def test_opencl_a_load_walks_no_include_directory(cache_dir: Path, cl_dev: Any, tmp_path: Path,
+                                                  no_walk: list[str]) -> None:
+    """Issue 23 item 7: include_dirs were walked and stat'ed file by file at every load (hit or miss: 1.5-2.7 s
+    with /usr).  Now neither the key nor the hit's check lists a directory: the hit stats the recorded headers."""
+    big = _big_tree(tmp_path / "big")
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "scale.h").write_text("#define SCALE 5\n#define OFFSET 2\n")
+    src = '#include "scale.h"\n' + SCALED
+    kw: dict[str, Any] = {"include_dirs": [big, "/usr"], "options": [f"-I{inc}"]}
+    no_walk.clear()
+    m = cl_dev.load_module(src, **kw)
+    assert m.from_cache is False and (_run_scaled(cl_dev, m) == 5 * np.arange(32) + 2).all()
+    warm = cl_dev.load_module(src, **kw)
+    assert warm.from_cache is True and (_run_scaled(cl_dev, warm) == 5 * np.arange(32) + 2).all()
+    walked = [p for p in no_walk if not p.startswith(str(cache_dir))]
+    assert walked == [], walked[:10]
+
+
+@needs_opencl
 def test_opencl_refused_option_is_compile_failed_with_the_log(cache_dir: Path, cl_dev: Any) -> None:
     with pytest.raises(Error) as info:
         cl_dev.load_module(SCALED, defines={"SCALE": 1, "OFFSET": 0}, options=["-no-such-option-here"])
@@ -381,6 +594,11 @@ def test_nvrtc_options_defines_includes_and_name_expressions(stub_kc: Callable[.
 def test_nvrtc_cache_cold_then_warm_across_processes(stub_kc: Callable[..., int]) -> None:
     assert stub_kc("cache", "cold") == 2
     assert stub_kc("cache", "warm") == 4
+
+
+def test_nvrtc_an_edited_header_is_recompiled_and_a_warm_load_walks_nothing(stub_kc: Callable[..., int]) -> None:
+    """Issue 23 item 7 on NVRTC (gpu.py, shared with hipRTC): headers under -I (three spellings) and include_dirs."""
+    assert stub_kc("deps") == 3 * 6 + 2
 
 
 # ------------------------------------------------------------------------------------------------ no options

@@ -1,13 +1,27 @@
 """A content-addressed, size-bounded on-disk cache of compiled device code (``Device.load_module``'s).
 
-The key is the sha256 of everything the compiled artifact depends on that the runtime can see: the backend,
-the source, the compile options (``-D`` and ``-I`` included), the include directories' files (each file's
-path, size and modification time: an edited header changes the key), the compiler's version and the device
-(architecture, name, driver version).  Headers reached outside ``include_dirs`` (system headers, paths
-given inside raw ``options``) are not hashed: change the source or the options to see their edits.
+The key is the sha256 of what the compile is given: the backend, the source, the compile options, the
+include search path (``include_dirs`` and the ``-I``/``-isystem``/... directories found in ``options``, made
+absolute; the current directory too when the source may include files: NVRTC and PoCL search it), the
+compiler's version and the device (architecture, name, driver version).  The key walks no directory.
+
+What the compiler *read* besides the source (headers) is recorded with each entry instead, and checked on
+each hit: :func:`scan_dependencies` follows the ``#include``/``#include_next``/``#import``/``#embed``
+directives and ``__has_include`` tests of the source (and of ``-include``/``--pre-include`` files),
+transitively, through every candidate a compiler could open: the including file's directory, the current
+directory and each search directory.  It records each file found (path, size, mtime, ctime, inode and sha256)
+and each candidate that does not exist.  A hit stats only those paths: an entry whose file changed (its
+sha256 differs; a changed stat alone only makes it rehash that file) or whose missing candidate now exists
+(a header that would now shadow another) is stale: a miss, compiled afresh and rewritten.  Neither NVRTC
+(13.x has no dependency output) nor OpenCL report what they read, so the scan is conservative: it follows
+every directive, including those in ``#if`` branches the compiler skips and in comments (more files than
+needed, never fewer).  A source (or header) with a computed ``#include MACRO`` cannot be scanned: it is
+compiled every time, not cached.  Headers not found in those directories (the compiler's own: NVRTC's
+builtins, OpenCL's) are part of the compiler, keyed by its version.
 
 The value is the backend's artifact (NVRTC: the PTX or cubin that loaded, with the lowered names of the
-name expressions; OpenCL: the program binary of ``CL_PROGRAM_BINARIES``).  Each entry is one file
+name expressions; OpenCL: the program binary of ``CL_PROGRAM_BINARIES``), behind a small JSON record
+(:func:`pack`) that holds the dependencies.  Each entry is one file
 ``<key>.bin``: a header (magic, payload length, payload sha256) and the payload.  A reader verifies the
 header; a truncated or corrupt entry is deleted and reported as a miss (so recompiled), never trusted.
 Writers write a temporary file in the same directory, ``fsync`` it and ``os.replace`` it into place, so
@@ -27,9 +41,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shlex
+import stat
 import struct
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -69,42 +87,187 @@ def _max_bytes_from_env() -> int:
         return DEFAULT_MAX_BYTES
 
 
-def include_signature(include_dirs: Iterable[str]) -> list[list[Any]]:
-    """What the key takes of each include directory: its path and, per file under it (sorted), the relative
-    path, size and modification time (ns).  A missing directory counts by its path alone."""
-    out: list[list[Any]] = []
-    for d in include_dirs:
-        files: list[list[Any]] = []
-        for root, dirs, names in os.walk(d):
-            dirs.sort()
-            for n in sorted(names):
-                p = os.path.join(root, n)
-                try:
-                    st = os.stat(p)
-                except OSError:
-                    continue
-                files.append([os.path.relpath(p, d), st.st_size, st.st_mtime_ns])
-        out.append([os.path.abspath(d), files])
+# ------------------------------------------------------------------------------------------ include search path
+
+# flags that add a directory to the search path (each as -Xdir, -X dir, -X=dir; the long ones as --x=dir, --x dir):
+# clang's/PoCL's and NVRTC's (--include-path, --system-include, --use-bundled-headers: dir and dir/cccl)
+_DIR_FLAGS = ("-I", "-isystem", "-iquote", "-idirafter", "--include-path", "--system-include", "--use-bundled-headers")
+# flags that name a file read before the source
+_FILE_FLAGS = ("-include", "-imacros", "--pre-include")
+
+
+@dataclass(frozen=True)
+class IncludeSearch:
+    """Where a compile may look for files: ``dirs`` (absolute, in order, no repeats: ``-I``-style directories of
+    ``options``, then ``include_dirs``) and ``pre_includes`` (files named by ``-include``/``--pre-include``)."""
+
+    dirs: tuple[str, ...] = ()
+    pre_includes: tuple[str, ...] = ()
+
+
+def _flag_values(tokens: list[str], flags: tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for i, t in enumerate(tokens):
+        for f in flags:
+            if t == f:
+                if i + 1 < len(tokens):
+                    out.append((f, tokens[i + 1]))
+            elif t.startswith(f + "="):
+                out.append((f, t[len(f) + 1:]))
+            elif not f.startswith("--") and t.startswith(f) and not any(
+                    t.startswith(g) for g in (*_DIR_FLAGS, *_FILE_FLAGS) if len(g) > len(f)):
+                out.append((f, t[len(f):]))
     return out
+
+
+def include_search(options: Iterable[str] = (), include_dirs: Iterable[str] = ()) -> IncludeSearch:
+    """The search path of a compile with ``options`` and ``include_dirs``.  ``-I dir`` as one option or two, with
+    ``=``, quoted or not, and ``-isystem``/``-iquote``/``-idirafter``/``--include-path``/``--system-include``
+    alike (every reading of an option is taken: a superset).  Relative directories are made absolute against
+    the current directory, as the compiler sees them."""
+    opts = list(options)
+    readings = [opts, [t for o in opts for t in o.split()]]
+    try:
+        readings.append([t for o in opts for t in shlex.split(o)])
+    except ValueError:  # an unbalanced quote: the other readings stand
+        pass
+    dirs: list[str] = []
+    pre: list[str] = []
+    for tokens in readings:
+        for flag, value in _flag_values(tokens, _DIR_FLAGS):
+            if value:
+                dirs.append(os.path.abspath(value))
+                if flag == "--use-bundled-headers":
+                    dirs.append(os.path.join(os.path.abspath(value), "cccl"))
+        pre += [value for _, value in _flag_values(tokens, _FILE_FLAGS) if value]
+    dirs += [os.path.abspath(d) for d in include_dirs]
+    return IncludeSearch(tuple(dict.fromkeys(dirs)), tuple(dict.fromkeys(pre)))
+
+
+def _may_read_files(source: bytes, search: IncludeSearch) -> bool:
+    """Whether the compile may open a file by a relative name (then the current directory is part of the key)."""
+    return bool(search.pre_includes) or b"include" in source or b"import" in source or b"embed" in source
+
+
+# ------------------------------------------------------------------------------------------ dependencies
+
+_DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(?:include_next|include|import|embed)\b[ \t]*([^\r\n]*)", re.M)
+_HAS_INCLUDE = re.compile(rb"__has_(?:include_next|include|embed)\s*\(\s*([^\r\n]*)")
+_MAX_FILES = 20_000
+_MAX_BYTES = 256 << 20
+# a file whose mtime or ctime is this close to the scan may be written again within the same timestamp tick
+# without its stat changing (FAT: 2 s): its stat is not trusted, it is rehashed at each hit
+_RACY_NS = 3_000_000_000
+
+
+class _Unscannable(Exception):
+    """A computed #include (or too many files): what the compiler reads cannot be known here."""
+
+
+def _referenced(text: bytes) -> list[bytes]:
+    """The names ``text`` includes (``"x"`` and ``<x>`` alike, as written); raises :class:`_Unscannable` for a
+    computed one."""
+    names = []
+    for rx in (_DIRECTIVE, _HAS_INCLUDE):
+        for m in rx.finditer(text):
+            arg = m.group(1)
+            close = {b'"'[0]: b'"', b"<"[0]: b">"}.get(arg[0]) if arg else None
+            end = arg.find(close, 1) if close else -1
+            if end < 1:
+                raise _Unscannable(arg[:80].decode("utf-8", "replace"))
+            names.append(arg[1:end])
+    return names
+
+
+def scan_dependencies(source: bytes, options: Iterable[str] = (), include_dirs: Iterable[str] = ()
+                      ) -> dict[str, Any] | None:
+    """What a compile of ``source`` with ``options`` and ``include_dirs`` may read, for :func:`dependencies_unchanged`
+    (see the module's doc): ``{"at": ns, "files": [[path, size, mtime_ns, ctime_ns, ino, sha256], ...],
+    "absent": [path, ...]}``; None when it cannot be known (a computed ``#include``: do not cache).  Run it
+    *before* compiling: a header edited in between then reads as changed at the next hit (a recompile), never
+    as current."""
+    search = include_search(options, include_dirs)
+    cwd = os.getcwd()
+    at = time.time_ns()
+    files: dict[str, list[Any]] = {}
+    absent: set[str] = set()
+    total = 0
+    todo: list[tuple[str, str]] = [(cwd, n) for n in search.pre_includes]
+    try:
+        todo += [(cwd, n.decode("utf-8", "surrogateescape")) for n in _referenced(source)]
+        while todo:
+            here, name = todo.pop()
+            for cand in dict.fromkeys(os.path.join(d, name) for d in (here, cwd, *search.dirs)):
+                if cand in files or cand in absent:
+                    continue
+                try:
+                    if not stat.S_ISREG(os.stat(cand).st_mode):  # a directory (or a FIFO: open would block)
+                        raise IsADirectoryError(cand)
+                    with open(cand, "rb") as f:
+                        st = os.fstat(f.fileno())
+                        data = f.read()
+                except OSError:
+                    absent.add(cand)
+                    continue
+                total += len(data)
+                if len(files) >= _MAX_FILES or total > _MAX_BYTES:
+                    raise _Unscannable("too many included files")
+                files[cand] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, hashlib.sha256(data).hexdigest()]
+                todo += [(os.path.dirname(cand), n.decode("utf-8", "surrogateescape")) for n in _referenced(data)]
+    except _Unscannable:
+        return None
+    return {"at": at, "files": [[p, *v] for p, v in sorted(files.items())], "absent": sorted(absent)}
+
+
+def dependencies_unchanged(deps: Any) -> bool:
+    """Whether every file of ``deps`` (:func:`scan_dependencies`) holds what it held, and every absent candidate
+    is still absent.  Stats each path; reads a file only when its stat differs or is too recent to trust."""
+    try:
+        at = int(deps["at"])
+        for p in deps["absent"]:
+            if os.path.isfile(p):
+                return False
+        for p, size, mtime, ctime, ino, digest in deps["files"]:
+            try:
+                st = os.stat(p)
+            except OSError:
+                return False
+            if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) == (size, mtime, ctime, ino) and \
+                    max(mtime, ctime) < at - _RACY_NS:
+                continue
+            if st.st_size != size or not stat.S_ISREG(st.st_mode):
+                return False
+            try:
+                with open(p, "rb") as f:
+                    if hashlib.sha256(f.read()).hexdigest() != digest:
+                        return False
+            except OSError:
+                return False
+    except (KeyError, TypeError, ValueError):  # not a record of this format
+        return False
+    return True
 
 
 def cache_key(*, backend: str, source: bytes, options: Iterable[str] = (), defines: Mapping[str, str | None]
               | None = None, include_dirs: Iterable[str] = (), name_expressions: Iterable[str] = (),
               compiler: str = "", device: str = "", extra: str = "") -> str:
-    """The sha256 (hex) of everything a compiled artifact depends on.  ``compiler``: the compiler's version;
-    ``device``: architecture, name and driver version, as one string; ``extra``: anything else the backend
-    adds (its fixed options)."""
+    """The sha256 (hex) of what a compile is given (see the module's doc: headers are not in it, they are checked
+    at each hit).  ``compiler``: the compiler's version; ``device``: architecture, name and driver version, as
+    one string; ``extra``: anything else the backend adds (its fixed options)."""
+    options = list(options)
+    search = include_search(options, include_dirs)
     doc = {
         "backend": backend,
         "source": hashlib.sha256(source).hexdigest(),
-        "options": list(options),
+        "options": options,
         "defines": sorted((defines or {}).items()),
-        "include": include_signature(include_dirs),
+        "search": list(search.dirs),
+        "cwd": os.getcwd() if _may_read_files(source, search) else None,
         "names": list(name_expressions),
         "compiler": compiler,
         "device": device,
         "extra": extra,
-        "format": 1,
+        "format": 2,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -116,6 +279,7 @@ class CacheStats:
     hits: int = 0
     misses: int = 0
     corrupt: int = 0  # entries found damaged (deleted, counted as misses too)
+    stale: int = 0  # entries whose recorded headers changed (counted as misses too; rewritten by the compile)
     writes: int = 0
     evicted: int = 0
 
@@ -187,6 +351,34 @@ class KernelCache:
         self.stats.writes += 1
         self.evict(keep=p)
         return True
+
+    def get_entry(self, key: str) -> tuple[dict[str, Any], bytes] | None:
+        """A :func:`pack`-ed entry whose recorded dependencies (``meta["deps"]``) are unchanged, as (meta, payload);
+        None for a miss: absent, corrupt, not a packed entry, or stale (a header it read changed)."""
+        data = self.get(key)
+        entry = unpack(data) if data is not None else None
+        if data is None:
+            return None
+        if entry is None or not dependencies_unchanged(entry[0].get("deps")):
+            self.stats.hits -= 1
+            self.stats.misses += 1
+            self.stats.stale += 1
+            return None
+        return entry
+
+    def put_entry(self, key: str, meta: Mapping[str, Any], payload: bytes, deps: dict[str, Any] | None) -> bool:
+        """Store ``payload`` with ``meta`` and ``deps`` (:func:`scan_dependencies`, made before the compile); with
+        ``deps`` None (what the compile reads cannot be known) nothing is stored and an older entry is removed."""
+        if deps is None:
+            self.discard(key)
+            return False
+        return self.put(key, pack({**meta, "deps": deps}, payload))
+
+    def discard(self, key: str) -> None:
+        try:
+            self.path(key).unlink()
+        except OSError:
+            pass
 
     def entries(self) -> list[tuple[Path, int, int]]:
         """(path, size, mtime_ns) of every entry, oldest first."""

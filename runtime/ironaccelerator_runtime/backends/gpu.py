@@ -1254,8 +1254,9 @@ class GpuDevice(Device):
         """A code object, or source compiled by the vendor's runtime compiler (see :meth:`Device.load_module`):
         ``options`` + ``-D`` + ``-I`` flags; ``name_expressions`` lowered so ``kernel("f<float>")`` works; the
         image that loaded (PTX, else cubin) kept in the kernel cache under the source, options, compiler
-        version, architecture, device name and driver version.  Options given with a code object (nothing
-        to compile) are ``UNSUPPORTED``."""
+        version, architecture, device name and driver version, with the headers the compile read (checked at
+        each hit: an edited header, found through ``include_dirs`` or a ``-I`` option, recompiles).  Options
+        given with a code object (nothing to compile) are ``UNSUPPORTED``."""
         backend, formats = self.api.name, self.api.tables.module_formats
         opts = compile_options(options, defines, include_dirs, name_expressions, backend)
         self._check_open("Device.load_module")
@@ -1295,8 +1296,7 @@ class GpuDevice(Device):
             key = kernel_cache.cache_key(backend=self.api.name, source=source, options=opts.options,
                                          defines=dict(opts.defines), include_dirs=opts.include_dirs,
                                          name_expressions=names, device=self._cache_identity())
-            hit = store.get(key)
-            entry = kernel_cache.unpack(hit) if hit is not None else None
+            entry = store.get_entry(key)  # None too when a header it read changed since
             if entry is not None:
                 meta, image = entry
                 lowered = meta.get("lowered")
@@ -1309,6 +1309,8 @@ class GpuDevice(Device):
                         module.lowered_names = {str(k): str(v) for k, v in lowered.items()}
                         module.from_cache = True
                         return module
+        # what the compile may read besides the source, recorded before it compiles (kernel_cache.scan_dependencies)
+        deps = kernel_cache.scan_dependencies(source, opts.options, opts.include_dirs) if key is not None else None
         arch = self.arch.replace(".", "")
         image, lowered = compile_program(self.api, source, f"compute_{arch}", flags, name_expressions=names)
         try:
@@ -1321,7 +1323,7 @@ class GpuDevice(Device):
             module = self.module_class(self, image)
         module.lowered_names = lowered
         if store is not None and key is not None:
-            store.put(key, kernel_cache.pack({"lowered": lowered}, image))
+            store.put_entry(key, {"lowered": lowered}, image, deps)
         return module
 
     def synchronize(self) -> None:

@@ -362,8 +362,9 @@ class OpenCLDevice(Device):
                     name_expressions: Sequence[str] = (), cache: bool = True) -> OpenCLModule:
         """OpenCL C source -> a built program (see :meth:`Device.load_module`): ``options``, ``defines`` and
         ``include_dirs`` go into ``clBuildProgram``'s option string (after ``-cl-kernel-arg-info``); the program
-        binary (``CL_PROGRAM_BINARIES``) is kept in the kernel cache and reloaded with
-        ``clCreateProgramWithBinary``.  ``name_expressions`` are ``UNSUPPORTED`` (OpenCL C has no templates)."""
+        binary (``CL_PROGRAM_BINARIES``) is kept in the kernel cache, with the headers the build read (checked at
+        each hit: an edited header, found through ``include_dirs`` or a ``-I`` option, rebuilds), and reloaded
+        with ``clCreateProgramWithBinary``.  ``name_expressions`` are ``UNSUPPORTED`` (OpenCL C has no templates)."""
         opts = compile_options(options, defines, include_dirs, name_expressions, _KIND)
         if opts.name_expressions:
             raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: name_expressions are not supported by the OpenCL "
@@ -668,15 +669,17 @@ class OpenCLModule(Module):
             key = kernel_cache.cache_key(backend="OPENCL", source=src, options=opts.options,
                                          defines=dict(opts.defines), include_dirs=opts.include_dirs,
                                          device=device._cache_identity(), extra=_BUILD_OPTIONS.decode())
-            binary = store.get(key)
-            if binary is not None and self._from_binary(binary, options):
+            entry = store.get_entry(key)  # None too when a header it read changed since
+            if entry is not None and self._from_binary(entry[1], options):
                 self.from_cache = True
                 return
+        # what the build may read besides the source, recorded before it builds (kernel_cache.scan_dependencies)
+        deps = kernel_cache.scan_dependencies(src, opts.options, opts.include_dirs) if key is not None else None
         self._from_source(src, options)
         if store is not None and key is not None:
             binary = self._binary()
             if binary:
-                store.put(key, binary)
+                store.put_entry(key, {}, binary, deps)
 
     def _adopt(self, prog: Any) -> None:
         self.program = prog
