@@ -192,7 +192,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     if problems:
         raise UserError(problems)
     env = environment()
-    files = render_package(env, core, (sp.vendor.value for sp in specs))
+    files = render_package(env, core, (sp.vendor.value for sp in specs), {b.vendor: b.class_prefix for b in backends})
     for lib in libraries:
         files.update(render_library(env, lib))
     for olib in objc_libraries:

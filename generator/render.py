@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jinja2
@@ -116,11 +116,19 @@ def banner_text(source: str) -> str:
             "Do not edit: change the spec and run `make generate`.")
 
 
-def render_package(env: jinja2.Environment, core: CoreSpec, vendors: Iterable[str]) -> dict[str, str]:
+# the trait classes a backend's module defines, exported by its vendor package as <class_prefix><trait>
+BACKEND_CLASSES = ("Backend", "Device", "Allocation", "Stream", "Event", "Module", "Kernel")
+
+
+def render_package(env: jinja2.Environment, core: CoreSpec, vendors: Iterable[str],
+                   backends: Mapping[str, str] | None = None) -> dict[str, str]:
     """The package-level files (errors, runtime, package __init__s).
 
     ``vendors``: every vendor with a library spec, whether or not its SDK was found this run, so that a
-    machine without (say) the HIP headers renders the same package files as one with them."""
+    machine without (say) the HIP headers renders the same package files as one with them.  ``backends``: vendor
+    -> class prefix of each backend spec; its vendor package exports the backend's classes (imported from
+    ``_backend`` on first use, so that importing one library does not load the backend)."""
+    backends = backends or {}
     banner = "# " + banner_text(core.path)
     out = {
         "ironaccelerator/__init__.py": env.get_template("package/__init__.py.j2").render(banner=banner, version=__version__,
@@ -128,8 +136,13 @@ def render_package(env: jinja2.Environment, core: CoreSpec, vendors: Iterable[st
         "ironaccelerator/py.typed": "",
         "ironaccelerator/backends/__init__.py": f'{banner}\n"""Vendor backends: ``ironaccelerator.backends.<vendor>.<library>``."""\n',
     }
-    for vendor in sorted(set(vendors)):
-        out[f"ironaccelerator/backends/{vendor}/__init__.py"] = f'{banner}\n"""The {vendor} vendor libraries."""\n'
+    for vendor in sorted(set(vendors) | set(backends)):
+        prefix = backends.get(vendor)
+        if prefix is None:
+            out[f"ironaccelerator/backends/{vendor}/__init__.py"] = f'{banner}\n"""The {vendor} vendor libraries."""\n'
+            continue
+        out[f"ironaccelerator/backends/{vendor}/__init__.py"] = env.get_template("package/vendor.py.j2").render(
+            banner=banner, vendor=vendor, classes=[prefix + c for c in BACKEND_CLASSES])
     return out
 
 

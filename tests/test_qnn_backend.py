@@ -26,6 +26,8 @@ if not q.has("QnnBackend_create"):
     pytest.skip("libQnnHtp.so not found (pip install --no-deps onnxruntime-qnn)", allow_module_level=True)
 
 import qnn_graphs as G  # noqa: E402
+from ironaccelerator import Backend  # noqa: E402
+from ironaccelerator.backends.qnn import QnnBackend, QnnDevice  # noqa: E402
 from ironaccelerator.backends.qnn import _backend as qb  # noqa: E402
 from ironaccelerator_runtime.backends.qnn import check_config_layout  # noqa: E402
 
@@ -164,6 +166,33 @@ def test_arch_selection_reaches_the_binary(how: Any) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
     assert "NAME Qualcomm HTP v75" in r.stdout and " True" in r.stdout, r.stdout
     assert "BINARY 57 75 SM8650" in r.stdout, r.stdout
+
+
+def open_v75(backend: Backend) -> QnnDevice:
+    """The README's typed form (issue 23 item 10: ``backend.open(0, arch=75)`` failed ``mypy --strict`` and the
+    backend classes were importable only from private modules): the public class, narrowed, takes the HTP
+    options.  ``mypy --strict tests`` (test_types.py) checks these lines; the test below runs them."""
+    assert isinstance(backend, QnnBackend)
+    return backend.open(0, arch=75)
+
+
+def test_backend_classes_are_public_and_open_is_typed() -> None:
+    from ironaccelerator.backends import qnn as public
+
+    backend = BackendRegistry.default().get(BackendKind.QNN)
+    assert isinstance(backend, QnnBackend) and type(backend) is qb.QnnBackend
+    assert public.__all__ == [f"Qnn{c}" for c in ("Backend", "Device", "Allocation", "Stream", "Event", "Module",
+                                                   "Kernel")]
+    for name in public.__all__:
+        assert getattr(public, name) is getattr(qb, name)
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "import test_qnn_backend as t\n"
+            "from ironaccelerator import BackendRegistry, BackendKind\n"
+            "d = t.open_v75(BackendRegistry.default().get(BackendKind.QNN))\n"
+            "print('NAME', d.descriptor.name, type(d).__name__)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "NAME Qualcomm HTP v75" in r.stdout and "QnnDevice" in r.stdout, r.stdout
 
 
 def test_default_device_binary_reports_no_selection(device: Any) -> None:
