@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT
 
-BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+BLOCKS: list[str] = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
 
 
 def _block(containing: str) -> str:
