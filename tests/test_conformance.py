@@ -941,6 +941,43 @@ def test_typed_views_to_numpy_and_back(device: Device, stream: Stream) -> None:
     assert kind_of(ei) is ErrorKind.INVALID_VALUE and "read-only" in str(ei.value)
 
 
+def test_dlpack_refused_capsules_surface_the_consumer_error_and_are_deleted_once(device: Device) -> None:
+    """A consumer that refuses a capsule (``np.from_dlpack`` of a bf16 view; a consumer that raises with the
+    capsule in hand, versioned or legacy) raises its own error, never ``SystemError: ... returned NULL without
+    setting an exception``; each refused capsule's deleter runs exactly once, and ``free()`` works after.
+    Refusals of ``__dlpack__`` itself (``copy=True``, another ``dl_device``) make no capsule."""
+    from ironaccelerator_runtime import dlpack
+
+    backend = device.descriptor.backend
+    kinds = HOST_VIEWS.get(backend, set()) - MAPPED_VIEWS.get(backend, set())
+    assert kinds, f"{backend.name} exports DLPack from no memory kind"
+    for kind in sorted(kinds, key=lambda k: k.name):
+        a = device.alloc(4096, kind)
+        deleted, live = dlpack.EXPORTER.deleted, len(dlpack.EXPORTER.live)
+        with pytest.raises(Exception) as ei:
+            np.from_dlpack(a.view(DType.BF16, 16))  # numpy has no bfloat16
+        assert not isinstance(ei.value, SystemError), ei.value
+        assert "dtype" in str(ei.value), ei.value  # numpy's own message
+        view = a.view(DType.F32, (4, 4), strides=(8, 2))
+
+        def refuse(capsule: Any) -> None:
+            raise BufferError("refused by the consumer")
+
+        for max_version in ((1, 0), None):
+            with pytest.raises(BufferError, match="refused by the consumer"):
+                refuse(view.__dlpack__(stream=None, max_version=max_version))
+        with pytest.raises(BufferError):
+            view.__dlpack__(max_version=(1, 0), copy=True)
+        with pytest.raises(BufferError):
+            view.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
+        assert np.from_dlpack(view).shape == (4, 4)  # (accepted and dropped: deleted by numpy)
+        del view
+        a.free()  # the refused capsules' views are released: nothing is exported any more
+        assert dlpack.EXPORTER.deleted == deleted + 4  # each capsule exactly once
+        gc.collect()
+        assert dlpack.EXPORTER.deleted == deleted + 4 and len(dlpack.EXPORTER.live) == live
+
+
 def test_round_trip_typed_buffers(device: Device, stream: Stream) -> None:
     """Any buffer-protocol object: float32 2-D arrays, bytes, bytearray, memoryview."""
     x = RNG.standard_normal((257, 33)).astype(np.float32)

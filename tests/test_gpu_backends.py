@@ -1641,6 +1641,26 @@ def test_sim_typed_view_capsules(sim: Any) -> None:
     assert ref() is None and not driver.mem
 
 
+def test_sim_dlpack_device_memory_refused_by_numpy(sim: Any) -> None:
+    """``np.from_dlpack`` of device memory (and of a pinned bf16 view): numpy's own error, never ``SystemError``
+    (a Python capsule destructor run with numpy's exception pending lost it); the capsule is deleted exactly once
+    and ``free()`` works after."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    a, h = dev.alloc(4096), dev.alloc(4096, MemoryKind.HOST_PINNED)
+    deleted = dlpack.EXPORTER.deleted
+    for view in (a.view(DType.F32, 16), h.view(DType.BF16, 16)):
+        with pytest.raises(Exception) as ei:
+            np.from_dlpack(view)
+        assert not isinstance(ei.value, SystemError), ei.value
+    del view
+    a.free()
+    h.free()
+    assert dlpack.EXPORTER.deleted == deleted + 2
+    gc.collect()
+    assert dlpack.EXPORTER.deleted == deleted + 2 and not dlpack.EXPORTER.live and not driver.mem
+
+
 def test_sim_dlpack_stream_handshake(sim: Any) -> None:
     """``__dlpack__(stream=...)``: an event recorded on the producer stream, the consumer's stream waiting on it;
     no device-wide synchronisation (the fallback only where the view names no producer stream)."""

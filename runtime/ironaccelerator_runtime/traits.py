@@ -902,6 +902,9 @@ class Allocation:
 
     def _views_error(self, what: str) -> Error | None:
         """The refusal of freeing while host views are exported (a view would then read freed memory), or None."""
+        from .dlpack import EXPORTER
+
+        EXPORTER.sweep()  # (capsules dropped unconsumed, e.g. refused by their consumer, release their views)
         n = sum(1 for r in self._views or () if r() is not None)
         if not n:
             return None
