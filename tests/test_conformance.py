@@ -1391,6 +1391,43 @@ def test_module_format_vector_add(device: Device, stream: Stream) -> None:
     assert kind_of(ei) is ErrorKind.INVALID_HANDLE
 
 
+def test_callbacks_after_a_failed_launch_and_drain_inside_a_callback(device: Device, stream: Stream) -> None:
+    """A launch that fails raises at the launch; a callback added after it still runs once the work before it is
+    over, nothing is filed under it, and synchronize succeeds (nothing failed on the stream).
+    ``drain_callbacks()`` from a callback of the same stream would wait for itself: RuntimeError (it deadlocked),
+    while draining another stream from a callback works."""
+    n = 1024
+    k, dims, args = _vector_add(device, n)
+    other = device.create_stream()
+    ran: list[str] = []
+    inner: list[BaseException | bool] = []
+    with device.alloc(4 * n) as a, device.alloc(4 * n) as c:
+        dead = device.alloc(4 * n)
+        dead.free()
+        stream.launch(KernelLaunch(k, dims, args(a, a, c)))
+        with pytest.raises(Error) as ei:
+            stream.launch(KernelLaunch(k, dims, args(a, dead, c)))
+        assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+        stream.add_callback(lambda: ran.append("after the failed launch"))
+
+        def drain_self() -> None:
+            try:
+                inner.append(stream.drain_callbacks(timeout=5))  # (before: a deadlock, False after 5 s)
+            except RuntimeError as e:
+                inner.append(e)
+            other.add_callback(lambda: ran.append("other"))
+            inner.append(other.drain_callbacks(timeout=30))  # another stream's: fine
+
+        stream.add_callback(drain_self)
+        assert stream.drain_callbacks(timeout=60)  # (a deadlock: False after 60 s)
+        stream.synchronize()
+        assert ran == ["after the failed launch", "other"], ran
+        assert stream.callback_errors == [] and other.callback_errors == []
+        assert len(inner) == 2 and isinstance(inner[0], RuntimeError) and inner[1] is True, inner
+        assert "callback" in str(inner[0])
+    other.synchronize()
+
+
 def test_module_format_bad_module(device: Device) -> None:
     """A module the backend cannot load: source that does not compile, or a binary that is not one."""
     if MODULE_FORMATS[device.kind] == "source":

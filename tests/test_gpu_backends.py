@@ -789,6 +789,7 @@ class FakeDriver:
         self.waits: list[tuple[int, int]] = []  # (stream, event) of each stream_wait_event
         self.calls: list[str] = []
         self.busy_queries = 0  # how many stream/event queries answer NOT_READY first
+        self.event_failure = 0  # what event_synchronize answers
         self.pool_limit = 1 << 40  # bytes a stream-ordered pool may reserve before it answers out-of-memory
         self.kernels: dict[str, tuple[tuple[int, ...], Callable[[Any, Any, Any], int]]] = {
             "vector_add": ((8, 8, 8, 4), self._vector_add)}
@@ -1009,7 +1010,7 @@ class FakeDriver:
         def event_record(e: Any, s: Any) -> int:
             d.recorded[d.key(e)] = d.key(s)
             d.events[d.key(e)] = float(len(d.calls)); return 0
-        def event_synchronize(e: Any) -> int: return 0
+        def event_synchronize(e: Any) -> int: return d.event_failure  # (a failed kernel before the event: sticky)
         def event_query(e: Any) -> int: return _query()
         def event_elapsed(out: Any, a: Any, b: Any) -> int:
             out[0] = d.events[d.key(b)] - d.events[d.key(a)]; return 0
@@ -1639,6 +1640,33 @@ def test_sim_typed_view_capsules(sim: Any) -> None:
     del cap
     gc.collect()
     assert ref() is None and not driver.mem
+
+
+def test_sim_callback_after_failed_work_runs_and_the_stream_reports_it(sim: Any) -> None:
+    """The wait before a host callback fails (the work before it failed: 700, an illegal address): the callback
+    still runs once, nothing is filed under it, and Stream.synchronize raises the failure, once; draining the
+    stream from its own callback is RuntimeError."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    driver.event_failure = 700
+    ran: list[BaseException | None] = []
+
+    def fn() -> None:
+        try:
+            s.drain_callbacks()
+        except RuntimeError as e:
+            ran.append(e)
+
+    s.add_callback(fn)
+    assert s.drain_callbacks(timeout=30)
+    driver.event_failure = 0
+    assert len(ran) == 1 and isinstance(ran[0], RuntimeError) and s.callback_errors == []
+    with pytest.raises(Error) as ei:
+        s.synchronize()
+    assert "700" in str(ei.value) or "ILLEGAL" in str(ei.value).upper(), str(ei.value)
+    s.synchronize()  # reported once
+    dev.close()
 
 
 def test_sim_dlpack_device_memory_refused_by_numpy(sim: Any) -> None:

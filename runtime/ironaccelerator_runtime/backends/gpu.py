@@ -2277,6 +2277,7 @@ class GpuStream(Stream):
         self.api.check(self.api.stream_synchronize(self.handle), "stream_synchronize")
         self._inflight.release(mark)
         self._last = None
+        self._check_callback_waits("Stream.synchronize")
 
     @contextlib.contextmanager
     def capture(self) -> Iterator[GpuGraph]:

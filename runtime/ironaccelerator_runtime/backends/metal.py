@@ -571,6 +571,12 @@ class MetalEvent(Event):
         a.U.MTLCommandBuffer_waitUntilCompleted(self._cb)
         self.stream._check_failed("Event.synchronize")
 
+    def _wait_for_callback(self) -> None:
+        """Wait until the event's command buffer has completed, failed or not: a failure is the stream's to report
+        (its ``synchronize``), not the host callback's, and is left for it."""
+        self.device._check_open("Stream.add_callback")
+        self.stream._api.U.MTLCommandBuffer_waitUntilCompleted(self._cb)
+
     def gpu_end_time(self) -> float:
         """The command buffer's GPUEndTime (seconds; NOT_READY before it completes)."""
         if not self.query():
@@ -604,6 +610,9 @@ class MetalStream(Stream):
         self._pending: list[Any] = []
         self._untracked = False  # unchecked launches committed since the last fence
         self._reap_at = _PRUNE  # len(_pending) at which _keep next lets go of the completed ones
+        # one reaper at a time: synchronize() and an event's wait on another thread (a host callback's) would
+        # both release the same completed command buffers (an over-release: a freed MTLCommandBuffer messaged)
+        self._reaping = threading.Lock()
         # the last checked launch: (KernelLaunch, its allocations, (kernel, dims, packed arguments))
         self._cache: tuple[Any, list[Any], tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]] | None = None
         self._failed: list[str] = []
@@ -641,19 +650,20 @@ class MetalStream(Stream):
         completes its command buffers in commit order, so the first one not complete ends the scan."""
         a = self._api
         U = a.U
-        pending = self._pending
-        done = 0
-        for cb in pending:
-            if wait:
-                U.MTLCommandBuffer_waitUntilCompleted(cb)
-            status = int(U.MTLCommandBuffer_status(cb))
-            if status < _COMPLETED:
-                break
-            if status == _ERROR:
-                self._failed.append(self._cb_error(cb))
-            a.release(cb)
-            done += 1
-        del pending[:done]
+        with self._reaping:
+            pending = self._pending
+            done = 0
+            for cb in pending:
+                if wait:
+                    U.MTLCommandBuffer_waitUntilCompleted(cb)
+                status = int(U.MTLCommandBuffer_status(cb))
+                if status < _COMPLETED:
+                    break
+                if status == _ERROR:
+                    self._failed.append(self._cb_error(cb))
+                a.release(cb)
+                done += 1
+            del pending[:done]
 
     def _cb_error(self, cb: Any) -> str:
         a = self._api
@@ -672,9 +682,11 @@ class MetalStream(Stream):
     def _check_failed(self, what: str) -> None:
         self._reap(False)
         if self._failed:
-            msgs, self._failed = self._failed, []
-            raise Error(ErrorKind.LAUNCH_FAILED, f"{what}: {len(msgs)} command buffer(s) failed: "
-                        + "; ".join(msgs), backend=_NAME, function=what)
+            with self._reaping:  # (a reaper on another thread appends to it)
+                msgs, self._failed = self._failed, []
+            if msgs:
+                raise Error(ErrorKind.LAUNCH_FAILED, f"{what}: {len(msgs)} command buffer(s) failed: "
+                            + "; ".join(msgs), backend=_NAME, function=what)
 
     def _blit(self, encode: Callable[[Any, Any], None]) -> Any:
         """One command buffer with a blit encoder filled by ``encode(a, encoder)``, committed and kept."""
@@ -936,6 +948,7 @@ class MetalStream(Stream):
         self._fence()
         self._reap(True)
         self._check_failed("Stream.synchronize")
+        self._check_callback_waits("Stream.synchronize")
 
     def query(self) -> bool:
         self._live("Stream.query")

@@ -1004,6 +1004,7 @@ class OpenCLStream(Stream):
             raise self.api.error(code, "clFinish")
         if mark > inflight.base:  # anything to let go
             inflight.release(mark)
+        self._check_callback_waits("Stream.synchronize")
 
     def query(self) -> bool:
         """Whether everything enqueued so far has completed (never True while work is pending)."""

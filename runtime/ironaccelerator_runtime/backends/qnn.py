@@ -978,6 +978,7 @@ class QnnStream(Stream):
         if err is not None:
             self._async_error = None
             raise err
+        self._check_callback_waits("Stream.synchronize")
 
     def query(self) -> bool:
         self.device._check_open("Stream.query")
