@@ -416,6 +416,46 @@ def test_alloc_unchecked_returns_result(device: Device) -> None:
     assert huge.kind in (ErrorKind.OUT_OF_MEMORY, ErrorKind.INVALID_VALUE)
 
 
+BAD_SIZES = [-1, 0, 2**64, 2**70, 1.5, 4.0, "64", b"64", None, True, False, [64]]
+BAD_KINDS = [3, "DEVICE", None, 1.0, BackendKind.CUDA]
+
+
+def test_alloc_unchecked_returns_invalid_value_for_bad_arguments(device: Device) -> None:
+    """``Device.alloc_unchecked`` and ``MemoryPool.alloc_unchecked`` never raise for a bad value: a size that is
+    not an integer >= 1 within size_t, or a kind that is not a MemoryKind, is an INVALID_VALUE Error returned,
+    naming the parameter (Metal raised TypeError/OverflowError, QNN ValueError, True allocated one byte, 2**70
+    was OUT_OF_MEMORY on QNN).  The checked ``alloc`` raises TypeError for a wrong type, else the same kind;
+    numpy integers are sizes for both."""
+    pool = device.memory_pool()
+    cases: list[tuple[str, Callable[[], Any], Callable[[], Any], str]] = []
+    for n in BAD_SIZES:
+        cases.append((f"Device nbytes={n!r}", lambda n=n: device.alloc_unchecked(n), lambda n=n: device.alloc(n),
+                      "nbytes"))
+        cases.append((f"MemoryPool nbytes={n!r}", lambda n=n: pool.alloc_unchecked(n), lambda n=n: pool.alloc(n),
+                      "nbytes"))
+    for k in BAD_KINDS:
+        cases.append((f"Device kind={k!r}", lambda k=k: device.alloc_unchecked(64, k),
+                      lambda k=k: device.alloc(64, k), "kind"))
+    cases.append(("MemoryPool stream=42", lambda: pool.alloc_unchecked(64, 42), lambda: pool.alloc(64, 42),
+                  "stream"))
+    for what, unchecked, checked, param in cases:
+        r = unchecked()
+        assert isinstance(r, Error), (what, r)
+        assert r.kind is ErrorKind.INVALID_VALUE and param in str(r), (what, r)
+        assert r.backend == device.kind.name, (what, r)
+        with pytest.raises((TypeError, Error)) as ei:
+            checked()
+        if isinstance(ei.value, Error):
+            assert ei.value.kind is ErrorKind.INVALID_VALUE, (what, ei.value)
+    for n in (np.int64(64), np.uint32(64)):
+        a = device.alloc_unchecked(n)
+        assert isinstance(a, Allocation) and a.nbytes == 64 and type(a.nbytes) is int, a
+        assert a.free_unchecked() is None
+        b = pool.alloc_unchecked(n)
+        assert isinstance(b, Allocation) and b.nbytes == 64, b
+        assert b.free_unchecked() is None
+
+
 def test_checked_double_free_raises_invalid_handle(device: Device) -> None:
     a = device.alloc(128)
     a.free()

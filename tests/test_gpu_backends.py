@@ -1642,6 +1642,35 @@ def test_sim_typed_view_capsules(sim: Any) -> None:
     assert ref() is None and not driver.mem
 
 
+def test_sim_alloc_unchecked_returns_invalid_value_for_bad_arguments(sim: Any) -> None:
+    """CUDA/HIP ``Device.alloc_unchecked`` and the stream-ordered ``MemoryPool.alloc_unchecked``: a bad size, kind
+    or stream is an INVALID_VALUE Error returned naming it, never raised (True allocated a byte, a non-stream
+    raised AttributeError); the checked calls raise TypeError or the same kind (as tests/test_conformance.py on
+    the other backends)."""
+    module, driver, backend = sim
+    driver.pools_supported = 1
+    dev = backend.open(0)
+    pool = dev.memory_pool()
+    assert type(pool).__name__ != "MemoryPool", type(pool)  # (the stream-ordered pool)
+    cases: list[tuple[Any, Any, str]] = []
+    for n in (-1, 0, 2**64, 2**70, 1.5, "64", None, True, False):
+        cases += [(lambda n=n: dev.alloc_unchecked(n), lambda n=n: dev.alloc(n), "nbytes"),
+                  (lambda n=n: pool.alloc_unchecked(n), lambda n=n: pool.alloc(n), "nbytes")]
+    for k in (3, "DEVICE", None, 1.0):
+        cases.append((lambda k=k: dev.alloc_unchecked(64, k), lambda k=k: dev.alloc(64, k), "kind"))
+    cases.append((lambda: pool.alloc_unchecked(64, 42), lambda: pool.alloc(64, 42), "stream"))
+    for unchecked, checked, param in cases:
+        r = unchecked()
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE and param in str(r), r
+        with pytest.raises((TypeError, Error)) as ei:
+            checked()
+        assert not isinstance(ei.value, Error) or ei.value.kind is ErrorKind.INVALID_VALUE, ei.value
+    a = dev.alloc_unchecked(np.int64(64))
+    assert not isinstance(a, Error) and a.nbytes == 64
+    a.free()
+    dev.close()
+
+
 def test_sim_callback_after_failed_work_runs_and_the_stream_reports_it(sim: Any) -> None:
     """The wait before a host callback fails (the work before it failed: 700, an illegal address): the callback
     still runs once, nothing is filed under it, and Stream.synchronize raises the failure, once; draining the

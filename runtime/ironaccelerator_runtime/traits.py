@@ -645,10 +645,27 @@ class Device:
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
         raise unsupported(self.kind, "Device.alloc_unchecked")
 
+    def _alloc_args_unchecked(self, nbytes: Any, kind: Any, function: str) -> int | Error:
+        """``alloc_unchecked``'s arguments where its one fast test (``type(nbytes) is int``, ``0 < nbytes <=
+        SIZE_MAX``, ``type(kind) is MemoryKind``) failed: the size as an int (numpy integers convert, as for
+        ``alloc``), or the INVALID_VALUE naming the bad one (returned: an unchecked call never raises for a bad
+        value: ``alloc`` raises TypeError for a non-integer size or a kind that is not a MemoryKind, and the same
+        INVALID_VALUE for a size out of range)."""
+        n = _integer(nbytes)
+        if n is None:
+            why = f"nbytes must be an integer, not {type(nbytes).__name__} ({nbytes!r:.80})"
+        elif n < 1 or n > _SIZE_MAX:
+            why = f"nbytes={n} is out of range (1..{_SIZE_MAX})"
+        elif not isinstance(kind, MemoryKind):
+            why = f"kind must be a MemoryKind, not {type(kind).__name__} ({kind!r:.80})"
+        else:
+            return n
+        return Error(ErrorKind.INVALID_VALUE, f"{function}: {why}", backend=self.kind.name, function=function)
+
     def _checked_alloc(self, nbytes: int, kind: MemoryKind, alloc: Callable[[int, MemoryKind, bool], Result[A]]) -> A:
         """``alloc`` for a backend whose ``_alloc(nbytes, kind, tracked)`` does the work: the size, the device
         and the kind checked first; the allocation tracked (released on drop)."""
-        if type(nbytes) is not int or nbytes <= 0:
+        if type(nbytes) is not int or nbytes <= 0 or nbytes > _SIZE_MAX:
             nbytes = check_size(nbytes, "nbytes", "Device.alloc", self.kind)
         if self._closed:
             raise self._closed_error("Device.alloc")

@@ -46,6 +46,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import _SIZE_MAX  # (alloc_unchecked's one range test)
 from ironaccelerator_runtime.traits import (
     Allocation, AllocationSlice, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel,
     KernelAttributes, KernelLaunch, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size,
@@ -335,6 +336,11 @@ class MetalDevice(Device):
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
         if self._closed:
             return self._closed_error("Device.alloc_unchecked")
+        if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:
+            checked = self._alloc_args_unchecked(nbytes, kind, "Device.alloc_unchecked")
+            if isinstance(checked, Error):
+                return checked
+            nbytes = checked
         return self._alloc(nbytes, kind, True)
 
     # ---- streams, modules
