@@ -1325,8 +1325,9 @@ class Stream:
         :mod:`logging` (``ironaccelerator.callbacks``, ERROR, with its traceback) and kept, never lost, in
         ``callback_errors`` (``(fn, exception)``, in order).  If that work failed, ``fn`` is still called once it
         is over; the failure is the stream's, not ``fn``'s: logged, never filed under ``fn``, and raised by the
-        stream's ``synchronize()``.  Unlike ``cuLaunchHostFunc`` the stream does not wait for ``fn``: later work may already run
-        while it does.  ``drain_callbacks()`` waits until every callback added so far has returned."""
+        stream's ``synchronize()``.  Unlike ``cuLaunchHostFunc`` the stream does not wait for ``fn``: later work
+        may already run while it does.  ``drain_callbacks()`` waits until every callback added so far has
+        returned."""
         if not callable(fn):
             raise TypeError(f"Stream.add_callback: fn must be callable, not {type(fn).__name__}")
         event = self.record_event()
