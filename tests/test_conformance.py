@@ -426,17 +426,18 @@ def test_alloc_unchecked_returns_invalid_value_for_bad_arguments(device: Device)
     naming the parameter (Metal raised TypeError/OverflowError, QNN ValueError, True allocated one byte, 2**70
     was OUT_OF_MEMORY on QNN).  The checked ``alloc`` raises TypeError for a wrong type, else the same kind;
     numpy integers are sizes for both."""
-    pool = device.memory_pool()
+    from functools import partial
+
+    dev: Any = device  # (called with the wrong types on purpose)
+    pool: Any = device.memory_pool()
     cases: list[tuple[str, Callable[[], Any], Callable[[], Any], str]] = []
     for n in BAD_SIZES:
-        cases.append((f"Device nbytes={n!r}", lambda n=n: device.alloc_unchecked(n), lambda n=n: device.alloc(n),
-                      "nbytes"))
-        cases.append((f"MemoryPool nbytes={n!r}", lambda n=n: pool.alloc_unchecked(n), lambda n=n: pool.alloc(n),
+        cases.append((f"Device nbytes={n!r}", partial(dev.alloc_unchecked, n), partial(dev.alloc, n), "nbytes"))
+        cases.append((f"MemoryPool nbytes={n!r}", partial(pool.alloc_unchecked, n), partial(pool.alloc, n),
                       "nbytes"))
     for k in BAD_KINDS:
-        cases.append((f"Device kind={k!r}", lambda k=k: device.alloc_unchecked(64, k),
-                      lambda k=k: device.alloc(64, k), "kind"))
-    cases.append(("MemoryPool stream=42", lambda: pool.alloc_unchecked(64, 42), lambda: pool.alloc(64, 42),
+        cases.append((f"Device kind={k!r}", partial(dev.alloc_unchecked, 64, k), partial(dev.alloc, 64, k), "kind"))
+    cases.append(("MemoryPool stream=42", partial(pool.alloc_unchecked, 64, 42), partial(pool.alloc, 64, 42),
                   "stream"))
     for what, unchecked, checked, param in cases:
         r = unchecked()
@@ -448,7 +449,7 @@ def test_alloc_unchecked_returns_invalid_value_for_bad_arguments(device: Device)
         if isinstance(ei.value, Error):
             assert ei.value.kind is ErrorKind.INVALID_VALUE, (what, ei.value)
     for n in (np.int64(64), np.uint32(64)):
-        a = device.alloc_unchecked(n)
+        a = dev.alloc_unchecked(n)
         assert isinstance(a, Allocation) and a.nbytes == 64 and type(a.nbytes) is int, a
         assert a.free_unchecked() is None
         b = pool.alloc_unchecked(n)
