@@ -416,6 +416,47 @@ def test_alloc_unchecked_returns_result(device: Device) -> None:
     assert huge.kind in (ErrorKind.OUT_OF_MEMORY, ErrorKind.INVALID_VALUE)
 
 
+BAD_SIZES = [-1, 0, 2**64, 2**70, 1.5, 4.0, "64", b"64", None, True, False, [64]]
+BAD_KINDS = [3, "DEVICE", None, 1.0, BackendKind.CUDA]
+
+
+def test_alloc_unchecked_returns_invalid_value_for_bad_arguments(device: Device) -> None:
+    """``Device.alloc_unchecked`` and ``MemoryPool.alloc_unchecked`` never raise for a bad value: a size that is
+    not an integer >= 1 within size_t, or a kind that is not a MemoryKind, is an INVALID_VALUE Error returned,
+    naming the parameter (Metal raised TypeError/OverflowError, QNN ValueError, True allocated one byte, 2**70
+    was OUT_OF_MEMORY on QNN).  The checked ``alloc`` raises TypeError for a wrong type, else the same kind;
+    numpy integers are sizes for both."""
+    from functools import partial
+
+    dev: Any = device  # (called with the wrong types on purpose)
+    pool: Any = device.memory_pool()
+    cases: list[tuple[str, Callable[[], Any], Callable[[], Any], str]] = []
+    for n in BAD_SIZES:
+        cases.append((f"Device nbytes={n!r}", partial(dev.alloc_unchecked, n), partial(dev.alloc, n), "nbytes"))
+        cases.append((f"MemoryPool nbytes={n!r}", partial(pool.alloc_unchecked, n), partial(pool.alloc, n),
+                      "nbytes"))
+    for k in BAD_KINDS:
+        cases.append((f"Device kind={k!r}", partial(dev.alloc_unchecked, 64, k), partial(dev.alloc, 64, k), "kind"))
+    cases.append(("MemoryPool stream=42", partial(pool.alloc_unchecked, 64, 42), partial(pool.alloc, 64, 42),
+                  "stream"))
+    for what, unchecked, checked, param in cases:
+        r = unchecked()
+        assert isinstance(r, Error), (what, r)
+        assert r.kind is ErrorKind.INVALID_VALUE and param in str(r), (what, r)
+        assert r.backend == device.kind.name, (what, r)
+        with pytest.raises((TypeError, Error)) as ei:
+            checked()
+        if isinstance(ei.value, Error):
+            assert ei.value.kind is ErrorKind.INVALID_VALUE, (what, ei.value)
+    for n in (np.int64(64), np.uint32(64)):
+        a = dev.alloc_unchecked(n)
+        assert isinstance(a, Allocation) and a.nbytes == 64 and type(a.nbytes) is int, a
+        assert a.free_unchecked() is None
+        b = pool.alloc_unchecked(n)
+        assert isinstance(b, Allocation) and b.nbytes == 64, b
+        assert b.free_unchecked() is None
+
+
 def test_checked_double_free_raises_invalid_handle(device: Device) -> None:
     a = device.alloc(128)
     a.free()
@@ -978,6 +1019,43 @@ def test_typed_views_to_numpy_and_back(device: Device, stream: Stream) -> None:
     assert kind_of(ei) is ErrorKind.INVALID_VALUE and "read-only" in str(ei.value)
 
 
+def test_dlpack_refused_capsules_surface_the_consumer_error_and_are_deleted_once(device: Device) -> None:
+    """A consumer that refuses a capsule (``np.from_dlpack`` of a bf16 view; a consumer that raises with the
+    capsule in hand, versioned or legacy) raises its own error, never ``SystemError: ... returned NULL without
+    setting an exception``; each refused capsule's deleter runs exactly once, and ``free()`` works after.
+    Refusals of ``__dlpack__`` itself (``copy=True``, another ``dl_device``) make no capsule."""
+    from ironaccelerator_runtime import dlpack
+
+    backend = device.descriptor.backend
+    kinds = HOST_VIEWS.get(backend, set()) - MAPPED_VIEWS.get(backend, set())
+    assert kinds, f"{backend.name} exports DLPack from no memory kind"
+    for kind in sorted(kinds, key=lambda k: k.name):
+        a = device.alloc(4096, kind)
+        deleted, live = dlpack.EXPORTER.deleted, len(dlpack.EXPORTER.live)
+        with pytest.raises(Exception) as ei:
+            np.from_dlpack(a.view(DType.BF16, 16))  # numpy has no bfloat16
+        assert not isinstance(ei.value, SystemError), ei.value
+        assert "dtype" in str(ei.value), ei.value  # numpy's own message
+        view = a.view(DType.F32, (4, 4), strides=(8, 2))
+
+        def refuse(capsule: Any) -> None:
+            raise BufferError("refused by the consumer")
+
+        for max_version in ((1, 0), None):
+            with pytest.raises(BufferError, match="refused by the consumer"):
+                refuse(view.__dlpack__(stream=None, max_version=max_version))
+        with pytest.raises(BufferError):
+            view.__dlpack__(max_version=(1, 0), copy=True)
+        with pytest.raises(BufferError):
+            view.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
+        assert np.from_dlpack(view).shape == (4, 4)  # (accepted and dropped: deleted by numpy)
+        del view
+        a.free()  # the refused capsules' views are released: nothing is exported any more
+        assert dlpack.EXPORTER.deleted == deleted + 4  # each capsule exactly once
+        gc.collect()
+        assert dlpack.EXPORTER.deleted == deleted + 4 and len(dlpack.EXPORTER.live) == live
+
+
 def test_round_trip_typed_buffers(device: Device, stream: Stream) -> None:
     """Any buffer-protocol object: float32 2-D arrays, bytes, bytearray, memoryview."""
     x = RNG.standard_normal((257, 33)).astype(np.float32)
@@ -1389,6 +1467,43 @@ def test_module_format_vector_add(device: Device, stream: Stream) -> None:
     with device.alloc(4 * n) as live, pytest.raises(Error) as ei:
         stream.launch(KernelLaunch(k, dims, args(live, dead, live)))
     assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+
+
+def test_callbacks_after_a_failed_launch_and_drain_inside_a_callback(device: Device, stream: Stream) -> None:
+    """A launch that fails raises at the launch; a callback added after it still runs once the work before it is
+    over, nothing is filed under it, and synchronize succeeds (nothing failed on the stream).
+    ``drain_callbacks()`` from a callback of the same stream would wait for itself: RuntimeError (it deadlocked),
+    while draining another stream from a callback works."""
+    n = 1024
+    k, dims, args = _vector_add(device, n)
+    other = device.create_stream()
+    ran: list[str] = []
+    inner: list[BaseException | bool] = []
+    with device.alloc(4 * n) as a, device.alloc(4 * n) as c:
+        dead = device.alloc(4 * n)
+        dead.free()
+        stream.launch(KernelLaunch(k, dims, args(a, a, c)))
+        with pytest.raises(Error) as ei:
+            stream.launch(KernelLaunch(k, dims, args(a, dead, c)))
+        assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+        stream.add_callback(lambda: ran.append("after the failed launch"))
+
+        def drain_self() -> None:
+            try:
+                inner.append(stream.drain_callbacks(timeout=5))  # (before: a deadlock, False after 5 s)
+            except RuntimeError as e:
+                inner.append(e)
+            other.add_callback(lambda: ran.append("other"))
+            inner.append(other.drain_callbacks(timeout=30))  # another stream's: fine
+
+        stream.add_callback(drain_self)
+        assert stream.drain_callbacks(timeout=60)  # (a deadlock: False after 60 s)
+        stream.synchronize()
+        assert ran == ["after the failed launch", "other"], ran
+        assert stream.callback_errors == [] and other.callback_errors == []
+        assert len(inner) == 2 and isinstance(inner[0], RuntimeError) and inner[1] is True, inner
+        assert "callback" in str(inner[0])
+    other.synchronize()
 
 
 def test_module_format_bad_module(device: Device) -> None:

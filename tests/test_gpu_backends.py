@@ -789,6 +789,7 @@ class FakeDriver:
         self.waits: list[tuple[int, int]] = []  # (stream, event) of each stream_wait_event
         self.calls: list[str] = []
         self.busy_queries = 0  # how many stream/event queries answer NOT_READY first
+        self.event_failure = 0  # what event_synchronize answers
         self.pool_limit = 1 << 40  # bytes a stream-ordered pool may reserve before it answers out-of-memory
         self.kernels: dict[str, tuple[tuple[int, ...], Callable[[Any, Any, Any], int]]] = {
             "vector_add": ((8, 8, 8, 4), self._vector_add)}
@@ -1009,7 +1010,7 @@ class FakeDriver:
         def event_record(e: Any, s: Any) -> int:
             d.recorded[d.key(e)] = d.key(s)
             d.events[d.key(e)] = float(len(d.calls)); return 0
-        def event_synchronize(e: Any) -> int: return 0
+        def event_synchronize(e: Any) -> int: return d.event_failure  # (a failed kernel before the event: sticky)
         def event_query(e: Any) -> int: return _query()
         def event_elapsed(out: Any, a: Any, b: Any) -> int:
             out[0] = d.events[d.key(b)] - d.events[d.key(a)]; return 0
@@ -1639,6 +1640,82 @@ def test_sim_typed_view_capsules(sim: Any) -> None:
     del cap
     gc.collect()
     assert ref() is None and not driver.mem
+
+
+def test_sim_alloc_unchecked_returns_invalid_value_for_bad_arguments(sim: Any) -> None:
+    """CUDA/HIP ``Device.alloc_unchecked`` and the stream-ordered ``MemoryPool.alloc_unchecked``: a bad size, kind
+    or stream is an INVALID_VALUE Error returned naming it, never raised (True allocated a byte, a non-stream
+    raised AttributeError); the checked calls raise TypeError or the same kind (as tests/test_conformance.py on
+    the other backends)."""
+    module, driver, backend = sim
+    driver.pools_supported = 1
+    dev = backend.open(0)
+    pool = dev.memory_pool()
+    assert type(pool).__name__ != "MemoryPool", type(pool)  # (the stream-ordered pool)
+    cases: list[tuple[Any, Any, str]] = []
+    for n in (-1, 0, 2**64, 2**70, 1.5, "64", None, True, False):
+        cases += [(lambda n=n: dev.alloc_unchecked(n), lambda n=n: dev.alloc(n), "nbytes"),
+                  (lambda n=n: pool.alloc_unchecked(n), lambda n=n: pool.alloc(n), "nbytes")]
+    for k in (3, "DEVICE", None, 1.0):
+        cases.append((lambda k=k: dev.alloc_unchecked(64, k), lambda k=k: dev.alloc(64, k), "kind"))
+    cases.append((lambda: pool.alloc_unchecked(64, 42), lambda: pool.alloc(64, 42), "stream"))
+    for unchecked, checked, param in cases:
+        r = unchecked()
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE and param in str(r), r
+        with pytest.raises((TypeError, Error)) as ei:
+            checked()
+        assert not isinstance(ei.value, Error) or ei.value.kind is ErrorKind.INVALID_VALUE, ei.value
+    a = dev.alloc_unchecked(np.int64(64))
+    assert not isinstance(a, Error) and a.nbytes == 64
+    a.free()
+    dev.close()
+
+
+def test_sim_callback_after_failed_work_runs_and_the_stream_reports_it(sim: Any) -> None:
+    """The wait before a host callback fails (the work before it failed: 700, an illegal address): the callback
+    still runs once, nothing is filed under it, and Stream.synchronize raises the failure, once; draining the
+    stream from its own callback is RuntimeError."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    driver.event_failure = 700
+    ran: list[BaseException | None] = []
+
+    def fn() -> None:
+        try:
+            s.drain_callbacks()
+        except RuntimeError as e:
+            ran.append(e)
+
+    s.add_callback(fn)
+    assert s.drain_callbacks(timeout=30)
+    driver.event_failure = 0
+    assert len(ran) == 1 and isinstance(ran[0], RuntimeError) and s.callback_errors == []
+    with pytest.raises(Error) as ei:
+        s.synchronize()
+    assert "700" in str(ei.value) or "ILLEGAL" in str(ei.value).upper(), str(ei.value)
+    s.synchronize()  # reported once
+    dev.close()
+
+
+def test_sim_dlpack_device_memory_refused_by_numpy(sim: Any) -> None:
+    """``np.from_dlpack`` of device memory (and of a pinned bf16 view): numpy's own error, never ``SystemError``
+    (a Python capsule destructor run with numpy's exception pending lost it); the capsule is deleted exactly once
+    and ``free()`` works after."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    a, h = dev.alloc(4096), dev.alloc(4096, MemoryKind.HOST_PINNED)
+    deleted = dlpack.EXPORTER.deleted
+    for view in (a.view(DType.F32, 16), h.view(DType.BF16, 16)):
+        with pytest.raises(Exception) as ei:
+            np.from_dlpack(view)
+        assert not isinstance(ei.value, SystemError), ei.value
+    del view
+    a.free()
+    h.free()
+    assert dlpack.EXPORTER.deleted == deleted + 2
+    gc.collect()
+    assert dlpack.EXPORTER.deleted == deleted + 2 and not dlpack.EXPORTER.live and not driver.mem
 
 
 def test_sim_dlpack_stream_handshake(sim: Any) -> None:

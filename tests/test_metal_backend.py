@@ -468,6 +468,62 @@ def test_a_failed_command_buffer_is_reported(dev: Any) -> None:
     s.synchronize()  # reported once
 
 
+def test_a_callback_after_a_failed_command_buffer_still_runs(dev: Any) -> None:
+    """add_callback after a launch whose command buffer fails: fn runs once the work is over, the failure is not
+    filed under fn (callback_errors stays empty), and Stream.synchronize still raises it (the callback thread's
+    wait took it from the stream before, and synchronize reported success)."""
+    k = _kernels(dev)
+    s = dev.create_stream()
+    a = dev.alloc(64)
+    s.launch(KernelLaunch(k["vector_add"], LaunchDims(4, 64), (a, a, a, np.uint32(256))))  # faults
+    ran: list[int] = []
+    s.add_callback(lambda: ran.append(1))
+    assert s.drain_callbacks(timeout=60)
+    assert ran == [1] and s.callback_errors == []
+    with pytest.raises(Error) as ei:
+        s.synchronize()
+    assert ei.value.kind is ErrorKind.LAUNCH_FAILED and "MTLCommandBufferErrorDomain 3" in str(ei.value)
+    s.synchronize()  # reported once
+
+
+_CALLBACK_LOOP = """
+import sys, threading
+import ironaccelerator as ia
+dev = ia.BackendRegistry.default().get(ia.BackendKind.METAL).open(0)
+ran = []
+def loop(n):
+    s = dev.create_stream()
+    for i in range(n):
+        s.add_callback(lambda: ran.append(1))
+        s.synchronize()
+    assert s.drain_callbacks(timeout=60) and not s.callback_errors
+loop(300)
+threads = [threading.Thread(target=loop, args=(100,)) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+dev.close()
+import cffi
+ffi = cffi.FFI()
+ffi.cdef("long ia_metal_sim_zombie_messages(void);")
+print("ok", len(ran), ffi.dlopen(None).ia_metal_sim_zombie_messages())
+"""
+
+
+def test_callbacks_and_synchronize_in_a_loop_release_each_command_buffer_once(metal_sim: Path) -> None:
+    """add_callback then synchronize in a loop, on one thread and on 8: the callback thread's wait and
+    synchronize both let go of the completed command buffers, and released the same ones twice (an uncaught
+    NSException on a freed command buffer, heap corruption or a hang within a few iterations).  In a child
+    process: it must exit 0, every callback run, no message to a freed object."""
+    env = dict(os.environ, IA_METAL_SIM_DIR=str(metal_sim.parent))
+    proc = subprocess.run([sys.executable, "-c", _CALLBACK_LOOP], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.split() == ["ok", str(300 + 8 * 100), "0"], proc.stdout + proc.stderr[-3000:]
+    assert "without pool" not in proc.stderr, proc.stderr[-3000:]
+
+
 def test_closed_device_refuses(backend: Any) -> None:
     d = backend.open(0)
     s = d.create_stream()

@@ -304,3 +304,32 @@ def test_inflight_releases_from_several_threads_never_drop_work_still_queued() -
             assert f.mark() == 2001
     finally:
         sys.setswitchinterval(old)
+
+
+def test_a_failed_wait_before_a_callback_is_the_streams_not_the_callbacks() -> None:
+    """Stream.add_callback: when the work before ``fn`` failed (the event's wait raises), ``fn`` still runs once,
+    nothing is filed under it in callback_errors, and the stream's synchronize raises the failure (once)."""
+    from ironaccelerator import Event, Stream
+
+    class Failed(Event):
+        def synchronize(self) -> None:
+            raise Error(ErrorKind.LAUNCH_FAILED, "the kernel before the callback faulted")
+
+    class FakeStream(Stream):
+        device: Any = type("D", (), {"kind": ia.BackendKind.OPENCL})()
+
+        def record_event(self) -> Event:
+            return Failed()
+
+        def synchronize(self) -> None:
+            self._check_callback_waits("Stream.synchronize")
+
+    s = FakeStream()
+    ran: list[int] = []
+    s.add_callback(lambda: ran.append(1))
+    assert s.drain_callbacks(timeout=30)
+    assert ran == [1] and s.callback_errors == []
+    with pytest.raises(Error) as ei:
+        s.synchronize()
+    assert ei.value.kind is ErrorKind.LAUNCH_FAILED and "faulted" in str(ei.value)
+    s.synchronize()  # reported once

@@ -3,7 +3,8 @@
 Export (:class:`ArrayView`, made by ``Allocation.view``): a ``DLManagedTensorVersioned`` capsule
 (``"dltensor_versioned"``, DLPack 1.x) when the consumer passes ``max_version >= (1, 0)``, else the legacy
 ``DLManagedTensor`` (``"dltensor"``).  A capsule keeps the view (and so its allocation) alive until the consumer
-calls the deleter, or until it is dropped unconsumed (its destructor then deletes it): exactly once either way.
+calls the deleter, or until it is dropped unconsumed (the exporter's next sweep then deletes it, see
+:class:`_Exporter`): exactly once either way.  A consumer's refusal surfaces as its own error.
 
 Import (:func:`import_dlpack`, ``Device.from_dlpack``): the producer's capsule is consumed (renamed
 ``used_dltensor[_versioned]``) and its deleter is called once, when the imported allocation is released
@@ -16,6 +17,8 @@ specification's field list.
 from __future__ import annotations
 
 import ctypes
+import gc
+import sys
 import threading
 from typing import Any, Sequence
 
@@ -71,13 +74,12 @@ USED_VERSIONED = ctypes.create_string_buffer(b"used_dltensor_versioned")
 _api = ctypes.pythonapi
 _capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
     ("PyCapsule_New", _api))
-_capsule_is_valid_raw = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
-_capsule_get_pointer_raw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", _api))
 _capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
 _capsule_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", _api))
 _capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_SetName", _api))
+_err_fetch = ctypes.PYFUNCTYPE(None)(("PyErr_Fetch", _api))  # (no argtypes: its three outs convert without a call)
+_err_restore = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(("PyErr_Restore", _api))
 
 _BY_DLPACK = {d.dlpack: d for d in DType}
 
@@ -115,27 +117,73 @@ def typestr(dtype: DType) -> str | None:
 
 
 class _Exporter:
-    """The capsules made and not yet deleted: struct address -> (struct, shape, strides, owner)."""
+    """The capsules made and not yet deleted: struct address -> [struct, shape, strides, owner, capsule,
+    PyErr_Fetch outs].
+
+    A capsule has no destructor: CPython calls a capsule's destructor from its dealloc, typically while the
+    consumer's own exception is pending (a consumer that refuses a capsule raises, then drops it:
+    ``np.from_dlpack`` of a bf16 or a device tensor), and Python code can neither run correctly with an
+    exception set nor leave one set on its way out (every call's result is checked): a Python destructor turned
+    the consumer's error into ``SystemError: ... returned NULL without setting an exception``, and failed before
+    deleting.  Instead the exporter holds a reference to each capsule it made, and :meth:`sweep` deletes a
+    capsule once it alone holds it and it is still named as made (dropped unconsumed), or lets go of it once it
+    was renamed ``used_...`` (the consumer calls the deleter when done).  Sweeps run at each export, after each
+    garbage collection, before ``Allocation.free`` counts exported views, and when ``deleted`` is read: each
+    capsule is deleted exactly once, whoever deletes it."""
 
     def __init__(self) -> None:
-        self.live: dict[int, tuple[Any, ...]] = {}
+        self.live: dict[int, list[Any]] = {}
         self.lock = threading.RLock()  # (a capsule dropped by a GC pass inside the lock deletes under it)
         self.deleter = DELETER(self._deleter)  # the same callback serves both layouts
-        self.destructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._capsule_destructor)
-        self.destructor_address = ctypes.cast(self.destructor, ctypes.c_void_p).value
-        self.deleted = 0  # deleter calls (consumed or dropped), for tests
+        self._deleted = 0  # deleter calls (consumed or dropped)
+        self._alone = self._refs([None, None, None, None, object()])  # the count of a capsule only we hold
+        gc.callbacks.append(self._after_gc)  # (a collection never runs with an exception pending)
 
-    def _deleter(self, address: int | None) -> None:
+    @staticmethod
+    def _refs(entry: list[Any]) -> int:
+        cap = entry[4]
+        return sys.getrefcount(cap)
+
+    def _after_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop" and self.live:
+            self.sweep()
+
+    @property
+    def deleted(self) -> int:
+        """How many capsules were deleted (by their consumer, or dropped unconsumed), for tests: sweeps first."""
+        self.sweep()
+        return self._deleted
+
+    def _deleter(self, address: int) -> None:
+        # A consumer may call it with its own exception pending (some do on a failed import): until that is
+        # taken, every call fails.  PyErr_Fetch into the outs made at export (array arguments convert without a
+        # call) is the one call that works; the exception is then reported (it cannot be set again for the
+        # consumer to raise: a Python callback cannot return with an exception set).
+        if address not in self.live:  # (no call: one would fail with an exception pending)
+            return
+        slots = self.live[address][5]
+        _err_fetch(slots[0], slots[1], slots[2])
         with self.lock:
-            if self.live.pop(address or 0, None) is not None:
-                self.deleted += 1
+            if self.live.pop(address, None) is not None:
+                self._deleted += 1
+        if slots[0][0]:
+            _err_restore(slots[0][0], slots[1][0], slots[2][0])  # (raises it here: printed as unraisable)
 
-    def _capsule_destructor(self, capsule: int) -> None:
-        # still named as made: never consumed (a consumer renames it "used_..." and then owns the deleter)
-        for name in (NAME_VERSIONED, NAME_LEGACY):
-            if _capsule_is_valid_raw(capsule, name):
-                self._deleter(_capsule_get_pointer_raw(capsule, name))
-                return
+    def sweep(self) -> None:
+        """Delete the capsules dropped unconsumed; let go of those a consumer took (see the class doc)."""
+        if not self.live:
+            return
+        with self.lock:
+            for address, entry in list(self.live.items()):
+                if entry[4] is None or self._refs(entry) > self._alone:
+                    continue
+                cap = entry[4]
+                if _capsule_is_valid(cap, NAME_VERSIONED) or _capsule_is_valid(cap, NAME_LEGACY):
+                    del self.live[address]  # dropped unconsumed: deleted here, once
+                    self._deleted += 1
+                else:
+                    entry[4] = None  # consumed: the consumer calls the deleter
+                del cap
 
     def export(self, owner: Any, data: int, device: tuple[int, int], dtype: DType, shape: Sequence[int],
                strides: Sequence[int] | None, byte_offset: int, versioned: bool, read_only: bool = False) -> Any:
@@ -157,14 +205,19 @@ class _Exporter:
             managed.version.major, managed.version.minor = VERSION
             managed.flags = FLAG_READ_ONLY if read_only else 0
         address = ctypes.addressof(managed)
+        slots = ((ctypes.c_void_p * 1)(), (ctypes.c_void_p * 1)(), (ctypes.c_void_p * 1)())
+        self.sweep()
+        entry = [managed, c_shape, c_strides, owner, None, slots]
         with self.lock:
-            self.live[address] = (managed, c_shape, c_strides, owner)
+            self.live[address] = entry
         try:
-            return _capsule_new(address, NAME_VERSIONED if versioned else NAME_LEGACY, self.destructor_address)
+            capsule = _capsule_new(address, NAME_VERSIONED if versioned else NAME_LEGACY, None)
         except BaseException:
             with self.lock:
                 self.live.pop(address, None)
             raise
+        entry[4] = capsule
+        return capsule
 
 
 EXPORTER = _Exporter()

@@ -645,10 +645,27 @@ class Device:
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
         raise unsupported(self.kind, "Device.alloc_unchecked")
 
+    def _alloc_args_unchecked(self, nbytes: Any, kind: Any, function: str) -> int | Error:
+        """``alloc_unchecked``'s arguments where its one fast test (``type(nbytes) is int``, ``0 < nbytes <=
+        SIZE_MAX``, ``type(kind) is MemoryKind``) failed: the size as an int (numpy integers convert, as for
+        ``alloc``), or the INVALID_VALUE naming the bad one (returned: an unchecked call never raises for a bad
+        value: ``alloc`` raises TypeError for a non-integer size or a kind that is not a MemoryKind, and the same
+        INVALID_VALUE for a size out of range)."""
+        n = _integer(nbytes)
+        if n is None:
+            why = f"nbytes must be an integer, not {type(nbytes).__name__} ({nbytes!r:.80})"
+        elif n < 1 or n > _SIZE_MAX:
+            why = f"nbytes={n} is out of range (1..{_SIZE_MAX})"
+        elif not isinstance(kind, MemoryKind):
+            why = f"kind must be a MemoryKind, not {type(kind).__name__} ({kind!r:.80})"
+        else:
+            return n
+        return Error(ErrorKind.INVALID_VALUE, f"{function}: {why}", backend=self.kind.name, function=function)
+
     def _checked_alloc(self, nbytes: int, kind: MemoryKind, alloc: Callable[[int, MemoryKind, bool], Result[A]]) -> A:
         """``alloc`` for a backend whose ``_alloc(nbytes, kind, tracked)`` does the work: the size, the device
         and the kind checked first; the allocation tracked (released on drop)."""
-        if type(nbytes) is not int or nbytes <= 0:
+        if type(nbytes) is not int or nbytes <= 0 or nbytes > _SIZE_MAX:
             nbytes = check_size(nbytes, "nbytes", "Device.alloc", self.kind)
         if self._closed:
             raise self._closed_error("Device.alloc")
@@ -915,6 +932,9 @@ class Allocation:
 
     def _views_error(self, what: str) -> Error | None:
         """The refusal of freeing while host views are exported (a view would then read freed memory), or None."""
+        from .dlpack import EXPORTER
+
+        EXPORTER.sweep()  # (capsules dropped unconsumed, e.g. refused by their consumer, release their views)
         n = sum(1 for r in self._views or () if r() is not None)
         if not n:
             return None
@@ -1101,6 +1121,12 @@ class Event:
 
     def elapsed_ms(self, end: Event) -> float:
         raise unsupported(None, "Event.elapsed_ms")
+
+    def _wait_for_callback(self) -> None:
+        """Wait, for a host callback (``Stream.add_callback``), until the work before the event is over.  A failure
+        of that work raises here where waiting reports it (``synchronize``, the default); a backend whose stream
+        keeps its failures for ``Stream.synchronize`` waits without taking them (Metal)."""
+        self.synchronize()
 
     def __await__(self) -> Any:
         """``await event``: the wait (``synchronize``) runs in the event loop's default executor, so the loop keeps
@@ -1314,12 +1340,14 @@ class Stream:
 
     # host callbacks: an event recorded now, waited for by the stream's callback thread, then fn() called there
     def add_callback(self, fn: Callable[[], object]) -> None:
-        """Call ``fn()`` once the work queued on this stream before it has completed, on the stream's callback
-        thread (``ironaccelerator-callbacks``), in the order added.  An exception ``fn`` raises is reported through
+        """Call ``fn()`` once the work queued on this stream before it is over, on the stream's callback thread
+        (``ironaccelerator-callbacks``), in the order added.  An exception ``fn`` raises is reported through
         :mod:`logging` (``ironaccelerator.callbacks``, ERROR, with its traceback) and kept, never lost, in
-        ``callback_errors`` (``(fn, exception)``, in order); so is a failure of the wait itself (fn is then not
-        called).  Unlike ``cuLaunchHostFunc`` the stream does not wait for ``fn``: later work may already run
-        while it does.  ``drain_callbacks()`` waits until every callback added so far has returned."""
+        ``callback_errors`` (``(fn, exception)``, in order).  If that work failed, ``fn`` is still called once it
+        is over; the failure is the stream's, not ``fn``'s: logged, never filed under ``fn``, and raised by the
+        stream's ``synchronize()``.  Unlike ``cuLaunchHostFunc`` the stream does not wait for ``fn``: later work
+        may already run while it does.  ``drain_callbacks()`` waits until every callback added so far has
+        returned."""
         if not callable(fn):
             raise TypeError(f"Stream.add_callback: fn must be callable, not {type(fn).__name__}")
         event = self.record_event()
@@ -1336,9 +1364,26 @@ class Stream:
         return list(state.errors) if state is not None else []
 
     def drain_callbacks(self, timeout: float | None = None) -> bool:
-        """Wait until every callback added so far has returned (True), or ``timeout`` seconds (False)."""
+        """Wait until every callback added so far has returned (True), or ``timeout`` seconds (False).  Called
+        from one of this stream's callbacks it would wait for itself: RuntimeError (as ``Thread.join()`` of the
+        current thread)."""
         state: _Callbacks | None = self.__dict__.get("_callback_state")
         return True if state is None else state.drain(timeout)
+
+    def _check_callback_waits(self, what: str) -> None:
+        """Raise the failures of the work before host callbacks that their waits met (``Stream.synchronize`` of
+        each backend calls it): the work failed, not the callback, and the stream reports it."""
+        state: _Callbacks | None = self.__dict__.get("_callback_state")
+        if state is None or not state.wait_errors:
+            return
+        with state.cond:
+            errs, state.wait_errors = state.wait_errors, []
+        if errs:
+            first = errs[0]
+            raise Error(first.kind if isinstance(first, Error) else ErrorKind.LAUNCH_FAILED,
+                        f"{what}: the work queued before {len(errs)} host callback(s) failed: "
+                        + "; ".join(f"{type(e).__name__}: {e}" for e in errs),
+                        backend=self.device.kind.name, function=what) from first
 
     async def wait(self) -> None:
         """``await stream.wait()``: the work queued so far is complete, without blocking the event loop."""
@@ -1355,7 +1400,11 @@ _CALLBACK_LOCK = threading.Lock()
 
 
 class _Callbacks:
-    """One stream's host callbacks: a FIFO of (event, fn) served by a daemon thread that ends when idle."""
+    """One stream's host callbacks: a FIFO of (event, fn) served by a daemon thread that ends when idle.
+
+    Each ``fn`` runs once the work before it is over, failed or not: a failure of that work is not ``fn``'s (it
+    is never filed under ``fn`` in ``errors``); it is logged, and kept in ``wait_errors`` for the stream's
+    ``synchronize`` to raise (where the backend's event wait reports it; Metal's streams keep their own)."""
 
     IDLE_S = 1.0  # a thread with nothing to do for this long ends (the next add starts another)
 
@@ -1365,6 +1414,7 @@ class _Callbacks:
         self.cond = threading.Condition()
         self.queue: collections.deque[tuple[Event, Callable[[], object]]] = collections.deque()
         self.errors: list[tuple[Callable[[], object], BaseException]] = []
+        self.wait_errors: list[BaseException] = []
         self.pending = 0
         self.thread: threading.Thread | None = None
 
@@ -1379,6 +1429,9 @@ class _Callbacks:
 
     def drain(self, timeout: float | None) -> bool:
         with self.cond:
+            if self.thread is threading.current_thread():
+                raise RuntimeError("Stream.drain_callbacks: called from a callback of the same stream, it would wait "
+                                   "for itself (a deadlock); drain from another thread")
             return self.cond.wait_for(lambda: self.pending == 0, timeout)
 
     def _run(self) -> None:
@@ -1392,14 +1445,21 @@ class _Callbacks:
                     return
                 event, fn = self.queue.popleft()
             try:
-                event.synchronize()
+                try:
+                    event._wait_for_callback()
+                except BaseException as e:  # the work before fn failed: the stream's failure, not fn's
+                    log.error("the work queued before stream callback %r failed (the callback is still called; "
+                              "Stream.synchronize raises it): %s: %s", fn, type(e).__name__, e)
+                    with self.cond:
+                        self.wait_errors.append(e.with_traceback(None))
+                del event
                 fn()
             except BaseException as e:  # reported and kept: a callback never takes the thread (or process) down
                 log.error("stream callback %r raised %s", fn, type(e).__name__, exc_info=e)
                 with self.cond:
                     self.errors.append((fn, e))
             finally:
-                del event
+                event = None  # type: ignore[assignment]
                 with self.cond:
                     self.pending -= 1
                     self.cond.notify_all()

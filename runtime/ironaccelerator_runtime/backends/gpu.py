@@ -36,6 +36,7 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime import dlpack, kernel_cache, tracing
 from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import _SIZE_MAX  # (alloc_unchecked's one range test)
 from ironaccelerator_runtime.traits import (
     Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
     DeviceLimits, Event, Graph,
@@ -1065,6 +1066,11 @@ class GpuDevice(Device):
         api, ffi = self.api, self.api.ffi
         if self._closed:
             return self._closed_error("Device.alloc")
+        if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:
+            checked = self._alloc_args_unchecked(nbytes, kind, "Device.alloc_unchecked")
+            if isinstance(checked, Error):
+                return checked
+            nbytes = checked
         try:
             if getattr(_TLS, "key", None) != self._key:
                 self.activate()
@@ -2285,6 +2291,7 @@ class GpuStream(Stream):
         self.api.check(self.api.stream_synchronize(self.handle), "stream_synchronize")
         self._inflight.release(mark)
         self._last = None
+        self._check_callback_waits("Stream.synchronize")
 
     @contextlib.contextmanager
     def capture(self) -> Iterator[GpuGraph]:
@@ -2514,6 +2521,11 @@ class GpuStreamOrderedPool(MemoryPool):
     def alloc_unchecked(self, nbytes: int, stream: Stream | None = None) -> Result[GpuPoolAllocation]:
         """``alloc`` without its checks (the size's type, the stream's backend and device), returning the
         Error instead of raising it."""
+        if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX:
+            checked = self.device._alloc_args_unchecked(nbytes, MemoryKind.DEVICE, "MemoryPool.alloc_unchecked")
+            if isinstance(checked, Error):
+                return checked
+            nbytes = checked
         st: Any = self.stream if stream is None else stream
         try:
             if getattr(_TLS, "key", None) != self._device_key:
@@ -2534,6 +2546,12 @@ class GpuStreamOrderedPool(MemoryPool):
         except (OverflowError, TypeError) as e:  # not a size_t
             return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=self.api.name,
                          function="MemoryPool.alloc")
+        except AttributeError:
+            if isinstance(stream, self._stream_type):
+                raise
+            return Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc_unchecked: stream must be None or a "
+                         f"{self.api.name} stream, not {stream!r:.80}", backend=self.api.name,
+                         function="MemoryPool.alloc_unchecked")
 
     def _try(self, nbytes: int, st: GpuStream, unordered: bool = False) -> GpuPoolAllocation | int:
         """One allocation on ``st`` (the device current): the allocation, or the driver's status.  ``unordered``

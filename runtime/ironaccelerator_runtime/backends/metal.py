@@ -46,6 +46,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import _SIZE_MAX  # (alloc_unchecked's one range test)
 from ironaccelerator_runtime.traits import (
     Allocation, AllocationSlice, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel,
     KernelAttributes, KernelLaunch, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size,
@@ -335,6 +336,11 @@ class MetalDevice(Device):
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
         if self._closed:
             return self._closed_error("Device.alloc_unchecked")
+        if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:
+            checked = self._alloc_args_unchecked(nbytes, kind, "Device.alloc_unchecked")
+            if isinstance(checked, Error):
+                return checked
+            nbytes = checked
         return self._alloc(nbytes, kind, True)
 
     # ---- streams, modules
@@ -571,6 +577,12 @@ class MetalEvent(Event):
         a.U.MTLCommandBuffer_waitUntilCompleted(self._cb)
         self.stream._check_failed("Event.synchronize")
 
+    def _wait_for_callback(self) -> None:
+        """Wait until the event's command buffer has completed, failed or not: a failure is the stream's to report
+        (its ``synchronize``), not the host callback's, and is left for it."""
+        self.device._check_open("Stream.add_callback")
+        self.stream._api.U.MTLCommandBuffer_waitUntilCompleted(self._cb)
+
     def gpu_end_time(self) -> float:
         """The command buffer's GPUEndTime (seconds; NOT_READY before it completes)."""
         if not self.query():
@@ -608,7 +620,8 @@ class MetalStream(Stream):
         self._cache: tuple[Any, list[Any], tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]] | None = None
         self._failed: list[str] = []
         # guards _pending, _value, _untracked and _failed: the owner's thread and others (a MemoryPool fencing the
-        # stream for another stream's allocation, a callback thread's Event.synchronize) may both change them
+        # stream for another stream's allocation, a callback thread's Event.synchronize) may both change them; one
+        # reaper at a time (two would release the same completed command buffers: a freed MTLCommandBuffer messaged)
         self._state = threading.RLock()
         # the hot path's trampolines, bound once
         U = a.U
@@ -946,6 +959,7 @@ class MetalStream(Stream):
         self._fence()
         self._reap(True)
         self._check_failed("Stream.synchronize")
+        self._check_callback_waits("Stream.synchronize")
 
     def query(self) -> bool:
         self._live("Stream.query")

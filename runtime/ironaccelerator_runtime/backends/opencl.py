@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime import kernel_cache
 from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import _SIZE_MAX  # (alloc_unchecked's one range test)
 from ironaccelerator_runtime.traits import (
     _alive,
     Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
@@ -299,6 +300,11 @@ class OpenCLDevice(Device):
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[OpenCLAllocation]:
         if self._closed:
             return self._closed_error("Device.alloc_unchecked")
+        if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:
+            checked = self._alloc_args_unchecked(nbytes, kind, "Device.alloc_unchecked")
+            if isinstance(checked, Error):
+                return checked
+            nbytes = checked
         return self._alloc(nbytes, kind, False)
 
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[OpenCLAllocation]:
@@ -1060,6 +1066,7 @@ class OpenCLStream(Stream):
             raise self.api.error(code, "clFinish")
         if mark > inflight.base:  # anything to let go
             inflight.release(mark)
+        self._check_callback_waits("Stream.synchronize")
 
     def query(self) -> bool:
         """Whether everything enqueued so far has completed (never True while work is pending)."""

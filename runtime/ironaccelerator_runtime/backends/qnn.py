@@ -43,6 +43,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime.backends import qnn_log, qnn_saver
 from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import _SIZE_MAX  # (alloc_unchecked's one range test)
 from ironaccelerator_runtime.traits import (
     Allocation, AllocationSlice, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, LaunchDims,
     Module, PooledAllocation, Result, Stream, check_size, check_span, compile_options, device_span, host_span,
@@ -415,6 +416,11 @@ class QnnDevice(Device):
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[QnnAllocation]:
         if self._closed:
             return self._closed_error("Device.alloc_unchecked")
+        if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:
+            checked = self._alloc_args_unchecked(nbytes, kind, "Device.alloc_unchecked")
+            if isinstance(checked, Error):
+                return checked
+            nbytes = checked
         return self._alloc(nbytes, kind, False)
 
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[QnnAllocation]:
@@ -978,6 +984,7 @@ class QnnStream(Stream):
         if err is not None:
             self._async_error = None
             raise err
+        self._check_callback_waits("Stream.synchronize")
 
     def query(self) -> bool:
         self.device._check_open("Stream.query")
