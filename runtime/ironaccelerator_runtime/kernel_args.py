@@ -146,7 +146,7 @@ def where(index: int, kernel: str | None) -> str:
     return f"argument {index} of kernel {kernel!r}" if kernel is not None else f"argument {index}"
 
 
-def value_bytes(a: Any, param: Param | None, index: int, kernel: str, backend: str, function: str) -> bytes:
+def value_bytes(a: Any, param: Param | None, index: int, kernel: str | None, backend: str, function: str) -> bytes:
     """The bytes of argument ``a`` for a by-value parameter (``param``: what is known of it, None: nothing), by
     the policy in this module's docstring; ``index`` and ``kernel`` (its name) name the argument in an Error."""
     t = type(a)
@@ -203,7 +203,7 @@ def _text(param: Param | None) -> str:
     return param.text if param is not None and param.text else "the parameter"
 
 
-def _check_size(data: bytes, param: Param | None, index: int, kernel: str, a: Any, backend: str,
+def _check_size(data: bytes, param: Param | None, index: int, kernel: str | None, a: Any, backend: str,
                 function: str) -> None:
     if param is not None and param.size is not None and len(data) != param.size:
         raise arg_error(where(index, kernel),
@@ -218,7 +218,8 @@ def _mismatch(where: str, a: Any, what: str, param: Param, backend: str, functio
                      backend, function)
 
 
-def _python_number(a: Any, param: Param | None, index: int, kernel: str, backend: str, function: str) -> bytes:
+def _python_number(a: Any, param: Param | None, index: int, kernel: str | None, backend: str,
+                   function: str) -> bytes:
     """A Python int/float/bool converted to the parameter's known type, or refused."""
     if param is None or param.kind is None or param.size is None:
         hint = "np.float32(x)" if type(a) is float else "np.int32(n)"
