@@ -894,11 +894,12 @@ class MetalStream(Stream):
                 plan = self._pack(launch, "Stream.launch_unchecked")
             except Error as e:
                 return e.with_traceback(None)  # (its frames would keep the stream and the launch alive)
-            limit = self.device.descriptor.limits.max_work_items
-            if plan[1].threads > limit:  # (a flag-cheap test: the device would run every one of them)
-                return Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: {plan[1]} is {plan[1].threads} "
-                             f"threads, more than the device's {limit} (DeviceLimits.max_work_items)",
-                             backend=_NAME, function="Stream.launch_unchecked")
+            limits, g = self.device.descriptor.limits, plan[1].grid
+            if plan[1].threads > limits.max_work_items or g[0] > limits.max_grid[0] or g[1] > limits.max_grid[1] \
+                    or g[2] > limits.max_grid[2]:  # (a few compares, on packing only: the device would try them all)
+                return Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: {plan[1]} is more than the device "
+                             f"runs in one dispatch (DeviceLimits max_grid {limits.max_grid}, max_work_items "
+                             f"{limits.max_work_items})", backend=_NAME, function="Stream.launch_unchecked")
         self._encode(*plan, keep=False)  # a failure of its command buffer is not reported (as on the other backends)
         return None
 
