@@ -158,7 +158,7 @@ for mode in ("compiled", "python"):
 # another size than the parameter (3 bytes for `int i`; unchecked too), LocalMemory (UNSUPPORTED: dynamic shared
 # memory is LaunchDims.shared_mem here), an allocation of another backend; and, unchecked, dimensions the launch
 # function's unsigned ints cannot hold (an Error, not OverflowError) and a kernel of another backend
-from ironaccelerator_runtime.kernel_args import LocalMemory  # noqa: E402
+LocalMemory = ia.LocalMemory
 from ironaccelerator_runtime.traits import Allocation  # noqa: E402
 
 

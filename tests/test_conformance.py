@@ -26,7 +26,7 @@ import pytest
 from ironaccelerator import (
     Allocation, Backend, BackendKind, BackendRegistry, Capability, CapabilityFlags, ComputeTier, Device,
     DeviceDescriptor, DeviceId, DeviceLimits, DType, Error, ErrorKind, Event, Kernel, KernelLaunch, LaunchDims,
-    MemoryKind, MemoryPool, NumericClass, Scalar, Stream, Vendor,
+    LocalMemory, MemoryKind, MemoryPool, NumericClass, Scalar, Stream, Vendor,
 )
 
 from conftest import rect_reference
@@ -1611,8 +1611,6 @@ def test_dynamic_local_memory(device: Device, stream: Stream) -> None:
     """Dynamic local memory has one meaning per backend: LaunchDims.shared_mem on CUDA/HIP, LocalMemory(nbytes)
     arguments for OpenCL __local parameters; where a backend cannot honour either it is UNSUPPORTED (raised, or
     returned unchecked), never silently ignored."""
-    from ironaccelerator_runtime.kernel_args import LocalMemory
-
     n = 1024
     k, dims, args = _vector_add(device, n)
     with device.alloc(4 * n) as a:

@@ -12,10 +12,9 @@ from typing import Any
 import numpy as np
 
 from ironaccelerator import (
-    BackendKind, BackendRegistry, CapabilityFlags, DType, Error, ErrorKind, KernelLaunch, LaunchDims, MemoryKind,
-    Scalar,
+    BackendKind, BackendRegistry, CapabilityFlags, DType, Error, ErrorKind, KernelLaunch, LaunchDims, LocalMemory,
+    MemoryKind, Scalar,
 )
-from ironaccelerator_runtime.kernel_args import LocalMemory
 
 import test_conformance as tc
 
