@@ -180,8 +180,11 @@ for mode in ("compiled", "python"):
     for args, kind, text in policy:
         for unchecked in (False, True):
             before = seen.launches
+            r: Any = None
             try:
-                r = stream.launch_unchecked(KernelLaunch(mixed, dims, args)) if unchecked else \
+                if unchecked:
+                    r = stream.launch_unchecked(KernelLaunch(mixed, dims, args))
+                else:
                     stream.launch(KernelLaunch(mixed, dims, args))
             except Error as e:
                 assert not unchecked, (mode, args, e)

@@ -1533,8 +1533,9 @@ def test_argument_policy_buffer_parameters(device: Device, stream: Stream, unche
     other = device.backend.open(device.descriptor.id)  # another device object: another context
     try:
         theirs = other.alloc(4 * n)
-        for bad in (theirs, theirs[0:4 * n]):  # the allocation and a slice of it: refused alike
-            err = _refused(lambda: launch(KernelLaunch(k, dims, args(a, bad, c))), ErrorKind.INVALID_VALUE, unchecked)
+        for alien in (theirs, theirs[0:4 * n]):  # the allocation and a slice of it: refused alike
+            err = _refused(lambda: launch(KernelLaunch(k, dims, args(a, alien, c))), ErrorKind.INVALID_VALUE,
+                           unchecked)
             assert "argument 1" in str(err), err
         theirs.free()
     finally:
