@@ -60,7 +60,8 @@ if tc.MODULE_FORMATS[kind] == "source":
     saxpy = device.load_module(sources.saxpy).kernel("saxpy")
     sdims = tc.grid_for(n, 64)
     cases += [
-        ("np.int32 for a float", KernelLaunch(saxpy, sdims, (np.int32(2), a, b, np.uint32(n))), ErrorKind.INVALID_VALUE),
+        ("np.int32 for a float", KernelLaunch(saxpy, sdims, (np.int32(2), a, b, np.uint32(n))),
+         ErrorKind.INVALID_VALUE),
         ("3 bytes for a uint", KernelLaunch(saxpy, sdims, (np.float32(2), a, b, b"\1\0\0")), ErrorKind.INVALID_VALUE),
         ("None for a value", KernelLaunch(saxpy, sdims, (None, a, b, np.uint32(n))), ErrorKind.INVALID_VALUE),
         ("an allocation for a value", KernelLaunch(saxpy, sdims, (a, a, b, np.uint32(n))), ErrorKind.INVALID_VALUE),

@@ -25,6 +25,11 @@ local memory parameter     ``LocalMemory(nbytes)``: ``nbytes`` of ``__local`` me
                            (OpenCL ``clSetKernelArg(i, nbytes, NULL)``).  Anything else: refused.
 =========================  ==========================================================================================
 
+Where a backend cannot tell, the gap is the vendor's: CUDA/HIP device pointers are process-wide (unified
+addressing), so an allocation of another device of the same backend is passed as its pointer (peer access; the
+driver answers if the device cannot reach it), and a program from an OpenCL runtime that keeps no argument
+information (``clGetKernelArgInfo`` refused) has its arguments taken by their own type.
+
 Every refusal is ``Error(INVALID_VALUE)`` (``INVALID_HANDLE`` for freed memory) naming the argument's index and the
 kernel, checked or unchecked alike (``launch_unchecked`` returns it): these are type dispatches made where the
 argument changes, never per launch of the same arguments.
@@ -155,7 +160,7 @@ def value_bytes(a: Any, param: Param | None, index: int, kernel: str | None, bac
         if nk is None:  # structured (np.void), complex, datetime: its bytes, sized
             if getattr(getattr(a, "dtype", None), "hasobject", False):
                 raise arg_error(where(index, kernel),
-                        f"a numpy value of dtype {a.dtype} holds Python objects, not bytes a kernel "
+                                f"a numpy value of dtype {a.dtype} holds Python objects, not bytes a kernel "
                                 "can take", backend, function)
             data: bytes = a.tobytes()
             _check_size(data, param, index, kernel, a, backend, function)
@@ -176,7 +181,7 @@ def value_bytes(a: Any, param: Param | None, index: int, kernel: str | None, bac
         _check_size(data, param, index, kernel, a, backend, function)
         if not data:
             raise arg_error(where(index, kernel),
-                        "an empty value (0 bytes)", backend, function)
+                            "an empty value (0 bytes)", backend, function)
         return data
     if t is int or t is float or t is bool:
         return _python_number(a, param, index, kernel, backend, function)
@@ -195,7 +200,7 @@ def value_bytes(a: Any, param: Param | None, index: int, kernel: str | None, bac
     if isinstance(a, Scalar):  # (a subclass)
         return value_bytes(Scalar(a.value, a.dtype), param, index, kernel, backend, function)
     raise arg_error(where(index, kernel),
-                        f"{t.__name__} ({a!r:.60}) is not a kernel argument: pass an Allocation, a numpy scalar "
+                    f"{t.__name__} ({a!r:.60}) is not a kernel argument: pass an Allocation, a numpy scalar "
                     "(np.int32(n)), Scalar(value, DType) or bytes", backend, function)
 
 
@@ -237,7 +242,7 @@ def _python_number(a: Any, param: Param | None, index: int, kernel: str | None, 
             return struct.pack("<" + fmt, a)
         except (OverflowError, struct.error):
             raise arg_error(where(index, kernel),
-                        f"{a!r} overflows `{_text(param)}`", backend, function) from None
+                            f"{a!r} overflows `{_text(param)}`", backend, function) from None
     if type(a) is float:
         raise arg_error(where(index, kernel),
                         f"a float ({a!r}) for the integer parameter `{_text(param)}`: pass an int",
@@ -268,7 +273,8 @@ def scalar_bytes(a: Scalar, backend: str, function: str) -> bytes:
                 "(pass the bits as bytes or a numpy scalar)", backend=backend, function=function)
 
 
-def arg_error(where: str, problem: str, backend: str, function: str, kind: ErrorKind = ErrorKind.INVALID_VALUE) -> Error:
+def arg_error(where: str, problem: str, backend: str, function: str,
+              kind: ErrorKind = ErrorKind.INVALID_VALUE) -> Error:
     """The Error of a refused kernel argument: ``<function>: <where>: <problem>``."""
     return Error(kind, f"{function}: {where}: {problem}", backend=backend, function=function)
 
