@@ -196,6 +196,24 @@ for mode in ("compiled", "python"):
         assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE, (mode, bad_dims, r)
     r = stream.launch_unchecked(KernelLaunch(object(), dims, args_of(2)))  # type: ignore[arg-type]
     assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE, (mode, r)
+    # a slice of a freed allocation: INVALID_HANDLE, unchecked too, after the slice's types got a layout
+    parent = dev.alloc(256)
+    piece = parent[0:128]
+    launch(KernelLaunch(mixed, dims, (piece, *args_of(2)[1:])))
+    launch(KernelLaunch(mixed, dims, (piece, *args_of(3)[1:])), unchecked=True)
+    parent.free()
+    for unchecked in (False, True):
+        before = seen.launches
+        r = None
+        try:
+            if unchecked:
+                r = stream.launch_unchecked(KernelLaunch(mixed, dims, (piece, *args_of(4)[1:])))
+            else:
+                stream.launch(KernelLaunch(mixed, dims, (piece, *args_of(4)[1:])))
+        except Error as e:
+            r = e
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE, (mode, unchecked, r)
+        assert seen.launches == before, mode
 stream._launch_packed = fast
 # the driver's status: the stub refuses more than 1024 threads per block (unchecked skips the dims check)
 err = stream.launch_unchecked(KernelLaunch(mixed, LaunchDims(1, (64, 32)), args_of(3)))
