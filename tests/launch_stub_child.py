@@ -153,6 +153,67 @@ for mode in ("compiled", "python"):
             assert isinstance(err, Error) and err.kind is kind, (mode, kl, err)
             assert seen.launches == before, (mode, kl)
     assert "takes 12 arguments, 11 given" in str(stream.launch_unchecked(KernelLaunch(mixed, dims, args_of(2)[:-1])))
+# the kernel-argument policy (ironaccelerator_runtime.kernel_args), checked and unchecked, compiled and Python
+# launch alike: None, a Python number (CUDA knows parameter sizes, not types: refused, with the hint), a value of
+# another size than the parameter (3 bytes for `int i`; unchecked too), LocalMemory (UNSUPPORTED: dynamic shared
+# memory is LaunchDims.shared_mem here), an allocation of another backend; and, unchecked, dimensions the launch
+# function's unsigned ints cannot hold (an Error, not OverflowError) and a kernel of another backend
+LocalMemory = ia.LocalMemory
+from ironaccelerator_runtime.traits import Allocation  # noqa: E402
+
+
+class Foreign(Allocation):  # another backend's allocation: no device pointer
+    nbytes, kind, device = 64, ia.MemoryKind.DEVICE, dev
+
+
+policy = [
+    ((a, None, *args_of(2)[2:]), ErrorKind.INVALID_VALUE, "argument 1"),
+    ((a, 5, *args_of(2)[2:]), ErrorKind.INVALID_VALUE, "np.int32"),
+    ((a, *args_of(2)[1:7], 2.5, *args_of(2)[8:]), ErrorKind.INVALID_VALUE, "np.float32"),
+    ((a, b"\1\0\0", *args_of(2)[2:]), ErrorKind.INVALID_VALUE, "3 bytes"),
+    ((a, LocalMemory(64), *args_of(2)[2:]), ErrorKind.UNSUPPORTED, "shared_mem"),
+    ((Foreign(), *args_of(2)[1:]), ErrorKind.INVALID_VALUE, "argument 0"),
+    ((None, *args_of(2)[1:]), ErrorKind.INVALID_VALUE, "argument 0"),
+]
+for mode in ("compiled", "python"):
+    stream._launch_packed = fast if mode == "compiled" else None
+    for args, kind, text in policy:
+        for unchecked in (False, True):
+            before = seen.launches
+            r: Any = None
+            try:
+                if unchecked:
+                    r = stream.launch_unchecked(KernelLaunch(mixed, dims, args))
+                else:
+                    stream.launch(KernelLaunch(mixed, dims, args))
+            except Error as e:
+                assert not unchecked, (mode, args, e)
+                r = e
+            assert isinstance(r, Error) and r.kind is kind and text in str(r), (mode, unchecked, args, r)
+            assert seen.launches == before, (mode, args)
+    for bad_dims in (LaunchDims(2**40, 1), LaunchDims(1, 1, shared_mem=2**33)):
+        r = stream.launch_unchecked(KernelLaunch(mixed, bad_dims, args_of(2)))
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE, (mode, bad_dims, r)
+    r = stream.launch_unchecked(KernelLaunch(object(), dims, args_of(2)))  # type: ignore[arg-type]
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE, (mode, r)
+    # a slice of a freed allocation: INVALID_HANDLE, unchecked too, after the slice's types got a layout
+    parent = dev.alloc(256)
+    piece = parent[0:128]
+    launch(KernelLaunch(mixed, dims, (piece, *args_of(2)[1:])))
+    launch(KernelLaunch(mixed, dims, (piece, *args_of(3)[1:])), unchecked=True)
+    parent.free()
+    for unchecked in (False, True):
+        before = seen.launches
+        r = None
+        try:
+            if unchecked:
+                r = stream.launch_unchecked(KernelLaunch(mixed, dims, (piece, *args_of(4)[1:])))
+            else:
+                stream.launch(KernelLaunch(mixed, dims, (piece, *args_of(4)[1:])))
+        except Error as e:
+            r = e
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE, (mode, unchecked, r)
+        assert seen.launches == before, mode
 stream._launch_packed = fast
 # the driver's status: the stub refuses more than 1024 threads per block (unchecked skips the dims check)
 err = stream.launch_unchecked(KernelLaunch(mixed, LaunchDims(1, (64, 32)), args_of(3)))

@@ -26,7 +26,7 @@ import pytest
 from ironaccelerator import (
     Allocation, Backend, BackendKind, BackendRegistry, Capability, CapabilityFlags, ComputeTier, Device,
     DeviceDescriptor, DeviceId, DeviceLimits, DType, Error, ErrorKind, Event, Kernel, KernelLaunch, LaunchDims,
-    MemoryKind, MemoryPool, NumericClass, Scalar, Stream, Vendor,
+    LocalMemory, MemoryKind, MemoryPool, NumericClass, Scalar, Stream, Vendor,
 )
 
 from conftest import rect_reference
@@ -1355,8 +1355,9 @@ def test_launch_bad_dimensions_raise_invalid_value(device: Device, stream: Strea
             LaunchDims(grid=1, block=(1, 1, lim.max_block[2] + 1)),
             LaunchDims(grid=1, block=0),
             LaunchDims(grid=0, block=1),
-            LaunchDims(grid=1, block=1, shared_mem=lim.max_shared_mem + 1),
         ]
+        if device.kind in SHARED_MEM:  # (elsewhere any shared_mem is UNSUPPORTED: test_dynamic_local_memory)
+            bad.append(LaunchDims(grid=1, block=1, shared_mem=lim.max_shared_mem + 1))
         if lim.max_threads_per_block < lim.max_block[0] * lim.max_block[1]:
             bad.append(LaunchDims(grid=1, block=(lim.max_block[0], lim.max_block[1], 1)))
         for dims in bad:
@@ -1670,6 +1671,213 @@ def test_memory_pool_alloc_unchecked_returns_result(device: Device) -> None:
     huge = pool.alloc_unchecked(1 << 62)  # far beyond any device: an Error value, not an exception
     assert isinstance(huge, Error) and huge.kind in (ErrorKind.OUT_OF_MEMORY, ErrorKind.INVALID_VALUE), huge
     pool.trim()
+
+
+# ------------------------------------------------------------------ the kernel-argument policy (kernel_args)
+
+# Backends whose LaunchDims.shared_mem is dynamic shared memory (sharedMemBytes); elsewhere it is UNSUPPORTED
+SHARED_MEM: set[BackendKind] = {BackendKind.CUDA, BackendKind.ROCM}
+# Backends that know their value parameters' types (OpenCL: clGetKernelArgInfo; Metal: the kernel's signature), so a
+# Python number converts to the parameter's type; elsewhere (CUDA/HIP: sizes only) it is refused
+KNOWS_PARAM_TYPES: set[BackendKind] = {BackendKind.OPENCL, BackendKind.METAL}
+# A kernel with a local-memory parameter, per backend that has them (LocalMemory(nbytes) arguments): ``wg_sum(x,
+# scratch, out)``: out[g] = the sum of work-group g's block of x, reduced through `scratch` (block floats)
+LOCAL_KERNELS: dict[BackendKind, str] = {
+    BackendKind.OPENCL: """
+__kernel void wg_sum(__global const float *x, __local float *scratch, __global float *out) {
+    size_t l = get_local_id(0), n = get_local_size(0);
+    scratch[l] = x[get_global_id(0)];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (size_t s = n / 2; s > 0; s /= 2) {
+        if (l < s) scratch[l] += scratch[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (l == 0) out[get_group_id(0)] = scratch[0];
+}
+""",
+}
+
+
+def _refused(call: Callable[[], object], kind: ErrorKind, unchecked: bool) -> Error:
+    """The Error ``call`` raises (checked) or returns (unchecked), asserted to be of ``kind``."""
+    if unchecked:
+        r = call()
+        assert isinstance(r, Error), r
+        err = r
+    else:
+        with pytest.raises(Error) as ei:
+            call()
+        err = ei.value
+    assert err.kind is kind, err
+    return err
+
+
+def _launcher(stream: Stream, unchecked: bool) -> Callable[[KernelLaunch], object]:
+    return stream.launch_unchecked if unchecked else stream.launch
+
+
+def _other_backend_device(device: Device) -> Device | None:
+    """A device of another backend (for an allocation of the wrong backend), or None if none enumerates one."""
+    for p in _PARAMS:
+        b = p.values[0]
+        if b is not None and b.kind is not device.kind:
+            return b.open(0)  # type: ignore[no-any-return]
+    return None
+
+
+@pytest.mark.parametrize("unchecked", [False, True], ids=["checked", "unchecked"])
+def test_argument_policy_buffer_parameters(device: Device, stream: Stream, unchecked: bool) -> None:
+    """A buffer parameter takes a live allocation (or slice) of this device: None, a value, another device's
+    allocation or a slice of one, and another backend's allocation are INVALID_VALUE naming the argument; a slice of
+    a freed allocation INVALID_HANDLE; checked (raised) and unchecked (returned) alike, never the previous launch's
+    buffer left in the slot."""
+    n = 1024
+    k, dims, args = _vector_add(device, n)
+    launch = _launcher(stream, unchecked)
+    a, b, c = device.alloc(4 * n), device.alloc(4 * n), device.alloc(4 * n)
+    stream.copy_from_host(a, np.arange(n, dtype=np.float32))
+    stream.copy_from_host(b, np.ones(n, np.float32))
+    assert launch(KernelLaunch(k, dims, args(a, b, c))) is None  # every slot set, and cached where a backend caches
+    for bad in (None, np.float32(1)):
+        err = _refused(lambda: launch(KernelLaunch(k, dims, args(a, bad, c))), ErrorKind.INVALID_VALUE, unchecked)
+        assert "argument 1" in str(err), err
+    other = device.backend.open(device.descriptor.id)  # another device object: another context
+    try:
+        theirs = other.alloc(4 * n)
+        for alien in (theirs, theirs[0:4 * n]):  # the allocation and a slice of it: refused alike
+            err = _refused(lambda: launch(KernelLaunch(k, dims, args(a, alien, c))), ErrorKind.INVALID_VALUE,
+                           unchecked)
+            assert "argument 1" in str(err), err
+        theirs.free()
+    finally:
+        other.close()
+    foreign_device = _other_backend_device(device)
+    if foreign_device is not None:  # an allocation of another backend: INVALID_VALUE, not a cffi TypeError
+        try:
+            foreign = foreign_device.alloc(4 * n)
+            err = _refused(lambda: launch(KernelLaunch(k, dims, args(a, foreign, c))), ErrorKind.INVALID_VALUE,
+                           unchecked)
+            assert "argument 1" in str(err) and foreign_device.kind.name in str(err), err
+            foreign.free()
+        finally:
+            foreign_device.close()
+    dead = device.alloc(4 * n)
+    dead_slice = dead[0:4 * n]
+    dead.free()
+    _refused(lambda: launch(KernelLaunch(k, dims, args(a, b, dead_slice))), ErrorKind.INVALID_HANDLE, unchecked)
+    # after every refusal, the good launch still runs with its own buffers
+    stream.fill(c, 0)
+    assert launch(KernelLaunch(k, dims, args(a, b, c))) is None
+    out = np.zeros(n, np.float32)
+    stream.copy_to_host(out, c)
+    stream.synchronize()
+    np.testing.assert_array_equal(out, np.arange(n, dtype=np.float32) + 1)
+    for x in (a, b, c):
+        x.free()
+
+
+@pytest.mark.parametrize("unchecked", [False, True], ids=["checked", "unchecked"])
+def test_argument_policy_value_parameters(device: Device, stream: Stream, kernels: dict[str, Kernel],
+                                          unchecked: bool) -> None:
+    """A value parameter takes a numpy scalar, a Scalar or bytes of its exact size, or a Python number converted to
+    its type where the backend knows it (refused with a hint where it does not); a numpy scalar or Scalar of another
+    kind (np.int32 for a float: never its bits) or size, the wrong byte count, None or an allocation: INVALID_VALUE
+    naming the argument and kernel.  Integers of the parameter's size but the other signedness are taken."""
+    n = 1024
+    k = kernels["saxpy"]
+    dims = grid_for(n, 64)
+    launch = _launcher(stream, unchecked)
+    x = np.arange(n, dtype=np.float32)
+    with device.alloc(x.nbytes) as dx, device.alloc(x.nbytes) as dy:
+        stream.copy_from_host(dx, x)
+        stream.fill(dy, 0)
+        bad_values: list[tuple[int, Any]] = [
+            (0, np.int32(2)), (0, Scalar(2, DType.I32)), (0, np.float64(2.0)), (0, None), (0, dx), (0, b"\0\0"),
+            (3, b"\1\0\0"), (3, np.uint64(n)), (3, np.float32(n)), (3, None),
+        ]
+        if device.kind in KNOWS_PARAM_TYPES:
+            bad_values += [(3, 2**40), (3, -1), (3, float(n))]  # out of uint's range; a float for an integer
+        else:
+            bad_values += [(0, 2.0), (3, n)]
+        for i, v in bad_values:
+            args: list[Any] = [np.float32(2), dx, dy, np.uint32(n)]
+            args[i] = v
+            err = _refused(lambda: launch(KernelLaunch(k, dims, args)), ErrorKind.INVALID_VALUE, unchecked)
+            assert f"argument {i}" in str(err) and "saxpy" in str(err), (v, err)
+            if device.kind not in KNOWS_PARAM_TYPES and type(v) in (int, float):
+                assert "np.int32" in str(err) or "np.float32" in str(err), err
+        # accepted: y = 2x (a Python float converted where the type is known), then += 1x through np.int32(n) for
+        # the uint (the same bits), then += 0.5x through a Scalar
+        first: list[Any] = [2.0, dx, dy, n] if device.kind in KNOWS_PARAM_TYPES else \
+            [np.float32(2), dx, dy, np.uint32(n)]
+        assert launch(KernelLaunch(k, dims, first)) is None
+        assert launch(KernelLaunch(k, dims, [np.float32(1), dx, dy, np.int32(n)])) is None
+        assert launch(KernelLaunch(k, dims, [Scalar(0.5, DType.F32), dx, dy, np.uint32(n).tobytes()])) is None
+        out = np.zeros(n, np.float32)
+        stream.copy_to_host(out, dy)
+        stream.synchronize()
+        np.testing.assert_array_equal(out, 3.5 * x)
+
+
+def test_dynamic_local_memory(device: Device, stream: Stream) -> None:
+    """Dynamic local memory has one meaning per backend: LaunchDims.shared_mem on CUDA/HIP, LocalMemory(nbytes)
+    arguments for OpenCL __local parameters; where a backend cannot honour either it is UNSUPPORTED (raised, or
+    returned unchecked), never silently ignored."""
+    n = 1024
+    k, dims, args = _vector_add(device, n)
+    with device.alloc(4 * n) as a:
+        if device.kind not in SHARED_MEM:
+            for unchecked in (False, True):
+                launch = _launcher(stream, unchecked)
+                err = _refused(lambda: launch(KernelLaunch(k, LaunchDims(dims.grid, dims.block, shared_mem=256),
+                                                           args(a, a, a))), ErrorKind.UNSUPPORTED, unchecked)
+                assert "shared_mem" in str(err), err
+        if device.kind not in LOCAL_KERNELS:
+            for unchecked in (False, True):
+                launch = _launcher(stream, unchecked)
+                err = _refused(lambda: launch(KernelLaunch(k, dims, args(a, a, LocalMemory(64)))),
+                               ErrorKind.UNSUPPORTED, unchecked)
+                assert "LocalMemory" in str(err), err
+            return
+    with pytest.raises(Error) as ei:
+        LocalMemory(0)
+    assert kind_of(ei) is ErrorKind.INVALID_VALUE
+    wg_sum = device.load_module(LOCAL_KERNELS[device.kind]).kernel("wg_sum")
+    block, groups = 64, 32
+    x = RNG.standard_normal(block * groups).astype(np.float32)
+    with device.alloc(x.nbytes) as dx, device.alloc(4 * groups) as dout:
+        stream.copy_from_host(dx, x)
+        d = LaunchDims(groups, block)
+        for unchecked in (False, True):
+            stream.fill(dout, 0)
+            assert _launcher(stream, unchecked)(KernelLaunch(wg_sum, d, (dx, LocalMemory(4 * block), dout))) is None
+            out = np.zeros(groups, np.float32)
+            stream.copy_to_host(out, dout)
+            stream.synchronize()
+            np.testing.assert_allclose(out, x.reshape(groups, block).sum(axis=1), rtol=1e-4, atol=1e-4)
+            # a buffer or a value in the __local slot, LocalMemory in a buffer slot: INVALID_VALUE, the same message
+            for bad in ((dx, dx, dout), (dx, np.uint32(256), dout), (LocalMemory(256), LocalMemory(256), dout)):
+                err = _refused(lambda: _launcher(stream, unchecked)(KernelLaunch(wg_sum, d, bad)),
+                               ErrorKind.INVALID_VALUE, unchecked)
+                assert "LocalMemory" in str(err) or "buffer" in str(err), err
+
+
+def test_launch_unchecked_contract(backend: Backend) -> None:
+    """Every launch mistake docs/UNCHECKED.md lists comes back from launch_unchecked as a returned Error of the
+    documented kind (not raised, no crash, nothing left behind), in a child process: a backend that gets one wrong
+    dies of it (PoCL aborts on a 2**40 grid, a numpy scalar read as a cl_mem segfaults)."""
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(root, "generated"), os.path.join(root, "runtime"),
+                                                       here]))
+    proc = subprocess.run([sys.executable, os.path.join(here, "unchecked_child.py"), backend.kind.name],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    last = proc.stdout.strip().splitlines()[-1].split()  # (a vendor library may print its own lines first)
+    assert last[0] == "ok" and int(last[1]) >= 20, proc.stdout
 
 
 # ------------------------------------------------------------------ pure unit tests (no device)

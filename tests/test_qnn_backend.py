@@ -387,10 +387,16 @@ def test_non_default_launch_dims(device: Any, module: Any) -> None:
     k = module.kernel("add_f32")
     a = device.alloc(4 * G.N)
     s = device.create_stream()
-    for dims in (LaunchDims(2), LaunchDims(1, 32), LaunchDims(1, 1, shared_mem=16)):
+    for dims in (LaunchDims(2), LaunchDims(1, 32)):
         with pytest.raises(Error) as ei:
             s.launch(KernelLaunch(k, dims, (a, a, a)))
         assert ei.value.kind is ErrorKind.INVALID_VALUE and "no launch geometry" in str(ei.value)
+        r = s.launch_unchecked(KernelLaunch(k, dims, (a, a, a)))  # never silently ignored, unchecked too
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE and "no launch geometry" in str(r)
+    # dynamic shared memory: UNSUPPORTED, as on every backend that cannot honour it (kernel_args)
+    with pytest.raises(Error) as ei:
+        s.launch(KernelLaunch(k, LaunchDims(1, 1, shared_mem=16), (a, a, a)))
+    assert ei.value.kind is ErrorKind.UNSUPPORTED and "shared_mem" in str(ei.value)
     s.launch(KernelLaunch(k, LaunchDims(1, 1), (a, a, a)))  # equal to the default: fine
 
 

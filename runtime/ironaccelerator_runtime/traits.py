@@ -317,6 +317,11 @@ class LaunchDims:
     a chosen block, launch ``grid = ceil(n / block)`` and test ``i < n`` in the kernel, or pass ``block=1``
     and ``grid=n`` (work-groups of one item).
 
+    ``shared_mem``: bytes of dynamic shared memory per block, CUDA/HIP's ``sharedMemBytes`` (the kernel's ``extern
+    __shared__`` array).  Every other backend refuses a nonzero ``shared_mem`` with ``UNSUPPORTED``, never ignoring
+    it: OpenCL sizes each ``__local`` parameter with a ``LocalMemory(nbytes)`` argument instead; Metal and QNN have
+    no dynamic local memory here (``ironaccelerator_runtime.kernel_args``).
+
     Launch options (keyword-only; CUDA only, ``UNSUPPORTED`` on every other backend, and where the device's
     ``Capability`` lacks the flag): ``cooperative=True`` launches a cooperative grid (``CU_LAUNCH_ATTRIBUTE_
     COOPERATIVE``: ``cooperative_groups::this_grid().sync()`` works; every block must be resident at once, so the
@@ -464,7 +469,9 @@ def _check_scalar(value: Any, dtype: Any) -> None:
 
 
 class KernelLaunch(tuple):  # type: ignore[type-arg]
-    """One kernel launch: what, how big, with which arguments (Allocations, numpy scalars, Scalars).
+    """One kernel launch: what, how big, with which arguments (Allocations, numpy scalars, Scalars, bytes, Python
+    numbers where the backend knows the parameter's type, ``LocalMemory``): what each parameter takes, and what every
+    backend refuses, is the kernel-argument policy of ``ironaccelerator_runtime.kernel_args``.
 
     An immutable record, built once per launch, so the cheapest one Python has: a tuple ``(kernel, dims,
     args)`` with named fields (a frozen dataclass costs ~2.5x as much to build).  Like a named tuple, it

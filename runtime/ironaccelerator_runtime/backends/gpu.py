@@ -37,6 +37,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime import dlpack, kernel_cache, tracing
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import _SIZE_MAX  # (alloc_unchecked's one range test)
+from ironaccelerator_runtime.kernel_args import LocalMemory, local_error, value_bytes, where
 from ironaccelerator_runtime.traits import (
     Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
     DeviceLimits, Event, Graph,
@@ -44,6 +45,8 @@ from ironaccelerator_runtime.traits import (
     Stream, check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
     unsupported,
 )
+
+_UINT_MAX = 2**32 - 1  # the launch function's grid, block and shared memory parameters are unsigned int
 
 # What this module reads from a GPU backend spec (specs/<vendor>/backend.yaml), by section: role -> when it is
 # needed ("": always; "f": when the function role f is bound; "!f": when f is null, the vendor has none).  The
@@ -338,8 +341,12 @@ def _arg_bytes(a: Any, i: int, backend: str) -> tuple[bytes, int]:
         data = bytes(a)
         align = 8 if len(data) % 8 == 0 else 4 if len(data) % 4 == 0 else 2 if len(data) % 2 == 0 else 1
         return data, align
-    raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i} ({type(a).__name__} {a!r}): pass an Allocation, a "
-                "numpy scalar (np.int32(n)) or Scalar(value, DType)", backend=backend, function="Stream.launch")
+    if type(a) is LocalMemory:  # (dynamic shared memory is LaunchDims.shared_mem here)
+        raise local_error(backend, "Stream.launch", where(i, None))
+    # None, a Python number (only parameter sizes are known here), anything else: the policy's refusal
+    value_bytes(a, None, i, None, backend, "Stream.launch")
+    raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i} ({type(a).__name__} {a!r:.60}): pass an Allocation, "
+                "a numpy scalar (np.int32(n)) or Scalar(value, DType)", backend=backend, function="Stream.launch")
 
 
 def _count_error(backend: str, expected: int, given: int, name: str | None = None,
@@ -2023,9 +2030,14 @@ class GpuStream(Stream):
             raise TypeError(f"Stream.launch: the launch's dims must be a LaunchDims, not {type(dims).__name__}")
         if dims.cooperative or dims.cluster is not None:  # never cached: launch options take _launch_options
             return None
+        g, b = dims.grid, dims.block
         if check:
             dims.validate(self.device.descriptor.limits, self._kind, "Stream.launch")
-        g, b = dims.grid, dims.block
+        elif max(g + b) > _UINT_MAX or min(g + b) < 0 or not 0 <= dims.shared_mem <= _UINT_MAX:
+            # unchecked: what the launch function's unsigned int parameters cannot hold is still an Error (cffi
+            # would raise OverflowError), never a truncated size
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: {dims} does not fit the launch's "
+                        "unsigned int dimensions", backend=self.api.name, function="Stream.launch_unchecked")
         out = (g[0], g[1], g[2], b[0], b[1], b[2], dims.shared_mem)
         self._dims = (dims, out, check)
         return out
@@ -2055,9 +2067,10 @@ class GpuStream(Stream):
         plan = kernel._plans.get(key)
         if plan is None:
             plan = kernel._plan(args, key)
-        if plan is None or (check and not plan.checked):  # pack_args: the reference layout and its errors
-            packed = pack_args(args, self._ffi, kernel.param_sizes if check else None, check=check,
-                               backend=self.api.name)
+        if plan is None or not plan.checked:  # pack_args: the reference layout and its errors
+            # (sizes checked unchecked too, where the kernel's parameter info gives them: a value of another size
+            # would be read with bytes that are not its own; the kernel-argument policy, kernel_args)
+            packed = pack_args(args, self._ffi, kernel.param_sizes, check=True, backend=self.api.name)
             self._last = None
             return int(self._launch(kernel.handle, *dims, self.handle, packed.params, null))
         for i in plan.allocs:  # checked or not: a freed allocation's address may be other memory by now
@@ -2126,10 +2139,17 @@ class GpuStream(Stream):
             self._raise_launch(code, kernel, launch_dims)
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        """The launch without LaunchDims validation against the device's limits, returning the Error (see
+        docs/UNCHECKED.md): still refused a kernel of another backend, a wrong argument count or size, a freed
+        allocation, dimensions the launch function cannot take, a closed device.  A non-KernelLaunch raises
+        TypeError."""
         try:
             kernel, launch_dims, args = launch  # (cheaper than its three properties)
         except (TypeError, ValueError):
             raise not_a_launch(launch, "Stream.launch_unchecked") from None
+        if type(kernel) is not self._kernel_type and not isinstance(kernel, self._kernel_type):
+            return Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: {kernel!r:.80} is not a {self.api.name} "
+                         "kernel", backend=self.api.name, function="Stream.launch_unchecked")
         fast = self._launch_packed
         try:
             code = None
@@ -2186,7 +2206,7 @@ class GpuStream(Stream):
         args, sizes = launch[2], kernel.param_sizes
         if sizes is not None and len(args) != len(sizes):  # checked or not (a missing argument: stale memory)
             raise _count_error(api.name, len(sizes), len(args), kernel.name, what)
-        packed = pack_args(args, self._ffi, sizes if check else None, check=check, backend=api.name)
+        packed = pack_args(args, self._ffi, sizes, check=True, backend=api.name)  # (sizes: as _issue)
         ffi, tables = self._ffi, api.tables
         attrs = ffi.new(tables.types["launch_attribute"] + "[2]")
         n = 0

@@ -47,6 +47,9 @@ from typing import Any, Callable, Mapping, Sequence
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, MemoryKind, Vendor
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import _SIZE_MAX  # (alloc_unchecked's one range test)
+from ironaccelerator_runtime.kernel_args import (
+    LocalMemory, Param, arg_error, buffer_error, local_error, shared_mem_error, value_bytes, where,
+)
 from ironaccelerator_runtime.traits import (
     Allocation, AllocationSlice, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel,
     KernelAttributes, KernelLaunch, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream, check_size,
@@ -451,6 +454,14 @@ def _buffer_of(x: Any, device: MetalDevice, what: str) -> tuple[Any, int]:
                 function=what)
 
 
+def _arg_buffer(x: Any, device: MetalDevice, i: int, kernel: str, what: str) -> tuple[Any, int]:
+    """``_buffer_of`` for argument ``i`` of a launch: the policy's errors (kernel_args) naming the argument."""
+    t = type(x)
+    if (t is MetalAllocation or t is PooledAllocation or t is AllocationSlice) and x.device is device:
+        return _buffer_of(x, device, what)
+    raise buffer_error(where(i, kernel), x, _NAME, what)
+
+
 class MetalModule(Module):
     """An ``MTLLibrary`` and the source it was made from (for the kernels' signatures)."""
 
@@ -502,6 +513,8 @@ class MetalKernel(Kernel):
         self.execution_width = int(pipeline.threadExecutionWidth())
         self.slots = slots
         self.num_args = len(slots) if slots is not None else None
+        # the value parameters' types for the kernel-argument policy (kernel_args); None for buffers
+        self._params = None if slots is None else tuple(None if s.buffer else _param(s) for s in slots)
 
     @property
     def attributes(self) -> KernelAttributes:
@@ -510,38 +523,23 @@ class MetalKernel(Kernel):
         return KernelAttributes(max_threads_per_block=self.max_threads, preferred_multiple=self.execution_width)
 
 
-def _value_bytes(x: Any, slot: ArgSlot | None, what: str) -> bytes:
-    """The bytes of a by-value kernel argument: a numpy scalar or Scalar (its size must match the parameter's
-    type where it is known), bytes, or a Python int/float converted to the parameter's type."""
+def _param(slot: ArgSlot) -> Param:
+    """A value slot as a kernel_args.Param: kind and size from its MSL scalar type (None: a type not known)."""
+    if slot.dtype is None:
+        return Param(None, None, slot.text)
     import numpy as np
 
-    if isinstance(x, Scalar):
-        if x.dtype.numpy is None:
-            raise Error(ErrorKind.UNSUPPORTED, f"{what}: {x.dtype.name} scalars have no numpy type here",
-                        backend=_NAME, function=what)
-        data: bytes = np.array(x.value, dtype=x.dtype.numpy).tobytes()
-    elif isinstance(x, np.generic):
-        data = x.tobytes()
-    elif isinstance(x, (bytes, bytearray)):
-        data = bytes(x)
-    elif isinstance(x, (int, float)) and not isinstance(x, bool) and slot is not None and slot.dtype is not None:
-        try:
-            data = np.array(x).astype(slot.dtype, casting="same_kind" if isinstance(x, float) else "unsafe").tobytes()
-            if isinstance(x, int) and int(np.frombuffer(data, slot.dtype)[0]) != x:
-                raise OverflowError(x)
-        except (OverflowError, TypeError, ValueError):
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {x!r} does not fit the parameter `{slot.text}`",
-                        backend=_NAME, function=what) from None
-    else:
-        raise Error(ErrorKind.INVALID_VALUE, f"{what}: {x!r} is not a value for "
-                    f"{'`' + slot.text + '`' if slot else 'a value slot'} (pass a numpy scalar, a Scalar or bytes)",
-                    backend=_NAME, function=what)
-    if slot is not None and slot.dtype is not None and len(data) != np.dtype(slot.dtype).itemsize:
-        raise Error(ErrorKind.INVALID_VALUE, f"{what}: a {len(data)}-byte value for `{slot.text}` "
-                    f"({np.dtype(slot.dtype).itemsize} bytes)", backend=_NAME, function=what)
-    if not 0 < len(data) <= _MAX_SET_BYTES:
-        raise Error(ErrorKind.INVALID_VALUE, f"{what}: a value of {len(data)} bytes (setBytes takes 1..4096)",
-                    backend=_NAME, function=what)
+    dt = np.dtype(slot.dtype)
+    return Param("b" if dt.kind == "b" else dt.kind, dt.itemsize, slot.text)
+
+
+def _value(x: Any, slot: ArgSlot | None, param: Param | None, i: int, kernel: str, what: str) -> bytes:
+    """The bytes of a by-value argument (the kernel-argument policy, kernel_args.value_bytes), at most the 4 KiB
+    ``setBytes:length:atIndex:`` takes."""
+    data = value_bytes(x, param, i, kernel, _NAME, what)
+    if len(data) > _MAX_SET_BYTES:
+        raise arg_error(where(i, kernel), f"a value of {len(data)} bytes (setBytes takes 1..{_MAX_SET_BYTES}): "
+                        "pass a buffer", _NAME, what)
     return data
 
 
@@ -809,6 +807,8 @@ class MetalStream(Stream):
             raise TypeError(f"{what}: dims must be LaunchDims, not {type(dims).__name__}")
         if dims.cooperative or dims.cluster is not None:  # (Metal has neither grid sync nor clusters)
             raise dims.options_error(_KIND, what)
+        if dims.shared_mem:  # never silently ignored (checked and unchecked)
+            raise shared_mem_error(_NAME, what, dims.shared_mem)
         b = dims.block
         if b[0] * b[1] * b[2] > kernel.max_threads:
             raise Error(ErrorKind.INVALID_VALUE, f"{what}: a threadgroup of {b} has more than the pipeline's "
@@ -818,16 +818,18 @@ class MetalStream(Stream):
             raise Error(ErrorKind.INVALID_VALUE, f"{what}: {kernel.name} takes {len(slots)} arguments "
                         f"([[buffer(i)]] parameters), got {len(args)}", backend=_NAME, function=what)
         packed: list[tuple[bool, int, Any]] = []  # (True, index, (buffer id, offset)) or (False, index, bytes)
+        params = kernel._params
+        device = self.device
         for i, x in enumerate(args):
             slot = slots[i] if slots is not None else None
             index = slot.index if slot is not None else i
+            if type(x) is LocalMemory:
+                raise local_error(_NAME, what, where(i, kernel.name))
             if slot.buffer if slot is not None else isinstance(x, Allocation):
-                packed.append((True, index, _buffer_of(x, self.device, f"{what}: argument {i} ({slot.text if slot else ''})")))
+                packed.append((True, index, _arg_buffer(x, device, i, kernel.name, what)))
             else:
-                if isinstance(x, Allocation):
-                    raise Error(ErrorKind.INVALID_VALUE, f"{what}: argument {i} is an allocation, but `{slot.text if slot else ''}` "
-                                "takes a value", backend=_NAME, function=what)
-                packed.append((False, index, _value_bytes(x, slot, f"{what}: argument {i}")))
+                packed.append((False, index, _value(x, slot, params[i] if params is not None else None, i,
+                                                    kernel.name, what)))
         return kernel, dims, packed
 
     def _encode(self, kernel: MetalKernel, dims: LaunchDims, packed: list[tuple[bool, int, Any]],
@@ -914,6 +916,12 @@ class MetalStream(Stream):
                 plan = self._pack(launch, "Stream.launch_unchecked")
             except Error as e:
                 return e.with_traceback(None)  # (its frames would keep the stream and the launch alive)
+            limits, g = self.device.descriptor.limits, plan[1].grid
+            if plan[1].threads > limits.max_work_items or g[0] > limits.max_grid[0] or g[1] > limits.max_grid[1] \
+                    or g[2] > limits.max_grid[2]:  # (a few compares, on packing only: the device would try them all)
+                return Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: {plan[1]} is more than the device "
+                             f"runs in one dispatch (DeviceLimits max_grid {limits.max_grid}, max_work_items "
+                             f"{limits.max_work_items})", backend=_NAME, function="Stream.launch_unchecked")
         self._encode(*plan, keep=False)  # a failure of its command buffer is not reported (as on the other backends)
         return None
 

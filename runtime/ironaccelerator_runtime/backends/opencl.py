@@ -28,6 +28,9 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime import kernel_cache
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import _SIZE_MAX  # (alloc_unchecked's one range test)
+from ironaccelerator_runtime.kernel_args import (
+    LocalMemory, Param, arg_error, buffer_error, param_of, shared_mem_error, value_bytes,
+)
 from ironaccelerator_runtime.traits import (
     _alive,
     Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
@@ -41,8 +44,6 @@ _BUILD_OPTIONS = b"-cl-kernel-arg-info"
 _CData: type = type(None)  # cffi's CData type, set when the bindings load (_Api)
 _QUERY_GRACE_S = 0.002  # Stream.query: how long a marker behind finished work may take to complete
 _PLATFORM_NOT_FOUND_KHR = -1001  # cl_ext.h: what the ICD loader returns when no platform is installed
-_STRUCT = {DType.F64: "d", DType.F32: "f", DType.F16: "e", DType.I8: "b", DType.I16: "h", DType.I32: "i",
-           DType.I64: "q", DType.U8: "B", DType.U16: "H", DType.U32: "I", DType.U64: "Q", DType.BOOL: "?"}
 
 
 def _cl() -> Any:
@@ -601,9 +602,13 @@ class OpenCLKernel(Kernel):
         self._set_arg = api.raw.clSetKernelArg
         self._mem = api.ffi.new("cl_mem *")  # scratch for buffer arguments (used under _lock)
         self._sizeof_mem = api.ffi.sizeof("cl_mem")
+        self._null = api.ffi.NULL
         self._keys: list[Any] = [None] * self.num_args
-        self._objs: list[Any] = [None] * self.num_args
+        self._objs: list[Any] = [_UNSET] * self.num_args
         self._slots = _arg_slots(api, self.handle, self.num_args)
+        # the by-value parameters' types (clGetKernelArgInfo CL_KERNEL_ARG_TYPE_NAME): what a Python number
+        # converts to and which numpy scalars fit (kernel_args); None where the runtime keeps no argument info
+        self._params = _arg_params(api, self.handle, self.num_args) if self._slots is not None else None
 
     @property
     def attributes(self) -> KernelAttributes:
@@ -618,16 +623,20 @@ class OpenCLKernel(Kernel):
             static_shared_mem=api.info_int(wg, self.handle, cl.CL_KERNEL_LOCAL_MEM_SIZE, "cl_ulong", dev),
             local_mem=api.info_int(wg, self.handle, cl.CL_KERNEL_PRIVATE_MEM_SIZE, "cl_ulong", dev))
 
-    def _slot_error(self, i: int, a: Any, wants_buffer: bool) -> Error:
-        what = "a buffer (an Allocation)" if wants_buffer else "a value (a numpy scalar, Scalar or bytes)"
-        return Error(ErrorKind.INVALID_VALUE, f"argument {i} of kernel {self.name!r} takes {what}, got "
-                     f"{type(a).__name__} ({a!r})", backend="OPENCL", function="Stream.launch")
+    def _slot_error(self, i: int, a: Any, function: str) -> Error:
+        """INVALID_VALUE: argument ``i`` is not what its parameter (by its address qualifier) takes."""
+        slot = self._slots[i] if self._slots is not None else 0
+        what = {_POINTER_SLOT: "a buffer (an Allocation of this device)",
+                _LOCAL_SLOT: "__local memory: pass LocalMemory(nbytes), the bytes per work-group",
+                _VALUE_SLOT: "a value (a numpy scalar, a Scalar, bytes or a Python number)"}.get(slot, "?")
+        return arg_error(f"argument {i} of kernel {self.name!r}", f"the parameter takes {what}, not "
+                         f"{type(a).__name__} ({a!r:.60})", "OPENCL", function)
 
     def forget_args(self) -> None:
         """Drop the cached argument state (the next launch sets every argument)."""
         with self._lock:
             self._keys = [None] * self.num_args
-            self._objs = [None] * self.num_args
+            self._objs = [_UNSET] * self.num_args
 
 
 _POINTER_SLOT, _VALUE_SLOT, _LOCAL_SLOT = 1, 2, 3
@@ -651,6 +660,21 @@ def _arg_slots(api: _Api, kernel: Any, n: int) -> tuple[int, ...] | None:
         else:  # __private: a value, unless its type is a pointer (not legal for kernel arguments)
             slots.append(_VALUE_SLOT)
     return tuple(slots)
+
+
+def _arg_params(api: _Api, kernel: Any, n: int) -> tuple[Param | None, ...] | None:
+    """Per argument, its type as a kernel_args.Param (by-value arguments; None for the others): from the type
+    name (``float``, ``uint``: known; ``float4``, a typedef: kind and size unknown), named "<type> <name>"."""
+    cl, fn = api.cl, "clGetKernelArgInfo"
+    out: list[Param | None] = []
+    try:
+        for i in range(n):
+            type_name = api.info_str(fn, kernel, cl.CL_KERNEL_ARG_TYPE_NAME, i)
+            arg_name = api.info_str(fn, kernel, cl.CL_KERNEL_ARG_NAME, i)
+            out.append(None if type_name.endswith("*") else param_of(type_name, f"{type_name} {arg_name}".strip()))
+    except Error:
+        return None
+    return tuple(out)
 
 
 class OpenCLModule(Module):
@@ -929,14 +953,23 @@ class OpenCLStream(Stream):
     # launches
     def _sizes(self, d: LaunchDims, validate: bool) -> tuple[Any, Any]:
         """The (global, local) arrays of ``d``, validated first if asked (cached per grid/block/shared_mem); launch
-        options (cooperative, cluster) are UNSUPPORTED."""
+        options (cooperative, cluster) and ``shared_mem`` (OpenCL's dynamic local memory is a LocalMemory
+        argument) are UNSUPPORTED.  Unvalidated, a launch of more work-items than the device's ``max_work_items``
+        is still INVALID_VALUE: past it the runtime itself crashes (PoCL aborts), no error code comes back."""
+        what = "Stream.launch" if validate else "Stream.launch_unchecked"
         if d.cooperative or d.cluster is not None:  # (not cached: OpenCL has neither grid sync nor clusters)
-            raise d.options_error(_KIND, "Stream.launch" if validate else "Stream.launch_unchecked")
+            raise d.options_error(_KIND, what)
+        if d.shared_mem:
+            raise shared_mem_error("OPENCL", what, d.shared_mem)
         key = (d.grid, d.block, d.shared_mem)
         entry = self._dims.get(key)
         if entry is None or (validate and not entry[2]):
             if validate:
                 d.validate(self._limits, _KIND, "Stream.launch")
+            elif d.threads > self._limits.max_work_items:
+                raise Error(ErrorKind.INVALID_VALUE, f"{what}: {d} is {d.threads} work-items, more than the "
+                            f"device's {self._limits.max_work_items} (DeviceLimits.max_work_items)",
+                            backend="OPENCL", function=what)
             if entry is None:
                 g, b = d.grid, d.block
                 ffi = self.api.ffi
@@ -956,7 +989,8 @@ class OpenCLStream(Stream):
         except AttributeError:
             raise not_a_launch(launch, "Stream.launch") from None
         if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel):
-            raise Error(ErrorKind.INVALID_VALUE, "not an OpenCL kernel", backend="OPENCL", function="Stream.launch")
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: {kernel!r:.80} is not an OpenCL kernel",
+                        backend="OPENCL", function="Stream.launch")
         if self.device._closed:
             raise self.device._closed_error("Stream.launch")
         if kernel.module.device is not self.device:
@@ -967,6 +1001,9 @@ class OpenCLStream(Stream):
         if last[0] is d and last[3]:
             gl, lo = last[1], last[2]
         else:
+            if type(d) is not LaunchDims:
+                raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: dims must be a LaunchDims, not "
+                            f"{type(d).__name__}", backend="OPENCL", function="Stream.launch")
             gl, lo = self._sizes(d, True)
         args = launch.args
         if len(args) != kernel.num_args:
@@ -976,7 +1013,7 @@ class OpenCLStream(Stream):
         lock = kernel._lock
         lock.acquire()  # (cheaper than `with`)
         try:
-            err = _set_args(kernel, args, True)
+            err = _set_args(kernel, args, "Stream.launch")
             if err is None:
                 code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
                 self._dirty = self.device._dirty = True
@@ -988,14 +1025,27 @@ class OpenCLStream(Stream):
             raise self.api.error(code, "clEnqueueNDRangeKernel")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        """The launch without LaunchDims validation against the device's limits (the driver's own checks remain),
+        returning the Error.  Still refused (flag tests and type dispatches, see docs/UNCHECKED.md): a closed
+        device, a kernel of another backend or device, a wrong argument count, any argument the kernel-argument
+        policy refuses (a freed allocation or slice, a value in a buffer slot, ``None``...), more work-items than
+        ``DeviceLimits.max_work_items``.  A non-KernelLaunch ``launch`` raises TypeError (not a value mistake)."""
+        what = "Stream.launch_unchecked"
         try:
             kernel: OpenCLKernel = launch.kernel  # type: ignore[assignment]
             args = launch.args
         except AttributeError:
-            raise not_a_launch(launch, "Stream.launch_unchecked") from None
+            raise not_a_launch(launch, what) from None
+        device = self.device
+        if device._closed:
+            return device._closed_error(what)
+        if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel) or \
+                kernel.module.device is not device:
+            return Error(ErrorKind.INVALID_VALUE, f"{what}: {kernel!r:.80} is not an OpenCL kernel of {device!r}",
+                         backend="OPENCL", function=what)
         if len(args) != kernel.num_args:  # never launch with a previous launch's leftover arguments
             return Error(ErrorKind.INVALID_VALUE, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
-                         f"{len(args)} given", backend="OPENCL", function="Stream.launch_unchecked")
+                         f"{len(args)} given", backend="OPENCL", function=what)
         d = launch.dims
         last = self._last
         if last[0] is d:
@@ -1003,16 +1053,16 @@ class OpenCLStream(Stream):
         else:
             try:
                 gl, lo = self._sizes(d, False)
-            except (OverflowError, TypeError) as e:  # a negative or non-integer size: no size_t
-                return Error(ErrorKind.INVALID_VALUE, f"bad launch dimensions {d}: {e}", backend="OPENCL",
-                             function="Stream.launch_unchecked")
-            except Error as e:  # (launch options)
+            except (OverflowError, TypeError, AttributeError) as e:  # a negative size (no size_t), not LaunchDims
+                return Error(ErrorKind.INVALID_VALUE, f"{what}: bad launch dimensions {d!r:.80}: {e}",
+                             backend="OPENCL", function=what)
+            except Error as e:  # (launch options, shared_mem, too many work-items)
                 return e.with_traceback(None)
         null = self._null
         lock = kernel._lock
         lock.acquire()
         try:
-            err = _set_args(kernel, args, False)
+            err = _set_args(kernel, args, what)
             if err is None:
                 code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
                 self._dirty = self.device._dirty = True
@@ -1133,6 +1183,7 @@ def _live_buffer(a: Allocation, what: str, device: OpenCLDevice | None = None) -
 
 
 _IMMUTABLE: dict[type, bool] = {}  # by-value argument types whose objects can be cached by identity
+_UNSET: Any = object()  # OpenCLKernel._objs of a slot with no cached argument object (never `is` an argument)
 
 
 def _immutable(t: type) -> bool:
@@ -1140,21 +1191,26 @@ def _immutable(t: type) -> bool:
     if r is None:
         np = sys.modules.get("numpy")
         # np.void scalars of structured arrays are views of the array's memory: not immutable
-        r = issubclass(t, (Scalar, bytes)) or (np is not None and issubclass(t, np.generic)
-                                               and not issubclass(t, np.void))
+        r = issubclass(t, (Scalar, bytes, int, float, LocalMemory)) or (
+            np is not None and issubclass(t, np.generic) and not issubclass(t, np.void))
         _IMMUTABLE[t] = r
     return r
 
 
-def _set_args(kernel: OpenCLKernel, args: tuple[Any, ...], checked: bool) -> Error | None:
-    """Set the arguments that differ from the kernel's cached state (call with ``kernel._lock`` held).
+def _where(kernel: OpenCLKernel, i: int) -> str:
+    return f"argument {i} of kernel {kernel.name!r}"
+
+
+def _set_args(kernel: OpenCLKernel, args: tuple[Any, ...], function: str) -> Error | None:
+    """Set the arguments that differ from the kernel's cached state (call with ``kernel._lock`` held; ``args``
+    has ``kernel.num_args`` items), by the kernel-argument policy (:mod:`ironaccelerator_runtime.kernel_args`),
+    checked and unchecked alike: each check is a type dispatch made only where an argument changed.
 
     An allocation is identified by its serial (pooled ones by their block's), a by-value argument by its
-    bytes; an argument object that is immutable and identical to the last one is skipped outright.
+    bytes; an argument object that is immutable and identical to the last one is skipped outright.  A slot
+    whose argument failed is left uncached (set again by the next launch).
     """
-    keys, objs = kernel._keys, kernel._objs
-    if len(args) != len(keys):  # only unchecked launches get here with a wrong count: no caching
-        return _set_args_uncached(kernel, args)
+    keys, objs, slots = kernel._keys, kernel._objs, kernel._slots
     for i, a in enumerate(args):
         t = type(a)
         if t is not OpenCLAllocation:
@@ -1162,104 +1218,93 @@ def _set_args(kernel: OpenCLKernel, args: tuple[Any, ...], checked: bool) -> Err
                 continue
             if t is PooledAllocation:
                 if a._freed:
-                    return _freed_error(a)
+                    return _freed_error(a, function)
                 a = a.block
                 t = type(a)
         if t is OpenCLAllocation:
             if a._freed:  # also unchecked: a released cl_mem in a launch aborts the runtime
-                return _freed_error(a)
+                return _freed_error(a, function)
             key = a._serial
             if keys[i] != key:
-                if checked:
-                    slots = kernel._slots
-                    if slots is not None and slots[i] != _POINTER_SLOT:
-                        return kernel._slot_error(i, a, False)
-                    if a.device is not kernel.module.device:
-                        return Error(ErrorKind.INVALID_VALUE, f"argument {i} of kernel {kernel.name!r}: {a!r} "
-                                     "belongs to another device (context)", backend="OPENCL", function="Stream.launch")
-                objs[i] = None
+                if slots is not None and slots[i] != _POINTER_SLOT:
+                    return kernel._slot_error(i, a, function)
+                if a.device is not kernel.module.device:
+                    return buffer_error(_where(kernel, i), a, "OPENCL", function)
+                objs[i] = _UNSET
                 mem = kernel._mem
                 mem[0] = a.buffer
                 code = kernel._set_arg(kernel.handle, i, kernel._sizeof_mem, mem)
                 if code:
                     keys[i] = None
-                    return kernel._api.error(code, "clSetKernelArg", f"argument {i} of {kernel.name!r}")
+                    return kernel._api.error(code, "clSetKernelArg", _where(kernel, i))
                 keys[i] = key
             continue
-        buffer = getattr(a, "buffer", None)
-        if buffer is not None:  # some other allocation type: set every time
-            if checked and isinstance(a, Allocation) and a._freed:
-                return _freed_error(a)
-            keys[i] = objs[i] = None
+        slot = slots[i] if slots is not None else 0
+        if t is LocalMemory:
+            if keys[i] == a:
+                objs[i] = a
+                continue
+            keys[i] = None
+            objs[i] = _UNSET
+            if slot and slot != _LOCAL_SLOT:
+                return kernel._slot_error(i, a, function)
+            code = kernel._set_arg(kernel.handle, i, a.nbytes, kernel._null)
+            if not code:
+                keys[i] = objs[i] = a
+        elif isinstance(a, Allocation):  # a slice, or another backend's allocation: checked and set every time
+            keys[i] = None
+            objs[i] = _UNSET
+            buffer = _arg_buffer(kernel, i, a, function)
+            if type(buffer) is Error:
+                return buffer
+            if slot and slot != _POINTER_SLOT:
+                return kernel._slot_error(i, a, function)
             mem = kernel._mem
             mem[0] = buffer
             code = kernel._set_arg(kernel.handle, i, kernel._sizeof_mem, mem)
         else:
+            if slot and slot != _VALUE_SLOT:  # never a value's bytes read as a cl_mem (a crash)
+                keys[i] = None
+                objs[i] = _UNSET
+                return kernel._slot_error(i, a, function)
             try:
-                data = _arg_bytes(a)
+                data = value_bytes(a, kernel._params[i] if kernel._params is not None else None, i, kernel.name,
+                                   "OPENCL", function)
             except Error as e:
-                keys[i] = objs[i] = None
+                keys[i] = None
+                objs[i] = _UNSET
                 return e
             if keys[i] == data:
-                objs[i] = a if _immutable(t) else None
+                objs[i] = a if _immutable(t) else _UNSET
                 continue
-            if checked:
-                slots = kernel._slots
-                if slots is not None and slots[i] != _VALUE_SLOT:
-                    keys[i] = objs[i] = None
-                    return kernel._slot_error(i, a, True)
-            keys[i] = objs[i] = None
+            keys[i] = None
+            objs[i] = _UNSET
             code = kernel._set_arg(kernel.handle, i, len(data), data)
             if not code:
                 keys[i] = data
-                objs[i] = a if _immutable(t) else None
+                objs[i] = a if _immutable(t) else _UNSET
         if code:
-            return kernel._api.error(code, "clSetKernelArg", f"argument {i} of {kernel.name!r}")
+            return kernel._api.error(code, "clSetKernelArg", _where(kernel, i))
     return None
 
 
-def _set_args_uncached(kernel: OpenCLKernel, args: tuple[Any, ...]) -> Error | None:
-    kernel._keys = [None] * len(kernel._keys)
-    kernel._objs = [None] * len(kernel._objs)
-    for i, a in enumerate(args):
-        buffer = getattr(a.block if type(a) is PooledAllocation else a, "buffer", None)
-        if buffer is not None:
-            kernel._mem[0] = buffer
-            code = kernel._set_arg(kernel.handle, i, kernel._sizeof_mem, kernel._mem)
-        else:
-            try:
-                data = _arg_bytes(a)
-            except Error as e:
-                return e
-            code = kernel._set_arg(kernel.handle, i, len(data), data)
-        if code:
-            return kernel._api.error(code, "clSetKernelArg", f"argument {i} of {kernel.name!r}")
-    return None
+def _arg_buffer(kernel: OpenCLKernel, i: int, a: Allocation, function: str) -> Any:
+    """The ``cl_mem`` of an allocation argument that is not a (pooled) OpenCLAllocation: a slice (its
+    sub-buffer) of this device, live; else the Error (INVALID_HANDLE freed, INVALID_VALUE another device's or
+    another backend's)."""
+    if a._freed:  # (a slice: its allocation's)
+        return _freed_error(a, function)
+    buffer = getattr(a, "buffer", None)
+    if not isinstance(buffer, _CData) or getattr(a.device, "kind", None) is not _KIND:
+        return buffer_error(_where(kernel, i), a, "OPENCL", function)
+    if a.device is not kernel.module.device:
+        return buffer_error(_where(kernel, i), a, "OPENCL", function)
+    return buffer
 
 
-def _freed_error(a: Allocation) -> Error:
+def _freed_error(a: Allocation, function: str = "Stream.launch") -> Error:
     try:
-        a._check_live("Stream.launch")
+        a._check_live(function)
     except Error as e:
-        return e
-    return Error(ErrorKind.INVALID_HANDLE, f"Stream.launch: {a!r} was freed", backend="OPENCL",
-                 function="Stream.launch")
-
-
-def _arg_bytes(a: Any) -> bytes:
-    """The bytes of a by-value kernel argument: a numpy scalar, a Scalar, or bytes."""
-    if isinstance(a, Scalar):
-        fmt = _STRUCT.get(a.dtype)
-        if fmt is None:
-            raise Error(ErrorKind.UNSUPPORTED, f"kernel argument {a!r}: {a.dtype.name} scalars are not supported by "
-                        "the OpenCL backend (pass the bits as bytes or a numpy scalar)", backend="OPENCL",
-                        function="Stream.launch")
-        return struct.pack("<" + fmt, a.value)
-    tobytes = getattr(a, "tobytes", None)
-    if tobytes is not None:
-        data: bytes = tobytes()
-        return data
-    if isinstance(a, (bytes, bytearray)):
-        return bytes(a)
-    raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {a!r}: pass an Allocation, a numpy scalar "
-                "(np.int32(n)) or Scalar(value, DType)", backend="OPENCL", function="Stream.launch")
+        return e.with_traceback(None)
+    return Error(ErrorKind.INVALID_HANDLE, f"{function}: {a!r} was freed", backend="OPENCL", function=function)

@@ -44,6 +44,7 @@ from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DTy
 from ironaccelerator_runtime.backends import qnn_log, qnn_saver
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import _SIZE_MAX  # (alloc_unchecked's one range test)
+from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, local_error, shared_mem_error, where
 from ironaccelerator_runtime.traits import (
     Allocation, AllocationSlice, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Kernel, LaunchDims,
     Module, PooledAllocation, Result, Stream, check_size, check_span, compile_options, device_span, host_span,
@@ -780,8 +781,11 @@ class QnnKernel(Kernel):
             what = f"{function}: argument {i} ({'input' if t.is_input else 'output'} {t.name!r})"
             try:
                 buf = _live(a, what, device)
-            except TypeError as e:
-                return Error(ErrorKind.INVALID_VALUE, str(e), backend=_NAME, function=function)
+            except TypeError:  # not an allocation of this backend: the kernel-argument policy's refusal
+                if type(a) is LocalMemory:
+                    return local_error(_NAME, function, where(i, self.name))
+                return buffer_error(f"{where(i, self.name)} ({'input' if t.is_input else 'output'} {t.name!r})", a,
+                                    _NAME, function)
             except Error as e:
                 return e
             if a.nbytes < t.nbytes:
@@ -869,11 +873,7 @@ class QnnStream(Stream):
             raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: not a QNN graph kernel: {kernel!r:.80}",
                         backend=_NAME, function="Stream.launch")
         if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:
-            if isinstance(dims, LaunchDims) and (dims.cooperative or dims.cluster is not None):
-                raise dims.options_error(_NAME, "Stream.launch")
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: a QNN graph has no launch geometry; pass "
-                        f"LaunchDims() (grid 1, block 1, no shared memory), not {dims!r}", backend=_NAME,
-                        function="Stream.launch")
+            raise _dims_error(dims, "Stream.launch")
         device = self.device
         if device._closed:
             raise device._closed_error("Stream.launch")
@@ -900,12 +900,18 @@ class QnnStream(Stream):
     def launch_unchecked(self, launch: Any) -> Result[None]:
         """``launch`` returning the Error instead of raising it, without the LaunchDims, device and size checks
         on a rebind (a freed allocation is still refused: its memory may be gone)."""
+        what = "Stream.launch_unchecked"
         try:
             kernel, dims, args = launch
         except (TypeError, ValueError):
-            raise not_a_launch(launch, "Stream.launch_unchecked") from None
-        if dims is not _DEFAULT_DIMS and getattr(dims, "has_options", False):  # never silently dropped
-            return dims.options_error(_NAME, "Stream.launch_unchecked")  # type: ignore[no-any-return]
+            raise not_a_launch(launch, what) from None
+        if type(kernel) is not QnnKernel:
+            return Error(ErrorKind.INVALID_VALUE, f"{what}: not a QNN graph kernel: {kernel!r:.80}", backend=_NAME,
+                         function=what)
+        if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:  # never silently dropped
+            return _dims_error(dims, what)
+        if self.device._closed:  # (a flag test: the rebind below would catch it, a repeated launch would not)
+            return self.device._closed_error(what)
         lock = kernel._lock
         lock.acquire()
         try:
@@ -989,6 +995,18 @@ class QnnStream(Stream):
     def query(self) -> bool:
         self.device._check_open("Stream.query")
         return self._pending == 0
+
+
+def _dims_error(dims: Any, what: str) -> Error:
+    """The refusal of launch dimensions other than ``LaunchDims()``: launch options and ``shared_mem``
+    UNSUPPORTED (as on every backend that cannot honour them), any other geometry INVALID_VALUE."""
+    if isinstance(dims, LaunchDims):
+        if dims.cooperative or dims.cluster is not None:
+            return dims.options_error(_NAME, what)
+        if dims.shared_mem and dims.grid == (1, 1, 1) and dims.block == (1, 1, 1):
+            return shared_mem_error(_NAME, what, dims.shared_mem)
+    return Error(ErrorKind.INVALID_VALUE, f"{what}: a QNN graph has no launch geometry; pass LaunchDims() (grid 1, "
+                 f"block 1, no shared memory), not {dims!r:.120}", backend=_NAME, function=what)
 
 
 def _same(args: tuple[Any, ...], bound: tuple[Any, ...] | None) -> bool:
