@@ -315,6 +315,54 @@ def test_short_buffers_are_caught_before_c(device: Any, module: Any) -> None:
         assert isinstance(s.launch_unchecked(KernelLaunch(k, LaunchDims(), args)), Error)
 
 
+def test_element_types_of_typed_arguments_must_match_the_tensors(device: Any, module: Any) -> None:
+    """Issue 23 item 6: a typed argument (an imported tensor, or a slice of one) binds only to a tensor of its element
+    type, checked and unchecked (INVALID_VALUE naming the tensor): an f64 tensor through the f32 graph, f32 buffers
+    through the f16 graph were garbage out, the byte sizes being large enough.  Raw memory (Device.alloc, pool blocks)
+    is bytes: it binds by size.  The matching type still runs, correctly."""
+    s = device.create_stream()
+    f32, f16 = module.kernel("add_f32"), module.kernel("add_f16")
+    a64, b64 = (RNG_QNN.standard_normal((1, G.N)) for _ in range(2))
+    c64 = np.zeros((1, G.N))
+    raw = device.alloc(8 * G.N)
+    for kernel, x, y, z, which, held in (
+            (f32, a64, b64, c64, "input 'add_f32_a'", "f64"),  # f64 into f32
+            (f16, a64.astype(np.float32), b64.astype(np.float32), np.zeros((1, G.N), np.float32),
+             "input 'add_f16_a'", "f32")):  # f32 into f16
+        da, db, dc = (device.from_dlpack(v) for v in (x, y, z))
+        for args, name in (((da, db, dc), which), ((raw, raw, dc), which.replace("input", "output")
+                                                                          .replace("_a'", "_c'")),
+                           ((da[:kernel.inputs[0].nbytes], raw, raw), which)):
+            launch = KernelLaunch(kernel, LaunchDims(), args)
+            with pytest.raises(Error) as ei:
+                s.launch(launch)
+            msg = str(ei.value)
+            assert ei.value.kind is ErrorKind.INVALID_VALUE and name in msg, msg
+            assert f"holds {held} elements" in msg, msg
+            r = s.launch_unchecked(launch)
+            assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE, r
+        assert not dc.host_view().tobytes().strip(b"\0")  # nothing ran
+    for dt, npdt, kernel in (("f32", np.float32, f32), ("f16", np.float16, f16)):
+        a, b = G.inputs(dt, seed=23)
+        c = np.zeros_like(a)
+        args = tuple(device.from_dlpack(v) for v in (a, b, c))
+        s.launch(KernelLaunch(kernel, LaunchDims(), args))
+        s.synchronize()
+        G.check(dt, a, b, c)
+        assert c.dtype == npdt and np.any(c != 0)
+        c[:] = 0  # raw memory binds by size: the same bytes through untyped allocations
+        da, db, dc = (device.alloc(v.nbytes) for v in (a, b, c))
+        s.copy_from_host(da, a)
+        s.copy_from_host(db, b)
+        assert s.launch_unchecked(KernelLaunch(kernel, LaunchDims(), (da, db, dc))) is None
+        s.copy_to_host(c, dc)
+        s.synchronize()
+        G.check(dt, a, b, c)
+
+
+RNG_QNN = np.random.default_rng(23)
+
+
 def test_freed_allocation(device: Any, module: Any) -> None:
     k = module.kernel("add_f32")
     s = device.create_stream()

@@ -782,6 +782,14 @@ class QnnKernel(Kernel):
                 dt = t.dtype.info.name if t.dtype is not None else hex(t.qnn_dtype)
                 return Error(ErrorKind.INVALID_VALUE, f"{what} holds {a.nbytes} bytes; the tensor is "
                              f"{dt}{list(t.dims)}, {t.nbytes} bytes", backend=_NAME, function=function)
+            # element types: a typed argument (an imported tensor, Device.from_dlpack, or a slice of one) must hold
+            # the tensor's type; raw memory (Device.alloc, pool blocks: dtype None) is bytes and binds by size
+            typed = (a.parent if type(a) is AllocationSlice else a).dtype
+            if typed is not None and t.dtype is not None and typed is not t.dtype:
+                dt = t.dtype.info.name
+                return Error(ErrorKind.INVALID_VALUE, f"{what} holds {typed.info.name} elements; the tensor is "
+                             f"{dt}{list(t.dims)}: pass {dt} data (convert it on the host first)", backend=_NAME,
+                             function=function)
             keep.append(buf)
             blocks.append(a)
             if type(a) is PooledAllocation:
@@ -853,8 +861,10 @@ class QnnStream(Stream):
     # launches
     def launch(self, launch: Any) -> None:
         """Execute a graph: ``KernelLaunch(kernel, LaunchDims(), (inputs..., outputs...))``, checked (argument
-        count and kinds, each buffer's size against its tensor's bytes (HTP does not check them), freed
-        allocations, the device) before any C call."""
+        count and kinds, each buffer's size against its tensor's bytes (HTP does not check them), a typed
+        argument's element type against its tensor's (an imported tensor, ``Device.from_dlpack``, carries one; raw
+        memory from ``Device.alloc`` or the pool is bytes and binds by size), freed allocations, the device) before
+        any C call."""
         try:
             kernel, dims, args = launch
         except (TypeError, ValueError):
