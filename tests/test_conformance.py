@@ -1623,3 +1623,24 @@ def test_cuda_sources_compile_with_nvrtc() -> None:
         nvrtc.nvrtcCompileProgram(prog, ["--gpu-architecture=compute_90"])
     assert info.value.kind is ErrorKind.COMPILE_FAILED
     nvrtc.nvrtcDestroyProgram(prog)
+
+
+# ------------------------------------------------------------------ issue 23 item 9: one behaviour for one mistake
+
+
+def test_enums_print_as_their_names() -> None:
+    """str() and f-strings of the public enums name the member on every Python (3.11 printed ``2`` for
+    ``f"{DType.F32}"``); a format spec still formats the integer; pickling is unchanged."""
+    import pickle
+
+    from ironaccelerator import ComputeTier
+
+    for member in (DType.F32, ErrorKind.NOT_READY, MemoryKind.UNIFIED, BackendKind.OPENCL, Vendor.OTHER,
+                   NumericClass.FLOAT, ComputeTier.NPU):
+        name = f"{type(member).__name__}.{member.name}"
+        assert str(member) == f"{member}" == format(member) == name, (str(member), f"{member}")
+        assert f"{member:d}" == str(int(member)) and f"{member:>4}" == f"{int(member):>4}"
+        assert pickle.loads(pickle.dumps(member)) is member
+    flags = CapabilityFlags(3)
+    assert f"{flags}" == str(flags) == f"CapabilityFlags.{flags.name}" and f"{flags:d}" == "3"
+    assert f"{CapabilityFlags.NONE}" == "CapabilityFlags.NONE"
