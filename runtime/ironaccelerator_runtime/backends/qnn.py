@@ -159,7 +159,8 @@ class _Api:
         if not q.has("QnnBackend_create"):
             from ironaccelerator.backends.qnn.interface._binding import BINDING
             err = BINDING.load_error(BINDING.index["QnnBackend_create"])
-            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "QNN backend library not found", backend=_NAME)
+            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "QNN backend library not found", backend=_NAME,
+                               function="QnnBackend_create")
         from ironaccelerator.backends.qnn.interface._binding import BINDING
         self.q = q
         self.ffi = q.ffi
@@ -176,7 +177,8 @@ class _Api:
             if not s.has("QnnSystemContext_create"):
                 from ironaccelerator.backends.qnn.system._binding import BINDING
                 err = BINDING.load_error(BINDING.index["QnnSystemContext_create"])
-                raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "libQnnSystem not found", backend=_NAME)
+                raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "libQnnSystem not found", backend=_NAME,
+                                   function="QnnSystemContext_create")
             self._system = s
         return self._system
 
@@ -354,13 +356,31 @@ class QnnBackend(Backend):
 
 
 def _arch_number(arch: int | str) -> int:
+    """An HTP architecture given as 75 or ``"v75"`` -> 75: one of ``QnnHtpDevice_Arch_t``'s (the QNN headers'
+    list, as the interface spec declares it), else INVALID_VALUE listing them."""
     if isinstance(arch, str):
         s = arch.lower().lstrip("v")
         if not s.isdigit():
-            raise Error(ErrorKind.INVALID_VALUE, f"arch {arch!r} is not an HTP architecture like 'v75' or 75",
-                        backend=_NAME, function="Backend.open")
-        return int(s)
-    return check_size(arch, "arch", "Backend.open", _KIND)
+            raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: arch {arch!r} is not an HTP architecture like 'v75' "
+                        f"or 75; supported: {_arch_list()}", backend=_NAME, function="Backend.open")
+        n = int(s)
+    else:
+        n = check_size(arch, "arch", "Backend.open", _KIND)
+    if n not in _supported_arches():
+        raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: arch {arch!r} is not an HTP architecture QNN knows; "
+                    f"supported: {_arch_list()}", backend=_NAME, function="Backend.open")
+    return n
+
+
+def _supported_arches() -> tuple[int, ...]:
+    """The architectures of ``QnnHtpDevice_Arch_t`` (not NONE or UNKNOWN): 68, 69, 73, ..."""
+    from ironaccelerator.backends.qnn import interface as q
+
+    return tuple(int(a) for a in q.QnnHtpDevice_Arch_t if a.name.rpartition("_")[2][1:].isdigit())
+
+
+def _arch_list() -> str:
+    return ", ".join(f"v{a}" for a in _supported_arches())
 
 
 # ---------------------------------------------------------------------------------------------------- device
