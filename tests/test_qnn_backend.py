@@ -166,6 +166,17 @@ def test_arch_selection_reaches_the_binary(how: Any) -> None:
     assert "BINARY 57 75 SM8650" in r.stdout, r.stdout
 
 
+def test_unknown_arch_is_refused_listing_the_supported_ones(backend: Any) -> None:
+    """open(arch=12) returned an "HTP v12" device: an architecture QnnHtpDevice_Arch_t does not list is INVALID_VALUE
+    naming the supported ones (before any device is made)."""
+    for arch in (12, "v12", 0, 2**31 - 1, "v"):
+        with pytest.raises(Error) as ei:
+            backend.open(0, arch=arch)
+        msg = str(ei.value)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and ei.value.backend == "QNN", msg
+        assert ei.value.function == "Backend.open" and "v68, v69, v73, v75, v79, v81" in msg, msg
+
+
 def test_default_device_binary_reports_no_selection(device: Any) -> None:
     m = device.load_module(_build_on(device))
     assert m.soc_model in (None, 30)

@@ -365,7 +365,7 @@ def _arch_number(arch: int | str) -> int:
                         f"or 75; supported: {_arch_list()}", backend=_NAME, function="Backend.open")
         n = int(s)
     else:
-        n = check_size(arch, "arch", "Backend.open", _KIND)
+        n = check_size(arch, "arch", "Backend.open", _KIND, minimum=0)
     if n not in _supported_arches():
         raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: arch {arch!r} is not an HTP architecture QNN knows; "
                     f"supported: {_arch_list()}", backend=_NAME, function="Backend.open")
