@@ -523,7 +523,7 @@ def test_no_simulator_object_outlives_its_handles(backend: Any, sim: Sim) -> Non
         assert s.launch_unchecked(launch) is None
     e = s.record_event()
     s2.wait_event(e)
-    s2.copy(p, p)
+    s2.copy(p, p, 500, dst_offset=500)  # (ranges of one allocation must not overlap)
     s.copy_to_host(np.zeros(16, np.uint8), u)
     d.synchronize()
     assert sim.live() > 0

@@ -373,11 +373,11 @@ class MetalDevice(Device):
         a = self.api
         from ironaccelerator_runtime.objc import NSErrorError
 
-        text = source_or_binary.rstrip("\0")  # (trailing NULs, C-string style, are no source: as on every backend)
+        text = source_or_binary
         nul = text.find("\0")
         if nul >= 0:  # refused as on every backend (the Objective-C string would end there)
             raise Error(ErrorKind.INVALID_VALUE, f"Device.load_module: the source holds a NUL character at "
-                        f"character {nul}, before its end (the compiler would stop reading there)", backend=_NAME,
+                        f"character {nul} (the compiler would stop reading there)", backend=_NAME,
                         function="Device.load_module")
         src = a.nsstring(text)  # INVALID_VALUE for lone surrogates
         mtl_options = a.M.MTLCompileOptions.new()
