@@ -58,7 +58,7 @@ assert backend.open(np.int64(0)).descriptor.id.index == 0  # type: ignore[arg-ty
 # overlapping ranges of one allocation: refused before the driver; disjoint ones copy
 a = dev.alloc(4096)
 for dst, src, kw in ((a, a, dict(nbytes=2048, dst_offset=1024)), (a, a, {}), (a[0:2048], a[1024:3072], {})):
-    refused(lambda: stream.copy(dst, src, **kw), ErrorKind.INVALID_VALUE, "overlap")  # type: ignore[arg-type]
+    refused(lambda: stream.copy(dst, src, **kw), ErrorKind.INVALID_VALUE, "overlap")
 stream.copy(a, a, 1024, dst_offset=2048)
 stream.copy(a[0:1024], a[1024:2048])
 checked += 1
@@ -72,7 +72,7 @@ for obj, what, hint in ((a, "Allocation", "export_ipc()"), (a[0:64], "Allocation
                         (k, "Kernel", ""), (stream.record_event(), "Event", "")):
     for dump in (pickle.dumps, copy.copy):
         try:
-            dump(obj)  # type: ignore[operator]
+            dump(obj)
         except TypeError as err:
             assert str(err).startswith(f"cannot pickle {what} ") and hint in str(err), str(err)
             checked += 1
