@@ -1769,7 +1769,7 @@ class BackendRegistry:
                 factory = self._factories.get(kind)
                 if factory is None:
                     self._backends[kind] = Error(ErrorKind.UNSUPPORTED, f"no {kind.name} backend is registered",
-                                                 backend=kind.name)
+                                                 backend=kind.name, function="BackendRegistry.get")
                 else:
                     try:
                         self._backends[kind] = factory()
@@ -1777,7 +1777,7 @@ class BackendRegistry:
                         self._backends[kind] = e
                     except Exception as e:  # a backend that cannot even construct is unavailable, not fatal
                         self._backends[kind] = Error(ErrorKind.UNKNOWN, f"{kind.name} backend failed to load: {e!r}",
-                                                     backend=kind.name)
+                                                     backend=kind.name, function="BackendRegistry.get")
             return self._backends[kind]
 
     def get(self, kind: BackendKind | str) -> Backend:

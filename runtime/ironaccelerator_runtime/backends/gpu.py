@@ -648,7 +648,8 @@ class GpuApi:
         binding, index = self.where[role]
         if not binding.has(self.tables.functions[role][1]):  # type: ignore[index]
             raise binding.load_error(index) or Error(ErrorKind.LIBRARY_NOT_FOUND, f"the {self.name} library "
-                                                     "could not be loaded", backend=self.name)
+                                                     "could not be loaded", backend=self.name,
+                                                     function=self.tables.functions[role][1])  # type: ignore[index]
 
 
 _FFI = importlib.import_module("cffi").FFI()  # casts any cffi pointer to its address

@@ -95,7 +95,8 @@ class _Api:
         if not cl.has("clGetPlatformIDs"):
             from ironaccelerator.backends.opencl.cl._binding import BINDING
             err = BINDING.load_error(BINDING.index["clGetPlatformIDs"])
-            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "OpenCL library not found", backend="OPENCL")
+            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "OpenCL library not found", backend="OPENCL",
+                               function="clGetPlatformIDs")
         from ironaccelerator.backends.opencl.cl._binding import BINDING
         self.cl = cl
         self.ffi = cl.ffi
