@@ -63,6 +63,13 @@ stream.copy(a, a, 1024, dst_offset=2048)
 stream.copy(a[0:1024], a[1024:2048])
 checked += 1
 
+# a pool allocation slices as an allocation does, and its slice dies with it
+p = dev.memory_pool().alloc(4096)
+ps = p[1024:2048]
+stream.copy_from_host(ps, np.zeros(1024, np.uint8))
+p.free()
+refused(lambda: stream.copy_from_host(ps, np.zeros(1024, np.uint8)), ErrorKind.INVALID_HANDLE)
+
 # NUL inside NVRTC source
 refused(lambda: dev.load_module(SOURCE + "\0" + SOURCE), ErrorKind.INVALID_VALUE, "NUL")
 

@@ -7,4 +7,4 @@ from typing import Callable
 
 
 def test_one_behaviour_for_one_mistake_on_cuda(stub_child: Callable[[str], int]) -> None:
-    assert stub_child("consistency_stub_child.py") == 33
+    assert stub_child("consistency_stub_child.py") == 34
