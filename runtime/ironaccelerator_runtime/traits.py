@@ -200,7 +200,7 @@ def device_span(dst: Any, src: Any, nbytes: Any, dst_offset: Any, src_offset: An
         raise Error(ErrorKind.INVALID_VALUE, f"{function}: the source holds {n} bytes (after offset {so}) and the "
                     f"destination {dn} (after offset {do}): sizes must match, or pass nbytes to copy part",
                     backend=name, function=function)
-    if n:
+    if n and (dst is src or isinstance(dst, _SHARES) or isinstance(src, _SHARES)):  # (else distinct memory)
         dm, dbase = _memory_of(dst)
         sm, sbase = _memory_of(src)
         if dm is sm and dbase + do < sbase + so + n and sbase + so < dbase + do + n:
@@ -1610,6 +1610,9 @@ class PooledAllocation(Allocation):
         s = self.block._slice(offset, nbytes)
         s._owner = self  # type: ignore[attr-defined]
         return s
+
+
+_SHARES = (AllocationSlice, PooledAllocation)  # what shares another allocation's memory (device_span's overlap test)
 
 
 class MemoryPool:
