@@ -316,7 +316,7 @@ def corpus() -> list[tuple[str, str, Callable[[], object]]]:
         ("kernel name not UTF-8", IV, lambda: mod.kernel("\udcff")),
         ("kernel name int", TYPE, lambda: mod.kernel(5)),  # type: ignore[arg-type]
         ("kernel name bytes", TYPE, lambda: mod.kernel(b"axpy")),  # type: ignore[arg-type]
-        ("kernel not found", ErrorKind.INVALID_HANDLE.name, lambda: mod.kernel("nope")),
+        ("kernel not found", ErrorKind.INVALID_VALUE.name, lambda: mod.kernel("nope")),
         ("compile_source options str", TYPE, lambda: cb.compile_source(SOURCE, "compute_90", "-O3")),
         ("compile_source options [5]", TYPE, lambda: cb.compile_source(SOURCE, "compute_90", [5])),  # type: ignore[list-item]
         ("compile_source option with NUL", IV, lambda: cb.compile_source(SOURCE, "compute_90", ["-O3\0"])),

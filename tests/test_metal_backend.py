@@ -377,6 +377,24 @@ def test_events_gpu_timestamps_and_cross_stream_order(dev: Any) -> None:
     a.synchronize()
 
 
+def test_grids_past_the_limits(dev: Any) -> None:
+    """The checked launch refuses a dimension of more than 2**32 - 1 threads (a 2**41-thread grid ran on the simulated
+    device: a Metal thread position is a 32-bit uint per dimension); the unchecked launch returns the Error of a
+    dimension MTLSize cannot hold (an OverflowError escaped while a compute encoder was open) and the stream works on."""
+    k = _kernels(dev)["vector_add"]
+    s = dev.create_stream()
+    a = dev.alloc(64)
+    for dims in (LaunchDims(grid=2**31, block=1024), LaunchDims(grid=2**32), LaunchDims(grid=(1, 2**22), block=(1, 1024))):
+        with pytest.raises(Error) as ei:
+            s.launch(KernelLaunch(k, dims, (a, a, a, np.uint32(0))))
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and "4294967295 per dimension" in str(ei.value), ei.value
+    for dims in (LaunchDims(grid=2**64), LaunchDims(grid=(1, 1, 2**70), block=1)):
+        r = s.launch_unchecked(KernelLaunch(k, dims, (a, a, a, np.uint32(0))))
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE and "MTLSize" in str(r), r
+    s.launch(KernelLaunch(k, LaunchDims(grid=1, block=16), (a, a, a, np.uint32(16))))
+    s.synchronize()
+
+
 def test_compile_failure_carries_the_compiler_message(dev: Any) -> None:
     with pytest.raises(Error) as ei:
         dev.load_module("kernel void not_a_builtin(device float *x [[buffer(0)]]) {\n  x[0] = ;\n}\n")
@@ -561,7 +579,7 @@ def test_no_simulator_object_outlives_its_handles(backend: Any, sim: Sim) -> Non
         assert s.launch_unchecked(launch) is None
     e = s.record_event()
     s2.wait_event(e)
-    s2.copy(p, p)
+    s2.copy(p, p, 500, dst_offset=500)  # (ranges of one allocation must not overlap)
     s.copy_to_host(np.zeros(16, np.uint8), u)
     d.synchronize()
     assert sim.live() > 0

@@ -195,6 +195,17 @@ def test_backend_classes_are_public_and_open_is_typed() -> None:
     assert "NAME Qualcomm HTP v75" in r.stdout and "QnnDevice" in r.stdout, r.stdout
 
 
+def test_unknown_arch_is_refused_listing_the_supported_ones(backend: Any) -> None:
+    """open(arch=12) returned an "HTP v12" device: an architecture QnnHtpDevice_Arch_t does not list is INVALID_VALUE
+    naming the supported ones (before any device is made)."""
+    for arch in (12, "v12", 0, 2**31 - 1, "v"):
+        with pytest.raises(Error) as ei:
+            backend.open(0, arch=arch)
+        msg = str(ei.value)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and ei.value.backend == "QNN", msg
+        assert ei.value.function == "Backend.open" and "v68, v69, v73, v75, v79, v81" in msg, msg
+
+
 def test_default_device_binary_reports_no_selection(device: Any) -> None:
     m = device.load_module(_build_on(device))
     assert m.soc_model in (None, 30)
@@ -342,6 +353,54 @@ def test_short_buffers_are_caught_before_c(device: Any, module: Any) -> None:
         assert ei.value.kind is ErrorKind.INVALID_VALUE and which in msg and "100 bytes" in msg
         assert "2048 bytes" in msg and "f16[1, 1024]" in msg, msg
         assert isinstance(s.launch_unchecked(KernelLaunch(k, LaunchDims(), args)), Error)
+
+
+def test_element_types_of_typed_arguments_must_match_the_tensors(device: Any, module: Any) -> None:
+    """Issue 23 item 6: a typed argument (an imported tensor, or a slice of one) binds only to a tensor of its element
+    type, checked and unchecked (INVALID_VALUE naming the tensor): an f64 tensor through the f32 graph, f32 buffers
+    through the f16 graph were garbage out, the byte sizes being large enough.  Raw memory (Device.alloc, pool blocks)
+    is bytes: it binds by size.  The matching type still runs, correctly."""
+    s = device.create_stream()
+    f32, f16 = module.kernel("add_f32"), module.kernel("add_f16")
+    a64, b64 = (RNG_QNN.standard_normal((1, G.N)) for _ in range(2))
+    c64 = np.zeros((1, G.N))
+    raw = device.alloc(8 * G.N)
+    for kernel, x, y, z, which, held in (
+            (f32, a64, b64, c64, "input 'add_f32_a'", "f64"),  # f64 into f32
+            (f16, a64.astype(np.float32), b64.astype(np.float32), np.zeros((1, G.N), np.float32),
+             "input 'add_f16_a'", "f32")):  # f32 into f16
+        da, db, dc = (device.from_dlpack(v) for v in (x, y, z))
+        for args, name in (((da, db, dc), which), ((raw, raw, dc), which.replace("input", "output")
+                                                                          .replace("_a'", "_c'")),
+                           ((da[:kernel.inputs[0].nbytes], raw, raw), which)):
+            launch = KernelLaunch(kernel, LaunchDims(), args)
+            with pytest.raises(Error) as ei:
+                s.launch(launch)
+            msg = str(ei.value)
+            assert ei.value.kind is ErrorKind.INVALID_VALUE and name in msg, msg
+            assert f"holds {held} elements" in msg, msg
+            r = s.launch_unchecked(launch)
+            assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE, r
+        assert not dc.host_view().tobytes().strip(b"\0")  # nothing ran
+    for dt, npdt, kernel in (("f32", np.float32, f32), ("f16", np.float16, f16)):
+        a, b = G.inputs(dt, seed=23)
+        c = np.zeros_like(a)
+        args = tuple(device.from_dlpack(v) for v in (a, b, c))
+        s.launch(KernelLaunch(kernel, LaunchDims(), args))
+        s.synchronize()
+        G.check(dt, a, b, c)
+        assert c.dtype == npdt and np.any(c != 0)
+        c[:] = 0  # raw memory binds by size: the same bytes through untyped allocations
+        da, db, dc = (device.alloc(v.nbytes) for v in (a, b, c))
+        s.copy_from_host(da, a)
+        s.copy_from_host(db, b)
+        assert s.launch_unchecked(KernelLaunch(kernel, LaunchDims(), (da, db, dc))) is None
+        s.copy_to_host(c, dc)
+        s.synchronize()
+        G.check(dt, a, b, c)
+
+
+RNG_QNN = np.random.default_rng(23)
 
 
 def test_freed_allocation(device: Any, module: Any) -> None:

@@ -127,3 +127,50 @@ assert dev.api.launch_packed is None
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = traced_lines(proc.stderr)
     assert any(line.split(": ", 1)[1].startswith("cuLaunchKernel(") and ") -> 0 [" in line for line in lines), lines
+
+
+def test_configuring_the_logger_after_import_prints_each_line_once() -> None:
+    """Issue 23 item 9: with IRONACCEL_TRACE=1, a handler the application adds to ``ironaccelerator.trace`` after
+    import (or a root handler, ``logging.basicConfig``) takes the lines over: each once, none left on the fallback
+    (standard error)."""
+    for configure in ('logging.getLogger("ironaccelerator.trace").addHandler(h)',
+                      "logging.basicConfig(handlers=[h], level=logging.DEBUG)"):
+        code = SESSION + f"""
+import io, logging, sys
+buf = io.StringIO()
+h = logging.StreamHandler(buf)
+h.setFormatter(logging.Formatter("mine: %(message)s"))
+{configure}
+print("-- configured --", file=sys.stderr, flush=True)
+work()
+lines = buf.getvalue().splitlines()
+assert lines, "the application's handler got nothing"
+launches = [line for line in lines if "clEnqueueNDRangeKernel(" in line]
+assert len(launches) == 1, lines
+print(len(lines))
+"""
+        proc = run(code, "1")
+        before, after = proc.stderr.split("-- configured --", 1)
+        assert traced_lines(before) and traced_lines(after) == [], (configure, after[-2000:])
+        assert int(proc.stdout.split()[-1]) >= 3
+
+
+@pytest.mark.parametrize("value", ["verbose", "1,bogus", "YES"])
+def test_unknown_values_warn_and_do_not_turn_tracing_on(value: str) -> None:
+    """An unknown word in IRONACCEL_TRACE is ignored with a RuntimeWarning listing the accepted values (a typo turned
+    full tracing on without a word); known words in any case still work."""
+    code = SESSION + """
+from ironaccelerator_runtime import tracing
+print("ENABLED", tracing.ENABLED)
+work()
+"""
+    proc = run(code, value)
+    enabled = value != "verbose"
+    assert f"ENABLED {enabled}" in proc.stdout, proc.stdout
+    assert bool(traced_lines(proc.stderr)) is enabled
+    if value == "YES":
+        assert "RuntimeWarning" not in proc.stderr
+    else:
+        bad = value.split(",")[-1]
+        warning = next(line for line in proc.stderr.splitlines() if "RuntimeWarning" in line)
+        assert repr(bad) in warning and "ondemand" in warning and "0/off/false/no" in warning, warning

@@ -7,7 +7,29 @@ import enum
 from typing import NamedTuple
 
 
-class ErrorKind(enum.IntEnum):
+class _IntEnum(enum.IntEnum):
+    """An IntEnum that prints as its name: ``str(DType.F32)`` and ``f"{DType.F32}"`` are ``DType.F32`` on every
+    Python (3.11 made both ``2``); a format spec (``f"{kind:d}"``, ``f"{kind:#x}"``) formats the integer."""
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __format__(self, spec: str) -> str:
+        return int.__format__(int(self), spec) if spec else self.__str__()
+
+
+class _IntFlag(enum.IntFlag):
+    """An IntFlag that prints as its names (``CapabilityFlags.FP16|INT8``), as :class:`_IntEnum`."""
+
+    def __str__(self) -> str:
+        name = self.name
+        return f"{type(self).__name__}.{name}" if name is not None else f"{type(self).__name__}({int(self)})"
+
+    def __format__(self, spec: str) -> str:
+        return int.__format__(int(self), spec) if spec else self.__str__()
+
+
+class ErrorKind(_IntEnum):
     """What kind of failure an :class:`~ironaccelerator.Error` is; each vendor spec maps its status codes onto
     these."""
 
@@ -39,7 +61,7 @@ class ErrorKind(enum.IntEnum):
     """The vendor reported an unknown or unexpected error."""
 
 
-class BackendKind(enum.IntEnum):
+class BackendKind(_IntEnum):
     """The vendor APIs IronAccelerator drives."""
 
     CUDA = 1
@@ -68,7 +90,7 @@ _DLPACK_DEVICE = {
 }
 
 
-class Vendor(enum.IntEnum):
+class Vendor(_IntEnum):
     """Who made a device."""
 
     NVIDIA = 1
@@ -81,7 +103,7 @@ class Vendor(enum.IntEnum):
     OTHER = 8
 
 
-class NumericClass(enum.IntEnum):
+class NumericClass(_IntEnum):
     """The kind of number a :class:`DType` holds; the value is its DLPack ``DLDataTypeCode``."""
 
     BOOL = 6
@@ -102,7 +124,7 @@ class DTypeInfo(NamedTuple):
     numpy: str | None  # ex) float32
 
 
-class DType(enum.IntEnum):
+class DType(_IntEnum):
     """Element types.  ``DType.F32.size``, ``.numeric_class``, ``.dlpack``, ``.numpy``."""
 
     F64 = 1
@@ -178,7 +200,7 @@ _DTYPES = {
 _BY_NUMPY = {info.numpy: dt for dt, info in _DTYPES.items() if info.numpy}
 
 
-class CapabilityFlags(enum.IntFlag):
+class CapabilityFlags(_IntFlag):
     """What a device can do."""
 
     NONE = 0
@@ -210,7 +232,7 @@ class CapabilityFlags(enum.IntFlag):
     """thread-block clusters (LaunchDims(cluster=...); distributed shared memory)"""
 
 
-class ComputeTier(enum.IntEnum):
+class ComputeTier(_IntEnum):
     """How capable a device is, least to most."""
 
     CPU = 1
@@ -225,7 +247,7 @@ class ComputeTier(enum.IntEnum):
     """a data-centre GPU or accelerator"""
 
 
-class MemoryKind(enum.IntEnum):
+class MemoryKind(_IntEnum):
     """Where an allocation lives."""
 
     DEVICE = 1

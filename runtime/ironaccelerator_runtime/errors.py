@@ -10,7 +10,8 @@ from ironaccelerator._core import ErrorKind
 
 class Error(Exception):
     """A failed vendor call: ``.kind`` (ErrorKind), ``.code`` (the vendor's int or None),
-    ``.function`` (the C function's public name) and ``.backend`` (e.g. ``'CUDA'``)."""
+    ``.function`` (the C function's public name, or the operation's: ``Stream.launch``) and ``.backend`` (e.g.
+    ``'CUDA'``)."""
 
     __slots__ = ("kind", "code", "function", "backend")
 
@@ -19,7 +20,9 @@ class Error(Exception):
         super().__init__(message)
         self.kind = kind
         self.code = code
-        self.function = function
+        # a name, never a sentence: a message prefix passed as the function ("Stream.launch: argument 1 (...)")
+        # names its operation (the message keeps the rest)
+        self.function = function.partition(": ")[0] if function is not None and ": " in function else function
         self.backend = backend
 
     def __reduce__(self) -> tuple[Any, ...]:

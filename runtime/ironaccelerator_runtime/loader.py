@@ -366,11 +366,11 @@ class Binding:
         chosen = tuple(f for f in files if isinstance(f, str) and f)
         if not files or len(chosen) != len(files):
             raise Error(ErrorKind.INVALID_VALUE, f"use_library: give one or more library paths, not {paths!r}",
-                        backend=self.backend)
+                        backend=self.backend, function="use_library")
         if self.path is not None and self.path not in chosen:
             raise Error(ErrorKind.INVALID_VALUE, f"use_library: the {self.backend} {self.library} library is "
                         f"already loaded from {self.path}; a process binds one file (choose before the first "
-                        "call)", backend=self.backend)
+                        "call)", backend=self.backend, function="use_library")
         self.chosen = chosen
         if self.mode == ABI:
             self.lib._failed = False  # a failed search before this choice is not this choice's failure

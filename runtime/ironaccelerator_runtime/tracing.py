@@ -10,12 +10,18 @@ at DEBUG to ``ironaccelerator.trace`` (to standard error if that logger has no h
 ``nvtx`` (alone or with the others: ``IRONACCEL_TRACE=1,nvtx``) puts every call in an NVTX range named after the
 function, in the ``ironaccelerator`` domain, so that Nsight Systems shows them on its timeline (where NVIDIA's NVTX
 library is installed: :mod:`ironaccelerator_runtime.nvtx`); alone, it logs only inside ``trace()``.
-Unset (or ``0``), nothing is wrapped: the raw functions are the compiled cffi functions themselves, so tracing
+Unset (or ``0``, ``off``, ``false``, ``no``), nothing is wrapped: the raw functions are the compiled cffi functions themselves, so tracing
 costs nothing when it is off (``tests/test_tracing.py`` checks that they are the same objects).  The compiled fast
 paths that call the driver from C (the CUDA/HIP packed launch and pool allocation) are not used while tracing is on,
 so launches and pool allocations are logged too; the checked fast paths compiled into the cffi modules
 (the checked functions; their Python wrappers call the cffi functions, not the wrapped ``unchecked`` ones,
 so in ABI mode too) call the driver directly and are not traced.
+
+Accepted words (comma-separated, any case): ``1``/``on``/``true``/``yes`` (log every call), ``ondemand``, ``nvtx``,
+and the off words above; any other word is ignored with a :class:`RuntimeWarning` listing these (a typo never
+turns full tracing on).  Where the lines go: the ``ironaccelerator.trace`` logger.  Until the application gives
+that logger (or, through propagation, an ancestor such as the root logger) a handler of its own, a fallback
+handler writes them to standard error; once it does, they go to its handlers only, each line once.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from typing import Any, Callable, Iterator, MutableMapping
 
 from ironaccelerator._core import ErrorKind
@@ -35,7 +42,16 @@ from .errors import Error
 __all__ = ["ENABLED", "MODE", "NVTX", "trace", "wrap", "traced", "log"]
 
 MODE = os.environ.get("IRONACCEL_TRACE", "").strip().lower()
-_WORDS = {w.strip() for w in MODE.split(",")} - {"", "0", "off", "false", "no"}
+_OFF = {"", "0", "off", "false", "no"}
+_ON = {"1", "on", "true", "yes"}
+_KNOWN = _OFF | _ON | {"ondemand", "nvtx"}
+_WORDS = {w.strip() for w in MODE.split(",")} - _OFF
+if _WORDS - _KNOWN:
+    warnings.warn(f"IRONACCEL_TRACE={os.environ.get('IRONACCEL_TRACE', '')!r}: unknown "
+                  f"{', '.join(sorted(repr(w) for w in _WORDS - _KNOWN))} ignored; accepted (comma-separated): "
+                  "1/on/true/yes (log every driver call), ondemand (log inside ironaccelerator.trace()), nvtx, "
+                  "0/off/false/no", RuntimeWarning, stacklevel=2)
+    _WORDS &= _KNOWN
 NVTX = "nvtx" in _WORDS  # every call in an NVTX range of the "ironaccelerator" domain (ironaccelerator_runtime.nvtx)
 ENABLED = bool(_WORDS)  # wrappers installed (at import of each generated module)
 log = logging.getLogger("ironaccelerator.trace")
@@ -44,12 +60,29 @@ _depth = 0
 _lock = threading.Lock()
 _REPR_MAX = 64
 
+
+
+class _Fallback(logging.StreamHandler):  # type: ignore[type-arg]
+    """Standard error, for as long as no other handler would get the line (on the logger, or through propagation
+    on an ancestor): configuring logging after import takes the lines over instead of printing each twice."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        c: logging.Logger | None = log
+        while c is not None:
+            for h in c.handlers:
+                if h is not self:
+                    return
+            if not c.propagate:
+                break
+            c = c.parent
+        super().emit(record)
+
+
 if _WORDS - {"nvtx"} and not log.handlers:  # the env var asks for output: give it a place to go unless the app chose one
-    _handler = logging.StreamHandler(sys.stderr)
+    _handler = _Fallback(sys.stderr)
     _handler.setFormatter(logging.Formatter("ironaccelerator.trace: %(message)s"))
     log.addHandler(_handler)
     log.setLevel(logging.DEBUG)
-    log.propagate = False
 
 
 def _short(v: Any) -> str:

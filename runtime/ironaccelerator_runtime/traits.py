@@ -30,9 +30,36 @@ Result = Union[T, Error]
 """``Result[T]``: what an ``_unchecked`` operation returns: the value, or the Error it did not raise."""
 
 
-def unsupported(backend: BackendKind | None, what: str) -> Error:
+def unsupported(backend: BackendKind | None, what: str, function: str | None = None) -> Error:
+    """The ``UNSUPPORTED`` Error of ``what`` (an operation, ex. ``"Stream.capture"``, or a phrase) on ``backend``;
+    ``function``: the operation's name where ``what`` is a phrase (``Error.function`` is always a name)."""
     return Error(ErrorKind.UNSUPPORTED, f"{what} is not supported by the {backend.name if backend else '?'} backend",
-                 backend=backend.name if backend else None, function=what)
+                 backend=backend.name if backend else None, function=function or what)
+
+
+def _kind_of(obj: object) -> BackendKind | None:
+    """The backend of an object made from a device (``obj.device``, or its module's, or its stream's), for the
+    Errors of base-class operations; None if it has none."""
+    dev = getattr(obj, "device", None) or getattr(getattr(obj, "module", None), "device", None) or \
+        getattr(getattr(obj, "stream", None), "device", None)
+    d = getattr(dev, "descriptor", None)
+    return d.backend if isinstance(d, DeviceDescriptor) else None
+
+
+_HOW_TO_SHARE = {
+    "Allocation": "share device memory across processes with export_ipc() / Device.import_ipc() (CUDA, HIP), or "
+                  "copy it to a host array (Stream.copy_to_host) and send that",
+    "Device": "send its descriptor (device.descriptor, or its id), which pickles, and open the device there "
+              "(Backend.open)",
+}
+
+
+def _not_picklable(obj: object, what: str) -> TypeError:
+    """The TypeError of pickling (or copying) a handle of this process's driver state: ``what`` names the trait
+    class (Allocation, Device, Stream, ...); the message says how to share it instead."""
+    how = _HOW_TO_SHARE.get(what, "it lives in this process's driver context: make it again in the other process "
+                                  "(open the device there, load the module, create the stream)")
+    return TypeError(f"cannot pickle {what} {obj!r:.120}: {how}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +115,7 @@ class DeviceLimits:
     max_shared_mem: int = 48 * 1024
     max_alloc: int | None = None  # the largest single allocation in bytes (OpenCL CL_DEVICE_MAX_MEM_ALLOC_SIZE); None: unknown
     max_work_items: int = _SIZE_MAX  # the most threads (grid x block, all dimensions) one launch may have
+    max_global: tuple[int, int, int] | None = None  # the most threads (grid[i] x block[i]) in each dimension; None: size_t
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +190,8 @@ def host_span(host_size: int, device_size: int, nbytes: Any, host_offset: Any, d
 def device_span(dst: Any, src: Any, nbytes: Any, dst_offset: Any, src_offset: Any,
                 backend: BackendKind | str | None = None) -> tuple[int, int, int]:
     """``(src_offset, dst_offset, nbytes)`` of a device-to-device copy (``Stream.copy``): without ``nbytes`` the
-    source's bytes after its offset, which must be exactly the destination's after its offset."""
+    source's bytes after its offset, which must be exactly the destination's after its offset.  Overlapping ranges
+    of one allocation (itself, its slices, a pool block) are ``INVALID_VALUE`` on every backend, as memcpy's."""
     function = "Stream.copy"
     so, n = check_span(src.nbytes, src_offset, nbytes, "src", function, backend)
     do, dn = check_span(dst.nbytes, dst_offset, None if nbytes is None else n, "dst", function, backend)
@@ -171,7 +200,27 @@ def device_span(dst: Any, src: Any, nbytes: Any, dst_offset: Any, src_offset: An
         raise Error(ErrorKind.INVALID_VALUE, f"{function}: the source holds {n} bytes (after offset {so}) and the "
                     f"destination {dn} (after offset {do}): sizes must match, or pass nbytes to copy part",
                     backend=name, function=function)
+    if n and (dst is src or isinstance(dst, _SHARES) or isinstance(src, _SHARES)):  # (else distinct memory)
+        dm, dbase = _memory_of(dst)
+        sm, sbase = _memory_of(src)
+        if dm is sm and dbase + do < sbase + so + n and sbase + so < dbase + do + n:
+            name = backend.name if isinstance(backend, BackendKind) else backend
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: the source (bytes {sbase + so}..{sbase + so + n}) and "
+                        f"the destination (bytes {dbase + do}..{dbase + do + n}) overlap in the same allocation: a "
+                        "copy's ranges must not overlap (as memcpy's); copy through a temporary allocation",
+                        backend=name, function=function)
     return so, do, n
+
+
+def _memory_of(a: Any) -> tuple[Any, int]:
+    """``(the allocation whose memory a is, the offset of a's bytes in it)``: a slice's allocation, a pool
+    block's block (device_span's overlap test)."""
+    offset = 0
+    if isinstance(a, AllocationSlice):
+        offset, a = a.offset, a.parent
+    if isinstance(a, PooledAllocation):
+        a = a.block
+    return a, offset
 
 
 def fill_pattern(value: Any, width: Any, function: str, backend: BackendKind | str | None = None) -> tuple[int, int]:
@@ -398,6 +447,9 @@ class LaunchDims:
             for i in range(3):
                 if self.grid[i] * self.block[i] > _SIZE_MAX:
                     problems.append(f"global size grid[{i}] x block[{i}] overflows size_t")
+                elif limits.max_global is not None and self.grid[i] * self.block[i] > limits.max_global[i]:
+                    problems.append(f"grid[{i}] x block[{i}] = {self.grid[i] * self.block[i]} threads exceed the "
+                                    f"device's {limits.max_global[i]} per dimension")
         for i in range(3):
             if self.block[i] > limits.max_block[i]:
                 problems.append(f"block[{i}]={self.block[i]} exceeds {limits.max_block[i]}")
@@ -598,12 +650,20 @@ class Backend:
         raise unsupported(self.kind, "Backend.open")
 
     def _index(self, device_id: DeviceId | int) -> int:
-        if isinstance(device_id, DeviceId):
+        """The device index ``open`` was given: a :class:`DeviceId` of this backend, or an integer (an ``int`` or
+        anything with ``__index__``, ex. ``np.int64``); anything else (``"0"``, ``0.9``, ``True``: a bool is not
+        an index) is ``INVALID_VALUE``, like an id of another backend or out of range."""
+        if type(device_id) is DeviceId:
             if device_id.backend != self.kind:
-                raise Error(ErrorKind.INVALID_VALUE, f"{device_id} is not a {self.kind.name} device",
-                            backend=self.kind.name)
+                raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: {device_id} is not a {self.kind.name} device",
+                            backend=self.kind.name, function="Backend.open")
             return device_id.index
-        return int(device_id)
+        n = _integer(device_id)
+        if n is None:
+            raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: device_id must be a DeviceId or an int index, not "
+                        f"{type(device_id).__name__} ({device_id!r:.80})", backend=self.kind.name,
+                        function="Backend.open")
+        return n
 
 
 class Device:
@@ -618,6 +678,9 @@ class Device:
     call on them can touch a released handle; ``Allocation.free()`` after ``close()`` still releases the
     memory.  ``close()`` is idempotent.
     """
+
+    def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
+        raise _not_picklable(self, "Device")
 
     descriptor: DeviceDescriptor
     backend: Backend
@@ -824,6 +887,9 @@ class Allocation:
     backend whose memory a consumer can address.
     """
 
+    def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
+        raise _not_picklable(self, "Allocation")
+
     nbytes: int
     kind: MemoryKind
     device: Device
@@ -1002,7 +1068,7 @@ class Allocation:
         allocation alive; once the allocation is freed the slice is INVALID_HANDLE, and a slice's own ``free()`` is
         refused (free the allocation).  An empty slice is INVALID_VALUE; UNSUPPORTED where the backend cannot (see
         the README)."""
-        what = "Allocation[start:stop]"
+        what = "Allocation.__getitem__"
         if not isinstance(key, slice):
             raise TypeError(f"{what}: an allocation is sliced by bytes (alloc[start:stop]), not indexed by "
                             f"{type(key).__name__}")
@@ -1017,7 +1083,7 @@ class Allocation:
         return self._slice(start, stop - start)
 
     def _slice(self, offset: int, nbytes: int) -> Allocation:
-        raise unsupported(self.device.kind, "Allocation slices (alloc[start:stop])")
+        raise unsupported(self.device.kind, "Allocation slices (alloc[start:stop])", "Allocation.__getitem__")
 
 
 class AllocationSlice(Allocation):
@@ -1031,9 +1097,13 @@ class AllocationSlice(Allocation):
         self.device = parent.device
         self.kind = parent.kind
 
+    _owner: Allocation | None = None  # a pool block's slice: the PooledAllocation it was cut from (it lives, and the
+    # slice is live, while that allocation is not freed: the block goes to a new owner once it is)
+
     @property
     def _freed(self) -> bool:  # the allocation's: a slice is live while its allocation is
-        return self.parent._freed
+        owner = self._owner
+        return self.parent._freed or (owner is not None and owner._freed)
 
     @_freed.setter
     def _freed(self, value: bool) -> None:
@@ -1064,7 +1134,10 @@ class AllocationSlice(Allocation):
         return None if a is None else a + self.offset
 
     def _slice(self, offset: int, nbytes: int) -> Allocation:
-        return self.parent._slice(self.offset + offset, nbytes)  # a slice of a slice: of the allocation
+        s = self.parent._slice(self.offset + offset, nbytes)  # a slice of a slice: of the allocation
+        if self._owner is not None:
+            s._owner = self._owner  # type: ignore[attr-defined]
+        return s
 
     def __exit__(self, *exc: object) -> None:
         pass  # (the allocation's to free)
@@ -1117,17 +1190,23 @@ def _owner(obj: object) -> str:
 class Event:
     """A point in a stream."""
 
+    def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
+        raise _not_picklable(self, "Event")
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__}{_owner(self)}>"
 
     def synchronize(self) -> None:
-        raise unsupported(None, "Event.synchronize")
+        raise unsupported(_kind_of(self), "Event.synchronize")
 
     def query(self) -> bool:
-        raise unsupported(None, "Event.query")
+        raise unsupported(_kind_of(self), "Event.query")
 
     def elapsed_ms(self, end: Event) -> float:
-        raise unsupported(None, "Event.elapsed_ms")
+        """Milliseconds from this event to ``end`` (an event of the same backend, else ``INVALID_VALUE``).  One
+        behaviour on every backend: a pending event is waited for (both events are synchronized first, as
+        :meth:`synchronize` does, whose failures it raises), never ``NOT_READY``."""
+        raise unsupported(_kind_of(self), "Event.elapsed_ms")
 
     def _wait_for_callback(self) -> None:
         """Wait, for a host callback (``Stream.add_callback``), until the work before the event is over.  A failure
@@ -1160,8 +1239,11 @@ class Graph:
     """Work recorded by ``Stream.capture()``, instantiated: ``launch(stream)`` replays it; ``close()`` releases it
     (also on drop)."""
 
+    def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
+        raise _not_picklable(self, "Graph")
+
     def launch(self, stream: Stream) -> None:
-        raise unsupported(None, "Graph.launch")
+        raise unsupported(_kind_of(self), "Graph.launch")
 
     def close(self) -> None:
         pass
@@ -1180,17 +1262,20 @@ class Kernel:
     """A device function ready to launch.  ``attributes``: :class:`KernelAttributes` (UNSUPPORTED where the vendor
     reports none)."""
 
+    def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
+        raise _not_picklable(self, "Kernel")
+
     name: str
     num_args: int | None = None
 
     @property
     def attributes(self) -> KernelAttributes:
-        raise unsupported(None, "Kernel.attributes")
+        raise unsupported(_kind_of(self), "Kernel.attributes")
 
     def max_active_blocks(self, block_threads: int, dynamic_shared_mem: int = 0) -> int:
         """Occupancy: how many blocks of ``block_threads`` threads (and that much dynamic shared memory) can be
         resident on one multiprocessor at once (UNSUPPORTED where the vendor has no such query)."""
-        raise unsupported(None, "Kernel.max_active_blocks")
+        raise unsupported(_kind_of(self), "Kernel.max_active_blocks")
 
     def __repr__(self) -> str:
         n = getattr(self, "num_args", None)
@@ -1201,17 +1286,23 @@ class Kernel:
 class Module:
     """Compiled device code.  ``from_cache``: whether it was loaded from the on-disk kernel cache (no compile)."""
 
+    def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
+        raise _not_picklable(self, "Module")
+
     from_cache: bool = False
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}{_owner(self)}>"
 
     def kernel(self, name: str) -> Kernel:
-        raise unsupported(None, "Module.kernel")
+        raise unsupported(_kind_of(self), "Module.kernel")
 
 
 class Stream:
     """An in-order queue of copies and launches."""
+
+    def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
+        raise _not_picklable(self, "Stream")
 
     device: Device
 
@@ -1646,6 +1737,16 @@ class PooledAllocation(Allocation):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
         return getattr(self.block, name)
 
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        """``pool.alloc(n)[a:b]``: the block's slice (the backend's kind of slice), live while this allocation is:
+        it keeps this allocation alive, and is INVALID_HANDLE once this allocation is freed (its block reused)."""
+        s = self.block._slice(offset, nbytes)
+        s._owner = self  # type: ignore[attr-defined]
+        return s
+
+
+_SHARES = (AllocationSlice, PooledAllocation)  # what shares another allocation's memory (device_span's overlap test)
+
 
 class _Fence:
     """Blocks freed before ``events`` (one per stream they wait for), reusable once every event completed."""
@@ -1988,7 +2089,7 @@ class BackendRegistry:
                 factory = self._factories.get(kind)
                 if factory is None:
                     self._backends[kind] = Error(ErrorKind.UNSUPPORTED, f"no {kind.name} backend is registered",
-                                                 backend=kind.name)
+                                                 backend=kind.name, function="BackendRegistry.get")
                 else:
                     try:
                         self._backends[kind] = factory()
@@ -1996,11 +2097,15 @@ class BackendRegistry:
                         self._backends[kind] = e
                     except Exception as e:  # a backend that cannot even construct is unavailable, not fatal
                         self._backends[kind] = Error(ErrorKind.UNKNOWN, f"{kind.name} backend failed to load: {e!r}",
-                                                     backend=kind.name)
+                                                     backend=kind.name, function="BackendRegistry.get")
             return self._backends[kind]
 
-    def get(self, kind: BackendKind) -> Backend:
-        """The backend of ``kind``, or raise the Error saying why it is unavailable."""
+    def get(self, kind: BackendKind | str) -> Backend:
+        """The backend of ``kind`` (a :class:`BackendKind`, or its name in any case: ``"opencl"``), or raise the Error
+        saying why it is unavailable; anything else (``None``, an unknown name) is ``INVALID_VALUE`` listing the
+        kinds."""
+        if type(kind) is not BackendKind:
+            kind = _backend_kind(kind)
         b = self._resolve(kind)
         if isinstance(b, Error):
             raise b
@@ -2016,6 +2121,16 @@ class BackendRegistry:
         from .inventory import describe, text
 
         return text(describe(self))
+
+
+def _backend_kind(kind: Any) -> BackendKind:
+    """``BackendRegistry.get``'s argument as a BackendKind: the kind, or its name (case-insensitive)."""
+    if isinstance(kind, BackendKind):
+        return kind
+    if isinstance(kind, str) and kind.upper() in BackendKind.__members__:
+        return BackendKind[kind.upper()]
+    raise Error(ErrorKind.INVALID_VALUE, f"BackendRegistry.get: {kind!r:.80} is not a backend kind; pass a BackendKind or "
+                f"one of the names {', '.join(k.name for k in BackendKind)}", function="BackendRegistry.get")
 
 
 def _importer(target: str) -> Callable[[], Backend]:

@@ -108,6 +108,8 @@ SPEC_ROLES: dict[str, dict[str, str]] = {
 }
 
 _MAX_PARAMS = 4096
+_NOT_FOUND = 500  # CUDA_ERROR_NOT_FOUND, hipErrorNotFound: what cuModuleGetFunction / hipModuleGetFunction answer to an
+# unknown kernel name
 # .key: the context / device current on this thread.  One for every GPU backend: the keys of a vendor's devices
 # differ from every other vendor's (("context", address, retain) / ("device", index)), so a thread that uses two
 # vendors makes each current again when it switches, and never trusts the other vendor's state.
@@ -654,7 +656,8 @@ class GpuApi:
         binding, index = self.where[role]
         if not binding.has(self.tables.functions[role][1]):  # type: ignore[index]
             raise binding.load_error(index) or Error(ErrorKind.LIBRARY_NOT_FOUND, f"the {self.name} library "
-                                                     "could not be loaded", backend=self.name)
+                                                     "could not be loaded", backend=self.name,
+                                                     function=self.tables.functions[role][1])  # type: ignore[index]
 
 
 _FFI = importlib.import_module("cffi").FFI()  # casts any cffi pointer to its address
@@ -1698,7 +1701,13 @@ class GpuKernel(Kernel):
         code = api.module_function(out, module.handle, _c_string(name, "the kernel name", "Module.kernel", api.name)
                                    if encoded is None else encoded)
         if code:
-            raise api.error(code, "module_function", f"kernel {name!r}")
+            err = api.error(code, "module_function", f"kernel {name!r}")
+            if code == _NOT_FOUND:  # no such symbol: a bad name, INVALID_VALUE as on every backend (not the spec's
+                # INVALID_HANDLE of CUDA_ERROR_NOT_FOUND, which names a handle that was not found)
+                raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: no kernel {name!r} in this module ({err}); a "
+                            "C++ kernel needs extern \"C\" or its name expression in load_module(name_expressions=)",
+                            code=code, backend=api.name, function=err.function)
+            raise err
         self.handle = out[0]
         self._address = _address(self.handle)
         self.param_sizes = _param_sizes(api, self.handle)

@@ -263,6 +263,9 @@ class MetalBackend(Backend):
         max_block = (int(mt.width), int(mt.height), int(mt.depth))
         limits = DeviceLimits(max_block=max_block, max_threads_per_block=max(max_block),
                               max_grid=(2**32 - 1, 2**32 - 1, 2**32 - 1),
+                              # a thread's position in the grid is a 32-bit uint per dimension (MSL
+                              # thread_position_in_grid): no dimension of more threads
+                              max_global=(2**32 - 1, 2**32 - 1, 2**32 - 1),
                               max_shared_mem=0,  # threadgroup memory by setThreadgroupMemoryLength: is not bound
                               max_alloc=int(dev.maxBufferLength()))
         return DeviceDescriptor(id=DeviceId(_KIND, i), name=name, vendor=self.tables.vendor(name), backend=_KIND,
@@ -379,7 +382,13 @@ class MetalDevice(Device):
         a = self.api
         from ironaccelerator_runtime.objc import NSErrorError
 
-        src = a.nsstring(source_or_binary)  # INVALID_VALUE for NUL or lone surrogates
+        text = source_or_binary
+        nul = text.find("\0")
+        if nul >= 0:  # refused as on every backend (the Objective-C string would end there)
+            raise Error(ErrorKind.INVALID_VALUE, f"Device.load_module: the source holds a NUL character at "
+                        f"character {nul} (the compiler would stop reading there)", backend=_NAME,
+                        function="Device.load_module")
+        src = a.nsstring(text)  # INVALID_VALUE for lone surrogates
         mtl_options = a.M.MTLCompileOptions.new()
         try:
             library = self.handle.newLibraryWithSource_options_error_(src, mtl_options)
@@ -393,7 +402,7 @@ class MetalDevice(Device):
         if library is None:
             raise Error(ErrorKind.COMPILE_FAILED, "Metal newLibraryWithSource:options:error: returned nil without "
                         "an error (compiler log: none)", backend=_NAME, function="Device.load_module")
-        return MetalModule(self, a.cast(library, a.M.MTLLibrary), source_or_binary)
+        return MetalModule(self, a.cast(library, a.M.MTLLibrary), text)
 
     def synchronize(self) -> None:
         self._check_open("Device.synchronize")
@@ -594,7 +603,12 @@ class MetalEvent(Event):
         if not isinstance(end, MetalEvent):
             raise Error(ErrorKind.INVALID_VALUE, f"Event.elapsed_ms: {end!r} is not a Metal event", backend=_NAME,
                         function="Event.elapsed_ms")
+        self.synchronize()  # a pending event is waited for, as on every backend (Event.elapsed_ms)
+        end.synchronize()
         return (end.gpu_end_time() - self.gpu_end_time()) * 1000.0
+
+
+_NSUINTEGER_MAX = 2**64 - 1
 
 
 class MetalStream(Stream):
@@ -916,6 +930,11 @@ class MetalStream(Stream):
                 plan = self._pack(launch, "Stream.launch_unchecked")
             except Error as e:
                 return e.with_traceback(None)  # (its frames would keep the stream and the launch alive)
+            g, b = plan[1].grid, plan[1].block
+            if max(g + b) > _NSUINTEGER_MAX:  # MTLSize cannot hold it: refused before the encoder is made (one
+                # left without endEncoding would be released mid-encoding)
+                return Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: grid={g}, block={b}: a dimension does "
+                             "not fit MTLSize (64-bit NSUInteger)", backend=_NAME, function="Stream.launch_unchecked")
             limits, g = self.device.descriptor.limits, plan[1].grid
             if plan[1].threads > limits.max_work_items or g[0] > limits.max_grid[0] or g[1] > limits.max_grid[1] \
                     or g[2] > limits.max_grid[2]:  # (a few compares, on packing only: the device would try them all)

@@ -98,7 +98,8 @@ class _Api:
         if not cl.has("clGetPlatformIDs"):
             from ironaccelerator.backends.opencl.cl._binding import BINDING
             err = BINDING.load_error(BINDING.index["clGetPlatformIDs"])
-            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "OpenCL library not found", backend="OPENCL")
+            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "OpenCL library not found", backend="OPENCL",
+                               function="clGetPlatformIDs")
         from ironaccelerator.backends.opencl.cl._binding import BINDING
         self.cl = cl
         self.ffi = cl.ffi
@@ -460,7 +461,7 @@ class OpenCLAllocation(Allocation):
         """``clCreateSubBuffer`` over the region (released when the slice is dropped); its origin must be a
         multiple of the device's CL_DEVICE_MEM_BASE_ADDR_ALIGN, else INVALID_VALUE naming it."""
         device, api = self.device, self.device.api
-        cl, what = api.cl, "Allocation[start:stop]"
+        cl, what = api.cl, "Allocation.__getitem__"
         if not device._base_align:
             device._base_align = max(
                 api.info_int("clGetDeviceInfo", device.handle, cl.CL_DEVICE_MEM_BASE_ADDR_ALIGN, "cl_uint") // 8, 1)
@@ -690,6 +691,11 @@ class OpenCLModule(Module):
             src = bytes(source)
         else:
             raise TypeError(f"Device.load_module: source must be str or bytes, not {type(source).__name__}")
+        nul = src.rstrip(b"\0").find(b"\0")
+        if nul >= 0:  # clCreateProgramWithSource would read up to it: the rest silently gone
+            raise Error(ErrorKind.INVALID_VALUE, f"Device.load_module: the source holds a NUL character at byte {nul}, "
+                        "before its end (the compiler would stop reading there)", backend="OPENCL",
+                        function="Device.load_module")
         opts = opts or CompileOptions()
         # -cl-kernel-arg-info: each kernel's argument kinds, so a checked launch refuses a value in a buffer slot
         options = b" ".join([_BUILD_OPTIONS, *(f.encode("utf-8", "surrogateescape") for f in opts.flags())])

@@ -161,7 +161,8 @@ class _Api:
         if not q.has("QnnBackend_create"):
             from ironaccelerator.backends.qnn.interface._binding import BINDING
             err = BINDING.load_error(BINDING.index["QnnBackend_create"])
-            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "QNN backend library not found", backend=_NAME)
+            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "QNN backend library not found", backend=_NAME,
+                               function="QnnBackend_create")
         from ironaccelerator.backends.qnn.interface._binding import BINDING
         self.q = q
         self.ffi = q.ffi
@@ -178,7 +179,8 @@ class _Api:
             if not s.has("QnnSystemContext_create"):
                 from ironaccelerator.backends.qnn.system._binding import BINDING
                 err = BINDING.load_error(BINDING.index["QnnSystemContext_create"])
-                raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "libQnnSystem not found", backend=_NAME)
+                raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "libQnnSystem not found", backend=_NAME,
+                                   function="QnnSystemContext_create")
             self._system = s
         return self._system
 
@@ -356,13 +358,31 @@ class QnnBackend(Backend):
 
 
 def _arch_number(arch: int | str) -> int:
+    """An HTP architecture given as 75 or ``"v75"`` -> 75: one of ``QnnHtpDevice_Arch_t``'s (the QNN headers'
+    list, as the interface spec declares it), else INVALID_VALUE listing them."""
     if isinstance(arch, str):
         s = arch.lower().lstrip("v")
         if not s.isdigit():
-            raise Error(ErrorKind.INVALID_VALUE, f"arch {arch!r} is not an HTP architecture like 'v75' or 75",
-                        backend=_NAME, function="Backend.open")
-        return int(s)
-    return check_size(arch, "arch", "Backend.open", _KIND)
+            raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: arch {arch!r} is not an HTP architecture like 'v75' "
+                        f"or 75; supported: {_arch_list()}", backend=_NAME, function="Backend.open")
+        n = int(s)
+    else:
+        n = check_size(arch, "arch", "Backend.open", _KIND, minimum=0)
+    if n not in _supported_arches():
+        raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: arch {arch!r} is not an HTP architecture QNN knows; "
+                    f"supported: {_arch_list()}", backend=_NAME, function="Backend.open")
+    return n
+
+
+def _supported_arches() -> tuple[int, ...]:
+    """The architectures of ``QnnHtpDevice_Arch_t`` (not NONE or UNKNOWN): 68, 69, 73, ..."""
+    from ironaccelerator.backends.qnn import interface as q
+
+    return tuple(int(a) for a in q.QnnHtpDevice_Arch_t if a.name.rpartition("_")[2][1:].isdigit())
+
+
+def _arch_list() -> str:
+    return ", ".join(f"v{a}" for a in _supported_arches())
 
 
 # ---------------------------------------------------------------------------------------------------- device
@@ -792,6 +812,14 @@ class QnnKernel(Kernel):
                 dt = t.dtype.info.name if t.dtype is not None else hex(t.qnn_dtype)
                 return Error(ErrorKind.INVALID_VALUE, f"{what} holds {a.nbytes} bytes; the tensor is "
                              f"{dt}{list(t.dims)}, {t.nbytes} bytes", backend=_NAME, function=function)
+            # element types: a typed argument (an imported tensor, Device.from_dlpack, or a slice of one) must hold
+            # the tensor's type; raw memory (Device.alloc, pool blocks: dtype None) is bytes and binds by size
+            typed = (a.parent if type(a) is AllocationSlice else a).dtype
+            if typed is not None and t.dtype is not None and typed is not t.dtype:
+                dt = t.dtype.info.name
+                return Error(ErrorKind.INVALID_VALUE, f"{what} holds {typed.info.name} elements; the tensor is "
+                             f"{dt}{list(t.dims)}: pass {dt} data (convert it on the host first)", backend=_NAME,
+                             function=function)
             keep.append(buf)
             blocks.append(a)
             if type(a) is PooledAllocation:
@@ -863,8 +891,10 @@ class QnnStream(Stream):
     # launches
     def launch(self, launch: Any) -> None:
         """Execute a graph: ``KernelLaunch(kernel, LaunchDims(), (inputs..., outputs...))``, checked (argument
-        count and kinds, each buffer's size against its tensor's bytes (HTP does not check them), freed
-        allocations, the device) before any C call."""
+        count and kinds, each buffer's size against its tensor's bytes (HTP does not check them), a typed
+        argument's element type against its tensor's (an imported tensor, ``Device.from_dlpack``, carries one; raw
+        memory from ``Device.alloc`` or the pool is bytes and binds by size), freed allocations, the device) before
+        any C call."""
         try:
             kernel, dims, args = launch
         except (TypeError, ValueError):

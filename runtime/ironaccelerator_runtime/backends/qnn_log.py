@@ -72,7 +72,7 @@ def qnn_level(level: int) -> int:
     logging level is at least ``level`` (ERROR, 1, for anything above ERROR: QNN has no quieter level)."""
     if isinstance(level, bool) or not isinstance(level, int):
         raise Error(ErrorKind.INVALID_VALUE, f"a logging level is an int (logging.INFO, ...), not {level!r}",
-                    backend="QNN")
+                    backend="QNN", function="qnn_level")
     return max((q for q, py in LEVELS.items() if py >= level), default=1)
 
 
@@ -209,7 +209,7 @@ def set_level(level: int | None, handle: Any = None) -> None:
     if handle is not None:
         if level is None:
             level = LOGGER.getEffectiveLevel()
-        key = _key(q, handle)
+        key = _key(q, handle, "QnnLog_setLogLevel")
         max_level = qnn_level(level)
         with _lock:
             if key not in _live:
@@ -240,7 +240,8 @@ def live_handles() -> int:
         return len(_live)
 
 
-def _key(q: Any, handle: Any) -> int:
+def _key(q: Any, handle: Any, function: str = "QnnLog_free") -> int:
     if not isinstance(handle, q.ffi.CData):
-        raise Error(ErrorKind.INVALID_HANDLE, f"a QNN log handle (from create_logger), not {handle!r}", backend="QNN")
+        raise Error(ErrorKind.INVALID_HANDLE, f"a QNN log handle (from create_logger), not {handle!r}", backend="QNN",
+                    function=function)
     return int(q.ffi.cast("uintptr_t", handle))

@@ -97,7 +97,7 @@ def trace_to(directory: str | os.PathLike[str]) -> None:
         path = None
     if not isinstance(path, str) or not path:
         raise Error(ErrorKind.INVALID_VALUE, f"trace_to: a directory path (str or os.PathLike[str]), not "
-                    f"{directory!r}", backend="QNN")
+                    f"{directory!r}", backend="QNN", function="trace_to")
     path = os.path.abspath(path)
     q, s = _interface(), _saver()
     ib, sb = _bindings()
@@ -106,11 +106,11 @@ def trace_to(directory: str | os.PathLike[str]) -> None:
             if _traced == path:
                 return
             raise Error(ErrorKind.INVALID_VALUE, f"trace_to({path!r}): this process already records its QNN "
-                        f"calls into {_traced!r} (one Saver per process)", backend="QNN")
+                        f"calls into {_traced!r} (one Saver per process)", backend="QNN", function="trace_to")
         if ib.path is not None:
             raise Error(ErrorKind.INVALID_VALUE, f"trace_to({path!r}) is too late: the QNN interface library is "
                         f"already loaded from {ib.path} (one library file per process); call trace_to, or set "
-                        f"{ENV}, before the first QNN call", backend="QNN")
+                        f"{ENV}, before the first QNN call", backend="QNN", function="trace_to")
         if sb.path is None:
             s.use_library(*saver_candidates())
         if not s.has("QnnSaver_initialize"):  # opens it: no Saver (or not a Saver) -> the loader's error
@@ -121,7 +121,7 @@ def trace_to(directory: str | os.PathLike[str]) -> None:
             os.makedirs(path, exist_ok=True)
         except OSError as exc:
             raise Error(ErrorKind.INVALID_VALUE, f"trace_to: cannot make the directory {path!r}: {exc}",
-                        backend="QNN") from exc
+                        backend="QNN", function="trace_to") from exc
         cfg = s.ffi.new("QnnSaver_Config_t *")
         cfg.option = s.QnnSaver_ConfigOption_t.QNN_SAVER_CONFIG_OPTION_OUTPUT_DIRECTORY
         text = s.ffi.new("char[]", os.fsencode(path))
