@@ -685,6 +685,11 @@ class Device:
     descriptor: DeviceDescriptor
     backend: Backend
     _closed: bool = False
+    # MemoryPool's device-wide fence (frees naming no stream): a backend that tracks enqueues keeps _dirty (work
+    # enqueued since its last fence) and _fence_events (that fence's events until seen complete) and defines
+    # _pool_fence(); the defaults send the pool to each stream's _pool_fence
+    _dirty: bool = True
+    _fence_events: Sequence[Event] = ()
 
     @property
     def kind(self) -> BackendKind:
@@ -1691,15 +1696,28 @@ class PooledAllocation(Allocation):
         pool = self.pool
         if stream is None:
             stream = self.stream
-            if stream is None:
-                self._freed = True
-                pool._give_back(self.block, None)
-                return
         elif stream is not self.stream:
             pool._check_stream(stream, "Allocation.free")
-        self._freed = True
         block = self.block
         lock = pool._lock
+        if stream is None:  # fenced after every stream's work: free at once where all of it is known complete
+            device = self.device
+            events = _NO_EVENTS if not device._dirty and not device._fence_events else pool._device_fence()
+            self._freed = True
+            lock.acquire()
+            try:
+                if not events:
+                    blocks = pool._free.get(block.nbytes)
+                    if blocks is None:
+                        pool._free[block.nbytes] = [block]
+                    else:
+                        blocks.append(block)
+                else:
+                    pool._add_fenced(events, block)
+            finally:
+                lock.release()
+            return
+        self._freed = True
         lock.acquire()
         try:
             lists = pool._ordered.get(stream)
@@ -1798,6 +1816,9 @@ class MemoryPool:
         self._fenced: list[_Fence] = []  # blocks waiting for events, oldest first
         self._lock = threading.Lock()  # taken with acquire()/release(): cheaper than `with`
         self._stats = PoolStats()  # hits, misses and allocated_bytes are kept here
+        # the events a block freed with no stream waits for: the device's own fence where it keeps one (OpenCL: two
+        # flag tests when idle), else each live stream's
+        self._device_fence: Callable[[], list[Event]] = getattr(device, "_pool_fence", None) or self._stream_fences
         # alloc() computes the size class inline unless a subclass overrides size_class
         self._custom_size_class = type(self).size_class.__func__ is not MemoryPool.size_class.__func__  # type: ignore[attr-defined]
 
@@ -1881,34 +1902,25 @@ class MemoryPool:
                 self._ordered.setdefault(stream, {}).setdefault(block.nbytes, []).append(block)
             return
         events = self._device_fence()  # (after the work that used the block: it was enqueued before this free)
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._lock:
             if not events:  # all of the device's work is known complete: free for anyone at once
-                blocks = self._free.get(block.nbytes)
-                if blocks is None:
-                    self._free[block.nbytes] = [block]
-                else:
-                    blocks.append(block)
-                return
-            fenced = self._fenced
-            if fenced and _same_events(fenced[-1].events, events):  # the fence of the previous free, still open
-                fenced[-1].blocks.setdefault(block.nbytes, []).append(block)
+                self._free.setdefault(block.nbytes, []).append(block)
             else:
-                fenced.append(_Fence(events, {block.nbytes: [block]}))
-        finally:
-            lock.release()
+                self._add_fenced(events, block)
 
-    def _device_fence(self) -> list[Event]:
+    def _add_fenced(self, events: list[Event], block: Allocation) -> None:
+        """(Lock held.)  ``block`` waits for ``events``: with the blocks of the previous fence if it has the same."""
+        fenced = self._fenced
+        if fenced and _same_events(fenced[-1].events, events):  # the fence of the previous free, still open
+            fenced[-1].blocks.setdefault(block.nbytes, []).append(block)
+        else:
+            fenced.append(_Fence(events, {block.nbytes: [block]}))
+
+    def _stream_fences(self) -> list[Event]:
         """The events of a fence after the work enqueued so far on every stream of the device (none for a stream
-        whose work is known complete): ``Device._pool_fence``, or each live stream's ``_pool_fence``."""
-        device = self.device
-        fence = getattr(device, "_pool_fence", None)
-        if fence is not None:
-            events: list[Event] = fence()
-            return events
-        events = []
-        for s in device._live_streams():
+        whose work is known complete): each live stream's ``_pool_fence``."""
+        events: list[Event] = []
+        for s in self.device._live_streams():
             try:
                 e = s._pool_fence()
             except Error:
@@ -2034,6 +2046,9 @@ class MemoryPool:
             cached = sum(b.nbytes for b in self._cached())
             return PoolStats(allocated_bytes=st.allocated_bytes, in_use_bytes=st.allocated_bytes - cached,
                              cached_bytes=cached, hits=st.hits, misses=st.misses)
+
+
+_NO_EVENTS: list[Event] = []  # (never appended to)
 
 
 def _same_events(a: list[Event], b: list[Event]) -> bool:

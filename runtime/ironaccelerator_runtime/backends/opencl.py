@@ -260,7 +260,7 @@ class OpenCLDevice(Device):
 
     # MemoryPool's fences: every enqueue of work sets _dirty (on its stream and here) after the call
     _dirty = False
-    _fence_events: list[Event] = []
+    _fence_events: list[Event] = []  # (replaced, never appended to)
 
     def _pool_fence(self) -> list[Event]:
         """The events a pool block freed now waits for: none when nothing was enqueued since the last fence and
