@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -1628,6 +1629,64 @@ def test_memory_pool_never_hands_out_a_block_queued_work_still_uses(device: Devi
     assert int(np.count_nonzero(back != mine)) == 0, "the new owner's data was overwritten by queued work"
     assert new.block is block  # type: ignore[attr-defined]  # reused (after ordering), not leaked
     new.free()
+    pool.trim()
+
+
+def test_memory_pool_shared_by_threads_never_gives_one_block_two_owners(device: Device,
+                                                                       kernels: dict[str, Kernel]) -> None:
+    """4 threads share the pool, each with its own stream, allocating in every order (on their stream, freed on it,
+    or naming none) while their kernels run; no block may have two live owners, every result must be right, and the
+    pool's counts must add up.  (A completed fence's blocks were moved to the free list while another thread still
+    held the fence and popped the same block from it: two owners, wrong results, negative in-use bytes.)"""
+    import threading
+
+    pool = device.memory_pool()
+    pool.trim()
+    owners: dict[int, int] = {}
+    guard = threading.Lock()
+    problems: list[str] = []
+    deadline = time.perf_counter() + 3.0
+
+    def work(t: int) -> None:
+        try:
+            s = device.create_stream()
+            rng = np.random.default_rng(t)
+            i = 0
+            while time.perf_counter() < deadline:
+                i += 1
+                n = int(rng.choice([1024, 2048, 4096]))
+                a = pool.alloc(4 * n, s) if i % 3 == 0 else pool.alloc(4 * n)
+                block = id(a.block)  # type: ignore[attr-defined]
+                with guard:
+                    if block in owners:
+                        problems.append(f"thread {t} round {i}: block already owned by thread {owners[block]}")
+                    owners[block] = t
+                x = rng.integers(0, 2**32, n, dtype=np.uint32)
+                s.copy_from_host(a, x)
+                s.launch(KernelLaunch(kernels["lcg"], grid_for(n, 64), [a, np.uint32(n), np.uint32(50)]))
+                out = np.empty_like(x)
+                s.copy_to_host(out, a)
+                with guard:
+                    del owners[block]
+                if i % 3 == 1:
+                    a.free(stream=s)  # type: ignore[call-arg]
+                else:
+                    a.free()
+                s.synchronize()
+                if not np.array_equal(out, lcg_reference(x, 50)):
+                    problems.append(f"thread {t} round {i}: wrong result")
+        except Exception as e:  # reported below
+            problems.append(f"thread {t}: {e!r}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+        assert not th.is_alive(), "a worker hangs"
+    assert problems[:5] == []
+    st = pool.stats()
+    assert st.in_use_bytes == 0 and st.cached_bytes == st.allocated_bytes, st
     pool.trim()
 
 

@@ -2006,6 +2006,7 @@ class MemoryPool:
                 for size, blocks in f.blocks.items():
                     if blocks:
                         self._free.setdefault(size, []).extend(blocks)
+                f.blocks = {}  # (moved, not copied: another thread's list of candidates may still hold this fence)
                 continue
             if any(f.blocks.values()):
                 keep.append(f)
