@@ -51,7 +51,12 @@ data = json.load(open(inventory))
 by = {e["backend"]: e for e in data}
 for kind in ("OPENCL", "QNN"):
     assert by[kind]["available"] and by[kind]["devices"], f"{kind} has no device from the wheel: {by[kind]}"
-print(f"test-wheel: ironaccelerator {version} from {pkg}: {len(libs)} libraries in API mode; "
+from ironaccelerator._core import GENERATED_FROM
+for kind, entry in by.items():  # what the package was generated from, as recorded (no path of the checkout)
+    g = entry["generated_from"]
+    assert g["generator"] == GENERATED_FROM["generator"] and g["libraries"], (kind, g)
+    assert all(lib["digest"] == GENERATED_FROM["specs"][lib["spec"]] for lib in g["libraries"].values()), g
+print(f"test-wheel: ironaccelerator {version} ({GENERATED_FROM['generator']}) from {pkg}: {len(libs)} libraries in API mode; "
       f"OpenCL {by['OPENCL']['devices'][0]['name']!r}, QNN {by['QNN']['devices'][0]['name']!r}")
 EOF
 IRONACCEL_TEST_INSTALLED=1 "$vpy" -m pytest -q -p no:cacheprovider "$root/tests/test_conformance.py" \

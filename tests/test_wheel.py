@@ -127,3 +127,53 @@ def test_subprocesses_import_the_package_under_test() -> None:
     assert conftest.PACKAGE_PATHS == [str(GENERATED), str(ROOT / "runtime")]
     text = (ROOT / "tests" / "test_conformance.py").read_text(encoding="utf-8")
     assert '"generated"' not in text and "'generated'" not in text
+
+
+# ------------------------------------------------------------------ what the package was generated from
+
+
+def test_generated_from_records_the_specs() -> None:
+    """_core.GENERATED_FROM: the generator's version, the sha256 of every spec file that generate read (core,
+    libraries, backends; named relative to specs/, no absolute path), each library's and backend's spec."""
+    import hashlib
+
+    import ironaccelerator
+    from ironaccelerator._core import BUILTIN_BACKENDS, GENERATED_FROM
+
+    specs = ROOT / "specs"
+    assert GENERATED_FROM["generator"] == f"ironaccel-gen {ironaccelerator.__version__}"
+    want = {p.relative_to(specs).as_posix(): "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in specs.rglob("*.yaml")}
+    assert GENERATED_FROM["specs"] == want
+    libs = {f"{lib.parent.name}.{lib.name}" for lib in LIBRARIES}
+    assert set(GENERATED_FROM["libraries"]) == libs
+    assert GENERATED_FROM["libraries"]["opencl.cl"] == {"backend": "OPENCL", "spec": "opencl/cl.yaml"}
+    assert set(GENERATED_FROM["backends"]) == {k.name for k in BUILTIN_BACKENDS}
+    assert GENERATED_FROM["backends"]["QNN"] == {"vendor": "qnn", "spec": "qnn/backend.yaml"}
+    assert str(ROOT) not in repr(GENERATED_FROM)
+
+
+def test_inventory_json_shows_generated_from() -> None:
+    """`python -m ironaccelerator --json`: each backend's entry carries its "generated_from" (the spec digests and
+    each library's SDK version), whether or not the backend is available here."""
+    import json
+
+    from ironaccelerator._core import GENERATED_FROM
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(GENERATED), str(ROOT / "runtime")]))
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator", "--json"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    by = {e["backend"]: e["generated_from"] for e in json.loads(proc.stdout)}
+    specs = GENERATED_FROM["specs"]
+    for kind, g in by.items():
+        assert g["generator"] == GENERATED_FROM["generator"]
+        assert g["core_spec"] == {"spec": "core.yaml", "digest": specs["core.yaml"]}
+        spec = GENERATED_FROM["backends"][kind]["spec"]
+        assert g["backend_spec"] == {"spec": spec, "digest": specs[spec]}, kind
+        assert g["libraries"] and all(lib["digest"] == specs[lib["spec"]] for lib in g["libraries"].values())
+    from ironaccelerator.backends.opencl import cl
+
+    assert by["OPENCL"]["libraries"] == {"opencl.cl": {"spec": "opencl/cl.yaml", "digest": specs["opencl/cl.yaml"],
+                                                        "sdk_version": cl.SDK_VERSION}}
+    assert set(by["CUDA"]["libraries"]) == {"cuda.driver", "cuda.nvrtc", "cuda.nvtx"}
