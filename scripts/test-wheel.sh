@@ -24,8 +24,8 @@ SECONDS=0
 vpy=$tmp/venv/bin/python
 # pip alone (no compiler: nothing in the wheel is built at install); numpy and pytest for the conformance suite;
 # Qualcomm's libQnnHtp.so from the onnxruntime-qnn wheel, found in site-packages as in the checkout's venv
-"$vpy" -m pip install -q --disable-pip-version-check "$wheel" numpy pytest
-"$vpy" -m pip install -q --disable-pip-version-check --no-deps "$qnn"
+"$vpy" -m pip install -q --disable-pip-version-check --only-binary=:all: "$wheel" numpy pytest
+"$vpy" -m pip install -q --disable-pip-version-check --only-binary=:all: --no-deps "$qnn"
 installed=$SECONDS
 mkdir "$tmp/work"
 cd "$tmp/work"
