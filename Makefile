@@ -20,7 +20,7 @@ QNN_SDKS  := onnxruntime-qnn==2.7.0
 # the script.  Offline, the script says so and the tests that need it skip.
 METALCPP  := $(VENV)/sdk/metal-cpp
 
-.PHONY: generate test build check clean venv golden wheelhouse bench-deps metal-cpp
+.PHONY: generate test build check clean venv golden wheelhouse bench-deps metal-cpp wheel test-wheel
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
@@ -66,13 +66,30 @@ test: $(SDKS) metal-cpp
 	$(VPY) -m ironaccelerator_gen generate --check
 	$(VPY) -m ironaccelerator_gen build
 	$(VPY) -m pytest -q
+	$(MAKE) --no-print-directory test-wheel
+
+# The generated package as a wheel: dist/ironaccelerator-<version>-cpXY-cpXY-<platform>.whl, holding generated/
+# ironaccelerator with the API-mode modules `ironaccel-gen build` compiled (incremental: only what changed) and the
+# runtime it imports (packaging/ironaccelerator/setup.py: setuptools, which tags it for this interpreter and the
+# glibc the modules need).  No build isolation: setuptools is the venv's, and nothing is fetched.
+wheel: $(STAMP)
+	$(VPY) -m ironaccelerator_gen build
+	rm -rf packaging/ironaccelerator/build packaging/ironaccelerator/ironaccelerator.egg-info dist/ironaccelerator-*.whl
+	$(PIP) wheel -q --no-build-isolation --no-deps -w dist packaging/ironaccelerator
+	rm -rf packaging/ironaccelerator/build packaging/ironaccelerator/ironaccelerator.egg-info
+	@ls dist/ironaccelerator-*.whl
+
+# The wheel installed with pip alone into a fresh venv in a temporary directory; from another directory,
+# `python -m ironaccelerator --json` and the conformance suite on PoCL and QNN against the installed package.
+test-wheel: wheel
+	bash scripts/test-wheel.sh $(VPY) $(QNN_SDKS)
 
 # Accept new golden expectations (tests/golden/*/expected).
 golden: $(TESTDEPS)
 	UPDATE_GOLDEN=1 $(VPY) -m pytest -q tests/test_golden.py
 
 clean:
-	rm -rf build $(VENV) generated/.ironaccel-gen.json
+	rm -rf build dist $(VENV) generated/.ironaccel-gen.json
 	find generated -name '_cffi*.so' -o -name '_cffi_abi.py' | xargs rm -f
 
 # References that only bench/ uses, not the tests (hip-python alone is 320 MB): hip-python for bench_calls,

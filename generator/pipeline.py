@@ -6,7 +6,9 @@ import os
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
+from . import __version__
 from . import sdk as sdks
 from .bind import BoundLibrary, bind
 from .diagnostics import Collector, Diagnostic, UserError, suggest
@@ -107,6 +109,30 @@ def load_backends(spec_dir: Path, base: Path) -> tuple[Surface, list[BackendSpec
     return surface, backends, problems
 
 
+def provenance(spec_dir: Path, specs: list[LibrarySpec], backends: list[BackendSpec]) -> dict[str, Any]:
+    """What the package is generated from, recorded in ``_core.GENERATED_FROM`` (``python -m ironaccelerator
+    --json`` shows it): the generator's version; each spec file's sha256, named relative to the spec directory;
+    each library's and backend's spec file and backend kind.  Deterministic: no time, no absolute path, and the
+    same whichever SDKs this machine has (each library's SDK version is its module's ``SDK_VERSION``).  The
+    specs and backends are those of :func:`load_specs` and :func:`load_backends` (in the order of
+    :func:`spec_paths` and :func:`backend_paths`: every one loaded, or compile_specs raised)."""
+    import hashlib
+
+    lib_paths, backend_files = spec_paths(spec_dir), backend_paths(spec_dir)
+    assert len(lib_paths) == len(specs) and len(backend_files) == len(backends)
+    digests = {p.relative_to(spec_dir).as_posix(): "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
+               for p in [spec_dir / "core.yaml", *lib_paths, *backend_files]}
+    return {
+        "generator": f"ironaccel-gen {__version__}",
+        "specs": dict(sorted(digests.items())),
+        "libraries": {f"{sp.vendor}.{sp.library}": {"backend": str(sp.backend),
+                                                    "spec": p.relative_to(spec_dir).as_posix()}
+                      for sp, p in sorted(zip(specs, lib_paths), key=lambda t: (str(t[0].vendor), str(t[0].library)))},
+        "backends": {b.kind: {"vendor": b.vendor, "spec": p.relative_to(spec_dir).as_posix()}
+                     for b, p in sorted(zip(backends, backend_files), key=lambda t: t[0].kind)},
+    }
+
+
 def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, frontend: str | None = None,
                   only: list[str] | None = None, base: Path | None = None) -> Result:
     """Run the compiler in memory; raise :class:`UserError` on any user error.  ``frontend``: the C front-end
@@ -200,7 +226,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in libraries}
     objc_bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in objc_libraries}
     files.update(render_surface(env, surface, backends, bound, lambda source: "# " + banner_text(source), core,
-                                objc_bound))
+                                objc_bound, generated_from=provenance(spec_dir, specs, backends)))
     for b in backends:
         if f"ironaccelerator/backends/{b.vendor}/_backend.py" not in files:
             keep.append(f"ironaccelerator/backends/{b.vendor}/_backend.py")

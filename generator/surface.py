@@ -695,11 +695,14 @@ def gpu_families(spec: BackendSpec, objc: Mapping[str, ObjcLibrary]) -> tuple[tu
 
 def render_surface(env: jinja2.Environment, surface: Surface, backends: list[BackendSpec],
                    libraries: Mapping[str, BoundLibrary], banner: Callable[[str], str], core: CoreSpec,
-                   objc: Mapping[str, ObjcLibrary] | None = None) -> dict[str, str]:
+                   objc: Mapping[str, ObjcLibrary] | None = None, *,
+                   generated_from: Mapping[str, Any] | None = None) -> dict[str, str]:
     """``ironaccelerator/_core.py`` (the core spec's data), ``__main__.py`` and each backend's module (``objc``: the
-    Objective-C libraries, which a backend may name in ``libraries:`` too)."""
+    Objective-C libraries, which a backend may name in ``libraries:`` too; ``generated_from``: what _core.py records
+    as ``GENERATED_FROM``, :func:`pipeline.provenance`)."""
     objc = objc or {}
-    ctx = dict(banner=banner(surface.path), surface=surface, backends=backends, core=core)
+    ctx = dict(banner=banner(surface.path), surface=surface, backends=backends, core=core,
+               generated_from=generated_from or {})
     out = {
         "ironaccelerator/_core.py": env.get_template("core/_core.py.j2").render(**ctx),
         "ironaccelerator/__main__.py": env.get_template("core/__main__.py.j2").render(**ctx),

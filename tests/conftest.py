@@ -30,9 +30,23 @@ def core_text() -> str:
 
 CUDA_INCLUDE = Path("/usr/local/cuda/include")
 
-for _path in (RUNTIME, GENERATED):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+# IRONACCEL_TEST_INSTALLED=1 (make test-wheel: scripts/test-wheel.sh): the tests run against the installed
+# ironaccelerator wheel, never the checkout's generated/ and runtime/.  PACKAGE_PATHS: what a test's subprocess
+# puts on its PYTHONPATH to import the package under test.
+INSTALLED = bool(os.environ.get("IRONACCEL_TEST_INSTALLED"))
+PACKAGE_PATHS: list[str] = [] if INSTALLED else [str(GENERATED), str(RUNTIME)]
+for _path in PACKAGE_PATHS[::-1]:
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+if INSTALLED:
+    import ironaccelerator as _ia
+    import ironaccelerator_runtime as _iar
+
+    for _mod in (_ia, _iar):
+        _file = Path(str(_mod.__file__)).resolve()
+        if _file.is_relative_to(ROOT.resolve()):
+            raise ImportError(f"IRONACCEL_TEST_INSTALLED is set but {_mod.__name__} was imported from the checkout "
+                              f"({_file}), not an installed wheel: a .pth or PYTHONPATH names {ROOT}")
 
 # The kernel cache (Device.load_module) of every test and of the subprocesses they start: a fresh directory per
 # run, never the user's ~/.cache/ironaccelerator (a test then sees only entries this run wrote).

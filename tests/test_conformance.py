@@ -1928,10 +1928,10 @@ def test_launch_unchecked_contract(backend: Backend) -> None:
     import subprocess
     import sys
 
+    from conftest import PACKAGE_PATHS
+
     here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(here)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(root, "generated"), os.path.join(root, "runtime"),
-                                                       here]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*PACKAGE_PATHS, here]))  # (the checkout's or the wheel's)
     proc = subprocess.run([sys.executable, os.path.join(here, "unchecked_child.py"), backend.kind.name],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class _IntEnum(enum.IntEnum):
@@ -277,4 +277,50 @@ BUILTIN_BACKENDS: dict[BackendKind, str] = {
     BackendKind.METAL: 'ironaccelerator.backends.metal._backend:MetalBackend',
     BackendKind.OPENCL: 'ironaccelerator.backends.opencl._backend:OpenCLBackend',
     BackendKind.QNN: 'ironaccelerator.backends.qnn._backend:QnnBackend',
+}
+
+
+# What this package was generated from (ironaccel-gen's pipeline.provenance): the generator; each spec file's
+# sha256, named relative to the spec directory; each library's and each backend's spec (a library's SDK version is
+# its module's SDK_VERSION).  Deterministic: no time, no absolute path.  `python -m ironaccelerator --json` shows
+# each backend's part as its "generated_from".
+GENERATED_FROM: dict[str, Any] = {
+    'generator': 'ironaccel-gen 0.1.0',
+    'specs': {
+        'core.yaml': 'sha256:56fe2f235f2f62082e8519064223dd03ee34b7d9967a815cb4f95db807ab13db',
+        'cuda/backend.yaml': 'sha256:3b9e5710292960babbf1d1b95a71c0cdf0d5a2751e2878f56e0811f2c1c003ff',
+        'cuda/driver.yaml': 'sha256:45eb7aa3c02cec5b4cd21652ec7e701ff608b67e157d07abc2010a223463de20',
+        'cuda/nvrtc.yaml': 'sha256:eae931568b4a3c26bc1db2218d2b85e3093d3eb8cfd17cdaea674f2aad434a6b',
+        'cuda/nvtx.yaml': 'sha256:4639cc28f6adc647ce90723de8ef07c688c45254cbf557580a67fb8aa0ae9868',
+        'foundation/foundation.yaml': 'sha256:3c479bd3fbe6229c19b7d817b2cd701c56cd1d14ad672cc32ad606a041fc3db3',
+        'hip/backend.yaml': 'sha256:4c3c883c1cc581d80be90ec930a7061489dfce7e5860beb9643d0c3bd9d3d198',
+        'hip/runtime.yaml': 'sha256:21120463c1c26974054cccdb475870e395a95cf17a5adabbc49a835c6c79ed9e',
+        'metal/backend.yaml': 'sha256:3f8d6b31f20394cc678665897977d38b3598463b92be45b34dba8ff32655aa39',
+        'metal/metal.yaml': 'sha256:aff18d5dd6509466e14dca0706335bd6f2738191c35fc2e361b26ffede0cc0a4',
+        'opencl/backend.yaml': 'sha256:5e5ba029a67c052b1ac7465449c011e40c4be6bc27d8f2037ebf8e5b4d89efa4',
+        'opencl/cl.yaml': 'sha256:3015265de13bf0fd01d6c677f6646d378c5fb765c464e671c31249ff7b87913e',
+        'qnn/backend.yaml': 'sha256:5d337a57ce57112c04a804bd8a8c8880ca1479831c5c4bafe02d111f843759b3',
+        'qnn/interface.yaml': 'sha256:bada9bc0300ca9f988e40200b9a4f74a9db7f308f03b5765e5432ac6076ee46e',
+        'qnn/saver.yaml': 'sha256:0c9512e2b7b4be6d0317acc847b95e0063dfd21f0578a11245bd1053166b27b5',
+        'qnn/system.yaml': 'sha256:ad31c5082ac9f8b2b67bca91dbc13a0520f5003ba7b91bbb00d7affb38b493c6',
+    },
+    'libraries': {
+        'cuda.driver': {'backend': 'CUDA', 'spec': 'cuda/driver.yaml'},
+        'cuda.nvrtc': {'backend': 'CUDA', 'spec': 'cuda/nvrtc.yaml'},
+        'cuda.nvtx': {'backend': 'CUDA', 'spec': 'cuda/nvtx.yaml'},
+        'foundation.foundation': {'backend': 'METAL', 'spec': 'foundation/foundation.yaml'},
+        'hip.runtime': {'backend': 'ROCM', 'spec': 'hip/runtime.yaml'},
+        'metal.metal': {'backend': 'METAL', 'spec': 'metal/metal.yaml'},
+        'opencl.cl': {'backend': 'OPENCL', 'spec': 'opencl/cl.yaml'},
+        'qnn.interface': {'backend': 'QNN', 'spec': 'qnn/interface.yaml'},
+        'qnn.saver': {'backend': 'QNN', 'spec': 'qnn/saver.yaml'},
+        'qnn.system': {'backend': 'QNN', 'spec': 'qnn/system.yaml'},
+    },
+    'backends': {
+        'CUDA': {'vendor': 'cuda', 'spec': 'cuda/backend.yaml'},
+        'METAL': {'vendor': 'metal', 'spec': 'metal/backend.yaml'},
+        'OPENCL': {'vendor': 'opencl', 'spec': 'opencl/backend.yaml'},
+        'QNN': {'vendor': 'qnn', 'spec': 'qnn/backend.yaml'},
+        'ROCM': {'vendor': 'hip', 'spec': 'hip/backend.yaml'},
+    },
 }

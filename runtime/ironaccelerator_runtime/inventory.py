@@ -22,7 +22,7 @@ from .errors import Error
 if TYPE_CHECKING:
     from .traits import BackendRegistry, DeviceDescriptor
 
-__all__ = ["describe", "device_entry", "text", "main"]
+__all__ = ["describe", "device_entry", "generated_from", "text", "main"]
 
 
 def device_entry(d: DeviceDescriptor) -> dict[str, Any]:
@@ -40,9 +40,39 @@ def device_entry(d: DeviceDescriptor) -> dict[str, Any]:
     }
 
 
+def generated_from(kind: str) -> dict[str, Any]:
+    """What backend ``kind``'s part of the package was generated from (``ironaccelerator._core.GENERATED_FROM``,
+    recorded by ``ironaccel-gen generate``): the generator, the digest (``sha256:...``) of the core spec, of the
+    backend spec and of each of its library specs (named relative to the spec directory), and each library's SDK
+    version (its module's ``SDK_VERSION``; None where the module does not import).  Imports the library modules,
+    which never loads a vendor library."""
+    import importlib
+
+    from ironaccelerator import _core
+
+    record: dict[str, Any] = getattr(_core, "GENERATED_FROM", {})
+    specs: dict[str, str] = record.get("specs", {})
+    backend = record.get("backends", {}).get(kind)
+    libraries: dict[str, Any] = {}
+    for name, lib in record.get("libraries", {}).items():
+        if lib["backend"] != kind:
+            continue
+        try:
+            version = getattr(importlib.import_module(f"ironaccelerator.backends.{name}"), "SDK_VERSION", None)
+        except Exception:  # (a report: a library that does not import shows no version, and the report goes on)
+            version = None
+        libraries[name] = {"spec": lib["spec"], "digest": specs.get(lib["spec"]), "sdk_version": version}
+    return {
+        "generator": record.get("generator"),
+        "core_spec": {"spec": "core.yaml", "digest": specs.get("core.yaml")},
+        "backend_spec": None if backend is None else {"spec": backend["spec"], "digest": specs.get(backend["spec"])},
+        "libraries": libraries,
+    }
+
+
 def describe(registry: BackendRegistry | None = None) -> list[dict[str, Any]]:
     """Every backend kind, in order: ``{"backend", "dlpack_device", "available", "error" (why not, or why no
-    devices), "error_kind", "versions", "devices": [device_entry, ...]}``."""
+    devices), "error_kind", "versions", "devices": [device_entry, ...], "generated_from": generated_from(...)}``."""
     from .traits import BackendRegistry
 
     registry = registry or BackendRegistry.default()
@@ -50,6 +80,7 @@ def describe(registry: BackendRegistry | None = None) -> list[dict[str, Any]]:
     for kind in BackendKind:
         entry: dict[str, Any] = {"backend": kind.name, "dlpack_device": kind.dlpack_device, "available": False,
                                  "error": None, "error_kind": None, "versions": {}, "devices": []}
+        entry["generated_from"] = generated_from(kind.name)
         out.append(entry)
         try:
             b = registry.get(kind)
