@@ -122,6 +122,18 @@ def test_every_way_of_reading_a_version(tmp_path: Path) -> None:
         assert found.version == want, version
 
 
+def test_the_newest_install_prefix_by_number(tmp_path: Path) -> None:
+    """Issue 24 item 8: with cuda-9.2 and cuda-12.9 side by side (no variable, no unversioned link), 12.9 is
+    preferred; a lexical newest-first sort picked 9.2.  ``sdks`` lists them in that order too."""
+    for v, n in (("9.2", 9020), ("12.9", 12090), ("12.10", 12100), ("11.8", 11080)):
+        (tmp_path / f"cuda-{v}" / "include").mkdir(parents=True)
+        (tmp_path / f"cuda-{v}" / "include" / "a.h").write_text(f"#define A_VERSION {n}\n")
+    d = desc(tmp_path, "sdk:\n  kind: toy\n  marker: a.h\n  version: {macro: A_VERSION, encoding: [1000, 10]}\n")
+    found = sdk.discover_one(dataclasses.replace(d, roots=(str(tmp_path / "cuda-*"),)), site_dirs=[])
+    assert [f.version for f in found] == ["12.10", "12.9", "11.8", "9.2"]
+    assert found[0].include_dir == tmp_path / "cuda-12.10" / "include"
+
+
 def test_wheels_and_their_distribution_version(tmp_path: Path) -> None:
     site = tmp_path / "site"
     inc = site / "vendor" / "include"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import importlib
 import os
+import re
 import sys
 from typing import Any, Callable, Sequence
 
@@ -40,6 +41,12 @@ def _site_dirs() -> list[str]:
     return seen
 
 
+def _version_key(path: str) -> tuple[tuple[int, int | str], ...]:
+    """Orders paths by the numbers in them as numbers (``cuda-12.9`` after ``cuda-9.2``, ``libx.so.13`` after
+    ``libx.so.9``), so that a newest-first sort picks the newest version, not the lexically last."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", path))
+
+
 def library_candidates(names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[str], sdk_dirs: Sequence[str],
                        sdk_env: Sequence[str], sdk_roots: Sequence[str]) -> list[str]:
     """Paths to try, in order: the SDK roots the environment names (``sdk_env``: the user's explicit choice, ex:
@@ -54,14 +61,14 @@ def library_candidates(names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[s
     for site in _site_dirs():
         dirs += [os.path.join(site, d) for d in wheel_dirs]
     for pattern in sdk_roots:
-        for root in sorted(glob.glob(pattern), reverse=True):
+        for root in sorted(glob.glob(pattern), key=_version_key, reverse=True):
             dirs += [os.path.join(root, d) for d in sdk_dirs]
     for d in dirs:
         if not os.path.isdir(d):
             continue
         for f in files:
             if any(c in f for c in "*?["):
-                out += sorted(glob.glob(os.path.join(d, f)), reverse=True)
+                out += sorted(glob.glob(os.path.join(d, f)), key=_version_key, reverse=True)
             elif os.path.exists(os.path.join(d, f)):
                 out.append(os.path.join(d, f))
     out += [f for f in files if not any(c in f for c in "*?[")]
