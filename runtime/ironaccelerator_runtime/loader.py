@@ -32,6 +32,75 @@ ABI = "abi"
 _LIB_MISSING = 1
 _SYMBOL_MISSING = 2
 
+REQUIRE_API_ENV = "IRONACCEL_REQUIRE_API"
+BUILD_STAMP = ".ironaccel-build"  # generator/build.py's STAMP: the build's key, then the compiled modules it made
+
+# package -> {"module", "backend", "library", "mode" ("api", "abi" or "error"), "reason" (why not API, else None),
+# "expected" (ABI mode chosen: an --abi-only build, an import blocked on purpose)}: what `python -m ironaccelerator`
+# reports for each library module imported in this process
+MODES: dict[str, dict[str, Any]] = {}
+_WARNED: set[str] = set()
+
+
+def _compiled_files(here: str) -> list[str]:
+    try:
+        names = os.listdir(here)
+    except OSError:
+        return []
+    return sorted(n for n in names if n.startswith("_cffi.") and n.endswith((".so", ".pyd")))
+
+
+def why_not_api(package: str, here: str, exc: ImportError) -> tuple[str, bool]:
+    """Why ``package``'s compiled cffi module (``_cffi``) did not import: (the reason, whether ABI mode is
+    expected there).  Expected: a build made ABI-only on purpose (``ironaccel-gen build --abi-only``: its stamp
+    lists no compiled module) or an import blocked on purpose (``sys.modules[...] = None``)."""
+    import importlib.machinery
+
+    name = package + "._cffi"
+    if name in sys.modules and sys.modules[name] is None:
+        return "its compiled module's import is blocked (sys.modules entry None)", True
+    files = _compiled_files(here)
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
+    ours = [f for f in files if any(f == "_cffi" + s for s in suffixes)]
+    if ours:
+        return f"its compiled module {ours[0]} does not load ({exc})", False
+    if files:
+        return (f"its compiled module {files[0]} was built for another interpreter (this one, "
+                f"{sys.implementation.cache_tag}, loads _cffi{suffixes[0]})"), False
+    try:
+        with open(os.path.join(here, BUILD_STAMP), encoding="utf-8") as fh:
+            stamp = [line for line in fh.read().splitlines() if line]
+    except (OSError, UnicodeDecodeError):
+        stamp = []
+    if len(stamp) == 1:
+        return "it was built ABI-only (ironaccel-gen build --abi-only)", True
+    return "its compiled module is missing (not built, or its C compile failed)", False
+
+
+def abi_fallback(package: str, backend: str, library: str, here: str, exc: ImportError) -> None:
+    """Record that ``package`` runs in ABI mode and why; warn once (a ``RuntimeWarning`` naming the module, the
+    reason and the fix) where that is not expected; with ``IRONACCEL_REQUIRE_API=1``, raise ImportError instead."""
+    reason, expected = why_not_api(package, here, exc)
+    entry = {"module": package, "backend": backend, "library": library, "mode": ABI, "reason": reason,
+             "expected": expected}
+    MODES[package] = entry
+    fix = "run `ironaccel-gen build` (python -m ironaccelerator_gen build) with this interpreter"
+    if os.environ.get(REQUIRE_API_ENV, "") not in ("", "0"):
+        entry["mode"] = "error"
+        raise ImportError(f"{package}: API mode required ({REQUIRE_API_ENV}={os.environ[REQUIRE_API_ENV]}) but "
+                          f"{reason}; {fix}", name=package) from exc
+    if not expected and package not in _WARNED:
+        _WARNED.add(package)
+        import warnings
+
+        warnings.warn(f"{package} runs in cffi ABI mode, about 10x slower per call than API mode: {reason}; {fix} "
+                      f"(set {REQUIRE_API_ENV}=1 to make this an error)", RuntimeWarning, stacklevel=2)
+
+
+def api_loaded(package: str, backend: str, library: str) -> None:
+    MODES[package] = {"module": package, "backend": backend, "library": library, "mode": API, "reason": None,
+                      "expected": False}
+
 
 def _site_dirs() -> list[str]:
     seen: list[str] = []
@@ -320,14 +389,16 @@ class Binding:
 
     # ------------------------------------------------------------ modes
     def _load_module(self) -> tuple[str, Any, Any]:
+        here = list(sys.modules[self.package].__path__)[0]
         try:
             mod = importlib.import_module(self.package + "._cffi")
-        except ImportError:
-            pass
+        except ImportError as exc:
+            abi_fallback(self.package, self.backend, self.library, here, exc)
         else:
             ffi, lib = mod.ffi, mod.lib
             built = getattr(lib, "ia_build_id", None)
             self._check_build(mod, ffi.string(built()).decode() if built is not None else None)
+            api_loaded(self.package, self.backend, self.library)
 
             def _open() -> int:
                 try:
@@ -341,7 +412,6 @@ class Binding:
             abi = importlib.import_module(self.package + "._cffi_abi")
         except ImportError:  # nothing built: the cdefs beside the package, parsed now
             cffi = importlib.import_module("cffi")
-            here = list(sys.modules[self.package].__path__)[0]
             ffi = cffi.FFI()
             ffi.cdef("".join(open(os.path.join(here, name), encoding="utf-8").read()
                              for name in ("types.cdef", "abi.cdef")))
@@ -354,6 +424,10 @@ class Binding:
         """Refuse a built module made from other generated sources than these (``generate`` after ``build``):
         cffi would fail later, and less clearly, on the first function the two disagree about."""
         if built != self.build_id:
+            MODES[self.package] = {"module": self.package, "backend": self.backend, "library": self.library,
+                                   "mode": "error", "expected": False,
+                                   "reason": f"{getattr(module, '__file__', module)} is stale (`build` before "
+                                             "`generate`)"}
             raise ImportError(f"{self.package}: {getattr(module, '__file__', module)} was built from other "
                               f"generated sources (build {built or 'without an id'}, sources {self.build_id}): "
                               "`generate` ran after `build`; run `python -m ironaccelerator_gen build` "
