@@ -88,6 +88,28 @@ def test_a_library_whose_sdk_only_its_spec_knows(tmp_path: Path) -> None:
     assert "skipped toy.toy: no toy SDK headers found (toy/toy.h)" in gen.stdout, gen.stdout + gen.stderr
 
 
+def test_generate_reports_as_it_goes(tmp_path: Path) -> None:
+    """Issue 24 item 6: a line as each library starts (what it parses) and finishes (its functions, its time),
+    then the rendering; -q: the summary only; -v: where the headers come from."""
+    specs, root = toy(tmp_path)
+    env = {"TOY_SDK_ROOT": str(root)}
+    gen = cli("generate", "--specs", str(specs), "--out", str(tmp_path / "out"), env=env, cwd=tmp_path)
+    assert gen.returncode == 0, gen.stderr
+    lines = gen.stdout.splitlines()
+    start = lines.index("generate toy.toy [1/1]: parsing toy/toy.h (clang)")
+    done = next(i for i, line in enumerate(lines) if line.startswith("generate toy.toy: bound 2 functions in "))
+    rendered = next(i for i, line in enumerate(lines) if line.startswith("generate: rendered "))
+    assert start < done < rendered < len(lines) - 1, lines
+    assert lines[-1].startswith("generate: ") and "file(s) changed in" in lines[-1], lines
+    quiet = cli("generate", "-q", "--force", "--specs", str(specs), "--out", str(tmp_path / "out"), env=env,
+                cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert len(quiet.stdout.splitlines()) == 1 and "file(s) changed in" in quiet.stdout, quiet.stdout
+    loud = cli("generate", "-v", "--force", "--specs", str(specs), "--out", str(tmp_path / "out"), env=env,
+               cwd=tmp_path)
+    assert f"generate toy.toy: toy 1.4 headers from {root / 'include'} (TOY_SDK_ROOT)" in loud.stdout, loud.stdout
+
+
 def desc(tmp_path: Path, block: str) -> sdk.SdkSpec:
     text = TOY_SPEC.replace("""sdk:
   kind: toy
