@@ -1,6 +1,8 @@
 """What ``python -m ironaccelerator`` prints (as clinfo or ``nvidia-smi -L`` do): every backend, available or why
 not, its driver/runtime/platform versions, and per device the memory, the largest allocation, the compute units,
-the launch limits, the capability flags and tier, and the vendor's own version string; ``--json`` for machines.
+the launch limits, the capability flags and tier, and the vendor's own version string; per backend, each of its
+library modules' binding mode (``binding:``; JSON ``modules``: "api", the compiled cffi module, or "abi", the
+slower fallback, with the reason: see docs/INSTALLING.md); ``--json`` for machines.
 
 Vendor libraries may write to the process's standard output while they load (libQnnHtp's "LIBNATIVE" line): the
 enumeration runs with file descriptor 1 pointed at standard error, so that stdout holds only the report.
