@@ -111,8 +111,8 @@ def _mib(n: int | None) -> str:
 
 
 def _module_lines(e: dict[str, Any]) -> list[str]:
-    """A backend's library modules and their binding modes: one line when all are in API mode, else a line per
-    module not in API mode with the reason."""
+    """A backend's library modules and their binding modes (a line), then a line per module not in API mode with
+    the reason.  An unavailable backend shows them only where a module is not in API mode."""
     mods = e.get("modules") or []
     if not mods:
         return []
@@ -128,7 +128,8 @@ def text(entries: list[dict[str, Any]]) -> list[str]:
         name = e["backend"]
         if not e["available"]:
             lines.append(f"{name}: unavailable: {e['error']}")
-            lines += _module_lines(e)
+            if any(m["mode"] != "api" for m in e.get("modules") or []):  # (one line per backend otherwise)
+                lines += _module_lines(e)
             continue
         devs = e["devices"]
         head = f"{name}: library loaded, {len(devs)} device{'s' if len(devs) != 1 else ''}"
