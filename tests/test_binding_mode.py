@@ -120,8 +120,8 @@ def test_a_missing_compiled_module_warns(tmp_path: Path) -> None:
 
 
 def test_expected_abi_mode_does_not_warn(tmp_path: Path) -> None:
-    """An ABI-only build (its stamp names no compiled module) and an import blocked on purpose (sys.modules entry
-    None, as tests/qnn_raw_child.py does) are ABI mode by choice: no warning; the report says why."""
+    """An ABI-only build (its stamp names no compiled module), IRONACCEL_REQUIRE_API=0 and an import blocked on
+    purpose (sys.modules entry None, as tests/qnn_raw_child.py does) are ABI mode by choice: no warning."""
     shutil.copytree(GENERATED / "ironaccelerator", tmp_path / "ironaccelerator",
                     ignore=shutil.ignore_patterns("__pycache__", "_cffi.*.so"))
     (tmp_path / LIB / ".ironaccel-build").write_text("0123abcd\n", encoding="utf-8")
@@ -130,6 +130,10 @@ def test_expected_abi_mode_does_not_warn(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["abi", "it was built ABI-only (ironaccel-gen build --abi-only)"], proc.stdout
     assert "RuntimeWarning" not in proc.stderr, proc.stderr
+    (tmp_path / LIB / ".ironaccel-build").unlink()
+    accepted = _run(tmp_path, "-c", IMPORT, env={"IRONACCEL_REQUIRE_API": "0"})
+    assert accepted.returncode == 0 and accepted.stdout.strip() == "abi", accepted.stderr
+    assert "RuntimeWarning" not in accepted.stderr, accepted.stderr
     blocked = _run(GENERATED, "-c", f"import sys; sys.modules['{MODULE}._cffi'] = None\n" + IMPORT)
     assert blocked.returncode == 0 and blocked.stdout.strip() == "abi", blocked.stderr
     assert "RuntimeWarning" not in blocked.stderr, blocked.stderr
