@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import io
 import os
 import re
 import sys
@@ -11,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 
 def library_dirs(out: Path) -> list[Path]:
@@ -120,7 +122,62 @@ def _remove_temporaries(lib_dir: Path) -> None:
             f.unlink(missing_ok=True)
 
 
-def build_library(lib_dir: Path, api: bool = True, key: str | None = None) -> dict[str, float]:
+class CompileFailed(Exception):
+    """The C compile of a library's API module failed: the message, and the compiler's own output (its errors),
+    which :func:`build_all` shows under the failure."""
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message, output)
+        self.output = output
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@contextlib.contextmanager
+def _captured_output() -> Iterator[list[str]]:
+    """File descriptors 1 and 2 (what the compiler cffi runs writes) into a temporary file for the block; its text
+    is appended to the yielded list afterwards.  Python-level prints (cffi's "generating ..." lines) go there too."""
+    got: list[str] = []
+    with tempfile.TemporaryFile() as f:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        saved = (os.dup(1), os.dup(2))
+        try:
+            os.dup2(f.fileno(), 1)
+            os.dup2(f.fileno(), 2)
+            with contextlib.redirect_stdout(io.StringIO()) as py_out, contextlib.redirect_stderr(py_out):
+                try:
+                    yield got
+                finally:
+                    text = py_out.getvalue()
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            f.seek(0)
+            got.append(text + f.read().decode("utf-8", "replace"))
+
+
+COMPILER_LINES = 30  # of a failed compile's output, what the report shows (-v: all)
+
+
+def compiler_excerpt(output: str, limit: int | None = COMPILER_LINES) -> list[str]:
+    """The lines of a compiler's output worth showing: cffi's own chatter dropped, at most ``limit`` (the first
+    errors are the ones that matter; the count of the rest is said)."""
+    lines = [line.rstrip() for line in output.splitlines()
+             if line.strip() and not line.startswith(("generating ", "running ", "building ", "creating "))]
+    if limit is not None and len(lines) > limit:
+        return lines[:limit] + [f"[... {len(lines) - limit} more lines: `ironaccel-gen build -v` shows them all]"]
+    return lines
+
+
+def build_library(lib_dir: Path, api: bool = True, key: str | None = None,
+                  compiler_output: list[str] | None = None) -> dict[str, float]:
     """Build ``lib_dir``'s ``_cffi_abi.py`` and (if ``api``) its compiled ``_cffi`` extension; with ``key``
     (:func:`build_key`), record it in the stamp once both are written, so that an unchanged library is skipped.
 
@@ -143,7 +200,8 @@ def build_library(lib_dir: Path, api: bool = True, key: str | None = None) -> di
     with tempfile.TemporaryDirectory(prefix="ia-cffi-") as tmp:
         t = time.perf_counter()
         abi_py = Path(tmp) / "_cffi_abi.py"
-        abi_ffi.emit_python_code(str(abi_py))
+        with contextlib.redirect_stdout(io.StringIO()):  # cffi's "generating ..." line: build_all reports instead
+            abi_ffi.emit_python_code(str(abi_py))
         text = abi_py.read_bytes()
         if hasattr(mod, "BUILD_ID"):
             text += f"BUILD_ID = {mod.BUILD_ID!r}\n".encode()
@@ -151,7 +209,20 @@ def build_library(lib_dir: Path, api: bool = True, key: str | None = None) -> di
         times["abi"] = time.perf_counter() - t
         if api:
             t = time.perf_counter()
-            so = Path(api_ffi().compile(tmpdir=tmp, verbose=False))
+            with _captured_output() as output:
+                try:
+                    so = Path(api_ffi().compile(tmpdir=tmp, verbose=False))
+                except Exception as exc:
+                    failure: Exception | None = exc
+                else:
+                    failure = None
+            if failure is not None:
+                if "CompileError" in str(failure) or "LinkError" in str(failure):
+                    raise CompileFailed(f"{failure.__class__.__name__}: the C compiler failed: {_short(failure)}",
+                                        output[0]) from failure
+                raise failure
+            if compiler_output is not None:  # what the compiler said about a compile that succeeded (-v)
+                compiler_output.append(output[0])
             write_atomic(lib_dir / so.name, so.read_bytes(), 0o777)  # rwx less the umask, as the linker made it
             for pattern in ("_cffi.*.so", "_cffi.*.pyd"):  # another interpreter's build, once the new one is there
                 for old in lib_dir.glob(pattern):
@@ -164,13 +235,29 @@ def build_library(lib_dir: Path, api: bool = True, key: str | None = None) -> di
     return times
 
 
-def _build_one(lib_dir: Path, api: bool, key: str) -> dict[str, float]:
-    """A worker's job (a separate process: cffi's compile is not thread-safe, and it runs the compiler anyway)."""
-    import io
-    from contextlib import redirect_stdout
+def _short(exc: BaseException) -> str:
+    """cffi's CompileError without the compiler's whole command line (the output below says what went wrong)."""
+    text = str(exc)
+    m = re.search(r"Command '\[['\"]?([^'\",]+)['\"]?.*?\]' returned non-zero exit status (\d+)", text, re.S)
+    return f"{m.group(1)} exited with status {m.group(2)}" if m else text
 
-    with redirect_stdout(io.StringIO()):  # cffi's "generating ..." lines: the parent reports instead
-        return build_library(lib_dir, api, key)
+
+_STARTED: Any = None  # a worker's queue to the parent: the library it starts (set by _init_worker)
+
+
+def _init_worker(queue: Any) -> None:
+    global _STARTED
+    _STARTED = queue
+
+
+def _build_one(lib_dir: Path, api: bool, key: str) -> tuple[dict[str, float], str]:
+    """A worker's job (a separate process: cffi's compile is not thread-safe, and it runs the compiler anyway):
+    the times and the compiler's output."""
+    if _STARTED is not None:
+        _STARTED.put(str(lib_dir))
+    output: list[str] = []
+    with contextlib.redirect_stdout(io.StringIO()):  # cffi's "generating ..." lines: the parent reports instead
+        return build_library(lib_dir, api, key, output), "".join(output)
 
 
 def fast_path_counts(lib_dir: Path) -> tuple[int, int] | None:
@@ -197,9 +284,12 @@ class BuildReport:
 
 
 def build_all(out: Path, api: bool = True, log=print, *, jobs: int | None = None,  # type: ignore[no-untyped-def]
-              force: bool = False) -> BuildReport:
+              force: bool = False, verbosity: int = 1) -> BuildReport:
     """Build every generated library under ``out``: the ones whose inputs changed (:func:`build_key`; all with
-    ``force``), ``jobs`` at a time (default: the CPU count), largest first."""
+    ``force``), ``jobs`` at a time (default: the CPU count), largest first.  ``log`` gets a line as each module
+    starts and finishes (its times), a failure with the compiler's output, and the summary; ``verbosity`` 0
+    keeps only failures and the summary, 2 adds the compiler's output of builds that succeed (and all of a
+    failed one's)."""
     import concurrent.futures
     import multiprocessing
 
@@ -215,7 +305,14 @@ def build_all(out: Path, api: bool = True, log=print, *, jobs: int | None = None
     def rel(d: Path) -> str:
         return d.relative_to(out).as_posix().replace("/", ".")
 
-    def report(d: Path, times: dict[str, float] | None, exc: BaseException | None) -> None:
+    number = {d: i for i, d in enumerate(todo, 1)}
+
+    def start(d: Path) -> None:
+        if verbosity:
+            log(f"building {rel(d)} [{number[d]}/{len(todo)}]")
+
+    def report(d: Path, times: dict[str, float] | None, exc: BaseException | None, output: str = "") -> None:
+        compiler = getattr(exc, "output", None) if exc is not None else None
         if exc is not None:
             abi = d / "_cffi_abi.py"
             if abi.is_file() and abi.stat().st_mtime >= started - 1:  # a missing compiler: the ABI fallback works
@@ -224,29 +321,55 @@ def build_all(out: Path, api: bool = True, log=print, *, jobs: int | None = None
             else:  # nothing usable: its import would fail
                 result.failed.append(rel(d))
                 log(f"build {rel(d)}: FAILED, no module built ({exc.__class__.__name__}: {exc})")
+            if isinstance(compiler, str):
+                shown = compiler_excerpt(compiler, None if verbosity > 1 else COMPILER_LINES)
+                log("  the compiler said:" if shown else "  the compiler printed nothing")
+                for line in shown:
+                    log(f"    {line}")
             return
         assert times is not None
         result.built += 1
+        if not verbosity:
+            return
         counts = fast_path_counts(d) if "api" in times else None
         fast = f"; checked fast path (C) for {counts[0]} of {counts[1]} functions" if counts else ""
         log(f"built {rel(d)}: " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()) + fast)
+        if verbosity > 1:
+            for line in compiler_excerpt(output, None):
+                log(f"    {line}")
 
     n = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
+    if todo and verbosity:
+        log(f"build: {len(todo)} module(s) to build, {len(dirs) - len(todo)} up to date, {n} job(s)")
     if n == 1:
         for d in todo:
+            start(d)
+            said: list[str] = []
             try:
-                times = build_library(d, api, keys[d])
+                times = build_library(d, api, keys[d], said)
             except Exception as exc:
                 report(d, None, exc)
             else:
-                report(d, times, None)
+                report(d, times, None, "".join(said))
     elif todo:
         ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        queue = ctx.SimpleQueue()  # the workers say which module they start
+        with concurrent.futures.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker,
+                                                    initargs=(queue,)) as pool:
             futures = {pool.submit(_build_one, d, api, keys[d]): d for d in todo}
-            for f in concurrent.futures.as_completed(futures):
-                failure = f.exception()
-                report(futures[f], None if failure is not None else f.result(), failure)
+            pending = set(futures)
+            while pending:
+                done, pending = concurrent.futures.wait(pending, timeout=0.2,
+                                                        return_when=concurrent.futures.FIRST_COMPLETED)
+                while not queue.empty():
+                    start(Path(queue.get()))
+                for f in sorted(done, key=lambda f: number[futures[f]]):
+                    failure = f.exception()
+                    if failure is None:
+                        done_times, done_output = f.result()
+                        report(futures[f], done_times, None, done_output)
+                    else:
+                        report(futures[f], None, failure)
     problems = "".join(f", {len(x)} {what}" for x, what in ((result.api_failed, "in ABI mode only"),
                                                            (result.failed, "FAILED")) if x)
     log(f"build: {result.built} module(s) built{problems}, {result.up_to_date} up to date, {n} job(s), "

@@ -28,18 +28,35 @@ def _parser() -> argparse.ArgumentParser:
                    help="the C front-end for every library (default: each spec's frontend:, else clang)")
     g.add_argument("--build", action="store_true", help="also build the cffi modules")
     g.add_argument("--force", action="store_true", help="regenerate even if no input changed")
+    _add_verbosity(g)
     b = sub.add_parser("build", help="build the cffi modules of a generated package")
     b.add_argument("--out", type=Path, default=Path("generated"))
     b.add_argument("--abi-only", action="store_true", help="skip the C compile (ABI-mode modules only)")
     b.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="build N modules at a time (default: the number of CPUs)")
     b.add_argument("--force", action="store_true", help="rebuild every module, even those whose inputs are unchanged")
+    _add_verbosity(b)
     sub.add_parser("spec-keys", help="print the reference of every spec key (docs/SPEC_KEYS.md) from the loaders' schema")
     s = sub.add_parser("sdks", help="list the SDKs the library specs declare that are found, with version and path")
     s.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
     _add_drift_parser(sub)
     _add_scaffold_parser(sub)
     return p
+
+
+def _add_verbosity(p: argparse.ArgumentParser) -> None:
+    """-q / -v: the progress lines (a line as each library or module starts and finishes, with its time) are
+    printed by default; -q keeps only problems and the summary; -v adds where headers come from and the
+    compiler's output of builds that succeed."""
+    v = p.add_mutually_exclusive_group()
+    v.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=0, default=1,
+                   help="no progress lines: only problems and the summary line")
+    v.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=2,
+                   help="more detail: each library's SDK headers, the compiler's output")
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)  # as it goes, also into a pipe (make, CI logs)
 
 
 def _add_scaffold_parser(sub: Any) -> None:
@@ -131,12 +148,13 @@ def _generate(args: argparse.Namespace) -> int:
                 print(f"generate: up to date ({time.perf_counter() - t0:.3f}s)")
                 if args.build:
                     from .build import build_all
-                    return 1 if build_all(args.out).failed else 0
+                    return 1 if build_all(args.out, log=_say, verbosity=args.verbosity).failed else 0
                 return 0
     from . import pipeline
 
     try:
-        result = pipeline.compile_specs(args.specs, overrides, args.frontend, args.only or None)
+        result = pipeline.compile_specs(args.specs, overrides, args.frontend, args.only or None,
+                                        progress=_say if args.verbosity else None, verbose=args.verbosity > 1)
     except UserError as e:
         raise _as_given(e, args.specs) from None
     for s in result.skipped:
@@ -167,7 +185,7 @@ def _generate(args: argparse.Namespace) -> int:
     except output.OutputError as exc:
         print(f"ironaccel-gen: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
-    for lib in result.libraries:
+    for lib in result.libraries if args.verbosity else ():
         print(f"generated {lib.module}: {len(lib.functions)} functions, {len(lib.enums)} enums "
               f"from {lib.header.name} ({lib.spec.backend} {lib.sdk_version})")
     for rel in pruned:
@@ -185,7 +203,7 @@ def _generate(args: argparse.Namespace) -> int:
               "regenerate", file=sys.stderr)
     if args.build:
         from .build import build_all
-        return 1 if build_all(args.out).failed else 0
+        return 1 if build_all(args.out, log=_say, verbosity=args.verbosity).failed else 0
     return 0
 
 
@@ -236,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.jobs is not None and args.jobs < 1:
                 print(f"ironaccel-gen: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
                 return EXIT_USER_ERROR
-            report = build_all(args.out, api=not args.abi_only, jobs=args.jobs, force=args.force)
+            report = build_all(args.out, api=not args.abi_only, jobs=args.jobs, force=args.force, log=_say,
+                               verbosity=args.verbosity)
             if report.failed:
                 print(f"ironaccel-gen build: no module built for {', '.join(report.failed)}: importing "
                       f"{'it' if len(report.failed) == 1 else 'them'} would fail (see above)", file=sys.stderr)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import __version__
 from . import sdk as sdks
@@ -134,10 +135,15 @@ def provenance(spec_dir: Path, specs: list[LibrarySpec], backends: list[BackendS
 
 
 def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, frontend: str | None = None,
-                  only: list[str] | None = None, base: Path | None = None) -> Result:
+                  only: list[str] | None = None, base: Path | None = None,
+                  progress: Callable[[str], None] | None = None, verbose: bool = False) -> Result:
     """Run the compiler in memory; raise :class:`UserError` on any user error.  ``frontend``: the C front-end
-    for every library (clang or pycparser); None: each spec's ``frontend:``, else clang."""
+    for every library (clang or pycparser); None: each spec's ``frontend:``, else clang.  ``progress``: called
+    with a line as each library starts and finishes (its time) and as the package is rendered; ``verbose`` adds
+    where each library's headers come from."""
     base = base or spec_dir.parent
+    say: Callable[[str], None] = progress or (lambda line: None)
+    t_all = time.perf_counter()
     core, specs, problems = load_specs(spec_dir, base)
     for p in sorted(spec_dir.rglob("core.yaml")):
         if p.parent != spec_dir:  # (spec_paths passes over it: it would silently generate nothing)
@@ -163,11 +169,20 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             raise UserError([Diagnostic(location=Location(file="--only", line=1, col=1),
                                         message=f"no library spec '{want}' in {_display(spec_dir, base)}"
                                                 f"{suggest(want, known)}")])
-    for spec in specs:
+    selected = [sp for sp in specs if not only or f"{sp.vendor}.{sp.library}" in only]
+    for number, spec in enumerate(selected, 1):
         name = f"{spec.vendor}.{spec.library}"
-        if only and name not in only:
-            continue
         parser = frontend or (spec.frontend if spec.frontend in FRONTENDS else None) or "clang"
+        started, count = time.perf_counter(), (len(libraries), len(objc_libraries))
+
+        def finished(name: str = name, started: float = started, count: tuple[int, int] = count) -> None:
+            new = libraries[count[0]:] or objc_libraries[count[1]:]
+            if new:  # (a library that failed says so in the errors raised after the loop)
+                n = len(new[0].functions)
+                say(f"generate {name}: bound {n} functions in {time.perf_counter() - started:.2f}s")
+        say(f"generate {name} [{number}/{len(selected)}]: parsing "
+            f"{', '.join(h.value for h in spec.headers) if spec.declarations is None else 'its declared header'} "
+            f"({parser})")
         if spec.declarations is not None:
             sdk_version = None
             if spec.objc is not None and spec.objc.prototypes is not None:  # prototypes: metal-cpp
@@ -196,12 +211,15 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
                     libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else "declared"))
             except UserError as e:
                 problems += e.diagnostics
+            finished()
             continue
         found = sdks.find(spec.sdk.value, (sdk_overrides or {}).get(spec.sdk.value), spec.headers[0].value, descs)
         if found is None:
             skipped.append(f"{name}: no {spec.sdk} SDK headers found ({', '.join(h.value for h in spec.headers)})")
             keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
             continue
+        if verbose:
+            say(f"generate {name}: {spec.sdk} {found.version} headers from {found.include_dir} ({found.source})")
         request = ParseRequest(headers=tuple(h.value for h in spec.headers + spec.version_headers),
                                include_dirs=(found.include_dir,), defines=spec.defines, undefines=spec.undefines,
                                where=spec.location)
@@ -210,6 +228,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else found.version))
         except UserError as e:
             problems += e.diagnostics
+        finished()
         inputs += [found.include_dir / h.value for h in spec.headers + spec.version_headers]
     if problems:
         raise UserError(problems)
@@ -217,6 +236,9 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     inputs += backend_paths(spec_dir)
     if problems:
         raise UserError(problems)
+    started = time.perf_counter()
+    say(f"generate: rendering the package ({len(libraries) + len(objc_libraries)} libraries, "
+        f"{len(backends)} backends)")
     env = environment()
     files = render_package(env, core, (sp.vendor.value for sp in specs), {b.vendor: b.class_prefix for b in backends})
     for lib in libraries:
@@ -230,6 +252,8 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     for b in backends:
         if f"ironaccelerator/backends/{b.vendor}/_backend.py" not in files:
             keep.append(f"ironaccelerator/backends/{b.vendor}/_backend.py")
+    say(f"generate: rendered {len(files)} files in {time.perf_counter() - started:.2f}s "
+        f"({time.perf_counter() - t_all:.2f}s in all)")
     return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs, keep=tuple(keep),
                   backends=backends, sdk_env=sorted({e for d in descs.values() for e in d.env} | ({metalcpp.ENV_ROOT} if models else set())), objc=objc_libraries)
 

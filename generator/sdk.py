@@ -90,14 +90,21 @@ def _dist_version(site: Path, dist: str) -> str | None:
     return None
 
 
+def version_key(path: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that orders paths by the numbers in them as numbers: ``cuda-12.9`` after ``cuda-9.2``
+    (lexically ``cuda-9.2`` sorts last and a newest-first glob picked it)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", path))
+
+
 def _roots(desc: SdkSpec) -> list[tuple[Path, str]]:
-    """SDK roots in order of preference: environment variables, install prefixes (newest first), tools on PATH."""
+    """SDK roots in order of preference: environment variables, install prefixes (newest version first, by
+    number), tools on PATH."""
     roots: list[tuple[Path, str]] = []
     for env in desc.env:
         if os.environ.get(env):
             roots.append((Path(os.environ[env]), env))
     for pattern in desc.roots:
-        for p in sorted(glob.glob(pattern), reverse=True):
+        for p in sorted(glob.glob(pattern), key=version_key, reverse=True):
             roots.append((Path(p), p if "*" not in pattern else pattern.replace("*", Path(p).name.split("-", 1)[-1])))
     for tool in desc.tools:
         found = shutil.which(tool)
@@ -200,4 +207,4 @@ def find(kind: str, override: str | None = None, marker: str | None = None,
     return found[0] if found else None
 
 
-__all__ = ["SDK", "descriptions", "discover", "discover_one", "find", "header_version"]
+__all__ = ["SDK", "descriptions", "discover", "discover_one", "find", "header_version", "version_key"]

@@ -143,6 +143,29 @@ elif PART == "deps":
     walked = [p for p in listed if not p.startswith(cache_dir)]
     assert walked == [], walked[:10]
     checked += 2
+elif PART == "warnings":
+    # issue 24 item 7: a compile that succeeds with a log gives Module.build_log and a CompilerWarning at the
+    # caller's line; a warm load (the kernel cache) keeps the log with the entry and warns the same
+    import warnings
+
+    first = sys.argv[3] == "cold"
+    src = '#warning nvrtc_says_hi\nextern "C" __global__ void w(float *x) { x[threadIdx.x] = 1.0f; }\n'
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = dev.load_module(src)
+    assert m.from_cache is (not first), (m.from_cache, sys.argv[3])
+    assert "nvrtc_says_hi" in m.build_log, repr(m.build_log)
+    (w,) = [w for w in caught if issubclass(w.category, ia.CompilerWarning)]
+    assert "nvrtc_says_hi" in str(w.message) and w.filename == __file__, (str(w.message), w.filename)
+    assert ("loaded from the kernel cache" in str(w.message)) is (not first), str(w.message)
+    assert m.kernel("w").num_args == 1
+    checked += 4
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clean = dev.load_module('extern "C" __global__ void c(float *x) { x[0] = 2.0f; }\n')
+    assert clean.build_log == "" and not [w for w in caught if issubclass(w.category, ia.CompilerWarning)], (
+        clean.build_log, [str(w.message) for w in caught])
+    checked += 1
 else:
     raise SystemExit(f"unknown part {PART}")
 print(f"ok {checked}")

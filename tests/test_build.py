@@ -7,6 +7,7 @@ generated libraries that compile in about a second each) in a temporary package.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,6 +96,58 @@ def test_a_failed_build_is_retried_and_the_others_still_build(out: Path) -> None
     assert (report.built, report.api_failed, report.failed) == (0, ["ironaccelerator.backends.test.strings"], [])
     (d / "trampolines.c").write_text(good, encoding="utf-8")
     assert run(out, jobs=2)[0] == 1 and (d / build.STAMP).is_file()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_progress_lines_as_it_goes_and_none_with_quiet(out: Path, jobs: int) -> None:
+    """Issue 24 item 6: a line as each module starts and as it finishes (its times); verbosity 0 (-q) keeps the
+    summary only."""
+    n, lines = run(out, jobs=jobs, force=True)
+    assert n == len(CASES)
+    assert lines[0] == f"build: {len(CASES)} module(s) to build, 0 up to date, {jobs} job(s)", lines
+    for case in CASES:
+        name = f"ironaccelerator.backends.test.{case}"
+        begin = [i for i, line in enumerate(lines) if line.startswith(f"building {name} [")]
+        end = [i for i, line in enumerate(lines) if line.startswith(f"built {name}: abi ")]
+        assert len(begin) == 1 and len(end) == 1 and begin[0] < end[0], lines
+        assert re.search(r"api \d+\.\ds", lines[end[0]]), lines[end[0]]
+    n, lines = run(out, jobs=jobs, force=True, verbosity=0)
+    assert n == len(CASES) and len(lines) == 1 and lines[0].startswith("build: 3 module(s) built"), lines
+
+
+def test_a_failed_compile_shows_the_compilers_output(out: Path) -> None:
+    """Issue 24 item 6: the compiler's errors are part of the report, under the module's failure line (they went
+    to the process's stderr, apart from the report and mixed between parallel jobs); the CLI prints them on
+    stdout with the rest, with -q too."""
+    d = lib(out, "strings")
+    (d / "trampolines.c").write_text((d / "trampolines.c").read_text(encoding="utf-8") + "\nthis is not C;\n",
+                                     encoding="utf-8")
+    for jobs in (1, 2):
+        _, lines = run(out, jobs=jobs)
+        at = next(i for i, line in enumerate(lines)
+                  if line.startswith("build ironaccelerator.backends.test.strings: API module not built"))
+        assert "gcc" not in lines[at] or "exited with status" in lines[at], lines[at]  # not the whole command line
+        assert lines[at + 1] == "  the compiler said:", lines
+        assert any("error:" in line and "this" in line for line in lines[at + 2:at + 8]), lines
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "build", "--out", str(out), "-j", "2", "-q"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the compiler said:" in proc.stdout and "this is not C;" in proc.stdout, proc.stdout
+    assert "error:" not in proc.stderr, proc.stderr
+    assert "building " not in proc.stdout, proc.stdout
+
+
+def test_the_cli_reports_as_it_goes(out: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "build", "--out", str(out), "-j", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert sum(line.startswith("building ironaccelerator.backends.test.") for line in lines) == 3, lines
+    assert sum(line.startswith("built ironaccelerator.backends.test.") for line in lines) == 3, lines
+    assert not any(line.startswith("generating ") for line in lines), lines  # cffi's own chatter stays out
+    quiet = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "build", "--out", str(out), "-q", "--force"],
+                           capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0 and len(quiet.stdout.splitlines()) == 1, quiet.stdout
 
 
 def test_a_module_with_nothing_usable_fails_the_build(out: Path) -> None:

@@ -1418,6 +1418,38 @@ def test_compile_error_carries_build_log(device: Device, sources: KernelSources)
     assert "error" in msg.lower() and ("expected expression" in msg or "this_is_not_declared" in msg or "3:" in msg), msg
 
 
+# what each backend's compiler says about a `#warning` in a module that builds: None where it reports nothing
+# (the Metal simulator's compiler writes no log; real Metal reports warnings through the NSError of a successful
+# newLibraryWithSource:options:error:, which the generated binding releases: Module.build_log stays "")
+WARNING_LOGS: dict[BackendKind, str | None] = {BackendKind.OPENCL: "ia_build_log_check",
+                                               BackendKind.CUDA: "ia_build_log_check", BackendKind.METAL: None}
+
+
+def test_compiler_warnings_reach_the_user(device: Device, sources: KernelSources) -> None:
+    """Issue 24 item 7: a build that succeeds with a log gives Module.build_log and an ia.CompilerWarning at the
+    caller's line (as pyopencl); a clean build gives "" and no warning."""
+    import warnings
+
+    import ironaccelerator as ia
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clean = device.load_module(sources.vector_add, cache=False)
+    assert clean.build_log == "" and not [w for w in caught if w.category is ia.CompilerWarning], clean.build_log
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = device.load_module("#warning ia_build_log_check\n" + sources.vector_add, cache=False)
+    assert module.kernel("vector_add").num_args == 4
+    said = [w for w in caught if w.category is ia.CompilerWarning]
+    want = WARNING_LOGS.get(device.kind, "ia_build_log_check")
+    if want is None:
+        assert module.build_log == "" and not said, module.build_log
+        return
+    assert want in module.build_log, module.build_log
+    assert len(said) == 1 and want in str(said[0].message) and device.kind.name in str(said[0].message), said
+    assert said[0].filename == __file__, said[0].filename  # the user's load_module line, not the runtime's
+
+
 def test_unknown_kernel_name(device: Device, sources: KernelSources) -> None:
     module = device.load_module(sources.vector_add)
     with pytest.raises(Error) as ei:

@@ -554,6 +554,33 @@ def test_opencl_refused_option_is_compile_failed_with_the_log(cache_dir: Path, c
 
 
 @needs_opencl
+def test_opencl_build_log_is_kept_with_the_cache_entry(cl_dev: Any) -> None:
+    """Issue 24 item 7: PoCL's CL_PROGRAM_BUILD_LOG of a build that succeeded (a #warning) is Module.build_log and
+    a CompilerWarning; the log is stored with the entry, so the warm load (a program binary: no compile, no log of
+    its own) has the same build_log and warns the same, saying it came from the cache."""
+    import uuid
+    import warnings
+
+    import ironaccelerator as ia
+
+    # unique after preprocessing too: PoCL keys its own program cache on the preprocessed source and returns the
+    # build log stored with it (a #warning alone, gone after preprocessing, would get an earlier build's log)
+    tag = uuid.uuid4().int % 1_000_000_007
+    src = f"#warning cache_log_{tag}\n__kernel void k(__global int *o) {{ o[0] = {tag}; }}\n"
+    logs = []
+    for cached in (False, True):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m = cl_dev.load_module(src)
+        assert m.from_cache is cached
+        (w,) = [w for w in caught if w.category is ia.CompilerWarning]
+        assert f"cache_log_{tag}" in m.build_log and f"cache_log_{tag}" in str(w.message), (m.build_log, w.message)
+        assert ("loaded from the kernel cache" in str(w.message)) is cached, str(w.message)
+        logs.append(m.build_log)
+    assert logs[0] == logs[1]
+
+
+@needs_opencl
 def test_opencl_bad_types_and_name_expressions(cl_dev: Any) -> None:
     for kwargs in ({"options": "-w"}, {"defines": {"N": object()}}, {"include_dirs": [b"x"]}):
         with pytest.raises(Error) as info:
@@ -594,6 +621,13 @@ def test_nvrtc_options_defines_includes_and_name_expressions(stub_kc: Callable[.
 def test_nvrtc_cache_cold_then_warm_across_processes(stub_kc: Callable[..., int]) -> None:
     assert stub_kc("cache", "cold") == 2
     assert stub_kc("cache", "warm") == 4
+
+
+def test_nvrtc_warnings_reach_the_user_cold_and_warm(stub_kc: Callable[..., int]) -> None:
+    """Issue 24 item 7 on NVRTC: nvrtcGetProgramLog after a compile that succeeded is Module.build_log and a
+    CompilerWarning; the log is kept with the cache entry, so a warm load in another process warns too."""
+    assert stub_kc("warnings", "cold") == 5
+    assert stub_kc("warnings", "warm") == 5
 
 
 def test_nvrtc_an_edited_header_is_recompiled_and_a_warm_load_walks_nothing(stub_kc: Callable[..., int]) -> None:

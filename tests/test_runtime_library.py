@@ -90,3 +90,24 @@ def test_library_search_order(tmp_path: Any, monkeypatch: Any) -> None:
                                                 str(prefix / "lib" / "libvendor.so"), "libvendor.so"]
     monkeypatch.delenv("IA_TEST_SDK_ROOT")
     assert loader.library_candidates(*args)[0] == str(site / "vendor_wheel" / "libvendor.so")
+
+
+def test_library_search_prefers_the_newest_version_by_number(tmp_path: Any, monkeypatch: Any) -> None:
+    """Issue 24 item 8, at run time: of /opt/sdk-9.2 and /opt/sdk-12.9 the 12.9 one comes first (a lexical
+    newest-first sort put 9.2 first), and of libvendor.so.9 and libvendor.so.13 the .13."""
+    import sys
+
+    for v in ("9.2", "12.9"):
+        (tmp_path / "opt" / f"sdk-{v}" / "lib").mkdir(parents=True)
+        (tmp_path / "opt" / f"sdk-{v}" / "lib" / "libvendor.so").write_bytes(b"")
+    monkeypatch.setattr(sys, "path", [])
+    files: tuple[str, ...] = ("libvendor.so",)
+    args = ({"linux": files, "darwin": files, "windows": files}, (), ("lib",), (), (str(tmp_path / "opt" / "sdk-*"),))
+    assert loader.library_candidates(*args)[:2] == [str(tmp_path / "opt" / "sdk-12.9" / "lib" / "libvendor.so"),
+                                                    str(tmp_path / "opt" / "sdk-9.2" / "lib" / "libvendor.so")]
+    for n in ("9", "13"):
+        (tmp_path / "opt" / "sdk-12.9" / "lib" / f"libvendor.so.{n}").write_bytes(b"")
+    files = ("libvendor.so.*",)
+    args = ({"linux": files, "darwin": files, "windows": files}, (), ("lib",), (), (str(tmp_path / "opt" / "sdk-12.9"),))
+    assert loader.library_candidates(*args) == [str(tmp_path / "opt" / "sdk-12.9" / "lib" / "libvendor.so.13"),
+                                                str(tmp_path / "opt" / "sdk-12.9" / "lib" / "libvendor.so.9")]

@@ -88,6 +88,28 @@ def test_a_library_whose_sdk_only_its_spec_knows(tmp_path: Path) -> None:
     assert "skipped toy.toy: no toy SDK headers found (toy/toy.h)" in gen.stdout, gen.stdout + gen.stderr
 
 
+def test_generate_reports_as_it_goes(tmp_path: Path) -> None:
+    """Issue 24 item 6: a line as each library starts (what it parses) and finishes (its functions, its time),
+    then the rendering; -q: the summary only; -v: where the headers come from."""
+    specs, root = toy(tmp_path)
+    env = {"TOY_SDK_ROOT": str(root)}
+    gen = cli("generate", "--specs", str(specs), "--out", str(tmp_path / "out"), env=env, cwd=tmp_path)
+    assert gen.returncode == 0, gen.stderr
+    lines = gen.stdout.splitlines()
+    start = lines.index("generate toy.toy [1/1]: parsing toy/toy.h (clang)")
+    done = next(i for i, line in enumerate(lines) if line.startswith("generate toy.toy: bound 2 functions in "))
+    rendered = next(i for i, line in enumerate(lines) if line.startswith("generate: rendered "))
+    assert start < done < rendered < len(lines) - 1, lines
+    assert lines[-1].startswith("generate: ") and "file(s) changed in" in lines[-1], lines
+    quiet = cli("generate", "-q", "--force", "--specs", str(specs), "--out", str(tmp_path / "out"), env=env,
+                cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert len(quiet.stdout.splitlines()) == 1 and "file(s) changed in" in quiet.stdout, quiet.stdout
+    loud = cli("generate", "-v", "--force", "--specs", str(specs), "--out", str(tmp_path / "out"), env=env,
+               cwd=tmp_path)
+    assert f"generate toy.toy: toy 1.4 headers from {root / 'include'} (TOY_SDK_ROOT)" in loud.stdout, loud.stdout
+
+
 def desc(tmp_path: Path, block: str) -> sdk.SdkSpec:
     text = TOY_SPEC.replace("""sdk:
   kind: toy
@@ -120,6 +142,18 @@ def test_every_way_of_reading_a_version(tmp_path: Path) -> None:
         d = desc(tmp_path, f"sdk:\n  kind: toy\n  marker: a.h\n  {version}\n")
         (found,) = sdk.discover_one(dataclasses.replace(d, roots=(str(tmp_path / "cuda-12.4"),)), site_dirs=[])
         assert found.version == want, version
+
+
+def test_the_newest_install_prefix_by_number(tmp_path: Path) -> None:
+    """Issue 24 item 8: with cuda-9.2 and cuda-12.9 side by side (no variable, no unversioned link), 12.9 is
+    preferred; a lexical newest-first sort picked 9.2.  ``sdks`` lists them in that order too."""
+    for v, n in (("9.2", 9020), ("12.9", 12090), ("12.10", 12100), ("11.8", 11080)):
+        (tmp_path / f"cuda-{v}" / "include").mkdir(parents=True)
+        (tmp_path / f"cuda-{v}" / "include" / "a.h").write_text(f"#define A_VERSION {n}\n")
+    d = desc(tmp_path, "sdk:\n  kind: toy\n  marker: a.h\n  version: {macro: A_VERSION, encoding: [1000, 10]}\n")
+    found = sdk.discover_one(dataclasses.replace(d, roots=(str(tmp_path / "cuda-*"),)), site_dirs=[])
+    assert [f.version for f in found] == ["12.10", "12.9", "11.8", "9.2"]
+    assert found[0].include_dir == tmp_path / "cuda-12.10" / "include"
 
 
 def test_wheels_and_their_distribution_version(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ del _os, _here
 
 from ._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, NumericClass, Vendor
 # the hand-written runtime (runtime/ironaccelerator_runtime): the behaviour over the generated data
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import CompilerWarning, Error
 from ironaccelerator_runtime.kernel_args import LocalMemory
 from ironaccelerator_runtime import nvtx
 from ironaccelerator_runtime.tracing import trace
@@ -29,7 +29,7 @@ from ironaccelerator_runtime.traits import (
 )
 
 __all__ = [
-    "Allocation", "Backend", "BackendKind", "BackendRegistry", "Capability", "CapabilityFlags", "ComputeTier",
+    "Allocation", "Backend", "BackendKind", "BackendRegistry", "Capability", "CapabilityFlags", "CompilerWarning", "ComputeTier",
     "DType", "Device", "DeviceDescriptor", "DeviceId", "DeviceLimits", "Error", "ErrorKind", "Event", "Graph", "IpcHandle",
     "Kernel", "KernelAttributes", "KernelLaunch", "LaunchDims", "LocalMemory", "MemoryKind", "MemoryPool", "Module", "NumericClass", "PoolStats", "Result",
     "Scalar", "Stream", "Vendor", "nvtx", "trace",

@@ -36,6 +36,12 @@ class Error(Exception):
                 f"backend={self.backend!r}, message={str(self)!r})")
 
 
+class CompilerWarning(UserWarning):
+    """A device-code compiler's output for a module that built (``#warning``, an unused variable with ``-Wall``):
+    issued by ``Device.load_module`` with the log, which ``Module.build_log`` keeps (as pyopencl's
+    ``CompilerWarning``).  Silence it with ``warnings.simplefilter("ignore", ironaccelerator.CompilerWarning)``."""
+
+
 def _rebuild(kind: ErrorKind, message: str, code: int | None, function: str | None, backend: str | None) -> Error:
     """Error.__reduce__'s constructor (module level: pickle finds it by name)."""
     return Error(kind, message, code=code, function=function, backend=backend)

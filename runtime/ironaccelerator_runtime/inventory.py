@@ -1,6 +1,8 @@
 """What ``python -m ironaccelerator`` prints (as clinfo or ``nvidia-smi -L`` do): every backend, available or why
 not, its driver/runtime/platform versions, and per device the memory, the largest allocation, the compute units,
-the launch limits, the capability flags and tier, and the vendor's own version string; ``--json`` for machines.
+the launch limits, the capability flags and tier, and the vendor's own version string; per backend, each of its
+library modules' binding mode (``binding:``; JSON ``modules``: "api", the compiled cffi module, or "abi", the
+slower fallback, with the reason: see docs/INSTALLING.md); ``--json`` for machines.
 
 Vendor libraries may write to the process's standard output while they load (libQnnHtp's "LIBNATIVE" line): the
 enumeration runs with file descriptor 1 pointed at standard error, so that stdout holds only the report.
@@ -22,7 +24,40 @@ from .errors import Error
 if TYPE_CHECKING:
     from .traits import BackendRegistry, DeviceDescriptor
 
-__all__ = ["describe", "device_entry", "generated_from", "text", "main"]
+__all__ = ["binding_modes", "describe", "device_entry", "generated_from", "text", "main"]
+
+
+def binding_modes() -> list[dict[str, Any]]:
+    """Every generated library module (``ironaccelerator.backends.<vendor>.<library>``), imported (that loads no
+    vendor library) to learn its binding mode: ``{"module", "backend", "library", "mode"}`` with ``mode`` "api"
+    (the compiled cffi module), "abi" (cffi ABI mode: ``reason`` says why, ``expected`` whether on purpose) or
+    "error" (the module does not import: ``reason``), in module name order."""
+    import importlib
+    import importlib.util
+    import pkgutil
+
+    from . import loader
+
+    out: list[dict[str, Any]] = []
+    backends = importlib.import_module("ironaccelerator.backends")
+    for vendor in sorted(m.name for m in pkgutil.iter_modules(backends.__path__) if m.ispkg):
+        vpkg = importlib.import_module(f"ironaccelerator.backends.{vendor}")
+        for lib in sorted(m.name for m in pkgutil.iter_modules(vpkg.__path__) if m.ispkg):
+            name = f"ironaccelerator.backends.{vendor}.{lib}"
+            if not any(os.path.isfile(os.path.join(d, lib, "_binding.py")) for d in vpkg.__path__):
+                continue
+            try:
+                importlib.import_module(name)
+            except Exception as e:  # noqa: BLE001 - reported, not raised: the inventory lists what it can
+                entry = loader.MODES.get(name) or {"module": name, "backend": None, "library": lib, "mode": "error",
+                                                   "expected": False}
+                entry = {**entry, "mode": "error", "reason": f"{e.__class__.__name__}: {e}"}
+            else:
+                entry = loader.MODES.get(name) or {"module": name, "backend": None, "library": lib, "mode": "unknown",
+                                                   "reason": None, "expected": False}
+            out.append(dict(entry))
+    return out
+
 
 
 def device_entry(d: DeviceDescriptor) -> dict[str, Any]:
@@ -72,15 +107,18 @@ def generated_from(kind: str) -> dict[str, Any]:
 
 def describe(registry: BackendRegistry | None = None) -> list[dict[str, Any]]:
     """Every backend kind, in order: ``{"backend", "dlpack_device", "available", "error" (why not, or why no
-    devices), "error_kind", "versions", "devices": [device_entry, ...], "generated_from": generated_from(...)}``."""
+    devices), "error_kind", "versions", "devices": [device_entry, ...], "generated_from": generated_from(...),
+    "modules": [its library modules and their binding modes (:func:`binding_modes`)]}``."""
     from .traits import BackendRegistry
 
     registry = registry or BackendRegistry.default()
     out: list[dict[str, Any]] = []
+    modes = binding_modes()
     for kind in BackendKind:
         entry: dict[str, Any] = {"backend": kind.name, "dlpack_device": kind.dlpack_device, "available": False,
                                  "error": None, "error_kind": None, "versions": {}, "devices": []}
         entry["generated_from"] = generated_from(kind.name)
+        entry["modules"] = [{k: v for k, v in m.items() if k != "backend"} for m in modes if m["backend"] == kind.name]
         out.append(entry)
         try:
             b = registry.get(kind)
@@ -103,6 +141,17 @@ def _mib(n: int | None) -> str:
     return "?" if n is None else f"{n // (1 << 20)} MiB"
 
 
+def _module_lines(e: dict[str, Any]) -> list[str]:
+    """A backend's library modules and their binding modes (a line), then a line per module not in API mode with
+    the reason.  An unavailable backend shows them only where a module is not in API mode."""
+    mods = e.get("modules") or []
+    if not mods:
+        return []
+    lines = ["  binding: " + ", ".join(f"{m['module'].rpartition('.backends.')[2]} {m['mode']}" for m in mods)]
+    lines += [f"    {m['module']}: {m['mode']}: {m['reason']}" for m in mods if m["mode"] != "api" and m.get("reason")]
+    return lines
+
+
 def text(entries: list[dict[str, Any]]) -> list[str]:
     """The human report: a line per backend, its versions, then a line per device."""
     lines = []
@@ -110,6 +159,8 @@ def text(entries: list[dict[str, Any]]) -> list[str]:
         name = e["backend"]
         if not e["available"]:
             lines.append(f"{name}: unavailable: {e['error']}")
+            if any(m["mode"] != "api" for m in e.get("modules") or []):  # (one line per backend otherwise)
+                lines += _module_lines(e)
             continue
         devs = e["devices"]
         head = f"{name}: library loaded, {len(devs)} device{'s' if len(devs) != 1 else ''}"
@@ -118,6 +169,7 @@ def text(entries: list[dict[str, Any]]) -> list[str]:
         lines.append(head)
         if e["versions"]:
             lines.append("  versions: " + ", ".join(f"{k} {v}" for k, v in e["versions"].items()))
+        lines += _module_lines(e)
         for d in devs:
             lim = d["limits"]
             lines.append(f"  {d['id']}: {d['name']} ({d['vendor']}, {d['tier']}, {_mib(d['total_memory'])}, "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import importlib
 import os
+import re
 import sys
 from typing import Any, Callable, Sequence
 
@@ -31,6 +32,79 @@ ABI = "abi"
 _LIB_MISSING = 1
 _SYMBOL_MISSING = 2
 
+REQUIRE_API_ENV = "IRONACCEL_REQUIRE_API"
+BUILD_STAMP = ".ironaccel-build"  # generator/build.py's STAMP: the build's key, then the compiled modules it made
+
+# package -> {"module", "backend", "library", "mode" ("api", "abi" or "error"), "reason" (why not API, else None),
+# "expected" (ABI mode chosen: an --abi-only build, an import blocked on purpose)}: what `python -m ironaccelerator`
+# reports for each library module imported in this process
+MODES: dict[str, dict[str, Any]] = {}
+_WARNED: set[str] = set()
+
+
+def _compiled_files(here: str) -> list[str]:
+    try:
+        names = os.listdir(here)
+    except OSError:
+        return []
+    return sorted(n for n in names if n.startswith("_cffi.") and n.endswith((".so", ".pyd")))
+
+
+def why_not_api(package: str, here: str, exc: ImportError) -> tuple[str, bool]:
+    """Why ``package``'s compiled cffi module (``_cffi``) did not import: (the reason, whether ABI mode is
+    expected there).  Expected: a build made ABI-only on purpose (``ironaccel-gen build --abi-only``: its stamp
+    lists no compiled module) or an import blocked on purpose (``sys.modules[...] = None``)."""
+    import importlib.machinery
+
+    name = package + "._cffi"
+    if name in sys.modules and sys.modules[name] is None:
+        return "its compiled module's import is blocked (sys.modules entry None)", True
+    files = _compiled_files(here)
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
+    ours = [f for f in files if any(f == "_cffi" + s for s in suffixes)]
+    if ours:
+        return f"its compiled module {ours[0]} does not load ({exc})", False
+    if files:
+        return (f"its compiled module {files[0]} was built for another interpreter (this one, "
+                f"{sys.implementation.cache_tag}, loads _cffi{suffixes[0]})"), False
+    try:
+        with open(os.path.join(here, BUILD_STAMP), encoding="utf-8") as fh:
+            stamp = [line for line in fh.read().splitlines() if line]
+    except (OSError, UnicodeDecodeError):
+        stamp = []
+    if len(stamp) == 1:
+        return "it was built ABI-only (ironaccel-gen build --abi-only)", True
+    return "its compiled module is missing (not built, or its C compile failed)", False
+
+
+def abi_fallback(package: str, backend: str, library: str, here: str, exc: ImportError) -> None:
+    """Record that ``package`` runs in ABI mode and why; warn once (a ``RuntimeWarning`` naming the module, the
+    reason and the fix) where that is not expected; with ``IRONACCEL_REQUIRE_API=1``, raise ImportError instead;
+    with ``IRONACCEL_REQUIRE_API=0``, accept ABI mode without a warning (a test of ABI mode, a machine with no
+    compiler on purpose)."""
+    reason, expected = why_not_api(package, here, exc)
+    require = os.environ.get(REQUIRE_API_ENV, "")
+    expected = expected or require == "0"  # IRONACCEL_REQUIRE_API=0: ABI mode accepted, no warning
+    entry = {"module": package, "backend": backend, "library": library, "mode": ABI, "reason": reason,
+             "expected": expected}
+    MODES[package] = entry
+    fix = "run `ironaccel-gen build` (python -m ironaccelerator_gen build) with this interpreter"
+    if require not in ("", "0"):
+        entry["mode"] = "error"
+        raise ImportError(f"{package}: API mode required ({REQUIRE_API_ENV}={os.environ[REQUIRE_API_ENV]}) but "
+                          f"{reason}; {fix}", name=package) from exc
+    if not expected and package not in _WARNED:
+        _WARNED.add(package)
+        import warnings
+
+        warnings.warn(f"{package} runs in cffi ABI mode, about 10x slower per call than API mode: {reason}; {fix} "
+                      f"(set {REQUIRE_API_ENV}=1 to make this an error)", RuntimeWarning, stacklevel=2)
+
+
+def api_loaded(package: str, backend: str, library: str) -> None:
+    MODES[package] = {"module": package, "backend": backend, "library": library, "mode": API, "reason": None,
+                      "expected": False}
+
 
 def _site_dirs() -> list[str]:
     seen: list[str] = []
@@ -38,6 +112,12 @@ def _site_dirs() -> list[str]:
         if p and os.path.isdir(p) and p not in seen:
             seen.append(p)
     return seen
+
+
+def _version_key(path: str) -> tuple[tuple[int, int | str], ...]:
+    """Orders paths by the numbers in them as numbers (``cuda-12.9`` after ``cuda-9.2``, ``libx.so.13`` after
+    ``libx.so.9``), so that a newest-first sort picks the newest version, not the lexically last."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", path))
 
 
 def library_candidates(names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[str], sdk_dirs: Sequence[str],
@@ -54,14 +134,14 @@ def library_candidates(names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[s
     for site in _site_dirs():
         dirs += [os.path.join(site, d) for d in wheel_dirs]
     for pattern in sdk_roots:
-        for root in sorted(glob.glob(pattern), reverse=True):
+        for root in sorted(glob.glob(pattern), key=_version_key, reverse=True):
             dirs += [os.path.join(root, d) for d in sdk_dirs]
     for d in dirs:
         if not os.path.isdir(d):
             continue
         for f in files:
             if any(c in f for c in "*?["):
-                out += sorted(glob.glob(os.path.join(d, f)), reverse=True)
+                out += sorted(glob.glob(os.path.join(d, f)), key=_version_key, reverse=True)
             elif os.path.exists(os.path.join(d, f)):
                 out.append(os.path.join(d, f))
     out += [f for f in files if not any(c in f for c in "*?[")]
@@ -313,14 +393,16 @@ class Binding:
 
     # ------------------------------------------------------------ modes
     def _load_module(self) -> tuple[str, Any, Any]:
+        here = list(sys.modules[self.package].__path__)[0]
         try:
             mod = importlib.import_module(self.package + "._cffi")
-        except ImportError:
-            pass
+        except ImportError as exc:
+            abi_fallback(self.package, self.backend, self.library, here, exc)
         else:
             ffi, lib = mod.ffi, mod.lib
             built = getattr(lib, "ia_build_id", None)
             self._check_build(mod, ffi.string(built()).decode() if built is not None else None)
+            api_loaded(self.package, self.backend, self.library)
 
             def _open() -> int:
                 try:
@@ -334,7 +416,6 @@ class Binding:
             abi = importlib.import_module(self.package + "._cffi_abi")
         except ImportError:  # nothing built: the cdefs beside the package, parsed now
             cffi = importlib.import_module("cffi")
-            here = list(sys.modules[self.package].__path__)[0]
             ffi = cffi.FFI()
             ffi.cdef("".join(open(os.path.join(here, name), encoding="utf-8").read()
                              for name in ("types.cdef", "abi.cdef")))
@@ -347,6 +428,10 @@ class Binding:
         """Refuse a built module made from other generated sources than these (``generate`` after ``build``):
         cffi would fail later, and less clearly, on the first function the two disagree about."""
         if built != self.build_id:
+            MODES[self.package] = {"module": self.package, "backend": self.backend, "library": self.library,
+                                   "mode": "error", "expected": False,
+                                   "reason": f"{getattr(module, '__file__', module)} is stale (`build` before "
+                                             "`generate`)"}
             raise ImportError(f"{self.package}: {getattr(module, '__file__', module)} was built from other "
                               f"generated sources (build {built or 'without an id'}, sources {self.build_id}): "
                               "`generate` ran after `build`; run `python -m ironaccelerator_gen build` "

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ironaccelerator._core import ErrorKind
 
 from .errors import Error
-from .loader import library_candidates
+from .loader import MODES, abi_fallback, api_loaded, library_candidates
 
 # ia_objc.h's refusals (ia_objc_failed())
 NIL, SELECTOR, OPEN, CLASS, FUNCTION = 1, 2, 3, 4, 5
@@ -174,14 +174,18 @@ class ObjcBinding:
 
     # ------------------------------------------------------------ modes
     def _load_module(self) -> tuple[str, Any, Any]:
+        here = list(sys.modules[self.package].__path__)[0]
         try:
             mod = importlib.import_module(self.package + "._cffi")
-        except ImportError:
-            pass
+        except ImportError as exc:
+            abi_fallback(self.package, self.backend, self.library, here, exc)
         else:
             ffi, lib = mod.ffi, mod.lib
             built = ffi.string(lib.ia_build_id()).decode()
             if built != self.build_id:
+                MODES[self.package] = {"module": self.package, "backend": self.backend, "library": self.library,
+                                       "mode": "error", "expected": False,
+                                       "reason": f"{mod.__file__} is stale (`build` before `generate`)"}
                 raise ImportError(f"{self.package}: the built module is stale (build {built}, generated "
                                   f"{self.build_id}): run `python -m ironaccelerator_gen build`")
 
@@ -192,6 +196,7 @@ class ObjcBinding:
                     return 1
 
             ffi.def_extern(name="ia_objc_open")(_open)
+            api_loaded(self.package, self.backend, self.library)
             return API, ffi, lib
         try:
             abi = importlib.import_module(self.package + "._cffi_abi")
@@ -199,7 +204,6 @@ class ObjcBinding:
         except ImportError:  # nothing built: the cdefs beside the package, parsed now
             import cffi
 
-            here = list(sys.modules[self.package].__path__)[0]
             ffi = cffi.FFI()
             ffi.cdef("".join(open(os.path.join(here, name), encoding="utf-8").read()
                              for name in ("types.cdef", "abi.cdef")))

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, SupportsIndex, Ty
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, Vendor
 
-from .errors import Error
+from .errors import CompilerWarning, Error
 
 T = TypeVar("T")
 A = TypeVar("A", bound="Allocation")
@@ -1289,18 +1289,52 @@ class Kernel:
 
 
 class Module:
-    """Compiled device code.  ``from_cache``: whether it was loaded from the on-disk kernel cache (no compile)."""
+    """Compiled device code.  ``from_cache``: whether it was loaded from the on-disk kernel cache (no compile).
+    ``build_log``: what the compiler said about a build that succeeded ("" when nothing; a non-empty log is also
+    issued as a :class:`CompilerWarning`).  A module loaded from the kernel cache has the log its compile wrote,
+    kept with the cache entry, and warns the same (a warm load says what a cold one said)."""
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Module")
 
     from_cache: bool = False
+    build_log: str = ""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}{_owner(self)}>"
 
     def kernel(self, name: str) -> Kernel:
         raise unsupported(_kind_of(self), "Module.kernel")
+
+
+_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
+_LOG_LINES = 40  # of a long compiler log, what the warning shows (Module.build_log keeps all)
+
+
+def compiler_log(module: Module, log: str | bytes, backend: str, *, cached: bool = False) -> None:
+    """Keep a successful build's compiler output as ``module.build_log`` and, if there is any, issue it as a
+    :class:`CompilerWarning` attributed to the caller of ``load_module`` (the first frame outside this package)."""
+    if isinstance(log, bytes):
+        log = log.decode("utf-8", "replace")
+    log = log.rstrip("\0").strip("\n")
+    module.build_log = log
+    if not log.strip():
+        return
+    import sys
+    import warnings
+
+    import ironaccelerator._core as core
+
+    ours = (_RUNTIME_DIR + os.sep, os.path.dirname(os.path.abspath(core.__file__)) + os.sep)
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: compiler_log's caller
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(ours):
+        frame, level = frame.f_back, level + 1
+    lines = log.splitlines()
+    shown = "\n".join(lines[:_LOG_LINES]) + (f"\n[... {len(lines) - _LOG_LINES} more lines in Module.build_log]"
+                                               if len(lines) > _LOG_LINES else "")
+    where = " (loaded from the kernel cache; the log of its compile)" if cached else ""
+    warnings.warn(f"{backend} compiler output for a module that built{where}:\n{shown}", CompilerWarning,
+                  stacklevel=level)
 
 
 class Stream:

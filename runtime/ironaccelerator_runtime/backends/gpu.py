@@ -42,7 +42,7 @@ from ironaccelerator_runtime.traits import (
     Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
     DeviceLimits, Event, Graph,
     InFlight, IpcHandle, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar,
-    Stream, check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
+    Stream, check_size, check_span, compile_options, compiler_log, device_span, host_span, fill_pattern, host_view, not_a_launch,
     unsupported,
 )
 
@@ -718,10 +718,10 @@ def compile_source(api: GpuApi, source: str | bytes, arch: str, options: Sequenc
 
 def compile_program(api: GpuApi, source: str | bytes, arch: str, options: Sequence[str] = (), *,
                     binary: bool = False, name: str = "ironaccelerator.cu",
-                    name_expressions: Sequence[str] = ()) -> tuple[bytes, dict[str, str]]:
+                    name_expressions: Sequence[str] = (), build_log: list[str] | None = None) -> tuple[bytes, dict[str, str]]:
     """:func:`compile_source`, plus each of ``name_expressions`` (ex. ``"axpy<float>"``) added before compiling
     (``program_add_name``) and looked up after (``program_lowered_name``): ``(image, {expression: lowered
-    name})``."""
+    name})``.  ``build_log``: a list the compiler's log of a compile that succeeded is appended to (its warnings)."""
     backend = api.name
     if api.program_create is None:
         raise _no_compiler(api.tables, "compile_source")
@@ -768,6 +768,14 @@ def compile_program(api: GpuApi, source: str | bytes, arch: str, options: Sequen
             err = api.error(code, "program_compile", f"build log ({name}, {arch}, options: {opts or '-'}):\n{log}")
             err.kind = ErrorKind.COMPILE_FAILED  # a refused option too: the compiler's verdict on this input
             raise err
+        if build_log is not None:  # what it said about a compile that succeeded (#warning, -Wall's findings)
+            try:
+                text = _program_text(api, prog[0], "program_log_size", "program_log").rstrip(b"\0").decode(
+                    "utf-8", "replace")
+            except Error:
+                text = ""
+            if text.strip():
+                build_log.append(text)
         lowered: dict[str, str] = {}
         for x, text in zip(name_expressions, held):
             out = ffi.new("char **")
@@ -1324,22 +1332,31 @@ class GpuDevice(Device):
                     else:
                         module.lowered_names = {str(k): str(v) for k, v in lowered.items()}
                         module.from_cache = True
+                        cached_log = meta.get("log")  # the compile's own log, kept with the entry
+                        if isinstance(cached_log, str) and cached_log:
+                            compiler_log(module, cached_log, self.api.name, cached=True)
                         return module
         # what the compile may read besides the source, recorded before it compiles (kernel_cache.scan_dependencies)
         deps = kernel_cache.scan_dependencies(source, opts.options, opts.include_dirs) if key is not None else None
         arch = self.arch.replace(".", "")
-        image, lowered = compile_program(self.api, source, f"compute_{arch}", flags, name_expressions=names)
+        log: list[str] = []
+        image, lowered = compile_program(self.api, source, f"compute_{arch}", flags, name_expressions=names, build_log=log)
         try:
             module = self.module_class(self, image)
         except Error as e:
             if e.code != self.api.tables.const("status_unsupported_ptx"):
                 raise
+            log.clear()
             image, lowered = compile_program(self.api, source, f"sm_{arch}", flags, binary=True,
-                                             name_expressions=names)
+                                             name_expressions=names, build_log=log)
             module = self.module_class(self, image)
         module.lowered_names = lowered
+        compiler_log(module, "".join(log), self.api.name)
         if store is not None and key is not None:
-            store.put_entry(key, {"lowered": lowered}, image, deps)
+            stored: dict[str, Any] = {"lowered": lowered}
+            if module.build_log:
+                stored["log"] = module.build_log
+            store.put_entry(key, stored, image, deps)
         return module
 
     def synchronize(self) -> None:

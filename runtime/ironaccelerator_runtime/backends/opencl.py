@@ -36,7 +36,8 @@ from ironaccelerator_runtime.traits import (
     Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
     DeviceLimits, Event,
     Kernel, KernelAttributes, KernelLaunch, InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream,
-    check_size, check_span, compile_options, device_span, host_span, fill_pattern, host_view, not_a_launch,
+    check_size, check_span, compile_options, compiler_log, device_span, host_span, fill_pattern, host_view,
+    not_a_launch,
 )
 
 _KIND = BackendKind.OPENCL
@@ -708,6 +709,9 @@ class OpenCLModule(Module):
             entry = store.get_entry(key)  # None too when a header it read changed since
             if entry is not None and self._from_binary(entry[1], options):
                 self.from_cache = True
+                log = entry[0].get("log")  # the compile's own log, kept with the entry
+                if isinstance(log, str) and log:
+                    compiler_log(self, log, "OPENCL", cached=True)
                 return
         # what the build may read besides the source, recorded before it builds (kernel_cache.scan_dependencies)
         deps = kernel_cache.scan_dependencies(src, opts.options, opts.include_dirs) if key is not None else None
@@ -715,7 +719,7 @@ class OpenCLModule(Module):
         if store is not None and key is not None:
             binary = self._binary()
             if binary:
-                store.put_entry(key, {}, binary, deps)
+                store.put_entry(key, {"log": self.build_log} if self.build_log else {}, binary, deps)
 
     def _adopt(self, prog: Any) -> None:
         self.program = prog
@@ -731,6 +735,12 @@ class OpenCLModule(Module):
             if code in (api.cl.CL_BUILD_PROGRAM_FAILURE, api.cl.CL_INVALID_BUILD_OPTIONS):
                 e.kind = ErrorKind.COMPILE_FAILED
             raise e
+        # a build that succeeded may still have said something (#warning, -Werror not given): the user sees it
+        try:
+            log = api.info_str("clGetProgramBuildInfo", self.program, api.cl.CL_PROGRAM_BUILD_LOG, device.handle)
+        except Error:
+            log = ""
+        compiler_log(self, log, "OPENCL")
 
     def _from_source(self, src: bytes, options: bytes) -> None:
         device, api, ffi = self.device, self.device.api, self.device.api.ffi
