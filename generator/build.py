@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import data
+
 
 def library_dirs(out: Path) -> list[Path]:
     return sorted(p.parent for p in (out / "ironaccelerator" / "backends").glob("*/*/_cffi_build.py"))
 
 
-RUNTIME_INCLUDE = Path(__file__).resolve().parent.parent / "runtime" / "ironaccelerator_runtime" / "include"
+RUNTIME_INCLUDE = data.RUNTIME_INCLUDE
 
 
 def _load(path: Path):  # type: ignore[no-untyped-def]

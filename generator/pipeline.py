@@ -18,8 +18,6 @@ from .render import banner_text, environment, render_library, render_objc_librar
 from .surface import BackendSpec, Surface, load_backend, load_surface, render_surface
 from .spec import CoreSpec, LibrarySpec, check_backends, check_library_set, load_core, load_library, sdk_declarations
 
-ROOT = Path(__file__).resolve().parent.parent
-GENERATOR = Path(__file__).resolve().parent
 
 
 @dataclass

@@ -14,16 +14,16 @@ from typing import Any
 
 import jinja2
 
-from . import __version__
+from . import __version__, data
 from .bind import BoundFunction, BoundLibrary
 from . import objc as _objc
 from .output import JOURNAL
 from .spec import CoreSpec
 from .wrappers import FastPath, c_string, fast_paths, lower, out_types, raw_result
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = data.TEMPLATES
 # the hand-written C every library's trampolines.c includes: part of each library's build id
-RUNTIME_HEADER = TEMPLATES.parent / "runtime" / "ironaccelerator_runtime" / "include" / "ia_runtime.h"
+RUNTIME_HEADER = data.RUNTIME_INCLUDE / "ia_runtime.h"
 OBJC_HEADER = RUNTIME_HEADER.with_name("ia_objc.h")  # what each Objective-C library's trampolines.c includes
 SENTINEL = 0x7FFFFFEF  # returned by a trampoline whose symbol cannot be resolved; no vendor uses it
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from . import data
 from .spec import SdkSpec, SdkVersion
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SPECS = ROOT / "specs"
+DEFAULT_SPECS = data.SPECS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
