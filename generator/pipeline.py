@@ -124,6 +124,8 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     if problems:
         raise UserError(problems)
     libraries: list[BoundLibrary] = []
+    # library -> (the header its declarations are derived from, the license notice it opens with: sdk.header_notice)
+    notices: dict[str, tuple[str, str]] = {}
     objc_libraries: list[ObjcLibrary] = []
     models: dict[Path, metalcpp.MetalCpp] = {}  # metal-cpp, parsed once per copy
     skipped: list[str] = []
@@ -160,6 +162,9 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
                     problems += e.diagnostics
                     continue
                 sdk_version = f"metal-cpp {models[root].version}"
+                notice = sdks.header_notice(root / "Metal" / "Metal.hpp")  # the prototypes are derived from metal-cpp
+                if notice is not None:
+                    notices[name] = (f"{sdk_version} (Metal/Metal.hpp)", notice)
             try:
                 header = parse_declared(spec, parser)
                 if spec.objc is not None:
@@ -180,6 +185,9 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         try:
             header = parse(request, parser)
             libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else found.version))
+            notice = sdks.header_notice(found.include_dir / spec.headers[0].value)
+            if notice is not None:
+                notices[name] = (spec.headers[0].value, notice)
         except UserError as e:
             problems += e.diagnostics
         inputs += [found.include_dir / h.value for h in spec.headers + spec.version_headers]
@@ -192,9 +200,9 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     env = environment()
     files = render_package(env, core, (sp.vendor.value for sp in specs), {b.vendor: b.class_prefix for b in backends})
     for lib in libraries:
-        files.update(render_library(env, lib))
+        files.update(render_library(env, lib, notices.get(f"{lib.spec.vendor}.{lib.spec.library}")))
     for olib in objc_libraries:
-        files.update(render_objc_library(env, olib))
+        files.update(render_objc_library(env, olib, notices.get(f"{olib.spec.vendor}.{olib.spec.library}")))
     bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in libraries}
     objc_bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in objc_libraries}
     files.update(render_surface(env, surface, backends, bound, lambda source: "# " + banner_text(source), core,
