@@ -189,3 +189,28 @@ def test_installed_generate_build_import(installed: Installed) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "mode api" in proc.stdout, proc.stdout
     assert "ran" in proc.stdout or "no device" in proc.stdout, proc.stdout
+
+
+def test_generate_runtime_option_in_the_checkout(tmp_path: Path) -> None:
+    """In a checkout, ``generate`` leaves the runtime out of --out (the checkout's .pth puts runtime/ on the path);
+    ``--runtime copy`` writes it beside the package (its C headers too, owned like the rest: a second run changes
+    nothing), and a later run without it removes the copy."""
+    def gen(*args: str) -> subprocess.CompletedProcess[str]:
+        return _run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--only", "opencl.cl", "--out", "out",
+                     *args], cwd=tmp_path)
+    proc = gen()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not (tmp_path / "out" / "ironaccelerator_runtime").exists()
+    proc = gen("--runtime", "copy")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    copied = tmp_path / "out" / "ironaccelerator_runtime"
+    assert (copied / "include" / "ia_runtime.h").read_bytes() == \
+        (RUNTIME / "ironaccelerator_runtime" / "include" / "ia_runtime.h").read_bytes()
+    assert (copied / "traits.py").is_file() and (copied / "py.typed").is_file()
+    proc = gen("--runtime", "copy", "--force")
+    assert proc.returncode == 0 and "generate: 0 file(s) changed" in proc.stdout, proc.stdout + proc.stderr
+    proc = gen("--runtime", "copy", "--check")
+    assert proc.returncode == 0, proc.stdout
+    proc = gen("--force")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not any(p.is_file() for p in copied.rglob("*") if "__pycache__" not in p.parts)
