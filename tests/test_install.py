@@ -94,9 +94,11 @@ def test_wheel_and_sdist_carry_the_data(installed: Installed) -> None:
     assert len(files) > 40
     missing = [f for f in files if f"ironaccelerator_gen/_data/{f}" not in names]
     assert not missing, f"the wheel lacks {missing}"
-    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    for lic in ("LICENSE", "NOTICE", "docs/THIRD_PARTY.md"):
+        assert any(n.endswith(f".dist-info/licenses/{lic}") for n in names), lic
     prefix = installed.sdist_names[0].split("/")[0]
-    missing = [f for f in [*files, "LICENSE", "NOTICE", "pyproject.toml"] if f"{prefix}/{f}" not in installed.sdist_names]
+    missing = [f for f in [*files, "LICENSE", "NOTICE", "docs/THIRD_PARTY.md", "pyproject.toml"]
+               if f"{prefix}/{f}" not in installed.sdist_names]
     assert not missing, f"the sdist lacks {missing}"
     # no setuptools warning about the data directories (each is listed in pyproject.toml)
     assert "absent from the `packages` configuration" not in installed.build_log
