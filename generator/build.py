@@ -136,6 +136,11 @@ def build_library(lib_dir: Path, api: bool = True, key: str | None = None) -> di
     _remove_temporaries(lib_dir)
     mod = _load(lib_dir / "_cffi_build.py")
     if hasattr(mod, "ffibuilder"):  # a self-contained build script, generated before the runtime held the C
+        if hasattr(mod, "_include"):
+            # ia_objc.h from the generator's runtime (what build_key and the build id read), not by importing
+            # ironaccelerator_runtime, which an installed generator does not have on its path (nor the generated
+            # package that the runtime imports first); in a checkout both are runtime/ironaccelerator_runtime/include
+            mod._include = lambda: str(RUNTIME_INCLUDE)
         api_ffi, abi_ffi = mod.ffibuilder, mod.abi_ffibuilder()
     else:
         builders = ffibuilders(lib_dir)

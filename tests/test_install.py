@@ -153,10 +153,13 @@ def test_installed_generate_reproduces_the_tree(installed: Installed) -> None:
 def test_installed_generate_build_import(installed: Installed) -> None:
     """A tree generated and built by the installed generator imports in API mode from itself alone, and runs a kernel
     on OpenCL where a device is found (PoCL here)."""
-    proc = installed.gen_run("generate", "--only", "opencl.cl", "--out", "tree")
+    proc = installed.gen_run("generate", "--only", "opencl.cl", "--only", "foundation.foundation", "--out", "tree")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     proc = installed.gen_run("build", "--out", "tree")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # every module compiled, the Objective-C ones too (whose build script finds ia_objc.h through the runtime package)
+    assert "ABI mode" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert list((installed.cwd / "tree" / "ironaccelerator" / "backends" / "foundation" / "foundation").glob("_cffi.*.so"))
     script = textwrap.dedent("""
         import array, sys
         import ironaccelerator as ia, ironaccelerator_runtime
