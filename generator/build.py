@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from . import data
+
 
 def library_dirs(out: Path) -> list[Path]:
     return sorted(p.parent for p in (out / "ironaccelerator" / "backends").glob("*/*/_cffi_build.py"))
 
 
-RUNTIME_INCLUDE = Path(__file__).resolve().parent.parent / "runtime" / "ironaccelerator_runtime" / "include"
+RUNTIME_INCLUDE = data.RUNTIME_INCLUDE
 
 
 def _load(path: Path):  # type: ignore[no-untyped-def]
@@ -191,6 +193,11 @@ def build_library(lib_dir: Path, api: bool = True, key: str | None = None,
     _remove_temporaries(lib_dir)
     mod = _load(lib_dir / "_cffi_build.py")
     if hasattr(mod, "ffibuilder"):  # a self-contained build script, generated before the runtime held the C
+        if hasattr(mod, "_include"):
+            # ia_objc.h from the generator's runtime (what build_key and the build id read), not by importing
+            # ironaccelerator_runtime, which an installed generator does not have on its path (nor the generated
+            # package that the runtime imports first); in a checkout both are runtime/ironaccelerator_runtime/include
+            mod._include = lambda: str(RUNTIME_INCLUDE)
         api_ffi, abi_ffi = mod.ffibuilder, mod.abi_ffibuilder()
     else:
         builders = ffibuilders(lib_dir)

@@ -12,12 +12,12 @@ import os
 import stat
 from pathlib import Path
 
-from . import __version__
+from . import __version__, data
 from .output import write_atomic
 
 GENERATOR = Path(__file__).resolve().parent
-TEMPLATES = GENERATOR.parent / "templates"
-RUNTIME = GENERATOR.parent / "runtime"  # read by the surface checks (and its C, by the build)
+TEMPLATES = data.TEMPLATES
+RUNTIME = data.RUNTIME  # read by the surface checks (and its C, by the build)
 
 
 def fingerprint(spec_dir: Path, extra: list[Path], argv: list[object]) -> str:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import data
 from .diagnostics import UserError
 
 EXIT_USER_ERROR = 2
@@ -18,7 +19,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ironaccel-gen", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="generate generated/ironaccelerator from specs and SDK headers")
-    g.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
+    g.add_argument("--specs", type=Path, default=None, help="spec directory (default: the specs shipped with the generator)")
     g.add_argument("--out", type=Path, default=Path("generated"), help="output directory (default: generated)")
     g.add_argument("--check", action="store_true", help="regenerate in memory; exit 1 and list changes if any")
     g.add_argument("--sdk", action="append", default=[], metavar="KIND=PATH",
@@ -29,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--build", action="store_true", help="also build the cffi modules")
     g.add_argument("--force", action="store_true", help="regenerate even if no input changed")
     _add_verbosity(g)
+    g.add_argument("--runtime", choices=("auto", "copy", "omit"), default="auto",
+                   help="also write the hand-written runtime package (ironaccelerator_runtime) into --out, making it a "
+                        "self-contained tree (copy), or not (omit); auto: copy when the generator is installed, omit "
+                        "in a checkout (whose runtime/ the checkout's .pth puts on the path)")
     b = sub.add_parser("build", help="build the cffi modules of a generated package")
     b.add_argument("--out", type=Path, default=Path("generated"))
     b.add_argument("--abi-only", action="store_true", help="skip the C compile (ABI-mode modules only)")
@@ -38,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_verbosity(b)
     sub.add_parser("spec-keys", help="print the reference of every spec key (docs/SPEC_KEYS.md) from the loaders' schema")
     s = sub.add_parser("sdks", help="list the SDKs the library specs declare that are found, with version and path")
-    s.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
+    s.add_argument("--specs", type=Path, default=None, help="spec directory (default: the specs shipped with the generator)")
     _add_drift_parser(sub)
     _add_scaffold_parser(sub)
     return p
@@ -87,7 +92,7 @@ def _add_drift_parser(sub: Any) -> None:
                     "KIND=NEW), two generated trees (--old-tree DIR --new-tree DIR), or a generated tree against an "
                     "SDK (--old-tree generated: the checked-in output against the installed SDK or --sdk). Exit "
                     "status 1 when something a spec refers to disappears, 0 otherwise, 2 on a user error.")
-    d.add_argument("--specs", type=Path, default=Path("specs"), help="spec directory (default: specs)")
+    d.add_argument("--specs", type=Path, default=None, help="spec directory (default: the specs shipped with the generator)")
     d.add_argument("--sdk", action="append", default=[], metavar="KIND=PATH",
                    help="an SDK root or include directory; a kind given twice: the first is old, the second new")
     d.add_argument("--old-tree", type=Path, default=None, metavar="DIR", help="the old side: a generated tree")
@@ -115,7 +120,8 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"ironaccel-gen: {cache_path}: not a regular file; this name is the generator's cache "
               "(remove what is there and run again)", file=sys.stderr)
         return EXIT_USER_ERROR
-    argv = [str(args.specs), sorted(overrides.items()), sorted(args.only), args.frontend]
+    copy_runtime = args.runtime == "copy" or (args.runtime == "auto" and data.INSTALLED)
+    argv = [str(args.specs), sorted(overrides.items()), sorted(args.only), args.frontend, *(["runtime"] * copy_runtime)]
 
     def with_env(names: list[str]) -> list[object]:
         """The arguments plus the SDK environment variables the specs name (their values choose the headers)."""
@@ -157,6 +163,8 @@ def _generate(args: argparse.Namespace) -> int:
                                         progress=_say if args.verbosity else None, verbose=args.verbosity > 1)
     except UserError as e:
         raise _as_given(e, args.specs) from None
+    if copy_runtime:  # the hand-written package the generated one imports, beside it: one tree to put on the path
+        result.files.update(data.runtime_files())
     for s in result.skipped:
         print(f"skipped {s}")
     if args.check:
@@ -246,6 +254,8 @@ def _metal_cpp_line(spec_dir: Path) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "specs", False) is None:  # generate, sdks, drift: the generator's own specs (generator/data.py)
+        args.specs = data.default_specs()
     try:
         if args.command == "generate":
             return _generate(args)
@@ -263,8 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "spec-keys":
             from .schema import render_markdown
-            sys.stdout.write(render_markdown(Path(__file__).resolve().parent.parent / "runtime" /
-                                             "ironaccelerator_runtime" / "backends"))
+            sys.stdout.write(render_markdown(data.RUNTIME_PACKAGE / "backends"))
             return 0
         if args.command == "drift":
             from .drift import run as drift
@@ -277,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
             return scaffold(args)
         if args.command == "sdks":
             from .sdk import descriptions, discover
+            if not args.specs.is_dir():
+                print(f"ironaccel-gen: --specs {str(args.specs)!r} is not a directory", file=sys.stderr)
+                return EXIT_USER_ERROR
             descs = descriptions(args.specs)
             found = discover(descs)
             for s in found:
@@ -290,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 print("not found: " + "; ".join(k if k not in descs else f"{k} ({descs[k].marker}; see "
                                                 f"{descs[k].path})" for k in missing))
+            if not found and line is None and not missing:  # never a silent success
+                print(f"no SDK: no library spec in {args.specs} declares one (sdk:)")
             return 0
     except UserError as e:
         for d in e.diagnostics:

@@ -35,6 +35,7 @@ STAGING = STATE_PREFIX + ".staging"
 JOURNAL_FORMAT = 1
 
 GENERATED_SUFFIXES = (".py", ".cdef", ".c", ".typed")
+RUNTIME = "ironaccelerator_runtime/"  # a copy of the hand-written runtime (generate --runtime copy): its C headers too
 
 
 class OutputError(Exception):
@@ -56,8 +57,8 @@ def existing_files(out: Path) -> dict[str, Path]:
         rel = p.relative_to(out).as_posix()
         if rel.startswith(STATE_PREFIX) or "__pycache__" in rel:
             continue
-        if (p.suffix in GENERATED_SUFFIXES or p.name == "py.typed") and not p.name.startswith("_cffi_abi") \
-                and p.suffix != ".so" and p.is_file():
+        owned = p.suffix in GENERATED_SUFFIXES or p.name == "py.typed" or (p.suffix == ".h" and rel.startswith(RUNTIME))
+        if owned and not p.name.startswith("_cffi_abi") and p.suffix != ".so" and p.is_file():
             found[rel] = p
     return found
 

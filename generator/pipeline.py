@@ -21,8 +21,6 @@ from .render import banner_text, environment, render_library, render_objc_librar
 from .surface import BackendSpec, Surface, load_backend, load_surface, render_surface
 from .spec import CoreSpec, LibrarySpec, check_backends, check_library_set, load_core, load_library, sdk_declarations
 
-ROOT = Path(__file__).resolve().parent.parent
-GENERATOR = Path(__file__).resolve().parent
 
 
 @dataclass
@@ -158,6 +156,8 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     if problems:
         raise UserError(problems)
     libraries: list[BoundLibrary] = []
+    # library -> (the header its declarations are derived from, the license notice it opens with: sdk.header_notice)
+    notices: dict[str, tuple[str, str]] = {}
     objc_libraries: list[ObjcLibrary] = []
     models: dict[Path, metalcpp.MetalCpp] = {}  # metal-cpp, parsed once per copy
     skipped: list[str] = []
@@ -203,6 +203,9 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
                     problems += e.diagnostics
                     continue
                 sdk_version = f"metal-cpp {models[root].version}"
+                notice = sdks.header_notice(root / "Metal" / "Metal.hpp")  # the prototypes are derived from metal-cpp
+                if notice is not None:
+                    notices[name] = (f"{sdk_version} (Metal/Metal.hpp)", notice)
             try:
                 header = parse_declared(spec, parser)
                 if spec.objc is not None:
@@ -226,6 +229,9 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         try:
             header = parse(request, parser)
             libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else found.version))
+            notice = sdks.header_notice(found.include_dir / spec.headers[0].value)
+            if notice is not None:
+                notices[name] = (spec.headers[0].value, notice)
         except UserError as e:
             problems += e.diagnostics
         finished()
@@ -242,9 +248,9 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     env = environment()
     files = render_package(env, core, (sp.vendor.value for sp in specs), {b.vendor: b.class_prefix for b in backends})
     for lib in libraries:
-        files.update(render_library(env, lib))
+        files.update(render_library(env, lib, notices.get(f"{lib.spec.vendor}.{lib.spec.library}")))
     for olib in objc_libraries:
-        files.update(render_objc_library(env, olib))
+        files.update(render_objc_library(env, olib, notices.get(f"{olib.spec.vendor}.{olib.spec.library}")))
     bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in libraries}
     objc_bound = {f"{lib.spec.vendor}.{lib.spec.library}": lib for lib in objc_libraries}
     files.update(render_surface(env, surface, backends, bound, lambda source: "# " + banner_text(source), core,

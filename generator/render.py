@@ -14,16 +14,16 @@ from typing import Any
 
 import jinja2
 
-from . import __version__
+from . import __version__, data
 from .bind import BoundFunction, BoundLibrary
 from . import objc as _objc
 from .output import JOURNAL
 from .spec import CoreSpec
 from .wrappers import FastPath, c_string, fast_paths, lower, out_types, raw_result
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = data.TEMPLATES
 # the hand-written C every library's trampolines.c includes: part of each library's build id
-RUNTIME_HEADER = TEMPLATES.parent / "runtime" / "ironaccelerator_runtime" / "include" / "ia_runtime.h"
+RUNTIME_HEADER = data.RUNTIME_INCLUDE / "ia_runtime.h"
 OBJC_HEADER = RUNTIME_HEADER.with_name("ia_objc.h")  # what each Objective-C library's trampolines.c includes
 SENTINEL = 0x7FFFFFEF  # returned by a trampoline whose symbol cannot be resolved; no vendor uses it
 
@@ -146,11 +146,23 @@ def render_package(env: jinja2.Environment, core: CoreSpec, vendors: Iterable[st
     return out
 
 
-def render_library(env: jinja2.Environment, lib: BoundLibrary) -> dict[str, str]:
-    """The files of one library package: ``ironaccelerator/backends/<vendor>/<library>/``."""
+def with_notice(banner: str, text: str, notice: tuple[str, str] | None) -> tuple[str, str]:
+    """The Python banner and the C banner text with ``notice`` below them: (what the declarations are derived from,
+    the license notice it carries: :func:`sdk.header_notice`), or as they are without one."""
+    if not notice:
+        return banner, text
+    lines = [f"The declarations in this file are derived from {notice[0]}, whose notice follows.", "",
+             *notice[1].splitlines()]
+    return (banner + "\n#\n" + "\n".join(("# " + line).rstrip() for line in lines),
+            text + "\n *\n" + "\n".join((" * " + line.replace("*/", "* /")).rstrip() for line in lines) + "\n")
+
+
+def render_library(env: jinja2.Environment, lib: BoundLibrary, notice: tuple[str, str] | None = None) -> dict[str, str]:
+    """The files of one library package: ``ironaccelerator/backends/<vendor>/<library>/``.  ``notice``: the license
+    notice of the header whose declarations the files reproduce (:func:`with_notice`), carried below the banner of
+    each."""
     source = f"{lib.spec.path} and {lib.header.name} ({lib.spec.backend} {lib.sdk_version})"
-    text = banner_text(source)
-    banner = "# " + text
+    banner, text = with_notice("# " + banner_text(source), banner_text(source), notice)
     types = out_types(lib)
     type_index = {t: i for i, t in enumerate(types)}
     by_public = {f.public: f for f in lib.functions}
@@ -178,12 +190,13 @@ def build_id(sources: dict[str, str]) -> str:
     return h.hexdigest()[:24]
 
 
-def render_objc_library(env: jinja2.Environment, lib: _objc.ObjcLibrary) -> dict[str, str]:
+def render_objc_library(env: jinja2.Environment, lib: _objc.ObjcLibrary,
+                        notice: tuple[str, str] | None = None) -> dict[str, str]:
     """The files of one Objective-C library package (``templates/objc/``): the same names as a C library's, so
-    that ``build`` and ``generate --check`` treat both alike."""
+    that ``build`` and ``generate --check`` treat both alike.  ``notice``: as :func:`render_library`'s (metal-cpp's,
+    where the prototypes come from it)."""
     source = f"{lib.spec.path} ({lib.spec.backend} {lib.spec.library}, Objective-C)"
-    text = banner_text(source)
-    banner = "# " + text
+    banner, text = with_notice("# " + banner_text(source), banner_text(source), notice)
     ctx: dict[str, Any] = dict(lib=lib, banner=banner, banner_text=text, build_id="")
     base = f"ironaccelerator/backends/{lib.spec.vendor}/{lib.spec.library}/"
     built = {name: env.get_template(f"objc/{name}.j2").render(**ctx)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from . import data
 from .bind import BoundLibrary, bind
 from .diagnostics import Diagnostic, UserError
 from .frontend import ParseRequest, parse
@@ -35,7 +36,7 @@ from .ir import (Builtin, CType, EnumRef, Function, FunctionProto, Header, Inlin
 from .spec import IDENT, CoreSpec, LibrarySpec, load_core, load_library
 
 EXIT_USER_ERROR = 2
-DEFAULT_SPECS = Path(__file__).resolve().parent.parent / "specs"
+DEFAULT_SPECS = data.SPECS
 
 # Suggested ErrorKind by a code's name: the first rule with a pattern in the code's words (the name in upper case,
 # camelCase split at each capital: hipErrorOutOfMemory -> _HIP_ERROR_OUT_OF_MEMORY_); a pattern ending in '$'

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from . import data
 from .spec import SdkSpec, SdkVersion
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SPECS = ROOT / "specs"
+DEFAULT_SPECS = data.SPECS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +49,41 @@ def _read_header(path: Path) -> str | None:
             return fh.read(MAX_HEADER_BYTES).decode("utf-8", "replace")
     except OSError:
         return None
+
+
+MAX_NOTICE_LINES = 200
+
+
+def header_notice(path: Path) -> str | None:
+    """The license notice a vendor header opens with: its first comment (``/* ... */`` or a run of ``//`` lines), as
+    plain lines without the comment markers and decoration, where it names a copyright; else None.  Generated files
+    that reproduce the header's declarations carry it (docs/THIRD_PARTY.md: NVIDIA's notice asks for its disclaimer in
+    the internal comments of code using its headers; the Apache-2.0 and MIT headers for their copyright notices)."""
+    text = _read_header(path)
+    if text is None:
+        return None
+    s = text.lstrip()
+    if s.startswith("/*"):
+        end = s.find("*/")
+        if end < 0:
+            return None
+        lines = [re.sub(r"^\s*\*+ ?", "", line) for line in s[2:end].splitlines()]
+    elif s.startswith("//"):
+        lines = []
+        for line in s.splitlines():
+            if not line.startswith("//"):
+                break
+            lines.append(line[2:].removeprefix(" "))
+    else:
+        return None
+    lines = ["" if re.fullmatch(r"[\s*/=\-]*", line) else line.rstrip() for line in lines]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    if not lines or len(lines) > MAX_NOTICE_LINES or not any("copyright" in line.lower() for line in lines):
+        return None
+    return "\n".join(lines)
 
 
 def header_version(v: SdkVersion, marker: str, include: Path) -> str | None:
@@ -207,4 +242,4 @@ def find(kind: str, override: str | None = None, marker: str | None = None,
     return found[0] if found else None
 
 
-__all__ = ["SDK", "descriptions", "discover", "discover_one", "find", "header_version", "version_key"]
+__all__ = ["SDK", "descriptions", "discover", "discover_one", "find", "header_notice", "header_version", "version_key"]

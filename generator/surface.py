@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import yaml
 
-from . import schema
+from . import data, schema
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .ir import Location
 from .spec import IDENT, CoreSpec, Name, _Reader, compose, read_spec
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .objc import ObjcLibrary
 
 # the hand-written trait surface (runtime/), whose base classes implement some operations for every backend
-TRAITS = Path(__file__).resolve().parent.parent / "runtime" / "ironaccelerator_runtime" / "traits.py"
+TRAITS = data.RUNTIME_PACKAGE / "traits.py"
 RUNTIME_BACKENDS = TRAITS.parent / "backends"  # hand-written backends the generated modules subclass
 
 UPPER = re.compile(r"[A-Z][A-Z0-9_]*\Z")
