@@ -74,12 +74,21 @@ test: $(SDKS) metal-cpp
 # ironaccelerator with the API-mode modules `ironaccel-gen build` compiled (incremental: only what changed) and the
 # runtime it imports (packaging/ironaccelerator/setup.py: setuptools, which tags it for this interpreter and the
 # glibc the modules need).  No build isolation: setuptools is the venv's, and nothing is fetched.
+# The generator's own wheel (ironaccelerator_gen-<version>-py3-none-any.whl: templates, specs and the runtime as
+# package data) is built beside it.  The license files are copied in for the build (setuptools takes them only
+# from the project's own directory) and removed after.
+LICENSE_FILES := LICENSE NOTICE docs/THIRD_PARTY.md
 wheel: $(STAMP)
 	$(VPY) -m ironaccelerator_gen build
-	rm -rf packaging/ironaccelerator/build packaging/ironaccelerator/ironaccelerator.egg-info dist/ironaccelerator-*.whl
+	rm -rf packaging/ironaccelerator/build packaging/ironaccelerator/ironaccelerator.egg-info dist/ironaccelerator-*.whl \
+		dist/ironaccelerator_gen-*.whl
+	cp $(LICENSE_FILES) packaging/ironaccelerator/
 	$(PIP) wheel -q --no-build-isolation --no-deps -w dist packaging/ironaccelerator
-	rm -rf packaging/ironaccelerator/build packaging/ironaccelerator/ironaccelerator.egg-info
-	@ls dist/ironaccelerator-*.whl
+	rm -rf packaging/ironaccelerator/build packaging/ironaccelerator/ironaccelerator.egg-info \
+		$(addprefix packaging/ironaccelerator/,$(notdir $(LICENSE_FILES)))
+	$(PIP) wheel -q --no-build-isolation --no-deps -w dist .
+	rm -rf build/lib build/bdist.* ironaccelerator_gen.egg-info
+	@ls dist/*.whl
 
 # The wheel installed with pip alone into a fresh venv in a temporary directory; from another directory,
 # `python -m ironaccelerator --json` and the conformance suite on PoCL and QNN against the installed package.
