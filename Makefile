@@ -78,7 +78,7 @@ test: $(SDKS) metal-cpp
 # package data) is built beside it.  The license files are copied in for the build (setuptools takes them only
 # from the project's own directory) and removed after.
 LICENSE_FILES := LICENSE NOTICE docs/THIRD_PARTY.md
-wheel: $(STAMP)
+wheel: $(GENSDK) metal-cpp
 	$(VPY) -m ironaccelerator_gen build
 	rm -rf packaging/ironaccelerator/build packaging/ironaccelerator/ironaccelerator.egg-info dist/ironaccelerator-*.whl \
 		dist/ironaccelerator_gen-*.whl
