@@ -1953,16 +1953,15 @@ class MemoryPool:
     def _stream_fences(self) -> list[Event]:
         """The events of a fence after the work enqueued so far on every stream of the device (none for a stream
         whose work is known complete): each live stream's ``_pool_fence``."""
-        events: list[Event] = []
-        for s in self.device._live_streams():
-            try:
-                e = s._pool_fence()
-            except Error:
-                self._synchronize(s)
-                continue
-            if e is not None:
-                events.append(e)
-        return events
+        return [e for s in self.device._live_streams() if (e := self._fence_of(s)) is not None]
+
+    def _fence_of(self, stream: Stream) -> Event | None:
+        """``stream._pool_fence()``; a stream that cannot be fenced is waited for instead (None)."""
+        try:
+            return stream._pool_fence()
+        except Error:
+            self._synchronize(stream)
+            return None
 
     # the slow path: blocks freed in another order
     def _recycle(self, size: int, stream: Stream | None) -> Allocation | None:
@@ -1980,14 +1979,7 @@ class MemoryPool:
                 del ordered[s]
         finally:
             lock.release()
-        fences = []
-        for s, lists in take:
-            try:
-                e = s._pool_fence()
-            except Error:
-                self._synchronize(s)
-                e = None
-            fences.append(_Fence([] if e is None else [e], lists))
+        fences = [_Fence([] if (e := self._fence_of(s)) is None else [e], lists) for s, lists in take]
         with lock:
             self._fenced.extend(fences)
             self._settle()

@@ -32,7 +32,6 @@ from ironaccelerator_runtime.kernel_args import (
     LocalMemory, Param, arg_error, buffer_error, param_of, shared_mem_error, value_bytes,
 )
 from ironaccelerator_runtime.traits import (
-    _alive,
     Allocation, AllocationSlice, Backend, Capability, CompileOptions, CopyRegion, Device, DeviceDescriptor, DeviceId,
     DeviceLimits, Event,
     Kernel, KernelAttributes, KernelLaunch, InFlight, LaunchDims, Module, PooledAllocation, Result, Scalar, Stream,
@@ -277,10 +276,10 @@ class OpenCLDevice(Device):
             return events
         self._dirty = False  # (an enqueue sets it after its call: one racing with this sets it again)
         events = []
-        for s in _alive(self._streams):
-            e = s._pool_fence()
-            if e is not None:
-                events.append(e)
+        for s in self._live_streams():
+            fence = s._pool_fence()
+            if fence is not None:
+                events.append(fence)
         self._fence_events = events
         return events
 
@@ -407,7 +406,7 @@ class OpenCLDevice(Device):
 
     def synchronize(self) -> None:
         self._check_open("Device.synchronize")
-        for s in _alive(self._streams):
+        for s in self._live_streams():
             s.synchronize()
 
     def _close(self) -> None:
@@ -519,7 +518,7 @@ class OpenCLAllocation(Allocation):
         device = self.device
         code = device._release_mem(self.buffer)
         if self._svm is not None:  # clSVMFree does not wait for queued commands: every stream is waited for first
-            for s in _alive(device._streams):
+            for s in device._live_streams():
                 s.synchronize()
             device.api.raw.clSVMFree(device.context, self._svm)
             self._svm = None
