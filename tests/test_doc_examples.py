@@ -111,7 +111,7 @@ def _module(name: str) -> str | None:
 
 NEEDS: dict[str, Callable[[], str | None]] = {
     "cuda": lambda: _backend_devices("CUDA", "an NVIDIA GPU and its driver"),
-    "hip": lambda: _backend_devices("HIP", "an AMD GPU and ROCm"),
+    "hip": lambda: _backend_devices("ROCM", "an AMD GPU and ROCm"),
     "apple": lambda: None if sys.platform == "darwin" and _backend_devices("METAL", "Metal") is None
     else "needs real Apple hardware (Metal.framework); this machine has the simulated device only",
     "torch": lambda: _module("torch"),
