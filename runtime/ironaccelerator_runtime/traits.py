@@ -1193,7 +1193,18 @@ def _owner(obj: object) -> str:
 
 
 class Event:
-    """A point in a stream."""
+    """A point in a stream's order, made by :meth:`Stream.record_event`: wait for it, poll it, time between two,
+    make another stream wait for it (:meth:`Stream.wait_event`), or ``await`` it.
+
+    ``await event`` waits (as :meth:`synchronize`) in the event loop's default executor, so the loop keeps
+    running; a failure raises from the ``await``.  Events are not picklable (a driver handle of this process).
+
+    Backends:
+        CUDA/HIP: a driver event (``cuEventRecord``/``hipEventRecord``).  OpenCL: a marker
+        (``clEnqueueMarkerWithWaitList``) on a profiling queue.  Metal: a command buffer that signals the stream's
+        ``MTLSharedEvent``.  QNN: a **host clock** reading taken after the stream was synchronized (QNN executes
+        synchronously here), so it is always complete.
+    """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Event")
@@ -1202,15 +1213,55 @@ class Event:
         return f"<{type(self).__name__}{_owner(self)}>"
 
     def synchronize(self) -> None:
+        """Block until the work queued before this event is complete.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when the event's device was closed; the failure of the work
+                before the event, where the vendor reports it here (CUDA/HIP and OpenCL: the driver's status,
+                e.g. ``LAUNCH_FAILED``; Metal: ``LAUNCH_FAILED`` naming the failed command buffers).
+
+        Backends:
+            All.  QNN: returns at once (the event was recorded after its work completed).
+        """
         raise unsupported(_kind_of(self), "Event.synchronize")
 
     def query(self) -> bool:
+        """Whether the work queued before this event is complete, without waiting.
+
+        Returns:
+            True when complete, False while work before it is pending (never ``NOT_READY``).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when the event's device was closed; CUDA/HIP and OpenCL: the
+                vendor's failure status of the query (other than "not ready").
+
+        Backends:
+            All.  QNN: always True.
+        """
         raise unsupported(_kind_of(self), "Event.query")
 
     def elapsed_ms(self, end: Event) -> float:
-        """Milliseconds from this event to ``end`` (an event of the same backend, else ``INVALID_VALUE``).  One
-        behaviour on every backend: a pending event is waited for (both events are synchronized first, as
-        :meth:`synchronize` does, whose failures it raises), never ``NOT_READY``."""
+        """Milliseconds from this event to ``end``.
+
+        One behaviour on every backend: a pending event is waited for (both events are synchronized first, as
+        :meth:`synchronize` does, whose failures it raises), never ``NOT_READY``.
+
+        Args:
+            end: a later event of the same backend (of any of its streams).
+
+        Returns:
+            The time between the two events in milliseconds, a float.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` when ``end`` is not an event of this backend (None, another
+                backend's event); ``ErrorKind.INVALID_HANDLE`` when the device was closed (every backend but
+                QNN); what :meth:`synchronize` raises; ``ErrorKind.UNSUPPORTED`` on a backend without events.
+
+        Backends:
+            All, each with its own clock.  CUDA/HIP: ``cuEventElapsedTime``/``hipEventElapsedTime`` (device
+            clock).  OpenCL: the markers' ``CL_PROFILING_COMMAND_END`` (device clock).  Metal: the command
+            buffers' ``GPUEndTime``.  QNN: host wall time (``time.perf_counter_ns``) between the two records.
+        """
         raise unsupported(_kind_of(self), "Event.elapsed_ms")
 
     def _wait_for_callback(self) -> None:
@@ -1229,7 +1280,25 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class KernelAttributes:
-    """What the compiler made of a kernel, as its vendor reports it; None: not reported by this vendor."""
+    """What the compiler made of a kernel, as its vendor reports it (:attr:`Kernel.attributes`); a field is None
+    where this vendor does not report it.  A frozen value: equal each time it is read.
+
+    Attributes:
+        max_threads_per_block: the most threads one block (work-group, threadgroup) of this kernel may have.
+        preferred_multiple: block sizes that are a multiple of it run best (warp size, OpenCL's preferred
+            work-group size multiple, Metal's thread execution width).
+        registers: registers per thread (CUDA/HIP).
+        static_shared_mem: bytes of shared / local / threadgroup memory the code declares (CUDA/HIP, OpenCL).
+        local_mem: bytes of private (local, spill) memory per thread (CUDA/HIP, OpenCL).
+        const_mem: bytes of constant memory (CUDA/HIP).
+        max_dynamic_shared_mem: the most dynamic shared memory a launch may add (CUDA/HIP).
+
+    Backends:
+        CUDA/HIP: every field (``cuFuncGetAttribute``/``hipFuncGetAttribute``; ``preferred_multiple`` the device's
+        warp size).  OpenCL: ``clGetKernelWorkGroupInfo`` (no registers, constant memory or dynamic limit).
+        Metal: ``maxTotalThreadsPerThreadgroup`` and ``threadExecutionWidth`` only.  QNN: none
+        (:attr:`Kernel.attributes` is ``UNSUPPORTED``).
+    """
 
     max_threads_per_block: int  # the most threads one block (work-group, threadgroup) of it may have
     preferred_multiple: int | None = None  # block sizes that are a multiple run best: warp, SIMD or execution width
@@ -1241,17 +1310,45 @@ class KernelAttributes:
 
 
 class Graph:
-    """Work recorded by ``Stream.capture()``, instantiated: ``launch(stream)`` replays it; ``close()`` releases it
-    (also on drop)."""
+    """Work recorded by :meth:`Stream.capture`, instantiated: :meth:`launch` replays it; :meth:`close` releases
+    it (also on drop, and at the end of a ``with graph:`` block).  Not picklable.
+
+    Backends:
+        CUDA/HIP only (stream capture, ``cuGraphInstantiate``/``hipGraphInstantiate``); every other backend's
+        :meth:`Stream.capture` is ``UNSUPPORTED``, so no Graph exists there.
+    """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Graph")
 
     def launch(self, stream: Stream) -> None:
+        """Replay the recorded work on ``stream``, in its order (asynchronous, as the recorded work was).
+
+        Args:
+            stream: a stream of the graph's device.  CUDA/HIP also take None (default there): the stream it was
+                captured on.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` when ``stream`` is not a stream of the graph's device;
+                ``ErrorKind.INVALID_HANDLE`` when the graph was closed (or its capture failed) or the device was
+                closed; the driver's status of ``cuGraphLaunch``/``hipGraphLaunch``; ``ErrorKind.UNSUPPORTED``
+                on a backend without graphs.
+
+        Backends:
+            CUDA/HIP (``cuGraphLaunch``/``hipGraphLaunch``).  Elsewhere ``UNSUPPORTED``.
+        """
         raise unsupported(_kind_of(self), "Graph.launch")
 
     def close(self) -> None:
-        pass
+        """Release the graph and its instantiation now (idempotent; dropping the graph does the same).
+
+        Raises:
+            Error: never; a second close does nothing.
+
+        Backends:
+            CUDA/HIP (``cuGraphExecDestroy`` and ``cuGraphDestroy``, HIP's likewise); the base class does
+            nothing.
+        """
 
     def __enter__(self) -> Graph:
         return self
@@ -1264,8 +1361,19 @@ class Graph:
 
 
 class Kernel:
-    """A device function ready to launch.  ``attributes``: :class:`KernelAttributes` (UNSUPPORTED where the vendor
-    reports none)."""
+    """A device function ready to launch, from :meth:`Module.kernel`; launch it with
+    ``stream.launch(KernelLaunch(kernel, LaunchDims(...), args))``.  Not picklable.
+
+    Attributes:
+        name: the name it was looked up by.
+        num_args: how many arguments a launch must pass, or None where the vendor cannot say (CUDA/HIP drivers
+            without ``cuFuncGetParamInfo``).
+
+    Backends:
+        CUDA/HIP: a ``CUfunction``/``hipFunction_t``.  OpenCL: a ``cl_kernel`` (one per Kernel object, its
+        arguments cached between launches).  Metal: an ``MTLComputePipelineState``.  QNN: a graph of a context
+        binary (``QnnGraph_retrieve``; its tensors are the arguments).
+    """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Kernel")
@@ -1275,11 +1383,30 @@ class Kernel:
 
     @property
     def attributes(self) -> KernelAttributes:
+        """What the compiler made of the kernel, a :class:`KernelAttributes` (``UNSUPPORTED`` on QNN, whose graphs
+        report none; see :class:`KernelAttributes` for the fields each vendor fills)."""
         raise unsupported(_kind_of(self), "Kernel.attributes")
 
     def max_active_blocks(self, block_threads: int, dynamic_shared_mem: int = 0) -> int:
-        """Occupancy: how many blocks of ``block_threads`` threads (and that much dynamic shared memory) can be
-        resident on one multiprocessor at once (UNSUPPORTED where the vendor has no such query)."""
+        """Occupancy: how many blocks of ``block_threads`` threads can be resident on one multiprocessor at once.
+
+        Args:
+            block_threads: threads per block, an integer in 1..2**31-1.
+            dynamic_shared_mem: bytes of dynamic shared memory per block (``LaunchDims.shared_mem``), >= 0.
+
+        Returns:
+            The number of resident blocks per multiprocessor.
+
+        Raises:
+            TypeError: ``block_threads`` or ``dynamic_shared_mem`` is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` when ``block_threads`` < 1 or > 2**31-1, or
+                ``dynamic_shared_mem`` < 0; the driver's status of the occupancy call; ``ErrorKind.UNSUPPORTED``
+                on a backend without an occupancy query.
+
+        Backends:
+            CUDA (``cuOccupancyMaxActiveBlocksPerMultiprocessor``) and HIP
+            (``hipModuleOccupancyMaxActiveBlocksPerMultiprocessor``).  OpenCL, Metal, QNN: ``UNSUPPORTED``.
+        """
         raise unsupported(_kind_of(self), "Kernel.max_active_blocks")
 
     def __repr__(self) -> str:
@@ -1289,10 +1416,20 @@ class Kernel:
 
 
 class Module:
-    """Compiled device code.  ``from_cache``: whether it was loaded from the on-disk kernel cache (no compile).
-    ``build_log``: what the compiler said about a build that succeeded ("" when nothing; a non-empty log is also
-    issued as a :class:`CompilerWarning`).  A module loaded from the kernel cache has the log its compile wrote,
-    kept with the cache entry, and warns the same (a warm load says what a cold one said)."""
+    """Compiled device code, from :meth:`Device.load_module`; :meth:`kernel` looks up its kernels.  Not picklable.
+
+    Attributes:
+        from_cache: whether it was loaded from the on-disk kernel cache (no compile).
+        build_log: what the compiler said about a build that succeeded ("" when nothing; a non-empty log is also
+            issued as a :class:`CompilerWarning`).  A module loaded from the kernel cache has the log its
+            compile wrote, kept with the cache entry, and warns the same (a warm load says what a cold one said).
+
+    Backends:
+        CUDA/HIP: a ``CUmodule``/``hipModule_t`` (from PTX, cubin, a code object, or source compiled by
+        NVRTC/hipRTC).  OpenCL: a ``cl_program`` built from source.  Metal: an ``MTLLibrary`` from Metal Shading
+        Language source.  QNN: a context of a context binary (``QnnContext_createFromBinary``), its graphs the
+        kernels.
+    """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Module")
@@ -1304,6 +1441,29 @@ class Module:
         return f"<{type(self).__name__}{_owner(self)}>"
 
     def kernel(self, name: str) -> Kernel:
+        """The kernel (device function, QNN graph) called ``name`` in this module.
+
+        Args:
+            name: the kernel's name: its symbol (an ``extern "C"`` name for C++), or on CUDA/HIP a name
+                expression given to ``load_module(name_expressions=...)`` such as ``"axpy<float>"``; on QNN a
+                graph name (``QnnModule.graph_names``).
+
+        Returns:
+            A new :class:`Kernel` (each call makes one; OpenCL kernels keep their own argument state).
+
+        Raises:
+            TypeError: ``name`` is not a str.
+            Error: ``ErrorKind.INVALID_VALUE`` when the module has no kernel of that name, or the name holds a
+                NUL character or is not valid UTF-8 (every backend alike); ``ErrorKind.INVALID_HANDLE`` when the
+                device was closed (QNN: also when the module was closed); Metal: the kind of the pipeline
+                compiler's ``NSError``; the vendor's status otherwise; ``ErrorKind.UNSUPPORTED`` on a backend
+                without modules.
+
+        Backends:
+            All.  CUDA/HIP: ``cuModuleGetFunction``/``hipModuleGetFunction``.  OpenCL: ``clCreateKernel``.
+            Metal: ``newFunctionWithName:`` and ``newComputePipelineStateWithFunction:error:``.  QNN:
+            ``QnnGraph_retrieve``.
+        """
         raise unsupported(_kind_of(self), "Module.kernel")
 
 
@@ -1338,7 +1498,23 @@ def compiler_log(module: Module, log: str | bytes, backend: str, *, cached: bool
 
 
 class Stream:
-    """An in-order queue of copies and launches."""
+    """An in-order queue of copies, fills and launches on one device, from :meth:`Device.create_stream`.
+
+    Work is enqueued and runs in the order it was enqueued on this stream; :meth:`synchronize` waits for it, an
+    event (:meth:`record_event`) marks a point in it, and another stream can wait for that event
+    (:meth:`wait_event`).  Host buffers given to asynchronous copies are kept alive by the stream until work after
+    them is seen complete; do not change a source (or read a destination) before then.  Not picklable.
+
+    Attributes:
+        device: the :class:`Device` the stream belongs to.
+
+    Backends:
+        CUDA/HIP: a non-blocking driver stream (``CU_STREAM_NON_BLOCKING``); a CUDA stream also has
+        ``__cuda_stream__`` for cuda.core, CuPy and others.  OpenCL: an in-order command queue with profiling
+        enabled.  Metal: an ``MTLCommandQueue``, each operation a committed command buffer.  QNN: graphs execute
+        synchronously (the x86 HTP has no asynchronous execution) and copies are host copies: every operation is
+        complete when it returns.
+    """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Stream")
@@ -1354,20 +1530,113 @@ class Stream:
     # to copy part of either).  A range past either end is INVALID_VALUE before any call.
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
                        src_offset: int = 0) -> None:
+        """Copy bytes of a host buffer into an allocation, in stream order.
+
+        Args:
+            dst: the destination, a live :class:`Allocation` (a slice or pool block included) of this stream's
+                device.
+            src: any C-contiguous buffer-protocol object (numpy array, bytes, bytearray, memoryview); not a numpy
+                scalar or 0-d array, nor an array of Python objects.
+            nbytes: how many bytes to copy; None (default): the host buffer's bytes after ``src_offset``, which
+                must fit in ``dst`` after ``dst_offset``.
+            dst_offset: byte offset in ``dst``, >= 0.
+            src_offset: byte offset in ``src``, >= 0.
+
+        Raises:
+            TypeError: ``nbytes`` or an offset is not an integer; ``dst`` is not an allocation (Metal:
+                ``INVALID_VALUE``).
+            Error: ``ErrorKind.INVALID_VALUE`` when the range is past the end of either side, ``src`` is not a
+                usable host buffer (no buffer protocol, not C-contiguous, a numpy scalar, Python objects), or
+                ``dst`` is another device's allocation (OpenCL, Metal, QNN); ``ErrorKind.INVALID_HANDLE`` when
+                ``dst`` was freed or the device closed; the vendor's status of the copy.
+
+        Backends:
+            All.  CUDA/HIP: ``cuMemcpyHtoDAsync``/``hipMemcpyHtoDAsync``; OpenCL: a non-blocking
+            ``clEnqueueWriteBuffer``; Metal: the bytes are staged into a shared buffer at the call (``src`` may
+            change after it returns), then blitted; QNN: a host copy, done when it returns.
+        """
         raise unsupported(self.device.kind, "Stream.copy_from_host")
 
     def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
                      src_offset: int = 0) -> None:
+        """Copy bytes of an allocation into a host buffer, in stream order.
+
+        The bytes are in ``dst`` once the stream (or an event recorded after the copy) is synchronized.
+
+        Args:
+            dst: a writable, C-contiguous buffer-protocol object (numpy array, bytearray, writable memoryview).
+            src: the source, a live :class:`Allocation` (a slice or pool block included) of this stream's device.
+            nbytes: how many bytes to copy; None (default): the host buffer's bytes after ``dst_offset``, which
+                ``src`` must hold after ``src_offset``.
+            dst_offset: byte offset in ``dst``, >= 0.
+            src_offset: byte offset in ``src``, >= 0.
+
+        Raises:
+            TypeError: ``nbytes`` or an offset is not an integer; ``src`` is not an allocation (Metal:
+                ``INVALID_VALUE``).
+            Error: ``ErrorKind.INVALID_VALUE`` when the range is past the end of either side, ``dst`` is
+                read-only (``bytes``) or not a usable host buffer, or ``src`` is another device's allocation
+                (OpenCL, Metal, QNN); ``ErrorKind.INVALID_HANDLE`` when ``src`` was freed or the device closed;
+                the vendor's status of the copy (Metal: the failure of earlier work, as :meth:`synchronize`).
+
+        Backends:
+            All.  CUDA/HIP: ``cuMemcpyDtoHAsync``/``hipMemcpyDtoHAsync``; OpenCL: a non-blocking
+            ``clEnqueueReadBuffer``; Metal: synchronizes the stream, so the bytes are there when it returns; QNN:
+            a host copy, done when it returns.
+        """
         raise unsupported(self.device.kind, "Stream.copy_to_host")
 
     def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
              src_offset: int = 0) -> None:
+        """Copy bytes from one allocation to another on this device, in stream order.
+
+        Args:
+            dst: the destination, a live :class:`Allocation` (a slice or pool block included) of this device.
+            src: the source, likewise.
+            nbytes: how many bytes to copy; None (default): the source's bytes after ``src_offset``, which must
+                be exactly the destination's after ``dst_offset`` (pass ``nbytes`` to copy part of either).
+            dst_offset: byte offset in ``dst``, >= 0.
+            src_offset: byte offset in ``src``, >= 0.
+
+        Raises:
+            TypeError: ``nbytes`` or an offset is not an integer; ``dst`` or ``src`` is not an allocation (Metal:
+                ``INVALID_VALUE``).
+            Error: ``ErrorKind.INVALID_VALUE`` when a range is past its end, the sizes differ without
+                ``nbytes``, ``nbytes`` < 0, the two ranges overlap in one allocation (itself, its slices, a pool
+                block: as memcpy's, every backend), or an allocation is another device's (OpenCL, Metal, QNN);
+                ``ErrorKind.INVALID_HANDLE`` when either was freed or the device closed; the vendor's status.
+
+        Backends:
+            All.  CUDA/HIP: ``cuMemcpyDtoDAsync``/``hipMemcpyDtoDAsync``; OpenCL: ``clEnqueueCopyBuffer``; Metal:
+            a blit; QNN: a host copy after the work queued before it.
+        """
         raise unsupported(self.device.kind, "Stream.copy")
 
     def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
              width: int = 1) -> None:
-        """Set ``nbytes`` bytes of ``dst`` from ``offset`` (default: to its end) to ``value`` repeated as a
-        ``width``-byte (1, 2 or 4) little-endian pattern, in stream order."""
+        """Set bytes of an allocation to a repeated 1-, 2- or 4-byte pattern, in stream order.
+
+        Args:
+            dst: a live :class:`Allocation` (a slice or pool block included) of this stream's device.
+            value: the pattern, an unsigned integer that fits in ``width`` bytes (written little-endian).
+            nbytes: how many bytes to set, a multiple of ``width``; None (default): to the end of ``dst``.
+            offset: byte offset in ``dst`` where the fill starts, a multiple of ``width``.
+            width: the pattern's size in bytes: 1, 2 or 4.
+
+        Raises:
+            TypeError: ``value``, ``nbytes``, ``offset`` or ``width`` is not an integer; ``dst`` is not an
+                allocation (Metal: ``INVALID_VALUE``).
+            Error: ``ErrorKind.INVALID_VALUE`` when ``width`` is not 1, 2 or 4, ``value`` does not fit in it, the
+                range is past the end of ``dst`` or not a whole number of patterns, or ``dst`` is another device's
+                allocation; ``ErrorKind.INVALID_HANDLE`` when ``dst`` was freed or the device closed;
+                ``ErrorKind.UNSUPPORTED`` on Metal for a 2- or 4-byte pattern whose bytes differ.
+
+        Backends:
+            All.  CUDA/HIP: ``cuMemsetD8/D16/D32Async`` (HIP: ``hipMemsetD8/D16/D32Async``); OpenCL:
+            ``clEnqueueFillBuffer``; Metal: the blit encoder's ``fillBuffer:range:value:``, which fills bytes (a
+            multi-byte pattern of one repeated byte, such as 0, works); QNN: written by the CPU after the work
+            queued before it.
+        """
         raise unsupported(self.device.kind, "Stream.fill")
 
     # strided copies: each side an Allocation (or slice) or a host buffer, checked here (copy_region), the vendor
@@ -1376,21 +1645,68 @@ class Stream:
                 src_pitch: int | None = None, dst_offset: int | Sequence[int] = 0,
                 src_offset: int | Sequence[int] = 0) -> None:
         """Copy ``height`` rows of ``width`` bytes, in stream order: row ``i`` from ``src_offset + i * src_pitch``
-        to ``dst_offset + i * dst_pitch``.  ``dst`` and ``src`` are each an Allocation (or a slice) or a host
-        buffer (numpy array, bytearray, ...: host to device, device to host, device to device; a host destination
-        must be writable).  Pitches default to ``width`` (packed rows); an offset is bytes or an ``(x bytes, y
-        rows)`` origin.  Every row must lie inside its side and a pitch be at least the width, else INVALID_VALUE
-        before any vendor call; a zero width or height copies nothing.  UNSUPPORTED where the vendor has no
-        strided copy (Metal, QNN)."""
+        to ``dst_offset + i * dst_pitch``.
+
+        Host to device, device to host and device to device: each side is an allocation or a host buffer (not
+        both host buffers).  A zero ``width`` or ``height`` copies nothing.
+
+        Args:
+            dst: the destination: a live :class:`Allocation` (or slice) of this device, or a writable
+                C-contiguous host buffer (numpy array, bytearray, ...).
+            src: the source: an allocation (or slice) of this device, or a C-contiguous host buffer.
+            width: bytes per row, >= 0.
+            height: rows, >= 0.
+            dst_pitch: bytes from one destination row to the next, >= ``width``; None (default): ``width``
+                (packed rows).
+            src_pitch: likewise for the source.
+            dst_offset: where the region starts in ``dst``: bytes, or an ``(x bytes, y rows)`` origin.
+            src_offset: likewise for the source.
+
+        Raises:
+            TypeError: a size, pitch or offset is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` when neither side is an allocation, a row of the region lies
+                outside its side, a pitch is less than the width, or a host side is not a usable (writable, for
+                ``dst``) buffer; ``ErrorKind.INVALID_HANDLE`` when an allocation was freed or the device closed;
+                ``ErrorKind.UNSUPPORTED`` where the vendor has no strided copy (Metal, QNN); the vendor's status.
+                Every check is made before any vendor call.
+
+        Backends:
+            CUDA: ``cuMemcpy2DAsync``; HIP: ``hipMemcpyParam2DAsync``; OpenCL: ``clEnqueueCopyBufferRect``
+            (device to device), ``clEnqueueWriteBufferRect``/``clEnqueueReadBufferRect`` (non-blocking).
+            Metal (the blit encoder copies linear ranges) and QNN (tensors are flat client buffers):
+            ``UNSUPPORTED``.
+        """
         self._strided("Stream.copy_2d", dst, src, (width, height), dst_pitch, src_pitch, dst_offset, src_offset, 2)
 
     def copy_3d(self, dst: Any, src: Any, extent: Sequence[int], *,
                 dst_pitch: int | Sequence[int] | None = None, src_pitch: int | Sequence[int] | None = None,
                 dst_offset: int | Sequence[int] = 0, src_offset: int | Sequence[int] = 0) -> None:
-        """Copy a box of ``extent = (width bytes, height rows, depth slices)``, in stream order; sides as for
-        :meth:`copy_2d`.  A pitch is ``(row pitch, slice pitch)`` in bytes, or a row pitch (slices of ``height``
-        rows), or None (packed); the slice pitch must be a multiple of the row pitch.  An offset is bytes or an
-        ``(x bytes, y rows, z slices)`` origin."""
+        """Copy a box of ``extent = (width bytes, height rows, depth slices)``, in stream order; the sides as for
+        :meth:`copy_2d`.  A zero extent copies nothing.
+
+        Args:
+            dst: the destination: a live :class:`Allocation` (or slice) of this device, or a writable
+                C-contiguous host buffer.
+            src: the source: an allocation (or slice) of this device, or a C-contiguous host buffer.
+            extent: ``(width bytes, height rows, depth slices)``.
+            dst_pitch: ``(row pitch, slice pitch)`` in bytes, or a row pitch (slices of ``height`` rows), or None
+                (default: packed); the slice pitch must be a multiple of the row pitch.
+            src_pitch: likewise for the source.
+            dst_offset: where the box starts in ``dst``: bytes, or an ``(x bytes, y rows, z slices)`` origin.
+            src_offset: likewise for the source.
+
+        Raises:
+            TypeError: a size, pitch or offset is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` when neither side is an allocation, ``extent`` is not three
+                sizes, a row of the box lies outside its side, a pitch is too small or a slice pitch not a
+                multiple of the row pitch, or a host side is not a usable buffer; ``ErrorKind.INVALID_HANDLE``
+                when an allocation was freed or the device closed; ``ErrorKind.UNSUPPORTED`` on Metal and QNN;
+                the vendor's status.  Every check is made before any vendor call.
+
+        Backends:
+            CUDA: ``cuMemcpy3DAsync``; HIP: ``hipDrvMemcpy3DAsync``; OpenCL: the ``clEnqueue*BufferRect`` calls.
+            Metal and QNN: ``UNSUPPORTED``.
+        """
         self._strided("Stream.copy_3d", dst, src, extent, dst_pitch, src_pitch, dst_offset, src_offset, 3)
 
     def _strided(self, function: str, dst: Any, src: Any, extent: Any, dst_pitch: Any, src_pitch: Any,
@@ -1422,11 +1738,28 @@ class Stream:
         raise unsupported(self.device.kind, function)
 
     def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
-        """Migrate ``nbytes`` of a UNIFIED allocation from ``offset`` (default: to its end) to ``to``, in stream
-        order: None (this stream's device), a Device of this backend, or ``"host"``.  A hint: the memory stays
-        usable from both sides.  Other memory kinds: INVALID_VALUE (device and pinned memory do not move).
-        CUDA: ``cuMemPrefetchAsync``; HIP: ``hipMemPrefetchAsync``; OpenCL: ``clEnqueueSVMMigrateMem`` (OpenCL
-        2.1 devices, to the queue's device or the host); elsewhere UNSUPPORTED."""
+        """Migrate part of a ``MemoryKind.UNIFIED`` allocation to a device or the host, in stream order.
+
+        A hint: the memory stays usable from both sides, and its contents do not change.
+
+        Args:
+            alloc: a live UNIFIED :class:`Allocation` (managed, shared virtual memory) of this backend.
+            to: None (default: this stream's device), a :class:`Device` of this backend, or ``"host"``.
+            nbytes: how many bytes to migrate; None (default): to the end of ``alloc``.
+            offset: byte offset in ``alloc`` where the range starts.
+
+        Raises:
+            TypeError: ``alloc`` is not an allocation, or ``nbytes``/``offset`` not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` when ``alloc`` is not UNIFIED memory (device and pinned memory do
+                not move), ``to`` is none of the above (OpenCL: a device other than the queue's), or the range is
+                past its end; ``ErrorKind.INVALID_HANDLE`` when ``alloc`` was freed or the device closed;
+                ``ErrorKind.UNSUPPORTED`` where the backend (or an OpenCL device before 2.1) cannot migrate.
+
+        Backends:
+            CUDA: ``cuMemPrefetchAsync`` (a ``CUmemLocation``); HIP: ``hipMemPrefetchAsync``; OpenCL:
+            ``clEnqueueSVMMigrateMem`` (OpenCL 2.1 devices, to the queue's device or the host).  Metal and QNN:
+            ``UNSUPPORTED``.
+        """
         raise unsupported(self.device.kind, "Stream.prefetch")
 
     def _prefetch_span(self, alloc: Allocation, nbytes: Any, offset: Any) -> tuple[int, int]:
