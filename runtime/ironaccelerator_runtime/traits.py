@@ -357,29 +357,46 @@ def _dims(v: SupportsIndex | Sequence[SupportsIndex], what: str) -> tuple[int, i
 
 @dataclass(frozen=True, slots=True)
 class LaunchDims:
-    """Grid (in blocks) and block (in threads) sizes, each 3-D (an int means ``(n, 1, 1)``).
+    """The size of a launch: a grid of blocks, each a block of threads, each 3-D (an int means ``(n, 1, 1)``),
+    plus dynamic shared memory and launch options.  Immutable, hashable and picklable; checked when made.
+
+    ex) ``LaunchDims(grid=(n + 255) // 256, block=256)``
 
     CUDA/HIP: ``grid`` and ``block`` are the launch's grid and block dimensions.  OpenCL: every launch is 3-D
     (``get_work_dim()`` is 3) with, per dimension, global size = grid x block and local size = block, always
     passed explicitly (the runtime never picks the local size), so ``get_num_groups`` = grid and the global
     size is a multiple of the local size by construction.  For a work size ``n`` that is not a multiple of
     a chosen block, launch ``grid = ceil(n / block)`` and test ``i < n`` in the kernel, or pass ``block=1``
-    and ``grid=n`` (work-groups of one item).
+    and ``grid=n`` (work-groups of one item).  Metal: ``dispatchThreadgroups`` of ``grid`` threadgroups of
+    ``block`` threads.  QNN: graphs have no geometry: only ``LaunchDims()``.
 
-    ``shared_mem``: bytes of dynamic shared memory per block, CUDA/HIP's ``sharedMemBytes`` (the kernel's ``extern
-    __shared__`` array).  Every other backend refuses a nonzero ``shared_mem`` with ``UNSUPPORTED``, never ignoring
-    it: OpenCL sizes each ``__local`` parameter with a ``LocalMemory(nbytes)`` argument instead; Metal and QNN have
-    no dynamic local memory here (``ironaccelerator_runtime.kernel_args``).
+    Args:
+        grid: blocks per dimension: an int or 1-3 ints (missing dimensions are 1).
+        block: threads per block per dimension, likewise.
+        shared_mem: bytes of dynamic shared memory per block, CUDA/HIP's ``sharedMemBytes`` (the kernel's
+            ``extern __shared__`` array).  Every other backend refuses a nonzero ``shared_mem`` with
+            ``UNSUPPORTED``, never ignoring it: OpenCL sizes each ``__local`` parameter with a
+            ``LocalMemory(nbytes)`` argument instead; Metal and QNN have no dynamic local memory here
+            (``ironaccelerator_runtime.kernel_args``).
+        cooperative: keyword-only; launch a cooperative grid (``CU_LAUNCH_ATTRIBUTE_COOPERATIVE``:
+            ``cooperative_groups::this_grid().sync()`` works; every block must be resident at once, so the grid
+            is at most ``Kernel.max_active_blocks(threads) x compute units`` blocks, else ``INVALID_VALUE`` at
+            launch; ``CapabilityFlags.COOPERATIVE_LAUNCH``).
+        cluster: keyword-only; 1-3 ints grouping blocks into thread-block clusters of that shape
+            (``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``, compute capability 9.0+,
+            ``CapabilityFlags.THREAD_BLOCK_CLUSTERS``); the grid must be a multiple of it in every dimension.
 
-    Launch options (keyword-only; CUDA only, ``UNSUPPORTED`` on every other backend, and where the device's
-    ``Capability`` lacks the flag): ``cooperative=True`` launches a cooperative grid (``CU_LAUNCH_ATTRIBUTE_
-    COOPERATIVE``: ``cooperative_groups::this_grid().sync()`` works; every block must be resident at once, so the
-    grid is at most ``Kernel.max_active_blocks(threads) x compute units`` blocks, else ``INVALID_VALUE``;
-    ``CapabilityFlags.COOPERATIVE_LAUNCH``); ``cluster=`` 1-3 ints groups blocks into thread-block clusters of
-    that shape (``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``, compute capability 9.0+,
-    ``CapabilityFlags.THREAD_BLOCK_CLUSTERS``); the grid must be a multiple of it in every dimension
-    (``INVALID_VALUE`` here otherwise).  Dims without options launch as before (``cuLaunchKernel``, the compiled
-    fast path); dims with options take ``cuLaunchKernelEx``.
+    Raises:
+        Error: ``ErrorKind.INVALID_VALUE`` when ``grid``, ``block`` or ``cluster`` is not an int or 1-3 ints
+            (floats, strings, bools, None), ``shared_mem`` is not an int, ``cooperative`` is not a bool, or
+            ``cluster`` has a size < 1 or does not divide the grid.  Sizes against the device's limits are
+            checked at launch (:meth:`validate`).
+
+    Backends:
+        All take grid and block (QNN: only ``LaunchDims()``).  ``shared_mem``: CUDA/HIP only.  Launch options
+        (``cooperative``, ``cluster``): CUDA only, where the device's :class:`Capability` has the flag
+        (``cuLaunchKernelEx``; dims without options take ``cuLaunchKernel``, the compiled fast path);
+        ``UNSUPPORTED`` at launch on every other backend.
     """
 
     grid: tuple[int, int, int] = (1, 1, 1)
@@ -422,7 +439,22 @@ class LaunchDims:
         return self.cooperative or self.cluster is not None
 
     def options_error(self, backend: BackendKind | str | None, function: str = "Stream.launch") -> Error:
-        """The ``UNSUPPORTED`` Error of a backend without launch options (ex. OpenCL), naming the options set."""
+        """The Error a backend without launch options raises (or returns) for these dims: used by backends.
+
+        Args:
+            backend: the backend refusing, a :class:`BackendKind` or its name (None: unknown).
+            function: the operation named in the Error (default ``"Stream.launch"``).
+
+        Returns:
+            An ``ErrorKind.UNSUPPORTED`` :class:`Error` naming the options set (cooperative launch,
+            thread-block clusters); it is returned, not raised.
+
+        Raises:
+            Error: never (it builds the Error only).
+
+        Backends:
+            OpenCL, Metal and QNN use it; CUDA honours the options.
+        """
         name = backend.name if isinstance(backend, BackendKind) else backend
         what = " and ".join(w for w, on in (("cooperative launch", self.cooperative),
                                             ("thread-block clusters", self.cluster is not None)) if on)
@@ -431,12 +463,27 @@ class LaunchDims:
 
     @property
     def threads(self) -> int:
+        """The launch's total number of threads (work-items): the product of every grid and block dimension."""
         g, b = self.grid, self.block
         return g[0] * g[1] * g[2] * b[0] * b[1] * b[2]
 
     def validate(self, limits: DeviceLimits, backend: BackendKind | None = None, function: str = "Stream.launch") -> None:
-        """Raise ``INVALID_VALUE`` if these dimensions exceed the device's limits (``function`` names the
-        operation in the Error)."""
+        """Check these dimensions against a device's limits (the checked :meth:`Stream.launch` calls it).
+
+        Args:
+            limits: the device's :class:`DeviceLimits` (``device.descriptor.limits``).
+            backend: the backend named in the Error (None: none).
+            function: the operation named in the Error (default ``"Stream.launch"``).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` listing every problem: a dimension < 1; more threads in all than
+                ``max_work_items``; a global size (grid x block) past ``size_t`` or ``max_global``; a block or
+                grid dimension past ``max_block``/``max_grid``; more threads per block than
+                ``max_threads_per_block``; ``shared_mem`` < 0 or past ``max_shared_mem``.
+
+        Backends:
+            All (the limits are each device's).
+        """
         problems = []
         if min(self.grid + self.block) < 1:
             problems.append(f"dimensions must be >= 1 (grid={self.grid}, block={self.block})")
@@ -466,11 +513,25 @@ class LaunchDims:
 
 @dataclass(frozen=True, slots=True)
 class Scalar:
-    """A kernel argument value tagged with its DType.  ex) ``Scalar(2.5, DType.F32)``
+    """A kernel argument value tagged with its :class:`DType`, for a by-value kernel parameter.
 
-    Checked when made: ``dtype`` must be a :class:`DType` (``TypeError``), and ``value`` must be a number
-    the type can hold (``INVALID_VALUE``: an int in range for integer types, a real number for floating
-    types, finite where the type has no infinity), so packing it into a launch cannot fail later.
+    ex) ``Scalar(2.5, DType.F32)``
+
+    Checked when made, so packing it into a launch cannot fail later.  Immutable, hashable and picklable.
+
+    Args:
+        value: a number the type can hold: an int in range for integer types, a real number for floating
+            types (finite where the type has no infinity), a bool (or 0/1) for BOOL, a number for complex types.
+        dtype: the parameter's :class:`DType`.
+
+    Raises:
+        TypeError: ``dtype`` is not a :class:`DType`.
+        Error: ``ErrorKind.INVALID_VALUE`` when ``value`` is not a number of that type or is out of its range
+            (an int past the integer type, a float that overflows F16/BF16/F32).
+
+    Backends:
+        All, for value parameters.  At launch it must match a parameter whose type the backend knows (OpenCL,
+        Metal) in kind and size, else ``INVALID_VALUE``; CUDA/HIP check its size (``kernel_args``).
     """
 
     value: int | float | complex | bool
@@ -521,13 +582,30 @@ def _check_scalar(value: Any, dtype: Any) -> None:
 
 
 class KernelLaunch(tuple):  # type: ignore[type-arg]
-    """One kernel launch: what, how big, with which arguments (Allocations, numpy scalars, Scalars, bytes, Python
-    numbers where the backend knows the parameter's type, ``LocalMemory``): what each parameter takes, and what every
-    backend refuses, is the kernel-argument policy of ``ironaccelerator_runtime.kernel_args``.
+    """One kernel launch: what, how big, with which arguments; pass it to :meth:`Stream.launch`.
+
+    ex) ``KernelLaunch(kernel, LaunchDims(grid, 256), (a, b, c, np.uint32(n)))``
+
+    What each parameter takes (Allocations, numpy scalars, :class:`Scalar`, bytes, Python numbers where the
+    backend knows the parameter's type, :class:`LocalMemory`), and what every backend refuses, is the
+    kernel-argument policy of ``ironaccelerator_runtime.kernel_args``; it is checked at launch, not here.
 
     An immutable record, built once per launch, so the cheapest one Python has: a tuple ``(kernel, dims,
     args)`` with named fields (a frozen dataclass costs ~2.5x as much to build).  Like a named tuple, it
-    compares equal to a plain tuple of the same fields.
+    compares equal to a plain tuple of the same fields.  Launching the same KernelLaunch object again is the
+    fast path.
+
+    Args:
+        kernel: the :class:`Kernel` to launch.
+        dims: its :class:`LaunchDims`.
+        args: one argument per kernel parameter, in order (any sequence; kept as a tuple).
+
+    Raises:
+        TypeError: ``args`` is not iterable.  Nothing else is checked here: a wrong kernel, dims or argument is
+            refused by :meth:`Stream.launch` (``launch_unchecked`` returns it).
+
+    Backends:
+        All.
     """
 
     __slots__ = ()
@@ -1425,8 +1503,8 @@ class Module:
             compile wrote, kept with the cache entry, and warns the same (a warm load says what a cold one said).
 
     Backends:
-        CUDA/HIP: a ``CUmodule``/``hipModule_t`` (from PTX, cubin, a code object, or source compiled by
-        NVRTC/hipRTC).  OpenCL: a ``cl_program`` built from source.  Metal: an ``MTLLibrary`` from Metal Shading
+        CUDA/HIP: a ``CUmodule``/``hipModule_t`` (CUDA: from PTX, a cubin or CUDA C source compiled by NVRTC;
+        HIP: from a code object, hipRTC is not bound).  OpenCL: a ``cl_program`` built from source.  Metal: an ``MTLLibrary`` from Metal Shading
         Language source.  QNN: a context of a context binary (``QnnContext_createFromBinary``), its graphs the
         kernels.
     """
@@ -1784,15 +1862,104 @@ class Stream:
                     f"'host', not {to!r}", backend=self.device.kind.name, function="Stream.prefetch")
 
     def launch(self, launch: KernelLaunch) -> None:
+        """Enqueue one kernel launch, checked, in stream order.
+
+        The launch is asynchronous: its failure at run time is reported by :meth:`synchronize` (or an event's).
+        What each kernel parameter takes is the kernel-argument policy (``ironaccelerator_runtime.kernel_args``),
+        the same on every backend.  Repeating the same :class:`KernelLaunch` object is the fast path (its checks
+        and packing are cached).
+
+        Args:
+            launch: a :class:`KernelLaunch` ``(kernel, dims, args)``: a :class:`Kernel` of this stream's device,
+                :class:`LaunchDims`, and one argument per kernel parameter (an :class:`Allocation` for a buffer,
+                a numpy scalar, :class:`Scalar`, bytes or a Python number for a value, :class:`LocalMemory` for
+                an OpenCL ``__local`` parameter).
+
+        Raises:
+            TypeError: ``launch`` is not a :class:`KernelLaunch`.
+            Error: ``ErrorKind.INVALID_VALUE`` when the kernel is not one of this backend and device, the
+                dimensions exceed the device's :class:`DeviceLimits` (:meth:`LaunchDims.validate`), the argument
+                count is wrong, or an argument is refused by the argument policy (naming its index and the
+                kernel); ``ErrorKind.INVALID_HANDLE`` when an argument's allocation was freed or the device
+                closed; ``ErrorKind.UNSUPPORTED`` for a request the backend cannot honour (``cooperative`` or
+                ``cluster`` off CUDA, ``shared_mem`` off CUDA/HIP, :class:`LocalMemory` off OpenCL); the
+                vendor's status of the launch call (e.g. ``LAUNCH_FAILED``).
+
+        Backends:
+            All.  CUDA/HIP: ``cuLaunchKernel``/``hipModuleLaunchKernel`` (``cuLaunchKernelEx`` with launch
+            options), arguments packed in C on the compiled fast path.  OpenCL: ``clEnqueueNDRangeKernel`` with a
+            3-D global size of grid x block and local size of block.  Metal: a compute command encoder
+            (``dispatchThreadgroups:threadsPerThreadgroup:``) in a committed command buffer.  QNN:
+            ``QnnGraph_execute`` of the graph, ``dims`` must be ``LaunchDims()`` and the arguments are the
+            graph's input then output tensors, each buffer's size (and a typed argument's element type) checked
+            against its tensor; it runs synchronously.
+        """
         raise unsupported(self.device.kind, "Stream.launch")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        """Enqueue one kernel launch without validating its dimensions against the device's limits, returning
+        the Error instead of raising it (the ``_unchecked`` contract: docs/UNCHECKED.md).
+
+        Still refused, as returned Errors: a closed device, a kernel of another backend or device, a wrong
+        argument count, every argument the kernel-argument policy refuses, dimensions the runtime cannot take,
+        and requests the backend cannot honour.
+
+        Args:
+            launch: a :class:`KernelLaunch`, as for :meth:`launch`.
+
+        Returns:
+            None on success, else the :class:`Error` (the same ``ErrorKind`` :meth:`launch` raises for the same
+            mistake; the driver's own status for a limit it enforces).
+
+        Raises:
+            TypeError: ``launch`` is not a :class:`KernelLaunch` (the call's own parameter of the wrong type).
+                Never raises an Error for a bad value; see docs/UNCHECKED.md.
+
+        Backends:
+            All.  OpenCL: more work-items than ``DeviceLimits.max_work_items`` is still ``INVALID_VALUE`` (past
+            it PoCL aborts).  Metal: a grid past ``max_grid`` or ``max_work_items`` is still ``INVALID_VALUE``.
+            CUDA/HIP: a grid, block or ``shared_mem`` past the launch function's ``unsigned int`` is
+            ``INVALID_VALUE``.  QNN: any dims but ``LaunchDims()`` is still refused; the tensor-size checks of a
+            re-bind are skipped.
+        """
         raise unsupported(self.device.kind, "Stream.launch_unchecked")
 
     def record_event(self) -> Event:
+        """Record an :class:`Event` after the work enqueued so far.
+
+        Returns:
+            The new event; it completes when that work has.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when the device was closed; the vendor's status of the record;
+                QNN: the failure of the work before it (the stream is synchronized first).
+
+        Backends:
+            All.  CUDA/HIP: ``cuEventCreate`` + ``cuEventRecord`` (HIP's likewise); OpenCL:
+            ``clEnqueueMarkerWithWaitList``; Metal: a command buffer that signals the stream's
+            ``MTLSharedEvent``; QNN: synchronizes the stream, then reads the **host clock**.
+        """
         raise unsupported(self.device.kind, "Stream.record_event")
 
     def wait_event(self, event: Event) -> None:
+        """Make the work enqueued on this stream from now on wait until ``event`` is complete (without blocking
+        the host): the way to order two streams.
+
+        Args:
+            event: an :class:`Event` of this backend, recorded on any of its streams.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` when ``event`` is not an event of this backend (Metal: of this
+                device); ``ErrorKind.INVALID_HANDLE`` when the device (CUDA/HIP: either device) was closed; the
+                vendor's status (OpenCL: an event of another device's context is the driver's
+                ``CL_INVALID_CONTEXT``, ``INVALID_HANDLE``).
+
+        Backends:
+            All.  CUDA/HIP: ``cuStreamWaitEvent``/``hipStreamWaitEvent``; OpenCL:
+            ``clEnqueueBarrierWithWaitList``; Metal: a command buffer that waits for the event's
+            ``MTLSharedEvent`` value (nothing when it is this stream's own event); QNN: nothing to wait for
+            (an event is recorded after its work completed).
+        """
         raise unsupported(self.device.kind, "Stream.wait_event")
 
     def _pool_fence(self) -> Event | None:
@@ -1803,21 +1970,60 @@ class Stream:
         return None if self.query() else self.record_event()
 
     def synchronize(self) -> None:
+        """Block until all the work enqueued on this stream so far is complete, and report its failures.
+
+        Raises:
+            Error: the failure of asynchronous work on the stream: the vendor's status (CUDA/HIP
+                ``cuStreamSynchronize``, OpenCL ``clFinish``), Metal ``LAUNCH_FAILED`` naming the failed command
+                buffers, or the failure of the work queued before a host callback (:meth:`add_callback`), with
+                its kind; ``ErrorKind.INVALID_HANDLE`` when the device was closed (CUDA/HIP and Metal; OpenCL and
+                QNN return at once: closing the device waited for its work).
+
+        Backends:
+            All.  QNN: waits for nothing (graphs execute synchronously) but still reports the failures above.
+        """
         raise unsupported(self.device.kind, "Stream.synchronize")
 
     def query(self) -> bool:
+        """Whether all the work enqueued on this stream so far is complete, without waiting.
+
+        Returns:
+            True when complete, False while work is pending (never ``NOT_READY``).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when the device was closed; the vendor's failure status of the
+                query (CUDA/HIP: other than "not ready").
+
+        Backends:
+            All.  CUDA/HIP: ``cuStreamQuery``/``hipStreamQuery``; OpenCL: a marker's status (it enqueues a
+            marker); Metal: whether the committed command buffers completed; QNN: True unless an asynchronous
+            execution is pending (never, on the x86 HTP).
+        """
         raise unsupported(self.device.kind, "Stream.query")
 
     # host callbacks: an event recorded now, waited for by the stream's callback thread, then fn() called there
     def add_callback(self, fn: Callable[[], object]) -> None:
         """Call ``fn()`` once the work queued on this stream before it is over, on the stream's callback thread
-        (``ironaccelerator-callbacks``), in the order added.  An exception ``fn`` raises is reported through
-        :mod:`logging` (``ironaccelerator.callbacks``, ERROR, with its traceback) and kept, never lost, in
-        ``callback_errors`` (``(fn, exception)``, in order).  If that work failed, ``fn`` is still called once it
-        is over; the failure is the stream's, not ``fn``'s: logged, never filed under ``fn``, and raised by the
-        stream's ``synchronize()``.  Unlike ``cuLaunchHostFunc`` the stream does not wait for ``fn``: later work
-        may already run while it does.  ``drain_callbacks()`` waits until every callback added so far has
-        returned."""
+        (``ironaccelerator-callbacks``), in the order added.
+
+        An exception ``fn`` raises is reported through :mod:`logging` (``ironaccelerator.callbacks``, ERROR, with
+        its traceback) and kept, never lost, in :attr:`callback_errors`.  If that work failed, ``fn`` is still
+        called once it is over; the failure is the stream's, not ``fn``'s: logged, never filed under ``fn``, and
+        raised by the stream's :meth:`synchronize`.  Unlike ``cuLaunchHostFunc`` the stream does not wait for
+        ``fn``: later work may already run while it does.  :meth:`drain_callbacks` waits until every callback
+        added so far has returned.
+
+        Args:
+            fn: a callable taking no arguments; its return value is ignored.
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+            Error: what :meth:`record_event` raises (an event is recorded now; ``ErrorKind.INVALID_HANDLE`` when
+                the device was closed).
+
+        Backends:
+            All (a thread of this runtime waits for the event, on every backend).
+        """
         if not callable(fn):
             raise TypeError(f"Stream.add_callback: fn must be callable, not {type(fn).__name__}")
         event = self.record_event()
@@ -1830,13 +2036,27 @@ class Stream:
 
     @property
     def callback_errors(self) -> list[tuple[Callable[[], object], BaseException]]:
+        """The exceptions host callbacks (:meth:`add_callback`) raised, as ``(fn, exception)`` pairs in order
+        (a copy; every backend)."""
         state: _Callbacks | None = self.__dict__.get("_callback_state")
         return list(state.errors) if state is not None else []
 
     def drain_callbacks(self, timeout: float | None = None) -> bool:
-        """Wait until every callback added so far has returned (True), or ``timeout`` seconds (False).  Called
-        from one of this stream's callbacks it would wait for itself: RuntimeError (as ``Thread.join()`` of the
-        current thread)."""
+        """Wait until every host callback added so far (:meth:`add_callback`) has returned.
+
+        Args:
+            timeout: the most seconds to wait; None (default): no limit.
+
+        Returns:
+            True when every callback has returned, False when ``timeout`` passed first.
+
+        Raises:
+            RuntimeError: called from one of this stream's own callbacks, where it would wait for itself (as
+                ``Thread.join()`` of the current thread).  Raises no Error.
+
+        Backends:
+            All.
+        """
         state: _Callbacks | None = self.__dict__.get("_callback_state")
         return True if state is None else state.drain(timeout)
 
@@ -1856,13 +2076,36 @@ class Stream:
                         backend=self.device.kind.name, function=what) from first
 
     async def wait(self) -> None:
-        """``await stream.wait()``: the work queued so far is complete, without blocking the event loop."""
+        """``await stream.wait()``: the work queued so far is complete, without blocking the event loop (an event
+        is recorded and awaited in the loop's default executor).
+
+        Raises:
+            Error: what :meth:`record_event` and :meth:`Event.synchronize` raise (the work's failure).
+
+        Backends:
+            All.
+        """
         await self.record_event()
 
     def capture(self) -> Any:
-        """``with stream.capture() as graph: ...``: the launches and copies enqueued on this stream inside the
-        block are recorded into ``graph`` (not run); after it, ``graph.launch(stream)`` replays them (CUDA/HIP
-        stream capture; UNSUPPORTED elsewhere)."""
+        """Record the launches and copies enqueued on this stream into a :class:`Graph` instead of running them.
+
+        ``with stream.capture() as graph: ...``: inside the block the work is recorded (not run); after it,
+        ``graph.launch(stream)`` replays it.  An exception inside the block ends the capture and discards what
+        was recorded.
+
+        Returns:
+            A context manager whose ``__enter__`` returns the :class:`Graph` (usable once the block has ended).
+
+        Raises:
+            Error: ``ErrorKind.UNSUPPORTED`` off CUDA/HIP; ``ErrorKind.INVALID_HANDLE`` when the device was
+                closed; the driver's status of capture begin/end and instantiation (e.g. an operation that
+                cannot be captured).
+
+        Backends:
+            CUDA/HIP (``cuStreamBeginCapture`` in thread-local mode, ``cuStreamEndCapture``,
+            ``cuGraphInstantiate``; HIP's likewise).  OpenCL, Metal, QNN: ``UNSUPPORTED``.
+        """
         raise unsupported(self.device.kind, "Stream.capture")
 
 
