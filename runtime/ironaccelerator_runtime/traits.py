@@ -27,7 +27,19 @@ from .errors import CompilerWarning, Error
 T = TypeVar("T")
 A = TypeVar("A", bound="Allocation")
 Result = Union[T, Error]
-"""``Result[T]``: what an ``_unchecked`` operation returns: the value, or the Error it did not raise."""
+Result.__doc__ = """``Result[T]`` (``T | Error``): what an ``_unchecked`` operation returns: the value, or the
+:class:`Error` it did not raise.
+
+ex) ``r = device.alloc_unchecked(n)`` then ``if isinstance(r, Error): ...``
+
+An ``_unchecked`` call never raises for a bad value: the Error it returns has the ``ErrorKind`` the checked twin
+raises for the same mistake (docs/UNCHECKED.md).  Test it with ``isinstance(r, Error)``; a launch's success is
+None.
+
+Backends:
+    All (``Device.alloc_unchecked``, ``Allocation.free_unchecked``, ``Stream.launch_unchecked``,
+    ``MemoryPool.alloc_unchecked``).
+"""
 
 
 def unsupported(backend: BackendKind | None, what: str, function: str | None = None) -> Error:
@@ -2006,7 +2018,7 @@ class Stream:
         """Call ``fn()`` once the work queued on this stream before it is over, on the stream's callback thread
         (``ironaccelerator-callbacks``), in the order added.
 
-        An exception ``fn`` raises is reported through :mod:`logging` (``ironaccelerator.callbacks``, ERROR, with
+        An exception ``fn`` raises is reported through ``logging`` (``ironaccelerator.callbacks``, ERROR, with
         its traceback) and kept, never lost, in :attr:`callback_errors`.  If that work failed, ``fn`` is still
         called once it is over; the failure is the stream's, not ``fn``'s: logged, never filed under ``fn``, and
         raised by the stream's :meth:`synchronize`.  Unlike ``cuLaunchHostFunc`` the stream does not wait for
