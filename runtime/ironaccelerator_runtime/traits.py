@@ -1929,7 +1929,8 @@ class Stream:
 
         Backends:
             All.  OpenCL: more work-items than ``DeviceLimits.max_work_items`` is still ``INVALID_VALUE`` (past
-            it PoCL aborts).  Metal: a grid past ``max_grid`` or ``max_work_items`` is still ``INVALID_VALUE``.
+            it PoCL aborts).  Metal: a grid past ``max_grid`` or ``max_work_items``, or a threadgroup of more threads
+            than the pipeline's ``maxTotalThreadsPerThreadgroup``, is still ``INVALID_VALUE``.
             CUDA/HIP: a grid, block or ``shared_mem`` past the launch function's ``unsigned int`` is
             ``INVALID_VALUE``.  QNN: any dims but ``LaunchDims()`` is still refused; the tensor-size checks of a
             re-bind are skipped.
