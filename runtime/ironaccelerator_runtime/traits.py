@@ -625,9 +625,10 @@ class KernelLaunch(tuple):  # type: ignore[type-arg]
     def __new__(cls, kernel: Kernel, dims: LaunchDims, args: Sequence[Any] = ()) -> KernelLaunch:
         return _new_tuple(cls, (kernel, dims, args if type(args) is tuple else tuple(args)))
 
-    kernel: Kernel = property(itemgetter(0), doc="the Kernel")  # type: ignore[assignment]
-    dims: LaunchDims = property(itemgetter(1), doc="its LaunchDims")  # type: ignore[assignment]
-    args: tuple[Any, ...] = property(itemgetter(2), doc="its arguments, a tuple")  # type: ignore[assignment]
+    kernel: Kernel = property(itemgetter(0), doc="The :class:`Kernel` to launch.")  # type: ignore[assignment]
+    dims: LaunchDims = property(itemgetter(1), doc="Its :class:`LaunchDims`.")  # type: ignore[assignment]
+    args: tuple[Any, ...] = property(itemgetter(2),  # type: ignore[assignment]
+                                     doc="Its arguments, a tuple (one per kernel parameter).")
 
     def __getnewargs__(self) -> tuple[Any, ...]:
         return tuple(self)

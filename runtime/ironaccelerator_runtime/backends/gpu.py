@@ -1663,9 +1663,9 @@ class GpuModule(Module):
     names the class of its kernels, ``kernel_class``.
 
     Attributes:
-        lowered_names: CUDA/HIP only: each name expression given to ``load_module(name_expressions=...)``
-            (ex. ``"axpy<float>"``) -> its lowered (mangled) symbol, which :meth:`kernel` looks up; empty for a
-            module loaded from a code object.
+        lowered_names: each name expression given to ``load_module(name_expressions=...)`` (ex.
+            ``"axpy<float>"``) -> its lowered (mangled) symbol, which :meth:`kernel` looks up; empty for a module
+            loaded from a code object (always, on HIP: hipRTC is not bound, so it loads code objects only).
     """
 
     kernel_class: ClassVar[type[GpuKernel]]
