@@ -475,7 +475,7 @@ class LaunchDims:
 
     @property
     def threads(self) -> int:
-        """The launch's total number of threads (work-items): the product of every grid and block dimension."""
+        """The launch's total number of threads (work-items), the product of every grid and block dimension."""
         g, b = self.grid, self.block
         return g[0] * g[1] * g[2] * b[0] * b[1] * b[2]
 
