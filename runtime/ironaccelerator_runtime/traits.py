@@ -1457,8 +1457,9 @@ class Kernel:
 
     Attributes:
         name: the name it was looked up by.
-        num_args: how many arguments a launch must pass, or None where the vendor cannot say (CUDA/HIP drivers
-            without ``cuFuncGetParamInfo``).
+        num_args: how many arguments a launch must pass, or None where the backend cannot say (then the count
+            is not checked): CUDA with a driver before 12.4 (no ``cuFuncGetParamInfo``), HIP always (no
+            parameter introspection), Metal when the kernel's signature could not be read from its source.
 
     Backends:
         CUDA/HIP: a ``CUfunction``/``hipFunction_t``.  OpenCL: a ``cl_kernel`` (one per Kernel object, its
@@ -1892,8 +1893,8 @@ class Stream:
             TypeError: ``launch`` is not a :class:`KernelLaunch`.
             Error: ``ErrorKind.INVALID_VALUE`` when the kernel is not one of this backend and device, the
                 dimensions exceed the device's :class:`DeviceLimits` (:meth:`LaunchDims.validate`), the argument
-                count is wrong, or an argument is refused by the argument policy (naming its index and the
-                kernel); ``ErrorKind.INVALID_HANDLE`` when an argument's allocation was freed or the device
+                count is not the kernel's (``Kernel.num_args``, where known), or an argument is refused by
+                the argument policy (naming its index and the kernel); ``ErrorKind.INVALID_HANDLE`` when an argument's allocation was freed or the device
                 closed; ``ErrorKind.UNSUPPORTED`` for a request the backend cannot honour (``cooperative`` or
                 ``cluster`` off CUDA, ``shared_mem`` off CUDA/HIP, :class:`LocalMemory` off OpenCL); the
                 vendor's status of the launch call (e.g. ``LAUNCH_FAILED``).
