@@ -1405,7 +1405,7 @@ class Graph:
     it (also on drop, and at the end of a ``with graph:`` block).  Not picklable.
 
     Backends:
-        CUDA/HIP only (stream capture, ``cuGraphInstantiate``/``hipGraphInstantiate``); every other backend's
+        CUDA/HIP only (stream capture, ``cuGraphInstantiate``/``hipGraphInstantiateWithFlags``); every other backend's
         :meth:`Stream.capture` is ``UNSUPPORTED``, so no Graph exists there.
     """
 
