@@ -30,7 +30,8 @@ from .errors import Error
 
 __all__ = ["available", "range", "mark", "push", "pop", "DOMAIN"]
 
-DOMAIN = "ironaccelerator"  # the domain of IRONACCEL_TRACE=nvtx's ranges
+#: The NVTX domain of ``IRONACCEL_TRACE=nvtx``'s ranges (one per raw driver call), a row of its own in the profiler.
+DOMAIN = "ironaccelerator"
 F = TypeVar("F", bound=Callable[..., Any])
 
 _lock = threading.Lock()
