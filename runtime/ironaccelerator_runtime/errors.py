@@ -9,9 +9,32 @@ from ironaccelerator._core import ErrorKind
 
 
 class Error(Exception):
-    """A failed vendor call: ``.kind`` (ErrorKind), ``.code`` (the vendor's int or None),
-    ``.function`` (the C function's public name, or the operation's: ``Stream.launch``) and ``.backend`` (e.g.
-    ``'CUDA'``)."""
+    """The one exception of the substrate: a failed operation or vendor call, and what kind of failure it is.
+
+    ex) ``except ironaccelerator.Error as e: if e.kind is ErrorKind.OUT_OF_MEMORY: ...``
+
+    Every checked operation raises it (a wrong Python *type* for a parameter stays a ``TypeError``); every
+    ``_unchecked`` twin returns it instead (:data:`Result`).  The same mistake has the same ``kind`` on every
+    backend; the message names the parameter or argument and says what to do.  It pickles with every field (a
+    worker process's failure reaches its parent as itself).
+
+    Args:
+        kind: what kind of failure, an :class:`ErrorKind`.
+        message: what went wrong and what to do (``str(error)``).
+        code: keyword-only; the vendor's status code (an int), or None where no vendor call failed.
+        function: keyword-only; the C function's public name (``cuMemAlloc``) or the operation's
+            (``Stream.launch``); a ``"name: rest"`` string keeps only the name.
+        backend: keyword-only; the backend's name (``"CUDA"``, ``"OPENCL"``...), or None.
+
+    Attributes:
+        kind: the :class:`ErrorKind`.
+        code: the vendor's status code, or None.
+        function: the function or operation that failed, or None.
+        backend: the backend's name, or None.
+
+    Backends:
+        All.  Each vendor spec maps its status codes onto :class:`ErrorKind` (``code`` keeps the vendor's value).
+    """
 
     __slots__ = ("kind", "code", "function", "backend")
 
@@ -37,9 +60,18 @@ class Error(Exception):
 
 
 class CompilerWarning(UserWarning):
-    """A device-code compiler's output for a module that built (``#warning``, an unused variable with ``-Wall``):
-    issued by ``Device.load_module`` with the log, which ``Module.build_log`` keeps (as pyopencl's
-    ``CompilerWarning``).  Silence it with ``warnings.simplefilter("ignore", ironaccelerator.CompilerWarning)``."""
+    """A device-code compiler's output for a module that built (``#warning``, an unused variable with ``-Wall``).
+
+    Issued (``warnings.warn``, at the line that called ``Device.load_module``) with the log, which
+    ``Module.build_log`` keeps, as pyopencl's ``CompilerWarning``; a module loaded from the kernel cache warns
+    with the log its compile wrote.  A build that fails raises ``Error(ErrorKind.COMPILE_FAILED)`` instead.
+    Silence it with ``warnings.simplefilter("ignore", ironaccelerator.CompilerWarning)``.
+
+    Backends:
+        OpenCL (the program's build log) and CUDA (NVRTC's log).  Metal: never (real Metal reports warnings
+        through the NSError of a successful ``newLibraryWithSource:options:error:``, which the generated binding
+        releases; ``Module.build_log`` stays ""); HIP and QNN load compiled code only.
+    """
 
 
 def _rebuild(kind: ErrorKind, message: str, code: int | None, function: str | None, backend: str | None) -> Error:

@@ -59,10 +59,25 @@ __all__ = ["LocalMemory", "Param", "arg_error", "local_error", "shared_mem_error
 @dataclass(frozen=True, slots=True)
 class LocalMemory:
     """``nbytes`` of dynamic local (work-group) memory for one ``__local`` kernel parameter, sized at launch.
+
     ex) ``KernelLaunch(k, LaunchDims(4, 64), (buf, LocalMemory(64 * 4), np.uint32(n)))``
 
-    OpenCL: ``clSetKernelArg(i, nbytes, NULL)``.  UNSUPPORTED on CUDA/HIP (their dynamic shared memory is
-    ``LaunchDims.shared_mem``), Metal and QNN.  ``nbytes`` must be a positive integer (``INVALID_VALUE``)."""
+    Pass it as the argument of an OpenCL ``__local`` pointer parameter; each work-group gets its own ``nbytes``.
+    Immutable and hashable.
+
+    Args:
+        nbytes: bytes of local memory per work-group, an integer in 1..2**64-1.
+
+    Raises:
+        Error: ``ErrorKind.INVALID_VALUE`` when ``nbytes`` is not a positive integer (a float, a bool, 0, a
+            negative number).  At launch: ``INVALID_VALUE`` in a buffer or value slot, ``UNSUPPORTED`` on a
+            backend without it.
+
+    Backends:
+        OpenCL: ``clSetKernelArg(i, nbytes, NULL)``.  ``UNSUPPORTED`` at launch on CUDA/HIP (their dynamic shared
+        memory is ``LaunchDims.shared_mem``), Metal and QNN, raised by ``launch`` and returned by
+        ``launch_unchecked``, never ignored.
+    """
 
     nbytes: int
 

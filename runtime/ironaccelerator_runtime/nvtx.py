@@ -30,7 +30,8 @@ from .errors import Error
 
 __all__ = ["available", "range", "mark", "push", "pop", "DOMAIN"]
 
-DOMAIN = "ironaccelerator"  # the domain of IRONACCEL_TRACE=nvtx's ranges
+#: The NVTX domain of ``IRONACCEL_TRACE=nvtx``'s ranges (one per raw driver call), a row of its own in the profiler.
+DOMAIN = "ironaccelerator"
 F = TypeVar("F", bound=Callable[..., Any])
 
 _lock = threading.Lock()
@@ -70,7 +71,19 @@ def _load() -> Any:
 
 
 def available() -> bool:
-    """Whether the NVTX library was found (calls do something only when a profiler is attached as well)."""
+    """Whether the NVTX library was found (calls do something only when a profiler is attached as well).
+
+    Returns:
+        True when ``libnvtx3interop.so.1`` and its generated binding loaded; False otherwise (every call of this
+        module then does nothing).
+
+    Raises:
+        Error: never.
+
+    Backends:
+        Independent of the backend in use: NVTX is NVIDIA's profiler annotation library, found where CUDA 13's
+        toolkit (or the library alone) is installed.
+    """
     return _load() is not None
 
 
@@ -142,12 +155,36 @@ def _event(what: str, simple: str, extended: str, message: str, color: Any, doma
 
 
 def push(message: str, *, color: int | None = None, domain: str | None = None) -> None:
-    """Open a range on this thread (close it with :func:`pop`, same ``domain``)."""
+    """Open a range on this thread (close it with :func:`pop`, same ``domain``); ranges nest.
+
+    Args:
+        message: the range's name, a str without NUL characters.
+        color: keyword-only; an ARGB color as an int in [0, 0xFFFFFFFF] (``0xFF00AA00``), or None.
+        domain: keyword-only; a named NVTX domain (its own row in the profiler), or None: NVTX's default domain.
+
+    Raises:
+        Error: ``ErrorKind.INVALID_VALUE`` when ``message`` (or ``domain``) is not a str or holds a NUL, or
+            ``color`` is not an int in range; checked even where the library is absent.
+
+    Backends:
+        Independent of the backend; does nothing without the NVTX library (:func:`available`).
+    """
     _event("nvtx.push", "nvtxRangePush", "nvtxDomainRangePushEx", message, color, domain)
 
 
 def pop(*, domain: str | None = None) -> None:
-    """Close the innermost range this thread opened with :func:`push` in ``domain``."""
+    """Close the innermost range this thread opened with :func:`push` in ``domain``.
+
+    Args:
+        domain: keyword-only; the domain the range was pushed in (None: NVTX's default domain).
+
+    Raises:
+        Error: ``ErrorKind.INVALID_VALUE`` when ``domain`` is not a str or holds a NUL (where the library is
+            present).
+
+    Backends:
+        Independent of the backend; does nothing without the NVTX library (:func:`available`).
+    """
     raw = _load()
     if raw is None:
         return
@@ -158,13 +195,40 @@ def pop(*, domain: str | None = None) -> None:
 
 
 def mark(message: str, *, color: int | None = None, domain: str | None = None) -> None:
-    """An instantaneous event on the timeline."""
+    """Put an instantaneous event (a mark) on this thread's timeline.
+
+    Args:
+        message: the mark's text, a str without NUL characters.
+        color: keyword-only; an ARGB color as an int in [0, 0xFFFFFFFF], or None.
+        domain: keyword-only; a named NVTX domain, or None: NVTX's default domain.
+
+    Raises:
+        Error: ``ErrorKind.INVALID_VALUE`` when ``message`` (or ``domain``) is not a str or holds a NUL, or
+            ``color`` is not an int in range; checked even where the library is absent.
+
+    Backends:
+        Independent of the backend; does nothing without the NVTX library (:func:`available`).
+    """
     _event("nvtx.mark", "nvtxMark", "nvtxDomainMarkEx", message, color, domain)
 
 
 class range:  # noqa: N801  (named like the builtin it shadows inside this module only, as NVTX's own Python API)
-    """A range as a context manager (``with nvtx.range("name"): ...``) or a decorator (``@nvtx.range("name")``; the
-    function's qualified name when no message is given).  Arguments are checked when the range is made."""
+    """A range as a context manager (``with nvtx.range("name"): ...``) or a decorator (``@nvtx.range("name")``,
+    or ``@nvtx.range()`` for the function's qualified name): :func:`push` on entry, :func:`pop` on exit.
+
+    Args:
+        message: the range's name, a str without NUL characters; None (default): ``"range"`` as a context
+            manager, the function's qualified name as a decorator.
+        color: keyword-only; an ARGB color as an int in [0, 0xFFFFFFFF], or None.
+        domain: keyword-only; a named NVTX domain, or None: NVTX's default domain.
+
+    Raises:
+        Error: ``ErrorKind.INVALID_VALUE`` when ``message`` or ``domain`` is not a str or holds a NUL, or
+            ``color`` is not an int in range: checked when the range is made (even where the library is absent).
+
+    Backends:
+        Independent of the backend; does nothing without the NVTX library (:func:`available`).
+    """
 
     __slots__ = ("message", "color", "domain")
 

@@ -158,9 +158,24 @@ def wrap(namespace: MutableMapping[str, Any], names: Any) -> None:
 
 @contextlib.contextmanager
 def trace() -> Iterator[None]:
-    """Log every raw driver call made inside the block (``IRONACCEL_TRACE=ondemand`` or ``1`` must have been set
-    when the process started: the functions are wrapped when their modules are imported, so that a process that
-    never traces pays nothing).  Nests; thread-wide effect (calls from other threads meanwhile are logged too)."""
+    """Log every raw driver call made inside the block: ``with ironaccelerator.trace(): ...``.
+
+    Each call is logged at DEBUG to the ``ironaccelerator.trace`` logger with its arguments, result (or
+    exception) and duration.  ``IRONACCEL_TRACE`` (``ondemand``, ``1`` or ``nvtx``) must have been set when the
+    process started: the functions are wrapped when their modules are imported, so that a process that never
+    traces pays nothing.  Nests; process-wide effect (calls from other threads meanwhile are logged too).
+
+    Returns:
+        A context manager (nothing to bind with ``as``).
+
+    Raises:
+        Error: ``ErrorKind.UNSUPPORTED`` when tracing is off in this process (``IRONACCEL_TRACE`` unset or
+            ``0``/``off``/``false``/``no`` at start-up), saying which value to set.
+
+    Backends:
+        All: every generated binding's raw (``unchecked``) functions, whatever the vendor.  Not traced: the
+        checked fast paths compiled into the cffi modules, which call the driver from C.
+    """
     global _active, _depth
     if not ENABLED:
         raise Error(ErrorKind.UNSUPPORTED, "ironaccelerator.trace(): tracing is off in this process; start it with "

@@ -27,7 +27,19 @@ from .errors import CompilerWarning, Error
 T = TypeVar("T")
 A = TypeVar("A", bound="Allocation")
 Result = Union[T, Error]
-"""``Result[T]``: what an ``_unchecked`` operation returns: the value, or the Error it did not raise."""
+Result.__doc__ = """``Result[T]`` (``T | Error``): what an ``_unchecked`` operation returns: the value, or the
+:class:`Error` it did not raise.
+
+ex) ``r = device.alloc_unchecked(n)`` then ``if isinstance(r, Error): ...``
+
+An ``_unchecked`` call never raises for a bad value: the Error it returns has the ``ErrorKind`` the checked twin
+raises for the same mistake (docs/UNCHECKED.md).  Test it with ``isinstance(r, Error)``; a launch's success is
+None.
+
+Backends:
+    All (``Device.alloc_unchecked``, ``Allocation.free_unchecked``, ``Stream.launch_unchecked``,
+    ``MemoryPool.alloc_unchecked``).
+"""
 
 
 def unsupported(backend: BackendKind | None, what: str, function: str | None = None) -> Error:
@@ -357,29 +369,46 @@ def _dims(v: SupportsIndex | Sequence[SupportsIndex], what: str) -> tuple[int, i
 
 @dataclass(frozen=True, slots=True)
 class LaunchDims:
-    """Grid (in blocks) and block (in threads) sizes, each 3-D (an int means ``(n, 1, 1)``).
+    """The size of a launch: a grid of blocks, each a block of threads, each 3-D (an int means ``(n, 1, 1)``),
+    plus dynamic shared memory and launch options.  Immutable, hashable and picklable; checked when made.
+
+    ex) ``LaunchDims(grid=(n + 255) // 256, block=256)``
 
     CUDA/HIP: ``grid`` and ``block`` are the launch's grid and block dimensions.  OpenCL: every launch is 3-D
     (``get_work_dim()`` is 3) with, per dimension, global size = grid x block and local size = block, always
     passed explicitly (the runtime never picks the local size), so ``get_num_groups`` = grid and the global
     size is a multiple of the local size by construction.  For a work size ``n`` that is not a multiple of
     a chosen block, launch ``grid = ceil(n / block)`` and test ``i < n`` in the kernel, or pass ``block=1``
-    and ``grid=n`` (work-groups of one item).
+    and ``grid=n`` (work-groups of one item).  Metal: ``dispatchThreadgroups`` of ``grid`` threadgroups of
+    ``block`` threads.  QNN: graphs have no geometry: only ``LaunchDims()``.
 
-    ``shared_mem``: bytes of dynamic shared memory per block, CUDA/HIP's ``sharedMemBytes`` (the kernel's ``extern
-    __shared__`` array).  Every other backend refuses a nonzero ``shared_mem`` with ``UNSUPPORTED``, never ignoring
-    it: OpenCL sizes each ``__local`` parameter with a ``LocalMemory(nbytes)`` argument instead; Metal and QNN have
-    no dynamic local memory here (``ironaccelerator_runtime.kernel_args``).
+    Args:
+        grid: blocks per dimension: an int or 1-3 ints (missing dimensions are 1).
+        block: threads per block per dimension, likewise.
+        shared_mem: bytes of dynamic shared memory per block, CUDA/HIP's ``sharedMemBytes`` (the kernel's
+            ``extern __shared__`` array).  Every other backend refuses a nonzero ``shared_mem`` with
+            ``UNSUPPORTED``, never ignoring it: OpenCL sizes each ``__local`` parameter with a
+            ``LocalMemory(nbytes)`` argument instead; Metal and QNN have no dynamic local memory here
+            (``ironaccelerator_runtime.kernel_args``).
+        cooperative: keyword-only; launch a cooperative grid (``CU_LAUNCH_ATTRIBUTE_COOPERATIVE``:
+            ``cooperative_groups::this_grid().sync()`` works; every block must be resident at once, so the grid
+            is at most ``Kernel.max_active_blocks(threads) x compute units`` blocks, else ``INVALID_VALUE`` at
+            launch; ``CapabilityFlags.COOPERATIVE_LAUNCH``).
+        cluster: keyword-only; 1-3 ints grouping blocks into thread-block clusters of that shape
+            (``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``, compute capability 9.0+,
+            ``CapabilityFlags.THREAD_BLOCK_CLUSTERS``); the grid must be a multiple of it in every dimension.
 
-    Launch options (keyword-only; CUDA only, ``UNSUPPORTED`` on every other backend, and where the device's
-    ``Capability`` lacks the flag): ``cooperative=True`` launches a cooperative grid (``CU_LAUNCH_ATTRIBUTE_
-    COOPERATIVE``: ``cooperative_groups::this_grid().sync()`` works; every block must be resident at once, so the
-    grid is at most ``Kernel.max_active_blocks(threads) x compute units`` blocks, else ``INVALID_VALUE``;
-    ``CapabilityFlags.COOPERATIVE_LAUNCH``); ``cluster=`` 1-3 ints groups blocks into thread-block clusters of
-    that shape (``CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION``, compute capability 9.0+,
-    ``CapabilityFlags.THREAD_BLOCK_CLUSTERS``); the grid must be a multiple of it in every dimension
-    (``INVALID_VALUE`` here otherwise).  Dims without options launch as before (``cuLaunchKernel``, the compiled
-    fast path); dims with options take ``cuLaunchKernelEx``.
+    Raises:
+        Error: ``ErrorKind.INVALID_VALUE`` when ``grid``, ``block`` or ``cluster`` is not an int or 1-3 ints
+            (floats, strings, bools, None), ``shared_mem`` is not an int, ``cooperative`` is not a bool, or
+            ``cluster`` has a size < 1 or does not divide the grid.  Sizes against the device's limits are
+            checked at launch (:meth:`validate`).
+
+    Backends:
+        All take grid and block (QNN: only ``LaunchDims()``).  ``shared_mem``: CUDA/HIP only.  Launch options
+        (``cooperative``, ``cluster``): CUDA only, where the device's :class:`Capability` has the flag
+        (``cuLaunchKernelEx``; dims without options take ``cuLaunchKernel``, the compiled fast path);
+        ``UNSUPPORTED`` at launch on every other backend.
     """
 
     grid: tuple[int, int, int] = (1, 1, 1)
@@ -422,7 +451,22 @@ class LaunchDims:
         return self.cooperative or self.cluster is not None
 
     def options_error(self, backend: BackendKind | str | None, function: str = "Stream.launch") -> Error:
-        """The ``UNSUPPORTED`` Error of a backend without launch options (ex. OpenCL), naming the options set."""
+        """The Error a backend without launch options raises (or returns) for these dims: used by backends.
+
+        Args:
+            backend: the backend refusing, a :class:`BackendKind` or its name (None: unknown).
+            function: the operation named in the Error (default ``"Stream.launch"``).
+
+        Returns:
+            An ``ErrorKind.UNSUPPORTED`` :class:`Error` naming the options set (cooperative launch,
+            thread-block clusters); it is returned, not raised.
+
+        Raises:
+            Error: never (it builds the Error only).
+
+        Backends:
+            OpenCL, Metal and QNN use it; CUDA honours the options.
+        """
         name = backend.name if isinstance(backend, BackendKind) else backend
         what = " and ".join(w for w, on in (("cooperative launch", self.cooperative),
                                             ("thread-block clusters", self.cluster is not None)) if on)
@@ -431,12 +475,27 @@ class LaunchDims:
 
     @property
     def threads(self) -> int:
+        """The launch's total number of threads (work-items), the product of every grid and block dimension."""
         g, b = self.grid, self.block
         return g[0] * g[1] * g[2] * b[0] * b[1] * b[2]
 
     def validate(self, limits: DeviceLimits, backend: BackendKind | None = None, function: str = "Stream.launch") -> None:
-        """Raise ``INVALID_VALUE`` if these dimensions exceed the device's limits (``function`` names the
-        operation in the Error)."""
+        """Check these dimensions against a device's limits (the checked :meth:`Stream.launch` calls it).
+
+        Args:
+            limits: the device's :class:`DeviceLimits` (``device.descriptor.limits``).
+            backend: the backend named in the Error (None: none).
+            function: the operation named in the Error (default ``"Stream.launch"``).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` listing every problem: a dimension < 1; more threads in all than
+                ``max_work_items``; a global size (grid x block) past ``size_t`` or ``max_global``; a block or
+                grid dimension past ``max_block``/``max_grid``; more threads per block than
+                ``max_threads_per_block``; ``shared_mem`` < 0 or past ``max_shared_mem``.
+
+        Backends:
+            All (the limits are each device's).
+        """
         problems = []
         if min(self.grid + self.block) < 1:
             problems.append(f"dimensions must be >= 1 (grid={self.grid}, block={self.block})")
@@ -466,11 +525,25 @@ class LaunchDims:
 
 @dataclass(frozen=True, slots=True)
 class Scalar:
-    """A kernel argument value tagged with its DType.  ex) ``Scalar(2.5, DType.F32)``
+    """A kernel argument value tagged with its :class:`DType`, for a by-value kernel parameter.
 
-    Checked when made: ``dtype`` must be a :class:`DType` (``TypeError``), and ``value`` must be a number
-    the type can hold (``INVALID_VALUE``: an int in range for integer types, a real number for floating
-    types, finite where the type has no infinity), so packing it into a launch cannot fail later.
+    ex) ``Scalar(2.5, DType.F32)``
+
+    Checked when made, so packing it into a launch cannot fail later.  Immutable, hashable and picklable.
+
+    Args:
+        value: a number the type can hold: an int in range for integer types, a real number for floating
+            types (finite where the type has no infinity), a bool (or 0/1) for BOOL, a number for complex types.
+        dtype: the parameter's :class:`DType`.
+
+    Raises:
+        TypeError: ``dtype`` is not a :class:`DType`.
+        Error: ``ErrorKind.INVALID_VALUE`` when ``value`` is not a number of that type or is out of its range
+            (an int past the integer type, a float that overflows F16/BF16/F32).
+
+    Backends:
+        All, for value parameters.  At launch it must match a parameter whose type the backend knows (OpenCL,
+        Metal) in kind and size, else ``INVALID_VALUE``; CUDA/HIP check its size (``kernel_args``).
     """
 
     value: int | float | complex | bool
@@ -521,13 +594,30 @@ def _check_scalar(value: Any, dtype: Any) -> None:
 
 
 class KernelLaunch(tuple):  # type: ignore[type-arg]
-    """One kernel launch: what, how big, with which arguments (Allocations, numpy scalars, Scalars, bytes, Python
-    numbers where the backend knows the parameter's type, ``LocalMemory``): what each parameter takes, and what every
-    backend refuses, is the kernel-argument policy of ``ironaccelerator_runtime.kernel_args``.
+    """One kernel launch: what, how big, with which arguments; pass it to :meth:`Stream.launch`.
+
+    ex) ``KernelLaunch(kernel, LaunchDims(grid, 256), (a, b, c, np.uint32(n)))``
+
+    What each parameter takes (Allocations, numpy scalars, :class:`Scalar`, bytes, Python numbers where the
+    backend knows the parameter's type, :class:`LocalMemory`), and what every backend refuses, is the
+    kernel-argument policy of ``ironaccelerator_runtime.kernel_args``; it is checked at launch, not here.
 
     An immutable record, built once per launch, so the cheapest one Python has: a tuple ``(kernel, dims,
     args)`` with named fields (a frozen dataclass costs ~2.5x as much to build).  Like a named tuple, it
-    compares equal to a plain tuple of the same fields.
+    compares equal to a plain tuple of the same fields.  Launching the same KernelLaunch object again is the
+    fast path.
+
+    Args:
+        kernel: the :class:`Kernel` to launch.
+        dims: its :class:`LaunchDims`.
+        args: one argument per kernel parameter, in order (any sequence; kept as a tuple).
+
+    Raises:
+        TypeError: ``args`` is not iterable.  Nothing else is checked here: a wrong kernel, dims or argument is
+            refused by :meth:`Stream.launch` (``launch_unchecked`` returns it).
+
+    Backends:
+        All.
     """
 
     __slots__ = ()
@@ -535,9 +625,10 @@ class KernelLaunch(tuple):  # type: ignore[type-arg]
     def __new__(cls, kernel: Kernel, dims: LaunchDims, args: Sequence[Any] = ()) -> KernelLaunch:
         return _new_tuple(cls, (kernel, dims, args if type(args) is tuple else tuple(args)))
 
-    kernel: Kernel = property(itemgetter(0), doc="the Kernel")  # type: ignore[assignment]
-    dims: LaunchDims = property(itemgetter(1), doc="its LaunchDims")  # type: ignore[assignment]
-    args: tuple[Any, ...] = property(itemgetter(2), doc="its arguments, a tuple")  # type: ignore[assignment]
+    kernel: Kernel = property(itemgetter(0), doc="The :class:`Kernel` to launch.")  # type: ignore[assignment]
+    dims: LaunchDims = property(itemgetter(1), doc="Its :class:`LaunchDims`.")  # type: ignore[assignment]
+    args: tuple[Any, ...] = property(itemgetter(2),  # type: ignore[assignment]
+                                     doc="Its arguments, a tuple (one per kernel parameter).")
 
     def __getnewargs__(self) -> tuple[Any, ...]:
         return tuple(self)
@@ -1193,7 +1284,18 @@ def _owner(obj: object) -> str:
 
 
 class Event:
-    """A point in a stream."""
+    """A point in a stream's order, made by :meth:`Stream.record_event`: wait for it, poll it, time between two,
+    make another stream wait for it (:meth:`Stream.wait_event`), or ``await`` it.
+
+    ``await event`` waits (as :meth:`synchronize`) in the event loop's default executor, so the loop keeps
+    running; a failure raises from the ``await``.  Events are not picklable (a driver handle of this process).
+
+    Backends:
+        CUDA/HIP: a driver event (``cuEventRecord``/``hipEventRecord``).  OpenCL: a marker
+        (``clEnqueueMarkerWithWaitList``) on a profiling queue.  Metal: a command buffer that signals the stream's
+        ``MTLSharedEvent``.  QNN: a **host clock** reading taken after the stream was synchronized (QNN executes
+        synchronously here), so it is always complete.
+    """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Event")
@@ -1202,15 +1304,55 @@ class Event:
         return f"<{type(self).__name__}{_owner(self)}>"
 
     def synchronize(self) -> None:
+        """Block until the work queued before this event is complete.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when the event's device was closed; the failure of the work
+                before the event, where the vendor reports it here (CUDA/HIP and OpenCL: the driver's status,
+                e.g. ``LAUNCH_FAILED``; Metal: ``LAUNCH_FAILED`` naming the failed command buffers).
+
+        Backends:
+            All.  QNN: returns at once (the event was recorded after its work completed).
+        """
         raise unsupported(_kind_of(self), "Event.synchronize")
 
     def query(self) -> bool:
+        """Whether the work queued before this event is complete, without waiting.
+
+        Returns:
+            True when complete, False while work before it is pending (never ``NOT_READY``).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when the event's device was closed; CUDA/HIP and OpenCL: the
+                vendor's failure status of the query (other than "not ready").
+
+        Backends:
+            All.  QNN: always True.
+        """
         raise unsupported(_kind_of(self), "Event.query")
 
     def elapsed_ms(self, end: Event) -> float:
-        """Milliseconds from this event to ``end`` (an event of the same backend, else ``INVALID_VALUE``).  One
-        behaviour on every backend: a pending event is waited for (both events are synchronized first, as
-        :meth:`synchronize` does, whose failures it raises), never ``NOT_READY``."""
+        """Milliseconds from this event to ``end``.
+
+        One behaviour on every backend: a pending event is waited for (both events are synchronized first, as
+        :meth:`synchronize` does, whose failures it raises), never ``NOT_READY``.
+
+        Args:
+            end: a later event of the same backend (of any of its streams).
+
+        Returns:
+            The time between the two events in milliseconds, a float.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` when ``end`` is not an event of this backend (None, another
+                backend's event); ``ErrorKind.INVALID_HANDLE`` when the device was closed (every backend but
+                QNN); what :meth:`synchronize` raises; ``ErrorKind.UNSUPPORTED`` on a backend without events.
+
+        Backends:
+            All, each with its own clock.  CUDA/HIP: ``cuEventElapsedTime``/``hipEventElapsedTime`` (device
+            clock).  OpenCL: the markers' ``CL_PROFILING_COMMAND_END`` (device clock).  Metal: the command
+            buffers' ``GPUEndTime``.  QNN: host wall time (``time.perf_counter_ns``) between the two records.
+        """
         raise unsupported(_kind_of(self), "Event.elapsed_ms")
 
     def _wait_for_callback(self) -> None:
@@ -1229,7 +1371,25 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class KernelAttributes:
-    """What the compiler made of a kernel, as its vendor reports it; None: not reported by this vendor."""
+    """What the compiler made of a kernel, as its vendor reports it (:attr:`Kernel.attributes`); a field is None
+    where this vendor does not report it.  A frozen value: equal each time it is read.
+
+    Attributes:
+        max_threads_per_block: the most threads one block (work-group, threadgroup) of this kernel may have.
+        preferred_multiple: block sizes that are a multiple of it run best (warp size, OpenCL's preferred
+            work-group size multiple, Metal's thread execution width).
+        registers: registers per thread (CUDA/HIP).
+        static_shared_mem: bytes of shared / local / threadgroup memory the code declares (CUDA/HIP, OpenCL).
+        local_mem: bytes of private (local, spill) memory per thread (CUDA/HIP, OpenCL).
+        const_mem: bytes of constant memory (CUDA/HIP).
+        max_dynamic_shared_mem: the most dynamic shared memory a launch may add (CUDA/HIP).
+
+    Backends:
+        CUDA/HIP: every field (``cuFuncGetAttribute``/``hipFuncGetAttribute``; ``preferred_multiple`` the device's
+        warp size).  OpenCL: ``clGetKernelWorkGroupInfo`` (no registers, constant memory or dynamic limit).
+        Metal: ``maxTotalThreadsPerThreadgroup`` and ``threadExecutionWidth`` only.  QNN: none
+        (:attr:`Kernel.attributes` is ``UNSUPPORTED``).
+    """
 
     max_threads_per_block: int  # the most threads one block (work-group, threadgroup) of it may have
     preferred_multiple: int | None = None  # block sizes that are a multiple run best: warp, SIMD or execution width
@@ -1241,17 +1401,45 @@ class KernelAttributes:
 
 
 class Graph:
-    """Work recorded by ``Stream.capture()``, instantiated: ``launch(stream)`` replays it; ``close()`` releases it
-    (also on drop)."""
+    """Work recorded by :meth:`Stream.capture`, instantiated: :meth:`launch` replays it; :meth:`close` releases
+    it (also on drop, and at the end of a ``with graph:`` block).  Not picklable.
+
+    Backends:
+        CUDA/HIP only (stream capture, ``cuGraphInstantiate``/``hipGraphInstantiateWithFlags``); every other backend's
+        :meth:`Stream.capture` is ``UNSUPPORTED``, so no Graph exists there.
+    """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Graph")
 
     def launch(self, stream: Stream) -> None:
+        """Replay the recorded work on ``stream``, in its order (asynchronous, as the recorded work was).
+
+        Args:
+            stream: a stream of the graph's device.  CUDA/HIP also take None (default there): the stream it was
+                captured on.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` when ``stream`` is not a stream of the graph's device;
+                ``ErrorKind.INVALID_HANDLE`` when the graph was closed (or its capture failed) or the device was
+                closed; the driver's status of ``cuGraphLaunch``/``hipGraphLaunch``; ``ErrorKind.UNSUPPORTED``
+                on a backend without graphs.
+
+        Backends:
+            CUDA/HIP (``cuGraphLaunch``/``hipGraphLaunch``).  Elsewhere ``UNSUPPORTED``.
+        """
         raise unsupported(_kind_of(self), "Graph.launch")
 
     def close(self) -> None:
-        pass
+        """Release the graph and its instantiation now (idempotent; dropping the graph does the same).
+
+        Raises:
+            Error: never; a second close does nothing.
+
+        Backends:
+            CUDA/HIP (``cuGraphExecDestroy`` and ``cuGraphDestroy``, HIP's likewise); the base class does
+            nothing.
+        """
 
     def __enter__(self) -> Graph:
         return self
@@ -1264,8 +1452,20 @@ class Graph:
 
 
 class Kernel:
-    """A device function ready to launch.  ``attributes``: :class:`KernelAttributes` (UNSUPPORTED where the vendor
-    reports none)."""
+    """A device function ready to launch, from :meth:`Module.kernel`; launch it with
+    ``stream.launch(KernelLaunch(kernel, LaunchDims(...), args))``.  Not picklable.
+
+    Attributes:
+        name: the name it was looked up by.
+        num_args: how many arguments a launch must pass, or None where the backend cannot say (then the count
+            is not checked): CUDA with a driver before 12.4 (no ``cuFuncGetParamInfo``), HIP always (no
+            parameter introspection), Metal when the kernel's signature could not be read from its source.
+
+    Backends:
+        CUDA/HIP: a ``CUfunction``/``hipFunction_t``.  OpenCL: a ``cl_kernel`` (one per Kernel object, its
+        arguments cached between launches).  Metal: an ``MTLComputePipelineState``.  QNN: a graph of a context
+        binary (``QnnGraph_retrieve``; its tensors are the arguments).
+    """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Kernel")
@@ -1275,11 +1475,30 @@ class Kernel:
 
     @property
     def attributes(self) -> KernelAttributes:
+        """What the compiler made of the kernel, a :class:`KernelAttributes` (``UNSUPPORTED`` on QNN, whose graphs
+        report none; see :class:`KernelAttributes` for the fields each vendor fills)."""
         raise unsupported(_kind_of(self), "Kernel.attributes")
 
     def max_active_blocks(self, block_threads: int, dynamic_shared_mem: int = 0) -> int:
-        """Occupancy: how many blocks of ``block_threads`` threads (and that much dynamic shared memory) can be
-        resident on one multiprocessor at once (UNSUPPORTED where the vendor has no such query)."""
+        """Occupancy: how many blocks of ``block_threads`` threads can be resident on one multiprocessor at once.
+
+        Args:
+            block_threads: threads per block, an integer in 1..2**31-1.
+            dynamic_shared_mem: bytes of dynamic shared memory per block (``LaunchDims.shared_mem``), >= 0.
+
+        Returns:
+            The number of resident blocks per multiprocessor.
+
+        Raises:
+            TypeError: ``block_threads`` or ``dynamic_shared_mem`` is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` when ``block_threads`` < 1 or > 2**31-1, or
+                ``dynamic_shared_mem`` < 0; the driver's status of the occupancy call; ``ErrorKind.UNSUPPORTED``
+                on a backend without an occupancy query.
+
+        Backends:
+            CUDA (``cuOccupancyMaxActiveBlocksPerMultiprocessor``) and HIP
+            (``hipModuleOccupancyMaxActiveBlocksPerMultiprocessor``).  OpenCL, Metal, QNN: ``UNSUPPORTED``.
+        """
         raise unsupported(_kind_of(self), "Kernel.max_active_blocks")
 
     def __repr__(self) -> str:
@@ -1289,10 +1508,20 @@ class Kernel:
 
 
 class Module:
-    """Compiled device code.  ``from_cache``: whether it was loaded from the on-disk kernel cache (no compile).
-    ``build_log``: what the compiler said about a build that succeeded ("" when nothing; a non-empty log is also
-    issued as a :class:`CompilerWarning`).  A module loaded from the kernel cache has the log its compile wrote,
-    kept with the cache entry, and warns the same (a warm load says what a cold one said)."""
+    """Compiled device code, from :meth:`Device.load_module`; :meth:`kernel` looks up its kernels.  Not picklable.
+
+    Attributes:
+        from_cache: whether it was loaded from the on-disk kernel cache (no compile).
+        build_log: what the compiler said about a build that succeeded ("" when nothing; a non-empty log is also
+            issued as a :class:`CompilerWarning`).  A module loaded from the kernel cache has the log its
+            compile wrote, kept with the cache entry, and warns the same (a warm load says what a cold one said).
+
+    Backends:
+        CUDA/HIP: a ``CUmodule``/``hipModule_t`` (CUDA: from PTX, a cubin or CUDA C source compiled by NVRTC;
+        HIP: from a code object, hipRTC is not bound).  OpenCL: a ``cl_program`` built from source.  Metal: an ``MTLLibrary`` from Metal Shading
+        Language source.  QNN: a context of a context binary (``QnnContext_createFromBinary``), its graphs the
+        kernels.
+    """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Module")
@@ -1304,6 +1533,29 @@ class Module:
         return f"<{type(self).__name__}{_owner(self)}>"
 
     def kernel(self, name: str) -> Kernel:
+        """The kernel (device function, QNN graph) called ``name`` in this module.
+
+        Args:
+            name: the kernel's name: its symbol (an ``extern "C"`` name for C++), or on CUDA/HIP a name
+                expression given to ``load_module(name_expressions=...)`` such as ``"axpy<float>"``; on QNN a
+                graph name (``QnnModule.graph_names``).
+
+        Returns:
+            A new :class:`Kernel` (each call makes one; OpenCL kernels keep their own argument state).
+
+        Raises:
+            TypeError: ``name`` is not a str.
+            Error: ``ErrorKind.INVALID_VALUE`` when the module has no kernel of that name, or the name holds a
+                NUL character or is not valid UTF-8 (every backend alike); ``ErrorKind.INVALID_HANDLE`` when the
+                device was closed (QNN: also when the module was closed); Metal: the kind of the pipeline
+                compiler's ``NSError``; the vendor's status otherwise; ``ErrorKind.UNSUPPORTED`` on a backend
+                without modules.
+
+        Backends:
+            All.  CUDA/HIP: ``cuModuleGetFunction``/``hipModuleGetFunction``.  OpenCL: ``clCreateKernel``.
+            Metal: ``newFunctionWithName:`` and ``newComputePipelineStateWithFunction:error:``.  QNN:
+            ``QnnGraph_retrieve``.
+        """
         raise unsupported(_kind_of(self), "Module.kernel")
 
 
@@ -1338,7 +1590,23 @@ def compiler_log(module: Module, log: str | bytes, backend: str, *, cached: bool
 
 
 class Stream:
-    """An in-order queue of copies and launches."""
+    """An in-order queue of copies, fills and launches on one device, from :meth:`Device.create_stream`.
+
+    Work is enqueued and runs in the order it was enqueued on this stream; :meth:`synchronize` waits for it, an
+    event (:meth:`record_event`) marks a point in it, and another stream can wait for that event
+    (:meth:`wait_event`).  Host buffers given to asynchronous copies are kept alive by the stream until work after
+    them is seen complete; do not change a source (or read a destination) before then.  Not picklable.
+
+    Attributes:
+        device: the :class:`Device` the stream belongs to.
+
+    Backends:
+        CUDA/HIP: a non-blocking driver stream (``CU_STREAM_NON_BLOCKING``); a CUDA stream also has
+        ``__cuda_stream__`` for cuda.core, CuPy and others.  OpenCL: an in-order command queue with profiling
+        enabled.  Metal: an ``MTLCommandQueue``, each operation a committed command buffer.  QNN: graphs execute
+        synchronously (the x86 HTP has no asynchronous execution) and copies are host copies: every operation is
+        complete when it returns.
+    """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Stream")
@@ -1354,20 +1622,113 @@ class Stream:
     # to copy part of either).  A range past either end is INVALID_VALUE before any call.
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
                        src_offset: int = 0) -> None:
+        """Copy bytes of a host buffer into an allocation, in stream order.
+
+        Args:
+            dst: the destination, a live :class:`Allocation` (a slice or pool block included) of this stream's
+                device.
+            src: any C-contiguous buffer-protocol object (numpy array, bytes, bytearray, memoryview); not a numpy
+                scalar or 0-d array, nor an array of Python objects.
+            nbytes: how many bytes to copy; None (default): the host buffer's bytes after ``src_offset``, which
+                must fit in ``dst`` after ``dst_offset``.
+            dst_offset: byte offset in ``dst``, >= 0.
+            src_offset: byte offset in ``src``, >= 0.
+
+        Raises:
+            TypeError: ``nbytes`` or an offset is not an integer; ``dst`` is not an allocation (Metal:
+                ``INVALID_VALUE``).
+            Error: ``ErrorKind.INVALID_VALUE`` when the range is past the end of either side, ``src`` is not a
+                usable host buffer (no buffer protocol, not C-contiguous, a numpy scalar, Python objects), or
+                ``dst`` is another device's allocation (OpenCL, Metal, QNN); ``ErrorKind.INVALID_HANDLE`` when
+                ``dst`` was freed or the device closed; the vendor's status of the copy.
+
+        Backends:
+            All.  CUDA/HIP: ``cuMemcpyHtoDAsync``/``hipMemcpyHtoDAsync``; OpenCL: a non-blocking
+            ``clEnqueueWriteBuffer``; Metal: the bytes are staged into a shared buffer at the call (``src`` may
+            change after it returns), then blitted; QNN: a host copy, done when it returns.
+        """
         raise unsupported(self.device.kind, "Stream.copy_from_host")
 
     def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
                      src_offset: int = 0) -> None:
+        """Copy bytes of an allocation into a host buffer, in stream order.
+
+        The bytes are in ``dst`` once the stream (or an event recorded after the copy) is synchronized.
+
+        Args:
+            dst: a writable, C-contiguous buffer-protocol object (numpy array, bytearray, writable memoryview).
+            src: the source, a live :class:`Allocation` (a slice or pool block included) of this stream's device.
+            nbytes: how many bytes to copy; None (default): the host buffer's bytes after ``dst_offset``, which
+                ``src`` must hold after ``src_offset``.
+            dst_offset: byte offset in ``dst``, >= 0.
+            src_offset: byte offset in ``src``, >= 0.
+
+        Raises:
+            TypeError: ``nbytes`` or an offset is not an integer; ``src`` is not an allocation (Metal:
+                ``INVALID_VALUE``).
+            Error: ``ErrorKind.INVALID_VALUE`` when the range is past the end of either side, ``dst`` is
+                read-only (``bytes``) or not a usable host buffer, or ``src`` is another device's allocation
+                (OpenCL, Metal, QNN); ``ErrorKind.INVALID_HANDLE`` when ``src`` was freed or the device closed;
+                the vendor's status of the copy (Metal: the failure of earlier work, as :meth:`synchronize`).
+
+        Backends:
+            All.  CUDA/HIP: ``cuMemcpyDtoHAsync``/``hipMemcpyDtoHAsync``; OpenCL: a non-blocking
+            ``clEnqueueReadBuffer``; Metal: synchronizes the stream, so the bytes are there when it returns; QNN:
+            a host copy, done when it returns.
+        """
         raise unsupported(self.device.kind, "Stream.copy_to_host")
 
     def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
              src_offset: int = 0) -> None:
+        """Copy bytes from one allocation to another on this device, in stream order.
+
+        Args:
+            dst: the destination, a live :class:`Allocation` (a slice or pool block included) of this device.
+            src: the source, likewise.
+            nbytes: how many bytes to copy; None (default): the source's bytes after ``src_offset``, which must
+                be exactly the destination's after ``dst_offset`` (pass ``nbytes`` to copy part of either).
+            dst_offset: byte offset in ``dst``, >= 0.
+            src_offset: byte offset in ``src``, >= 0.
+
+        Raises:
+            TypeError: ``nbytes`` or an offset is not an integer; ``dst`` or ``src`` is not an allocation (Metal:
+                ``INVALID_VALUE``).
+            Error: ``ErrorKind.INVALID_VALUE`` when a range is past its end, the sizes differ without
+                ``nbytes``, ``nbytes`` < 0, the two ranges overlap in one allocation (itself, its slices, a pool
+                block: as memcpy's, every backend), or an allocation is another device's (OpenCL, Metal, QNN);
+                ``ErrorKind.INVALID_HANDLE`` when either was freed or the device closed; the vendor's status.
+
+        Backends:
+            All.  CUDA/HIP: ``cuMemcpyDtoDAsync``/``hipMemcpyDtoDAsync``; OpenCL: ``clEnqueueCopyBuffer``; Metal:
+            a blit; QNN: a host copy after the work queued before it.
+        """
         raise unsupported(self.device.kind, "Stream.copy")
 
     def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
              width: int = 1) -> None:
-        """Set ``nbytes`` bytes of ``dst`` from ``offset`` (default: to its end) to ``value`` repeated as a
-        ``width``-byte (1, 2 or 4) little-endian pattern, in stream order."""
+        """Set bytes of an allocation to a repeated 1-, 2- or 4-byte pattern, in stream order.
+
+        Args:
+            dst: a live :class:`Allocation` (a slice or pool block included) of this stream's device.
+            value: the pattern, an unsigned integer that fits in ``width`` bytes (written little-endian).
+            nbytes: how many bytes to set, a multiple of ``width``; None (default): to the end of ``dst``.
+            offset: byte offset in ``dst`` where the fill starts, a multiple of ``width``.
+            width: the pattern's size in bytes: 1, 2 or 4.
+
+        Raises:
+            TypeError: ``value``, ``nbytes``, ``offset`` or ``width`` is not an integer; ``dst`` is not an
+                allocation (Metal: ``INVALID_VALUE``).
+            Error: ``ErrorKind.INVALID_VALUE`` when ``width`` is not 1, 2 or 4, ``value`` does not fit in it, the
+                range is past the end of ``dst`` or not a whole number of patterns, or ``dst`` is another device's
+                allocation; ``ErrorKind.INVALID_HANDLE`` when ``dst`` was freed or the device closed;
+                ``ErrorKind.UNSUPPORTED`` on Metal for a 2- or 4-byte pattern whose bytes differ.
+
+        Backends:
+            All.  CUDA/HIP: ``cuMemsetD8/D16/D32Async`` (HIP: ``hipMemsetD8/D16/D32Async``); OpenCL:
+            ``clEnqueueFillBuffer``; Metal: the blit encoder's ``fillBuffer:range:value:``, which fills bytes (a
+            multi-byte pattern of one repeated byte, such as 0, works); QNN: written by the CPU after the work
+            queued before it.
+        """
         raise unsupported(self.device.kind, "Stream.fill")
 
     # strided copies: each side an Allocation (or slice) or a host buffer, checked here (copy_region), the vendor
@@ -1376,21 +1737,68 @@ class Stream:
                 src_pitch: int | None = None, dst_offset: int | Sequence[int] = 0,
                 src_offset: int | Sequence[int] = 0) -> None:
         """Copy ``height`` rows of ``width`` bytes, in stream order: row ``i`` from ``src_offset + i * src_pitch``
-        to ``dst_offset + i * dst_pitch``.  ``dst`` and ``src`` are each an Allocation (or a slice) or a host
-        buffer (numpy array, bytearray, ...: host to device, device to host, device to device; a host destination
-        must be writable).  Pitches default to ``width`` (packed rows); an offset is bytes or an ``(x bytes, y
-        rows)`` origin.  Every row must lie inside its side and a pitch be at least the width, else INVALID_VALUE
-        before any vendor call; a zero width or height copies nothing.  UNSUPPORTED where the vendor has no
-        strided copy (Metal, QNN)."""
+        to ``dst_offset + i * dst_pitch``.
+
+        Host to device, device to host and device to device: each side is an allocation or a host buffer (not
+        both host buffers).  A zero ``width`` or ``height`` copies nothing.
+
+        Args:
+            dst: the destination: a live :class:`Allocation` (or slice) of this device, or a writable
+                C-contiguous host buffer (numpy array, bytearray, ...).
+            src: the source: an allocation (or slice) of this device, or a C-contiguous host buffer.
+            width: bytes per row, >= 0.
+            height: rows, >= 0.
+            dst_pitch: bytes from one destination row to the next, >= ``width``; None (default): ``width``
+                (packed rows).
+            src_pitch: likewise for the source.
+            dst_offset: where the region starts in ``dst``: bytes, or an ``(x bytes, y rows)`` origin.
+            src_offset: likewise for the source.
+
+        Raises:
+            TypeError: a size, pitch or offset is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` when neither side is an allocation, a row of the region lies
+                outside its side, a pitch is less than the width, or a host side is not a usable (writable, for
+                ``dst``) buffer; ``ErrorKind.INVALID_HANDLE`` when an allocation was freed or the device closed;
+                ``ErrorKind.UNSUPPORTED`` where the vendor has no strided copy (Metal, QNN); the vendor's status.
+                Every check is made before any vendor call.
+
+        Backends:
+            CUDA: ``cuMemcpy2DAsync``; HIP: ``hipMemcpyParam2DAsync``; OpenCL: ``clEnqueueCopyBufferRect``
+            (device to device), ``clEnqueueWriteBufferRect``/``clEnqueueReadBufferRect`` (non-blocking).
+            Metal (the blit encoder copies linear ranges) and QNN (tensors are flat client buffers):
+            ``UNSUPPORTED``.
+        """
         self._strided("Stream.copy_2d", dst, src, (width, height), dst_pitch, src_pitch, dst_offset, src_offset, 2)
 
     def copy_3d(self, dst: Any, src: Any, extent: Sequence[int], *,
                 dst_pitch: int | Sequence[int] | None = None, src_pitch: int | Sequence[int] | None = None,
                 dst_offset: int | Sequence[int] = 0, src_offset: int | Sequence[int] = 0) -> None:
-        """Copy a box of ``extent = (width bytes, height rows, depth slices)``, in stream order; sides as for
-        :meth:`copy_2d`.  A pitch is ``(row pitch, slice pitch)`` in bytes, or a row pitch (slices of ``height``
-        rows), or None (packed); the slice pitch must be a multiple of the row pitch.  An offset is bytes or an
-        ``(x bytes, y rows, z slices)`` origin."""
+        """Copy a box of ``extent = (width bytes, height rows, depth slices)``, in stream order; the sides as for
+        :meth:`copy_2d`.  A zero extent copies nothing.
+
+        Args:
+            dst: the destination: a live :class:`Allocation` (or slice) of this device, or a writable
+                C-contiguous host buffer.
+            src: the source: an allocation (or slice) of this device, or a C-contiguous host buffer.
+            extent: ``(width bytes, height rows, depth slices)``.
+            dst_pitch: ``(row pitch, slice pitch)`` in bytes, or a row pitch (slices of ``height`` rows), or None
+                (default: packed); the slice pitch must be a multiple of the row pitch.
+            src_pitch: likewise for the source.
+            dst_offset: where the box starts in ``dst``: bytes, or an ``(x bytes, y rows, z slices)`` origin.
+            src_offset: likewise for the source.
+
+        Raises:
+            TypeError: a size, pitch or offset is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` when neither side is an allocation, ``extent`` is not three
+                sizes, a row of the box lies outside its side, a pitch is too small or a slice pitch not a
+                multiple of the row pitch, or a host side is not a usable buffer; ``ErrorKind.INVALID_HANDLE``
+                when an allocation was freed or the device closed; ``ErrorKind.UNSUPPORTED`` on Metal and QNN;
+                the vendor's status.  Every check is made before any vendor call.
+
+        Backends:
+            CUDA: ``cuMemcpy3DAsync``; HIP: ``hipDrvMemcpy3DAsync``; OpenCL: the ``clEnqueue*BufferRect`` calls.
+            Metal and QNN: ``UNSUPPORTED``.
+        """
         self._strided("Stream.copy_3d", dst, src, extent, dst_pitch, src_pitch, dst_offset, src_offset, 3)
 
     def _strided(self, function: str, dst: Any, src: Any, extent: Any, dst_pitch: Any, src_pitch: Any,
@@ -1422,11 +1830,28 @@ class Stream:
         raise unsupported(self.device.kind, function)
 
     def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
-        """Migrate ``nbytes`` of a UNIFIED allocation from ``offset`` (default: to its end) to ``to``, in stream
-        order: None (this stream's device), a Device of this backend, or ``"host"``.  A hint: the memory stays
-        usable from both sides.  Other memory kinds: INVALID_VALUE (device and pinned memory do not move).
-        CUDA: ``cuMemPrefetchAsync``; HIP: ``hipMemPrefetchAsync``; OpenCL: ``clEnqueueSVMMigrateMem`` (OpenCL
-        2.1 devices, to the queue's device or the host); elsewhere UNSUPPORTED."""
+        """Migrate part of a ``MemoryKind.UNIFIED`` allocation to a device or the host, in stream order.
+
+        A hint: the memory stays usable from both sides, and its contents do not change.
+
+        Args:
+            alloc: a live UNIFIED :class:`Allocation` (managed, shared virtual memory) of this backend.
+            to: None (default: this stream's device), a :class:`Device` of this backend, or ``"host"``.
+            nbytes: how many bytes to migrate; None (default): to the end of ``alloc``.
+            offset: byte offset in ``alloc`` where the range starts.
+
+        Raises:
+            TypeError: ``alloc`` is not an allocation, or ``nbytes``/``offset`` not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` when ``alloc`` is not UNIFIED memory (device and pinned memory do
+                not move), ``to`` is none of the above (OpenCL: a device other than the queue's), or the range is
+                past its end; ``ErrorKind.INVALID_HANDLE`` when ``alloc`` was freed or the device closed;
+                ``ErrorKind.UNSUPPORTED`` where the backend (or an OpenCL device before 2.1) cannot migrate.
+
+        Backends:
+            CUDA: ``cuMemPrefetchAsync`` (a ``CUmemLocation``); HIP: ``hipMemPrefetchAsync``; OpenCL:
+            ``clEnqueueSVMMigrateMem`` (OpenCL 2.1 devices, to the queue's device or the host).  Metal and QNN:
+            ``UNSUPPORTED``.
+        """
         raise unsupported(self.device.kind, "Stream.prefetch")
 
     def _prefetch_span(self, alloc: Allocation, nbytes: Any, offset: Any) -> tuple[int, int]:
@@ -1451,15 +1876,105 @@ class Stream:
                     f"'host', not {to!r}", backend=self.device.kind.name, function="Stream.prefetch")
 
     def launch(self, launch: KernelLaunch) -> None:
+        """Enqueue one kernel launch, checked, in stream order.
+
+        The launch is asynchronous: its failure at run time is reported by :meth:`synchronize` (or an event's).
+        What each kernel parameter takes is the kernel-argument policy (``ironaccelerator_runtime.kernel_args``),
+        the same on every backend.  Repeating the same :class:`KernelLaunch` object is the fast path (its checks
+        and packing are cached).
+
+        Args:
+            launch: a :class:`KernelLaunch` ``(kernel, dims, args)``: a :class:`Kernel` of this stream's device,
+                :class:`LaunchDims`, and one argument per kernel parameter (an :class:`Allocation` for a buffer,
+                a numpy scalar, :class:`Scalar`, bytes or a Python number for a value, :class:`LocalMemory` for
+                an OpenCL ``__local`` parameter).
+
+        Raises:
+            TypeError: ``launch`` is not a :class:`KernelLaunch`.
+            Error: ``ErrorKind.INVALID_VALUE`` when the kernel is not one of this backend and device, the
+                dimensions exceed the device's :class:`DeviceLimits` (:meth:`LaunchDims.validate`), the argument
+                count is not the kernel's (``Kernel.num_args``, where known), or an argument is refused by
+                the argument policy (naming its index and the kernel); ``ErrorKind.INVALID_HANDLE`` when an argument's allocation was freed or the device
+                closed; ``ErrorKind.UNSUPPORTED`` for a request the backend cannot honour (``cooperative`` or
+                ``cluster`` off CUDA, ``shared_mem`` off CUDA/HIP, :class:`LocalMemory` off OpenCL); the
+                vendor's status of the launch call (e.g. ``LAUNCH_FAILED``).
+
+        Backends:
+            All.  CUDA/HIP: ``cuLaunchKernel``/``hipModuleLaunchKernel`` (``cuLaunchKernelEx`` with launch
+            options), arguments packed in C on the compiled fast path.  OpenCL: ``clEnqueueNDRangeKernel`` with a
+            3-D global size of grid x block and local size of block.  Metal: a compute command encoder
+            (``dispatchThreadgroups:threadsPerThreadgroup:``) in a committed command buffer.  QNN:
+            ``QnnGraph_execute`` of the graph, ``dims`` must be ``LaunchDims()`` and the arguments are the
+            graph's input then output tensors, each buffer's size (and a typed argument's element type) checked
+            against its tensor; it runs synchronously.
+        """
         raise unsupported(self.device.kind, "Stream.launch")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        """Enqueue one kernel launch without validating its dimensions against the device's limits, returning
+        the Error instead of raising it (the ``_unchecked`` contract: docs/UNCHECKED.md).
+
+        Still refused, as returned Errors: a closed device, a kernel of another backend or device, a wrong
+        argument count, every argument the kernel-argument policy refuses, dimensions the runtime cannot take,
+        and requests the backend cannot honour.
+
+        Args:
+            launch: a :class:`KernelLaunch`, as for :meth:`launch`.
+
+        Returns:
+            None on success, else the :class:`Error` (the same ``ErrorKind`` :meth:`launch` raises for the same
+            mistake; the driver's own status for a limit it enforces).
+
+        Raises:
+            TypeError: ``launch`` is not a :class:`KernelLaunch` (the call's own parameter of the wrong type).
+                Never raises an Error for a bad value; see docs/UNCHECKED.md.
+
+        Backends:
+            All.  OpenCL: more work-items than ``DeviceLimits.max_work_items`` is still ``INVALID_VALUE`` (past
+            it PoCL aborts).  Metal: a grid past ``max_grid`` or ``max_work_items``, or a threadgroup of more threads
+            than the pipeline's ``maxTotalThreadsPerThreadgroup``, is still ``INVALID_VALUE``.
+            CUDA/HIP: a grid, block or ``shared_mem`` past the launch function's ``unsigned int`` is
+            ``INVALID_VALUE``.  QNN: any dims but ``LaunchDims()`` is still refused; the tensor-size checks of a
+            re-bind are skipped.
+        """
         raise unsupported(self.device.kind, "Stream.launch_unchecked")
 
     def record_event(self) -> Event:
+        """Record an :class:`Event` after the work enqueued so far.
+
+        Returns:
+            The new event; it completes when that work has.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when the device was closed; the vendor's status of the record;
+                QNN: the failure of the work before it (the stream is synchronized first).
+
+        Backends:
+            All.  CUDA/HIP: ``cuEventCreate`` + ``cuEventRecord`` (HIP's likewise); OpenCL:
+            ``clEnqueueMarkerWithWaitList``; Metal: a command buffer that signals the stream's
+            ``MTLSharedEvent``; QNN: synchronizes the stream, then reads the **host clock**.
+        """
         raise unsupported(self.device.kind, "Stream.record_event")
 
     def wait_event(self, event: Event) -> None:
+        """Make the work enqueued on this stream from now on wait until ``event`` is complete (without blocking
+        the host): the way to order two streams.
+
+        Args:
+            event: an :class:`Event` of this backend, recorded on any of its streams.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` when ``event`` is not an event of this backend (Metal: of this
+                device); ``ErrorKind.INVALID_HANDLE`` when the device (CUDA/HIP: either device) was closed; the
+                vendor's status (OpenCL: an event of another device's context is the driver's
+                ``CL_INVALID_CONTEXT``, ``INVALID_HANDLE``).
+
+        Backends:
+            All.  CUDA/HIP: ``cuStreamWaitEvent``/``hipStreamWaitEvent``; OpenCL:
+            ``clEnqueueBarrierWithWaitList``; Metal: a command buffer that waits for the event's
+            ``MTLSharedEvent`` value (nothing when it is this stream's own event); QNN: nothing to wait for
+            (an event is recorded after its work completed).
+        """
         raise unsupported(self.device.kind, "Stream.wait_event")
 
     def _pool_fence(self) -> Event | None:
@@ -1470,21 +1985,60 @@ class Stream:
         return None if self.query() else self.record_event()
 
     def synchronize(self) -> None:
+        """Block until all the work enqueued on this stream so far is complete, and report its failures.
+
+        Raises:
+            Error: the failure of asynchronous work on the stream: the vendor's status (CUDA/HIP
+                ``cuStreamSynchronize``, OpenCL ``clFinish``), Metal ``LAUNCH_FAILED`` naming the failed command
+                buffers, or the failure of the work queued before a host callback (:meth:`add_callback`), with
+                its kind; ``ErrorKind.INVALID_HANDLE`` when the device was closed (CUDA/HIP and Metal; OpenCL and
+                QNN return at once: closing the device waited for its work).
+
+        Backends:
+            All.  QNN: waits for nothing (graphs execute synchronously) but still reports the failures above.
+        """
         raise unsupported(self.device.kind, "Stream.synchronize")
 
     def query(self) -> bool:
+        """Whether all the work enqueued on this stream so far is complete, without waiting.
+
+        Returns:
+            True when complete, False while work is pending (never ``NOT_READY``).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when the device was closed; the vendor's failure status of the
+                query (CUDA/HIP: other than "not ready").
+
+        Backends:
+            All.  CUDA/HIP: ``cuStreamQuery``/``hipStreamQuery``; OpenCL: a marker's status (it enqueues a
+            marker); Metal: whether the committed command buffers completed; QNN: True unless an asynchronous
+            execution is pending (never, on the x86 HTP).
+        """
         raise unsupported(self.device.kind, "Stream.query")
 
     # host callbacks: an event recorded now, waited for by the stream's callback thread, then fn() called there
     def add_callback(self, fn: Callable[[], object]) -> None:
         """Call ``fn()`` once the work queued on this stream before it is over, on the stream's callback thread
-        (``ironaccelerator-callbacks``), in the order added.  An exception ``fn`` raises is reported through
-        :mod:`logging` (``ironaccelerator.callbacks``, ERROR, with its traceback) and kept, never lost, in
-        ``callback_errors`` (``(fn, exception)``, in order).  If that work failed, ``fn`` is still called once it
-        is over; the failure is the stream's, not ``fn``'s: logged, never filed under ``fn``, and raised by the
-        stream's ``synchronize()``.  Unlike ``cuLaunchHostFunc`` the stream does not wait for ``fn``: later work
-        may already run while it does.  ``drain_callbacks()`` waits until every callback added so far has
-        returned."""
+        (``ironaccelerator-callbacks``), in the order added.
+
+        An exception ``fn`` raises is reported through ``logging`` (``ironaccelerator.callbacks``, ERROR, with
+        its traceback) and kept, never lost, in :attr:`callback_errors`.  If that work failed, ``fn`` is still
+        called once it is over; the failure is the stream's, not ``fn``'s: logged, never filed under ``fn``, and
+        raised by the stream's :meth:`synchronize`.  Unlike ``cuLaunchHostFunc`` the stream does not wait for
+        ``fn``: later work may already run while it does.  :meth:`drain_callbacks` waits until every callback
+        added so far has returned.
+
+        Args:
+            fn: a callable taking no arguments; its return value is ignored.
+
+        Raises:
+            TypeError: ``fn`` is not callable.
+            Error: what :meth:`record_event` raises (an event is recorded now; ``ErrorKind.INVALID_HANDLE`` when
+                the device was closed).
+
+        Backends:
+            All (a thread of this runtime waits for the event, on every backend).
+        """
         if not callable(fn):
             raise TypeError(f"Stream.add_callback: fn must be callable, not {type(fn).__name__}")
         event = self.record_event()
@@ -1497,13 +2051,27 @@ class Stream:
 
     @property
     def callback_errors(self) -> list[tuple[Callable[[], object], BaseException]]:
+        """The exceptions host callbacks (:meth:`add_callback`) raised, as ``(fn, exception)`` pairs in order
+        (a copy; every backend)."""
         state: _Callbacks | None = self.__dict__.get("_callback_state")
         return list(state.errors) if state is not None else []
 
     def drain_callbacks(self, timeout: float | None = None) -> bool:
-        """Wait until every callback added so far has returned (True), or ``timeout`` seconds (False).  Called
-        from one of this stream's callbacks it would wait for itself: RuntimeError (as ``Thread.join()`` of the
-        current thread)."""
+        """Wait until every host callback added so far (:meth:`add_callback`) has returned.
+
+        Args:
+            timeout: the most seconds to wait; None (default): no limit.
+
+        Returns:
+            True when every callback has returned, False when ``timeout`` passed first.
+
+        Raises:
+            RuntimeError: called from one of this stream's own callbacks, where it would wait for itself (as
+                ``Thread.join()`` of the current thread).  Raises no Error.
+
+        Backends:
+            All.
+        """
         state: _Callbacks | None = self.__dict__.get("_callback_state")
         return True if state is None else state.drain(timeout)
 
@@ -1523,13 +2091,36 @@ class Stream:
                         backend=self.device.kind.name, function=what) from first
 
     async def wait(self) -> None:
-        """``await stream.wait()``: the work queued so far is complete, without blocking the event loop."""
+        """``await stream.wait()``: the work queued so far is complete, without blocking the event loop (an event
+        is recorded and awaited in the loop's default executor).
+
+        Raises:
+            Error: what :meth:`record_event` and :meth:`Event.synchronize` raise (the work's failure).
+
+        Backends:
+            All.
+        """
         await self.record_event()
 
     def capture(self) -> Any:
-        """``with stream.capture() as graph: ...``: the launches and copies enqueued on this stream inside the
-        block are recorded into ``graph`` (not run); after it, ``graph.launch(stream)`` replays them (CUDA/HIP
-        stream capture; UNSUPPORTED elsewhere)."""
+        """Record the launches and copies enqueued on this stream into a :class:`Graph` instead of running them.
+
+        ``with stream.capture() as graph: ...``: inside the block the work is recorded (not run); after it,
+        ``graph.launch(stream)`` replays it.  An exception inside the block ends the capture and discards what
+        was recorded.
+
+        Returns:
+            A context manager whose ``__enter__`` returns the :class:`Graph` (usable once the block has ended).
+
+        Raises:
+            Error: ``ErrorKind.UNSUPPORTED`` off CUDA/HIP; ``ErrorKind.INVALID_HANDLE`` when the device was
+                closed; the driver's status of capture begin/end and instantiation (e.g. an operation that
+                cannot be captured).
+
+        Backends:
+            CUDA/HIP (``cuStreamBeginCapture`` in thread-local mode, ``cuStreamEndCapture``,
+            ``cuGraphInstantiate``; HIP's likewise).  OpenCL, Metal, QNN: ``UNSUPPORTED``.
+        """
         raise unsupported(self.device.kind, "Stream.capture")
 
 

@@ -1660,7 +1660,13 @@ class GpuEvent(Event):
 
 class GpuModule(Module):
     """A loaded code object (the image is kept: the driver may read it lazily).  A vendor's subclass (generated)
-    names the class of its kernels, ``kernel_class``."""
+    names the class of its kernels, ``kernel_class``.
+
+    Attributes:
+        lowered_names: each name expression given to ``load_module(name_expressions=...)`` (ex.
+            ``"axpy<float>"``) -> its lowered (mangled) symbol, which :meth:`kernel` looks up; empty for a module
+            loaded from a code object (always, on HIP: hipRTC is not bound, so it loads code objects only).
+    """
 
     kernel_class: ClassVar[type[GpuKernel]]
 
@@ -1680,7 +1686,7 @@ class GpuModule(Module):
     lowered_names: dict[str, str] = {}  # name expression (ex. "axpy<float>") -> its lowered (mangled) name
 
     def kernel(self, name: str) -> GpuKernel:
-        """The kernel ``name``: a symbol, or a name expression given to ``load_module`` (its lowered name)."""
+        # The kernel ``name``: a symbol, or a name expression given to ``load_module`` (its lowered name).
         if isinstance(name, str) and name in self.lowered_names:
             encoded = self.lowered_names[name].encode()
         else:
@@ -1734,7 +1740,7 @@ class GpuKernel(Kernel):
 
     @property
     def attributes(self) -> KernelAttributes:
-        """``cuFuncGetAttribute`` / ``hipFuncGetAttribute`` for each field; the warp size is the device's."""
+        # ``cuFuncGetAttribute`` / ``hipFuncGetAttribute`` for each field; the warp size is the device's.
         api, tables = self.api, self.api.tables
         self.module.device.activate()
         out = api.ffi.new("int *")
@@ -1751,7 +1757,7 @@ class GpuKernel(Kernel):
                                 max_dynamic_shared_mem=attr("func_max_dynamic_shared"))
 
     def max_active_blocks(self, block_threads: int, dynamic_shared_mem: int = 0) -> int:
-        """``cuOccupancyMaxActiveBlocksPerMultiprocessor`` / ``hipModuleOccupancyMaxActiveBlocksPerMultiprocessor``."""
+        # ``cuOccupancyMaxActiveBlocksPerMultiprocessor`` / ``hipModuleOccupancyMaxActiveBlocksPerMultiprocessor``.
         what = "Kernel.max_active_blocks"
         api = self.api
         threads = check_size(block_threads, "block_threads", what, api.name)
@@ -1805,7 +1811,7 @@ class GpuGraph(Graph):
         self._fin = weakref.finalize(self, _destroy_graph, api, graph, self.exec)
 
     def launch(self, stream: Stream | None = None) -> None:
-        """Replay the recorded work on ``stream`` (default: the stream it was captured on)."""
+        # Replay the recorded work on ``stream`` (default: the stream it was captured on).
         s = self.stream if stream is None else stream
         if not isinstance(s, GpuStream) or s.device is not self.device:
             raise Error(ErrorKind.INVALID_VALUE, f"Graph.launch: {s!r} is not a stream of {self.device.descriptor.id}",
@@ -1954,7 +1960,7 @@ class GpuStream(Stream):
 
     def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
              width: int = 1) -> None:
-        """``cuMemsetD8/D16/D32Async`` (HIP: ``hipMemsetD8/D16/D32Async``) on ``nbytes // width`` elements."""
+        # ``cuMemsetD8/D16/D32Async`` (HIP: ``hipMemsetD8/D16/D32Async``) on ``nbytes // width`` elements.
         d = self._memory(dst, "Stream.fill", "dst")
         v, w = fill_pattern(value, width, "Stream.fill", self._kind)
         o, n = check_span(dst.nbytes, offset, nbytes, "dst", "Stream.fill", self._kind, width=w)
@@ -2014,8 +2020,8 @@ class GpuStream(Stream):
             self._inflight.items.append(keep)  # (the cdata hold the exporters' buffers)
 
     def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
-        """``prefetch_location`` (CUDA: ``cuMemPrefetchAsync``, a ``CUmemLocation`` of the host or a device) or
-        ``prefetch`` (HIP: ``hipMemPrefetchAsync``, a device ordinal or ``hipCpuDeviceId``)."""
+        # ``prefetch_location`` (CUDA: ``cuMemPrefetchAsync``, a ``CUmemLocation`` of the host or a device) or
+        # ``prefetch`` (HIP: ``hipMemPrefetchAsync``, a device ordinal or ``hipCpuDeviceId``).
         function, api = "Stream.prefetch", self.api
         dptr = self._memory(alloc, function, "alloc")
         o, n = self._prefetch_span(alloc, nbytes, offset)
@@ -2165,10 +2171,10 @@ class GpuStream(Stream):
             self._raise_launch(code, kernel, launch_dims)
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
-        """The launch without LaunchDims validation against the device's limits, returning the Error (see
-        docs/UNCHECKED.md): still refused a kernel of another backend, a wrong argument count or size, a freed
-        allocation, dimensions the launch function cannot take, a closed device.  A non-KernelLaunch raises
-        TypeError."""
+        # The launch without LaunchDims validation against the device's limits, returning the Error (see
+        # docs/UNCHECKED.md): still refused a kernel of another backend, a wrong argument count or size, a freed
+        # allocation, dimensions the launch function cannot take, a closed device.  A non-KernelLaunch raises
+        # TypeError.
         try:
             kernel, launch_dims, args = launch  # (cheaper than its three properties)
         except (TypeError, ValueError):
@@ -2341,8 +2347,8 @@ class GpuStream(Stream):
 
     @contextlib.contextmanager
     def capture(self) -> Iterator[GpuGraph]:
-        """Stream capture (``capture_begin`` in this thread's mode, ``capture_end``, ``graph_instantiate``): the
-        graph is usable after the block; an exception inside it ends the capture and discards what was recorded."""
+        # Stream capture (``capture_begin`` in this thread's mode, ``capture_end``, ``graph_instantiate``): the
+        # graph is usable after the block; an exception inside it ends the capture and discards what was recorded.
         if self.device._closed:
             raise self.device._closed_error("Stream.capture")
         api = self.api

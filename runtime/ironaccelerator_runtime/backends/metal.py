@@ -527,8 +527,8 @@ class MetalKernel(Kernel):
 
     @property
     def attributes(self) -> KernelAttributes:
-        """The pipeline's ``maxTotalThreadsPerThreadgroup`` and ``threadExecutionWidth`` (the SIMD width); Metal
-        reports no registers, and ``staticThreadgroupMemoryLength`` is not bound."""
+        # The pipeline's ``maxTotalThreadsPerThreadgroup`` and ``threadExecutionWidth`` (the SIMD width); Metal
+        # reports no registers, and ``staticThreadgroupMemoryLength`` is not bound.
         return KernelAttributes(max_threads_per_block=self.max_threads, preferred_multiple=self.execution_width)
 
 
@@ -571,8 +571,8 @@ class MetalEvent(Event):
                 pass
 
     def query(self) -> bool:
-        """Whether the work before the event is done: its command buffer completed, or the shared event it signals
-        reached its value (the signal comes before the command buffer's status changes)."""
+        # Whether the work before the event is done: its command buffer completed, or the shared event it signals
+        # reached its value (the signal comes before the command buffer's status changes).
         self.device._check_open("Event.query")
         U = self.stream._api.U
         return int(U.MTLCommandBuffer_status(self._cb)) >= _COMPLETED or \
@@ -591,7 +591,20 @@ class MetalEvent(Event):
         self.stream._api.U.MTLCommandBuffer_waitUntilCompleted(self._cb)
 
     def gpu_end_time(self) -> float:
-        """The command buffer's GPUEndTime (seconds; NOT_READY before it completes)."""
+        """When the GPU finished the work before this event: its command buffer's ``GPUEndTime``.
+
+        :meth:`elapsed_ms` is the difference of two of these (and waits first).
+
+        Returns:
+            The time in seconds, on the GPU's clock (meaningful only as a difference).
+
+        Raises:
+            Error: ``ErrorKind.NOT_READY`` when the event has not completed yet (:meth:`query` is False);
+                ``ErrorKind.INVALID_HANDLE`` when the device was closed.
+
+        Backends:
+            Metal only.
+        """
         if not self.query():
             raise Error(ErrorKind.NOT_READY, "Event.elapsed_ms: the event has not completed", backend=_NAME,
                         function="Event.elapsed_ms")
@@ -792,8 +805,8 @@ class MetalStream(Stream):
 
     def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
              width: int = 1) -> None:
-        """The blit encoder's ``fillBuffer:range:value:``, which fills bytes: a 2- or 4-byte pattern whose bytes
-        differ is UNSUPPORTED (one whose bytes are all the same, such as 0, is that byte)."""
+        # The blit encoder's ``fillBuffer:range:value:``, which fills bytes: a 2- or 4-byte pattern whose bytes
+        # differ is UNSUPPORTED (one whose bytes are all the same, such as 0, is that byte).
         what = "Stream.fill"
         self._live(what)
         d, base = _buffer_of(dst, self.device, what)
@@ -919,9 +932,9 @@ class MetalStream(Stream):
         self._encode(*plan)
 
     def launch_unchecked(self, launch: Any) -> Result[None]:
-        """The launch without LaunchDims validation against the device's limits; still refused (an Error returned,
-        before any message): a freed allocation, a wrong argument count, a threadgroup over the pipeline's
-        maxTotalThreadsPerThreadgroup, a closed device."""
+        # The launch without LaunchDims validation against the device's limits; still refused (an Error returned,
+        # before any message): a freed allocation, a wrong argument count, a threadgroup over the pipeline's
+        # maxTotalThreadsPerThreadgroup, a closed device.
         if self.device._closed:
             return self.device._closed_error("Stream.launch_unchecked")
         plan = self._reuse(launch)

@@ -613,7 +613,7 @@ class OpenCLKernel(Kernel):
 
     @property
     def attributes(self) -> KernelAttributes:
-        """``clGetKernelWorkGroupInfo`` on the module's device (OpenCL reports no register count or constant use)."""
+        # ``clGetKernelWorkGroupInfo`` on the module's device (OpenCL reports no register count or constant use).
         api, cl = self._api, self._api.cl
         dev = self.module.device.handle
         wg = "clGetKernelWorkGroupInfo"
@@ -634,7 +634,17 @@ class OpenCLKernel(Kernel):
                          f"{type(a).__name__} ({a!r:.60})", "OPENCL", function)
 
     def forget_args(self) -> None:
-        """Drop the cached argument state (the next launch sets every argument)."""
+        """Drop the kernel's cached argument state, so that the next launch sets every argument again.
+
+        A launch sets (``clSetKernelArg``) only the arguments that changed since this kernel's last launch; call
+        this after changing the ``cl_kernel``'s arguments outside this runtime (through the raw binding).
+
+        Raises:
+            Error: never.
+
+        Backends:
+            OpenCL only.
+        """
         with self._lock:
             self._keys = [None] * self.num_args
             self._objs = [_UNSET] * self.num_args
@@ -938,8 +948,8 @@ class OpenCLStream(Stream):
         self._dirty = self.device._dirty = True
 
     def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
-        """``clEnqueueSVMMigrateMem`` of the UNIFIED allocation's SVM range (OpenCL 2.1 devices; older ones:
-        UNSUPPORTED): to the queue's device (``to`` None or that device) or the host (``CL_MIGRATE_MEM_OBJECT_HOST``)."""
+        # ``clEnqueueSVMMigrateMem`` of the UNIFIED allocation's SVM range (OpenCL 2.1 devices; older ones:
+        # UNSUPPORTED): to the queue's device (``to`` None or that device) or the host (``CL_MIGRATE_MEM_OBJECT_HOST``).
         function, device, cl = "Stream.prefetch", self.device, self.api.cl
         _live_buffer(alloc, function, device)
         o, n = self._prefetch_span(alloc, nbytes, offset)
@@ -1040,11 +1050,11 @@ class OpenCLStream(Stream):
             raise self.api.error(code, "clEnqueueNDRangeKernel")
 
     def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
-        """The launch without LaunchDims validation against the device's limits (the driver's own checks remain),
-        returning the Error.  Still refused (flag tests and type dispatches, see docs/UNCHECKED.md): a closed
-        device, a kernel of another backend or device, a wrong argument count, any argument the kernel-argument
-        policy refuses (a freed allocation or slice, a value in a buffer slot, ``None``...), more work-items than
-        ``DeviceLimits.max_work_items``.  A non-KernelLaunch ``launch`` raises TypeError (not a value mistake)."""
+        # The launch without LaunchDims validation against the device's limits (the driver's own checks remain),
+        # returning the Error.  Still refused (flag tests and type dispatches, see docs/UNCHECKED.md): a closed
+        # device, a kernel of another backend or device, a wrong argument count, any argument the kernel-argument
+        # policy refuses (a freed allocation or slice, a value in a buffer slot, ``None``...), more work-items than
+        # ``DeviceLimits.max_work_items``.  A non-KernelLaunch ``launch`` raises TypeError (not a value mistake).
         what = "Stream.launch_unchecked"
         try:
             kernel: OpenCLKernel = launch.kernel  # type: ignore[assignment]
@@ -1134,7 +1144,7 @@ class OpenCLStream(Stream):
         self._check_callback_waits("Stream.synchronize")
 
     def query(self) -> bool:
-        """Whether everything enqueued so far has completed (never True while work is pending)."""
+        # Whether everything enqueued so far has completed (never True while work is pending).
         self.device._check_open("Stream.query")
         marker = self._marker()  # completing, it releases the host buffers enqueued before it
         self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submit the marker itself

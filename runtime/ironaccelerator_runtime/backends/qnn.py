@@ -660,6 +660,7 @@ class QnnModule(Module):
 
     @property
     def graph_names(self) -> list[str]:
+        """The names of the context binary's graphs, in its order (what :meth:`kernel` takes; QNN only)."""
         return list(self.graphs)
 
     def kernel(self, name: str) -> QnnKernel:
@@ -677,7 +678,17 @@ class QnnModule(Module):
         return QnnKernel(self, name, entry)
 
     def close(self) -> None:
-        """Give up the module's reference to its context (freed once no kernel of it is alive)."""
+        """Give up the module's reference to its context now, instead of when the module is dropped.
+
+        The context (``QnnContext_free``) is freed once no kernel of it is alive: kernels already made keep
+        working; a later :meth:`kernel` raises ``INVALID_HANDLE``.  Idempotent.
+
+        Raises:
+            Error: never.
+
+        Backends:
+            QNN only (other modules are released when dropped).
+        """
         self._owner = None
 
 
@@ -780,7 +791,20 @@ class QnnKernel(Kernel):
         self._null = api.null
 
     def signature(self) -> str:
-        """``add_f32(a: f32[1, 1024], b: f32[1, 1024]) -> (c: f32[1, 1024])``"""
+        """The graph's signature: its name, then each input and output tensor's name, element type and shape.
+
+        ex) ``add_f32(a: f32[1, 1024], b: f32[1, 1024]) -> (c: f32[1, 1024])`` (a quantized tensor adds its
+        quantization; an element type without a :class:`DType` shows as the QNN data type's hex value).
+
+        Returns:
+            The signature, a str: the arguments a launch passes are the inputs then the outputs, in this order.
+
+        Raises:
+            Error: never (it reads what the binary described).
+
+        Backends:
+            QNN only.
+        """
         def one(t: TensorInfo) -> str:
             dt = t.dtype.info.name if t.dtype is not None else hex(t.qnn_dtype)
             q = f" q{t.quantization}" if t.quantization else ""
@@ -880,7 +904,7 @@ class QnnStream(Stream):
 
     def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
              width: int = 1) -> None:
-        """Host memory: the pattern is written by the CPU, after the graphs queued before it."""
+        # Host memory: the pattern is written by the CPU, after the graphs queued before it.
         d = _live(dst, "Stream.fill", self.device)
         v, w = fill_pattern(value, width, "Stream.fill", _KIND)
         o, n = check_span(dst.nbytes, offset, nbytes, "dst", "Stream.fill", _KIND, width=w)
@@ -890,11 +914,11 @@ class QnnStream(Stream):
 
     # launches
     def launch(self, launch: Any) -> None:
-        """Execute a graph: ``KernelLaunch(kernel, LaunchDims(), (inputs..., outputs...))``, checked (argument
-        count and kinds, each buffer's size against its tensor's bytes (HTP does not check them), a typed
-        argument's element type against its tensor's (an imported tensor, ``Device.from_dlpack``, carries one; raw
-        memory from ``Device.alloc`` or the pool is bytes and binds by size), freed allocations, the device) before
-        any C call."""
+        # Execute a graph: ``KernelLaunch(kernel, LaunchDims(), (inputs..., outputs...))``, checked (argument
+        # count and kinds, each buffer's size against its tensor's bytes (HTP does not check them), a typed
+        # argument's element type against its tensor's (an imported tensor, ``Device.from_dlpack``, carries one; raw
+        # memory from ``Device.alloc`` or the pool is bytes and binds by size), freed allocations, the device) before
+        # any C call.
         try:
             kernel, dims, args = launch
         except (TypeError, ValueError):
@@ -928,8 +952,8 @@ class QnnStream(Stream):
             raise self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
 
     def launch_unchecked(self, launch: Any) -> Result[None]:
-        """``launch`` returning the Error instead of raising it, without the LaunchDims, device and size checks
-        on a rebind (a freed allocation is still refused: its memory may be gone)."""
+        # ``launch`` returning the Error instead of raising it, without the LaunchDims, device and size checks
+        # on a rebind (a freed allocation is still refused: its memory may be gone).
         what = "Stream.launch_unchecked"
         try:
             kernel, dims, args = launch
@@ -999,13 +1023,13 @@ class QnnStream(Stream):
 
     # ordering (synchronous execution: everything enqueued is complete)
     def record_event(self) -> QnnEvent:
-        """An event at this point: the stream is synchronized, then the **host clock** is read."""
+        # An event at this point: the stream is synchronized, then the **host clock** is read.
         self.device._check_open("Stream.record_event")
         self.synchronize()
         return QnnEvent(self.device, time.perf_counter_ns())
 
     def wait_event(self, event: Event) -> None:
-        """Events are recorded after the work before them completed: nothing to wait for."""
+        # Events are recorded after the work before them completed: nothing to wait for.
         self.device._check_open("Stream.wait_event")
         if not isinstance(event, QnnEvent):
             raise Error(ErrorKind.INVALID_VALUE, "Stream.wait_event needs a QNN event", backend=_NAME,
@@ -1068,7 +1092,7 @@ class QnnEvent(Event):
         return True
 
     def elapsed_ms(self, end: Event) -> float:
-        """Host wall time from this event to ``end``, in milliseconds."""
+        # Host wall time from this event to ``end``, in milliseconds.
         if not isinstance(end, QnnEvent):
             raise Error(ErrorKind.INVALID_VALUE, "Event.elapsed_ms needs another QNN event", backend=_NAME,
                         function="Event.elapsed_ms")
