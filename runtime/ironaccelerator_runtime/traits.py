@@ -64,7 +64,19 @@ def _not_picklable(obj: object, what: str) -> TypeError:
 
 @dataclass(frozen=True, slots=True)
 class DeviceId:
-    """A device of one backend.  ex) ``DeviceId(BackendKind.OPENCL, 0)``"""
+    """A device of one backend: its kind and its index in that backend's :meth:`Backend.devices` order.
+
+    ``DeviceId(BackendKind.OPENCL, 0)``; ``str()`` of it is ``"opencl:0"``.  Frozen and hashable; picklable (send
+    it, or the :class:`DeviceDescriptor` holding it, to another process and open the device there with
+    :meth:`Backend.open`).
+
+    Attributes:
+        backend: the :class:`BackendKind` whose device this is.
+        index: the device's position in that backend's enumeration (0-based, in the vendor's order).
+
+    Backends:
+        All.
+    """
 
     backend: BackendKind
     index: int
@@ -75,7 +87,18 @@ class DeviceId:
 
 @dataclass(frozen=True, slots=True)
 class Capability:
-    """What a device can do, translated from the vendor's own version/feature report."""
+    """What a device can do, translated from the vendor's own version/feature report by the backend spec's tables.
+
+    Attributes:
+        flags: the :class:`CapabilityFlags` the device has (``CapabilityFlags.FP16 in cap.flags``).
+        tier: the :class:`ComputeTier` (CPU, integrated, discrete, NPU ...).
+        vendor_version: the vendor's own words for it: ``"sm_90"`` (CUDA compute capability 9.0), ``"gfx90a:sramecc+:xnack-"``
+            (HIP: the gfx arch), ``"OpenCL C 1.2 pocl"`` (OpenCL), ``"QNN 2.x / HTP 5.x v68"`` (QNN).
+
+    Backends:
+        All: OpenCL from ``CL_DEVICE_EXTENSIONS``/``CL_DEVICE_TYPE``, CUDA/HIP from the compute capability or
+        gfx arch, Metal from ``supportsFamily:``, QNN from the HTP architecture.
+    """
 
     flags: CapabilityFlags
     tier: ComputeTier
@@ -84,12 +107,20 @@ class Capability:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IpcHandle:
-    """Device memory exported for another process (``Allocation.export_ipc()``), opened there by
-    ``Device.import_ipc(handle)``.  Opaque and picklable: send it through a pipe, a queue or a file.
+    """Device memory exported for another process (:meth:`Allocation.export_ipc`), opened there by
+    :meth:`Device.import_ipc`.  Opaque and picklable: send it through a pipe, a queue or a file.
 
-    ``data`` is the vendor's handle as bytes (``CUipcMemHandle`` / ``hipIpcMemHandle_t``); ``nbytes`` the size of the
-    exported allocation; ``device`` the exporting device's index (in the exporter's numbering); ``pid`` the exporting
-    process (the vendors refuse opening a handle in the process that made it)."""
+    Attributes:
+        backend: the :class:`BackendKind` that exported it (``import_ipc`` on another backend is ``INVALID_VALUE``).
+        device: the exporting device's index (in the exporter's numbering).
+        nbytes: the size of the exported allocation in bytes.
+        data: the vendor's handle as bytes (``CUipcMemHandle`` / ``hipIpcMemHandle_t``).
+        pid: the exporting process (the vendors refuse opening a handle in the process that made it).
+
+    Backends:
+        CUDA, HIP (``cuIpcGetMemHandle`` / ``hipIpcGetMemHandle``).  OpenCL, Metal, QNN export none
+        (``UNSUPPORTED``).
+    """
 
     backend: BackendKind
     device: int
@@ -107,7 +138,26 @@ _SIZE_MAX = 2**64 - 1  # size_t on the 64-bit hosts we build for
 
 @dataclass(frozen=True, slots=True)
 class DeviceLimits:
-    """What one launch or one allocation may ask of a device (``LaunchDims.validate`` checks against it)."""
+    """What one launch or one allocation may ask of a device (``DeviceDescriptor.limits``); :meth:`LaunchDims.validate`
+    checks a launch against it before any vendor call (``INVALID_VALUE`` naming the limit).
+
+    Attributes:
+        max_block: the most threads of a block in each dimension (x, y, z).
+        max_threads_per_block: the most threads of one block, all dimensions together.
+        max_grid: the most blocks of a grid in each dimension.
+        max_shared_mem: the most shared/local memory (bytes) one block may use.
+        max_alloc: the largest single allocation in bytes; None: unknown.
+        max_work_items: the most threads (grid x block, all dimensions) one launch may have.
+        max_global: the most threads (``grid[i] * block[i]``) in each dimension; None: ``size_t``.
+
+    Backends:
+        All, each from its own report.  OpenCL: ``CL_DEVICE_MAX_WORK_ITEM_SIZES``, ``..._WORK_GROUP_SIZE``,
+        ``..._LOCAL_MEM_SIZE``, ``..._MAX_MEM_ALLOC_SIZE`` (``max_work_items`` 2**32 - 1: PoCL crashes past it).
+        CUDA/HIP: the device attributes (``max_alloc``: the device's memory).  Metal: ``maxThreadsPerThreadgroup``,
+        ``maxBufferLength``, 32-bit grid positions (``max_global``), ``max_shared_mem`` 0.  QNN: a graph has no
+        launch geometry, so every launch limit is 1 (``LaunchDims()`` only) and ``max_alloc`` is 2**32 - 1 (a
+        client buffer's 32-bit size).
+    """
 
     max_block: tuple[int, int, int] = (1024, 1024, 64)
     max_threads_per_block: int = 1024
@@ -120,7 +170,24 @@ class DeviceLimits:
 
 @dataclass(frozen=True, slots=True)
 class DeviceDescriptor:
-    """A device as enumerated (no context opened)."""
+    """A device as enumerated by :meth:`Backend.devices` (no context opened): what it is, without using it.
+
+    Picklable; :meth:`Backend.open` takes its ``id``.
+
+    Attributes:
+        id: the :class:`DeviceId` to open it by.
+        name: the vendor's device name (``"NVIDIA H100 80GB HBM3"``, ``"pthread-..."`` on PoCL).
+        vendor: the :class:`Vendor` that made it.
+        backend: the :class:`BackendKind` it belongs to (``id.backend``).
+        total_memory: its memory in bytes (QNN: the host's, where its client buffers live; Metal:
+            ``recommendedMaxWorkingSetSize``).
+        compute_units: multiprocessors / compute units / cores (Metal reports none: 1).
+        capability: what it can do (:class:`Capability`).
+        limits: what one launch or allocation may ask of it (:class:`DeviceLimits`).
+
+    Backends:
+        All.
+    """
 
     id: DeviceId
     name: str
@@ -631,7 +698,16 @@ def compile_options(options: Any = (), defines: Any = None, include_dirs: Any = 
 
 
 class Backend:
-    """A vendor API: enumerates devices and opens them."""
+    """A vendor API: enumerates its devices and opens them.
+
+    Get one from the registry (``BackendRegistry.default().get("opencl")``) or construct a vendor's class
+    (``ironaccelerator.backends.opencl.OpenCLBackend()``); a backend whose vendor library cannot load raises
+    ``LIBRARY_NOT_FOUND`` there.  ``kind`` is its :class:`BackendKind`.  The base class raises
+    ``Error(UNSUPPORTED)`` for what a backend does not provide.
+
+    Backends:
+        OpenCL (``OpenCLBackend``), CUDA and HIP (``CudaBackend``/``HipBackend``), Metal (``MetalBackend``), QNN (``QnnBackend``).
+    """
 
     kind: BackendKind
 
@@ -639,14 +715,60 @@ class Backend:
         return f"<{type(self).__name__} {self.kind.name}>"
 
     def versions(self) -> dict[str, Any]:
-        """The driver, runtime and platform versions the backend can report (for ``python -m ironaccelerator``):
-        name -> value, as the vendor gives them; empty where it reports none."""
+        """The driver, runtime and platform versions the backend can report (for ``python -m ironaccelerator``).
+
+        Returns:
+            name -> value, as the vendor gives them; empty where it reports none.
+
+        Raises:
+            Error: the vendor's error where a version query fails (OpenCL: enumerating the platforms).
+
+        Backends:
+            All.  OpenCL: each platform with its ``CL_PLATFORM_VERSION``; CUDA/HIP: driver (and HIP runtime)
+            version; Metal: the Objective-C runtime and the frameworks opened; QNN: core and backend API
+            versions, provider and build id.
+        """
         return {}
 
     def devices(self) -> list[DeviceDescriptor]:
+        """The backend's devices as enumerated, in the vendor's order, without opening any.
+
+        Enumerated once per backend object and cached.
+
+        Returns:
+            One :class:`DeviceDescriptor` per device; empty where the library loads but finds none (HIP without
+            an AMD GPU; OpenCL without a platform).
+
+        Raises:
+            Error: the vendor's error (mapped to an :class:`ErrorKind`, ``.code`` the vendor's status) where the
+                enumeration fails, e.g. ``NOT_INITIALIZED`` when the driver cannot initialise.
+
+        Backends:
+            All.
+        """
         raise unsupported(self.kind, "Backend.devices")
 
     def open(self, device_id: DeviceId | int = 0) -> Device:
+        """Open a device: create its context (or device handle) so it can allocate, run and load code.
+
+        Args:
+            device_id: a :class:`DeviceId` of this backend (from :meth:`devices`) or an index (an ``int`` or
+                anything with ``__index__``, such as ``np.int64``); default the first device.
+
+        Returns:
+            The opened :class:`Device` (the backend's subclass, e.g. ``OpenCLDevice``); a context manager that
+            closes the device on exit.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for an index out of range, a :class:`DeviceId` of another backend,
+                or anything that is not an index (``"0"``, ``0.5``, ``True``); ``ErrorKind.NO_DEVICE`` when the
+                backend has no device at all (OpenCL, CUDA, HIP, QNN; Metal says ``INVALID_VALUE``); the vendor's
+                error where creating the context fails.
+
+        Backends:
+            All.  QNN also takes ``arch=`` and ``soc=`` keywords (the HTP architecture / SoC model graphs are
+            prepared for: see ``QnnBackend.open``).
+        """
         raise unsupported(self.kind, "Backend.open")
 
     def _index(self, device_id: DeviceId | int) -> int:
@@ -677,6 +799,13 @@ class Device:
     valid until they are freed or dropped (the context lives while anything made from it does), so no
     call on them can touch a released handle; ``Allocation.free()`` after ``close()`` still releases the
     memory.  ``close()`` is idempotent.
+
+    A device does not pickle (``TypeError`` saying to send its ``descriptor`` and open it there).  ``descriptor``
+    is its :class:`DeviceDescriptor`, ``backend`` the :class:`Backend` that opened it.
+
+    Backends:
+        All: ``OpenCLDevice`` (a ``cl_context``), ``CudaDevice``/``HipDevice`` (the primary context / the
+        selected device), ``MetalDevice`` (an ``MTLDevice``), ``QnnDevice`` (a ``QnnDevice_create`` handle).
     """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
@@ -693,10 +822,12 @@ class Device:
 
     @property
     def kind(self) -> BackendKind:
+        """The :class:`BackendKind` of this device (``descriptor.backend``)."""
         return self.descriptor.backend
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` was called (checked operations then raise ``INVALID_HANDLE``)."""
         return self._closed
 
     def _closed_error(self, what: str) -> Error:
@@ -715,9 +846,60 @@ class Device:
         return f"<{type(self).__name__} {d.id} {d.name!r}{' closed' if self._closed else ''}>"
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Allocation:
+        """Allocate ``nbytes`` of memory of ``kind`` on this device.
+
+        The allocation is released when it is freed (:meth:`Allocation.free`, or leaving ``with``) or, unfreed,
+        when it is dropped.  Its contents are uninitialised.
+
+        Args:
+            nbytes: size in bytes, an integer (``int`` or anything with ``__index__``) from 1 to ``2**64 - 1``.
+            kind: where the memory lives (:class:`MemoryKind`): ``DEVICE`` (default), ``HOST_PINNED`` (page-locked
+                host memory the device reads), ``UNIFIED`` (one address for host and device), ``HOST``.
+
+        Returns:
+            The new :class:`Allocation` (the backend's subclass): ``nbytes``, ``kind``, ``device``.
+
+        Raises:
+            TypeError: ``nbytes`` is not an integer (``1.5``, ``"8"``), or ``kind`` is not a :class:`MemoryKind`.
+            Error: ``ErrorKind.INVALID_VALUE`` for ``nbytes`` < 1 or past ``size_t``, or past what the device
+                allocates at once (OpenCL ``CL_DEVICE_MAX_MEM_ALLOC_SIZE``, Metal ``maxBufferLength``);
+                ``ErrorKind.OUT_OF_MEMORY`` when the memory is not there; ``ErrorKind.UNSUPPORTED`` when the
+                backend lacks ``kind`` (see Backends); ``ErrorKind.INVALID_HANDLE`` after :meth:`close`.
+
+        Backends:
+            OpenCL: every kind (``HOST_PINNED``/``HOST``: ``CL_MEM_ALLOC_HOST_PTR`` buffers; ``UNIFIED``: fine-grained
+            SVM, where the device has it (``CapabilityFlags.UNIFIED_MEMORY``), else ``UNSUPPORTED``).
+            CUDA/HIP: every kind (``cuMemAlloc``/``hipMalloc``, ``cuMemHostAlloc``/``hipHostMalloc``,
+            ``cuMemAllocManaged``/``hipMallocManaged``).  Metal: ``DEVICE`` (private storage) and ``UNIFIED``
+            (shared storage, on a unified-memory device); ``HOST_PINNED`` and ``HOST`` are ``UNSUPPORTED``.
+            QNN: ``DEVICE``, ``HOST_PINNED`` and ``HOST`` are all host memory bound to graph tensors as client
+            buffers; ``UNIFIED`` (registered shared memory, ``QnnMem_register``) is ``UNSUPPORTED`` (the
+            message gives the library's reason).
+        """
         raise unsupported(self.kind, "Device.alloc")
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
+        """:meth:`alloc` that returns the :class:`Error` instead of raising it, for the hot path.
+
+        The allocation is not tracked: it is released only by :meth:`Allocation.free` / ``free_unchecked``
+        (Metal's are tracked).  One fast test of the arguments (``type(nbytes) is int``, ``type(kind) is
+        MemoryKind``); see docs/UNCHECKED.md.
+
+        Args:
+            nbytes: size in bytes, as for :meth:`alloc`.
+            kind: the :class:`MemoryKind`, as for :meth:`alloc`.
+
+        Returns:
+            The new :class:`Allocation`, or the :class:`Error`: ``INVALID_VALUE`` for a bad ``nbytes`` or ``kind``
+            (where :meth:`alloc` raises ``TypeError`` too), ``OUT_OF_MEMORY``, ``UNSUPPORTED`` and
+            ``INVALID_HANDLE`` (closed device) as for :meth:`alloc`.
+
+        Raises:
+            Never raises for a bad value; see docs/UNCHECKED.md.
+
+        Backends:
+            All, with the memory kinds of :meth:`alloc`.
+        """
         raise unsupported(self.kind, "Device.alloc_unchecked")
 
     def _alloc_args_unchecked(self, nbytes: Any, kind: Any, function: str) -> int | Error:
@@ -752,7 +934,20 @@ class Device:
         return r
 
     def memory_pool(self) -> MemoryPool:
-        """The device's caching sub-allocator (one per device)."""
+        """The device's memory pool: one per device, made on first use, trimmed by :meth:`close`.
+
+        Returns:
+            The device's :class:`MemoryPool` (DEVICE memory, stream-ordered; see the class).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` after :meth:`close` (CUDA/HIP; elsewhere the pool's ``alloc``
+                raises it).
+
+        Backends:
+            All.  CUDA/HIP: on the driver's stream-ordered allocator (``cuMemPoolCreate``/``hipMemPoolCreate``)
+            where the device supports memory pools, else the core's caching pool; OpenCL, Metal, QNN: the core's
+            caching pool over :meth:`alloc`.
+        """
         pool = getattr(self, "_pool", None)
         if pool is None:
             pool = MemoryPool(self)
@@ -760,6 +955,20 @@ class Device:
         return pool
 
     def create_stream(self) -> Stream:
+        """Create a stream: an in-order queue of copies, fills and launches on this device.
+
+        Returns:
+            The new :class:`Stream` (released when dropped).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` after :meth:`close`; the vendor's error where creating the queue
+                fails (``OUT_OF_MEMORY`` ...).
+
+        Backends:
+            All.  OpenCL: a command queue; CUDA/HIP: ``cuStreamCreate``/``hipStreamCreate``; Metal: an
+            ``MTLCommandQueue``; QNN: a graph executor (synchronous where the library has no asynchronous
+            execution, as on the x86 HTP emulator).
+        """
         raise unsupported(self.kind, "Device.create_stream")
 
     def _live_streams(self) -> list[Stream]:
@@ -770,23 +979,66 @@ class Device:
     def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
                     defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
                     name_expressions: Sequence[str] = (), cache: bool = True) -> Module:
-        """Device code -> a :class:`Module`.  Source is compiled with ``options`` (the compiler's own flags),
-        ``defines`` (``{"N": 4, "FAST": None}`` -> ``-DN=4 -DFAST``) and ``include_dirs`` (``-I``);
-        ``name_expressions`` (NVRTC: ``"axpy<float>"``) are looked up after compiling so that
-        ``module.kernel("axpy<float>")`` finds the lowered name.  Where the backend keeps one (NVRTC, OpenCL),
-        the compiled artifact comes from the on-disk kernel cache (``kernel_cache``; ``cache=False`` or
-        ``IRONACCEL_CACHE=0`` skips it) and ``Module.from_cache`` says so.  Bad option types raise
-        ``INVALID_VALUE`` before any vendor call; a compiler refusing an option raises ``COMPILE_FAILED``
-        (or the vendor's error) with its log; options a backend cannot honour raise ``UNSUPPORTED``."""
+        """Load device code (source to compile, or a compiled image) as a :class:`Module`.
+
+        Where the backend keeps one (NVRTC, OpenCL), the compiled artifact comes from the on-disk kernel cache
+        (``kernel_cache``; ``cache=False`` or ``IRONACCEL_CACHE=0`` skips it) and ``Module.from_cache`` says so.
+        The compiler's warnings are issued as :class:`CompilerWarning` and kept in ``Module.build_log``.
+
+        Args:
+            source_or_binary: source text (``str``, or ``bytes`` of source) or a compiled image (``bytes``), as
+                the backend takes them (see Backends).
+            options: the compiler's own flags (``["-cl-fast-relaxed-math"]``, ``["-use_fast_math"]``).
+            defines: macros: ``{"N": 4, "FAST": None}`` -> ``-DN=4 -DFAST``.
+            include_dirs: directories for ``#include`` (``-I``), paths or path-like objects.
+            name_expressions: NVRTC/hiprtc template instantiations (``"axpy<float>"``), looked up after compiling
+                so that ``module.kernel("axpy<float>")`` finds the lowered name.
+            cache: use the kernel cache (default True).
+
+        Returns:
+            The loaded :class:`Module`; :meth:`Module.kernel` gets its kernels.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for bad option types (before any vendor call) or a NUL character
+                inside the source; ``ErrorKind.COMPILE_FAILED`` when the compiler refuses the source or an option
+                (the message holds its log); ``ErrorKind.UNSUPPORTED`` for input or options the backend cannot
+                take (see Backends); ``ErrorKind.INVALID_HANDLE`` after :meth:`close`.
+
+        Backends:
+            OpenCL: OpenCL C source, cached as the program binary; ``name_expressions`` ``UNSUPPORTED``.
+            CUDA: CUDA C++ source (NVRTC, cached), PTX, cubin (ELF) or fatbin; options with an image
+            ``UNSUPPORTED``.  HIP: code objects (ELF, offload bundles).  Metal: Metal Shading Language source
+            (``str``) only; any compile option, and metallib bytes, ``UNSUPPORTED``; no kernel cache.  QNN: a
+            context binary (bytes); any compile option ``UNSUPPORTED``; nothing is compiled.
+        """
         raise unsupported(self.kind, "Device.load_module")
 
     def from_dlpack(self, obj: Any, *, stream: Any = None) -> Allocation:
-        """Import ``obj``'s memory (anything with ``__dlpack__``: a numpy array, a view of ours, a CuPy/PyTorch
-        tensor) as an allocation of this device without a copy: ``.dtype`` and ``.shape`` say what it holds.
+        """Import ``obj``'s memory as an allocation of this device, without a copy.
+
         The producer is kept alive until the allocation is freed or dropped (then its deleter runs, once).
-        ``INVALID_VALUE`` for memory of another device, a read-only or non-contiguous tensor; ``UNSUPPORTED``
-        where the backend cannot use foreign memory of that kind (see each backend's ``_import_kind``).
-        ``stream`` (CUDA/HIP): this device's stream that will use the memory (the producer orders it)."""
+
+        Args:
+            obj: anything with ``__dlpack__`` and ``__dlpack_device__``: a numpy array, a view of ours, a
+                CuPy/PyTorch tensor.
+            stream: (CUDA/HIP) the stream of this device that will use the memory: a :class:`Stream`, an object
+                with ``__cuda_stream__`` or a handle, per the DLPack protocol; the producer orders its work
+                before it.  None: the producer synchronises.
+
+        Returns:
+            An :class:`Allocation` over the tensor's memory; ``.dtype`` and ``.shape`` say what it holds.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for an object without DLPack, memory of another device, a
+                read-only or non-contiguous tensor; ``ErrorKind.UNSUPPORTED`` where the backend cannot use
+                foreign memory of that kind; ``ErrorKind.INVALID_HANDLE`` after :meth:`close`.
+
+        Backends:
+            CUDA: device memory of this device, pinned (``kDLCUDAHost``) and managed memory; HIP: device and
+            pinned memory; pageable host memory (``kDLCPU``) is ``UNSUPPORTED`` on both (copy it in).  QNN:
+            host memory (a numpy array), bound as client buffers.  OpenCL and Metal: ``UNSUPPORTED`` (a buffer
+            over foreign memory is not wrapped: copy it in with :meth:`Stream.copy_from_host`).
+        """
         from . import dlpack
 
         what = "Device.from_dlpack"
@@ -801,14 +1053,50 @@ class Device:
         return self._adopt(imp, kind, what)
 
     def from_cuda_array_interface(self, obj: Any, *, stream: Any = None) -> Allocation:
-        """Import ``obj.__cuda_array_interface__`` (v2/v3) memory without a copy (CUDA)."""
+        """Import ``obj.__cuda_array_interface__`` (v2/v3) memory as a DEVICE allocation, without a copy.
+
+        The memory is trusted to be this device's (the interface does not say which device it is on).
+
+        Args:
+            obj: an object with ``__cuda_array_interface__`` (a CuPy array, a Numba device array, a torch CUDA
+                tensor).
+            stream: this device's stream that will use the memory: the producer's stream (v3) is ordered
+                before it with an event; None: the producer's stream is synchronised.
+
+        Returns:
+            A DEVICE :class:`Allocation` over the memory; ``.dtype`` and ``.shape`` say what it holds.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for a missing, malformed, masked or non-contiguous interface;
+                ``ErrorKind.UNSUPPORTED`` on a backend without the interface; ``ErrorKind.INVALID_HANDLE``
+                after :meth:`close`.
+
+        Backends:
+            CUDA only; HIP, OpenCL, Metal, QNN: ``UNSUPPORTED`` (use :meth:`from_dlpack`).
+        """
         raise unsupported(self.kind, "Device.from_cuda_array_interface")
 
     def import_ipc(self, handle: IpcHandle) -> Allocation:
-        """Open device memory another process exported (``Allocation.export_ipc()``) as a DEVICE allocation of this
-        device (CUDA, HIP; ``UNSUPPORTED`` elsewhere): ``free()`` (or dropping it) closes the mapping, never the
-        memory, which stays the exporter's.  ``TypeError`` for anything but an :class:`IpcHandle`; ``INVALID_VALUE``
-        for a handle of another backend or made by this very process (the vendors refuse it: use the allocation)."""
+        """Open device memory another process exported (:meth:`Allocation.export_ipc`) as a DEVICE allocation.
+
+        ``free()`` (or dropping it) closes the mapping, never the memory, which stays the exporter's.
+
+        Args:
+            handle: the :class:`IpcHandle` the exporting process sent.
+
+        Returns:
+            A DEVICE :class:`Allocation` of this device over the exporter's memory (``.ipc_handle``: ``handle``).
+
+        Raises:
+            TypeError: ``handle`` is not an :class:`IpcHandle`.
+            Error: ``ErrorKind.INVALID_VALUE`` for a handle of another backend, of the wrong size, or made by
+                this very process (the vendors refuse it: use the allocation); ``ErrorKind.UNSUPPORTED`` on a
+                backend without IPC; the vendor's error where opening fails; ``ErrorKind.INVALID_HANDLE`` after
+                :meth:`close`.
+
+        Backends:
+            CUDA (``cuIpcOpenMemHandle``), HIP (``hipIpcOpenMemHandle``); OpenCL, Metal, QNN: ``UNSUPPORTED``.
+        """
         raise unsupported(self.kind, "Device.import_ipc")
 
     def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
@@ -839,11 +1127,31 @@ class Device:
         return a
 
     def synchronize(self) -> None:
+        """Wait until all work enqueued on every stream of this device has completed.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` after :meth:`close`; the error of failed work (CUDA/HIP:
+                ``LAUNCH_FAILED`` for a kernel that faulted, the vendor's error otherwise).
+
+        Backends:
+            All.  CUDA/HIP: ``cuCtxSynchronize``/``hipDeviceSynchronize``; OpenCL, Metal, QNN: each live stream
+            synchronised.
+        """
         raise unsupported(self.kind, "Device.synchronize")
 
     def close(self) -> None:
-        """Wait for the device's work, release its pooled memory and its context reference; later use of
-        the device or anything made from it raises ``INVALID_HANDLE`` (see the class docstring)."""
+        """Wait for the device's work, release its pooled memory and its context reference.
+
+        Later use of the device or anything made from it raises ``INVALID_HANDLE`` (see the class docstring).
+        Idempotent; leaving ``with device:`` calls it.
+
+        Raises:
+            Error: the error of the device's failed work (as :meth:`synchronize`); the device is closed all the
+                same.
+
+        Backends:
+            All.
+        """
         if self._closed:
             return
         try:
@@ -1676,7 +1984,20 @@ class InFlight:
 
 @dataclass
 class PoolStats:
-    """Counters of a :class:`MemoryPool`."""
+    """Counters of a :class:`MemoryPool` (:meth:`MemoryPool.stats`), a snapshot.
+
+    Attributes:
+        allocated_bytes: memory held from the backend (in use + cached).
+        in_use_bytes: memory of live pool allocations (whole blocks).
+        cached_bytes: memory of freed blocks kept for reuse.
+        hits: allocations served from a cached block.
+        misses: allocations that asked the backend for a new block.
+
+    Backends:
+        All.  CUDA/HIP where the device has stream-ordered pools: the driver's counters (``allocated_bytes`` the
+        memory the pool reserves, ``in_use_bytes`` what its allocations use); the driver counts no hits or
+        misses (0).
+    """
 
     allocated_bytes: int = 0  # held from the backend (in use + cached)
     in_use_bytes: int = 0
