@@ -1198,6 +1198,15 @@ class Allocation:
     ``__dlpack_device__`` never finds it on an allocation that cannot export (OpenCL, pooled blocks of the
     caching pool).  Typed, strided exports (versioned DLPack 1.x capsules) are made by :meth:`view`, on every
     backend whose memory a consumer can address.
+
+    Made by :meth:`Device.alloc` (or ``alloc_unchecked``, :meth:`MemoryPool.alloc`, :meth:`Device.from_dlpack`,
+    :meth:`Device.import_ipc`); ``nbytes``, ``kind`` (:class:`MemoryKind`) and ``device`` say what it is.
+    ``alloc[start:stop]`` is a slice sharing its memory.  A context manager that frees it on exit.  It does not
+    pickle (``TypeError`` saying how to share it).
+
+    Backends:
+        All: ``OpenCLAllocation`` (a ``cl_mem``), ``CudaAllocation``/``HipAllocation`` (``.ptr``, ``.dptr``),
+        ``MetalAllocation`` (an ``MTLBuffer``), ``QnnAllocation`` (host memory bound as a client buffer).
     """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
@@ -1255,11 +1264,26 @@ class Allocation:
         return None
 
     def host_view(self) -> memoryview:
-        """A writable byte view of host-visible memory (HOST_PINNED, UNIFIED) without a copy: ``np.asarray(view)``
-        or ``np.frombuffer(view, dtype)`` is a numpy view of it.  The view keeps the allocation alive, and
-        ``free()`` refuses (INVALID_VALUE) while one is exported (``memoryview.release()`` or dropping it ends
-        that).  Access it only when no queued work uses the memory (``Stream.synchronize`` first).  Device
-        memory has none: INVALID_VALUE."""
+        """A writable byte view of host-visible memory, without a copy.
+
+        ``np.asarray(view)`` or ``np.frombuffer(view, dtype)`` is a numpy view of it.  The view keeps the
+        allocation alive, and :meth:`free` refuses (``INVALID_VALUE``) while one is exported
+        (``memoryview.release()`` or dropping it ends that).  Access it only when no queued work uses the memory
+        (:meth:`Stream.synchronize` first).
+
+        Returns:
+            A writable ``memoryview`` of format ``"B"`` over the allocation's ``nbytes``.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for memory that is not host-visible (DEVICE memory);
+                ``ErrorKind.INVALID_HANDLE`` once freed or after ``Device.close``.
+
+        Backends:
+            OpenCL: ``UNIFIED`` (the SVM memory itself), ``HOST_PINNED`` and ``HOST`` (mapped with
+            ``clEnqueueMapBuffer`` until the view is released: release it before a stream uses the buffer).
+            CUDA/HIP: ``HOST_PINNED``, ``HOST``, ``UNIFIED``.  Metal: ``UNIFIED`` (shared storage).  QNN: every
+            kind (client buffers are host memory).
+        """
         what = "Allocation.host_view"
         self._check_live(what)
         addr = self._host_address()
@@ -1300,15 +1324,35 @@ class Allocation:
         return DLPackView if self._dlpack_device() is not None else ArrayView
 
     def view(self, dtype: Any, shape: Any, strides: Any = None, offset: int = 0, *, stream: Stream | None = None) -> Any:
-        """A typed, strided view of the allocation, zero copy: ``dtype`` (a :class:`DType`, or a numpy dtype or
-        name), ``shape`` (an int or ints), ``strides`` (in elements; None: C-contiguous), ``offset`` (bytes, a
-        multiple of the element size); ``stream`` (CUDA/HIP): the stream that produces the data, so a
-        consumer's ``__dlpack__(stream=...)`` waits on an event of it rather than on the whole device.  The
-        view keeps the allocation alive; it is bounds-checked (``INVALID_VALUE`` past the end).  Where the
-        memory has a DLPack device a consumer can use (host-visible memory as ``kDLCPU``/``kDLCUDAHost``/
-        ``kDLCUDAManaged``; CUDA/HIP device memory) it exports ``__dlpack__`` (``np.from_dlpack(view)``,
-        ``torch.from_dlpack(view)``), and on CUDA ``__cuda_array_interface__``; OpenCL buffers and private
-        Metal buffers have a plain view (no DLPack device type numpy or others accept)."""
+        """A typed, strided view of the allocation, zero copy.
+
+        The view keeps the allocation alive and is bounds-checked.  Where the memory has a DLPack device a
+        consumer can use it exports ``__dlpack__`` (``np.from_dlpack(view)``, ``torch.from_dlpack(view)``), and on
+        CUDA ``__cuda_array_interface__``.
+
+        Args:
+            dtype: the element type: a :class:`DType`, or a numpy dtype or its name (``"float32"``).
+            shape: the extents, an int or a tuple of ints (>= 0).
+            strides: the strides in elements, one per extent (>= 0); None: C-contiguous.
+            offset: where the view starts, in bytes: a multiple of the element size.
+            stream: (CUDA/HIP) the stream that produces the data, so a consumer's ``__dlpack__(stream=...)`` waits
+                on an event of it rather than on the whole device.
+
+        Returns:
+            A ``DLPackView`` (exports DLPack) where the memory has a DLPack device, else an ``ArrayView``
+            (``dtype``, ``shape``, ``strides``, ``offset``, ``allocation``).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for a dtype with no :class:`DType`, a shape or strides that are
+                not ints, negative, of different lengths, an offset not a multiple of the element size, or a
+                view past the allocation's end; ``ErrorKind.INVALID_HANDLE`` once freed or after ``Device.close``.
+
+        Backends:
+            All.  DLPack export: host-visible memory (OpenCL ``UNIFIED``, Metal ``UNIFIED``, every QNN
+            allocation: ``kDLCPU``; CUDA/HIP pinned and managed memory: ``kDLCUDAHost``/``kDLROCMHost``,
+            ``kDLCUDAManaged``) and CUDA/HIP device memory (``kDLCUDA``/``kDLROCM``).  OpenCL buffers and private Metal buffers get a plain ``ArrayView`` (no DLPack device
+            type numpy or others accept).
+        """
         from .dlpack import make_view
 
         self._check_live("Allocation.view")  # (before asking the freed memory's kind for a view class)
@@ -1329,6 +1373,21 @@ class Allocation:
                      backend=self.device.kind.name, function=what)
 
     def free(self) -> None:
+        """Release the memory now (a dropped allocation is released too: freeing is for when it matters).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when it was already freed (a double free is detected, never
+                passed to the driver); ``ErrorKind.INVALID_VALUE`` while host views of it are exported
+                (:meth:`host_view`, a numpy view of it) or for a slice (free the allocation it was cut from);
+                the vendor's error where the release fails.
+
+        Backends:
+            All.  The memory is released once the work queued on it is done: CUDA/HIP ``cuMemFree`` orders after
+            the device's work, OpenCL and Metal command buffers hold their own references.  A pool allocation
+            (:meth:`MemoryPool.alloc`) goes back to its pool, and takes ``stream=`` (free in that stream's
+            order).  An imported allocation (:meth:`Device.from_dlpack`, :meth:`Device.import_ipc`) gives the
+            memory back to its producer (runs the DLPack deleter / closes the IPC mapping).
+        """
         if self._freed:
             raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                         function="Allocation.free")
@@ -1340,6 +1399,19 @@ class Allocation:
             raise err
 
     def free_unchecked(self) -> Result[None]:
+        """:meth:`free` that returns the :class:`Error` instead of raising it.
+
+        Returns:
+            None, or the :class:`Error` :meth:`free` would raise: ``INVALID_HANDLE`` for a second free (one flag
+            test: the vendor's handle is never released twice), ``INVALID_VALUE`` while host views are exported
+            or for a slice, the vendor's error.
+
+        Raises:
+            Never raises for a bad value; see docs/UNCHECKED.md.
+
+        Backends:
+            All, as :meth:`free`.
+        """
         if self._freed:  # one flag test: releasing the vendor handle twice is undefined behaviour (a crash)
             return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                          function="Allocation.free_unchecked")
@@ -1350,6 +1422,8 @@ class Allocation:
 
     @property
     def freed(self) -> bool:
+        """Whether the allocation was freed (a slice: whether its allocation was); using it then is
+        ``INVALID_HANDLE``."""
         return self._freed
 
     def _check_live(self, what: str) -> None:
@@ -1369,10 +1443,22 @@ class Allocation:
         return f"<{type(self).__name__} {self.nbytes} bytes {self.kind.name} on {self.device.descriptor.id}{state}>"
 
     def export_ipc(self) -> IpcHandle:
-        """A handle another process opens with ``Device.import_ipc`` to use this DEVICE memory without a copy (CUDA:
-        ``cuIpcGetMemHandle``, HIP: ``hipIpcGetMemHandle``; ``UNSUPPORTED`` elsewhere).  Keep this allocation alive
-        while importers use it.  Refused: slices and caching-pool blocks (``INVALID_VALUE``: export the whole
-        allocation), other memory kinds, stream-ordered pool allocations and imported memory (``UNSUPPORTED``)."""
+        """A handle another process opens with :meth:`Device.import_ipc` to use this DEVICE memory without a copy.
+
+        Keep this allocation alive while importers use it.
+
+        Returns:
+            The :class:`IpcHandle` (picklable: send it through a pipe, a queue or a file).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for a slice or a caching-pool block (export the whole allocation);
+                ``ErrorKind.UNSUPPORTED`` for other memory kinds than DEVICE, stream-ordered pool allocations,
+                imported memory, and on backends without IPC; ``ErrorKind.INVALID_HANDLE`` once freed or after
+                ``Device.close``.
+
+        Backends:
+            CUDA (``cuIpcGetMemHandle``), HIP (``hipIpcGetMemHandle``); OpenCL, Metal, QNN: ``UNSUPPORTED``.
+        """
         raise unsupported(self.device.kind, "Allocation.export_ipc")
 
     def __getitem__(self, key: slice) -> Allocation:
