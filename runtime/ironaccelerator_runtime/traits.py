@@ -2245,6 +2245,14 @@ class MemoryPool:
 
     The hot paths count only hits (misses and held bytes change on the slow path); ``stats()`` derives the
     cached and in-use bytes from the free lists.
+
+    Get a device's pool with :meth:`Device.memory_pool` (or make one: ``MemoryPool(device, kind)``, ``kind`` the
+    :class:`MemoryKind` of its blocks, DEVICE by default).
+
+    Backends:
+        All.  CUDA/HIP devices with memory pools get a subclass on the driver's stream-ordered allocator
+        (``cuMemAllocFromPoolAsync``/``hipMallocFromPoolAsync``) with the same contract; its ``stats()`` are the
+        driver's.
     """
 
     MIN_BLOCK = 256
@@ -2265,15 +2273,49 @@ class MemoryPool:
 
     @classmethod
     def size_class(cls, nbytes: int) -> int:
-        """The block size a request of ``nbytes`` gets (``TypeError``/``INVALID_VALUE`` for a bad size)."""
+        """The block size a request of ``nbytes`` gets: the next power of two, at least ``MIN_BLOCK`` (256).
+
+        Args:
+            nbytes: the requested size in bytes, an integer >= 1.
+
+        Returns:
+            The size of the block that serves it.
+
+        Raises:
+            TypeError: ``nbytes`` is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` for ``nbytes`` < 1 or past ``size_t``.
+
+        Backends:
+            All (the core's caching pool; the drivers' stream-ordered pools size their own blocks).
+        """
         n = max(check_size(nbytes, "nbytes", "MemoryPool.size_class"), cls.MIN_BLOCK)
         return 1 << (n - 1).bit_length()
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> Allocation:
-        """A block of at least ``nbytes`` in the order of ``stream`` (see the class), reused when one is free.
+        """Allocate at least ``nbytes`` from the pool, in the order of ``stream`` (see the class).
 
-        ``stream``: ``None`` or a stream of this device (``INVALID_VALUE`` otherwise); the block's ``free()``
-        frees in that stream's order."""
+        A cached block of the size class is reused when one is free for ``stream``; else the pool allocates a
+        new block from the device (after trimming its cache once if the device is out of memory).
+
+        Args:
+            nbytes: size in bytes, an integer >= 1.
+            stream: None, or a :class:`Stream` of this device: the allocation is ordered on it, and its
+                ``free()`` frees in that stream's order.
+
+        Returns:
+            An :class:`Allocation` of ``nbytes`` (a block of :meth:`size_class` bytes underneath); ``free()`` (or
+            dropping it) gives the block back to the pool.  ``free(stream=s)`` frees in ``s``'s order.
+
+        Raises:
+            TypeError: ``nbytes`` is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` for ``nbytes`` < 1 or a ``stream`` that is not one of this device's;
+                ``ErrorKind.INVALID_HANDLE`` after ``Device.close``; ``ErrorKind.OUT_OF_MEMORY`` (and the other
+                errors of :meth:`Device.alloc`) when a new block cannot be had.
+
+        Backends:
+            All.  CUDA/HIP stream-ordered pools: ``alloc(n, stream=s)`` is ``cuMemAllocFromPoolAsync`` on ``s``
+            (no synchronisation); ``alloc(n)`` allocates on the pool's own stream and waits for it.
+        """
         if type(nbytes) is not int or nbytes <= 0:
             nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", self.device.kind)
         if stream is not None:
@@ -2322,7 +2364,22 @@ class MemoryPool:
         return PooledAllocation(self, block, nbytes, stream)
 
     def alloc_unchecked(self, nbytes: int, stream: Stream | None = None) -> Result[Allocation]:
-        """``alloc`` returning the Error instead of raising it (``stream``: as for ``alloc``)."""
+        """:meth:`alloc` that returns the :class:`Error` instead of raising it.
+
+        Args:
+            nbytes: size in bytes, as for :meth:`alloc`.
+            stream: None or a stream of this device, as for :meth:`alloc`.
+
+        Returns:
+            The :class:`Allocation`, or the :class:`Error` :meth:`alloc` would raise (a non-integer ``nbytes`` is
+            ``INVALID_VALUE`` here, not ``TypeError``).
+
+        Raises:
+            Never raises for a bad value; see docs/UNCHECKED.md.
+
+        Backends:
+            All, as :meth:`alloc`.
+        """
         try:
             return self.alloc(nbytes, stream)
         except Error as e:
@@ -2453,8 +2510,21 @@ class MemoryPool:
         return blocks
 
     def trim(self) -> int:
-        """Release every cached block to the backend, once the work queued before their frees has completed;
-        returns the bytes released."""
+        """Release every cached block to the backend, once the work queued before their frees has completed.
+
+        Waits for the device (:meth:`Device.synchronize`) when blocks freed in a stream's order are cached.
+        :meth:`Device.close` calls it.
+
+        Returns:
+            The bytes released.
+
+        Raises:
+            Error: the error of the device's failed work, from waiting for it.
+
+        Backends:
+            All.  CUDA/HIP stream-ordered pools: ``cuMemPoolTrimTo``/``hipMemPoolTrimTo`` of the pool's unused
+            reserved memory.
+        """
         with self._lock:
             pending = bool(self._ordered or self._fenced)
         if pending and not self.device._closed:
@@ -2475,6 +2545,19 @@ class MemoryPool:
         return released
 
     def stats(self) -> PoolStats:
+        """The pool's counters now: bytes held, in use and cached, hits and misses.
+
+        Returns:
+            A :class:`PoolStats` snapshot.
+
+        Raises:
+            Error: the vendor's error where the driver's counters cannot be read (CUDA/HIP pools); the core's
+                pool never raises.
+
+        Backends:
+            All.  CUDA/HIP stream-ordered pools report the driver's reserved and used bytes and no hits or
+            misses (0).
+        """
         with self._lock:
             st = self._stats
             cached = sum(b.nbytes for b in self._cached())
@@ -2491,7 +2574,16 @@ def _same_events(a: list[Event], b: list[Event]) -> bool:
 
 class BackendRegistry:
     """The backends this process knows: built-in ones and those registered under the entry-point group
-    ``ironaccelerator.backends`` (name -> ``module:BackendClass``)."""
+    ``ironaccelerator.backends`` (name -> ``module:BackendClass``).
+
+    ``BackendRegistry.default()`` is the process's; ``BackendRegistry(factories)`` makes a private one from
+    ``{BackendKind: callable returning a Backend}``.  Each backend is constructed on first use and kept (or the
+    Error of constructing it).  Thread-safe.
+
+    Backends:
+        All kinds of :class:`BackendKind`; one whose library cannot load stays listed with its reason
+        (:meth:`report`).
+    """
 
     _default: BackendRegistry | None = None
     _default_lock = threading.Lock()
@@ -2503,7 +2595,17 @@ class BackendRegistry:
 
     @classmethod
     def default(cls) -> BackendRegistry:
-        """The process-wide registry."""
+        """The process-wide registry: the built-in backends plus the ``ironaccelerator.backends`` entry points.
+
+        Returns:
+            The same :class:`BackendRegistry` on every call (made on the first).
+
+        Raises:
+            Never: a broken entry-point metadata or a backend that fails to load is reported by :meth:`get`.
+
+        Backends:
+            All.
+        """
         with cls._default_lock:
             if cls._default is None:
                 from ironaccelerator._core import BUILTIN_BACKENDS
@@ -2514,6 +2616,19 @@ class BackendRegistry:
             return cls._default
 
     def register(self, kind: BackendKind, factory: Callable[[], Backend]) -> None:
+        """Register (or replace) the backend of ``kind``: the next :meth:`get` constructs it with ``factory``.
+
+        Args:
+            kind: the :class:`BackendKind` it serves.
+            factory: a callable that returns the :class:`Backend` (e.g. the backend class); an :class:`Error` it
+                raises is what :meth:`get` raises, any other exception becomes ``UNKNOWN``.
+
+        Raises:
+            Never.
+
+        Backends:
+            All kinds.
+        """
         with self._lock:
             self._factories[kind] = factory
             self._backends.pop(kind, None)
@@ -2550,9 +2665,23 @@ class BackendRegistry:
             return self._backends[kind]
 
     def get(self, kind: BackendKind | str) -> Backend:
-        """The backend of ``kind`` (a :class:`BackendKind`, or its name in any case: ``"opencl"``), or raise the Error
-        saying why it is unavailable; anything else (``None``, an unknown name) is ``INVALID_VALUE`` listing the
-        kinds."""
+        """The backend of ``kind``, constructed on first use.
+
+        Args:
+            kind: a :class:`BackendKind`, or its name in any case (``"opencl"``, ``"CUDA"``, ``"rocm"``).
+
+        Returns:
+            The :class:`Backend` (the same object on every call).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for anything else (``None``, an unknown name), listing the kinds;
+                ``ErrorKind.UNSUPPORTED`` when no backend of ``kind`` is registered; the Error of constructing it
+                otherwise, e.g. ``ErrorKind.LIBRARY_NOT_FOUND`` naming the libraries tried (CUDA without
+                ``libcuda.so.1``), or ``ErrorKind.UNKNOWN`` for a backend that failed with another exception.
+
+        Backends:
+            All kinds.
+        """
         if type(kind) is not BackendKind:
             kind = _backend_kind(kind)
         b = self._resolve(kind)
@@ -2561,12 +2690,33 @@ class BackendRegistry:
         return b
 
     def available(self) -> list[Backend]:
-        """Backends whose library loads."""
+        """The backends whose library loads (each constructed, in :class:`BackendKind` order).
+
+        A backend may be available with no device (:meth:`Backend.devices` is then empty).
+
+        Returns:
+            The available :class:`Backend` objects.
+
+        Raises:
+            Never: an unavailable backend is left out (:meth:`report` says why).
+
+        Backends:
+            All kinds.
+        """
         return [b for k in BackendKind if not isinstance(b := self._resolve(k), Error)]
 
     def report(self) -> list[str]:
-        """One line per known backend: available (with its versions and devices) or why not
-        (:mod:`ironaccelerator_runtime.inventory`, ``python -m ironaccelerator``)."""
+        """What ``python -m ironaccelerator`` prints: each backend, available (its versions and devices) or why not.
+
+        Returns:
+            The report's lines of text.
+
+        Raises:
+            Never for an unavailable backend (its reason is a line of the report).
+
+        Backends:
+            All kinds.
+        """
         from .inventory import describe, text
 
         return text(describe(self))
