@@ -229,6 +229,16 @@ class OpenCLBackend(Backend):
 
 
 class OpenCLDevice(Device):
+    """An opened OpenCL device: a ``cl_context`` of its own (``clCreateContext``) on one ``cl_device_id``.
+
+    Adds over :class:`~ironaccelerator.Device`: ``handle`` (the ``cl_device_id``) and ``context`` (the
+    ``cl_context``) for interop with other OpenCL code; ``alloc(kind=MemoryKind.UNIFIED)`` is fine-grained buffer
+    SVM (``clSVMAlloc``) where the device has it (``CapabilityFlags.UNIFIED_MEMORY``), HOST_PINNED/HOST are
+    ``CL_MEM_ALLOC_HOST_PTR`` buffers; ``load_module`` builds OpenCL C and keeps program binaries in the kernel
+    cache.  Foreign memory (``from_dlpack``) and IPC are ``UNSUPPORTED``.  Closing it releases the device's own
+    context reference; streams, programs and buffers made from it hold theirs.
+    """
+
     def __init__(self, backend: OpenCLBackend, handle: Any, descriptor: DeviceDescriptor) -> None:
         self.backend = backend
         self.api = backend.api

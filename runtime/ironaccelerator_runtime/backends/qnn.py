@@ -660,6 +660,7 @@ class QnnModule(Module):
 
     @property
     def graph_names(self) -> list[str]:
+        """The names of the context binary's graphs, in its order: what :meth:`kernel` takes (QNN only)."""
         return list(self.graphs)
 
     def kernel(self, name: str) -> QnnKernel:
