@@ -536,8 +536,9 @@ class OpenCLAllocation(Allocation):
 
 
 class OpenCLEvent(Event):
-    """A marker in a stream.  It knows the stream's in-flight host buffers enqueued before it: once it is
-    seen complete they are released."""
+    """A marker in a stream (``clEnqueueMarkerWithWaitList``), made by ``OpenCLStream.record_event``, with the
+    queue's profiling timestamps for ``elapsed_ms``.  It knows the stream's in-flight host buffers enqueued
+    before it: once it is seen complete they are released."""
 
     def __init__(self, device: OpenCLDevice, handle: Any, inflight: InFlight | None = None, mark: int = 0) -> None:
         self.device = device
@@ -804,7 +805,14 @@ class OpenCLModule(Module):
 
 
 class OpenCLStream(Stream):
-    """An in-order command queue with profiling enabled."""
+    """An in-order command queue (``clCreateCommandQueueWithProperties``) with profiling enabled, made by
+    ``OpenCLDevice.create_stream``.
+
+    Adds over :class:`~ironaccelerator.Stream`: ``queue`` (the ``cl_command_queue``); events carry the queue's
+    profiling timestamps (``elapsed_ms``); ``prefetch`` is ``clEnqueueSVMMigrateMem`` of UNIFIED (SVM) memory
+    (OpenCL 2.1 devices); 2-D/3-D copies are ``clEnqueueCopyBufferRect`` and its read/write twins.  ``capture()``
+    (graphs) is ``UNSUPPORTED``: OpenCL has no stream capture.
+    """
 
     device: OpenCLDevice
     # for MemoryPool's fences: set after every enqueue of work that may use memory, cleared by _pool_fence
