@@ -70,7 +70,7 @@ def _doc_of(cls: type, name: str, raw: Any) -> str | None:
 def _own_doc(obj: Any) -> str | None:
     """A module-level name's docstring: its own, not its type's (a typing alias or an instance would otherwise show
     its class's)."""
-    doc = getattr(obj, "__doc__", None)
+    doc: str | None = getattr(obj, "__doc__", None)
     if not doc or not doc.strip():
         return None
     if not isinstance(obj, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
