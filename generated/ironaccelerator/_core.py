@@ -168,7 +168,7 @@ class DType(_IntEnum):
 
     @property
     def info(self) -> DTypeInfo:
-        """All that is known of the type: a :class:`DTypeInfo` (name, size, numeric_class, dlpack, numpy)."""
+        """All that is known of the type, as a :class:`DTypeInfo` (name, size, numeric_class, dlpack, numpy)."""
         return _DTYPES[self]
 
     @property
@@ -178,7 +178,7 @@ class DType(_IntEnum):
 
     @property
     def numeric_class(self) -> NumericClass:
-        """The kind of number it holds (:class:`NumericClass`: signed/unsigned int, float, bfloat, complex ...)."""
+        """The kind of number it holds, a :class:`NumericClass` (signed or unsigned int, float, bfloat, complex ...)."""
         return _DTYPES[self].numeric_class
 
     @property

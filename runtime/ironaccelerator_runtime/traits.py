@@ -857,7 +857,7 @@ class Device:
                 host memory the device reads), ``UNIFIED`` (one address for host and device), ``HOST``.
 
         Returns:
-            The new :class:`Allocation` (the backend's subclass): ``nbytes``, ``kind``, ``device``.
+            The new :class:`Allocation` (the backend's subclass), with ``nbytes``, ``kind`` and ``device``.
 
         Raises:
             TypeError: ``nbytes`` is not an integer (``1.5``, ``"8"``), or ``kind`` is not a :class:`MemoryKind`.
@@ -890,12 +890,12 @@ class Device:
             kind: the :class:`MemoryKind`, as for :meth:`alloc`.
 
         Returns:
-            The new :class:`Allocation`, or the :class:`Error`: ``INVALID_VALUE`` for a bad ``nbytes`` or ``kind``
-            (where :meth:`alloc` raises ``TypeError`` too), ``OUT_OF_MEMORY``, ``UNSUPPORTED`` and
-            ``INVALID_HANDLE`` (closed device) as for :meth:`alloc`.
+            The new :class:`Allocation`, or the :class:`Error` it did not raise (``INVALID_VALUE`` for a bad
+            ``nbytes`` or ``kind``, where :meth:`alloc` raises ``TypeError`` too; ``OUT_OF_MEMORY``,
+            ``UNSUPPORTED`` and ``INVALID_HANDLE`` for a closed device, as for :meth:`alloc`).
 
         Raises:
-            Never raises for a bad value; see docs/UNCHECKED.md.
+            Error: never for a bad value (the Error is returned); see docs/UNCHECKED.md.
 
         Backends:
             All, with the memory kinds of :meth:`alloc`.
@@ -1085,7 +1085,8 @@ class Device:
             handle: the :class:`IpcHandle` the exporting process sent.
 
         Returns:
-            A DEVICE :class:`Allocation` of this device over the exporter's memory (``.ipc_handle``: ``handle``).
+            A DEVICE :class:`Allocation` of this device over the exporter's memory (its ``.ipc_handle`` is
+            ``handle``).
 
         Raises:
             TypeError: ``handle`` is not an :class:`IpcHandle`.
@@ -1402,12 +1403,12 @@ class Allocation:
         """:meth:`free` that returns the :class:`Error` instead of raising it.
 
         Returns:
-            None, or the :class:`Error` :meth:`free` would raise: ``INVALID_HANDLE`` for a second free (one flag
-            test: the vendor's handle is never released twice), ``INVALID_VALUE`` while host views are exported
-            or for a slice, the vendor's error.
+            None, or the :class:`Error` :meth:`free` would raise (``INVALID_HANDLE`` for a second free, found by
+            one flag test so the vendor's handle is never released twice; ``INVALID_VALUE`` while host views are
+            exported or for a slice; the vendor's error).
 
         Raises:
-            Never raises for a bad value; see docs/UNCHECKED.md.
+            Error: never for a bad value (the Error is returned); see docs/UNCHECKED.md.
 
         Backends:
             All, as :meth:`free`.
@@ -1422,7 +1423,7 @@ class Allocation:
 
     @property
     def freed(self) -> bool:
-        """Whether the allocation was freed (a slice: whether its allocation was); using it then is
+        """Whether the allocation was freed (for a slice, whether its allocation was); using it then is
         ``INVALID_HANDLE``."""
         return self._freed
 
@@ -1448,7 +1449,7 @@ class Allocation:
         Keep this allocation alive while importers use it.
 
         Returns:
-            The :class:`IpcHandle` (picklable: send it through a pipe, a queue or a file).
+            The :class:`IpcHandle` (picklable; send it through a pipe, a queue or a file).
 
         Raises:
             Error: ``ErrorKind.INVALID_VALUE`` for a slice or a caching-pool block (export the whole allocation);
@@ -2375,7 +2376,7 @@ class MemoryPool:
             ``INVALID_VALUE`` here, not ``TypeError``).
 
         Raises:
-            Never raises for a bad value; see docs/UNCHECKED.md.
+            Error: never for a bad value (the Error is returned); see docs/UNCHECKED.md.
 
         Backends:
             All, as :meth:`alloc`.
@@ -2601,7 +2602,8 @@ class BackendRegistry:
             The same :class:`BackendRegistry` on every call (made on the first).
 
         Raises:
-            Never: a broken entry-point metadata or a backend that fails to load is reported by :meth:`get`.
+            Error: never (broken entry-point metadata, or a backend that fails to load, is reported by
+                :meth:`get`).
 
         Backends:
             All.
@@ -2624,7 +2626,7 @@ class BackendRegistry:
                 raises is what :meth:`get` raises, any other exception becomes ``UNKNOWN``.
 
         Raises:
-            Never.
+            Error: never (the backend is constructed by :meth:`get`, which raises what ``factory`` raises).
 
         Backends:
             All kinds.
@@ -2698,7 +2700,7 @@ class BackendRegistry:
             The available :class:`Backend` objects.
 
         Raises:
-            Never: an unavailable backend is left out (:meth:`report` says why).
+            Error: never (an unavailable backend is left out; :meth:`report` says why).
 
         Backends:
             All kinds.
@@ -2712,7 +2714,7 @@ class BackendRegistry:
             The report's lines of text.
 
         Raises:
-            Never for an unavailable backend (its reason is a line of the report).
+            Error: never for an unavailable backend (its reason is a line of the report).
 
         Backends:
             All kinds.

@@ -212,7 +212,7 @@ class CudaKernel(_gpu.GpuKernel):
     ``CudaStream.launch``.
 
     Adds over :class:`~ironaccelerator.Kernel`: ``attributes`` from ``cuFuncGetAttribute``
-    and :meth:`max_active_blocks` (``cuOccupancyMaxActiveBlocksPerMultiprocessor``).
+    and ``max_active_blocks()`` (``cuOccupancyMaxActiveBlocksPerMultiprocessor``).
     """
 
 
@@ -274,9 +274,9 @@ class CudaDevice(_gpu.GpuDevice):
     """An opened CUDA device (``CudaBackend.open``): its primary context (``cuDevicePrimaryCtxRetain``).
 
     Adds over :class:`~ironaccelerator.Device`: ``arch`` (the architecture, as the vendor names it), ``index``,
-    :meth:`activate` (make it current on the calling thread; every operation does).
-    It imports ``__cuda_array_interface__`` memory (:meth:`from_cuda_array_interface`).
-    It opens other processes' IPC handles (:meth:`import_ipc`: ``cuIpcOpenMemHandle``).
+    ``activate()`` (make it current on the calling thread; every operation does).
+    It imports ``__cuda_array_interface__`` memory (``from_cuda_array_interface()``).
+    It opens other processes' IPC handles (``import_ipc()``: ``cuIpcOpenMemHandle``).
     """
 
     allocation_class = CudaAllocation
@@ -291,7 +291,7 @@ class CudaBackend(_gpu.GpuBackend):
 
     Constructing it loads the vendor library (``Error(LIBRARY_NOT_FOUND)`` listing the files tried when it
     cannot).  Adds over :class:`~ironaccelerator.Backend`: ``driver_version()``, ``runtime_version()``,
-    :meth:`compile_source` and :meth:`compiler_version`
+    ``compile_source()`` and ``compiler_version()``
     (``nvrtcCreateProgram`` & co.).
     """
 

@@ -180,7 +180,7 @@ class HipKernel(_gpu.GpuKernel):
     ``HipStream.launch``.
 
     Adds over :class:`~ironaccelerator.Kernel`: ``attributes`` from ``hipFuncGetAttribute``
-    and :meth:`max_active_blocks` (``hipModuleOccupancyMaxActiveBlocksPerMultiprocessor``).
+    and ``max_active_blocks()`` (``hipModuleOccupancyMaxActiveBlocksPerMultiprocessor``).
     """
 
 
@@ -241,8 +241,8 @@ class HipDevice(_gpu.GpuDevice):
     """An opened HIP device (``HipBackend.open``): selected per thread.
 
     Adds over :class:`~ironaccelerator.Device`: ``arch`` (the architecture, as the vendor names it), ``index``,
-    :meth:`activate` (make it current on the calling thread; every operation does).
-    It opens other processes' IPC handles (:meth:`import_ipc`: ``hipIpcOpenMemHandle``).
+    ``activate()`` (make it current on the calling thread; every operation does).
+    It opens other processes' IPC handles (``import_ipc()``: ``hipIpcOpenMemHandle``).
     """
 
     allocation_class = HipAllocation
@@ -257,7 +257,7 @@ class HipBackend(_gpu.GpuBackend):
 
     Constructing it loads the vendor library (``Error(LIBRARY_NOT_FOUND)`` listing the files tried when it
     cannot).  Adds over :class:`~ironaccelerator.Backend`: ``driver_version()``, ``runtime_version()``,
-    :meth:`compile_source` and :meth:`compiler_version`
+    ``compile_source()`` and ``compiler_version()``
     (``UNSUPPORTED``: no runtime compiler is bound for this vendor).
     """
 
