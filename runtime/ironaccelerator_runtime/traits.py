@@ -92,8 +92,9 @@ class Capability:
     Attributes:
         flags: the :class:`CapabilityFlags` the device has (``CapabilityFlags.FP16 in cap.flags``).
         tier: the :class:`ComputeTier` (CPU, integrated, discrete, NPU ...).
-        vendor_version: the vendor's own words for it: ``"sm_90"`` (CUDA compute capability 9.0), ``"gfx90a:sramecc+:xnack-"``
-            (HIP: the gfx arch), ``"OpenCL C 1.2 pocl"`` (OpenCL), ``"QNN 2.x / HTP 5.x v68"`` (QNN).
+        vendor_version: the vendor's own words for it: ``"sm_90"`` (CUDA compute capability 9.0),
+            ``"gfx90a:sramecc+:xnack-"`` (HIP: the gfx arch), ``"OpenCL C 1.2 PoCL"`` (OpenCL),
+            ``"Metal Common1,Common2,Common3"`` (Metal: the GPU families), ``"QNN 2.40 / HTP 5.51 v68"`` (QNN).
 
     Backends:
         All: OpenCL from ``CL_DEVICE_EXTENSIONS``/``CL_DEVICE_TYPE``, CUDA/HIP from the compute capability or
@@ -706,7 +707,8 @@ class Backend:
     ``Error(UNSUPPORTED)`` for what a backend does not provide.
 
     Backends:
-        OpenCL (``OpenCLBackend``), CUDA and HIP (``CudaBackend``/``HipBackend``), Metal (``MetalBackend``), QNN (``QnnBackend``).
+        OpenCL (``OpenCLBackend``), CUDA and HIP (``CudaBackend``/``HipBackend``), Metal (``MetalBackend``),
+        QNN (``QnnBackend``).
     """
 
     kind: BackendKind
@@ -1351,8 +1353,8 @@ class Allocation:
         Backends:
             All.  DLPack export: host-visible memory (OpenCL ``UNIFIED``, Metal ``UNIFIED``, every QNN
             allocation: ``kDLCPU``; CUDA/HIP pinned and managed memory: ``kDLCUDAHost``/``kDLROCMHost``,
-            ``kDLCUDAManaged``) and CUDA/HIP device memory (``kDLCUDA``/``kDLROCM``).  OpenCL buffers and private Metal buffers get a plain ``ArrayView`` (no DLPack device
-            type numpy or others accept).
+            ``kDLCUDAManaged``) and CUDA/HIP device memory (``kDLCUDA``/``kDLROCM``).  OpenCL buffers and private
+            Metal buffers get a plain ``ArrayView`` (no DLPack device type numpy or others accept).
         """
         from .dlpack import make_view
 
