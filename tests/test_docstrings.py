@@ -225,10 +225,11 @@ def _overrides() -> dict[str, tuple[inspect.Signature, str]]:
                     owner = next(k for k in cls.__mro__ if meth in vars(k))
                     raw = vars(owner)[meth]
                     fn = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
-                    if owner is base or not getattr(fn, "__doc__", None):
+                    doc: str | None = getattr(fn, "__doc__", None)
+                    if owner is base or not doc:
                         continue
                     out[f"{owner.__module__}.{owner.__qualname__}.{meth}"] = (inspect.signature(fn),
-                                                                             inspect.cleandoc(fn.__doc__))
+                                                                             inspect.cleandoc(doc))
     return out
 
 
