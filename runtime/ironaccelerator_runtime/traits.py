@@ -985,7 +985,8 @@ class Device:
 
         Where the backend keeps one (NVRTC, OpenCL), the compiled artifact comes from the on-disk kernel cache
         (``kernel_cache``; ``cache=False`` or ``IRONACCEL_CACHE=0`` skips it) and ``Module.from_cache`` says so.
-        The compiler's warnings are issued as :class:`CompilerWarning` and kept in ``Module.build_log``.
+        A compiler's output on success (NVRTC, OpenCL) is issued as a :class:`CompilerWarning` and kept in
+        ``Module.build_log``.
 
         Args:
             source_or_binary: source text (``str``, or ``bytes`` of source) or a compiled image (``bytes``), as
