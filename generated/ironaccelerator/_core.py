@@ -62,7 +62,13 @@ class ErrorKind(_IntEnum):
 
 
 class BackendKind(_IntEnum):
-    """The vendor APIs IronAccelerator drives."""
+    """The vendor APIs IronAccelerator drives: what ``BackendRegistry.get`` takes (the kind, or its name in any
+    case: ``"opencl"``) and what ``Device.kind`` and ``Error.backend`` name.
+
+    Backends:
+        Every kind has a built-in backend (``ROCM``: the HIP backend, ``ironaccelerator.backends.hip``); whether it
+        is available here depends on its vendor library (``python -m ironaccelerator`` says).
+    """
 
     CUDA = 1
     """NVIDIA CUDA driver API"""
@@ -91,7 +97,9 @@ _DLPACK_DEVICE = {
 
 
 class Vendor(_IntEnum):
-    """Who made a device."""
+    """Who made a device (``DeviceDescriptor.vendor``), read from the vendor's device or platform name by the
+    backend spec's tables; ``POCL`` for the Portable Computing Language CPU device, ``OTHER`` when no table
+    matches."""
 
     NVIDIA = 1
     AMD = 2
@@ -104,7 +112,8 @@ class Vendor(_IntEnum):
 
 
 class NumericClass(_IntEnum):
-    """The kind of number a :class:`DType` holds; the value is its DLPack ``DLDataTypeCode``."""
+    """The kind of number a :class:`DType` holds (``DType.numeric_class``); the value is its DLPack
+    ``DLDataTypeCode``."""
 
     BOOL = 6
     SIGNED_INT = 0
@@ -117,6 +126,9 @@ class NumericClass(_IntEnum):
 
 
 class DTypeInfo(NamedTuple):
+    """What :attr:`DType.info` says of an element type: its short name, size, numeric class, DLPack type and numpy
+    name."""
+
     name: str  # ex) f32
     size: int  # bytes
     numeric_class: NumericClass
@@ -125,7 +137,16 @@ class DTypeInfo(NamedTuple):
 
 
 class DType(_IntEnum):
-    """Element types.  ``DType.F32.size``, ``.numeric_class``, ``.dlpack``, ``.numpy``."""
+    """Element types of typed views (``Allocation.view``), imported tensors (``Allocation.dtype``), kernel
+    scalars (``Scalar``) and QNN tensors.
+
+    ``DType.F32.size`` is 4, ``.numeric_class`` ``NumericClass.FLOAT``, ``.dlpack`` ``(2, 32, 1)``, ``.numpy``
+    ``"float32"``; :meth:`from_numpy` maps back.  ``BF16`` and the ``F8`` types have no numpy dtype.
+
+    Backends:
+        All (a type is what the host and DLPack call it; whether a kernel can use it is the device's: see
+        ``CapabilityFlags``).
+    """
 
     F64 = 1
     F32 = 2
@@ -147,27 +168,45 @@ class DType(_IntEnum):
 
     @property
     def info(self) -> DTypeInfo:
+        """All that is known of the type, as a :class:`DTypeInfo` (name, size, numeric_class, dlpack, numpy)."""
         return _DTYPES[self]
 
     @property
     def size(self) -> int:
+        """The size of one element in bytes (``DType.F32.size == 4``)."""
         return _DTYPES[self].size
 
     @property
     def numeric_class(self) -> NumericClass:
+        """The kind of number it holds, a :class:`NumericClass` (signed or unsigned int, float, bfloat, complex ...)."""
         return _DTYPES[self].numeric_class
 
     @property
     def dlpack(self) -> tuple[int, int, int]:
+        """Its DLPack ``DLDataType`` as ``(code, bits, lanes)`` (``DType.F32.dlpack == (2, 32, 1)``)."""
         return _DTYPES[self].dlpack
 
     @property
     def numpy(self) -> str | None:
+        """Its numpy dtype name (``"float32"``), or None where numpy has none (``BF16``, ``F8E4M3``, ``F8E5M2``)."""
         return _DTYPES[self].numpy
 
     @classmethod
     def from_numpy(cls, dtype: object) -> DType:
-        """The DType of a numpy dtype, scalar type or dtype name, or of a numpy array or scalar value."""
+        """The DType of a numpy dtype, scalar type or dtype name, or of a numpy array or scalar value.
+
+        Args:
+            dtype: ``np.float32``, ``np.dtype("int8")``, ``"uint16"``, an array or a numpy scalar.
+
+        Returns:
+            The matching :class:`DType` (``DType.from_numpy(np.float32) is DType.F32``).
+
+        Raises:
+            ValueError: numpy's type has no DType (``float128``, ``object``, strings ...).
+
+        Backends:
+            All (host-side: no device involved).
+        """
         if not isinstance(dtype, (type, str)):
             dtype = getattr(dtype, "dtype", dtype)  # an array or scalar value: its dtype
         name = getattr(dtype, "name", None) or getattr(dtype, "__name__", None) or str(dtype)
@@ -201,7 +240,12 @@ _BY_NUMPY = {info.numpy: dt for dt, info in _DTYPES.items() if info.numpy}
 
 
 class CapabilityFlags(_IntFlag):
-    """What a device can do."""
+    """What a device can do (``DeviceDescriptor.capability.flags``): test with ``CapabilityFlags.FP16 in flags``.
+
+    Backends:
+        All, each translating its vendor's report through its spec's tables (OpenCL extensions, CUDA/HIP
+        compute capability and attributes, Metal GPU families, QNN HTP architecture).
+    """
 
     NONE = 0
     FP16 = 1 << 0
@@ -233,7 +277,7 @@ class CapabilityFlags(_IntFlag):
 
 
 class ComputeTier(_IntEnum):
-    """How capable a device is, least to most."""
+    """How capable a device is, least to most (``DeviceDescriptor.capability.tier``); tiers compare as integers."""
 
     CPU = 1
     """a CPU device (e.g. PoCL)"""
@@ -248,7 +292,14 @@ class ComputeTier(_IntEnum):
 
 
 class MemoryKind(_IntEnum):
-    """Where an allocation lives."""
+    """Where an allocation lives: the ``kind`` of ``Device.alloc`` and ``Allocation.kind``.
+
+    Backends:
+        OpenCL: all four (``UNIFIED``: fine-grained SVM where the device has it).  CUDA/HIP: all four.  Metal:
+        ``DEVICE`` (private storage) and ``UNIFIED`` (shared storage); the others are ``UNSUPPORTED``.  QNN:
+        ``DEVICE``, ``HOST_PINNED`` and ``HOST`` (all host memory bound as client buffers); ``UNIFIED`` is
+        ``UNSUPPORTED``.
+    """
 
     DEVICE = 1
     """device memory"""

@@ -76,7 +76,19 @@ def _not_picklable(obj: object, what: str) -> TypeError:
 
 @dataclass(frozen=True, slots=True)
 class DeviceId:
-    """A device of one backend.  ex) ``DeviceId(BackendKind.OPENCL, 0)``"""
+    """A device of one backend: its kind and its index in that backend's :meth:`Backend.devices` order.
+
+    ``DeviceId(BackendKind.OPENCL, 0)``; ``str()`` of it is ``"opencl:0"``.  Frozen and hashable; picklable (send
+    it, or the :class:`DeviceDescriptor` holding it, to another process and open the device there with
+    :meth:`Backend.open`).
+
+    Attributes:
+        backend: the :class:`BackendKind` whose device this is.
+        index: the device's position in that backend's enumeration (0-based, in the vendor's order).
+
+    Backends:
+        All.
+    """
 
     backend: BackendKind
     index: int
@@ -87,7 +99,19 @@ class DeviceId:
 
 @dataclass(frozen=True, slots=True)
 class Capability:
-    """What a device can do, translated from the vendor's own version/feature report."""
+    """What a device can do, translated from the vendor's own version/feature report by the backend spec's tables.
+
+    Attributes:
+        flags: the :class:`CapabilityFlags` the device has (``CapabilityFlags.FP16 in cap.flags``).
+        tier: the :class:`ComputeTier` (CPU, integrated, discrete, NPU ...).
+        vendor_version: the vendor's own words for it: ``"sm_90"`` (CUDA compute capability 9.0),
+            ``"gfx90a:sramecc+:xnack-"`` (HIP: the gfx arch), ``"OpenCL C 1.2 PoCL"`` (OpenCL),
+            ``"Metal Common1,Common2,Common3"`` (Metal: the GPU families), ``"QNN 2.40 / HTP 5.51 v68"`` (QNN).
+
+    Backends:
+        All: OpenCL from ``CL_DEVICE_EXTENSIONS``/``CL_DEVICE_TYPE``, CUDA/HIP from the compute capability or
+        gfx arch, Metal from ``supportsFamily:``, QNN from the HTP architecture.
+    """
 
     flags: CapabilityFlags
     tier: ComputeTier
@@ -96,12 +120,20 @@ class Capability:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IpcHandle:
-    """Device memory exported for another process (``Allocation.export_ipc()``), opened there by
-    ``Device.import_ipc(handle)``.  Opaque and picklable: send it through a pipe, a queue or a file.
+    """Device memory exported for another process (:meth:`Allocation.export_ipc`), opened there by
+    :meth:`Device.import_ipc`.  Opaque and picklable: send it through a pipe, a queue or a file.
 
-    ``data`` is the vendor's handle as bytes (``CUipcMemHandle`` / ``hipIpcMemHandle_t``); ``nbytes`` the size of the
-    exported allocation; ``device`` the exporting device's index (in the exporter's numbering); ``pid`` the exporting
-    process (the vendors refuse opening a handle in the process that made it)."""
+    Attributes:
+        backend: the :class:`BackendKind` that exported it (``import_ipc`` on another backend is ``INVALID_VALUE``).
+        device: the exporting device's index (in the exporter's numbering).
+        nbytes: the size of the exported allocation in bytes.
+        data: the vendor's handle as bytes (``CUipcMemHandle`` / ``hipIpcMemHandle_t``).
+        pid: the exporting process (the vendors refuse opening a handle in the process that made it).
+
+    Backends:
+        CUDA, HIP (``cuIpcGetMemHandle`` / ``hipIpcGetMemHandle``).  OpenCL, Metal, QNN export none
+        (``UNSUPPORTED``).
+    """
 
     backend: BackendKind
     device: int
@@ -119,7 +151,26 @@ _SIZE_MAX = 2**64 - 1  # size_t on the 64-bit hosts we build for
 
 @dataclass(frozen=True, slots=True)
 class DeviceLimits:
-    """What one launch or one allocation may ask of a device (``LaunchDims.validate`` checks against it)."""
+    """What one launch or one allocation may ask of a device (``DeviceDescriptor.limits``); :meth:`LaunchDims.validate`
+    checks a launch against it before any vendor call (``INVALID_VALUE`` naming the limit).
+
+    Attributes:
+        max_block: the most threads of a block in each dimension (x, y, z).
+        max_threads_per_block: the most threads of one block, all dimensions together.
+        max_grid: the most blocks of a grid in each dimension.
+        max_shared_mem: the most shared/local memory (bytes) one block may use.
+        max_alloc: the largest single allocation in bytes; None: unknown.
+        max_work_items: the most threads (grid x block, all dimensions) one launch may have.
+        max_global: the most threads (``grid[i] * block[i]``) in each dimension; None: ``size_t``.
+
+    Backends:
+        All, each from its own report.  OpenCL: ``CL_DEVICE_MAX_WORK_ITEM_SIZES``, ``..._WORK_GROUP_SIZE``,
+        ``..._LOCAL_MEM_SIZE``, ``..._MAX_MEM_ALLOC_SIZE`` (``max_work_items`` 2**32 - 1: PoCL crashes past it).
+        CUDA/HIP: the device attributes (``max_alloc``: the device's memory).  Metal: ``maxThreadsPerThreadgroup``,
+        ``maxBufferLength``, 32-bit grid positions (``max_global``), ``max_shared_mem`` 0.  QNN: a graph has no
+        launch geometry, so every launch limit is 1 (``LaunchDims()`` only) and ``max_alloc`` is 2**32 - 1 (a
+        client buffer's 32-bit size).
+    """
 
     max_block: tuple[int, int, int] = (1024, 1024, 64)
     max_threads_per_block: int = 1024
@@ -132,7 +183,24 @@ class DeviceLimits:
 
 @dataclass(frozen=True, slots=True)
 class DeviceDescriptor:
-    """A device as enumerated (no context opened)."""
+    """A device as enumerated by :meth:`Backend.devices` (no context opened): what it is, without using it.
+
+    Picklable; :meth:`Backend.open` takes its ``id``.
+
+    Attributes:
+        id: the :class:`DeviceId` to open it by.
+        name: the vendor's device name (``"NVIDIA H100 80GB HBM3"``, ``"pthread-..."`` on PoCL).
+        vendor: the :class:`Vendor` that made it.
+        backend: the :class:`BackendKind` it belongs to (``id.backend``).
+        total_memory: its memory in bytes (QNN: the host's, where its client buffers live; Metal:
+            ``recommendedMaxWorkingSetSize``).
+        compute_units: multiprocessors / compute units / cores (Metal reports none: 1).
+        capability: what it can do (:class:`Capability`).
+        limits: what one launch or allocation may ask of it (:class:`DeviceLimits`).
+
+    Backends:
+        All.
+    """
 
     id: DeviceId
     name: str
@@ -722,7 +790,17 @@ def compile_options(options: Any = (), defines: Any = None, include_dirs: Any = 
 
 
 class Backend:
-    """A vendor API: enumerates devices and opens them."""
+    """A vendor API: enumerates its devices and opens them.
+
+    Get one from the registry (``BackendRegistry.default().get("opencl")``) or construct a vendor's class
+    (``ironaccelerator.backends.opencl.OpenCLBackend()``); a backend whose vendor library cannot load raises
+    ``LIBRARY_NOT_FOUND`` there.  ``kind`` is its :class:`BackendKind`.  The base class raises
+    ``Error(UNSUPPORTED)`` for what a backend does not provide.
+
+    Backends:
+        OpenCL (``OpenCLBackend``), CUDA and HIP (``CudaBackend``/``HipBackend``), Metal (``MetalBackend``),
+        QNN (``QnnBackend``).
+    """
 
     kind: BackendKind
 
@@ -730,14 +808,60 @@ class Backend:
         return f"<{type(self).__name__} {self.kind.name}>"
 
     def versions(self) -> dict[str, Any]:
-        """The driver, runtime and platform versions the backend can report (for ``python -m ironaccelerator``):
-        name -> value, as the vendor gives them; empty where it reports none."""
+        """The driver, runtime and platform versions the backend can report (for ``python -m ironaccelerator``).
+
+        Returns:
+            name -> value, as the vendor gives them; empty where it reports none.
+
+        Raises:
+            Error: the vendor's error where a version query fails (OpenCL: enumerating the platforms).
+
+        Backends:
+            All.  OpenCL: each platform with its ``CL_PLATFORM_VERSION``; CUDA/HIP: driver (and HIP runtime)
+            version; Metal: the Objective-C runtime and the frameworks opened; QNN: core and backend API
+            versions, provider and build id.
+        """
         return {}
 
     def devices(self) -> list[DeviceDescriptor]:
+        """The backend's devices as enumerated, in the vendor's order, without opening any.
+
+        Enumerated once per backend object and cached.
+
+        Returns:
+            One :class:`DeviceDescriptor` per device; empty where the library loads but finds none (HIP without
+            an AMD GPU; OpenCL without a platform).
+
+        Raises:
+            Error: the vendor's error (mapped to an :class:`ErrorKind`, ``.code`` the vendor's status) where the
+                enumeration fails, e.g. ``NOT_INITIALIZED`` when the driver cannot initialise.
+
+        Backends:
+            All.
+        """
         raise unsupported(self.kind, "Backend.devices")
 
     def open(self, device_id: DeviceId | int = 0) -> Device:
+        """Open a device: create its context (or device handle) so it can allocate, run and load code.
+
+        Args:
+            device_id: a :class:`DeviceId` of this backend (from :meth:`devices`) or an index (an ``int`` or
+                anything with ``__index__``, such as ``np.int64``); default the first device.
+
+        Returns:
+            The opened :class:`Device` (the backend's subclass, e.g. ``OpenCLDevice``); a context manager that
+            closes the device on exit.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for an index out of range, a :class:`DeviceId` of another backend,
+                or anything that is not an index (``"0"``, ``0.5``, ``True``); ``ErrorKind.NO_DEVICE`` when the
+                backend has no device at all (OpenCL, CUDA, HIP, QNN; Metal says ``INVALID_VALUE``); the vendor's
+                error where creating the context fails.
+
+        Backends:
+            All.  QNN also takes ``arch=`` and ``soc=`` keywords (the HTP architecture / SoC model graphs are
+            prepared for: see ``QnnBackend.open``).
+        """
         raise unsupported(self.kind, "Backend.open")
 
     def _index(self, device_id: DeviceId | int) -> int:
@@ -768,6 +892,13 @@ class Device:
     valid until they are freed or dropped (the context lives while anything made from it does), so no
     call on them can touch a released handle; ``Allocation.free()`` after ``close()`` still releases the
     memory.  ``close()`` is idempotent.
+
+    A device does not pickle (``TypeError`` saying to send its ``descriptor`` and open it there).  ``descriptor``
+    is its :class:`DeviceDescriptor`, ``backend`` the :class:`Backend` that opened it.
+
+    Backends:
+        All: ``OpenCLDevice`` (a ``cl_context``), ``CudaDevice``/``HipDevice`` (the primary context / the
+        selected device), ``MetalDevice`` (an ``MTLDevice``), ``QnnDevice`` (a ``QnnDevice_create`` handle).
     """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
@@ -784,10 +915,12 @@ class Device:
 
     @property
     def kind(self) -> BackendKind:
+        """The :class:`BackendKind` of this device (``descriptor.backend``)."""
         return self.descriptor.backend
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` was called (checked operations then raise ``INVALID_HANDLE``)."""
         return self._closed
 
     def _closed_error(self, what: str) -> Error:
@@ -806,9 +939,60 @@ class Device:
         return f"<{type(self).__name__} {d.id} {d.name!r}{' closed' if self._closed else ''}>"
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Allocation:
+        """Allocate ``nbytes`` of memory of ``kind`` on this device.
+
+        The allocation is released when it is freed (:meth:`Allocation.free`, or leaving ``with``) or, unfreed,
+        when it is dropped.  Its contents are uninitialised.
+
+        Args:
+            nbytes: size in bytes, an integer (``int`` or anything with ``__index__``) from 1 to ``2**64 - 1``.
+            kind: where the memory lives (:class:`MemoryKind`): ``DEVICE`` (default), ``HOST_PINNED`` (page-locked
+                host memory the device reads), ``UNIFIED`` (one address for host and device), ``HOST``.
+
+        Returns:
+            The new :class:`Allocation` (the backend's subclass), with ``nbytes``, ``kind`` and ``device``.
+
+        Raises:
+            TypeError: ``nbytes`` is not an integer (``1.5``, ``"8"``), or ``kind`` is not a :class:`MemoryKind`.
+            Error: ``ErrorKind.INVALID_VALUE`` for ``nbytes`` < 1 or past ``size_t``, or past what the device
+                allocates at once (OpenCL ``CL_DEVICE_MAX_MEM_ALLOC_SIZE``, Metal ``maxBufferLength``);
+                ``ErrorKind.OUT_OF_MEMORY`` when the memory is not there; ``ErrorKind.UNSUPPORTED`` when the
+                backend lacks ``kind`` (see Backends); ``ErrorKind.INVALID_HANDLE`` after :meth:`close`.
+
+        Backends:
+            OpenCL: every kind (``HOST_PINNED``/``HOST``: ``CL_MEM_ALLOC_HOST_PTR`` buffers; ``UNIFIED``: fine-grained
+            SVM, where the device has it (``CapabilityFlags.UNIFIED_MEMORY``), else ``UNSUPPORTED``).
+            CUDA/HIP: every kind (``cuMemAlloc``/``hipMalloc``, ``cuMemHostAlloc``/``hipHostMalloc``,
+            ``cuMemAllocManaged``/``hipMallocManaged``).  Metal: ``DEVICE`` (private storage) and ``UNIFIED``
+            (shared storage, on a unified-memory device); ``HOST_PINNED`` and ``HOST`` are ``UNSUPPORTED``.
+            QNN: ``DEVICE``, ``HOST_PINNED`` and ``HOST`` are all host memory bound to graph tensors as client
+            buffers; ``UNIFIED`` (registered shared memory, ``QnnMem_register``) is ``UNSUPPORTED`` (the
+            message gives the library's reason).
+        """
         raise unsupported(self.kind, "Device.alloc")
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
+        """:meth:`alloc` that returns the :class:`Error` instead of raising it, for the hot path.
+
+        The allocation is not tracked: it is released only by :meth:`Allocation.free` / ``free_unchecked``
+        (Metal's are tracked).  One fast test of the arguments (``type(nbytes) is int``, ``type(kind) is
+        MemoryKind``); see docs/UNCHECKED.md.
+
+        Args:
+            nbytes: size in bytes, as for :meth:`alloc`.
+            kind: the :class:`MemoryKind`, as for :meth:`alloc`.
+
+        Returns:
+            The new :class:`Allocation`, or the :class:`Error` it did not raise (``INVALID_VALUE`` for a bad
+            ``nbytes`` or ``kind``, where :meth:`alloc` raises ``TypeError`` too; ``OUT_OF_MEMORY``,
+            ``UNSUPPORTED`` and ``INVALID_HANDLE`` for a closed device, as for :meth:`alloc`).
+
+        Raises:
+            Error: never for a bad value (the Error is returned); see docs/UNCHECKED.md.
+
+        Backends:
+            All, with the memory kinds of :meth:`alloc`.
+        """
         raise unsupported(self.kind, "Device.alloc_unchecked")
 
     def _alloc_args_unchecked(self, nbytes: Any, kind: Any, function: str) -> int | Error:
@@ -843,7 +1027,20 @@ class Device:
         return r
 
     def memory_pool(self) -> MemoryPool:
-        """The device's caching sub-allocator (one per device)."""
+        """The device's memory pool: one per device, made on first use, trimmed by :meth:`close`.
+
+        Returns:
+            The device's :class:`MemoryPool` (DEVICE memory, stream-ordered; see the class).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` after :meth:`close` (CUDA/HIP; elsewhere the pool's ``alloc``
+                raises it).
+
+        Backends:
+            All.  CUDA/HIP: on the driver's stream-ordered allocator (``cuMemPoolCreate``/``hipMemPoolCreate``)
+            where the device supports memory pools, else the core's caching pool; OpenCL, Metal, QNN: the core's
+            caching pool over :meth:`alloc`.
+        """
         pool = getattr(self, "_pool", None)
         if pool is None:
             pool = MemoryPool(self)
@@ -851,6 +1048,20 @@ class Device:
         return pool
 
     def create_stream(self) -> Stream:
+        """Create a stream: an in-order queue of copies, fills and launches on this device.
+
+        Returns:
+            The new :class:`Stream` (released when dropped).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` after :meth:`close`; the vendor's error where creating the queue
+                fails (``OUT_OF_MEMORY`` ...).
+
+        Backends:
+            All.  OpenCL: a command queue; CUDA/HIP: ``cuStreamCreate``/``hipStreamCreate``; Metal: an
+            ``MTLCommandQueue``; QNN: a graph executor (synchronous where the library has no asynchronous
+            execution, as on the x86 HTP emulator).
+        """
         raise unsupported(self.kind, "Device.create_stream")
 
     def _live_streams(self) -> list[Stream]:
@@ -861,23 +1072,67 @@ class Device:
     def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
                     defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
                     name_expressions: Sequence[str] = (), cache: bool = True) -> Module:
-        """Device code -> a :class:`Module`.  Source is compiled with ``options`` (the compiler's own flags),
-        ``defines`` (``{"N": 4, "FAST": None}`` -> ``-DN=4 -DFAST``) and ``include_dirs`` (``-I``);
-        ``name_expressions`` (NVRTC: ``"axpy<float>"``) are looked up after compiling so that
-        ``module.kernel("axpy<float>")`` finds the lowered name.  Where the backend keeps one (NVRTC, OpenCL),
-        the compiled artifact comes from the on-disk kernel cache (``kernel_cache``; ``cache=False`` or
-        ``IRONACCEL_CACHE=0`` skips it) and ``Module.from_cache`` says so.  Bad option types raise
-        ``INVALID_VALUE`` before any vendor call; a compiler refusing an option raises ``COMPILE_FAILED``
-        (or the vendor's error) with its log; options a backend cannot honour raise ``UNSUPPORTED``."""
+        """Load device code (source to compile, or a compiled image) as a :class:`Module`.
+
+        Where the backend keeps one (NVRTC, OpenCL), the compiled artifact comes from the on-disk kernel cache
+        (``kernel_cache``; ``cache=False`` or ``IRONACCEL_CACHE=0`` skips it) and ``Module.from_cache`` says so.
+        A compiler's output on success (NVRTC, OpenCL) is issued as a :class:`CompilerWarning` and kept in
+        ``Module.build_log``.
+
+        Args:
+            source_or_binary: source text (``str``, or ``bytes`` of source) or a compiled image (``bytes``), as
+                the backend takes them (see Backends).
+            options: the compiler's own flags (``["-cl-fast-relaxed-math"]``, ``["-use_fast_math"]``).
+            defines: macros: ``{"N": 4, "FAST": None}`` -> ``-DN=4 -DFAST``.
+            include_dirs: directories for ``#include`` (``-I``), paths or path-like objects.
+            name_expressions: NVRTC/hiprtc template instantiations (``"axpy<float>"``), looked up after compiling
+                so that ``module.kernel("axpy<float>")`` finds the lowered name.
+            cache: use the kernel cache (default True).
+
+        Returns:
+            The loaded :class:`Module`; :meth:`Module.kernel` gets its kernels.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for bad option types (before any vendor call) or a NUL character
+                inside the source; ``ErrorKind.COMPILE_FAILED`` when the compiler refuses the source or an option
+                (the message holds its log); ``ErrorKind.UNSUPPORTED`` for input or options the backend cannot
+                take (see Backends); ``ErrorKind.INVALID_HANDLE`` after :meth:`close`.
+
+        Backends:
+            OpenCL: OpenCL C source, cached as the program binary; ``name_expressions`` ``UNSUPPORTED``.
+            CUDA: CUDA C++ source (NVRTC, cached), PTX, cubin (ELF) or fatbin; options with an image
+            ``UNSUPPORTED``.  HIP: code objects (ELF, offload bundles).  Metal: Metal Shading Language source
+            (``str``) only; any compile option, and metallib bytes, ``UNSUPPORTED``; no kernel cache.  QNN: a
+            context binary (bytes); any compile option ``UNSUPPORTED``; nothing is compiled.
+        """
         raise unsupported(self.kind, "Device.load_module")
 
     def from_dlpack(self, obj: Any, *, stream: Any = None) -> Allocation:
-        """Import ``obj``'s memory (anything with ``__dlpack__``: a numpy array, a view of ours, a CuPy/PyTorch
-        tensor) as an allocation of this device without a copy: ``.dtype`` and ``.shape`` say what it holds.
+        """Import ``obj``'s memory as an allocation of this device, without a copy.
+
         The producer is kept alive until the allocation is freed or dropped (then its deleter runs, once).
-        ``INVALID_VALUE`` for memory of another device, a read-only or non-contiguous tensor; ``UNSUPPORTED``
-        where the backend cannot use foreign memory of that kind (see each backend's ``_import_kind``).
-        ``stream`` (CUDA/HIP): this device's stream that will use the memory (the producer orders it)."""
+
+        Args:
+            obj: anything with ``__dlpack__`` and ``__dlpack_device__``: a numpy array, a view of ours, a
+                CuPy/PyTorch tensor.
+            stream: (CUDA/HIP) the stream of this device that will use the memory: a :class:`Stream`, an object
+                with ``__cuda_stream__`` or a handle, per the DLPack protocol; the producer orders its work
+                before it.  None: the producer synchronises.
+
+        Returns:
+            An :class:`Allocation` over the tensor's memory; ``.dtype`` and ``.shape`` say what it holds.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for an object without DLPack, memory of another device, a
+                read-only or non-contiguous tensor; ``ErrorKind.UNSUPPORTED`` where the backend cannot use
+                foreign memory of that kind; ``ErrorKind.INVALID_HANDLE`` after :meth:`close`.
+
+        Backends:
+            CUDA: device memory of this device, pinned (``kDLCUDAHost``) and managed memory; HIP: device and
+            pinned memory; pageable host memory (``kDLCPU``) is ``UNSUPPORTED`` on both (copy it in).  QNN:
+            host memory (a numpy array), bound as client buffers.  OpenCL and Metal: ``UNSUPPORTED`` (a buffer
+            over foreign memory is not wrapped: copy it in with :meth:`Stream.copy_from_host`).
+        """
         from . import dlpack
 
         what = "Device.from_dlpack"
@@ -892,14 +1147,51 @@ class Device:
         return self._adopt(imp, kind, what)
 
     def from_cuda_array_interface(self, obj: Any, *, stream: Any = None) -> Allocation:
-        """Import ``obj.__cuda_array_interface__`` (v2/v3) memory without a copy (CUDA)."""
+        """Import ``obj.__cuda_array_interface__`` (v2/v3) memory as a DEVICE allocation, without a copy.
+
+        The memory is trusted to be this device's (the interface does not say which device it is on).
+
+        Args:
+            obj: an object with ``__cuda_array_interface__`` (a CuPy array, a Numba device array, a torch CUDA
+                tensor).
+            stream: this device's stream that will use the memory: the producer's stream (v3) is ordered
+                before it with an event; None: the producer's stream is synchronised.
+
+        Returns:
+            A DEVICE :class:`Allocation` over the memory; ``.dtype`` and ``.shape`` say what it holds.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for a missing, malformed, masked or non-contiguous interface;
+                ``ErrorKind.UNSUPPORTED`` on a backend without the interface; ``ErrorKind.INVALID_HANDLE``
+                after :meth:`close`.
+
+        Backends:
+            CUDA only; HIP, OpenCL, Metal, QNN: ``UNSUPPORTED`` (use :meth:`from_dlpack`).
+        """
         raise unsupported(self.kind, "Device.from_cuda_array_interface")
 
     def import_ipc(self, handle: IpcHandle) -> Allocation:
-        """Open device memory another process exported (``Allocation.export_ipc()``) as a DEVICE allocation of this
-        device (CUDA, HIP; ``UNSUPPORTED`` elsewhere): ``free()`` (or dropping it) closes the mapping, never the
-        memory, which stays the exporter's.  ``TypeError`` for anything but an :class:`IpcHandle`; ``INVALID_VALUE``
-        for a handle of another backend or made by this very process (the vendors refuse it: use the allocation)."""
+        """Open device memory another process exported (:meth:`Allocation.export_ipc`) as a DEVICE allocation.
+
+        ``free()`` (or dropping it) closes the mapping, never the memory, which stays the exporter's.
+
+        Args:
+            handle: the :class:`IpcHandle` the exporting process sent.
+
+        Returns:
+            A DEVICE :class:`Allocation` of this device over the exporter's memory (its ``.ipc_handle`` is
+            ``handle``).
+
+        Raises:
+            TypeError: ``handle`` is not an :class:`IpcHandle`.
+            Error: ``ErrorKind.INVALID_VALUE`` for a handle of another backend, of the wrong size, or made by
+                this very process (the vendors refuse it: use the allocation); ``ErrorKind.UNSUPPORTED`` on a
+                backend without IPC; the vendor's error where opening fails; ``ErrorKind.INVALID_HANDLE`` after
+                :meth:`close`.
+
+        Backends:
+            CUDA (``cuIpcOpenMemHandle``), HIP (``hipIpcOpenMemHandle``); OpenCL, Metal, QNN: ``UNSUPPORTED``.
+        """
         raise unsupported(self.kind, "Device.import_ipc")
 
     def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
@@ -930,11 +1222,31 @@ class Device:
         return a
 
     def synchronize(self) -> None:
+        """Wait until all work enqueued on every stream of this device has completed.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` after :meth:`close`; the error of failed work (CUDA/HIP:
+                ``LAUNCH_FAILED`` for a kernel that faulted, the vendor's error otherwise).
+
+        Backends:
+            All.  CUDA/HIP: ``cuCtxSynchronize``/``hipDeviceSynchronize``; OpenCL, Metal, QNN: each live stream
+            synchronised.
+        """
         raise unsupported(self.kind, "Device.synchronize")
 
     def close(self) -> None:
-        """Wait for the device's work, release its pooled memory and its context reference; later use of
-        the device or anything made from it raises ``INVALID_HANDLE`` (see the class docstring)."""
+        """Wait for the device's work, release its pooled memory and its context reference.
+
+        Later use of the device or anything made from it raises ``INVALID_HANDLE`` (see the class docstring).
+        Idempotent; leaving ``with device:`` calls it.
+
+        Raises:
+            Error: the error of the device's failed work (as :meth:`synchronize`); the device is closed all the
+                same.
+
+        Backends:
+            All.
+        """
         if self._closed:
             return
         try:
@@ -981,6 +1293,15 @@ class Allocation:
     ``__dlpack_device__`` never finds it on an allocation that cannot export (OpenCL, pooled blocks of the
     caching pool).  Typed, strided exports (versioned DLPack 1.x capsules) are made by :meth:`view`, on every
     backend whose memory a consumer can address.
+
+    Made by :meth:`Device.alloc` (or ``alloc_unchecked``, :meth:`MemoryPool.alloc`, :meth:`Device.from_dlpack`,
+    :meth:`Device.import_ipc`); ``nbytes``, ``kind`` (:class:`MemoryKind`) and ``device`` say what it is.
+    ``alloc[start:stop]`` is a slice sharing its memory.  A context manager that frees it on exit.  It does not
+    pickle (``TypeError`` saying how to share it).
+
+    Backends:
+        All: ``OpenCLAllocation`` (a ``cl_mem``), ``CudaAllocation``/``HipAllocation`` (``.ptr``, ``.dptr``),
+        ``MetalAllocation`` (an ``MTLBuffer``), ``QnnAllocation`` (host memory bound as a client buffer).
     """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
@@ -1038,11 +1359,26 @@ class Allocation:
         return None
 
     def host_view(self) -> memoryview:
-        """A writable byte view of host-visible memory (HOST_PINNED, UNIFIED) without a copy: ``np.asarray(view)``
-        or ``np.frombuffer(view, dtype)`` is a numpy view of it.  The view keeps the allocation alive, and
-        ``free()`` refuses (INVALID_VALUE) while one is exported (``memoryview.release()`` or dropping it ends
-        that).  Access it only when no queued work uses the memory (``Stream.synchronize`` first).  Device
-        memory has none: INVALID_VALUE."""
+        """A writable byte view of host-visible memory, without a copy.
+
+        ``np.asarray(view)`` or ``np.frombuffer(view, dtype)`` is a numpy view of it.  The view keeps the
+        allocation alive, and :meth:`free` refuses (``INVALID_VALUE``) while one is exported
+        (``memoryview.release()`` or dropping it ends that).  Access it only when no queued work uses the memory
+        (:meth:`Stream.synchronize` first).
+
+        Returns:
+            A writable ``memoryview`` of format ``"B"`` over the allocation's ``nbytes``.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for memory that is not host-visible (DEVICE memory);
+                ``ErrorKind.INVALID_HANDLE`` once freed or after ``Device.close``.
+
+        Backends:
+            OpenCL: ``UNIFIED`` (the SVM memory itself), ``HOST_PINNED`` and ``HOST`` (mapped with
+            ``clEnqueueMapBuffer`` until the view is released: release it before a stream uses the buffer).
+            CUDA/HIP: ``HOST_PINNED``, ``HOST``, ``UNIFIED``.  Metal: ``UNIFIED`` (shared storage).  QNN: every
+            kind (client buffers are host memory).
+        """
         what = "Allocation.host_view"
         self._check_live(what)
         addr = self._host_address()
@@ -1083,15 +1419,35 @@ class Allocation:
         return DLPackView if self._dlpack_device() is not None else ArrayView
 
     def view(self, dtype: Any, shape: Any, strides: Any = None, offset: int = 0, *, stream: Stream | None = None) -> Any:
-        """A typed, strided view of the allocation, zero copy: ``dtype`` (a :class:`DType`, or a numpy dtype or
-        name), ``shape`` (an int or ints), ``strides`` (in elements; None: C-contiguous), ``offset`` (bytes, a
-        multiple of the element size); ``stream`` (CUDA/HIP): the stream that produces the data, so a
-        consumer's ``__dlpack__(stream=...)`` waits on an event of it rather than on the whole device.  The
-        view keeps the allocation alive; it is bounds-checked (``INVALID_VALUE`` past the end).  Where the
-        memory has a DLPack device a consumer can use (host-visible memory as ``kDLCPU``/``kDLCUDAHost``/
-        ``kDLCUDAManaged``; CUDA/HIP device memory) it exports ``__dlpack__`` (``np.from_dlpack(view)``,
-        ``torch.from_dlpack(view)``), and on CUDA ``__cuda_array_interface__``; OpenCL buffers and private
-        Metal buffers have a plain view (no DLPack device type numpy or others accept)."""
+        """A typed, strided view of the allocation, zero copy.
+
+        The view keeps the allocation alive and is bounds-checked.  Where the memory has a DLPack device a
+        consumer can use it exports ``__dlpack__`` (``np.from_dlpack(view)``, ``torch.from_dlpack(view)``), and on
+        CUDA ``__cuda_array_interface__``.
+
+        Args:
+            dtype: the element type: a :class:`DType`, or a numpy dtype or its name (``"float32"``).
+            shape: the extents, an int or a tuple of ints (>= 0).
+            strides: the strides in elements, one per extent (>= 0); None: C-contiguous.
+            offset: where the view starts, in bytes: a multiple of the element size.
+            stream: (CUDA/HIP) the stream that produces the data, so a consumer's ``__dlpack__(stream=...)`` waits
+                on an event of it rather than on the whole device.
+
+        Returns:
+            A ``DLPackView`` (exports DLPack) where the memory has a DLPack device, else an ``ArrayView``
+            (``dtype``, ``shape``, ``strides``, ``offset``, ``allocation``).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for a dtype with no :class:`DType`, a shape or strides that are
+                not ints, negative, of different lengths, an offset not a multiple of the element size, or a
+                view past the allocation's end; ``ErrorKind.INVALID_HANDLE`` once freed or after ``Device.close``.
+
+        Backends:
+            All.  DLPack export: host-visible memory (OpenCL ``UNIFIED``, Metal ``UNIFIED``, every QNN
+            allocation: ``kDLCPU``; CUDA/HIP pinned and managed memory: ``kDLCUDAHost``/``kDLROCMHost``,
+            ``kDLCUDAManaged``) and CUDA/HIP device memory (``kDLCUDA``/``kDLROCM``).  OpenCL buffers and private
+            Metal buffers get a plain ``ArrayView`` (no DLPack device type numpy or others accept).
+        """
         from .dlpack import make_view
 
         self._check_live("Allocation.view")  # (before asking the freed memory's kind for a view class)
@@ -1112,6 +1468,21 @@ class Allocation:
                      backend=self.device.kind.name, function=what)
 
     def free(self) -> None:
+        """Release the memory now (a dropped allocation is released too: freeing is for when it matters).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when it was already freed (a double free is detected, never
+                passed to the driver); ``ErrorKind.INVALID_VALUE`` while host views of it are exported
+                (:meth:`host_view`, a numpy view of it) or for a slice (free the allocation it was cut from);
+                the vendor's error where the release fails.
+
+        Backends:
+            All.  The memory is released once the work queued on it is done: CUDA/HIP ``cuMemFree`` orders after
+            the device's work, OpenCL and Metal command buffers hold their own references.  A pool allocation
+            (:meth:`MemoryPool.alloc`) goes back to its pool, and takes ``stream=`` (free in that stream's
+            order).  An imported allocation (:meth:`Device.from_dlpack`, :meth:`Device.import_ipc`) gives the
+            memory back to its producer (runs the DLPack deleter / closes the IPC mapping).
+        """
         if self._freed:
             raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                         function="Allocation.free")
@@ -1123,6 +1494,19 @@ class Allocation:
             raise err
 
     def free_unchecked(self) -> Result[None]:
+        """:meth:`free` that returns the :class:`Error` instead of raising it.
+
+        Returns:
+            None, or the :class:`Error` :meth:`free` would raise (``INVALID_HANDLE`` for a second free, found by
+            one flag test so the vendor's handle is never released twice; ``INVALID_VALUE`` while host views are
+            exported or for a slice; the vendor's error).
+
+        Raises:
+            Error: never for a bad value (the Error is returned); see docs/UNCHECKED.md.
+
+        Backends:
+            All, as :meth:`free`.
+        """
         if self._freed:  # one flag test: releasing the vendor handle twice is undefined behaviour (a crash)
             return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
                          function="Allocation.free_unchecked")
@@ -1133,6 +1517,8 @@ class Allocation:
 
     @property
     def freed(self) -> bool:
+        """Whether the allocation was freed (for a slice, whether its allocation was); using it then is
+        ``INVALID_HANDLE``."""
         return self._freed
 
     def _check_live(self, what: str) -> None:
@@ -1152,10 +1538,22 @@ class Allocation:
         return f"<{type(self).__name__} {self.nbytes} bytes {self.kind.name} on {self.device.descriptor.id}{state}>"
 
     def export_ipc(self) -> IpcHandle:
-        """A handle another process opens with ``Device.import_ipc`` to use this DEVICE memory without a copy (CUDA:
-        ``cuIpcGetMemHandle``, HIP: ``hipIpcGetMemHandle``; ``UNSUPPORTED`` elsewhere).  Keep this allocation alive
-        while importers use it.  Refused: slices and caching-pool blocks (``INVALID_VALUE``: export the whole
-        allocation), other memory kinds, stream-ordered pool allocations and imported memory (``UNSUPPORTED``)."""
+        """A handle another process opens with :meth:`Device.import_ipc` to use this DEVICE memory without a copy.
+
+        Keep this allocation alive while importers use it.
+
+        Returns:
+            The :class:`IpcHandle` (picklable; send it through a pipe, a queue or a file).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for a slice or a caching-pool block (export the whole allocation);
+                ``ErrorKind.UNSUPPORTED`` for other memory kinds than DEVICE, stream-ordered pool allocations,
+                imported memory, and on backends without IPC; ``ErrorKind.INVALID_HANDLE`` once freed or after
+                ``Device.close``.
+
+        Backends:
+            CUDA (``cuIpcGetMemHandle``), HIP (``hipIpcGetMemHandle``); OpenCL, Metal, QNN: ``UNSUPPORTED``.
+        """
         raise unsupported(self.device.kind, "Allocation.export_ipc")
 
     def __getitem__(self, key: slice) -> Allocation:
@@ -2267,7 +2665,20 @@ class InFlight:
 
 @dataclass
 class PoolStats:
-    """Counters of a :class:`MemoryPool`."""
+    """Counters of a :class:`MemoryPool` (:meth:`MemoryPool.stats`), a snapshot.
+
+    Attributes:
+        allocated_bytes: memory held from the backend (in use + cached).
+        in_use_bytes: memory of live pool allocations (whole blocks).
+        cached_bytes: memory of freed blocks kept for reuse.
+        hits: allocations served from a cached block.
+        misses: allocations that asked the backend for a new block.
+
+    Backends:
+        All.  CUDA/HIP where the device has stream-ordered pools: the driver's counters (``allocated_bytes`` the
+        memory the pool reserves, ``in_use_bytes`` what its allocations use); the driver counts no hits or
+        misses (0).
+    """
 
     allocated_bytes: int = 0  # held from the backend (in use + cached)
     in_use_bytes: int = 0
@@ -2429,6 +2840,14 @@ class MemoryPool:
 
     The hot paths count only hits (misses and held bytes change on the slow path); ``stats()`` derives the
     cached and in-use bytes from the free lists.
+
+    Get a device's pool with :meth:`Device.memory_pool` (or make one: ``MemoryPool(device, kind)``, ``kind`` the
+    :class:`MemoryKind` of its blocks, DEVICE by default).
+
+    Backends:
+        All.  CUDA/HIP devices with memory pools get a subclass on the driver's stream-ordered allocator
+        (``cuMemAllocFromPoolAsync``/``hipMallocFromPoolAsync``) with the same contract; its ``stats()`` are the
+        driver's.
     """
 
     MIN_BLOCK = 256
@@ -2449,15 +2868,49 @@ class MemoryPool:
 
     @classmethod
     def size_class(cls, nbytes: int) -> int:
-        """The block size a request of ``nbytes`` gets (``TypeError``/``INVALID_VALUE`` for a bad size)."""
+        """The block size a request of ``nbytes`` gets: the next power of two, at least ``MIN_BLOCK`` (256).
+
+        Args:
+            nbytes: the requested size in bytes, an integer >= 1.
+
+        Returns:
+            The size of the block that serves it.
+
+        Raises:
+            TypeError: ``nbytes`` is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` for ``nbytes`` < 1 or past ``size_t``.
+
+        Backends:
+            All (the core's caching pool; the drivers' stream-ordered pools size their own blocks).
+        """
         n = max(check_size(nbytes, "nbytes", "MemoryPool.size_class"), cls.MIN_BLOCK)
         return 1 << (n - 1).bit_length()
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> Allocation:
-        """A block of at least ``nbytes`` in the order of ``stream`` (see the class), reused when one is free.
+        """Allocate at least ``nbytes`` from the pool, in the order of ``stream`` (see the class).
 
-        ``stream``: ``None`` or a stream of this device (``INVALID_VALUE`` otherwise); the block's ``free()``
-        frees in that stream's order."""
+        A cached block of the size class is reused when one is free for ``stream``; else the pool allocates a
+        new block from the device (after trimming its cache once if the device is out of memory).
+
+        Args:
+            nbytes: size in bytes, an integer >= 1.
+            stream: None, or a :class:`Stream` of this device: the allocation is ordered on it, and its
+                ``free()`` frees in that stream's order.
+
+        Returns:
+            An :class:`Allocation` of ``nbytes`` (a block of :meth:`size_class` bytes underneath); ``free()`` (or
+            dropping it) gives the block back to the pool.  ``free(stream=s)`` frees in ``s``'s order.
+
+        Raises:
+            TypeError: ``nbytes`` is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` for ``nbytes`` < 1 or a ``stream`` that is not one of this device's;
+                ``ErrorKind.INVALID_HANDLE`` after ``Device.close``; ``ErrorKind.OUT_OF_MEMORY`` (and the other
+                errors of :meth:`Device.alloc`) when a new block cannot be had.
+
+        Backends:
+            All.  CUDA/HIP stream-ordered pools: ``alloc(n, stream=s)`` is ``cuMemAllocFromPoolAsync`` on ``s``
+            (no synchronisation); ``alloc(n)`` allocates on the pool's own stream and waits for it.
+        """
         if type(nbytes) is not int or nbytes <= 0:
             nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", self.device.kind)
         if stream is not None:
@@ -2506,7 +2959,22 @@ class MemoryPool:
         return PooledAllocation(self, block, nbytes, stream)
 
     def alloc_unchecked(self, nbytes: int, stream: Stream | None = None) -> Result[Allocation]:
-        """``alloc`` returning the Error instead of raising it (``stream``: as for ``alloc``)."""
+        """:meth:`alloc` that returns the :class:`Error` instead of raising it.
+
+        Args:
+            nbytes: size in bytes, as for :meth:`alloc`.
+            stream: None or a stream of this device, as for :meth:`alloc`.
+
+        Returns:
+            The :class:`Allocation`, or the :class:`Error` :meth:`alloc` would raise (a non-integer ``nbytes`` is
+            ``INVALID_VALUE`` here, not ``TypeError``).
+
+        Raises:
+            Error: never for a bad value (the Error is returned); see docs/UNCHECKED.md.
+
+        Backends:
+            All, as :meth:`alloc`.
+        """
         try:
             return self.alloc(nbytes, stream)
         except Error as e:
@@ -2637,8 +3105,21 @@ class MemoryPool:
         return blocks
 
     def trim(self) -> int:
-        """Release every cached block to the backend, once the work queued before their frees has completed;
-        returns the bytes released."""
+        """Release every cached block to the backend, once the work queued before their frees has completed.
+
+        Waits for the device (:meth:`Device.synchronize`) when blocks freed in a stream's order are cached.
+        :meth:`Device.close` calls it.
+
+        Returns:
+            The bytes released.
+
+        Raises:
+            Error: the error of the device's failed work, from waiting for it.
+
+        Backends:
+            All.  CUDA/HIP stream-ordered pools: ``cuMemPoolTrimTo``/``hipMemPoolTrimTo`` of the pool's unused
+            reserved memory.
+        """
         with self._lock:
             pending = bool(self._ordered or self._fenced)
         if pending and not self.device._closed:
@@ -2659,6 +3140,19 @@ class MemoryPool:
         return released
 
     def stats(self) -> PoolStats:
+        """The pool's counters now: bytes held, in use and cached, hits and misses.
+
+        Returns:
+            A :class:`PoolStats` snapshot.
+
+        Raises:
+            Error: the vendor's error where the driver's counters cannot be read (CUDA/HIP pools); the core's
+                pool never raises.
+
+        Backends:
+            All.  CUDA/HIP stream-ordered pools report the driver's reserved and used bytes and no hits or
+            misses (0).
+        """
         with self._lock:
             st = self._stats
             cached = sum(b.nbytes for b in self._cached())
@@ -2675,7 +3169,16 @@ def _same_events(a: list[Event], b: list[Event]) -> bool:
 
 class BackendRegistry:
     """The backends this process knows: built-in ones and those registered under the entry-point group
-    ``ironaccelerator.backends`` (name -> ``module:BackendClass``)."""
+    ``ironaccelerator.backends`` (name -> ``module:BackendClass``).
+
+    ``BackendRegistry.default()`` is the process's; ``BackendRegistry(factories)`` makes a private one from
+    ``{BackendKind: callable returning a Backend}``.  Each backend is constructed on first use and kept (or the
+    Error of constructing it).  Thread-safe.
+
+    Backends:
+        All kinds of :class:`BackendKind`; one whose library cannot load stays listed with its reason
+        (:meth:`report`).
+    """
 
     _default: BackendRegistry | None = None
     _default_lock = threading.Lock()
@@ -2687,7 +3190,18 @@ class BackendRegistry:
 
     @classmethod
     def default(cls) -> BackendRegistry:
-        """The process-wide registry."""
+        """The process-wide registry: the built-in backends plus the ``ironaccelerator.backends`` entry points.
+
+        Returns:
+            The same :class:`BackendRegistry` on every call (made on the first).
+
+        Raises:
+            Error: never (broken entry-point metadata, or a backend that fails to load, is reported by
+                :meth:`get`).
+
+        Backends:
+            All.
+        """
         with cls._default_lock:
             if cls._default is None:
                 from ironaccelerator._core import BUILTIN_BACKENDS
@@ -2698,6 +3212,19 @@ class BackendRegistry:
             return cls._default
 
     def register(self, kind: BackendKind, factory: Callable[[], Backend]) -> None:
+        """Register (or replace) the backend of ``kind``: the next :meth:`get` constructs it with ``factory``.
+
+        Args:
+            kind: the :class:`BackendKind` it serves.
+            factory: a callable that returns the :class:`Backend` (e.g. the backend class); an :class:`Error` it
+                raises is what :meth:`get` raises, any other exception becomes ``UNKNOWN``.
+
+        Raises:
+            Error: never (the backend is constructed by :meth:`get`, which raises what ``factory`` raises).
+
+        Backends:
+            All kinds.
+        """
         with self._lock:
             self._factories[kind] = factory
             self._backends.pop(kind, None)
@@ -2734,9 +3261,23 @@ class BackendRegistry:
             return self._backends[kind]
 
     def get(self, kind: BackendKind | str) -> Backend:
-        """The backend of ``kind`` (a :class:`BackendKind`, or its name in any case: ``"opencl"``), or raise the Error
-        saying why it is unavailable; anything else (``None``, an unknown name) is ``INVALID_VALUE`` listing the
-        kinds."""
+        """The backend of ``kind``, constructed on first use.
+
+        Args:
+            kind: a :class:`BackendKind`, or its name in any case (``"opencl"``, ``"CUDA"``, ``"rocm"``).
+
+        Returns:
+            The :class:`Backend` (the same object on every call).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for anything else (``None``, an unknown name), listing the kinds;
+                ``ErrorKind.UNSUPPORTED`` when no backend of ``kind`` is registered; the Error of constructing it
+                otherwise, e.g. ``ErrorKind.LIBRARY_NOT_FOUND`` naming the libraries tried (CUDA without
+                ``libcuda.so.1``), or ``ErrorKind.UNKNOWN`` for a backend that failed with another exception.
+
+        Backends:
+            All kinds.
+        """
         if type(kind) is not BackendKind:
             kind = _backend_kind(kind)
         b = self._resolve(kind)
@@ -2745,12 +3286,33 @@ class BackendRegistry:
         return b
 
     def available(self) -> list[Backend]:
-        """Backends whose library loads."""
+        """The backends whose library loads (each constructed, in :class:`BackendKind` order).
+
+        A backend may be available with no device (:meth:`Backend.devices` is then empty).
+
+        Returns:
+            The available :class:`Backend` objects.
+
+        Raises:
+            Error: never (an unavailable backend is left out; :meth:`report` says why).
+
+        Backends:
+            All kinds.
+        """
         return [b for k in BackendKind if not isinstance(b := self._resolve(k), Error)]
 
     def report(self) -> list[str]:
-        """One line per known backend: available (with its versions and devices) or why not
-        (:mod:`ironaccelerator_runtime.inventory`, ``python -m ironaccelerator``)."""
+        """What ``python -m ironaccelerator`` prints: each backend, available (its versions and devices) or why not.
+
+        Returns:
+            The report's lines of text.
+
+        Raises:
+            Error: never for an unavailable backend (its reason is a line of the report).
+
+        Backends:
+            All kinds.
+        """
         from .inventory import describe, text
 
         return text(describe(self))

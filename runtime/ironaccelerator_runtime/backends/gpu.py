@@ -838,7 +838,18 @@ class GpuBackend(Backend):
         self._lock = threading.RLock()
 
     def versions(self) -> dict[str, Any]:
-        """``{"driver": 13000, "runtime": ...}`` as the vendor encodes them (CUDA: 1000 * major + 10 * minor)."""
+        """The driver (and runtime) versions as the vendor encodes them: ``{"driver": 13000, "runtime": ...}``.
+
+        Returns:
+            ``{"driver": int}`` plus ``"runtime"`` where the vendor has a separate runtime (HIP); CUDA encodes
+            ``1000 * major + 10 * minor``.
+
+        Raises:
+            Error: the vendor's error where a version query fails.
+
+        Backends:
+            CUDA (``cuDriverGetVersion``), HIP (``hipDriverGetVersion``, ``hipRuntimeGetVersion``).
+        """
         out: dict[str, Any] = {"driver": self.driver_version()}
         rt = self.runtime_version()
         if rt is not None:
@@ -1182,10 +1193,29 @@ class GpuDevice(Device):
         return imported
 
     def from_cuda_array_interface(self, obj: Any, *, stream: Any = None) -> GpuAllocation:
-        """Import ``__cuda_array_interface__`` memory (v2/v3) as a DEVICE allocation without a copy (where the
-        vendor's ``interop`` lists it: CUDA).  The producer's ``stream`` (v3) is ordered before ``stream`` (this
-        device's consumer stream: an event recorded there, waited on here) or, without one, synchronised.
-        The memory is trusted to be this device's (the interface does not say which device it is on)."""
+        """Import ``__cuda_array_interface__`` memory (v2/v3) as a DEVICE allocation without a copy, where the
+        vendor's ``interop`` lists it (CUDA).
+
+        The producer's ``stream`` (v3) is ordered before ``stream`` (an event recorded there, waited on here) or,
+        without one, synchronised.  The memory is trusted to be this device's (the interface does not say which
+        device it is on).
+
+        Args:
+            obj: an object with ``__cuda_array_interface__`` (CuPy, Numba, torch CUDA tensors).
+            stream: this device's consumer stream (a :class:`Stream`, ``__cuda_stream__`` or a handle); None: the
+                producer's stream is synchronised.
+
+        Returns:
+            A DEVICE allocation over the memory (``.dtype``, ``.shape``); the producer stays alive with it.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for a missing, malformed, masked or non-contiguous interface;
+                ``ErrorKind.UNSUPPORTED`` where the vendor's ``interop`` lacks it (HIP); the driver's error where
+                ordering the streams fails; ``ErrorKind.INVALID_HANDLE`` after ``close``.
+
+        Backends:
+            CUDA; HIP: ``UNSUPPORTED``.
+        """
         what = "Device.from_cuda_array_interface"
         self._check_open(what)
         if "cuda_array_interface" not in self.api.tables.interop:
@@ -1214,9 +1244,25 @@ class GpuDevice(Device):
         return self._adopt(imp, MemoryKind.DEVICE, what)  # type: ignore[return-value]
 
     def import_ipc(self, handle: IpcHandle) -> GpuAllocation:
-        """``ipc_open`` (``cuIpcOpenMemHandle`` / ``hipIpcOpenMemHandle``, lazily enabling peer access) of a handle
-        another process exported: a DEVICE allocation whose ``free()`` is ``ipc_close`` (see
-        :meth:`Device.import_ipc`).  ``.ipc_handle`` is the handle it was opened from."""
+        """Open a handle another process exported (``ipc_open``: ``cuIpcOpenMemHandle`` / ``hipIpcOpenMemHandle``,
+        lazily enabling peer access) as a DEVICE allocation whose ``free()`` is ``ipc_close`` (see
+        :meth:`Device.import_ipc`).
+
+        Args:
+            handle: the :class:`IpcHandle` the exporter sent.
+
+        Returns:
+            A DEVICE allocation over the exporter's memory; ``.ipc_handle`` is the handle it was opened from.
+
+        Raises:
+            TypeError: ``handle`` is not an :class:`IpcHandle`.
+            Error: ``ErrorKind.INVALID_VALUE`` for a handle of another backend, of the wrong size, or exported by
+                this process; ``ErrorKind.UNSUPPORTED`` where the vendor has no IPC; the driver's error where
+                opening fails; ``ErrorKind.INVALID_HANDLE`` after ``close``.
+
+        Backends:
+            CUDA, HIP.
+        """
         what = "Device.import_ipc"
         if not isinstance(handle, IpcHandle):
             raise TypeError(f"{what}: handle must be an IpcHandle (Allocation.export_ipc()), not {type(handle).__name__}")
@@ -1255,9 +1301,18 @@ class GpuDevice(Device):
         return self.stream_class(self)
 
     def memory_pool(self) -> MemoryPool:
-        """The device's pool (one per device): a stream-ordered pool (``pool_class``) where the vendor has one
-        (``pool_create``) and the device supports it (``attr_memory_pools_supported``), else the core's caching
-        pool."""
+        """The device's pool (one per device), made on first use.
+
+        Returns:
+            A stream-ordered pool (``pool_class``, on ``cuMemPoolCreate``/``hipMemPoolCreate``) where the vendor has
+            one and the device supports it (``attr_memory_pools_supported``), else the core's :class:`MemoryPool`.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` after ``close``; the driver's error where creating the pool fails.
+
+        Backends:
+            CUDA, HIP.
+        """
         self._check_open("Device.memory_pool")
         pool = getattr(self, "_pool", None)
         if pool is None:
@@ -1275,12 +1330,36 @@ class GpuDevice(Device):
     def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
                     defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
                     name_expressions: Sequence[str] = (), cache: bool = True) -> GpuModule:
-        """A code object, or source compiled by the vendor's runtime compiler (see :meth:`Device.load_module`):
-        ``options`` + ``-D`` + ``-I`` flags; ``name_expressions`` lowered so ``kernel("f<float>")`` works; the
-        image that loaded (PTX, else cubin) kept in the kernel cache under the source, options, compiler
-        version, architecture, device name and driver version, with the headers the compile read (checked at
-        each hit: an edited header, found through ``include_dirs`` or a ``-I`` option, recompiles).  Options
-        given with a code object (nothing to compile) are ``UNSUPPORTED``."""
+        """A code object, or source compiled by the vendor's runtime compiler (NVRTC), from the kernel cache when it
+        has it.
+
+        Source is compiled with ``options`` + ``-D`` + ``-I`` flags, ``name_expressions`` lowered so
+        ``kernel("f<float>")`` works; the image that loaded (PTX, else cubin) is kept in the kernel cache under the
+        source, options, compiler version, architecture, device name and driver version, with the headers the
+        compile read (checked at each hit: an edited header, found through ``include_dirs`` or a ``-I`` option,
+        recompiles).
+
+        Args:
+            source_or_binary: source (``str``/bytes) or an image: PTX, cubin (ELF) or fatbin on CUDA; ELF or an
+                offload bundle on HIP.
+            options: the compiler's flags (``"-use_fast_math"``); only with source.
+            defines: macros, ``{"N": 4}`` -> ``-DN=4``; only with source.
+            include_dirs: ``-I`` directories; only with source.
+            name_expressions: template instantiations to look up (``"axpy<float>"``); only with source.
+            cache: use the kernel cache (default True).
+
+        Returns:
+            The loaded module (``CudaModule``/``HipModule``).
+
+        Raises:
+            Error: ``ErrorKind.COMPILE_FAILED`` with the compiler log; ``ErrorKind.INVALID_VALUE`` for bad option
+                types or a NUL byte inside PTX or source; ``ErrorKind.UNSUPPORTED`` for an image format the vendor
+                does not load, source where no compiler is bound (HIP), or options with an image; the driver's error
+                where loading fails; ``ErrorKind.INVALID_HANDLE`` after ``close``.
+
+        Backends:
+            CUDA (source via NVRTC, PTX, cubin, fatbin), HIP (code objects: ELF, offload bundles).
+        """
         backend, formats = self.api.name, self.api.tables.module_formats
         opts = compile_options(options, defines, include_dirs, name_expressions, backend)
         self._check_open("Device.load_module")
@@ -1447,8 +1526,21 @@ class GpuAllocation(Allocation):
         return self._release()
 
     def export_ipc(self) -> IpcHandle:
-        """``ipc_get`` (``cuIpcGetMemHandle`` / ``hipIpcGetMemHandle``) of this DEVICE allocation (see
-        :meth:`Allocation.export_ipc`)."""
+        """An IPC handle of this DEVICE allocation (``ipc_get``: ``cuIpcGetMemHandle`` / ``hipIpcGetMemHandle``; see
+        :meth:`Allocation.export_ipc`).
+
+        Returns:
+            The :class:`IpcHandle` another process opens with ``Device.import_ipc``.
+
+        Raises:
+            Error: ``ErrorKind.UNSUPPORTED`` for HOST_PINNED, HOST or UNIFIED memory, stream-ordered pool
+                allocations and imported memory, or where the vendor has no IPC; ``ErrorKind.INVALID_VALUE`` for a
+                slice or a caching-pool block; ``ErrorKind.INVALID_HANDLE`` once freed or after ``Device.close``;
+                the driver's error.
+
+        Backends:
+            CUDA, HIP.
+        """
         what = "Allocation.export_ipc"
         self._check_live(what)
         device = self.device

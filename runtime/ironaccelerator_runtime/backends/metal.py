@@ -238,8 +238,18 @@ class MetalBackend(Backend):
         self._descriptors: list[DeviceDescriptor] | None = None
 
     def versions(self) -> dict[str, Any]:
-        """The Objective-C runtime's flavour and the frameworks the binding opened (on Linux: the simulated
-        device's library)."""
+        """The Objective-C runtime's flavour and the frameworks the binding opened (on Linux: the simulated device's
+        library).
+
+        Returns:
+            ``{"runtime": ..., "frameworks": ...}``.
+
+        Raises:
+            Error: never (nothing is asked of the device).
+
+        Backends:
+            Metal.
+        """
         b = self.api.b
         return {"runtime": "Apple objc_msgSend" if sys.platform == "darwin" else "GNU objc_msg_lookup",
                 "frameworks": ", ".join(os.path.basename(p) for p in b.paths)}
@@ -366,10 +376,32 @@ class MetalDevice(Device):
     def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
                     defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
                     name_expressions: Sequence[str] = (), cache: bool = True) -> MetalModule:
-        """Metal Shading Language source -> an ``MTLLibrary`` (default ``MTLCompileOptions``).  Compile options
-        are ``UNSUPPORTED`` here: defines need ``MTLCompileOptions.preprocessorMacros``, an ``NSDictionary``,
-        which the Foundation spec does not bind yet, and MSL has no include-path option.  No kernel cache:
-        the Metal framework keeps its own (``cache`` is accepted and ignored)."""
+        """Metal Shading Language source -> an ``MTLLibrary`` (``newLibraryWithSource:options:error:``).
+
+        Default ``MTLCompileOptions``: defines need ``MTLCompileOptions.preprocessorMacros``, an ``NSDictionary``,
+        which the Foundation spec does not bind yet, and MSL has no include-path option.  No kernel cache: the Metal
+        framework keeps its own.
+
+        Args:
+            source_or_binary: Metal Shading Language source (``str``); metallib bytes are ``UNSUPPORTED``.
+            options: must be empty (``UNSUPPORTED`` otherwise).
+            defines: must be empty (``UNSUPPORTED`` otherwise).
+            include_dirs: must be empty (``UNSUPPORTED`` otherwise).
+            name_expressions: must be empty (``UNSUPPORTED`` otherwise).
+            cache: accepted and ignored.
+
+        Returns:
+            The ``MetalModule`` (the library and its source, for the kernels' signatures).
+
+        Raises:
+            Error: ``ErrorKind.COMPILE_FAILED`` (or the kind of the ``NSError``) with the compiler log;
+                ``ErrorKind.INVALID_VALUE`` for a NUL character or lone surrogates in the source;
+                ``ErrorKind.UNSUPPORTED`` for bytes or any compile option; ``ErrorKind.INVALID_HANDLE`` after
+                ``close``.
+
+        Backends:
+            Metal (on Linux, the simulated device's "compiler").
+        """
         if compile_options(options, defines, include_dirs, name_expressions, _NAME):
             raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: compile options (options, defines, include_dirs, "
                         "name_expressions) are not supported by the Metal backend yet (preprocessorMacros needs "

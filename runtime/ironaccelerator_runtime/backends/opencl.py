@@ -147,7 +147,17 @@ class OpenCLBackend(Backend):
         self._lock = threading.Lock()
 
     def versions(self) -> dict[str, Any]:
-        """The platforms the ICD loader lists, each with its CL_PLATFORM_VERSION."""
+        """The platforms the ICD loader lists, each with its CL_PLATFORM_VERSION.
+
+        Returns:
+            ``{"platforms": "name (version); ..."}``; empty when the loader lists no platform.
+
+        Raises:
+            Error: the vendor's error where enumerating the platforms fails.
+
+        Backends:
+            OpenCL.
+        """
         self._enumerate()
         return {"platforms": "; ".join(self._platforms)} if self._platforms else {}
 
@@ -229,6 +239,16 @@ class OpenCLBackend(Backend):
 
 
 class OpenCLDevice(Device):
+    """An opened OpenCL device: a ``cl_context`` of its own (``clCreateContext``) on one ``cl_device_id``.
+
+    Adds over :class:`~ironaccelerator.Device`: ``handle`` (the ``cl_device_id``) and ``context`` (the
+    ``cl_context``) for interop with other OpenCL code; ``alloc(kind=MemoryKind.UNIFIED)`` is fine-grained buffer
+    SVM (``clSVMAlloc``) where the device has it (``CapabilityFlags.UNIFIED_MEMORY``), HOST_PINNED/HOST are
+    ``CL_MEM_ALLOC_HOST_PTR`` buffers; ``load_module`` builds OpenCL C and keeps program binaries in the kernel
+    cache.  Foreign memory (``from_dlpack``) and IPC are ``UNSUPPORTED``.  Closing it releases the device's own
+    context reference; streams, programs and buffers made from it hold theirs.
+    """
+
     def __init__(self, backend: OpenCLBackend, handle: Any, descriptor: DeviceDescriptor) -> None:
         self.backend = backend
         self.api = backend.api
@@ -368,11 +388,33 @@ class OpenCLDevice(Device):
     def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
                     defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
                     name_expressions: Sequence[str] = (), cache: bool = True) -> OpenCLModule:
-        """OpenCL C source -> a built program (see :meth:`Device.load_module`): ``options``, ``defines`` and
-        ``include_dirs`` go into ``clBuildProgram``'s option string (after ``-cl-kernel-arg-info``); the program
-        binary (``CL_PROGRAM_BINARIES``) is kept in the kernel cache, with the headers the build read (checked at
-        each hit: an edited header, found through ``include_dirs`` or a ``-I`` option, rebuilds), and reloaded
-        with ``clCreateProgramWithBinary``.  ``name_expressions`` are ``UNSUPPORTED`` (OpenCL C has no templates)."""
+        """OpenCL C source -> a built program (``clBuildProgram``), from the kernel cache when it has it.
+
+        ``options``, ``defines`` and ``include_dirs`` go into ``clBuildProgram``'s option string (after
+        ``-cl-kernel-arg-info``); the program binary (``CL_PROGRAM_BINARIES``) is kept in the kernel cache, with the
+        headers the build read (checked at each hit: an edited header, found through ``include_dirs`` or a ``-I``
+        option, rebuilds), and reloaded with ``clCreateProgramWithBinary``.
+
+        Args:
+            source_or_binary: OpenCL C source, ``str`` or UTF-8 ``bytes``.
+            options: ``clBuildProgram`` options (``"-cl-fast-relaxed-math"``, ``"-cl-std=CL2.0"``).
+            defines: macros, ``{"N": 4}`` -> ``-DN=4``.
+            include_dirs: ``-I`` directories.
+            name_expressions: must be empty: OpenCL C has no templates.
+            cache: use the kernel cache (default True).
+
+        Returns:
+            The built ``OpenCLModule`` (``from_cache`` says whether the binary came from the cache).
+
+        Raises:
+            TypeError: ``source_or_binary`` is neither ``str`` nor bytes.
+            Error: ``ErrorKind.COMPILE_FAILED`` with the build log; ``ErrorKind.INVALID_VALUE`` for bad option types
+                or a NUL character inside the source; ``ErrorKind.UNSUPPORTED`` for ``name_expressions``;
+                ``ErrorKind.INVALID_HANDLE`` after ``close``.
+
+        Backends:
+            OpenCL (see :meth:`Device.load_module` for the others).
+        """
         opts = compile_options(options, defines, include_dirs, name_expressions, _KIND)
         if opts.name_expressions:
             raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: name_expressions are not supported by the OpenCL "
@@ -485,11 +527,25 @@ class OpenCLAllocation(Allocation):
         return None if self._svm is None else int(self.device.api.ffi.cast("uintptr_t", self._svm))
 
     def host_view(self) -> memoryview:
-        """UNIFIED: the SVM memory itself.  A host-allocated buffer (HOST_PINNED, HOST: ``CL_MEM_ALLOC_HOST_PTR``) is
+        """A writable byte view of host-visible memory, without a copy (see :meth:`Allocation.host_view`).
+
+        UNIFIED: the SVM memory itself.  A host-allocated buffer (HOST_PINNED, HOST: ``CL_MEM_ALLOC_HOST_PTR``) is
         mapped (a blocking ``clEnqueueMapBuffer``, read and write, on the device's own queue) and unmapped when
         the view is released or dropped (``clEnqueueUnmapMemObject``, then that queue finished).  OpenCL leaves a
         command that uses a mapped buffer undefined: release the view before the buffer is used on a stream, and
-        synchronize that stream before taking one.  Device buffers: INVALID_VALUE, as everywhere."""
+        synchronize that stream before taking one.
+
+        Returns:
+            A writable ``memoryview`` (format ``"B"``) of the allocation's bytes.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for DEVICE buffers (not host-visible), as everywhere;
+                ``ErrorKind.INVALID_HANDLE`` once freed or after ``Device.close``; the driver's error where mapping
+                fails.
+
+        Backends:
+            OpenCL.
+        """
         if self.kind not in (MemoryKind.HOST_PINNED, MemoryKind.HOST) or self._svm is not None:
             return super().host_view()
         what = "Allocation.host_view"
@@ -526,8 +582,9 @@ class OpenCLAllocation(Allocation):
 
 
 class OpenCLEvent(Event):
-    """A marker in a stream.  It knows the stream's in-flight host buffers enqueued before it: once it is
-    seen complete they are released."""
+    """A marker in a stream (``clEnqueueMarkerWithWaitList``), made by ``OpenCLStream.record_event``, with the
+    queue's profiling timestamps for ``elapsed_ms``.  It knows the stream's in-flight host buffers enqueued
+    before it: once it is seen complete they are released."""
 
     def __init__(self, device: OpenCLDevice, handle: Any, inflight: InFlight | None = None, mark: int = 0) -> None:
         self.device = device
@@ -804,7 +861,14 @@ class OpenCLModule(Module):
 
 
 class OpenCLStream(Stream):
-    """An in-order command queue with profiling enabled."""
+    """An in-order command queue (``clCreateCommandQueueWithProperties``) with profiling enabled, made by
+    ``OpenCLDevice.create_stream``.
+
+    Adds over :class:`~ironaccelerator.Stream`: ``queue`` (the ``cl_command_queue``); events carry the queue's
+    profiling timestamps (``elapsed_ms``); ``prefetch`` is ``clEnqueueSVMMigrateMem`` of UNIFIED (SVM) memory
+    (OpenCL 2.1 devices); 2-D/3-D copies are ``clEnqueueCopyBufferRect`` and its read/write twins.  ``capture()``
+    (graphs) is ``UNSUPPORTED``: OpenCL has no stream capture.
+    """
 
     device: OpenCLDevice
     # for MemoryPool's fences: set after every enqueue of work that may use memory, cleared by _pool_fence

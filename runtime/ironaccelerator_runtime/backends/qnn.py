@@ -287,7 +287,17 @@ class QnnBackend(Backend):
             api.raw.QnnDevice_freePlatformInfo(api.null, pi)
 
     def versions(self) -> dict[str, Any]:
-        """The core and backend API versions the library reports, its provider and build id."""
+        """The core and backend API versions the library reports, its provider and build id.
+
+        Returns:
+            ``{"core_api": "2.x.y", "backend_api": "5.x.y", "provider": ..., "build": ...}``.
+
+        Raises:
+            Error: never (read once, when the backend was constructed).
+
+        Backends:
+            QNN.
+        """
         return {"core_api": ".".join(map(str, self.core_api)), "backend_api": ".".join(map(str, self.backend_api)),
                 "provider": self.provider_name, "build": self.build_id}
 
@@ -327,12 +337,32 @@ class QnnBackend(Backend):
 
     def open(self, device_id: DeviceId | int = 0, *, arch: int | str | None = None,
              soc: int | str | None = None) -> QnnDevice:
-        """Open a device; ``arch`` (75 or ``"v75"``) and/or ``soc`` (``"SM8650"`` or 57) select the HTP
-        architecture / SoC model graphs are built and prepared for (a ``QnnHtpDevice_CustomConfig_t``).
+        """Open a device; ``arch`` and/or ``soc`` select the HTP architecture / SoC model graphs are prepared for.
 
         Measured on libQnnHtp 2.51 (x86): the SoC selection is process-wide — after a device opened with
         ``soc=``, graphs built on later default devices of the process run f32 at fp16 precision, as on that
-        SoC; ``arch=`` alone does not leak so.  Select a SoC in a process of its own."""
+        SoC; ``arch=`` alone does not leak so.  Select a SoC in a process of its own.
+
+        Args:
+            device_id: a :class:`DeviceId` of this backend or an index, as for :meth:`Backend.open`.
+            arch: the HTP architecture, ``75`` or ``"v75"`` (one of ``QnnHtpDevice_Arch_t``'s); passed to
+                ``QnnDevice_create`` as a ``QnnHtpDevice_CustomConfig_t``.  None: the library's default.
+            soc: the SoC model, ``"SM8650"`` (a name of the spec's SoC table) or its number ``57``.  None: the
+                default.
+
+        Returns:
+            The opened ``QnnDevice``; its ``descriptor`` names the architecture / SoC selected.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for a bad ``device_id`` (as :meth:`Backend.open`), an ``arch`` that
+                is not an HTP architecture QNN knows, or a ``soc`` name the table lacks (the message lists the
+                known ones; a number is passed as it is, and the library may refuse it);
+                ``ErrorKind.NO_DEVICE`` when the library reports no device; the library's error where
+                ``QnnDevice_create`` fails.
+
+        Backends:
+            QNN only (the other backends' ``open`` takes ``device_id`` alone).
+        """
         index = self._index(device_id)
         devs = self._enumerate()
         if not devs:
@@ -517,9 +547,30 @@ class QnnDevice(Device):
     def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
                     defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
                     name_expressions: Sequence[str] = (), cache: bool = True) -> QnnModule:
-        """A QNN context binary (``bytes``, ``bytearray``, ``memoryview`` or a uint8 array) -> its module.
-        Nothing is compiled, so any compile option is ``UNSUPPORTED`` and there is no kernel cache (``cache``
-        is accepted and ignored)."""
+        """A QNN context binary -> its module (``QnnContext_createFromBinary``), whose graphs are the kernels.
+
+        Nothing is compiled, so any compile option is ``UNSUPPORTED`` and there is no kernel cache.
+
+        Args:
+            source_or_binary: the context binary: ``bytes``, ``bytearray``, ``memoryview`` or a uint8 array (not
+                ``str``).
+            options: must be empty (``UNSUPPORTED`` otherwise).
+            defines: must be empty (``UNSUPPORTED`` otherwise).
+            include_dirs: must be empty (``UNSUPPORTED`` otherwise).
+            name_expressions: must be empty (``UNSUPPORTED`` otherwise).
+            cache: accepted and ignored.
+
+        Returns:
+            The ``QnnModule`` (``graph_names`` lists its graphs).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for source text, an empty binary, or one the library cannot read;
+                ``ErrorKind.UNSUPPORTED`` for any compile option; the library's error where creating the context
+                fails; ``ErrorKind.INVALID_HANDLE`` after ``close``.
+
+        Backends:
+            QNN.
+        """
         if compile_options(options, defines, include_dirs, name_expressions, _NAME):
             raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: the QNN backend loads context binaries only; "
                         "compile options do not apply", backend=_NAME, function="Device.load_module")

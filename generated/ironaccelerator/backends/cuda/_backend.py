@@ -208,35 +208,77 @@ classify_image = functools.partial(_gpu.classify_image, backend=TABLES.name)
 
 
 class CudaKernel(_gpu.GpuKernel):
-    pass
+    """A CUDA kernel: a function of a ``CudaModule`` (``cuModuleGetFunction``), launched by
+    ``CudaStream.launch``.
+
+    Adds over :class:`~ironaccelerator.Kernel`: ``attributes`` from ``cuFuncGetAttribute``
+    and ``max_active_blocks()`` (``cuOccupancyMaxActiveBlocksPerMultiprocessor``).
+    """
 
 
 class CudaModule(_gpu.GpuModule):
+    """A CUDA code object loaded by ``CudaDevice.load_module`` (``cuModuleLoadData``); its image
+    formats: ptx, elf, fatbin, source.
+
+    Adds over :class:`~ironaccelerator.Module`: ``lowered_names`` (the compiler's names of ``name_expressions``),
+    ``from_cache`` and ``build_log`` where source was compiled.
+    """
+
     kernel_class = CudaKernel
 
 
 class CudaEvent(_gpu.GpuEvent):
-    pass
+    """A CUDA event (``cuEventCreate``), recorded by ``CudaStream.record_event``: a point
+    in a stream, with timing (``elapsed_ms``, ``cuEventElapsedTime``).  Seeing it complete releases the
+    stream's host buffers enqueued before it.
+    """
 
 
 class CudaStream(_gpu.GpuStream):
+    """A non-blocking CUDA stream (``cuStreamCreate``), made by ``CudaDevice.create_stream``.
+
+    Adds over :class:`~ironaccelerator.Stream`: asynchronous copies (host buffers kept alive until the work is seen
+    complete), ``prefetch`` of unified memory, ``capture()`` into a graph where the vendor has stream capture,
+    and launches packed by the compiled fast path.
+    """
+
     kernel_class = CudaKernel
     event_class = CudaEvent
 
 
 class CudaAllocation(_gpu.GpuAllocation):
-    pass
+    """CUDA memory from ``CudaDevice.alloc``, allocated by ``cuMemAlloc`` (DEVICE),
+    ``cuMemHostAlloc`` (HOST_PINNED, HOST), ``cuMemAllocManaged`` (UNIFIED).
+
+    Adds over :class:`~ironaccelerator.Allocation`: ``.ptr`` (the address, an int), ``.dptr``/``.handle`` (the
+    native device-pointer argument) and DLPack export (``__dlpack__``).
+    It exports ``__cuda_array_interface__`` (v3).
+    It exports IPC handles: ``export_ipc()`` (``cuIpcGetMemHandle``).
+    """
 
 
 class CudaPoolAllocation(_gpu.GpuPoolAllocation, CudaAllocation):
-    pass
+    """Memory of a ``CudaStreamOrderedPool`` (``cuMemAllocFromPoolAsync``), freed in the order of the
+    stream it was allocated on."""
 
 
 class CudaStreamOrderedPool(_gpu.GpuStreamOrderedPool):
+    """``CudaDevice.memory_pool()`` where the device supports memory pools: a
+    :class:`~ironaccelerator.MemoryPool` on the driver's stream-ordered allocator
+    (``cuMemPoolCreate``)."""
+
     allocation_class = CudaPoolAllocation
 
 
 class CudaDevice(_gpu.GpuDevice):
+    """An opened CUDA device (``CudaBackend.open``): its primary context (``cuDevicePrimaryCtxRetain``).
+
+    Adds over :class:`~ironaccelerator.Device`: ``arch`` (the architecture, as the vendor names it), ``index``,
+    ``activate()`` (make it current on the calling thread; every operation does).
+    It imports ``__cuda_array_interface__`` memory (``from_cuda_array_interface()``).
+    It opens other processes' IPC handles (``import_ipc()``: ``cuIpcOpenMemHandle``).
+    """
+
     allocation_class = CudaAllocation
     stream_class = CudaStream
     module_class = CudaModule
@@ -244,6 +286,15 @@ class CudaDevice(_gpu.GpuDevice):
 
 
 class CudaBackend(_gpu.GpuBackend):
+    """The CUDA backend (``BackendKind.CUDA``), over the bindings
+    ``ironaccelerator.backends.cuda.driver``, ``ironaccelerator.backends.cuda.nvrtc``.
+
+    Constructing it loads the vendor library (``Error(LIBRARY_NOT_FOUND)`` listing the files tried when it
+    cannot).  Adds over :class:`~ironaccelerator.Backend`: ``driver_version()``, ``runtime_version()``,
+    ``compile_source()`` and ``compiler_version()``
+    (``nvrtcCreateProgram`` & co.).
+    """
+
     tables = TABLES
     device_class = CudaDevice
 

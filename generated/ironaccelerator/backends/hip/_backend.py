@@ -176,35 +176,75 @@ classify_image = functools.partial(_gpu.classify_image, backend=TABLES.name)
 
 
 class HipKernel(_gpu.GpuKernel):
-    pass
+    """A HIP kernel: a function of a ``HipModule`` (``hipModuleGetFunction``), launched by
+    ``HipStream.launch``.
+
+    Adds over :class:`~ironaccelerator.Kernel`: ``attributes`` from ``hipFuncGetAttribute``
+    and ``max_active_blocks()`` (``hipModuleOccupancyMaxActiveBlocksPerMultiprocessor``).
+    """
 
 
 class HipModule(_gpu.GpuModule):
+    """A HIP code object loaded by ``HipDevice.load_module`` (``hipModuleLoadData``); its image
+    formats: elf, offload_bundle.
+
+    Adds over :class:`~ironaccelerator.Module`: ``lowered_names`` (the compiler's names of ``name_expressions``),
+    ``from_cache`` and ``build_log`` where source was compiled.
+    """
+
     kernel_class = HipKernel
 
 
 class HipEvent(_gpu.GpuEvent):
-    pass
+    """A HIP event (``hipEventCreateWithFlags``), recorded by ``HipStream.record_event``: a point
+    in a stream, with timing (``elapsed_ms``, ``hipEventElapsedTime``).  Seeing it complete releases the
+    stream's host buffers enqueued before it.
+    """
 
 
 class HipStream(_gpu.GpuStream):
+    """A non-blocking HIP stream (``hipStreamCreateWithFlags``), made by ``HipDevice.create_stream``.
+
+    Adds over :class:`~ironaccelerator.Stream`: asynchronous copies (host buffers kept alive until the work is seen
+    complete), ``prefetch`` of unified memory, ``capture()`` into a graph where the vendor has stream capture,
+    and launches packed by the compiled fast path.
+    """
+
     kernel_class = HipKernel
     event_class = HipEvent
 
 
 class HipAllocation(_gpu.GpuAllocation):
-    pass
+    """HIP memory from ``HipDevice.alloc``, allocated by ``hipMalloc`` (DEVICE),
+    ``hipHostMalloc`` (HOST_PINNED, HOST), ``hipMallocManaged`` (UNIFIED).
+
+    Adds over :class:`~ironaccelerator.Allocation`: ``.ptr`` (the address, an int), ``.dptr``/``.handle`` (the
+    native device-pointer argument) and DLPack export (``__dlpack__``).
+    It exports IPC handles: ``export_ipc()`` (``hipIpcGetMemHandle``).
+    """
 
 
 class HipPoolAllocation(_gpu.GpuPoolAllocation, HipAllocation):
-    pass
+    """Memory of a ``HipStreamOrderedPool`` (``hipMallocFromPoolAsync``), freed in the order of the
+    stream it was allocated on."""
 
 
 class HipStreamOrderedPool(_gpu.GpuStreamOrderedPool):
+    """``HipDevice.memory_pool()`` where the device supports memory pools: a
+    :class:`~ironaccelerator.MemoryPool` on the driver's stream-ordered allocator
+    (``hipMemPoolCreate``)."""
+
     allocation_class = HipPoolAllocation
 
 
 class HipDevice(_gpu.GpuDevice):
+    """An opened HIP device (``HipBackend.open``): selected per thread.
+
+    Adds over :class:`~ironaccelerator.Device`: ``arch`` (the architecture, as the vendor names it), ``index``,
+    ``activate()`` (make it current on the calling thread; every operation does).
+    It opens other processes' IPC handles (``import_ipc()``: ``hipIpcOpenMemHandle``).
+    """
+
     allocation_class = HipAllocation
     stream_class = HipStream
     module_class = HipModule
@@ -212,6 +252,15 @@ class HipDevice(_gpu.GpuDevice):
 
 
 class HipBackend(_gpu.GpuBackend):
+    """The HIP backend (``BackendKind.ROCM``), over the bindings
+    ``ironaccelerator.backends.hip.runtime``.
+
+    Constructing it loads the vendor library (``Error(LIBRARY_NOT_FOUND)`` listing the files tried when it
+    cannot).  Adds over :class:`~ironaccelerator.Backend`: ``driver_version()``, ``runtime_version()``,
+    ``compile_source()`` and ``compiler_version()``
+    (``UNSUPPORTED``: no runtime compiler is bound for this vendor).
+    """
+
     tables = TABLES
     device_class = HipDevice
 

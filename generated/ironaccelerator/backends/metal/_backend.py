@@ -62,4 +62,13 @@ translate_capability = TABLES.capability
 
 
 class MetalBackend(_runtime.MetalBackend):
+    """The Metal backend (``BackendKind.METAL``): the devices of ``MTLCopyAllDevices()``, through the Objective-C
+    runtime.
+
+    The hand-written ``ironaccelerator_runtime.backends.metal.MetalBackend`` with this spec's capability tables
+    (``TABLES``: GPU families -> :class:`~ironaccelerator.CapabilityFlags` and tiers, vendor names).  On Apple
+    platforms it would use Metal.framework (generated, never run on Apple hardware); on Linux it runs over the IA
+    Simulated Metal Device (``$IA_METAL_SIM_DIR/libia_metal_sim.so``, a test fixture, not Metal).
+    """
+
     tables = TABLES

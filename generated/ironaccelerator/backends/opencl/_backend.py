@@ -49,4 +49,13 @@ translate_vendor = TABLES.vendor
 
 
 class OpenCLBackend(_runtime.OpenCLBackend):
+    """The OpenCL backend (``BackendKind.OPENCL``): every device of every platform the ICD loader
+    (``libOpenCL.so.1``) lists, in order; on this project's test machine, PoCL's CPU device.
+
+    The hand-written ``ironaccelerator_runtime.backends.opencl.OpenCLBackend`` with this spec's capability tables
+    (``TABLES``: extensions -> :class:`~ironaccelerator.CapabilityFlags`, device types -> tiers, vendor names).
+    Adds over :class:`~ironaccelerator.Backend`: ``versions()`` lists each platform with its
+    ``CL_PLATFORM_VERSION``.  Constructing it loads the ICD loader (``Error(LIBRARY_NOT_FOUND)`` when it cannot).
+    """
+
     tables = TABLES

@@ -43,4 +43,14 @@ translate_capability = TABLES.capability
 
 
 class QnnBackend(_runtime.QnnBackend):
+    """The QNN backend (``BackendKind.QNN``): Qualcomm AI Engine Direct's HTP backend library (``libQnnHtp.so``;
+    the x86 build emulates the Hexagon NPU) and its devices, as ``QnnDevice_getPlatformInfo`` reports them.
+
+    The hand-written ``ironaccelerator_runtime.backends.qnn.QnnBackend`` with this spec's capability and SoC
+    tables (``TABLES``).  Adds over :class:`~ironaccelerator.Backend`: ``open(device_id, arch=..., soc=...)``
+    selects the HTP architecture / SoC model graphs are prepared for, and ``QnnBackend(trace_dir=...)`` records
+    every QNN call with the Saver backend instead of running it.  Modules are context binaries, kernels are
+    graphs (no compiler: compile options are ``UNSUPPORTED``).
+    """
+
     tables = TABLES
