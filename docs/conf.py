@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 for _p in (ROOT / "runtime", ROOT / "generated"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
+
+# The API reference imports the backends; where a library has no compiled module (a fresh clone before
+# `ironaccel-gen build`), it loads in ABI mode and warns so, which says nothing about the documentation.
+warnings.filterwarnings("ignore", message=r".* runs in cffi ABI mode", category=RuntimeWarning)
 
 project = "IronAccelerator"
 author = "IronAccelerator contributors"
