@@ -205,20 +205,19 @@ def _process_bases(app: Any, name: str, obj: Any, options: Any, bases: list[Any]
 _TRAIT_MODULE = "ironaccelerator_runtime.traits"
 
 
+def _own_doc(obj: Any) -> str | None:
+    """The docstring ``obj`` (a function, property, class- or staticmethod) has itself, not inherited."""
+    fn = obj.fget if isinstance(obj, property) else getattr(obj, "__func__", obj)
+    doc = getattr(fn, "__doc__", None)
+    return inspect.cleandoc(doc) if isinstance(doc, str) and doc else None
+
+
 def _trait_doc(cls: type, name: str) -> str | None | bool:
     """The docstring of ``name`` on the first trait class of ``cls``'s MRO that has it (False: none has it)."""
     for base in cls.__mro__:
         if base.__module__ == _TRAIT_MODULE and name in vars(base):
-            attr = vars(base)[name]
-            fn = attr.fget if isinstance(attr, property) else getattr(attr, "__func__", attr)
-            return inspect.cleandoc(fn.__doc__) if getattr(fn, "__doc__", None) else None
+            return _own_doc(vars(base)[name])
     return False
-
-
-def _own_doc(obj: Any) -> str | None:
-    fn = obj.fget if isinstance(obj, property) else getattr(obj, "__func__", obj)
-    doc = getattr(fn, "__doc__", None)
-    return inspect.cleandoc(doc) if doc else None
 
 
 def _defining_class(obj: Any) -> type | None:
