@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -50,6 +51,8 @@ extensions = [
 # Pages: Markdown only.  Everything under docs/ that is not a page stays out: the build output, this file, and
 # any stray notes (a page must be reached from a toctree, else the build fails).
 source_suffix = {".md": "markdown"}
+# Text is shown as written: no "smart" quotes or dashes (``--out`` in a CLI help string stays two hyphens).
+smartquotes = False
 root_doc = "index"
 exclude_patterns = ["_build", "**/_build", "Thumbs.db", ".DS_Store", "**/.ipynb_checkpoints"]
 
@@ -243,7 +246,35 @@ def _skip_member(app: Any, what: str, name: str, obj: Any, skip: bool, options: 
     return own is None or own == trait  # an override that says nothing the trait's entry does not
 
 
+# Napoleon, adapted to our docstrings (it runs through _napoleon below, in place of its own listener):
+# - a property's (or attribute's) summary is prose, its type the annotation autodoc shows: napoleon would read
+#   the text before a first colon as the type ("Whether it was freed (a slice: ..." -> type "Whether it was
+#   freed (a slice"), so those are parsed as a method's docstring is (sections, no inline type);
+# - a ``Raises:`` entry that names no exception ("Never raises for a bad value; see docs/UNCHECKED.md", the
+#   _unchecked contract's) stays a sentence, not an exception type that links nowhere.
+_TYPE = r"(?::\w+:)?`?~?[A-Za-z_]\w*(?:\.\w+)*`?"
+_RAISES = re.compile(r"(\s*):raises (.+?):(.*)")
+_TYPES = re.compile(rf"{_TYPE}(?:\s*(?:,|\||\bor\b)\s*{_TYPE})*")
+
+
+def _napoleon(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    from sphinx.ext.napoleon import _process_docstring
+
+    _process_docstring(app, "method" if what in ("property", "attribute", "data") else what, name, obj, options,
+                       lines)
+    for i, line in enumerate(lines):
+        m = _RAISES.fullmatch(line)
+        if m and not _TYPES.fullmatch(m.group(2).strip()):
+            lines[i] = f"{m.group(1)}:raises: {m.group(2)}{m.group(3)}"
+
+
 def setup(app: Any) -> dict[str, Any]:
+    from sphinx.ext.napoleon import _process_docstring
+
+    for listener in list(app.events.listeners.get("autodoc-process-docstring", ())):
+        if listener.handler is _process_docstring:
+            app.disconnect(listener.id)
+    app.connect("autodoc-process-docstring", _napoleon)
     app.connect("missing-reference", _missing_reference)
     app.connect("autodoc-skip-member", _skip_member)
     app.connect("autodoc-process-bases", _process_bases)

@@ -115,3 +115,27 @@ def test_strict_build_fails_on_broken_navigation_and_references(tmp_path: Path) 
     unexpected = [w for w in warnings if not any(t in w for t in expected)
                   and "no command xref target" not in w]  # sphinx-argparse's echo of the missing page
     assert not unexpected, unexpected
+
+
+def test_cli_options_say_what_they_do_and_their_default() -> None:
+    """The CLI reference shows each option's help and no default of its own (cli.md: ``:nodefault:``; argparse's
+    defaults read wrong there: ``-q``'s is the verbosity, 1), so every option has help text, and the help of an
+    option whose default is a value says what it is."""
+    import argparse
+
+    from ironaccelerator_gen.cli import _parser
+
+    subs = next(a for a in _parser()._actions if a.dest == "command").choices
+    bad = []
+    for name, sub in subs.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            flag = "/".join(action.option_strings) or action.dest
+            valued = not isinstance(action, (argparse._StoreConstAction, argparse._StoreTrueAction)) and \
+                action.default not in (None, [])
+            if not action.help:
+                bad.append(f"{name} {flag}: no help")
+            elif valued and "default" not in action.help:
+                bad.append(f"{name} {flag}: its default ({action.default!r}) not in its help")
+    assert not bad, bad
