@@ -51,8 +51,6 @@ extensions = [
 # Pages: Markdown only.  Everything under docs/ that is not a page stays out: the build output, this file, and
 # any stray notes (a page must be reached from a toctree, else the build fails).
 source_suffix = {".md": "markdown"}
-# Text is shown as written: no "smart" quotes or dashes (``--out`` in a CLI help string stays two hyphens).
-smartquotes = False
 root_doc = "index"
 exclude_patterns = ["_build", "**/_build", "Thumbs.db", ".DS_Store", "**/.ipynb_checkpoints"]
 
