@@ -244,26 +244,55 @@ def _skip_member(app: Any, what: str, name: str, obj: Any, skip: bool, options: 
     return own is None or own == trait  # an override that says nothing the trait's entry does not
 
 
-# Napoleon, adapted to our docstrings (it runs through _napoleon below, in place of its own listener):
-# - a property's (or attribute's) summary is prose, its type the annotation autodoc shows: napoleon would read
-#   the text before a first colon as the type ("Whether it was freed (a slice: ..." -> type "Whether it was
-#   freed (a slice"), so those are parsed as a method's docstring is (sections, no inline type);
+# Napoleon, adapted to our docstrings (it runs through _napoleon below, in place of its own listener), which are
+# prose where napoleon looks for a type before a colon:
+# - a property's (or attribute's) summary: its type is the annotation autodoc shows, and napoleon would read the
+#   text before a first colon as the type ("Whether it was freed (a slice: ..." -> type "Whether it was freed (a
+#   slice"), so those are parsed as a method's docstring is (sections, no inline type);
+# - a ``Returns:`` whose first line has a colon after a phrase ("The signature, a str: the inputs, then ...") keeps
+#   its sentence; only a type expression before the colon ("list[str]: the names") is taken as the type;
 # - a ``Raises:`` entry that names no exception ("Never raises for a bad value; see docs/UNCHECKED.md", the
 #   _unchecked contract's) stays a sentence, not an exception type that links nowhere.
-_TYPE = r"(?::\w+:)?`?~?[A-Za-z_]\w*(?:\.\w+)*`?"
-_RAISES = re.compile(r"(\s*):raises (.+?):(.*)")
+_TYPE = r"[~`:A-Za-z_][\w.\[\]`~:]*(?<!\.)"
 _TYPES = re.compile(rf"{_TYPE}(?:\s*(?:,|\||\bor\b)\s*{_TYPE})*")
+_RAISES = re.compile(r"(\s*):raises (.+?):(.*)")
 
 
 def _napoleon(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
     from sphinx.ext.napoleon import _process_docstring
 
-    _process_docstring(app, "method" if what in ("property", "attribute", "data") else what, name, obj, options,
-                       lines)
+    as_what: Any = "method" if what in ("property", "attribute", "data") else what
+    _process_docstring(app, as_what, name, obj, options, lines)
     for i, line in enumerate(lines):
         m = _RAISES.fullmatch(line)
         if m and not _TYPES.fullmatch(m.group(2).strip()):
             lines[i] = f"{m.group(1)}:raises: {m.group(2)}{m.group(3)}"
+
+
+def _patch_napoleon_returns() -> None:
+    """GoogleDocstring's Returns: section takes a type only when the text before the first colon is one."""
+    from sphinx.ext.napoleon.docstring import GoogleDocstring
+
+    consume, partition = GoogleDocstring._consume_returns_section, GoogleDocstring._partition_field_on_colon
+    if getattr(consume, "_ironaccelerator", False):
+        return
+
+    def consume_returns(self: Any, preprocess_types: bool = False) -> Any:
+        self._in_returns = True
+        try:
+            return consume(self, preprocess_types)
+        finally:
+            self._in_returns = False
+
+    def partition_field(self: Any, line: str) -> Any:
+        before, colon, after = partition(self, line)
+        if colon and getattr(self, "_in_returns", False) and not _TYPES.fullmatch(before.strip()):
+            return line, "", ""
+        return before, colon, after
+
+    consume_returns._ironaccelerator = True  # type: ignore[attr-defined]
+    GoogleDocstring._consume_returns_section = consume_returns  # type: ignore[method-assign]
+    GoogleDocstring._partition_field_on_colon = partition_field  # type: ignore[method-assign]
 
 
 def setup(app: Any) -> dict[str, Any]:
@@ -273,6 +302,7 @@ def setup(app: Any) -> dict[str, Any]:
         if listener.handler is _process_docstring:
             app.disconnect(listener.id)
     app.connect("autodoc-process-docstring", _napoleon)
+    _patch_napoleon_returns()
     app.connect("missing-reference", _missing_reference)
     app.connect("autodoc-skip-member", _skip_member)
     app.connect("autodoc-process-bases", _process_bases)

@@ -6,11 +6,13 @@ page or heading, a cross-reference to a Python name that nothing documents."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,3 +141,53 @@ def test_cli_options_say_what_they_do_and_their_default() -> None:
             elif valued and "default" not in action.help:
                 bad.append(f"{name} {flag}: its default ({action.default!r}) not in its help")
     assert not bad, bad
+
+
+def load_conf() -> Any:
+    """docs/conf.py as a module."""
+    spec = importlib.util.spec_from_file_location("ironaccelerator_docs_conf", DOCS / "conf.py")
+    assert spec is not None and spec.loader is not None
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    return conf
+
+
+@pytest.mark.parametrize(("what", "doc", "rendered", "absent"), [
+    # a property's summary with a colon: prose, not "type: description"
+    ("property", "Whether it was freed (a slice: whether its allocation was).",
+     "Whether it was freed (a slice: whether its allocation was).", ":type:"),
+    # Returns: a phrase before a colon stays the sentence; a type expression is the type
+    ("method", "Sum.\n\nReturns:\n    The signature, a str: the inputs, then the outputs.\n",
+     ":returns: The signature, a str: the inputs, then the outputs.", "*The signature"),
+    ("method", "Sum.\n\nReturns:\n    list[str]: the names.\n", ":returns: *list[str]* -- the names.", None),
+    # Raises: the _unchecked contract's sentence is not an exception type; an exception is
+    ("method", "Sum.\n\nRaises:\n    Error: when x.\n    Never raises for a bad value; see docs/UNCHECKED.md.\n",
+     ":raises: Never raises for a bad value; see docs/UNCHECKED.md.", ":raises Never"),
+    ("method", "Sum.\n\nRaises:\n    Error: when x.\n", ":raises Error: when x.", None),
+    # the Backends: section is a headed section of its own
+    ("method", "Sum.\n\nBackends:\n    All. QNN: none.\n", ".. rubric:: Backends", None),
+])
+def test_napoleon_reads_our_docstrings(what: str, doc: str, rendered: str, absent: str | None,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/conf.py's napoleon adaptations (the prose our Google-style docstrings write where napoleon looks for
+    a type before a colon)."""
+    from sphinx.ext.napoleon import Config
+    from sphinx.ext.napoleon.docstring import GoogleDocstring
+    from sphinx.util.docstrings import prepare_docstring
+
+    for method in ("_consume_returns_section", "_partition_field_on_colon"):  # napoleon as it was, after the test
+        monkeypatch.setattr(GoogleDocstring, method, getattr(GoogleDocstring, method))
+    conf = load_conf()
+    conf._patch_napoleon_returns()
+    config = Config(**{k: getattr(conf, k) for k in dir(conf) if k.startswith("napoleon_")})
+
+    class App:
+        pass
+
+    app = App()
+    app.config = config  # type: ignore[attr-defined]
+    lines = prepare_docstring(doc)
+    conf._napoleon(app, what, "x.y", None, None, lines)
+    text = "\n".join(lines)
+    assert rendered in text, text
+    assert absent is None or absent not in text, text
