@@ -48,9 +48,10 @@ extensions = [
     "sphinxarg.ext",
 ]
 
-# Pages: Markdown only.  Everything under docs/ that is not a page stays out: the build output, this file, and
-# any stray notes (a page must be reached from a toctree, else the build fails).
-source_suffix = {".md": "markdown"}
+# Pages are Markdown (myst-parser), except the two reference pages, reStructuredText (docs/reference/api.rst says
+# why).  Everything under docs/ that is not a page stays out: the build output, this file, and any stray notes (a
+# page must be reached from a toctree, else the build fails).
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 root_doc = "index"
 exclude_patterns = ["_build", "**/_build", "Thumbs.db", ".DS_Store", "**/.ipynb_checkpoints"]
 

@@ -73,7 +73,7 @@ def test_api_reference_documents_every_public_name(site: Path) -> None:
                       "CapabilityFlags"):
         expected += [f"ironaccelerator.{enum_name}.{m}" for m in getattr(ia, enum_name).__members__]
     missing = [n for n in expected if n not in ids]
-    assert not missing, f"not in docs/reference/api.md's page: {missing}"
+    assert not missing, f"not in docs/reference/api.rst's page: {missing}"
 
 
 def test_cli_reference_documents_every_subcommand(site: Path) -> None:
@@ -84,7 +84,7 @@ def test_cli_reference_documents_every_subcommand(site: Path) -> None:
     assert subs
     html = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     missing = [name for name in subs if f'id="ironaccel-gen-{name}"' not in html]
-    assert not missing, f"sub-commands not in docs/reference/cli.md's page: {missing}"
+    assert not missing, f"sub-commands not in docs/reference/cli.rst's page: {missing}"
 
 
 def test_strict_build_fails_on_broken_navigation_and_references(tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ def test_strict_build_fails_on_broken_navigation_and_references(tmp_path: Path) 
 
 
 def test_cli_options_say_what_they_do_and_their_default() -> None:
-    """The CLI reference shows each option's help and no default of its own (cli.md: ``:nodefault:``; argparse's
+    """The CLI reference shows each option's help and no default of its own (cli.rst: ``:nodefault:``; argparse's
     defaults read wrong there: ``-q``'s is the verbosity, 1), so every option has help text, and the help of an
     option whose default is a value says what it is."""
     import argparse
