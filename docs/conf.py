@@ -4,9 +4,10 @@ Why Sphinx (issue 25): autodoc documents the *live* objects, and our public name
 re-exports the hand-written runtime's classes (``ironaccelerator.Device`` is
 ``ironaccelerator_runtime.traits.Device``) and exports each vendor's backend classes lazily through a module
 ``__getattr__`` (``ironaccelerator.backends.cuda.CudaBackend``), which static analysers do not see.  Pages are
-Markdown (myst-parser); docstrings are Google style (napoleon) with one section of our own, ``Backends:``.
+Markdown (myst-parser), the two reference pages reStructuredText (docs/reference/api.rst says why); docstrings are
+Google style (napoleon, adapted below to our prose) with one section of our own, ``Backends:``.
 
-The build is strict (Makefile ``docs``: ``-W --keep-going -n``): any warning fails it, among them a page in no
+The build is strict (Makefile ``docs``: ``-E -a -W --keep-going -n``): any warning fails it, among them a page in no
 toctree, a Markdown link to a missing page or heading, and (nitpicky) a cross-reference to a Python name that is
 not documented.  Nothing here reaches the network (no intersphinx): the build works offline.
 """
