@@ -117,7 +117,7 @@ golden: $(TESTDEPS)
 	UPDATE_GOLDEN=1 $(VPY) -m pytest -q tests/test_golden.py
 
 clean:
-	rm -rf build dist $(VENV) generated/.ironaccel-gen.json
+	rm -rf build dist $(VENV) generated/.ironaccel-gen.json docs/_build
 	find generated -name '_cffi*.so' -o -name '_cffi_abi.py' | xargs rm -f
 
 # References that only bench/ uses, not the tests (hip-python alone is 320 MB): hip-python for bench_calls,
