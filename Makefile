@@ -5,6 +5,7 @@ VPY    := $(VENV)/bin/python
 PIP    := $(VPY) -m pip
 STAMP  := $(VENV)/.deps-installed
 TESTDEPS := $(VENV)/.test-deps-installed
+DOCSDEPS := $(VENV)/.docs-deps-installed
 SDKS   := $(VENV)/.test-sdks-installed
 # Test SDKs (pip wheels): NVRTC 13.x (nvrtc.h + libnvrtc, compiles on the CPU) and the CUDA 12.9
 # runtime wheel (a second cuda.h); cuda-bindings is the reference in bench/. Pinned so that
@@ -20,7 +21,7 @@ QNN_SDKS  := onnxruntime-qnn==2.7.0
 # the script.  Offline, the script says so and the tests that need it skip.
 METALCPP  := $(VENV)/sdk/metal-cpp
 
-.PHONY: generate test build check clean venv golden wheelhouse bench-deps metal-cpp wheel test-wheel
+.PHONY: generate test build check clean venv golden wheelhouse bench-deps metal-cpp wheel test-wheel docs
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +47,13 @@ $(TESTDEPS): $(STAMP) pyproject.toml Makefile
 	$(PIP) install -q -e '.[test]'
 	touch $@
 
-$(SDKS): $(GENSDK) $(TESTDEPS) Makefile
+# The documentation site's tools (pyproject's `docs` extra: Sphinx, myst-parser, furo, sphinx-argparse): `make docs`,
+# and tests/test_docs_build.py, which builds the site as `make docs` does.
+$(DOCSDEPS): $(STAMP) pyproject.toml Makefile
+	$(PIP) install -q -e '.[docs]'
+	touch $@
+
+$(SDKS): $(GENSDK) $(TESTDEPS) $(DOCSDEPS) Makefile
 	$(PIP) install -q $(TEST_SDKS)
 	$(PIP) install -q --no-deps $(QNN_SDKS)
 	touch $@
@@ -69,6 +76,16 @@ test: $(SDKS) metal-cpp
 	$(VPY) -m ironaccelerator_gen build
 	$(VPY) -m pytest -q
 	$(MAKE) --no-print-directory test-wheel
+
+# The documentation site, docs/_build/html (docs/conf.py), built strictly: any warning fails the build (-W; all of
+# them listed: --keep-going), among them a page in no toctree, a Markdown link to a missing page or heading, and
+# (-n, nitpicky) a reference to a Python name that nothing documents.  From scratch each time (-E -a): an
+# incremental build would not repeat the warnings of the pages it does not re-read.  The API reference imports
+# the checked-in generated package and the runtime (no compiled module is needed: the backends' classes import
+# without their vendor libraries).  Tested by tests/test_docs_build.py (make test).
+docs: $(DOCSDEPS)
+	$(VPY) -m sphinx -E -a -W --keep-going -n -q -b html docs docs/_build/html
+	@echo "docs/_build/html/index.html"
 
 # The generated package as a wheel: dist/ironaccelerator-<version>-cpXY-cpXY-<platform>.whl, holding generated/
 # ironaccelerator with the API-mode modules `ironaccel-gen build` compiled (incremental: only what changed) and the
@@ -100,7 +117,7 @@ golden: $(TESTDEPS)
 	UPDATE_GOLDEN=1 $(VPY) -m pytest -q tests/test_golden.py
 
 clean:
-	rm -rf build dist $(VENV) generated/.ironaccel-gen.json
+	rm -rf build dist $(VENV) generated/.ironaccel-gen.json docs/_build
 	find generated -name '_cffi*.so' -o -name '_cffi_abi.py' | xargs rm -f
 
 # References that only bench/ uses, not the tests (hip-python alone is 320 MB): hip-python for bench_calls,

@@ -32,10 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     _add_verbosity(g)
     g.add_argument("--runtime", choices=("auto", "copy", "omit"), default="auto",
                    help="also write the hand-written runtime package (ironaccelerator_runtime) into --out, making it a "
-                        "self-contained tree (copy), or not (omit); auto: copy when the generator is installed, omit "
-                        "in a checkout (whose runtime/ the checkout's .pth puts on the path)")
+                        "self-contained tree (copy), or not (omit); auto (the default): copy when the generator is "
+                        "installed, omit in a checkout (whose runtime/ the checkout's .pth puts on the path)")
     b = sub.add_parser("build", help="build the cffi modules of a generated package")
-    b.add_argument("--out", type=Path, default=Path("generated"))
+    b.add_argument("--out", type=Path, default=Path("generated"),
+                   help="the generated package's directory, as generate's --out (default: generated)")
     b.add_argument("--abi-only", action="store_true", help="skip the C compile (ABI-mode modules only)")
     b.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="build N modules at a time (default: the number of CPUs)")
@@ -68,7 +69,7 @@ def _add_scaffold_parser(sub: Any) -> None:
     """The ``scaffold`` subcommand's arguments (here, so that a CLI start does not import generator/scaffold.py)."""
     s = sub.add_parser("scaffold", help="write a starting spec for a library not yet bound (--missing: what an "
                        "existing spec leaves unbound or inferred)")
-    s.add_argument("library", metavar="VENDOR.LIBRARY")
+    s.add_argument("library", metavar="VENDOR.LIBRARY", help="the library the spec binds, ex. opencl.cl")
     s.add_argument("--header", type=Path, help="the library's main header")
     s.add_argument("--sdk", action="append", default=[], metavar="KIND=PATH",
                    help="the SDK kind and its root or include directory (the header is named relative to it)")
