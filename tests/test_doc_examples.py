@@ -111,7 +111,7 @@ def _module(name: str) -> str | None:
 
 NEEDS: dict[str, Callable[[], str | None]] = {
     "cuda": lambda: _backend_devices("CUDA", "an NVIDIA GPU and its driver"),
-    "hip": lambda: _backend_devices("HIP", "an AMD GPU and ROCm"),
+    "hip": lambda: _backend_devices("ROCM", "an AMD GPU and ROCm"),
     "apple": lambda: None if sys.platform == "darwin" and _backend_devices("METAL", "Metal") is None
     else "needs real Apple hardware (Metal.framework); this machine has the simulated device only",
     "torch": lambda: _module("torch"),
@@ -260,6 +260,9 @@ def test_shell_block_is_checked(block: Block, tmp_path: Path) -> None:
             args = _gen_args(words)
             if words[0] == "make":
                 targets = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+                makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+                for t in targets:  # a rule of the Makefile, not a file or directory that merely exists (docs/)
+                    assert re.search(rf"^{re.escape(t)}\s*:", makefile, re.M), f"{block.where}: no Makefile rule {t!r}"
                 proc = subprocess.run(["make", "-n", "-C", str(ROOT), *targets], capture_output=True, text=True,
                                       timeout=120)
                 assert proc.returncode == 0, f"{block.where}: `make -n {' '.join(targets)}`: {proc.stderr[-2000:]}"
