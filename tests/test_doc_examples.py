@@ -216,8 +216,12 @@ def _commands(block: Block) -> list[tuple[str, list[str]]]:
 def _simple_commands(command: str) -> list[list[str]]:
     """The simple commands of a `a && b; c` line, with leading VAR=value assignments dropped."""
     result = []
-    for part in re.split(r"\s*(?:&&|\|\||;)\s*", command):
+    for part in re.split(r"\s*(?:&&|\|\|?|;)\s*", command):  # (a pipe's reader is a command of its own)
         words = shlex.split(part, comments=True)
+        # redirections are the shell's, not the command's: `spec-keys > docs/SPEC_KEYS.md` is `spec-keys`
+        words = [w for i, w in enumerate(words)
+                 if not re.fullmatch(r"\d*[<>]{1,2}(&\d+)?", w)
+                 and not (i and re.fullmatch(r"\d*[<>]{1,2}", words[i - 1]))]
         while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]):
             words.pop(0)
         if words:
