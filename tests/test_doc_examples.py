@@ -164,15 +164,15 @@ PY_BLOCKS = [b for b in ALL if b.lang in PYTHON]
 
 @pytest.mark.parametrize("block", PY_BLOCKS, ids=_ids)
 def test_python_block_runs(block: Block, tmp_path_factory: pytest.TempPathFactory) -> None:
-    why = _unmet(block)
-    if why:
-        pytest.skip(why)
     page = _PAGES.setdefault(block.page, _Page())
-    if page.cwd is None:
-        page.cwd = tmp_path_factory.mktemp("doc-page")
-        page.ns["__name__"] = "__doc_example__"
     mine = [b for b in PY_BLOCKS if b.page == block.page]
     try:
+        why = _unmet(block)
+        if why:
+            pytest.skip(why)
+        if page.cwd is None:
+            page.cwd = tmp_path_factory.mktemp("doc-page")
+            page.ns["__name__"] = "__doc_example__"
         # a block selected alone (pytest -k) gets the names its page's earlier blocks make
         for earlier in mine:
             if earlier.line >= block.line:
@@ -181,7 +181,9 @@ def test_python_block_runs(block: Block, tmp_path_factory: pytest.TempPathFactor
                 _exec(earlier, page)
         _exec(block, page)
     finally:
-        if block is mine[-1]:  # the page is done: drop what it made (devices close as they are collected)
+        # the page is done (its last block ran, failed or was skipped): drop what it made, so that devices close
+        # and no simulator object outlives the page (the Metal simulator's tests count them)
+        if block is mine[-1]:
             _PAGES.pop(block.page, None)
             page.ns.clear()
             gc.collect()
