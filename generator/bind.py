@@ -547,19 +547,23 @@ class Binder:
     def value_kind(self, t: CType) -> ValueKind:
         """How a value of type ``t`` reads into Python."""
         t = resolve(t, self.typedefs)
-        if isinstance(t, Builtin):
-            if t.name == "void":
-                return ValueKind.VOID
-            if t.name in FLOAT_BUILTINS:
-                return ValueKind.FLOAT
-            return ValueKind.INT
-        if isinstance(t, (EnumRef, InlineEnum)):
-            return ValueKind.INT
-        if isinstance(t, Pointer):
-            return ValueKind.STR if is_char(resolve(t.pointee, self.typedefs)) else ValueKind.CDATA
-        if isinstance(t, (RecordRef, InlineRecord)):
-            return ValueKind.STRUCT
-        return ValueKind.CDATA
+        match t:
+            case Builtin():
+                if t.name == "void":
+                    return ValueKind.VOID
+                if t.name in FLOAT_BUILTINS:
+                    return ValueKind.FLOAT
+                return ValueKind.INT
+            case EnumRef() | InlineEnum():
+                return ValueKind.INT
+            case Pointer():
+                return ValueKind.STR if is_char(resolve(t.pointee, self.typedefs)) else ValueKind.CDATA
+            case RecordRef() | InlineRecord():
+                return ValueKind.STRUCT
+            case TypedefRef() | Array() | FunctionProto():  # (a typedef the header does not define: opaque)
+                return ValueKind.CDATA
+            case _:
+                assert_never(t)
 
     def param_role(self, public: str, t: CType, direction: str | None, ps, is_len: bool,  # type: ignore[no-untyped-def]
                    is_capacity: bool, loc: Location) -> Role | None:
@@ -748,15 +752,21 @@ class Binder:
         if t is None:
             return suggest(name, self.typedefs) if name not in self.enum_tags else ": it is an enum tag, not a typedef"
         rt = resolve(t.type, self.typedefs)
-        if isinstance(rt, Builtin):
-            return f": it is a typedef of {rt.name}"
-        if isinstance(rt, (InlineEnum, EnumRef)):
-            return ": it is an enum typedef"
-        if isinstance(rt, (InlineRecord, RecordRef)):
-            return f": it is a {rt.record.kind if isinstance(rt, InlineRecord) else rt.kind} typedef"
-        if isinstance(rt, Pointer):
-            return ": it is a pointer typedef"
-        return ": it is a typedef of another kind"
+        match rt:
+            case Builtin():
+                return f": it is a typedef of {rt.name}"
+            case InlineEnum() | EnumRef():
+                return ": it is an enum typedef"
+            case InlineRecord():
+                return f": it is a {rt.record.kind} typedef"
+            case RecordRef():
+                return f": it is a {rt.kind} typedef"
+            case Pointer():
+                return ": it is a pointer typedef"
+            case TypedefRef() | Array() | FunctionProto():
+                return ": it is a typedef of another kind"
+            case _:
+                assert_never(rt)
 
     def macro_error_enum(self, es) -> Enum | None:  # type: ignore[no-untyped-def]
         """Status codes defined as macros (OpenCL): the negative ``errors.macros`` constants plus success."""
