@@ -10,7 +10,7 @@ import fnmatch
 import keyword
 import re
 from dataclasses import dataclass, replace
-from typing import AbstractSet, Iterable, Mapping
+from typing import AbstractSet, Iterable, Mapping, assert_never
 
 from .ctypes_util import FLOAT_BUILTINS, INTEGER_BUILTINS, declare, is_char, references, resolve
 from .diagnostics import Collector, suggest
@@ -18,6 +18,7 @@ from .ir import (
     BUILTIN_NAMES, Array, Builtin, CType, Enum, EnumConstant, EnumRef, Function, FunctionProto, Header, InlineEnum,
     InlineRecord, Location, MacroConstant, Param, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
+from .roles import OUT_ROLES, PY_IN_ROLES, Role, ValueKind
 from .spec import MAJOR as MAJOR_PLACEHOLDER, CoreSpec, FunctionSpec, LibrarySpec, ParamSpec, StringSpec
 
 PY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -32,8 +33,8 @@ RESERVED = frozenset({"ffi", "has", "unchecked", "BINDING_MODE", "LIBRARY", "SDK
 WRAPPER_GLOBALS = frozenset({"ffi", "Error", "ErrorKind", "_lib", "_NULL", "_new", "_error", "_require",
                              "_detail", "_str", "_c_array", "_keep", "_r", "_v", "_b"})
 # builtins a wrapper body calls only when it has a parameter of this role
-ROLE_GLOBALS = {"in_str": frozenset({"isinstance", "str"}), "len": frozenset({"len"}),
-                "out_buffer": frozenset({"max", "bytes"})}
+ROLE_GLOBALS = {Role.IN_STR: frozenset({"isinstance", "str"}), Role.LEN: frozenset({"len"}),
+                Role.OUT_BUFFER: frozenset({"max", "bytes"})}
 
 
 def py_name_problem(name: str, enum_member: bool = False) -> str | None:
@@ -55,19 +56,14 @@ def py_name_problem(name: str, enum_member: bool = False) -> str | None:
 class BoundParam:
     """One C parameter and how the checked wrapper treats it.
 
-    ``role`` is one of: ``in`` (passed through), ``in_str`` (bytes/str -> const char *),
-    ``in_array`` (a Python sequence -> C array; its ``len`` parameter is filled in),
-    ``len`` (computed from the array named by ``len_of``), ``out`` (allocated, returned),
-    ``out_str`` (``char **`` returned as str), ``out_struct`` (returned by value: a cdata of the struct type),
-    ``out_buffer`` (output string, see ``string``), ``capacity`` (filled from ``string.capacity``),
-    ``inout`` (passed in, updated value returned).
+    ``role`` is a :class:`~ironaccelerator_gen.roles.Role` (what each means is said there).
     """
 
     name: str  # python-safe name  ex) from_ for a C parameter named 'from'
     c_name: str
     type: CType
     decl: str  # ex) CUdeviceptr *dptr
-    role: str
+    role: Role
     pointee: str = ""  # C spelling of the pointee type for out/inout  ex) CUdeviceptr
     element: str = ""  # C spelling of an in_array's element type  ex) const char *
     len_of: tuple[str, ...] = ()  # for role 'len': the arrays whose length this is
@@ -76,7 +72,7 @@ class BoundParam:
     string: StringSpec | None = None
     py_type: str = "CData"  # the annotation in the checked wrapper
     py_result: str = ""  # the annotation of the returned value for out roles
-    result_kind: str = ""  # how an out value is read: int | float | cdata | str | struct
+    result_kind: ValueKind = ValueKind.NONE  # how an out value is read
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,7 +87,7 @@ class BoundFunction:
     params: tuple[BoundParam, ...]
     returns_status: bool
     result_decl: str  # the C result type  ex) CUresult
-    result_kind: str  # for non-status results: int | float | str | cdata | void
+    result_kind: ValueKind  # for non-status results
     status_codes: tuple[int, ...]
     min_version: str | None  # ex) 3.2: the version that introduced this ABI (from abi_version)
     abi_version: int | None = None  # ex) 3020: the PFN_ pin, passed to cuGetProcAddress
@@ -230,7 +226,7 @@ def _vtuple(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in v.split("."))
 
 
-class _Binder:
+class Binder:
     def __init__(self, spec: LibrarySpec, core: CoreSpec, header: Header, errors: Collector):
         self.spec = spec
         self.core = core
@@ -408,13 +404,13 @@ class _Binder:
                 len_of.setdefault(ps.len.value, []).append(ps.name.value)
             if ps.string is not None and ps.string.length_param is not None:
                 capacity_of[ps.string.length_param.value] = ps.name.value
-        roles: list[tuple[str, CType, str, ParamSpec | None]] = []
+        roles: list[tuple[str, CType, Role, ParamSpec | None]] = []
         for i, p in enumerate(f.params):
             c_name = p.name or f"arg{i}"
             pspec = pspecs.get(c_name)
             out_param = self.spec.errors.out_param
             if out_param is not None and c_name == out_param.value and pspec is None and isinstance(p.type, Pointer):
-                role: str | None = "errcode"  # the status of a function that returns something else
+                role: Role | None = Role.ERRCODE  # the status of a function that returns something else
             else:
                 role = self.param_role(public, p.type, pspec.direction if pspec else None, pspec, c_name in len_of,
                                        c_name in capacity_of, f.location)
@@ -433,7 +429,7 @@ class _Binder:
         for c_name, ctype, role, pspec in roles:
             # a parameter with a local (_<name>: every role but in/capacity) named 'new' would shadow the
             # helper _new, 'r' the status _r, 'T0' the type _T0
-            has_local = role not in ("in", "capacity")
+            has_local = role not in (Role.IN, Role.CAPACITY)
             py = c_name + "_" if keyword.iskeyword(c_name) or c_name in shadowed \
                 or re.match(r"_T[0-9]+\Z", c_name) \
                 or has_local and (f"_{c_name}" in shadowed or re.match(r"T[0-9]+\Z", c_name)) else c_name
@@ -467,7 +463,7 @@ class _Binder:
                 status_codes.append(c.value)
         log_param = None
         if fs.error_log is not None:
-            log_param = next((p.name for p in params if p.role == "in"), None)
+            log_param = next((p.name for p in params if p.role is Role.IN), None)
         proto_params = ", ".join(declare(p.type, p.name or f"arg{i}") for i, p in enumerate(f.params)) or "void"
         return BoundFunction(
             index=index, public=public, symbol=symbol, per_thread_symbol=pts, c=f, params=tuple(params),
@@ -548,31 +544,35 @@ class _Binder:
                         f"it cannot also be {also}")
         return ok
 
-    def value_kind(self, t: CType) -> str:
-        """How a value of type ``t`` reads into Python: int | float | str | cdata | struct | void."""
+    def value_kind(self, t: CType) -> ValueKind:
+        """How a value of type ``t`` reads into Python."""
         t = resolve(t, self.typedefs)
-        if isinstance(t, Builtin):
-            if t.name == "void":
-                return "void"
-            if t.name in FLOAT_BUILTINS:
-                return "float"
-            return "int"
-        if isinstance(t, (EnumRef, InlineEnum)):
-            return "int"
-        if isinstance(t, Pointer):
-            return "str" if is_char(resolve(t.pointee, self.typedefs)) else "cdata"
-        if isinstance(t, (RecordRef, InlineRecord)):
-            return "struct"
-        return "cdata"
+        match t:
+            case Builtin():
+                if t.name == "void":
+                    return ValueKind.VOID
+                if t.name in FLOAT_BUILTINS:
+                    return ValueKind.FLOAT
+                return ValueKind.INT
+            case EnumRef() | InlineEnum():
+                return ValueKind.INT
+            case Pointer():
+                return ValueKind.STR if is_char(resolve(t.pointee, self.typedefs)) else ValueKind.CDATA
+            case RecordRef() | InlineRecord():
+                return ValueKind.STRUCT
+            case TypedefRef() | Array() | FunctionProto():  # (a typedef the header does not define: opaque)
+                return ValueKind.CDATA
+            case _:
+                assert_never(t)
 
     def param_role(self, public: str, t: CType, direction: str | None, ps, is_len: bool,  # type: ignore[no-untyped-def]
-                   is_capacity: bool, loc: Location) -> str | None:
+                   is_capacity: bool, loc: Location) -> Role | None:
         where = ps.name.location if ps is not None else loc
         r = resolve(t, self.typedefs)
         if is_capacity:
-            return "capacity"
+            return Role.CAPACITY
         if is_len:
-            return "len"
+            return Role.LEN
         if ps is not None and ps.string is not None:
             if not isinstance(r, Pointer) or not is_char(resolve(r.pointee, self.typedefs)):
                 self.err.error(where, f"string: parameter '{ps.name}' of '{public}' is not a char pointer")
@@ -581,12 +581,12 @@ class _Binder:
                 self.err.error(where, f"string: parameter '{ps.name}' of '{public}' points to const, so the "
                                "function cannot write the string into it")
                 return None
-            return "out_buffer"
+            return Role.OUT_BUFFER
         if ps is not None and (ps.len is not None or ps.terminated):
             if not isinstance(r, (Pointer, Array)):
                 self.err.error(where, f"len: parameter '{ps.name}' of '{public}' is not a pointer or array")
                 return None
-            return "in_array"
+            return Role.IN_ARRAY
         is_ptr = isinstance(r, Pointer)
         if direction in ("out", "inout"):
             if not is_ptr:
@@ -610,23 +610,23 @@ class _Binder:
                                f"allocated for an '{direction}' parameter")
                 return None
             if direction == "inout":
-                return "inout"
+                return Role.INOUT
             return self.out_role(pointee)
         if direction == "in" or not is_ptr:
             if is_ptr and is_char(resolve(r.pointee, self.typedefs)) and r.pointee.const:  # type: ignore[union-attr]
-                return "in_str"
-            return "in"
+                return Role.IN_STR
+            return Role.IN
         # inference for pointers without a spec
         assert isinstance(r, Pointer)
         pointee = resolve(r.pointee, self.typedefs)
         if r.pointee.const or pointee.const:
-            return "in_str" if is_char(pointee) else "in"
+            return Role.IN_STR if is_char(pointee) else Role.IN
         if isinstance(pointee, (Builtin,)) and (pointee.name == "void" or is_char(pointee)):
-            return "in"
+            return Role.IN
         if isinstance(pointee, (FunctionProto, Array)):
-            return "in"
+            return Role.IN
         if isinstance(pointee, (RecordRef, InlineRecord)) and self.incomplete(pointee):
-            return "in"
+            return Role.IN
         return self.out_role(pointee)
 
     def incomplete(self, t: CType) -> bool:
@@ -635,40 +635,46 @@ class _Binder:
             return rec is None or rec.fields is None
         return False
 
-    def out_role(self, pointee: CType) -> str:
+    def out_role(self, pointee: CType) -> Role:
         if isinstance(pointee, Pointer) and is_char(resolve(pointee.pointee, self.typedefs)):
-            return "out_str"
+            return Role.OUT_STR
         if isinstance(pointee, (RecordRef, InlineRecord)):
-            return "out_struct"
-        return "out"
+            return Role.OUT_STRUCT
+        return Role.OUT
 
-    def make_param(self, py: str, c_name: str, t: CType, role: str, ps, len_of: tuple[str, ...]) -> BoundParam:  # type: ignore[no-untyped-def]
+    def make_param(self, py: str, c_name: str, t: CType, role: Role, ps, len_of: tuple[str, ...]) -> BoundParam:  # type: ignore[no-untyped-def]
         r = resolve(t, self.typedefs)
         pointee = element = ""
-        py_type, py_result, kind = "CData", "", ""
+        py_type, py_result, kind = "CData", "", ValueKind.NONE
         if isinstance(r, (Pointer, Array)):
             inner = r.pointee if isinstance(r, Pointer) else r.element
             pointee = declare(inner)
             element = pointee
-        if role == "in":
-            k = self.value_kind(t)
-            py_type = {"int": "int", "float": "float"}.get(k, "CData")
-        elif role == "in_str":
-            py_type = "str | bytes"
-        elif role == "in_array":
-            inner_t = resolve(r.pointee if isinstance(r, Pointer) else r.element, self.typedefs)  # type: ignore[union-attr]
-            if isinstance(inner_t, Pointer) and is_char(resolve(inner_t.pointee, self.typedefs)):
-                py_type = "Sequence[str | bytes]"
-            else:
-                py_type = "Sequence[Any]"
-        elif role in ("out", "inout", "out_str", "out_struct"):
-            kind = {"out_str": "str", "out_struct": "struct"}.get(role) or self.value_kind(r.pointee)  # type: ignore[union-attr]
-            py_result = {"int": "int", "float": "float", "str": "str"}.get(kind, "CData")
-            if role == "inout":
-                py_type = py_result
-        elif role == "out_buffer":
-            kind = "bytes" if ps.string.binary else "str"
-            py_result = kind
+        match role:
+            case Role.IN:
+                k = self.value_kind(t)
+                py_type = {ValueKind.INT: "int", ValueKind.FLOAT: "float"}.get(k, "CData")
+            case Role.IN_STR:
+                py_type = "str | bytes"
+            case Role.IN_ARRAY:
+                inner_t = resolve(r.pointee if isinstance(r, Pointer) else r.element, self.typedefs)  # type: ignore[union-attr]
+                if isinstance(inner_t, Pointer) and is_char(resolve(inner_t.pointee, self.typedefs)):
+                    py_type = "Sequence[str | bytes]"
+                else:
+                    py_type = "Sequence[Any]"
+            case Role.OUT | Role.INOUT | Role.OUT_STR | Role.OUT_STRUCT:
+                kind = (ValueKind.STR if role is Role.OUT_STR else ValueKind.STRUCT if role is Role.OUT_STRUCT
+                        else self.value_kind(r.pointee))  # type: ignore[union-attr]
+                py_result = {ValueKind.INT: "int", ValueKind.FLOAT: "float", ValueKind.STR: "str"}.get(kind, "CData")
+                if role is Role.INOUT:
+                    py_type = py_result
+            case Role.OUT_BUFFER:
+                kind = ValueKind.BYTES if ps.string.binary else ValueKind.STR
+                py_result = str(kind)
+            case Role.LEN | Role.CAPACITY | Role.ERRCODE:
+                pass
+            case _:
+                assert_never(role)
         nullable = bool(ps and ps.nullable)
         if nullable:
             py_type += " | None"
@@ -746,15 +752,21 @@ class _Binder:
         if t is None:
             return suggest(name, self.typedefs) if name not in self.enum_tags else ": it is an enum tag, not a typedef"
         rt = resolve(t.type, self.typedefs)
-        if isinstance(rt, Builtin):
-            return f": it is a typedef of {rt.name}"
-        if isinstance(rt, (InlineEnum, EnumRef)):
-            return ": it is an enum typedef"
-        if isinstance(rt, (InlineRecord, RecordRef)):
-            return f": it is a {rt.record.kind if isinstance(rt, InlineRecord) else rt.kind} typedef"
-        if isinstance(rt, Pointer):
-            return ": it is a pointer typedef"
-        return ": it is a typedef of another kind"
+        match rt:
+            case Builtin():
+                return f": it is a typedef of {rt.name}"
+            case InlineEnum() | EnumRef():
+                return ": it is an enum typedef"
+            case InlineRecord():
+                return f": it is a {rt.record.kind} typedef"
+            case RecordRef():
+                return f": it is a {rt.kind} typedef"
+            case Pointer():
+                return ": it is a pointer typedef"
+            case TypedefRef() | Array() | FunctionProto():
+                return ": it is a typedef of another kind"
+            case _:
+                assert_never(rt)
 
     def macro_error_enum(self, es) -> Enum | None:  # type: ignore[no-untyped-def]
         """Status codes defined as macros (OpenCL): the negative ``errors.macros`` constants plus success."""
@@ -880,14 +892,14 @@ def _name(value: str, loc: Location):  # type: ignore[no-untyped-def]
     return Name(value=value, location=loc)
 
 
-def _record_of(b: _Binder, t: CType) -> Record | None:
+def _record_of(b: Binder, t: CType) -> Record | None:
     """The complete struct or union ``t`` is (typedefs expanded), or None."""
     c = resolve(t, b.typedefs)
     rec = c.record if isinstance(c, InlineRecord) else b.records.get((c.kind, c.tag)) if isinstance(c, RecordRef) else None
     return rec if rec is not None and rec.fields is not None else None
 
 
-def _fields(b: _Binder, rec: Record) -> dict[str, CType]:
+def _fields(b: Binder, rec: Record) -> dict[str, CType]:
     """The members of ``rec`` by name, those of its anonymous structs and unions included (as C reaches them)."""
     out: dict[str, CType] = {}
     for f in rec.fields or ():
@@ -901,7 +913,7 @@ def _fields(b: _Binder, rec: Record) -> dict[str, CType]:
     return out
 
 
-def _member(b: _Binder, t: CType, path: str) -> tuple[CType | None, str]:
+def _member(b: Binder, t: CType, path: str) -> tuple[CType | None, str]:
     """The type of member ``path`` (``a.b``) of the struct ``t``, or (None, why not)."""
     where = declare(t)
     for part in path.split("."):
@@ -923,7 +935,7 @@ _INT_BITS = {"char": 8, "signed char": 8, "unsigned char": 8, "short": 16, "unsi
              "uint64_t": 64, "wchar_t": 32, "_Bool": 1}
 
 
-def _int_bounds(b: _Binder, t: CType) -> tuple[int, int] | None:
+def _int_bounds(b: Binder, t: CType) -> tuple[int, int] | None:
     """The values an integer (or enum) type holds, or None when ``t`` is not one."""
     c = b.canonical(t)
     if isinstance(c, (EnumRef, InlineEnum)):
@@ -947,7 +959,7 @@ def table_field(public: str, prefix: str) -> str:
     return head[:1].lower() + head[1:] + tail[:1].upper() + tail[1:]
 
 
-def bind_table(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: _Binder,
+def bind_table(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: Binder,
                col: Collector) -> Resolver:
     """Check ``resolver: {kind: table}`` against the header: the provider is a bound function
     ``status (const Interface ***list, integer *n)``, the interface a struct with the version and table members,
@@ -1073,7 +1085,7 @@ def bind_table(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction
     return Resolver(kind="table", index=provider.index, symbol=provider.symbol, table=table)
 
 
-def bind_resolver(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: _Binder,
+def bind_resolver(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: Binder,
                   col: Collector) -> Resolver:
     """Check ``resolver:`` against the header: for proc_address, a bound resolver of the expected shape and
     known flags; for table, see :func:`bind_table`."""
@@ -1116,7 +1128,7 @@ def bind_resolver(spec: LibrarySpec, header: Header, functions: tuple[BoundFunct
 _LAUNCH_SHAPE = ("handle", "int", "int", "int", "int", "int", "int", "int", "handle", "void **", "void **")
 
 
-def _shape(b: _Binder, t: CType) -> str:
+def _shape(b: Binder, t: CType) -> str:
     """What a parameter of the compiled paths is, typedefs expanded: 'void **', 'handle' (another pointer),
     'int' (an integer that is not a character or boolean), or 'other'."""
     c = b.canonical(t)
@@ -1135,7 +1147,7 @@ def _casts(f: BoundFunction) -> tuple[str, ...]:
     return tuple(declare(replace(p.type, const=False)) for p in f.c.params)
 
 
-def bind_kernel_launch(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: _Binder,
+def bind_kernel_launch(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: Binder,
                        col: Collector) -> KernelLaunch | None:
     """Check ``kernel_launch`` against the header: a bound function of the cuLaunchKernel shape."""
     name = spec.kernel_launch
@@ -1156,7 +1168,7 @@ def bind_kernel_launch(spec: LibrarySpec, functions: tuple[BoundFunction, ...], 
     return KernelLaunch(index=f.index, public=f.public, result=f.result_decl, casts=_casts(f))
 
 
-def bind_pool_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: _Binder,
+def bind_pool_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: Binder,
                      col: Collector) -> PoolMemory | None:
     """Check ``pool_memory`` against the header: bound functions of the cuMemAllocFromPoolAsync and
     cuMemFreeAsync shapes, the one allocating the device-pointer type that the other frees."""
@@ -1206,19 +1218,16 @@ def bind_pool_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b:
                       free_casts=_casts(ff))
 
 
-# the roles of the checked wrapper's arguments and of what it returns (as ironaccelerator_gen.wrappers.lower)
-_PY_IN_ROLES = ("in", "in_str", "in_array", "inout")
-_OUT_ROLES = ("out", "out_str", "out_struct", "inout", "out_buffer")
 _KIND_NAMES = {"str": "a str", "bytes": "bytes", "float": "a float", "cdata": "a C pointer", "struct": "a struct",
                "void": "nothing"}
 
 
-def _returns(f: BoundFunction) -> list[str]:
+def _returns(f: BoundFunction) -> list[ValueKind]:
     """The kinds of the values ``f``'s checked wrapper returns, in order (int | float | str | bytes | cdata | struct)."""
-    out = [p.result_kind or "cdata" for p in f.params if p.role in _OUT_ROLES]
+    out = [p.result_kind or ValueKind.CDATA for p in f.params if p.role in OUT_ROLES]
     if f.returns_status:
-        return (["int"] if f.status_codes else []) + out
-    return ([f.result_kind] if f.result_kind != "void" else []) + out
+        return ([ValueKind.INT] if f.status_codes else []) + out
+    return ([f.result_kind] if f.result_kind is not ValueKind.VOID else []) + out
 
 
 def check_size_functions(functions: tuple[BoundFunction, ...], col: Collector) -> None:
@@ -1227,7 +1236,7 @@ def check_size_functions(functions: tuple[BoundFunction, ...], col: Collector) -
     by = {f.public: f for f in functions}
     for f in functions:
         for p in f.params:
-            sf = p.string.size_function if p.role == "out_buffer" and p.string is not None else None
+            sf = p.string.size_function if p.role is Role.OUT_BUFFER and p.string is not None else None
             if sf is None:
                 continue
             sizer = by.get(sf.value)
@@ -1237,11 +1246,11 @@ def check_size_functions(functions: tuple[BoundFunction, ...], col: Collector) -
                           "leave it out)")
                 continue
             returns = _returns(sizer)
-            have = {q.name for q in f.params if q.role in _PY_IN_ROLES}
-            missing = [q.name for q in sizer.params if q.role in _PY_IN_ROLES and q.name not in have]
+            have = {q.name for q in f.params if q.role in PY_IN_ROLES}
+            missing = [q.name for q in sizer.params if q.role in PY_IN_ROLES and q.name not in have]
             if sizer is f:
                 why = "it is that function itself"
-            elif returns != ["int"]:
+            elif returns != [ValueKind.INT]:
                 why = "it must return one integer (it returns " + (
                     f"{len(returns)} values" if len(returns) > 1 else _KIND_NAMES.get(returns[0] if returns else "void",
                                                                                       "something else")) + ")"
@@ -1251,7 +1260,7 @@ def check_size_functions(functions: tuple[BoundFunction, ...], col: Collector) -
                 col.error(sf.location, f"size_function '{sf}' cannot size the output of {f.public}: {why}")
 
 
-def check_declared_types(b: _Binder, functions: tuple[BoundFunction, ...], col: Collector) -> None:
+def check_declared_types(b: Binder, functions: tuple[BoundFunction, ...], col: Collector) -> None:
     """Every typedef a bound function or an emitted typedef uses must be emitted too (or be one cffi knows, as
     size_t): a type from a header outside the headers' directories is not (nvtx3/nvToolsExtCuda.h's CUdevice, from
     cuda.h), and its cdef would fail in cffi ("cannot parse") at build and import instead of here."""
@@ -1288,7 +1297,7 @@ def sdk_major(version: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def bind_loader(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: _Binder, version: str,
+def bind_loader(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: Binder, version: str,
                 col: Collector) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], AbiMajor | None]:
     """The loader's names with ``{major}`` filled from the SDK ``version``, and ``abi_major`` checked against the
     header: both need a known major, and the function the shape status (integer *version)."""
@@ -1323,7 +1332,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
          errors: Collector | None = None) -> BoundLibrary:
     """Bind one library; raise :class:`UserError` listing every problem."""
     col = errors or Collector()
-    b = _Binder(spec, core, header, col)
+    b = Binder(spec, core, header, col)
     error_codes = b.bind_errors()
     functions = b.bind_functions()
     decls, enums, structs = b.declarations()

@@ -7,7 +7,7 @@ name, so pointers to functions and arrays of pointers come out right.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, assert_never
 
 from .ir import (
     Array, Builtin, CType, EnumRef, Field, FunctionProto, InlineEnum, InlineRecord, Pointer, Record,
@@ -43,17 +43,22 @@ def references(t: CType) -> Iterator[tuple[CType, bool]]:
     stack: list[tuple[CType, bool]] = [(t, True)]
     while stack:
         cur, by_value = stack.pop()
-        if isinstance(cur, (TypedefRef, RecordRef, EnumRef, Builtin)):
-            yield cur, by_value
-        elif isinstance(cur, Pointer):
-            stack.append((cur.pointee, False))
-        elif isinstance(cur, Array):
-            stack.append((cur.element, by_value))
-        elif isinstance(cur, FunctionProto):
-            stack.append((cur.result, False))
-            stack.extend((p.type, False) for p in cur.params)
-        elif isinstance(cur, InlineRecord):
-            stack.extend((f.type, by_value) for f in cur.record.fields or ())
+        match cur:
+            case TypedefRef() | RecordRef() | EnumRef() | Builtin():
+                yield cur, by_value
+            case Pointer():
+                stack.append((cur.pointee, False))
+            case Array():
+                stack.append((cur.element, by_value))
+            case FunctionProto():
+                stack.append((cur.result, False))
+                stack.extend((p.type, False) for p in cur.params)
+            case InlineRecord():
+                stack.extend((f.type, by_value) for f in cur.record.fields or ())
+            case InlineEnum():
+                pass  # its constants name no type
+            case _:
+                assert_never(cur)
 
 
 def _quals(t: CType) -> str:
@@ -86,18 +91,22 @@ def declare(t: CType, name: str = "") -> str:
 def base(t: CType) -> str:
     """The specifier part of a declaration (no declarator)."""
     q = _quals(t)
-    if isinstance(t, (Builtin, TypedefRef)):
-        return f"{q}{t.name}"
-    if isinstance(t, RecordRef):
-        return f"{q}{t.kind} {t.tag}"
-    if isinstance(t, EnumRef):
-        return f"{q}enum {t.tag}"
-    if isinstance(t, InlineRecord):
-        return f"{q}{record_body(t.record)}"
-    if isinstance(t, InlineEnum):
-        body = ", ".join(f"{c.name} = {c.value}" for c in t.enum.constants)
-        return f"{q}enum {{ {body} }}"
-    raise TypeError(f"no base type for {t!r}")
+    match t:
+        case Builtin() | TypedefRef():
+            return f"{q}{t.name}"
+        case RecordRef():
+            return f"{q}{t.kind} {t.tag}"
+        case EnumRef():
+            return f"{q}enum {t.tag}"
+        case InlineRecord():
+            return f"{q}{record_body(t.record)}"
+        case InlineEnum():
+            body = ", ".join(f"{c.name} = {c.value}" for c in t.enum.constants)
+            return f"{q}enum {{ {body} }}"
+        case Pointer() | Array() | FunctionProto():  # declarators: declare() peels them off first
+            raise TypeError(f"no base type for {t!r}")
+        case _:
+            assert_never(t)
 
 
 def record_body(r: Record) -> str:

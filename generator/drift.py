@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .bind import PY_IDENT, _Binder, py_name_problem
+from .bind import PY_IDENT, Binder, py_name_problem
 from .ctypes_util import declare
 from .diagnostics import Collector, Diagnostic, UserError, as_given, suggest
 from .frontend import FRONTENDS, ParseRequest, parse
@@ -91,7 +91,7 @@ class Snapshot:
 # --------------------------------------------------------------------------------------- snapshots
 
 
-def _functions(b: _Binder, spec: LibrarySpec, selected: Iterable[str], publics: dict[str, tuple[Function, str | None]],
+def _functions(b: Binder, spec: LibrarySpec, selected: Iterable[str], publics: dict[str, tuple[Function, str | None]],
                symbols: dict[str, str] | None, pins: dict[str, int] | None) -> dict[str, FunctionInfo]:
     """``symbols``/``pins``: a tree's tables; None: from the header (its renames and version typedefs)."""
     skip = {f.name.value for f in spec.functions if f.skip}
@@ -140,7 +140,7 @@ def _layouts(declarations: Iterable[str], structs: Iterable[str]) -> dict[str, S
 
 def _snapshot(spec: LibrarySpec, core: CoreSpec, header: Header, source: str, symbols: dict[str, str] | None = None,
               pins: dict[str, int] | None = None, constants: dict[str, int | float | str] | None = None) -> Snapshot:
-    b = _Binder(spec, core, header, _Lenient())
+    b = Binder(spec, core, header, _Lenient())
     publics = b.public_names()
     if symbols is not None:  # a tree: what it bound is what its tables list
         publics = {n: v for n, v in publics.items() if n in symbols}

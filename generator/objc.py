@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .bind import BoundEnum, _Binder, py_name_problem
+from .bind import BoundEnum, Binder, py_name_problem
 from .ctypes_util import FLOAT_BUILTINS, declare, resolve
 from .diagnostics import Collector, suggest
 from .ir import Builtin, EnumRef, Function, Header, InlineEnum, InlineRecord, Location, Pointer, RecordRef, TypedefRef
@@ -173,7 +173,7 @@ class _TypeBinder:
     """Classifies the C types of ``classes:`` against the declarations' typedefs; a name they lack is a located
     error with a suggestion."""
 
-    def __init__(self, b: _Binder, err: Collector):
+    def __init__(self, b: Binder, err: Collector):
         self.b = b
         self.err = err
         self.typedefs = b.typedefs
@@ -280,7 +280,7 @@ def bind_objc(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: st
     """Bind an Objective-C library spec; raise :class:`UserError` listing every problem."""
     assert spec.objc is not None
     col = Collector()
-    b = _Binder(spec, core, header, col)
+    b = Binder(spec, core, header, col)
     tb = _TypeBinder(b, col)
     for t in REQUIRED_TYPES:
         if t not in b.typedefs:

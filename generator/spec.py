@@ -459,7 +459,7 @@ def compose(path: str, text: str) -> yaml.Node | None:
                                     message="YAML error: the document is nested too deeply")]) from None
 
 
-class _Reader:
+class SpecReader:
     """Typed access to YAML nodes that records located errors instead of raising."""
 
     def __init__(self, path: str, errors: Collector):
@@ -660,7 +660,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     text = read_spec(path, display) if text is None else text
     root = compose(display, text)
     errors = Collector()
-    r = _Reader(display, errors)
+    r = SpecReader(display, errors)
     top_loc = Location(file=display, line=1, col=1)
     if root is None:
         errors.error(top_loc, "the spec is empty")
@@ -697,155 +697,32 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                         ": expected clang, pycparser or declared")
     declarations = None
     if declared:
-        for key in ("headers", "sdk", "version_headers"):
-            if key in m:
-                errors.error(r.loc(m[key]), f"'{key}' does not go with frontend: declared (the declarations are the "
-                             "header; there is no SDK to find)")
+        declarations = _declarations(r, m, text)
         dn = m.get("declarations")
-        dtext = r.scalar(dn, "declarations")
-        if dn is not None and dtext is not None:
-            if not dtext.strip():
-                errors.error(r.loc(dn), "declarations must declare something")
-            first = dn.start_mark.line + (2 if dn.style in ("|", ">") else 1)  # a block's text starts a line below
-            lines = text.splitlines()
-            body = lines[first - 1] if dn.style in ("|", ">") and first - 1 < len(lines) else ""
-            indent = len(body) - len(body.lstrip(" ")) if body.strip() else dn.start_mark.column
-            declarations = Declarations(text=dtext, line=first, indent=indent)
         sdk = Name(value="declared", location=r.loc(dn) if dn is not None else top_loc)
     elif "declarations" in m:
         errors.error(r.loc(m["declarations"]), "declarations go with frontend: declared (this spec parses "
                      f"{'its headers' if 'headers' in m else 'headers'})")
-    header_re = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h\Z")
-    headers = r.seq(m.get("headers"), "headers", lambda n: r.string(n, "header", header_re, ": expected a header file name like 'cuda.h'"))
-    if "headers" in m and not headers and (isinstance(m["headers"], yaml.SequenceNode) and not m["headers"].value
-                                           or m["headers"].tag == "tag:yaml.org,2002:null"):
-        errors.error(r.loc(m["headers"]), "headers must name at least one header")
-    version_headers = r.seq(m.get("version_headers"), "version_headers",
-                            lambda n: r.string(n, "header", header_re, ": expected a header file name"))
-    defines: list[tuple[str, str]] = []
-    for name, node in r.keyed(m.get("defines"), "macro"):
-        value = r.scalar(node, f"value of define '{name}'")
-        if value is not None:
-            if not re.match(r"[A-Za-z0-9_]*\Z", value):
-                errors.error(r.loc(node), f"define value {value!r} must be a number or identifier")
-            else:
-                defines.append((name.value, value))
-    undefines = r.seq(m.get("undefines"), "undefines", lambda n: r.ident(n, "macro"))
-    version_macro = r.seq(m.get("version_macro"), "version_macro", lambda n: r.ident(n, "version_macro"))
+    headers, version_headers, defines, undefines, version_macro = _parse_options(r, m)
 
-    bind = r.mapping(m.get("bind"), schema.keys("library > bind"), (), "bind") or {}
-    include = r.seq(bind.get("include"), "include", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
-    exclude = r.seq(bind.get("exclude"), "exclude", lambda n: r.string(n, "pattern", PATTERN, ": use C identifier characters and * ? [ ] globs"))
-
+    include, exclude = _bind(r, m)
     sym = r.mapping(m.get("symbols"), schema.keys("library > symbols"), (), "symbols") or {}
-    proc_address = None
-    table = None
-    objc_resolver: dict[str, yaml.Node] | None = None
-    if "resolver" in m:
-        all_keys = tuple(dict.fromkeys(k for keys in RESOLVER_KEYS.values() for k in keys))
-        rm = r.mapping(m["resolver"], schema.keys("library > resolver") + all_keys,
-                       schema.required("library > resolver"), "resolver") or {}
-        rkind = r.ident(rm.get("kind"), "resolver kind")
-        if rkind is not None and rkind.value in RESOLVER_KINDS_TO_COME:
-            errors.error(rkind.location, f"resolver kind '{rkind}' is not implemented yet "
-                         f"({RESOLVER_KINDS_TO_COME[rkind.value]}); implemented: {', '.join(RESOLVER_KINDS)}")
-        elif rkind is not None and rkind.value not in RESOLVER_KINDS:
-            errors.error(rkind.location, f"'{rkind}' is not a resolver kind{suggest(rkind.value, RESOLVER_KINDS)}; "
-                         f"expected one of: {', '.join(RESOLVER_KINDS)}")
-        elif rkind is not None:
-            rk = rkind.value
-            ok = True
-            for key in all_keys:
-                if key in rm and key not in RESOLVER_KEYS[rk]:
-                    owner = next(k for k, keys in RESOLVER_KEYS.items() if key in keys)
-                    errors.error(r.loc(rm[key]), f"'{key}' goes with resolver kind {owner}, not {rk}")
-                    ok = False
-            for key in RESOLVER_REQUIRED.get(rk, ()):
-                if key not in rm:
-                    errors.error(r.loc(m["resolver"]), f"resolver kind {rk} needs '{key}'")
-                    ok = False
-            if rk == "proc_address" and ok:
-                pf, df = r.ident(rm.get("function"), "function"), r.ident(rm.get("default_flag"), "default_flag")
-                if pf is not None and df is not None:
-                    proc_address = ProcAddressSpec(
-                        function=pf, default_flag=df,
-                        per_thread_flag=r.ident(rm.get("per_thread_flag"), "per_thread_flag"))
-            elif rk == "table" and ok:
-                table = _table_resolver(r, rm)
-            elif rk == "objc" and ok:
-                objc_resolver = rm
-    per_thread = []
-    for wrapper, node in r.keyed(sym.get("per_thread"), "wrapper macro"):
-        fmt = r.string(node, "per-thread symbol format", re.compile(r"[A-Za-z0-9_]*\{\}[A-Za-z0-9_]*\Z"),
-                       ": expected a format such as '{}_ptds'")
-        if fmt is not None:
-            per_thread.append((wrapper, fmt.value))
-    vt = r.string(sym.get("version_typedef"), "version_typedef",
-                  re.compile(r"[A-Za-z0-9_]*\{name\}[A-Za-z0-9_]*\{version\}[A-Za-z0-9_]*\Z"),
-                  ": expected a format such as 'PFN_{name}_v{version}'")
+    proc_address, table, objc_resolver = _resolver(r, m)
+    per_thread, vt = _symbols(r, sym)
 
     kernel_launch = r.ident(m.get("kernel_launch"), "kernel_launch")
-    pool_memory = None
-    if "pool_memory" in m:
-        pm_map = r.mapping(m["pool_memory"], schema.keys("library > pool_memory"),
-                           schema.required("library > pool_memory"), "pool_memory") or {}
-        pm_alloc, pm_free = r.ident(pm_map.get("alloc"), "alloc"), r.ident(pm_map.get("free"), "free")
-        if pm_alloc is not None and pm_free is not None:
-            pool_memory = PoolMemorySpec(alloc=pm_alloc, free=pm_free)
-
+    pool_memory = _pool_memory(r, m)
     lm = r.mapping(m.get("loader"), schema.keys("library > loader"), (), "loader") or {}
-    names = []
-    major_at = None
-    for plat in PLATFORMS:
-        libs = r.seq(lm.get(plat), f"{plat} libraries", lambda n: _loader_name(r, n))
-        names.append((plat, tuple(x.value for x in libs)))
-        major_at = major_at or next((x.location for x in libs if MAJOR in x.value), None)
-    abi_major = None
-    if "abi_major" in lm:
-        am = r.mapping(lm["abi_major"], schema.keys("library > loader > abi_major"),
-                       schema.required("library > loader > abi_major"), "abi_major") or {}
-        am_function = r.ident(am.get("function"), "abi_major function")
-        am_encoding = _encoding(r, am.get("encoding"))
-        if am_function is not None and am_encoding is not None:
-            abi_major = AbiMajorSpec(function=am_function, encoding=am_encoding, location=r.loc(lm["abi_major"]))
-    relpath = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
-    wheel_dirs = r.seq(lm.get("wheel_dirs"), "wheel_dirs", lambda n: r.string(n, "directory", relpath))
-    sdk_dirs = r.seq(lm.get("sdk_dirs"), "sdk_dirs", lambda n: r.string(n, "directory", relpath))
-    sdk_env = r.seq(lm.get("sdk_env"), "sdk_env", lambda n: r.ident(n, "environment variable"))
-    sdk_roots = r.seq(lm.get("sdk_roots"), "sdk_roots",
-                      lambda n: r.string(n, "directory", re.compile(r"(/[A-Za-z0-9_.*\-]+)+\Z|[A-Z]:[\\/][A-Za-z0-9_.* \\/\-]+\Z")))
-    loader = LoaderSpec(names=tuple(names), wheel_dirs=tuple(x.value for x in wheel_dirs),
-                        sdk_dirs=tuple(x.value for x in sdk_dirs), sdk_env=tuple(x.value for x in sdk_env),
-                        sdk_roots=tuple(x.value for x in sdk_roots), major_at=major_at, abi_major=abi_major)
+    loader = _loader(r, lm)
 
     # errors: none -- a library whose functions report no status (ex: NVTX's push/pop return depths, its marks
     # nothing): every function returns its value and none is checked
     en = m.get("errors")
     no_status = isinstance(en, yaml.ScalarNode) and en.value == "none"
-    em = {} if no_status else r.mapping(
+    err = _errors(r, {} if no_status else r.mapping(
         en, schema.keys("library > errors"), schema.required("library > errors"),
-        "mapping of status codes (or errors: none)") or {}
-    err_type = r.ident(em.get("type"), "error type")
-    success = r.seq(em.get("success"), "success codes", lambda n: r.ident(n, "success code"))
-    kinds: list[tuple[Name, Name]] = []
-    for kind, node in r.keyed(em.get("kinds"), "error kind"):
-        for code in r.seq(node, f"codes of {kind}", lambda n: r.ident(n, "error code")):
-            kinds.append((code, kind))
-    defaulted = r.seq(em.get("defaulted"), "defaulted codes", lambda n: r.ident(n, "error code"))
-    default = r.ident(em.get("default"), "default error kind")
-    since = []
-    for code, node in r.keyed(em.get("since"), "error code"):
-        v = r.version(node, f"version of {code}")
-        if v is not None:
-            since.append((code, v))
-    name_function = r.ident(em.get("name_function"), "name_function")
-    err_macros = r.seq(em.get("macros"), "macros", lambda n: r.string(
-        n, "macro pattern", re.compile(r"!?[A-Za-z0-9_*?\[\]]+\Z"), ": use a glob, or !glob to exclude"))
-    out_param = r.ident(em.get("out_param"), "out_param")
-    codes = r.ident(em.get("codes"), "codes")
-    mask = r.integer(em.get("mask"), "mask") if em.get("mask") is not None else None
-    if mask is not None and not 0 < mask < 1 << 64:
-        errors.error(r.loc(em["mask"]), "mask must be a positive integer of at most 64 bits (ex: 0xffff)")
+        "mapping of status codes (or errors: none)") or {})
+    err_type, default = err.type, err.default
 
     functions = []
     for fname, fnode in r.keyed(m.get("functions") if not objc else None, "function"):
@@ -894,17 +771,215 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
         proc_address=proc_address, table=table, kernel_launch=kernel_launch, pool_memory=pool_memory,
         loader=loader,
-        errors=ErrorSpec(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
-                         since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param,
-                         codes=codes, mask=mask or 0, reported=not no_status),
+        errors=ErrorSpec(type=err_type, success=err.success, kinds=err.kinds, defaulted=err.defaulted, default=default,
+                         since=err.since, name_function=err.name_function, macros=err.macros,
+                         out_param=err.out_param, codes=err.codes, mask=err.mask, reported=not no_status),
         functions=tuple(functions), objc=objc_spec,
     )
+
+
+# ---- the sections of a library spec, one reader each (their keys: schema.SECTIONS) ----
+
+def _declarations(r: SpecReader, m: dict[str, yaml.Node], text: str) -> Declarations | None:
+    """``frontend: declared``: the ``declarations:`` block (its text, and where it starts, for diagnostics)."""
+    for key in ("headers", "sdk", "version_headers"):
+        if key in m:
+            r.errors.error(r.loc(m[key]), f"'{key}' does not go with frontend: declared (the declarations are the "
+                           "header; there is no SDK to find)")
+    dn = m.get("declarations")
+    dtext = r.scalar(dn, "declarations")
+    if dn is None or dtext is None:
+        return None
+    if not dtext.strip():
+        r.errors.error(r.loc(dn), "declarations must declare something")
+    first = dn.start_mark.line + (2 if dn.style in ("|", ">") else 1)  # a block's text starts a line below
+    lines = text.splitlines()
+    body = lines[first - 1] if dn.style in ("|", ">") and first - 1 < len(lines) else ""
+    indent = len(body) - len(body.lstrip(" ")) if body.strip() else dn.start_mark.column
+    return Declarations(text=dtext, line=first, indent=indent)
+
+
+def _parse_options(r: SpecReader, m: dict[str, yaml.Node]) -> tuple[
+        tuple[Name, ...], tuple[Name, ...], list[tuple[str, str]], tuple[Name, ...], tuple[Name, ...]]:
+    """``headers``, ``version_headers``, ``defines``, ``undefines`` and ``version_macro``: what is parsed, how."""
+    header_re = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h\Z")
+    headers = r.seq(m.get("headers"), "headers", lambda n: r.string(n, "header", header_re, ": expected a header file name like 'cuda.h'"))
+    if "headers" in m and not headers and (isinstance(m["headers"], yaml.SequenceNode) and not m["headers"].value
+                                           or m["headers"].tag == "tag:yaml.org,2002:null"):
+        r.errors.error(r.loc(m["headers"]), "headers must name at least one header")
+    version_headers = r.seq(m.get("version_headers"), "version_headers",
+                            lambda n: r.string(n, "header", header_re, ": expected a header file name"))
+    defines: list[tuple[str, str]] = []
+    for name, node in r.keyed(m.get("defines"), "macro"):
+        value = r.scalar(node, f"value of define '{name}'")
+        if value is not None:
+            if not re.match(r"[A-Za-z0-9_]*\Z", value):
+                r.errors.error(r.loc(node), f"define value {value!r} must be a number or identifier")
+            else:
+                defines.append((name.value, value))
+    undefines = r.seq(m.get("undefines"), "undefines", lambda n: r.ident(n, "macro"))
+    version_macro = r.seq(m.get("version_macro"), "version_macro", lambda n: r.ident(n, "version_macro"))
+    return headers, version_headers, defines, undefines, version_macro
+
+
+def _bind(r: SpecReader, m: dict[str, yaml.Node]) -> tuple[tuple[Name, ...], tuple[Name, ...]]:
+    """``bind:``: the include and exclude patterns."""
+    bind = r.mapping(m.get("bind"), schema.keys("library > bind"), (), "bind") or {}
+    hint = ": use C identifier characters and * ? [ ] globs"
+    include = r.seq(bind.get("include"), "include", lambda n: r.string(n, "pattern", PATTERN, hint))
+    exclude = r.seq(bind.get("exclude"), "exclude", lambda n: r.string(n, "pattern", PATTERN, hint))
+    return include, exclude
+
+
+def _resolver(r: SpecReader, m: dict[str, yaml.Node]) -> tuple[
+        ProcAddressSpec | None, TableSpec | None, dict[str, yaml.Node] | None]:
+    """``resolver:``: its kind, checked against the keys each kind takes; the proc_address or table resolver, or
+    the objc resolver's mapping (read with the classes)."""
+    if "resolver" not in m:
+        return None, None, None
+    errors = r.errors
+    all_keys = tuple(dict.fromkeys(k for keys in RESOLVER_KEYS.values() for k in keys))
+    rm = r.mapping(m["resolver"], schema.keys("library > resolver") + all_keys,
+                   schema.required("library > resolver"), "resolver") or {}
+    rkind = r.ident(rm.get("kind"), "resolver kind")
+    if rkind is None:
+        return None, None, None
+    if rkind.value in RESOLVER_KINDS_TO_COME:
+        errors.error(rkind.location, f"resolver kind '{rkind}' is not implemented yet "
+                     f"({RESOLVER_KINDS_TO_COME[rkind.value]}); implemented: {', '.join(RESOLVER_KINDS)}")
+        return None, None, None
+    if rkind.value not in RESOLVER_KINDS:
+        errors.error(rkind.location, f"'{rkind}' is not a resolver kind{suggest(rkind.value, RESOLVER_KINDS)}; "
+                     f"expected one of: {', '.join(RESOLVER_KINDS)}")
+        return None, None, None
+    rk = rkind.value
+    ok = True
+    for key in all_keys:
+        if key in rm and key not in RESOLVER_KEYS[rk]:
+            owner = next(k for k, keys in RESOLVER_KEYS.items() if key in keys)
+            errors.error(r.loc(rm[key]), f"'{key}' goes with resolver kind {owner}, not {rk}")
+            ok = False
+    for key in RESOLVER_REQUIRED.get(rk, ()):
+        if key not in rm:
+            errors.error(r.loc(m["resolver"]), f"resolver kind {rk} needs '{key}'")
+            ok = False
+    if not ok:
+        return None, None, None
+    if rk == "proc_address":
+        pf, df = r.ident(rm.get("function"), "function"), r.ident(rm.get("default_flag"), "default_flag")
+        if pf is None or df is None:
+            return None, None, None
+        return ProcAddressSpec(function=pf, default_flag=df,
+                               per_thread_flag=r.ident(rm.get("per_thread_flag"), "per_thread_flag")), None, None
+    if rk == "table":
+        return None, _table_resolver(r, rm), None
+    if rk == "objc":
+        return None, None, rm
+    return None, None, None
+
+
+def _symbols(r: SpecReader, sym: dict[str, yaml.Node]) -> tuple[list[tuple[Name, str]], Name | None]:
+    """``symbols:``: per-thread symbol formats, and the version typedef format."""
+    per_thread = []
+    for wrapper, node in r.keyed(sym.get("per_thread"), "wrapper macro"):
+        fmt = r.string(node, "per-thread symbol format", re.compile(r"[A-Za-z0-9_]*\{\}[A-Za-z0-9_]*\Z"),
+                       ": expected a format such as '{}_ptds'")
+        if fmt is not None:
+            per_thread.append((wrapper, fmt.value))
+    vt = r.string(sym.get("version_typedef"), "version_typedef",
+                  re.compile(r"[A-Za-z0-9_]*\{name\}[A-Za-z0-9_]*\{version\}[A-Za-z0-9_]*\Z"),
+                  ": expected a format such as 'PFN_{name}_v{version}'")
+    return per_thread, vt
+
+
+def _pool_memory(r: SpecReader, m: dict[str, yaml.Node]) -> PoolMemorySpec | None:
+    """``pool_memory:``: the stream-ordered allocator's alloc and free."""
+    if "pool_memory" not in m:
+        return None
+    pm_map = r.mapping(m["pool_memory"], schema.keys("library > pool_memory"),
+                       schema.required("library > pool_memory"), "pool_memory") or {}
+    pm_alloc, pm_free = r.ident(pm_map.get("alloc"), "alloc"), r.ident(pm_map.get("free"), "free")
+    if pm_alloc is None or pm_free is None:
+        return None
+    return PoolMemorySpec(alloc=pm_alloc, free=pm_free)
+
+
+def _loader(r: SpecReader, lm: dict[str, yaml.Node]) -> LoaderSpec:
+    """``loader:``: the library's file names per platform and where they are searched."""
+    names = []
+    major_at = None
+    for plat in PLATFORMS:
+        libs = r.seq(lm.get(plat), f"{plat} libraries", lambda n: _loader_name(r, n))
+        names.append((plat, tuple(x.value for x in libs)))
+        major_at = major_at or next((x.location for x in libs if MAJOR in x.value), None)
+    abi_major = None
+    if "abi_major" in lm:
+        am = r.mapping(lm["abi_major"], schema.keys("library > loader > abi_major"),
+                       schema.required("library > loader > abi_major"), "abi_major") or {}
+        am_function = r.ident(am.get("function"), "abi_major function")
+        am_encoding = _encoding(r, am.get("encoding"))
+        if am_function is not None and am_encoding is not None:
+            abi_major = AbiMajorSpec(function=am_function, encoding=am_encoding, location=r.loc(lm["abi_major"]))
+    relpath = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
+    wheel_dirs = r.seq(lm.get("wheel_dirs"), "wheel_dirs", lambda n: r.string(n, "directory", relpath))
+    sdk_dirs = r.seq(lm.get("sdk_dirs"), "sdk_dirs", lambda n: r.string(n, "directory", relpath))
+    sdk_env = r.seq(lm.get("sdk_env"), "sdk_env", lambda n: r.ident(n, "environment variable"))
+    sdk_roots = r.seq(lm.get("sdk_roots"), "sdk_roots",
+                      lambda n: r.string(n, "directory", re.compile(r"(/[A-Za-z0-9_.*\-]+)+\Z|[A-Z]:[\\/][A-Za-z0-9_.* \\/\-]+\Z")))
+    return LoaderSpec(names=tuple(names), wheel_dirs=tuple(x.value for x in wheel_dirs),
+                      sdk_dirs=tuple(x.value for x in sdk_dirs), sdk_env=tuple(x.value for x in sdk_env),
+                      sdk_roots=tuple(x.value for x in sdk_roots), major_at=major_at, abi_major=abi_major)
+
+
+@dataclass(frozen=True, slots=True)
+class _ErrorsRead:
+    """What ``errors:`` says, before the defaults of ``errors: none`` and of the objc resolver are applied."""
+
+    type: Name | None
+    success: tuple[Name, ...]
+    kinds: tuple[tuple[Name, Name], ...]
+    defaulted: tuple[Name, ...]
+    default: Name | None
+    since: tuple[tuple[Name, str], ...]
+    name_function: Name | None
+    macros: tuple[Name, ...]
+    out_param: Name | None
+    codes: Name | None
+    mask: int
+
+
+def _errors(r: SpecReader, em: dict[str, yaml.Node]) -> _ErrorsRead:
+    """``errors:``: the status type, its success codes and the codes' ErrorKinds."""
+    err_type = r.ident(em.get("type"), "error type")
+    success = r.seq(em.get("success"), "success codes", lambda n: r.ident(n, "success code"))
+    kinds: list[tuple[Name, Name]] = []
+    for kind, node in r.keyed(em.get("kinds"), "error kind"):
+        for code in r.seq(node, f"codes of {kind}", lambda n: r.ident(n, "error code")):
+            kinds.append((code, kind))
+    defaulted = r.seq(em.get("defaulted"), "defaulted codes", lambda n: r.ident(n, "error code"))
+    default = r.ident(em.get("default"), "default error kind")
+    since = []
+    for code, node in r.keyed(em.get("since"), "error code"):
+        v = r.version(node, f"version of {code}")
+        if v is not None:
+            since.append((code, v))
+    name_function = r.ident(em.get("name_function"), "name_function")
+    err_macros = r.seq(em.get("macros"), "macros", lambda n: r.string(
+        n, "macro pattern", re.compile(r"!?[A-Za-z0-9_*?\[\]]+\Z"), ": use a glob, or !glob to exclude"))
+    out_param = r.ident(em.get("out_param"), "out_param")
+    codes = r.ident(em.get("codes"), "codes")
+    mask = r.integer(em.get("mask"), "mask") if em.get("mask") is not None else None
+    if mask is not None and not 0 < mask < 1 << 64:
+        r.errors.error(r.loc(em["mask"]), "mask must be a positive integer of at most 64 bits (ex: 0xffff)")
+    return _ErrorsRead(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
+                       since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param,
+                       codes=codes, mask=mask or 0)
 
 
 MAJOR = "{major}"  # the one placeholder of a loader name: the major version of the SDK of the headers
 
 
-def _loader_name(r: _Reader, node: yaml.Node) -> Name | None:
+def _loader_name(r: SpecReader, node: yaml.Node) -> Name | None:
     """A library file name of ``loader:``, which may hold ``{major}`` (filled by the binder)."""
     name = r.string(node, "library name")
     if name is None:
@@ -920,7 +995,7 @@ def _loader_name(r: _Reader, node: yaml.Node) -> Name | None:
     return name
 
 
-def _encoding(r: _Reader, node: yaml.Node | None) -> tuple[int, int] | None:
+def _encoding(r: SpecReader, node: yaml.Node | None) -> tuple[int, int] | None:
     """``[major divisor, minor divisor]``: ``major = v // e[0]``, ``minor = v % e[0] // e[1]``."""
     if node is None:
         return None
@@ -933,7 +1008,7 @@ def _encoding(r: _Reader, node: yaml.Node | None) -> tuple[int, int] | None:
     return major, minor
 
 
-def _platform_libs(r: _Reader, node: yaml.Node | None, what: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _platform_libs(r: SpecReader, node: yaml.Node | None, what: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """``{linux: [libobjc.so.4], darwin: [...]}``: library names by platform."""
     pm = r.mapping(node, PLATFORMS, (), what) or {}
     return tuple((plat, tuple(x.value for x in r.seq(pm.get(plat), f"{plat} {what}",
@@ -968,7 +1043,7 @@ def cf_ownership(function: str) -> str:
     return "+1" if "Create" in function or "Copy" in function else "+0"
 
 
-def _objc_functions(r: _Reader, node: yaml.Node | None) -> tuple[ObjcFunctionSpec, ...]:
+def _objc_functions(r: SpecReader, node: yaml.Node | None) -> tuple[ObjcFunctionSpec, ...]:
     """``functions: {<C function>: {ownership: "+1"} | null}`` of an objc spec (checked against the declarations
     by generator/objc.py, which has them parsed)."""
     out = []
@@ -985,7 +1060,7 @@ def _objc_functions(r: _Reader, node: yaml.Node | None) -> tuple[ObjcFunctionSpe
     return tuple(out)
 
 
-def _ownership(r: _Reader, node: yaml.Node | None, whose: str = "") -> str | None:
+def _ownership(r: SpecReader, node: yaml.Node | None, whose: str = "") -> str | None:
     """An ``ownership:`` value: '+1' or '+0' (else a located error and None); None when absent."""
     if node is None:
         return None
@@ -997,7 +1072,7 @@ def _ownership(r: _Reader, node: yaml.Node | None, whose: str = "") -> str | Non
     return text
 
 
-def _objc(r: _Reader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None,
+def _objc(r: SpecReader, rm: dict[str, yaml.Node], classes_node: yaml.Node | None,
           functions_node: yaml.Node | None = None) -> ObjcSpec | None:
     """``resolver: {kind: objc, runtime, frameworks, errors}``, the ``classes:`` and ``functions:`` sections."""
     runtime = _platform_libs(r, rm.get("runtime"), "runtime")
@@ -1131,7 +1206,7 @@ C_TYPE = re.compile(r"\s*(const\s+)?(struct\s+|union\s+|enum\s+)?[A-Za-z_][A-Za-
 C_TYPE_HINT = ": expected a C type such as 'NSUInteger', 'const char *' or 'id'"
 
 
-def _table_resolver(r: _Reader, rm: dict[str, yaml.Node]) -> TableSpec | None:
+def _table_resolver(r: SpecReader, rm: dict[str, yaml.Node]) -> TableSpec | None:
     """``resolver: {kind: table, ...}`` (its keys all present)."""
     path_hint = ": expected a member path such as 'v1' or 'u.v1'"
     provider, interface = r.ident(rm.get("provider"), "provider"), r.ident(rm.get("interface"), "interface")
@@ -1176,7 +1251,7 @@ def _table_resolver(r: _Reader, rm: dict[str, yaml.Node]) -> TableSpec | None:
                      match=tuple(match), prefix=prefix, entries=tuple(entries), since=tuple(since))
 
 
-def _function(r: _Reader, name: Name, node: yaml.Node) -> FunctionSpec:
+def _function(r: SpecReader, name: Name, node: yaml.Node) -> FunctionSpec:
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
         return FunctionSpec(name=name)
     fm = r.mapping(node, schema.keys("library > functions > <name>"), (), f"function '{name}'") or {}
@@ -1194,7 +1269,7 @@ def _function(r: _Reader, name: Name, node: yaml.Node) -> FunctionSpec:
     )
 
 
-def _param(r: _Reader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
+def _param(r: SpecReader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec:
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:str":
         # shorthand: `dptr: out`
         if node.value not in DIRECTIONS:
@@ -1243,7 +1318,7 @@ ABS_DIR = re.compile(r"(/[A-Za-z0-9_.*+\-]+)+\Z")  # an absolute directory (glob
 REL_DIR = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
 
 
-def _sdk(r: _Reader, node: yaml.Node | None, display: str) -> tuple[Name | None, SdkSpec | None]:
+def _sdk(r: SpecReader, node: yaml.Node | None, display: str) -> tuple[Name | None, SdkSpec | None]:
     """``sdk: kind`` (declared by another spec, or given with --sdk) or ``sdk: {kind: ..., marker: ..., ...}``."""
     if node is None or isinstance(node, yaml.ScalarNode):
         return r.ident(node, "sdk"), None
@@ -1314,7 +1389,7 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
     _check_display(display)
     root = compose(display, read_spec(path, display) if text is None else text)
     errors = Collector()
-    r = _Reader(display, errors)
+    r = SpecReader(display, errors)
     m = r.mapping(root, schema.keys("core"), schema.required("core"), "core spec") or {}
     kinds = []
     seen = set()

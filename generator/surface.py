@@ -27,7 +27,7 @@ import yaml
 from . import data, schema
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .ir import Location
-from .spec import IDENT, CoreSpec, Name, _Reader, compose, read_spec
+from .spec import IDENT, CoreSpec, Name, SpecReader, compose, read_spec
 
 if TYPE_CHECKING:
     import jinja2
@@ -153,7 +153,7 @@ SECTION_OF = {"backend_kinds": "core > backend_kinds > <KIND>", "numeric_classes
 def load_surface(path: Path, display: str) -> Surface:
     root = compose(display, read_spec(path, display))
     errors = Collector()
-    r = _Reader(display, errors)
+    r = SpecReader(display, errors)
     m = r.mapping(root, (), (), "core spec") or {}
 
     def table(key: str, with_doc: bool = True, extra: str | None = None) -> tuple[Named, ...]:
@@ -205,7 +205,7 @@ def load_surface(path: Path, display: str) -> Surface:
 def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     root = compose(display, read_spec(path, display))
     errors = Collector()
-    r = _Reader(display, errors)
+    r = SpecReader(display, errors)
     if root is None:
         errors.error(Location(file=display, line=1, col=1), "the backend spec is empty")
         errors.check()
@@ -290,7 +290,7 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     interop = _choices(r, errors, m.get("interop"), "interop protocol", INTEROP)
     sections = tuple((k, r.loc(m[k])) for k in ("functions", "constants", "types") if k in m)
     soc_models = _soc_models(r, errors, m.get("soc_models"), match.value if match else "exact")
-    quiet = _Reader(display, Collector())
+    quiet = SpecReader(display, Collector())
     capability_keys = tuple((section, key.value, key.location) for section in ("flags", "tiers")
                             for key, _ in _keys(quiet, cm.get(section)))
     errors.check()
@@ -309,7 +309,7 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
                        capability_keys=capability_keys)
 
 
-def _soc_models(r: _Reader, errors: Collector, node: yaml.Node | None, match: str) -> tuple[tuple[str, int, str], ...]:
+def _soc_models(r: SpecReader, errors: Collector, node: yaml.Node | None, match: str) -> tuple[tuple[str, int, str], ...]:
     """``soc_models: {SM8350: {model: 30, arch: v68}, ...}`` (only with ``match: hexagon_arch``): names, model numbers
     (each once) and architectures checked."""
     if node is None:
@@ -342,7 +342,7 @@ def _is_null(node: yaml.Node) -> bool:
     return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
 
 
-def _roles(r: _Reader, errors: Collector, node: yaml.Node | None, what: str,
+def _roles(r: SpecReader, errors: Collector, node: yaml.Node | None, what: str,
            many: bool) -> list[tuple[Name, tuple[Name, ...]]]:
     """``role: name`` (or ``role: null``: the vendor has none; or, with ``many``, a list OR'd together)."""
     out: list[tuple[Name, tuple[Name, ...]]] = []
@@ -360,7 +360,7 @@ def _roles(r: _Reader, errors: Collector, node: yaml.Node | None, what: str,
     return out
 
 
-def _choices(r: _Reader, errors: Collector, node: yaml.Node | None, what: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+def _choices(r: SpecReader, errors: Collector, node: yaml.Node | None, what: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
     out = []
     for v in r.seq(node, f"{what}s", lambda n: r.ident(n, what)):
         if v.value not in allowed:
@@ -373,11 +373,11 @@ def _choices(r: _Reader, errors: Collector, node: yaml.Node | None, what: str, a
     return tuple(out)
 
 
-def _check_capability_keys(r: _Reader, errors: Collector, match: str, cm: dict[str, yaml.Node]) -> None:
+def _check_capability_keys(r: SpecReader, errors: Collector, match: str, cm: dict[str, yaml.Node]) -> None:
     """The key grammar of compute_capability / arch_prefix tables (exact keys are free-form)."""
     if match == "exact":
         return
-    quiet = _Reader(r.path, Collector())  # _keys' own errors are reported where the tables are read
+    quiet = SpecReader(r.path, Collector())  # _keys' own errors are reported where the tables are read
     for section, special in (("flags", ("always", "integrated")), ("tiers", ("default", "integrated"))):
         for key, _ in _keys(quiet, cm.get(section)):
             k = key.value
@@ -401,7 +401,7 @@ def _check_capability_keys(r: _Reader, errors: Collector, match: str, cm: dict[s
                              f"of {', '.join(special)}{', name <token>' if section == 'tiers' else ''})")
 
 
-def _keys(r: _Reader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]:
+def _keys(r: SpecReader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]:
     """A mapping keyed by free-form strings (extension names, vendor substrings)."""
     if node is None:
         return []

@@ -17,14 +17,13 @@ own functions.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Mapping, assert_never
 
 from .bind import BoundFunction, BoundLibrary, BoundParam
+from .roles import OUT_ROLES, PY_IN_ROLES, Role, ValueKind
 from .ctypes_util import FLOAT_BUILTINS, INTEGER_BUILTINS, declare, resolve
 from .ir import Array, Builtin, CType, EnumRef, FunctionProto, InlineEnum, InlineRecord, Pointer, RecordRef, Typedef
 
-PY_IN_ROLES = ("in", "in_str", "in_array", "inout")
-OUT_ROLES = ("out", "out_str", "out_struct", "inout", "out_buffer")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,7 +41,7 @@ def out_types(lib: BoundLibrary) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for f in lib.functions:
         for p in f.params:
-            if p.role in ("out", "out_str", "out_struct", "inout", "errcode"):
+            if p.role in (Role.OUT, Role.OUT_STR, Role.OUT_STRUCT, Role.INOUT, Role.ERRCODE):
                 seen.setdefault(p.pointee, None)
     return tuple(seen)
 
@@ -59,51 +58,12 @@ def lower(f: BoundFunction, lib: BoundLibrary, type_index: dict[str, int],
     for i, p in enumerate(py_params):
         sig.append(f"{p.name}: {p.py_type}" + (" = None" if i >= defaults_from else ""))
     body: list[str] = []
-    keep = any(p.role == "in_array" for p in params)
+    keep = any(p.role is Role.IN_ARRAY for p in params)
     if keep:
         body.append("_keep: list[Any] = []")
     args: list[str] = []
     for p in params:
-        v = p.name
-        if p.role == "in":
-            args.append(f"_NULL if {v} is None else {v}" if p.nullable else v)
-        elif p.role == "in_str":
-            body.append(f"_{v} = {v}.encode() if isinstance({v}, str) else {v}")
-            args.append(f"_NULL if _{v} is None else _{v}" if p.nullable else f"_{v}")
-        elif p.role == "in_array":
-            body.append(f"_{v} = _c_array(ffi, {p.element!r}, {v}, _keep{', terminated=True' if p.terminated else ''})")
-            args.append(f"_{v}")
-        elif p.role == "len":
-            body.append(f"_{v} = len({p.len_of[0]}) if {p.len_of[0]} is not None else 0")
-            for other in p.len_of[1:]:
-                body.append(f"if {other} is not None and len({other}) != _{v}:")
-                body.append(f"    raise Error(ErrorKind.INVALID_VALUE, {f'{other} must have as many items as {p.len_of[0]}'!r}, "
-                            f"function={f.public!r}, backend={lib.spec.backend.value!r})")
-            args.append(f"_{v}")
-        elif p.role in ("out", "out_str", "out_struct"):
-            body.append(f"_{v} = _new(_T{type_index[p.pointee]})")
-            args.append(f"_{v}")
-        elif p.role == "inout":
-            body.append(f"_{v} = _new(_T{type_index[p.pointee]}, {v})")
-            args.append(f"_{v}")
-        elif p.role == "errcode":
-            body.append(f"_{v} = _new(_T{type_index[p.pointee]})")
-            args.append(f"_{v}")
-        elif p.role == "capacity":
-            cap = next(q for q in params if q.string is not None and q.string.length_param is not None
-                       and q.string.length_param.value == p.c_name)
-            assert cap.string is not None and cap.string.capacity is not None
-            args.append(str(cap.string.capacity))
-        elif p.role == "out_buffer":
-            assert p.string is not None
-            if p.string.size_function is not None:
-                sizer = by_public[p.string.size_function.value]
-                sizer_args = ", ".join(q.name for q in sizer.params if q.role in PY_IN_ROLES)
-                body.append(f"_{v}_n = {sizer.public}({sizer_args})")
-            else:
-                body.append(f"_{v}_n = {p.string.capacity}")
-            body.append(f"_{v} = _new('char[]', max(_{v}_n, 1))")
-            args.append(f"_{v}")
+        _lower_arg(p, f, lib, type_index, by_public, body, args)
     # locals of this wrapper: a module global of the same name would be shadowed in its body
     local_names = {"_keep", "_r", "_v"} | {f"_{p.name}" for p in params} | {f"_{p.name}_n" for p in params}
     # the cffi function: looked up once (API mode) or on first call (ABI mode) as the global _f_<name>
@@ -111,20 +71,9 @@ def lower(f: BoundFunction, lib: BoundLibrary, type_index: dict[str, int],
     call = f"{fn}({', '.join(args)})"
     results: list[tuple[str, str]] = []  # (expression, annotation)
     for p in params:
-        v = p.name
-        if p.role in ("out", "inout"):
-            expr = f"_{v}[0]"
-            results.append((expr, p.py_result))
-        elif p.role == "out_str":
-            results.append((f"_str(_{v}[0])", "str"))
-        elif p.role == "out_struct":  # the struct by value (it keeps ffi.new's storage alive), as the fast path
-            results.append((f"_{v}[0]", "CData"))
-        elif p.role == "out_buffer":
-            assert p.string is not None
-            if p.string.binary:
-                results.append((f"bytes(ffi.buffer(_{v}, _{v}_n))", "bytes"))
-            else:
-                results.append((f"_str(_{v})", "str"))
+        result = _lower_result(p)
+        if result is not None:
+            results.append(result)
     if f.returns_status:
         body.append(f"_r = {call}")
         ok = [str(c) for c in lib.success]
@@ -139,28 +88,28 @@ def lower(f: BoundFunction, lib: BoundLibrary, type_index: dict[str, int],
         if statuses:
             results.insert(0, ("_r", "int"))
     else:
-        if f.result_kind == "void":
+        if f.result_kind is ValueKind.VOID:
             body.append(f"_require({f.index})")
             body.append(call)
         else:
             body.append(f"_r = {call}")
             for p in params:
-                if p.role == "errcode":
+                if p.role is Role.ERRCODE:
                     body.append(f"if _{p.name}[0]:")
                     body.append(f"    raise _error(_{p.name}[0], {f.index})")
-            if f.result_kind == "str" and not results:
+            if f.result_kind is ValueKind.STR and not results:
                 # one truth test, no helper call: NULL is "" unless the function could not be resolved
                 string = "_string" if "_string" not in local_names else "ffi.string"
                 body.append("if not _r:")
                 body.append(f"    _require({f.index})")
                 body.append('    return ""')
                 results.insert(0, (f'{string}(_r).decode("utf-8", "replace")', "str"))
-            elif f.result_kind == "str":
+            elif f.result_kind is ValueKind.STR:
                 body.append("if _r == _NULL:")
                 body.append(f"    _require({f.index})")
                 results.insert(0, ("_str(_r)", "str"))
             else:
-                results.insert(0, ("_r", {"int": "int", "float": "float"}.get(f.result_kind, "CData")))
+                results.insert(0, ("_r", {ValueKind.INT: "int", ValueKind.FLOAT: "float"}.get(f.result_kind, "CData")))
     if not results:
         returns = "None"
     elif len(results) == 1:
@@ -177,11 +126,77 @@ def lower(f: BoundFunction, lib: BoundLibrary, type_index: dict[str, int],
     names = [p.name for p in params if p.role in OUT_ROLES]
     if f.returns_status and f.status_codes:
         names.insert(0, "the status code")
-    elif not f.returns_status and f.result_kind != "void":
+    elif not f.returns_status and f.result_kind is not ValueKind.VOID:
         names.insert(0, "the result")
     results_doc = ", ".join(f"``{n}``" if " " not in n else n for n in names)
     return Wrapper(signature=", ".join(sig), returns=returns, results=tuple(names), results_doc=results_doc,
                    body=tuple(body), doc=_doc(f, lib, results_doc))
+
+
+def _lower_arg(p: BoundParam, f: BoundFunction, lib: BoundLibrary, type_index: dict[str, int],
+               by_public: dict[str, BoundFunction], body: list[str], args: list[str]) -> None:
+    """The Python wrapper's statements for parameter ``p`` (into ``body``) and its C argument (into ``args``)."""
+    v = p.name
+    match p.role:
+        case Role.IN:
+            args.append(f"_NULL if {v} is None else {v}" if p.nullable else v)
+        case Role.IN_STR:
+            body.append(f"_{v} = {v}.encode() if isinstance({v}, str) else {v}")
+            args.append(f"_NULL if _{v} is None else _{v}" if p.nullable else f"_{v}")
+        case Role.IN_ARRAY:
+            body.append(f"_{v} = _c_array(ffi, {p.element!r}, {v}, _keep{', terminated=True' if p.terminated else ''})")
+            args.append(f"_{v}")
+        case Role.LEN:
+            body.append(f"_{v} = len({p.len_of[0]}) if {p.len_of[0]} is not None else 0")
+            for other in p.len_of[1:]:
+                body.append(f"if {other} is not None and len({other}) != _{v}:")
+                body.append(f"    raise Error(ErrorKind.INVALID_VALUE, {f'{other} must have as many items as {p.len_of[0]}'!r}, "
+                            f"function={f.public!r}, backend={lib.spec.backend.value!r})")
+            args.append(f"_{v}")
+        case Role.OUT | Role.OUT_STR | Role.OUT_STRUCT | Role.ERRCODE:
+            body.append(f"_{v} = _new(_T{type_index[p.pointee]})")
+            args.append(f"_{v}")
+        case Role.INOUT:
+            body.append(f"_{v} = _new(_T{type_index[p.pointee]}, {v})")
+            args.append(f"_{v}")
+        case Role.CAPACITY:
+            cap = next(q for q in f.params if q.string is not None and q.string.length_param is not None
+                       and q.string.length_param.value == p.c_name)
+            assert cap.string is not None and cap.string.capacity is not None
+            args.append(str(cap.string.capacity))
+        case Role.OUT_BUFFER:
+            assert p.string is not None
+            if p.string.size_function is not None:
+                sizer = by_public[p.string.size_function.value]
+                sizer_args = ", ".join(q.name for q in sizer.params if q.role in PY_IN_ROLES)
+                body.append(f"_{v}_n = {sizer.public}({sizer_args})")
+            else:
+                body.append(f"_{v}_n = {p.string.capacity}")
+            body.append(f"_{v} = _new('char[]', max(_{v}_n, 1))")
+            args.append(f"_{v}")
+        case _:
+            assert_never(p.role)
+
+
+def _lower_result(p: BoundParam) -> tuple[str, str] | None:
+    """The (expression, annotation) of the value the Python wrapper returns for parameter ``p``, if any."""
+    v = p.name
+    match p.role:
+        case Role.OUT | Role.INOUT:
+            return f"_{v}[0]", p.py_result
+        case Role.OUT_STR:
+            return f"_str(_{v}[0])", "str"
+        case Role.OUT_STRUCT:  # the struct by value (it keeps ffi.new's storage alive), as the fast path
+            return f"_{v}[0]", "CData"
+        case Role.OUT_BUFFER:
+            assert p.string is not None
+            if p.string.binary:
+                return f"bytes(ffi.buffer(_{v}, _{v}_n))", "bytes"
+            return f"_str(_{v})", "str"
+        case Role.IN | Role.IN_STR | Role.IN_ARRAY | Role.LEN | Role.CAPACITY | Role.ERRCODE:
+            return None
+        case _:
+            assert_never(p.role)
 
 
 def _doc(f: BoundFunction, lib: BoundLibrary, results_doc: str) -> str:
@@ -280,7 +295,12 @@ class _Lowering:
     the GIL released, the status checks, and the results; every failure jumps to ``ia_done``, which releases
     what was made (``cleanup``) and returns ``ia_res``."""
 
-    def __init__(self, ct_base: int) -> None:
+    def __init__(self, ct_base: int, f: BoundFunction, lib: BoundLibrary, typedefs: Mapping[str, Typedef],
+                 py_index: Mapping[str, int], capacity: Mapping[str, int], sizers: Mapping[str, int] | None) -> None:
+        self.f, self.lib, self.typedefs = f, lib, typedefs
+        self.py_index = py_index  # a Python parameter's name -> its index in the fast call's arguments
+        self.capacity = capacity  # an out_buffer's capacity parameter (C name) -> its capacity
+        self.sizers = sizers
         self.decls: list[str] = []
         self.prepare: list[str] = []
         self.convert: list[str] = []
@@ -314,6 +334,223 @@ class _Lowering:
         else:
             self.convert += conv
 
+    def param(self, i: int, p: BoundParam) -> None:
+        """Lower C parameter ``i`` (``p``) by its role; :class:`_NoFastPath` when it cannot be expressed."""
+        o = f"ia_a[{self.py_index[p.name]}]" if p.name in self.py_index else ""
+        t = p.type
+        if not _spellable(t):
+            raise _NoFastPath
+        r = resolve(t, self.typedefs)
+        match p.role:
+            case Role.IN:
+                self.in_(i, p, o, t, r)
+            case Role.IN_STR:
+                self.in_str(i, p, o, t, r)
+            case Role.IN_ARRAY:
+                self.in_array(i, p, o, t, r)
+            case Role.LEN:
+                self.len_(i, p, t)
+            case Role.ERRCODE:
+                self.errcode(i, t)
+            case Role.OUT | Role.INOUT:
+                self.out(i, p, o, t)
+            case Role.OUT_STRUCT:
+                self.out_struct(i, r)
+            case Role.OUT_STR:
+                self.out_str(i, t)
+            case Role.CAPACITY:
+                self.capacity_(p, t)
+            case Role.OUT_BUFFER:
+                self.out_buffer(i, p, t)
+            case _:
+                assert_never(p.role)
+
+    def in_(self, i: int, p: BoundParam, o: str, t: CType, r: CType) -> None:
+        kind = _scalar(t, self.typedefs)
+        if kind is not None:
+            if p.nullable or p.py_type != kind:
+                raise _NoFastPath
+            self.decls.append(f"{_spell(t, f'a{i}')};")
+            conv = "IA_IN_INT" if kind == "int" else "IA_IN_FLOAT"
+            self.convert.append(f"{conv}({_spell(t)}, {o}, a{i});")
+        elif isinstance(r, (Pointer, Array)):
+            self.decls.append(f"{_pointer_local(t, r, f'a{i}')};")
+            function_pointer = isinstance(r, Pointer) and isinstance(resolve(r.pointee, self.typedefs), FunctionProto)
+            self.pointer_arg(i, o, p.nullable, function_pointer)
+        elif isinstance(r, (RecordRef, InlineRecord)) and not p.nullable:  # a struct by value
+            self.decls.append(f"{_spell(t, f'a{i}')};")
+            self.convert += [f"if (_cffi_to_c((char *)&a{i}, IA_CT({self.ct(i, False)}), {o}) < 0)",
+                             "    goto ia_done;"]
+        else:
+            raise _NoFastPath
+        self.args.append(f"a{i}")
+
+    def in_str(self, i: int, p: BoundParam, o: str, t: CType, r: CType) -> None:
+        if not isinstance(r, Pointer):
+            raise _NoFastPath
+        # the Python wrapper: _v = v.encode() if isinstance(v, str) else v; cffi then converts _v
+        self.decls += [f"{_spell(t, f'a{i}')};", f"PyObject *ia_s{i} = NULL;"]
+        self.prepare += [f"if (PyUnicode_Check({o}) && (ia_s{i} = PyUnicode_AsUTF8String({o})) == NULL)",
+                         "    goto ia_done;"]
+        self.cleanup.append(f"Py_XDECREF(ia_s{i});")
+        self.pointer_arg(i, f"(ia_s{i} != NULL ? ia_s{i} : {o})", p.nullable, False)
+        self.args.append(f"a{i}")
+
+    def in_array(self, i: int, p: BoundParam, o: str, t: CType, r: CType) -> None:
+        if not isinstance(r, (Pointer, Array)):
+            raise _NoFastPath
+        element = resolve(r.pointee if isinstance(r, Pointer) else r.element, self.typedefs)
+        if (isinstance(element, Builtin) and element.name == "void") or isinstance(element, FunctionProto):
+            raise _NoFastPath  # (cffi cannot make such an array: the Python wrapper's TypeError, or no C size)
+        if isinstance(element, RecordRef) and not any(
+                (c.kind, c.tag) == (element.kind, element.tag) and c.fields is not None for c in self.lib.header.records):
+            raise _NoFastPath
+        if "ia_keep" not in "".join(self.decls):
+            self.decls.append("PyObject *ia_keep = NULL;")
+            self.cleanup.append("Py_XDECREF(ia_keep);")
+        self.decls += [f"{_pointer_local(t, r, f'a{i}')} = NULL;", f"void *ia_m{i} = NULL;"]
+        self.prepare += [f"if (ia_array({o}, ia_ct[{self.ct(i, True)}], sizeof *a{i}, {1 if p.terminated else 0}, "
+                         f"&ia_m{i}, &ia_keep) < 0)", "    goto ia_done;", f"a{i} = ia_m{i};"]
+        self.cleanup.append(f"PyMem_Free(ia_m{i});")
+        self.args.append(f"a{i}")
+
+    def len_(self, i: int, p: BoundParam, t: CType) -> None:
+        if _scalar(t, self.typedefs) != "int" or any(n not in self.py_index for n in p.len_of):
+            raise _NoFastPath
+        first = f"ia_a[{self.py_index[p.len_of[0]]}]"
+        self.decls += [f"{_spell(t, f'a{i}')};", f"Py_ssize_t ia_n{i} = 0;"]
+        self.prepare += [f"if ({first} != Py_None && (ia_n{i} = PyObject_Length({first})) < 0)", "    goto ia_done;"]
+        for other in p.len_of[1:]:
+            ob = f"ia_a[{self.py_index[other]}]"
+            message = f"{other} must have as many items as {p.len_of[0]}"
+            self.prepare += [f"if ({ob} != Py_None) {{", f"    Py_ssize_t ia_m = PyObject_Length({ob});",
+                             "    if (ia_m < 0)", "        goto ia_done;",
+                             f"    if (ia_m != ia_n{i}) {{", f"        ia_fast_invalid({self.f.index}, {c_string(message)});",
+                             "        goto ia_done;", "    }", "}"]
+        self.convert.append(f"IA_IN_LEN({_spell(t)}, ia_n{i}, a{i});")
+        self.args.append(f"a{i}")
+
+    def errcode(self, i: int, t: CType) -> None:
+        pointee = _pointee(t, self.typedefs)
+        if pointee is None or not _spellable(pointee) or _scalar(pointee, self.typedefs) != "int":
+            raise _NoFastPath
+        self.decls.append(f"{_spell(pointee, f'o{i}')} = 0;")
+        self.checks += [f"if (IA_UNLIKELY(o{i} != 0)) {{",
+                        f"    ia_fast_fail(IA_FROM_INT({_spell(pointee)}, o{i}), {self.f.index});", "    goto ia_done;",
+                        "}"]
+        self.args.append(f"&o{i}")
+
+    def out(self, i: int, p: BoundParam, o: str, t: CType) -> None:
+        """An out or in-out number, handle or other pointer, or an in-out struct."""
+        pointee = _pointee(t, self.typedefs)
+        if pointee is None or not _spellable(pointee):
+            raise _NoFastPath
+        kind = _scalar(pointee, self.typedefs)
+        pt = _spell(pointee)
+        inout = p.role is Role.INOUT
+        if _is_record(pointee, self.typedefs):  # an in-out struct: ffi.new(T *, v) as the Python wrapper, v[0] back
+            if not inout:
+                raise _NoFastPath
+            k = self.ct(i, False)
+            self.decls += [f"PyObject *ia_o{i} = NULL;", f"{_spell(t, f'a{i}')};"]
+            self.prepare += [f"if ((ia_o{i} = ia_new(ia_ct[{k}], {o})) == NULL)", "    goto ia_done;",
+                             f"a{i} = (void *)_cffi_to_c_pointer(ia_o{i}, IA_CT({k}));"]
+            self.cleanup.append(f"Py_XDECREF(ia_o{i});")
+            self.args.append(f"a{i}")
+            self.outs.append(f"ia_item0(ia_o{i})")
+            return
+        if kind is not None and p.py_result == kind:
+            if inout:
+                self.decls.append(f"{_spell(pointee, f'o{i}')};")
+                conv = "IA_INOUT_INT" if kind == "int" else "IA_INOUT_FLOAT"
+                self.prepare.append(f"{conv}({pt}, {o}, o{i});")
+            else:
+                self.decls.append(f"{_spell(pointee, f'o{i}')} = 0;")
+            self.outs.append(f"IA_FROM_INT({pt}, o{i})" if kind == "int" else f"PyFloat_FromDouble((double)o{i})")
+        elif kind is None and isinstance(resolve(pointee, self.typedefs), Pointer):  # a handle or other pointer
+            k = self.ct(i, True)
+            self.decls.append(f"{_spell(pointee, f'o{i}')} = NULL;")
+            if inout:  # ffi.new(T *, v): None is NULL
+                self.prepare += [f"if ({o} != Py_None && _cffi_to_c((char *)&o{i}, IA_CT({k}), {o}) < 0)",
+                                 "    goto ia_done;"]
+            self.outs.append(f"_cffi_from_c_pointer((char *)o{i}, IA_CT({k}))")
+        else:
+            raise _NoFastPath
+        self.args.append(f"&o{i}")
+
+    def out_struct(self, i: int, r: CType) -> None:
+        # a zeroed local (as ffi.new's storage), passed by address and returned by value: no ffi.new
+        pointee = r.pointee if isinstance(r, Pointer) else r.element if isinstance(r, Array) else None
+        if pointee is None or not _spellable(pointee):
+            raise _NoFastPath
+        k = self.ct(i, True)
+        self.decls.append(f"{_spell(pointee, f'o{i}')};")
+        self.prepare.append(f"memset(&o{i}, 0, sizeof o{i});")
+        self.args.append(f"&o{i}")
+        self.outs.append(f"_cffi_from_c_struct((char *)&o{i}, IA_CT({k}))")
+
+    def out_str(self, i: int, t: CType) -> None:
+        pointee = _pointee(t, self.typedefs)
+        inner = None if pointee is None else _pointee(pointee, self.typedefs)
+        if pointee is None or inner is None or not _is_char(inner, self.typedefs):
+            raise _NoFastPath
+        self.decls.append(f"{_spell(pointee, f'o{i}')} = NULL;")
+        self.args.append(f"&o{i}")
+        self.outs.append(f"ia_str(o{i})")
+
+    def capacity_(self, p: BoundParam, t: CType) -> None:
+        if p.c_name not in self.capacity or _scalar(t, self.typedefs) != "int":
+            raise _NoFastPath
+        self.args.append(f"({_spell(t)}){self.capacity[p.c_name]}")
+
+    def out_buffer(self, i: int, p: BoundParam, t: CType) -> None:
+        assert p.string is not None
+        pointee = _pointee(t, self.typedefs)
+        if pointee is None or not _is_char(pointee, self.typedefs):
+            raise _NoFastPath
+        if p.string.size_function is not None:
+            assert self.sizers is not None
+            sizer_name = p.string.size_function.value
+            sizer = next(q for q in self.lib.functions if q.public == sizer_name)
+            names = [q.name for q in sizer.params if q.role in PY_IN_ROLES]
+            if any(n not in self.py_index for n in names):
+                raise _NoFastPath
+            argv = ", ".join(f"ia_a[{self.py_index[n]}]" for n in names) or "NULL"
+            # the Python wrapper: _v_n = sizer(...); _v = ffi.new("char[]", max(_v_n, 1))
+            self.decls += [f"char *ia_buf{i} = NULL;", f"Py_ssize_t ia_n{i} = 0;"]
+            self.prepare += ["{", f"    PyObject *ia_sv[{max(len(names), 1)}] = {{{argv}}};",
+                             f"    PyObject *ia_sz = ia_fast_{self.sizers[sizer_name]}(NULL, ia_sv, {len(names)}, NULL);",
+                             "    if (ia_sz == NULL)", "        goto ia_done;",
+                             f"    ia_n{i} = PyLong_AsSsize_t(ia_sz);", "    Py_DECREF(ia_sz);",
+                             f"    if (ia_n{i} == -1 && PyErr_Occurred())", "        goto ia_done;", "}",
+                             f"if ((ia_buf{i} = (char *)PyMem_Calloc(ia_n{i} > 1 ? (size_t)ia_n{i} : 1, 1)) == NULL) {{",
+                             "    PyErr_NoMemory();", "    goto ia_done;", "}"]
+            self.cleanup.append(f"PyMem_Free(ia_buf{i});")
+            size = f"(ia_n{i} > 1 ? (size_t)ia_n{i} : 1)"
+            # bytes(ffi.buffer(_v, _v_n)): a negative size is the whole buffer
+            self.outs.append(f"PyBytes_FromStringAndSize(ia_buf{i}, ia_n{i} >= 0 ? ia_n{i} : 1)"
+                             if p.string.binary else f"ia_str_n(ia_buf{i}, {size})")
+            self.args.append(f"ia_buf{i}")
+            return
+        assert p.string.capacity is not None
+        cap = p.string.capacity
+        size_n = max(cap, 1)  # as the Python wrapper: char[max(n, 1)], the capacity argument stays n
+        if size_n <= FAST_STACK_BUFFER_MAX:
+            self.decls.append(f"char ia_buf{i}[{size_n}];")
+            self.prepare.append(f"memset(ia_buf{i}, 0, sizeof ia_buf{i});")
+        else:
+            self.decls.append(f"char *ia_buf{i} = NULL;")
+            self.prepare += [f"if ((ia_buf{i} = (char *)PyMem_Calloc({size_n}, 1)) == NULL) {{",
+                             "    PyErr_NoMemory();", "    goto ia_done;", "}"]
+            self.cleanup.append(f"PyMem_Free(ia_buf{i});")
+        self.args.append(f"ia_buf{i}")
+        self.outs.append(f"PyBytes_FromStringAndSize(ia_buf{i}, {cap})" if p.string.binary
+                         else f"ia_str_n(ia_buf{i}, {size_n})")
+
+
+class _NoFastPath(Exception):
+    """A parameter or result the C fast path cannot express: the function keeps its Python wrapper."""
+
 
 def fast_path(f: BoundFunction, lib: BoundLibrary, doc: str, typedefs: Mapping[str, Typedef], ct_base: int = 0,
               sizers: Mapping[str, int] | None = None) -> FastPath | None:
@@ -336,18 +573,18 @@ def fast_path(f: BoundFunction, lib: BoundLibrary, doc: str, typedefs: Mapping[s
         if _scalar(result, typedefs) != "int":
             return None
         rkind = "status"
-    elif f.result_kind == "void":
+    elif f.result_kind is ValueKind.VOID:
         rkind = "void"
-    elif f.result_kind in ("int", "float"):
+    elif f.result_kind in (ValueKind.INT, ValueKind.FLOAT):
         if _scalar(result, typedefs) != f.result_kind:
             return None
         rkind = f.result_kind
-    elif f.result_kind == "str":
+    elif f.result_kind is ValueKind.STR:
         pointee = _pointee(result, typedefs)
         if pointee is None or not _is_char(pointee, typedefs):
             return None
         rkind = "str"
-    elif f.result_kind in ("cdata", "struct") and _spellable(result):
+    elif f.result_kind in (ValueKind.CDATA, ValueKind.STRUCT) and _spellable(result):
         r = resolve(result, typedefs)
         if isinstance(r, Pointer):
             rkind = "pointer"
@@ -364,10 +601,8 @@ def fast_path(f: BoundFunction, lib: BoundLibrary, doc: str, typedefs: Mapping[s
     while required > 0 and py_params[required - 1].nullable:
         required -= 1
     py_index = {p.name: k for k, p in enumerate(py_params)}
-    low = _Lowering(ct_base)
-    heap: list[str] = []
     for p in params:
-        if p.role == "out_buffer":
+        if p.role is Role.OUT_BUFFER:
             if p.string is None:
                 return None
             if p.string.size_function is not None:
@@ -376,186 +611,14 @@ def fast_path(f: BoundFunction, lib: BoundLibrary, doc: str, typedefs: Mapping[s
             elif p.string.capacity is None or p.string.length_param is None:
                 return None
     capacity = {p.string.length_param.value: p.string.capacity for p in params
-                if p.role == "out_buffer" and p.string is not None and p.string.length_param is not None
+                if p.role is Role.OUT_BUFFER and p.string is not None and p.string.length_param is not None
                 and p.string.capacity is not None}
-    for i, p in enumerate(params):
-        o = f"ia_a[{py_index[p.name]}]" if p.name in py_index else ""
-        t = p.type
-        if not _spellable(t):
-            return None
-        r = resolve(t, typedefs)
-        if p.role == "in":
-            kind = _scalar(t, typedefs)
-            if kind is not None:
-                if p.nullable or p.py_type != kind:
-                    return None
-                low.decls.append(f"{_spell(t, f'a{i}')};")
-                conv = "IA_IN_INT" if kind == "int" else "IA_IN_FLOAT"
-                low.convert.append(f"{conv}({_spell(t)}, {o}, a{i});")
-            elif isinstance(r, (Pointer, Array)):
-                low.decls.append(f"{_pointer_local(t, r, f'a{i}')};")
-                function_pointer = isinstance(r, Pointer) and isinstance(resolve(r.pointee, typedefs), FunctionProto)
-                low.pointer_arg(i, o, p.nullable, function_pointer)
-            elif isinstance(r, (RecordRef, InlineRecord)) and not p.nullable:  # a struct by value
-                low.decls.append(f"{_spell(t, f'a{i}')};")
-                low.convert += [f"if (_cffi_to_c((char *)&a{i}, IA_CT({low.ct(i, False)}), {o}) < 0)",
-                                "    goto ia_done;"]
-            else:
-                return None
-            low.args.append(f"a{i}")
-        elif p.role == "in_str":
-            if not isinstance(r, Pointer):
-                return None
-            # the Python wrapper: _v = v.encode() if isinstance(v, str) else v; cffi then converts _v
-            low.decls += [f"{_spell(t, f'a{i}')};", f"PyObject *ia_s{i} = NULL;"]
-            low.prepare += [f"if (PyUnicode_Check({o}) && (ia_s{i} = PyUnicode_AsUTF8String({o})) == NULL)",
-                            "    goto ia_done;"]
-            low.cleanup.append(f"Py_XDECREF(ia_s{i});")
-            low.pointer_arg(i, f"(ia_s{i} != NULL ? ia_s{i} : {o})", p.nullable, False)
-            low.args.append(f"a{i}")
-        elif p.role == "in_array":
-            if not isinstance(r, (Pointer, Array)):
-                return None
-            element = resolve(r.pointee if isinstance(r, Pointer) else r.element, typedefs)
-            if (isinstance(element, Builtin) and element.name == "void") or isinstance(element, FunctionProto):
-                return None  # (cffi cannot make such an array: the Python wrapper's TypeError, or no C size)
-            if isinstance(element, RecordRef) and not any(
-                    (c.kind, c.tag) == (element.kind, element.tag) and c.fields is not None for c in lib.header.records):
-                return None
-            if "ia_keep" not in "".join(low.decls):
-                low.decls.append("PyObject *ia_keep = NULL;")
-                low.cleanup.append("Py_XDECREF(ia_keep);")
-            low.decls += [f"{_pointer_local(t, r, f'a{i}')} = NULL;", f"void *ia_m{i} = NULL;"]
-            low.prepare += [f"if (ia_array({o}, ia_ct[{low.ct(i, True)}], sizeof *a{i}, {1 if p.terminated else 0}, "
-                            f"&ia_m{i}, &ia_keep) < 0)", "    goto ia_done;", f"a{i} = ia_m{i};"]
-            low.cleanup.append(f"PyMem_Free(ia_m{i});")
-            low.args.append(f"a{i}")
-        elif p.role == "len":
-            if _scalar(t, typedefs) != "int" or any(n not in py_index for n in p.len_of):
-                return None
-            first = f"ia_a[{py_index[p.len_of[0]]}]"
-            low.decls += [f"{_spell(t, f'a{i}')};", f"Py_ssize_t ia_n{i} = 0;"]
-            low.prepare += [f"if ({first} != Py_None && (ia_n{i} = PyObject_Length({first})) < 0)", "    goto ia_done;"]
-            for other in p.len_of[1:]:
-                ob = f"ia_a[{py_index[other]}]"
-                message = f"{other} must have as many items as {p.len_of[0]}"
-                low.prepare += [f"if ({ob} != Py_None) {{", f"    Py_ssize_t ia_m = PyObject_Length({ob});",
-                                "    if (ia_m < 0)", "        goto ia_done;",
-                                f"    if (ia_m != ia_n{i}) {{", f"        ia_fast_invalid({f.index}, {c_string(message)});",
-                                "        goto ia_done;", "    }", "}"]
-            low.convert.append(f"IA_IN_LEN({_spell(t)}, ia_n{i}, a{i});")
-            low.args.append(f"a{i}")
-        elif p.role in ("out", "inout", "errcode"):
-            pointee = _pointee(t, typedefs)
-            if pointee is None or not _spellable(pointee):
-                return None
-            kind = _scalar(pointee, typedefs)
-            pt = _spell(pointee)
-            if p.role == "errcode":
-                if kind != "int":
-                    return None
-                low.decls.append(f"{_spell(pointee, f'o{i}')} = 0;")
-                low.checks += [f"if (IA_UNLIKELY(o{i} != 0)) {{",
-                               f"    ia_fast_fail(IA_FROM_INT({pt}, o{i}), {f.index});", "    goto ia_done;", "}"]
-                low.args.append(f"&o{i}")
-                continue
-            if _is_record(pointee, typedefs):  # an in-out struct: ffi.new(T *, v) as the Python wrapper, v[0] back
-                if p.role != "inout":
-                    return None
-                k = low.ct(i, False)
-                low.decls += [f"PyObject *ia_o{i} = NULL;", f"{_spell(t, f'a{i}')};"]
-                low.prepare += [f"if ((ia_o{i} = ia_new(ia_ct[{k}], {o})) == NULL)", "    goto ia_done;",
-                                f"a{i} = (void *)_cffi_to_c_pointer(ia_o{i}, IA_CT({k}));"]
-                low.cleanup.append(f"Py_XDECREF(ia_o{i});")
-                low.args.append(f"a{i}")
-                low.outs.append(f"ia_item0(ia_o{i})")
-                continue
-            if kind is not None and p.py_result == kind:
-                if p.role == "inout":
-                    low.decls.append(f"{_spell(pointee, f'o{i}')};")
-                    conv = "IA_INOUT_INT" if kind == "int" else "IA_INOUT_FLOAT"
-                    low.prepare.append(f"{conv}({pt}, {o}, o{i});")
-                else:
-                    low.decls.append(f"{_spell(pointee, f'o{i}')} = 0;")
-                low.outs.append(f"IA_FROM_INT({pt}, o{i})" if kind == "int" else f"PyFloat_FromDouble((double)o{i})")
-            elif kind is None and isinstance(resolve(pointee, typedefs), Pointer):  # a handle or other pointer
-                k = low.ct(i, True)
-                low.decls.append(f"{_spell(pointee, f'o{i}')} = NULL;")
-                if p.role == "inout":  # ffi.new(T *, v): None is NULL
-                    low.prepare += [f"if ({o} != Py_None && _cffi_to_c((char *)&o{i}, IA_CT({k}), {o}) < 0)",
-                                    "    goto ia_done;"]
-                low.outs.append(f"_cffi_from_c_pointer((char *)o{i}, IA_CT({k}))")
-            else:
-                return None
-            low.args.append(f"&o{i}")
-        elif p.role == "out_struct":
-            # a zeroed local (as ffi.new's storage), passed by address and returned by value: no ffi.new
-            r = resolve(t, typedefs)
-            pointee = r.pointee if isinstance(r, Pointer) else r.element if isinstance(r, Array) else None
-            if pointee is None or not _spellable(pointee):
-                return None
-            k = low.ct(i, True)
-            low.decls.append(f"{_spell(pointee, f'o{i}')};")
-            low.prepare.append(f"memset(&o{i}, 0, sizeof o{i});")
-            low.args.append(f"&o{i}")
-            low.outs.append(f"_cffi_from_c_struct((char *)&o{i}, IA_CT({k}))")
-        elif p.role == "out_str":
-            pointee = _pointee(t, typedefs)
-            inner = None if pointee is None else _pointee(pointee, typedefs)
-            if pointee is None or inner is None or not _is_char(inner, typedefs):
-                return None
-            low.decls.append(f"{_spell(pointee, f'o{i}')} = NULL;")
-            low.args.append(f"&o{i}")
-            low.outs.append(f"ia_str(o{i})")
-        elif p.role == "capacity":
-            if p.c_name not in capacity or _scalar(t, typedefs) != "int":
-                return None
-            low.args.append(f"({_spell(t)}){capacity[p.c_name]}")
-        elif p.role == "out_buffer":
-            assert p.string is not None
-            pointee = _pointee(t, typedefs)
-            if pointee is None or not _is_char(pointee, typedefs):
-                return None
-            if p.string.size_function is not None:
-                assert sizers is not None
-                sizer_name = p.string.size_function.value
-                sizer = next(q for q in lib.functions if q.public == sizer_name)
-                names = [q.name for q in sizer.params if q.role in PY_IN_ROLES]
-                if any(n not in py_index for n in names):
-                    return None
-                argv = ", ".join(f"ia_a[{py_index[n]}]" for n in names) or "NULL"
-                # the Python wrapper: _v_n = sizer(...); _v = ffi.new("char[]", max(_v_n, 1))
-                low.decls += [f"char *ia_buf{i} = NULL;", f"Py_ssize_t ia_n{i} = 0;"]
-                low.prepare += ["{", f"    PyObject *ia_sv[{max(len(names), 1)}] = {{{argv}}};",
-                                f"    PyObject *ia_sz = ia_fast_{sizers[sizer_name]}(NULL, ia_sv, {len(names)}, NULL);",
-                                "    if (ia_sz == NULL)", "        goto ia_done;",
-                                f"    ia_n{i} = PyLong_AsSsize_t(ia_sz);", "    Py_DECREF(ia_sz);",
-                                f"    if (ia_n{i} == -1 && PyErr_Occurred())", "        goto ia_done;", "}",
-                                f"if ((ia_buf{i} = (char *)PyMem_Calloc(ia_n{i} > 1 ? (size_t)ia_n{i} : 1, 1)) == NULL) {{",
-                                "    PyErr_NoMemory();", "    goto ia_done;", "}"]
-                low.cleanup.append(f"PyMem_Free(ia_buf{i});")
-                size = f"(ia_n{i} > 1 ? (size_t)ia_n{i} : 1)"
-                # bytes(ffi.buffer(_v, _v_n)): a negative size is the whole buffer
-                low.outs.append(f"PyBytes_FromStringAndSize(ia_buf{i}, ia_n{i} >= 0 ? ia_n{i} : 1)"
-                                if p.string.binary else f"ia_str_n(ia_buf{i}, {size})")
-                low.args.append(f"ia_buf{i}")
-                continue
-            assert p.string.capacity is not None
-            cap = p.string.capacity
-            size_n = max(cap, 1)  # as the Python wrapper: char[max(n, 1)], the capacity argument stays n
-            if size_n <= FAST_STACK_BUFFER_MAX:
-                low.decls.append(f"char ia_buf{i}[{size_n}];")
-                low.prepare.append(f"memset(ia_buf{i}, 0, sizeof ia_buf{i});")
-            else:
-                low.decls.append(f"char *ia_buf{i} = NULL;")
-                low.prepare += [f"if ((ia_buf{i} = (char *)PyMem_Calloc({size_n}, 1)) == NULL) {{",
-                                "    PyErr_NoMemory();", "    goto ia_done;", "}"]
-                low.cleanup.append(f"PyMem_Free(ia_buf{i});")
-            low.args.append(f"ia_buf{i}")
-            low.outs.append(f"PyBytes_FromStringAndSize(ia_buf{i}, {cap})" if p.string.binary
-                            else f"ia_str_n(ia_buf{i}, {size_n})")
-        else:
-            return None
+    low = _Lowering(ct_base, f, lib, typedefs, py_index, capacity, sizers)
+    try:
+        for i, p in enumerate(params):
+            low.param(i, p)
+    except _NoFastPath:
+        return None
 
     n = len(py_params)
     names = [p.name for p in py_params]
@@ -660,7 +723,7 @@ def fast_paths(lib: BoundLibrary, wrappers: Mapping[str, Wrapper]) -> tuple[Fast
     # size functions first: a string out sized by one is expressible when the size function has a fast path that
     # returns one int (it is called in C)
     sizer_names = {p.string.size_function.value for f in lib.functions for p in f.params
-                   if p.role == "out_buffer" and p.string is not None and p.string.size_function is not None}
+                   if p.role is Role.OUT_BUFFER and p.string is not None and p.string.size_function is not None}
     sizers = {f.public: f.index for f in lib.functions if f.public in sizer_names and _one_int(f, typedefs)
               and fast_path(f, lib, "", typedefs) is not None}
     out = []
@@ -676,7 +739,7 @@ def fast_paths(lib: BoundLibrary, wrappers: Mapping[str, Wrapper]) -> tuple[Fast
 def _one_int(f: BoundFunction, typedefs: Mapping[str, Typedef]) -> bool:
     """Whether ``f``'s checked wrapper returns exactly one int (an integer out parameter, on a status)."""
     outs = [p for p in f.params if p.role in OUT_ROLES]
-    if not f.returns_status or f.status_codes or len(outs) != 1 or outs[0].role != "out":
+    if not f.returns_status or f.status_codes or len(outs) != 1 or outs[0].role is not Role.OUT:
         return False
     pointee = _pointee(outs[0].type, typedefs)
     return pointee is not None and _scalar(pointee, typedefs) == "int" and outs[0].py_result == "int"
@@ -684,11 +747,11 @@ def _one_int(f: BoundFunction, typedefs: Mapping[str, Typedef]) -> bool:
 
 def raw_result(f: BoundFunction) -> str:
     """The annotation of an unchecked call's return value."""
-    if f.returns_status or f.result_kind == "int":
+    if f.returns_status or f.result_kind is ValueKind.INT:
         return "int"
-    if f.result_kind == "void":
+    if f.result_kind is ValueKind.VOID:
         return "None"
-    if f.result_kind == "float":
+    if f.result_kind is ValueKind.FLOAT:
         return "float"
     return "Any"
 

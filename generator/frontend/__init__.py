@@ -10,9 +10,12 @@ import functools
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import assert_never
 
 from ..diagnostics import Diagnostic, UserError
-from ..ir import Array, CType, FunctionProto, Header, InlineRecord, Location, Pointer
+from ..ir import (
+    Array, Builtin, CType, EnumRef, FunctionProto, Header, InlineEnum, InlineRecord, Location, Pointer, RecordRef, TypedefRef,
+)
 
 __all__ = ["ParseRequest", "parse", "gcc_include_dir", "not_utf8_macro", "check_depth", "FRONTENDS", "MAX_TYPE_DEPTH"]
 
@@ -88,14 +91,19 @@ def _type_depth(t: CType) -> int:
         deepest = max(deepest, depth)
         if depth > MAX_TYPE_DEPTH:
             break
-        if isinstance(node, Pointer):
-            todo.append((node.pointee, depth + 1))
-        elif isinstance(node, Array):
-            todo.append((node.element, depth + 1))
-        elif isinstance(node, FunctionProto):
-            todo += [(node.result, depth + 1)] + [(p.type, depth + 1) for p in node.params]
-        elif isinstance(node, InlineRecord):
-            todo += [(f.type, depth + 1) for f in node.record.fields or ()]
+        match node:
+            case Pointer():
+                todo.append((node.pointee, depth + 1))
+            case Array():
+                todo.append((node.element, depth + 1))
+            case FunctionProto():
+                todo += [(node.result, depth + 1)] + [(p.type, depth + 1) for p in node.params]
+            case InlineRecord():
+                todo += [(f.type, depth + 1) for f in node.record.fields or ()]
+            case Builtin() | TypedefRef() | RecordRef() | EnumRef() | InlineEnum():
+                pass  # a leaf
+            case _:
+                assert_never(node)
     return deepest
 
 
