@@ -49,7 +49,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '5b9d4bda91ca762c0e35ee43'
+BUILD_ID = '<build id>'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

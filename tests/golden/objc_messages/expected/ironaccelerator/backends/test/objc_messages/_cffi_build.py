@@ -13,7 +13,7 @@ from typing import Any
 MODULE = "ironaccelerator.backends.test.objc_messages._cffi"
 ABI_MODULE = "ironaccelerator.backends.test.objc_messages._cffi_abi"
 # the digest of the build inputs (the cdefs, trampolines.c, ia_objc.h, this file's template): both modules carry it
-BUILD_ID = "5b9d4bda91ca762c0e35ee43"
+BUILD_ID = "<build id>"
 OPTIMIZE = "-O2"
 HERE = Path(__file__).resolve().parent
 
