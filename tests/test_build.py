@@ -1,7 +1,7 @@
 """``ironaccel-gen build`` (generator/build.py) builds only what changed, several modules at a time (issue 15 item 4).
 
-Each test builds copies of three golden cases' expected library output (tests/golden/<case>/expected: small
-generated libraries that compile in about a second each) in a temporary package.
+Each test builds copies of three golden cases' library output (tests/golden/<case>, generated once per module:
+small libraries that compile in about a second each) in a temporary package.
 """
 
 from __future__ import annotations
@@ -16,17 +16,24 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, core_text
+from test_golden import generate, library_files
 
-from ironaccelerator_gen import build
+from ironaccelerator_gen import build, pipeline
 
 GOLDEN = ROOT / "tests" / "golden"
 CASES = ("constants", "errors", "strings")
 
 
+@pytest.fixture(scope="module")
+def case_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The three cases' whole library output (their expected/ holds only the files each case compares)."""
+    files = generate(list(CASES), tmp_path_factory.mktemp("cases"))
+    return {rel: text for case in CASES for rel, text in library_files(case, files).items()}
+
+
 @pytest.fixture
-def out(tmp_path: Path) -> Path:
-    for case in CASES:
-        shutil.copytree(GOLDEN / case / "expected", tmp_path / "gen", dirs_exist_ok=True)
+def out(tmp_path: Path, case_files: dict[str, str]) -> Path:
+    pipeline.write(case_files, tmp_path / "gen")
     return tmp_path / "gen"
 
 
