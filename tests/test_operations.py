@@ -127,3 +127,24 @@ def test_every_generic_operation_over_a_hook_is_in_needs() -> None:
     for op, need in NEEDS.items():
         trait, _, name = need.partition(".")
         assert op in OPERATIONS and hasattr(getattr(traits, trait), name), (op, need)
+
+
+def test_gpu_backends_subtract_what_their_vendor_spec_leaves_out() -> None:
+    """CUDA and HIP share their classes (backends/gpu.py): what one vendor's spec leaves out (a null function role,
+    an interop protocol it does not list) raises UNSUPPORTED there, and supports() says so."""
+    import dataclasses
+
+    from ironaccelerator.backends.cuda._backend import TABLES, CudaBackend
+    from ironaccelerator.backends.hip._backend import HipBackend
+
+    assert supports(CudaBackend, "Device.from_cuda_array_interface")  # interop: [dlpack, cuda_array_interface]
+    assert not supports(HipBackend, "Device.from_cuda_array_interface")  # interop: [dlpack]
+    assert supports(CudaBackend, "Stream.capture") and supports(HipBackend, "Graph.launch")
+    assert supports(CudaBackend, "Stream.prefetch") and supports(HipBackend, "Stream.prefetch")  # (one of two roles)
+
+    class NoIpc(CudaBackend):
+        tables = dataclasses.replace(TABLES, functions={**TABLES.functions, "ipc_get": None, "ipc_open": None,
+                                                        "memcpy_3d": None})
+
+    lacking = {op for op in OPERATIONS if not supports(NoIpc, op)}
+    assert lacking == {"Device.import_ipc", "Allocation.export_ipc", "Stream.copy_3d"}, lacking

@@ -16,6 +16,9 @@ A backend implements an operation when:
 
 and the operation making objects of that trait is implemented (no Graph operation where ``Stream.capture`` is
 not).  A base method whose code raises :func:`.traits.unsupported` is a stub: not implemented unless overridden.
+A backend class whose classes serve several vendors (``GpuBackend``: CUDA and HIP) names, in a classmethod
+``_operations_lacking()``, the overridden operations its vendor's data leaves out (a function role its spec
+leaves null, an interop protocol it does not list), which raise ``UNSUPPORTED`` there.
 
 A backend's class for each trait is found from the return annotation of the operation making its objects on the
 backend's classes (``Backend.open -> OpenCLDevice``, ``Device.create_stream -> OpenCLStream``, ...): the
@@ -125,6 +128,8 @@ def _made_class(owner: type, method: str, base: type) -> type:
 def _derive(backend: type) -> dict[str, bool]:
     classes: dict[str, type] = {"Backend": backend}
     out: dict[str, bool] = {}
+    lacking = getattr(backend, "_operations_lacking", None)
+    lacks = frozenset(lacking()) if callable(lacking) else frozenset()
 
     def implemented_(op: str) -> bool:
         if op in out:
@@ -132,7 +137,7 @@ def _derive(backend: type) -> dict[str, bool]:
         trait, _, name = op.partition(".")
         base, cls = _BASES[trait], classes[trait]
         made_by = _MADE_BY[trait]
-        if made_by is not None and not implemented_(made_by):
+        if op in lacks or (made_by is not None and not implemented_(made_by)):
             out[op] = False
             return False
         own = inspect.getattr_static(cls, name, None)
