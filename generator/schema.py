@@ -32,6 +32,15 @@ def _k(name: str, doc: str, required: bool = False) -> Key:
 
 PLATFORMS = ("linux", "windows", "darwin")
 
+# Keys the loaders once read and now refuse, each with what replaced it (a located error saying so, not the plain
+# "unknown key"): section path -> key -> the message.
+RETIRED: dict[str, dict[str, str]] = {
+    "core": {"traits": "the trait operations are the public methods of the runtime's base classes "
+                       "(runtime/ironaccelerator_runtime/traits.py); remove the section"},
+    "backend": {"operations": "what a backend implements is derived from what its runtime classes override "
+                              "(Backend.supports, `python -m ironaccelerator --json`); remove the section"},
+}
+
 SECTIONS: dict[str, Section] = {s.path: s for s in (
     # ------------------------------------------------------------------------------------------ library specs
     Section("library", "A library spec, `specs/<vendor>/<library>.yaml`: one vendor C library (or Objective-C "
@@ -245,8 +254,6 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                 _k("capability_flags", "`{<FLAG>: description}`: `CapabilityFlags`."),
                 _k("compute_tiers", "`{<TIER>: description}`: `ComputeTier`."),
                 _k("memory_kinds", "`{<KIND>: description}`: `MemoryKind`."),
-                _k("traits", "`{<Trait>: [operation, ...]}`: the operations each backend spec implements or marks "
-                   "unsupported."),
             )),
     Section("core > error_kinds > <KIND>", "One `ErrorKind`.", (
                 _k("value", "Its integer, never changed (a new kind takes a new value).", True),
@@ -275,7 +282,6 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                    "(`runtime/ironaccelerator_runtime/backends/gpu.py`), whose `SPEC_ROLES` say which roles it "
                    "needs."),
                 _k("libraries", "The bound libraries it calls, ex. `[cuda.driver, cuda.nvrtc]`."),
-                _k("operations", "Section `backend > operations`.", True),
                 _k("capabilities", "Capability translation, as data (section `backend > capabilities`)."),
                 _k("functions", "`{<role>: <function or null>}`: the vendor function of each role the runtime "
                    "calls (roles below), checked against the libraries."),
@@ -285,10 +291,6 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                 _k("module_formats", "What `Device.load_module` accepts, ex. `[ptx, elf, fatbin, source]`."),
                 _k("interop", "Interop protocols exported, ex. `[dlpack, cuda_array_interface]`."),
                 _k("soc_models", "`{<name>: {model, arch}}`: SoCs by model (QNN)."),
-            )),
-    Section("backend > operations", "Every trait operation of `core.yaml` is one or the other.", (
-                _k("implemented", "Operations the backend implements."),
-                _k("unsupported", "Operations it refuses with `UNSUPPORTED`."),
             )),
     Section("backend > capabilities", "How a device's numbers become its `Capability`.", (
                 _k("flags", "`{<key>: [FLAG, ...]}`: flags by capability key (`always` for all)."),

@@ -470,7 +470,9 @@ class SpecReader:
         return _loc(self.path, node)
 
     def mapping(self, node: yaml.Node | None, allowed: tuple[str, ...], required: tuple[str, ...] = (),
-                what: str = "mapping") -> dict[str, yaml.Node] | None:
+                what: str = "mapping", retired: Mapping[str, str] | None = None) -> dict[str, yaml.Node] | None:
+        """The keys of a mapping node, each one of ``allowed`` (if any) and every ``required`` one present; a
+        ``retired`` key (key -> what replaced it) is a located error that says so."""
         if node is None:
             return None
         if not isinstance(node, yaml.MappingNode):
@@ -480,6 +482,9 @@ class SpecReader:
         for k, v in node.value:
             if not isinstance(k, yaml.ScalarNode) or not isinstance(k.value, str):
                 self.errors.error(self.loc(k), "mapping keys must be plain strings")
+                continue
+            if retired and k.value in retired:
+                self.errors.error(self.loc(k), f"{k.value!r} is no longer a key of the {what}: {retired[k.value]}")
                 continue
             if allowed and k.value not in allowed:
                 self.errors.error(self.loc(k), f"unknown key {k.value!r} in {what}{suggest(k.value, allowed)}"
@@ -1390,7 +1395,7 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
     root = compose(display, read_spec(path, display) if text is None else text)
     errors = Collector()
     r = SpecReader(display, errors)
-    m = r.mapping(root, schema.keys("core"), schema.required("core"), "core spec") or {}
+    m = r.mapping(root, schema.keys("core"), schema.required("core"), "core spec", retired=schema.RETIRED["core"]) or {}
     kinds = []
     seen = set()
     values: dict[int, Name] = {}

@@ -1,10 +1,10 @@
 """The trait surface: ``specs/core.yaml``'s data sections and the vendor backend specs.
 
 ``specs/<vendor>/backend.yaml`` says which core backend a vendor implements, with
-which template, which trait operations it implements or marks unsupported (every
-one must be either), and its capability translation as data.  After rendering,
-:func:`check_backend_module` reads the generated module back (``ast``) and refuses
-an operation marked implemented that the backend's class does not define.
+which template and runtime module, and its capability translation as data.  No spec
+lists the trait operations: the runtime's base classes (``traits.py``) are the
+contract, and what a backend implements is derived from what its classes override
+(``ironaccelerator_runtime.operations``, ``Backend.supports``).
 
 A template shared by several vendors (``backends/gpu.py.j2``: CUDA and ROCm) renders the
 vendor differences from the spec's ``functions:``, ``constants:`` and ``types:`` role
@@ -35,9 +35,7 @@ if TYPE_CHECKING:
     from .bind import BoundLibrary
     from .objc import ObjcLibrary
 
-# the hand-written trait surface (runtime/), whose base classes implement some operations for every backend
-TRAITS = data.RUNTIME_PACKAGE / "traits.py"
-RUNTIME_BACKENDS = TRAITS.parent / "backends"  # hand-written backends the generated modules subclass
+RUNTIME_BACKENDS = data.RUNTIME_PACKAGE / "backends"  # hand-written backends the generated modules subclass
 
 UPPER = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 # what a GPU backend's load_module may accept (spec key ``module_formats``)
@@ -83,12 +81,6 @@ class DTypeSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TraitSpec:
-    name: str  # ex) Stream
-    operations: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Surface:
     """The data sections of core.yaml."""
 
@@ -100,10 +92,6 @@ class Surface:
     capability_flags: tuple[Named, ...]
     compute_tiers: tuple[Named, ...]
     memory_kinds: tuple[Named, ...]
-    traits: tuple[TraitSpec, ...]
-
-    def operations(self) -> list[str]:
-        return [f"{t.name}.{op}" for t in self.traits for op in t.operations]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,8 +106,6 @@ class BackendSpec:
     template: str  # ex) backends/opencl.py.j2
     runtime: str | None  # ex) opencl: the hand-written module ironaccelerator_runtime.backends.opencl
     libraries: tuple[str, ...]  # ex) ("opencl.cl",)
-    implemented: tuple[Name, ...]
-    unsupported: tuple[tuple[Name, str], ...]
     flags: tuple[tuple[str, tuple[str, ...]], ...]  # backend-defined key -> CapabilityFlags
     tiers: tuple[tuple[str, str], ...]  # backend-defined key -> ComputeTier
     vendors: tuple[tuple[str, str], ...]  # substring of the vendor's name -> Vendor
@@ -191,13 +177,9 @@ def load_surface(path: Path, display: str) -> Surface:
         dtypes.append(DTypeSpec(name=name.value, size=size, numeric_class=cls.value if cls else "",
                                 dlpack_code=classes[cls.value].dlpack_code if cls and cls.value in classes else 0,
                                 numpy=numpy.value if numpy else None))
-    traits = []
-    for name, node in r.keyed(m.get("traits"), "trait"):
-        ops = r.seq(node, f"operations of {name}", lambda n: r.ident(n, "operation"))
-        traits.append(TraitSpec(name=name.value, operations=tuple(o.value for o in ops)))
     surface = Surface(path=display, backend_kinds=backend_kinds, vendors=vendors, numeric_classes=numeric_classes,
                       dtypes=tuple(dtypes), capability_flags=table("capability_flags"),
-                      compute_tiers=table("compute_tiers"), memory_kinds=table("memory_kinds"), traits=tuple(traits))
+                      compute_tiers=table("compute_tiers"), memory_kinds=table("memory_kinds"))
     errors.check()
     return surface
 
@@ -209,7 +191,8 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     if root is None:
         errors.error(Location(file=display, line=1, col=1), "the backend spec is empty")
         errors.check()
-    m = r.mapping(root, schema.keys("backend"), schema.required("backend"), "backend spec") or {}
+    m = r.mapping(root, schema.keys("backend"), schema.required("backend"), "backend spec",
+                  retired=schema.RETIRED["backend"]) or {}
     kinds = [b.name for b in surface.backend_kinds]
     kind = r.ident(m.get("backend"), "backend")
     if kind is not None and kind.value not in kinds:
@@ -225,24 +208,6 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
                      f"({RUNTIME_BACKENDS.relative_to(RUNTIME_BACKENDS.parents[2]).as_posix()}/){suggest(runtime.value, known)}")
     libraries = r.seq(m.get("libraries"), "libraries", lambda n: r.string(n, "library", re.compile(r"[a-z0-9_]+\.[a-z0-9_]+\Z"),
                                                                              ": expected vendor.library"))
-    om = r.mapping(m.get("operations"), schema.keys("backend > operations"), (), "operations") or {}
-    all_ops = surface.operations()
-    implemented = r.seq(om.get("implemented"), "implemented", lambda n: r.string(n, "operation", re.compile(r"\w+\.\w+\Z")))
-    unsupported = []
-    for op, node in _keys(r, om.get("unsupported")):
-        reason = r.scalar(node, f"reason for {op}") or ""
-        unsupported.append((op, reason))
-    seen: dict[str, Name] = {}
-    for op in list(implemented) + [o for o, _ in unsupported]:
-        if op.value not in all_ops:
-            errors.error(op.location, f"'{op}' is not a trait operation of {surface.path}{suggest(op.value, all_ops)}")
-        elif op.value in seen:
-            errors.error(op.location, f"'{op}' is listed both as implemented and unsupported (or twice)")
-        seen[op.value] = op
-    missing = [op for op in all_ops if op not in seen]
-    if missing and kind is not None:
-        errors.error(om and r.loc(m["operations"]) or Location(file=display, line=1, col=1),
-                     f"the {kind} backend neither implements nor marks unsupported: {', '.join(missing)}")
     cm = r.mapping(m.get("capabilities"), schema.keys("backend > capabilities"), (),
                    "capabilities") or {}
     flag_names = [f.name for f in surface.capability_flags]
@@ -296,13 +261,12 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     errors.check()
     if not (kind and vendor and prefix and template):  # an empty file, or not a mapping at all
         raise UserError([Diagnostic(location=Location(file=display, line=1, col=1),
-                                    message="a backend spec needs 'backend', 'vendor', 'class_prefix', 'template' "
-                                            "and 'operations' (the file is empty or not a mapping)")])
+                                    message="a backend spec needs 'backend', 'vendor', 'class_prefix' and "
+                                            "'template' (the file is empty or not a mapping)")])
     return BackendSpec(path=display, location=Location(file=display, line=1, col=1), kind=kind.value,
                        vendor=vendor.value, class_prefix=prefix.value, template=template.value,
                        runtime=runtime.value if runtime else None,
-                       libraries=tuple(x.value for x in libraries), implemented=implemented,
-                       unsupported=tuple(unsupported), flags=tuple(flags), tiers=tuple(tiers), vendors=tuple(vendors),
+                       libraries=tuple(x.value for x in libraries), flags=tuple(flags), tiers=tuple(tiers), vendors=tuple(vendors),
                        functions=tuple(functions), constants=tuple(constants), types=tuple(types),
                        match=match.value if match else "exact", arch_field=arch_field,
                        module_formats=module_formats, interop=interop, sections=sections, soc_models=soc_models,
@@ -416,46 +380,6 @@ def _keys(r: SpecReader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]
     return out
 
 
-def core_operations(traits_source: str, surface: Surface) -> set[str]:
-    """Operations the runtime's ``traits.py`` implements itself for every backend (``Device.memory_pool``):
-    its base-class methods whose body is more than ``raise unsupported(...)``."""
-    out = set()
-    traits = {t.name: set(t.operations) for t in surface.traits}
-    for cls in ast.parse(traits_source).body:
-        if not isinstance(cls, ast.ClassDef) or cls.name not in traits:
-            continue
-        for f in cls.body:
-            if not isinstance(f, ast.FunctionDef) or f.name not in traits[cls.name]:
-                continue
-            body = [st for st in f.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
-            stub = (len(body) == 1 and isinstance(body[0], ast.Raise) and isinstance(body[0].exc, ast.Call)
-                    and isinstance(body[0].exc.func, ast.Name) and body[0].exc.func.id == "unsupported")
-            if not stub:
-                out.add(f"{cls.name}.{f.name}")
-    return out
-
-
-def _class_table(tree: ast.Module) -> dict[str, tuple[set[str], list[str]]]:
-    """Class name -> (its methods, the last component of each base's name)."""
-    out = {}
-    for n in tree.body:
-        if isinstance(n, ast.ClassDef):
-            bases = [b.attr if isinstance(b, ast.Attribute) else b.id if isinstance(b, ast.Name) else "" for b in n.bases]
-            out[n.name] = ({f.name for f in n.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}, bases)
-    return out
-
-
-def _methods(table: dict[str, tuple[set[str], list[str]]], name: str, seen: frozenset[str] = frozenset()) -> set[str]:
-    """The methods of ``name`` and of its bases defined in the same module (the trait bases are ``generic``)."""
-    if name not in table or name in seen:
-        return set()
-    own, bases = table[name]
-    out = set(own)
-    for b in bases:
-        out |= _methods(table, b, seen | {name})
-    return out
-
-
 def spec_roles(runtime_source: str) -> dict[str, dict[str, str]] | None:
     """The ``SPEC_ROLES`` literal of a hand-written runtime module (section -> role -> when it is needed: ``""``
     always, ``"f"`` when the function role f is bound, ``"!f"`` when it is null), or None where it has none."""
@@ -480,44 +404,6 @@ class NeededRoles:
     functions: tuple[str, ...]  # ex) ("init", "driver_version", ...)
     constants: tuple[str, ...]
     types: tuple[str, ...]
-
-
-def check_backend_module(spec: BackendSpec, source: str, generic: set[str], runtime_source: str | None = None) -> None:
-    """Refuse a rendered backend whose classes lack an operation its spec says is implemented.
-
-    ``generic``: the operations the core implements for every backend (see :func:`core_operations`).
-    ``runtime_source``: the hand-written module the spec names (``runtime:``), whose classes the rendered
-    module subclasses or re-exports.
-    """
-    tree = ast.parse(source)
-    rendered = _class_table(tree)
-    runtime = _class_table(ast.parse(runtime_source)) if runtime_source is not None else {}
-    module = f"ironaccelerator_runtime.backends.{spec.runtime}"
-    classes = {name: _methods(runtime, alias.name) for n in tree.body
-               if isinstance(n, ast.ImportFrom) and n.module == module
-               for alias in n.names for name in [alias.asname or alias.name] if alias.name in runtime}
-    for name, (own, bases) in rendered.items():
-        classes[name] = set(own).union(*(_methods(runtime, b) for b in bases))
-    where = spec.template + (f" (over {module})" if spec.runtime else "")
-    problems = []
-    for op in spec.implemented:
-        trait, _, method = op.value.partition(".")
-        cls = spec.class_prefix + trait
-        if op.value in generic:
-            continue
-        if cls not in classes:
-            problems.append(Diagnostic(location=op.location, message=f"{where} defines no class {cls} "
-                                       f"for the implemented operation {op}"))
-        elif method not in classes[cls]:
-            problems.append(Diagnostic(location=op.location, message=f"{op} is marked implemented but "
-                                       f"{where}'s {cls} does not define {method}()"))
-    for op, _ in spec.unsupported:
-        trait, _, method = op.value.partition(".")
-        if method in classes.get(spec.class_prefix + trait, set()):
-            problems.append(Diagnostic(location=op.location, message=f"{op} is marked unsupported but "
-                                       f"{where} defines it"))
-    if problems:
-        raise UserError(problems)
 
 
 class RoleTable:
@@ -671,8 +557,7 @@ class RoleTable:
         return out
 
 
-__all__ = ["Surface", "BackendSpec", "RoleTable", "NeededRoles", "load_surface", "load_backend", "check_backend_module",
-           "spec_roles", "IDENT"]
+__all__ = ["Surface", "BackendSpec", "RoleTable", "NeededRoles", "load_surface", "load_backend", "spec_roles", "IDENT"]
 
 
 def gpu_families(spec: BackendSpec, objc: Mapping[str, ObjcLibrary]) -> tuple[tuple[str, int], ...]:
@@ -708,7 +593,6 @@ def render_surface(env: jinja2.Environment, surface: Surface, backends: list[Bac
         "ironaccelerator/__main__.py": env.get_template("core/__main__.py.j2").render(**ctx),
     }
     problems: list[Diagnostic] = []
-    generic = core_operations(TRAITS.read_text(encoding="utf-8"), surface)
     for b in backends:
         missing = [lib for lib in b.libraries if lib not in libraries and lib not in objc]
         if missing:
@@ -731,9 +615,7 @@ def render_surface(env: jinja2.Environment, surface: Surface, backends: list[Bac
             continue
         problems += roles.unused()
         try:
-            check_backend_module(b, text, generic, runtime_source)
-        except UserError as e:
-            problems += e.diagnostics
+            ast.parse(text)
         except SyntaxError as e:
             problems.append(Diagnostic(location=b.location, message=f"{b.template} renders invalid Python: {e}"))
         out[f"ironaccelerator/backends/{b.vendor}/_backend.py"] = text

@@ -2401,3 +2401,85 @@ def test_errors_name_their_backend_and_a_function(device: Device, stream: Stream
     assert seen >= 20, seen
     stream.synchronize()
     a.free()
+
+
+# ------------------------------------------------------------------ the surface a backend implements, asked
+
+
+# arguments an operation checks before it reaches what the backend lacks (a generic base method over a hook)
+_VALID_ARGS: dict[str, Callable[[], tuple[Any, ...]]] = {"from_dlpack": lambda: (np.zeros(16, np.float32),)}
+
+
+def _dummy_call(obj: object, name: str) -> object:
+    """``obj.name`` called with None for each required argument (an operation the backend leaves to the base
+    raises UNSUPPORTED before reading any; _VALID_ARGS where it checks them first), or read where it is a
+    property."""
+    import inspect
+
+    attr = getattr(obj, name)
+    if not callable(attr):
+        return attr
+    if name in _VALID_ARGS:
+        return attr(*_VALID_ARGS[name]())
+    params = [p for p in inspect.signature(attr).parameters.values()
+              if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return attr(*[None] * len(params))
+
+
+def test_supports_is_false_exactly_where_the_operation_raises_unsupported(backend: Backend, device: Device,
+                                                                            stream: Stream) -> None:
+    """``Backend.supports(op)``, derived from what the backend's classes override: False for every operation
+    that raises UNSUPPORTED when called (each is called), True for every operation the live objects' classes
+    override, and in agreement with the operations this suite declares unsupported (UNSUPPORTED above: an
+    operation-level entry like ``Stream.capture()`` is not supported; an argument-level one like
+    ``Device.alloc(MemoryKind.HOST)`` is an implemented operation refusing that argument)."""
+    import inspect
+
+    from ironaccelerator_runtime import traits
+    from ironaccelerator_runtime.operations import OPERATIONS, TRAITS
+
+    kernel, _, _ = _vector_add(device, 64)
+    alloc = device.alloc(64)
+    objects: dict[str, object] = {"Backend": backend, "Device": device, "Allocation": alloc,
+                                  "MemoryPool": device.memory_pool(), "Stream": stream,
+                                  "Event": stream.record_event(), "Kernel": kernel}
+    module = getattr(kernel, "module", None)
+    if module is not None:
+        objects["Module"] = module
+    made_by = {base.__name__: op for base, op in TRAITS}
+    try:
+        assert backend.operations() == tuple(op for op in OPERATIONS if backend.supports(op))
+        for op in OPERATIONS:
+            trait, _, name = op.partition(".")
+            obj = objects.get(trait)
+            if backend.supports(op):
+                continue
+            if obj is None:  # (no live object of the trait here: the operation making one is not supported either)
+                assert not backend.supports(made_by[trait]), op
+                continue
+            try:
+                r = _dummy_call(obj, name)
+            except Error as e:
+                r = e
+            assert isinstance(r, Error) and r.kind is ErrorKind.UNSUPPORTED, (op, r)
+        for trait, obj in objects.items():
+            base = getattr(traits, trait)
+            for op in OPERATIONS:
+                t, _, name = op.partition(".")
+                if t == trait and inspect.getattr_static(type(obj), name) is not inspect.getattr_static(base, name):
+                    assert backend.supports(op), f"{type(obj).__name__} overrides {name}, yet {op} is not supported"
+        for declared in UNSUPPORTED.get(backend.kind, {}):
+            op, _, args = declared.partition("(")
+            assert backend.supports(op) is (args.rstrip(")") != ""), declared
+    finally:
+        alloc.free()
+    stream.synchronize()
+
+
+def test_supports_refuses_a_name_that_is_not_an_operation(backend: Backend) -> None:
+    for bad in ("Stream.captur", "capture", "", None, 3):
+        with pytest.raises(Error) as ei:
+            backend.supports(bad)  # type: ignore[arg-type]
+        assert kind_of(ei) is ErrorKind.INVALID_VALUE and ei.value.backend == backend.kind.name
+        assert ei.value.function == "Backend.supports" and "Stream.capture" in str(ei.value), str(ei.value)
+    assert backend.supports("Stream.launch") and backend.supports("Device.alloc")

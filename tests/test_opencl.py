@@ -341,6 +341,12 @@ def test_python_dash_m_ironaccelerator_json() -> None:
     assert d["limits"]["max_threads_per_block"] >= 1 and len(d["limits"]["max_block"]) == 3
     for e in data:
         assert e["available"] or e["error_kind"], e
+    # the trait operations each backend implements, derived from its classes (Backend.operations())
+    registry = BackendRegistry.default()
+    assert ocl["operations"] == list(registry.get(BackendKind.OPENCL).operations())
+    assert "Stream.launch" in ocl["operations"] and "Stream.capture" not in ocl["operations"]
+    cuda = next(e for e in data if e["backend"] == "CUDA")  # (listed whether or not its library loads here)
+    assert "Stream.capture" in cuda["operations"] and "Kernel.max_active_blocks" in cuda["operations"]
     qnn = next(e for e in data if e["backend"] == "QNN")
     if qnn["available"]:
         assert qnn["versions"]["core_api"].startswith("2.") and qnn["devices"][0]["id"] == "qnn:0"
@@ -377,27 +383,32 @@ def test_generator_accepts_the_unmodified_backend_spec(tmp_specs: Path) -> None:
     assert [b.kind for b in result.backends] == ["OPENCL"]
 
 
-def test_generator_refuses_an_operation_neither_implemented_nor_unsupported(tmp_specs: Path) -> None:
+def test_backend_spec_listing_operations_is_a_located_error(tmp_specs: Path) -> None:
+    """``operations:`` is retired: what a backend implements is derived from its runtime classes
+    (Backend.supports); a spec still carrying the list is told so where it wrote it, not silently accepted."""
     from ironaccelerator_gen.diagnostics import UserError
 
-    _edit_backend(tmp_specs, " Stream.query,", "")
+    _edit_backend(tmp_specs, "libraries: [opencl.cl]\n", "libraries: [opencl.cl]\n\noperations:\n"
+                  "  implemented: [Backend.devices, Backend.open]\n")
+    line = (tmp_specs / "opencl" / "backend.yaml").read_text().splitlines().index("operations:") + 1
     with pytest.raises(UserError) as ei:
         _compile(tmp_specs)
     msg = str(ei.value)
-    assert "neither implements nor marks unsupported: Stream.query" in msg, msg
-    assert "backend.yaml" in msg
+    assert f"opencl/backend.yaml:{line}:1: 'operations' is no longer a key of the backend spec: what a backend " \
+           "implements is derived from what its runtime classes override (Backend.supports" in msg, msg
 
 
-def test_generator_refuses_unsupported_operation_the_template_defines(tmp_specs: Path) -> None:
+def test_core_spec_listing_traits_is_a_located_error(tmp_specs: Path) -> None:
     from ironaccelerator_gen.diagnostics import UserError
 
-    _edit_backend(tmp_specs, " Event.elapsed_ms,", "")
-    _edit_backend(tmp_specs, "Module.kernel]\n", "Module.kernel]\n  unsupported:\n    Event.elapsed_ms: no timestamps\n")
+    core = tmp_specs / "core.yaml"
+    lines = core.read_text().count("\n")
+    core.write_text(core.read_text() + "traits:\n  Backend: [devices, open]\n")
     with pytest.raises(UserError) as ei:
         _compile(tmp_specs)
     msg = str(ei.value)
-    assert "Event.elapsed_ms is marked unsupported but backends/opencl.py.j2 (over " \
-           "ironaccelerator_runtime.backends.opencl) defines it" in msg, msg
+    assert f"core.yaml:{lines + 1}:1: 'traits' is no longer a key of the core spec: the trait operations are the " \
+           "public methods of the runtime's base classes" in msg, msg
 
 
 def test_backend_spec_naming_a_runtime_module_that_does_not_exist(tmp_specs: Path) -> None:
@@ -409,27 +420,3 @@ def test_backend_spec_naming_a_runtime_module_that_does_not_exist(tmp_specs: Pat
     msg = str(ei.value)
     assert "'opencll' is not a module of ironaccelerator_runtime.backends (runtime/ironaccelerator_runtime/backends/)" \
            " (did you mean 'opencl'?)" in msg and "backend.yaml:" in msg, msg
-
-
-@pytest.fixture
-def template_without_elapsed_ms(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """The generator's view of the hand-written backends, with the OpenCL one lacking OpenCLEvent.elapsed_ms."""
-    from ironaccelerator_gen import surface
-
-    source = (surface.RUNTIME_BACKENDS / "opencl.py").read_text()
-    stripped, n = re.subn(r"\n    def elapsed_ms\(self.*?(?=\n\n\n|\n    def )", "", source, flags=re.S)
-    assert n == 1 and "def elapsed_ms" not in stripped
-    (tmp_path / "opencl.py").write_text(stripped)
-    monkeypatch.setattr(surface, "RUNTIME_BACKENDS", tmp_path)
-    yield
-
-
-def test_generator_refuses_implemented_operation_the_template_lacks(tmp_specs: Path,
-                                                                     template_without_elapsed_ms: None) -> None:
-    from ironaccelerator_gen.diagnostics import UserError
-
-    with pytest.raises(UserError) as ei:
-        _compile(tmp_specs)
-    msg = str(ei.value)
-    assert "Event.elapsed_ms is marked implemented but backends/opencl.py.j2 (over " \
-           "ironaccelerator_runtime.backends.opencl)'s OpenCLEvent does not define elapsed_ms()" in msg, msg

@@ -311,16 +311,6 @@ class MemoryKind(_IntEnum):
     """ordinary host memory"""
 
 
-# trait -> operations every backend implements or marks unsupported
-TRAIT_OPERATIONS: dict[str, tuple[str, ...]] = {
-    'Backend': ('devices', 'open'),
-    'Device': ('alloc', 'alloc_unchecked', 'memory_pool', 'create_stream', 'load_module', 'synchronize'),
-    'Allocation': ('free', 'free_unchecked'),
-    'Stream': ('copy_from_host', 'copy_to_host', 'copy', 'launch', 'launch_unchecked', 'record_event', 'wait_event', 'synchronize', 'query'),
-    'Event': ('synchronize', 'query', 'elapsed_ms'),
-    'Module': ('kernel',),
-}
-
 # kind -> "module:Class" of the built-in backends
 BUILTIN_BACKENDS: dict[BackendKind, str] = {
     BackendKind.CUDA: 'ironaccelerator.backends.cuda._backend:CudaBackend',
@@ -338,19 +328,19 @@ BUILTIN_BACKENDS: dict[BackendKind, str] = {
 GENERATED_FROM: dict[str, Any] = {
     'generator': 'ironaccel-gen 0.1.0',
     'specs': {
-        'core.yaml': 'sha256:56fe2f235f2f62082e8519064223dd03ee34b7d9967a815cb4f95db807ab13db',
-        'cuda/backend.yaml': 'sha256:3b9e5710292960babbf1d1b95a71c0cdf0d5a2751e2878f56e0811f2c1c003ff',
+        'core.yaml': 'sha256:85028dd2690bda81d6ab326e8950a8f8c00c550a5bfabbf6b5d3355e1cc3e6bc',
+        'cuda/backend.yaml': 'sha256:2f64532cc368b15b8d361dcdfc57cb251e1fa65493d9309d31e45d8953482485',
         'cuda/driver.yaml': 'sha256:45eb7aa3c02cec5b4cd21652ec7e701ff608b67e157d07abc2010a223463de20',
         'cuda/nvrtc.yaml': 'sha256:eae931568b4a3c26bc1db2218d2b85e3093d3eb8cfd17cdaea674f2aad434a6b',
         'cuda/nvtx.yaml': 'sha256:4639cc28f6adc647ce90723de8ef07c688c45254cbf557580a67fb8aa0ae9868',
         'foundation/foundation.yaml': 'sha256:3c479bd3fbe6229c19b7d817b2cd701c56cd1d14ad672cc32ad606a041fc3db3',
-        'hip/backend.yaml': 'sha256:4c3c883c1cc581d80be90ec930a7061489dfce7e5860beb9643d0c3bd9d3d198',
+        'hip/backend.yaml': 'sha256:f427ec97ba1b108d773b55a6e24411a2766f3c28e8e9dace72af07f1564ea442',
         'hip/runtime.yaml': 'sha256:21120463c1c26974054cccdb475870e395a95cf17a5adabbc49a835c6c79ed9e',
-        'metal/backend.yaml': 'sha256:3f8d6b31f20394cc678665897977d38b3598463b92be45b34dba8ff32655aa39',
+        'metal/backend.yaml': 'sha256:cae2d72b2fa2286cf2915f7b5aee0c6635912d176fb588cd0c74eae1694d21e5',
         'metal/metal.yaml': 'sha256:aff18d5dd6509466e14dca0706335bd6f2738191c35fc2e361b26ffede0cc0a4',
-        'opencl/backend.yaml': 'sha256:5e5ba029a67c052b1ac7465449c011e40c4be6bc27d8f2037ebf8e5b4d89efa4',
+        'opencl/backend.yaml': 'sha256:96f6e63107b5fadaea83371e93e43fc2c3751588d59c024000c1db1e3e11f35b',
         'opencl/cl.yaml': 'sha256:3015265de13bf0fd01d6c677f6646d378c5fb765c464e671c31249ff7b87913e',
-        'qnn/backend.yaml': 'sha256:5d337a57ce57112c04a804bd8a8c8880ca1479831c5c4bafe02d111f843759b3',
+        'qnn/backend.yaml': 'sha256:d78989cbddb35c13fc91b9f7e5504054e4fb97fca45b097f7ab936537084919f',
         'qnn/interface.yaml': 'sha256:bada9bc0300ca9f988e40200b9a4f74a9db7f308f03b5765e5432ac6076ee46e',
         'qnn/saver.yaml': 'sha256:0c9512e2b7b4be6d0317acc847b95e0063dfd21f0578a11245bd1053166b27b5',
         'qnn/system.yaml': 'sha256:ad31c5082ac9f8b2b67bca91dbc13a0520f5003ba7b91bbb00d7affb38b493c6',

@@ -1,7 +1,7 @@
 """What ``python -m ironaccelerator`` prints (as clinfo or ``nvidia-smi -L`` do): every backend, available or why
 not, its driver/runtime/platform versions, and per device the memory, the largest allocation, the compute units,
-the launch limits, the capability flags and tier, and the vendor's own version string; per backend, each of its
-library modules' binding mode (``binding:``; JSON ``modules``: "api", the compiled cffi module, or "abi", the
+the launch limits, the capability flags and tier, and the vendor's own version string; per backend, the operations
+of the trait surface it implements (JSON ``operations``: ``Backend.operations()``), each of its library modules' binding mode (``binding:``; JSON ``modules``: "api", the compiled cffi module, or "abi", the
 slower fallback, with the reason: see docs/INSTALLING.md); ``--json`` for machines.
 
 Vendor libraries may write to the process's standard output while they load (libQnnHtp's "LIBNATIVE" line): the
@@ -24,7 +24,7 @@ from .errors import Error
 if TYPE_CHECKING:
     from .traits import BackendRegistry, DeviceDescriptor
 
-__all__ = ["binding_modes", "describe", "device_entry", "generated_from", "text", "main"]
+__all__ = ["binding_modes", "describe", "device_entry", "generated_from", "operations", "text", "main"]
 
 
 def binding_modes() -> list[dict[str, Any]]:
@@ -105,10 +105,34 @@ def generated_from(kind: str) -> dict[str, Any]:
     }
 
 
+def operations(kind: BackendKind, backend: Any = None) -> list[str] | None:
+    """The operations of the trait surface backend ``kind`` implements (``Backend.operations()``, derived from its
+    classes): of ``backend`` where it loaded, else of its built-in class (``BUILTIN_BACKENDS``: importing it loads
+    no vendor library); None where neither is there."""
+    import importlib
+
+    from ironaccelerator import _core
+
+    from .operations import implemented
+
+    cls = type(backend) if backend is not None else None
+    if cls is None:
+        where = _core.BUILTIN_BACKENDS.get(kind)
+        if where is None:
+            return None
+        module, _, name = where.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except Exception:  # (a report: a backend whose module does not import lists none, and the report goes on)
+            return None
+    return list(implemented(cls))
+
+
 def describe(registry: BackendRegistry | None = None) -> list[dict[str, Any]]:
     """Every backend kind, in order: ``{"backend", "dlpack_device", "available", "error" (why not, or why no
-    devices), "error_kind", "versions", "devices": [device_entry, ...], "generated_from": generated_from(...),
-    "modules": [its library modules and their binding modes (:func:`binding_modes`)]}``."""
+    devices), "error_kind", "versions", "devices": [device_entry, ...], "operations": [the trait operations it
+    implements (:func:`operations`), "generated_from": generated_from(...), "modules": [its library modules and their
+    binding modes (:func:`binding_modes`)]}``."""
     from .traits import BackendRegistry
 
     registry = registry or BackendRegistry.default()
@@ -116,16 +140,18 @@ def describe(registry: BackendRegistry | None = None) -> list[dict[str, Any]]:
     modes = binding_modes()
     for kind in BackendKind:
         entry: dict[str, Any] = {"backend": kind.name, "dlpack_device": kind.dlpack_device, "available": False,
-                                 "error": None, "error_kind": None, "versions": {}, "devices": []}
+                                 "error": None, "error_kind": None, "versions": {}, "devices": [],
+                                 "operations": None}
         entry["generated_from"] = generated_from(kind.name)
         entry["modules"] = [{k: v for k, v in m.items() if k != "backend"} for m in modes if m["backend"] == kind.name]
         out.append(entry)
         try:
             b = registry.get(kind)
         except Error as e:
-            entry.update(error=str(e), error_kind=e.kind.name)
+            entry.update(error=str(e), error_kind=e.kind.name, operations=operations(kind))
             continue
         entry["available"] = True
+        entry["operations"] = operations(kind, b)
         try:
             entry["versions"] = dict(b.versions())
         except Error as e:  # a version query that fails says so in place of the versions

@@ -880,6 +880,44 @@ class Backend:
                         function="Backend.open")
         return n
 
+    def operations(self) -> tuple[str, ...]:
+        """The operations of the trait surface this backend implements, derived from what its classes override.
+
+        Returns:
+            ``"Trait.method"`` names (ex. ``"Stream.capture"``) in the order of the trait bases; the surface's
+            operations this backend leaves out raise ``UNSUPPORTED`` (see :mod:`ironaccelerator_runtime.operations`
+            for the rule).  Derived once per backend class.
+
+        Backends:
+            All.  What ``python -m ironaccelerator --json`` lists as each backend's ``operations``.
+        """
+        from .operations import implemented
+
+        return implemented(type(self))
+
+    def supports(self, operation: str) -> bool:
+        """Whether this backend implements ``operation``: ask instead of calling it and catching ``UNSUPPORTED``.
+
+        Args:
+            operation: an operation of the trait surface, ``"Trait.method"`` (ex. ``"Stream.capture"``,
+                ``"Kernel.max_active_blocks"``).
+
+        Returns:
+            True where the backend's class overrides the base method (or the base implements it for every
+            backend and what it builds on is there), False where calling it raises ``UNSUPPORTED``.  An
+            implemented operation may still refuse some arguments with ``UNSUPPORTED`` (a memory kind, a module
+            format): the device's capability flags say those.
+
+        Raises:
+            Error: ``INVALID_VALUE`` for a name that is not an operation of the surface; the message lists them.
+
+        Backends:
+            All.
+        """
+        from .operations import supports
+
+        return supports(type(self), operation, self.kind.name)
+
 
 class Device:
     """An opened device: allocates memory, creates streams, loads modules.  A context manager.

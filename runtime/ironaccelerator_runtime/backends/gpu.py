@@ -819,6 +819,23 @@ class GpuBackend(Backend):
         return api
 
     @classmethod
+    def _operations_lacking(cls) -> frozenset[str]:
+        """The operations the Gpu classes implement that this vendor's spec leaves out, so that they raise
+        ``UNSUPPORTED`` here: a null function role, an interop protocol the spec does not list (what
+        ``Backend.supports`` subtracts; see :mod:`ironaccelerator_runtime.operations`)."""
+        tables = getattr(cls, "tables", None)
+        if tables is None:
+            return frozenset()
+        fn = tables.functions
+        out = [op for op, roles in (("Device.import_ipc", ("ipc_open",)), ("Allocation.export_ipc", ("ipc_get",)),
+                                    ("Stream.copy_2d", ("memcpy_2d",)), ("Stream.copy_3d", ("memcpy_3d",)),
+                                    ("Stream.prefetch", ("prefetch", "prefetch_location")))
+               if all(fn.get(r) is None for r in roles)]
+        if "cuda_array_interface" not in tables.interop:
+            out.append("Device.from_cuda_array_interface")
+        return frozenset(out)
+
+    @classmethod
     def compile_source(cls, source: str | bytes, arch: str, options: Sequence[str] = (), *, binary: bool = False,
                        name: str = "ironaccelerator.cu") -> bytes:
         """:func:`compile_source` with this vendor's compiler."""
