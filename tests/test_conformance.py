@@ -2455,7 +2455,8 @@ def test_supports_is_false_exactly_where_the_operation_raises_unsupported(backen
             if backend.supports(op):
                 continue
             if obj is None:  # (no live object of the trait here: the operation making one is not supported either)
-                assert not backend.supports(made_by[trait]), op
+                made = made_by[trait]
+                assert made is not None and not backend.supports(made), op
                 continue
             try:
                 r = _dummy_call(obj, name)

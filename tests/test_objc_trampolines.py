@@ -1,4 +1,4 @@
-"""The objc trampolines of the golden case objc_messages (tests/golden/objc_messages/expected/.../trampolines.c)
+"""The objc trampolines of the golden case objc_messages (its generated trampolines.c)
 in the Apple flavour, which this Linux machine cannot run against Apple's runtime: compiled with
 ``-DIA_OBJC_APPLE=1`` against declarations of objc_msgSend & co. written here, and run against a fake runtime
 (written here too) that records which entry point each message went through: objc_msgSend_stret for the 24-byte
@@ -16,8 +16,7 @@ import pytest
 
 from conftest import ROOT
 
-CASE = ROOT / "tests" / "golden" / "objc_messages" / "expected" / "ironaccelerator" / "backends" / "test" / \
-    "objc_messages"
+CASE_NAME = "objc_messages"
 INCLUDE = ROOT / "runtime" / "ironaccelerator_runtime" / "include"
 WARNINGS = ["-Wall", "-Werror=incompatible-pointer-types", "-Werror=implicit-function-declaration",
             "-Werror=int-conversion", "-Wno-unused-function", "-Wno-unused-variable"]
@@ -95,6 +94,22 @@ int main(void)
 """
 
 
+@pytest.fixture(scope="module")
+def case(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The golden case's library output, generated now (its expected/ holds only the files it compares)."""
+    from test_golden import generate, library_dir
+
+    out = tmp_path_factory.mktemp(CASE_NAME)
+    prefix = library_dir(CASE_NAME)
+    directory = out / "case"
+    for rel, text in generate([CASE_NAME], out / "gen").items():
+        if rel.startswith(prefix):
+            (directory / rel[len(prefix):]).parent.mkdir(parents=True, exist_ok=True)
+            (directory / rel[len(prefix):]).write_text(text, encoding="utf-8")
+    assert (directory / "trampolines.c").is_file()
+    return directory
+
+
 def _gcc() -> str:
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
@@ -103,33 +118,33 @@ def _gcc() -> str:
 
 
 @pytest.mark.parametrize("flavour", ["apple", "gnu"])
-def test_trampolines_compile_in_both_flavours(flavour: str, tmp_path: Path) -> None:
+def test_trampolines_compile_in_both_flavours(flavour: str, tmp_path: Path, case: Path) -> None:
     decls = tmp_path / "apple_runtime.h"
     decls.write_text(APPLE_DECLARATIONS if flavour == "apple" else "", encoding="utf-8")
     # the declarations come first as an Apple build's <objc/message.h> would; types.cdef then repeats the
     # typedefs of id, SEL and Class identically (allowed in C11)
     r = subprocess.run([_gcc(), "-std=c11", "-fsyntax-only", *WARNINGS, f"-DIA_OBJC_APPLE={int(flavour == 'apple')}",
-                        "-include", str(decls), "-I", str(INCLUDE), "-I", str(CASE), str(CASE / "trampolines.c")],
+                        "-include", str(decls), "-I", str(INCLUDE), "-I", str(case), str(case / "trampolines.c")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
 
-def test_each_selector_uses_its_flavour_macro() -> None:
-    text = (CASE / "trampolines.c").read_text(encoding="utf-8")
+def test_each_selector_uses_its_flavour_macro(case: Path) -> None:
+    text = (case / "trampolines.c").read_text(encoding="utf-8")
     assert "IA_SEND_STRUCT(ia_send_" in text and "GoldenSize, self" in text  # struct results: stret candidates
     assert "IA_SEND_FP(ia_send_" in text and ", 1, self" in text and ", 0, self" in text  # long double / double
     assert "typedef GoldenSize (*ia_send_" in text and "(id, SEL, GoldenUInteger)" in text  # exact prototypes
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="the x86-64 stret/fpret rules")
-def test_apple_flavour_picks_stret_and_fpret_on_x86_64(tmp_path: Path) -> None:
-    text = (CASE / "trampolines.c").read_text(encoding="utf-8")
+def test_apple_flavour_picks_stret_and_fpret_on_x86_64(tmp_path: Path, case: Path) -> None:
+    text = (case / "trampolines.c").read_text(encoding="utf-8")
     size_index = int(text.split("-[GoldenShape size] */")[1].split("ia_send_")[1].split("_t")[0])
     src = tmp_path / "fake_apple.c"
     src.write_text(FAKE_RUNTIME.replace("%(size)d", str(size_index)), encoding="utf-8")
     exe = tmp_path / "fake_apple"
     r = subprocess.run([_gcc(), "-std=gnu11", "-O1", "-w", "-DIA_OBJC_APPLE=1", "-rdynamic", "-I", str(INCLUDE),
-                        "-I", str(CASE), str(src), "-o", str(exe), "-ldl"], capture_output=True, text=True)
+                        "-I", str(case), str(src), "-o", str(exe), "-ldl"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

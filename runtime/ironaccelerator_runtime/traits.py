@@ -1,7 +1,8 @@
 """The behavioural core surface every backend implements.
 
 Base classes raise ``Error(kind=UNSUPPORTED)`` for any operation a backend does
-not provide (its spec marks such operations ``unsupported``).  Checked
+not provide: a backend provides an operation by overriding its base method, which
+is also how :meth:`Backend.supports` answers (``operations.py``).  Checked
 operations validate and raise :class:`Error`; each ``*_unchecked`` twin skips
 validation and bookkeeping and returns a :data:`Result` (the value, or the
 :class:`Error` instead of raising it).
@@ -887,6 +888,10 @@ class Backend:
             ``"Trait.method"`` names (ex. ``"Stream.capture"``) in the order of the trait bases; the surface's
             operations this backend leaves out raise ``UNSUPPORTED`` (see :mod:`ironaccelerator_runtime.operations`
             for the rule).  Derived once per backend class.
+
+        Raises:
+            Error: nothing on a backend of the package; a backend class whose methods lack the return annotations
+                the derivation follows raises the ``TypeError`` of the failed lookup.
 
         Backends:
             All.  What ``python -m ironaccelerator --json`` lists as each backend's ``operations``.
