@@ -2,7 +2,7 @@
 
 Why Sphinx (issue 25): autodoc documents the *live* objects, and our public namespace is a generated package that
 re-exports the hand-written runtime's classes (``ironaccelerator.Device`` is
-``ironaccelerator_runtime.traits.Device``) and exports each vendor's backend classes lazily through a module
+``ironaccelerator_runtime.traits.device.Device``) and exports each vendor's backend classes lazily through a module
 ``__getattr__`` (``ironaccelerator.backends.cuda.CudaBackend``), which static analysers do not see.  Pages are
 Markdown (myst-parser), the two reference pages reStructuredText (docs/reference/api.rst says why); docstrings are
 Google style (napoleon, adapted below to our prose) with one section of our own, ``Backends:``.
@@ -97,7 +97,7 @@ html_copy_source = False
 
 # Public names: the runtime's classes are documented under the names users import them by
 # (``ironaccelerator.Device``, ``ironaccelerator.backends.cuda.CudaDevice``), while annotations and docstrings name
-# them by their defining module (``ironaccelerator_runtime.traits.Device``) or unqualified (``Device.load_module``
+# them by their defining module (``ironaccelerator_runtime.traits.device.Device``) or unqualified (``Device.load_module``
 # in a backend's docstring).  _missing_reference finds the object a reference names and links it to the entry
 # that documents it.
 _VENDORS = ("cuda", "hip", "opencl", "metal", "qnn")
@@ -204,8 +204,14 @@ def _process_bases(app: Any, name: str, obj: Any, options: Any, bases: list[Any]
 
 # Vendor backend classes (ironaccelerator.backends.<vendor>.CudaDevice, ...) subclass the trait classes
 # documented once under Backends & devices, Memory, ...: their entries show what the vendor class adds or
-# documents differently, not a second copy of every trait member.
-_TRAIT_MODULE = "ironaccelerator_runtime.traits"
+# documents differently, not a second copy of every trait member.  The trait classes are defined in the modules of
+# the ironaccelerator_runtime.traits package (traits.device, traits.stream, ...).
+_TRAIT_PACKAGE = "ironaccelerator_runtime.traits"
+
+
+def _is_trait(cls: type) -> bool:
+    """Whether ``cls`` is one of the trait classes (defined in a module of the traits package)."""
+    return cls.__module__.startswith(_TRAIT_PACKAGE + ".")
 
 
 def _own_doc(obj: Any) -> str | None:
@@ -218,7 +224,7 @@ def _own_doc(obj: Any) -> str | None:
 def _trait_doc(cls: type, name: str) -> str | None | bool:
     """The docstring of ``name`` on the first trait class of ``cls``'s MRO that has it (False: none has it)."""
     for base in cls.__mro__:
-        if base.__module__ == _TRAIT_MODULE and name in vars(base):
+        if _is_trait(base) and name in vars(base):
             return _own_doc(vars(base)[name])
     return False
 
@@ -237,7 +243,7 @@ def _skip_member(app: Any, what: str, name: str, obj: Any, skip: bool, options: 
     if what != "class" or skip:
         return None
     cls = _defining_class(obj)
-    if cls is None or cls.__module__ == _TRAIT_MODULE:
+    if cls is None or _is_trait(cls):
         return None
     trait = _trait_doc(cls, name)
     if trait is False:

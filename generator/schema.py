@@ -36,7 +36,7 @@ PLATFORMS = ("linux", "windows", "darwin")
 # "unknown key"): section path -> key -> the message.
 RETIRED: dict[str, dict[str, str]] = {
     "core": {"traits": "the trait operations are the public methods of the runtime's base classes "
-                       "(runtime/ironaccelerator_runtime/traits.py); remove the section"},
+                       "(runtime/ironaccelerator_runtime/traits/); remove the section"},
     "backend": {"operations": "what a backend implements is derived from what its runtime classes override "
                               "(Backend.supports, `python -m ironaccelerator --json`); remove the section"},
 }

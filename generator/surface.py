@@ -2,7 +2,7 @@
 
 ``specs/<vendor>/backend.yaml`` says which core backend a vendor implements, with
 which template and runtime module, and its capability translation as data.  No spec
-lists the trait operations: the runtime's base classes (``traits.py``) are the
+lists the trait operations: the runtime's base classes (the ``traits`` package) are the
 contract, and what a backend implements is derived from what its classes override
 (``ironaccelerator_runtime.operations``, ``Backend.supports``).
 

@@ -211,7 +211,7 @@ def test_generate_runtime_option_in_the_checkout(tmp_path: Path) -> None:
     copied = tmp_path / "out" / "ironaccelerator_runtime"
     assert (copied / "include" / "ia_runtime.h").read_bytes() == \
         (RUNTIME / "ironaccelerator_runtime" / "include" / "ia_runtime.h").read_bytes()
-    assert (copied / "traits.py").is_file() and (copied / "py.typed").is_file()
+    assert (copied / "traits" / "__init__.py").is_file() and (copied / "traits" / "device.py").is_file() and (copied / "py.typed").is_file()
     proc = gen("--runtime", "copy", "--force")
     assert proc.returncode == 0 and "generate: 0 file(s) changed" in proc.stdout, proc.stdout + proc.stderr
     proc = gen("--runtime", "copy", "--check")

@@ -1,4 +1,4 @@
-"""The vendor-neutral core surface (runtime/ironaccelerator_runtime: traits.py, errors.py) on its own:
+"""The vendor-neutral core surface (runtime/ironaccelerator_runtime: the traits package, errors.py) on its own:
 errors that survive pickling, checked values (sizes, launch dimensions, scalars, host buffers), the
 device lifetime every backend shares, and the in-flight host-buffer bookkeeping of streams."""
 

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 from ironaccelerator._core import BackendKind, DType, ErrorKind, MemoryKind
 
 from .errors import Error
+from .integers import _integer
 
 # DLDeviceType values (dlpack.h)
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_OPENCL, KDL_METAL, KDL_ROCM, KDL_ROCM_HOST, KDL_CUDA_MANAGED = \
@@ -329,8 +330,6 @@ class CudaArrayView(DLPackView):
 def make_view(allocation: Any, dtype: Any, shape: Any, strides: Any, offset: Any, stream: Any,
               cls: type[ArrayView]) -> ArrayView:
     """Check ``Allocation.view``'s arguments (INVALID_VALUE naming the bad one) and make the view."""
-    from .traits import _integer
-
     what = "Allocation.view"
     backend = allocation.device.kind.name
 

@@ -51,7 +51,8 @@ from typing import Any
 from ironaccelerator._core import DType, ErrorKind
 
 from .errors import Error
-from .traits import Scalar, _integer
+from .integers import _integer
+from .traits import Scalar
 
 __all__ = ["LocalMemory", "Param", "arg_error", "local_error", "shared_mem_error", "value_bytes"]
 

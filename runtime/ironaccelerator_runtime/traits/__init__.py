@@ -1,0 +1,55 @@
+"""The behavioural core surface every backend implements: one module per concept.
+
+Base classes raise ``Error(kind=UNSUPPORTED)`` for any operation a backend does
+not provide: a backend provides an operation by overriding its base method, which
+is also how :meth:`Backend.supports` answers (``operations.py``).  Checked
+operations validate and raise :class:`Error`; each ``*_unchecked`` twin skips
+validation and bookkeeping and returns a :data:`Result` (the value, or the
+:class:`Error` instead of raising it).
+
+The modules, each building only on those before it (a name a later module defines appears in an earlier one's
+annotations only):
+
+- ``values``: ``DeviceId``, ``Capability``, ``DeviceLimits``, ``DeviceDescriptor``, ``IpcHandle``, ``Result``;
+- ``checks``: argument and range checks (``check_size``, ``check_span``, ``host_span``, ``fill_pattern``,
+  ``copy_region``, ``host_view``, ``not_a_launch``) and the base classes' Errors (``unsupported``);
+- ``launch``: ``LaunchDims``, ``Scalar``, ``KernelLaunch``;
+- ``module``: ``CompileOptions``/``compile_options``, ``Module``, ``Kernel``, ``KernelAttributes``, ``Graph``,
+  ``compiler_log``;
+- ``event``: ``Event``; ``callbacks``: host callbacks and ``InFlight`` (what pending work keeps alive);
+- ``memory``: ``Allocation``, ``AllocationSlice``;
+- ``device``: ``Device`` (its ``memory_pool`` imports ``pool`` when it makes the pool);
+- ``stream``: ``Stream``;
+- ``pool``: ``MemoryPool``, ``PooledAllocation``, ``PoolStats``, and ``device_span`` (the copy check that knows
+  slices and pool blocks);
+- ``backend``: ``Backend``; ``registry``: ``BackendRegistry``.
+
+Import the names from this package (``from ironaccelerator_runtime.traits import Device``): which module defines
+a name is not part of the interface.
+"""
+
+from __future__ import annotations
+
+from ..integers import _integer as _integer
+from .values import _SIZE_MAX as _SIZE_MAX
+from .values import Capability, DeviceDescriptor, DeviceId, DeviceLimits, IpcHandle, Result
+from .checks import (CopyRegion, check_size, check_span, copy_region, fill_pattern, host_span, host_view,
+                     not_a_launch, unsupported)
+from .launch import KernelLaunch, LaunchDims, Scalar
+from .module import CompileOptions, Graph, Kernel, KernelAttributes, Module, compile_options, compiler_log
+from .event import Event
+from .callbacks import InFlight
+from .memory import Allocation, AllocationSlice
+from .device import Device
+from .stream import Stream
+from .pool import MemoryPool, PooledAllocation, PoolStats, device_span
+from .backend import Backend
+from .registry import BackendRegistry
+
+__all__ = [
+    "Allocation", "AllocationSlice", "Backend", "BackendRegistry", "Capability", "CompileOptions", "CopyRegion",
+    "Device", "DeviceDescriptor", "DeviceId", "DeviceLimits", "Event", "Graph", "InFlight", "IpcHandle", "Kernel",
+    "KernelAttributes", "KernelLaunch", "LaunchDims", "MemoryPool", "Module", "PoolStats", "PooledAllocation",
+    "Result", "Scalar", "Stream", "check_size", "check_span", "compile_options", "compiler_log", "copy_region",
+    "device_span", "fill_pattern", "host_span", "host_view", "not_a_launch", "unsupported",
+]

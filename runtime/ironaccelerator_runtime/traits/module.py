@@ -1,0 +1,320 @@
+"""Compiled code: compile options, :class:`Module` (a loaded program), :class:`Kernel`, its
+:class:`KernelAttributes`, captured :class:`Graph` s, and the compiler log a build leaves."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, TYPE_CHECKING
+
+from ironaccelerator._core import BackendKind, ErrorKind
+
+from ..errors import CompilerWarning, Error
+from .checks import _kind_of, _not_picklable, _owner, unsupported
+
+if TYPE_CHECKING:
+    from .stream import Stream
+
+
+_MACRO = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompileOptions:
+    """``load_module``'s compile options, checked.  ex) ``CompileOptions(options=("-w",), defines=(("N", "4"),))``
+
+    ``defines``: (name, value or None) pairs in the caller's order; ``include_dirs``: absolute paths."""
+
+    options: tuple[str, ...] = ()
+    defines: tuple[tuple[str, str | None], ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    name_expressions: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.options or self.defines or self.include_dirs or self.name_expressions)
+
+    def flags(self) -> list[str]:
+        """The compiler flags: ``options``, then ``-DNAME[=VALUE]`` per define, then ``-I<dir>`` per directory."""
+        out = list(self.options)
+        out += [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in self.defines]
+        out += [f"-I{d}" for d in self.include_dirs]
+        return out
+
+
+def compile_options(options: Any = (), defines: Any = None, include_dirs: Any = (), name_expressions: Any = (),
+                    backend: BackendKind | str | None = None,
+                    function: str = "Device.load_module") -> CompileOptions:
+    """Check ``load_module``'s option arguments (no vendor call): ``INVALID_VALUE`` naming the bad one.
+    ``options``/``name_expressions``: sequences of str (a single str is refused: it would be its characters);
+    ``defines``: a mapping of macro names to str, int, float, bool or None; ``include_dirs``: str or path-like."""
+    name = backend.name if isinstance(backend, BackendKind) else backend
+
+    def bad(what: str) -> Error:
+        return Error(ErrorKind.INVALID_VALUE, f"{function}: {what}", backend=name, function=function)
+
+    def strings(v: Any, what: str) -> tuple[str, ...]:
+        if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
+            raise bad(f"{what} must be a list or tuple of str, not {type(v).__name__} ({v!r:.80})")
+        for x in v:
+            if not isinstance(x, str):
+                raise bad(f"{what} must hold str, not {type(x).__name__} ({x!r:.80})")
+            if "\0" in x:
+                raise bad(f"{what}: {x!r} contains a NUL character")
+        return tuple(v)
+
+    opts = strings(options, "options")
+    if any(not o for o in opts):
+        raise bad("options: an empty option")
+    names = strings(name_expressions, "name_expressions")
+    defs: list[tuple[str, str | None]] = []
+    if defines is not None:
+        if not isinstance(defines, Mapping):
+            raise bad(f"defines must be a mapping (dict) of macro names to values, not {type(defines).__name__}")
+        for k, v in defines.items():
+            if not isinstance(k, str) or not _MACRO.match(k):
+                raise bad(f"defines: {k!r} is not a macro name")
+            if v is None:
+                defs.append((k, None))
+            elif isinstance(v, bool):
+                defs.append((k, "1" if v else "0"))
+            elif isinstance(v, (int, float, str)):
+                text = str(v)
+                if "\0" in text or "\n" in text:
+                    raise bad(f"defines: the value of {k} contains a NUL or newline")
+                defs.append((k, text))
+            else:
+                raise bad(f"defines: the value of {k} must be str, int, float, bool or None, not {type(v).__name__}")
+    if isinstance(include_dirs, (str, bytes, os.PathLike)) or not isinstance(include_dirs, (list, tuple)):
+        raise bad(f"include_dirs must be a list or tuple of paths, not {type(include_dirs).__name__}")
+    dirs = []
+    for d in include_dirs:
+        if not isinstance(d, (str, os.PathLike)) or isinstance(d, bytes):
+            raise bad(f"include_dirs must hold str or path-like objects, not {type(d).__name__} ({d!r:.80})")
+        p = os.fspath(d)
+        if not isinstance(p, str) or not p or "\0" in p:
+            raise bad(f"include_dirs: {d!r} is not a path")
+        dirs.append(os.path.abspath(p))
+    return CompileOptions(options=opts, defines=tuple(defs), include_dirs=tuple(dirs), name_expressions=names)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelAttributes:
+    """What the compiler made of a kernel, as its vendor reports it (:attr:`Kernel.attributes`); a field is None
+    where this vendor does not report it.  A frozen value: equal each time it is read.
+
+    Attributes:
+        max_threads_per_block: the most threads one block (work-group, threadgroup) of this kernel may have.
+        preferred_multiple: block sizes that are a multiple of it run best (warp size, OpenCL's preferred
+            work-group size multiple, Metal's thread execution width).
+        registers: registers per thread (CUDA/HIP).
+        static_shared_mem: bytes of shared / local / threadgroup memory the code declares (CUDA/HIP, OpenCL).
+        local_mem: bytes of private (local, spill) memory per thread (CUDA/HIP, OpenCL).
+        const_mem: bytes of constant memory (CUDA/HIP).
+        max_dynamic_shared_mem: the most dynamic shared memory a launch may add (CUDA/HIP).
+
+    Backends:
+        CUDA/HIP: every field (``cuFuncGetAttribute``/``hipFuncGetAttribute``; ``preferred_multiple`` the device's
+        warp size).  OpenCL: ``clGetKernelWorkGroupInfo`` (no registers, constant memory or dynamic limit).
+        Metal: ``maxTotalThreadsPerThreadgroup`` and ``threadExecutionWidth`` only.  QNN: none
+        (:attr:`Kernel.attributes` is ``UNSUPPORTED``).
+    """
+
+    max_threads_per_block: int  # the most threads one block (work-group, threadgroup) of it may have
+    preferred_multiple: int | None = None  # block sizes that are a multiple run best: warp, SIMD or execution width
+    registers: int | None = None  # per thread
+    static_shared_mem: int | None = None  # bytes of shared / local / threadgroup memory the code declares
+    local_mem: int | None = None  # bytes of private (local, spill) memory per thread
+    const_mem: int | None = None  # bytes of constant memory
+    max_dynamic_shared_mem: int | None = None  # the most dynamic shared memory a launch may add
+
+
+class Graph:
+    """Work recorded by :meth:`Stream.capture`, instantiated: :meth:`launch` replays it; :meth:`close` releases
+    it (also on drop, and at the end of a ``with graph:`` block).  Not picklable.
+
+    Backends:
+        CUDA/HIP only (stream capture, ``cuGraphInstantiate``/``hipGraphInstantiateWithFlags``); every other backend's
+        :meth:`Stream.capture` is ``UNSUPPORTED``, so no Graph exists there.
+    """
+
+    def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
+        raise _not_picklable(self, "Graph")
+
+    def launch(self, stream: Stream) -> None:
+        """Replay the recorded work on ``stream``, in its order (asynchronous, as the recorded work was).
+
+        Args:
+            stream: a stream of the graph's device.  CUDA/HIP also take None (default there): the stream it was
+                captured on.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` when ``stream`` is not a stream of the graph's device;
+                ``ErrorKind.INVALID_HANDLE`` when the graph was closed (or its capture failed) or the device was
+                closed; the driver's status of ``cuGraphLaunch``/``hipGraphLaunch``; ``ErrorKind.UNSUPPORTED``
+                on a backend without graphs.
+
+        Backends:
+            CUDA/HIP (``cuGraphLaunch``/``hipGraphLaunch``).  Elsewhere ``UNSUPPORTED``.
+        """
+        raise unsupported(_kind_of(self), "Graph.launch")
+
+    def close(self) -> None:
+        """Release the graph and its instantiation now (idempotent; dropping the graph does the same).
+
+        Raises:
+            Error: never; a second close does nothing.
+
+        Backends:
+            CUDA/HIP (``cuGraphExecDestroy`` and ``cuGraphDestroy``, HIP's likewise); the base class does
+            nothing.
+        """
+
+    def __enter__(self) -> Graph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}{_owner(self)}>"
+
+
+class Kernel:
+    """A device function ready to launch, from :meth:`Module.kernel`; launch it with
+    ``stream.launch(KernelLaunch(kernel, LaunchDims(...), args))``.  Not picklable.
+
+    Attributes:
+        name: the name it was looked up by.
+        num_args: how many arguments a launch must pass, or None where the backend cannot say (then the count
+            is not checked): CUDA with a driver before 12.4 (no ``cuFuncGetParamInfo``), HIP always (no
+            parameter introspection), Metal when the kernel's signature could not be read from its source.
+
+    Backends:
+        CUDA/HIP: a ``CUfunction``/``hipFunction_t``.  OpenCL: a ``cl_kernel`` (one per Kernel object, its
+        arguments cached between launches).  Metal: an ``MTLComputePipelineState``.  QNN: a graph of a context
+        binary (``QnnGraph_retrieve``; its tensors are the arguments).
+    """
+
+    def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
+        raise _not_picklable(self, "Kernel")
+
+    name: str
+    num_args: int | None = None
+
+    @property
+    def attributes(self) -> KernelAttributes:
+        """What the compiler made of the kernel, a :class:`KernelAttributes` (``UNSUPPORTED`` on QNN, whose graphs
+        report none; see :class:`KernelAttributes` for the fields each vendor fills)."""
+        raise unsupported(_kind_of(self), "Kernel.attributes")
+
+    def max_active_blocks(self, block_threads: int, dynamic_shared_mem: int = 0) -> int:
+        """Occupancy: how many blocks of ``block_threads`` threads can be resident on one multiprocessor at once.
+
+        Args:
+            block_threads: threads per block, an integer in 1..2**31-1.
+            dynamic_shared_mem: bytes of dynamic shared memory per block (``LaunchDims.shared_mem``), >= 0.
+
+        Returns:
+            The number of resident blocks per multiprocessor.
+
+        Raises:
+            TypeError: ``block_threads`` or ``dynamic_shared_mem`` is not an integer.
+            Error: ``ErrorKind.INVALID_VALUE`` when ``block_threads`` < 1 or > 2**31-1, or
+                ``dynamic_shared_mem`` < 0; the driver's status of the occupancy call; ``ErrorKind.UNSUPPORTED``
+                on a backend without an occupancy query.
+
+        Backends:
+            CUDA (``cuOccupancyMaxActiveBlocksPerMultiprocessor``) and HIP
+            (``hipModuleOccupancyMaxActiveBlocksPerMultiprocessor``).  OpenCL, Metal, QNN: ``UNSUPPORTED``.
+        """
+        raise unsupported(_kind_of(self), "Kernel.max_active_blocks")
+
+    def __repr__(self) -> str:
+        n = getattr(self, "num_args", None)
+        args = "" if n is None else f" ({n} argument{'s' if n != 1 else ''})"
+        return f"<{type(self).__name__} {getattr(self, 'name', '?')!r}{args}{_owner(self)}>"
+
+
+class Module:
+    """Compiled device code, from :meth:`Device.load_module`; :meth:`kernel` looks up its kernels.  Not picklable.
+
+    Attributes:
+        from_cache: whether it was loaded from the on-disk kernel cache (no compile).
+        build_log: what the compiler said about a build that succeeded ("" when nothing; a non-empty log is also
+            issued as a :class:`CompilerWarning`).  A module loaded from the kernel cache has the log its
+            compile wrote, kept with the cache entry, and warns the same (a warm load says what a cold one said).
+
+    Backends:
+        CUDA/HIP: a ``CUmodule``/``hipModule_t`` (CUDA: from PTX, a cubin or CUDA C source compiled by NVRTC;
+        HIP: from a code object, hipRTC is not bound).  OpenCL: a ``cl_program`` built from source.  Metal: an ``MTLLibrary`` from Metal Shading
+        Language source.  QNN: a context of a context binary (``QnnContext_createFromBinary``), its graphs the
+        kernels.
+    """
+
+    def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
+        raise _not_picklable(self, "Module")
+
+    from_cache: bool = False
+    build_log: str = ""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}{_owner(self)}>"
+
+    def kernel(self, name: str) -> Kernel:
+        """The kernel (device function, QNN graph) called ``name`` in this module.
+
+        Args:
+            name: the kernel's name: its symbol (an ``extern "C"`` name for C++), or on CUDA/HIP a name
+                expression given to ``load_module(name_expressions=...)`` such as ``"axpy<float>"``; on QNN a
+                graph name (``QnnModule.graph_names``).
+
+        Returns:
+            A new :class:`Kernel` (each call makes one; OpenCL kernels keep their own argument state).
+
+        Raises:
+            TypeError: ``name`` is not a str.
+            Error: ``ErrorKind.INVALID_VALUE`` when the module has no kernel of that name, or the name holds a
+                NUL character or is not valid UTF-8 (every backend alike); ``ErrorKind.INVALID_HANDLE`` when the
+                device was closed (QNN: also when the module was closed); Metal: the kind of the pipeline
+                compiler's ``NSError``; the vendor's status otherwise; ``ErrorKind.UNSUPPORTED`` on a backend
+                without modules.
+
+        Backends:
+            All.  CUDA/HIP: ``cuModuleGetFunction``/``hipModuleGetFunction``.  OpenCL: ``clCreateKernel``.
+            Metal: ``newFunctionWithName:`` and ``newComputePipelineStateWithFunction:error:``.  QNN:
+            ``QnnGraph_retrieve``.
+        """
+        raise unsupported(_kind_of(self), "Module.kernel")
+
+
+_RUNTIME_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # ironaccelerator_runtime/
+
+
+_LOG_LINES = 40  # of a long compiler log, what the warning shows (Module.build_log keeps all)
+
+
+def compiler_log(module: Module, log: str | bytes, backend: str, *, cached: bool = False) -> None:
+    """Keep a successful build's compiler output as ``module.build_log`` and, if there is any, issue it as a
+    :class:`CompilerWarning` attributed to the caller of ``load_module`` (the first frame outside this package)."""
+    if isinstance(log, bytes):
+        log = log.decode("utf-8", "replace")
+    log = log.rstrip("\0").strip("\n")
+    module.build_log = log
+    if not log.strip():
+        return
+    import sys
+    import warnings
+
+    import ironaccelerator._core as core
+
+    ours = (_RUNTIME_DIR + os.sep, os.path.dirname(os.path.abspath(core.__file__)) + os.sep)
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: compiler_log's caller
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(ours):
+        frame, level = frame.f_back, level + 1
+    lines = log.splitlines()
+    shown = "\n".join(lines[:_LOG_LINES]) + (f"\n[... {len(lines) - _LOG_LINES} more lines in Module.build_log]"
+                                               if len(lines) > _LOG_LINES else "")
+    where = " (loaded from the kernel cache; the log of its compile)" if cached else ""
+    warnings.warn(f"{backend} compiler output for a module that built{where}:\n{shown}", CompilerWarning,
+                  stacklevel=level)

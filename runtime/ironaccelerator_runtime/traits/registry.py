@@ -1,0 +1,194 @@
+"""The :class:`BackendRegistry`: the built-in backends and the ``ironaccelerator.backends`` entry points, loaded
+on first use."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, TYPE_CHECKING
+
+from ironaccelerator._core import BackendKind, ErrorKind
+
+from ..errors import Error
+
+if TYPE_CHECKING:
+    from .backend import Backend
+
+
+class BackendRegistry:
+    """The backends this process knows: built-in ones and those registered under the entry-point group
+    ``ironaccelerator.backends`` (name -> ``module:BackendClass``).
+
+    ``BackendRegistry.default()`` is the process's; ``BackendRegistry(factories)`` makes a private one from
+    ``{BackendKind: callable returning a Backend}``.  Each backend is constructed on first use and kept (or the
+    Error of constructing it).  Thread-safe.
+
+    Backends:
+        All kinds of :class:`BackendKind`; one whose library cannot load stays listed with its reason
+        (:meth:`report`).
+    """
+
+    _default: BackendRegistry | None = None
+    _default_lock = threading.Lock()
+
+    def __init__(self, factories: dict[BackendKind, Callable[[], Backend]] | None = None) -> None:
+        self._factories: dict[BackendKind, Callable[[], Backend]] = dict(factories or {})
+        self._backends: dict[BackendKind, Backend | Error] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def default(cls) -> BackendRegistry:
+        """The process-wide registry: the built-in backends plus the ``ironaccelerator.backends`` entry points.
+
+        Returns:
+            The same :class:`BackendRegistry` on every call (made on the first).
+
+        Raises:
+            Error: never (broken entry-point metadata, or a backend that fails to load, is reported by
+                :meth:`get`).
+
+        Backends:
+            All.
+        """
+        with cls._default_lock:
+            if cls._default is None:
+                from ironaccelerator._core import BUILTIN_BACKENDS
+
+                reg = cls({k: _importer(v) for k, v in BUILTIN_BACKENDS.items()})
+                reg._load_entry_points()
+                cls._default = reg
+            return cls._default
+
+    def register(self, kind: BackendKind, factory: Callable[[], Backend]) -> None:
+        """Register (or replace) the backend of ``kind``: the next :meth:`get` constructs it with ``factory``.
+
+        Args:
+            kind: the :class:`BackendKind` it serves.
+            factory: a callable that returns the :class:`Backend` (e.g. the backend class); an :class:`Error` it
+                raises is what :meth:`get` raises, any other exception becomes ``UNKNOWN``.
+
+        Raises:
+            Error: never (the backend is constructed by :meth:`get`, which raises what ``factory`` raises).
+
+        Backends:
+            All kinds.
+        """
+        with self._lock:
+            self._factories[kind] = factory
+            self._backends.pop(kind, None)
+
+    def _load_entry_points(self) -> None:
+        try:
+            from importlib.metadata import entry_points
+
+            eps = entry_points(group="ironaccelerator.backends")
+        except Exception:  # broken metadata must not break import
+            return
+        for ep in eps:
+            try:
+                kind = BackendKind[ep.name.upper()]
+            except KeyError:
+                continue
+            self._factories[kind] = _entry_point(ep)
+
+    def _resolve(self, kind: BackendKind) -> Backend | Error:
+        with self._lock:
+            if kind not in self._backends:
+                factory = self._factories.get(kind)
+                if factory is None:
+                    self._backends[kind] = Error(ErrorKind.UNSUPPORTED, f"no {kind.name} backend is registered",
+                                                 backend=kind.name, function="BackendRegistry.get")
+                else:
+                    try:
+                        self._backends[kind] = factory()
+                    except Error as e:
+                        self._backends[kind] = e
+                    except Exception as e:  # a backend that cannot even construct is unavailable, not fatal
+                        self._backends[kind] = Error(ErrorKind.UNKNOWN, f"{kind.name} backend failed to load: {e!r}",
+                                                     backend=kind.name, function="BackendRegistry.get")
+            return self._backends[kind]
+
+    def get(self, kind: BackendKind | str) -> Backend:
+        """The backend of ``kind``, constructed on first use.
+
+        Args:
+            kind: a :class:`BackendKind`, or its name in any case (``"opencl"``, ``"CUDA"``, ``"rocm"``).
+
+        Returns:
+            The :class:`Backend` (the same object on every call).
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for anything else (``None``, an unknown name), listing the kinds;
+                ``ErrorKind.UNSUPPORTED`` when no backend of ``kind`` is registered; the Error of constructing it
+                otherwise, e.g. ``ErrorKind.LIBRARY_NOT_FOUND`` naming the libraries tried (CUDA without
+                ``libcuda.so.1``), or ``ErrorKind.UNKNOWN`` for a backend that failed with another exception.
+
+        Backends:
+            All kinds.
+        """
+        if type(kind) is not BackendKind:
+            kind = _backend_kind(kind)
+        b = self._resolve(kind)
+        if isinstance(b, Error):
+            raise b
+        return b
+
+    def available(self) -> list[Backend]:
+        """The backends whose library loads (each constructed, in :class:`BackendKind` order).
+
+        A backend may be available with no device (:meth:`Backend.devices` is then empty).
+
+        Returns:
+            The available :class:`Backend` objects.
+
+        Raises:
+            Error: never (an unavailable backend is left out; :meth:`report` says why).
+
+        Backends:
+            All kinds.
+        """
+        return [b for k in BackendKind if not isinstance(b := self._resolve(k), Error)]
+
+    def report(self) -> list[str]:
+        """What ``python -m ironaccelerator`` prints: each backend, available (its versions and devices) or why not.
+
+        Returns:
+            The report's lines of text.
+
+        Raises:
+            Error: never for an unavailable backend (its reason is a line of the report).
+
+        Backends:
+            All kinds.
+        """
+        from ..inventory import describe, text
+
+        return text(describe(self))
+
+
+def _backend_kind(kind: Any) -> BackendKind:
+    """``BackendRegistry.get``'s argument as a BackendKind: the kind, or its name (case-insensitive)."""
+    if isinstance(kind, BackendKind):
+        return kind
+    if isinstance(kind, str) and kind.upper() in BackendKind.__members__:
+        return BackendKind[kind.upper()]
+    raise Error(ErrorKind.INVALID_VALUE, f"BackendRegistry.get: {kind!r:.80} is not a backend kind; pass a BackendKind or "
+                f"one of the names {', '.join(k.name for k in BackendKind)}", function="BackendRegistry.get")
+
+
+def _importer(target: str) -> Callable[[], Backend]:
+    def load() -> Backend:
+        import importlib
+
+        module, _, cls = target.partition(":")
+        backend: Backend = getattr(importlib.import_module(module), cls)()
+        return backend
+
+    return load
+
+
+def _entry_point(ep: Any) -> Callable[[], Backend]:
+    def load() -> Backend:
+        backend: Backend = ep.load()()
+        return backend
+
+    return load
