@@ -4,9 +4,11 @@ device lifetime every backend shares, and the in-flight host-buffer bookkeeping 
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import copy
 import pickle
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,7 @@ import pytest
 
 import ironaccelerator as ia
 from ironaccelerator import DType, Error, ErrorKind, LaunchDims, MemoryPool, Scalar
+from conftest import ROOT
 from ironaccelerator_runtime.traits import DeviceLimits, InFlight, check_size, host_view
 
 
@@ -333,3 +336,50 @@ def test_a_failed_wait_before_a_callback_is_the_streams_not_the_callbacks() -> N
         s.synchronize()
     assert ei.value.kind is ErrorKind.LAUNCH_FAILED and "faulted" in str(ei.value)
     s.synchronize()  # reported once
+
+
+# The layering of the runtime's core modules (issue 26 item 1): the traits package, one module per concept, each
+# importing at module level only the modules before it; dlpack and the integer test below traits, the inventory
+# (the `python -m ironaccelerator` command) above it, and no import back up.
+_TRAIT_ORDER = ["values", "checks", "launch", "module", "event", "callbacks", "memory", "device", "stream", "pool",
+                "backend", "report", "registry"]
+RUNTIME_PACKAGE = ROOT / "runtime" / "ironaccelerator_runtime"
+
+
+def _imports(path: Path, *, module_level: bool) -> set[str]:
+    """The ironaccelerator_runtime modules ``path`` imports (dotted, relative to the runtime package): at module
+    level only (``if TYPE_CHECKING:`` blocks left out), or anywhere, function bodies included."""
+    package = list(path.relative_to(RUNTIME_PACKAGE).parts[:-1])
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if module_level else list(ast.walk(tree))
+    out: set[str] = set()
+    for n in nodes:
+        if isinstance(n, ast.ImportFrom) and n.level:
+            base = package[:len(package) - (n.level - 1)]
+            target = [*base, *(n.module.split(".") if n.module else [])]
+            out.update(".".join([*target, a.name]) if not n.module else ".".join(target) for a in n.names)
+        elif isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("ironaccelerator_runtime."):
+            out.add(n.module.removeprefix("ironaccelerator_runtime."))
+    return out
+
+
+def test_traits_is_a_package_of_concept_modules_each_importing_only_those_below_it() -> None:
+    traits = RUNTIME_PACKAGE / "traits"
+    modules = sorted(p.stem for p in traits.glob("*.py") if p.stem != "__init__")
+    assert modules == sorted(_TRAIT_ORDER), "a new module of traits/ takes its place in _TRAIT_ORDER"
+    for i, name in enumerate(_TRAIT_ORDER):
+        path = traits / f"{name}.py"
+        assert len(path.read_text().splitlines()) < 800, f"traits/{name}.py is over 800 lines: split the concept"
+        below = {f"traits.{m}" for m in _TRAIT_ORDER[:i]} | {"errors", "integers"}
+        assert _imports(path, module_level=True) <= below, (name, _imports(path, module_level=True) - below)
+
+
+def test_dlpack_and_inventory_import_traits_one_way() -> None:
+    """traits -> dlpack (a view of an allocation) and inventory -> traits (the command prints the registry's
+    report), never back: neither dlpack nor the integer test imports traits, and nothing in traits imports the
+    inventory."""
+    for below in ("dlpack.py", "integers.py"):
+        assert not {m for m in _imports(RUNTIME_PACKAGE / below, module_level=False) if m.startswith("traits")}, below
+    for path in (RUNTIME_PACKAGE / "traits").glob("*.py"):
+        assert "inventory" not in _imports(path, module_level=False), path.name
+    assert "traits.registry" in _imports(RUNTIME_PACKAGE / "inventory.py", module_level=True)

@@ -22,7 +22,8 @@ annotations only):
 - ``stream``: ``Stream``;
 - ``pool``: ``MemoryPool``, ``PooledAllocation``, ``PoolStats``, and ``device_span`` (the copy check that knows
   slices and pool blocks);
-- ``backend``: ``Backend``; ``registry``: ``BackendRegistry``.
+- ``backend``: ``Backend``; ``report``: what a registry reports (``python -m ironaccelerator``, whose command,
+  ``inventory.py``, sits above this package); ``registry``: ``BackendRegistry``.
 
 Import the names from this package (``from ironaccelerator_runtime.traits import Device``): which module defines
 a name is not part of the interface.

@@ -9,6 +9,7 @@ from typing import Any, Callable, TYPE_CHECKING
 from ironaccelerator._core import BackendKind, ErrorKind
 
 from ..errors import Error
+from .report import describe, text
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -160,8 +161,6 @@ class BackendRegistry:
         Backends:
             All kinds.
         """
-        from ..inventory import describe, text
-
         return text(describe(self))
 
 
