@@ -320,9 +320,10 @@ def required(path: str) -> tuple[str, ...]:
 def runtime_roles(runtime: Path) -> dict[str, dict[str, str]]:
     """A hand-written backend runtime's ``SPEC_ROLES`` (section -> role -> the role it is needed with; ``""``:
     always), read without importing it."""
-    from .surface import spec_roles
+    from .surface import runtime_files, runtime_spec_roles
 
-    return spec_roles(runtime.read_text(encoding="utf-8")) or {}
+    files = runtime_files(runtime.stem, runtime.parent) if runtime.is_dir() else (runtime,)
+    return runtime_spec_roles(files) or {}
 
 
 def render_markdown(runtime_dir: Path) -> str:
@@ -346,8 +347,9 @@ def render_markdown(runtime_dir: Path) -> str:
     out += ["## Backend roles", "",
             "The `functions:`, `constants:` and `types:` roles a backend spec with `runtime: <name>` fills, from that "
             "runtime's `SPEC_ROLES` (a role listed with another is needed only when that one is given).", ""]
-    for path in sorted(runtime_dir.glob("*.py")):
-        roles = runtime_roles(path) if "SPEC_ROLES" in path.read_text(encoding="utf-8") else {}
+    for path in sorted([*runtime_dir.glob("*.py"), *(p.parent for p in runtime_dir.glob("*/__init__.py"))],
+                       key=lambda p: p.stem):
+        roles = runtime_roles(path)
         if not roles:
             continue
         out += [f"### `runtime: {path.stem}`", ""]

@@ -20,7 +20,7 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import yaml
 
@@ -202,8 +202,8 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     template = r.string(m.get("template"), "template", re.compile(r"backends/[a-z0-9_]+\.py\.j2\Z"),
                         ": expected backends/<name>.py.j2")
     runtime = r.ident(m.get("runtime"), "runtime")
-    if runtime is not None and not (RUNTIME_BACKENDS / f"{runtime.value}.py").is_file():
-        known = sorted(p.stem for p in RUNTIME_BACKENDS.glob("*.py") if not p.name.startswith("_"))
+    if runtime is not None and not runtime_files(runtime.value):
+        known = sorted(p.stem for p in RUNTIME_BACKENDS.iterdir() if not p.name.startswith("_") and runtime_files(p.stem))
         errors.error(runtime.location, f"'{runtime}' is not a module of ironaccelerator_runtime.backends "
                      f"({RUNTIME_BACKENDS.relative_to(RUNTIME_BACKENDS.parents[2]).as_posix()}/){suggest(runtime.value, known)}")
     libraries = r.seq(m.get("libraries"), "libraries", lambda n: r.string(n, "library", re.compile(r"[a-z0-9_]+\.[a-z0-9_]+\Z"),
@@ -378,6 +378,28 @@ def _keys(r: SpecReader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]
         if s is not None:
             out.append((s, v))
     return out
+
+
+def runtime_files(name: str, backends: Path = RUNTIME_BACKENDS) -> tuple[Path, ...]:
+    """The source files of the hand-written runtime backend ``name``: the module ``backends/<name>.py``, or every
+    module of the package ``backends/<name>/`` (its ``__init__.py`` first); empty where there is neither."""
+    module = backends / f"{name}.py"
+    if module.is_file():
+        return (module,)
+    package = backends / name
+    if (package / "__init__.py").is_file():
+        return tuple(sorted(package.glob("*.py"), key=lambda p: (p.name != "__init__.py", p.name)))
+    return ()
+
+
+def runtime_spec_roles(files: Sequence[Path]) -> dict[str, dict[str, str]] | None:
+    """The ``SPEC_ROLES`` of a hand-written runtime backend (:func:`runtime_files`): the first of its modules
+    that declares them, or None where none does."""
+    for path in files:
+        roles = spec_roles(path.read_text(encoding="utf-8"))
+        if roles is not None:
+            return roles
+    return None
 
 
 def spec_roles(runtime_source: str) -> dict[str, dict[str, str]] | None:
@@ -598,8 +620,7 @@ def render_surface(env: jinja2.Environment, surface: Surface, backends: list[Bac
         if missing:
             # the backend's libraries were skipped (no SDK headers): leave its module as it is
             continue
-        runtime_source = (RUNTIME_BACKENDS / f"{b.runtime}.py").read_text(encoding="utf-8") if b.runtime else None
-        declared = spec_roles(runtime_source) if runtime_source is not None else None
+        declared = runtime_spec_roles(runtime_files(b.runtime)) if b.runtime else None
         try:
             roles = RoleTable(b, libraries)
             needed = roles.needed(declared) if declared is not None else None

@@ -1,4 +1,4 @@
-"""The Metal backend (runtime/ironaccelerator_runtime/backends/metal.py over the generated binding of
+"""The Metal backend (runtime/ironaccelerator_runtime/backends/metal/ over the generated binding of
 specs/metal/metal.yaml) on the IA Simulated Metal Device (tests/metal_sim: a test fixture of ours on the CPU, NOT
 Apple Metal; the GNU Objective-C runtime and GNUstep Foundation under it are real).  Also the capability tables of
 specs/metal/backend.yaml on a table of real Apple GPUs (no device needed) and the generator's checks of them.

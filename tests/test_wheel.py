@@ -70,7 +70,8 @@ def test_wheel_contents(wheel: Path) -> None:
                                                      + ".dist-info/METADATA").decode())
     assert {"ironaccelerator/__init__.py", "ironaccelerator/_core.py", "ironaccelerator/__main__.py",
             "ironaccelerator/py.typed", "ironaccelerator_runtime/__init__.py", "ironaccelerator_runtime/loader.py",
-            "ironaccelerator_runtime/py.typed", "ironaccelerator_runtime/backends/opencl.py"} <= names
+            "ironaccelerator_runtime/py.typed", "ironaccelerator_runtime/backends/opencl/__init__.py",
+            "ironaccelerator_runtime/backends/opencl/stream.py"} <= names
     for lib in LIBRARIES:
         rel = lib.relative_to(GENERATED).as_posix()
         for f in ("__init__.py", "_binding.py", "_cffi_abi.py", "_cffi" + suffix, "types.cdef", "abi.cdef"):

@@ -1,0 +1,248 @@
+"""The Metal backend (``MTLCopyAllDevices``) and its devices: ``Backend.open``, allocation, module loading and the
+device queries."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import weakref
+from typing import Any, Mapping, Sequence
+
+from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import (
+    _SIZE_MAX, Allocation, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Result, compile_options,
+)
+
+from .tables import MetalTables, _KIND, _NAME, _PRIVATE, _SHARED, api
+
+
+# ------------------------------------------------------------------ the backend
+
+
+class MetalBackend(Backend):
+    """Metal: the devices of ``MTLCopyAllDevices``.  ``tables``: the spec's capability data (the generated subclass
+    sets it).  Holds no Metal object between calls (each enumeration releases what it made)."""
+
+    kind = BackendKind.METAL
+    tables = MetalTables(flags={}, tiers=(), vendors=(), families={})
+
+    def __init__(self) -> None:
+        self.api = api()
+        self._lock = threading.Lock()
+        self._descriptors: list[DeviceDescriptor] | None = None
+
+    def versions(self) -> dict[str, Any]:
+        """The Objective-C runtime's flavour and the frameworks the binding opened (on Linux: the simulated device's
+        library).
+
+        Returns:
+            ``{"runtime": ..., "frameworks": ...}``.
+
+        Raises:
+            Error: never (nothing is asked of the device).
+
+        Backends:
+            Metal.
+        """
+        b = self.api.b
+        return {"runtime": "Apple objc_msgSend" if sys.platform == "darwin" else "GNU objc_msg_lookup",
+                "frameworks": ", ".join(os.path.basename(p) for p in b.paths)}
+
+    def _handles(self) -> list[Any]:
+        """The MTLDevice handles of ``MTLCopyAllDevices()`` (each owning a reference; the array released)."""
+        a = self.api
+        arr = a.M.MTLCopyAllDevices()  # +1: the NSArray handle owns it
+        if arr is None:
+            return []
+        try:
+            return [a.cast(arr.objectAtIndex_(i), a.M.MTLDevice) for i in range(arr.count())]
+        finally:
+            arr.close()
+
+    def _describe(self, i: int, dev: Any) -> DeviceDescriptor:
+        name = self.api.utf8(dev.name())
+        unified = bool(dev.hasUnifiedMemory())
+        cap = self.tables.capability(dev.supportsFamily_, unified)
+        mt = dev.maxThreadsPerThreadgroup()
+        max_block = (int(mt.width), int(mt.height), int(mt.depth))
+        limits = DeviceLimits(max_block=max_block, max_threads_per_block=max(max_block),
+                              max_grid=(2**32 - 1, 2**32 - 1, 2**32 - 1),
+                              # a thread's position in the grid is a 32-bit uint per dimension (MSL
+                              # thread_position_in_grid): no dimension of more threads
+                              max_global=(2**32 - 1, 2**32 - 1, 2**32 - 1),
+                              max_shared_mem=0,  # threadgroup memory by setThreadgroupMemoryLength: is not bound
+                              max_alloc=int(dev.maxBufferLength()))
+        return DeviceDescriptor(id=DeviceId(_KIND, i), name=name, vendor=self.tables.vendor(name), backend=_KIND,
+                                total_memory=int(dev.recommendedMaxWorkingSetSize()), compute_units=1,
+                                capability=cap, limits=limits)
+
+    def devices(self) -> list[DeviceDescriptor]:
+        with self._lock:
+            if self._descriptors is None:
+                handles = self._handles()
+                try:
+                    self._descriptors = [self._describe(i, d) for i, d in enumerate(handles)]
+                finally:
+                    for d in handles:
+                        d.close()
+            return list(self._descriptors)
+
+    def open(self, device_id: DeviceId | int = 0) -> MetalDevice:
+        i = self._index(device_id)
+        descs = self.devices()
+        if not 0 <= i < len(descs):
+            raise Error(ErrorKind.INVALID_VALUE, f"no Metal device {i} ({len(descs)} found)", backend=_NAME,
+                        function="Backend.open")
+        handles = self._handles()
+        try:
+            dev = handles.pop(i)
+        finally:
+            for d in handles:
+                d.close()
+        return self._device_class()(self, descs[i], dev)
+
+    def _device_class(self) -> type[MetalDevice]:
+        return MetalDevice
+
+
+class MetalDevice(Device):
+    """An opened ``MTLDevice`` (see the module docstring).  ``close()`` waits for its streams and releases the
+    device's reference; objects made from it keep theirs (a queue, a buffer each hold the device)."""
+
+    def __init__(self, backend: MetalBackend, descriptor: DeviceDescriptor, handle: Any) -> None:
+        self.backend = backend
+        self.descriptor = descriptor
+        self.api = backend.api
+        self.handle = handle  # the MTLDevice handle (M.MTLDevice)
+        self.unified = CapabilityFlags.UNIFIED_MEMORY in descriptor.capability.flags or bool(handle.hasUnifiedMemory())
+        self._streams: weakref.WeakSet[MetalStream] = weakref.WeakSet()
+        self._copy_stream: MetalStream | None = None
+
+    # ---- memory
+    def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[MetalAllocation]:
+        if kind is MemoryKind.DEVICE:
+            options = _PRIVATE
+        elif kind is MemoryKind.UNIFIED and self.unified:
+            options = _SHARED
+        else:
+            why = "the device has no unified memory" if kind is MemoryKind.UNIFIED else "Metal buffers are DEVICE " \
+                  "(private storage) or UNIFIED (shared storage)"
+            return Error(ErrorKind.UNSUPPORTED, f"Device.alloc({kind!r}): {why}", backend=_NAME,
+                         function="Device.alloc")
+        limit = self.descriptor.limits.max_alloc
+        if limit is not None and nbytes > limit:
+            return Error(ErrorKind.INVALID_VALUE, f"Device.alloc: {nbytes} bytes exceed the device's maxBufferLength "
+                         f"({limit})", backend=_NAME, function="Device.alloc")
+        a = self.api
+        h = a.U.MTLDevice_newBufferWithLength_options_(self.handle.handle, nbytes, options)
+        if h == a.NULL:
+            return Error(ErrorKind.OUT_OF_MEMORY, f"Device.alloc: newBufferWithLength:{nbytes} options:{options} "
+                         f"returned nil (max_alloc {limit})", backend=_NAME, function="Device.alloc")
+        return MetalAllocation(self, h, nbytes, kind, tracked)
+
+    def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> MetalAllocation:
+        return self._checked_alloc(nbytes, kind, self._alloc)
+
+    def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
+        if self._closed:
+            return self._closed_error("Device.alloc_unchecked")
+        if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:
+            checked = self._alloc_args_unchecked(nbytes, kind, "Device.alloc_unchecked")
+            if isinstance(checked, Error):
+                return checked
+            nbytes = checked
+        return self._alloc(nbytes, kind, True)
+
+    # ---- streams, modules
+    def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
+        """Foreign memory is refused: an ``MTLBuffer`` over it needs ``newBufferWithBytesNoCopy:`` on
+        page-aligned memory (with a deallocator block), which this backend does not wrap."""
+        raise Error(ErrorKind.UNSUPPORTED, f"{what}: Metal buffers over foreign memory (newBufferWithBytesNoCopy) "
+                    "are not supported: copy it into an allocation (Stream.copy_from_host)", backend="METAL",
+                    function=what)
+
+    def create_stream(self) -> MetalStream:
+        self._check_open("Device.create_stream")
+        s = MetalStream(self)
+        self._streams.add(s)
+        return s
+
+    def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
+                    defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
+                    name_expressions: Sequence[str] = (), cache: bool = True) -> MetalModule:
+        """Metal Shading Language source -> an ``MTLLibrary`` (``newLibraryWithSource:options:error:``).
+
+        Default ``MTLCompileOptions``: defines need ``MTLCompileOptions.preprocessorMacros``, an ``NSDictionary``,
+        which the Foundation spec does not bind yet, and MSL has no include-path option.  No kernel cache: the Metal
+        framework keeps its own.
+
+        Args:
+            source_or_binary: Metal Shading Language source (``str``); metallib bytes are ``UNSUPPORTED``.
+            options: must be empty (``UNSUPPORTED`` otherwise).
+            defines: must be empty (``UNSUPPORTED`` otherwise).
+            include_dirs: must be empty (``UNSUPPORTED`` otherwise).
+            name_expressions: must be empty (``UNSUPPORTED`` otherwise).
+            cache: accepted and ignored.
+
+        Returns:
+            The ``MetalModule`` (the library and its source, for the kernels' signatures).
+
+        Raises:
+            Error: ``ErrorKind.COMPILE_FAILED`` (or the kind of the ``NSError``) with the compiler log;
+                ``ErrorKind.INVALID_VALUE`` for a NUL character or lone surrogates in the source;
+                ``ErrorKind.UNSUPPORTED`` for bytes or any compile option; ``ErrorKind.INVALID_HANDLE`` after
+                ``close``.
+
+        Backends:
+            Metal (on Linux, the simulated device's "compiler").
+        """
+        if compile_options(options, defines, include_dirs, name_expressions, _NAME):
+            raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: compile options (options, defines, include_dirs, "
+                        "name_expressions) are not supported by the Metal backend yet (preprocessorMacros needs "
+                        "an NSDictionary, not bound)", backend=_NAME, function="Device.load_module")
+        self._check_open("Device.load_module")
+        if not isinstance(source_or_binary, str):
+            raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: the Metal backend takes Metal Shading Language "
+                        f"source (str), not {type(source_or_binary).__name__} (metallib bytes need "
+                        "newLibraryWithData:error:, not bound yet)", backend=_NAME, function="Device.load_module")
+        a = self.api
+        from ironaccelerator_runtime.objc import NSErrorError
+
+        text = source_or_binary
+        nul = text.find("\0")
+        if nul >= 0:  # refused as on every backend (the Objective-C string would end there)
+            raise Error(ErrorKind.INVALID_VALUE, f"Device.load_module: the source holds a NUL character at "
+                        f"character {nul} (the compiler would stop reading there)", backend=_NAME,
+                        function="Device.load_module")
+        src = a.nsstring(text)  # INVALID_VALUE for lone surrogates
+        mtl_options = a.M.MTLCompileOptions.new()
+        try:
+            library = self.handle.newLibraryWithSource_options_error_(src, mtl_options)
+        except NSErrorError as e:
+            raise Error(e.kind, f"Metal newLibraryWithSource:options:error: failed ({e.domain} {e.code}); compiler "
+                        f"log:\n{e.localized_description}", code=e.code, backend=_NAME,
+                        function="Device.load_module") from None
+        finally:
+            src.close()
+            mtl_options.close()
+        if library is None:
+            raise Error(ErrorKind.COMPILE_FAILED, "Metal newLibraryWithSource:options:error: returned nil without "
+                        "an error (compiler log: none)", backend=_NAME, function="Device.load_module")
+        return MetalModule(self, a.cast(library, a.M.MTLLibrary), text)
+
+    def synchronize(self) -> None:
+        self._check_open("Device.synchronize")
+        for s in list(self._streams):
+            s.synchronize()
+
+    def _close(self) -> None:
+        self.handle.close()
+
+
+# Imported last: these modules import this one (the package's __init__ imports this module before
+# them, so each finds the classes above already defined).
+from .memory import MetalAllocation
+from .module import MetalModule
+from .stream import MetalStream

@@ -1,0 +1,71 @@
+"""Metal allocations (``MTLBuffer``: private or shared storage) and the buffer a launch argument or copy names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ironaccelerator._core import ErrorKind, MemoryKind
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.kernel_args import buffer_error, where
+from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation
+
+from .device import MetalDevice
+from .tables import _NAME
+
+
+class MetalAllocation(Allocation):
+    """An ``MTLBuffer`` (private storage for DEVICE, shared for UNIFIED).  ``_bid``: its ``id`` (raw)."""
+
+    device: MetalDevice
+
+    def __init__(self, device: MetalDevice, handle: Any, nbytes: int, kind: MemoryKind, tracked: bool) -> None:
+        self.device = device
+        self.nbytes = nbytes
+        self.kind = kind
+        self.buffer = device.api.b.wrap_as(handle, device.api.M.MTLBuffer)  # owns the +1 of newBuffer...
+        self._bid = handle
+        self._tracked = tracked
+
+    def _release(self) -> Error | None:
+        # a command buffer that uses the buffer holds its own reference (Metal retains a command's resources)
+        self.buffer.close()
+        return None
+
+    def _host_address(self) -> int | None:
+        """Shared storage (UNIFIED): its ``contents``; private storage has no host address."""
+        if self.kind is not MemoryKind.UNIFIED:
+            return None
+        a = self.device.api
+        return int(a.ffi.cast("uintptr_t", a.U.MTLBuffer_contents(self._bid)))
+
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        """The same ``MTLBuffer`` at an offset: kernels get it through ``setBuffer:offset:atIndex:``, blits through
+        their offsets."""
+        return AllocationSlice(self, offset, nbytes)
+
+
+def _buffer_of(x: Any, device: MetalDevice, what: str) -> tuple[Any, int]:
+    """The raw ``id`` of an allocation argument of ``device`` and the offset of its bytes in it (a slice's):
+    INVALID_HANDLE if freed, INVALID_VALUE if not an allocation of this device."""
+    if isinstance(x, (MetalAllocation, PooledAllocation)) and x.device is device:
+        if x._freed or (type(x) is PooledAllocation and x.block._freed):
+            raise Error(ErrorKind.INVALID_HANDLE, f"{what}: {x!r} was freed", backend=_NAME, function=what)
+        return x._bid, 0
+    if type(x) is AllocationSlice and isinstance(x.parent, MetalAllocation) and x.device is device:
+        if x._freed:
+            raise Error(ErrorKind.INVALID_HANDLE, f"{what}: the allocation of {x!r} was freed", backend=_NAME,
+                        function=what)
+        return x.parent._bid, x.offset
+    if isinstance(x, Allocation):
+        raise Error(ErrorKind.INVALID_VALUE, f"{what}: {x!r} is not an allocation of {device.descriptor.id}",
+                    backend=_NAME, function=what)
+    raise Error(ErrorKind.INVALID_VALUE, f"{what}: expected an Allocation, not {type(x).__name__}", backend=_NAME,
+                function=what)
+
+
+def _arg_buffer(x: Any, device: MetalDevice, i: int, kernel: str, what: str) -> tuple[Any, int]:
+    """``_buffer_of`` for argument ``i`` of a launch: the policy's errors (kernel_args) naming the argument."""
+    t = type(x)
+    if (t is MetalAllocation or t is PooledAllocation or t is AllocationSlice) and x.device is device:
+        return _buffer_of(x, device, what)
+    raise buffer_error(where(i, kernel), x, _NAME, what)

@@ -1,0 +1,484 @@
+"""Metal streams (an ``MTLCommandQueue``: one command buffer per launch, copy or fill) and events (command buffers
+that signal the stream's ``MTLSharedEvent``)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from ironaccelerator._core import ErrorKind, MemoryKind
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.kernel_args import LocalMemory, local_error, shared_mem_error, where
+from ironaccelerator_runtime.traits import (
+    Allocation, Event, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span, device_span,
+    host_span, fill_pattern, host_view, not_a_launch,
+)
+
+from .device import MetalDevice
+from .memory import _arg_buffer, _buffer_of
+from .module import MetalKernel, _value
+from .tables import _COMPLETED, _ERROR, _KIND, _NAME, _PRUNE, _SHARED
+
+
+class MetalEvent(Event):
+    """A command buffer committed after the work before it on ``stream``'s queue, signalling the stream's shared
+    event to ``value``.  Holds one reference to the command buffer (``_cb``)."""
+
+    def __init__(self, stream: MetalStream, cb: Any, value: int) -> None:
+        self.stream = stream
+        self.device = stream.device
+        self._cb = cb
+        self.value = value
+
+    def __del__(self) -> None:
+        cb, self._cb = getattr(self, "_cb", None), None
+        if cb is not None:
+            try:
+                self.stream._api.release(cb)
+            except Exception:  # interpreter shutdown
+                pass
+
+    def query(self) -> bool:
+        # Whether the work before the event is done: its command buffer completed, or the shared event it signals
+        # reached its value (the signal comes before the command buffer's status changes).
+        self.device._check_open("Event.query")
+        U = self.stream._api.U
+        return int(U.MTLCommandBuffer_status(self._cb)) >= _COMPLETED or \
+            int(U.MTLSharedEvent_signaledValue(self.stream.shared_event.handle)) >= self.value
+
+    def synchronize(self) -> None:
+        self.device._check_open("Event.synchronize")
+        a = self.stream._api
+        a.U.MTLCommandBuffer_waitUntilCompleted(self._cb)
+        self.stream._check_failed("Event.synchronize")
+
+    def _wait_for_callback(self) -> None:
+        """Wait until the event's command buffer has completed, failed or not: a failure is the stream's to report
+        (its ``synchronize``), not the host callback's, and is left for it."""
+        self.device._check_open("Stream.add_callback")
+        self.stream._api.U.MTLCommandBuffer_waitUntilCompleted(self._cb)
+
+    def gpu_end_time(self) -> float:
+        """When the GPU finished the work before this event: its command buffer's ``GPUEndTime``.
+
+        :meth:`elapsed_ms` is the difference of two of these (and waits first).
+
+        Returns:
+            The time in seconds, on the GPU's clock (meaningful only as a difference).
+
+        Raises:
+            Error: ``ErrorKind.NOT_READY`` when the event has not completed yet (:meth:`query` is False);
+                ``ErrorKind.INVALID_HANDLE`` when the device was closed.
+
+        Backends:
+            Metal only.
+        """
+        if not self.query():
+            raise Error(ErrorKind.NOT_READY, "Event.elapsed_ms: the event has not completed", backend=_NAME,
+                        function="Event.elapsed_ms")
+        U = self.stream._api.U
+        U.MTLCommandBuffer_waitUntilCompleted(self._cb)  # signalled: completes at once
+        return float(U.MTLCommandBuffer_GPUEndTime(self._cb))
+
+    def elapsed_ms(self, end: Event) -> float:
+        if not isinstance(end, MetalEvent):
+            raise Error(ErrorKind.INVALID_VALUE, f"Event.elapsed_ms: {end!r} is not a Metal event", backend=_NAME,
+                        function="Event.elapsed_ms")
+        self.synchronize()  # a pending event is waited for, as on every backend (Event.elapsed_ms)
+        end.synchronize()
+        return (end.gpu_end_time() - self.gpu_end_time()) * 1000.0
+
+
+_NSUINTEGER_MAX = 2**64 - 1
+
+
+class MetalStream(Stream):
+    """An ``MTLCommandQueue`` (see the module docstring).  ``_pending``: the committed command buffers not yet seen
+    complete (one reference each), whose failures :meth:`synchronize` reports."""
+
+    device: MetalDevice
+
+    def __init__(self, device: MetalDevice) -> None:
+        a = device.api
+        self.device = device
+        self._api = a
+        self.queue = a.cast(device.handle.newCommandQueue(), a.M.MTLCommandQueue)
+        self._qid = self.queue.handle
+        self.shared_event = a.cast(device.handle.newSharedEvent(), a.M.MTLSharedEvent)
+        self._value = 0
+        self._pending: list[Any] = []
+        self._untracked = False  # unchecked launches committed since the last fence
+        self._reap_at = _PRUNE  # len(_pending) at which _keep next lets go of the completed ones
+        # the last checked launch: (KernelLaunch, its allocations, (kernel, dims, packed arguments))
+        self._cache: tuple[Any, list[Any], tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]] | None = None
+        self._failed: list[str] = []
+        # guards _pending, _value, _untracked and _failed: the owner's thread and others (a MemoryPool fencing the
+        # stream for another stream's allocation, a callback thread's Event.synchronize) may both change them; one
+        # reaper at a time (two would release the same completed command buffers: a freed MTLCommandBuffer messaged)
+        self._state = threading.RLock()
+        # the hot path's trampolines, bound once
+        U = a.U
+        self._commandBuffer = U.MTLCommandQueue_commandBuffer
+        self._computeEncoder = U.MTLCommandBuffer_computeCommandEncoder
+        self._setPipeline = U.MTLComputeCommandEncoder_setComputePipelineState_
+        self._setBuffer = U.MTLComputeCommandEncoder_setBuffer_offset_atIndex_
+        self._setBytes = U.MTLComputeCommandEncoder_setBytes_length_atIndex_
+        self._dispatch = U.MTLComputeCommandEncoder_dispatchThreadgroups_threadsPerThreadgroup_
+        self._endEncoding = U.MTLCommandEncoder_endEncoding
+        self._commit = U.MTLCommandBuffer_commit
+
+    def __del__(self) -> None:
+        pending, self._pending = getattr(self, "_pending", []), []
+        try:
+            for cb in pending:
+                self._api.release(cb)
+        except Exception:  # interpreter shutdown
+            pass
+
+    # ---- command buffers
+    def _keep(self, cb: Any) -> None:
+        """Hold a committed (autoreleased) command buffer until it is seen complete."""
+        self._api.retain(cb)
+        with self._state:
+            pending = self._pending
+            pending.append(cb)
+            if len(pending) >= self._reap_at:
+                self._reap(False)
+                self._reap_at = len(self._pending) + _PRUNE
+
+    def _reap(self, wait: bool) -> None:
+        """Let go of the completed command buffers (all, waiting for them, when ``wait``), noting failures.  A queue
+        completes its command buffers in commit order, so the first one not complete ends the scan."""
+        with self._state:
+            a = self._api
+            U = a.U
+            pending = self._pending
+            done = 0
+            for cb in pending:
+                if wait:
+                    U.MTLCommandBuffer_waitUntilCompleted(cb)
+                status = int(U.MTLCommandBuffer_status(cb))
+                if status < _COMPLETED:
+                    break
+                if status == _ERROR:
+                    self._failed.append(self._cb_error(cb))
+                a.release(cb)
+                done += 1
+            del pending[:done]
+
+    def _cb_error(self, cb: Any) -> str:
+        a = self._api
+        pool = a.push()
+        try:
+            e = a.U.MTLCommandBuffer_error(cb)
+            if e == a.NULL:
+                return "a command buffer failed (no error)"
+            d = a.U.NSError_localizedDescription(e)
+            text = a.ffi.string(a.U.NSString_UTF8String(d)).decode("utf-8", "replace") if d != a.NULL else ""
+            return f"{a.ffi.string(a.U.NSString_UTF8String(a.U.NSError_domain(e))).decode()} " \
+                   f"{int(a.U.NSError_code(e))}: {text}"
+        finally:
+            a.pop(pool)
+
+    def _check_failed(self, what: str) -> None:
+        with self._state:
+            self._reap(False)
+            msgs, self._failed = self._failed, []
+        if msgs:
+            raise Error(ErrorKind.LAUNCH_FAILED, f"{what}: {len(msgs)} command buffer(s) failed: "
+                        + "; ".join(msgs), backend=_NAME, function=what)
+
+    def _blit(self, encode: Callable[[Any, Any], None]) -> Any:
+        """One command buffer with a blit encoder filled by ``encode(a, encoder)``, committed and kept."""
+        a = self._api
+        pool = a.push()
+        try:
+            cb = self._commandBuffer(self._qid)
+            enc = a.U.MTLCommandBuffer_blitCommandEncoder(cb)
+            encode(a, enc)
+            self._endEncoding(enc)
+            self._commit(cb)
+            self._keep(cb)
+            return cb
+        finally:
+            a.pop(pool)
+
+    def _staging(self, nbytes: int, what: str) -> Any:
+        a = self._api
+        h = a.U.MTLDevice_newBufferWithLength_options_(self.device.handle.handle, nbytes, _SHARED)
+        if h == a.NULL:
+            raise Error(ErrorKind.OUT_OF_MEMORY, f"{what}: no shared staging buffer of {nbytes} bytes", backend=_NAME,
+                        function=what)
+        return h
+
+    def _live(self, what: str) -> None:
+        if self.device._closed:
+            raise self.device._closed_error(what)
+
+    # ---- copies
+    def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
+                       src_offset: int = 0) -> None:
+        what = "Stream.copy_from_host"
+        self._live(what)
+        bid, base = _buffer_of(dst, self.device, what)
+        view = host_view(src, backend=_KIND, function=what)
+        so, at, n = host_span(view.nbytes, dst.nbytes, nbytes, src_offset, dst_offset, what, _KIND, to_device=True)
+        if n == 0:
+            return
+        at += base
+        a = self._api
+        staging = self._staging(n, what)
+        try:
+            a.ffi.memmove(a.U.MTLBuffer_contents(staging), view[so:so + n], n)
+            self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(
+                enc, staging, 0, bid, at, n))
+        finally:
+            a.release(staging)  # the command buffer holds it until the copy ran
+
+    def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+                     src_offset: int = 0) -> None:
+        what = "Stream.copy_to_host"
+        self._live(what)
+        bid, base = _buffer_of(src, self.device, what)
+        view = host_view(dst, writable=True, backend=_KIND, function=what)
+        do, at, n = host_span(view.nbytes, src.nbytes, nbytes, dst_offset, src_offset, what, _KIND, to_device=False)
+        if n == 0:
+            return
+        at += base
+        a = self._api
+        out = view[do:do + n]
+        if src.kind is MemoryKind.UNIFIED:  # shared storage: read its contents once the queue is done with it
+            self.synchronize()
+            a.ffi.memmove(out, a.ffi.buffer(a.ffi.cast("char *", a.U.MTLBuffer_contents(bid)) + at, n), n)
+            return
+        staging = self._staging(n, what)
+        try:
+            self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(
+                enc, bid, at, staging, 0, n))
+            self.synchronize()
+            a.ffi.memmove(out, a.ffi.buffer(a.ffi.cast("char *", a.U.MTLBuffer_contents(staging)), n), n)
+        finally:
+            a.release(staging)
+
+    def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+             src_offset: int = 0) -> None:
+        what = "Stream.copy"
+        self._live(what)
+        d, dbase = _buffer_of(dst, self.device, what)
+        s, sbase = _buffer_of(src, self.device, what)
+        so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, _KIND)
+        if n:
+            self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_copyFromBuffer_sourceOffset_toBuffer_destinationOffset_size_(
+                enc, s, sbase + so, d, dbase + do, n))
+
+    def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        # The blit encoder's ``fillBuffer:range:value:``, which fills bytes: a 2- or 4-byte pattern whose bytes
+        # differ is UNSUPPORTED (one whose bytes are all the same, such as 0, is that byte).
+        what = "Stream.fill"
+        self._live(what)
+        d, base = _buffer_of(dst, self.device, what)
+        v, w = fill_pattern(value, width, what, _KIND)
+        o, n = check_span(dst.nbytes, offset, nbytes, "dst", what, _KIND, width=w)
+        pattern = v.to_bytes(w, "little")
+        if pattern != pattern[:1] * w:
+            raise Error(ErrorKind.UNSUPPORTED, f"{what}: Metal's blit encoder fills bytes; the {w}-byte pattern "
+                        f"{v:#x} is not one byte repeated", backend=_NAME, function=what)
+        if n:
+            self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_fillBuffer_range_value_(enc, d, (base + o, n),
+                                                                                         pattern[0]))
+
+    # ---- launches
+    def _pack(self, launch: Any, what: str) -> tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]:
+        """The checks of a launch (before any message) and its arguments: (is a buffer, index, id or bytes)."""
+        try:
+            kernel, dims, args = launch
+        except (TypeError, ValueError):
+            raise not_a_launch(launch, what) from None
+        if not isinstance(kernel, MetalKernel) or kernel.device is not self.device:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {kernel!r} is not a kernel of {self.device.descriptor.id}",
+                        backend=_NAME, function=what)
+        if not isinstance(dims, LaunchDims):
+            raise TypeError(f"{what}: dims must be LaunchDims, not {type(dims).__name__}")
+        if dims.cooperative or dims.cluster is not None:  # (Metal has neither grid sync nor clusters)
+            raise dims.options_error(_KIND, what)
+        if dims.shared_mem:  # never silently ignored (checked and unchecked)
+            raise shared_mem_error(_NAME, what, dims.shared_mem)
+        b = dims.block
+        if b[0] * b[1] * b[2] > kernel.max_threads:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: a threadgroup of {b} has more than the pipeline's "
+                        f"maxTotalThreadsPerThreadgroup ({kernel.max_threads}) threads", backend=_NAME, function=what)
+        slots = kernel.slots
+        if slots is not None and len(args) != len(slots):
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {kernel.name} takes {len(slots)} arguments "
+                        f"([[buffer(i)]] parameters), got {len(args)}", backend=_NAME, function=what)
+        packed: list[tuple[bool, int, Any]] = []  # (True, index, (buffer id, offset)) or (False, index, bytes)
+        params = kernel._params
+        device = self.device
+        for i, x in enumerate(args):
+            slot = slots[i] if slots is not None else None
+            index = slot.index if slot is not None else i
+            if type(x) is LocalMemory:
+                raise local_error(_NAME, what, where(i, kernel.name))
+            if slot.buffer if slot is not None else isinstance(x, Allocation):
+                packed.append((True, index, _arg_buffer(x, device, i, kernel.name, what)))
+            else:
+                packed.append((False, index, _value(x, slot, params[i] if params is not None else None, i,
+                                                    kernel.name, what)))
+        return kernel, dims, packed
+
+    def _encode(self, kernel: MetalKernel, dims: LaunchDims, packed: list[tuple[bool, int, Any]],
+                keep: bool = True) -> None:
+        """The messages of one launch: one command buffer, one compute encoder, committed; kept (for its failure
+        to be reported) when ``keep``, else only the queue holds it (``_untracked``: synchronize and query then
+        commit an empty command buffer to wait for)."""
+        a = self._api
+        pool = a.push()
+        try:
+            cb = self._commandBuffer(self._qid)
+            enc = self._computeEncoder(cb)
+            self._setPipeline(enc, kernel._pid)
+            setBuffer, setBytes = self._setBuffer, self._setBytes
+            for is_buffer, index, v in packed:
+                if is_buffer:
+                    setBuffer(enc, v[0], v[1], index)
+                else:
+                    setBytes(enc, v, len(v), index)
+            self._dispatch(enc, dims.grid, dims.block)
+            self._endEncoding(enc)
+            self._commit(cb)
+            if keep:
+                self._keep(cb)
+            else:
+                self._untracked = True
+        finally:
+            a.pop(pool)
+
+    def _fence(self) -> None:
+        """After untracked launches: an empty command buffer, kept, which completes after them (in-order queue)."""
+        if self._untracked:
+            with self._state:
+                if not self._untracked:
+                    return
+                self._untracked = False
+            a = self._api
+            pool = a.push()
+            try:
+                cb = self._commandBuffer(self._qid)
+                self._commit(cb)
+                self._keep(cb)
+            finally:
+                a.pop(pool)
+
+    def _reuse(self, launch: Any) -> tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]] | None:
+        """The packed arguments of the previous launch when ``launch`` is the same (immutable) KernelLaunch and none
+        of its allocations was freed since: a repeated launch skips the argument checks, never a freed buffer."""
+        cached = self._cache
+        if cached is None or cached[0] is not launch:
+            return None
+        for x in cached[1]:
+            if x._freed or (type(x) is PooledAllocation and x.block._freed):
+                return None
+        return cached[2]
+
+    def _remember(self, launch: Any, packed: tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]) -> None:
+        """Keep a checked launch for :meth:`_reuse` when it cannot change: a KernelLaunch (its arguments are a
+        tuple) without a mutable value (bytearray).  The stream holds it (and its allocations) until the next one."""
+        if type(launch) is KernelLaunch and not any(isinstance(x, bytearray) for x in launch[2]):
+            self._cache = (launch, [x for x in launch[2] if isinstance(x, Allocation)], packed)
+        else:
+            self._cache = None
+
+    def launch(self, launch: Any) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.launch")
+        plan = self._reuse(launch)
+        if plan is None:
+            plan = self._pack(launch, "Stream.launch")
+            plan[1].validate(self.device.descriptor.limits, _KIND, "Stream.launch")
+            self._remember(launch, plan)
+        self._encode(*plan)
+
+    def launch_unchecked(self, launch: Any) -> Result[None]:
+        # The launch without LaunchDims validation against the device's limits; still refused (an Error returned,
+        # before any message): a freed allocation, a wrong argument count, a threadgroup over the pipeline's
+        # maxTotalThreadsPerThreadgroup, a closed device.
+        if self.device._closed:
+            return self.device._closed_error("Stream.launch_unchecked")
+        plan = self._reuse(launch)
+        if plan is None:
+            try:
+                plan = self._pack(launch, "Stream.launch_unchecked")
+            except Error as e:
+                return e.with_traceback(None)  # (its frames would keep the stream and the launch alive)
+            g, b = plan[1].grid, plan[1].block
+            if max(g + b) > _NSUINTEGER_MAX:  # MTLSize cannot hold it: refused before the encoder is made (one
+                # left without endEncoding would be released mid-encoding)
+                return Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: grid={g}, block={b}: a dimension does "
+                             "not fit MTLSize (64-bit NSUInteger)", backend=_NAME, function="Stream.launch_unchecked")
+            limits, g = self.device.descriptor.limits, plan[1].grid
+            if plan[1].threads > limits.max_work_items or g[0] > limits.max_grid[0] or g[1] > limits.max_grid[1] \
+                    or g[2] > limits.max_grid[2]:  # (a few compares, on packing only: the device would try them all)
+                return Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: {plan[1]} is more than the device "
+                             f"runs in one dispatch (DeviceLimits max_grid {limits.max_grid}, max_work_items "
+                             f"{limits.max_work_items})", backend=_NAME, function="Stream.launch_unchecked")
+        self._encode(*plan, keep=False)  # a failure of its command buffer is not reported (as on the other backends)
+        return None
+
+    # ---- ordering
+    def record_event(self) -> MetalEvent:
+        what = "Stream.record_event"
+        self._live(what)
+        a = self._api
+        pool = a.push()
+        try:
+            with self._state:  # (values signalled in commit order)
+                self._value += 1
+                value = self._value
+                cb = self._commandBuffer(self._qid)
+                a.U.MTLCommandBuffer_encodeSignalEvent_value_(cb, self.shared_event.handle, value)
+                self._commit(cb)
+                a.retain(cb)  # the event's reference
+                self._keep(cb)
+        finally:
+            a.pop(pool)
+        return MetalEvent(self, cb, value)
+
+    def wait_event(self, event: Event) -> None:
+        what = "Stream.wait_event"
+        self._live(what)
+        if not isinstance(event, MetalEvent) or event.device is not self.device:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {event!r} is not an event of {self.device.descriptor.id}",
+                        backend=_NAME, function=what)
+        if event.stream is self:
+            return  # in order already
+        a = self._api
+        pool = a.push()
+        try:
+            cb = self._commandBuffer(self._qid)
+            a.U.MTLCommandBuffer_encodeWaitForEvent_value_(cb, event.stream.shared_event.handle, event.value)
+            self._commit(cb)
+            self._keep(cb)
+        finally:
+            a.pop(pool)
+
+    def synchronize(self) -> None:
+        self._live("Stream.synchronize")
+        self._fence()
+        self._reap(True)
+        self._check_failed("Stream.synchronize")
+        self._check_callback_waits("Stream.synchronize")
+
+    def query(self) -> bool:
+        self._live("Stream.query")
+        self._fence()
+        with self._state:
+            self._reap(False)
+            return not self._pending
+
+    def _pool_fence(self) -> MetalEvent | None:
+        """(Called from any thread: under the stream's state lock.)"""
+        with self._state:
+            if self.query():
+                return None
+            return self.record_event()

@@ -1,0 +1,138 @@
+"""OpenCL allocations: buffers and SVM, their host views (mapped), slices and release."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import weakref
+from typing import Any
+
+from ironaccelerator._core import ErrorKind, MemoryKind
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import Allocation, AllocationSlice
+
+from .device import OpenCLDevice
+
+
+def _unmap(api: Any, queue: Any, buffer: Any, ptr: Any) -> None:
+    """End a host view's mapping (its last view gone): unmap, wait for it, drop the references it held."""
+    raw = api.raw
+    if raw.clEnqueueUnmapMemObject(queue, buffer, ptr, 0, api.ffi.NULL, api.ffi.NULL) == 0:
+        raw.clFinish(queue)
+    raw.clReleaseCommandQueue(queue)
+    raw.clReleaseMemObject(buffer)
+
+
+def _fine_grain_svm(api: Any, device: Any) -> bool:
+    """Whether the device has fine-grained buffer SVM (CL_DEVICE_SVM_CAPABILITIES, OpenCL 2.0; an older device
+    refuses the query)."""
+    cl, out = api.cl, api.ffi.new("cl_ulong *")
+    code = api.raw.clGetDeviceInfo(device, cl.CL_DEVICE_SVM_CAPABILITIES, api.ffi.sizeof("cl_ulong"), out,
+                                   api.ffi.NULL)
+    return code == 0 and bool(out[0] & cl.CL_DEVICE_SVM_FINE_GRAIN_BUFFER)
+
+
+
+
+_SERIALS = itertools.count(1)
+
+
+class OpenCLAllocation(Allocation):
+    """A ``cl_mem`` buffer.  ``_serial`` names it for the kernel-argument cache: unlike the ``cl_mem``
+    address (which the driver may hand out again after a release), it is never reused.  No DLPack export:
+    neither ``__dlpack__`` nor ``__dlpack_device__`` (a ``cl_mem`` is not an address; DLPack's ``kDLOpenCL`` is
+    accepted by no consumer we know), and ``view()`` gives a plain ``ArrayView``."""
+
+    def __init__(self, device: OpenCLDevice, buffer: Any, nbytes: int, kind: MemoryKind, tracked: bool = False) -> None:
+        self.device = device
+        self.buffer = buffer
+        self.nbytes = nbytes
+        self.kind = kind
+        self._serial = next(_SERIALS)
+        if tracked:  # released by Allocation.__del__ if dropped unfreed
+            self._tracked = True
+
+    device: OpenCLDevice
+
+    _svm: Any = None  # UNIFIED: the fine-grained SVM pointer the buffer uses as its storage
+
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        """``clCreateSubBuffer`` over the region (released when the slice is dropped); its origin must be a
+        multiple of the device's CL_DEVICE_MEM_BASE_ADDR_ALIGN, else INVALID_VALUE naming it."""
+        device, api = self.device, self.device.api
+        cl, what = api.cl, "Allocation.__getitem__"
+        if not device._base_align:
+            device._base_align = max(
+                api.info_int("clGetDeviceInfo", device.handle, cl.CL_DEVICE_MEM_BASE_ADDR_ALIGN, "cl_uint") // 8, 1)
+        align = device._base_align
+        if offset % align:
+            raise Error(ErrorKind.INVALID_VALUE, f"{what}: an OpenCL sub-buffer must start at a multiple of "
+                        f"{align} bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN) on this device, not at {offset}",
+                        backend="OPENCL", function=what)
+        region = api.ffi.new("cl_buffer_region *", {"origin": offset, "size": nbytes})
+        err = api.ffi.new("cl_int *")
+        sub = api.raw.clCreateSubBuffer(self.buffer, 0, cl.CL_BUFFER_CREATE_TYPE_REGION, region, err)
+        if err[0] != 0:
+            raise api.error(err[0], "clCreateSubBuffer", f"[{offset}:{offset + nbytes}] of {self!r}")
+        s: Any = AllocationSlice(self, offset, nbytes)
+        s.buffer = sub
+        s._finalizer_ref = weakref.finalize(s, api.raw.clReleaseMemObject, sub)
+        return s  # type: ignore[no-any-return]
+
+    def _host_address(self) -> int | None:
+        """UNIFIED (fine-grained SVM) memory is the host's to read and write; other buffers have no address."""
+        return None if self._svm is None else int(self.device.api.ffi.cast("uintptr_t", self._svm))
+
+    def host_view(self) -> memoryview:
+        """A writable byte view of host-visible memory, without a copy (see :meth:`Allocation.host_view`).
+
+        UNIFIED: the SVM memory itself.  A host-allocated buffer (HOST_PINNED, HOST: ``CL_MEM_ALLOC_HOST_PTR``) is
+        mapped (a blocking ``clEnqueueMapBuffer``, read and write, on the device's own queue) and unmapped when
+        the view is released or dropped (``clEnqueueUnmapMemObject``, then that queue finished).  OpenCL leaves a
+        command that uses a mapped buffer undefined: release the view before the buffer is used on a stream, and
+        synchronize that stream before taking one.
+
+        Returns:
+            A writable ``memoryview`` (format ``"B"``) of the allocation's bytes.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_VALUE`` for DEVICE buffers (not host-visible), as everywhere;
+                ``ErrorKind.INVALID_HANDLE`` once freed or after ``Device.close``; the driver's error where mapping
+                fails.
+
+        Backends:
+            OpenCL.
+        """
+        if self.kind not in (MemoryKind.HOST_PINNED, MemoryKind.HOST) or self._svm is not None:
+            return super().host_view()
+        what = "Allocation.host_view"
+        self._check_live(what)
+        device = self.device
+        device._check_open(what)
+        if self.nbytes == 0:
+            return memoryview(b"").cast("B")[:0]
+        api, cl = device.api, device.api.cl
+        q = device._map_queue()
+        err = api.ffi.new("cl_int *")
+        ptr = api.raw.clEnqueueMapBuffer(q, self.buffer, cl.CL_TRUE, cl.CL_MAP_READ | cl.CL_MAP_WRITE, 0, self.nbytes,
+                                         0, api.ffi.NULL, api.ffi.NULL, err)
+        if err[0] != 0:
+            raise api.error(err[0], "clEnqueueMapBuffer", repr(self))
+        # the mapping holds the buffer and the queue (OpenCL references) until it is unmapped
+        api.raw.clRetainMemObject(self.buffer)
+        api.raw.clRetainCommandQueue(q)
+        arr = (ctypes.c_char * self.nbytes).from_address(int(api.ffi.cast("uintptr_t", ptr)))
+        arr._allocation = self  # type: ignore[attr-defined]  # (the view keeps the allocation alive)
+        weakref.finalize(arr, _unmap, api, q, self.buffer, ptr)
+        self._views = [r for r in (self._views or ()) if r() is not None] + [weakref.ref(arr)]
+        return memoryview(arr).cast("B")
+
+    def _release(self) -> Error | None:
+        device = self.device
+        code = device._release_mem(self.buffer)
+        if self._svm is not None:  # clSVMFree does not wait for queued commands: every stream is waited for first
+            for s in device._live_streams():
+                s.synchronize()
+            device.api.raw.clSVMFree(device.context, self._svm)
+            self._svm = None
+        return device.api.error(code, "clReleaseMemObject") if code else None

@@ -1,0 +1,427 @@
+"""OpenCL events and streams (in-order command queues): copies, fills, launches, markers and waits."""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any
+
+from ironaccelerator._core import ErrorKind
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.kernel_args import shared_mem_error
+from ironaccelerator_runtime.traits import (
+    Allocation, CopyRegion, Event, KernelLaunch, InFlight, LaunchDims, PooledAllocation, Result, Stream, check_span,
+    device_span, host_span, fill_pattern, host_view, not_a_launch,
+)
+
+from .args import _live_buffer, _plain_host, _set_args
+from .device import OpenCLDevice
+from .module import OpenCLKernel
+from .tables import _KIND, _QUERY_GRACE_S
+
+
+class OpenCLEvent(Event):
+    """A marker in a stream (``clEnqueueMarkerWithWaitList``), made by ``OpenCLStream.record_event``, with the
+    queue's profiling timestamps for ``elapsed_ms``.  It knows the stream's in-flight host buffers enqueued
+    before it: once it is seen complete they are released."""
+
+    def __init__(self, device: OpenCLDevice, handle: Any, inflight: InFlight | None = None, mark: int = 0) -> None:
+        self.device = device
+        self.handle = handle
+        self._finalizer = weakref.finalize(self, device.api.raw.clReleaseEvent, handle)
+        self._inflight = inflight
+        self._mark = mark
+
+    def _done(self) -> None:
+        inflight = self._inflight
+        if inflight is not None:
+            inflight.release(self._mark)
+            self._inflight = None
+
+    def synchronize(self) -> None:
+        self.device._check_open("Event.synchronize")
+        api = self.device.api
+        evs = api.ffi.new("cl_event[1]", [self.handle])
+        api.check(api.raw.clWaitForEvents(1, evs), "clWaitForEvents")
+        self._done()
+
+    def query(self) -> bool:
+        self.device._check_open("Event.query")
+        api = self.device.api
+        status = api.info_int("clGetEventInfo", self.handle, api.cl.CL_EVENT_COMMAND_EXECUTION_STATUS, "cl_int")
+        done = bool(status == api.cl.CL_COMPLETE)
+        if done:
+            self._done()
+        return done
+
+    def _end_ns(self) -> int:
+        api = self.device.api
+        return api.info_int("clGetEventProfilingInfo", self.handle, api.cl.CL_PROFILING_COMMAND_END, "cl_ulong")
+
+    def elapsed_ms(self, end: Event) -> float:
+        if not isinstance(end, OpenCLEvent):
+            raise Error(ErrorKind.INVALID_VALUE, "elapsed_ms needs another OpenCL event", backend="OPENCL",
+                        function="Event.elapsed_ms")
+        self.synchronize()
+        end.synchronize()
+        return (end._end_ns() - self._end_ns()) / 1e6
+
+
+class OpenCLStream(Stream):
+    """An in-order command queue (``clCreateCommandQueueWithProperties``) with profiling enabled, made by
+    ``OpenCLDevice.create_stream``.
+
+    Adds over :class:`~ironaccelerator.Stream`: ``queue`` (the ``cl_command_queue``); events carry the queue's
+    profiling timestamps (``elapsed_ms``); ``prefetch`` is ``clEnqueueSVMMigrateMem`` of UNIFIED (SVM) memory
+    (OpenCL 2.1 devices); 2-D/3-D copies are ``clEnqueueCopyBufferRect`` and its read/write twins.  ``capture()``
+    (graphs) is ``UNSUPPORTED``: OpenCL has no stream capture.
+    """
+
+    device: OpenCLDevice
+    # for MemoryPool's fences: set after every enqueue of work that may use memory, cleared by _pool_fence
+    _dirty = False
+    _pool_event: OpenCLEvent | None = None
+
+    def __init__(self, device: OpenCLDevice) -> None:
+        api, ffi, cl = device.api, device.api.ffi, device.api.cl
+        self.device = device
+        self.api = api
+        err = ffi.new("cl_int *")
+        props = ffi.new("cl_queue_properties[3]", [cl.CL_QUEUE_PROPERTIES, cl.CL_QUEUE_PROFILING_ENABLE, 0])
+        q = api.raw.clCreateCommandQueueWithProperties(device.context, device.handle, props, err)
+        api.check(err[0], "clCreateCommandQueueWithProperties")
+        self.queue = q
+        self._finalizer = weakref.finalize(self, api.raw.clReleaseCommandQueue, q)
+        self._inflight = InFlight()  # host buffers of copies in flight, until work after them is seen complete
+        self._keep = self._inflight.items
+        # the hot paths' raw functions, resolved once
+        raw = api.raw
+        self._null = ffi.NULL
+        self._from_buffer = ffi.from_buffer
+        self._enqueue_kernel = raw.clEnqueueNDRangeKernel
+        self._write = raw.clEnqueueWriteBuffer
+        self._read = raw.clEnqueueReadBuffer
+        self._finish = raw.clFinish
+        self._limits = device.descriptor.limits
+        # launch dimensions -> (global, local) size_t[3] arrays, and whether they passed validation;
+        # _last is the entry of the last LaunchDims object seen (identity: the fast path for a reused launch)
+        self._dims: dict[tuple[Any, ...], tuple[Any, Any, bool]] = {}
+        self._last: tuple[Any, Any, Any, bool] = (None, None, None, False)
+        device._streams.add(self)
+
+    # copies (asynchronous; host buffers are kept alive until an event after them, or the stream, completes)
+    def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
+                       src_offset: int = 0) -> None:
+        buf = _live_buffer(dst, "Stream.copy_from_host", self.device)
+        t = type(src)
+        if t is not bytes and t is not bytearray and not _plain_host(src, t):
+            host_view(src, backend=_KIND, function="Stream.copy_from_host")  # raises the descriptive Error
+        try:  # any C-contiguous buffer (numpy arrays, bytes, memoryview): no memoryview/cast needed
+            ptr = self._from_buffer(src)
+        except (TypeError, ValueError, BufferError):
+            ptr = self._from_buffer(host_view(src, backend=_KIND, function="Stream.copy_from_host"))
+        n = len(ptr)
+        at, src_ptr = 0, ptr
+        if nbytes is not None or dst_offset or src_offset:
+            so, at, n = host_span(n, dst.nbytes, nbytes, src_offset, dst_offset, "Stream.copy_from_host", _KIND,
+                                  to_device=True)
+            src_ptr = ptr + so
+        elif n > dst.nbytes:
+            raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes do not fit in {dst!r}", backend="OPENCL",
+                        function="Stream.copy_from_host")
+        null = self._null
+        code = self._write(self.queue, buf, 0, at, n, src_ptr, 0, null, null)
+        self._dirty = self.device._dirty = True
+        if code:
+            raise self.api.error(code, "clEnqueueWriteBuffer")
+        self._keep.append(ptr)  # the cdata holds the exporter's buffer until synchronize()
+
+    def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+                     src_offset: int = 0) -> None:
+        buf = _live_buffer(src, "Stream.copy_to_host", self.device)
+        t = type(dst)
+        if t is not bytearray and not _plain_host(dst, t):
+            host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")  # raises
+        try:  # positional require_writable: a keyword costs cffi twice the call
+            ptr = self._from_buffer("char[]", dst, True)
+        except (TypeError, ValueError, BufferError):
+            ptr = self._from_buffer("char[]", host_view(dst, writable=True, backend=_KIND,
+                                                        function="Stream.copy_to_host"), True)
+        n = len(ptr)
+        at, dst_ptr = 0, ptr
+        if nbytes is not None or dst_offset or src_offset:
+            do, at, n = host_span(n, src.nbytes, nbytes, dst_offset, src_offset, "Stream.copy_to_host", _KIND,
+                                  to_device=False)
+            dst_ptr = ptr + do
+        elif n > src.nbytes:
+            raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes is more than {src!r} holds", backend="OPENCL",
+                        function="Stream.copy_to_host")
+        null = self._null
+        code = self._read(self.queue, buf, 0, at, n, dst_ptr, 0, null, null)
+        self._dirty = self.device._dirty = True
+        if code:
+            raise self.api.error(code, "clEnqueueReadBuffer")
+        self._keep.append(ptr)
+
+    def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+             src_offset: int = 0) -> None:
+        d = _live_buffer(dst, "Stream.copy", self.device)
+        s = _live_buffer(src, "Stream.copy", self.device)
+        so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, _KIND)
+        if n:
+            self.api.check(self.api.raw.clEnqueueCopyBuffer(self.queue, s, d, so, do, n, 0, self._null, self._null),
+                           "clEnqueueCopyBuffer")
+            self._dirty = self.device._dirty = True
+
+    def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        buf = _live_buffer(dst, "Stream.fill", self.device)
+        v, w = fill_pattern(value, width, "Stream.fill", _KIND)
+        o, n = check_span(dst.nbytes, offset, nbytes, "dst", "Stream.fill", _KIND, width=w)
+        if n:
+            pattern = self.api.ffi.new("char[]", v.to_bytes(w, "little"))
+            self.api.check(self.api.raw.clEnqueueFillBuffer(self.queue, buf, pattern, w, o, n, 0, self._null,
+                                                            self._null), "clEnqueueFillBuffer")
+            self._dirty = self.device._dirty = True
+
+    def _copy_rect(self, dst: Allocation | memoryview, src: Allocation | memoryview, region: CopyRegion,
+                   function: str) -> None:
+        """``clEnqueueCopyBufferRect`` (device to device), ``clEnqueueWriteBufferRect`` / ``clEnqueueReadBufferRect``
+        (to / from the host; non-blocking, the host buffer kept until the stream is seen past it): a buffer's offset
+        as an origin of its pitches, a host side's as its pointer moved."""
+        ffi, null = self.api.ffi, self._null
+        region_ = ffi.new("size_t[3]", [region.width, region.height, region.depth])
+        pitches = {"dst": (region.dst_pitch, region.dst_slice_pitch), "src": (region.src_pitch, region.src_slice_pitch)}
+        if isinstance(dst, memoryview) or isinstance(src, memoryview):
+            to_device = isinstance(src, memoryview)
+            side, host = ("dst", src) if to_device else ("src", dst)
+            device_side = dst if to_device else src
+            buf = _live_buffer(device_side, function, self.device)  # type: ignore[arg-type]
+            ptr = ffi.from_buffer("char[]", host, not to_device)
+            offset = region.src_offset if to_device else region.dst_offset
+            origin = ffi.new("size_t[3]", region.origin(side))
+            zero = ffi.new("size_t[3]")
+            row, slab = pitches[side]
+            hrow, hslab = pitches["src" if to_device else "dst"]
+            name = "clEnqueueWriteBufferRect" if to_device else "clEnqueueReadBufferRect"
+            code = getattr(self.api.raw, name)(self.queue, buf, 0, origin, zero, region_, row, slab, hrow, hslab,
+                                               ptr + offset, 0, null, null)
+            self._dirty = self.device._dirty = True
+            if code:
+                raise self.api.error(code, name)
+            self._keep.append(ptr)  # (the cdata holds the exporter's buffer until the stream is seen past it)
+            return
+        d = _live_buffer(dst, function, self.device)
+        s = _live_buffer(src, function, self.device)
+        so, do = ffi.new("size_t[3]", region.origin("src")), ffi.new("size_t[3]", region.origin("dst"))
+        self.api.check(self.api.raw.clEnqueueCopyBufferRect(self.queue, s, d, so, do, region_, *pitches["src"],
+                                                            *pitches["dst"], 0, null, null), "clEnqueueCopyBufferRect")
+        self._dirty = self.device._dirty = True
+
+    def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
+        # ``clEnqueueSVMMigrateMem`` of the UNIFIED allocation's SVM range (OpenCL 2.1 devices; older ones:
+        # UNSUPPORTED): to the queue's device (``to`` None or that device) or the host (``CL_MIGRATE_MEM_OBJECT_HOST``).
+        function, device, cl = "Stream.prefetch", self.device, self.api.cl
+        _live_buffer(alloc, function, device)
+        o, n = self._prefetch_span(alloc, nbytes, offset)
+        host = self._prefetch_to_host(to)
+        if to is not None and not host and to is not device:
+            raise Error(ErrorKind.INVALID_VALUE, f"{function}: an OpenCL queue migrates memory to its own device or the "
+                        f"host, not to {to!r} (prefetch on a stream of that device)", backend="OPENCL",
+                        function=function)
+        if device._cl_version() < (2, 1):
+            raise Error(ErrorKind.UNSUPPORTED, f"{function}: clEnqueueSVMMigrateMem needs an OpenCL 2.1 device; "
+                        f"{device.descriptor.name!r} reports {device._cl_version()}", backend="OPENCL",
+                        function=function)
+        if not n:
+            return
+        addr = getattr(alloc, "block", alloc)._host_address() if type(alloc) is PooledAllocation else \
+            alloc._host_address()
+        assert addr is not None  # (UNIFIED OpenCL memory is SVM: _alloc_svm)
+        ffi = self.api.ffi
+        ptrs = ffi.new("void *[1]", [ffi.cast("void *", addr + o)])
+        sizes = ffi.new("size_t[1]", [n])
+        flags = cl.CL_MIGRATE_MEM_OBJECT_HOST if host else 0
+        self.api.check(self.api.raw.clEnqueueSVMMigrateMem(self.queue, 1, ptrs, sizes, flags, 0, self._null,
+                                                           self._null), "clEnqueueSVMMigrateMem")
+        self._dirty = self.device._dirty = True
+
+    # launches
+    def _sizes(self, d: LaunchDims, validate: bool) -> tuple[Any, Any]:
+        """The (global, local) arrays of ``d``, validated first if asked (cached per grid/block/shared_mem); launch
+        options (cooperative, cluster) and ``shared_mem`` (OpenCL's dynamic local memory is a LocalMemory
+        argument) are UNSUPPORTED.  Unvalidated, a launch of more work-items than the device's ``max_work_items``
+        is still INVALID_VALUE: past it the runtime itself crashes (PoCL aborts), no error code comes back."""
+        what = "Stream.launch" if validate else "Stream.launch_unchecked"
+        if d.cooperative or d.cluster is not None:  # (not cached: OpenCL has neither grid sync nor clusters)
+            raise d.options_error(_KIND, what)
+        if d.shared_mem:
+            raise shared_mem_error("OPENCL", what, d.shared_mem)
+        key = (d.grid, d.block, d.shared_mem)
+        entry = self._dims.get(key)
+        if entry is None or (validate and not entry[2]):
+            if validate:
+                d.validate(self._limits, _KIND, "Stream.launch")
+            elif d.threads > self._limits.max_work_items:
+                raise Error(ErrorKind.INVALID_VALUE, f"{what}: {d} is {d.threads} work-items, more than the "
+                            f"device's {self._limits.max_work_items} (DeviceLimits.max_work_items)",
+                            backend="OPENCL", function=what)
+            if entry is None:
+                g, b = d.grid, d.block
+                ffi = self.api.ffi
+                entry = (ffi.new("size_t[3]", [g[0] * b[0], g[1] * b[1], g[2] * b[2]]), ffi.new("size_t[3]", b),
+                         validate)
+            else:
+                entry = (entry[0], entry[1], True)
+            if len(self._dims) >= 256:
+                self._dims.clear()
+            self._dims[key] = entry
+        self._last = (d, entry[0], entry[1], entry[2])
+        return entry[0], entry[1]
+
+    def launch(self, launch: KernelLaunch) -> None:
+        try:
+            kernel = launch.kernel
+        except AttributeError:
+            raise not_a_launch(launch, "Stream.launch") from None
+        if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel):
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: {kernel!r:.80} is not an OpenCL kernel",
+                        backend="OPENCL", function="Stream.launch")
+        if self.device._closed:
+            raise self.device._closed_error("Stream.launch")
+        if kernel.module.device is not self.device:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: {kernel!r} belongs to another device than {self!r}",
+                        backend="OPENCL", function="Stream.launch")
+        d = launch.dims
+        last = self._last
+        if last[0] is d and last[3]:
+            gl, lo = last[1], last[2]
+        else:
+            if type(d) is not LaunchDims:
+                raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: dims must be a LaunchDims, not "
+                            f"{type(d).__name__}", backend="OPENCL", function="Stream.launch")
+            gl, lo = self._sizes(d, True)
+        args = launch.args
+        if len(args) != kernel.num_args:
+            raise Error(ErrorKind.INVALID_VALUE, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
+                        f"{len(args)} given", backend="OPENCL", function="Stream.launch")
+        null = self._null
+        lock = kernel._lock
+        lock.acquire()  # (cheaper than `with`)
+        try:
+            err = _set_args(kernel, args, "Stream.launch")
+            if err is None:
+                code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
+                self._dirty = self.device._dirty = True
+        finally:
+            lock.release()
+        if err is not None:
+            raise err
+        if code:
+            raise self.api.error(code, "clEnqueueNDRangeKernel")
+
+    def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        # The launch without LaunchDims validation against the device's limits (the driver's own checks remain),
+        # returning the Error.  Still refused (flag tests and type dispatches, see docs/UNCHECKED.md): a closed
+        # device, a kernel of another backend or device, a wrong argument count, any argument the kernel-argument
+        # policy refuses (a freed allocation or slice, a value in a buffer slot, ``None``...), more work-items than
+        # ``DeviceLimits.max_work_items``.  A non-KernelLaunch ``launch`` raises TypeError (not a value mistake).
+        what = "Stream.launch_unchecked"
+        try:
+            kernel: OpenCLKernel = launch.kernel  # type: ignore[assignment]
+            args = launch.args
+        except AttributeError:
+            raise not_a_launch(launch, what) from None
+        device = self.device
+        if device._closed:
+            return device._closed_error(what)
+        if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel) or \
+                kernel.module.device is not device:
+            return Error(ErrorKind.INVALID_VALUE, f"{what}: {kernel!r:.80} is not an OpenCL kernel of {device!r}",
+                         backend="OPENCL", function=what)
+        if len(args) != kernel.num_args:  # never launch with a previous launch's leftover arguments
+            return Error(ErrorKind.INVALID_VALUE, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
+                         f"{len(args)} given", backend="OPENCL", function=what)
+        d = launch.dims
+        last = self._last
+        if last[0] is d:
+            gl, lo = last[1], last[2]
+        else:
+            try:
+                gl, lo = self._sizes(d, False)
+            except (OverflowError, TypeError, AttributeError) as e:  # a negative size (no size_t), not LaunchDims
+                return Error(ErrorKind.INVALID_VALUE, f"{what}: bad launch dimensions {d!r:.80}: {e}",
+                             backend="OPENCL", function=what)
+            except Error as e:  # (launch options, shared_mem, too many work-items)
+                return e.with_traceback(None)
+        null = self._null
+        lock = kernel._lock
+        lock.acquire()
+        try:
+            err = _set_args(kernel, args, what)
+            if err is None:
+                code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
+                self._dirty = self.device._dirty = True
+        finally:
+            lock.release()
+        if err is not None:
+            return err
+        return self.api.error(code, "clEnqueueNDRangeKernel") if code else None
+
+    # events and ordering
+    def record_event(self) -> OpenCLEvent:
+        self.device._check_open("Stream.record_event")
+        return self._marker()
+
+    def _marker(self) -> OpenCLEvent:
+        ev = self.api.ffi.new("cl_event *")
+        mark = self._inflight.mark()  # the marker completes after every copy enqueued before it
+        self.api.check(self.api.raw.clEnqueueMarkerWithWaitList(self.queue, 0, self._null, ev),
+                       "clEnqueueMarkerWithWaitList")
+        return OpenCLEvent(self.device, ev[0], self._inflight, mark)
+
+    def _pool_fence(self) -> OpenCLEvent | None:
+        """(``query`` enqueues a marker and waits a moment: too dear for the pool.)  None when nothing was
+        enqueued since the last fence and that fence completed; else that fence, or a new marker, flushed."""
+        ev = self._pool_event
+        if not self._dirty:
+            if ev is None or ev.query():
+                return None
+            return ev
+        self._dirty = False  # (an enqueue sets it after the call: one racing with this marks it again)
+        ev = self._marker()
+        self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submitted: it completes on its own
+        self._pool_event = ev
+        return ev
+
+    def wait_event(self, event: Event) -> None:
+        self.device._check_open("Stream.wait_event")
+        if not isinstance(event, OpenCLEvent):
+            raise Error(ErrorKind.INVALID_VALUE, "wait_event needs an OpenCL event", backend="OPENCL",
+                        function="Stream.wait_event")
+        evs = self.api.ffi.new("cl_event[1]", [event.handle])
+        self.api.check(self.api.raw.clEnqueueBarrierWithWaitList(self.queue, 1, evs, self._null),
+                       "clEnqueueBarrierWithWaitList")
+        self._dirty = self.device._dirty = True
+
+    def synchronize(self) -> None:
+        inflight = self._inflight
+        mark = inflight.base + len(self._keep)  # (InFlight.mark inlined) what is enqueued before the finish
+        code = self._finish(self.queue)
+        if code:
+            raise self.api.error(code, "clFinish")
+        if mark > inflight.base:  # anything to let go
+            inflight.release(mark)
+        self._check_callback_waits("Stream.synchronize")
+
+    def query(self) -> bool:
+        # Whether everything enqueued so far has completed (never True while work is pending).
+        self.device._check_open("Stream.query")
+        marker = self._marker()  # completing, it releases the host buffers enqueued before it
+        self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submit the marker itself
+        # A marker behind finished work completes as soon as the runtime's scheduler sees it, which is
+        # not instantly (PoCL: a worker thread's wake-up): allow it a moment before answering False.
+        deadline = time.perf_counter() + _QUERY_GRACE_S
+        while not (done := marker.query()) and time.perf_counter() < deadline:
+            time.sleep(0)
+        return done

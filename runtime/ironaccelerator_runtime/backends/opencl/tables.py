@@ -1,0 +1,104 @@
+"""The OpenCL backend's capability tables (:class:`OpenCLTables`, spec data) and the loaded binding (``_Api``:
+the generated ``ironaccelerator.backends.opencl.cl``, its error table and its query helpers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, Vendor
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import Capability
+
+
+_KIND = BackendKind.OPENCL
+_BUILD_OPTIONS = b"-cl-kernel-arg-info"
+_QUERY_GRACE_S = 0.002  # Stream.query: how long a marker behind finished work may take to complete
+_PLATFORM_NOT_FOUND_KHR = -1001  # cl_ext.h: what the ICD loader returns when no platform is installed
+
+
+def _cl() -> Any:
+    from ironaccelerator.backends.opencl import cl
+    return cl
+
+
+@dataclass(frozen=True)
+class OpenCLTables:
+    """Capability translation, as spec data: extension (or ``always`` / ``host_unified_memory``) -> flags,
+    device type (``CPU``, ``GPU``, ``GPU+host_unified_memory``, ``ACCELERATOR``, ``CUSTOM``) -> tier, and
+    (substring, vendor) pairs tried in order."""
+
+    flags: dict[str, CapabilityFlags]
+    tiers: dict[str, ComputeTier]
+    vendors: tuple[tuple[str, Vendor], ...]
+
+    def capability(self, extensions: str, device_type: int, host_unified: bool, c_version: str,
+                   cl: Any) -> Capability:
+        """Device facts -> Capability, by the tables (unit-testable without a device)."""
+        flags = self.flags.get("always", CapabilityFlags.NONE)
+        for ext in extensions.split():
+            flags |= self.flags.get(ext, CapabilityFlags.NONE)
+        if host_unified:
+            flags |= self.flags.get("host_unified_memory", CapabilityFlags.NONE)
+        if device_type & cl.CL_DEVICE_TYPE_CPU:
+            key = "CPU"
+        elif device_type & cl.CL_DEVICE_TYPE_GPU:
+            key = "GPU+host_unified_memory" if host_unified else "GPU"
+        elif device_type & cl.CL_DEVICE_TYPE_ACCELERATOR:
+            key = "ACCELERATOR"
+        else:
+            key = "CUSTOM"
+        return Capability(flags=flags, tier=self.tiers.get(key, ComputeTier.DISCRETE), vendor_version=c_version)
+
+    def vendor(self, name: str, platform: str = "") -> Vendor:
+        """The vendor of an OpenCL device: the platform (the implementation that drives it) first, then the
+        device's own vendor string — PoCL's CPU device reports its processor's maker ("AuthenticAMD") but is
+        PoCL's device, not AMD's."""
+        for text in (platform, name):
+            for needle, vendor in self.vendors:
+                if text and needle.lower() in text.lower():
+                    return vendor
+        return Vendor.OTHER
+
+
+class _Api:
+    """The loaded bindings plus the error factory, resolved once."""
+
+    def __init__(self) -> None:
+        cl = _cl()
+        if not cl.has("clGetPlatformIDs"):
+            from ironaccelerator.backends.opencl.cl._binding import BINDING
+            err = BINDING.load_error(BINDING.index["clGetPlatformIDs"])
+            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "OpenCL library not found", backend="OPENCL",
+                               function="clGetPlatformIDs")
+        from ironaccelerator.backends.opencl.cl._binding import BINDING
+        self.cl = cl
+        self.ffi = cl.ffi
+        from . import args  # (args imports this module)
+        args._CData = cl.ffi.CData
+        self.raw = cl.unchecked
+        self.binding = BINDING
+
+    def error(self, code: int, function: str, detail: str = "") -> Error:
+        return self.binding.error(code, self.binding.index[function], detail)
+
+    def check(self, code: int, function: str) -> None:
+        if code != 0:
+            raise self.error(code, function)
+
+    def info_bytes(self, fn: str, handle: Any, param: int, *extra: Any) -> bytes:
+        raw = getattr(self.raw, fn)
+        size = self.ffi.new("size_t *")
+        self.check(raw(handle, *extra, param, 0, self.ffi.NULL, size), fn)
+        buf = self.ffi.new("char[]", max(size[0], 1))
+        self.check(raw(handle, *extra, param, size[0], buf, self.ffi.NULL), fn)
+        return bytes(self.ffi.buffer(buf, size[0]))
+
+    def info_str(self, fn: str, handle: Any, param: int, *extra: Any) -> str:
+        return self.info_bytes(fn, handle, param, *extra).rstrip(b"\0").decode("utf-8", "replace")
+
+    def info_int(self, fn: str, handle: Any, param: int, ctype: str, *extra: Any) -> int:
+        raw = getattr(self.raw, fn)
+        out = self.ffi.new(ctype + " *")
+        self.check(raw(handle, *extra, param, self.ffi.sizeof(ctype), out, self.ffi.NULL), fn)
+        return int(out[0])

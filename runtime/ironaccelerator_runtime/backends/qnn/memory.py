@@ -1,0 +1,71 @@
+"""QNN allocations: host memory bound as RAW client buffers, or registered shared memory (UNIFIED)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ironaccelerator._core import ErrorKind, MemoryKind
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation
+
+from .device import QnnDevice
+from .tables import _NAME
+
+
+# ---------------------------------------------------------------------------------------------------- memory
+
+
+class QnnAllocation(Allocation):
+    """Host memory (``buffer``: a cffi ``uint8_t[]``), bound to graph tensors as a RAW client buffer."""
+
+    device: QnnDevice
+    _foreign: Any = None  # Device.from_dlpack: the imported tensor (dlpack.Imported) whose memory this is
+
+    def __init__(self, device: QnnDevice, buffer: Any, nbytes: int, kind: MemoryKind, tracked: bool = False) -> None:
+        self.device = device
+        self.buffer = buffer
+        self.nbytes = nbytes
+        self.kind = kind
+        if tracked:
+            self._tracked = True
+
+    def _host_address(self) -> int | None:
+        """QNN client buffers are host memory, whatever the kind: every allocation has a host view."""
+        return int(self.device.api.ffi.cast("uintptr_t", self.buffer))
+
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        """Host memory: a slice is the client buffer's address moved by ``offset``."""
+        return AllocationSlice(self, offset, nbytes)
+
+    def _release(self) -> Error | None:
+        self.buffer = None  # the memory goes with the last reference (a launch never binds a freed allocation)
+        foreign = self._foreign
+        if foreign is not None:  # imported memory: the producer's deleter, now
+            self._foreign = None
+            foreign.release()
+        return None
+
+
+def _live(a: Any, what: str, device: QnnDevice) -> Any:
+    """The cffi buffer of a QNN allocation (pooled or not; a slice's: its allocation's, at the slice's offset) for
+    use on ``device``: INVALID_HANDLE if freed or the device closed, INVALID_VALUE if another device's, TypeError
+    if not an allocation."""
+    t = type(a)
+    offset = 0
+    if t is AllocationSlice and type(a.parent) is QnnAllocation:
+        offset, block = a.offset, a.parent
+    elif t is QnnAllocation:
+        block = a
+    elif t is PooledAllocation and type(a.block) is QnnAllocation:
+        block = a.block
+    else:
+        raise TypeError(f"{what}: expected a QNN allocation, got {t.__name__} ({a!r:.80})")
+    if a._freed or block._freed:
+        a._check_live(what)
+        block._check_live(what)
+    if device._closed:
+        raise device._closed_error(what)
+    if block.device is not device:
+        raise Error(ErrorKind.INVALID_VALUE, f"{what}: {a!r} belongs to another device than the stream",
+                    backend=_NAME, function=what)
+    return block.buffer + offset if offset else block.buffer

@@ -1,0 +1,265 @@
+"""QNN streams (graph execution and host copies) and events (host clock timestamps)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import nullcontext
+from typing import Any
+
+from ironaccelerator._core import ErrorKind
+from ironaccelerator_runtime.backends import qnn_log
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.kernel_args import shared_mem_error
+from ironaccelerator_runtime.traits import (
+    Allocation, Event, LaunchDims, Result, Stream, check_span, device_span, host_span, fill_pattern, host_view,
+    not_a_launch,
+)
+
+from .device import QnnDevice
+from .memory import _live
+from .module import QnnKernel
+from .tables import _DEFAULT_DIMS, _KIND, _NAME, _NOT_SUPPORTED
+
+
+# ---------------------------------------------------------------------------------------------------- streams
+
+
+class QnnStream(Stream):
+    """A graph executor.  Work is synchronous (complete when ``launch`` returns) where the library has no
+    asynchronous execution (the x86 HTP: ``QnnGraph_executeAsync`` answers 1000); copies are host copies."""
+
+    device: QnnDevice
+
+    def __init__(self, device: QnnDevice) -> None:
+        self.device = device
+        self.api = device.api
+        self._memmove = device.api.ffi.memmove
+        self._from_buffer = device.api.ffi.from_buffer
+        self._pending = 0
+        self._cond = threading.Condition()
+        self._async_error: Error | None = None
+        self._notify: Any = None
+
+    # copies (host memory: done when they return)
+    def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
+                       src_offset: int = 0) -> None:
+        what = "Stream.copy_from_host"
+        buf = _live(dst, what, self.device)
+        view = host_view(src, backend=_KIND, function=what)
+        so, at, n = host_span(view.nbytes, dst.nbytes, nbytes, src_offset, dst_offset, what, _KIND, to_device=True)
+        self.synchronize()  # (asynchronous execution: never overwrite a buffer a graph still reads)
+        self._memmove(buf + at, self._from_buffer(view) + so, n)
+
+    def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+                     src_offset: int = 0) -> None:
+        what = "Stream.copy_to_host"
+        buf = _live(src, what, self.device)
+        view = host_view(dst, writable=True, backend=_KIND, function=what)
+        do, at, n = host_span(view.nbytes, src.nbytes, nbytes, dst_offset, src_offset, what, _KIND, to_device=False)
+        self.synchronize()
+        self._memmove(self._from_buffer("char[]", view, True) + do, buf + at, n)
+
+    def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+             src_offset: int = 0) -> None:
+        d = _live(dst, "Stream.copy", self.device)
+        s = _live(src, "Stream.copy", self.device)
+        so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, _KIND)
+        self.synchronize()
+        self._memmove(d + do, s + so, n)
+
+    def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        # Host memory: the pattern is written by the CPU, after the graphs queued before it.
+        d = _live(dst, "Stream.fill", self.device)
+        v, w = fill_pattern(value, width, "Stream.fill", _KIND)
+        o, n = check_span(dst.nbytes, offset, nbytes, "dst", "Stream.fill", _KIND, width=w)
+        self.synchronize()
+        ffi = self.api.ffi
+        ffi.buffer(ffi.cast("char *", d) + o, n)[:] = v.to_bytes(w, "little") * (n // w)
+
+    # launches
+    def launch(self, launch: Any) -> None:
+        # Execute a graph: ``KernelLaunch(kernel, LaunchDims(), (inputs..., outputs...))``, checked (argument
+        # count and kinds, each buffer's size against its tensor's bytes (HTP does not check them), a typed
+        # argument's element type against its tensor's (an imported tensor, ``Device.from_dlpack``, carries one; raw
+        # memory from ``Device.alloc`` or the pool is bytes and binds by size), freed allocations, the device) before
+        # any C call.
+        try:
+            kernel, dims, args = launch
+        except (TypeError, ValueError):
+            raise not_a_launch(launch, "Stream.launch") from None
+        if type(kernel) is not QnnKernel:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: not a QNN graph kernel: {kernel!r:.80}",
+                        backend=_NAME, function="Stream.launch")
+        if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:
+            raise _dims_error(dims, "Stream.launch")
+        device = self.device
+        if device._closed:
+            raise device._closed_error("Stream.launch")
+        if kernel.module.device is not device:
+            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: {kernel!r} belongs to another device than "
+                        f"{self!r}", backend=_NAME, function="Stream.launch")
+        lock = kernel._lock
+        lock.acquire()
+        try:
+            if args is not kernel._bound and not _same(args, kernel._bound):
+                err = kernel._bind(args, device, "Stream.launch")
+                if err is not None:
+                    raise err
+            else:
+                for a in kernel._blocks:
+                    if a._freed:
+                        raise _freed(a, "Stream.launch")
+            code = self._run(kernel)
+        finally:
+            lock.release()
+        if code:
+            raise self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
+
+    def launch_unchecked(self, launch: Any) -> Result[None]:
+        # ``launch`` returning the Error instead of raising it, without the LaunchDims, device and size checks
+        # on a rebind (a freed allocation is still refused: its memory may be gone).
+        what = "Stream.launch_unchecked"
+        try:
+            kernel, dims, args = launch
+        except (TypeError, ValueError):
+            raise not_a_launch(launch, what) from None
+        if type(kernel) is not QnnKernel:
+            return Error(ErrorKind.INVALID_VALUE, f"{what}: not a QNN graph kernel: {kernel!r:.80}", backend=_NAME,
+                         function=what)
+        if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:  # never silently dropped
+            return _dims_error(dims, what)
+        if self.device._closed:  # (a flag test: the rebind below would catch it, a repeated launch would not)
+            return self.device._closed_error(what)
+        lock = kernel._lock
+        lock.acquire()
+        try:
+            if args is not kernel._bound and not _same(args, kernel._bound):
+                err: Error | None = kernel._bind(args, self.device, "Stream.launch_unchecked")
+                if err is not None:
+                    return err
+            else:
+                for a in kernel._blocks:
+                    if a._freed:
+                        return _freed(a, "Stream.launch_unchecked")
+            code = self._run(kernel)
+        finally:
+            lock.release()
+        return self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}") if code else None
+
+    def _run(self, kernel: QnnKernel) -> int:
+        backend = self.device.backend
+        if backend.async_execute is False:
+            return int(kernel._execute(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
+                                       kernel._null, kernel._null))
+        return self._run_async(kernel)
+
+    def _run_async(self, kernel: QnnKernel) -> int:
+        """``QnnGraph_executeAsync`` (tried once per backend; NOT_SUPPORTED -> synchronous from then on).  The
+        asynchronous path has never run: the x86 HTP answers 1000."""
+        backend = self.device.backend
+        api = self.api
+        if self._notify is None:
+            self._notify = api.ffi.callback("Qnn_NotifyFn_t", self._done)
+        with self._cond:
+            self._pending += 1
+        # the first try is a probe: its refusal is logged at DEBUG
+        with qnn_log.probing("for QnnGraph_executeAsync") if backend.async_execute is None else nullcontext():
+            code = api.raw.QnnGraph_executeAsync(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
+                                                 api.null, api.null, self._notify, api.null)
+        if code:
+            with self._cond:
+                self._pending -= 1
+            if code & 0xFFFF == _NOT_SUPPORTED and backend.async_execute is None:
+                backend.async_execute = False
+                return int(kernel._execute(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
+                                           kernel._null, kernel._null))
+            return int(code)
+        backend.async_execute = True
+        return 0
+
+    def _done(self, param: Any, status: Any) -> None:
+        code = int(status.error)
+        with self._cond:
+            self._pending -= 1
+            if code and self._async_error is None:
+                self._async_error = self.api.error(code, "QnnGraph_executeAsync", "(reported by its notification)")
+            self._cond.notify_all()
+
+    # ordering (synchronous execution: everything enqueued is complete)
+    def record_event(self) -> QnnEvent:
+        # An event at this point: the stream is synchronized, then the **host clock** is read.
+        self.device._check_open("Stream.record_event")
+        self.synchronize()
+        return QnnEvent(self.device, time.perf_counter_ns())
+
+    def wait_event(self, event: Event) -> None:
+        # Events are recorded after the work before them completed: nothing to wait for.
+        self.device._check_open("Stream.wait_event")
+        if not isinstance(event, QnnEvent):
+            raise Error(ErrorKind.INVALID_VALUE, "Stream.wait_event needs a QNN event", backend=_NAME,
+                        function="Stream.wait_event")
+
+    def synchronize(self) -> None:
+        if self._pending:
+            with self._cond:
+                while self._pending:
+                    self._cond.wait()
+        err = self._async_error
+        if err is not None:
+            self._async_error = None
+            raise err
+        self._check_callback_waits("Stream.synchronize")
+
+    def query(self) -> bool:
+        self.device._check_open("Stream.query")
+        return self._pending == 0
+
+
+def _dims_error(dims: Any, what: str) -> Error:
+    """The refusal of launch dimensions other than ``LaunchDims()``: launch options and ``shared_mem``
+    UNSUPPORTED (as on every backend that cannot honour them), any other geometry INVALID_VALUE."""
+    if isinstance(dims, LaunchDims):
+        if dims.cooperative or dims.cluster is not None:
+            return dims.options_error(_NAME, what)
+        if dims.shared_mem and dims.grid == (1, 1, 1) and dims.block == (1, 1, 1):
+            return shared_mem_error(_NAME, what, dims.shared_mem)
+    return Error(ErrorKind.INVALID_VALUE, f"{what}: a QNN graph has no launch geometry; pass LaunchDims() (grid 1, "
+                 f"block 1, no shared memory), not {dims!r:.120}", backend=_NAME, function=what)
+
+
+def _same(args: tuple[Any, ...], bound: tuple[Any, ...] | None) -> bool:
+    if bound is None or len(args) != len(bound):
+        return False
+    for a, b in zip(args, bound):
+        if a is not b:
+            return False
+    return True
+
+
+def _freed(a: Allocation, function: str) -> Error:
+    return Error(ErrorKind.INVALID_HANDLE, f"{function}: {a!r} was freed", backend=_NAME, function=function)
+
+
+class QnnEvent(Event):
+    """A point in a stream, as a **host clock** reading (``time.perf_counter_ns``) taken after the work before
+    it completed; always complete."""
+
+    def __init__(self, device: QnnDevice, t_ns: int) -> None:
+        self.device = device
+        self.t_ns = t_ns
+
+    def synchronize(self) -> None:
+        self.device._check_open("Event.synchronize")
+
+    def query(self) -> bool:
+        self.device._check_open("Event.query")
+        return True
+
+    def elapsed_ms(self, end: Event) -> float:
+        # Host wall time from this event to ``end``, in milliseconds.
+        if not isinstance(end, QnnEvent):
+            raise Error(ErrorKind.INVALID_VALUE, "Event.elapsed_ms needs another QNN event", backend=_NAME,
+                        function="Event.elapsed_ms")
+        return (end.t_ns - self.t_ns) / 1e6
