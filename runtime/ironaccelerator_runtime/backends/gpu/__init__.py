@@ -34,7 +34,9 @@ from __future__ import annotations
 from ironaccelerator_runtime.backends.gpu.api import GpuApi
 from ironaccelerator_runtime.backends.gpu.args import PackedArgs, pack_args
 from ironaccelerator_runtime.backends.gpu.backend import GpuBackend
-from ironaccelerator_runtime.backends.gpu.compile import classify_image, compile_program, compile_source, compiler_version
+from ironaccelerator_runtime.backends.gpu.compile import (
+    classify_image, compile_program, compile_source, compiler_version,
+)
 from ironaccelerator_runtime.backends.gpu.device import GpuDevice
 from ironaccelerator_runtime.backends.gpu.event import GpuEvent
 from ironaccelerator_runtime.backends.gpu.graph import GpuGraph

@@ -4,16 +4,13 @@ function, plus the error factory."""
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime import tracing
 from ironaccelerator_runtime.backends.gpu.context import _TLS
-from ironaccelerator_runtime.backends.gpu.tables import SPEC_ROLES
+from ironaccelerator_runtime.backends.gpu.tables import GpuTables, SPEC_ROLES
 from ironaccelerator_runtime.errors import Error
-
-if TYPE_CHECKING:
-    from ironaccelerator_runtime.backends.gpu.tables import GpuTables
 
 
 class _Deferred:

@@ -4,15 +4,13 @@ cached per-kernel argument plans of the launch fast path."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from ironaccelerator._core import DType, ErrorKind
+from ironaccelerator_runtime.backends.gpu.tables import GpuTables
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.kernel_args import LocalMemory, local_error, value_bytes, where
 from ironaccelerator_runtime.traits import Allocation, Scalar
-
-if TYPE_CHECKING:
-    from ironaccelerator_runtime.backends.gpu.tables import GpuTables
 
 
 def _c_string(v: Any, what: str, function: str, backend: str) -> bytes:

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import Any, ClassVar, Sequence
 
 from ironaccelerator._core import CapabilityFlags, ErrorKind
 from ironaccelerator_runtime.backends.gpu.api import GpuApi
 from ironaccelerator_runtime.backends.gpu.compile import compile_source, compiler_version
+from ironaccelerator_runtime.backends.gpu.device import GpuDevice
+from ironaccelerator_runtime.backends.gpu.tables import GpuTables
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import Backend, DeviceDescriptor, DeviceId, DeviceLimits
-
-if TYPE_CHECKING:
-    from ironaccelerator_runtime.backends.gpu.device import GpuDevice
-    from ironaccelerator_runtime.backends.gpu.tables import GpuTables
 
 
 _API_LOCK = threading.Lock()  # GpuBackend.vendor_api: one GpuApi per backend class

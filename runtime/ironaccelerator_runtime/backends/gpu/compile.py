@@ -4,15 +4,13 @@ runtime compiler (NVRTC, hipRTC: :func:`compile_program`)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from ironaccelerator._core import ErrorKind
+from ironaccelerator_runtime.backends.gpu.api import GpuApi
 from ironaccelerator_runtime.backends.gpu.args import _c_string
+from ironaccelerator_runtime.backends.gpu.tables import GpuTables
 from ironaccelerator_runtime.errors import Error
-
-if TYPE_CHECKING:
-    from ironaccelerator_runtime.backends.gpu.api import GpuApi
-    from ironaccelerator_runtime.backends.gpu.tables import GpuTables
 
 
 _PTX = re.compile(rb"^\s*\.(version\s+\d|target\s|(visible\s+|weak\s+)?entry\s)", re.M)

@@ -12,7 +12,9 @@ from ironaccelerator_runtime import dlpack, kernel_cache
 from ironaccelerator_runtime.backends.gpu.api import _address
 from ironaccelerator_runtime.backends.gpu.compile import _image_bytes, classify_image, compile_program, compiler_version
 from ironaccelerator_runtime.backends.gpu.context import _ContextRef, _RETAINS, _TLS, _make_current
-from ironaccelerator_runtime.backends.gpu.memory import _ImportedMemory, _IpcMemory, _with_mixin
+from ironaccelerator_runtime.backends.gpu.memory import GpuAllocation, _ImportedMemory, _IpcMemory, _with_mixin
+from ironaccelerator_runtime.backends.gpu.module import GpuModule
+from ironaccelerator_runtime.backends.gpu.pool import GpuStreamOrderedPool
 from ironaccelerator_runtime.backends.gpu.stream import GpuStream
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
@@ -22,9 +24,6 @@ from ironaccelerator_runtime.traits import (
 
 if TYPE_CHECKING:
     from ironaccelerator_runtime.backends.gpu.backend import GpuBackend
-    from ironaccelerator_runtime.backends.gpu.memory import GpuAllocation
-    from ironaccelerator_runtime.backends.gpu.module import GpuModule
-    from ironaccelerator_runtime.backends.gpu.pool import GpuStreamOrderedPool
 
 
 _POOL_LOCK = threading.Lock()  # Device.memory_pool: one pool per device

@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from ironaccelerator._core import BackendKind, DType, ErrorKind, MemoryKind
 from ironaccelerator_runtime import dlpack
-from ironaccelerator_runtime.backends.gpu.api import _address
+from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
 from ironaccelerator_runtime.backends.gpu.context import _TLS
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice, IpcHandle, Result, unsupported
 
 if TYPE_CHECKING:
-    from ironaccelerator_runtime.backends.gpu.api import GpuApi
     from ironaccelerator_runtime.backends.gpu.device import GpuDevice
 
 

@@ -6,15 +6,13 @@ import weakref
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.backends.gpu.api import _address
-from ironaccelerator_runtime.backends.gpu.args import _MAX_PLANS, _arg_plan, _c_string
+from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
+from ironaccelerator_runtime.backends.gpu.args import _ArgPlan, _MAX_PLANS, _arg_plan, _c_string
 from ironaccelerator_runtime.backends.gpu.context import _destroy
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import Kernel, KernelAttributes, Module, check_size
 
 if TYPE_CHECKING:
-    from ironaccelerator_runtime.backends.gpu.api import GpuApi
-    from ironaccelerator_runtime.backends.gpu.args import _ArgPlan
     from ironaccelerator_runtime.backends.gpu.device import GpuDevice
 
 

@@ -6,19 +6,17 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from ironaccelerator._core import ErrorKind, MemoryKind
-from ironaccelerator_runtime.backends.gpu.api import _address
-from ironaccelerator_runtime.backends.gpu.context import _TLS, _make_current
+from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
+from ironaccelerator_runtime.backends.gpu.context import _ContextRef, _TLS, _make_current
 from ironaccelerator_runtime.backends.gpu.memory import GpuAllocation
+from ironaccelerator_runtime.backends.gpu.stream import GpuStream
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, IpcHandle, MemoryPool, PoolStats, Result, Stream, _SIZE_MAX, check_size,
 )
 
 if TYPE_CHECKING:
-    from ironaccelerator_runtime.backends.gpu.api import GpuApi
-    from ironaccelerator_runtime.backends.gpu.context import _ContextRef
     from ironaccelerator_runtime.backends.gpu.device import GpuDevice
-    from ironaccelerator_runtime.backends.gpu.stream import GpuStream
 
 
 def _destroy_pool(api: GpuApi, key: tuple[Any, ...], target: Any, handle: Any, ctx: _ContextRef | None) -> int:

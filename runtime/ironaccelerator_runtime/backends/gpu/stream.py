@@ -9,11 +9,14 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind
-from ironaccelerator_runtime.backends.gpu.api import _address
-from ironaccelerator_runtime.backends.gpu.args import _EMPTY_LAYOUT, _MAX_PLANS, _count_error, pack_args
+from ironaccelerator_runtime.backends.gpu import device as _device  # (it imports this module)
+from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
+from ironaccelerator_runtime.backends.gpu.args import _ArgPlan, _EMPTY_LAYOUT, _MAX_PLANS, _count_error, pack_args
 from ironaccelerator_runtime.backends.gpu.context import _TLS, _destroy
 from ironaccelerator_runtime.backends.gpu.event import GpuEvent
+from ironaccelerator_runtime.backends.gpu.graph import GpuGraph
 from ironaccelerator_runtime.backends.gpu.memory import _offset_ptr
+from ironaccelerator_runtime.backends.gpu.module import GpuKernel
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import (
     Allocation, CopyRegion, Event, InFlight, KernelLaunch, LaunchDims, Result, Scalar, Stream, check_span, device_span,
@@ -21,10 +24,7 @@ from ironaccelerator_runtime.traits import (
 )
 
 if TYPE_CHECKING:
-    from ironaccelerator_runtime.backends.gpu.args import _ArgPlan
     from ironaccelerator_runtime.backends.gpu.device import GpuDevice
-    from ironaccelerator_runtime.backends.gpu.graph import GpuGraph
-    from ironaccelerator_runtime.backends.gpu.module import GpuKernel
 
 
 _UINT_MAX = 2**32 - 1  # the launch function's grid, block and shared memory parameters are unsigned int
@@ -61,7 +61,7 @@ class GpuStream(Stream):
     def __init__(self, device: GpuDevice) -> None:
         api = device.api
         self.device = device
-        self.api = api
+        self.api: GpuApi = api  # (typed for graph.py: the two import each other)
         device.activate()
         out = api.ffi.new(api.tables.types["stream"] + " *")
         api.check(api.stream_create(out, api.tables.const("stream_flags")), "stream_create")
@@ -222,9 +222,7 @@ class GpuStream(Stream):
         host = self._prefetch_to_host(to)
         index = self.device.index
         if to is not None and not host:
-            from ironaccelerator_runtime.backends.gpu.device import GpuDevice  # (it imports this module)
-
-            if not isinstance(to, GpuDevice) or to.api is not api:
+            if not isinstance(to, _device.GpuDevice) or to.api is not api:
                 raise Error(ErrorKind.INVALID_VALUE, f"{function}: to={to!r} is not a {api.name} device",
                             backend=api.name, function=function)
             to._check_open(function)
@@ -549,8 +547,6 @@ class GpuStream(Stream):
             raise self.device._closed_error("Stream.capture")
         api = self.api
         self.device.activate()
-        from ironaccelerator_runtime.backends.gpu.graph import GpuGraph  # (it imports this module)
-
         api.check(api.capture_begin(self.handle, api.tables.const("capture_mode")), "capture_begin")
         graph = GpuGraph(self)
         out = api.ffi.new(api.tables.types["graph"] + " *")
