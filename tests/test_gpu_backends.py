@@ -1,4 +1,4 @@
-"""The CUDA and ROCm/HIP backends: the hand-written runtime/ironaccelerator_runtime/backends/gpu.py, with each
+"""The CUDA and ROCm/HIP backends: the hand-written runtime/ironaccelerator_runtime/backends/gpu/, with each
 vendor's tables rendered by the one shared template, templates/backends/gpu.py.j2.
 
 Everything here but the ``gpu``-marked tests runs on a CPU-only machine: capability translation on
