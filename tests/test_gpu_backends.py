@@ -666,6 +666,15 @@ def test_generator_refuses_missing_and_unused_roles(tmp_path: Path, hip_headers:
                "ironaccelerator_runtime.backends.gpu (did you mean 'free'?)" in e for e in errors), errors
 
 
+def test_a_runtime_package_is_a_runtime(tmp_path: Path, hip_headers: None) -> None:
+    """``runtime: gpu`` names the package backends/gpu/: a misspelt name is refused with it as the suggestion."""
+    specs = _spec_dir(tmp_path, "hip", "runtime: gpu ", "runtime: gpuu ")
+    errors = _errors(specs)
+    assert any(f"backend.yaml:{_line(specs, 'hip', 'runtime: gpuu')}:" in e and "'gpuu' is not a module of "
+               "ironaccelerator_runtime.backends (runtime/ironaccelerator_runtime/backends/) (did you mean 'gpu'?)" in e
+               for e in errors), errors
+
+
 @pytest.mark.parametrize("role, function", [("launch", "hipModuleLaunchKernel"), ("launch", "hipLaunchKernel"),
                                             ("pool_free", "hipFree")])
 def test_compiled_path_functions_are_stated_once(tmp_path: Path, hip_headers: None, role: str, function: str) -> None:
