@@ -48,11 +48,12 @@ from ironaccelerator_runtime.backends.gpu.tables import SPEC_ROLES, GpuTables
 
 from ironaccelerator_runtime.backends.gpu import context, device, event, graph, memory, module, pool, stream
 
-# The names some modules' annotations use but cannot import at their top (the module that defines the name imports
-# them: they import it for type checking only), bound once every module is loaded, so that every annotation
-# resolves at run time as it did in the one module this package was split from: autodoc evaluates them for the
-# docs' signatures, and operations.py the return annotations of the methods that make objects
-# (tests/test_gpu_backends.py: test_every_annotation_of_the_gpu_package_resolves).
+# The names some modules use but cannot import at their top (the module that defines the name imports them: they
+# import it for type checking only), bound once every module is loaded: Graph.launch and Stream.prefetch test
+# isinstance(..., GpuStream / GpuDevice), and every annotation resolves at run time as it did in the one module
+# this package was split from (autodoc evaluates them for the docs' signatures, operations.py the return
+# annotations of the methods that make objects; tests/test_gpu_backends.py:
+# test_every_annotation_of_the_gpu_package_resolves).
 for _module, _name, _value in ((context, "GpuApi", GpuApi), (device, "GpuBackend", GpuBackend),
                                (event, "GpuDevice", GpuDevice), (graph, "GpuStream", GpuStream),
                                (memory, "GpuDevice", GpuDevice), (module, "GpuDevice", GpuDevice),

@@ -6,7 +6,6 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.backends.gpu import stream as _stream  # (it imports this module)
 from ironaccelerator_runtime.backends.gpu.api import GpuApi
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import Graph, Stream
@@ -41,7 +40,7 @@ class GpuGraph(Graph):
     def launch(self, stream: Stream | None = None) -> None:
         # Replay the recorded work on ``stream`` (default: the stream it was captured on).
         s = self.stream if stream is None else stream
-        if not isinstance(s, _stream.GpuStream) or s.device is not self.device:
+        if not isinstance(s, GpuStream) or s.device is not self.device:
             raise Error(ErrorKind.INVALID_VALUE, f"Graph.launch: {s!r} is not a stream of {self.device.descriptor.id}",
                         backend=self.api.name, function="Graph.launch")
         if self.exec is None:

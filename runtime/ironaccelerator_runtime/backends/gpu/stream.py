@@ -9,7 +9,6 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind
-from ironaccelerator_runtime.backends.gpu import device as _device  # (it imports this module)
 from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
 from ironaccelerator_runtime.backends.gpu.args import _ArgPlan, _EMPTY_LAYOUT, _MAX_PLANS, _count_error, pack_args
 from ironaccelerator_runtime.backends.gpu.context import _TLS, _destroy
@@ -222,7 +221,7 @@ class GpuStream(Stream):
         host = self._prefetch_to_host(to)
         index = self.device.index
         if to is not None and not host:
-            if not isinstance(to, _device.GpuDevice) or to.api is not api:
+            if not isinstance(to, GpuDevice) or to.api is not api:
                 raise Error(ErrorKind.INVALID_VALUE, f"{function}: to={to!r} is not a {api.name} device",
                             backend=api.name, function=function)
             to._check_open(function)
