@@ -9,7 +9,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
     from ironaccelerator_runtime.backends.gpu.api import GpuApi
 
 

@@ -22,7 +22,7 @@ from ironaccelerator_runtime.traits import (
     compiler_log, unsupported,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
     from ironaccelerator_runtime.backends.gpu.backend import GpuBackend
 
 

@@ -10,7 +10,7 @@ from ironaccelerator_runtime.backends.gpu.api import GpuApi
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import Graph, Stream
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
     from ironaccelerator_runtime.backends.gpu.stream import GpuStream
 
 

@@ -12,7 +12,7 @@ from ironaccelerator_runtime.backends.gpu.context import _TLS
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice, IpcHandle, Result, unsupported
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
     from ironaccelerator_runtime.backends.gpu.device import GpuDevice
 
 

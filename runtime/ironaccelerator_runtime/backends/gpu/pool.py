@@ -15,7 +15,7 @@ from ironaccelerator_runtime.traits import (
     Allocation, IpcHandle, MemoryPool, PoolStats, Result, Stream, _SIZE_MAX, check_size,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
     from ironaccelerator_runtime.backends.gpu.device import GpuDevice
 
 

@@ -22,7 +22,7 @@ from ironaccelerator_runtime.traits import (
     fill_pattern, host_span, host_view, not_a_launch, unsupported,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
     from ironaccelerator_runtime.backends.gpu.device import GpuDevice
 
 
