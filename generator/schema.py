@@ -279,8 +279,8 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                 _k("class_prefix", "Its classes' prefix, ex. `Cuda` (`CudaDevice`).", True),
                 _k("template", "The Jinja template rendering its tables, ex. `backends/gpu.py.j2`.", True),
                 _k("runtime", "The hand-written runtime module it subclasses, ex. `gpu` "
-                   "(`runtime/ironaccelerator_runtime/backends/gpu.py`), whose `SPEC_ROLES` say which roles it "
-                   "needs."),
+                   "(`runtime/ironaccelerator_runtime/backends/gpu/`, a package: `gpu/tables.py`), whose `SPEC_ROLES` say "
+                   "which roles it needs."),
                 _k("libraries", "The bound libraries it calls, ex. `[cuda.driver, cuda.nvrtc]`."),
                 _k("capabilities", "Capability translation, as data (section `backend > capabilities`)."),
                 _k("functions", "`{<role>: <function or null>}`: the vendor function of each role the runtime "
@@ -319,11 +319,10 @@ def required(path: str) -> tuple[str, ...]:
 
 def runtime_roles(runtime: Path) -> dict[str, dict[str, str]]:
     """A hand-written backend runtime's ``SPEC_ROLES`` (section -> role -> the role it is needed with; ``""``:
-    always), read without importing it."""
-    from .surface import runtime_files, runtime_spec_roles
+    always), read without importing it: a module, or a package (the module of it that assigns them)."""
+    from .surface import runtime_roles as roles_of
 
-    files = runtime_files(runtime.stem, runtime.parent) if runtime.is_dir() else (runtime,)
-    return runtime_spec_roles(files) or {}
+    return roles_of(runtime) or {}
 
 
 def render_markdown(runtime_dir: Path) -> str:
@@ -347,8 +346,9 @@ def render_markdown(runtime_dir: Path) -> str:
     out += ["## Backend roles", "",
             "The `functions:`, `constants:` and `types:` roles a backend spec with `runtime: <name>` fills, from that "
             "runtime's `SPEC_ROLES` (a role listed with another is needed only when that one is given).", ""]
-    for path in sorted([*runtime_dir.glob("*.py"), *(p.parent for p in runtime_dir.glob("*/__init__.py"))],
-                       key=lambda p: p.stem):
+    from .surface import runtime_paths
+
+    for path in runtime_paths(runtime_dir):
         roles = runtime_roles(path)
         if not roles:
             continue

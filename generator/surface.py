@@ -10,7 +10,8 @@ A template shared by several vendors (``backends/gpu.py.j2``: CUDA and ROCm) ren
 vendor differences from the spec's ``functions:``, ``constants:`` and ``types:`` role
 tables, read through :class:`RoleTable`, which checks every name against the bound
 libraries.  Which roles are needed is the hand-written runtime's declaration (its
-``SPEC_ROLES``, read with :func:`spec_roles`; ``RoleTable.needed`` resolves it): a role it
+``SPEC_ROLES``, read with :func:`runtime_roles` from the module or, for a package runtime such as
+``backends/gpu/``, the module of it that assigns them; ``RoleTable.needed`` resolves it): a role it
 needs that the spec lacks, or one the spec declares that nothing reads, is a located error.
 """
 
@@ -202,8 +203,8 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     template = r.string(m.get("template"), "template", re.compile(r"backends/[a-z0-9_]+\.py\.j2\Z"),
                         ": expected backends/<name>.py.j2")
     runtime = r.ident(m.get("runtime"), "runtime")
-    if runtime is not None and not runtime_files(runtime.value):
-        known = sorted(p.stem for p in RUNTIME_BACKENDS.iterdir() if not p.name.startswith("_") and runtime_files(p.stem))
+    if runtime is not None and runtime_path(runtime.value) is None:
+        known = sorted(p.stem for p in runtime_paths())
         errors.error(runtime.location, f"'{runtime}' is not a module of ironaccelerator_runtime.backends "
                      f"({RUNTIME_BACKENDS.relative_to(RUNTIME_BACKENDS.parents[2]).as_posix()}/){suggest(runtime.value, known)}")
     libraries = r.seq(m.get("libraries"), "libraries", lambda n: r.string(n, "library", re.compile(r"[a-z0-9_]+\.[a-z0-9_]+\Z"),
@@ -380,28 +381,6 @@ def _keys(r: SpecReader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]
     return out
 
 
-def runtime_files(name: str, backends: Path = RUNTIME_BACKENDS) -> tuple[Path, ...]:
-    """The source files of the hand-written runtime backend ``name``: the module ``backends/<name>.py``, or every
-    module of the package ``backends/<name>/`` (its ``__init__.py`` first); empty where there is neither."""
-    module = backends / f"{name}.py"
-    if module.is_file():
-        return (module,)
-    package = backends / name
-    if (package / "__init__.py").is_file():
-        return tuple(sorted(package.glob("*.py"), key=lambda p: (p.name != "__init__.py", p.name)))
-    return ()
-
-
-def runtime_spec_roles(files: Sequence[Path]) -> dict[str, dict[str, str]] | None:
-    """The ``SPEC_ROLES`` of a hand-written runtime backend (:func:`runtime_files`): the first of its modules
-    that declares them, or None where none does."""
-    for path in files:
-        roles = spec_roles(path.read_text(encoding="utf-8"))
-        if roles is not None:
-            return roles
-    return None
-
-
 def spec_roles(runtime_source: str) -> dict[str, dict[str, str]] | None:
     """The ``SPEC_ROLES`` literal of a hand-written runtime module (section -> role -> when it is needed: ``""``
     always, ``"f"`` when the function role f is bound, ``"!f"`` when it is null), or None where it has none."""
@@ -415,6 +394,30 @@ def spec_roles(runtime_source: str) -> dict[str, dict[str, str]] | None:
             continue
         if isinstance(target, ast.Name) and target.id == "SPEC_ROLES" and value is not None:
             roles: dict[str, dict[str, str]] = ast.literal_eval(value)
+            return roles
+    return None
+
+
+def runtime_paths(backends: Path = RUNTIME_BACKENDS) -> list[Path]:
+    """The hand-written backend runtimes: each module ``backends/<name>.py`` and package ``backends/<name>/``
+    (``ex. gpu/``: one module per concept), by name."""
+    found = [p for p in backends.glob("*.py") if not p.name.startswith("_")]
+    found += [p for p in backends.iterdir() if (p / "__init__.py").is_file()]
+    return sorted(found, key=lambda p: p.stem)
+
+
+def runtime_path(name: str) -> Path | None:
+    """The hand-written backend runtime a spec's ``runtime: <name>`` names (see :func:`runtime_paths`), or None."""
+    return next((p for p in runtime_paths() if p.stem == name), None)
+
+
+def runtime_roles(runtime: Path) -> dict[str, dict[str, str]] | None:
+    """The ``SPEC_ROLES`` of a hand-written backend runtime, read without importing it: the literal of the module,
+    or of whichever module of the package assigns it; None where it declares none."""
+    for path in sorted(runtime.glob("*.py")) if runtime.is_dir() else [runtime]:
+        text = path.read_text(encoding="utf-8")
+        roles = spec_roles(text) if "SPEC_ROLES" in text else None
+        if roles is not None:
             return roles
     return None
 
@@ -579,7 +582,8 @@ class RoleTable:
         return out
 
 
-__all__ = ["Surface", "BackendSpec", "RoleTable", "NeededRoles", "load_surface", "load_backend", "spec_roles", "IDENT"]
+__all__ = ["Surface", "BackendSpec", "RoleTable", "NeededRoles", "load_surface", "load_backend", "spec_roles",
+           "runtime_paths", "runtime_path", "runtime_roles", "IDENT"]
 
 
 def gpu_families(spec: BackendSpec, objc: Mapping[str, ObjcLibrary]) -> tuple[tuple[str, int], ...]:
@@ -620,7 +624,8 @@ def render_surface(env: jinja2.Environment, surface: Surface, backends: list[Bac
         if missing:
             # the backend's libraries were skipped (no SDK headers): leave its module as it is
             continue
-        declared = runtime_spec_roles(runtime_files(b.runtime)) if b.runtime else None
+        runtime = runtime_path(b.runtime) if b.runtime else None
+        declared = runtime_roles(runtime) if runtime is not None else None
         try:
             roles = RoleTable(b, libraries)
             needed = roles.needed(declared) if declared is not None else None

@@ -1,4 +1,4 @@
-"""The CUDA and ROCm/HIP backends: the hand-written runtime/ironaccelerator_runtime/backends/gpu.py, with each
+"""The CUDA and ROCm/HIP backends: the hand-written runtime/ironaccelerator_runtime/backends/gpu/, with each
 vendor's tables rendered by the one shared template, templates/backends/gpu.py.j2.
 
 Everything here but the ``gpu``-marked tests runs on a CPU-only machine: capability translation on
@@ -13,8 +13,10 @@ import ctypes
 import ctypes.util
 import dataclasses
 import gc
+import importlib
 import inspect
 import os
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -34,6 +36,9 @@ from ironaccelerator import (
 from ironaccelerator.backends.cuda import _backend as cuda_backend
 from ironaccelerator.backends.hip import _backend as hip_backend
 from ironaccelerator_runtime.backends import gpu
+from ironaccelerator_runtime.backends.gpu import (
+    args as gpu_args, context as gpu_context, module as gpu_module, pool as gpu_pool,
+)
 from ironaccelerator_gen import pipeline
 from ironaccelerator_gen.diagnostics import UserError
 
@@ -192,12 +197,12 @@ def test_pack_args_sizes_alignment_and_values() -> None:
 
 
 def test_bf16_rounding() -> None:
-    assert gpu._bf16_bits(1.0) == 0x3F80
-    assert gpu._bf16_bits(-2.0) == 0xC000
-    assert gpu._bf16_bits(1.0 + 2**-8) == 0x3F80  # a tie: to even
-    assert gpu._bf16_bits(1.0 + 3 * 2**-9) == 0x3F81  # above half: up
-    assert gpu._bf16_bits(float("nan")) == 0x7FC0
-    assert gpu._bf16_bits(float("inf")) == 0x7F80
+    assert gpu_args._bf16_bits(1.0) == 0x3F80
+    assert gpu_args._bf16_bits(-2.0) == 0xC000
+    assert gpu_args._bf16_bits(1.0 + 2**-8) == 0x3F80  # a tie: to even
+    assert gpu_args._bf16_bits(1.0 + 3 * 2**-9) == 0x3F81  # above half: up
+    assert gpu_args._bf16_bits(float("nan")) == 0x7FC0
+    assert gpu_args._bf16_bits(float("inf")) == 0x7F80
 
 
 def test_pack_args_checks() -> None:
@@ -297,8 +302,8 @@ def test_the_compiled_pool_is_wired_to_the_pool_roles(module: Any, library: str,
     alloc, base = api.pool_memory
     assert alloc is fast._pool_alloc and base is fast._PoolMemory
     pool_cls = _cls(module, "PoolAllocation")
-    cls = gpu._compiled_pool_allocation(api, pool_cls)
-    assert gpu._compiled_pool_allocation(api, pool_cls) is cls  # made once per class and api
+    cls = gpu_pool._compiled_pool_allocation(api, pool_cls)
+    assert gpu_pool._compiled_pool_allocation(api, pool_cls) is cls  # made once per class and api
     assert cls.__mro__[1:3] == (fast._PoolMemory, pool_cls) and cls.__name__ == pool_cls.__name__
     assert issubclass(cls, Allocation) and cls.kind is MemoryKind.DEVICE
     # no pool (a NULL handle): the real library answers with a failure status, or the loader's error where
@@ -661,6 +666,40 @@ def test_generator_refuses_missing_and_unused_roles(tmp_path: Path, hip_headers:
                "ironaccelerator_runtime.backends.gpu (did you mean 'free'?)" in e for e in errors), errors
 
 
+def test_every_annotation_of_the_gpu_package_resolves() -> None:
+    """Each module of backends/gpu/ resolves the names its annotations use at run time, as the one module it was
+    split from did: the docs' signatures (autodoc) and operations.py (the return annotations of the methods that
+    make objects) evaluate them in the module's globals."""
+    import typing
+
+    checked = 0
+    for info in pkgutil.iter_modules(gpu.__path__):
+        module = importlib.import_module(f"{gpu.__name__}.{info.name}")
+        for obj in list(vars(module).values()):
+            if getattr(obj, "__module__", None) != module.__name__:
+                continue
+            members = [obj] if inspect.isfunction(obj) else []
+            if isinstance(obj, type):
+                typing.get_type_hints(obj)  # its class-level annotations
+                for value in vars(obj).values():
+                    fn = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+                    if inspect.isfunction(fn):
+                        members.append(inspect.unwrap(fn))
+            for fn in members:
+                typing.get_type_hints(fn)  # NameError for a name only imported for type checking
+                checked += 1
+    assert checked > 150, checked
+
+
+def test_a_runtime_package_is_a_runtime(tmp_path: Path, hip_headers: None) -> None:
+    """``runtime: gpu`` names the package backends/gpu/: a misspelt name is refused with it as the suggestion."""
+    specs = _spec_dir(tmp_path, "hip", "runtime: gpu ", "runtime: gpuu ")
+    errors = _errors(specs)
+    assert any(f"backend.yaml:{_line(specs, 'hip', 'runtime: gpuu')}:" in e and "'gpuu' is not a module of "
+               "ironaccelerator_runtime.backends (runtime/ironaccelerator_runtime/backends/) (did you mean 'gpu'?)" in e
+               for e in errors), errors
+
+
 @pytest.mark.parametrize("role, function", [("launch", "hipModuleLaunchKernel"), ("launch", "hipLaunchKernel"),
                                             ("pool_free", "hipFree")])
 def test_compiled_path_functions_are_stated_once(tmp_path: Path, hip_headers: None, role: str, function: str) -> None:
@@ -694,11 +733,13 @@ def test_generator_refuses_bad_capability_keys_and_formats(tmp_path: Path) -> No
 
 def test_the_runtime_reads_the_roles_it_declares() -> None:
     """SPEC_ROLES (what the generator renders) and GpuApi's attributes (what the runtime calls) are one list;
-    the generator reads the same literal the runtime holds; every condition names a function role."""
-    from generator.surface import spec_roles
+    the generator reads the same literal the runtime holds (in the gpu package's tables module, found by
+    reading the package); every condition names a function role."""
+    from generator.surface import runtime_path, runtime_roles
     functions = gpu.SPEC_ROLES["functions"]
     assert list(functions) == [name for name, t in gpu.GpuApi.__annotations__.items() if t == "Any"]
-    assert spec_roles(Path(gpu.__file__).read_text(encoding="utf-8")) == gpu.SPEC_ROLES
+    assert runtime_path("gpu") == Path(gpu.__file__).parent
+    assert runtime_roles(Path(gpu.__file__).parent) == gpu.SPEC_ROLES
     for declared in gpu.SPEC_ROLES.values():
         assert all(not when or when.lstrip("!") in functions for when in declared.values()), declared
     for module in (cuda_backend, hip_backend):  # each vendor's tables hold exactly the roles it needs
@@ -749,8 +790,8 @@ def test_runtime_null_roles_are_runtime_branches() -> None:
         with pytest.raises(Error) as ei:
             call()
         assert ei.value.kind is ErrorKind.UNSUPPORTED and ei.value.backend == "ROCM"
-    assert gpu._param_sizes(api, None) is None
-    ref = gpu._ContextRef(api, 0)
+    assert gpu_module._param_sizes(api, None) is None
+    ref = gpu_context._ContextRef(api, 0)
     assert ref.context is None  # nothing retained, nothing to release
     no_launch = gpu.GpuApi(_tables(launch_max_args=0, launch_max_bytes=0, compiled_pool=False))
     assert no_launch.launch_packed is None and no_launch.pool_memory is None
@@ -1146,13 +1187,23 @@ class FakeDriver:
         return api
 
 
+def fresh_thread_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new ``_TLS`` (no context or device current on any thread) for every module of the gpu package that
+    reads it (each holds it as a global of its own: patch them all)."""
+    tls = threading.local()
+    for info in pkgutil.iter_modules(gpu.__path__):
+        module = importlib.import_module(f"{gpu.__name__}.{info.name}")
+        if hasattr(module, "_TLS"):
+            monkeypatch.setattr(module, "_TLS", tls)
+
+
 @pytest.fixture(params=["cuda", "hip"])
 def sim(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
     module = cuda_backend if request.param == "cuda" else hip_backend
     driver = FakeDriver(module)
     api = driver.api()
     monkeypatch.setattr(_cls(module, "Backend"), "_API", api)
-    monkeypatch.setattr(gpu, "_TLS", threading.local())
+    fresh_thread_state(monkeypatch)
     backend = _cls(module, "Backend")()
     return module, driver, backend
 

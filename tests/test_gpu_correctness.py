@@ -26,9 +26,9 @@ from ironaccelerator import (
 )
 from ironaccelerator.backends.cuda import _backend as cuda_backend
 from ironaccelerator.backends.hip import _backend as hip_backend
-from ironaccelerator_runtime.backends import gpu
 
 from conftest import ROOT, long_form
+from test_gpu_backends import fresh_thread_state
 from test_gpu_backends import VECTOR_ADD, FakeDriver, _image, sim  # noqa: F401  (sim: the simulated driver's fixture)
 
 CHILD = ROOT / "tests" / "gpu_correctness_child.py"
@@ -221,8 +221,7 @@ def test_every_advertised_flag_is_backed_by_an_operation(module: Any, monkeypatc
     driver = FakeDriver(module)
     backend_class = getattr(module, module.__name__.split(".")[-2].capitalize() + "Backend")
     monkeypatch.setattr(backend_class, "_API", driver.api())
-    import threading
-    monkeypatch.setattr(gpu, "_TLS", threading.local())
+    fresh_thread_state(monkeypatch)
     dev = backend_class().open(0)
     advertised |= dev.descriptor.capability.flags  # (and what the device attributes add: launch options)
     for flag in F:

@@ -631,7 +631,7 @@ def test_nvrtc_warnings_reach_the_user_cold_and_warm(stub_kc: Callable[..., int]
 
 
 def test_nvrtc_an_edited_header_is_recompiled_and_a_warm_load_walks_nothing(stub_kc: Callable[..., int]) -> None:
-    """Issue 23 item 7 on NVRTC (gpu.py, shared with hipRTC): headers under -I (three spellings) and include_dirs."""
+    """Issue 23 item 7 on NVRTC (backends/gpu/compile.py, shared with hipRTC): headers under -I (three spellings) and include_dirs."""
     assert stub_kc("deps") == 3 * 6 + 2
 
 

@@ -130,7 +130,7 @@ def test_every_generic_operation_over_a_hook_is_in_needs() -> None:
 
 
 def test_gpu_backends_subtract_what_their_vendor_spec_leaves_out() -> None:
-    """CUDA and HIP share their classes (backends/gpu.py): what one vendor's spec leaves out (a null function role,
+    """CUDA and HIP share their classes (backends/gpu/): what one vendor's spec leaves out (a null function role,
     an interop protocol it does not list) raises UNSUPPORTED there, and supports() says so."""
     import dataclasses
 

@@ -58,7 +58,7 @@ def test_every_section_and_role_table_is_in_the_reference() -> None:
         assert f"### `{path}`" in doc
         for key in section.keys:
             assert f"| `{key.name}` |" in doc
-    roles = schema.runtime_roles(ROOT / "runtime" / "ironaccelerator_runtime" / "backends" / "gpu.py")
+    roles = schema.runtime_roles(ROOT / "runtime" / "ironaccelerator_runtime" / "backends" / "gpu")
     assert roles and all(f"| `{role}` |" in doc for table in roles.values() for role in table)
 
 
