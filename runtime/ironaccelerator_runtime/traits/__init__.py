@@ -54,3 +54,24 @@ __all__ = [
     "Result", "Scalar", "Stream", "check_size", "check_span", "compile_options", "compiler_log", "copy_region",
     "device_span", "fill_pattern", "host_span", "host_view", "not_a_launch", "unsupported",
 ]
+
+
+def _bind_annotation_names() -> None:
+    """Bind into each module the names it imports only for type checking.
+
+    The modules import one way, so an earlier module's annotations name later classes under ``TYPE_CHECKING``
+    only.  Once the package has loaded, those names are set in each module's globals (where missing), so that
+    ``typing.get_type_hints`` resolves every annotation at run time, as it did in the single module this
+    package was split from: autodoc's signatures and ``operations.py`` (the return annotations of the methods
+    that make objects) evaluate them there."""
+    from . import backend, callbacks, checks, device, event, launch, memory, module, pool, registry, report, stream
+    from . import values
+
+    names = {name: globals()[name] for name in __all__}
+    for mod in (values, checks, launch, module, event, callbacks, memory, device, stream, pool, backend, report,
+                registry):
+        for name, obj in names.items():
+            mod.__dict__.setdefault(name, obj)
+
+
+_bind_annotation_names()
