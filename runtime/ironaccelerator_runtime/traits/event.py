@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .checks import _kind_of, _not_picklable, _owner, unsupported
+
+if TYPE_CHECKING:  # (and bound at run time by the package: callbacks builds on this module)
+    from .callbacks import InFlight
 
 
 class Event:
@@ -20,6 +23,18 @@ class Event:
         ``MTLSharedEvent``.  QNN: a **host clock** reading taken after the stream was synchronized (QNN executes
         synchronously here), so it is always complete.
     """
+
+    # the stream's in-flight host buffers (the sources of asynchronous copies) enqueued before this event, and the
+    # mark at record time: released once the event is seen complete (a backend's synchronize or a query that
+    # returns True calls _done)
+    _inflight: InFlight | None = None
+    _mark: int = 0
+
+    def _done(self) -> None:
+        inflight = self._inflight
+        if inflight is not None:
+            inflight.release(self._mark)
+            self._inflight = None
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Event")

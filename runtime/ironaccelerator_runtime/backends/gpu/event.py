@@ -28,12 +28,6 @@ class GpuEvent(Event):
         self._inflight = inflight
         self._mark = mark
 
-    def _done(self) -> None:
-        inflight = self._inflight
-        if inflight is not None:
-            inflight.release(self._mark)
-            self._inflight = None
-
     def synchronize(self) -> None:
         if self.device._closed:
             raise self.device._closed_error("Event.synchronize")

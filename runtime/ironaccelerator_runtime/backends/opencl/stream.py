@@ -32,12 +32,6 @@ class OpenCLEvent(Event):
         self._inflight = inflight
         self._mark = mark
 
-    def _done(self) -> None:
-        inflight = self._inflight
-        if inflight is not None:
-            inflight.release(self._mark)
-            self._inflight = None
-
     def synchronize(self) -> None:
         self.device._check_open("Event.synchronize")
         api = self.device.api
