@@ -10,9 +10,11 @@ import subprocess
 import pytest
 
 from conftest import ROOT
+from test_doc_examples import PYTHON, blocks_of
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS: list[str] = re.findall(r"```python[^\n]*\n(.*?)```", README, re.S)
+# the README's python blocks as the executed-examples test and the site read them (markdown-it-py)
+BLOCKS: list[str] = [b.text for b in blocks_of(ROOT / "README.md") if b.lang in PYTHON]
 
 
 def _block(containing: str) -> str:
