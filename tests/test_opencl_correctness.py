@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -522,3 +523,92 @@ def test_create_program_with_binary_through_the_checked_wrapper(dev: Any) -> Non
     cl.clReleaseKernel(kernel)
     for p in (prog, src):
         cl.clReleaseProgram(p)
+
+
+def test_pool_free_during_another_threads_fence_waits_for_its_own_queued_work(dev: Any) -> None:
+    """A block freed (no stream) by a thread whose own work on it is still queued, while another thread is computing
+    the device's pool fence, must wait for that work.  The fence used to clear the device's ``_dirty`` flag before
+    publishing its events, so the freeing thread read ``_dirty`` False and the previous (completed) fence and put the
+    block on the free list at once: the next ``alloc`` handed it to a new owner while the first thread's queued
+    kernel still wrote it (CI: test_memory_pool_shared_by_threads_never_gives_one_block_two_owners, a wrong
+    result).  The interleaving is forced here: the fence, at its first stream, lets the freeing thread run."""
+    import threading
+
+    api, ffi, cl = dev.api, dev.api.ffi, dev.api.cl
+    pool = dev.memory_pool()
+    pool.trim()
+    s, other = dev.create_stream(), dev.create_stream()
+    a, c = pool.alloc(4096), pool.alloc(256)
+    dev.synchronize()
+    deadline = time.monotonic() + 10
+    while dev._pool_fence() and time.monotonic() < deadline:  # the previous fences completed: the device is idle
+        time.sleep(0.01)
+    err = ffi.new("cl_int *")
+    gate = api.raw.clCreateUserEvent(dev.context, err)  # holds s's queue until the test opens it
+    assert err[0] == 0
+    try:
+        api.check(api.raw.clEnqueueBarrierWithWaitList(s.queue, 1, ffi.new("cl_event[1]", [gate]), ffi.NULL),
+                  "clEnqueueBarrierWithWaitList")
+        s.copy_from_host(a, np.arange(1024, dtype=np.uint32))  # queued behind the gate: uses a's block
+        freer = threading.Thread(target=a.free)
+        original = other._pool_fence
+
+        def fence_that_lets_the_freeing_thread_run() -> Any:
+            freer.start()
+            freer.join(0.5)  # (with the fix it blocks on the fence's lock until this fence is published)
+            return original()
+
+        other._pool_fence = fence_that_lets_the_freeing_thread_run  # type: ignore[method-assign]
+        c.free()  # this thread computes the fence; the other thread frees a during it
+        other._pool_fence = original  # type: ignore[method-assign]
+        freer.join(10)
+        got: list[Any] = []
+        taker = threading.Thread(target=lambda: got.append(pool.alloc(4096)))
+        taker.start()
+        taker.join(0.5)
+        assert not (got and got[0].block is a.block), \
+            "the pool handed out a block whose freeing thread's queued work (behind the gate) still uses it"
+    finally:
+        api.raw.clSetUserEventStatus(gate, cl.CL_COMPLETE)
+    taker.join(10)
+    assert not taker.is_alive()
+    s.synchronize()
+    api.raw.clReleaseEvent(gate)
+
+
+def test_stream_pool_fence_computed_by_two_threads_never_calls_queued_work_complete(dev: Any) -> None:
+    """Two threads asking for one stream's pool fence at once (a pool recycling blocks freed in the stream's order
+    while another computes the device's fence): the second must not answer "complete" (None) while the first has
+    cleared the stream's ``_dirty`` flag but not yet published its marker; the stream's work is still queued."""
+    import threading
+
+    api, ffi, cl = dev.api, dev.api.ffi, dev.api.cl
+    s = dev.create_stream()
+    a = dev.alloc(4096)
+    err = ffi.new("cl_int *")
+    gate = api.raw.clCreateUserEvent(dev.context, err)
+    assert err[0] == 0
+    try:
+        api.check(api.raw.clEnqueueBarrierWithWaitList(s.queue, 1, ffi.new("cl_event[1]", [gate]), ffi.NULL),
+                  "clEnqueueBarrierWithWaitList")
+        s.copy_from_host(a, np.arange(1024, dtype=np.uint32))
+        got: list[Any] = []
+        second = threading.Thread(target=lambda: got.append(s._pool_fence()))
+        original = s._marker
+
+        def marker_that_lets_the_second_thread_run() -> Any:
+            second.start()
+            second.join(0.5)
+            return original()
+
+        s._marker = marker_that_lets_the_second_thread_run  # type: ignore[method-assign]
+        first = s._pool_fence()
+        s._marker = original  # type: ignore[method-assign]
+        second.join(10)
+        assert first is not None
+        assert got and got[0] is not None, "a stream with queued work (behind the gate) was reported complete"
+    finally:
+        api.raw.clSetUserEventStatus(gate, cl.CL_COMPLETE)
+    s.synchronize()
+    a.free()
+    api.raw.clReleaseEvent(gate)

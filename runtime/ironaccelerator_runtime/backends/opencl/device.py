@@ -20,6 +20,10 @@ from ironaccelerator_runtime.traits import (
 
 from .tables import OpenCLTables, _Api, _KIND, _PLATFORM_NOT_FOUND_KHR
 
+# OpenCLDevice._fence_events while a fence is being computed: non-empty, so the pool's lock-free test sends the
+# reader to _pool_fence (never iterated: it is replaced before the lock is released)
+_FENCING: list[Event] = [None]  # type: ignore[list-item]
+
 
 class OpenCLBackend(Backend):
     """OpenCL through the ICD loader (``libOpenCL.so.1``): every platform's devices, in order.  ``tables``: the
@@ -165,31 +169,40 @@ class OpenCLDevice(Device):
         self._base_align = 0  # CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes (sub-buffer origins), read on first use
         self._mapper: Any = None  # the queue host views map HOST_PINNED buffers on (created on first use)
         self._mapper_lock = threading.Lock()
+        self._fence_lock = threading.RLock()  # the pool's fences (this and every stream's): see _pool_fence
 
-    # MemoryPool's fences: every enqueue of work sets _dirty (on its stream and here) after the call
+    # MemoryPool's fences: every enqueue of work sets _dirty (on its stream, then here) after the call
     _dirty = False
     _fence_events: list[Event] = []  # (replaced, never appended to)
 
     def _pool_fence(self) -> list[Event]:
         """The events a pool block freed now waits for: none when nothing was enqueued since the last fence and
         that fence completed (two flag tests, no call: the pool's hot path); else a marker on each stream with
-        work since (``OpenCLStream._pool_fence``)."""
-        if not self._dirty:
-            events = self._fence_events
-            if events:
-                for e in events:
-                    if not e.query():
-                        return events
-                self._fence_events = events = []
+        work since (``OpenCLStream._pool_fence``).
+
+        Threads: the pool's hot path reads ``_dirty`` and then ``_fence_events`` without a lock, so a fence in
+        progress publishes ``_FENCING`` (truthy: the reader comes here and waits on the lock) *before* it clears
+        ``_dirty``, and the computed events after.  (Cleared first, a thread freeing a block its own queued work
+        still used could read ``_dirty`` False and the previous, completed fence, and free the block at once.)"""
+        with self._fence_lock:
+            if not self._dirty:
+                events = self._fence_events
+                if events:
+                    for e in events:
+                        if not e.query():
+                            return events
+                    self._fence_events = events = []
+                return events
+            previous = self._fence_events
+            self._fence_events = _FENCING
+            self._dirty = False  # (an enqueue sets it after its call: one racing with this sets it again)
+            try:
+                events = [fence for s in self._live_streams() if (fence := s._pool_fence()) is not None]
+            except BaseException:
+                self._fence_events, self._dirty = previous, True
+                raise
+            self._fence_events = events
             return events
-        self._dirty = False  # (an enqueue sets it after its call: one racing with this sets it again)
-        events = []
-        for s in self._live_streams():
-            fence = s._pool_fence()
-            if fence is not None:
-                events.append(fence)
-        self._fence_events = events
-        return events
 
     def _map_queue(self) -> Any:
         """The device's queue for ``clEnqueueMapBuffer`` (host views), created on first use and released with the

@@ -377,16 +377,21 @@ class OpenCLStream(Stream):
     def _pool_fence(self) -> OpenCLEvent | None:
         """(``query`` enqueues a marker and waits a moment: too dear for the pool.)  None when nothing was
         enqueued since the last fence and that fence completed; else that fence, or a new marker, flushed."""
-        ev = self._pool_event
-        if not self._dirty:
-            if ev is None or ev.query():
-                return None
+        with self.device._fence_lock:  # (else a second caller could see _dirty cleared and the old event: None)
+            ev = self._pool_event
+            if not self._dirty:
+                if ev is None or ev.query():
+                    return None
+                return ev
+            self._dirty = False  # (an enqueue sets it after the call: one racing with this marks it again)
+            try:
+                ev = self._marker()
+                self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submitted: completes on its own
+            except BaseException:
+                self._dirty = True
+                raise
+            self._pool_event = ev
             return ev
-        self._dirty = False  # (an enqueue sets it after the call: one racing with this marks it again)
-        ev = self._marker()
-        self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submitted: it completes on its own
-        self._pool_event = ev
-        return ev
 
     def wait_event(self, event: Event) -> None:
         self.device._check_open("Stream.wait_event")
