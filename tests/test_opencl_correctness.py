@@ -558,9 +558,9 @@ def test_pool_free_during_another_threads_fence_waits_for_its_own_queued_work(de
             freer.join(0.5)  # (with the fix it blocks on the fence's lock until this fence is published)
             return original()
 
-        other._pool_fence = fence_that_lets_the_freeing_thread_run  # type: ignore[method-assign]
+        other._pool_fence = fence_that_lets_the_freeing_thread_run
         c.free()  # this thread computes the fence; the other thread frees a during it
-        other._pool_fence = original  # type: ignore[method-assign]
+        other._pool_fence = original
         freer.join(10)
         got: list[Any] = []
         taker = threading.Thread(target=lambda: got.append(pool.alloc(4096)))
@@ -601,9 +601,9 @@ def test_stream_pool_fence_computed_by_two_threads_never_calls_queued_work_compl
             second.join(0.5)
             return original()
 
-        s._marker = marker_that_lets_the_second_thread_run  # type: ignore[method-assign]
+        s._marker = marker_that_lets_the_second_thread_run
         first = s._pool_fence()
-        s._marker = original  # type: ignore[method-assign]
+        s._marker = original
         second.join(10)
         assert first is not None
         assert got and got[0] is not None, "a stream with queued work (behind the gate) was reported complete"
