@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import assert_never
 
 from .bind import BoundEnum, Binder, py_name_problem
 from .ctypes_util import FLOAT_BUILTINS, declare, resolve
 from .diagnostics import Collector, suggest
 from .ir import Builtin, EnumRef, Function, Header, InlineEnum, InlineRecord, Location, Pointer, RecordRef, TypedefRef
+from .roles import ObjcArg, ObjcFast, ObjcResult
 from .spec import ClassSpec, CoreSpec, LibrarySpec, MethodSpec, Name, ObjcFunctionSpec, cf_ownership, objc_ownership
 
 # the types every Objective-C spec's declarations must give (the runtime's own, spelled as the runtime does)
@@ -38,7 +40,7 @@ class ObjcParam:
 
     name: str  # arg0, arg1, ... (selectors name their parts, not their arguments)
     decl: str  # the C type  ex) NSUInteger
-    kind: str  # object (id: a handle) | str (const char *: str/bytes) | error (NSError **: hidden) | value
+    kind: ObjcArg  # object (id: a handle) | str (const char *: str/bytes) | error (NSError **: hidden) | value
     nullable: bool = False  # an object argument the spec's nullable: lets be None (nil)
 
 
@@ -56,7 +58,7 @@ class BoundMethod:
     public: str  # ex) NSString_rangeOfString_: the unchecked trampoline (unchecked.<public>)
     receiver: str  # id | Class
     result_decl: str  # ex) NSRange
-    result_kind: str  # object | str | bool | int | float | struct | cdata | void
+    result_kind: ObjcResult
     params: tuple[ObjcParam, ...]
     ownership: str  # +1: the caller owns the returned object; +0: retained by the checked call to be kept
     consumes_self: bool  # init family: the receiver's reference passes to the result
@@ -67,7 +69,7 @@ class BoundMethod:
     same_class: bool  # the result is of the receiver's class (alloc/new class methods, init): wrapped as it
     # the compiled checked method (ia_py_<index> in ia_objc.h's fast path): '' (none), or how its result becomes a
     # Python object: unsigned | signed | bool (instance methods without arguments returning a number, no pool)
-    fast: str = ""
+    fast: ObjcFast = ObjcFast.NONE
     fpret: str  # '' | 'long double' | 'float': which Apple objc_msgSend_fpret rule can apply
     location: Location
 
@@ -94,7 +96,7 @@ class BoundFunction:
     index: int  # its index in _binding.FUNCTIONS (the Python side names it ~index where methods use index)
     name: str  # ex) MTLCreateSystemDefaultDevice: the C symbol, the checked module-level function, unchecked.<name>
     result_decl: str  # ex) id
-    result_kind: str  # object | str | bool | int | float | struct | cdata | void (as BoundMethod)
+    result_kind: ObjcResult  # (as BoundMethod)
     params: tuple[ObjcParam, ...]
     ownership: str  # +1: the caller owns the returned object; +0: retained by the checked call to be kept
     autoreleases: bool  # the checked call runs inside an autorelease pool (the rule of BoundMethod)
@@ -199,40 +201,42 @@ class _TypeBinder:
             ok = False
         return ok
 
-    def kind(self, decl: str, result: bool) -> str:
-        """object | str | bool | int | float | struct | cdata | void | error."""
+    @staticmethod
+    def is_error_out(decl: str) -> bool:
+        """``NSError **``: the error out-parameter (an argument only; hidden from Python)."""
+        return normalize(decl) == ERROR_OUT
+
+    def kind(self, decl: str) -> ObjcResult:
+        """How a value of C type ``decl`` crosses to Python (as a result; :func:`_arg` as an argument)."""
         text = normalize(decl)
-        if text == ERROR_OUT:
-            return "error"
         if text in ("id", "instancetype"):
-            return "object"
+            return ObjcResult.OBJECT
         stars = text.count("*")
         base = " ".join(w for w in _words(text) if w != "const")
         if stars == 1 and base == "char":
-            return "str"
+            return ObjcResult.STR
         if stars:
-            return "cdata"
+            return ObjcResult.CDATA
         if base == "void":
-            return "void"
+            return ObjcResult.VOID
         if base == "BOOL" or base == "_Bool":
-            return "bool"
+            return ObjcResult.BOOL
         if base in FLOAT_BUILTINS:
-            return "float"
+            return ObjcResult.FLOAT
         if base in self.typedefs:
             t = resolve(TypedefRef(name=base), self.typedefs)
             if isinstance(t, Builtin):
-                return "float" if t.name in FLOAT_BUILTINS else "bool" if t.name == "_Bool" else "int"
+                return ObjcResult.FLOAT if t.name in FLOAT_BUILTINS else \
+                    ObjcResult.BOOL if t.name == "_Bool" else ObjcResult.INT
             if isinstance(t, (EnumRef, InlineEnum)):
-                return "int"
+                return ObjcResult.INT
             if isinstance(t, (RecordRef, InlineRecord)):
-                return "struct"
+                return ObjcResult.STRUCT
             if isinstance(t, Pointer):
-                return "cdata"
+                return ObjcResult.CDATA
         if base.startswith(("struct ", "union ")):
-            return "struct"
-        if base.startswith("enum "):
-            return "int"
-        return "int"
+            return ObjcResult.STRUCT
+        return ObjcResult.INT  # an enum tag, or a name the declarations leave undefined
 
     def signed(self, decl: str) -> bool:
         """Whether an integer type is signed (typedefs expanded)."""
@@ -249,6 +253,26 @@ class _TypeBinder:
             t = resolve(TypedefRef(name=base), self.typedefs)
             return isinstance(t, Builtin) and t.name == "long double"
         return base == "long double"
+
+
+def _arg(kind: ObjcResult) -> ObjcArg | None:
+    """How an argument whose C type reads as ``kind`` is passed from Python; None: ``void``, which no argument is."""
+    match kind:
+        case ObjcResult.OBJECT:
+            return ObjcArg.OBJECT
+        case ObjcResult.STR:
+            return ObjcArg.STR
+        case ObjcResult.VOID:
+            return None
+        case ObjcResult.BOOL | ObjcResult.INT | ObjcResult.FLOAT | ObjcResult.STRUCT | ObjcResult.CDATA:
+            return ObjcArg.VALUE
+        case _:
+            assert_never(kind)
+
+
+def _passes_object(params: tuple[ObjcParam, ...] | list[ObjcParam]) -> bool:
+    """An object or string argument: the call runs in an autorelease pool (the rule of BoundMethod.autoreleases)."""
+    return any(p.kind in (ObjcArg.OBJECT, ObjcArg.STR) for p in params)
 
 
 def _ordered(classes: tuple[ClassSpec, ...]) -> list[ClassSpec]:
@@ -364,27 +388,26 @@ def _function(fs: ObjcFunctionSpec, declared: dict[str, Function], index: int, t
         col.error(fs.name.location, f"function '{fs.name}' is variadic: its arguments' types are not known")
         return None
     result = normalize(declare(f.result))
-    result_kind = tb.kind(result, True)
+    result_kind = tb.kind(result)
     params = []
     for i, p in enumerate(f.params):
         decl = normalize(declare(p.type))
-        kind = tb.kind(decl, False)
-        if kind == "error":
+        if tb.is_error_out(decl):
             col.error(fs.name.location, f"function '{fs.name}': an {ERROR_OUT} argument is only understood in "
                       "methods (pass it as a pointer type of the declarations instead)")
             return None
-        params.append(ObjcParam(name=f"arg{i}", decl=decl, kind=kind if kind in ("object", "str") else "value"))
-    if fs.ownership is not None and result_kind != "object":
+        params.append(ObjcParam(name=f"arg{i}", decl=decl, kind=_arg(tb.kind(decl)) or ObjcArg.VALUE))
+    if fs.ownership is not None and result_kind is not ObjcResult.OBJECT:
         col.error(fs.ownership.location, f"ownership goes with functions returning an object (id); "
                   f"{fs.name} returns {result}")
         return None
     ownership = fs.ownership.value if fs.ownership is not None else \
-        cf_ownership(fs.name.value) if result_kind == "object" else "+0"
+        cf_ownership(fs.name.value) if result_kind is ObjcResult.OBJECT else "+0"
     return BoundFunction(
         index=index, name=fs.name.value, result_decl=result, result_kind=result_kind, params=tuple(params),
         ownership=ownership, location=fs.name.location,
-        autoreleases=result_kind != "str" and ((result_kind == "object" and ownership == "+0")
-                                               or any(p.kind in ("object", "str") for p in params)))
+        autoreleases=result_kind is not ObjcResult.STR and (
+            (result_kind is ObjcResult.OBJECT and ownership == "+0") or _passes_object(params)))
 
 
 def _family(selector: str, families: tuple[str, ...]) -> bool:
@@ -404,49 +427,48 @@ def _method(m: MethodSpec, c: ClassSpec, class_index: int, index: int, tb: _Type
     if not ok:
         return None
     result = normalize(m.returns.value)
-    result_kind = tb.kind(result, True)
-    if result_kind == "error":
+    if tb.is_error_out(result):
         col.error(m.returns.location, f"{ERROR_OUT} is an argument type (the error out-parameter), not a result")
         return None
+    result_kind = tb.kind(result)
     params = []
     error_param = -1
     keywords = m.selector.value.split(":")[:-1]
     nullable = {keywords.index(kw.value): kw for kw in m.nullable if kw.value in keywords}
     for i, a in enumerate(m.args):
-        kind = tb.kind(a.value, False)
-        if kind == "error":
+        kind = ObjcArg.ERROR if tb.is_error_out(a.value) else _arg(tb.kind(a.value))
+        if kind is None:
+            col.error(a.location, "an argument cannot be void")
+            return None
+        if kind is ObjcArg.ERROR:
             if error_param >= 0:
                 col.error(a.location, f"method {m.selector} of {c.name} has a second {ERROR_OUT} argument")
                 return None
             error_param = i
-        elif kind == "void":
-            col.error(a.location, "an argument cannot be void")
-            return None
-        elif kind not in ("object", "str"):
-            kind = "value"
-        if i in nullable and kind != "object":
+        if i in nullable and kind is not ObjcArg.OBJECT:
             col.error(nullable[i].location, f"nullable: '{nullable[i]}' of {m.selector} is a {normalize(a.value)}, not "
                       "an object (id): only an object argument may be nil")
             return None
-        params.append(ObjcParam(name=f"arg{i}", decl="id *" if kind == "error" else normalize(a.value), kind=kind,
+        params.append(ObjcParam(name=f"arg{i}", decl="id *" if kind is ObjcArg.ERROR else normalize(a.value), kind=kind,
                                 nullable=i in nullable))
     ownership = m.ownership or objc_ownership(m.selector.value, result)
     family = m.selector.value
-    consumes = not m.class_method and result_kind == "object" and _family(family, ("init",))
-    fast = ""
-    if not m.class_method and not params and result_kind in ("int", "bool"):
-        fast = "bool" if result_kind == "bool" else "signed" if tb.signed(result) else "unsigned"
+    consumes = not m.class_method and result_kind is ObjcResult.OBJECT and _family(family, ("init",))
+    fast = ObjcFast.NONE
+    if not m.class_method and not params and result_kind in (ObjcResult.INT, ObjcResult.BOOL):
+        fast = ObjcFast.BOOL if result_kind is ObjcResult.BOOL else \
+            ObjcFast.SIGNED if tb.signed(result) else ObjcFast.UNSIGNED
     fpret = ""
-    if result_kind == "float":
+    if result_kind is ObjcResult.FLOAT:
         fpret = "long double" if tb.is_long_double(result) else "float"
     return BoundMethod(
         index=index, cls=c.name.value, class_index=class_index, selector=m.selector.value,
         class_method=m.class_method, py_name=m.py_name, public=f"{c.name.value}_{m.py_name}",
         receiver="Class" if m.class_method else "id", result_decl=result, result_kind=result_kind,
         params=tuple(params), ownership=ownership, consumes_self=consumes, error_param=error_param,
-        autoreleases=result_kind != "str" and ((result_kind == "object" and ownership == "+0") or error_param >= 0
-                                               or any(p.kind in ("object", "str") for p in params)),
-        fpret=fpret, fast=fast, same_class=result_kind == "object" and (consumes or m.class_method and _family(
+        autoreleases=result_kind is not ObjcResult.STR and (
+            (result_kind is ObjcResult.OBJECT and ownership == "+0") or error_param >= 0 or _passes_object(params)),
+        fpret=fpret, fast=fast, same_class=result_kind is ObjcResult.OBJECT and (consumes or m.class_method and _family(
             m.selector.value, ("alloc", "new"))),
         location=m.selector.location)
 
@@ -455,17 +477,22 @@ def _method(m: MethodSpec, c: ClassSpec, class_index: int, index: int, tb: _Type
 
 def c_zero(m: BoundMethod | BoundFunction) -> str:
     """What a trampoline returns without sending: `` (R){0}`` (nothing for void)."""
-    return "" if m.result_kind == "void" else f" ({m.result_decl}){{0}}"
+    return "" if m.result_kind is ObjcResult.VOID else f" ({m.result_decl}){{0}}"
 
 
 def c_send(m: BoundMethod) -> str:
     """The send expression of the flavour macros (ia_objc.h), cast to ``ia_send_<index>_t``."""
     t = f"ia_send_{m.index}_t"
-    if m.result_kind == "struct":
-        return f"IA_SEND_STRUCT({t}, {m.result_decl}, self, ia_objc_sel[{m.index}])"
-    if m.result_kind == "float":
-        return f"IA_SEND_FP({t}, {1 if m.fpret == 'long double' else 0}, self, ia_objc_sel[{m.index}])"
-    return f"IA_SEND({t}, self, ia_objc_sel[{m.index}])"
+    match m.result_kind:
+        case ObjcResult.STRUCT:
+            return f"IA_SEND_STRUCT({t}, {m.result_decl}, self, ia_objc_sel[{m.index}])"
+        case ObjcResult.FLOAT:
+            return f"IA_SEND_FP({t}, {1 if m.fpret == 'long double' else 0}, self, ia_objc_sel[{m.index}])"
+        case ObjcResult.OBJECT | ObjcResult.STR | ObjcResult.BOOL | ObjcResult.INT | ObjcResult.CDATA | \
+                ObjcResult.VOID:
+            return f"IA_SEND({t}, self, ia_objc_sel[{m.index}])"
+        case _:
+            assert_never(m.result_kind)
 
 
 def c_checked_params(m: BoundMethod) -> str:
@@ -476,18 +503,35 @@ def c_checked_params(m: BoundMethod) -> str:
     return ", ".join(parts) or "void"
 
 
-PY_RESULT = {"object": "Any", "str": "str | None", "bool": "bool", "int": "int", "float": "float",
-             "struct": "Any", "cdata": "Any", "void": "None"}
+def _py_arg(kind: ObjcArg) -> str:
+    """The checked wrapper's annotation of an argument (None: the error out-parameter, which it hides)."""
+    match kind:
+        case ObjcArg.STR:
+            return "str | bytes"
+        case ObjcArg.OBJECT | ObjcArg.VALUE | ObjcArg.ERROR:
+            return "Any"
+        case _:
+            assert_never(kind)
 
 
 def py_signature(m: BoundMethod) -> str:
-    args = [f"a{i}: {'Any' if p.kind != 'str' else 'str | bytes'}" for i, p in enumerate(m.params)
-            if p.kind != "error"]
+    args = [f"a{i}: {_py_arg(p.kind)}" for i, p in enumerate(m.params) if p.kind is not ObjcArg.ERROR]
     return ", ".join(["cls" if m.class_method else "self"] + args)
 
 
 def py_returns(m: BoundMethod) -> str:
-    return PY_RESULT[m.result_kind]
+    """The checked wrapper's return annotation."""
+    match m.result_kind:
+        case ObjcResult.STR:
+            return "str | None"
+        case ObjcResult.BOOL | ObjcResult.INT | ObjcResult.FLOAT:
+            return m.result_kind.value
+        case ObjcResult.VOID:
+            return "None"
+        case ObjcResult.OBJECT | ObjcResult.STRUCT | ObjcResult.CDATA:
+            return "Any"
+        case _:
+            assert_never(m.result_kind)
 
 
 def py_body(m: BoundMethod | BoundFunction) -> list[str]:
@@ -500,73 +544,85 @@ def py_body(m: BoundMethod | BoundFunction) -> list[str]:
     args: list[str] = []
     values = False
     for n, p in enumerate(m.params):
-        if p.kind == "object" and p.nullable:
-            out.append(f"o{n} = _NULL if a{n} is None else _obj(a{n}, {i}, {n})")
-            args.append(f"o{n}")
-        elif p.kind == "object":
-            out.append(f"o{n} = _obj(a{n}, {i}, {n})")
-            args.append(f"o{n}")
-        elif p.kind == "str":
-            out.append(f"s{n} = _cstr(a{n}, {i}, {n})")
-            args.append(f"s{n}")
-        elif p.kind == "error":
-            out.append("err = _new_error()")
-            args.append("err")
-        else:
-            args.append(f"a{n}")
-            values = True
+        match p.kind:
+            case ObjcArg.OBJECT:
+                out.append(f"o{n} = _NULL if a{n} is None else _obj(a{n}, {i}, {n})" if p.nullable
+                           else f"o{n} = _obj(a{n}, {i}, {n})")
+                args.append(f"o{n}")
+            case ObjcArg.STR:
+                out.append(f"s{n} = _cstr(a{n}, {i}, {n})")
+                args.append(f"s{n}")
+            case ObjcArg.ERROR:
+                out.append("err = _new_error()")
+                args.append("err")
+            case ObjcArg.VALUE:
+                args.append(f"a{n}")
+                values = True
+            case _:
+                assert_never(p.kind)
     receiver = "cls._ci" if m.class_method else "self._id"
     call = f"_f{m.index}({', '.join(args)})" if function else f"_c{i}({', '.join([receiver] + args)})"
     who = "None" if function else "cls" if m.class_method else "self"
-    if m.result_kind == "str":  # the returned bytes belong to an autoreleased buffer: copied inside a pool
-        out.append("pool = _push()")
-        out.append("try:")
-        out.append(f"    r = {call}")
-        out.append(f"    if r == _NULL and (f := _failed()):")
-        out.append(f"        raise _fail({i}, {who}, f)")
-        out.append("    return _string(r)")
-        out.append("finally:")
-        out.append("    _pop(pool)")
-        return _guard(out, values, i)
-    annotation = {"int": ": int", "float": ": float"}.get(m.result_kind, "")
-    out.append((f"r{annotation} = " if m.result_kind != "void" else "") + call)
-    if m.result_kind in ("int", "float", "bool"):
-        out.append(f"if not r and (f := _failed()):")
-        out.append(f"    raise _fail({i}, {who}, f)")
-        if m.error_param >= 0:
-            out.append("if not r and err[0] != _NULL:")
-            out.append(f"    raise _nserror(err[0], {i})")
-            out.append("if err[0] != _NULL:")
-            out.append("    _release(err[0])")
-        out.append("return bool(r)" if m.result_kind == "bool" else "return r")
-    elif m.result_kind == "object":
-        out.append("if r == _NULL and (f := _failed()):")
-        out.append(f"    raise _fail({i}, {who}, f)")
-        if m.consumes_self:  # init: the receiver's reference went to the result (or was released on failure)
-            out.append("self._id = _NULL")
-        if m.error_param >= 0:
-            out.append("if r == _NULL and err[0] != _NULL:")
-            out.append(f"    raise _nserror(err[0], {i})")
-            out.append("if err[0] != _NULL:")
-            out.append("    _release(err[0])")
-        if m.same_class:  # the result's class may be private (NSString's placeholder): the receiver's is known
-            out.append(f"return None if r == _NULL else _wrap_as(r, {'cls' if m.class_method else 'type(self)'})")
-        else:
-            out.append("return None if r == _NULL else _wrap(r)")
-    elif m.result_kind == "cdata":
-        out.append("if r == _NULL and (f := _failed()):")
-        out.append(f"    raise _fail({i}, {who}, f)")
-        out.append("return r")
-    else:  # struct, void: the result cannot say whether it was refused
-        out.append("f = _failed()")
-        out.append("if f:")
-        out.append(f"    raise _fail({i}, {who}, f)")
-        if m.error_param >= 0:
-            out.append("if err[0] != _NULL:")
-            out.append(f"    raise _nserror(err[0], {i})")
-        if m.result_kind != "void":
+    match m.result_kind:
+        case ObjcResult.STR:  # the returned bytes belong to an autoreleased buffer: copied inside a pool
+            out.append("pool = _push()")
+            out.append("try:")
+            out.append(f"    r = {call}")
+            out.append(f"    if r == _NULL and (f := _failed()):")
+            out.append(f"        raise _fail({i}, {who}, f)")
+            out.append("    return _string(r)")
+            out.append("finally:")
+            out.append("    _pop(pool)")
+        case ObjcResult.INT | ObjcResult.FLOAT | ObjcResult.BOOL:  # a zero result may be a refusal
+            annotation = "" if m.result_kind is ObjcResult.BOOL else f": {m.result_kind.value}"
+            out.append(f"r{annotation} = {call}")
+            out.append(f"if not r and (f := _failed()):")
+            out.append(f"    raise _fail({i}, {who}, f)")
+            if m.error_param >= 0:
+                out.append("if not r and err[0] != _NULL:")
+                out.append(f"    raise _nserror(err[0], {i})")
+                out.append("if err[0] != _NULL:")
+                out.append("    _release(err[0])")
+            out.append("return bool(r)" if m.result_kind is ObjcResult.BOOL else "return r")
+        case ObjcResult.OBJECT:
+            out.append(f"r = {call}")
+            out += _object_result(m, i, who)
+        case ObjcResult.CDATA:
+            out.append(f"r = {call}")
+            out.append("if r == _NULL and (f := _failed()):")
+            out.append(f"    raise _fail({i}, {who}, f)")
             out.append("return r")
+        case ObjcResult.STRUCT | ObjcResult.VOID:  # the result cannot say whether it was refused
+            out.append(call if m.result_kind is ObjcResult.VOID else f"r = {call}")
+            out.append("f = _failed()")
+            out.append("if f:")
+            out.append(f"    raise _fail({i}, {who}, f)")
+            if m.error_param >= 0:
+                out.append("if err[0] != _NULL:")
+                out.append(f"    raise _nserror(err[0], {i})")
+            if m.result_kind is ObjcResult.STRUCT:
+                out.append("return r")
+        case _:
+            assert_never(m.result_kind)
     return _guard(out, values, i)
+
+
+def _object_result(m: BoundMethod | BoundFunction, i: int | str, who: str) -> list[str]:
+    """The checked wrapper's lines after ``r = <call>`` for an object result: a nil refusal raised, an NSError
+    output raised, the result wrapped in a handle."""
+    out = ["if r == _NULL and (f := _failed()):", f"    raise _fail({i}, {who}, f)"]
+    if m.consumes_self:  # init: the receiver's reference went to the result (or was released on failure)
+        out.append("self._id = _NULL")
+    if m.error_param >= 0:
+        out.append("if r == _NULL and err[0] != _NULL:")
+        out.append(f"    raise _nserror(err[0], {i})")
+        out.append("if err[0] != _NULL:")
+        out.append("    _release(err[0])")
+    if m.same_class:  # the result's class may be private (NSString's placeholder): the receiver's is known
+        out.append(f"return None if r == _NULL else _wrap_as(r, {'cls' if m.class_method else 'type(self)'})")
+    else:
+        out.append("return None if r == _NULL else _wrap(r)")
+    return out
 
 
 def _guard(lines: list[str], values: bool, index: int | str) -> list[str]:
@@ -578,14 +634,14 @@ def _guard(lines: list[str], values: bool, index: int | str) -> list[str]:
 
 
 def py_function_signature(f: BoundFunction) -> str:
-    return ", ".join(f"a{i}: {'Any' if p.kind != 'str' else 'str | bytes'}" for i, p in enumerate(f.params))
+    return ", ".join(f"a{i}: {_py_arg(p.kind)}" for i, p in enumerate(f.params))
 
 
 def py_function_doc(f: BoundFunction) -> str:
     args = ", ".join(p.decl for p in f.params) or "void"
     notes = ["the C function, found with dlsym(RTLD_DEFAULT) once the runtime and frameworks are open; missing: "
              "ironaccelerator.Error SYMBOL_NOT_FOUND"]
-    if f.result_kind == "object":
+    if f.result_kind is ObjcResult.OBJECT:
         notes.append("a handle owning the result (+1 from the function)" if f.ownership == "+1"
                      else "a handle owning the result (retained: +0 from the function)")
         notes.append("None when it returns nil")
@@ -594,14 +650,14 @@ def py_function_doc(f: BoundFunction) -> str:
 
 def function_row(f: BoundFunction) -> str:
     """The function's row in _binding.FUNCTIONS (ironaccelerator_runtime.objc.FunctionRow)."""
-    return repr((f.name, f.result_kind, tuple(p.kind for p in f.params), f.ownership, f.autoreleases))
+    return repr((f.name, f.result_kind.value, tuple(p.kind.value for p in f.params), f.ownership, f.autoreleases))
 
 
 def py_doc(m: BoundMethod) -> str:
     sig = f"{'+' if m.class_method else '-'}[{m.cls} {m.selector}] -> {m.result_decl}"
     args = ", ".join(p.decl for p in m.params)
     notes = []
-    if m.result_kind == "object":
+    if m.result_kind is ObjcResult.OBJECT:
         notes.append("a handle owning the result (+1 from the method)" if m.ownership == "+1"
                      else "a handle owning the result (retained: +0 from the method)")
     if m.consumes_self:
@@ -613,15 +669,21 @@ def py_doc(m: BoundMethod) -> str:
 
 def method_row(m: BoundMethod) -> str:
     """The method's row in _binding.METHODS (ironaccelerator_runtime.objc.MethodRow)."""
-    kinds = tuple(p.kind for p in m.params)
-    return repr((m.cls, m.selector, m.class_method, m.result_kind, kinds, m.ownership, m.consumes_self,
+    kinds = tuple(p.kind.value for p in m.params)
+    return repr((m.cls, m.selector, m.class_method, m.result_kind.value, kinds, m.ownership, m.consumes_self,
                  m.error_param, m.autoreleases, m.fpret))
-
-
-PY_FROM_C = {"unsigned": "PyLong_FromUnsignedLongLong((unsigned long long)r)",
-             "signed": "PyLong_FromLongLong((long long)r)", "bool": "PyBool_FromLong(r != 0)"}
 
 
 def py_from_c(m: BoundMethod) -> str:
     """The compiled checked method's conversion of its result to a Python object."""
-    return PY_FROM_C[m.fast]
+    match m.fast:
+        case ObjcFast.UNSIGNED:
+            return "PyLong_FromUnsignedLongLong((unsigned long long)r)"
+        case ObjcFast.SIGNED:
+            return "PyLong_FromLongLong((long long)r)"
+        case ObjcFast.BOOL:
+            return "PyBool_FromLong(r != 0)"
+        case ObjcFast.NONE:  # (the template asks only of a method that has a fast path)
+            raise ValueError(f"{m.public} has no compiled fast path")
+        case _:
+            assert_never(m.fast)

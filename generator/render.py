@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, assert_never
 
 import jinja2
 
@@ -18,6 +18,7 @@ from . import __version__, data
 from .bind import BoundFunction, BoundLibrary
 from . import objc as _objc
 from .output import JOURNAL
+from .roles import ValueKind
 from .spec import CoreSpec
 from .wrappers import FastPath, c_string, fast_paths, lower, out_types, raw_result
 
@@ -69,13 +70,17 @@ def _c_args(f: BoundFunction) -> str:
 def _c_failure_value(f: BoundFunction) -> str:
     if f.returns_status:
         return f" ({f.result_decl}){SENTINEL}"
-    if f.result_kind == "void":
-        return ""
-    if f.result_kind in ("str", "cdata"):
-        return " NULL"
-    if f.result_kind == "struct":  # a struct returned by value: a zeroed compound literal
-        return f" ({f.result_decl}){{0}}"
-    return " 0"
+    match f.result_kind:
+        case ValueKind.VOID:
+            return ""
+        case ValueKind.STR | ValueKind.CDATA:
+            return " NULL"
+        case ValueKind.STRUCT:  # a struct returned by value: a zeroed compound literal
+            return f" ({f.result_decl}){{0}}"
+        case ValueKind.INT | ValueKind.FLOAT | ValueKind.BYTES | ValueKind.NONE:  # (value_kind gives no result these two)
+            return " 0"
+        case _:
+            assert_never(f.result_kind)
 
 
 def _via_proc(f: BoundFunction, lib: BoundLibrary) -> bool:

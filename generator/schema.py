@@ -6,8 +6,11 @@ reference cannot drift from what the loaders do."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from .diagnostics import suggest
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,13 +311,79 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
 )}
 
 
+@dataclass(frozen=True, slots=True)
+class Form:
+    """One form of a section, told apart by a value in the spec (a library spec with ``frontend: declared``, or
+    with ``resolver: {kind: objc}``): the keys it requires instead of the section's required ones, and the keys
+    it refuses, each with why (the located error "'<key>' does not go with <name> (<why>)")."""
+
+    name: str  # as a message says it, ex. `frontend: declared`
+    required: tuple[str, ...] | None = None  # None: the section's own required keys
+    refused: tuple[tuple[str, str], ...] = ()  # (key, why)
+
+
+_OBJC_TOP = ("methods are the classes: section, C functions the functions: section; NSErrors map to kinds through "
+             "the resolver's errors:")
+_OBJC_LOADER = ("its runtime: and frameworks: name the libraries; loader: may say where to search: sdk_env, sdk_dirs, "
+                "sdk_roots, wheel_dirs")
+
+# The forms of a section where its keys depend on another of its values: section path -> form -> Form (the
+# readers in generator/spec.py choose the form; these say what it requires and refuses).
+FORMS: dict[str, dict[str, Form]] = {
+    "library": {
+        "headers": Form("headers", ("vendor", "library", "backend", "sdk", "headers", "loader", "errors")),
+        "declared": Form("frontend: declared", ("vendor", "library", "backend", "declarations", "loader", "errors"),
+                         tuple((k, "the declarations are the header; there is no SDK to find")
+                               for k in ("headers", "sdk", "version_headers"))),
+        # the resolver names the libraries; failures are nil results and NSErrors, not status codes
+        "objc": Form("resolver kind objc", ("vendor", "library", "backend", "frontend", "declarations", "resolver",
+                                            "classes"),
+                     tuple((k, _OBJC_TOP) for k in ("errors", "bind", "symbols", "kernel_launch", "pool_memory"))),
+    },
+    "library > loader": {
+        "objc": Form("resolver kind objc", refused=tuple((p, _OBJC_LOADER) for p in PLATFORMS) + (
+            ("abi_major", "it asks a bound C function for the library's version"),)),
+    },
+}
+
+
 def keys(path: str) -> tuple[str, ...]:
     """The keys section ``path`` allows (a KeyError for a section not declared here is a generator bug)."""
     return tuple(k.name for k in SECTIONS[path].keys)
 
 
-def required(path: str) -> tuple[str, ...]:
-    return tuple(k.name for k in SECTIONS[path].keys if k.required)
+def required(path: str, form: str | None = None) -> tuple[str, ...]:
+    """The keys section ``path`` requires (in its ``form``, when given: :data:`FORMS`)."""
+    given = FORMS[path][form].required if form is not None else None
+    return given if given is not None else tuple(k.name for k in SECTIONS[path].keys if k.required)
+
+
+def variants(path: str) -> tuple[str, ...]:
+    """The ``X`` of the sections ``<path> (X)``, in order: ex. the resolver kinds that have keys of their own."""
+    prefix = f"{path} ("
+    return tuple(p[len(prefix):-1] for p in SECTIONS if p.startswith(prefix) and p.endswith(")")
+                 and " > " not in p[len(prefix):])
+
+
+def unknown_key(key: str, allowed: Sequence[str], what: str) -> str:
+    """The message for a key ``what`` does not allow: the closest allowed key, else the list of them."""
+    close = suggest(key, allowed)
+    return f"unknown key {key!r} in {what}{close}" + ("" if close else f"; expected one of: {', '.join(allowed)}")
+
+
+def retired_key(key: str, what: str, instead: str) -> str:
+    """The message for a key :data:`RETIRED` (``instead``: what replaced it)."""
+    return f"{key!r} is no longer a key of the {what}: {instead}"
+
+
+def refused_key(path: str, form: str, key: str) -> str | None:
+    """The message for ``key`` given in section ``path`` of form ``form`` that refuses it; None if it may."""
+    f = FORMS[path][form]
+    why = dict(f.refused).get(key)
+    if why is None:
+        return None
+    where = path.split(" > ", 1)[1] + ": " if " > " in path else ""
+    return f"{where}'{key}' does not go with {f.name} ({why})"
 
 
 def runtime_roles(runtime: Path) -> dict[str, dict[str, str]]:
@@ -371,4 +440,5 @@ def literal_key_tuples(source: str) -> list[int]:
     return lines
 
 
-__all__ = ["Key", "PLATFORMS", "SECTIONS", "Section", "keys", "literal_key_tuples", "render_markdown", "required"]
+__all__ = ["FORMS", "Form", "Key", "PLATFORMS", "SECTIONS", "Section", "keys", "literal_key_tuples", "refused_key",
+           "render_markdown", "required", "retired_key", "unknown_key", "variants"]

@@ -199,11 +199,11 @@ OBJC_RESERVED = ("close", "handle", "retained")
 #   objc          runtime: {<platform>: [runtime library, ...]}, frameworks: {<platform>: [library, ...]},
 #                 errors: {<ErrorKind>: [<NSError domain>[:<code>], ...]} (optional); the methods are the spec's
 #                 classes: section, its plain C functions the functions: section (see ObjcSpec)
-RESOLVER_KINDS = ("dlsym", "proc_address", "table", "objc")
+RESOLVER_KINDS = ("dlsym",) + schema.variants("library > resolver")  # dlsym has no keys, so no section
 RESOLVER_KINDS_TO_COME: dict[str, str] = {}
 # the keys each kind takes besides 'kind'
-RESOLVER_KEYS = {"dlsym": (), **{k: schema.keys(f"library > resolver ({k})") for k in ("proc_address", "table", "objc")}}
-RESOLVER_REQUIRED = {k: schema.required(f"library > resolver ({k})") for k in ("proc_address", "table", "objc")}
+RESOLVER_KEYS = {"dlsym": (), **{k: schema.keys(f"library > resolver ({k})") for k in RESOLVER_KINDS[1:]}}
+RESOLVER_REQUIRED = {k: schema.required(f"library > resolver ({k})") for k in RESOLVER_KINDS[1:]}
 MEMBER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
@@ -484,11 +484,10 @@ class SpecReader:
                 self.errors.error(self.loc(k), "mapping keys must be plain strings")
                 continue
             if retired and k.value in retired:
-                self.errors.error(self.loc(k), f"{k.value!r} is no longer a key of the {what}: {retired[k.value]}")
+                self.errors.error(self.loc(k), schema.retired_key(k.value, what, retired[k.value]))
                 continue
             if allowed and k.value not in allowed:
-                self.errors.error(self.loc(k), f"unknown key {k.value!r} in {what}{suggest(k.value, allowed)}"
-                                  + ("" if suggest(k.value, allowed) else f"; expected one of: {', '.join(allowed)}"))
+                self.errors.error(self.loc(k), schema.unknown_key(k.value, allowed, what))
                 continue
             if k.value in out:
                 self.errors.error(self.loc(k), f"duplicate key {k.value!r}")
@@ -498,6 +497,19 @@ class SpecReader:
             if r not in out:
                 self.errors.error(self.loc(node), f"missing required key '{r}' in {what}")
         return out
+
+    def section(self, node: yaml.Node | None, path: str, what: str, form: str | None = None,
+                also: tuple[str, ...] = ()) -> dict[str, yaml.Node] | None:
+        """The mapping of schema section ``path`` (generator/schema.py: its keys, those it requires, in ``form``
+        when given, and those retired), read as :meth:`mapping`; ``also``: keys its subsections allow besides."""
+        return self.mapping(node, schema.keys(path) + also, schema.required(path, form), what,
+                            retired=schema.RETIRED.get(path))
+
+    def refuse(self, m: Mapping[str, yaml.Node], path: str, form: str) -> None:
+        """A located error for each key of ``m`` (section ``path``) that its ``form`` refuses."""
+        for key, _ in schema.FORMS[path][form].refused:
+            if key in m:
+                self.errors.error(self.loc(m[key]), schema.refused_key(path, form, key) or "")
 
     def keyed(self, node: yaml.Node | None, what: str) -> list[tuple[Name, yaml.Node]]:
         """A mapping whose keys are names (functions, parameters)."""
@@ -670,7 +682,6 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     if root is None:
         errors.error(top_loc, "the spec is empty")
         errors.check()
-    keys = schema.keys("library")
     declared = isinstance(root, yaml.MappingNode) and any(
         isinstance(k, yaml.ScalarNode) and k.value == "frontend" and isinstance(v, yaml.ScalarNode)
         and v.value == "declared" for k, v in root.value)
@@ -678,11 +689,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         isinstance(k, yaml.ScalarNode) and k.value == "resolver" and isinstance(v, yaml.MappingNode)
         and any(isinstance(a, yaml.ScalarNode) and a.value == "kind" and isinstance(b, yaml.ScalarNode)
                 and b.value == "objc" for a, b in v.value) for k, v in root.value)
-    required = ("vendor", "library", "backend", "declarations", "loader", "errors") if declared else \
-        ("vendor", "library", "backend", "sdk", "headers", "loader", "errors")
-    if objc:  # the resolver names the libraries; failures are nil results and NSErrors, not status codes
-        required = ("vendor", "library", "backend", "frontend", "declarations", "resolver", "classes")
-    m = r.mapping(root, keys, required, "library spec")
+    # the form of the spec (schema.FORMS: what each requires and refuses); objc specs are declared ones too
+    m = r.section(root, "library", "library spec", form="objc" if objc else "declared" if declared else "headers")
     if m is None:
         errors.check()
         raise UserError([Diagnostic(location=top_loc, message="the spec must be a mapping")])
@@ -711,22 +719,21 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     headers, version_headers, defines, undefines, version_macro = _parse_options(r, m)
 
     include, exclude = _bind(r, m)
-    sym = r.mapping(m.get("symbols"), schema.keys("library > symbols"), (), "symbols") or {}
+    sym = r.section(m.get("symbols"), "library > symbols", "symbols") or {}
     proc_address, table, objc_resolver = _resolver(r, m)
     per_thread, vt = _symbols(r, sym)
 
     kernel_launch = r.ident(m.get("kernel_launch"), "kernel_launch")
     pool_memory = _pool_memory(r, m)
-    lm = r.mapping(m.get("loader"), schema.keys("library > loader"), (), "loader") or {}
+    lm = r.section(m.get("loader"), "library > loader", "loader") or {}
     loader = _loader(r, lm)
 
     # errors: none -- a library whose functions report no status (ex: NVTX's push/pop return depths, its marks
     # nothing): every function returns its value and none is checked
     en = m.get("errors")
     no_status = isinstance(en, yaml.ScalarNode) and en.value == "none"
-    err = _errors(r, {} if no_status else r.mapping(
-        en, schema.keys("library > errors"), schema.required("library > errors"),
-        "mapping of status codes (or errors: none)") or {})
+    err = _errors(r, {} if no_status else r.section(
+        en, "library > errors", "mapping of status codes (or errors: none)") or {})
     err_type, default = err.type, err.default
 
     functions = []
@@ -743,19 +750,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
 
     objc_spec = None
     if objc:
-        for plat in PLATFORMS:  # the loader only says where to search; the resolver names the libraries
-            if plat in lm:
-                errors.error(r.loc(lm[plat]), f"loader: '{plat}' does not go with resolver kind objc (its runtime: "
-                             "and frameworks: name the libraries; loader: may say where to search: sdk_env, sdk_dirs, "
-                             "sdk_roots, wheel_dirs)")
-        if "abi_major" in lm:
-            errors.error(r.loc(lm["abi_major"]), "loader: 'abi_major' does not go with resolver kind objc (it asks "
-                         "a bound C function for the library's version)")
-        for key in ("errors", "bind", "symbols", "kernel_launch", "pool_memory"):
-            if key in m:
-                errors.error(r.loc(m[key]), f"'{key}' does not go with resolver kind objc (methods are the "
-                             "classes: section, C functions the functions: section; NSErrors map to kinds through "
-                             "the resolver's errors:)")
+        r.refuse(lm, "library > loader", "objc")  # the loader only says where to search
+        r.refuse(m, "library", "objc")
         if frontend is not None and frontend.value != "declared":
             errors.error(frontend.location, "resolver kind objc goes with frontend: declared (there is no header)")
         objc_spec = _objc(r, objc_resolver or {}, m.get("classes"), m.get("functions"))
@@ -787,10 +783,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
 
 def _declarations(r: SpecReader, m: dict[str, yaml.Node], text: str) -> Declarations | None:
     """``frontend: declared``: the ``declarations:`` block (its text, and where it starts, for diagnostics)."""
-    for key in ("headers", "sdk", "version_headers"):
-        if key in m:
-            r.errors.error(r.loc(m[key]), f"'{key}' does not go with frontend: declared (the declarations are the "
-                           "header; there is no SDK to find)")
+    r.refuse(m, "library", "declared")
     dn = m.get("declarations")
     dtext = r.scalar(dn, "declarations")
     if dn is None or dtext is None:
@@ -829,7 +822,7 @@ def _parse_options(r: SpecReader, m: dict[str, yaml.Node]) -> tuple[
 
 def _bind(r: SpecReader, m: dict[str, yaml.Node]) -> tuple[tuple[Name, ...], tuple[Name, ...]]:
     """``bind:``: the include and exclude patterns."""
-    bind = r.mapping(m.get("bind"), schema.keys("library > bind"), (), "bind") or {}
+    bind = r.section(m.get("bind"), "library > bind", "bind") or {}
     hint = ": use C identifier characters and * ? [ ] globs"
     include = r.seq(bind.get("include"), "include", lambda n: r.string(n, "pattern", PATTERN, hint))
     exclude = r.seq(bind.get("exclude"), "exclude", lambda n: r.string(n, "pattern", PATTERN, hint))
@@ -844,8 +837,7 @@ def _resolver(r: SpecReader, m: dict[str, yaml.Node]) -> tuple[
         return None, None, None
     errors = r.errors
     all_keys = tuple(dict.fromkeys(k for keys in RESOLVER_KEYS.values() for k in keys))
-    rm = r.mapping(m["resolver"], schema.keys("library > resolver") + all_keys,
-                   schema.required("library > resolver"), "resolver") or {}
+    rm = r.section(m["resolver"], "library > resolver", "resolver", also=all_keys) or {}
     rkind = r.ident(rm.get("kind"), "resolver kind")
     if rkind is None:
         return None, None, None
@@ -901,8 +893,7 @@ def _pool_memory(r: SpecReader, m: dict[str, yaml.Node]) -> PoolMemorySpec | Non
     """``pool_memory:``: the stream-ordered allocator's alloc and free."""
     if "pool_memory" not in m:
         return None
-    pm_map = r.mapping(m["pool_memory"], schema.keys("library > pool_memory"),
-                       schema.required("library > pool_memory"), "pool_memory") or {}
+    pm_map = r.section(m["pool_memory"], "library > pool_memory", "pool_memory") or {}
     pm_alloc, pm_free = r.ident(pm_map.get("alloc"), "alloc"), r.ident(pm_map.get("free"), "free")
     if pm_alloc is None or pm_free is None:
         return None
@@ -919,8 +910,7 @@ def _loader(r: SpecReader, lm: dict[str, yaml.Node]) -> LoaderSpec:
         major_at = major_at or next((x.location for x in libs if MAJOR in x.value), None)
     abi_major = None
     if "abi_major" in lm:
-        am = r.mapping(lm["abi_major"], schema.keys("library > loader > abi_major"),
-                       schema.required("library > loader > abi_major"), "abi_major") or {}
+        am = r.section(lm["abi_major"], "library > loader > abi_major", "abi_major") or {}
         am_function = r.ident(am.get("function"), "abi_major function")
         am_encoding = _encoding(r, am.get("encoding"))
         if am_function is not None and am_encoding is not None:
@@ -1056,7 +1046,7 @@ def _objc_functions(r: SpecReader, node: yaml.Node | None) -> tuple[ObjcFunction
         if isinstance(fnode, yaml.ScalarNode) and fnode.tag == "tag:yaml.org,2002:null":
             out.append(ObjcFunctionSpec(name=fname))
             continue
-        fm = r.mapping(fnode, schema.keys("library > functions > <name> (objc)"), (), f"function {fname}")
+        fm = r.section(fnode, "library > functions > <name> (objc)", f"function {fname}")
         if fm is None:
             continue
         text = _ownership(r, fm.get("ownership"), f" of {fname}")
@@ -1100,8 +1090,7 @@ def _objc(r: SpecReader, rm: dict[str, yaml.Node], classes_node: yaml.Node | Non
     undeclared: list[Name] = []
     classes: list[ClassSpec] = []
     for cname, cnode in r.keyed(classes_node, "class"):
-        cm = r.mapping(cnode, schema.keys("library > classes > <name>"),
-                       schema.required("library > classes > <name>"), f"class {cname}") or {}
+        cm = r.section(cnode, "library > classes > <name>", f"class {cname}") or {}
         base = r.ident(cm.get("base"), "base class")
         methods: list[MethodSpec] = []
         names: dict[str, Name] = {}
@@ -1131,7 +1120,7 @@ def _objc(r: SpecReader, rm: dict[str, yaml.Node], classes_node: yaml.Node | Non
             if vnode is None:
                 vm: dict[str, yaml.Node] | None = {}
             else:
-                vm = r.mapping(vnode, schema.keys("library > classes > <name> > methods > <selector>"), (),
+                vm = r.section(vnode, "library > classes > <name> > methods > <selector>",
                                f"method {key.value} of {cname}")
             if vm is None:
                 if isinstance(vnode, yaml.ScalarNode) and vnode.tag == "tag:yaml.org,2002:null":
@@ -1217,8 +1206,7 @@ def _table_resolver(r: SpecReader, rm: dict[str, yaml.Node]) -> TableSpec | None
     provider, interface = r.ident(rm.get("provider"), "provider"), r.ident(rm.get("interface"), "interface")
     tpath = r.string(rm.get("table"), "table", MEMBER_PATH, path_hint)
     vpath = r.string(rm.get("version"), "version", MEMBER_PATH, path_hint)
-    req = r.mapping(rm.get("require"), schema.keys("library > resolver (table) > require"),
-                    schema.required("library > resolver (table) > require"), "require") or {}
+    req = r.section(rm.get("require"), "library > resolver (table) > require", "require") or {}
     major, minor = r.integer(req.get("major"), "require major"), r.integer(req.get("minor"), "require minor")
     for key, value in (("major", major), ("minor", minor)):
         if value is not None and value < 0:
@@ -1259,7 +1247,7 @@ def _table_resolver(r: SpecReader, rm: dict[str, yaml.Node]) -> TableSpec | None
 def _function(r: SpecReader, name: Name, node: yaml.Node) -> FunctionSpec:
     if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
         return FunctionSpec(name=name)
-    fm = r.mapping(node, schema.keys("library > functions > <name>"), (), f"function '{name}'") or {}
+    fm = r.section(node, "library > functions > <name>", f"function '{name}'") or {}
     params = []
     for pname, pnode in r.keyed(fm.get("params"), "parameter"):
         params.append(_param(r, name, pname, pnode))
@@ -1282,7 +1270,7 @@ def _param(r: SpecReader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec
                            f"expected one of: {', '.join(DIRECTIONS)}")
             return ParamSpec(name=name)
         return ParamSpec(name=name, direction=node.value)
-    pm = r.mapping(node, schema.keys("library > functions > <name> > params > <param>"), (),
+    pm = r.section(node, "library > functions > <name> > params > <param>",
                    f"parameter '{name}' of {fname}") or {}
     direction = None
     if "direction" in pm:
@@ -1294,7 +1282,7 @@ def _param(r: SpecReader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec
             direction = d
     string = None
     if "string" in pm:
-        sm = r.mapping(pm["string"], schema.keys("library > functions > <name> > params > <param> > string"), (),
+        sm = r.section(pm["string"], "library > functions > <name> > params > <param> > string",
                        f"string of parameter '{name}'") or {}
         capacity = r.integer(sm.get("capacity"), "capacity")
         if capacity is not None and not 0 < capacity <= 1 << 24:
@@ -1327,7 +1315,7 @@ def _sdk(r: SpecReader, node: yaml.Node | None, display: str) -> tuple[Name | No
     """``sdk: kind`` (declared by another spec, or given with --sdk) or ``sdk: {kind: ..., marker: ..., ...}``."""
     if node is None or isinstance(node, yaml.ScalarNode):
         return r.ident(node, "sdk"), None
-    m = r.mapping(node, schema.keys("library > sdk"), schema.required("library > sdk"), "sdk") or {}
+    m = r.section(node, "library > sdk", "sdk") or {}
     kind = r.ident(m.get("kind"), "sdk kind")
     header = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h\Z")
     marker = r.string(m.get("marker"), "marker", header, ": expected a header path like 'CL/cl.h'")
@@ -1342,8 +1330,7 @@ def _sdk(r: SpecReader, node: yaml.Node | None, display: str) -> tuple[Name | No
             r.errors.error(r.loc(m["wheels"]), "wheels must be a list of {include: dir, dist: name}")
         else:
             for wn in m["wheels"].value:
-                wm = r.mapping(wn, schema.keys("library > sdk > wheels[]"), schema.required("library > sdk > wheels[]"),
-                                "wheel") or {}
+                wm = r.section(wn, "library > sdk > wheels[]", "wheel") or {}
                 inc = r.string(wm.get("include"), "include", REL_DIR, ": expected a directory under site-packages")
                 dist = r.string(wm.get("dist"), "dist", re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*\Z"),
                                 ": expected a distribution name")
@@ -1351,8 +1338,7 @@ def _sdk(r: SpecReader, node: yaml.Node | None, display: str) -> tuple[Name | No
                     wheels.append(SdkWheel(include=inc.value, dist=dist.value))
     version = SdkVersion()
     if "version" in m:
-        vm = r.mapping(m["version"], schema.keys("library > sdk > version"), (),
-                       "version") or {}
+        vm = r.section(m["version"], "library > sdk > version", "version") or {}
         vheader = r.string(vm.get("header"), "header", header, ": expected a header path")
         macro = r.ident(vm.get("macro"), "macro")
         encoding = _encoding(r, vm.get("encoding")) or ()
@@ -1395,7 +1381,7 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
     root = compose(display, read_spec(path, display) if text is None else text)
     errors = Collector()
     r = SpecReader(display, errors)
-    m = r.mapping(root, schema.keys("core"), schema.required("core"), "core spec", retired=schema.RETIRED["core"]) or {}
+    m = r.section(root, "core", "core spec") or {}
     kinds = []
     seen = set()
     values: dict[int, Name] = {}
@@ -1407,8 +1393,7 @@ def load_core(path: Path, display: str | None = None, text: str | None = None) -
             errors.error(r.loc(node), f"error kind {kname} needs 'value' (its ErrorKind integer, stable: a new kind "
                          "takes a new value) and 'doc', not a plain description")
             continue
-        km = r.mapping(node, schema.keys("core > error_kinds > <KIND>"),
-                       schema.required("core > error_kinds > <KIND>"), f"error kind {kname}") or {}
+        km = r.section(node, "core > error_kinds > <KIND>", f"error kind {kname}") or {}
         doc = " ".join((r.scalar(km.get("doc"), f"description of {kname}") or "").split())
         if not doc.isprintable():  # it becomes a docstring: no NUL, control characters or lone surrogates
             errors.error(r.loc(km.get("doc") or node), f"description of {kname} must be printable text")
