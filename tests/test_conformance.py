@@ -2104,6 +2104,23 @@ def test_backend_kind_dlpack_devices() -> None:
     assert BackendKind.QNN.dlpack_device == 16
 
 
+def test_dlpack_device_codes_of_backends_come_from_core_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend's DLPack device code is specs/core.yaml's ``dlpack_device`` (``BackendKind.dlpack_device``), never a
+    second constant in dlpack.py (issue 26 item 3); dlpack.py keeps only DLPack's own codes of memory that is no
+    backend's device memory (the host's, and the host memory CUDA and ROCm map)."""
+    import ironaccelerator._core as core
+    from ironaccelerator_runtime import dlpack
+
+    codes = {k: v for k, v in vars(dlpack).items() if k.startswith("KDL_")}
+    assert codes == {"KDL_CPU": 1, "KDL_CUDA_HOST": 3, "KDL_ROCM_HOST": 11, "KDL_CUDA_MANAGED": 13}, codes
+    assert not set(codes.values()) & {k.dlpack_device for k in BackendKind}
+    # a __cuda_array_interface__ is CUDA device memory: the device type core.yaml gives CUDA, read when it is used
+    monkeypatch.setitem(core._DLPACK_DEVICE, BackendKind.CUDA, 99)
+    imported, stream = dlpack.cuda_array_interface_of({"shape": (4,), "typestr": "<f4", "data": (0x1000, False),
+                                                       "version": 3}, "from_cuda_array_interface", None)
+    assert imported.device == (99, -1) and stream is None
+
+
 def test_launch_dims_normalisation() -> None:
     d = LaunchDims(4, 256)
     assert d.grid == (4, 1, 1) and d.block == (256, 1, 1) and d.shared_mem == 0 and d.threads == 1024
