@@ -298,7 +298,8 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
     Section("backend > capabilities", "How a device's numbers become its `Capability`.", (
                 _k("flags", "`{<key>: [FLAG, ...]}`: flags by capability key (`always` for all)."),
                 _k("tiers", "`{<key>: TIER}`: `default`, `integrated`, `name <token>` or a capability key."),
-                _k("vendors", "`{<key>: VENDOR}`."),
+                _k("vendors", "`{<substring of the device's name>: VENDOR}`, tried in order, and `default: VENDOR` "
+                   "for a device none names (else `OTHER`); read by the runtime's one `VendorTable.vendor`."),
                 _k("match", "How keys compare with the device: `exact`, `compute_capability` (at least), "
                    "`arch_prefix`, `hexagon_arch`, `gpu_family`."),
                 _k("arch_field", "With `match: arch_prefix`: the properties field naming the architecture, ex. "

@@ -2015,12 +2015,110 @@ def test_dtype_numpy_mapping() -> None:
         DType.from_numpy("float128x")
 
 
+@pytest.mark.parametrize("vendor", ["opencl", "metal", "qnn", "cuda", "hip"])
+def test_vendor_tables_answer_by_one_rule(vendor: str) -> None:
+    """Every backend's tables say who made a device by the same code over its spec's vendor table (issue 26: one
+    ``vendor()``, vendors as data): the first substring (spec order, any case) in the implementation string, then
+    in the name, else the spec's ``default``, else OTHER."""
+    import importlib
+
+    from ironaccelerator_runtime.vendors import VendorTable
+
+    tables = importlib.import_module(f"ironaccelerator.backends.{vendor}._backend").TABLES
+    assert isinstance(tables, VendorTable) and type(tables).vendor is VendorTable.vendor
+    pairs = [(k, v) for k, v in tables.vendors if k != "default"]
+    fallback = dict(tables.vendors).get("default", Vendor.OTHER)
+    assert tables.vendor("") is fallback and tables.vendor("Imagination Technologies") is fallback
+    for needle, v in pairs:
+        first = next(w for k, w in pairs if k.lower() in f"x {needle.upper()} y".lower())
+        assert tables.vendor(f"x {needle.upper()} y") is first, needle
+        assert tables.vendor("Imagination Technologies", f"x {needle.lower()} y") is first, needle  # wins over name
+    # the spec's data decides: Metal's "else APPLE" is its table's default, QNN's name its device name's
+    assert dict(tables.vendors).get("default") is {"metal": Vendor.APPLE, "cuda": Vendor.NVIDIA,
+                                                   "hip": Vendor.AMD}.get(vendor)
+
+
+_MISSING_LIBRARY_CHILD = """
+import sys
+from ironaccelerator import Error, ErrorKind
+from ironaccelerator_runtime.loader import load_library
+package, function, message, backend, construct = sys.argv[1:]
+import importlib
+importlib.import_module(package)
+BINDING = importlib.import_module(package + "._binding").BINDING
+BINDING.use_library("/nonexistent/libia_missing_library.so")
+errors = []
+for make in (lambda: load_library(package, function, message), lambda: eval(construct)):
+    try:
+        make()
+    except Error as e:
+        errors.append(e)
+    else:
+        raise SystemExit(f"no error from {make}")
+for e in errors:
+    assert e.kind is ErrorKind.LIBRARY_NOT_FOUND and e.backend == backend and e.function == function, repr(e)
+    assert "/nonexistent/libia_missing_library.so" in str(e), str(e)
+print("ok", errors[0].kind.name, errors[0].function)
+"""
+
+
+@pytest.mark.parametrize("package, function, backend, construct", [
+    ("ironaccelerator.backends.opencl.cl", "clGetPlatformIDs", "OPENCL",
+     "importlib.import_module('ironaccelerator.backends.opencl').OpenCLBackend()"),
+    ("ironaccelerator.backends.qnn.interface", "QnnBackend_create", "QNN",
+     "importlib.import_module('ironaccelerator.backends.qnn').QnnBackend()"),
+    ("ironaccelerator.backends.qnn.system", "QnnSystemContext_create", "QNN",
+     "importlib.import_module('ironaccelerator_runtime.backends.qnn.tables')._Api().system"),
+    ("ironaccelerator.backends.cuda.driver", "cuDeviceGetCount", "CUDA",
+     "importlib.import_module('ironaccelerator.backends.cuda').CudaBackend()"),
+    ("ironaccelerator.backends.hip.runtime", "hipGetDeviceCount", "ROCM",
+     "importlib.import_module('ironaccelerator.backends.hip').HipBackend()"),
+], ids=["opencl", "qnn", "qnn-system", "cuda", "hip"])
+def test_a_library_that_does_not_load_is_one_error_on_every_backend(package: str, function: str, backend: str,
+                                                                     construct: str) -> None:
+    """One library-loading helper (``loader.load_library``, issue 26): a backend's library that cannot be loaded is
+    LIBRARY_NOT_FOUND naming the backend, the first function the backend calls and the files tried, from the helper
+    and from the backend that uses it alike."""
+    import subprocess
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    if package.endswith("qnn.system"):
+        pytest.importorskip("ironaccelerator.backends.qnn.interface")
+        from ironaccelerator.backends.qnn.interface._binding import BINDING as interface
+        if not interface.has("QnnBackend_create"):
+            pytest.skip("the QNN backend library is not installed here (the system library is reached through it)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS))
+    proc = subprocess.run([sys.executable, "-c", _MISSING_LIBRARY_CHILD, package, function, "not loaded", backend,
+                           construct], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    assert proc.stdout.strip().splitlines()[-1] == f"ok LIBRARY_NOT_FOUND {function}", proc.stdout
+
+
 def test_backend_kind_dlpack_devices() -> None:
     assert BackendKind.CUDA.dlpack_device == 2
     assert BackendKind.ROCM.dlpack_device == 10
     assert BackendKind.METAL.dlpack_device == 8
     assert BackendKind.OPENCL.dlpack_device == 4
     assert BackendKind.QNN.dlpack_device == 16
+
+
+def test_dlpack_device_codes_of_backends_come_from_core_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend's DLPack device code is specs/core.yaml's ``dlpack_device`` (``BackendKind.dlpack_device``), never a
+    second constant in dlpack.py (issue 26 item 3); dlpack.py keeps only DLPack's own codes of memory that is no
+    backend's device memory (the host's, and the host memory CUDA and ROCm map)."""
+    import ironaccelerator._core as core
+    from ironaccelerator_runtime import dlpack
+
+    codes = {k: v for k, v in vars(dlpack).items() if k.startswith("KDL_")}
+    assert codes == {"KDL_CPU": 1, "KDL_CUDA_HOST": 3, "KDL_ROCM_HOST": 11, "KDL_CUDA_MANAGED": 13}, codes
+    assert not set(codes.values()) & {k.dlpack_device for k in BackendKind}
+    # a __cuda_array_interface__ is CUDA device memory: the device type core.yaml gives CUDA, read when it is used
+    monkeypatch.setitem(core._DLPACK_DEVICE, BackendKind.CUDA, 99)
+    imported, stream = dlpack.cuda_array_interface_of({"shape": (4,), "typestr": "<f4", "data": (0x1000, False),
+                                                       "version": 3}, "from_cuda_array_interface", None)
+    assert imported.device == (99, -1) and stream is None
 
 
 def test_launch_dims_normalisation() -> None:

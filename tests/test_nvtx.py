@@ -85,6 +85,29 @@ with ia.nvtx.range("outer"):
 
 
 @needs_nvtx
+def test_a_prepared_range_is_pushed_and_popped_with_one_call_each(recorder: Path, tmp_path: Path) -> None:
+    """nvtx.prepared_range: the public hook IRONACCEL_TRACE=nvtx uses (issue 26: tracing no longer reaches into
+    nvtx's private functions), its attributes and domain handle made once, then each push and pop one NVTX call."""
+    code = """
+r = ia.nvtx.prepared_range("step", domain="app")
+for _ in range(2):
+    r.push()
+    ia.nvtx.mark("inside")
+    r.pop()
+d = ia.nvtx.prepared_range("plain", domain=None)
+d.push()
+d.pop()
+t = ia.nvtx.prepared_range("traced")  # default: the tracer's domain
+t.push()
+t.pop()
+"""
+    assert record(recorder, tmp_path, code) == [
+        "domain app", "dpush app step -", "mark inside", "dpop app", "dpush app step -", "mark inside", "dpop app",
+        "dpush (global) plain -", "dpop (global)", "domain ironaccelerator", "dpush ironaccelerator traced -",
+        "dpop ironaccelerator"]
+
+
+@needs_nvtx
 def test_decorator_names_the_range_after_the_function_and_pops_on_exceptions(recorder: Path, tmp_path: Path) -> None:
     code = """
 @ia.nvtx.range()
@@ -174,6 +197,7 @@ with ia.nvtx.range("r", color=0xFF000000, domain="d"):
 def f():
     return 1
 assert f() == 1
+assert ia.nvtx.prepared_range("r") is None  # nothing to call: the tracer logs only
 print("ok")
 """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(GENERATED), str(ROOT / "runtime")])}
@@ -190,6 +214,9 @@ print("ok")
     (lambda: ia.nvtx.range("r", domain=b"d"), "must be a str"),  # type: ignore[arg-type]
     (lambda: ia.nvtx.mark(None), "must be a str"),  # type: ignore[arg-type]
     (lambda: ia.nvtx.push("p", color=2.5), "color"),  # type: ignore[arg-type]
+    (lambda: ia.nvtx.prepared_range("a\0b"), "NUL"),
+    (lambda: ia.nvtx.prepared_range(3), "must be a str"),  # type: ignore[arg-type]
+    (lambda: ia.nvtx.prepared_range("r", domain=b"d"), "must be a str"),  # type: ignore[arg-type]
 ])
 def test_bad_arguments_are_invalid_value(call: object, what: str) -> None:
     with pytest.raises(ia.Error) as e:

@@ -52,6 +52,19 @@ def _opencl() -> bool:
         return False
 
 
+def test_tracing_uses_only_the_public_api_of_nvtx() -> None:
+    """The vendor-neutral tracer reaches NVTX (the CUDA backend's) through its public hook, nvtx.prepared_range,
+    never through the module's private names (issue 26 item 3)."""
+    import ast
+
+    tree = ast.parse((ROOT / "runtime" / "ironaccelerator_runtime" / "tracing.py").read_text())
+    used = {n.attr for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "nvtx"}
+    from ironaccelerator_runtime import nvtx
+
+    assert used and used <= set(nvtx.__all__), sorted(used - set(nvtx.__all__))
+
+
 pytestmark = pytest.mark.skipif(not _opencl(), reason="no OpenCL device (PoCL)")
 
 

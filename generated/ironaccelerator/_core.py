@@ -336,7 +336,7 @@ GENERATED_FROM: dict[str, Any] = {
         'foundation/foundation.yaml': 'sha256:3c479bd3fbe6229c19b7d817b2cd701c56cd1d14ad672cc32ad606a041fc3db3',
         'hip/backend.yaml': 'sha256:c13208af05252c48c716592e4b282838257737fe2f92f8fa6445ae08981852d5',
         'hip/runtime.yaml': 'sha256:21120463c1c26974054cccdb475870e395a95cf17a5adabbc49a835c6c79ed9e',
-        'metal/backend.yaml': 'sha256:bb29fb3352a9b0742d7ad5cfe29b1a7524ef88e56322afff18d819bf0c650f75',
+        'metal/backend.yaml': 'sha256:6d4cf02c15db73b01bc2810e4fae476fdd8e94822a3547ec59c517726e69ad6a',
         'metal/metal.yaml': 'sha256:aff18d5dd6509466e14dca0706335bd6f2738191c35fc2e361b26ffede0cc0a4',
         'opencl/backend.yaml': 'sha256:99f2d6a02f1560a953def70077252a164b0fd7407436733b697446e79cb09113',
         'opencl/cl.yaml': 'sha256:3015265de13bf0fd01d6c677f6646d378c5fb765c464e671c31249ff7b87913e',

@@ -27,9 +27,10 @@ from ironaccelerator._core import BackendKind, DType, ErrorKind, MemoryKind
 from .errors import Error
 from .integers import _integer
 
-# DLDeviceType values (dlpack.h)
-KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_OPENCL, KDL_METAL, KDL_ROCM, KDL_ROCM_HOST, KDL_CUDA_MANAGED = \
-    1, 2, 3, 4, 8, 10, 11, 13
+# DLPack's own DLDeviceType values (dlpack.h: kDLCPU, kDLCUDAHost, kDLROCMHost, kDLCUDAManaged) of memory that is no
+# backend's device memory: the host's, and the host memory CUDA and ROCm map.  A backend's device memory has its
+# kind's code, specs/core.yaml's `dlpack_device` (BackendKind.dlpack_device), which is not repeated here.
+KDL_CPU, KDL_CUDA_HOST, KDL_ROCM_HOST, KDL_CUDA_MANAGED = 1, 3, 11, 13
 HOST_DEVICE_TYPES = frozenset((KDL_CPU, KDL_CUDA_HOST, KDL_ROCM_HOST, KDL_CUDA_MANAGED))  # host-addressable
 FLAG_READ_ONLY, FLAG_IS_COPIED = 1 << 0, 1 << 1
 VERSION = (1, 1)  # the DLPack version of the versioned capsules made here (1.1: the float8 type codes)
@@ -502,7 +503,9 @@ def cuda_array_interface_of(obj: Any, function: str, backend: str | None) -> tup
                                    if n > 1):
         raise bad(f"strides {tuple(strides)} are not C-contiguous")
     stream = cai.get("stream")
-    imp = Imported(int(address or 0), view.nbytes, dt, shape, (KDL_CUDA, -1), bool(read_only), keep=obj)
+    # (the protocol is CUDA's: its memory is CUDA device memory, of CUDA's DLPack device type)
+    imp = Imported(int(address or 0), view.nbytes, dt, shape, (BackendKind.CUDA.dlpack_device, -1), bool(read_only),
+                   keep=obj)
     return imp, (int(stream) if stream is not None else None)
 
 

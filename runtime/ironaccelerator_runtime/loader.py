@@ -712,6 +712,29 @@ def c_array(ffi: Any, ctype: str, items: Sequence[Any] | None, keep: list[Any], 
     return arr
 
 
+# ------------------------------------------------ what a backend does to use a library (one helper for every backend)
+
+
+def require_function(binding: Binding, function: str, missing: str) -> None:
+    """Raise unless ``binding``'s ``function`` can be called: the loader's error (``LIBRARY_NOT_FOUND`` naming the
+    files tried, ``SYMBOL_NOT_FOUND``...), else ``Error(LIBRARY_NOT_FOUND, missing)``."""
+    if not binding.has(function):
+        raise binding.load_error(binding.index[function]) or Error(
+            ErrorKind.LIBRARY_NOT_FOUND, missing, backend=binding.backend, function=function)
+
+
+def load_library(package: str, function: str | None = None, missing: str = "") -> tuple[Any, Any]:
+    """A backend's generated library module ``package`` (``ironaccelerator.backends.opencl.cl``) and its binding,
+    usable: ``function`` (the first one the backend calls) checked by :func:`require_function`, or, without one,
+    the binding loaded as a whole (the Objective-C family's ``ready()``: the runtime and frameworks)."""
+    module, binding = importlib.import_module(package), importlib.import_module(package + "._binding").BINDING
+    if function is None:
+        binding.ready()
+    else:
+        require_function(binding, function, missing)
+    return module, binding
+
+
 # ------------------------------------------------ what every generated library module does at import
 
 

@@ -1,7 +1,9 @@
 """NVTX ranges and marks: named spans that profilers (Nsight Systems, Nsight Compute) draw on their timelines.
 
-Calls go through the generated binding of NVIDIA's NVTX v3 (``specs/cuda/nvtx.yaml``: ``libnvtx3interop.so.1``, which
-CUDA 13's toolkit ships).  Where that library is not installed, or no profiler is attached, every call here returns
+NVTX is the CUDA backend's: calls go through its generated binding of NVIDIA's NVTX v3
+(``ironaccelerator.backends.cuda.nvtx``, from ``specs/cuda/nvtx.yaml``: ``libnvtx3interop.so.1``, which CUDA 13's
+toolkit ships).  This module stays at ``ironaccelerator_runtime.nvtx`` because it is the public ``ironaccelerator.nvtx``
+and works whatever backend runs.  Where that library is not installed, or no profiler is attached, every call here returns
 at once and does nothing, as NVTX itself does; :func:`available` says whether the library was found::
 
     import ironaccelerator as ia
@@ -14,7 +16,7 @@ at once and does nothing, as NVTX itself does; :func:`available` says whether th
 Ranges nest per thread (push/pop).  With ``domain=`` a range goes to a named NVTX domain (one handle per name,
 created on first use and kept for the process), which profilers show as its own row.  ``IRONACCEL_TRACE=nvtx``
 (see :mod:`ironaccelerator_runtime.tracing`) puts every raw driver call the substrate makes in a range of the
-``ironaccelerator`` domain.
+``ironaccelerator`` domain, through the public hook :func:`prepared_range` (the tracer uses nothing else here).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ironaccelerator._core import ErrorKind
 
 from .errors import Error
 
-__all__ = ["available", "range", "mark", "push", "pop", "DOMAIN"]
+__all__ = ["available", "range", "mark", "push", "pop", "prepared_range", "PreparedRange", "DOMAIN"]
 
 #: The NVTX domain of ``IRONACCEL_TRACE=nvtx``'s ranges (one per raw driver call), a row of its own in the profiler.
 DOMAIN = "ironaccelerator"
@@ -87,7 +89,7 @@ def available() -> bool:
     return _load() is not None
 
 
-def _text(message: Any, what: str) -> bytes:
+def _text(message: Any, what: str, cache: bool = True) -> bytes:
     if isinstance(message, str):
         b = _messages.get(message)
         if b is None:
@@ -95,7 +97,7 @@ def _text(message: Any, what: str) -> bytes:
             if b"\0" in b:
                 raise Error(ErrorKind.INVALID_VALUE, f"{what}: the message contains a NUL character",
                             function=what)
-            if len(_messages) < 4096:
+            if cache and len(_messages) < 4096:
                 _messages[message] = b
         return b
     raise Error(ErrorKind.INVALID_VALUE, f"{what}: the message must be a str, got {type(message).__name__}",
@@ -210,6 +212,53 @@ def mark(message: str, *, color: int | None = None, domain: str | None = None) -
         Independent of the backend; does nothing without the NVTX library (:func:`available`).
     """
     _event("nvtx.mark", "nvtxMark", "nvtxDomainMarkEx", message, color, domain)
+
+
+class PreparedRange:
+    """A range whose event attributes and domain handle were built once (by :func:`prepared_range`), to open and
+    close many times at the cost of one NVTX call each.  ``push`` and ``pop`` are callables taking no argument:
+    ``push()`` opens the range on the calling thread (``nvtxDomainRangePushEx`` with the prepared attributes),
+    ``pop()`` closes the innermost range of its domain (``nvtxDomainRangePop``).  ``IRONACCEL_TRACE=nvtx`` puts
+    every raw driver call in one of these.
+
+    Backends:
+        Independent of the backend (NVTX is the CUDA backend's library, but ranges work whatever runs).
+    """
+
+    __slots__ = ("push", "pop", "_keep")
+
+    def __init__(self, push: Callable[[], object], pop: Callable[[], object], keep: Any) -> None:
+        self.push = push
+        self.pop = pop
+        self._keep = keep  # the message the attributes point to (NVTX reads it when the range is pushed)
+
+
+def prepared_range(message: str, *, domain: str | None = DOMAIN) -> PreparedRange | None:
+    """Prepare a range for a hot path: its attributes (message, no color) and its domain's handle built now, once.
+
+    Args:
+        message: the range's name, a str without NUL characters.
+        domain: keyword-only; a named NVTX domain (default :data:`DOMAIN`, ``"ironaccelerator"``), or None: NVTX's
+            default domain.
+
+    Returns:
+        A :class:`PreparedRange` (``push()`` / ``pop()``), or None where the NVTX library is not there (there is
+        nothing to call: :func:`available` is False).
+
+    Raises:
+        Error: ``ErrorKind.INVALID_VALUE`` when ``message`` (or ``domain``) is not a str or holds a NUL.
+
+    Backends:
+        Independent of the backend; None without the NVTX library (:func:`available`).
+    """
+    text = _text(message, "nvtx.prepared_range", cache=False)  # (its attributes keep their own copy)
+    raw = _load()
+    if raw is None:
+        return None
+    attributes, keep = _attributes(text, None)
+    handle = _domain(raw, domain, "nvtx.prepared_range")
+    return PreparedRange(functools.partial(raw.nvtxDomainRangePushEx, handle, attributes),
+                         functools.partial(raw.nvtxDomainRangePop, handle), keep)
 
 
 class range:  # noqa: N801  (named like the builtin it shadows inside this module only, as NVTX's own Python API)

@@ -125,22 +125,20 @@ def _ranged(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     :func:`traced` logs while logging is active."""
     from . import nvtx
     logged = _logged(fn, name)
-    raw = nvtx._load()
-    if raw is None:  # no NVTX library: logging only
+    # the range (message = the function's name) prepared once per function, through nvtx's public hook
+    ranged = nvtx.prepared_range(name, domain=nvtx.DOMAIN)
+    if ranged is None:  # no NVTX library: logging only
         return logged
-    # the attributes (message = the function's name) built once per function; the domain handle once per process
-    attributes, text = nvtx._attributes(name.encode(), None)
-    domain = nvtx._domain(raw, nvtx.DOMAIN, "IRONACCEL_TRACE=nvtx")
-    push, pop = raw.nvtxDomainRangePushEx, raw.nvtxDomainRangePop
+    push, pop = ranged.push, ranged.pop
 
     def call(*args: Any) -> Any:
-        push(domain, attributes)
+        push()
         try:
             return logged(*args)
         finally:
-            pop(domain)
+            pop()
 
-    call._keep = text  # type: ignore[attr-defined]  # the message the attributes point to
+    call._keep = ranged  # type: ignore[attr-defined]  # what the prepared range's attributes point to
 
     call.__name__ = call.__qualname__ = name
     call.__wrapped__ = fn  # type: ignore[attr-defined]

@@ -37,6 +37,7 @@ TABLES = MetalTables(
         ('Radeon', Vendor.AMD),
         ('Intel', Vendor.INTEL),
         ('Apple', Vendor.APPLE),
+        ('default', Vendor.APPLE),
     ),
     families={
         'Apple1': 1001,

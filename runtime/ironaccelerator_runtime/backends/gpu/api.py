@@ -6,11 +6,11 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime import tracing
 from ironaccelerator_runtime.backends.gpu.context import _TLS
 from ironaccelerator_runtime.backends.gpu.tables import GpuTables, SPEC_ROLES
 from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.loader import require_function
 
 
 class _Deferred:
@@ -167,11 +167,9 @@ class GpuApi:
 
     def require(self, role: str) -> None:
         """Raise the loader's error (LIBRARY_NOT_FOUND / SYMBOL_NOT_FOUND) if ``role``'s function cannot be called."""
-        binding, index = self.where[role]
-        if not binding.has(self.tables.functions[role][1]):  # type: ignore[index]
-            raise binding.load_error(index) or Error(ErrorKind.LIBRARY_NOT_FOUND, f"the {self.name} library "
-                                                     "could not be loaded", backend=self.name,
-                                                     function=self.tables.functions[role][1])  # type: ignore[index]
+        entry = self.tables.functions[role]
+        assert entry is not None, role
+        require_function(self.where[role][0], entry[1], f"the {self.name} library could not be loaded")
 
 
 _FFI = importlib.import_module("cffi").FFI()  # casts any cffi pointer to its address

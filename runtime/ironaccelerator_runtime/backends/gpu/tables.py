@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
 from ironaccelerator_runtime.traits import Capability
+from ironaccelerator_runtime.vendors import VendorTable
 
 
 # What this module reads from a GPU backend spec (specs/<vendor>/backend.yaml), by section: role -> when it is
@@ -80,7 +81,7 @@ def _cc(key: str) -> tuple[int, int]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class GpuTables:
+class GpuTables(VendorTable):
     """A GPU vendor's spec data (``specs/<vendor>/backend.yaml``), as the generated ``_backend`` module renders it.
 
     ``functions``: role -> (library, vendor function), None where the vendor has none; ``constants``: role -> value
@@ -88,9 +89,10 @@ class GpuTables:
     the vendor needs.  ``match`` says how the capability tables are keyed: ``compute_capability`` (flag and tier keys
     are ``X.Y``; a device has the flags of every key <= its compute capability) or ``arch_prefix`` (keys are
     prefixes of the architecture name, read from the properties struct's ``arch_field``; the longest matching
-    tier key wins).  ``launch_max_args`` / ``launch_max_bytes``: what the compiled launch (``_fast._launch``) can
-    pack, 0 where the spec names no ``kernel_launch``; ``compiled_pool``: the library's ``pool_memory`` is this
-    backend's pool allocator and free."""
+    tier key wins).  ``vendors``: (substring of the device name, vendor) pairs and the spec's ``default``
+    (:meth:`VendorTable.vendor`).  ``launch_max_args`` / ``launch_max_bytes``: what the compiled launch
+    (``_fast._launch``) can pack, 0 where the spec names no ``kernel_launch``; ``compiled_pool``: the library's
+    ``pool_memory`` is this backend's pool allocator and free."""
 
     kind: BackendKind  # ex) BackendKind.CUDA
     package: str  # ex) ironaccelerator.backends.cuda
@@ -153,10 +155,3 @@ class GpuTables:
         else:
             tier = tiers.get("default", ComputeTier.DISCRETE)
         return Capability(flags=flags, tier=tier, vendor_version=version)
-
-    def vendor(self, name: str) -> Vendor:
-        """The device's vendor, from its name (else the tables' ``default``)."""
-        for needle, vendor in self.vendors:
-            if needle != "default" and needle.lower() in name.lower():
-                return vendor
-        return dict(self.vendors).get("default", Vendor.OTHER)

@@ -9,7 +9,9 @@ from typing import Any, Callable
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
 from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.loader import load_library
 from ironaccelerator_runtime.traits import Capability
+from ironaccelerator_runtime.vendors import VendorTable
 
 
 _KIND = BackendKind.METAL
@@ -21,11 +23,12 @@ _PRUNE = 64  # committed command buffers kept per stream before the completed on
 
 
 @dataclass(frozen=True)
-class MetalTables:
+class MetalTables(VendorTable):
     """Capability translation, as spec data: GPU family name (``"Apple7"``; or ``"always"``, ``"integrated"``: a
     device with unified memory) -> flags, a device getting those of every family it supports; ``(key, tier)`` in
     spec order, the first key the device matches giving its tier (``"default"`` otherwise); ``(substring of the
-    device name, vendor)`` pairs (APPLE when none matches); family name -> its ``MTLGPUFamily`` value."""
+    device name, vendor)`` pairs and the spec's ``default``, APPLE (:meth:`VendorTable.vendor`); family name -> its
+    ``MTLGPUFamily`` value."""
 
     flags: dict[str, CapabilityFlags]
     tiers: tuple[tuple[str, ComputeTier], ...]
@@ -57,13 +60,6 @@ class MetalTables:
         return Capability(flags=flags, tier=tier if tier is not None else ComputeTier.INTEGRATED,
                           vendor_version=vendor_version)
 
-    def vendor(self, name: str) -> Vendor:
-        low = name.lower()
-        for key, v in self.vendors:
-            if key.lower() in low:
-                return v
-        return Vendor.APPLE
-
 
 # ------------------------------------------------------------------ the binding
 
@@ -73,15 +69,13 @@ class _Api:
     the raw functions the hot paths send through."""
 
     def __init__(self) -> None:
-        from ironaccelerator.backends.metal import metal as M
-        from ironaccelerator.backends.metal.metal._binding import BINDING
-
+        # the runtime and frameworks, loaded as a whole (LIBRARY_NOT_FOUND when they cannot be)
+        M, BINDING = load_library("ironaccelerator.backends.metal.metal")
         self.M = M
         self.U = M.unchecked
         self.b = BINDING
         self.ffi = BINDING.ffi
         self.NULL = BINDING.ffi.NULL
-        BINDING.ready()  # the runtime and frameworks (LIBRARY_NOT_FOUND when they cannot be loaded)
         lib = BINDING.lib
         self.push, self.pop, self.release = lib.ia_objc_push, lib.ia_objc_pop, lib.ia_objc_release
         self.retain = self.U.NSObject_retain

@@ -88,7 +88,7 @@ class OpenCLBackend(Backend):
         fn = "clGetDeviceInfo"
         name = api.info_str(fn, d, cl.CL_DEVICE_NAME)
         vendor = self.tables.vendor(api.info_str(fn, d, cl.CL_DEVICE_VENDOR),
-                                    platform + " " + api.info_str(fn, d, cl.CL_DEVICE_VERSION))
+                                    implementation=platform + " " + api.info_str(fn, d, cl.CL_DEVICE_VERSION))
         dtype = api.info_int(fn, d, cl.CL_DEVICE_TYPE, "cl_device_type")
         unified = bool(api.info_int(fn, d, cl.CL_DEVICE_HOST_UNIFIED_MEMORY, "cl_bool"))
         capability = self.tables.capability(api.info_str(fn, d, cl.CL_DEVICE_EXTENSIONS), dtype, unified,

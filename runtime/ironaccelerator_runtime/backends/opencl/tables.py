@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, Vendor
+from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
 from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.loader import Binding, load_library
 from ironaccelerator_runtime.traits import Capability
+from ironaccelerator_runtime.vendors import VendorTable
 
 
 _KIND = BackendKind.OPENCL
@@ -17,16 +19,12 @@ _QUERY_GRACE_S = 0.002  # Stream.query: how long a marker behind finished work m
 _PLATFORM_NOT_FOUND_KHR = -1001  # cl_ext.h: what the ICD loader returns when no platform is installed
 
 
-def _cl() -> Any:
-    from ironaccelerator.backends.opencl import cl
-    return cl
-
-
 @dataclass(frozen=True)
-class OpenCLTables:
+class OpenCLTables(VendorTable):
     """Capability translation, as spec data: extension (or ``always`` / ``host_unified_memory``) -> flags,
     device type (``CPU``, ``GPU``, ``GPU+host_unified_memory``, ``ACCELERATOR``, ``CUSTOM``) -> tier, and
-    (substring, vendor) pairs tried in order."""
+    (substring, vendor) pairs tried in order (:meth:`VendorTable.vendor`: the device's vendor string, its platform
+    first — PoCL's CPU device reports its processor's maker, "AuthenticAMD", but is PoCL's device)."""
 
     flags: dict[str, CapabilityFlags]
     tiers: dict[str, ComputeTier]
@@ -50,34 +48,19 @@ class OpenCLTables:
             key = "CUSTOM"
         return Capability(flags=flags, tier=self.tiers.get(key, ComputeTier.DISCRETE), vendor_version=c_version)
 
-    def vendor(self, name: str, platform: str = "") -> Vendor:
-        """The vendor of an OpenCL device: the platform (the implementation that drives it) first, then the
-        device's own vendor string — PoCL's CPU device reports its processor's maker ("AuthenticAMD") but is
-        PoCL's device, not AMD's."""
-        for text in (platform, name):
-            for needle, vendor in self.vendors:
-                if text and needle.lower() in text.lower():
-                    return vendor
-        return Vendor.OTHER
-
 
 class _Api:
     """The loaded bindings plus the error factory, resolved once."""
 
     def __init__(self) -> None:
-        cl = _cl()
-        if not cl.has("clGetPlatformIDs"):
-            from ironaccelerator.backends.opencl.cl._binding import BINDING
-            err = BINDING.load_error(BINDING.index["clGetPlatformIDs"])
-            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "OpenCL library not found", backend="OPENCL",
-                               function="clGetPlatformIDs")
-        from ironaccelerator.backends.opencl.cl._binding import BINDING
+        cl, BINDING = load_library("ironaccelerator.backends.opencl.cl", "clGetPlatformIDs",
+                                   "OpenCL library not found")
         self.cl = cl
         self.ffi = cl.ffi
         from . import args  # (args imports this module)
         args._CData = cl.ffi.CData
         self.raw = cl.unchecked
-        self.binding = BINDING
+        self.binding: Binding = BINDING
 
     def error(self, code: int, function: str, detail: str = "") -> Error:
         return self.binding.error(code, self.binding.index[function], detail)

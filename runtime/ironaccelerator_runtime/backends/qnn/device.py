@@ -131,7 +131,7 @@ class QnnBackend(Backend):
         name = t.device_name(arch, soc)
         if self.backend_id == _SAVER_BACKEND_ID:
             name = f"Qualcomm QNN Saver (records calls into {qnn_saver.tracing()}; executes nothing)"
-        return DeviceDescriptor(id=DeviceId(_KIND, index), name=name, vendor=t.vendor(),
+        return DeviceDescriptor(id=DeviceId(_KIND, index), name=name, vendor=t.vendor(name),
                                 backend=_KIND, total_memory=host_memory, compute_units=hw["cores"],
                                 capability=cap, limits=limits)
 

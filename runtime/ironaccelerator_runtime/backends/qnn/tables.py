@@ -9,7 +9,9 @@ from typing import Any, Callable
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, Vendor
 from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.loader import load_library
 from ironaccelerator_runtime.traits import Capability, LaunchDims, check_size
+from ironaccelerator_runtime.vendors import VendorTable
 
 
 _KIND = BackendKind.QNN
@@ -39,10 +41,10 @@ def _bits(qnn_dtype: int) -> int:
 
 
 @dataclass(frozen=True)
-class QnnTables:
+class QnnTables(VendorTable):
     """Capability translation, as spec data: HTP architecture (an int, 68 for v68; or ``"always"``) -> flags,
     each a threshold (a device gets the flags of every key at or below its architecture); architecture (or
-    ``"default"``) -> tier; (substring, vendor) pairs; SoC name -> (SoC model number, architecture)."""
+    ``"default"``) -> tier; (substring of the device name, vendor) pairs (:meth:`VendorTable.vendor`); SoC name -> (SoC model number, architecture)."""
 
     flags: dict[Any, CapabilityFlags]
     tiers: dict[Any, ComputeTier]
@@ -90,11 +92,6 @@ class QnnTables:
             name += f" ({self.soc_name(soc_model) or f'SoC model {soc_model}'})"
         return name
 
-    def vendor(self, text: str = "Qualcomm") -> Vendor:
-        for needle, vendor in self.vendors:
-            if needle.lower() in text.lower():
-                return vendor
-        return Vendor.OTHER
 
 
 def check_config_layout(library: tuple[int, int], declared: tuple[int, int], offset: int) -> None:
@@ -118,13 +115,8 @@ class _Api:
     """The loaded bindings, resolved once."""
 
     def __init__(self) -> None:
-        from ironaccelerator.backends.qnn import interface as q
-        if not q.has("QnnBackend_create"):
-            from ironaccelerator.backends.qnn.interface._binding import BINDING
-            err = BINDING.load_error(BINDING.index["QnnBackend_create"])
-            raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "QNN backend library not found", backend=_NAME,
-                               function="QnnBackend_create")
-        from ironaccelerator.backends.qnn.interface._binding import BINDING
+        q, BINDING = load_library("ironaccelerator.backends.qnn.interface", "QnnBackend_create",
+                                  "QNN backend library not found")
         self.q = q
         self.ffi = q.ffi
         self.raw = q.unchecked
@@ -136,13 +128,8 @@ class _Api:
     def system(self) -> Any:
         """``ironaccelerator.backends.qnn.system`` (libQnnSystem), LIBRARY_NOT_FOUND if it does not load."""
         if self._system is None:
-            from ironaccelerator.backends.qnn import system as s
-            if not s.has("QnnSystemContext_create"):
-                from ironaccelerator.backends.qnn.system._binding import BINDING
-                err = BINDING.load_error(BINDING.index["QnnSystemContext_create"])
-                raise err or Error(ErrorKind.LIBRARY_NOT_FOUND, "libQnnSystem not found", backend=_NAME,
-                                   function="QnnSystemContext_create")
-            self._system = s
+            self._system, _ = load_library("ironaccelerator.backends.qnn.system", "QnnSystemContext_create",
+                                           "libQnnSystem not found")
         return self._system
 
     def error(self, code: int, function: str, detail: str = "") -> Error:
