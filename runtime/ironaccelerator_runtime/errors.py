@@ -9,8 +9,9 @@ every backend:
 - ``function`` is a name, never a sentence: the operation (``"Stream.launch"``, ``"Device.alloc"``) or the vendor
   function (``"clEnqueueNDRangeKernel"``).  It becomes ``Error.function``.
 - ``message`` says what went wrong and what to do, naming the parameter or argument.  ``fail`` prefixes it with
-  ``"function: "`` exactly once: a message that already starts with the function's name followed by ``":"`` or
-  ``"("`` (``"Module.kernel('k'): ..."``) is kept as it is; so write the message without the prefix.
+  ``"function: "`` exactly once: a message that already starts with the function's name followed by ``":"``,
+  ``"("`` or a space (``"Module.kernel('k'): ..."``, ``"Stream.capture is not supported ..."``) is kept as it is;
+  write the message without the prefix.
 - ``backend`` is whatever the site has at hand: a ``BackendKind``, its name (``"OPENCL"``), a device or backend
   (anything with a ``BackendKind`` ``.kind``), a backend's tables or API object (anything with a ``.name``), or
   None where no backend is involved.  ``Error.backend`` is always the ``BackendKind`` name (or None).
@@ -136,8 +137,8 @@ def backend_name(backend: Backendish) -> str | None:
 
 def prefixed(function: str, message: str) -> str:
     """``message`` prefixed with ``"function: "``, unless it already starts with the function's name followed by
-    ``":"`` or ``"("``."""
-    if message.startswith(function) and message[len(function):len(function) + 1] in (":", "("):
+    ``":"``, ``"("`` or a space."""
+    if message.startswith(function) and message[len(function):len(function) + 1] in (":", "(", " "):
         return message
     return f"{function}: {message}"
 
