@@ -10,7 +10,7 @@ from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime import tracing
 from ironaccelerator_runtime.backends.gpu.context import _TLS
 from ironaccelerator_runtime.backends.gpu.tables import GpuTables, SPEC_ROLES
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 
 
 class _Deferred:
@@ -169,9 +169,9 @@ class GpuApi:
         """Raise the loader's error (LIBRARY_NOT_FOUND / SYMBOL_NOT_FOUND) if ``role``'s function cannot be called."""
         binding, index = self.where[role]
         if not binding.has(self.tables.functions[role][1]):  # type: ignore[index]
-            raise binding.load_error(index) or Error(ErrorKind.LIBRARY_NOT_FOUND, f"the {self.name} library "
-                                                     "could not be loaded", backend=self.name,
-                                                     function=self.tables.functions[role][1])  # type: ignore[index]
+            raise binding.load_error(index) or fail(
+                ErrorKind.LIBRARY_NOT_FOUND, self.tables.functions[role][1],  # type: ignore[index]
+                f"the {self.name} library could not be loaded", self.name)
 
 
 _FFI = importlib.import_module("cffi").FFI()  # casts any cffi pointer to its address
