@@ -104,7 +104,7 @@ class _Kinded(Protocol):
     """A device or backend: its ``.kind`` is the BackendKind."""
 
     @property
-    def kind(self) -> Any: ...
+    def kind(self) -> BackendKind: ...
 
 
 class _Named(Protocol):

@@ -23,7 +23,8 @@ def classify_image(data: str | bytes, backend: str = "") -> str:
     (``backend``: the backend named in the error for an empty image)."""
     raw = data.encode() if isinstance(data, str) else bytes(data)
     if not raw.strip(b"\0 \t\r\n"):
-        raise fail(ErrorKind.INVALID_VALUE, "Device.load_module", "load_module needs source or a binary, got nothing",
+        raise fail(ErrorKind.INVALID_VALUE, "Device.load_module",
+                   "Device.load_module needs source or a binary, got nothing",
                    backend)
     if raw.startswith(b"\x7fELF"):
         return "elf"

@@ -46,7 +46,8 @@ class GpuEvent(Event):
 
     def elapsed_ms(self, end: Event) -> float:
         if not (isinstance(end, GpuEvent) and end.api is self.api):  # (the same api: the same vendor)
-            raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", f"elapsed_ms needs another {self.api.name} event",
+            raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms",
+                       f"Event.elapsed_ms needs another {self.api.name} event",
                        self.api)
         self.synchronize()
         end.synchronize()

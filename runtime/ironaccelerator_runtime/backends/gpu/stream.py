@@ -519,7 +519,7 @@ class GpuStream(Stream):
 
     def wait_event(self, event: Event) -> None:
         if not (isinstance(event, GpuEvent) and event.api is self.api):  # (the same api: the same vendor)
-            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", f"wait_event needs a {self.api.name} event",
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", f"Stream.wait_event needs a {self.api.name} event",
                        self.api)
         if self.device._closed or event.device._closed:
             raise (self.device if self.device._closed else event.device)._closed_error("Stream.wait_event")

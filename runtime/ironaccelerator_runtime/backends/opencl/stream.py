@@ -54,7 +54,8 @@ class OpenCLEvent(Event):
 
     def elapsed_ms(self, end: Event) -> float:
         if not isinstance(end, OpenCLEvent):
-            raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", "elapsed_ms needs another OpenCL event", "OPENCL")
+            raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms",
+                       "Event.elapsed_ms needs another OpenCL event", "OPENCL")
         self.synchronize()
         end.synchronize()
         return (end._end_ns() - self._end_ns()) / 1e6
@@ -390,7 +391,8 @@ class OpenCLStream(Stream):
     def wait_event(self, event: Event) -> None:
         self.device._check_open("Stream.wait_event")
         if not isinstance(event, OpenCLEvent):
-            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", "wait_event needs an OpenCL event", "OPENCL")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event",
+                       "Stream.wait_event needs an OpenCL event", "OPENCL")
         evs = self.api.ffi.new("cl_event[1]", [event.handle])
         self.api.check(self.api.raw.clEnqueueBarrierWithWaitList(self.queue, 1, evs, self._null),
                        "clEnqueueBarrierWithWaitList")
