@@ -1434,6 +1434,30 @@ def test_launch_with_freed_allocation_raises_invalid_handle(device: Device, stre
     assert kind_of(ei) is ErrorKind.INVALID_HANDLE
 
 
+def test_a_bad_launch_builds_its_error_one_way(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
+    """Issue 26 item 7 (errors.fail), for launches: bad dimensions, the wrong argument count and a freed argument
+    each raise an Error naming the backend by its BackendKind name and ``Stream.launch``, its message starting
+    with it; ``launch_unchecked`` returns the same Error for bad dimensions."""
+    lim = device.descriptor.limits
+    k = kernels["vector_add"]
+    dead = device.alloc(16)
+    dead.free()
+    with device.alloc(16) as a:
+        good = [a, a, a, np.uint32(0)]
+        mistakes = [(LaunchDims(grid=1, block=lim.max_block[0] + 1), good), (LaunchDims(1, 4), [a, a, a]),
+                    (LaunchDims(1, 4), [dead, a, a, np.uint32(0)])]
+        for dims, args in mistakes:
+            with pytest.raises(Error) as ei:
+                stream.launch(KernelLaunch(k, dims, args))
+            e = ei.value
+            assert (e.backend, e.function) == (device.kind.name, "Stream.launch"), e
+            assert str(e).startswith("Stream.launch"), e
+        got = stream.launch_unchecked(KernelLaunch(k, mistakes[0][0], good))
+        assert isinstance(got, Error) and got.backend == device.kind.name, got
+        assert got.function is not None and str(got).startswith(got.function), got
+        stream.synchronize()
+
+
 def test_launch_unchecked(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
     n = 1000
     a = np.arange(n, dtype=np.float32)
