@@ -1443,9 +1443,10 @@ def test_a_bad_launch_builds_its_error_one_way(device: Device, stream: Stream, k
     dead = device.alloc(16)
     dead.free()
     with device.alloc(16) as a:
-        good = [a, a, a, np.uint32(0)]
-        mistakes = [(LaunchDims(grid=1, block=lim.max_block[0] + 1), good), (LaunchDims(1, 4), [a, a, a]),
-                    (LaunchDims(1, 4), [dead, a, a, np.uint32(0)])]
+        good: list[Any] = [a, a, a, np.uint32(0)]
+        mistakes: list[tuple[LaunchDims, list[Any]]] = [
+            (LaunchDims(grid=1, block=lim.max_block[0] + 1), good), (LaunchDims(1, 4), [a, a, a]),
+            (LaunchDims(1, 4), [dead, a, a, np.uint32(0)])]
         for dims, args in mistakes:
             with pytest.raises(Error) as ei:
                 stream.launch(KernelLaunch(k, dims, args))
