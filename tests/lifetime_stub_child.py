@@ -1,6 +1,8 @@
 """Run by test_lifetime_stub.py in a subprocess whose libcuda.so.1 is bench/stub_cuda: the CUDA backend's
-checked copies (sizes), host buffers released on event completion, Device.close() and bad-typed input.
-Usage: lifetime_stub_child.py STUB PART (PART: copy, inflight, close, input).  Prints "ok <n>" (checks)."""
+checked copies (sizes), host buffers released on event completion, Device.close(), bad-typed input and
+the Errors of the conformance suite's mistakes (built one way: errors.fail).
+Usage: lifetime_stub_child.py STUB PART (PART: copy, inflight, close, input, ranges, errors).
+Prints "ok <n>" (checks)."""
 
 from __future__ import annotations
 
@@ -146,6 +148,32 @@ elif PART == "ranges":  # offsets, byte counts and fills reach the driver as ask
     raises(Error, lambda: stream.copy(b, a, 16, dst_offset=4090), "past", error_kind=ErrorKind.INVALID_VALUE)
     raises(Error, lambda: stream.copy_from_host(a, host, 1001), "past", error_kind=ErrorKind.INVALID_VALUE)
     assert last() == before  # refused before any driver call
+elif PART == "errors":  # issue 26 item 7: the conformance suite's same mistakes, built one way on CUDA too
+    def one_way(function: str, kind: ErrorKind, fn: Callable[[], Any]) -> None:
+        global checked
+        try:
+            got = fn()
+        except Error as e:
+            got = e
+        assert isinstance(got, Error) and got.kind is kind, repr(got)
+        assert (got.backend, got.function) == ("CUDA", function), repr(got)
+        assert str(got).startswith(function), repr(got)
+        checked += 1
+
+    twice, twice_unchecked, small = dev.alloc(64), dev.alloc(64), dev.alloc(64)
+    twice.free()
+    twice_unchecked.free()
+    ev = stream.record_event()
+    ev.synchronize()
+    one_way("Allocation.free", ErrorKind.INVALID_HANDLE, twice.free)
+    one_way("Allocation.free_unchecked", ErrorKind.INVALID_HANDLE, twice_unchecked.free_unchecked)
+    one_way("Stream.copy_from_host", ErrorKind.INVALID_VALUE,
+            lambda: stream.copy_from_host(small, np.zeros(128, np.uint8)))
+    one_way("Stream.copy_to_host", ErrorKind.INVALID_VALUE,
+            lambda: stream.copy_to_host(np.zeros(128, np.uint8), small))
+    one_way("Stream.wait_event", ErrorKind.INVALID_VALUE, lambda: stream.wait_event(object()))  # type: ignore[arg-type]
+    one_way("Event.elapsed_ms", ErrorKind.INVALID_VALUE, lambda: ev.elapsed_ms(object()))  # type: ignore[arg-type]
 else:
     raise SystemExit(f"unknown part {PART}")
+
 print("ok", checked)

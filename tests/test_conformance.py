@@ -467,6 +467,53 @@ def test_checked_double_free_raises_invalid_handle(device: Device) -> None:
     assert ei.value.backend == device.kind.name
 
 
+def _free_twice(device: Device, stream: Stream) -> tuple[str, Callable[[], object]]:
+    a = device.alloc(128)
+    a.free()
+    return "Allocation.free", a.free
+
+
+def _free_unchecked_twice(device: Device, stream: Stream) -> tuple[str, Callable[[], object]]:
+    a = device.alloc(128)
+    a.free()
+    return "Allocation.free_unchecked", a.free_unchecked
+
+
+def _copy_too_big(device: Device, stream: Stream) -> tuple[str, Callable[[], object]]:
+    a = device.alloc(64)
+    return "Stream.copy_from_host", lambda: stream.copy_from_host(a, np.zeros(128, np.uint8))
+
+
+def _wait_on_a_non_event(device: Device, stream: Stream) -> tuple[str, Callable[[], object]]:
+    return "Stream.wait_event", lambda: stream.wait_event(object())  # type: ignore[arg-type]
+
+
+def _elapsed_to_a_non_event(device: Device, stream: Stream) -> tuple[str, Callable[[], object]]:
+    ev = stream.record_event()
+    ev.synchronize()
+    return "Event.elapsed_ms", lambda: ev.elapsed_ms(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("mistake", "kind"), [
+    (_free_twice, ErrorKind.INVALID_HANDLE), (_free_unchecked_twice, ErrorKind.INVALID_HANDLE),
+    (_copy_too_big, ErrorKind.INVALID_VALUE), (_wait_on_a_non_event, ErrorKind.INVALID_VALUE),
+    (_elapsed_to_a_non_event, ErrorKind.INVALID_VALUE)], ids=lambda m: getattr(m, "__name__", str(m)).strip("_"))
+def test_the_same_mistake_builds_its_error_one_way(device: Device, stream: Stream, mistake: Any,
+                                                    kind: ErrorKind) -> None:
+    """Issue 26 item 7 (errors.fail): the same mistake's Error, raised or returned, names the backend by its
+    BackendKind name, its operation in ``.function``, and starts its message with that operation, on every
+    backend."""
+    function, call = mistake(device, stream)
+    try:
+        got = call()
+    except Error as e:
+        got = e
+    assert isinstance(got, Error), got
+    assert got.kind is kind, got
+    assert (got.backend, got.function) == (device.kind.name, function), got
+    assert str(got).startswith(function), got
+
+
 def test_free_unchecked_never_raises(device: Device) -> None:
     a = device.alloc(128)
     assert a.free_unchecked() is None  # success: nothing to report
@@ -1385,6 +1432,31 @@ def test_launch_with_freed_allocation_raises_invalid_handle(device: Device, stre
     with pytest.raises(Error) as ei:
         stream.launch(KernelLaunch(kernels["vector_add"], LaunchDims(1, 4), [a, a, a, np.uint32(4)]))
     assert kind_of(ei) is ErrorKind.INVALID_HANDLE
+
+
+def test_a_bad_launch_builds_its_error_one_way(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:
+    """Issue 26 item 7 (errors.fail), for launches: bad dimensions, the wrong argument count and a freed argument
+    each raise an Error naming the backend by its BackendKind name and ``Stream.launch``, its message starting
+    with it; ``launch_unchecked`` returns the same Error for bad dimensions."""
+    lim = device.descriptor.limits
+    k = kernels["vector_add"]
+    dead = device.alloc(16)
+    dead.free()
+    with device.alloc(16) as a:
+        good: list[Any] = [a, a, a, np.uint32(0)]
+        mistakes: list[tuple[LaunchDims, list[Any]]] = [
+            (LaunchDims(grid=1, block=lim.max_block[0] + 1), good), (LaunchDims(1, 4), [a, a, a]),
+            (LaunchDims(1, 4), [dead, a, a, np.uint32(0)])]
+        for dims, args in mistakes:
+            with pytest.raises(Error) as ei:
+                stream.launch(KernelLaunch(k, dims, args))
+            e = ei.value
+            assert (e.backend, e.function) == (device.kind.name, "Stream.launch"), e
+            assert str(e).startswith("Stream.launch"), e
+        got = stream.launch_unchecked(KernelLaunch(k, mistakes[0][0], good))
+        assert isinstance(got, Error) and got.backend == device.kind.name, got
+        assert got.function is not None and str(got).startswith(got.function), got
+        stream.synchronize()
 
 
 def test_launch_unchecked(device: Device, stream: Stream, kernels: dict[str, Kernel]) -> None:

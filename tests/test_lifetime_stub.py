@@ -44,3 +44,9 @@ def test_offsets_counts_and_fills_reach_the_driver(stub_cuda: tuple[Path, dict[s
 
 
 _ = pytest
+
+
+def test_the_same_mistake_builds_its_error_one_way(stub_cuda: tuple[Path, dict[str, str]]) -> None:
+    """Issue 26 item 7 (errors.fail) on CUDA: the conformance suite's mistakes (double free, a copy too big, a wait on
+    or an elapsed time to a non-event) name the backend "CUDA" and their operation, the message starting with it."""
+    assert _run(stub_cuda, "errors") == 6

@@ -1,11 +1,32 @@
 """The one exception of the substrate: :class:`Error` (its kinds, :class:`ErrorKind`, are generated from
-``specs/core.yaml`` into ``ironaccelerator._core``)."""
+``specs/core.yaml`` into ``ironaccelerator._core``), and :func:`fail`, the one way the runtime builds one.
+
+The convention: every ``Error`` the hand-written runtime makes comes from ``fail(kind, function, message,
+backend)`` (``tests/test_errors_built_one_way.py`` parses the runtime and refuses an ``Error(...)`` built
+anywhere else, but for its allow-list, each entry with its reason), so that the same mistake reads the same on
+every backend:
+
+- ``function`` is a name, never a sentence: the operation (``"Stream.launch"``, ``"Device.alloc"``) or the vendor
+  function (``"clEnqueueNDRangeKernel"``).  It becomes ``Error.function``.
+- ``message`` says what went wrong and what to do, naming the parameter or argument.  ``fail`` prefixes it with
+  ``"function: "`` exactly once: a message that already starts with the function's name followed by ``":"``,
+  ``"("`` or a space (``"Module.kernel('k'): ..."``, ``"Stream.capture is not supported ..."``) is kept as it is;
+  write the message without the prefix.
+- ``backend`` is whatever the site has at hand: a ``BackendKind``, its name (``"OPENCL"``), a device or backend
+  (anything with a ``BackendKind`` ``.kind``), a backend's tables or API object (anything with a ``.name``), or
+  None where no backend is involved.  ``Error.backend`` is always the ``BackendKind`` name (or None).
+- ``code``: keyword-only, the vendor's status code where a vendor call failed.
+
+``fail`` builds the Error and returns it; the caller raises it (``raise fail(...)``), or returns it from an
+``_unchecked`` operation.  It runs only on the failure path: a checked call's success path builds no message
+(write ``if bad: raise fail(..., f"...")``, never a message computed before the test).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from ironaccelerator._core import ErrorKind
+from ironaccelerator._core import BackendKind, ErrorKind
 
 
 class Error(Exception):
@@ -77,3 +98,62 @@ class CompilerWarning(UserWarning):
 def _rebuild(kind: ErrorKind, message: str, code: int | None, function: str | None, backend: str | None) -> Error:
     """Error.__reduce__'s constructor (module level: pickle finds it by name)."""
     return Error(kind, message, code=code, function=function, backend=backend)
+
+
+class _Kinded(Protocol):
+    """A device or backend: its ``.kind`` is the BackendKind."""
+
+    @property
+    def kind(self) -> BackendKind: ...
+
+
+class _Named(Protocol):
+    """A backend's tables or API object: its ``.name`` is the BackendKind name (``"CUDA"``)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+Backendish = BackendKind | str | _Kinded | _Named | None
+"""What :func:`fail` takes as the backend (see the module's docstring)."""
+
+
+def backend_name(backend: Backendish) -> str | None:
+    """The ``Error.backend`` of ``backend``: the BackendKind's name, a str as it is, a device's or backend's
+    ``.kind`` name, a tables or API object's ``.name``; None for None."""
+    if backend is None or type(backend) is str:
+        return backend
+    if isinstance(backend, BackendKind):
+        return backend.name
+    kind = getattr(backend, "kind", None)
+    if isinstance(kind, BackendKind):  # a Device or a Backend (an Allocation's .kind is a MemoryKind: not this)
+        return kind.name
+    name = getattr(backend, "name", None)
+    if isinstance(name, str):
+        return name
+    raise TypeError(f"fail: backend must be a BackendKind, its name, a device or a backend's tables, not "
+                    f"{type(backend).__name__}")
+
+
+def prefixed(function: str, message: str) -> str:
+    """``message`` prefixed with ``"function: "``, unless it already starts with the function's name followed by
+    ``":"``, ``"("`` or a space."""
+    if message.startswith(function) and message[len(function):len(function) + 1] in (":", "(", " "):
+        return message
+    return f"{function}: {message}"
+
+
+def fail(kind: ErrorKind, function: str, message: str, backend: Backendish, *, code: int | None = None) -> Error:
+    """The :class:`Error` of a failed operation, built the one way (the module's docstring says the convention).
+
+    ex) ``raise fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"nbytes={n} is out of range", self)``
+
+    Args:
+        kind: what kind of failure.
+        function: the operation's name (``"Stream.launch"``) or the vendor function's; ``Error.function``.
+        message: what went wrong and what to do, without the ``"function: "`` prefix (added here, once).
+        backend: a BackendKind, its name, a device or backend, a tables or API object, or None;
+            ``Error.backend`` is its BackendKind name.
+        code: keyword-only; the vendor's status code, where a vendor call failed.
+    """
+    return Error(kind, prefixed(function, message), code=code, function=function, backend=backend_name(backend))

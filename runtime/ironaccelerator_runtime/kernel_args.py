@@ -50,7 +50,7 @@ from typing import Any
 
 from ironaccelerator._core import DType, ErrorKind
 
-from .errors import Error
+from .errors import Error, fail
 from .integers import _integer
 from .traits import Scalar
 
@@ -85,8 +85,8 @@ class LocalMemory:
     def __init__(self, nbytes: int) -> None:
         n = _integer(nbytes)
         if n is None or n < 1 or n > 2**64 - 1:
-            raise Error(ErrorKind.INVALID_VALUE, f"LocalMemory: nbytes must be a positive integer (bytes of local "
-                        f"memory per work-group), not {nbytes!r}", function="LocalMemory")
+            raise fail(ErrorKind.INVALID_VALUE, "LocalMemory", "nbytes must be a positive integer (bytes of local "
+                       f"memory per work-group), not {nbytes!r}", None)
         object.__setattr__(self, "nbytes", n)
 
 
@@ -285,14 +285,14 @@ def scalar_bytes(a: Scalar, backend: str, function: str) -> bytes:
     if cls == "COMPLEX":
         c = complex(a.value)
         return struct.pack("<ff" if dt.size == 8 else "<dd", c.real, c.imag)
-    raise Error(ErrorKind.UNSUPPORTED, f"{function}: {dt.name} scalars are not supported by the {backend} backend "
-                "(pass the bits as bytes or a numpy scalar)", backend=backend, function=function)
+    raise fail(ErrorKind.UNSUPPORTED, function, f"{dt.name} scalars are not supported by the {backend} backend "
+               "(pass the bits as bytes or a numpy scalar)", backend)
 
 
 def arg_error(where: str, problem: str, backend: str, function: str,
               kind: ErrorKind = ErrorKind.INVALID_VALUE) -> Error:
     """The Error of a refused kernel argument: ``<function>: <where>: <problem>``."""
-    return Error(kind, f"{function}: {where}: {problem}", backend=backend, function=function)
+    return fail(kind, function, f"{where}: {problem}", backend)
 
 
 def buffer_error(where: str, a: Any, backend: str, function: str, device: Any = None) -> Error:
@@ -325,5 +325,5 @@ def shared_mem_error(backend: str, function: str, shared_mem: int) -> Error:
     hint = {"OPENCL": "; pass a LocalMemory(nbytes) argument for each __local parameter instead",
             "METAL": " (setThreadgroupMemoryLength:atIndex: is not bound; declare threadgroup arrays in the kernel)",
             "QNN": " (a graph has no launch geometry)"}.get(backend, "")
-    return Error(ErrorKind.UNSUPPORTED, f"{function}: LaunchDims.shared_mem={shared_mem}: dynamic shared memory is not "
-                 f"supported by the {backend} backend{hint}", backend=backend, function=function)
+    return fail(ErrorKind.UNSUPPORTED, function, f"LaunchDims.shared_mem={shared_mem}: dynamic shared memory is not "
+                f"supported by the {backend} backend{hint}", backend)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ironaccelerator._core import ErrorKind
 
-from .errors import Error
+from .errors import Error, fail
 from .loader import MODES, abi_fallback, api_loaded, library_candidates
 
 # ia_objc.h's refusals (ia_objc_failed())
@@ -332,8 +332,8 @@ class ObjcBinding:
         if isinstance(value, Object) and value._id != self.NULL:
             return value._id
         what = "a closed handle" if isinstance(value, Object) else type(value).__name__
-        raise Error(ErrorKind.INVALID_VALUE, f"{self.describe(index)}: argument {position + 1} must be an open "
-                    f"Objective-C object handle, not {what}", function=self.describe(index), backend=self.backend)
+        raise fail(ErrorKind.INVALID_VALUE, self.describe(index), f"argument {position + 1} must be an open "
+                   f"Objective-C object handle, not {what}", self.backend)
 
     def str_arg(self, value: Any, index: int, position: int) -> bytes:
         """A ``const char *`` argument: str (UTF-8) or bytes, without NUL."""
@@ -341,22 +341,20 @@ class ObjcBinding:
             try:
                 data = value.encode("utf-8")
             except UnicodeEncodeError as exc:  # a lone surrogate
-                raise Error(ErrorKind.INVALID_VALUE, f"{self.describe(index)}: argument {position + 1} is not "
-                            f"UTF-8 encodable ({exc.reason})", function=self.describe(index),
-                            backend=self.backend) from None
+                raise fail(ErrorKind.INVALID_VALUE, self.describe(index), f"argument {position + 1} is not "
+                           f"UTF-8 encodable ({exc.reason})", self.backend) from None
         elif isinstance(value, (bytes, bytearray)):
             data = bytes(value)
         else:
-            raise Error(ErrorKind.INVALID_VALUE, f"{self.describe(index)}: argument {position + 1} must be str or "
-                        f"bytes, not {type(value).__name__}", function=self.describe(index), backend=self.backend)
+            raise fail(ErrorKind.INVALID_VALUE, self.describe(index), f"argument {position + 1} must be str or "
+                       f"bytes, not {type(value).__name__}", self.backend)
         if b"\0" in data:
-            raise Error(ErrorKind.INVALID_VALUE, f"{self.describe(index)}: argument {position + 1} contains NUL",
-                        function=self.describe(index), backend=self.backend)
+            raise fail(ErrorKind.INVALID_VALUE, self.describe(index), f"argument {position + 1} contains NUL",
+                       self.backend)
         return data
 
     def bad_value(self, index: int, exc: BaseException) -> Error:
-        return Error(ErrorKind.INVALID_VALUE, f"{self.describe(index)}: {exc}", function=self.describe(index),
-                     backend=self.backend)
+        return fail(ErrorKind.INVALID_VALUE, self.describe(index), str(exc), self.backend)
 
     def string(self, p: Any) -> str | None:
         return None if p == self.NULL else self.ffi.string(p).decode("utf-8", "replace")
@@ -380,30 +378,27 @@ class ObjcBinding:
                     self.ready()
                 except Error as e:
                     err = e
-            return err or Error(ErrorKind.LIBRARY_NOT_FOUND, f"{name}: the runtime is not loaded",
-                                function=name, backend=self.backend)
+            return err or fail(ErrorKind.LIBRARY_NOT_FOUND, name, "the runtime is not loaded", self.backend)
         if why == EXCEPTION:
             return self.exception(name)
         if index < 0:  # a C function: a missing symbol
-            return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{name}: no such function in the loaded libraries "
-                         f"({', '.join(self.paths)}; looked up with dlsym(RTLD_DEFAULT))", function=name,
-                         backend=self.backend)
+            return fail(ErrorKind.SYMBOL_NOT_FOUND, name, "no such function in the loaded libraries "
+                        f"({', '.join(self.paths)}; looked up with dlsym(RTLD_DEFAULT))", self.backend)
         row = self.methods[index]
         if why == NIL:
-            return Error(ErrorKind.INVALID_HANDLE, f"{name}: the receiver is nil (a closed handle?)", function=name,
-                         backend=self.backend)
+            return fail(ErrorKind.INVALID_HANDLE, name, "the receiver is nil (a closed handle?)", self.backend)
         if isinstance(receiver, type):  # a class method, sent to this class
             name = f"+[{receiver.__name__} {row[1]}]"
         if why == CLASS:
             cname = receiver.__name__ if isinstance(receiver, type) else row[0]
-            return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{name}: class {cname} is not in the loaded frameworks "
-                         f"({', '.join(self.paths)})", function=name, backend=self.backend)
+            return fail(ErrorKind.SYMBOL_NOT_FOUND, name, f"class {cname} is not in the loaded frameworks "
+                        f"({', '.join(self.paths)})", self.backend)
         if isinstance(receiver, type):
             cls = f"{receiver.__name__} (its metaclass)"
         else:
             cls = self.class_name(receiver._id) if receiver is not None and receiver._id != self.NULL else row[0]
-        return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{name}: class {cls} does not respond to selector '{row[1]}'",
-                     function=name, backend=self.backend)
+        return fail(ErrorKind.SYMBOL_NOT_FOUND, name, f"class {cls} does not respond to selector '{row[1]}'",
+                    self.backend)
 
     def exception(self, name: str) -> ObjCExceptionError:
         """The Objective-C exception the last refused call caught (``ia_objc_caught()``, +1) as an Error."""

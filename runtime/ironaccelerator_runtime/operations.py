@@ -38,7 +38,7 @@ from typing import Any
 
 from ironaccelerator._core import ErrorKind
 
-from .errors import Error
+from .errors import fail
 from .traits import Allocation, Backend, Device, Event, Graph, Kernel, MemoryPool, Module, Stream
 
 __all__ = ["OPERATIONS", "NEEDS", "implemented", "supports", "operations_of"]
@@ -192,7 +192,6 @@ def supports(backend: type, operation: object, name: str | None = None) -> bool:
     table = operations_of(backend)
     ok = table.get(operation) if isinstance(operation, str) else None
     if ok is None:
-        raise Error(ErrorKind.INVALID_VALUE, f"Backend.supports: {operation!r:.80} is not an operation of the trait "
-                    f"surface (\"Trait.method\"); the operations: {', '.join(OPERATIONS)}", backend=name,
-                    function="Backend.supports")
+        raise fail(ErrorKind.INVALID_VALUE, "Backend.supports", f"{operation!r:.80} is not an operation of the trait "
+                   f"surface (\"Trait.method\"); the operations: {', '.join(OPERATIONS)}", name)
     return ok

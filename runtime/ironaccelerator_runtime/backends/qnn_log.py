@@ -37,7 +37,7 @@ from typing import Any
 import cffi
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import fail
 
 from . import qnn_saver as _qnn_saver  # noqa: F401  (installs the IA_QNN_TRACE_DIR hook before the first call)
 
@@ -71,8 +71,8 @@ def qnn_level(level: int) -> int:
     """The ``QnnLog_Level_t`` that lets through what Python ``level`` lets through: the finest QNN level whose
     logging level is at least ``level`` (ERROR, 1, for anything above ERROR: QNN has no quieter level)."""
     if isinstance(level, bool) or not isinstance(level, int):
-        raise Error(ErrorKind.INVALID_VALUE, f"a logging level is an int (logging.INFO, ...), not {level!r}",
-                    backend="QNN", function="qnn_level")
+        raise fail(ErrorKind.INVALID_VALUE, "qnn_level",
+                   f"a logging level is an int (logging.INFO, ...), not {level!r}", "QNN")
     return max((q for q, py in LEVELS.items() if py >= level), default=1)
 
 
@@ -196,8 +196,8 @@ def free_logger(handle: Any) -> None:
     key = _key(q, handle)
     with _lock:  # held across the free: sync() must not set the level of a handle being freed
         if key not in _live:
-            raise Error(ErrorKind.INVALID_HANDLE, f"free_logger: {handle!r} is not a live handle of create_logger",
-                        backend="QNN", function="QnnLog_free")
+            raise fail(ErrorKind.INVALID_HANDLE, "QnnLog_free",
+                       f"{handle!r} is not a live handle of create_logger (free_logger)", "QNN")
         q.QnnLog_free(handle)
         del _live[key]
 
@@ -213,8 +213,8 @@ def set_level(level: int | None, handle: Any = None) -> None:
         max_level = qnn_level(level)
         with _lock:
             if key not in _live:
-                raise Error(ErrorKind.INVALID_HANDLE, f"set_level: {handle!r} is not a live handle of create_logger",
-                            backend="QNN", function="QnnLog_setLogLevel")
+                raise fail(ErrorKind.INVALID_HANDLE, "QnnLog_setLogLevel",
+                           f"{handle!r} is not a live handle of create_logger (set_level)", "QNN")
             q.QnnLog_setLogLevel(handle, max_level)
         return
     if level is not None:
@@ -242,6 +242,5 @@ def live_handles() -> int:
 
 def _key(q: Any, handle: Any, function: str = "QnnLog_free") -> int:
     if not isinstance(handle, q.ffi.CData):
-        raise Error(ErrorKind.INVALID_HANDLE, f"a QNN log handle (from create_logger), not {handle!r}", backend="QNN",
-                    function=function)
+        raise fail(ErrorKind.INVALID_HANDLE, function, f"a QNN log handle (from create_logger), not {handle!r}", "QNN")
     return int(q.ffi.cast("uintptr_t", handle))

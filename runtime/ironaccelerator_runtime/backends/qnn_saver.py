@@ -30,7 +30,7 @@ import warnings
 from typing import Any
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import fail
 from ironaccelerator_runtime.loader import Binding
 
 ENV = "IA_QNN_TRACE_DIR"
@@ -96,8 +96,8 @@ def trace_to(directory: str | os.PathLike[str]) -> None:
     except TypeError:
         path = None
     if not isinstance(path, str) or not path:
-        raise Error(ErrorKind.INVALID_VALUE, f"trace_to: a directory path (str or os.PathLike[str]), not "
-                    f"{directory!r}", backend="QNN", function="trace_to")
+        raise fail(ErrorKind.INVALID_VALUE, "trace_to", "a directory path (str or os.PathLike[str]), not "
+                   f"{directory!r}", "QNN")
     path = os.path.abspath(path)
     q, s = _interface(), _saver()
     ib, sb = _bindings()
@@ -105,23 +105,24 @@ def trace_to(directory: str | os.PathLike[str]) -> None:
         if _traced is not None:
             if _traced == path:
                 return
-            raise Error(ErrorKind.INVALID_VALUE, f"trace_to({path!r}): this process already records its QNN "
-                        f"calls into {_traced!r} (one Saver per process)", backend="QNN", function="trace_to")
+            raise fail(ErrorKind.INVALID_VALUE, "trace_to", f"trace_to({path!r}): this process already records its QNN "
+                       f"calls into {_traced!r} (one Saver per process)", "QNN")
         if ib.path is not None:
-            raise Error(ErrorKind.INVALID_VALUE, f"trace_to({path!r}) is too late: the QNN interface library is "
-                        f"already loaded from {ib.path} (one library file per process); call trace_to, or set "
-                        f"{ENV}, before the first QNN call", backend="QNN", function="trace_to")
+            raise fail(ErrorKind.INVALID_VALUE, "trace_to",
+                       f"trace_to({path!r}) is too late: the QNN interface library is "
+                       f"already loaded from {ib.path} (one library file per process); call trace_to, or set "
+                       f"{ENV}, before the first QNN call", "QNN")
         if sb.path is None:
             s.use_library(*saver_candidates())
         if not s.has("QnnSaver_initialize"):  # opens it: no Saver (or not a Saver) -> the loader's error
             err = sb.load_error(sb.index["QnnSaver_initialize"])
-            raise Error(ErrorKind.LIBRARY_NOT_FOUND, f"trace_to: no QNN Saver library (libQnnSaver.so) found: "
-                        f"{err}", backend="QNN", function="QnnSaver_initialize")
+            raise fail(ErrorKind.LIBRARY_NOT_FOUND, "QnnSaver_initialize",
+                       f"no QNN Saver library (libQnnSaver.so) found for trace_to: {err}", "QNN")
         try:
             os.makedirs(path, exist_ok=True)
         except OSError as exc:
-            raise Error(ErrorKind.INVALID_VALUE, f"trace_to: cannot make the directory {path!r}: {exc}",
-                        backend="QNN", function="trace_to") from exc
+            raise fail(ErrorKind.INVALID_VALUE, "trace_to", f"cannot make the directory {path!r}: {exc}",
+                       "QNN") from exc
         cfg = s.ffi.new("QnnSaver_Config_t *")
         cfg.option = s.QnnSaver_ConfigOption_t.QNN_SAVER_CONFIG_OPTION_OUTPUT_DIRECTORY
         text = s.ffi.new("char[]", os.fsencode(path))

@@ -6,7 +6,7 @@ from typing import Any, TYPE_CHECKING
 
 from ironaccelerator._core import BackendKind, ErrorKind
 
-from ..errors import Error
+from ..errors import fail
 from ..integers import _integer
 from .values import DeviceId
 from .checks import unsupported
@@ -97,14 +97,13 @@ class Backend:
         an index) is ``INVALID_VALUE``, like an id of another backend or out of range."""
         if type(device_id) is DeviceId:
             if device_id.backend != self.kind:
-                raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: {device_id} is not a {self.kind.name} device",
-                            backend=self.kind.name, function="Backend.open")
+                raise fail(ErrorKind.INVALID_VALUE, "Backend.open", f"{device_id} is not a {self.kind.name} device",
+                           self)
             return device_id.index
         n = _integer(device_id)
         if n is None:
-            raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: device_id must be a DeviceId or an int index, not "
-                        f"{type(device_id).__name__} ({device_id!r:.80})", backend=self.kind.name,
-                        function="Backend.open")
+            raise fail(ErrorKind.INVALID_VALUE, "Backend.open", "device_id must be a DeviceId or an int index, not "
+                       f"{type(device_id).__name__} ({device_id!r:.80})", self)
         return n
 
     def operations(self) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ironaccelerator._core import BackendKind, ErrorKind
 
-from ..errors import Error
+from ..errors import Error, fail
 from ..integers import _integer
 from .values import DeviceDescriptor, _SIZE_MAX
 
@@ -16,8 +16,8 @@ from .values import DeviceDescriptor, _SIZE_MAX
 def unsupported(backend: BackendKind | None, what: str, function: str | None = None) -> Error:
     """The ``UNSUPPORTED`` Error of ``what`` (an operation, ex. ``"Stream.capture"``, or a phrase) on ``backend``;
     ``function``: the operation's name where ``what`` is a phrase (``Error.function`` is always a name)."""
-    return Error(ErrorKind.UNSUPPORTED, f"{what} is not supported by the {backend.name if backend else '?'} backend",
-                 backend=backend.name if backend else None, function=function or what)
+    return fail(ErrorKind.UNSUPPORTED, function or what,
+                f"{what} is not supported by the {backend.name if backend else '?'} backend", backend)
 
 
 def _kind_of(obj: object) -> BackendKind | None:
@@ -50,12 +50,11 @@ def check_size(v: Any, what: str, function: str, backend: BackendKind | str | No
     """A checked size/count parameter: ``TypeError`` (naming it) unless an integer, ``INVALID_VALUE`` below
     ``minimum`` or above ``size_t``."""
     n = _integer(v)
-    name = backend.name if isinstance(backend, BackendKind) else backend
     if n is None:
         raise TypeError(f"{function}: {what} must be an integer, not {type(v).__name__} ({v!r})")
     if n < minimum or n > _SIZE_MAX:
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what}={n} is out of range "
-                    f"({minimum}..{_SIZE_MAX})", backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"{what}={n} is out of range "
+                   f"({minimum}..{_SIZE_MAX})", backend)
     return n
 
 
@@ -67,13 +66,11 @@ def check_span(size: int, offset: Any, nbytes: Any, what: str, function: str,
     o = check_size(offset, f"{what} offset", function, backend, minimum=0)
     n = size - o if nbytes is None else check_size(nbytes, "nbytes", function, backend, minimum=0)
     if o + n > size or n < 0:
-        name = backend.name if isinstance(backend, BackendKind) else backend
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what}: offset {o} + {max(n, 0)} bytes is past its end "
-                    f"({size} bytes)", backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"{what}: offset {o} + {max(n, 0)} bytes is past its end "
+                   f"({size} bytes)", backend)
     if width > 1 and (o % width or n % width):
-        name = backend.name if isinstance(backend, BackendKind) else backend
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: offset {o} and nbytes {n} must be multiples of the "
-                    f"{width}-byte pattern", backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"offset {o} and nbytes {n} must be multiples of the "
+                   f"{width}-byte pattern", backend)
     return o, n
 
 
@@ -90,14 +87,12 @@ def host_span(host_size: int, device_size: int, nbytes: Any, host_offset: Any, d
 def fill_pattern(value: Any, width: Any, function: str, backend: BackendKind | str | None = None) -> tuple[int, int]:
     """``(value, width)`` of a fill: ``width`` 1, 2 or 4 bytes, ``value`` an unsigned integer of that width."""
     w = check_size(width, "width", function, backend)
-    name = backend.name if isinstance(backend, BackendKind) else backend
     if w not in (1, 2, 4):
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: width={w}: a fill pattern is 1, 2 or 4 bytes",
-                    backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"width={w}: a fill pattern is 1, 2 or 4 bytes", backend)
     v = check_size(value, "value", function, backend, minimum=0)
     if v >= 1 << (8 * w):
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: value={v} does not fit in {w} byte{'s' if w > 1 else ''}",
-                    backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"value={v} does not fit in {w} byte{'s' if w > 1 else ''}",
+                   backend)
     return v, w
 
 
@@ -137,25 +132,24 @@ def _pitches(v: Any, width: int, height: int, what: str, function: str, backend:
              dims: int) -> tuple[int, int]:
     """``(row pitch, slice pitch)`` of one side: ``v`` None (packed: the width, and height rows), a row pitch (its
     slices packed: ``height`` rows), or for a 3-D copy a ``(row, slice)`` pair."""
-    name = backend.name if isinstance(backend, BackendKind) else backend
     if v is None:
         row, slab = width, None
     elif dims == 3 and isinstance(v, (tuple, list)):
         if len(v) != 2:
-            raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what}_pitch must be a row pitch or a (row, slice) "
-                        f"pair, not {v!r}", backend=name, function=function)
+            raise fail(ErrorKind.INVALID_VALUE, function, f"{what}_pitch must be a row pitch or a (row, slice) "
+                       f"pair, not {v!r}", backend)
         row = check_size(v[0], f"{what} row pitch", function, backend, minimum=0)
         slab = check_size(v[1], f"{what} slice pitch", function, backend, minimum=0)
     else:
         row, slab = check_size(v, f"{what}_pitch", function, backend, minimum=0), None
     if row < width:
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what} pitch {row} is less than the width ({width} bytes): "
-                    "rows would overlap", backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"{what} pitch {row} is less than the width ({width} bytes): "
+                   "rows would overlap", backend)
     if slab is None:
         return row, row * height
     if slab < row * height or (row and slab % row):
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what} slice pitch {slab} must be a multiple of the row "
-                    f"pitch {row} and at least {height} rows ({row * height} bytes)", backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"{what} slice pitch {slab} must be a multiple of the row "
+                   f"pitch {row} and at least {height} rows ({row * height} bytes)", backend)
     return row, slab
 
 
@@ -164,9 +158,8 @@ def _origin(v: Any, row: int, slab: int, what: str, function: str, backend: Back
     """A side's offset in bytes: an int, or an ``(x bytes, y rows[, z slices])`` origin of its pitches."""
     if isinstance(v, (tuple, list)):
         if not 2 <= len(v) <= dims:
-            name = backend.name if isinstance(backend, BackendKind) else backend
-            raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what}_offset must be bytes or an (x, y"
-                        f"{', z' if dims == 3 else ''}) origin, not {v!r}", backend=name, function=function)
+            raise fail(ErrorKind.INVALID_VALUE, function, f"{what}_offset must be bytes or an (x, y"
+                       f"{', z' if dims == 3 else ''}) origin, not {v!r}", backend)
         parts = [check_size(p, f"{what} origin", function, backend, minimum=0) for p in v]
         return parts[0] + parts[1] * row + (parts[2] * slab if len(parts) == 3 else 0)
     return check_size(v, f"{what}_offset", function, backend, minimum=0)
@@ -179,10 +172,9 @@ def copy_region(dst_size: int, src_size: int, extent: Any, dst_pitch: Any, src_p
     height rows[, depth slices]), each side's pitches and offset.  ``TypeError`` for non-integers; ``INVALID_VALUE``
     for a negative or too-large value, a pitch below the width (or a slice pitch below ``height`` rows or not a
     multiple of the row pitch), and a region whose last byte is past the end of either side (``*_size`` bytes)."""
-    name = backend.name if isinstance(backend, BackendKind) else backend
     if isinstance(extent, (str, bytes)) or not isinstance(extent, (tuple, list)) or len(extent) != dims:
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: the extent must be {dims} sizes (width in bytes, height"
-                    f"{', depth' if dims == 3 else ''}), not {extent!r}", backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"the extent must be {dims} sizes (width in bytes, height"
+                   f"{', depth' if dims == 3 else ''}), not {extent!r}", backend)
     width, height, depth = [check_size(x, w, function, backend, minimum=0)
                             for x, w in zip((*extent, 1), ("width", "height", "depth"))]
     sides = {}
@@ -192,8 +184,8 @@ def copy_region(dst_size: int, src_size: int, extent: Any, dst_pitch: Any, src_p
         o = _origin(offset, row, slab, what, function, backend, dims)
         end = o if not (width and height and depth) else o + (depth - 1) * slab + (height - 1) * row + width
         if end > size:
-            raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what}: the region from offset {o} ends at byte {end}, "
-                        f"past its end ({size} bytes)", backend=name, function=function)
+            raise fail(ErrorKind.INVALID_VALUE, function, f"{what}: the region from offset {o} ends at byte {end}, "
+                       f"past its end ({size} bytes)", backend)
         sides[what] = (o, row, slab)
     return CopyRegion(dims, width, height, depth, *sides["dst"], *sides["src"])
 
@@ -222,23 +214,21 @@ def host_view(obj: Any, writable: bool = False, *, backend: BackendKind | str | 
     raw bytes copied over them would be dangling references, and numpy scalars or 0-d arrays: a value,
     not a buffer (``np.int64(-5)`` given where an array was meant).
     """
-    name = backend.name if isinstance(backend, BackendKind) else backend
-    where = f"{function}: " if function else ""
+    function = function or "host_view"
     if getattr(obj, "ndim", 1) == 0:
-        raise Error(ErrorKind.INVALID_VALUE, f"{where}a numpy scalar (or 0-d array) is not a host buffer "
-                    f"(got {obj!r}; pass an array)", backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, "a numpy scalar (or 0-d array) is not a host buffer "
+                   f"(got {obj!r}; pass an array)", backend)
     try:
         mv = memoryview(obj)
     except TypeError:
-        raise Error(ErrorKind.INVALID_VALUE, f"{where}{type(obj).__name__} does not support the buffer protocol",
-                    backend=name, function=function) from None
+        raise fail(ErrorKind.INVALID_VALUE, function,
+                   f"{type(obj).__name__} does not support the buffer protocol", backend) from None
     if "O" in mv.format:
-        raise Error(ErrorKind.INVALID_VALUE, f"{where}a buffer of Python objects (format {mv.format!r}) cannot be "
-                    "copied to or from a device", backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function,
+                   f"a buffer of Python objects (format {mv.format!r}) cannot be "
+                   "copied to or from a device", backend)
     if writable and mv.readonly:
-        raise Error(ErrorKind.INVALID_VALUE, f"{where}the destination buffer is read-only", backend=name,
-                    function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, "the destination buffer is read-only", backend)
     if not mv.c_contiguous:
-        raise Error(ErrorKind.INVALID_VALUE, f"{where}host buffers must be C-contiguous", backend=name,
-                    function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, "host buffers must be C-contiguous", backend)
     return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv

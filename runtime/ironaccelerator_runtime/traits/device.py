@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Sequence, TYPE_CHECKING, TypeVar
 
 from ironaccelerator._core import BackendKind, ErrorKind, MemoryKind
 
-from ..errors import Error
+from ..errors import Error, fail
 from ..integers import _integer
 from .values import _SIZE_MAX
 from .checks import _not_picklable, check_size, unsupported
@@ -69,8 +69,7 @@ class Device:
         return self._closed
 
     def _closed_error(self, what: str) -> Error:
-        return Error(ErrorKind.INVALID_HANDLE, f"{what}: device {self.descriptor.id} was closed",
-                     backend=self.kind.name, function=what)
+        return fail(ErrorKind.INVALID_HANDLE, what, f"device {self.descriptor.id} was closed", self)
 
     def _check_open(self, what: str) -> None:
         """Raise INVALID_HANDLE if the device was closed (checked paths call this)."""
@@ -155,7 +154,7 @@ class Device:
             why = f"kind must be a MemoryKind, not {type(kind).__name__} ({kind!r:.80})"
         else:
             return n
-        return Error(ErrorKind.INVALID_VALUE, f"{function}: {why}", backend=self.kind.name, function=function)
+        return fail(ErrorKind.INVALID_VALUE, function, why, self)
 
     def _checked_alloc(self, nbytes: int, kind: MemoryKind, alloc: Callable[[int, MemoryKind, bool], Result[A]]) -> A:
         """``alloc`` for a backend whose ``_alloc(nbytes, kind, tracked)`` does the work: the size, the device
@@ -286,8 +285,7 @@ class Device:
         self._check_open(what)
         probe = getattr(obj, "__dlpack_device__", None)
         if probe is None:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {type(obj).__name__} does not export DLPack",
-                        backend=self.kind.name, function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"{type(obj).__name__} does not export DLPack", self)
         dev = tuple(probe())
         kind = self._import_kind((int(dev[0]), int(dev[1])), what)
         imp = dlpack.dlpack_of(obj, self._consumer_stream(stream, what), what, self.kind.name)
@@ -343,8 +341,7 @@ class Device:
 
     def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
         """The MemoryKind an imported tensor on DLPack ``device`` becomes here, or raise (backends override)."""
-        raise Error(ErrorKind.UNSUPPORTED, f"{what}: the {self.kind.name} backend cannot use foreign memory",
-                    backend=self.kind.name, function=what)
+        raise fail(ErrorKind.UNSUPPORTED, what, f"the {self.kind.name} backend cannot use foreign memory", self)
 
     def _consumer_stream(self, stream: Any, what: str) -> Any:
         """The ``stream`` argument passed to a producer's ``__dlpack__`` (backends with streams override)."""
@@ -358,8 +355,7 @@ class Device:
         run now) for read-only memory."""
         try:
             if imp.read_only:
-                raise Error(ErrorKind.INVALID_VALUE, f"{what}: the tensor is read-only (kernels would write it)",
-                            backend=self.kind.name, function=what)
+                raise fail(ErrorKind.INVALID_VALUE, what, "the tensor is read-only (kernels would write it)", self)
             a = self._import_memory(imp, kind)
         except BaseException:
             imp.release()

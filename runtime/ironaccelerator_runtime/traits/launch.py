@@ -10,7 +10,7 @@ from typing import Any, Sequence, SupportsIndex, TYPE_CHECKING
 
 from ironaccelerator._core import BackendKind, DType, ErrorKind
 
-from ..errors import Error
+from ..errors import Error, fail
 from ..integers import _integer
 from .values import _SIZE_MAX
 
@@ -29,8 +29,7 @@ def _dims(v: SupportsIndex | Sequence[SupportsIndex], what: str) -> tuple[int, i
             t = ()
     ints = tuple(_integer(x) for x in t)
     if not 1 <= len(t) <= 3 or None in ints:
-        raise Error(ErrorKind.INVALID_VALUE, f"LaunchDims: {what} must be an int or 1-3 ints, got {v!r}",
-                    function="LaunchDims")
+        raise fail(ErrorKind.INVALID_VALUE, "LaunchDims", f"{what} must be an int or 1-3 ints, got {v!r}", None)
     return (ints + (1, 1))[:3]  # type: ignore[return-value]
 
 
@@ -91,19 +90,17 @@ class LaunchDims:
         object.__setattr__(self, "block", _dims(block, "block"))
         sm = _integer(shared_mem)
         if sm is None:
-            raise Error(ErrorKind.INVALID_VALUE, f"LaunchDims: shared_mem must be an int, got {shared_mem!r}",
-                        function="LaunchDims")
+            raise fail(ErrorKind.INVALID_VALUE, "LaunchDims", f"shared_mem must be an int, got {shared_mem!r}", None)
         object.__setattr__(self, "shared_mem", sm)
         if not isinstance(cooperative, bool):
-            raise Error(ErrorKind.INVALID_VALUE, f"LaunchDims: cooperative must be a bool, got {cooperative!r}",
-                        function="LaunchDims")
+            raise fail(ErrorKind.INVALID_VALUE, "LaunchDims", f"cooperative must be a bool, got {cooperative!r}", None)
         object.__setattr__(self, "cooperative", cooperative)
         c = None
         if cluster is not None:
             c = _dims(cluster, "cluster")
             if min(c) < 1 or min(g) < 1 or any(g[i] % c[i] for i in range(3)):
-                raise Error(ErrorKind.INVALID_VALUE, f"LaunchDims: cluster={c} must be >= 1 and divide grid={g} in "
-                            "every dimension", function="LaunchDims")
+                raise fail(ErrorKind.INVALID_VALUE, "LaunchDims", f"cluster={c} must be >= 1 and divide grid={g} in "
+                           "every dimension", None)
         object.__setattr__(self, "cluster", c)
 
     def __repr__(self) -> str:
@@ -137,8 +134,8 @@ class LaunchDims:
         name = backend.name if isinstance(backend, BackendKind) else backend
         what = " and ".join(w for w, on in (("cooperative launch", self.cooperative),
                                             ("thread-block clusters", self.cluster is not None)) if on)
-        return Error(ErrorKind.UNSUPPORTED, f"{function}: {what} (LaunchDims options) are not supported by the "
-                     f"{name or '?'} backend", backend=name, function=function)
+        return fail(ErrorKind.UNSUPPORTED, function, f"{what} (LaunchDims options) are not supported by the "
+                    f"{name or '?'} backend", name)
 
     @property
     def threads(self) -> int:
@@ -186,8 +183,7 @@ class LaunchDims:
         if self.shared_mem < 0 or self.shared_mem > limits.max_shared_mem:
             problems.append(f"shared_mem={self.shared_mem} exceeds {limits.max_shared_mem}")
         if problems:
-            raise Error(ErrorKind.INVALID_VALUE, "bad launch dimensions: " + "; ".join(problems),
-                        backend=backend.name if backend else None, function=function)
+            raise fail(ErrorKind.INVALID_VALUE, function, "bad launch dimensions: " + "; ".join(problems), backend)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,8 +252,8 @@ def _check_scalar(value: Any, dtype: Any) -> None:
             elif cls in ("FLOAT8_E4M3FN",) and not math.isfinite(f):
                 problem = f"is not finite ({name} has no infinity)"
     if problem is not None:
-        raise Error(ErrorKind.INVALID_VALUE, f"Scalar({value!r}, DType.{dtype.name}): the value {problem}",
-                    function="Scalar")
+        raise fail(ErrorKind.INVALID_VALUE, "Scalar", f"Scalar({value!r}, DType.{dtype.name}): the value {problem}",
+                   None)
 
 
 class KernelLaunch(tuple):  # type: ignore[type-arg]

@@ -9,7 +9,7 @@ from typing import Any, Callable, TYPE_CHECKING
 
 from ironaccelerator._core import DType, ErrorKind, MemoryKind
 
-from ..errors import Error
+from ..errors import Error, fail
 from ..integers import _integer
 from .checks import _not_picklable, _owner, unsupported
 
@@ -122,9 +122,8 @@ class Allocation:
         self._check_live(what)
         addr = self._host_address()
         if addr is None:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {self!r} is device memory ({self.kind.name}), not "
-                        "host-visible: allocate MemoryKind.HOST_PINNED or UNIFIED for a host view",
-                        backend=self.device.kind.name, function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"{self!r} is device memory ({self.kind.name}), not "
+                       "host-visible: allocate MemoryKind.HOST_PINNED or UNIFIED for a host view", self.device)
         if self.nbytes == 0:
             return memoryview(b"").cast("B")[:0]
         arr = (ctypes.c_char * self.nbytes).from_address(addr)
@@ -202,9 +201,8 @@ class Allocation:
         n = sum(1 for r in self._views or () if r() is not None)
         if not n:
             return None
-        return Error(ErrorKind.INVALID_VALUE, f"{what}: {n} host view(s) of {self!r} are still exported; release "
-                     "them first (memoryview.release(), or drop them and the arrays made from them)",
-                     backend=self.device.kind.name, function=what)
+        return fail(ErrorKind.INVALID_VALUE, what, f"{n} host view(s) of {self!r} are still exported; release "
+                    "them first (memoryview.release(), or drop them and the arrays made from them)", self.device)
 
     def free(self) -> None:
         """Release the memory now (a dropped allocation is released too: freeing is for when it matters).
@@ -223,8 +221,7 @@ class Allocation:
             memory back to its producer (runs the DLPack deleter / closes the IPC mapping).
         """
         if self._freed:
-            raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
-                        function="Allocation.free")
+            raise fail(ErrorKind.INVALID_HANDLE, "Allocation.free", f"{self!r} was already freed", self.device)
         if self._views and (e := self._views_error("Allocation.free")) is not None:
             raise e
         self._freed = True
@@ -247,8 +244,8 @@ class Allocation:
             All, as :meth:`free`.
         """
         if self._freed:  # one flag test: releasing the vendor handle twice is undefined behaviour (a crash)
-            return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
-                         function="Allocation.free_unchecked")
+            return fail(ErrorKind.INVALID_HANDLE, "Allocation.free_unchecked", f"{self!r} was already freed",
+                        self.device)
         if self._views and (e := self._views_error("Allocation.free_unchecked")) is not None:
             return e
         self._freed = True
@@ -262,8 +259,7 @@ class Allocation:
 
     def _check_live(self, what: str) -> None:
         if self._freed:
-            raise Error(ErrorKind.INVALID_HANDLE, f"{what}: {self!r} was freed", backend=self.device.kind.name,
-                        function=what)
+            raise fail(ErrorKind.INVALID_HANDLE, what, f"{self!r} was freed", self.device)
 
     def __enter__(self) -> Allocation:
         return self
@@ -310,8 +306,8 @@ class Allocation:
                 raise TypeError(f"{what}: slice bounds must be integers, not {type(part).__name__} ({part!r})")
         start, stop, step = key.indices(self.nbytes)
         if step != 1 or stop <= start:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: [{key.start}:{key.stop}:{key.step}] of {self.nbytes} bytes "
-                        "is not a non-empty range of step 1", backend=self.device.kind.name, function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"[{key.start}:{key.stop}:{key.step}] of {self.nbytes} bytes "
+                       "is not a non-empty range of step 1", self.device)
         self._check_live(what)
         return self._slice(start, stop - start)
 
@@ -344,12 +340,12 @@ class AllocationSlice(Allocation):
 
     def free(self) -> None:
         self._check_live("Allocation.free")
-        raise Error(ErrorKind.INVALID_VALUE, f"Allocation.free: {self!r} shares its allocation's memory: free the "
-                    "allocation", backend=self.device.kind.name, function="Allocation.free")
+        raise fail(ErrorKind.INVALID_VALUE, "Allocation.free", f"{self!r} shares its allocation's memory: free the "
+                   "allocation", self.device)
 
     def free_unchecked(self) -> Result[None]:
-        return Error(ErrorKind.INVALID_VALUE, f"Allocation.free_unchecked: {self!r} shares its allocation's memory",
-                     backend=self.device.kind.name, function="Allocation.free_unchecked")
+        return fail(ErrorKind.INVALID_VALUE, "Allocation.free_unchecked", f"{self!r} shares its allocation's memory",
+                    self.device)
 
     def _release(self) -> Error | None:
         return None
@@ -358,9 +354,9 @@ class AllocationSlice(Allocation):
         self._check_live("Allocation.export_ipc")
         if type(self.parent).export_ipc is Allocation.export_ipc:  # the backend exports nothing: UNSUPPORTED
             return Allocation.export_ipc(self)
-        raise Error(ErrorKind.INVALID_VALUE, f"Allocation.export_ipc: {self!r} is a slice; an IPC handle names a whole "
-                    "allocation: export the allocation and slice it after import", backend=self.device.kind.name,
-                    function="Allocation.export_ipc")
+        raise fail(ErrorKind.INVALID_VALUE, "Allocation.export_ipc",
+                   f"{self!r} is a slice; an IPC handle names a whole "
+                   "allocation: export the allocation and slice it after import", self.device)
 
     def _host_address(self) -> int | None:
         a = self.parent._host_address()

@@ -10,7 +10,7 @@ from typing import Any, Mapping, TYPE_CHECKING
 
 from ironaccelerator._core import BackendKind, ErrorKind
 
-from ..errors import CompilerWarning, Error
+from ..errors import CompilerWarning, Error, fail
 from .checks import _kind_of, _not_picklable, _owner, unsupported
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def compile_options(options: Any = (), defines: Any = None, include_dirs: Any = 
     name = backend.name if isinstance(backend, BackendKind) else backend
 
     def bad(what: str) -> Error:
-        return Error(ErrorKind.INVALID_VALUE, f"{function}: {what}", backend=name, function=function)
+        return fail(ErrorKind.INVALID_VALUE, function, what, name)
 
     def strings(v: Any, what: str) -> tuple[str, ...]:
         if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):

@@ -10,7 +10,7 @@ from typing import Any, Callable, TYPE_CHECKING
 
 from ironaccelerator._core import BackendKind, ErrorKind, MemoryKind
 
-from ..errors import Error
+from ..errors import Error, fail
 from .checks import check_size, check_span
 from .memory import Allocation, AllocationSlice
 from .stream import Stream
@@ -31,18 +31,16 @@ def device_span(dst: Any, src: Any, nbytes: Any, dst_offset: Any, src_offset: An
     do, dn = check_span(dst.nbytes, dst_offset, None if nbytes is None else n, "dst", function, backend)
     if nbytes is None and dn != n:
         name = backend.name if isinstance(backend, BackendKind) else backend
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: the source holds {n} bytes (after offset {so}) and the "
-                    f"destination {dn} (after offset {do}): sizes must match, or pass nbytes to copy part",
-                    backend=name, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"the source holds {n} bytes (after offset {so}) and the "
+                   f"destination {dn} (after offset {do}): sizes must match, or pass nbytes to copy part", name)
     if n and (dst is src or isinstance(dst, _SHARES) or isinstance(src, _SHARES)):  # (else distinct memory)
         dm, dbase = _memory_of(dst)
         sm, sbase = _memory_of(src)
         if dm is sm and dbase + do < sbase + so + n and sbase + so < dbase + do + n:
             name = backend.name if isinstance(backend, BackendKind) else backend
-            raise Error(ErrorKind.INVALID_VALUE, f"{function}: the source (bytes {sbase + so}..{sbase + so + n}) and "
-                        f"the destination (bytes {dbase + do}..{dbase + do + n}) overlap in the same allocation: a "
-                        "copy's ranges must not overlap (as memcpy's); copy through a temporary allocation",
-                        backend=name, function=function)
+            raise fail(ErrorKind.INVALID_VALUE, function, f"the source (bytes {sbase + so}..{sbase + so + n}) and "
+                       f"the destination (bytes {dbase + do}..{dbase + do + n}) overlap in the same allocation: a "
+                       "copy's ranges must not overlap (as memcpy's); copy through a temporary allocation", name)
     return so, do, n
 
 
@@ -107,9 +105,9 @@ class PooledAllocation(Allocation):
         self._check_live("Allocation.export_ipc")
         if type(self.block).export_ipc is Allocation.export_ipc:  # the backend exports nothing: UNSUPPORTED
             return Allocation.export_ipc(self)
-        raise Error(ErrorKind.INVALID_VALUE, f"Allocation.export_ipc: {self!r} is a block of the caching pool, reused by "
-                    "later allocations: allocate with Device.alloc to export", backend=self.device.kind.name,
-                    function="Allocation.export_ipc")
+        raise fail(ErrorKind.INVALID_VALUE, "Allocation.export_ipc",
+                   f"{self!r} is a block of the caching pool, reused by "
+                   "later allocations: allocate with Device.alloc to export", self.device)
 
     def free(self, stream: Stream | None = None) -> None:  # (MemoryPool._give_back inlined: the pool's hot path)
         """Give the block back to the pool, in the order of ``stream`` (default: the stream it was allocated on).
@@ -119,8 +117,7 @@ class PooledAllocation(Allocation):
         made to wait for it).  Freed with no stream at all, it is ordered after the work then enqueued on *every*
         stream of the device (reused at once if all of it is known complete)."""
         if self._freed:
-            raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
-                        function="Allocation.free")
+            raise fail(ErrorKind.INVALID_HANDLE, "Allocation.free", f"{self!r} was already freed", self.device)
         if self._views and (e := self._views_error("Allocation.free")) is not None:
             raise e  # (a view of a block handed to a new owner would read and write its memory)
         pool = self.pool
@@ -164,8 +161,8 @@ class PooledAllocation(Allocation):
     def free_unchecked(self, stream: Stream | None = None) -> Result[None]:
         """``free`` returning the Error (a second free, a bad stream) instead of raising it."""
         if self._freed:
-            return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
-                         function="Allocation.free_unchecked")
+            return fail(ErrorKind.INVALID_HANDLE, "Allocation.free_unchecked", f"{self!r} was already freed",
+                        self.device)
         if self._views and (e := self._views_error("Allocation.free_unchecked")) is not None:
             return e
         if stream is not None and stream is not self.stream:
@@ -374,13 +371,12 @@ class MemoryPool:
         except Error as e:
             return e
         except (TypeError, ValueError, OverflowError) as e:
-            return Error(ErrorKind.INVALID_VALUE, str(e), backend=self.device.kind.name,
-                         function="MemoryPool.alloc_unchecked")
+            return fail(ErrorKind.INVALID_VALUE, "MemoryPool.alloc_unchecked", str(e), self.device)
 
     def _check_stream(self, stream: Any, function: str = "MemoryPool.alloc") -> None:
         if not isinstance(stream, Stream) or getattr(stream, "device", None) is not self.device:
-            raise Error(ErrorKind.INVALID_VALUE, f"{function}: stream must be None or a Stream of "
-                        f"{self.device!r}, not {stream!r}", backend=self.device.kind.name, function=function)
+            raise fail(ErrorKind.INVALID_VALUE, function, "stream must be None or a Stream of "
+                       f"{self.device!r}, not {stream!r}", self.device)
 
     def _give_back(self, block: Allocation, stream: Stream | None) -> None:
         """Take ``block`` back: in ``stream``'s order, or (None) fenced now after every stream's work."""

@@ -8,7 +8,7 @@ from typing import Any, Callable, TYPE_CHECKING
 
 from ironaccelerator._core import BackendKind, ErrorKind
 
-from ..errors import Error
+from ..errors import Error, fail
 from .report import describe, text
 
 if TYPE_CHECKING:
@@ -96,16 +96,16 @@ class BackendRegistry:
             if kind not in self._backends:
                 factory = self._factories.get(kind)
                 if factory is None:
-                    self._backends[kind] = Error(ErrorKind.UNSUPPORTED, f"no {kind.name} backend is registered",
-                                                 backend=kind.name, function="BackendRegistry.get")
+                    self._backends[kind] = fail(ErrorKind.UNSUPPORTED, "BackendRegistry.get",
+                                                f"no {kind.name} backend is registered", kind)
                 else:
                     try:
                         self._backends[kind] = factory()
                     except Error as e:
                         self._backends[kind] = e
                     except Exception as e:  # a backend that cannot even construct is unavailable, not fatal
-                        self._backends[kind] = Error(ErrorKind.UNKNOWN, f"{kind.name} backend failed to load: {e!r}",
-                                                     backend=kind.name, function="BackendRegistry.get")
+                        self._backends[kind] = fail(ErrorKind.UNKNOWN, "BackendRegistry.get",
+                                                    f"{kind.name} backend failed to load: {e!r}", kind)
             return self._backends[kind]
 
     def get(self, kind: BackendKind | str) -> Backend:
@@ -170,8 +170,9 @@ def _backend_kind(kind: Any) -> BackendKind:
         return kind
     if isinstance(kind, str) and kind.upper() in BackendKind.__members__:
         return BackendKind[kind.upper()]
-    raise Error(ErrorKind.INVALID_VALUE, f"BackendRegistry.get: {kind!r:.80} is not a backend kind; pass a BackendKind or "
-                f"one of the names {', '.join(k.name for k in BackendKind)}", function="BackendRegistry.get")
+    raise fail(ErrorKind.INVALID_VALUE, "BackendRegistry.get",
+               f"{kind!r:.80} is not a backend kind; pass a BackendKind or "
+               f"one of the names {', '.join(k.name for k in BackendKind)}", None)
 
 
 def _importer(target: str) -> Callable[[], Backend]:

@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence, TYPE_CHECKING
 
 from ironaccelerator._core import ErrorKind, MemoryKind
 
-from ..errors import Error
+from ..errors import Error, fail
 from .checks import _not_picklable, _owner, check_span, copy_region, host_view, unsupported
 from .callbacks import _CALLBACK_LOCK, _Callbacks
 from .memory import Allocation
@@ -237,8 +237,8 @@ class Stream:
         if type(self)._copy_rect is Stream._copy_rect:  # (before checking what the backend could not use anyway)
             raise unsupported(kind, function)
         if not isinstance(dst, Allocation) and not isinstance(src, Allocation):
-            raise Error(ErrorKind.INVALID_VALUE, f"{function}: dst or src must be an allocation (host to host is "
-                        "numpy's)", backend=kind.name, function=function)
+            raise fail(ErrorKind.INVALID_VALUE, function, "dst or src must be an allocation (host to host is "
+                       "numpy's)", kind)
         sides: list[tuple[Allocation | memoryview, int]] = []
         for what, obj in (("dst", dst), ("src", src)):
             if isinstance(obj, Allocation):
@@ -292,8 +292,8 @@ class Stream:
         alloc._check_live(function)
         self.device._check_open(function)
         if alloc.kind is not MemoryKind.UNIFIED:
-            raise Error(ErrorKind.INVALID_VALUE, f"{function}: {alloc!r} is {alloc.kind.name} memory; only UNIFIED "
-                        "(managed, shared virtual) memory migrates", backend=kind.name, function=function)
+            raise fail(ErrorKind.INVALID_VALUE, function, f"{alloc!r} is {alloc.kind.name} memory; only UNIFIED "
+                       "(managed, shared virtual) memory migrates", kind)
         return check_span(alloc.nbytes, offset, nbytes, "alloc", function, kind)
 
     def _prefetch_to_host(self, to: Any) -> bool:
@@ -302,8 +302,8 @@ class Stream:
             return True
         if to is None or isinstance(to, Device):
             return False
-        raise Error(ErrorKind.INVALID_VALUE, f"Stream.prefetch: to must be None (this stream's device), a Device or "
-                    f"'host', not {to!r}", backend=self.device.kind.name, function="Stream.prefetch")
+        raise fail(ErrorKind.INVALID_VALUE, "Stream.prefetch", "to must be None (this stream's device), a Device or "
+                   f"'host', not {to!r}", self.device)
 
     def launch(self, launch: KernelLaunch) -> None:
         """Enqueue one kernel launch, checked, in stream order.
@@ -515,10 +515,9 @@ class Stream:
             errs, state.wait_errors = state.wait_errors, []
         if errs:
             first = errs[0]
-            raise Error(first.kind if isinstance(first, Error) else ErrorKind.LAUNCH_FAILED,
-                        f"{what}: the work queued before {len(errs)} host callback(s) failed: "
-                        + "; ".join(f"{type(e).__name__}: {e}" for e in errs),
-                        backend=self.device.kind.name, function=what) from first
+            raise fail(first.kind if isinstance(first, Error) else ErrorKind.LAUNCH_FAILED, what,
+                       f"the work queued before {len(errs)} host callback(s) failed: "
+                       + "; ".join(f"{type(e).__name__}: {e}" for e in errs), self.device) from first
 
     async def wait(self) -> None:
         """``await stream.wait()``: the work queued so far is complete, without blocking the event loop (an event

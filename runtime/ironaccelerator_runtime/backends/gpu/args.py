@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from ironaccelerator._core import DType, ErrorKind
 from ironaccelerator_runtime.backends.gpu.tables import GpuTables
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import LocalMemory, local_error, value_bytes, where
 from ironaccelerator_runtime.traits import Allocation, Scalar
 
@@ -19,13 +19,11 @@ def _c_string(v: Any, what: str, function: str, backend: str) -> bytes:
     if not isinstance(v, str):
         raise TypeError(f"{function}: {what} must be a str, not {type(v).__name__} ({v!r})")
     if "\0" in v:
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what} {v!r} contains a NUL character", backend=backend,
-                    function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"{what} {v!r} contains a NUL character", backend)
     try:
         return v.encode()
     except UnicodeEncodeError:
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {what} {v!r} is not valid UTF-8", backend=backend,
-                    function=function) from None
+        raise fail(ErrorKind.INVALID_VALUE, function, f"{what} {v!r} is not valid UTF-8", backend) from None
 
 
 _SCALAR_FORMATS = {DType.F64: "d", DType.F32: "f", DType.F16: "e", DType.I8: "b", DType.I16: "h", DType.I32: "i",
@@ -48,13 +46,13 @@ def _scalar_bytes(s: Scalar, backend: str) -> tuple[bytes, int]:
         return struct.pack(fmt, c.real, c.imag), dt.size
     if dt is DType.BF16:
         if isinstance(v, complex):
-            raise Error(ErrorKind.INVALID_VALUE, f"Scalar({v!r}, BF16): not a real number", backend=backend,
-                        function="Stream.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"Scalar({v!r}, BF16): not a real number", backend)
         return struct.pack("<H", _bf16_bits(v)), 2
     if dt is DType.F8E4M3 or dt is DType.F8E5M2:
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 256:
-            raise Error(ErrorKind.INVALID_VALUE, f"Scalar({v!r}, {dt.name}): pass an fp8 value as its raw bits "
-                        "(an int 0..255)", backend=backend, function="Stream.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch",
+                       f"Scalar({v!r}, {dt.name}): pass an fp8 value as its raw bits "
+                       "(an int 0..255)", backend)
         return bytes([v]), 1
     return struct.pack("<" + _SCALAR_FORMATS[dt], v), dt.size
 
@@ -83,8 +81,8 @@ def _arg_bytes(a: Any, i: int, backend: str) -> tuple[bytes, int]:
         try:
             ptr = a.ptr  # type: ignore[attr-defined]
         except AttributeError:
-            raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i}: {a!r} is not {backend} memory",
-                        backend=backend, function="Stream.launch") from None
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"kernel argument {i}: {a!r} is not {backend} memory",
+                       backend) from None
         return struct.pack("<Q", ptr), 8
     if isinstance(a, Scalar):
         data, align = _scalar_bytes(a, backend)
@@ -92,14 +90,16 @@ def _arg_bytes(a: Any, i: int, backend: str) -> tuple[bytes, int]:
     dtype = getattr(a, "dtype", None)
     if dtype is not None and getattr(a, "ndim", None) == 0:  # a numpy scalar (or 0-d array)
         if getattr(dtype, "hasobject", False):  # its bytes would be Python object pointers
-            raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i}: a numpy value of dtype {dtype} holds Python "
-                        "objects, not bytes a kernel can take", backend=backend, function="Stream.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch",
+                       f"kernel argument {i}: a numpy value of dtype {dtype} holds Python "
+                       "objects, not bytes a kernel can take", backend)
         data = a.tobytes()
         return data, int(getattr(dtype, "alignment", len(data)) or 1)
     if isinstance(a, (bytes, bytearray, memoryview)):
         if type(a) is memoryview and "O" in a.format:
-            raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i}: a buffer of Python objects is not bytes a "
-                        "kernel can take", backend=backend, function="Stream.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch",
+                       f"kernel argument {i}: a buffer of Python objects is not bytes a "
+                       "kernel can take", backend)
         data = bytes(a)
         align = 8 if len(data) % 8 == 0 else 4 if len(data) % 4 == 0 else 2 if len(data) % 2 == 0 else 1
         return data, align
@@ -107,15 +107,16 @@ def _arg_bytes(a: Any, i: int, backend: str) -> tuple[bytes, int]:
         raise local_error(backend, "Stream.launch", where(i, None))
     # None, a Python number (only parameter sizes are known here), anything else: the policy's refusal
     value_bytes(a, None, i, None, backend, "Stream.launch")
-    raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i} ({type(a).__name__} {a!r:.60}): pass an Allocation, "
-                "a numpy scalar (np.int32(n)) or Scalar(value, DType)", backend=backend, function="Stream.launch")
+    raise fail(ErrorKind.INVALID_VALUE, "Stream.launch",
+               f"kernel argument {i} ({type(a).__name__} {a!r:.60}): pass an Allocation, "
+               "a numpy scalar (np.int32(n)) or Scalar(value, DType)", backend)
 
 
 def _count_error(backend: str, expected: int, given: int, name: str | None = None,
                  function: str = "Stream.launch") -> Error:
     kernel = f"kernel {name!r}" if name is not None else "the kernel"
-    return Error(ErrorKind.INVALID_VALUE, f"{kernel} takes {expected} argument{'s' if expected != 1 else ''}, "
-                 f"{given} given", backend=backend, function=function)
+    return fail(ErrorKind.INVALID_VALUE, function, f"{kernel} takes {expected} argument{'s' if expected != 1 else ''}, "
+                f"{given} given", backend)
 
 
 def pack_args(args: Sequence[Any], ffi: Any, expected: Sequence[int] | None = None, *,
@@ -136,8 +137,9 @@ def pack_args(args: Sequence[Any], ffi: Any, expected: Sequence[int] | None = No
     for i, a in enumerate(args):
         data, align = _arg_bytes(a, i, backend)
         if check and expected is not None and len(data) != expected[i]:
-            raise Error(ErrorKind.INVALID_VALUE, f"kernel argument {i}: {len(data)} bytes given, the kernel's "
-                        f"parameter is {expected[i]} bytes", backend=backend, function="Stream.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch",
+                       f"kernel argument {i}: {len(data)} bytes given, the kernel's "
+                       f"parameter is {expected[i]} bytes", backend)
         pad = -end % align
         if pad:
             chunks.append(b"\0" * pad)

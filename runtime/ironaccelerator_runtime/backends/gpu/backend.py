@@ -11,7 +11,7 @@ from ironaccelerator_runtime.backends.gpu.api import GpuApi
 from ironaccelerator_runtime.backends.gpu.compile import compile_source, compiler_version
 from ironaccelerator_runtime.backends.gpu.device import GpuDevice
 from ironaccelerator_runtime.backends.gpu.tables import GpuTables
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import Backend, DeviceDescriptor, DeviceId, DeviceLimits
 
 
@@ -208,10 +208,9 @@ class GpuBackend(Backend):
         backend = self.tables.name
         if not devs:
             why = f": {self._no_device}" if self._no_device is not None else ""
-            raise Error(ErrorKind.NO_DEVICE, f"no {backend} device found{why}", backend=backend,
-                        function="Backend.open")
+            raise fail(ErrorKind.NO_DEVICE, "Backend.open", f"no {backend} device found{why}", backend)
         if not 0 <= index < len(devs):
-            raise Error(ErrorKind.INVALID_VALUE, f"{backend} device {index} does not exist ({len(devs)} found)",
-                        backend=backend, function="Backend.open")
+            raise fail(ErrorKind.INVALID_VALUE, "Backend.open",
+                       f"{backend} device {index} does not exist ({len(devs)} found)", backend)
         handle, desc, arch = devs[index]
         return self.device_class(self, index, handle, desc, arch)

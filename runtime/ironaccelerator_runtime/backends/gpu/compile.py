@@ -10,7 +10,7 @@ from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.backends.gpu.api import GpuApi
 from ironaccelerator_runtime.backends.gpu.args import _c_string
 from ironaccelerator_runtime.backends.gpu.tables import GpuTables
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 
 
 _PTX = re.compile(rb"^\s*\.(version\s+\d|target\s|(visible\s+|weak\s+)?entry\s)", re.M)
@@ -23,8 +23,9 @@ def classify_image(data: str | bytes, backend: str = "") -> str:
     (``backend``: the backend named in the error for an empty image)."""
     raw = data.encode() if isinstance(data, str) else bytes(data)
     if not raw.strip(b"\0 \t\r\n"):
-        raise Error(ErrorKind.INVALID_VALUE, "load_module needs source or a binary, got nothing", backend=backend,
-                    function="Device.load_module")
+        raise fail(ErrorKind.INVALID_VALUE, "Device.load_module",
+                   "Device.load_module needs source or a binary, got nothing",
+                   backend)
     if raw.startswith(b"\x7fELF"):
         return "elf"
     if raw.startswith(_FATBIN_MAGIC):
@@ -41,8 +42,8 @@ def _image_bytes(v: Any, backend: str, function: str = "Device.load_module") -> 
         try:
             return v.encode()
         except UnicodeEncodeError as e:
-            raise Error(ErrorKind.INVALID_VALUE, f"{function}: the source is not valid UTF-8 text ({e})",
-                        backend=backend, function=function) from None
+            raise fail(ErrorKind.INVALID_VALUE, function, f"the source is not valid UTF-8 text ({e})",
+                       backend) from None
     if isinstance(v, (bytes, bytearray, memoryview)):
         if type(v) is memoryview and "O" in v.format:
             raise TypeError(f"{function}: a buffer of Python objects is not a code image")
@@ -61,9 +62,9 @@ def compiler_version(api: GpuApi) -> tuple[int, int]:
 
 
 def _no_compiler(tables: GpuTables, function: str) -> Error:
-    return Error(ErrorKind.UNSUPPORTED, f"{tables.name} has no runtime compiler bound: compile offline and pass "
-                 f"load_module a code object ({', '.join(tables.module_formats)})", backend=tables.name,
-                 function=function)
+    return fail(ErrorKind.UNSUPPORTED, function,
+                f"{tables.name} has no runtime compiler bound: compile offline and pass "
+                f"load_module a code object ({', '.join(tables.module_formats)})", tables)
 
 
 def _program_text(api: GpuApi, prog: Any, size_role: str, text_role: str) -> bytes:
@@ -96,8 +97,7 @@ def compile_program(api: GpuApi, source: str | bytes, arch: str, options: Sequen
         raise _no_compiler(api.tables, "compile_source")
     src = _image_bytes(source, backend, "compile_source")
     if b"\0" in src.rstrip(b"\0"):
-        raise Error(ErrorKind.INVALID_VALUE, "compile_source: the source contains a NUL byte", backend=backend,
-                    function="compile_source")
+        raise fail(ErrorKind.INVALID_VALUE, "compile_source", "the source contains a NUL byte", backend)
     if isinstance(options, (str, bytes)):
         raise TypeError("compile_source: options must be a sequence of str, not a single "
                         f"{type(options).__name__}")
@@ -108,8 +108,8 @@ def compile_program(api: GpuApi, source: str | bytes, arch: str, options: Sequen
              *(_c_string(o, "option", "compile_source", backend) for o in options)]
     exprs = [_c_string(x, "name expression", "compile_source", backend) for x in name_expressions]
     if exprs and api.program_add_name is None:
-        raise Error(ErrorKind.UNSUPPORTED, f"compile_source: {backend}'s compiler has no name expressions bound",
-                    backend=backend, function="compile_source")
+        raise fail(ErrorKind.UNSUPPORTED, "compile_source", f"{backend}'s compiler has no name expressions bound",
+                   backend)
     prog_name = _c_string(name, "name", "compile_source", backend)
     api.require("program_create")
     ffi = api.compiler_ffi

@@ -16,7 +16,7 @@ from ironaccelerator_runtime.backends.gpu.memory import GpuAllocation, _Imported
 from ironaccelerator_runtime.backends.gpu.module import GpuModule
 from ironaccelerator_runtime.backends.gpu.pool import GpuStreamOrderedPool
 from ironaccelerator_runtime.backends.gpu.stream import GpuStream
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import (
     CompileOptions, Device, DeviceDescriptor, IpcHandle, MemoryPool, Result, _SIZE_MAX, check_size, compile_options,
     compiler_log, unsupported,
@@ -122,21 +122,19 @@ class GpuDevice(Device):
                 role, out = "managed_alloc", ffi.new(api.tables.types["deviceptr"] + " *")
                 code = api.managed_alloc(out, nbytes, api.tables.const("managed_flags"))
             else:
-                return Error(ErrorKind.INVALID_VALUE, f"{kind!r} is not a MemoryKind", backend=api.name,
-                             function="Device.alloc")
+                return fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"{kind!r} is not a MemoryKind", api)
         except Error as e:
             return e.with_traceback(None)  # (a value: its frames would hold their objects)
         except (OverflowError, TypeError) as e:  # ex) a negative size: cffi refuses it before the call
-            return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=api.name,
-                         function="Device.alloc")
+            return fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"cannot allocate {nbytes!r} bytes: {e}", api)
         if code:
             return api.error(code, role, f"{nbytes} bytes of {kind.name} memory requested; the device has "
                              f"{self.descriptor.total_memory} bytes in all")
         return self._allocation(self, out[0], nbytes, kind)
 
     def _unsupported(self, kind: MemoryKind) -> Error:
-        return Error(ErrorKind.UNSUPPORTED, f"{kind.name} memory is not supported by the {self.api.name} backend",
-                     backend=self.api.name, function="Device.alloc")
+        return fail(ErrorKind.UNSUPPORTED, "Device.alloc",
+                    f"{kind.name} memory is not supported by the {self.api.name} backend", self.api)
 
     # interop: stream handles of other libraries, and foreign memory (Device.from_dlpack)
     def _stream_handle(self, stream: Any, what: str) -> int | None:
@@ -178,9 +176,9 @@ class GpuDevice(Device):
         kinds.update({dlpack.KDL_CUDA_HOST: MemoryKind.HOST_PINNED, dlpack.KDL_CUDA_MANAGED: MemoryKind.UNIFIED}
                      if cuda else {dlpack.KDL_ROCM_HOST: MemoryKind.HOST_PINNED})
         if device[0] == dlpack.KDL_CPU:
-            raise Error(ErrorKind.UNSUPPORTED, f"{what}: pageable host memory (kDLCPU) cannot be used by a "
-                        f"{self.kind.name} device without registering it, which this backend does not do: copy it "
-                        "into an allocation (Stream.copy_from_host)", backend=self.kind.name, function=what)
+            raise fail(ErrorKind.UNSUPPORTED, what, "pageable host memory (kDLCPU) cannot be used by a "
+                       f"{self.kind.name} device without registering it, which this backend does not do: copy it "
+                       "into an allocation (Stream.copy_from_host)", self)
         kind = kinds.get(device[0])
         if kind is None or device[1] != self.descriptor.id.index:
             raise dlpack.wrong_device(what, self.kind, device, f"{self.descriptor.id} (DLPack device "
@@ -276,18 +274,15 @@ class GpuDevice(Device):
         if api.ipc_open is None:
             raise unsupported(self.kind, what)
         if handle.backend is not self.kind:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {handle!r} is not a {self.kind.name} handle", backend=api.name,
-                        function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"{handle!r} is not a {self.kind.name} handle", api)
         ctype = api.tables.types["ipc_handle"]
         size = ffi.sizeof(ctype)
         if not isinstance(handle.data, bytes) or len(handle.data) != size:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: the handle's data must be the {size} bytes of a {ctype}",
-                        backend=api.name, function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"the handle's data must be the {size} bytes of a {ctype}", api)
         nbytes = check_size(handle.nbytes, "the handle's nbytes", what, self.kind)
         if handle.pid == os.getpid():
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {handle!r} was exported by this process; {api.name} opens "
-                        "an IPC handle only in another process (use the allocation itself)", backend=api.name,
-                        function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"{handle!r} was exported by this process; {api.name} opens "
+                       "an IPC handle only in another process (use the allocation itself)", api)
         self.activate()
         native = ffi.new(ctype + " *")
         ffi.memmove(native, handle.data, size)
@@ -371,16 +366,17 @@ class GpuDevice(Device):
         data = _image_bytes(source_or_binary, backend)
         fmt = classify_image(data, backend)
         if fmt not in formats:
-            raise Error(ErrorKind.UNSUPPORTED, f"the {backend} backend cannot load {fmt} (it takes: "
-                        f"{', '.join(formats)})", backend=backend, function="Device.load_module")
+            raise fail(ErrorKind.UNSUPPORTED, "Device.load_module",
+                       f"the {backend} backend cannot load {fmt} (it takes: "
+                       f"{', '.join(formats)})", backend)
         if fmt in ("ptx", "source") and b"\0" in data.rstrip(b"\0"):
-            raise Error(ErrorKind.INVALID_VALUE, f"Device.load_module: {fmt} text contains a NUL byte (the driver "
-                        "would read only the text before it)", backend=backend, function="Device.load_module")
+            raise fail(ErrorKind.INVALID_VALUE, "Device.load_module", f"{fmt} text contains a NUL byte (the driver "
+                       "would read only the text before it)", backend)
         if fmt == "source":
             return self._compile(data, opts, cache)
         if opts:
-            raise Error(ErrorKind.UNSUPPORTED, f"Device.load_module: compile options apply to source; a {fmt} image "
-                        "is already compiled", backend=backend, function="Device.load_module")
+            raise fail(ErrorKind.UNSUPPORTED, "Device.load_module", f"compile options apply to source; a {fmt} image "
+                       "is already compiled", backend)
         return self.module_class(self, data)
 
     def _cache_identity(self) -> str:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.backends.gpu.context import _destroy
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import fail
 from ironaccelerator_runtime.traits import Event, InFlight
 
 if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
@@ -46,8 +46,9 @@ class GpuEvent(Event):
 
     def elapsed_ms(self, end: Event) -> float:
         if not (isinstance(end, GpuEvent) and end.api is self.api):  # (the same api: the same vendor)
-            raise Error(ErrorKind.INVALID_VALUE, f"elapsed_ms needs another {self.api.name} event",
-                        backend=self.api.name, function="Event.elapsed_ms")
+            raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms",
+                       f"Event.elapsed_ms needs another {self.api.name} event",
+                       self.api)
         self.synchronize()
         end.synchronize()
         out = self.api.ffi.new("float *")

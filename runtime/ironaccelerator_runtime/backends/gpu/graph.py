@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.backends.gpu.api import GpuApi
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import fail
 from ironaccelerator_runtime.traits import Graph, Stream
 
 if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
@@ -41,11 +41,10 @@ class GpuGraph(Graph):
         # Replay the recorded work on ``stream`` (default: the stream it was captured on).
         s = self.stream if stream is None else stream
         if not isinstance(s, GpuStream) or s.device is not self.device:
-            raise Error(ErrorKind.INVALID_VALUE, f"Graph.launch: {s!r} is not a stream of {self.device.descriptor.id}",
-                        backend=self.api.name, function="Graph.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Graph.launch", f"{s!r} is not a stream of {self.device.descriptor.id}",
+                       self.api)
         if self.exec is None:
-            raise Error(ErrorKind.INVALID_HANDLE, "Graph.launch: the graph is closed or was never captured",
-                        backend=self.api.name, function="Graph.launch")
+            raise fail(ErrorKind.INVALID_HANDLE, "Graph.launch", "the graph is closed or was never captured", self.api)
         if self.device._closed:
             raise self.device._closed_error("Graph.launch")
         self.device.activate()

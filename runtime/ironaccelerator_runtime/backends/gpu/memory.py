@@ -9,7 +9,7 @@ from ironaccelerator._core import BackendKind, DType, ErrorKind, MemoryKind
 from ironaccelerator_runtime import dlpack
 from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
 from ironaccelerator_runtime.backends.gpu.context import _TLS
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice, IpcHandle, Result, unsupported
 
 if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
@@ -63,8 +63,7 @@ class GpuAllocation(Allocation):
     # Allocation.free and free_unchecked, with _release inline for device memory of the current device
     def free(self) -> None:
         if self._freed:
-            raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
-                        function="Allocation.free")
+            raise fail(ErrorKind.INVALID_HANDLE, "Allocation.free", f"{self!r} was already freed", self.device)
         device = self.device
         if self.kind is MemoryKind.DEVICE and getattr(_TLS, "key", None) == device._key:
             self._freed = True
@@ -81,8 +80,8 @@ class GpuAllocation(Allocation):
 
     def free_unchecked(self) -> Result[None]:
         if self._freed:  # one flag test: releasing the vendor handle twice is undefined behaviour (a crash)
-            return Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.device.kind.name,
-                         function="Allocation.free_unchecked")
+            return fail(ErrorKind.INVALID_HANDLE, "Allocation.free_unchecked", f"{self!r} was already freed",
+                        self.device)
         device = self.device
         if self.kind is MemoryKind.DEVICE and getattr(_TLS, "key", None) == device._key:
             self._freed = True
@@ -117,8 +116,8 @@ class GpuAllocation(Allocation):
         if api.ipc_get is None:
             raise unsupported(device.kind, what)
         if self.kind is not MemoryKind.DEVICE:
-            raise Error(ErrorKind.UNSUPPORTED, f"{what}: {self.kind.name} memory has no {api.name} IPC handle; export "
-                        "DEVICE memory (Device.alloc)", backend=api.name, function=what)
+            raise fail(ErrorKind.UNSUPPORTED, what, f"{self.kind.name} memory has no {api.name} IPC handle; export "
+                       "DEVICE memory (Device.alloc)", api)
         device.activate()
         out = api.ffi.new(api.tables.types["ipc_handle"] + " *")
         api.check(api.ipc_get(out, self.dptr), "ipc_get")
@@ -232,8 +231,8 @@ class _ImportedMemory:
     free_unchecked = Allocation.free_unchecked
 
     def export_ipc(self) -> IpcHandle:
-        raise Error(ErrorKind.UNSUPPORTED, "Allocation.export_ipc: memory imported from another library is not this "
-                    "backend's to export", backend=self.device.kind.name, function="Allocation.export_ipc")  # type: ignore[attr-defined]
+        raise fail(ErrorKind.UNSUPPORTED, "Allocation.export_ipc", "memory imported from another library is not this "
+                   "backend's to export", self.device)  # type: ignore[attr-defined]
 
 
 class _IpcMemory:
@@ -254,9 +253,8 @@ class _IpcMemory:
     free_unchecked = Allocation.free_unchecked
 
     def export_ipc(self) -> IpcHandle:
-        raise Error(ErrorKind.UNSUPPORTED, "Allocation.export_ipc: memory opened from an IPC handle is the exporting "
-                    "process's: pass its handle on instead", backend=self.device.kind.name,  # type: ignore[attr-defined]
-                    function="Allocation.export_ipc")
+        raise fail(ErrorKind.UNSUPPORTED, "Allocation.export_ipc", "memory opened from an IPC handle is the exporting "
+                   "process's: pass its handle on instead", self.device)  # type: ignore[attr-defined]
 
 
 _MIXED: dict[tuple[type, type], type] = {}

@@ -9,7 +9,7 @@ from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
 from ironaccelerator_runtime.backends.gpu.args import _ArgPlan, _MAX_PLANS, _arg_plan, _c_string
 from ironaccelerator_runtime.backends.gpu.context import _destroy
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import Kernel, KernelAttributes, Module, check_size
 
 if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
@@ -92,7 +92,7 @@ class GpuKernel(Kernel):
                 # INVALID_HANDLE of CUDA_ERROR_NOT_FOUND, which names a handle that was not found)
                 raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: no kernel {name!r} in this module ({err}); a "
                             "C++ kernel needs extern \"C\" or its name expression in load_module(name_expressions=)",
-                            code=code, backend=api.name, function=err.function)
+                            backend=api.name, function=err.function, code=code)
             raise err
         self.handle = out[0]
         self._address = _address(self.handle)
@@ -125,8 +125,7 @@ class GpuKernel(Kernel):
         api = self.api
         threads = check_size(block_threads, "block_threads", what, api.name)
         if threads > 2**31 - 1:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: block_threads={threads} is not an int", backend=api.name,
-                        function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"block_threads={threads} is not an int", api)
         shared = check_size(dynamic_shared_mem, "dynamic_shared_mem", what, api.name, minimum=0)
         self.module.device.activate()
         out = api.ffi.new("int *")

@@ -10,7 +10,7 @@ from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
 from ironaccelerator_runtime.backends.gpu.context import _ContextRef, _TLS, _make_current
 from ironaccelerator_runtime.backends.gpu.memory import GpuAllocation
 from ironaccelerator_runtime.backends.gpu.stream import GpuStream
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import (
     Allocation, IpcHandle, MemoryPool, PoolStats, Result, Stream, _SIZE_MAX, check_size,
 )
@@ -72,14 +72,13 @@ class GpuPoolAllocation(GpuAllocation):
 
     def export_ipc(self) -> IpcHandle:
         self._check_live("Allocation.export_ipc")
-        raise Error(ErrorKind.UNSUPPORTED, f"Allocation.export_ipc: {self!r} comes from a stream-ordered pool, whose "
-                    "memory has no IPC handle (pool export is not bound): allocate with Device.alloc to export",
-                    backend=self.pool.api.name, function="Allocation.export_ipc")
+        raise fail(ErrorKind.UNSUPPORTED, "Allocation.export_ipc", f"{self!r} comes from a stream-ordered pool, whose "
+                   "memory has no IPC handle (pool export is not bound): allocate with Device.alloc to export",
+                   self.pool.api)
 
     def free(self) -> None:  # _release inline (the pool's hot path)
         if self._freed:
-            raise Error(ErrorKind.INVALID_HANDLE, f"{self!r} was already freed", backend=self.pool.api.name,
-                        function="Allocation.free")
+            raise fail(ErrorKind.INVALID_HANDLE, "Allocation.free", f"{self!r} was already freed", self.pool.api)
         self._freed = True
         pool = self.pool
         if getattr(_TLS, "key", None) != pool._device_key:
@@ -191,8 +190,7 @@ class GpuStreamOrderedPool(MemoryPool):
     def _memory_error(self, memory: Allocation, code: int | None, function: str) -> Error:
         """The Error of a compiled allocation's failed free (``code``), or of freeing it twice (None)."""
         if code is None:
-            return Error(ErrorKind.INVALID_HANDLE, f"{memory!r} was already freed", backend=self.api.name,
-                         function=function)
+            return fail(ErrorKind.INVALID_HANDLE, function, f"{memory!r} was already freed", self.api)
         return self.api.error(code, "pool_free")
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> GpuPoolAllocation:
@@ -201,8 +199,9 @@ class GpuStreamOrderedPool(MemoryPool):
             nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", self.device.kind)
         if stream is not None and not ((type(stream) is self._stream_type or isinstance(stream, self._stream_type))
                                        and stream.device is self.device):
-            raise Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc needs a {self.api.name} stream of "
-                        f"{self.device!r}, not {stream!r}", backend=self.api.name, function="MemoryPool.alloc")
+            raise fail(ErrorKind.INVALID_VALUE, "MemoryPool.alloc",
+                       f"MemoryPool.alloc needs a {self.api.name} stream of "
+                       f"{self.device!r}, not {stream!r}", self.api)
         a = self.alloc_unchecked(nbytes, stream)
         if isinstance(a, Error):
             raise a
@@ -234,14 +233,12 @@ class GpuStreamOrderedPool(MemoryPool):
         except Error as e:
             return e.with_traceback(None)  # (a value: its frames would hold their objects)
         except (OverflowError, TypeError) as e:  # not a size_t
-            return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=self.api.name,
-                         function="MemoryPool.alloc")
+            return fail(ErrorKind.INVALID_VALUE, "MemoryPool.alloc", f"cannot allocate {nbytes!r} bytes: {e}", self.api)
         except AttributeError:
             if isinstance(stream, self._stream_type):
                 raise
-            return Error(ErrorKind.INVALID_VALUE, f"MemoryPool.alloc_unchecked: stream must be None or a "
-                         f"{self.api.name} stream, not {stream!r:.80}", backend=self.api.name,
-                         function="MemoryPool.alloc_unchecked")
+            return fail(ErrorKind.INVALID_VALUE, "MemoryPool.alloc_unchecked", "stream must be None or a "
+                        f"{self.api.name} stream, not {stream!r:.80}", self.api)
 
     def _try(self, nbytes: int, st: GpuStream, unordered: bool = False) -> GpuPoolAllocation | int:
         """One allocation on ``st`` (the device current): the allocation, or the driver's status.  ``unordered``

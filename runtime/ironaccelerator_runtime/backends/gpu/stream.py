@@ -16,7 +16,7 @@ from ironaccelerator_runtime.backends.gpu.event import GpuEvent
 from ironaccelerator_runtime.backends.gpu.graph import GpuGraph
 from ironaccelerator_runtime.backends.gpu.memory import _offset_ptr
 from ironaccelerator_runtime.backends.gpu.module import GpuKernel
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import (
     Allocation, CopyRegion, Event, InFlight, KernelLaunch, LaunchDims, Result, Scalar, Stream, check_span, device_span,
     fill_pattern, host_span, host_view, not_a_launch, unsupported,
@@ -111,8 +111,8 @@ class GpuStream(Stream):
                                   self._kind, to_device=True)
             dptr = self._at(dptr, at)
         elif n > dst.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_from_host: {view.nbytes} bytes do not fit in {dst!r}",
-                        backend=self.api.name, function="Stream.copy_from_host")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.copy_from_host", f"{view.nbytes} bytes do not fit in {dst!r}",
+                       self.api)
         self.device.activate()
         ptr = self._ffi.from_buffer(view)
         code = self._htod(dptr, ptr + so if so else ptr, n, self.handle)
@@ -130,8 +130,8 @@ class GpuStream(Stream):
                                   to_device=False)
             dptr = self._at(dptr, at)
         elif n > src.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.copy_to_host: {view.nbytes} bytes is more than {src!r} "
-                        "holds", backend=self.api.name, function="Stream.copy_to_host")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.copy_to_host", f"{view.nbytes} bytes is more than {src!r} "
+                       "holds", self.api)
         self.device.activate()
         ptr = self._ffi.from_buffer(view, require_writable=True)
         code = self._dtoh(ptr + do if do else ptr, dptr, n, self.handle)
@@ -202,9 +202,8 @@ class GpuStream(Stream):
             if region.dims == 3:
                 p.Depth = region.depth
         except OverflowError:  # a field narrower than size_t (HIP 5.2's HIP_MEMCPY3D: unsigned int)
-            raise Error(ErrorKind.INVALID_VALUE, f"{function}: a size, pitch or offset does not fit the "
-                        f"{api.tables.types[role + '_params']} fields of the {api.name} backend",
-                        backend=api.name, function=function) from None
+            raise fail(ErrorKind.INVALID_VALUE, function, "a size, pitch or offset does not fit the "
+                       f"{api.tables.types[role + '_params']} fields of the {api.name} backend", api) from None
         self.device.activate()
         code = fn(p, self.handle)
         if code:
@@ -222,8 +221,7 @@ class GpuStream(Stream):
         index = self.device.index
         if to is not None and not host:
             if not isinstance(to, GpuDevice) or to.api is not api:
-                raise Error(ErrorKind.INVALID_VALUE, f"{function}: to={to!r} is not a {api.name} device",
-                            backend=api.name, function=function)
+                raise fail(ErrorKind.INVALID_VALUE, function, f"to={to!r} is not a {api.name} device", api)
             to._check_open(function)
             index = to.index
         if not n:
@@ -261,8 +259,8 @@ class GpuStream(Stream):
         elif max(g + b) > _UINT_MAX or min(g + b) < 0 or not 0 <= dims.shared_mem <= _UINT_MAX:
             # unchecked: what the launch function's unsigned int parameters cannot hold is still an Error (cffi
             # would raise OverflowError), never a truncated size
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: {dims} does not fit the launch's "
-                        "unsigned int dimensions", backend=self.api.name, function="Stream.launch_unchecked")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch_unchecked", f"{dims} does not fit the launch's "
+                       "unsigned int dimensions", self.api)
         out = (g[0], g[1], g[2], b[0], b[1], b[2], dims.shared_mem)
         self._dims = (dims, out, check)
         return out
@@ -357,8 +355,7 @@ class GpuStream(Stream):
             code = self._launch(*last[1])
         else:
             if not isinstance(kernel, self._kernel_type):
-                raise Error(ErrorKind.INVALID_VALUE, f"not a {self.api.name} kernel", backend=self.api.name,
-                            function="Stream.launch")
+                raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"not a {self.api.name} kernel", self.api)
             code = self._issue(launch, kernel, True)
         if code:
             self._raise_launch(code, kernel, launch_dims)
@@ -373,8 +370,8 @@ class GpuStream(Stream):
         except (TypeError, ValueError):
             raise not_a_launch(launch, "Stream.launch_unchecked") from None
         if type(kernel) is not self._kernel_type and not isinstance(kernel, self._kernel_type):
-            return Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: {kernel!r:.80} is not a {self.api.name} "
-                         "kernel", backend=self.api.name, function="Stream.launch_unchecked")
+            return fail(ErrorKind.INVALID_VALUE, "Stream.launch_unchecked", f"{kernel!r:.80} is not a {self.api.name} "
+                        "kernel", self.api)
         fast = self._launch_packed
         try:
             code = None
@@ -414,7 +411,7 @@ class GpuStream(Stream):
         if api.launch_ex is None:
             raise dims.options_error(self._kind, what)
         if not isinstance(kernel, self._kernel_type):
-            raise Error(ErrorKind.INVALID_VALUE, f"not a {api.name} kernel", backend=api.name, function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"not a {api.name} kernel", api)
         device = self.device
         if device._closed:
             raise device._closed_error(what)
@@ -425,9 +422,8 @@ class GpuStream(Stream):
                                    (dims.cluster is not None, CapabilityFlags.THREAD_BLOCK_CLUSTERS,
                                     "thread-block clusters")):
                 if on and flag not in flags:
-                    raise Error(ErrorKind.UNSUPPORTED, f"{what}: {name} is not supported by {device.descriptor.name} "
-                                f"({device.descriptor.id}: its Capability lacks {flag.name})", backend=api.name,
-                                function=what)
+                    raise fail(ErrorKind.UNSUPPORTED, what, f"{name} is not supported by {device.descriptor.name} "
+                               f"({device.descriptor.id}: its Capability lacks {flag.name})", api)
         args, sizes = launch[2], kernel.param_sizes
         if sizes is not None and len(args) != len(sizes):  # checked or not (a missing argument: stale memory)
             raise _count_error(api.name, len(sizes), len(args), kernel.name, what)
@@ -523,8 +519,8 @@ class GpuStream(Stream):
 
     def wait_event(self, event: Event) -> None:
         if not (isinstance(event, GpuEvent) and event.api is self.api):  # (the same api: the same vendor)
-            raise Error(ErrorKind.INVALID_VALUE, f"wait_event needs a {self.api.name} event", backend=self.api.name,
-                        function="Stream.wait_event")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", f"Stream.wait_event needs a {self.api.name} event",
+                       self.api)
         if self.device._closed or event.device._closed:
             raise (self.device if self.device._closed else event.device)._closed_error("Stream.wait_event")
         self.api.check(self.api.stream_wait_event(self.handle, event.handle, 0), "stream_wait_event")

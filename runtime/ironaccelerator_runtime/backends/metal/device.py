@@ -10,7 +10,7 @@ import weakref
 from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import (
     _SIZE_MAX, Allocation, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Result, compile_options,
 )
@@ -93,8 +93,7 @@ class MetalBackend(Backend):
         i = self._index(device_id)
         descs = self.devices()
         if not 0 <= i < len(descs):
-            raise Error(ErrorKind.INVALID_VALUE, f"no Metal device {i} ({len(descs)} found)", backend=_NAME,
-                        function="Backend.open")
+            raise fail(ErrorKind.INVALID_VALUE, "Backend.open", f"no Metal device {i} ({len(descs)} found)", _NAME)
         handles = self._handles()
         try:
             dev = handles.pop(i)
@@ -129,17 +128,16 @@ class MetalDevice(Device):
         else:
             why = "the device has no unified memory" if kind is MemoryKind.UNIFIED else "Metal buffers are DEVICE " \
                   "(private storage) or UNIFIED (shared storage)"
-            return Error(ErrorKind.UNSUPPORTED, f"Device.alloc({kind!r}): {why}", backend=_NAME,
-                         function="Device.alloc")
+            return fail(ErrorKind.UNSUPPORTED, "Device.alloc", f"Device.alloc({kind!r}): {why}", _NAME)
         limit = self.descriptor.limits.max_alloc
         if limit is not None and nbytes > limit:
-            return Error(ErrorKind.INVALID_VALUE, f"Device.alloc: {nbytes} bytes exceed the device's maxBufferLength "
-                         f"({limit})", backend=_NAME, function="Device.alloc")
+            return fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"{nbytes} bytes exceed the device's maxBufferLength "
+                        f"({limit})", _NAME)
         a = self.api
         h = a.U.MTLDevice_newBufferWithLength_options_(self.handle.handle, nbytes, options)
         if h == a.NULL:
-            return Error(ErrorKind.OUT_OF_MEMORY, f"Device.alloc: newBufferWithLength:{nbytes} options:{options} "
-                         f"returned nil (max_alloc {limit})", backend=_NAME, function="Device.alloc")
+            return fail(ErrorKind.OUT_OF_MEMORY, "Device.alloc", f"newBufferWithLength:{nbytes} options:{options} "
+                        f"returned nil (max_alloc {limit})", _NAME)
         return MetalAllocation(self, h, nbytes, kind, tracked)
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> MetalAllocation:
@@ -159,9 +157,8 @@ class MetalDevice(Device):
     def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
         """Foreign memory is refused: an ``MTLBuffer`` over it needs ``newBufferWithBytesNoCopy:`` on
         page-aligned memory (with a deallocator block), which this backend does not wrap."""
-        raise Error(ErrorKind.UNSUPPORTED, f"{what}: Metal buffers over foreign memory (newBufferWithBytesNoCopy) "
-                    "are not supported: copy it into an allocation (Stream.copy_from_host)", backend="METAL",
-                    function=what)
+        raise fail(ErrorKind.UNSUPPORTED, what, "Metal buffers over foreign memory (newBufferWithBytesNoCopy) "
+                   "are not supported: copy it into an allocation (Stream.copy_from_host)", "METAL")
 
     def create_stream(self) -> MetalStream:
         self._check_open("Device.create_stream")
@@ -199,37 +196,37 @@ class MetalDevice(Device):
             Metal (on Linux, the simulated device's "compiler").
         """
         if compile_options(options, defines, include_dirs, name_expressions, _NAME):
-            raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: compile options (options, defines, include_dirs, "
-                        "name_expressions) are not supported by the Metal backend yet (preprocessorMacros needs "
-                        "an NSDictionary, not bound)", backend=_NAME, function="Device.load_module")
+            raise fail(ErrorKind.UNSUPPORTED, "Device.load_module", "compile options (options, defines, include_dirs, "
+                       "name_expressions) are not supported by the Metal backend yet (preprocessorMacros needs "
+                       "an NSDictionary, not bound)", _NAME)
         self._check_open("Device.load_module")
         if not isinstance(source_or_binary, str):
-            raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: the Metal backend takes Metal Shading Language "
-                        f"source (str), not {type(source_or_binary).__name__} (metallib bytes need "
-                        "newLibraryWithData:error:, not bound yet)", backend=_NAME, function="Device.load_module")
+            raise fail(ErrorKind.UNSUPPORTED, "Device.load_module", "the Metal backend takes Metal Shading Language "
+                       f"source (str), not {type(source_or_binary).__name__} (metallib bytes need "
+                       "newLibraryWithData:error:, not bound yet)", _NAME)
         a = self.api
         from ironaccelerator_runtime.objc import NSErrorError
 
         text = source_or_binary
         nul = text.find("\0")
         if nul >= 0:  # refused as on every backend (the Objective-C string would end there)
-            raise Error(ErrorKind.INVALID_VALUE, f"Device.load_module: the source holds a NUL character at "
-                        f"character {nul} (the compiler would stop reading there)", backend=_NAME,
-                        function="Device.load_module")
+            raise fail(ErrorKind.INVALID_VALUE, "Device.load_module", "the source holds a NUL character at "
+                       f"character {nul} (the compiler would stop reading there)", _NAME)
         src = a.nsstring(text)  # INVALID_VALUE for lone surrogates
         mtl_options = a.M.MTLCompileOptions.new()
         try:
             library = self.handle.newLibraryWithSource_options_error_(src, mtl_options)
         except NSErrorError as e:
-            raise Error(e.kind, f"Metal newLibraryWithSource:options:error: failed ({e.domain} {e.code}); compiler "
-                        f"log:\n{e.localized_description}", code=e.code, backend=_NAME,
-                        function="Device.load_module") from None
+            raise fail(e.kind, "Device.load_module",
+                       f"Metal newLibraryWithSource:options:error: failed ({e.domain} {e.code}); compiler "
+                       f"log:\n{e.localized_description}", _NAME, code=e.code) from None
         finally:
             src.close()
             mtl_options.close()
         if library is None:
-            raise Error(ErrorKind.COMPILE_FAILED, "Metal newLibraryWithSource:options:error: returned nil without "
-                        "an error (compiler log: none)", backend=_NAME, function="Device.load_module")
+            raise fail(ErrorKind.COMPILE_FAILED, "Device.load_module",
+                       "Metal newLibraryWithSource:options:error: returned nil without "
+                       "an error (compiler log: none)", _NAME)
         return MetalModule(self, a.cast(library, a.M.MTLLibrary), text)
 
     def synchronize(self) -> None:

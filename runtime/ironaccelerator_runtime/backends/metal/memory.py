@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ironaccelerator._core import ErrorKind, MemoryKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import buffer_error, where
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation
 
@@ -49,18 +49,15 @@ def _buffer_of(x: Any, device: MetalDevice, what: str) -> tuple[Any, int]:
     INVALID_HANDLE if freed, INVALID_VALUE if not an allocation of this device."""
     if isinstance(x, (MetalAllocation, PooledAllocation)) and x.device is device:
         if x._freed or (type(x) is PooledAllocation and x.block._freed):
-            raise Error(ErrorKind.INVALID_HANDLE, f"{what}: {x!r} was freed", backend=_NAME, function=what)
+            raise fail(ErrorKind.INVALID_HANDLE, what, f"{x!r} was freed", _NAME)
         return x._bid, 0
     if type(x) is AllocationSlice and isinstance(x.parent, MetalAllocation) and x.device is device:
         if x._freed:
-            raise Error(ErrorKind.INVALID_HANDLE, f"{what}: the allocation of {x!r} was freed", backend=_NAME,
-                        function=what)
+            raise fail(ErrorKind.INVALID_HANDLE, what, f"the allocation of {x!r} was freed", _NAME)
         return x.parent._bid, x.offset
     if isinstance(x, Allocation):
-        raise Error(ErrorKind.INVALID_VALUE, f"{what}: {x!r} is not an allocation of {device.descriptor.id}",
-                    backend=_NAME, function=what)
-    raise Error(ErrorKind.INVALID_VALUE, f"{what}: expected an Allocation, not {type(x).__name__}", backend=_NAME,
-                function=what)
+        raise fail(ErrorKind.INVALID_VALUE, what, f"{x!r} is not an allocation of {device.descriptor.id}", _NAME)
+    raise fail(ErrorKind.INVALID_VALUE, what, f"expected an Allocation, not {type(x).__name__}", _NAME)
 
 
 def _arg_buffer(x: Any, device: MetalDevice, i: int, kernel: str, what: str) -> tuple[Any, int]:

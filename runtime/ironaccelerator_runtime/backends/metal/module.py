@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import fail
 from ironaccelerator_runtime.kernel_args import Param, arg_error, value_bytes, where
 from ironaccelerator_runtime.traits import Kernel, KernelAttributes, Module
 
@@ -98,13 +98,13 @@ class MetalModule(Module):
         finally:
             n.close()
         if fn is None:
-            raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: the Metal library has no function {name!r}",
-                        backend=_NAME, function="Module.kernel")
+            raise fail(ErrorKind.INVALID_VALUE, "Module.kernel", f"the Metal library has no function {name!r}", _NAME)
         try:
             pipeline = dev.handle.newComputePipelineStateWithFunction_error_(fn)
         except NSErrorError as e:
-            raise Error(e.kind, f"Module.kernel({name!r}): newComputePipelineStateWithFunction:error: failed: "
-                        f"{e.localized_description}", code=e.code, backend=_NAME, function="Module.kernel") from None
+            raise fail(e.kind, "Module.kernel",
+                       f"Module.kernel({name!r}): newComputePipelineStateWithFunction:error: failed: "
+                       f"{e.localized_description}", _NAME, code=e.code) from None
         finally:
             fn.close()
         pipeline = a.cast(pipeline, a.M.MTLComputePipelineState)

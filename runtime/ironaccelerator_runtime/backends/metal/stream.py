@@ -7,7 +7,7 @@ import threading
 from typing import Any, Callable
 
 from ironaccelerator._core import ErrorKind, MemoryKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import LocalMemory, local_error, shared_mem_error, where
 from ironaccelerator_runtime.traits import (
     Allocation, Event, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span, device_span,
@@ -74,16 +74,14 @@ class MetalEvent(Event):
             Metal only.
         """
         if not self.query():
-            raise Error(ErrorKind.NOT_READY, "Event.elapsed_ms: the event has not completed", backend=_NAME,
-                        function="Event.elapsed_ms")
+            raise fail(ErrorKind.NOT_READY, "Event.elapsed_ms", "the event has not completed", _NAME)
         U = self.stream._api.U
         U.MTLCommandBuffer_waitUntilCompleted(self._cb)  # signalled: completes at once
         return float(U.MTLCommandBuffer_GPUEndTime(self._cb))
 
     def elapsed_ms(self, end: Event) -> float:
         if not isinstance(end, MetalEvent):
-            raise Error(ErrorKind.INVALID_VALUE, f"Event.elapsed_ms: {end!r} is not a Metal event", backend=_NAME,
-                        function="Event.elapsed_ms")
+            raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", f"{end!r} is not a Metal event", _NAME)
         self.synchronize()  # a pending event is waited for, as on every backend (Event.elapsed_ms)
         end.synchronize()
         return (end.gpu_end_time() - self.gpu_end_time()) * 1000.0
@@ -185,8 +183,8 @@ class MetalStream(Stream):
             self._reap(False)
             msgs, self._failed = self._failed, []
         if msgs:
-            raise Error(ErrorKind.LAUNCH_FAILED, f"{what}: {len(msgs)} command buffer(s) failed: "
-                        + "; ".join(msgs), backend=_NAME, function=what)
+            raise fail(ErrorKind.LAUNCH_FAILED, what, f"{len(msgs)} command buffer(s) failed: "
+                       + "; ".join(msgs), _NAME)
 
     def _blit(self, encode: Callable[[Any, Any], None]) -> Any:
         """One command buffer with a blit encoder filled by ``encode(a, encoder)``, committed and kept."""
@@ -207,8 +205,7 @@ class MetalStream(Stream):
         a = self._api
         h = a.U.MTLDevice_newBufferWithLength_options_(self.device.handle.handle, nbytes, _SHARED)
         if h == a.NULL:
-            raise Error(ErrorKind.OUT_OF_MEMORY, f"{what}: no shared staging buffer of {nbytes} bytes", backend=_NAME,
-                        function=what)
+            raise fail(ErrorKind.OUT_OF_MEMORY, what, f"no shared staging buffer of {nbytes} bytes", _NAME)
         return h
 
     def _live(self, what: str) -> None:
@@ -282,8 +279,8 @@ class MetalStream(Stream):
         o, n = check_span(dst.nbytes, offset, nbytes, "dst", what, _KIND, width=w)
         pattern = v.to_bytes(w, "little")
         if pattern != pattern[:1] * w:
-            raise Error(ErrorKind.UNSUPPORTED, f"{what}: Metal's blit encoder fills bytes; the {w}-byte pattern "
-                        f"{v:#x} is not one byte repeated", backend=_NAME, function=what)
+            raise fail(ErrorKind.UNSUPPORTED, what, f"Metal's blit encoder fills bytes; the {w}-byte pattern "
+                       f"{v:#x} is not one byte repeated", _NAME)
         if n:
             self._blit(lambda a, enc: a.U.MTLBlitCommandEncoder_fillBuffer_range_value_(enc, d, (base + o, n),
                                                                                          pattern[0]))
@@ -296,8 +293,8 @@ class MetalStream(Stream):
         except (TypeError, ValueError):
             raise not_a_launch(launch, what) from None
         if not isinstance(kernel, MetalKernel) or kernel.device is not self.device:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {kernel!r} is not a kernel of {self.device.descriptor.id}",
-                        backend=_NAME, function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"{kernel!r} is not a kernel of {self.device.descriptor.id}",
+                       _NAME)
         if not isinstance(dims, LaunchDims):
             raise TypeError(f"{what}: dims must be LaunchDims, not {type(dims).__name__}")
         if dims.cooperative or dims.cluster is not None:  # (Metal has neither grid sync nor clusters)
@@ -306,12 +303,12 @@ class MetalStream(Stream):
             raise shared_mem_error(_NAME, what, dims.shared_mem)
         b = dims.block
         if b[0] * b[1] * b[2] > kernel.max_threads:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: a threadgroup of {b} has more than the pipeline's "
-                        f"maxTotalThreadsPerThreadgroup ({kernel.max_threads}) threads", backend=_NAME, function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"a threadgroup of {b} has more than the pipeline's "
+                       f"maxTotalThreadsPerThreadgroup ({kernel.max_threads}) threads", _NAME)
         slots = kernel.slots
         if slots is not None and len(args) != len(slots):
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {kernel.name} takes {len(slots)} arguments "
-                        f"([[buffer(i)]] parameters), got {len(args)}", backend=_NAME, function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"{kernel.name} takes {len(slots)} arguments "
+                       f"([[buffer(i)]] parameters), got {len(args)}", _NAME)
         packed: list[tuple[bool, int, Any]] = []  # (True, index, (buffer id, offset)) or (False, index, bytes)
         params = kernel._params
         device = self.device
@@ -414,14 +411,15 @@ class MetalStream(Stream):
             g, b = plan[1].grid, plan[1].block
             if max(g + b) > _NSUINTEGER_MAX:  # MTLSize cannot hold it: refused before the encoder is made (one
                 # left without endEncoding would be released mid-encoding)
-                return Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: grid={g}, block={b}: a dimension does "
-                             "not fit MTLSize (64-bit NSUInteger)", backend=_NAME, function="Stream.launch_unchecked")
+                return fail(ErrorKind.INVALID_VALUE, "Stream.launch_unchecked",
+                            f"grid={g}, block={b}: a dimension does "
+                            "not fit MTLSize (64-bit NSUInteger)", _NAME)
             limits, g = self.device.descriptor.limits, plan[1].grid
             if plan[1].threads > limits.max_work_items or g[0] > limits.max_grid[0] or g[1] > limits.max_grid[1] \
                     or g[2] > limits.max_grid[2]:  # (a few compares, on packing only: the device would try them all)
-                return Error(ErrorKind.INVALID_VALUE, f"Stream.launch_unchecked: {plan[1]} is more than the device "
-                             f"runs in one dispatch (DeviceLimits max_grid {limits.max_grid}, max_work_items "
-                             f"{limits.max_work_items})", backend=_NAME, function="Stream.launch_unchecked")
+                return fail(ErrorKind.INVALID_VALUE, "Stream.launch_unchecked", f"{plan[1]} is more than the device "
+                            f"runs in one dispatch (DeviceLimits max_grid {limits.max_grid}, max_work_items "
+                            f"{limits.max_work_items})", _NAME)
         self._encode(*plan, keep=False)  # a failure of its command buffer is not reported (as on the other backends)
         return None
 
@@ -448,8 +446,8 @@ class MetalStream(Stream):
         what = "Stream.wait_event"
         self._live(what)
         if not isinstance(event, MetalEvent) or event.device is not self.device:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: {event!r} is not an event of {self.device.descriptor.id}",
-                        backend=_NAME, function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, f"{event!r} is not an event of {self.device.descriptor.id}",
+                       _NAME)
         if event.stream is self:
             return  # in order already
         a = self._api

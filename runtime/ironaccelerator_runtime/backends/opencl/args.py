@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, value_bytes
 from ironaccelerator_runtime.traits import Allocation, PooledAllocation, Scalar
 
@@ -64,8 +64,8 @@ def _live_buffer(a: Allocation, what: str, device: OpenCLDevice | None = None) -
     if device is not None and (device._closed or block.device is not device):
         if device._closed:
             raise device._closed_error(what)
-        raise Error(ErrorKind.INVALID_VALUE, f"{what}: {a!r} belongs to another device (context) than the stream",
-                    backend="OPENCL", function=what)
+        raise fail(ErrorKind.INVALID_VALUE, what, f"{a!r} belongs to another device (context) than the stream",
+                   "OPENCL")
     return block.buffer  # type: ignore[attr-defined]
 
 
@@ -193,4 +193,4 @@ def _freed_error(a: Allocation, function: str = "Stream.launch") -> Error:
         a._check_live(function)
     except Error as e:
         return e.with_traceback(None)
-    return Error(ErrorKind.INVALID_HANDLE, f"{function}: {a!r} was freed", backend="OPENCL", function=function)
+    return fail(ErrorKind.INVALID_HANDLE, function, f"{a!r} was freed", "OPENCL")

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import (
     _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result, check_size,
     compile_options,
@@ -122,10 +122,10 @@ class OpenCLBackend(Backend):
         index = self._index(device_id)
         devs = self._enumerate()
         if not devs:
-            raise Error(ErrorKind.NO_DEVICE, "no OpenCL device found", backend="OPENCL", function="Backend.open")
+            raise fail(ErrorKind.NO_DEVICE, "Backend.open", "no OpenCL device found", "OPENCL")
         if not 0 <= index < len(devs):
-            raise Error(ErrorKind.INVALID_VALUE, f"OpenCL device {index} does not exist ({len(devs)} found)",
-                        backend="OPENCL", function="Backend.open")
+            raise fail(ErrorKind.INVALID_VALUE, "Backend.open",
+                       f"OpenCL device {index} does not exist ({len(devs)} found)", "OPENCL")
         handle, desc = devs[index]
         return OpenCLDevice(self, handle, desc)
 
@@ -235,14 +235,14 @@ class OpenCLDevice(Device):
         if kind is MemoryKind.UNIFIED and self._svm:
             return self._alloc_svm(nbytes, tracked)
         if flags is None:
-            return Error(ErrorKind.UNSUPPORTED, f"{getattr(kind, 'name', kind)} memory is not supported by the "
-                         "OpenCL backend", backend="OPENCL", function="Device.alloc")
+            return fail(ErrorKind.UNSUPPORTED, "Device.alloc",
+                        f"{getattr(kind, 'name', kind)} memory is not supported by the "
+                        "OpenCL backend", "OPENCL")
         null = self._null
         try:
             buf = self._create_buffer(self.context, flags, nbytes, null, null)  # no errcode_ret: NULL means failed
         except (OverflowError, TypeError) as e:  # not a size_t
-            return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend="OPENCL",
-                         function="Device.alloc")
+            return fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"cannot allocate {nbytes!r} bytes: {e}", "OPENCL")
         if not buf:  # failed: ask again for the reason (only the failing path pays for a cl_int *)
             err = self.api.ffi.new("cl_int *")
             buf = self._create_buffer(self.context, flags, nbytes, null, err)
@@ -260,12 +260,12 @@ class OpenCLDevice(Device):
         try:
             n = check_size(nbytes, "nbytes", what, _KIND)
         except (Error, TypeError) as e:
-            return e if isinstance(e, Error) else Error(ErrorKind.INVALID_VALUE, str(e), backend="OPENCL", function=what)
+            return e if isinstance(e, Error) else fail(ErrorKind.INVALID_VALUE, what, str(e), "OPENCL")
         p = api.raw.clSVMAlloc(self.context, cl.CL_MEM_READ_WRITE | cl.CL_MEM_SVM_FINE_GRAIN_BUFFER, n, 0)
         if p == self._null:
-            return Error(ErrorKind.OUT_OF_MEMORY, f"{what}: clSVMAlloc of {n} bytes of UNIFIED (fine-grained SVM) "
-                         f"memory failed; the device's largest allocation is {self.descriptor.limits.max_alloc} bytes",
-                         backend="OPENCL", function=what)
+            return fail(ErrorKind.OUT_OF_MEMORY, what, f"clSVMAlloc of {n} bytes of UNIFIED (fine-grained SVM) "
+                        f"memory failed; the device's largest allocation is {self.descriptor.limits.max_alloc} bytes",
+                        "OPENCL")
         err = api.ffi.new("cl_int *")
         buf = self._create_buffer(self.context, cl.CL_MEM_READ_WRITE | cl.CL_MEM_USE_HOST_PTR, n, p, err)
         if not buf:
@@ -278,9 +278,8 @@ class OpenCLDevice(Device):
     def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
         """Foreign memory is refused: a ``cl_mem`` over it would need ``CL_MEM_USE_HOST_PTR`` (host memory,
         which the implementation may still copy) or SVM pointers, neither of which this backend wraps."""
-        raise Error(ErrorKind.UNSUPPORTED, f"{what}: OpenCL buffers over foreign memory (CL_MEM_USE_HOST_PTR, SVM) "
-                    "are not supported: copy it into an allocation (Stream.copy_from_host)", backend="OPENCL",
-                    function=what)
+        raise fail(ErrorKind.UNSUPPORTED, what, "OpenCL buffers over foreign memory (CL_MEM_USE_HOST_PTR, SVM) "
+                   "are not supported: copy it into an allocation (Stream.copy_from_host)", "OPENCL")
 
     def create_stream(self) -> OpenCLStream:
         self._check_open("Device.create_stream")
@@ -318,8 +317,8 @@ class OpenCLDevice(Device):
         """
         opts = compile_options(options, defines, include_dirs, name_expressions, _KIND)
         if opts.name_expressions:
-            raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: name_expressions are not supported by the OpenCL "
-                        "backend (OpenCL C has no templates)", backend="OPENCL", function="Device.load_module")
+            raise fail(ErrorKind.UNSUPPORTED, "Device.load_module", "name_expressions are not supported by the OpenCL "
+                       "backend (OpenCL C has no templates)", "OPENCL")
         self._check_open("Device.load_module")
         return OpenCLModule(self, source_or_binary, opts, cache)
 

@@ -8,7 +8,7 @@ import weakref
 from typing import Any
 
 from ironaccelerator._core import ErrorKind, MemoryKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice
 
 from .device import OpenCLDevice
@@ -66,9 +66,8 @@ class OpenCLAllocation(Allocation):
                 api.info_int("clGetDeviceInfo", device.handle, cl.CL_DEVICE_MEM_BASE_ADDR_ALIGN, "cl_uint") // 8, 1)
         align = device._base_align
         if offset % align:
-            raise Error(ErrorKind.INVALID_VALUE, f"{what}: an OpenCL sub-buffer must start at a multiple of "
-                        f"{align} bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN) on this device, not at {offset}",
-                        backend="OPENCL", function=what)
+            raise fail(ErrorKind.INVALID_VALUE, what, "an OpenCL sub-buffer must start at a multiple of "
+                       f"{align} bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN) on this device, not at {offset}", "OPENCL")
         region = api.ffi.new("cl_buffer_region *", {"origin": offset, "size": nbytes})
         err = api.ffi.new("cl_int *")
         sub = api.raw.clCreateSubBuffer(self.buffer, 0, cl.CL_BUFFER_CREATE_TYPE_REGION, region, err)

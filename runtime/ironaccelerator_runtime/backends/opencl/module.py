@@ -10,7 +10,7 @@ from typing import Any
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime import kernel_cache
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import Param, arg_error, param_of
 from ironaccelerator_runtime.traits import CompileOptions, Kernel, KernelAttributes, Module, compiler_log
 
@@ -35,11 +35,11 @@ class OpenCLKernel(Kernel):
         try:
             cname = name.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: kernel name {name!r} is not valid UTF-8 ({e})",
-                        backend="OPENCL", function="Module.kernel") from None
+            raise fail(ErrorKind.INVALID_VALUE, "Module.kernel", f"kernel name {name!r} is not valid UTF-8 ({e})",
+                       "OPENCL") from None
         if b"\0" in cname:
-            raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: kernel name {name!r} contains a NUL character",
-                        backend="OPENCL", function="Module.kernel")
+            raise fail(ErrorKind.INVALID_VALUE, "Module.kernel", f"kernel name {name!r} contains a NUL character",
+                       "OPENCL")
         self.module: OpenCLModule = module
         self.name = name
         err = api.ffi.new("cl_int *")
@@ -153,9 +153,9 @@ class OpenCLModule(Module):
             raise TypeError(f"Device.load_module: source must be str or bytes, not {type(source).__name__}")
         nul = src.rstrip(b"\0").find(b"\0")
         if nul >= 0:  # clCreateProgramWithSource would read up to it: the rest silently gone
-            raise Error(ErrorKind.INVALID_VALUE, f"Device.load_module: the source holds a NUL character at byte {nul}, "
-                        "before its end (the compiler would stop reading there)", backend="OPENCL",
-                        function="Device.load_module")
+            raise fail(ErrorKind.INVALID_VALUE, "Device.load_module",
+                       f"the source holds a NUL character at byte {nul}, "
+                       "before its end (the compiler would stop reading there)", "OPENCL")
         opts = opts or CompileOptions()
         # -cl-kernel-arg-info: each kernel's argument kinds, so a checked launch refuses a value in a buffer slot
         options = b" ".join([_BUILD_OPTIONS, *(f.encode("utf-8", "surrogateescape") for f in opts.flags())])

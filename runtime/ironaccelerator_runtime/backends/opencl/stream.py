@@ -7,7 +7,7 @@ import weakref
 from typing import Any
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import shared_mem_error
 from ironaccelerator_runtime.traits import (
     Allocation, CopyRegion, Event, KernelLaunch, InFlight, LaunchDims, PooledAllocation, Result, Stream, check_span,
@@ -54,8 +54,8 @@ class OpenCLEvent(Event):
 
     def elapsed_ms(self, end: Event) -> float:
         if not isinstance(end, OpenCLEvent):
-            raise Error(ErrorKind.INVALID_VALUE, "elapsed_ms needs another OpenCL event", backend="OPENCL",
-                        function="Event.elapsed_ms")
+            raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms",
+                       "Event.elapsed_ms needs another OpenCL event", "OPENCL")
         self.synchronize()
         end.synchronize()
         return (end._end_ns() - self._end_ns()) / 1e6
@@ -121,8 +121,7 @@ class OpenCLStream(Stream):
                                   to_device=True)
             src_ptr = ptr + so
         elif n > dst.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes do not fit in {dst!r}", backend="OPENCL",
-                        function="Stream.copy_from_host")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.copy_from_host", f"{n} bytes do not fit in {dst!r}", "OPENCL")
         null = self._null
         code = self._write(self.queue, buf, 0, at, n, src_ptr, 0, null, null)
         self._dirty = self.device._dirty = True
@@ -148,8 +147,8 @@ class OpenCLStream(Stream):
                                   to_device=False)
             dst_ptr = ptr + do
         elif n > src.nbytes:
-            raise Error(ErrorKind.INVALID_VALUE, f"{n} bytes is more than {src!r} holds", backend="OPENCL",
-                        function="Stream.copy_to_host")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.copy_to_host", f"{n} bytes is more than {src!r} holds",
+                       "OPENCL")
         null = self._null
         code = self._read(self.queue, buf, 0, at, n, dst_ptr, 0, null, null)
         self._dirty = self.device._dirty = True
@@ -220,13 +219,11 @@ class OpenCLStream(Stream):
         o, n = self._prefetch_span(alloc, nbytes, offset)
         host = self._prefetch_to_host(to)
         if to is not None and not host and to is not device:
-            raise Error(ErrorKind.INVALID_VALUE, f"{function}: an OpenCL queue migrates memory to its own device or the "
-                        f"host, not to {to!r} (prefetch on a stream of that device)", backend="OPENCL",
-                        function=function)
+            raise fail(ErrorKind.INVALID_VALUE, function, "an OpenCL queue migrates memory to its own device or the "
+                       f"host, not to {to!r} (prefetch on a stream of that device)", "OPENCL")
         if device._cl_version() < (2, 1):
-            raise Error(ErrorKind.UNSUPPORTED, f"{function}: clEnqueueSVMMigrateMem needs an OpenCL 2.1 device; "
-                        f"{device.descriptor.name!r} reports {device._cl_version()}", backend="OPENCL",
-                        function=function)
+            raise fail(ErrorKind.UNSUPPORTED, function, "clEnqueueSVMMigrateMem needs an OpenCL 2.1 device; "
+                       f"{device.descriptor.name!r} reports {device._cl_version()}", "OPENCL")
         if not n:
             return
         addr = getattr(alloc, "block", alloc)._host_address() if type(alloc) is PooledAllocation else \
@@ -257,9 +254,8 @@ class OpenCLStream(Stream):
             if validate:
                 d.validate(self._limits, _KIND, "Stream.launch")
             elif d.threads > self._limits.max_work_items:
-                raise Error(ErrorKind.INVALID_VALUE, f"{what}: {d} is {d.threads} work-items, more than the "
-                            f"device's {self._limits.max_work_items} (DeviceLimits.max_work_items)",
-                            backend="OPENCL", function=what)
+                raise fail(ErrorKind.INVALID_VALUE, what, f"{d} is {d.threads} work-items, more than the "
+                           f"device's {self._limits.max_work_items} (DeviceLimits.max_work_items)", "OPENCL")
             if entry is None:
                 g, b = d.grid, d.block
                 ffi = self.api.ffi
@@ -279,26 +275,26 @@ class OpenCLStream(Stream):
         except AttributeError:
             raise not_a_launch(launch, "Stream.launch") from None
         if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel):
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: {kernel!r:.80} is not an OpenCL kernel",
-                        backend="OPENCL", function="Stream.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"{kernel!r:.80} is not an OpenCL kernel", "OPENCL")
         if self.device._closed:
             raise self.device._closed_error("Stream.launch")
         if kernel.module.device is not self.device:
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: {kernel!r} belongs to another device than {self!r}",
-                        backend="OPENCL", function="Stream.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"{kernel!r} belongs to another device than {self!r}",
+                       "OPENCL")
         d = launch.dims
         last = self._last
         if last[0] is d and last[3]:
             gl, lo = last[1], last[2]
         else:
             if type(d) is not LaunchDims:
-                raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: dims must be a LaunchDims, not "
-                            f"{type(d).__name__}", backend="OPENCL", function="Stream.launch")
+                raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", "dims must be a LaunchDims, not "
+                           f"{type(d).__name__}", "OPENCL")
             gl, lo = self._sizes(d, True)
         args = launch.args
         if len(args) != kernel.num_args:
-            raise Error(ErrorKind.INVALID_VALUE, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
-                        f"{len(args)} given", backend="OPENCL", function="Stream.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch",
+                       f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
+                       f"{len(args)} given", "OPENCL")
         null = self._null
         lock = kernel._lock
         lock.acquire()  # (cheaper than `with`)
@@ -331,11 +327,11 @@ class OpenCLStream(Stream):
             return device._closed_error(what)
         if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel) or \
                 kernel.module.device is not device:
-            return Error(ErrorKind.INVALID_VALUE, f"{what}: {kernel!r:.80} is not an OpenCL kernel of {device!r}",
-                         backend="OPENCL", function=what)
+            return fail(ErrorKind.INVALID_VALUE, what, f"{kernel!r:.80} is not an OpenCL kernel of {device!r}",
+                        "OPENCL")
         if len(args) != kernel.num_args:  # never launch with a previous launch's leftover arguments
-            return Error(ErrorKind.INVALID_VALUE, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
-                         f"{len(args)} given", backend="OPENCL", function=what)
+            return fail(ErrorKind.INVALID_VALUE, what, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
+                        f"{len(args)} given", "OPENCL")
         d = launch.dims
         last = self._last
         if last[0] is d:
@@ -344,8 +340,7 @@ class OpenCLStream(Stream):
             try:
                 gl, lo = self._sizes(d, False)
             except (OverflowError, TypeError, AttributeError) as e:  # a negative size (no size_t), not LaunchDims
-                return Error(ErrorKind.INVALID_VALUE, f"{what}: bad launch dimensions {d!r:.80}: {e}",
-                             backend="OPENCL", function=what)
+                return fail(ErrorKind.INVALID_VALUE, what, f"bad launch dimensions {d!r:.80}: {e}", "OPENCL")
             except Error as e:  # (launch options, shared_mem, too many work-items)
                 return e.with_traceback(None)
         null = self._null
@@ -396,8 +391,8 @@ class OpenCLStream(Stream):
     def wait_event(self, event: Event) -> None:
         self.device._check_open("Stream.wait_event")
         if not isinstance(event, OpenCLEvent):
-            raise Error(ErrorKind.INVALID_VALUE, "wait_event needs an OpenCL event", backend="OPENCL",
-                        function="Stream.wait_event")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event",
+                       "Stream.wait_event needs an OpenCL event", "OPENCL")
         evs = self.api.ffi.new("cl_event[1]", [event.handle])
         self.api.check(self.api.raw.clEnqueueBarrierWithWaitList(self.queue, 1, evs, self._null),
                        "clEnqueueBarrierWithWaitList")

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, ErrorKind, MemoryKind
 from ironaccelerator_runtime.backends import qnn_log, qnn_saver
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import (
     _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Result, check_size, compile_options,
 )
@@ -175,11 +175,10 @@ class QnnBackend(Backend):
         index = self._index(device_id)
         devs = self._enumerate()
         if not devs:
-            raise Error(ErrorKind.NO_DEVICE, "the QNN backend library reports no device", backend=_NAME,
-                        function="Backend.open")
+            raise fail(ErrorKind.NO_DEVICE, "Backend.open", "the QNN backend library reports no device", _NAME)
         if not 0 <= index < len(devs):
-            raise Error(ErrorKind.INVALID_VALUE, f"QNN device {index} does not exist ({len(devs)} found)",
-                        backend=_NAME, function="Backend.open")
+            raise fail(ErrorKind.INVALID_VALUE, "Backend.open",
+                       f"QNN device {index} does not exist ({len(devs)} found)", _NAME)
         hw, desc = devs[index]
         options: list[tuple[int, int]] = []
         soc_model = arch_n = None
@@ -202,14 +201,14 @@ def _arch_number(arch: int | str) -> int:
     if isinstance(arch, str):
         s = arch.lower().lstrip("v")
         if not s.isdigit():
-            raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: arch {arch!r} is not an HTP architecture like 'v75' "
-                        f"or 75; supported: {_arch_list()}", backend=_NAME, function="Backend.open")
+            raise fail(ErrorKind.INVALID_VALUE, "Backend.open", f"arch {arch!r} is not an HTP architecture like 'v75' "
+                       f"or 75; supported: {_arch_list()}", _NAME)
         n = int(s)
     else:
         n = check_size(arch, "arch", "Backend.open", _KIND, minimum=0)
     if n not in _supported_arches():
-        raise Error(ErrorKind.INVALID_VALUE, f"Backend.open: arch {arch!r} is not an HTP architecture QNN knows; "
-                    f"supported: {_arch_list()}", backend=_NAME, function="Backend.open")
+        raise fail(ErrorKind.INVALID_VALUE, "Backend.open", f"arch {arch!r} is not an HTP architecture QNN knows; "
+                   f"supported: {_arch_list()}", _NAME)
     return n
 
 
@@ -289,11 +288,11 @@ class QnnDevice(Device):
         try:
             buf = self.api.ffi.new("uint8_t[]", nbytes)
         except (MemoryError, OverflowError) as e:
-            return Error(ErrorKind.OUT_OF_MEMORY, f"cannot allocate {nbytes} bytes of host memory for client "
-                         f"buffers: {type(e).__name__}", backend=_NAME, function="Device.alloc")
+            return fail(ErrorKind.OUT_OF_MEMORY, "Device.alloc",
+                        f"cannot allocate {nbytes} bytes of host memory for client "
+                        f"buffers: {type(e).__name__}", _NAME)
         except TypeError as e:
-            return Error(ErrorKind.INVALID_VALUE, f"cannot allocate {nbytes!r} bytes: {e}", backend=_NAME,
-                         function="Device.alloc")
+            return fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"cannot allocate {nbytes!r} bytes: {e}", _NAME)
         return QnnAllocation(self, buf, nbytes, kind, tracked)
 
     # foreign memory (Device.from_dlpack): QNN client buffers are host memory bound by address, so any host tensor
@@ -341,10 +340,11 @@ class QnnDevice(Device):
                     reason = str(api.error(code, "QnnMem_register"))
             finally:
                 raw.QnnContext_free(ctx[0], api.null)
-        self._unified = Error(ErrorKind.UNSUPPORTED, f"MemoryKind.UNIFIED (QNN registered shared memory, "
-                              f"QnnMem_register) is not supported on {self.descriptor.name}: {reason}; use "
-                              "MemoryKind.DEVICE or HOST (host memory bound as client buffers)",
-                              code=code or None, backend=_NAME, function="Device.alloc")
+        self._unified = fail(ErrorKind.UNSUPPORTED, "Device.alloc",
+                             "MemoryKind.UNIFIED (QNN registered shared memory, "
+                             f"QnnMem_register) is not supported on {self.descriptor.name}: {reason}; use "
+                             "MemoryKind.DEVICE or HOST (host memory bound as client buffers)",
+                             _NAME, code=code or None)
         return self._unified
 
     def create_stream(self) -> QnnStream:
@@ -381,8 +381,8 @@ class QnnDevice(Device):
             QNN.
         """
         if compile_options(options, defines, include_dirs, name_expressions, _NAME):
-            raise Error(ErrorKind.UNSUPPORTED, "Device.load_module: the QNN backend loads context binaries only; "
-                        "compile options do not apply", backend=_NAME, function="Device.load_module")
+            raise fail(ErrorKind.UNSUPPORTED, "Device.load_module", "the QNN backend loads context binaries only; "
+                       "compile options do not apply", _NAME)
         self._check_open("Device.load_module")
         return QnnModule(self, source_or_binary)
 

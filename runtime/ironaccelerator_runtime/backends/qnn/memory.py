@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ironaccelerator._core import ErrorKind, MemoryKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation
 
 from .device import QnnDevice
@@ -66,6 +66,5 @@ def _live(a: Any, what: str, device: QnnDevice) -> Any:
     if device._closed:
         raise device._closed_error(what)
     if block.device is not device:
-        raise Error(ErrorKind.INVALID_VALUE, f"{what}: {a!r} belongs to another device than the stream",
-                    backend=_NAME, function=what)
+        raise fail(ErrorKind.INVALID_VALUE, what, f"{a!r} belongs to another device than the stream", _NAME)
     return block.buffer + offset if offset else block.buffer

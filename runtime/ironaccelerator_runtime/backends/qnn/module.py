@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ironaccelerator._core import DType, ErrorKind
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, local_error, where
 from ironaccelerator_runtime.traits import AllocationSlice, Kernel, Module, PooledAllocation, host_view
 
@@ -42,12 +42,11 @@ class QnnModule(Module):
         api = device.api
         self.device = device
         if isinstance(binary, str):
-            raise Error(ErrorKind.INVALID_VALUE, "Device.load_module: the QNN backend loads context binaries "
-                        "(bytes), not source text", backend=_NAME, function="Device.load_module")
+            raise fail(ErrorKind.INVALID_VALUE, "Device.load_module", "the QNN backend loads context binaries "
+                       "(bytes), not source text", _NAME)
         mv = host_view(binary, backend=_KIND, function="Device.load_module")
         if mv.nbytes == 0:
-            raise Error(ErrorKind.INVALID_VALUE, "Device.load_module: the context binary is empty", backend=_NAME,
-                        function="Device.load_module")
+            raise fail(ErrorKind.INVALID_VALUE, "Device.load_module", "the context binary is empty", _NAME)
         data = bytes(mv)
         self.nbytes = len(data)
         s = api.system
@@ -58,7 +57,7 @@ class QnnModule(Module):
             info, _ = s.QnnSystemContext_getBinaryInfo(sys_handle, sbuf, len(data))
         except Error as e:
             raise Error(e.kind, f"Device.load_module: not a QNN context binary this library can read ({len(data)} "
-                        f"bytes): {e}", code=e.code, backend=_NAME, function=e.function) from None
+                        f"bytes): {e}", backend=_NAME, function=e.function, code=e.code) from None
         self.graphs: dict[str, tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...], int, int]] = _graphs(s, info)
         # what the binary was built for: its SoC model, and the HTP architecture (the platform info's HTP
         # extension where the binary has one, else the SoC table's)
@@ -88,15 +87,13 @@ class QnnModule(Module):
     def kernel(self, name: str) -> QnnKernel:
         self.device._check_open("Module.kernel")
         if self._owner is None:
-            raise Error(ErrorKind.INVALID_HANDLE, "Module.kernel: the module was closed", backend=_NAME,
-                        function="Module.kernel")
+            raise fail(ErrorKind.INVALID_HANDLE, "Module.kernel", "the module was closed", _NAME)
         if not isinstance(name, str):
             raise TypeError(f"Module.kernel: name must be a str, not {type(name).__name__} ({name!r})")
         entry = self.graphs.get(name)
         if entry is None:
-            raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: no graph {name!r} in this context binary; it "
-                        f"holds: {', '.join(repr(g) for g in self.graphs) or 'no graphs'}", backend=_NAME,
-                        function="Module.kernel")
+            raise fail(ErrorKind.INVALID_VALUE, "Module.kernel", f"no graph {name!r} in this context binary; it "
+                       f"holds: {', '.join(repr(g) for g in self.graphs) or 'no graphs'}", _NAME)
         return QnnKernel(self, name, entry)
 
     def close(self) -> None:
@@ -141,8 +138,8 @@ def _graphs(s: Any, info: Any) -> dict[str, tuple[tuple[TensorInfo, ...], tuple[
     version = int(info.version)
     body = {1: "contextBinaryInfoV1", 2: "contextBinaryInfoV2", 3: "contextBinaryInfoV3"}.get(version)
     if body is None:
-        raise Error(ErrorKind.UNSUPPORTED, f"context binary info version {version} is not one of 1-3",
-                    backend=_NAME, function="QnnSystemContext_getBinaryInfo")
+        raise fail(ErrorKind.UNSUPPORTED, "QnnSystemContext_getBinaryInfo",
+                   f"context binary info version {version} is not one of 1-3", _NAME)
     b = getattr(info, body)
     out = {}
     for i in range(b.numGraphs):
@@ -237,10 +234,9 @@ class QnnKernel(Kernel):
     def _bind(self, args: tuple[Any, ...], device: QnnDevice, function: str) -> Error | None:
         """Check ``args`` against the graph's tensors and bind them as client buffers (under ``_lock``)."""
         if len(args) != self.num_args:
-            return Error(ErrorKind.INVALID_VALUE, f"{function}: graph {self.name!r} takes {self.num_args} "
-                         f"allocations ({self._nin} inputs, then {self._nout} outputs: "
-                         f"{', '.join(t.name for t in self.inputs + self.outputs)}), {len(args)} given",
-                         backend=_NAME, function=function)
+            return fail(ErrorKind.INVALID_VALUE, function, f"graph {self.name!r} takes {self.num_args} "
+                        f"allocations ({self._nin} inputs, then {self._nout} outputs: "
+                        f"{', '.join(t.name for t in self.inputs + self.outputs)}), {len(args)} given", _NAME)
         keep, blocks = [], []
         tensors = self.inputs + self.outputs
         for i, (a, t) in enumerate(zip(args, tensors)):
@@ -256,16 +252,16 @@ class QnnKernel(Kernel):
                 return e
             if a.nbytes < t.nbytes:
                 dt = t.dtype.info.name if t.dtype is not None else hex(t.qnn_dtype)
-                return Error(ErrorKind.INVALID_VALUE, f"{what} holds {a.nbytes} bytes; the tensor is "
-                             f"{dt}{list(t.dims)}, {t.nbytes} bytes", backend=_NAME, function=function)
+                return fail(ErrorKind.INVALID_VALUE, function, f"{what} holds {a.nbytes} bytes; the tensor is "
+                            f"{dt}{list(t.dims)}, {t.nbytes} bytes", _NAME)
             # element types: a typed argument (an imported tensor, Device.from_dlpack, or a slice of one) must hold
             # the tensor's type; raw memory (Device.alloc, pool blocks: dtype None) is bytes and binds by size
             typed = (a.parent if type(a) is AllocationSlice else a).dtype
             if typed is not None and t.dtype is not None and typed is not t.dtype:
                 dt = t.dtype.info.name
-                return Error(ErrorKind.INVALID_VALUE, f"{what} holds {typed.info.name} elements; the tensor is "
-                             f"{dt}{list(t.dims)}: pass {dt} data (convert it on the host first)", backend=_NAME,
-                             function=function)
+                return fail(ErrorKind.INVALID_VALUE, function,
+                            f"{what} holds {typed.info.name} elements; the tensor is "
+                            f"{dt}{list(t.dims)}: pass {dt} data (convert it on the host first)", _NAME)
             keep.append(buf)
             blocks.append(a)
             if type(a) is PooledAllocation:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.backends import qnn_log
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import shared_mem_error
 from ironaccelerator_runtime.traits import (
     Allocation, Event, LaunchDims, Result, Stream, check_span, device_span, host_span, fill_pattern, host_view,
@@ -90,16 +90,15 @@ class QnnStream(Stream):
         except (TypeError, ValueError):
             raise not_a_launch(launch, "Stream.launch") from None
         if type(kernel) is not QnnKernel:
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: not a QNN graph kernel: {kernel!r:.80}",
-                        backend=_NAME, function="Stream.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"not a QNN graph kernel: {kernel!r:.80}", _NAME)
         if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:
             raise _dims_error(dims, "Stream.launch")
         device = self.device
         if device._closed:
             raise device._closed_error("Stream.launch")
         if kernel.module.device is not device:
-            raise Error(ErrorKind.INVALID_VALUE, f"Stream.launch: {kernel!r} belongs to another device than "
-                        f"{self!r}", backend=_NAME, function="Stream.launch")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"{kernel!r} belongs to another device than "
+                       f"{self!r}", _NAME)
         lock = kernel._lock
         lock.acquire()
         try:
@@ -126,8 +125,7 @@ class QnnStream(Stream):
         except (TypeError, ValueError):
             raise not_a_launch(launch, what) from None
         if type(kernel) is not QnnKernel:
-            return Error(ErrorKind.INVALID_VALUE, f"{what}: not a QNN graph kernel: {kernel!r:.80}", backend=_NAME,
-                         function=what)
+            return fail(ErrorKind.INVALID_VALUE, what, f"not a QNN graph kernel: {kernel!r:.80}", _NAME)
         if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:  # never silently dropped
             return _dims_error(dims, what)
         if self.device._closed:  # (a flag test: the rebind below would catch it, a repeated launch would not)
@@ -198,8 +196,7 @@ class QnnStream(Stream):
         # Events are recorded after the work before them completed: nothing to wait for.
         self.device._check_open("Stream.wait_event")
         if not isinstance(event, QnnEvent):
-            raise Error(ErrorKind.INVALID_VALUE, "Stream.wait_event needs a QNN event", backend=_NAME,
-                        function="Stream.wait_event")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", "Stream.wait_event needs a QNN event", _NAME)
 
     def synchronize(self) -> None:
         if self._pending:
@@ -225,8 +222,8 @@ def _dims_error(dims: Any, what: str) -> Error:
             return dims.options_error(_NAME, what)
         if dims.shared_mem and dims.grid == (1, 1, 1) and dims.block == (1, 1, 1):
             return shared_mem_error(_NAME, what, dims.shared_mem)
-    return Error(ErrorKind.INVALID_VALUE, f"{what}: a QNN graph has no launch geometry; pass LaunchDims() (grid 1, "
-                 f"block 1, no shared memory), not {dims!r:.120}", backend=_NAME, function=what)
+    return fail(ErrorKind.INVALID_VALUE, what, "a QNN graph has no launch geometry; pass LaunchDims() (grid 1, "
+                f"block 1, no shared memory), not {dims!r:.120}", _NAME)
 
 
 def _same(args: tuple[Any, ...], bound: tuple[Any, ...] | None) -> bool:
@@ -239,7 +236,7 @@ def _same(args: tuple[Any, ...], bound: tuple[Any, ...] | None) -> bool:
 
 
 def _freed(a: Allocation, function: str) -> Error:
-    return Error(ErrorKind.INVALID_HANDLE, f"{function}: {a!r} was freed", backend=_NAME, function=function)
+    return fail(ErrorKind.INVALID_HANDLE, function, f"{a!r} was freed", _NAME)
 
 
 class QnnEvent(Event):
@@ -260,6 +257,5 @@ class QnnEvent(Event):
     def elapsed_ms(self, end: Event) -> float:
         # Host wall time from this event to ``end``, in milliseconds.
         if not isinstance(end, QnnEvent):
-            raise Error(ErrorKind.INVALID_VALUE, "Event.elapsed_ms needs another QNN event", backend=_NAME,
-                        function="Event.elapsed_ms")
+            raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", "Event.elapsed_ms needs another QNN event", _NAME)
         return (end.t_ns - self.t_ns) / 1e6
