@@ -25,10 +25,6 @@ _ITEM_3 = ("rewritten by issue 26 item 3 (vendors as data: vendor(), the library
 ALLOWED: dict[tuple[str, str], str] = {
     ("errors.py", "*"): "defines Error and fail (and unpickles an Error with its fields as they were)",
     ("loader.py", "*"): _ITEM_3,
-    ("dlpack.py", "*"): _ITEM_3,
-    ("nvtx.py", "*"): _ITEM_3,
-    ("tracing.py", "*"): _ITEM_3,
-    ("backends/opencl/tables.py", "*"): _ITEM_3,
     ("backends/qnn/tables.py", "*"): _ITEM_3,
     ("backends/gpu/module.py", "GpuKernel.__init__"):
         "re-raises the vendor's Error (api.error of cuModuleGetFunction, for Module.kernel) as INVALID_VALUE: it "

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from ironaccelerator._core import BackendKind, DType, ErrorKind, MemoryKind
 
-from .errors import Error
+from .errors import Error, fail
 from .integers import _integer
 
 # DLPack's own DLDeviceType values (dlpack.h: kDLCPU, kDLCUDAHost, kDLROCMHost, kDLCUDAManaged) of memory that is no
@@ -100,8 +100,8 @@ def dtype_of(value: Any, function: str, backend: str | None = None) -> DType:
 
         return DType.from_numpy(np.dtype(value))
     except Exception:
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {value!r} is not a DType or numpy dtype this runtime "
-                    "knows", backend=backend, function=function) from None
+        raise fail(ErrorKind.INVALID_VALUE, function, f"{value!r} is not a DType or numpy dtype this runtime knows",
+                   backend) from None
 
 
 _TYPESTR = {DType.F64: "<f8", DType.F32: "<f4", DType.F16: "<f2", DType.I8: "|i1", DType.I16: "<i2",
@@ -319,8 +319,8 @@ class CudaArrayView(DLPackView):
         self._live("__cuda_array_interface__")
         ts = typestr(self.dtype)
         if ts is None:
-            raise Error(ErrorKind.UNSUPPORTED, f"__cuda_array_interface__: {self.dtype.name} has no typestr",
-                        backend=self.device.kind.name, function="__cuda_array_interface__")
+            raise fail(ErrorKind.UNSUPPORTED, "__cuda_array_interface__", f"{self.dtype.name} has no typestr",
+                       self.device)
         s = self.stream
         handle = None if s is None else int(self.device.api.ffi.cast("uintptr_t", s.handle)) or None
         strides = None if self.is_contiguous else tuple(st * self.dtype.size for st in self.strides or ())
@@ -335,7 +335,7 @@ def make_view(allocation: Any, dtype: Any, shape: Any, strides: Any, offset: Any
     backend = allocation.device.kind.name
 
     def bad(msg: str) -> Error:
-        return Error(ErrorKind.INVALID_VALUE, f"{what}: {msg}", backend=backend, function=what)
+        return fail(ErrorKind.INVALID_VALUE, what, msg, backend)
 
     allocation._check_live(what)
     allocation.device._check_open(what)
@@ -419,7 +419,7 @@ def consume_capsule(capsule: Any, function: str, backend: str | None) -> Importe
     deleter called at once) for a tensor this runtime cannot import: non-contiguous, an unknown dtype, lanes."""
 
     def bad(msg: str) -> Error:
-        return Error(ErrorKind.INVALID_VALUE, f"{function}: {msg}", backend=backend, function=function)
+        return fail(ErrorKind.INVALID_VALUE, function, msg, backend)
 
     if type(capsule).__name__ != "PyCapsule":
         raise bad(f"__dlpack__ returned {type(capsule).__name__}, not a capsule")
@@ -463,15 +463,14 @@ def dlpack_of(obj: Any, stream: Any, function: str, backend: str | None) -> Impo
     """Ask ``obj`` for a capsule (versioned first, legacy for producers that do not take ``max_version``) and
     consume it."""
     if not hasattr(obj, "__dlpack__"):
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: {type(obj).__name__} does not export DLPack "
-                    "(no __dlpack__)", backend=backend, function=function)
+        raise fail(ErrorKind.INVALID_VALUE, function, f"{type(obj).__name__} does not export DLPack (no __dlpack__)",
+                   backend)
     try:
         capsule = obj.__dlpack__(stream=stream, max_version=VERSION)
     except TypeError:
         capsule = obj.__dlpack__(stream=stream)
     except BufferError as e:
-        raise Error(ErrorKind.INVALID_VALUE, f"{function}: the producer refused: {e}", backend=backend,
-                    function=function) from None
+        raise fail(ErrorKind.INVALID_VALUE, function, f"the producer refused: {e}", backend) from None
     return consume_capsule(capsule, function, backend)
 
 
@@ -481,7 +480,7 @@ def cuda_array_interface_of(obj: Any, function: str, backend: str | None) -> tup
     strides that are not C-contiguous."""
 
     def bad(msg: str) -> Error:
-        return Error(ErrorKind.INVALID_VALUE, f"{function}: {msg}", backend=backend, function=function)
+        return fail(ErrorKind.INVALID_VALUE, function, msg, backend)
 
     cai = obj if isinstance(obj, dict) else getattr(obj, "__cuda_array_interface__", None)
     if not isinstance(cai, dict):
@@ -521,5 +520,4 @@ def imported_kind(device_type: int) -> MemoryKind:
 
 
 def wrong_device(function: str, backend: BackendKind, got: tuple[int, int], want: str) -> Error:
-    return Error(ErrorKind.INVALID_VALUE, f"{function}: the tensor is on DLPack device {got}, not {want}",
-                 backend=backend.name, function=function)
+    return fail(ErrorKind.INVALID_VALUE, function, f"the tensor is on DLPack device {got}, not {want}", backend)

@@ -28,7 +28,7 @@ from typing import Any, Callable, TypeVar
 
 from ironaccelerator._core import ErrorKind
 
-from .errors import Error
+from .errors import fail
 
 __all__ = ["available", "range", "mark", "push", "pop", "prepared_range", "PreparedRange", "DOMAIN"]
 
@@ -95,21 +95,19 @@ def _text(message: Any, what: str, cache: bool = True) -> bytes:
         if b is None:
             b = message.encode("utf-8", "replace")
             if b"\0" in b:
-                raise Error(ErrorKind.INVALID_VALUE, f"{what}: the message contains a NUL character",
-                            function=what)
+                raise fail(ErrorKind.INVALID_VALUE, what, "the message contains a NUL character", None)
             if cache and len(_messages) < 4096:
                 _messages[message] = b
         return b
-    raise Error(ErrorKind.INVALID_VALUE, f"{what}: the message must be a str, got {type(message).__name__}",
-                function=what)
+    raise fail(ErrorKind.INVALID_VALUE, what, f"the message must be a str, got {type(message).__name__}", None)
 
 
 def _color(color: Any, what: str) -> int | None:
     if color is None:
         return None
     if isinstance(color, bool) or not isinstance(color, int) or not 0 <= color <= 0xFFFFFFFF:
-        raise Error(ErrorKind.INVALID_VALUE, f"{what}: color must be an ARGB int in [0, 0xFFFFFFFF], got {color!r}",
-                    function=what)
+        raise fail(ErrorKind.INVALID_VALUE, what, f"color must be an ARGB int in [0, 0xFFFFFFFF], got {color!r}",
+                   None)
     return color
 
 

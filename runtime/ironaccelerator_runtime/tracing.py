@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator, MutableMapping
 
 from ironaccelerator._core import ErrorKind
 
-from .errors import Error
+from .errors import fail
 
 __all__ = ["ENABLED", "MODE", "NVTX", "trace", "wrap", "traced", "log"]
 
@@ -176,9 +176,8 @@ def trace() -> Iterator[None]:
     """
     global _active, _depth
     if not ENABLED:
-        raise Error(ErrorKind.UNSUPPORTED, "ironaccelerator.trace(): tracing is off in this process; start it with "
-                    "IRONACCEL_TRACE=ondemand (wrapped, logging only inside trace()) or IRONACCEL_TRACE=1 (always)",
-                    function="ironaccelerator.trace")
+        raise fail(ErrorKind.UNSUPPORTED, "ironaccelerator.trace", "tracing is off in this process; start it with "
+                   "IRONACCEL_TRACE=ondemand (wrapped, logging only inside trace()) or IRONACCEL_TRACE=1 (always)", None)
     with _lock:
         _depth += 1
         before = _active
