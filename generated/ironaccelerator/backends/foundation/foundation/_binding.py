@@ -57,7 +57,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'aa83dcc575d16efb8c3bd83c'
+BUILD_ID = '49cca3e81c8fdeed1e7d1442'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

@@ -96,7 +96,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '8fbc7d74dc6597d26a5c2bfd'
+BUILD_ID = '0a808bc72da3c9b3a94b2764'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
