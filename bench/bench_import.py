@@ -56,7 +56,7 @@ def main() -> None:
             median = statistics.median(times[tree, name]) * 1e3
             ratio = ""
             if tree != ROOT:
-                ratio = f"   this tree / it: {statistics.median(times[ROOT, name]) / statistics.median(times[tree, name]):.2f}"
+                ratio = f"   this tree / it: {statistics.median(times[ROOT, name]) * 1e3 / median:.2f}"
             print(f"  {name:50s} {median:7.1f} ms{ratio}")
 
 

@@ -367,7 +367,8 @@ class Loadable(Protocol):
     library: str
 
 
-def load_module(binding: Loadable, opener: Callable[[Any], bool], abi_lib: Callable[[Any], Any]) -> tuple[str, Any, Any]:
+def load_module(binding: Loadable, opener: Callable[[Any], bool],
+                abi_lib: Callable[[Any], Any]) -> tuple[str, Any, Any]:
     """The cffi module of a generated library, C or Objective-C alike: ``(mode, ffi, lib)``.
 
     API mode: the compiled ``<package>._cffi``, whose ``ia_open_library`` (called from C on the first call of any

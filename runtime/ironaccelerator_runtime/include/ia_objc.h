@@ -133,7 +133,9 @@ static ia_objc_imp_t (*ia_msg_lookup)(id, SEL);
 #define IA_CLASS_OF(obj) (*(Class *)(obj))
 #endif
 
-static int ia_open_library(void);  /* extern "Python" (as ia_runtime.h's): dlopens the runtime and the frameworks RTLD_GLOBAL */
+/* extern "Python", the same callback as ia_runtime.h's (loader.load_module): dlopens the runtime and the frameworks
+   RTLD_GLOBAL */
+static int ia_open_library(void);
 
 static void *ia_objc_sym(const char *name)
 {
