@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ironaccelerator._core import ErrorKind
 
 from .errors import Error
-from .loader import library_candidates, load_module
+from .loader import ABI, API, library_candidates, load_module  # (the binding modes: one loader's)
 
 # ia_objc.h's refusals (ia_objc_failed())
 NIL, SELECTOR, OPEN, CLASS, FUNCTION = 1, 2, 3, 4, 5
@@ -34,9 +34,6 @@ EXCEPTION = 8  # the method raised an Objective-C exception, caught (API mode): 
 # the kind of a caught exception by its name (any other: UNKNOWN)
 EXCEPTION_KINDS = {"NSInvalidArgumentException": ErrorKind.INVALID_VALUE, "NSRangeException": ErrorKind.INVALID_VALUE,
                    "NSMallocException": ErrorKind.OUT_OF_MEMORY}
-API = "api"
-ABI = "abi"
-
 # (class, selector, class method, result kind, argument kinds, ownership, consumes self, error arg, autoreleases,
 #  fpret) -- see generator/objc.py's BoundMethod
 MethodRow = tuple[str, str, bool, str, tuple[str, ...], str, bool, int, bool, str]
