@@ -142,15 +142,16 @@ class ObjcBinding:
     def __init__(self, *, package: str, build_id: str, backend: str, library: str,
                  runtime: dict[str, tuple[str, ...]], frameworks: dict[str, tuple[str, ...]],
                  classes: Sequence[str], methods: Sequence[MethodRow], functions: Sequence[FunctionRow] = (),
-                 search: tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str]] = ((), (), (), ()),
-                 errors: dict[tuple[str, int | None], ErrorKind], error_default: ErrorKind) -> None:
+                 wheel_dirs: Sequence[str] = (), sdk_dirs: Sequence[str] = (), sdk_env: Sequence[str] = (),
+                 sdk_roots: Sequence[str] = (), errors: dict[tuple[str, int | None], ErrorKind], error_default: ErrorKind) -> None:
         self.package = package
         self.build_id = build_id
         self.backend = backend
         self.library = library
         self.runtime_names = runtime
         self.framework_names = frameworks
-        self.search = search  # where else to look: (wheel_dirs, sdk_dirs, sdk_env, sdk_roots) of the spec's loader:
+        # where else to look: the spec's loader: (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as a C library's Binding
+        self.search = (tuple(wheel_dirs), tuple(sdk_dirs), tuple(sdk_env), tuple(sdk_roots))
         self.classes = tuple(classes)
         self.methods = tuple(methods)
         self.functions = tuple(functions)

@@ -74,8 +74,10 @@ BINDING = ObjcBinding(
         'windows': (),
         'darwin': ('/System/Library/Frameworks/Foundation.framework/Foundation',),
     },
-    search=((), (), (),
-            ()),  # (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as loader: says
+    wheel_dirs=(),
+    sdk_dirs=(),
+    sdk_env=(),
+    sdk_roots=(),
     classes=CLASSES,
     methods=METHODS,
     functions=FUNCTIONS,

@@ -113,8 +113,10 @@ BINDING = ObjcBinding(
         'windows': (),
         'darwin': ('/System/Library/Frameworks/Foundation.framework/Foundation', '/System/Library/Frameworks/Metal.framework/Metal', '/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics'),
     },
-    search=((), ('.',), ('IA_METAL_SIM_DIR',),
-            ()),  # (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as loader: says
+    wheel_dirs=(),
+    sdk_dirs=('.',),
+    sdk_env=('IA_METAL_SIM_DIR',),
+    sdk_roots=(),
     classes=CLASSES,
     methods=METHODS,
     functions=FUNCTIONS,
