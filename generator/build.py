@@ -34,10 +34,12 @@ def _load(path: Path):  # type: ignore[no-untyped-def]
 
 
 def ffibuilders(lib_dir: Path, optimize: str | None = None) -> tuple[Any, Any]:
-    """The cffi builders of a generated library: (API mode, ABI mode); ``optimize`` overrides the build
-    description's optimisation flag (bench/bench_generate.py compares them).  The API module's C is trampolines.c
-    (its tables and per-function code) with types.cdef inlined, compiled against the runtime's ia_runtime.h;
-    both modules carry the library's build id (``ia_build_id()``, ``BUILD_ID``)."""
+    """The cffi builders of a generated library, C or Objective-C: (API mode, ABI mode); ``optimize`` overrides the
+    build description's optimisation flag (bench/bench_generate.py compares them).  The API module's C is
+    trampolines.c (its tables and per-function or per-selector code) with types.cdef inlined, compiled against the
+    runtime's include directory (ia_runtime.h, or ia_objc.h for an Objective-C library), from the generator's
+    runtime (what build_key and the build id read), never by importing ironaccelerator_runtime; both modules carry
+    the library's build id (``ia_build_id()``, ``BUILD_ID``)."""
     import cffi
 
     mod = _load(lib_dir / "_cffi_build.py")
@@ -192,16 +194,7 @@ def build_library(lib_dir: Path, api: bool = True, key: str | None = None,
     (lib_dir / STAMP).unlink(missing_ok=True)  # a build that fails half-way leaves no claim of being current
     _remove_temporaries(lib_dir)
     mod = _load(lib_dir / "_cffi_build.py")
-    if hasattr(mod, "ffibuilder"):  # a self-contained build script, generated before the runtime held the C
-        if hasattr(mod, "_include"):
-            # ia_objc.h from the generator's runtime (what build_key and the build id read), not by importing
-            # ironaccelerator_runtime, which an installed generator does not have on its path (nor the generated
-            # package that the runtime imports first); in a checkout both are runtime/ironaccelerator_runtime/include
-            mod._include = lambda: str(RUNTIME_INCLUDE)
-        api_ffi, abi_ffi = mod.ffibuilder, mod.abi_ffibuilder()
-    else:
-        builders = ffibuilders(lib_dir)
-        api_ffi, abi_ffi = (lambda: builders[0]), builders[1]
+    api_ffi, abi_ffi = ffibuilders(lib_dir)  # C and Objective-C libraries alike: one build description
     times = {}
     built: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ia-cffi-") as tmp:
@@ -209,16 +202,14 @@ def build_library(lib_dir: Path, api: bool = True, key: str | None = None,
         abi_py = Path(tmp) / "_cffi_abi.py"
         with contextlib.redirect_stdout(io.StringIO()):  # cffi's "generating ..." line: build_all reports instead
             abi_ffi.emit_python_code(str(abi_py))
-        text = abi_py.read_bytes()
-        if hasattr(mod, "BUILD_ID"):
-            text += f"BUILD_ID = {mod.BUILD_ID!r}\n".encode()
+        text = abi_py.read_bytes() + f"BUILD_ID = {mod.BUILD_ID!r}\n".encode()
         write_atomic(lib_dir / "_cffi_abi.py", text)
         times["abi"] = time.perf_counter() - t
         if api:
             t = time.perf_counter()
             with _captured_output() as output:
                 try:
-                    so = Path(api_ffi().compile(tmpdir=tmp, verbose=False))
+                    so = Path(api_ffi.compile(tmpdir=tmp, verbose=False))
                 except Exception as exc:
                     failure: Exception | None = exc
                 else:

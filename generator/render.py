@@ -26,6 +26,9 @@ TEMPLATES = data.TEMPLATES
 # the hand-written C every library's trampolines.c includes: part of each library's build id
 RUNTIME_HEADER = data.RUNTIME_INCLUDE / "ia_runtime.h"
 OBJC_HEADER = RUNTIME_HEADER.with_name("ia_objc.h")  # what each Objective-C library's trampolines.c includes
+# the files of an Objective-C library rendered from the C library's template (the same for both families), by name;
+# _cffi_build.py, the build description, is one template too (_build_description)
+SHARED = {"types.cdef": "library"}
 SENTINEL = 0x7FFFFFEF  # returned by a trampoline whose symbol cannot be resolved; no vendor uses it
 
 
@@ -174,17 +177,25 @@ def render_library(env: jinja2.Environment, lib: BoundLibrary, notice: tuple[str
     wrappers = {f.public: lower(f, lib, type_index, by_public) for f in lib.functions}
     fast = fast_paths(lib, wrappers)
     ctx = dict(lib=lib, banner=banner, banner_text=text, sentinel=SENTINEL, out_types=types, wrappers=wrappers,
-               fast=fast)
+               fast=fast, objc=False)
     base = f"ironaccelerator/backends/{lib.spec.vendor}/{lib.spec.library}/"
     # what the build compiles: its digest is the build id that the built modules carry and that import checks
     built = {name: env.get_template(f"library/{name}.j2").render(**ctx)
              for name in ("types.cdef", "api.cdef", "abi.cdef", "trampolines.c")}
-    built["_cffi_build.py"] = env.get_template("library/_cffi_build.py.j2").render(**ctx, build_id="")
-    ctx["build_id"] = build_id({**built, RUNTIME_HEADER.name: RUNTIME_HEADER.read_text(encoding="utf-8")})
-    built["_cffi_build.py"] = env.get_template("library/_cffi_build.py.j2").render(**ctx)
+    built["_cffi_build.py"] = _build_description(env, ctx, built, RUNTIME_HEADER)
     files = {name: env.get_template(f"library/{name}.j2").render(**ctx)
              for name in ("__init__.py", "unchecked.py", "_binding.py")}
     return {base + name: text for name, text in sorted({**files, **built}.items())}
+
+
+def _build_description(env: jinja2.Environment, ctx: dict[str, Any], built: dict[str, str], header: Path) -> str:
+    """``_cffi_build.py`` of either family (one template, ``library/_cffi_build.py.j2``), carrying the build id: the
+    digest of the other build inputs (``built``), this description rendered without the id, and the runtime
+    ``header`` that trampolines.c includes.  Sets ``ctx["build_id"]`` for the files rendered after it."""
+    template = env.get_template("library/_cffi_build.py.j2")
+    built["_cffi_build.py"] = template.render(**ctx, build_id="", runtime_header=header.name)
+    ctx["build_id"] = build_id({**built, header.name: header.read_text(encoding="utf-8")})
+    return template.render(**ctx, runtime_header=header.name)
 
 
 def build_id(sources: dict[str, str]) -> str:
@@ -202,13 +213,11 @@ def render_objc_library(env: jinja2.Environment, lib: _objc.ObjcLibrary,
     where the prototypes come from it)."""
     source = f"{lib.spec.path} ({lib.spec.backend} {lib.spec.library}, Objective-C)"
     banner, text = with_notice("# " + banner_text(source), banner_text(source), notice)
-    ctx: dict[str, Any] = dict(lib=lib, banner=banner, banner_text=text, build_id="")
+    ctx: dict[str, Any] = dict(lib=lib, banner=banner, banner_text=text, objc=True)
     base = f"ironaccelerator/backends/{lib.spec.vendor}/{lib.spec.library}/"
-    built = {name: env.get_template(f"objc/{name}.j2").render(**ctx)
+    built = {name: env.get_template(f"{SHARED.get(name, 'objc')}/{name}.j2").render(**ctx)
              for name in ("types.cdef", "api.cdef", "abi.cdef", "trampolines.c")}
-    built["_cffi_build.py"] = env.get_template("objc/_cffi_build.py.j2").render(**ctx)
-    ctx["build_id"] = build_id({**built, OBJC_HEADER.name: OBJC_HEADER.read_text(encoding="utf-8")})
-    built["_cffi_build.py"] = env.get_template("objc/_cffi_build.py.j2").render(**ctx)
-    files = {name: env.get_template(f"objc/{name}.j2").render(**ctx)
+    built["_cffi_build.py"] = _build_description(env, ctx, built, OBJC_HEADER)
+    files = {name: env.get_template(f"{SHARED.get(name, 'objc')}/{name}.j2").render(**ctx)
              for name in ("__init__.py", "unchecked.py", "_binding.py")}
     return {base + name: text for name, text in sorted({**files, **built}.items())}

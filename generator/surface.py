@@ -104,7 +104,7 @@ class BackendSpec:
     kind: str  # ex) OPENCL
     vendor: str  # ex) opencl -> ironaccelerator.backends.opencl
     class_prefix: str  # ex) OpenCL -> OpenCLBackend, OpenCLDevice, ...
-    template: str  # ex) backends/opencl.py.j2
+    template: str  # ex) backends/tables.py.j2
     runtime: str | None  # ex) opencl: the hand-written module ironaccelerator_runtime.backends.opencl
     libraries: tuple[str, ...]  # ex) ("opencl.cl",)
     flags: tuple[tuple[str, tuple[str, ...]], ...]  # backend-defined key -> CapabilityFlags

@@ -42,7 +42,7 @@ FAKE_RUNTIME = r"""
 #include <string.h>
 #include "trampolines.c"
 
-static int ia_objc_open(void) { return 0; }  /* (the Python loader's part: nothing to open here) */
+static int ia_open_library(void) { return 0; }  /* (the Python loader's part: nothing to open here) */
 
 static int entry;  /* 1: objc_msgSend, 2: objc_msgSend_stret, 3: objc_msgSend_fpret */
 static struct { Class isa; } instance, klass;

@@ -16,17 +16,54 @@ if _os.path.lexists(_os.path.join(_os.path.dirname(_here), '.ironaccel-gen.journ
                       "ironaccelerator_gen generate`) to finish the switch")
 del _os, _here
 
+from typing import TYPE_CHECKING, Any
+
 from ._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, MemoryKind, NumericClass, Vendor
-# the hand-written runtime (runtime/ironaccelerator_runtime): the behaviour over the generated data
+# the hand-written runtime (runtime/ironaccelerator_runtime): the behaviour over the generated data.  Only the error
+# type is imported now (every binding raises it); the rest on first use (__getattr__), so that importing a raw
+# binding (ironaccelerator.backends.<vendor>.<library>) does not import the trait surface, as cuda.bindings never
+# imports cuda.core.
 from ironaccelerator_runtime.errors import CompilerWarning, Error
-from ironaccelerator_runtime.kernel_args import LocalMemory
-from ironaccelerator_runtime import nvtx
-from ironaccelerator_runtime.tracing import trace
-from ironaccelerator_runtime.traits import (
-    Allocation, Backend, BackendRegistry, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Graph,
-    IpcHandle, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result, Scalar,
-    Stream,
-)
+
+if TYPE_CHECKING:
+    from ironaccelerator_runtime.kernel_args import LocalMemory
+    from ironaccelerator_runtime import nvtx
+    from ironaccelerator_runtime.tracing import trace
+    from ironaccelerator_runtime.traits import (
+        Allocation, Backend, BackendRegistry, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event,
+        Graph, IpcHandle, Kernel, KernelAttributes, KernelLaunch, LaunchDims, MemoryPool, Module, PoolStats, Result,
+        Scalar, Stream,
+    )
+
+# name -> the runtime module it comes from (a module itself where the name is the module's)
+_LAZY = {
+    "LocalMemory": "ironaccelerator_runtime.kernel_args",
+    "nvtx": "ironaccelerator_runtime.nvtx",
+    "trace": "ironaccelerator_runtime.tracing",
+    **dict.fromkeys((
+        "Allocation", "Backend", "BackendRegistry", "Capability", "Device", "DeviceDescriptor", "DeviceId",
+        "DeviceLimits", "Event", "Graph", "IpcHandle", "Kernel", "KernelAttributes", "KernelLaunch", "LaunchDims",
+        "MemoryPool", "Module", "PoolStats", "Result", "Scalar", "Stream",
+    ), "ironaccelerator_runtime.traits"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The runtime's names, each imported on its first use and then kept here (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    found = importlib.import_module(module)
+    value = found if module.endswith("." + name) else getattr(found, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "Allocation", "Backend", "BackendKind", "BackendRegistry", "Capability", "CapabilityFlags", "CompilerWarning", "ComputeTier",

@@ -18,7 +18,7 @@ import importlib
 import os
 import re
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from ironaccelerator._core import ErrorKind
 
@@ -358,6 +358,70 @@ def _cstr(ffi: Any, value: Any) -> str | int | None:
     return None
 
 
+class Loadable(Protocol):
+    """What :func:`load_module` reads of a binding (:class:`Binding`, or ``objc.ObjcBinding``)."""
+
+    package: str
+    build_id: str
+    backend: str
+    library: str
+
+
+def load_module(binding: Loadable, opener: Callable[[Any], bool],
+                abi_lib: Callable[[Any], Any]) -> tuple[str, Any, Any]:
+    """The cffi module of a generated library, C or Objective-C alike: ``(mode, ffi, lib)``.
+
+    API mode: the compiled ``<package>._cffi``, whose ``ia_open_library`` (called from C on the first call of any
+    function or message) runs ``opener(lib)``, True when the library (or runtime and frameworks) opened.  Else ABI
+    mode (:func:`abi_fallback` records why): the pre-parsed ``<package>._cffi_abi`` (or, with nothing built, the
+    cdefs beside the package, parsed now) and ``abi_lib(ffi)``, the binding's ABI-mode library object.  Either
+    built module must carry ``binding.build_id`` (:func:`check_build`)."""
+    here = list(sys.modules[binding.package].__path__)[0]
+    try:
+        mod = importlib.import_module(binding.package + "._cffi")
+    except ImportError as exc:
+        abi_fallback(binding.package, binding.backend, binding.library, here, exc)
+    else:
+        ffi, lib = mod.ffi, mod.lib
+        built = getattr(lib, "ia_build_id", None)
+        check_build(binding, mod, ffi.string(built()).decode() if built is not None else None)
+        api_loaded(binding.package, binding.backend, binding.library)
+
+        def _open() -> int:
+            try:
+                return 0 if opener(lib) else 1
+            except BaseException:  # never let an exception cross into C
+                return 1
+
+        ffi.def_extern(name="ia_open_library")(_open)
+        return API, ffi, lib
+    try:
+        abi = importlib.import_module(binding.package + "._cffi_abi")
+    except ImportError:  # nothing built: the cdefs beside the package, parsed now
+        cffi = importlib.import_module("cffi")
+        ffi = cffi.FFI()
+        ffi.cdef("".join(open(os.path.join(here, name), encoding="utf-8").read()
+                         for name in ("types.cdef", "abi.cdef")))
+    else:
+        check_build(binding, abi, getattr(abi, "BUILD_ID", None))
+        ffi = abi.ffi
+    return ABI, ffi, abi_lib(ffi)
+
+
+def check_build(binding: Loadable, module: Any, built: str | None) -> None:
+    """Refuse a built module made from other generated sources than these (``generate`` after ``build``):
+    cffi would fail later, and less clearly, on the first function the two disagree about."""
+    if built != binding.build_id:
+        MODES[binding.package] = {"module": binding.package, "backend": binding.backend,
+                                  "library": binding.library, "mode": "error", "expected": False,
+                                  "reason": f"{getattr(module, '__file__', module)} is stale (`build` before "
+                                            "`generate`)"}
+        raise ImportError(f"{binding.package}: {getattr(module, '__file__', module)} was built from other "
+                          f"generated sources (build {built or 'without an id'}, sources {binding.build_id}): "
+                          "`generate` ran after `build`; run `python -m ironaccelerator_gen build` "
+                          "(or `make generate`)", name=binding.package)
+
+
 class Binding:
     """The loaded form of one vendor library: its cffi ``ffi``/``lib`` and how to report failures."""
 
@@ -393,49 +457,7 @@ class Binding:
 
     # ------------------------------------------------------------ modes
     def _load_module(self) -> tuple[str, Any, Any]:
-        here = list(sys.modules[self.package].__path__)[0]
-        try:
-            mod = importlib.import_module(self.package + "._cffi")
-        except ImportError as exc:
-            abi_fallback(self.package, self.backend, self.library, here, exc)
-        else:
-            ffi, lib = mod.ffi, mod.lib
-            built = getattr(lib, "ia_build_id", None)
-            self._check_build(mod, ffi.string(built()).decode() if built is not None else None)
-            api_loaded(self.package, self.backend, self.library)
-
-            def _open() -> int:
-                try:
-                    return 0 if self._open_api(lib) else 1
-                except BaseException:  # never let an exception cross into C
-                    return 1
-
-            ffi.def_extern(name="ia_open_library")(_open)
-            return API, ffi, lib
-        try:
-            abi = importlib.import_module(self.package + "._cffi_abi")
-        except ImportError:  # nothing built: the cdefs beside the package, parsed now
-            cffi = importlib.import_module("cffi")
-            ffi = cffi.FFI()
-            ffi.cdef("".join(open(os.path.join(here, name), encoding="utf-8").read()
-                             for name in ("types.cdef", "abi.cdef")))
-        else:
-            self._check_build(abi, getattr(abi, "BUILD_ID", None))
-            ffi = abi.ffi
-        return ABI, ffi, _LazyLib(self, ffi)
-
-    def _check_build(self, module: Any, built: str | None) -> None:
-        """Refuse a built module made from other generated sources than these (``generate`` after ``build``):
-        cffi would fail later, and less clearly, on the first function the two disagree about."""
-        if built != self.build_id:
-            MODES[self.package] = {"module": self.package, "backend": self.backend, "library": self.library,
-                                   "mode": "error", "expected": False,
-                                   "reason": f"{getattr(module, '__file__', module)} is stale (`build` before "
-                                             "`generate`)"}
-            raise ImportError(f"{self.package}: {getattr(module, '__file__', module)} was built from other "
-                              f"generated sources (build {built or 'without an id'}, sources {self.build_id}): "
-                              "`generate` ran after `build`; run `python -m ironaccelerator_gen build` "
-                              "(or `make generate`)", name=self.package)
+        return load_module(self, self._open_api, lambda ffi: _LazyLib(self, ffi))
 
     def candidates(self) -> list[str]:
         if self.chosen:

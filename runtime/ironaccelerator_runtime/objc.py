@@ -17,7 +17,6 @@ linked only by name would be dropped by ``--as-needed``: its classes would come 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import platform
 import sys
@@ -27,7 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 from ironaccelerator._core import ErrorKind
 
 from .errors import Error, fail
-from .loader import MODES, abi_fallback, api_loaded, library_candidates
+from .loader import ABI, API, library_candidates, load_module  # (the binding modes: one loader's)
 
 # ia_objc.h's refusals (ia_objc_failed())
 NIL, SELECTOR, OPEN, CLASS, FUNCTION = 1, 2, 3, 4, 5
@@ -35,9 +34,6 @@ EXCEPTION = 8  # the method raised an Objective-C exception, caught (API mode): 
 # the kind of a caught exception by its name (any other: UNKNOWN)
 EXCEPTION_KINDS = {"NSInvalidArgumentException": ErrorKind.INVALID_VALUE, "NSRangeException": ErrorKind.INVALID_VALUE,
                    "NSMallocException": ErrorKind.OUT_OF_MEMORY}
-API = "api"
-ABI = "abi"
-
 # (class, selector, class method, result kind, argument kinds, ownership, consumes self, error arg, autoreleases,
 #  fpret) -- see generator/objc.py's BoundMethod
 MethodRow = tuple[str, str, bool, str, tuple[str, ...], str, bool, int, bool, str]
@@ -146,15 +142,16 @@ class ObjcBinding:
     def __init__(self, *, package: str, build_id: str, backend: str, library: str,
                  runtime: dict[str, tuple[str, ...]], frameworks: dict[str, tuple[str, ...]],
                  classes: Sequence[str], methods: Sequence[MethodRow], functions: Sequence[FunctionRow] = (),
-                 search: tuple[Sequence[str], Sequence[str], Sequence[str], Sequence[str]] = ((), (), (), ()),
-                 errors: dict[tuple[str, int | None], ErrorKind], error_default: ErrorKind) -> None:
+                 wheel_dirs: Sequence[str] = (), sdk_dirs: Sequence[str] = (), sdk_env: Sequence[str] = (),
+                 sdk_roots: Sequence[str] = (), errors: dict[tuple[str, int | None], ErrorKind], error_default: ErrorKind) -> None:
         self.package = package
         self.build_id = build_id
         self.backend = backend
         self.library = library
         self.runtime_names = runtime
         self.framework_names = frameworks
-        self.search = search  # where else to look: (wheel_dirs, sdk_dirs, sdk_env, sdk_roots) of the spec's loader:
+        # where else to look: the spec's loader: (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as a C library's Binding
+        self.search = (tuple(wheel_dirs), tuple(sdk_dirs), tuple(sdk_env), tuple(sdk_roots))
         self.classes = tuple(classes)
         self.methods = tuple(methods)
         self.functions = tuple(functions)
@@ -169,45 +166,11 @@ class ObjcBinding:
         self._lock = threading.Lock()
         self.Object: type[Object] = type("Object", (Object,), {"__slots__": (), "_binding": self,
                                                                 "__module__": package})
-        self.mode, self.ffi, self.lib = self._load_module()
+        # one loader for both families (loader.load_module): the compiled module opens the runtime and
+        # frameworks through open(), ABI mode calls them through _AbiLib
+        self.mode, self.ffi, self.lib = load_module(self, lambda lib: self.open(),
+                                                    lambda ffi: _AbiLib(self, ffi))
         self.NULL = self.ffi.NULL
-
-    # ------------------------------------------------------------ modes
-    def _load_module(self) -> tuple[str, Any, Any]:
-        here = list(sys.modules[self.package].__path__)[0]
-        try:
-            mod = importlib.import_module(self.package + "._cffi")
-        except ImportError as exc:
-            abi_fallback(self.package, self.backend, self.library, here, exc)
-        else:
-            ffi, lib = mod.ffi, mod.lib
-            built = ffi.string(lib.ia_build_id()).decode()
-            if built != self.build_id:
-                MODES[self.package] = {"module": self.package, "backend": self.backend, "library": self.library,
-                                       "mode": "error", "expected": False,
-                                       "reason": f"{mod.__file__} is stale (`build` before `generate`)"}
-                raise ImportError(f"{self.package}: the built module is stale (build {built}, generated "
-                                  f"{self.build_id}): run `python -m ironaccelerator_gen build`")
-
-            def _open() -> int:
-                try:
-                    return 0 if self.open() else 1
-                except BaseException:  # never let an exception cross into C
-                    return 1
-
-            ffi.def_extern(name="ia_objc_open")(_open)
-            api_loaded(self.package, self.backend, self.library)
-            return API, ffi, lib
-        try:
-            abi = importlib.import_module(self.package + "._cffi_abi")
-            ffi = abi.ffi
-        except ImportError:  # nothing built: the cdefs beside the package, parsed now
-            import cffi
-
-            ffi = cffi.FFI()
-            ffi.cdef("".join(open(os.path.join(here, name), encoding="utf-8").read()
-                             for name in ("types.cdef", "abi.cdef")))
-        return ABI, ffi, _AbiLib(self, ffi)
 
     # ------------------------------------------------------------ loading
     def _platform(self) -> str:

@@ -133,7 +133,9 @@ static ia_objc_imp_t (*ia_msg_lookup)(id, SEL);
 #define IA_CLASS_OF(obj) (*(Class *)(obj))
 #endif
 
-static int ia_objc_open(void);  /* extern "Python": dlopens the runtime and the frameworks RTLD_GLOBAL */
+/* extern "Python", the same callback as ia_runtime.h's (loader.load_module): dlopens the runtime and the frameworks
+   RTLD_GLOBAL */
+static int ia_open_library(void);
 
 static void *ia_objc_sym(const char *name)
 {
@@ -233,7 +235,7 @@ static int ia_objc_start(void)
 {
     if (ia_objc_ready)
         return 0;
-    if (ia_objc_open() != 0 || ia_objc_setup() != 0)
+    if (ia_open_library() != 0 || ia_objc_setup() != 0)
         return 1;
     ia_objc_ready = 1;
     return 0;

@@ -22,8 +22,15 @@ from .tables import MetalTables, _KIND, _NAME, _PRIVATE, _SHARED, api
 
 
 class MetalBackend(Backend):
-    """Metal: the devices of ``MTLCopyAllDevices``.  ``tables``: the spec's capability data (the generated subclass
-    sets it).  Holds no Metal object between calls (each enumeration releases what it made)."""
+    """The Metal backend (``BackendKind.METAL``): the devices of ``MTLCopyAllDevices()``, through the Objective-C
+    runtime.  Holds no Metal object between calls (each enumeration releases what it made).
+
+    ``tables``: the spec's capability tables (``TABLES`` of ``specs/metal/backend.yaml``: GPU families ->
+    :class:`~ironaccelerator.CapabilityFlags` and tiers, vendor names), which the generated subclass
+    ``ironaccelerator.backends.metal.MetalBackend`` sets.  On Apple platforms it would use Metal.framework
+    (generated, never run on Apple hardware); on Linux it runs over the IA Simulated Metal Device
+    (``$IA_METAL_SIM_DIR/libia_metal_sim.so``, a test fixture, not Metal).
+    """
 
     kind = BackendKind.METAL
     tables = MetalTables(flags={}, tiers=(), vendors=(), families={})

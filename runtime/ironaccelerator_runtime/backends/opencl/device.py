@@ -26,8 +26,15 @@ _FENCING: list[Event] = [None]  # type: ignore[list-item]
 
 
 class OpenCLBackend(Backend):
-    """OpenCL through the ICD loader (``libOpenCL.so.1``): every platform's devices, in order.  ``tables``: the
-    spec's capability data (the generated subclass sets it)."""
+    """The OpenCL backend (``BackendKind.OPENCL``): every device of every platform the ICD loader
+    (``libOpenCL.so.1``) lists, in order; on this project's test machine, PoCL's CPU device.
+
+    ``tables``: the spec's capability tables (``TABLES`` of ``specs/opencl/backend.yaml``: extensions ->
+    :class:`~ironaccelerator.CapabilityFlags`, device types -> tiers, vendor names), which the generated subclass
+    ``ironaccelerator.backends.opencl.OpenCLBackend`` sets.  Adds over :class:`~ironaccelerator.Backend`:
+    ``versions()`` lists each platform with its ``CL_PLATFORM_VERSION``.  Constructing it loads the ICD loader
+    (``Error(LIBRARY_NOT_FOUND)`` when it cannot).
+    """
 
     kind = BackendKind.OPENCL
     tables = OpenCLTables(flags={}, tiers={}, vendors=())

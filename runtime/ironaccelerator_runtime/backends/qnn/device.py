@@ -25,9 +25,16 @@ from .tables import (
 
 
 class QnnBackend(Backend):
-    """A QNN backend library (libQnnHtp.so, through the generated interface module): its devices, as
-    ``QnnDevice_getPlatformInfo`` reports them.  ``tables``: the spec's capability data (the generated subclass
-    sets it)."""
+    """The QNN backend (``BackendKind.QNN``): Qualcomm AI Engine Direct's HTP backend library (``libQnnHtp.so``,
+    through the generated interface module; the x86 build emulates the Hexagon NPU) and its devices, as
+    ``QnnDevice_getPlatformInfo`` reports them.
+
+    ``tables``: the spec's capability and SoC tables (``TABLES`` of ``specs/qnn/backend.yaml``), which the generated
+    subclass ``ironaccelerator.backends.qnn.QnnBackend`` sets.  Adds over :class:`~ironaccelerator.Backend`:
+    ``open(device_id, arch=..., soc=...)`` selects the HTP architecture / SoC model graphs are prepared for, and
+    ``QnnBackend(trace_dir=...)`` records every QNN call with the Saver backend instead of running it.  Modules are
+    context binaries, kernels are graphs (no compiler: compile options are ``UNSUPPORTED``).
+    """
 
     kind = BackendKind.QNN
     tables = QnnTables(flags={}, tiers={}, vendors=(), soc_models={})

@@ -57,7 +57,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'aa83dcc575d16efb8c3bd83c'
+BUILD_ID = 'dca60cba99c698735268c53b'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
@@ -74,8 +74,10 @@ BINDING = ObjcBinding(
         'windows': (),
         'darwin': ('/System/Library/Frameworks/Foundation.framework/Foundation',),
     },
-    search=((), (), (),
-            ()),  # (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as loader: says
+    wheel_dirs=(),
+    sdk_dirs=(),
+    sdk_env=(),
+    sdk_roots=(),
     classes=CLASSES,
     methods=METHODS,
     functions=FUNCTIONS,

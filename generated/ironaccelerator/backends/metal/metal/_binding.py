@@ -96,7 +96,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '8fbc7d74dc6597d26a5c2bfd'
+BUILD_ID = '25756ac12856ecdd4e16e261'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
@@ -113,8 +113,10 @@ BINDING = ObjcBinding(
         'windows': (),
         'darwin': ('/System/Library/Frameworks/Foundation.framework/Foundation', '/System/Library/Frameworks/Metal.framework/Metal', '/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics'),
     },
-    search=((), ('.',), ('IA_METAL_SIM_DIR',),
-            ()),  # (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as loader: says
+    wheel_dirs=(),
+    sdk_dirs=('.',),
+    sdk_env=('IA_METAL_SIM_DIR',),
+    sdk_roots=(),
     classes=CLASSES,
     methods=METHODS,
     functions=FUNCTIONS,

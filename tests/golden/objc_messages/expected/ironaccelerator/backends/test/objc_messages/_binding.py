@@ -66,8 +66,10 @@ BINDING = ObjcBinding(
         'windows': (),
         'darwin': ('libia_objc_messages.dylib',),
     },
-    search=((), ('lib',), ('IA_GOLDEN_HOME',),
-            ()),  # (wheel_dirs, sdk_dirs, sdk_env, sdk_roots), as loader: says
+    wheel_dirs=(),
+    sdk_dirs=('lib',),
+    sdk_env=('IA_GOLDEN_HOME',),
+    sdk_roots=(),
     classes=CLASSES,
     methods=METHODS,
     functions=FUNCTIONS,

@@ -1,0 +1,73 @@
+"""The generated package imports the hand-written runtime lazily (issue 26, item 5), as ``cuda.bindings`` never
+imports ``cuda.core``: importing a raw binding module (``ironaccelerator.backends.opencl.cl``) loads its loader, the
+error type and the tracing switch, not the runtime's trait surface (``ironaccelerator_runtime.traits``) nor its
+kernel arguments; ``import ironaccelerator`` then gives the whole core surface on first use of a name.
+
+Each check runs in a child interpreter: this process has long imported everything."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+# what a raw binding must not pull in: the trait surface and the kernel arguments (its loader, its error type and
+# the tracing switch its raw functions are wrapped by are its own)
+HEAVY = ("ironaccelerator_runtime.traits", "ironaccelerator_runtime.kernel_args")
+
+# one C library per family that every checkout generates (OpenCL, QNN, the CUDA driver), and an Objective-C one
+RAW = ("ironaccelerator.backends.opencl.cl", "ironaccelerator.backends.qnn.interface",
+       "ironaccelerator.backends.cuda.driver", "ironaccelerator.backends.foundation.foundation")
+
+
+def _child(code: str) -> dict[str, object]:
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out: dict[str, object] = json.loads(r.stdout.strip().splitlines()[-1])
+    return out
+
+
+@pytest.mark.parametrize("module", RAW)
+def test_a_raw_binding_does_not_import_the_trait_surface(module: str) -> None:
+    got = _child(f"import importlib, json, sys\n"
+                 f"m = importlib.import_module({module!r})\n"
+                 f"print(json.dumps({{'loaded': sorted(n for n in {HEAVY!r} if n in sys.modules), "
+                 f"'mode': getattr(m, 'BINDING_MODE', None)}}))")
+    assert got["loaded"] == [], f"importing {module} imported {got['loaded']}"
+    assert got["mode"] in ("api", "abi")
+
+
+def test_a_raw_binding_raises_the_public_error_type() -> None:
+    """The lazily imported package still has one ``Error``: the binding's is ``ironaccelerator.Error``."""
+    got = _child("import json, sys\n"
+                 "import ironaccelerator.backends.opencl.cl as cl\n"
+                 "import ironaccelerator as ia\n"
+                 "print(json.dumps({'same': cl.Error is ia.Error and cl.ErrorKind is ia.ErrorKind, "
+                 "'traits': 'ironaccelerator_runtime.traits' in sys.modules}))")
+    assert got == {"same": True, "traits": False}
+
+
+def test_the_core_surface_is_there_on_first_use() -> None:
+    """Every name of ``ironaccelerator.__all__`` resolves (the trait classes imported on first use), ``dir()`` lists
+    them, ``from ironaccelerator import *`` binds them, and an unknown name is an AttributeError."""
+    got = _child("import json, sys\n"
+                 "import ironaccelerator as ia\n"
+                 "before = 'ironaccelerator_runtime.traits' in sys.modules\n"
+                 "from ironaccelerator_runtime.traits import Device\n"
+                 "ns = {}\n"
+                 "exec('from ironaccelerator import *', ns)\n"
+                 "try:\n"
+                 "    ia.NoSuchName\n"
+                 "    missing = False\n"
+                 "except AttributeError as e:\n"
+                 "    missing = 'NoSuchName' in str(e)\n"
+                 "print(json.dumps({'before': before, 'device': ia.Device is Device, "
+                 "'all': sorted(n for n in ia.__all__ if n not in ns), "
+                 "'dir': sorted(set(ia.__all__) - set(dir(ia))), 'missing': missing, "
+                 "'nvtx': ia.nvtx.__name__}))")
+    assert got == {"before": False, "device": True, "all": [], "dir": [], "missing": True,
+                   "nvtx": "ironaccelerator_runtime.nvtx"}
