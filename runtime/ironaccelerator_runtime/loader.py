@@ -22,7 +22,10 @@ from typing import Any, Callable, Protocol, Sequence
 
 from ironaccelerator._core import ErrorKind
 
-from .errors import Error
+from .errors import Error, fail
+# re-exported: the generated bindings import the resolvers from here
+from .resolvers import DLSYM as DLSYM, AbiMajor as AbiMajor, ProcAddress as ProcAddress, Resolver as Resolver
+from .resolvers import Table as Table
 
 CData = Any  # a cffi cdata object (pointer, handle or struct)
 
@@ -148,216 +151,6 @@ def library_candidates(names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[s
     return list(dict.fromkeys(out))
 
 
-class Resolver:
-    """How ABI mode finds a function of an opened library, before ``dlsym`` of its symbol: a library spec's
-    ``resolver: {kind: ...}``.  The C twin is ia_runtime.h's IA_RESOLVER (API mode); both resolve alike.
-
-    ``kind`` ``dlsym`` (this class: nothing before dlsym); :class:`ProcAddress` for ``proc_address``;
-    :class:`Table` for ``table`` (a provider's function table, and no dlsym but of the provider).
-    """
-
-    kind = "dlsym"
-    pins: dict[str, int] = {}  # public name -> ABI version the resolver is asked for
-
-    def resolve(self, lib: _LazyLib, index: int) -> Any:
-        """``index``'s cdata function, or None to fall back to dlsym of its symbol."""
-        return None
-
-    def dlsym(self, public: str) -> bool:
-        """Whether function ``public`` may come from dlsym of its symbol (when :meth:`resolve` has nothing)."""
-        return True
-
-    def missing(self, binding: Binding, index: int) -> Error | None:
-        """The error for function ``index`` when the library is open but the function was not found; None: the
-        usual one (the library does not export its symbol)."""
-        return None
-
-
-DLSYM = Resolver()
-
-
-class ProcAddress(Resolver):
-    """``proc_address``: the library's own resolver (``cuGetProcAddress``):
-    ``resolver(public name, &fn, pins[name], flags[, &status])``; the flags are ``per_thread_flag`` after
-    ``set_per_thread_default_stream(True)``, else ``default_flag`` (as ia_runtime.h's ``ia_via_proc``).
-    Functions without a pin, and the resolver itself, come from dlsym."""
-
-    kind = "proc_address"
-
-    def __init__(self, *, resolver: str, default_flag: int, per_thread_flag: int, pins: dict[str, int]) -> None:
-        self.resolver = resolver  # ex) cuGetProcAddress: a bound function, itself always resolved with dlsym
-        self.default_flag = default_flag  # ex) CU_GET_PROC_ADDRESS_DEFAULT
-        self.per_thread_flag = per_thread_flag  # ex) CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
-        self.pins = pins  # ex) {"cuCtxCreate": 12050}
-
-    def resolve(self, lib: _LazyLib, index: int) -> Any:
-        b = lib._binding
-        pin = b.pins[index]
-        if pin <= 0:
-            return None
-        if not lib._proc_looked_up:
-            lib._proc = lib._dlsym(b.functions[b.index[self.resolver]][1])
-            lib._proc_looked_up = True
-        proc = lib._proc
-        if proc is None:
-            return None
-        ffi = lib._ffi
-        args = ffi.typeof(proc).args  # (const char *, void **, int, flags[, status *])
-        fp = ffi.new(args[1])
-        status = (ffi.new(args[4]),) if len(args) > 4 else ()
-        flags = self.per_thread_flag if b.per_thread else self.default_flag
-        if proc(b.functions[index][0].encode(), fp, pin, flags, *status) != 0 or fp[0] == ffi.NULL:
-            return None
-        return ffi.cast(f"ia_pfn_{index}", fp[0])  # typedef'd in abi.cdef
-
-
-def _member(value: Any, path: str) -> Any:
-    for part in path.split("."):
-        value = getattr(value, part)
-    return value
-
-
-class Table(Resolver):
-    """``table``: the library exports only ``provider(const Interface ***list, uint32_t *n)`` (status 0: success).
-    The first listed provider whose ``version`` member has major ``major``, a minor of at least ``minor`` and
-    whose ``match`` members have their values is selected, once; every other function is its entry
-    (``entries``: public name -> field) of the provider's ``table`` member, never dlsym'ed.  An entry that is
-    NULL, or newer than the provider (``since``: field -> the minor that added it; an older table may end before
-    it, so it is never read) is a missing function (SYMBOL_NOT_FOUND naming the entry), no matching provider a
-    missing library (LIBRARY_NOT_FOUND listing the providers offered).  As ia_runtime.h's ``ia_via_table``."""
-
-    kind = "table"
-
-    def __init__(self, *, provider: str, table: str, version: str, major: int, minor: int,
-                 match: dict[str, int], entries: dict[str, str], since: dict[str, int]) -> None:
-        self.provider = provider  # ex) QnnInterface_getProviders: a bound function, resolved with dlsym
-        self.table = table  # ex) v2_27: member path of the function table in the provider struct
-        self.version = version  # ex) apiVersion.coreApiVersion: member path of {major, minor, patch}
-        self.major = major
-        self.minor = minor
-        self.match = match  # ex) {"backendId": 6}: provider member path -> the value it must have
-        self.entries = entries  # ex) {"QnnBackend_getApiVersion": "backendGetApiVersion"}
-        self.since = since  # ex) {"contextFinalize": 16}: field -> the minor that added it (absent: every one)
-
-    def providers(self, binding: Binding) -> list[Any] | None:
-        """The providers the library lists (cdata pointers), or None when it cannot be asked."""
-        index = binding.index[self.provider]
-        if binding.status(index) != 0:
-            return None
-        ffi = binding.ffi
-        # API mode: the compiled trampoline's address; ABI mode: the resolved cdata function
-        get = ffi.addressof(binding.lib, self.provider) if binding.mode == API else binding.lib._resolve(index)
-        ftype = ffi.typeof(get)
-        lst, n = ffi.new(ftype.args[0]), ffi.new(ftype.args[1])
-        if get(lst, n) != 0 or lst[0] == ffi.NULL:
-            return None
-        return [lst[0][k] for k in range(int(n[0])) if lst[0][k] != ffi.NULL]
-
-    def selects(self, p: Any) -> bool:
-        """Whether provider ``p`` is one this binding can use (ia_runtime.h: ``ia_table_selects``)."""
-        v = _member(p, self.version)
-        return (int(v.major) == self.major and int(v.minor) >= self.minor
-                and all(int(_member(p, m)) == value for m, value in self.match.items()))
-
-    def select(self, binding: Binding) -> tuple[list[Any] | None, Any]:
-        """(the providers listed, or None; the first one selected, or None)."""
-        found = self.providers(binding)
-        return found, next((p for p in found or () if self.selects(p)), None)
-
-    def entry(self, p: Any, public: str) -> Any:
-        """Function ``public``'s entry in provider ``p`` (a cdata function pointer, maybe NULL), or None when
-        the entry is newer than ``p``'s minor (its table may end before it: not read)."""
-        field = self.entries[public]
-        if int(_member(p, self.version).minor) < self.since.get(field, 0):
-            return None
-        return getattr(_member(p, self.table), field)
-
-    def _describe(self, binding: Binding, p: Any) -> str:
-        v = _member(p, self.version)
-        ver = ".".join(str(int(getattr(v, k))) for k in ("major", "minor", "patch") if hasattr(v, k))
-        names = [f"{k}={_cstr(binding.ffi, getattr(p, k))}" for k, _ in binding.ffi.typeof(p).item.fields
-                 if k and k != self.table.split(".")[0] and k != self.version.split(".")[0]
-                 and _cstr(binding.ffi, getattr(p, k)) is not None]
-        return f"version {ver}" + (f" ({', '.join(names)})" if names else "")
-
-    def _wanted(self) -> str:
-        match = "".join(f" and {m} {value}" for m, value in self.match.items())
-        return f"API version {self.major}.{self.minor} or a later {self.major}.x{match}"
-
-    def resolve(self, lib: _LazyLib, index: int) -> Any:
-        b = lib._binding
-        public = b.functions[index][0]
-        if public == self.provider:
-            return None
-        if not lib._proc_looked_up:
-            lib._proc = self.select(b)[1]
-            lib._proc_looked_up = True
-        if lib._proc is None:
-            return None
-        fn = self.entry(lib._proc, public)
-        return None if fn is None or fn == lib._ffi.NULL else fn
-
-    def dlsym(self, public: str) -> bool:
-        return public == self.provider
-
-    def missing(self, binding: Binding, index: int) -> Error | None:
-        public = binding.functions[index][0]
-        if public == self.provider:
-            return None
-        found, chosen = self.select(binding)
-        if found is None:
-            return Error(ErrorKind.LIBRARY_NOT_FOUND, f"{binding.path} does not list any provider ({self.provider} "
-                         f"failed or is not exported) for {public}", backend=binding.backend, function=public)
-        if chosen is None:
-            offers = "; ".join(self._describe(binding, p) for p in found) or "none"
-            return Error(ErrorKind.LIBRARY_NOT_FOUND, f"{binding.path} has no provider of {self._wanted()} "
-                         f"(for {public}); it offers: {offers}", backend=binding.backend, function=public)
-        field = self.entries[public]
-        why = "NULL" if self.entry(chosen, public) is not None else (
-            f"added in {self.major}.{self.since[field]}, after the provider's version")
-        return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{binding.path}: the selected provider, "
-                     f"{self._describe(binding, chosen)}, has no entry {field} ({why}; for {public})",
-                     backend=binding.backend, function=public)
-
-
-class AbiMajor:
-    """A library spec's ``loader.abi_major``: a library whose ABI (enum values, struct layouts) changes at each
-    major version must be the major of the headers the bindings were generated from.  Once a file is opened,
-    ``function(&version)`` is asked (status 0: success); a file reporting another major (``version //
-    encoding[0]``) is passed over as if it were missing, and the next name is tried.  A file that cannot say
-    its version (the function is not exported, or fails) is kept: nothing is known against it."""
-
-    def __init__(self, *, function: str, encoding: tuple[int, int], major: int) -> None:
-        self.function = function  # ex) hipRuntimeGetVersion: status (integer *version)
-        self.encoding = encoding  # ex) (10000000, 100000): major = v // e[0], minor = v % e[0] // e[1]
-        self.major = major  # ex) 5: the headers' (HIP 5.2)
-
-    def version(self, ffi: Any, fn: Any) -> tuple[int, str] | None:
-        """(major, "major.minor") that the opened library's ``fn`` (the cdata function) reports, or None."""
-        if fn is None:
-            return None
-        out = ffi.new(ffi.typeof(fn).args[0])
-        try:
-            if fn(out) != 0:
-                return None
-        except Exception:  # (a stand-in that raises): nothing known
-            return None
-        v, (e0, e1) = int(out[0]), self.encoding
-        return v // e0, f"{v // e0}.{v % e0 // e1}"
-
-
-def _cstr(ffi: Any, value: Any) -> str | int | None:
-    """A provider member worth naming in a message: an integer, or a C string; else None."""
-    if isinstance(value, int):
-        return value
-    try:
-        if ffi.typeof(value).cname in ("char *", "const char *") and value != ffi.NULL:
-            return str(ffi.string(value).decode(errors="replace"))
-    except (TypeError, AttributeError):
-        pass
-    return None
-
-
 class Loadable(Protocol):
     """What :func:`load_module` reads of a binding (:class:`Binding`, or ``objc.ObjcBinding``)."""
 
@@ -472,12 +265,12 @@ class Binding:
         files = [os.fspath(p) if isinstance(p, os.PathLike) else p for p in paths]
         chosen = tuple(f for f in files if isinstance(f, str) and f)
         if not files or len(chosen) != len(files):
-            raise Error(ErrorKind.INVALID_VALUE, f"use_library: give one or more library paths, not {paths!r}",
-                        backend=self.backend, function="use_library")
+            raise fail(ErrorKind.INVALID_VALUE, "use_library", f"give one or more library paths, not {paths!r}",
+                       self.backend)
         if self.path is not None and self.path not in chosen:
-            raise Error(ErrorKind.INVALID_VALUE, f"use_library: the {self.backend} {self.library} library is "
-                        f"already loaded from {self.path}; a process binds one file (choose before the first "
-                        "call)", backend=self.backend, function="use_library")
+            raise fail(ErrorKind.INVALID_VALUE, "use_library", f"the {self.backend} {self.library} library is "
+                       f"already loaded from {self.path}; a process binds one file (choose before the first call)",
+                       self.backend)
         self.chosen = chosen
         if self.mode == ABI:
             self.lib._failed = False  # a failed search before this choice is not this choice's failure
@@ -563,31 +356,30 @@ class Binding:
         public, _, _, minimum = self.functions[index]
         if st == _LIB_MISSING and self.opening_error is not None:
             exc = self.opening_error
-            return exc if isinstance(exc, Error) else Error(
-                ErrorKind.LIBRARY_NOT_FOUND, f"the {self.backend} {self.library} library was not opened for {public}: "
-                f"a hook run before opening it failed: {type(exc).__name__}: {exc}", backend=self.backend,
-                function=public)
+            return exc if isinstance(exc, Error) else fail(
+                ErrorKind.LIBRARY_NOT_FOUND, public, f"the {self.backend} {self.library} library was not opened: "
+                f"a hook run before opening it failed: {type(exc).__name__}: {exc}", self.backend)
         if st == _LIB_MISSING and self.refused:
             a = self.abi_major
             assert a is not None
             env = self.loader[3]
             where = f" (found through {' or '.join(env)})" if env else ""
-            return Error(ErrorKind.LIBRARY_NOT_FOUND, f"cannot use the {self.backend} {self.library} library for "
-                         f"{public}: these bindings were generated from {self.backend} {self.sdk_version} headers, "
+            return fail(ErrorKind.LIBRARY_NOT_FOUND, public, f"cannot use the {self.backend} {self.library} "
+                        f"library: these bindings were generated from {self.backend} {self.sdk_version} headers, "
                          f"but the library found is {', '.join(self.refused)}, and another major version has other "
                          "enum values and struct layouts: run `make generate` against that library's SDK"
-                         f"{where}, or install a {self.backend} {a.major}.x library; tried {'; '.join(self.tried)}",
-                         backend=self.backend, function=public)
+                        f"{where}, or install a {self.backend} {a.major}.x library; tried {'; '.join(self.tried)}",
+                        self.backend)
         if st == _LIB_MISSING:
             tried = "; ".join(self.tried) or "no candidates for this platform"
-            return Error(ErrorKind.LIBRARY_NOT_FOUND, f"cannot load the {self.backend} {self.library} library "
-                         f"for {public}: tried {tried}", backend=self.backend, function=public)
+            return fail(ErrorKind.LIBRARY_NOT_FOUND, public, f"cannot load the {self.backend} {self.library} library: "
+                        f"tried {tried}", self.backend)
         if st == _SYMBOL_MISSING and (err := self.resolver.missing(self, index)) is not None:
             return err
         if st == _SYMBOL_MISSING:
             need = f"; it needs {self.backend} {self.library} {minimum} or newer" if minimum else ""
-            return Error(ErrorKind.SYMBOL_NOT_FOUND, f"{self.path} does not export {self.symbol(index)} "
-                         f"(for {public}){need}", backend=self.backend, function=public)
+            return fail(ErrorKind.SYMBOL_NOT_FOUND, public, f"{self.path} does not export {self.symbol(index)}{need}",
+                        self.backend)
         return None
 
     def error(self, code: int, index: int, detail: str = "") -> Error:
@@ -610,7 +402,7 @@ class Binding:
         message = f"{public} failed with {label} ({code})"
         if detail:
             message += "\n" + detail
-        return Error(kind, message, code=code, backend=self.backend, function=public)
+        return fail(kind, public, message, self.backend, code=code)  # (begins with the function: no prefix added)
 
     def error_with_log(self, code: int, index: int, log: Callable[..., Any], *args: Any) -> Error:
         """:meth:`error` with ``log(*args)`` (a compile log) as its detail: a fast path's ``error_log``."""
@@ -741,8 +533,8 @@ def require_function(binding: Binding, function: str, missing: str) -> None:
     """Raise unless ``binding``'s ``function`` can be called: the loader's error (``LIBRARY_NOT_FOUND`` naming the
     files tried, ``SYMBOL_NOT_FOUND``...), else ``Error(LIBRARY_NOT_FOUND, missing)``."""
     if not binding.has(function):
-        raise binding.load_error(binding.index[function]) or Error(
-            ErrorKind.LIBRARY_NOT_FOUND, missing, backend=binding.backend, function=function)
+        raise binding.load_error(binding.index[function]) or fail(
+            ErrorKind.LIBRARY_NOT_FOUND, function, missing, binding.backend)
 
 
 def load_library(package: str, function: str | None = None, missing: str = "") -> tuple[Any, Any]:
