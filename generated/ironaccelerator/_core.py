@@ -338,7 +338,7 @@ GENERATED_FROM: dict[str, Any] = {
         'hip/runtime.yaml': 'sha256:21120463c1c26974054cccdb475870e395a95cf17a5adabbc49a835c6c79ed9e',
         'metal/backend.yaml': 'sha256:bb29fb3352a9b0742d7ad5cfe29b1a7524ef88e56322afff18d819bf0c650f75',
         'metal/metal.yaml': 'sha256:aff18d5dd6509466e14dca0706335bd6f2738191c35fc2e361b26ffede0cc0a4',
-        'opencl/backend.yaml': 'sha256:99f2d6a02f1560a953def70077252a164b0fd7407436733b697446e79cb09113',
+        'opencl/backend.yaml': 'sha256:0457a1860fe7122eca3be8d10fee7d32bb5836dbb8e88d7fd2e2710de9cb4a05',
         'opencl/cl.yaml': 'sha256:3015265de13bf0fd01d6c677f6646d378c5fb765c464e671c31249ff7b87913e',
         'qnn/backend.yaml': 'sha256:bb5ae86820417e27851fe6fb56fa13e5a74a377fc7a8a57c89f7e0b989b931d6',
         'qnn/interface.yaml': 'sha256:bada9bc0300ca9f988e40200b9a4f74a9db7f308f03b5765e5432ac6076ee46e',

@@ -13,11 +13,12 @@ from ironaccelerator_runtime.backends.metal import (
 __all__ = ["MODULE_FORMATS", "MetalAllocation", "MetalBackend", "MetalDevice", "MetalEvent", "MetalKernel",
            "MetalModule", "MetalStream", "TABLES", "translate_capability"]
 
-# what Device.load_module accepts
+# what Device.load_module accepts (the spec's module_formats)
 MODULE_FORMATS = ('source',)
 
-# capability translation, from specs/metal/backend.yaml: GPU family keys (asked with supportsFamily:), "always", "integrated"
-# (hasUnifiedMemory) and "default"; families: each key's MTLGPUFamily value (metal.metal)
+# capability translation, from specs/metal/backend.yaml (capabilities.match: gpu_family): GPU family keys (asked with
+# supportsFamily:), "always", "integrated" (hasUnifiedMemory) and "default"; families: each family's constant
+# (metal.metal)
 TABLES = MetalTables(
     flags={
         'always': CapabilityFlags.FP16 | CapabilityFlags.PROFILING,

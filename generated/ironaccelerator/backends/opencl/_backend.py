@@ -10,10 +10,13 @@ from ironaccelerator_runtime.backends.opencl import (
     OpenCLAllocation, OpenCLDevice, OpenCLEvent, OpenCLKernel, OpenCLModule, OpenCLStream, OpenCLTables,
 )
 
-__all__ = ["OpenCLAllocation", "OpenCLBackend", "OpenCLDevice", "OpenCLEvent", "OpenCLKernel", "OpenCLModule",
-           "OpenCLStream", "TABLES", "translate_capability", "translate_vendor"]
+__all__ = ["MODULE_FORMATS", "OpenCLAllocation", "OpenCLBackend", "OpenCLDevice", "OpenCLEvent", "OpenCLKernel",
+           "OpenCLModule", "OpenCLStream", "TABLES", "translate_capability", "translate_vendor"]
 
-# capability translation, from specs/opencl/backend.yaml
+# what Device.load_module accepts (the spec's module_formats)
+MODULE_FORMATS = ('source',)
+
+# capability translation, from specs/opencl/backend.yaml (capabilities.match: exact)
 TABLES = OpenCLTables(
     flags={
         'cl_khr_fp16': CapabilityFlags.FP16,

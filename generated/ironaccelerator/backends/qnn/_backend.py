@@ -13,10 +13,11 @@ from ironaccelerator_runtime.backends.qnn import (
 __all__ = ["MODULE_FORMATS", "QnnAllocation", "QnnBackend", "QnnDevice", "QnnEvent", "QnnKernel", "QnnModule",
            "QnnStream", "TABLES", "TensorInfo", "translate_capability"]
 
-# what Device.load_module accepts
+# what Device.load_module accepts (the spec's module_formats)
 MODULE_FORMATS = ('qnn_context_binary',)
 
-# capability translation and SoC models, from specs/qnn/backend.yaml (architecture keys: the HTP version number)
+# capability translation and SoC models, from specs/qnn/backend.yaml (capabilities.match: hexagon_arch; architecture
+# keys: the HTP version number)
 TABLES = QnnTables(
     flags={
         'always': CapabilityFlags.INT8_DOT | CapabilityFlags.TENSOR_CORES,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, Vendor
+from ironaccelerator_runtime.capability_match import MATCHERS
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import Capability, LaunchDims, check_size
 
@@ -21,6 +22,7 @@ _APP_WRITE, _APP_READ = 0, 1  # Qnn_TensorType_t of graph inputs / outputs
 _HTP_CONFIG_SOC, _HTP_CONFIG_ARCH = 0, 1  # QnnHtpDevice_ConfigOption_t
 _SAVER_BACKEND_ID = 2  # QnnInterface_t.backendId of libQnnSaver.so
 _MAX_CLIENT_BUFFER = 2**32 - 1  # Qnn_ClientBuffer_t.dataSize is 32 bits
+_MATCH = MATCHERS["hexagon_arch"]  # the capability-key grammar specs/qnn/backend.yaml chooses (capabilities.match)
 
 # Qnn_DataType_t -> DType (fixed-point types are their storage integers; their scale/offset is TensorInfo's)
 _DTYPES = {
@@ -51,11 +53,10 @@ class QnnTables:
 
     def capability(self, arch: int, vendor_version: str) -> Capability:
         """An HTP architecture (68 for v68) -> Capability, by the tables (unit-testable without a device)."""
-        flags = self.flags.get("always", CapabilityFlags.NONE)
-        for key, f in self.flags.items():
-            if key != "always" and arch >= key:
-                flags |= f
-        tier = self.tiers.get(arch, self.tiers.get("default", ComputeTier.NPU))
+        flags = _MATCH.flags(self.flags, arch, self.flags.get("always", CapabilityFlags.NONE))
+        tier = _MATCH.tier(self.tiers, arch)
+        if tier is None:
+            tier = self.tiers.get("default", ComputeTier.NPU)
         return Capability(flags=flags, tier=tier, vendor_version=vendor_version)
 
     def soc_name(self, model: int) -> str | None:
