@@ -201,13 +201,13 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
                    "capabilities") or {}
     flag_names = [f.name for f in surface.capability_flags]
     tier_names = [t.name for t in surface.compute_tiers]
-    known = matchers()
+    all_matchers = matchers()
     match = r.ident(cm.get("match"), "match")
-    if match is not None and match.value not in known:
-        errors.error(match.location, f"'{match}' is not a capability match{suggest(match.value, known)}; "
-                     f"expected one of: {', '.join(known)}")
+    if match is not None and match.value not in all_matchers:
+        errors.error(match.location, f"'{match}' is not a capability match{suggest(match.value, all_matchers)}; "
+                     f"expected one of: {', '.join(all_matchers)}")
         match = None
-    chosen = known[match.value if match else "exact"]
+    chosen = all_matchers[match.value if match else "exact"]
     arch_field = _matcher_options(r, errors, cm, chosen, match)
     _check_capability_keys(r, errors, chosen, cm)
     flags = []
@@ -240,7 +240,7 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
     module_formats = _module_formats(r, errors, m.get("module_formats"), runtime.value if runtime else None)
     interop = _choices(r, errors, m.get("interop"), "interop protocol", INTEROP)
     sections = tuple((k, r.loc(m[k])) for k in ("functions", "constants", "types") if k in m)
-    soc_models = _soc_models(r, errors, m.get("soc_models"), chosen, known)
+    soc_models = _soc_models(r, errors, m.get("soc_models"), chosen, all_matchers)
     quiet = SpecReader(display, Collector())
     capability_keys = tuple((section, key.value, key.location) for section in ("flags", "tiers")
                             for key, _ in _keys(quiet, cm.get(section)))
