@@ -110,7 +110,8 @@ def _first_supported(keys: Iterable[str], names: Any) -> str | None:
 
 
 MATCHERS: dict[str, Matcher] = {m.name: m for m in (
-    Matcher(name="exact", doc="keys are compared whole (extension names, device types)"),
+    Matcher(name="exact", doc="keys are compared whole (extension names, device types)",
+            flag_applies=lambda key, present: key in present),
     Matcher(name="compute_capability",
             doc="keys are compute capabilities `X.Y`: a device has the flags of every key at or below its own; "
                 "tier keys are exact, or `name <token>`",

@@ -83,9 +83,9 @@ class GpuTables:
     (a list in the spec is OR'd); ``types``: role -> C type; each holds exactly the roles of :data:`SPEC_ROLES` that
     the vendor needs.  ``match`` names the matcher (:data:`ironaccelerator_runtime.capability_match.MATCHERS`) that
     says how the capability tables are keyed, ex. ``compute_capability`` or ``arch_prefix`` (whose architecture
-    name is read from the properties struct's ``arch_field``).  ``launch_max_args`` / ``launch_max_bytes``: what the compiled launch (``_fast._launch``) can
-    pack, 0 where the spec names no ``kernel_launch``; ``compiled_pool``: the library's ``pool_memory`` is this
-    backend's pool allocator and free."""
+    name is read from the properties struct's ``arch_field``).  ``launch_max_args`` / ``launch_max_bytes``: what
+    the compiled launch (``_fast._launch``) can pack, 0 where the spec names no ``kernel_launch``;
+    ``compiled_pool``: the library's ``pool_memory`` is this backend's pool allocator and free."""
 
     kind: BackendKind  # ex) BackendKind.CUDA
     package: str  # ex) ironaccelerator.backends.cuda

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, ErrorKind, Vendor
+from ironaccelerator_runtime.capability_match import MATCHERS
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import Capability
 
@@ -15,6 +16,7 @@ _KIND = BackendKind.OPENCL
 _BUILD_OPTIONS = b"-cl-kernel-arg-info"
 _QUERY_GRACE_S = 0.002  # Stream.query: how long a marker behind finished work may take to complete
 _PLATFORM_NOT_FOUND_KHR = -1001  # cl_ext.h: what the ICD loader returns when no platform is installed
+_MATCH = MATCHERS["exact"]  # the capability-key grammar specs/opencl/backend.yaml chooses (capabilities.match)
 
 
 def _cl() -> Any:
@@ -35,9 +37,7 @@ class OpenCLTables:
     def capability(self, extensions: str, device_type: int, host_unified: bool, c_version: str,
                    cl: Any) -> Capability:
         """Device facts -> Capability, by the tables (unit-testable without a device)."""
-        flags = self.flags.get("always", CapabilityFlags.NONE)
-        for ext in extensions.split():
-            flags |= self.flags.get(ext, CapabilityFlags.NONE)
+        flags = _MATCH.flags(self.flags, frozenset(extensions.split()), self.flags.get("always", CapabilityFlags.NONE))
         if host_unified:
             flags |= self.flags.get("host_unified_memory", CapabilityFlags.NONE)
         if device_type & cl.CL_DEVICE_TYPE_CPU:
@@ -48,7 +48,9 @@ class OpenCLTables:
             key = "ACCELERATOR"
         else:
             key = "CUSTOM"
-        return Capability(flags=flags, tier=self.tiers.get(key, ComputeTier.DISCRETE), vendor_version=c_version)
+        tier = _MATCH.tier(self.tiers, key)
+        return Capability(flags=flags, tier=tier if tier is not None else ComputeTier.DISCRETE,
+                          vendor_version=c_version)
 
     def vendor(self, name: str, platform: str = "") -> Vendor:
         """The vendor of an OpenCL device: the platform (the implementation that drives it) first, then the
