@@ -291,19 +291,21 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                 _k("constants", "`{<role>: <constant or list OR'd>}`, checked against the libraries' enums and "
                    "macros."),
                 _k("types", "`{<role>: <C type>}`."),
-                _k("module_formats", "What `Device.load_module` accepts, ex. `[ptx, elf, fatbin, source]`."),
+                _k("module_formats", "What `Device.load_module` accepts (the generated `MODULE_FORMATS`), each one "
+                   "the runtime's `MODULE_FORMATS` names, ex. `[ptx, elf, fatbin, source]`."),
                 _k("interop", "Interop protocols exported, ex. `[dlpack, cuda_array_interface]`."),
-                _k("soc_models", "`{<name>: {model, arch}}`: SoCs by model (QNN)."),
+                _k("soc_models", "`{<name>: {model, arch}}`: SoCs by model, for a matcher that reads them "
+                   "(`arch`: one of its keys)."),
             )),
     Section("backend > capabilities", "How a device's numbers become its `Capability`.", (
                 _k("flags", "`{<key>: [FLAG, ...]}`: flags by capability key (`always` for all)."),
                 _k("tiers", "`{<key>: TIER}`: `default`, `integrated`, `name <token>` or a capability key."),
                 _k("vendors", "`{<substring of the device's name>: VENDOR}`, tried in order, and `default: VENDOR` "
                    "for a device none names (else `OTHER`); read by the runtime's one `VendorTable.vendor`."),
-                _k("match", "How keys compare with the device: `exact`, `compute_capability` (at least), "
-                   "`arch_prefix`, `hexagon_arch`, `gpu_family`."),
-                _k("arch_field", "With `match: arch_prefix`: the properties field naming the architecture, ex. "
-                   "`gcnArchName`."),
+                _k("match", "How keys compare with the device: the name of a matcher of "
+                   "`ironaccelerator_runtime.capability_match` (default `exact`), which checks the keys' grammar."),
+                _k("arch_field", "An option of the matchers that take it: the properties field naming the "
+                   "architecture, ex. `gcnArchName`."),
             )),
     Section("backend > soc_models > <name>", "One SoC.", (
                 _k("model", "Its model number.", True),
@@ -428,6 +430,16 @@ def render_markdown(runtime_dir: Path) -> str:
             for role, when in table.items():
                 out.append(f"| `{role}` | {f'`{when}`' if when else 'always'} |")
             out.append("")
+    from .surface import matchers
+
+    out += ["## Capability matchers", "",
+            "What `capabilities: {match: <name>}` may name: the matchers of "
+            "`runtime/ironaccelerator_runtime/capability_match.py`, each the grammar of the capability tables' keys "
+            "(checked here) and how they compare with a device (at run time).", "",
+            "| match | keys | takes |", "|---|---|---|"]
+    for m in matchers().values():
+        takes = [f"`{o}`" for o in m.options] + [f"`{x}`" for x in m.sections]
+        out.append(f"| `{m.name}` | {m.doc.replace('|', chr(92) + '|')} | {', '.join(takes)} |")
     return "\n".join(out).rstrip("\n") + "\n"
 
 

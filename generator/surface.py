@@ -37,24 +37,12 @@ if TYPE_CHECKING:
     from .objc import ObjcLibrary
 
 RUNTIME_BACKENDS = data.RUNTIME_PACKAGE / "backends"  # hand-written backends the generated modules subclass
+# the runtime's capability matchers (spec key ``capabilities.match``), loaded from the file: see :func:`matchers`
+CAPABILITY_MATCH = data.RUNTIME_PACKAGE / "capability_match.py"
 
 UPPER = re.compile(r"[A-Z][A-Z0-9_]*\Z")
-# what a GPU backend's load_module may accept (spec key ``module_formats``)
-MODULE_FORMATS = ("ptx", "elf", "fatbin", "offload_bundle", "source", "qnn_context_binary")
 # the array-exchange protocols a backend's allocations export (spec key ``interop``)
 INTEROP = ("dlpack", "cuda_array_interface")
-# how the keys of ``capabilities.flags``/``tiers`` are matched against a device (spec key ``capabilities.match``):
-# exact: extension names / device types (OpenCL); compute_capability: "X.Y" flag keys are thresholds (>=), tier
-# keys exact; arch_prefix: keys are prefixes of the architecture name (ex. gfx90a), the longest tier key wins;
-# hexagon_arch: keys are Qualcomm HTP architectures like v68, flag keys thresholds (>=), tier keys exact (or default);
-# gpu_family: keys are Metal GPU families (Apple7, Mac2, Metal3, Common1: MTLGPUFamily<key> of the backend's Objective-C
-# library, asked with supportsFamily:), a device gets the flags of every family it supports and the tier of the first
-# tier key (in spec order) it supports, else default
-MATCHES = ("exact", "compute_capability", "arch_prefix", "hexagon_arch", "gpu_family")
-HEXAGON_ARCH = re.compile(r"v[0-9]+\Z")
-GPU_FAMILY = re.compile(r"[A-Z][A-Za-z]*[0-9]+\Z")
-SOC_NAME = re.compile(r"[A-Z][A-Z0-9]+\Z")
-VERSION_KEY = re.compile(r"[0-9]+\.[0-9]+\Z")
 CTYPE = re.compile(r"(const )?[A-Za-z_][A-Za-z0-9_]*( [A-Za-z_][A-Za-z0-9_]*)*( ?\*)*\Z")
 C_BUILTINS = frozenset({"void", "char", "signed char", "unsigned char", "short", "unsigned short", "int",
                         "unsigned int", "unsigned", "long", "unsigned long", "long long", "unsigned long long",
@@ -116,12 +104,12 @@ class BackendSpec:
     # role -> constants OR'd together (empty: none), checked against the libraries' enums and macros
     constants: tuple[tuple[Name, tuple[Name, ...]], ...] = ()
     types: tuple[tuple[Name, Name], ...] = ()  # role -> C type  ex) deviceptr: CUdeviceptr
-    match: str = "exact"  # how capability keys are matched (MATCHES)
-    arch_field: Name | None = None  # arch_prefix: the device-properties struct field naming the architecture
-    module_formats: tuple[str, ...] = ()  # what load_module accepts (MODULE_FORMATS)
+    match: str = "exact"  # the runtime's capability matcher that compares the keys (see matchers())
+    arch_field: Name | None = None  # a matcher option: the device-properties struct field naming the architecture
+    module_formats: tuple[str, ...] = ()  # what load_module accepts (each in the runtime's MODULE_FORMATS)
     interop: tuple[str, ...] = ()  # INTEROP
     sections: tuple[tuple[str, Location], ...] = ()  # where functions/constants/types were written
-    # hexagon_arch: SoC name -> (SoC model number, its HTP architecture)  ex) ("SM8350", 30, "v68")
+    # with a matcher that reads soc_models: SoC name -> (SoC model number, its architecture key)
     soc_models: tuple[tuple[str, int, str], ...] = ()
     # where each key of capabilities.flags / tiers was written  ex) (("flags", "Apple7", <Location>), ...)
     capability_keys: tuple[tuple[str, str, Location], ...] = ()
@@ -213,18 +201,15 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
                    "capabilities") or {}
     flag_names = [f.name for f in surface.capability_flags]
     tier_names = [t.name for t in surface.compute_tiers]
+    all_matchers = matchers()
     match = r.ident(cm.get("match"), "match")
-    if match is not None and match.value not in MATCHES:
-        errors.error(match.location, f"'{match}' is not a capability match{suggest(match.value, MATCHES)}; "
-                     f"expected one of: {', '.join(MATCHES)}")
+    if match is not None and match.value not in all_matchers:
+        errors.error(match.location, f"'{match}' is not a capability match{suggest(match.value, all_matchers)}; "
+                     f"expected one of: {', '.join(all_matchers)}")
         match = None
-    arch_field = r.ident(cm.get("arch_field"), "arch_field")
-    if arch_field is not None and (match is None or match.value != "arch_prefix"):
-        errors.error(arch_field.location, "arch_field is only meaningful with 'match: arch_prefix'")
-    if match is not None and match.value == "arch_prefix" and arch_field is None:
-        errors.error(match.location, "'match: arch_prefix' needs 'arch_field' (the properties field naming the "
-                     "architecture, ex. gcnArchName)")
-    _check_capability_keys(r, errors, match.value if match else "exact", cm)
+    chosen = all_matchers[match.value if match else "exact"]
+    arch_field = _matcher_options(r, errors, cm, chosen, match)
+    _check_capability_keys(r, errors, chosen, cm)
     flags = []
     for key, node in _keys(r, cm.get("flags")):
         vals = r.seq(node, f"flags of {key}", lambda n: r.ident(n, "flag"))
@@ -252,10 +237,10 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
         t = r.string(node, f"C type of {role}", CTYPE, ": expected a C type name, optionally with '*'")
         if t is not None:
             types.append((role, t))
-    module_formats = _choices(r, errors, m.get("module_formats"), "module format", MODULE_FORMATS)
+    module_formats = _module_formats(r, errors, m.get("module_formats"), runtime.value if runtime else None)
     interop = _choices(r, errors, m.get("interop"), "interop protocol", INTEROP)
     sections = tuple((k, r.loc(m[k])) for k in ("functions", "constants", "types") if k in m)
-    soc_models = _soc_models(r, errors, m.get("soc_models"), match.value if match else "exact")
+    soc_models = _soc_models(r, errors, m.get("soc_models"), chosen, all_matchers)
     quiet = SpecReader(display, Collector())
     capability_keys = tuple((section, key.value, key.location) for section in ("flags", "tiers")
                             for key, _ in _keys(quiet, cm.get(section)))
@@ -274,23 +259,43 @@ def load_backend(path: Path, display: str, surface: Surface) -> BackendSpec:
                        capability_keys=capability_keys)
 
 
-def _soc_models(r: SpecReader, errors: Collector, node: yaml.Node | None, match: str) -> tuple[tuple[str, int, str], ...]:
-    """``soc_models: {SM8350: {model: 30, arch: v68}, ...}`` (only with ``match: hexagon_arch``): names, model numbers
-    (each once) and architectures checked."""
+def _matcher_options(r: SpecReader, errors: Collector, cm: dict[str, yaml.Node], chosen: Any,
+                     match: Name | None) -> Name | None:
+    """The ``capabilities`` keys beyond the tables that matchers take (their ``options``: each meaningful, and
+    required, with the matchers that name it); the value of ``arch_field``, the one there is, or None."""
+    found: dict[str, Name | None] = {}
+    for option in sorted({o for m in matchers().values() for o in m.options}):
+        value = r.ident(cm.get(option), option)
+        found[option] = value
+        if value is not None and option not in chosen.options:
+            takes = " or ".join(f"'match: {m.name}'" for m in matchers().values() if option in m.options)
+            errors.error(value.location, f"{option} is only meaningful with {takes}")
+    for option, what in chosen.options.items():
+        if found.get(option) is None and match is not None:
+            errors.error(match.location, f"'match: {chosen.name}' needs '{option}' ({what})")
+    return found.get("arch_field")
+
+
+def _soc_models(r: SpecReader, errors: Collector, node: yaml.Node | None, chosen: Any,
+                known: Mapping[str, Any]) -> tuple[tuple[str, int, str], ...]:
+    """``soc_models: {<name>: {model: 30, arch: <key>}, ...}`` (only with a matcher that reads the section): names
+    (the matcher's grammar), model numbers (each once) and architectures (the matcher's key grammar) checked."""
     if node is None:
         return ()
-    if match != "hexagon_arch":
-        errors.error(r.loc(node), "soc_models is only meaningful with 'capabilities: {match: hexagon_arch}'")
+    if "soc_models" not in chosen.sections:
+        takes = " or ".join(m.name for m in known.values() if "soc_models" in m.sections)
+        errors.error(r.loc(node), f"soc_models is only meaningful with 'capabilities: {{match: {takes}}}'")
         return ()
     out: list[tuple[str, int, str]] = []
     seen: dict[int, str] = {}
     for name, value in _keys(r, node):
-        if not SOC_NAME.match(name.value):
-            errors.error(name.location, f"SoC name '{name}' is not like 'SM8350' (upper-case letters and digits)")
+        if chosen.soc_name is not None and not chosen.soc_name.match(name.value):
+            errors.error(name.location, f"SoC name '{name}' is not like '{chosen.soc_example}' (upper-case letters "
+                         "and digits)")
         sm = r.mapping(value, schema.keys("backend > soc_models > <name>"),
                        schema.required("backend > soc_models > <name>"), f"SoC {name}") or {}
         model = r.integer(sm.get("model"), "model")
-        arch = r.string(sm.get("arch"), "arch", HEXAGON_ARCH, ": expected an HTP architecture like 'v68'")
+        arch = r.string(sm.get("arch"), "arch", chosen.value, f": expected {chosen.what}")
         if model is not None and model < 1:
             errors.error(r.loc(sm["model"]), f"SoC {name}: model {model} must be >= 1")
             continue
@@ -301,6 +306,45 @@ def _soc_models(r: SpecReader, errors: Collector, node: yaml.Node | None, match:
             seen[model] = name.value
             out.append((name.value, model, arch.value))
     return tuple(out)
+
+
+_MATCHERS: dict[str, Any] = {}
+
+
+def matchers() -> dict[str, Any]:
+    """The runtime's capability matchers (``ironaccelerator_runtime.capability_match.MATCHERS``: name ->
+    ``Matcher``), loaded once from the runtime's file (not by importing the runtime package, which imports the
+    generated one): the generator asks the chosen one for its key grammar and names none of them."""
+    if not _MATCHERS:
+        import importlib.util
+        import sys
+
+        name = "_ironaccel_gen_capability_match"
+        spec = importlib.util.spec_from_file_location(name, CAPABILITY_MATCH)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # (dataclasses resolve the module's annotations through sys.modules)
+        spec.loader.exec_module(module)
+        _MATCHERS.update(module.MATCHERS)
+    return _MATCHERS
+
+
+def _module_formats(r: SpecReader, errors: Collector, node: yaml.Node | None,
+                    runtime: str | None) -> tuple[str, ...]:
+    """``module_formats: [...]``: what ``Device.load_module`` accepts, each one the hand-written runtime can load
+    (its ``MODULE_FORMATS`` literal, :func:`runtime_literal`); any identifier where the spec names no runtime or
+    the runtime declares none."""
+    path = runtime_path(runtime) if runtime else None
+    loadable = runtime_literal(path, "MODULE_FORMATS") if path is not None else None
+    if loadable is None:
+        out: list[str] = []
+        for v in r.seq(node, "module formats", lambda n: r.ident(n, "module format")):
+            if v.value in out:
+                errors.error(v.location, f"module format '{v}' is listed twice")
+            else:
+                out.append(v.value)
+        return tuple(out)
+    return _choices(r, errors, node, "module format", tuple(loadable))
 
 
 def _is_null(node: yaml.Node) -> bool:
@@ -338,32 +382,14 @@ def _choices(r: SpecReader, errors: Collector, node: yaml.Node | None, what: str
     return tuple(out)
 
 
-def _check_capability_keys(r: SpecReader, errors: Collector, match: str, cm: dict[str, yaml.Node]) -> None:
-    """The key grammar of compute_capability / arch_prefix tables (exact keys are free-form)."""
-    if match == "exact":
-        return
+def _check_capability_keys(r: SpecReader, errors: Collector, chosen: Any, cm: dict[str, yaml.Node]) -> None:
+    """The keys of the capability tables, by the chosen matcher's grammar (``exact`` keys are free-form)."""
     quiet = SpecReader(r.path, Collector())  # _keys' own errors are reported where the tables are read
-    for section, special in (("flags", ("always", "integrated")), ("tiers", ("default", "integrated"))):
+    for section in ("flags", "tiers"):
         for key, _ in _keys(quiet, cm.get(section)):
-            k = key.value
-            if match == "gpu_family":
-                if k not in special and not GPU_FAMILY.match(k):
-                    errors.error(key.location, f"{section} key '{k}' is not a Metal GPU family like 'Apple7' or "
-                                 f"'Metal3' (or one of {', '.join(special)})")
-                continue
-            if match == "hexagon_arch":
-                if k != special[0] and not HEXAGON_ARCH.match(k):
-                    errors.error(key.location, f"{section} key '{k}' is not an HTP architecture like 'v68' (or "
-                                 f"{special[0]})")
-                continue
-            if k in special or (section == "tiers" and re.match(r"name [A-Za-z0-9_.+\-]+\Z", k)):
-                continue
-            if match == "compute_capability" and not VERSION_KEY.match(k):
-                errors.error(key.location, f"{section} key '{k}' is not a compute capability like '8.0' (or one of "
-                             f"{', '.join(special)}{', name <token>' if section == 'tiers' else ''})")
-            elif match == "arch_prefix" and not re.match(r"[a-z][a-z0-9]*\Z", k):
-                errors.error(key.location, f"{section} key '{k}' is not an architecture prefix like 'gfx90a' (or one "
-                             f"of {', '.join(special)}{', name <token>' if section == 'tiers' else ''})")
+            problem = chosen.key_problem(section, key.value)
+            if problem is not None:
+                errors.error(key.location, problem)
 
 
 def _keys(r: SpecReader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]:
@@ -384,7 +410,13 @@ def _keys(r: SpecReader, node: yaml.Node | None) -> list[tuple[Name, yaml.Node]]
 def spec_roles(runtime_source: str) -> dict[str, dict[str, str]] | None:
     """The ``SPEC_ROLES`` literal of a hand-written runtime module (section -> role -> when it is needed: ``""``
     always, ``"f"`` when the function role f is bound, ``"!f"`` when it is null), or None where it has none."""
-    for n in ast.parse(runtime_source).body:
+    roles: dict[str, dict[str, str]] | None = module_literal(runtime_source, "SPEC_ROLES")
+    return roles
+
+
+def module_literal(source: str, name: str) -> Any:
+    """The literal a module's source assigns to ``name`` at its top level, or None where it assigns none."""
+    for n in ast.parse(source).body:
         target: ast.expr
         if isinstance(n, ast.AnnAssign):
             target, value = n.target, n.value
@@ -392,9 +424,19 @@ def spec_roles(runtime_source: str) -> dict[str, dict[str, str]] | None:
             target, value = n.targets[0], n.value
         else:
             continue
-        if isinstance(target, ast.Name) and target.id == "SPEC_ROLES" and value is not None:
-            roles: dict[str, dict[str, str]] = ast.literal_eval(value)
-            return roles
+        if isinstance(target, ast.Name) and target.id == name and value is not None:
+            return ast.literal_eval(value)
+    return None
+
+
+def runtime_literal(runtime: Path, name: str) -> Any:
+    """The literal ``name`` of a hand-written backend runtime, read without importing it: the module's, or that of
+    whichever module of the package assigns it; None where none does."""
+    for path in sorted(runtime.glob("*.py")) if runtime.is_dir() else [runtime]:
+        text = path.read_text(encoding="utf-8")
+        value = module_literal(text, name) if name in text else None
+        if value is not None:
+            return value
     return None
 
 
@@ -414,12 +456,8 @@ def runtime_path(name: str) -> Path | None:
 def runtime_roles(runtime: Path) -> dict[str, dict[str, str]] | None:
     """The ``SPEC_ROLES`` of a hand-written backend runtime, read without importing it: the literal of the module,
     or of whichever module of the package assigns it; None where it declares none."""
-    for path in sorted(runtime.glob("*.py")) if runtime.is_dir() else [runtime]:
-        text = path.read_text(encoding="utf-8")
-        roles = spec_roles(text) if "SPEC_ROLES" in text else None
-        if roles is not None:
-            return roles
-    return None
+    roles: dict[str, dict[str, str]] | None = runtime_literal(runtime, "SPEC_ROLES")
+    return roles
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -583,23 +621,27 @@ class RoleTable:
 
 
 __all__ = ["Surface", "BackendSpec", "RoleTable", "NeededRoles", "load_surface", "load_backend", "spec_roles",
-           "runtime_paths", "runtime_path", "runtime_roles", "IDENT"]
+           "runtime_paths", "runtime_path", "runtime_roles", "runtime_literal", "module_literal", "matchers",
+           "matched_constants", "IDENT"]
 
 
-def gpu_families(spec: BackendSpec, objc: Mapping[str, ObjcLibrary]) -> tuple[tuple[str, int], ...]:
-    """``match: gpu_family``: every ``MTLGPUFamily<name>`` constant of the backend's Objective-C libraries as
-    ``(name, value)`` (ex. ``("Apple7", 1007)``), in declaration order: what a device is asked about (its
-    vendor_version lists those it supports); a family key of the capability tables that no library declares is a
-    located error with a suggestion."""
-    if spec.match != "gpu_family":
+def matched_constants(spec: BackendSpec, objc: Mapping[str, ObjcLibrary]) -> tuple[tuple[str, int], ...]:
+    """Where the chosen matcher's keys name constants (its ``constant_prefix``): every ``<prefix><name>`` constant
+    of the backend's Objective-C libraries as ``(name, value)``, in declaration order (what the runtime asks a
+    device about); a key of the capability tables that no library declares is a located error with a
+    suggestion.  Empty for a matcher that names none."""
+    chosen = matchers()[spec.match]
+    prefix = chosen.constant_prefix
+    if prefix is None:
         return ()
-    values = {name[len("MTLGPUFamily"):]: value for key in spec.libraries if key in objc
-              for name, value in objc[key].constants if name.startswith("MTLGPUFamily")}
+    values = {name[len(prefix):]: value for key in spec.libraries if key in objc
+              for name, value in objc[key].constants if name.startswith(prefix)}
     errors = Collector()
+    reserved = {k for keys in chosen.special.values() for k in keys}
     for section, key, location in spec.capability_keys:
-        if key not in ("always", "default", "integrated") and key not in values:
-            errors.error(location, f"{section} key '{key}' is not a GPU family: no MTLGPUFamily{key} constant in "
-                         f"{' or '.join(spec.libraries)}{suggest(key, list(values))}")
+        if key not in reserved and key not in values:
+            errors.error(location, f"{section} key '{key}' is not {chosen.constant_what}: no {prefix}{key} "
+                         f"constant in {' or '.join(spec.libraries)}{suggest(key, list(values))}")
     errors.check()
     return tuple(values.items())
 
@@ -629,11 +671,12 @@ def render_surface(env: jinja2.Environment, surface: Surface, backends: list[Bac
         try:
             roles = RoleTable(b, libraries)
             needed = roles.needed(declared) if declared is not None else None
-            families = gpu_families(b, objc)
+            constants = matched_constants(b, objc)
             text = env.get_template(b.template).render(banner=banner(b.path), spec=b, surface=surface,
                                                        libs={k: libraries[k] for k in b.libraries if k in libraries},
                                                        objc={k: objc[k] for k in b.libraries if k in objc},
-                                                       families=families, roles=roles,
+                                                       match_constants=constants, matcher=matchers()[b.match],
+                                                       roles=roles,
                                                        needed=needed, fn=roles.fn, lib=roles.lib, const=roles.const,
                                                        const_name=roles.const_name, ctype=roles.ctype)
         except UserError as e:

@@ -17,9 +17,6 @@ from ironaccelerator_runtime.errors import Error, backend_name, fail, prefixed
 
 RUNTIME = pathlib.Path(__file__).resolve().parents[1] / "runtime" / "ironaccelerator_runtime"
 
-_ITEM_3 = ("rewritten by issue 26 item 3 (vendors as data: vendor(), the library loader, DLPack codes, NVTX) at "
-           "the same time as this item; converted to fail() once that lands")
-
 # (file relative to the runtime, the enclosing function's qualified name, or "*" for the whole file) -> why that
 # site builds an Error itself
 ALLOWED: dict[tuple[str, str], str] = {
@@ -27,7 +24,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("loader.py", "Binding.invalid"):
         "the compiled fast path's INVALID_VALUE must equal the one the generated Python wrapper builds itself "
         "(templates/library/__init__.py.j2, a message naming the parameter, no prefix): test_fast_path compares them",
-    ("backends/qnn/tables.py", "*"): _ITEM_3,  # (its soc_models are being moved by the capability matchers)
     ("backends/gpu/module.py", "GpuKernel.__init__"):
         "re-raises the vendor's Error (api.error of cuModuleGetFunction, for Module.kernel) as INVALID_VALUE: it "
         "keeps the vendor function and code while the message names the operation (Module.kernel: ...)",

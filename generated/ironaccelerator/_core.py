@@ -338,7 +338,7 @@ GENERATED_FROM: dict[str, Any] = {
         'hip/runtime.yaml': 'sha256:21120463c1c26974054cccdb475870e395a95cf17a5adabbc49a835c6c79ed9e',
         'metal/backend.yaml': 'sha256:6dd67eedbdee0c94a9414031a2ed2326b21c57238d4fb139d73bf8d7506f18a2',
         'metal/metal.yaml': 'sha256:aff18d5dd6509466e14dca0706335bd6f2738191c35fc2e361b26ffede0cc0a4',
-        'opencl/backend.yaml': 'sha256:5c1803cb072966be51c8dd8c282ab0b7f413cfce55cc324bedfdc8ce5b029476',
+        'opencl/backend.yaml': 'sha256:63a77a4da84329d3705203c03cab548469eb51238a4f32a3d194d5d32204a082',
         'opencl/cl.yaml': 'sha256:3015265de13bf0fd01d6c677f6646d378c5fb765c464e671c31249ff7b87913e',
         'qnn/backend.yaml': 'sha256:f60f3c8e9b05833625a482dd03fecc14ff0ef3375e91fa1ba8dcc09ff29b4cd8',
         'qnn/interface.yaml': 'sha256:bada9bc0300ca9f988e40200b9a4f74a9db7f308f03b5765e5432ac6076ee46e',

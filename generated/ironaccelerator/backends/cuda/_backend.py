@@ -13,6 +13,9 @@ import functools
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
 from ironaccelerator_runtime.backends import gpu as _gpu
 
+# what Device.load_module accepts (the spec's module_formats)
+MODULE_FORMATS = ('ptx', 'elf', 'fatbin', 'source')
+
 TABLES = _gpu.GpuTables(
     kind=BackendKind.CUDA,
     package='ironaccelerator.backends.cuda',
@@ -161,7 +164,7 @@ TABLES = _gpu.GpuTables(
         'launch_attribute': 'CUlaunchAttribute',
         'ipc_handle': 'CUipcMemHandle',
     },
-    module_formats=('ptx', 'elf', 'fatbin', 'source'),
+    module_formats=MODULE_FORMATS,
     interop=('dlpack', 'cuda_array_interface'),
     match='compute_capability',
     arch_field=None,
@@ -202,7 +205,6 @@ TABLES = _gpu.GpuTables(
 )
 translate_capability = TABLES.capability
 translate_vendor = TABLES.vendor
-MODULE_FORMATS = TABLES.module_formats
 pack_args = functools.partial(_gpu.pack_args, backend=TABLES.name)
 classify_image = functools.partial(_gpu.classify_image, backend=TABLES.name)
 

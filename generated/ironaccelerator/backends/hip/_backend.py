@@ -13,6 +13,9 @@ import functools
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
 from ironaccelerator_runtime.backends import gpu as _gpu
 
+# what Device.load_module accepts (the spec's module_formats)
+MODULE_FORMATS = ('elf', 'offload_bundle')
+
 TABLES = _gpu.GpuTables(
     kind=BackendKind.ROCM,
     package='ironaccelerator.backends.hip',
@@ -134,7 +137,7 @@ TABLES = _gpu.GpuTables(
         'memcpy_3d_params': 'HIP_MEMCPY3D',
         'ipc_handle': 'hipIpcMemHandle_t',
     },
-    module_formats=('elf', 'offload_bundle'),
+    module_formats=MODULE_FORMATS,
     interop=('dlpack',),
     match='arch_prefix',
     arch_field='gcnArchName',
@@ -170,7 +173,6 @@ TABLES = _gpu.GpuTables(
 )
 translate_capability = TABLES.capability
 translate_vendor = TABLES.vendor
-MODULE_FORMATS = TABLES.module_formats
 pack_args = functools.partial(_gpu.pack_args, backend=TABLES.name)
 classify_image = functools.partial(_gpu.classify_image, backend=TABLES.name)
 

@@ -31,10 +31,10 @@ __all__ = [
     'translate_vendor',
 ]
 
-# what Device.load_module accepts
+# what Device.load_module accepts (the spec's module_formats)
 MODULE_FORMATS = ('source',)
 
-# the spec's tables, from specs/metal/backend.yaml
+# the spec's tables, from specs/metal/backend.yaml (capabilities.match: gpu_family)
 TABLES = MetalTables(
     flags={
         'always': CapabilityFlags.FP16 | CapabilityFlags.PROFILING,
@@ -56,7 +56,7 @@ TABLES = MetalTables(
         ('Apple', Vendor.APPLE),
         ('default', Vendor.APPLE),
     ),
-    families={  # each GPU family key's MTLGPUFamily value (metal.metal)
+    families={  # each key's MTLGPUFamily value (metal.metal)
         'Apple1': 1001,
         'Apple2': 1002,
         'Apple3': 1003,

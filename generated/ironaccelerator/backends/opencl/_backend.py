@@ -18,6 +18,7 @@ from ironaccelerator_runtime.backends.opencl import (
 )
 
 __all__ = [
+    'MODULE_FORMATS',
     'OpenCLAllocation',
     'OpenCLBackend',
     'OpenCLDevice',
@@ -30,7 +31,10 @@ __all__ = [
     'translate_vendor',
 ]
 
-# the spec's tables, from specs/opencl/backend.yaml
+# what Device.load_module accepts (the spec's module_formats)
+MODULE_FORMATS = ('source',)
+
+# the spec's tables, from specs/opencl/backend.yaml (capabilities.match: exact)
 TABLES = OpenCLTables(
     flags={
         'cl_khr_fp16': CapabilityFlags.FP16,

@@ -31,10 +31,10 @@ __all__ = [
     'translate_vendor',
 ]
 
-# what Device.load_module accepts
+# what Device.load_module accepts (the spec's module_formats)
 MODULE_FORMATS = ('qnn_context_binary',)
 
-# the spec's tables, from specs/qnn/backend.yaml
+# the spec's tables, from specs/qnn/backend.yaml (capabilities.match: hexagon_arch)
 TABLES = QnnTables(
     flags={
         'always': CapabilityFlags.INT8_DOT | CapabilityFlags.TENSOR_CORES,

@@ -16,6 +16,9 @@ from ironaccelerator_runtime.errors import Error, fail
 _PTX = re.compile(rb"^\s*\.(version\s+\d|target\s|(visible\s+|weak\s+)?entry\s)", re.M)
 _FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50, little-endian
 _BUNDLE_MAGICS = (b"__CLANG_OFFLOAD_BUNDLE__", b"CCOB")
+# What this runtime can load (classify_image's answers): a GPU backend spec's module_formats are chosen from these
+# (the generator reads this literal), and its generated MODULE_FORMATS are what that vendor's Device.load_module takes.
+MODULE_FORMATS: tuple[str, ...] = ("ptx", "elf", "fatbin", "offload_bundle", "source")
 
 
 def classify_image(data: str | bytes, backend: str = "") -> str:

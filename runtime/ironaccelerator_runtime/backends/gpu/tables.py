@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
+from ironaccelerator_runtime.capability_match import MATCHERS
 from ironaccelerator_runtime.traits import Capability
 from ironaccelerator_runtime.vendors import VendorTable
 
@@ -75,24 +76,18 @@ def _name_tokens(name: str) -> set[str]:
     return {t for t in re.split(r"[\s\-_/()]+", name) if t}
 
 
-def _cc(key: str) -> tuple[int, int]:
-    major, _, minor = key.partition(".")
-    return int(major), int(minor or 0)
-
-
 @dataclass(frozen=True, kw_only=True)
 class GpuTables(VendorTable):
     """A GPU vendor's spec data (``specs/<vendor>/backend.yaml``), as the generated ``_backend`` module renders it.
 
     ``functions``: role -> (library, vendor function), None where the vendor has none; ``constants``: role -> value
     (a list in the spec is OR'd); ``types``: role -> C type; each holds exactly the roles of :data:`SPEC_ROLES` that
-    the vendor needs.  ``match`` says how the capability tables are keyed: ``compute_capability`` (flag and tier keys
-    are ``X.Y``; a device has the flags of every key <= its compute capability) or ``arch_prefix`` (keys are
-    prefixes of the architecture name, read from the properties struct's ``arch_field``; the longest matching
-    tier key wins).  ``vendors``: (substring of the device name, vendor) pairs and the spec's ``default``
-    (:meth:`VendorTable.vendor`).  ``launch_max_args`` / ``launch_max_bytes``: what the compiled launch
-    (``_fast._launch``) can pack, 0 where the spec names no ``kernel_launch``; ``compiled_pool``: the library's
-    ``pool_memory`` is this backend's pool allocator and free."""
+    the vendor needs.  ``match`` names the matcher (:data:`ironaccelerator_runtime.capability_match.MATCHERS`) that
+    says how the capability tables are keyed, ex. ``compute_capability`` or ``arch_prefix`` (whose architecture
+    name is read from the properties struct's ``arch_field``).  ``launch_max_args`` / ``launch_max_bytes``: what
+    the compiled launch (``_fast._launch``) can pack, 0 where the spec names no ``kernel_launch``;
+    ``compiled_pool``: the library's ``pool_memory`` is this backend's pool allocator and free.  ``vendors``:
+    (substring of the device name, vendor) pairs and the spec's ``default`` (:meth:`VendorTable.vendor`)."""
 
     kind: BackendKind  # ex) BackendKind.CUDA
     package: str  # ex) ironaccelerator.backends.cuda
@@ -130,22 +125,11 @@ class GpuTables(VendorTable):
         tiers = self.tiers
         tokens = _name_tokens(name)
         named = [t for k, t in tiers.items() if k.startswith("name ") and k[5:] in tokens]
-        if self.match == "compute_capability":
-            cc = _cc(arch)
-            for key, f in self.flags.items():
-                if key[:1].isdigit() and _cc(key) <= cc:
-                    flags |= f
-            found = tiers.get(f"{cc[0]}.{cc[1]}")
-            version = f"sm_{cc[0]}{cc[1]}"
-        else:
-            base = arch.split(":")[0].strip().lower()
-            for key, f in self.flags.items():
-                if key not in ("always", "integrated") and base.startswith(key):
-                    flags |= f
-            prefixes = sorted((k for k in tiers if k not in ("default", "integrated") and not k.startswith("name ")
-                               and base.startswith(k)), key=len, reverse=True)
-            found = tiers[prefixes[0]] if prefixes else None
-            version = arch or "unknown"
+        match = MATCHERS[self.match]
+        fact = match.fact(arch)
+        flags = match.flags(self.flags, fact, flags)
+        found = match.tier(tiers, fact)
+        version = match.version(arch)
         if integrated and "integrated" in tiers:
             tier = tiers["integrated"]
         elif named:

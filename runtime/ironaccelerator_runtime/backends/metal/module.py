@@ -26,6 +26,9 @@ _MSL_SCALARS = {
     "ulong": "uint64", "int64_t": "int64", "uint64_t": "uint64", "size_t": "uint64",
 }
 _BUFFER_ATTR = re.compile(r"\[\[\s*buffer\s*\(\s*(\d+)\s*\)\s*\]\]")
+# What this runtime can load (Metal Shading Language source): specs/metal/backend.yaml's module_formats are chosen
+# from these (the generator reads this literal)
+MODULE_FORMATS: tuple[str, ...] = ("source",)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
+from ironaccelerator_runtime.capability_match import MATCHERS
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.loader import load_library
 from ironaccelerator_runtime.traits import Capability
@@ -20,6 +21,7 @@ _SHARED, _PRIVATE = 0, 32  # MTLResourceStorageModeShared / Private (MTLResource
 _COMPLETED, _ERROR = 4, 5  # MTLCommandBufferStatusCompleted / Error
 _MAX_SET_BYTES = 4096  # setBytes:length:atIndex: is for data under 4 KiB (Apple's documentation)
 _PRUNE = 64  # committed command buffers kept per stream before the completed ones are let go
+_MATCH = MATCHERS["gpu_family"]  # the capability-key grammar specs/metal/backend.yaml chooses (capabilities.match)
 
 
 @dataclass(frozen=True)
@@ -47,14 +49,11 @@ class MetalTables(VendorTable):
         flags = self.flags.get("always", CapabilityFlags.NONE)
         if unified:
             flags |= self.flags.get("integrated", CapabilityFlags.NONE)
-        for key, f in self.flags.items():
-            if key in names:
-                flags |= f
-        tier = None
-        for key, t in self.tiers:
-            if key == "default" or (key == "integrated" and unified) or key in names:
-                tier = t
-                break
+        flags = _MATCH.flags(self.flags, names, flags)
+        # the first tier key (in spec order) the device matches: a family it supports, "integrated", "default"
+        selected = names | {"default"} | ({"integrated"} if unified else set())
+        key = _MATCH.tier_key([k for k, _ in self.tiers], selected)
+        tier = dict(self.tiers)[key] if key is not None else None
         if not vendor_version:
             vendor_version = "Metal " + (",".join(n for n in self.families if n in names) or "(no known family)")
         return Capability(flags=flags, tier=tier if tier is not None else ComputeTier.INTEGRATED,

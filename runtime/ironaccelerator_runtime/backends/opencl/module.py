@@ -18,6 +18,9 @@ from .device import OpenCLDevice
 from .tables import _Api, _BUILD_OPTIONS
 
 
+# What this runtime can load (OpenCL C source): specs/opencl/backend.yaml's module_formats are chosen from these (the
+# generator reads this literal)
+MODULE_FORMATS: tuple[str, ...] = ("source",)
 _UNSET: Any = object()  # OpenCLKernel._objs of a slot with no cached argument object (never `is` an argument)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
+from ironaccelerator_runtime.capability_match import MATCHERS
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.loader import Binding, load_library
 from ironaccelerator_runtime.traits import Capability
@@ -17,6 +18,7 @@ _KIND = BackendKind.OPENCL
 _BUILD_OPTIONS = b"-cl-kernel-arg-info"
 _QUERY_GRACE_S = 0.002  # Stream.query: how long a marker behind finished work may take to complete
 _PLATFORM_NOT_FOUND_KHR = -1001  # cl_ext.h: what the ICD loader returns when no platform is installed
+_MATCH = MATCHERS["exact"]  # the capability-key grammar specs/opencl/backend.yaml chooses (capabilities.match)
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,7 @@ class OpenCLTables(VendorTable):
     def capability(self, extensions: str, device_type: int, host_unified: bool, c_version: str,
                    cl: Any) -> Capability:
         """Device facts -> Capability, by the tables (unit-testable without a device)."""
-        flags = self.flags.get("always", CapabilityFlags.NONE)
-        for ext in extensions.split():
-            flags |= self.flags.get(ext, CapabilityFlags.NONE)
+        flags = _MATCH.flags(self.flags, frozenset(extensions.split()), self.flags.get("always", CapabilityFlags.NONE))
         if host_unified:
             flags |= self.flags.get("host_unified_memory", CapabilityFlags.NONE)
         if device_type & cl.CL_DEVICE_TYPE_CPU:
@@ -46,7 +46,9 @@ class OpenCLTables(VendorTable):
             key = "ACCELERATOR"
         else:
             key = "CUSTOM"
-        return Capability(flags=flags, tier=self.tiers.get(key, ComputeTier.DISCRETE), vendor_version=c_version)
+        tier = _MATCH.tier(self.tiers, key)
+        return Capability(flags=flags, tier=tier if tier is not None else ComputeTier.DISCRETE,
+                          vendor_version=c_version)
 
 
 class _Api:

@@ -16,6 +16,10 @@ from .device import QnnDevice
 from .memory import _live
 from .tables import _DTYPES, _KIND, _NAME, _Owned, _RAW, _bits
 
+# What this runtime can load (serialized QNN contexts): specs/qnn/backend.yaml's module_formats are chosen from these
+# (the generator reads this literal)
+MODULE_FORMATS: tuple[str, ...] = ("qnn_context_binary",)
+
 
 # ---------------------------------------------------------------------------------------------------- modules
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, DType, ErrorKind, Vendor
-from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.capability_match import MATCHERS
+from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.loader import load_library
 from ironaccelerator_runtime.traits import Capability, LaunchDims, check_size
 from ironaccelerator_runtime.vendors import VendorTable
@@ -23,6 +24,7 @@ _APP_WRITE, _APP_READ = 0, 1  # Qnn_TensorType_t of graph inputs / outputs
 _HTP_CONFIG_SOC, _HTP_CONFIG_ARCH = 0, 1  # QnnHtpDevice_ConfigOption_t
 _SAVER_BACKEND_ID = 2  # QnnInterface_t.backendId of libQnnSaver.so
 _MAX_CLIENT_BUFFER = 2**32 - 1  # Qnn_ClientBuffer_t.dataSize is 32 bits
+_MATCH = MATCHERS["hexagon_arch"]  # the capability-key grammar specs/qnn/backend.yaml chooses (capabilities.match)
 
 # Qnn_DataType_t -> DType (fixed-point types are their storage integers; their scale/offset is TensorInfo's)
 _DTYPES = {
@@ -53,11 +55,10 @@ class QnnTables(VendorTable):
 
     def capability(self, arch: int, vendor_version: str) -> Capability:
         """An HTP architecture (68 for v68) -> Capability, by the tables (unit-testable without a device)."""
-        flags = self.flags.get("always", CapabilityFlags.NONE)
-        for key, f in self.flags.items():
-            if key != "always" and arch >= key:
-                flags |= f
-        tier = self.tiers.get(arch, self.tiers.get("default", ComputeTier.NPU))
+        flags = _MATCH.flags(self.flags, arch, self.flags.get("always", CapabilityFlags.NONE))
+        tier = _MATCH.tier(self.tiers, arch)
+        if tier is None:
+            tier = self.tiers.get("default", ComputeTier.NPU)
         return Capability(flags=flags, tier=tier, vendor_version=vendor_version)
 
     def soc_name(self, model: int) -> str | None:
@@ -73,8 +74,8 @@ class QnnTables(VendorTable):
         if isinstance(soc, str):
             entry = self.soc_models.get(soc.upper())
             if entry is None:
-                raise Error(ErrorKind.INVALID_VALUE, f"unknown SoC {soc!r}; known: {', '.join(self.soc_models)} "
-                            "(or pass the SoC model number)", backend=_NAME, function="Backend.open")
+                raise fail(ErrorKind.INVALID_VALUE, "Backend.open", f"unknown SoC {soc!r}; known: "
+                           f"{', '.join(self.soc_models)} (or pass the SoC model number)", _KIND)
             return entry[0]
         n = check_size(soc, "soc", "Backend.open", _KIND)
         return n
@@ -102,13 +103,12 @@ def check_config_layout(library: tuple[int, int], declared: tuple[int, int], off
     lmaj, lmin = library
     dmaj, dmin = declared
     if lmaj != dmaj or lmin < dmin:
-        raise Error(ErrorKind.UNSUPPORTED, f"QnnHtpDevice_CustomConfig_t is declared for QNN core API {dmaj}.{dmin} "
+        raise fail(ErrorKind.UNSUPPORTED, "QnnDevice_create", f"QnnHtpDevice_CustomConfig_t is declared for QNN core API {dmaj}.{dmin} "
                     f"(its union at offset {offset}); the loaded library implements core API {lmaj}.{lmin}, "
                     f"whose layout differs (2.32-era libraries read the union at offset 4): refusing to pass a "
                     "device config the library would misread (the SoC/architecture selection would be silently "
                     "ignored). Use a library of core API "
-                    f"{dmaj}.{dmin} or later, or open the device without soc=/arch=",
-                    backend=_NAME, function="QnnDevice_create")
+                    f"{dmaj}.{dmin} or later, or open the device without soc=/arch=", _KIND)
 
 
 class _Api:

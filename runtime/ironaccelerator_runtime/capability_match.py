@@ -1,0 +1,162 @@
+"""Capability matchers: how the keys of a backend spec's ``capabilities.flags`` / ``tiers`` compare with a device.
+
+A backend spec chooses one by name (``capabilities: {match: <name>}``, default ``exact``).  Each :class:`Matcher`
+holds both halves of its key grammar, so it is written once:
+
+- for the generator (``ironaccel-gen generate``): :meth:`Matcher.key_problem`, what is wrong with a key of the
+  spec's tables (``None``: nothing), and what else the matcher takes: ``options`` (further keys of
+  ``capabilities``, ex. ``arch_field``), ``sections`` (top-level spec sections only it reads, ex. ``soc_models``,
+  with ``soc_name`` / ``value``, the grammars of their names and values) and ``constant_prefix`` (the tables'
+  keys name constants ``<prefix><key>`` of the backend's Objective-C libraries, whose values the generated
+  tables carry);
+- for the runtime (the backend's tables): :meth:`Matcher.flags` and :meth:`Matcher.tier`, the flags and tier a
+  device's facts select.
+
+This module is pure (the standard library only): the generator loads it from its file, without importing the
+runtime package (which imports the generated one).  A new backend with a new grammar adds a matcher here; the
+generator names none of them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, TypeVar
+
+F = TypeVar("F")  # a flag set (CapabilityFlags): combined with |
+T = TypeVar("T")  # a tier (ComputeTier)
+
+_NAME_TIER = re.compile(r"name [A-Za-z0-9_.+\-]+\Z")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matcher:
+    """One capability-key grammar (see the module's doc).
+
+    ``special``: per table (``flags``, ``tiers``), the reserved keys any spec may use (``always``, ``default``,
+    ...); ``key``: the grammar of the other keys (None: free-form); ``what``: a key's description in errors (ex.
+    ``a compute capability like '8.0'``); ``name_tiers``: tier keys may also be ``name <token>``; ``flag_applies``
+    (key, fact) and ``tier_key`` (keys, fact): which keys a device's fact selects; ``fact`` / ``version``: the
+    device's reported architecture (ex. ``"8.6"``, ``"gfx90a:sramecc+:xnack-"``) as the fact keys compare with,
+    and as the Capability's ``vendor_version``."""
+
+    name: str
+    doc: str
+    special: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: {"flags": (), "tiers": ()})
+    key: re.Pattern[str] | None = None
+    what: str = ""
+    name_tiers: bool = False
+    only_first_special: bool = False  # only the first reserved key of each table is allowed (always / default)
+    options: Mapping[str, str] = field(default_factory=dict)  # capabilities key -> what it is (each required)
+    sections: tuple[str, ...] = ()  # top-level spec sections only this matcher reads
+    soc_name: re.Pattern[str] | None = None  # sections' entry names  ex) SM8350
+    soc_example: str = ""
+    value: re.Pattern[str] | None = None  # an architecture value in those sections (the key grammar's)
+    constant_prefix: str | None = None  # keys name constants <prefix><key> of the backend's Objective-C libraries
+    constant_what: str = ""  # what such a constant is, in errors  ex) a GPU family
+    constant_table: str = ""  # the tables' argument carrying those constants' values  ex) families
+    numbered: bool = False  # the generated tables key by the number a key carries (v68 -> 68), reserved keys kept
+    ordered_tiers: bool = False  # the tiers table is a tuple of (key, tier) in spec order (the first key wins)
+    fact: Callable[[Any], Any] = lambda raw: raw  # the device's reported architecture -> what keys compare with
+    version: Callable[[Any], str] = lambda raw: str(raw)  # -> the Capability's vendor_version
+    flag_applies: Callable[[Any, Any], bool] = lambda key, fact: key == fact
+    tier_key: Callable[[Iterable[Any], Any], Any] = lambda keys, fact: fact
+
+    # ---------------------------------------------------------------- generate time
+
+    def key_problem(self, section: str, key: str) -> str | None:
+        """What is wrong with ``key`` of the spec's ``section`` (``flags`` / ``tiers``) table, or None."""
+        if self.key is None:
+            return None
+        special = self.special.get(section, ())
+        allowed = special[:1] if self.only_first_special else special
+        if key in allowed or (self.name_tiers and section == "tiers" and _NAME_TIER.match(key)):
+            return None
+        if self.key.match(key):
+            return None
+        others = ", ".join(allowed) + (", name <token>" if self.name_tiers and section == "tiers" else "")
+        joiner = "" if self.only_first_special else "one of "
+        return f"{section} key '{key}' is not {self.what} (or {joiner}{others})"
+
+    # ---------------------------------------------------------------- run time
+
+    def flags(self, table: Mapping[Any, F], fact: Any, none: F) -> F:
+        """The union of the flags of every key of ``table`` that ``fact`` (the device's) selects, reserved keys
+        left out (the caller adds ``always`` and the like)."""
+        out = none
+        special = self.special.get("flags", ())
+        for key, f in table.items():
+            if key not in special and self.flag_applies(key, fact):
+                out = out | f  # type: ignore[operator]
+        return out
+
+    def tier(self, table: Mapping[Any, T], fact: Any) -> T | None:
+        """The tier of the key ``fact`` selects (None: no key: the caller falls back to its defaults)."""
+        special = self.special.get("tiers", ())
+        keys = [k for k in table if k not in special and not (isinstance(k, str) and k.startswith("name "))]
+        key = self.tier_key(keys, fact)
+        return table.get(key) if key is not None else None
+
+
+def _cc(key: str) -> tuple[int, int]:
+    major, _, minor = key.partition(".")
+    return int(major), int(minor or 0)
+
+
+def _longest_prefix(keys: Iterable[str], base: str) -> str | None:
+    found = sorted((k for k in keys if base.startswith(k)), key=len, reverse=True)
+    return found[0] if found else None
+
+
+def _first_supported(keys: Iterable[str], names: Any) -> str | None:
+    return next((k for k in keys if k in names), None)
+
+
+MATCHERS: dict[str, Matcher] = {m.name: m for m in (
+    Matcher(name="exact", doc="keys are compared whole (extension names, device types)",
+            flag_applies=lambda key, present: key in present),
+    Matcher(name="compute_capability",
+            doc="keys are compute capabilities `X.Y`: a device has the flags of every key at or below its own; "
+                "tier keys are exact, or `name <token>`",
+            special={"flags": ("always", "integrated"), "tiers": ("default", "integrated")},
+            key=re.compile(r"[0-9]+\.[0-9]+\Z"), what="a compute capability like '8.0'", name_tiers=True,
+            flag_applies=lambda key, cc: key[:1].isdigit() and _cc(key) <= cc,
+            tier_key=lambda keys, cc: f"{cc[0]}.{cc[1]}",
+            fact=_cc, version=lambda arch: "sm_{}{}".format(*_cc(arch))),
+    Matcher(name="arch_prefix",
+            doc="keys are prefixes of the architecture name (read from the properties field `arch_field`): a "
+                "device has the flags of every key its name starts with, the longest tier key wins",
+            special={"flags": ("always", "integrated"), "tiers": ("default", "integrated")},
+            key=re.compile(r"[a-z][a-z0-9]*\Z"), what="an architecture prefix like 'gfx90a'", name_tiers=True,
+            options={"arch_field": "the properties field naming the architecture, ex. gcnArchName"},
+            flag_applies=lambda key, base: base.startswith(key),
+            tier_key=_longest_prefix,
+            fact=lambda arch: arch.split(":")[0].strip().lower(), version=lambda arch: arch or "unknown"),
+    Matcher(name="hexagon_arch",
+            doc="keys are HTP architectures `v<N>`: flag keys are thresholds (at least), tier keys exact; SoCs "
+                "named in `soc_models`",
+            special={"flags": ("always",), "tiers": ("default",)},
+            key=re.compile(r"v[0-9]+\Z"), what="an HTP architecture like 'v68'", only_first_special=True,
+            sections=("soc_models",), soc_name=re.compile(r"[A-Z][A-Z0-9]+\Z"), soc_example="SM8350",
+            value=re.compile(r"v[0-9]+\Z"), numbered=True,
+            flag_applies=lambda key, arch: arch >= key,
+            tier_key=lambda keys, arch: arch),
+    Matcher(name="gpu_family",
+            doc="keys are GPU families (constants `MTLGPUFamily<key>` of the backend's Objective-C libraries, "
+                "asked with supportsFamily:): a device has the flags of every family it supports and the tier of "
+                "the first tier key, in spec order, it supports",
+            special={"flags": ("always", "integrated"), "tiers": ("default", "integrated")},
+            key=re.compile(r"[A-Z][A-Za-z]*[0-9]+\Z"), what="a Metal GPU family like 'Apple7' or 'Metal3'",
+            constant_prefix="MTLGPUFamily", constant_what="a GPU family", constant_table="families",
+            ordered_tiers=True,
+            flag_applies=lambda key, names: key in names,
+            tier_key=_first_supported),
+)}
+
+
+def matcher(name: str) -> Matcher:
+    """The matcher named ``name`` (KeyError if none is)."""
+    return MATCHERS[name]
+
+
+__all__ = ["MATCHERS", "Matcher", "matcher"]
