@@ -342,8 +342,11 @@ def hip_rows() -> list[Row] | str:
     v = ffi.new("int *")
     P = PythonWrappers(h)
     if hp is not None:
-        ref_v, ref_s, name = (lambda: hp.hipRuntimeGetVersion()), (lambda: hp.hipGetErrorString(1)), "hip-python"
-        ref_n = lambda: hp.hipGetErrorName(1)  # noqa: E731
+        # hip-python takes its enum, not an int (TypeError: argument 'hipError' must be of type
+        # '_hipError_t__Base'); code 1 is hipErrorInvalidValue, the code our rows pass
+        code = hp.hipError_t(1)
+        ref_v, ref_s, name = (lambda: hp.hipRuntimeGetVersion()), (lambda: hp.hipGetErrorString(code)), "hip-python"
+        ref_n = lambda: hp.hipGetErrorName(code)  # noqa: E731
     else:
         ref_v, ref_s, name = (lambda: raw.hipRuntimeGetVersion(v)), (lambda: raw.hipGetErrorString(1)), "raw cffi"
         ref_n = lambda: raw.hipGetErrorName(1)  # noqa: E731
