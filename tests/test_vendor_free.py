@@ -116,3 +116,35 @@ def test_allowed_entries_are_still_needed() -> None:
     used = {(path.relative_to(GENERATOR).as_posix(), word) for path in GENERATOR.rglob("*.py")
             for _, word, _ in _words(path)}
     assert not sorted(set(ALLOWED) - used), sorted(set(ALLOWED) - used)
+
+
+TEMPLATES = ROOT / "templates"
+_JINJA = re.compile(r"\{%.*?%\}|\{\{.*?\}\}", re.S)
+
+
+def matcher_names_in_templates(root: Path = TEMPLATES) -> list[str]:
+    """Each Jinja statement or expression of ``root``'s templates that names a capability matcher in quotes
+    (``spec.match == "gpu_family"``): a template asks the chosen matcher's fields (``matcher.numbered``,
+    ``matcher.ordered_tiers``, ``matcher.constant_table``, ``matcher.sections``), so a new matcher needs no
+    template edit."""
+    from ironaccelerator_runtime.capability_match import MATCHERS
+
+    quoted = re.compile("|".join(rf"[\"']{re.escape(name)}[\"']" for name in MATCHERS))
+    out = []
+    for path in sorted(root.rglob("*.j2")):
+        for m in _JINJA.finditer(path.read_text(encoding="utf-8")):
+            if quoted.search(m.group(0)):
+                out.append(f"{path.relative_to(root.parent).as_posix()}: {m.group(0)[:90]}")
+    return out
+
+
+def test_templates_ask_the_matcher_not_its_name() -> None:
+    found = matcher_names_in_templates()
+    assert not found, "templates branching on a matcher's name (ask its fields instead):\n" + "\n".join(found)
+
+
+def test_the_template_check_sees_a_matcher_name(tmp_path: Path) -> None:
+    (tmp_path / "t.py.j2").write_text('{# "gpu_family" in a comment is fine #}\n'
+                                      '{% if spec.match == "hexagon_arch" %}x{% endif %}\n', encoding="utf-8")
+    assert matcher_names_in_templates(tmp_path) == [f"{tmp_path.name}/t.py.j2: "
+                                                    '{% if spec.match == "hexagon_arch" %}']
