@@ -422,6 +422,41 @@ def test_freed_allocation(device: Any, module: Any) -> None:
     assert ei.value.kind is ErrorKind.INVALID_HANDLE
 
 
+def test_a_reused_launch_skips_only_what_it_cannot_change(backend: Any, binary: bytes) -> None:
+    """The KernelLaunch a stream checked last is the fast path (its kernel, dims and device are not checked
+    again), but what can change between two launches still is: a freed argument, a closed device, another
+    stream of another device, and a launch given as a list (which can change its kernel or dims)."""
+    dev = backend.open(0)
+    k = dev.load_module(binary).kernel("add_f32")
+    s = dev.create_stream()
+    a, b, c = (dev.alloc(4 * G.N) for _ in range(3))
+    launch = KernelLaunch(k, LaunchDims(), (a, b, c))
+    s.launch(launch)
+    assert s._checked is launch
+    as_list = [k, LaunchDims(), (a, b, c)]
+    s.launch(as_list)
+    as_list[1] = LaunchDims(2)  # the same list, now with dims QNN refuses
+    with pytest.raises(Error) as ei:
+        s.launch(as_list)
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "no launch geometry" in str(ei.value)
+    other = backend.open(0)
+    try:
+        with pytest.raises(Error) as ei:  # another device's stream checks the launch itself
+            other.create_stream().launch(launch)
+        assert ei.value.kind is ErrorKind.INVALID_VALUE and "another device" in str(ei.value)
+    finally:
+        other.close()
+    s.launch(launch)
+    dev.close()
+    for call in (s.launch, s.launch_unchecked):
+        r = None
+        try:
+            r = call(launch)
+        except Error as e:
+            r = e
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE, r
+
+
 def test_garbage_binary(device: Any) -> None:
     for junk in (b"garbage" * 100, bytes(49152)):
         with pytest.raises(Error) as ei:

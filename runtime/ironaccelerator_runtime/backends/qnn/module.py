@@ -212,6 +212,8 @@ class QnnKernel(Kernel):
         self._lock = threading.Lock()
         self._execute = api.raw.QnnGraph_execute
         self._null = api.null
+        # QnnGraph_execute's arguments but the function: the tensor arrays are rebound in place
+        self._call = (self.handle, self._ins, nin, self._outs, nout, api.null, api.null)
 
     def signature(self) -> str:
         """The graph's signature: its name, then each input and output tensor's name, element type and shape.

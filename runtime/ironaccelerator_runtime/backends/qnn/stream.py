@@ -12,7 +12,7 @@ from ironaccelerator_runtime.backends import qnn_log
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import shared_mem_error
 from ironaccelerator_runtime.traits import (
-    Allocation, Event, LaunchDims, Result, Stream, check_span, device_span, host_span, fill_pattern, host_view,
+    Allocation, Event, KernelLaunch, LaunchDims, Result, Stream, check_span, device_span, host_span, fill_pattern, host_view,
     not_a_launch,
 )
 
@@ -40,6 +40,7 @@ class QnnStream(Stream):
         self._cond = threading.Condition()
         self._async_error: Error | None = None
         self._notify: Any = None
+        self._checked: Any = None  # the KernelLaunch Stream.launch checked last (its kernel, dims and device)
 
     # copies (host memory: done when they return)
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
@@ -84,24 +85,31 @@ class QnnStream(Stream):
         # count and kinds, each buffer's size against its tensor's bytes (HTP does not check them), a typed
         # argument's element type against its tensor's (an imported tensor, ``Device.from_dlpack``, carries one; raw
         # memory from ``Device.alloc`` or the pool is bytes and binds by size), freed allocations, the device) before
-        # any C call.
-        try:
+        # any C call.  The KernelLaunch this stream checked last is not checked again for what it cannot change
+        # (its kernel, its dims, the kernel's device): a launch reused is the fast path.
+        if launch is self._checked:
             kernel, dims, args = launch
-        except (TypeError, ValueError):
-            raise not_a_launch(launch, "Stream.launch") from None
-        if type(kernel) is not QnnKernel:
-            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"not a QNN graph kernel: {kernel!r:.80}", _NAME)
-        if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:
-            raise _dims_error(dims, "Stream.launch")
+        else:
+            try:
+                kernel, dims, args = launch
+            except (TypeError, ValueError):
+                raise not_a_launch(launch, "Stream.launch") from None
+            if type(kernel) is not QnnKernel:
+                raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"not a QNN graph kernel: {kernel!r:.80}",
+                           _NAME)
+            if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:
+                raise _dims_error(dims, "Stream.launch")
+            if kernel.module.device is not self.device:
+                if self.device._closed:
+                    raise self.device._closed_error("Stream.launch")
+                raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"{kernel!r} belongs to another device than "
+                           f"{self!r}", _NAME)
+            if type(launch) is KernelLaunch:  # (an immutable record: a plain list could change its kernel)
+                self._checked = launch
         device = self.device
         if device._closed:
             raise device._closed_error("Stream.launch")
-        if kernel.module.device is not device:
-            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"{kernel!r} belongs to another device than "
-                       f"{self!r}", _NAME)
-        lock = kernel._lock
-        lock.acquire()
-        try:
+        with kernel._lock:
             if args is not kernel._bound and not _same(args, kernel._bound):
                 err = kernel._bind(args, device, "Stream.launch")
                 if err is not None:
@@ -110,48 +118,45 @@ class QnnStream(Stream):
                 for a in kernel._blocks:
                     if a._freed:
                         raise _freed(a, "Stream.launch")
-            code = self._run(kernel)
-        finally:
-            lock.release()
+            if device.backend.async_execute is False:
+                code = kernel._execute(*kernel._call)
+            else:
+                code = self._run_async(kernel)
         if code:
             raise self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
 
     def launch_unchecked(self, launch: Any) -> Result[None]:
         # ``launch`` returning the Error instead of raising it, without the LaunchDims, device and size checks
         # on a rebind (a freed allocation is still refused: its memory may be gone).
-        what = "Stream.launch_unchecked"
-        try:
+        if launch is self._checked:
             kernel, dims, args = launch
-        except (TypeError, ValueError):
-            raise not_a_launch(launch, what) from None
-        if type(kernel) is not QnnKernel:
-            return fail(ErrorKind.INVALID_VALUE, what, f"not a QNN graph kernel: {kernel!r:.80}", _NAME)
-        if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:  # never silently dropped
-            return _dims_error(dims, what)
-        if self.device._closed:  # (a flag test: the rebind below would catch it, a repeated launch would not)
-            return self.device._closed_error(what)
-        lock = kernel._lock
-        lock.acquire()
-        try:
+        else:
+            what = "Stream.launch_unchecked"
+            try:
+                kernel, dims, args = launch
+            except (TypeError, ValueError):
+                raise not_a_launch(launch, what) from None
+            if type(kernel) is not QnnKernel:
+                return fail(ErrorKind.INVALID_VALUE, what, f"not a QNN graph kernel: {kernel!r:.80}", _NAME)
+            if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:  # never silently dropped
+                return _dims_error(dims, what)
+        device = self.device
+        if device._closed:  # (a flag test: the rebind below would catch it, a repeated launch would not)
+            return device._closed_error("Stream.launch_unchecked")
+        with kernel._lock:
             if args is not kernel._bound and not _same(args, kernel._bound):
-                err: Error | None = kernel._bind(args, self.device, "Stream.launch_unchecked")
+                err: Error | None = kernel._bind(args, device, "Stream.launch_unchecked")
                 if err is not None:
                     return err
             else:
                 for a in kernel._blocks:
                     if a._freed:
                         return _freed(a, "Stream.launch_unchecked")
-            code = self._run(kernel)
-        finally:
-            lock.release()
+            if device.backend.async_execute is False:
+                code = kernel._execute(*kernel._call)
+            else:
+                code = self._run_async(kernel)
         return self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}") if code else None
-
-    def _run(self, kernel: QnnKernel) -> int:
-        backend = self.device.backend
-        if backend.async_execute is False:
-            return int(kernel._execute(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
-                                       kernel._null, kernel._null))
-        return self._run_async(kernel)
 
     def _run_async(self, kernel: QnnKernel) -> int:
         """``QnnGraph_executeAsync`` (tried once per backend; NOT_SUPPORTED -> synchronous from then on).  The
