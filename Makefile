@@ -16,8 +16,8 @@ GENSDK    := $(VENV)/.gen-sdks-installed
 # Qualcomm's real QNN libraries (libQnnHtp/Saver/System.so; QNN 2.51, core API 2.40): only their .so files are
 # used, so without the wheel's dependencies (onnxruntime itself is not needed).  cp311 manylinux x86-64.
 QNN_SDKS  := onnxruntime-qnn==2.7.0
-# Apple's metal-cpp headers (Apache-2.0; the pymetal-cpp sdist carries them), read by the metal-cpp front-end
-# (generator/frontend/metalcpp.py) for Metal's selectors.  Fetched, never vendored; pinned with its sha256 in
+# Apple's metal-cpp headers (Apache-2.0; the pymetal-cpp sdist carries them), read by the C++-wrappers front-end
+# (generator/frontend/objc_cpp.py, with specs/metal/metal.yaml's prototypes: data) for Metal's selectors.  Fetched, never vendored; pinned with its sha256 in
 # the script.  Offline, the script says so and the tests that need it skip.
 METALCPP  := $(VENV)/sdk/metal-cpp
 

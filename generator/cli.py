@@ -230,27 +230,34 @@ def _all_libraries(out: Path) -> list[str]:
             for p in (out / "ironaccelerator" / "backends").glob("*/*/_cffi_build.py")]
 
 
-def _metal_cpp_line(spec_dir: Path) -> str | None:
-    """The ``sdks`` line of metal-cpp, where a spec takes its prototypes from it (``prototypes: metal-cpp``)."""
-    from .frontend import metalcpp
+def _prototype_lines(spec_dir: Path) -> list[str]:
+    """The ``sdks`` lines of the prototype sources the objc specs of ``spec_dir`` read (``resolver: {prototypes:
+    {sdk: ...}}``): one per source, ``not found: ...`` where no copy is."""
+    from .frontend import objc_cpp
     from .pipeline import spec_paths
+    from .prototypes import PrototypeSource
     from .spec import load_library
 
-    users = []
+    users: dict[str, tuple[PrototypeSource, list[str]]] = {}
     for p in spec_paths(spec_dir) if spec_dir.is_dir() else []:
         try:
             sp = load_library(p, p.name)
         except UserError:
             continue
         if sp.objc is not None and sp.objc.prototypes is not None:
-            users.append(p.relative_to(spec_dir).as_posix())
-    if not users:
-        return None
-    root = metalcpp.find_root()
-    if root is None:
-        return (f"not found: metal-cpp (Metal/Metal.hpp; `make metal-cpp`, ${metalcpp.ENV_ROOT}; prototypes of "
-                f"{', '.join(users)})")
-    return f"metal-cpp {metalcpp.version_of(root):<8} {root}  (prototypes of {', '.join(users)})"
+            source = sp.objc.prototypes
+            users.setdefault(source.sdk.value, (source, []))[1].append(p.relative_to(spec_dir).as_posix())
+    lines = []
+    for name, (source, specs) in sorted(users.items()):
+        root = objc_cpp.find_root(source)
+        if root is None:
+            how = ", ".join(x for x in (f"`{source.fetch}`" if source.fetch else "",
+                                        f"${source.env}" if source.env else "") if x)
+            lines.append(f"not found: {name} ({source.marker}; {how + '; ' if how else ''}prototypes of "
+                         f"{', '.join(specs)})")
+        else:
+            lines.append(f"{name} {objc_cpp.version_of(source, root):<8} {root}  (prototypes of {', '.join(specs)})")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,15 +302,16 @@ def main(argv: list[str] | None = None) -> int:
             for s in found:
                 print(s)
             missing = sorted(set(descs) - {s.kind for s in found})
-            line = _metal_cpp_line(args.specs)
-            if line is not None and line.startswith("not found: "):
-                missing.append(line[len("not found: "):])
-            elif line is not None:
-                print(line)
+            lines = _prototype_lines(args.specs)
+            for line in lines:
+                if line.startswith("not found: "):
+                    missing.append(line[len("not found: "):])
+                else:
+                    print(line)
             if missing:
                 print("not found: " + "; ".join(k if k not in descs else f"{k} ({descs[k].marker}; see "
                                                 f"{descs[k].path})" for k in missing))
-            if not found and line is None and not missing:  # never a silent success
+            if not found and not lines and not missing:  # never a silent success
                 print(f"no SDK: no library spec in {args.specs} declares one (sdk:)")
             return 0
     except UserError as e:

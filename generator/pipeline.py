@@ -13,9 +13,10 @@ from . import __version__
 from . import sdk as sdks
 from .bind import BoundLibrary, bind
 from .diagnostics import Collector, Diagnostic, UserError, suggest
-from .frontend import FRONTENDS, ParseRequest, metalcpp, parse
+from .frontend import FRONTENDS, ParseRequest, objc_cpp, parse
 from .ir import Header, Location
 from .output import diff, existing_files, write
+from .prototypes import PrototypeSource, fill_spec
 from .objc import ObjcLibrary, bind_objc
 from .render import banner_text, environment, render_library, render_objc_library, render_package
 from .surface import BackendSpec, Surface, load_backend, load_surface, render_surface
@@ -159,7 +160,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     # library -> (the header its declarations are derived from, the license notice it opens with: sdk.header_notice)
     notices: dict[str, tuple[str, str]] = {}
     objc_libraries: list[ObjcLibrary] = []
-    models: dict[Path, metalcpp.MetalCpp] = {}  # metal-cpp, parsed once per copy
+    models: dict[tuple[Path, PrototypeSource], objc_cpp.Model] = {}  # each prototype source, parsed once per copy
     skipped: list[str] = []
     keep: list[str] = []
     inputs: list[Path] = [spec_dir / "core.yaml", *spec_paths(spec_dir)]
@@ -185,27 +186,29 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             f"({parser})")
         if spec.declarations is not None:
             sdk_version = None
-            if spec.objc is not None and spec.objc.prototypes is not None:  # prototypes: metal-cpp
-                given = (sdk_overrides or {}).get("metal-cpp")  # --sdk metal-cpp=PATH: that copy or none
-                root = metalcpp.find_root() if given is None else \
-                    Path(given) if (Path(given) / "Metal" / "Metal.hpp").is_file() else None
+            if spec.objc is not None and spec.objc.prototypes is not None:  # prototypes: {kind: cpp-wrappers, ...}
+                source = spec.objc.prototypes
+                given = (sdk_overrides or {}).get(source.sdk.value)  # --sdk <sdk>=PATH: that copy or none
+                root = objc_cpp.find_root(source) if given is None else \
+                    Path(given) if (Path(given) / source.marker).is_file() else None
                 if root is None:
-                    skipped.append(f"{name}: no metal-cpp headers found (`make metal-cpp`, ${metalcpp.ENV_ROOT} or "
-                                   "--sdk metal-cpp=PATH): its selectors' prototypes come from them")
+                    how = [f"`{source.fetch}`"] * bool(source.fetch) + [f"${source.env}"] * bool(source.env)
+                    skipped.append(f"{name}: no {source.sdk} headers found ({', '.join(how)}{' or ' if how else ''}"
+                                   f"--sdk {source.sdk}=PATH): its selectors' prototypes come from them")
                     keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
                     continue
                 try:
-                    if root not in models:
-                        models[root] = metalcpp.parse(root)
+                    if (root, source) not in models:
+                        models[root, source] = objc_cpp.parse(source, root)
                         inputs += sorted(root.rglob("*.hpp"))
-                    spec = metalcpp.fill_spec(spec, models[root])
+                    spec = fill_spec(spec, models[root, source])
                 except UserError as e:
                     problems += e.diagnostics
                     continue
-                sdk_version = f"metal-cpp {models[root].version}"
-                notice = sdks.header_notice(root / "Metal" / "Metal.hpp")  # the prototypes are derived from metal-cpp
+                sdk_version = f"{source.sdk} {models[root, source].version}"
+                notice = sdks.header_notice(root / source.marker)  # the prototypes are derived from its headers
                 if notice is not None:
-                    notices[name] = (f"{sdk_version} (Metal/Metal.hpp)", notice)
+                    notices[name] = (f"{sdk_version} ({source.marker})", notice)
             try:
                 header = parse_declared(spec, parser)
                 if spec.objc is not None:
@@ -261,7 +264,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     say(f"generate: rendered {len(files)} files in {time.perf_counter() - started:.2f}s "
         f"({time.perf_counter() - t_all:.2f}s in all)")
     return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs, keep=tuple(keep),
-                  backends=backends, sdk_env=sorted({e for d in descs.values() for e in d.env} | ({metalcpp.ENV_ROOT} if models else set())), objc=objc_libraries)
+                  backends=backends, sdk_env=sorted({e for d in descs.values() for e in d.env} | {s.env for _, s in models if s.env}), objc=objc_libraries)
 
 
 # --------------------------------------------------------------------- writing: see output.py

@@ -156,13 +156,60 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
             )),
     Section("library > resolver (objc)", "Objective-C messages through the runtime; the classes are the spec's "
             "`classes:`.", (
-                _k("runtime", "`{<platform>: [library, ...]}`: the Objective-C runtime (GNU `libobjc.so.4`, Apple's).",
-                   True),
+                _k("runtime", "`{<platform>: [library, ...]}`: the Objective-C runtime, ex. GNU `libobjc.so.4` or "
+                   "Apple's.", True),
                 _k("frameworks", "`{<platform>: [library, ...]}`: the frameworks holding the classes, opened in "
                    "order.", True),
                 _k("errors", "`{<ErrorKind>: [<NSError domain>[:<code>], ...]}`: how an `NSError` maps to a kind."),
-                _k("prototypes", "`metal-cpp`: selector-only methods take their prototypes from Apple's metal-cpp "
-                   "headers."),
+                _k("prototypes", "Where the selectors listed alone take their prototypes from (section "
+                   "`library > resolver (objc) > prototypes`)."),
+            )),
+    Section("library > resolver (objc) > prototypes", "A source of prototypes for the selectors a class lists alone. "
+            "`kind: cpp-wrappers`: C++ wrapper headers whose inline methods send each message through selector and "
+            "class symbols (`sendMessage<R>(this, <ns>::Private::Selector::s_k<accessor>, args...)`), read with "
+            "libclang (generator/frontend/objc_cpp.py); the keys below say what is particular to one such SDK.", (
+                _k("kind", "`cpp-wrappers`.", True),
+                _k("sdk", "The SDK's name, ex. `metal-cpp`: `--sdk <name>=PATH` gives a copy, `sdks` lists it, the "
+                   "generated `SDK_VERSION` is `<name> <version>`.", True),
+                _k("marker", "A header (relative to a copy's root) whose presence identifies a copy, ex. "
+                   "`Metal/Metal.hpp`; its license notice opens the generated files.", True),
+                _k("headers", "The headers parsed, in order (one translation unit).", True),
+                _k("env", "An environment variable naming a copy."),
+                _k("cache", "Where the build fetches a copy, relative to the generator's root, ex. "
+                   "`.venv/sdk/metal-cpp`: searched after `env`."),
+                _k("fetch", "The command that fetches a copy, ex. `make metal-cpp` (said when none is found)."),
+                _k("version", "How the copy's version is read (section "
+                   "`library > resolver (objc) > prototypes > version`); `unknown` without it."),
+                _k("defines", "Macros defined for the parse, ex. the one making the selector macros define their "
+                   "symbols (`sel_registerName(\"sel:\")`)."),
+                _k("namespaces", "`{<C++ namespace>: <C prefix>}`: the namespaces read and the prefix their names "
+                   "take in C, ex. `{NS: NS}` (`NS::UInteger` -> `NSUInteger`).", True),
+                _k("renamed", "`{<prefixed name>: <C name>}` where the C name is not prefix + C++ name."),
+                _k("root_class", "The root class (section `library > resolver (objc) > prototypes > root_class`).",
+                   True),
+                _k("selector_symbols", "What the selector macro expands to, less the accessor: the enclosing "
+                   "classes and the name's prefix, ex. `Private::Selector::s_k` (in each namespace).", True),
+                _k("class_symbols", "What the class macro expands to, less the class name, ex. "
+                   "`Private::Class::s_k`: a message sent to one is a class method of that class.", True),
+                _k("sends", "The functions that send a message `(receiver, selector, args...)`, ex. "
+                   "`[sendMessage]`.", True),
+                _k("plumbing", "C++ classes of the wrappers' own machinery, whose methods send nothing of their "
+                   "own (not reported as passed over)."),
+                _k("shims", "`{<header path>: <text>}`: stand-ins for platform headers the wrappers include and this "
+                   "machine lacks, written into a temporary include directory for the parse (our own text, "
+                   "minimal)."),
+            )),
+    Section("library > resolver (objc) > prototypes > version", "The copy's version: integer macros joined with "
+            "dots.", (
+                _k("header", "The header defining them, relative to the copy's root.", True),
+                _k("macros", "The macros, major first, ex. `[V_MAJOR, V_MINOR, V_PATCH]`.", True),
+            )),
+    Section("library > resolver (objc) > prototypes > root_class", "The Objective-C root class and the C++ "
+            "classes standing for it.", (
+                _k("name", "Its Objective-C name, ex. `NSObject`: the base of a class with no other.", True),
+                _k("cxx", "Its C++ class, ex. `NS::Object`.", True),
+                _k("templates", "The C++ base templates (in `cxx`'s namespace) whose methods are the root class's, "
+                   "ex. `[Object, Referencing]`.", True),
             )),
     Section("library > pool_memory", "The stream-ordered allocator a backend's memory pool calls from C.", (
                 _k("alloc", "status (device pointer *out, size_t bytes, pool, stream), ex. `cuMemAllocFromPoolAsync`.",

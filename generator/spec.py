@@ -20,6 +20,7 @@ import yaml
 from . import schema
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .ir import Location
+from .prototypes import PrototypeSource, read_prototypes
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 PATTERN = re.compile(r"[A-Za-z0-9_*?\[\]]+\Z")
@@ -138,7 +139,7 @@ class MethodSpec:
     ownership: str | None = None  # +1 | +0: overrides the naming rule (alloc/new/copy/mutableCopy/init: +1)
     py_name: str  # ex) rangeOfString_ (':' -> '_'; a Python keyword gets a trailing '_')
     # False: listed by selector only (``methods: [length, ...]``); returns/args are placeholders until the
-    # resolver's ``prototypes:`` source (metal-cpp) fills them in (generator/pipeline.py, fill_prototypes)
+    # resolver's ``prototypes:`` source fills them in (generator/prototypes.py, fill_spec)
     declared: bool = True
     nullable: tuple[Name, ...] = ()  # ex) (options,): the selector keywords whose object argument may be nil
 
@@ -173,14 +174,13 @@ class ObjcSpec:
     classes: tuple[ClassSpec, ...]
     error_kinds: tuple[tuple[str, int | None, Name], ...] = ()  # (NSError domain, code or None: any, ErrorKind)
     error_default: str = "UNKNOWN"  # the kind of an NSError no entry names
-    prototypes: Name | None = None  # metal-cpp: where the selector-only methods' prototypes come from
+    prototypes: PrototypeSource | None = None  # where the selector-only methods' prototypes come from
     functions: tuple[ObjcFunctionSpec, ...] = ()  # plain C entry points of the frameworks (functions:)
 
 
 # Objective-C selectors: a unary one (length) or keywords each ending in ':' (initWithBytes:length:encoding:)
 SELECTOR = re.compile(r"[+-]?([A-Za-z_][A-Za-z0-9_]*|([A-Za-z_][A-Za-z0-9_]*)?:(([A-Za-z_][A-Za-z0-9_]*)?:)*)\Z")
 OWNERSHIPS = ("+1", "+0")
-PROTOTYPE_SOURCES = ("metal-cpp",)  # resolver objc's prototypes: (generator/frontend/metalcpp.py)
 # names the run-time Object class gives every handle: a selector may not be bound under them
 OBJC_RESERVED = ("close", "handle", "retained")
 
@@ -1079,14 +1079,7 @@ def _objc(r: SpecReader, rm: dict[str, yaml.Node], classes_node: yaml.Node | Non
                 ": expected a domain or domain:code, ex. NSPOSIXErrorDomain:2")):
             domain, _, code = entry.value.partition(":")
             error_kinds.append((domain, int(code) if code else None, kind))
-    prototypes = None
-    if "prototypes" in rm:
-        prototypes = r.string(rm["prototypes"], "prototypes", re.compile(r"[A-Za-z0-9_.-]+\Z"))
-        if prototypes is not None and prototypes.value not in PROTOTYPE_SOURCES:
-            r.errors.error(prototypes.location, f"prototypes: '{prototypes}' is not a source of prototypes"
-                           f"{suggest(prototypes.value, PROTOTYPE_SOURCES)}; expected one of: "
-                           f"{', '.join(PROTOTYPE_SOURCES)}")
-            prototypes = None
+    prototypes = read_prototypes(r, rm["prototypes"]) if "prototypes" in rm else None
     undeclared: list[Name] = []
     classes: list[ClassSpec] = []
     for cname, cnode in r.keyed(classes_node, "class"):
@@ -1188,7 +1181,7 @@ def _objc(r: SpecReader, rm: dict[str, yaml.Node], classes_node: yaml.Node | Non
     if undeclared and prototypes is None and "prototypes" not in rm:
         first = undeclared[0]
         r.errors.error(first.location, f"selector '{first}' has no prototype: give it returns:/args:, or name where "
-                       "the listed selectors' prototypes come from with the resolver's 'prototypes: metal-cpp' "
+                       "the listed selectors' prototypes come from with the resolver's 'prototypes:' section "
                        f"({len(undeclared)} selector{'s' if len(undeclared) != 1 else ''} listed without one)")
     return ObjcSpec(runtime=runtime, frameworks=frameworks, classes=tuple(classes), error_kinds=tuple(error_kinds),
                     prototypes=prototypes, functions=_objc_functions(r, functions_node))
@@ -1477,7 +1470,7 @@ def check_library_set(specs: list[LibrarySpec], sdk_overrides: Mapping[str, str]
                                   f"it is found (sdk: {{kind: {kind}, marker: <header>, ...}}) or give its headers "
                                   f"with --sdk {kind}=PATH"))
     used = {sp.sdk.value for sp in specs if sp.declarations is None} | \
-        {sp.objc.prototypes.value for sp in specs if sp.objc is not None and sp.objc.prototypes is not None}
+        {sp.objc.prototypes.sdk.value for sp in specs if sp.objc is not None and sp.objc.prototypes is not None}
     where = Location(file="--sdk", line=1, col=1)
     for kind, path in sdk_overrides.items():
         if kind not in used:

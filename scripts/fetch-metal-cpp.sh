@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetch Apple's metal-cpp headers (Apache-2.0) for the metal-cpp front-end (generator/frontend/metalcpp.py):
+# Fetch Apple's metal-cpp headers (Apache-2.0) for the C++-wrappers front-end (generator/frontend/objc_cpp.py):
 # never vendored, unpacked into an ignored cache directory.  They come inside the pinned `pymetal-cpp` sdist
 # (thirdparty/metal-cpp/: Metal/, Foundation/, QuartzCore/, MetalFX/), checked against its sha256.
 # Usage: fetch-metal-cpp.sh PYTHON DEST.  Idempotent (a stamp names the pin).  Without the network it says so

@@ -1,7 +1,8 @@
 """An objc spec that lists selectors only (``methods: [name, "newBufferWithLength:options:"]``) with the resolver's
-``prototypes: metal-cpp``: the prototypes come from Apple's metal-cpp headers (generator/frontend/metalcpp.py,
-fill_spec), located at the selector in the spec; a selector metal-cpp lacks is a located error with the closest
-one, and a method the spec declares itself must agree with metal-cpp where metal-cpp has it."""
+``prototypes:`` section (here the metal-cpp one of specs/metal/metal.yaml): the prototypes come from Apple's metal-cpp
+headers (the C++-wrappers front-end generator/frontend/objc_cpp.py, generator/prototypes.py's fill_spec), located at
+the selector in the spec; a selector metal-cpp lacks is a located error with the closest one, and a method the spec
+declares itself must agree with metal-cpp where metal-cpp has it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ironaccelerator_gen.diagnostics import Diagnostic, UserError
-from ironaccelerator_gen.frontend import metalcpp as mc
+from ironaccelerator_gen.frontend import objc_cpp as mc
+from ironaccelerator_gen.prototypes import fill_spec
 from ironaccelerator_gen.objc import bind_objc
 from ironaccelerator_gen.pipeline import compile_specs, parse_declared
 from ironaccelerator_gen.spec import load_core, load_library
@@ -21,6 +23,19 @@ from conftest import SPECS
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = "specs/metal/metal.yaml"
+
+
+def _prototypes_block() -> str:
+    """The resolver's ``prototypes:`` section of specs/metal/metal.yaml, as written there (metal-cpp's data)."""
+    lines = (ROOT / FILE).read_text(encoding="utf-8").splitlines(keepends=True)
+    start = lines.index("  prototypes:\n")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].strip() and not lines[i].startswith("   ")
+               and not lines[i].lstrip().startswith("#"))
+    return "".join(lines[start:end])
+
+
+PROTOTYPES = _prototypes_block()
+VERSION = "367.4.2"  # the pinned copy's (scripts/fetch-metal-cpp.sh: pymetal-cpp 0.1.5)
 TEXT = """\
 vendor: metal
 library: metal
@@ -41,7 +56,7 @@ resolver:
   kind: objc
   runtime: {linux: [libobjc.so.4]}
   frameworks: {linux: [libgnustep-base.so.1.28]}
-  prototypes: metal-cpp
+""" + PROTOTYPES + """\
 classes:
   NSObject:
     methods: ["+alloc", retainCount]
@@ -56,14 +71,17 @@ classes:
       - {"simulatedOnly:": {returns: NSUInteger, args: [NSUInteger]}}
 """
 
-if mc.find_root() is None:
-    pytest.skip(f"metal-cpp is not fetched ({mc.DEFAULT_ROOT}: `make metal-cpp` downloads {mc.METAL_CPP_DIST})",
-                allow_module_level=True)
+_spec = load_library(Path("metal.yaml"), FILE, text=TEXT)
+assert _spec.objc is not None and _spec.objc.prototypes is not None
+SOURCE = _spec.objc.prototypes
+
+if mc.find_root(SOURCE) is None:
+    pytest.skip(f"metal-cpp is not fetched ({SOURCE.cache}: `make metal-cpp` downloads it)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
-def model() -> mc.MetalCpp:
-    return mc.parse()
+def model() -> mc.Model:
+    return mc.parse(SOURCE)
 
 
 def edit(text: str, old: str, new: str) -> str:
@@ -77,17 +95,17 @@ def pos(text: str, needle: str) -> tuple[int, int]:
     return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
 
 
-def problems(model: mc.MetalCpp, text: str) -> list[Diagnostic]:
+def problems(model: mc.Model, text: str) -> list[Diagnostic]:
     try:
-        spec = mc.fill_spec(load_library(Path("metal.yaml"), FILE, text=text), model)
+        spec = fill_spec(load_library(Path("metal.yaml"), FILE, text=text), model)
         bind_objc(spec, load_core(SPECS / "core.yaml", "specs/core.yaml"), parse_declared(spec, "pycparser"))
     except UserError as e:
         return list(e.diagnostics)
     return []
 
 
-def test_listed_selectors_take_metal_cpps_prototypes(model: mc.MetalCpp) -> None:
-    spec = mc.fill_spec(load_library(Path("metal.yaml"), FILE, text=TEXT), model)
+def test_listed_selectors_take_metal_cpps_prototypes(model: mc.Model) -> None:
+    spec = fill_spec(load_library(Path("metal.yaml"), FILE, text=TEXT), model)
     lib = bind_objc(spec, load_core(SPECS / "core.yaml", "specs/core.yaml"), parse_declared(spec, "clang"))
     m = {x.public: x for x in lib.methods}
     assert m["MTLDevice_maxThreadsPerThreadgroup"].send_type == "MTLSize (*)(id, SEL)"
@@ -106,7 +124,7 @@ def test_listed_selectors_take_metal_cpps_prototypes(model: mc.MetalCpp) -> None
     assert (filled.returns.location.line, filled.returns.location.col) == pos(TEXT, '"supportsFamily:"')
 
 
-def test_a_misspelled_selector_is_located_with_a_suggestion(model: mc.MetalCpp) -> None:
+def test_a_misspelled_selector_is_located_with_a_suggestion(model: mc.Model) -> None:
     text = edit(TEXT, '"supportsFamily:"', '"supportFamily:"')
     (d,) = problems(model, text)
     assert (d.location.file, d.location.line, d.location.col) == (FILE, *pos(text, '"supportFamily:"'))
@@ -114,20 +132,20 @@ def test_a_misspelled_selector_is_located_with_a_suggestion(model: mc.MetalCpp) 
     assert "did you mean 'supportsFamily:'" in d.message
 
 
-def test_a_class_method_listed_as_instance_method_says_so(model: mc.MetalCpp) -> None:
+def test_a_class_method_listed_as_instance_method_says_so(model: mc.Model) -> None:
     text = edit(TEXT, '["+alloc", retainCount]', '[alloc, retainCount]')
     (d,) = problems(model, text)
     assert "NSObject has no method 'alloc'" in d.message and "did you mean '+alloc'" in d.message
 
 
-def test_an_unknown_class_suggests(model: mc.MetalCpp) -> None:
+def test_an_unknown_class_suggests(model: mc.Model) -> None:
     text = edit(TEXT, "  MTLDevice:\n", "  MTLDevic:\n")
     diags = problems(model, text)
     assert diags and all("metal-cpp has no class 'MTLDevic'" in d.message and "MTLDevice" in d.message
                          for d in diags[:5])
 
 
-def test_a_declared_method_must_agree_with_metal_cpp(model: mc.MetalCpp) -> None:
+def test_a_declared_method_must_agree_with_metal_cpp(model: mc.Model) -> None:
     text = edit(TEXT, "      - maxThreadsPerThreadgroup\n",
                 "      - {maxThreadsPerThreadgroup: {returns: NSUInteger}}\n")
     (d,) = problems(model, text)
@@ -137,7 +155,7 @@ def test_a_declared_method_must_agree_with_metal_cpp(model: mc.MetalCpp) -> None
     assert problems(model, agreeing) == []
 
 
-def test_a_type_metal_cpp_uses_must_be_declared(model: mc.MetalCpp) -> None:
+def test_a_type_metal_cpp_uses_must_be_declared(model: mc.Model) -> None:
     text = edit(TEXT, "  typedef NSInteger MTLGPUFamily;\n", "")
     diags = problems(model, text)
     assert diags and any("MTLGPUFamily" in d.message and d.location.line == pos(text, '"supportsFamily:"')[0]
@@ -145,15 +163,15 @@ def test_a_type_metal_cpp_uses_must_be_declared(model: mc.MetalCpp) -> None:
 
 
 def test_selector_only_needs_the_prototypes_source() -> None:
-    text = edit(TEXT, "  prototypes: metal-cpp\n", "")
+    text = edit(TEXT, PROTOTYPES, "")
     with pytest.raises(UserError) as e:
         load_library(Path("metal.yaml"), FILE, text=text)
     (d,) = e.value.diagnostics
     assert (d.location.line, d.location.col) == pos(text, '"+alloc"')
-    assert "prototypes: metal-cpp" in d.message and "7 selectors listed without one" in d.message
+    assert "the resolver's 'prototypes:' section" in d.message and "7 selectors listed without one" in d.message
     with pytest.raises(UserError) as e:
-        load_library(Path("metal.yaml"), FILE, text=edit(TEXT, "prototypes: metal-cpp", "prototypes: metalcpp"))
-    assert "did you mean 'metal-cpp'" in str(e.value)
+        load_library(Path("metal.yaml"), FILE, text=edit(TEXT, "kind: cpp-wrappers", "kind: cpp-wrapper"))
+    assert "did you mean 'cpp-wrappers'" in str(e.value)
     with pytest.raises(UserError) as e:
         load_library(Path("metal.yaml"), FILE, text=edit(TEXT, "{newCommandQueue: {ownership: \"+1\"}}",
                                                          "{newCommandQueue: {}, commit: {}}"))
@@ -167,7 +185,7 @@ def test_the_generator_fills_generates_and_refuses_a_typo_with_exit_2(tmp_path: 
     (d / "metal" / "metal.yaml").write_text(TEXT, encoding="utf-8")
     result = compile_specs(d)
     (lib,) = result.objc
-    assert lib.sdk_version == f"metal-cpp {mc.METAL_CPP_VERSION}"
+    assert lib.sdk_version == f"metal-cpp {VERSION}"
     assert "def maxThreadsPerThreadgroup(self)" in result.files["ironaccelerator/backends/metal/metal/__init__.py"]
     assert any(p.name == "MTLDevice.hpp" for p in result.inputs)  # a changed header regenerates
     assert compile_specs(d).files == result.files  # deterministic
@@ -200,14 +218,15 @@ def test_sdks_lists_metal_cpp_for_the_specs_that_take_prototypes_from_it(tmp_pat
     (d / "metal" / "metal.yaml").write_text(TEXT, encoding="utf-8")
     r = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "sdks", "--specs", str(d)], capture_output=True,
                        text=True, cwd=ROOT)
-    assert r.returncode == 0 and f"metal-cpp {mc.METAL_CPP_VERSION}" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and f"metal-cpp {VERSION}" in r.stdout, r.stdout + r.stderr
     assert "(prototypes of metal/metal.yaml)" in r.stdout
-    monkeypatch.delenv(mc.ENV_ROOT, raising=False)
-    monkeypatch.setattr(mc, "DEFAULT_ROOT", tmp_path / "none")
-    line = cli._metal_cpp_line(d)
-    assert line is not None and line.startswith("not found: metal-cpp") and "metal/metal.yaml" in line
-    (d / "metal" / "metal.yaml").write_text(edit(TEXT, "  prototypes: metal-cpp\n", "").replace(
+    monkeypatch.delenv("IRONACCEL_METAL_CPP", raising=False)
+    monkeypatch.setattr(mc, "CACHE_BASE", tmp_path / "none")
+    (line,) = cli._prototype_lines(d)
+    assert line == ("not found: metal-cpp (Metal/Metal.hpp; `make metal-cpp`, $IRONACCEL_METAL_CPP; prototypes of "
+                    "metal/metal.yaml)"), line
+    (d / "metal" / "metal.yaml").write_text(edit(TEXT, PROTOTYPES, "").replace(
         "methods: [\"+alloc\", retainCount]", "methods: {\"+alloc\": {returns: id}}").split("  MTLDevice:")[0],
         encoding="utf-8")
     load_library(d / "metal" / "metal.yaml", FILE)  # (it loads: passed over for not taking prototypes, not for errors)
-    assert cli._metal_cpp_line(d) is None  # no spec takes prototypes from it: not listed
+    assert cli._prototype_lines(d) == []  # no spec takes prototypes from it: not listed

@@ -1,5 +1,6 @@
-"""The metal-cpp front-end (generator/frontend/metalcpp.py) on the real headers `make` fetches (pymetal-cpp 0.1.5's
-thirdparty/metal-cpp): Metal's minimal compute surface comes out with the right prototypes in C terms."""
+"""The C++-wrappers front-end (generator/frontend/objc_cpp.py) with the metal-cpp data of specs/metal/metal.yaml's
+``prototypes:``, on the real headers `make` fetches (pymetal-cpp 0.1.5's thirdparty/metal-cpp): Metal's minimal
+compute surface comes out with the right prototypes in C terms."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ironaccelerator_gen.diagnostics import UserError
-from ironaccelerator_gen.frontend import metalcpp as mc
+from ironaccelerator_gen import prototypes as protos
+from ironaccelerator_gen.frontend import objc_cpp as mc
 from ironaccelerator_gen.ir import Location
 from ironaccelerator_gen.spec import LibrarySpec, load_library
 
@@ -18,17 +20,21 @@ ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "specs" / "metal" / "metal.yaml"
 WHERE = Location(file="metal.yaml", line=7, col=9)
 
-if mc.find_root() is None:
-    pytest.skip(f"metal-cpp is not fetched ({mc.DEFAULT_ROOT}: `make metal-cpp` downloads {mc.METAL_CPP_DIST}; "
-                "offline it cannot)", allow_module_level=True)
+_spec = load_library(SPEC, "specs/metal/metal.yaml")
+assert _spec.objc is not None and _spec.objc.prototypes is not None
+SOURCE = _spec.objc.prototypes  # metal-cpp, as the Metal spec describes it
+
+if mc.find_root(SOURCE) is None:
+    pytest.skip(f"metal-cpp is not fetched ({SOURCE.cache}: `make metal-cpp` downloads it; offline it cannot)",
+                allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
-def model() -> mc.MetalCpp:
-    return mc.parse()
+def model() -> mc.Model:
+    return mc.parse(SOURCE)
 
 
-def proto(model: mc.MetalCpp, cls: str, key: str) -> tuple[bool, str, tuple[str, ...]]:
+def proto(model: mc.Model, cls: str, key: str) -> tuple[bool, str, tuple[str, ...]]:
     m = model.lookup(cls, key)
     assert m is not None, f"{cls} {key} not found"
     return m.class_method, m.returns, m.args
@@ -100,11 +106,11 @@ SURFACE = {
 
 
 @pytest.mark.parametrize("cls,key", sorted(SURFACE))
-def test_the_compute_surface(model: mc.MetalCpp, cls: str, key: str) -> None:
+def test_the_compute_surface(model: mc.Model, cls: str, key: str) -> None:
     assert proto(model, cls, key) == SURFACE[(cls, key)]
 
 
-def test_the_method_and_its_selector_definition(model: mc.MetalCpp) -> None:
+def test_the_method_and_its_selector_definition(model: mc.Model) -> None:
     m = model.classes["MTLDevice"].methods["newBufferWithLength:options:"]
     assert m.cxx == "MTL::Device::newBuffer(NS::UInteger, MTL::ResourceOptions)"
     assert m.location.file == "Metal/MTLDevice.hpp" and m.location.line > 1
@@ -119,7 +125,7 @@ def test_the_method_and_its_selector_definition(model: mc.MetalCpp) -> None:
     assert model.classes["NSString"].methods["+stringWithCString:encoding:"].class_method
 
 
-def test_enums(model: mc.MetalCpp) -> None:
+def test_enums(model: mc.Model) -> None:
     opts = model.enums["MTLResourceOptions"]  # an options enum: `enum : ResourceOptions`, named by its typedef
     assert opts["MTLResourceStorageModeShared"] == 0 and opts["MTLResourceStorageModePrivate"] == 32
     assert opts["MTLResourceStorageModeManaged"] == 16 and opts["MTLResourceCPUCacheModeWriteCombined"] == 1
@@ -133,19 +139,19 @@ def test_enums(model: mc.MetalCpp) -> None:
     assert model.enums["NSStringEncoding"]["NSUTF8StringEncoding"] == 4
 
 
-def test_c_entry_points(model: mc.MetalCpp) -> None:
+def test_c_entry_points(model: mc.Model) -> None:
     f = model.functions["MTLCreateSystemDefaultDevice"]
     assert (f.returns, f.args, f.ownership) == ("id", (), "+1")
     assert model.functions["MTLCopyAllDevices"].ownership == "+1"
     assert model.functions["MTLRemoveDeviceObserver"].ownership == "+0"
 
 
-def test_render_classes(model: mc.MetalCpp) -> None:
-    reqs = [mc.Request(cls="MTLDevice", key=k, location=WHERE) for k in ("name", "newBufferWithLength:options:")]
-    reqs += [mc.Request(cls="MTLCompileOptions", key="+alloc", location=WHERE),
-             mc.Request(cls="NSObject", key="-release", location=WHERE),
-             mc.Request(cls="NSString", key="UTF8String", location=WHERE, ownership="+0")]
-    assert mc.render_classes(model, reqs) == {
+def test_render_classes(model: mc.Model) -> None:
+    reqs = [protos.Request(cls="MTLDevice", key=k, location=WHERE) for k in ("name", "newBufferWithLength:options:")]
+    reqs += [protos.Request(cls="MTLCompileOptions", key="+alloc", location=WHERE),
+             protos.Request(cls="NSObject", key="-release", location=WHERE),
+             protos.Request(cls="NSString", key="UTF8String", location=WHERE, ownership="+0")]
+    assert protos.render_classes(model, reqs) == {
         "MTLCompileOptions": {"base": "NSObject", "methods": {"+alloc": {"returns": "id", "ownership": "+1"}}},
         "MTLDevice": {"base": "NSObject", "methods": {
             "name": {"returns": "id"},
@@ -156,13 +162,13 @@ def test_render_classes(model: mc.MetalCpp) -> None:
     }
 
 
-def test_a_misspelled_selector_is_located_with_a_suggestion(model: mc.MetalCpp) -> None:
+def test_a_misspelled_selector_is_located_with_a_suggestion(model: mc.Model) -> None:
     with pytest.raises(UserError) as e:
-        mc.render_classes(model, [
-            mc.Request(cls="MTLDevice", key="newBufferWithLenght:options:", location=WHERE),
-            mc.Request(cls="MTLDevise", key="name", location=Location(file="metal.yaml", line=9, col=3)),
-            mc.Request(cls="MTLDevice", key="+newCommandQueue", location=Location(file="metal.yaml", line=10, col=9)),
-            mc.Request(cls="MTLDevice", key="frobnicate:", location=Location(file="metal.yaml", line=11, col=9)),
+        protos.render_classes(model, [
+            protos.Request(cls="MTLDevice", key="newBufferWithLenght:options:", location=WHERE),
+            protos.Request(cls="MTLDevise", key="name", location=Location(file="metal.yaml", line=9, col=3)),
+            protos.Request(cls="MTLDevice", key="+newCommandQueue", location=Location(file="metal.yaml", line=10, col=9)),
+            protos.Request(cls="MTLDevice", key="frobnicate:", location=Location(file="metal.yaml", line=11, col=9)),
         ])
     msgs = [str(d) for d in e.value.diagnostics]
     assert msgs[0] == ("metal.yaml:7:9: MTLDevice has no method 'newBufferWithLenght:options:' in metal-cpp "
@@ -173,11 +179,11 @@ def test_a_misspelled_selector_is_located_with_a_suggestion(model: mc.MetalCpp) 
     assert msgs[3].startswith("metal.yaml:11:9: ") and "no such selector in metal-cpp" in msgs[3]
 
 
-def filled(model: mc.MetalCpp, text: str) -> LibrarySpec:
-    return mc.fill_spec(load_library(SPEC, "specs/metal/metal.yaml", text=text), model)
+def filled(model: mc.Model, text: str) -> LibrarySpec:
+    return protos.fill_spec(load_library(SPEC, "specs/metal/metal.yaml", text=text), model)
 
 
-def test_the_metal_spec_is_filled_from_metal_cpp(model: mc.MetalCpp) -> None:
+def test_the_metal_spec_is_filled_from_metal_cpp(model: mc.Model) -> None:
     """specs/metal/metal.yaml lists selectors; each one listed alone is found in metal-cpp, the few it declares
     itself are ones metal-cpp lacks, and a typo in it is located with the closest selector."""
     text = SPEC.read_text(encoding="utf-8")
@@ -198,9 +204,9 @@ def test_the_metal_spec_is_filled_from_metal_cpp(model: mc.MetalCpp) -> None:
     assert d.location.line == line and "did you mean 'setBuffer:offset:atIndex:'" in d.message
 
 
-def test_deterministic_and_timed(model: mc.MetalCpp) -> None:
+def test_deterministic_and_timed(model: mc.Model) -> None:
     t0 = time.perf_counter()
-    again = mc.parse()
+    again = mc.parse(SOURCE)
     seconds = time.perf_counter() - t0
     assert again == model  # frozen dataclasses: every class, selector, enum and function alike, in the same order
     assert list(again.classes) == list(model.classes)
@@ -214,15 +220,17 @@ def test_deterministic_and_timed(model: mc.MetalCpp) -> None:
 
 def test_missing_metal_cpp_is_a_located_error(tmp_path: Path) -> None:
     with pytest.raises(UserError) as e:
-        mc.parse(tmp_path)
-    assert "metal-cpp not found" in str(e.value) and mc.METAL_CPP_DIST in str(e.value)
+        mc.parse(SOURCE, tmp_path)
+    assert "metal-cpp not found (Metal/Metal.hpp under $IRONACCEL_METAL_CPP or " in str(e.value)
+    assert "`make metal-cpp` fetches it" in str(e.value)
 
 
 def test_the_shims_are_ours_and_minimal() -> None:
-    """The Linux stand-ins for Apple's platform headers declare only what metal-cpp uses."""
-    assert set(mc.SHIMS) == {"TargetConditionals.h", "objc/runtime.h", "objc/message.h", "IOSurface/IOSurfaceRef.h",
+    """The Linux stand-ins for Apple's platform headers (the Metal spec's prototypes: shims:) declare only what
+    metal-cpp uses."""
+    assert set(dict(SOURCE.shims)) == {"TargetConditionals.h", "objc/runtime.h", "objc/message.h", "IOSurface/IOSurfaceRef.h",
                              "CoreFoundation/CoreFoundation.h", "mach/mach.h"}
-    assert sum(len(t.splitlines()) for t in mc.SHIMS.values()) < 40
+    assert sum(len(t.splitlines()) for _, t in SOURCE.shims) < 40
 
 
 def test_headers_that_do_not_parse_are_located(tmp_path: Path) -> None:
@@ -231,12 +239,12 @@ def test_headers_that_do_not_parse_are_located(tmp_path: Path) -> None:
     (tmp_path / "Foundation").mkdir()
     (tmp_path / "Foundation" / "Foundation.hpp").write_text("#pragma once\n")
     with pytest.raises(UserError) as e:
-        mc.parse(tmp_path)
+        mc.parse(SOURCE, tmp_path)
     d = e.value.diagnostics[0]
     assert (d.location.file, d.location.line) == ("Metal/Metal.hpp", 3) and "does not parse" in d.message
 
 
-def test_every_method_is_consistent(model: mc.MetalCpp) -> None:
+def test_every_method_is_consistent(model: mc.Model) -> None:
     """Across all of metal-cpp: one argument per colon of the selector; a class method's class is one the headers
     define with _PRIVATE_DEF_CLS (NSObject's +alloc aside); no C++ spelling is left in a C type."""
     methods = [(c.name, m) for c in model.classes.values() for m in c.methods.values()]
@@ -250,7 +258,7 @@ def test_every_method_is_consistent(model: mc.MetalCpp) -> None:
 
 
 @pytest.mark.parametrize("fe", ["clang", "pycparser"])
-def test_the_metal_spec_declares_what_metal_cpp_declares(model: mc.MetalCpp, tmp_path: Path, fe: str) -> None:
+def test_the_metal_spec_declares_what_metal_cpp_declares(model: mc.Model, tmp_path: Path, fe: str) -> None:
     """The spec's ``declarations:`` parse as C (both front-ends) and declare every C type name its filled
     prototypes use; its enums' typedefs have metal-cpp's integer types, its constants metal-cpp's values, its value
     structs metal-cpp's fields, and its C entry points metal-cpp's prototypes."""

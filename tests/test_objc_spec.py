@@ -367,3 +367,80 @@ def test_function_errors_exit_2_located(tmp_path: Path) -> None:
     assert f"demo/demo.yaml:{line}:{col}: function 'MTLCopyAllDevice' is not declared" in proc.stderr, proc.stderr
     line, col = pos(text, 'NSPageSize: {ownership: "+1"}', 24)
     assert f"demo/demo.yaml:{line}:{col}: ownership goes with functions returning an object" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------- resolver: prototypes:
+# A source of prototypes is data of the spec (section `library > resolver (objc) > prototypes`): the generic
+# C++-wrappers front-end names no SDK.  A made-up SDK here: nothing is parsed, the section is only read.
+PROTOTYPES = """\
+  prototypes:
+    kind: cpp-wrappers
+    sdk: demo-cpp
+    marker: Demo/Demo.hpp
+    env: DEMO_CPP
+    version: {header: Demo/Version.hpp, macros: [DEMO_MAJOR, DEMO_MINOR]}
+    headers: [Foundation/Foundation.hpp, Demo/Demo.hpp]
+    defines: [DEMO_PRIVATE_IMPLEMENTATION]
+    namespaces: {NS: NS, DM: DM}
+    renamed: {NSunichar: unichar}
+    root_class: {name: NSObject, cxx: NS::Object, templates: [Object, Referencing]}
+    selector_symbols: Private::Selector::s_k
+    class_symbols: Private::Class::s_k
+    sends: [sendMessage]
+    shims:
+      objc/runtime.h: |
+        #pragma once
+        typedef struct objc_object *id;
+"""
+WITH_PROTOTYPES = edit(TEXT, "    INVALID_VALUE: [NSPOSIXErrorDomain]\n",
+                       "    INVALID_VALUE: [NSPOSIXErrorDomain]\n" + PROTOTYPES)
+
+
+def test_a_prototype_source_is_the_specs_data() -> None:
+    assert diagnostics(WITH_PROTOTYPES) == []
+    spec = load_library(Path("demo.yaml"), FILE, text=WITH_PROTOTYPES)
+    assert spec.objc is not None and spec.objc.prototypes is not None
+    src = spec.objc.prototypes
+    assert (src.kind, src.sdk.value, src.marker, src.env) == ("cpp-wrappers", "demo-cpp", "Demo/Demo.hpp", "DEMO_CPP")
+    assert src.headers == ("Foundation/Foundation.hpp", "Demo/Demo.hpp")
+    assert (src.version_header, src.version_macros) == ("Demo/Version.hpp", ("DEMO_MAJOR", "DEMO_MINOR"))
+    assert src.namespaces == (("NS", "NS"), ("DM", "DM")) and src.renamed == (("NSunichar", "unichar"),)
+    assert (src.root_name, src.root_cxx, src.root_templates) == ("NSObject", "NS::Object", ("Object", "Referencing"))
+    assert (src.selector_symbols, src.class_symbols, src.sends) == ("Private::Selector::s_k", "Private::Class::s_k",
+                                                                     ("sendMessage",))
+    assert src.shims == (("objc/runtime.h", "#pragma once\ntypedef struct objc_object *id;\n"),)
+    assert src.sdk.location.line == pos(WITH_PROTOTYPES, "demo-cpp")[0]
+
+
+def test_a_misspelled_prototype_kind_or_key_suggests() -> None:
+    text = edit(WITH_PROTOTYPES, "kind: cpp-wrappers", "kind: cpp-wrapper")
+    d = the_error(text, "kind 'cpp-wrapper'")
+    at(d, pos(text, "cpp-wrapper\n"))
+    assert "is not a source of prototypes (did you mean 'cpp-wrappers'?)" in d.message
+    text = edit(WITH_PROTOTYPES, "    namespaces: {", "    namespace: {")
+    d = the_error(text, "'namespace'")
+    at(d, pos(text, "namespace: {"))
+    assert d.message == "unknown key 'namespace' in prototypes (did you mean 'namespaces'?)"
+    # a key the source needs, missing: said at the section
+    text = edit(WITH_PROTOTYPES, "    sends: [sendMessage]\n", "")
+    at(the_error(text, "missing required key 'sends' in prototypes"), pos(text, "kind: cpp-wrappers"))
+
+
+def test_the_old_prototypes_name_alone_is_refused_with_what_to_write() -> None:
+    text = edit(WITH_PROTOTYPES, PROTOTYPES, "  prototypes: demo-cpp\n")
+    d = the_error(text, "expected a mapping saying how the prototypes are read")
+    at(d, pos(text, "demo-cpp"))
+    assert "kind: cpp-wrappers" in d.message and "library > resolver (objc) > prototypes" in d.message
+
+
+def test_prototype_source_values_are_checked() -> None:
+    text = edit(WITH_PROTOTYPES, "cxx: NS::Object", "cxx: NX::Object")
+    d = the_error(text, "'NX::Object' is not in one of the namespaces read")
+    at(d, pos(text, "NX::Object"))
+    assert "'NX' is not a key of namespaces:" in d.message and d.message.endswith("known: NS, DM")
+    text = edit(WITH_PROTOTYPES, "      objc/runtime.h: |", "      ../objc/runtime.h: |")
+    at(the_error(text, "shim '../objc/runtime.h' is not valid"), pos(text, "../objc"))
+    text = edit(WITH_PROTOTYPES, "marker: Demo/Demo.hpp", "marker: /usr/include/Demo.hpp")
+    at(the_error(text, "marker '/usr/include/Demo.hpp' is not valid"), pos(text, "/usr/include/Demo.hpp"))
+    text = edit(WITH_PROTOTYPES, "selector_symbols: Private::Selector::s_k", "selector_symbols: s_k")
+    assert "ex. 'Private::Selector::s_k'" in the_error(text, "selector_symbols 's_k' is not valid").message

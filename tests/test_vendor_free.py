@@ -1,6 +1,8 @@
 """Generic code names no vendor: ``generator/`` (the binding compiler, its frontends) holds no vendor name and no
 vendor grammar in its code; vendors are data (``specs/``) and hand-written runtime (``runtime/``: the backends,
-the capability matchers of ``ironaccelerator_runtime.capability_match``, each backend's ``MODULE_FORMATS``).
+the capability matchers of ``ironaccelerator_runtime.capability_match``, each backend's ``MODULE_FORMATS``; a
+source of Objective-C prototypes, such as Apple's metal-cpp, is the ``prototypes:`` section of its spec, read by the
+generic C++-wrappers front-end).
 
 Read: identifiers and string literals, less docstrings, comments, and help strings citing a real spec as an
 example (a string with ``ex.`` / ``e.g.``).  What remains is listed in ``ALLOWED`` with its reason; anything else
@@ -21,16 +23,6 @@ VENDOR = re.compile(r"cuda|nvidia|nvrtc|nvtx|\bhip|rocm|\bamd\b|metal|mtl|qnn|qu
 
 # (file, the word as written) -> why it may stay.  Keep this short: each entry is a vendor in generic code.
 ALLOWED: dict[tuple[str, str], str] = {
-    # metal-cpp is a *prototype source* for Objective-C selectors (spec key `prototypes: metal-cpp`): a frontend of
-    # the Objective-C family that reads Apple's C++ headers, the way frontend/clang.py reads C headers; moving it
-    # under specs/ or runtime/ is the binding-family item (issue 26 item 5), not the capability matchers'.
-    **{(f, w): "metal-cpp frontend (issue 26 item 5)" for f in ("frontend/metalcpp.py",) for w in (
-        "METAL", "Metal", "metal", "MTL")},
-    **{(f, w): "metal-cpp frontend wiring (issue 26 item 5)" for f in ("cli.py", "pipeline.py")
-       for w in ("metal", "Metal")},
-    ("spec.py", "metal"): "the prototype source's name, `prototypes: metal-cpp` (issue 26 item 5)",
-    ("schema.py", "metal"): "the doc of `prototypes: metal-cpp` in SPEC_KEYS.md (issue 26 item 5)",
-    ("schema.py", "Apple"): "docs of the Objective-C runtime and metal-cpp keys in SPEC_KEYS.md (issue 26 item 5)",
     # documentation citing the spec that uses a key, without an "ex.": SPEC_KEYS.md and an error message
     ("schema.py", "QNN"): "the doc of `resolver: table` cites QNN's provider table",
     ("schema.py", "Qnn"): "the doc of `resolver: table` cites QnnInterface_getProviders",

@@ -337,7 +337,7 @@ GENERATED_FROM: dict[str, Any] = {
         'hip/backend.yaml': 'sha256:c13208af05252c48c716592e4b282838257737fe2f92f8fa6445ae08981852d5',
         'hip/runtime.yaml': 'sha256:21120463c1c26974054cccdb475870e395a95cf17a5adabbc49a835c6c79ed9e',
         'metal/backend.yaml': 'sha256:6dd67eedbdee0c94a9414031a2ed2326b21c57238d4fb139d73bf8d7506f18a2',
-        'metal/metal.yaml': 'sha256:aff18d5dd6509466e14dca0706335bd6f2738191c35fc2e361b26ffede0cc0a4',
+        'metal/metal.yaml': 'sha256:052f86510138e97553360f603ff98538ab6e37dfc7235daa025876802b0c5c22',
         'opencl/backend.yaml': 'sha256:63a77a4da84329d3705203c03cab548469eb51238a4f32a3d194d5d32204a082',
         'opencl/cl.yaml': 'sha256:3015265de13bf0fd01d6c677f6646d378c5fb765c464e671c31249ff7b87913e',
         'qnn/backend.yaml': 'sha256:f60f3c8e9b05833625a482dd03fecc14ff0ef3375e91fa1ba8dcc09ff29b4cd8',

@@ -1,7 +1,11 @@
-"""The metal-cpp front-end: Apple's metal-cpp headers (C++, Apache-2.0) -> Metal's classes and selectors in C terms.
+"""The C++-wrappers front-end: C++ headers whose inline methods send Objective-C messages -> the classes and
+selectors they stand for, in C terms.
 
-Metal has no C header: its API is Objective-C.  metal-cpp wraps every selector in an inline C++ method whose body
-is the message send, so the prototype of each selector can be read from C++ rather than typed by hand::
+Some Objective-C APIs ship C++ wrapper headers in which every selector is an inline C++ method whose body is the
+message send, through a selector symbol and, for a class method, a class symbol that macros name.  The prototype of
+each selector can then be read from C++ rather than typed by hand.  With the data of Apple's metal-cpp
+(specs/metal/metal.yaml's ``prototypes:``: namespaces ``MTL`` -> prefix ``MTL``, selector symbols
+``Private::Selector::s_k``, sends ``sendMessage``)::
 
     _MTL_INLINE MTL::Buffer* MTL::Device::newBuffer(NS::UInteger length, MTL::ResourceOptions options)
     {
@@ -11,15 +15,17 @@ is the message send, so the prototype of each selector can be read from C++ rath
 gives ``MTLDevice``, instance method ``newBufferWithLength:options:``, returning ``id``, arguments
 ``[NSUInteger, MTLResourceOptions]`` (the vocabulary of the ``objc`` spec form: C types in C terms).  The selector's
 string comes from its definition ``_MTL_PRIVATE_DEF_SEL(newBufferWithLength_options_, "newBufferWithLength:options:")``
-(parsed with ``MTL_PRIVATE_IMPLEMENTATION`` defined, so the definition is a variable initialised by
-``sel_registerName("...")``); a send whose receiver is ``_MTL_PRIVATE_CLS(MTLFoo)`` is a class method (``+``) of
-``MTLFoo``.  Argument types are those of the expressions passed to the send (which is what the message carries),
-spelled with the typedef names the C++ method declares.
+(parsed with the source's ``defines``, so that the definition is a variable ``MTL::Private::Selector::s_k...``
+initialised by ``sel_registerName("...")``); a send whose receiver is a class symbol (``_MTL_PRIVATE_CLS(MTLFoo)``:
+``Private::Class::s_kMTLFoo``) is a class method (``+``) of ``MTLFoo``.  Argument types are those of the expressions
+passed to the send (which is what the message carries), spelled with the typedef names the C++ method declares.
 
-metal-cpp is fetched at build time (``make``: the ``pymetal-cpp`` sdist, ``.venv/sdk/metal-cpp``), never vendored.
-It includes a few Apple platform headers that Linux lacks (``TargetConditionals.h``, ``objc/runtime.h`` ...): the
-minimal declarations it needs of them are written here (:data:`SHIMS`, our own text) into a temporary directory at
-parse time.  Only declarations *from* metal-cpp's own files are read.
+Everything particular to one SDK is the spec's (:class:`~ironaccelerator_gen.prototypes.PrototypeSource`): its
+name, how a copy is found (the marker header, an environment variable, the cache the build fetches it into), how its
+version is read, the headers and defines, the namespace prefixes and renames, the root class, the selector and
+class symbols, the send functions, and the shims: minimal stand-ins for platform headers the wrappers include and
+this machine lacks, written into a temporary directory at parse time.  Only declarations *from* the copy's own files
+are read.
 """
 
 from __future__ import annotations
@@ -28,67 +34,21 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from ..diagnostics import Collector, Diagnostic, UserError, suggest
+from .. import data
+from ..diagnostics import Diagnostic, UserError
 from ..ir import Location
 from . import gcc_include_dir
 
 if TYPE_CHECKING:
-    from ..spec import LibrarySpec
+    from ..prototypes import PrototypeSource
 
-__all__ = [
-    "METAL_CPP_VERSION", "METAL_CPP_DIST", "DEFAULT_ROOT", "SHIMS", "Method", "ObjCClass", "CFunction", "MetalCpp",
-    "Request", "find_root", "parse", "ownership", "render_classes", "requests_from_yaml", "c_type_names",
-    "fill_spec", "version_of",
-]
+__all__ = ["CFunction", "Method", "Model", "ObjCClass", "find_root", "parse", "version_of"]
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-METAL_CPP_DIST = "pymetal-cpp==0.1.5"  # the sdist carrying thirdparty/metal-cpp (Makefile: fetch-metal-cpp.sh)
-METAL_CPP_VERSION = "367.4.2"  # METALCPP_VERSION_MAJOR/MINOR/PATCH of that copy (Metal/MTLVersion.hpp)
-DEFAULT_ROOT = ROOT / ".venv" / "sdk" / "metal-cpp"  # where `make` unpacks it
-ENV_ROOT = "IRONACCEL_METAL_CPP"  # another copy: the directory holding Metal/ and Foundation/
-HEADERS = ("Foundation/Foundation.hpp", "Metal/Metal.hpp")
-
-# Namespaces of metal-cpp and the prefix their names take in Objective-C/C (NS::UInteger -> NSUInteger,
-# MTL::Size -> MTLSize, MTL::Device -> MTLDevice).
-PREFIXES = {"NS": "NS", "MTL": "MTL", "CA": "CA", "MTLFX": "MTLFX", "MTL4": "MTL4"}
-# The few whose C name is not the prefix + the C++ name
-RENAMED = {"NSunichar": "unichar"}
-# NS::Object's base templates: their methods are NSObject's
-NSOBJECT_TEMPLATES = {"Object", "Referencing", "Copying", "SecureCoding"}
-
-# Minimal declarations of the Apple platform headers metal-cpp includes, so that it parses on Linux.  Written for
-# this project (not Apple's text): only the names metal-cpp uses, with the ABI-relevant shape (id, SEL and Class are
-# pointers; objc_object is complete because NS::Object derives from it; blocks are parsed with -fblocks).
-SHIMS: Mapping[str, str] = {
-    "TargetConditionals.h": "#pragma once\n#define TARGET_OS_OSX 1\n",
-    "objc/runtime.h": (
-        "#pragma once\n"
-        "typedef struct objc_class *Class;\n"
-        "struct objc_object { Class isa; };\n"
-        "typedef struct objc_object *id;\n"
-        "typedef struct objc_selector *SEL;\n"
-        'extern "C" SEL sel_registerName(const char *name);\n'
-        'extern "C" Class objc_lookUpClass(const char *name);\n'
-        'extern "C" void *objc_getProtocol(const char *name);\n'),
-    "objc/message.h": (
-        "#pragma once\n#include <objc/runtime.h>\n"
-        'extern "C" void objc_msgSend(void);\n'
-        'extern "C" void objc_msgSend_stret(void);\n'
-        'extern "C" void objc_msgSend_fpret(void);\n'),
-    "IOSurface/IOSurfaceRef.h": "#pragma once\ntypedef struct __IOSurface *IOSurfaceRef;\n",
-    "CoreFoundation/CoreFoundation.h": (
-        "#pragma once\n#include <math.h>\n"  # INFINITY (MTLAccelerationStructureTypes.hpp)
-        "typedef double CFTimeInterval;\n"
-        "typedef struct dispatch_queue_s *dispatch_queue_t;\n"
-        "typedef struct dispatch_data_s *dispatch_data_t;\n"),
-    "mach/mach.h": "#pragma once\ntypedef int kern_return_t;\ntypedef unsigned int task_id_token_t;\n",
-}
-
-OWNED_FAMILIES = ("alloc", "new", "copy", "mutableCopy")
+CACHE_BASE = data.ROOT  # what a source's cache: is relative to (a checkout's root, where `make` fetches it)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,7 +60,7 @@ class Method:
     returns: str  # ex) id, NSUInteger, MTLSize, void
     args: tuple[str, ...]  # ex) ("NSUInteger", "MTLResourceOptions")
     cxx: str  # the C++ method it was read from  ex) MTL::Device::newBuffer(NS::UInteger, MTL::ResourceOptions)
-    location: Location = field(compare=False)  # the method's definition in metal-cpp
+    location: Location = field(compare=False)  # the method's definition in the wrapper headers
 
     @property
     def key(self) -> str:
@@ -114,7 +74,7 @@ class Method:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ObjCClass:
-    """An Objective-C class or protocol that a metal-cpp C++ class stands for.  ex) MTLDevice (MTL::Device)"""
+    """An Objective-C class or protocol that a wrapper C++ class stands for.  ex) MTLDevice (MTL::Device)"""
 
     name: str  # ex) MTLDevice
     cxx: str  # ex) MTL::Device
@@ -124,7 +84,7 @@ class ObjCClass:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CFunction:
-    """A plain C entry point declared by metal-cpp.  ex) MTLCreateSystemDefaultDevice -> id, +1"""
+    """A plain C entry point the wrapper headers declare.  ex) MTLCreateSystemDefaultDevice -> id, +1"""
 
     name: str
     returns: str
@@ -134,13 +94,15 @@ class CFunction:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MetalCpp:
-    """What the front-end read from one copy of metal-cpp."""
+class Model:
+    """What the front-end read from one copy of a source's wrapper headers.  ex) metal-cpp 367.4.2"""
 
+    sdk: str  # the source's name  ex) metal-cpp
+    root_class: str  # ex) NSObject: the base of a class with no other
     root: Path
     version: str  # ex) 367.4.2
     selectors: Mapping[str, str]  # accessor -> selector string  ex) newBufferWithLength_options_ -> newBuffer...
-    class_symbols: tuple[str, ...]  # _MTL_PRIVATE_DEF_CLS / _NS_PRIVATE_DEF_CLS  ex) MTLComputePipelineDescriptor
+    class_symbols: tuple[str, ...]  # the class symbols defined (_MTL_PRIVATE_DEF_CLS)  ex) MTLCompileOptions
     classes: Mapping[str, ObjCClass]  # by Objective-C name, sorted
     enums: Mapping[str, Mapping[str, int]]  # ex) MTLResourceOptions -> {MTLResourceStorageModeShared: 0, ...}
     enum_types: Mapping[str, str]  # each enum's integer type  ex) MTLResourceOptions -> NSUInteger
@@ -172,47 +134,57 @@ class MetalCpp:
         return sorted(out)
 
 
-def find_root(override: str | os.PathLike[str] | None = None) -> Path | None:
-    """The metal-cpp directory (holding Metal/Metal.hpp): ``override``, $IRONACCEL_METAL_CPP, or ``make``'s cache."""
-    for cand in (override, os.environ.get(ENV_ROOT), DEFAULT_ROOT):
-        if cand and (Path(cand) / "Metal" / "Metal.hpp").is_file():
+def find_root(source: PrototypeSource, override: str | os.PathLike[str] | None = None) -> Path | None:
+    """The copy of ``source`` (the directory holding its marker header): ``override``, its ``env``, or its
+    ``cache`` (relative to :data:`CACHE_BASE`)."""
+    cache = CACHE_BASE / source.cache if source.cache else None
+    for cand in (override, os.environ.get(source.env) if source.env else None, cache):
+        if cand and (Path(cand) / source.marker).is_file():
             return Path(cand)
     return None
 
 
-def ownership(selector: str, returns: str) -> str:
-    """+1 for the alloc/new/copy/mutableCopy families returning an object, +0 otherwise (the spec's default)."""
-    if returns != "id":
-        return "+0"
-    for fam in OWNED_FAMILIES:
-        if selector.startswith(fam) and (len(selector) == len(fam) or not selector[len(fam)].islower()):
-            return "+1"
-    return "+0"
-
-
-def version_of(root: Path) -> str:
-    """The METALCPP_VERSION_MAJOR.MINOR.PATCH of the copy at ``root`` (Metal/MTLVersion.hpp), or 'unknown'."""
-    return _version(root)
-
-
-def _version(root: Path) -> str:
+def version_of(source: PrototypeSource, root: Path) -> str:
+    """The version of the copy at ``root``: its version macros joined with dots (``version.header``), or
+    'unknown'."""
+    if source.version_header is None:
+        return "unknown"
     try:
-        text = (root / "Metal" / "MTLVersion.hpp").read_text(encoding="utf-8", errors="replace")
+        text = (root / source.version_header).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return "unknown"
-    parts = [re.search(rf"#\s*define\s+METALCPP_VERSION_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    parts = [re.search(rf"#\s*define\s+{re.escape(name)}\s+(\d+)", text) for name in source.version_macros]
     return ".".join(m.group(1) for m in parts if m) or "unknown"
 
 
 # ----------------------------------------------------------------------------------------------------- the reader
 class _Reader:
-    def __init__(self, ci: Any, root: Path) -> None:
+    def __init__(self, ci: Any, root: Path, source: PrototypeSource) -> None:
         self.ci = ci
         self.K = ci.CursorKind
         self.T = ci.TypeKind
         self.root = root.resolve()
         self.files: dict[str, str | None] = {}
         self.object_classes: dict[str, bool] = {}
+        # the source's data: C++ namespace -> C prefix, renames, the root class and the C++ classes standing for it
+        self.prefixes = dict(source.namespaces)
+        self.renamed = dict(source.renamed)
+        self.root_class = source.root_name
+        self.root_cxx = source.root_cxx
+        self.root_ns = source.root_cxx.split("::")[0]
+        self.root_templates = frozenset(source.root_templates)
+        self.sends = frozenset(source.sends)
+        self.plumbing = frozenset(source.plumbing)
+        *self.selector_scope, self.selector_prefix = source.selector_symbols.split("::")
+        *self.class_scope, self.class_prefix = source.class_symbols.split("::")
+        # a dependent specialisation of a wrapper template, as libclang spells it  ex) NS::Enumerator<_KeyType>
+        self.specialisation = re.compile(
+            rf"(const )?(({'|'.join(map(re.escape, self.prefixes))})::)?[A-Z]\w*<.*>\Z" if self.prefixes else
+            r"(const )?[A-Z]\w*<.*>\Z")
+
+    def is_root(self, q: list[str]) -> bool:
+        """``q`` (a qualified name) is one of the C++ classes standing for the root class.  ex) NS::Referencing"""
+        return len(q) == 2 and q[0] == self.root_ns and q[1] in self.root_templates
 
     # ------------------------------------------------------------------ where
     def rel(self, cursor: Any) -> str | None:
@@ -241,20 +213,21 @@ class _Reader:
         return parts[::-1]
 
     def c_name(self, cursor: Any) -> str | None:
-        """The C/Objective-C name of a metal-cpp declaration at namespace scope.  ex) MTL::Size -> MTLSize"""
+        """The C/Objective-C name of a wrapper declaration at namespace scope.  ex) MTL::Size -> MTLSize"""
         q = self.qualified(cursor)
-        if len(q) == 2 and q[0] in PREFIXES and q[1] and "(" not in q[1]:
-            name = PREFIXES[q[0]] + q[1]
-            return RENAMED.get(name, name)
+        if len(q) == 2 and q[0] in self.prefixes and q[1] and "(" not in q[1]:
+            name = self.prefixes[q[0]] + q[1]
+            return self.renamed.get(name, name)
         return None
 
     def is_object_class(self, decl: Any) -> bool:
-        """True for the C++ classes that stand for Objective-C objects (they derive from NS::Object; a class only
-        declared, never defined, is one of them: metal-cpp forward-declares only those)."""
+        """True for the C++ classes that stand for Objective-C objects (they derive from the root class's C++
+        class; a class only declared, never defined, is one of them: the wrappers forward-declare only those)."""
         usr = decl.get_usr() or decl.spelling
         if usr not in self.object_classes:
             d = decl.get_definition() or decl
-            if d.kind == self.K.CLASS_TEMPLATE or (self.qualified(d)[:1] == ["NS"] and d.spelling in NSOBJECT_TEMPLATES):
+            if d.kind == self.K.CLASS_TEMPLATE or (self.qualified(d)[:1] == [self.root_ns] and (
+                    d.spelling in self.root_templates)):
                 self.object_classes[usr] = True
             elif d.kind == self.K.STRUCT_DECL and d.spelling == "objc_object":
                 self.object_classes[usr] = True
@@ -275,7 +248,7 @@ class _Reader:
         return s
 
     def ctype(self, t: Any) -> str:
-        """A C++ type of metal-cpp in C terms (see the module's docstring)."""
+        """A C++ type of the wrappers in C terms (see the module's docstring)."""
         T = self.T
         if t.kind in (T.LVALUEREFERENCE, T.RVALUEREFERENCE):
             return self.ctype(t.get_pointee())
@@ -342,7 +315,7 @@ class _Reader:
             decl = p.get_declaration()
             if decl.kind == self.K.CLASS_TEMPLATE:
                 return self.is_object_class(decl)
-            return bool(re.match(r"(const )?((NS|MTL)::)?[A-Z]\w*<.*>\Z", c.spelling or p.spelling))
+            return bool(self.specialisation.match(c.spelling or p.spelling))
         return False
 
     def _template_param(self, t: Any) -> bool:
@@ -369,47 +342,53 @@ def _peel(ci: Any, cursor: Any) -> Any:
     return cursor
 
 
-def parse(root: Path | None = None, headers: Iterable[str] = HEADERS) -> MetalCpp:
-    """Read metal-cpp at ``root`` (default :func:`find_root`).  UserError (located) if it is missing or does not
-    parse."""
+def parse(source: PrototypeSource, root: Path | None = None, headers: Iterable[str] | None = None) -> Model:
+    """Read the copy of ``source`` at ``root`` (default :func:`find_root`): its ``headers`` (default the
+    source's).  UserError (located) if it is missing or does not parse."""
     t0 = time.perf_counter()
-    root = root or find_root()
-    where = Location(file="<metal-cpp>", line=1, col=1)
-    if root is None or not (root / "Metal" / "Metal.hpp").is_file():
+    sdk = source.sdk.value
+    root = root or find_root(source)
+    where = Location(file=f"<{sdk}>", line=1, col=1)
+    if root is None or not (root / source.marker).is_file():
+        places = [f"${source.env}"] if source.env else []
+        if source.cache:
+            places.append(str(CACHE_BASE / source.cache))
+        searched = " or ".join(places) or f"--sdk {sdk}=PATH"
         raise UserError([Diagnostic(location=where, message=(
-            f"metal-cpp not found (Metal/Metal.hpp under ${ENV_ROOT} or {DEFAULT_ROOT}); `make` fetches it "
-            f"({METAL_CPP_DIST})"))])
+            f"{sdk} not found ({source.marker} under {searched})" + (
+                f"; `{source.fetch}` fetches it" if source.fetch else "")))])
     try:
         import clang.cindex as ci
     except ImportError as exc:  # pragma: no cover - an install problem
         raise UserError([Diagnostic(location=where, message=f"libclang is not installed ({exc})")])
-    with tempfile.TemporaryDirectory(prefix="ia-metalcpp-shims-") as shim_dir:
-        for rel, text in SHIMS.items():
+    with tempfile.TemporaryDirectory(prefix="ia-objc-cpp-shims-") as shim_dir:
+        for rel, text in source.shims:
             p = Path(shim_dir, rel)
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text, encoding="utf-8")
         args = ["-x", "c++", "-std=c++17", "-fblocks", "-I", str(root), "-isystem", shim_dir,
-                "-DMTL_PRIVATE_IMPLEMENTATION", "-DNS_PRIVATE_IMPLEMENTATION"]
+                *(f"-D{d}" for d in source.defines)]
         gcc = gcc_include_dir()
         if gcc:
             args += ["-isystem", gcc]
-        src = "".join(f"#include <{h}>\n" for h in headers)
-        tu = ci.Index.create().parse("metal_cpp_all.cpp", args=args, unsaved_files=[("metal_cpp_all.cpp", src)])
-        reader = _Reader(ci, root)
+        src = "".join(f"#include <{h}>\n" for h in (source.headers if headers is None else headers))
+        tu = ci.Index.create().parse("wrappers_all.cpp", args=args, unsaved_files=[("wrappers_all.cpp", src)])
+        reader = _Reader(ci, root, source)
         errors = [d for d in tu.diagnostics if d.severity >= ci.Diagnostic.Error]
         if errors:
             out = []
             for d in errors[:20]:
                 f = d.location.file
-                where_file = str(f.name) if f else "<metal-cpp>"
+                where_file = str(f.name) if f else f"<{sdk}>"
                 if f and Path(where_file).resolve().is_relative_to(reader.root):
                     where_file = Path(where_file).resolve().relative_to(reader.root).as_posix()
                 out.append(Diagnostic(location=Location(file=where_file,
                                                         line=d.location.line, col=d.location.column),
-                                      message=f"metal-cpp does not parse: {d.spelling}"))
+                                      message=f"{sdk} does not parse: {d.spelling}"))
             raise UserError(out)
         model = _read(reader, tu, root)
-    return MetalCpp(**model, seconds=time.perf_counter() - t0)
+    return Model(sdk=sdk, root_class=source.root_name, version=version_of(source, root), **model,
+                 seconds=time.perf_counter() - t0)
 
 
 def _read(r: _Reader, tu: Any, root: Path) -> dict[str, Any]:
@@ -417,8 +396,8 @@ def _read(r: _Reader, tu: Any, root: Path) -> dict[str, Any]:
     selectors: dict[str, str] = {}
     class_symbols: set[str] = set()
     methods: dict[str, dict[str, Method]] = {}
-    cxx_of: dict[str, str] = {"NSObject": "NS::Object"}
-    bases: dict[str, str | None] = {"NSObject": None}
+    cxx_of: dict[str, str] = {r.root_class: r.root_cxx}
+    bases: dict[str, str | None] = {r.root_class: None}
     enums: dict[str, dict[str, int]] = {}
     enum_types: dict[str, str] = {}
     structs: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -442,21 +421,20 @@ def _read(r: _Reader, tu: Any, root: Path) -> dict[str, Any]:
                 visit(ch, depth + 1)
             elif k == K.VAR_DECL:
                 q = r.qualified(ch)
-                if len(q) == 4 and q[1] == "Private" and ch.spelling.startswith("s_k"):
-                    lit = string_literal(ch)
-                    if q[2] == "Selector" and lit is not None:
-                        selectors[ch.spelling[3:]] = lit
-                    elif q[2] == "Class":
-                        class_symbols.add(ch.spelling[3:])
+                if q[1:-1] == r.selector_scope and ch.spelling.startswith(r.selector_prefix):
+                    lit = string_literal(ch)  # the selector macro's definition: sel_registerName("sel:")
+                    if lit is not None:
+                        selectors[ch.spelling[len(r.selector_prefix):]] = lit
+                elif q[1:-1] == r.class_scope and ch.spelling.startswith(r.class_prefix):
+                    class_symbols.add(ch.spelling[len(r.class_prefix):])
             elif k in (K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE) and ch.is_definition():
                 q = r.qualified(ch)
-                if len(q) == 2 and q[0] in PREFIXES and not (q[0] == "NS" and q[1] in NSOBJECT_TEMPLATES) and (
-                        r.is_object_class(ch)):
-                    name = PREFIXES[q[0]] + q[1]
+                if len(q) == 2 and q[0] in r.prefixes and not r.is_root(q) and r.is_object_class(ch):
+                    name = r.prefixes[q[0]] + q[1]
                     cxx_of.setdefault(name, "::".join(q))
                     bases.setdefault(name, _base(r, ch))
-                elif len(q) == 2 and q[0] in PREFIXES and k == K.STRUCT_DECL:  # a value struct: MTL::Size
-                    structs.setdefault(PREFIXES[q[0]] + q[1], tuple(
+                elif len(q) == 2 and q[0] in r.prefixes and k == K.STRUCT_DECL:  # a value struct: MTL::Size
+                    structs.setdefault(r.prefixes[q[0]] + q[1], tuple(
                         (f.spelling, r.value_type(f.type)) for f in ch.get_children() if f.kind == K.FIELD_DECL))
                 for m in ch.get_children():  # methods defined in the class body
                     if m.kind in (K.CXX_METHOD, K.FUNCTION_TEMPLATE) and m.is_definition():
@@ -480,21 +458,22 @@ def _read(r: _Reader, tu: Any, root: Path) -> dict[str, Any]:
     for m in bodies:
         _method(r, m, selectors, methods, skipped)
     for m_cls in methods:
-        bases.setdefault(m_cls, "NSObject" if m_cls != "NSObject" else None)
+        bases.setdefault(m_cls, r.root_class if m_cls != r.root_class else None)
     classes = {
-        name: ObjCClass(name=name, cxx=cxx_of.get(name, name), base=bases.get(name, "NSObject"),
+        name: ObjCClass(name=name, cxx=cxx_of.get(name, name), base=bases.get(name, r.root_class),
                         methods=dict(sorted(methods.get(name, {}).items())))
         for name in sorted(set(methods) | set(cxx_of))
     }
-    return dict(root=root, version=_version(root), selectors=dict(sorted(selectors.items())),
-                class_symbols=tuple(sorted(class_symbols)), classes=classes,
+    return dict(root=root, selectors=dict(sorted(selectors.items())), class_symbols=tuple(sorted(class_symbols)),
+                classes=classes,
                 enums={k: dict(sorted(v.items(), key=lambda kv: (kv[1], kv[0]))) for k, v in sorted(enums.items())},
-                enum_types=dict(sorted(enum_types.items())), structs=dict(sorted(structs.items())), functions=dict(sorted(functions.items())), skipped=tuple(sorted(set(skipped))))
+                enum_types=dict(sorted(enum_types.items())), structs=dict(sorted(structs.items())),
+                functions=dict(sorted(functions.items())), skipped=tuple(sorted(set(skipped))))
 
 
 def _base(r: _Reader, cls: Any) -> str | None:
-    """The Objective-C superclass (or inherited protocol) of a metal-cpp class: ``NS::Referencing<Buffer, Resource>``
-    -> MTLResource; ``NS::Referencing<Device>`` -> NSObject."""
+    """The Objective-C superclass (or inherited protocol) of a wrapper class: ``NS::Referencing<Buffer, Resource>``
+    -> MTLResource; ``NS::Referencing<Device>`` -> NSObject (the root class)."""
     for ch in cls.get_children():
         if ch.kind != r.K.CXX_BASE_SPECIFIER:
             continue
@@ -505,20 +484,20 @@ def _base(r: _Reader, cls: Any) -> str | None:
             decl = arg.get_canonical().get_declaration()
             name = r.c_name(decl)
             if name:
-                return "NSObject" if name in ("NSObject",) else name
+                return name
         decl = t.get_canonical().get_declaration()
         name = r.c_name(decl)
-        if name and decl.spelling not in NSOBJECT_TEMPLATES:
+        if name and decl.spelling not in r.root_templates:
             return name
-        return "NSObject"
+        return r.root_class
     return None
 
 
 def _enum(r: _Reader, e: Any, enums: dict[str, dict[str, int]], types: dict[str, str]) -> None:
     q = r.qualified(e)
-    if len(q) != 2 or q[0] not in PREFIXES:
+    if len(q) != 2 or q[0] not in r.prefixes:
         return
-    prefix = PREFIXES[q[0]]
+    prefix = r.prefixes[q[0]]
     anonymous = not e.spelling or "(" in e.spelling  # libclang spells it "(unnamed enum at ...)"
     name = r.ctype(e.enum_type) if anonymous else prefix + e.spelling  # `enum : ResourceOptions` -> its typedef
     if not name or " " in name:
@@ -532,9 +511,6 @@ def _enum(r: _Reader, e: Any, enums: dict[str, dict[str, int]], types: dict[str,
     for c in e.get_children():
         if c.kind == r.K.ENUM_CONSTANT_DECL:
             consts[prefix + c.spelling] = c.enum_value
-
-
-SENDS = ("sendMessage", "sendMessageSafe")
 
 
 def _callee(r: _Reader, call: Any) -> str:
@@ -563,15 +539,16 @@ def _method(r: _Reader, m: Any, selectors: Mapping[str, str], out: dict[str, dic
     K = r.K
     parent = m.semantic_parent
     q = r.qualified(parent)
-    if len(q) != 2 or q[0] not in PREFIXES:
+    if len(q) != 2 or q[0] not in r.prefixes:
         return
-    is_nsobject = q[0] == "NS" and q[1] in NSOBJECT_TEMPLATES
-    cls = "NSObject" if is_nsobject else PREFIXES[q[0]] + q[1]
+    is_root = r.is_root(q)
+    cls = r.root_class if is_root else r.prefixes[q[0]] + q[1]
     cxx = f"{'::'.join(q)}::{m.displayname}"
-    sends = [n for n in m.walk_preorder() if n.kind == K.CALL_EXPR and _callee(r, n) in SENDS]
+    sends = [n for n in m.walk_preorder() if n.kind == K.CALL_EXPR and _callee(r, n) in r.sends]
     if not sends:
-        # worth saying only of an object's method (not of NS::Object's plumbing or a struct's helpers)
-        if not is_nsobject and parent.kind != K.STRUCT_DECL and q[1] not in ("Private", "SharedPtr"):
+        # worth saying only of an object's method (not of the root class's or the wrappers' own plumbing, nor of
+        # a struct's helpers)
+        if not is_root and parent.kind != K.STRUCT_DECL and q[1] not in r.plumbing:
             skipped.append(f"{cxx}: no message send")
         return
     call = sends[0]
@@ -580,27 +557,27 @@ def _method(r: _Reader, m: Any, selectors: Mapping[str, str], out: dict[str, dic
         skipped.append(f"{cxx}: a send with {len(args)} arguments")
         return
     sel_ref = _peel(r.ci, args[1])
-    accessor = sel_ref.referenced.spelling[3:] if sel_ref.referenced is not None and (
-        sel_ref.referenced.spelling.startswith("s_k")) else None
+    accessor = sel_ref.referenced.spelling[len(r.selector_prefix):] if sel_ref.referenced is not None and (
+        sel_ref.referenced.spelling.startswith(r.selector_prefix)) else None
     if accessor is None or accessor not in selectors:
-        skipped.append(f"{cxx}: the selector is not a _PRIVATE_SEL")
+        skipped.append(f"{cxx}: the selector is not a selector symbol")
         return
     selector = selectors[accessor]
     recv = _peel(r.ci, args[0])
     class_method = False
     if recv.kind == K.CXX_THIS_EXPR:
         pass
-    elif recv.kind == K.DECL_REF_EXPR and recv.referenced is not None and r.qualified(recv.referenced)[1:3] == [
-            "Private", "Class"]:
+    elif recv.kind == K.DECL_REF_EXPR and recv.referenced is not None and r.qualified(recv.referenced)[
+            1:1 + len(r.class_scope)] == r.class_scope:  # a class symbol: a class method of the class it names
         class_method = True
-        cls = recv.referenced.spelling[3:]
+        cls = recv.referenced.spelling[len(r.class_prefix):]
     elif m.is_static_method() and recv.kind == K.DECL_REF_EXPR and recv.referenced is not None and (
             recv.referenced.kind == K.PARM_DECL):
         # NS::Object::alloc(const void* pClass): sent to the class given; respondsToSelector(const void* pObj, ...):
         # to the object given
         class_method = "Class" in recv.referenced.spelling
     else:
-        skipped.append(f"{cxx}: the receiver is neither this nor a _PRIVATE_CLS")
+        skipped.append(f"{cxx}: the receiver is neither this nor a class symbol")
         return
     params = {p.spelling: p for p in m.get_arguments()}
     spec_types = list(call.referenced.type.argument_types()) if call.referenced is not None else []
@@ -625,177 +602,26 @@ def _method(r: _Reader, m: Any, selectors: Mapping[str, str], out: dict[str, dic
     out.setdefault(cls, {}).setdefault(method.key, method)
 
 
-# ----------------------------------------------------------------------------------------------- the spec's side
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Request:
-    """One selector a spec asks for.  ex) MTLDevice "newBufferWithLength:options:" at metal.yaml:12:7"""
-
-    cls: str
-    key: str  # +sel for a class method, sel or -sel for an instance method
-    location: Location
-    ownership: str | None = None  # the spec's override, if any
-
-
-def render_classes(model: MetalCpp, requests: Iterable[Request],
-                   bases: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
-    """The contract's ``classes:`` block for the selectors a spec lists, filled from metal-cpp::
-
-        {"MTLDevice": {"base": "NSObject", "methods": {"newBufferWithLength:options:":
-                                                       {"returns": "id", "args": ["NSUInteger", ...]}}}}
-
-    Class methods keep their ``+`` key.  A class or selector metal-cpp does not have is a located error with the
-    closest name; every such error of the batch is reported."""
-    errors = Collector()
-    out: dict[str, dict[str, Any]] = {}
-    for req in requests:
-        key = req.key[1:] if req.key.startswith("-") else req.key
-        m = model.lookup(req.cls, key)
-        if m is None:
-            errors.error(req.location, _not_found(model, req.cls, key))
-            continue
-        cls = out.setdefault(req.cls, {"base": (bases or {}).get(req.cls) or model.classes[req.cls].base or
-                                       "NSObject", "methods": {}})
-        entry: dict[str, Any] = {"returns": m.returns}
-        if m.args:
-            entry["args"] = list(m.args)
-        own = req.ownership or ownership(m.selector, m.returns)
-        if req.ownership or own != "+0":
-            entry["ownership"] = own
-        cls["methods"][m.key] = entry
-    errors.check()
-    return {k: {"base": v["base"], "methods": dict(sorted(v["methods"].items()))} for k, v in sorted(out.items())}
-
-
-def _not_found(model: MetalCpp, cls: str, key: str) -> str:
-    """Why ``key`` (+sel / sel) of ``cls`` is not in metal-cpp, with the closest class, method or selector."""
-    if cls not in model.classes:
-        return f"metal-cpp has no class '{cls}'{suggest(cls, model.classes)}"
-    keys = model.keys(cls)
-    hint = suggest(key, keys)
-    other = ("+" + key) if not key.startswith("+") else key[1:]
-    if not hint and other in keys:
-        hint = f" (did you mean '{other}'?: it is {'a class' if other.startswith('+') else 'an instance'} method)"
-    if not hint and key.lstrip("+") not in model.selectors.values():
-        hint = suggest(key.lstrip("+"), model.selectors.values())
-        hint = hint.replace("did you mean", "no such selector in metal-cpp; did you mean") if hint else \
-            " (no such selector in metal-cpp)"
-    return f"{cls} has no method '{key}' in metal-cpp {model.version}{hint}"
-
-
-def _spelled(t: str) -> str:
-    return " ".join(t.replace("*", " * ").split()).replace("* *", "**")
-
-
-def fill_spec(spec: LibrarySpec, model: MetalCpp) -> LibrarySpec:
-    """``spec`` (resolver objc, ``prototypes: metal-cpp``) with the prototype of every selector it lists without
-    one read from metal-cpp, located at the selector in the spec.  A class or selector metal-cpp lacks is a located
-    error with the closest name; a method the spec declares itself (returns:/args:) that metal-cpp also declares
-    must agree with it, else a located error shows both.  Every problem of the spec is reported at once."""
-    from ..spec import Name
-
-    assert spec.objc is not None
-    errors = Collector()
-    classes = []
-    for c in spec.objc.classes:
-        methods = []
-        for m in c.methods:
-            key = ("+" if m.class_method else "") + m.selector.value
-            found = model.lookup(c.name.value, key)
-            at = m.selector.location
-            if not m.declared:
-                if found is None:
-                    errors.error(at, _not_found(model, c.name.value, key))
-                    continue
-                m = replace(m, returns=Name(value=found.returns, location=at), declared=True,
-                            args=tuple(Name(value=a, location=at) for a in found.args))
-            elif found is not None:
-                mine = [_spelled(t.value) for t in (m.returns, *m.args)]
-                theirs = [_spelled(t) for t in (found.returns, *found.args)]
-                if mine != theirs:
-                    errors.error(at, f"{c.name} '{key}' is declared here as {mine[0]} ({', '.join(mine[1:])}) but "
-                                 f"metal-cpp {model.version} declares {theirs[0]} ({', '.join(theirs[1:])}) "
-                                 f"({found.location.file}:{found.location.line}): list the selector alone to take "
-                                 "metal-cpp's prototype, or fix the spec's")
-            methods.append(m)
-        classes.append(replace(c, methods=tuple(methods)))
-    errors.check()
-    return replace(spec, objc=replace(spec.objc, classes=tuple(classes)))
-
-
-def requests_from_yaml(path: str, text: str) -> list[Request]:
-    """The selectors listed by a spec's ``classes:`` block in its selector-only form::
-
-        classes:
-          MTLDevice:
-            methods: [name, "newBufferWithLength:options:", {"+new": {ownership: "+1"}}]
-
-    (a list of selector strings, or one-key mappings carrying an ``ownership:`` override), each with its spec
-    location.  A ``methods:`` mapping (the contract's full form) is also read: its keys are the selectors."""
-    import yaml
-
-    from ..spec import compose
-
-    root = compose(path, text)
-    errors = Collector()
-    out: list[Request] = []
-
-    def loc(node: yaml.Node) -> Location:
-        return Location(file=path, line=node.start_mark.line + 1, col=node.start_mark.column + 1)
-
-    if not isinstance(root, yaml.MappingNode):
-        raise UserError([Diagnostic(location=Location(file=path, line=1, col=1), message="expected a mapping")])
-    classes = next((v for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value == "classes"), None)
-    if not isinstance(classes, yaml.MappingNode):
-        raise UserError([Diagnostic(location=loc(classes or root), message="expected a 'classes:' mapping")])
-    for cname, cnode in classes.value:
-        if not isinstance(cnode, yaml.MappingNode):
-            errors.error(loc(cnode), f"{cname.value}: expected a mapping with 'methods:'")
-            continue
-        methods = next((v for k, v in cnode.value if k.value == "methods"), None)
-        items: list[tuple[yaml.Node, yaml.Node | None]] = []
-        if isinstance(methods, yaml.SequenceNode):
-            for it in methods.value:
-                if isinstance(it, yaml.MappingNode) and len(it.value) == 1:
-                    items.append(it.value[0])
-                else:
-                    items.append((it, None))
-        elif isinstance(methods, yaml.MappingNode):
-            items = list(methods.value)
-        else:
-            errors.error(loc(methods or cnode), f"{cname.value}: expected 'methods:' (a list of selectors)")
-            continue
-        for key, val in items:
-            if not isinstance(key, yaml.ScalarNode) or not isinstance(key.value, str) or not key.value:
-                errors.error(loc(key), "expected a selector string")
-                continue
-            own = None
-            if isinstance(val, yaml.MappingNode):
-                own = next((v.value for k, v in val.value if k.value == "ownership"), None)
-            out.append(Request(cls=cname.value, key=key.value, location=loc(key), ownership=own))
-    errors.check()
-    return out
-
-
-def c_type_names(rendered: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The C type names a rendered ``classes:`` block uses (what the spec's ``declarations`` must declare)."""
-    names: set[str] = set()
-    for cls in rendered.values():
-        for m in cls["methods"].values():
-            for t in [m["returns"], *m.get("args", [])]:
-                names.update(w for w in re.findall(r"[A-Za-z_]\w*", t) if w not in ("const", "void", "char"))
-    return sorted(names)
-
-
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a developer's dump
-    """``python -m ironaccelerator_gen.frontend.metalcpp [CLASS ...]``: print what metal-cpp gives."""
+    """``python -m ironaccelerator_gen.frontend.objc_cpp SPEC [CLASS ...]``: print what the prototype source of the
+    objc spec ``SPEC`` (ex. specs/metal/metal.yaml) gives."""
     import sys
 
+    from ..spec import load_library
+
     args = sys.argv[1:] if argv is None else argv
-    model = parse()
-    print(f"metal-cpp {model.version} at {model.root}: {len(model.classes)} classes, "
+    if not args:
+        print("usage: python -m ironaccelerator_gen.frontend.objc_cpp SPEC [CLASS ...]", file=sys.stderr)
+        return 2
+    spec = load_library(Path(args[0]))
+    if spec.objc is None or spec.objc.prototypes is None:
+        print(f"{args[0]}: no resolver prototypes: section", file=sys.stderr)
+        return 2
+    model = parse(spec.objc.prototypes)
+    print(f"{model.sdk} {model.version} at {model.root}: {len(model.classes)} classes, "
           f"{sum(len(c.methods) for c in model.classes.values())} methods, {len(model.selectors)} selectors, "
           f"{len(model.enums)} enums, {len(model.functions)} C functions in {model.seconds:.2f} s")
-    for name in args:
+    for name in args[1:]:
         c = model.classes[name]
         print(f"{name} ({c.cxx}) : {c.base}")
         for m in c.methods.values():
