@@ -110,21 +110,23 @@ class GpuStream(Stream):
     @_launch_packed.setter
     def _launch_packed(self, fast: Callable[..., int | None] | None) -> None:
         self._packed = fast
-        for launcher in self._launchers:
-            launcher._shut()  # (a launcher kept by a caller takes the methods from now on)
-        self._launchers = ()
-        d = self.__dict__
-        d.pop("launch", None)
-        d.pop("launch_unchecked", None)
+        if self._launchers:
+            for launcher in self._launchers:
+                launcher._shut()  # (a launcher kept by a caller takes the methods from now on)
+            del self.launch, self.launch_unchecked  # (not through __dict__: that would slow every attribute)
+            self._launchers = ()
+        cls = type(self)
         make = self.api.launcher
         if fast is None or make is None:
             return
-        ref, cls, gone = weakref.ref(self), type(self), functools.partial(_stream_gone, self.api.name)
-        for name, check, error in (("launch", True, cls._compiled_error), ("launch_unchecked", False,
-                                                                          cls._launch_error)):
-            d[name] = make(ref, getattr(cls, name), error, cls._dim_args, gone, self._kernel_type, KernelLaunch, _TLS,
-                           self._device_key, self._address, check)
-        self._launchers = (d["launch"], d["launch_unchecked"])
+        ref, gone = weakref.ref(self), functools.partial(_stream_gone, self.api.name)
+        launchers = tuple(make(ref, getattr(cls, name), error, cls._dim_args, gone, self._kernel_type, KernelLaunch,
+                               _TLS, self._device_key, self._address, check)
+                          for name, check, error in (("launch", True, cls._compiled_error),
+                                                     ("launch_unchecked", False, cls._launch_error)))
+        setattr(self, "launch", launchers[0])
+        setattr(self, "launch_unchecked", launchers[1])
+        self._launchers = launchers
 
     def _forget_launches(self) -> None:
         """Drop the last launch this stream holds (see the class's doc): the Python path's and the launchers'."""
