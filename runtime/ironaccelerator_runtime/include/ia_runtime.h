@@ -1089,6 +1089,7 @@ static int ia_launcher_prepare(ia_launcher *l, PyObject *launch, PyObject *strea
             Py_DECREF(d);
             return 0;
         }
+        Py_CLEAR(l->dims);  /* (d0..d6 are rewritten: none of them are l->dims' until all are) */
 #define IA_CONVERT_DIM(T, i) IA_ARG_INT_OR(T, PyTuple_GET_ITEM(d, i), l->d##i, { Py_DECREF(d); goto not_prepared; });
         IA_LAUNCH_DIMS(IA_CONVERT_DIM)
 #undef IA_CONVERT_DIM
