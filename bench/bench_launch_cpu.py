@@ -34,10 +34,18 @@ median per-op time and ratios, a ratio being the median over repeats of the pair
      cuda.core ``Device.allocate(n, stream)`` + ``close()``, cuda-bindings ``cuMemAlloc`` + ``cuMemFree``,
      raw cffi ``cuMemAlloc`` + ``cuMemFree`` (the floor).
 
-Targets (printed with OK / MISS): ours / cuda.core time <= 1.0 for both launch flavours and both kernels,
-and for ``memory_pool().alloc(n, stream)`` + free (cuda.core's ``allocate`` draws from the driver's
-stream-ordered pool too; ``dev.alloc``, a synchronous ``cuMemAlloc``, is shown for context).  The stub counts the launches, allocations and frees that reach it; every
-variant is checked to make exactly one driver launch (or one alloc and one free) per op before it is timed.
+4. the hot path never allocates: a reused KernelLaunch launched 10^5 times with ``launch_unchecked`` and
+   ``launch`` (empty and axpy), counting the calls into CPython's allocators (``bench/count_alloc.c``: the
+   PYMEM_DOMAIN_MEM and PYMEM_DOMAIN_OBJ allocators wrapped), the net change of ``sys.getallocatedblocks()``
+   and of ``tracemalloc``'s traced memory.  Not timed.
+
+Targets (printed with OK / MISS; issue 27 item 1 and 2): per kernel, ``launch_unchecked`` <= 1.1x the raw cffi
+floor, the checked ``launch`` <= 0.7x cuda.core's launch, ``launch`` with a new KernelLaunch per call <= 1.0x
+cuda.core's; ``dev.alloc`` + ``free`` <= 1.5x cuda-bindings' ``cuMemAlloc`` + ``cuMemFree``,
+``alloc_unchecked`` + ``free_unchecked`` <= 1.2x the raw cffi pair, ``memory_pool().alloc(n, stream)`` + free
+<= 1.0x cuda.core's ``allocate`` (which draws from the driver's stream-ordered pool too); 0 allocator calls
+per steady-state launch.  The stub counts the launches, allocations and frees that reach it; every variant
+is checked to make exactly one driver launch (or one alloc and one free) per op before it is timed.
 If gcc, ``cuda.h`` or cuda-core is missing the script says so and exits 0.
 """
 
@@ -45,17 +53,22 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import itertools
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 STUB_SRC = ROOT / "bench" / "stub_cuda" / "stub_cuda.c"
 STUB_DIR = ROOT / "build" / "bench" / "stub_cuda"
+COUNTER_SRC = ROOT / "bench" / "count_alloc.c"
+COUNTER = ROOT / "build" / "bench" / f"count_alloc{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
 if str(ROOT / "bench") not in sys.path:
     sys.path.insert(0, str(ROOT / "bench"))
 
@@ -71,7 +84,13 @@ extern "C" __global__ void axpy(const float *x, float *y, int n) {
 """
 N = 1 << 14  # elements (the stub never touches the memory)
 ALLOC_BYTES = 64 << 10
-TARGET = 1.0  # ours / cuda.core time
+TARGET = 1.0  # ours / cuda.core time (memory_pool)
+TARGET_FLOOR = 1.1  # launch_unchecked / the raw cffi launch
+TARGET_CHECKED = 0.7  # launch (checked, the KernelLaunch reused) / cuda.core
+TARGET_NEW = 1.0  # launch with a new KernelLaunch per call / cuda.core
+TARGET_ALLOC = 1.5  # dev.alloc + free / cuda-bindings cuMemAlloc + cuMemFree
+TARGET_ALLOC_U = 1.2  # alloc_unchecked + free_unchecked / the raw cffi pair
+HOT_CALLS = 100_000  # section 4
 
 
 # ------------------------------------------------------------------------------------------ parent
@@ -101,6 +120,59 @@ def build_stub() -> Path | str:
     if r.returncode != 0:
         return f"compiling the stub failed:\n{' '.join(cmd)}\n{r.stderr}"
     return out
+
+
+def build_counter() -> Path | str:
+    """Compile bench/count_alloc.c (when newer than the library) against this Python's headers; its path, or why
+    not."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        return "no C compiler (gcc) found"
+    if COUNTER.is_file() and COUNTER.stat().st_mtime >= COUNTER_SRC.stat().st_mtime:
+        return COUNTER
+    COUNTER.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [gcc, "-O2", "-shared", "-fPIC", "-Wall", f"-I{sysconfig.get_paths()['include']}", "-o", str(COUNTER),
+           str(COUNTER_SRC)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"compiling the allocator counter failed:\n{' '.join(cmd)}\n{r.stderr}"
+    return COUNTER
+
+
+def _allocations(f: Callable[[Any], Any], arg: Any, n: int, counter: Any) -> tuple[int, int, int]:
+    counter.count_start()
+    try:
+        c0 = counter.count_calls()
+        for _ in itertools.repeat(None, n):
+            f(arg)
+        calls = counter.count_calls() - c0
+    finally:
+        counter.count_stop()
+    b0 = sys.getallocatedblocks()
+    for _ in itertools.repeat(None, n):
+        f(arg)
+    blocks = sys.getallocatedblocks() - b0
+    tracemalloc.start()
+    try:
+        t0 = tracemalloc.get_traced_memory()[0]
+        for _ in itertools.repeat(None, n):
+            f(arg)
+        traced = tracemalloc.get_traced_memory()[0] - t0
+    finally:
+        tracemalloc.stop()
+    return calls, blocks, traced
+
+
+def allocations(f: Callable[[Any], Any], arg: Any, n: int, counter: Any) -> tuple[float, int, int]:
+    """``f(arg)`` n times after a warm-up: (allocator calls per call, net change of sys.getallocatedblocks(), net
+    change of tracemalloc's traced bytes), less what measuring costs (the same with no call: the counter's own
+    ctypes call, the ints it returns).  The loop itself allocates nothing (itertools.repeat)."""
+    for _ in range(1000):
+        f(arg)
+    _allocations(f, arg, 0, counter)  # (warms what measuring uses)
+    base = _allocations(f, arg, 0, counter)
+    got = _allocations(f, arg, n, counter)
+    return (got[0] - base[0]) / n, got[1] - base[1], got[2] - base[2]
 
 
 def parent(argv: list[str]) -> int:
@@ -284,11 +356,14 @@ def child(args: argparse.Namespace) -> int:
             print(f"  {v.label:<56} {ns(v.median)}  {spread(v):5.1f}  {ratio(v, vm['core']):11.3f}  "
                   f"{ratio(v, vm['raw']):10.3f}")
         print()
-        targets.add(f"{key}: ours launch (checked) / cuda.core launch", ratio(vm["ours"], vm["core"]), "<=", TARGET)
-        targets.add(f"{key}: ours launch_unchecked / cuda.core launch", ratio(vm["ours_u"], vm["core"]), "<=",
-                    TARGET)
-        targets.note(f"{key}: ours launch, new KernelLaunch / cuda.core launch", ratio(vm["ours_new"], vm["core"]))
-        targets.note(f"{key}: ours launch_unchecked / raw cffi floor", ratio(vm["ours_u"], vm["raw"]))
+        targets.add(f"{key}: ours launch_unchecked / raw cffi floor", ratio(vm["ours_u"], vm["raw"]), "<=",
+                    TARGET_FLOOR)
+        targets.add(f"{key}: ours launch (checked) / cuda.core launch", ratio(vm["ours"], vm["core"]), "<=",
+                    TARGET_CHECKED)
+        targets.add(f"{key}: ours launch, new KernelLaunch / cuda.core launch", ratio(vm["ours_new"], vm["core"]),
+                    "<=", TARGET_NEW)
+        targets.note(f"{key}: ours launch_unchecked / cuda.core launch", ratio(vm["ours_u"], vm["core"]))
+        targets.note(f"{key}: ours launch (checked) / raw cffi floor", ratio(vm["ours"], vm["raw"]))
 
     launch_section("1. launch: empty kernel (no arguments)", "empty", k_empty, ck_empty, bf_empty, (), (), 0, 0,
                    null)
@@ -366,6 +441,10 @@ def child(args: argparse.Namespace) -> int:
         print(f"  {v.label:<56} {ns(v.median)}  {spread(v):5.1f}  {ratio(v, vm['core']):11.3f}  "
               f"{ratio(v, vm['raw']):10.3f}")
     # cuda.core allocates from the driver's stream-ordered pool, in a stream's order: so does memory_pool()
+    targets.add("alloc+free: ours dev.alloc + free / cuda-bindings cuMemAlloc + cuMemFree",
+                ratio(vm["ours"], vm["bind"]), "<=", TARGET_ALLOC)
+    targets.add("alloc+free: ours alloc_unchecked + free_unchecked / raw cffi pair", ratio(vm["ours_u"], vm["raw"]),
+                "<=", TARGET_ALLOC_U)
     targets.add("alloc+free: ours memory_pool().alloc(n, stream) / cuda.core allocate", ratio(vm["pool"], vm["core"]),
                 "<=", TARGET)
     targets.note("alloc+free: ours memory_pool().alloc_unchecked(n, stream) / cuda.core allocate",
@@ -373,6 +452,27 @@ def child(args: argparse.Namespace) -> int:
     targets.note("alloc+free: ours memory_pool().alloc(n) / cuda.core allocate", ratio(vm["pool_sync"], vm["core"]))
     targets.note("alloc+free: ours dev.alloc (cuMemAlloc) / cuda.core allocate", ratio(vm["ours"], vm["core"]))
     targets.note("alloc+free: ours alloc_unchecked / cuda.core allocate", ratio(vm["ours_u"], vm["core"]))
+
+    # ------------------------------------------------------------------ 4. the hot path never allocates
+    counter_path = build_counter()
+    print(f"\n== 4. allocations per launch, a reused KernelLaunch, {HOT_CALLS} calls each (not timed)")
+    if isinstance(counter_path, str):
+        print(f"  skipped: {counter_path}")
+    else:
+        counter = ctypes.PyDLL(str(counter_path))
+        counter.count_calls.restype = ctypes.c_ulonglong
+        print(f"  {'variant':<40} {'allocator calls/call':>20}  {'net blocks':>10}  {'net traced B':>12}")
+        for key, k, kargs in (("empty", k_empty, ()), ("axpy", k_axpy, (x, y, n32))):
+            kl = ia.KernelLaunch(k, dims, kargs)
+            for name, f in (("launch_unchecked", s.launch_unchecked), ("launch", s.launch)):
+                calls, blocks, traced = allocations(f, kl, HOT_CALLS, counter)
+                print(f"  {key + ': ' + name:<40} {calls:20.3f}  {blocks:10d}  {traced:12d}")
+                if name == "launch_unchecked":
+                    targets.add(f"{key}: allocator calls per launch_unchecked (a count, not a ratio)", calls, "<=",
+                                0.0)
+                else:
+                    targets.note(f"{key}: allocator calls per launch (a count, not a ratio)", calls)
+        s.synchronize()
 
     print("\n(targets: CPU-side binding cost over the stub driver; ours / cuda.core time)")
     targets.print()

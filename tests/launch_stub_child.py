@@ -272,4 +272,74 @@ for th in threads:
 for th in threads:
     th.join()
 assert not problems, problems[:3]
+
+# the prepared launchers (issue 27 items 1 and 2): in API mode a stream's launch and launch_unchecked are
+# _fast._launcher objects, which launch their last KernelLaunch again with no Python object made (no call into
+# CPython's allocators: bench/count_alloc.c), the bytes still those of pack_args
+if fast is not None:
+    import gc  # noqa: E402
+    from pathlib import Path  # noqa: E402
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import bench_launch_cpu  # noqa: E402
+
+    counter_path = bench_launch_cpu.build_counter()
+    assert not isinstance(counter_path, str), counter_path
+    counter = ctypes.PyDLL(str(counter_path))
+    counter.count_calls.restype = ctypes.c_ulonglong
+    live = dev.alloc(64)
+    for k, f in ((10, stream.launch_unchecked), (11, stream.launch)):
+        args = (live, *args_of(k)[1:])
+        kl = KernelLaunch(mixed, dims, args)
+        before = seen.launches
+        calls, blocks, traced = bench_launch_cpu.allocations(f, kl, 10_000, counter)
+        assert seen.launches > before + 30_000 and received() == reference(args), k
+        assert (calls, blocks, traced) == (0, 0, 0), (f, calls, blocks, traced)
+        checked += 1
+    live.free()  # freed after its launch was prepared: refused, checked or not, and never launched
+    before = seen.launches
+    err = stream.launch_unchecked(kl)
+    assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_HANDLE, err
+    try:
+        stream.launch(kl)
+    except Error as e:
+        assert e.kind is ErrorKind.INVALID_HANDLE, e
+    else:
+        raise AssertionError("launched with a freed allocation")
+    assert seen.launches == before
+    # a launch method kept past its stream (the launcher holds the stream weakly: the stream's handle is destroyed
+    # with it) refuses, INVALID_HANDLE; kept past its device's close, the closed-device Error, as the methods do
+    other = dev.create_stream()
+    kept_u, kept = other.launch_unchecked, other.launch
+    launch_none = KernelLaunch(none, dims)
+    assert kept_u(launch_none) is None and kept(launch_none) is None
+    del other
+    gc.collect()
+    before = seen.launches
+    err = kept_u(launch_none)
+    assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_HANDLE and "dropped" in str(err), err
+    try:
+        kept(launch_none)
+    except Error as e:
+        assert e.kind is ErrorKind.INVALID_HANDLE and "dropped" in str(e), e
+    else:
+        raise AssertionError("launched on a dropped stream")
+    assert seen.launches == before
+    dev2 = cast(cb.CudaDevice, ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0))
+    s2 = dev2.create_stream()
+    k2 = dev2.load_module(cb.compile_source(SOURCE, "compute_90")).kernel("none")
+    kept_u, kept = s2.launch_unchecked, s2.launch
+    kl2 = KernelLaunch(k2, dims)
+    assert kept_u(kl2) is None and kept(kl2) is None  # (prepared)
+    dev2.close()
+    before = seen.launches
+    err = kept_u(kl2)
+    assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_HANDLE and "closed" in str(err), err
+    try:
+        kept(kl2)
+    except Error as e:
+        assert e.kind is ErrorKind.INVALID_HANDLE and "closed" in str(e), e
+    else:
+        raise AssertionError("launched on a closed device")
+    assert seen.launches == before
 print("ok", checked)

@@ -18,7 +18,8 @@
  *                                at least IA_TABLE_REQUIRE_MINOR and each IA_TABLE_MATCH(X) X(member, value)
  *                                equal is selected; every other function is the pointer at ia_table_offset[i]
  *                                in it, when its IA_TABLE_MINOR is at least ia_table_since[i]; never dlsym
- *   IA_LAUNCH (0/1)  the kernel-launch fast path: IA_LAUNCH_INDEX, IA_LAUNCH_MAX_ARGS, IA_LAUNCH_MAX_BYTES,
+ *   IA_LAUNCH (0/1)  the kernel-launch fast paths (_fast._launch, and the prepared launcher _fast._launcher):
+ *                    IA_LAUNCH_INDEX, IA_LAUNCH_MAX_ARGS, IA_LAUNCH_MAX_BYTES,
  *                    IA_LAUNCH_RESULT, IA_LAUNCH_DIMS(X) (X(C type, i) for the 7 dimensions) and
  *                    IA_LAUNCH_CALL(function, d0, ..., d6, stream, params)
  *   IA_POOL (0/1)    stream-ordered pool memory: IA_POOL_ALLOC_INDEX, IA_POOL_FREE_INDEX, IA_POOL_DEVPTR,
@@ -914,10 +915,467 @@ bad_layout:
     Py_DECREF(ia_layout);
     return ia_launch_bad_layout();
 }
+/* ------------------------------------------------------------------------------------------------------
+ * The prepared launch: _launcher(ref, slow, error, dim_args, gone, kernel_type, launch_type, tls, key,
+ * stream, check) makes the callable a backend's stream binds as its launch (check true) or launch_unchecked
+ * (check false).  It keeps the last KernelLaunch it launched, prepared: its arguments packed (into the
+ * launcher's own buffer, by the layout _launch uses), its allocations, its kernel's handle and its 7
+ * dimensions.  Calling it with that same KernelLaunch again is one C call: the device current on this
+ * thread (tls.key is key), none of the allocations freed (._freed false), then the launch function, with
+ * no Python object made.  Another KernelLaunch is prepared first (the kernel of exactly kernel_type, its
+ * arguments a tuple, the dimensions converted once per LaunchDims by dim_args(stream, dims, check), the
+ * layout found in kernel._layouts for the arguments' types); what it cannot prepare or launch here (a
+ * first launch of these types, a freed allocation, another thread's device, dimensions dim_args refuses,
+ * another thread inside this launcher, a call that is not one KernelLaunch) takes slow(stream, launch),
+ * the Python method, which launches or raises (returns) its own Error.
+ *
+ *   ref       a weak reference to the stream (the stream holds the launcher: no cycle);  a dead stream:
+ *             gone(check) is the Error (raised checked, returned unchecked)
+ *   error     error(stream, status, kernel, dims): the failed launch's Error (checked: it raises)
+ *   stream    int: the stream's handle
+ *
+ * _forget() drops the prepared launch (and what it holds); _shut() too, and every later call takes slow.
+ * ---------------------------------------------------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *ref, *slow, *error, *dim_args, *gone, *kernel_type, *launch_type, *tls, *key;
+    void *stream;
+    int check, busy, shut;
+    /* the prepared launch (last NULL: none) and what its preparation found, reused by the next one */
+    PyObject *last;         /* the KernelLaunch */
+    PyObject *kernel;       /* its kernel; func its handle */
+    PyObject *dims;         /* its LaunchDims; d0..d6 its launch arguments */
+    PyObject *layouts;      /* its kernel's _layouts, types the key found in it, layout the layout */
+    PyObject *types, *layout;
+    void *func;
+#define IA_DECLARE_DIM(T, i) T d##i;
+    IA_LAUNCH_DIMS(IA_DECLARE_DIM)
+#undef IA_DECLARE_DIM
+    Py_ssize_t nargs, nallocs;
+    PyObject *allocs[IA_LAUNCH_MAX_ARGS];  /* borrowed: last's arguments */
+    void *params[IA_LAUNCH_MAX_ARGS];
+    union { unsigned char b[IA_LAUNCH_MAX_BYTES]; long double ld; long long ll; void *p; } st;
+} ia_launcher;
+
+static PyObject *ia_launch_str_key = NULL, *ia_launch_str_layouts = NULL, *ia_launch_str_address = NULL;
+
+static void ia_launcher_forget(ia_launcher *l)
+{
+    Py_CLEAR(l->last);
+    Py_CLEAR(l->kernel);
+    Py_CLEAR(l->dims);
+    Py_CLEAR(l->layouts);
+    Py_CLEAR(l->types);
+    Py_CLEAR(l->layout);
+    l->nargs = l->nallocs = 0;
+}
+
+/* whether the stream's device is current on this thread (tls.key is key): 1, 0, -1 with an exception */
+static int ia_launcher_current(ia_launcher *l)
+{
+    PyObject *cur = PyObject_GetAttr(l->tls, ia_launch_str_key);
+    int same;
+    if (cur == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();  /* nothing current on this thread yet */
+        return 0;
+    }
+    same = cur == l->key ? 1 : PyObject_RichCompareBool(cur, l->key, Py_EQ);
+    Py_DECREF(cur);
+    return same;
+}
+
+/* the values of args packed by layout into l's buffer: 1; 0 when they cannot be (a freed allocation, a value
+   it cannot read: no exception); -1 with an exception (a malformed layout) */
+static int ia_launcher_pack(ia_launcher *l, PyObject *args, PyObject *layout)
+{
+    const unsigned char *rec = (const unsigned char *)PyBytes_AS_STRING(layout);
+    Py_ssize_t n = PyTuple_GET_SIZE(args), i;
+    unsigned long total = ia_le(rec, 4), size, off;
+    unsigned long long u;
+    PyObject *a, *v;
+    Py_buffer view;
+    if (total > IA_LAUNCH_MAX_BYTES)
+        goto bad_layout;
+    l->nallocs = 0;
+    for (i = 0; i < n; i++) {
+        const unsigned char *r = rec + 4 + 8 * i;
+        size = ia_le(r + 2, 2);
+        off = ia_le(r + 4, 4);
+        if (off > total || size > total - off)
+            goto bad_layout;
+        a = PyTuple_GET_ITEM(args, i);
+        if (r[0] == IA_LAUNCH_ALLOC) {
+            if (size != 8)
+                goto bad_layout;
+            if ((v = PyObject_GetAttr(a, ia_launch_str_ptr)) == NULL)
+                goto not_packed;
+            u = PyLong_Check(v) ? PyLong_AsUnsignedLongLong(v) : (unsigned long long)-1;
+            Py_DECREF(v);
+            if (u == (unsigned long long)-1)
+                goto not_packed;  /* as _launch */
+            memcpy(l->st.b + off, &u, 8);
+            l->allocs[l->nallocs++] = a;
+        } else if (r[0] == IA_LAUNCH_BUFFER) {
+            if (PyObject_GetBuffer(a, &view, PyBUF_SIMPLE) < 0)
+                goto not_packed;
+            if ((unsigned long)view.len != size) {
+                PyBuffer_Release(&view);
+                goto not_packed;
+            }
+            memcpy(l->st.b + off, view.buf, size);
+            PyBuffer_Release(&view);
+        } else {
+            goto bad_layout;
+        }
+        l->params[i] = l->st.b + off;
+    }
+    l->nargs = n;
+    return 1;
+not_packed:
+    PyErr_Clear();
+    return 0;
+bad_layout:
+    ia_launch_bad_layout();
+    return -1;
+}
+
+/* prepare `launch` (not l->last), with l->busy set (what it calls may run Python code): 1 prepared; 0 it
+   takes the slow path (no exception); -1 an exception */
+static int ia_launcher_prepare(ia_launcher *l, PyObject *launch, PyObject *stream)
+{
+    PyObject *kernel, *dims, *args, *layouts, *types = NULL, *layout, *v;
+    Py_ssize_t n, i;
+    int rc;
+    if (Py_TYPE(launch) != (PyTypeObject *)l->launch_type || PyTuple_GET_SIZE(launch) != 3)
+        return 0;
+    kernel = PyTuple_GET_ITEM(launch, 0);
+    dims = PyTuple_GET_ITEM(launch, 1);
+    args = PyTuple_GET_ITEM(launch, 2);
+    if (Py_TYPE(kernel) != (PyTypeObject *)l->kernel_type || !PyTuple_CheckExact(args)
+        || (n = PyTuple_GET_SIZE(args)) > IA_LAUNCH_MAX_ARGS)
+        return 0;
+    Py_CLEAR(l->last);  /* (from here on l's buffer is rewritten) */
+    /* the kernel's handle and layouts */
+    if (kernel != l->kernel) {
+        void *func;
+        if ((v = PyObject_GetAttr(kernel, ia_launch_str_address)) == NULL)
+            goto not_prepared;
+        func = PyLong_Check(v) ? PyLong_AsVoidPtr(v) : NULL;
+        Py_DECREF(v);
+        if (func == NULL)
+            goto not_prepared;
+        if ((layouts = PyObject_GetAttr(kernel, ia_launch_str_layouts)) == NULL)
+            goto not_prepared;
+        if (!PyDict_CheckExact(layouts)) {
+            Py_DECREF(layouts);
+            return 0;
+        }
+        Py_INCREF(kernel);
+        Py_XSETREF(l->kernel, kernel);
+        Py_XSETREF(l->layouts, layouts);
+        Py_CLEAR(l->types);
+        Py_CLEAR(l->layout);
+        l->func = func;
+    }
+    /* its dimensions, converted once per LaunchDims */
+    if (dims != l->dims) {
+        PyObject *d = PyObject_CallFunctionObjArgs(l->dim_args, stream, dims, l->check ? Py_True : Py_False, NULL);
+        if (d == NULL)
+            goto not_prepared;  /* (the slow path raises or returns the same Error) */
+        if (!PyTuple_CheckExact(d) || PyTuple_GET_SIZE(d) != 7) {  /* None: launch options */
+            Py_DECREF(d);
+            return 0;
+        }
+        Py_CLEAR(l->dims);  /* (d0..d6 are rewritten: none of them are l->dims' until all are) */
+#define IA_CONVERT_DIM(T, i) IA_ARG_INT_OR(T, PyTuple_GET_ITEM(d, i), l->d##i, { Py_DECREF(d); goto not_prepared; });
+        IA_LAUNCH_DIMS(IA_CONVERT_DIM)
+#undef IA_CONVERT_DIM
+        Py_DECREF(d);
+        Py_INCREF(dims);
+        Py_XSETREF(l->dims, dims);
+    }
+    /* the layout of these argument types (the last one found, while the types are the same) */
+    if (l->types != NULL && PyTuple_GET_SIZE(l->types) == n) {
+        for (i = 0; i < n; i++)
+            if (PyTuple_GET_ITEM(l->types, i) != (PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i)))
+                break;
+    } else {
+        i = -1;
+    }
+    if (i != n) {
+        Py_CLEAR(l->types);
+        Py_CLEAR(l->layout);
+        if ((types = PyTuple_New(n)) == NULL)
+            return -1;
+        for (i = 0; i < n; i++) {
+            PyObject *t = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i));
+            Py_INCREF(t);
+            PyTuple_SET_ITEM(types, i, t);
+        }
+        layout = PyDict_GetItemWithError(l->layouts, types);
+        if (layout == NULL) {
+            Py_DECREF(types);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        if (!PyBytes_Check(layout) || PyBytes_GET_SIZE(layout) != 4 + 8 * n) {
+            Py_DECREF(types);
+            ia_launch_bad_layout();
+            return -1;
+        }
+        Py_INCREF(layout);
+        l->layout = layout;
+        l->types = types;
+    }
+    layout = l->layout;
+    Py_INCREF(layout);
+    rc = ia_launcher_pack(l, args, layout);
+    Py_DECREF(layout);
+    if (rc <= 0)
+        return rc;
+    Py_INCREF(launch);
+    l->last = launch;
+    return 1;
+not_prepared:
+    PyErr_Clear();
+    return 0;
+}
+
+static PyObject *ia_launcher_slow(ia_launcher *l, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *stream = PyWeakref_GetObject(l->ref), *r, *small[3];
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (stream == NULL)
+        return NULL;
+    if (stream == Py_None) {  /* the stream is gone (and destroyed) */
+        r = PyObject_CallOneArg(l->gone, l->check ? Py_True : Py_False);
+        if (r != NULL && l->check) {
+            ia_raise(r);
+            return NULL;
+        }
+        return r;
+    }
+    Py_INCREF(stream);
+    if (n == 1 && kwnames == NULL) {
+        small[1] = stream;
+        small[2] = args[0];
+        r = PyObject_Vectorcall(l->slow, small + 1, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    } else {
+        PyObject *bound = PyMethod_New(l->slow, stream);
+        r = bound == NULL ? NULL : PyObject_Vectorcall(bound, args, nargsf, kwnames);
+        Py_XDECREF(bound);
+    }
+    Py_DECREF(stream);
+    return r;
+}
+
+static PyObject *ia_launcher_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    ia_launcher *l = (ia_launcher *)self;
+    PyObject *launch, *stream;
+    Py_ssize_t i;
+    int rc;
+    IA_LAUNCH_RESULT r;
+    if (IA_UNLIKELY(PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || l->busy || l->shut))
+        return ia_launcher_slow(l, args, nargsf, kwnames);
+    launch = args[0];
+    stream = PyWeakref_GET_OBJECT(l->ref);
+    if (IA_UNLIKELY(stream == Py_None))
+        return ia_launcher_slow(l, args, nargsf, kwnames);
+    /* (busy from here on: what this calls may run Python code, which finds the launcher in use) */
+    l->busy = 1;
+    if (IA_UNLIKELY(launch != l->last)) {
+        Py_INCREF(stream);
+        rc = ia_launcher_prepare(l, launch, stream);
+        Py_DECREF(stream);
+        if (rc <= 0)
+            goto fail_or_slow;
+    }
+    /* the prepared launch: the device current here, its allocations live */
+    if (IA_UNLIKELY((rc = ia_launcher_current(l)) <= 0))
+        goto fail_or_slow;  /* (the slow path makes the device current) */
+    for (i = 0; i < l->nallocs; i++) {
+        PyObject *f = PyObject_GetAttr(l->allocs[i], ia_launch_str_freed);
+        int freed;
+        if (f == NULL)
+            goto clear_slow;
+        freed = f == Py_False ? 0 : PyObject_IsTrue(f);
+        Py_DECREF(f);
+        if (freed != 0)
+            goto clear_slow;  /* (the slow path raises or returns INVALID_HANDLE) */
+    }
+    if (IA_UNLIKELY(ia_status(IA_LAUNCH_INDEX) != 0) && ia_fast_require(IA_LAUNCH_INDEX) < 0) {
+        l->busy = 0;
+        return NULL;
+    }
+    /* another thread finds the launcher busy (the GIL is released) and takes the slow path */
+    Py_BEGIN_ALLOW_THREADS
+    r = IA_LAUNCH_CALL(l->func, l->d0, l->d1, l->d2, l->d3, l->d4, l->d5, l->d6, l->stream,
+                       l->nargs ? l->params : NULL);
+    Py_END_ALLOW_THREADS
+    l->busy = 0;
+    if (IA_LIKELY(r == 0))
+        Py_RETURN_NONE;
+    {
+        PyObject *code = IA_FROM_INT(IA_LAUNCH_RESULT, r), *e;
+        if (code == NULL)
+            return NULL;
+        Py_INCREF(launch);  /* (error may run anything) */
+        Py_INCREF(stream);
+        e = PyObject_CallFunctionObjArgs(l->error, stream, code, PyTuple_GET_ITEM(launch, 0),
+                                         PyTuple_GET_ITEM(launch, 1), NULL);
+        Py_DECREF(stream);
+        Py_DECREF(launch);
+        Py_DECREF(code);
+        return e;  /* (checked: it raised) */
+    }
+fail_or_slow:
+    if (rc < 0) {
+        l->busy = 0;
+        return NULL;
+    }
+    goto slow;
+clear_slow:
+    PyErr_Clear();
+slow:
+    l->busy = 0;
+    return ia_launcher_slow(l, args, nargsf, kwnames);
+}
+
+static PyObject *ia_launcher_forget_method(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    ia_launcher *l = (ia_launcher *)self;
+    if (!l->busy)
+        ia_launcher_forget(l);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ia_launcher_shut_method(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    ia_launcher *l = (ia_launcher *)self;
+    l->shut = 1;  /* (tested first by every call) */
+    if (!l->busy)
+        ia_launcher_forget(l);
+    Py_RETURN_NONE;
+}
+
+static int ia_launcher_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    ia_launcher *l = (ia_launcher *)self;
+    Py_VISIT(l->ref);
+    Py_VISIT(l->slow);
+    Py_VISIT(l->error);
+    Py_VISIT(l->dim_args);
+    Py_VISIT(l->gone);
+    Py_VISIT(l->kernel_type);
+    Py_VISIT(l->launch_type);
+    Py_VISIT(l->tls);
+    Py_VISIT(l->key);
+    Py_VISIT(l->last);
+    Py_VISIT(l->kernel);
+    Py_VISIT(l->dims);
+    Py_VISIT(l->layouts);
+    Py_VISIT(l->types);
+    Py_VISIT(l->layout);
+    return 0;
+}
+
+static int ia_launcher_clear(PyObject *self)
+{
+    ia_launcher *l = (ia_launcher *)self;
+    ia_launcher_forget(l);
+    Py_CLEAR(l->ref);
+    Py_CLEAR(l->slow);
+    Py_CLEAR(l->error);
+    Py_CLEAR(l->dim_args);
+    Py_CLEAR(l->gone);
+    Py_CLEAR(l->kernel_type);
+    Py_CLEAR(l->launch_type);
+    Py_CLEAR(l->tls);
+    Py_CLEAR(l->key);
+    return 0;
+}
+
+static void ia_launcher_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    ia_launcher_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef ia_launcher_methods[] = {
+    {"_forget", ia_launcher_forget_method, METH_NOARGS, "Drop the prepared launch (and what it holds)."},
+    {"_shut", ia_launcher_shut_method, METH_NOARGS, "Drop the prepared launch; every later call takes the slow path."},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyTypeObject ia_launcher_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = IA_PACKAGE "._fast._Launcher",
+    .tp_basicsize = sizeof(ia_launcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A stream's launch (or launch_unchecked) with its last KernelLaunch prepared (see ia_runtime.h).",
+    .tp_vectorcall_offset = offsetof(ia_launcher, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = ia_launcher_dealloc,
+    .tp_traverse = ia_launcher_traverse,
+    .tp_clear = ia_launcher_clear,
+    .tp_methods = ia_launcher_methods,
+};
+
+static PyObject *ia_launcher_new(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
+{
+    ia_launcher *l;
+    void *stream;
+    int check;
+    (void)ia_self;
+    if (ia_nargs != 11 || !PyWeakref_CheckRef(ia_args[0]) || !PyType_Check(ia_args[5]) || !PyType_Check(ia_args[6])
+        || !PyType_IsSubtype((PyTypeObject *)ia_args[6], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "_launcher(ref, slow, error, dim_args, gone, kernel_type: type, "
+                        "launch_type: type[tuple], tls, key, stream: int, check)");
+        return NULL;
+    }
+    if (ia_launch_str_key == NULL) {
+        if ((ia_launch_str_ptr == NULL && (ia_launch_str_ptr = PyUnicode_InternFromString("ptr")) == NULL)
+            || (ia_launch_str_freed == NULL && (ia_launch_str_freed = PyUnicode_InternFromString("_freed")) == NULL)
+            || (ia_launch_str_layouts = PyUnicode_InternFromString("_layouts")) == NULL
+            || (ia_launch_str_address = PyUnicode_InternFromString("_address")) == NULL
+            || (ia_launch_str_key = PyUnicode_InternFromString("key")) == NULL)
+            return NULL;
+    }
+    if (!(ia_launcher_type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&ia_launcher_type) < 0)
+        return NULL;
+    stream = PyLong_AsVoidPtr(ia_args[9]);
+    if (stream == NULL && PyErr_Occurred())
+        return NULL;
+    if ((check = PyObject_IsTrue(ia_args[10])) < 0)
+        return NULL;
+    if ((l = PyObject_GC_New(ia_launcher, &ia_launcher_type)) == NULL)
+        return NULL;
+    l->vectorcall = ia_launcher_call;
+#define IA_HOLD(field, i) (Py_INCREF(ia_args[i]), l->field = ia_args[i])
+    IA_HOLD(ref, 0); IA_HOLD(slow, 1); IA_HOLD(error, 2); IA_HOLD(dim_args, 3); IA_HOLD(gone, 4);
+    IA_HOLD(kernel_type, 5); IA_HOLD(launch_type, 6); IA_HOLD(tls, 7); IA_HOLD(key, 8);
+#undef IA_HOLD
+    l->stream = stream;
+    l->check = check;
+    l->busy = l->shut = 0;
+    l->last = l->kernel = l->dims = l->layouts = l->types = l->layout = NULL;
+    l->func = NULL;
+    l->nargs = l->nallocs = 0;
+    PyObject_GC_Track(l);
+    return (PyObject *)l;
+}
+
 #define IA_LAUNCH_METHODS \
     {"_launch", (PyCFunction)(void (*)(void))ia_launch, METH_FASTCALL, \
      "_launch(layouts, args, check, function, dims, stream)\n--\n\nThe backend's kernel-launch fast path " \
-     "(see ia_runtime.h): the launch's status, or None if it did not launch."},
+     "(see ia_runtime.h): the launch's status, or None if it did not launch."}, \
+    {"_launcher", (PyCFunction)(void (*)(void))ia_launcher_new, METH_FASTCALL, \
+     "_launcher(ref, slow, error, dim_args, gone, kernel_type, launch_type, tls, key, stream, check)\n--\n\n" \
+     "A stream's launch with its last KernelLaunch prepared (see ia_runtime.h)."},
 #else
 #define IA_LAUNCH_METHODS
 #endif
@@ -1249,7 +1707,7 @@ static PyObject *ia_pool_setup(PyObject *ia_self, PyObject *const *ia_args, Py_s
 /* The module _fast: the library's fast paths (in ia_fast_methods, defined after this file), then the
    runtime's own methods (IA_RUNTIME_METHODS ends the table). */
 #define IA_RUNTIME_METHODS IA_LAUNCH_METHODS IA_POOL_METHODS {NULL, NULL, 0, NULL}
-#define IA_FAST_METHODS (IA_FAST_COUNT + 4)
+#define IA_FAST_METHODS (IA_FAST_COUNT + 5)
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS];
 
 static struct PyModuleDef ia_fast_def = {

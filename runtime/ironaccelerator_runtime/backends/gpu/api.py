@@ -140,6 +140,8 @@ class GpuApi:
         # (not while IRONACCEL_TRACE wraps the raw functions: the C paths would call the driver unlogged)
         fast = getattr(self.of("launch"), "_fast", None) if tables.launch_max_args and not tracing.ENABLED else None
         self.launch_packed: Callable[..., int | None] | None = getattr(fast, "_launch", None)
+        # its prepared form (_fast._launcher): what a stream binds as its launch and launch_unchecked (see GpuStream)
+        self.launcher: Callable[..., Any] | None = getattr(fast, "_launcher", None)
         # the compiled pool allocation (_fast._pool_alloc and the _PoolMemory type in trampolines.c; API mode):
         # pool_alloc and pool_free called in C, the memory a C object: (the allocator, the type) or None
         pool_fast: Any = getattr(self.of("pool_alloc"), "_fast", None) if tables.compiled_pool and \

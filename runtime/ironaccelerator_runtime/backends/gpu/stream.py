@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import struct
 import threading
 import weakref
@@ -29,15 +30,28 @@ if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining 
 _UINT_MAX = 2**32 - 1  # the launch function's grid, block and shared memory parameters are unsigned int
 
 
+def _stream_gone(backend: str, check: bool) -> Error:
+    """The Error of a prepared launcher called after its stream was dropped (and destroyed)."""
+    return fail(ErrorKind.INVALID_HANDLE, "Stream.launch" if check else "Stream.launch_unchecked", "the stream of "
+                "this launch method was dropped (and destroyed): keep the Stream while you launch on it", backend)
+
+
 class GpuStream(Stream):
     """A non-blocking stream (``stream_flags``).  A vendor's subclass (generated) names the classes of its kernels
     and events: ``kernel_class``, ``event_class``.
 
-    Launches: where the launch function's module is compiled (API mode), ``_fast._launch`` (trampolines.c)
-    packs the arguments in C, on its stack, from the kernel's layout for their types, and calls
-    the vendor's ``launch``: an Allocation as its ``.ptr``, a numpy scalar as its bytes.  It does not launch
-    (and this class takes the Python path below, which launches or raises) for the first launch of each tuple
-    of argument types, Scalars, a count or size the kernel's parameter info rejects, or a freed allocation.
+    Launches: where the launch function's module is compiled (API mode), a stream's ``launch`` and
+    ``launch_unchecked`` are prepared launchers (``_fast._launcher``, ia_runtime.h), bound as instance
+    attributes over the methods below: each keeps the last KernelLaunch it launched, its arguments packed
+    (an Allocation as its ``.ptr``, a numpy scalar as its bytes, by the kernel's layout for their types), so
+    launching that same KernelLaunch again is one C call that makes no Python object: the device current,
+    none of its allocations freed, then the vendor's ``launch``.  A new KernelLaunch is prepared first (its
+    dims through :meth:`_dim_args`, once per LaunchDims).  What a launcher cannot prepare or launch (the first
+    launch of each tuple of argument types, Scalars, a count or size the kernel's parameter info rejects, a
+    freed allocation, another device current on this thread, launch options) takes the methods below, which
+    launch or raise (return) their own Error.  A launcher holds its stream weakly (the stream holds it): one
+    kept after its stream was dropped refuses, INVALID_HANDLE.  The methods themselves use ``_fast._launch``,
+    which packs on the C stack with the same layouts.
 
     The Python path packs without building anything per call where possible (the driver copies the
     arguments before the launch function returns, so their memory need only live until then):
@@ -48,8 +62,9 @@ class GpuStream(Stream):
       (another thread launching on this stream right now) packs into a buffer of its own instead;
     - a ``KernelLaunch`` launched twice in a row gets a private, immutable packed copy, and from then on
       is re-issued without packing (the checked path still tests that its allocations are live).  The
-      stream holds that last launch (and so its allocations) until the next launch with another one,
-      ``synchronize()``, or a ``query()`` that finds the stream idle, as it holds the host buffers of copies;
+      stream (and each of its launchers) holds that last launch (and so its allocations) until the next
+      launch with another one (through the same method), ``synchronize()``, or a ``query()`` that finds the
+      stream idle, as it holds the host buffers of copies;
     - the last ``LaunchDims`` validated is remembered (by identity: LaunchDims are immutable).
     """
 
@@ -72,7 +87,6 @@ class GpuStream(Stream):
         self._dtoh: Callable[..., int] = api.memcpy_dtoh
         self._dtod: Callable[..., int] = api.memcpy_dtod
         self._launch: Callable[..., int] = api.launch
-        self._launch_packed = api.launch_packed
         self._kernel_type = self.kernel_class  # (instance attributes: the launch and copy paths read them)
         self._kind = device.backend.kind
         self._address = _address(self.handle)
@@ -82,7 +96,43 @@ class GpuStream(Stream):
         # the last launch: (KernelLaunch, the launch function's arguments or None, allocations, storage, checked)
         self._last: tuple[Any, ...] | None = None
         self._dims: tuple[Any, ...] = (None, (), False)  # (LaunchDims, its 7 launch arguments, validated)
+        self._launchers: tuple[Any, ...] = ()
+        self._launch_packed = api.launch_packed  # (binds the prepared launchers: see the property)
         device._streams.add(self)
+
+    @property
+    def _launch_packed(self) -> Callable[..., int | None] | None:
+        """The compiled launch (``_fast._launch``), or None: the Python path (tests set None to compare the two).
+        Setting it binds this stream's prepared launchers (``_fast._launcher``, API mode) as its ``launch`` and
+        ``launch_unchecked``, instance attributes over the methods below, or (None) unbinds them."""
+        return self._packed
+
+    @_launch_packed.setter
+    def _launch_packed(self, fast: Callable[..., int | None] | None) -> None:
+        self._packed = fast
+        if self._launchers:
+            for launcher in self._launchers:
+                launcher._shut()  # (a launcher kept by a caller takes the methods from now on)
+            del self.launch, self.launch_unchecked  # (not through __dict__: that would slow every attribute)
+            self._launchers = ()
+        cls = type(self)
+        make = self.api.launcher
+        if fast is None or make is None:
+            return
+        ref, gone = weakref.ref(self), functools.partial(_stream_gone, self.api.name)
+        launchers = tuple(make(ref, getattr(cls, name), error, cls._dim_args, gone, self._kernel_type, KernelLaunch,
+                               _TLS, self._device_key, self._address, check)
+                          for name, check, error in (("launch", True, cls._compiled_error),
+                                                     ("launch_unchecked", False, cls._launch_error)))
+        setattr(self, "launch", launchers[0])
+        setattr(self, "launch_unchecked", launchers[1])
+        self._launchers = launchers
+
+    def _forget_launches(self) -> None:
+        """Drop the last launch this stream holds (see the class's doc): the Python path's and the launchers'."""
+        self._last = None
+        for launcher in self._launchers:
+            launcher._forget()
 
     # copies (asynchronous; host buffers are held in _inflight until work after them is seen complete)
     def _memory(self, a: Any, what: str, param: str) -> Any:
@@ -328,7 +378,7 @@ class GpuStream(Stream):
             kernel, launch_dims, args = launch  # (cheaper than its three properties)
         except (TypeError, ValueError):
             raise not_a_launch(launch, "Stream.launch") from None
-        fast = self._launch_packed
+        fast = self._packed
         if fast is not None and type(kernel) is self._kernel_type:  # the compiled launch (see Stream)
             cached = self._dims
             if cached[0] is launch_dims and cached[2]:
@@ -372,7 +422,7 @@ class GpuStream(Stream):
         if type(kernel) is not self._kernel_type and not isinstance(kernel, self._kernel_type):
             return fail(ErrorKind.INVALID_VALUE, "Stream.launch_unchecked", f"{kernel!r:.80} is not a {self.api.name} "
                         "kernel", self.api)
-        fast = self._launch_packed
+        fast = self._packed
         try:
             code = None
             if fast is not None:  # the compiled launch (see Stream)
@@ -469,6 +519,10 @@ class GpuStream(Stream):
                        f"requested, {fits} fit on {self.device.descriptor.id}")
         return api.error(code, "launch_ex" if getattr(dims, "has_options", False) else "launch", detail)
 
+    def _compiled_error(self, code: int, kernel: Any, dims: Any) -> None:
+        """Raise the Error of a failed compiled launch (a prepared launcher's, checked)."""
+        raise self.api.error(code, "launch", f"kernel {kernel.name!r}")
+
     def _raise_launch(self, code: int, kernel: Any, dims: Any) -> None:
         if code:
             raise self._launch_error(code, kernel, dims)
@@ -482,7 +536,7 @@ class GpuStream(Stream):
         def refuse(*_: Any) -> int:
             raise error("Stream.launch")
 
-        self._launch_packed = None
+        self._launch_packed = None  # (and the prepared launchers)
         self._launch = refuse
         self._last = None
         self._slots = {}
@@ -531,7 +585,7 @@ class GpuStream(Stream):
         mark = self._inflight.mark()
         self.api.check(self.api.stream_synchronize(self.handle), "stream_synchronize")
         self._inflight.release(mark)
-        self._last = None
+        self._forget_launches()
         self._check_callback_waits("Stream.synchronize")
 
     @contextlib.contextmanager
@@ -563,5 +617,5 @@ class GpuStream(Stream):
             return False
         self.api.check(code, "stream_query")
         self._inflight.release(mark)
-        self._last = None
+        self._forget_launches()
         return True
