@@ -92,7 +92,9 @@ class PooledAllocation(Allocation):
         self.kind = block.kind
         self.device = block.device
         self.stream = stream
-        self._tracked = True  # dropped unfreed: Allocation.__del__ gives the block back
+
+    _tracked = True  # dropped unfreed: Allocation.__del__ gives the block back
+    stream: Stream | None = None
 
     def _release(self) -> Error | None:
         try:
@@ -128,7 +130,7 @@ class PooledAllocation(Allocation):
         block = self.block
         lock = pool._lock
         if stream is None:  # fenced after every stream's work: free at once where all of it is known complete
-            device = self.device
+            device = pool.device  # (the block's: read from the pool, whose attributes load faster)
             events = _NO_EVENTS if not device._dirty and not device._fence_events else pool._device_fence()
             self._freed = True
             lock.acquire()
@@ -190,7 +192,8 @@ class PooledAllocation(Allocation):
         return s
 
 
-_SHARES = (AllocationSlice, PooledAllocation)  # what shares another allocation's memory (device_span's overlap test)
+_SHARES = (AllocationSlice, PooledAllocation)
+_new = object.__new__  # what shares another allocation's memory (device_span's overlap test)
 
 
 class _Fence:
@@ -250,7 +253,9 @@ class MemoryPool:
         self._ordered: dict[Stream, dict[int, list[Allocation]]] = {}  # freed in a stream's order, not yet fenced
         self._fenced: list[_Fence] = []  # blocks waiting for events, oldest first
         self._lock = threading.Lock()  # taken with acquire()/release(): cheaper than `with`
-        self._stats = PoolStats()  # hits, misses and allocated_bytes are kept here
+        self._stats = PoolStats()  # misses and allocated_bytes are kept here
+        self._hits = 0
+        self._sizes: dict[int, int] = {}  # request size -> size class (the default size_class's, memoized)
         # the events a block freed with no stream waits for: the device's own fence where it keeps one (OpenCL: two
         # flag tests when idle), else each live stream's
         self._device_fence: Callable[[], list[Event]] = getattr(device, "_pool_fence", None) or self._stream_fences
@@ -276,6 +281,16 @@ class MemoryPool:
         """
         n = max(check_size(nbytes, "nbytes", "MemoryPool.size_class"), cls.MIN_BLOCK)
         return 1 << (n - 1).bit_length()
+
+    def _size_of(self, nbytes: int) -> int:
+        """The size class of ``nbytes`` (an int >= 1), remembered for the next request of that size where the
+        class's ``size_class`` is the default one (the first 1024 sizes asked for)."""
+        if self._custom_size_class:
+            return self.size_class(nbytes)
+        size = 1 << ((nbytes if nbytes > self.MIN_BLOCK else self.MIN_BLOCK) - 1).bit_length()
+        if len(self._sizes) < 1024:
+            self._sizes[nbytes] = size
+        return size
 
     def alloc(self, nbytes: int, stream: Stream | None = None) -> Allocation:
         """Allocate at least ``nbytes`` from the pool, in the order of ``stream`` (see the class).
@@ -308,11 +323,9 @@ class MemoryPool:
             self._check_stream(stream, "MemoryPool.alloc")
         if self.device._closed:
             raise self.device._closed_error("MemoryPool.alloc")
-        if self._custom_size_class:
-            size = self.size_class(nbytes)
-        else:
-            n = nbytes if type(nbytes) is int else int(nbytes)
-            size = 1 << ((n if n > self.MIN_BLOCK else self.MIN_BLOCK) - 1).bit_length()
+        size = self._sizes.get(nbytes)  # (a size asked for before: its class in one lookup)
+        if size is None:
+            size = self._size_of(nbytes)
         lock = self._lock
         lock.acquire()
         try:
@@ -321,12 +334,20 @@ class MemoryPool:
                 if lists is not None:
                     blocks = lists.get(size)
                     if blocks:  # freed in this stream's order: reusable at once
-                        self._stats.hits += 1
+                        self._hits += 1
                         return PooledAllocation(self, blocks.pop(), nbytes, stream)
             blocks = self._free.get(size)
-            if blocks:
-                self._stats.hits += 1
-                return PooledAllocation(self, blocks.pop(), nbytes, stream)
+            if blocks:  # (the hot path: PooledAllocation.__init__ inlined, its kind and device the pool's)
+                self._hits += 1
+                a = _new(PooledAllocation)
+                a.pool = self
+                a.block = blocks.pop()
+                a.nbytes = nbytes
+                a.kind = self.kind
+                a.device = self.device
+                if stream is not None:  # (else the class's None)
+                    a.stream = stream
+                return a
             pending = bool(self._fenced or self._ordered)
         finally:
             lock.release()
@@ -334,7 +355,7 @@ class MemoryPool:
             block = self._recycle(size, stream)
             if block is not None:
                 with lock:
-                    self._stats.hits += 1
+                    self._hits += 1
                 return PooledAllocation(self, block, nbytes, stream)
         with lock:
             self._stats.misses += 1
@@ -547,7 +568,7 @@ class MemoryPool:
             st = self._stats
             cached = sum(b.nbytes for b in self._cached())
             return PoolStats(allocated_bytes=st.allocated_bytes, in_use_bytes=st.allocated_bytes - cached,
-                             cached_bytes=cached, hits=st.hits, misses=st.misses)
+                             cached_bytes=cached, hits=self._hits, misses=st.misses)
 
 
 _NO_EVENTS: list[Event] = []  # (never appended to)
