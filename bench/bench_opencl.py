@@ -25,12 +25,13 @@ paired per-repeat ratio, which is robust to the shared machine getting slower or
                      op (each copy + wait timed on its own), a repeat's sample being the median op.
 4. allocation        alloc + free of 256 B, 64 KiB and 4 MiB: ours ``MemoryPool`` vs ours ``dev.alloc``
                      vs pyopencl ``cl.Buffer`` + ``release()`` vs ``pyopencl.tools.MemoryPool``.
-
                      Also ours ``alloc_unchecked`` + ``free_unchecked`` and our raw cffi ``clCreateBuffer`` +
                      ``clReleaseMemObject`` (the floor of a binding through cffi).
 5. open              in fresh interpreters, alternating: ours ``BackendRegistry.default().get(OPENCL)``,
                      ``devices()``, ``open(0)``, ``create_stream()`` vs pyopencl ``get_platforms()`` +
                      ``get_devices()``, ``Context``, ``CommandQueue`` (each side's package import timed apart).
+6. own work          launch / copy + synchronize on a stream whose vendor calls are a Python no-op: the
+                     binding's Python work per call (printed, no target).
 
 Targets are printed at the end with OK / MISS (issue 27's where it sets one): ours / pyopencl time <= 0.9
 for checked launch + finish, <= 1.0 for the other launch rows and enqueue only; ours / pyopencl throughput
@@ -562,6 +563,57 @@ def main() -> int:
     targets.add(f"open: Backend.open (devices listed) / {TARGET_OPEN_MS:.0f} ms", open_rows["open"], "<=", 1.0)
     targets.note("open: registry + first device / pyopencl, both with their package's import",
                  open_rows["with_imports"])
+
+    # ------------------------------------------------------------------ 6. the binding's own work
+    # a stream of its own whose bound vendor calls (clEnqueueNDRangeKernel, clEnqueueWriteBuffer/ReadBuffer,
+    # clFinish) are a Python function returning 0: what is left is the binding's Python work per call, plus that
+    # function's own cost (printed); the work the device does is out of the picture
+    s6 = dev.create_stream()
+    def noop(*a: Any) -> int:
+        return 0
+
+    s6._enqueue_kernel = s6._write = s6._read = s6._finish = noop
+    h6, o6, b6 = np.arange(1024, dtype=np.int32), np.empty(1024, np.int32), dev.alloc(4096)
+
+    def w_noop(n: int) -> None:
+        for _ in range(n):
+            noop(1, 2, 3, 4, 5, 6, 7, 8, 9)
+            noop(1)
+
+    def w_launch(n: int) -> None:
+        launch_, sync = s6.launch, s6.synchronize
+        for _ in range(n):
+            launch_(launch)
+            sync()
+
+    def w_launch_u(n: int) -> None:
+        launch_, sync = s6.launch_unchecked, s6.synchronize
+        for _ in range(n):
+            launch_(launch)
+            sync()
+
+    def w_h2d(n: int) -> None:
+        cp, sync = s6.copy_from_host, s6.synchronize
+        for _ in range(n):
+            cp(b6, h6)
+            sync()
+
+    def w_d2h(n: int) -> None:
+        cp, sync = s6.copy_to_host, s6.synchronize
+        for _ in range(n):
+            cp(o6, b6)
+            sync()
+
+    sec6 = [Variant("noop", "two calls of the no-op (its own cost, included below)", w_noop),
+            Variant("launch", "launch + synchronize", w_launch),
+            Variant("launch_u", "launch_unchecked + synchronize", w_launch_u),
+            Variant("h2d", "copy_from_host + synchronize (4 KiB numpy array)", w_h2d),
+            Variant("d2h", "copy_to_host + synchronize (4 KiB numpy array)", w_d2h)]
+    run(sec6, repeats, target_s)
+    print("\n== 6. the binding's own work: the stream's vendor calls replaced by a Python no-op, per iteration")
+    print(f"  {'variant':<60} {'median us':>9}  {'IQR%':>5}")
+    for x in sec6:
+        print(f"  {x.label:<60} {us(x.median)}  {spread(x):5.1f}")
 
     targets.print()
     print(f"\ntotal {time.perf_counter() - t_start:.1f} s")
