@@ -88,7 +88,8 @@ def test_opening_an_opencl_device_leaves_the_kernel_cache_and_entry_point_metada
                  "before = [n for n in ('ironaccelerator_runtime.kernel_cache', 'importlib.metadata')"
                  " if n in sys.modules]\n"
                  "d.load_module('__kernel void k(__global int *a) { a[0] = 1; }').kernel('k')\n"
-                 "print(json.dumps({'before': before, 'after': 'ironaccelerator_runtime.kernel_cache' in sys.modules}))")
+                 "after = 'ironaccelerator_runtime.kernel_cache' in sys.modules\n"
+                 "print(json.dumps({'before': before, 'after': after}))")
     if got.get("skip"):
         pytest.skip("no OpenCL device")
     assert got == {"before": [], "after": True}
