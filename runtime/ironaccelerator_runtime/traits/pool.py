@@ -222,7 +222,6 @@ class PooledAllocation(Allocation):
     def _host_address(self) -> int | None:  # the block's bytes: host-visible where the block's are (e.g. QNN's)
         return self.block._host_address()
 
-
     if TYPE_CHECKING:  # the block's handles, forwarded at run time by _Forward (no __getattr__: see _Forward)
         def __getattr__(self, name: str) -> Any: ...
 
@@ -234,8 +233,8 @@ class PooledAllocation(Allocation):
         return s
 
 
-_SHARES = (AllocationSlice, PooledAllocation)
-_new = object.__new__  # what shares another allocation's memory (device_span's overlap test)
+_SHARES = (AllocationSlice, PooledAllocation)  # what shares another allocation's memory (device_span's overlap test)
+_new = object.__new__
 
 
 class _Fence:
