@@ -71,3 +71,25 @@ def test_the_core_surface_is_there_on_first_use() -> None:
                  "'nvtx': ia.nvtx.__name__}))")
     assert got == {"before": False, "device": True, "all": [], "dir": [], "missing": True,
                    "nvtx": "ironaccelerator_runtime.nvtx"}
+
+
+def test_opening_an_opencl_device_leaves_the_kernel_cache_and_entry_point_metadata_unimported() -> None:
+    """Issue 27 (registry + first device): opening a device and making a stream imports neither the kernel cache
+    (loaded by the first ``load_module``: with it go hashlib, json, tempfile, shutil...) nor ``importlib.metadata``
+    (no distribution here declares an ``ironaccelerator.backends`` entry point); ``load_module`` still caches."""
+    got = _child("import json, sys\n"
+                 "import ironaccelerator as ia\n"
+                 "from ironaccelerator import BackendKind, BackendRegistry, Error\n"
+                 "try:\n"
+                 "    d = BackendRegistry.default().get(BackendKind.OPENCL).open(0)\n"
+                 "except Error:\n"
+                 "    print(json.dumps({'skip': True})); sys.exit(0)\n"
+                 "d.create_stream()\n"
+                 "before = [n for n in ('ironaccelerator_runtime.kernel_cache', 'importlib.metadata')"
+                 " if n in sys.modules]\n"
+                 "d.load_module('__kernel void k(__global int *a) { a[0] = 1; }').kernel('k')\n"
+                 "after = 'ironaccelerator_runtime.kernel_cache' in sys.modules\n"
+                 "print(json.dumps({'before': before, 'after': after}))")
+    if got.get("skip"):
+        pytest.skip("no OpenCL device")
+    assert got == {"before": [], "after": True}

@@ -612,3 +612,40 @@ def test_stream_pool_fence_computed_by_two_threads_never_calls_queued_work_compl
     s.synchronize()
     a.free()
     api.raw.clReleaseEvent(gate)
+
+
+def test_alloc_hot_path_makes_the_same_allocation_and_a_serial_only_for_kernels(dev: Any) -> None:
+    """Issue 27: dev.alloc and alloc_unchecked make DEVICE buffers without OpenCLAllocation.__init__, and the
+    kernel-argument cache's serial is given on first use as an argument (an allocation never passed to a kernel
+    costs none); the allocation is the one __init__ makes, tracked (checked) or not (unchecked), and two buffers
+    passed in turn to one kernel get distinct serials (the cache sets the argument again)."""
+    from ironaccelerator_runtime.backends.opencl import OpenCLAllocation
+
+    a, u = dev.alloc(64), dev.alloc_unchecked(64)
+    ref = OpenCLAllocation(dev, a.buffer, 64, MemoryKind.DEVICE)  # (untracked: never releases a's buffer)
+    for x in (a, u, ref):
+        assert type(x) is OpenCLAllocation and x.device is dev and x.nbytes == 64 and x.kind is MemoryKind.DEVICE
+        assert x._serial == 0 and not x.freed and x._svm is None and x._views is None
+    assert a._tracked and not u._tracked and not ref._tracked
+    s = dev.create_stream()
+    k = dev.load_module(TWICE).kernel("twice")
+    host = np.arange(16, dtype=np.float32)
+    s.copy_from_host(a, host)
+    s.copy_from_host(u, host + 1)
+    out = np.zeros(16, np.float32)
+    c = dev.alloc(64)
+    for src, want in ((a, host), (u, host + 1), (a, host)):
+        s.launch(KernelLaunch(k, LaunchDims(grid=1, block=16), (src, c, np.int32(16))))
+        s.copy_to_host(out, c)
+        s.synchronize()
+        assert np.array_equal(out, 2 * want)
+    assert a._serial and u._serial and a._serial != u._serial
+    u.free_unchecked()
+    assert isinstance(u.free_unchecked(), Error) and u.free_unchecked().kind is ErrorKind.INVALID_HANDLE
+    a.free()
+    with pytest.raises(Error) as ei:
+        a.free()
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE and "was already freed" in str(ei.value)
+    p = dev.alloc(64, MemoryKind.HOST_PINNED)  # (other kinds: through the checks, as before)
+    assert p.kind is MemoryKind.HOST_PINNED and p._tracked
+    p.free()

@@ -108,13 +108,22 @@ class InFlight:
     def release(self, mark: int) -> None:
         if mark <= self.base:  # nothing to drop (base only grows: a stale read just takes the lock below)
             return
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # (acquire/release, and no slice object when all go: ~130 ns of a synchronize)
+        try:
             n = mark - self.base
             if n <= 0:
                 return
-            dropped = self.items[:n]
-            del self.items[:n]
+            items = self.items
+            if n == len(items):  # (a synchronize: everything enqueued so far)
+                dropped = items.copy()
+                items.clear()
+            else:
+                dropped = items[:n]
+                del items[:n]
             self.base += n
+        finally:
+            lock.release()
         del dropped  # the buffers' finalizers run here, outside the lock
 
     def __len__(self) -> int:

@@ -12,7 +12,7 @@ from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, value
 from ironaccelerator_runtime.traits import Allocation, PooledAllocation, Scalar
 
 from .device import OpenCLDevice
-from .memory import OpenCLAllocation
+from .memory import OpenCLAllocation, _serial
 from .module import OpenCLKernel, _LOCAL_SLOT, _POINTER_SLOT, _UNSET, _VALUE_SLOT
 from .tables import _KIND
 
@@ -110,7 +110,7 @@ def _set_args(kernel: OpenCLKernel, args: tuple[Any, ...], function: str) -> Err
         if t is OpenCLAllocation:
             if a._freed:  # also unchecked: a released cl_mem in a launch aborts the runtime
                 return _freed_error(a, function)
-            key = a._serial
+            key = a._serial or _serial(a)
             if keys[i] != key:
                 if slots is not None and slots[i] != _POINTER_SLOT:
                     return kernel._slot_error(i, a, function)

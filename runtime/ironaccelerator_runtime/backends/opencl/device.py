@@ -20,6 +20,9 @@ from ironaccelerator_runtime.traits import (
 
 from .tables import OpenCLTables, _Api, _KIND, _PLATFORM_NOT_FOUND_KHR
 
+_DEVICE = MemoryKind.DEVICE
+_new = object.__new__
+
 # OpenCLDevice._fence_events while a fence is being computed: non-empty, so the pool's lock-free test sends the
 # reader to _pool_fence (never iterated: it is replaced before the lock is released)
 _FENCING: list[Event] = [None]  # type: ignore[list-item]
@@ -166,6 +169,7 @@ class OpenCLDevice(Device):
         self._create_buffer = api.raw.clCreateBuffer
         self._release_mem = api.raw.clReleaseMemObject
         self._null = ffi.NULL
+        self._device_flags = cl.CL_MEM_READ_WRITE
         self._mem_flags = {
             MemoryKind.DEVICE: cl.CL_MEM_READ_WRITE,
             MemoryKind.HOST_PINNED: cl.CL_MEM_READ_WRITE | cl.CL_MEM_ALLOC_HOST_PTR,
@@ -225,9 +229,31 @@ class OpenCLDevice(Device):
             return self._mapper
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> OpenCLAllocation:
+        # the hot path: DEVICE memory of a valid size on an open device is one clCreateBuffer and the allocation's
+        # attributes set in place (OpenCLAllocation.__init__'s); anything else (or a failed clCreateBuffer, asked
+        # again there for its reason) goes through the checks
+        if kind is _DEVICE and type(nbytes) is int and 0 < nbytes <= _SIZE_MAX and not self._closed:
+            null = self._null
+            buf = self._create_buffer(self.context, self._device_flags, nbytes, null, null)
+            if buf:
+                a = _new(OpenCLAllocation)
+                a.device = self
+                a.buffer = buf
+                a.nbytes = nbytes  # (kind: the class's default, DEVICE)
+                a._tracked = True  # released by Allocation.__del__ if dropped unfreed
+                return a
         return self._checked_alloc(nbytes, kind, self._alloc)
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[OpenCLAllocation]:
+        if kind is _DEVICE and type(nbytes) is int and 0 < nbytes <= _SIZE_MAX and not self._closed:  # (as alloc)
+            null = self._null
+            buf = self._create_buffer(self.context, self._device_flags, nbytes, null, null)
+            if buf:
+                a = _new(OpenCLAllocation)
+                a.device = self
+                a.buffer = buf
+                a.nbytes = nbytes
+                return a
         if self._closed:
             return self._closed_error("Device.alloc_unchecked")
         if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:

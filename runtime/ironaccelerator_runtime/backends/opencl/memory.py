@@ -9,7 +9,7 @@ from typing import Any
 
 from ironaccelerator._core import ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
-from ironaccelerator_runtime.traits import Allocation, AllocationSlice
+from ironaccelerator_runtime.traits import Allocation, AllocationSlice, Result
 
 from .device import OpenCLDevice
 
@@ -37,24 +37,52 @@ def _fine_grain_svm(api: Any, device: Any) -> bool:
 _SERIALS = itertools.count(1)
 
 
+def _serial(a: OpenCLAllocation) -> int:
+    """Give ``a`` its serial (the kernel-argument cache's key), on its first use as a kernel argument."""
+    a._serial = key = next(_SERIALS)
+    return key
+
+
 class OpenCLAllocation(Allocation):
     """A ``cl_mem`` buffer.  ``_serial`` names it for the kernel-argument cache: unlike the ``cl_mem``
-    address (which the driver may hand out again after a release), it is never reused.  No DLPack export:
-    neither ``__dlpack__`` nor ``__dlpack_device__`` (a ``cl_mem`` is not an address; DLPack's ``kDLOpenCL`` is
-    accepted by no consumer we know), and ``view()`` gives a plain ``ArrayView``."""
+    address (which the driver may hand out again after a release), it is never reused; given on the first use
+    as a kernel argument (0 until then: an allocation never passed to a kernel costs no serial).  No DLPack
+    export: neither ``__dlpack__`` nor ``__dlpack_device__`` (a ``cl_mem`` is not an address; DLPack's
+    ``kDLOpenCL`` is accepted by no consumer we know), and ``view()`` gives a plain ``ArrayView``.
+
+    ``OpenCLDevice.alloc`` and ``alloc_unchecked`` make DEVICE buffers without calling ``__init__`` (they set the
+    same attributes: one Python frame less on the allocation hot path)."""
 
     def __init__(self, device: OpenCLDevice, buffer: Any, nbytes: int, kind: MemoryKind, tracked: bool = False) -> None:
         self.device = device
         self.buffer = buffer
         self.nbytes = nbytes
         self.kind = kind
-        self._serial = next(_SERIALS)
         if tracked:  # released by Allocation.__del__ if dropped unfreed
             self._tracked = True
 
     device: OpenCLDevice
 
+    kind = MemoryKind.DEVICE  # (set by __init__; alloc's hot path leaves the default)
+    _serial = 0  # (see the class)
     _svm: Any = None  # UNIFIED: the fine-grained SVM pointer the buffer uses as its storage
+
+    def free(self) -> None:
+        # the hot path (no views ever exported, not SVM): Allocation.free's checks and _release inlined
+        if self._freed or self._views is not None or self._svm is not None:
+            Allocation.free(self)
+            return
+        self._freed = True
+        code = self.device._release_mem(self.buffer)
+        if code:
+            raise self.device.api.error(code, "clReleaseMemObject")
+
+    def free_unchecked(self) -> Result[None]:
+        if self._freed or self._views is not None or self._svm is not None:
+            return Allocation.free_unchecked(self)
+        self._freed = True
+        code = self.device._release_mem(self.buffer)
+        return self.device.api.error(code, "clReleaseMemObject") if code else None
 
     def _slice(self, offset: int, nbytes: int) -> Allocation:
         """``clCreateSubBuffer`` over the region (released when the slice is dropped); its origin must be a

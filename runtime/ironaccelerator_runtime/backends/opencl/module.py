@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import Any
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime import kernel_cache
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import Param, arg_error, param_of
 from ironaccelerator_runtime.traits import CompileOptions, Kernel, KernelAttributes, Module, compiler_log
@@ -162,6 +161,8 @@ class OpenCLModule(Module):
         opts = opts or CompileOptions()
         # -cl-kernel-arg-info: each kernel's argument kinds, so a checked launch refuses a value in a buffer slot
         options = b" ".join([_BUILD_OPTIONS, *(f.encode("utf-8", "surrogateescape") for f in opts.flags())])
+        from ironaccelerator_runtime import kernel_cache  # (on first use: opening a device need not import it)
+
         store = kernel_cache.default_cache() if cache else None
         key = None
         if store is not None:

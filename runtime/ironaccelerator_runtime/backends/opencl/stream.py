@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 import weakref
 from typing import Any
@@ -16,6 +17,7 @@ from ironaccelerator_runtime.traits import (
 
 from .args import _live_buffer, _plain_host, _set_args
 from .device import OpenCLDevice
+from .memory import OpenCLAllocation
 from .module import OpenCLKernel
 from .tables import _KIND, _QUERY_GRACE_S
 
@@ -97,6 +99,8 @@ class OpenCLStream(Stream):
         self._read = raw.clEnqueueReadBuffer
         self._finish = raw.clFinish
         self._limits = device.descriptor.limits
+        np = sys.modules.get("numpy")  # copies test a numpy array (the common host buffer) inline
+        self._ndarray: type | None = np.ndarray if np is not None else None
         # launch dimensions -> (global, local) size_t[3] arrays, and whether they passed validation;
         # _last is the entry of the last LaunchDims object seen (identity: the fast path for a reused launch)
         self._dims: dict[tuple[Any, ...], tuple[Any, Any, bool]] = {}
@@ -106,9 +110,16 @@ class OpenCLStream(Stream):
     # copies (asynchronous; host buffers are kept alive until an event after them, or the stream, completes)
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
                        src_offset: int = 0) -> None:
-        buf = _live_buffer(dst, "Stream.copy_from_host", self.device)
+        device = self.device
+        if type(dst) is OpenCLAllocation and not dst._freed and dst.device is device and not device._closed:
+            buf = dst.buffer  # (_live_buffer's checks, inlined for the common case)
+        else:
+            buf = _live_buffer(dst, "Stream.copy_from_host", device)
         t = type(src)
-        if t is not bytes and t is not bytearray and not _plain_host(src, t):
+        if t is self._ndarray:  # (_plain_host's test of a numpy array, inlined)
+            if src.dtype.hasobject:
+                host_view(src, backend=_KIND, function="Stream.copy_from_host")  # raises the descriptive Error
+        elif t is not bytes and t is not bytearray and not _plain_host(src, t):
             host_view(src, backend=_KIND, function="Stream.copy_from_host")  # raises the descriptive Error
         try:  # any C-contiguous buffer (numpy arrays, bytes, memoryview): no memoryview/cast needed
             ptr = self._from_buffer(src)
@@ -124,16 +135,23 @@ class OpenCLStream(Stream):
             raise fail(ErrorKind.INVALID_VALUE, "Stream.copy_from_host", f"{n} bytes do not fit in {dst!r}", "OPENCL")
         null = self._null
         code = self._write(self.queue, buf, 0, at, n, src_ptr, 0, null, null)
-        self._dirty = self.device._dirty = True
+        self._dirty = device._dirty = True
         if code:
             raise self.api.error(code, "clEnqueueWriteBuffer")
         self._keep.append(ptr)  # the cdata holds the exporter's buffer until synchronize()
 
     def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
                      src_offset: int = 0) -> None:
-        buf = _live_buffer(src, "Stream.copy_to_host", self.device)
+        device = self.device
+        if type(src) is OpenCLAllocation and not src._freed and src.device is device and not device._closed:
+            buf = src.buffer  # (_live_buffer's checks, inlined for the common case)
+        else:
+            buf = _live_buffer(src, "Stream.copy_to_host", device)
         t = type(dst)
-        if t is not bytearray and not _plain_host(dst, t):
+        if t is self._ndarray:  # (_plain_host's test of a numpy array, inlined)
+            if dst.dtype.hasobject:
+                host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")  # raises
+        elif t is not bytearray and not _plain_host(dst, t):
             host_view(dst, writable=True, backend=_KIND, function="Stream.copy_to_host")  # raises
         try:  # positional require_writable: a keyword costs cffi twice the call
             ptr = self._from_buffer("char[]", dst, True)
@@ -151,7 +169,7 @@ class OpenCLStream(Stream):
                        "OPENCL")
         null = self._null
         code = self._read(self.queue, buf, 0, at, n, dst_ptr, 0, null, null)
-        self._dirty = self.device._dirty = True
+        self._dirty = device._dirty = True
         if code:
             raise self.api.error(code, "clEnqueueReadBuffer")
         self._keep.append(ptr)
@@ -406,7 +424,9 @@ class OpenCLStream(Stream):
             raise self.api.error(code, "clFinish")
         if mark > inflight.base:  # anything to let go
             inflight.release(mark)
-        self._check_callback_waits("Stream.synchronize")
+        state = self.__dict__.get("_callback_state")  # (_check_callback_waits's test, inlined)
+        if state is not None and state.wait_errors:
+            self._check_callback_waits("Stream.synchronize")
 
     def query(self) -> bool:
         # Whether everything enqueued so far has completed (never True while work is pending).
