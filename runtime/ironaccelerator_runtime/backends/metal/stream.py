@@ -88,6 +88,65 @@ class MetalEvent(Event):
 
 
 _NSUINTEGER_MAX = 2**64 - 1
+# a launch's plan: (the pipeline's id, grid, block, the buffer arguments (id, offset, index), the value arguments
+# (bytes, length, index), the kernel, the LaunchDims)
+_Plan = tuple[Any, tuple[int, int, int], tuple[int, int, int], tuple[tuple[Any, int, int], ...],
+              tuple[tuple[bytes, int, int], ...], MetalKernel, LaunchDims]
+
+
+def _senders(a: Any, queue: Any, pending: list[Any]) -> tuple[Callable[[_Plan], None], Callable[[_Plan], int]]:
+    """The messages of one launch of a plan (the hot path: the trampolines bound here, read as free variables):
+    one command buffer, one compute encoder, committed.  ``send`` leaves the command buffer to the queue;
+    ``send_kept`` also keeps it in ``pending`` (a reference each) until it is seen complete, for its failure to be
+    reported, and returns how many are kept (the list is appended to without the stream's lock: atomic; only the
+    reaper, which deletes from the front, takes it)."""
+    U = a.U
+    push, pop, retain, append = a.push, a.pop, a.retain, pending.append
+    command_buffer, compute_encoder = U.MTLCommandQueue_commandBuffer, U.MTLCommandBuffer_computeCommandEncoder
+    set_pipeline = U.MTLComputeCommandEncoder_setComputePipelineState_
+    set_buffer, set_bytes = U.MTLComputeCommandEncoder_setBuffer_offset_atIndex_, \
+        U.MTLComputeCommandEncoder_setBytes_length_atIndex_
+    dispatch = U.MTLComputeCommandEncoder_dispatchThreadgroups_threadsPerThreadgroup_
+    end_encoding, commit = U.MTLCommandEncoder_endEncoding, U.MTLCommandBuffer_commit
+
+    def send(plan: _Plan) -> None:
+        pid, grid, block, buffers, values, _, _ = plan
+        pool = push()
+        try:
+            cb = command_buffer(queue)
+            enc = compute_encoder(cb)
+            set_pipeline(enc, pid)
+            for bid, offset, index in buffers:
+                set_buffer(enc, bid, offset, index)
+            for v, n, index in values:
+                set_bytes(enc, v, n, index)
+            dispatch(enc, grid, block)
+            end_encoding(enc)
+            commit(cb)
+        finally:
+            pop(pool)
+
+    def send_kept(plan: _Plan) -> int:
+        pid, grid, block, buffers, values, _, _ = plan
+        pool = push()
+        try:
+            cb = command_buffer(queue)
+            enc = compute_encoder(cb)
+            set_pipeline(enc, pid)
+            for bid, offset, index in buffers:
+                set_buffer(enc, bid, offset, index)
+            for v, n, index in values:
+                set_bytes(enc, v, n, index)
+            dispatch(enc, grid, block)
+            end_encoding(enc)
+            commit(cb)
+            retain(cb)
+            append(cb)
+        finally:
+            pop(pool)
+        return len(pending)
+
+    return send, send_kept
 
 
 class MetalStream(Stream):
@@ -107,8 +166,9 @@ class MetalStream(Stream):
         self._pending: list[Any] = []
         self._untracked = False  # unchecked launches committed since the last fence
         self._reap_at = _PRUNE  # len(_pending) at which _keep next lets go of the completed ones
-        # the last checked launch: (KernelLaunch, its allocations, (kernel, dims, packed arguments))
-        self._cache: tuple[Any, list[Any], tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]] | None = None
+        # the last launch: (KernelLaunch, its allocations (and pool blocks), its plan, whether the checked launch
+        # made the plan)
+        self._cache: tuple[Any, tuple[Any, ...], _Plan, bool] | None = None
         self._failed: list[str] = []
         # guards _pending, _value, _untracked and _failed: the owner's thread and others (a MemoryPool fencing the
         # stream for another stream's allocation, a callback thread's Event.synchronize) may both change them; one
@@ -124,6 +184,7 @@ class MetalStream(Stream):
         self._dispatch = U.MTLComputeCommandEncoder_dispatchThreadgroups_threadsPerThreadgroup_
         self._endEncoding = U.MTLCommandEncoder_endEncoding
         self._commit = U.MTLCommandBuffer_commit
+        self._send, self._send_kept = _senders(a, self._qid, self._pending)
 
     def __del__(self) -> None:
         pending, self._pending = getattr(self, "_pending", []), []
@@ -286,8 +347,9 @@ class MetalStream(Stream):
                                                                                          pattern[0]))
 
     # ---- launches
-    def _pack(self, launch: Any, what: str) -> tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]:
-        """The checks of a launch (before any message) and its arguments: (is a buffer, index, id or bytes)."""
+    def _pack(self, launch: Any, what: str) -> _Plan:
+        """The checks of a launch (before any message) and its plan: (kernel, dims, the buffer arguments
+        ``(id, offset, index)``, the value arguments ``(bytes, length, index)``)."""
         try:
             kernel, dims, args = launch
         except (TypeError, ValueError):
@@ -309,7 +371,8 @@ class MetalStream(Stream):
         if slots is not None and len(args) != len(slots):
             raise fail(ErrorKind.INVALID_VALUE, what, f"{kernel.name} takes {len(slots)} arguments "
                        f"([[buffer(i)]] parameters), got {len(args)}", _NAME)
-        packed: list[tuple[bool, int, Any]] = []  # (True, index, (buffer id, offset)) or (False, index, bytes)
+        buffers: list[tuple[Any, int, int]] = []
+        values: list[tuple[bytes, int, int]] = []
         params = kernel._params
         device = self.device
         for i, x in enumerate(args):
@@ -318,38 +381,103 @@ class MetalStream(Stream):
             if type(x) is LocalMemory:
                 raise local_error(_NAME, what, where(i, kernel.name))
             if slot.buffer if slot is not None else isinstance(x, Allocation):
-                packed.append((True, index, _arg_buffer(x, device, i, kernel.name, what)))
+                bid, offset = _arg_buffer(x, device, i, kernel.name, what)
+                buffers.append((bid, offset, index))
             else:
-                packed.append((False, index, _value(x, slot, params[i] if params is not None else None, i,
-                                                    kernel.name, what)))
-        return kernel, dims, packed
+                v = _value(x, slot, params[i] if params is not None else None, i, kernel.name, what)
+                values.append((v, len(v), index))
+        return kernel._pid, dims.grid, dims.block, tuple(buffers), tuple(values), kernel, dims
 
-    def _encode(self, kernel: MetalKernel, dims: LaunchDims, packed: list[tuple[bool, int, Any]],
-                keep: bool = True) -> None:
-        """The messages of one launch: one command buffer, one compute encoder, committed; kept (for its failure
-        to be reported) when ``keep``, else only the queue holds it (``_untracked``: synchronize and query then
-        commit an empty command buffer to wait for)."""
-        a = self._api
-        pool = a.push()
-        try:
-            cb = self._commandBuffer(self._qid)
-            enc = self._computeEncoder(cb)
-            self._setPipeline(enc, kernel._pid)
-            setBuffer, setBytes = self._setBuffer, self._setBytes
-            for is_buffer, index, v in packed:
-                if is_buffer:
-                    setBuffer(enc, v[0], v[1], index)
-                else:
-                    setBytes(enc, v, len(v), index)
-            self._dispatch(enc, dims.grid, dims.block)
-            self._endEncoding(enc)
-            self._commit(cb)
-            if keep:
-                self._keep(cb)
+    def _remember(self, launch: Any, plan: _Plan, checked: bool) -> None:
+        """Keep a launch's plan for the next launch of the same KernelLaunch (reused by ``launch`` and
+        ``launch_unchecked``, inline: the hot path) when it cannot change: a KernelLaunch
+        (its arguments are a tuple) without a mutable value (bytearray).  ``checked``: the plan passed the checked
+        launch's limits (``LaunchDims.validate``), which an unchecked launch skips.  The stream holds the launch
+        (and its allocations: for a pool block, the block too, whose ``_freed`` a trim sets) until the next one."""
+        if type(launch) is KernelLaunch and not any(isinstance(x, bytearray) for x in launch[2]):
+            deps: list[Any] = []
+            for x in launch[2]:
+                if isinstance(x, Allocation):
+                    deps.append(x)
+                    if type(x) is PooledAllocation:
+                        deps.append(x.block)
+            self._cache = (launch, tuple(deps), plan, checked)
+        else:
+            self._cache = None
+
+    def _prune(self) -> None:
+        """Let go of the completed command buffers once ``_PRUNE`` more are kept (the checked launch's ``_keep``)."""
+        with self._state:
+            self._reap(False)
+            self._reap_at = len(self._pending) + _PRUNE
+
+    def launch(self, launch: Any) -> None:
+        # the hot path: a repeated KernelLaunch (the last one this stream checked, none of its allocations freed)
+        # goes straight to its messages
+        if self.device._closed:
+            raise self.device._closed_error("Stream.launch")
+        cached = self._cache
+        if cached is not None and cached[0] is launch and cached[3]:
+            for x in cached[1]:
+                if x._freed:
+                    plan = self._checked_plan(launch)
+                    break
             else:
-                self._untracked = True
-        finally:
-            a.pop(pool)
+                plan = cached[2]
+        else:
+            plan = self._checked_plan(launch)
+        if self._send_kept(plan) >= self._reap_at:
+            self._prune()
+
+    def _checked_plan(self, launch: Any) -> _Plan:
+        plan = self._pack(launch, "Stream.launch")
+        plan[6].validate(self.device.descriptor.limits, _KIND, "Stream.launch")
+        self._remember(launch, plan, True)
+        return plan
+
+    def _unchecked_plan(self, launch: Any) -> _Plan | Error:
+        what = "Stream.launch_unchecked"
+        try:
+            plan = self._pack(launch, what)
+        except Error as e:
+            return e.with_traceback(None)  # (its frames would keep the stream and the launch alive)
+        g, b = plan[1], plan[2]
+        if max(g + b) > _NSUINTEGER_MAX:  # MTLSize cannot hold it: refused before the encoder is made (one
+            # left without endEncoding would be released mid-encoding)
+            return fail(ErrorKind.INVALID_VALUE, what, f"grid={g}, block={b}: a dimension does "
+                        "not fit MTLSize (64-bit NSUInteger)", _NAME)
+        limits = self.device.descriptor.limits
+        if plan[6].threads > limits.max_work_items or g[0] > limits.max_grid[0] or g[1] > limits.max_grid[1] \
+                or g[2] > limits.max_grid[2]:  # (a few compares, on packing only: the device would try them all)
+            return fail(ErrorKind.INVALID_VALUE, what, f"{plan[6]} is more than the device "
+                        f"runs in one dispatch (DeviceLimits max_grid {limits.max_grid}, max_work_items "
+                        f"{limits.max_work_items})", _NAME)
+        self._remember(launch, plan, False)  # (a checked plan of the launch was reused, not repacked, if it could be)
+        return plan
+
+    def launch_unchecked(self, launch: Any) -> Result[None]:
+        # The launch without LaunchDims validation against the device's limits; still refused (an Error returned,
+        # before any message): a freed allocation, a wrong argument count, a threadgroup over the pipeline's
+        # maxTotalThreadsPerThreadgroup, a closed device.  A failure of its command buffer is not reported (as on
+        # the other backends): only the queue holds it (_untracked: synchronize and query then commit an empty
+        # command buffer to wait for).
+        if self.device._closed:
+            return self.device._closed_error("Stream.launch_unchecked")
+        cached = self._cache
+        if cached is not None and cached[0] is launch:
+            for x in cached[1]:
+                if x._freed:
+                    plan = self._unchecked_plan(launch)
+                    break
+            else:
+                plan = cached[2]
+        else:
+            plan = self._unchecked_plan(launch)
+        if type(plan) is not tuple:
+            return plan  # type: ignore[return-value]  # (the Error)
+        self._send(plan)
+        self._untracked = True
+        return None
 
     def _fence(self) -> None:
         """After untracked launches: an empty command buffer, kept, which completes after them (in-order queue)."""
@@ -366,62 +494,6 @@ class MetalStream(Stream):
                 self._keep(cb)
             finally:
                 a.pop(pool)
-
-    def _reuse(self, launch: Any) -> tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]] | None:
-        """The packed arguments of the previous launch when ``launch`` is the same (immutable) KernelLaunch and none
-        of its allocations was freed since: a repeated launch skips the argument checks, never a freed buffer."""
-        cached = self._cache
-        if cached is None or cached[0] is not launch:
-            return None
-        for x in cached[1]:
-            if x._freed or (type(x) is PooledAllocation and x.block._freed):
-                return None
-        return cached[2]
-
-    def _remember(self, launch: Any, packed: tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]) -> None:
-        """Keep a checked launch for :meth:`_reuse` when it cannot change: a KernelLaunch (its arguments are a
-        tuple) without a mutable value (bytearray).  The stream holds it (and its allocations) until the next one."""
-        if type(launch) is KernelLaunch and not any(isinstance(x, bytearray) for x in launch[2]):
-            self._cache = (launch, [x for x in launch[2] if isinstance(x, Allocation)], packed)
-        else:
-            self._cache = None
-
-    def launch(self, launch: Any) -> None:
-        if self.device._closed:
-            raise self.device._closed_error("Stream.launch")
-        plan = self._reuse(launch)
-        if plan is None:
-            plan = self._pack(launch, "Stream.launch")
-            plan[1].validate(self.device.descriptor.limits, _KIND, "Stream.launch")
-            self._remember(launch, plan)
-        self._encode(*plan)
-
-    def launch_unchecked(self, launch: Any) -> Result[None]:
-        # The launch without LaunchDims validation against the device's limits; still refused (an Error returned,
-        # before any message): a freed allocation, a wrong argument count, a threadgroup over the pipeline's
-        # maxTotalThreadsPerThreadgroup, a closed device.
-        if self.device._closed:
-            return self.device._closed_error("Stream.launch_unchecked")
-        plan = self._reuse(launch)
-        if plan is None:
-            try:
-                plan = self._pack(launch, "Stream.launch_unchecked")
-            except Error as e:
-                return e.with_traceback(None)  # (its frames would keep the stream and the launch alive)
-            g, b = plan[1].grid, plan[1].block
-            if max(g + b) > _NSUINTEGER_MAX:  # MTLSize cannot hold it: refused before the encoder is made (one
-                # left without endEncoding would be released mid-encoding)
-                return fail(ErrorKind.INVALID_VALUE, "Stream.launch_unchecked",
-                            f"grid={g}, block={b}: a dimension does "
-                            "not fit MTLSize (64-bit NSUInteger)", _NAME)
-            limits, g = self.device.descriptor.limits, plan[1].grid
-            if plan[1].threads > limits.max_work_items or g[0] > limits.max_grid[0] or g[1] > limits.max_grid[1] \
-                    or g[2] > limits.max_grid[2]:  # (a few compares, on packing only: the device would try them all)
-                return fail(ErrorKind.INVALID_VALUE, "Stream.launch_unchecked", f"{plan[1]} is more than the device "
-                            f"runs in one dispatch (DeviceLimits max_grid {limits.max_grid}, max_work_items "
-                            f"{limits.max_work_items})", _NAME)
-        self._encode(*plan, keep=False)  # a failure of its command buffer is not reported (as on the other backends)
-        return None
 
     # ---- ordering
     def record_event(self) -> MetalEvent:
