@@ -473,6 +473,64 @@ def test_a_repeated_launch_never_passes_a_freed_buffer(dev: Any) -> None:
     s.synchronize()
 
 
+def test_an_unchecked_plan_never_skips_the_checked_launchs_checks(dev: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """launch_unchecked keeps its plan for the next launch of the same KernelLaunch, but a checked launch of it still
+    validates its LaunchDims against the device's limits (which the unchecked launch does not); a checked plan is
+    reused by both."""
+    import dataclasses
+
+    k = _kernels(dev)["vector_add"]
+    s = dev.create_stream()
+    a = dev.alloc(64)
+    limits = dataclasses.replace(dev.descriptor.limits, max_global=(64, 1, 1))
+    monkeypatch.setattr(dev, "descriptor", dataclasses.replace(dev.descriptor, limits=limits))
+    wide = KernelLaunch(k, LaunchDims(4, 32), (a, a, a, np.uint32(0)))  # 128 threads: past max_global
+    assert s.launch_unchecked(wide) is None
+    assert s.launch_unchecked(wide) is None
+    with pytest.raises(Error) as ei:
+        s.launch(wide)
+    assert ei.value.kind is ErrorKind.INVALID_VALUE, ei.value
+    ok = KernelLaunch(k, LaunchDims(1, 16), (a, a, a, np.uint32(16)))
+    s.launch(ok)
+    assert s.launch_unchecked(ok) is None
+    s.launch(ok)
+    s.synchronize()
+
+
+def test_pool_frees_on_an_idle_device_ask_no_stream(dev: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool block freed with no stream is fenced after the device's work: the device tracks its enqueues (as
+    OpenCL's), so once a fence has completed and nothing was enqueued since, a free asks no stream (the pool's hot
+    path), and a launch makes the next free fence again."""
+    from ironaccelerator_runtime.backends.metal import MetalStream
+
+    k = _kernels(dev)["vector_add"]
+    s = dev.create_stream()
+    a = dev.alloc(64)
+    pool = dev.memory_pool()
+    fences: list[Any] = []
+    real = MetalStream._pool_fence
+
+    def counted(self: Any) -> Any:
+        fences.append(self)
+        return real(self)
+
+    monkeypatch.setattr(MetalStream, "_pool_fence", counted)
+    s.launch(KernelLaunch(k, LaunchDims(1, 16), (a, a, a, np.uint32(16))))
+    pool.alloc(256).free()  # work enqueued since the last fence: the streams are asked
+    assert fences == [s]
+    s.synchronize()
+    pool.alloc(256).free()  # (the fence seen complete)
+    del fences[:]
+    for _ in range(3):
+        pool.alloc(256).free()
+    assert fences == []
+    b = pool.alloc(256)
+    s.launch(KernelLaunch(k, LaunchDims(1, 16), (a, a, a, np.uint32(16))))
+    b.free()
+    assert fences == [s]
+    s.synchronize()
+
+
 def test_a_failed_command_buffer_is_reported(dev: Any) -> None:
     """A kernel that would read past its buffers fails its command buffer (the simulator's page fault):
     Stream.synchronize raises LAUNCH_FAILED with the command buffer's NSError."""

@@ -258,6 +258,7 @@ class MetalStream(Stream):
             self._endEncoding(enc)
             self._commit(cb)
             self._keep(cb)
+            self.device._dirty = True
             return cb
         finally:
             a.pop(pool)
@@ -414,8 +415,9 @@ class MetalStream(Stream):
     def launch(self, launch: Any) -> None:
         # the hot path: a repeated KernelLaunch (the last one this stream checked, none of its allocations freed)
         # goes straight to its messages
-        if self.device._closed:
-            raise self.device._closed_error("Stream.launch")
+        device = self.device
+        if device._closed:
+            raise device._closed_error("Stream.launch")
         cached = self._cache
         if cached is not None and cached[0] is launch and cached[3]:
             for x in cached[1]:
@@ -426,7 +428,9 @@ class MetalStream(Stream):
                 plan = cached[2]
         else:
             plan = self._checked_plan(launch)
-        if self._send_kept(plan) >= self._reap_at:
+        n = self._send_kept(plan)
+        device._dirty = True  # (after the enqueue: the device's pool fence, MetalDevice._pool_fence)
+        if n >= self._reap_at:
             self._prune()
 
     def _checked_plan(self, launch: Any) -> _Plan:
@@ -461,8 +465,9 @@ class MetalStream(Stream):
         # maxTotalThreadsPerThreadgroup, a closed device.  A failure of its command buffer is not reported (as on
         # the other backends): only the queue holds it (_untracked: synchronize and query then commit an empty
         # command buffer to wait for).
-        if self.device._closed:
-            return self.device._closed_error("Stream.launch_unchecked")
+        device = self.device
+        if device._closed:
+            return device._closed_error("Stream.launch_unchecked")
         cached = self._cache
         if cached is not None and cached[0] is launch:
             for x in cached[1]:
@@ -477,6 +482,7 @@ class MetalStream(Stream):
             return plan  # type: ignore[return-value]  # (the Error)
         self._send(plan)
         self._untracked = True
+        device._dirty = True
         return None
 
     def _fence(self) -> None:
