@@ -1,5 +1,10 @@
-"""Metal streams (an ``MTLCommandQueue``: one command buffer per launch, copy or fill) and events (command buffers
-that signal the stream's ``MTLSharedEvent``)."""
+"""Metal streams (an ``MTLCommandQueue``) and events (command buffers that signal the stream's ``MTLSharedEvent``).
+
+Launches are batched: each is a compute encoder in the stream's open command buffer, committed by the ``_BATCH``-th
+launch (16) or first thing by any other operation of the stream (``synchronize``, ``query``, ``record_event`` and
+so ``add_callback`` and ``wait``, ``wait_event``, a copy or fill, the memory pool's fences, the stream's drop), so
+the work is never left uncommitted past the next of them.  Copies, fills, events and waits are one command buffer
+each."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from ironaccelerator_runtime.traits import (
 from .device import MetalDevice
 from .memory import _arg_buffer, _buffer_of
 from .module import MetalKernel, _value
-from .tables import _COMPLETED, _ERROR, _KIND, _NAME, _PRUNE, _SHARED
+from .tables import _BATCH, _COMPLETED, _ERROR, _KIND, _NAME, _PRUNE, _SHARED
 
 
 class MetalEvent(Event):
@@ -94,14 +99,21 @@ _Plan = tuple[Any, tuple[int, int, int], tuple[int, int, int], tuple[tuple[Any, 
               tuple[tuple[bytes, int, int], ...], MetalKernel, LaunchDims]
 
 
-def _senders(a: Any, queue: Any, pending: list[Any]) -> tuple[Callable[[_Plan], None], Callable[[_Plan], int]]:
-    """The messages of one launch of a plan (the hot path: the trampolines bound here, read as free variables):
-    one command buffer, one compute encoder, committed.  ``send`` leaves the command buffer to the queue;
-    ``send_kept`` also keeps it in ``pending`` (a reference each) until it is seen complete, for its failure to be
-    reported, and returns how many are kept (the list is appended to without the stream's lock: atomic; only the
-    reaper, which deletes from the front, takes it)."""
+def _senders(a: Any, queue: Any, pending: list[Any], batch: list[Any], lock: Any) \
+        -> tuple[Callable[[_Plan, bool], int], Callable[[], int]]:
+    """The hot path of a stream's launches (the trampolines bound here, read as free variables).
+
+    ``send(plan, kept)``: the messages of one launch, a compute encoder in the stream's open command buffer
+    (``batch``: [the command buffer (one reference) or None, the launches encoded in it, whether a checked launch
+    is among them]), made by the first launch after a commit; the ``_BATCH``-th launch commits it.  ``flush()``
+    commits it now (every other operation of the stream does first: work is never left uncommitted past the
+    stream's next synchronize, query, event, wait, copy or fill).  A committed command buffer with a checked launch
+    in it moves its reference to ``pending`` (kept until seen complete, for its failure to be reported); one of
+    unchecked launches only is left to the queue.  Both return ``len(pending)`` after keeping one, else 0.
+    ``lock`` (the stream's ``_batch_lock``) guards ``batch``: one thread encodes at a time."""
     U = a.U
-    push, pop, retain, append = a.push, a.pop, a.retain, pending.append
+    push, pop, retain, release, append = a.push, a.pop, a.retain, a.release, pending.append
+    acquire, unlock = lock.acquire, lock.release
     command_buffer, compute_encoder = U.MTLCommandQueue_commandBuffer, U.MTLCommandBuffer_computeCommandEncoder
     set_pipeline = U.MTLComputeCommandEncoder_setComputePipelineState_
     set_buffer, set_bytes = U.MTLComputeCommandEncoder_setBuffer_offset_atIndex_, \
@@ -109,49 +121,67 @@ def _senders(a: Any, queue: Any, pending: list[Any]) -> tuple[Callable[[_Plan], 
     dispatch = U.MTLComputeCommandEncoder_dispatchThreadgroups_threadsPerThreadgroup_
     end_encoding, commit = U.MTLCommandEncoder_endEncoding, U.MTLCommandBuffer_commit
 
-    def send(plan: _Plan) -> None:
-        pid, grid, block, buffers, values, _, _ = plan
-        pool = push()
-        try:
-            cb = command_buffer(queue)
-            enc = compute_encoder(cb)
-            set_pipeline(enc, pid)
-            for bid, offset, index in buffers:
-                set_buffer(enc, bid, offset, index)
-            for v, n, index in values:
-                set_bytes(enc, v, n, index)
-            dispatch(enc, grid, block)
-            end_encoding(enc)
-            commit(cb)
-        finally:
-            pop(pool)
+    def commit_open() -> int:  # (lock held)
+        cb = batch[0]
+        if cb is None:
+            return 0
+        commit(cb)
+        batch[0] = None  # (after the commit: _flush reads it without the lock, and one that sees None goes on to
+        batch[1] = 0  # commit what must come after this command buffer)
+        if batch[2]:
+            batch[2] = False
+            append(cb)  # (its reference: atomic; only the reaper, which deletes from the front, takes the list)
+            return len(pending)
+        release(cb)  # the queue holds it until it has run
+        return 0
 
-    def send_kept(plan: _Plan) -> int:
+    def send(plan: _Plan, kept: bool) -> int:
         pid, grid, block, buffers, values, _, _ = plan
-        pool = push()
+        acquire()
         try:
-            cb = command_buffer(queue)
-            enc = compute_encoder(cb)
-            set_pipeline(enc, pid)
-            for bid, offset, index in buffers:
-                set_buffer(enc, bid, offset, index)
-            for v, n, index in values:
-                set_bytes(enc, v, n, index)
-            dispatch(enc, grid, block)
-            end_encoding(enc)
-            commit(cb)
-            retain(cb)
-            append(cb)
+            pool = push()
+            try:
+                cb = batch[0]
+                if cb is None:
+                    cb = command_buffer(queue)
+                    retain(cb)  # (autoreleased: the pool below is popped before it is committed)
+                    batch[0] = cb
+                enc = compute_encoder(cb)
+                try:
+                    set_pipeline(enc, pid)
+                    for bid, offset, index in buffers:
+                        set_buffer(enc, bid, offset, index)
+                    for v, n, index in values:
+                        set_bytes(enc, v, n, index)
+                    dispatch(enc, grid, block)
+                finally:
+                    end_encoding(enc)  # (always: a command buffer takes one encoder at a time)
+                if kept:
+                    batch[2] = True
+                n = batch[1] + 1
+                if n < _BATCH:
+                    batch[1] = n
+                    return 0
+                return commit_open()
+            finally:
+                pop(pool)
         finally:
-            pop(pool)
-        return len(pending)
+            unlock()
 
-    return send, send_kept
+    def flush() -> int:
+        acquire()
+        try:
+            return commit_open()
+        finally:
+            unlock()
+
+    return send, flush
 
 
 class MetalStream(Stream):
     """An ``MTLCommandQueue`` (see the module docstring).  ``_pending``: the committed command buffers not yet seen
-    complete (one reference each), whose failures :meth:`synchronize` reports."""
+    complete (one reference each), whose failures :meth:`synchronize` reports; ``_batch``: the open command buffer
+    of the launches (``_senders``)."""
 
     device: MetalDevice
 
@@ -177,16 +207,24 @@ class MetalStream(Stream):
         # the hot path's trampolines, bound once
         U = a.U
         self._commandBuffer = U.MTLCommandQueue_commandBuffer
-        self._computeEncoder = U.MTLCommandBuffer_computeCommandEncoder
-        self._setPipeline = U.MTLComputeCommandEncoder_setComputePipelineState_
-        self._setBuffer = U.MTLComputeCommandEncoder_setBuffer_offset_atIndex_
-        self._setBytes = U.MTLComputeCommandEncoder_setBytes_length_atIndex_
-        self._dispatch = U.MTLComputeCommandEncoder_dispatchThreadgroups_threadsPerThreadgroup_
         self._endEncoding = U.MTLCommandEncoder_endEncoding
         self._commit = U.MTLCommandBuffer_commit
-        self._send, self._send_kept = _senders(a, self._qid, self._pending)
+        # the open command buffer of the launches (see _senders), and its lock (taken after _state, never before)
+        self._batch: list[Any] = [None, 0, False]
+        self._batch_lock = threading.Lock()
+        self._send, self._flush_batch = _senders(a, self._qid, self._pending, self._batch, self._batch_lock)
 
     def __del__(self) -> None:
+        try:
+            if getattr(self, "_batch", (None,))[0] is not None:
+                a = self._api
+                pool = a.push()
+                try:
+                    self._flush()  # (the work was asked for: it runs, the queue holding it)
+                finally:
+                    a.pop(pool)
+        except Exception:  # interpreter shutdown
+            pass
         pending, self._pending = getattr(self, "_pending", []), []
         try:
             for cb in pending:
@@ -195,6 +233,12 @@ class MetalStream(Stream):
             pass
 
     # ---- command buffers
+    def _flush(self) -> None:
+        """Commit the open command buffer of the launches, if any (before any other command buffer of the stream,
+        which must come after them, and before any wait for the stream's work)."""
+        if self._batch[0] is not None and self._flush_batch() >= self._reap_at:
+            self._prune()
+
     def _keep(self, cb: Any) -> None:
         """Hold a committed (autoreleased) command buffer until it is seen complete."""
         self._api.retain(cb)
@@ -249,6 +293,7 @@ class MetalStream(Stream):
 
     def _blit(self, encode: Callable[[Any, Any], None]) -> Any:
         """One command buffer with a blit encoder filled by ``encode(a, encoder)``, committed and kept."""
+        self._flush()
         a = self._api
         pool = a.push()
         try:
@@ -428,7 +473,7 @@ class MetalStream(Stream):
                 plan = cached[2]
         else:
             plan = self._checked_plan(launch)
-        n = self._send_kept(plan)
+        n = self._send(plan, True)
         device._dirty = True  # (after the enqueue: the device's pool fence, MetalDevice._pool_fence)
         if n >= self._reap_at:
             self._prune()
@@ -480,13 +525,15 @@ class MetalStream(Stream):
             plan = self._unchecked_plan(launch)
         if type(plan) is not tuple:
             return plan  # type: ignore[return-value]  # (the Error)
-        self._send(plan)
+        self._send(plan, False)
         self._untracked = True
         device._dirty = True
         return None
 
     def _fence(self) -> None:
-        """After untracked launches: an empty command buffer, kept, which completes after them (in-order queue)."""
+        """After untracked launches: an empty command buffer, kept, which completes after them (in-order queue).
+        The open command buffer of the launches is committed first."""
+        self._flush()
         if self._untracked:
             with self._state:
                 if not self._untracked:
@@ -505,6 +552,7 @@ class MetalStream(Stream):
     def record_event(self) -> MetalEvent:
         what = "Stream.record_event"
         self._live(what)
+        self._flush()
         a = self._api
         pool = a.push()
         try:
@@ -528,6 +576,7 @@ class MetalStream(Stream):
                        _NAME)
         if event.stream is self:
             return  # in order already
+        self._flush()
         a = self._api
         pool = a.push()
         try:
