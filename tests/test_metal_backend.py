@@ -320,6 +320,24 @@ def test_alloc_kinds_and_host_view(dev: Any) -> None:
         a.free()
 
 
+def test_an_allocations_buffer_handle_is_made_on_demand_and_closed_by_free(dev: Any) -> None:
+    """An allocation owns its MTLBuffer's id; ``buffer`` (the checked handle) is made on first use, the same one
+    after, and closed by ``free`` (INVALID_HANDLE on use), also when first asked for after the free."""
+    a = dev.alloc(64)
+    b = a.buffer
+    assert a.buffer is b and b.length() == 64
+    a.free()
+    for handle in (b, a.buffer):
+        with pytest.raises(Error) as ei:
+            handle.length()
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    c = dev.alloc(64)
+    c.free()
+    with pytest.raises(Error) as ei:
+        c.buffer.length()
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+
+
 def test_launch_vector_add_saxpy_lcg(dev: Any) -> None:
     k = _kernels(dev)
     assert k["vector_add"].num_args == 4 and k["lcg"].num_args == 3
