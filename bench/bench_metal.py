@@ -6,12 +6,20 @@ Every ratio is the median over repeats of the paired per-repeat ratio (see _harn
 ``vector_add`` over one thread with ``n = 0`` (it does nothing), so a launch costs its messages and the simulated
 device's queue work (a worker thread of the simulator runs the committed command buffers, on the same CPUs).
 
-1. one launch: ``Stream.launch`` (checked, one KernelLaunch reused) and ``Stream.launch_unchecked`` against the raw
-   messages through the generated unchecked trampolines (pool push, ``commandBuffer``, ``computeCommandEncoder``,
-   ``setComputePipelineState:``, 3x ``setBuffer:offset:atIndex:``, ``setBytes:length:atIndex:``,
-   ``dispatchThreadgroups:threadsPerThreadgroup:``, ``endEncoding``, ``commit``, pool pop);
+1. one launch: ``Stream.launch`` (checked, one KernelLaunch reused) and ``Stream.launch_unchecked`` (both batched:
+   a compute encoder each in the stream's open command buffer, committed every 16 launches) against the raw
+   messages through the generated unchecked trampolines, one command buffer per launch (pool push,
+   ``commandBuffer``, ``computeCommandEncoder``, ``setComputePipelineState:``, 3x ``setBuffer:offset:atIndex:``,
+   ``setBytes:length:atIndex:``, ``dispatchThreadgroups:threadsPerThreadgroup:``, ``endEncoding``, ``commit``,
+   pool pop);
 2. batching, per launch: 16 compute encoders in one command buffer, and one encoder with 16 dispatches, each
-   committed once (raw messages), against one command buffer per launch.
+   committed once (raw messages), against one command buffer per launch;
+3. allocation, per alloc + free of 256 B, 64 KiB and 4 MiB: ``dev.alloc`` + ``free``, ``alloc_unchecked`` +
+   ``free_unchecked`` and the device's ``MemoryPool`` (``alloc(n)`` + ``free()``, no stream) against the raw
+   messages ``newBufferWithLength:options:`` (private storage) + ``release``.
+
+Targets (issue 27 item 4): both launches <= 1.05x the raw messages; ``dev.alloc`` + free <= 1.3x the raw pair and
+the pool <= 1.0x it (OpenCL's targets against pyopencl, here against the vendor's own calls).
 
     .venv/bin/python bench/bench_metal.py [--repeats 15] [--target-ms 50] [--json out.json]
 """
@@ -34,10 +42,13 @@ import numpy as np  # noqa: E402
 
 from _harness import Targets, Variant, ratio, run, spread, us  # noqa: E402
 
-TARGET_UNCHECKED = 1.3  # Stream.launch_unchecked time / the raw messages' time
+TARGET_UNCHECKED = 1.05  # Stream.launch_unchecked time / the raw messages' time
 # Stream.launch / raw: the checked launch also keeps each command buffer until it is seen complete, to report its
-# failure (a retain, a status and a release per launch, the command buffer's dealloc on the caller's thread)
-TARGET_CHECKED = 1.5
+# failure (a retain, a status and a release per command buffer, its dealloc on the caller's thread)
+TARGET_CHECKED = 1.05
+TARGET_ALLOC = 1.3  # dev.alloc + free / newBufferWithLength:options: + release
+TARGET_POOL = 1.0  # MemoryPool alloc + free / the same raw pair
+ALLOC_SIZES = ((256, "256 B"), (64 << 10, "64 KiB"), (4 << 20, "4 MiB"))
 BATCH = 16
 
 MSL = """
@@ -164,8 +175,52 @@ def main() -> int:
     targets.add("Stream.launch / raw messages", ratio(v["ours"], v["raw"]), "<=", TARGET_CHECKED)
     targets.add("Stream.launch_unchecked / raw messages", ratio(v["ours_u"], v["raw"]), "<=", TARGET_UNCHECKED)
     targets.note("Stream.launch_unchecked / Stream.launch", ratio(v["ours_u"], v["ours"]))
+    targets.note(f"Stream.launch / raw, {BATCH} encoders per command buffer (the same batching)",
+                 ratio(v["ours"], v["enc"]))
     targets.note(f"{BATCH} encoders per command buffer / one command buffer per launch", ratio(v["enc"], v["raw"]))
     targets.note(f"{BATCH} dispatches per encoder / one command buffer per launch", ratio(v["disp"], v["raw"]))
+
+    # ------------------------------------------------------------------ 3. allocation
+    from ironaccelerator_runtime.backends.metal.tables import _PRIVATE
+
+    new_buffer, release, dev_id = U.MTLDevice_newBufferWithLength_options_, a.release, dev.handle.handle
+    pool = dev.memory_pool()
+    sec3 = []
+    for nb, label in ALLOC_SIZES:
+        def a_raw(n: int, nb: int = nb) -> None:
+            for _ in range(n):
+                release(new_buffer(dev_id, nb, _PRIVATE))
+
+        def a_ours(n: int, nb: int = nb) -> None:
+            alloc = dev.alloc
+            for _ in range(n):
+                alloc(nb).free()
+
+        def a_unchecked(n: int, nb: int = nb) -> None:
+            alloc = dev.alloc_unchecked
+            for _ in range(n):
+                alloc(nb).free_unchecked()
+
+        def a_pool(n: int, nb: int = nb) -> None:
+            alloc = pool.alloc
+            for _ in range(n):
+                alloc(nb).free()
+
+        pool.alloc(nb).free()  # (the pool's block of this size class, cached)
+        sec3.append((label, {"raw": Variant("raw", f"raw newBufferWithLength:options: + release {label}", a_raw),
+                             "ours": Variant("ours", f"dev.alloc + free {label}", a_ours),
+                             "ours_u": Variant("ours_u", f"dev.alloc_unchecked + free_unchecked {label}",
+                                               a_unchecked),
+                             "pool": Variant("pool", f"MemoryPool alloc + free {label}", a_pool)}))
+    run([x for _, av in sec3 for x in av.values()], opts.repeats, opts.target_ms / 1000)
+    print("\n== 3. allocation: alloc + free, per pair                       us    IQR%   / raw")
+    for label, av in sec3:
+        for x in av.values():
+            print(f"  {x.label:<58} {us(x.median)}  {spread(x):5.1f}  {ratio(x, av['raw']):6.3f}")
+    for label, av in sec3:
+        targets.add(f"alloc {label}: dev.alloc + free / raw", ratio(av["ours"], av["raw"]), "<=", TARGET_ALLOC)
+        targets.add(f"alloc {label}: MemoryPool / raw", ratio(av["pool"], av["raw"]), "<=", TARGET_POOL)
+        targets.note(f"alloc {label}: alloc_unchecked + free_unchecked / raw", ratio(av["ours_u"], av["raw"]))
     targets.print()
     for b in bufs:
         b.free()
@@ -173,6 +228,7 @@ def main() -> int:
     if opts.json is not None:
         result = targets.as_json()
         result["per_launch_us"] = {key: x.median * 1e6 for key, x in v.items()}
+        result["alloc_us"] = {label: {key: x.median * 1e6 for key, x in av.items()} for label, av in sec3}
         opts.json.write_text(json.dumps(result, indent=2))
     return 1 if targets.missed else 0
 

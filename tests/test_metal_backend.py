@@ -320,6 +320,24 @@ def test_alloc_kinds_and_host_view(dev: Any) -> None:
         a.free()
 
 
+def test_an_allocations_buffer_handle_is_made_on_demand_and_closed_by_free(dev: Any) -> None:
+    """An allocation owns its MTLBuffer's id; ``buffer`` (the checked handle) is made on first use, the same one
+    after, and closed by ``free`` (INVALID_HANDLE on use), also when first asked for after the free."""
+    a = dev.alloc(64)
+    b = a.buffer
+    assert a.buffer is b and b.length() == 64
+    a.free()
+    for handle in (b, a.buffer):
+        with pytest.raises(Error) as ei:
+            handle.length()
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    c = dev.alloc(64)
+    c.free()
+    with pytest.raises(Error) as ei:
+        c.buffer.length()
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+
+
 def test_launch_vector_add_saxpy_lcg(dev: Any) -> None:
     k = _kernels(dev)
     assert k["vector_add"].num_args == 4 and k["lcg"].num_args == 3
@@ -471,6 +489,163 @@ def test_a_repeated_launch_never_passes_a_freed_buffer(dev: Any) -> None:
         s.launch(again)
     assert ei.value.kind is ErrorKind.INVALID_HANDLE
     s.synchronize()
+
+
+def test_an_unchecked_plan_never_skips_the_checked_launchs_checks(dev: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """launch_unchecked keeps its plan for the next launch of the same KernelLaunch, but a checked launch of it still
+    validates its LaunchDims against the device's limits (which the unchecked launch does not); a checked plan is
+    reused by both."""
+    import dataclasses
+
+    k = _kernels(dev)["vector_add"]
+    s = dev.create_stream()
+    a = dev.alloc(64)
+    limits = dataclasses.replace(dev.descriptor.limits, max_global=(64, 1, 1))
+    monkeypatch.setattr(dev, "descriptor", dataclasses.replace(dev.descriptor, limits=limits))
+    wide = KernelLaunch(k, LaunchDims(4, 32), (a, a, a, np.uint32(0)))  # 128 threads: past max_global
+    assert s.launch_unchecked(wide) is None
+    assert s.launch_unchecked(wide) is None
+    with pytest.raises(Error) as ei:
+        s.launch(wide)
+    assert ei.value.kind is ErrorKind.INVALID_VALUE, ei.value
+    ok = KernelLaunch(k, LaunchDims(1, 16), (a, a, a, np.uint32(16)))
+    s.launch(ok)
+    assert s.launch_unchecked(ok) is None
+    s.launch(ok)
+    s.synchronize()
+
+
+def test_pool_frees_on_an_idle_device_ask_no_stream(dev: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool block freed with no stream is fenced after the device's work: the device tracks its enqueues (as
+    OpenCL's), so once a fence has completed and nothing was enqueued since, a free asks no stream (the pool's hot
+    path), and a launch makes the next free fence again."""
+    from ironaccelerator_runtime.backends.metal import MetalStream
+
+    k = _kernels(dev)["vector_add"]
+    s = dev.create_stream()
+    a = dev.alloc(64)
+    pool = dev.memory_pool()
+    fences: list[Any] = []
+    real = MetalStream._pool_fence
+
+    def counted(self: Any) -> Any:
+        fences.append(self)
+        return real(self)
+
+    monkeypatch.setattr(MetalStream, "_pool_fence", counted)
+    s.launch(KernelLaunch(k, LaunchDims(1, 16), (a, a, a, np.uint32(16))))
+    pool.alloc(256).free()  # work enqueued since the last fence: the streams are asked
+    assert fences == [s]
+    s.synchronize()
+    pool.alloc(256).free()  # (the fence seen complete)
+    del fences[:]
+    for _ in range(3):
+        pool.alloc(256).free()
+    assert fences == []
+    b = pool.alloc(256)
+    s.launch(KernelLaunch(k, LaunchDims(1, 16), (a, a, a, np.uint32(16))))
+    b.free()
+    assert fences == [s]
+    s.synchronize()
+
+
+def _batched(dev: Any, n: int = 64) -> tuple[Any, Any, Any, Any, Callable[[], bool]]:
+    """A stream, shared buffers x (= 1), y (= 2) and out, the launch out = x + y, and whether out holds it."""
+    k = _kernels(dev)["vector_add"]
+    x, y, out = (dev.alloc(n * 4, MemoryKind.UNIFIED) for _ in range(3))
+    np.frombuffer(x.host_view(), np.float32)[:] = 1.0
+    np.frombuffer(y.host_view(), np.float32)[:] = 2.0
+    np.frombuffer(out.host_view(), np.float32)[:] = 0.0
+    launch = KernelLaunch(k, LaunchDims(1, n), (x, y, out, np.uint32(n)))
+
+    def done() -> bool:
+        return bool((np.frombuffer(out.host_view(), np.float32) == 3.0).all())
+
+    return dev.create_stream(), launch, out, (x, y), done
+
+
+def _eventually(done: Callable[[], bool], seconds: float = 10.0) -> bool:
+    import time
+
+    end = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+@pytest.mark.parametrize("unchecked", [False, True], ids=["checked", "unchecked"])
+@pytest.mark.parametrize("how", ["synchronize", "event", "query", "copy_to_host", "fill", "callback", "pool",
+                                 "batch_full", "dropped"])
+def test_batched_launches_are_always_committed(dev: Any, how: str, unchecked: bool) -> None:
+    """Launches are encoded into the stream's open command buffer, committed after _BATCH of them or by the
+    stream's next operation: every one of those sees the launches' work (never left uncommitted)."""
+    from ironaccelerator_runtime.backends.metal.tables import _BATCH
+
+    s, launch, out, keep, done = _batched(dev)
+
+    def go(n: int = 1) -> None:
+        for _ in range(n):
+            if unchecked:
+                assert s.launch_unchecked(launch) is None
+            else:
+                s.launch(launch)
+
+    go()
+    if how == "synchronize":
+        s.synchronize()
+        assert done()
+    elif how == "event":
+        e = s.record_event()
+        e.synchronize()  # an event recorded after the launch completes after it
+        assert e.query() and done()
+    elif how == "query":
+        assert _eventually(s.query) and done()
+    elif how == "copy_to_host":
+        host = np.zeros(64, np.float32)
+        s.copy_to_host(host, out)  # a blit after the launch: reads its result
+        assert (host == 3.0).all()
+    elif how == "fill":
+        s.fill(out, 0)  # after the launch: the launch's result is overwritten, not the other way round
+        s.synchronize()
+        assert (np.frombuffer(out.host_view(), np.float32) == 0.0).all()
+    elif how == "callback":
+        seen: list[int] = []
+        s.add_callback(lambda: seen.append(1))  # (no synchronize: the callback's event commits the launch)
+        assert s.drain_callbacks(10.0) and seen == [1] and done()  # (never run uncommitted: done() stays False)
+    elif how == "pool":
+        pool = dev.memory_pool()
+        b = pool.alloc(256)
+        b.free()  # fenced after the launch: the fence commits it
+        assert _eventually(done)
+    elif how == "batch_full":
+        go(_BATCH - 1)  # the _BATCH-th launch commits the command buffer: no other call needed
+        assert _eventually(done)
+        s.synchronize()
+    elif how == "dropped":
+        del s  # the work was asked for: a dropped stream commits it
+        gc.collect()
+        assert _eventually(done)
+    del keep
+
+
+def test_a_failed_launch_fails_its_batch_and_is_reported_once(dev: Any) -> None:
+    """A launch that fails (the simulator's page fault) fails the command buffer it shares with the launches
+    around it: synchronize reports LAUNCH_FAILED once; the stream works on."""
+    k = _kernels(dev)
+    s, launch, out, keep, done = _batched(dev)
+    a = dev.alloc(64)
+    s.launch(launch)
+    s.launch(KernelLaunch(k["vector_add"], LaunchDims(4, 64), (a, a, a, np.uint32(256))))  # past the 16 floats
+    s.launch(launch)
+    with pytest.raises(Error) as ei:
+        s.synchronize()
+    assert ei.value.kind is ErrorKind.LAUNCH_FAILED and "1 command buffer(s) failed" in str(ei.value), ei.value
+    np.frombuffer(out.host_view(), np.float32)[:] = 0.0
+    s.launch(launch)
+    s.synchronize()
+    assert done()
 
 
 def test_a_failed_command_buffer_is_reported(dev: Any) -> None:

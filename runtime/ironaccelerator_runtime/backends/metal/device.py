@@ -12,10 +12,16 @@ from typing import Any, Mapping, Sequence
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import (
-    _SIZE_MAX, Allocation, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Result, compile_options,
+    _SIZE_MAX, Allocation, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result,
+    compile_options,
 )
 
 from .tables import MetalTables, _KIND, _NAME, _PRIVATE, _SHARED, api
+
+_DEVICE = MemoryKind.DEVICE
+# MetalDevice._fence_events while a fence is being computed: non-empty, so the pool's lock-free test sends the
+# reader to _pool_fence (never iterated: it is replaced before the lock is released)
+_FENCING: list[Event] = [None]  # type: ignore[list-item]
 
 
 # ------------------------------------------------------------------ the backend
@@ -125,6 +131,46 @@ class MetalDevice(Device):
         self.unified = CapabilityFlags.UNIFIED_MEMORY in descriptor.capability.flags or bool(handle.hasUnifiedMemory())
         self._streams: weakref.WeakSet[MetalStream] = weakref.WeakSet()
         self._copy_stream: MetalStream | None = None
+        self._fence_lock = threading.RLock()  # the pool's device fence (_pool_fence)
+        # the allocation hot path's: the device's id, its trampoline, the largest buffer, the release function
+        self._hid = handle.handle
+        self._new_buffer = self.api.U.MTLDevice_newBufferWithLength_options_
+        limit = descriptor.limits.max_alloc
+        self._max_alloc = limit if limit is not None else _SIZE_MAX
+        self._release = self.api.release
+
+    # MemoryPool's device-wide fence (a block freed naming no stream): every launch, copy and fill sets _dirty after
+    # its enqueue; events and waits use no memory and do not
+    _dirty = False
+    _fence_events: list[Event] = []  # (replaced, never appended to)
+
+    def _pool_fence(self) -> list[Event]:
+        """The events a pool block freed now waits for: none when nothing was enqueued since the last fence and
+        that fence completed (two flag tests, no call: the pool's hot path); else an event on each stream whose
+        work is not known complete (``MetalStream._pool_fence``).
+
+        Threads: as ``OpenCLDevice._pool_fence``: the pool's hot path reads ``_dirty`` and then ``_fence_events``
+        without a lock, so a fence in progress publishes ``_FENCING`` (truthy: the reader comes here and waits on
+        the lock) *before* it clears ``_dirty``, and the computed events after."""
+        with self._fence_lock:
+            if not self._dirty:
+                events = self._fence_events
+                if events:
+                    for e in events:
+                        if not e.query():
+                            return events
+                    self._fence_events = events = []
+                return events
+            previous = self._fence_events
+            self._fence_events = _FENCING
+            self._dirty = False  # (an enqueue sets it after its call: one racing with this sets it again)
+            try:
+                events = [f for s in self._live_streams() if (f := s._pool_fence()) is not None]
+            except BaseException:
+                self._fence_events, self._dirty = previous, True
+                raise
+            self._fence_events = events
+            return events
 
     # ---- memory
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[MetalAllocation]:
@@ -145,12 +191,22 @@ class MetalDevice(Device):
         if h == a.NULL:
             return fail(ErrorKind.OUT_OF_MEMORY, "Device.alloc", f"newBufferWithLength:{nbytes} options:{options} "
                         f"returned nil (max_alloc {limit})", _NAME)
-        return MetalAllocation(self, h, nbytes, kind, tracked)
+        return MetalAllocation(self, h, nbytes, kind)  # (tracked: every Metal allocation is)
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> MetalAllocation:
+        # the hot path: DEVICE memory of an int size the device takes, on an open device (the rest, and a nil
+        # buffer, go through _checked_alloc for their errors)
+        if type(nbytes) is int and 0 < nbytes <= self._max_alloc and kind is _DEVICE and not self._closed:
+            h = self._new_buffer(self._hid, nbytes, _PRIVATE)
+            if h:
+                return MetalAllocation(self, h, nbytes, kind)
         return self._checked_alloc(nbytes, kind, self._alloc)
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
+        if type(nbytes) is int and 0 < nbytes <= self._max_alloc and kind is _DEVICE and not self._closed:
+            h = self._new_buffer(self._hid, nbytes, _PRIVATE)
+            if h:
+                return MetalAllocation(self, h, nbytes, kind)
         if self._closed:
             return self._closed_error("Device.alloc_unchecked")
         if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:

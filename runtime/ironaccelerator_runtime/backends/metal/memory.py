@@ -7,28 +7,60 @@ from typing import Any
 from ironaccelerator._core import ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import buffer_error, where
-from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation
+from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation, Result
 
 from .device import MetalDevice
 from .tables import _NAME
 
 
 class MetalAllocation(Allocation):
-    """An ``MTLBuffer`` (private storage for DEVICE, shared for UNIFIED).  ``_bid``: its ``id`` (raw)."""
+    """An ``MTLBuffer`` (private storage for DEVICE, shared for UNIFIED).  ``_bid``: its ``id`` (raw), whose
+    reference (the +1 of ``newBufferWithLength:options:``) the allocation owns: released by ``free`` or on drop.
+    ``buffer``: a checked ``MTLBuffer`` handle of it, made on first use (with a reference of its own), closed by
+    ``free``."""
 
     device: MetalDevice
+    _tracked = True  # (every Metal allocation: released on drop unless freed)
+    _buffer: Any = None
 
-    def __init__(self, device: MetalDevice, handle: Any, nbytes: int, kind: MemoryKind, tracked: bool) -> None:
+    def __init__(self, device: MetalDevice, handle: Any, nbytes: int, kind: MemoryKind) -> None:
         self.device = device
         self.nbytes = nbytes
         self.kind = kind
-        self.buffer = device.api.b.wrap_as(handle, device.api.M.MTLBuffer)  # owns the +1 of newBuffer...
         self._bid = handle
-        self._tracked = tracked
+
+    @property
+    def buffer(self) -> Any:
+        """The checked ``MTLBuffer`` handle (``ironaccelerator.backends.metal.metal.MTLBuffer``) of the
+        allocation, made on first use; closed (``INVALID_HANDLE`` on use) once the allocation is freed."""
+        b = self._buffer
+        if b is None:
+            a = self.device.api
+            if self._freed:
+                b = a.b.wrap_as(a.NULL, a.M.MTLBuffer)  # (closed)
+            else:
+                b = self._buffer = a.b.wrap_as(a.retain(self._bid), a.M.MTLBuffer)
+        return b
 
     def _release(self) -> Error | None:
         # a command buffer that uses the buffer holds its own reference (Metal retains a command's resources)
-        self.buffer.close()
+        self.device._release(self._bid)
+        if self._buffer is not None:
+            self._buffer.close()
+        return None
+
+    def free(self) -> None:
+        if self._freed or self._views is not None or self._buffer is not None:  # (the base's checks and errors)
+            return Allocation.free(self)
+        self._freed = True
+        self.device._release(self._bid)
+        return None
+
+    def free_unchecked(self) -> Result[None]:
+        if self._freed or self._views is not None or self._buffer is not None:
+            return Allocation.free_unchecked(self)
+        self._freed = True
+        self.device._release(self._bid)
         return None
 
     def _host_address(self) -> int | None:

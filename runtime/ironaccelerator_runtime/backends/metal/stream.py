@@ -1,5 +1,10 @@
-"""Metal streams (an ``MTLCommandQueue``: one command buffer per launch, copy or fill) and events (command buffers
-that signal the stream's ``MTLSharedEvent``)."""
+"""Metal streams (an ``MTLCommandQueue``) and events (command buffers that signal the stream's ``MTLSharedEvent``).
+
+Launches are batched: each is a compute encoder in the stream's open command buffer, committed by the ``_BATCH``-th
+launch (16) or first thing by any other operation of the stream (``synchronize``, ``query``, ``record_event`` and
+so ``add_callback`` and ``wait``, ``wait_event``, a copy or fill, the memory pool's fences, the stream's drop), so
+the work is never left uncommitted past the next of them.  Copies, fills, events and waits are one command buffer
+each."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from ironaccelerator_runtime.traits import (
 from .device import MetalDevice
 from .memory import _arg_buffer, _buffer_of
 from .module import MetalKernel, _value
-from .tables import _COMPLETED, _ERROR, _KIND, _NAME, _PRUNE, _SHARED
+from .tables import _BATCH, _COMPLETED, _ERROR, _KIND, _NAME, _PRUNE, _SHARED
 
 
 class MetalEvent(Event):
@@ -88,11 +93,95 @@ class MetalEvent(Event):
 
 
 _NSUINTEGER_MAX = 2**64 - 1
+# a launch's plan: (the pipeline's id, grid, block, the buffer arguments (id, offset, index), the value arguments
+# (bytes, length, index), the kernel, the LaunchDims)
+_Plan = tuple[Any, tuple[int, int, int], tuple[int, int, int], tuple[tuple[Any, int, int], ...],
+              tuple[tuple[bytes, int, int], ...], MetalKernel, LaunchDims]
+
+
+def _senders(a: Any, queue: Any, pending: list[Any], batch: list[Any], lock: Any) \
+        -> tuple[Callable[[_Plan, bool], int], Callable[[], int]]:
+    """The hot path of a stream's launches (the trampolines bound here, read as free variables).
+
+    ``send(plan, kept)``: the messages of one launch, a compute encoder in the stream's open command buffer
+    (``batch``: [the command buffer (one reference) or None, the launches encoded in it, whether a checked launch
+    is among them]), made by the first launch after a commit; the ``_BATCH``-th launch commits it.  ``flush()``
+    commits it now (every other operation of the stream does first: work is never left uncommitted past the
+    stream's next synchronize, query, event, wait, copy or fill).  A committed command buffer with a checked launch
+    in it moves its reference to ``pending`` (kept until seen complete, for its failure to be reported); one of
+    unchecked launches only is left to the queue.  Both return ``len(pending)`` after keeping one, else 0.
+    ``lock`` (the stream's ``_batch_lock``) guards ``batch``: one thread encodes at a time."""
+    U = a.U
+    push, pop, retain, release, append = a.push, a.pop, a.retain, a.release, pending.append
+    acquire, unlock = lock.acquire, lock.release
+    command_buffer, compute_encoder = U.MTLCommandQueue_commandBuffer, U.MTLCommandBuffer_computeCommandEncoder
+    set_pipeline = U.MTLComputeCommandEncoder_setComputePipelineState_
+    set_buffer, set_bytes = U.MTLComputeCommandEncoder_setBuffer_offset_atIndex_, \
+        U.MTLComputeCommandEncoder_setBytes_length_atIndex_
+    dispatch = U.MTLComputeCommandEncoder_dispatchThreadgroups_threadsPerThreadgroup_
+    end_encoding, commit = U.MTLCommandEncoder_endEncoding, U.MTLCommandBuffer_commit
+
+    def commit_open() -> int:  # (lock held)
+        cb = batch[0]
+        if cb is None:
+            return 0
+        commit(cb)
+        batch[0] = None  # (after the commit: _flush reads it without the lock, and one that sees None goes on to
+        batch[1] = 0  # commit what must come after this command buffer)
+        if batch[2]:
+            batch[2] = False
+            append(cb)  # (its reference: atomic; only the reaper, which deletes from the front, takes the list)
+            return len(pending)
+        release(cb)  # the queue holds it until it has run
+        return 0
+
+    def send(plan: _Plan, kept: bool) -> int:
+        pid, grid, block, buffers, values, _, _ = plan
+        acquire()
+        try:
+            pool = push()
+            try:
+                cb = batch[0]
+                if cb is None:
+                    cb = command_buffer(queue)
+                    retain(cb)  # (autoreleased: the pool below is popped before it is committed)
+                    batch[0] = cb
+                enc = compute_encoder(cb)
+                try:
+                    set_pipeline(enc, pid)
+                    for bid, offset, index in buffers:
+                        set_buffer(enc, bid, offset, index)
+                    for v, n, index in values:
+                        set_bytes(enc, v, n, index)
+                    dispatch(enc, grid, block)
+                finally:
+                    end_encoding(enc)  # (always: a command buffer takes one encoder at a time)
+                if kept:
+                    batch[2] = True
+                n = batch[1] + 1
+                if n < _BATCH:
+                    batch[1] = n
+                    return 0
+                return commit_open()
+            finally:
+                pop(pool)
+        finally:
+            unlock()
+
+    def flush() -> int:
+        acquire()
+        try:
+            return commit_open()
+        finally:
+            unlock()
+
+    return send, flush
 
 
 class MetalStream(Stream):
     """An ``MTLCommandQueue`` (see the module docstring).  ``_pending``: the committed command buffers not yet seen
-    complete (one reference each), whose failures :meth:`synchronize` reports."""
+    complete (one reference each), whose failures :meth:`synchronize` reports; ``_batch``: the open command buffer
+    of the launches (``_senders``)."""
 
     device: MetalDevice
 
@@ -107,8 +196,9 @@ class MetalStream(Stream):
         self._pending: list[Any] = []
         self._untracked = False  # unchecked launches committed since the last fence
         self._reap_at = _PRUNE  # len(_pending) at which _keep next lets go of the completed ones
-        # the last checked launch: (KernelLaunch, its allocations, (kernel, dims, packed arguments))
-        self._cache: tuple[Any, list[Any], tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]] | None = None
+        # the last launch: (KernelLaunch, its allocations (and pool blocks), its plan, whether the checked launch
+        # made the plan)
+        self._cache: tuple[Any, tuple[Any, ...], _Plan, bool] | None = None
         self._failed: list[str] = []
         # guards _pending, _value, _untracked and _failed: the owner's thread and others (a MemoryPool fencing the
         # stream for another stream's allocation, a callback thread's Event.synchronize) may both change them; one
@@ -117,15 +207,24 @@ class MetalStream(Stream):
         # the hot path's trampolines, bound once
         U = a.U
         self._commandBuffer = U.MTLCommandQueue_commandBuffer
-        self._computeEncoder = U.MTLCommandBuffer_computeCommandEncoder
-        self._setPipeline = U.MTLComputeCommandEncoder_setComputePipelineState_
-        self._setBuffer = U.MTLComputeCommandEncoder_setBuffer_offset_atIndex_
-        self._setBytes = U.MTLComputeCommandEncoder_setBytes_length_atIndex_
-        self._dispatch = U.MTLComputeCommandEncoder_dispatchThreadgroups_threadsPerThreadgroup_
         self._endEncoding = U.MTLCommandEncoder_endEncoding
         self._commit = U.MTLCommandBuffer_commit
+        # the open command buffer of the launches (see _senders), and its lock (taken after _state, never before)
+        self._batch: list[Any] = [None, 0, False]
+        self._batch_lock = threading.Lock()
+        self._send, self._flush_batch = _senders(a, self._qid, self._pending, self._batch, self._batch_lock)
 
     def __del__(self) -> None:
+        try:
+            if getattr(self, "_batch", (None,))[0] is not None:
+                a = self._api
+                pool = a.push()
+                try:
+                    self._flush()  # (the work was asked for: it runs, the queue holding it)
+                finally:
+                    a.pop(pool)
+        except Exception:  # interpreter shutdown
+            pass
         pending, self._pending = getattr(self, "_pending", []), []
         try:
             for cb in pending:
@@ -134,6 +233,12 @@ class MetalStream(Stream):
             pass
 
     # ---- command buffers
+    def _flush(self) -> None:
+        """Commit the open command buffer of the launches, if any (before any other command buffer of the stream,
+        which must come after them, and before any wait for the stream's work)."""
+        if self._batch[0] is not None and self._flush_batch() >= self._reap_at:
+            self._prune()
+
     def _keep(self, cb: Any) -> None:
         """Hold a committed (autoreleased) command buffer until it is seen complete."""
         self._api.retain(cb)
@@ -188,6 +293,7 @@ class MetalStream(Stream):
 
     def _blit(self, encode: Callable[[Any, Any], None]) -> Any:
         """One command buffer with a blit encoder filled by ``encode(a, encoder)``, committed and kept."""
+        self._flush()
         a = self._api
         pool = a.push()
         try:
@@ -197,6 +303,7 @@ class MetalStream(Stream):
             self._endEncoding(enc)
             self._commit(cb)
             self._keep(cb)
+            self.device._dirty = True
             return cb
         finally:
             a.pop(pool)
@@ -286,8 +393,9 @@ class MetalStream(Stream):
                                                                                          pattern[0]))
 
     # ---- launches
-    def _pack(self, launch: Any, what: str) -> tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]:
-        """The checks of a launch (before any message) and its arguments: (is a buffer, index, id or bytes)."""
+    def _pack(self, launch: Any, what: str) -> _Plan:
+        """The checks of a launch (before any message) and its plan: (kernel, dims, the buffer arguments
+        ``(id, offset, index)``, the value arguments ``(bytes, length, index)``)."""
         try:
             kernel, dims, args = launch
         except (TypeError, ValueError):
@@ -309,7 +417,8 @@ class MetalStream(Stream):
         if slots is not None and len(args) != len(slots):
             raise fail(ErrorKind.INVALID_VALUE, what, f"{kernel.name} takes {len(slots)} arguments "
                        f"([[buffer(i)]] parameters), got {len(args)}", _NAME)
-        packed: list[tuple[bool, int, Any]] = []  # (True, index, (buffer id, offset)) or (False, index, bytes)
+        buffers: list[tuple[Any, int, int]] = []
+        values: list[tuple[bytes, int, int]] = []
         params = kernel._params
         device = self.device
         for i, x in enumerate(args):
@@ -318,41 +427,113 @@ class MetalStream(Stream):
             if type(x) is LocalMemory:
                 raise local_error(_NAME, what, where(i, kernel.name))
             if slot.buffer if slot is not None else isinstance(x, Allocation):
-                packed.append((True, index, _arg_buffer(x, device, i, kernel.name, what)))
+                bid, offset = _arg_buffer(x, device, i, kernel.name, what)
+                buffers.append((bid, offset, index))
             else:
-                packed.append((False, index, _value(x, slot, params[i] if params is not None else None, i,
-                                                    kernel.name, what)))
-        return kernel, dims, packed
+                v = _value(x, slot, params[i] if params is not None else None, i, kernel.name, what)
+                values.append((v, len(v), index))
+        return kernel._pid, dims.grid, dims.block, tuple(buffers), tuple(values), kernel, dims
 
-    def _encode(self, kernel: MetalKernel, dims: LaunchDims, packed: list[tuple[bool, int, Any]],
-                keep: bool = True) -> None:
-        """The messages of one launch: one command buffer, one compute encoder, committed; kept (for its failure
-        to be reported) when ``keep``, else only the queue holds it (``_untracked``: synchronize and query then
-        commit an empty command buffer to wait for)."""
-        a = self._api
-        pool = a.push()
-        try:
-            cb = self._commandBuffer(self._qid)
-            enc = self._computeEncoder(cb)
-            self._setPipeline(enc, kernel._pid)
-            setBuffer, setBytes = self._setBuffer, self._setBytes
-            for is_buffer, index, v in packed:
-                if is_buffer:
-                    setBuffer(enc, v[0], v[1], index)
-                else:
-                    setBytes(enc, v, len(v), index)
-            self._dispatch(enc, dims.grid, dims.block)
-            self._endEncoding(enc)
-            self._commit(cb)
-            if keep:
-                self._keep(cb)
+    def _remember(self, launch: Any, plan: _Plan, checked: bool) -> None:
+        """Keep a launch's plan for the next launch of the same KernelLaunch (reused by ``launch`` and
+        ``launch_unchecked``, inline: the hot path) when it cannot change: a KernelLaunch
+        (its arguments are a tuple) without a mutable value (bytearray).  ``checked``: the plan passed the checked
+        launch's limits (``LaunchDims.validate``), which an unchecked launch skips.  The stream holds the launch
+        (and its allocations: for a pool block, the block too, whose ``_freed`` a trim sets) until the next one."""
+        if type(launch) is KernelLaunch and not any(isinstance(x, bytearray) for x in launch[2]):
+            deps: list[Any] = []
+            for x in launch[2]:
+                if isinstance(x, Allocation):
+                    deps.append(x)
+                    if type(x) is PooledAllocation:
+                        deps.append(x.block)
+            self._cache = (launch, tuple(deps), plan, checked)
+        else:
+            self._cache = None
+
+    def _prune(self) -> None:
+        """Let go of the completed command buffers once ``_PRUNE`` more are kept (the checked launch's ``_keep``)."""
+        with self._state:
+            self._reap(False)
+            self._reap_at = len(self._pending) + _PRUNE
+
+    def launch(self, launch: Any) -> None:
+        # the hot path: a repeated KernelLaunch (the last one this stream checked, none of its allocations freed)
+        # goes straight to its messages
+        device = self.device
+        if device._closed:
+            raise device._closed_error("Stream.launch")
+        cached = self._cache
+        if cached is not None and cached[0] is launch and cached[3]:
+            for x in cached[1]:
+                if x._freed:
+                    plan = self._checked_plan(launch)
+                    break
             else:
-                self._untracked = True
-        finally:
-            a.pop(pool)
+                plan = cached[2]
+        else:
+            plan = self._checked_plan(launch)
+        n = self._send(plan, True)
+        device._dirty = True  # (after the enqueue: the device's pool fence, MetalDevice._pool_fence)
+        if n >= self._reap_at:
+            self._prune()
+
+    def _checked_plan(self, launch: Any) -> _Plan:
+        plan = self._pack(launch, "Stream.launch")
+        plan[6].validate(self.device.descriptor.limits, _KIND, "Stream.launch")
+        self._remember(launch, plan, True)
+        return plan
+
+    def _unchecked_plan(self, launch: Any) -> _Plan | Error:
+        what = "Stream.launch_unchecked"
+        try:
+            plan = self._pack(launch, what)
+        except Error as e:
+            return e.with_traceback(None)  # (its frames would keep the stream and the launch alive)
+        g, b = plan[1], plan[2]
+        if max(g + b) > _NSUINTEGER_MAX:  # MTLSize cannot hold it: refused before the encoder is made (one
+            # left without endEncoding would be released mid-encoding)
+            return fail(ErrorKind.INVALID_VALUE, what, f"grid={g}, block={b}: a dimension does "
+                        "not fit MTLSize (64-bit NSUInteger)", _NAME)
+        limits = self.device.descriptor.limits
+        if plan[6].threads > limits.max_work_items or g[0] > limits.max_grid[0] or g[1] > limits.max_grid[1] \
+                or g[2] > limits.max_grid[2]:  # (a few compares, on packing only: the device would try them all)
+            return fail(ErrorKind.INVALID_VALUE, what, f"{plan[6]} is more than the device "
+                        f"runs in one dispatch (DeviceLimits max_grid {limits.max_grid}, max_work_items "
+                        f"{limits.max_work_items})", _NAME)
+        self._remember(launch, plan, False)  # (a checked plan of the launch was reused, not repacked, if it could be)
+        return plan
+
+    def launch_unchecked(self, launch: Any) -> Result[None]:
+        # The launch without LaunchDims validation against the device's limits; still refused (an Error returned,
+        # before any message): a freed allocation, a wrong argument count, a threadgroup over the pipeline's
+        # maxTotalThreadsPerThreadgroup, a closed device.  A failure of its command buffer is not reported (as on
+        # the other backends): only the queue holds it (_untracked: synchronize and query then commit an empty
+        # command buffer to wait for).
+        device = self.device
+        if device._closed:
+            return device._closed_error("Stream.launch_unchecked")
+        cached = self._cache
+        if cached is not None and cached[0] is launch:
+            for x in cached[1]:
+                if x._freed:
+                    plan = self._unchecked_plan(launch)
+                    break
+            else:
+                plan = cached[2]
+        else:
+            plan = self._unchecked_plan(launch)
+        if type(plan) is not tuple:
+            return plan  # type: ignore[return-value]  # (the Error)
+        self._send(plan, False)
+        self._untracked = True
+        device._dirty = True
+        return None
 
     def _fence(self) -> None:
-        """After untracked launches: an empty command buffer, kept, which completes after them (in-order queue)."""
+        """After untracked launches: an empty command buffer, kept, which completes after them (in-order queue).
+        The open command buffer of the launches is committed first."""
+        self._flush()
         if self._untracked:
             with self._state:
                 if not self._untracked:
@@ -367,66 +548,11 @@ class MetalStream(Stream):
             finally:
                 a.pop(pool)
 
-    def _reuse(self, launch: Any) -> tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]] | None:
-        """The packed arguments of the previous launch when ``launch`` is the same (immutable) KernelLaunch and none
-        of its allocations was freed since: a repeated launch skips the argument checks, never a freed buffer."""
-        cached = self._cache
-        if cached is None or cached[0] is not launch:
-            return None
-        for x in cached[1]:
-            if x._freed or (type(x) is PooledAllocation and x.block._freed):
-                return None
-        return cached[2]
-
-    def _remember(self, launch: Any, packed: tuple[MetalKernel, LaunchDims, list[tuple[bool, int, Any]]]) -> None:
-        """Keep a checked launch for :meth:`_reuse` when it cannot change: a KernelLaunch (its arguments are a
-        tuple) without a mutable value (bytearray).  The stream holds it (and its allocations) until the next one."""
-        if type(launch) is KernelLaunch and not any(isinstance(x, bytearray) for x in launch[2]):
-            self._cache = (launch, [x for x in launch[2] if isinstance(x, Allocation)], packed)
-        else:
-            self._cache = None
-
-    def launch(self, launch: Any) -> None:
-        if self.device._closed:
-            raise self.device._closed_error("Stream.launch")
-        plan = self._reuse(launch)
-        if plan is None:
-            plan = self._pack(launch, "Stream.launch")
-            plan[1].validate(self.device.descriptor.limits, _KIND, "Stream.launch")
-            self._remember(launch, plan)
-        self._encode(*plan)
-
-    def launch_unchecked(self, launch: Any) -> Result[None]:
-        # The launch without LaunchDims validation against the device's limits; still refused (an Error returned,
-        # before any message): a freed allocation, a wrong argument count, a threadgroup over the pipeline's
-        # maxTotalThreadsPerThreadgroup, a closed device.
-        if self.device._closed:
-            return self.device._closed_error("Stream.launch_unchecked")
-        plan = self._reuse(launch)
-        if plan is None:
-            try:
-                plan = self._pack(launch, "Stream.launch_unchecked")
-            except Error as e:
-                return e.with_traceback(None)  # (its frames would keep the stream and the launch alive)
-            g, b = plan[1].grid, plan[1].block
-            if max(g + b) > _NSUINTEGER_MAX:  # MTLSize cannot hold it: refused before the encoder is made (one
-                # left without endEncoding would be released mid-encoding)
-                return fail(ErrorKind.INVALID_VALUE, "Stream.launch_unchecked",
-                            f"grid={g}, block={b}: a dimension does "
-                            "not fit MTLSize (64-bit NSUInteger)", _NAME)
-            limits, g = self.device.descriptor.limits, plan[1].grid
-            if plan[1].threads > limits.max_work_items or g[0] > limits.max_grid[0] or g[1] > limits.max_grid[1] \
-                    or g[2] > limits.max_grid[2]:  # (a few compares, on packing only: the device would try them all)
-                return fail(ErrorKind.INVALID_VALUE, "Stream.launch_unchecked", f"{plan[1]} is more than the device "
-                            f"runs in one dispatch (DeviceLimits max_grid {limits.max_grid}, max_work_items "
-                            f"{limits.max_work_items})", _NAME)
-        self._encode(*plan, keep=False)  # a failure of its command buffer is not reported (as on the other backends)
-        return None
-
     # ---- ordering
     def record_event(self) -> MetalEvent:
         what = "Stream.record_event"
         self._live(what)
+        self._flush()
         a = self._api
         pool = a.push()
         try:
@@ -450,6 +576,7 @@ class MetalStream(Stream):
                        _NAME)
         if event.stream is self:
             return  # in order already
+        self._flush()
         a = self._api
         pool = a.push()
         try:

@@ -21,6 +21,7 @@ _SHARED, _PRIVATE = 0, 32  # MTLResourceStorageModeShared / Private (MTLResource
 _COMPLETED, _ERROR = 4, 5  # MTLCommandBufferStatusCompleted / Error
 _MAX_SET_BYTES = 4096  # setBytes:length:atIndex: is for data under 4 KiB (Apple's documentation)
 _PRUNE = 64  # committed command buffers kept per stream before the completed ones are let go
+_BATCH = 16  # launches encoded in one command buffer before it is committed (see MetalStream)
 _MATCH = MATCHERS["gpu_family"]  # the capability-key grammar specs/metal/backend.yaml chooses (capabilities.match)
 
 
