@@ -421,3 +421,38 @@ def _alive(streams: weakref.WeakSet[Any] | None) -> list[Any]:
         return []
     refs: set[weakref.ref[Any]] = streams.data  # type: ignore[attr-defined]
     return [s for r in list(refs) if (s := r()) is not None]
+
+
+_FENCING: list[Any] = [None]  # _fence_events while a fence is computed: truthy, so a reader waits on the lock
+
+
+def enqueue_tracked_fence(device: Any) -> list[Any]:
+    """The MemoryPool fence of a device that tracks its enqueues (OpenCL, Metal): every launch, copy and fill
+    sets ``device._dirty`` after its enqueue.  The events a pool block freed now waits for: none when nothing was
+    enqueued since the last fence and that fence completed (two flag tests, no call: the pool's hot path); else
+    each live stream's ``_pool_fence()`` (an event after its work, None when it has none pending).
+
+    Threads: the pool's hot path reads ``_dirty`` and then ``_fence_events`` without a lock, so a fence in
+    progress publishes :data:`_FENCING` (truthy: the reader comes here and waits on ``device._fence_lock``)
+    *before* it clears ``_dirty``, and the computed events after.  (Cleared first, a thread freeing a block its
+    own queued work still used could read ``_dirty`` False and the previous, completed fence, and free the block
+    at once.)"""
+    with device._fence_lock:
+        if not device._dirty:
+            events = device._fence_events
+            if events:
+                for e in events:
+                    if not e.query():
+                        return events  # type: ignore[no-any-return]
+                device._fence_events = events = []
+            return events  # type: ignore[no-any-return]
+        previous = device._fence_events
+        device._fence_events = _FENCING
+        device._dirty = False  # (an enqueue sets it after its call: one racing with this sets it again)
+        try:
+            events = [fence for s in device._live_streams() if (fence := s._pool_fence()) is not None]
+        except BaseException:
+            device._fence_events, device._dirty = previous, True
+            raise
+        device._fence_events = events
+        return events

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.device import enqueue_tracked_fence
 from ironaccelerator_runtime.traits import (
     _SIZE_MAX, Allocation, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result,
     compile_options,
@@ -21,7 +22,6 @@ from .tables import MetalTables, _KIND, _NAME, _PRIVATE, _SHARED, api
 _DEVICE = MemoryKind.DEVICE
 # MetalDevice._fence_events while a fence is being computed: non-empty, so the pool's lock-free test sends the
 # reader to _pool_fence (never iterated: it is replaced before the lock is released)
-_FENCING: list[Event] = [None]  # type: ignore[list-item]
 
 
 # ------------------------------------------------------------------ the backend
@@ -145,32 +145,11 @@ class MetalDevice(Device):
     _fence_events: list[Event] = []  # (replaced, never appended to)
 
     def _pool_fence(self) -> list[Event]:
-        """The events a pool block freed now waits for: none when nothing was enqueued since the last fence and
-        that fence completed (two flag tests, no call: the pool's hot path); else an event on each stream whose
-        work is not known complete (``MetalStream._pool_fence``).
-
-        Threads: as ``OpenCLDevice._pool_fence``: the pool's hot path reads ``_dirty`` and then ``_fence_events``
-        without a lock, so a fence in progress publishes ``_FENCING`` (truthy: the reader comes here and waits on
-        the lock) *before* it clears ``_dirty``, and the computed events after."""
-        with self._fence_lock:
-            if not self._dirty:
-                events = self._fence_events
-                if events:
-                    for e in events:
-                        if not e.query():
-                            return events
-                    self._fence_events = events = []
-                return events
-            previous = self._fence_events
-            self._fence_events = _FENCING
-            self._dirty = False  # (an enqueue sets it after its call: one racing with this sets it again)
-            try:
-                events = [f for s in self._live_streams() if (f := s._pool_fence()) is not None]
-            except BaseException:
-                self._fence_events, self._dirty = previous, True
-                raise
-            self._fence_events = events
-            return events
+        """The events a pool block freed now waits for
+        (:func:`~ironaccelerator_runtime.traits.device.enqueue_tracked_fence`: none on an idle device, else
+        an event on each stream whose work is not
+        known complete (``MetalStream._pool_fence``), under ``_fence_lock``)."""
+        return enqueue_tracked_fence(self)
 
     # ---- memory
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[MetalAllocation]:

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.device import enqueue_tracked_fence
 from ironaccelerator_runtime.traits import (
     _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result, check_size,
     compile_options,
@@ -25,7 +26,6 @@ _new = object.__new__
 
 # OpenCLDevice._fence_events while a fence is being computed: non-empty, so the pool's lock-free test sends the
 # reader to _pool_fence (never iterated: it is replaced before the lock is released)
-_FENCING: list[Event] = [None]  # type: ignore[list-item]
 
 
 class OpenCLBackend(Backend):
@@ -187,33 +187,11 @@ class OpenCLDevice(Device):
     _fence_events: list[Event] = []  # (replaced, never appended to)
 
     def _pool_fence(self) -> list[Event]:
-        """The events a pool block freed now waits for: none when nothing was enqueued since the last fence and
-        that fence completed (two flag tests, no call: the pool's hot path); else a marker on each stream with
-        work since (``OpenCLStream._pool_fence``).
-
-        Threads: the pool's hot path reads ``_dirty`` and then ``_fence_events`` without a lock, so a fence in
-        progress publishes ``_FENCING`` (truthy: the reader comes here and waits on the lock) *before* it clears
-        ``_dirty``, and the computed events after.  (Cleared first, a thread freeing a block its own queued work
-        still used could read ``_dirty`` False and the previous, completed fence, and free the block at once.)"""
-        with self._fence_lock:
-            if not self._dirty:
-                events = self._fence_events
-                if events:
-                    for e in events:
-                        if not e.query():
-                            return events
-                    self._fence_events = events = []
-                return events
-            previous = self._fence_events
-            self._fence_events = _FENCING
-            self._dirty = False  # (an enqueue sets it after its call: one racing with this sets it again)
-            try:
-                events = [fence for s in self._live_streams() if (fence := s._pool_fence()) is not None]
-            except BaseException:
-                self._fence_events, self._dirty = previous, True
-                raise
-            self._fence_events = events
-            return events
+        """The events a pool block freed now waits for
+        (:func:`~ironaccelerator_runtime.traits.device.enqueue_tracked_fence`: none on an idle device, else
+        a marker on each stream with work since
+        (``OpenCLStream._pool_fence``), under ``_fence_lock``)."""
+        return enqueue_tracked_fence(self)
 
     def _map_queue(self) -> Any:
         """The device's queue for ``clEnqueueMapBuffer`` (host views), created on first use and released with the
