@@ -307,6 +307,19 @@ if fast is not None:
     else:
         raise AssertionError("launched with a freed allocation")
     assert seen.launches == before
+    def refused_by_both(kept_u: Any, kept: Any, launch: Any, word: str) -> None:
+        """The kept launch methods refuse ``launch`` (INVALID_HANDLE naming ``word``), launching nothing."""
+        before = seen.launches
+        err = kept_u(launch)
+        assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_HANDLE and word in str(err), err
+        try:
+            kept(launch)
+        except Error as e:
+            assert e.kind is ErrorKind.INVALID_HANDLE and word in str(e), e
+        else:
+            raise AssertionError(f"launched although {word}")
+        assert seen.launches == before
+
     # a launch method kept past its stream (the launcher holds the stream weakly: the stream's handle is destroyed
     # with it) refuses, INVALID_HANDLE; kept past its device's close, the closed-device Error, as the methods do
     other = dev.create_stream()
@@ -315,16 +328,7 @@ if fast is not None:
     assert kept_u(launch_none) is None and kept(launch_none) is None
     del other
     gc.collect()
-    before = seen.launches
-    err = kept_u(launch_none)
-    assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_HANDLE and "dropped" in str(err), err
-    try:
-        kept(launch_none)
-    except Error as e:
-        assert e.kind is ErrorKind.INVALID_HANDLE and "dropped" in str(e), e
-    else:
-        raise AssertionError("launched on a dropped stream")
-    assert seen.launches == before
+    refused_by_both(kept_u, kept, launch_none, "dropped")
     dev2 = cast(cb.CudaDevice, ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0))
     s2 = dev2.create_stream()
     k2 = dev2.load_module(cb.compile_source(SOURCE, "compute_90")).kernel("none")
@@ -332,14 +336,5 @@ if fast is not None:
     kl2 = KernelLaunch(k2, dims)
     assert kept_u(kl2) is None and kept(kl2) is None  # (prepared)
     dev2.close()
-    before = seen.launches
-    err = kept_u(kl2)
-    assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_HANDLE and "closed" in str(err), err
-    try:
-        kept(kl2)
-    except Error as e:
-        assert e.kind is ErrorKind.INVALID_HANDLE and "closed" in str(e), e
-    else:
-        raise AssertionError("launched on a closed device")
-    assert seen.launches == before
+    refused_by_both(kept_u, kept, kl2, "closed")
 print("ok", checked)

@@ -403,6 +403,16 @@ def test_element_types_of_typed_arguments_must_match_the_tensors(device: Any, mo
 RNG_QNN = np.random.default_rng(23)
 
 
+def _error_of(call: Any, launch: Any) -> Error | None:
+    """The Error a launch method gives: raised (checked) or returned (unchecked); None when it launched."""
+    try:
+        r = call(launch)
+    except Error as e:
+        return e
+    assert r is None or isinstance(r, Error), r
+    return r
+
+
 def test_freed_allocation(device: Any, module: Any) -> None:
     k = module.kernel("add_f32")
     s = device.create_stream()
@@ -411,11 +421,7 @@ def test_freed_allocation(device: Any, module: Any) -> None:
     s.launch(launch)  # bound and cached
     b.free()
     for call in (s.launch, s.launch_unchecked):
-        r = None
-        try:
-            r = call(launch)
-        except Error as e:
-            r = e
+        r = _error_of(call, launch)
         assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE and "freed" in str(r)
     with pytest.raises(Error) as ei:  # a fresh tuple with the freed allocation
         s.launch(KernelLaunch(k, LaunchDims(), (a, b, c)))
@@ -449,11 +455,7 @@ def test_a_reused_launch_skips_only_what_it_cannot_change(backend: Any, binary: 
     s.launch(launch)
     dev.close()
     for call in (s.launch, s.launch_unchecked):
-        r = None
-        try:
-            r = call(launch)
-        except Error as e:
-            r = e
+        r = _error_of(call, launch)
         assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE, r
 
 
