@@ -80,6 +80,8 @@ class BackendKind(_IntEnum):
     """Qualcomm AI Engine Direct (Hexagon)"""
     OPENCL = 5
     """OpenCL (any ICD; PoCL runs on the CPU)"""
+    VULKAN = 6
+    """Vulkan compute (any ICD; lavapipe runs on the CPU)"""
 
     @property
     def dlpack_device(self) -> int:
@@ -93,6 +95,7 @@ _DLPACK_DEVICE = {
     BackendKind.METAL: 8,
     BackendKind.QNN: 16,
     BackendKind.OPENCL: 4,
+    BackendKind.VULKAN: 7,
 }
 
 
@@ -328,7 +331,7 @@ BUILTIN_BACKENDS: dict[BackendKind, str] = {
 GENERATED_FROM: dict[str, Any] = {
     'generator': 'ironaccel-gen 0.1.0',
     'specs': {
-        'core.yaml': 'sha256:85028dd2690bda81d6ab326e8950a8f8c00c550a5bfabbf6b5d3355e1cc3e6bc',
+        'core.yaml': 'sha256:9c5e659131d6738ec264157cb1b6cc2d6d1c916a1ccd3e7decb9d9f75b8790d0',
         'cuda/backend.yaml': 'sha256:d1efae3e2aadfeff01e5faa4f7b00f3b4b4b1a0f4af875a572ee21b5a1cb3ad2',
         'cuda/driver.yaml': 'sha256:45eb7aa3c02cec5b4cd21652ec7e701ff608b67e157d07abc2010a223463de20',
         'cuda/nvrtc.yaml': 'sha256:eae931568b4a3c26bc1db2218d2b85e3093d3eb8cfd17cdaea674f2aad434a6b',
@@ -344,6 +347,7 @@ GENERATED_FROM: dict[str, Any] = {
         'qnn/interface.yaml': 'sha256:bada9bc0300ca9f988e40200b9a4f74a9db7f308f03b5765e5432ac6076ee46e',
         'qnn/saver.yaml': 'sha256:0c9512e2b7b4be6d0317acc847b95e0063dfd21f0578a11245bd1053166b27b5',
         'qnn/system.yaml': 'sha256:ad31c5082ac9f8b2b67bca91dbc13a0520f5003ba7b91bbb00d7affb38b493c6',
+        'vulkan/vulkan.yaml': 'sha256:78ac2900c16a586e39fa086cc11c50f1eb61ebdee4656b3f1f71d0e7d02cb8b9',
     },
     'libraries': {
         'cuda.driver': {'backend': 'CUDA', 'spec': 'cuda/driver.yaml'},
@@ -356,6 +360,7 @@ GENERATED_FROM: dict[str, Any] = {
         'qnn.interface': {'backend': 'QNN', 'spec': 'qnn/interface.yaml'},
         'qnn.saver': {'backend': 'QNN', 'spec': 'qnn/saver.yaml'},
         'qnn.system': {'backend': 'QNN', 'spec': 'qnn/system.yaml'},
+        'vulkan.vulkan': {'backend': 'VULKAN', 'spec': 'vulkan/vulkan.yaml'},
     },
     'backends': {
         'CUDA': {'vendor': 'cuda', 'spec': 'cuda/backend.yaml'},
