@@ -129,6 +129,7 @@ class Resolver:
     default_flag: int = 0
     per_thread_flag: int = 0
     table: FunctionTable | None = None  # kind table only
+    scoped: tuple[int, ...] = ()  # kind lookup: the BoundFunction indexes of the further lookups (``scoped:``)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1085,12 +1086,40 @@ def bind_table(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction
     return Resolver(kind="table", index=provider.index, symbol=provider.symbol, table=table)
 
 
+def bind_lookup(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: Binder,
+                col: Collector) -> Resolver:
+    """``resolver: {kind: lookup}``: the lookup and each ``scoped`` one must be bound functions of the shape
+    ``function pointer (handle scope, const char *name)`` (ex. ``vkGetInstanceProcAddr``)."""
+    assert spec.lookup is not None
+    by = {f.public: f for f in functions}
+    found: list[BoundFunction] = []
+    for name in (spec.lookup.function, *spec.lookup.scoped):
+        f = by.get(name.value)
+        if f is None:
+            col.error(name.location, f"lookup '{name}' is not a bound function of {header.name}"
+                      f"{suggest(name.value, by)}")
+            return Resolver()
+        ps = [resolve(p.type, b.typedefs) for p in f.c.params]
+        rt = resolve(f.c.result, b.typedefs)
+        named = (len(ps) == 2 and isinstance(ps[0], Pointer) and isinstance(ps[1], Pointer)
+                 and is_char(resolve(ps[1].pointee, b.typedefs)))
+        if not (named and isinstance(rt, Pointer) and isinstance(resolve(rt.pointee, b.typedefs), FunctionProto)):
+            col.error(name.location, f"'{name}' does not look like a lookup (function pointer (handle scope, "
+                      "const char *name))")
+            return Resolver()
+        found.append(f)
+    return Resolver(kind="lookup", index=found[0].index, symbol=found[0].symbol,
+                    scoped=tuple(f.index for f in found[1:]))
+
+
 def bind_resolver(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: Binder,
                   col: Collector) -> Resolver:
     """Check ``resolver:`` against the header: for proc_address, a bound resolver of the expected shape and
     known flags; for table, see :func:`bind_table`."""
     if spec.table is not None:
         return bind_table(spec, header, functions, b, col)
+    if spec.lookup is not None:
+        return bind_lookup(spec, header, functions, b, col)
     pa = spec.proc_address
     if pa is None:
         return Resolver()

@@ -127,14 +127,22 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                    "the pin `resolver: proc_address` passes."),
             )),
     Section("library > resolver", "How functions are found once the library is open. `kind`: `dlsym` (the default), "
-            "`proc_address`, `table` or `objc`; each kind's own keys are in the sections below.", (
-                _k("kind", "`dlsym`, `proc_address`, `table` or `objc`.", True),
+            "`proc_address`, `lookup`, `table` or `objc`; each kind's own keys are in the sections below.", (
+                _k("kind", "`dlsym`, `proc_address`, `lookup`, `table` or `objc`.", True),
             )),
     Section("library > resolver (proc_address)", "Through the library's own resolver, pinned to each function's ABI "
             "(`cuGetProcAddress(name, &fn, version, flags)`).", (
                 _k("function", "The resolver, a bound function, ex. `cuGetProcAddress`.", True),
                 _k("default_flag", "The flag for the legacy default stream, ex. `CU_GET_PROC_ADDRESS_DEFAULT`.", True),
                 _k("per_thread_flag", "The flag for the per-thread default stream."),
+            )),
+    Section("library > resolver (lookup)", "Through the library's own lookup by name, `fn lookup(scope, const char "
+            "*name)`, asked with a NULL scope (Vulkan's `vkGetInstanceProcAddr(NULL, name)`), then dlsym; the "
+            "runtime binds a lookup to a handle for a table of that scope's functions (`RESOLVER.scope`).", (
+                _k("function", "The lookup, a bound function returning a function pointer, ex. "
+                   "`vkGetInstanceProcAddr`.", True),
+                _k("scoped", "Further lookups of the same shape the runtime may bind to a handle, ex. "
+                   "`[vkGetDeviceProcAddr]`."),
             )),
     Section("library > resolver (table)", "Through a function-pointer table that one exported provider function "
             "lists (QNN's `QnnInterface_getProviders`).", (

@@ -107,6 +107,17 @@ class ProcAddressSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LookupSpec:
+    """``resolver: {kind: lookup, ...}``: the library's own lookup by name, ``fn lookup(scope, const char *name)``,
+    asked with a NULL scope for each function, then dlsym.  ex) ``vkGetInstanceProcAddr(NULL, name)``; the runtime
+    binds ``function`` or a ``scoped`` lookup to a handle (``vkGetDeviceProcAddr(device, name)``) for the functions
+    of that scope (``Lookup.scope``)."""
+
+    function: Name  # ex) vkGetInstanceProcAddr (a bound public name)
+    scoped: tuple[Name, ...] = ()  # ex) (vkGetDeviceProcAddr,): bound lookups of the same shape
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TableSpec:
     """``resolver: {kind: table, ...}``: the library exports only a provider function
     ``status provider(const Interface ***list, uint32_t *n)``; each provider struct carries an API version and a
@@ -190,6 +201,8 @@ OBJC_RESERVED = ("close", "handle", "retained")
 # ironaccelerator_runtime.loader.Resolver).  The kinds and their keys:
 #   dlsym         (none)
 #   proc_address  function: cuGetProcAddress, default_flag: <constant>, per_thread_flag: <constant> (optional)
+#   lookup        function: <fn (scope, const char *name), asked with a NULL scope>, scoped: [<lookups of the same
+#                 shape the runtime binds to a handle>] (optional)
 #   table         provider: <the one exported function, status (const Interface ***list, uint32_t *count)>,
 #                 interface: <the provider struct typedef>, version: <member path of its {major, minor} struct>,
 #                 require: {major: N, minor: M} (major == N, minor >= M), match: {<member path>: <integer>}
@@ -327,6 +340,7 @@ class LibrarySpec:
     per_thread: tuple[tuple[Name, str], ...] = ()  # (wrapper macro, symbol format)
     version_typedef: str | None = None  # ex) PFN_{name}_v{version}
     proc_address: ProcAddressSpec | None = None  # ex) cuGetProcAddress with per-function version pins
+    lookup: LookupSpec | None = None  # ex) vkGetInstanceProcAddr(NULL, name), then dlsym
     table: TableSpec | None = None  # ex) QnnInterface_getProviders and the selected provider's function table
     kernel_launch: Name | None = None  # ex) cuLaunchKernel: packed and called in C by the backend's launch fast path
     pool_memory: PoolMemorySpec | None = None  # the pool's allocator, called in C by the backend's MemoryPool
@@ -721,6 +735,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     include, exclude = _bind(r, m)
     sym = r.section(m.get("symbols"), "library > symbols", "symbols") or {}
     proc_address, table, objc_resolver = _resolver(r, m)
+    lookup = _lookup_resolver(r, m)
     per_thread, vt = _symbols(r, sym)
 
     kernel_launch = r.ident(m.get("kernel_launch"), "kernel_launch")
@@ -770,7 +785,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         version_headers=version_headers, defines=tuple(defines),
         undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
-        proc_address=proc_address, table=table, kernel_launch=kernel_launch, pool_memory=pool_memory,
+        proc_address=proc_address, lookup=lookup, table=table, kernel_launch=kernel_launch, pool_memory=pool_memory,
         loader=loader,
         errors=ErrorSpec(type=err_type, success=err.success, kinds=err.kinds, defaulted=err.defaulted, default=default,
                          since=err.since, name_function=err.name_function, macros=err.macros,
@@ -870,9 +885,27 @@ def _resolver(r: SpecReader, m: dict[str, yaml.Node]) -> tuple[
                                per_thread_flag=r.ident(rm.get("per_thread_flag"), "per_thread_flag")), None, None
     if rk == "table":
         return None, _table_resolver(r, rm), None
+    if rk == "lookup":  # read by _lookup_resolver
+        return None, None, None
     if rk == "objc":
         return None, None, rm
     return None, None, None
+
+
+def _lookup_resolver(r: SpecReader, m: dict[str, yaml.Node]) -> LookupSpec | None:
+    """``resolver: {kind: lookup, ...}`` (its keys were checked by :func:`_resolver`)."""
+    rm = m.get("resolver")
+    if not isinstance(rm, yaml.MappingNode):
+        return None
+    keys = {k.value: v for k, v in rm.value if isinstance(k, yaml.ScalarNode)}
+    kind = keys.get("kind")
+    if not isinstance(kind, yaml.ScalarNode) or kind.value != "lookup" or "function" not in keys:
+        return None
+    fn = r.ident(keys["function"], "function")
+    if fn is None:
+        return None
+    scoped = r.seq(keys.get("scoped"), "scoped", lambda n: r.ident(n, "lookup"))
+    return LookupSpec(function=fn, scoped=tuple(scoped))
 
 
 def _symbols(r: SpecReader, sym: dict[str, yaml.Node]) -> tuple[list[tuple[Name, str]], Name | None]:

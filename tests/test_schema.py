@@ -123,4 +123,4 @@ def test_the_unknown_key_message_is_the_schemas() -> None:
     assert schema.unknown_key("bnid", schema.keys("library"), "library spec") == \
         "unknown key 'bnid' in library spec (did you mean 'bind'?)"
     assert schema.unknown_key("zzz", ("a", "b"), "x") == "unknown key 'zzz' in x; expected one of: a, b"
-    assert schema.variants("library > resolver") == ("proc_address", "table", "objc")
+    assert schema.variants("library > resolver") == ("proc_address", "lookup", "table", "objc")

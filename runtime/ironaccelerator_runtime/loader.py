@@ -25,7 +25,7 @@ from ironaccelerator._core import ErrorKind
 from .errors import Error, fail
 # re-exported: the generated bindings import the resolvers from here
 from .resolvers import DLSYM as DLSYM, AbiMajor as AbiMajor, ProcAddress as ProcAddress, Resolver as Resolver
-from .resolvers import Table as Table
+from .resolvers import Lookup as Lookup, Scope as Scope, Table as Table
 
 CData = Any  # a cffi cdata object (pointer, handle or struct)
 

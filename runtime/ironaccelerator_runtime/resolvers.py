@@ -1,6 +1,7 @@
 """Resolvers: how a generated library binding finds each function of the opened library before (or instead of)
 ``dlsym`` of its exported symbol, as its spec's ``resolver:`` section says: ``dlsym`` (:data:`DLSYM`), the library's
-own address lookup (:class:`ProcAddress`, ex. ``cuGetProcAddress``), or the entries of a provider's function table
+own address lookup (:class:`ProcAddress`, ex. ``cuGetProcAddress``), its lookup by name (:class:`Lookup`, ex.
+``vkGetInstanceProcAddr``, which the runtime may also bind to a handle: :class:`Scope`), or the entries of a provider's function table
 (:class:`Table`); and :class:`AbiMajor`, the check that an opened library's ABI major is the one bound.
 
 The generated bindings import these names from :mod:`ironaccelerator_runtime.loader`, which re-exports them."""
@@ -22,7 +23,7 @@ class Resolver:
     ``resolver: {kind: ...}``.  The C twin is ia_runtime.h's IA_RESOLVER (API mode); both resolve alike.
 
     ``kind`` ``dlsym`` (this class: nothing before dlsym); :class:`ProcAddress` for ``proc_address``;
-    :class:`Table` for ``table`` (a provider's function table, and no dlsym but of the provider).
+    :class:`Lookup` for ``lookup``; :class:`Table` for ``table`` (a provider's function table, and no dlsym but of the provider).
     """
 
     kind = "dlsym"
@@ -78,6 +79,100 @@ class ProcAddress(Resolver):
         if proc(b.functions[index][0].encode(), fp, pin, flags, *status) != 0 or fp[0] == ffi.NULL:
             return None
         return ffi.cast(f"ia_pfn_{index}", fp[0])  # typedef'd in abi.cdef
+
+
+class Lookup(Resolver):
+    """``lookup``: the library's own lookup by name, ``fn lookup(scope, const char *name)`` (Vulkan's
+    ``vkGetInstanceProcAddr``), asked with a NULL scope for each function, then dlsym of its symbol (as
+    ia_runtime.h's ``ia_via_lookup``); the lookup itself comes from dlsym.
+
+    A library whose functions dispatch on a handle (a Vulkan instance or device) also has them per handle:
+    :meth:`scope` binds ``function`` or one of the ``scoped`` lookups (``vkGetDeviceProcAddr``) to a handle and
+    gives a :class:`Scope`, whose functions are those the lookup returns for that handle (ex. a device's own entry
+    points, which skip the loader's dispatch, and extension functions the library does not export)."""
+
+    kind = "lookup"
+
+    def __init__(self, *, function: str, scoped: tuple[str, ...] = (), status: str = "") -> None:
+        self.function = function  # ex) vkGetInstanceProcAddr: a bound function, itself resolved with dlsym
+        self.scoped = scoped  # ex) ("vkGetDeviceProcAddr",): further bound lookups of the same shape
+        self.status = status  # ex) VkResult: the C type of the status the checked scope calls test
+
+    def resolve(self, lib: _LazyLib, index: int) -> Any:
+        b = lib._binding
+        public = b.functions[index][0]
+        if public == self.function:
+            return None
+        if not lib._proc_looked_up:
+            lib._proc = lib._dlsym(b.functions[b.index[self.function]][1])
+            lib._proc_looked_up = True
+        proc, ffi = lib._proc, lib._ffi
+        if proc is None:
+            return None
+        fp = proc(ffi.NULL, public.encode())
+        return None if fp == ffi.NULL else ffi.cast(f"ia_pfn_{index}", fp)  # typedef'd in abi.cdef
+
+    def scope(self, binding: Binding, handle: Any, lookup: str | None = None) -> Scope:
+        """The functions ``lookup`` (default: ``function``; else one of ``scoped``) returns for ``handle``."""
+        via = lookup or self.function
+        if via != self.function and via not in self.scoped:
+            raise fail(ErrorKind.INVALID_VALUE, "Lookup.scope", f"lookup={via!r} is not a lookup of this library; "
+                       f"use {self.function!r}" + "".join(f" or {s!r}" for s in self.scoped), binding.backend)
+        if handle is None or handle == binding.ffi.NULL:
+            raise fail(ErrorKind.INVALID_HANDLE, via, "handle is NULL: pass the handle whose functions are wanted "
+                       "(a NULL scope is the library's own resolution)", binding.backend)
+        return Scope(binding, self, via, handle)
+
+
+class Scope:
+    """The functions of one handle (a Vulkan instance or device), found with a :class:`Lookup` bound to it:
+    ``scope.vkCreateBuffer(...)`` calls the handle's own entry point with the C arguments (as the ``unchecked``
+    module's functions take them) and raises :class:`Error` when it returns a status that is not success (every
+    code of the library's error table: a caller that treats one as a status, ex. ``VK_INCOMPLETE``, calls
+    :meth:`raw`'s pointer instead); other results are returned as they are.  Each function is looked up once, on
+    first use; one the lookup does not return for this handle raises ``SYMBOL_NOT_FOUND``."""
+
+    def __init__(self, binding: Binding, resolver: Lookup, lookup: str, handle: Any) -> None:
+        self.binding = binding
+        self.handle = handle
+        self.lookup = lookup  # ex) vkGetDeviceProcAddr
+        self._resolver = resolver
+
+    def raw(self, name: str) -> Any:
+        """Function ``name``'s cdata function pointer for this handle (raises SYMBOL_NOT_FOUND when missing)."""
+        b = self.binding
+        index = b.index.get(name)
+        if index is None:
+            raise fail(ErrorKind.SYMBOL_NOT_FOUND, name, f"{name} is not a bound function of the {b.library} "
+                       "library (its spec's bind.include)", b.backend)
+        ffi = b.ffi
+        get = getattr(b.lib, self.lookup)
+        fp = get(self.handle, name.encode())
+        if fp == ffi.NULL:
+            raise fail(ErrorKind.SYMBOL_NOT_FOUND, name, f"{self.lookup} returned NULL for {name}: not a function "
+                       "of this handle (an extension not enabled, or a newer version than the handle's)", b.backend)
+        # the type: API mode, the compiled trampoline's (same prototype); ABI mode, abi.cdef's ia_pfn_<index>
+        ftype = ffi.typeof(ffi.addressof(b.lib, name)) if b.mode == "api" else ffi.typeof(f"ia_pfn_{index}")
+        return ffi.cast(ftype, fp)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        fn = self.raw(name)
+        b, index = self.binding, self.binding.index[name]
+        if not self._resolver.status or b.ffi.typeof(fn).result != b.ffi.typeof(self._resolver.status):
+            call: Any = fn
+        else:
+            errors, error = b.errors, b.error
+
+            def call(*args: Any) -> Any:
+                code = fn(*args)
+                if code in errors:
+                    raise error(code, index)
+                return code
+            call.__name__ = call.__qualname__ = name
+        setattr(self, name, call)  # later calls skip __getattr__
+        return call
 
 
 def _member(value: Any, path: str) -> Any:

@@ -11,6 +11,9 @@
  *     IA_RESOLVER_PROC_ADDRESS   the library's resolver (cuGetProcAddress) with the function's ABI pin, then
  *                                dlsym: ia_public[], ia_pin[], IA_PROC_SYMBOL, IA_PROC_INDEX,
  *                                IA_PROC_DEFAULT_FLAG, IA_PROC_PER_THREAD_FLAG, IA_PROC_STATUS_PARAM
+ *     IA_RESOLVER_LOOKUP         the library's lookup by name (IA_LOOKUP_SYMBOL, function IA_LOOKUP_INDEX, of
+ *                                the shape void (*)(void) (scope, const char *name)) asked with a NULL scope
+ *                                for ia_public[i], then dlsym
  *     IA_RESOLVER_TABLE          the library exports only a provider function (IA_TABLE_PROVIDER_SYMBOL,
  *                                function IA_TABLE_PROVIDER_INDEX, of type ia_table_provider_t, taking an
  *                                ia_table_list_t and an ia_table_count_t *) listing ia_table_interface_t structs;
@@ -45,6 +48,7 @@
 #define IA_RESOLVER_DLSYM 0
 #define IA_RESOLVER_PROC_ADDRESS 1
 #define IA_RESOLVER_TABLE 2
+#define IA_RESOLVER_LOOKUP 3
 #ifndef IA_RESOLVER
 #define IA_RESOLVER IA_RESOLVER_DLSYM
 #endif
@@ -104,6 +108,25 @@ static void *ia_via_proc(int i)
         return NULL;
 #endif
     return fp;
+}
+#endif
+
+#if IA_RESOLVER == IA_RESOLVER_LOOKUP
+typedef void (*(*ia_lookup_t)(void *, const char *))(void);
+static void *ia_lookup = NULL;
+static int ia_lookup_state = 0; /* 0 unresolved, 1 resolved, 2 missing */
+
+static void *ia_via_lookup(int i)
+{
+    if (i == IA_LOOKUP_INDEX)
+        return NULL;
+    if (ia_lookup_state == 0) {
+        ia_lookup = ia_dlsym(IA_LOOKUP_SYMBOL);
+        ia_lookup_state = ia_lookup != NULL ? 1 : 2;
+    }
+    if (ia_lookup == NULL)
+        return NULL;
+    return (void *)((ia_lookup_t)ia_lookup)(NULL, ia_public[i]);
 }
 #endif
 
@@ -191,6 +214,9 @@ static void *ia_resolve(int i)
 #if IA_RESOLVER == IA_RESOLVER_PROC_ADDRESS
     p = ia_via_proc(i);
 #endif
+#if IA_RESOLVER == IA_RESOLVER_LOOKUP
+    p = ia_via_lookup(i);
+#endif
 #if IA_RESOLVER == IA_RESOLVER_TABLE
     if (i != IA_TABLE_PROVIDER_INDEX) { /* a table entry or nothing: never the exported symbol */
         p = ia_via_table(i);
@@ -235,6 +261,10 @@ static void ia_dlforget(void)
 #if IA_RESOLVER == IA_RESOLVER_PROC_ADDRESS
     ia_proc = NULL;
     ia_proc_state = 0;
+#endif
+#if IA_RESOLVER == IA_RESOLVER_LOOKUP
+    ia_lookup = NULL;
+    ia_lookup_state = 0;
 #endif
 #if IA_RESOLVER == IA_RESOLVER_TABLE
     ia_table = NULL;

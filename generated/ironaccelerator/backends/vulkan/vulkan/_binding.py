@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ironaccelerator._core import ErrorKind
-from ironaccelerator_runtime.loader import Binding
+from ironaccelerator_runtime.loader import Binding, Lookup
 
 # (public name, ABI symbol, per-thread-default-stream symbol, minimum VULKAN version)
 FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
@@ -153,8 +153,16 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
     2147483647: ('VK_RESULT_MAX_ENUM', ErrorKind.DRIVER),
 }
 
+# ABI mode resolves as the trampolines do (ia_runtime.h, ia_via_lookup): vkGetInstanceProcAddr(NULL, public name),
+# then dlsym of its symbol; RESOLVER.scope(BINDING, handle[, lookup]) binds a lookup to a handle.
+RESOLVER = Lookup(
+    function='vkGetInstanceProcAddr',
+    scoped=('vkGetDeviceProcAddr', ),
+    status='VkResult',
+)
+
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '242e335041bb9e444bbbee04'
+BUILD_ID = '3c46ed5b7a61611da288251b'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
@@ -174,4 +182,5 @@ BINDING = Binding(
     errors=ERRORS,
     sentinel=2147483631,
     sdk_version='1.3',
+    resolver=RESOLVER,
 )
