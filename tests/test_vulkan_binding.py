@@ -1,0 +1,251 @@
+"""The Vulkan binding (specs/vulkan/vulkan.yaml) driven through its checked wrappers on Mesa's lavapipe: an instance,
+the physical device and its properties, a device, a buffer with host-visible memory whose bytes round-trip; statuses
+that are not errors (VK_INCOMPLETE); bad input refused with ironaccelerator.Error under the Khronos validation layer
+(whose messages are counted: none on the good path); and the ``lookup`` resolver kind (global functions through
+vkGetInstanceProcAddr(NULL, name), a VkInstance's and a VkDevice's own functions through RESOLVER.scope).
+
+Skips, with the reason, where libvulkan.so.1, lavapipe or the validation layer is missing."""
+
+from __future__ import annotations
+
+import ctypes.util
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ironaccelerator
+from ironaccelerator import ErrorKind
+
+vk = pytest.importorskip("ironaccelerator.backends.vulkan.vulkan")
+from ironaccelerator.backends.vulkan.vulkan import _binding  # noqa: E402
+
+ffi = vk.ffi
+S = vk.VkStructureType
+VK_API_1_3 = (1 << 22) | (3 << 12)
+VALIDATION = "VK_LAYER_KHRONOS_validation"
+LAYER_JSON = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
+
+if ctypes.util.find_library("vulkan") is None and not vk.has("vkCreateInstance"):
+    pytest.skip("libvulkan.so.1 (Debian libvulkan-dev / libvulkan1) is not installed", allow_module_level=True)
+
+
+def _strings(*names: str) -> tuple[Any, list[Any]]:
+    keep = [ffi.new("char[]", n.encode()) for n in names]
+    return ffi.new("char *[]", keep), keep
+
+
+class Instance:
+    """A VkInstance (optionally with the validation layer and a debug messenger counting its messages), its first
+    physical device, and a device with one queue of family 0."""
+
+    def __init__(self, validation: bool = False) -> None:
+        self.messages: list[str] = []
+        self._keep: list[Any] = []
+        app = ffi.new("VkApplicationInfo *", {"sType": S.VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                                              "apiVersion": VK_API_1_3})
+        layers, k1 = _strings(VALIDATION) if validation else (ffi.NULL, [])
+        exts, k2 = _strings("VK_EXT_debug_utils") if validation else (ffi.NULL, [])
+        self._keep += [app, layers, exts, k1, k2]
+        ci = ffi.new("VkInstanceCreateInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, "pApplicationInfo": app,
+            "enabledLayerCount": 1 if validation else 0, "ppEnabledLayerNames": layers,
+            "enabledExtensionCount": 1 if validation else 0, "ppEnabledExtensionNames": exts})
+        self.instance = vk.vkCreateInstance(ci)
+        self.scope = _binding.RESOLVER.scope(_binding.BINDING, self.instance)
+        self.messenger = None
+        if validation:
+            @ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT")
+            def on_message(severity: int, types: int, data: Any, user: Any) -> int:
+                self.messages.append(ffi.string(data.pMessage).decode(errors="replace"))
+                return 1  # VK_TRUE: the layer aborts the call with VK_ERROR_VALIDATION_FAILED_EXT
+            self._keep.append(on_message)
+            mci = ffi.new("VkDebugUtilsMessengerCreateInfoEXT *", {
+                "sType": S.VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+                "messageSeverity": 0x100 | 0x1000,  # WARNING | ERROR
+                "messageType": 0x1 | 0x2 | 0x4, "pfnUserCallback": on_message})
+            pm = ffi.new("VkDebugUtilsMessengerEXT *")
+            # an extension function: not exported by the loader, only the instance's lookup has it
+            self.scope.vkCreateDebugUtilsMessengerEXT(self.instance, mci, ffi.NULL, pm)
+            self.messenger = pm[0]
+        status, n = vk.vkEnumeratePhysicalDevices(self.instance, 0)
+        if n == 0:
+            self.close()
+            pytest.skip("no Vulkan physical device (Debian mesa-vulkan-drivers provides lavapipe)")
+        devices = ffi.new("VkPhysicalDevice[]", n)
+        status, n = vk.vkEnumeratePhysicalDevices(self.instance, n, devices)
+        self.physical = next((devices[i] for i in range(n) if b"llvmpipe" in
+                              ffi.string(vk.vkGetPhysicalDeviceProperties(devices[i]).deviceName)), None)
+        if self.physical is None:
+            self.close()
+            pytest.skip("lavapipe (llvmpipe) is not among the Vulkan devices: install mesa-vulkan-drivers")
+        prio = ffi.new("float[]", [1.0])
+        qci = ffi.new("VkDeviceQueueCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                                    "queueFamilyIndex": 0, "queueCount": 1,
+                                                    "pQueuePriorities": prio})
+        dci = ffi.new("VkDeviceCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                                               "queueCreateInfoCount": 1, "pQueueCreateInfos": qci})
+        self.device = vk.vkCreateDevice(self.physical, dci)
+
+    def close(self) -> None:
+        if getattr(self, "device", None) is not None:
+            vk.vkDestroyDevice(self.device)
+            self.device = None
+        if self.messenger is not None:
+            self.scope.vkDestroyDebugUtilsMessengerEXT(self.instance, self.messenger, ffi.NULL)
+            self.messenger = None
+        vk.vkDestroyInstance(self.instance)
+
+
+@pytest.fixture
+def inst() -> Iterator[Instance]:
+    i = Instance()
+    yield i
+    i.close()
+
+
+@pytest.fixture
+def validated() -> Iterator[Instance]:
+    if not LAYER_JSON.exists():
+        pytest.skip(f"the Khronos validation layer is not installed ({LAYER_JSON}: Debian vulkan-validationlayers)")
+    i = Instance(validation=True)
+    yield i
+    i.close()
+
+
+def _buffer_info(size: int) -> Any:
+    return ffi.new("VkBufferCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size,
+                                            "usage": 0x1 | 0x2 | 0x20,  # TRANSFER_SRC | TRANSFER_DST | STORAGE
+                                            "sharingMode": 0})
+
+
+def _round_trip(i: Instance, payload: bytes) -> bytes:
+    """A buffer bound to host-visible, host-coherent memory; ``payload`` written through one mapping, read back
+    through another."""
+    buf = vk.vkCreateBuffer(i.device, _buffer_info(len(payload)))
+    try:
+        req = vk.vkGetBufferMemoryRequirements(i.device, buf)
+        props = vk.vkGetPhysicalDeviceMemoryProperties(i.physical)
+        want = 0x2 | 0x4  # HOST_VISIBLE | HOST_COHERENT
+        kind = next(t for t in range(props.memoryTypeCount)
+                    if req.memoryTypeBits & (1 << t) and props.memoryTypes[t].propertyFlags & want == want)
+        ai = ffi.new("VkMemoryAllocateInfo *", {"sType": S.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                                "allocationSize": req.size, "memoryTypeIndex": kind})
+        mem = vk.vkAllocateMemory(i.device, ai)
+        try:
+            vk.vkBindBufferMemory(i.device, buf, mem, 0)
+            p = vk.vkMapMemory(i.device, mem, 0, len(payload), 0)
+            ffi.memmove(p, payload, len(payload))
+            vk.vkUnmapMemory(i.device, mem)
+            p = vk.vkMapMemory(i.device, mem, 0, len(payload), 0)
+            out = bytes(ffi.buffer(p, len(payload)))
+            vk.vkUnmapMemory(i.device, mem)
+            return out
+        finally:
+            vk.vkFreeMemory(i.device, mem)
+    finally:
+        vk.vkDestroyBuffer(i.device, buf)
+
+
+def test_lavapipe_through_the_checked_wrappers(inst: Instance) -> None:
+    assert vk.vkEnumerateInstanceVersion() >= VK_API_1_3
+    props = vk.vkGetPhysicalDeviceProperties(inst.physical)
+    assert "llvmpipe" in ffi.string(props.deviceName).decode()
+    assert props.apiVersion >= VK_API_1_3
+    # an sType/pNext chain built by the caller: VkPhysicalDeviceProperties2 -> VkPhysicalDeviceVulkan12Properties
+    v12 = ffi.new("VkPhysicalDeviceVulkan12Properties *",
+                  {"sType": S.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES})
+    p2 = ffi.new("VkPhysicalDeviceProperties2 *", {"sType": S.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                                   "pNext": v12})
+    vk.vkGetPhysicalDeviceProperties2(inst.physical, p2)
+    assert ffi.string(p2.properties.deviceName) == ffi.string(props.deviceName)
+    assert v12.maxTimelineSemaphoreValueDifference > 0
+    families = vk.vkGetPhysicalDeviceQueueFamilyProperties(inst.physical, 0)
+    assert families >= 1
+    fam = ffi.new("VkQueueFamilyProperties[]", families)
+    vk.vkGetPhysicalDeviceQueueFamilyProperties(inst.physical, families, fam)
+    assert fam[0].queueFlags & 0x2  # VK_QUEUE_COMPUTE_BIT
+    queue = vk.vkGetDeviceQueue(inst.device, 0, 0)
+    assert queue != ffi.NULL
+    payload = bytes(range(256)) * 16
+    assert _round_trip(inst, payload) == payload
+    vk.vkDeviceWaitIdle(inst.device)
+
+
+def test_incomplete_is_a_status_not_an_error(inst: Instance) -> None:
+    """VK_INCOMPLETE from a two-call enumeration (count in, count out) is returned, not raised."""
+    status, n = vk.vkEnumerateDeviceExtensionProperties(inst.physical, None, 0)
+    assert status == vk.VkResult.VK_SUCCESS and n > 1
+    arr = ffi.new("VkExtensionProperties[]", 1)
+    status, got = vk.vkEnumerateDeviceExtensionProperties(inst.physical, None, 1, arr)
+    assert status == vk.VkResult.VK_INCOMPLETE and got == 1
+    assert ffi.string(arr[0].extensionName).startswith(b"VK_")
+
+
+def test_a_missing_layer_is_unsupported() -> None:
+    layers, keep = _strings("VK_LAYER_no_such_layer")
+    ci = ffi.new("VkInstanceCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                            "enabledLayerCount": 1, "ppEnabledLayerNames": layers})
+    with pytest.raises(ironaccelerator.Error) as e:
+        vk.vkCreateInstance(ci)
+    assert e.value.kind is ErrorKind.UNSUPPORTED and e.value.function == "vkCreateInstance"
+    assert "VK_ERROR_LAYER_NOT_PRESENT" in str(e.value)
+    err = vk.unchecked.vkCreateInstance(ci, ffi.NULL, ffi.new("VkInstance *"))
+    assert err == vk.VkResult.VK_ERROR_LAYER_NOT_PRESENT
+
+
+def test_the_good_path_under_the_validation_layer_says_nothing(validated: Instance) -> None:
+    payload = b"ironaccelerator" * 100
+    assert _round_trip(validated, payload) == payload
+    assert validated.messages == []
+
+
+def test_bad_input_under_the_validation_layer_is_an_error(validated: Instance) -> None:
+    """A VkBufferCreateInfo of size 0 (VUID-VkBufferCreateInfo-size-00912): the layer reports it, the messenger
+    returns VK_TRUE, the call is aborted with VK_ERROR_VALIDATION_FAILED_EXT: INVALID_VALUE, and nothing is created.
+    (Without the layer, Vulkan does not check: the same call is undefined behaviour in the driver.)"""
+    with pytest.raises(ironaccelerator.Error) as e:
+        vk.vkCreateBuffer(validated.device, _buffer_info(0))
+    assert e.value.kind is ErrorKind.INVALID_VALUE and e.value.function == "vkCreateBuffer"
+    assert "VK_ERROR_VALIDATION_FAILED_EXT" in str(e.value)
+    assert any("size" in m for m in validated.messages), validated.messages
+
+
+def test_lookup_resolver_scopes(inst: Instance) -> None:
+    """The ``lookup`` kind: the binding's RESOLVER asks vkGetInstanceProcAddr(NULL, name); a scope bound to the
+    device gives the device's own entry points (no loader dispatch), which work like the exported ones; an
+    extension function the loader does not export is reachable only through a scope that has it."""
+    assert _binding.RESOLVER.kind == "lookup" and _binding.RESOLVER.function == "vkGetInstanceProcAddr"
+    assert _binding.RESOLVER.scoped == ("vkGetDeviceProcAddr",)
+    dev = _binding.RESOLVER.scope(_binding.BINDING, inst.device, "vkGetDeviceProcAddr")
+    exported = ffi.cast("void *", vk.vkGetInstanceProcAddr(None, b"vkCreateBuffer"))
+    assert ffi.cast("void *", dev.raw("vkCreateBuffer")) != ffi.NULL
+    pb = ffi.new("VkBuffer *")
+    assert dev.vkCreateBuffer(inst.device, _buffer_info(64), ffi.NULL, pb) == 0 and pb[0] != ffi.NULL
+    req = ffi.new("VkMemoryRequirements *")
+    dev.vkGetBufferMemoryRequirements(inst.device, pb[0], req)
+    assert req.size >= 64
+    dev.vkDestroyBuffer(inst.device, pb[0], ffi.NULL)
+    assert exported == ffi.NULL  # a device function is not global: the NULL scope has none (dlsym serves it)
+    assert not vk.has("vkCreateDebugUtilsMessengerEXT")  # not exported by libvulkan.so.1
+    with pytest.raises(ironaccelerator.Error) as e:
+        dev.vkCreateDebugUtilsMessengerEXT  # an instance function, and its extension is not enabled
+    assert e.value.kind is ErrorKind.SYMBOL_NOT_FOUND and "vkGetDeviceProcAddr returned NULL" in str(e.value)
+    # a status through a scope: every code of the error table raises (the checked wrapper returns its statuses)
+    fci = ffi.new("VkFenceCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO})
+    fence = vk.vkCreateFence(inst.device, fci)
+    try:
+        assert vk.vkGetFenceStatus(inst.device, fence) == vk.VkResult.VK_NOT_READY
+        with pytest.raises(ironaccelerator.Error) as e:
+            dev.vkGetFenceStatus(inst.device, fence)
+        assert e.value.kind is ErrorKind.NOT_READY and e.value.code == vk.VkResult.VK_NOT_READY
+        assert vk.unchecked.vkGetFenceStatus(inst.device, fence) == dev.raw("vkGetFenceStatus")(inst.device, fence)
+    finally:
+        vk.vkDestroyFence(inst.device, fence)
+    with pytest.raises(ironaccelerator.Error) as e:
+        _binding.RESOLVER.scope(_binding.BINDING, ffi.NULL)
+    assert e.value.kind is ErrorKind.INVALID_HANDLE
+    with pytest.raises(ironaccelerator.Error) as e:
+        _binding.RESOLVER.scope(_binding.BINDING, inst.device, "vkCreateBuffer")
+    assert e.value.kind is ErrorKind.INVALID_VALUE
