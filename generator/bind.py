@@ -69,6 +69,9 @@ class BoundParam:
     len_of: tuple[str, ...] = ()  # for role 'len': the arrays whose length this is
     terminated: bool = False  # for role 'in_array': passed with a zero element after the items (len: null-terminated)
     nullable: bool = False
+    # errors.null_handle: an opaque handle (pointer to an incomplete struct) passed in, not nullable, whose NULL the
+    # wrapper refuses before the call with the library's null_handle kind
+    refuse_null: bool = False
     string: StringSpec | None = None
     py_type: str = "CData"  # the annotation in the checked wrapper
     py_result: str = ""  # the annotation of the returned value for out roles
@@ -208,6 +211,7 @@ class BoundLibrary:
     error_type: str
     error_name_function: str | None
     error_mask: int = 0  # the bits of a status that are its code (errors.mask; 0: the whole status)
+    null_handle: str | None = None  # errors.null_handle: the ErrorKind of a NULL handle not declared nullable
     declarations: tuple[str, ...]  # C type declarations in dependency order (cdef and C source)
     structs: tuple[str, ...]  # typedef names of complete structs/unions, usable from Python
     per_thread: bool
@@ -679,8 +683,11 @@ class Binder:
         nullable = bool(ps and ps.nullable)
         if nullable:
             py_type += " | None"
+        refuse_null = (role is Role.IN and not nullable and self.spec.errors.null_handle is not None
+                       and isinstance(r, Pointer) and self.incomplete(resolve(r.pointee, self.typedefs)))
         return BoundParam(name=py, c_name=c_name, type=t, decl=declare(t, c_name), role=role, pointee=pointee,
-                          element=element, len_of=len_of, nullable=nullable, string=ps.string if ps else None,
+                          element=element, len_of=len_of, nullable=nullable, refuse_null=refuse_null,
+                          string=ps.string if ps else None,
                           terminated=bool(ps and ps.terminated),
                           py_type=py_type, py_result=py_result, result_kind=kind)
 
@@ -721,6 +728,9 @@ class Binder:
         if es.default.value not in kinds:
             self.err.error(es.default.location, f"'{es.default}' is not an error kind of {self.core.path}"
                            f"{suggest(es.default.value, kinds)}")
+        if es.null_handle is not None and es.null_handle.value not in kinds:
+            self.err.error(es.null_handle.location, f"null_handle '{es.null_handle}' is not an error kind of "
+                           f"{self.core.path}{suggest(es.null_handle.value, kinds)}")
         mapped: dict[str, str] = {}
         for code, kind in es.kinds:
             if kind.value not in kinds:
@@ -1107,6 +1117,10 @@ def bind_lookup(spec: LibrarySpec, header: Header, functions: tuple[BoundFunctio
             col.error(name.location, f"'{name}' does not look like a lookup (function pointer (handle scope, "
                       "const char *name))")
             return Resolver()
+        if not found and f.params and f.params[0].refuse_null:
+            col.error(name.location, f"lookup '{name}' is asked with a NULL scope, which errors.null_handle refuses: "
+                      f"declare its parameter '{f.params[0].name}' nullable (functions: {name}: params:)")
+            return Resolver()
         found.append(f)
     return Resolver(kind="lookup", index=found[0].index, symbol=found[0].symbol,
                     scoped=tuple(f.index for f in found[1:]))
@@ -1405,7 +1419,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
         module=f"ironaccelerator.backends.{spec.vendor}.{spec.library}",
         functions=functions, enums=enums, constants=constants, errors=error_codes, success=success,
         error_type=spec.errors.type.value, error_name_function=names, declarations=decls, structs=structs,
-        error_mask=spec.errors.mask,
+        error_mask=spec.errors.mask, null_handle=spec.errors.null_handle.value if spec.errors.null_handle else None,
         per_thread=any(f.per_thread_symbol for f in functions), resolver=resolver, kernel_launch=launch,
         pool_memory=pool_memory, library_names=library_names, abi_major=abi_major,
     )

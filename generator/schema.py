@@ -263,6 +263,9 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                    "`errcode_ret`."),
                 _k("codes", "The enum of codes when `type` is a wider integer handle, ex. `Qnn_ErrorCode_t`."),
                 _k("mask", "The bits of a status that are its code, ex. `0xffff`."),
+                _k("null_handle", "The `ErrorKind` raised, before the call, when NULL is passed for a handle (a "
+                   "pointer to an opaque struct) that is not `nullable`, ex. `INVALID_HANDLE` for Vulkan, whose "
+                   "loader dereferences its handles; without it NULL is passed on."),
             )),
     Section("library > functions > <name>", "Overrides for one bound function (by public name).", (
                 _k("symbol", "The ABI symbol, overriding the header's `#define` rename."),

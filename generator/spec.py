@@ -91,6 +91,7 @@ class ErrorSpec:
     out_param: Name | None = None  # ex) errcode_ret: functions returning a value report status through it
     codes: Name | None = None  # ex) Qnn_ErrorCode_t: the enum of codes when ``type`` is a wider integer handle
     mask: int = 0  # ex) 0xffff: the bits of a status that are its code (0: all of them)
+    null_handle: Name | None = None  # ex) INVALID_HANDLE: raised for a NULL opaque handle not declared nullable
     reported: bool = True  # False: ``errors: none`` (ex: NVTX): the functions report no status, none is checked
 
 
@@ -789,7 +790,8 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         loader=loader,
         errors=ErrorSpec(type=err_type, success=err.success, kinds=err.kinds, defaulted=err.defaulted, default=default,
                          since=err.since, name_function=err.name_function, macros=err.macros,
-                         out_param=err.out_param, codes=err.codes, mask=err.mask, reported=not no_status),
+                         out_param=err.out_param, codes=err.codes, mask=err.mask, null_handle=err.null_handle,
+                         reported=not no_status),
         functions=tuple(functions), objc=objc_spec,
     )
 
@@ -974,6 +976,7 @@ class _ErrorsRead:
     out_param: Name | None
     codes: Name | None
     mask: int
+    null_handle: Name | None
 
 
 def _errors(r: SpecReader, em: dict[str, yaml.Node]) -> _ErrorsRead:
@@ -1001,7 +1004,7 @@ def _errors(r: SpecReader, em: dict[str, yaml.Node]) -> _ErrorsRead:
         r.errors.error(r.loc(em["mask"]), "mask must be a positive integer of at most 64 bits (ex: 0xffff)")
     return _ErrorsRead(type=err_type, success=success, kinds=tuple(kinds), defaulted=defaulted, default=default,
                        since=tuple(since), name_function=name_function, macros=err_macros, out_param=out_param,
-                       codes=codes, mask=mask or 0)
+                       codes=codes, mask=mask or 0, null_handle=r.ident(em.get("null_handle"), "null_handle"))
 
 
 MAJOR = "{major}"  # the one placeholder of a loader name: the major version of the SDK of the headers

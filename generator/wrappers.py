@@ -139,6 +139,9 @@ def _lower_arg(p: BoundParam, f: BoundFunction, lib: BoundLibrary, type_index: d
     v = p.name
     match p.role:
         case Role.IN:
+            if p.refuse_null:  # errors.null_handle: a NULL handle is refused before the call
+                body.append(f"if {v} == _NULL:")
+                body.append(f"    raise _b.null_handle({f.index}, {v!r})")
             args.append(f"_NULL if {v} is None else {v}" if p.nullable else v)
         case Role.IN_STR:
             body.append(f"_{v} = {v}.encode() if isinstance({v}, str) else {v}")
@@ -377,6 +380,9 @@ class _Lowering:
             self.decls.append(f"{_pointer_local(t, r, f'a{i}')};")
             function_pointer = isinstance(r, Pointer) and isinstance(resolve(r.pointee, self.typedefs), FunctionProto)
             self.pointer_arg(i, o, p.nullable, function_pointer)
+            if p.refuse_null:  # errors.null_handle, as the Python wrapper
+                self.convert += [f"if (IA_UNLIKELY(a{i} == NULL)) {{",
+                                 f"    ia_fast_null({self.f.index}, {c_string(p.name)});", "    goto ia_done;", "}"]
         elif isinstance(r, (RecordRef, InlineRecord)) and not p.nullable:  # a struct by value
             self.decls.append(f"{_spell(t, f'a{i}')};")
             self.convert += [f"if (_cffi_to_c((char *)&a{i}, IA_CT({self.ct(i, False)}), {o}) < 0)",

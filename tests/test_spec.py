@@ -318,7 +318,7 @@ def test_resolver_kind_unknown_suggests() -> None:
     text = edit(DRIVER_TEXT, "kind: proc_address", "kind: proc_adress")
     d = the_error(loader_errors(text), "resolver kind")
     assert d.message == ("'proc_adress' is not a resolver kind (did you mean 'proc_address'?); "
-                         "expected one of: dlsym, proc_address, table, objc")
+                         "expected one of: dlsym, proc_address, lookup, table, objc")
     assert_at(d, DRIVER, pos(text, "proc_adress"))
 
 

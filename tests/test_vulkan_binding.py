@@ -9,7 +9,7 @@ Skips, with the reason, where libvulkan.so.1, lavapipe or the validation layer i
 from __future__ import annotations
 
 import ctypes.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +56,10 @@ class Instance:
         self.scope = _binding.RESOLVER.scope(_binding.BINDING, self.instance)
         self.messenger = None
         if validation:
-            @ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT")
-            def on_message(severity: int, types: int, data: Any, user: Any) -> int:
+            def record(severity: int, types: int, data: Any, user: Any) -> int:
                 self.messages.append(ffi.string(data.pMessage).decode(errors="replace"))
                 return 1  # VK_TRUE: the layer aborts the call with VK_ERROR_VALIDATION_FAILED_EXT
+            on_message = ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT", record)
             self._keep.append(on_message)
             mci = ffi.new("VkDebugUtilsMessengerCreateInfoEXT *", {
                 "sType": S.VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
@@ -249,3 +249,102 @@ def test_lookup_resolver_scopes(inst: Instance) -> None:
     with pytest.raises(ironaccelerator.Error) as e:
         _binding.RESOLVER.scope(_binding.BINDING, inst.device, "vkCreateBuffer")
     assert e.value.kind is ErrorKind.INVALID_VALUE
+
+
+def test_a_null_handle_is_refused_before_the_call(inst: Instance) -> None:
+    """errors.null_handle: the loader dereferences a dispatchable handle (a NULL VkDevice would crash the process
+    before any layer sees it), so the checked wrapper refuses NULL for a handle that is not `nullable`, in the
+    compiled fast path and in the Python wrapper alike; the destroys take VK_NULL_HANDLE (declared nullable)."""
+    calls: list[Callable[[], Any]] = [
+                 lambda: vk.vkCreateBuffer(ffi.NULL, _buffer_info(64)),
+                 lambda: vk.vkGetDeviceQueue(ffi.NULL, 0, 0),
+                 lambda: vk.vkGetPhysicalDeviceProperties(ffi.NULL),
+                 lambda: vk.vkBindBufferMemory(inst.device, ffi.NULL, ffi.NULL, 0)]
+    for call in calls:
+        with pytest.raises(ironaccelerator.Error) as e:
+            call()
+        assert e.value.kind is ErrorKind.INVALID_HANDLE and "is NULL: pass a valid handle" in str(e.value)
+    with pytest.raises(ironaccelerator.Error) as e:
+        vk.vkCreateBuffer(ffi.NULL, _buffer_info(64))
+    assert e.value.function == "vkCreateBuffer" and str(e.value).startswith("vkCreateBuffer: device is NULL")
+    # API mode: the compiled fast path raised above; the Python wrapper it replaced (ABI mode's) raises the same
+    python = vk._python.get("vkCreateBuffer", vk.vkCreateBuffer)
+    with pytest.raises(ironaccelerator.Error) as e:
+        python(ffi.NULL, _buffer_info(64))
+    assert e.value.kind is ErrorKind.INVALID_HANDLE and str(e.value).startswith("vkCreateBuffer: device is NULL")
+    vk.vkDestroyBuffer(inst.device, ffi.NULL)  # VK_NULL_HANDLE: valid, nothing to destroy
+    vk.vkFreeMemory(inst.device, None)
+
+
+# ---------------------------------------------------------------- the spec language Vulkan needed, vendor-neutral
+# (a declared toy library: no Vulkan header involved)
+
+TOY = """\
+vendor: decl
+library: toy
+backend: CUDA
+frontend: declared
+declarations: |
+  typedef enum { TOY_OK = 0, TOY_BAD_ARG = 2 } ToyStatus;
+  typedef struct ToyContext_t *ToyContext;
+  typedef void (*ToyVoidFunction)(void);
+  ToyVoidFunction toyGetProc(ToyContext context, const char *name);
+  ToyStatus toyUse(ToyContext context, int value);
+  ToyStatus toyFree(ToyContext context);
+resolver:
+  kind: lookup
+  function: toyGetProc
+loader:
+  linux: [libtoydecl.so]
+errors:
+  type: ToyStatus
+  success: [TOY_OK]
+  default: DRIVER
+  null_handle: INVALID_HANDLE
+  kinds:
+    INVALID_VALUE: [TOY_BAD_ARG]
+functions:
+  toyFree:
+    params:
+      context: {direction: in, nullable: true}
+  toyGetProc:
+    params:
+      context: {direction: in, nullable: true}
+"""
+
+
+def _compile_toy(tmp_path: Path, text: str) -> dict[str, str]:
+    from ironaccelerator_gen import pipeline
+    from test_declared import spec_dir
+    return {k: v for k, v in pipeline.compile_specs(spec_dir(tmp_path, text), base=tmp_path).files.items()
+            if "/decl/toy/" in k}
+
+
+def test_lookup_and_null_handle_generate(tmp_path: Path) -> None:
+    files = _compile_toy(tmp_path, TOY)
+    binding = files["ironaccelerator/backends/decl/toy/_binding.py"]
+    assert "RESOLVER = Lookup(" in binding and "function='toyGetProc'" in binding
+    assert "null_handle=ErrorKind.INVALID_HANDLE" in binding
+    assert "#define IA_RESOLVER IA_RESOLVER_LOOKUP" in files["ironaccelerator/backends/decl/toy/trampolines.c"]
+    init = files["ironaccelerator/backends/decl/toy/__init__.py"]
+    use = init[init.index("def toyUse("):init.index("def toyUse(") + 900]
+    assert "if context == _NULL:" in use  # refused: a handle, not nullable
+    free = init[init.index("def toyFree("):init.index("def toyUse(")]
+    assert "_NULL if context is None else context" in free and "null_handle" not in free  # nullable: passed on
+
+
+def test_lookup_and_null_handle_errors_are_located(tmp_path: Path) -> None:
+    from ironaccelerator_gen.diagnostics import UserError
+    bad_shape = TOY.replace("function: toyGetProc", "function: toyUse")
+    with pytest.raises(UserError) as e:
+        _compile_toy(tmp_path / "a", bad_shape)
+    assert any("'toyUse' does not look like a lookup" in str(d) for d in e.value.diagnostics)
+    not_nullable = TOY.replace("  toyGetProc:\n    params:\n      context: {direction: in, nullable: true}\n", "")
+    with pytest.raises(UserError) as e:
+        _compile_toy(tmp_path / "c", not_nullable)
+    assert any("lookup 'toyGetProc' is asked with a NULL scope" in str(d) for d in e.value.diagnostics)
+    bad_kind = TOY.replace("null_handle: INVALID_HANDLE", "null_handle: INVALID_HANDEL")
+    with pytest.raises(UserError) as e:
+        _compile_toy(tmp_path / "b", bad_kind)
+    assert any("null_handle 'INVALID_HANDEL' is not an error kind" in str(d) and "INVALID_HANDLE" in str(d)
+               for d in e.value.diagnostics)

@@ -223,7 +223,7 @@ class Binding:
                  names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[str] = (), sdk_dirs: Sequence[str] = (),
                  sdk_env: Sequence[str] = (), sdk_roots: Sequence[str] = (), errors: dict[int, tuple[str, ErrorKind]],
                  sentinel: int, sdk_version: str, resolver: Resolver = DLSYM, error_mask: int = 0,
-                 abi_major: AbiMajor | None = None) -> None:
+                 abi_major: AbiMajor | None = None, null_handle: ErrorKind | None = None) -> None:
         self.package = package
         self.build_id = build_id
         self.backend = backend
@@ -233,6 +233,7 @@ class Binding:
         self.loader = (names, tuple(wheel_dirs), tuple(sdk_dirs), tuple(sdk_env), tuple(sdk_roots))
         self.errors = errors
         self.sentinel = sentinel
+        self.null_kind = null_handle  # errors.null_handle: the kind of a NULL handle not declared nullable
         self.error_mask = error_mask  # the bits of a status that are its code (errors.mask; 0: all)
         self.sdk_version = sdk_version
         self.resolver = resolver
@@ -412,6 +413,14 @@ class Binding:
         """The INVALID_VALUE :class:`Error` a checked wrapper of function ``index`` raises itself (arrays whose
         lengths differ): what its compiled fast path raises too."""
         return Error(ErrorKind.INVALID_VALUE, message, function=self.functions[index][0], backend=self.backend)
+
+    def null_handle(self, index: int, param: str) -> Error:
+        """The :class:`Error` a checked wrapper of function ``index`` raises itself when NULL is passed for its
+        handle ``param`` (a spec's ``errors.null_handle``; the library would dereference it): what its compiled
+        fast path raises too."""
+        return fail(self.null_kind or ErrorKind.INVALID_HANDLE, self.functions[index][0],
+                    f"{param} is NULL: pass a valid handle (a {self.backend} handle this function dereferences)",
+                    self.backend)
 
     def raise_error(self, code: int, index: int) -> None:
         raise self.error(code, index)

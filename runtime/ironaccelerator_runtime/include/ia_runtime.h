@@ -588,6 +588,17 @@ static PyObject *ia_fast_fail_log(PyObject *code, int index, const char *log_fun
 
 /* raise BINDING.invalid(index, message): the INVALID_VALUE Error a Python wrapper raises itself (arrays whose
    lengths differ); -1 */
+/* errors.null_handle: NULL passed for handle `param` of function `index` (Binding.null_handle builds the Error) */
+static int ia_fast_null(int index, const char *param)
+{
+    PyObject *b, *err;
+    if ((b = ia_fast_get_binding()) == NULL)
+        return -1;
+    if ((err = PyObject_CallMethod(b, "null_handle", "is", index, param)) != NULL)
+        ia_raise(err);
+    return -1;
+}
+
 static int ia_fast_invalid(int index, const char *message)
 {
     PyObject *b, *err;

@@ -8181,6 +8181,8 @@ def vkAllocateCommandBuffers(device: CData, pAllocateInfo: CData, pCommandBuffer
 
     Symbol ``vkAllocateCommandBuffers``.
     """
+    if device == _NULL:
+        raise _b.null_handle(0, 'device')
     _r = _f_vkAllocateCommandBuffers(device, pAllocateInfo, pCommandBuffers)
     if _r:
         raise _error(_r, 0)
@@ -8191,6 +8193,8 @@ def vkAllocateDescriptorSets(device: CData, pAllocateInfo: CData, pDescriptorSet
 
     Symbol ``vkAllocateDescriptorSets``.
     """
+    if device == _NULL:
+        raise _b.null_handle(1, 'device')
     _r = _f_vkAllocateDescriptorSets(device, pAllocateInfo, pDescriptorSets)
     if _r:
         raise _error(_r, 1)
@@ -8202,6 +8206,8 @@ def vkAllocateMemory(device: CData, pAllocateInfo: CData, pAllocator: CData | No
     Symbol ``vkAllocateMemory``.
     Returns ``pMemory``.
     """
+    if device == _NULL:
+        raise _b.null_handle(2, 'device')
     _pMemory = _new(_T0)
     _r = _f_vkAllocateMemory(device, pAllocateInfo, _NULL if pAllocator is None else pAllocator, _pMemory)
     if _r:
@@ -8214,6 +8220,8 @@ def vkBeginCommandBuffer(commandBuffer: CData, pBeginInfo: CData) -> None:
 
     Symbol ``vkBeginCommandBuffer``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(3, 'commandBuffer')
     _r = _f_vkBeginCommandBuffer(commandBuffer, pBeginInfo)
     if _r:
         raise _error(_r, 3)
@@ -8224,6 +8232,12 @@ def vkBindBufferMemory(device: CData, buffer: CData, memory: CData, memoryOffset
 
     Symbol ``vkBindBufferMemory``.
     """
+    if device == _NULL:
+        raise _b.null_handle(4, 'device')
+    if buffer == _NULL:
+        raise _b.null_handle(4, 'buffer')
+    if memory == _NULL:
+        raise _b.null_handle(4, 'memory')
     _r = _f_vkBindBufferMemory(device, buffer, memory, memoryOffset)
     if _r:
         raise _error(_r, 4)
@@ -8235,6 +8249,10 @@ def vkCmdBindDescriptorSets(commandBuffer: CData, pipelineBindPoint: int, layout
     Symbol ``vkCmdBindDescriptorSets``.
     """
     _keep: list[Any] = []
+    if commandBuffer == _NULL:
+        raise _b.null_handle(5, 'commandBuffer')
+    if layout == _NULL:
+        raise _b.null_handle(5, 'layout')
     _descriptorSetCount = len(pDescriptorSets) if pDescriptorSets is not None else 0
     _pDescriptorSets = _c_array(ffi, 'const VkDescriptorSet', pDescriptorSets, _keep)
     _dynamicOffsetCount = len(pDynamicOffsets) if pDynamicOffsets is not None else 0
@@ -8248,6 +8266,10 @@ def vkCmdBindPipeline(commandBuffer: CData, pipelineBindPoint: int, pipeline: CD
 
     Symbol ``vkCmdBindPipeline``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(6, 'commandBuffer')
+    if pipeline == _NULL:
+        raise _b.null_handle(6, 'pipeline')
     _require(6)
     _f_vkCmdBindPipeline(commandBuffer, pipelineBindPoint, pipeline)
 
@@ -8258,6 +8280,12 @@ def vkCmdCopyBuffer(commandBuffer: CData, srcBuffer: CData, dstBuffer: CData, pR
     Symbol ``vkCmdCopyBuffer``.
     """
     _keep: list[Any] = []
+    if commandBuffer == _NULL:
+        raise _b.null_handle(7, 'commandBuffer')
+    if srcBuffer == _NULL:
+        raise _b.null_handle(7, 'srcBuffer')
+    if dstBuffer == _NULL:
+        raise _b.null_handle(7, 'dstBuffer')
     _regionCount = len(pRegions) if pRegions is not None else 0
     _pRegions = _c_array(ffi, 'const VkBufferCopy', pRegions, _keep)
     _require(7)
@@ -8269,6 +8297,8 @@ def vkCmdDispatch(commandBuffer: CData, groupCountX: int, groupCountY: int, grou
 
     Symbol ``vkCmdDispatch``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(8, 'commandBuffer')
     _require(8)
     _f_vkCmdDispatch(commandBuffer, groupCountX, groupCountY, groupCountZ)
 
@@ -8278,6 +8308,8 @@ def vkCmdDispatchBase(commandBuffer: CData, baseGroupX: int, baseGroupY: int, ba
 
     Symbol ``vkCmdDispatchBase``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(9, 'commandBuffer')
     _require(9)
     _f_vkCmdDispatchBase(commandBuffer, baseGroupX, baseGroupY, baseGroupZ, groupCountX, groupCountY, groupCountZ)
 
@@ -8287,6 +8319,10 @@ def vkCmdFillBuffer(commandBuffer: CData, dstBuffer: CData, dstOffset: int, size
 
     Symbol ``vkCmdFillBuffer``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(10, 'commandBuffer')
+    if dstBuffer == _NULL:
+        raise _b.null_handle(10, 'dstBuffer')
     _require(10)
     _f_vkCmdFillBuffer(commandBuffer, dstBuffer, dstOffset, size, data)
 
@@ -8297,6 +8333,8 @@ def vkCmdPipelineBarrier(commandBuffer: CData, srcStageMask: int, dstStageMask: 
     Symbol ``vkCmdPipelineBarrier``.
     """
     _keep: list[Any] = []
+    if commandBuffer == _NULL:
+        raise _b.null_handle(11, 'commandBuffer')
     _memoryBarrierCount = len(pMemoryBarriers) if pMemoryBarriers is not None else 0
     _pMemoryBarriers = _c_array(ffi, 'const VkMemoryBarrier', pMemoryBarriers, _keep)
     _bufferMemoryBarrierCount = len(pBufferMemoryBarriers) if pBufferMemoryBarriers is not None else 0
@@ -8312,6 +8350,8 @@ def vkCmdPipelineBarrier2(commandBuffer: CData, pDependencyInfo: CData) -> None:
 
     Symbol ``vkCmdPipelineBarrier2``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(12, 'commandBuffer')
     _require(12)
     _f_vkCmdPipelineBarrier2(commandBuffer, pDependencyInfo)
 
@@ -8321,6 +8361,10 @@ def vkCmdPushConstants(commandBuffer: CData, layout: CData, stageFlags: int, off
 
     Symbol ``vkCmdPushConstants``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(13, 'commandBuffer')
+    if layout == _NULL:
+        raise _b.null_handle(13, 'layout')
     _require(13)
     _f_vkCmdPushConstants(commandBuffer, layout, stageFlags, offset, size, pValues)
 
@@ -8330,6 +8374,10 @@ def vkCmdResetQueryPool(commandBuffer: CData, queryPool: CData, firstQuery: int,
 
     Symbol ``vkCmdResetQueryPool``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(14, 'commandBuffer')
+    if queryPool == _NULL:
+        raise _b.null_handle(14, 'queryPool')
     _require(14)
     _f_vkCmdResetQueryPool(commandBuffer, queryPool, firstQuery, queryCount)
 
@@ -8339,6 +8387,10 @@ def vkCmdUpdateBuffer(commandBuffer: CData, dstBuffer: CData, dstOffset: int, da
 
     Symbol ``vkCmdUpdateBuffer``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(15, 'commandBuffer')
+    if dstBuffer == _NULL:
+        raise _b.null_handle(15, 'dstBuffer')
     _require(15)
     _f_vkCmdUpdateBuffer(commandBuffer, dstBuffer, dstOffset, dataSize, pData)
 
@@ -8348,6 +8400,10 @@ def vkCmdWriteTimestamp(commandBuffer: CData, pipelineStage: int, queryPool: CDa
 
     Symbol ``vkCmdWriteTimestamp``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(16, 'commandBuffer')
+    if queryPool == _NULL:
+        raise _b.null_handle(16, 'queryPool')
     _require(16)
     _f_vkCmdWriteTimestamp(commandBuffer, pipelineStage, queryPool, query)
 
@@ -8358,6 +8414,8 @@ def vkCreateBuffer(device: CData, pCreateInfo: CData, pAllocator: CData | None =
     Symbol ``vkCreateBuffer``.
     Returns ``pBuffer``.
     """
+    if device == _NULL:
+        raise _b.null_handle(17, 'device')
     _pBuffer = _new(_T1)
     _r = _f_vkCreateBuffer(device, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pBuffer)
     if _r:
@@ -8371,6 +8429,8 @@ def vkCreateCommandPool(device: CData, pCreateInfo: CData, pAllocator: CData | N
     Symbol ``vkCreateCommandPool``.
     Returns ``pCommandPool``.
     """
+    if device == _NULL:
+        raise _b.null_handle(18, 'device')
     _pCommandPool = _new(_T2)
     _r = _f_vkCreateCommandPool(device, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pCommandPool)
     if _r:
@@ -8384,6 +8444,8 @@ def vkCreateComputePipelines(device: CData, pipelineCache: CData | None, pCreate
     Symbol ``vkCreateComputePipelines``.
     """
     _keep: list[Any] = []
+    if device == _NULL:
+        raise _b.null_handle(19, 'device')
     _createInfoCount = len(pCreateInfos) if pCreateInfos is not None else 0
     _pCreateInfos = _c_array(ffi, 'const VkComputePipelineCreateInfo', pCreateInfos, _keep)
     _r = _f_vkCreateComputePipelines(device, _NULL if pipelineCache is None else pipelineCache, _createInfoCount, _pCreateInfos, _NULL if pAllocator is None else pAllocator, pPipelines)
@@ -8397,6 +8459,8 @@ def vkCreateDebugUtilsMessengerEXT(instance: CData, pCreateInfo: CData, pAllocat
     Symbol ``vkCreateDebugUtilsMessengerEXT``.
     Returns ``pMessenger``.
     """
+    if instance == _NULL:
+        raise _b.null_handle(20, 'instance')
     _pMessenger = _new(_T3)
     _r = _f_vkCreateDebugUtilsMessengerEXT(instance, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pMessenger)
     if _r:
@@ -8410,6 +8474,8 @@ def vkCreateDescriptorPool(device: CData, pCreateInfo: CData, pAllocator: CData 
     Symbol ``vkCreateDescriptorPool``.
     Returns ``pDescriptorPool``.
     """
+    if device == _NULL:
+        raise _b.null_handle(21, 'device')
     _pDescriptorPool = _new(_T4)
     _r = _f_vkCreateDescriptorPool(device, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pDescriptorPool)
     if _r:
@@ -8423,6 +8489,8 @@ def vkCreateDescriptorSetLayout(device: CData, pCreateInfo: CData, pAllocator: C
     Symbol ``vkCreateDescriptorSetLayout``.
     Returns ``pSetLayout``.
     """
+    if device == _NULL:
+        raise _b.null_handle(22, 'device')
     _pSetLayout = _new(_T5)
     _r = _f_vkCreateDescriptorSetLayout(device, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pSetLayout)
     if _r:
@@ -8436,6 +8504,8 @@ def vkCreateDevice(physicalDevice: CData, pCreateInfo: CData, pAllocator: CData 
     Symbol ``vkCreateDevice``.
     Returns ``pDevice``.
     """
+    if physicalDevice == _NULL:
+        raise _b.null_handle(23, 'physicalDevice')
     _pDevice = _new(_T6)
     _r = _f_vkCreateDevice(physicalDevice, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pDevice)
     if _r:
@@ -8449,6 +8519,8 @@ def vkCreateFence(device: CData, pCreateInfo: CData, pAllocator: CData | None = 
     Symbol ``vkCreateFence``.
     Returns ``pFence``.
     """
+    if device == _NULL:
+        raise _b.null_handle(24, 'device')
     _pFence = _new(_T7)
     _r = _f_vkCreateFence(device, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pFence)
     if _r:
@@ -8475,6 +8547,8 @@ def vkCreatePipelineCache(device: CData, pCreateInfo: CData, pAllocator: CData |
     Symbol ``vkCreatePipelineCache``.
     Returns ``pPipelineCache``.
     """
+    if device == _NULL:
+        raise _b.null_handle(26, 'device')
     _pPipelineCache = _new(_T9)
     _r = _f_vkCreatePipelineCache(device, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pPipelineCache)
     if _r:
@@ -8488,6 +8562,8 @@ def vkCreatePipelineLayout(device: CData, pCreateInfo: CData, pAllocator: CData 
     Symbol ``vkCreatePipelineLayout``.
     Returns ``pPipelineLayout``.
     """
+    if device == _NULL:
+        raise _b.null_handle(27, 'device')
     _pPipelineLayout = _new(_T10)
     _r = _f_vkCreatePipelineLayout(device, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pPipelineLayout)
     if _r:
@@ -8501,6 +8577,8 @@ def vkCreateQueryPool(device: CData, pCreateInfo: CData, pAllocator: CData | Non
     Symbol ``vkCreateQueryPool``.
     Returns ``pQueryPool``.
     """
+    if device == _NULL:
+        raise _b.null_handle(28, 'device')
     _pQueryPool = _new(_T11)
     _r = _f_vkCreateQueryPool(device, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pQueryPool)
     if _r:
@@ -8514,6 +8592,8 @@ def vkCreateSemaphore(device: CData, pCreateInfo: CData, pAllocator: CData | Non
     Symbol ``vkCreateSemaphore``.
     Returns ``pSemaphore``.
     """
+    if device == _NULL:
+        raise _b.null_handle(29, 'device')
     _pSemaphore = _new(_T12)
     _r = _f_vkCreateSemaphore(device, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pSemaphore)
     if _r:
@@ -8527,6 +8607,8 @@ def vkCreateShaderModule(device: CData, pCreateInfo: CData, pAllocator: CData | 
     Symbol ``vkCreateShaderModule``.
     Returns ``pShaderModule``.
     """
+    if device == _NULL:
+        raise _b.null_handle(30, 'device')
     _pShaderModule = _new(_T13)
     _r = _f_vkCreateShaderModule(device, pCreateInfo, _NULL if pAllocator is None else pAllocator, _pShaderModule)
     if _r:
@@ -8534,49 +8616,59 @@ def vkCreateShaderModule(device: CData, pCreateInfo: CData, pAllocator: CData | 
     return _pShaderModule[0]
 
 
-def vkDestroyBuffer(device: CData, buffer: CData, pAllocator: CData | None = None) -> None:
+def vkDestroyBuffer(device: CData, buffer: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroyBuffer(VkDevice device, VkBuffer buffer, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroyBuffer``.
     """
+    if device == _NULL:
+        raise _b.null_handle(31, 'device')
     _require(31)
-    _f_vkDestroyBuffer(device, buffer, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroyBuffer(device, _NULL if buffer is None else buffer, _NULL if pAllocator is None else pAllocator)
 
 
-def vkDestroyCommandPool(device: CData, commandPool: CData, pAllocator: CData | None = None) -> None:
+def vkDestroyCommandPool(device: CData, commandPool: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroyCommandPool(VkDevice device, VkCommandPool commandPool, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroyCommandPool``.
     """
+    if device == _NULL:
+        raise _b.null_handle(32, 'device')
     _require(32)
-    _f_vkDestroyCommandPool(device, commandPool, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroyCommandPool(device, _NULL if commandPool is None else commandPool, _NULL if pAllocator is None else pAllocator)
 
 
-def vkDestroyDebugUtilsMessengerEXT(instance: CData, messenger: CData, pAllocator: CData | None = None) -> None:
+def vkDestroyDebugUtilsMessengerEXT(instance: CData, messenger: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroyDebugUtilsMessengerEXT(VkInstance instance, VkDebugUtilsMessengerEXT messenger, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroyDebugUtilsMessengerEXT``.
     """
+    if instance == _NULL:
+        raise _b.null_handle(33, 'instance')
     _require(33)
-    _f_vkDestroyDebugUtilsMessengerEXT(instance, messenger, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroyDebugUtilsMessengerEXT(instance, _NULL if messenger is None else messenger, _NULL if pAllocator is None else pAllocator)
 
 
-def vkDestroyDescriptorPool(device: CData, descriptorPool: CData, pAllocator: CData | None = None) -> None:
+def vkDestroyDescriptorPool(device: CData, descriptorPool: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroyDescriptorPool(VkDevice device, VkDescriptorPool descriptorPool, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroyDescriptorPool``.
     """
+    if device == _NULL:
+        raise _b.null_handle(34, 'device')
     _require(34)
-    _f_vkDestroyDescriptorPool(device, descriptorPool, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroyDescriptorPool(device, _NULL if descriptorPool is None else descriptorPool, _NULL if pAllocator is None else pAllocator)
 
 
-def vkDestroyDescriptorSetLayout(device: CData, descriptorSetLayout: CData, pAllocator: CData | None = None) -> None:
+def vkDestroyDescriptorSetLayout(device: CData, descriptorSetLayout: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroyDescriptorSetLayout(VkDevice device, VkDescriptorSetLayout descriptorSetLayout, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroyDescriptorSetLayout``.
     """
+    if device == _NULL:
+        raise _b.null_handle(35, 'device')
     _require(35)
-    _f_vkDestroyDescriptorSetLayout(device, descriptorSetLayout, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroyDescriptorSetLayout(device, _NULL if descriptorSetLayout is None else descriptorSetLayout, _NULL if pAllocator is None else pAllocator)
 
 
 def vkDestroyDevice(device: CData, pAllocator: CData | None = None) -> None:
@@ -8584,17 +8676,21 @@ def vkDestroyDevice(device: CData, pAllocator: CData | None = None) -> None:
 
     Symbol ``vkDestroyDevice``.
     """
+    if device == _NULL:
+        raise _b.null_handle(36, 'device')
     _require(36)
     _f_vkDestroyDevice(device, _NULL if pAllocator is None else pAllocator)
 
 
-def vkDestroyFence(device: CData, fence: CData, pAllocator: CData | None = None) -> None:
+def vkDestroyFence(device: CData, fence: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroyFence(VkDevice device, VkFence fence, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroyFence``.
     """
+    if device == _NULL:
+        raise _b.null_handle(37, 'device')
     _require(37)
-    _f_vkDestroyFence(device, fence, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroyFence(device, _NULL if fence is None else fence, _NULL if pAllocator is None else pAllocator)
 
 
 def vkDestroyInstance(instance: CData, pAllocator: CData | None = None) -> None:
@@ -8602,17 +8698,21 @@ def vkDestroyInstance(instance: CData, pAllocator: CData | None = None) -> None:
 
     Symbol ``vkDestroyInstance``.
     """
+    if instance == _NULL:
+        raise _b.null_handle(38, 'instance')
     _require(38)
     _f_vkDestroyInstance(instance, _NULL if pAllocator is None else pAllocator)
 
 
-def vkDestroyPipeline(device: CData, pipeline: CData, pAllocator: CData | None = None) -> None:
+def vkDestroyPipeline(device: CData, pipeline: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroyPipeline(VkDevice device, VkPipeline pipeline, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroyPipeline``.
     """
+    if device == _NULL:
+        raise _b.null_handle(39, 'device')
     _require(39)
-    _f_vkDestroyPipeline(device, pipeline, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroyPipeline(device, _NULL if pipeline is None else pipeline, _NULL if pAllocator is None else pAllocator)
 
 
 def vkDestroyPipelineCache(device: CData, pipelineCache: CData | None = None, pAllocator: CData | None = None) -> None:
@@ -8620,44 +8720,54 @@ def vkDestroyPipelineCache(device: CData, pipelineCache: CData | None = None, pA
 
     Symbol ``vkDestroyPipelineCache``.
     """
+    if device == _NULL:
+        raise _b.null_handle(40, 'device')
     _require(40)
     _f_vkDestroyPipelineCache(device, _NULL if pipelineCache is None else pipelineCache, _NULL if pAllocator is None else pAllocator)
 
 
-def vkDestroyPipelineLayout(device: CData, pipelineLayout: CData, pAllocator: CData | None = None) -> None:
+def vkDestroyPipelineLayout(device: CData, pipelineLayout: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroyPipelineLayout(VkDevice device, VkPipelineLayout pipelineLayout, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroyPipelineLayout``.
     """
+    if device == _NULL:
+        raise _b.null_handle(41, 'device')
     _require(41)
-    _f_vkDestroyPipelineLayout(device, pipelineLayout, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroyPipelineLayout(device, _NULL if pipelineLayout is None else pipelineLayout, _NULL if pAllocator is None else pAllocator)
 
 
-def vkDestroyQueryPool(device: CData, queryPool: CData, pAllocator: CData | None = None) -> None:
+def vkDestroyQueryPool(device: CData, queryPool: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroyQueryPool(VkDevice device, VkQueryPool queryPool, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroyQueryPool``.
     """
+    if device == _NULL:
+        raise _b.null_handle(42, 'device')
     _require(42)
-    _f_vkDestroyQueryPool(device, queryPool, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroyQueryPool(device, _NULL if queryPool is None else queryPool, _NULL if pAllocator is None else pAllocator)
 
 
-def vkDestroySemaphore(device: CData, semaphore: CData, pAllocator: CData | None = None) -> None:
+def vkDestroySemaphore(device: CData, semaphore: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroySemaphore(VkDevice device, VkSemaphore semaphore, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroySemaphore``.
     """
+    if device == _NULL:
+        raise _b.null_handle(43, 'device')
     _require(43)
-    _f_vkDestroySemaphore(device, semaphore, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroySemaphore(device, _NULL if semaphore is None else semaphore, _NULL if pAllocator is None else pAllocator)
 
 
-def vkDestroyShaderModule(device: CData, shaderModule: CData, pAllocator: CData | None = None) -> None:
+def vkDestroyShaderModule(device: CData, shaderModule: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkDestroyShaderModule(VkDevice device, VkShaderModule shaderModule, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkDestroyShaderModule``.
     """
+    if device == _NULL:
+        raise _b.null_handle(44, 'device')
     _require(44)
-    _f_vkDestroyShaderModule(device, shaderModule, _NULL if pAllocator is None else pAllocator)
+    _f_vkDestroyShaderModule(device, _NULL if shaderModule is None else shaderModule, _NULL if pAllocator is None else pAllocator)
 
 
 def vkDeviceWaitIdle(device: CData) -> None:
@@ -8665,6 +8775,8 @@ def vkDeviceWaitIdle(device: CData) -> None:
 
     Symbol ``vkDeviceWaitIdle``.
     """
+    if device == _NULL:
+        raise _b.null_handle(45, 'device')
     _r = _f_vkDeviceWaitIdle(device)
     if _r:
         raise _error(_r, 45)
@@ -8675,6 +8787,8 @@ def vkEndCommandBuffer(commandBuffer: CData) -> None:
 
     Symbol ``vkEndCommandBuffer``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(46, 'commandBuffer')
     _r = _f_vkEndCommandBuffer(commandBuffer)
     if _r:
         raise _error(_r, 46)
@@ -8686,6 +8800,8 @@ def vkEnumerateDeviceExtensionProperties(physicalDevice: CData, pLayerName: str 
     Symbol ``vkEnumerateDeviceExtensionProperties``.
     Returns the status code, ``pPropertyCount``.
     """
+    if physicalDevice == _NULL:
+        raise _b.null_handle(47, 'physicalDevice')
     _pLayerName = pLayerName.encode() if isinstance(pLayerName, str) else pLayerName
     _pPropertyCount = _new(_T14, pPropertyCount)
     _r = _f_vkEnumerateDeviceExtensionProperties(physicalDevice, _NULL if _pLayerName is None else _pLayerName, _pPropertyCount, _NULL if pProperties is None else pProperties)
@@ -8700,6 +8816,8 @@ def vkEnumerateDeviceLayerProperties(physicalDevice: CData, pPropertyCount: int,
     Symbol ``vkEnumerateDeviceLayerProperties``.
     Returns the status code, ``pPropertyCount``.
     """
+    if physicalDevice == _NULL:
+        raise _b.null_handle(48, 'physicalDevice')
     _pPropertyCount = _new(_T14, pPropertyCount)
     _r = _f_vkEnumerateDeviceLayerProperties(physicalDevice, _pPropertyCount, _NULL if pProperties is None else pProperties)
     if _r not in (0, 5,):
@@ -8754,6 +8872,8 @@ def vkEnumeratePhysicalDevices(instance: CData, pPhysicalDeviceCount: int, pPhys
     Symbol ``vkEnumeratePhysicalDevices``.
     Returns the status code, ``pPhysicalDeviceCount``.
     """
+    if instance == _NULL:
+        raise _b.null_handle(52, 'instance')
     _pPhysicalDeviceCount = _new(_T14, pPhysicalDeviceCount)
     _r = _f_vkEnumeratePhysicalDevices(instance, _pPhysicalDeviceCount, _NULL if pPhysicalDevices is None else pPhysicalDevices)
     if _r not in (0, 5,):
@@ -8767,6 +8887,8 @@ def vkFlushMappedMemoryRanges(device: CData, pMemoryRanges: Sequence[Any] | None
     Symbol ``vkFlushMappedMemoryRanges``.
     """
     _keep: list[Any] = []
+    if device == _NULL:
+        raise _b.null_handle(53, 'device')
     _memoryRangeCount = len(pMemoryRanges) if pMemoryRanges is not None else 0
     _pMemoryRanges = _c_array(ffi, 'const VkMappedMemoryRange', pMemoryRanges, _keep)
     _r = _f_vkFlushMappedMemoryRanges(device, _memoryRangeCount, _pMemoryRanges)
@@ -8780,6 +8902,10 @@ def vkFreeCommandBuffers(device: CData, commandPool: CData, pCommandBuffers: Seq
     Symbol ``vkFreeCommandBuffers``.
     """
     _keep: list[Any] = []
+    if device == _NULL:
+        raise _b.null_handle(54, 'device')
+    if commandPool == _NULL:
+        raise _b.null_handle(54, 'commandPool')
     _commandBufferCount = len(pCommandBuffers) if pCommandBuffers is not None else 0
     _pCommandBuffers = _c_array(ffi, 'const VkCommandBuffer', pCommandBuffers, _keep)
     _require(54)
@@ -8792,6 +8918,10 @@ def vkFreeDescriptorSets(device: CData, descriptorPool: CData, pDescriptorSets: 
     Symbol ``vkFreeDescriptorSets``.
     """
     _keep: list[Any] = []
+    if device == _NULL:
+        raise _b.null_handle(55, 'device')
+    if descriptorPool == _NULL:
+        raise _b.null_handle(55, 'descriptorPool')
     _descriptorSetCount = len(pDescriptorSets) if pDescriptorSets is not None else 0
     _pDescriptorSets = _c_array(ffi, 'const VkDescriptorSet', pDescriptorSets, _keep)
     _r = _f_vkFreeDescriptorSets(device, descriptorPool, _descriptorSetCount, _pDescriptorSets)
@@ -8799,13 +8929,15 @@ def vkFreeDescriptorSets(device: CData, descriptorPool: CData, pDescriptorSets: 
         raise _error(_r, 55)
 
 
-def vkFreeMemory(device: CData, memory: CData, pAllocator: CData | None = None) -> None:
+def vkFreeMemory(device: CData, memory: CData | None = None, pAllocator: CData | None = None) -> None:
     """``void vkFreeMemory(VkDevice device, VkDeviceMemory memory, const VkAllocationCallbacks *pAllocator)``
 
     Symbol ``vkFreeMemory``.
     """
+    if device == _NULL:
+        raise _b.null_handle(56, 'device')
     _require(56)
-    _f_vkFreeMemory(device, memory, _NULL if pAllocator is None else pAllocator)
+    _f_vkFreeMemory(device, _NULL if memory is None else memory, _NULL if pAllocator is None else pAllocator)
 
 
 def vkGetBufferMemoryRequirements(device: CData, buffer: CData) -> CData:
@@ -8814,6 +8946,10 @@ def vkGetBufferMemoryRequirements(device: CData, buffer: CData) -> CData:
     Symbol ``vkGetBufferMemoryRequirements``.
     Returns ``pMemoryRequirements``.
     """
+    if device == _NULL:
+        raise _b.null_handle(57, 'device')
+    if buffer == _NULL:
+        raise _b.null_handle(57, 'buffer')
     _pMemoryRequirements = _new(_T15)
     _require(57)
     _f_vkGetBufferMemoryRequirements(device, buffer, _pMemoryRequirements)
@@ -8826,6 +8962,8 @@ def vkGetDeviceProcAddr(device: CData, pName: str | bytes) -> CData:
     Symbol ``vkGetDeviceProcAddr``.
     Returns the result.
     """
+    if device == _NULL:
+        raise _b.null_handle(58, 'device')
     _pName = pName.encode() if isinstance(pName, str) else pName
     _r = _f_vkGetDeviceProcAddr(device, _pName)
     return _r
@@ -8837,6 +8975,8 @@ def vkGetDeviceQueue(device: CData, queueFamilyIndex: int, queueIndex: int) -> C
     Symbol ``vkGetDeviceQueue``.
     Returns ``pQueue``.
     """
+    if device == _NULL:
+        raise _b.null_handle(59, 'device')
     _pQueue = _new(_T16)
     _require(59)
     _f_vkGetDeviceQueue(device, queueFamilyIndex, queueIndex, _pQueue)
@@ -8849,6 +8989,10 @@ def vkGetFenceStatus(device: CData, fence: CData) -> int:
     Symbol ``vkGetFenceStatus``.
     Returns the status code.
     """
+    if device == _NULL:
+        raise _b.null_handle(60, 'device')
+    if fence == _NULL:
+        raise _b.null_handle(60, 'fence')
     _r = _f_vkGetFenceStatus(device, fence)
     if _r not in (0, 1,):
         raise _error(_r, 60)
@@ -8873,6 +9017,8 @@ def vkGetPhysicalDeviceFeatures(physicalDevice: CData) -> CData:
     Symbol ``vkGetPhysicalDeviceFeatures``.
     Returns ``pFeatures``.
     """
+    if physicalDevice == _NULL:
+        raise _b.null_handle(62, 'physicalDevice')
     _pFeatures = _new(_T17)
     _require(62)
     _f_vkGetPhysicalDeviceFeatures(physicalDevice, _pFeatures)
@@ -8884,6 +9030,8 @@ def vkGetPhysicalDeviceFeatures2(physicalDevice: CData, pFeatures: CData) -> Non
 
     Symbol ``vkGetPhysicalDeviceFeatures2``.
     """
+    if physicalDevice == _NULL:
+        raise _b.null_handle(63, 'physicalDevice')
     _require(63)
     _f_vkGetPhysicalDeviceFeatures2(physicalDevice, pFeatures)
 
@@ -8894,6 +9042,8 @@ def vkGetPhysicalDeviceMemoryProperties(physicalDevice: CData) -> CData:
     Symbol ``vkGetPhysicalDeviceMemoryProperties``.
     Returns ``pMemoryProperties``.
     """
+    if physicalDevice == _NULL:
+        raise _b.null_handle(64, 'physicalDevice')
     _pMemoryProperties = _new(_T18)
     _require(64)
     _f_vkGetPhysicalDeviceMemoryProperties(physicalDevice, _pMemoryProperties)
@@ -8906,6 +9056,8 @@ def vkGetPhysicalDeviceProperties(physicalDevice: CData) -> CData:
     Symbol ``vkGetPhysicalDeviceProperties``.
     Returns ``pProperties``.
     """
+    if physicalDevice == _NULL:
+        raise _b.null_handle(65, 'physicalDevice')
     _pProperties = _new(_T19)
     _require(65)
     _f_vkGetPhysicalDeviceProperties(physicalDevice, _pProperties)
@@ -8917,6 +9069,8 @@ def vkGetPhysicalDeviceProperties2(physicalDevice: CData, pProperties: CData) ->
 
     Symbol ``vkGetPhysicalDeviceProperties2``.
     """
+    if physicalDevice == _NULL:
+        raise _b.null_handle(66, 'physicalDevice')
     _require(66)
     _f_vkGetPhysicalDeviceProperties2(physicalDevice, pProperties)
 
@@ -8927,6 +9081,8 @@ def vkGetPhysicalDeviceQueueFamilyProperties(physicalDevice: CData, pQueueFamily
     Symbol ``vkGetPhysicalDeviceQueueFamilyProperties``.
     Returns ``pQueueFamilyPropertyCount``.
     """
+    if physicalDevice == _NULL:
+        raise _b.null_handle(67, 'physicalDevice')
     _pQueueFamilyPropertyCount = _new(_T14, pQueueFamilyPropertyCount)
     _require(67)
     _f_vkGetPhysicalDeviceQueueFamilyProperties(physicalDevice, _pQueueFamilyPropertyCount, _NULL if pQueueFamilyProperties is None else pQueueFamilyProperties)
@@ -8940,6 +9096,10 @@ def vkGetPipelineCacheData(device: CData, pipelineCache: CData, pDataSize: int, 
     Symbol ``vkGetPipelineCacheData``.
     Returns the status code, ``pDataSize``.
     """
+    if device == _NULL:
+        raise _b.null_handle(68, 'device')
+    if pipelineCache == _NULL:
+        raise _b.null_handle(68, 'pipelineCache')
     _pDataSize = _new(_T20, pDataSize)
     _r = _f_vkGetPipelineCacheData(device, pipelineCache, _pDataSize, _NULL if pData is None else pData)
     if _r not in (0, 5,):
@@ -8953,6 +9113,10 @@ def vkGetQueryPoolResults(device: CData, queryPool: CData, firstQuery: int, quer
     Symbol ``vkGetQueryPoolResults``.
     Returns the status code.
     """
+    if device == _NULL:
+        raise _b.null_handle(69, 'device')
+    if queryPool == _NULL:
+        raise _b.null_handle(69, 'queryPool')
     _r = _f_vkGetQueryPoolResults(device, queryPool, firstQuery, queryCount, dataSize, pData, stride, flags)
     if _r not in (0, 1,):
         raise _error(_r, 69)
@@ -8966,6 +9130,10 @@ def vkGetSemaphoreCounterValue(device: CData, semaphore: CData) -> int:
     Symbol ``vkGetSemaphoreCounterValue``.
     Returns ``pValue``.
     """
+    if device == _NULL:
+        raise _b.null_handle(70, 'device')
+    if semaphore == _NULL:
+        raise _b.null_handle(70, 'semaphore')
     _pValue = _new(_T21)
     _r = _f_vkGetSemaphoreCounterValue(device, semaphore, _pValue)
     if _r:
@@ -8980,6 +9148,8 @@ def vkInvalidateMappedMemoryRanges(device: CData, pMemoryRanges: Sequence[Any] |
     Symbol ``vkInvalidateMappedMemoryRanges``.
     """
     _keep: list[Any] = []
+    if device == _NULL:
+        raise _b.null_handle(71, 'device')
     _memoryRangeCount = len(pMemoryRanges) if pMemoryRanges is not None else 0
     _pMemoryRanges = _c_array(ffi, 'const VkMappedMemoryRange', pMemoryRanges, _keep)
     _r = _f_vkInvalidateMappedMemoryRanges(device, _memoryRangeCount, _pMemoryRanges)
@@ -8993,6 +9163,10 @@ def vkMapMemory(device: CData, memory: CData, offset: int, size: int, flags: int
     Symbol ``vkMapMemory``.
     Returns ``ppData``.
     """
+    if device == _NULL:
+        raise _b.null_handle(72, 'device')
+    if memory == _NULL:
+        raise _b.null_handle(72, 'memory')
     _ppData = _new(_T22)
     _r = _f_vkMapMemory(device, memory, offset, size, flags, _ppData)
     if _r:
@@ -9006,6 +9180,8 @@ def vkQueueSubmit(queue: CData, pSubmits: Sequence[Any] | None = None, fence: CD
     Symbol ``vkQueueSubmit``.
     """
     _keep: list[Any] = []
+    if queue == _NULL:
+        raise _b.null_handle(73, 'queue')
     _submitCount = len(pSubmits) if pSubmits is not None else 0
     _pSubmits = _c_array(ffi, 'const VkSubmitInfo', pSubmits, _keep)
     _r = _f_vkQueueSubmit(queue, _submitCount, _pSubmits, _NULL if fence is None else fence)
@@ -9019,6 +9195,8 @@ def vkQueueSubmit2(queue: CData, pSubmits: Sequence[Any] | None = None, fence: C
     Symbol ``vkQueueSubmit2``.
     """
     _keep: list[Any] = []
+    if queue == _NULL:
+        raise _b.null_handle(74, 'queue')
     _submitCount = len(pSubmits) if pSubmits is not None else 0
     _pSubmits = _c_array(ffi, 'const VkSubmitInfo2', pSubmits, _keep)
     _r = _f_vkQueueSubmit2(queue, _submitCount, _pSubmits, _NULL if fence is None else fence)
@@ -9031,6 +9209,8 @@ def vkQueueWaitIdle(queue: CData) -> None:
 
     Symbol ``vkQueueWaitIdle``.
     """
+    if queue == _NULL:
+        raise _b.null_handle(75, 'queue')
     _r = _f_vkQueueWaitIdle(queue)
     if _r:
         raise _error(_r, 75)
@@ -9041,6 +9221,8 @@ def vkResetCommandBuffer(commandBuffer: CData, flags: int) -> None:
 
     Symbol ``vkResetCommandBuffer``.
     """
+    if commandBuffer == _NULL:
+        raise _b.null_handle(76, 'commandBuffer')
     _r = _f_vkResetCommandBuffer(commandBuffer, flags)
     if _r:
         raise _error(_r, 76)
@@ -9051,6 +9233,10 @@ def vkResetCommandPool(device: CData, commandPool: CData, flags: int) -> None:
 
     Symbol ``vkResetCommandPool``.
     """
+    if device == _NULL:
+        raise _b.null_handle(77, 'device')
+    if commandPool == _NULL:
+        raise _b.null_handle(77, 'commandPool')
     _r = _f_vkResetCommandPool(device, commandPool, flags)
     if _r:
         raise _error(_r, 77)
@@ -9061,6 +9247,10 @@ def vkResetDescriptorPool(device: CData, descriptorPool: CData, flags: int) -> N
 
     Symbol ``vkResetDescriptorPool``.
     """
+    if device == _NULL:
+        raise _b.null_handle(78, 'device')
+    if descriptorPool == _NULL:
+        raise _b.null_handle(78, 'descriptorPool')
     _r = _f_vkResetDescriptorPool(device, descriptorPool, flags)
     if _r:
         raise _error(_r, 78)
@@ -9072,6 +9262,8 @@ def vkResetFences(device: CData, pFences: Sequence[Any] | None = None) -> None:
     Symbol ``vkResetFences``.
     """
     _keep: list[Any] = []
+    if device == _NULL:
+        raise _b.null_handle(79, 'device')
     _fenceCount = len(pFences) if pFences is not None else 0
     _pFences = _c_array(ffi, 'const VkFence', pFences, _keep)
     _r = _f_vkResetFences(device, _fenceCount, _pFences)
@@ -9084,6 +9276,10 @@ def vkResetQueryPool(device: CData, queryPool: CData, firstQuery: int, queryCoun
 
     Symbol ``vkResetQueryPool``.
     """
+    if device == _NULL:
+        raise _b.null_handle(80, 'device')
+    if queryPool == _NULL:
+        raise _b.null_handle(80, 'queryPool')
     _require(80)
     _f_vkResetQueryPool(device, queryPool, firstQuery, queryCount)
 
@@ -9093,6 +9289,8 @@ def vkSignalSemaphore(device: CData, pSignalInfo: CData) -> None:
 
     Symbol ``vkSignalSemaphore``.
     """
+    if device == _NULL:
+        raise _b.null_handle(81, 'device')
     _r = _f_vkSignalSemaphore(device, pSignalInfo)
     if _r:
         raise _error(_r, 81)
@@ -9103,6 +9301,10 @@ def vkUnmapMemory(device: CData, memory: CData) -> None:
 
     Symbol ``vkUnmapMemory``.
     """
+    if device == _NULL:
+        raise _b.null_handle(82, 'device')
+    if memory == _NULL:
+        raise _b.null_handle(82, 'memory')
     _require(82)
     _f_vkUnmapMemory(device, memory)
 
@@ -9113,6 +9315,8 @@ def vkUpdateDescriptorSets(device: CData, pDescriptorWrites: Sequence[Any] | Non
     Symbol ``vkUpdateDescriptorSets``.
     """
     _keep: list[Any] = []
+    if device == _NULL:
+        raise _b.null_handle(83, 'device')
     _descriptorWriteCount = len(pDescriptorWrites) if pDescriptorWrites is not None else 0
     _pDescriptorWrites = _c_array(ffi, 'const VkWriteDescriptorSet', pDescriptorWrites, _keep)
     _descriptorCopyCount = len(pDescriptorCopies) if pDescriptorCopies is not None else 0
@@ -9128,6 +9332,8 @@ def vkWaitForFences(device: CData, pFences: Sequence[Any] | None, waitAll: int, 
     Returns the status code.
     """
     _keep: list[Any] = []
+    if device == _NULL:
+        raise _b.null_handle(84, 'device')
     _fenceCount = len(pFences) if pFences is not None else 0
     _pFences = _c_array(ffi, 'const VkFence', pFences, _keep)
     _r = _f_vkWaitForFences(device, _fenceCount, _pFences, waitAll, timeout)
@@ -9143,6 +9349,8 @@ def vkWaitSemaphores(device: CData, pWaitInfo: CData, timeout: int) -> int:
     Symbol ``vkWaitSemaphores``.
     Returns the status code.
     """
+    if device == _NULL:
+        raise _b.null_handle(85, 'device')
     _r = _f_vkWaitSemaphores(device, pWaitInfo, timeout)
     if _r not in (0, 2,):
         raise _error(_r, 85)

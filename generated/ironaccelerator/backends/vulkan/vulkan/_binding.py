@@ -162,7 +162,7 @@ RESOLVER = Lookup(
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '3c46ed5b7a61611da288251b'
+BUILD_ID = 'a778adcba8c7cea067a3051d'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
@@ -181,6 +181,7 @@ BINDING = Binding(
     sdk_roots=(),
     errors=ERRORS,
     sentinel=2147483631,
+    null_handle=ErrorKind.INVALID_HANDLE,  # errors.null_handle: a NULL handle not declared nullable
     sdk_version='1.3',
     resolver=RESOLVER,
 )

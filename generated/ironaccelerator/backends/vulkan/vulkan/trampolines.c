@@ -1313,6 +1313,10 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         return NULL;
     if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(0, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(1), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(2), ia_a[2], (char **)&a2, &ia_free) < 0)
@@ -1351,6 +1355,10 @@ static PyObject *ia_fast_1(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         return NULL;
     if (ia_arg_ptr(IA_CT(3), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(1, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(4), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(5), ia_a[2], (char **)&a2, &ia_free) < 0)
@@ -1390,6 +1398,10 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         return NULL;
     if (ia_arg_ptr(IA_CT(6), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(2, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(7), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -1431,6 +1443,10 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         return NULL;
     if (ia_arg_ptr(IA_CT(10), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(3, "commandBuffer");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(11), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
@@ -1468,10 +1484,22 @@ static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         return NULL;
     if (ia_arg_ptr(IA_CT(12), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(4, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(13), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(4, "buffer");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(14), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a2 == NULL)) {
+        ia_fast_null(4, "memory");
+        goto ia_done;
+    }
     IA_IN_INT(VkDeviceSize, ia_a[3], a3);
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkBindBufferMemory(a0, a1, a2, a3);
@@ -1528,9 +1556,17 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         goto ia_done;
     if (ia_arg_ptr(IA_CT(15), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(5, "commandBuffer");
+        goto ia_done;
+    }
     IA_IN_INT(VkPipelineBindPoint, ia_a[1], a1);
     if (ia_arg_ptr(IA_CT(16), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a2 == NULL)) {
+        ia_fast_null(5, "layout");
+        goto ia_done;
+    }
     IA_IN_INT(uint32_t, ia_a[3], a3);
     IA_IN_LEN(uint32_t, ia_n4, a4);
     IA_IN_LEN(uint32_t, ia_n6, a6);
@@ -1568,9 +1604,17 @@ static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         goto ia_done;
     if (ia_arg_ptr(IA_CT(19), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(6, "commandBuffer");
+        goto ia_done;
+    }
     IA_IN_INT(VkPipelineBindPoint, ia_a[1], a1);
     if (ia_arg_ptr(IA_CT(20), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a2 == NULL)) {
+        ia_fast_null(6, "pipeline");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     vkCmdBindPipeline(a0, a1, a2);
     Py_END_ALLOW_THREADS
@@ -1612,10 +1656,22 @@ static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         goto ia_done;
     if (ia_arg_ptr(IA_CT(21), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(7, "commandBuffer");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(22), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(7, "srcBuffer");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(23), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a2 == NULL)) {
+        ia_fast_null(7, "dstBuffer");
+        goto ia_done;
+    }
     IA_IN_LEN(uint32_t, ia_n3, a3);
     Py_BEGIN_ALLOW_THREADS
     vkCmdCopyBuffer(a0, a1, a2, a3, a4);
@@ -1651,6 +1707,10 @@ static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         goto ia_done;
     if (ia_arg_ptr(IA_CT(25), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(8, "commandBuffer");
+        goto ia_done;
+    }
     IA_IN_INT(uint32_t, ia_a[1], a1);
     IA_IN_INT(uint32_t, ia_a[2], a2);
     IA_IN_INT(uint32_t, ia_a[3], a3);
@@ -1689,6 +1749,10 @@ static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         goto ia_done;
     if (ia_arg_ptr(IA_CT(26), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(9, "commandBuffer");
+        goto ia_done;
+    }
     IA_IN_INT(uint32_t, ia_a[1], a1);
     IA_IN_INT(uint32_t, ia_a[2], a2);
     IA_IN_INT(uint32_t, ia_a[3], a3);
@@ -1728,8 +1792,16 @@ static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(27), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(10, "commandBuffer");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(28), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(10, "dstBuffer");
+        goto ia_done;
+    }
     IA_IN_INT(VkDeviceSize, ia_a[2], a2);
     IA_IN_INT(VkDeviceSize, ia_a[3], a3);
     IA_IN_INT(uint32_t, ia_a[4], a4);
@@ -1793,6 +1865,10 @@ static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(29), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(11, "commandBuffer");
+        goto ia_done;
+    }
     IA_IN_INT(VkPipelineStageFlags, ia_a[1], a1);
     IA_IN_INT(VkPipelineStageFlags, ia_a[2], a2);
     IA_IN_INT(VkDependencyFlags, ia_a[3], a3);
@@ -1833,6 +1909,10 @@ static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(33), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(12, "commandBuffer");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(34), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
@@ -1869,8 +1949,16 @@ static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(35), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(13, "commandBuffer");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(36), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(13, "layout");
+        goto ia_done;
+    }
     IA_IN_INT(VkShaderStageFlags, ia_a[2], a2);
     IA_IN_INT(uint32_t, ia_a[3], a3);
     IA_IN_INT(uint32_t, ia_a[4], a4);
@@ -1908,8 +1996,16 @@ static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(38), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(14, "commandBuffer");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(39), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(14, "queryPool");
+        goto ia_done;
+    }
     IA_IN_INT(uint32_t, ia_a[2], a2);
     IA_IN_INT(uint32_t, ia_a[3], a3);
     Py_BEGIN_ALLOW_THREADS
@@ -1945,8 +2041,16 @@ static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(40), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(15, "commandBuffer");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(41), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(15, "dstBuffer");
+        goto ia_done;
+    }
     IA_IN_INT(VkDeviceSize, ia_a[2], a2);
     IA_IN_INT(VkDeviceSize, ia_a[3], a3);
     if (ia_arg_ptr(IA_CT(42), ia_a[4], (char **)&a4, &ia_free) < 0)
@@ -1983,9 +2087,17 @@ static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(43), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(16, "commandBuffer");
+        goto ia_done;
+    }
     IA_IN_INT(VkPipelineStageFlagBits, ia_a[1], a1);
     if (ia_arg_ptr(IA_CT(44), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a2 == NULL)) {
+        ia_fast_null(16, "queryPool");
+        goto ia_done;
+    }
     IA_IN_INT(uint32_t, ia_a[3], a3);
     Py_BEGIN_ALLOW_THREADS
     vkCmdWriteTimestamp(a0, a1, a2, a3);
@@ -2018,6 +2130,10 @@ static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(45), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(17, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(46), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2061,6 +2177,10 @@ static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(49), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(18, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(50), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2114,6 +2234,10 @@ static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     a3 = ia_m3;
     if (ia_arg_ptr(IA_CT(53), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(19, "device");
+        goto ia_done;
+    }
     if (ia_a[1] == Py_None) {
         a1 = NULL;
     } else {
@@ -2166,6 +2290,10 @@ static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(58), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(20, "instance");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(59), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2209,6 +2337,10 @@ static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(62), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(21, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(63), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2252,6 +2384,10 @@ static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(66), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(22, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(67), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2295,6 +2431,10 @@ static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(70), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(23, "physicalDevice");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(71), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2338,6 +2478,10 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(74), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(24, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(75), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2421,6 +2565,10 @@ static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(81), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(26, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(82), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2464,6 +2612,10 @@ static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(85), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(27, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(86), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2507,6 +2659,10 @@ static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(89), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(28, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(90), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2550,6 +2706,10 @@ static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(93), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(29, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(94), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2593,6 +2753,10 @@ static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(97), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(30, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(98), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     if (ia_a[2] == Py_None) {
@@ -2626,7 +2790,7 @@ static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroyBuffer", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroyBuffer", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -2636,8 +2800,16 @@ static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(101), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(102), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(31, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(102), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -2665,7 +2837,7 @@ static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroyCommandPool", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroyCommandPool", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -2675,8 +2847,16 @@ static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(104), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(105), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(32, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(105), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -2704,7 +2884,7 @@ static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroyDebugUtilsMessengerEXT", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroyDebugUtilsMessengerEXT", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -2714,8 +2894,16 @@ static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(107), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(108), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(33, "instance");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(108), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -2743,7 +2931,7 @@ static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroyDescriptorPool", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroyDescriptorPool", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -2753,8 +2941,16 @@ static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(110), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(111), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(34, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(111), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -2782,7 +2978,7 @@ static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroyDescriptorSetLayout", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroyDescriptorSetLayout", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -2792,8 +2988,16 @@ static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(113), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(114), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(35, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(114), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -2830,6 +3034,10 @@ static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(116), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(36, "device");
+        goto ia_done;
+    }
     if (ia_a[1] == Py_None) {
         a1 = NULL;
     } else {
@@ -2857,7 +3065,7 @@ static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroyFence", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroyFence", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -2867,8 +3075,16 @@ static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(118), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(119), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(37, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(119), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -2905,6 +3121,10 @@ static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(121), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(38, "instance");
+        goto ia_done;
+    }
     if (ia_a[1] == Py_None) {
         a1 = NULL;
     } else {
@@ -2932,7 +3152,7 @@ static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroyPipeline", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroyPipeline", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -2942,8 +3162,16 @@ static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(123), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(124), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(39, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(124), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -2981,6 +3209,10 @@ static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(126), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(40, "device");
+        goto ia_done;
+    }
     if (ia_a[1] == Py_None) {
         a1 = NULL;
     } else {
@@ -3014,7 +3246,7 @@ static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroyPipelineLayout", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroyPipelineLayout", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -3024,8 +3256,16 @@ static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(129), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(130), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(41, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(130), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -3053,7 +3293,7 @@ static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroyQueryPool", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroyQueryPool", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -3063,8 +3303,16 @@ static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(132), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(133), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(42, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(133), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -3092,7 +3340,7 @@ static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroySemaphore", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroySemaphore", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -3102,8 +3350,16 @@ static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(135), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(136), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(43, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(136), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -3131,7 +3387,7 @@ static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkDestroyShaderModule", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkDestroyShaderModule", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -3141,8 +3397,16 @@ static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(138), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(139), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(44, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(139), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -3177,6 +3441,10 @@ static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(141), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(45, "device");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkDeviceWaitIdle(a0);
     Py_END_ALLOW_THREADS
@@ -3209,6 +3477,10 @@ static PyObject *ia_fast_46(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(142), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(46, "commandBuffer");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkEndCommandBuffer(a0);
     Py_END_ALLOW_THREADS
@@ -3248,6 +3520,10 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     IA_INOUT_INT(uint32_t, ia_a[2], o2);
     if (ia_arg_ptr(IA_CT(143), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(47, "physicalDevice");
+        goto ia_done;
+    }
     if ((ia_s1 != NULL ? ia_s1 : ia_a[1]) == Py_None) {
         a1 = NULL;
     } else {
@@ -3296,6 +3572,10 @@ static PyObject *ia_fast_48(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     IA_INOUT_INT(uint32_t, ia_a[1], o1);
     if (ia_arg_ptr(IA_CT(146), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(48, "physicalDevice");
+        goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -3447,6 +3727,10 @@ static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     IA_INOUT_INT(uint32_t, ia_a[1], o1);
     if (ia_arg_ptr(IA_CT(151), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(52, "instance");
+        goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -3495,6 +3779,10 @@ static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     a2 = ia_m2;
     if (ia_arg_ptr(IA_CT(153), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(53, "device");
+        goto ia_done;
+    }
     IA_IN_LEN(uint32_t, ia_n1, a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkFlushMappedMemoryRanges(a0, a1, a2);
@@ -3542,8 +3830,16 @@ static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(155), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(54, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(156), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(54, "commandPool");
+        goto ia_done;
+    }
     IA_IN_LEN(uint32_t, ia_n2, a2);
     Py_BEGIN_ALLOW_THREADS
     vkFreeCommandBuffers(a0, a1, a2, a3);
@@ -3586,8 +3882,16 @@ static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     a3 = ia_m3;
     if (ia_arg_ptr(IA_CT(158), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(55, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(159), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(55, "descriptorPool");
+        goto ia_done;
+    }
     IA_IN_LEN(uint32_t, ia_n2, a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkFreeDescriptorSets(a0, a1, a2, a3);
@@ -3616,7 +3920,7 @@ static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const VkAllocationCallbacks *a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("vkFreeMemory", ia_kw, 3, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("vkFreeMemory", ia_kw, 3, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -3626,8 +3930,16 @@ static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(161), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(162), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(56, "device");
         goto ia_done;
+    }
+    if (ia_a[1] == Py_None) {
+        a1 = NULL;
+    } else {
+        if (ia_arg_ptr(IA_CT(162), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -3666,8 +3978,16 @@ static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(164), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(57, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(165), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(57, "buffer");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     vkGetBufferMemoryRequirements(a0, a1, &o2);
     Py_END_ALLOW_THREADS
@@ -3700,6 +4020,10 @@ static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(167), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(58, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(168), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
@@ -3735,6 +4059,10 @@ static PyObject *ia_fast_59(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(170), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(59, "device");
+        goto ia_done;
+    }
     IA_IN_INT(uint32_t, ia_a[1], a1);
     IA_IN_INT(uint32_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
@@ -3766,8 +4094,16 @@ static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(172), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(60, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(173), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(60, "fence");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkGetFenceStatus(a0, a1);
     Py_END_ALLOW_THREADS
@@ -3842,6 +4178,10 @@ static PyObject *ia_fast_62(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(177), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(62, "physicalDevice");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     vkGetPhysicalDeviceFeatures(a0, &o1);
     Py_END_ALLOW_THREADS
@@ -3872,6 +4212,10 @@ static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(179), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(63, "physicalDevice");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(180), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
@@ -3905,6 +4249,10 @@ static PyObject *ia_fast_64(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(181), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(64, "physicalDevice");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     vkGetPhysicalDeviceMemoryProperties(a0, &o1);
     Py_END_ALLOW_THREADS
@@ -3936,6 +4284,10 @@ static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(183), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(65, "physicalDevice");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     vkGetPhysicalDeviceProperties(a0, &o1);
     Py_END_ALLOW_THREADS
@@ -3966,6 +4318,10 @@ static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(185), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(66, "physicalDevice");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(186), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
@@ -4000,6 +4356,10 @@ static PyObject *ia_fast_67(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(187), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(67, "physicalDevice");
+        goto ia_done;
+    }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
     } else {
@@ -4038,8 +4398,16 @@ static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     IA_INOUT_INT(size_t, ia_a[2], o2);
     if (ia_arg_ptr(IA_CT(189), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(68, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(190), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(68, "pipelineCache");
+        goto ia_done;
+    }
     if (ia_a[3] == Py_None) {
         a3 = NULL;
     } else {
@@ -4085,8 +4453,16 @@ static PyObject *ia_fast_69(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(192), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(69, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(193), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(69, "queryPool");
+        goto ia_done;
+    }
     IA_IN_INT(uint32_t, ia_a[2], a2);
     IA_IN_INT(uint32_t, ia_a[3], a3);
     IA_IN_INT(size_t, ia_a[4], a4);
@@ -4128,8 +4504,16 @@ static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(195), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(70, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(196), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(70, "semaphore");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkGetSemaphoreCounterValue(a0, a1, &o2);
     Py_END_ALLOW_THREADS
@@ -4172,6 +4556,10 @@ static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     a2 = ia_m2;
     if (ia_arg_ptr(IA_CT(197), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(71, "device");
+        goto ia_done;
+    }
     IA_IN_LEN(uint32_t, ia_n1, a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkInvalidateMappedMemoryRanges(a0, a1, a2);
@@ -4212,8 +4600,16 @@ static PyObject *ia_fast_72(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(199), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(72, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(200), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(72, "memory");
+        goto ia_done;
+    }
     IA_IN_INT(VkDeviceSize, ia_a[2], a2);
     IA_IN_INT(VkDeviceSize, ia_a[3], a3);
     IA_IN_INT(VkMemoryMapFlags, ia_a[4], a4);
@@ -4260,6 +4656,10 @@ static PyObject *ia_fast_73(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     a2 = ia_m2;
     if (ia_arg_ptr(IA_CT(202), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(73, "queue");
+        goto ia_done;
+    }
     IA_IN_LEN(uint32_t, ia_n1, a1);
     if (ia_a[2] == Py_None) {
         a3 = NULL;
@@ -4312,6 +4712,10 @@ static PyObject *ia_fast_74(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     a2 = ia_m2;
     if (ia_arg_ptr(IA_CT(205), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(74, "queue");
+        goto ia_done;
+    }
     IA_IN_LEN(uint32_t, ia_n1, a1);
     if (ia_a[2] == Py_None) {
         a3 = NULL;
@@ -4353,6 +4757,10 @@ static PyObject *ia_fast_75(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(208), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(75, "queue");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkQueueWaitIdle(a0);
     Py_END_ALLOW_THREADS
@@ -4386,6 +4794,10 @@ static PyObject *ia_fast_76(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(209), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(76, "commandBuffer");
+        goto ia_done;
+    }
     IA_IN_INT(VkCommandBufferResetFlags, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkResetCommandBuffer(a0, a1);
@@ -4421,8 +4833,16 @@ static PyObject *ia_fast_77(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(210), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(77, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(211), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(77, "commandPool");
+        goto ia_done;
+    }
     IA_IN_INT(VkCommandPoolResetFlags, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkResetCommandPool(a0, a1, a2);
@@ -4458,8 +4878,16 @@ static PyObject *ia_fast_78(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(212), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(78, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(213), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(78, "descriptorPool");
+        goto ia_done;
+    }
     IA_IN_INT(VkDescriptorPoolResetFlags, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkResetDescriptorPool(a0, a1, a2);
@@ -4503,6 +4931,10 @@ static PyObject *ia_fast_79(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     a2 = ia_m2;
     if (ia_arg_ptr(IA_CT(214), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(79, "device");
+        goto ia_done;
+    }
     IA_IN_LEN(uint32_t, ia_n1, a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkResetFences(a0, a1, a2);
@@ -4542,8 +4974,16 @@ static PyObject *ia_fast_80(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(216), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(80, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(217), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(80, "queryPool");
+        goto ia_done;
+    }
     IA_IN_INT(uint32_t, ia_a[2], a2);
     IA_IN_INT(uint32_t, ia_a[3], a3);
     Py_BEGIN_ALLOW_THREADS
@@ -4575,6 +5015,10 @@ static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(218), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(81, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(219), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
@@ -4611,8 +5055,16 @@ static PyObject *ia_fast_82(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(220), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(82, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(221), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a1 == NULL)) {
+        ia_fast_null(82, "memory");
+        goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     vkUnmapMemory(a0, a1);
     Py_END_ALLOW_THREADS
@@ -4661,6 +5113,10 @@ static PyObject *ia_fast_83(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     if (ia_arg_ptr(IA_CT(222), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(83, "device");
+        goto ia_done;
+    }
     IA_IN_LEN(uint32_t, ia_n1, a1);
     IA_IN_LEN(uint32_t, ia_n3, a3);
     Py_BEGIN_ALLOW_THREADS
@@ -4706,6 +5162,10 @@ static PyObject *ia_fast_84(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     a2 = ia_m2;
     if (ia_arg_ptr(IA_CT(225), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(84, "device");
+        goto ia_done;
+    }
     IA_IN_LEN(uint32_t, ia_n1, a1);
     IA_IN_INT(VkBool32, ia_a[2], a3);
     IA_IN_INT(uint64_t, ia_a[3], a4);
@@ -4745,6 +5205,10 @@ static PyObject *ia_fast_85(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         return NULL;
     if (ia_arg_ptr(IA_CT(227), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
+    if (IA_UNLIKELY(a0 == NULL)) {
+        ia_fast_null(85, "device");
+        goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(228), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint64_t, ia_a[2], a2);
@@ -4994,35 +5458,35 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "Symbol ``vkCreateShaderModule``.\n"
      "Returns ``pShaderModule``."},
     {"vkDestroyBuffer", (PyCFunction)(void (*)(void))ia_fast_31, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroyBuffer($module, device, buffer, pAllocator=None)\n"
+     "vkDestroyBuffer($module, device, buffer=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroyBuffer(VkDevice device, VkBuffer buffer, const VkAllocationCallbacks *pAllocator)``\n"
      "\n"
      "Symbol ``vkDestroyBuffer``."},
     {"vkDestroyCommandPool", (PyCFunction)(void (*)(void))ia_fast_32, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroyCommandPool($module, device, commandPool, pAllocator=None)\n"
+     "vkDestroyCommandPool($module, device, commandPool=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroyCommandPool(VkDevice device, VkCommandPool commandPool, const VkAllocationCallbacks *pAllocator)``\n"
      "\n"
      "Symbol ``vkDestroyCommandPool``."},
     {"vkDestroyDebugUtilsMessengerEXT", (PyCFunction)(void (*)(void))ia_fast_33, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroyDebugUtilsMessengerEXT($module, instance, messenger, pAllocator=None)\n"
+     "vkDestroyDebugUtilsMessengerEXT($module, instance, messenger=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroyDebugUtilsMessengerEXT(VkInstance instance, VkDebugUtilsMessengerEXT messenger, const VkAllocationCallbacks *pAllocator)``\n"
      "\n"
      "Symbol ``vkDestroyDebugUtilsMessengerEXT``."},
     {"vkDestroyDescriptorPool", (PyCFunction)(void (*)(void))ia_fast_34, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroyDescriptorPool($module, device, descriptorPool, pAllocator=None)\n"
+     "vkDestroyDescriptorPool($module, device, descriptorPool=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroyDescriptorPool(VkDevice device, VkDescriptorPool descriptorPool, const VkAllocationCallbacks *pAllocator)``\n"
      "\n"
      "Symbol ``vkDestroyDescriptorPool``."},
     {"vkDestroyDescriptorSetLayout", (PyCFunction)(void (*)(void))ia_fast_35, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroyDescriptorSetLayout($module, device, descriptorSetLayout, pAllocator=None)\n"
+     "vkDestroyDescriptorSetLayout($module, device, descriptorSetLayout=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroyDescriptorSetLayout(VkDevice device, VkDescriptorSetLayout descriptorSetLayout, const VkAllocationCallbacks *pAllocator)``\n"
@@ -5036,7 +5500,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``vkDestroyDevice``."},
     {"vkDestroyFence", (PyCFunction)(void (*)(void))ia_fast_37, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroyFence($module, device, fence, pAllocator=None)\n"
+     "vkDestroyFence($module, device, fence=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroyFence(VkDevice device, VkFence fence, const VkAllocationCallbacks *pAllocator)``\n"
@@ -5050,7 +5514,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``vkDestroyInstance``."},
     {"vkDestroyPipeline", (PyCFunction)(void (*)(void))ia_fast_39, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroyPipeline($module, device, pipeline, pAllocator=None)\n"
+     "vkDestroyPipeline($module, device, pipeline=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroyPipeline(VkDevice device, VkPipeline pipeline, const VkAllocationCallbacks *pAllocator)``\n"
@@ -5064,28 +5528,28 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``vkDestroyPipelineCache``."},
     {"vkDestroyPipelineLayout", (PyCFunction)(void (*)(void))ia_fast_41, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroyPipelineLayout($module, device, pipelineLayout, pAllocator=None)\n"
+     "vkDestroyPipelineLayout($module, device, pipelineLayout=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroyPipelineLayout(VkDevice device, VkPipelineLayout pipelineLayout, const VkAllocationCallbacks *pAllocator)``\n"
      "\n"
      "Symbol ``vkDestroyPipelineLayout``."},
     {"vkDestroyQueryPool", (PyCFunction)(void (*)(void))ia_fast_42, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroyQueryPool($module, device, queryPool, pAllocator=None)\n"
+     "vkDestroyQueryPool($module, device, queryPool=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroyQueryPool(VkDevice device, VkQueryPool queryPool, const VkAllocationCallbacks *pAllocator)``\n"
      "\n"
      "Symbol ``vkDestroyQueryPool``."},
     {"vkDestroySemaphore", (PyCFunction)(void (*)(void))ia_fast_43, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroySemaphore($module, device, semaphore, pAllocator=None)\n"
+     "vkDestroySemaphore($module, device, semaphore=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroySemaphore(VkDevice device, VkSemaphore semaphore, const VkAllocationCallbacks *pAllocator)``\n"
      "\n"
      "Symbol ``vkDestroySemaphore``."},
     {"vkDestroyShaderModule", (PyCFunction)(void (*)(void))ia_fast_44, METH_FASTCALL | METH_KEYWORDS,
-     "vkDestroyShaderModule($module, device, shaderModule, pAllocator=None)\n"
+     "vkDestroyShaderModule($module, device, shaderModule=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkDestroyShaderModule(VkDevice device, VkShaderModule shaderModule, const VkAllocationCallbacks *pAllocator)``\n"
@@ -5175,7 +5639,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``vkFreeDescriptorSets``."},
     {"vkFreeMemory", (PyCFunction)(void (*)(void))ia_fast_56, METH_FASTCALL | METH_KEYWORDS,
-     "vkFreeMemory($module, device, memory, pAllocator=None)\n"
+     "vkFreeMemory($module, device, memory=None, pAllocator=None)\n"
      "--\n"
      "\n"
      "``void vkFreeMemory(VkDevice device, VkDeviceMemory memory, const VkAllocationCallbacks *pAllocator)``\n"
