@@ -174,7 +174,8 @@ def test_the_checkouts_specs_declare_every_sdk_the_generator_used_to_know() -> N
     """What sdk.py hard-coded (markers, variables, prefixes, wheels, version readers) is in the specs now."""
     descs = sdk.descriptions(SPECS)
     assert {k: d.marker for k, d in descs.items()} == {"cuda": "cuda.h", "nvrtc": "nvrtc.h", "opencl": "CL/cl.h",
-                                                       "hip": "hip/hip_runtime_api.h", "nvtx": "nvtx3/nvToolsExt.h"}
+                                                       "hip": "hip/hip_runtime_api.h", "nvtx": "nvtx3/nvToolsExt.h",
+                                                       "vulkan": "vulkan/vulkan_core.h"}
     assert descs["cuda"].env == ("CUDA_HOME", "CUDA_PATH") and descs["hip"].env == ("ROCM_PATH", "HIP_PATH")
     assert "nvcc" in descs["nvrtc"].tools and descs["nvrtc"].version.wheel_dist
     source = (Path(sdk.__file__)).read_text(encoding="utf-8")
