@@ -19,7 +19,8 @@ from ironaccelerator_gen.spec import LibrarySpec, load_library
 from conftest import SPECS
 
 LIBRARIES = {"cuda.driver": SPECS / "cuda" / "driver.yaml", "cuda.nvrtc": SPECS / "cuda" / "nvrtc.yaml",
-             "hip.runtime": SPECS / "hip" / "runtime.yaml", "opencl.cl": SPECS / "opencl" / "cl.yaml"}
+             "hip.runtime": SPECS / "hip" / "runtime.yaml", "opencl.cl": SPECS / "opencl" / "cl.yaml",
+             "vulkan.vulkan": SPECS / "vulkan" / "vulkan.yaml"}
 
 
 def c_program(spec: LibrarySpec, module: Any) -> tuple[str, list[str]]:
