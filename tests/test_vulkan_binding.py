@@ -8,7 +8,6 @@ Skips, with the reason, where libvulkan.so.1, lavapipe or the validation layer i
 
 from __future__ import annotations
 
-import ctypes.util
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,12 @@ VK_API_1_3 = (1 << 22) | (3 << 12)
 VALIDATION = "VK_LAYER_KHRONOS_validation"
 LAYER_JSON = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
 
-if ctypes.util.find_library("vulkan") is None and not vk.has("vkCreateInstance"):
-    pytest.skip("libvulkan.so.1 (Debian libvulkan-dev / libvulkan1) is not installed", allow_module_level=True)
+
+
+def _need_loader() -> None:
+    if not vk.has("vkCreateInstance"):
+        pytest.skip("libvulkan.so.1 (Debian libvulkan1, with libvulkan-dev) is not installed: "
+                    f"{_binding.BINDING.load_error(_binding.BINDING.index['vkCreateInstance'])}")
 
 
 def _strings(*names: str) -> tuple[Any, list[Any]]:
@@ -41,6 +44,7 @@ class Instance:
     physical device, and a device with one queue of family 0."""
 
     def __init__(self, validation: bool = False) -> None:
+        _need_loader()
         self.messages: list[str] = []
         self._keep: list[Any] = []
         app = ffi.new("VkApplicationInfo *", {"sType": S.VK_STRUCTURE_TYPE_APPLICATION_INFO,
@@ -184,6 +188,7 @@ def test_incomplete_is_a_status_not_an_error(inst: Instance) -> None:
 
 
 def test_a_missing_layer_is_unsupported() -> None:
+    _need_loader()
     layers, keep = _strings("VK_LAYER_no_such_layer")
     ci = ffi.new("VkInstanceCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                             "enabledLayerCount": 1, "ppEnabledLayerNames": layers})
