@@ -8,6 +8,9 @@ Skips, with the reason, where libvulkan.so.1, lavapipe or the validation layer i
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -353,3 +356,18 @@ def test_lookup_and_null_handle_errors_are_located(tmp_path: Path) -> None:
         _compile_toy(tmp_path / "b", bad_kind)
     assert any("null_handle 'INVALID_HANDEL' is not an error kind" in str(d) and "INVALID_HANDLE" in str(d)
                for d in e.value.diagnostics)
+
+
+def test_abi_mode_resolves_alike() -> None:
+    """ABI mode (no compiled module: resolvers.Lookup in Python, abi.cdef's ia_pfn_<index> casts) runs the same
+    tests as the compiled module (ia_runtime.h's ia_via_lookup)."""
+    _need_loader()
+    here = Path(__file__).resolve()
+    code = ("import sys; sys.modules['ironaccelerator.backends.vulkan.vulkan._cffi'] = None\n"
+            "import ironaccelerator.backends.vulkan.vulkan as vk; assert vk.BINDING_MODE == 'abi', vk.BINDING_MODE\n"
+            "import pytest\n"
+            f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-k', 'not abi_mode', {str(here)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=here.parent,
+                          env={**os.environ, "IRONACCEL_REQUIRE_API": "0"}, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and "failed" not in proc.stdout, proc.stdout[-2000:]
