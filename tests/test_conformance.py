@@ -1866,6 +1866,106 @@ def test_memory_pool_alloc_unchecked_returns_result(device: Device) -> None:
     pool.trim()
 
 
+def _compiled_pool(device: Device) -> MemoryPool:
+    """The device's pool, which must run the compiled free list (ia_runtime.h) where the backend's generated module
+    includes the runtime's C and is compiled (API mode): OpenCL's and QNN's here; Metal's module is Objective-C
+    (ia_objc.h), its pool the Python paths."""
+    from ironaccelerator_runtime.loader import API
+
+    binding = getattr(getattr(device, "api", None), "binding", None)
+    if device.kind is BackendKind.METAL or getattr(binding, "mode", None) != API:
+        pytest.skip(f"{device.kind.name}: no compiled pool free list (Metal's module is Objective-C; ABI mode has "
+                    "no C): the pool runs its Python paths")
+    pool = device.memory_pool()
+    assert type(pool._lock).__name__ == "_PoolCache", pool._lock  # (its C, and the lock its C stands aside for)
+    return pool
+
+
+def test_memory_pool_hot_path_runs_no_python_code(device: Device) -> None:
+    """Issue 27: with the compiled free list, reusing a cached block runs no Python function: ``pool.alloc(n)``
+    of a size class with a free block, and, where the device's pool fence is clear (nothing enqueued since its
+    last fence completed: OpenCL, which tracks its enqueues), ``free()`` and the allocation's drop.  (Before, each
+    ran MemoryPool.alloc, PooledAllocation.free and Allocation.__del__ in Python: 0.65 us a pair against
+    pyopencl's C++ tools.MemoryPool at 0.19.)  The compiled paths keep the pool's contract: hits counted, a second
+    free INVALID_HANDLE (raised; returned by free_unchecked), a dropped allocation's block back in the pool."""
+    import sys
+
+    pool = _compiled_pool(device)
+    device.synchronize()
+    pool.alloc(3000).free()  # (a cached block of the class; the fence computed, and clear, where one is kept)
+    fence_clear = not device._dirty and not device._fence_events
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    hits = pool.stats().hits
+    gc.disable()  # (a collection could run Python finalizers in the traced window)
+    try:
+        sys.setprofile(profile)
+        try:
+            a = pool.alloc(3000)
+            if fence_clear:
+                a.free()
+                b = pool.alloc(3000)
+                del b  # (dropped unfreed: the compiled __del__ gives the block back)
+        finally:
+            sys.setprofile(None)
+    finally:
+        gc.enable()
+    assert calls == [], calls
+    if not fence_clear:
+        a.free()
+    assert pool.stats().hits == hits + (2 if fence_clear else 1)
+    with pytest.raises(Error) as e:
+        a.free()
+    assert e.value.kind is ErrorKind.INVALID_HANDLE and "already freed" in str(e.value)
+    again = a.free_unchecked()
+    assert isinstance(again, Error) and again.kind is ErrorKind.INVALID_HANDLE
+    blocks = pool.stats().cached_bytes
+    c = pool.alloc(3000)
+    assert pool.stats().cached_bytes == blocks - MemoryPool.size_class(3000)  # (the dropped block, reused)
+    c.free()
+    pool.trim()
+
+
+def test_memory_pool_compiled_paths_wait_for_its_lock(device: Device) -> None:
+    """The compiled alloc and free never take the pool's lock: while Python code holds it (a trim, a recycle, stats
+    of another thread) they stand aside to the Python paths, which wait for it, so no thread's C changes a free list
+    in the middle of another's critical section."""
+    import threading
+
+    pool = _compiled_pool(device)
+    pool.alloc(3000).free()
+    kept = pool.alloc(3000)
+    kept.free()
+    pool.alloc(3000).free()
+    done = threading.Event()
+    got: list[Any] = []
+
+    def work() -> None:
+        a = pool.alloc(3000)
+        got.append(a)
+        a.free()
+        got.append(pool.alloc(3000))
+        done.set()
+
+    with pool._lock:
+        assert pool._lock.locked()
+        t = threading.Thread(target=work)
+        t.start()
+        assert not done.wait(0.3) and not got  # (waits for the lock: not served by the C path behind its back)
+    t.join(10)
+    assert done.is_set() and len(got) == 2 and not pool._lock.locked()
+    got[1].free()
+    assert pool._lock.acquire(blocking=False)  # (threading.Lock's interface: the Python paths take it so)
+    pool._lock.release()
+    st = pool.stats()
+    assert st.in_use_bytes == 0 and st.cached_bytes == MemoryPool.size_class(3000), st
+    pool.trim()
+
+
 # ------------------------------------------------------------------ the kernel-argument policy (kernel_args)
 
 # Backends whose LaunchDims.shared_mem is dynamic shared memory (sharedMemBytes); elsewhere it is UNSUPPORTED
