@@ -76,7 +76,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'b0f28406e96a1c6d79b7ca72'
+BUILD_ID = 'c3b77e30efa48a249af17de0'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -206,7 +206,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '5e515652301d2d778265a990'
+BUILD_ID = 'e98aca9eb61c1e30b51cd707'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
