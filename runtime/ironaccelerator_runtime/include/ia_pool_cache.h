@@ -90,7 +90,8 @@ static PyObject *ia_pc_list(ia_pc_object *c, int k)
     PyObject *key, *list;
     if (IA_LIKELY(c->lists[k] != NULL))
         return c->lists[k];
-    if (k >= (int)(8 * sizeof(Py_ssize_t)) - 1 || (key = PyLong_FromSsize_t((Py_ssize_t)1 << k)) == NULL) {
+    if (c->free_lists == NULL || k >= (int)(8 * sizeof(Py_ssize_t)) - 1
+        || (key = PyLong_FromSsize_t((Py_ssize_t)1 << k)) == NULL) {
         PyErr_Clear();
         return NULL;
     }
@@ -205,8 +206,12 @@ static PyObject *ia_pc_alloc(ia_pc_object *c, PyObject *const *args, Py_ssize_t 
     PyObject *list, *block, *a;
     Py_ssize_t n, size;
     int k, closed;
+    if (IA_UNLIKELY(c->pool == NULL || c->alloc == NULL)) {  /* (cleared by the collector: a cycle's last act) */
+        PyErr_SetString(PyExc_RuntimeError, "MemoryPool.alloc: the pool is being collected");
+        return NULL;
+    }
     if (IA_UNLIKELY(kwnames != NULL || nargs < 1 || nargs > 2 || (nargs == 2 && args[1] != Py_None)
-                    || !PyLong_CheckExact(args[0])))
+                    || !PyLong_CheckExact(args[0]) || c->device == NULL || c->kind == NULL))
         goto slow;
     n = PyLong_AsSsize_t(args[0]);
     if (IA_UNLIKELY(n <= 0)) {
@@ -266,8 +271,9 @@ static int ia_pa_push(PyObject *self)
         return 0;
     c = (ia_pc_object *)IA_PA_SLOT(self, IA_PA_CACHE);
     nb = IA_PA_SLOT(self, IA_PA_NBYTES);
-    if (IA_UNLIKELY(c == NULL || Py_TYPE(c) != &ia_pc_type || nb == NULL || !PyLong_CheckExact(nb)))
-        return 0;
+    if (IA_UNLIKELY(c == NULL || Py_TYPE(c) != &ia_pc_type || c->device == NULL || nb == NULL
+                    || !PyLong_CheckExact(nb)))
+        return 0;  /* (a pool without the C, or a cache the collector cleared: the Python path) */
     if ((n = PyLong_AsSsize_t(nb)) <= 0) {
         PyErr_Clear();
         return 0;

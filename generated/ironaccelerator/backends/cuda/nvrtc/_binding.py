@@ -76,7 +76,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'c3b77e30efa48a249af17de0'
+BUILD_ID = 'b244e4d80c87c15fca0b7049'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

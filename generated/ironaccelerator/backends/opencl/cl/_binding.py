@@ -206,7 +206,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'e98aca9eb61c1e30b51cd707'
+BUILD_ID = '579001c53450a90697981f30'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
