@@ -1966,6 +1966,64 @@ def test_memory_pool_compiled_paths_wait_for_its_lock(device: Device) -> None:
     pool.trim()
 
 
+def test_memory_pool_compiled_paths_race_trim_and_stats(device: Device) -> None:
+    """Threads allocating and freeing (and dropping) through the compiled paths while another trims the pool and
+    reads its stats: no block has two owners, none is trimmed while owned (the bytes held never go negative, and
+    end equal to what is cached), and every allocation is counted once, as a hit or a miss."""
+    import sys
+    import threading
+
+    pool = _compiled_pool(device)
+    pool.trim()
+    start = pool.stats()
+    owners: dict[int, int] = {}
+    guard = threading.Lock()
+    problems: list[str] = []
+    stop = threading.Event()
+    switch = sys.getswitchinterval()
+
+    def work(i: int) -> None:
+        for n in range(1500):
+            a = pool.alloc(3000 if n % 3 else 300)
+            key = id(a.block)
+            with guard:
+                if key in owners:
+                    problems.append(f"block {key:#x} of thread {owners[key]} handed to {i}")
+                owners[key] = i
+            with guard:
+                del owners[key]
+            if n % 5:
+                a.free()
+            else:
+                del a  # (dropped: the compiled __del__)
+
+    def trimmer() -> None:
+        while not stop.is_set():
+            pool.trim()
+            st = pool.stats()
+            if st.allocated_bytes < 0 or st.in_use_bytes < 0:
+                problems.append(f"inconsistent {st}")
+
+    sys.setswitchinterval(1e-5)  # (switch threads often: the interleavings the lock must order)
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        t = threading.Thread(target=trimmer)
+        t.start()
+        for w in threads:
+            w.start()
+        for w in threads:
+            w.join(60)
+        stop.set()
+        t.join(60)
+    finally:
+        sys.setswitchinterval(switch)
+    assert problems == []
+    st = pool.stats()
+    assert st.in_use_bytes == 0 and st.allocated_bytes == st.cached_bytes, st
+    assert (st.hits - start.hits) + (st.misses - start.misses) == 3 * 1500, (start, st)
+    pool.trim()
+
+
 # ------------------------------------------------------------------ the kernel-argument policy (kernel_args)
 
 # Backends whose LaunchDims.shared_mem is dynamic shared memory (sharedMemBytes); elsewhere it is UNSUPPORTED
