@@ -1866,6 +1866,164 @@ def test_memory_pool_alloc_unchecked_returns_result(device: Device) -> None:
     pool.trim()
 
 
+def _compiled_pool(device: Device) -> MemoryPool:
+    """The device's pool, which must run the compiled free list (ia_pool_cache.h) where the backend's generated
+    module is compiled (API mode): the C libraries' ``_fast`` (ia_runtime.h: OpenCL, QNN) and the Objective-C ones'
+    ``_objc_fast`` (ia_objc.h: Metal) include it."""
+    from ironaccelerator_runtime.loader import API
+
+    api = getattr(device, "api", None)
+    binding = getattr(api, "binding", None) or getattr(api, "b", None)  # (Metal's Objective-C binding: api.b)
+    if getattr(binding, "mode", None) != API:
+        pytest.skip(f"{device.kind.name}: ABI mode, no compiled module: the pool runs its Python paths")
+    pool = device.memory_pool()
+    assert type(pool._lock).__name__ == "_PoolCache", pool._lock  # (its C, and the lock its C stands aside for)
+    return pool
+
+
+def test_memory_pool_hot_path_runs_no_python_code(device: Device) -> None:
+    """Issue 27: with the compiled free list, reusing a cached block runs no Python function: ``pool.alloc(n)``
+    of a size class with a free block, and, where the device's pool fence is clear (nothing enqueued since its
+    last fence completed: OpenCL, which tracks its enqueues), ``free()`` and the allocation's drop.  (Before, each
+    ran MemoryPool.alloc, PooledAllocation.free and Allocation.__del__ in Python: 0.65 us a pair against
+    pyopencl's C++ tools.MemoryPool at 0.19.)  The compiled paths keep the pool's contract: hits counted, a second
+    free INVALID_HANDLE (raised; returned by free_unchecked), a dropped allocation's block back in the pool."""
+    import sys
+
+    pool = _compiled_pool(device)
+    device.synchronize()
+    pool.alloc(3000).free()  # (a cached block of the class; the fence computed, and clear, where one is kept)
+    fence_clear = not device._dirty and not device._fence_events
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    hits = pool.stats().hits
+    gc.disable()  # (a collection could run Python finalizers in the traced window)
+    try:
+        sys.setprofile(profile)
+        try:
+            a = pool.alloc(3000)
+            if fence_clear:
+                a.free()
+                b = pool.alloc(3000)
+                del b  # (dropped unfreed: the compiled __del__ gives the block back)
+        finally:
+            sys.setprofile(None)
+    finally:
+        gc.enable()
+    assert calls == [], calls
+    if not fence_clear:
+        a.free()
+    assert pool.stats().hits == hits + (2 if fence_clear else 1)
+    with pytest.raises(Error) as e:
+        a.free()
+    assert e.value.kind is ErrorKind.INVALID_HANDLE and "already freed" in str(e.value)
+    again = a.free_unchecked()
+    assert isinstance(again, Error) and again.kind is ErrorKind.INVALID_HANDLE
+    blocks = pool.stats().cached_bytes
+    c = pool.alloc(3000)
+    assert pool.stats().cached_bytes == blocks - MemoryPool.size_class(3000)  # (the dropped block, reused)
+    c.free()
+    pool.trim()
+
+
+def test_memory_pool_compiled_paths_wait_for_its_lock(device: Device) -> None:
+    """The compiled alloc and free never take the pool's lock: while Python code holds it (a trim, a recycle, stats
+    of another thread) they stand aside to the Python paths, which wait for it, so no thread's C changes a free list
+    in the middle of another's critical section."""
+    import threading
+
+    pool = _compiled_pool(device)
+    pool.alloc(3000).free()
+    kept = pool.alloc(3000)
+    kept.free()
+    pool.alloc(3000).free()
+    done = threading.Event()
+    got: list[Any] = []
+
+    def work() -> None:
+        a = pool.alloc(3000)
+        got.append(a)
+        a.free()
+        got.append(pool.alloc(3000))
+        done.set()
+
+    with pool._lock:
+        assert pool._lock.locked()
+        t = threading.Thread(target=work)
+        t.start()
+        assert not done.wait(0.3) and not got  # (waits for the lock: not served by the C path behind its back)
+    t.join(10)
+    assert done.is_set() and len(got) == 2 and not pool._lock.locked()
+    got[1].free()
+    assert pool._lock.acquire(blocking=False)  # (threading.Lock's interface: the Python paths take it so)
+    pool._lock.release()
+    st = pool.stats()
+    assert st.in_use_bytes == 0 and st.cached_bytes == MemoryPool.size_class(3000), st
+    pool.trim()
+
+
+def test_memory_pool_compiled_paths_race_trim_and_stats(device: Device) -> None:
+    """Threads allocating and freeing (and dropping) through the compiled paths while another trims the pool and
+    reads its stats: no block has two owners, none is trimmed while owned (the bytes held never go negative, and
+    end equal to what is cached), and every allocation is counted once, as a hit or a miss."""
+    import sys
+    import threading
+
+    pool = _compiled_pool(device)
+    pool.trim()
+    start = pool.stats()
+    owners: dict[int, int] = {}
+    guard = threading.Lock()
+    problems: list[str] = []
+    stop = threading.Event()
+    switch = sys.getswitchinterval()
+
+    def work(i: int) -> None:
+        for n in range(1500):
+            a = pool.alloc(3000 if n % 3 else 300)
+            key = id(a.block)
+            with guard:
+                if key in owners:
+                    problems.append(f"block {key:#x} of thread {owners[key]} handed to {i}")
+                owners[key] = i
+            with guard:
+                del owners[key]
+            if n % 5:
+                a.free()
+            else:
+                del a  # (dropped: the compiled __del__)
+
+    def trimmer() -> None:
+        while not stop.is_set():
+            pool.trim()
+            st = pool.stats()
+            if st.allocated_bytes < 0 or st.in_use_bytes < 0:
+                problems.append(f"inconsistent {st}")
+
+    sys.setswitchinterval(1e-5)  # (switch threads often: the interleavings the lock must order)
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+        t = threading.Thread(target=trimmer)
+        t.start()
+        for w in threads:
+            w.start()
+        for w in threads:
+            w.join(60)
+        stop.set()
+        t.join(60)
+    finally:
+        sys.setswitchinterval(switch)
+    assert problems == []
+    st = pool.stats()
+    assert st.in_use_bytes == 0 and st.allocated_bytes == st.cached_bytes, st
+    assert (st.hits - start.hits) + (st.misses - start.misses) == 3 * 1500, (start, st)
+    pool.trim()
+
+
 # ------------------------------------------------------------------ the kernel-argument policy (kernel_args)
 
 # Backends whose LaunchDims.shared_mem is dynamic shared memory (sharedMemBytes); elsewhere it is UNSUPPORTED

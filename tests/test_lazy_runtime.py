@@ -93,3 +93,25 @@ def test_opening_an_opencl_device_leaves_the_kernel_cache_and_entry_point_metada
     if got.get("skip"):
         pytest.skip("no OpenCL device")
     assert got == {"before": [], "after": True}
+
+
+def test_the_first_device_imports_neither_logging_nor_ctypes() -> None:
+    """Issue 27 item 3 (registry + first device, against pyopencl's ``get_platforms`` + ``Context`` +
+    ``CommandQueue``): with tracing off, ``logging`` is imported only when the trace logger is read, and ``ctypes``
+    only by a host view (together ~3-4 ms of the first device's start, ``bench/bench_opencl.py`` section 5)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "IRONACCEL_TRACE"}
+    code = ("import json, sys\n"
+            "import ironaccelerator as ia\n"
+            "try:\n"
+            "    ia.BackendRegistry.default().get(ia.BackendKind.OPENCL).open(0).create_stream()\n"
+            "except ia.Error:\n"
+            "    pass  # (no OpenCL here: the imports up to the failure still count)\n"
+            "from ironaccelerator_runtime import tracing\n"
+            "before = sorted(n for n in ('logging', 'ctypes') if n in sys.modules)\n"
+            "print(json.dumps({'before': before, 'log': tracing.log.name, 'after': 'logging' in sys.modules}))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got == {"before": [], "log": "ironaccelerator.trace", "after": True}, got

@@ -27,13 +27,15 @@ handler writes them to standard error; once it does, they go to its handlers onl
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 import threading
 import time
 import warnings
-from typing import Any, Callable, Iterator, MutableMapping
+from typing import Any, Callable, Iterator, MutableMapping, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import logging
 
 from ironaccelerator._core import ErrorKind
 
@@ -54,7 +56,6 @@ if _WORDS - _KNOWN:
     _WORDS &= _KNOWN
 NVTX = "nvtx" in _WORDS  # every call in an NVTX range of the "ironaccelerator" domain (ironaccelerator_runtime.nvtx)
 ENABLED = bool(_WORDS)  # wrappers installed (at import of each generated module)
-log = logging.getLogger("ironaccelerator.trace")
 _active = bool(_WORDS - {"ondemand", "nvtx"})  # logging now (ondemand, or nvtx alone: only inside trace())
 _depth = 0
 _lock = threading.Lock()
@@ -62,27 +63,45 @@ _REPR_MAX = 64
 
 
 
-class _Fallback(logging.StreamHandler):  # type: ignore[type-arg]
-    """Standard error, for as long as no other handler would get the line (on the logger, or through propagation
-    on an ancestor): configuring logging after import takes the lines over instead of printing each twice."""
+def _trace_logger() -> logging.Logger:
+    """The ``ironaccelerator.trace`` logger, with the fallback handler where the env var asks for output.  (logging
+    is imported only where tracing is on, or ``log`` is read: ~3 ms of the first device's start otherwise.)"""
+    import logging
 
-    def emit(self, record: logging.LogRecord) -> None:
-        c: logging.Logger | None = log
-        while c is not None:
-            for h in c.handlers:
-                if h is not self:
-                    return
-            if not c.propagate:
-                break
-            c = c.parent
-        super().emit(record)
+    log = logging.getLogger("ironaccelerator.trace")
+
+    class _Fallback(logging.StreamHandler):  # type: ignore[type-arg]
+        """Standard error, for as long as no other handler would get the line (on the logger, or through
+        propagation on an ancestor): configuring logging after import takes the lines over instead of printing
+        each twice."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            c: logging.Logger | None = log
+            while c is not None:
+                for h in c.handlers:
+                    if h is not self:
+                        return
+                if not c.propagate:
+                    break
+                c = c.parent
+            super().emit(record)
+
+    if _WORDS - {"nvtx"} and not log.handlers:  # the env var asks for output: a place to go unless the app chose one
+        handler = _Fallback(sys.stderr)
+        handler.setFormatter(logging.Formatter("ironaccelerator.trace: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
+    return log
 
 
-if _WORDS - {"nvtx"} and not log.handlers:  # the env var asks for output: give it a place to go unless the app chose one
-    _handler = _Fallback(sys.stderr)
-    _handler.setFormatter(logging.Formatter("ironaccelerator.trace: %(message)s"))
-    log.addHandler(_handler)
-    log.setLevel(logging.DEBUG)
+if _WORDS:
+    log = _trace_logger()
+else:
+    def __getattr__(name: str) -> Any:  # (tracing off: the logger made when first read)
+        if name == "log":
+            globals()["log"] = logger = _trace_logger()
+            return logger
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _short(v: Any) -> str:

@@ -454,8 +454,12 @@ static PyObject *ia_py_install(PyObject *module, PyObject *args)
     return PyLong_FromLong(IA_PY_METHODS);
 }
 
+/* the MemoryPool free list in C (issue 27 item 3): _objc_fast._pool_cache_setup, as the C libraries' _fast has */
+#include "ia_pool_cache.h"
+
 static PyMethodDef ia_py_module_methods[] = {
     {"install", ia_py_install, METH_VARARGS, "install(classes, base, id_slot, cdata_type, fail) -> count"},
+    IA_POOL_CACHE_METHODS
     {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef ia_py_module_def = {

@@ -1745,10 +1745,17 @@ static PyObject *ia_pool_setup(PyObject *ia_self, PyObject *const *ia_args, Py_s
 #define IA_POOL_METHODS
 #endif
 
+/* ------------------------------------------------------------------------------------------------------
+ * The MemoryPool free list in C (issue 27 item 3; branch ocl27): ia_pool_cache.h, shared with ia_objc.h;
+ * _fast._pool_cache_setup (IA_POOL_CACHE_METHODS below).
+ * ---------------------------------------------------------------------------------------------------- */
+#include "ia_pool_cache.h"
+
+
 /* The module _fast: the library's fast paths (in ia_fast_methods, defined after this file), then the
    runtime's own methods (IA_RUNTIME_METHODS ends the table). */
-#define IA_RUNTIME_METHODS IA_LAUNCH_METHODS IA_POOL_METHODS {NULL, NULL, 0, NULL}
-#define IA_FAST_METHODS (IA_FAST_COUNT + 5)
+#define IA_RUNTIME_METHODS IA_LAUNCH_METHODS IA_POOL_METHODS IA_POOL_CACHE_METHODS {NULL, NULL, 0, NULL}
+#define IA_FAST_METHODS (IA_FAST_COUNT + 5 + IA_POOL_CACHE_METHOD_COUNT)
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS];
 
 static struct PyModuleDef ia_fast_def = {

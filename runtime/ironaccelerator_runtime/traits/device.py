@@ -57,6 +57,9 @@ class Device:
     # _pool_fence(); the defaults send the pool to each stream's _pool_fence
     _dirty: bool = True
     _fence_events: Sequence[Event] = ()
+    # the backend's compiled module (its generated library's _fast, whose _pool_cache_setup is the MemoryPool free
+    # list in C, ia_runtime.h) or None: the pool's Python paths
+    _pool_fast: Any = None
 
     @property
     def kind(self) -> BackendKind:

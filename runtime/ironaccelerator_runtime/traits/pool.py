@@ -99,7 +99,7 @@ class _Forward:
 
 _FORWARDED: set[type] = set()  # the block classes whose attributes PooledAllocation forwards
 # what a PooledAllocation sets itself (never forwarded: a descriptor of the same name would slow their loads)
-_OWN = frozenset({"pool", "block", "nbytes", "kind", "device", "stream"})
+_OWN = frozenset({"pool", "block", "nbytes", "kind", "device", "stream", "_cache"})
 
 
 def _forward(block: Allocation) -> None:
@@ -126,6 +126,14 @@ class PooledAllocation(Allocation):
     neither named one.  The block's backend-specific handles (``.buffer`` on OpenCL, Metal and QNN, ``.ptr`` and
     ``.handle`` on CUDA/HIP ...) are read through it."""
 
+    # slots, every one set by each maker (__init__, MemoryPool.alloc, and the compiled alloc of ia_runtime.h's
+    # pool free list, which writes them at their offsets; its free and __del__ read them)
+    __slots__ = ("pool", "block", "nbytes", "kind", "device", "stream", "_freed", "_views", "_cache")
+    pool: MemoryPool
+    block: Allocation
+    stream: Stream | None
+    _cache: Any  # the pool's _cache (None: the pool has no compiled free list)
+
     def __init__(self, pool: MemoryPool, block: Allocation, nbytes: int, stream: Stream | None = None) -> None:
         if type(block) not in _FORWARDED:
             _forward(block)
@@ -135,9 +143,11 @@ class PooledAllocation(Allocation):
         self.kind = block.kind
         self.device = block.device
         self.stream = stream
+        self._freed = False
+        self._views = None
+        self._cache = pool._cache
 
     _tracked = True  # dropped unfreed: Allocation.__del__ gives the block back
-    stream: Stream | None = None
 
     def _release(self) -> Error | None:
         try:
@@ -302,6 +312,15 @@ class MemoryPool:
         self._device_fence: Callable[[], list[Event]] = getattr(device, "_pool_fence", None) or self._stream_fences
         # alloc() computes the size class inline unless a subclass overrides size_class
         self._custom_size_class = type(self).size_class.__func__ is not MemoryPool.size_class.__func__  # type: ignore[attr-defined]
+        # the compiled free list (ia_runtime.h) where the backend's module has it: the pool's lock, and alloc's
+        # and PooledAllocation.free's hot paths (a cached block, no stream); None: the Python paths alone
+        self._cache: Any = None
+        cache_type = _compiled(device) if not self._custom_size_class and type(self).alloc is MemoryPool.alloc \
+            else None
+        if cache_type is not None:
+            self._cache = cache = cache_type(self, device, kind, self._free, MemoryPool.alloc, self.MIN_BLOCK)
+            self._lock = cache  # (its C paths stand aside while Python code holds it)
+            self.__dict__["alloc"] = cache.alloc  # (found before the class's alloc: a bound C method)
 
     @classmethod
     def size_class(cls, nbytes: int) -> int:
@@ -386,8 +405,10 @@ class MemoryPool:
                 a.nbytes = nbytes
                 a.kind = self.kind
                 a.device = self.device
-                if stream is not None:  # (else the class's None)
-                    a.stream = stream
+                a.stream = stream
+                a._freed = False
+                a._views = None
+                a._cache = self._cache
                 return a
             pending = bool(self._fenced or self._ordered)
         finally:
@@ -582,7 +603,8 @@ class MemoryPool:
                     raise
         with self._lock:
             blocks = self._cached()
-            self._free.clear()
+            for bs in self._free.values():
+                bs.clear()  # (emptied, never removed: the compiled free list keeps the lists)
             self._ordered.clear()
             self._fenced.clear()
             released = sum(b.nbytes for b in blocks)
@@ -609,10 +631,38 @@ class MemoryPool:
             st = self._stats
             cached = sum(b.nbytes for b in self._cached())
             return PoolStats(allocated_bytes=st.allocated_bytes, in_use_bytes=st.allocated_bytes - cached,
-                             cached_bytes=cached, hits=self._hits, misses=st.misses)
+                             cached_bytes=cached, hits=self._hits + (self._cache.hits if self._cache else 0),
+                             misses=st.misses)
 
 
 _NO_EVENTS: list[Event] = []  # (never appended to)
+
+# the compiled free list: its _PoolCache type once set up (the first pool whose backend's module has it; the C
+# is vendor-neutral, one copy serves every backend), False where it cannot be
+_COMPILED: list[Any] = [None]
+
+
+def _compiled(device: Device) -> Any:
+    """The ``_PoolCache`` type of the compiled free list (ia_runtime.h) for a pool of ``device``, or None where
+    its backend's module has none (ABI mode, a backend without the runtime's C): the Python paths.  The first
+    call that finds it sets ``PooledAllocation.free`` and ``__del__`` to the compiled ones, which run the Python
+    ones for all but the hot path (and for the allocations of pools without it)."""
+    fast = getattr(device, "_pool_fast", None)
+    setup = getattr(fast, "_pool_cache_setup", None)
+    if setup is None:
+        return None
+    if _COMPILED[0] is None:
+        try:
+            cache_type, free, delete = setup(PooledAllocation, tuple(vars(PooledAllocation)[n] for n in
+                                                                    PooledAllocation.__slots__),
+                                             PooledAllocation.free, Allocation.__del__)
+        except (TypeError, NotImplementedError):
+            _COMPILED[0] = False
+            return None
+        PooledAllocation.free = free  # type: ignore[method-assign]
+        PooledAllocation.__del__ = delete  # type: ignore[method-assign]
+        _COMPILED[0] = cache_type
+    return _COMPILED[0] or None
 
 
 def _same_events(a: list[Event], b: list[Event]) -> bool:

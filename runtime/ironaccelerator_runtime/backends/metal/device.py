@@ -132,6 +132,7 @@ class MetalDevice(Device):
         self._streams: weakref.WeakSet[MetalStream] = weakref.WeakSet()
         self._copy_stream: MetalStream | None = None
         self._fence_lock = threading.RLock()  # the pool's device fence (_pool_fence)
+        self._pool_fast = sys.modules.get(self.api.b.package + "._objc_fast")  # (MemoryPool's free list in C)
         # the allocation hot path's: the device's id, its trampoline, the largest buffer, the release function
         self._hid = handle.handle
         self._new_buffer = self.api.U.MTLDevice_newBufferWithLength_options_

@@ -156,6 +156,7 @@ class OpenCLDevice(Device):
         self.api = backend.api
         self.handle = handle
         self.descriptor = descriptor
+        self._pool_fast = getattr(self.api.cl, "_fast", None)  # (MemoryPool's compiled free list, API mode)
         api, ffi, cl = self.api, self.api.ffi, self.api.cl
         err = ffi.new("cl_int *")
         devs = ffi.new("cl_device_id[1]", [handle])

@@ -244,6 +244,7 @@ class QnnDevice(Device):
         self.backend = backend
         self.api = api = backend.api
         self.descriptor = descriptor
+        self._pool_fast = getattr(api.q, "_fast", None)  # (MemoryPool's compiled free list, API mode)
         q, ffi = api.q, api.ffi
         keep = []
         config = api.null

@@ -96,7 +96,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '25756ac12856ecdd4e16e261'
+BUILD_ID = 'ae38b69b75f3a9f50b094888'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
