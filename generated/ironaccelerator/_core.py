@@ -341,8 +341,8 @@ GENERATED_FROM: dict[str, Any] = {
         'opencl/backend.yaml': 'sha256:63a77a4da84329d3705203c03cab548469eb51238a4f32a3d194d5d32204a082',
         'opencl/cl.yaml': 'sha256:3015265de13bf0fd01d6c677f6646d378c5fb765c464e671c31249ff7b87913e',
         'qnn/backend.yaml': 'sha256:f60f3c8e9b05833625a482dd03fecc14ff0ef3375e91fa1ba8dcc09ff29b4cd8',
-        'qnn/interface.yaml': 'sha256:bada9bc0300ca9f988e40200b9a4f74a9db7f308f03b5765e5432ac6076ee46e',
-        'qnn/saver.yaml': 'sha256:0c9512e2b7b4be6d0317acc847b95e0063dfd21f0578a11245bd1053166b27b5',
+        'qnn/interface.yaml': 'sha256:4ca99bd75d999cdb3147a165d89153f8a1f6e40e892e62f6480cbe7cfb649bda',
+        'qnn/saver.yaml': 'sha256:eef0d6f039690c27cc8acfa29af9dd9bbe19d1832c86720b7a67bce463b868d1',
         'qnn/system.yaml': 'sha256:ad31c5082ac9f8b2b67bca91dbc13a0520f5003ba7b91bbb00d7affb38b493c6',
     },
     'libraries': {

@@ -57,6 +57,8 @@ class QnnSaver_ErrorCode_t(enum.IntEnum):
 class QnnSaver_ConfigOption_t(enum.IntEnum):
     QNN_SAVER_CONFIG_OPTION_OUTPUT_DIRECTORY = 0
     QNN_SAVER_CONFIG_OPTION_APPEND_TIMESTAMP = 1
+    QNN_SAVER_CONFIG_OPTION_BACKEND_ID = 2
+    QNN_SAVER_CONFIG_OPTION_FILE_CONFIG = 3
     QNN_SAVER_CONFIG_OPTION_UNDEFINED = 2147483647
 
 QNN_SUCCESS = QnnSaver_ErrorCode_t.QNN_SUCCESS
@@ -66,12 +68,14 @@ QNN_SAVER_ERROR_DUMMY_RETVALUE = QnnSaver_ErrorCode_t.QNN_SAVER_ERROR_DUMMY_RETV
 QNN_SAVER_ERROR_ALREADY_INSTANTIATED = QnnSaver_ErrorCode_t.QNN_SAVER_ERROR_ALREADY_INSTANTIATED
 QNN_SAVER_CONFIG_OPTION_OUTPUT_DIRECTORY = QnnSaver_ConfigOption_t.QNN_SAVER_CONFIG_OPTION_OUTPUT_DIRECTORY
 QNN_SAVER_CONFIG_OPTION_APPEND_TIMESTAMP = QnnSaver_ConfigOption_t.QNN_SAVER_CONFIG_OPTION_APPEND_TIMESTAMP
+QNN_SAVER_CONFIG_OPTION_BACKEND_ID = QnnSaver_ConfigOption_t.QNN_SAVER_CONFIG_OPTION_BACKEND_ID
+QNN_SAVER_CONFIG_OPTION_FILE_CONFIG = QnnSaver_ConfigOption_t.QNN_SAVER_CONFIG_OPTION_FILE_CONFIG
 QNN_SAVER_CONFIG_OPTION_UNDEFINED = QnnSaver_ConfigOption_t.QNN_SAVER_CONFIG_OPTION_UNDEFINED
 
 # -------------------------------------------------------------------- constants
 
 # ---------------------------------------------------------------------- structs
-STRUCTS: tuple[str, ...] = ('QnnSaver_Config_t',)
+STRUCTS: tuple[str, ...] = ('QnnSaver_FileConfig_t', 'QnnSaver_Config_t')
 
 
 def new_struct(name: str, **fields: Any) -> CData:

@@ -1,0 +1,195 @@
+"""Run by test_qnn_declared_values.py in a subprocess (one QNN interface library per process): the values declared
+in specs/qnn/*.yaml, given to Qualcomm's real libraries, and what those libraries record or answer.
+
+    qnn_values_child.py configs DIR         the Saver (BACKEND_ID = DSP), recording into DIR: a backend created with
+                                            one config of each QnnBackend_ConfigOption_t, contexts with each context
+                                            option the Saver records, a graph with its priority
+    qnn_values_child.py files DIR WHAT      QnnSaver_initialize with OUTPUT_DIRECTORY = DIR and, by WHAT, nothing
+                                            (plain), APPEND_TIMESTAMP (timestamp) or FILE_CONFIG (fileconfig), then
+                                            one backend created and freed: the files the Saver wrote
+    qnn_values_child.py htp                 libQnnHtp.so: QnnProperty_hasCapability of each declared QNN_PROPERTY_*
+                                            value, and QnnError_getMessage of each declared error code
+
+Each mode prints one line of JSON: what it set (by the declared names) and what came back.  The parent reads the
+Saver's output (saver_output.c, in a temporary directory it deletes) for the names the Saver wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import ironaccelerator.backends.qnn.interface as q
+import ironaccelerator.backends.qnn.saver as s
+from ironaccelerator import Error
+
+WHAT = sys.argv[1]
+ffi = q.ffi
+_keep: list[Any] = []
+
+
+def keep(x: Any) -> Any:
+    _keep.append(x)
+    return x
+
+
+def cstr(text: str) -> Any:
+    return keep(ffi.new("char[]", text.encode()))
+
+
+def config_list(ctype: str, setters: list[Any]) -> Any:
+    """A NULL-terminated list of configs of the struct ``ctype``, each filled by one setter."""
+    items = []
+    for setter in setters:
+        c = keep(ffi.new(f"{ctype} *"))
+        setter(c)
+        items.append(c)
+    return keep(ffi.new(f"const {ctype} *[]", items + [ffi.NULL]))
+
+
+def saver_init(directory: str, *extra: tuple[str, dict[str, Any]]) -> None:
+    """QnnSaver_initialize(OUTPUT_DIRECTORY = directory, extra options by their declared names), then the interface
+    bound to the same file."""
+    from ironaccelerator_runtime.backends.qnn_saver import saver_candidates
+
+    s.use_library(*saver_candidates())
+    O = s.QnnSaver_ConfigOption_t  # noqa: E741
+    items = [(O.QNN_SAVER_CONFIG_OPTION_OUTPUT_DIRECTORY, {"outputDirectory": directory})]
+    items += [(O[name], fields) for name, fields in extra]
+    configs = []
+    for option, fields in items:
+        c = keep(s.ffi.new("QnnSaver_Config_t *"))
+        c.option = option
+        for field, value in fields.items():
+            if field == "fileConfig":
+                c.fileConfig.modelFileName = keep(s.ffi.new("char[]", value[0].encode()))
+                c.fileConfig.dataFileName = keep(s.ffi.new("char[]", value[1].encode()))
+            elif isinstance(value, str):
+                setattr(c, field, keep(s.ffi.new("char[]", value.encode())))
+            else:
+                setattr(c, field, value)
+        configs.append(c)
+    s.QnnSaver_initialize(keep(s.ffi.new("const QnnSaver_Config_t *[]", configs + [s.ffi.NULL])))
+    from ironaccelerator.backends.qnn.saver._binding import BINDING
+
+    q.use_library(BINDING.path)
+
+
+def configs(directory: str) -> dict[str, Any]:
+    # BACKEND_ID: custom configs are recorded as the named backend's (DSP: the Saver knows its option names)
+    saver_init(directory, ("QNN_SAVER_CONFIG_OPTION_BACKEND_ID", {"backendId": q.QNN_BACKEND_ID_DSP}))
+    B = q.QnnBackend_ConfigOption_t
+    dsp_custom = keep(ffi.new("uint32_t[16]"))  # a DSP backend custom config: its option 0, value 0
+
+    def custom(c: Any) -> None:
+        c.option = B.QNN_BACKEND_CONFIG_OPTION_CUSTOM
+        c.customConfig = dsp_custom
+
+    def error_reporting(c: Any) -> None:
+        c.option = B.QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING
+        c.errorConfig.reportingLevel = q.Qnn_ErrorReportingLevel_t.QNN_ERROR_REPORTING_LEVEL_DETAILED
+        c.errorConfig.storageLimit = 77
+
+    def platform(c: Any) -> None:
+        c.option = B.QNN_BACKEND_CONFIG_OPTION_PLATFORM
+        c.platformOption = cstr("key:value")
+
+    set_: list[tuple[str, str, str]] = [("QnnBackend_Config_t", "QNN_BACKEND_CONFIG_OPTION_CUSTOM", "customConfig"),
+                                        ("QnnBackend_Config_t", "QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING",
+                                         "errorConfig"),
+                                        ("QnnBackend_Config_t", "QNN_BACKEND_CONFIG_OPTION_PLATFORM", "platformOption")]
+    backend = q.QnnBackend_create(ffi.NULL, config_list("QnnBackend_Config_t", [custom, error_reporting, platform]))
+    device = q.QnnDevice_create(ffi.NULL, ffi.NULL)
+
+    # one context per option (the options the 2.51 Saver records: later ones it refuses as invalid arguments)
+    C = q.QnnContext_ConfigOption_t
+    graphs = keep(ffi.new("const char *[2]", [cstr("g"), ffi.NULL]))
+
+    def context_option(option: str, member: str, value: Any) -> Any:
+        def fill(c: Any) -> None:
+            c.option = C[option]
+            if member == "errorConfig":
+                c.errorConfig.reportingLevel = q.Qnn_ErrorReportingLevel_t.QNN_ERROR_REPORTING_LEVEL_BRIEF
+                c.errorConfig.storageLimit = 5
+            elif member == "asyncExeQueueDepth":
+                c.asyncExeQueueDepth.type = (q.QnnContext_AsyncExecutionQueueDepthType_t
+                                             .QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC)
+                c.asyncExeQueueDepth.depth = 3
+            else:
+                setattr(c, member, value)
+        set_.append(("QnnContext_Config_t", option, member))
+        return fill
+
+    contexts = [
+        context_option("QNN_CONTEXT_CONFIG_OPTION_PRIORITY", "priority", q.Qnn_Priority_t.QNN_PRIORITY_NORMAL_HIGH),
+        context_option("QNN_CONTEXT_CONFIG_OPTION_ERROR_REPORTING", "errorConfig", None),
+        context_option("QNN_CONTEXT_CONFIG_OPTION_OEM_STRING", "oemString", cstr("oem")),
+        context_option("QNN_CONTEXT_CONFIG_ASYNC_EXECUTION_QUEUE_DEPTH", "asyncExeQueueDepth", None),
+        context_option("QNN_CONTEXT_CONFIG_ENABLE_GRAPHS", "enableGraphs", graphs),
+        context_option("QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT", "memoryLimitHint", 123456),
+        context_option("QNN_CONTEXT_CONFIG_PERSISTENT_BINARY", "isPersistentBinary", 1),
+    ]
+    context = None
+    for fill in contexts:
+        context = q.QnnContext_create(backend, device, config_list("QnnContext_Config_t", [fill]))
+
+    def graph_priority(c: Any) -> None:
+        c.option = q.QnnGraph_ConfigOption_t.QNN_GRAPH_CONFIG_OPTION_PRIORITY
+        c.priority = q.Qnn_Priority_t.QNN_PRIORITY_HIGH
+
+    set_.append(("QnnGraph_Config_t", "QNN_GRAPH_CONFIG_OPTION_PRIORITY", "priority"))
+    q.QnnGraph_create(context, b"g", config_list("QnnGraph_Config_t", [graph_priority]))
+
+    return {"set": set_}
+
+
+def message(code: int) -> str:
+    try:
+        text = q.QnnError_getMessage(code)
+    except Error as exc:
+        return f"refused: {exc}"
+    return text if isinstance(text, str) else ffi.string(text).decode(errors="replace")
+
+
+def files(directory: str, what: str) -> dict[str, Any]:
+    extra: list[tuple[str, dict[str, Any]]] = []
+    if what == "timestamp":
+        extra = [("QNN_SAVER_CONFIG_OPTION_APPEND_TIMESTAMP", {"appendTimestamp": 1})]
+    elif what == "fileconfig":
+        extra = [("QNN_SAVER_CONFIG_OPTION_FILE_CONFIG", {"fileConfig": ("declared_model.c", "declared_data.bin")})]
+    saver_init(directory, *extra)
+    q.QnnBackend_free(q.QnnBackend_create(ffi.NULL, ffi.NULL))
+    return {"files": sorted(os.listdir(directory))}
+
+
+def htp() -> dict[str, Any]:
+    answers = {}
+    for name in dir(q):
+        if name.startswith("QNN_PROPERTY_") and name not in q.Qnn_ErrorCode_t.__members__:
+            try:
+                q.QnnProperty_hasCapability(getattr(q, name))
+                answers[name] = 0
+            except Error as exc:
+                answers[name] = int(exc.code or 0) & 0xFFFF
+    try:
+        q.QnnProperty_hasCapability(99999)  # in no group
+        unknown = 0
+    except Error as exc:
+        unknown = int(exc.code or 0) & 0xFFFF
+    messages = {code.name: message(int(code)) for code in q.Qnn_ErrorCode_t}
+    from ironaccelerator.backends.qnn.interface._binding import BINDING
+
+    return {"answers": answers, "unknown": unknown, "messages": messages, "path": BINDING.path}
+
+
+if WHAT == "configs":
+    out = configs(sys.argv[2])
+elif WHAT == "files":
+    out = files(sys.argv[2], sys.argv[3])
+elif WHAT == "htp":
+    out = htp()
+else:
+    raise SystemExit(f"unknown mode {WHAT}")
+print(json.dumps(out))
