@@ -39,13 +39,24 @@ def cstr(text: str) -> Any:
     return keep(ffi.new("char[]", text.encode()))
 
 
-def config_list(ctype: str, setters: list[Any]) -> Any:
-    """A NULL-terminated list of configs of the struct ``ctype``, each filled by one setter."""
+missing: list[str] = []  # declared names this run needed and the bindings lack (old declarations): reported
+issued: list[tuple[str, str, str]] = []  # (struct, option name, union member) of each config given, in order
+
+
+def config_list(ctype: str, configs: list[tuple[str, str, Any]]) -> Any:
+    """A NULL-terminated list of ``ctype`` configs, each (option name, member name, fill); a config whose fill
+    needs a name the declarations lack (KeyError: an enum value; AttributeError: a union member) is left out and
+    named in ``missing``; the others are appended to ``issued``."""
     items = []
-    for setter in setters:
+    for option, member, fill in configs:
         c = keep(ffi.new(f"{ctype} *"))
-        setter(c)
+        try:
+            fill(c)
+        except (KeyError, AttributeError) as exc:
+            missing.append(f"{ctype}: {exc}")
+            continue
         items.append(c)
+        issued.append((ctype, option, member))
     return keep(ffi.new(f"const {ctype} *[]", items + [ffi.NULL]))
 
 
@@ -57,19 +68,27 @@ def saver_init(directory: str, *extra: tuple[str, dict[str, Any]]) -> None:
     s.use_library(*saver_candidates())
     O = s.QnnSaver_ConfigOption_t  # noqa: E741
     items = [(O.QNN_SAVER_CONFIG_OPTION_OUTPUT_DIRECTORY, {"outputDirectory": directory})]
-    items += [(O[name], fields) for name, fields in extra]
+    for name, fields in extra:
+        if name in O.__members__:
+            items.append((O[name], fields))
+        else:
+            missing.append(f"QnnSaver_ConfigOption_t: {name!r}")
     configs = []
     for option, fields in items:
         c = keep(s.ffi.new("QnnSaver_Config_t *"))
         c.option = option
-        for field, value in fields.items():
-            if field == "fileConfig":
-                c.fileConfig.modelFileName = keep(s.ffi.new("char[]", value[0].encode()))
-                c.fileConfig.dataFileName = keep(s.ffi.new("char[]", value[1].encode()))
-            elif isinstance(value, str):
-                setattr(c, field, keep(s.ffi.new("char[]", value.encode())))
-            else:
-                setattr(c, field, value)
+        try:
+            for field, value in fields.items():
+                if field == "fileConfig":
+                    c.fileConfig.modelFileName = keep(s.ffi.new("char[]", value[0].encode()))
+                    c.fileConfig.dataFileName = keep(s.ffi.new("char[]", value[1].encode()))
+                elif isinstance(value, str):
+                    setattr(c, field, keep(s.ffi.new("char[]", value.encode())))
+                else:
+                    setattr(c, field, value)
+        except AttributeError as exc:
+            missing.append(f"QnnSaver_Config_t: {exc}")
+            continue
         configs.append(c)
     s.QnnSaver_initialize(keep(s.ffi.new("const QnnSaver_Config_t *[]", configs + [s.ffi.NULL])))
     from ironaccelerator.backends.qnn.saver._binding import BINDING
@@ -77,72 +96,49 @@ def saver_init(directory: str, *extra: tuple[str, dict[str, Any]]) -> None:
     q.use_library(BINDING.path)
 
 
+def option(enum: Any, name: str, member: str, **fields: Any) -> tuple[str, str, Any]:
+    """A config: ``option`` = the declared value ``name`` of ``enum``; ``member`` set to ``fields['value']``, or
+    its sub-fields set from ``fields``."""
+    def fill(c: Any) -> None:
+        c.option = enum[name]
+        if "value" in fields:
+            setattr(c, member, fields["value"])
+        else:
+            for sub, value in fields.items():
+                setattr(getattr(c, member), sub, value)
+    return name, member, fill
+
+
 def configs(directory: str) -> dict[str, Any]:
     # BACKEND_ID: custom configs are recorded as the named backend's (DSP: the Saver knows its option names)
     saver_init(directory, ("QNN_SAVER_CONFIG_OPTION_BACKEND_ID", {"backendId": q.QNN_BACKEND_ID_DSP}))
-    B = q.QnnBackend_ConfigOption_t
+    B, C = q.QnnBackend_ConfigOption_t, q.QnnContext_ConfigOption_t
+    level = q.Qnn_ErrorReportingLevel_t
     dsp_custom = keep(ffi.new("uint32_t[16]"))  # a DSP backend custom config: its option 0, value 0
-
-    def custom(c: Any) -> None:
-        c.option = B.QNN_BACKEND_CONFIG_OPTION_CUSTOM
-        c.customConfig = dsp_custom
-
-    def error_reporting(c: Any) -> None:
-        c.option = B.QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING
-        c.errorConfig.reportingLevel = q.Qnn_ErrorReportingLevel_t.QNN_ERROR_REPORTING_LEVEL_DETAILED
-        c.errorConfig.storageLimit = 77
-
-    def platform(c: Any) -> None:
-        c.option = B.QNN_BACKEND_CONFIG_OPTION_PLATFORM
-        c.platformOption = cstr("key:value")
-
-    set_: list[tuple[str, str, str]] = [("QnnBackend_Config_t", "QNN_BACKEND_CONFIG_OPTION_CUSTOM", "customConfig"),
-                                        ("QnnBackend_Config_t", "QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING",
-                                         "errorConfig"),
-                                        ("QnnBackend_Config_t", "QNN_BACKEND_CONFIG_OPTION_PLATFORM", "platformOption")]
-    backend = q.QnnBackend_create(ffi.NULL, config_list("QnnBackend_Config_t", [custom, error_reporting, platform]))
+    backend = q.QnnBackend_create(ffi.NULL, config_list("QnnBackend_Config_t", [
+        option(B, "QNN_BACKEND_CONFIG_OPTION_CUSTOM", "customConfig", value=dsp_custom),
+        option(B, "QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING", "errorConfig",
+               reportingLevel=level.QNN_ERROR_REPORTING_LEVEL_DETAILED, storageLimit=77),
+        option(B, "QNN_BACKEND_CONFIG_OPTION_PLATFORM", "platformOption", value=cstr("key:value"))]))
     device = q.QnnDevice_create(ffi.NULL, ffi.NULL)
-
-    # one context per option (the options the 2.51 Saver records: later ones it refuses as invalid arguments)
-    C = q.QnnContext_ConfigOption_t
+    # one context per option: the options the 2.51 Saver records (later ones it refuses as invalid arguments)
     graphs = keep(ffi.new("const char *[2]", [cstr("g"), ffi.NULL]))
-
-    def context_option(option: str, member: str, value: Any) -> Any:
-        def fill(c: Any) -> None:
-            c.option = C[option]
-            if member == "errorConfig":
-                c.errorConfig.reportingLevel = q.Qnn_ErrorReportingLevel_t.QNN_ERROR_REPORTING_LEVEL_BRIEF
-                c.errorConfig.storageLimit = 5
-            elif member == "asyncExeQueueDepth":
-                c.asyncExeQueueDepth.type = (q.QnnContext_AsyncExecutionQueueDepthType_t
-                                             .QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC)
-                c.asyncExeQueueDepth.depth = 3
-            else:
-                setattr(c, member, value)
-        set_.append(("QnnContext_Config_t", option, member))
-        return fill
-
-    contexts = [
-        context_option("QNN_CONTEXT_CONFIG_OPTION_PRIORITY", "priority", q.Qnn_Priority_t.QNN_PRIORITY_NORMAL_HIGH),
-        context_option("QNN_CONTEXT_CONFIG_OPTION_ERROR_REPORTING", "errorConfig", None),
-        context_option("QNN_CONTEXT_CONFIG_OPTION_OEM_STRING", "oemString", cstr("oem")),
-        context_option("QNN_CONTEXT_CONFIG_ASYNC_EXECUTION_QUEUE_DEPTH", "asyncExeQueueDepth", None),
-        context_option("QNN_CONTEXT_CONFIG_ENABLE_GRAPHS", "enableGraphs", graphs),
-        context_option("QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT", "memoryLimitHint", 123456),
-        context_option("QNN_CONTEXT_CONFIG_PERSISTENT_BINARY", "isPersistentBinary", 1),
-    ]
+    depth = q.QnnContext_AsyncExecutionQueueDepthType_t.QNN_CONTEXT_ASYNC_EXECUTION_QUEUE_DEPTH_TYPE_NUMERIC
     context = None
-    for fill in contexts:
-        context = q.QnnContext_create(backend, device, config_list("QnnContext_Config_t", [fill]))
-
-    def graph_priority(c: Any) -> None:
-        c.option = q.QnnGraph_ConfigOption_t.QNN_GRAPH_CONFIG_OPTION_PRIORITY
-        c.priority = q.Qnn_Priority_t.QNN_PRIORITY_HIGH
-
-    set_.append(("QnnGraph_Config_t", "QNN_GRAPH_CONFIG_OPTION_PRIORITY", "priority"))
-    q.QnnGraph_create(context, b"g", config_list("QnnGraph_Config_t", [graph_priority]))
-
-    return {"set": set_}
+    for config in (
+            option(C, "QNN_CONTEXT_CONFIG_OPTION_PRIORITY", "priority", value=q.Qnn_Priority_t.QNN_PRIORITY_NORMAL_HIGH),
+            option(C, "QNN_CONTEXT_CONFIG_OPTION_ERROR_REPORTING", "errorConfig",
+                   reportingLevel=level.QNN_ERROR_REPORTING_LEVEL_BRIEF, storageLimit=5),
+            option(C, "QNN_CONTEXT_CONFIG_OPTION_OEM_STRING", "oemString", value=cstr("oem")),
+            option(C, "QNN_CONTEXT_CONFIG_ASYNC_EXECUTION_QUEUE_DEPTH", "asyncExeQueueDepth", type=depth, depth=3),
+            option(C, "QNN_CONTEXT_CONFIG_ENABLE_GRAPHS", "enableGraphs", value=graphs),
+            option(C, "QNN_CONTEXT_CONFIG_MEMORY_LIMIT_HINT", "memoryLimitHint", value=123456),
+            option(C, "QNN_CONTEXT_CONFIG_PERSISTENT_BINARY", "isPersistentBinary", value=1)):
+        context = q.QnnContext_create(backend, device, config_list("QnnContext_Config_t", [config]))
+    q.QnnGraph_create(context, b"g", config_list("QnnGraph_Config_t", [
+        option(q.QnnGraph_ConfigOption_t, "QNN_GRAPH_CONFIG_OPTION_PRIORITY", "priority",
+               value=q.Qnn_Priority_t.QNN_PRIORITY_HIGH)]))
+    return {"set": issued, "missing": missing}
 
 
 def message(code: int) -> str:
@@ -161,7 +157,7 @@ def files(directory: str, what: str) -> dict[str, Any]:
         extra = [("QNN_SAVER_CONFIG_OPTION_FILE_CONFIG", {"fileConfig": ("declared_model.c", "declared_data.bin")})]
     saver_init(directory, *extra)
     q.QnnBackend_free(q.QnnBackend_create(ffi.NULL, ffi.NULL))
-    return {"files": sorted(os.listdir(directory))}
+    return {"files": sorted(os.listdir(directory)), "missing": missing}
 
 
 def htp() -> dict[str, Any]:
