@@ -138,7 +138,20 @@ def configs(directory: str) -> dict[str, Any]:
     q.QnnGraph_create(context, b"g", config_list("QnnGraph_Config_t", [
         option(q.QnnGraph_ConfigOption_t, "QNN_GRAPH_CONFIG_OPTION_PRIORITY", "priority",
                value=q.Qnn_Priority_t.QNN_PRIORITY_HIGH)]))
-    return {"set": issued, "missing": missing}
+    # the Saver leaves slots 59-74 NULL: slot 71 too
+    return {"set": issued, "missing": missing, "slot71": refused(lambda: q.QnnContext_addToDlc(ffi.NULL, ffi.NULL))}
+
+
+def refused(call: Any) -> dict[str, Any]:
+    """What a call that must fail raised: its kind, masked code and message (a missing name: in ``missing``)."""
+    try:
+        call()
+    except Error as exc:
+        return {"kind": exc.kind.name, "code": int(exc.code or 0) & 0xFFFF, "message": str(exc)}
+    except AttributeError as exc:
+        missing.append(str(exc))
+        return {}
+    return {"kind": None}
 
 
 def message(code: int) -> str:
@@ -175,9 +188,14 @@ def htp() -> dict[str, Any]:
     except Error as exc:
         unknown = int(exc.code or 0) & 0xFFFF
     messages = {code.name: message(int(code)) for code in q.Qnn_ErrorCode_t}
+    # slot 71 (QnnContext_addToDlc), with a backend up: a NULL context is the context API's invalid handle
+    backend = q.QnnBackend_create(ffi.NULL, ffi.NULL)
+    slot71 = refused(lambda: q.QnnContext_addToDlc(ffi.NULL, ffi.NULL))
+    q.QnnBackend_free(backend)
     from ironaccelerator.backends.qnn.interface._binding import BINDING
 
-    return {"answers": answers, "unknown": unknown, "messages": messages, "path": BINDING.path}
+    return {"answers": answers, "unknown": unknown, "messages": messages, "slot71": slot71, "path": BINDING.path,
+            "missing": missing}
 
 
 if WHAT == "configs":

@@ -13,6 +13,8 @@ libQnnSaver.so, libQnnHtp.so of QNN 2.51, core API 2.40).
   registering memory here (the x86 HTP and the Saver answer 1000 for every memory type, and the Saver records no
   QnnMem_register): its values are checked against the memory-type keys HTP knows (key = group + type).
 * Error codes: QnnError_getMessage of libQnnHtp.so names each declared code (its message contains the name).
+* Table slot 71 (QnnContext_addToDlc, declared from API 2.40's 75 slots): HTP answers it as a context call; the
+  Saver leaves it NULL.
 
 The children (tests/qnn_values_child.py) run in subprocesses: one interface library per process.  The Saver's
 output goes to temporary directories deleted by pytest; only names are read from it.
@@ -180,3 +182,14 @@ def test_each_declared_error_code_is_named_by_the_library(runs: dict[str, Any]) 
     misnamed = {n: m for n, m in messages.items() if n not in NOT_HTP_CODES and n not in m}
     assert not misnamed, misnamed
     assert len(messages) - len(NOT_HTP_CODES) > 100
+
+
+def test_slot_71_is_context_add_to_dlc(runs: dict[str, Any]) -> None:
+    """QnnInterface_t.v2_40 slot 71, QnnContext_addToDlc(context, dlc): of slots 71-74 only this one answers a NULL
+    context with the context API's invalid handle (HTP; 72 and 73 answer 1000, 74 a backend error); the Saver leaves
+    it NULL, which the binding reports as a missing entry naming it."""
+    htp = run(runs, "htp")["slot71"]
+    assert (htp["kind"], htp["code"]) == ("INVALID_HANDLE", 5002), htp
+    assert "QNN_CONTEXT_ERROR_INVALID_HANDLE" in htp["message"], htp
+    saver = run(runs, "configs")["slot71"]
+    assert saver["kind"] == "SYMBOL_NOT_FOUND" and "contextAddToDlc (NULL)" in saver["message"], saver

@@ -341,7 +341,7 @@ GENERATED_FROM: dict[str, Any] = {
         'opencl/backend.yaml': 'sha256:63a77a4da84329d3705203c03cab548469eb51238a4f32a3d194d5d32204a082',
         'opencl/cl.yaml': 'sha256:3015265de13bf0fd01d6c677f6646d378c5fb765c464e671c31249ff7b87913e',
         'qnn/backend.yaml': 'sha256:f60f3c8e9b05833625a482dd03fecc14ff0ef3375e91fa1ba8dcc09ff29b4cd8',
-        'qnn/interface.yaml': 'sha256:4ca99bd75d999cdb3147a165d89153f8a1f6e40e892e62f6480cbe7cfb649bda',
+        'qnn/interface.yaml': 'sha256:f61241a8ffff2596e8cf5b37cbe780cc8443f089ae6c15769bde58042dc81772',
         'qnn/saver.yaml': 'sha256:eef0d6f039690c27cc8acfa29af9dd9bbe19d1832c86720b7a67bce463b868d1',
         'qnn/system.yaml': 'sha256:ad31c5082ac9f8b2b67bca91dbc13a0520f5003ba7b91bbb00d7affb38b493c6',
     },
