@@ -8,7 +8,8 @@ in specs/qnn/*.yaml, given to Qualcomm's real libraries, and what those librarie
                                             (plain), APPEND_TIMESTAMP (timestamp) or FILE_CONFIG (fileconfig), then
                                             one backend created and freed: the files the Saver wrote
     qnn_values_child.py htp                 libQnnHtp.so: QnnProperty_hasCapability of each declared QNN_PROPERTY_*
-                                            value, and QnnError_getMessage of each declared error code
+                                            value, QnnError_getMessage of each declared error code, table slot 71
+    qnn_values_child.py system              libQnnSystem.so: the System table's slots 8-15 by their declared names
 
 Each mode prints one line of JSON: what it set (by the declared names) and what came back.  The parent reads the
 Saver's output (saver_output.c, in a temporary directory it deletes) for the names the Saver wrote.
@@ -198,12 +199,43 @@ def htp() -> dict[str, Any]:
             "missing": missing}
 
 
+def system() -> dict[str, Any]:
+    """libQnnSystem.so's table slots 8-15 (System API 1.15) called through their declared names: what each
+    answers, and the messages its System log handle receives meanwhile."""
+    import ironaccelerator.backends.qnn.system as sy
+    from ironaccelerator_runtime.backends.qnn_log import format_message
+
+    messages: list[str] = []
+    callback = keep(sy.ffi.callback("QnnLog_Callback_t", lambda fmt, level, ts, args:
+                                    messages.append(format_message(fmt, args))))
+    log = sy.QnnSystemLog_create(callback, q.QnnLog_Level_t.QNN_LOG_LEVEL_DEBUG)
+    calls = {
+        "QnnSystemDlc_createFromFile": lambda: sy.QnnSystemDlc_createFromFile(log, b"/nonexistent/declared.dlc"),
+        "QnnSystemDlc_createFromBinary": lambda: sy.QnnSystemDlc_createFromBinary(log, b"\0junk" * 64, 320),
+        "QnnSystemDlc_getOpMappings": lambda: sy.QnnSystemDlc_getOpMappings(sy.ffi.NULL),
+        "QnnSystemDlc_free": lambda: sy.QnnSystemDlc_free(sy.ffi.NULL),
+        "QnnSystemProfile_serializeEventData": lambda: sy.QnnSystemProfile_serializeEventData(sy.ffi.NULL,
+                                                                                              sy.ffi.NULL, 0),
+        "QnnSystemProfile_freeSerializationTarget": lambda: sy.QnnSystemProfile_freeSerializationTarget(sy.ffi.NULL),
+    }
+    out: dict[str, Any] = {}
+    for name, call in calls.items():
+        messages.clear()
+        answer = refused(call)
+        answer["messages"] = list(messages)
+        out[name] = answer
+    sy.QnnSystemLog_free(log)
+    return {"calls": out, "missing": missing}
+
+
 if WHAT == "configs":
     out = configs(sys.argv[2])
 elif WHAT == "files":
     out = files(sys.argv[2], sys.argv[3])
 elif WHAT == "htp":
     out = htp()
+elif WHAT == "system":
+    out = system()
 else:
     raise SystemExit(f"unknown mode {WHAT}")
 print(json.dumps(out))

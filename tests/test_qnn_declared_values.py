@@ -15,6 +15,8 @@ libQnnSaver.so, libQnnHtp.so of QNN 2.51, core API 2.40).
 * Error codes: QnnError_getMessage of libQnnHtp.so names each declared code (its message contains the name).
 * Table slot 71 (QnnContext_addToDlc, declared from API 2.40's 75 slots): HTP answers it as a context call; the
   Saver leaves it NULL.
+* QnnSystemInterface_t.v1_15 slots 8-15: libQnnSystem.so's DLC loaders name what they failed to load (a file, a
+  binary buffer), the handle-taking entries answer a NULL handle with the System invalid handle.
 
 The children (tests/qnn_values_child.py) run in subprocesses: one interface library per process.  The Saver's
 output goes to temporary directories deleted by pytest; only names are read from it.
@@ -84,7 +86,7 @@ def _finish(proc: subprocess.Popen[str]) -> dict[str, Any] | str:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every child at once (each its own library, its own Saver output directory)."""
     dirs = {w: tmp_path_factory.mktemp(f"saver_{w}") for w in ("configs", "plain", "timestamp", "fileconfig")}
-    procs = {"configs": _start("configs", str(dirs["configs"])), "htp": _start("htp")}
+    procs = {"configs": _start("configs", str(dirs["configs"])), "htp": _start("htp"), "system": _start("system")}
     for what in ("plain", "timestamp", "fileconfig"):
         procs[what] = _start("files", str(dirs[what]), what)
     out: dict[str, Any] = {name: _finish(p) for name, p in procs.items()}
@@ -193,3 +195,17 @@ def test_slot_71_is_context_add_to_dlc(runs: dict[str, Any]) -> None:
     assert "QNN_CONTEXT_ERROR_INVALID_HANDLE" in htp["message"], htp
     saver = run(runs, "configs")["slot71"]
     assert saver["kind"] == "SYMBOL_NOT_FOUND" and "contextAddToDlc (NULL)" in saver["message"], saver
+
+
+def test_system_slots_8_to_15_answer_as_declared(runs: dict[str, Any]) -> None:
+    """QnnSystemInterface_t.v1_15 slots 8-15 (10 and 13 are kept unbound: they take structs by value): the DLC
+    loaders log what they failed to load (answering 1002), the others answer a NULL handle with 30000."""
+    calls: dict[str, Any] = run(runs, "system")["calls"]
+    file, binary = calls["QnnSystemDlc_createFromFile"], calls["QnnSystemDlc_createFromBinary"]
+    assert file["code"] == 1002 and any("DLC from file" in m and "/nonexistent/declared.dlc" in m
+                                        for m in file["messages"]), file
+    assert binary["code"] == 1002 and any("DLC from binary buffer" in m for m in binary["messages"]), binary
+    for name in ("QnnSystemDlc_getOpMappings", "QnnSystemDlc_free", "QnnSystemProfile_serializeEventData",
+                 "QnnSystemProfile_freeSerializationTarget"):
+        assert (calls[name]["kind"], calls[name]["code"]) == ("INVALID_HANDLE", 30000), (name, calls[name])
+        assert not calls[name]["messages"], (name, calls[name])
