@@ -5,8 +5,9 @@ in specs/qnn/*.yaml, given to Qualcomm's real libraries, and what those librarie
                                             one config of each QnnBackend_ConfigOption_t, contexts with each context
                                             option the Saver records, a graph with its priority
     qnn_values_child.py files DIR WHAT      QnnSaver_initialize with OUTPUT_DIRECTORY = DIR and, by WHAT, nothing
-                                            (plain), APPEND_TIMESTAMP (timestamp) or FILE_CONFIG (fileconfig), then
-                                            one backend created and freed: the files the Saver wrote
+                                            (plain), APPEND_TIMESTAMP (timestamp), FILE_CONFIG (fileconfig), or
+                                            FILE_CONFIG with WRITE_OUTPUT_HEADER / _FOOTER = 0 (header, footer),
+                                            then one backend created and freed: the files the Saver wrote
     qnn_values_child.py htp                 libQnnHtp.so: QnnProperty_hasCapability of each declared QNN_PROPERTY_*
                                             value, QnnError_getMessage of each declared error code, table slot 71
     qnn_values_child.py system              libQnnSystem.so: the System table's slots 8-15 by their declared names
@@ -167,8 +168,11 @@ def files(directory: str, what: str) -> dict[str, Any]:
     extra: list[tuple[str, dict[str, Any]]] = []
     if what == "timestamp":
         extra = [("QNN_SAVER_CONFIG_OPTION_APPEND_TIMESTAMP", {"appendTimestamp": 1})]
-    elif what == "fileconfig":
+    elif what != "plain":  # fileconfig, or fileconfig with WRITE_OUTPUT_<what> = 0 (header, footer)
         extra = [("QNN_SAVER_CONFIG_OPTION_FILE_CONFIG", {"fileConfig": ("declared_model.c", "declared_data.bin")})]
+        if what in ("header", "footer"):
+            # the flag is the union's first byte (see saver.yaml): set through appendTimestamp
+            extra.append((f"QNN_SAVER_CONFIG_WRITE_OUTPUT_{what.upper()}", {"appendTimestamp": 0}))
     saver_init(directory, *extra)
     q.QnnBackend_free(q.QnnBackend_create(ffi.NULL, ffi.NULL))
     return {"files": sorted(os.listdir(directory)), "missing": missing}

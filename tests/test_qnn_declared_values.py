@@ -7,7 +7,8 @@ libQnnSaver.so, libQnnHtp.so of QNN 2.51, core API 2.40).
   QnnBackend_ConfigOption_t (issue 29: option 1 is ERROR_REPORTING, with an errorConfig member, not PLATFORM), the
   context options the 2.51 Saver records, the graph priority.
 * QnnSaver_Config_t: each declared option changes what the Saver writes (APPEND_TIMESTAMP: time-stamped file names;
-  FILE_CONFIG: the file names given in fileConfig; BACKEND_ID: custom configs recorded as the named backend's).
+  FILE_CONFIG: the file names given in fileConfig; BACKEND_ID: custom configs recorded as the named backend's;
+  WRITE_OUTPUT_HEADER / _FOOTER: the program's header / footer left out when 0).
 * QNN_PROPERTY_* keys: libQnnHtp.so answers each declared key with 0 (supported) or 1000 (not supported), the
   core groups and a key in no group with QNN_PROPERTY_ERROR_UNKNOWN_KEY (2000).  Qnn_MemType_t cannot be checked by
   registering memory here (the x86 HTP and the Saver answer 1000 for every memory type, and the Saver records no
@@ -85,11 +86,17 @@ def _finish(proc: subprocess.Popen[str]) -> dict[str, Any] | str:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every child at once (each its own library, its own Saver output directory)."""
-    dirs = {w: tmp_path_factory.mktemp(f"saver_{w}") for w in ("configs", "plain", "timestamp", "fileconfig")}
+    files = ("plain", "timestamp", "fileconfig", "header", "footer")
+    dirs = {w: tmp_path_factory.mktemp(f"saver_{w}") for w in ("configs", *files)}
     procs = {"configs": _start("configs", str(dirs["configs"])), "htp": _start("htp"), "system": _start("system")}
-    for what in ("plain", "timestamp", "fileconfig"):
+    for what in files:
         procs[what] = _start("files", str(dirs[what]), what)
     out: dict[str, Any] = {name: _finish(p) for name, p in procs.items()}
+    for what in files:  # the model file, read once its child has exited (the Saver writes the end at exit): only
+        model = dirs[what] / "declared_model.c"  # whether it has the program's header (includes), footer (main's return)
+        text = model.read_text(errors="replace") if model.exists() else ""
+        if isinstance(out[what], dict):
+            out[what].update(header="#include" in text, footer="return error == 0" in text)
     saver_c = dirs["configs"] / "saver_output.c"
     out["saver_output"] = saver_c.read_text(errors="replace") if saver_c.exists() else ""
     return out
@@ -138,13 +145,19 @@ def test_the_recorded_config_values_read_back(runs: dict[str, Any]) -> None:
 
 def test_the_saver_options_change_what_the_saver_writes(runs: dict[str, Any]) -> None:
     """QnnSaver_ConfigOption_t / QnnSaver_Config_t: APPEND_TIMESTAMP (appendTimestamp) time-stamps the file names,
-    FILE_CONFIG (fileConfig: model, data file name) names them."""
+    FILE_CONFIG (fileConfig: model, data file name) names them, WRITE_OUTPUT_HEADER / _FOOTER leave the program's
+    header / footer out."""
     plain = run(runs, "plain")["files"]
     assert plain == ["params.bin", "saver_output.c"]
     stamped = run(runs, "timestamp")["files"]
     assert len(stamped) == 2 and all(re.fullmatch(r"(params|saver_output)_.+\.(bin|c)", f) for f in stamped), stamped
     assert stamped != plain
-    assert run(runs, "fileconfig")["files"] == ["declared_data.bin", "declared_model.c"]
+    named = run(runs, "fileconfig")
+    assert named["files"] == ["declared_data.bin", "declared_model.c"] and named["header"] and named["footer"]
+    # WRITE_OUTPUT_HEADER (4) / WRITE_OUTPUT_FOOTER (5) = 0, with FILE_CONFIG: that part of the program is left out
+    no_header, no_footer = run(runs, "header"), run(runs, "footer")
+    assert (no_header["header"], no_header["footer"]) == (False, True), no_header
+    assert (no_footer["header"], no_footer["footer"]) == (True, False), no_footer
 
 
 def test_htp_knows_every_declared_property_key(runs: dict[str, Any]) -> None:
