@@ -95,6 +95,7 @@ def saver_init(directory: str, *extra: tuple[str, dict[str, Any]]) -> None:
     s.QnnSaver_initialize(keep(s.ffi.new("const QnnSaver_Config_t *[]", configs + [s.ffi.NULL])))
     from ironaccelerator.backends.qnn.saver._binding import BINDING
 
+    assert BINDING.path is not None  # opened by QnnSaver_initialize
     q.use_library(BINDING.path)
 
 

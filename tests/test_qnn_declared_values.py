@@ -75,10 +75,10 @@ def _finish(proc: subprocess.Popen[str]) -> dict[str, Any] | str:
     except subprocess.TimeoutExpired:
         proc.kill()
         out, _ = proc.communicate()
-        return f"{proc.args} timed out:\n{out[-3000:]}"
+        return f"{proc.args!r} timed out:\n{out[-3000:]}"
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        return f"{proc.args} failed ({proc.returncode}):\n{out[-3000:]}"
+        return f"{proc.args!r} failed ({proc.returncode}):\n{out[-3000:]}"
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
