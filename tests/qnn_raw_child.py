@@ -209,7 +209,8 @@ def check_errors() -> None:
     e = error(lambda: q.QnnGraph_retrieve(s.context, "no_such_graph"))
     assert (e.kind, e.code, e.function) == (ErrorKind.INVALID_VALUE, 6003, "QnnGraph_retrieve"), e
     # registering memory: not supported (RAW client buffers only)
-    for mem_type in (0, 1):
+    for mem_type in (q.Qnn_MemType_t.QNN_MEM_TYPE_ION, q.Qnn_MemType_t.QNN_MEM_TYPE_CUSTOM,
+                     q.Qnn_MemType_t.QNN_MEM_TYPE_DMA_BUF):
         md = ffi.new("Qnn_MemDescriptor_t[1]")
         md[0].memType = mem_type
         e = error(lambda: q.QnnMem_register(s.context, md, 1, ffi.new("Qnn_MemHandle_t[1]")))

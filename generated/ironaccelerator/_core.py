@@ -344,9 +344,9 @@ GENERATED_FROM: dict[str, Any] = {
         'opencl/backend.yaml': 'sha256:63a77a4da84329d3705203c03cab548469eb51238a4f32a3d194d5d32204a082',
         'opencl/cl.yaml': 'sha256:3015265de13bf0fd01d6c677f6646d378c5fb765c464e671c31249ff7b87913e',
         'qnn/backend.yaml': 'sha256:f60f3c8e9b05833625a482dd03fecc14ff0ef3375e91fa1ba8dcc09ff29b4cd8',
-        'qnn/interface.yaml': 'sha256:bada9bc0300ca9f988e40200b9a4f74a9db7f308f03b5765e5432ac6076ee46e',
-        'qnn/saver.yaml': 'sha256:0c9512e2b7b4be6d0317acc847b95e0063dfd21f0578a11245bd1053166b27b5',
-        'qnn/system.yaml': 'sha256:ad31c5082ac9f8b2b67bca91dbc13a0520f5003ba7b91bbb00d7affb38b493c6',
+        'qnn/interface.yaml': 'sha256:7a23fabe89638f3541c6067a13bbfe0495b15203cc0fff59cd509511d43193d3',
+        'qnn/saver.yaml': 'sha256:8bbf2e2b39a021c6508c290df09466da6fb0378133f1564637c79c5800de786d',
+        'qnn/system.yaml': 'sha256:749e01cdd076886d54d84d75ba7ab5d56377016c781ff8b02387efcde4ae5fe1',
         'vulkan/vulkan.yaml': 'sha256:669af4f1d0dcdb9775a5f6206ac00c9c7043bdeb762cbb884c2df55144801050',
     },
     'libraries': {

@@ -287,7 +287,8 @@ class QnnLog_Level_t(enum.IntEnum):
 
 class QnnBackend_ConfigOption_t(enum.IntEnum):
     QNN_BACKEND_CONFIG_OPTION_CUSTOM = 0
-    QNN_BACKEND_CONFIG_OPTION_PLATFORM = 1
+    QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING = 1
+    QNN_BACKEND_CONFIG_OPTION_PLATFORM = 2
     QNN_BACKEND_CONFIG_OPTION_UNDEFINED = 2147483647
 
 
@@ -429,9 +430,9 @@ class QnnGraph_ExecuteEnvironmentOption_t(enum.IntEnum):
 
 
 class Qnn_MemType_t(enum.IntEnum):
-    QNN_MEM_TYPE_ION = 0
-    QNN_MEM_TYPE_CUSTOM = 1
-    QNN_MEM_TYPE_DMA_BUF = 2
+    QNN_MEM_TYPE_ION = 1
+    QNN_MEM_TYPE_CUSTOM = 2
+    QNN_MEM_TYPE_DMA_BUF = 3
     QNN_MEM_TYPE_UNDEFINED = 2147483647
 
 QNN_SUCCESS = Qnn_ErrorCode_t.QNN_SUCCESS
@@ -629,6 +630,7 @@ QNN_LOG_LEVEL_VERBOSE = QnnLog_Level_t.QNN_LOG_LEVEL_VERBOSE
 QNN_LOG_LEVEL_DEBUG = QnnLog_Level_t.QNN_LOG_LEVEL_DEBUG
 QNN_LOG_LEVEL_MAX = QnnLog_Level_t.QNN_LOG_LEVEL_MAX
 QNN_BACKEND_CONFIG_OPTION_CUSTOM = QnnBackend_ConfigOption_t.QNN_BACKEND_CONFIG_OPTION_CUSTOM
+QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING = QnnBackend_ConfigOption_t.QNN_BACKEND_CONFIG_OPTION_ERROR_REPORTING
 QNN_BACKEND_CONFIG_OPTION_PLATFORM = QnnBackend_ConfigOption_t.QNN_BACKEND_CONFIG_OPTION_PLATFORM
 QNN_BACKEND_CONFIG_OPTION_UNDEFINED = QnnBackend_ConfigOption_t.QNN_BACKEND_CONFIG_OPTION_UNDEFINED
 QNN_BACKEND_PROPERTY_OPTION_CUSTOM = QnnBackend_PropertyOption_t.QNN_BACKEND_PROPERTY_OPTION_CUSTOM
@@ -741,6 +743,98 @@ QNN_TENSOR_DATA_FORMAT_DENSE = 0
 QNN_TENSOR_DATA_FORMAT_FLAT_BUFFER = 0
 QNN_TENSOR_DATA_FORMAT_SPARSE = 1
 QNN_TENSOR_DATA_FORMAT_CODEBOOK = 2
+QNN_PROPERTY_GROUP_CORE = 1
+QNN_PROPERTY_GROUP_BACKEND = 101
+QNN_PROPERTY_BACKEND_SUPPORT_OP_PACKAGE = 105
+QNN_PROPERTY_BACKEND_SUPPORT_PLATFORM_OPTIONS = 106
+QNN_PROPERTY_BACKEND_SUPPORT_COMPOSITION = 107
+QNN_PROPERTY_BACKEND_SUPPORT_CUSTOM_PROPERTY = 108
+QNN_PROPERTY_GROUP_CONTEXT = 201
+QNN_PROPERTY_CONTEXT_SUPPORT_CACHING = 202
+QNN_PROPERTY_CONTEXT_SUPPORT_CONFIGURATION = 205
+QNN_PROPERTY_CONTEXT_SUPPORT_CONFIG_ENABLE_GRAPHS = 206
+QNN_PROPERTY_CONTEXT_SUPPORT_CONFIG_MEMORY_LIMIT_HINT = 207
+QNN_PROPERTY_CONTEXT_SUPPORT_CONFIG_PERSISTENT_BINARY = 208
+QNN_PROPERTY_CONTEXT_SUPPORT_CONFIG_BINARY_COMPATIBILITY_TYPE = 209
+QNN_PROPERTY_CONTEXT_SUPPORT_VALIDATE_BINARY = 210
+QNN_PROPERTY_CONTEXT_SUPPORT_CREATE_FROM_BINARY_WITH_SIGNALS = 211
+QNN_PROPERTY_CONTEXT_SUPPORT_CREATE_FROM_BINARY_LIST_ASYNC = 212
+QNN_PROPERTY_CONTEXT_SUPPORT_BINARY_UPDATES = 213
+QNN_PROPERTY_CONTEXT_SUPPORT_BINARY_SECTION_FULL_CONTEXT = 214
+QNN_PROPERTY_CONTEXT_SUPPORT_CUSTOM_PROPERTY = 215
+QNN_PROPERTY_CONTEXT_SUPPORT_INCREMENTAL_BINARY = 216
+QNN_PROPERTY_CONTEXT_SUPPORT_DEFERRED_GRAPH_INIT = 217
+QNN_PROPERTY_CONTEXT_SUPPORT_BINARY_WEIGHT_ONLY_UPDATES = 218
+QNN_PROPERTY_CONTEXT_SUPPORT_BINARY_QUANT_ONLY_UPDATES = 219
+QNN_PROPERTY_GROUP_GRAPH = 301
+QNN_PROPERTY_GRAPH_SUPPORT_CONFIG = 302
+QNN_PROPERTY_GRAPH_SUPPORT_SIGNALS = 303
+QNN_PROPERTY_GRAPH_SUPPORT_ASYNC_EXECUTION = 304
+QNN_PROPERTY_GRAPH_SUPPORT_NULL_INPUTS = 305
+QNN_PROPERTY_GRAPH_SUPPORT_PRIORITY_CONTROL = 306
+QNN_PROPERTY_GRAPH_SUPPORT_FINALIZE_SIGNAL = 307
+QNN_PROPERTY_GRAPH_SUPPORT_EXECUTE_SIGNAL = 308
+QNN_PROPERTY_GRAPH_SUPPORT_EXECUTE_ASYNC_SIGNAL = 309
+QNN_PROPERTY_GRAPH_SUPPORT_CONTINUOUS_PROFILING = 310
+QNN_PROPERTY_GRAPH_SUPPORT_EXECUTE = 311
+QNN_PROPERTY_GRAPH_SUPPORT_BATCH_MULTIPLE = 312
+QNN_PROPERTY_GRAPH_SUPPORT_EXECUTE_PER_API_PROFILING = 313
+QNN_PROPERTY_GRAPH_SUPPORT_SUBGRAPH = 314
+QNN_PROPERTY_GRAPH_SUPPORT_PROFILING_STATE = 315
+QNN_PROPERTY_GRAPH_SUPPORT_SET_PROFILING_NUM_EXECUTIONS = 316
+QNN_PROPERTY_GRAPH_SUPPORT_ENV_OPTION_BIND_MEM_HANDLES = 317
+QNN_PROPERTY_GRAPH_SUPPORT_ENV_OPTION_POPULATE_CLIENT_BUFS = 318
+QNN_PROPERTY_GRAPH_SUPPORT_FINALIZE_DESERIALIZED_GRAPH = 319
+QNN_PROPERTY_GRAPH_SUPPORT_CUSTOM_PROPERTY = 320
+QNN_PROPERTY_GRAPH_SUPPORT_EARLY_TERMINATION = 321
+QNN_PROPERTY_GRAPH_SUPPORT_ONLINE_PREPARE = 322
+QNN_PROPERTY_GROUP_OP_PACKAGE = 401
+QNN_PROPERTY_OP_PACKAGE_SUPPORTS_VALIDATION = 402
+QNN_PROPERTY_OP_PACKAGE_SUPPORTS_OP_IMPLS = 403
+QNN_PROPERTY_OP_PACKAGE_SUPPORTS_DUPLICATE_NAMES = 404
+QNN_PROPERTY_GROUP_TENSOR = 501
+QNN_PROPERTY_TENSOR_SUPPORT_MEMHANDLE_TYPE = 502
+QNN_PROPERTY_TENSOR_SUPPORT_CONTEXT_TENSORS = 503
+QNN_PROPERTY_TENSOR_SUPPORT_DYNAMIC_DIMENSIONS = 504
+QNN_PROPERTY_TENSOR_SUPPORT_SPARSITY = 505
+QNN_PROPERTY_TENSOR_SUPPORT_UPDATEABLE_STATIC_TENSORS = 506
+QNN_PROPERTY_TENSOR_SUPPORT_UPDATEABLE_NATIVE_TENSORS = 507
+QNN_PROPERTY_TENSOR_SUPPORT_UPDATEABLE_APP_TENSORS = 508
+QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_SCALE_OFFSET = 509
+QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_AXIS_SCALE_OFFSET = 510
+QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_BW_SCALE_OFFSET = 511
+QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_BW_AXIS_SCALE_OFFSET = 512
+QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_BLOCK = 513
+QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_BLOCKWISE_EXPANSION = 514
+QNN_PROPERTY_TENSOR_SUPPORT_QUANTIZATION_ENCODING_VECTOR = 515
+QNN_PROPERTY_TENSOR_SUPPORT_RETRIEVE_RAW = 516
+QNN_PROPERTY_TENSOR_SUPPORT_OPTIONAL_APP_WRITE = 517
+QNN_PROPERTY_TENSOR_SUPPORT_OPTIONAL_APP_READ = 518
+QNN_PROPERTY_TENSOR_SUPPORT_OPTIONAL_APP_READWRITE = 519
+QNN_PROPERTY_TENSOR_SUPPORT_MX_DATA_FORMAT = 520
+QNN_PROPERTY_TENSOR_SUPPORT_UBWC_RGBA8888 = 521
+QNN_PROPERTY_TENSOR_SUPPORT_UBWC_NV12 = 522
+QNN_PROPERTY_TENSOR_SUPPORT_UBWC_NV12_Y = 523
+QNN_PROPERTY_TENSOR_SUPPORT_UBWC_NV12_UV = 524
+QNN_PROPERTY_GROUP_ERROR = 1001
+QNN_PROPERTY_ERROR_GET_VERBOSE_MESSAGE = 1002
+QNN_PROPERTY_GROUP_MEMORY = 1101
+QNN_PROPERTY_MEMORY_SUPPORT_MEM_TYPE_ION = 1102
+QNN_PROPERTY_MEMORY_SUPPORT_MEM_TYPE_CUSTOM = 1103
+QNN_PROPERTY_MEMORY_SUPPORT_MEM_TYPE_DMA_BUF = 1104
+QNN_PROPERTY_GROUP_SIGNAL = 1201
+QNN_PROPERTY_SIGNAL_SUPPORT_ABORT = 1202
+QNN_PROPERTY_SIGNAL_SUPPORT_TIMEOUT = 1203
+QNN_PROPERTY_GROUP_LOG = 1301
+QNN_PROPERTY_LOG_SUPPORTS_DEFAULT_STREAM = 1302
+QNN_PROPERTY_GROUP_PROFILE = 1401
+QNN_PROPERTY_PROFILE_SUPPORT_CUSTOM_CONFIG = 1402
+QNN_PROPERTY_PROFILE_SUPPORT_MAX_EVENTS_CONFIG = 1403
+QNN_PROPERTY_PROFILE_SUPPORTS_EXTENDED_EVENT = 1404
+QNN_PROPERTY_PROFILE_SUPPORT_OPTRACE_CONFIG = 1405
+QNN_PROPERTY_GROUP_DEVICE = 1501
+QNN_PROPERTY_DEVICE_SUPPORT_INFRASTRUCTURE = 1502
+QNN_PROPERTY_GROUP_CUSTOM = 2001
 QNN_PROFILE_LEVEL_BASIC = 1
 QNN_PROFILE_LEVEL_DETAILED = 2
 
@@ -791,6 +885,7 @@ if TYPE_CHECKING:
     _f_QnnBackend_registerOpPackage: Any
     _f_QnnBackend_setConfig: Any
     _f_QnnBackend_validateOpConfig: Any
+    _f_QnnContext_addToDlc: Any
     _f_QnnContext_applyBinarySection: Any
     _f_QnnContext_create: Any
     _f_QnnContext_createFromBinary: Any
@@ -973,6 +1068,16 @@ def QnnBackend_validateOpConfig(backend: CData, opConfig: CData) -> None:
         raise _error(_r, 8)
 
 
+def QnnContext_addToDlc(context: CData, dlcHandle: CData) -> None:
+    """``Qnn_ErrorHandle_t QnnContext_addToDlc(Qnn_ContextHandle_t context, QnnSystemDlc_Handle_t dlcHandle)``
+
+    Symbol ``QnnContext_addToDlc``.
+    """
+    _r = _f_QnnContext_addToDlc(context, dlcHandle)
+    if _r:
+        raise _error(_r, 9)
+
+
 def QnnContext_applyBinarySection(context: CData, graph: CData, section: int, binaryBuffer: CData, profile: CData, signal: CData) -> None:
     """``Qnn_ErrorHandle_t QnnContext_applyBinarySection(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)``
 
@@ -980,7 +1085,7 @@ def QnnContext_applyBinarySection(context: CData, graph: CData, section: int, bi
     """
     _r = _f_QnnContext_applyBinarySection(context, graph, section, binaryBuffer, profile, signal)
     if _r:
-        raise _error(_r, 9)
+        raise _error(_r, 10)
 
 
 def QnnContext_create(backend: CData, device: CData, config: CData) -> CData:
@@ -992,7 +1097,7 @@ def QnnContext_create(backend: CData, device: CData, config: CData) -> CData:
     _context = _new(_T5)
     _r = _f_QnnContext_create(backend, device, config, _context)
     if _r:
-        raise _error(_r, 10)
+        raise _error(_r, 11)
     return _context[0]
 
 
@@ -1005,7 +1110,7 @@ def QnnContext_createFromBinary(backend: CData, device: CData, config: CData, bi
     _context = _new(_T5)
     _r = _f_QnnContext_createFromBinary(backend, device, config, binaryBuffer, binaryBufferSize, _context, profile)
     if _r:
-        raise _error(_r, 11)
+        raise _error(_r, 12)
     return _context[0]
 
 
@@ -1016,7 +1121,7 @@ def QnnContext_createFromBinaryListAsync(backend: CData, device: CData, contextP
     """
     _r = _f_QnnContext_createFromBinaryListAsync(backend, device, contextParams, listConfig, signal)
     if _r:
-        raise _error(_r, 12)
+        raise _error(_r, 13)
 
 
 def QnnContext_createFromBinaryWithCallback(backend: CData, device: CData, config: CData, callback: CData, binaryBuffer: CData, binaryBufferSize: int, profile: CData, signal: CData) -> CData:
@@ -1028,7 +1133,7 @@ def QnnContext_createFromBinaryWithCallback(backend: CData, device: CData, confi
     _context = _new(_T5)
     _r = _f_QnnContext_createFromBinaryWithCallback(backend, device, config, callback, binaryBuffer, binaryBufferSize, _context, profile, signal)
     if _r:
-        raise _error(_r, 13)
+        raise _error(_r, 14)
     return _context[0]
 
 
@@ -1041,7 +1146,7 @@ def QnnContext_createFromBinaryWithSignal(backend: CData, device: CData, config:
     _context = _new(_T5)
     _r = _f_QnnContext_createFromBinaryWithSignal(backend, device, config, binaryBuffer, binaryBufferSize, _context, profile, signal)
     if _r:
-        raise _error(_r, 14)
+        raise _error(_r, 15)
     return _context[0]
 
 
@@ -1052,7 +1157,7 @@ def QnnContext_finalize(context: CData, profile: CData) -> None:
     """
     _r = _f_QnnContext_finalize(context, profile)
     if _r:
-        raise _error(_r, 15)
+        raise _error(_r, 16)
 
 
 def QnnContext_free(context: CData, profile: CData) -> None:
@@ -1062,7 +1167,7 @@ def QnnContext_free(context: CData, profile: CData) -> None:
     """
     _r = _f_QnnContext_free(context, profile)
     if _r:
-        raise _error(_r, 16)
+        raise _error(_r, 17)
 
 
 def QnnContext_freeBinarySectionUpdate(binarySectionUpdate: CData, logger: CData) -> None:
@@ -1072,7 +1177,7 @@ def QnnContext_freeBinarySectionUpdate(binarySectionUpdate: CData, logger: CData
     """
     _r = _f_QnnContext_freeBinarySectionUpdate(binarySectionUpdate, logger)
     if _r:
-        raise _error(_r, 17)
+        raise _error(_r, 18)
 
 
 def QnnContext_getBinary(context: CData, binaryBuffer: CData, binaryBufferSize: int) -> int:
@@ -1084,7 +1189,7 @@ def QnnContext_getBinary(context: CData, binaryBuffer: CData, binaryBufferSize: 
     _writtenBufferSize = _new(_T6)
     _r = _f_QnnContext_getBinary(context, binaryBuffer, binaryBufferSize, _writtenBufferSize)
     if _r:
-        raise _error(_r, 18)
+        raise _error(_r, 19)
     _v: int = _writtenBufferSize[0]
     return _v
 
@@ -1098,7 +1203,7 @@ def QnnContext_getBinarySection(context: CData, graph: CData, section: int, bina
     _writtenBufferSize = _new(_T6)
     _r = _f_QnnContext_getBinarySection(context, graph, section, binaryBuffer, _writtenBufferSize, profile, signal)
     if _r:
-        raise _error(_r, 19)
+        raise _error(_r, 20)
     _v: int = _writtenBufferSize[0]
     return _v
 
@@ -1112,7 +1217,7 @@ def QnnContext_getBinarySectionSize(context: CData, graph: CData, section: int) 
     _binaryBufferSize = _new(_T6)
     _r = _f_QnnContext_getBinarySectionSize(context, graph, section, _binaryBufferSize)
     if _r:
-        raise _error(_r, 20)
+        raise _error(_r, 21)
     _v: int = _binaryBufferSize[0]
     return _v
 
@@ -1126,7 +1231,7 @@ def QnnContext_getBinarySectionUpdate(binaryBuffer: CData, auxiliaryBuffer: CDat
     _binarySectionUpdate = _new(_T7)
     _r = _f_QnnContext_getBinarySectionUpdate(binaryBuffer, auxiliaryBuffer, tensors, numTensors, keepUpdatable, logger, profile, signal, _binarySectionUpdate)
     if _r:
-        raise _error(_r, 21)
+        raise _error(_r, 22)
     return _binarySectionUpdate[0]
 
 
@@ -1139,7 +1244,7 @@ def QnnContext_getBinarySize(context: CData) -> int:
     _binaryBufferSize = _new(_T6)
     _r = _f_QnnContext_getBinarySize(context, _binaryBufferSize)
     if _r:
-        raise _error(_r, 22)
+        raise _error(_r, 23)
     _v: int = _binaryBufferSize[0]
     return _v
 
@@ -1155,7 +1260,7 @@ def QnnContext_getIncrementalBinary(context: CData) -> tuple[CData, int, int]:
     _writtenBufferSize = _new(_T6)
     _r = _f_QnnContext_getIncrementalBinary(context, _binaryBuffer, _startOffset, _writtenBufferSize)
     if _r:
-        raise _error(_r, 23)
+        raise _error(_r, 24)
     return _binaryBuffer[0], _startOffset[0], _writtenBufferSize[0]
 
 
@@ -1166,7 +1271,7 @@ def QnnContext_getProperty(contextHandle: CData, properties: CData) -> None:
     """
     _r = _f_QnnContext_getProperty(contextHandle, properties)
     if _r:
-        raise _error(_r, 24)
+        raise _error(_r, 25)
 
 
 def QnnContext_releaseIncrementalBinary(context: CData, binaryBuffer: CData, startOffset: int) -> None:
@@ -1176,7 +1281,7 @@ def QnnContext_releaseIncrementalBinary(context: CData, binaryBuffer: CData, sta
     """
     _r = _f_QnnContext_releaseIncrementalBinary(context, binaryBuffer, startOffset)
     if _r:
-        raise _error(_r, 25)
+        raise _error(_r, 26)
 
 
 def QnnContext_setConfig(context: CData, config: CData) -> None:
@@ -1186,7 +1291,7 @@ def QnnContext_setConfig(context: CData, config: CData) -> None:
     """
     _r = _f_QnnContext_setConfig(context, config)
     if _r:
-        raise _error(_r, 26)
+        raise _error(_r, 27)
 
 
 def QnnContext_validateBinary(backend: CData, device: CData, config: CData, binaryBuffer: CData, binaryBufferSize: int) -> None:
@@ -1196,7 +1301,7 @@ def QnnContext_validateBinary(backend: CData, device: CData, config: CData, bina
     """
     _r = _f_QnnContext_validateBinary(backend, device, config, binaryBuffer, binaryBufferSize)
     if _r:
-        raise _error(_r, 27)
+        raise _error(_r, 28)
 
 
 def QnnDevice_create(logger: CData, config: CData) -> CData:
@@ -1208,7 +1313,7 @@ def QnnDevice_create(logger: CData, config: CData) -> CData:
     _device = _new(_T9)
     _r = _f_QnnDevice_create(logger, config, _device)
     if _r:
-        raise _error(_r, 28)
+        raise _error(_r, 29)
     return _device[0]
 
 
@@ -1219,7 +1324,7 @@ def QnnDevice_free(device: CData) -> None:
     """
     _r = _f_QnnDevice_free(device)
     if _r:
-        raise _error(_r, 29)
+        raise _error(_r, 30)
 
 
 def QnnDevice_freePlatformInfo(logger: CData, platformInfo: CData) -> None:
@@ -1229,7 +1334,7 @@ def QnnDevice_freePlatformInfo(logger: CData, platformInfo: CData) -> None:
     """
     _r = _f_QnnDevice_freePlatformInfo(logger, platformInfo)
     if _r:
-        raise _error(_r, 30)
+        raise _error(_r, 31)
 
 
 def QnnDevice_getInfo(device: CData) -> CData:
@@ -1241,7 +1346,7 @@ def QnnDevice_getInfo(device: CData) -> CData:
     _platformInfo = _new(_T10)
     _r = _f_QnnDevice_getInfo(device, _platformInfo)
     if _r:
-        raise _error(_r, 31)
+        raise _error(_r, 32)
     return _platformInfo[0]
 
 
@@ -1252,7 +1357,7 @@ def QnnDevice_getInfrastructure(deviceInfra: CData) -> None:
     """
     _r = _f_QnnDevice_getInfrastructure(deviceInfra)
     if _r:
-        raise _error(_r, 32)
+        raise _error(_r, 33)
 
 
 def QnnDevice_getPlatformInfo(logger: CData) -> CData:
@@ -1264,7 +1369,7 @@ def QnnDevice_getPlatformInfo(logger: CData) -> CData:
     _platformInfo = _new(_T10)
     _r = _f_QnnDevice_getPlatformInfo(logger, _platformInfo)
     if _r:
-        raise _error(_r, 33)
+        raise _error(_r, 34)
     return _platformInfo[0]
 
 
@@ -1275,7 +1380,7 @@ def QnnDevice_setConfig(device: CData, config: CData) -> None:
     """
     _r = _f_QnnDevice_setConfig(device, config)
     if _r:
-        raise _error(_r, 34)
+        raise _error(_r, 35)
 
 
 def QnnError_freeVerboseMessage(errorMessage: str | bytes) -> None:
@@ -1286,7 +1391,7 @@ def QnnError_freeVerboseMessage(errorMessage: str | bytes) -> None:
     _errorMessage = errorMessage.encode() if isinstance(errorMessage, str) else errorMessage
     _r = _f_QnnError_freeVerboseMessage(_errorMessage)
     if _r:
-        raise _error(_r, 35)
+        raise _error(_r, 36)
 
 
 def QnnError_getMessage(errorHandle: int) -> str:
@@ -1298,7 +1403,7 @@ def QnnError_getMessage(errorHandle: int) -> str:
     _errorMessage = _new(_T2)
     _r = _f_QnnError_getMessage(errorHandle, _errorMessage)
     if _r:
-        raise _error(_r, 36)
+        raise _error(_r, 37)
     return _str(_errorMessage[0])
 
 
@@ -1311,7 +1416,7 @@ def QnnError_getVerboseMessage(errorHandle: int) -> str:
     _errorMessage = _new(_T2)
     _r = _f_QnnError_getVerboseMessage(errorHandle, _errorMessage)
     if _r:
-        raise _error(_r, 37)
+        raise _error(_r, 38)
     return _str(_errorMessage[0])
 
 
@@ -1322,7 +1427,7 @@ def QnnGlobalConfig_Set(config: CData) -> None:
     """
     _r = _f_QnnGlobalConfig_Set(config)
     if _r:
-        raise _error(_r, 38)
+        raise _error(_r, 39)
 
 
 def QnnGraph_addNode(graphHandle: CData, opConfig: CData) -> None:
@@ -1332,7 +1437,7 @@ def QnnGraph_addNode(graphHandle: CData, opConfig: CData) -> None:
     """
     _r = _f_QnnGraph_addNode(graphHandle, opConfig)
     if _r:
-        raise _error(_r, 39)
+        raise _error(_r, 40)
 
 
 def QnnGraph_create(contextHandle: CData, graphName: str | bytes, config: CData) -> CData:
@@ -1345,7 +1450,7 @@ def QnnGraph_create(contextHandle: CData, graphName: str | bytes, config: CData)
     _graphHandle = _new(_T11)
     _r = _f_QnnGraph_create(contextHandle, _graphName, config, _graphHandle)
     if _r:
-        raise _error(_r, 40)
+        raise _error(_r, 41)
     return _graphHandle[0]
 
 
@@ -1359,7 +1464,7 @@ def QnnGraph_createSubgraph(graphHandle: CData, graphName: str | bytes) -> CData
     _subgraphHandle = _new(_T11)
     _r = _f_QnnGraph_createSubgraph(graphHandle, _graphName, _subgraphHandle)
     if _r:
-        raise _error(_r, 41)
+        raise _error(_r, 42)
     return _subgraphHandle[0]
 
 
@@ -1370,7 +1475,7 @@ def QnnGraph_execute(graphHandle: CData, inputs: CData, numInputs: int, outputs:
     """
     _r = _f_QnnGraph_execute(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle)
     if _r:
-        raise _error(_r, 42)
+        raise _error(_r, 43)
 
 
 def QnnGraph_executeAsync(graphHandle: CData, inputs: CData, numInputs: int, outputs: CData, numOutputs: int, profileHandle: CData, signalHandle: CData, notifyFn: CData, notifyParam: CData) -> None:
@@ -1380,7 +1485,7 @@ def QnnGraph_executeAsync(graphHandle: CData, inputs: CData, numInputs: int, out
     """
     _r = _f_QnnGraph_executeAsync(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle, notifyFn, notifyParam)
     if _r:
-        raise _error(_r, 43)
+        raise _error(_r, 44)
 
 
 def QnnGraph_finalize(graphHandle: CData, profileHandle: CData, signalHandle: CData) -> None:
@@ -1390,7 +1495,7 @@ def QnnGraph_finalize(graphHandle: CData, profileHandle: CData, signalHandle: CD
     """
     _r = _f_QnnGraph_finalize(graphHandle, profileHandle, signalHandle)
     if _r:
-        raise _error(_r, 44)
+        raise _error(_r, 45)
 
 
 def QnnGraph_getProperty(graphHandle: CData, properties: CData) -> None:
@@ -1400,7 +1505,7 @@ def QnnGraph_getProperty(graphHandle: CData, properties: CData) -> None:
     """
     _r = _f_QnnGraph_getProperty(graphHandle, properties)
     if _r:
-        raise _error(_r, 45)
+        raise _error(_r, 46)
 
 
 def QnnGraph_prepareExecutionEnvironment(graphHandle: CData, envs: CData, envSize: int) -> None:
@@ -1410,7 +1515,7 @@ def QnnGraph_prepareExecutionEnvironment(graphHandle: CData, envs: CData, envSiz
     """
     _r = _f_QnnGraph_prepareExecutionEnvironment(graphHandle, envs, envSize)
     if _r:
-        raise _error(_r, 46)
+        raise _error(_r, 47)
 
 
 def QnnGraph_releaseExecutionEnvironment(graphHandle: CData, envs: CData, envSize: int) -> None:
@@ -1420,7 +1525,7 @@ def QnnGraph_releaseExecutionEnvironment(graphHandle: CData, envs: CData, envSiz
     """
     _r = _f_QnnGraph_releaseExecutionEnvironment(graphHandle, envs, envSize)
     if _r:
-        raise _error(_r, 47)
+        raise _error(_r, 48)
 
 
 def QnnGraph_retrieve(contextHandle: CData, graphName: str | bytes) -> CData:
@@ -1433,7 +1538,7 @@ def QnnGraph_retrieve(contextHandle: CData, graphName: str | bytes) -> CData:
     _graphHandle = _new(_T11)
     _r = _f_QnnGraph_retrieve(contextHandle, _graphName, _graphHandle)
     if _r:
-        raise _error(_r, 48)
+        raise _error(_r, 49)
     return _graphHandle[0]
 
 
@@ -1444,7 +1549,7 @@ def QnnGraph_setConfig(graphHandle: CData, config: CData) -> None:
     """
     _r = _f_QnnGraph_setConfig(graphHandle, config)
     if _r:
-        raise _error(_r, 49)
+        raise _error(_r, 50)
 
 
 def QnnInterface_getProviders() -> tuple[CData, int]:
@@ -1457,7 +1562,7 @@ def QnnInterface_getProviders() -> tuple[CData, int]:
     _numProviders = _new(_T3)
     _r = _f_QnnInterface_getProviders(_providerList, _numProviders)
     if _r:
-        raise _error(_r, 50)
+        raise _error(_r, 51)
     return _providerList[0], _numProviders[0]
 
 
@@ -1470,7 +1575,7 @@ def QnnLog_create(callback: CData, maxLogLevel: int) -> CData:
     _logger = _new(_T13)
     _r = _f_QnnLog_create(callback, maxLogLevel, _logger)
     if _r:
-        raise _error(_r, 51)
+        raise _error(_r, 52)
     return _logger[0]
 
 
@@ -1481,7 +1586,7 @@ def QnnLog_free(logger: CData) -> None:
     """
     _r = _f_QnnLog_free(logger)
     if _r:
-        raise _error(_r, 52)
+        raise _error(_r, 53)
 
 
 def QnnLog_setLogLevel(logger: CData, maxLogLevel: int) -> None:
@@ -1491,7 +1596,7 @@ def QnnLog_setLogLevel(logger: CData, maxLogLevel: int) -> None:
     """
     _r = _f_QnnLog_setLogLevel(logger, maxLogLevel)
     if _r:
-        raise _error(_r, 53)
+        raise _error(_r, 54)
 
 
 def QnnMem_deRegister(memHandles: CData, numHandles: int) -> None:
@@ -1501,7 +1606,7 @@ def QnnMem_deRegister(memHandles: CData, numHandles: int) -> None:
     """
     _r = _f_QnnMem_deRegister(memHandles, numHandles)
     if _r:
-        raise _error(_r, 54)
+        raise _error(_r, 55)
 
 
 def QnnMem_register(context: CData, memDescriptors: CData, numDescriptors: int, memHandles: CData) -> None:
@@ -1511,7 +1616,7 @@ def QnnMem_register(context: CData, memDescriptors: CData, numDescriptors: int, 
     """
     _r = _f_QnnMem_register(context, memDescriptors, numDescriptors, memHandles)
     if _r:
-        raise _error(_r, 55)
+        raise _error(_r, 56)
 
 
 def QnnProfile_create(backend: CData, level: int) -> CData:
@@ -1523,7 +1628,7 @@ def QnnProfile_create(backend: CData, level: int) -> CData:
     _profile = _new(_T14)
     _r = _f_QnnProfile_create(backend, level, _profile)
     if _r:
-        raise _error(_r, 56)
+        raise _error(_r, 57)
     return _profile[0]
 
 
@@ -1534,7 +1639,7 @@ def QnnProfile_free(profile: CData) -> None:
     """
     _r = _f_QnnProfile_free(profile)
     if _r:
-        raise _error(_r, 57)
+        raise _error(_r, 58)
 
 
 def QnnProfile_getEventData(eventId: int) -> CData:
@@ -1546,7 +1651,7 @@ def QnnProfile_getEventData(eventId: int) -> CData:
     _eventData = _new(_T15)
     _r = _f_QnnProfile_getEventData(eventId, _eventData)
     if _r:
-        raise _error(_r, 58)
+        raise _error(_r, 59)
     return _eventData[0]
 
 
@@ -1560,7 +1665,7 @@ def QnnProfile_getEvents(profile: CData) -> tuple[CData, int]:
     _numEvents = _new(_T3)
     _r = _f_QnnProfile_getEvents(profile, _profileEventIds, _numEvents)
     if _r:
-        raise _error(_r, 59)
+        raise _error(_r, 60)
     return _profileEventIds[0], _numEvents[0]
 
 
@@ -1571,7 +1676,7 @@ def QnnProfile_getExtendedEventData(eventId: int, eventData: CData) -> None:
     """
     _r = _f_QnnProfile_getExtendedEventData(eventId, eventData)
     if _r:
-        raise _error(_r, 60)
+        raise _error(_r, 61)
 
 
 def QnnProfile_getSubEvents(eventId: int) -> tuple[CData, int]:
@@ -1584,7 +1689,7 @@ def QnnProfile_getSubEvents(eventId: int) -> tuple[CData, int]:
     _numSubEvents = _new(_T3)
     _r = _f_QnnProfile_getSubEvents(eventId, _subEventIds, _numSubEvents)
     if _r:
-        raise _error(_r, 61)
+        raise _error(_r, 62)
     return _subEventIds[0], _numSubEvents[0]
 
 
@@ -1595,7 +1700,7 @@ def QnnProfile_setConfig(profileHandle: CData, config: CData) -> None:
     """
     _r = _f_QnnProfile_setConfig(profileHandle, config)
     if _r:
-        raise _error(_r, 62)
+        raise _error(_r, 63)
 
 
 def QnnProperty_hasCapability(key: int) -> None:
@@ -1605,7 +1710,7 @@ def QnnProperty_hasCapability(key: int) -> None:
     """
     _r = _f_QnnProperty_hasCapability(key)
     if _r:
-        raise _error(_r, 63)
+        raise _error(_r, 64)
 
 
 def QnnSignal_create(backend: CData, config: CData) -> CData:
@@ -1617,7 +1722,7 @@ def QnnSignal_create(backend: CData, config: CData) -> CData:
     _signal = _new(_T17)
     _r = _f_QnnSignal_create(backend, config, _signal)
     if _r:
-        raise _error(_r, 64)
+        raise _error(_r, 65)
     return _signal[0]
 
 
@@ -1628,7 +1733,7 @@ def QnnSignal_free(signal: CData) -> None:
     """
     _r = _f_QnnSignal_free(signal)
     if _r:
-        raise _error(_r, 65)
+        raise _error(_r, 66)
 
 
 def QnnSignal_setConfig(signal: CData, config: CData) -> None:
@@ -1638,7 +1743,7 @@ def QnnSignal_setConfig(signal: CData, config: CData) -> None:
     """
     _r = _f_QnnSignal_setConfig(signal, config)
     if _r:
-        raise _error(_r, 66)
+        raise _error(_r, 67)
 
 
 def QnnSignal_trigger(signal: CData) -> None:
@@ -1648,7 +1753,7 @@ def QnnSignal_trigger(signal: CData) -> None:
     """
     _r = _f_QnnSignal_trigger(signal)
     if _r:
-        raise _error(_r, 67)
+        raise _error(_r, 68)
 
 
 def QnnTensor_createContextTensor(context: CData, tensor: CData) -> CData:
@@ -1660,7 +1765,7 @@ def QnnTensor_createContextTensor(context: CData, tensor: CData) -> CData:
     _tensor = _new(_T18, tensor)
     _r = _f_QnnTensor_createContextTensor(context, _tensor)
     if _r:
-        raise _error(_r, 68)
+        raise _error(_r, 69)
     return _tensor[0]
 
 
@@ -1673,7 +1778,7 @@ def QnnTensor_createGraphTensor(graph: CData, tensor: CData) -> CData:
     _tensor = _new(_T18, tensor)
     _r = _f_QnnTensor_createGraphTensor(graph, _tensor)
     if _r:
-        raise _error(_r, 69)
+        raise _error(_r, 70)
     return _tensor[0]
 
 
@@ -1684,7 +1789,7 @@ def QnnTensor_updateContextTensors(context: CData, tensor: CData, numTensors: in
     """
     _r = _f_QnnTensor_updateContextTensors(context, tensor, numTensors)
     if _r:
-        raise _error(_r, 70)
+        raise _error(_r, 71)
 
 
 def QnnTensor_updateGraphTensors(graph: CData, tensor: CData, numTensors: int) -> None:
@@ -1694,11 +1799,11 @@ def QnnTensor_updateGraphTensors(graph: CData, tensor: CData, numTensors: int) -
     """
     _r = _f_QnnTensor_updateGraphTensors(graph, tensor, numTensors)
     if _r:
-        raise _error(_r, 71)
+        raise _error(_r, 72)
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of 72 of the 72 functions (every one whose shape the fast path
+# API mode: the checked wrappers of 73 of the 73 functions (every one whose shape the fast path
 # expresses) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any

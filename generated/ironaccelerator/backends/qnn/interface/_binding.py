@@ -17,6 +17,7 @@ FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ('QnnBackend_registerOpPackage', 'QnnBackend_registerOpPackage', None, None),
     ('QnnBackend_setConfig', 'QnnBackend_setConfig', None, None),
     ('QnnBackend_validateOpConfig', 'QnnBackend_validateOpConfig', None, None),
+    ('QnnContext_addToDlc', 'QnnContext_addToDlc', None, None),
     ('QnnContext_applyBinarySection', 'QnnContext_applyBinarySection', None, None),
     ('QnnContext_create', 'QnnContext_create', None, None),
     ('QnnContext_createFromBinary', 'QnnContext_createFromBinary', None, None),
@@ -218,6 +219,7 @@ RESOLVER = Table(
         'QnnBackend_registerOpPackage': 'backendRegisterOpPackage',
         'QnnBackend_setConfig': 'backendSetConfig',
         'QnnBackend_validateOpConfig': 'backendValidateOpConfig',
+        'QnnContext_addToDlc': 'contextAddToDlc',
         'QnnContext_applyBinarySection': 'contextApplyBinarySection',
         'QnnContext_create': 'contextCreate',
         'QnnContext_createFromBinary': 'contextCreateFromBinary',
@@ -286,7 +288,7 @@ RESOLVER = Table(
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '8d2faaf8fb5af1e54fd6a7d2'
+BUILD_ID = 'fb23935a0ebd3cbd90ec8447'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -3,11 +3,11 @@
    This file holds the library's tables and per-function code; the logic is the hand-written ia_runtime.h. */
 #include "types.cdef"
 
-#define IA_COUNT 72
+#define IA_COUNT 73
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.qnn.interface"
-#define IA_FAST_COUNT 72
-#define IA_CT_COUNT 171
+#define IA_FAST_COUNT 73
+#define IA_CT_COUNT 173
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "QnnBackend_create",
@@ -19,6 +19,7 @@ static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "QnnBackend_registerOpPackage",
     "QnnBackend_setConfig",
     "QnnBackend_validateOpConfig",
+    "QnnContext_addToDlc",
     "QnnContext_applyBinarySection",
     "QnnContext_create",
     "QnnContext_createFromBinary",
@@ -156,6 +157,7 @@ NULL,
 NULL,
 NULL,
 NULL,
+NULL,
 };
 
 /* Only QnnInterface_getProviders is exported: it lists providers (QnnInterface_t); the first with apiVersion.coreApiVersion
@@ -163,7 +165,7 @@ NULL,
    v2_40, never dlsym'ed. */
 #define IA_RESOLVER IA_RESOLVER_TABLE
 #define IA_TABLE_PROVIDER_SYMBOL "QnnInterface_getProviders"
-#define IA_TABLE_PROVIDER_INDEX 50
+#define IA_TABLE_PROVIDER_INDEX 51
 #define IA_TABLE_REQUIRE_MAJOR 2
 #define IA_TABLE_REQUIRE_MINOR 40
 #define IA_TABLE_MAJOR(p) ((p)->apiVersion.coreApiVersion.major)
@@ -184,6 +186,7 @@ static const size_t ia_table_offset[IA_COUNT > 0 ? IA_COUNT : 1] = {
     offsetof(QnnInterface_t, v2_40.backendRegisterOpPackage),
     offsetof(QnnInterface_t, v2_40.backendSetConfig),
     offsetof(QnnInterface_t, v2_40.backendValidateOpConfig),
+    offsetof(QnnInterface_t, v2_40.contextAddToDlc),
     offsetof(QnnInterface_t, v2_40.contextApplyBinarySection),
     offsetof(QnnInterface_t, v2_40.contextCreate),
     offsetof(QnnInterface_t, v2_40.contextCreateFromBinary),
@@ -249,6 +252,7 @@ static const size_t ia_table_offset[IA_COUNT > 0 ? IA_COUNT : 1] = {
     offsetof(QnnInterface_t, v2_40.tensorUpdateGraphTensors),
 };
 static const unsigned ia_table_since[IA_COUNT > 0 ? IA_COUNT : 1] = {
+    0,
     0,
     0,
     0,
@@ -397,509 +401,517 @@ static Qnn_ErrorHandle_t QnnBackend_validateOpConfig(Qnn_BackendHandle_t backend
         return (Qnn_ErrorHandle_t)2147483631;
     return ((ia_pfn_8)ia_fn)(backend, opConfig);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_9)(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal);
-static Qnn_ErrorHandle_t QnnContext_applyBinarySection(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)
+typedef Qnn_ErrorHandle_t (*ia_pfn_9)(Qnn_ContextHandle_t context, QnnSystemDlc_Handle_t dlcHandle);
+static Qnn_ErrorHandle_t QnnContext_addToDlc(Qnn_ContextHandle_t context, QnnSystemDlc_Handle_t dlcHandle)
 {
     void *ia_fn = ia_ptr[9];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(9)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_9)ia_fn)(context, graph, section, binaryBuffer, profile, signal);
+    return ((ia_pfn_9)ia_fn)(context, dlcHandle);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_10)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, Qnn_ContextHandle_t *context);
-static Qnn_ErrorHandle_t QnnContext_create(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, Qnn_ContextHandle_t *context)
+typedef Qnn_ErrorHandle_t (*ia_pfn_10)(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal);
+static Qnn_ErrorHandle_t QnnContext_applyBinarySection(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)
 {
     void *ia_fn = ia_ptr[10];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(10)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_10)ia_fn)(backend, device, config, context);
+    return ((ia_pfn_10)ia_fn)(context, graph, section, binaryBuffer, profile, signal);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_11)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile);
-static Qnn_ErrorHandle_t QnnContext_createFromBinary(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile)
+typedef Qnn_ErrorHandle_t (*ia_pfn_11)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, Qnn_ContextHandle_t *context);
+static Qnn_ErrorHandle_t QnnContext_create(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, Qnn_ContextHandle_t *context)
 {
     void *ia_fn = ia_ptr[11];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(11)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_11)ia_fn)(backend, device, config, binaryBuffer, binaryBufferSize, context, profile);
+    return ((ia_pfn_11)ia_fn)(backend, device, config, context);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_12)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Params_t **contextParams, const QnnContext_Config_t **listConfig, Qnn_SignalHandle_t signal);
-static Qnn_ErrorHandle_t QnnContext_createFromBinaryListAsync(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Params_t **contextParams, const QnnContext_Config_t **listConfig, Qnn_SignalHandle_t signal)
+typedef Qnn_ErrorHandle_t (*ia_pfn_12)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile);
+static Qnn_ErrorHandle_t QnnContext_createFromBinary(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile)
 {
     void *ia_fn = ia_ptr[12];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(12)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_12)ia_fn)(backend, device, contextParams, listConfig, signal);
+    return ((ia_pfn_12)ia_fn)(backend, device, config, binaryBuffer, binaryBufferSize, context, profile);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_13)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const Qnn_ContextBinaryCallback_t *callback, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal);
-static Qnn_ErrorHandle_t QnnContext_createFromBinaryWithCallback(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const Qnn_ContextBinaryCallback_t *callback, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)
+typedef Qnn_ErrorHandle_t (*ia_pfn_13)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Params_t **contextParams, const QnnContext_Config_t **listConfig, Qnn_SignalHandle_t signal);
+static Qnn_ErrorHandle_t QnnContext_createFromBinaryListAsync(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Params_t **contextParams, const QnnContext_Config_t **listConfig, Qnn_SignalHandle_t signal)
 {
     void *ia_fn = ia_ptr[13];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(13)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_13)ia_fn)(backend, device, config, callback, binaryBuffer, binaryBufferSize, context, profile, signal);
+    return ((ia_pfn_13)ia_fn)(backend, device, contextParams, listConfig, signal);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_14)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal);
-static Qnn_ErrorHandle_t QnnContext_createFromBinaryWithSignal(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)
+typedef Qnn_ErrorHandle_t (*ia_pfn_14)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const Qnn_ContextBinaryCallback_t *callback, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal);
+static Qnn_ErrorHandle_t QnnContext_createFromBinaryWithCallback(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const Qnn_ContextBinaryCallback_t *callback, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)
 {
     void *ia_fn = ia_ptr[14];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(14)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_14)ia_fn)(backend, device, config, binaryBuffer, binaryBufferSize, context, profile, signal);
+    return ((ia_pfn_14)ia_fn)(backend, device, config, callback, binaryBuffer, binaryBufferSize, context, profile, signal);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_15)(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile);
-static Qnn_ErrorHandle_t QnnContext_finalize(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile)
+typedef Qnn_ErrorHandle_t (*ia_pfn_15)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal);
+static Qnn_ErrorHandle_t QnnContext_createFromBinaryWithSignal(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextHandle_t *context, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)
 {
     void *ia_fn = ia_ptr[15];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(15)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_15)ia_fn)(context, profile);
+    return ((ia_pfn_15)ia_fn)(backend, device, config, binaryBuffer, binaryBufferSize, context, profile, signal);
 }
 typedef Qnn_ErrorHandle_t (*ia_pfn_16)(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile);
-static Qnn_ErrorHandle_t QnnContext_free(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile)
+static Qnn_ErrorHandle_t QnnContext_finalize(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile)
 {
     void *ia_fn = ia_ptr[16];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(16)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
     return ((ia_pfn_16)ia_fn)(context, profile);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_17)(QnnContext_Buffer_t binarySectionUpdate, Qnn_LogHandle_t logger);
-static Qnn_ErrorHandle_t QnnContext_freeBinarySectionUpdate(QnnContext_Buffer_t binarySectionUpdate, Qnn_LogHandle_t logger)
+typedef Qnn_ErrorHandle_t (*ia_pfn_17)(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile);
+static Qnn_ErrorHandle_t QnnContext_free(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile)
 {
     void *ia_fn = ia_ptr[17];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(17)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_17)ia_fn)(binarySectionUpdate, logger);
+    return ((ia_pfn_17)ia_fn)(context, profile);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_18)(Qnn_ContextHandle_t context, void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextBinarySize_t *writtenBufferSize);
-static Qnn_ErrorHandle_t QnnContext_getBinary(Qnn_ContextHandle_t context, void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextBinarySize_t *writtenBufferSize)
+typedef Qnn_ErrorHandle_t (*ia_pfn_18)(QnnContext_Buffer_t binarySectionUpdate, Qnn_LogHandle_t logger);
+static Qnn_ErrorHandle_t QnnContext_freeBinarySectionUpdate(QnnContext_Buffer_t binarySectionUpdate, Qnn_LogHandle_t logger)
 {
     void *ia_fn = ia_ptr[18];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(18)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_18)ia_fn)(context, binaryBuffer, binaryBufferSize, writtenBufferSize);
+    return ((ia_pfn_18)ia_fn)(binarySectionUpdate, logger);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_19)(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ContextBinarySize_t *writtenBufferSize, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal);
-static Qnn_ErrorHandle_t QnnContext_getBinarySection(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ContextBinarySize_t *writtenBufferSize, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)
+typedef Qnn_ErrorHandle_t (*ia_pfn_19)(Qnn_ContextHandle_t context, void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextBinarySize_t *writtenBufferSize);
+static Qnn_ErrorHandle_t QnnContext_getBinary(Qnn_ContextHandle_t context, void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize, Qnn_ContextBinarySize_t *writtenBufferSize)
 {
     void *ia_fn = ia_ptr[19];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(19)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_19)ia_fn)(context, graph, section, binaryBuffer, writtenBufferSize, profile, signal);
+    return ((ia_pfn_19)ia_fn)(context, binaryBuffer, binaryBufferSize, writtenBufferSize);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_20)(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, Qnn_ContextBinarySize_t *binaryBufferSize);
-static Qnn_ErrorHandle_t QnnContext_getBinarySectionSize(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, Qnn_ContextBinarySize_t *binaryBufferSize)
+typedef Qnn_ErrorHandle_t (*ia_pfn_20)(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ContextBinarySize_t *writtenBufferSize, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal);
+static Qnn_ErrorHandle_t QnnContext_getBinarySection(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ContextBinarySize_t *writtenBufferSize, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)
 {
     void *ia_fn = ia_ptr[20];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(20)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_20)ia_fn)(context, graph, section, binaryBufferSize);
+    return ((ia_pfn_20)ia_fn)(context, graph, section, binaryBuffer, writtenBufferSize, profile, signal);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_21)(const QnnContext_Buffer_t *binaryBuffer, const QnnContext_Buffer_t *auxiliaryBuffer, const Qnn_Tensor_t **tensors, uint64_t numTensors, uint8_t keepUpdatable, Qnn_LogHandle_t logger, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal, QnnContext_Buffer_t *binarySectionUpdate);
-static Qnn_ErrorHandle_t QnnContext_getBinarySectionUpdate(const QnnContext_Buffer_t *binaryBuffer, const QnnContext_Buffer_t *auxiliaryBuffer, const Qnn_Tensor_t **tensors, uint64_t numTensors, uint8_t keepUpdatable, Qnn_LogHandle_t logger, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal, QnnContext_Buffer_t *binarySectionUpdate)
+typedef Qnn_ErrorHandle_t (*ia_pfn_21)(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, Qnn_ContextBinarySize_t *binaryBufferSize);
+static Qnn_ErrorHandle_t QnnContext_getBinarySectionSize(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, Qnn_ContextBinarySize_t *binaryBufferSize)
 {
     void *ia_fn = ia_ptr[21];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(21)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_21)ia_fn)(binaryBuffer, auxiliaryBuffer, tensors, numTensors, keepUpdatable, logger, profile, signal, binarySectionUpdate);
+    return ((ia_pfn_21)ia_fn)(context, graph, section, binaryBufferSize);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_22)(Qnn_ContextHandle_t context, Qnn_ContextBinarySize_t *binaryBufferSize);
-static Qnn_ErrorHandle_t QnnContext_getBinarySize(Qnn_ContextHandle_t context, Qnn_ContextBinarySize_t *binaryBufferSize)
+typedef Qnn_ErrorHandle_t (*ia_pfn_22)(const QnnContext_Buffer_t *binaryBuffer, const QnnContext_Buffer_t *auxiliaryBuffer, const Qnn_Tensor_t **tensors, uint64_t numTensors, uint8_t keepUpdatable, Qnn_LogHandle_t logger, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal, QnnContext_Buffer_t *binarySectionUpdate);
+static Qnn_ErrorHandle_t QnnContext_getBinarySectionUpdate(const QnnContext_Buffer_t *binaryBuffer, const QnnContext_Buffer_t *auxiliaryBuffer, const Qnn_Tensor_t **tensors, uint64_t numTensors, uint8_t keepUpdatable, Qnn_LogHandle_t logger, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal, QnnContext_Buffer_t *binarySectionUpdate)
 {
     void *ia_fn = ia_ptr[22];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(22)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_22)ia_fn)(context, binaryBufferSize);
+    return ((ia_pfn_22)ia_fn)(binaryBuffer, auxiliaryBuffer, tensors, numTensors, keepUpdatable, logger, profile, signal, binarySectionUpdate);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_23)(Qnn_ContextHandle_t context, const void **binaryBuffer, Qnn_ContextBinarySize_t *startOffset, Qnn_ContextBinarySize_t *writtenBufferSize);
-static Qnn_ErrorHandle_t QnnContext_getIncrementalBinary(Qnn_ContextHandle_t context, const void **binaryBuffer, Qnn_ContextBinarySize_t *startOffset, Qnn_ContextBinarySize_t *writtenBufferSize)
+typedef Qnn_ErrorHandle_t (*ia_pfn_23)(Qnn_ContextHandle_t context, Qnn_ContextBinarySize_t *binaryBufferSize);
+static Qnn_ErrorHandle_t QnnContext_getBinarySize(Qnn_ContextHandle_t context, Qnn_ContextBinarySize_t *binaryBufferSize)
 {
     void *ia_fn = ia_ptr[23];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(23)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_23)ia_fn)(context, binaryBuffer, startOffset, writtenBufferSize);
+    return ((ia_pfn_23)ia_fn)(context, binaryBufferSize);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_24)(Qnn_ContextHandle_t contextHandle, QnnContext_Property_t **properties);
-static Qnn_ErrorHandle_t QnnContext_getProperty(Qnn_ContextHandle_t contextHandle, QnnContext_Property_t **properties)
+typedef Qnn_ErrorHandle_t (*ia_pfn_24)(Qnn_ContextHandle_t context, const void **binaryBuffer, Qnn_ContextBinarySize_t *startOffset, Qnn_ContextBinarySize_t *writtenBufferSize);
+static Qnn_ErrorHandle_t QnnContext_getIncrementalBinary(Qnn_ContextHandle_t context, const void **binaryBuffer, Qnn_ContextBinarySize_t *startOffset, Qnn_ContextBinarySize_t *writtenBufferSize)
 {
     void *ia_fn = ia_ptr[24];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(24)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_24)ia_fn)(contextHandle, properties);
+    return ((ia_pfn_24)ia_fn)(context, binaryBuffer, startOffset, writtenBufferSize);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_25)(Qnn_ContextHandle_t context, const void *binaryBuffer, Qnn_ContextBinarySize_t startOffset);
-static Qnn_ErrorHandle_t QnnContext_releaseIncrementalBinary(Qnn_ContextHandle_t context, const void *binaryBuffer, Qnn_ContextBinarySize_t startOffset)
+typedef Qnn_ErrorHandle_t (*ia_pfn_25)(Qnn_ContextHandle_t contextHandle, QnnContext_Property_t **properties);
+static Qnn_ErrorHandle_t QnnContext_getProperty(Qnn_ContextHandle_t contextHandle, QnnContext_Property_t **properties)
 {
     void *ia_fn = ia_ptr[25];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(25)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_25)ia_fn)(context, binaryBuffer, startOffset);
+    return ((ia_pfn_25)ia_fn)(contextHandle, properties);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_26)(Qnn_ContextHandle_t context, const QnnContext_Config_t **config);
-static Qnn_ErrorHandle_t QnnContext_setConfig(Qnn_ContextHandle_t context, const QnnContext_Config_t **config)
+typedef Qnn_ErrorHandle_t (*ia_pfn_26)(Qnn_ContextHandle_t context, const void *binaryBuffer, Qnn_ContextBinarySize_t startOffset);
+static Qnn_ErrorHandle_t QnnContext_releaseIncrementalBinary(Qnn_ContextHandle_t context, const void *binaryBuffer, Qnn_ContextBinarySize_t startOffset)
 {
     void *ia_fn = ia_ptr[26];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(26)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_26)ia_fn)(context, config);
+    return ((ia_pfn_26)ia_fn)(context, binaryBuffer, startOffset);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_27)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize);
-static Qnn_ErrorHandle_t QnnContext_validateBinary(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize)
+typedef Qnn_ErrorHandle_t (*ia_pfn_27)(Qnn_ContextHandle_t context, const QnnContext_Config_t **config);
+static Qnn_ErrorHandle_t QnnContext_setConfig(Qnn_ContextHandle_t context, const QnnContext_Config_t **config)
 {
     void *ia_fn = ia_ptr[27];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(27)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_27)ia_fn)(backend, device, config, binaryBuffer, binaryBufferSize);
+    return ((ia_pfn_27)ia_fn)(context, config);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_28)(Qnn_LogHandle_t logger, const QnnDevice_Config_t **config, Qnn_DeviceHandle_t *device);
-static Qnn_ErrorHandle_t QnnDevice_create(Qnn_LogHandle_t logger, const QnnDevice_Config_t **config, Qnn_DeviceHandle_t *device)
+typedef Qnn_ErrorHandle_t (*ia_pfn_28)(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize);
+static Qnn_ErrorHandle_t QnnContext_validateBinary(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize)
 {
     void *ia_fn = ia_ptr[28];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(28)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_28)ia_fn)(logger, config, device);
+    return ((ia_pfn_28)ia_fn)(backend, device, config, binaryBuffer, binaryBufferSize);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_29)(Qnn_DeviceHandle_t device);
-static Qnn_ErrorHandle_t QnnDevice_free(Qnn_DeviceHandle_t device)
+typedef Qnn_ErrorHandle_t (*ia_pfn_29)(Qnn_LogHandle_t logger, const QnnDevice_Config_t **config, Qnn_DeviceHandle_t *device);
+static Qnn_ErrorHandle_t QnnDevice_create(Qnn_LogHandle_t logger, const QnnDevice_Config_t **config, Qnn_DeviceHandle_t *device)
 {
     void *ia_fn = ia_ptr[29];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(29)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_29)ia_fn)(device);
+    return ((ia_pfn_29)ia_fn)(logger, config, device);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_30)(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t *platformInfo);
-static Qnn_ErrorHandle_t QnnDevice_freePlatformInfo(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t *platformInfo)
+typedef Qnn_ErrorHandle_t (*ia_pfn_30)(Qnn_DeviceHandle_t device);
+static Qnn_ErrorHandle_t QnnDevice_free(Qnn_DeviceHandle_t device)
 {
     void *ia_fn = ia_ptr[30];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(30)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_30)ia_fn)(logger, platformInfo);
+    return ((ia_pfn_30)ia_fn)(device);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_31)(Qnn_DeviceHandle_t device, const QnnDevice_PlatformInfo_t **platformInfo);
-static Qnn_ErrorHandle_t QnnDevice_getInfo(Qnn_DeviceHandle_t device, const QnnDevice_PlatformInfo_t **platformInfo)
+typedef Qnn_ErrorHandle_t (*ia_pfn_31)(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t *platformInfo);
+static Qnn_ErrorHandle_t QnnDevice_freePlatformInfo(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t *platformInfo)
 {
     void *ia_fn = ia_ptr[31];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(31)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_31)ia_fn)(device, platformInfo);
+    return ((ia_pfn_31)ia_fn)(logger, platformInfo);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_32)(const QnnDevice_Infrastructure_t *deviceInfra);
-static Qnn_ErrorHandle_t QnnDevice_getInfrastructure(const QnnDevice_Infrastructure_t *deviceInfra)
+typedef Qnn_ErrorHandle_t (*ia_pfn_32)(Qnn_DeviceHandle_t device, const QnnDevice_PlatformInfo_t **platformInfo);
+static Qnn_ErrorHandle_t QnnDevice_getInfo(Qnn_DeviceHandle_t device, const QnnDevice_PlatformInfo_t **platformInfo)
 {
     void *ia_fn = ia_ptr[32];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(32)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_32)ia_fn)(deviceInfra);
+    return ((ia_pfn_32)ia_fn)(device, platformInfo);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_33)(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t **platformInfo);
-static Qnn_ErrorHandle_t QnnDevice_getPlatformInfo(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t **platformInfo)
+typedef Qnn_ErrorHandle_t (*ia_pfn_33)(const QnnDevice_Infrastructure_t *deviceInfra);
+static Qnn_ErrorHandle_t QnnDevice_getInfrastructure(const QnnDevice_Infrastructure_t *deviceInfra)
 {
     void *ia_fn = ia_ptr[33];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(33)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_33)ia_fn)(logger, platformInfo);
+    return ((ia_pfn_33)ia_fn)(deviceInfra);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_34)(Qnn_DeviceHandle_t device, const QnnDevice_Config_t **config);
-static Qnn_ErrorHandle_t QnnDevice_setConfig(Qnn_DeviceHandle_t device, const QnnDevice_Config_t **config)
+typedef Qnn_ErrorHandle_t (*ia_pfn_34)(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t **platformInfo);
+static Qnn_ErrorHandle_t QnnDevice_getPlatformInfo(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t **platformInfo)
 {
     void *ia_fn = ia_ptr[34];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(34)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_34)ia_fn)(device, config);
+    return ((ia_pfn_34)ia_fn)(logger, platformInfo);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_35)(const char *errorMessage);
-static Qnn_ErrorHandle_t QnnError_freeVerboseMessage(const char *errorMessage)
+typedef Qnn_ErrorHandle_t (*ia_pfn_35)(Qnn_DeviceHandle_t device, const QnnDevice_Config_t **config);
+static Qnn_ErrorHandle_t QnnDevice_setConfig(Qnn_DeviceHandle_t device, const QnnDevice_Config_t **config)
 {
     void *ia_fn = ia_ptr[35];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(35)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_35)ia_fn)(errorMessage);
+    return ((ia_pfn_35)ia_fn)(device, config);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_36)(Qnn_ErrorHandle_t errorHandle, const char **errorMessage);
-static Qnn_ErrorHandle_t QnnError_getMessage(Qnn_ErrorHandle_t errorHandle, const char **errorMessage)
+typedef Qnn_ErrorHandle_t (*ia_pfn_36)(const char *errorMessage);
+static Qnn_ErrorHandle_t QnnError_freeVerboseMessage(const char *errorMessage)
 {
     void *ia_fn = ia_ptr[36];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(36)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_36)ia_fn)(errorHandle, errorMessage);
+    return ((ia_pfn_36)ia_fn)(errorMessage);
 }
 typedef Qnn_ErrorHandle_t (*ia_pfn_37)(Qnn_ErrorHandle_t errorHandle, const char **errorMessage);
-static Qnn_ErrorHandle_t QnnError_getVerboseMessage(Qnn_ErrorHandle_t errorHandle, const char **errorMessage)
+static Qnn_ErrorHandle_t QnnError_getMessage(Qnn_ErrorHandle_t errorHandle, const char **errorMessage)
 {
     void *ia_fn = ia_ptr[37];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(37)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
     return ((ia_pfn_37)ia_fn)(errorHandle, errorMessage);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_38)(const QnnGlobalConfig_t **config);
-static Qnn_ErrorHandle_t QnnGlobalConfig_Set(const QnnGlobalConfig_t **config)
+typedef Qnn_ErrorHandle_t (*ia_pfn_38)(Qnn_ErrorHandle_t errorHandle, const char **errorMessage);
+static Qnn_ErrorHandle_t QnnError_getVerboseMessage(Qnn_ErrorHandle_t errorHandle, const char **errorMessage)
 {
     void *ia_fn = ia_ptr[38];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(38)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_38)ia_fn)(config);
+    return ((ia_pfn_38)ia_fn)(errorHandle, errorMessage);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_39)(Qnn_GraphHandle_t graphHandle, Qnn_OpConfig_t opConfig);
-static Qnn_ErrorHandle_t QnnGraph_addNode(Qnn_GraphHandle_t graphHandle, Qnn_OpConfig_t opConfig)
+typedef Qnn_ErrorHandle_t (*ia_pfn_39)(const QnnGlobalConfig_t **config);
+static Qnn_ErrorHandle_t QnnGlobalConfig_Set(const QnnGlobalConfig_t **config)
 {
     void *ia_fn = ia_ptr[39];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(39)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_39)ia_fn)(graphHandle, opConfig);
+    return ((ia_pfn_39)ia_fn)(config);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_40)(Qnn_ContextHandle_t contextHandle, const char *graphName, const QnnGraph_Config_t **config, Qnn_GraphHandle_t *graphHandle);
-static Qnn_ErrorHandle_t QnnGraph_create(Qnn_ContextHandle_t contextHandle, const char *graphName, const QnnGraph_Config_t **config, Qnn_GraphHandle_t *graphHandle)
+typedef Qnn_ErrorHandle_t (*ia_pfn_40)(Qnn_GraphHandle_t graphHandle, Qnn_OpConfig_t opConfig);
+static Qnn_ErrorHandle_t QnnGraph_addNode(Qnn_GraphHandle_t graphHandle, Qnn_OpConfig_t opConfig)
 {
     void *ia_fn = ia_ptr[40];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(40)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_40)ia_fn)(contextHandle, graphName, config, graphHandle);
+    return ((ia_pfn_40)ia_fn)(graphHandle, opConfig);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_41)(Qnn_GraphHandle_t graphHandle, const char *graphName, Qnn_GraphHandle_t *subgraphHandle);
-static Qnn_ErrorHandle_t QnnGraph_createSubgraph(Qnn_GraphHandle_t graphHandle, const char *graphName, Qnn_GraphHandle_t *subgraphHandle)
+typedef Qnn_ErrorHandle_t (*ia_pfn_41)(Qnn_ContextHandle_t contextHandle, const char *graphName, const QnnGraph_Config_t **config, Qnn_GraphHandle_t *graphHandle);
+static Qnn_ErrorHandle_t QnnGraph_create(Qnn_ContextHandle_t contextHandle, const char *graphName, const QnnGraph_Config_t **config, Qnn_GraphHandle_t *graphHandle)
 {
     void *ia_fn = ia_ptr[41];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(41)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_41)ia_fn)(graphHandle, graphName, subgraphHandle);
+    return ((ia_pfn_41)ia_fn)(contextHandle, graphName, config, graphHandle);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_42)(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle);
-static Qnn_ErrorHandle_t QnnGraph_execute(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle)
+typedef Qnn_ErrorHandle_t (*ia_pfn_42)(Qnn_GraphHandle_t graphHandle, const char *graphName, Qnn_GraphHandle_t *subgraphHandle);
+static Qnn_ErrorHandle_t QnnGraph_createSubgraph(Qnn_GraphHandle_t graphHandle, const char *graphName, Qnn_GraphHandle_t *subgraphHandle)
 {
     void *ia_fn = ia_ptr[42];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(42)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_42)ia_fn)(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle);
+    return ((ia_pfn_42)ia_fn)(graphHandle, graphName, subgraphHandle);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_43)(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle, Qnn_NotifyFn_t notifyFn, void *notifyParam);
-static Qnn_ErrorHandle_t QnnGraph_executeAsync(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle, Qnn_NotifyFn_t notifyFn, void *notifyParam)
+typedef Qnn_ErrorHandle_t (*ia_pfn_43)(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle);
+static Qnn_ErrorHandle_t QnnGraph_execute(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle)
 {
     void *ia_fn = ia_ptr[43];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(43)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_43)ia_fn)(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle, notifyFn, notifyParam);
+    return ((ia_pfn_43)ia_fn)(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_44)(Qnn_GraphHandle_t graphHandle, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle);
-static Qnn_ErrorHandle_t QnnGraph_finalize(Qnn_GraphHandle_t graphHandle, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle)
+typedef Qnn_ErrorHandle_t (*ia_pfn_44)(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle, Qnn_NotifyFn_t notifyFn, void *notifyParam);
+static Qnn_ErrorHandle_t QnnGraph_executeAsync(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle, Qnn_NotifyFn_t notifyFn, void *notifyParam)
 {
     void *ia_fn = ia_ptr[44];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(44)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_44)ia_fn)(graphHandle, profileHandle, signalHandle);
+    return ((ia_pfn_44)ia_fn)(graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle, notifyFn, notifyParam);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_45)(Qnn_GraphHandle_t graphHandle, QnnGraph_Property_t **properties);
-static Qnn_ErrorHandle_t QnnGraph_getProperty(Qnn_GraphHandle_t graphHandle, QnnGraph_Property_t **properties)
+typedef Qnn_ErrorHandle_t (*ia_pfn_45)(Qnn_GraphHandle_t graphHandle, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle);
+static Qnn_ErrorHandle_t QnnGraph_finalize(Qnn_GraphHandle_t graphHandle, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle)
 {
     void *ia_fn = ia_ptr[45];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(45)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_45)ia_fn)(graphHandle, properties);
+    return ((ia_pfn_45)ia_fn)(graphHandle, profileHandle, signalHandle);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_46)(Qnn_GraphHandle_t graphHandle, QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize);
-static Qnn_ErrorHandle_t QnnGraph_prepareExecutionEnvironment(Qnn_GraphHandle_t graphHandle, QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize)
+typedef Qnn_ErrorHandle_t (*ia_pfn_46)(Qnn_GraphHandle_t graphHandle, QnnGraph_Property_t **properties);
+static Qnn_ErrorHandle_t QnnGraph_getProperty(Qnn_GraphHandle_t graphHandle, QnnGraph_Property_t **properties)
 {
     void *ia_fn = ia_ptr[46];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(46)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_46)ia_fn)(graphHandle, envs, envSize);
+    return ((ia_pfn_46)ia_fn)(graphHandle, properties);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_47)(Qnn_GraphHandle_t graphHandle, const QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize);
-static Qnn_ErrorHandle_t QnnGraph_releaseExecutionEnvironment(Qnn_GraphHandle_t graphHandle, const QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize)
+typedef Qnn_ErrorHandle_t (*ia_pfn_47)(Qnn_GraphHandle_t graphHandle, QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize);
+static Qnn_ErrorHandle_t QnnGraph_prepareExecutionEnvironment(Qnn_GraphHandle_t graphHandle, QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize)
 {
     void *ia_fn = ia_ptr[47];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(47)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
     return ((ia_pfn_47)ia_fn)(graphHandle, envs, envSize);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_48)(Qnn_ContextHandle_t contextHandle, const char *graphName, Qnn_GraphHandle_t *graphHandle);
-static Qnn_ErrorHandle_t QnnGraph_retrieve(Qnn_ContextHandle_t contextHandle, const char *graphName, Qnn_GraphHandle_t *graphHandle)
+typedef Qnn_ErrorHandle_t (*ia_pfn_48)(Qnn_GraphHandle_t graphHandle, const QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize);
+static Qnn_ErrorHandle_t QnnGraph_releaseExecutionEnvironment(Qnn_GraphHandle_t graphHandle, const QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize)
 {
     void *ia_fn = ia_ptr[48];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(48)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_48)ia_fn)(contextHandle, graphName, graphHandle);
+    return ((ia_pfn_48)ia_fn)(graphHandle, envs, envSize);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_49)(Qnn_GraphHandle_t graphHandle, const QnnGraph_Config_t **config);
-static Qnn_ErrorHandle_t QnnGraph_setConfig(Qnn_GraphHandle_t graphHandle, const QnnGraph_Config_t **config)
+typedef Qnn_ErrorHandle_t (*ia_pfn_49)(Qnn_ContextHandle_t contextHandle, const char *graphName, Qnn_GraphHandle_t *graphHandle);
+static Qnn_ErrorHandle_t QnnGraph_retrieve(Qnn_ContextHandle_t contextHandle, const char *graphName, Qnn_GraphHandle_t *graphHandle)
 {
     void *ia_fn = ia_ptr[49];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(49)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_49)ia_fn)(graphHandle, config);
+    return ((ia_pfn_49)ia_fn)(contextHandle, graphName, graphHandle);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_50)(const QnnInterface_t ***providerList, uint32_t *numProviders);
-static Qnn_ErrorHandle_t QnnInterface_getProviders(const QnnInterface_t ***providerList, uint32_t *numProviders)
+typedef Qnn_ErrorHandle_t (*ia_pfn_50)(Qnn_GraphHandle_t graphHandle, const QnnGraph_Config_t **config);
+static Qnn_ErrorHandle_t QnnGraph_setConfig(Qnn_GraphHandle_t graphHandle, const QnnGraph_Config_t **config)
 {
     void *ia_fn = ia_ptr[50];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(50)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_50)ia_fn)(providerList, numProviders);
+    return ((ia_pfn_50)ia_fn)(graphHandle, config);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_51)(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger);
-static Qnn_ErrorHandle_t QnnLog_create(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger)
+typedef Qnn_ErrorHandle_t (*ia_pfn_51)(const QnnInterface_t ***providerList, uint32_t *numProviders);
+static Qnn_ErrorHandle_t QnnInterface_getProviders(const QnnInterface_t ***providerList, uint32_t *numProviders)
 {
     void *ia_fn = ia_ptr[51];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(51)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_51)ia_fn)(callback, maxLogLevel, logger);
+    return ((ia_pfn_51)ia_fn)(providerList, numProviders);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_52)(Qnn_LogHandle_t logger);
-static Qnn_ErrorHandle_t QnnLog_free(Qnn_LogHandle_t logger)
+typedef Qnn_ErrorHandle_t (*ia_pfn_52)(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger);
+static Qnn_ErrorHandle_t QnnLog_create(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger)
 {
     void *ia_fn = ia_ptr[52];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(52)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_52)ia_fn)(logger);
+    return ((ia_pfn_52)ia_fn)(callback, maxLogLevel, logger);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_53)(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel);
-static Qnn_ErrorHandle_t QnnLog_setLogLevel(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel)
+typedef Qnn_ErrorHandle_t (*ia_pfn_53)(Qnn_LogHandle_t logger);
+static Qnn_ErrorHandle_t QnnLog_free(Qnn_LogHandle_t logger)
 {
     void *ia_fn = ia_ptr[53];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(53)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_53)ia_fn)(logger, maxLogLevel);
+    return ((ia_pfn_53)ia_fn)(logger);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_54)(const Qnn_MemHandle_t *memHandles, uint32_t numHandles);
-static Qnn_ErrorHandle_t QnnMem_deRegister(const Qnn_MemHandle_t *memHandles, uint32_t numHandles)
+typedef Qnn_ErrorHandle_t (*ia_pfn_54)(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel);
+static Qnn_ErrorHandle_t QnnLog_setLogLevel(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel)
 {
     void *ia_fn = ia_ptr[54];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(54)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_54)ia_fn)(memHandles, numHandles);
+    return ((ia_pfn_54)ia_fn)(logger, maxLogLevel);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_55)(Qnn_ContextHandle_t context, const Qnn_MemDescriptor_t *memDescriptors, uint32_t numDescriptors, Qnn_MemHandle_t *memHandles);
-static Qnn_ErrorHandle_t QnnMem_register(Qnn_ContextHandle_t context, const Qnn_MemDescriptor_t *memDescriptors, uint32_t numDescriptors, Qnn_MemHandle_t *memHandles)
+typedef Qnn_ErrorHandle_t (*ia_pfn_55)(const Qnn_MemHandle_t *memHandles, uint32_t numHandles);
+static Qnn_ErrorHandle_t QnnMem_deRegister(const Qnn_MemHandle_t *memHandles, uint32_t numHandles)
 {
     void *ia_fn = ia_ptr[55];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(55)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_55)ia_fn)(context, memDescriptors, numDescriptors, memHandles);
+    return ((ia_pfn_55)ia_fn)(memHandles, numHandles);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_56)(Qnn_BackendHandle_t backend, QnnProfile_Level_t level, Qnn_ProfileHandle_t *profile);
-static Qnn_ErrorHandle_t QnnProfile_create(Qnn_BackendHandle_t backend, QnnProfile_Level_t level, Qnn_ProfileHandle_t *profile)
+typedef Qnn_ErrorHandle_t (*ia_pfn_56)(Qnn_ContextHandle_t context, const Qnn_MemDescriptor_t *memDescriptors, uint32_t numDescriptors, Qnn_MemHandle_t *memHandles);
+static Qnn_ErrorHandle_t QnnMem_register(Qnn_ContextHandle_t context, const Qnn_MemDescriptor_t *memDescriptors, uint32_t numDescriptors, Qnn_MemHandle_t *memHandles)
 {
     void *ia_fn = ia_ptr[56];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(56)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_56)ia_fn)(backend, level, profile);
+    return ((ia_pfn_56)ia_fn)(context, memDescriptors, numDescriptors, memHandles);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_57)(Qnn_ProfileHandle_t profile);
-static Qnn_ErrorHandle_t QnnProfile_free(Qnn_ProfileHandle_t profile)
+typedef Qnn_ErrorHandle_t (*ia_pfn_57)(Qnn_BackendHandle_t backend, QnnProfile_Level_t level, Qnn_ProfileHandle_t *profile);
+static Qnn_ErrorHandle_t QnnProfile_create(Qnn_BackendHandle_t backend, QnnProfile_Level_t level, Qnn_ProfileHandle_t *profile)
 {
     void *ia_fn = ia_ptr[57];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(57)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_57)ia_fn)(profile);
+    return ((ia_pfn_57)ia_fn)(backend, level, profile);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_58)(QnnProfile_EventId_t eventId, QnnProfile_EventData_t *eventData);
-static Qnn_ErrorHandle_t QnnProfile_getEventData(QnnProfile_EventId_t eventId, QnnProfile_EventData_t *eventData)
+typedef Qnn_ErrorHandle_t (*ia_pfn_58)(Qnn_ProfileHandle_t profile);
+static Qnn_ErrorHandle_t QnnProfile_free(Qnn_ProfileHandle_t profile)
 {
     void *ia_fn = ia_ptr[58];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(58)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_58)ia_fn)(eventId, eventData);
+    return ((ia_pfn_58)ia_fn)(profile);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_59)(Qnn_ProfileHandle_t profile, const QnnProfile_EventId_t **profileEventIds, uint32_t *numEvents);
-static Qnn_ErrorHandle_t QnnProfile_getEvents(Qnn_ProfileHandle_t profile, const QnnProfile_EventId_t **profileEventIds, uint32_t *numEvents)
+typedef Qnn_ErrorHandle_t (*ia_pfn_59)(QnnProfile_EventId_t eventId, QnnProfile_EventData_t *eventData);
+static Qnn_ErrorHandle_t QnnProfile_getEventData(QnnProfile_EventId_t eventId, QnnProfile_EventData_t *eventData)
 {
     void *ia_fn = ia_ptr[59];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(59)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_59)ia_fn)(profile, profileEventIds, numEvents);
+    return ((ia_pfn_59)ia_fn)(eventId, eventData);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_60)(QnnProfile_EventId_t eventId, QnnProfile_ExtendedEventData_t *eventData);
-static Qnn_ErrorHandle_t QnnProfile_getExtendedEventData(QnnProfile_EventId_t eventId, QnnProfile_ExtendedEventData_t *eventData)
+typedef Qnn_ErrorHandle_t (*ia_pfn_60)(Qnn_ProfileHandle_t profile, const QnnProfile_EventId_t **profileEventIds, uint32_t *numEvents);
+static Qnn_ErrorHandle_t QnnProfile_getEvents(Qnn_ProfileHandle_t profile, const QnnProfile_EventId_t **profileEventIds, uint32_t *numEvents)
 {
     void *ia_fn = ia_ptr[60];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(60)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_60)ia_fn)(eventId, eventData);
+    return ((ia_pfn_60)ia_fn)(profile, profileEventIds, numEvents);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_61)(QnnProfile_EventId_t eventId, const QnnProfile_EventId_t **subEventIds, uint32_t *numSubEvents);
-static Qnn_ErrorHandle_t QnnProfile_getSubEvents(QnnProfile_EventId_t eventId, const QnnProfile_EventId_t **subEventIds, uint32_t *numSubEvents)
+typedef Qnn_ErrorHandle_t (*ia_pfn_61)(QnnProfile_EventId_t eventId, QnnProfile_ExtendedEventData_t *eventData);
+static Qnn_ErrorHandle_t QnnProfile_getExtendedEventData(QnnProfile_EventId_t eventId, QnnProfile_ExtendedEventData_t *eventData)
 {
     void *ia_fn = ia_ptr[61];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(61)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_61)ia_fn)(eventId, subEventIds, numSubEvents);
+    return ((ia_pfn_61)ia_fn)(eventId, eventData);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_62)(Qnn_ProfileHandle_t profileHandle, const QnnProfile_Config_t **config);
-static Qnn_ErrorHandle_t QnnProfile_setConfig(Qnn_ProfileHandle_t profileHandle, const QnnProfile_Config_t **config)
+typedef Qnn_ErrorHandle_t (*ia_pfn_62)(QnnProfile_EventId_t eventId, const QnnProfile_EventId_t **subEventIds, uint32_t *numSubEvents);
+static Qnn_ErrorHandle_t QnnProfile_getSubEvents(QnnProfile_EventId_t eventId, const QnnProfile_EventId_t **subEventIds, uint32_t *numSubEvents)
 {
     void *ia_fn = ia_ptr[62];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(62)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_62)ia_fn)(profileHandle, config);
+    return ((ia_pfn_62)ia_fn)(eventId, subEventIds, numSubEvents);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_63)(QnnProperty_Key_t key);
-static Qnn_ErrorHandle_t QnnProperty_hasCapability(QnnProperty_Key_t key)
+typedef Qnn_ErrorHandle_t (*ia_pfn_63)(Qnn_ProfileHandle_t profileHandle, const QnnProfile_Config_t **config);
+static Qnn_ErrorHandle_t QnnProfile_setConfig(Qnn_ProfileHandle_t profileHandle, const QnnProfile_Config_t **config)
 {
     void *ia_fn = ia_ptr[63];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(63)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_63)ia_fn)(key);
+    return ((ia_pfn_63)ia_fn)(profileHandle, config);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_64)(Qnn_BackendHandle_t backend, const QnnSignal_Config_t **config, Qnn_SignalHandle_t *signal);
-static Qnn_ErrorHandle_t QnnSignal_create(Qnn_BackendHandle_t backend, const QnnSignal_Config_t **config, Qnn_SignalHandle_t *signal)
+typedef Qnn_ErrorHandle_t (*ia_pfn_64)(QnnProperty_Key_t key);
+static Qnn_ErrorHandle_t QnnProperty_hasCapability(QnnProperty_Key_t key)
 {
     void *ia_fn = ia_ptr[64];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(64)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_64)ia_fn)(backend, config, signal);
+    return ((ia_pfn_64)ia_fn)(key);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_65)(Qnn_SignalHandle_t signal);
-static Qnn_ErrorHandle_t QnnSignal_free(Qnn_SignalHandle_t signal)
+typedef Qnn_ErrorHandle_t (*ia_pfn_65)(Qnn_BackendHandle_t backend, const QnnSignal_Config_t **config, Qnn_SignalHandle_t *signal);
+static Qnn_ErrorHandle_t QnnSignal_create(Qnn_BackendHandle_t backend, const QnnSignal_Config_t **config, Qnn_SignalHandle_t *signal)
 {
     void *ia_fn = ia_ptr[65];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(65)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_65)ia_fn)(signal);
+    return ((ia_pfn_65)ia_fn)(backend, config, signal);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_66)(Qnn_SignalHandle_t signal, const QnnSignal_Config_t **config);
-static Qnn_ErrorHandle_t QnnSignal_setConfig(Qnn_SignalHandle_t signal, const QnnSignal_Config_t **config)
+typedef Qnn_ErrorHandle_t (*ia_pfn_66)(Qnn_SignalHandle_t signal);
+static Qnn_ErrorHandle_t QnnSignal_free(Qnn_SignalHandle_t signal)
 {
     void *ia_fn = ia_ptr[66];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(66)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_66)ia_fn)(signal, config);
+    return ((ia_pfn_66)ia_fn)(signal);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_67)(Qnn_SignalHandle_t signal);
-static Qnn_ErrorHandle_t QnnSignal_trigger(Qnn_SignalHandle_t signal)
+typedef Qnn_ErrorHandle_t (*ia_pfn_67)(Qnn_SignalHandle_t signal, const QnnSignal_Config_t **config);
+static Qnn_ErrorHandle_t QnnSignal_setConfig(Qnn_SignalHandle_t signal, const QnnSignal_Config_t **config)
 {
     void *ia_fn = ia_ptr[67];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(67)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_67)ia_fn)(signal);
+    return ((ia_pfn_67)ia_fn)(signal, config);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_68)(Qnn_ContextHandle_t context, Qnn_Tensor_t *tensor);
-static Qnn_ErrorHandle_t QnnTensor_createContextTensor(Qnn_ContextHandle_t context, Qnn_Tensor_t *tensor)
+typedef Qnn_ErrorHandle_t (*ia_pfn_68)(Qnn_SignalHandle_t signal);
+static Qnn_ErrorHandle_t QnnSignal_trigger(Qnn_SignalHandle_t signal)
 {
     void *ia_fn = ia_ptr[68];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(68)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_68)ia_fn)(context, tensor);
+    return ((ia_pfn_68)ia_fn)(signal);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_69)(Qnn_GraphHandle_t graph, Qnn_Tensor_t *tensor);
-static Qnn_ErrorHandle_t QnnTensor_createGraphTensor(Qnn_GraphHandle_t graph, Qnn_Tensor_t *tensor)
+typedef Qnn_ErrorHandle_t (*ia_pfn_69)(Qnn_ContextHandle_t context, Qnn_Tensor_t *tensor);
+static Qnn_ErrorHandle_t QnnTensor_createContextTensor(Qnn_ContextHandle_t context, Qnn_Tensor_t *tensor)
 {
     void *ia_fn = ia_ptr[69];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(69)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_69)ia_fn)(graph, tensor);
+    return ((ia_pfn_69)ia_fn)(context, tensor);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_70)(Qnn_ContextHandle_t context, const Qnn_Tensor_t **tensor, uint64_t numTensors);
-static Qnn_ErrorHandle_t QnnTensor_updateContextTensors(Qnn_ContextHandle_t context, const Qnn_Tensor_t **tensor, uint64_t numTensors)
+typedef Qnn_ErrorHandle_t (*ia_pfn_70)(Qnn_GraphHandle_t graph, Qnn_Tensor_t *tensor);
+static Qnn_ErrorHandle_t QnnTensor_createGraphTensor(Qnn_GraphHandle_t graph, Qnn_Tensor_t *tensor)
 {
     void *ia_fn = ia_ptr[70];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(70)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_70)ia_fn)(context, tensor, numTensors);
+    return ((ia_pfn_70)ia_fn)(graph, tensor);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_71)(Qnn_GraphHandle_t graph, const Qnn_Tensor_t **tensor, uint64_t numTensors);
-static Qnn_ErrorHandle_t QnnTensor_updateGraphTensors(Qnn_GraphHandle_t graph, const Qnn_Tensor_t **tensor, uint64_t numTensors)
+typedef Qnn_ErrorHandle_t (*ia_pfn_71)(Qnn_ContextHandle_t context, const Qnn_Tensor_t **tensor, uint64_t numTensors);
+static Qnn_ErrorHandle_t QnnTensor_updateContextTensors(Qnn_ContextHandle_t context, const Qnn_Tensor_t **tensor, uint64_t numTensors)
 {
     void *ia_fn = ia_ptr[71];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(71)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_71)ia_fn)(graph, tensor, numTensors);
+    return ((ia_pfn_71)ia_fn)(context, tensor, numTensors);
+}
+typedef Qnn_ErrorHandle_t (*ia_pfn_72)(Qnn_GraphHandle_t graph, const Qnn_Tensor_t **tensor, uint64_t numTensors);
+static Qnn_ErrorHandle_t QnnTensor_updateGraphTensors(Qnn_GraphHandle_t graph, const Qnn_Tensor_t **tensor, uint64_t numTensors)
+{
+    void *ia_fn = ia_ptr[72];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(72)) == NULL)
+        return (Qnn_ErrorHandle_t)2147483631;
+    return ((ia_pfn_72)ia_fn)(graph, tensor, numTensors);
 }
 
 /* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
@@ -921,160 +933,162 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"QnnBackend_setConfig", 1, 0},  /* 14 */
     {"QnnBackend_validateOpConfig", 0, 0},  /* 15 */
     {"QnnBackend_validateOpConfig", 1, 0},  /* 16 */
-    {"QnnContext_applyBinarySection", 0, 0},  /* 17 */
-    {"QnnContext_applyBinarySection", 1, 0},  /* 18 */
-    {"QnnContext_applyBinarySection", 3, 0},  /* 19 */
-    {"QnnContext_applyBinarySection", 4, 0},  /* 20 */
-    {"QnnContext_applyBinarySection", 5, 0},  /* 21 */
-    {"QnnContext_create", 0, 0},  /* 22 */
-    {"QnnContext_create", 1, 0},  /* 23 */
-    {"QnnContext_create", 2, 0},  /* 24 */
-    {"QnnContext_create", 3, 1},  /* 25 */
-    {"QnnContext_createFromBinary", 0, 0},  /* 26 */
-    {"QnnContext_createFromBinary", 1, 0},  /* 27 */
-    {"QnnContext_createFromBinary", 2, 0},  /* 28 */
-    {"QnnContext_createFromBinary", 3, 0},  /* 29 */
-    {"QnnContext_createFromBinary", 5, 1},  /* 30 */
-    {"QnnContext_createFromBinary", 6, 0},  /* 31 */
-    {"QnnContext_createFromBinaryListAsync", 0, 0},  /* 32 */
-    {"QnnContext_createFromBinaryListAsync", 1, 0},  /* 33 */
-    {"QnnContext_createFromBinaryListAsync", 2, 0},  /* 34 */
-    {"QnnContext_createFromBinaryListAsync", 3, 0},  /* 35 */
-    {"QnnContext_createFromBinaryListAsync", 4, 0},  /* 36 */
-    {"QnnContext_createFromBinaryWithCallback", 0, 0},  /* 37 */
-    {"QnnContext_createFromBinaryWithCallback", 1, 0},  /* 38 */
-    {"QnnContext_createFromBinaryWithCallback", 2, 0},  /* 39 */
-    {"QnnContext_createFromBinaryWithCallback", 3, 0},  /* 40 */
-    {"QnnContext_createFromBinaryWithCallback", 4, 0},  /* 41 */
-    {"QnnContext_createFromBinaryWithCallback", 6, 1},  /* 42 */
-    {"QnnContext_createFromBinaryWithCallback", 7, 0},  /* 43 */
-    {"QnnContext_createFromBinaryWithCallback", 8, 0},  /* 44 */
-    {"QnnContext_createFromBinaryWithSignal", 0, 0},  /* 45 */
-    {"QnnContext_createFromBinaryWithSignal", 1, 0},  /* 46 */
-    {"QnnContext_createFromBinaryWithSignal", 2, 0},  /* 47 */
-    {"QnnContext_createFromBinaryWithSignal", 3, 0},  /* 48 */
-    {"QnnContext_createFromBinaryWithSignal", 5, 1},  /* 49 */
-    {"QnnContext_createFromBinaryWithSignal", 6, 0},  /* 50 */
-    {"QnnContext_createFromBinaryWithSignal", 7, 0},  /* 51 */
-    {"QnnContext_finalize", 0, 0},  /* 52 */
-    {"QnnContext_finalize", 1, 0},  /* 53 */
-    {"QnnContext_free", 0, 0},  /* 54 */
-    {"QnnContext_free", 1, 0},  /* 55 */
-    {"QnnContext_freeBinarySectionUpdate", 0, 0},  /* 56 */
-    {"QnnContext_freeBinarySectionUpdate", 1, 0},  /* 57 */
-    {"QnnContext_getBinary", 0, 0},  /* 58 */
-    {"QnnContext_getBinary", 1, 0},  /* 59 */
-    {"QnnContext_getBinarySection", 0, 0},  /* 60 */
-    {"QnnContext_getBinarySection", 1, 0},  /* 61 */
-    {"QnnContext_getBinarySection", 3, 0},  /* 62 */
-    {"QnnContext_getBinarySection", 5, 0},  /* 63 */
-    {"QnnContext_getBinarySection", 6, 0},  /* 64 */
-    {"QnnContext_getBinarySectionSize", 0, 0},  /* 65 */
-    {"QnnContext_getBinarySectionSize", 1, 0},  /* 66 */
-    {"QnnContext_getBinarySectionUpdate", 0, 0},  /* 67 */
-    {"QnnContext_getBinarySectionUpdate", 1, 0},  /* 68 */
-    {"QnnContext_getBinarySectionUpdate", 2, 0},  /* 69 */
-    {"QnnContext_getBinarySectionUpdate", 5, 0},  /* 70 */
-    {"QnnContext_getBinarySectionUpdate", 6, 0},  /* 71 */
-    {"QnnContext_getBinarySectionUpdate", 7, 0},  /* 72 */
-    {"QnnContext_getBinarySectionUpdate", 8, 1},  /* 73 */
-    {"QnnContext_getBinarySize", 0, 0},  /* 74 */
-    {"QnnContext_getIncrementalBinary", 0, 0},  /* 75 */
-    {"QnnContext_getIncrementalBinary", 1, 1},  /* 76 */
-    {"QnnContext_getProperty", 0, 0},  /* 77 */
-    {"QnnContext_getProperty", 1, 0},  /* 78 */
-    {"QnnContext_releaseIncrementalBinary", 0, 0},  /* 79 */
-    {"QnnContext_releaseIncrementalBinary", 1, 0},  /* 80 */
-    {"QnnContext_setConfig", 0, 0},  /* 81 */
-    {"QnnContext_setConfig", 1, 0},  /* 82 */
-    {"QnnContext_validateBinary", 0, 0},  /* 83 */
-    {"QnnContext_validateBinary", 1, 0},  /* 84 */
-    {"QnnContext_validateBinary", 2, 0},  /* 85 */
-    {"QnnContext_validateBinary", 3, 0},  /* 86 */
-    {"QnnDevice_create", 0, 0},  /* 87 */
-    {"QnnDevice_create", 1, 0},  /* 88 */
-    {"QnnDevice_create", 2, 1},  /* 89 */
-    {"QnnDevice_free", 0, 0},  /* 90 */
-    {"QnnDevice_freePlatformInfo", 0, 0},  /* 91 */
-    {"QnnDevice_freePlatformInfo", 1, 0},  /* 92 */
-    {"QnnDevice_getInfo", 0, 0},  /* 93 */
-    {"QnnDevice_getInfo", 1, 1},  /* 94 */
-    {"QnnDevice_getInfrastructure", 0, 0},  /* 95 */
-    {"QnnDevice_getPlatformInfo", 0, 0},  /* 96 */
-    {"QnnDevice_getPlatformInfo", 1, 1},  /* 97 */
-    {"QnnDevice_setConfig", 0, 0},  /* 98 */
-    {"QnnDevice_setConfig", 1, 0},  /* 99 */
-    {"QnnError_freeVerboseMessage", 0, 0},  /* 100 */
-    {"QnnGlobalConfig_Set", 0, 0},  /* 101 */
-    {"QnnGraph_addNode", 0, 0},  /* 102 */
-    {"QnnGraph_addNode", 1, 0},  /* 103 */
-    {"QnnGraph_create", 0, 0},  /* 104 */
-    {"QnnGraph_create", 1, 0},  /* 105 */
-    {"QnnGraph_create", 2, 0},  /* 106 */
-    {"QnnGraph_create", 3, 1},  /* 107 */
-    {"QnnGraph_createSubgraph", 0, 0},  /* 108 */
-    {"QnnGraph_createSubgraph", 1, 0},  /* 109 */
-    {"QnnGraph_createSubgraph", 2, 1},  /* 110 */
-    {"QnnGraph_execute", 0, 0},  /* 111 */
-    {"QnnGraph_execute", 1, 0},  /* 112 */
-    {"QnnGraph_execute", 3, 0},  /* 113 */
-    {"QnnGraph_execute", 5, 0},  /* 114 */
-    {"QnnGraph_execute", 6, 0},  /* 115 */
-    {"QnnGraph_executeAsync", 0, 0},  /* 116 */
-    {"QnnGraph_executeAsync", 1, 0},  /* 117 */
-    {"QnnGraph_executeAsync", 3, 0},  /* 118 */
-    {"QnnGraph_executeAsync", 5, 0},  /* 119 */
-    {"QnnGraph_executeAsync", 6, 0},  /* 120 */
-    {"QnnGraph_executeAsync", 7, 0},  /* 121 */
-    {"QnnGraph_executeAsync", 8, 0},  /* 122 */
-    {"QnnGraph_finalize", 0, 0},  /* 123 */
-    {"QnnGraph_finalize", 1, 0},  /* 124 */
-    {"QnnGraph_finalize", 2, 0},  /* 125 */
-    {"QnnGraph_getProperty", 0, 0},  /* 126 */
-    {"QnnGraph_getProperty", 1, 0},  /* 127 */
-    {"QnnGraph_prepareExecutionEnvironment", 0, 0},  /* 128 */
-    {"QnnGraph_prepareExecutionEnvironment", 1, 0},  /* 129 */
-    {"QnnGraph_releaseExecutionEnvironment", 0, 0},  /* 130 */
-    {"QnnGraph_releaseExecutionEnvironment", 1, 0},  /* 131 */
-    {"QnnGraph_retrieve", 0, 0},  /* 132 */
-    {"QnnGraph_retrieve", 1, 0},  /* 133 */
-    {"QnnGraph_retrieve", 2, 1},  /* 134 */
-    {"QnnGraph_setConfig", 0, 0},  /* 135 */
-    {"QnnGraph_setConfig", 1, 0},  /* 136 */
-    {"QnnInterface_getProviders", 0, 1},  /* 137 */
-    {"QnnLog_create", 0, 0},  /* 138 */
-    {"QnnLog_create", 2, 1},  /* 139 */
-    {"QnnLog_free", 0, 0},  /* 140 */
-    {"QnnLog_setLogLevel", 0, 0},  /* 141 */
-    {"QnnMem_deRegister", 0, 0},  /* 142 */
-    {"QnnMem_register", 0, 0},  /* 143 */
-    {"QnnMem_register", 1, 0},  /* 144 */
-    {"QnnMem_register", 3, 0},  /* 145 */
-    {"QnnProfile_create", 0, 0},  /* 146 */
-    {"QnnProfile_create", 2, 1},  /* 147 */
-    {"QnnProfile_free", 0, 0},  /* 148 */
-    {"QnnProfile_getEventData", 1, 1},  /* 149 */
-    {"QnnProfile_getEvents", 0, 0},  /* 150 */
-    {"QnnProfile_getEvents", 1, 1},  /* 151 */
-    {"QnnProfile_getExtendedEventData", 1, 0},  /* 152 */
-    {"QnnProfile_getSubEvents", 1, 1},  /* 153 */
-    {"QnnProfile_setConfig", 0, 0},  /* 154 */
-    {"QnnProfile_setConfig", 1, 0},  /* 155 */
-    {"QnnSignal_create", 0, 0},  /* 156 */
-    {"QnnSignal_create", 1, 0},  /* 157 */
-    {"QnnSignal_create", 2, 1},  /* 158 */
-    {"QnnSignal_free", 0, 0},  /* 159 */
-    {"QnnSignal_setConfig", 0, 0},  /* 160 */
-    {"QnnSignal_setConfig", 1, 0},  /* 161 */
-    {"QnnSignal_trigger", 0, 0},  /* 162 */
-    {"QnnTensor_createContextTensor", 0, 0},  /* 163 */
-    {"QnnTensor_createContextTensor", 1, 0},  /* 164 */
-    {"QnnTensor_createGraphTensor", 0, 0},  /* 165 */
-    {"QnnTensor_createGraphTensor", 1, 0},  /* 166 */
-    {"QnnTensor_updateContextTensors", 0, 0},  /* 167 */
-    {"QnnTensor_updateContextTensors", 1, 0},  /* 168 */
-    {"QnnTensor_updateGraphTensors", 0, 0},  /* 169 */
-    {"QnnTensor_updateGraphTensors", 1, 0},  /* 170 */
+    {"QnnContext_addToDlc", 0, 0},  /* 17 */
+    {"QnnContext_addToDlc", 1, 0},  /* 18 */
+    {"QnnContext_applyBinarySection", 0, 0},  /* 19 */
+    {"QnnContext_applyBinarySection", 1, 0},  /* 20 */
+    {"QnnContext_applyBinarySection", 3, 0},  /* 21 */
+    {"QnnContext_applyBinarySection", 4, 0},  /* 22 */
+    {"QnnContext_applyBinarySection", 5, 0},  /* 23 */
+    {"QnnContext_create", 0, 0},  /* 24 */
+    {"QnnContext_create", 1, 0},  /* 25 */
+    {"QnnContext_create", 2, 0},  /* 26 */
+    {"QnnContext_create", 3, 1},  /* 27 */
+    {"QnnContext_createFromBinary", 0, 0},  /* 28 */
+    {"QnnContext_createFromBinary", 1, 0},  /* 29 */
+    {"QnnContext_createFromBinary", 2, 0},  /* 30 */
+    {"QnnContext_createFromBinary", 3, 0},  /* 31 */
+    {"QnnContext_createFromBinary", 5, 1},  /* 32 */
+    {"QnnContext_createFromBinary", 6, 0},  /* 33 */
+    {"QnnContext_createFromBinaryListAsync", 0, 0},  /* 34 */
+    {"QnnContext_createFromBinaryListAsync", 1, 0},  /* 35 */
+    {"QnnContext_createFromBinaryListAsync", 2, 0},  /* 36 */
+    {"QnnContext_createFromBinaryListAsync", 3, 0},  /* 37 */
+    {"QnnContext_createFromBinaryListAsync", 4, 0},  /* 38 */
+    {"QnnContext_createFromBinaryWithCallback", 0, 0},  /* 39 */
+    {"QnnContext_createFromBinaryWithCallback", 1, 0},  /* 40 */
+    {"QnnContext_createFromBinaryWithCallback", 2, 0},  /* 41 */
+    {"QnnContext_createFromBinaryWithCallback", 3, 0},  /* 42 */
+    {"QnnContext_createFromBinaryWithCallback", 4, 0},  /* 43 */
+    {"QnnContext_createFromBinaryWithCallback", 6, 1},  /* 44 */
+    {"QnnContext_createFromBinaryWithCallback", 7, 0},  /* 45 */
+    {"QnnContext_createFromBinaryWithCallback", 8, 0},  /* 46 */
+    {"QnnContext_createFromBinaryWithSignal", 0, 0},  /* 47 */
+    {"QnnContext_createFromBinaryWithSignal", 1, 0},  /* 48 */
+    {"QnnContext_createFromBinaryWithSignal", 2, 0},  /* 49 */
+    {"QnnContext_createFromBinaryWithSignal", 3, 0},  /* 50 */
+    {"QnnContext_createFromBinaryWithSignal", 5, 1},  /* 51 */
+    {"QnnContext_createFromBinaryWithSignal", 6, 0},  /* 52 */
+    {"QnnContext_createFromBinaryWithSignal", 7, 0},  /* 53 */
+    {"QnnContext_finalize", 0, 0},  /* 54 */
+    {"QnnContext_finalize", 1, 0},  /* 55 */
+    {"QnnContext_free", 0, 0},  /* 56 */
+    {"QnnContext_free", 1, 0},  /* 57 */
+    {"QnnContext_freeBinarySectionUpdate", 0, 0},  /* 58 */
+    {"QnnContext_freeBinarySectionUpdate", 1, 0},  /* 59 */
+    {"QnnContext_getBinary", 0, 0},  /* 60 */
+    {"QnnContext_getBinary", 1, 0},  /* 61 */
+    {"QnnContext_getBinarySection", 0, 0},  /* 62 */
+    {"QnnContext_getBinarySection", 1, 0},  /* 63 */
+    {"QnnContext_getBinarySection", 3, 0},  /* 64 */
+    {"QnnContext_getBinarySection", 5, 0},  /* 65 */
+    {"QnnContext_getBinarySection", 6, 0},  /* 66 */
+    {"QnnContext_getBinarySectionSize", 0, 0},  /* 67 */
+    {"QnnContext_getBinarySectionSize", 1, 0},  /* 68 */
+    {"QnnContext_getBinarySectionUpdate", 0, 0},  /* 69 */
+    {"QnnContext_getBinarySectionUpdate", 1, 0},  /* 70 */
+    {"QnnContext_getBinarySectionUpdate", 2, 0},  /* 71 */
+    {"QnnContext_getBinarySectionUpdate", 5, 0},  /* 72 */
+    {"QnnContext_getBinarySectionUpdate", 6, 0},  /* 73 */
+    {"QnnContext_getBinarySectionUpdate", 7, 0},  /* 74 */
+    {"QnnContext_getBinarySectionUpdate", 8, 1},  /* 75 */
+    {"QnnContext_getBinarySize", 0, 0},  /* 76 */
+    {"QnnContext_getIncrementalBinary", 0, 0},  /* 77 */
+    {"QnnContext_getIncrementalBinary", 1, 1},  /* 78 */
+    {"QnnContext_getProperty", 0, 0},  /* 79 */
+    {"QnnContext_getProperty", 1, 0},  /* 80 */
+    {"QnnContext_releaseIncrementalBinary", 0, 0},  /* 81 */
+    {"QnnContext_releaseIncrementalBinary", 1, 0},  /* 82 */
+    {"QnnContext_setConfig", 0, 0},  /* 83 */
+    {"QnnContext_setConfig", 1, 0},  /* 84 */
+    {"QnnContext_validateBinary", 0, 0},  /* 85 */
+    {"QnnContext_validateBinary", 1, 0},  /* 86 */
+    {"QnnContext_validateBinary", 2, 0},  /* 87 */
+    {"QnnContext_validateBinary", 3, 0},  /* 88 */
+    {"QnnDevice_create", 0, 0},  /* 89 */
+    {"QnnDevice_create", 1, 0},  /* 90 */
+    {"QnnDevice_create", 2, 1},  /* 91 */
+    {"QnnDevice_free", 0, 0},  /* 92 */
+    {"QnnDevice_freePlatformInfo", 0, 0},  /* 93 */
+    {"QnnDevice_freePlatformInfo", 1, 0},  /* 94 */
+    {"QnnDevice_getInfo", 0, 0},  /* 95 */
+    {"QnnDevice_getInfo", 1, 1},  /* 96 */
+    {"QnnDevice_getInfrastructure", 0, 0},  /* 97 */
+    {"QnnDevice_getPlatformInfo", 0, 0},  /* 98 */
+    {"QnnDevice_getPlatformInfo", 1, 1},  /* 99 */
+    {"QnnDevice_setConfig", 0, 0},  /* 100 */
+    {"QnnDevice_setConfig", 1, 0},  /* 101 */
+    {"QnnError_freeVerboseMessage", 0, 0},  /* 102 */
+    {"QnnGlobalConfig_Set", 0, 0},  /* 103 */
+    {"QnnGraph_addNode", 0, 0},  /* 104 */
+    {"QnnGraph_addNode", 1, 0},  /* 105 */
+    {"QnnGraph_create", 0, 0},  /* 106 */
+    {"QnnGraph_create", 1, 0},  /* 107 */
+    {"QnnGraph_create", 2, 0},  /* 108 */
+    {"QnnGraph_create", 3, 1},  /* 109 */
+    {"QnnGraph_createSubgraph", 0, 0},  /* 110 */
+    {"QnnGraph_createSubgraph", 1, 0},  /* 111 */
+    {"QnnGraph_createSubgraph", 2, 1},  /* 112 */
+    {"QnnGraph_execute", 0, 0},  /* 113 */
+    {"QnnGraph_execute", 1, 0},  /* 114 */
+    {"QnnGraph_execute", 3, 0},  /* 115 */
+    {"QnnGraph_execute", 5, 0},  /* 116 */
+    {"QnnGraph_execute", 6, 0},  /* 117 */
+    {"QnnGraph_executeAsync", 0, 0},  /* 118 */
+    {"QnnGraph_executeAsync", 1, 0},  /* 119 */
+    {"QnnGraph_executeAsync", 3, 0},  /* 120 */
+    {"QnnGraph_executeAsync", 5, 0},  /* 121 */
+    {"QnnGraph_executeAsync", 6, 0},  /* 122 */
+    {"QnnGraph_executeAsync", 7, 0},  /* 123 */
+    {"QnnGraph_executeAsync", 8, 0},  /* 124 */
+    {"QnnGraph_finalize", 0, 0},  /* 125 */
+    {"QnnGraph_finalize", 1, 0},  /* 126 */
+    {"QnnGraph_finalize", 2, 0},  /* 127 */
+    {"QnnGraph_getProperty", 0, 0},  /* 128 */
+    {"QnnGraph_getProperty", 1, 0},  /* 129 */
+    {"QnnGraph_prepareExecutionEnvironment", 0, 0},  /* 130 */
+    {"QnnGraph_prepareExecutionEnvironment", 1, 0},  /* 131 */
+    {"QnnGraph_releaseExecutionEnvironment", 0, 0},  /* 132 */
+    {"QnnGraph_releaseExecutionEnvironment", 1, 0},  /* 133 */
+    {"QnnGraph_retrieve", 0, 0},  /* 134 */
+    {"QnnGraph_retrieve", 1, 0},  /* 135 */
+    {"QnnGraph_retrieve", 2, 1},  /* 136 */
+    {"QnnGraph_setConfig", 0, 0},  /* 137 */
+    {"QnnGraph_setConfig", 1, 0},  /* 138 */
+    {"QnnInterface_getProviders", 0, 1},  /* 139 */
+    {"QnnLog_create", 0, 0},  /* 140 */
+    {"QnnLog_create", 2, 1},  /* 141 */
+    {"QnnLog_free", 0, 0},  /* 142 */
+    {"QnnLog_setLogLevel", 0, 0},  /* 143 */
+    {"QnnMem_deRegister", 0, 0},  /* 144 */
+    {"QnnMem_register", 0, 0},  /* 145 */
+    {"QnnMem_register", 1, 0},  /* 146 */
+    {"QnnMem_register", 3, 0},  /* 147 */
+    {"QnnProfile_create", 0, 0},  /* 148 */
+    {"QnnProfile_create", 2, 1},  /* 149 */
+    {"QnnProfile_free", 0, 0},  /* 150 */
+    {"QnnProfile_getEventData", 1, 1},  /* 151 */
+    {"QnnProfile_getEvents", 0, 0},  /* 152 */
+    {"QnnProfile_getEvents", 1, 1},  /* 153 */
+    {"QnnProfile_getExtendedEventData", 1, 0},  /* 154 */
+    {"QnnProfile_getSubEvents", 1, 1},  /* 155 */
+    {"QnnProfile_setConfig", 0, 0},  /* 156 */
+    {"QnnProfile_setConfig", 1, 0},  /* 157 */
+    {"QnnSignal_create", 0, 0},  /* 158 */
+    {"QnnSignal_create", 1, 0},  /* 159 */
+    {"QnnSignal_create", 2, 1},  /* 160 */
+    {"QnnSignal_free", 0, 0},  /* 161 */
+    {"QnnSignal_setConfig", 0, 0},  /* 162 */
+    {"QnnSignal_setConfig", 1, 0},  /* 163 */
+    {"QnnSignal_trigger", 0, 0},  /* 164 */
+    {"QnnTensor_createContextTensor", 0, 0},  /* 165 */
+    {"QnnTensor_createContextTensor", 1, 0},  /* 166 */
+    {"QnnTensor_createGraphTensor", 0, 0},  /* 167 */
+    {"QnnTensor_createGraphTensor", 1, 0},  /* 168 */
+    {"QnnTensor_updateContextTensors", 0, 0},  /* 169 */
+    {"QnnTensor_updateContextTensors", 1, 0},  /* 170 */
+    {"QnnTensor_updateGraphTensors", 0, 0},  /* 171 */
+    {"QnnTensor_updateGraphTensors", 1, 0},  /* 172 */
 };
 
 /* the checked fast paths (one may call another: a string's size function) */
@@ -1150,6 +1164,7 @@ static PyObject *ia_fast_68(PyObject *, PyObject *const *, Py_ssize_t, PyObject 
 static PyObject *ia_fast_69(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_70(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_71(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_72(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 
 static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
@@ -1462,6 +1477,41 @@ static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
 
 static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
+    static const char *const ia_kw[] = {"context", "dlcHandle"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    QnnSystemDlc_Handle_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnContext_addToDlc", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[17] == NULL) && ia_ct_load(17, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(17), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(18), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_addToDlc(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 9);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
     static const char *const ia_kw[] = {"context", "graph", "section", "binaryBuffer", "profile", "signal"};
     PyObject *ia_argv[6];
     PyObject *const *ia_a = ia_args;
@@ -1480,24 +1530,24 @@ static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[17] == NULL) && ia_ct_load(17, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[19] == NULL) && ia_ct_load(19, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(17), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(19), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(18), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(20), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(QnnContext_SectionType_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(19), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(21), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(20), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(22), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(21), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(23), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_applyBinarySection(a0, a1, a2, a3, a4, a5);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 9);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 10);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -1506,7 +1556,7 @@ static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     return ia_res;
 }
 
-static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"backend", "device", "config"};
     PyObject *ia_argv[3];
@@ -1524,28 +1574,28 @@ static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[22] == NULL) && ia_ct_load(22, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[24] == NULL) && ia_ct_load(24, 4) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(22), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(24), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(23), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(25), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(24), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(26), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_create(a0, a1, a2, &o3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 10);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 11);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(25));
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(27));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"backend", "device", "config", "binaryBuffer", "binaryBufferSize", "profile"};
     PyObject *ia_argv[6];
@@ -1566,33 +1616,33 @@ static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[26] == NULL) && ia_ct_load(26, 6) < 0)
+    if (IA_UNLIKELY(ia_ct[28] == NULL) && ia_ct_load(28, 6) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(26), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(28), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(27), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(29), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(28), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(30), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(29), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(31), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[4], a4);
-    if (ia_arg_ptr(IA_CT(31), ia_a[5], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(33), ia_a[5], (char **)&a6, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_createFromBinary(a0, a1, a2, a3, a4, &o5, a6);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 11);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 12);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o5, IA_CT(30));
+    ia_res = _cffi_from_c_pointer((char *)o5, IA_CT(32));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"backend", "device", "contextParams", "listConfig", "signal"};
     PyObject *ia_argv[5];
@@ -1611,23 +1661,23 @@ static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[32] == NULL) && ia_ct_load(32, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[34] == NULL) && ia_ct_load(34, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(32), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(34), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(33), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(35), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(34), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(36), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(35), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(37), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(36), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(38), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_createFromBinaryListAsync(a0, a1, a2, a3, a4);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 12);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 13);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -1636,7 +1686,7 @@ static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"backend", "device", "config", "callback", "binaryBuffer", "binaryBufferSize", "profile", "signal"};
     PyObject *ia_argv[8];
@@ -1659,37 +1709,37 @@ static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[37] == NULL) && ia_ct_load(37, 8) < 0)
+    if (IA_UNLIKELY(ia_ct[39] == NULL) && ia_ct_load(39, 8) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(37), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(39), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(38), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(40), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(39), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(41), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(40), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(42), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(41), ia_a[4], (char **)&a4, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(43), ia_a[4], (char **)&a4, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[5], a5);
-    if (ia_arg_ptr(IA_CT(43), ia_a[6], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(45), ia_a[6], (char **)&a7, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(44), ia_a[7], (char **)&a8, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(46), ia_a[7], (char **)&a8, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_createFromBinaryWithCallback(a0, a1, a2, a3, a4, a5, &o6, a7, a8);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 13);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 14);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o6, IA_CT(42));
+    ia_res = _cffi_from_c_pointer((char *)o6, IA_CT(44));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"backend", "device", "config", "binaryBuffer", "binaryBufferSize", "profile", "signal"};
     PyObject *ia_argv[7];
@@ -1711,64 +1761,29 @@ static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[45] == NULL) && ia_ct_load(45, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[47] == NULL) && ia_ct_load(47, 7) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(45), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(47), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(46), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(48), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(47), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(49), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(48), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(50), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[4], a4);
-    if (ia_arg_ptr(IA_CT(50), ia_a[5], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(52), ia_a[5], (char **)&a6, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(51), ia_a[6], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(53), ia_a[6], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_createFromBinaryWithSignal(a0, a1, a2, a3, a4, &o5, a6, a7);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 14);
-        goto ia_done;
-    }
-    ia_res = _cffi_from_c_pointer((char *)o5, IA_CT(49));
-    ia_done:
-    ia_free_args(ia_free);
-    return ia_res;
-}
-
-static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
-{
-    static const char *const ia_kw[] = {"context", "profile"};
-    PyObject *ia_argv[2];
-    PyObject *const *ia_a = ia_args;
-    PyObject *ia_res = NULL;
-    struct _cffi_freeme_s *ia_free = NULL;
-    Qnn_ErrorHandle_t ia_r;
-    Qnn_ContextHandle_t a0;
-    Qnn_ProfileHandle_t a1;
-    (void)ia_self;
-    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("QnnContext_finalize", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
-            return NULL;
-        ia_a = ia_argv;
-    }
-    if (IA_UNLIKELY(ia_ct[52] == NULL) && ia_ct_load(52, 2) < 0)
-        return NULL;
-    if (ia_arg_ptr(IA_CT(52), ia_a[0], (char **)&a0, &ia_free) < 0)
-        goto ia_done;
-    if (ia_arg_ptr(IA_CT(53), ia_a[1], (char **)&a1, &ia_free) < 0)
-        goto ia_done;
-    Py_BEGIN_ALLOW_THREADS
-    ia_r = QnnContext_finalize(a0, a1);
-    Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 15);
         goto ia_done;
     }
-    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_res = _cffi_from_c_pointer((char *)o5, IA_CT(51));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
@@ -1786,7 +1801,7 @@ static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     Qnn_ProfileHandle_t a1;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
-        if (ia_fast_args("QnnContext_free", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("QnnContext_finalize", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -1797,7 +1812,7 @@ static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     if (ia_arg_ptr(IA_CT(55), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
-    ia_r = QnnContext_free(a0, a1);
+    ia_r = QnnContext_finalize(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 16);
@@ -1810,6 +1825,41 @@ static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
 }
 
 static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"context", "profile"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_ContextHandle_t a0;
+    Qnn_ProfileHandle_t a1;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnContext_free", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[56] == NULL) && ia_ct_load(56, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(56), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(57), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnContext_free(a0, a1);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 17);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"binarySectionUpdate", "logger"};
     PyObject *ia_argv[2];
@@ -1825,17 +1875,17 @@ static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[56] == NULL) && ia_ct_load(56, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[58] == NULL) && ia_ct_load(58, 2) < 0)
         return NULL;
-    if (_cffi_to_c((char *)&a0, IA_CT(56), ia_a[0]) < 0)
+    if (_cffi_to_c((char *)&a0, IA_CT(58), ia_a[0]) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(57), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(59), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_freeBinarySectionUpdate(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 17);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 18);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -1844,7 +1894,7 @@ static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context", "binaryBuffer", "binaryBufferSize"};
     PyObject *ia_argv[3];
@@ -1862,18 +1912,18 @@ static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[58] == NULL) && ia_ct_load(58, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[60] == NULL) && ia_ct_load(60, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(58), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(60), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(59), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(61), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_getBinary(a0, a1, a2, &o3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 18);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 19);
         goto ia_done;
     }
     ia_res = IA_FROM_INT(Qnn_ContextBinarySize_t, o3);
@@ -1882,7 +1932,7 @@ static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context", "graph", "section", "binaryBuffer", "profile", "signal"};
     PyObject *ia_argv[6];
@@ -1903,24 +1953,24 @@ static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[60] == NULL) && ia_ct_load(60, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[62] == NULL) && ia_ct_load(62, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(60), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(62), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(61), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(63), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(QnnContext_SectionType_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(62), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(64), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(63), ia_a[4], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(65), ia_a[4], (char **)&a5, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(64), ia_a[5], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(66), ia_a[5], (char **)&a6, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_getBinarySection(a0, a1, a2, a3, &o4, a5, a6);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 19);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 20);
         goto ia_done;
     }
     ia_res = IA_FROM_INT(Qnn_ContextBinarySize_t, o4);
@@ -1929,7 +1979,7 @@ static PyObject *ia_fast_19(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context", "graph", "section"};
     PyObject *ia_argv[3];
@@ -1947,18 +1997,18 @@ static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[65] == NULL) && ia_ct_load(65, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[67] == NULL) && ia_ct_load(67, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(65), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(67), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(66), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(68), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(QnnContext_SectionType_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_getBinarySectionSize(a0, a1, a2, &o3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 20);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 21);
         goto ia_done;
     }
     ia_res = IA_FROM_INT(Qnn_ContextBinarySize_t, o3);
@@ -1967,7 +2017,7 @@ static PyObject *ia_fast_20(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"binaryBuffer", "auxiliaryBuffer", "tensors", "numTensors", "keepUpdatable", "logger", "profile", "signal"};
     PyObject *ia_argv[8];
@@ -1990,37 +2040,37 @@ static PyObject *ia_fast_21(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[67] == NULL) && ia_ct_load(67, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[69] == NULL) && ia_ct_load(69, 7) < 0)
         return NULL;
     memset(&o8, 0, sizeof o8);
-    if (ia_arg_ptr(IA_CT(67), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(69), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(68), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(70), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(69), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(71), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint64_t, ia_a[3], a3);
     IA_IN_INT(uint8_t, ia_a[4], a4);
-    if (ia_arg_ptr(IA_CT(70), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(72), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(71), ia_a[6], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(73), ia_a[6], (char **)&a6, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(72), ia_a[7], (char **)&a7, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(74), ia_a[7], (char **)&a7, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_getBinarySectionUpdate(a0, a1, a2, a3, a4, a5, a6, a7, &o8);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 21);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 22);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_struct((char *)&o8, IA_CT(73));
+    ia_res = _cffi_from_c_struct((char *)&o8, IA_CT(75));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context"};
     PyObject *ia_argv[1];
@@ -2036,15 +2086,15 @@ static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[74] == NULL) && ia_ct_load(74, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[76] == NULL) && ia_ct_load(76, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(74), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(76), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_getBinarySize(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 22);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 23);
         goto ia_done;
     }
     ia_res = IA_FROM_INT(Qnn_ContextBinarySize_t, o1);
@@ -2053,7 +2103,7 @@ static PyObject *ia_fast_22(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context"};
     PyObject *ia_argv[1];
@@ -2071,24 +2121,24 @@ static PyObject *ia_fast_23(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[75] == NULL) && ia_ct_load(75, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[77] == NULL) && ia_ct_load(77, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(75), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(77), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_getIncrementalBinary(a0, &o1, &o2, &o3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 23);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 24);
         goto ia_done;
     }
-    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(76)), IA_FROM_INT(Qnn_ContextBinarySize_t, o2), IA_FROM_INT(Qnn_ContextBinarySize_t, o3)});
+    ia_res = ia_tuple(3, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(78)), IA_FROM_INT(Qnn_ContextBinarySize_t, o2), IA_FROM_INT(Qnn_ContextBinarySize_t, o3)});
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"contextHandle", "properties"};
     PyObject *ia_argv[2];
@@ -2104,17 +2154,17 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[77] == NULL) && ia_ct_load(77, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[79] == NULL) && ia_ct_load(79, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(77), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(79), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(78), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(80), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_getProperty(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 24);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 25);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2123,7 +2173,7 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context", "binaryBuffer", "startOffset"};
     PyObject *ia_argv[3];
@@ -2140,18 +2190,18 @@ static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[79] == NULL) && ia_ct_load(79, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[81] == NULL) && ia_ct_load(81, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(79), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(81), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(80), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(82), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_releaseIncrementalBinary(a0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 25);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 26);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2160,7 +2210,7 @@ static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context", "config"};
     PyObject *ia_argv[2];
@@ -2176,17 +2226,17 @@ static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[81] == NULL) && ia_ct_load(81, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[83] == NULL) && ia_ct_load(83, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(81), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(83), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(82), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(84), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_setConfig(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 26);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 27);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2195,7 +2245,7 @@ static PyObject *ia_fast_26(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"backend", "device", "config", "binaryBuffer", "binaryBufferSize"};
     PyObject *ia_argv[5];
@@ -2214,22 +2264,22 @@ static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[83] == NULL) && ia_ct_load(83, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[85] == NULL) && ia_ct_load(85, 4) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(83), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(85), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(84), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(86), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(85), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(87), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(86), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(88), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[4], a4);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnContext_validateBinary(a0, a1, a2, a3, a4);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 27);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 28);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2238,7 +2288,7 @@ static PyObject *ia_fast_27(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"logger", "config"};
     PyObject *ia_argv[2];
@@ -2255,26 +2305,26 @@ static PyObject *ia_fast_28(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[87] == NULL) && ia_ct_load(87, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[89] == NULL) && ia_ct_load(89, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(87), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(89), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(88), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(90), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnDevice_create(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 28);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 29);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(89));
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(91));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"device"};
     PyObject *ia_argv[1];
@@ -2289,15 +2339,15 @@ static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[90] == NULL) && ia_ct_load(90, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[92] == NULL) && ia_ct_load(92, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(90), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(92), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnDevice_free(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 29);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 30);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2306,7 +2356,7 @@ static PyObject *ia_fast_29(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"logger", "platformInfo"};
     PyObject *ia_argv[2];
@@ -2322,17 +2372,17 @@ static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[91] == NULL) && ia_ct_load(91, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[93] == NULL) && ia_ct_load(93, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(91), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(93), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(92), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(94), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnDevice_freePlatformInfo(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 30);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 31);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2341,7 +2391,7 @@ static PyObject *ia_fast_30(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"device"};
     PyObject *ia_argv[1];
@@ -2357,24 +2407,24 @@ static PyObject *ia_fast_31(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[93] == NULL) && ia_ct_load(93, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[95] == NULL) && ia_ct_load(95, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(93), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(95), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnDevice_getInfo(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 31);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 32);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(94));
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(96));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"deviceInfra"};
     PyObject *ia_argv[1];
@@ -2389,15 +2439,15 @@ static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[95] == NULL) && ia_ct_load(95, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[97] == NULL) && ia_ct_load(97, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(95), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(97), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnDevice_getInfrastructure(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 32);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 33);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2406,7 +2456,7 @@ static PyObject *ia_fast_32(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"logger"};
     PyObject *ia_argv[1];
@@ -2422,24 +2472,24 @@ static PyObject *ia_fast_33(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[96] == NULL) && ia_ct_load(96, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[98] == NULL) && ia_ct_load(98, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(96), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(98), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnDevice_getPlatformInfo(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 33);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 34);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(97));
+    ia_res = _cffi_from_c_pointer((char *)o1, IA_CT(99));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"device", "config"};
     PyObject *ia_argv[2];
@@ -2455,17 +2505,17 @@ static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[98] == NULL) && ia_ct_load(98, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[100] == NULL) && ia_ct_load(100, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(98), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(100), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(99), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(101), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnDevice_setConfig(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 34);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 35);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2474,7 +2524,7 @@ static PyObject *ia_fast_34(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"errorMessage"};
     PyObject *ia_argv[1];
@@ -2490,17 +2540,17 @@ static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[100] == NULL) && ia_ct_load(100, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[102] == NULL) && ia_ct_load(102, 1) < 0)
         return NULL;
     if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(100), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(102), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnError_freeVerboseMessage(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 35);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 36);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2510,7 +2560,7 @@ static PyObject *ia_fast_35(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"errorHandle"};
     PyObject *ia_argv[1];
@@ -2530,7 +2580,7 @@ static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_r = QnnError_getMessage(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 36);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 37);
         goto ia_done;
     }
     ia_res = ia_str(o1);
@@ -2538,7 +2588,7 @@ static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"errorHandle"};
     PyObject *ia_argv[1];
@@ -2558,7 +2608,7 @@ static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_r = QnnError_getVerboseMessage(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 37);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 38);
         goto ia_done;
     }
     ia_res = ia_str(o1);
@@ -2566,7 +2616,7 @@ static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"config"};
     PyObject *ia_argv[1];
@@ -2581,15 +2631,15 @@ static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[101] == NULL) && ia_ct_load(101, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[103] == NULL) && ia_ct_load(103, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(101), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(103), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGlobalConfig_Set(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 38);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 39);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2598,7 +2648,7 @@ static PyObject *ia_fast_38(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"graphHandle", "opConfig"};
     PyObject *ia_argv[2];
@@ -2614,17 +2664,17 @@ static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[102] == NULL) && ia_ct_load(102, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[104] == NULL) && ia_ct_load(104, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(102), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(104), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (_cffi_to_c((char *)&a1, IA_CT(103), ia_a[1]) < 0)
+    if (_cffi_to_c((char *)&a1, IA_CT(105), ia_a[1]) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGraph_addNode(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 39);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 40);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2633,7 +2683,7 @@ static PyObject *ia_fast_39(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"contextHandle", "graphName", "config"};
     PyObject *ia_argv[3];
@@ -2652,31 +2702,31 @@ static PyObject *ia_fast_40(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[104] == NULL) && ia_ct_load(104, 4) < 0)
+    if (IA_UNLIKELY(ia_ct[106] == NULL) && ia_ct_load(106, 4) < 0)
         return NULL;
     if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(104), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(106), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(105), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(107), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(106), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(108), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGraph_create(a0, a1, a2, &o3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 40);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 41);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(107));
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(109));
     ia_done:
     ia_free_args(ia_free);
     Py_XDECREF(ia_s1);
     return ia_res;
 }
 
-static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"graphHandle", "graphName"};
     PyObject *ia_argv[2];
@@ -2694,29 +2744,29 @@ static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[108] == NULL) && ia_ct_load(108, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[110] == NULL) && ia_ct_load(110, 3) < 0)
         return NULL;
     if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(108), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(110), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(109), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(111), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGraph_createSubgraph(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 41);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 42);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(110));
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(112));
     ia_done:
     ia_free_args(ia_free);
     Py_XDECREF(ia_s1);
     return ia_res;
 }
 
-static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"graphHandle", "inputs", "numInputs", "outputs", "numOutputs", "profileHandle", "signalHandle"};
     PyObject *ia_argv[7];
@@ -2737,25 +2787,25 @@ static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[111] == NULL) && ia_ct_load(111, 5) < 0)
+    if (IA_UNLIKELY(ia_ct[113] == NULL) && ia_ct_load(113, 5) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(111), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(113), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(112), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(114), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint32_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(113), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(115), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint32_t, ia_a[4], a4);
-    if (ia_arg_ptr(IA_CT(114), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(116), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(115), ia_a[6], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(117), ia_a[6], (char **)&a6, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGraph_execute(a0, a1, a2, a3, a4, a5, a6);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 42);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 43);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2764,7 +2814,7 @@ static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"graphHandle", "inputs", "numInputs", "outputs", "numOutputs", "profileHandle", "signalHandle", "notifyFn", "notifyParam"};
     PyObject *ia_argv[9];
@@ -2787,30 +2837,30 @@ static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[116] == NULL) && ia_ct_load(116, 7) < 0)
+    if (IA_UNLIKELY(ia_ct[118] == NULL) && ia_ct_load(118, 7) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(116), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(118), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(117), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(119), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint32_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(118), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(120), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint32_t, ia_a[4], a4);
-    if (ia_arg_ptr(IA_CT(119), ia_a[5], (char **)&a5, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(121), ia_a[5], (char **)&a5, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(120), ia_a[6], (char **)&a6, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(122), ia_a[6], (char **)&a6, &ia_free) < 0)
         goto ia_done;
-    a7 = (void *)_cffi_to_c_pointer(ia_a[7], IA_CT(121));
+    a7 = (void *)_cffi_to_c_pointer(ia_a[7], IA_CT(123));
     if (a7 == NULL && PyErr_Occurred())
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(122), ia_a[8], (char **)&a8, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(124), ia_a[8], (char **)&a8, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGraph_executeAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 43);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 44);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2819,7 +2869,7 @@ static PyObject *ia_fast_43(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"graphHandle", "profileHandle", "signalHandle"};
     PyObject *ia_argv[3];
@@ -2836,19 +2886,19 @@ static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[123] == NULL) && ia_ct_load(123, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[125] == NULL) && ia_ct_load(125, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(123), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(125), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(124), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(126), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(125), ia_a[2], (char **)&a2, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(127), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGraph_finalize(a0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 44);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 45);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -2857,7 +2907,7 @@ static PyObject *ia_fast_44(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_46(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"graphHandle", "properties"};
     PyObject *ia_argv[2];
@@ -2873,51 +2923,14 @@ static PyObject *ia_fast_45(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[126] == NULL) && ia_ct_load(126, 2) < 0)
-        return NULL;
-    if (ia_arg_ptr(IA_CT(126), ia_a[0], (char **)&a0, &ia_free) < 0)
-        goto ia_done;
-    if (ia_arg_ptr(IA_CT(127), ia_a[1], (char **)&a1, &ia_free) < 0)
-        goto ia_done;
-    Py_BEGIN_ALLOW_THREADS
-    ia_r = QnnGraph_getProperty(a0, a1);
-    Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 45);
-        goto ia_done;
-    }
-    ia_res = (Py_INCREF(Py_None), Py_None);
-    ia_done:
-    ia_free_args(ia_free);
-    return ia_res;
-}
-
-static PyObject *ia_fast_46(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
-{
-    static const char *const ia_kw[] = {"graphHandle", "envs", "envSize"};
-    PyObject *ia_argv[3];
-    PyObject *const *ia_a = ia_args;
-    PyObject *ia_res = NULL;
-    struct _cffi_freeme_s *ia_free = NULL;
-    Qnn_ErrorHandle_t ia_r;
-    Qnn_GraphHandle_t a0;
-    QnnGraph_ExecuteEnvironment_t **a1;
-    uint32_t a2;
-    (void)ia_self;
-    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("QnnGraph_prepareExecutionEnvironment", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
-            return NULL;
-        ia_a = ia_argv;
-    }
     if (IA_UNLIKELY(ia_ct[128] == NULL) && ia_ct_load(128, 2) < 0)
         return NULL;
     if (ia_arg_ptr(IA_CT(128), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(129), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    IA_IN_INT(uint32_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = QnnGraph_prepareExecutionEnvironment(a0, a1, a2);
+    ia_r = QnnGraph_getProperty(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 46);
@@ -2938,11 +2951,11 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     struct _cffi_freeme_s *ia_free = NULL;
     Qnn_ErrorHandle_t ia_r;
     Qnn_GraphHandle_t a0;
-    const QnnGraph_ExecuteEnvironment_t **a1;
+    QnnGraph_ExecuteEnvironment_t **a1;
     uint32_t a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
-        if (ia_fast_args("QnnGraph_releaseExecutionEnvironment", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+        if (ia_fast_args("QnnGraph_prepareExecutionEnvironment", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
         ia_a = ia_argv;
     }
@@ -2954,7 +2967,7 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         goto ia_done;
     IA_IN_INT(uint32_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
-    ia_r = QnnGraph_releaseExecutionEnvironment(a0, a1, a2);
+    ia_r = QnnGraph_prepareExecutionEnvironment(a0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
         ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 47);
@@ -2967,6 +2980,43 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
 }
 
 static PyObject *ia_fast_48(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"graphHandle", "envs", "envSize"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_GraphHandle_t a0;
+    const QnnGraph_ExecuteEnvironment_t **a1;
+    uint32_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnGraph_releaseExecutionEnvironment", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[132] == NULL) && ia_ct_load(132, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(132), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(133), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnGraph_releaseExecutionEnvironment(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 48);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"contextHandle", "graphName"};
     PyObject *ia_argv[2];
@@ -2984,29 +3034,29 @@ static PyObject *ia_fast_48(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[132] == NULL) && ia_ct_load(132, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[134] == NULL) && ia_ct_load(134, 3) < 0)
         return NULL;
     if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(132), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(134), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(133), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(135), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGraph_retrieve(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 48);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 49);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(134));
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(136));
     ia_done:
     ia_free_args(ia_free);
     Py_XDECREF(ia_s1);
     return ia_res;
 }
 
-static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_50(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"graphHandle", "config"};
     PyObject *ia_argv[2];
@@ -3022,17 +3072,17 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[135] == NULL) && ia_ct_load(135, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[137] == NULL) && ia_ct_load(137, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(135), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(137), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(136), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(138), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGraph_setConfig(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 49);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 50);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3041,7 +3091,7 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_50(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
@@ -3053,21 +3103,21 @@ static PyObject *ia_fast_50(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         if (ia_fast_args("QnnInterface_getProviders", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
-    if (IA_UNLIKELY(ia_ct[137] == NULL) && ia_ct_load(137, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[139] == NULL) && ia_ct_load(139, 1) < 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnInterface_getProviders(&o0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 50);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 51);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(137)), IA_FROM_INT(uint32_t, o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(139)), IA_FROM_INT(uint32_t, o1)});
     ia_done:
     return ia_res;
 }
 
-static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"callback", "maxLogLevel"};
     PyObject *ia_argv[2];
@@ -3083,9 +3133,9 @@ static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[138] == NULL) && ia_ct_load(138, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[140] == NULL) && ia_ct_load(140, 2) < 0)
         return NULL;
-    a0 = (void *)_cffi_to_c_pointer(ia_a[0], IA_CT(138));
+    a0 = (void *)_cffi_to_c_pointer(ia_a[0], IA_CT(140));
     if (a0 == NULL && PyErr_Occurred())
         goto ia_done;
     IA_IN_INT(QnnLog_Level_t, ia_a[1], a1);
@@ -3093,15 +3143,15 @@ static PyObject *ia_fast_51(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_r = QnnLog_create(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 51);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 52);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(139));
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(141));
     ia_done:
     return ia_res;
 }
 
-static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"logger"};
     PyObject *ia_argv[1];
@@ -3116,15 +3166,15 @@ static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[140] == NULL) && ia_ct_load(140, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[142] == NULL) && ia_ct_load(142, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(140), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(142), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnLog_free(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 52);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 53);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3133,7 +3183,7 @@ static PyObject *ia_fast_52(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"logger", "maxLogLevel"};
     PyObject *ia_argv[2];
@@ -3149,16 +3199,16 @@ static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[141] == NULL) && ia_ct_load(141, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[143] == NULL) && ia_ct_load(143, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(141), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(143), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(QnnLog_Level_t, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnLog_setLogLevel(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 53);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 54);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3167,7 +3217,7 @@ static PyObject *ia_fast_53(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"memHandles", "numHandles"};
     PyObject *ia_argv[2];
@@ -3183,16 +3233,16 @@ static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[142] == NULL) && ia_ct_load(142, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[144] == NULL) && ia_ct_load(144, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(142), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(144), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint32_t, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnMem_deRegister(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 54);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 55);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3201,7 +3251,7 @@ static PyObject *ia_fast_54(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context", "memDescriptors", "numDescriptors", "memHandles"};
     PyObject *ia_argv[4];
@@ -3219,20 +3269,20 @@ static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[143] == NULL) && ia_ct_load(143, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[145] == NULL) && ia_ct_load(145, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(143), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(145), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(144), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(146), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint32_t, ia_a[2], a2);
-    if (ia_arg_ptr(IA_CT(145), ia_a[3], (char **)&a3, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(147), ia_a[3], (char **)&a3, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnMem_register(a0, a1, a2, a3);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 55);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 56);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3241,7 +3291,7 @@ static PyObject *ia_fast_55(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"backend", "level"};
     PyObject *ia_argv[2];
@@ -3258,25 +3308,25 @@ static PyObject *ia_fast_56(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[146] == NULL) && ia_ct_load(146, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[148] == NULL) && ia_ct_load(148, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(146), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(148), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(QnnProfile_Level_t, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnProfile_create(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 56);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 57);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(147));
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(149));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"profile"};
     PyObject *ia_argv[1];
@@ -3291,15 +3341,15 @@ static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[148] == NULL) && ia_ct_load(148, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[150] == NULL) && ia_ct_load(150, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(148), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(150), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnProfile_free(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 57);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 58);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3308,7 +3358,7 @@ static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_59(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"eventId"};
     PyObject *ia_argv[1];
@@ -3323,7 +3373,7 @@ static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[149] == NULL) && ia_ct_load(149, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[151] == NULL) && ia_ct_load(151, 1) < 0)
         return NULL;
     memset(&o1, 0, sizeof o1);
     IA_IN_INT(QnnProfile_EventId_t, ia_a[0], a0);
@@ -3331,15 +3381,15 @@ static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_r = QnnProfile_getEventData(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 58);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 59);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(149));
+    ia_res = _cffi_from_c_struct((char *)&o1, IA_CT(151));
     ia_done:
     return ia_res;
 }
 
-static PyObject *ia_fast_59(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"profile"};
     PyObject *ia_argv[1];
@@ -3356,24 +3406,24 @@ static PyObject *ia_fast_59(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[150] == NULL) && ia_ct_load(150, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[152] == NULL) && ia_ct_load(152, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(150), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(152), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnProfile_getEvents(a0, &o1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 59);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 60);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(151)), IA_FROM_INT(uint32_t, o2)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(153)), IA_FROM_INT(uint32_t, o2)});
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"eventId", "eventData"};
     PyObject *ia_argv[2];
@@ -3389,16 +3439,16 @@ static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[152] == NULL) && ia_ct_load(152, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[154] == NULL) && ia_ct_load(154, 1) < 0)
         return NULL;
     IA_IN_INT(QnnProfile_EventId_t, ia_a[0], a0);
-    if (ia_arg_ptr(IA_CT(152), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(154), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnProfile_getExtendedEventData(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 60);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 61);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3407,7 +3457,7 @@ static PyObject *ia_fast_60(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_62(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"eventId"};
     PyObject *ia_argv[1];
@@ -3423,22 +3473,22 @@ static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[153] == NULL) && ia_ct_load(153, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[155] == NULL) && ia_ct_load(155, 1) < 0)
         return NULL;
     IA_IN_INT(QnnProfile_EventId_t, ia_a[0], a0);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnProfile_getSubEvents(a0, &o1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 61);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 62);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(153)), IA_FROM_INT(uint32_t, o2)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(155)), IA_FROM_INT(uint32_t, o2)});
     ia_done:
     return ia_res;
 }
 
-static PyObject *ia_fast_62(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"profileHandle", "config"};
     PyObject *ia_argv[2];
@@ -3454,17 +3504,17 @@ static PyObject *ia_fast_62(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[154] == NULL) && ia_ct_load(154, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[156] == NULL) && ia_ct_load(156, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(154), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(156), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(155), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(157), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnProfile_setConfig(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 62);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 63);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3473,7 +3523,7 @@ static PyObject *ia_fast_62(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_64(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"key"};
     PyObject *ia_argv[1];
@@ -3492,7 +3542,7 @@ static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_r = QnnProperty_hasCapability(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 63);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 64);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3500,7 +3550,7 @@ static PyObject *ia_fast_63(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_64(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"backend", "config"};
     PyObject *ia_argv[2];
@@ -3517,26 +3567,26 @@ static PyObject *ia_fast_64(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[156] == NULL) && ia_ct_load(156, 3) < 0)
+    if (IA_UNLIKELY(ia_ct[158] == NULL) && ia_ct_load(158, 3) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(156), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(158), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(157), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(159), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnSignal_create(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 64);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 65);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(158));
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(160));
     ia_done:
     ia_free_args(ia_free);
     return ia_res;
 }
 
-static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"signal"};
     PyObject *ia_argv[1];
@@ -3551,15 +3601,15 @@ static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[159] == NULL) && ia_ct_load(159, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[161] == NULL) && ia_ct_load(161, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(159), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(161), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnSignal_free(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 65);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 66);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3568,7 +3618,7 @@ static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_67(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"signal", "config"};
     PyObject *ia_argv[2];
@@ -3584,17 +3634,17 @@ static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[160] == NULL) && ia_ct_load(160, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[162] == NULL) && ia_ct_load(162, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(160), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(162), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(161), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(163), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnSignal_setConfig(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 66);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 67);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3603,7 +3653,7 @@ static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_67(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"signal"};
     PyObject *ia_argv[1];
@@ -3618,15 +3668,15 @@ static PyObject *ia_fast_67(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[162] == NULL) && ia_ct_load(162, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[164] == NULL) && ia_ct_load(164, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(162), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(164), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnSignal_trigger(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 67);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 68);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3635,7 +3685,7 @@ static PyObject *ia_fast_67(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_69(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context", "tensor"};
     PyObject *ia_argv[2];
@@ -3652,18 +3702,18 @@ static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[163] == NULL) && ia_ct_load(163, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[165] == NULL) && ia_ct_load(165, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[164], ia_a[1])) == NULL)
+    if ((ia_o1 = ia_new(ia_ct[166], ia_a[1])) == NULL)
         goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(164));
-    if (ia_arg_ptr(IA_CT(163), ia_a[0], (char **)&a0, &ia_free) < 0)
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(166));
+    if (ia_arg_ptr(IA_CT(165), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnTensor_createContextTensor(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 68);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 69);
         goto ia_done;
     }
     ia_res = ia_item0(ia_o1);
@@ -3673,7 +3723,7 @@ static PyObject *ia_fast_68(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_69(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"graph", "tensor"};
     PyObject *ia_argv[2];
@@ -3690,18 +3740,18 @@ static PyObject *ia_fast_69(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[165] == NULL) && ia_ct_load(165, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[167] == NULL) && ia_ct_load(167, 2) < 0)
         return NULL;
-    if ((ia_o1 = ia_new(ia_ct[166], ia_a[1])) == NULL)
+    if ((ia_o1 = ia_new(ia_ct[168], ia_a[1])) == NULL)
         goto ia_done;
-    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(166));
-    if (ia_arg_ptr(IA_CT(165), ia_a[0], (char **)&a0, &ia_free) < 0)
+    a1 = (void *)_cffi_to_c_pointer(ia_o1, IA_CT(168));
+    if (ia_arg_ptr(IA_CT(167), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnTensor_createGraphTensor(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 69);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 70);
         goto ia_done;
     }
     ia_res = ia_item0(ia_o1);
@@ -3711,7 +3761,7 @@ static PyObject *ia_fast_69(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"context", "tensor", "numTensors"};
     PyObject *ia_argv[3];
@@ -3728,18 +3778,18 @@ static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[167] == NULL) && ia_ct_load(167, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[169] == NULL) && ia_ct_load(169, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(167), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(169), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(168), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(170), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint64_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnTensor_updateContextTensors(a0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 70);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 71);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3748,7 +3798,7 @@ static PyObject *ia_fast_70(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     return ia_res;
 }
 
-static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_72(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"graph", "tensor", "numTensors"};
     PyObject *ia_argv[3];
@@ -3765,18 +3815,18 @@ static PyObject *ia_fast_71(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[169] == NULL) && ia_ct_load(169, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[171] == NULL) && ia_ct_load(171, 2) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(169), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(171), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(170), ia_a[1], (char **)&a1, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(172), ia_a[1], (char **)&a1, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint64_t, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnTensor_updateGraphTensors(a0, a1, a2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 71);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 72);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -3853,14 +3903,21 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "``Qnn_ErrorHandle_t QnnBackend_validateOpConfig(Qnn_BackendHandle_t backend, Qnn_OpConfig_t opConfig)``\n"
      "\n"
      "Symbol ``QnnBackend_validateOpConfig``."},
-    {"QnnContext_applyBinarySection", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_addToDlc", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
+     "QnnContext_addToDlc($module, context, dlcHandle)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnContext_addToDlc(Qnn_ContextHandle_t context, QnnSystemDlc_Handle_t dlcHandle)``\n"
+     "\n"
+     "Symbol ``QnnContext_addToDlc``."},
+    {"QnnContext_applyBinarySection", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_applyBinarySection($module, context, graph, section, binaryBuffer, profile, signal)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnContext_applyBinarySection(Qnn_ContextHandle_t context, Qnn_GraphHandle_t graph, QnnContext_SectionType_t section, const QnnContext_Buffer_t *binaryBuffer, Qnn_ProfileHandle_t profile, Qnn_SignalHandle_t signal)``\n"
      "\n"
      "Symbol ``QnnContext_applyBinarySection``."},
-    {"QnnContext_create", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_create", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_create($module, backend, device, config)\n"
      "--\n"
      "\n"
@@ -3868,7 +3925,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnContext_create``.\n"
      "Returns ``context``."},
-    {"QnnContext_createFromBinary", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_createFromBinary", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_createFromBinary($module, backend, device, config, binaryBuffer, binaryBufferSize, profile)\n"
      "--\n"
      "\n"
@@ -3876,14 +3933,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnContext_createFromBinary``.\n"
      "Returns ``context``."},
-    {"QnnContext_createFromBinaryListAsync", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_createFromBinaryListAsync", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_createFromBinaryListAsync($module, backend, device, contextParams, listConfig, signal)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnContext_createFromBinaryListAsync(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Params_t **contextParams, const QnnContext_Config_t **listConfig, Qnn_SignalHandle_t signal)``\n"
      "\n"
      "Symbol ``QnnContext_createFromBinaryListAsync``."},
-    {"QnnContext_createFromBinaryWithCallback", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_createFromBinaryWithCallback", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_createFromBinaryWithCallback($module, backend, device, config, callback, binaryBuffer, binaryBufferSize, profile, signal)\n"
      "--\n"
      "\n"
@@ -3891,7 +3948,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnContext_createFromBinaryWithCallback``.\n"
      "Returns ``context``."},
-    {"QnnContext_createFromBinaryWithSignal", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_createFromBinaryWithSignal", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_createFromBinaryWithSignal($module, backend, device, config, binaryBuffer, binaryBufferSize, profile, signal)\n"
      "--\n"
      "\n"
@@ -3899,28 +3956,28 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnContext_createFromBinaryWithSignal``.\n"
      "Returns ``context``."},
-    {"QnnContext_finalize", (PyCFunction)(void (*)(void))ia_fast_15, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_finalize", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_finalize($module, context, profile)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnContext_finalize(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile)``\n"
      "\n"
      "Symbol ``QnnContext_finalize``."},
-    {"QnnContext_free", (PyCFunction)(void (*)(void))ia_fast_16, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_free", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_free($module, context, profile)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnContext_free(Qnn_ContextHandle_t context, Qnn_ProfileHandle_t profile)``\n"
      "\n"
      "Symbol ``QnnContext_free``."},
-    {"QnnContext_freeBinarySectionUpdate", (PyCFunction)(void (*)(void))ia_fast_17, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_freeBinarySectionUpdate", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_freeBinarySectionUpdate($module, binarySectionUpdate, logger)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnContext_freeBinarySectionUpdate(QnnContext_Buffer_t binarySectionUpdate, Qnn_LogHandle_t logger)``\n"
      "\n"
      "Symbol ``QnnContext_freeBinarySectionUpdate``."},
-    {"QnnContext_getBinary", (PyCFunction)(void (*)(void))ia_fast_18, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_getBinary", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_getBinary($module, context, binaryBuffer, binaryBufferSize)\n"
      "--\n"
      "\n"
@@ -3928,7 +3985,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnContext_getBinary``.\n"
      "Returns ``writtenBufferSize``."},
-    {"QnnContext_getBinarySection", (PyCFunction)(void (*)(void))ia_fast_19, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_getBinarySection", (PyCFunction)(void (*)(void))ia_fast_20, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_getBinarySection($module, context, graph, section, binaryBuffer, profile, signal)\n"
      "--\n"
      "\n"
@@ -3936,7 +3993,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnContext_getBinarySection``.\n"
      "Returns ``writtenBufferSize``."},
-    {"QnnContext_getBinarySectionSize", (PyCFunction)(void (*)(void))ia_fast_20, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_getBinarySectionSize", (PyCFunction)(void (*)(void))ia_fast_21, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_getBinarySectionSize($module, context, graph, section)\n"
      "--\n"
      "\n"
@@ -3944,7 +4001,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnContext_getBinarySectionSize``.\n"
      "Returns ``binaryBufferSize``."},
-    {"QnnContext_getBinarySectionUpdate", (PyCFunction)(void (*)(void))ia_fast_21, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_getBinarySectionUpdate", (PyCFunction)(void (*)(void))ia_fast_22, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_getBinarySectionUpdate($module, binaryBuffer, auxiliaryBuffer, tensors, numTensors, keepUpdatable, logger, profile, signal)\n"
      "--\n"
      "\n"
@@ -3952,7 +4009,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnContext_getBinarySectionUpdate``.\n"
      "Returns ``binarySectionUpdate``."},
-    {"QnnContext_getBinarySize", (PyCFunction)(void (*)(void))ia_fast_22, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_getBinarySize", (PyCFunction)(void (*)(void))ia_fast_23, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_getBinarySize($module, context)\n"
      "--\n"
      "\n"
@@ -3960,7 +4017,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnContext_getBinarySize``.\n"
      "Returns ``binaryBufferSize``."},
-    {"QnnContext_getIncrementalBinary", (PyCFunction)(void (*)(void))ia_fast_23, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_getIncrementalBinary", (PyCFunction)(void (*)(void))ia_fast_24, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_getIncrementalBinary($module, context)\n"
      "--\n"
      "\n"
@@ -3968,35 +4025,35 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnContext_getIncrementalBinary``.\n"
      "Returns ``binaryBuffer``, ``startOffset``, ``writtenBufferSize``."},
-    {"QnnContext_getProperty", (PyCFunction)(void (*)(void))ia_fast_24, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_getProperty", (PyCFunction)(void (*)(void))ia_fast_25, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_getProperty($module, contextHandle, properties)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnContext_getProperty(Qnn_ContextHandle_t contextHandle, QnnContext_Property_t **properties)``\n"
      "\n"
      "Symbol ``QnnContext_getProperty``."},
-    {"QnnContext_releaseIncrementalBinary", (PyCFunction)(void (*)(void))ia_fast_25, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_releaseIncrementalBinary", (PyCFunction)(void (*)(void))ia_fast_26, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_releaseIncrementalBinary($module, context, binaryBuffer, startOffset)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnContext_releaseIncrementalBinary(Qnn_ContextHandle_t context, const void *binaryBuffer, Qnn_ContextBinarySize_t startOffset)``\n"
      "\n"
      "Symbol ``QnnContext_releaseIncrementalBinary``."},
-    {"QnnContext_setConfig", (PyCFunction)(void (*)(void))ia_fast_26, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_setConfig", (PyCFunction)(void (*)(void))ia_fast_27, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_setConfig($module, context, config)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnContext_setConfig(Qnn_ContextHandle_t context, const QnnContext_Config_t **config)``\n"
      "\n"
      "Symbol ``QnnContext_setConfig``."},
-    {"QnnContext_validateBinary", (PyCFunction)(void (*)(void))ia_fast_27, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnContext_validateBinary", (PyCFunction)(void (*)(void))ia_fast_28, METH_FASTCALL | METH_KEYWORDS,
      "QnnContext_validateBinary($module, backend, device, config, binaryBuffer, binaryBufferSize)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnContext_validateBinary(Qnn_BackendHandle_t backend, Qnn_DeviceHandle_t device, const QnnContext_Config_t **config, const void *binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize)``\n"
      "\n"
      "Symbol ``QnnContext_validateBinary``."},
-    {"QnnDevice_create", (PyCFunction)(void (*)(void))ia_fast_28, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnDevice_create", (PyCFunction)(void (*)(void))ia_fast_29, METH_FASTCALL | METH_KEYWORDS,
      "QnnDevice_create($module, logger, config)\n"
      "--\n"
      "\n"
@@ -4004,21 +4061,21 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnDevice_create``.\n"
      "Returns ``device``."},
-    {"QnnDevice_free", (PyCFunction)(void (*)(void))ia_fast_29, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnDevice_free", (PyCFunction)(void (*)(void))ia_fast_30, METH_FASTCALL | METH_KEYWORDS,
      "QnnDevice_free($module, device)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnDevice_free(Qnn_DeviceHandle_t device)``\n"
      "\n"
      "Symbol ``QnnDevice_free``."},
-    {"QnnDevice_freePlatformInfo", (PyCFunction)(void (*)(void))ia_fast_30, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnDevice_freePlatformInfo", (PyCFunction)(void (*)(void))ia_fast_31, METH_FASTCALL | METH_KEYWORDS,
      "QnnDevice_freePlatformInfo($module, logger, platformInfo)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnDevice_freePlatformInfo(Qnn_LogHandle_t logger, const QnnDevice_PlatformInfo_t *platformInfo)``\n"
      "\n"
      "Symbol ``QnnDevice_freePlatformInfo``."},
-    {"QnnDevice_getInfo", (PyCFunction)(void (*)(void))ia_fast_31, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnDevice_getInfo", (PyCFunction)(void (*)(void))ia_fast_32, METH_FASTCALL | METH_KEYWORDS,
      "QnnDevice_getInfo($module, device)\n"
      "--\n"
      "\n"
@@ -4026,14 +4083,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnDevice_getInfo``.\n"
      "Returns ``platformInfo``."},
-    {"QnnDevice_getInfrastructure", (PyCFunction)(void (*)(void))ia_fast_32, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnDevice_getInfrastructure", (PyCFunction)(void (*)(void))ia_fast_33, METH_FASTCALL | METH_KEYWORDS,
      "QnnDevice_getInfrastructure($module, deviceInfra)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnDevice_getInfrastructure(const QnnDevice_Infrastructure_t *deviceInfra)``\n"
      "\n"
      "Symbol ``QnnDevice_getInfrastructure``."},
-    {"QnnDevice_getPlatformInfo", (PyCFunction)(void (*)(void))ia_fast_33, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnDevice_getPlatformInfo", (PyCFunction)(void (*)(void))ia_fast_34, METH_FASTCALL | METH_KEYWORDS,
      "QnnDevice_getPlatformInfo($module, logger)\n"
      "--\n"
      "\n"
@@ -4041,21 +4098,21 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnDevice_getPlatformInfo``.\n"
      "Returns ``platformInfo``."},
-    {"QnnDevice_setConfig", (PyCFunction)(void (*)(void))ia_fast_34, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnDevice_setConfig", (PyCFunction)(void (*)(void))ia_fast_35, METH_FASTCALL | METH_KEYWORDS,
      "QnnDevice_setConfig($module, device, config)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnDevice_setConfig(Qnn_DeviceHandle_t device, const QnnDevice_Config_t **config)``\n"
      "\n"
      "Symbol ``QnnDevice_setConfig``."},
-    {"QnnError_freeVerboseMessage", (PyCFunction)(void (*)(void))ia_fast_35, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnError_freeVerboseMessage", (PyCFunction)(void (*)(void))ia_fast_36, METH_FASTCALL | METH_KEYWORDS,
      "QnnError_freeVerboseMessage($module, errorMessage)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnError_freeVerboseMessage(const char *errorMessage)``\n"
      "\n"
      "Symbol ``QnnError_freeVerboseMessage``."},
-    {"QnnError_getMessage", (PyCFunction)(void (*)(void))ia_fast_36, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnError_getMessage", (PyCFunction)(void (*)(void))ia_fast_37, METH_FASTCALL | METH_KEYWORDS,
      "QnnError_getMessage($module, errorHandle)\n"
      "--\n"
      "\n"
@@ -4063,7 +4120,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnError_getMessage``.\n"
      "Returns ``errorMessage``."},
-    {"QnnError_getVerboseMessage", (PyCFunction)(void (*)(void))ia_fast_37, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnError_getVerboseMessage", (PyCFunction)(void (*)(void))ia_fast_38, METH_FASTCALL | METH_KEYWORDS,
      "QnnError_getVerboseMessage($module, errorHandle)\n"
      "--\n"
      "\n"
@@ -4071,21 +4128,21 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnError_getVerboseMessage``.\n"
      "Returns ``errorMessage``."},
-    {"QnnGlobalConfig_Set", (PyCFunction)(void (*)(void))ia_fast_38, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGlobalConfig_Set", (PyCFunction)(void (*)(void))ia_fast_39, METH_FASTCALL | METH_KEYWORDS,
      "QnnGlobalConfig_Set($module, config)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnGlobalConfig_Set(const QnnGlobalConfig_t **config)``\n"
      "\n"
      "Symbol ``QnnGlobalConfig_Set``."},
-    {"QnnGraph_addNode", (PyCFunction)(void (*)(void))ia_fast_39, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_addNode", (PyCFunction)(void (*)(void))ia_fast_40, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_addNode($module, graphHandle, opConfig)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnGraph_addNode(Qnn_GraphHandle_t graphHandle, Qnn_OpConfig_t opConfig)``\n"
      "\n"
      "Symbol ``QnnGraph_addNode``."},
-    {"QnnGraph_create", (PyCFunction)(void (*)(void))ia_fast_40, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_create", (PyCFunction)(void (*)(void))ia_fast_41, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_create($module, contextHandle, graphName, config)\n"
      "--\n"
      "\n"
@@ -4093,7 +4150,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnGraph_create``.\n"
      "Returns ``graphHandle``."},
-    {"QnnGraph_createSubgraph", (PyCFunction)(void (*)(void))ia_fast_41, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_createSubgraph", (PyCFunction)(void (*)(void))ia_fast_42, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_createSubgraph($module, graphHandle, graphName)\n"
      "--\n"
      "\n"
@@ -4101,49 +4158,49 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnGraph_createSubgraph``.\n"
      "Returns ``subgraphHandle``."},
-    {"QnnGraph_execute", (PyCFunction)(void (*)(void))ia_fast_42, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_execute", (PyCFunction)(void (*)(void))ia_fast_43, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_execute($module, graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnGraph_execute(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle)``\n"
      "\n"
      "Symbol ``QnnGraph_execute``."},
-    {"QnnGraph_executeAsync", (PyCFunction)(void (*)(void))ia_fast_43, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_executeAsync", (PyCFunction)(void (*)(void))ia_fast_44, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_executeAsync($module, graphHandle, inputs, numInputs, outputs, numOutputs, profileHandle, signalHandle, notifyFn, notifyParam)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnGraph_executeAsync(Qnn_GraphHandle_t graphHandle, const Qnn_Tensor_t *inputs, uint32_t numInputs, Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle, Qnn_NotifyFn_t notifyFn, void *notifyParam)``\n"
      "\n"
      "Symbol ``QnnGraph_executeAsync``."},
-    {"QnnGraph_finalize", (PyCFunction)(void (*)(void))ia_fast_44, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_finalize", (PyCFunction)(void (*)(void))ia_fast_45, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_finalize($module, graphHandle, profileHandle, signalHandle)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnGraph_finalize(Qnn_GraphHandle_t graphHandle, Qnn_ProfileHandle_t profileHandle, Qnn_SignalHandle_t signalHandle)``\n"
      "\n"
      "Symbol ``QnnGraph_finalize``."},
-    {"QnnGraph_getProperty", (PyCFunction)(void (*)(void))ia_fast_45, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_getProperty", (PyCFunction)(void (*)(void))ia_fast_46, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_getProperty($module, graphHandle, properties)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnGraph_getProperty(Qnn_GraphHandle_t graphHandle, QnnGraph_Property_t **properties)``\n"
      "\n"
      "Symbol ``QnnGraph_getProperty``."},
-    {"QnnGraph_prepareExecutionEnvironment", (PyCFunction)(void (*)(void))ia_fast_46, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_prepareExecutionEnvironment", (PyCFunction)(void (*)(void))ia_fast_47, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_prepareExecutionEnvironment($module, graphHandle, envs, envSize)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnGraph_prepareExecutionEnvironment(Qnn_GraphHandle_t graphHandle, QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize)``\n"
      "\n"
      "Symbol ``QnnGraph_prepareExecutionEnvironment``."},
-    {"QnnGraph_releaseExecutionEnvironment", (PyCFunction)(void (*)(void))ia_fast_47, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_releaseExecutionEnvironment", (PyCFunction)(void (*)(void))ia_fast_48, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_releaseExecutionEnvironment($module, graphHandle, envs, envSize)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnGraph_releaseExecutionEnvironment(Qnn_GraphHandle_t graphHandle, const QnnGraph_ExecuteEnvironment_t **envs, uint32_t envSize)``\n"
      "\n"
      "Symbol ``QnnGraph_releaseExecutionEnvironment``."},
-    {"QnnGraph_retrieve", (PyCFunction)(void (*)(void))ia_fast_48, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_retrieve", (PyCFunction)(void (*)(void))ia_fast_49, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_retrieve($module, contextHandle, graphName)\n"
      "--\n"
      "\n"
@@ -4151,14 +4208,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnGraph_retrieve``.\n"
      "Returns ``graphHandle``."},
-    {"QnnGraph_setConfig", (PyCFunction)(void (*)(void))ia_fast_49, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnGraph_setConfig", (PyCFunction)(void (*)(void))ia_fast_50, METH_FASTCALL | METH_KEYWORDS,
      "QnnGraph_setConfig($module, graphHandle, config)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnGraph_setConfig(Qnn_GraphHandle_t graphHandle, const QnnGraph_Config_t **config)``\n"
      "\n"
      "Symbol ``QnnGraph_setConfig``."},
-    {"QnnInterface_getProviders", (PyCFunction)(void (*)(void))ia_fast_50, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnInterface_getProviders", (PyCFunction)(void (*)(void))ia_fast_51, METH_FASTCALL | METH_KEYWORDS,
      "QnnInterface_getProviders($module)\n"
      "--\n"
      "\n"
@@ -4166,7 +4223,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnInterface_getProviders``.\n"
      "Returns ``providerList``, ``numProviders``."},
-    {"QnnLog_create", (PyCFunction)(void (*)(void))ia_fast_51, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnLog_create", (PyCFunction)(void (*)(void))ia_fast_52, METH_FASTCALL | METH_KEYWORDS,
      "QnnLog_create($module, callback, maxLogLevel)\n"
      "--\n"
      "\n"
@@ -4174,35 +4231,35 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnLog_create``.\n"
      "Returns ``logger``."},
-    {"QnnLog_free", (PyCFunction)(void (*)(void))ia_fast_52, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnLog_free", (PyCFunction)(void (*)(void))ia_fast_53, METH_FASTCALL | METH_KEYWORDS,
      "QnnLog_free($module, logger)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnLog_free(Qnn_LogHandle_t logger)``\n"
      "\n"
      "Symbol ``QnnLog_free``."},
-    {"QnnLog_setLogLevel", (PyCFunction)(void (*)(void))ia_fast_53, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnLog_setLogLevel", (PyCFunction)(void (*)(void))ia_fast_54, METH_FASTCALL | METH_KEYWORDS,
      "QnnLog_setLogLevel($module, logger, maxLogLevel)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnLog_setLogLevel(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel)``\n"
      "\n"
      "Symbol ``QnnLog_setLogLevel``."},
-    {"QnnMem_deRegister", (PyCFunction)(void (*)(void))ia_fast_54, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnMem_deRegister", (PyCFunction)(void (*)(void))ia_fast_55, METH_FASTCALL | METH_KEYWORDS,
      "QnnMem_deRegister($module, memHandles, numHandles)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnMem_deRegister(const Qnn_MemHandle_t *memHandles, uint32_t numHandles)``\n"
      "\n"
      "Symbol ``QnnMem_deRegister``."},
-    {"QnnMem_register", (PyCFunction)(void (*)(void))ia_fast_55, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnMem_register", (PyCFunction)(void (*)(void))ia_fast_56, METH_FASTCALL | METH_KEYWORDS,
      "QnnMem_register($module, context, memDescriptors, numDescriptors, memHandles)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnMem_register(Qnn_ContextHandle_t context, const Qnn_MemDescriptor_t *memDescriptors, uint32_t numDescriptors, Qnn_MemHandle_t *memHandles)``\n"
      "\n"
      "Symbol ``QnnMem_register``."},
-    {"QnnProfile_create", (PyCFunction)(void (*)(void))ia_fast_56, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnProfile_create", (PyCFunction)(void (*)(void))ia_fast_57, METH_FASTCALL | METH_KEYWORDS,
      "QnnProfile_create($module, backend, level)\n"
      "--\n"
      "\n"
@@ -4210,14 +4267,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnProfile_create``.\n"
      "Returns ``profile``."},
-    {"QnnProfile_free", (PyCFunction)(void (*)(void))ia_fast_57, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnProfile_free", (PyCFunction)(void (*)(void))ia_fast_58, METH_FASTCALL | METH_KEYWORDS,
      "QnnProfile_free($module, profile)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnProfile_free(Qnn_ProfileHandle_t profile)``\n"
      "\n"
      "Symbol ``QnnProfile_free``."},
-    {"QnnProfile_getEventData", (PyCFunction)(void (*)(void))ia_fast_58, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnProfile_getEventData", (PyCFunction)(void (*)(void))ia_fast_59, METH_FASTCALL | METH_KEYWORDS,
      "QnnProfile_getEventData($module, eventId)\n"
      "--\n"
      "\n"
@@ -4225,7 +4282,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnProfile_getEventData``.\n"
      "Returns ``eventData``."},
-    {"QnnProfile_getEvents", (PyCFunction)(void (*)(void))ia_fast_59, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnProfile_getEvents", (PyCFunction)(void (*)(void))ia_fast_60, METH_FASTCALL | METH_KEYWORDS,
      "QnnProfile_getEvents($module, profile)\n"
      "--\n"
      "\n"
@@ -4233,14 +4290,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnProfile_getEvents``.\n"
      "Returns ``profileEventIds``, ``numEvents``."},
-    {"QnnProfile_getExtendedEventData", (PyCFunction)(void (*)(void))ia_fast_60, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnProfile_getExtendedEventData", (PyCFunction)(void (*)(void))ia_fast_61, METH_FASTCALL | METH_KEYWORDS,
      "QnnProfile_getExtendedEventData($module, eventId, eventData)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnProfile_getExtendedEventData(QnnProfile_EventId_t eventId, QnnProfile_ExtendedEventData_t *eventData)``\n"
      "\n"
      "Symbol ``QnnProfile_getExtendedEventData``."},
-    {"QnnProfile_getSubEvents", (PyCFunction)(void (*)(void))ia_fast_61, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnProfile_getSubEvents", (PyCFunction)(void (*)(void))ia_fast_62, METH_FASTCALL | METH_KEYWORDS,
      "QnnProfile_getSubEvents($module, eventId)\n"
      "--\n"
      "\n"
@@ -4248,21 +4305,21 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnProfile_getSubEvents``.\n"
      "Returns ``subEventIds``, ``numSubEvents``."},
-    {"QnnProfile_setConfig", (PyCFunction)(void (*)(void))ia_fast_62, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnProfile_setConfig", (PyCFunction)(void (*)(void))ia_fast_63, METH_FASTCALL | METH_KEYWORDS,
      "QnnProfile_setConfig($module, profileHandle, config)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnProfile_setConfig(Qnn_ProfileHandle_t profileHandle, const QnnProfile_Config_t **config)``\n"
      "\n"
      "Symbol ``QnnProfile_setConfig``."},
-    {"QnnProperty_hasCapability", (PyCFunction)(void (*)(void))ia_fast_63, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnProperty_hasCapability", (PyCFunction)(void (*)(void))ia_fast_64, METH_FASTCALL | METH_KEYWORDS,
      "QnnProperty_hasCapability($module, key)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnProperty_hasCapability(QnnProperty_Key_t key)``\n"
      "\n"
      "Symbol ``QnnProperty_hasCapability``."},
-    {"QnnSignal_create", (PyCFunction)(void (*)(void))ia_fast_64, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnSignal_create", (PyCFunction)(void (*)(void))ia_fast_65, METH_FASTCALL | METH_KEYWORDS,
      "QnnSignal_create($module, backend, config)\n"
      "--\n"
      "\n"
@@ -4270,28 +4327,28 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnSignal_create``.\n"
      "Returns ``signal``."},
-    {"QnnSignal_free", (PyCFunction)(void (*)(void))ia_fast_65, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnSignal_free", (PyCFunction)(void (*)(void))ia_fast_66, METH_FASTCALL | METH_KEYWORDS,
      "QnnSignal_free($module, signal)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnSignal_free(Qnn_SignalHandle_t signal)``\n"
      "\n"
      "Symbol ``QnnSignal_free``."},
-    {"QnnSignal_setConfig", (PyCFunction)(void (*)(void))ia_fast_66, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnSignal_setConfig", (PyCFunction)(void (*)(void))ia_fast_67, METH_FASTCALL | METH_KEYWORDS,
      "QnnSignal_setConfig($module, signal, config)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnSignal_setConfig(Qnn_SignalHandle_t signal, const QnnSignal_Config_t **config)``\n"
      "\n"
      "Symbol ``QnnSignal_setConfig``."},
-    {"QnnSignal_trigger", (PyCFunction)(void (*)(void))ia_fast_67, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnSignal_trigger", (PyCFunction)(void (*)(void))ia_fast_68, METH_FASTCALL | METH_KEYWORDS,
      "QnnSignal_trigger($module, signal)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnSignal_trigger(Qnn_SignalHandle_t signal)``\n"
      "\n"
      "Symbol ``QnnSignal_trigger``."},
-    {"QnnTensor_createContextTensor", (PyCFunction)(void (*)(void))ia_fast_68, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnTensor_createContextTensor", (PyCFunction)(void (*)(void))ia_fast_69, METH_FASTCALL | METH_KEYWORDS,
      "QnnTensor_createContextTensor($module, context, tensor)\n"
      "--\n"
      "\n"
@@ -4299,7 +4356,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnTensor_createContextTensor``.\n"
      "Returns ``tensor``."},
-    {"QnnTensor_createGraphTensor", (PyCFunction)(void (*)(void))ia_fast_69, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnTensor_createGraphTensor", (PyCFunction)(void (*)(void))ia_fast_70, METH_FASTCALL | METH_KEYWORDS,
      "QnnTensor_createGraphTensor($module, graph, tensor)\n"
      "--\n"
      "\n"
@@ -4307,14 +4364,14 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnTensor_createGraphTensor``.\n"
      "Returns ``tensor``."},
-    {"QnnTensor_updateContextTensors", (PyCFunction)(void (*)(void))ia_fast_70, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnTensor_updateContextTensors", (PyCFunction)(void (*)(void))ia_fast_71, METH_FASTCALL | METH_KEYWORDS,
      "QnnTensor_updateContextTensors($module, context, tensor, numTensors)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnTensor_updateContextTensors(Qnn_ContextHandle_t context, const Qnn_Tensor_t **tensor, uint64_t numTensors)``\n"
      "\n"
      "Symbol ``QnnTensor_updateContextTensors``."},
-    {"QnnTensor_updateGraphTensors", (PyCFunction)(void (*)(void))ia_fast_71, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnTensor_updateGraphTensors", (PyCFunction)(void (*)(void))ia_fast_72, METH_FASTCALL | METH_KEYWORDS,
      "QnnTensor_updateGraphTensors($module, graph, tensor, numTensors)\n"
      "--\n"
      "\n"

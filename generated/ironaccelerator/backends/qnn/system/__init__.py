@@ -219,6 +219,15 @@ class QnnSystemContext_BinaryInfoVersion_t(enum.IntEnum):
     QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_3 = 3
     QNN_SYSTEM_CONTEXT_BINARY_INFO_UNDEFINED = 2147483647
 
+
+class Qnn_MappingType_t(enum.IntEnum):
+    QNN_OP_MAPPING_TYPE_TENSOR = 0
+    QNN_OP_MAPPING_TYPE_OP = 1
+
+
+class Qnn_OpMappingVersion_t(enum.IntEnum):
+    QNN_OP_MAPPING_VERSION_1 = 1
+
 QNN_SUCCESS = QnnSystem_ErrorCode_t.QNN_SUCCESS
 QNN_SYSTEM_COMMON_ERROR_UNSUPPORTED_FEATURE = QnnSystem_ErrorCode_t.QNN_SYSTEM_COMMON_ERROR_UNSUPPORTED_FEATURE
 QNN_SYSTEM_COMMON_ERROR_MEM_ALLOC = QnnSystem_ErrorCode_t.QNN_SYSTEM_COMMON_ERROR_MEM_ALLOC
@@ -330,6 +339,9 @@ QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_1 = QnnSystemContext_BinaryInfoVersion_t.
 QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_2 = QnnSystemContext_BinaryInfoVersion_t.QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_2
 QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_3 = QnnSystemContext_BinaryInfoVersion_t.QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_3
 QNN_SYSTEM_CONTEXT_BINARY_INFO_UNDEFINED = QnnSystemContext_BinaryInfoVersion_t.QNN_SYSTEM_CONTEXT_BINARY_INFO_UNDEFINED
+QNN_OP_MAPPING_TYPE_TENSOR = Qnn_MappingType_t.QNN_OP_MAPPING_TYPE_TENSOR
+QNN_OP_MAPPING_TYPE_OP = Qnn_MappingType_t.QNN_OP_MAPPING_TYPE_OP
+QNN_OP_MAPPING_VERSION_1 = Qnn_OpMappingVersion_t.QNN_OP_MAPPING_VERSION_1
 
 # -------------------------------------------------------------------- constants
 QNN_SYSTEM_API_VERSION_MAJOR = 1
@@ -342,7 +354,7 @@ QNN_TENSOR_DATA_FORMAT_SPARSE = 1
 QNN_TENSOR_DATA_FORMAT_CODEBOOK = 2
 
 # ---------------------------------------------------------------------- structs
-STRUCTS: tuple[str, ...] = ('Qnn_Version_t', 'Qnn_ApiVersion_t', 'Qnn_ErrorReportingConfig_t', 'Qnn_Scalar_t', 'Qnn_ScaleOffset_t', 'Qnn_BwScaleOffset_t', 'Qnn_AxisScaleOffset_t', 'Qnn_BwAxisScaleOffset_t', 'Qnn_BlockEncoding_t', 'Qnn_BlockwiseExpansion_t', 'Qnn_VectorEncoding_t', 'Qnn_QuantizeParams_t', 'Qnn_ClientBuffer_t', 'Qnn_TensorRetrieveRaw_t', 'Qnn_TensorV1_t', 'Qnn_SparseLayoutHybridCoo_t', 'Qnn_SparseParams_t', 'Qnn_TensorV2_t', 'Qnn_Tensor_t', 'Qnn_TensorSetV1_t', 'Qnn_TensorSet_t', 'QnnDevice_CoreInfoV1_t', 'QnnDevice_CoreInfo_t', 'QnnDevice_HardwareDeviceInfoV1_t', 'QnnDevice_HardwareDeviceInfo_t', 'QnnDevice_PlatformInfoV1_t', 'QnnDevice_PlatformInfo_t', 'QnnHtpDevice_OnChipDeviceInfoExtension_t', 'QnnHtpDevice_DeviceInfoExtension_t', 'QnnSystemContext_GraphInfoV1_t', 'QnnSystemContext_GraphInfoV2_t', 'QnnSystemContext_GraphInfoV3_t', 'QnnSystemContext_GraphInfo_t', 'QnnSystemContext_BinaryInfoV1_t', 'QnnSystemContext_BinaryInfoV2_t', 'QnnSystemContext_BinaryInfoV3_t', 'QnnSystemContext_BinaryInfo_t', 'QnnSystemInterface_ImplementationV1_15_t', 'QnnSystemInterface_t')
+STRUCTS: tuple[str, ...] = ('Qnn_Version_t', 'Qnn_ApiVersion_t', 'Qnn_ErrorReportingConfig_t', 'Qnn_Scalar_t', 'Qnn_ScaleOffset_t', 'Qnn_BwScaleOffset_t', 'Qnn_AxisScaleOffset_t', 'Qnn_BwAxisScaleOffset_t', 'Qnn_BlockEncoding_t', 'Qnn_BlockwiseExpansion_t', 'Qnn_VectorEncoding_t', 'Qnn_QuantizeParams_t', 'Qnn_ClientBuffer_t', 'Qnn_TensorRetrieveRaw_t', 'Qnn_TensorV1_t', 'Qnn_SparseLayoutHybridCoo_t', 'Qnn_SparseParams_t', 'Qnn_TensorV2_t', 'Qnn_Tensor_t', 'Qnn_TensorSetV1_t', 'Qnn_TensorSet_t', 'QnnDevice_CoreInfoV1_t', 'QnnDevice_CoreInfo_t', 'QnnDevice_HardwareDeviceInfoV1_t', 'QnnDevice_HardwareDeviceInfo_t', 'QnnDevice_PlatformInfoV1_t', 'QnnDevice_PlatformInfo_t', 'QnnHtpDevice_OnChipDeviceInfoExtension_t', 'QnnHtpDevice_DeviceInfoExtension_t', 'QnnSystemContext_GraphInfoV1_t', 'QnnSystemContext_GraphInfoV2_t', 'QnnSystemContext_GraphInfoV3_t', 'QnnSystemContext_GraphInfo_t', 'QnnSystemContext_BinaryInfoV1_t', 'QnnSystemContext_BinaryInfoV2_t', 'QnnSystemContext_BinaryInfoV3_t', 'QnnSystemContext_BinaryInfo_t', 'Qnn_OpMappingPair_t', 'Qnn_Mapping_t', 'Qnn_OpMappingV1_t', 'Qnn_OpMapping_t', 'QnnSystemInterface_ImplementationV1_15_t', 'QnnSystemInterface_t')
 
 
 def new_struct(name: str, **fields: Any) -> CData:
@@ -356,10 +368,12 @@ def new_struct(name: str, **fields: Any) -> CData:
 _T0 = ffi.typeof('QnnSystemContext_Handle_t *')
 _T1 = ffi.typeof('const QnnSystemContext_BinaryInfo_t * *')
 _T2 = ffi.typeof('Qnn_ContextBinarySize_t *')
-_T3 = ffi.typeof('const QnnSystemInterface_t ** *')
-_T4 = ffi.typeof('uint32_t *')
-_T5 = ffi.typeof('Qnn_LogHandle_t *')
-_T6 = ffi.typeof('uint64_t *')
+_T3 = ffi.typeof('QnnSystemDlc_Handle_t *')
+_T4 = ffi.typeof('const Qnn_OpMapping_t * *')
+_T5 = ffi.typeof('uint32_t *')
+_T6 = ffi.typeof('const QnnSystemInterface_t ** *')
+_T7 = ffi.typeof('Qnn_LogHandle_t *')
+_T8 = ffi.typeof('uint64_t *')
 
 # ---------------------------------------------------------------- C functions
 # _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
@@ -371,10 +385,16 @@ if TYPE_CHECKING:
     _f_QnnSystemContext_free: Any
     _f_QnnSystemContext_getBinaryInfo: Any
     _f_QnnSystemContext_getMetadata: Any
+    _f_QnnSystemDlc_createFromBinary: Any
+    _f_QnnSystemDlc_createFromFile: Any
+    _f_QnnSystemDlc_free: Any
+    _f_QnnSystemDlc_getOpMappings: Any
     _f_QnnSystemInterface_getProviders: Any
     _f_QnnSystemLog_create: Any
     _f_QnnSystemLog_free: Any
     _f_QnnSystemLog_setLogLevel: Any
+    _f_QnnSystemProfile_freeSerializationTarget: Any
+    _f_QnnSystemProfile_serializeEventData: Any
     _f_QnnSystemTensor_getMemoryFootprint: Any
     pass
 
@@ -439,17 +459,68 @@ def QnnSystemContext_getMetadata(sysCtxHandle: CData, binaryBuffer: CData, binar
     return _binaryInfo[0]
 
 
+def QnnSystemDlc_createFromBinary(logger: CData, buffer: CData, bufferSize: int) -> CData:
+    """``Qnn_ErrorHandle_t QnnSystemDlc_createFromBinary(Qnn_LogHandle_t logger, const uint8_t *buffer, Qnn_ContextBinarySize_t bufferSize, QnnSystemDlc_Handle_t *dlcHandle)``
+
+    Symbol ``QnnSystemDlc_createFromBinary``.
+    Returns ``dlcHandle``.
+    """
+    _dlcHandle = _new(_T3)
+    _r = _f_QnnSystemDlc_createFromBinary(logger, buffer, bufferSize, _dlcHandle)
+    if _r:
+        raise _error(_r, 4)
+    return _dlcHandle[0]
+
+
+def QnnSystemDlc_createFromFile(logger: CData, dlcPath: str | bytes) -> CData:
+    """``Qnn_ErrorHandle_t QnnSystemDlc_createFromFile(Qnn_LogHandle_t logger, const char *dlcPath, QnnSystemDlc_Handle_t *dlcHandle)``
+
+    Symbol ``QnnSystemDlc_createFromFile``.
+    Returns ``dlcHandle``.
+    """
+    _dlcPath = dlcPath.encode() if isinstance(dlcPath, str) else dlcPath
+    _dlcHandle = _new(_T3)
+    _r = _f_QnnSystemDlc_createFromFile(logger, _dlcPath, _dlcHandle)
+    if _r:
+        raise _error(_r, 5)
+    return _dlcHandle[0]
+
+
+def QnnSystemDlc_free(dlcHandle: CData) -> None:
+    """``Qnn_ErrorHandle_t QnnSystemDlc_free(QnnSystemDlc_Handle_t dlcHandle)``
+
+    Symbol ``QnnSystemDlc_free``.
+    """
+    _r = _f_QnnSystemDlc_free(dlcHandle)
+    if _r:
+        raise _error(_r, 6)
+
+
+def QnnSystemDlc_getOpMappings(dlcHandle: CData) -> tuple[CData, int]:
+    """``Qnn_ErrorHandle_t QnnSystemDlc_getOpMappings(QnnSystemDlc_Handle_t dlcHandle, const Qnn_OpMapping_t **opMappings, uint32_t *numOpMappings)``
+
+    Symbol ``QnnSystemDlc_getOpMappings``.
+    Returns ``opMappings``, ``numOpMappings``.
+    """
+    _opMappings = _new(_T4)
+    _numOpMappings = _new(_T5)
+    _r = _f_QnnSystemDlc_getOpMappings(dlcHandle, _opMappings, _numOpMappings)
+    if _r:
+        raise _error(_r, 7)
+    return _opMappings[0], _numOpMappings[0]
+
+
 def QnnSystemInterface_getProviders() -> tuple[CData, int]:
     """``Qnn_ErrorHandle_t QnnSystemInterface_getProviders(const QnnSystemInterface_t ***providerList, uint32_t *numProviders)``
 
     Symbol ``QnnSystemInterface_getProviders``.
     Returns ``providerList``, ``numProviders``.
     """
-    _providerList = _new(_T3)
-    _numProviders = _new(_T4)
+    _providerList = _new(_T6)
+    _numProviders = _new(_T5)
     _r = _f_QnnSystemInterface_getProviders(_providerList, _numProviders)
     if _r:
-        raise _error(_r, 4)
+        raise _error(_r, 8)
     return _providerList[0], _numProviders[0]
 
 
@@ -459,10 +530,10 @@ def QnnSystemLog_create(callback: CData, maxLogLevel: int) -> CData:
     Symbol ``QnnSystemLog_create``.
     Returns ``logger``.
     """
-    _logger = _new(_T5)
+    _logger = _new(_T7)
     _r = _f_QnnSystemLog_create(callback, maxLogLevel, _logger)
     if _r:
-        raise _error(_r, 5)
+        raise _error(_r, 9)
     return _logger[0]
 
 
@@ -473,7 +544,7 @@ def QnnSystemLog_free(logger: CData) -> None:
     """
     _r = _f_QnnSystemLog_free(logger)
     if _r:
-        raise _error(_r, 6)
+        raise _error(_r, 10)
 
 
 def QnnSystemLog_setLogLevel(logger: CData, maxLogLevel: int) -> None:
@@ -483,7 +554,27 @@ def QnnSystemLog_setLogLevel(logger: CData, maxLogLevel: int) -> None:
     """
     _r = _f_QnnSystemLog_setLogLevel(logger, maxLogLevel)
     if _r:
-        raise _error(_r, 7)
+        raise _error(_r, 11)
+
+
+def QnnSystemProfile_freeSerializationTarget(serializationTarget: CData) -> None:
+    """``Qnn_ErrorHandle_t QnnSystemProfile_freeSerializationTarget(QnnSystemProfile_SerializationTargetHandle_t serializationTarget)``
+
+    Symbol ``QnnSystemProfile_freeSerializationTarget``.
+    """
+    _r = _f_QnnSystemProfile_freeSerializationTarget(serializationTarget)
+    if _r:
+        raise _error(_r, 12)
+
+
+def QnnSystemProfile_serializeEventData(serializationTarget: CData, eventData: CData, numEvents: int) -> None:
+    """``Qnn_ErrorHandle_t QnnSystemProfile_serializeEventData(QnnSystemProfile_SerializationTargetHandle_t serializationTarget, const QnnSystemProfile_ProfileData_t **eventData, uint32_t numEvents)``
+
+    Symbol ``QnnSystemProfile_serializeEventData``.
+    """
+    _r = _f_QnnSystemProfile_serializeEventData(serializationTarget, eventData, numEvents)
+    if _r:
+        raise _error(_r, 13)
 
 
 def QnnSystemTensor_getMemoryFootprint(tensor: CData) -> int:
@@ -492,16 +583,16 @@ def QnnSystemTensor_getMemoryFootprint(tensor: CData) -> int:
     Symbol ``QnnSystemTensor_getMemoryFootprint``.
     Returns ``footprint``.
     """
-    _footprint = _new(_T6)
+    _footprint = _new(_T8)
     _r = _f_QnnSystemTensor_getMemoryFootprint(tensor, _footprint)
     if _r:
-        raise _error(_r, 8)
+        raise _error(_r, 14)
     _v: int = _footprint[0]
     return _v
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of 9 of the 9 functions (every one whose shape the fast path
+# API mode: the checked wrappers of 15 of the 15 functions (every one whose shape the fast path
 # expresses) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any

@@ -12,10 +12,16 @@ FUNCTIONS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ('QnnSystemContext_free', 'QnnSystemContext_free', None, None),
     ('QnnSystemContext_getBinaryInfo', 'QnnSystemContext_getBinaryInfo', None, None),
     ('QnnSystemContext_getMetadata', 'QnnSystemContext_getMetadata', None, None),
+    ('QnnSystemDlc_createFromBinary', 'QnnSystemDlc_createFromBinary', None, None),
+    ('QnnSystemDlc_createFromFile', 'QnnSystemDlc_createFromFile', None, None),
+    ('QnnSystemDlc_free', 'QnnSystemDlc_free', None, None),
+    ('QnnSystemDlc_getOpMappings', 'QnnSystemDlc_getOpMappings', None, None),
     ('QnnSystemInterface_getProviders', 'QnnSystemInterface_getProviders', None, None),
     ('QnnSystemLog_create', 'QnnSystemLog_create', None, None),
     ('QnnSystemLog_free', 'QnnSystemLog_free', None, None),
     ('QnnSystemLog_setLogLevel', 'QnnSystemLog_setLogLevel', None, None),
+    ('QnnSystemProfile_freeSerializationTarget', 'QnnSystemProfile_freeSerializationTarget', None, None),
+    ('QnnSystemProfile_serializeEventData', 'QnnSystemProfile_serializeEventData', None, None),
     ('QnnSystemTensor_getMemoryFootprint', 'QnnSystemTensor_getMemoryFootprint', None, None),
 )
 
@@ -45,9 +51,15 @@ RESOLVER = Table(
         'QnnSystemContext_free': 'systemContextFree',
         'QnnSystemContext_getBinaryInfo': 'systemContextGetBinaryInfo',
         'QnnSystemContext_getMetadata': 'systemContextGetMetaData',
+        'QnnSystemDlc_createFromBinary': 'systemDlcCreateFromBinary',
+        'QnnSystemDlc_createFromFile': 'systemDlcCreateFromFile',
+        'QnnSystemDlc_free': 'systemDlcFree',
+        'QnnSystemDlc_getOpMappings': 'systemDlcGetOpMappings',
         'QnnSystemLog_create': 'systemLogCreate',
         'QnnSystemLog_free': 'systemLogFree',
         'QnnSystemLog_setLogLevel': 'systemLogSetLogLevel',
+        'QnnSystemProfile_freeSerializationTarget': 'systemProfileFreeSerializationTarget',
+        'QnnSystemProfile_serializeEventData': 'systemProfileSerializeEventData',
         'QnnSystemTensor_getMemoryFootprint': 'systemTensorGetMemoryFootprint',
     },
     since={  # table field -> the minor that added it, where that is after 1.15
@@ -55,7 +67,7 @@ RESOLVER = Table(
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'c6d07b1314517bf70f1f20af'
+BUILD_ID = 'c75c571c8f647aae501ec71b'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

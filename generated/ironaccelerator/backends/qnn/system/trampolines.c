@@ -3,24 +3,36 @@
    This file holds the library's tables and per-function code; the logic is the hand-written ia_runtime.h. */
 #include "types.cdef"
 
-#define IA_COUNT 9
+#define IA_COUNT 15
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.qnn.system"
-#define IA_FAST_COUNT 9
-#define IA_CT_COUNT 14
+#define IA_FAST_COUNT 15
+#define IA_CT_COUNT 26
 
 static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "QnnSystemContext_create",
     "QnnSystemContext_free",
     "QnnSystemContext_getBinaryInfo",
     "QnnSystemContext_getMetadata",
+    "QnnSystemDlc_createFromBinary",
+    "QnnSystemDlc_createFromFile",
+    "QnnSystemDlc_free",
+    "QnnSystemDlc_getOpMappings",
     "QnnSystemInterface_getProviders",
     "QnnSystemLog_create",
     "QnnSystemLog_free",
     "QnnSystemLog_setLogLevel",
+    "QnnSystemProfile_freeSerializationTarget",
+    "QnnSystemProfile_serializeEventData",
     "QnnSystemTensor_getMemoryFootprint",
 };
 static const char *const ia_symbol_per_thread[IA_COUNT > 0 ? IA_COUNT : 1] = {
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
+NULL,
 NULL,
 NULL,
 NULL,
@@ -37,7 +49,7 @@ NULL,
    v1_15, never dlsym'ed. */
 #define IA_RESOLVER IA_RESOLVER_TABLE
 #define IA_TABLE_PROVIDER_SYMBOL "QnnSystemInterface_getProviders"
-#define IA_TABLE_PROVIDER_INDEX 4
+#define IA_TABLE_PROVIDER_INDEX 8
 #define IA_TABLE_REQUIRE_MAJOR 1
 #define IA_TABLE_REQUIRE_MINOR 15
 #define IA_TABLE_MAJOR(p) ((p)->systemApiVersion.major)
@@ -53,13 +65,25 @@ static const size_t ia_table_offset[IA_COUNT > 0 ? IA_COUNT : 1] = {
     offsetof(QnnSystemInterface_t, v1_15.systemContextFree),
     offsetof(QnnSystemInterface_t, v1_15.systemContextGetBinaryInfo),
     offsetof(QnnSystemInterface_t, v1_15.systemContextGetMetaData),
+    offsetof(QnnSystemInterface_t, v1_15.systemDlcCreateFromBinary),
+    offsetof(QnnSystemInterface_t, v1_15.systemDlcCreateFromFile),
+    offsetof(QnnSystemInterface_t, v1_15.systemDlcFree),
+    offsetof(QnnSystemInterface_t, v1_15.systemDlcGetOpMappings),
     0, /* QnnSystemInterface_getProviders: the provider */
     offsetof(QnnSystemInterface_t, v1_15.systemLogCreate),
     offsetof(QnnSystemInterface_t, v1_15.systemLogFree),
     offsetof(QnnSystemInterface_t, v1_15.systemLogSetLogLevel),
+    offsetof(QnnSystemInterface_t, v1_15.systemProfileFreeSerializationTarget),
+    offsetof(QnnSystemInterface_t, v1_15.systemProfileSerializeEventData),
     offsetof(QnnSystemInterface_t, v1_15.systemTensorGetMemoryFootprint),
 };
 static const unsigned ia_table_since[IA_COUNT > 0 ? IA_COUNT : 1] = {
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
     0,
     0,
     0,
@@ -105,45 +129,93 @@ static Qnn_ErrorHandle_t QnnSystemContext_getMetadata(QnnSystemContext_Handle_t 
         return (Qnn_ErrorHandle_t)2147483631;
     return ((ia_pfn_3)ia_fn)(sysCtxHandle, binaryBuffer, binaryBufferSize, binaryInfo);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_4)(const QnnSystemInterface_t ***providerList, uint32_t *numProviders);
-static Qnn_ErrorHandle_t QnnSystemInterface_getProviders(const QnnSystemInterface_t ***providerList, uint32_t *numProviders)
+typedef Qnn_ErrorHandle_t (*ia_pfn_4)(Qnn_LogHandle_t logger, const uint8_t *buffer, Qnn_ContextBinarySize_t bufferSize, QnnSystemDlc_Handle_t *dlcHandle);
+static Qnn_ErrorHandle_t QnnSystemDlc_createFromBinary(Qnn_LogHandle_t logger, const uint8_t *buffer, Qnn_ContextBinarySize_t bufferSize, QnnSystemDlc_Handle_t *dlcHandle)
 {
     void *ia_fn = ia_ptr[4];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(4)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_4)ia_fn)(providerList, numProviders);
+    return ((ia_pfn_4)ia_fn)(logger, buffer, bufferSize, dlcHandle);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_5)(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger);
-static Qnn_ErrorHandle_t QnnSystemLog_create(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger)
+typedef Qnn_ErrorHandle_t (*ia_pfn_5)(Qnn_LogHandle_t logger, const char *dlcPath, QnnSystemDlc_Handle_t *dlcHandle);
+static Qnn_ErrorHandle_t QnnSystemDlc_createFromFile(Qnn_LogHandle_t logger, const char *dlcPath, QnnSystemDlc_Handle_t *dlcHandle)
 {
     void *ia_fn = ia_ptr[5];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(5)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_5)ia_fn)(callback, maxLogLevel, logger);
+    return ((ia_pfn_5)ia_fn)(logger, dlcPath, dlcHandle);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_6)(Qnn_LogHandle_t logger);
-static Qnn_ErrorHandle_t QnnSystemLog_free(Qnn_LogHandle_t logger)
+typedef Qnn_ErrorHandle_t (*ia_pfn_6)(QnnSystemDlc_Handle_t dlcHandle);
+static Qnn_ErrorHandle_t QnnSystemDlc_free(QnnSystemDlc_Handle_t dlcHandle)
 {
     void *ia_fn = ia_ptr[6];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(6)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_6)ia_fn)(logger);
+    return ((ia_pfn_6)ia_fn)(dlcHandle);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_7)(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel);
-static Qnn_ErrorHandle_t QnnSystemLog_setLogLevel(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel)
+typedef Qnn_ErrorHandle_t (*ia_pfn_7)(QnnSystemDlc_Handle_t dlcHandle, const Qnn_OpMapping_t **opMappings, uint32_t *numOpMappings);
+static Qnn_ErrorHandle_t QnnSystemDlc_getOpMappings(QnnSystemDlc_Handle_t dlcHandle, const Qnn_OpMapping_t **opMappings, uint32_t *numOpMappings)
 {
     void *ia_fn = ia_ptr[7];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(7)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_7)ia_fn)(logger, maxLogLevel);
+    return ((ia_pfn_7)ia_fn)(dlcHandle, opMappings, numOpMappings);
 }
-typedef Qnn_ErrorHandle_t (*ia_pfn_8)(Qnn_Tensor_t tensor, uint64_t *footprint);
-static Qnn_ErrorHandle_t QnnSystemTensor_getMemoryFootprint(Qnn_Tensor_t tensor, uint64_t *footprint)
+typedef Qnn_ErrorHandle_t (*ia_pfn_8)(const QnnSystemInterface_t ***providerList, uint32_t *numProviders);
+static Qnn_ErrorHandle_t QnnSystemInterface_getProviders(const QnnSystemInterface_t ***providerList, uint32_t *numProviders)
 {
     void *ia_fn = ia_ptr[8];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(8)) == NULL)
         return (Qnn_ErrorHandle_t)2147483631;
-    return ((ia_pfn_8)ia_fn)(tensor, footprint);
+    return ((ia_pfn_8)ia_fn)(providerList, numProviders);
+}
+typedef Qnn_ErrorHandle_t (*ia_pfn_9)(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger);
+static Qnn_ErrorHandle_t QnnSystemLog_create(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel, Qnn_LogHandle_t *logger)
+{
+    void *ia_fn = ia_ptr[9];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(9)) == NULL)
+        return (Qnn_ErrorHandle_t)2147483631;
+    return ((ia_pfn_9)ia_fn)(callback, maxLogLevel, logger);
+}
+typedef Qnn_ErrorHandle_t (*ia_pfn_10)(Qnn_LogHandle_t logger);
+static Qnn_ErrorHandle_t QnnSystemLog_free(Qnn_LogHandle_t logger)
+{
+    void *ia_fn = ia_ptr[10];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(10)) == NULL)
+        return (Qnn_ErrorHandle_t)2147483631;
+    return ((ia_pfn_10)ia_fn)(logger);
+}
+typedef Qnn_ErrorHandle_t (*ia_pfn_11)(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel);
+static Qnn_ErrorHandle_t QnnSystemLog_setLogLevel(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel)
+{
+    void *ia_fn = ia_ptr[11];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(11)) == NULL)
+        return (Qnn_ErrorHandle_t)2147483631;
+    return ((ia_pfn_11)ia_fn)(logger, maxLogLevel);
+}
+typedef Qnn_ErrorHandle_t (*ia_pfn_12)(QnnSystemProfile_SerializationTargetHandle_t serializationTarget);
+static Qnn_ErrorHandle_t QnnSystemProfile_freeSerializationTarget(QnnSystemProfile_SerializationTargetHandle_t serializationTarget)
+{
+    void *ia_fn = ia_ptr[12];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(12)) == NULL)
+        return (Qnn_ErrorHandle_t)2147483631;
+    return ((ia_pfn_12)ia_fn)(serializationTarget);
+}
+typedef Qnn_ErrorHandle_t (*ia_pfn_13)(QnnSystemProfile_SerializationTargetHandle_t serializationTarget, const QnnSystemProfile_ProfileData_t **eventData, uint32_t numEvents);
+static Qnn_ErrorHandle_t QnnSystemProfile_serializeEventData(QnnSystemProfile_SerializationTargetHandle_t serializationTarget, const QnnSystemProfile_ProfileData_t **eventData, uint32_t numEvents)
+{
+    void *ia_fn = ia_ptr[13];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(13)) == NULL)
+        return (Qnn_ErrorHandle_t)2147483631;
+    return ((ia_pfn_13)ia_fn)(serializationTarget, eventData, numEvents);
+}
+typedef Qnn_ErrorHandle_t (*ia_pfn_14)(Qnn_Tensor_t tensor, uint64_t *footprint);
+static Qnn_ErrorHandle_t QnnSystemTensor_getMemoryFootprint(Qnn_Tensor_t tensor, uint64_t *footprint)
+{
+    void *ia_fn = ia_ptr[14];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(14)) == NULL)
+        return (Qnn_ErrorHandle_t)2147483631;
+    return ((ia_pfn_14)ia_fn)(tensor, footprint);
 }
 
 /* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
@@ -156,12 +228,24 @@ static const ia_ctref ia_ctrefs[IA_CT_COUNT > 0 ? IA_CT_COUNT : 1] = {
     {"QnnSystemContext_getMetadata", 0, 0},  /* 5 */
     {"QnnSystemContext_getMetadata", 1, 0},  /* 6 */
     {"QnnSystemContext_getMetadata", 3, 1},  /* 7 */
-    {"QnnSystemInterface_getProviders", 0, 1},  /* 8 */
-    {"QnnSystemLog_create", 0, 0},  /* 9 */
-    {"QnnSystemLog_create", 2, 1},  /* 10 */
-    {"QnnSystemLog_free", 0, 0},  /* 11 */
-    {"QnnSystemLog_setLogLevel", 0, 0},  /* 12 */
-    {"QnnSystemTensor_getMemoryFootprint", 0, 0},  /* 13 */
+    {"QnnSystemDlc_createFromBinary", 0, 0},  /* 8 */
+    {"QnnSystemDlc_createFromBinary", 1, 0},  /* 9 */
+    {"QnnSystemDlc_createFromBinary", 3, 1},  /* 10 */
+    {"QnnSystemDlc_createFromFile", 0, 0},  /* 11 */
+    {"QnnSystemDlc_createFromFile", 1, 0},  /* 12 */
+    {"QnnSystemDlc_createFromFile", 2, 1},  /* 13 */
+    {"QnnSystemDlc_free", 0, 0},  /* 14 */
+    {"QnnSystemDlc_getOpMappings", 0, 0},  /* 15 */
+    {"QnnSystemDlc_getOpMappings", 1, 1},  /* 16 */
+    {"QnnSystemInterface_getProviders", 0, 1},  /* 17 */
+    {"QnnSystemLog_create", 0, 0},  /* 18 */
+    {"QnnSystemLog_create", 2, 1},  /* 19 */
+    {"QnnSystemLog_free", 0, 0},  /* 20 */
+    {"QnnSystemLog_setLogLevel", 0, 0},  /* 21 */
+    {"QnnSystemProfile_freeSerializationTarget", 0, 0},  /* 22 */
+    {"QnnSystemProfile_serializeEventData", 0, 0},  /* 23 */
+    {"QnnSystemProfile_serializeEventData", 1, 0},  /* 24 */
+    {"QnnSystemTensor_getMemoryFootprint", 0, 0},  /* 25 */
 };
 
 /* the checked fast paths (one may call another: a string's size function) */
@@ -174,6 +258,12 @@ static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *
 static PyObject *ia_fast_6(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_7(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_8(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_9(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_10(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_11(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_12(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_13(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_14(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 
 static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
@@ -311,6 +401,150 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
 
 static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
+    static const char *const ia_kw[] = {"logger", "buffer", "bufferSize"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_LogHandle_t a0;
+    const uint8_t *a1;
+    Qnn_ContextBinarySize_t a2;
+    QnnSystemDlc_Handle_t o3 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnSystemDlc_createFromBinary", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[8] == NULL) && ia_ct_load(8, 3) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(8), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(9), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(Qnn_ContextBinarySize_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemDlc_createFromBinary(a0, a1, a2, &o3);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 4);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(10));
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"logger", "dlcPath"};
+    PyObject *ia_argv[2];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    Qnn_LogHandle_t a0;
+    const char *a1;
+    PyObject *ia_s1 = NULL;
+    QnnSystemDlc_Handle_t o2 = NULL;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
+        if (ia_fast_args("QnnSystemDlc_createFromFile", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[11] == NULL) && ia_ct_load(11, 3) < 0)
+        return NULL;
+    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(11), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(12), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemDlc_createFromFile(a0, a1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 5);
+        goto ia_done;
+    }
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(13));
+    ia_done:
+    ia_free_args(ia_free);
+    Py_XDECREF(ia_s1);
+    return ia_res;
+}
+
+static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dlcHandle"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnSystemDlc_Handle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnSystemDlc_free", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[14] == NULL) && ia_ct_load(14, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(14), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemDlc_free(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 6);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"dlcHandle"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnSystemDlc_Handle_t a0;
+    const Qnn_OpMapping_t *o1 = NULL;
+    uint32_t o2 = 0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnSystemDlc_getOpMappings", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[15] == NULL) && ia_ct_load(15, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(15), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemDlc_getOpMappings(a0, &o1, &o2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 7);
+        goto ia_done;
+    }
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(16)), IA_FROM_INT(uint32_t, o2)});
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
     Qnn_ErrorHandle_t ia_r;
@@ -321,21 +555,21 @@ static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
         if (ia_fast_args("QnnSystemInterface_getProviders", NULL, 0, 0, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
             return NULL;
     }
-    if (IA_UNLIKELY(ia_ct[8] == NULL) && ia_ct_load(8, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[17] == NULL) && ia_ct_load(17, 1) < 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnSystemInterface_getProviders(&o0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 4);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 8);
         goto ia_done;
     }
-    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(8)), IA_FROM_INT(uint32_t, o1)});
+    ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(17)), IA_FROM_INT(uint32_t, o1)});
     ia_done:
     return ia_res;
 }
 
-static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_9(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"callback", "maxLogLevel"};
     PyObject *ia_argv[2];
@@ -351,9 +585,9 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[9] == NULL) && ia_ct_load(9, 2) < 0)
+    if (IA_UNLIKELY(ia_ct[18] == NULL) && ia_ct_load(18, 2) < 0)
         return NULL;
-    a0 = (void *)_cffi_to_c_pointer(ia_a[0], IA_CT(9));
+    a0 = (void *)_cffi_to_c_pointer(ia_a[0], IA_CT(18));
     if (a0 == NULL && PyErr_Occurred())
         goto ia_done;
     IA_IN_INT(QnnLog_Level_t, ia_a[1], a1);
@@ -361,15 +595,15 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_r = QnnSystemLog_create(a0, a1, &o2);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 5);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 9);
         goto ia_done;
     }
-    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(10));
+    ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(19));
     ia_done:
     return ia_res;
 }
 
-static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"logger"};
     PyObject *ia_argv[1];
@@ -384,15 +618,15 @@ static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[11] == NULL) && ia_ct_load(11, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[20] == NULL) && ia_ct_load(20, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(11), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(20), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnSystemLog_free(a0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 6);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 10);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -401,7 +635,7 @@ static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     return ia_res;
 }
 
-static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_11(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"logger", "maxLogLevel"};
     PyObject *ia_argv[2];
@@ -417,16 +651,16 @@ static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[12] == NULL) && ia_ct_load(12, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[21] == NULL) && ia_ct_load(21, 1) < 0)
         return NULL;
-    if (ia_arg_ptr(IA_CT(12), ia_a[0], (char **)&a0, &ia_free) < 0)
+    if (ia_arg_ptr(IA_CT(21), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(QnnLog_Level_t, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnSystemLog_setLogLevel(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 7);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 11);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -435,7 +669,76 @@ static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     return ia_res;
 }
 
-static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"serializationTarget"};
+    PyObject *ia_argv[1];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnSystemProfile_SerializationTargetHandle_t a0;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
+        if (ia_fast_args("QnnSystemProfile_freeSerializationTarget", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[22] == NULL) && ia_ct_load(22, 1) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(22), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemProfile_freeSerializationTarget(a0);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 12);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+{
+    static const char *const ia_kw[] = {"serializationTarget", "eventData", "numEvents"};
+    PyObject *ia_argv[3];
+    PyObject *const *ia_a = ia_args;
+    PyObject *ia_res = NULL;
+    struct _cffi_freeme_s *ia_free = NULL;
+    Qnn_ErrorHandle_t ia_r;
+    QnnSystemProfile_SerializationTargetHandle_t a0;
+    const QnnSystemProfile_ProfileData_t **a1;
+    uint32_t a2;
+    (void)ia_self;
+    if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
+        if (ia_fast_args("QnnSystemProfile_serializeEventData", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
+            return NULL;
+        ia_a = ia_argv;
+    }
+    if (IA_UNLIKELY(ia_ct[23] == NULL) && ia_ct_load(23, 2) < 0)
+        return NULL;
+    if (ia_arg_ptr(IA_CT(23), ia_a[0], (char **)&a0, &ia_free) < 0)
+        goto ia_done;
+    if (ia_arg_ptr(IA_CT(24), ia_a[1], (char **)&a1, &ia_free) < 0)
+        goto ia_done;
+    IA_IN_INT(uint32_t, ia_a[2], a2);
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = QnnSystemProfile_serializeEventData(a0, a1, a2);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY((long long)ia_r != 0LL)) {
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 13);
+        goto ia_done;
+    }
+    ia_res = (Py_INCREF(Py_None), Py_None);
+    ia_done:
+    ia_free_args(ia_free);
+    return ia_res;
+}
+
+static PyObject *ia_fast_14(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"tensor"};
     PyObject *ia_argv[1];
@@ -450,15 +753,15 @@ static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
             return NULL;
         ia_a = ia_argv;
     }
-    if (IA_UNLIKELY(ia_ct[13] == NULL) && ia_ct_load(13, 1) < 0)
+    if (IA_UNLIKELY(ia_ct[25] == NULL) && ia_ct_load(25, 1) < 0)
         return NULL;
-    if (_cffi_to_c((char *)&a0, IA_CT(13), ia_a[0]) < 0)
+    if (_cffi_to_c((char *)&a0, IA_CT(25), ia_a[0]) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnSystemTensor_getMemoryFootprint(a0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 8);
+        ia_fast_fail(IA_FROM_INT(Qnn_ErrorHandle_t, ia_r), 14);
         goto ia_done;
     }
     ia_res = IA_FROM_INT(uint64_t, o1);
@@ -498,7 +801,38 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnSystemContext_getMetadata``.\n"
      "Returns ``binaryInfo``."},
-    {"QnnSystemInterface_getProviders", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnSystemDlc_createFromBinary", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemDlc_createFromBinary($module, logger, buffer, bufferSize)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemDlc_createFromBinary(Qnn_LogHandle_t logger, const uint8_t *buffer, Qnn_ContextBinarySize_t bufferSize, QnnSystemDlc_Handle_t *dlcHandle)``\n"
+     "\n"
+     "Symbol ``QnnSystemDlc_createFromBinary``.\n"
+     "Returns ``dlcHandle``."},
+    {"QnnSystemDlc_createFromFile", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemDlc_createFromFile($module, logger, dlcPath)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemDlc_createFromFile(Qnn_LogHandle_t logger, const char *dlcPath, QnnSystemDlc_Handle_t *dlcHandle)``\n"
+     "\n"
+     "Symbol ``QnnSystemDlc_createFromFile``.\n"
+     "Returns ``dlcHandle``."},
+    {"QnnSystemDlc_free", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemDlc_free($module, dlcHandle)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemDlc_free(QnnSystemDlc_Handle_t dlcHandle)``\n"
+     "\n"
+     "Symbol ``QnnSystemDlc_free``."},
+    {"QnnSystemDlc_getOpMappings", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemDlc_getOpMappings($module, dlcHandle)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemDlc_getOpMappings(QnnSystemDlc_Handle_t dlcHandle, const Qnn_OpMapping_t **opMappings, uint32_t *numOpMappings)``\n"
+     "\n"
+     "Symbol ``QnnSystemDlc_getOpMappings``.\n"
+     "Returns ``opMappings``, ``numOpMappings``."},
+    {"QnnSystemInterface_getProviders", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
      "QnnSystemInterface_getProviders($module)\n"
      "--\n"
      "\n"
@@ -506,7 +840,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnSystemInterface_getProviders``.\n"
      "Returns ``providerList``, ``numProviders``."},
-    {"QnnSystemLog_create", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnSystemLog_create", (PyCFunction)(void (*)(void))ia_fast_9, METH_FASTCALL | METH_KEYWORDS,
      "QnnSystemLog_create($module, callback, maxLogLevel)\n"
      "--\n"
      "\n"
@@ -514,21 +848,35 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``QnnSystemLog_create``.\n"
      "Returns ``logger``."},
-    {"QnnSystemLog_free", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnSystemLog_free", (PyCFunction)(void (*)(void))ia_fast_10, METH_FASTCALL | METH_KEYWORDS,
      "QnnSystemLog_free($module, logger)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnSystemLog_free(Qnn_LogHandle_t logger)``\n"
      "\n"
      "Symbol ``QnnSystemLog_free``."},
-    {"QnnSystemLog_setLogLevel", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnSystemLog_setLogLevel", (PyCFunction)(void (*)(void))ia_fast_11, METH_FASTCALL | METH_KEYWORDS,
      "QnnSystemLog_setLogLevel($module, logger, maxLogLevel)\n"
      "--\n"
      "\n"
      "``Qnn_ErrorHandle_t QnnSystemLog_setLogLevel(Qnn_LogHandle_t logger, QnnLog_Level_t maxLogLevel)``\n"
      "\n"
      "Symbol ``QnnSystemLog_setLogLevel``."},
-    {"QnnSystemTensor_getMemoryFootprint", (PyCFunction)(void (*)(void))ia_fast_8, METH_FASTCALL | METH_KEYWORDS,
+    {"QnnSystemProfile_freeSerializationTarget", (PyCFunction)(void (*)(void))ia_fast_12, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemProfile_freeSerializationTarget($module, serializationTarget)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemProfile_freeSerializationTarget(QnnSystemProfile_SerializationTargetHandle_t serializationTarget)``\n"
+     "\n"
+     "Symbol ``QnnSystemProfile_freeSerializationTarget``."},
+    {"QnnSystemProfile_serializeEventData", (PyCFunction)(void (*)(void))ia_fast_13, METH_FASTCALL | METH_KEYWORDS,
+     "QnnSystemProfile_serializeEventData($module, serializationTarget, eventData, numEvents)\n"
+     "--\n"
+     "\n"
+     "``Qnn_ErrorHandle_t QnnSystemProfile_serializeEventData(QnnSystemProfile_SerializationTargetHandle_t serializationTarget, const QnnSystemProfile_ProfileData_t **eventData, uint32_t numEvents)``\n"
+     "\n"
+     "Symbol ``QnnSystemProfile_serializeEventData``."},
+    {"QnnSystemTensor_getMemoryFootprint", (PyCFunction)(void (*)(void))ia_fast_14, METH_FASTCALL | METH_KEYWORDS,
      "QnnSystemTensor_getMemoryFootprint($module, tensor)\n"
      "--\n"
      "\n"
