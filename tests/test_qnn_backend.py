@@ -257,6 +257,52 @@ def test_repeated_launch_rebinds_new_arguments(device: Any, module: Any) -> None
 
 
 
+def _python_calls(fn: Callable[[], object]) -> list[str]:
+    """The Python functions ``fn()`` calls (qualified names, in order; ``fn`` itself and C functions left out),
+    the collector off: the drop's ``__del__`` is counted where ``fn`` drops the object."""
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: object) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    gc.collect()
+    gc.disable()
+    try:
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+    finally:
+        gc.enable()
+    return calls[1:]
+
+
+def test_alloc_and_free_run_no_python_beyond_themselves(device: Any) -> None:
+    """Issue 27 item 4: ``dev.alloc(n).free()`` of DEVICE memory, checked or unchecked, runs alloc, free and the
+    drop's ``__del__`` and no other Python function (no ``_checked_alloc``/``_alloc``, no ``__init__``, no
+    ``_release``); the allocation is the one the checked path makes (``alloc``'s tracked, ``alloc_unchecked``'s
+    not), its client buffer let go by ``free``."""
+    assert _python_calls(lambda: device.alloc(256).free()) == \
+        ["QnnDevice.alloc", "QnnAllocation.free", "QnnAllocation.__del__"]
+    assert _python_calls(lambda: device.alloc_unchecked(256).free_unchecked()) == \
+        ["QnnDevice.alloc_unchecked", "QnnAllocation.free_unchecked", "QnnAllocation.__del__"]
+    for a, tracked in ((device.alloc(256), True), (device.alloc_unchecked(256), False)):
+        slow = device._alloc(256, MemoryKind.DEVICE, tracked)
+        assert type(a) is type(slow) and (a._finalizer is None) is (slow._finalizer is None) is (not tracked)
+        assert (a.nbytes, a.kind, a.device, a.freed) == (256, MemoryKind.DEVICE, device, False)
+        assert len(q.ffi.buffer(a.buffer)) == 256 and bytes(a.host_view()) == bytes(256)
+        a.free()
+        assert a.freed and a.buffer is None
+        with pytest.raises(Error) as ei:
+            a.free()
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+        r = a.free_unchecked()
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
+        slow.free()
+
+
 def test_allocation_slices_bind_graph_tensors_and_take_copies(device: Any, module: Any) -> None:
     """alloc[start:stop] on QNN: the client buffer's address moved by start, as graph inputs and outputs and in
     copies and fills; the bytes around the slices are untouched; INVALID_HANDLE once the allocation is freed."""
