@@ -11,8 +11,10 @@ from typing import Any, Mapping, Sequence
 from ironaccelerator._core import BackendKind, ErrorKind, MemoryKind
 from ironaccelerator_runtime.backends import qnn_log, qnn_saver
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.device import enqueue_tracked_fence
 from ironaccelerator_runtime.traits import (
-    _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Result, check_size, compile_options,
+    _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result, check_size,
+    compile_options,
 )
 
 from .tables import (
@@ -242,6 +244,7 @@ class QnnDevice(Device):
     allocations, modules, kernels and streams are here."""
 
     backend: QnnBackend
+    _fence_events: list[Event]  # (the pool fence's: replaced, never appended to)
 
     def __init__(self, backend: QnnBackend, descriptor: DeviceDescriptor, hw_device_id: int = 0,
                  options: list[tuple[int, int]] | None = None) -> None:
@@ -282,6 +285,18 @@ class QnnDevice(Device):
         self._new = ffi.new
         self._bytes_t = ffi.typeof("uint8_t[]")
         self._closed = False
+        # MemoryPool's device-wide fence (a block freed naming no stream): only an asynchronous execution
+        # (QnnStream._run_async) leaves work behind its call, and it sets _dirty after its enqueue; every other
+        # launch, copy and fill is complete when it returns, so a free on an idle device asks no stream
+        self._fence_lock = threading.RLock()
+        self._dirty = False
+        self._fence_events = []
+
+    def _pool_fence(self) -> list[Event]:
+        """The events a pool block freed now waits for
+        (:func:`~ironaccelerator_runtime.traits.device.enqueue_tracked_fence`: none on an idle device, else each
+        live stream's ``_pool_fence``, under ``_fence_lock``)."""
+        return enqueue_tracked_fence(self)
 
     # memory
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> QnnAllocation:
