@@ -8,7 +8,20 @@ Sections (every ratio: the median over repeats of the paired per-repeat ratio, s
    and a launch that rebinds its arguments every time (a new KernelLaunch alternating between two argument sets),
    for context;
 2. the binding's own work: the same launches with the kernel's execute replaced by a Python function returning 0;
-3. ``Device.load_module`` of the context binary (``QnnSystemContext_getBinaryInfo`` + ``createFromBinary``), in ms.
+3. ``Device.load_module`` of the context binary (``QnnSystemContext_getBinaryInfo`` + ``createFromBinary``), in ms;
+4. allocation, per alloc + free of 256 B, 64 KiB and 4 MiB: ``dev.alloc`` + ``free``, ``alloc_unchecked`` +
+   ``free_unchecked`` and the device's ``MemoryPool`` (``alloc(n)`` + ``free()``, no stream) against the raw calls a
+   QNN user makes for the same memory.  A QNN allocation is host memory bound to graph tensors as a RAW client
+   buffer (``Qnn_ClientBuffer_t``: an address and a size), which QNN itself never allocates: the raw pair is the
+   allocation our ``dev.alloc`` makes underneath, ``ffi.new("uint8_t[]", n)`` of the interface module's ffi (zeroed
+   memory) and its drop (the memory goes with the cdata); ``np.zeros(n, np.uint8)`` is printed next to it for
+   context.  Registered memory (``QnnMem_register`` / ``QnnMem_deRegister``, ``MemoryKind.UNIFIED``) is not
+   measured: this backend does not register (UNIFIED is UNSUPPORTED: the library's x86 build has no DMA-BUF
+   memory), so no ``dev.alloc`` calls it.
+
+Targets: launch <= 1.05x the raw ``QnnGraph_execute`` (issue 27 item 4); allocation with OpenCL's targets against
+the raw pair (issue 27 item 4): ``dev.alloc`` + free <= 1.3x, ``alloc_unchecked`` + ``free_unchecked`` <= 1.2x,
+the pool <= 1.0x.
 
     .venv/bin/python bench/bench_qnn.py [--repeats 15] [--target-ms 50] [--json out.json]
 """
@@ -32,6 +45,10 @@ import numpy as np  # noqa: E402
 from _harness import Targets, Variant, ratio, run, spread, us  # noqa: E402
 
 TARGET_LAUNCH = 1.05  # Stream.launch time / raw QnnGraph_execute time
+TARGET_ALLOC = 1.3  # dev.alloc + free / ffi.new("uint8_t[]", n) + its drop
+TARGET_UNCHECKED = 1.2  # dev.alloc_unchecked + free_unchecked / the same raw pair
+TARGET_POOL = 1.0  # MemoryPool alloc + free / the same raw pair
+ALLOC_SIZES = ((256, "256 B"), (64 << 10, "64 KiB"), (4 << 20, "4 MiB"))
 
 
 def main() -> int:
@@ -138,13 +155,65 @@ def main() -> int:
     load_ms = statistics.median(loads) * 1e3
     print(f"\n== 3. Device.load_module of the {len(binary)}-byte binary: median {load_ms:.2f} ms "
           f"(min {min(loads) * 1e3:.2f}, max {max(loads) * 1e3:.2f}, {len(loads)} loads)")
+
+    sec4 = alloc_section(dev, q.ffi, opts.repeats, opts.target_ms / 1000)
+    for label, av in sec4:
+        targets.add(f"alloc {label}: dev.alloc + free / raw", ratio(av["ours"], av["raw"]), "<=", TARGET_ALLOC)
+        targets.add(f"alloc {label}: alloc_unchecked + free_unchecked / raw", ratio(av["ours_u"], av["raw"]), "<=",
+                    TARGET_UNCHECKED)
+        targets.add(f"alloc {label}: MemoryPool / raw", ratio(av["pool"], av["raw"]), "<=", TARGET_POOL)
     targets.print()
     if opts.json is not None:
         out = targets.as_json()
         out["load_module_ms"] = load_ms
         out["per_launch_us"] = {key: x.median * 1e6 for key, x in v.items()}
+        out["alloc_us"] = {label: {key: x.median * 1e6 for key, x in av.items()} for label, av in sec4}
         opts.json.write_text(json.dumps(out, indent=2))
     return 1 if targets.missed else 0
+
+
+def alloc_section(dev: Any, ffi: Any, repeats: int, target_s: float) -> list[tuple[str, dict[str, Variant]]]:
+    """Section 4: alloc + free pairs per size against the raw pair (see the module docstring), printed."""
+    pool = dev.memory_pool()
+    sec: list[tuple[str, dict[str, Variant]]] = []
+    for nb, label in ALLOC_SIZES:
+        def a_raw(n: int, nb: int = nb) -> None:
+            new = ffi.new
+            for _ in range(n):
+                new("uint8_t[]", nb)  # (dropped at once: the memory is freed with the cdata)
+
+        def a_numpy(n: int, nb: int = nb) -> None:
+            zeros, u8 = np.zeros, np.uint8
+            for _ in range(n):
+                zeros(nb, u8)
+
+        def a_ours(n: int, nb: int = nb) -> None:
+            alloc = dev.alloc
+            for _ in range(n):
+                alloc(nb).free()
+
+        def a_unchecked(n: int, nb: int = nb) -> None:
+            alloc = dev.alloc_unchecked
+            for _ in range(n):
+                alloc(nb).free_unchecked()
+
+        def a_pool(n: int, nb: int = nb) -> None:
+            alloc = pool.alloc
+            for _ in range(n):
+                alloc(nb).free()
+
+        pool.alloc(nb).free()  # (the pool's block of this size class, cached)
+        sec.append((label, {"raw": Variant("raw", f'raw ffi.new("uint8_t[]", n) + drop {label}', a_raw),
+                            "numpy": Variant("numpy", f"np.zeros(n, np.uint8) + drop {label}", a_numpy),
+                            "ours": Variant("ours", f"dev.alloc + free {label}", a_ours),
+                            "ours_u": Variant("ours_u", f"dev.alloc_unchecked + free_unchecked {label}", a_unchecked),
+                            "pool": Variant("pool", f"MemoryPool alloc + free {label}", a_pool)}))
+    run([x for _, av in sec for x in av.values()], repeats, target_s)
+    print("\n== 4. allocation: alloc + free, per pair                         us    IQR%   / raw")
+    for label, av in sec:
+        for x in av.values():
+            print(f"  {x.label:<58} {us(x.median)}  {spread(x):5.1f}  {ratio(x, av['raw']):6.3f}")
+    return sec
 
 
 if __name__ == "__main__":

@@ -338,6 +338,55 @@ def test_an_allocations_buffer_handle_is_made_on_demand_and_closed_by_free(dev: 
     assert ei.value.kind is ErrorKind.INVALID_HANDLE
 
 
+def _python_calls(fn: Callable[[], object]) -> list[str]:
+    """The Python functions ``fn()`` calls (qualified names, in order; ``fn`` itself and C functions left out),
+    the collector off: the drop's ``__del__`` is counted where ``fn`` drops the object."""
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: object) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    gc.collect()
+    gc.disable()
+    try:
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+    finally:
+        gc.enable()
+    return calls[1:]
+
+
+def test_alloc_and_free_run_no_python_beyond_themselves(dev: Any) -> None:
+    """Issue 27 item 4: ``dev.alloc(n).free()`` of DEVICE memory, checked or unchecked, runs alloc, free and the
+    drop's ``__del__`` and no other Python function (no ``__init__``, no ``_checked_alloc``/``_alloc``, no
+    ``_release``); the allocation is the one the checked path makes (tracked: released on drop), and a dropped
+    unfreed one is still released."""
+    assert _python_calls(lambda: dev.alloc(256).free()) == \
+        ["MetalDevice.alloc", "MetalAllocation.free", "MetalAllocation.__del__"]
+    assert _python_calls(lambda: dev.alloc_unchecked(256).free_unchecked()) == \
+        ["MetalDevice.alloc_unchecked", "MetalAllocation.free_unchecked", "MetalAllocation.__del__"]
+    for a in (dev.alloc(256), dev.alloc_unchecked(256)):
+        assert type(a).__name__ == "MetalAllocation"
+        assert (a.nbytes, a.kind, a.device, a.freed) == (256, MemoryKind.DEVICE, dev, False)
+        assert a._finalizer is not None and a._finalizer.alive and a.buffer.length() == 256
+        a.free()
+        assert a.freed and not a._finalizer.alive
+        with pytest.raises(Error) as ei:
+            a.free()
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+        r = a.free_unchecked()
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
+    live = dev.alloc(256)
+    fin = live._finalizer
+    assert fin is not None and fin.alive
+    del live  # (released by the drop: the dev fixture counts the simulator's objects for over-releases)
+    gc.collect()
+
+
 def test_launch_vector_add_saxpy_lcg(dev: Any) -> None:
     k = _kernels(dev)
     assert k["vector_add"].num_args == 4 and k["lcg"].num_args == 3

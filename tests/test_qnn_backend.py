@@ -257,6 +257,102 @@ def test_repeated_launch_rebinds_new_arguments(device: Any, module: Any) -> None
 
 
 
+def _python_calls(fn: Callable[[], object]) -> list[str]:
+    """The Python functions ``fn()`` calls (qualified names, in order; ``fn`` itself and C functions left out),
+    the collector off: the drop's ``__del__`` is counted where ``fn`` drops the object."""
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: object) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    gc.collect()
+    gc.disable()
+    try:
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
+    finally:
+        gc.enable()
+    return calls[1:]
+
+
+def test_alloc_and_free_run_no_python_beyond_themselves(device: Any) -> None:
+    """Issue 27 item 4: ``dev.alloc(n).free()`` of DEVICE memory, checked or unchecked, runs alloc, free and the
+    drop's ``__del__`` and no other Python function (no ``_checked_alloc``/``_alloc``, no ``__init__``, no
+    ``_release``); the allocation is the one the checked path makes (``alloc``'s tracked, ``alloc_unchecked``'s
+    not), its client buffer let go by ``free``."""
+    assert _python_calls(lambda: device.alloc(256).free()) == \
+        ["QnnDevice.alloc", "QnnAllocation.free", "QnnAllocation.__del__"]
+    assert _python_calls(lambda: device.alloc_unchecked(256).free_unchecked()) == \
+        ["QnnDevice.alloc_unchecked", "QnnAllocation.free_unchecked", "QnnAllocation.__del__"]
+    for a, tracked in ((device.alloc(256), True), (device.alloc_unchecked(256), False)):
+        slow = device._alloc(256, MemoryKind.DEVICE, tracked)
+        assert type(a) is type(slow) and (a._finalizer is None) is (slow._finalizer is None) is (not tracked)
+        assert (a.nbytes, a.kind, a.device, a.freed) == (256, MemoryKind.DEVICE, device, False)
+        assert len(q.ffi.buffer(a.buffer)) == 256 and bytes(a.host_view()) == bytes(256)
+        a.free()
+        assert a.freed and a.buffer is None
+        with pytest.raises(Error) as ei:
+            a.free()
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+        r = a.free_unchecked()
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
+        slow.free()
+
+
+def test_pool_frees_on_an_idle_device_ask_no_stream(device: Any, module: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27 item 4: a pool block freed with no stream is fenced after the device's work, and only an
+    asynchronous execution leaves work behind its call: it marks the device (``_dirty``, after its enqueue), so a
+    free after synchronous launches and copies asks no stream (the pool's hot path, two flag tests), and one after
+    an asynchronous execution asks every stream, once."""
+    from ironaccelerator_runtime.backends.qnn import QnnStream
+
+    s = device.create_stream()
+    a, b = G.inputs("f32", 1)
+    bufs = [device.alloc(4 * G.N) for _ in range(3)]
+    s.copy_from_host(bufs[0], a)
+    s.copy_from_host(bufs[1], b)
+    pool = device.memory_pool()
+    pool.alloc(256).free()  # (any fence of earlier tests, seen complete)
+    fences: list[Any] = []
+    real = QnnStream._pool_fence
+
+    def counted(self: Any) -> Any:
+        fences.append(self)
+        return real(self)
+
+    monkeypatch.setattr(QnnStream, "_pool_fence", counted)
+    launch = KernelLaunch(module.kernel("add_f32"), LaunchDims(), tuple(bufs))
+    s.launch(launch)
+    for _ in range(3):
+        pool.alloc(256).free()
+    assert fences == []
+
+    class Raw:  # QnnGraph_executeAsync accepting the execution (the x86 HTP refuses it: never run otherwise)
+        @staticmethod
+        def QnnGraph_executeAsync(*args: Any) -> int:
+            return 0
+
+    api = s.api
+    monkeypatch.setattr(s, "api", type("Api", (), {"raw": Raw, "null": api.null, "ffi": api.ffi})())
+    monkeypatch.setattr(s, "_notify", object())
+    monkeypatch.setattr(device.backend, "async_execute", True)
+    block = pool.alloc(256)
+    assert s._run_async(launch.kernel) == 0 and s._pending == 1 and device._dirty
+    with s._cond:
+        s._pending = 0  # (its notification)
+    block.free()
+    assert fences == [s]
+    pool.alloc(256).free()
+    assert fences == [s]
+    for x in bufs:
+        x.free()
+
+
 def test_allocation_slices_bind_graph_tensors_and_take_copies(device: Any, module: Any) -> None:
     """alloc[start:stop] on QNN: the client buffer's address moved by start, as graph inputs and outputs and in
     copies and fills; the bytes around the slices are untouched; INVALID_HANDLE once the allocation is freed."""

@@ -20,6 +20,7 @@ from ironaccelerator_runtime.traits import (
 from .tables import MetalTables, _KIND, _NAME, _PRIVATE, _SHARED, api
 
 _DEVICE = MemoryKind.DEVICE
+_new = object.__new__
 # MetalDevice._fence_events while a fence is being computed: non-empty, so the pool's lock-free test sends the
 # reader to _pool_fence (never iterated: it is replaced before the lock is released)
 
@@ -139,6 +140,7 @@ class MetalDevice(Device):
         limit = descriptor.limits.max_alloc
         self._max_alloc = limit if limit is not None else _SIZE_MAX
         self._release = self.api.release
+        self._closed = False  # (read from the instance by the hot path, not looked up as the class's default)
 
     # MemoryPool's device-wide fence (a block freed naming no stream): every launch, copy and fill sets _dirty after
     # its enqueue; events and waits use no memory and do not
@@ -178,15 +180,31 @@ class MetalDevice(Device):
         # buffer, go through _checked_alloc for their errors)
         if type(nbytes) is int and 0 < nbytes <= self._max_alloc and kind is _DEVICE and not self._closed:
             h = self._new_buffer(self._hid, nbytes, _PRIVATE)
-            if h:
-                return MetalAllocation(self, h, nbytes, kind)
+            if h:  # MetalAllocation(self, h, nbytes, kind), its __init__ inline (no call: ~60 ns of a pair)
+                a = _new(MetalAllocation)
+                a.device = self
+                a.nbytes = nbytes
+                a.kind = kind
+                a._bid = h
+                a._freed = False
+                a._views = None
+                a._buffer = None
+                return a
         return self._checked_alloc(nbytes, kind, self._alloc)
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
         if type(nbytes) is int and 0 < nbytes <= self._max_alloc and kind is _DEVICE and not self._closed:
             h = self._new_buffer(self._hid, nbytes, _PRIVATE)
-            if h:
-                return MetalAllocation(self, h, nbytes, kind)
+            if h:  # (as alloc's)
+                a = _new(MetalAllocation)
+                a.device = self
+                a.nbytes = nbytes
+                a.kind = kind
+                a._bid = h
+                a._freed = False
+                a._views = None
+                a._buffer = None
+                return a
         if self._closed:
             return self._closed_error("Device.alloc_unchecked")
         if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:

@@ -17,17 +17,28 @@ class MetalAllocation(Allocation):
     """An ``MTLBuffer`` (private storage for DEVICE, shared for UNIFIED).  ``_bid``: its ``id`` (raw), whose
     reference (the +1 of ``newBufferWithLength:options:``) the allocation owns: released by ``free`` or on drop.
     ``buffer``: a checked ``MTLBuffer`` handle of it, made on first use (with a reference of its own), closed by
-    ``free``."""
+    ``free``.
 
+    The fields the alloc/free hot path reads and writes are slots (set by ``__init__``, or inline by
+    ``MetalDevice.alloc``), so none of them is looked up through the class as a default (issue 27 item 4)."""
+
+    __slots__ = ("device", "nbytes", "kind", "_bid", "_freed", "_views", "_buffer")
     device: MetalDevice
     _tracked = True  # (every Metal allocation: released on drop unless freed)
-    _buffer: Any = None
+    _buffer: Any
 
     def __init__(self, device: MetalDevice, handle: Any, nbytes: int, kind: MemoryKind) -> None:
         self.device = device
         self.nbytes = nbytes
         self.kind = kind
         self._bid = handle
+        self._freed = False
+        self._views = None
+        self._buffer = None
+
+    def __del__(self) -> None:  # a freed allocation (the usual drop) costs one slot test
+        if not self._freed and self._tracked:
+            Allocation.__del__(self)
 
     @property
     def buffer(self) -> Any:

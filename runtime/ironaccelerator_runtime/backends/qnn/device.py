@@ -11,8 +11,10 @@ from typing import Any, Mapping, Sequence
 from ironaccelerator._core import BackendKind, ErrorKind, MemoryKind
 from ironaccelerator_runtime.backends import qnn_log, qnn_saver
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.device import enqueue_tracked_fence
 from ironaccelerator_runtime.traits import (
-    _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Result, check_size, compile_options,
+    _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result, check_size,
+    compile_options,
 )
 
 from .tables import (
@@ -233,11 +235,16 @@ def _arch_list() -> str:
 # ---------------------------------------------------------------------------------------------------- device
 
 
+_DEVICE = MemoryKind.DEVICE
+_new = object.__new__
+
+
 class QnnDevice(Device):
     """A QNN device handle (``QnnDevice_create``) of the backend's handle.  See the module docstring for what
     allocations, modules, kernels and streams are here."""
 
     backend: QnnBackend
+    _fence_events: list[Event]  # (the pool fence's: replaced, never appended to)
 
     def __init__(self, backend: QnnBackend, descriptor: DeviceDescriptor, hw_device_id: int = 0,
                  options: list[tuple[int, int]] | None = None) -> None:
@@ -275,12 +282,62 @@ class QnnDevice(Device):
         self._backend_owner = parent
         self._streams: weakref.WeakSet[QnnStream] = weakref.WeakSet()
         self._unified: Error | None = None
+        # the allocation hot path's: ffi.new and the client buffer's type; _closed read from the instance
+        self._new = ffi.new
+        self._bytes_t = ffi.typeof("uint8_t[]")
+        self._closed = False
+        # MemoryPool's device-wide fence (a block freed naming no stream): only an asynchronous execution
+        # (QnnStream._run_async) leaves work behind its call, and it sets _dirty after its enqueue; every other
+        # launch, copy and fill is complete when it returns, so a free on an idle device asks no stream
+        self._fence_lock = threading.RLock()
+        self._dirty = False
+        self._fence_events = []
+
+    def _pool_fence(self) -> list[Event]:
+        """The events a pool block freed now waits for
+        (:func:`~ironaccelerator_runtime.traits.device.enqueue_tracked_fence`: none on an idle device, else each
+        live stream's ``_pool_fence``, under ``_fence_lock``)."""
+        return enqueue_tracked_fence(self)
 
     # memory
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> QnnAllocation:
+        # the hot path: DEVICE memory of an int size one client buffer holds, on an open device (the rest, and a
+        # failed allocation, go through _checked_alloc for their errors)
+        if type(nbytes) is int and 0 < nbytes <= _MAX_CLIENT_BUFFER and kind is _DEVICE and not self._closed:
+            try:
+                buf = self._new(self._bytes_t, nbytes)
+            except (MemoryError, OverflowError):
+                pass  # (the checked path below reports it)
+            else:  # QnnAllocation(self, buf, nbytes, kind, True), its __init__ inline (no call)
+                a = _new(QnnAllocation)
+                a.device = self
+                a.buffer = buf
+                a.nbytes = nbytes
+                a.kind = kind
+                a._freed = False
+                a._tracked = True
+                a._views = None
+                a._foreign = None
+                return a
         return self._checked_alloc(nbytes, kind, self._alloc)
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[QnnAllocation]:
+        if type(nbytes) is int and 0 < nbytes <= _MAX_CLIENT_BUFFER and kind is _DEVICE and not self._closed:
+            try:
+                buf = self._new(self._bytes_t, nbytes)
+            except (MemoryError, OverflowError):
+                pass  # (the checked path below reports it)
+            else:  # (as alloc's, untracked)
+                a = _new(QnnAllocation)
+                a.device = self
+                a.buffer = buf
+                a.nbytes = nbytes
+                a.kind = kind
+                a._freed = False
+                a._tracked = False
+                a._views = None
+                a._foreign = None
+                return a
         if self._closed:
             return self._closed_error("Device.alloc_unchecked")
         if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:
@@ -294,7 +351,7 @@ class QnnDevice(Device):
         if kind is MemoryKind.UNIFIED:
             return self._unified_error()
         try:
-            buf = self.api.ffi.new("uint8_t[]", nbytes)
+            buf = self._new(self._bytes_t, nbytes)
         except (MemoryError, OverflowError) as e:
             return fail(ErrorKind.OUT_OF_MEMORY, "Device.alloc",
                         f"cannot allocate {nbytes} bytes of host memory for client "

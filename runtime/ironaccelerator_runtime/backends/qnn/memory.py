@@ -6,7 +6,7 @@ from typing import Any
 
 from ironaccelerator._core import ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
-from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation
+from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation, Result
 
 from .device import QnnDevice
 from .tables import _NAME
@@ -16,18 +16,43 @@ from .tables import _NAME
 
 
 class QnnAllocation(Allocation):
-    """Host memory (``buffer``: a cffi ``uint8_t[]``), bound to graph tensors as a RAW client buffer."""
+    """Host memory (``buffer``: a cffi ``uint8_t[]``), bound to graph tensors as a RAW client buffer.
 
+    The fields the alloc/free hot path reads and writes are slots (set by ``__init__``, or inline by
+    ``QnnDevice.alloc``), so none of them is looked up through the class as a default; ``buffer`` stays an
+    instance attribute (the handle a pool allocation forwards).  Issue 27 item 4."""
+
+    __slots__ = ("device", "nbytes", "kind", "_freed", "_tracked", "_views", "_foreign")
     device: QnnDevice
-    _foreign: Any = None  # Device.from_dlpack: the imported tensor (dlpack.Imported) whose memory this is
+    _foreign: Any  # Device.from_dlpack: the imported tensor (dlpack.Imported) whose memory this is; else None
 
     def __init__(self, device: QnnDevice, buffer: Any, nbytes: int, kind: MemoryKind, tracked: bool = False) -> None:
         self.device = device
         self.buffer = buffer
         self.nbytes = nbytes
         self.kind = kind
-        if tracked:
-            self._tracked = True
+        self._freed = False
+        self._tracked = tracked
+        self._views = None
+        self._foreign = None
+
+    def __del__(self) -> None:  # a freed allocation (the usual drop) costs one slot test
+        if not self._freed and self._tracked:
+            Allocation.__del__(self)
+
+    def free(self) -> None:
+        if self._freed or self._views is not None or self._foreign is not None:  # (the base's checks and errors)
+            return Allocation.free(self)
+        self._freed = True
+        self.buffer = None  # (_release's: the memory goes with the last reference)
+        return None
+
+    def free_unchecked(self) -> Result[None]:
+        if self._freed or self._views is not None or self._foreign is not None:
+            return Allocation.free_unchecked(self)
+        self._freed = True
+        self.buffer = None
+        return None
 
     def _host_address(self) -> int | None:
         """QNN client buffers are host memory, whatever the kind: every allocation has a host view."""

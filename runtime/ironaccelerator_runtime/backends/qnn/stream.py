@@ -180,6 +180,7 @@ class QnnStream(Stream):
                                            kernel._null, kernel._null))
             return int(code)
         backend.async_execute = True
+        self.device._dirty = True  # (after the enqueue: the device's pool fence, QnnDevice._pool_fence)
         return 0
 
     def _done(self, param: Any, status: Any) -> None:
