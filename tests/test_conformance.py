@@ -1973,6 +1973,8 @@ def test_memory_pool_compiled_paths_race_trim_and_stats(device: Device) -> None:
     import sys
     import threading
 
+    from ironaccelerator_runtime.traits.pool import PooledAllocation
+
     pool = _compiled_pool(device)
     pool.trim()
     start = pool.stats()
@@ -1985,6 +1987,7 @@ def test_memory_pool_compiled_paths_race_trim_and_stats(device: Device) -> None:
     def work(i: int) -> None:
         for n in range(1500):
             a = pool.alloc(3000 if n % 3 else 300)
+            assert isinstance(a, PooledAllocation)
             key = id(a.block)
             with guard:
                 if key in owners:
