@@ -636,11 +636,11 @@ def hip_headers() -> None:
 
 
 def test_generator_refuses_an_unknown_function(tmp_path: Path, hip_headers: None) -> None:
-    specs = _spec_dir(tmp_path, "hip", "  alloc: hipMalloc\n", "  alloc: hipMaloc\n")
+    specs = _spec_dir(tmp_path, "hip", "  host_free: hipHostFree\n", "  host_free: hipHostFre\n")
     errors = _errors(specs)
-    line = _line(specs, "hip", "alloc: hipMaloc")
-    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:10:") and "'hipMaloc' (function role 'alloc') is not a "
-               "function of hip.runtime (did you mean 'hipMalloc'?)" in e for e in errors), errors
+    line = _line(specs, "hip", "host_free: hipHostFre")
+    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:14:") and "'hipHostFre' (function role 'host_free') is "
+               "not a function of hip.runtime (did you mean 'hipHostFree'?)" in e for e in errors), errors
 
 
 def test_generator_refuses_unknown_constants_and_types(tmp_path: Path, hip_headers: None) -> None:
@@ -659,11 +659,12 @@ def test_generator_refuses_missing_and_unused_roles(tmp_path: Path, hip_headers:
     specs = _spec_dir(tmp_path, "hip", "  stream_query: hipStreamQuery\n", "  stream_qeury: hipStreamQuery\n")
     errors = _errors(specs)
     assert any("ironaccelerator_runtime.backends.gpu needs the function role 'stream_query'" in e for e in errors), errors
-    specs2 = _spec_dir(tmp_path / "2", "hip", "  free: hipFree\n", "  free: hipFree\n  frees: hipFree\n")
+    specs2 = _spec_dir(tmp_path / "2", "hip", "  host_free: hipHostFree\n",
+                       "  host_free: hipHostFree\n  host_frees: hipHostFree\n")
     errors = _errors(specs2)
-    line = _line(specs2, "hip", "frees: hipFree")
-    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:3:") and "function role 'frees' is not used by "
-               "ironaccelerator_runtime.backends.gpu (did you mean 'free'?)" in e for e in errors), errors
+    line = _line(specs2, "hip", "host_frees: hipHostFree")
+    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:3:") and "function role 'host_frees' is not used by "
+               "ironaccelerator_runtime.backends.gpu (did you mean 'host_free'?)" in e for e in errors), errors
 
 
 def test_every_annotation_of_the_gpu_package_resolves() -> None:
@@ -701,17 +702,19 @@ def test_a_runtime_package_is_a_runtime(tmp_path: Path, hip_headers: None) -> No
 
 
 @pytest.mark.parametrize("role, function", [("launch", "hipModuleLaunchKernel"), ("launch", "hipLaunchKernel"),
-                                            ("pool_free", "hipFree")])
+                                            ("pool_free", "hipFree"), ("free", "hipFree"),
+                                            ("alloc", "hipMalloc")])
 def test_compiled_path_functions_are_stated_once(tmp_path: Path, hip_headers: None, role: str, function: str) -> None:
-    """launch / pool_alloc / pool_free come from the library spec's kernel_launch / pool_memory; stating one
+    """launch / pool_alloc / pool_free / alloc / free come from the library spec's kernel_launch / pool_memory /
+    device_memory; stating one
     in the backend spec as well (the same function or another, which would silently turn the compiled path
     off) is a located error pointing at the library spec's statement."""
-    specs = _spec_dir(tmp_path, "hip", "  free: hipFree\n", f"  free: hipFree\n  {role}: {function}\n")
+    specs = _spec_dir(tmp_path, "hip", "  host_free: hipHostFree\n", f"  host_free: hipHostFree\n  {role}: {function}\n")
     errors = _errors(specs)
     line = _line(specs, "hip", f"  {role}: {function}")
     runtime = (specs / "hip" / "runtime.yaml").read_text().splitlines()
-    what = "kernel_launch" if role == "launch" else "pool_memory free"
-    key = "kernel_launch:" if role == "launch" else "pool_memory:"
+    what = {"launch": "kernel_launch", "pool_free": "pool_memory free"}.get(role, f"device_memory {role}")
+    key = {"launch": "kernel_launch:", "pool_free": "pool_memory:"}.get(role, "device_memory:")
     lib_line = next(i for i, text in enumerate(runtime, 1) if text.startswith(key))
     assert any(e.startswith(f"specs/hip/backend.yaml:{line}:3: function role '{role}' is stated by hip.runtime's "
                             f"{what} (") and f"specs/hip/runtime.yaml:{lib_line}:" in e
@@ -878,6 +881,7 @@ class FakeDriver:
         api.require = lambda role: None  # ... but every library "loads"
         api.launch_packed = None  # the compiled launch calls the real driver (test_launch_stub.py tests it)
         api.pool_memory = None  # so does the compiled pool allocation (test_pool_stub.py tests it)
+        api.device_memory = None  # and the compiled device memory (test_devmem_stub.py tests it)
         C, T = m.TABLES.constants, m.TABLES.types
         attrs = {C["attr_compute_units"]: 132, C["attr_max_block_x"]: 1024, C["attr_max_block_y"]: 1024,
                  C["attr_max_block_z"]: 64, C["attr_max_grid_x"]: 2**31 - 1, C["attr_max_grid_y"]: 65535,

@@ -76,7 +76,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'f5927e981dc73c6e78326ea5'
+BUILD_ID = 'ffa5b84a4eb3a722aae303d0'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
