@@ -1432,9 +1432,10 @@ static PyObject *ia_launcher_new(PyObject *ia_self, PyObject *const *ia_args, Py
  * addresses (ints); `pool` is the backend's pool object, kept alive by the memory; `key` the .key of the
  * backend's thread-local (_pool_setup) when the pool's device is current on a thread.
  *
- * _PoolMemory holds ptr, nbytes, pool, _stream (the stream's address), _freed and _tracked, and frees
+ * _PoolMemory holds ptr, nbytes, pool, _stream (the stream's address), _views, _freed and _tracked, and frees
  * with IA_POOL_FREE_CALL(ptr, stream) in the stream's order: free() raises, free_unchecked() and _release()
- * return the Error; dropped unfreed while tracked, tp_finalize releases it (or calls the instance's _drop,
+ * return the Error; exported views alive (_views, weak references) make both refuse (the instance's
+ * _views_error); dropped unfreed while tracked, tp_finalize releases it (or calls the instance's _drop,
  * as Allocation.__del__ does).  Freeing makes the pool's device current first when the thread-local's
  * .key differs (pool.device.activate()).  Errors come from the Python side: pool._memory_error(memory,
  * status or None for a double free, function name).
@@ -1447,6 +1448,7 @@ typedef struct {
     unsigned long long stream;  /* the native stream's address: freed in its order */
     PyObject *pool;             /* the backend's pool (kept alive while the memory is) */
     PyObject *key;              /* the thread-local's .key when the pool's device is current */
+    PyObject *views;            /* _views: the exported views (weak references), or NULL: free refuses while any lives */
     Py_ssize_t nbytes;
     char freed;
     char tracked;               /* released on drop unless freed */
@@ -1455,7 +1457,7 @@ typedef struct {
 static PyObject *ia_pm_tls = NULL;    /* the backend's threading.local (_pool_setup) */
 static PyObject *ia_pm_error = NULL;  /* the backend's Error class: what _release returns, not raises */
 static PyObject *ia_pm_str_key = NULL, *ia_pm_str_device, *ia_pm_str_activate, *ia_pm_str_memory_error,
-                *ia_pm_str_drop;
+                *ia_pm_str_drop, *ia_pm_str_views_error;
 
 static int ia_pm_strings(void)
 {
@@ -1465,6 +1467,7 @@ static int ia_pm_strings(void)
         || (ia_pm_str_activate = PyUnicode_InternFromString("activate")) == NULL
         || (ia_pm_str_memory_error = PyUnicode_InternFromString("_memory_error")) == NULL
         || (ia_pm_str_drop = PyUnicode_InternFromString("_drop")) == NULL
+        || (ia_pm_str_views_error = PyUnicode_InternFromString("_views_error")) == NULL
         || (ia_pm_str_key = PyUnicode_InternFromString("key")) == NULL)
         return -1;
     return 0;
@@ -1556,6 +1559,24 @@ static PyObject *ia_pm_release_result(ia_pm_object *m, const char *function)
     return NULL;
 }
 
+/* the refusal of freeing while exported views live (the instance's _views_error(function), as
+   Allocation.free asks): a new reference to the Error or None; NULL if raised */
+static PyObject *ia_pm_views(ia_pm_object *m, const char *function)
+{
+    PyObject *fname, *r;
+    int any;
+    if ((any = PyObject_IsTrue(m->views)) <= 0) {
+        if (any < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if ((fname = PyUnicode_FromString(function)) == NULL)
+        return NULL;
+    r = PyObject_CallMethodOneArg((PyObject *)m, ia_pm_str_views_error, fname);
+    Py_DECREF(fname);
+    return r;
+}
+
 static PyObject *ia_pm_free(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
 {
     long long status = 0;
@@ -1565,6 +1586,15 @@ static PyObject *ia_pm_free(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
         if ((err = ia_pm_make_error(m, 0, 0, "Allocation.free")) != NULL)
             ia_raise(err);
         return NULL;
+    }
+    if (IA_UNLIKELY(m->views != NULL && m->views != Py_None)) {
+        if ((err = ia_pm_views(m, "Allocation.free")) == NULL)
+            return NULL;
+        if (err != Py_None) {
+            ia_raise(err);
+            return NULL;
+        }
+        Py_DECREF(err);
     }
     m->freed = 1;
     if (IA_LIKELY((rc = ia_pm_release(m, &status)) == 0))
@@ -1576,8 +1606,14 @@ static PyObject *ia_pm_free(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
 
 static PyObject *ia_pm_free_unchecked(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
 {
+    PyObject *err;
     if (IA_UNLIKELY(m->freed))  /* one flag test: freeing twice is undefined behaviour (a crash) */
         return ia_pm_make_error(m, 0, 0, "Allocation.free_unchecked");
+    if (IA_UNLIKELY(m->views != NULL && m->views != Py_None)) {
+        if ((err = ia_pm_views(m, "Allocation.free_unchecked")) != Py_None)
+            return err;  /* the refusal (or NULL: raised) */
+        Py_DECREF(err);
+    }
     m->freed = 1;
     return ia_pm_release_result(m, "Allocation.free_unchecked");
 }
@@ -1614,6 +1650,7 @@ static int ia_pm_traverse(PyObject *self, visitproc visit, void *arg)
     ia_pm_object *m = (ia_pm_object *)self;
     Py_VISIT(m->pool);
     Py_VISIT(m->key);
+    Py_VISIT(m->views);
     return 0;
 }
 
@@ -1623,6 +1660,7 @@ static void ia_pm_dealloc(PyObject *self)
     PyObject_GC_UnTrack(self);
     Py_CLEAR(m->pool);
     Py_CLEAR(m->key);
+    Py_CLEAR(m->views);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -1647,6 +1685,7 @@ static PyMemberDef ia_pm_members[] = {
     {"nbytes", T_PYSSIZET, offsetof(ia_pm_object, nbytes), READONLY, "the size in bytes"},
     {"pool", T_OBJECT, offsetof(ia_pm_object, pool), READONLY, "the pool it came from"},
     {"_stream", T_ULONGLONG, offsetof(ia_pm_object, stream), READONLY, "the native stream's address"},
+    {"_views", T_OBJECT, offsetof(ia_pm_object, views), 0, "the exported views (weak references)"},
     {"_freed", T_BOOL, offsetof(ia_pm_object, freed), 0, "freed (or being released)"},
     {"_tracked", T_BOOL, offsetof(ia_pm_object, tracked), 0, "released on drop unless freed"},
     {NULL, 0, 0, 0, NULL}
@@ -1711,6 +1750,7 @@ static PyObject *ia_pool_alloc(PyObject *ia_self, PyObject *const *ia_args, Py_s
     m->pool = ia_args[1];
     Py_INCREF(ia_args[5]);
     m->key = ia_args[5];
+    m->views = NULL;
     m->nbytes = (Py_ssize_t)ia_n;
     m->tracked = 1;
     return (PyObject *)m;

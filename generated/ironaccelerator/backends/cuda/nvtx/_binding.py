@@ -55,7 +55,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'd81fc48be2977330806a3408'
+BUILD_ID = '66d17cdee77cfbcf649502cc'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -20,7 +20,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'f3b596a9374934af754a0de2'
+BUILD_ID = '416c632900c592362b2c13c6'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
