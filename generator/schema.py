@@ -220,7 +220,7 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
             )),
     Section("library > device_memory", "The device-memory allocator a backend's `Device.alloc` calls from C (its "
             "memory a C object that frees itself). The allocator fills an out-pointer; one that returns its handle "
-            "(OpenCL's `clCreateBuffer`) is not a shape this key takes yet.", (
+            "(and its status through an out-parameter) is not a shape this key takes yet.", (
                 _k("alloc", "status (device pointer *out, size_t bytes), ex. `cuMemAlloc`, `hipMalloc`.", True),
                 _k("free", "status (device pointer), ex. `cuMemFree`, `hipFree`.", True),
             )),
