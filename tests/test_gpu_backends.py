@@ -316,6 +316,44 @@ def test_the_compiled_pool_is_wired_to_the_pool_roles(module: Any, library: str,
         assert type(status) is int and status != 0, status
 
 
+@pytest.mark.parametrize("module, library, functions", [
+    (cuda_backend, "driver", ("cuMemAlloc", "cuMemFree")), (hip_backend, "runtime", ("hipMalloc", "hipFree"))])
+def test_the_compiled_device_memory_is_wired_to_the_alloc_roles(module: Any, library: str,
+                                                               functions: tuple[str, str]) -> None:
+    """API mode: Device.alloc of DEVICE memory allocates through its library's _fast._devmem_allocator (the spec's
+    device_memory, the same functions as its alloc and free roles), into a subclass of both the C _DeviceMemory
+    and the backend's Allocation whose handle is the native device-pointer type (an int for CUdeviceptr, a
+    void * for hipDeviceptr_t, as the Python allocation's); test_devmem_stub.py and the golden case device_memory
+    run it for real."""
+    from ironaccelerator_runtime.backends.gpu import memory as gpu_memory
+
+    api = gpu.GpuApi(module.TABLES)
+    assert (module.TABLES.functions["alloc"], module.TABLES.functions["free"]) == tuple((library, f) for f in functions)
+    lib = api.modules[library]
+    if lib.BINDING_MODE != "api":
+        assert api.device_memory is None
+        return
+    fast = sys.modules[f"{lib.__name__}._fast"]
+    assert api.device_memory is not None
+    make, base = api.device_memory
+    assert make is fast._devmem_allocator and base is fast._DeviceMemory
+    alloc_cls = _cls(module, "Allocation")
+    cls: Any = gpu_memory._compiled_device_allocation(api, alloc_cls)
+    assert gpu_memory._compiled_device_allocation(api, alloc_cls) is cls  # made once per class and api
+    assert cls.__mro__[1:3] == (fast._DeviceMemory, alloc_cls) and cls.__name__ == alloc_cls.__name__
+    assert issubclass(cls, Allocation) and cls.kind is MemoryKind.DEVICE
+
+    class Held:
+        ptr = 0x7F0000001000
+
+    handle = cls.handle.fget(Held())
+    if module is cuda_backend:
+        assert type(handle) is int and handle == Held.ptr
+    else:
+        assert api.ffi.typeof(handle) is api.ffi.typeof("void *") and int(api.ffi.cast("uintptr_t", handle)) == Held.ptr
+    assert cls.dptr is cls.handle
+
+
 # ------------------------------------------------------------------ DLPack and the CUDA Array Interface
 
 
