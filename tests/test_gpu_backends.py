@@ -346,12 +346,13 @@ def test_the_compiled_device_memory_is_wired_to_the_alloc_roles(module: Any, lib
     class Held:
         ptr = 0x7F0000001000
 
-    handle = cls.handle.fget(Held())
+    prop: Any = vars(cls)["handle"]  # (a property of the made class)
+    handle = prop.fget(Held())
     if module is cuda_backend:
         assert type(handle) is int and handle == Held.ptr
     else:
         assert api.ffi.typeof(handle) is api.ffi.typeof("void *") and int(api.ffi.cast("uintptr_t", handle)) == Held.ptr
-    assert cls.dptr is cls.handle
+    assert vars(cls)["dptr"] is prop
 
 
 # ------------------------------------------------------------------ DLPack and the CUDA Array Interface
