@@ -180,6 +180,24 @@ class PoolMemory:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceMemory:
+    """The device-memory allocator that the backend's ``Device.alloc`` calls in C (``_fast._DeviceMemory`` in
+    trampolines.c): ``status alloc(devptr *out, size_t bytes)`` and ``status free(devptr)``, as
+    ``cuMemAlloc``/``cuMemFree`` and ``hipMalloc``/``hipFree`` are.  (An allocator returning its handle, as
+    ``clCreateBuffer`` does, would be another shape: another ``alloc_call`` form, the same C type.)"""
+
+    alloc_index: int  # their BoundFunction indices
+    free_index: int
+    alloc: str  # ex) cuMemAlloc (the trampolines' names)
+    free: str  # ex) cuMemFree
+    alloc_result: str  # ex) CUresult
+    free_result: str
+    alloc_casts: tuple[str, ...]  # the C type of each parameter  ex) (CUdeviceptr *, size_t)
+    free_casts: tuple[str, ...]  # ex) (CUdeviceptr,)
+    devptr: str  # the device pointer's C type, typedefs expanded  ex) unsigned long long, void *
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BoundEnum:
     """An enum exported to Python as an IntEnum.  ex) ``CUresult``"""
 
@@ -218,6 +236,7 @@ class BoundLibrary:
     resolver: Resolver = Resolver()
     kernel_launch: KernelLaunch | None = None
     pool_memory: PoolMemory | None = None
+    device_memory: DeviceMemory | None = None
     library_names: tuple[tuple[str, tuple[str, ...]], ...] = ()  # spec.loader.names with {major} filled
     abi_major: AbiMajor | None = None
 
@@ -1261,6 +1280,48 @@ def bind_pool_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b:
                       free_casts=_casts(ff))
 
 
+def bind_device_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: Binder,
+                       col: Collector) -> DeviceMemory | None:
+    """Check ``device_memory`` against the header: bound functions of the cuMemAlloc and cuMemFree shapes, the
+    one allocating the device-pointer type that the other frees."""
+    dm = spec.device_memory
+    if dm is None:
+        return None
+    by = {f.public: f for f in functions}
+    found: list[BoundFunction] = []
+    for key, name in (("alloc", dm.alloc), ("free", dm.free)):
+        f = by.get(name.value)
+        if f is None:
+            col.error(name.location, f"device_memory {key} function '{name}' is not a bound function of "
+                      f"{b.h.name}{suggest(name.value, by)}")
+        else:
+            found.append(f)
+    if len(found) != 2:
+        return None
+    fa, ff = found
+    ap, fp = fa.c.params, ff.c.params
+    out = b.canonical(ap[0].type) if ap else None
+    if not (fa.returns_status and len(ap) == 2 and isinstance(out, Pointer) and _shape(b, out.pointee) != "other"
+            and _shape(b, ap[1].type) == "int"):
+        col.error(dm.alloc.location, f"'{dm.alloc}' does not look like a device-memory allocation: expected "
+                  "status (device pointer *out, size_t bytes)")
+        return None
+    if not (ff.returns_status and len(fp) == 1 and _shape(b, fp[0].type) != "other"):
+        col.error(dm.free.location, f"'{dm.free}' does not look like a device-memory free: expected "
+                  "status (device pointer)")
+        return None
+    assert isinstance(out, Pointer)
+    if declare(replace(out.pointee, const=False)) != declare(replace(b.canonical(fp[0].type), const=False)):
+        declared = ap[0].type.pointee if isinstance(ap[0].type, Pointer) else out.pointee
+        col.error(dm.free.location, f"'{dm.free}' frees a '{declare(fp[0].type)}', but '{dm.alloc}' allocates a "
+                  f"'{declare(declared)}' ({declare(out.pointee)})")
+        return None
+    return DeviceMemory(alloc_index=fa.index, free_index=ff.index, alloc=fa.public, free=ff.public,
+                        devptr=declare(replace(b.canonical(out.pointee), const=False)),
+                        alloc_result=fa.result_decl, free_result=ff.result_decl, alloc_casts=_casts(fa),
+                        free_casts=_casts(ff))
+
+
 _KIND_NAMES = {"str": "a str", "bytes": "bytes", "float": "a float", "cdata": "a C pointer", "struct": "a struct",
                "void": "nothing"}
 
@@ -1410,6 +1471,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
     resolver = bind_resolver(spec, header, functions, b, col)
     launch = bind_kernel_launch(spec, functions, b, col)
     pool_memory = bind_pool_memory(spec, functions, b, col)
+    device_memory = bind_device_memory(spec, functions, b, col)
     version = sdk_version or b.version or "unknown"
     library_names, abi_major = bind_loader(spec, functions, b, version, col)
     col.check()
@@ -1421,5 +1483,5 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
         error_type=spec.errors.type.value, error_name_function=names, declarations=decls, structs=structs,
         error_mask=spec.errors.mask, null_handle=spec.errors.null_handle.value if spec.errors.null_handle else None,
         per_thread=any(f.per_thread_symbol for f in functions), resolver=resolver, kernel_launch=launch,
-        pool_memory=pool_memory, library_names=library_names, abi_major=abi_major,
+        pool_memory=pool_memory, device_memory=device_memory, library_names=library_names, abi_major=abi_major,
     )

@@ -524,6 +524,9 @@ def spec_breaks(spec: LibrarySpec, backends: Iterable[BackendSpec], old: Snapsho
     if spec.pool_memory is not None:
         refs += [(spec.pool_memory.alloc, "function", "pool_memory: alloc:", function),
                  (spec.pool_memory.free, "function", "pool_memory: free:", function)]
+    if spec.device_memory is not None:
+        refs += [(spec.device_memory.alloc, "function", "device_memory: alloc:", function),
+                 (spec.device_memory.free, "function", "device_memory: free:", function)]
     for b in backends:
         if old.library not in b.libraries:
             continue

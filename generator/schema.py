@@ -76,6 +76,8 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                    "block x, y, z, shared bytes, stream, void **params, void **extra), ex. `cuLaunchKernel`."),
                 _k("pool_memory", "The stream-ordered allocator the backend's pool calls from C (section "
                    "`library > pool_memory`)."),
+                _k("device_memory", "The device-memory allocator the backend's `Device.alloc` calls from C (section "
+                   "`library > device_memory`)."),
                 _k("loader", "Where the shared library is searched for at import (section `library > loader`). "
                    "With `resolver: {kind: objc}` only its directories (the resolver names the libraries).", True),
                 _k("errors", "The status type and how its codes map onto `ErrorKind` (section `library > errors`), "
@@ -223,6 +225,12 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                 _k("alloc", "status (device pointer *out, size_t bytes, pool, stream), ex. `cuMemAllocFromPoolAsync`.",
                    True),
                 _k("free", "status (device pointer, stream), ex. `cuMemFreeAsync`.", True),
+            )),
+    Section("library > device_memory", "The device-memory allocator a backend's `Device.alloc` calls from C (its "
+            "memory a C object that frees itself). The allocator fills an out-pointer; one that returns its handle "
+            "(and its status through an out-parameter) is not a shape this key takes yet.", (
+                _k("alloc", "status (device pointer *out, size_t bytes), ex. `cuMemAlloc`, `hipMalloc`.", True),
+                _k("free", "status (device pointer), ex. `cuMemFree`, `hipFree`.", True),
             )),
     Section("library > loader", "Where the shared library is searched for at import (each platform's names are "
             "tried in order after the directories below, then by the system loader).", (
@@ -399,7 +407,8 @@ FORMS: dict[str, dict[str, Form]] = {
         # the resolver names the libraries; failures are nil results and NSErrors, not status codes
         "objc": Form("resolver kind objc", ("vendor", "library", "backend", "frontend", "declarations", "resolver",
                                             "classes"),
-                     tuple((k, _OBJC_TOP) for k in ("errors", "bind", "symbols", "kernel_launch", "pool_memory"))),
+                     tuple((k, _OBJC_TOP) for k in ("errors", "bind", "symbols", "kernel_launch", "pool_memory",
+                                                                  "device_memory"))),
     },
     "library > loader": {
         "objc": Form("resolver kind objc", refused=tuple((p, _OBJC_LOADER) for p in PLATFORMS) + (

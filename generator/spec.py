@@ -235,6 +235,18 @@ class PoolMemorySpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceMemorySpec:
+    """The device-memory allocator that the backend's ``Device.alloc`` calls in C (``_fast._DeviceMemory`` in
+    trampolines.c).
+
+    ex) ``alloc: cuMemAlloc`` (status (devptr *out, size_t bytes)) and ``free: cuMemFree`` (status (devptr)).
+    """
+
+    alloc: Name
+    free: Name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AbiMajorSpec:
     """How an opened library's own version is asked, so that a file of another major version than the headers
     the bindings come from is refused (ROCm changes enum values and struct layouts at each major).
@@ -345,6 +357,7 @@ class LibrarySpec:
     table: TableSpec | None = None  # ex) QnnInterface_getProviders and the selected provider's function table
     kernel_launch: Name | None = None  # ex) cuLaunchKernel: packed and called in C by the backend's launch fast path
     pool_memory: PoolMemorySpec | None = None  # the pool's allocator, called in C by the backend's MemoryPool
+    device_memory: DeviceMemorySpec | None = None  # the device's allocator, called in C by Device.alloc
     loader: LoaderSpec
     errors: ErrorSpec
     functions: tuple[FunctionSpec, ...] = ()
@@ -741,6 +754,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
 
     kernel_launch = r.ident(m.get("kernel_launch"), "kernel_launch")
     pool_memory = _pool_memory(r, m)
+    device_memory = _device_memory(r, m)
     lm = r.section(m.get("loader"), "library > loader", "loader") or {}
     loader = _loader(r, lm)
 
@@ -787,6 +801,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
         proc_address=proc_address, lookup=lookup, table=table, kernel_launch=kernel_launch, pool_memory=pool_memory,
+        device_memory=device_memory,
         loader=loader,
         errors=ErrorSpec(type=err_type, success=err.success, kinds=err.kinds, defaulted=err.defaulted, default=default,
                          since=err.since, name_function=err.name_function, macros=err.macros,
@@ -933,6 +948,17 @@ def _pool_memory(r: SpecReader, m: dict[str, yaml.Node]) -> PoolMemorySpec | Non
     if pm_alloc is None or pm_free is None:
         return None
     return PoolMemorySpec(alloc=pm_alloc, free=pm_free)
+
+
+def _device_memory(r: SpecReader, m: dict[str, yaml.Node]) -> DeviceMemorySpec | None:
+    """``device_memory:``: the device-memory allocator's alloc and free."""
+    if "device_memory" not in m:
+        return None
+    dm_map = r.section(m["device_memory"], "library > device_memory", "device_memory") or {}
+    dm_alloc, dm_free = r.ident(dm_map.get("alloc"), "alloc"), r.ident(dm_map.get("free"), "free")
+    if dm_alloc is None or dm_free is None:
+        return None
+    return DeviceMemorySpec(alloc=dm_alloc, free=dm_free)
 
 
 def _loader(r: SpecReader, lm: dict[str, yaml.Node]) -> LoaderSpec:

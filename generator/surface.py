@@ -505,7 +505,7 @@ class RoleTable:
             else:
                 self.functions[role.value] = (owner[name.value].partition(".")[2], name.value)
         # The functions a library spec already names for the backend's compiled paths (kernel_launch,
-        # pool_memory) are stated there once: their roles come from it, and stating them here too is an error
+        # pool_memory, device_memory) are stated there once: their roles come from it, and stating them here too is an error
         # (a disagreement would silently turn the compiled path off).
         stated = {role.value: (role, name) for role, name in spec.functions}
         for key, lib in libs:
@@ -515,6 +515,9 @@ class RoleTable:
             if lib.spec.pool_memory is not None:
                 derived += [("pool_alloc", lib.spec.pool_memory.alloc, "pool_memory alloc"),
                             ("pool_free", lib.spec.pool_memory.free, "pool_memory free")]
+            if lib.spec.device_memory is not None:
+                derived += [("alloc", lib.spec.device_memory.alloc, "device_memory alloc"),
+                            ("free", lib.spec.device_memory.free, "device_memory free")]
             for role_name, fname, what in derived:
                 if role_name in stated:
                     role, name = stated[role_name]
@@ -606,6 +609,13 @@ class RoleTable:
             return False
         pm = self.libraries[f"{self.spec.vendor}.{self.lib('pool_alloc')}"].pool_memory
         return pm is not None and (pm.alloc, pm.free) == (self.fn("pool_alloc"), self.fn("pool_free"))
+
+    def compiled_device_memory(self) -> bool:
+        """The library's ``device_memory`` is this spec's ``alloc`` and ``free`` (one library)."""
+        if self.fn("alloc") is None or self.lib("free") != self.lib("alloc"):
+            return False
+        dm = self.libraries[f"{self.spec.vendor}.{self.lib('alloc')}"].device_memory
+        return dm is not None and (dm.alloc, dm.free) == (self.fn("alloc"), self.fn("free"))
 
     def unused(self) -> list[Diagnostic]:
         """Roles the spec declares that the template never read."""

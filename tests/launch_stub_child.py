@@ -89,6 +89,32 @@ for mode in ("compiled", "python"):
             assert (list(seen.grid), list(seen.block), seen.shared) == ([3, 2, 1], [128, 1, 1], 64)
     launch(KernelLaunch(none, dims))
     assert seen.nparams == -1  # no arguments: params NULL
+    # launch(kernel, dims, *args) (cuda.core's order): the same launch, its KernelLaunch built in C when compiled
+    for k in range(40, 46):
+        args = args_of(k)
+        before = seen.launches
+        if k % 2:
+            assert stream.launch_unchecked(mixed, dims, *args) is None
+        else:
+            stream.launch(mixed, dims, *args)
+        assert seen.launches == before + 1 and received() == reference(args), (mode, k)
+        assert (list(seen.grid), list(seen.block), seen.shared) == ([3, 2, 1], [128, 1, 1], 64)
+        checked += 1
+    before = seen.launches
+    stream.launch(none, dims)
+    assert seen.launches == before + 1 and seen.nparams == -1
+    for parts, kind in (((mixed, dims, *args_of(1)[:-1]), ErrorKind.INVALID_VALUE),  # a wrong count
+                        ((none, LaunchDims(1, 1 << 20)), ErrorKind.INVALID_VALUE)):  # past the device's limits
+        before = seen.launches
+        try:
+            stream.launch(*parts)
+        except Error as e:
+            assert e.kind is kind, (mode, e)
+        else:
+            raise AssertionError(f"launch{parts!r:.60} did not raise")
+        assert seen.launches == before  # (refused before the driver)
+        got = stream.launch_unchecked(*parts)  # (unchecked: the driver refuses the block, not the runtime)
+        assert isinstance(got, Error) and got.kind is kind, (mode, got)
     # Scalars (packed by Python either way) and a mix with numpy scalars
     args = (a, Scalar(-7, DType.I32), Scalar(0.1, DType.F64), np.int8(3), Scalar(2, DType.I16), np.int64(-1),
             Scalar(9, DType.U32), np.float32(2), Scalar(True, DType.BOOL), np.complex64(1j), np.float16(3), out)

@@ -84,6 +84,19 @@ for mode in ("compiled", "python"):
     pool._compiled = compiled if mode == "compiled" else None
     if mode == "compiled" and compiled is None:
         continue
+    # an exported typed view makes free refuse (INVALID_VALUE), until the view is gone, on a stream or not
+    for s in (stream, None):
+        a = alloc(64, s)
+        v = a.view("float32", (4,))
+        frees = seen.frees
+        expect(ErrorKind.INVALID_VALUE, a.free)
+        e = a.free_unchecked()
+        assert isinstance(e, Error) and e.kind is ErrorKind.INVALID_VALUE and "view" in str(e), (mode, e)
+        assert not a.freed and seen.frees == frees, mode
+        del v
+        gc.collect()
+        a.free()
+        assert seen.frees == frees + 1 and a.freed
     # alloc + free on a stream, and on the pool's own stream
     for n in (1, 4096, 3 << 20):
         a = alloc(n, stream)

@@ -287,6 +287,67 @@ def test_pool_memory_needs_both_functions(tmp_path: Path) -> None:
     assert (diag.location.line, diag.location.col) == pos(text, "{alloc")
 
 
+def devmem_dir(tmp_path: Path, alloc: str, free: str) -> tuple[Path, str]:
+    text = POOL_SPEC.replace("pool_memory: {alloc: ALLOC, free: FREE}", f"device_memory: {{alloc: {alloc}, free: {free}}}")
+    d = tmp_path / "specs"
+    (d / "test").mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "test" / "pool.yaml").write_text(text, encoding="utf-8")
+    return d, text
+
+
+def test_device_memory_binds_the_allocator_and_its_free(tmp_path: Path) -> None:
+    d, _ = devmem_dir(tmp_path, "poolMalloc", "poolRelease")
+    (lib,) = compile_specs(d, {"test": str(HEADERS)}).libraries
+    dm = lib.device_memory
+    assert dm is not None and (dm.alloc, dm.free, dm.devptr) == ("poolMalloc", "poolRelease", "unsigned long long")
+    assert dm.alloc_casts == ("poolDevptr *", "size_t") and dm.free_casts == ("poolDevptr",)
+    assert dm.alloc_result == dm.free_result == "poolResult" and lib.pool_memory is None
+    names = [f.public for f in lib.functions]
+    assert (names[dm.alloc_index], names[dm.free_index]) == ("poolMalloc", "poolRelease")
+
+
+@pytest.mark.parametrize("alloc, free, at, message", [
+    ("poolMalloc", "poolRelese", "poolRelese", "device_memory free function 'poolRelese' is not a bound function of "
+                                               "pool.h (did you mean 'poolRelease'?)"),
+    ("poolMallocSwapped", "poolRelease", "poolMallocSwapped", "'poolMallocSwapped' does not look like a device-memory "
+                                                              "allocation: expected status (device pointer *out, "
+                                                              "size_t bytes)"),
+    ("poolAlloc", "poolRelease", "poolAlloc", "'poolAlloc' does not look like a device-memory allocation: expected "
+                                              "status (device pointer *out, size_t bytes)"),
+    ("poolMalloc", "poolFree", "poolFree", "'poolFree' does not look like a device-memory free: expected status "
+                                           "(device pointer)"),
+    ("poolMalloc", "poolReleasePointer", "poolReleasePointer", "'poolReleasePointer' frees a 'void *', but "
+                                                               "'poolMalloc' allocates a 'poolDevptr' (unsigned long "
+                                                               "long)"),
+])
+def test_device_memory_must_be_an_allocator_and_free_of_their_shapes(tmp_path: Path, alloc: str, free: str,
+                                                                     at: str, message: str) -> None:
+    """``device_memory`` names what the compiled Device.alloc calls with a device pointer it keeps as a number:
+    anything else would be called with the wrong arguments, so it is a located error, and nothing is written."""
+    d, text = devmem_dir(tmp_path, alloc, free)
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(HEADERS)})
+    (diag,) = info.value.diagnostics
+    assert diag.message == message
+    assert (diag.location.file, diag.location.line, diag.location.col) == ("specs/test/pool.yaml", *pos(text, at + ","
+                                                                           if at == alloc else at + "}"))
+    out = tmp_path / "out"
+    located = located_lines(run_cli(d, out, "--sdk", f"test={HEADERS}"))
+    assert [m["message"] for m in located] == [message] and nothing_written(out)
+
+
+def test_device_memory_needs_both_functions(tmp_path: Path) -> None:
+    d, text = devmem_dir(tmp_path, "poolMalloc", "poolRelease")
+    text = text.replace("device_memory: {alloc: poolMalloc, free: poolRelease}", "device_memory: {alloc: poolMalloc}")
+    (d / "test" / "pool.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(HEADERS)})
+    (diag,) = info.value.diagnostics
+    assert diag.message == "missing required key 'free' in device_memory"
+    assert (diag.location.line, diag.location.col) == pos(text, "{alloc")
+
+
 # ----------------------------------------------------------- hostile C identifiers
 
 HOSTILE_H = (HEADERS / "hostile.h").read_text(encoding="utf-8")

@@ -316,6 +316,45 @@ def test_the_compiled_pool_is_wired_to_the_pool_roles(module: Any, library: str,
         assert type(status) is int and status != 0, status
 
 
+@pytest.mark.parametrize("module, library, functions", [
+    (cuda_backend, "driver", ("cuMemAlloc", "cuMemFree")), (hip_backend, "runtime", ("hipMalloc", "hipFree"))])
+def test_the_compiled_device_memory_is_wired_to_the_alloc_roles(module: Any, library: str,
+                                                               functions: tuple[str, str]) -> None:
+    """API mode: Device.alloc of DEVICE memory allocates through its library's _fast._devmem_allocator (the spec's
+    device_memory, the same functions as its alloc and free roles), into a subclass of both the C _DeviceMemory
+    and the backend's Allocation whose handle is the native device-pointer type (an int for CUdeviceptr, a
+    void * for hipDeviceptr_t, as the Python allocation's); test_devmem_stub.py and the golden case device_memory
+    run it for real."""
+    from ironaccelerator_runtime.backends.gpu import memory as gpu_memory
+
+    api = gpu.GpuApi(module.TABLES)
+    assert (module.TABLES.functions["alloc"], module.TABLES.functions["free"]) == tuple((library, f) for f in functions)
+    lib = api.modules[library]
+    if lib.BINDING_MODE != "api":
+        assert api.device_memory is None
+        return
+    fast = sys.modules[f"{lib.__name__}._fast"]
+    assert api.device_memory is not None
+    make, base = api.device_memory
+    assert make is fast._devmem_allocator and base is fast._DeviceMemory
+    alloc_cls = _cls(module, "Allocation")
+    cls: Any = gpu_memory._compiled_device_allocation(api, alloc_cls)
+    assert gpu_memory._compiled_device_allocation(api, alloc_cls) is cls  # made once per class and api
+    assert cls.__mro__[1:3] == (fast._DeviceMemory, alloc_cls) and cls.__name__ == alloc_cls.__name__
+    assert issubclass(cls, Allocation) and cls.kind is MemoryKind.DEVICE
+
+    class Held:
+        ptr = 0x7F0000001000
+
+    prop: Any = vars(cls)["handle"]  # (a property of the made class)
+    handle = prop.fget(Held())
+    if module is cuda_backend:
+        assert type(handle) is int and handle == Held.ptr
+    else:
+        assert api.ffi.typeof(handle) is api.ffi.typeof("void *") and int(api.ffi.cast("uintptr_t", handle)) == Held.ptr
+    assert vars(cls)["dptr"] is prop
+
+
 # ------------------------------------------------------------------ DLPack and the CUDA Array Interface
 
 
@@ -636,11 +675,11 @@ def hip_headers() -> None:
 
 
 def test_generator_refuses_an_unknown_function(tmp_path: Path, hip_headers: None) -> None:
-    specs = _spec_dir(tmp_path, "hip", "  alloc: hipMalloc\n", "  alloc: hipMaloc\n")
+    specs = _spec_dir(tmp_path, "hip", "  host_free: hipHostFree\n", "  host_free: hipHostFre\n")
     errors = _errors(specs)
-    line = _line(specs, "hip", "alloc: hipMaloc")
-    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:10:") and "'hipMaloc' (function role 'alloc') is not a "
-               "function of hip.runtime (did you mean 'hipMalloc'?)" in e for e in errors), errors
+    line = _line(specs, "hip", "host_free: hipHostFre")
+    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:14:") and "'hipHostFre' (function role 'host_free') is "
+               "not a function of hip.runtime (did you mean 'hipHostFree'?)" in e for e in errors), errors
 
 
 def test_generator_refuses_unknown_constants_and_types(tmp_path: Path, hip_headers: None) -> None:
@@ -659,11 +698,12 @@ def test_generator_refuses_missing_and_unused_roles(tmp_path: Path, hip_headers:
     specs = _spec_dir(tmp_path, "hip", "  stream_query: hipStreamQuery\n", "  stream_qeury: hipStreamQuery\n")
     errors = _errors(specs)
     assert any("ironaccelerator_runtime.backends.gpu needs the function role 'stream_query'" in e for e in errors), errors
-    specs2 = _spec_dir(tmp_path / "2", "hip", "  free: hipFree\n", "  free: hipFree\n  frees: hipFree\n")
+    specs2 = _spec_dir(tmp_path / "2", "hip", "  host_free: hipHostFree\n",
+                       "  host_free: hipHostFree\n  host_frees: hipHostFree\n")
     errors = _errors(specs2)
-    line = _line(specs2, "hip", "frees: hipFree")
-    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:3:") and "function role 'frees' is not used by "
-               "ironaccelerator_runtime.backends.gpu (did you mean 'free'?)" in e for e in errors), errors
+    line = _line(specs2, "hip", "host_frees: hipHostFree")
+    assert any(e.startswith(f"specs/hip/backend.yaml:{line}:3:") and "function role 'host_frees' is not used by "
+               "ironaccelerator_runtime.backends.gpu (did you mean 'host_free'?)" in e for e in errors), errors
 
 
 def test_every_annotation_of_the_gpu_package_resolves() -> None:
@@ -701,17 +741,19 @@ def test_a_runtime_package_is_a_runtime(tmp_path: Path, hip_headers: None) -> No
 
 
 @pytest.mark.parametrize("role, function", [("launch", "hipModuleLaunchKernel"), ("launch", "hipLaunchKernel"),
-                                            ("pool_free", "hipFree")])
+                                            ("pool_free", "hipFree"), ("free", "hipFree"),
+                                            ("alloc", "hipMalloc")])
 def test_compiled_path_functions_are_stated_once(tmp_path: Path, hip_headers: None, role: str, function: str) -> None:
-    """launch / pool_alloc / pool_free come from the library spec's kernel_launch / pool_memory; stating one
+    """launch / pool_alloc / pool_free / alloc / free come from the library spec's kernel_launch / pool_memory /
+    device_memory; stating one
     in the backend spec as well (the same function or another, which would silently turn the compiled path
     off) is a located error pointing at the library spec's statement."""
-    specs = _spec_dir(tmp_path, "hip", "  free: hipFree\n", f"  free: hipFree\n  {role}: {function}\n")
+    specs = _spec_dir(tmp_path, "hip", "  host_free: hipHostFree\n", f"  host_free: hipHostFree\n  {role}: {function}\n")
     errors = _errors(specs)
     line = _line(specs, "hip", f"  {role}: {function}")
     runtime = (specs / "hip" / "runtime.yaml").read_text().splitlines()
-    what = "kernel_launch" if role == "launch" else "pool_memory free"
-    key = "kernel_launch:" if role == "launch" else "pool_memory:"
+    what = {"launch": "kernel_launch", "pool_free": "pool_memory free"}.get(role, f"device_memory {role}")
+    key = {"launch": "kernel_launch:", "pool_free": "pool_memory:"}.get(role, "device_memory:")
     lib_line = next(i for i, text in enumerate(runtime, 1) if text.startswith(key))
     assert any(e.startswith(f"specs/hip/backend.yaml:{line}:3: function role '{role}' is stated by hip.runtime's "
                             f"{what} (") and f"specs/hip/runtime.yaml:{lib_line}:" in e
@@ -878,6 +920,7 @@ class FakeDriver:
         api.require = lambda role: None  # ... but every library "loads"
         api.launch_packed = None  # the compiled launch calls the real driver (test_launch_stub.py tests it)
         api.pool_memory = None  # so does the compiled pool allocation (test_pool_stub.py tests it)
+        api.device_memory = None  # and the compiled device memory (test_devmem_stub.py tests it)
         C, T = m.TABLES.constants, m.TABLES.types
         attrs = {C["attr_compute_units"]: 132, C["attr_max_block_x"]: 1024, C["attr_max_block_y"]: 1024,
                  C["attr_max_block_z"]: 64, C["attr_max_grid_x"]: 2**31 - 1, C["attr_max_grid_y"]: 65535,

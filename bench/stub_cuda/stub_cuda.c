@@ -565,11 +565,36 @@ STUB_EXPORT CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 
 /* -------------------------------------------------------------------------------------- memory */
 
+/* With STUB_CUDA_RECORD=1, cuMemAlloc and cuMemFree keep what they were last given and the context current
+   when they were called, and answer the next `fail_*_count` calls with `fail_*_status` instead (for tests of
+   a binding's device memory; set from the test through stub_cuda_memory()).  Only the counts are thread-safe. */
+typedef struct {
+    size_t alloc_bytes;
+    CUdeviceptr alloc_ptr, free_ptr;
+    CUcontext alloc_ctx, free_ctx;
+    int fail_alloc_count, fail_free_count;
+    CUresult fail_alloc_status, fail_free_status;
+} stub_memory_t;
+
+static stub_memory_t memory_record;
+
+STUB_EXPORT stub_memory_t *stub_cuda_memory(void) { return &memory_record; }
+
 STUB_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t bytes)
 {
+    if (recording()) {
+        memory_record.alloc_bytes = bytes;
+        memory_record.alloc_ctx = current_ctx;
+        if (memory_record.fail_alloc_count > 0) {
+            memory_record.fail_alloc_count--;
+            return memory_record.fail_alloc_status;
+        }
+    }
     BUMP(allocs);
     ctx_use();
     *p = fake_address(bytes);
+    if (recording())
+        memory_record.alloc_ptr = *p;
     return CUDA_SUCCESS;
 }
 
@@ -579,7 +604,20 @@ STUB_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *p, size_t bytes, uns
     return cuMemAlloc(p, bytes);
 }
 
-STUB_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr p) { (void)p; BUMP(frees); ctx_use(); return CUDA_SUCCESS; }
+STUB_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr p)
+{
+    if (recording()) {
+        memory_record.free_ptr = p;
+        memory_record.free_ctx = current_ctx;
+        if (memory_record.fail_free_count > 0) {
+            memory_record.fail_free_count--;
+            return memory_record.fail_free_status;
+        }
+    }
+    BUMP(frees);
+    ctx_use();
+    return CUDA_SUCCESS;
+}
 
 STUB_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *p, size_t bytes, CUstream s)
 {

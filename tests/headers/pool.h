@@ -1,4 +1,4 @@
-/* Focused header for the binder's pool_memory checks (tests/test_bind.py): functions of the
+/* Focused header for the binder's pool_memory and device_memory checks (tests/test_bind.py): functions of the
    cuMemAllocFromPoolAsync / cuMemFreeAsync shapes, and near misses. */
 #ifndef POOL_H
 #define POOL_H
@@ -15,5 +15,10 @@ poolResult poolFreePointer(void *ptr, poolStream stream);
 poolResult poolFreeLater(poolDevptr ptr, poolStream stream, int delay);
 poolResult poolAllocSwapped(poolDevptr *ptr, poolHandle pool, size_t bytes, poolStream stream);
 int poolCount(poolDevptr *ptr, size_t bytes, poolHandle pool, poolStream stream);
+/* device_memory (cuMemAlloc / cuMemFree shapes), and near misses */
+poolResult poolMalloc(poolDevptr *ptr, size_t bytes);
+poolResult poolRelease(poolDevptr ptr);
+poolResult poolReleasePointer(void *ptr);
+poolResult poolMallocSwapped(size_t bytes, poolDevptr *ptr);
 
 #endif

@@ -28,7 +28,10 @@
  *   IA_POOL (0/1)    stream-ordered pool memory: IA_POOL_ALLOC_INDEX, IA_POOL_FREE_INDEX, IA_POOL_DEVPTR,
  *                    IA_POOL_ALLOC_RESULT, IA_POOL_FREE_RESULT, IA_POOL_ALLOC_CALL(&out, nbytes, pool, stream),
  *                    IA_POOL_FREE_CALL(ptr, stream)
- *   the prototypes of the trampolines IA_LAUNCH_CALL / IA_POOL_*_CALL name (defined after this file)
+ *   IA_DEVMEM (0/1)  device memory (Device.alloc): IA_DEVMEM_ALLOC_INDEX, IA_DEVMEM_FREE_INDEX, IA_DEVMEM_DEVPTR,
+ *                    IA_DEVMEM_ALLOC_RESULT, IA_DEVMEM_FREE_RESULT, IA_DEVMEM_ALLOC_CALL(&out, nbytes),
+ *                    IA_DEVMEM_FREE_CALL(ptr)
+ *   the prototypes of the trampolines IA_LAUNCH_CALL / IA_POOL_*_CALL / IA_DEVMEM_*_CALL name (defined after this file)
  *
  * cffi compiles trampolines.c after Python.h; _cffi_build.py puts this directory on the include path and
  * counts this file in the library's build id.
@@ -57,6 +60,9 @@
 #endif
 #ifndef IA_POOL
 #define IA_POOL 0
+#endif
+#ifndef IA_DEVMEM
+#define IA_DEVMEM 0
 #endif
 
 #if defined(__GNUC__)
@@ -1212,6 +1218,37 @@ static PyObject *ia_launcher_slow(ia_launcher *l, PyObject *const *args, size_t 
     return r;
 }
 
+static PyObject *ia_launcher_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+/* ---- launch(kernel, dims, *args) (issue 27; cuda.core's launch(stream, config, kernel, *args)): the
+   KernelLaunch (kernel, dims, args) built here, as launch_type's own __new__ would, then launched as one */
+static PyObject *ia_launcher_call_parts(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    ia_launcher *l = (ia_launcher *)self;
+    PyTypeObject *lt = (PyTypeObject *)l->launch_type;
+    PyObject *launch, *rest, *r;
+    Py_ssize_t i;
+    if ((rest = PyTuple_New(n - 2)) == NULL)
+        return NULL;
+    for (i = 2; i < n; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(rest, i - 2, args[i]);
+    }
+    if ((launch = lt->tp_alloc(lt, 3)) == NULL) {
+        Py_DECREF(rest);
+        return NULL;
+    }
+    Py_INCREF(args[0]);
+    PyTuple_SET_ITEM(launch, 0, args[0]);
+    Py_INCREF(args[1]);
+    PyTuple_SET_ITEM(launch, 1, args[1]);
+    PyTuple_SET_ITEM(launch, 2, rest);  /* (stolen) */
+    r = ia_launcher_call(self, &launch, 1, NULL);
+    Py_DECREF(launch);
+    return r;
+}
+/* ---- (end of launch(kernel, dims, *args)) */
+
 static PyObject *ia_launcher_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     ia_launcher *l = (ia_launcher *)self;
@@ -1219,8 +1256,11 @@ static PyObject *ia_launcher_call(PyObject *self, PyObject *const *args, size_t 
     Py_ssize_t i;
     int rc;
     IA_LAUNCH_RESULT r;
-    if (IA_UNLIKELY(PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || l->busy || l->shut))
+    if (IA_UNLIKELY(PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || l->busy || l->shut)) {
+        if (PyVectorcall_NARGS(nargsf) >= 2 && kwnames == NULL && Py_TYPE(args[0]) == (PyTypeObject *)l->kernel_type)
+            return ia_launcher_call_parts(self, args, PyVectorcall_NARGS(nargsf));
         return ia_launcher_slow(l, args, nargsf, kwnames);
+    }
     launch = args[0];
     stream = PyWeakref_GET_OBJECT(l->ref);
     if (IA_UNLIKELY(stream == Py_None))
@@ -1433,9 +1473,10 @@ static PyObject *ia_launcher_new(PyObject *ia_self, PyObject *const *ia_args, Py
  * addresses (ints); `pool` is the backend's pool object, kept alive by the memory; `key` the .key of the
  * backend's thread-local (_pool_setup) when the pool's device is current on a thread.
  *
- * _PoolMemory holds ptr, nbytes, pool, _stream (the stream's address), _freed and _tracked, and frees
+ * _PoolMemory holds ptr, nbytes, pool, _stream (the stream's address), _views, _freed and _tracked, and frees
  * with IA_POOL_FREE_CALL(ptr, stream) in the stream's order: free() raises, free_unchecked() and _release()
- * return the Error; dropped unfreed while tracked, tp_finalize releases it (or calls the instance's _drop,
+ * return the Error; exported views alive (_views, weak references) make both refuse (the instance's
+ * _views_error); dropped unfreed while tracked, tp_finalize releases it (or calls the instance's _drop,
  * as Allocation.__del__ does).  Freeing makes the pool's device current first when the thread-local's
  * .key differs (pool.device.activate()).  Errors come from the Python side: pool._memory_error(memory,
  * status or None for a double free, function name).
@@ -1448,6 +1489,7 @@ typedef struct {
     unsigned long long stream;  /* the native stream's address: freed in its order */
     PyObject *pool;             /* the backend's pool (kept alive while the memory is) */
     PyObject *key;              /* the thread-local's .key when the pool's device is current */
+    PyObject *views;            /* _views: the exported views (weak references), or NULL: free refuses while any lives */
     Py_ssize_t nbytes;
     char freed;
     char tracked;               /* released on drop unless freed */
@@ -1456,7 +1498,7 @@ typedef struct {
 static PyObject *ia_pm_tls = NULL;    /* the backend's threading.local (_pool_setup) */
 static PyObject *ia_pm_error = NULL;  /* the backend's Error class: what _release returns, not raises */
 static PyObject *ia_pm_str_key = NULL, *ia_pm_str_device, *ia_pm_str_activate, *ia_pm_str_memory_error,
-                *ia_pm_str_drop;
+                *ia_pm_str_drop, *ia_pm_str_views_error;
 
 static int ia_pm_strings(void)
 {
@@ -1466,6 +1508,7 @@ static int ia_pm_strings(void)
         || (ia_pm_str_activate = PyUnicode_InternFromString("activate")) == NULL
         || (ia_pm_str_memory_error = PyUnicode_InternFromString("_memory_error")) == NULL
         || (ia_pm_str_drop = PyUnicode_InternFromString("_drop")) == NULL
+        || (ia_pm_str_views_error = PyUnicode_InternFromString("_views_error")) == NULL
         || (ia_pm_str_key = PyUnicode_InternFromString("key")) == NULL)
         return -1;
     return 0;
@@ -1557,6 +1600,24 @@ static PyObject *ia_pm_release_result(ia_pm_object *m, const char *function)
     return NULL;
 }
 
+/* the refusal of freeing while exported views live (the instance's _views_error(function), as
+   Allocation.free asks): a new reference to the Error or None; NULL if raised */
+static PyObject *ia_pm_views(ia_pm_object *m, const char *function)
+{
+    PyObject *fname, *r;
+    int any;
+    if ((any = PyObject_IsTrue(m->views)) <= 0) {
+        if (any < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if ((fname = PyUnicode_FromString(function)) == NULL)
+        return NULL;
+    r = PyObject_CallMethodOneArg((PyObject *)m, ia_pm_str_views_error, fname);
+    Py_DECREF(fname);
+    return r;
+}
+
 static PyObject *ia_pm_free(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
 {
     long long status = 0;
@@ -1566,6 +1627,15 @@ static PyObject *ia_pm_free(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
         if ((err = ia_pm_make_error(m, 0, 0, "Allocation.free")) != NULL)
             ia_raise(err);
         return NULL;
+    }
+    if (IA_UNLIKELY(m->views != NULL && m->views != Py_None)) {
+        if ((err = ia_pm_views(m, "Allocation.free")) == NULL)
+            return NULL;
+        if (err != Py_None) {
+            ia_raise(err);
+            return NULL;
+        }
+        Py_DECREF(err);
     }
     m->freed = 1;
     if (IA_LIKELY((rc = ia_pm_release(m, &status)) == 0))
@@ -1577,8 +1647,14 @@ static PyObject *ia_pm_free(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
 
 static PyObject *ia_pm_free_unchecked(ia_pm_object *m, PyObject *Py_UNUSED(ignored))
 {
+    PyObject *err;
     if (IA_UNLIKELY(m->freed))  /* one flag test: freeing twice is undefined behaviour (a crash) */
         return ia_pm_make_error(m, 0, 0, "Allocation.free_unchecked");
+    if (IA_UNLIKELY(m->views != NULL && m->views != Py_None)) {
+        if ((err = ia_pm_views(m, "Allocation.free_unchecked")) != Py_None)
+            return err;  /* the refusal (or NULL: raised) */
+        Py_DECREF(err);
+    }
     m->freed = 1;
     return ia_pm_release_result(m, "Allocation.free_unchecked");
 }
@@ -1615,6 +1691,7 @@ static int ia_pm_traverse(PyObject *self, visitproc visit, void *arg)
     ia_pm_object *m = (ia_pm_object *)self;
     Py_VISIT(m->pool);
     Py_VISIT(m->key);
+    Py_VISIT(m->views);
     return 0;
 }
 
@@ -1624,6 +1701,7 @@ static void ia_pm_dealloc(PyObject *self)
     PyObject_GC_UnTrack(self);
     Py_CLEAR(m->pool);
     Py_CLEAR(m->key);
+    Py_CLEAR(m->views);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -1648,6 +1726,7 @@ static PyMemberDef ia_pm_members[] = {
     {"nbytes", T_PYSSIZET, offsetof(ia_pm_object, nbytes), READONLY, "the size in bytes"},
     {"pool", T_OBJECT, offsetof(ia_pm_object, pool), READONLY, "the pool it came from"},
     {"_stream", T_ULONGLONG, offsetof(ia_pm_object, stream), READONLY, "the native stream's address"},
+    {"_views", T_OBJECT, offsetof(ia_pm_object, views), 0, "the exported views (weak references)"},
     {"_freed", T_BOOL, offsetof(ia_pm_object, freed), 0, "freed (or being released)"},
     {"_tracked", T_BOOL, offsetof(ia_pm_object, tracked), 0, "released on drop unless freed"},
     {NULL, 0, 0, 0, NULL}
@@ -1712,6 +1791,7 @@ static PyObject *ia_pool_alloc(PyObject *ia_self, PyObject *const *ia_args, Py_s
     m->pool = ia_args[1];
     Py_INCREF(ia_args[5]);
     m->key = ia_args[5];
+    m->views = NULL;
     m->nbytes = (Py_ssize_t)ia_n;
     m->tracked = 1;
     return (PyObject *)m;
@@ -1752,10 +1832,519 @@ static PyObject *ia_pool_setup(PyObject *ia_self, PyObject *const *ia_args, Py_s
 #include "ia_pool_cache.h"
 
 
+#if IA_DEVMEM
+/* ======================================================================================================
+ * Device memory in C (issue 27; this block is the device-memory allocator's alone): Device.alloc(n) and
+ * Device.alloc_unchecked(n) of DEVICE memory are, in API mode, allocators made by
+ *
+ *   _devmem_allocator(cls, ref, slow, alloc_error, device_kind, tls, key, ctx, check)
+ *
+ * bound as the device's instance attributes (over the methods).  Called as alloc(nbytes[, kind]) with an
+ * int nbytes in 1..SIZE_MAX, kind omitted or `device_kind` (MemoryKind.DEVICE), and the device current on
+ * this thread (the thread-local `tls`'s .key is `key`), one calls IA_DEVMEM_ALLOC_CALL(&ptr, nbytes) with the
+ * GIL released and returns a new `cls` (a subclass of _DeviceMemory) that owns the memory; anything else
+ * (another kind, a bad size, another device current, keywords, a shut allocator) calls slow(device, *args),
+ * the Python method.  A failed allocation: alloc_error(device, status, nbytes) is the Error, raised when
+ * `check`, else returned.  `ref` is a weak reference to the device (the device holds its allocators).
+ * `check` also says whether the memory is released on drop (Device.alloc's is; alloc_unchecked's is not).
+ *
+ * _DeviceMemory holds ptr, nbytes, device, _ctx (the context reference it keeps alive), _key, _views,
+ * _freed and _tracked, and frees with IA_DEVMEM_FREE_CALL(ptr): free() raises, free_unchecked() and _release()
+ * return the Error; exported host views (_views, weak references) make free refuse (device._views_error);
+ * dropped unfreed while tracked, tp_finalize releases it (or calls the instance's _drop, as
+ * Allocation.__del__ does).  Freeing makes the device current first when the thread-local's .key differs
+ * (device.activate()).  Errors come from the Python side: device._memory_error(memory, status or None for
+ * a double free, function name).
+ *
+ * Another allocator shape (one returning its handle, as clCreateBuffer(ctx, flags, size, host, &err) does)
+ * would be another IA_DEVMEM_ALLOC_CALL: the binder chooses the call; this block only needs `ptr` back.
+ * ==================================================================================================== */
+#include "structmember.h"
+
+typedef struct {
+    PyObject_HEAD
+    unsigned long long ptr;     /* the device address */
+    PyObject *device;           /* the backend's device */
+    PyObject *key;              /* the thread-local's .key when the device is current */
+    PyObject *ctx;              /* the device's context reference (the context lives while the memory does) */
+    PyObject *views;            /* _views: the exported host views (weak references), or NULL */
+    Py_ssize_t nbytes;
+    char freed;
+    char tracked;               /* released on drop unless freed */
+} ia_dm_object;
+
+static PyObject *ia_fast_module;      /* (defined below: _devmem_setup adds _DeviceMemory to it) */
+static PyObject *ia_dm_tls = NULL;    /* the backend's threading.local (_devmem_setup) */
+static PyObject *ia_dm_error = NULL;  /* the backend's Error class: what _release returns, not raises */
+static PyObject *ia_dm_str_key = NULL, *ia_dm_str_activate, *ia_dm_str_memory_error, *ia_dm_str_drop,
+                *ia_dm_str_views_error;
+
+static int ia_dm_strings(void)
+{
+    if (ia_dm_str_key != NULL)
+        return 0;
+    if ((ia_dm_str_activate = PyUnicode_InternFromString("activate")) == NULL
+        || (ia_dm_str_memory_error = PyUnicode_InternFromString("_memory_error")) == NULL
+        || (ia_dm_str_drop = PyUnicode_InternFromString("_drop")) == NULL
+        || (ia_dm_str_views_error = PyUnicode_InternFromString("_views_error")) == NULL
+        || (ia_dm_str_key = PyUnicode_InternFromString("key")) == NULL)
+        return -1;
+    return 0;
+}
+
+/* whether the thread-local's .key is `key`: 1, 0, or -1 with an exception set */
+static int ia_dm_current(PyObject *tls, PyObject *key)
+{
+    PyObject *cur;
+    int same;
+    if ((cur = PyObject_GetAttr(tls, ia_dm_str_key)) == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();  /* nothing current on this thread yet */
+        return 0;
+    }
+    same = cur == key ? 1 : PyObject_RichCompareBool(cur, key, Py_EQ);
+    Py_DECREF(cur);
+    return same;
+}
+
+/* device._memory_error(m, status or None, function): a new reference to the Error, or NULL (raised) */
+static PyObject *ia_dm_make_error(ia_dm_object *m, long long status, int has_status, const char *function)
+{
+    PyObject *code, *fname, *err;
+    if (has_status) {
+        if ((code = PyLong_FromLongLong(status)) == NULL)
+            return NULL;
+    } else {
+        code = Py_None;
+        Py_INCREF(code);
+    }
+    if ((fname = PyUnicode_FromString(function)) == NULL) {
+        Py_DECREF(code);
+        return NULL;
+    }
+    err = PyObject_CallMethodObjArgs(m->device, ia_dm_str_memory_error, (PyObject *)m, code, fname, NULL);
+    Py_DECREF(code);
+    Py_DECREF(fname);
+    return err;
+}
+
+/* the refusal of freeing while host views are exported: a new reference to the Error or None; NULL if raised */
+static PyObject *ia_dm_views(ia_dm_object *m, const char *function)
+{
+    PyObject *fname, *r;
+    int any;
+    if (IA_LIKELY(m->views == NULL || m->views == Py_None))
+        Py_RETURN_NONE;
+    if ((any = PyObject_IsTrue(m->views)) <= 0) {
+        if (any < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if ((fname = PyUnicode_FromString(function)) == NULL)
+        return NULL;
+    r = PyObject_CallMethodOneArg((PyObject *)m, ia_dm_str_views_error, fname);
+    Py_DECREF(fname);
+    return r;
+}
+
+/* free the memory (m->freed already set): 0 freed; 1 with *status the failure; -1 with an exception set
+   (making the device current failed) */
+static int ia_dm_release(ia_dm_object *m, long long *status)
+{
+    IA_DEVMEM_FREE_RESULT ia_r;
+    int same = ia_dm_tls == NULL ? 0 : ia_dm_current(ia_dm_tls, m->key);
+    if (same < 0)
+        return -1;
+    if (!same) {
+        PyObject *r = PyObject_CallMethodNoArgs(m->device, ia_dm_str_activate);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+    }
+    if (IA_UNLIKELY(ia_status(IA_DEVMEM_FREE_INDEX) != 0) && ia_fast_require(IA_DEVMEM_FREE_INDEX) < 0)
+        return -1;
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = IA_DEVMEM_FREE_CALL((uintptr_t)m->ptr);
+    Py_END_ALLOW_THREADS
+    if (ia_r == 0)
+        return 0;
+    *status = (long long)ia_r;
+    return 1;
+}
+
+/* the Error (a new reference) or None that releasing returns, as Allocation._release; NULL if raised */
+static PyObject *ia_dm_release_result(ia_dm_object *m, const char *function)
+{
+    long long status = 0;
+    int rc = ia_dm_release(m, &status);
+    if (rc == 0)
+        Py_RETURN_NONE;
+    if (rc > 0)
+        return ia_dm_make_error(m, status, 1, function);
+    if (ia_dm_error != NULL && PyErr_ExceptionMatches(ia_dm_error)) {  /* an Error is returned, not raised */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        Py_XDECREF(type);
+        Py_XDECREF(tb);
+        if (value != NULL)
+            PyException_SetTraceback(value, Py_None);  /* (a value: its frames would hold their objects) */
+        return value;
+    }
+    return NULL;
+}
+
+static PyObject *ia_dm_free(ia_dm_object *m, PyObject *Py_UNUSED(ignored))
+{
+    long long status = 0;
+    int rc;
+    PyObject *err;
+    if (IA_UNLIKELY(m->freed)) {
+        if ((err = ia_dm_make_error(m, 0, 0, "Allocation.free")) != NULL)
+            ia_raise(err);
+        return NULL;
+    }
+    if (IA_UNLIKELY(m->views != NULL)) {
+        if ((err = ia_dm_views(m, "Allocation.free")) == NULL)
+            return NULL;
+        if (err != Py_None) {
+            ia_raise(err);
+            return NULL;
+        }
+        Py_DECREF(err);
+    }
+    m->freed = 1;
+    if (IA_LIKELY((rc = ia_dm_release(m, &status)) == 0))
+        Py_RETURN_NONE;
+    if (rc > 0 && (err = ia_dm_make_error(m, status, 1, "Allocation.free")) != NULL)
+        ia_raise(err);
+    return NULL;
+}
+
+static PyObject *ia_dm_free_unchecked(ia_dm_object *m, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *err;
+    if (IA_UNLIKELY(m->freed))  /* one flag test: freeing twice is undefined behaviour (a crash) */
+        return ia_dm_make_error(m, 0, 0, "Allocation.free_unchecked");
+    if (IA_UNLIKELY(m->views != NULL)) {
+        if ((err = ia_dm_views(m, "Allocation.free_unchecked")) != Py_None)
+            return err;  /* the refusal (or NULL: raised) */
+        Py_DECREF(err);
+    }
+    m->freed = 1;
+    return ia_dm_release_result(m, "Allocation.free_unchecked");
+}
+
+static PyObject *ia_dm_release_method(ia_dm_object *m, PyObject *Py_UNUSED(ignored))
+{
+    return ia_dm_release_result(m, "Allocation.free");
+}
+
+/* dropped: released unless freed or untracked (the instance's _drop instead, if it has one) */
+static void ia_dm_finalize(PyObject *self)
+{
+    ia_dm_object *m = (ia_dm_object *)self;
+    PyObject *type, *value, *tb, *drop, *r = NULL;
+    if (IA_LIKELY(m->freed || !m->tracked))
+        return;
+    m->freed = 1;
+    PyErr_Fetch(&type, &value, &tb);
+    if ((drop = PyObject_GetAttr(self, ia_dm_str_drop)) != NULL) {
+        r = drop != Py_None ? PyObject_CallNoArgs(drop) : ia_dm_release_result(m, "Allocation.free");
+        Py_DECREF(drop);
+    }
+    if (r == NULL)
+        PyErr_WriteUnraisable(self);
+    Py_XDECREF(r);
+    PyErr_Restore(type, value, tb);
+}
+
+/* the collector sees the device, the context reference and the views (cycles through the memory are
+   collectable); no tp_clear: the cycle's Python objects are cleared instead, so `device` is never NULL */
+static int ia_dm_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    ia_dm_object *m = (ia_dm_object *)self;
+    Py_VISIT(m->device);
+    Py_VISIT(m->key);
+    Py_VISIT(m->ctx);
+    Py_VISIT(m->views);
+    return 0;
+}
+
+static void ia_dm_dealloc(PyObject *self)
+{
+    ia_dm_object *m = (ia_dm_object *)self;
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(m->device);
+    Py_CLEAR(m->key);
+    Py_CLEAR(m->ctx);
+    Py_CLEAR(m->views);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *ia_dm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances: Device.alloc makes them", type->tp_name);
+    return NULL;
+}
+
+static PyMethodDef ia_dm_methods[] = {
+    {"free", (PyCFunction)ia_dm_free, METH_NOARGS, "Free the memory (raises on failure)."},
+    {"free_unchecked", (PyCFunction)ia_dm_free_unchecked, METH_NOARGS, "Free the memory; the Error, or None."},
+    {"_release", (PyCFunction)ia_dm_release_method, METH_NOARGS, "Free the memory; the Error, or None."},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyMemberDef ia_dm_members[] = {
+    {"ptr", T_ULONGLONG, offsetof(ia_dm_object, ptr), READONLY, "the device address"},
+    {"nbytes", T_PYSSIZET, offsetof(ia_dm_object, nbytes), READONLY, "the size in bytes"},
+    {"device", T_OBJECT, offsetof(ia_dm_object, device), READONLY, "the device it was allocated on"},
+    {"_ctx", T_OBJECT, offsetof(ia_dm_object, ctx), READONLY, "the context reference it keeps alive"},
+    {"_key", T_OBJECT, offsetof(ia_dm_object, key), READONLY, "the thread-local's key of its device"},
+    {"_views", T_OBJECT, offsetof(ia_dm_object, views), 0, "the exported host views (weak references)"},
+    {"_freed", T_BOOL, offsetof(ia_dm_object, freed), 0, "freed (or being released)"},
+    {"_tracked", T_BOOL, offsetof(ia_dm_object, tracked), 0, "released on drop unless freed"},
+    {NULL, 0, 0, 0, NULL}
+};
+
+static PyTypeObject ia_dm_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = IA_PACKAGE "._fast._DeviceMemory",
+    .tp_basicsize = sizeof(ia_dm_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Device memory allocated and freed in C (the base of the backend's device allocations; see "
+              "ia_runtime.h).",
+    .tp_new = ia_dm_new,
+    .tp_dealloc = ia_dm_dealloc,
+    .tp_traverse = ia_dm_traverse,
+    .tp_finalize = ia_dm_finalize,
+    .tp_methods = ia_dm_methods,
+    .tp_members = ia_dm_members,
+};
+
+/* the allocator: Device.alloc or alloc_unchecked of one device (see above) */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *cls, *ref, *slow, *alloc_error, *device_kind, *tls, *key, *ctx;
+    int check, shut;
+} ia_da_object;
+
+/* slow(device, *args, **kwargs): the Python method */
+static PyObject *ia_da_slow(ia_da_object *a, PyObject *device, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames)
+{
+    PyObject *bound = PyMethod_New(a->slow, device), *r;
+    r = bound == NULL ? NULL : PyObject_Vectorcall(bound, args, nargsf, kwnames);
+    Py_XDECREF(bound);
+    return r;
+}
+
+static PyObject *ia_da_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    ia_da_object *a = (ia_da_object *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject *device = PyWeakref_GetObject(a->ref), *r;  /* borrowed */
+    ia_dm_object *m;
+    size_t nbytes;
+    int same;
+    IA_DEVMEM_DEVPTR ia_out = 0;
+    IA_DEVMEM_ALLOC_RESULT ia_r;
+    if (IA_UNLIKELY(device == NULL))
+        return NULL;
+    if (IA_UNLIKELY(device == Py_None)) {
+        PyErr_SetString(PyExc_ReferenceError, "Device.alloc: the device this allocator was bound to is gone");
+        return NULL;
+    }
+    Py_INCREF(device);
+    if (IA_UNLIKELY(a->shut || kwnames != NULL || n < 1 || n > 2 || !PyLong_CheckExact(args[0])
+                    || (n == 2 && args[1] != a->device_kind)))
+        goto slow;
+    nbytes = PyLong_AsSize_t(args[0]);
+    if (IA_UNLIKELY(nbytes == (size_t)-1 || nbytes == 0)) {
+        PyErr_Clear();
+        goto slow;  /* (its checks say what is wrong) */
+    }
+    if (IA_UNLIKELY((same = ia_dm_current(a->tls, a->key)) <= 0)) {
+        if (same < 0) {
+            Py_DECREF(device);
+            return NULL;
+        }
+        goto slow;  /* (it makes the device current) */
+    }
+    if (IA_UNLIKELY(ia_status(IA_DEVMEM_ALLOC_INDEX) != 0) && ia_fast_require(IA_DEVMEM_ALLOC_INDEX) < 0) {
+        PyErr_Clear();
+        goto slow;  /* (it raises or returns the loader's error) */
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ia_r = IA_DEVMEM_ALLOC_CALL(&ia_out, nbytes);
+    Py_END_ALLOW_THREADS
+    if (IA_UNLIKELY(ia_r != 0)) {
+        PyObject *code = IA_FROM_INT(IA_DEVMEM_ALLOC_RESULT, ia_r);
+        r = code == NULL ? NULL : PyObject_CallFunctionObjArgs(a->alloc_error, device, code, args[0], NULL);
+        Py_XDECREF(code);
+        Py_DECREF(device);
+        if (r != NULL && a->check) {
+            ia_raise(r);
+            return NULL;
+        }
+        return r;
+    }
+    if ((m = (ia_dm_object *)((PyTypeObject *)a->cls)->tp_alloc((PyTypeObject *)a->cls, 0)) == NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        IA_DEVMEM_FREE_CALL((uintptr_t)ia_out);
+        Py_END_ALLOW_THREADS
+        Py_DECREF(device);
+        return NULL;
+    }
+    m->ptr = (unsigned long long)(uintptr_t)ia_out;
+    m->device = device;  /* (the reference taken above) */
+    Py_INCREF(a->key);
+    m->key = a->key;
+    Py_INCREF(a->ctx);
+    m->ctx = a->ctx;
+    m->views = NULL;
+    m->nbytes = (Py_ssize_t)nbytes;
+    m->tracked = (char)a->check;
+    return (PyObject *)m;
+slow:
+    r = ia_da_slow(a, device, args, nargsf, kwnames);
+    Py_DECREF(device);
+    return r;
+}
+
+static PyObject *ia_da_shut_method(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    ((ia_da_object *)self)->shut = 1;
+    Py_RETURN_NONE;
+}
+
+static int ia_da_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    ia_da_object *a = (ia_da_object *)self;
+    Py_VISIT(a->cls);
+    Py_VISIT(a->ref);
+    Py_VISIT(a->slow);
+    Py_VISIT(a->alloc_error);
+    Py_VISIT(a->device_kind);
+    Py_VISIT(a->tls);
+    Py_VISIT(a->key);
+    Py_VISIT(a->ctx);
+    return 0;
+}
+
+static int ia_da_clear(PyObject *self)
+{
+    ia_da_object *a = (ia_da_object *)self;
+    Py_CLEAR(a->cls);
+    Py_CLEAR(a->ref);
+    Py_CLEAR(a->slow);
+    Py_CLEAR(a->alloc_error);
+    Py_CLEAR(a->device_kind);
+    Py_CLEAR(a->tls);
+    Py_CLEAR(a->key);
+    Py_CLEAR(a->ctx);
+    return 0;
+}
+
+static void ia_da_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    ia_da_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef ia_da_methods[] = {
+    {"_shut", ia_da_shut_method, METH_NOARGS, "Every later call takes the slow path (the device was closed)."},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyTypeObject ia_da_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = IA_PACKAGE "._fast._DeviceAllocator",
+    .tp_basicsize = sizeof(ia_da_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A device's alloc (or alloc_unchecked) of DEVICE memory, in C (see ia_runtime.h).",
+    .tp_vectorcall_offset = offsetof(ia_da_object, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = ia_da_dealloc,
+    .tp_traverse = ia_da_traverse,
+    .tp_clear = ia_da_clear,
+    .tp_methods = ia_da_methods,
+};
+
+static PyObject *ia_devmem_allocator(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
+{
+    ia_da_object *a;
+    int check;
+    (void)ia_self;
+    if (ia_nargs != 9 || !PyType_Check(ia_args[0]) || !PyType_IsSubtype((PyTypeObject *)ia_args[0], &ia_dm_type)
+        || !PyWeakref_CheckRef(ia_args[1])) {
+        PyErr_SetString(PyExc_TypeError, "_devmem_allocator(cls: type[_DeviceMemory], ref: weakref, slow, "
+                        "alloc_error, device_kind, tls, key, ctx, check)");
+        return NULL;
+    }
+    if (ia_dm_strings() < 0)
+        return NULL;
+    if (!(ia_da_type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&ia_da_type) < 0)
+        return NULL;
+    if ((check = PyObject_IsTrue(ia_args[8])) < 0)
+        return NULL;
+    if ((a = PyObject_GC_New(ia_da_object, &ia_da_type)) == NULL)
+        return NULL;
+    a->vectorcall = ia_da_call;
+#define IA_HOLD(field, i) (Py_INCREF(ia_args[i]), a->field = ia_args[i])
+    IA_HOLD(cls, 0); IA_HOLD(ref, 1); IA_HOLD(slow, 2); IA_HOLD(alloc_error, 3); IA_HOLD(device_kind, 4);
+    IA_HOLD(tls, 5); IA_HOLD(key, 6); IA_HOLD(ctx, 7);
+#undef IA_HOLD
+    a->check = check;
+    a->shut = 0;
+    PyObject_GC_Track(a);
+    return (PyObject *)a;
+}
+
+/* _devmem_setup(tls, error_type): the backend's thread-local (whose .key says which device is current) and
+   Error class; returns the _DeviceMemory type */
+static PyObject *ia_devmem_setup(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
+{
+    (void)ia_self;
+    if (ia_nargs != 2 || !PyType_Check(ia_args[1])) {
+        PyErr_SetString(PyExc_TypeError, "_devmem_setup(tls, error_type: type)");
+        return NULL;
+    }
+    if (ia_dm_strings() < 0)
+        return NULL;
+    if (!(ia_dm_type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&ia_dm_type) < 0)
+        return NULL;
+    if (ia_fast_module != NULL && !PyObject_HasAttrString(ia_fast_module, "_DeviceMemory")
+        && PyModule_AddObjectRef(ia_fast_module, "_DeviceMemory", (PyObject *)&ia_dm_type) < 0)
+        return NULL;
+    Py_INCREF(ia_args[0]);
+    Py_XSETREF(ia_dm_tls, ia_args[0]);
+    Py_INCREF(ia_args[1]);
+    Py_XSETREF(ia_dm_error, ia_args[1]);
+    Py_INCREF(&ia_dm_type);
+    return (PyObject *)&ia_dm_type;
+}
+#define IA_DEVMEM_METHODS \
+    {"_devmem_allocator", (PyCFunction)(void (*)(void))ia_devmem_allocator, METH_FASTCALL, \
+     "_devmem_allocator(cls, ref, slow, alloc_error, device_kind, tls, key, ctx, check)\n--\n\nA device's " \
+     "alloc or alloc_unchecked of DEVICE memory in C (see ia_runtime.h)."}, \
+    {"_devmem_setup", (PyCFunction)(void (*)(void))ia_devmem_setup, METH_FASTCALL, \
+     "_devmem_setup(tls, error_type)\n--\n\nThe backend's thread-local and Error class; returns the " \
+     "_DeviceMemory type."},
+#else
+#define IA_DEVMEM_METHODS
+#endif
+/* ====================================================================== (end of the device-memory block) */
+
 /* The module _fast: the library's fast paths (in ia_fast_methods, defined after this file), then the
    runtime's own methods (IA_RUNTIME_METHODS ends the table). */
-#define IA_RUNTIME_METHODS IA_LAUNCH_METHODS IA_POOL_METHODS IA_POOL_CACHE_METHODS {NULL, NULL, 0, NULL}
-#define IA_FAST_METHODS (IA_FAST_COUNT + 5 + IA_POOL_CACHE_METHOD_COUNT)
+#define IA_RUNTIME_METHODS IA_LAUNCH_METHODS IA_POOL_METHODS IA_POOL_CACHE_METHODS IA_DEVMEM_METHODS {NULL, NULL, 0, NULL}
+#define IA_FAST_METHODS (IA_FAST_COUNT + 7 + IA_POOL_CACHE_METHOD_COUNT)
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS];
 
 static struct PyModuleDef ia_fast_def = {

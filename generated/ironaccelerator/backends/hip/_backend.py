@@ -170,6 +170,7 @@ TABLES = _gpu.GpuTables(
     launch_max_args=256,
     launch_max_bytes=4096,
     compiled_pool=True,
+    compiled_device_memory=True,
 )
 translate_capability = TABLES.capability
 translate_vendor = TABLES.vendor

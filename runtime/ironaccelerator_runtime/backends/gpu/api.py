@@ -149,6 +149,14 @@ class GpuApi:
         setup = getattr(pool_fast, "_pool_setup", None)
         self.pool_memory: tuple[Callable[..., Any], type] | None = None if setup is None else (
             pool_fast._pool_alloc, setup(_TLS, Error))
+        # the compiled device memory (_fast._devmem_allocator and the _DeviceMemory type in trampolines.c; API mode):
+        # alloc and free called in C, the memory a C object: (the allocator maker, the type) or None
+        dm_fast: Any = getattr(self.of("alloc"), "_fast", None) if tables.compiled_device_memory and \
+            not tracing.ENABLED else None
+        dm_setup = getattr(dm_fast, "_devmem_setup", None)
+        self.device_memory: tuple[Callable[..., Any], type] | None = None if dm_setup is None else (
+            dm_fast._devmem_allocator, dm_setup(_TLS, Error))
+        self.device_types: dict[type, type] = {}  # a device allocation class -> its compiled twin
         self.compiler_ffi: Any = None if self.program_create is None else self.of("program_create").ffi
         self.pool_types: dict[type, type] = {}  # a pool allocation class -> its compiled twin
 

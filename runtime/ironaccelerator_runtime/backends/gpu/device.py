@@ -12,13 +12,15 @@ from ironaccelerator_runtime import dlpack, kernel_cache
 from ironaccelerator_runtime.backends.gpu.api import _address
 from ironaccelerator_runtime.backends.gpu.compile import _image_bytes, classify_image, compile_program, compiler_version
 from ironaccelerator_runtime.backends.gpu.context import _ContextRef, _RETAINS, _TLS, _make_current
-from ironaccelerator_runtime.backends.gpu.memory import GpuAllocation, _ImportedMemory, _IpcMemory, _with_mixin
+from ironaccelerator_runtime.backends.gpu.memory import (
+    GpuAllocation, _ImportedMemory, _IpcMemory, _compiled_device_allocation, _with_mixin,
+)
 from ironaccelerator_runtime.backends.gpu.module import GpuModule
 from ironaccelerator_runtime.backends.gpu.pool import GpuStreamOrderedPool
 from ironaccelerator_runtime.backends.gpu.stream import GpuStream
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import (
-    CompileOptions, Device, DeviceDescriptor, IpcHandle, MemoryPool, Result, _SIZE_MAX, check_size, compile_options,
+    Allocation, CompileOptions, Device, DeviceDescriptor, IpcHandle, MemoryPool, Result, _SIZE_MAX, check_size, compile_options,
     compiler_log, unsupported,
 )
 
@@ -65,7 +67,38 @@ class GpuDevice(Device):
         self._alloc: Callable[..., int] = api.alloc
         self._free: Callable[..., int] = api.free
         self._allocation = self.allocation_class  # (an instance attribute: the alloc path reads it)
+        self._allocators: tuple[Any, ...] = ()
         self.activate()
+        self._bind_allocators()
+
+    def _bind_allocators(self) -> None:
+        """In API mode, ``alloc`` and ``alloc_unchecked`` of DEVICE memory are compiled allocators
+        (``_fast._devmem_allocator``, ia_runtime.h), bound as instance attributes over the methods below: the
+        memory a C object (``_DeviceMemory``) that frees and releases on drop in C.  What they do not take (other
+        kinds, a bad size, another device current) goes to the methods.  They hold the device weakly."""
+        made = self.api.device_memory
+        if made is None:
+            return
+        cls = _compiled_device_allocation(self.api, self.allocation_class)
+        ref, ctx, error = weakref.ref(self), self._ctx, type(self)._alloc_error
+        self._allocators = tuple(made[0](cls, ref, getattr(type(self), name), error, MemoryKind.DEVICE, _TLS,
+                                         self._key, ctx, check) for name, check in (("alloc", True),
+                                                                                    ("alloc_unchecked", False)))
+        setattr(self, "alloc", self._allocators[0])
+        setattr(self, "alloc_unchecked", self._allocators[1])
+
+    def _alloc_error(self, code: int, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Error:
+        """The Error of a failed allocation (the driver's ``code``)."""
+        role = "alloc" if kind is MemoryKind.DEVICE else "host_alloc" if kind in (
+            MemoryKind.HOST_PINNED, MemoryKind.HOST) else "managed_alloc"
+        return self.api.error(code, role, f"{nbytes} bytes of {kind.name} memory requested; the device has "
+                              f"{self.descriptor.total_memory} bytes in all")
+
+    def _memory_error(self, memory: Allocation, code: int | None, function: str) -> Error:
+        """The Error of a compiled allocation's failed free (``code``), or of freeing it twice (None)."""
+        if code is None:
+            return fail(ErrorKind.INVALID_HANDLE, function, f"{memory!r} was already freed", self)
+        return self.api.error(code, "free")
 
     def activate(self) -> None:
         """Make this device current on the calling thread (every operation does; cached per thread)."""
@@ -79,6 +112,11 @@ class GpuDevice(Device):
         for s in list(self._streams):
             s._shut()
         self._ctx = None
+        if self._allocators:  # (alloc and alloc_unchecked: the methods again, which refuse)
+            for allocator in self._allocators:
+                allocator._shut()  # (one kept by a caller takes the methods from now on)
+            del self.alloc, self.alloc_unchecked
+            self._allocators = ()
         pool = self.__dict__.pop("_pool", None)  # (trimmed by close; whoever still holds it keeps the context)
         shut = getattr(pool, "_shut", None)
         if shut is not None:
@@ -108,6 +146,8 @@ class GpuDevice(Device):
         try:
             if getattr(_TLS, "key", None) != self._key:
                 self.activate()
+            if kind is MemoryKind.DEVICE and self._allocators:  # the compiled allocator, the device now current
+                return self._allocators[1](nbytes)  # type: ignore[no-any-return]
             if kind is MemoryKind.DEVICE:  # (the hot path: the pointer type and the function kept by __init__)
                 role, out = "alloc", self._new(self._ptr_t)
                 code = self._alloc(out, nbytes)
@@ -128,8 +168,7 @@ class GpuDevice(Device):
         except (OverflowError, TypeError) as e:  # ex) a negative size: cffi refuses it before the call
             return fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"cannot allocate {nbytes!r} bytes: {e}", api)
         if code:
-            return api.error(code, role, f"{nbytes} bytes of {kind.name} memory requested; the device has "
-                             f"{self.descriptor.total_memory} bytes in all")
+            return self._alloc_error(code, nbytes, kind)
         return self._allocation(self, out[0], nbytes, kind)
 
     def _unsupported(self, kind: MemoryKind) -> Error:

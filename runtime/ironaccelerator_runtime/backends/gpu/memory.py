@@ -64,6 +64,8 @@ class GpuAllocation(Allocation):
     def free(self) -> None:
         if self._freed:
             raise fail(ErrorKind.INVALID_HANDLE, "Allocation.free", f"{self!r} was already freed", self.device)
+        if self._views and (e := self._views_error("Allocation.free")) is not None:
+            raise e  # (exported views: typed DLPack views of DEVICE memory too)
         device = self.device
         if self.kind is MemoryKind.DEVICE and getattr(_TLS, "key", None) == device._key:
             self._freed = True
@@ -71,8 +73,6 @@ class GpuAllocation(Allocation):
             if code:
                 raise device.api.error(code, "free")
             return
-        if self._views and (e := self._views_error("Allocation.free")) is not None:
-            raise e
         self._freed = True
         err = self._release()
         if err is not None:
@@ -82,13 +82,13 @@ class GpuAllocation(Allocation):
         if self._freed:  # one flag test: releasing the vendor handle twice is undefined behaviour (a crash)
             return fail(ErrorKind.INVALID_HANDLE, "Allocation.free_unchecked", f"{self!r} was already freed",
                         self.device)
+        if self._views and (e := self._views_error("Allocation.free_unchecked")) is not None:
+            return e
         device = self.device
         if self.kind is MemoryKind.DEVICE and getattr(_TLS, "key", None) == device._key:
             self._freed = True
             code = device._free(self.handle)
             return device.api.error(code, "free") if code else None
-        if self._views and (e := self._views_error("Allocation.free_unchecked")) is not None:
-            return e
         self._freed = True
         return self._release()
 
@@ -206,6 +206,34 @@ class GpuAllocation(Allocation):
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         return dlpack.EXPORTER.export(self, self.ptr, self.__dlpack_device__(), DType.U8, (self.nbytes,), None, 0,
                                       versioned)
+
+
+def _compiled_device_allocation(api: GpuApi, cls: type[GpuAllocation]) -> type:
+    """``cls`` (a vendor's :class:`GpuAllocation`) on the compiled ``_DeviceMemory`` (ia_runtime.h), which holds
+    ``ptr``, ``nbytes``, ``device``, the context reference, the views and the flags, and allocates, frees and
+    releases on drop in C; DEVICE memory only; made once per class and api, with the same name."""
+    made = api.device_types.get(cls)
+    if made is not None:
+        return made
+    assert api.device_memory is not None
+    base: Any = api.device_memory[1]
+    ffi, deviceptr_t = api.ffi, api.tables.types["deviceptr"]
+    pointer = "*" in deviceptr_t  # else the device-pointer type is the address itself (an integer)
+
+    class Compiled(base, cls):  # type: ignore[misc,valid-type]
+        __doc__ = cls.__doc__
+        kind = MemoryKind.DEVICE
+
+        @property
+        def handle(self) -> Any:  # the native device-pointer argument: what the allocator returned
+            return ffi.cast(deviceptr_t, self.ptr) if pointer else self.ptr
+
+        dptr = handle
+
+    Compiled.__name__ = Compiled.__qualname__ = cls.__name__
+    Compiled.__module__ = cls.__module__
+    api.device_types[cls] = Compiled
+    return Compiled
 
 
 class _NoProducer:

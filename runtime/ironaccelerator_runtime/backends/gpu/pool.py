@@ -79,6 +79,8 @@ class GpuPoolAllocation(GpuAllocation):
     def free(self) -> None:  # _release inline (the pool's hot path)
         if self._freed:
             raise fail(ErrorKind.INVALID_HANDLE, "Allocation.free", f"{self!r} was already freed", self.pool.api)
+        if self._views and (e := self._views_error("Allocation.free")) is not None:
+            raise e  # (typed DLPack views of it are exported)
         self._freed = True
         pool = self.pool
         if getattr(_TLS, "key", None) != pool._device_key:

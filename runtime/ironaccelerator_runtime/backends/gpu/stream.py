@@ -7,7 +7,7 @@ import functools
 import struct
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, cast
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind
 from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
@@ -373,7 +373,13 @@ class GpuStream(Stream):
         finally:
             lock.release()
 
-    def launch(self, launch: KernelLaunch) -> None:
+    def launch(self, launch: KernelLaunch | GpuKernel, *parts: Any) -> None:
+        """:meth:`Stream.launch`; also ``launch(kernel, dims, *args)``, cuda.core's ``launch(stream, config,
+        kernel, *args)`` order of a :class:`KernelLaunch` built per call (in C on the compiled path)."""
+        if parts:
+            launch = KernelLaunch(cast(GpuKernel, launch), parts[0], parts[1:])
+        if TYPE_CHECKING:  # (a one-argument call is a KernelLaunch, else refused below as not a launch)
+            assert isinstance(launch, KernelLaunch)
         try:
             kernel, launch_dims, args = launch  # (cheaper than its three properties)
         except (TypeError, ValueError):
@@ -410,11 +416,15 @@ class GpuStream(Stream):
         if code:
             self._raise_launch(code, kernel, launch_dims)
 
-    def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+    def launch_unchecked(self, launch: KernelLaunch | GpuKernel, *parts: Any) -> Result[None]:
         # The launch without LaunchDims validation against the device's limits, returning the Error (see
         # docs/UNCHECKED.md): still refused a kernel of another backend, a wrong argument count or size, a freed
         # allocation, dimensions the launch function cannot take, a closed device.  A non-KernelLaunch raises
-        # TypeError.
+        # TypeError.  launch_unchecked(kernel, dims, *args): as launch's.
+        if parts:
+            launch = KernelLaunch(cast(GpuKernel, launch), parts[0], parts[1:])
+        if TYPE_CHECKING:  # (a one-argument call is a KernelLaunch, else refused below as not a launch)
+            assert isinstance(launch, KernelLaunch)
         try:
             kernel, launch_dims, args = launch  # (cheaper than its three properties)
         except (TypeError, ValueError):

@@ -86,7 +86,8 @@ class GpuTables(VendorTable):
     says how the capability tables are keyed, ex. ``compute_capability`` or ``arch_prefix`` (whose architecture
     name is read from the properties struct's ``arch_field``).  ``launch_max_args`` / ``launch_max_bytes``: what
     the compiled launch (``_fast._launch``) can pack, 0 where the spec names no ``kernel_launch``;
-    ``compiled_pool``: the library's ``pool_memory`` is this backend's pool allocator and free.  ``vendors``:
+    ``compiled_pool``: the library's ``pool_memory`` is this backend's pool allocator and free;
+    ``compiled_device_memory``: its ``device_memory`` is this backend's ``alloc`` and ``free``.  ``vendors``:
     (substring of the device name, vendor) pairs and the spec's ``default`` (:meth:`VendorTable.vendor`)."""
 
     kind: BackendKind  # ex) BackendKind.CUDA
@@ -104,6 +105,7 @@ class GpuTables(VendorTable):
     launch_max_args: int = 0
     launch_max_bytes: int = 0
     compiled_pool: bool = False
+    compiled_device_memory: bool = False
 
     @property
     def name(self) -> str:

@@ -1894,6 +1894,18 @@ static CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int
 static CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
 static CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
 
+/* Device memory (_fast._devmem_allocator, _DeviceMemory) allocates with cuMemAlloc and frees with cuMemFree. */
+#define IA_DEVMEM 1
+#define IA_DEVMEM_ALLOC_INDEX 246
+#define IA_DEVMEM_FREE_INDEX 257
+#define IA_DEVMEM_DEVPTR unsigned long long
+#define IA_DEVMEM_ALLOC_RESULT CUresult
+#define IA_DEVMEM_FREE_RESULT CUresult
+#define IA_DEVMEM_ALLOC_CALL(out, n) cuMemAlloc((CUdeviceptr *)(out), (size_t)(n))
+#define IA_DEVMEM_FREE_CALL(ptr) cuMemFree((CUdeviceptr)(ptr))
+static CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);
+static CUresult cuMemFree(CUdeviceptr dptr);
+
 #include "ia_runtime.h"
 
 typedef CUresult (*ia_pfn_0)(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray);

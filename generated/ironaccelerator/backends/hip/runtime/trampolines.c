@@ -765,6 +765,18 @@ static hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, 
 static hipError_t hipMallocFromPoolAsync(void **dev_ptr, size_t size, hipMemPool_t mem_pool, hipStream_t stream);
 static hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream);
 
+/* Device memory (_fast._devmem_allocator, _DeviceMemory) allocates with hipMalloc and frees with hipFree. */
+#define IA_DEVMEM 1
+#define IA_DEVMEM_ALLOC_INDEX 185
+#define IA_DEVMEM_FREE_INDEX 71
+#define IA_DEVMEM_DEVPTR void *
+#define IA_DEVMEM_ALLOC_RESULT hipError_t
+#define IA_DEVMEM_FREE_RESULT hipError_t
+#define IA_DEVMEM_ALLOC_CALL(out, n) hipMalloc((void **)(out), (size_t)(n))
+#define IA_DEVMEM_FREE_CALL(ptr) hipFree((void *)(ptr))
+static hipError_t hipMalloc(void **ptr, size_t size);
+static hipError_t hipFree(void *ptr);
+
 #include "ia_runtime.h"
 
 typedef const char *(*ia_pfn_0)(uint32_t id);
