@@ -55,7 +55,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '4cf7e9ecbaceaa746359649d'
+BUILD_ID = '70be714ed38e988aca6c330d'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -206,7 +206,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'f77c564600ecea506a3cb71a'
+BUILD_ID = '6b1c686dffcd3f5a64552f9e'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
