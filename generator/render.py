@@ -152,7 +152,9 @@ def resolver_view(lib: BoundLibrary) -> ResolverView | None:
             args.append((arg, "{  # public name -> ABI version (the PFN_ typedef whose prototype is the bound "
                               f"declaration)\n{rows}    }}"))
     module, _, cls = kind.python.rpartition(".")
-    lines = lambda text: tuple(text.format(**fmt).split("\n")) if text else ()  # noqa: E731
+
+    def lines(text: str) -> tuple[str, ...]:
+        return tuple(text.format(**fmt).split("\n")) if text else ()
     return ResolverView(name=kind.name, module=module, cls=cls, py_comment=lines(kind.py_comment), args=tuple(args),
                         c_comment=lines(kind.c_comment), defines=tuple(defines), tables=tuple(kind.c_tables),
                         via=via, abi_comment=lines(kind.abi_comment), c_code=kind.c_code)

@@ -878,9 +878,12 @@ def _resolver(r: SpecReader, m: dict[str, yaml.Node]) -> tuple[
     for key in resolvers.declared()[rk].keys:
         if key.name not in rm:
             continue
-        what = key.what or key.name
+        what: str = key.what or key.name
+
+        def item(n: yaml.Node, what: str = what) -> Name | None:
+            return r.ident(n, what)
         if key.type == "functions":
-            values.append((key.name, tuple(r.seq(rm[key.name], key.name, lambda n, w=what: r.ident(n, w)))))
+            values.append((key.name, tuple(r.seq(rm[key.name], key.name, item))))
         elif (v := r.ident(rm[key.name], key.name)) is not None:
             values.append((key.name, v))
         else:

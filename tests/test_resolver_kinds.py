@@ -193,7 +193,8 @@ def by_name() -> Iterator[Any]:
 
 
 def _generate(tmp_path: Path, text: str = TOY) -> dict[str, str]:
-    return pipeline.compile_specs(spec_dir(tmp_path, text), base=tmp_path).files
+    files: dict[str, str] = pipeline.compile_specs(spec_dir(tmp_path, text), base=tmp_path).files
+    return files
 
 
 def test_a_new_kind_is_generated_built_and_called_in_both_modes(tmp_path: Path, by_name: Any) -> None:
