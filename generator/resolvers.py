@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -14,18 +15,36 @@ from . import data
 
 RESOLVER_KINDS_FILE = data.RUNTIME_PACKAGE / "resolver_kinds.py"
 _NAME = "_ironaccel_gen_resolver_kinds"  # one module for every copy of the generator (generator, ironaccelerator_gen)
+RUNTIME_NAME = "ironaccelerator_runtime.resolver_kinds"
+
+
+def _is_this_file(m: ModuleType | None) -> bool:
+    where = getattr(m, "__file__", None)
+    return where is not None and Path(where).resolve() == RESOLVER_KINDS_FILE.resolve()
 
 
 def module() -> ModuleType:
     """The runtime's resolver_kinds module, loaded once from its file (not by importing the runtime package, which
-    imports the generated one); its :data:`KINDS` is the registry a new kind is :func:`register` ed in."""
+    imports the generated one); its ``KINDS`` is the registry a new kind is :func:`register` ed in.  One registry
+    per process: where the runtime package imported (or will import) that same file as
+    ``ironaccelerator_runtime.resolver_kinds``, that module is this one, so a kind registered through either is
+    seen by both."""
     found = sys.modules.get(_NAME)
-    if found is None:
+    if found is not None:
+        return found
+    found = sys.modules.get(RUNTIME_NAME)
+    if not _is_this_file(found):
         spec = importlib.util.spec_from_file_location(_NAME, RESOLVER_KINDS_FILE)
         assert spec is not None and spec.loader is not None
         found = importlib.util.module_from_spec(spec)
         sys.modules[_NAME] = found  # (dataclasses resolve the module's annotations through sys.modules)
         spec.loader.exec_module(found)
+        runtime = importlib.util.find_spec("ironaccelerator_runtime") if RUNTIME_NAME not in sys.modules else None
+        if runtime is not None and runtime.origin and \
+                (Path(runtime.origin).parent / "resolver_kinds.py").resolve() == RESOLVER_KINDS_FILE.resolve():
+            sys.modules[RUNTIME_NAME] = found  # the runtime package, imported later, finds it there
+    assert found is not None
+    sys.modules[_NAME] = found
     return found
 
 

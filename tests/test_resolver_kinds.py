@@ -31,6 +31,7 @@ from test_spec import assert_user_error, run_cli
 def test_the_generator_reads_the_runtimes_declarations() -> None:
     """One registry: the generator's kinds are the runtime module's (loaded from its file), each consistent, each
     naming a Python class whose ``kind`` is its name; the table and objc kinds are the declared exceptions."""
+    assert resolvers.module() is resolver_kinds  # one registry: a kind registered through either is in both
     gen = resolvers.declared()
     assert list(gen) == list(resolver_kinds.KINDS) == ["dlsym", "proc_address", "lookup"]
     assert resolvers.exceptions() == resolver_kinds.EXCEPTIONS == ("table", "objc")
@@ -40,6 +41,18 @@ def test_the_generator_reads_the_runtimes_declarations() -> None:
         if kind.python:
             module, _, cls = kind.python.rpartition(".")
             assert getattr(importlib.import_module(module), cls).kind == name
+
+
+def test_one_registry_whichever_is_imported_first() -> None:
+    """The generator loaded before the runtime package: the runtime's import finds the generator's module."""
+    code = ("from ironaccelerator_gen import resolvers\n"
+            "gen = resolvers.module()\n"
+            "from ironaccelerator_runtime import resolver_kinds\n"
+            "assert gen is resolver_kinds, (gen, resolver_kinds)\n"
+            "import ironaccelerator_runtime.resolvers as r\n"
+            "assert r.Lookup.kind in resolver_kinds.KINDS\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_the_spec_key_reference_is_the_declarations() -> None:
