@@ -13,13 +13,14 @@ from dataclasses import dataclass, replace
 from typing import AbstractSet, Iterable, Mapping, assert_never
 
 from .ctypes_util import FLOAT_BUILTINS, INTEGER_BUILTINS, declare, is_char, references, resolve
+from . import resolvers
 from .diagnostics import Collector, suggest
 from .ir import (
     BUILTIN_NAMES, Array, Builtin, CType, Enum, EnumConstant, EnumRef, Function, FunctionProto, Header, InlineEnum,
     InlineRecord, Location, MacroConstant, Param, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
 from .roles import OUT_ROLES, PY_IN_ROLES, Role, ValueKind
-from .spec import MAJOR as MAJOR_PLACEHOLDER, CoreSpec, FunctionSpec, LibrarySpec, ParamSpec, StringSpec
+from .spec import MAJOR as MAJOR_PLACEHOLDER, CoreSpec, FunctionSpec, LibrarySpec, Name, ParamSpec, StringSpec
 
 PY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # names the generated module defines or imports itself, and the builtins its code calls: a C name bound
@@ -119,20 +120,32 @@ class FunctionTable:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ResolverValue:
+    """A declared resolver kind's key, bound: ``functions`` (a ``function`` key's one, a ``functions`` key's list:
+    BoundFunction indexes) and ``optional`` (how many of its shape's optional parameters the function has), or
+    ``value`` (a ``constant`` key's integer)."""
+
+    key: str
+    functions: tuple[int, ...] = ()
+    optional: int = 0
+    value: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Resolver:
-    """How the library's functions are found once it is open: ``kind`` ``dlsym`` (each symbol),
-    ``proc_address``: the library's own resolver (``cuGetProcAddress``) with each function's ABI pin, then dlsym;
-    or ``table``: entries of a function table that the one exported function (the provider) lists.  Rendered
-    into trampolines.c (IA_RESOLVER) and _binding.py."""
+    """How the library's functions are found once it is open: ``kind`` ``dlsym`` (each symbol), a kind the runtime
+    declares (runtime/ironaccelerator_runtime/resolver_kinds.py: ``proc_address``, ``lookup``, ...) with its keys
+    bound (``values``), or ``table``: entries of a function table that the one exported function (the provider)
+    lists.  Rendered into trampolines.c (IA_RESOLVER), abi.cdef and _binding.py."""
 
     kind: str = "dlsym"
     index: int = -1  # the resolver's (or provider's) own BoundFunction index (always resolved with dlsym)
     symbol: str = ""  # ex) cuGetProcAddress_v2, QnnInterface_getProviders
-    status_param: bool = False  # the v2 form has a trailing CUdriverProcAddressQueryResult *
-    default_flag: int = 0
-    per_thread_flag: int = 0
+    values: tuple[ResolverValue, ...] = ()  # a declared kind's keys, in its declaration's order
     table: FunctionTable | None = None  # kind table only
-    scoped: tuple[int, ...] = ()  # kind lookup: the BoundFunction indexes of the further lookups (``scoped:``)
+
+    def value(self, key: str) -> ResolverValue | None:
+        return next((v for v in self.values if v.key == key), None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1115,75 +1128,104 @@ def bind_table(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction
     return Resolver(kind="table", index=provider.index, symbol=provider.symbol, table=table)
 
 
-def bind_lookup(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: Binder,
-                col: Collector) -> Resolver:
-    """``resolver: {kind: lookup}``: the lookup and each ``scoped`` one must be bound functions of the shape
-    ``function pointer (handle scope, const char *name)`` (ex. ``vkGetInstanceProcAddr``)."""
-    assert spec.lookup is not None
+def _fits(b: Binder, t: CType, want: str) -> bool:
+    """Whether C type ``t`` is what a resolver kind's Shape names (resolver_kinds.PARAMS, RESULTS but status)."""
+    r = resolve(t, b.typedefs)
+    match want:
+        case "any":
+            return True
+        case "pointer":
+            return isinstance(r, Pointer)
+        case "string":
+            return isinstance(r, Pointer) and is_char(resolve(r.pointee, b.typedefs))
+        case "function pointer":
+            return isinstance(r, Pointer) and isinstance(resolve(r.pointee, b.typedefs), FunctionProto)
+    return False
+
+
+def _bind_function(key: object, name: Name, by: Mapping[str, BoundFunction], header: Header, b: Binder,
+                   col: Collector, first: bool) -> ResolverValue | None:
+    """A resolver key's function ``name``, checked against its Shape (``key``: a resolver_kinds.Key)."""
+    what = getattr(key, "what", "") or getattr(key, "name")
+    shape = getattr(key, "shape")
+    f = by.get(name.value)
+    if f is None:
+        col.error(name.location, f"{what} '{name}' is not a bound function of {header.name}"
+                  f"{suggest(name.value, by)}")
+        return None
+    params, optional = tuple(shape.params), tuple(shape.optional)
+    n = len(f.c.params)
+    fits = (len(params) <= n <= len(params) + len(optional)
+            and (f.returns_status if shape.result == "status" else _fits(b, f.c.result, shape.result))
+            and all(_fits(b, p.type, want) for p, want in zip(f.c.params, params + optional)))
+    if not fits:
+        col.error(name.location, f"'{name}' does not look like a {shape.noun} ({shape.what})")
+        return None
+    for i in shape.null if first else ():
+        if i < len(f.params) and f.params[i].refuse_null:
+            col.error(name.location, f"{what} '{name}' is asked with a NULL {shape.null_what}, which "
+                      f"errors.null_handle refuses: declare its parameter '{f.params[i].name}' nullable (functions: "
+                      f"{name}: params:)")
+            return None
+    return ResolverValue(key=getattr(key, "name"), functions=(f.index,), optional=n - len(params))
+
+
+def bind_declared(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: Binder,
+                  col: Collector) -> Resolver:
+    """A kind the runtime declares (generator/resolvers.py): each key's value checked against the header as the
+    kind's declaration says (a function of its Shape, a list of them, a constant of the header)."""
+    rs = spec.resolver
+    assert rs is not None
+    kind = resolvers.declared()[rs.kind.value]
     by = {f.public: f for f in functions}
-    found: list[BoundFunction] = []
-    for name in (spec.lookup.function, *spec.lookup.scoped):
-        f = by.get(name.value)
-        if f is None:
-            col.error(name.location, f"lookup '{name}' is not a bound function of {header.name}"
-                      f"{suggest(name.value, by)}")
-            return Resolver()
-        ps = [resolve(p.type, b.typedefs) for p in f.c.params]
-        rt = resolve(f.c.result, b.typedefs)
-        named = (len(ps) == 2 and isinstance(ps[0], Pointer) and isinstance(ps[1], Pointer)
-                 and is_char(resolve(ps[1].pointee, b.typedefs)))
-        if not (named and isinstance(rt, Pointer) and isinstance(resolve(rt.pointee, b.typedefs), FunctionProto)):
-            col.error(name.location, f"'{name}' does not look like a lookup (function pointer (handle scope, "
-                      "const char *name))")
-            return Resolver()
-        if not found and f.params and f.params[0].refuse_null:
-            col.error(name.location, f"lookup '{name}' is asked with a NULL scope, which errors.null_handle refuses: "
-                      f"declare its parameter '{f.params[0].name}' nullable (functions: {name}: params:)")
-            return Resolver()
-        found.append(f)
-    return Resolver(kind="lookup", index=found[0].index, symbol=found[0].symbol,
-                    scoped=tuple(f.index for f in found[1:]))
+    constants: dict[str, int | float] | None = None
+    bound: dict[str, ResolverValue] = {}
+    ok = True
+    for key in kind.keys:
+        given = rs.get(key.name)
+        if given is None:
+            continue
+        if key.type == "constant":
+            assert isinstance(given, Name)
+            if constants is None:
+                constants = {c.name: c.value for e in header.enums for c in e.constants}
+                constants.update({c.name: c.value for t in header.typedefs if isinstance(t.type, InlineEnum)
+                                  for c in t.type.enum.constants})
+                constants.update({c.name: c.value for c in header.constants if isinstance(c.value, int)})
+            if given.value not in constants:
+                col.error(given.location, f"'{given}' is not a constant of {header.name}"
+                          f"{suggest(given.value, constants)}")
+                ok = False
+            else:
+                bound[key.name] = ResolverValue(key=key.name, value=int(constants[given.value]))
+            continue
+        names = given if isinstance(given, tuple) else (given,)
+        found = [_bind_function(key, name, by, header, b, col, first=key is kind.keys[0]) for name in names]
+        if any(v is None for v in found):
+            ok = False
+            continue
+        bound[key.name] = ResolverValue(key=key.name, functions=tuple(v.functions[0] for v in found if v),
+                                        optional=found[0].optional if len(found) == 1 and found[0] else 0)
+    if not ok:
+        return Resolver()
+    for key in kind.keys:  # an optional constant left out takes its default key's value
+        if key.name not in bound and key.default and key.default in bound:
+            bound[key.name] = replace(bound[key.default], key=key.name)
+    own = bound.get(kind.keys[0].name) if kind.keys else None
+    first = functions[own.functions[0]] if own is not None else None
+    return Resolver(kind=kind.name, index=first.index if first else -1, symbol=first.symbol if first else "",
+                    values=tuple(bound[k.name] for k in kind.keys if k.name in bound))
 
 
 def bind_resolver(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction, ...], b: Binder,
                   col: Collector) -> Resolver:
-    """Check ``resolver:`` against the header: for proc_address, a bound resolver of the expected shape and
-    known flags; for table, see :func:`bind_table`."""
+    """Check ``resolver:`` against the header: a declared kind as its declaration says (:func:`bind_declared`);
+    for table, see :func:`bind_table`."""
     if spec.table is not None:
         return bind_table(spec, header, functions, b, col)
-    if spec.lookup is not None:
-        return bind_lookup(spec, header, functions, b, col)
-    pa = spec.proc_address
-    if pa is None:
-        return Resolver()
-    by = {f.public: f for f in functions}
-    f = by.get(pa.function.value)
-    if f is None:
-        col.error(pa.function.location, f"resolver function '{pa.function}' is not a bound function of "
-                  f"{header.name}{suggest(pa.function.value, by)}")
-        return Resolver()
-    n = len(f.c.params)
-    if not f.returns_status or n not in (4, 5):
-        col.error(pa.function.location, f"'{pa.function}' does not look like a resolver "
-                  "(status (const char *symbol, void **fn, int version, flags[, status *]))")
-        return Resolver()
-    values = {c.name: c.value for e in header.enums for c in e.constants}
-    values.update({c.name: c.value for t in header.typedefs if isinstance(t.type, InlineEnum) for c in t.type.enum.constants})
-    values.update({c.name: c.value for c in header.constants if isinstance(c.value, int)})
-    flags: list[int | None] = []  # None: no flag given, or an unknown one (reported)
-    for flag in (pa.default_flag, pa.per_thread_flag):
-        if flag is None:
-            flags.append(None)
-        elif flag.value not in values:
-            col.error(flag.location, f"'{flag}' is not a constant of {header.name}{suggest(flag.value, values)}")
-            flags.append(None)
-        else:
-            flags.append(int(values[flag.value]))
-    if flags[0] is None and pa.default_flag is not None and pa.default_flag.value not in values:
-        return Resolver()
-    return Resolver(kind="proc_address", index=f.index, symbol=f.symbol, status_param=n == 5,
-                    default_flag=flags[0] or 0,
-                    per_thread_flag=flags[1] if flags[1] is not None else (flags[0] or 0))
+    if spec.resolver is not None:
+        return bind_declared(spec, header, functions, b, col)
+    return Resolver()
 
 
 # the shape kernel_launch must have, parameter by parameter (after typedefs are expanded)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import resolvers
 from .bind import PY_IDENT, Binder, py_name_problem
 from .ctypes_util import declare
 from .diagnostics import Collector, Diagnostic, UserError, as_given, suggest
@@ -98,9 +99,14 @@ def _functions(b: Binder, spec: LibrarySpec, selected: Iterable[str], publics: d
     override = {f.name.value: f.symbol.value for f in spec.functions if f.symbol is not None}
     # a pin is the ABI version the proc_address resolver is asked for (a tree's RESOLVER pins); the resolver itself
     # is found with dlsym, and a library without that resolver pins nothing
-    versions = b.version_candidates() if pins is None and spec.proc_address is not None else {}
-    if spec.proc_address is not None:
-        versions.pop(spec.proc_address.function.value, None)
+    # (a declared kind with via: pinned, ex. proc_address; generator/resolvers.py)
+    rs = spec.resolver
+    kind = resolvers.declared().get(rs.kind.value) if rs is not None else None
+    pinning = rs is not None and kind is not None and kind.via == "pinned"
+    versions = b.version_candidates() if pins is None and pinning else {}
+    own = rs.get(kind.keys[0].name) if rs is not None and kind is not None and pinning and kind.keys else None
+    if isinstance(own, Name):
+        versions.pop(own.value, None)
     out = {}
     for name in selected:
         func, _ = publics[name]
@@ -513,10 +519,12 @@ def spec_breaks(spec: LibrarySpec, backends: Iterable[BackendSpec], old: Snapsho
     if new.wrappers is not None and old.wrappers is not None:
         refs += [(w, "rename wrapper", "symbols: per_thread:", lambda s, n: n in (s.wrappers or ()))
                  for w, _ in spec.per_thread]
-    if spec.proc_address is not None:
-        pa = spec.proc_address
-        refs.append((pa.function, "function", "resolver: function:", function))
-        refs += [(f, "enum constant", "resolver:", code) for f in (pa.default_flag, pa.per_thread_flag) if f]
+    if spec.resolver is not None:  # a declared kind's functions and constants (generator/resolvers.py)
+        for key in resolvers.declared()[spec.resolver.kind.value].keys:
+            given = spec.resolver.get(key.name)
+            for n in given if isinstance(given, tuple) else (given,) if given is not None else ():
+                refs.append((n, "enum constant", "resolver:", code) if key.type == "constant" else
+                            (n, "function", f"resolver: {key.name}:", function))
     if spec.table is not None:
         refs.append((spec.table.provider, "function", "resolver: provider:", function))
     if spec.kernel_launch is not None:

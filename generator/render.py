@@ -14,7 +14,9 @@ from typing import Any, assert_never
 
 import jinja2
 
-from . import __version__, data
+from dataclasses import dataclass
+
+from . import __version__, data, resolvers
 from .bind import BoundFunction, BoundLibrary
 from . import objc as _objc
 from .output import JOURNAL
@@ -87,11 +89,76 @@ def _c_failure_value(f: BoundFunction) -> str:
             assert_never(f.result_kind)
 
 
-def _via_proc(f: BoundFunction, lib: BoundLibrary) -> bool:
-    """Whether ``f`` is resolved through the library's resolver (``cuGetProcAddress``) before ``dlsym``:
-    it has an ABI version pin and is not the resolver itself (trampolines.c's ``ia_via_proc``)."""
-    pa = lib.resolver
-    return pa.kind == "proc_address" and (f.abi_version or 0) > 0 and f.index != pa.index
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolverView:
+    """What the templates emit for a library whose resolver kind the runtime declares (generator/resolvers.py),
+    from the kind's declaration and its bound keys: no template names a kind."""
+
+    name: str  # the kind's  ex) lookup
+    module: str  # the module of its ABI-mode class  ex) ironaccelerator_runtime.loader ("": dlsym's default)
+    cls: str  # ex) Lookup
+    py_comment: tuple[str, ...]  # lines of the comment above RESOLVER
+    args: tuple[tuple[str, str], ...]  # (keyword, Python source) of RESOLVER's constructor
+    c_comment: tuple[str, ...]
+    defines: tuple[tuple[str, str], ...]  # trampolines.c's #defines (IA_RESOLVER, IA_RESOLVER_VIA, the keys')
+    tables: tuple[str, ...]  # the per-function C tables its C reads: public (ia_public[]), pin (ia_pin[])
+    via: tuple[BoundFunction, ...]  # the functions it is asked for (abi.cdef's ia_pfn_<index> typedefs)
+    abi_comment: tuple[str, ...]
+    c_code: str  # its C, when not in ia_runtime.h (after the #include)
+
+
+def resolver_view(lib: BoundLibrary) -> ResolverView | None:
+    """The declared kind of ``lib``'s resolver, rendered (None: ``table`` or ``objc``, the generator's own)."""
+    r = lib.resolver
+    kind = resolvers.declared().get(r.kind)
+    if kind is None:
+        return None
+    fmt = {"symbol": r.symbol}
+    match kind.via:
+        case "pinned":
+            via = tuple(f for f in lib.functions if (f.abi_version or 0) > 0 and f.index != r.index)
+        case "all":
+            via = tuple(lib.functions)
+        case _:
+            via = ()
+    args: list[tuple[str, str]] = []
+    defines: list[tuple[str, str]] = []
+    if kind.c_select:
+        defines.append(("IA_RESOLVER", kind.c_select))
+    if kind.c_via:
+        defines.append(("IA_RESOLVER_VIA", kind.c_via))
+    if kind.c_forget:
+        defines.append(("IA_RESOLVER_FORGET", kind.c_forget))
+    for key in kind.keys:
+        v = r.value(key.name)
+        if v is None:
+            continue
+        if key.type == "constant":
+            assert v.value is not None
+            facts = {"value": _c_int(v.value)}
+            py = str(v.value)
+        else:
+            f = lib.functions[v.functions[0]]
+            facts = {"symbol": f'"{f.symbol}"', "index": str(f.index), "optional": str(v.optional)}
+            py = (_pystr(f.public) if key.type == "function" else
+                  "(" + "".join(f"{_pystr(lib.functions[i].public)}, " for i in v.functions) + ")")
+        defines += [(name, facts[fact]) for name, fact in key.c]
+        if key.py:
+            args.append((key.py, py))
+    for arg, fact in kind.py_library:
+        if fact == "error_type":
+            args.append((arg, _pystr(lib.error_type)))
+        elif fact == "pins":
+            rows = "".join(f"        {_pystr(f.public)}: {f.abi_version},\n" for f in via)
+            args.append((arg, "{  # public name -> ABI version (the PFN_ typedef whose prototype is the bound "
+                              f"declaration)\n{rows}    }}"))
+    module, _, cls = kind.python.rpartition(".")
+
+    def lines(text: str) -> tuple[str, ...]:
+        return tuple(text.format(**fmt).split("\n")) if text else ()
+    return ResolverView(name=kind.name, module=module, cls=cls, py_comment=lines(kind.py_comment), args=tuple(args),
+                        c_comment=lines(kind.c_comment), defines=tuple(defines), tables=tuple(kind.c_tables),
+                        via=via, abi_comment=lines(kind.abi_comment), c_code=kind.c_code)
 
 
 def _c_int(value: int) -> str:
@@ -111,7 +178,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(flag_union=_flag_union, pystr=_pystr, pytuple=_pytuple, pyliteral=_pyliteral, pydoc=_pydoc, c_args=_c_args,
                        c_failure_value=_c_failure_value, raw_result=raw_result, c_doc=_c_doc, c_string=c_string,
-                       via_proc=_via_proc, c_int=_c_int, objc_zero=_objc.c_zero, objc_send=_objc.c_send,
+                       c_int=_c_int, objc_zero=_objc.c_zero, objc_send=_objc.c_send,
                        objc_checked_params=_objc.c_checked_params, objc_py_signature=_objc.py_signature,
                        objc_py_returns=_objc.py_returns, objc_py_body=_objc.py_body, objc_py_doc=_objc.py_doc,
                        objc_row=_objc.method_row, objc_py_from_c=_objc.py_from_c,
@@ -178,7 +245,7 @@ def render_library(env: jinja2.Environment, lib: BoundLibrary, notice: tuple[str
     wrappers = {f.public: lower(f, lib, type_index, by_public) for f in lib.functions}
     fast = fast_paths(lib, wrappers)
     ctx = dict(lib=lib, banner=banner, banner_text=text, sentinel=SENTINEL, out_types=types, wrappers=wrappers,
-               fast=fast, objc=False)
+               fast=fast, objc=False, rk=resolver_view(lib))
     base = f"ironaccelerator/backends/{lib.spec.vendor}/{lib.spec.library}/"
     # what the build compiles: its digest is the build id that the built modules carry and that import checks
     built = {name: env.get_template(f"library/{name}.j2").render(**ctx)

@@ -35,6 +35,23 @@ def _k(name: str, doc: str, required: bool = False) -> Key:
 
 PLATFORMS = ("linux", "windows", "darwin")
 
+
+def _resolver_sections() -> tuple[Section, ...]:
+    """``library > resolver`` and one section per declared resolver kind with keys, from the runtime's declarations
+    (generator/resolvers.py); ``table`` and ``objc``, the generator's own kinds, have theirs below."""
+    from . import resolvers
+
+    names = resolvers.names()
+    listed = ", ".join(f"`{n}`" for n in names[:-1]) + f" or `{names[-1]}`"
+    out = [Section("library > resolver", "How functions are found once the library is open. `kind`: "
+                   + listed.replace(f"`{names[0]}`", f"`{names[0]}` (the default)", 1)
+                   + "; each kind's own keys are in the sections below.", (_k("kind", f"{listed}.", True),))]
+    for kind in resolvers.declared().values():
+        if kind.keys:
+            out.append(Section(f"library > resolver ({kind.name})", kind.doc,
+                               tuple(_k(k.name, k.doc, k.required) for k in kind.keys)))
+    return tuple(out)
+
 # Keys the loaders once read and now refuse, each with what replaced it (a located error saying so, not the plain
 # "unknown key"): section path -> key -> the message.
 RETIRED: dict[str, dict[str, str]] = {
@@ -128,24 +145,7 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                 _k("version_typedef", "The typedef naming a function's ABI version, ex. `PFN_{name}_v{version}`: "
                    "the pin `resolver: proc_address` passes."),
             )),
-    Section("library > resolver", "How functions are found once the library is open. `kind`: `dlsym` (the default), "
-            "`proc_address`, `lookup`, `table` or `objc`; each kind's own keys are in the sections below.", (
-                _k("kind", "`dlsym`, `proc_address`, `lookup`, `table` or `objc`.", True),
-            )),
-    Section("library > resolver (proc_address)", "Through the library's own resolver, pinned to each function's ABI "
-            "(`cuGetProcAddress(name, &fn, version, flags)`).", (
-                _k("function", "The resolver, a bound function, ex. `cuGetProcAddress`.", True),
-                _k("default_flag", "The flag for the legacy default stream, ex. `CU_GET_PROC_ADDRESS_DEFAULT`.", True),
-                _k("per_thread_flag", "The flag for the per-thread default stream."),
-            )),
-    Section("library > resolver (lookup)", "Through the library's own lookup by name, `fn lookup(scope, const char "
-            "*name)`, asked with a NULL scope (Vulkan's `vkGetInstanceProcAddr(NULL, name)`), then dlsym; the "
-            "runtime binds a lookup to a handle for a table of that scope's functions (`RESOLVER.scope`).", (
-                _k("function", "The lookup, a bound function returning a function pointer, ex. "
-                   "`vkGetInstanceProcAddr`.", True),
-                _k("scoped", "Further lookups of the same shape the runtime may bind to a handle, ex. "
-                   "`[vkGetDeviceProcAddr]`."),
-            )),
+    *_resolver_sections(),  # the declared kinds' (runtime/ironaccelerator_runtime/resolver_kinds.py)
     Section("library > resolver (table)", "Through a function-pointer table that one exported provider function "
             "lists (QNN's `QnnInterface_getProviders`).", (
                 _k("provider", "The exported function: status (const Interface ***list, uint32_t *count).", True),

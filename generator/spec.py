@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, NoReturn
 
 import yaml
 
-from . import schema
+from . import resolvers, schema
 from .diagnostics import Collector, Diagnostic, UserError, suggest
 from .ir import Location
 from .prototypes import PrototypeSource, read_prototypes
@@ -96,26 +96,17 @@ class ErrorSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ProcAddressSpec:
-    """``resolver: {kind: proc_address, ...}``: resolve symbols through the library's own resolver, pinned to
-    each function's ABI version.  ex) ``cuGetProcAddress(name, &fn, version, flags[, &status])`` with the PFN_
-    version of the binding (``symbols.version_typedef``).
-    """
+class ResolverSpec:
+    """``resolver: {kind: <a declared kind>, ...}`` (generator/resolvers.py: the runtime's declarations): the values
+    its keys were given, as the spec names them; bind.bind_resolver checks them against the header as the kind's
+    declaration says.  ex) ``{kind: lookup, function: vkGetInstanceProcAddr, scoped: [vkGetDeviceProcAddr]}``."""
 
-    function: Name  # ex) cuGetProcAddress (a bound public name)
-    default_flag: Name  # ex) CU_GET_PROC_ADDRESS_DEFAULT
-    per_thread_flag: Name | None = None  # ex) CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+    kind: Name
+    location: Location  # the resolver mapping's
+    values: tuple[tuple[str, Name | tuple[Name, ...]], ...] = ()  # key -> a name, or a list of names
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LookupSpec:
-    """``resolver: {kind: lookup, ...}``: the library's own lookup by name, ``fn lookup(scope, const char *name)``,
-    asked with a NULL scope for each function, then dlsym.  ex) ``vkGetInstanceProcAddr(NULL, name)``; the runtime
-    binds ``function`` or a ``scoped`` lookup to a handle (``vkGetDeviceProcAddr(device, name)``) for the functions
-    of that scope (``Lookup.scope``)."""
-
-    function: Name  # ex) vkGetInstanceProcAddr (a bound public name)
-    scoped: tuple[Name, ...] = ()  # ex) (vkGetDeviceProcAddr,): bound lookups of the same shape
+    def get(self, key: str) -> Name | tuple[Name, ...] | None:
+        return next((v for k, v in self.values if k == key), None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,11 +190,9 @@ OBJC_RESERVED = ("close", "handle", "retained")
 
 # How a library's functions are found once it is open (``resolver: {kind: ...}``); dlsym when none is named.
 # One mechanism, in C (runtime/ironaccelerator_runtime/include/ia_runtime.h, IA_RESOLVER) and in Python (ABI mode:
-# ironaccelerator_runtime.loader.Resolver).  The kinds and their keys:
-#   dlsym         (none)
-#   proc_address  function: cuGetProcAddress, default_flag: <constant>, per_thread_flag: <constant> (optional)
-#   lookup        function: <fn (scope, const char *name), asked with a NULL scope>, scoped: [<lookups of the same
-#                 shape the runtime binds to a handle>] (optional)
+# ironaccelerator_runtime.resolvers).  The kinds are declared, with their keys, in the runtime
+# (runtime/ironaccelerator_runtime/resolver_kinds.py, read through generator/resolvers.py: ResolverSpec), except
+# two the generator still implements (resolver_kinds.EXCEPTIONS):
 #   table         provider: <the one exported function, status (const Interface ***list, uint32_t *count)>,
 #                 interface: <the provider struct typedef>, version: <member path of its {major, minor} struct>,
 #                 require: {major: N, minor: M} (major == N, minor >= M), match: {<member path>: <integer>}
@@ -213,11 +202,17 @@ OBJC_RESERVED = ("close", "handle", "retained")
 #   objc          runtime: {<platform>: [runtime library, ...]}, frameworks: {<platform>: [library, ...]},
 #                 errors: {<ErrorKind>: [<NSError domain>[:<code>], ...]} (optional); the methods are the spec's
 #                 classes: section, its plain C functions the functions: section (see ObjcSpec)
-RESOLVER_KINDS = ("dlsym",) + schema.variants("library > resolver")  # dlsym has no keys, so no section
-RESOLVER_KINDS_TO_COME: dict[str, str] = {}
-# the keys each kind takes besides 'kind'
-RESOLVER_KEYS = {"dlsym": (), **{k: schema.keys(f"library > resolver ({k})") for k in RESOLVER_KINDS[1:]}}
-RESOLVER_REQUIRED = {k: schema.required(f"library > resolver ({k})") for k in RESOLVER_KINDS[1:]}
+
+
+def _resolver_keys() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """kind -> (the keys it takes besides 'kind', those it requires), for every kind a spec may name."""
+    out = {name: (tuple(k.name for k in kind.keys), tuple(k.name for k in kind.keys if k.required))
+           for name, kind in resolvers.declared().items()}
+    for name in resolvers.exceptions():
+        out[name] = (schema.keys(f"library > resolver ({name})"), schema.required(f"library > resolver ({name})"))
+    return out
+
+
 MEMBER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
@@ -352,8 +347,8 @@ class LibrarySpec:
     exclude: tuple[Name, ...] = ()
     per_thread: tuple[tuple[Name, str], ...] = ()  # (wrapper macro, symbol format)
     version_typedef: str | None = None  # ex) PFN_{name}_v{version}
-    proc_address: ProcAddressSpec | None = None  # ex) cuGetProcAddress with per-function version pins
-    lookup: LookupSpec | None = None  # ex) vkGetInstanceProcAddr(NULL, name), then dlsym
+    # a declared resolver kind's keys  ex) proc_address: cuGetProcAddress with per-function version pins
+    resolver: ResolverSpec | None = None
     table: TableSpec | None = None  # ex) QnnInterface_getProviders and the selected provider's function table
     kernel_launch: Name | None = None  # ex) cuLaunchKernel: packed and called in C by the backend's launch fast path
     pool_memory: PoolMemorySpec | None = None  # the pool's allocator, called in C by the backend's MemoryPool
@@ -748,8 +743,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
 
     include, exclude = _bind(r, m)
     sym = r.section(m.get("symbols"), "library > symbols", "symbols") or {}
-    proc_address, table, objc_resolver = _resolver(r, m)
-    lookup = _lookup_resolver(r, m)
+    resolver, table, objc_resolver = _resolver(r, m)
     per_thread, vt = _symbols(r, sym)
 
     kernel_launch = r.ident(m.get("kernel_launch"), "kernel_launch")
@@ -800,7 +794,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         version_headers=version_headers, defines=tuple(defines),
         undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
-        proc_address=proc_address, lookup=lookup, table=table, kernel_launch=kernel_launch, pool_memory=pool_memory,
+        resolver=resolver, table=table, kernel_launch=kernel_launch, pool_memory=pool_memory,
         device_memory=device_memory,
         loader=loader,
         errors=ErrorSpec(type=err_type, success=err.success, kinds=err.kinds, defaulted=err.defaulted, default=default,
@@ -862,67 +856,56 @@ def _bind(r: SpecReader, m: dict[str, yaml.Node]) -> tuple[tuple[Name, ...], tup
 
 
 def _resolver(r: SpecReader, m: dict[str, yaml.Node]) -> tuple[
-        ProcAddressSpec | None, TableSpec | None, dict[str, yaml.Node] | None]:
-    """``resolver:``: its kind, checked against the keys each kind takes; the proc_address or table resolver, or
-    the objc resolver's mapping (read with the classes)."""
+        ResolverSpec | None, TableSpec | None, dict[str, yaml.Node] | None]:
+    """``resolver:``: its kind, checked against the keys each kind takes; a declared kind's values, the table
+    resolver, or the objc resolver's mapping (read with the classes)."""
     if "resolver" not in m:
         return None, None, None
     errors = r.errors
-    all_keys = tuple(dict.fromkeys(k for keys in RESOLVER_KEYS.values() for k in keys))
+    kinds = _resolver_keys()
+    all_keys = tuple(dict.fromkeys(k for keys, _ in kinds.values() for k in keys))
     rm = r.section(m["resolver"], "library > resolver", "resolver", also=all_keys) or {}
     rkind = r.ident(rm.get("kind"), "resolver kind")
     if rkind is None:
         return None, None, None
-    if rkind.value in RESOLVER_KINDS_TO_COME:
-        errors.error(rkind.location, f"resolver kind '{rkind}' is not implemented yet "
-                     f"({RESOLVER_KINDS_TO_COME[rkind.value]}); implemented: {', '.join(RESOLVER_KINDS)}")
-        return None, None, None
-    if rkind.value not in RESOLVER_KINDS:
-        errors.error(rkind.location, f"'{rkind}' is not a resolver kind{suggest(rkind.value, RESOLVER_KINDS)}; "
-                     f"expected one of: {', '.join(RESOLVER_KINDS)}")
+    if rkind.value not in kinds:
+        errors.error(rkind.location, f"'{rkind}' is not a resolver kind{suggest(rkind.value, kinds)}; "
+                     f"expected one of: {', '.join(kinds)}")
         return None, None, None
     rk = rkind.value
     ok = True
     for key in all_keys:
-        if key in rm and key not in RESOLVER_KEYS[rk]:
-            owner = next(k for k, keys in RESOLVER_KEYS.items() if key in keys)
+        if key in rm and key not in kinds[rk][0]:
+            owner = next(k for k, (keys, _) in kinds.items() if key in keys)
             errors.error(r.loc(rm[key]), f"'{key}' goes with resolver kind {owner}, not {rk}")
             ok = False
-    for key in RESOLVER_REQUIRED.get(rk, ()):
+    for key in kinds[rk][1]:
         if key not in rm:
             errors.error(r.loc(m["resolver"]), f"resolver kind {rk} needs '{key}'")
             ok = False
     if not ok:
         return None, None, None
-    if rk == "proc_address":
-        pf, df = r.ident(rm.get("function"), "function"), r.ident(rm.get("default_flag"), "default_flag")
-        if pf is None or df is None:
-            return None, None, None
-        return ProcAddressSpec(function=pf, default_flag=df,
-                               per_thread_flag=r.ident(rm.get("per_thread_flag"), "per_thread_flag")), None, None
-    if rk == "table":
+    if rk == "table":  # (resolver_kinds.EXCEPTIONS)
         return None, _table_resolver(r, rm), None
-    if rk == "lookup":  # read by _lookup_resolver
-        return None, None, None
     if rk == "objc":
         return None, None, rm
-    return None, None, None
+    values: list[tuple[str, Name | tuple[Name, ...]]] = []
+    for key in resolvers.declared()[rk].keys:
+        if key.name not in rm:
+            continue
+        what: str = key.what or key.name
 
-
-def _lookup_resolver(r: SpecReader, m: dict[str, yaml.Node]) -> LookupSpec | None:
-    """``resolver: {kind: lookup, ...}`` (its keys were checked by :func:`_resolver`)."""
-    rm = m.get("resolver")
-    if not isinstance(rm, yaml.MappingNode):
-        return None
-    keys = {k.value: v for k, v in rm.value if isinstance(k, yaml.ScalarNode)}
-    kind = keys.get("kind")
-    if not isinstance(kind, yaml.ScalarNode) or kind.value != "lookup" or "function" not in keys:
-        return None
-    fn = r.ident(keys["function"], "function")
-    if fn is None:
-        return None
-    scoped = r.seq(keys.get("scoped"), "scoped", lambda n: r.ident(n, "lookup"))
-    return LookupSpec(function=fn, scoped=tuple(scoped))
+        def item(n: yaml.Node, what: str = what) -> Name | None:
+            return r.ident(n, what)
+        if key.type == "functions":
+            values.append((key.name, tuple(r.seq(rm[key.name], key.name, item))))
+        elif (v := r.ident(rm[key.name], key.name)) is not None:
+            values.append((key.name, v))
+        else:
+            ok = False
+    if not ok:
+        return None, None, None
+    return ResolverSpec(kind=rkind, location=r.loc(m["resolver"]), values=tuple(values)), None, None
 
 
 def _symbols(r: SpecReader, sym: dict[str, yaml.Node]) -> tuple[list[tuple[Name, str]], Name | None]:

@@ -54,7 +54,9 @@ def test_driver_binds_the_whole_api(generated: pipeline.Result) -> None:
     assert by["cuMemAlloc"].abi_version == 3020
     # symbols are resolved through cuGetProcAddress with those pins (falling back to dlsym)
     assert drv.resolver.kind == "proc_address" and drv.resolver.symbol == "cuGetProcAddress_v2"
-    assert drv.resolver.status_param and drv.resolver.per_thread_flag == 2
+    # (the v2 form's trailing status parameter: the shape's optional one; the declared kind's keys, bound)
+    function, per_thread = drv.resolver.value("function"), drv.resolver.value("per_thread_flag")
+    assert function is not None and function.optional == 1 and per_thread is not None and per_thread.value == 2
     # statuses that are not failures
     assert by["cuStreamQuery"].status_codes == (600,)
     # graphics interop excluded; nothing from cudaTypedefs.h bound

@@ -368,7 +368,7 @@ def table_file(tmp_path: Path, text: str, name: str) -> str:
 
 def test_resolver_table_is_implemented_and_loads() -> None:
     spec = load_lib(TABLE_TEXT)
-    assert spec.table is not None and spec.proc_address is None
+    assert spec.table is not None and spec.resolver is None
     t = spec.table
     assert (t.provider.value, t.interface.value, t.table.value, t.version.value, t.major, t.minor) == (
         "tbGetProviders", "TbInterface_t", "v1", "apiVersion", 2, 1)

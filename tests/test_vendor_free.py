@@ -140,3 +140,44 @@ def test_the_template_check_sees_a_matcher_name(tmp_path: Path) -> None:
                                       '{% if spec.match == "hexagon_arch" %}x{% endif %}\n', encoding="utf-8")
     assert matcher_names_in_templates(tmp_path) == [f"{tmp_path.name}/t.py.j2: "
                                                     '{% if spec.match == "hexagon_arch" %}']
+
+
+def resolver_kind_names_in(root: Path = TEMPLATES, generator: Path = GENERATOR) -> list[str]:
+    """Each Jinja statement or expression of ``root``'s templates, and each string literal of ``generator``'s code,
+    that names a resolver kind the runtime declares (``lib.resolver.kind == "lookup"``): templates emit what the
+    kind's declaration says (``rk.defines``, ``rk.args``, ``rk.via``, ... from generator/render.py resolver_view)
+    and the generator reads its keys and shapes, so a new kind needs no edit of either (tests/test_resolver_kinds.py
+    adds one).  ``dlsym``, the kind of a spec that names none, may be the generator's default."""
+    from ironaccelerator_runtime.resolver_kinds import KINDS
+
+    names = [name for name in KINDS if name != "dlsym"]
+    quoted = re.compile("|".join(rf"[\"']{re.escape(name)}[\"']" for name in names))
+    out = []
+    for path in sorted(root.rglob("*.j2")):
+        for m in _JINJA.finditer(path.read_text(encoding="utf-8")):
+            if quoted.search(m.group(0)):
+                out.append(f"{path.relative_to(root.parent).as_posix()}: {m.group(0)[:90]}")
+    for path in sorted(generator.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = _docstring_nodes(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in names and id(node) not in docs:
+                out.append(f"{path.relative_to(generator.parent).as_posix()}:{node.lineno}: {node.value!r}")
+    return out
+
+
+def test_templates_and_generator_ask_the_resolver_kind_not_its_name() -> None:
+    found = resolver_kind_names_in()
+    assert not found, ("templates or generator code branching on a resolver kind's name (ask its declaration, "
+                       "runtime/ironaccelerator_runtime/resolver_kinds.py, instead):\n" + "\n".join(found))
+
+
+def test_the_resolver_kind_check_sees_a_kind_name(tmp_path: Path) -> None:
+    (tmp_path / "t.py.j2").write_text('{# "lookup" in a comment is fine #}\n'
+                                      '{% if lib.resolver.kind == "proc_address" %}x{% endif %}\n', encoding="utf-8")
+    gen = tmp_path / "gen"
+    gen.mkdir()
+    (gen / "x.py").write_text('"""lookup"""\nif kind == "lookup":\n    pass\n', encoding="utf-8")
+    assert resolver_kind_names_in(tmp_path, gen) == [f"{tmp_path.name}/t.py.j2: "
+                                                     '{% if lib.resolver.kind == "proc_address" %}',
+                                                     "gen/x.py:2: 'lookup'"]

@@ -4,6 +4,10 @@ own address lookup (:class:`ProcAddress`, ex. ``cuGetProcAddress``), its lookup 
 ``vkGetInstanceProcAddr``, which the runtime may also bind to a handle: :class:`Scope`), or the entries of a provider's function table
 (:class:`Table`); and :class:`AbiMajor`, the check that an opened library's ABI major is the one bound.
 
+Each kind is declared, with its spec keys, their C shapes and its C, in :mod:`.resolver_kinds` (``KINDS``), which
+names the class here that ABI mode instantiates (``python``); the generator reads that declaration, so a new kind
+is a declaration, a class and its C, with no generator edit.
+
 The generated bindings import these names from :mod:`ironaccelerator_runtime.loader`, which re-exports them."""
 
 from __future__ import annotations

@@ -14,6 +14,9 @@
  *     IA_RESOLVER_LOOKUP         the library's lookup by name (IA_LOOKUP_SYMBOL, function IA_LOOKUP_INDEX, of
  *                                the shape void (*)(void) (scope, const char *name)) asked with a NULL scope
  *                                for ia_public[i], then dlsym
+ *     (a resolver kind is declared in resolver_kinds.py: trampolines.c defines IA_RESOLVER_VIA, its function
+ *      void *via(int i) asked first for function i (NULL: dlsym of its symbol), and IA_RESOLVER_FORGET, its
+ *      void forget(void) (ia_dlforget); the code of a kind not in this file follows it in trampolines.c)
  *     IA_RESOLVER_TABLE          the library exports only a provider function (IA_TABLE_PROVIDER_SYMBOL,
  *                                function IA_TABLE_PROVIDER_INDEX, of type ia_table_provider_t, taking an
  *                                ia_table_list_t and an ia_table_count_t *) listing ia_table_interface_t structs;
@@ -81,6 +84,12 @@ static char ia_error[512];
 static void *ia_ptr[IA_COUNT > 0 ? IA_COUNT : 1];
 static unsigned char ia_state[IA_COUNT > 0 ? IA_COUNT : 1]; /* 0 unresolved, 1 resolved, 2 missing */
 static void *ia_dlsym(const char *name);
+#ifdef IA_RESOLVER_VIA
+static void *IA_RESOLVER_VIA(int i);
+#endif
+#ifdef IA_RESOLVER_FORGET
+static void IA_RESOLVER_FORGET(void);
+#endif
 
 #if IA_RESOLVER == IA_RESOLVER_PROC_ADDRESS
 #if IA_PROC_STATUS_PARAM
@@ -115,6 +124,12 @@ static void *ia_via_proc(int i)
 #endif
     return fp;
 }
+
+static void ia_forget_proc(void)
+{
+    ia_proc = NULL;
+    ia_proc_state = 0;
+}
 #endif
 
 #if IA_RESOLVER == IA_RESOLVER_LOOKUP
@@ -133,6 +148,12 @@ static void *ia_via_lookup(int i)
     if (ia_lookup == NULL)
         return NULL;
     return (void *)((ia_lookup_t)ia_lookup)(NULL, ia_public[i]);
+}
+
+static void ia_forget_lookup(void)
+{
+    ia_lookup = NULL;
+    ia_lookup_state = 0;
 }
 #endif
 
@@ -217,11 +238,8 @@ static void *ia_resolve(int i)
         return NULL;
     if (ia_handle == NULL)
         return NULL;
-#if IA_RESOLVER == IA_RESOLVER_PROC_ADDRESS
-    p = ia_via_proc(i);
-#endif
-#if IA_RESOLVER == IA_RESOLVER_LOOKUP
-    p = ia_via_lookup(i);
+#ifdef IA_RESOLVER_VIA
+    p = IA_RESOLVER_VIA(i);
 #endif
 #if IA_RESOLVER == IA_RESOLVER_TABLE
     if (i != IA_TABLE_PROVIDER_INDEX) { /* a table entry or nothing: never the exported symbol */
@@ -264,13 +282,8 @@ static void ia_dlforget(void)
     ia_handle = NULL;
     memset(ia_ptr, 0, sizeof ia_ptr);
     memset(ia_state, 0, sizeof ia_state);
-#if IA_RESOLVER == IA_RESOLVER_PROC_ADDRESS
-    ia_proc = NULL;
-    ia_proc_state = 0;
-#endif
-#if IA_RESOLVER == IA_RESOLVER_LOOKUP
-    ia_lookup = NULL;
-    ia_lookup_state = 0;
+#ifdef IA_RESOLVER_FORGET
+    IA_RESOLVER_FORGET();
 #endif
 #if IA_RESOLVER == IA_RESOLVER_TABLE
     ia_table = NULL;

@@ -964,11 +964,13 @@ NULL,
    function to the version of the ABI this binding was generated for (the PFN_ typedefs); functions
    without a pin, and the resolver itself, fall back to the exported symbol. */
 #define IA_RESOLVER IA_RESOLVER_PROC_ADDRESS
+#define IA_RESOLVER_VIA ia_via_proc
+#define IA_RESOLVER_FORGET ia_forget_proc
 #define IA_PROC_SYMBOL "cuGetProcAddress_v2"
 #define IA_PROC_INDEX 109
+#define IA_PROC_STATUS_PARAM 1
 #define IA_PROC_DEFAULT_FLAG 0ULL
 #define IA_PROC_PER_THREAD_FLAG 2ULL
-#define IA_PROC_STATUS_PARAM 1
 static const char *const ia_public[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "cuArray3DCreate",
     "cuArray3DGetDescriptor",

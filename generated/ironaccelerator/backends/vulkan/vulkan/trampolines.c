@@ -189,6 +189,8 @@ NULL,
 /* Symbols resolve through vkGetInstanceProcAddr(NULL, public name), then the exported symbol; the lookup
    itself is the exported symbol. */
 #define IA_RESOLVER IA_RESOLVER_LOOKUP
+#define IA_RESOLVER_VIA ia_via_lookup
+#define IA_RESOLVER_FORGET ia_forget_lookup
 #define IA_LOOKUP_SYMBOL "vkGetInstanceProcAddr"
 #define IA_LOOKUP_INDEX 61
 static const char *const ia_public[IA_COUNT > 0 ? IA_COUNT : 1] = {
