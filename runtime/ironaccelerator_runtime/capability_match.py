@@ -22,7 +22,18 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
-from .records import FACTORY, record
+if __package__:
+    from .records import FACTORY, record
+else:  # the generator loads this file alone, outside the package (generator/surface.py): records.py beside it
+    import importlib.util as _util
+    import os as _os
+
+    _spec = _util.spec_from_file_location("_ironaccel_gen_records",
+                                          _os.path.join(_os.path.dirname(__file__), "records.py"))
+    assert _spec is not None and _spec.loader is not None
+    _records = _util.module_from_spec(_spec)
+    _spec.loader.exec_module(_records)
+    FACTORY, record = _records.FACTORY, _records.record
 
 F = TypeVar("F")  # a flag set (CapabilityFlags): combined with |
 T = TypeVar("T")  # a tier (ComputeTier)

@@ -20,7 +20,7 @@ Imports nothing of the runtime (the generator uses :mod:`ironaccelerator_runtime
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar, dataclass_transform
 
 C = TypeVar("C", bound=type)
 
@@ -95,7 +95,7 @@ class _DataclassInfo:
         defaults.update(init.__kwdefaults__ or {})
         annotations = cls.__dict__.get("__annotations__", {})
         fields = []
-        for n in cls._record_fields:
+        for n in cls.__dict__["_record_fields"]:
             if n in spec["factories"]:
                 f = dataclasses.field(default_factory=spec["factories"][n])
             elif n in defaults:
@@ -110,6 +110,7 @@ class _DataclassInfo:
         return cls.__dict__[self.attr]
 
 
+@dataclass_transform(frozen_default=True)  # (type checkers: the class's fields, frozen unless frozen=False)
 def record(*, frozen: bool = True, kw_only: bool = False,
            factories: Mapping[str, Callable[[], Any]] | None = None) -> Callable[[C], C]:
     """Make ``cls`` (fields: its annotations; ``__init__`` written by hand, ``__slots__`` where it wants them)

@@ -4,7 +4,7 @@ Frozen, picklable data: nothing here holds driver state."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, Union
+from typing import TypeVar, Union
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
 
