@@ -1985,7 +1985,7 @@ def test_memory_pool_compiled_paths_race_trim_and_stats(device: Device) -> None:
     def work(i: int) -> None:
         for n in range(1500):
             a = pool.alloc(3000 if n % 3 else 300)
-            key = id(a.block)
+            key = id(a.block)  # type: ignore[attr-defined]  # (a PooledAllocation)
             with guard:
                 if key in owners:
                     problems.append(f"block {key:#x} of thread {owners[key]} handed to {i}")
