@@ -115,3 +115,41 @@ def test_the_first_device_imports_neither_logging_nor_ctypes() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got == {"before": [], "log": "ironaccelerator.trace", "after": True}, got
+
+
+def test_the_first_opencl_device_imports_no_dataclasses() -> None:
+    """Issue 27 item 3 (registry + first device): the value classes on the way to a device and its stream
+    (``DeviceId``, ``Capability``, ``DeviceLimits``, ``DeviceDescriptor``, ``LaunchDims``, ``Scalar``, ``CopyRegion``,
+    ``CompileOptions``, ``KernelAttributes``, ``PoolStats``, ``LocalMemory``, ``Param``, ``Matcher``,
+    ``OpenCLTables``) are ``records.record`` classes: ``dataclasses`` and the ``inspect`` it imports (~6 ms, and ~1 ms
+    per class made) stay out until something asks for them, and ``dataclasses.replace`` / ``fields`` /
+    ``is_dataclass`` / ``FrozenInstanceError`` then work on them as on the dataclasses they were."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "IRONACCEL_TRACE"}
+    code = ("import json, sys\n"
+            "import ironaccelerator as ia\n"
+            "try:\n"
+            "    d = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL).open(0)\n"
+            "    d.create_stream()\n"
+            "    desc = d.descriptor\n"
+            "except ia.Error:\n"
+            "    desc = None  # (no OpenCL here: the imports up to the failure still count)\n"
+            "ia.LaunchDims(4, 2), ia.Scalar(1, ia.DType.I32)\n"
+            "before = sorted(n for n in ('dataclasses', 'inspect') if n in sys.modules)\n"
+            "import dataclasses\n"
+            "d0 = ia.DeviceId(ia.BackendKind.OPENCL, 0)\n"
+            "ok = [dataclasses.is_dataclass(d0), dataclasses.replace(d0, index=1) == ia.DeviceId(ia.BackendKind.OPENCL, 1),\n"
+            "      [f.name for f in dataclasses.fields(ia.DeviceLimits)][:2] == ['max_block', 'max_threads_per_block']]\n"
+            "if desc is not None:\n"
+            "    ok.append(dataclasses.replace(desc, name='x').name == 'x')\n"
+            "try:\n"
+            "    d0.index = 2\n"
+            "    ok.append(False)\n"
+            "except dataclasses.FrozenInstanceError:\n"
+            "    ok.append(True)\n"
+            "print(json.dumps({'before': before, 'ok': all(ok)}))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got == {"before": [], "ok": True}, got

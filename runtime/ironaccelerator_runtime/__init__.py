@@ -9,6 +9,7 @@ Nothing here is generated: edit these modules directly.  What they read of the s
 - :mod:`.loader`: how a generated library binding loads (``Binding``: API or ABI mode, library search, errors)
 - :mod:`.capability_match`: the named capability matchers a backend spec chooses (``capabilities: {match: ...}``)
 - :mod:`.resolver_kinds`: the resolver kinds a library spec names (``resolver: {kind: ...}``), declared as data
+- :mod:`.records`: ``record``, the value classes' dataclass behaviour without importing ``dataclasses``
 
 Users import ``ironaccelerator``, which re-exports the public names.
 """

@@ -20,8 +20,20 @@ generator names none of them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, TypeVar
+
+if __package__:
+    from .records import FACTORY, record
+else:  # the generator loads this file alone, outside the package (generator/surface.py): records.py beside it
+    import importlib.util as _util
+    import os as _os
+
+    _spec = _util.spec_from_file_location("_ironaccel_gen_records",
+                                          _os.path.join(_os.path.dirname(__file__), "records.py"))
+    assert _spec is not None and _spec.loader is not None
+    _records = _util.module_from_spec(_spec)
+    _spec.loader.exec_module(_records)
+    FACTORY, record = _records.FACTORY, _records.record
 
 F = TypeVar("F")  # a flag set (CapabilityFlags): combined with |
 T = TypeVar("T")  # a tier (ComputeTier)
@@ -29,7 +41,28 @@ T = TypeVar("T")  # a tier (ComputeTier)
 _NAME_TIER = re.compile(r"name [A-Za-z0-9_.+\-]+\Z")
 
 
-@dataclass(frozen=True, kw_only=True)
+# Matcher's defaults
+def _same(raw: Any) -> Any:
+    return raw
+
+
+def _text(raw: Any) -> str:
+    return str(raw)
+
+
+def _equal(key: Any, fact: Any) -> bool:
+    return bool(key == fact)
+
+
+def _the_fact(keys: Iterable[Any], fact: Any) -> Any:
+    return fact
+
+
+def _no_special() -> Mapping[str, tuple[str, ...]]:
+    return {"flags": (), "tiers": ()}
+
+
+@record(kw_only=True, factories={"special": _no_special, "options": dict})
 class Matcher:
     """One capability-key grammar (see the module's doc).
 
@@ -42,25 +75,56 @@ class Matcher:
 
     name: str
     doc: str
-    special: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: {"flags": (), "tiers": ()})
-    key: re.Pattern[str] | None = None
-    what: str = ""
-    name_tiers: bool = False
-    only_first_special: bool = False  # only the first reserved key of each table is allowed (always / default)
-    options: Mapping[str, str] = field(default_factory=dict)  # capabilities key -> what it is (each required)
-    sections: tuple[str, ...] = ()  # top-level spec sections only this matcher reads
-    soc_name: re.Pattern[str] | None = None  # sections' entry names  ex) SM8350
-    soc_example: str = ""
-    value: re.Pattern[str] | None = None  # an architecture value in those sections (the key grammar's)
-    constant_prefix: str | None = None  # keys name constants <prefix><key> of the backend's Objective-C libraries
-    constant_what: str = ""  # what such a constant is, in errors  ex) a GPU family
-    constant_table: str = ""  # the tables' argument carrying those constants' values  ex) families
-    numbered: bool = False  # the generated tables key by the number a key carries (v68 -> 68), reserved keys kept
-    ordered_tiers: bool = False  # the tiers table is a tuple of (key, tier) in spec order (the first key wins)
-    fact: Callable[[Any], Any] = lambda raw: raw  # the device's reported architecture -> what keys compare with
-    version: Callable[[Any], str] = lambda raw: str(raw)  # -> the Capability's vendor_version
-    flag_applies: Callable[[Any, Any], bool] = lambda key, fact: key == fact
-    tier_key: Callable[[Iterable[Any], Any], Any] = lambda keys, fact: fact
+    special: Mapping[str, tuple[str, ...]]
+    key: re.Pattern[str] | None
+    what: str
+    name_tiers: bool
+    only_first_special: bool  # only the first reserved key of each table is allowed (always / default)
+    options: Mapping[str, str]  # capabilities key -> what it is (each required)
+    sections: tuple[str, ...]  # top-level spec sections only this matcher reads
+    soc_name: re.Pattern[str] | None  # sections' entry names  ex) SM8350
+    soc_example: str
+    value: re.Pattern[str] | None  # an architecture value in those sections (the key grammar's)
+    constant_prefix: str | None  # keys name constants <prefix><key> of the backend's Objective-C libraries
+    constant_what: str  # what such a constant is, in errors  ex) a GPU family
+    constant_table: str  # the tables' argument carrying those constants' values  ex) families
+    numbered: bool  # the generated tables key by the number a key carries (v68 -> 68), reserved keys kept
+    ordered_tiers: bool  # the tiers table is a tuple of (key, tier) in spec order (the first key wins)
+    fact: Callable[[Any], Any]  # the device's reported architecture -> what keys compare with
+    version: Callable[[Any], str]  # -> the Capability's vendor_version
+    flag_applies: Callable[[Any, Any], bool]
+    tier_key: Callable[[Iterable[Any], Any], Any]
+
+    def __init__(self, *, name: str, doc: str, special: Mapping[str, tuple[str, ...]] = FACTORY,
+                 key: re.Pattern[str] | None = None, what: str = "", name_tiers: bool = False,
+                 only_first_special: bool = False, options: Mapping[str, str] = FACTORY, sections: tuple[str, ...] = (),
+                 soc_name: re.Pattern[str] | None = None, soc_example: str = "", value: re.Pattern[str] | None = None,
+                 constant_prefix: str | None = None, constant_what: str = "", constant_table: str = "",
+                 numbered: bool = False, ordered_tiers: bool = False, fact: Callable[[Any], Any] = _same,
+                 version: Callable[[Any], str] = _text, flag_applies: Callable[[Any, Any], bool] = _equal,
+                 tier_key: Callable[[Iterable[Any], Any], Any] = _the_fact) -> None:
+        d = self.__dict__  # (frozen: set past the frozen __setattr__)
+        d["name"] = name
+        d["doc"] = doc
+        d["special"] = _no_special() if special is FACTORY else special
+        d["key"] = key
+        d["what"] = what
+        d["name_tiers"] = name_tiers
+        d["only_first_special"] = only_first_special
+        d["options"] = {} if options is FACTORY else options
+        d["sections"] = sections
+        d["soc_name"] = soc_name
+        d["soc_example"] = soc_example
+        d["value"] = value
+        d["constant_prefix"] = constant_prefix
+        d["constant_what"] = constant_what
+        d["constant_table"] = constant_table
+        d["numbered"] = numbered
+        d["ordered_tiers"] = ordered_tiers
+        d["fact"] = fact
+        d["version"] = version
+        d["flag_applies"] = flag_applies
+        d["tier_key"] = tier_key
 
     # ---------------------------------------------------------------- generate time
 

@@ -45,19 +45,19 @@ from __future__ import annotations
 
 import struct
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from ironaccelerator._core import DType, ErrorKind
 
 from .errors import Error, fail
 from .integers import _integer
+from .records import record
 from .traits import Scalar
 
 __all__ = ["LocalMemory", "Param", "arg_error", "local_error", "shared_mem_error", "value_bytes"]
 
 
-@dataclass(frozen=True, slots=True)
+@record()
 class LocalMemory:
     """``nbytes`` of dynamic local (work-group) memory for one ``__local`` kernel parameter, sized at launch.
 
@@ -80,6 +80,7 @@ class LocalMemory:
         ``launch_unchecked``, never ignored.
     """
 
+    __slots__ = ("nbytes",)
     nbytes: int
 
     def __init__(self, nbytes: int) -> None:
@@ -90,14 +91,21 @@ class LocalMemory:
         object.__setattr__(self, "nbytes", n)
 
 
-@dataclass(frozen=True, slots=True)
+@record()
 class Param:
     """What a backend knows of one by-value parameter: ``kind`` (``"f"`` floating, ``"i"``/``"u"`` integer,
     ``"b"`` bool; None: not known), ``size`` in bytes (None: not known) and ``text`` (how to name it)."""
 
+    __slots__ = ("kind", "size", "text")
     kind: str | None
     size: int | None
-    text: str = ""
+    text: str
+
+    def __init__(self, kind: str | None, size: int | None, text: str = "") -> None:
+        _set = object.__setattr__
+        _set(self, "kind", kind)
+        _set(self, "size", size)
+        _set(self, "text", text)
 
 
 # OpenCL C / Metal Shading Language scalar type names -> (kind, size)

@@ -3,13 +3,13 @@ regions, host buffers), and the Errors of the base classes (``unsupported``, not
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ironaccelerator._core import BackendKind, ErrorKind
 
 from ..errors import Error, fail
 from ..integers import _integer
+from ..records import record
 from .values import DeviceDescriptor, _SIZE_MAX
 
 
@@ -96,13 +96,15 @@ def fill_pattern(value: Any, width: Any, function: str, backend: BackendKind | s
     return v, w
 
 
-@dataclass(frozen=True, slots=True)
+@record()
 class CopyRegion:
     """A checked strided copy (``Stream.copy_2d``/``copy_3d``): ``depth`` slices of ``height`` rows of ``width``
     bytes; per side, the byte offset of the first row and the pitches (bytes from the start of one row, or slice, to
     the next).  Every row lies inside its side; the slice pitch is a multiple of the row pitch (OpenCL's rule, and
     the only layout CUDA/HIP's ``<side>Height`` can say).  ``dims``: 2 (a 2-D copy) or 3."""
 
+    __slots__ = ("dims", "width", "height", "depth", "dst_offset", "dst_pitch", "dst_slice_pitch", "src_offset",
+                 "src_pitch", "src_slice_pitch")
     dims: int
     width: int
     height: int
@@ -113,6 +115,20 @@ class CopyRegion:
     src_offset: int
     src_pitch: int
     src_slice_pitch: int
+
+    def __init__(self, dims: int, width: int, height: int, depth: int, dst_offset: int, dst_pitch: int,
+                 dst_slice_pitch: int, src_offset: int, src_pitch: int, src_slice_pitch: int) -> None:
+        _set = object.__setattr__
+        _set(self, "dims", dims)
+        _set(self, "width", width)
+        _set(self, "height", height)
+        _set(self, "depth", depth)
+        _set(self, "dst_offset", dst_offset)
+        _set(self, "dst_pitch", dst_pitch)
+        _set(self, "dst_slice_pitch", dst_slice_pitch)
+        _set(self, "src_offset", src_offset)
+        _set(self, "src_pitch", src_pitch)
+        _set(self, "src_slice_pitch", src_slice_pitch)
 
     @property
     def empty(self) -> bool:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Sequence, SupportsIndex, TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from ironaccelerator._core import BackendKind, DType, ErrorKind
 
 from ..errors import Error, fail
 from ..integers import _integer
+from ..records import record
 from .values import _SIZE_MAX
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def _dims(v: SupportsIndex | Sequence[SupportsIndex], what: str) -> tuple[int, i
     return (ints + (1, 1))[:3]  # type: ignore[return-value]
 
 
-@dataclass(frozen=True, slots=True)
+@record()
 class LaunchDims:
     """The size of a launch: a grid of blocks, each a block of threads, each 3-D (an int means ``(n, 1, 1)``),
     plus dynamic shared memory and launch options.  Immutable, hashable and picklable; checked when made.
@@ -77,11 +77,12 @@ class LaunchDims:
         ``UNSUPPORTED`` at launch on every other backend.
     """
 
-    grid: tuple[int, int, int] = (1, 1, 1)
-    block: tuple[int, int, int] = (1, 1, 1)
-    shared_mem: int = 0
-    cooperative: bool = False
-    cluster: tuple[int, int, int] | None = None
+    __slots__ = ("grid", "block", "shared_mem", "cooperative", "cluster")
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int
+    cooperative: bool
+    cluster: tuple[int, int, int] | None
 
     def __init__(self, grid: SupportsIndex | Sequence[SupportsIndex] = 1, block: SupportsIndex | Sequence[SupportsIndex] = 1,
                  shared_mem: SupportsIndex = 0, *, cooperative: bool = False,
@@ -186,7 +187,7 @@ class LaunchDims:
             raise fail(ErrorKind.INVALID_VALUE, function, "bad launch dimensions: " + "; ".join(problems), backend)
 
 
-@dataclass(frozen=True, slots=True)
+@record()
 class Scalar:
     """A kernel argument value tagged with its :class:`DType`, for a by-value kernel parameter.
 
@@ -209,8 +210,15 @@ class Scalar:
         Metal) in kind and size, else ``INVALID_VALUE``; CUDA/HIP check its size (``kernel_args``).
     """
 
+    __slots__ = ("value", "dtype")
     value: int | float | complex | bool
     dtype: DType
+
+    def __init__(self, value: int | float | complex | bool, dtype: DType) -> None:
+        _set = object.__setattr__
+        _set(self, "value", value)
+        _set(self, "dtype", dtype)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         _check_scalar(self.value, self.dtype)

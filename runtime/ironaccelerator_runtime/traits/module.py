@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Mapping, TYPE_CHECKING
 
 from ironaccelerator._core import BackendKind, ErrorKind
 
 from ..errors import CompilerWarning, Error, fail
+from ..records import record
 from .checks import _kind_of, _not_picklable, _owner, unsupported
 
 if TYPE_CHECKING:
@@ -20,16 +20,25 @@ if TYPE_CHECKING:
 _MACRO = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class CompileOptions:
     """``load_module``'s compile options, checked.  ex) ``CompileOptions(options=("-w",), defines=(("N", "4"),))``
 
     ``defines``: (name, value or None) pairs in the caller's order; ``include_dirs``: absolute paths."""
 
-    options: tuple[str, ...] = ()
-    defines: tuple[tuple[str, str | None], ...] = ()
-    include_dirs: tuple[str, ...] = ()
-    name_expressions: tuple[str, ...] = ()
+    __slots__ = ("options", "defines", "include_dirs", "name_expressions")
+    options: tuple[str, ...]
+    defines: tuple[tuple[str, str | None], ...]
+    include_dirs: tuple[str, ...]
+    name_expressions: tuple[str, ...]
+
+    def __init__(self, *, options: tuple[str, ...] = (), defines: tuple[tuple[str, str | None], ...] = (),
+                 include_dirs: tuple[str, ...] = (), name_expressions: tuple[str, ...] = ()) -> None:
+        _set = object.__setattr__
+        _set(self, "options", options)
+        _set(self, "defines", defines)
+        _set(self, "include_dirs", include_dirs)
+        _set(self, "name_expressions", name_expressions)
 
     def __bool__(self) -> bool:
         return bool(self.options or self.defines or self.include_dirs or self.name_expressions)
@@ -98,7 +107,7 @@ def compile_options(options: Any = (), defines: Any = None, include_dirs: Any = 
     return CompileOptions(options=opts, defines=tuple(defs), include_dirs=tuple(dirs), name_expressions=names)
 
 
-@dataclass(frozen=True, slots=True)
+@record()
 class KernelAttributes:
     """What the compiler made of a kernel, as its vendor reports it (:attr:`Kernel.attributes`); a field is None
     where this vendor does not report it.  A frozen value: equal each time it is read.
@@ -120,13 +129,27 @@ class KernelAttributes:
         (:attr:`Kernel.attributes` is ``UNSUPPORTED``).
     """
 
+    __slots__ = ("max_threads_per_block", "preferred_multiple", "registers", "static_shared_mem", "local_mem",
+                 "const_mem", "max_dynamic_shared_mem")
     max_threads_per_block: int  # the most threads one block (work-group, threadgroup) of it may have
-    preferred_multiple: int | None = None  # block sizes that are a multiple run best: warp, SIMD or execution width
-    registers: int | None = None  # per thread
-    static_shared_mem: int | None = None  # bytes of shared / local / threadgroup memory the code declares
-    local_mem: int | None = None  # bytes of private (local, spill) memory per thread
-    const_mem: int | None = None  # bytes of constant memory
-    max_dynamic_shared_mem: int | None = None  # the most dynamic shared memory a launch may add
+    preferred_multiple: int | None  # block sizes that are a multiple run best: warp, SIMD or execution width
+    registers: int | None  # per thread
+    static_shared_mem: int | None  # bytes of shared / local / threadgroup memory the code declares
+    local_mem: int | None  # bytes of private (local, spill) memory per thread
+    const_mem: int | None  # bytes of constant memory
+    max_dynamic_shared_mem: int | None  # the most dynamic shared memory a launch may add
+
+    def __init__(self, max_threads_per_block: int, preferred_multiple: int | None = None, registers: int | None = None,
+                 static_shared_mem: int | None = None, local_mem: int | None = None, const_mem: int | None = None,
+                 max_dynamic_shared_mem: int | None = None) -> None:
+        _set = object.__setattr__
+        _set(self, "max_threads_per_block", max_threads_per_block)
+        _set(self, "preferred_multiple", preferred_multiple)
+        _set(self, "registers", registers)
+        _set(self, "static_shared_mem", static_shared_mem)
+        _set(self, "local_mem", local_mem)
+        _set(self, "const_mem", const_mem)
+        _set(self, "max_dynamic_shared_mem", max_dynamic_shared_mem)
 
 
 class Graph:

@@ -5,12 +5,12 @@ share another allocation's memory."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable, TYPE_CHECKING
 
 from ironaccelerator._core import BackendKind, ErrorKind, MemoryKind
 
 from ..errors import Error, fail
+from ..records import record
 from .checks import check_size, check_span
 from .memory import Allocation, AllocationSlice
 from .stream import Stream
@@ -55,7 +55,7 @@ def _memory_of(a: Any) -> tuple[Any, int]:
     return a, offset
 
 
-@dataclass
+@record(frozen=False)
 class PoolStats:
     """Counters of a :class:`MemoryPool` (:meth:`MemoryPool.stats`), a snapshot.
 
@@ -77,6 +77,14 @@ class PoolStats:
     cached_bytes: int = 0
     hits: int = 0
     misses: int = 0
+
+    def __init__(self, allocated_bytes: int = 0, in_use_bytes: int = 0, cached_bytes: int = 0, hits: int = 0,
+                 misses: int = 0) -> None:
+        self.allocated_bytes = allocated_bytes
+        self.in_use_bytes = in_use_bytes
+        self.cached_bytes = cached_bytes
+        self.hits = hits
+        self.misses = misses
 
 
 class _Forward:

@@ -4,12 +4,12 @@ Frozen, picklable data: nothing here holds driver state."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TypeVar, Union
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
 
 from ..errors import Error
+from ..records import FACTORY, record
 
 T = TypeVar("T")
 Result = Union[T, Error]
@@ -28,7 +28,7 @@ Backends:
 """
 
 
-@dataclass(frozen=True, slots=True)
+@record()
 class DeviceId:
     """A device of one backend: its kind and its index in that backend's :meth:`Backend.devices` order.
 
@@ -44,14 +44,20 @@ class DeviceId:
         All.
     """
 
+    __slots__ = ("backend", "index")
     backend: BackendKind
     index: int
+
+    def __init__(self, backend: BackendKind, index: int) -> None:
+        _set = object.__setattr__
+        _set(self, "backend", backend)
+        _set(self, "index", index)
 
     def __str__(self) -> str:
         return f"{self.backend.name.lower()}:{self.index}"
 
 
-@dataclass(frozen=True, slots=True)
+@record()
 class Capability:
     """What a device can do, translated from the vendor's own version/feature report by the backend spec's tables.
 
@@ -67,12 +73,19 @@ class Capability:
         gfx arch, Metal from ``supportsFamily:``, QNN from the HTP architecture.
     """
 
+    __slots__ = ("flags", "tier", "vendor_version")
     flags: CapabilityFlags
     tier: ComputeTier
     vendor_version: str  # ex) "OpenCL C 1.2 pocl" or "sm_90" (compute capability 9.0)
 
+    def __init__(self, flags: CapabilityFlags, tier: ComputeTier, vendor_version: str) -> None:
+        _set = object.__setattr__
+        _set(self, "flags", flags)
+        _set(self, "tier", tier)
+        _set(self, "vendor_version", vendor_version)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@record(kw_only=True)
 class IpcHandle:
     """Device memory exported for another process (:meth:`Allocation.export_ipc`), opened there by
     :meth:`Device.import_ipc`.  Opaque and picklable: send it through a pipe, a queue or a file.
@@ -89,11 +102,20 @@ class IpcHandle:
         (``UNSUPPORTED``).
     """
 
+    __slots__ = ("backend", "device", "nbytes", "data", "pid")
     backend: BackendKind
     device: int
     nbytes: int
     data: bytes
     pid: int
+
+    def __init__(self, *, backend: BackendKind, device: int, nbytes: int, data: bytes, pid: int) -> None:
+        _set = object.__setattr__
+        _set(self, "backend", backend)
+        _set(self, "device", device)
+        _set(self, "nbytes", nbytes)
+        _set(self, "data", data)
+        _set(self, "pid", pid)
 
     def __repr__(self) -> str:
         return (f"IpcHandle({self.backend.name}, device {self.device}, {self.nbytes} bytes, from pid {self.pid}, "
@@ -103,7 +125,7 @@ class IpcHandle:
 _SIZE_MAX = 2**64 - 1  # size_t on the 64-bit hosts we build for
 
 
-@dataclass(frozen=True, slots=True)
+@record()
 class DeviceLimits:
     """What one launch or one allocation may ask of a device (``DeviceDescriptor.limits``); :meth:`LaunchDims.validate`
     checks a launch against it before any vendor call (``INVALID_VALUE`` naming the limit).
@@ -126,16 +148,31 @@ class DeviceLimits:
         client buffer's 32-bit size).
     """
 
-    max_block: tuple[int, int, int] = (1024, 1024, 64)
-    max_threads_per_block: int = 1024
-    max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
-    max_shared_mem: int = 48 * 1024
-    max_alloc: int | None = None  # the largest single allocation in bytes (OpenCL CL_DEVICE_MAX_MEM_ALLOC_SIZE); None: unknown
-    max_work_items: int = _SIZE_MAX  # the most threads (grid x block, all dimensions) one launch may have
-    max_global: tuple[int, int, int] | None = None  # the most threads (grid[i] x block[i]) in each dimension; None: size_t
+    __slots__ = ("max_block", "max_threads_per_block", "max_grid", "max_shared_mem", "max_alloc", "max_work_items",
+                 "max_global")
+    max_block: tuple[int, int, int]
+    max_threads_per_block: int
+    max_grid: tuple[int, int, int]
+    max_shared_mem: int
+    max_alloc: int | None  # the largest single allocation in bytes (OpenCL CL_DEVICE_MAX_MEM_ALLOC_SIZE); None: unknown
+    max_work_items: int  # the most threads (grid x block, all dimensions) one launch may have
+    max_global: tuple[int, int, int] | None  # the most threads (grid[i] x block[i]) in each dimension; None: size_t
+
+    def __init__(self, max_block: tuple[int, int, int] = (1024, 1024, 64), max_threads_per_block: int = 1024,
+                 max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535), max_shared_mem: int = 48 * 1024,
+                 max_alloc: int | None = None, max_work_items: int = _SIZE_MAX,
+                 max_global: tuple[int, int, int] | None = None) -> None:
+        _set = object.__setattr__
+        _set(self, "max_block", max_block)
+        _set(self, "max_threads_per_block", max_threads_per_block)
+        _set(self, "max_grid", max_grid)
+        _set(self, "max_shared_mem", max_shared_mem)
+        _set(self, "max_alloc", max_alloc)
+        _set(self, "max_work_items", max_work_items)
+        _set(self, "max_global", max_global)
 
 
-@dataclass(frozen=True, slots=True)
+@record(factories={"limits": DeviceLimits})
 class DeviceDescriptor:
     """A device as enumerated by :meth:`Backend.devices` (no context opened): what it is, without using it.
 
@@ -156,6 +193,7 @@ class DeviceDescriptor:
         All.
     """
 
+    __slots__ = ("id", "name", "vendor", "backend", "total_memory", "compute_units", "capability", "limits")
     id: DeviceId
     name: str
     vendor: Vendor
@@ -163,4 +201,16 @@ class DeviceDescriptor:
     total_memory: int
     compute_units: int
     capability: Capability
-    limits: DeviceLimits = field(default_factory=DeviceLimits)
+    limits: DeviceLimits
+
+    def __init__(self, id: DeviceId, name: str, vendor: Vendor, backend: BackendKind, total_memory: int,
+                 compute_units: int, capability: Capability, limits: DeviceLimits = FACTORY) -> None:
+        _set = object.__setattr__
+        _set(self, "id", id)
+        _set(self, "name", name)
+        _set(self, "vendor", vendor)
+        _set(self, "backend", backend)
+        _set(self, "total_memory", total_memory)
+        _set(self, "compute_units", compute_units)
+        _set(self, "capability", capability)
+        _set(self, "limits", DeviceLimits() if limits is FACTORY else limits)

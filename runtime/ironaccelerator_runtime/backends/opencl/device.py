@@ -8,14 +8,13 @@ import re
 import struct
 import threading
 import weakref
-from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits.device import enqueue_tracked_fence
 from ironaccelerator_runtime.traits import (
-    _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result, check_size,
+    _SIZE_MAX, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result, check_size,
     compile_options,
 )
 
@@ -104,7 +103,8 @@ class OpenCLBackend(Backend):
         capability = self.tables.capability(api.info_str(fn, d, cl.CL_DEVICE_EXTENSIONS), dtype, unified,
                                             api.info_str(fn, d, cl.CL_DEVICE_OPENCL_C_VERSION), cl)
         if _fine_grain_svm(api, d):  # alloc(MemoryKind.UNIFIED) works: fine-grained buffer SVM
-            capability = replace(capability, flags=capability.flags | CapabilityFlags.UNIFIED_MEMORY)
+            capability = Capability(capability.flags | CapabilityFlags.UNIFIED_MEMORY, capability.tier,
+                                    capability.vendor_version)
         sizes = api.info_bytes(fn, d, cl.CL_DEVICE_MAX_WORK_ITEM_SIZES)
         n = len(sizes) // 8
         dims = struct.unpack(f"<{n}Q", sizes[: n * 8]) + (1, 1, 1)

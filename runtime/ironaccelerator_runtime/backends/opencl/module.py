@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import replace
 from typing import Any
 
 from ironaccelerator._core import ErrorKind

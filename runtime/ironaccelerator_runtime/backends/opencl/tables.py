@@ -3,13 +3,13 @@ the generated ``ironaccelerator.backends.opencl.cl``, its error table and its qu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Any
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ComputeTier, Vendor
 from ironaccelerator_runtime.capability_match import MATCHERS
 from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.loader import Binding, load_library
+from ironaccelerator_runtime.records import record
 from ironaccelerator_runtime.traits import Capability
 from ironaccelerator_runtime.vendors import VendorTable
 
@@ -21,7 +21,7 @@ _PLATFORM_NOT_FOUND_KHR = -1001  # cl_ext.h: what the ICD loader returns when no
 _MATCH = MATCHERS["exact"]  # the capability-key grammar specs/opencl/backend.yaml chooses (capabilities.match)
 
 
-@dataclass(frozen=True)
+@record()
 class OpenCLTables(VendorTable):
     """Capability translation, as spec data: extension (or ``always`` / ``host_unified_memory``) -> flags,
     device type (``CPU``, ``GPU``, ``GPU+host_unified_memory``, ``ACCELERATOR``, ``CUSTOM``) -> tier, and
@@ -31,6 +31,13 @@ class OpenCLTables(VendorTable):
     flags: dict[str, CapabilityFlags]
     tiers: dict[str, ComputeTier]
     vendors: tuple[tuple[str, Vendor], ...]
+
+    def __init__(self, flags: dict[str, CapabilityFlags], tiers: dict[str, ComputeTier],
+                 vendors: tuple[tuple[str, Vendor], ...]) -> None:
+        d = self.__dict__  # (frozen: set past the frozen __setattr__)
+        d["flags"] = flags
+        d["tiers"] = tiers
+        d["vendors"] = vendors
 
     def capability(self, extensions: str, device_type: int, host_unified: bool, c_version: str,
                    cl: Any) -> Capability:
