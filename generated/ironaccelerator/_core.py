@@ -321,6 +321,7 @@ BUILTIN_BACKENDS: dict[BackendKind, str] = {
     BackendKind.METAL: 'ironaccelerator.backends.metal._backend:MetalBackend',
     BackendKind.OPENCL: 'ironaccelerator.backends.opencl._backend:OpenCLBackend',
     BackendKind.QNN: 'ironaccelerator.backends.qnn._backend:QnnBackend',
+    BackendKind.VULKAN: 'ironaccelerator.backends.vulkan._backend:VulkanBackend',
 }
 
 
@@ -347,6 +348,7 @@ GENERATED_FROM: dict[str, Any] = {
         'qnn/interface.yaml': 'sha256:bada9bc0300ca9f988e40200b9a4f74a9db7f308f03b5765e5432ac6076ee46e',
         'qnn/saver.yaml': 'sha256:0c9512e2b7b4be6d0317acc847b95e0063dfd21f0578a11245bd1053166b27b5',
         'qnn/system.yaml': 'sha256:ad31c5082ac9f8b2b67bca91dbc13a0520f5003ba7b91bbb00d7affb38b493c6',
+        'vulkan/backend.yaml': 'sha256:c72759bd7d44411149366abd70a6ea96bf8e8c8472d1180edd41432be2999cdb',
         'vulkan/vulkan.yaml': 'sha256:669af4f1d0dcdb9775a5f6206ac00c9c7043bdeb762cbb884c2df55144801050',
     },
     'libraries': {
@@ -368,5 +370,6 @@ GENERATED_FROM: dict[str, Any] = {
         'OPENCL': {'vendor': 'opencl', 'spec': 'opencl/backend.yaml'},
         'QNN': {'vendor': 'qnn', 'spec': 'qnn/backend.yaml'},
         'ROCM': {'vendor': 'hip', 'spec': 'hip/backend.yaml'},
+        'VULKAN': {'vendor': 'vulkan', 'spec': 'vulkan/backend.yaml'},
     },
 }

@@ -1,0 +1,58 @@
+"""Vulkan allocations: a ``VkBuffer`` bound to its own ``VkDeviceMemory`` (mapped where host-visible), their slices
+(a buffer and an offset) and their release (deferred while submitted work uses them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ironaccelerator._core import MemoryKind
+from ironaccelerator_runtime.errors import Error
+from ironaccelerator_runtime.traits import Allocation, AllocationSlice
+
+from .device import VulkanDevice
+
+
+def _free_buffer(api: Any, device: Any, buf: Any, mem: Any) -> None:
+    api.raw.vkDestroyBuffer(device, buf, api.ffi.NULL)
+    api.raw.vkFreeMemory(device, mem, api.ffi.NULL)
+
+
+class VulkanAllocation(Allocation):
+    """A ``VkBuffer`` (usage: storage, transfer source and destination) with its own ``VkDeviceMemory``.
+
+    ``buffer`` and ``memory`` are the handles; ``offset`` is 0 (a slice's is its start).  Host-visible kinds
+    (``HOST_PINNED``, ``HOST``, ``UNIFIED``) stay mapped: ``host_view()`` is the memory itself, and a view's DLPack
+    export is ``kDLCPU``.  ``DEVICE`` memory has no host view, even where the driver's memory is host-visible
+    (lavapipe's is): the kind is what the caller asked for."""
+
+    offset = 0
+
+    def __init__(self, device: VulkanDevice, buffer: Any, memory: Any, nbytes: int, kind: MemoryKind, ptr: Any,
+                 tracked: bool = False) -> None:
+        self.device = device
+        self.buffer = buffer
+        self.memory = memory
+        self.nbytes = nbytes
+        self.kind = kind
+        self._ptr = ptr
+        if tracked:
+            self._tracked = True
+
+    device: VulkanDevice
+
+    def _host_address(self) -> int | None:
+        if self.kind is MemoryKind.DEVICE or self._ptr is None:
+            return None
+        return int(self.device.api.ffi.cast("uintptr_t", self._ptr))
+
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        s: Any = AllocationSlice(self, offset, nbytes)
+        s.buffer = self.buffer
+        s.offset = offset
+        return s  # type: ignore[no-any-return]
+
+    def _release(self) -> Error | None:
+        device = self.device
+        api, handle, buf, mem = device.api, device.handle, self.buffer, self.memory
+        device._defer(lambda: _free_buffer(api, handle, buf, mem))
+        return None

@@ -1,0 +1,539 @@
+"""Vulkan streams and events.
+
+A stream records its copies, fills and dispatches into a command buffer of its own pool (a global memory barrier
+between commands: in-order, as every stream of the surface) and submits them in batches to the device's queue.
+Each submission waits for the stream's timeline semaphore to reach the previous submission's value and signals the
+next one, so batches run in order; ``wait_event`` adds a wait on the other stream's semaphore to the next
+submission.  An event is a submission's timeline value plus a timestamp query (``vkCmdWriteTimestamp``) for
+``elapsed_ms``.  Host copies go through host-visible staging buffers (copy_from_host copies the source at once;
+copy_to_host waits for the stream and copies out)."""
+
+from __future__ import annotations
+
+import struct
+import sys
+import threading
+import weakref
+from typing import Any
+
+from ironaccelerator._core import ErrorKind
+from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.kernel_args import buffer_error, shared_mem_error, value_bytes
+from ironaccelerator_runtime.traits import (
+    Allocation, Event, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span, device_span,
+    fill_pattern, host_span, host_view, not_a_launch,
+)
+
+from .device import VulkanDevice, make_buffer
+from .memory import VulkanAllocation, _free_buffer
+from .module import VulkanKernel
+from .tables import _KIND
+
+_BATCH = 64  # commands recorded before a batch is submitted on its own
+_QUERIES = 1024  # timestamp slots per stream (a ring)
+_ALL_COMMANDS = 0x10000
+_BOTTOM_OF_PIPE = 0x2000
+_MEMORY_READ, _MEMORY_WRITE = 0x8000, 0x10000
+_UINT64_MAX = 2**64 - 1
+
+
+class VulkanEvent(Event):
+    """A point in a stream's order: the timeline value of the submission that ends with it, and the timestamp
+    query slot written there (``elapsed_ms``)."""
+
+    def __init__(self, stream: VulkanStream, value: int, slot: int) -> None:
+        self.stream = stream
+        self.device = stream.device
+        self.value = value
+        self.slot = slot
+        self._ns: int | None = None
+
+    def synchronize(self) -> None:
+        self.device._check_open("Event.synchronize")
+        self.stream._wait(self.value)
+        self._timestamp()
+
+    def query(self) -> bool:
+        self.device._check_open("Event.query")
+        done = self.stream._reached(self.value, False)
+        if done:
+            self._timestamp()
+        return done
+
+    def _timestamp(self) -> int:
+        if self._ns is None:
+            s = self.stream
+            out = s._ffi.new("uint64_t[1]")
+            code = s._api.raw.vkGetQueryPoolResults(self.device.handle, s._queries, self.slot, 1, 8, out, 8, 0x1)
+            s._api.check(code, "vkGetQueryPoolResults")
+            self._ns = int(out[0] * self.device.timestamp_period)
+        return self._ns
+
+    def elapsed_ms(self, end: Event) -> float:
+        if not isinstance(end, VulkanEvent):
+            raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", "Event.elapsed_ms needs another Vulkan event",
+                       "VULKAN")
+        self.synchronize()
+        end.synchronize()
+        return (end._timestamp() - self._timestamp()) / 1e6
+
+
+def _destroy_stream(api: Any, device: Any, pool: Any, sem: Any, queries: Any, dpools: list[Any]) -> None:
+    raw, null = api.raw, api.ffi.NULL
+    raw.vkDestroyCommandPool(device, pool, null)
+    raw.vkDestroySemaphore(device, sem, null)
+    raw.vkDestroyQueryPool(device, queries, null)
+    for p in dpools:
+        raw.vkDestroyDescriptorPool(device, p, null)
+
+
+class VulkanStream(Stream):
+    """A sequence of command buffers submitted in batches to the device's compute queue, ordered by a timeline
+    semaphore (``semaphore``; ``value`` is the last value submitted).  ``capture()`` is ``UNSUPPORTED``."""
+
+    device: VulkanDevice
+
+    def __init__(self, device: VulkanDevice) -> None:
+        api, ffi, raw = device.api, device.api.ffi, device.api.raw
+        S = api.vk.VkStructureType
+        self.device = device
+        self._api = api
+        self._ffi = ffi
+        h = device.handle
+        self._lock = threading.RLock()
+        pci = ffi.new("VkCommandPoolCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                                    "flags": 0x2, "queueFamilyIndex": device.family})
+        out = ffi.new("VkCommandPool *")
+        api.check(raw.vkCreateCommandPool(h, pci, ffi.NULL, out), "vkCreateCommandPool")
+        self._pool = out[0]
+        tci = ffi.new("VkSemaphoreTypeCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                                      "semaphoreType": 1, "initialValue": 0})
+        sci = ffi.new("VkSemaphoreCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, "pNext": tci})
+        sout = ffi.new("VkSemaphore *")
+        api.check(raw.vkCreateSemaphore(h, sci, ffi.NULL, sout), "vkCreateSemaphore")
+        self.semaphore = sout[0]
+        qci = ffi.new("VkQueryPoolCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                                  "queryType": 2, "queryCount": _QUERIES})  # TIMESTAMP
+        qout = ffi.new("VkQueryPool *")
+        api.check(raw.vkCreateQueryPool(h, qci, ffi.NULL, qout), "vkCreateQueryPool")
+        self._queries = qout[0]
+        self._dpools: list[Any] = []
+        self._finalizer = weakref.finalize(self, _destroy_stream, api, h, self._pool, self.semaphore, self._queries,
+                                           self._dpools)
+        self.value = 0  # last timeline value submitted
+        self._seen = 0  # last value seen reached
+        self._slot = 0
+        self._cb: Any = None  # the command buffer being recorded (None: none open)
+        self._count = 0  # commands in it
+        self._resources: list[Any] = []  # released when the batch being recorded completes
+        self._waits: list[tuple[Any, int]] = []  # other streams' (semaphore, value) the next submission waits for
+        self._pending: list[tuple[int, Any, list[Any]]] = []  # submitted: (value, command buffer, resources)
+        self._barrier = ffi.new("VkMemoryBarrier *", {"sType": S.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                                      "srcAccessMask": _MEMORY_WRITE,
+                                                      "dstAccessMask": _MEMORY_READ | _MEMORY_WRITE})
+        self._S = S
+        device._streams.add(self)
+
+    # ---------------------------------------------------------------- recording and submission
+    def _record(self) -> Any:
+        """The open command buffer (begun on first use), with a barrier after the previous command."""
+        cb = self._cb
+        raw, ffi = self._api.raw, self._ffi
+        if cb is None:
+            ai = ffi.new("VkCommandBufferAllocateInfo *", {
+                "sType": self._S.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._pool,
+                "level": 0, "commandBufferCount": 1})
+            out = ffi.new("VkCommandBuffer *")
+            self._api.check(raw.vkAllocateCommandBuffers(self.device.handle, ai, out), "vkAllocateCommandBuffers")
+            cb = out[0]
+            bi = ffi.new("VkCommandBufferBeginInfo *", {"sType": self._S.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                                        "flags": 0x1})  # ONE_TIME_SUBMIT
+            self._api.check(raw.vkBeginCommandBuffer(cb, bi), "vkBeginCommandBuffer")
+            self._cb = cb
+            self._count = 0
+        elif self._count:
+            raw.vkCmdPipelineBarrier(cb, _ALL_COMMANDS, _ALL_COMMANDS, 0, 1, self._barrier, 0, ffi.NULL, 0, ffi.NULL)
+        self._count += 1
+        return cb
+
+    def _recorded(self) -> None:
+        """After a command: submit the batch once it is long enough; mark the device's pool fence dirty."""
+        self.device._dirty = True
+        if self._count >= _BATCH:
+            self._submit()
+
+    def _submit(self) -> int:
+        """Submit the open batch (an empty one too, to signal a value); returns the value it signals."""
+        api, ffi, raw = self._api, self._ffi, self._api.raw
+        S = self._S
+        cb = self._cb
+        if cb is None:
+            cb = self._record()
+        self._cb = None
+        api.check(raw.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
+        value = self.value + 1
+        waits = [(self.semaphore, self.value)] + self._waits
+        wsems = ffi.new("VkSemaphore[]", [w[0] for w in waits])
+        wvals = ffi.new("uint64_t[]", [w[1] for w in waits])
+        stages = ffi.new("VkPipelineStageFlags[]", [_ALL_COMMANDS] * len(waits))
+        ssem = ffi.new("VkSemaphore[1]", [self.semaphore])
+        sval = ffi.new("uint64_t[1]", [value])
+        tsi = ffi.new("VkTimelineSemaphoreSubmitInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, "waitSemaphoreValueCount": len(waits),
+            "pWaitSemaphoreValues": wvals, "signalSemaphoreValueCount": 1, "pSignalSemaphoreValues": sval})
+        cbs = ffi.new("VkCommandBuffer[1]", [cb])
+        si = ffi.new("VkSubmitInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": tsi, "waitSemaphoreCount": len(waits),
+            "pWaitSemaphores": wsems, "pWaitDstStageMask": stages, "commandBufferCount": 1, "pCommandBuffers": cbs,
+            "signalSemaphoreCount": 1, "pSignalSemaphores": ssem})
+        with self.device.queue_lock:
+            code = raw.vkQueueSubmit(self.device.queue, 1, si, ffi.NULL)
+        if code < 0:
+            raw.vkFreeCommandBuffers(self.device.handle, self._pool, 1, cbs)
+            self._release_resources(self._resources)
+            self._resources = []
+            raise api.error(code, "vkQueueSubmit")
+        self.value = value
+        self._waits = []
+        self._pending.append((value, cb, self._resources))
+        self._resources = []
+        return value
+
+    def _flush_for_release(self) -> int:
+        """Submit what is recorded; the value after which memory used so far may be released (0: none pending)."""
+        with self._lock:
+            if self._cb is not None:
+                self._submit()
+            if self._seen >= self.value:
+                return 0
+            return self.value
+
+    def _reached(self, value: int, wait: bool) -> bool:
+        """Whether the timeline reached ``value`` (waiting for it with ``wait``); retires completed batches."""
+        if value <= self._seen:
+            return True
+        api = self._api
+        if wait:
+            self._wait(value)
+            return True
+        out = self._ffi.new("uint64_t *")
+        api.check(api.raw.vkGetSemaphoreCounterValue(self.device.handle, self.semaphore, out),
+                  "vkGetSemaphoreCounterValue")
+        self._retire(int(out[0]))
+        return value <= self._seen
+
+    def _wait(self, value: int) -> None:
+        if value <= self._seen:
+            return
+        ffi, api = self._ffi, self._api
+        sems = ffi.new("VkSemaphore[1]", [self.semaphore])
+        vals = ffi.new("uint64_t[1]", [value])
+        wi = ffi.new("VkSemaphoreWaitInfo *", {"sType": self._S.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                               "semaphoreCount": 1, "pSemaphores": sems, "pValues": vals})
+        api.check(api.raw.vkWaitSemaphores(self.device.handle, wi, _UINT64_MAX), "vkWaitSemaphores")
+        self._retire(value)
+
+    def _retire(self, reached: int) -> None:
+        if reached <= self._seen:
+            return
+        with self._lock:
+            self._seen = max(self._seen, reached)
+            done = [p for p in self._pending if p[0] <= reached]
+            if not done:
+                return
+            self._pending = [p for p in self._pending if p[0] > reached]
+            cbs = self._ffi.new("VkCommandBuffer[]", [p[1] for p in done])
+            self._api.raw.vkFreeCommandBuffers(self.device.handle, self._pool, len(done), cbs)
+            for p in done:
+                self._release_resources(p[2])
+
+    def _release_resources(self, resources: list[Any]) -> None:
+        for r in resources:
+            r()
+
+    def _staging(self, nbytes: int) -> tuple[Any, Any]:
+        """A host-visible buffer of ``nbytes`` (released with the batch) and its mapped pointer."""
+        device = self.device
+        from ironaccelerator._core import MemoryKind
+
+        mtype = device._types[MemoryKind.HOST_PINNED]
+        buf, mem, ptr = make_buffer(device, nbytes, mtype if mtype is not None else 0, True)
+        api, h = self._api, device.handle
+        self._resources.append(lambda: _free_buffer(api, h, buf, mem))
+        return buf, ptr
+
+    def _copy_cmd(self, src: Any, so: int, dst: Any, do: int, n: int) -> None:
+        cb = self._record()
+        region = self._ffi.new("VkBufferCopy *", {"srcOffset": so, "dstOffset": do, "size": n})
+        self._api.raw.vkCmdCopyBuffer(cb, src, dst, 1, region)
+
+    # ---------------------------------------------------------------- copies and fills
+    def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
+                       src_offset: int = 0) -> None:
+        what = "Stream.copy_from_host"
+        buf, base = _live_buffer(dst, what, self.device)
+        view = host_view(src, backend=_KIND, function=what)
+        so, do, n = host_span(view.nbytes, dst.nbytes, nbytes, src_offset, dst_offset, what, _KIND, to_device=True)
+        if not n:
+            return
+        with self._lock:
+            staging, ptr = self._staging(n)
+            self._ffi.memmove(ptr, view[so:so + n], n)
+            self._copy_cmd(staging, 0, buf, base + do, n)
+            self._recorded()
+
+    def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+                     src_offset: int = 0) -> None:
+        what = "Stream.copy_to_host"
+        buf, base = _live_buffer(src, what, self.device)
+        view = host_view(dst, True, backend=_KIND, function=what)
+        do, so, n = host_span(view.nbytes, src.nbytes, nbytes, dst_offset, src_offset, what, _KIND,
+                              to_device=False)
+        if not n:
+            return
+        with self._lock:
+            staging, ptr = self._staging(n)
+            self._copy_cmd(buf, base + so, staging, 0, n)
+            self.device._dirty = True
+            value = self._submit()
+        self._wait_keep(value, ptr, view, do, n)
+
+    def _wait_keep(self, value: int, ptr: Any, view: memoryview, do: int, n: int) -> None:
+        """Wait for ``value`` with the staging memory still alive, then copy it out."""
+        ffi, api = self._ffi, self._api
+        sems = ffi.new("VkSemaphore[1]", [self.semaphore])
+        vals = ffi.new("uint64_t[1]", [value])
+        wi = ffi.new("VkSemaphoreWaitInfo *", {"sType": self._S.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                               "semaphoreCount": 1, "pSemaphores": sems, "pValues": vals})
+        api.check(api.raw.vkWaitSemaphores(self.device.handle, wi, _UINT64_MAX), "vkWaitSemaphores")
+        view[do:do + n] = ffi.buffer(ptr, n)
+        self._retire(value)
+
+    def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
+             src_offset: int = 0) -> None:
+        what = "Stream.copy"
+        d, dbase = _live_buffer(dst, what, self.device)
+        s, sbase = _live_buffer(src, what, self.device)
+        so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, _KIND)
+        if n:
+            with self._lock:
+                self._copy_cmd(s, sbase + so, d, dbase + do, n)
+                self._recorded()
+
+    def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
+             width: int = 1) -> None:
+        what = "Stream.fill"
+        buf, base = _live_buffer(dst, what, self.device)
+        v, w = fill_pattern(value, width, what, _KIND)
+        o, n = check_span(dst.nbytes, offset, nbytes, "dst", what, _KIND, width=w)
+        if not n:
+            return
+        pattern = v.to_bytes(w, "little")
+        with self._lock:
+            at = base + o
+            if w <= 4 and at % 4 == 0 and n % 4 == 0:
+                word = int.from_bytes(pattern * (4 // w), "little")
+                cb = self._record()
+                self._api.raw.vkCmdFillBuffer(cb, buf, at, n, word)
+            else:  # an unaligned span or an 8-byte pattern: the pattern written to staging, then copied
+                staging, ptr = self._staging(n)
+                self._ffi.memmove(ptr, (pattern * (n // w + 1))[:n], n)
+                self._copy_cmd(staging, 0, buf, at, n)
+            self._recorded()
+
+    # ---------------------------------------------------------------- launches
+    def launch(self, launch: KernelLaunch) -> None:
+        err = self._launch(launch, "Stream.launch", True)
+        if err is not None:
+            raise err
+
+    def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+        try:
+            return self._launch(launch, "Stream.launch_unchecked", False)
+        except Error as e:
+            return e.with_traceback(None)
+
+    def _launch(self, launch: KernelLaunch, what: str, validate: bool) -> Error | None:
+        try:
+            kernel = launch.kernel
+            args = launch.args
+            d = launch.dims
+        except AttributeError:
+            raise not_a_launch(launch, what) from None
+        device = self.device
+        if device._closed:
+            return device._closed_error(what)
+        if not isinstance(kernel, VulkanKernel) or kernel.module.device is not device:
+            return fail(ErrorKind.INVALID_VALUE, what, f"{kernel!r:.80} is not a Vulkan kernel of {device!r}",
+                        "VULKAN")
+        if type(d) is not LaunchDims:
+            return fail(ErrorKind.INVALID_VALUE, what, f"dims must be a LaunchDims, not {type(d).__name__}",
+                        "VULKAN")
+        if d.cooperative or d.cluster is not None:
+            return d.options_error(_KIND, what)
+        if d.shared_mem:
+            return shared_mem_error("VULKAN", what, d.shared_mem)
+        if validate:
+            d.validate(device.descriptor.limits, _KIND, what)
+        if len(args) != kernel.num_args:
+            return fail(ErrorKind.INVALID_VALUE, what, f"kernel {kernel.name!r} takes {kernel.num_args} arguments "
+                        f"({kernel.signature}), {len(args)} given", "VULKAN")
+        buffers: list[tuple[Any, int, int]] = []
+        push = bytearray(kernel.push_size)
+        for i, a in enumerate(args):
+            slot = kernel.slots[i]
+            if slot[0] == "buffer":
+                if not isinstance(a, Allocation):
+                    return fail(ErrorKind.INVALID_VALUE, what, f"argument {i} of kernel {kernel.name!r} is storage "
+                                f"buffer {slot[1]!r}: it takes an Allocation of this device, not "
+                                f"{type(a).__name__} ({a!r:.60})", "VULKAN")
+                if a._freed:
+                    return fail(ErrorKind.INVALID_HANDLE, what, f"argument {i} of kernel {kernel.name!r}: {a!r} was "
+                                "freed", "VULKAN")
+                try:
+                    buf, base = _live_buffer(a, what, device)
+                except (Error, TypeError):
+                    return buffer_error(f"argument {i} of kernel {kernel.name!r}", a, "VULKAN", what)
+                if base % device.min_storage_offset:
+                    return fail(ErrorKind.INVALID_VALUE, what, f"argument {i}: a storage buffer's offset must be a "
+                                f"multiple of {device.min_storage_offset} bytes (minStorageBufferOffsetAlignment), "
+                                f"not {base}", "VULKAN")
+                buffers.append((buf, base, min(a.nbytes, device.max_storage_range)))
+            else:
+                if isinstance(a, Allocation):
+                    return fail(ErrorKind.INVALID_VALUE, what, f"argument {i} of kernel {kernel.name!r} is push "
+                                f"constant {slot[1].text!r}: it takes a value, not an allocation", "VULKAN")
+                data = value_bytes(a, slot[1], i, kernel.name, "VULKAN", what)
+                off = slot[2]
+                push[off:off + len(data)] = data
+        pipeline = kernel._pipeline(d.block, what)
+        with self._lock:
+            dset = self._descriptor_set(kernel, buffers)
+            cb = self._record()
+            raw = self._api.raw
+            raw.vkCmdBindPipeline(cb, 1, pipeline)  # COMPUTE
+            sets = self._ffi.new("VkDescriptorSet[1]", [dset])
+            if buffers:
+                raw.vkCmdBindDescriptorSets(cb, 1, kernel.layout, 0, 1, sets, 0, self._ffi.NULL)
+            if push:
+                raw.vkCmdPushConstants(cb, kernel.layout, 0x20, 0, len(push), bytes(push))
+            g = d.grid
+            raw.vkCmdDispatch(cb, g[0], g[1], g[2])
+            self._recorded()
+        return None
+
+    def _descriptor_set(self, kernel: VulkanKernel, buffers: list[tuple[Any, int, int]]) -> Any:
+        """A descriptor set of the kernel's layout with its storage buffers written (freed with the batch)."""
+        api, ffi, raw, S = self._api, self._ffi, self._api.raw, self._S
+        if not buffers:
+            return ffi.NULL
+        h = self.device.handle
+        layouts = ffi.new("VkDescriptorSetLayout[1]", [kernel.set_layout])
+        out = ffi.new("VkDescriptorSet *")
+        code = -1
+        if self._dpools:
+            ai = ffi.new("VkDescriptorSetAllocateInfo *", {
+                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self._dpools[-1],
+                "descriptorSetCount": 1, "pSetLayouts": layouts})
+            code = raw.vkAllocateDescriptorSets(h, ai, out)
+        if code != 0:
+            size = ffi.new("VkDescriptorPoolSize *", {"type": 7, "descriptorCount": 4096})  # STORAGE_BUFFER
+            pci = ffi.new("VkDescriptorPoolCreateInfo *", {
+                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "flags": 0x1, "maxSets": 512,
+                "poolSizeCount": 1, "pPoolSizes": size})
+            pout = ffi.new("VkDescriptorPool *")
+            api.check(raw.vkCreateDescriptorPool(h, pci, ffi.NULL, pout), "vkCreateDescriptorPool")
+            self._dpools.append(pout[0])
+            ai = ffi.new("VkDescriptorSetAllocateInfo *", {
+                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pout[0],
+                "descriptorSetCount": 1, "pSetLayouts": layouts})
+            api.check(raw.vkAllocateDescriptorSets(h, ai, out), "vkAllocateDescriptorSets")
+        dset, pool = out[0], self._dpools[-1]
+        n = len(buffers)
+        infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": b, "offset": o, "range": r} for b, o, r in buffers])
+        writes = ffi.new("VkWriteDescriptorSet[]", [{
+            "sType": S.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": dset, "dstBinding": kernel.bindings[i],
+            "descriptorCount": 1, "descriptorType": 7, "pBufferInfo": infos + i} for i in range(n)])
+        raw.vkUpdateDescriptorSets(h, n, writes, 0, ffi.NULL)
+
+        def free() -> None:
+            s = ffi.new("VkDescriptorSet[1]", [dset])
+            raw.vkFreeDescriptorSets(h, pool, 1, s)
+        self._resources.append(free)
+        return dset
+
+    # ---------------------------------------------------------------- events and ordering
+    def record_event(self) -> VulkanEvent:
+        self.device._check_open("Stream.record_event")
+        return self._event()
+
+    def _event(self) -> VulkanEvent:
+        with self._lock:
+            slot = self._slot
+            self._slot = (slot + 1) % _QUERIES
+            cb = self._record()
+            raw = self._api.raw
+            raw.vkCmdResetQueryPool(cb, self._queries, slot, 1)
+            raw.vkCmdWriteTimestamp(cb, _BOTTOM_OF_PIPE, self._queries, slot)
+            value = self._submit()
+        return VulkanEvent(self, value, slot)
+
+    def _pool_fence(self) -> VulkanEvent | None:
+        with self._lock:
+            if self._cb is None and self._seen >= self.value:
+                return None
+        return self._event()
+
+    def wait_event(self, event: Event) -> None:
+        self.device._check_open("Stream.wait_event")
+        if not isinstance(event, VulkanEvent):
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", "Stream.wait_event needs a Vulkan event",
+                       "VULKAN")
+        if event.stream is self:
+            return  # (in order already)
+        with self._lock:
+            if self._cb is not None:
+                self._submit()
+            self._waits.append((event.stream.semaphore, event.value))
+
+    def synchronize(self) -> None:
+        with self._lock:
+            if self._cb is not None or self._waits:
+                self._submit()
+            value = self.value
+        self._wait(value)
+        state = self.__dict__.get("_callback_state")
+        if state is not None and state.wait_errors:
+            self._check_callback_waits("Stream.synchronize")
+
+    def query(self) -> bool:
+        self.device._check_open("Stream.query")
+        with self._lock:
+            if self._cb is not None or self._waits:
+                self._submit()
+            value = self.value
+        return self._reached(value, False)
+
+
+def _live_buffer(a: Any, what: str, device: VulkanDevice) -> tuple[Any, int]:
+    """The ``VkBuffer`` and byte offset of an allocation (pooled, sliced or not) for use on ``device``:
+    INVALID_HANDLE if it was freed or the device closed, INVALID_VALUE if another device's, TypeError if not an
+    allocation."""
+    t = type(a)
+    if t is PooledAllocation:
+        if a._freed:
+            a._check_live(what)
+        return _live_buffer(a.block, what, device)
+    if not isinstance(a, Allocation):
+        raise TypeError(f"{what}: expected a Vulkan allocation, got {t.__name__} ({a!r:.80})")
+    if a._freed:
+        a._check_live(what)
+    if device._closed:
+        raise device._closed_error(what)
+    buf = getattr(a, "buffer", None)
+    owner = a.device
+    if buf is None or getattr(owner, "kind", None) is not _KIND:
+        raise fail(ErrorKind.INVALID_VALUE, what, f"{a!r:.80} is not a Vulkan allocation", "VULKAN")
+    if owner is not device:
+        raise fail(ErrorKind.INVALID_VALUE, what, f"{a!r} belongs to another device than the stream", "VULKAN")
+    return buf, int(getattr(a, "offset", 0))
