@@ -153,12 +153,57 @@ kernel void broken(device float *x [[buffer(0)]]) {
 """,
 )
 
+# Vulkan GLSL compute shaders (glslangValidator): a kernel is a parameterless void function (compiled as the entry
+# point of its name); a launch passes the storage buffers at the positions of their bindings and the push-constant
+# members in the other positions, in declaration order (saxpy binds x and y at 1 and 2, so `a` comes first).  The
+# local size is specialization constants, so any block launches.
+_VULKAN_HEAD = """#version 450
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+"""
+_VULKAN = KernelSources(
+    vector_add=_VULKAN_HEAD + """
+layout(std430, binding = 0) readonly buffer A { float a[]; };
+layout(std430, binding = 1) readonly buffer B { float b[]; };
+layout(std430, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform Args { uint n; };
+void vector_add() { uint i = gl_GlobalInvocationID.x; if (i < n) c[i] = a[i] + b[i]; }
+void main() { vector_add(); }
+""",
+    saxpy=_VULKAN_HEAD + """
+layout(std430, binding = 1) readonly buffer X { float x[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
+layout(push_constant) uniform Args { float a; uint n; };
+void saxpy() { uint i = gl_GlobalInvocationID.x; if (i < n) y[i] = a * x[i] + y[i]; }
+void main() { saxpy(); }
+""",
+    lcg=_VULKAN_HEAD + """
+layout(std430, binding = 0) buffer X { uint x[]; };
+layout(push_constant) uniform Args { uint n; uint rounds; };
+void lcg() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i >= n) return;
+    uint v = x[i];
+    for (uint r = 0u; r < rounds; ++r) v = v * 1664525u + 1013904223u;
+    x[i] = v;
+}
+void main() { lcg(); }
+""",
+    broken=_VULKAN_HEAD + """
+layout(std430, binding = 0) buffer X { float x[]; };
+void main() {
+    x[0] = ;  // a syntax error
+    this_is_not_declared = 1;
+}
+""",
+)
+
 KERNELS: dict[BackendKind, KernelSources | None] = {
     BackendKind.OPENCL: _OPENCL,
     BackendKind.CUDA: _CUDA,  # compiled by the backend through NVRTC for the device's architecture
     BackendKind.ROCM: None,  # TODO: HIP C++ for hipRTC (same shape as the CUDA sources)
     BackendKind.METAL: _METAL,  # newLibraryWithSource:options:error: (the simulated device on Linux)
     BackendKind.QNN: None,  # graphs, not source: see MODULE_FORMATS (the kernel tests below need source kernels)
+    BackendKind.VULKAN: _VULKAN,  # GLSL compute shaders, compiled by glslangValidator
 }
 
 # The module format each backend's load_module takes in this suite: "source" (KERNELS above, compiled by the
@@ -170,11 +215,13 @@ MODULE_FORMATS: dict[BackendKind, str] = {
     BackendKind.ROCM: "source",
     BackendKind.METAL: "source",
     BackendKind.QNN: "qnn_context_binary",
+    BackendKind.VULKAN: "source",
 }
 
 # Operations a backend declares unsupported: each is called and must raise (or, unchecked, return) an
 # Error(UNSUPPORTED), never be skipped silently.  name -> call(device)
 UNSUPPORTED: dict[BackendKind, dict[str, Callable[[Any], object]]] = {
+    BackendKind.VULKAN: {"Stream.capture()": lambda dev: dev.create_stream().capture()},
     BackendKind.OPENCL: {"Stream.capture()": lambda dev: dev.create_stream().capture()},
     BackendKind.METAL: {
         "Device.alloc(MemoryKind.HOST)": lambda dev: dev.alloc(64, MemoryKind.HOST),

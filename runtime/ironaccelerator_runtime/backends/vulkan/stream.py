@@ -20,7 +20,7 @@ from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import buffer_error, shared_mem_error, value_bytes
 from ironaccelerator_runtime.traits import (
-    Allocation, Event, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span, device_span,
+    Allocation, CopyRegion, Event, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span, device_span,
     fill_pattern, host_span, host_view, not_a_launch,
 )
 
@@ -225,13 +225,17 @@ class VulkanStream(Stream):
     def _wait(self, value: int) -> None:
         if value <= self._seen:
             return
+        self._wait_only(value)
+        self._retire(value)
+
+    def _wait_only(self, value: int) -> None:
+        """Wait for the timeline to reach ``value``, retiring nothing (the caller still reads a staging buffer)."""
         ffi, api = self._ffi, self._api
         sems = ffi.new("VkSemaphore[1]", [self.semaphore])
         vals = ffi.new("uint64_t[1]", [value])
         wi = ffi.new("VkSemaphoreWaitInfo *", {"sType": self._S.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                                                "semaphoreCount": 1, "pSemaphores": sems, "pValues": vals})
         api.check(api.raw.vkWaitSemaphores(self.device.handle, wi, _UINT64_MAX), "vkWaitSemaphores")
-        self._retire(value)
 
     def _retire(self, reached: int) -> None:
         if reached <= self._seen:
@@ -299,14 +303,9 @@ class VulkanStream(Stream):
         self._wait_keep(value, ptr, view, do, n)
 
     def _wait_keep(self, value: int, ptr: Any, view: memoryview, do: int, n: int) -> None:
-        """Wait for ``value`` with the staging memory still alive, then copy it out."""
-        ffi, api = self._ffi, self._api
-        sems = ffi.new("VkSemaphore[1]", [self.semaphore])
-        vals = ffi.new("uint64_t[1]", [value])
-        wi = ffi.new("VkSemaphoreWaitInfo *", {"sType": self._S.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
-                                               "semaphoreCount": 1, "pSemaphores": sems, "pValues": vals})
-        api.check(api.raw.vkWaitSemaphores(self.device.handle, wi, _UINT64_MAX), "vkWaitSemaphores")
-        view[do:do + n] = ffi.buffer(ptr, n)
+        """Wait for ``value`` with the staging memory still alive, copy it out, then retire the batch."""
+        self._wait_only(value)
+        view[do:do + n] = self._ffi.buffer(ptr, n)
         self._retire(value)
 
     def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
@@ -340,6 +339,50 @@ class VulkanStream(Stream):
                 self._ffi.memmove(ptr, (pattern * (n // w + 1))[:n], n)
                 self._copy_cmd(staging, 0, buf, at, n)
             self._recorded()
+
+    def _copy_rect(self, dst: Allocation | memoryview, src: Allocation | memoryview, region: CopyRegion,
+                   function: str) -> None:
+        """One ``vkCmdCopyBuffer`` with a region per row; a host side goes through a staging buffer holding the
+        rows packed (to the device: filled now; from it: copied out once the stream reaches the copy)."""
+        w = region.width
+        rows = [(z, y) for z in range(region.depth) for y in range(region.height)]
+        doffs = [region.dst_offset + z * region.dst_slice_pitch + y * region.dst_pitch for z, y in rows]
+        soffs = [region.src_offset + z * region.src_slice_pitch + y * region.src_pitch for z, y in rows]
+        packed = [i * w for i in range(len(rows))]
+        ffi = self._ffi
+        if isinstance(src, memoryview):
+            d, dbase = _live_buffer(dst, function, self.device)
+            with self._lock:
+                staging, ptr = self._staging(w * len(rows))
+                buf = ffi.buffer(ptr, w * len(rows))
+                for p, so in zip(packed, soffs):
+                    buf[p:p + w] = src[so:so + w]
+                self._regions(staging, 0, d, dbase, list(zip(packed, doffs)), w)
+                self._recorded()
+            return
+        s, sbase = _live_buffer(src, function, self.device)
+        if isinstance(dst, memoryview):
+            with self._lock:
+                staging, ptr = self._staging(w * len(rows))
+                self._regions(s, sbase, staging, 0, list(zip(soffs, packed)), w)
+                self.device._dirty = True
+                value = self._submit()
+            self._wait_only(value)
+            buf = ffi.buffer(ptr, w * len(rows))
+            for p, do in zip(packed, doffs):
+                dst[do:do + w] = buf[p:p + w]
+            self._retire(value)
+            return
+        d, dbase = _live_buffer(dst, function, self.device)
+        with self._lock:
+            self._regions(s, sbase, d, dbase, list(zip(soffs, doffs)), w)
+            self._recorded()
+
+    def _regions(self, src: Any, sbase: int, dst: Any, dbase: int, pairs: list[tuple[int, int]], w: int) -> None:
+        cb = self._record()
+        regions = self._ffi.new("VkBufferCopy[]", [{"srcOffset": sbase + so, "dstOffset": dbase + do, "size": w}
+                                                   for so, do in pairs])
+        self._api.raw.vkCmdCopyBuffer(cb, src, dst, len(pairs), regions)
 
     # ---------------------------------------------------------------- launches
     def launch(self, launch: KernelLaunch) -> None:
