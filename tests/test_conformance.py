@@ -221,7 +221,10 @@ MODULE_FORMATS: dict[BackendKind, str] = {
 # Operations a backend declares unsupported: each is called and must raise (or, unchecked, return) an
 # Error(UNSUPPORTED), never be skipped silently.  name -> call(device)
 UNSUPPORTED: dict[BackendKind, dict[str, Callable[[Any], object]]] = {
-    BackendKind.VULKAN: {"Stream.capture()": lambda dev: dev.create_stream().capture()},
+    BackendKind.VULKAN: {
+        "Stream.capture()": lambda dev: dev.create_stream().capture(),
+        "Stream.prefetch": lambda dev: dev.create_stream().prefetch(dev.alloc(64, MemoryKind.UNIFIED)),
+    },
     BackendKind.OPENCL: {"Stream.capture()": lambda dev: dev.create_stream().capture()},
     BackendKind.METAL: {
         "Device.alloc(MemoryKind.HOST)": lambda dev: dev.alloc(64, MemoryKind.HOST),
@@ -885,7 +888,8 @@ def test_prefetch_of_unified_memory(device: Device, stream: Stream) -> None:
 # has none yet is UNSUPPORTED, listed here)
 HOST_VIEWS = {BackendKind.OPENCL: {MemoryKind.UNIFIED, MemoryKind.HOST_PINNED, MemoryKind.HOST},
               BackendKind.METAL: {MemoryKind.UNIFIED},
-              BackendKind.QNN: {MemoryKind.DEVICE, MemoryKind.HOST_PINNED, MemoryKind.HOST}}
+              BackendKind.QNN: {MemoryKind.DEVICE, MemoryKind.HOST_PINNED, MemoryKind.HOST},
+              BackendKind.VULKAN: {MemoryKind.UNIFIED, MemoryKind.HOST_PINNED, MemoryKind.HOST}}
 HOST_VIEW_UNSUPPORTED: dict[BackendKind, set[MemoryKind]] = {}
 # views that are mappings (OpenCL's ALLOC_HOST_PTR buffers: clEnqueueMapBuffer): released before the stream uses
 # the memory, as OpenCL requires, and taken again to see what it wrote

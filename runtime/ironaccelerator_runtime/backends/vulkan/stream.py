@@ -18,7 +18,7 @@ from typing import Any
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import Error, fail
-from ironaccelerator_runtime.kernel_args import buffer_error, shared_mem_error, value_bytes
+from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, local_error, shared_mem_error, value_bytes
 from ironaccelerator_runtime.traits import (
     Allocation, CopyRegion, Event, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span, device_span,
     fill_pattern, host_span, host_view, not_a_launch,
@@ -416,8 +416,8 @@ class VulkanStream(Stream):
             return d.options_error(_KIND, what)
         if d.shared_mem:
             return shared_mem_error("VULKAN", what, d.shared_mem)
-        if validate:
-            d.validate(device.descriptor.limits, _KIND, what)
+        # validated unchecked too: Vulkan reports no error for a block or grid past the device's limits
+        d.validate(device.descriptor.limits, _KIND, what)
         if len(args) != kernel.num_args:
             return fail(ErrorKind.INVALID_VALUE, what, f"kernel {kernel.name!r} takes {kernel.num_args} arguments "
                         f"({kernel.signature}), {len(args)} given", "VULKAN")
@@ -425,6 +425,8 @@ class VulkanStream(Stream):
         push = bytearray(kernel.push_size)
         for i, a in enumerate(args):
             slot = kernel.slots[i]
+            if type(a) is LocalMemory:
+                return local_error("VULKAN", what, f"argument {i} of kernel {kernel.name!r}")
             if slot[0] == "buffer":
                 if not isinstance(a, Allocation):
                     return fail(ErrorKind.INVALID_VALUE, what, f"argument {i} of kernel {kernel.name!r} is storage "
