@@ -178,7 +178,8 @@ def _compute_family(api: _Api, pd: Any) -> int | None:
     vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, n, fams)
     compute = [i for i in range(n) if fams[i].queueFlags & _QUEUE_COMPUTE]
     timed = [i for i in compute if fams[i].timestampValidBits]
-    return (timed or compute or [None])[0]
+    found = timed or compute
+    return found[0] if found else None
 
 
 def _unified_type(mem: Any) -> int | None:
@@ -275,7 +276,7 @@ class VulkanDevice(Device):
             return fail(ErrorKind.UNSUPPORTED, what, f"{kind.name} memory is not supported by this Vulkan device "
                         "(no memory type that is both device-local and host-visible)", "VULKAN")
         limit = self.descriptor.limits.max_alloc
-        if nbytes > limit:
+        if limit is not None and nbytes > limit:
             return fail(ErrorKind.INVALID_VALUE, what, f"nbytes={nbytes} is more than the device's largest "
                         f"allocation ({limit} bytes, DeviceLimits.max_alloc)", "VULKAN")
         self._sweep()
@@ -287,9 +288,9 @@ class VulkanDevice(Device):
 
     def _defer(self, release: Any) -> None:
         """Run ``release()`` once every stream's submitted work so far is complete (now, where none is pending)."""
-        waits = []
+        waits: list[tuple[Any, int]] = []
         for s in self._live_streams():
-            v = s._flush_for_release()
+            v = s._flush_for_release()  # type: ignore[attr-defined]
             if v:
                 waits.append((s, v))
         if not waits:

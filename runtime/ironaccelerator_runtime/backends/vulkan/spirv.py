@@ -242,12 +242,12 @@ def reflect(data: bytes) -> Reflection:
             if members is None:
                 raise _bad("the push-constant variable is not a struct")
             for m, mtype in enumerate(members):
-                kind, size = scalars.get(mtype, ("other", 0))
-                if kind != "other" and size not in (4, 8):
-                    kind, size = "other", 0
+                kind, msize = scalars.get(mtype, ("other", 0))
+                if kind != "other" and msize not in (4, 8):
+                    kind, msize = "other", 0
                 offset = member_offsets.get((pointee, m), 0)
-                push.append(PushMember(member_names.get((pointee, m), f"member{m}"), offset, kind, size))
-                push_size = max(push_size, offset + (size or 16))
+                push.append(PushMember(member_names.get((pointee, m), f"member{m}"), offset, kind, msize))
+                push_size = max(push_size, offset + (msize or 16))
     buffers.sort(key=lambda b: (b.set, b.binding))
     all_specs = frozenset(d[_SPEC_ID][0] for d in decorations.values() if d.get(_SPEC_ID))
     return Reflection(points, tuple(buffers), tuple(push), push_size, n, all_specs)
