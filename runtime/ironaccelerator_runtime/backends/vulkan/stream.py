@@ -255,16 +255,24 @@ class VulkanStream(Stream):
         for r in resources:
             r()
 
-    def _staging(self, nbytes: int) -> tuple[Any, Any]:
-        """A host-visible buffer of ``nbytes`` (released with the batch) and its mapped pointer."""
+    def _staging(self, nbytes: int, batch: bool = True) -> tuple[Any, Any]:
+        """A host-visible buffer of ``nbytes`` and its mapped pointer, released with the batch (``batch``), or
+        else by the caller through ``self._unstage`` (a copy to the host, which reads it after the batch completed:
+        another thread's query may retire the batch first)."""
         device = self.device
         from ironaccelerator._core import MemoryKind
 
         mtype = device._types[MemoryKind.HOST_PINNED]
         buf, mem, ptr = make_buffer(device, nbytes, mtype if mtype is not None else 0, True)
         api, h = self._api, device.handle
-        self._resources.append(lambda: _free_buffer(api, h, buf, mem))
+        release = lambda: _free_buffer(api, h, buf, mem)  # noqa: E731
+        if batch:
+            self._resources.append(release)
+        else:
+            self._unstage = release
         return buf, ptr
+
+    _unstage: Any = None
 
     def _copy_cmd(self, src: Any, so: int, dst: Any, do: int, n: int) -> None:
         cb = self._record()
@@ -296,17 +304,20 @@ class VulkanStream(Stream):
         if not n:
             return
         with self._lock:
-            staging, ptr = self._staging(n)
-            self._copy_cmd(buf, base + so, staging, 0, n)
-            self.device._dirty = True
-            value = self._submit()
-        self._wait_keep(value, ptr, view, do, n)
-
-    def _wait_keep(self, value: int, ptr: Any, view: memoryview, do: int, n: int) -> None:
-        """Wait for ``value`` with the staging memory still alive, copy it out, then retire the batch."""
-        self._wait_only(value)
-        view[do:do + n] = self._ffi.buffer(ptr, n)
-        self._retire(value)
+            staging, ptr = self._staging(n, False)
+            release, self._unstage = self._unstage, None
+            try:
+                self._copy_cmd(buf, base + so, staging, 0, n)
+                self.device._dirty = True
+                value = self._submit()
+            except BaseException:
+                release()
+                raise
+        try:
+            self._wait(value)
+            view[do:do + n] = self._ffi.buffer(ptr, n)
+        finally:
+            release()
 
     def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
              src_offset: int = 0) -> None:
@@ -363,15 +374,22 @@ class VulkanStream(Stream):
         s, sbase = _live_buffer(src, function, self.device)
         if isinstance(dst, memoryview):
             with self._lock:
-                staging, ptr = self._staging(w * len(rows))
-                self._regions(s, sbase, staging, 0, list(zip(soffs, packed)), w)
-                self.device._dirty = True
-                value = self._submit()
-            self._wait_only(value)
-            buf = ffi.buffer(ptr, w * len(rows))
-            for p, do in zip(packed, doffs):
-                dst[do:do + w] = buf[p:p + w]
-            self._retire(value)
+                staging, ptr = self._staging(w * len(rows), False)
+                release, self._unstage = self._unstage, None
+                try:
+                    self._regions(s, sbase, staging, 0, list(zip(soffs, packed)), w)
+                    self.device._dirty = True
+                    value = self._submit()
+                except BaseException:
+                    release()
+                    raise
+            try:
+                self._wait(value)
+                buf = ffi.buffer(ptr, w * len(rows))
+                for p, do in zip(packed, doffs):
+                    dst[do:do + w] = buf[p:p + w]
+            finally:
+                release()
             return
         d, dbase = _live_buffer(dst, function, self.device)
         with self._lock:
