@@ -402,6 +402,17 @@ class VulkanStream(Stream):
                                                    for so, do in pairs])
         self._api.raw.vkCmdCopyBuffer(cb, src, dst, len(pairs), regions)
 
+    def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
+        # UNIFIED memory here is one memory type that is both device-local and host-visible (lavapipe: all of it):
+        # nothing migrates, so a checked prefetch (to this stream's device or the host) has nothing to enqueue
+        function = "Stream.prefetch"
+        self._prefetch_span(alloc, nbytes, offset)
+        _live_buffer(alloc, function, self.device)
+        host = self._prefetch_to_host(to)
+        if to is not None and not host and to is not self.device:
+            raise fail(ErrorKind.INVALID_VALUE, function, "a Vulkan stream prefetches to its own device or the host, "
+                       f"not to {to!r} (prefetch on a stream of that device)", "VULKAN")
+
     # ---------------------------------------------------------------- launches
     def launch(self, launch: KernelLaunch) -> None:
         err = self._launch(launch, "Stream.launch", True)
