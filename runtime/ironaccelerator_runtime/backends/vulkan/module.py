@@ -54,10 +54,10 @@ def compile_glsl(source: bytes, opts: CompileOptions, entry: str | None = None) 
         cmd = [exe, "-V", "--target-env", _TARGET, "-S", "comp", *opts.flags()]
         if entry is not None:
             cmd += ["-e", entry, "--source-entrypoint", entry]
-        cmd += ["-o", out, src]
+        cmd += ["-o", "kernel.spv", "kernel.comp"]  # (relative: the log names kernel.comp, not the directory)
         p = subprocess.run(cmd, capture_output=True, cwd=tmp)
         log = "\n".join(line for line in (p.stdout + p.stderr).decode("utf-8", "replace").splitlines()
-                        if line.strip() and line.strip() != src)
+                        if line.strip() and line.strip() != "kernel.comp")
         if p.returncode != 0 or not os.path.exists(out):
             raise fail(ErrorKind.COMPILE_FAILED, "Device.load_module", f"glslangValidator refused the GLSL source; build log "
                        f"(exit status {p.returncode}):\n{log}", "VULKAN")
