@@ -154,3 +154,25 @@ def test_buffers_take_the_positions_of_their_bindings(device: Any) -> None:
         s.copy_to_host(y, dy)
         s.synchronize()
     np.testing.assert_array_equal(y, 2 * x + 1)
+
+
+def test_exit_with_live_allocations_under_validation(backend: Any, tmp_path: Path) -> None:
+    """A process that exits with an allocation, a stream and a kernel still alive exits cleanly under the
+    validation layer (the device was destroyed at exit before the allocations' release: the loader aborted)."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "from ironaccelerator import BackendRegistry\n"
+        "d = BackendRegistry.default().get('vulkan').open(0)\n"
+        f"k = d.load_module({VADD!r}).kernel('main')\n"
+        "s = d.create_stream()\n"
+        "a = d.alloc(64)\n"
+        "s.fill(a, 1)\n"
+        "print('exiting')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and "exiting" in proc.stdout, (proc.returncode, proc.stderr[-2000:])

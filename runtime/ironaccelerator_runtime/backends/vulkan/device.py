@@ -244,6 +244,9 @@ class VulkanDevice(Device):
         if self._types[MemoryKind.DEVICE] is None:
             self._types[MemoryKind.DEVICE] = 0
         self._finalizer = weakref.finalize(self, _destroy_device, api, self.handle)
+        # not at interpreter exit: allocations still alive then are released later, by their __del__ while
+        # modules are torn down, and must find the VkDevice (the process's exit frees it)
+        self._finalizer.atexit = False
 
     def _memory_type(self, want: int, prefer: int) -> int | None:
         best = None

@@ -134,6 +134,7 @@ class VulkanKernel(Kernel):
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _destroy_kernel, api, h, self.shader, self.set_layout, self.layout,
                                            self._pipelines)
+        self._finalizer.atexit = False  # (as the device's)
 
     @property
     def attributes(self) -> KernelAttributes:

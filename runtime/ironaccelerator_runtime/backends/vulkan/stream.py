@@ -120,6 +120,7 @@ class VulkanStream(Stream):
         self._dpools: list[Any] = []
         self._finalizer = weakref.finalize(self, _destroy_stream, api, h, self._pool, self.semaphore, self._queries,
                                            self._dpools)
+        self._finalizer.atexit = False  # (as the device's: allocations released at exit still flush this stream)
         self.value = 0  # last timeline value submitted
         self._seen = 0  # last value seen reached
         self._slot = 0
