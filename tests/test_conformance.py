@@ -244,6 +244,12 @@ UNSUPPORTED: dict[BackendKind, dict[str, Callable[[Any], object]]] = {
 # ------------------------------------------------------------------ which backends run
 
 
+# Vulkan runs this suite under the Khronos validation layer where it is installed (the backend's debug messenger keeps
+# its warnings and errors in validation_messages: the device fixture asserts there are none)
+if os.path.exists("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"):
+    os.environ.setdefault("IRONACCEL_VULKAN_VALIDATION", "1")
+
+
 def _backends_with_devices() -> tuple[list[Any], str]:
     """pytest params: each available backend with >= 1 device; else one skipped param saying why."""
     registry = BackendRegistry.default()
@@ -284,6 +290,7 @@ def device(backend: Backend) -> Iterator[Device]:
     yield dev
     dev.synchronize()
     dev.close()
+    assert getattr(backend, "validation_messages", []) == []  # (Vulkan, under the validation layer)
 
 
 @pytest.fixture
