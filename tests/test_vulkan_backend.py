@@ -176,3 +176,25 @@ def test_exit_with_live_allocations_under_validation(backend: Any, tmp_path: Pat
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0 and "exiting" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_descriptor_sets_follow_reallocated_buffers(device: Any) -> None:
+    """A launch's descriptor set is cached by its buffers' serials: 300 output allocations in turn (each freed after
+    its launch, so the driver may hand out the same VkBuffer handle again; past the stream's 256 cached sets) each
+    receive their own result."""
+    n = 256
+    k = device.load_module(VADD).kernel("main")
+    s = device.create_stream()
+    a = np.arange(n, dtype=np.float32)
+    out = np.empty(n, np.float32)
+    with device.alloc(a.nbytes) as da:
+        s.copy_from_host(da, a)
+        for i in range(300):
+            dc = device.alloc(a.nbytes)
+            s.fill(dc, 0)
+            s.launch(KernelLaunch(k, LaunchDims(grid=n // 64, block=64), [da, da, dc, np.uint32(n - i % 7)]))
+            s.copy_to_host(out, dc)
+            s.synchronize()
+            want = np.where(np.arange(n) < n - i % 7, 2 * a, 0)
+            np.testing.assert_array_equal(out, want)
+            dc.free()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from ironaccelerator._core import MemoryKind
@@ -10,6 +11,15 @@ from ironaccelerator_runtime.errors import Error
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice
 
 from .device import VulkanDevice
+
+
+_SERIALS = itertools.count(1)
+
+
+def _serial(a: VulkanAllocation) -> int:
+    """Give ``a`` its serial (the descriptor-set cache's key), on its first use as a kernel argument."""
+    a._serial = key = next(_SERIALS)
+    return key
 
 
 def _free_buffer(api: Any, device: Any, buf: Any, mem: Any) -> None:
@@ -26,6 +36,7 @@ class VulkanAllocation(Allocation):
     (lavapipe's is): the kind is what the caller asked for."""
 
     offset = 0
+    _serial = 0  # (see _serial: never reused, unlike a VkBuffer handle)
 
     def __init__(self, device: VulkanDevice, buffer: Any, memory: Any, nbytes: int, kind: MemoryKind, ptr: Any,
                  tracked: bool = False) -> None:

@@ -104,6 +104,18 @@ class VulkanKernel(Kernel):
         self.num_args = n
         self.bindings = [b.binding for b in info.buffers]
         self.push_size = info.push_size if info.push else 0
+        # push constants: packed when the members lie one after the other from 0 in declaration order (then a
+        # launch joins the values' bytes); else each value goes at its member's offset
+        self._offsets = [m.offset for m in info.push]
+        at = 0
+        packed = True
+        for m in info.push:
+            packed = packed and m.offset == at
+            at = m.offset + m.size
+        self._packed = packed and at == self.push_size
+        buffer_positions = [i for i, s in enumerate(positions) if s[0] == "buffer"]
+        self._buffer_positions = buffer_positions
+        self._last: tuple[Any, Any] = (None, None)  # (the last LaunchDims seen, its pipeline)
         self.signature = ", ".join(s[1] if s[0] == "buffer" else s[1].text for s in positions)
         h = device.handle
         self._device = device
@@ -135,6 +147,19 @@ class VulkanKernel(Kernel):
         self._finalizer = weakref.finalize(self, _destroy_kernel, api, h, self.shader, self.set_layout, self.layout,
                                            self._pipelines)
         self._finalizer.atexit = False  # (as the device's)
+
+    def _buffers_of(self, args: Any, keys: list[Any]) -> list[tuple[Any, int, int]]:
+        """(VkBuffer, offset, range) of each storage-buffer argument (already checked), in binding order."""
+        max_range = self._device.max_storage_range
+        out = []
+        for i in self._buffer_positions:
+            a = args[i]
+            base = int(getattr(a, "offset", 0) or 0)
+            root = a
+            while not hasattr(root, "memory"):
+                root = getattr(root, "block", None) or getattr(root, "parent", None) or getattr(root, "_parent")
+            out.append((root.buffer, base, min(a.nbytes, max_range)))
+        return out
 
     @property
     def attributes(self) -> KernelAttributes:

@@ -25,11 +25,12 @@ from ironaccelerator_runtime.traits import (
 )
 
 from .device import VulkanDevice, make_buffer
-from .memory import VulkanAllocation, _free_buffer
+from .memory import VulkanAllocation, _free_buffer, _serial
 from .module import VulkanKernel
 from .tables import _KIND
 
 _BATCH = 64  # commands recorded before a batch is submitted on its own
+_SETS = 256  # descriptor sets a stream keeps cached (by kernel and buffers)
 _QUERIES = 1024  # timestamp slots per stream (a ring)
 _ALL_COMMANDS = 0x10000
 _BOTTOM_OF_PIPE = 0x2000
@@ -133,6 +134,14 @@ class VulkanStream(Stream):
                                                       "srcAccessMask": _MEMORY_WRITE,
                                                       "dstAccessMask": _MEMORY_READ | _MEMORY_WRITE})
         self._S = S
+        self._sets: dict[tuple[Any, ...], Any] = {}  # (kernel, buffer keys...) -> VkDescriptorSet[1]
+        self._set_pools: dict[Any, Any] = {}  # descriptor set -> its pool
+        # the launch's raw functions, resolved once
+        self._bind_pipeline = raw.vkCmdBindPipeline
+        self._bind_sets = raw.vkCmdBindDescriptorSets
+        self._push = raw.vkCmdPushConstants
+        self._dispatch = raw.vkCmdDispatch
+        self._null = ffi.NULL
         device._streams.add(self)
 
     # ---------------------------------------------------------------- recording and submission
@@ -427,6 +436,11 @@ class VulkanStream(Stream):
             return e.with_traceback(None)
 
     def _launch(self, launch: KernelLaunch, what: str, validate: bool) -> Error | None:
+        """A launch, checked or not alike (Vulkan reports nothing for a bad dispatch: every check is ours).
+
+        The hot path: the kernel's last LaunchDims (by identity: they are immutable) gives the pipeline without
+        validating again; storage buffers are keyed by their allocation's serial (never reused), so a repeated set
+        of buffers finds its descriptor set in the stream's cache; values are converted each time."""
         try:
             kernel = launch.kernel
             args = launch.args
@@ -436,75 +450,111 @@ class VulkanStream(Stream):
         device = self.device
         if device._closed:
             return device._closed_error(what)
-        if not isinstance(kernel, VulkanKernel) or kernel.module.device is not device:
+        if type(kernel) is not VulkanKernel and not isinstance(kernel, VulkanKernel) or \
+                kernel.module.device is not device:
             return fail(ErrorKind.INVALID_VALUE, what, f"{kernel!r:.80} is not a Vulkan kernel of {device!r}",
                         "VULKAN")
-        if type(d) is not LaunchDims:
-            return fail(ErrorKind.INVALID_VALUE, what, f"dims must be a LaunchDims, not {type(d).__name__}",
-                        "VULKAN")
-        if d.cooperative or d.cluster is not None:
-            return d.options_error(_KIND, what)
-        if d.shared_mem:
-            return shared_mem_error("VULKAN", what, d.shared_mem)
-        # validated unchecked too: Vulkan reports no error for a block or grid past the device's limits
-        d.validate(device.descriptor.limits, _KIND, what)
+        last = kernel._last
+        if last[0] is d:
+            pipeline = last[1]
+        else:
+            if type(d) is not LaunchDims:
+                return fail(ErrorKind.INVALID_VALUE, what, f"dims must be a LaunchDims, not {type(d).__name__}",
+                            "VULKAN")
+            if d.cooperative or d.cluster is not None:
+                return d.options_error(_KIND, what)
+            if d.shared_mem:
+                return shared_mem_error("VULKAN", what, d.shared_mem)
+            # validated unchecked too: Vulkan reports no error for a block or grid past the device's limits
+            d.validate(device.descriptor.limits, _KIND, what)
+            pipeline = kernel._pipeline(d.block, what)
+            kernel._last = (d, pipeline)
         if len(args) != kernel.num_args:
             return fail(ErrorKind.INVALID_VALUE, what, f"kernel {kernel.name!r} takes {kernel.num_args} arguments "
                         f"({kernel.signature}), {len(args)} given", "VULKAN")
-        buffers: list[tuple[Any, int, int]] = []
-        push = bytearray(kernel.push_size)
+        keys: list[Any] = []
+        values: list[bytes] = []
+        slots = kernel.slots
         for i, a in enumerate(args):
-            slot = kernel.slots[i]
-            if type(a) is LocalMemory:
-                return local_error("VULKAN", what, f"argument {i} of kernel {kernel.name!r}")
+            slot = slots[i]
             if slot[0] == "buffer":
-                if not isinstance(a, Allocation):
-                    return fail(ErrorKind.INVALID_VALUE, what, f"argument {i} of kernel {kernel.name!r} is storage "
-                                f"buffer {slot[1]!r}: it takes an Allocation of this device, not "
-                                f"{type(a).__name__} ({a!r:.60})", "VULKAN")
-                if a._freed:
-                    return fail(ErrorKind.INVALID_HANDLE, what, f"argument {i} of kernel {kernel.name!r}: {a!r} was "
-                                "freed", "VULKAN")
-                try:
-                    buf, base = _live_buffer(a, what, device)
-                except (Error, TypeError):
-                    return buffer_error(f"argument {i} of kernel {kernel.name!r}", a, "VULKAN", what)
-                if base % device.min_storage_offset:
-                    return fail(ErrorKind.INVALID_VALUE, what, f"argument {i}: a storage buffer's offset must be a "
-                                f"multiple of {device.min_storage_offset} bytes (minStorageBufferOffsetAlignment), "
-                                f"not {base}", "VULKAN")
-                buffers.append((buf, base, min(a.nbytes, device.max_storage_range)))
+                if type(a) is VulkanAllocation and not a._freed and a.device is device:
+                    keys.append(a._serial or _serial(a))
+                    continue
+                key = self._buffer_key(kernel, i, a, slot, what)
+                if type(key) is Error:
+                    return key
+                keys.append(key)
             else:
+                if type(a) is LocalMemory:
+                    return local_error("VULKAN", what, f"argument {i} of kernel {kernel.name!r}")
                 if isinstance(a, Allocation):
                     return fail(ErrorKind.INVALID_VALUE, what, f"argument {i} of kernel {kernel.name!r} is push "
                                 f"constant {slot[1].text!r}: it takes a value, not an allocation", "VULKAN")
-                data = value_bytes(a, slot[1], i, kernel.name, "VULKAN", what)
-                off = slot[2]
-                push[off:off + len(data)] = data
-        pipeline = kernel._pipeline(d.block, what)
+                values.append(value_bytes(a, slot[1], i, kernel.name, "VULKAN", what))
+        if kernel._packed:
+            push = b"".join(values)
+        else:
+            buf = bytearray(kernel.push_size)
+            for v, off in zip(values, kernel._offsets):
+                buf[off:off + len(v)] = v
+            push = bytes(buf)
+        args_of = kernel._buffers_of
         with self._lock:
-            dset = self._descriptor_set(kernel, buffers)
+            sets = self._sets.get((kernel, *keys)) if keys else None
+            if sets is None and keys:
+                sets = self._descriptor_set(kernel, args_of(args, keys), (kernel, *keys))
             cb = self._record()
-            raw = self._api.raw
-            raw.vkCmdBindPipeline(cb, 1, pipeline)  # COMPUTE
-            sets = self._ffi.new("VkDescriptorSet[1]", [dset])
-            if buffers:
-                raw.vkCmdBindDescriptorSets(cb, 1, kernel.layout, 0, 1, sets, 0, self._ffi.NULL)
+            self._bind_pipeline(cb, 1, pipeline)  # VK_PIPELINE_BIND_POINT_COMPUTE
+            if sets is not None:
+                self._bind_sets(cb, 1, kernel.layout, 0, 1, sets, 0, self._null)
             if push:
-                raw.vkCmdPushConstants(cb, kernel.layout, 0x20, 0, len(push), bytes(push))
+                self._push(cb, kernel.layout, 0x20, 0, len(push), push)
             g = d.grid
-            raw.vkCmdDispatch(cb, g[0], g[1], g[2])
+            self._dispatch(cb, g[0], g[1], g[2])
             self._recorded()
         return None
 
-    def _descriptor_set(self, kernel: VulkanKernel, buffers: list[tuple[Any, int, int]]) -> Any:
-        """A descriptor set of the kernel's layout with its storage buffers written (freed with the batch)."""
+    def _buffer_key(self, kernel: VulkanKernel, i: int, a: Any, slot: Any, what: str) -> Any:
+        """The cache key of a storage-buffer argument that is not a live VulkanAllocation of this device (a slice,
+        a pool block), checked: ``(serial, offset, nbytes)``; else the Error."""
+        device = self.device
+        if type(a) is LocalMemory:
+            return local_error("VULKAN", what, f"argument {i} of kernel {kernel.name!r}")
+        if not isinstance(a, Allocation):
+            return fail(ErrorKind.INVALID_VALUE, what, f"argument {i} of kernel {kernel.name!r} is storage buffer "
+                        f"{slot[1]!r}: it takes an Allocation of this device, not {type(a).__name__} ({a!r:.60})",
+                        "VULKAN")
+        if a._freed:
+            return fail(ErrorKind.INVALID_HANDLE, what, f"argument {i} of kernel {kernel.name!r}: {a!r} was freed",
+                        "VULKAN")
+        try:
+            _, base = _live_buffer(a, what, device)
+        except (Error, TypeError):
+            return buffer_error(f"argument {i} of kernel {kernel.name!r}", a, "VULKAN", what)
+        if base % device.min_storage_offset:
+            return fail(ErrorKind.INVALID_VALUE, what, f"argument {i}: a storage buffer's offset must be a multiple "
+                        f"of {device.min_storage_offset} bytes (minStorageBufferOffsetAlignment), not {base}",
+                        "VULKAN")
+        root: Any = a
+        while not isinstance(root, VulkanAllocation):
+            root = getattr(root, "block", None) or getattr(root, "parent", None) or getattr(root, "_parent", None)
+            if root is None:
+                return buffer_error(f"argument {i} of kernel {kernel.name!r}", a, "VULKAN", what)
+        return (root._serial or _serial(root), base, a.nbytes)
+
+    def _descriptor_set(self, kernel: VulkanKernel, buffers: list[tuple[Any, int, int]], key: tuple[Any, ...]) -> Any:
+        """A descriptor set of the kernel's layout with its storage buffers written, cached under ``key`` (the
+        kernel and its buffers' serials: never reused, so a freed buffer's sets are never bound again); past
+        ``_SETS`` entries the cache is emptied, its sets freed once the batch being recorded completes."""
         api, ffi, raw, S = self._api, self._ffi, self._api.raw, self._S
-        if not buffers:
-            return ffi.NULL
         h = self.device.handle
+        if len(self._sets) >= _SETS:
+            for (set_key, sets) in list(self._sets.items()):
+                self._resources.append(self._freer(sets))
+            self._sets.clear()
         layouts = ffi.new("VkDescriptorSetLayout[1]", [kernel.set_layout])
-        out = ffi.new("VkDescriptorSet *")
+        out = ffi.new("VkDescriptorSet[1]")
         code = -1
         if self._dpools:
             ai = ffi.new("VkDescriptorSetAllocateInfo *", {
@@ -523,19 +573,20 @@ class VulkanStream(Stream):
                 "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pout[0],
                 "descriptorSetCount": 1, "pSetLayouts": layouts})
             api.check(raw.vkAllocateDescriptorSets(h, ai, out), "vkAllocateDescriptorSets")
-        dset, pool = out[0], self._dpools[-1]
+        dset = out[0]
         n = len(buffers)
         infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": b, "offset": o, "range": r} for b, o, r in buffers])
         writes = ffi.new("VkWriteDescriptorSet[]", [{
             "sType": S.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": dset, "dstBinding": kernel.bindings[i],
             "descriptorCount": 1, "descriptorType": 7, "pBufferInfo": infos + i} for i in range(n)])
         raw.vkUpdateDescriptorSets(h, n, writes, 0, ffi.NULL)
+        self._set_pools[dset] = self._dpools[-1]
+        self._sets[key] = out
+        return out
 
-        def free() -> None:
-            s = ffi.new("VkDescriptorSet[1]", [dset])
-            raw.vkFreeDescriptorSets(h, pool, 1, s)
-        self._resources.append(free)
-        return dset
+    def _freer(self, sets: Any) -> Any:
+        raw, h, pool = self._api.raw, self.device.handle, self._set_pools.pop(sets[0])
+        return lambda: raw.vkFreeDescriptorSets(h, pool, 1, sets)
 
     # ---------------------------------------------------------------- events and ordering
     def record_event(self) -> VulkanEvent:
