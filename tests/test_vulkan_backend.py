@@ -198,3 +198,16 @@ def test_descriptor_sets_follow_reallocated_buffers(device: Any) -> None:
             want = np.where(np.arange(n) < n - i % 7, 2 * a, 0)
             np.testing.assert_array_equal(out, want)
             dc.free()
+
+
+def test_glsl_goes_through_the_kernel_cache(device: Any) -> None:
+    """GLSL compiled once is SPIR-V from the kernel cache the next time (per source, options and entry point);
+    cache=False compiles again."""
+    src = VADD.replace("void main()", "// cache probe\nvoid main()")
+    first = device.load_module(src)
+    again = device.load_module(src)
+    fresh = device.load_module(src, cache=False)
+    assert (first.from_cache, again.from_cache, fresh.from_cache) == (False, True, False)
+    assert again.kernel("main").signature == first.kernel("main").signature
+    other = device.load_module(src, defines={"UNUSED": 1})
+    assert not other.from_cache
