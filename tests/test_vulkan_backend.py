@@ -211,3 +211,25 @@ def test_glsl_goes_through_the_kernel_cache(device: Any) -> None:
     assert again.kernel("main").signature == first.kernel("main").signature
     other = device.load_module(src, defines={"UNUSED": 1})
     assert not other.from_cache
+
+
+def test_host_copies_stay_in_stream_order(device: Any) -> None:
+    """A copy from the host into memory a queued kernel still reads waits for it (staged while the stream has
+    work pending; written through the mapping only when it has none), and a copy to the host waits for the work
+    before it, on both paths."""
+    n = 1 << 16
+    k = device.load_module(VADD).kernel("main")
+    s = device.create_stream()
+    old, new = np.full(n, 1, np.float32), np.full(n, 5, np.float32)
+    out = np.empty(n, np.float32)
+    dims = LaunchDims(grid=n // 64, block=64)
+    with device.alloc(4 * n) as da, device.alloc(4 * n) as dc:
+        s.copy_from_host(da, old)  # (an idle stream: through the mapping, on lavapipe)
+        for _ in range(20):
+            s.launch(KernelLaunch(k, dims, [da, da, dc, np.uint32(n)]))
+        s.copy_from_host(da, new)  # after the launches, which read `old`
+        s.copy_to_host(out, dc)
+        np.testing.assert_array_equal(out, 2 * old)
+        s.launch(KernelLaunch(k, dims, [da, da, dc, np.uint32(n)]))
+        s.copy_to_host(out, dc)
+        np.testing.assert_array_equal(out, 2 * new)

@@ -372,7 +372,9 @@ def _destroy_device(api: _Api, handle: Any) -> None:
 
 
 def make_buffer(device: VulkanDevice, nbytes: int, mtype: int, mapped: bool) -> tuple[Any, Any, Any]:
-    """A ``VkBuffer`` of ``nbytes`` bound to new memory of type ``mtype`` (mapped: its host pointer too)."""
+    """A ``VkBuffer`` of ``nbytes`` bound to new memory of type ``mtype``, and its host pointer where the memory is
+    mapped: asked (``mapped``), or host-visible and host-coherent anyway (then copies to and from the host may use
+    the mapping; lavapipe's DEVICE memory is)."""
     api, ffi, raw = device.api, device.api.ffi, device.api.raw
     S = api.vk.VkStructureType
     h = device.handle
@@ -397,7 +399,8 @@ def make_buffer(device: VulkanDevice, nbytes: int, mtype: int, mapped: bool) -> 
     mem = mout[0]
     code = raw.vkBindBufferMemory(h, buf, mem, 0)
     ptr = None
-    if code >= 0 and mapped:
+    coherent = _HOST_VISIBLE | _HOST_COHERENT
+    if code >= 0 and (mapped or device.memory.memoryTypes[mtype].propertyFlags & coherent == coherent):
         pout = ffi.new("void **")
         code = raw.vkMapMemory(h, mem, 0, req.size, 0, pout)
         ptr = pout[0]

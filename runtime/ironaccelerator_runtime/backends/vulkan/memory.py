@@ -46,20 +46,23 @@ class VulkanAllocation(Allocation):
         self.nbytes = nbytes
         self.kind = kind
         self._ptr = ptr
+        # the mapping's address where the memory is host-coherent and mapped (any kind: copies use it), else 0
+        self._map = int(device.api.ffi.cast("uintptr_t", ptr)) if ptr is not None else 0
         if tracked:
             self._tracked = True
 
     device: VulkanDevice
 
     def _host_address(self) -> int | None:
-        if self.kind is MemoryKind.DEVICE or self._ptr is None:
+        if self.kind is MemoryKind.DEVICE or not self._map:
             return None
-        return int(self.device.api.ffi.cast("uintptr_t", self._ptr))
+        return self._map
 
     def _slice(self, offset: int, nbytes: int) -> Allocation:
         s: Any = AllocationSlice(self, offset, nbytes)
         s.buffer = self.buffer
         s.offset = offset
+        s._map = self._map
         return s  # type: ignore[no-any-return]
 
     def _release(self) -> Error | None:

@@ -299,6 +299,12 @@ class VulkanStream(Stream):
         if not n:
             return
         with self._lock:
+            mapped = _mapping(dst)
+            if mapped and self._cb is None and not self._waits and \
+                    (self._seen >= self.value or self._reached(self.value, False)):
+                # host-coherent memory and nothing of this stream pending: the bytes go in now (in order)
+                self._ffi.memmove(self._ffi.cast("char *", mapped + base + do), view[so:so + n], n)
+                return
             staging, ptr = self._staging(n)
             self._ffi.memmove(ptr, view[so:so + n], n)
             self._copy_cmd(staging, 0, buf, base + do, n)
@@ -312,6 +318,15 @@ class VulkanStream(Stream):
         do, so, n = host_span(view.nbytes, src.nbytes, nbytes, dst_offset, src_offset, what, _KIND,
                               to_device=False)
         if not n:
+            return
+        mapped = _mapping(src)
+        if mapped:  # host-coherent memory: once the stream's work so far is done, the bytes are read from it
+            with self._lock:
+                if self._cb is not None or self._waits:
+                    self._submit()
+                value = self.value
+            self._wait(value)
+            view[do:do + n] = self._ffi.buffer(self._ffi.cast("char *", mapped + base + so), n)
             return
         with self._lock:
             staging, ptr = self._staging(n, False)
@@ -639,6 +654,17 @@ class VulkanStream(Stream):
                 self._submit()
             value = self.value
         return self._reached(value, False)
+
+
+def _mapping(a: Any) -> int:
+    """The host address of the mapping of an allocation's memory (its whole allocation's, for a slice or a pool
+    block) where it is host-coherent and mapped, else 0."""
+    t = type(a)
+    if t is VulkanAllocation:
+        return a._map  # type: ignore[no-any-return]
+    if t is PooledAllocation:
+        return _mapping(a.block)
+    return int(getattr(a, "_map", 0) or 0)
 
 
 def _live_buffer(a: Any, what: str, device: VulkanDevice) -> tuple[Any, int]:
