@@ -5,8 +5,9 @@ between commands: in-order, as every stream of the surface) and submits them in 
 Each submission waits for the stream's timeline semaphore to reach the previous submission's value and signals the
 next one, so batches run in order; ``wait_event`` adds a wait on the other stream's semaphore to the next
 submission.  An event is a submission's timeline value plus a timestamp query (``vkCmdWriteTimestamp``) for
-``elapsed_ms``.  Host copies go through host-visible staging buffers (copy_from_host copies the source at once;
-copy_to_host waits for the stream and copies out)."""
+``elapsed_ms``.  Host copies use the allocation's mapping where its memory is host-coherent (copy_from_host when the
+stream has nothing pending; copy_to_host after waiting for the stream), else host-visible staging buffers
+(copy_from_host copies the source into one at once; copy_to_host waits for the stream and copies out)."""
 
 from __future__ import annotations
 
