@@ -243,6 +243,7 @@ class VulkanDevice(Device):
         }
         if self._types[MemoryKind.DEVICE] is None:
             self._types[MemoryKind.DEVICE] = 0
+        self._maker: _BufferMaker | None = None  # (make_buffer's scratch, made on first use)
         self._finalizer = weakref.finalize(self, _destroy_device, api, self.handle)
         # not at interpreter exit: allocations still alive then are released later, by their __del__ while
         # modules are torn down, and must find the VkDevice (the process's exit frees it)
@@ -371,43 +372,68 @@ def _destroy_device(api: _Api, handle: Any) -> None:
     api.raw.vkDestroyDevice(handle, api.ffi.NULL)
 
 
+class _BufferMaker:
+    """A device's scratch structures for ``make_buffer`` (the allocation hot path: no struct built, no enum looked
+    up per call), used under its lock."""
+
+    def __init__(self, device: VulkanDevice) -> None:
+        api, ffi = device.api, device.api.ffi
+        S = api.vk.VkStructureType
+        self.lock = threading.Lock()
+        self.info = ffi.new("VkBufferCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                                                     "usage": _BUFFER_USAGE})
+        self.alloc = ffi.new("VkMemoryAllocateInfo *", {"sType": S.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO})
+        self.req = ffi.new("VkMemoryRequirements *")
+        self.buf = ffi.new("VkBuffer *")
+        self.mem = ffi.new("VkDeviceMemory *")
+        self.ptr = ffi.new("void **")
+        raw = api.raw
+        self.create, self.destroy = raw.vkCreateBuffer, raw.vkDestroyBuffer
+        self.requirements, self.allocate, self.free = raw.vkGetBufferMemoryRequirements, raw.vkAllocateMemory, \
+            raw.vkFreeMemory
+        self.bind, self.map = raw.vkBindBufferMemory, raw.vkMapMemory
+        self.null = ffi.NULL
+        coherent = _HOST_VISIBLE | _HOST_COHERENT
+        self.coherent = [device.memory.memoryTypes[t].propertyFlags & coherent == coherent
+                         for t in range(device.memory.memoryTypeCount)]
+
+
 def make_buffer(device: VulkanDevice, nbytes: int, mtype: int, mapped: bool) -> tuple[Any, Any, Any]:
     """A ``VkBuffer`` of ``nbytes`` bound to new memory of type ``mtype``, and its host pointer where the memory is
     mapped: asked (``mapped``), or host-visible and host-coherent anyway (then copies to and from the host may use
     the mapping; lavapipe's DEVICE memory is)."""
-    api, ffi, raw = device.api, device.api.ffi, device.api.raw
-    S = api.vk.VkStructureType
-    h = device.handle
-    bi = ffi.new("VkBufferCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": nbytes,
-                                          "usage": _BUFFER_USAGE})
-    out = ffi.new("VkBuffer *")
-    api.check(raw.vkCreateBuffer(h, bi, ffi.NULL, out), "vkCreateBuffer", f"{nbytes} bytes")
-    buf = out[0]
-    req = ffi.new("VkMemoryRequirements *")
-    raw.vkGetBufferMemoryRequirements(h, buf, req)
-    if not req.memoryTypeBits & (1 << mtype):
-        mtype = next((t for t in range(32) if req.memoryTypeBits & (1 << t)
-                      and device.memory.memoryTypes[t].propertyFlags & device.memory.memoryTypes[mtype].propertyFlags
-                      == device.memory.memoryTypes[mtype].propertyFlags), mtype)
-    ai = ffi.new("VkMemoryAllocateInfo *", {"sType": S.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                                            "allocationSize": req.size, "memoryTypeIndex": mtype})
-    mout = ffi.new("VkDeviceMemory *")
-    code = raw.vkAllocateMemory(h, ai, ffi.NULL, mout)
-    if code < 0:
-        raw.vkDestroyBuffer(h, buf, ffi.NULL)
-        raise api.error(code, "vkAllocateMemory", f"{nbytes} bytes")
-    mem = mout[0]
-    code = raw.vkBindBufferMemory(h, buf, mem, 0)
-    ptr = None
-    coherent = _HOST_VISIBLE | _HOST_COHERENT
-    if code >= 0 and (mapped or device.memory.memoryTypes[mtype].propertyFlags & coherent == coherent):
-        pout = ffi.new("void **")
-        code = raw.vkMapMemory(h, mem, 0, req.size, 0, pout)
-        ptr = pout[0]
-    if code < 0:
-        raw.vkDestroyBuffer(h, buf, ffi.NULL)
-        raw.vkFreeMemory(h, mem, ffi.NULL)
-        raise api.error(code, "vkBindBufferMemory" if ptr is None and not mapped else "vkMapMemory")
+    m = device._maker
+    if m is None:
+        m = device._maker = _BufferMaker(device)
+    api, h, null = device.api, device.handle, m.null
+    with m.lock:
+        m.info.size = nbytes
+        code = m.create(h, m.info, null, m.buf)
+        if code < 0:
+            raise api.error(code, "vkCreateBuffer", f"{nbytes} bytes")
+        buf = m.buf[0]
+        req = m.req
+        m.requirements(h, buf, req)
+        if not req.memoryTypeBits & (1 << mtype):
+            flags = device.memory.memoryTypes[mtype].propertyFlags
+            mtype = next((t for t in range(32) if req.memoryTypeBits & (1 << t)
+                          and device.memory.memoryTypes[t].propertyFlags & flags == flags), mtype)
+        m.alloc.allocationSize = req.size
+        m.alloc.memoryTypeIndex = mtype
+        code = m.allocate(h, m.alloc, null, m.mem)
+        if code < 0:
+            m.destroy(h, buf, null)
+            raise api.error(code, "vkAllocateMemory", f"{nbytes} bytes")
+        mem = m.mem[0]
+        code = m.bind(h, buf, mem, 0)
+        ptr = None
+        if code >= 0 and (mapped or m.coherent[mtype]):
+            code = m.map(h, mem, 0, req.size, 0, m.ptr)
+            ptr = m.ptr[0]
+        if code < 0:
+            m.destroy(h, buf, null)
+            m.free(h, mem, null)
+            raise api.error(code, "vkMapMemory" if ptr is not None else "vkBindBufferMemory")
     return buf, mem, ptr
 
 
