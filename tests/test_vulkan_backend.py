@@ -233,3 +233,20 @@ def test_host_copies_stay_in_stream_order(device: Any) -> None:
         s.launch(KernelLaunch(k, dims, [da, da, dc, np.uint32(n)]))
         s.copy_to_host(out, dc)
         np.testing.assert_array_equal(out, 2 * new)
+
+
+def test_a_queue_without_timestamps_orders_events_but_cannot_time_them(backend: Any) -> None:
+    """Where the compute queue writes no timestamps (timestampValidBits 0; lavapipe's does: the flag is forced
+    here), events still order and wait; elapsed_ms is UNSUPPORTED rather than a timestamp never written."""
+    with backend.open(0) as dev:
+        dev.timestamps = False
+        s = dev.create_stream()
+        with dev.alloc(64) as a:
+            e0 = s.record_event()
+            s.fill(a, 3)
+            e1 = s.record_event()
+            e1.synchronize()
+            assert e0.query() and e1.query()
+            with pytest.raises(Error) as ei:
+                e0.elapsed_ms(e1)
+            assert ei.value.kind is ErrorKind.UNSUPPORTED

@@ -211,6 +211,11 @@ class VulkanDevice(Device):
         self.descriptor = descriptor
         self.family = family
         self.timestamp_period = float(props.limits.timestampPeriod)
+        nf = vk.vkGetPhysicalDeviceQueueFamilyProperties(physical, 0)
+        fams = ffi.new("VkQueueFamilyProperties[]", nf)
+        vk.vkGetPhysicalDeviceQueueFamilyProperties(physical, nf, fams)
+        # whether the queue writes timestamps (Event.elapsed_ms); a family without them: UNSUPPORTED there
+        self.timestamps = bool(fams[family].timestampValidBits) and bool(props.limits.timestampComputeAndGraphics)
         self.min_storage_offset = max(1, int(props.limits.minStorageBufferOffsetAlignment))
         self.max_storage_range = int(props.limits.maxStorageBufferRange)
         self.max_push_constants = int(props.limits.maxPushConstantsSize)

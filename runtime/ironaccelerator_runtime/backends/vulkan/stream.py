@@ -75,6 +75,9 @@ class VulkanEvent(Event):
         if not isinstance(end, VulkanEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", "Event.elapsed_ms needs another Vulkan event",
                        "VULKAN")
+        if not self.device.timestamps:
+            raise fail(ErrorKind.UNSUPPORTED, "Event.elapsed_ms", f"{self.device.descriptor.name!r}'s compute queue "
+                       "writes no timestamps (timestampValidBits 0)", "VULKAN")
         self.synchronize()
         end.synchronize()
         return (end._timestamp() - self._timestamp()) / 1e6
@@ -614,9 +617,10 @@ class VulkanStream(Stream):
             slot = self._slot
             self._slot = (slot + 1) % _QUERIES
             cb = self._record()
-            raw = self._api.raw
-            raw.vkCmdResetQueryPool(cb, self._queries, slot, 1)
-            raw.vkCmdWriteTimestamp(cb, _BOTTOM_OF_PIPE, self._queries, slot)
+            if self.device.timestamps:
+                raw = self._api.raw
+                raw.vkCmdResetQueryPool(cb, self._queries, slot, 1)
+                raw.vkCmdWriteTimestamp(cb, _BOTTOM_OF_PIPE, self._queries, slot)
             value = self._submit()
         return VulkanEvent(self, value, slot)
 
