@@ -250,3 +250,33 @@ def test_a_queue_without_timestamps_orders_events_but_cannot_time_them(backend: 
             with pytest.raises(Error) as ei:
                 e0.elapsed_ms(e1)
             assert ei.value.kind is ErrorKind.UNSUPPORTED
+
+
+def test_a_garbage_cycle_of_device_stream_kernel_and_allocation(tmp_path: Path) -> None:
+    """A device, a stream with work pending, a kernel and an allocation dropped together in a reference cycle are
+    released in any order the collector picks: the VkDevice goes last (the device's finalizer ran first, then an
+    allocation's release used the destroyed device: the loader aborted under the validation layer)."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import gc\n"
+        "from ironaccelerator import BackendRegistry\n"
+        "def make():\n"
+        "    d = BackendRegistry.default().get('vulkan').open(0)\n"
+        f"    k = d.load_module({VADD!r}).kernel('main')\n"
+        "    s = d.create_stream()\n"
+        "    a = d.alloc(1 << 20)\n"
+        "    s.fill(a, 1)\n"
+        "    cycle = [d, s, k, a]\n"
+        "    cycle.append(cycle)\n"
+        "for _ in range(3):\n"
+        "    make()\n"
+        "    gc.collect()\n"
+        "print('collected')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and "collected" in proc.stdout, (proc.returncode, proc.stderr[-2000:])

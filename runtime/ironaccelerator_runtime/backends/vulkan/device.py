@@ -249,7 +249,10 @@ class VulkanDevice(Device):
         if self._types[MemoryKind.DEVICE] is None:
             self._types[MemoryKind.DEVICE] = 0
         self._maker: _BufferMaker | None = None  # (make_buffer's scratch, made on first use)
-        self._finalizer = weakref.finalize(self, _destroy_device, api, self.handle)
+        # the VkDevice is destroyed when this object, and every stream, kernel and allocation made from it, is gone
+        # (each holds the owner: in a garbage cycle their finalizers run in any order)
+        self._owner = owner = _DeviceOwner(api, self.handle)
+        self._finalizer = weakref.finalize(self, owner.release)
         # not at interpreter exit: allocations still alive then are released later, by their __del__ while
         # modules are torn down, and must find the VkDevice (the process's exit frees it)
         self._finalizer.atexit = False
@@ -293,6 +296,7 @@ class VulkanDevice(Device):
             buf, mem, ptr = make_buffer(self, nbytes, mtype, kind is not _DEVICE)
         except Error as e:
             return e.with_traceback(None)
+        self._owner.retain()  # (released by the allocation's release: memory.release_buffer)
         return VulkanAllocation(self, buf, mem, nbytes, kind, ptr, tracked)
 
     def _defer(self, release: Any) -> None:
@@ -372,9 +376,28 @@ class VulkanDevice(Device):
         self._sweep(wait=True)
 
 
-def _destroy_device(api: _Api, handle: Any) -> None:
-    api.raw.vkDeviceWaitIdle(handle)
-    api.raw.vkDestroyDevice(handle, api.ffi.NULL)
+class _DeviceOwner:
+    """A ``VkDevice`` with a count of what still uses it: the device object, its streams, kernels and allocations
+    each hold one reference (``retain``/``release``); the last release destroys it."""
+
+    def __init__(self, api: _Api, handle: Any) -> None:
+        self.api = api
+        self.handle = handle
+        self.refs = 1
+        self.lock = threading.Lock()
+
+    def retain(self) -> None:
+        with self.lock:
+            self.refs += 1
+
+    def release(self) -> None:
+        with self.lock:
+            self.refs -= 1
+            last = self.refs == 0
+        if last:
+            api = self.api
+            api.raw.vkDeviceWaitIdle(self.handle)
+            api.raw.vkDestroyDevice(self.handle, api.ffi.NULL)
 
 
 class _BufferMaker:

@@ -27,6 +27,12 @@ def _free_buffer(api: Any, device: Any, buf: Any, mem: Any) -> None:
     api.raw.vkFreeMemory(device, mem, api.ffi.NULL)
 
 
+def release_buffer(owner: Any, buf: Any, mem: Any) -> None:
+    """Free an allocation's buffer and memory, then give up its reference to the device."""
+    _free_buffer(owner.api, owner.handle, buf, mem)
+    owner.release()
+
+
 class VulkanAllocation(Allocation):
     """A ``VkBuffer`` (usage: storage, transfer source and destination) with its own ``VkDeviceMemory``.
 
@@ -67,6 +73,6 @@ class VulkanAllocation(Allocation):
 
     def _release(self) -> Error | None:
         device = self.device
-        api, handle, buf, mem = device.api, device.handle, self.buffer, self.memory
-        device._defer(lambda: _free_buffer(api, handle, buf, mem))
+        owner, buf, mem = device._owner, self.buffer, self.memory
+        device._defer(lambda: release_buffer(owner, buf, mem))
         return None

@@ -144,8 +144,9 @@ class VulkanKernel(Kernel):
         self.layout = pout[0]
         self._pipelines: dict[tuple[int, int, int], Any] = {}
         self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _destroy_kernel, api, h, self.shader, self.set_layout, self.layout,
-                                           self._pipelines)
+        device._owner.retain()
+        self._finalizer = weakref.finalize(self, _destroy_kernel, device._owner, self.shader, self.set_layout,
+                                           self.layout, self._pipelines)
         self._finalizer.atexit = False  # (as the device's)
 
     def _buffers_of(self, args: Any, keys: list[Any]) -> list[tuple[Any, int, int]]:
@@ -210,13 +211,15 @@ class VulkanKernel(Kernel):
         return out[0]
 
 
-def _destroy_kernel(api: Any, h: Any, shader: Any, set_layout: Any, layout: Any, pipelines: dict[Any, Any]) -> None:
+def _destroy_kernel(owner: Any, shader: Any, set_layout: Any, layout: Any, pipelines: dict[Any, Any]) -> None:
+    api, h = owner.api, owner.handle
     raw, null = api.raw, api.ffi.NULL
     for p in pipelines.values():
         raw.vkDestroyPipeline(h, p, null)
     raw.vkDestroyPipelineLayout(h, layout, null)
     raw.vkDestroyDescriptorSetLayout(h, set_layout, null)
     raw.vkDestroyShaderModule(h, shader, null)
+    owner.release()
 
 
 class VulkanModule(Module):

@@ -83,13 +83,28 @@ class VulkanEvent(Event):
         return (end._timestamp() - self._timestamp()) / 1e6
 
 
-def _destroy_stream(api: Any, device: Any, pool: Any, sem: Any, queries: Any, dpools: list[Any]) -> None:
-    raw, null = api.raw, api.ffi.NULL
+def _destroy_stream(owner: Any, pool: Any, sem: Any, queries: Any, dpools: list[Any], tail: list[int],
+                    pending: list[Any], resources: list[Any]) -> None:
+    """A dropped stream: wait for its last submission, release what its batches held, destroy its objects, and
+    give up its reference to the device."""
+    api, device = owner.api, owner.handle
+    raw, null, ffi = api.raw, api.ffi.NULL, api.ffi
+    if tail[0]:
+        sems, vals = ffi.new("VkSemaphore[1]", [sem]), ffi.new("uint64_t[1]", [tail[0]])
+        wi = ffi.new("VkSemaphoreWaitInfo *", {"sType": api.vk.VkStructureType.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                               "semaphoreCount": 1, "pSemaphores": sems, "pValues": vals})
+        raw.vkWaitSemaphores(device, wi, _UINT64_MAX)
+    for _, _, held in pending:
+        for r in held:
+            r()
+    for r in resources:
+        r()
     raw.vkDestroyCommandPool(device, pool, null)
     raw.vkDestroySemaphore(device, sem, null)
     raw.vkDestroyQueryPool(device, queries, null)
     for p in dpools:
         raw.vkDestroyDescriptorPool(device, p, null)
+    owner.release()
 
 
 class VulkanStream(Stream):
@@ -123,17 +138,19 @@ class VulkanStream(Stream):
         api.check(raw.vkCreateQueryPool(h, qci, ffi.NULL, qout), "vkCreateQueryPool")
         self._queries = qout[0]
         self._dpools: list[Any] = []
-        self._finalizer = weakref.finalize(self, _destroy_stream, api, h, self._pool, self.semaphore, self._queries,
-                                           self._dpools)
+        self._tail = [0]  # the last value submitted, for the finalizer
+        self._pending: list[tuple[int, Any, list[Any]]] = []  # submitted: (value, command buffer, resources)
+        self._resources: list[Any] = []  # released when the batch being recorded completes
+        device._owner.retain()
+        self._finalizer = weakref.finalize(self, _destroy_stream, device._owner, self._pool, self.semaphore,
+                                           self._queries, self._dpools, self._tail, self._pending, self._resources)
         self._finalizer.atexit = False  # (as the device's: allocations released at exit still flush this stream)
         self.value = 0  # last timeline value submitted
         self._seen = 0  # last value seen reached
         self._slot = 0
         self._cb: Any = None  # the command buffer being recorded (None: none open)
         self._count = 0  # commands in it
-        self._resources: list[Any] = []  # released when the batch being recorded completes
         self._waits: list[tuple[Any, int]] = []  # other streams' (semaphore, value) the next submission waits for
-        self._pending: list[tuple[int, Any, list[Any]]] = []  # submitted: (value, command buffer, resources)
         self._barrier = ffi.new("VkMemoryBarrier *", {"sType": S.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                                       "srcAccessMask": _MEMORY_WRITE,
                                                       "dstAccessMask": _MEMORY_READ | _MEMORY_WRITE})
@@ -204,13 +221,15 @@ class VulkanStream(Stream):
             code = raw.vkQueueSubmit(self.device.queue, 1, si, ffi.NULL)
         if code < 0:
             raw.vkFreeCommandBuffers(self.device.handle, self._pool, 1, cbs)
-            self._release_resources(self._resources)
-            self._resources = []
+            held = list(self._resources)
+            self._resources.clear()
+            self._release_resources(held)
             raise api.error(code, "vkQueueSubmit")
         self.value = value
         self._waits = []
-        self._pending.append((value, cb, self._resources))
-        self._resources = []
+        self._tail[0] = value
+        self._pending.append((value, cb, list(self._resources)))
+        self._resources.clear()
         return value
 
     def _flush_for_release(self) -> int:
@@ -259,7 +278,7 @@ class VulkanStream(Stream):
             done = [p for p in self._pending if p[0] <= reached]
             if not done:
                 return
-            self._pending = [p for p in self._pending if p[0] > reached]
+            self._pending[:] = [p for p in self._pending if p[0] > reached]
             cbs = self._ffi.new("VkCommandBuffer[]", [p[1] for p in done])
             self._api.raw.vkFreeCommandBuffers(self.device.handle, self._pool, len(done), cbs)
             for p in done:
