@@ -1551,6 +1551,10 @@ WARNING_LOGS: dict[BackendKind, str | None] = {BackendKind.OPENCL: "ia_build_log
                                                BackendKind.CUDA: "ia_build_log_check", BackendKind.METAL: None}
 # how a backend's source says `#warning ia_build_log_check` where its language has no #warning (GLSL: an unknown
 # extension asked with `warn`, after the #version line that must come first)
+def _warning_directive(src: str) -> str:
+    return "#warning ia_build_log_check\n" + src
+
+
 WARNING_SOURCES: dict[BackendKind, Callable[[str], str]] = {
     BackendKind.VULKAN: lambda src: src.replace("\n", "\n#extension GL_EXT_ia_build_log_check : warn\n", 1),
 }
@@ -1569,7 +1573,7 @@ def test_compiler_warnings_reach_the_user(device: Device, sources: KernelSources
     assert clean.build_log == "" and not [w for w in caught if w.category is ia.CompilerWarning], clean.build_log
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        warned = WARNING_SOURCES.get(device.kind, lambda src: "#warning ia_build_log_check\n" + src)
+        warned = WARNING_SOURCES.get(device.kind, _warning_directive)
         module = device.load_module(warned(sources.vector_add), cache=False)
     assert module.kernel("vector_add").num_args == 4
     said = [w for w in caught if w.category is ia.CompilerWarning]
