@@ -220,7 +220,6 @@ MODULE_FORMATS: dict[BackendKind, str] = {
 # Operations a backend declares unsupported: each is called and must raise (or, unchecked, return) an
 # Error(UNSUPPORTED), never be skipped silently.  name -> call(device)
 UNSUPPORTED: dict[BackendKind, dict[str, Callable[[Any], object]]] = {
-    BackendKind.VULKAN: {"Stream.capture()": lambda dev: dev.create_stream().capture()},
     BackendKind.OPENCL: {"Stream.capture()": lambda dev: dev.create_stream().capture()},
     BackendKind.METAL: {
         "Device.alloc(MemoryKind.HOST)": lambda dev: dev.alloc(64, MemoryKind.HOST),

@@ -280,3 +280,47 @@ def test_a_garbage_cycle_of_device_stream_kernel_and_allocation(tmp_path: Path) 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0 and "collected" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_capture_records_dispatches_copies_and_fills_for_replay(device: Any) -> None:
+    """Stream.capture: a fill, a dispatch and a device copy recorded once (nothing runs inside the block) and
+    replayed three times, on the capturing stream and another, each replay in that stream's order; host copies and
+    events inside the block are UNSUPPORTED; an exception inside it discards the graph; a closed graph is
+    INVALID_HANDLE."""
+    n = 1024
+    k = device.load_module(SAXPY_SPEC).kernel("main")
+    s, other = device.create_stream(), device.create_stream()
+    x = np.arange(n, dtype=np.float32)
+    out = np.empty(n, np.float32)
+    dims = LaunchDims(grid=n // 64, block=64)
+    with device.alloc(4 * n) as dx, device.alloc(4 * n) as dy, device.alloc(4 * n) as dz:
+        s.copy_from_host(dx, x)
+        s.fill(dz, 0)
+        s.synchronize()
+        with s.capture() as graph:
+            s.fill(dy, 0)
+            s.launch(KernelLaunch(k, dims, [np.float32(3), dx, dy, np.uint32(n), np.float64(0), np.int64(0)]))
+            s.copy(dz, dy)
+            for refused in (lambda: s.copy_to_host(out, dy), lambda: s.copy_from_host(dy, x), s.record_event,
+                            s.synchronize):
+                with pytest.raises(Error) as ei:
+                    refused()
+                assert ei.value.kind is ErrorKind.UNSUPPORTED
+        s.copy_to_host(out, dz)
+        np.testing.assert_array_equal(out, 0)  # nothing ran while capturing
+        for stream in (s, other, s):
+            stream.copy_from_host(dz, np.full(n, 7, np.float32))
+            graph.launch(stream)
+            stream.copy_to_host(out, dz)
+            np.testing.assert_array_equal(out, 3 * x)
+        graph.close()
+        with pytest.raises(Error) as ei:
+            graph.launch(s)
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+        with pytest.raises(ZeroDivisionError), s.capture():
+            s.fill(dz, 1)
+            1 / 0
+        s.synchronize()
+        s.copy_to_host(out, dz)
+        np.testing.assert_array_equal(out, 3 * x)  # the discarded capture's fill never ran
+    assert s.supports("Stream.capture") if hasattr(s, "supports") else device.backend.supports("Stream.capture")

@@ -16,8 +16,8 @@ from __future__ import annotations
 from .tables import VulkanTables
 from .device import VulkanBackend, VulkanDevice
 from .memory import VulkanAllocation
-from .stream import VulkanEvent, VulkanStream
+from .stream import VulkanEvent, VulkanGraph, VulkanStream
 from .module import VulkanKernel, VulkanModule
 
-__all__ = ["VulkanAllocation", "VulkanBackend", "VulkanDevice", "VulkanEvent", "VulkanKernel", "VulkanModule",
+__all__ = ["VulkanAllocation", "VulkanBackend", "VulkanDevice", "VulkanEvent", "VulkanGraph", "VulkanKernel", "VulkanModule",
            "VulkanStream", "VulkanTables"]

@@ -11,17 +11,18 @@ stream has nothing pending; copy_to_host after waiting for the stream), else hos
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import sys
 import threading
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, local_error, shared_mem_error, value_bytes
 from ironaccelerator_runtime.traits import (
-    Allocation, CopyRegion, Event, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span, device_span,
+    Allocation, CopyRegion, Event, Graph, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span, device_span,
     fill_pattern, host_span, host_view, not_a_launch,
 )
 
@@ -167,7 +168,10 @@ class VulkanStream(Stream):
 
     # ---------------------------------------------------------------- recording and submission
     def _record(self) -> Any:
-        """The open command buffer (begun on first use), with a barrier after the previous command."""
+        """The open command buffer (begun on first use), with a barrier after the previous command; while capturing,
+        the graph's."""
+        if self._capture is not None:
+            return self._capture._record()
         cb = self._cb
         raw, ffi = self._api.raw, self._ffi
         if cb is None:
@@ -189,19 +193,28 @@ class VulkanStream(Stream):
 
     def _recorded(self) -> None:
         """After a command: submit the batch once it is long enough; mark the device's pool fence dirty."""
+        if self._capture is not None:
+            return
         self.device._dirty = True
         if self._count >= _BATCH:
             self._submit()
 
     def _submit(self) -> int:
         """Submit the open batch (an empty one too, to signal a value); returns the value it signals."""
-        api, ffi, raw = self._api, self._ffi, self._api.raw
-        S = self._S
         cb = self._cb
         if cb is None:
             cb = self._record()
         self._cb = None
-        api.check(raw.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
+        self._api.check(self._api.raw.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
+        held = list(self._resources)
+        self._resources.clear()
+        return self._queue(cb, True, held)
+
+    def _queue(self, cb: Any, owned: bool, held: list[Any]) -> int:
+        """Submit ``cb`` after the stream's previous submission (and the waits ``wait_event`` added), signalling the
+        next timeline value; ``held`` is released once it completes, and ``cb`` freed where ``owned``."""
+        api, ffi, raw = self._api, self._ffi, self._api.raw
+        S = self._S
         value = self.value + 1
         waits = [(self.semaphore, self.value)] + self._waits
         wsems = ffi.new("VkSemaphore[]", [w[0] for w in waits])
@@ -220,16 +233,14 @@ class VulkanStream(Stream):
         with self.device.queue_lock:
             code = raw.vkQueueSubmit(self.device.queue, 1, si, ffi.NULL)
         if code < 0:
-            raw.vkFreeCommandBuffers(self.device.handle, self._pool, 1, cbs)
-            held = list(self._resources)
-            self._resources.clear()
+            if owned:
+                raw.vkFreeCommandBuffers(self.device.handle, self._pool, 1, cbs)
             self._release_resources(held)
             raise api.error(code, "vkQueueSubmit")
         self.value = value
         self._waits = []
         self._tail[0] = value
-        self._pending.append((value, cb, list(self._resources)))
-        self._resources.clear()
+        self._pending.append((value, cb if owned else None, held))
         return value
 
     def _flush_for_release(self) -> int:
@@ -279,8 +290,10 @@ class VulkanStream(Stream):
             if not done:
                 return
             self._pending[:] = [p for p in self._pending if p[0] > reached]
-            cbs = self._ffi.new("VkCommandBuffer[]", [p[1] for p in done])
-            self._api.raw.vkFreeCommandBuffers(self.device.handle, self._pool, len(done), cbs)
+            owned = [p[1] for p in done if p[1] is not None]
+            if owned:
+                cbs = self._ffi.new("VkCommandBuffer[]", owned)
+                self._api.raw.vkFreeCommandBuffers(self.device.handle, self._pool, len(owned), cbs)
             for p in done:
                 self._release_resources(p[2])
 
@@ -299,7 +312,9 @@ class VulkanStream(Stream):
         buf, mem, ptr = make_buffer(device, nbytes, mtype if mtype is not None else 0, True)
         api, h = self._api, device.handle
         release = lambda: _free_buffer(api, h, buf, mem)  # noqa: E731
-        if batch:
+        if self._capture is not None:
+            self._capture._resources.append(release)
+        elif batch:
             self._resources.append(release)
         else:
             self._unstage = release
@@ -316,6 +331,8 @@ class VulkanStream(Stream):
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
                        src_offset: int = 0) -> None:
         what = "Stream.copy_from_host"
+        if self._capture is not None:
+            raise self._capture_error(what)
         buf, base = _live_buffer(dst, what, self.device)
         view = host_view(src, backend=_KIND, function=what)
         so, do, n = host_span(view.nbytes, dst.nbytes, nbytes, src_offset, dst_offset, what, _KIND, to_device=True)
@@ -336,6 +353,8 @@ class VulkanStream(Stream):
     def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
                      src_offset: int = 0) -> None:
         what = "Stream.copy_to_host"
+        if self._capture is not None:
+            raise self._capture_error(what)
         buf, base = _live_buffer(src, what, self.device)
         view = host_view(dst, True, backend=_KIND, function=what)
         do, so, n = host_span(view.nbytes, src.nbytes, nbytes, dst_offset, src_offset, what, _KIND,
@@ -409,6 +428,8 @@ class VulkanStream(Stream):
         soffs = [region.src_offset + z * region.src_slice_pitch + y * region.src_pitch for z, y in rows]
         packed = [i * w for i in range(len(rows))]
         ffi = self._ffi
+        if self._capture is not None and (isinstance(src, memoryview) or isinstance(dst, memoryview)):
+            raise self._capture_error(function)
         if isinstance(src, memoryview):
             d, dbase = _live_buffer(dst, function, self.device)
             with self._lock:
@@ -449,6 +470,32 @@ class VulkanStream(Stream):
         regions = self._ffi.new("VkBufferCopy[]", [{"srcOffset": sbase + so, "dstOffset": dbase + do, "size": w}
                                                    for so, do in pairs])
         self._api.raw.vkCmdCopyBuffer(cb, src, dst, len(pairs), regions)
+
+    _capture: VulkanGraph | None = None  # the graph being captured (between capture()'s enter and exit)
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[VulkanGraph]:
+        # The dispatches, device copies and fills enqueued inside the block are recorded into the graph's command
+        # buffer instead of running; host copies, events, waits, synchronize and query inside it are UNSUPPORTED
+        # (they would need the work to run).  An exception inside the block discards the graph.
+        what = "Stream.capture"
+        self.device._check_open(what)
+        if self._capture is not None:
+            raise fail(ErrorKind.INVALID_VALUE, what, f"{self!r} is already capturing", "VULKAN")
+        graph = VulkanGraph(self)
+        self._capture = graph
+        try:
+            yield graph
+        except BaseException:
+            self._capture = None
+            graph.close()
+            raise
+        self._capture = None
+        graph._end()
+
+    def _capture_error(self, what: str) -> Error:
+        return fail(ErrorKind.UNSUPPORTED, what, "it cannot be captured (the stream is capturing a graph: only "
+                    "dispatches, device-to-device copies and fills are recorded)", "VULKAN")
 
     def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
         # UNIFIED memory here is one memory type that is both device-local and host-visible (lavapipe: all of it):
@@ -540,7 +587,9 @@ class VulkanStream(Stream):
         args_of = kernel._buffers_of
         with self._lock:
             sets = self._sets.get((kernel, *keys)) if keys else None
-            if sets is None and keys:
+            if self._capture is not None:
+                sets = self._capture._descriptor_set(kernel, args_of(args, keys)) if keys else None
+            elif sets is None and keys:
                 sets = self._descriptor_set(kernel, args_of(args, keys), (kernel, *keys))
             cb = self._record()
             self._bind_pipeline(cb, 1, pipeline)  # VK_PIPELINE_BIND_POINT_COMPUTE
@@ -629,6 +678,8 @@ class VulkanStream(Stream):
     # ---------------------------------------------------------------- events and ordering
     def record_event(self) -> VulkanEvent:
         self.device._check_open("Stream.record_event")
+        if self._capture is not None:
+            raise self._capture_error("Stream.record_event")
         return self._event()
 
     def _event(self) -> VulkanEvent:
@@ -651,6 +702,8 @@ class VulkanStream(Stream):
 
     def wait_event(self, event: Event) -> None:
         self.device._check_open("Stream.wait_event")
+        if self._capture is not None:
+            raise self._capture_error("Stream.wait_event")
         if not isinstance(event, VulkanEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", "Stream.wait_event needs a Vulkan event",
                        "VULKAN")
@@ -662,6 +715,8 @@ class VulkanStream(Stream):
             self._waits.append((event.stream.semaphore, event.value))
 
     def synchronize(self) -> None:
+        if self._capture is not None:
+            raise self._capture_error("Stream.synchronize")
         with self._lock:
             if self._cb is not None or self._waits:
                 self._submit()
@@ -673,11 +728,135 @@ class VulkanStream(Stream):
 
     def query(self) -> bool:
         self.device._check_open("Stream.query")
+        if self._capture is not None:
+            raise self._capture_error("Stream.query")
         with self._lock:
             if self._cb is not None or self._waits:
                 self._submit()
             value = self.value
         return self._reached(value, False)
+
+
+class VulkanGraph(Graph):
+    """Work captured from a stream (``VulkanStream.capture``): one command buffer (``SIMULTANEOUS_USE``, of a pool
+    of its own) holding the captured dispatches, copies and fills, with the descriptor sets and staging buffers
+    they use.  ``launch(stream)`` submits it on a stream of the same device, in that stream's order (it may be
+    pending on several streams at once); ``close()`` waits for its submissions, then releases it."""
+
+    def __init__(self, stream: VulkanStream) -> None:
+        device = stream.device
+        api, ffi, raw = device.api, device.api.ffi, device.api.raw
+        S = api.vk.VkStructureType
+        self.device = device
+        self._api, self._S = api, S
+        h = device.handle
+        pci = ffi.new("VkCommandPoolCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                                    "queueFamilyIndex": device.family})
+        out = ffi.new("VkCommandPool *")
+        api.check(raw.vkCreateCommandPool(h, pci, ffi.NULL, out), "vkCreateCommandPool")
+        self._pool = out[0]
+        self._dpools: list[Any] = []
+        self._resources: list[Any] = []
+        self._kernels: list[Any] = []  # (their pipelines are bound in the command buffer)
+        self._uses: list[tuple[Any, int]] = []  # (stream, value) of each submission
+        device._owner.retain()
+        self._fin = weakref.finalize(self, _destroy_graph, device._owner, self._pool, self._dpools, self._resources)
+        self._fin.atexit = False  # (as the device's)
+        ai = ffi.new("VkCommandBufferAllocateInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._pool, "level": 0,
+            "commandBufferCount": 1})
+        cout = ffi.new("VkCommandBuffer *")
+        api.check(raw.vkAllocateCommandBuffers(h, ai, cout), "vkAllocateCommandBuffers")
+        self.command_buffer = cout[0]
+        bi = ffi.new("VkCommandBufferBeginInfo *", {"sType": S.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                                    "flags": 0x4})  # SIMULTANEOUS_USE
+        api.check(raw.vkBeginCommandBuffer(self.command_buffer, bi), "vkBeginCommandBuffer")
+        self._count = 0
+        self._ended = False
+        self._barrier = stream._barrier
+
+    def _record(self) -> Any:
+        cb = self.command_buffer
+        if self._count:
+            ffi = self._api.ffi
+            self._api.raw.vkCmdPipelineBarrier(cb, _ALL_COMMANDS, _ALL_COMMANDS, 0, 1, self._barrier, 0, ffi.NULL, 0,
+                                               ffi.NULL)
+        self._count += 1
+        return cb
+
+    def _descriptor_set(self, kernel: VulkanKernel, buffers: list[tuple[Any, int, int]]) -> Any:
+        """A descriptor set of the graph's own (the stream's cache frees its sets; a graph's live with it)."""
+        api, ffi, raw, S = self._api, self._api.ffi, self._api.raw, self._S
+        h = self.device.handle
+        self._kernels.append(kernel)
+        layouts = ffi.new("VkDescriptorSetLayout[1]", [kernel.set_layout])
+        out = ffi.new("VkDescriptorSet[1]")
+        code = -1
+        if self._dpools:
+            ai = ffi.new("VkDescriptorSetAllocateInfo *", {
+                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self._dpools[-1],
+                "descriptorSetCount": 1, "pSetLayouts": layouts})
+            code = raw.vkAllocateDescriptorSets(h, ai, out)
+        if code != 0:
+            size = ffi.new("VkDescriptorPoolSize *", {"type": 7, "descriptorCount": 1024})
+            pci = ffi.new("VkDescriptorPoolCreateInfo *", {
+                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "maxSets": 128, "poolSizeCount": 1,
+                "pPoolSizes": size})
+            pout = ffi.new("VkDescriptorPool *")
+            api.check(raw.vkCreateDescriptorPool(h, pci, ffi.NULL, pout), "vkCreateDescriptorPool")
+            self._dpools.append(pout[0])
+            ai = ffi.new("VkDescriptorSetAllocateInfo *", {
+                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pout[0],
+                "descriptorSetCount": 1, "pSetLayouts": layouts})
+            api.check(raw.vkAllocateDescriptorSets(h, ai, out), "vkAllocateDescriptorSets")
+        n = len(buffers)
+        infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": b, "offset": o, "range": r} for b, o, r in buffers])
+        writes = ffi.new("VkWriteDescriptorSet[]", [{
+            "sType": S.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": out[0], "dstBinding": kernel.bindings[i],
+            "descriptorCount": 1, "descriptorType": 7, "pBufferInfo": infos + i} for i in range(n)])
+        raw.vkUpdateDescriptorSets(h, n, writes, 0, ffi.NULL)
+        return out
+
+    def _end(self) -> None:
+        self._api.check(self._api.raw.vkEndCommandBuffer(self.command_buffer), "vkEndCommandBuffer")
+        self._ended = True
+
+    def launch(self, stream: Stream | None = None) -> None:
+        what = "Graph.launch"
+        if not self._fin.alive or not self._ended:
+            raise fail(ErrorKind.INVALID_HANDLE, what, "the graph was closed (or its capture failed)", "VULKAN")
+        device = self.device
+        if device._closed:
+            raise device._closed_error(what)
+        if not isinstance(stream, VulkanStream) or stream.device is not device:
+            raise fail(ErrorKind.INVALID_VALUE, what, f"{stream!r:.80} is not a stream of {device!r}", "VULKAN")
+        if stream._capture is not None:
+            raise stream._capture_error(what)
+        with stream._lock:
+            if stream._cb is not None:
+                stream._submit()
+            value = stream._queue(self.command_buffer, False, [lambda graph=self: None])  # (holds the graph)
+            device._dirty = True
+        self._uses = [(s, v) for s, v in self._uses if v > s._seen] + [(stream, value)]
+
+    def close(self) -> None:
+        if not self._fin.alive:
+            return
+        for s, v in self._uses:
+            s._wait(v)
+        self._uses = []
+        self._fin()
+
+
+def _destroy_graph(owner: Any, pool: Any, dpools: list[Any], resources: list[Any]) -> None:
+    api, h = owner.api, owner.handle
+    raw, null = api.raw, api.ffi.NULL
+    for r in resources:
+        r()
+    for p in dpools:
+        raw.vkDestroyDescriptorPool(h, p, null)
+    raw.vkDestroyCommandPool(h, pool, null)
+    owner.release()
 
 
 def _mapping(a: Any) -> int:
