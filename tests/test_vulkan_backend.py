@@ -324,3 +324,21 @@ def test_capture_records_dispatches_copies_and_fills_for_replay(device: Any) -> 
         s.copy_to_host(out, dz)
         np.testing.assert_array_equal(out, 3 * x)  # the discarded capture's fill never ran
     assert s.supports("Stream.capture") if hasattr(s, "supports") else device.backend.supports("Stream.capture")
+
+
+def test_a_free_defers_without_submitting_the_open_batch(device: Any) -> None:
+    """Freeing memory while a stream has a batch open submits nothing (a free may come from an allocation's
+    __del__ in the middle of recording a command on that stream): the release waits for the value that batch
+    will signal, and happens once it completed."""
+    s = device.create_stream()
+    a, b = device.alloc(1 << 16), device.alloc(1 << 16)
+    s.fill(a, 1)
+    s.copy(b, a)  # b used by the open batch
+    submitted = s.value
+    b.free()
+    assert s.value == submitted and s._cb is not None  # still open, nothing submitted
+    assert device._graveyard  # b's release waits for that batch
+    s.synchronize()
+    device.synchronize()
+    assert not device._graveyard
+    a.free()

@@ -313,7 +313,8 @@ class VulkanDevice(Device):
             self._graveyard.append((waits, release))
 
     def _sweep(self, wait: bool = False) -> None:
-        """Release the deferred frees whose work has completed (all of them, waiting, with ``wait``)."""
+        """Release the deferred frees whose work has completed (all of them, waiting, with ``wait``: after every
+        stream was synchronized, so each value waited for was submitted)."""
         if not self._graveyard:
             return
         with self._release_lock:

@@ -244,13 +244,14 @@ class VulkanStream(Stream):
         return value
 
     def _flush_for_release(self) -> int:
-        """Submit what is recorded; the value after which memory used so far may be released (0: none pending)."""
-        with self._lock:
-            if self._cb is not None:
-                self._submit()
-            if self._seen >= self.value:
-                return 0
-            return self.value
+        """The timeline value after which memory used by the work enqueued so far may be released (0: nothing
+        pending).  Submits nothing: a release may come from an allocation's ``__del__`` in the middle of recording
+        a command on this very stream; an open batch's value is the one its submission will signal."""
+        if self._cb is not None:
+            return self.value + 1
+        if self._seen >= self.value:
+            return 0
+        return self.value
 
     def _reached(self, value: int, wait: bool) -> bool:
         """Whether the timeline reached ``value`` (waiting for it with ``wait``); retires completed batches."""
@@ -258,7 +259,11 @@ class VulkanStream(Stream):
             return True
         api = self._api
         if wait:
-            self._wait(value)
+            if value > self.value:  # (the open batch's value, from _flush_for_release: submit it first)
+                with self._lock:
+                    if value > self.value and self._cb is not None:
+                        self._submit()
+            self._wait(min(value, self.value))
             return True
         out = self._ffi.new("uint64_t *")
         api.check(api.raw.vkGetSemaphoreCounterValue(self.device.handle, self.semaphore, out),
