@@ -342,3 +342,45 @@ def test_a_free_defers_without_submitting_the_open_batch(device: Any) -> None:
     device.synchronize()
     assert not device._graveyard
     a.free()
+
+
+FEATURE_SHADERS = {
+    "FP64": ("#extension GL_ARB_gpu_shader_fp64 : require\n", "double v = double(x[i]) * 2.0lf; x[i] = float(v);"),
+    "FP16": ("#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n",
+             "float16_t h = float16_t(x[i]); x[i] = float(h + h);"),
+    "ATOMICS_64": ("#extension GL_EXT_shader_atomic_int64 : require\n"
+                   "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n"
+                   "layout(std430, binding = 1) buffer C { uint64_t count; };\n",
+                   "atomicAdd(count, uint64_t(1)); x[i] = x[i] * 2.0;"),
+}
+
+
+@pytest.mark.parametrize("flag", sorted(FEATURE_SHADERS))
+def test_a_capability_flag_means_its_shaders_run(device: Any, flag: str) -> None:
+    """FP64, FP16 and ATOMICS_64 are reported from the device's shader features, which opening the device enables:
+    a shader using each compiles, runs and doubles its input, with no validation message (the module's device
+    fixture asserts none)."""
+    from ironaccelerator import CapabilityFlags
+
+    if CapabilityFlags[flag] not in device.descriptor.capability.flags:
+        pytest.skip(f"{device.descriptor.name} does not report {flag}")
+    head, body = FEATURE_SHADERS[flag]
+    src = ("#version 450\n" + head + "layout(local_size_x = 64) in;\n"
+           "layout(std430, binding = 0) buffer X { float x[]; };\n"
+           "void main() { uint i = gl_GlobalInvocationID.x; " + body + " }\n")
+    k = device.load_module(src).kernel("main")
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    s = device.create_stream()
+    with device.alloc(x.nbytes) as dx, device.alloc(64) as dc:
+        s.copy_from_host(dx, x)
+        s.fill(dc, 0)
+        args = [dx] + ([dc] if k.num_args == 2 else [])
+        s.launch(KernelLaunch(k, LaunchDims(grid=n // 64, block=64), args))
+        s.copy_to_host(x, dx)
+        s.synchronize()
+        if flag == "ATOMICS_64":
+            count = np.zeros(8, np.uint8)
+            s.copy_to_host(count, dc, 8)
+            assert int.from_bytes(count.tobytes(), "little") == n
+    np.testing.assert_array_equal(x, 2 * np.arange(n, dtype=np.float32))

@@ -348,7 +348,7 @@ GENERATED_FROM: dict[str, Any] = {
         'qnn/interface.yaml': 'sha256:bada9bc0300ca9f988e40200b9a4f74a9db7f308f03b5765e5432ac6076ee46e',
         'qnn/saver.yaml': 'sha256:0c9512e2b7b4be6d0317acc847b95e0063dfd21f0578a11245bd1053166b27b5',
         'qnn/system.yaml': 'sha256:ad31c5082ac9f8b2b67bca91dbc13a0520f5003ba7b91bbb00d7affb38b493c6',
-        'vulkan/backend.yaml': 'sha256:c72759bd7d44411149366abd70a6ea96bf8e8c8472d1180edd41432be2999cdb',
+        'vulkan/backend.yaml': 'sha256:cd634619b1c973776a048fa2f49da92e3dc9542af8bc7af18e925ec5e93b9e02',
         'vulkan/vulkan.yaml': 'sha256:669af4f1d0dcdb9775a5f6206ac00c9c7043bdeb762cbb884c2df55144801050',
     },
     'libraries': {

@@ -38,10 +38,10 @@ MODULE_FORMATS = ('source', 'spirv')
 TABLES = VulkanTables(
     flags={
         'shaderFloat64': CapabilityFlags.FP64,
-        'VK_KHR_shader_atomic_int64': CapabilityFlags.ATOMICS_64,
-        'VK_KHR_shader_float16_int8': CapabilityFlags.FP16,
-        'VK_EXT_subgroup_size_control': CapabilityFlags.SUBGROUPS,
-        'VK_KHR_shader_integer_dot_product': CapabilityFlags.INT8_DOT,
+        'shaderFloat16': CapabilityFlags.FP16,
+        'shaderBufferInt64Atomics': CapabilityFlags.ATOMICS_64,
+        'subgroups': CapabilityFlags.SUBGROUPS,
+        'shaderIntegerDotProduct': CapabilityFlags.INT8_DOT,
         'always': CapabilityFlags.PROFILING | CapabilityFlags.ASYNC_COPY,
     },
     tiers={

@@ -19,5 +19,6 @@ from .memory import VulkanAllocation
 from .stream import VulkanEvent, VulkanGraph, VulkanStream
 from .module import VulkanKernel, VulkanModule
 
-__all__ = ["VulkanAllocation", "VulkanBackend", "VulkanDevice", "VulkanEvent", "VulkanGraph", "VulkanKernel", "VulkanModule",
+__all__ = ["VulkanAllocation", "VulkanBackend", "VulkanDevice", "VulkanEvent", "VulkanGraph", "VulkanKernel",
+           "VulkanModule",
            "VulkanStream", "VulkanTables"]

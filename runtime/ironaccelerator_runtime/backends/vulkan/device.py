@@ -118,13 +118,14 @@ class VulkanBackend(Backend):
         api, ffi, vk = self.api, self.api.ffi, self.api.vk
         name = ffi.string(props.deviceName).decode("utf-8", "replace")
         vendor = self.tables.vendor(name, implementation=vendor_key(int(props.vendorID)))
-        features = vk.vkGetPhysicalDeviceFeatures(pd)
-        names = {f for f in ("shaderFloat64", "shaderInt64", "shaderInt16") if getattr(features, f)}
-        _, n = vk.vkEnumerateDeviceExtensionProperties(pd, ffi.NULL, 0)
-        if n:
-            exts = ffi.new("VkExtensionProperties[]", n)
-            _, n = vk.vkEnumerateDeviceExtensionProperties(pd, ffi.NULL, n, exts)
-            names |= {ffi.string(exts[i].extensionName).decode() for i in range(n)}
+        names = set(_features(self.api, pd)[0])
+        sub = ffi.new("VkPhysicalDeviceSubgroupProperties *",
+                      {"sType": vk.VkStructureType.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
+        sp2 = ffi.new("VkPhysicalDeviceProperties2 *",
+                      {"sType": vk.VkStructureType.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": sub})
+        vk.vkGetPhysicalDeviceProperties2(pd, sp2)
+        if sub.supportedStages & 0x20 and sub.supportedOperations & 0x1:  # COMPUTE stage, BASIC operations
+            names.add("subgroups")
         v = int(props.apiVersion)
         version = f"Vulkan {v >> 22 & 0x7F}.{v >> 12 & 0x3FF}.{v & 0xFFF}"
         capability = self.tables.capability(frozenset(names), int(props.deviceType), version)
@@ -168,6 +169,37 @@ class VulkanBackend(Backend):
                        f"Vulkan device {index} does not exist ({len(devs)} found)", "VULKAN")
         pd, desc, family, props = devs[index]
         return VulkanDevice(self, pd, desc, family, props)
+
+
+_CORE_FEATURES = ("shaderFloat64", "shaderInt64", "shaderInt16")
+_V12_FEATURES = ("shaderFloat16", "shaderInt8", "shaderBufferInt64Atomics")
+
+
+def _features(api: _Api, pd: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The shader features a physical device has (VkPhysicalDeviceFeatures / Vulkan12Features names, and
+    ``shaderIntegerDotProduct`` where VK_KHR_shader_integer_dot_product is there), and its extensions."""
+    vk, ffi = api.vk, api.ffi
+    S = vk.VkStructureType
+    _, n = vk.vkEnumerateDeviceExtensionProperties(pd, ffi.NULL, 0)
+    exts: set[str] = set()
+    if n:
+        arr = ffi.new("VkExtensionProperties[]", n)
+        _, n = vk.vkEnumerateDeviceExtensionProperties(pd, ffi.NULL, n, arr)
+        exts = {ffi.string(arr[i].extensionName).decode() for i in range(n)}
+    f12 = ffi.new("VkPhysicalDeviceVulkan12Features *",
+                  {"sType": S.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
+    chain: Any = f12
+    dot = None
+    if "VK_KHR_shader_integer_dot_product" in exts:
+        dot = chain = ffi.new("VkPhysicalDeviceShaderIntegerDotProductFeatures *", {
+            "sType": S.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, "pNext": f12})
+    f2 = ffi.new("VkPhysicalDeviceFeatures2 *", {"sType": S.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                                 "pNext": chain})
+    vk.vkGetPhysicalDeviceFeatures2(pd, f2)
+    names = {f for f in _CORE_FEATURES if getattr(f2.features, f)} | {f for f in _V12_FEATURES if getattr(f12, f)}
+    if dot is not None and dot.shaderIntegerDotProduct:
+        names.add("shaderIntegerDotProduct")
+    return frozenset(names), frozenset(exts)
 
 
 def _compute_family(api: _Api, pd: Any) -> int | None:
@@ -224,16 +256,24 @@ class VulkanDevice(Device):
         qci = ffi.new("VkDeviceQueueCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                                     "queueFamilyIndex": family, "queueCount": 1,
                                                     "pQueuePriorities": prio})
+        # every shader feature the capability flags report is enabled (a flag means its operation works)
+        have, exts = _features(api, physical)
         f12 = ffi.new("VkPhysicalDeviceVulkan12Features *", {
             "sType": S.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "timelineSemaphore": 1,
-            "hostQueryReset": 1})
-        features = vk.vkGetPhysicalDeviceFeatures(physical)
-        enabled = ffi.new("VkPhysicalDeviceFeatures *")
-        for f in ("shaderFloat64", "shaderInt64", "shaderInt16"):
-            setattr(enabled, f, getattr(features, f))
-        dci = ffi.new("VkDeviceCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": f12,
+            "hostQueryReset": 1, **{f: 1 for f in _V12_FEATURES if f in have}})
+        chain: Any = f12
+        ext_names: list[Any] = []
+        if "shaderIntegerDotProduct" in have:
+            chain = ffi.new("VkPhysicalDeviceShaderIntegerDotProductFeatures *", {
+                "sType": S.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, "pNext": f12,
+                "shaderIntegerDotProduct": 1})
+            ext_names.append(ffi.new("char[]", b"VK_KHR_shader_integer_dot_product"))
+        enabled = ffi.new("VkPhysicalDeviceFeatures *", {f: 1 for f in _CORE_FEATURES if f in have})
+        ext_array = ffi.new("char *[]", ext_names) if ext_names else ffi.NULL
+        dci = ffi.new("VkDeviceCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, "pNext": chain,
                                                "queueCreateInfoCount": 1, "pQueueCreateInfos": qci,
-                                               "pEnabledFeatures": enabled})
+                                               "enabledExtensionCount": len(ext_names),
+                                               "ppEnabledExtensionNames": ext_array, "pEnabledFeatures": enabled})
         self.handle = vk.vkCreateDevice(physical, dci)
         self.queue = vk.vkGetDeviceQueue(self.handle, family, 0)
         self.queue_lock = threading.Lock()

@@ -59,8 +59,8 @@ def compile_glsl(source: bytes, opts: CompileOptions, entry: str | None = None) 
         log = "\n".join(line for line in (p.stdout + p.stderr).decode("utf-8", "replace").splitlines()
                         if line.strip() and line.strip() != "kernel.comp")
         if p.returncode != 0 or not os.path.exists(out):
-            raise fail(ErrorKind.COMPILE_FAILED, "Device.load_module", f"glslangValidator refused the GLSL source; build log "
-                       f"(exit status {p.returncode}):\n{log}", "VULKAN")
+            raise fail(ErrorKind.COMPILE_FAILED, "Device.load_module", "glslangValidator refused the GLSL source; "
+                       f"build log (exit status {p.returncode}):\n{log}", "VULKAN")
         with open(out, "rb") as f:
             return f.read(), log
 

@@ -22,8 +22,8 @@ from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, local_error, shared_mem_error, value_bytes
 from ironaccelerator_runtime.traits import (
-    Allocation, CopyRegion, Event, Graph, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span, device_span,
-    fill_pattern, host_span, host_view, not_a_launch,
+    Allocation, CopyRegion, Event, Graph, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span,
+    device_span, fill_pattern, host_span, host_view, not_a_launch,
 )
 
 from .device import VulkanDevice, make_buffer
