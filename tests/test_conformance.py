@@ -153,12 +153,56 @@ kernel void broken(device float *x [[buffer(0)]]) {
 """,
 )
 
+# Vulkan GLSL compute shaders (glslangValidator): a kernel is a parameterless void function (compiled as the entry
+# point of its name); a launch passes the storage buffers at the positions of their bindings and the push-constant
+# members in the other positions, in declaration order (saxpy binds x and y at 1 and 2, so `a` comes first).  The
+# local size is specialization constants, so any block launches.
+_VULKAN_HEAD = """#version 450
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+"""
+_VULKAN = KernelSources(
+    vector_add=_VULKAN_HEAD + """
+layout(std430, binding = 0) readonly buffer A { float a[]; };
+layout(std430, binding = 1) readonly buffer B { float b[]; };
+layout(std430, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform Args { uint n; };
+void vector_add() { uint i = gl_GlobalInvocationID.x; if (i < n) c[i] = a[i] + b[i]; }
+void main() { vector_add(); }
+""",
+    saxpy=_VULKAN_HEAD + """
+layout(std430, binding = 1) readonly buffer X { float x[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
+layout(push_constant) uniform Args { float a; uint n; };
+void saxpy() { uint i = gl_GlobalInvocationID.x; if (i < n) y[i] = a * x[i] + y[i]; }
+void main() { saxpy(); }
+""",
+    lcg=_VULKAN_HEAD + """
+layout(std430, binding = 0) buffer X { uint x[]; };
+layout(push_constant) uniform Args { uint n; uint rounds; };
+void lcg() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i >= n) return;
+    uint v = x[i];
+    for (uint r = 0u; r < rounds; ++r) v = v * 1664525u + 1013904223u;
+    x[i] = v;
+}
+void main() { lcg(); }
+""",
+    broken="""#version 450
+void main() {
+    float x = ;  // a syntax error
+    this_is_not_declared = 1;
+}
+""",
+)
+
 KERNELS: dict[BackendKind, KernelSources | None] = {
     BackendKind.OPENCL: _OPENCL,
     BackendKind.CUDA: _CUDA,  # compiled by the backend through NVRTC for the device's architecture
     BackendKind.ROCM: None,  # TODO: HIP C++ for hipRTC (same shape as the CUDA sources)
     BackendKind.METAL: _METAL,  # newLibraryWithSource:options:error: (the simulated device on Linux)
     BackendKind.QNN: None,  # graphs, not source: see MODULE_FORMATS (the kernel tests below need source kernels)
+    BackendKind.VULKAN: _VULKAN,  # GLSL compute shaders, compiled by glslangValidator
 }
 
 # The module format each backend's load_module takes in this suite: "source" (KERNELS above, compiled by the
@@ -170,6 +214,7 @@ MODULE_FORMATS: dict[BackendKind, str] = {
     BackendKind.ROCM: "source",
     BackendKind.METAL: "source",
     BackendKind.QNN: "qnn_context_binary",
+    BackendKind.VULKAN: "source",
 }
 
 # Operations a backend declares unsupported: each is called and must raise (or, unchecked, return) an
@@ -196,6 +241,12 @@ UNSUPPORTED: dict[BackendKind, dict[str, Callable[[Any], object]]] = {
 
 
 # ------------------------------------------------------------------ which backends run
+
+
+# Vulkan runs this suite under the Khronos validation layer where it is installed (the backend's debug messenger keeps
+# its warnings and errors in validation_messages: the device fixture asserts there are none)
+if os.path.exists("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"):
+    os.environ.setdefault("IRONACCEL_VULKAN_VALIDATION", "1")
 
 
 def _backends_with_devices() -> tuple[list[Any], str]:
@@ -238,6 +289,7 @@ def device(backend: Backend) -> Iterator[Device]:
     yield dev
     dev.synchronize()
     dev.close()
+    assert getattr(backend, "validation_messages", []) == []  # (Vulkan, under the validation layer)
 
 
 @pytest.fixture
@@ -838,7 +890,8 @@ def test_prefetch_of_unified_memory(device: Device, stream: Stream) -> None:
 # has none yet is UNSUPPORTED, listed here)
 HOST_VIEWS = {BackendKind.OPENCL: {MemoryKind.UNIFIED, MemoryKind.HOST_PINNED, MemoryKind.HOST},
               BackendKind.METAL: {MemoryKind.UNIFIED},
-              BackendKind.QNN: {MemoryKind.DEVICE, MemoryKind.HOST_PINNED, MemoryKind.HOST}}
+              BackendKind.QNN: {MemoryKind.DEVICE, MemoryKind.HOST_PINNED, MemoryKind.HOST},
+              BackendKind.VULKAN: {MemoryKind.UNIFIED, MemoryKind.HOST_PINNED, MemoryKind.HOST}}
 HOST_VIEW_UNSUPPORTED: dict[BackendKind, set[MemoryKind]] = {}
 # views that are mappings (OpenCL's ALLOC_HOST_PTR buffers: clEnqueueMapBuffer): released before the stream uses
 # the memory, as OpenCL requires, and taken again to see what it wrote
@@ -1495,6 +1548,15 @@ def test_compile_error_carries_build_log(device: Device, sources: KernelSources)
 # newLibraryWithSource:options:error:, which the generated binding releases: Module.build_log stays "")
 WARNING_LOGS: dict[BackendKind, str | None] = {BackendKind.OPENCL: "ia_build_log_check",
                                                BackendKind.CUDA: "ia_build_log_check", BackendKind.METAL: None}
+# how a backend's source says `#warning ia_build_log_check` where its language has no #warning (GLSL: an unknown
+# extension asked with `warn`, after the #version line that must come first)
+def _warning_directive(src: str) -> str:
+    return "#warning ia_build_log_check\n" + src
+
+
+WARNING_SOURCES: dict[BackendKind, Callable[[str], str]] = {
+    BackendKind.VULKAN: lambda src: src.replace("\n", "\n#extension GL_EXT_ia_build_log_check : warn\n", 1),
+}
 
 
 def test_compiler_warnings_reach_the_user(device: Device, sources: KernelSources) -> None:
@@ -1510,7 +1572,8 @@ def test_compiler_warnings_reach_the_user(device: Device, sources: KernelSources
     assert clean.build_log == "" and not [w for w in caught if w.category is ia.CompilerWarning], clean.build_log
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        module = device.load_module("#warning ia_build_log_check\n" + sources.vector_add, cache=False)
+        warned = WARNING_SOURCES.get(device.kind, _warning_directive)
+        module = device.load_module(warned(sources.vector_add), cache=False)
     assert module.kernel("vector_add").num_args == 4
     said = [w for w in caught if w.category is ia.CompilerWarning]
     want = WARNING_LOGS.get(device.kind, "ia_build_log_check")
@@ -2032,8 +2095,9 @@ def test_memory_pool_compiled_paths_race_trim_and_stats(device: Device) -> None:
 # Backends whose LaunchDims.shared_mem is dynamic shared memory (sharedMemBytes); elsewhere it is UNSUPPORTED
 SHARED_MEM: set[BackendKind] = {BackendKind.CUDA, BackendKind.ROCM}
 # Backends that know their value parameters' types (OpenCL: clGetKernelArgInfo; Metal: the kernel's signature), so a
-# Python number converts to the parameter's type; elsewhere (CUDA/HIP: sizes only) it is refused
-KNOWS_PARAM_TYPES: set[BackendKind] = {BackendKind.OPENCL, BackendKind.METAL}
+# Python number converts to the parameter's type (Vulkan: the push-constant members' SPIR-V types); elsewhere (CUDA/HIP:
+# sizes only) it is refused
+KNOWS_PARAM_TYPES: set[BackendKind] = {BackendKind.OPENCL, BackendKind.METAL, BackendKind.VULKAN}
 # A kernel with a local-memory parameter, per backend that has them (LocalMemory(nbytes) arguments): ``wg_sum(x,
 # scratch, out)``: out[g] = the sum of work-group g's block of x, reduced through `scratch` (block floats)
 LOCAL_KERNELS: dict[BackendKind, str] = {

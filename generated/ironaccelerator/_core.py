@@ -321,6 +321,7 @@ BUILTIN_BACKENDS: dict[BackendKind, str] = {
     BackendKind.METAL: 'ironaccelerator.backends.metal._backend:MetalBackend',
     BackendKind.OPENCL: 'ironaccelerator.backends.opencl._backend:OpenCLBackend',
     BackendKind.QNN: 'ironaccelerator.backends.qnn._backend:QnnBackend',
+    BackendKind.VULKAN: 'ironaccelerator.backends.vulkan._backend:VulkanBackend',
 }
 
 
@@ -347,6 +348,7 @@ GENERATED_FROM: dict[str, Any] = {
         'qnn/interface.yaml': 'sha256:7a23fabe89638f3541c6067a13bbfe0495b15203cc0fff59cd509511d43193d3',
         'qnn/saver.yaml': 'sha256:8bbf2e2b39a021c6508c290df09466da6fb0378133f1564637c79c5800de786d',
         'qnn/system.yaml': 'sha256:749e01cdd076886d54d84d75ba7ab5d56377016c781ff8b02387efcde4ae5fe1',
+        'vulkan/backend.yaml': 'sha256:cd634619b1c973776a048fa2f49da92e3dc9542af8bc7af18e925ec5e93b9e02',
         'vulkan/vulkan.yaml': 'sha256:669af4f1d0dcdb9775a5f6206ac00c9c7043bdeb762cbb884c2df55144801050',
     },
     'libraries': {
@@ -368,5 +370,6 @@ GENERATED_FROM: dict[str, Any] = {
         'OPENCL': {'vendor': 'opencl', 'spec': 'opencl/backend.yaml'},
         'QNN': {'vendor': 'qnn', 'spec': 'qnn/backend.yaml'},
         'ROCM': {'vendor': 'hip', 'spec': 'hip/backend.yaml'},
+        'VULKAN': {'vendor': 'vulkan', 'spec': 'vulkan/backend.yaml'},
     },
 }

@@ -1,0 +1,386 @@
+"""The Vulkan backend on Mesa's lavapipe: GLSL and SPIR-V vadd of 1M float32 elements against numpy, under the
+Khronos validation layer (IRONACCEL_VULKAN_VALIDATION=1: zero messages); bad input refused with the ErrorKind the
+other backends use; the SPIR-V reflector (spirv.reflect) against shaders compiled by glslangValidator; a fixed local
+size refuses another block, a specialisable one launches it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from ironaccelerator import Error, ErrorKind, KernelLaunch, LaunchDims
+
+LAYER_JSON = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
+
+VADD = """#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer A { float a[]; };
+layout(std430, binding = 1) readonly buffer B { float b[]; };
+layout(std430, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform Args { uint n; };
+void main() { uint i = gl_GlobalInvocationID.x; if (i < n) c[i] = a[i] + b[i]; }
+"""
+
+SAXPY_SPEC = """#version 450
+#extension GL_ARB_gpu_shader_int64 : require
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+layout(std430, binding = 1) readonly buffer X { float x[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
+layout(push_constant) uniform Args { float a; uint n; double d; int64_t q; };
+void main() { uint i = gl_GlobalInvocationID.x; if (i < n) y[i] = a * x[i] + y[i]; }
+"""
+
+
+def _spirv(tmp: Path, source: str) -> bytes:
+    exe = shutil.which("glslangValidator")
+    if exe is None:
+        pytest.skip("glslangValidator is not installed (Debian glslang-tools)")
+    (tmp / "in.comp").write_text(source)
+    subprocess.run([exe, "-V", "--target-env", "vulkan1.2", "-S", "comp", "-o", str(tmp / "out.spv"),
+                    str(tmp / "in.comp")], check=True, capture_output=True)
+    return (tmp / "out.spv").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def backend() -> Any:
+    from ironaccelerator.backends.vulkan import VulkanBackend
+
+    try:
+        b = VulkanBackend(validation=LAYER_JSON.exists())
+        if not b.devices():
+            pytest.skip("no Vulkan device (Debian mesa-vulkan-drivers provides lavapipe)")
+    except Error as e:
+        pytest.skip(f"Vulkan is not available: {e}")
+    return b
+
+
+@pytest.fixture(scope="module")
+def device(backend: Any) -> Iterator[Any]:
+    dev = backend.open(0)
+    yield dev
+    dev.close()
+    assert backend.validation_messages == []
+
+
+def _vadd(device: Any, kernel: Any, block: int) -> None:
+    n = 1 << 20
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    c = np.zeros(n, np.float32)
+    s = device.create_stream()
+    with device.alloc(a.nbytes) as da, device.alloc(b.nbytes) as db, device.alloc(c.nbytes) as dc:
+        s.copy_from_host(da, a)
+        s.copy_from_host(db, b)
+        s.launch(KernelLaunch(kernel, LaunchDims(grid=n // block, block=block), [da, db, dc, np.uint32(n)]))
+        s.copy_to_host(c, dc)
+        s.synchronize()
+    np.testing.assert_array_equal(c, a + b)
+
+
+def test_glsl_vadd_of_1m_elements_matches_numpy(device: Any) -> None:
+    k = device.load_module(VADD).kernel("main")
+    assert k.num_args == 4 and k.signature == "A, B, C, unsigned int n"
+    _vadd(device, k, 64)
+
+
+def test_spirv_vadd_of_1m_elements_matches_numpy(device: Any, tmp_path: Path) -> None:
+    k = device.load_module(_spirv(tmp_path, VADD)).kernel("main")
+    _vadd(device, k, 64)
+
+
+def test_a_fixed_local_size_refuses_another_block(device: Any) -> None:
+    k = device.load_module(VADD).kernel("main")
+    s = device.create_stream()
+    with device.alloc(256) as x, pytest.raises(Error) as ei:
+        s.launch(KernelLaunch(k, LaunchDims(grid=1, block=32), [x, x, x, np.uint32(1)]))
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and "local_size_x_id" in str(ei.value)
+
+
+def test_bad_input_gets_the_same_error_kinds(device: Any) -> None:
+    with pytest.raises(Error) as ei:
+        device.load_module(b"\x03\x02\x23\x07" + b"\0" * 7)
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and ei.value.backend == "VULKAN"
+    with pytest.raises(Error) as ei:
+        device.load_module(b"\xff\xfe not text")
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+    with pytest.raises(Error) as ei:
+        device.load_module("#version 450\nvoid main() { x = ; }\n")
+    assert ei.value.kind is ErrorKind.COMPILE_FAILED and "log" in str(ei.value)
+    with pytest.raises(Error) as ei:
+        device.load_module(VADD).kernel("no_such_kernel")
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+
+
+def test_reflection_of_glslang_output(tmp_path: Path) -> None:
+    from ironaccelerator_runtime.backends.vulkan import spirv
+
+    r = spirv.reflect(_spirv(tmp_path, VADD))
+    assert r.entry_points["main"].local_size == (64, 1, 1) and not r.entry_points["main"].specializable
+    assert [(b.set, b.binding, b.name) for b in r.buffers] == [(0, 0, "A"), (0, 1, "B"), (0, 2, "C")]
+    assert [(m.name, m.offset, m.kind, m.size) for m in r.push] == [("n", 0, "uint", 4)]
+    r = spirv.reflect(_spirv(tmp_path, SAXPY_SPEC))
+    assert r.entry_points["main"].spec_ids == (0, 1, 2)
+    assert [(m.name, m.offset, m.kind, m.size) for m in r.push] == [
+        ("a", 0, "float", 4), ("n", 4, "uint", 4), ("d", 8, "float", 8), ("q", 16, "int", 8)]
+    assert r.push_size == 24
+
+
+@pytest.mark.parametrize("data", [b"", b"\x03\x02\x23\x07" * 3, b"\0" * 20, b"\x03\x02\x23\x07" + b"\0" * 17])
+def test_reflection_refuses_malformed_bytes(data: bytes) -> None:
+    from ironaccelerator_runtime.backends.vulkan import spirv
+
+    with pytest.raises(Error) as ei:
+        spirv.reflect(data)
+    assert ei.value.kind is ErrorKind.INVALID_VALUE
+
+
+def test_buffers_take_the_positions_of_their_bindings(device: Any) -> None:
+    k = device.load_module(SAXPY_SPEC).kernel("main")
+    assert k.signature == "float a, X, Y, unsigned int n, double d, long q"
+    n = 1000
+    x = np.arange(n, dtype=np.float32)
+    y = np.ones(n, np.float32)
+    s = device.create_stream()
+    with device.alloc(x.nbytes) as dx, device.alloc(y.nbytes) as dy:
+        s.copy_from_host(dx, x)
+        s.copy_from_host(dy, y)
+        s.launch(KernelLaunch(k, LaunchDims(grid=(n + 127) // 128, block=128),
+                              [np.float32(2), dx, dy, np.uint32(n), np.float64(0), np.int64(0)]))
+        s.copy_to_host(y, dy)
+        s.synchronize()
+    np.testing.assert_array_equal(y, 2 * x + 1)
+
+
+def test_exit_with_live_allocations_under_validation(backend: Any, tmp_path: Path) -> None:
+    """A process that exits with an allocation, a stream and a kernel still alive exits cleanly under the
+    validation layer (the device was destroyed at exit before the allocations' release: the loader aborted)."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "from ironaccelerator import BackendRegistry\n"
+        "d = BackendRegistry.default().get('vulkan').open(0)\n"
+        f"k = d.load_module({VADD!r}).kernel('main')\n"
+        "s = d.create_stream()\n"
+        "a = d.alloc(64)\n"
+        "s.fill(a, 1)\n"
+        "print('exiting')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and "exiting" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_descriptor_sets_follow_reallocated_buffers(device: Any) -> None:
+    """A launch's descriptor set is cached by its buffers' serials: 300 output allocations in turn (each freed after
+    its launch, so the driver may hand out the same VkBuffer handle again; past the stream's 256 cached sets) each
+    receive their own result."""
+    n = 256
+    k = device.load_module(VADD).kernel("main")
+    s = device.create_stream()
+    a = np.arange(n, dtype=np.float32)
+    out = np.empty(n, np.float32)
+    with device.alloc(a.nbytes) as da:
+        s.copy_from_host(da, a)
+        for i in range(300):
+            dc = device.alloc(a.nbytes)
+            s.fill(dc, 0)
+            s.launch(KernelLaunch(k, LaunchDims(grid=n // 64, block=64), [da, da, dc, np.uint32(n - i % 7)]))
+            s.copy_to_host(out, dc)
+            s.synchronize()
+            want = np.where(np.arange(n) < n - i % 7, 2 * a, 0)
+            np.testing.assert_array_equal(out, want)
+            dc.free()
+
+
+def test_glsl_goes_through_the_kernel_cache(device: Any) -> None:
+    """GLSL compiled once is SPIR-V from the kernel cache the next time (per source, options and entry point);
+    cache=False compiles again."""
+    src = VADD.replace("void main()", "// cache probe\nvoid main()")
+    first = device.load_module(src)
+    again = device.load_module(src)
+    fresh = device.load_module(src, cache=False)
+    assert (first.from_cache, again.from_cache, fresh.from_cache) == (False, True, False)
+    assert again.kernel("main").signature == first.kernel("main").signature
+    other = device.load_module(src, defines={"UNUSED": 1})
+    assert not other.from_cache
+
+
+def test_host_copies_stay_in_stream_order(device: Any) -> None:
+    """A copy from the host into memory a queued kernel still reads waits for it (staged while the stream has
+    work pending; written through the mapping only when it has none), and a copy to the host waits for the work
+    before it, on both paths."""
+    n = 1 << 16
+    k = device.load_module(VADD).kernel("main")
+    s = device.create_stream()
+    old, new = np.full(n, 1, np.float32), np.full(n, 5, np.float32)
+    out = np.empty(n, np.float32)
+    dims = LaunchDims(grid=n // 64, block=64)
+    with device.alloc(4 * n) as da, device.alloc(4 * n) as dc:
+        s.copy_from_host(da, old)  # (an idle stream: through the mapping, on lavapipe)
+        for _ in range(20):
+            s.launch(KernelLaunch(k, dims, [da, da, dc, np.uint32(n)]))
+        s.copy_from_host(da, new)  # after the launches, which read `old`
+        s.copy_to_host(out, dc)
+        np.testing.assert_array_equal(out, 2 * old)
+        s.launch(KernelLaunch(k, dims, [da, da, dc, np.uint32(n)]))
+        s.copy_to_host(out, dc)
+        np.testing.assert_array_equal(out, 2 * new)
+
+
+def test_a_queue_without_timestamps_orders_events_but_cannot_time_them(backend: Any) -> None:
+    """Where the compute queue writes no timestamps (timestampValidBits 0; lavapipe's does: the flag is forced
+    here), events still order and wait; elapsed_ms is UNSUPPORTED rather than a timestamp never written."""
+    with backend.open(0) as dev:
+        dev.timestamps = False
+        s = dev.create_stream()
+        with dev.alloc(64) as a:
+            e0 = s.record_event()
+            s.fill(a, 3)
+            e1 = s.record_event()
+            e1.synchronize()
+            assert e0.query() and e1.query()
+            with pytest.raises(Error) as ei:
+                e0.elapsed_ms(e1)
+            assert ei.value.kind is ErrorKind.UNSUPPORTED
+
+
+def test_a_garbage_cycle_of_device_stream_kernel_and_allocation(tmp_path: Path) -> None:
+    """A device, a stream with work pending, a kernel and an allocation dropped together in a reference cycle are
+    released in any order the collector picks: the VkDevice goes last (the device's finalizer ran first, then an
+    allocation's release used the destroyed device: the loader aborted under the validation layer)."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import gc\n"
+        "from ironaccelerator import BackendRegistry\n"
+        "def make():\n"
+        "    d = BackendRegistry.default().get('vulkan').open(0)\n"
+        f"    k = d.load_module({VADD!r}).kernel('main')\n"
+        "    s = d.create_stream()\n"
+        "    a = d.alloc(1 << 20)\n"
+        "    s.fill(a, 1)\n"
+        "    cycle = [d, s, k, a]\n"
+        "    cycle.append(cycle)\n"
+        "for _ in range(3):\n"
+        "    make()\n"
+        "    gc.collect()\n"
+        "print('collected')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and "collected" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_capture_records_dispatches_copies_and_fills_for_replay(device: Any) -> None:
+    """Stream.capture: a fill, a dispatch and a device copy recorded once (nothing runs inside the block) and
+    replayed three times, on the capturing stream and another, each replay in that stream's order; host copies and
+    events inside the block are UNSUPPORTED; an exception inside it discards the graph; a closed graph is
+    INVALID_HANDLE."""
+    n = 1024
+    k = device.load_module(SAXPY_SPEC).kernel("main")
+    s, other = device.create_stream(), device.create_stream()
+    x = np.arange(n, dtype=np.float32)
+    out = np.empty(n, np.float32)
+    dims = LaunchDims(grid=n // 64, block=64)
+    with device.alloc(4 * n) as dx, device.alloc(4 * n) as dy, device.alloc(4 * n) as dz:
+        s.copy_from_host(dx, x)
+        s.fill(dz, 0)
+        s.synchronize()
+        with s.capture() as graph:
+            s.fill(dy, 0)
+            s.launch(KernelLaunch(k, dims, [np.float32(3), dx, dy, np.uint32(n), np.float64(0), np.int64(0)]))
+            s.copy(dz, dy)
+            for refused in (lambda: s.copy_to_host(out, dy), lambda: s.copy_from_host(dy, x), s.record_event,
+                            s.synchronize):
+                with pytest.raises(Error) as ei:
+                    refused()
+                assert ei.value.kind is ErrorKind.UNSUPPORTED
+        s.copy_to_host(out, dz)
+        np.testing.assert_array_equal(out, 0)  # nothing ran while capturing
+        for stream in (s, other, s):
+            stream.copy_from_host(dz, np.full(n, 7, np.float32))
+            graph.launch(stream)
+            stream.copy_to_host(out, dz)
+            np.testing.assert_array_equal(out, 3 * x)
+        graph.close()
+        with pytest.raises(Error) as ei:
+            graph.launch(s)
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+        with pytest.raises(ZeroDivisionError), s.capture():
+            s.fill(dz, 1)
+            1 / 0
+        s.synchronize()
+        s.copy_to_host(out, dz)
+        np.testing.assert_array_equal(out, 3 * x)  # the discarded capture's fill never ran
+    assert s.supports("Stream.capture") if hasattr(s, "supports") else device.backend.supports("Stream.capture")
+
+
+def test_a_free_defers_without_submitting_the_open_batch(device: Any) -> None:
+    """Freeing memory while a stream has a batch open submits nothing (a free may come from an allocation's
+    __del__ in the middle of recording a command on that stream): the release waits for the value that batch
+    will signal, and happens once it completed."""
+    s = device.create_stream()
+    a, b = device.alloc(1 << 16), device.alloc(1 << 16)
+    s.fill(a, 1)
+    s.copy(b, a)  # b used by the open batch
+    submitted = s.value
+    b.free()
+    assert s.value == submitted and s._cb is not None  # still open, nothing submitted
+    assert device._graveyard  # b's release waits for that batch
+    s.synchronize()
+    device.synchronize()
+    assert not device._graveyard
+    a.free()
+
+
+FEATURE_SHADERS = {
+    "FP64": ("#extension GL_ARB_gpu_shader_fp64 : require\n", "double v = double(x[i]) * 2.0lf; x[i] = float(v);"),
+    "FP16": ("#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n",
+             "float16_t h = float16_t(x[i]); x[i] = float(h + h);"),
+    "ATOMICS_64": ("#extension GL_EXT_shader_atomic_int64 : require\n"
+                   "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n"
+                   "layout(std430, binding = 1) buffer C { uint64_t count; };\n",
+                   "atomicAdd(count, uint64_t(1)); x[i] = x[i] * 2.0;"),
+}
+
+
+@pytest.mark.parametrize("flag", sorted(FEATURE_SHADERS))
+def test_a_capability_flag_means_its_shaders_run(device: Any, flag: str) -> None:
+    """FP64, FP16 and ATOMICS_64 are reported from the device's shader features, which opening the device enables:
+    a shader using each compiles, runs and doubles its input, with no validation message (the module's device
+    fixture asserts none)."""
+    from ironaccelerator import CapabilityFlags
+
+    if CapabilityFlags[flag] not in device.descriptor.capability.flags:
+        pytest.skip(f"{device.descriptor.name} does not report {flag}")
+    head, body = FEATURE_SHADERS[flag]
+    src = ("#version 450\n" + head + "layout(local_size_x = 64) in;\n"
+           "layout(std430, binding = 0) buffer X { float x[]; };\n"
+           "void main() { uint i = gl_GlobalInvocationID.x; " + body + " }\n")
+    k = device.load_module(src).kernel("main")
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    s = device.create_stream()
+    with device.alloc(x.nbytes) as dx, device.alloc(64) as dc:
+        s.copy_from_host(dx, x)
+        s.fill(dc, 0)
+        args = [dx] + ([dc] if k.num_args == 2 else [])
+        s.launch(KernelLaunch(k, LaunchDims(grid=n // 64, block=64), args))
+        s.copy_to_host(x, dx)
+        s.synchronize()
+        if flag == "ATOMICS_64":
+            count = np.zeros(8, np.uint8)
+            s.copy_to_host(count, dc, 8)
+            assert int.from_bytes(count.tobytes(), "little") == n
+    np.testing.assert_array_equal(x, 2 * np.arange(n, dtype=np.float32))
