@@ -304,6 +304,9 @@ class SdkSpec:
     wheels: tuple[SdkWheel, ...] = ()
     version: SdkVersion = SdkVersion()
     path: str = ""  # the spec that declares it
+    # where to get it: (manager, package) pairs, manager apt (scripts/install-system-sdks.sh) or pip (the Makefile's
+    # GEN_SDKS/TEST_SDKS); named when it is not found and `generate --require-sdks` (or CI=true) fails
+    install: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1392,12 +1395,21 @@ def _sdk(r: SpecReader, node: yaml.Node | None, display: str) -> tuple[Name | No
                              macros=tuple(x.value for x in macros), newest=newest.value if newest else None,
                              root_pattern=root_pattern.value if root_pattern else None,
                              wheel_dist=wheel is not None and wheel.value == "dist")
+    install: list[tuple[str, str]] = []
+    if "install" in m:
+        im = r.section(m["install"], "library > sdk > install", "install") or {}
+        package = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+\-]*([<>=!~]=?[A-Za-z0-9_.*+\-]+)?\Z")
+        for manager in ("apt", "pip"):
+            for x in r.seq(im.get(manager), manager, lambda n: r.string(n, "package", package,
+                                                                         ": expected a package name (pip: a pinned "
+                                                                         "requirement allowed, ex. foo==1.2)")):
+                install.append((manager, x.value))
     if kind is None or marker is None:
         return kind, None
     return kind, SdkSpec(kind=kind, marker=marker.value, env=tuple(x.value for x in env),
                          roots=tuple(x.value for x in roots), tools=tuple(x.value for x in tools),
                          include_dirs=tuple(x.value for x in include_dirs), wheels=tuple(wheels), version=version,
-                         path=display)
+                         path=display, install=tuple(install))
 
 
 # the trait-surface sections of core.yaml, read by ironaccelerator_gen.surface

@@ -88,6 +88,56 @@ def test_a_library_whose_sdk_only_its_spec_knows(tmp_path: Path) -> None:
     assert "skipped toy.toy: no toy SDK headers found (toy/toy.h)" in gen.stdout, gen.stdout + gen.stderr
 
 
+def test_a_missing_sdk_fails_generate_under_ci(tmp_path: Path) -> None:
+    """Issue 29 item 5: without CI a library whose SDK is missing is skipped and `generate --check` passes; under
+    CI=true (as .ci/run) or with --require-sdks it is an error at the spec's sdk:, naming the package to install."""
+    specs, root = toy(tmp_path)
+    spec = specs / "toy" / "toy.yaml"
+    spec.write_text(TOY_SPEC.replace("  env: [TOY_SDK_ROOT]\n", "  env: [TOY_SDK_ROOT]\n  install: {apt: libtoy-dev, "
+                                     "pip: toy-headers==1.4}\n"), encoding="utf-8")
+    out = tmp_path / "out"
+    assert cli("generate", "--specs", str(specs), "--out", str(out), env={"TOY_SDK_ROOT": str(root)},
+               cwd=tmp_path).returncode == 0
+    bare = {k: v for k, v in os.environ.items() if k not in ("TOY_SDK_ROOT", "CI")}
+
+    def check(*extra: str, ci: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--check", "--specs",
+                               str(specs), "--out", str(out), *extra], capture_output=True, text=True, timeout=120,
+                              env={**bare, **({"CI": ci} if ci else {})}, cwd=tmp_path)
+    local = check()
+    assert local.returncode == 0 and "skipped toy.toy: no toy SDK headers found" in local.stdout, local
+    assert check(ci="false").returncode == 0
+    for run in (check(ci="true"), check("--require-sdks")):
+        assert run.returncode == 2, run
+        assert run.stderr.splitlines()[0] == (
+            f"{spec}:5:9: toy.toy: no toy SDK found (toy/toy.h), so its checked-in output is not verified: install "
+            "apt package libtoy-dev (scripts/install-system-sdks.sh) or pip toy-headers==1.4 (the Makefile's "
+            "GEN_SDKS/TEST_SDKS), or give --sdk toy=PATH"), run.stderr
+    # a declaration without install: says to add one
+    spec.write_text(TOY_SPEC, encoding="utf-8")
+    run = check(ci="true")
+    assert run.returncode == 2 and "add an install: hint to specs/toy/toy.yaml" in run.stderr, run.stderr
+
+
+def test_install_hints_are_checked(tmp_path: Path) -> None:
+    """An install: entry that is not a package name is a located spec error."""
+    specs, _ = toy(tmp_path)
+    spec = specs / "toy" / "toy.yaml"
+    spec.write_text(TOY_SPEC.replace("  env: [TOY_SDK_ROOT]\n", "  env: [TOY_SDK_ROOT]\n  install: {apt: 'a b', "
+                                     "brew: toy}\n"), encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        load_library(spec, "toy/toy.yaml")
+    text = str(e.value)
+    assert "package 'a b' is not valid" in text and "brew" in text, text
+
+
+def test_every_declared_sdk_says_how_to_install_it() -> None:
+    """The shipped specs' SDK declarations each name their package (what a missing SDK's CI error names), but
+    nvtx's (only a CUDA toolkit has its headers)."""
+    descs = sdk.descriptions(SPECS)
+    assert sorted(k for k, d in descs.items() if not d.install) == ["nvtx"]
+
+
 def test_generate_reports_as_it_goes(tmp_path: Path) -> None:
     """Issue 24 item 6: a line as each library starts (what it parses) and finishes (its functions, its time),
     then the rendering; -q: the summary only; -v: where the headers come from."""
