@@ -45,27 +45,33 @@ DEFAULT_SPECS = data.SPECS
 # They follow how specs/cuda/driver.yaml, specs/hip/runtime.yaml and specs/opencl/cl.yaml map their codes.
 KIND_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("LAUNCH_FAILED", ("_LAUNCH_", "_ILLEGAL_ADDRESS_", "_ILLEGAL_INSTRUCTION_", "_MISALIGNED_ADDRESS_",
-                       "_HARDWARE_STACK_ERROR_", "_ASSERT_$", "_EXEC_STATUS_ERROR_")),
-    ("OUT_OF_MEMORY", ("_OUT_OF_MEMORY_", "_OUT_OF_RESOURCES_", "_OUT_OF_HOST_MEMORY_", "_ALLOCATION_FAIL",
-                       "_MEMORY_ALLOCATION_", "_HEAP_EXHAUSTED_", "_NO_MEMORY_")),
-    ("NOT_READY", ("_NOT_READY_", "_BUSY_$")),
-    ("NOT_INITIALIZED", ("_NOT_INITIALIZED_", "_UNINITIALIZED_", "_DEINITIALIZED_", "_INITIALIZATION_ERROR_")),
+                       "_HARDWARE_STACK_ERROR_", "_ASSERT_$", "_EXEC_STATUS_ERROR_", "_EXECUTION_FAILED_")),
+    # out of device/host/pool memory, an allocation that failed (cuBLAS's ALLOC_FAILED), a fragmented pool (Vulkan)
+    ("OUT_OF_MEMORY", ("_OUT_OF_MEMORY_", "_OUT_OF_RESOURCES_", "_OUT_OF_HOST_MEMORY_", "_OUT_OF_DEVICE_MEMORY_",
+                       "_OUT_OF_POOL_MEMORY_", "_ALLOCATION_FAIL", "_ALLOC_FAIL", "_MEMORY_ALLOCATION_",
+                       "_HEAP_EXHAUSTED_", "_NO_MEMORY_", "_INSUFFICIENT_MEMORY_", "_FRAGMENTED_POOL_",
+                       "_FRAGMENTATION_", "_TOO_MANY_OBJECTS_", "_MEMORY_MAP_FAILED_")),
+    ("NOT_READY", ("_NOT_READY_", "_BUSY_$", "_TIMEOUT_", "_TIMED_OUT_")),
+    ("NOT_INITIALIZED", ("_NOT_INITIALIZED_", "_UNINITIALIZED_", "_DEINITIALIZED_", "_INITIALIZATION_ERROR_",
+                         "_INITIALIZATION_FAILED_")),
     ("NO_DEVICE", ("_NO_DEVICE_", "_DEVICE_NOT_FOUND_", "_DEVICE_NOT_AVAILABLE_", "_DEVICE_UNAVAILABLE_",
-                   "_INSUFFICIENT_DRIVER_")),
+                   "_INSUFFICIENT_DRIVER_", "_DEVICE_LOST_", "_INCOMPATIBLE_DRIVER_", "_DEVICE_REQUIRES_RESET_")),
     ("LIBRARY_NOT_FOUND", ("_LIBRARY_NOT_FOUND_", "_FILE_NOT_FOUND_", "_SHARED_OBJECT_INIT_")),
     ("SYMBOL_NOT_FOUND", ("_SYMBOL_NOT_FOUND_",)),
     ("COMPILE_FAILED", ("_COMPILATION_$", "_COMPILE_PROGRAM_", "_COMPILER_NOT_", "_LINKER_NOT_", "_LINK_PROGRAM_",
                         "_BUILD_PROGRAM_", "_INVALID_PTX_$", "_INVALID_IMAGE_$", "_INVALID_BINARY_$",
-                        "_NO_BINARY_", "_INVALID_SOURCE_$", "_JIT_", "_PROGRAM_CREATION_")),
+                        "_NO_BINARY_", "_INVALID_SOURCE_$", "_JIT_", "_PROGRAM_CREATION_", "_BUILD_FAILURE_$",
+                        "_LINK_FAILURE_$", "_INVALID_SHADER_")),
     ("UNSUPPORTED", ("_NOT_SUPPORTED_", "_UNSUPPORTED_", "_NOT_IMPLEMENTED_", "_NOT_PERMITTED_", "_NOT_AVAILABLE_",
-                     "_INVALID_OPERATION_$")),
+                     "_INVALID_OPERATION_$", "_NOT_PRESENT_$", "_ARCH_MISMATCH_", "_INSUFFICIENT_PERMISSIONS_")),
     ("INVALID_HANDLE", ("_INVALID_HANDLE_$", "_INVALID_RESOURCE_HANDLE_$", "_INVALID_CONTEXT_$", "_INVALID_QUEUE_$",
                         "_INVALID_COMMAND_QUEUE_$", "_INVALID_DEVICE_QUEUE_$", "_INVALID_MEM_OBJECT_$",
                         "_INVALID_PROGRAM_$", "_INVALID_KERNEL_$", "_INVALID_EVENT_$", "_INVALID_SAMPLER_$",
                         "_INVALID_STREAM_$", "_INVALID_MODULE_$", "_INVALID_FUNCTION_$", "_INVALID_GRAPH_$",
-                        "_INVALID_OBJECT_$", "_INVALID_GL_OBJECT_$", "_CONTEXT_IS_DESTROYED_", "_NOT_FOUND_")),
+                        "_INVALID_OBJECT_$", "_INVALID_GL_OBJECT_$", "_CONTEXT_IS_DESTROYED_", "_NOT_FOUND_",
+                        "_INVALID_NULL_HANDLE_$", "_INVALID_EXTERNAL_HANDLE_")),
     ("INVALID_VALUE", ("_INVALID_VALUE_", "_INVALID_ARG", "_INVALID_INPUT_", "_INVALID_OPTION", "_INVALID_",
-                       "_BAD_PARAM", "_OUT_OF_RANGE_", "_OVERLAP_", "_SIZE_RESTRICTION_")),
+                       "_BAD_PARAM", "_OUT_OF_RANGE_", "_OVERLAP_", "_SIZE_RESTRICTION_", "_VALIDATION_FAILED_")),
     ("UNKNOWN", ("_UNKNOWN_",)),
 )
 
@@ -136,6 +142,7 @@ class Draft:
     sdk_wheels: tuple[tuple[str, str], ...] = ()  # (include, dist)
     sdk_note: str = ""
     sdk_version: tuple[tuple[str, str], ...] = ()  # the version: block, (key, YAML value)  ex) (macro, CUDA_VERSION)
+    sdk_version_note: str = ""  # a version the header states that no version: way reads (ZE_API_VERSION_CURRENT)
     defines: tuple[tuple[str, str], ...] = ()
     define_note: str = ""
     undefines: tuple[str, ...] = ()
@@ -197,6 +204,8 @@ def render(d: Draft) -> str:
             out.append(f"  include_dirs: {_flow(d.sdk_include_dirs)}")
         if d.sdk_version:
             out.append("  version: {" + ", ".join(f"{k}: {v}" for k, v in d.sdk_version) + "}  # review")
+        elif d.sdk_version_note:
+            out.append(f"  # {d.sdk_version_note}")
         if d.sdk_wheels:
             out.append("  wheels:")
             out += [f"    - {{include: {_scalar(inc)}, dist: {_scalar(dist)}}}" for inc, dist in d.sdk_wheels]
@@ -404,29 +413,57 @@ class ErrorsFound:
     codes: tuple[tuple[str, int], ...] = ()
 
 
-def find_version(h: Header, marker: str) -> tuple[tuple[str, str], ...]:
+def find_version(h: Header, marker: str, include_dir: Path | None = None) -> tuple[tuple[str, str], ...]:
     """How the SDK's version is read (``sdk.version``), from its macros: ``<P>_VERSION_MAJOR``/``_MINOR``
-    (/``_PATCH``) joined; else the newest ``<P>_VERSION_<major>_<minor>`` (OpenCL); else one ``<P>_VERSION``
-    integer (its encoding is left to review).  ``header:`` where they are not in the marker."""
+    (/``_PATCH``) or ``<P>_VER_MAJOR``/... (cuBLAS) joined; else the newest ``<P>_VERSION_<major>_<minor>``
+    (OpenCL, Vulkan); else one ``<P>_VERSION`` integer (its encoding is left to review).  ``header:`` where they
+    are not in the marker.  With ``include_dir``, only a way that :func:`sdk.header_version` (what ``generate``
+    runs) reads a version with is returned (a macro defined as an expression of others is not one)."""
+    from . import sdk as sdks
+    from .spec import SdkVersion
+
     ints = {c.name: c for c in h.constants if isinstance(c.value, int) and not isinstance(c.value, bool)}
 
     def where(name: str) -> tuple[tuple[str, str], ...]:
         f = ints[name].location.file
         return () if f == marker else (("header", _scalar(f)),)
 
+    def reads(way: tuple[tuple[str, str], ...], v: SdkVersion) -> bool:
+        return include_dir is None or sdks.header_version(v, marker, include_dir) is not None
+
     for name in sorted(ints):
-        if name.endswith("_VERSION_MAJOR") and name[:-5] + "MINOR" in ints:
-            parts = [name, name[:-5] + "MINOR"] + ([name[:-5] + "PATCH"] if name[:-5] + "PATCH" in ints else [])
-            return where(name) + (("macros", _flow(parts)),)
+        for major in ("_VERSION_MAJOR", "_VER_MAJOR"):
+            stem = name[:-len("MAJOR")]
+            if name.endswith(major) and stem + "MINOR" in ints:
+                parts = [name, stem + "MINOR"] + ([stem + "PATCH"] if stem + "PATCH" in ints else [])
+                way = where(name) + (("macros", _flow(parts)),)
+                if reads(way, SdkVersion(header=dict(way).get("header", "").strip('"') or None, macros=tuple(parts))):
+                    return way
     pairs = sorted(n for n in ints if re.fullmatch(r"[A-Z][A-Z0-9]*_VERSION_\d+_\d+", n))
     if pairs:
         prefix = pairs[0].split("_VERSION_")[0]
         if all(n.startswith(prefix + "_VERSION_") for n in pairs):
-            return where(pairs[0]) + (("newest", _scalar(f"{prefix}_VERSION_*_*")),)
+            way = where(pairs[0]) + (("newest", _scalar(f"{prefix}_VERSION_*_*")),)
+            if reads(way, SdkVersion(header=dict(way).get("header", "").strip('"') or None,
+                                     newest=f"{prefix}_VERSION_*_*")):
+                return way
     single = sorted(n for n in ints if re.fullmatch(r"[A-Z][A-Z0-9]*_VERSION", n))
     if len(single) == 1:
-        return where(single[0]) + (("macro", single[0]),)
+        way = where(single[0]) + (("macro", single[0]),)
+        if reads(way, SdkVersion(header=dict(way).get("header", "").strip('"') or None, macro=single[0])):
+            return way
     return ()
+
+
+def version_note(h: Header) -> str:
+    """The version the header states where no ``version:`` way reads it (an enum constant, as Level Zero's
+    ``ZE_API_VERSION_CURRENT``): for the review comment, or ''."""
+    for e in h.enums:
+        for c in e.constants:
+            if c.name.endswith("_VERSION_CURRENT") and isinstance(c.value, int) and c.value > 0xFFFF:
+                return (f"review: the header's {c.name} is {c.value >> 16}.{c.value & 0xFFFF} (an enum constant: "
+                        "no version: way reads it; generate reports the version as unknown)")
+    return ""
 
 
 def find_errors(h: Header, bound: Sequence[Function]) -> ErrorsFound:
@@ -499,7 +536,7 @@ def _ldconfig() -> list[Path]:
 
 
 def find_libraries(stems: Sequence[str], dirs: Sequence[Path], listed: Sequence[Path]) -> list[Path]:
-    """Library files ``lib<stem>.so*`` for the first stem that has any, searched in ``dirs`` and the files
+    """Library files ``lib<stem>.so*`` (the first stem: also ``lib<stem>_<word>.so*``) for the first stem that has any, searched in ``dirs`` and the files
     ``listed`` (ldconfig -p).  The first stem (the function prefix) of 3 letters or more may also follow a vendor's
     own prefix and take a number (libamdhip64 for hip); the others (header, library and vendor names: 'api' is
     in libglapi) must match whole."""
@@ -511,8 +548,11 @@ def find_libraries(stems: Sequence[str], dirs: Sequence[Path], listed: Sequence[
             continue
     for i, stem in enumerate(stems):
         s = re.escape(stem)
-        pat = re.compile(rf"lib{s}\.so(\.\d+)*\Z" if i or len(stem) < 3 else
-                         rf"lib[A-Za-z0-9]*?{s}\d*\.so(\.\d+)*\Z", re.IGNORECASE)
+        # the function prefix may also take a word after an underscore: Level Zero's ze* are libze_loader.so.1's
+        # (its layers, libze_validation_layer & co., match too: the exports decide, see exporting)
+        suffix = r"(_[A-Za-z0-9]+)*" if i == 0 else ""
+        pat = re.compile(rf"lib{s}{suffix}\.so(\.\d+)*\Z" if i or len(stem) < 3 else
+                         rf"lib[A-Za-z0-9]*?{s}\d*{suffix}\.so(\.\d+)*\Z", re.IGNORECASE)
         hits = sorted(p for p in files if pat.match(p.name))
         if hits:
             return hits
@@ -628,6 +668,7 @@ class Options:
     lib_dirs: tuple[Path, ...] = ()
     system_libs: bool = True  # also search the usual library directories and ldconfig -p
     specs: Path = DEFAULT_SPECS
+    replacing: Path | None = None  # the spec the draft overwrites (--force): not one of the existing specs
     notes: list[str] = field(default_factory=list)  # warnings for stderr
 
 
@@ -636,16 +677,27 @@ def _core(specs: Path) -> CoreSpec:
     return load_core(path)
 
 
-def _existing(specs: Path) -> list[LibrarySpec]:
+def _existing(specs: Path, replacing: Path | None = None) -> list[LibrarySpec]:
+    """The library specs of ``specs`` that load, but ``replacing``; each named as ``<specs dir's name>/...``
+    (specs/cuda/nvrtc.yaml: a draft's comment never names the maintainer's absolute path)."""
     from .pipeline import spec_paths
 
     out = []
     for p in spec_paths(specs) if specs.is_dir() else []:
+        if _same_file(p, replacing):
+            continue
         try:
-            out.append(load_library(p, p.as_posix()))
+            out.append(load_library(p, (Path(Path(os.path.abspath(specs)).name) / p.relative_to(specs)).as_posix()))
         except UserError:
             continue
     return out
+
+
+def _same_file(a: Path, b: Path | None) -> bool:
+    try:
+        return b is not None and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _backend(vendor: str, prefix: str, core: CoreSpec, specs: Sequence[LibrarySpec], given: str | None) -> tuple[str, str]:
@@ -678,6 +730,34 @@ def _backend_docs(core: CoreSpec) -> dict[str, str]:
         return {}
 
 
+def _personal(path: Path) -> bool:
+    """``path`` is the maintainer's own (under $HOME, the working directory, or this interpreter's prefix: a
+    virtual environment), not a place another machine has."""
+    p = Path(os.path.abspath(path))
+    for base in (os.environ.get("HOME"), os.getcwd(), sys.prefix):
+        if base and os.path.abspath(base) != "/" and p.is_relative_to(os.path.abspath(base)):
+            return True
+    return False
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the draft may print it: never the maintainer's absolute path (a draft is committed): under a
+    site-packages ``site-packages/...``, under $HOME ``~/...``, under the working directory relative to it; a
+    system directory (/usr/lib/...) as it is."""
+    p = Path(os.path.abspath(path))
+    site = _site_packages(p / "x")
+    if site is not None:
+        return (Path("site-packages") / p.relative_to(site)).as_posix()
+    home = os.environ.get("HOME")
+    if home and os.path.abspath(home) != "/" and p.is_relative_to(os.path.abspath(home)):
+        return (Path("~") / p.relative_to(os.path.abspath(home))).as_posix()
+    if p.is_relative_to(os.getcwd()) and os.getcwd() != "/":
+        return p.relative_to(os.getcwd()).as_posix() or "."
+    if _personal(p):
+        return p.name
+    return p.as_posix()
+
+
 def _sdk_block(d: Draft, include_dir: Path, kind: str, existing: Sequence[LibrarySpec]) -> Draft:
     """Where ``generate`` will find the header: a root (``<root>/include``), an include directory, or a wheel."""
     from . import sdk as sdks
@@ -698,6 +778,10 @@ def _sdk_block(d: Draft, include_dir: Path, kind: str, existing: Sequence[Librar
         if dist is not None and _REL_DIR.match(inc):
             return replace(d, sdk_wheels=((inc, dist),), sdk_note=f"pip {dist}")
     root = include_dir.parent
+    if _personal(include_dir):  # the maintainer's own directory is no place for the spec to name
+        return replace(d, sdk_env=env, sdk_note=f"TODO: the headers are in {_shown(include_dir)}, a directory of "
+                                                f"this machine's user: set ${env[0]} to its root, or give it with "
+                                                f"`generate --sdk {kind}=PATH`")
     if include_dir.name == "include" and root.as_posix() in ("/usr", "/usr/local"):
         return replace(d, sdk_env=env, sdk_include_dirs=("/usr/include", "/usr/local/include"))
     if include_dir.name == "include" and _ABS_DIR.match(root.as_posix()):
@@ -710,8 +794,8 @@ def _sdk_block(d: Draft, include_dir: Path, kind: str, existing: Sequence[Librar
         return replace(d, sdk_env=env, sdk_roots=tuple(roots))
     if _ABS_DIR.match(include_dir.as_posix()):
         return replace(d, sdk_env=env, sdk_include_dirs=(include_dir.as_posix(),))
-    return replace(d, sdk_env=env, sdk_note=f"TODO: {include_dir} cannot be written here: give it with "
-                                            f"`generate --sdk {kind}={include_dir}`")
+    return replace(d, sdk_env=env, sdk_note=f"TODO: {_shown(include_dir)} cannot be written here: give it with "
+                                            f"`generate --sdk {kind}=PATH`")
 
 
 def _loader(d: Draft, o: Options, include_dir: Path, stems: Sequence[str], functions: Iterable[str],
@@ -735,7 +819,7 @@ def _loader(d: Draft, o: Options, include_dir: Path, stems: Sequence[str], funct
         return replace(d, loader=(guess,), loader_note=f"TODO: no lib{'|'.join(stems)}*.so found on this system, "
                                                        "nor a library exporting the functions beside the header: "
                                                        "name the library file (or give --lib-dir DIR)")
-    where = sorted({p.parent.as_posix() for p in found})
+    where = sorted({_shown(p.parent) for p in found})
     d = replace(d, loader=names, loader_note=f"review: found in {', '.join(where)}"
                                              f"{', exports the functions' if exporters else ''}")
     if wheel_lib is not None and site is not None and any(p.parent == wheel_lib for p in found):
@@ -789,7 +873,9 @@ def scaffold(o: Options) -> str:
     include = tuple(p + "*" for p in chosen)
     selected = sorted(n for n in publics if any(fnmatch.fnmatchcase(n, p) for p in include))
     core = _core(o.specs)
-    existing = _existing(o.specs)
+    # the spec being overwritten is not another spec: its sdk: declaration is the draft's own (else the draft named
+    # its own kind, `sdk: <kind>`, and dropped the block: generate then found no declaration)
+    existing = _existing(o.specs, o.replacing)
     backend, backend_note = _backend(vendor, chosen[0].strip("_"), core, existing, o.backend)
     kind = o.sdk[0] if o.sdk else vendor
     if not IDENT.match(kind):
@@ -816,7 +902,8 @@ def scaffold(o: Options) -> str:
         assert last is not None
         raise last
     if not d.sdk_ref:
-        d = replace(d, sdk_version=find_version(h, rel))
+        d = replace(d, sdk_version=find_version(h, rel, include_dir),
+                    sdk_version_note="" if find_version(h, rel, include_dir) else version_note(h))
     stems = list(dict.fromkeys(s for s in (chosen[0].strip("_").lower(), Path(rel).stem.lower(),
                                            Path(rel).stem.split("_")[0].lower(), library.lower(), vendor.lower())
                                if s))
@@ -996,7 +1083,7 @@ def run(args: argparse.Namespace) -> int:
     o = Options(name=args.library, header=args.header,
                 sdk=(sdk_pairs[0][0], Path(sdk_pairs[0][1])) if sdk_pairs else None, defines=tuple(defines),
                 undefines=tuple(args.undefine), backend=args.backend, lib_dirs=tuple(args.lib_dir),
-                specs=args.specs)
+                specs=args.specs, replacing=Path(out) if out != "-" and os.path.isfile(out) else None)
     text = scaffold(o)
     for note in o.notes:
         print(f"scaffold: {note}", file=sys.stderr)

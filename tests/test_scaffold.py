@@ -132,6 +132,21 @@ def generate_build_import(specs: Path, module: str, code: str, env: dict[str, st
     ("NVRTC_ERROR_COMPILATION", "COMPILE_FAILED"), ("CL_BUILD_PROGRAM_FAILURE", "COMPILE_FAILED"),
     ("CUDA_ERROR_INVALID_PTX", "COMPILE_FAILED"), ("CL_INVALID_IMAGE_SIZE", "INVALID_VALUE"),
     ("CUDA_ERROR_UNKNOWN", "UNKNOWN"),
+    # issue 29 item 3: Level Zero's, cuBLAS's and Vulkan's codes, as specs/vulkan/vulkan.yaml maps its own
+    ("ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", "OUT_OF_MEMORY"), ("ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY", "OUT_OF_MEMORY"),
+    ("CUBLAS_STATUS_ALLOC_FAILED", "OUT_OF_MEMORY"), ("VK_ERROR_OUT_OF_DEVICE_MEMORY", "OUT_OF_MEMORY"),
+    ("VK_ERROR_OUT_OF_POOL_MEMORY", "OUT_OF_MEMORY"), ("VK_ERROR_FRAGMENTED_POOL", "OUT_OF_MEMORY"),
+    ("hipErrorMemoryAllocation", "OUT_OF_MEMORY"),
+    ("ZE_RESULT_ERROR_INVALID_NULL_HANDLE", "INVALID_HANDLE"), ("ZE_RESULT_ERROR_INVALID_ARGUMENT", "INVALID_VALUE"),
+    ("ZE_RESULT_ERROR_INVALID_NULL_POINTER", "INVALID_VALUE"), ("CUBLAS_STATUS_INVALID_VALUE", "INVALID_VALUE"),
+    ("ZE_RESULT_ERROR_UNSUPPORTED_FEATURE", "UNSUPPORTED"), ("CUBLAS_STATUS_NOT_SUPPORTED", "UNSUPPORTED"),
+    ("CUBLAS_STATUS_ARCH_MISMATCH", "UNSUPPORTED"), ("VK_ERROR_EXTENSION_NOT_PRESENT", "UNSUPPORTED"),
+    ("ZE_RESULT_NOT_READY", "NOT_READY"), ("VK_TIMEOUT", "NOT_READY"),
+    ("ZE_RESULT_ERROR_DEVICE_LOST", "NO_DEVICE"), ("VK_ERROR_DEVICE_LOST", "NO_DEVICE"),
+    ("VK_ERROR_INCOMPATIBLE_DRIVER", "NO_DEVICE"), ("ZE_RESULT_ERROR_UNINITIALIZED", "NOT_INITIALIZED"),
+    ("CUBLAS_STATUS_NOT_INITIALIZED", "NOT_INITIALIZED"), ("VK_ERROR_INITIALIZATION_FAILED", "NOT_INITIALIZED"),
+    ("ZE_RESULT_ERROR_MODULE_BUILD_FAILURE", "COMPILE_FAILED"), ("CUBLAS_STATUS_EXECUTION_FAILED", "LAUNCH_FAILED"),
+    ("CUBLAS_STATUS_INTERNAL_ERROR", None), ("VK_ERROR_UNKNOWN", "UNKNOWN"),
     ("NVRTC_ERROR_INTERNAL_ERROR", None), ("CL_MAP_FAILURE", None), ("hipErrorAlreadyMapped", None),
 ])
 def test_error_kinds_suggested_by_name(code: str, kind: str | None) -> None:
@@ -368,6 +383,26 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, case: str) -> None
         assert "nope.h:1:1: no such file" in r.stderr
 
 
+def test_force_over_an_existing_spec_round_trips(acme: tuple[Path, Path, Path]) -> None:
+    """Issue 29 item 3: `scaffold --force` over the spec it wrote took that spec's own sdk: declaration for another
+    spec's, wrote `sdk: <kind>` and dropped the block, and generate then found no SDK declaration.  The second draft
+    is the first, byte for byte, and generates."""
+    specs, header, _ = acme
+    args = ("acme.rt", "--header", str(header), "--backend", "TEST", "--specs", str(specs),
+            "--define", "ACME_PLATFORM_LINUX")
+    assert scaffold_cli(*args).returncode == 0
+    path = specs / "acme" / "rt.yaml"
+    first = path.read_text(encoding="utf-8")
+    assert "\nsdk:\n  kind: acme\n" in first
+    r = scaffold_cli(*args, "--force")
+    assert r.returncode == 0, r.stderr
+    assert path.read_text(encoding="utf-8") == first
+    gen = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(specs), "--out",
+                          str(specs.parent / "out"), "--require-sdks"], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert gen.returncode == 0, gen.stdout + gen.stderr
+
+
 def test_a_vendor_without_a_backend_kind_asks_for_one(tmp_path: Path) -> None:
     specs = spec_dir(tmp_path)
     h = tmp_path / "include" / "acme.h"
@@ -426,6 +461,42 @@ def test_nvrtc_header_from_the_wheel(tmp_path: Path) -> None:
     # beside the checkout's specs, where 'cuda' names cuda.h's SDK: the existing nvrtc kind is named instead
     t = sc.scaffold(sc.Options(name="cuda.nvrtc2", header=h, specs=SPECS))
     assert "\nsdk: nvrtc  # declared by" in t
+    # issue 29 item 3: the maintainer's paths (the venv, the checkout) are in no line, comments included
+    text = (specs / "cuda" / "nvrtc.yaml").read_text(encoding="utf-8")
+    for personal in (sys.prefix, str(ROOT), os.path.realpath(sys.prefix)):
+        assert personal not in text and personal not in t
+    assert "found in site-packages/nvidia/cu13/lib" in text
+
+
+def _level_zero() -> Path:
+    h = Path("/usr/include/level_zero/ze_api.h")
+    if not h.is_file():
+        pytest.skip("no Level Zero headers: apt-get install -y libze-dev libze1")
+    return h
+
+
+def test_level_zero_header(tmp_path: Path) -> None:
+    """Issue 29 item 3 on Intel's Level Zero loader (libze-dev): the library is libze_loader.so.1 (ldconfig -p lists
+    it; its name is the prefix and a word), out-of-device-memory is OUT_OF_MEMORY (it was DRIVER), a null handle
+    INVALID_HANDLE, a lost device NO_DEVICE; the version the header states (an enum constant) is said."""
+    h = _level_zero()
+    specs = spec_dir(tmp_path, test_kinds=True)
+    r = scaffold_cli("level_zero.ze", "--header", str(h), "--specs", str(specs), "--backend", "TEST")
+    assert r.returncode == 0, r.stderr
+    text = (specs / "level_zero" / "ze.yaml").read_text(encoding="utf-8")
+    spec = load_library(specs / "level_zero" / "ze.yaml", "level_zero/ze.yaml")
+    if any(Path(d, "libze_loader.so.1").exists() for d in sc.LIB_DIRS):
+        assert dict(spec.loader.names)["linux"] == ("libze_loader.so.1", "libze_loader.so"), text
+    kinds = {c.value: k.value for c, k in spec.errors.kinds}
+    assert kinds["ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"] == "OUT_OF_MEMORY"
+    assert kinds["ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY"] == "OUT_OF_MEMORY"
+    assert kinds["ZE_RESULT_ERROR_INVALID_NULL_HANDLE"] == "INVALID_HANDLE"
+    assert kinds["ZE_RESULT_ERROR_INVALID_ARGUMENT"] == "INVALID_VALUE"
+    assert kinds["ZE_RESULT_ERROR_DEVICE_LOST"] == "NO_DEVICE"
+    assert kinds["ZE_RESULT_ERROR_UNSUPPORTED_FEATURE"] == "UNSUPPORTED"
+    assert kinds["ZE_RESULT_NOT_READY"] == "NOT_READY"
+    assert kinds["ZE_RESULT_ERROR_MODULE_BUILD_FAILURE"] == "COMPILE_FAILED"
+    assert "# review: the header's ZE_API_VERSION_CURRENT is 1." in text
 
 
 def test_hip_header_needs_a_define(tmp_path: Path) -> None:
