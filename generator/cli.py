@@ -76,6 +76,9 @@ def _add_scaffold_parser(sub: Any) -> None:
     s.add_argument("--header", type=Path, help="the library's main header")
     s.add_argument("--sdk", action="append", default=[], metavar="KIND=PATH",
                    help="the SDK kind and its root or include directory (the header is named relative to it)")
+    s.add_argument("--include-dir", action="append", default=[], type=Path, metavar="DIR",
+                   help="a further include directory the header needs (written as the sdk: declaration's "
+                        "extra_includes:, sdk:KIND where a declared SDK is found there)")
     s.add_argument("--define", action="append", default=[], metavar="NAME[=VALUE]", help="a macro to define")
     s.add_argument("--undefine", action="append", default=[], metavar="NAME", help="a predefined macro to drop")
     s.add_argument("--backend", help="the core backend kind (default: guessed from the vendor)")

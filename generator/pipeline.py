@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -152,6 +153,22 @@ def missing_sdk(name: str, spec: LibrarySpec, desc: SdkSpec | None) -> Diagnosti
         f"or give --sdk {spec.sdk}=PATH"))
 
 
+NOT_FOUND = re.compile(r"'([^']+)' file not found")
+
+
+def not_found_hint(d: Diagnostic, spec: LibrarySpec, desc: SdkSpec | None) -> Diagnostic:
+    """``d``, where it is a header that none of the include directories holds (``'driver_types.h' file not
+    found``), with the key that adds a directory: the SDK declaration's ``extra_includes``."""
+    m = NOT_FOUND.search(d.message)
+    if m is None:
+        return d
+    where = desc.path if desc is not None else f"the spec declaring sdk '{spec.sdk}'"
+    return replace(d, message=f"{d.message}: no include directory of {spec.vendor}.{spec.library} has it; add the "
+                              f"one that does to extra_includes: of the sdk: declaration in {where} (sdk:KIND for "
+                              f"another SDK's, ex. [sdk:cuda]; a directory relative to the {spec.sdk} include "
+                              f"directory; or an absolute one)")
+
+
 def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, frontend: str | None = None,
                   only: list[str] | None = None, base: Path | None = None,
                   progress: Callable[[str], None] | None = None, verbose: bool = False) -> Result:
@@ -248,13 +265,24 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             missing.append(missing_sdk(name, spec, descs.get(spec.sdk.value)))
             keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
             continue
+        desc = descs.get(spec.sdk.value)
+        include_dirs, absent = sdks.include_path(desc, found, sdk_overrides, descs)
+        if absent:  # extra_includes: [sdk:KIND] whose SDK is not here
+            skipped.append(f"{name}: no {', '.join(absent)} SDK headers found (its {spec.sdk} headers include them)")
+            missing += [missing_sdk(name, replace(spec, sdk=replace(spec.sdk, value=k)), descs.get(k)) for k in absent]
+            keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
+            continue
         if verbose:
-            say(f"generate {name}: {spec.sdk} {found.version} headers from {found.include_dir} ({found.source})")
+            say(f"generate {name}: {spec.sdk} {found.version} headers from {found.include_dir} ({found.source})"
+                + "".join(f", {d}" for d in include_dirs[1:]))
         request = ParseRequest(headers=tuple(h.value for h in spec.headers + spec.version_headers),
-                               include_dirs=(found.include_dir,), defines=spec.defines, undefines=spec.undefines,
+                               include_dirs=include_dirs, defines=spec.defines, undefines=spec.undefines,
                                where=spec.location)
         try:
-            header = parse(request, parser)
+            try:
+                header = parse(request, parser)
+            except UserError as e:
+                raise UserError([not_found_hint(d, spec, desc) for d in e.diagnostics]) from None
             libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else found.version))
             notice = sdks.header_notice(found.include_dir / spec.headers[0].value)
             if notice is not None:

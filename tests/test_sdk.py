@@ -138,6 +138,60 @@ def test_every_declared_sdk_says_how_to_install_it() -> None:
     assert sorted(k for k, d in descs.items() if not d.install) == ["nvtx"]
 
 
+DEP_SPEC = """\
+vendor: toy
+library: dep
+backend: CUDA
+sdk:
+  kind: toydep
+  marker: toydep/dep.h
+  env: [TOYDEP_ROOT]
+headers: [toydep/dep.h]
+loader:
+  linux: [libtoydep.so.1]
+errors: none
+"""
+
+
+def test_several_include_directories(tmp_path: Path) -> None:
+    """Issue 29 item 2: a header that includes headers of other directories (cuBLAS's: the CUDA runtime's) is parsed
+    with the declaration's extra_includes: another SDK (sdk:KIND), a directory under the SDK's include directory,
+    an absolute one.  Without them the error names the key to set (it said "file not found" and nothing more)."""
+    specs, root = toy(tmp_path)
+    inc = root / "include"
+    (inc / "toy" / "sub").mkdir()
+    (inc / "toy" / "sub" / "toy_sub.h").write_text("typedef int toySub;\n", encoding="utf-8")
+    far = tmp_path / "far" / "include"
+    far.mkdir(parents=True)
+    (far / "toy_far.h").write_text("typedef int toyFar;\n", encoding="utf-8")
+    dep = tmp_path / "dep-sdk"
+    (dep / "include" / "toydep").mkdir(parents=True)
+    (dep / "include" / "toydep" / "dep.h").write_text("int toydepInit(void);\n", encoding="utf-8")
+    (dep / "include" / "toydep" / "dep_types.h").write_text("typedef int toyDep;\n", encoding="utf-8")
+    (specs / "toy" / "dep.yaml").write_text(DEP_SPEC, encoding="utf-8")
+    (inc / "toy" / "toy.h").write_text(TOY_H.replace(
+        "typedef enum", '#include "toy_sub.h"\n#include <toy_far.h>\n#include <toydep/dep_types.h>\ntypedef enum').replace(
+        "toyStatus toyInit(unsigned int flags);", "toyStatus toyInit(toySub flags);"), encoding="utf-8")
+    env = {"TOY_SDK_ROOT": str(root), "TOYDEP_ROOT": str(dep)}
+    spec = specs / "toy" / "toy.yaml"
+    gen = cli("generate", "--specs", str(specs), "--out", str(tmp_path / "out"), env=env, cwd=tmp_path)
+    assert gen.returncode == 2, gen.stdout + gen.stderr
+    assert "'toy_sub.h' file not found: no include directory of toy.toy has it; add the one that does to " \
+           "extra_includes: of the sdk: declaration in specs/toy/toy.yaml (sdk:KIND for another SDK's" in gen.stderr, \
+        gen.stderr
+    spec.write_text(TOY_SPEC.replace("  env: [TOY_SDK_ROOT]\n", "  env: [TOY_SDK_ROOT]\n  extra_includes: "
+                                     f"[toy/sub, {far}, sdk:toydep]\n"), encoding="utf-8")
+    assert load_library(spec, "toy/toy.yaml").sdk_spec.extra_includes == ("toy/sub", str(far), "sdk:toydep")
+    gen = cli("generate", "--specs", str(specs), "--out", str(tmp_path / "out"), "-v", env=env, cwd=tmp_path)
+    assert gen.returncode == 0, gen.stdout + gen.stderr
+    assert f"headers from {inc} (TOY_SDK_ROOT), {inc / 'toy' / 'sub'}, {far}, {dep / 'include'}" in gen.stdout
+    # the other SDK missing: the library is skipped, and under CI an error naming that SDK
+    env.pop("TOYDEP_ROOT")
+    gen = cli("generate", "--specs", str(specs), "--out", str(tmp_path / "out"), "--require-sdks", env=env,
+              cwd=tmp_path)
+    assert gen.returncode == 2 and "toy.toy: no toydep SDK found (toydep/dep.h)" in gen.stderr, gen.stderr
+
+
 def test_generate_reports_as_it_goes(tmp_path: Path) -> None:
     """Issue 24 item 6: a line as each library starts (what it parses) and finishes (its functions, its time),
     then the rendering; -q: the summary only; -v: where the headers come from."""
