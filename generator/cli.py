@@ -225,6 +225,11 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _install_hint(install: tuple[tuple[str, str], ...]) -> str:
+    """``; install: apt libze-dev`` for an SDK declaration's ``install:``, or ''."""
+    return "; install: " + ", ".join(f"{manager} {package}" for manager, package in install) if install else ""
+
+
 def _under_ci() -> bool:
     """The environment is a CI run (``CI=true``, as GitHub Actions, GitLab and .ci/run's callers set it)."""
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
@@ -324,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(line)
             if missing:
                 print("not found: " + "; ".join(k if k not in descs else f"{k} ({descs[k].marker}; see "
-                                                f"{descs[k].path})" for k in missing))
+                                                f"{descs[k].path}{_install_hint(descs[k].install)})" for k in missing))
             if not found and not lines and not missing:  # never a silent success
                 print(f"no SDK: no library spec in {args.specs} declares one (sdk:)")
             return 0

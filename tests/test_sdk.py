@@ -106,6 +106,10 @@ def test_a_missing_sdk_fails_generate_under_ci(tmp_path: Path) -> None:
                               env={**bare, **({"CI": ci} if ci else {})}, cwd=tmp_path)
     local = check()
     assert local.returncode == 0 and "skipped toy.toy: no toy SDK headers found" in local.stdout, local
+    listed = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "sdks", "--specs", str(specs)],
+                            capture_output=True, text=True, timeout=120, env=bare)
+    assert listed.stdout.strip() == ("not found: toy (toy/toy.h; see toy.yaml; install: apt libtoy-dev, "
+                                     "pip toy-headers==1.4)"), listed.stdout
     assert check(ci="false").returncode == 0
     for run in (check(ci="true"), check("--require-sdks")):
         assert run.returncode == 2, run
