@@ -29,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the C front-end for every library (default: each spec's frontend:, else clang)")
     g.add_argument("--build", action="store_true", help="also build the cffi modules")
     g.add_argument("--force", action="store_true", help="regenerate even if no input changed")
+    g.add_argument("--require-sdks", action="store_true",
+                   help="a library whose SDK is not found is an error (exit 2, naming the package that provides "
+                        "it), not skipped; the default when the environment has CI=true")
     _add_verbosity(g)
     g.add_argument("--runtime", choices=("auto", "copy", "omit"), default="auto",
                    help="also write the hand-written runtime package (ironaccelerator_runtime) into --out, making it a "
@@ -73,6 +76,9 @@ def _add_scaffold_parser(sub: Any) -> None:
     s.add_argument("--header", type=Path, help="the library's main header")
     s.add_argument("--sdk", action="append", default=[], metavar="KIND=PATH",
                    help="the SDK kind and its root or include directory (the header is named relative to it)")
+    s.add_argument("--include-dir", action="append", default=[], type=Path, metavar="DIR",
+                   help="a further include directory the header needs (written as the sdk: declaration's "
+                        "extra_includes:, sdk:KIND where a declared SDK is found there)")
     s.add_argument("--define", action="append", default=[], metavar="NAME[=VALUE]", help="a macro to define")
     s.add_argument("--undefine", action="append", default=[], metavar="NAME", help="a predefined macro to drop")
     s.add_argument("--backend", help="the core backend kind (default: guessed from the vendor)")
@@ -166,6 +172,9 @@ def _generate(args: argparse.Namespace) -> int:
         raise _as_given(e, args.specs) from None
     if copy_runtime:  # the hand-written package the generated one imports, beside it: one tree to put on the path
         result.files.update(data.runtime_files())
+    if result.missing and (args.require_sdks or _under_ci()):
+        # CI must notice a library whose checked-in output nothing verified: every spec'd SDK is installed there
+        raise _as_given(UserError(result.missing), args.specs)
     for s in result.skipped:
         print(f"skipped {s}")
     if args.check:
@@ -214,6 +223,16 @@ def _generate(args: argparse.Namespace) -> int:
         from .build import build_all
         return 1 if build_all(args.out, log=_say, verbosity=args.verbosity).failed else 0
     return 0
+
+
+def _install_hint(install: tuple[tuple[str, str], ...]) -> str:
+    """``; install: apt libze-dev`` for an SDK declaration's ``install:``, or ''."""
+    return "; install: " + ", ".join(f"{manager} {package}" for manager, package in install) if install else ""
+
+
+def _under_ci() -> bool:
+    """The environment is a CI run (``CI=true``, as GitHub Actions, GitLab and .ci/run's callers set it)."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
 def _as_given(e: UserError, spec_dir: Path) -> UserError:
@@ -310,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(line)
             if missing:
                 print("not found: " + "; ".join(k if k not in descs else f"{k} ({descs[k].marker}; see "
-                                                f"{descs[k].path})" for k in missing))
+                                                f"{descs[k].path}{_install_hint(descs[k].install)})" for k in missing))
             if not found and not lines and not missing:  # never a silent success
                 print(f"no SDK: no library spec in {args.specs} declares one (sdk:)")
             return 0

@@ -184,8 +184,8 @@ def snapshot_sdk(spec: LibrarySpec, core: CoreSpec, override: str | None, descs:
         where = f" in {override}" if override else ""
         return f"{name}: no {spec.sdk} SDK headers found{where} ({', '.join(h.value for h in spec.headers)})"
     request = ParseRequest(headers=tuple(h.value for h in spec.headers + spec.version_headers),
-                           include_dirs=(found.include_dir,), defines=spec.defines, undefines=spec.undefines,
-                           where=spec.location)
+                           include_dirs=sdks.include_path(descs.get(spec.sdk.value), found, None, descs)[0],
+                           defines=spec.defines, undefines=spec.undefines, where=spec.location)
     header = parse(request, parser)
     return _snapshot(spec, core, header, f"{spec.sdk} {found.version} ({found.include_dir})")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -20,7 +21,7 @@ from .prototypes import PrototypeSource, fill_spec
 from .objc import ObjcLibrary, bind_objc
 from .render import banner_text, environment, render_library, render_objc_library, render_package
 from .surface import BackendSpec, Surface, load_backend, load_surface, render_surface
-from .spec import CoreSpec, LibrarySpec, check_backends, check_library_set, load_core, load_library, sdk_declarations
+from .spec import CoreSpec, LibrarySpec, SdkSpec, check_backends, check_library_set, load_core, load_library, sdk_declarations
 
 
 
@@ -34,6 +35,9 @@ class Result:
     backends: list[BackendSpec] = field(default_factory=list)
     sdk_env: list[str] = field(default_factory=list)  # the environment variables the SDK descriptions read
     objc: list[ObjcLibrary] = field(default_factory=list)  # Objective-C libraries (resolver kind objc)
+    # one located error per skipped library (the spec's sdk: and the package providing it): what
+    # `generate --require-sdks` (or CI=true) fails with
+    missing: list[Diagnostic] = field(default_factory=list)
 
 
 def spec_paths(spec_dir: Path) -> list[Path]:
@@ -133,6 +137,38 @@ def provenance(spec_dir: Path, specs: list[LibrarySpec], backends: list[BackendS
     }
 
 
+def missing_sdk(name: str, spec: LibrarySpec, desc: SdkSpec | None) -> Diagnostic:
+    """The error for library ``name`` whose SDK is not found: at its spec's ``sdk:``, naming the package that
+    provides the SDK (the declaration's ``install:``) and where the install step goes."""
+    if desc is None or not desc.install:
+        how = (f"add an install: hint to {desc.path if desc else 'its sdk: block'} ({{apt: [package]}} or "
+               "{pip: [requirement]}) and install it")
+    else:
+        how = "install " + " or ".join(
+            f"apt package {pkg} (scripts/install-system-sdks.sh)" if manager == "apt" else
+            f"pip {pkg} (the Makefile's GEN_SDKS/TEST_SDKS)" for manager, pkg in desc.install)
+    marker = desc.marker if desc else spec.headers[0].value
+    return Diagnostic(location=spec.sdk.location, message=(
+        f"{name}: no {spec.sdk} SDK found ({marker}), so its checked-in output is not verified: {how}, "
+        f"or give --sdk {spec.sdk}=PATH"))
+
+
+NOT_FOUND = re.compile(r"'([^']+)' file not found")
+
+
+def not_found_hint(d: Diagnostic, spec: LibrarySpec, desc: SdkSpec | None) -> Diagnostic:
+    """``d``, where it is a header that none of the include directories holds (``'driver_types.h' file not
+    found``), with the key that adds a directory: the SDK declaration's ``extra_includes``."""
+    m = NOT_FOUND.search(d.message)
+    if m is None:
+        return d
+    where = desc.path if desc is not None else f"the spec declaring sdk '{spec.sdk}'"
+    return replace(d, message=f"{d.message}: no include directory of {spec.vendor}.{spec.library} has it; add the "
+                              f"one that does to extra_includes: of the sdk: declaration in {where} (sdk:KIND for "
+                              f"another SDK's, ex. [sdk:cuda]; a directory relative to the {spec.sdk} include "
+                              f"directory; or an absolute one)")
+
+
 def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, frontend: str | None = None,
                   only: list[str] | None = None, base: Path | None = None,
                   progress: Callable[[str], None] | None = None, verbose: bool = False) -> Result:
@@ -162,6 +198,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     objc_libraries: list[ObjcLibrary] = []
     models: dict[tuple[Path, PrototypeSource], objc_cpp.Model] = {}  # each prototype source, parsed once per copy
     skipped: list[str] = []
+    missing: list[Diagnostic] = []
     keep: list[str] = []
     inputs: list[Path] = [spec_dir / "core.yaml", *spec_paths(spec_dir)]
     known = [f"{sp.vendor}.{sp.library}" for sp in specs]
@@ -195,6 +232,9 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
                     how = [f"`{source.fetch}`"] * bool(source.fetch) + [f"${source.env}"] * bool(source.env)
                     skipped.append(f"{name}: no {source.sdk} headers found ({', '.join(how)}{' or ' if how else ''}"
                                    f"--sdk {source.sdk}=PATH): its selectors' prototypes come from them")
+                    missing.append(Diagnostic(location=source.sdk.location, message=(
+                        f"{name}: no {source.sdk} headers found ({source.marker}), so its checked-in output is not "
+                        f"verified: get them with {' or '.join(how) or 'its source'}, or give --sdk {source.sdk}=PATH")))
                     keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
                     continue
                 try:
@@ -222,15 +262,27 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
         found = sdks.find(spec.sdk.value, (sdk_overrides or {}).get(spec.sdk.value), spec.headers[0].value, descs)
         if found is None:
             skipped.append(f"{name}: no {spec.sdk} SDK headers found ({', '.join(h.value for h in spec.headers)})")
+            missing.append(missing_sdk(name, spec, descs.get(spec.sdk.value)))
+            keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
+            continue
+        desc = descs.get(spec.sdk.value)
+        include_dirs, absent = sdks.include_path(desc, found, sdk_overrides, descs)
+        if absent:  # extra_includes: [sdk:KIND] whose SDK is not here
+            skipped.append(f"{name}: no {', '.join(absent)} SDK headers found (its {spec.sdk} headers include them)")
+            missing += [missing_sdk(name, replace(spec, sdk=replace(spec.sdk, value=k)), descs.get(k)) for k in absent]
             keep.append(f"ironaccelerator/backends/{spec.vendor}/{spec.library}/")
             continue
         if verbose:
-            say(f"generate {name}: {spec.sdk} {found.version} headers from {found.include_dir} ({found.source})")
+            say(f"generate {name}: {spec.sdk} {found.version} headers from {found.include_dir} ({found.source})"
+                + "".join(f", {d}" for d in include_dirs[1:]))
         request = ParseRequest(headers=tuple(h.value for h in spec.headers + spec.version_headers),
-                               include_dirs=(found.include_dir,), defines=spec.defines, undefines=spec.undefines,
+                               include_dirs=include_dirs, defines=spec.defines, undefines=spec.undefines,
                                where=spec.location)
         try:
-            header = parse(request, parser)
+            try:
+                header = parse(request, parser)
+            except UserError as e:
+                raise UserError([not_found_hint(d, spec, desc) for d in e.diagnostics]) from None
             libraries.append(bind(spec, core, header, sdk_version=None if spec.version_macro else found.version))
             notice = sdks.header_notice(found.include_dir / spec.headers[0].value)
             if notice is not None:
@@ -263,7 +315,7 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
             keep.append(f"ironaccelerator/backends/{b.vendor}/_backend.py")
     say(f"generate: rendered {len(files)} files in {time.perf_counter() - started:.2f}s "
         f"({time.perf_counter() - t_all:.2f}s in all)")
-    return Result(files=files, libraries=libraries, skipped=skipped, inputs=inputs, keep=tuple(keep),
+    return Result(files=files, libraries=libraries, skipped=skipped, missing=missing, inputs=inputs, keep=tuple(keep),
                   backends=backends, sdk_env=sorted({e for d in descs.values() for e in d.env} | {s.env for _, s in models if s.env}), objc=objc_libraries)
 
 

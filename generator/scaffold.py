@@ -31,8 +31,8 @@ from .bind import BoundLibrary, bind
 from .diagnostics import Diagnostic, UserError
 from .frontend import ParseRequest, parse
 from .ctypes_util import resolve
-from .ir import (Builtin, CType, EnumRef, Function, FunctionProto, Header, InlineEnum, Location, Pointer, RecordRef,
-                 TypedefRef)
+from .ir import (Builtin, CType, EnumRef, Function, FunctionProto, Header, InlineEnum, InlineRecord, Location, Pointer,
+                 RecordRef, TypedefRef)
 from .spec import IDENT, CoreSpec, LibrarySpec, load_core, load_library
 
 EXIT_USER_ERROR = 2
@@ -45,27 +45,33 @@ DEFAULT_SPECS = data.SPECS
 # They follow how specs/cuda/driver.yaml, specs/hip/runtime.yaml and specs/opencl/cl.yaml map their codes.
 KIND_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("LAUNCH_FAILED", ("_LAUNCH_", "_ILLEGAL_ADDRESS_", "_ILLEGAL_INSTRUCTION_", "_MISALIGNED_ADDRESS_",
-                       "_HARDWARE_STACK_ERROR_", "_ASSERT_$", "_EXEC_STATUS_ERROR_")),
-    ("OUT_OF_MEMORY", ("_OUT_OF_MEMORY_", "_OUT_OF_RESOURCES_", "_OUT_OF_HOST_MEMORY_", "_ALLOCATION_FAIL",
-                       "_MEMORY_ALLOCATION_", "_HEAP_EXHAUSTED_", "_NO_MEMORY_")),
-    ("NOT_READY", ("_NOT_READY_", "_BUSY_$")),
-    ("NOT_INITIALIZED", ("_NOT_INITIALIZED_", "_UNINITIALIZED_", "_DEINITIALIZED_", "_INITIALIZATION_ERROR_")),
+                       "_HARDWARE_STACK_ERROR_", "_ASSERT_$", "_EXEC_STATUS_ERROR_", "_EXECUTION_FAILED_")),
+    # out of device/host/pool memory, an allocation that failed (cuBLAS's ALLOC_FAILED), a fragmented pool (Vulkan)
+    ("OUT_OF_MEMORY", ("_OUT_OF_MEMORY_", "_OUT_OF_RESOURCES_", "_OUT_OF_HOST_MEMORY_", "_OUT_OF_DEVICE_MEMORY_",
+                       "_OUT_OF_POOL_MEMORY_", "_ALLOCATION_FAIL", "_ALLOC_FAIL", "_MEMORY_ALLOCATION_",
+                       "_HEAP_EXHAUSTED_", "_NO_MEMORY_", "_INSUFFICIENT_MEMORY_", "_FRAGMENTED_POOL_",
+                       "_FRAGMENTATION_", "_TOO_MANY_OBJECTS_", "_MEMORY_MAP_FAILED_")),
+    ("NOT_READY", ("_NOT_READY_", "_BUSY_$", "_TIMEOUT_", "_TIMED_OUT_")),
+    ("NOT_INITIALIZED", ("_NOT_INITIALIZED_", "_UNINITIALIZED_", "_DEINITIALIZED_", "_INITIALIZATION_ERROR_",
+                         "_INITIALIZATION_FAILED_")),
     ("NO_DEVICE", ("_NO_DEVICE_", "_DEVICE_NOT_FOUND_", "_DEVICE_NOT_AVAILABLE_", "_DEVICE_UNAVAILABLE_",
-                   "_INSUFFICIENT_DRIVER_")),
+                   "_INSUFFICIENT_DRIVER_", "_DEVICE_LOST_", "_INCOMPATIBLE_DRIVER_", "_DEVICE_REQUIRES_RESET_")),
     ("LIBRARY_NOT_FOUND", ("_LIBRARY_NOT_FOUND_", "_FILE_NOT_FOUND_", "_SHARED_OBJECT_INIT_")),
     ("SYMBOL_NOT_FOUND", ("_SYMBOL_NOT_FOUND_",)),
     ("COMPILE_FAILED", ("_COMPILATION_$", "_COMPILE_PROGRAM_", "_COMPILER_NOT_", "_LINKER_NOT_", "_LINK_PROGRAM_",
                         "_BUILD_PROGRAM_", "_INVALID_PTX_$", "_INVALID_IMAGE_$", "_INVALID_BINARY_$",
-                        "_NO_BINARY_", "_INVALID_SOURCE_$", "_JIT_", "_PROGRAM_CREATION_")),
+                        "_NO_BINARY_", "_INVALID_SOURCE_$", "_JIT_", "_PROGRAM_CREATION_", "_BUILD_FAILURE_$",
+                        "_LINK_FAILURE_$", "_INVALID_SHADER_")),
     ("UNSUPPORTED", ("_NOT_SUPPORTED_", "_UNSUPPORTED_", "_NOT_IMPLEMENTED_", "_NOT_PERMITTED_", "_NOT_AVAILABLE_",
-                     "_INVALID_OPERATION_$")),
+                     "_INVALID_OPERATION_$", "_NOT_PRESENT_$", "_ARCH_MISMATCH_", "_INSUFFICIENT_PERMISSIONS_")),
     ("INVALID_HANDLE", ("_INVALID_HANDLE_$", "_INVALID_RESOURCE_HANDLE_$", "_INVALID_CONTEXT_$", "_INVALID_QUEUE_$",
                         "_INVALID_COMMAND_QUEUE_$", "_INVALID_DEVICE_QUEUE_$", "_INVALID_MEM_OBJECT_$",
                         "_INVALID_PROGRAM_$", "_INVALID_KERNEL_$", "_INVALID_EVENT_$", "_INVALID_SAMPLER_$",
                         "_INVALID_STREAM_$", "_INVALID_MODULE_$", "_INVALID_FUNCTION_$", "_INVALID_GRAPH_$",
-                        "_INVALID_OBJECT_$", "_INVALID_GL_OBJECT_$", "_CONTEXT_IS_DESTROYED_", "_NOT_FOUND_")),
+                        "_INVALID_OBJECT_$", "_INVALID_GL_OBJECT_$", "_CONTEXT_IS_DESTROYED_", "_NOT_FOUND_",
+                        "_INVALID_NULL_HANDLE_$", "_INVALID_EXTERNAL_HANDLE_")),
     ("INVALID_VALUE", ("_INVALID_VALUE_", "_INVALID_ARG", "_INVALID_INPUT_", "_INVALID_OPTION", "_INVALID_",
-                       "_BAD_PARAM", "_OUT_OF_RANGE_", "_OVERLAP_", "_SIZE_RESTRICTION_")),
+                       "_BAD_PARAM", "_OUT_OF_RANGE_", "_OVERLAP_", "_SIZE_RESTRICTION_", "_VALIDATION_FAILED_")),
     ("UNKNOWN", ("_UNKNOWN_",)),
 )
 
@@ -136,6 +142,10 @@ class Draft:
     sdk_wheels: tuple[tuple[str, str], ...] = ()  # (include, dist)
     sdk_note: str = ""
     sdk_version: tuple[tuple[str, str], ...] = ()  # the version: block, (key, YAML value)  ex) (macro, CUDA_VERSION)
+    sdk_extra_includes: tuple[str, ...] = ()  # extra_includes: sdk:KIND, relative or absolute directories
+    sdk_extra_note: str = ""
+    sdk_install: tuple[tuple[str, str], ...] = ()  # install: (apt|pip, package), from dpkg -S or the wheel's dist
+    sdk_version_note: str = ""  # a version the header states that no version: way reads (ZE_API_VERSION_CURRENT)
     defines: tuple[tuple[str, str], ...] = ()
     define_note: str = ""
     undefines: tuple[str, ...] = ()
@@ -158,6 +168,9 @@ class Draft:
     name_function: str | None = None
     codes: tuple[CodeRow, ...] = ()
     inferred: int = 0  # pointer parameters whose direction is inferred
+    # functions: what the header's comments state about pointer parameters ([in], [out], [in,out], [optional],
+    # [range(0, n)], @param[out]): (function, ((param, YAML flow mapping, the comment's tags), ...))
+    params: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = ()
 
 
 def _scalar(s: str) -> str:
@@ -179,8 +192,8 @@ def render(d: Draft) -> str:
     """The spec's YAML text: deterministic (the draft's order; no dates, no absolute paths but the SDK's)."""
     out = [f"# {d.vendor}.{d.library}: a starting spec written by `ironaccel-gen scaffold` from {d.header}.",
            "# Every suggestion is marked 'review' (or TODO): read each, then delete the mark.  Parameter directions",
-           f"# are inferred from their types: `ironaccel-gen scaffold {d.vendor}.{d.library} --missing` lists the "
-           f"{d.inferred}",
+           "# the header's comments do not state are inferred from their types: "
+           f"`ironaccel-gen scaffold {d.vendor}.{d.library} --missing` lists the {d.inferred}",
            "# pointer parameters to state in functions: (direction, len, nullable, string).",
            f"vendor: {_scalar(d.vendor)}",
            f"library: {_scalar(d.library)}",
@@ -195,8 +208,15 @@ def render(d: Draft) -> str:
             out.append(f"  roots: {_flow(d.sdk_roots)}")
         if d.sdk_include_dirs:
             out.append(f"  include_dirs: {_flow(d.sdk_include_dirs)}")
+        if d.sdk_extra_includes or d.sdk_extra_note:
+            out.append(f"  extra_includes: {_flow(d.sdk_extra_includes)}{_comment(d.sdk_extra_note)}")
         if d.sdk_version:
             out.append("  version: {" + ", ".join(f"{k}: {v}" for k, v in d.sdk_version) + "}  # review")
+        elif d.sdk_version_note:
+            out.append(f"  # {d.sdk_version_note}")
+        if d.sdk_install:
+            out.append("  install: {" + ", ".join(f"{k}: {_scalar(v)}" for k, v in d.sdk_install)
+                       + "}  # review: what CI installs (scripts/install-system-sdks.sh, the Makefile's TEST_SDKS)")
         if d.sdk_wheels:
             out.append("  wheels:")
             out += [f"    - {{include: {_scalar(inc)}, dist: {_scalar(dist)}}}" for inc, dist in d.sdk_wheels]
@@ -252,7 +272,130 @@ def render(d: Draft) -> str:
         if rest:
             out.append("  defaulted:  # no kind suggested by the name: these raise the default (DRIVER)")
             out += [f"    - {r.name:<{width}}  # review ({r.value})" for r in rest]
+    if d.params:
+        out += ["", "# what the header's comments say of pointer parameters (their [in]/[out]/[in,out], [optional],",
+                "# [range(0, count)] or @param[out]): review each",
+                "functions:"]
+        for fn, ps in d.params:
+            out += [f"  {fn}:", "    params:"]
+            out += [f"      {p}: {flow}  # review: {tags}" for p, flow, tags in ps]
     return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------------------ directions from comments
+
+_TRAILING = re.compile(r"^(?P<code>[^/]*?)(?P<name>[A-Za-z_]\w*)\s*(\[[^\]]*\])?\s*,?\s*///<\s*(?P<tags>(\[[^\]]*\])+)")
+_DOXYGEN = re.compile(r"[@\\]param\s*\[\s*(?P<dir>in\s*,\s*out|inout|input|output|in|out)\s*\]\s+"
+                      r"(?P<name>[A-Za-z_]\w*)")
+
+
+def comment_tags(lines: Sequence[str], line: int, names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """What a declaration's comments say of its parameters ``names``, each as its tags (``in``, ``out``,
+    ``in,out``, ``optional``, ``range(0, numWaitEvents)``): Level Zero's trailing ``///< [in][optional]`` after
+    each parameter, and Doxygen ``@param[out] name`` / ``\\param [in] name`` in the comment block above it.
+    ``line``: the declaration's (1-based, its name's line)."""
+    out: dict[str, tuple[str, ...]] = {}
+    wanted = set(names)
+    # trailing ///< comments, from the name's line to the end of the parameter list
+    for text in lines[max(0, line - 1):line + 200]:
+        m = _TRAILING.match(text)
+        if m and m.group("name") in wanted and m.group("name") not in out:
+            out[m.group("name")] = tuple(t.replace(" ", "") if t.strip().startswith("range")
+                                         else t.strip().lower().replace(" ", "")
+                                         for t in re.findall(r"\[([^\]]*)\]", m.group("tags")))
+        if ");" in text.split("//")[0]:
+            break
+    # a Doxygen block above: up to 3 lines of return type and attributes, then */
+    i = line - 2
+    for _ in range(4):
+        if i < 0 or lines[i].rstrip().endswith("*/"):
+            break
+        if lines[i].rstrip().endswith((";", "}", "{")):
+            i = -1
+            break
+        i -= 1
+    if i >= 0 and lines[i].rstrip().endswith("*/"):
+        block: list[str] = []
+        while i >= 0:
+            block.append(lines[i])
+            if "/*" in lines[i]:
+                break
+            i -= 1
+        for m in _DOXYGEN.finditer("\n".join(reversed(block))):
+            if m.group("name") in wanted and m.group("name") not in out:
+                out[m.group("name")] = ({"inout": "in,out", "input": "in", "output": "out"}.get(
+                    re.sub(r"\s", "", m.group("dir")), re.sub(r"\s", "", m.group("dir"))),)
+    return out
+
+
+def _pointer(t: CType, typedefs: dict[str, CType]) -> Pointer | None:
+    r = _resolve(t, typedefs)
+    return r if isinstance(r, Pointer) and not isinstance(_resolve(r.pointee, typedefs), FunctionProto) else None
+
+
+def stated_params(h: Header, include_dir: Path, functions: dict[str, Function],
+                  selected: Sequence[str]) -> tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...]:
+    """The ``functions: <name>: params:`` entries the header's comments give for the pointer parameters of
+    ``selected``: ``direction`` where it is not what the binder infers from the type alone (a pointer to const is
+    in), ``nullable`` for ``[optional]``, ``len`` for ``[range(0, count)]`` whose count is a parameter.  A struct
+    whose first field is ``stype`` (Level Zero's, Vulkan's ``sType``) that the function fills is in-out: the caller
+    sets its type first."""
+    typedefs = {t.name: t.type for t in h.typedefs}
+    records = {(r.kind, r.tag): r for r in h.records if r.tag}
+    texts: dict[str, list[str]] = {}
+    out = []
+    for name in selected:
+        f = functions[name]
+        file = f.location.file
+        if file not in texts:
+            try:
+                texts[file] = (include_dir / file).read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                texts[file] = []
+        pnames = [p.name for p in f.params if p.name]
+        tags = comment_tags(texts[file], f.location.line, pnames) if texts[file] else {}
+        rows = []
+        for p in f.params:
+            if not p.name or p.name not in tags:
+                continue
+            ptr = _pointer(p.type, typedefs)
+            if ptr is None:
+                continue
+            t = tags[p.name]
+            pointee = _resolve(ptr.pointee, typedefs)
+            const = ptr.pointee.const or pointee.const
+            record = records.get((pointee.kind, pointee.tag)) if isinstance(pointee, RecordRef) else \
+                pointee.record if isinstance(pointee, InlineRecord) else None
+            fields = record.fields if record is not None and record.fields else ()
+            stype = bool(fields) and (fields[0].name or "").lower() == "stype"
+            opaque = record is not None and getattr(record, "fields", None) is None or \
+                isinstance(pointee, RecordRef) and record is None
+            if opaque:  # a handle: in by its type; only [optional] says more
+                if "optional" in t:
+                    rows.append((p.name, "{nullable: true}", "".join(f"[{x}]" for x in t)))
+                continue
+            direction = "inout" if "in,out" in t or (stype and "out" in t) else \
+                "out" if "out" in t else "in" if "in" in t else None
+            void = isinstance(pointee, Builtin) and pointee.name == "void"
+            if direction == "in" and const or direction in ("out", "inout") and (void or const):
+                # what the binder infers; an untyped buffer is the caller's (it cannot be out); a comment that
+                # says a pointer to const is written contradicts the type
+                direction = None
+            entry: list[str] = []
+            if direction is not None:
+                entry.append(f"direction: {direction}")
+            rng = next((m.group(1) for x in t if (m := re.fullmatch(r"range\(0,(\w+)\)", x))), None)
+            if rng is not None and rng in pnames and direction in ("in", None):
+                entry.append(f"len: {rng}")
+            if "optional" in t:
+                entry.append("nullable: true")
+            if entry:
+                why = "".join(f"[{x}]" for x in t) + (" (a struct whose stype the caller sets)"
+                                                      if stype and direction == "inout" and "in,out" not in t else "")
+                rows.append((p.name, "{" + ", ".join(entry) + "}", why))
+        if rows:
+            out.append((name, tuple(rows)))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------ reading the header
@@ -321,15 +464,15 @@ class Parsed:
 
 
 def parse_header(include_dir: Path, rel: str, defines: tuple[tuple[str, str], ...],
-                 undefines: tuple[str, ...]) -> Parsed:
+                 undefines: tuple[str, ...], extra: tuple[Path, ...] = ()) -> Parsed:
     """Parse with clang; where it fails at an ``#error``, try each macro the error asks for (one at a time), and
     where it fails inside a compiler's SIMD intrinsics, drop the predefined SIMD macros."""
     where = Location(file=rel, line=1, col=1)
     define_note = undefine_note = ""
     tried: set[str] = set()
     for _ in range(8):
-        request = ParseRequest(headers=(rel,), include_dirs=(include_dir,), defines=defines, undefines=undefines,
-                               where=where)
+        request = ParseRequest(headers=(rel,), include_dirs=(include_dir, *extra), defines=defines,
+                               undefines=undefines, where=where)
         try:
             return Parsed(header=parse(request), defines=defines, undefines=undefines, define_note=define_note,
                           undefine_note=undefine_note)
@@ -347,6 +490,12 @@ def parse_header(include_dir: Path, rel: str, defines: tuple[tuple[str, str], ..
                     defines = tuple(x for x in defines if x[0] not in tried) + ((candidates[0], "1"),)
                     define_note = f"review: detected: the header's #error ({first.location}) asks for it"
                     continue
+            m = re.search(r"'([^']+)' file not found", first.message)
+            if m is not None:  # a header of another directory (cuBLAS's include the CUDA runtime's)
+                raise UserError([replace(first, message=f"{first.message}: give the directory that has it with "
+                                         "--include-dir DIR (the draft writes it as the sdk: declaration's "
+                                         "extra_includes:, as sdk:KIND where a declared SDK is found there)"),
+                                 *e.diagnostics[1:]]) from None
             raise
     raise _fail(f"could not parse {rel} (tried defining {', '.join(sorted(tried))}); give --define NAME")
 
@@ -404,29 +553,57 @@ class ErrorsFound:
     codes: tuple[tuple[str, int], ...] = ()
 
 
-def find_version(h: Header, marker: str) -> tuple[tuple[str, str], ...]:
+def find_version(h: Header, marker: str, include_dir: Path | None = None) -> tuple[tuple[str, str], ...]:
     """How the SDK's version is read (``sdk.version``), from its macros: ``<P>_VERSION_MAJOR``/``_MINOR``
-    (/``_PATCH``) joined; else the newest ``<P>_VERSION_<major>_<minor>`` (OpenCL); else one ``<P>_VERSION``
-    integer (its encoding is left to review).  ``header:`` where they are not in the marker."""
+    (/``_PATCH``) or ``<P>_VER_MAJOR``/... (cuBLAS) joined; else the newest ``<P>_VERSION_<major>_<minor>``
+    (OpenCL, Vulkan); else one ``<P>_VERSION`` integer (its encoding is left to review).  ``header:`` where they
+    are not in the marker.  With ``include_dir``, only a way that :func:`sdk.header_version` (what ``generate``
+    runs) reads a version with is returned (a macro defined as an expression of others is not one)."""
+    from . import sdk as sdks
+    from .spec import SdkVersion
+
     ints = {c.name: c for c in h.constants if isinstance(c.value, int) and not isinstance(c.value, bool)}
 
     def where(name: str) -> tuple[tuple[str, str], ...]:
         f = ints[name].location.file
         return () if f == marker else (("header", _scalar(f)),)
 
+    def reads(way: tuple[tuple[str, str], ...], v: SdkVersion) -> bool:
+        return include_dir is None or sdks.header_version(v, marker, include_dir) is not None
+
     for name in sorted(ints):
-        if name.endswith("_VERSION_MAJOR") and name[:-5] + "MINOR" in ints:
-            parts = [name, name[:-5] + "MINOR"] + ([name[:-5] + "PATCH"] if name[:-5] + "PATCH" in ints else [])
-            return where(name) + (("macros", _flow(parts)),)
+        for major in ("_VERSION_MAJOR", "_VER_MAJOR"):
+            stem = name[:-len("MAJOR")]
+            if name.endswith(major) and stem + "MINOR" in ints:
+                parts = [name, stem + "MINOR"] + ([stem + "PATCH"] if stem + "PATCH" in ints else [])
+                way = where(name) + (("macros", _flow(parts)),)
+                if reads(way, SdkVersion(header=dict(way).get("header", "").strip('"') or None, macros=tuple(parts))):
+                    return way
     pairs = sorted(n for n in ints if re.fullmatch(r"[A-Z][A-Z0-9]*_VERSION_\d+_\d+", n))
     if pairs:
         prefix = pairs[0].split("_VERSION_")[0]
         if all(n.startswith(prefix + "_VERSION_") for n in pairs):
-            return where(pairs[0]) + (("newest", _scalar(f"{prefix}_VERSION_*_*")),)
+            way = where(pairs[0]) + (("newest", _scalar(f"{prefix}_VERSION_*_*")),)
+            if reads(way, SdkVersion(header=dict(way).get("header", "").strip('"') or None,
+                                     newest=f"{prefix}_VERSION_*_*")):
+                return way
     single = sorted(n for n in ints if re.fullmatch(r"[A-Z][A-Z0-9]*_VERSION", n))
     if len(single) == 1:
-        return where(single[0]) + (("macro", single[0]),)
+        way = where(single[0]) + (("macro", single[0]),)
+        if reads(way, SdkVersion(header=dict(way).get("header", "").strip('"') or None, macro=single[0])):
+            return way
     return ()
+
+
+def version_note(h: Header) -> str:
+    """The version the header states where no ``version:`` way reads it (an enum constant, as Level Zero's
+    ``ZE_API_VERSION_CURRENT``): for the review comment, or ''."""
+    for e in h.enums:
+        for c in e.constants:
+            if c.name.endswith("_VERSION_CURRENT") and isinstance(c.value, int) and c.value > 0xFFFF:
+                return (f"review: the header's {c.name} is {c.value >> 16}.{c.value & 0xFFFF} (an enum constant: "
+                        "no version: way reads it; generate reports the version as unknown)")
+    return ""
 
 
 def find_errors(h: Header, bound: Sequence[Function]) -> ErrorsFound:
@@ -499,7 +676,7 @@ def _ldconfig() -> list[Path]:
 
 
 def find_libraries(stems: Sequence[str], dirs: Sequence[Path], listed: Sequence[Path]) -> list[Path]:
-    """Library files ``lib<stem>.so*`` for the first stem that has any, searched in ``dirs`` and the files
+    """Library files ``lib<stem>.so*`` (the first stem: also ``lib<stem>_<word>.so*``) for the first stem that has any, searched in ``dirs`` and the files
     ``listed`` (ldconfig -p).  The first stem (the function prefix) of 3 letters or more may also follow a vendor's
     own prefix and take a number (libamdhip64 for hip); the others (header, library and vendor names: 'api' is
     in libglapi) must match whole."""
@@ -511,8 +688,11 @@ def find_libraries(stems: Sequence[str], dirs: Sequence[Path], listed: Sequence[
             continue
     for i, stem in enumerate(stems):
         s = re.escape(stem)
-        pat = re.compile(rf"lib{s}\.so(\.\d+)*\Z" if i or len(stem) < 3 else
-                         rf"lib[A-Za-z0-9]*?{s}\d*\.so(\.\d+)*\Z", re.IGNORECASE)
+        # the function prefix may also take a word after an underscore: Level Zero's ze* are libze_loader.so.1's
+        # (its layers, libze_validation_layer & co., match too: the exports decide, see exporting)
+        suffix = r"(_[A-Za-z0-9]+)*" if i == 0 else ""
+        pat = re.compile(rf"lib{s}{suffix}\.so(\.\d+)*\Z" if i or len(stem) < 3 else
+                         rf"lib[A-Za-z0-9]*?{s}\d*{suffix}\.so(\.\d+)*\Z", re.IGNORECASE)
         hits = sorted(p for p in files if pat.match(p.name))
         if hits:
             return hits
@@ -628,6 +808,8 @@ class Options:
     lib_dirs: tuple[Path, ...] = ()
     system_libs: bool = True  # also search the usual library directories and ldconfig -p
     specs: Path = DEFAULT_SPECS
+    include_dirs: tuple[Path, ...] = ()  # further include directories the header needs (--include-dir)
+    replacing: Path | None = None  # the spec the draft overwrites (--force): not one of the existing specs
     notes: list[str] = field(default_factory=list)  # warnings for stderr
 
 
@@ -636,24 +818,40 @@ def _core(specs: Path) -> CoreSpec:
     return load_core(path)
 
 
-def _existing(specs: Path) -> list[LibrarySpec]:
+def _existing(specs: Path, replacing: Path | None = None) -> list[LibrarySpec]:
+    """The library specs of ``specs`` that load, but ``replacing``; each named as ``<specs dir's name>/...``
+    (specs/cuda/nvrtc.yaml: a draft's comment never names the maintainer's absolute path)."""
     from .pipeline import spec_paths
 
     out = []
     for p in spec_paths(specs) if specs.is_dir() else []:
+        if _same_file(p, replacing):
+            continue
         try:
-            out.append(load_library(p, p.as_posix()))
+            out.append(load_library(p, (Path(Path(os.path.abspath(specs)).name) / p.relative_to(specs)).as_posix()))
         except UserError:
             continue
     return out
+
+
+# how a new backend kind is added, for the errors that list the kinds
+ADD_KIND = ("a new kind is added first: append it to backend_kinds: in specs/core.yaml (NAME: {dlpack_device: N, "
+            "doc: ...}), then run generate; docs/maintainer/adding-a-backend.md lists every step")
+
+
+def _same_file(a: Path, b: Path | None) -> bool:
+    try:
+        return b is not None and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _backend(vendor: str, prefix: str, core: CoreSpec, specs: Sequence[LibrarySpec], given: str | None) -> tuple[str, str]:
     kinds = core.backend_kinds
     if given is not None:
         if kinds and given not in kinds:
-            raise _fail(f"--backend {given}: not a backend kind of {core.path} (one of {', '.join(kinds)})",
-                        "--backend")
+            raise _fail(f"--backend {given}: not a backend kind of {_shown(Path(core.path))} (one of "
+                        f"{', '.join(kinds)}); {ADD_KIND}", "--backend")
         return given, ""
     same = sorted({s.backend.value for s in specs if s.vendor.value == vendor})
     if len(same) == 1:
@@ -664,8 +862,8 @@ def _backend(vendor: str, prefix: str, core: CoreSpec, specs: Sequence[LibrarySp
                                                                            re.IGNORECASE))]
         if len(hits) == 1:
             return hits[0], f"review: guessed from '{key}'"
-    raise _fail(f"cannot tell the backend of vendor '{vendor}': give --backend (one of {', '.join(kinds)})",
-                "--backend")
+    raise _fail(f"cannot tell the backend of vendor '{vendor}': give --backend (one of {', '.join(kinds)}); "
+                f"{ADD_KIND}", "--backend")
 
 
 def _backend_docs(core: CoreSpec) -> dict[str, str]:
@@ -676,6 +874,44 @@ def _backend_docs(core: CoreSpec) -> dict[str, str]:
         return {k: str(v.get("doc", "")) for k, v in (data.get("backend_kinds") or {}).items() if isinstance(v, dict)}
     except (OSError, yaml.YAMLError, AttributeError):
         return {}
+
+
+def _personal(path: Path) -> bool:
+    """``path`` is the maintainer's own (under $HOME, the working directory, or this interpreter's prefix: a
+    virtual environment), not a place another machine has."""
+    p = Path(os.path.abspath(path))
+    for base in (os.environ.get("HOME"), os.getcwd(), sys.prefix):
+        if base and os.path.abspath(base) != "/" and p.is_relative_to(os.path.abspath(base)):
+            return True
+    return False
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the draft may print it: never the maintainer's absolute path (a draft is committed): under a
+    site-packages ``site-packages/...``, under $HOME ``~/...``, under the working directory relative to it; a
+    system directory (/usr/lib/...) as it is."""
+    p = Path(os.path.abspath(path))
+    site = _site_packages(p / "x")
+    if site is not None:
+        return (Path("site-packages") / p.relative_to(site)).as_posix()
+    home = os.environ.get("HOME")
+    if home and os.path.abspath(home) != "/" and p.is_relative_to(os.path.abspath(home)):
+        return (Path("~") / p.relative_to(os.path.abspath(home))).as_posix()
+    if p.is_relative_to(os.getcwd()) and os.getcwd() != "/":
+        return p.relative_to(os.getcwd()).as_posix() or "."
+    if _personal(p):
+        return p.name
+    return p.as_posix()
+
+
+def _apt_package(path: Path) -> str | None:
+    """The Debian package that installed ``path`` (``dpkg -S``), or None."""
+    try:
+        out = subprocess.run(["dpkg", "-S", str(path)], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.match(r"([a-z0-9][a-z0-9+.\-]*)(:[a-z0-9]+)?: ", out.stdout) if out.returncode == 0 else None
+    return m.group(1) if m else None
 
 
 def _sdk_block(d: Draft, include_dir: Path, kind: str, existing: Sequence[LibrarySpec]) -> Draft:
@@ -696,10 +932,16 @@ def _sdk_block(d: Draft, include_dir: Path, kind: str, existing: Sequence[Librar
         inc = include_dir.relative_to(site).as_posix()
         dist = _wheel_dist(site, f"{inc}/{d.header}")
         if dist is not None and _REL_DIR.match(inc):
-            return replace(d, sdk_wheels=((inc, dist),), sdk_note=f"pip {dist}")
+            return replace(d, sdk_wheels=((inc, dist),), sdk_note=f"pip {dist}", sdk_install=(("pip", dist),))
     root = include_dir.parent
+    if _personal(include_dir):  # the maintainer's own directory is no place for the spec to name
+        return replace(d, sdk_env=env, sdk_note=f"TODO: the headers are in {_shown(include_dir)}, a directory of "
+                                                f"this machine's user: set ${env[0]} to its root, or give it with "
+                                                f"`generate --sdk {kind}=PATH`")
     if include_dir.name == "include" and root.as_posix() in ("/usr", "/usr/local"):
-        return replace(d, sdk_env=env, sdk_include_dirs=("/usr/include", "/usr/local/include"))
+        package = _apt_package(include_dir / d.header)
+        return replace(d, sdk_env=env, sdk_include_dirs=("/usr/include", "/usr/local/include"),
+                       sdk_install=(("apt", package),) if package else ())
     if include_dir.name == "include" and _ABS_DIR.match(root.as_posix()):
         roots = [root.as_posix()]
         m = re.fullmatch(r"(.*?)-\d+(\.\d+)*", root.name)
@@ -710,8 +952,37 @@ def _sdk_block(d: Draft, include_dir: Path, kind: str, existing: Sequence[Librar
         return replace(d, sdk_env=env, sdk_roots=tuple(roots))
     if _ABS_DIR.match(include_dir.as_posix()):
         return replace(d, sdk_env=env, sdk_include_dirs=(include_dir.as_posix(),))
-    return replace(d, sdk_env=env, sdk_note=f"TODO: {include_dir} cannot be written here: give it with "
-                                            f"`generate --sdk {kind}={include_dir}`")
+    return replace(d, sdk_env=env, sdk_note=f"TODO: {_shown(include_dir)} cannot be written here: give it with "
+                                            f"`generate --sdk {kind}=PATH`")
+
+
+def _extra_includes(d: Draft, include_dir: Path, dirs: Sequence[Path], existing: Sequence[LibrarySpec]) -> Draft:
+    """``extra_includes:`` for the --include-dir directories: ``sdk:KIND`` where a declared SDK is found there (the
+    CUDA toolkit's include directory: sdk:cuda), a directory under the SDK's include directory relative to it, a
+    system one as it is; the maintainer's own (under $HOME, the checkout, the venv) is a TODO."""
+    from . import sdk as sdks
+
+    if d.sdk_ref:
+        return replace(d, sdk_note=d.sdk_note + "; review: the headers need --include-dir directories: the "
+                       "declaration's extra_includes: must name them")
+    declared = {s.sdk_spec.kind.value: s.sdk_spec for s in existing if s.sdk_spec is not None}
+    out: list[str] = []
+    todo: list[str] = []
+    for given in dirs:
+        p = Path(os.path.abspath(given))
+        kinds = [k for k in sorted(declared) if (f := sdks.find(k, None, descs=declared)) is not None
+                 and _same_file(f.include_dir, p)]
+        if kinds:
+            out.append(f"sdk:{kinds[0]}")
+        elif p.is_relative_to(include_dir):
+            out.append(p.relative_to(include_dir).as_posix())
+        elif not _personal(p) and _ABS_DIR.match(p.as_posix()):
+            out.append(p.as_posix())
+        else:
+            todo.append(_shown(p))
+    note = "review" + (f"; TODO: {', '.join(todo)}: a directory of this machine's user, not written: name the SDK "
+                       "that provides it (sdk:KIND, declared by its spec)" if todo else "")
+    return replace(d, sdk_extra_includes=tuple(dict.fromkeys(out)), sdk_extra_note=note)
 
 
 def _loader(d: Draft, o: Options, include_dir: Path, stems: Sequence[str], functions: Iterable[str],
@@ -735,7 +1006,7 @@ def _loader(d: Draft, o: Options, include_dir: Path, stems: Sequence[str], funct
         return replace(d, loader=(guess,), loader_note=f"TODO: no lib{'|'.join(stems)}*.so found on this system, "
                                                        "nor a library exporting the functions beside the header: "
                                                        "name the library file (or give --lib-dir DIR)")
-    where = sorted({p.parent.as_posix() for p in found})
+    where = sorted({_shown(p.parent) for p in found})
     d = replace(d, loader=names, loader_note=f"review: found in {', '.join(where)}"
                                              f"{', exports the functions' if exporters else ''}")
     if wheel_lib is not None and site is not None and any(p.parent == wheel_lib for p in found):
@@ -780,7 +1051,11 @@ def scaffold(o: Options) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_./\-]*\.h", rel):
         raise _fail(f"header path '{rel}' is not one a spec can name (letters, digits, _ . / -, ending in .h)",
                     str(o.header))
-    parsed = parse_header(include_dir, rel, o.defines, o.undefines)
+    for extra in o.include_dirs:
+        if not extra.is_dir():
+            raise _fail(f"--include-dir {extra}: not a directory", "--include-dir")
+    parsed = parse_header(include_dir, rel, o.defines, o.undefines, tuple(Path(os.path.abspath(x))
+                                                                       for x in o.include_dirs))
     h = parsed.header
     publics = public_names(h)
     chosen, others = prefixes(publics)
@@ -789,7 +1064,9 @@ def scaffold(o: Options) -> str:
     include = tuple(p + "*" for p in chosen)
     selected = sorted(n for n in publics if any(fnmatch.fnmatchcase(n, p) for p in include))
     core = _core(o.specs)
-    existing = _existing(o.specs)
+    # the spec being overwritten is not another spec: its sdk: declaration is the draft's own (else the draft named
+    # its own kind, `sdk: <kind>`, and dropped the block: generate then found no declaration)
+    existing = _existing(o.specs, o.replacing)
     backend, backend_note = _backend(vendor, chosen[0].strip("_"), core, existing, o.backend)
     kind = o.sdk[0] if o.sdk else vendor
     if not IDENT.match(kind):
@@ -815,22 +1092,35 @@ def scaffold(o: Options) -> str:
     else:
         assert last is not None
         raise last
+    if o.include_dirs:
+        d = _extra_includes(d, include_dir, o.include_dirs, existing)
     if not d.sdk_ref:
-        d = replace(d, sdk_version=find_version(h, rel))
+        d = replace(d, sdk_version=find_version(h, rel, include_dir),
+                    sdk_version_note="" if find_version(h, rel, include_dir) else version_note(h))
     stems = list(dict.fromkeys(s for s in (chosen[0].strip("_").lower(), Path(rel).stem.lower(),
                                            Path(rel).stem.split("_")[0].lower(), library.lower(), vendor.lower())
                                if s))
     d = _loader(d, o, include_dir, stems, {publics[n].name for n in selected} | set(selected),
                 existing)
+    d = replace(d, params=stated_params(h, include_dir, publics, selected))
     # bind the draft as generate will; exclude what the binder refuses, with its reason
     display = f"{vendor}/{library}.yaml"
     lib = None
-    for _ in range(6):
+    for _ in range(8):
         try:
             lib = _bind(render(d), display, core, h)
             break
         except UserError as e:
             bad = _culprits(e.diagnostics, publics, set(selected) - {p for p, _ in d.exclude})
+            stated = {fn for fn, _ in d.params}
+            if d.params and (not bad or set(bad) & stated):
+                # what a comment said that the binder refuses (a count it cannot pair): the type's inference
+                # stays, the function is kept
+                drop = set(bad) & stated or stated
+                o.notes.append(f"the header's comments on {', '.join(sorted(drop))} were not taken (the binder "
+                               f"refused them): {next(iter(bad.values()), e.diagnostics[0].message)[:200]}")
+                d = replace(d, params=tuple((fn, ps) for fn, ps in d.params if fn not in drop))
+                continue
             if not bad:
                 raise UserError([Diagnostic(location=Location(file="scaffold", line=1, col=1),
                                             message="the draft spec does not bind (a scaffold bug, or a header it "
@@ -840,7 +1130,8 @@ def scaffold(o: Options) -> str:
     if lib is None:
         raise _fail("the draft spec still does not bind after excluding the functions the binder refused")
     bound = {f.public: f for f in lib.functions}
-    d = replace(d, name_function=_name_function(lib, d.error_type), inferred=len(inferred_params(lib)))
+    d = replace(d, name_function=_name_function(lib, d.error_type), inferred=len(inferred_params(lib)),
+                params=tuple((fn, ps) for fn, ps in d.params if fn in bound))
     text = render(d)
     _bind(text, display, core, h)  # (the final text, as generate reads it)
     skipped = sorted(set(selected) - set(bound) - {p for p, _ in d.exclude})
@@ -933,7 +1224,8 @@ def missing(name: str, specs: Path, overrides: dict[str, str]) -> str:
             raise _fail(f"{name}: no {spec.sdk} SDK headers found ({spec.headers[0]}); give --sdk "
                         f"{spec.sdk}=PATH", "--missing")
         header = parse(ParseRequest(headers=tuple(h.value for h in spec.headers + spec.version_headers),
-                                    include_dirs=(found.include_dir,), defines=spec.defines,
+                                    include_dirs=sdks.include_path(descs.get(spec.sdk.value), found, overrides,
+                                                                   descs)[0], defines=spec.defines,
                                     undefines=spec.undefines, where=spec.location))
     lib = bind(spec, core, header)
     versions = {h.value for h in spec.version_headers}
@@ -996,7 +1288,7 @@ def run(args: argparse.Namespace) -> int:
     o = Options(name=args.library, header=args.header,
                 sdk=(sdk_pairs[0][0], Path(sdk_pairs[0][1])) if sdk_pairs else None, defines=tuple(defines),
                 undefines=tuple(args.undefine), backend=args.backend, lib_dirs=tuple(args.lib_dir),
-                specs=args.specs)
+                specs=args.specs, include_dirs=tuple(args.include_dir), replacing=Path(out) if out != "-" and os.path.isfile(out) else None)
     text = scaffold(o)
     for note in o.notes:
         print(f"scaffold: {note}", file=sys.stderr)

@@ -119,6 +119,17 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                 _k("wheels", "pip wheels of the running interpreter that carry the headers (section "
                    "`library > sdk > wheels[]`)."),
                 _k("version", "How the SDK's version is read (section `library > sdk > version`)."),
+                _k("extra_includes", "Further include directories its headers need, searched after its own, ex. "
+                   "`[sdk:cuda]` (cuBLAS's headers include the CUDA runtime's): `sdk:KIND` is where that SDK is "
+                   "found (`--sdk KIND=PATH` moves it too), a relative directory is under this SDK's include "
+                   "directory, an absolute one is as it is."),
+                _k("install", "Where to get it (section `library > sdk > install`): named when it is not found and "
+                   "`generate --require-sdks` (or `CI=true`) fails."),
+            )),
+    Section("library > sdk > install", "The package(s) providing the SDK; its install step goes in "
+            "scripts/install-system-sdks.sh (apt) or the Makefile's `GEN_SDKS`/`TEST_SDKS` (pip).", (
+                _k("apt", "Debian packages, ex. `[opencl-headers]`."),
+                _k("pip", "pip requirements, ex. `nvidia-cuda-nvrtc==13.5.37`."),
             )),
     Section("library > sdk > wheels[]", "One pip wheel carrying the headers.", (
                 _k("include", "The include directory inside site-packages, ex. `nvidia/cu13/include`.", True),

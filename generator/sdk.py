@@ -242,4 +242,25 @@ def find(kind: str, override: str | None = None, marker: str | None = None,
     return found[0] if found else None
 
 
-__all__ = ["SDK", "descriptions", "discover", "discover_one", "find", "header_notice", "header_version", "version_key"]
+def include_path(desc: SdkSpec | None, found: SDK, overrides: Mapping[str, str] | None = None,
+                 descs: Mapping[str, SdkSpec] | None = None) -> tuple[tuple[Path, ...], list[str]]:
+    """The include directories to parse a library's headers with: its SDK's (``found``), then the declaration's
+    ``extra_includes``; and the ``sdk:KIND`` entries whose SDK is not found (the library cannot be parsed)."""
+    dirs = [found.include_dir]
+    missing: list[str] = []
+    for entry in desc.extra_includes if desc is not None else ():
+        if entry.startswith("sdk:"):
+            kind = entry[len("sdk:"):]
+            other = find(kind, (overrides or {}).get(kind), descs=descs)
+            if other is None:
+                missing.append(kind)
+            elif other.include_dir not in dirs:
+                dirs.append(other.include_dir)
+        else:
+            p = Path(entry) if entry.startswith("/") else found.include_dir / entry
+            if p not in dirs:
+                dirs.append(p)
+    return tuple(dirs), missing
+
+
+__all__ = ["SDK", "include_path", "descriptions", "discover", "discover_one", "find", "header_notice", "header_version", "version_key"]

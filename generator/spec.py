@@ -311,6 +311,12 @@ class SdkSpec:
     wheels: tuple[SdkWheel, ...] = ()
     version: SdkVersion = SdkVersion()
     path: str = ""  # the spec that declares it
+    # where to get it: (manager, package) pairs, manager apt (scripts/install-system-sdks.sh) or pip (the Makefile's
+    # GEN_SDKS/TEST_SDKS); named when it is not found and `generate --require-sdks` (or CI=true) fails
+    install: tuple[tuple[str, str], ...] = ()
+    # further include directories its headers need, after its own (cuBLAS's: the CUDA runtime's): ``sdk:KIND``
+    # (where that SDK is found), a directory relative to this SDK's include directory, or an absolute one
+    extra_includes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1349,6 +1355,9 @@ ABS_DIR = re.compile(r"(/[A-Za-z0-9_.*+\-]+)+\Z")  # an absolute directory (glob
 REL_DIR = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*\Z")
 
 
+EXTRA_INCLUDE = re.compile(r"sdk:[A-Za-z_][A-Za-z0-9_]*\Z|/?[A-Za-z0-9_.+\-]+(/[A-Za-z0-9_.+\-]+)*\Z")
+
+
 def _sdk(r: SpecReader, node: yaml.Node | None, display: str) -> tuple[Name | None, SdkSpec | None]:
     """``sdk: kind`` (declared by another spec, or given with --sdk) or ``sdk: {kind: ..., marker: ..., ...}``."""
     if node is None or isinstance(node, yaml.ScalarNode):
@@ -1401,12 +1410,24 @@ def _sdk(r: SpecReader, node: yaml.Node | None, display: str) -> tuple[Name | No
                              macros=tuple(x.value for x in macros), newest=newest.value if newest else None,
                              root_pattern=root_pattern.value if root_pattern else None,
                              wheel_dist=wheel is not None and wheel.value == "dist")
+    extra = r.seq(m.get("extra_includes"), "extra_includes", lambda n: r.string(
+        n, "include directory", EXTRA_INCLUDE, ": expected sdk:KIND (another SDK's include directory), a directory "
+        "relative to this SDK's include directory, or an absolute one"))
+    install: list[tuple[str, str]] = []
+    if "install" in m:
+        im = r.section(m["install"], "library > sdk > install", "install") or {}
+        package = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+\-]*([<>=!~]=?[A-Za-z0-9_.*+\-]+)?\Z")
+        for manager in ("apt", "pip"):
+            for x in r.seq(im.get(manager), manager, lambda n: r.string(n, "package", package,
+                                                                         ": expected a package name (pip: a pinned "
+                                                                         "requirement allowed, ex. foo==1.2)")):
+                install.append((manager, x.value))
     if kind is None or marker is None:
         return kind, None
     return kind, SdkSpec(kind=kind, marker=marker.value, env=tuple(x.value for x in env),
                          roots=tuple(x.value for x in roots), tools=tuple(x.value for x in tools),
                          include_dirs=tuple(x.value for x in include_dirs), wheels=tuple(wheels), version=version,
-                         path=display)
+                         path=display, install=tuple(install), extra_includes=tuple(x.value for x in extra))
 
 
 # the trait-surface sections of core.yaml, read by ironaccelerator_gen.surface
@@ -1469,7 +1490,9 @@ def check_backends(specs: list[LibrarySpec], core: CoreSpec) -> list[Diagnostic]
     return [Diagnostic(location=sp.backend.location,
                        message=f"backend '{sp.backend}' is not a backend kind of {core.path}"
                                f"{suggest(sp.backend.value, core.backend_kinds)} (one of "
-                               f"{', '.join(core.backend_kinds)}: it names the backend in Error.backend)")
+                               f"{', '.join(core.backend_kinds)}: it names the backend in Error.backend); a new "
+                               "kind is appended to backend_kinds: of the core spec first "
+                               "(docs/maintainer/adding-a-backend.md)")
             for sp in specs if core.backend_kinds and sp.backend.value not in core.backend_kinds]
 
 

@@ -132,6 +132,21 @@ def generate_build_import(specs: Path, module: str, code: str, env: dict[str, st
     ("NVRTC_ERROR_COMPILATION", "COMPILE_FAILED"), ("CL_BUILD_PROGRAM_FAILURE", "COMPILE_FAILED"),
     ("CUDA_ERROR_INVALID_PTX", "COMPILE_FAILED"), ("CL_INVALID_IMAGE_SIZE", "INVALID_VALUE"),
     ("CUDA_ERROR_UNKNOWN", "UNKNOWN"),
+    # issue 29 item 3: Level Zero's, cuBLAS's and Vulkan's codes, as specs/vulkan/vulkan.yaml maps its own
+    ("ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", "OUT_OF_MEMORY"), ("ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY", "OUT_OF_MEMORY"),
+    ("CUBLAS_STATUS_ALLOC_FAILED", "OUT_OF_MEMORY"), ("VK_ERROR_OUT_OF_DEVICE_MEMORY", "OUT_OF_MEMORY"),
+    ("VK_ERROR_OUT_OF_POOL_MEMORY", "OUT_OF_MEMORY"), ("VK_ERROR_FRAGMENTED_POOL", "OUT_OF_MEMORY"),
+    ("hipErrorMemoryAllocation", "OUT_OF_MEMORY"),
+    ("ZE_RESULT_ERROR_INVALID_NULL_HANDLE", "INVALID_HANDLE"), ("ZE_RESULT_ERROR_INVALID_ARGUMENT", "INVALID_VALUE"),
+    ("ZE_RESULT_ERROR_INVALID_NULL_POINTER", "INVALID_VALUE"), ("CUBLAS_STATUS_INVALID_VALUE", "INVALID_VALUE"),
+    ("ZE_RESULT_ERROR_UNSUPPORTED_FEATURE", "UNSUPPORTED"), ("CUBLAS_STATUS_NOT_SUPPORTED", "UNSUPPORTED"),
+    ("CUBLAS_STATUS_ARCH_MISMATCH", "UNSUPPORTED"), ("VK_ERROR_EXTENSION_NOT_PRESENT", "UNSUPPORTED"),
+    ("ZE_RESULT_NOT_READY", "NOT_READY"), ("VK_TIMEOUT", "NOT_READY"),
+    ("ZE_RESULT_ERROR_DEVICE_LOST", "NO_DEVICE"), ("VK_ERROR_DEVICE_LOST", "NO_DEVICE"),
+    ("VK_ERROR_INCOMPATIBLE_DRIVER", "NO_DEVICE"), ("ZE_RESULT_ERROR_UNINITIALIZED", "NOT_INITIALIZED"),
+    ("CUBLAS_STATUS_NOT_INITIALIZED", "NOT_INITIALIZED"), ("VK_ERROR_INITIALIZATION_FAILED", "NOT_INITIALIZED"),
+    ("ZE_RESULT_ERROR_MODULE_BUILD_FAILURE", "COMPILE_FAILED"), ("CUBLAS_STATUS_EXECUTION_FAILED", "LAUNCH_FAILED"),
+    ("CUBLAS_STATUS_INTERNAL_ERROR", None), ("VK_ERROR_UNKNOWN", "UNKNOWN"),
     ("NVRTC_ERROR_INTERNAL_ERROR", None), ("CL_MAP_FAILURE", None), ("hipErrorAlreadyMapped", None),
 ])
 def test_error_kinds_suggested_by_name(code: str, kind: str | None) -> None:
@@ -366,6 +381,30 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, case: str) -> None
         assert out.read_text().startswith("# acme.rt")
     if case == "no-header":
         assert "nope.h:1:1: no such file" in r.stderr
+    if case == "unknown-backend":  # issue 29 item 4: the kinds, and how to add one
+        assert "TEST, CUDA, ROCM, METAL, QNN, OPENCL, VULKAN); a new kind is added first: append it " \
+               "to backend_kinds: in specs/core.yaml" in r.stderr and "docs/maintainer/adding-a-backend.md" in r.stderr, \
+            r.stderr
+
+
+def test_force_over_an_existing_spec_round_trips(acme: tuple[Path, Path, Path]) -> None:
+    """Issue 29 item 3: `scaffold --force` over the spec it wrote took that spec's own sdk: declaration for another
+    spec's, wrote `sdk: <kind>` and dropped the block, and generate then found no SDK declaration.  The second draft
+    is the first, byte for byte, and generates."""
+    specs, header, _ = acme
+    args = ("acme.rt", "--header", str(header), "--backend", "TEST", "--specs", str(specs),
+            "--define", "ACME_PLATFORM_LINUX")
+    assert scaffold_cli(*args).returncode == 0
+    path = specs / "acme" / "rt.yaml"
+    first = path.read_text(encoding="utf-8")
+    assert "\nsdk:\n  kind: acme\n" in first
+    r = scaffold_cli(*args, "--force")
+    assert r.returncode == 0, r.stderr
+    assert path.read_text(encoding="utf-8") == first
+    gen = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(specs), "--out",
+                          str(specs.parent / "out"), "--require-sdks"], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)
+    assert gen.returncode == 0, gen.stdout + gen.stderr
 
 
 def test_a_vendor_without_a_backend_kind_asks_for_one(tmp_path: Path) -> None:
@@ -375,6 +414,7 @@ def test_a_vendor_without_a_backend_kind_asks_for_one(tmp_path: Path) -> None:
     h.write_text(ACME_H, encoding="utf-8")
     r = scaffold_cli("acme.rt", "--header", str(h), "--specs", str(specs), "--out", "-")
     assert r.returncode == 2 and "give --backend" in r.stderr, r.stderr
+    assert "append it to backend_kinds: in specs/core.yaml" in r.stderr and "adding-a-backend.md" in r.stderr
 
 
 # ------------------------------------------------------------------------------ real headers
@@ -421,11 +461,158 @@ def test_nvrtc_header_from_the_wheel(tmp_path: Path) -> None:
     assert spec.sdk_spec is not None and spec.sdk_spec.wheels[0].include == "nvidia/cu13/include"
     assert spec.loader.wheel_dirs == ("nvidia/cu13/lib",) and dict(spec.loader.names)["linux"][0] == "libnvrtc.so.13"
     assert spec.errors.type.value == "nvrtcResult" and spec.errors.name_function is not None
+    # issue 29 item 3: its \\param [out] comments are read
+    stated = {(f.name.value, p.name.value): p.direction for f in spec.functions for p in f.params}
+    assert stated["nvrtcCreateProgram", "prog"] == "out" and stated["nvrtcVersion", "major"] == "out"
     out = generate_build_import(specs, "ironaccelerator.backends.cuda.nvrtc", "print(m.nvrtcVersion()[0] >= 12)")
     assert out.strip() == "True"
     # beside the checkout's specs, where 'cuda' names cuda.h's SDK: the existing nvrtc kind is named instead
     t = sc.scaffold(sc.Options(name="cuda.nvrtc2", header=h, specs=SPECS))
     assert "\nsdk: nvrtc  # declared by" in t
+    # issue 29 item 3: the maintainer's paths (the venv, the checkout) are in no line, comments included
+    text = (specs / "cuda" / "nvrtc.yaml").read_text(encoding="utf-8")
+    for personal in (sys.prefix, str(ROOT), os.path.realpath(sys.prefix)):
+        assert personal not in text and personal not in t
+    assert "found in site-packages/nvidia/cu13/lib" in text
+
+
+def _cublas() -> Path:
+    for site in sys.path:
+        p = Path(site) / "nvidia" / "cu13" / "include" / "cublas_v2.h"
+        if p.is_file():
+            if not Path("/usr/local/cuda/include/driver_types.h").is_file():
+                pytest.skip("no CUDA toolkit headers (/usr/local/cuda) for cuBLAS's includes")
+            return p
+    pytest.skip("no cuBLAS headers: .venv/bin/python -m pip install --no-deps nvidia-cublas==13.5.1.27")
+
+
+def test_cublas_header_with_the_cuda_runtime_headers(tmp_path: Path) -> None:
+    """Issue 29 items 2 and 3 on cuBLAS (nvidia-cublas 13.5): its header includes the CUDA runtime's; without them
+    the error says --include-dir; with the toolkit's include directory it is written as `extra_includes:
+    [sdk:cuda]` (the kind driver.yaml declares is found there), and the draft generates.  ALLOC_FAILED is
+    OUT_OF_MEMORY, the version is CUBLAS_VER_*, the install is the wheel's, no path of the venv is written."""
+    h = _cublas()
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    shutil.copy(SPECS / "core.yaml", specs / "core.yaml")
+    (specs / "cuda").mkdir()
+    shutil.copy(SPECS / "cuda" / "driver.yaml", specs / "cuda" / "driver.yaml")
+    bare = scaffold_cli("cublas.cublas", "--header", str(h), "--specs", str(specs), "--backend", "CUDA")
+    assert bare.returncode == 2 and "'driver_types.h' file not found: give the directory that has it with " \
+        "--include-dir DIR" in bare.stderr, bare.stderr
+    r = scaffold_cli("cublas.cublas", "--header", str(h), "--specs", str(specs), "--backend", "CUDA",
+                     "--include-dir", "/usr/local/cuda/include")
+    assert r.returncode == 0, r.stderr
+    text = (specs / "cublas" / "cublas.yaml").read_text(encoding="utf-8")
+    spec = load_library(specs / "cublas" / "cublas.yaml", "cublas/cublas.yaml")
+    assert spec.sdk_spec is not None and spec.sdk_spec.extra_includes == ("sdk:cuda",), text
+    assert spec.sdk_spec.version.macros == ("CUBLAS_VER_MAJOR", "CUBLAS_VER_MINOR", "CUBLAS_VER_PATCH")
+    assert spec.sdk_spec.install == (("pip", "nvidia-cublas"),)
+    kinds = {c.value: k.value for c, k in spec.errors.kinds}
+    assert kinds["CUBLAS_STATUS_ALLOC_FAILED"] == "OUT_OF_MEMORY"
+    assert kinds["CUBLAS_STATUS_EXECUTION_FAILED"] == "LAUNCH_FAILED"
+    for personal in (sys.prefix, str(ROOT)):
+        assert personal not in text
+    gen = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(specs), "--out",
+                          str(tmp_path / "out"), "--only", "cublas.cublas", "--require-sdks"], capture_output=True,
+                         text=True, timeout=600, cwd=ROOT)
+    assert gen.returncode == 0, gen.stdout + gen.stderr
+    assert (tmp_path / "out" / "ironaccelerator" / "backends" / "cublas" / "cublas" / "__init__.py").is_file()
+
+
+def _level_zero() -> Path:
+    h = Path("/usr/include/level_zero/ze_api.h")
+    if not h.is_file():
+        pytest.skip("no Level Zero headers: apt-get install -y libze-dev libze1")
+    return h
+
+
+def test_level_zero_header(tmp_path: Path) -> None:
+    """Issue 29 item 3 on Intel's Level Zero loader (libze-dev): the library is libze_loader.so.1 (ldconfig -p lists
+    it; its name is the prefix and a word), out-of-device-memory is OUT_OF_MEMORY (it was DRIVER), a null handle
+    INVALID_HANDLE, a lost device NO_DEVICE; the version the header states (an enum constant) is said."""
+    h = _level_zero()
+    specs = spec_dir(tmp_path, test_kinds=True)
+    r = scaffold_cli("level_zero.ze", "--header", str(h), "--specs", str(specs), "--backend", "TEST")
+    assert r.returncode == 0, r.stderr
+    text = (specs / "level_zero" / "ze.yaml").read_text(encoding="utf-8")
+    spec = load_library(specs / "level_zero" / "ze.yaml", "level_zero/ze.yaml")
+    if any(Path(d, "libze_loader.so.1").exists() for d in sc.LIB_DIRS):
+        assert dict(spec.loader.names)["linux"] == ("libze_loader.so.1", "libze_loader.so"), text
+    kinds = {c.value: k.value for c, k in spec.errors.kinds}
+    assert kinds["ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY"] == "OUT_OF_MEMORY"
+    assert kinds["ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY"] == "OUT_OF_MEMORY"
+    assert kinds["ZE_RESULT_ERROR_INVALID_NULL_HANDLE"] == "INVALID_HANDLE"
+    assert kinds["ZE_RESULT_ERROR_INVALID_ARGUMENT"] == "INVALID_VALUE"
+    assert kinds["ZE_RESULT_ERROR_DEVICE_LOST"] == "NO_DEVICE"
+    assert kinds["ZE_RESULT_ERROR_UNSUPPORTED_FEATURE"] == "UNSUPPORTED"
+    assert kinds["ZE_RESULT_NOT_READY"] == "NOT_READY"
+    assert kinds["ZE_RESULT_ERROR_MODULE_BUILD_FAILURE"] == "COMPILE_FAILED"
+    assert "# review: the header's ZE_API_VERSION_CURRENT is 1." in text
+    assert spec.sdk_spec is not None and spec.sdk_spec.install == (("apt", "libze-dev"),)
+    # directions from the header's comments: the wait events are an input array with its count (they were
+    # inferred outputs), a property struct the caller passes with stype set is in-out, an optional handle nullable
+    params = {(f.name.value, p.name.value): p for f in spec.functions for p in f.params}
+    waits = params["zeCommandListAppendBarrier", "phWaitEvents"]
+    assert (waits.direction, waits.len.value if waits.len else None, waits.nullable) == ("in", "numWaitEvents", True)
+    assert params["zeCommandListAppendBarrier", "hSignalEvent"].nullable
+    assert params["zeDeviceGetProperties", "pDeviceProperties"].direction == "inout"
+    lib = sc._bind(text, "level_zero/ze.yaml", sc._core(specs), sc.parse_header(h.parent.parent, "level_zero/ze_api.h",
+                                                                                   (), ()).header)
+    roles = {(f.public, p.c_name): p.role.value for f in lib.functions for p in f.params}
+    assert roles["zeCommandListAppendBarrier", "phWaitEvents"] == "in_array"
+    assert roles["zeCommandListAppendBarrier", "numWaitEvents"] == "len"
+    assert roles["zeDeviceGetProperties", "pDeviceProperties"] == "inout"
+    assert "lists the 3\n" in text or int(text.split("lists the ")[1].split()[0]) < 20, text[:400]
+
+
+DIRECTIONS_H = """\
+#ifndef DIR_H
+#define DIR_H
+typedef enum { DIR_SUCCESS = 0, DIR_ERROR_OUT_OF_DEVICE_MEMORY = 1 } dirResult;
+typedef enum { DIR_STRUCTURE_TYPE_PROPS = 1 } dir_structure_type_t;
+typedef struct { dir_structure_type_t stype; void *pNext; int value; } dir_props_t;
+typedef struct dir_event_st *dir_event_t;
+dirResult dirWait(
+    dir_event_t hSignal,        ///< [in][optional] an event to signal
+    unsigned numWaitEvents,     ///< [in][optional] how many
+    dir_event_t *phWaitEvents   ///< [in][optional][range(0, numWaitEvents)] the events
+                                ///< to wait on
+    );
+dirResult dirGetProps(
+    dir_props_t *pProps         ///< [out] the properties
+    );
+/**
+ * @brief Reads a value.
+ * @param[out] value where it goes
+ * \\param [in,out] counter bumped
+ */
+dirResult dirRead(int *value, int *counter);
+dirResult dirPlain(int *guessed);
+#endif
+"""
+
+
+def test_directions_from_the_header_comments(tmp_path: Path) -> None:
+    """Issue 29 item 3: Level Zero's trailing ///< [in][optional][range(0, n)] and Doxygen @param[out] / \\param
+    [in,out] are read; a struct whose first field is stype is in-out even where the comment says [out] (the caller
+    sets its type); a parameter no comment speaks of stays inferred."""
+    inc = tmp_path / "include"
+    (inc / "dir").mkdir(parents=True)
+    (inc / "dir" / "dir.h").write_text(DIRECTIONS_H, encoding="utf-8")
+    specs = spec_dir(tmp_path, test_kinds=True)
+    text = sc.scaffold(sc.Options(name="dir.dir", header=inc / "dir" / "dir.h", backend="TEST", specs=specs,
+                                  system_libs=False))
+    spec = load_library(Path("dir/dir.yaml"), "dir/dir.yaml", text)
+    params = {(f.name.value, p.name.value): (p.direction, p.len.value if p.len else None, p.nullable)
+              for f in spec.functions for p in f.params}
+    assert params == {("dirWait", "hSignal"): (None, None, True),
+                      ("dirWait", "phWaitEvents"): ("in", "numWaitEvents", True),
+                      ("dirGetProps", "pProps"): ("inout", None, False),
+                      ("dirRead", "value"): ("out", None, False),
+                      ("dirRead", "counter"): ("inout", None, False)}, text
+    assert "pProps: {direction: inout}  # review: [out] (a struct whose stype the caller sets)" in text
+    assert "lists the 1\n" in text  # dirPlain's guessed
 
 
 def test_hip_header_needs_a_define(tmp_path: Path) -> None:
@@ -439,6 +626,10 @@ def test_hip_header_needs_a_define(tmp_path: Path) -> None:
     assert spec.defines == (("__HIP_PLATFORM_AMD__", "1"),)  # what its #error names first
     assert [p.value for p in spec.include] == ["hip*"] and spec.errors.type.value == "hipError_t"
     assert {c.value: k.value for c, k in spec.errors.kinds}["hipErrorNoDevice"] == "NO_DEVICE"
+    # issue 29 item 3: its @param [out] comments are read (a void * the comment calls [out] stays the caller's)
+    stated = {(f.name.value, p.name.value): p.direction for f in spec.functions for p in f.params}
+    assert stated["hipMalloc", "ptr"] == "out" and stated["hipGetDeviceCount", "count"] == "out"
+    assert ("hipMemcpy", "dst") not in stated
     out = generate_build_import(specs, "ironaccelerator.backends.hip.runtime",
                                 "from ironaccelerator import Error\n"
                                 "try:\n    m.hipGetDeviceCount()\nexcept Error as e:\n    print(e.kind.name)\n"

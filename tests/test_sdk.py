@@ -88,6 +88,114 @@ def test_a_library_whose_sdk_only_its_spec_knows(tmp_path: Path) -> None:
     assert "skipped toy.toy: no toy SDK headers found (toy/toy.h)" in gen.stdout, gen.stdout + gen.stderr
 
 
+def test_a_missing_sdk_fails_generate_under_ci(tmp_path: Path) -> None:
+    """Issue 29 item 5: without CI a library whose SDK is missing is skipped and `generate --check` passes; under
+    CI=true (as .ci/run) or with --require-sdks it is an error at the spec's sdk:, naming the package to install."""
+    specs, root = toy(tmp_path)
+    spec = specs / "toy" / "toy.yaml"
+    spec.write_text(TOY_SPEC.replace("  env: [TOY_SDK_ROOT]\n", "  env: [TOY_SDK_ROOT]\n  install: {apt: libtoy-dev, "
+                                     "pip: toy-headers==1.4}\n"), encoding="utf-8")
+    out = tmp_path / "out"
+    assert cli("generate", "--specs", str(specs), "--out", str(out), env={"TOY_SDK_ROOT": str(root)},
+               cwd=tmp_path).returncode == 0
+    bare = {k: v for k, v in os.environ.items() if k not in ("TOY_SDK_ROOT", "CI")}
+
+    def check(*extra: str, ci: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--check", "--specs",
+                               str(specs), "--out", str(out), *extra], capture_output=True, text=True, timeout=120,
+                              env={**bare, **({"CI": ci} if ci else {})}, cwd=tmp_path)
+    local = check()
+    assert local.returncode == 0 and "skipped toy.toy: no toy SDK headers found" in local.stdout, local
+    listed = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "sdks", "--specs", str(specs)],
+                            capture_output=True, text=True, timeout=120, env=bare)
+    assert listed.stdout.strip() == ("not found: toy (toy/toy.h; see toy.yaml; install: apt libtoy-dev, "
+                                     "pip toy-headers==1.4)"), listed.stdout
+    assert check(ci="false").returncode == 0
+    for run in (check(ci="true"), check("--require-sdks")):
+        assert run.returncode == 2, run
+        assert run.stderr.splitlines()[0] == (
+            f"{spec}:5:9: toy.toy: no toy SDK found (toy/toy.h), so its checked-in output is not verified: install "
+            "apt package libtoy-dev (scripts/install-system-sdks.sh) or pip toy-headers==1.4 (the Makefile's "
+            "GEN_SDKS/TEST_SDKS), or give --sdk toy=PATH"), run.stderr
+    # a declaration without install: says to add one
+    spec.write_text(TOY_SPEC, encoding="utf-8")
+    run = check(ci="true")
+    assert run.returncode == 2 and "add an install: hint to specs/toy/toy.yaml" in run.stderr, run.stderr
+
+
+def test_install_hints_are_checked(tmp_path: Path) -> None:
+    """An install: entry that is not a package name is a located spec error."""
+    specs, _ = toy(tmp_path)
+    spec = specs / "toy" / "toy.yaml"
+    spec.write_text(TOY_SPEC.replace("  env: [TOY_SDK_ROOT]\n", "  env: [TOY_SDK_ROOT]\n  install: {apt: 'a b', "
+                                     "brew: toy}\n"), encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        load_library(spec, "toy/toy.yaml")
+    text = str(e.value)
+    assert "package 'a b' is not valid" in text and "brew" in text, text
+
+
+def test_every_declared_sdk_says_how_to_install_it() -> None:
+    """The shipped specs' SDK declarations each name their package (what a missing SDK's CI error names), but
+    nvtx's (only a CUDA toolkit has its headers)."""
+    descs = sdk.descriptions(SPECS)
+    assert sorted(k for k, d in descs.items() if not d.install) == ["nvtx"]
+
+
+DEP_SPEC = """\
+vendor: toy
+library: dep
+backend: CUDA
+sdk:
+  kind: toydep
+  marker: toydep/dep.h
+  env: [TOYDEP_ROOT]
+headers: [toydep/dep.h]
+loader:
+  linux: [libtoydep.so.1]
+errors: none
+"""
+
+
+def test_several_include_directories(tmp_path: Path) -> None:
+    """Issue 29 item 2: a header that includes headers of other directories (cuBLAS's: the CUDA runtime's) is parsed
+    with the declaration's extra_includes: another SDK (sdk:KIND), a directory under the SDK's include directory,
+    an absolute one.  Without them the error names the key to set (it said "file not found" and nothing more)."""
+    specs, root = toy(tmp_path)
+    inc = root / "include"
+    (inc / "toy" / "sub").mkdir()
+    (inc / "toy" / "sub" / "toy_sub.h").write_text("typedef int toySub;\n", encoding="utf-8")
+    far = tmp_path / "far" / "include"
+    far.mkdir(parents=True)
+    (far / "toy_far.h").write_text("typedef int toyFar;\n", encoding="utf-8")
+    dep = tmp_path / "dep-sdk"
+    (dep / "include" / "toydep").mkdir(parents=True)
+    (dep / "include" / "toydep" / "dep.h").write_text("int toydepInit(void);\n", encoding="utf-8")
+    (dep / "include" / "toydep" / "dep_types.h").write_text("typedef int toyDep;\n", encoding="utf-8")
+    (specs / "toy" / "dep.yaml").write_text(DEP_SPEC, encoding="utf-8")
+    (inc / "toy" / "toy.h").write_text(TOY_H.replace(
+        "typedef enum", '#include "toy_sub.h"\n#include <toy_far.h>\n#include <toydep/dep_types.h>\ntypedef enum').replace(
+        "toyStatus toyInit(unsigned int flags);", "toyStatus toyInit(toySub flags);"), encoding="utf-8")
+    env = {"TOY_SDK_ROOT": str(root), "TOYDEP_ROOT": str(dep)}
+    spec = specs / "toy" / "toy.yaml"
+    gen = cli("generate", "--specs", str(specs), "--out", str(tmp_path / "out"), env=env, cwd=tmp_path)
+    assert gen.returncode == 2, gen.stdout + gen.stderr
+    assert "'toy_sub.h' file not found: no include directory of toy.toy has it; add the one that does to " \
+           "extra_includes: of the sdk: declaration in specs/toy/toy.yaml (sdk:KIND for another SDK's" in gen.stderr, \
+        gen.stderr
+    spec.write_text(TOY_SPEC.replace("  env: [TOY_SDK_ROOT]\n", "  env: [TOY_SDK_ROOT]\n  extra_includes: "
+                                     f"[toy/sub, {far}, sdk:toydep]\n"), encoding="utf-8")
+    assert load_library(spec, "toy/toy.yaml").sdk_spec.extra_includes == ("toy/sub", str(far), "sdk:toydep")
+    gen = cli("generate", "--specs", str(specs), "--out", str(tmp_path / "out"), "-v", env=env, cwd=tmp_path)
+    assert gen.returncode == 0, gen.stdout + gen.stderr
+    assert f"headers from {inc} (TOY_SDK_ROOT), {inc / 'toy' / 'sub'}, {far}, {dep / 'include'}" in gen.stdout
+    # the other SDK missing: the library is skipped, and under CI an error naming that SDK
+    env.pop("TOYDEP_ROOT")
+    gen = cli("generate", "--specs", str(specs), "--out", str(tmp_path / "out"), "--require-sdks", env=env,
+              cwd=tmp_path)
+    assert gen.returncode == 2 and "toy.toy: no toydep SDK found (toydep/dep.h)" in gen.stderr, gen.stderr
+
+
 def test_generate_reports_as_it_goes(tmp_path: Path) -> None:
     """Issue 24 item 6: a line as each library starts (what it parses) and finishes (its functions, its time),
     then the rendering; -q: the summary only; -v: where the headers come from."""

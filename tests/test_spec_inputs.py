@@ -104,8 +104,9 @@ def test_a_backend_that_is_not_a_backend_kind_is_a_located_error(tmp_path: Path)
     proc = run_cli(spec_dir, tmp_path / "out", "--only", "opencl.cl")
     assert_user_error(proc, "specs/opencl/cl.yaml")
     assert (f"specs/opencl/cl.yaml:{line}:10: backend 'OPENLC' is not a backend kind of specs/core.yaml (did you "
-            "mean 'OPENCL'?) (one of CUDA, ROCM, METAL, QNN, OPENCL: it names the backend in Error.backend)") \
-        in proc.stderr, proc.stderr
+            "mean 'OPENCL'?) (one of CUDA, ROCM, METAL, QNN, OPENCL, VULKAN: it names the backend in Error.backend); "
+            "a new kind is appended to backend_kinds: of the core spec first (docs/maintainer/adding-a-backend.md)") \
+        in proc.stderr, proc.stderr  # (issue 29 item 4: and how a kind is added)
     assert not (tmp_path / "out").exists()
 
 
