@@ -12,8 +12,9 @@ from typing import Any, Mapping, Sequence
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import (
-    _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Result, compile_options,
+    _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result, compile_options,
 )
+from ironaccelerator_runtime.traits.device import enqueue_tracked_fence
 
 from .tables import API_VERSION, VALIDATION_LAYER, VulkanTables, _Api, _KIND, vendor_key
 
@@ -278,6 +279,8 @@ class VulkanDevice(Device):
         self.queue = vk.vkGetDeviceQueue(self.handle, family, 0)
         self.queue_lock = threading.Lock()
         self._release_lock = threading.Lock()
+        self._pool_fast = getattr(api.vk, "_fast", None)  # (MemoryPool's compiled free list, API mode)
+        self._fence_lock = threading.RLock()  # the pool's fences: see _pool_fence
         self._graveyard: list[tuple[list[tuple[Any, int]], Any]] = []  # (waits, release()) deferred frees
         self._streams: weakref.WeakSet[VulkanStream] = weakref.WeakSet()
         self._types = {
@@ -296,6 +299,16 @@ class VulkanDevice(Device):
         # not at interpreter exit: allocations still alive then are released later, by their __del__ while
         # modules are torn down, and must find the VkDevice (the process's exit frees it)
         self._finalizer.atexit = False
+
+    # MemoryPool's fences: every recorded command sets _dirty (VulkanStream._recorded) after it is recorded
+    _dirty = False
+    _fence_events: list[Event] = []  # (replaced, never appended to)
+
+    def _pool_fence(self) -> list[Event]:
+        """The events a pool block freed now waits for
+        (:func:`~ironaccelerator_runtime.traits.device.enqueue_tracked_fence`: none on an idle device, else an
+        event after each stream's work since (``VulkanStream._pool_fence``), under ``_fence_lock``)."""
+        return enqueue_tracked_fence(self)
 
     def _memory_type(self, want: int, prefer: int) -> int | None:
         best = None
