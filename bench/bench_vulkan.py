@@ -32,6 +32,7 @@ installable here (printed).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def spirv() -> bytes | str:
 
 def kompute_note() -> str:
     try:
-        import kp  # noqa: F401
+        importlib.import_module("kp")  # (by name: kp and wgpu ship no type information)
     except ImportError:
         return ("Kompute (kp): absent: kp 0.9.0 (2024-01) has no wheel the package index here offers "
                 "(`pip install --only-binary=:all: kp==0.9.0`: no matching distribution); not timed")
@@ -88,7 +89,7 @@ def wgpu_side(spv: bytes) -> dict[str, Any] | str:
     os.environ.setdefault("WGPU_BACKEND_TYPE", "Vulkan")
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())  # (wgpu-native's EGL probe complains without)
     try:
-        import wgpu
+        wgpu = importlib.import_module("wgpu")
     except (ImportError, OSError) as exc:
         return f"wgpu is not usable ({exc}): `make bench-deps`"
     try:
@@ -143,7 +144,7 @@ def main() -> int:
     print(f"wgpu {wgpu.__version__} adapter: {w['info']['device']} ({w['info']['description']}), "
           f"backend {w['info']['backend_type']}, adapter type {w['info']['adapter_type']}")
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, cpus={os.cpu_count()}, "
-          f"ours kernel signature: {kernel.signature}")
+          f"ours kernel signature: {getattr(kernel, 'signature', '?')}")
     print(kompute_note())
     try:
         wdev.queue.on_submitted_work_done_sync()
