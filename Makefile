@@ -123,7 +123,7 @@ clean:
 # References that only bench/ uses, not the tests (hip-python alone is 320 MB): hip-python for bench_calls,
 # cuda-core for bench_launch_cpu (on the stub driver) and bench_gpu, vulkan (the PyPI cffi binding) for
 # bench_vulkan_calls.
-BENCH_DEPS := hip-python==6.4.4.555.40 cuda-core==1.2.2 vulkan==1.3.275.1
+BENCH_DEPS := hip-python==6.4.4.555.40 cuda-core==1.2.2 vulkan==1.3.275.1 wgpu==0.32.0
 bench-deps: $(SDKS)
 	$(PIP) install -q $(BENCH_DEPS)
 
