@@ -34,6 +34,7 @@ from .tables import _KIND
 _BATCH = 64  # commands recorded before a batch is submitted on its own
 _SETS = 256  # descriptor sets a stream keeps cached (by kernel and buffers)
 _QUERIES = 1024  # timestamp slots per stream (a ring)
+_SPARE = 4  # command buffers of completed batches a stream keeps to record the next ones in
 _ALL_COMMANDS = 0x10000
 _BOTTOM_OF_PIPE = 0x2000
 _MEMORY_READ, _MEMORY_WRITE = 0x8000, 0x10000
@@ -156,6 +157,28 @@ class VulkanStream(Stream):
                                                       "srcAccessMask": _MEMORY_WRITE,
                                                       "dstAccessMask": _MEMORY_READ | _MEMORY_WRITE})
         self._S = S
+        # the hot path's structures, made once (every recording and submission runs under _lock): the begin info;
+        # the submission of a batch that waits for nothing but this stream's previous one; command buffers of
+        # completed batches, begun again (the pool resets them: RESET_COMMAND_BUFFER) instead of freed
+        self._begin = ffi.new("VkCommandBufferBeginInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, "flags": 0x1})  # ONE_TIME_SUBMIT
+        self._alloc_info = ffi.new("VkCommandBufferAllocateInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._pool, "level": 0,
+            "commandBufferCount": 1})
+        self._spare: list[Any] = []
+        self._own_sem = ffi.new("VkSemaphore[1]", [self.semaphore])
+        self._wait_val = ffi.new("uint64_t[1]")
+        self._stage = ffi.new("VkPipelineStageFlags[1]", [_ALL_COMMANDS])
+        self._signal_val = ffi.new("uint64_t[1]")
+        self._submit_cb = ffi.new("VkCommandBuffer[1]")
+        self._tsi = ffi.new("VkTimelineSemaphoreSubmitInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, "waitSemaphoreValueCount": 1,
+            "pWaitSemaphoreValues": self._wait_val, "signalSemaphoreValueCount": 1,
+            "pSignalSemaphoreValues": self._signal_val})
+        self._si = ffi.new("VkSubmitInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": self._tsi, "waitSemaphoreCount": 1,
+            "pWaitSemaphores": self._own_sem, "pWaitDstStageMask": self._stage, "commandBufferCount": 1,
+            "pCommandBuffers": self._submit_cb, "signalSemaphoreCount": 1, "pSignalSemaphores": self._own_sem})
         self._sets: dict[tuple[Any, ...], Any] = {}  # (kernel, buffer keys...) -> VkDescriptorSet[1]
         self._set_pools: dict[Any, Any] = {}  # descriptor set -> its pool
         # the launch's raw functions, resolved once
@@ -175,15 +198,17 @@ class VulkanStream(Stream):
         cb = self._cb
         raw, ffi = self._api.raw, self._ffi
         if cb is None:
-            ai = ffi.new("VkCommandBufferAllocateInfo *", {
-                "sType": self._S.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._pool,
-                "level": 0, "commandBufferCount": 1})
-            out = ffi.new("VkCommandBuffer *")
-            self._api.check(raw.vkAllocateCommandBuffers(self.device.handle, ai, out), "vkAllocateCommandBuffers")
-            cb = out[0]
-            bi = ffi.new("VkCommandBufferBeginInfo *", {"sType": self._S.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                                        "flags": 0x1})  # ONE_TIME_SUBMIT
-            self._api.check(raw.vkBeginCommandBuffer(cb, bi), "vkBeginCommandBuffer")
+            if self._spare:
+                cb = self._spare.pop()  # (a completed batch's: begun again, the pool resets it)
+            else:
+                out = ffi.new("VkCommandBuffer *")
+                self._api.check(raw.vkAllocateCommandBuffers(self.device.handle, self._alloc_info, out),
+                                "vkAllocateCommandBuffers")
+                cb = out[0]
+            code = raw.vkBeginCommandBuffer(cb, self._begin)
+            if code < 0:
+                self._spare.append(cb)
+                raise self._api.error(code, "vkBeginCommandBuffer")
             self._cb = cb
             self._count = 0
         elif self._count:
@@ -216,6 +241,14 @@ class VulkanStream(Stream):
         api, ffi, raw = self._api, self._ffi, self._api.raw
         S = self._S
         value = self.value + 1
+        if not self._waits:  # (the common case: the structures made once)
+            self._wait_val[0] = self.value
+            self._signal_val[0] = value
+            cbs = self._submit_cb
+            cbs[0] = cb
+            with self.device.queue_lock:
+                code = raw.vkQueueSubmit(self.device.queue, 1, self._si, ffi.NULL)
+            return self._queued(code, value, cb, cbs, owned, held)
         waits = [(self.semaphore, self.value)] + self._waits
         wsems = ffi.new("VkSemaphore[]", [w[0] for w in waits])
         wvals = ffi.new("uint64_t[]", [w[1] for w in waits])
@@ -232,11 +265,15 @@ class VulkanStream(Stream):
             "signalSemaphoreCount": 1, "pSignalSemaphores": ssem})
         with self.device.queue_lock:
             code = raw.vkQueueSubmit(self.device.queue, 1, si, ffi.NULL)
+        return self._queued(code, value, cb, cbs, owned, held)
+
+    def _queued(self, code: int, value: int, cb: Any, cbs: Any, owned: bool, held: list[Any]) -> int:
+        """After ``vkQueueSubmit`` of ``cb`` (in ``cbs``) signalling ``value``: the bookkeeping, or the error."""
         if code < 0:
             if owned:
-                raw.vkFreeCommandBuffers(self.device.handle, self._pool, 1, cbs)
+                self._api.raw.vkFreeCommandBuffers(self.device.handle, self._pool, 1, cbs)
             self._release_resources(held)
-            raise api.error(code, "vkQueueSubmit")
+            raise self._api.error(code, "vkQueueSubmit")
         self.value = value
         self._waits = []
         self._tail[0] = value
@@ -296,6 +333,10 @@ class VulkanStream(Stream):
                 return
             self._pending[:] = [p for p in self._pending if p[0] > reached]
             owned = [p[1] for p in done if p[1] is not None]
+            keep = _SPARE - len(self._spare)
+            if keep > 0:
+                self._spare.extend(owned[:keep])  # (begun again by _record: no allocation per batch)
+                owned = owned[keep:]
             if owned:
                 cbs = self._ffi.new("VkCommandBuffer[]", owned)
                 self._api.raw.vkFreeCommandBuffers(self.device.handle, self._pool, len(owned), cbs)
