@@ -680,39 +680,12 @@ class VulkanStream(Stream):
         """A descriptor set of the kernel's layout with its storage buffers written, cached under ``key`` (the
         kernel and its buffers' serials: never reused, so a freed buffer's sets are never bound again); past
         ``_SETS`` entries the cache is emptied, its sets freed once the batch being recorded completes."""
-        api, ffi, raw, S = self._api, self._ffi, self._api.raw, self._S
-        h = self.device.handle
         if len(self._sets) >= _SETS:
             for (set_key, sets) in list(self._sets.items()):
                 self._resources.append(self._freer(sets))
             self._sets.clear()
-        layouts = ffi.new("VkDescriptorSetLayout[1]", [kernel.set_layout])
-        out = ffi.new("VkDescriptorSet[1]")
-        code = -1
-        if self._dpools:
-            ai = ffi.new("VkDescriptorSetAllocateInfo *", {
-                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self._dpools[-1],
-                "descriptorSetCount": 1, "pSetLayouts": layouts})
-            code = raw.vkAllocateDescriptorSets(h, ai, out)
-        if code != 0:
-            size = ffi.new("VkDescriptorPoolSize *", {"type": 7, "descriptorCount": 4096})  # STORAGE_BUFFER
-            pci = ffi.new("VkDescriptorPoolCreateInfo *", {
-                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "flags": 0x1, "maxSets": 512,
-                "poolSizeCount": 1, "pPoolSizes": size})
-            pout = ffi.new("VkDescriptorPool *")
-            api.check(raw.vkCreateDescriptorPool(h, pci, ffi.NULL, pout), "vkCreateDescriptorPool")
-            self._dpools.append(pout[0])
-            ai = ffi.new("VkDescriptorSetAllocateInfo *", {
-                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pout[0],
-                "descriptorSetCount": 1, "pSetLayouts": layouts})
-            api.check(raw.vkAllocateDescriptorSets(h, ai, out), "vkAllocateDescriptorSets")
+        out = _written_set(self._api, self.device.handle, self._dpools, kernel, buffers, 0x1, 512)
         dset = out[0]
-        n = len(buffers)
-        infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": b, "offset": o, "range": r} for b, o, r in buffers])
-        writes = ffi.new("VkWriteDescriptorSet[]", [{
-            "sType": S.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": dset, "dstBinding": kernel.bindings[i],
-            "descriptorCount": 1, "descriptorType": 7, "pBufferInfo": infos + i} for i in range(n)])
-        raw.vkUpdateDescriptorSets(h, n, writes, 0, ffi.NULL)
         self._set_pools[dset] = self._dpools[-1]
         self._sets[key] = out
         return out
@@ -794,7 +767,7 @@ class VulkanGraph(Graph):
         api, ffi, raw = device.api, device.api.ffi, device.api.raw
         S = api.vk.VkStructureType
         self.device = device
-        self._api, self._S = api, S
+        self._api = api
         h = device.handle
         pci = ffi.new("VkCommandPoolCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                                     "queueFamilyIndex": device.family})
@@ -832,36 +805,8 @@ class VulkanGraph(Graph):
 
     def _descriptor_set(self, kernel: VulkanKernel, buffers: list[tuple[Any, int, int]]) -> Any:
         """A descriptor set of the graph's own (the stream's cache frees its sets; a graph's live with it)."""
-        api, ffi, raw, S = self._api, self._api.ffi, self._api.raw, self._S
-        h = self.device.handle
         self._kernels.append(kernel)
-        layouts = ffi.new("VkDescriptorSetLayout[1]", [kernel.set_layout])
-        out = ffi.new("VkDescriptorSet[1]")
-        code = -1
-        if self._dpools:
-            ai = ffi.new("VkDescriptorSetAllocateInfo *", {
-                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self._dpools[-1],
-                "descriptorSetCount": 1, "pSetLayouts": layouts})
-            code = raw.vkAllocateDescriptorSets(h, ai, out)
-        if code != 0:
-            size = ffi.new("VkDescriptorPoolSize *", {"type": 7, "descriptorCount": 1024})
-            pci = ffi.new("VkDescriptorPoolCreateInfo *", {
-                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "maxSets": 128, "poolSizeCount": 1,
-                "pPoolSizes": size})
-            pout = ffi.new("VkDescriptorPool *")
-            api.check(raw.vkCreateDescriptorPool(h, pci, ffi.NULL, pout), "vkCreateDescriptorPool")
-            self._dpools.append(pout[0])
-            ai = ffi.new("VkDescriptorSetAllocateInfo *", {
-                "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pout[0],
-                "descriptorSetCount": 1, "pSetLayouts": layouts})
-            api.check(raw.vkAllocateDescriptorSets(h, ai, out), "vkAllocateDescriptorSets")
-        n = len(buffers)
-        infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": b, "offset": o, "range": r} for b, o, r in buffers])
-        writes = ffi.new("VkWriteDescriptorSet[]", [{
-            "sType": S.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": out[0], "dstBinding": kernel.bindings[i],
-            "descriptorCount": 1, "descriptorType": 7, "pBufferInfo": infos + i} for i in range(n)])
-        raw.vkUpdateDescriptorSets(h, n, writes, 0, ffi.NULL)
-        return out
+        return _written_set(self._api, self.device.handle, self._dpools, kernel, buffers, 0, 128)
 
     def _end(self) -> None:
         self._api.check(self._api.raw.vkEndCommandBuffer(self.command_buffer), "vkEndCommandBuffer")
@@ -893,6 +838,41 @@ class VulkanGraph(Graph):
         self._uses = []
         self._fin()
 
+
+
+def _written_set(api: Any, h: Any, dpools: list[Any], kernel: Any, buffers: list[tuple[Any, int, int]],
+                 pool_flags: int, max_sets: int) -> Any:
+    """A descriptor set (``VkDescriptorSet[1]``) of ``kernel``'s layout with its storage buffers written, from the
+    last of ``dpools``, or from a new pool appended to them (``pool_flags``: FREE_DESCRIPTOR_SET where its sets are
+    freed one by one; ``max_sets`` sets of 8 storage buffers each) when that one is full."""
+    ffi, raw, S = api.ffi, api.raw, api.vk.VkStructureType
+    layouts = ffi.new("VkDescriptorSetLayout[1]", [kernel.set_layout])
+    out = ffi.new("VkDescriptorSet[1]")
+    code = -1
+    if dpools:
+        ai = ffi.new("VkDescriptorSetAllocateInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": dpools[-1],
+            "descriptorSetCount": 1, "pSetLayouts": layouts})
+        code = raw.vkAllocateDescriptorSets(h, ai, out)
+    if code != 0:
+        size = ffi.new("VkDescriptorPoolSize *", {"type": 7, "descriptorCount": 8 * max_sets})  # STORAGE_BUFFER
+        pci = ffi.new("VkDescriptorPoolCreateInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "flags": pool_flags, "maxSets": max_sets,
+            "poolSizeCount": 1, "pPoolSizes": size})
+        pout = ffi.new("VkDescriptorPool *")
+        api.check(raw.vkCreateDescriptorPool(h, pci, ffi.NULL, pout), "vkCreateDescriptorPool")
+        dpools.append(pout[0])
+        ai = ffi.new("VkDescriptorSetAllocateInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pout[0],
+            "descriptorSetCount": 1, "pSetLayouts": layouts})
+        api.check(raw.vkAllocateDescriptorSets(h, ai, out), "vkAllocateDescriptorSets")
+    n = len(buffers)
+    infos = ffi.new("VkDescriptorBufferInfo[]", [{"buffer": b, "offset": o, "range": r} for b, o, r in buffers])
+    writes = ffi.new("VkWriteDescriptorSet[]", [{
+        "sType": S.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": out[0], "dstBinding": kernel.bindings[i],
+        "descriptorCount": 1, "descriptorType": 7, "pBufferInfo": infos + i} for i in range(n)])
+    raw.vkUpdateDescriptorSets(h, n, writes, 0, ffi.NULL)
+    return out
 
 def _destroy_graph(owner: Any, pool: Any, dpools: list[Any], resources: list[Any]) -> None:
     api, h = owner.api, owner.handle
