@@ -146,12 +146,10 @@ class ByName(Resolver):
         public = b.functions[index][0]
         if public == self.function:
             return None
-        if not lib._proc_looked_up:
-            lib._proc = lib._dlsym(b.functions[b.index[self.function]][1])
-            lib._proc_looked_up = True
-        if lib._proc is None:
+        proc = self.finder(lib, self.function)
+        if proc is None:
             return None
-        fp = lib._proc(public.encode(), self.version)
+        fp = proc(public.encode(), self.version)
         return None if fp == lib._ffi.NULL else lib._ffi.cast(f"ia_pfn_{index}", fp)
 '''
 TOY_C = r"""typedef void (*(*ia_toy_find_t)(const char *, int))(void);

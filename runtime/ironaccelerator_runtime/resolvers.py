@@ -46,6 +46,16 @@ class Resolver:
         usual one (the library does not export its symbol)."""
         return None
 
+    @staticmethod
+    def finder(lib: _LazyLib, public: str) -> Any:
+        """The resolver's own function ``public`` (a bound function, ex. ``cuGetProcAddress``), dlsym'ed once per
+        opened library and kept there; None where the library does not export it."""
+        if not lib._proc_looked_up:
+            b = lib._binding
+            lib._proc = lib._dlsym(b.functions[b.index[public]][1])
+            lib._proc_looked_up = True
+        return lib._proc
+
 
 DLSYM = Resolver()
 
@@ -69,10 +79,7 @@ class ProcAddress(Resolver):
         pin = b.pins[index]
         if pin <= 0:
             return None
-        if not lib._proc_looked_up:
-            lib._proc = lib._dlsym(b.functions[b.index[self.resolver]][1])
-            lib._proc_looked_up = True
-        proc = lib._proc
+        proc = self.finder(lib, self.resolver)
         if proc is None:
             return None
         ffi = lib._ffi
@@ -107,10 +114,7 @@ class Lookup(Resolver):
         public = b.functions[index][0]
         if public == self.function:
             return None
-        if not lib._proc_looked_up:
-            lib._proc = lib._dlsym(b.functions[b.index[self.function]][1])
-            lib._proc_looked_up = True
-        proc, ffi = lib._proc, lib._ffi
+        proc, ffi = self.finder(lib, self.function), lib._ffi
         if proc is None:
             return None
         fp = proc(ffi.NULL, public.encode())
