@@ -27,7 +27,7 @@ DTYPES = {
 }
 QA = (4.0 / 255, 0)  # u8 inputs: [0, 4)
 QC = (8.0 / 255, 0)  # u8 output: [0, 8)
-APP_WRITE, APP_READ = 0, 1  # Qnn_TensorType_t: graph input, graph output
+APP_WRITE, APP_READ, NATIVE = 0, 1, 3  # Qnn_TensorType_t: graph input, graph output, graph-internal
 UNDEFINED = 0x7FFFFFFF
 
 
@@ -116,6 +116,24 @@ def tensor(keep: list[Any], name: str, ttype: int, dt: str, dims: tuple[int, ...
     return t
 
 
+def _node(s: Session, handle: Any, keep: list[Any], name: str, op_type: str, ins: list[Any], outs: list[Any]) -> None:
+    """Validate and add one ``qti.aisw`` node without parameters."""
+    tin = ffi.new("Qnn_Tensor_t[]", ins)
+    tout = ffi.new("Qnn_Tensor_t[]", outs)
+    op = ffi.new("Qnn_OpConfig_t *")
+    op.version = 1
+    op.v1.name = _cstr(keep, name)
+    op.v1.packageName = _cstr(keep, "qti.aisw")
+    op.v1.typeName = _cstr(keep, op_type)
+    op.v1.numOfInputs = len(ins)
+    op.v1.inputTensors = tin
+    op.v1.numOfOutputs = len(outs)
+    op.v1.outputTensors = tout
+    keep += [tin, tout, op]
+    q.QnnBackend_validateOpConfig(s.backend, op[0])
+    q.QnnGraph_addNode(handle, op[0])
+
+
 def add_graph(s: Session, name: str, dt: str = "f32", n: int = N) -> Graph:
     """c = a + b on 1 x n tensors of ``dt``, finalized."""
     keep: list[Any] = []
@@ -126,24 +144,40 @@ def add_graph(s: Session, name: str, dt: str = "f32", n: int = N) -> Graph:
     for tname, ttype, quantization in (("a", APP_WRITE, qin), ("b", APP_WRITE, qin), ("c", APP_READ, qout)):
         t = tensor(keep, f"{name}_{tname}", ttype, dt, (1, n), quantization)
         made.append(q.QnnTensor_createGraphTensor(handle, t[0]))  # inout: the value back, id filled in
-    ins = ffi.new("Qnn_Tensor_t[2]", made[:2])
-    outs = ffi.new("Qnn_Tensor_t[1]", made[2:])
-    op = ffi.new("Qnn_OpConfig_t *")
-    op.version = 1
-    op.v1.name = _cstr(keep, f"{name}_add")
-    op.v1.packageName = _cstr(keep, "qti.aisw")
-    op.v1.typeName = _cstr(keep, "ElementWiseAdd")
-    op.v1.numOfInputs = 2
-    op.v1.inputTensors = ins
-    op.v1.numOfOutputs = 1
-    op.v1.outputTensors = outs
-    keep += [ins, outs, op]
-    q.QnnBackend_validateOpConfig(s.backend, op[0])
-    q.QnnGraph_addNode(handle, op[0])
+    _node(s, handle, keep, f"{name}_add", "ElementWiseAdd", made[:2], made[2:])
     q.QnnGraph_finalize(handle, NULL, NULL)
     g = Graph(name, dt, handle, made[:2], made[2:], keep)
     s.graphs.append(g)
     return g
+
+
+CHAIN_OPS = (("add", "ElementWiseAdd"), ("mul", "ElementWiseMultiply"), ("relu", "Relu"))
+
+
+def chain_graph(s: Session, name: str, n: int = N) -> Graph:
+    """f32 ``d = relu((a + b) * b)`` on 1 x n tensors: three nodes (``<name>_add``, ``<name>_mul``,
+    ``<name>_relu``) joined by two graph-internal (NATIVE) tensors, finalized."""
+    keep: list[Any] = []
+    handle = q.QnnGraph_create(s.context, name, NULL)
+
+    def make(tname: str, ttype: int) -> Any:
+        return q.QnnTensor_createGraphTensor(handle, tensor(keep, f"{name}_{tname}", ttype, "f32", (1, n))[0])
+
+    a, b = make("a", APP_WRITE), make("b", APP_WRITE)
+    t1, t2 = make("sum", NATIVE), make("prod", NATIVE)
+    d = make("d", APP_READ)
+    _node(s, handle, keep, f"{name}_add", "ElementWiseAdd", [a, b], [t1])
+    _node(s, handle, keep, f"{name}_mul", "ElementWiseMultiply", [t1, b], [t2])
+    _node(s, handle, keep, f"{name}_relu", "Relu", [t2], [d])
+    q.QnnGraph_finalize(handle, NULL, NULL)
+    g = Graph(name, "f32", handle, [a, b], [d], keep)
+    s.graphs.append(g)
+    return g
+
+
+def chain_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """What :func:`chain_graph` computes, in f32 (each step rounded as the graph's f32 tensors are)."""
+    return np.maximum((a + b) * b, np.float32(0))
 
 
 def bind(g: Graph, arrays: list[np.ndarray]) -> tuple[Any, Any]:
@@ -181,12 +215,15 @@ def check(dt: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         assert np.all(err <= 1.0 + 1e-6), err.max()
 
 
-def build_binary(dtypes: tuple[str, ...] = ("f32",), n: int = N) -> bytes:
-    """A context binary holding one add graph per dtype, named ``add_<dtype>``."""
+def build_binary(dtypes: tuple[str, ...] = ("f32",), n: int = N, chain: bool = False) -> bytes:
+    """A context binary holding one add graph per dtype, named ``add_<dtype>`` (and with ``chain``, the three-node
+    :func:`chain_graph` ``chain_f32`` after them)."""
     s = open_session()
     try:
         for dt in dtypes:
             add_graph(s, f"add_{dt}", dt, n)
+        if chain:
+            chain_graph(s, "chain_f32", n)
         return s.binary()
     finally:
         s.close()

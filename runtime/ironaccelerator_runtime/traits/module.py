@@ -310,6 +310,23 @@ class Module:
         """
         raise unsupported(_kind_of(self), "Module.kernel")
 
+    def save(self) -> bytes:
+        """The module as a binary that :meth:`Device.load_module` takes back, in this process or another.
+
+        Returns:
+            The binary, bytes.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` when the module or its device was closed; the vendor's status
+                where serializing fails; ``ErrorKind.UNSUPPORTED`` on a backend whose modules are not saved.
+
+        Backends:
+            QNN: the context binary (``QnnContext_getBinarySize``/``QnnContext_getBinary`` for a context made in
+            this process; a module loaded from a binary returns those bytes, as libQnnHtp refuses to serialize a
+            context it deserialized).  Elsewhere ``UNSUPPORTED`` (the kernel cache keeps compiled binaries).
+        """
+        raise unsupported(_kind_of(self), "Module.save")
+
 
 _RUNTIME_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # ironaccelerator_runtime/
 

@@ -31,7 +31,7 @@ Capability translation (HTP architecture -> flags, tier) and the SoC model table
 
 One module per concept: :mod:`.tables` (the tables, the loaded binding and the owned handles), :mod:`.device` (the
 backend and its devices), :mod:`.memory` (allocations), :mod:`.module` (context binaries and their graphs) and
-:mod:`.stream` (streams and events).
+:mod:`.stream` (streams and events), :mod:`.profile` (``QnnProfile``: a stream's launches profiled).
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from __future__ import annotations
 from .tables import QnnTables, check_config_layout
 from .device import QnnBackend, QnnDevice
 from .memory import QnnAllocation
-from .module import QnnKernel, QnnModule, TensorInfo
+from .module import GraphInfo, QnnKernel, QnnModule, TensorInfo
+from .profile import LaunchProfile, ProfileEvent
 from .stream import QnnEvent, QnnStream
 
-__all__ = ["QnnAllocation", "QnnBackend", "QnnDevice", "QnnEvent", "QnnKernel", "QnnModule", "QnnStream",
-           "QnnTables", "TensorInfo", "check_config_layout"]
+__all__ = ["GraphInfo", "LaunchProfile", "ProfileEvent", "QnnAllocation", "QnnBackend", "QnnDevice", "QnnEvent",
+           "QnnKernel", "QnnModule", "QnnStream", "QnnTables", "TensorInfo", "check_config_layout"]

@@ -38,6 +38,16 @@ class TensorInfo:
     is_input: bool
 
 
+@dataclass(frozen=True)
+class GraphInfo:
+    """A graph of a context binary, as libQnnSystem reads it (``QnnSystemContext_getBinaryInfo``): its name and
+    its input and output tensors (:class:`TensorInfo`), in the order a launch binds them."""
+
+    name: str
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+
+
 class QnnModule(Module):
     """A context (``QnnContext_createFromBinary``) and the binary's description (libQnnSystem), whose graphs
     are kernels.  The context is freed when the module is dropped or :meth:`close` d, after its kernels."""
@@ -88,6 +98,36 @@ class QnnModule(Module):
         """The names of the context binary's graphs, in its order (what :meth:`kernel` takes; QNN only)."""
         return list(self.graphs)
 
+    def graph_info(self, name: str) -> GraphInfo:
+        """The graph ``name`` as the context binary describes it: a :class:`GraphInfo` (names, dtypes, shapes and
+        quantization of its tensors, read through libQnnSystem when the module was loaded).
+
+        Raises:
+            TypeError: ``name`` is not a str.
+            Error: ``ErrorKind.INVALID_VALUE`` when the binary has no such graph (the message lists them).
+
+        Backends:
+            QNN only.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"Module.graph_info: name must be a str, not {type(name).__name__} ({name!r})")
+        entry = self.graphs.get(name)
+        if entry is None:
+            raise self._no_graph(name, "Module.graph_info")
+        return GraphInfo(name, entry[0], entry[1])
+
+    def save(self) -> bytes:
+        # The context binary (what Device.load_module takes, in this process or another).  libQnnHtp refuses
+        # QnnContext_getBinarySize on a context made from a binary ("Querying binary size after de-serializing
+        # binary is illegal", 1005), so a module loaded from one returns the bytes it was loaded from; a context
+        # made in this process is serialized (QnnContext_getBinarySize, QnnContext_getBinary).
+        self.device._check_open("Module.save")
+        if self._owner is None:
+            raise fail(ErrorKind.INVALID_HANDLE, "Module.save", "the module was closed", _NAME)
+        if self._binary is not None:
+            return self._binary
+        return context_binary(self.device.api, self.handle)
+
     def kernel(self, name: str) -> QnnKernel:
         self.device._check_open("Module.kernel")
         if self._owner is None:
@@ -96,9 +136,12 @@ class QnnModule(Module):
             raise TypeError(f"Module.kernel: name must be a str, not {type(name).__name__} ({name!r})")
         entry = self.graphs.get(name)
         if entry is None:
-            raise fail(ErrorKind.INVALID_VALUE, "Module.kernel", f"no graph {name!r} in this context binary; it "
-                       f"holds: {', '.join(repr(g) for g in self.graphs) or 'no graphs'}", _NAME)
+            raise self._no_graph(name, "Module.kernel")
         return QnnKernel(self, name, entry)
+
+    def _no_graph(self, name: str, function: str) -> Error:
+        return fail(ErrorKind.INVALID_VALUE, function, f"no graph {name!r} in this context binary; it "
+                    f"holds: {', '.join(repr(g) for g in self.graphs) or 'no graphs'}", _NAME)
 
     def close(self) -> None:
         """Give up the module's reference to its context now, instead of when the module is dropped.
@@ -113,6 +156,17 @@ class QnnModule(Module):
             QNN only (other modules are released when dropped).
         """
         self._owner = None
+
+
+def context_binary(api: Any, context: Any) -> bytes:
+    """Serialize a context made in this process (``QnnContext_getBinarySize``, then ``QnnContext_getBinary``):
+    what :meth:`QnnModule.save` returns for one.  The library's error where it refuses (a context made from a
+    binary: 1005, DRIVER)."""
+    q = api.q
+    size = q.QnnContext_getBinarySize(context)
+    buf = api.ffi.new("uint8_t[]", size)
+    written = q.QnnContext_getBinary(context, buf, size)
+    return bytes(api.ffi.buffer(buf, written))
 
 
 def _context_free(q: Any) -> Callable[[Any], object]:

@@ -19,6 +19,7 @@ from ironaccelerator_runtime.traits import (
 from .device import QnnDevice
 from .memory import _live
 from .module import QnnKernel
+from .profile import LaunchProfile, Profiler
 from .tables import _DEFAULT_DIMS, _KIND, _NAME, _NOT_SUPPORTED
 
 
@@ -27,7 +28,10 @@ from .tables import _DEFAULT_DIMS, _KIND, _NAME, _NOT_SUPPORTED
 
 class QnnStream(Stream):
     """A graph executor.  Work is synchronous (complete when ``launch`` returns) where the library has no
-    asynchronous execution (the x86 HTP: ``QnnGraph_executeAsync`` answers 1000); copies are host copies."""
+    asynchronous execution (the x86 HTP: ``QnnGraph_executeAsync`` answers 1000); copies are host copies.
+
+    ``last_profile``: what the library reported for the latest launch while the stream profiles
+    (:meth:`set_profiling`), a ``LaunchProfile``; None before the first."""
 
     device: QnnDevice
 
@@ -41,6 +45,9 @@ class QnnStream(Stream):
         self._async_error: Error | None = None
         self._notify: Any = None
         self._checked: Any = None  # the KernelLaunch Stream.launch checked last (its kernel, dims and device)
+        self._profiler: Profiler | None = None  # set_profiling's (None: launches pass no profile handle)
+        self._device_us = 0  # the library's execute time of this profiler's launches, summed (events read it)
+        self.last_profile: LaunchProfile | None = None
 
     # copies (host memory: done when they return)
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
@@ -118,7 +125,9 @@ class QnnStream(Stream):
                 for a in kernel._blocks:
                     if a._freed:
                         raise _freed(a, "Stream.launch")
-            if device.backend.async_execute is False:
+            if self._profiler is not None:
+                code = self._run_profiled(kernel, self._profiler)
+            elif device.backend.async_execute is False:
                 code = kernel._execute(*kernel._call)
             else:
                 code = self._run_async(kernel)
@@ -152,11 +161,60 @@ class QnnStream(Stream):
                 for a in kernel._blocks:
                     if a._freed:
                         return _freed(a, "Stream.launch_unchecked")
-            if device.backend.async_execute is False:
+            if self._profiler is not None:
+                code = self._run_profiled(kernel, self._profiler)
+            elif device.backend.async_execute is False:
                 code = kernel._execute(*kernel._call)
             else:
                 code = self._run_async(kernel)
         return self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}") if code else None
+
+    def set_profiling(self, level: str | None) -> None:
+        """Profile this stream's later launches through ``QnnProfile`` at ``level`` (None: stop).
+
+        Each launch then executes with a profile handle (``QnnProfile_create`` at ``QNN_PROFILE_LEVEL_BASIC`` or
+        ``_DETAILED``; synchronously), and ``stream.last_profile`` becomes a :class:`LaunchProfile` of what the
+        library reported for it: its events (``QnnProfile_getEvents``/``getEventData``/``getSubEvents``), the
+        EXECUTE time in microseconds (``execute_us``) and, at ``"detailed"``, a row per node (``nodes``).  Events
+        recorded on the stream while it profiles measure the library's execute time: ``elapsed_ms`` between two
+        such events of the same ``set_profiling`` call is the sum of the ``execute_us`` of the launches between
+        them (microsecond resolution), not host time.
+
+        Args:
+            level: ``"basic"`` or ``"detailed"`` (QNN's generic levels; case-insensitive), or None to stop.
+
+        Raises:
+            TypeError: ``level`` is neither a str nor None.
+            Error: ``ErrorKind.UNSUPPORTED`` for any other level (libQnnHtp accepts every level number and
+                profiles all but DETAILED as BASIC, so none other is offered); ``ErrorKind.INVALID_HANDLE`` after
+                the device was closed; the library's error where ``QnnProfile_create`` fails.
+
+        Backends:
+            QNN only.
+        """
+        self.synchronize()
+        if level is None:
+            self._profiler = None
+            return
+        self._profiler = Profiler(self.device, level, "Stream.set_profiling")
+        self._device_us = 0
+
+    @property
+    def profiling(self) -> str | None:
+        """The level :meth:`set_profiling` set (``"basic"``, ``"detailed"``), or None when not profiling."""
+        return self._profiler.level if self._profiler is not None else None
+
+    def _run_profiled(self, kernel: QnnKernel, profiler: Profiler) -> int:
+        """``QnnGraph_execute`` with the profile handle, then its events read as ``last_profile``."""
+        code = int(kernel._execute(kernel.handle, kernel._ins, kernel._nin, kernel._outs, kernel._nout,
+                                   profiler.handle, kernel._null))
+        if code == 0:
+            p = profiler.read(kernel.name)
+            self.last_profile = p
+            us = p.execute_us
+            if us is not None:
+                self._device_us += us
+        return code
 
     def _run_async(self, kernel: QnnKernel) -> int:
         """``QnnGraph_executeAsync`` (tried once per backend; NOT_SUPPORTED -> synchronous from then on).  The
@@ -196,7 +254,10 @@ class QnnStream(Stream):
         # An event at this point: the stream is synchronized, then the **host clock** is read.
         self.device._check_open("Stream.record_event")
         self.synchronize()
-        return QnnEvent(self.device, time.perf_counter_ns())
+        e = QnnEvent(self.device, time.perf_counter_ns())
+        if self._profiler is not None:
+            e.profile_clock = (self._profiler, self._device_us)
+        return e
 
     def wait_event(self, event: Event) -> None:
         # Events are recorded after the work before them completed: nothing to wait for.
@@ -247,7 +308,10 @@ def _freed(a: Allocation, function: str) -> Error:
 
 class QnnEvent(Event):
     """A point in a stream, as a **host clock** reading (``time.perf_counter_ns``) taken after the work before
-    it completed; always complete."""
+    it completed; always complete.  On a profiling stream (:meth:`QnnStream.set_profiling`) it also keeps the
+    stream's profiled execute time so far (``profile_clock``: the profiler, microseconds)."""
+
+    profile_clock: tuple[Profiler, int] | None = None
 
     def __init__(self, device: QnnDevice, t_ns: int) -> None:
         self.device = device
@@ -261,7 +325,11 @@ class QnnEvent(Event):
         return True
 
     def elapsed_ms(self, end: Event) -> float:
-        # Host wall time from this event to ``end``, in milliseconds.
+        # Host wall time from this event to ``end``, in milliseconds; between two events of one profiling
+        # stream (the same set_profiling call), the library's execute time of the launches between them.
         if not isinstance(end, QnnEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", "Event.elapsed_ms needs another QNN event", _NAME)
+        a, b = self.profile_clock, end.profile_clock
+        if a is not None and b is not None and a[0] is b[0]:
+            return (b[1] - a[1]) / 1e3
         return (end.t_ns - self.t_ns) / 1e6
