@@ -230,7 +230,14 @@ def test_detailed_profile_has_a_row_per_node(device: Any, module: Any) -> None:
     ops = [f"chain_f32_{op}" for op, _ in G.CHAIN_OPS]
     assert [n for n in names if n in ops] == ops       # each node built, in graph order
     for n in p.nodes:
-        assert n.type == 404 and n.unit == "cycles" and n.value > 0 and n.children == ()
+        assert n.type == q.QNN_PROFILE_EVENTTYPE_NODE and n.value > 0 and n.children == ()
+    # the declared units against the library's own words: its identifiers name the unit of cycle counts, and
+    # its EXECUTE event is a time (QNN_PROFILE_EVENTUNIT_CYCLES 3, _MICROSEC 1)
+    every = [*p.events, *(c for e in p.events for c in e.children)]
+    assert {e.unit for e in every if e.name.endswith("(cycles)")} == {"cycles"}
+    assert all(e.name.endswith("(cycles)") for e in every if e.unit == "cycles")
+    execute = [e for e in p.events if e.type == q.QNN_PROFILE_EVENTTYPE_EXECUTE]
+    assert len(execute) == 1 and "time" in execute[0].name and execute[0].unit == "us"
     # the node rows are the sub-events of one total in the same unit, which is at least their sum
     parent = next(e for e in p.events if e.children)
     assert parent.unit == "cycles" and parent.value >= sum(n.value for n in parent.children)

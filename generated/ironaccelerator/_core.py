@@ -345,7 +345,7 @@ GENERATED_FROM: dict[str, Any] = {
         'opencl/backend.yaml': 'sha256:63a77a4da84329d3705203c03cab548469eb51238a4f32a3d194d5d32204a082',
         'opencl/cl.yaml': 'sha256:4f71f7734467bfd7f7bf2bb0d02598b1a86fb375fe9e9ec7bfd9870c4909cb44',
         'qnn/backend.yaml': 'sha256:f60f3c8e9b05833625a482dd03fecc14ff0ef3375e91fa1ba8dcc09ff29b4cd8',
-        'qnn/interface.yaml': 'sha256:7a23fabe89638f3541c6067a13bbfe0495b15203cc0fff59cd509511d43193d3',
+        'qnn/interface.yaml': 'sha256:eb9c112cb93075d7718d5aadf1091ca1092f72b1fc0d6cf1aea28dd0c9106036',
         'qnn/saver.yaml': 'sha256:8bbf2e2b39a021c6508c290df09466da6fb0378133f1564637c79c5800de786d',
         'qnn/system.yaml': 'sha256:749e01cdd076886d54d84d75ba7ab5d56377016c781ff8b02387efcde4ae5fe1',
         'vulkan/backend.yaml': 'sha256:cd634619b1c973776a048fa2f49da92e3dc9542af8bc7af18e925ec5e93b9e02',

@@ -9,6 +9,7 @@ BASIC, so the library cannot say what it lacks; any other level is refused here 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -19,13 +20,23 @@ from ironaccelerator_runtime.errors import fail
 from .tables import _NAME, _Owned
 
 # QnnProfile_Level_t: the levels offered, by name
-LEVELS: dict[str, int] = {"basic": 1, "detailed": 2}
+LEVEL_NAMES = ("basic", "detailed")
+# QnnProfile_EventUnit_t: the units QNN defines, by their suffix in the declarations (1000 and up: the backend's
+# own, shown as the number)
+UNIT_NAMES = {"MICROSEC": "us", "BYTES": "bytes", "CYCLES": "cycles", "COUNT": "count", "OBJECT": "object"}
 
-# QnnProfile_EventUnit_t -> the unit's name (QNN_PROFILE_EVENTUNIT_*; 1000 and up: the backend's own)
-UNITS: dict[int, str] = {1: "us", 2: "bytes", 3: "cycles", 4: "count", 5: "object"}
 
-EXECUTE = 400  # QNN_PROFILE_EVENTTYPE_EXECUTE: the execution as the library timed it
-NODE = 404  # QNN_PROFILE_EVENTTYPE_NODE: one node of it (a sub-event; DETAILED)
+@functools.cache
+def _declared() -> tuple[dict[str, int], dict[int, str], int, int]:
+    """(levels, units, EXECUTE, NODE): the declared values of specs/qnn/interface.yaml (read on first use, as the
+    rest of the backend reads its binding)."""
+    from ironaccelerator.backends.qnn import interface as q
+
+    levels = {n: int(getattr(q, f"QNN_PROFILE_LEVEL_{n.upper()}")) for n in LEVEL_NAMES}
+    units = {int(getattr(q, f"QNN_PROFILE_EVENTUNIT_{k}")): v for k, v in UNIT_NAMES.items()}
+    # EXECUTE: the execution as the library timed it; NODE: one node of it (a sub-event; DETAILED)
+    return levels, units, int(q.QNN_PROFILE_EVENTTYPE_EXECUTE), int(q.QNN_PROFILE_EVENTTYPE_NODE)
+
 
 # a node row's identifier on HTP: "<node name>:OpId_<n> (<unit>)"; the graph's input and output stages are
 # "Input OpId_<n> (<unit>)" / "Output OpId_<n> (<unit>)"
@@ -62,18 +73,20 @@ class LaunchProfile:
 
     @property
     def execute_us(self) -> int | None:
+        execute = _declared()[2]
         for e in self.events:
-            if e.type == EXECUTE and e.unit == "us":
+            if e.type == execute and e.unit == "us":
                 return e.value
         return None
 
     @property
     def nodes(self) -> tuple[ProfileEvent, ...]:
         out: list[ProfileEvent] = []
+        node = _declared()[3]
 
         def walk(events: tuple[ProfileEvent, ...]) -> None:
             for e in events:
-                if e.type == NODE:
+                if e.type == node:
                     out.append(e)
                 walk(e.children)
         walk(self.events)
@@ -85,10 +98,10 @@ def level_number(level: Any, function: str) -> int:
     if not isinstance(level, str):
         raise TypeError(f"{function}: level must be a str ('basic' or 'detailed') or None, not "
                         f"{type(level).__name__} ({level!r:.80})")
-    n = LEVELS.get(level.lower())
+    n = _declared()[0].get(level.lower())
     if n is None:
         raise fail(ErrorKind.UNSUPPORTED, function, f"profiling level {level!r} is not supported; QNN's levels are "
-                   f"{', '.join(repr(k) for k in LEVELS)} (libQnnHtp takes any level number and profiles all but "
+                   f"{', '.join(repr(k) for k in LEVEL_NAMES)} (libQnnHtp takes any level number and profiles all but "
                    "DETAILED as BASIC, so no other is offered)", _NAME)
     return n
 
@@ -120,16 +133,17 @@ def _profile_free(q: Any) -> Callable[[Any], object]:
 
 
 def _event(q: Any, ffi: Any, eid: int, depth: int) -> ProfileEvent:
+    _, units, _, node_type = _declared()
     d = q.QnnProfile_getEventData(eid)
     name = ffi.string(d.identifier).decode("utf-8", "replace") if d.identifier else ""
     etype, unit = int(d.type), int(d.unit)
     node = None
-    if etype == NODE:
+    if etype == node_type:
         m = _NODE_ID.match(name)
         node = m.group("node") if m else name
     children: tuple[ProfileEvent, ...] = ()
     if depth < 8:  # (sub-events of sub-events: HTP reports one level)
         sub, ns = q.QnnProfile_getSubEvents(eid)
         children = tuple(_event(q, ffi, sub[i], depth + 1) for i in range(ns))
-    return ProfileEvent(name=name, type=etype, unit=UNITS.get(unit, str(unit)), value=int(d.value), node=node,
+    return ProfileEvent(name=name, type=etype, unit=units.get(unit, str(unit)), value=int(d.value), node=node,
                         children=children)

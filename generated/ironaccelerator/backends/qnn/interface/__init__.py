@@ -837,6 +837,13 @@ QNN_PROPERTY_DEVICE_SUPPORT_INFRASTRUCTURE = 1502
 QNN_PROPERTY_GROUP_CUSTOM = 2001
 QNN_PROFILE_LEVEL_BASIC = 1
 QNN_PROFILE_LEVEL_DETAILED = 2
+QNN_PROFILE_EVENTTYPE_EXECUTE = 400
+QNN_PROFILE_EVENTTYPE_NODE = 404
+QNN_PROFILE_EVENTUNIT_MICROSEC = 1
+QNN_PROFILE_EVENTUNIT_BYTES = 2
+QNN_PROFILE_EVENTUNIT_CYCLES = 3
+QNN_PROFILE_EVENTUNIT_COUNT = 4
+QNN_PROFILE_EVENTUNIT_OBJECT = 5
 
 # ---------------------------------------------------------------------- structs
 STRUCTS: tuple[str, ...] = ('Qnn_Version_t', 'Qnn_ApiVersion_t', 'Qnn_ErrorReportingConfig_t', 'Qnn_Scalar_t', 'Qnn_ScaleOffset_t', 'Qnn_BwScaleOffset_t', 'Qnn_AxisScaleOffset_t', 'Qnn_BwAxisScaleOffset_t', 'Qnn_BlockEncoding_t', 'Qnn_BlockwiseExpansion_t', 'Qnn_VectorEncoding_t', 'Qnn_QuantizeParams_t', 'Qnn_ClientBuffer_t', 'Qnn_TensorRetrieveRaw_t', 'Qnn_TensorV1_t', 'Qnn_SparseLayoutHybridCoo_t', 'Qnn_SparseParams_t', 'Qnn_TensorV2_t', 'Qnn_Tensor_t', 'Qnn_TensorSetV1_t', 'Qnn_TensorSet_t', 'Qnn_Param_t', 'Qnn_OpConfigV1_t', 'Qnn_OpConfig_t', 'QnnBackend_Config_t', 'QnnBackend_OperationName_t', 'QnnBackend_Property_t', 'QnnDevice_CoreInfoV1_t', 'QnnDevice_CoreInfo_t', 'QnnDevice_HardwareDeviceInfoV1_t', 'QnnDevice_HardwareDeviceInfo_t', 'QnnDevice_PlatformInfoV1_t', 'QnnDevice_PlatformInfo_t', 'QnnDevice_Config_t', 'QnnHtpDevice_OnChipDeviceInfoExtension_t', 'QnnHtpDevice_DeviceInfoExtension_t', 'QnnHtpDevice_Minimum_Arch_t', 'QnnHtpDevice_UseSignedProcessDomain_t', 'QnnHtpDevice_UseSecureProcessDomain_t', 'QnnHtpDevice_AsyncExecute_t', 'QnnHtpDevice_CustomConfig_t', 'QnnContext_AsyncExecutionQueueDepth_t', 'QnnContext_Config_t', 'QnnContext_ParamsV1_t', 'QnnContext_Params_t', 'Qnn_BinaryBuffer_t', 'QnnContext_BufferV1_t', 'QnnContext_Buffer_t', 'QnnContext_Property_t', 'QnnGraph_Config_t', 'QnnGraph_Property_t', 'QnnGraph_ExecuteEnvironment_t', 'Qnn_NotifyStatus_t', 'QnnProfile_EventData_t', 'Qnn_MemShape_t', 'Qnn_MemIonInfo_t', 'Qnn_MemDmaBufInfo_t', 'Qnn_MemDescriptor_t', 'QnnInterface_ImplementationV2_40_t', 'QnnInterface_t')
