@@ -17,7 +17,12 @@ Sections (every ratio: the median over repeats of the paired per-repeat ratio, s
    memory) and its drop (the memory goes with the cdata); ``np.zeros(n, np.uint8)`` is printed next to it for
    context.  Registered memory (``QnnMem_register`` / ``QnnMem_deRegister``, ``MemoryKind.UNIFIED``) is not
    measured: this backend does not register (UNIFIED is UNSUPPORTED: the library's x86 build has no DMA-BUF
-   memory), so no ``dev.alloc`` calls it.
+   memory), so no ``dev.alloc`` calls it;
+5. profiled launches (``Stream.set_profiling``, issue 30): ``Stream.launch`` on a stream profiling at BASIC and at
+   DETAILED (the library's event collection, then the events read into ``last_profile``) and raw
+   ``QnnGraph_execute`` given a BASIC profile handle (no reading) against the raw unprofiled execute, for the
+   record (no target); then the library's own figures, medians of 25 launches: ``execute_us``, every event, and at
+   DETAILED the per-node cycles of the add graph and of the three-node chain graph (tests/qnn_graphs.py).
 
 Targets: launch <= 1.05x the raw ``QnnGraph_execute`` (issue 27 item 4); allocation with OpenCL's targets against
 the raw pair (issue 27 item 4): ``dev.alloc`` + free <= 1.3x, ``alloc_unchecked`` + ``free_unchecked`` <= 1.2x,
@@ -157,6 +162,7 @@ def main() -> int:
           f"(min {min(loads) * 1e3:.2f}, max {max(loads) * 1e3:.2f}, {len(loads)} loads)")
 
     sec4 = alloc_section(dev, q.ffi, opts.repeats, opts.target_ms / 1000)
+    sec5 = profile_section(G, q, dev, k, launch, raw, opts.repeats, opts.target_ms / 1000)
     for label, av in sec4:
         targets.add(f"alloc {label}: dev.alloc + free / raw", ratio(av["ours"], av["raw"]), "<=", TARGET_ALLOC)
         targets.add(f"alloc {label}: alloc_unchecked + free_unchecked / raw", ratio(av["ours_u"], av["raw"]), "<=",
@@ -168,6 +174,7 @@ def main() -> int:
         out["load_module_ms"] = load_ms
         out["per_launch_us"] = {key: x.median * 1e6 for key, x in v.items()}
         out["alloc_us"] = {label: {key: x.median * 1e6 for key, x in av.items()} for label, av in sec4}
+        out["profile"] = sec5
         opts.json.write_text(json.dumps(out, indent=2))
     return 1 if targets.missed else 0
 
@@ -214,6 +221,73 @@ def alloc_section(dev: Any, ffi: Any, repeats: int, target_s: float) -> list[tup
         for x in av.values():
             print(f"  {x.label:<58} {us(x.median)}  {spread(x):5.1f}  {ratio(x, av['raw']):6.3f}")
     return sec
+
+
+def profile_section(G: Any, q: Any, dev: Any, k: Any, launch: Any, raw_fn: Any, repeats: int,
+                    target_s: float) -> dict[str, Any]:
+    """Section 5: launches profiled through QnnProfile (``Stream.set_profiling``): what a profiled launch costs
+    against the raw unprofiled execute (the library's event collection, then our reading of the events), the
+    raw execute given a BASIC profile handle and no reading, and the library's own figures (medians of
+    ``execute_us``; the three-node chain graph's per-node cycles at DETAILED).  No targets: for the record."""
+    from ironaccelerator import KernelLaunch, LaunchDims
+
+    streams = {}
+    for level in ("basic", "detailed"):
+        st = dev.create_stream()
+        st.set_profiling(level)
+        st.launch(launch)
+        streams[level] = st
+    handle = q.QnnProfile_create(dev._backend_owner.handle, q.QNN_PROFILE_LEVEL_BASIC)
+    execute, null = q.unchecked.QnnGraph_execute, q.ffi.NULL
+
+    def raw_profiled(n: int) -> None:
+        for _ in range(n):
+            execute(k.handle, k._ins, 2, k._outs, 1, handle, null)
+
+    def ours(level: str) -> Any:
+        def f(n: int) -> None:
+            go = streams[level].launch
+            for _ in range(n):
+                go(launch)
+        return f
+
+    raw = Variant("raw", "raw QnnGraph_execute, prebuilt tensors", raw_fn)
+    w = {"raw": raw,
+         "raw_p": Variant("raw_p", "raw QnnGraph_execute with a BASIC profile handle", raw_profiled),
+         "basic": Variant("basic", "Stream.launch, set_profiling('basic')", ours("basic")),
+         "detailed": Variant("detailed", "Stream.launch, set_profiling('detailed')", ours("detailed"))}
+    run(list(w.values()), repeats, target_s)
+    q.QnnProfile_free(handle)
+    print("\n== 5. profiled launches (1x1024 f32 add), per launch           us    IQR%   / raw")
+    for x in w.values():
+        print(f"  {x.label:<55} {us(x.median)}  {spread(x):5.1f}  {ratio(x, raw):6.3f}")
+    out: dict[str, Any] = {"per_launch_us": {key: x.median * 1e6 for key, x in w.items()}}
+    # the library's own figures: 25 launches each, medians
+    chain_binary = G.build_binary((), chain=True)
+    chain = dev.load_module(chain_binary).kernel("chain_f32")
+    chain_launch = KernelLaunch(chain, LaunchDims(), launch.args)
+    for level, st in streams.items():
+        for name, ln in (("add_f32", launch), ("chain_f32", chain_launch)):
+            st.launch(ln)  # (the first execution of a graph on a stream warms up)
+            reports = []
+            for _ in range(25):
+                st.launch(ln)
+                reports.append(st.last_profile)
+            ex = statistics.median(p.execute_us for p in reports)
+            events = {e.name: statistics.median(p2.value for p2 in (next(x for x in r.events if x.name == e.name)
+                                                                    for r in reports)) for e in reports[0].events}
+            print(f"  {level:8} {name:9}: execute_us median {ex:.0f} (25 launches); events (median): "
+                  + ", ".join(f"{n} {val:.0f}" for n, val in events.items()))
+            nodes: dict[str, list[int]] = {}
+            for r in reports:
+                for nd in r.nodes:
+                    nodes.setdefault(nd.node or nd.name, []).append(nd.value)
+            if nodes:
+                print("      per node (median cycles): " + ", ".join(f"{n} {statistics.median(x):.0f}"
+                                                                   for n, x in nodes.items()))
+            out[f"{level}_{name}"] = {"execute_us": ex, "events": events,
+                                      "nodes": {n: statistics.median(x) for n, x in nodes.items()}}
+    return out
 
 
 if __name__ == "__main__":
