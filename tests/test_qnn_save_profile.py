@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import ironaccelerator as ia
+from conftest import site_file
 from ironaccelerator import Error, ErrorKind, KernelLaunch, LaunchDims
 
 q = pytest.importorskip("ironaccelerator.backends.qnn.interface")
@@ -282,6 +283,30 @@ def test_other_levels_are_unsupported(device: Any, level: str) -> None:
 def test_level_of_another_type(device: Any) -> None:
     with pytest.raises(TypeError):
         device.create_stream().set_profiling(2)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(site_file("onnxruntime_qnn/libQnnSaver.so") is None, reason="libQnnSaver.so is not installed")
+def test_a_profiled_launch_under_the_saver_is_recorded(binary: bytes, tmp_path: Path) -> None:
+    # the Saver (one interface library per process: a child) records the profile calls, executes nothing and
+    # answers QnnProfile_getEvents with its dummy value: a launch with no events, not an error
+    (tmp_path / "ctx.bin").write_bytes(binary)
+    child = textwrap.dedent(f"""
+        import ironaccelerator as ia
+        from ironaccelerator.backends.qnn import _backend as qb
+        dev = qb.QnnBackend(trace_dir={str(tmp_path / "trace")!r}).open(0)
+        s = dev.create_stream()
+        s.set_profiling("detailed")
+        k = dev.load_module(open({str(tmp_path / "ctx.bin")!r}, "rb").read()).kernel("add_f32")
+        s.launch(ia.KernelLaunch(k, ia.LaunchDims(), tuple(dev.alloc(4096) for _ in range(3))))
+        print("EVENTS", s.last_profile.graph, s.last_profile.events, s.last_profile.execute_us)
+    """)
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "EVENTS add_f32 () None" in r.stdout
+    c = (tmp_path / "trace" / "saver_output.c").read_text()
+    assert "profileCreate(backend_0, (QnnProfile_Level_t)2, &profile_0)" in c
+    assert ", profile_0, NULL));" in c[c.index("graphExecute("):]          # the execute was given the handle
+    assert c.index("graphExecute(") < c.index("profileGetEvents(profile_0") < c.index("profileFree(profile_0)")
 
 
 def test_profiling_on_a_closed_device() -> None:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import fail
 
-from .tables import _NAME, _Owned
+from .tables import _NAME, _Owned, _SAVER_BACKEND_ID
 
 # QnnProfile_Level_t: the levels offered, by name
 LEVEL_NAMES = ("basic", "detailed")
@@ -120,11 +120,21 @@ class Profiler:
         # freed before the backend handle it was made from
         self._owner = _Owned(handle, _profile_free(api.q), device._backend_owner)
         self.handle = handle
+        # the Saver (QnnBackend(trace_dir=...)) records the calls, executes nothing and answers its dummy value
+        # (QNN_SAVER_ERROR_DUMMY_RETVALUE) to QnnProfile_getEvents: no events, not an error
+        self._saver = device.backend.backend_id == _SAVER_BACKEND_ID
 
     def read(self, graph: str) -> LaunchProfile:
-        q, ffi = self.api.q, self.api.ffi
-        ids, n = q.QnnProfile_getEvents(self.handle)
-        events = tuple(_event(q, ffi, ids[i], 0) for i in range(n))
+        api = self.api
+        q, ffi = api.q, api.ffi
+        ids = ffi.new("QnnProfile_EventId_t **")
+        count = ffi.new("uint32_t *")
+        code = api.raw.QnnProfile_getEvents(self.handle, ids, count)
+        if code:
+            if self._saver and code & 0xFFFF == int(q.QNN_SAVER_ERROR_DUMMY_RETVALUE):
+                return LaunchProfile(graph=graph, level=self.level, events=())
+            raise api.error(code, "QnnProfile_getEvents", f"the profile of graph {graph!r}")
+        events = tuple(_event(q, ffi, ids[0][i], 0) for i in range(count[0]))
         return LaunchProfile(graph=graph, level=self.level, events=events)
 
 
