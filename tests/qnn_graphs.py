@@ -177,7 +177,8 @@ def chain_graph(s: Session, name: str, n: int = N) -> Graph:
 
 def chain_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """What :func:`chain_graph` computes, in f32 (each step rounded as the graph's f32 tensors are)."""
-    return np.maximum((a + b) * b, np.float32(0))
+    out: np.ndarray = np.maximum((a + b) * b, np.float32(0))
+    return out
 
 
 def bind(g: Graph, arrays: list[np.ndarray]) -> tuple[Any, Any]:

@@ -97,7 +97,7 @@ def test_graph_info_reads_back_what_was_built(module: Any) -> None:
         module.graph_info("mul_f32")
     assert e.value.kind is ErrorKind.INVALID_VALUE and "chain_f32" in str(e.value)
     with pytest.raises(TypeError):
-        module.graph_info(3)  # type: ignore[arg-type]
+        module.graph_info(3)
 
 
 def test_saved_module_reloads_in_another_process_with_the_same_outputs(device: Any, module: Any, binary: bytes,
@@ -205,7 +205,7 @@ def test_basic_profile_reports_the_execute_time(device: Any, module: Any) -> Non
     assert s.last_profile is None and s.profiling is None
     s.set_profiling("basic")
     assert s.profiling == "basic"
-    times = []
+    times: list[int] = []
     for _ in range(5):
         t0 = time.perf_counter_ns()
         s.launch(launch)
@@ -282,7 +282,7 @@ def test_other_levels_are_unsupported(device: Any, level: str) -> None:
 
 def test_level_of_another_type(device: Any) -> None:
     with pytest.raises(TypeError):
-        device.create_stream().set_profiling(2)  # type: ignore[arg-type]
+        device.create_stream().set_profiling(2)
 
 
 @pytest.mark.skipif(site_file("onnxruntime_qnn/libQnnSaver.so") is None, reason="libQnnSaver.so is not installed")

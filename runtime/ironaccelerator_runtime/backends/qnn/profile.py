@@ -139,7 +139,8 @@ class Profiler:
 
 
 def _profile_free(q: Any) -> Callable[[Any], object]:
-    return q.unchecked.QnnProfile_free
+    free = q.unchecked.QnnProfile_free
+    return lambda handle: free(handle)
 
 
 def _event(q: Any, ffi: Any, eid: int, depth: int) -> ProfileEvent:
