@@ -31,7 +31,8 @@ Capability translation (HTP architecture -> flags, tier) and the SoC model table
 
 One module per concept: :mod:`.tables` (the tables, the loaded binding and the owned handles), :mod:`.device` (the
 backend and its devices), :mod:`.memory` (allocations), :mod:`.module` (context binaries and their graphs) and
-:mod:`.stream` (streams and events).
+:mod:`.stream` (streams and events), :mod:`.graph` (graphs built from ops: ``Device.graph_builder``) with
+:mod:`.ops` (the op table it checks nodes against).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .device import QnnBackend, QnnDevice
 from .memory import QnnAllocation
 from .module import QnnKernel, QnnModule, TensorInfo
 from .stream import QnnEvent, QnnStream
+from .graph import Graph, GraphBuilder, GraphTensor
 
-__all__ = ["QnnAllocation", "QnnBackend", "QnnDevice", "QnnEvent", "QnnKernel", "QnnModule", "QnnStream",
+__all__ = ["Graph", "GraphBuilder", "GraphTensor", "QnnAllocation", "QnnBackend", "QnnDevice", "QnnEvent", "QnnKernel", "QnnModule", "QnnStream",
            "QnnTables", "TensorInfo", "check_config_layout"]
