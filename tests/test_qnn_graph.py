@@ -317,6 +317,9 @@ REFUSED: dict[str, tuple[Callable[[Any], object], tuple[str, ...]]] = {
                         ("node 'n' (Relu): the output must be a graph output or a tensor",)),
     "another graph's tensor": (lambda b: b.g.node("Relu", [b.g.builder.graph("other").input("z", DType.F32, (1,))],
                                                 b.o, name="n"), ("input in[0] 'z' belongs to graph 'other'",)),
+    "parameter tensor's name taken": (lambda b: b.g.node("Transpose", [b.x], b.o, name="n", perm=[0, 1, 3, 2])
+                                      if b.g.tensor("n.perm", DType.F32, (1,)) else None,
+                                      ("parameter 'perm' is passed as a static tensor named 'n.perm'",)),
     "not a tensor": (lambda b: b.g.node("Relu", [np.zeros(4)], b.o, name="n"), ("in[0] must be a GraphTensor",)),
 }
 
@@ -361,6 +364,9 @@ TENSORS_REFUSED: dict[str, tuple[Callable[[Any], object], str]] = {
     "not a DType": (lambda b: b.g.input("z", "f32", (4,)), "must be an ironaccelerator.DType"),
     "constant size": (lambda b: b.g.constant("z", b"\0" * 8, dtype=DType.F32, dims=(4,)), "8 bytes of data"),
     "untyped buffer": (lambda b: b.g.constant("z", b"\0" * 8), "pass dtype= and dims="),
+    "a parameter tensor's name": (lambda b: b.g.input("t.perm", DType.F32, (1,))
+                                  if b.g.node("Transpose", [b.x], b.o, name="t", perm=[0, 2, 1, 3]) is None else None,
+                                  "already has a tensor 't.perm' (a node's tensor parameter)"),
     "graph name": (lambda b: b.g.builder.graph("bad"), "already a graph 'bad'"),
 }
 

@@ -177,6 +177,7 @@ class Graph:
         self.outputs: list[GraphTensor] = []
         self.nodes: list[str] = []
         self._produced: set[str] = set()  # tensors a node writes
+        self._param_tensors: set[str] = set()  # the static tensors of nodes' tensor parameters: "<node>.<param>"
 
     # tensors
     def input(self, name: str, dtype: DType, dims: Sequence[int], *,
@@ -293,9 +294,10 @@ class Graph:
         b = self.builder
         b._check_building(function)
         _check_name(name, "tensor", function)
-        if name in self.tensors:
+        if name in self.tensors or name in self._param_tensors:
+            role = self.tensors[name].role if name in self.tensors else "a node's tensor parameter"
             raise fail(ErrorKind.INVALID_VALUE, function, f"graph {self.name!r} already has a tensor {name!r} "
-                       f"({self.tensors[name].role})", _NAME)
+                       f"({role})", _NAME)
         dims = _check_dims(dims, name, function)
         qdt = _qnn_dtype(dtype, quantization, name, function)
         ffi = b.api.ffi
@@ -389,6 +391,7 @@ class Graph:
         if code:
             raise api.error(code, "QnnGraph_addNode", f"{where} of graph {self.name!r}")
         self.nodes.append(name)
+        self._param_tensors.update(f"{name}.{p[0]}" for p in qparams if p[1] == _TENSOR)
         for t in outs:
             self._produced.add(t.name)
 
@@ -467,11 +470,16 @@ class Graph:
         if arr.shape != shape:
             raise fail(ErrorKind.INVALID_VALUE, function, f"{where}: parameter {pname!r} must have shape "
                        f"{list(shape)} ({_param_text(p)}), not {list(arr.shape)}", _NAME)
+        tname = f"{node}.{pname}"  # (the static tensor the parameter is passed as)
+        if tname in self.tensors:
+            raise fail(ErrorKind.INVALID_VALUE, function, f"{where}: parameter {pname!r} is passed as a static "
+                       f"tensor named {tname!r}, the name of {self.tensors[tname].role} {tname!r}: rename one",
+                       _NAME)
         data = np.ascontiguousarray(arr, npdt)
         t = ffi.new("Qnn_Tensor_t *")
         t.version = 1
         v = t.v1
-        v.name = b._cstr(f"{node}.{pname}")
+        v.name = b._cstr(tname)
         v.type = _STATIC
         v.dataType = qdt
         _set_quantization(v.quantizeParams, None)
