@@ -397,7 +397,7 @@ def test_builder_lifecycle_errors(device: qb.QnnDevice) -> None:
     g.input("x", DType.F32, (4,))
     e = refusal(b.finalize)
     assert e.kind is ErrorKind.INVALID_VALUE and "graph 'g' has no outputs" in str(e)
-    g.node("Relu", [g.tensors["x"]], g.output("y", DType.F32, (4,)))
+    g.node("Relu", g.tensors["x"], g.output("y", DType.F32, (4,)))  # (one input: a list of one, or itself)
     module = b.finalize()
     assert module.graph_names == ["g"] and b.finalize() is module
     for call in (lambda: b.graph("h"), lambda: g.input("z", DType.F32, (4,)),

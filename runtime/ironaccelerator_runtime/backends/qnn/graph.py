@@ -330,7 +330,7 @@ class Graph:
         return gt
 
     # nodes
-    def node(self, op: str, inputs: Sequence[GraphTensor], outputs: GraphTensor | Sequence[GraphTensor], *,
+    def node(self, op: str, inputs: GraphTensor | Sequence[GraphTensor], outputs: GraphTensor | Sequence[GraphTensor], *,
              name: str | None = None, **params: Any) -> None:
         """Add a node of package ``qti.aisw`` (``QnnGraph_addNode``), checked first against the op table
         (:data:`.ops.OPS`) and by the library (``QnnBackend_validateOpConfig``).
@@ -341,7 +341,8 @@ class Graph:
         Args:
             op: the op's type name: ElementWiseAdd, ElementWiseMultiply, MatMul, Conv2d, FullyConnected, Relu,
                 Softmax, Reshape, Transpose.
-            inputs: the tensors it reads (inputs, constants, or tensors an earlier node wrote), in the op's order.
+            inputs: the tensors it reads (inputs, constants, or tensors an earlier node wrote), in the op's order
+                (one tensor: itself or a list of one).
             outputs: the tensor it writes (a graph output or a tensor from :meth:`tensor`), or a list of one.
             name: the node's name, unique in the graph; None: ``<op>_<n>``.
             **params: the op's parameters by their QNN names: scalars as bool, int or float, tensors as nested
@@ -370,7 +371,7 @@ class Graph:
             raise fail(ErrorKind.INVALID_VALUE, function, f"{where}: graph {self.name!r} already has a node of "
                        "that name", _NAME)
         outs = [outputs] if isinstance(outputs, GraphTensor) else list(outputs)
-        ins = list(inputs)
+        ins = [inputs] if isinstance(inputs, GraphTensor) else list(inputs)
         self._check_tensors(where, opdef, ins, outs)
         qparams = [self._param(where, name, opdef, k, v, ins) for k, v in params.items()]
         missing = [p.name for p in opdef.params if p.required and p.name not in params]
@@ -550,9 +551,8 @@ class Graph:
             blame = f"its tensors ({tensors}){f' or parameters ({params})' if params else ''} are not accepted; "
         library = api.error(code, "QnnBackend_validateOpConfig")
         log = f"; the library logged: {' | '.join(said)}" if said else ""
-        return Error(ErrorKind.INVALID_VALUE, f"Graph.node: {where} of graph {self.name!r}: {blame}"
-                     f"QnnBackend_validateOpConfig refused it ({library}){log}", backend=_NAME,
-                     function="Graph.node", code=code)
+        return fail(ErrorKind.INVALID_VALUE, "Graph.node", f"{where} of graph {self.name!r}: {blame}"
+                    f"QnnBackend_validateOpConfig refused it ({library}){log}", _NAME, code=code)
 
     def _entry(self) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...], Any, Any]:
         """The graph as QnnModule keeps a context binary's: its tensors' descriptions, and the Qnn_Tensor_t
