@@ -7,6 +7,7 @@
     qnn_saver_child.py env-bad       IA_QNN_TRACE_DIR names a file: the first call raises trace_to's error, twice,
                                      and no library is opened
     qnn_saver_child.py hook          a before-open hook that raises: every call raises, nothing opened
+    qnn_saver_child.py builder DIR   the same add graph built with Device.graph_builder, traced into DIR
 
 With QNN_CHILD_ABI=1 the compiled cffi modules are hidden: the ABI-mode loader runs.
 
@@ -82,6 +83,31 @@ def through_backend(directory: str, binary: str) -> dict[str, Any]:
     return {"issued": issued, "path": BINDING.path, "mode": q.BINDING_MODE, "names": names}
 
 
+def through_builder(directory: str) -> dict[str, Any]:
+    """The add graph of :func:`sequence` (G.add_graph's names, dims and node), built with
+    ``Device.graph_builder`` under QnnBackend(trace_dir=...), finalized, launched once, dropped."""
+    import gc
+
+    from ironaccelerator import DType, KernelLaunch, LaunchDims
+    from ironaccelerator.backends.qnn._backend import QnnBackend
+
+    wrap_interface(unchecked=True)
+    backend = QnnBackend(trace_dir=directory)
+    device = backend.open(0)
+    builder = device.graph_builder()
+    g = builder.graph("add_f32")
+    a, b = (g.input(f"add_f32_{n}", DType.F32, (1, G.N)) for n in "ab")
+    c = g.output("add_f32_c", DType.F32, (1, G.N))
+    g.node("ElementWiseAdd", [a, b], c, name="add_f32_add")
+    kernel = device.load_module(builder).kernel("add_f32")
+    stream = device.create_stream()
+    bufs = [device.alloc(4 * G.N) for _ in range(3)]
+    stream.launch(KernelLaunch(kernel, LaunchDims(), tuple(bufs)))
+    del kernel, builder, g, a, b, c, stream, device, bufs, backend
+    gc.collect()
+    return {"issued": issued, "path": BINDING.path}
+
+
 def sequence() -> dict[str, Any]:
     log = qnn_log.create_logger()
     qnn_log.sync()  # QnnLog_setLogLevel on the handle (it follows the logger's level)
@@ -121,6 +147,8 @@ if WHAT == "trace":
     out = sequence()
 elif WHAT == "backend":
     out = through_backend(sys.argv[2], sys.argv[3])
+elif WHAT == "builder":
+    out = through_builder(sys.argv[2])
 elif WHAT == "env":
     wrap_interface()
     out = sequence()

@@ -321,6 +321,33 @@ def test_saver_traces_the_backend(q: Any, scratch: Path) -> None:
     assert not list(cwd.iterdir())
 
 
+def _graph_part(trace: Path) -> str:
+    """What the Saver wrote from the graph's creation to its finalization (tensors, op config, validation,
+    node): the part of the recording that depends on how the graph was built, not on the lifecycle around it."""
+    (source,) = sorted(trace.rglob("*.c"))
+    text = source.read_text(errors="replace")
+    start = text.index("interface.graphCreate(")
+    start = text.rindex("\n", 0, start)
+    end = text.index("\n", text.index("interface.graphFinalize("))
+    return text[start:end]
+
+
+def test_saver_records_a_built_graph_as_the_raw_table(q: Any, scratch: Path) -> None:
+    """Device.graph_builder issues the calls tests/qnn_graphs.py makes through the raw table for the same add
+    graph, with the same tensors and op config: the Saver's two recordings of the graph are the same text."""
+    raw_trace, built_trace, cwd = scratch / "raw", scratch / "built", scratch / "cwd"
+    cwd.mkdir()
+    child("trace", str(raw_trace), cwd=cwd)
+    out = child("builder", str(built_trace), cwd=cwd)
+    assert Path(out["path"]).name == "libQnnSaver.so"
+    issued = [n for n in out["issued"] if n not in BACKEND_NOT_RECORDED - NOT_RECORDED]
+    assert_oracle(q, issued, recorded_calls(built_trace))  # what the builder issued is what the Saver recorded
+    raw, built = _graph_part(raw_trace), _graph_part(built_trace)
+    assert "backendValidateOpConfig" in built and "graphAddNode" in built and '"ElementWiseAdd"' in built
+    assert built == raw
+    assert not list(cwd.iterdir())
+
+
 def test_saver_from_env(q: Any, scratch: Path) -> None:
     trace = scratch / "env trace"  # a space: the path reaches the Saver whole
     out = child("env", cwd=scratch, env={"IA_QNN_TRACE_DIR": str(trace)})

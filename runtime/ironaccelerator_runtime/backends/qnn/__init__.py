@@ -31,7 +31,8 @@ Capability translation (HTP architecture -> flags, tier) and the SoC model table
 
 One module per concept: :mod:`.tables` (the tables, the loaded binding and the owned handles), :mod:`.device` (the
 backend and its devices), :mod:`.memory` (allocations), :mod:`.module` (context binaries and their graphs) and
-:mod:`.stream` (streams and events), :mod:`.profile` (``QnnProfile``: a stream's launches profiled).
+:mod:`.stream` (streams and events), :mod:`.profile` (``QnnProfile``: a stream's launches profiled), :mod:`.graph`
+(graphs built from ops: ``Device.graph_builder``) with :mod:`.ops` (the op table it checks nodes against).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from .memory import QnnAllocation
 from .module import GraphInfo, QnnKernel, QnnModule, TensorInfo
 from .profile import LaunchProfile, ProfileEvent
 from .stream import QnnEvent, QnnStream
+from .graph import Graph, GraphBuilder, GraphTensor
 
-__all__ = ["GraphInfo", "LaunchProfile", "ProfileEvent", "QnnAllocation", "QnnBackend", "QnnDevice", "QnnEvent",
-           "QnnKernel", "QnnModule", "QnnStream", "QnnTables", "TensorInfo", "check_config_layout"]
+__all__ = ["Graph", "GraphBuilder", "GraphInfo", "GraphTensor", "LaunchProfile", "ProfileEvent", "QnnAllocation",
+           "QnnBackend", "QnnDevice", "QnnEvent", "QnnKernel", "QnnModule", "QnnStream", "QnnTables", "TensorInfo",
+           "check_config_layout"]

@@ -418,7 +418,24 @@ class QnnDevice(Device):
         self._streams.add(s)
         return s
 
-    def load_module(self, source_or_binary: str | bytes, *, options: Sequence[str] = (),
+    def graph_builder(self) -> GraphBuilder:
+        """A builder of QNN graphs on this device (a new context, ``QnnContext_create``): ``builder.graph(name)``
+        adds a graph, whose tensors and ``qti.aisw`` nodes are checked as they are added; ``builder.finalize()``
+        or ``load_module(builder)`` gives the module (:mod:`ironaccelerator_runtime.backends.qnn.graph`).
+
+        Returns:
+            The :class:`~ironaccelerator_runtime.backends.qnn.graph.GraphBuilder`.
+
+        Raises:
+            Error: ``ErrorKind.INVALID_HANDLE`` after ``close``; the library's error where ``QnnContext_create``
+                fails.
+
+        Backends:
+            QNN only.
+        """
+        return GraphBuilder(self)
+
+    def load_module(self, source_or_binary: str | bytes | GraphBuilder, *, options: Sequence[str] = (),
                     defines: Mapping[str, Any] | None = None, include_dirs: Sequence[str | os.PathLike[str]] = (),
                     name_expressions: Sequence[str] = (), cache: bool = True) -> QnnModule:
         """A QNN context binary -> its module (``QnnContext_createFromBinary``), whose graphs are the kernels.
@@ -427,7 +444,7 @@ class QnnDevice(Device):
 
         Args:
             source_or_binary: the context binary: ``bytes``, ``bytearray``, ``memoryview`` or a uint8 array (not
-                ``str``).
+                ``str``); or a :meth:`graph_builder` of this device, finalized (``GraphBuilder.finalize``).
             options: must be empty (``UNSUPPORTED`` otherwise).
             defines: must be empty (``UNSUPPORTED`` otherwise).
             include_dirs: must be empty (``UNSUPPORTED`` otherwise).
@@ -438,7 +455,8 @@ class QnnDevice(Device):
             The ``QnnModule`` (``graph_names`` lists its graphs).
 
         Raises:
-            Error: ``ErrorKind.INVALID_VALUE`` for source text, an empty binary, or one the library cannot read;
+            Error: ``ErrorKind.INVALID_VALUE`` for source text, an empty binary, one the library cannot read, or
+                a graph builder of another device (a builder's own: as ``GraphBuilder.finalize``);
                 ``ErrorKind.UNSUPPORTED`` for any compile option; the library's error where creating the context
                 fails; ``ErrorKind.INVALID_HANDLE`` after ``close``.
 
@@ -449,6 +467,11 @@ class QnnDevice(Device):
             raise fail(ErrorKind.UNSUPPORTED, "Device.load_module", "the QNN backend loads context binaries only; "
                        "compile options do not apply", _NAME)
         self._check_open("Device.load_module")
+        if isinstance(source_or_binary, GraphBuilder):
+            if source_or_binary.device is not self:
+                raise fail(ErrorKind.INVALID_VALUE, "Device.load_module", "the graph builder was made on another "
+                           "device (its context belongs to that device)", _NAME)
+            return source_or_binary.finalize()
         return QnnModule(self, source_or_binary)
 
     def synchronize(self) -> None:
@@ -466,3 +489,4 @@ class QnnDevice(Device):
 from .memory import QnnAllocation
 from .module import QnnModule
 from .stream import QnnStream
+from .graph import GraphBuilder

@@ -52,6 +52,9 @@ class QnnModule(Module):
     """A context (``QnnContext_createFromBinary``) and the binary's description (libQnnSystem), whose graphs
     are kernels.  The context is freed when the module is dropped or :meth:`close` d, after its kernels."""
 
+    _system: _Owned | None  # libQnnSystem's context that read the binary (None: a graph builder's module)
+    _binary: bytes | None  # the binary loaded (None: a graph builder's module)
+
     def __init__(self, device: QnnDevice, binary: Any) -> None:
         api = device.api
         self.device = device
@@ -92,6 +95,30 @@ class QnnModule(Module):
             raise device._closed_error("Device.load_module")
         self.handle = ctx[0]
         self._owner: _Owned | None = _Owned(ctx[0], _context_free(q), owner, self._system)
+
+    @staticmethod
+    def _context_owner(device: QnnDevice, handle: Any, keep: list[Any]) -> _Owned:
+        """The owner of a context made on ``device`` (``QnnContext_create``: a graph builder's), freed after every
+        module and kernel of it; ``keep``: the cffi buffers the library was given for it, held until then."""
+        return _Owned(handle, _context_free(device.api.q), device._owner, keep)
+
+    @classmethod
+    def _from_context(cls, device: QnnDevice, owner: _Owned,
+                      graphs: dict[str, tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...], Any, Any]]) -> QnnModule:
+        """The module of a context whose graphs were built and finalized in this process (:mod:`.graph`):
+        ``graphs`` is what :func:`_graphs` reads from a binary, the tensor arrays as cffi arrays."""
+        m = cls.__new__(cls)
+        m.device = device
+        m.nbytes = 0  # (not loaded from a binary)
+        m._system = None
+        ffi = device.api.ffi
+        m.graphs = {name: (ins, outs, int(ffi.cast("uintptr_t", a)), int(ffi.cast("uintptr_t", b)))
+                    for name, (ins, outs, a, b) in graphs.items()}
+        m.soc_model = m.platform_arch = None
+        m._binary = None
+        m.handle = owner.handle
+        m._owner = owner
+        return m
 
     @property
     def graph_names(self) -> list[str]:
