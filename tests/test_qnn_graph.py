@@ -8,8 +8,12 @@ ownership of what the library was given; and the Saver's recording of a built gr
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
+import textwrap
 import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
@@ -215,7 +219,7 @@ def test_op_against_numpy(device: qb.QnnDevice, op: str, dt: str) -> None:
 # ------------------------------------------------------------------ a chain, as the docs build it
 
 
-def test_add_matmul_relu_chain(device: qb.QnnDevice) -> None:
+def test_add_matmul_relu_chain(device: qb.QnnDevice, tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     w = rng.standard_normal((16, 8)).astype(np.float32)
     builder = device.graph_builder()
@@ -228,7 +232,8 @@ def test_add_matmul_relu_chain(device: qb.QnnDevice) -> None:
     g.node("MatMul", [s, wt], m, name="matmul")
     g.node("Relu", [m], out, name="relu")
     assert g.nodes == ["add", "matmul", "relu"]
-    kernel = device.load_module(builder).kernel("add_matmul_relu")
+    module = device.load_module(builder)
+    kernel = module.kernel("add_matmul_relu")
     assert kernel.signature() == "add_matmul_relu(x: f32[4, 16], y: f32[4, 16]) -> (out: f32[4, 8])"
     assert [(t.name, t.is_input, t.nbytes) for t in kernel.inputs + kernel.outputs] == \
         [("x", True, 256), ("y", True, 256), ("out", False, 128)]
@@ -238,6 +243,31 @@ def test_add_matmul_relu_chain(device: qb.QnnDevice) -> None:
     ref = np.maximum(s64.astype(np.float32).astype(np.float64) @ w, 0)
     bound = 1e-6 * (np.abs(s64) @ np.abs(w))
     assert np.all(np.abs(got - ref) <= bound)
+
+    # issue 30: the built graph saved (QnnContext_getBinary), loaded in another process, computes the same bits
+    (tmp_path / "built.bin").write_bytes(module.save())
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    child = textwrap.dedent(f"""
+        import numpy as np
+        import ironaccelerator as ia
+        out = {str(tmp_path)!r}
+        dev = ia.BackendRegistry.default().get(ia.BackendKind.QNN).open(0)
+        m = dev.load_module(open(out + "/built.bin", "rb").read())
+        s = dev.create_stream()
+        a, b = np.load(out + "/a.npy"), np.load(out + "/b.npy")
+        bufs = [dev.alloc(a.nbytes), dev.alloc(b.nbytes), dev.alloc(4 * 4 * 8)]
+        s.copy_from_host(bufs[0], a)
+        s.copy_from_host(bufs[1], b)
+        s.launch(ia.KernelLaunch(m.kernel("add_matmul_relu"), ia.LaunchDims(), tuple(bufs)))
+        res = np.zeros((4, 8), np.float32)
+        s.copy_to_host(res, bufs[2])
+        s.synchronize()
+        np.save(out + "/res.npy", res)
+    """)
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "res.npy"), got)
 
 
 # ------------------------------------------------------------------ ownership
