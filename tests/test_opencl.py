@@ -439,13 +439,14 @@ def test_device_alloc_creates_and_releases_buffers_in_c(cl: Any) -> None:
     assert type(dev.alloc).__name__ == "_DeviceAllocator" and type(dev.alloc_unchecked).__name__ == "_DeviceAllocator"
 
     def info(a: Any, param: int, ctype: str) -> int:
-        return api.info_int("clGetMemObjectInfo", a.buffer, param, ctype)
+        return int(api.info_int("clGetMemObjectInfo", a.buffer, param, ctype))
 
-    a = dev.alloc(1000)
-    assert type(a).__mro__[1].__name__ == "_DeviceMemory" and isinstance(a, OpenCLAllocation)
+    a: Any = dev.alloc(1000)
+    assert type(a).__mro__[1].__name__ == "_DeviceMemory" and issubclass(type(a), OpenCLAllocation)
     assert a.kind is MemoryKind.DEVICE and a.nbytes == 1000 and a.device is dev and a._tracked
     assert int(ffi.cast("uintptr_t", a.buffer)) == a.ptr and a.buffer is a.buffer
-    assert info(a, cl.CL_MEM_SIZE, "size_t") == 1000 and info(a, cl.CL_MEM_FLAGS, "cl_mem_flags") == cl.CL_MEM_READ_WRITE
+    assert info(a, cl.CL_MEM_SIZE, "size_t") == 1000
+    assert info(a, cl.CL_MEM_FLAGS, "cl_mem_flags") == cl.CL_MEM_READ_WRITE
     assert info(a, cl.CL_MEM_CONTEXT, "uintptr_t") == int(ffi.cast("uintptr_t", dev.context))
     s = dev.create_stream()
     data = bytes(range(256)) * 3
@@ -475,7 +476,7 @@ def test_device_alloc_creates_and_releases_buffers_in_c(cl: Any) -> None:
     buf = retained(a)
     del a  # dropped unfreed: released
     released(buf)
-    u = dev.alloc_unchecked(64)
+    u: Any = dev.alloc_unchecked(64)
     assert not u._tracked and u.free_unchecked() is None
     # misuse: the same kinds and messages as the Python methods
     python_alloc = type(dev).alloc
@@ -484,8 +485,8 @@ def test_device_alloc_creates_and_releases_buffers_in_c(cl: Any) -> None:
         for fn in (dev.alloc, lambda *x: python_alloc(dev, *x)):
             try:
                 fn(*args)
-            except (Error, TypeError) as e:
-                got.append((type(e), getattr(e, "kind", None), str(e)))
+            except (Error, TypeError) as err:
+                got.append((type(err), getattr(err, "kind", None), str(err)))
         assert len(got) == 2 and got[0] == got[1], got
     a = dev.alloc(8)
     a.free()

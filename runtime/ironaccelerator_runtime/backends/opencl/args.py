@@ -12,7 +12,7 @@ from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, value
 from ironaccelerator_runtime.traits import Allocation, PooledAllocation, Scalar
 
 from .device import OpenCLDevice
-from .memory import _BUFFERS, OpenCLAllocation, _serial
+from .memory import _BUFFERS, _serial
 from .module import OpenCLKernel, _LOCAL_SLOT, _POINTER_SLOT, _UNSET, _VALUE_SLOT
 from .tables import _KIND
 

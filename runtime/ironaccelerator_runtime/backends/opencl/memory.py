@@ -198,7 +198,7 @@ def _compiled_allocation(fast: Any, ffi: Any) -> type | None:
         return None
     base: Any = setup(None, Error)  # (no thread-local: OpenCL has no current device)
 
-    class Compiled(base, OpenCLAllocation):  # type: ignore[misc,valid-type]
+    class Compiled(base, OpenCLAllocation):  # type: ignore[misc]
         __doc__ = OpenCLAllocation.__doc__
         kind = MemoryKind.DEVICE
         buffer = _Buffer(ffi.cast)
