@@ -20,7 +20,8 @@ from .ir import (
     InlineRecord, Location, MacroConstant, Param, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
 from .roles import OUT_ROLES, PY_IN_ROLES, Role, ValueKind
-from .spec import MAJOR as MAJOR_PLACEHOLDER, CoreSpec, FunctionSpec, LibrarySpec, Name, ParamSpec, StringSpec
+from .spec import (MAJOR as MAJOR_PLACEHOLDER, CoreSpec, DeviceMemorySpec, FunctionSpec, LibrarySpec, Name, ParamSpec,
+                   StringSpec)
 
 PY_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # names the generated module defines or imports itself, and the builtins its code calls: a C name bound
@@ -195,9 +196,11 @@ class PoolMemory:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceMemory:
     """The device-memory allocator that the backend's ``Device.alloc`` calls in C (``_fast._DeviceMemory`` in
-    trampolines.c): ``status alloc(devptr *out, size_t bytes)`` and ``status free(devptr)``, as
-    ``cuMemAlloc``/``cuMemFree`` and ``hipMalloc``/``hipFree`` are.  (An allocator returning its handle, as
-    ``clCreateBuffer`` does, would be another shape: another ``alloc_call`` form, the same C type.)"""
+    trampolines.c), of one of two shapes, and ``status free(devptr)``: ``status alloc(devptr *out, size_t bytes)``,
+    as ``cuMemAlloc``/``cuMemFree`` and ``hipMalloc``/``hipFree`` are (``returns_handle`` false); or a creator that
+    returns the handle and its status through the errors' out-parameter, its other parameters given by the device
+    as integers (``bound``), as ``clCreateBuffer(context, flags, size, host_ptr, &errcode_ret)`` and
+    ``clReleaseMemObject`` are (``returns_handle`` true)."""
 
     alloc_index: int  # their BoundFunction indices
     free_index: int
@@ -208,6 +211,13 @@ class DeviceMemory:
     alloc_casts: tuple[str, ...]  # the C type of each parameter  ex) (CUdeviceptr *, size_t)
     free_casts: tuple[str, ...]  # ex) (CUdeviceptr,)
     devptr: str  # the device pointer's C type, typedefs expanded  ex) unsigned long long, void *
+    returns_handle: bool = False
+    # each allocator parameter: (what, C type, slot): what is 'out' (the out-pointer), 'size', 'status' (the errors'
+    # out-parameter) or 'bound' (a value the device gives: slot is its index among those, else -1)
+    # ex) (('bound', 'cl_context', 0), ('bound', 'cl_mem_flags', 1), ('size', 'size_t', -1), ('bound', 'void *', 2),
+    #      ('status', 'cl_int *', -1))
+    alloc_params: tuple[tuple[str, str, int], ...] = ()
+    bound_pointers: tuple[bool, ...] = ()  # per bound value: whether its C type is a pointer (cast via uintptr_t)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1341,6 +1351,8 @@ def bind_device_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], 
     if len(found) != 2:
         return None
     fa, ff = found
+    if dm.returns_handle:
+        return _bind_device_creator(dm, fa, ff, b, col)
     ap, fp = fa.c.params, ff.c.params
     out = b.canonical(ap[0].type) if ap else None
     if not (fa.returns_status and len(ap) == 2 and isinstance(out, Pointer) and _shape(b, out.pointee) != "other"
@@ -1358,10 +1370,61 @@ def bind_device_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], 
         col.error(dm.free.location, f"'{dm.free}' frees a '{declare(fp[0].type)}', but '{dm.alloc}' allocates a "
                   f"'{declare(declared)}' ({declare(out.pointee)})")
         return None
+    casts = _casts(fa)
     return DeviceMemory(alloc_index=fa.index, free_index=ff.index, alloc=fa.public, free=ff.public,
                         devptr=declare(replace(b.canonical(out.pointee), const=False)),
-                        alloc_result=fa.result_decl, free_result=ff.result_decl, alloc_casts=_casts(fa),
-                        free_casts=_casts(ff))
+                        alloc_result=fa.result_decl, free_result=ff.result_decl, alloc_casts=casts,
+                        free_casts=_casts(ff), alloc_params=(("out", casts[0], -1), ("size", casts[1], -1)))
+
+
+def _bind_device_creator(dm: DeviceMemorySpec, fa: BoundFunction, ff: BoundFunction, b: Binder,
+                         col: Collector) -> DeviceMemory | None:
+    """``device_memory: {create: F, size: P, free: G}``: ``F`` returns a handle (a pointer or an integer) and reports
+    its status through the errors' out-parameter; ``P`` is its byte count (an integer); its other parameters are
+    integers or pointers the device gives; ``G`` is status (that handle)."""
+    assert dm.size is not None
+    params, fp = fa.c.params, ff.c.params
+    errcodes = {p.c_name for p in fa.params if p.role is Role.ERRCODE}
+    names = [p.name or f"arg{i}" for i, p in enumerate(params)]
+    shapes = [_shape(b, p.type) for p in params]
+    if dm.size.value not in names:
+        col.error(dm.size.location, f"'{dm.size}' is not a parameter of '{dm.alloc}' "
+                  f"({', '.join(names) or 'none'}){suggest(dm.size.value, names)}")
+        return None
+    handle = b.canonical(fa.c.result)
+    if not (len(errcodes) == 1 and _shape(b, handle) in ("handle", "int")
+            and shapes[names.index(dm.size.value)] == "int"
+            and all(s != "other" for n, s in zip(names, shapes) if n not in errcodes)):
+        col.error(dm.alloc.location, f"'{dm.alloc}' does not look like a device-memory creator: expected handle "
+                  f"(..., size_t {dm.size}, ..., status *errcode) returning a pointer or an integer, its status "
+                  "through the errors' out_param, every other parameter an integer or a pointer")
+        return None
+    if not (ff.returns_status and len(fp) == 1 and _shape(b, fp[0].type) != "other"):
+        col.error(dm.free.location, f"'{dm.free}' does not look like a device-memory free: expected "
+                  "status (device pointer)")
+        return None
+    devptr = declare(replace(handle, const=False))
+    if devptr != declare(replace(b.canonical(fp[0].type), const=False)):
+        col.error(dm.free.location, f"'{dm.free}' frees a '{declare(fp[0].type)}', but '{dm.alloc}' returns a "
+                  f"'{declare(fa.c.result)}' ({devptr})")
+        return None
+    casts = _casts(fa)
+    alloc_params: list[tuple[str, str, int]] = []
+    pointers: list[bool] = []
+    for n, cast, shape in zip(names, casts, shapes):
+        if n == dm.size.value:
+            alloc_params.append(("size", cast, -1))
+        elif n in errcodes:
+            alloc_params.append(("status", cast, -1))
+        else:
+            alloc_params.append(("bound", cast, len(pointers)))
+            pointers.append(shape != "int")
+    status = params[names.index(next(iter(errcodes)))].type  # (as declared: ex) cl_int *; Role.ERRCODE's pointer)
+    assert isinstance(status, Pointer)
+    return DeviceMemory(alloc_index=fa.index, free_index=ff.index, alloc=fa.public, free=ff.public, devptr=devptr,
+                        alloc_result=declare(replace(status.pointee, const=False)), free_result=ff.result_decl,
+                        alloc_casts=casts, free_casts=_casts(ff), returns_handle=True,
+                        alloc_params=tuple(alloc_params), bound_pointers=tuple(pointers))
 
 
 _KIND_NAMES = {"str": "a str", "bytes": "bytes", "float": "a float", "cdata": "a C pointer", "struct": "a struct",

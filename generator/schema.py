@@ -238,10 +238,14 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                 _k("free", "status (device pointer, stream), ex. `cuMemFreeAsync`.", True),
             )),
     Section("library > device_memory", "The device-memory allocator a backend's `Device.alloc` calls from C (its "
-            "memory a C object that frees itself). The allocator fills an out-pointer; one that returns its handle "
-            "(and its status through an out-parameter) is not a shape this key takes yet.", (
-                _k("alloc", "status (device pointer *out, size_t bytes), ex. `cuMemAlloc`, `hipMalloc`.", True),
-                _k("free", "status (device pointer), ex. `cuMemFree`, `hipFree`.", True),
+            "memory a C object that frees itself): either `alloc`, which fills an out-pointer, or `create` with "
+            "`size`, which returns its handle and reports its status through the `errors` `out_param`.", (
+                _k("alloc", "status (device pointer *out, size_t bytes), ex. `cuMemAlloc`, `hipMalloc` (or `create`)."),
+                _k("create", "handle (..., size_t bytes, ..., status *out_param), ex. `clCreateBuffer`: returns the "
+                   "handle; its other parameters are integers or handles the backend's device gives once, in order, "
+                   "when it makes its allocator (or `alloc`)."),
+                _k("size", "`create`'s byte-count parameter, by name, ex. `size`; required with `create`."),
+                _k("free", "status (device pointer), ex. `cuMemFree`, `hipFree`, `clReleaseMemObject`.", True),
             )),
     Section("library > loader", "Where the shared library is searched for at import (each platform's names are "
             "tried in order after the directories below, then by the system loader).", (

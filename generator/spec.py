@@ -234,11 +234,15 @@ class DeviceMemorySpec:
     """The device-memory allocator that the backend's ``Device.alloc`` calls in C (``_fast._DeviceMemory`` in
     trampolines.c).
 
-    ex) ``alloc: cuMemAlloc`` (status (devptr *out, size_t bytes)) and ``free: cuMemFree`` (status (devptr)).
+    ex) ``alloc: cuMemAlloc`` (status (devptr *out, size_t bytes)) and ``free: cuMemFree`` (status (devptr)); or
+    ``create: clCreateBuffer`` with ``size: size`` (handle (..., size_t size, ..., status *errcode_ret): returns the
+    handle, its status through ``errors: out_param``) and ``free: clReleaseMemObject`` (status (handle)).
     """
 
-    alloc: Name
+    alloc: Name  # the allocator: ``alloc:``'s or ``create:``'s function
     free: Name
+    returns_handle: bool = False  # given as ``create:``: it returns the handle
+    size: Name | None = None  # ``create:``'s byte-count parameter  ex) size
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -943,11 +947,26 @@ def _device_memory(r: SpecReader, m: dict[str, yaml.Node]) -> DeviceMemorySpec |
     """``device_memory:``: the device-memory allocator's alloc and free."""
     if "device_memory" not in m:
         return None
-    dm_map = r.section(m["device_memory"], "library > device_memory", "device_memory") or {}
-    dm_alloc, dm_free = r.ident(dm_map.get("alloc"), "alloc"), r.ident(dm_map.get("free"), "free")
-    if dm_alloc is None or dm_free is None:
+    node = m["device_memory"]
+    dm_map = r.section(node, "library > device_memory", "device_memory") or {}
+    dm_free = r.ident(dm_map.get("free"), "free")
+    if ("alloc" in dm_map) == ("create" in dm_map):
+        both = "alloc" in dm_map
+        r.errors.error(r.loc(dm_map["create"] if both else node),
+                       "device_memory takes one of 'alloc' (status (device pointer *out, size_t bytes)) and 'create' "
+                       "(a creator that returns the handle)" + (", not both" if both else ": add one"))
         return None
-    return DeviceMemorySpec(alloc=dm_alloc, free=dm_free)
+    if ("size" in dm_map) != ("create" in dm_map):
+        r.errors.error(r.loc(dm_map["size"] if "size" in dm_map else dm_map["create"]),
+                       "'size' (the byte count's parameter) goes with 'create' only" if "size" in dm_map else
+                       "'create' needs 'size': the name of its byte count's parameter (ex. size: size)")
+        return None
+    returns = "create" in dm_map
+    dm_alloc = r.ident(dm_map.get("create" if returns else "alloc"), "create" if returns else "alloc")
+    size = r.ident(dm_map.get("size"), "size") if returns else None
+    if dm_alloc is None or dm_free is None or (returns and size is None):
+        return None
+    return DeviceMemorySpec(alloc=dm_alloc, free=dm_free, returns_handle=returns, size=size)
 
 
 def _loader(r: SpecReader, lm: dict[str, yaml.Node]) -> LoaderSpec:

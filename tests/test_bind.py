@@ -762,3 +762,71 @@ def test_sdk_version_headers_that_are_not_regular_files(tmp_path: Path, special:
         found = sdk.find("opencl", str(tmp_path))
     assert found is not None and found.version == "unknown" and found.include_dir == tmp_path
 
+
+
+CREATE_SPEC = POOL_SPEC.replace("pool_memory: {alloc: ALLOC, free: FREE}", "device_memory: DM").replace(
+    "  type: poolResult\n", "  type: poolResult\n  out_param: errcode_ret\n")
+
+
+def create_dir(tmp_path: Path, device_memory: str) -> tuple[Path, str]:
+    text = CREATE_SPEC.replace("DM", device_memory)
+    d = tmp_path / "specs"
+    (d / "test").mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "test" / "pool.yaml").write_text(text, encoding="utf-8")
+    return d, text
+
+
+def test_device_memory_binds_a_creator_that_returns_its_handle(tmp_path: Path) -> None:
+    """``create:`` (the clCreateBuffer shape): the size and the errors' out-parameter found by name, every other
+    parameter a value the device gives (bound), numbered in order, pointers apart from integers."""
+    d, _ = create_dir(tmp_path, "{create: poolCreate, size: size, free: poolDestroy}")
+    (lib,) = compile_specs(d, {"test": str(HEADERS)}).libraries
+    dm = lib.device_memory
+    assert dm is not None and dm.returns_handle and (dm.alloc, dm.free, dm.devptr) == ("poolCreate", "poolDestroy",
+                                                                                       "struct mem_st *")
+    assert dm.alloc_params == (("bound", "poolHandle", 0), ("bound", "unsigned long long", 1), ("size", "size_t", -1),
+                               ("bound", "void *", 2), ("status", "poolResult *", -1))
+    assert dm.bound_pointers == (True, False, True) and dm.alloc_result == dm.free_result == "poolResult"
+    d2, _ = devmem_dir(tmp_path / "alloc", "poolMalloc", "poolRelease")
+    (lib,) = compile_specs(d2, {"test": str(HEADERS)}).libraries
+    assert lib.device_memory is not None and not lib.device_memory.returns_handle
+    assert lib.device_memory.alloc_params == (("out", "poolDevptr *", -1), ("size", "size_t", -1))
+
+
+@pytest.mark.parametrize("device_memory, at, message", [
+    ("{alloc: poolMalloc, create: poolCreate, size: size, free: poolDestroy}", "poolCreate,",
+     "device_memory takes one of 'alloc' (status (device pointer *out, size_t bytes)) and 'create' (a creator that "
+     "returns the handle), not both"),
+    ("{free: poolDestroy}", "{free", "device_memory takes one of 'alloc' (status (device pointer *out, size_t bytes)) "
+                                     "and 'create' (a creator that returns the handle): add one"),
+    ("{create: poolCreate, free: poolDestroy}", "poolCreate,",
+     "'create' needs 'size': the name of its byte count's parameter (ex. size: size)"),
+    ("{alloc: poolMalloc, size: bytes, free: poolRelease}", "bytes,",
+     "'size' (the byte count's parameter) goes with 'create' only"),
+    ("{create: poolCreate, size: sise, free: poolDestroy}", "sise,",
+     "'sise' is not a parameter of 'poolCreate' (ctx, flags, size, host, errcode_ret) (did you mean 'size'?)"),
+    ("{create: poolCreateNoStatus, size: size, free: poolDestroy}", "poolCreateNoStatus,",
+     "'poolCreateNoStatus' does not look like a device-memory creator: expected handle (..., size_t size, ..., "
+     "status *errcode) returning a pointer or an integer, its status through the errors' out_param, every other "
+     "parameter an integer or a pointer"),
+    ("{create: poolCreateFloat, size: size, free: poolDestroy}", "poolCreateFloat,",
+     "'poolCreateFloat' does not look like a device-memory creator: expected handle (..., size_t size, ..., "
+     "status *errcode) returning a pointer or an integer, its status through the errors' out_param, every other "
+     "parameter an integer or a pointer"),
+    ("{create: poolCreate, size: size, free: poolRelease}", "poolRelease}",
+     "'poolRelease' frees a 'poolDevptr', but 'poolCreate' returns a 'poolMem' (struct mem_st *)"),
+])
+def test_device_memory_create_must_be_a_creator_of_its_shape(tmp_path: Path, device_memory: str, at: str,
+                                                             message: str) -> None:
+    """A ``create:`` that is not the creator shape, or a ``device_memory`` that names both shapes or neither, is a
+    located error, and nothing is written."""
+    d, text = create_dir(tmp_path, device_memory)
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(HEADERS)})
+    (diag,) = info.value.diagnostics
+    assert diag.message == message
+    assert (diag.location.file, diag.location.line, diag.location.col) == ("specs/test/pool.yaml", *pos(text, at))
+    out = tmp_path / "out"
+    located = located_lines(run_cli(d, out, "--sdk", f"test={HEADERS}"))
+    assert [m["message"] for m in located] == [message] and nothing_written(out)

@@ -23,6 +23,7 @@ arrays                    __init__.py, trampolines.c (sequences converted, in Py
 constants                 __init__.py, types.cdef (values, IntEnums, SDK_VERSION; the enums' cdef)
 declared                  types.cdef, api.cdef, abi.cdef (the spec's declarations, as both front-ends parse them)
 device_memory             trampolines.c (_fast._devmem_allocator and _DeviceMemory)
+device_memory_create      trampolines.c (the same, over a creator returning its handle: IA_DEVMEM_ALLOCATE)
 errors                    _binding.py, __init__.py, unchecked.py, trampolines.c (the error table, status:
                           results in both wrappers, raw codes unchecked)
 fast_path                 trampolines.c, __init__.py, _cffi_build.py (the compiled wrapper of every shape and

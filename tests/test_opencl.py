@@ -420,3 +420,85 @@ def test_backend_spec_naming_a_runtime_module_that_does_not_exist(tmp_specs: Pat
     msg = str(ei.value)
     assert "'opencll' is not a module of ironaccelerator_runtime.backends (runtime/ironaccelerator_runtime/backends/)" \
            " (did you mean 'opencl'?)" in msg and "backend.yaml:" in msg, msg
+
+
+# ------------------------------------------------------------------ Device.alloc in C (device_memory: create)
+
+
+@needs_device
+def test_device_alloc_creates_and_releases_buffers_in_c(cl: Any) -> None:
+    """In API mode, ``Device.alloc`` and ``alloc_unchecked`` of DEVICE memory are the compiled allocators of the
+    spec's ``device_memory: {create: clCreateBuffer, ...}``: the buffer is made on the device's context with
+    CL_MEM_READ_WRITE and the size asked, ``buffer`` is the cl_mem at ``ptr``, and free / drop release it in C
+    (its reference count falls); failures and misuse raise what the Python methods raise."""
+    from ironaccelerator import MemoryKind
+    from ironaccelerator_runtime.backends.opencl.memory import OpenCLAllocation
+
+    dev: Any = BackendRegistry.default().get(BackendKind.OPENCL).open(0)
+    api, ffi = dev.api, cl.ffi
+    assert type(dev.alloc).__name__ == "_DeviceAllocator" and type(dev.alloc_unchecked).__name__ == "_DeviceAllocator"
+
+    def info(a: Any, param: int, ctype: str) -> int:
+        return int(api.info_int("clGetMemObjectInfo", a.buffer, param, ctype))
+
+    a: Any = dev.alloc(1000)
+    assert type(a).__mro__[1].__name__ == "_DeviceMemory" and issubclass(type(a), OpenCLAllocation)
+    assert a.kind is MemoryKind.DEVICE and a.nbytes == 1000 and a.device is dev and a._tracked
+    assert int(ffi.cast("uintptr_t", a.buffer)) == a.ptr and a.buffer is a.buffer
+    assert info(a, cl.CL_MEM_SIZE, "size_t") == 1000
+    assert info(a, cl.CL_MEM_FLAGS, "cl_mem_flags") == cl.CL_MEM_READ_WRITE
+    assert info(a, cl.CL_MEM_CONTEXT, "uintptr_t") == int(ffi.cast("uintptr_t", dev.context))
+    s = dev.create_stream()
+    data = bytes(range(256)) * 3
+    s.copy_from_host(a, data)
+    back = bytearray(len(data))
+    s.copy_to_host(back, a)
+    s.synchronize()
+    assert bytes(back) == data
+
+    def retained(a: Any) -> Any:  # a reference of the test's own, to read the count after the allocation's is gone
+        assert api.raw.clRetainMemObject(a.buffer) == 0
+        return a.buffer
+
+    def released(buf: Any) -> None:
+        refs = api.info_int("clGetMemObjectInfo", buf, cl.CL_MEM_REFERENCE_COUNT, "cl_uint")
+        assert api.raw.clReleaseMemObject(buf) == 0
+        assert refs == 1, refs
+
+    buf = retained(a)
+    a.free()
+    released(buf)
+    a = dev.alloc(64)
+    buf = retained(a)
+    assert a.free_unchecked() is None
+    released(buf)
+    a = dev.alloc(64)
+    buf = retained(a)
+    del a  # dropped unfreed: released
+    released(buf)
+    u: Any = dev.alloc_unchecked(64)
+    assert not u._tracked and u.free_unchecked() is None
+    # misuse: the same kinds and messages as the Python methods
+    python_alloc = type(dev).alloc
+    for args in ((2**62,), (0,), (-1,), (1.5,)):
+        got = []
+        for fn in (dev.alloc, lambda *x: python_alloc(dev, *x)):
+            try:
+                fn(*args)
+            except (Error, TypeError) as err:
+                got.append((type(err), getattr(err, "kind", None), str(err)))
+        assert len(got) == 2 and got[0] == got[1], got
+    a = dev.alloc(8)
+    a.free()
+    with pytest.raises(Error) as e:
+        a.free()
+    assert e.value.kind is ErrorKind.INVALID_HANDLE
+    assert dev.alloc_unchecked(2**62).kind is ErrorKind.INVALID_VALUE
+    h = dev.alloc(64, MemoryKind.HOST_PINNED)  # another kind: the Python class
+    assert type(h) is OpenCLAllocation
+    h.free()
+    dev.close()
+    with pytest.raises(Error) as e:
+        dev.alloc(8)
+    assert e.value.kind is ErrorKind.INVALID_HANDLE
+    assert dev.alloc_unchecked(8).kind is ErrorKind.INVALID_HANDLE

@@ -623,8 +623,9 @@ def test_alloc_hot_path_makes_the_same_allocation_and_a_serial_only_for_kernels(
 
     a, u = dev.alloc(64), dev.alloc_unchecked(64)
     ref = OpenCLAllocation(dev, a.buffer, 64, MemoryKind.DEVICE)  # (untracked: never releases a's buffer)
+    assert type(a) is type(u)  # (in API mode OpenCLAllocation's compiled twin, test_opencl.py's device_memory test)
     for x in (a, u, ref):
-        assert type(x) is OpenCLAllocation and x.device is dev and x.nbytes == 64 and x.kind is MemoryKind.DEVICE
+        assert isinstance(x, OpenCLAllocation) and x.device is dev and x.nbytes == 64 and x.kind is MemoryKind.DEVICE
         assert x._serial == 0 and not x.freed and x._svm is None and x._views is None
     assert a._tracked and not u._tracked and not ref._tracked
     s = dev.create_stream()

@@ -20,5 +20,10 @@ poolResult poolMalloc(poolDevptr *ptr, size_t bytes);
 poolResult poolRelease(poolDevptr ptr);
 poolResult poolReleasePointer(void *ptr);
 poolResult poolMallocSwapped(size_t bytes, poolDevptr *ptr);
-
+/* device_memory's create (clCreateBuffer / clReleaseMemObject shapes), and near misses */
+typedef struct mem_st *poolMem;
+poolMem poolCreate(poolHandle ctx, unsigned long long flags, size_t size, void *host, poolResult *errcode_ret);
+poolResult poolDestroy(poolMem mem);
+poolMem poolCreateNoStatus(poolHandle ctx, size_t size);
+poolMem poolCreateFloat(poolHandle ctx, double scale, size_t size, poolResult *errcode_ret);
 #endif

@@ -32,8 +32,8 @@
  *                    IA_POOL_ALLOC_RESULT, IA_POOL_FREE_RESULT, IA_POOL_ALLOC_CALL(&out, nbytes, pool, stream),
  *                    IA_POOL_FREE_CALL(ptr, stream)
  *   IA_DEVMEM (0/1)  device memory (Device.alloc): IA_DEVMEM_ALLOC_INDEX, IA_DEVMEM_FREE_INDEX, IA_DEVMEM_DEVPTR,
- *                    IA_DEVMEM_ALLOC_RESULT, IA_DEVMEM_FREE_RESULT, IA_DEVMEM_ALLOC_CALL(&out, nbytes),
- *                    IA_DEVMEM_FREE_CALL(ptr)
+ *                    IA_DEVMEM_ALLOC_RESULT, IA_DEVMEM_FREE_RESULT, IA_DEVMEM_BOUND,
+ *                    IA_DEVMEM_ALLOCATE(&out, nbytes, bound, &status), IA_DEVMEM_FREE_CALL(ptr)
  *   the prototypes of the trampolines IA_LAUNCH_CALL / IA_POOL_*_CALL / IA_DEVMEM_*_CALL name (defined after this file)
  *
  * cffi compiles trampolines.c after Python.h; _cffi_build.py puts this directory on the include path and
@@ -1850,12 +1850,13 @@ static PyObject *ia_pool_setup(PyObject *ia_self, PyObject *const *ia_args, Py_s
  * Device memory in C (issue 27; this block is the device-memory allocator's alone): Device.alloc(n) and
  * Device.alloc_unchecked(n) of DEVICE memory are, in API mode, allocators made by
  *
- *   _devmem_allocator(cls, ref, slow, alloc_error, device_kind, tls, key, ctx, check)
+ *   _devmem_allocator(cls, ref, slow, alloc_error, device_kind, tls, key, ctx, check[, bound])
  *
  * bound as the device's instance attributes (over the methods).  Called as alloc(nbytes[, kind]) with an
  * int nbytes in 1..SIZE_MAX, kind omitted or `device_kind` (MemoryKind.DEVICE), and the device current on
- * this thread (the thread-local `tls`'s .key is `key`), one calls IA_DEVMEM_ALLOC_CALL(&ptr, nbytes) with the
- * GIL released and returns a new `cls` (a subclass of _DeviceMemory) that owns the memory; anything else
+ * this thread (the thread-local `tls`'s .key is `key`; a `tls` of None: the library has no current device),
+ * one calls IA_DEVMEM_ALLOCATE(&ptr, nbytes, bound, &status) with the GIL released and returns a new `cls` (a
+ * subclass of _DeviceMemory) that owns the memory; anything else
  * (another kind, a bad size, another device current, keywords, a shut allocator) calls slow(device, *args),
  * the Python method.  A failed allocation: alloc_error(device, status, nbytes) is the Error, raised when
  * `check`, else returned.  `ref` is a weak reference to the device (the device holds its allocators).
@@ -1869,8 +1870,11 @@ static PyObject *ia_pool_setup(PyObject *ia_self, PyObject *const *ia_args, Py_s
  * (device.activate()).  Errors come from the Python side: device._memory_error(memory, status or None for
  * a double free, function name).
  *
- * Another allocator shape (one returning its handle, as clCreateBuffer(ctx, flags, size, host, &err) does)
- * would be another IA_DEVMEM_ALLOC_CALL: the binder chooses the call; this block only needs `ptr` back.
+ * The allocator's shape is the binder's (trampolines.c defines IA_DEVMEM_ALLOCATE): one that fills an
+ * out-pointer and returns its status (cuMemAlloc(&ptr, n)), or one that returns the handle and its status
+ * through an out-parameter (clCreateBuffer(ctx, flags, n, NULL, &status)), whose other parameters are the
+ * IA_DEVMEM_BOUND integers `bound` (a tuple the device gives once, when it makes its allocator: a context's
+ * address, flags) in the order the binder numbered them.  This block only needs `ptr` and `status` back.
  * ==================================================================================================== */
 #include "structmember.h"
 
@@ -1966,7 +1970,8 @@ static PyObject *ia_dm_views(ia_dm_object *m, const char *function)
 static int ia_dm_release(ia_dm_object *m, long long *status)
 {
     IA_DEVMEM_FREE_RESULT ia_r;
-    int same = ia_dm_tls == NULL ? 0 : ia_dm_current(ia_dm_tls, m->key);
+    /* (a tls of None: no device is ever current, nothing to make current) */
+    int same = ia_dm_tls == NULL ? 0 : ia_dm_tls == Py_None ? 1 : ia_dm_current(ia_dm_tls, m->key);
     if (same < 0)
         return -1;
     if (!same) {
@@ -2144,6 +2149,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *cls, *ref, *slow, *alloc_error, *device_kind, *tls, *key, *ctx;
     int check, shut;
+    unsigned long long bound[IA_DEVMEM_BOUND > 0 ? IA_DEVMEM_BOUND : 1];  /* the allocator's other arguments */
 } ia_da_object;
 
 /* slow(device, *args, **kwargs): the Python method */
@@ -2165,7 +2171,7 @@ static PyObject *ia_da_call(PyObject *self, PyObject *const *args, size_t nargsf
     size_t nbytes;
     int same;
     IA_DEVMEM_DEVPTR ia_out = 0;
-    IA_DEVMEM_ALLOC_RESULT ia_r;
+    IA_DEVMEM_ALLOC_RESULT ia_r = 0;
     if (IA_UNLIKELY(device == NULL))
         return NULL;
     if (IA_UNLIKELY(device == Py_None)) {
@@ -2181,7 +2187,7 @@ static PyObject *ia_da_call(PyObject *self, PyObject *const *args, size_t nargsf
         PyErr_Clear();
         goto slow;  /* (its checks say what is wrong) */
     }
-    if (IA_UNLIKELY((same = ia_dm_current(a->tls, a->key)) <= 0)) {
+    if (a->tls != Py_None && IA_UNLIKELY((same = ia_dm_current(a->tls, a->key)) <= 0)) {
         if (same < 0) {
             Py_DECREF(device);
             return NULL;
@@ -2193,9 +2199,11 @@ static PyObject *ia_da_call(PyObject *self, PyObject *const *args, size_t nargsf
         goto slow;  /* (it raises or returns the loader's error) */
     }
     Py_BEGIN_ALLOW_THREADS
-    ia_r = IA_DEVMEM_ALLOC_CALL(&ia_out, nbytes);
+    IA_DEVMEM_ALLOCATE(&ia_out, nbytes, a->bound, &ia_r);
     Py_END_ALLOW_THREADS
-    if (IA_UNLIKELY(ia_r != 0)) {
+    if (IA_UNLIKELY(ia_r != 0 || ia_out == 0)) {  /* (no handle with success: the slow path says why) */
+        if (ia_r == 0)
+            goto slow;
         PyObject *code = IA_FROM_INT(IA_DEVMEM_ALLOC_RESULT, ia_r);
         r = code == NULL ? NULL : PyObject_CallFunctionObjArgs(a->alloc_error, device, code, args[0], NULL);
         Py_XDECREF(code);
@@ -2293,12 +2301,21 @@ static PyObject *ia_devmem_allocator(PyObject *ia_self, PyObject *const *ia_args
 {
     ia_da_object *a;
     int check;
+    Py_ssize_t i;
+    unsigned long long bound[IA_DEVMEM_BOUND > 0 ? IA_DEVMEM_BOUND : 1] = {0};
     (void)ia_self;
-    if (ia_nargs != 9 || !PyType_Check(ia_args[0]) || !PyType_IsSubtype((PyTypeObject *)ia_args[0], &ia_dm_type)
-        || !PyWeakref_CheckRef(ia_args[1])) {
-        PyErr_SetString(PyExc_TypeError, "_devmem_allocator(cls: type[_DeviceMemory], ref: weakref, slow, "
-                        "alloc_error, device_kind, tls, key, ctx, check)");
+    if (ia_nargs < 9 || ia_nargs > 10 || !PyType_Check(ia_args[0])
+        || !PyType_IsSubtype((PyTypeObject *)ia_args[0], &ia_dm_type) || !PyWeakref_CheckRef(ia_args[1])
+        || (ia_nargs == 10 ? !PyTuple_Check(ia_args[9]) || PyTuple_GET_SIZE(ia_args[9]) != IA_DEVMEM_BOUND
+                           : IA_DEVMEM_BOUND != 0)) {
+        PyErr_Format(PyExc_TypeError, "_devmem_allocator(cls: type[_DeviceMemory], ref: weakref, slow, alloc_error, "
+                     "device_kind, tls, key, ctx, check[, bound: a tuple of %d ints])", (int)IA_DEVMEM_BOUND);
         return NULL;
+    }
+    for (i = 0; i < IA_DEVMEM_BOUND; i++) {  /* (each an address or an integer the allocator takes as it is) */
+        if ((bound[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ia_args[9], i))) == (unsigned long long)-1
+            && PyErr_Occurred())
+            return NULL;
     }
     if (ia_dm_strings() < 0)
         return NULL;
@@ -2315,6 +2332,7 @@ static PyObject *ia_devmem_allocator(PyObject *ia_self, PyObject *const *ia_args
 #undef IA_HOLD
     a->check = check;
     a->shut = 0;
+    memcpy(a->bound, bound, sizeof bound);
     PyObject_GC_Track(a);
     return (PyObject *)a;
 }
@@ -2344,8 +2362,8 @@ static PyObject *ia_devmem_setup(PyObject *ia_self, PyObject *const *ia_args, Py
 }
 #define IA_DEVMEM_METHODS \
     {"_devmem_allocator", (PyCFunction)(void (*)(void))ia_devmem_allocator, METH_FASTCALL, \
-     "_devmem_allocator(cls, ref, slow, alloc_error, device_kind, tls, key, ctx, check)\n--\n\nA device's " \
-     "alloc or alloc_unchecked of DEVICE memory in C (see ia_runtime.h)."}, \
+     "_devmem_allocator(cls, ref, slow, alloc_error, device_kind, tls, key, ctx, check, bound=())\n--\n\n" \
+     "A device's alloc or alloc_unchecked of DEVICE memory in C (see ia_runtime.h)."}, \
     {"_devmem_setup", (PyCFunction)(void (*)(void))ia_devmem_setup, METH_FASTCALL, \
      "_devmem_setup(tls, error_type)\n--\n\nThe backend's thread-local and Error class; returns the " \
      "_DeviceMemory type."},

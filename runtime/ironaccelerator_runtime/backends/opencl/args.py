@@ -12,7 +12,7 @@ from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, value
 from ironaccelerator_runtime.traits import Allocation, PooledAllocation, Scalar
 
 from .device import OpenCLDevice
-from .memory import OpenCLAllocation, _serial
+from .memory import _BUFFERS, _serial
 from .module import OpenCLKernel, _LOCAL_SLOT, _POINTER_SLOT, _UNSET, _VALUE_SLOT
 from .tables import _KIND
 
@@ -51,7 +51,7 @@ def _live_buffer(a: Allocation, what: str, device: OpenCLDevice | None = None) -
     """The ``cl_mem`` of an allocation (pooled or not) for use on ``device`` (the stream's): INVALID_HANDLE if
     it was freed or the device closed, INVALID_VALUE if it is another device's, TypeError if not an allocation."""
     t = type(a)
-    if t is OpenCLAllocation:
+    if t in _BUFFERS:
         block = a
     elif t is PooledAllocation:
         block = a.block  # type: ignore[attr-defined]
@@ -99,7 +99,7 @@ def _set_args(kernel: OpenCLKernel, args: tuple[Any, ...], function: str) -> Err
     keys, objs, slots = kernel._keys, kernel._objs, kernel._slots
     for i, a in enumerate(args):
         t = type(a)
-        if t is not OpenCLAllocation:
+        if t not in _BUFFERS:
             if a is objs[i]:
                 continue
             if t is PooledAllocation:
@@ -107,7 +107,7 @@ def _set_args(kernel: OpenCLKernel, args: tuple[Any, ...], function: str) -> Err
                     return _freed_error(a, function)
                 a = a.block
                 t = type(a)
-        if t is OpenCLAllocation:
+        if t in _BUFFERS:
             if a._freed:  # also unchecked: a released cl_mem in a launch aborts the runtime
                 return _freed_error(a, function)
             key = a._serial or _serial(a)

@@ -182,6 +182,37 @@ class OpenCLDevice(Device):
         self._mapper: Any = None  # the queue host views map HOST_PINNED buffers on (created on first use)
         self._mapper_lock = threading.Lock()
         self._fence_lock = threading.RLock()  # the pool's fences (this and every stream's): see _pool_fence
+        self._allocators: tuple[Any, ...] = ()
+        self._bind_allocators()
+
+    def _bind_allocators(self) -> None:
+        """In API mode, ``alloc`` and ``alloc_unchecked`` of DEVICE memory are compiled allocators
+        (``_fast._devmem_allocator``, ia_runtime.h; the spec's ``device_memory``), bound as instance attributes over
+        the methods below: ``clCreateBuffer(context, CL_MEM_READ_WRITE, nbytes, NULL, &status)`` called in C, the
+        buffer a C object that releases itself (``clReleaseMemObject``) in C.  What they do not take (other kinds,
+        a bad size, keywords) goes to the methods.  They hold the device weakly."""
+        fast = self._pool_fast
+        cls = _compiled_allocation(fast, self.api.ffi)
+        if cls is None:
+            return
+        bound = (int(self.api.ffi.cast("uintptr_t", self.context)), self._device_flags, 0)  # context, flags, host_ptr
+        ref, error = weakref.ref(self), type(self)._alloc_error
+        self._allocators = tuple(fast._devmem_allocator(cls, ref, getattr(type(self), name), error, _DEVICE, None,
+                                                        None, None, check, bound)
+                                 for name, check in (("alloc", True), ("alloc_unchecked", False)))
+        setattr(self, "alloc", self._allocators[0])
+        setattr(self, "alloc_unchecked", self._allocators[1])
+
+    def _alloc_error(self, code: int, nbytes: int, kind: MemoryKind = _DEVICE) -> Error:
+        """The Error of a failed ``clCreateBuffer`` (its ``code``)."""
+        return self.api.error(code, "clCreateBuffer", f"{nbytes} bytes of {kind.name} memory requested; the device's "
+                              f"largest allocation is {self.descriptor.limits.max_alloc} bytes")
+
+    def _memory_error(self, memory: Any, code: int | None, function: str) -> Error:
+        """The Error of a compiled allocation's failed release (``code``), or of freeing it twice (None)."""
+        if code is None:
+            return fail(ErrorKind.INVALID_HANDLE, function, f"{memory!r} was already freed", self)
+        return self.api.error(code, "clReleaseMemObject")
 
     # MemoryPool's fences: every enqueue of work sets _dirty (on its stream, then here) after the call
     _dirty = False
@@ -259,9 +290,7 @@ class OpenCLDevice(Device):
             err = self.api.ffi.new("cl_int *")
             buf = self._create_buffer(self.context, flags, nbytes, null, err)
             if not buf:
-                limit = self.descriptor.limits.max_alloc
-                return self.api.error(err[0], "clCreateBuffer", f"{nbytes} bytes of {kind.name} memory requested; "
-                                      f"the device's largest allocation is {limit} bytes")
+                return self._alloc_error(err[0], nbytes, kind)
         return OpenCLAllocation(self, buf, nbytes, kind, tracked)
 
     def _alloc_svm(self, nbytes: int, tracked: bool) -> Result[OpenCLAllocation]:
@@ -366,11 +395,16 @@ class OpenCLDevice(Device):
     def _close(self) -> None:
         # the device's own context reference; every stream, program, kernel and buffer made from it holds
         # one of its own (OpenCL reference counting), so their handles stay valid until they are released
+        if self._allocators:  # (alloc and alloc_unchecked: the methods again, which refuse)
+            for allocator in self._allocators:
+                allocator._shut()  # (one kept by a caller takes the methods from now on)
+            del self.alloc, self.alloc_unchecked
+            self._allocators = ()
         self._finalizer()
 
 
 # Imported last: these modules import this one (the package's __init__ imports this module before
 # them, so each finds the classes above already defined).
-from .memory import OpenCLAllocation, _fine_grain_svm
+from .memory import OpenCLAllocation, _compiled_allocation, _fine_grain_svm
 from .module import OpenCLModule
 from .stream import OpenCLStream

@@ -7,6 +7,7 @@ import weakref
 from typing import Any
 
 from ironaccelerator._core import ErrorKind, MemoryKind
+from ironaccelerator_runtime import tracing
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice, Result
 
@@ -34,6 +35,8 @@ def _fine_grain_svm(api: Any, device: Any) -> bool:
 
 
 _SERIALS = itertools.count(1)
+_BUFFERS: set[type] = set()  # OpenCLAllocation and its compiled twin: the classes the copy and launch paths inline
+_COMPILED: list[type] = []  # the compiled twin, once made (one _fast module per process)
 
 
 def _serial(a: OpenCLAllocation) -> int:
@@ -164,3 +167,44 @@ class OpenCLAllocation(Allocation):
             device.api.raw.clSVMFree(device.context, self._svm)
             self._svm = None
         return device.api.error(code, "clReleaseMemObject") if code else None
+
+
+_BUFFERS.add(OpenCLAllocation)
+
+
+class _Buffer:
+    """``buffer`` of a compiled allocation: the ``cl_mem`` of its address, made on first use and then kept in the
+    instance's ``__dict__`` (a non-data descriptor: later reads find it there)."""
+
+    def __init__(self, cast: Any) -> None:
+        self._cast = cast
+
+    def __get__(self, obj: Any, cls: type | None = None) -> Any:
+        if obj is None:
+            return self
+        buffer = obj.__dict__["buffer"] = self._cast("cl_mem", obj.ptr)
+        return buffer
+
+
+def _compiled_allocation(fast: Any, ffi: Any) -> type | None:
+    """:class:`OpenCLAllocation` on the compiled ``_DeviceMemory`` (ia_runtime.h, the spec's ``device_memory``:
+    ``clCreateBuffer`` and ``clReleaseMemObject`` called in C), made once per process with the same name; DEVICE
+    buffers only (``ptr`` is the ``cl_mem``'s address, ``buffer`` the ``cl_mem``).  None without it (ABI mode,
+    ``IRONACCEL_TRACE``)."""
+    if _COMPILED:
+        return _COMPILED[0]
+    setup = getattr(fast, "_devmem_setup", None)
+    if setup is None or tracing.ENABLED:  # (the C paths would call the library unlogged)
+        return None
+    base: Any = setup(None, Error)  # (no thread-local: OpenCL has no current device)
+
+    class Compiled(base, OpenCLAllocation):  # type: ignore[misc]
+        __doc__ = OpenCLAllocation.__doc__
+        kind = MemoryKind.DEVICE
+        buffer = _Buffer(ffi.cast)
+
+    Compiled.__name__ = Compiled.__qualname__ = OpenCLAllocation.__name__
+    Compiled.__module__ = OpenCLAllocation.__module__
+    _COMPILED.append(Compiled)
+    _BUFFERS.add(Compiled)
+    return Compiled

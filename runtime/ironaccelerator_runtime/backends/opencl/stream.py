@@ -17,7 +17,7 @@ from ironaccelerator_runtime.traits import (
 
 from .args import _live_buffer, _plain_host, _set_args
 from .device import OpenCLDevice
-from .memory import OpenCLAllocation
+from .memory import _BUFFERS
 from .module import OpenCLKernel
 from .tables import _KIND, _QUERY_GRACE_S
 
@@ -111,8 +111,8 @@ class OpenCLStream(Stream):
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
                        src_offset: int = 0) -> None:
         device = self.device
-        if type(dst) is OpenCLAllocation and not dst._freed and dst.device is device and not device._closed:
-            buf = dst.buffer  # (_live_buffer's checks, inlined for the common case)
+        if type(dst) in _BUFFERS and not dst._freed and dst.device is device and not device._closed:
+            buf = dst.buffer  # type: ignore[attr-defined]  # (_live_buffer's checks, inlined for the common case)
         else:
             buf = _live_buffer(dst, "Stream.copy_from_host", device)
         t = type(src)
@@ -143,8 +143,8 @@ class OpenCLStream(Stream):
     def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
                      src_offset: int = 0) -> None:
         device = self.device
-        if type(src) is OpenCLAllocation and not src._freed and src.device is device and not device._closed:
-            buf = src.buffer  # (_live_buffer's checks, inlined for the common case)
+        if type(src) in _BUFFERS and not src._freed and src.device is device and not device._closed:
+            buf = src.buffer  # type: ignore[attr-defined]  # (_live_buffer's checks, inlined for the common case)
         else:
             buf = _live_buffer(src, "Stream.copy_to_host", device)
         t = type(dst)

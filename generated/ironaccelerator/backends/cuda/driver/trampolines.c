@@ -1903,7 +1903,9 @@ static CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
 #define IA_DEVMEM_DEVPTR unsigned long long
 #define IA_DEVMEM_ALLOC_RESULT CUresult
 #define IA_DEVMEM_FREE_RESULT CUresult
-#define IA_DEVMEM_ALLOC_CALL(out, n) cuMemAlloc((CUdeviceptr *)(out), (size_t)(n))
+#define IA_DEVMEM_BOUND 0
+#define IA_DEVMEM_ALLOCATE(out, n, bound, status) \
+    (*(status) = cuMemAlloc((CUdeviceptr *)(out), (size_t)(n)))
 #define IA_DEVMEM_FREE_CALL(ptr) cuMemFree((CUdeviceptr)(ptr))
 static CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);
 static CUresult cuMemFree(CUdeviceptr dptr);

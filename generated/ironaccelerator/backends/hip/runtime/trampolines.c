@@ -772,7 +772,9 @@ static hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream);
 #define IA_DEVMEM_DEVPTR void *
 #define IA_DEVMEM_ALLOC_RESULT hipError_t
 #define IA_DEVMEM_FREE_RESULT hipError_t
-#define IA_DEVMEM_ALLOC_CALL(out, n) hipMalloc((void **)(out), (size_t)(n))
+#define IA_DEVMEM_BOUND 0
+#define IA_DEVMEM_ALLOCATE(out, n, bound, status) \
+    (*(status) = hipMalloc((void **)(out), (size_t)(n)))
 #define IA_DEVMEM_FREE_CALL(ptr) hipFree((void *)(ptr))
 static hipError_t hipMalloc(void **ptr, size_t size);
 static hipError_t hipFree(void *ptr);

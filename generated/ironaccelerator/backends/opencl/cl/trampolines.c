@@ -257,6 +257,21 @@ NULL,
 NULL,
 };
 
+/* Device memory (_fast._devmem_allocator, _DeviceMemory) allocates with clCreateBuffer and frees with clReleaseMemObject. */
+#define IA_DEVMEM 1
+#define IA_DEVMEM_ALLOC_INDEX 3
+#define IA_DEVMEM_FREE_INDEX 87
+#define IA_DEVMEM_DEVPTR struct _cl_mem *
+#define IA_DEVMEM_ALLOC_RESULT cl_int
+#define IA_DEVMEM_FREE_RESULT cl_int
+#define IA_DEVMEM_BOUND 3
+/* clCreateBuffer returns the handle and its status through an out-parameter; the device gives the other values (bound) */
+#define IA_DEVMEM_ALLOCATE(out, n, bound, status) \
+    (*(out) = clCreateBuffer((cl_context)(uintptr_t)(bound)[0], (cl_mem_flags)(bound)[1], (size_t)(n), (void *)(uintptr_t)(bound)[2], (cl_int *)(status)))
+#define IA_DEVMEM_FREE_CALL(ptr) clReleaseMemObject((cl_mem)(ptr))
+static cl_mem clCreateBuffer(cl_context context, cl_mem_flags flags, size_t size, void *host_ptr, cl_int *errcode_ret);
+static cl_int clReleaseMemObject(cl_mem memobj);
+
 #include "ia_runtime.h"
 
 typedef cl_int (*ia_pfn_0)(cl_program program, cl_uint num_devices, const cl_device_id *device_list, const char *options, void (*pfn_notify)(cl_program, void *), void *user_data);

@@ -29,7 +29,9 @@ NULL,
 #define IA_DEVMEM_DEVPTR void *
 #define IA_DEVMEM_ALLOC_RESULT dmStatus
 #define IA_DEVMEM_FREE_RESULT dmStatus
-#define IA_DEVMEM_ALLOC_CALL(out, n) dmAlloc((dmPtr *)(out), (size_t)(n))
+#define IA_DEVMEM_BOUND 0
+#define IA_DEVMEM_ALLOCATE(out, n, bound, status) \
+    (*(status) = dmAlloc((dmPtr *)(out), (size_t)(n)))
 #define IA_DEVMEM_FREE_CALL(ptr) dmFree((dmPtr)(ptr))
 static dmStatus dmAlloc(dmPtr *ptr, size_t bytes);
 static dmStatus dmFree(dmPtr ptr);
