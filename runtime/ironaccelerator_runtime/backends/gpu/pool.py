@@ -259,11 +259,13 @@ class GpuStreamOrderedPool(MemoryPool):
 
     def _order_after_device(self) -> None:
         """Make the pool's stream wait for the work enqueued so far on every other stream of the device (an
-        event recorded on each): a free on it is then ordered after all of it (the device current)."""
+        event recorded on each stream whose work is not complete; a stream ``stream_query`` finds idle has
+        nothing the free could overtake, and costs no event): a free on it is then ordered after all of it (the
+        device current)."""
         own = self.stream
         for s in self.device._live_streams():
-            if s is not own:
-                own.wait_event(s.record_event())
+            if s is not own and (event := s._pool_fence()) is not None:
+                own.wait_event(event)
 
     def _retry(self, code: int, nbytes: int, st: GpuStream, unordered: bool = False) -> GpuPoolAllocation:
         """After a failed allocation (``code``): raise, or trim the pool and try once more if out of memory."""
