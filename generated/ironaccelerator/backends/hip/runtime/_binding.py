@@ -466,7 +466,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'd3ca1c710d766c5c26315586'
+BUILD_ID = '9cb7346d849fc77839b1a8f4'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -96,7 +96,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'ae38b69b75f3a9f50b094888'
+BUILD_ID = '0a658a7d6b04a072e0da89e9'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
