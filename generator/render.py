@@ -30,6 +30,7 @@ RUNTIME_HEADER = data.RUNTIME_INCLUDE / "ia_runtime.h"
 OBJC_HEADER = RUNTIME_HEADER.with_name("ia_objc.h")  # what each Objective-C library's trampolines.c includes
 POOL_HEADER = RUNTIME_HEADER.with_name("ia_pool_cache.h")  # what both headers include (MemoryPool's free list in C)
 HOST_HEADER = RUNTIME_HEADER.with_name("ia_host_memory.h")  # what ia_runtime.h includes (host memory in C)
+HANDLE_HEADER = RUNTIME_HEADER.with_name("ia_handle_memory.h")  # what ia_objc.h includes (handle memory in C)
 # the files of an Objective-C library rendered from the C library's template (the same for both families), by name;
 # _cffi_build.py, the build description, is one template too (_build_description)
 SHARED = {"types.cdef": "library"}
@@ -265,7 +266,7 @@ def _build_description(env: jinja2.Environment, ctx: dict[str, Any], built: dict
     built["_cffi_build.py"] = template.render(**ctx, build_id="", runtime_header=header.name)
     ctx["build_id"] = build_id({**built, header.name: header.read_text(encoding="utf-8"),
                                 POOL_HEADER.name: POOL_HEADER.read_text(encoding="utf-8"),
-                                HOST_HEADER.name: HOST_HEADER.read_text(encoding="utf-8")})
+                                **{h.name: h.read_text(encoding="utf-8") for h in (HOST_HEADER, HANDLE_HEADER)}})
     return template.render(**ctx, runtime_header=header.name)
 
 

@@ -76,7 +76,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '58d0cf0762f6a695aff6f265'
+BUILD_ID = '1f1f97ab852534ecd1a3cfdd'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
