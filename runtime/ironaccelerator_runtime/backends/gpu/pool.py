@@ -133,8 +133,8 @@ class GpuStreamOrderedPool(MemoryPool):
     the memory on another stream only after the free, as :class:`MemoryPool` does).  ``alloc(n)`` allocates on
     the pool's own stream and waits for it, so that the memory is usable on any stream at once, as
     :meth:`Device.alloc`'s is; its ``free()`` is ordered after the work then enqueued on every stream of the
-    device (the pool's stream is made to wait for an event on each), so work still queued on any stream never
-    sees the memory handed to a new owner.
+    device (the pool's stream is made to wait for an event on each stream whose work is not complete), so work
+    still queued on any stream never sees the memory handed to a new owner.
 
     ``stats()`` reads the driver's counters: ``allocated_bytes`` is the memory the pool reserves,
     ``in_use_bytes`` what its allocations use; the driver keeps no hit or miss counts (0).
