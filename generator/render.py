@@ -261,7 +261,8 @@ def render_library(env: jinja2.Environment, lib: BoundLibrary, notice: tuple[str
 def _build_description(env: jinja2.Environment, ctx: dict[str, Any], built: dict[str, str], header: Path) -> str:
     """``_cffi_build.py`` of either family (one template, ``library/_cffi_build.py.j2``), carrying the build id: the
     digest of the other build inputs (``built``), this description rendered without the id, and the runtime
-    ``header`` that trampolines.c includes (with ia_pool_cache.h, which both headers include).  Sets ``ctx["build_id"]`` for the files rendered after it."""
+    ``header`` that trampolines.c includes (with ia_pool_cache.h, which both headers include, and ia_host_memory.h
+    and ia_handle_memory.h, which one each includes).  Sets ``ctx["build_id"]`` for the files rendered after it."""
     template = env.get_template("library/_cffi_build.py.j2")
     built["_cffi_build.py"] = template.render(**ctx, build_id="", runtime_header=header.name)
     ctx["build_id"] = build_id({**built, header.name: header.read_text(encoding="utf-8"),
