@@ -371,7 +371,8 @@ def test_alloc_and_free_run_no_python_beyond_themselves(dev: Any) -> None:
     assert _python_calls(lambda: dev.alloc(256).free()) == \
         ([] if compiled else ["MetalDevice.alloc", "MetalAllocation.free", "MetalAllocation.__del__"])
     assert _python_calls(lambda: dev.alloc_unchecked(256).free_unchecked()) == \
-        ([] if compiled else ["MetalDevice.alloc_unchecked", "MetalAllocation.free_unchecked", "MetalAllocation.__del__"])
+        ([] if compiled else
+         ["MetalDevice.alloc_unchecked", "MetalAllocation.free_unchecked", "MetalAllocation.__del__"])
     kinds = [MemoryKind.DEVICE] + ([MemoryKind.UNIFIED] if dev.unified else [])
     slow = [dev.alloc(256, kind=k) for k in kinds]  # (keywords: the methods' path)
     assert {type(a) for a in slow} == {type(dev.alloc(8))} and [a.kind for a in slow] == kinds

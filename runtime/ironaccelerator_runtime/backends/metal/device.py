@@ -196,7 +196,8 @@ class MetalDevice(Device):
             return fail(ErrorKind.OUT_OF_MEMORY, "Device.alloc", f"newBufferWithLength:{nbytes} options:{options} "
                         f"returned nil (max_alloc {limit})", _NAME)
         if self._handle_class is not None:  # (the class of the compiled allocators' allocations)
-            return self._handle_memory(self._handle_class, self, h, nbytes, kind, self._release)
+            made: MetalAllocation = self._handle_memory(self._handle_class, self, h, nbytes, kind, self._release)
+            return made
         return MetalAllocation(self, h, nbytes, kind)  # (tracked: every Metal allocation is)
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> MetalAllocation:

@@ -18,6 +18,7 @@ class _MetalMemory(Allocation):
     is the ``MTLBuffer``'s ``id`` (raw), whose reference (the +1 of ``newBufferWithLength:options:``) the allocation
     owns, released by ``free`` or on drop; ``_export`` the checked handle ``buffer`` made on first use."""
 
+    device: MetalDevice
     _handle: Any
     _export: Any
 
@@ -115,7 +116,7 @@ def handle_allocation_class(fast: Any) -> type | None:
         _COMPILED[fast] = None
         return None
 
-    class Compiled(base, _MetalMemory):  # type: ignore[misc,valid-type]
+    class Compiled(base, _MetalMemory):  # type: ignore[misc]
         __doc__ = MetalAllocation.__doc__
 
     Compiled.__name__ = Compiled.__qualname__ = "MetalAllocation"

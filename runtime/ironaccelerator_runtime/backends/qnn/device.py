@@ -375,7 +375,8 @@ class QnnDevice(Device):
             return self._unified_error()
         try:
             if self._host_class is not None:  # (the class of the compiled allocators' allocations)
-                return self._host_memory(self._host_class, self, nbytes, kind, tracked)
+                made: QnnAllocation = self._host_memory(self._host_class, self, nbytes, kind, tracked)
+                return made
             buf = self._new(self._bytes_t, nbytes)
         except (MemoryError, OverflowError) as e:
             return fail(ErrorKind.OUT_OF_MEMORY, "Device.alloc",

@@ -104,8 +104,9 @@ def host_allocation_class(fast: Any, ffi: Any) -> type | None:
         return None
     from_buffer = ffi.from_buffer
 
-    class Compiled(base, _QnnMemory):  # type: ignore[misc,valid-type]
+    class Compiled(base, _QnnMemory):  # type: ignore[misc]
         __doc__ = QnnAllocation.__doc__
+        _export: Any  # (the C type's slot: the buffer below, once made)
         _foreign = None  # (never imported memory: that is the Python QnnAllocation's)
 
         @property
