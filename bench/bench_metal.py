@@ -104,7 +104,7 @@ def main() -> int:
         U.MTLComputeCommandEncoder_dispatchThreadgroups_threadsPerThreadgroup_
     end_encoding, commit = U.MTLCommandEncoder_endEncoding, U.MTLCommandBuffer_commit
     queue, pipeline = s._qid, k._pid
-    b0, b1, b2 = (b._bid for b in bufs)
+    b0, b1, b2 = (b._handle for b in bufs)
     zero = np.uint32(0).tobytes()
     one = (1, 1, 1)
 

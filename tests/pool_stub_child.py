@@ -33,6 +33,9 @@ class Pool(ctypes.Structure):  # stub_pool_t in bench/stub_cuda/stub_cuda.c
 get = ctypes.CDLL(STUB).stub_cuda_pool
 get.restype = ctypes.POINTER(Pool)
 seen = get().contents
+busy_of = ctypes.CDLL(STUB).stub_cuda_busy  # the next busy[0] stream/event queries answer NOT_READY
+busy_of.restype = ctypes.POINTER(ctypes.c_int)
+busy = busy_of()
 R = drv.CUresult
 
 dev = cast(cb.CudaDevice, ia.BackendRegistry.default().get(ia.BackendKind.CUDA).open(0))
@@ -106,17 +109,26 @@ for mode in ("compiled", "python"):
         freed_by_driver(a, stream)
         b = alloc(n)
         waits = seen.waits
+        others = [s for s in dev._live_streams() if s is not pool.stream]
+        busy[0] = len(others)  # every other stream still has work queued (cuStreamQuery: NOT_READY)
         assert b.free_unchecked() is None
         freed_by_driver(b, pool.stream)
         # issue 23 item 1: allocated with no stream, it may be used on any stream: its free is ordered after the
         # work of every other stream of the device (the pool's stream waits for an event of each, then frees)
-        others = [s for s in dev._live_streams() if s is not pool.stream]
+        assert busy[0] == 0, busy[0]
         assert others and seen.waits_at_free == waits + len(others), (seen.waits_at_free, waits, len(others))
         assert seen.wait_stream == addr(pool.stream.handle)
         b = alloc(n)
         waits = seen.waits
+        busy[0] = len(others)
         b.free()
         assert seen.waits_at_free == waits + len(others) and seen.wait_stream == addr(pool.stream.handle)
+        freed_by_driver(b, pool.stream)
+        # issue 27: a stream whose work is complete has nothing the free could overtake, so it costs no event
+        b = alloc(n)
+        waits = seen.waits
+        b.free()
+        assert seen.waits == waits, (seen.waits, waits)
         freed_by_driver(b, pool.stream)
     # freeing twice: an error, and the driver is not called again
     frees = seen.frees

@@ -364,11 +364,20 @@ def test_alloc_and_free_run_no_python_beyond_themselves(dev: Any) -> None:
     """Issue 27 item 4: ``dev.alloc(n).free()`` of DEVICE memory, checked or unchecked, runs alloc, free and the
     drop's ``__del__`` and no other Python function (no ``__init__``, no ``_checked_alloc``/``_alloc``, no
     ``_release``); the allocation is the one the checked path makes (tracked: released on drop), and a dropped
-    unfreed one is still released."""
+    unfreed one is still released.  In API mode the allocators are compiled (ia_handle_memory.h) and the pair runs
+    no Python function at all; the methods' allocations (another kind, keywords) are of the same class."""
+    compiled = dev._handle_class is not None
+    assert compiled is (dev._pool_fast is not None)
     assert _python_calls(lambda: dev.alloc(256).free()) == \
-        ["MetalDevice.alloc", "MetalAllocation.free", "MetalAllocation.__del__"]
+        ([] if compiled else ["MetalDevice.alloc", "MetalAllocation.free", "MetalAllocation.__del__"])
     assert _python_calls(lambda: dev.alloc_unchecked(256).free_unchecked()) == \
-        ["MetalDevice.alloc_unchecked", "MetalAllocation.free_unchecked", "MetalAllocation.__del__"]
+        ([] if compiled else
+         ["MetalDevice.alloc_unchecked", "MetalAllocation.free_unchecked", "MetalAllocation.__del__"])
+    kinds = [MemoryKind.DEVICE] + ([MemoryKind.UNIFIED] if dev.unified else [])
+    slow = [dev.alloc(256, kind=k) for k in kinds]  # (keywords: the methods' path)
+    assert {type(a) for a in slow} == {type(dev.alloc(8))} and [a.kind for a in slow] == kinds
+    for a in slow:
+        a.free()
     for a in (dev.alloc(256), dev.alloc_unchecked(256)):
         assert type(a).__name__ == "MetalAllocation"
         assert (a.nbytes, a.kind, a.device, a.freed) == (256, MemoryKind.DEVICE, dev, False)
@@ -385,6 +394,18 @@ def test_alloc_and_free_run_no_python_beyond_themselves(dev: Any) -> None:
     assert fin is not None and fin.alive
     del live  # (released by the drop: the dev fixture counts the simulator's objects for over-releases)
     gc.collect()
+    a = dev.alloc(64)
+    view_of_buffer = a.buffer  # (a checked handle made on first use: free closes it, through the Python path)
+    a.free()
+    assert a.freed and view_of_buffer.handle == dev.api.NULL
+    other = dev.backend.open(0)
+    alloc, alloc_unchecked = other.alloc, other.alloc_unchecked
+    other.close()
+    with pytest.raises(Error) as ei:  # a closed device's allocators refuse as its methods do
+        alloc(64)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    r = alloc_unchecked(64)
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
 
 
 def test_launch_vector_add_saxpy_lcg(dev: Any) -> None:

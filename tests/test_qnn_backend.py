@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ironaccelerator import (
-    BackendKind, BackendRegistry, CapabilityFlags, ComputeTier, Error, ErrorKind, KernelLaunch, LaunchDims,
+    Allocation, BackendKind, BackendRegistry, CapabilityFlags, ComputeTier, Error, ErrorKind, KernelLaunch, LaunchDims,
     MemoryKind, Vendor,
 )
 
@@ -280,14 +280,16 @@ def _python_calls(fn: Callable[[], object]) -> list[str]:
 
 
 def test_alloc_and_free_run_no_python_beyond_themselves(device: Any) -> None:
-    """Issue 27 item 4: ``dev.alloc(n).free()`` of DEVICE memory, checked or unchecked, runs alloc, free and the
-    drop's ``__del__`` and no other Python function (no ``_checked_alloc``/``_alloc``, no ``__init__``, no
-    ``_release``); the allocation is the one the checked path makes (``alloc``'s tracked, ``alloc_unchecked``'s
-    not), its client buffer let go by ``free``."""
+    """Issue 27 item 4: ``dev.alloc(n).free()`` of DEVICE memory, checked or unchecked, runs no Python function in
+    API mode (the compiled allocators of ia_host_memory.h), and in ABI mode alloc, free and the drop's ``__del__``
+    only (no ``_checked_alloc``/``_alloc``, no ``__init__``, no ``_release``); the allocation is the one the checked
+    path makes (``alloc``'s tracked, ``alloc_unchecked``'s not), its client buffer let go by ``free``."""
+    compiled = q.BINDING_MODE == "api"
+    assert (device._host_class is not None) is compiled
     assert _python_calls(lambda: device.alloc(256).free()) == \
-        ["QnnDevice.alloc", "QnnAllocation.free", "QnnAllocation.__del__"]
+        ([] if compiled else ["QnnDevice.alloc", "QnnAllocation.free", "QnnAllocation.__del__"])
     assert _python_calls(lambda: device.alloc_unchecked(256).free_unchecked()) == \
-        ["QnnDevice.alloc_unchecked", "QnnAllocation.free_unchecked", "QnnAllocation.__del__"]
+        ([] if compiled else ["QnnDevice.alloc_unchecked", "QnnAllocation.free_unchecked", "QnnAllocation.__del__"])
     for a, tracked in ((device.alloc(256), True), (device.alloc_unchecked(256), False)):
         slow = device._alloc(256, MemoryKind.DEVICE, tracked)
         assert type(a) is type(slow) and (a._finalizer is None) is (slow._finalizer is None) is (not tracked)
@@ -301,6 +303,90 @@ def test_alloc_and_free_run_no_python_beyond_themselves(device: Any) -> None:
         r = a.free_unchecked()
         assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
         slow.free()
+
+
+@pytest.mark.skipif(q.BINDING_MODE != "api", reason="the compiled host memory is API mode's")
+def test_compiled_host_memory(backend: Any, module: Any) -> None:
+    """Issue 27 item 4: the compiled allocation (calloc'ed in C, ia_host_memory.h) behaves as the Python one: zeroed
+    memory of the size asked, its class named QnnAllocation for every kind and path, the same errors (a second
+    free, a free while a host view is exported), release on drop of a tracked allocation only, and memory that a
+    graph still bound to a freed allocation keeps alive (its client buffer holds an export) until it is rebound;
+    a closed device's allocators refuse as the methods do."""
+    device = module.device
+    a = device.alloc(1000)
+    assert type(a).__name__ == "QnnAllocation" and type(a) is device._host_class and Allocation in type(a).__mro__
+    assert (a.nbytes, a.kind, a.device, a.freed, a._tracked) == (1000, MemoryKind.DEVICE, device, False, True)
+    assert a.ptr != 0 and a._host_address() == a.ptr and bytes(a.host_view()) == bytes(1000)
+    assert int(q.ffi.cast("uintptr_t", a.buffer)) == a.ptr and len(q.ffi.buffer(a.buffer)) == 1000
+    for kind in (MemoryKind.HOST, MemoryKind.DEVICE):  # the Python paths make the same class
+        b = device.alloc(7, kind=kind)
+        assert type(b) is type(a) and b.kind is kind and bytes(b.host_view()) == bytes(7)
+        b.free()
+    assert type(device.alloc(16, MemoryKind.DEVICE)) is type(a)
+    view = a.host_view()
+    view[:3] = b"abc"
+    with pytest.raises(Error) as ei:
+        a.free()
+    assert ei.value.kind is ErrorKind.INVALID_VALUE and not a.freed
+    r = a.free_unchecked()
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_VALUE and not a.freed
+    view.release()
+    a.free()
+    assert a.freed and a.buffer is None and a.ptr == 0 and a._host_address() is None
+    with pytest.raises(Error) as ei:
+        a.free()
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    r = a.free_unchecked()
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
+    with pytest.raises(BufferError):
+        a._block()
+    # a graph bound to an allocation freed afterwards: the client buffer it holds keeps the memory
+    k = module.kernel("add_f32")
+    s = device.create_stream()
+    x, y, z = (device.alloc(4 * G.N) for _ in range(3))
+    s.copy_from_host(x, np.ones(G.N, np.float32))
+    s.launch(KernelLaunch(k, LaunchDims(), (x, y, z)))
+    block = weakref.ref(z._block())  # (what owns the memory once handed out)
+    z.free()
+    assert z.ptr == 0 and z.buffer is None
+    assert block() is not None, "bound to the graph: the memory stays until the graph lets it go"
+    with pytest.raises(Error) as ei:
+        s.launch(KernelLaunch(k, LaunchDims(), (x, y, z)))
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    w = device.alloc(4 * G.N)
+    s.launch(KernelLaunch(k, LaunchDims(), (x, y, w)))  # rebound: z's buffer let go, and its memory with it
+    assert block() is None
+    v = device.alloc(64)
+    assert v.buffer is v.buffer  # (one handle: what a pool allocation forwards)
+    block = weakref.ref(v._block())
+    v.free()
+    assert block() is None, "handed out, then let go: freed with the allocation"
+    out = np.zeros(G.N, np.float32)
+    s.copy_to_host(out, w)
+    np.testing.assert_array_equal(out, np.ones(G.N, np.float32))
+    del s, ei  # (the module's device fences every live stream: leave none behind; the error's frames hold it)
+    gc.collect()
+    # release on drop: a tracked allocation only (alloc_unchecked's is the caller's to free)
+    released: list[int] = []
+    t = device.alloc(64)
+    t._track(lambda: released.append(1))
+    del t
+    gc.collect()
+    assert released == [1]
+    u = device.alloc_unchecked(64)
+    assert not u._tracked
+    ref = weakref.ref(u)
+    del u
+    assert ref() is None
+    # a closed device: its allocators take the methods' path, which refuses
+    dev = backend.open(0)
+    alloc, alloc_unchecked = dev.alloc, dev.alloc_unchecked
+    dev.close()
+    with pytest.raises(Error) as ei:
+        alloc(64)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    r = alloc_unchecked(64)
+    assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
 
 
 def test_pool_frees_on_an_idle_device_ask_no_stream(device: Any, module: Any,

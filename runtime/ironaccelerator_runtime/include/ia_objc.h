@@ -456,10 +456,13 @@ static PyObject *ia_py_install(PyObject *module, PyObject *args)
 
 /* the MemoryPool free list in C (issue 27 item 3): _objc_fast._pool_cache_setup, as the C libraries' _fast has */
 #include "ia_pool_cache.h"
+/* allocations held by a vendor object, in C (issue 27 item 4; branch qm27): _objc_fast._handle_allocator */
+#include "ia_handle_memory.h"
 
 static PyMethodDef ia_py_module_methods[] = {
     {"install", ia_py_install, METH_VARARGS, "install(classes, base, id_slot, cdata_type, fail) -> count"},
     IA_POOL_CACHE_METHODS
+    IA_HANDLE_MEMORY_METHODS
     {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef ia_py_module_def = {

@@ -133,8 +133,8 @@ class GpuStreamOrderedPool(MemoryPool):
     the memory on another stream only after the free, as :class:`MemoryPool` does).  ``alloc(n)`` allocates on
     the pool's own stream and waits for it, so that the memory is usable on any stream at once, as
     :meth:`Device.alloc`'s is; its ``free()`` is ordered after the work then enqueued on every stream of the
-    device (the pool's stream is made to wait for an event on each), so work still queued on any stream never
-    sees the memory handed to a new owner.
+    device (the pool's stream is made to wait for an event on each stream whose work is not complete), so work
+    still queued on any stream never sees the memory handed to a new owner.
 
     ``stats()`` reads the driver's counters: ``allocated_bytes`` is the memory the pool reserves,
     ``in_use_bytes`` what its allocations use; the driver keeps no hit or miss counts (0).
@@ -259,11 +259,13 @@ class GpuStreamOrderedPool(MemoryPool):
 
     def _order_after_device(self) -> None:
         """Make the pool's stream wait for the work enqueued so far on every other stream of the device (an
-        event recorded on each): a free on it is then ordered after all of it (the device current)."""
+        event recorded on each stream whose work is not complete; a stream ``stream_query`` finds idle has
+        nothing the free could overtake, and costs no event): a free on it is then ordered after all of it (the
+        device current)."""
         own = self.stream
         for s in self.device._live_streams():
-            if s is not own:
-                own.wait_event(s.record_event())
+            if s is not own and (event := s._pool_fence()) is not None:
+                own.wait_event(event)
 
     def _retry(self, code: int, nbytes: int, st: GpuStream, unordered: bool = False) -> GpuPoolAllocation:
         """After a failed allocation (``code``): raise, or trim the pool and try once more if out of memory."""

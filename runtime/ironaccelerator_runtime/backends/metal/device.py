@@ -141,6 +141,28 @@ class MetalDevice(Device):
         self._max_alloc = limit if limit is not None else _SIZE_MAX
         self._release = self.api.release
         self._closed = False  # (read from the instance by the hot path, not looked up as the class's default)
+        self._bind_allocators()
+
+    def _bind_allocators(self) -> None:
+        """In API mode, ``alloc`` and ``alloc_unchecked`` of DEVICE memory are compiled allocators
+        (``_objc_fast._handle_allocator``, ia_handle_memory.h), bound as instance attributes over the methods
+        below: they send ``newBufferWithLength:options:`` (the binding's unchecked trampoline) and make the
+        allocation in C, whose ``free`` sends ``release``.  What they do not take (other kinds, a size over the
+        device's limit, keywords, a nil buffer, a closed device) goes to the methods, whose allocations are of the
+        same class (``_objc_fast._handle_memory``).  They hold the device weakly."""
+        fast = self._pool_fast
+        cls = None if fast is None else handle_allocation_class(fast)
+        self._handle_class = cls
+        self._allocators: tuple[Any, ...] = ()
+        if cls is None:
+            return
+        self._handle_memory = fast._handle_memory
+        ref = weakref.ref(self)
+        self._allocators = tuple(fast._handle_allocator(cls, ref, getattr(type(self), name), self._new_buffer,
+                                                        (self._hid,), (_PRIVATE,), self._release, _DEVICE,
+                                                        self._max_alloc) for name in ("alloc", "alloc_unchecked"))
+        setattr(self, "alloc", self._allocators[0])
+        setattr(self, "alloc_unchecked", self._allocators[1])
 
     # MemoryPool's device-wide fence (a block freed naming no stream): every launch, copy and fill sets _dirty after
     # its enqueue; events and waits use no memory and do not
@@ -173,37 +195,42 @@ class MetalDevice(Device):
         if h == a.NULL:
             return fail(ErrorKind.OUT_OF_MEMORY, "Device.alloc", f"newBufferWithLength:{nbytes} options:{options} "
                         f"returned nil (max_alloc {limit})", _NAME)
+        if self._handle_class is not None:  # (the class of the compiled allocators' allocations)
+            made: MetalAllocation = self._handle_memory(self._handle_class, self, h, nbytes, kind, self._release)
+            return made
         return MetalAllocation(self, h, nbytes, kind)  # (tracked: every Metal allocation is)
 
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> MetalAllocation:
         # the hot path: DEVICE memory of an int size the device takes, on an open device (the rest, and a nil
         # buffer, go through _checked_alloc for their errors)
-        if type(nbytes) is int and 0 < nbytes <= self._max_alloc and kind is _DEVICE and not self._closed:
+        if type(nbytes) is int and 0 < nbytes <= self._max_alloc and kind is _DEVICE and not self._closed \
+                and self._handle_class is None:  # (ABI mode's hot path: else the compiled allocator's class)
             h = self._new_buffer(self._hid, nbytes, _PRIVATE)
             if h:  # MetalAllocation(self, h, nbytes, kind), its __init__ inline (no call: ~60 ns of a pair)
                 a = _new(MetalAllocation)
                 a.device = self
                 a.nbytes = nbytes
                 a.kind = kind
-                a._bid = h
+                a._handle = h
                 a._freed = False
                 a._views = None
-                a._buffer = None
+                a._export = None
                 return a
         return self._checked_alloc(nbytes, kind, self._alloc)
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[Allocation]:
-        if type(nbytes) is int and 0 < nbytes <= self._max_alloc and kind is _DEVICE and not self._closed:
+        if type(nbytes) is int and 0 < nbytes <= self._max_alloc and kind is _DEVICE and not self._closed \
+                and self._handle_class is None:  # (ABI mode's hot path: else the compiled allocator's class)
             h = self._new_buffer(self._hid, nbytes, _PRIVATE)
             if h:  # (as alloc's)
                 a = _new(MetalAllocation)
                 a.device = self
                 a.nbytes = nbytes
                 a.kind = kind
-                a._bid = h
+                a._handle = h
                 a._freed = False
                 a._views = None
-                a._buffer = None
+                a._export = None
                 return a
         if self._closed:
             return self._closed_error("Device.alloc_unchecked")
@@ -296,11 +323,13 @@ class MetalDevice(Device):
             s.synchronize()
 
     def _close(self) -> None:
+        for allocator in self._allocators:  # (their later calls go to the methods, which refuse)
+            allocator._shut()
         self.handle.close()
 
 
 # Imported last: these modules import this one (the package's __init__ imports this module before
 # them, so each finds the classes above already defined).
-from .memory import MetalAllocation
+from .memory import MetalAllocation, handle_allocation_class
 from .module import MetalModule
 from .stream import MetalStream

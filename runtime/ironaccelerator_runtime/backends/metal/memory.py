@@ -13,65 +13,33 @@ from .device import MetalDevice
 from .tables import _NAME
 
 
-class MetalAllocation(Allocation):
-    """An ``MTLBuffer`` (private storage for DEVICE, shared for UNIFIED).  ``_bid``: its ``id`` (raw), whose
-    reference (the +1 of ``newBufferWithLength:options:``) the allocation owns: released by ``free`` or on drop.
-    ``buffer``: a checked ``MTLBuffer`` handle of it, made on first use (with a reference of its own), closed by
-    ``free``.
+class _MetalMemory(Allocation):
+    """What every Metal allocation does, the Python :class:`MetalAllocation` and the compiled one alike: ``_handle``
+    is the ``MTLBuffer``'s ``id`` (raw), whose reference (the +1 of ``newBufferWithLength:options:``) the allocation
+    owns, released by ``free`` or on drop; ``_export`` the checked handle ``buffer`` made on first use."""
 
-    The fields the alloc/free hot path reads and writes are slots (set by ``__init__``, or inline by
-    ``MetalDevice.alloc``), so none of them is looked up through the class as a default (issue 27 item 4)."""
-
-    __slots__ = ("device", "nbytes", "kind", "_bid", "_freed", "_views", "_buffer")
     device: MetalDevice
-    _tracked = True  # (every Metal allocation: released on drop unless freed)
-    _buffer: Any
-
-    def __init__(self, device: MetalDevice, handle: Any, nbytes: int, kind: MemoryKind) -> None:
-        self.device = device
-        self.nbytes = nbytes
-        self.kind = kind
-        self._bid = handle
-        self._freed = False
-        self._views = None
-        self._buffer = None
-
-    def __del__(self) -> None:  # a freed allocation (the usual drop) costs one slot test
-        if not self._freed and self._tracked:
-            Allocation.__del__(self)
+    _handle: Any
+    _export: Any
 
     @property
     def buffer(self) -> Any:
         """The checked ``MTLBuffer`` handle (``ironaccelerator.backends.metal.metal.MTLBuffer``) of the
         allocation, made on first use; closed (``INVALID_HANDLE`` on use) once the allocation is freed."""
-        b = self._buffer
+        b = self._export
         if b is None:
             a = self.device.api
             if self._freed:
                 b = a.b.wrap_as(a.NULL, a.M.MTLBuffer)  # (closed)
             else:
-                b = self._buffer = a.b.wrap_as(a.retain(self._bid), a.M.MTLBuffer)
+                b = self._export = a.b.wrap_as(a.retain(self._handle), a.M.MTLBuffer)
         return b
 
     def _release(self) -> Error | None:
         # a command buffer that uses the buffer holds its own reference (Metal retains a command's resources)
-        self.device._release(self._bid)
-        if self._buffer is not None:
-            self._buffer.close()
-        return None
-
-    def free(self) -> None:
-        if self._freed or self._views is not None or self._buffer is not None:  # (the base's checks and errors)
-            return Allocation.free(self)
-        self._freed = True
-        self.device._release(self._bid)
-        return None
-
-    def free_unchecked(self) -> Result[None]:
-        if self._freed or self._views is not None or self._buffer is not None:
-            return Allocation.free_unchecked(self)
-        self._freed = True
-        self.device._release(self._bid)
+        self.device._release(self._handle)
+        if self._export is not None:
+            self._export.close()
         return None
 
     def _host_address(self) -> int | None:
@@ -79,7 +47,7 @@ class MetalAllocation(Allocation):
         if self.kind is not MemoryKind.UNIFIED:
             return None
         a = self.device.api
-        return int(a.ffi.cast("uintptr_t", a.U.MTLBuffer_contents(self._bid)))
+        return int(a.ffi.cast("uintptr_t", a.U.MTLBuffer_contents(self._handle)))
 
     def _slice(self, offset: int, nbytes: int) -> Allocation:
         """The same ``MTLBuffer`` at an offset: kernels get it through ``setBuffer:offset:atIndex:``, blits through
@@ -87,17 +55,88 @@ class MetalAllocation(Allocation):
         return AllocationSlice(self, offset, nbytes)
 
 
+class MetalAllocation(_MetalMemory):
+    """An ``MTLBuffer`` (private storage for DEVICE, shared for UNIFIED): see :class:`_MetalMemory`.
+
+    In API mode ``Device.alloc`` makes the compiled class of the same name instead (:func:`handle_allocation_class`:
+    allocated and released from C); this one remains for ABI mode.  The fields the alloc/free hot path reads and
+    writes are slots (set by ``__init__``, or inline by ``MetalDevice.alloc``), so none of them is looked up through
+    the class as a default (issue 27 item 4)."""
+
+    __slots__ = ("device", "nbytes", "kind", "_handle", "_freed", "_views", "_export")
+    device: MetalDevice
+    _tracked = True  # (every Metal allocation: released on drop unless freed)
+
+    def __init__(self, device: MetalDevice, handle: Any, nbytes: int, kind: MemoryKind) -> None:
+        self.device = device
+        self.nbytes = nbytes
+        self.kind = kind
+        self._handle = handle
+        self._freed = False
+        self._views = None
+        self._export = None
+
+    def __del__(self) -> None:  # a freed allocation (the usual drop) costs one slot test
+        if not self._freed and self._tracked:
+            Allocation.__del__(self)
+
+    def free(self) -> None:
+        if self._freed or self._views is not None or self._export is not None:  # (the base's checks and errors)
+            return Allocation.free(self)
+        self._freed = True
+        self.device._release(self._handle)
+        return None
+
+    def free_unchecked(self) -> Result[None]:
+        if self._freed or self._views is not None or self._export is not None:
+            return Allocation.free_unchecked(self)
+        self._freed = True
+        self.device._release(self._handle)
+        return None
+
+
+_BLOCKS: set[type] = {MetalAllocation}  # the classes of Metal allocations (with the compiled one, once made)
+_COMPILED: dict[Any, type | None] = {}  # per _objc_fast module: the compiled allocation class, or None
+
+
+def handle_allocation_class(fast: Any) -> type | None:
+    """The compiled Metal allocation class over ``fast._HandleMemory`` (ia_handle_memory.h: made by the allocators
+    of ``_objc_fast._handle_allocator``, freed from C; ``_handle_memory_setup`` once), named ``MetalAllocation``;
+    None where ``fast`` has none (ABI mode, a free-threaded build)."""
+    if fast in _COMPILED:
+        return _COMPILED[fast]
+    setup = getattr(fast, "_handle_memory_setup", None)
+    base: Any = None
+    if setup is not None:
+        try:
+            base = setup(Allocation.free, Allocation.free_unchecked, Allocation.__del__)
+        except NotImplementedError:
+            base = None
+    if base is None:
+        _COMPILED[fast] = None
+        return None
+
+    class Compiled(base, _MetalMemory):  # type: ignore[misc]
+        __doc__ = MetalAllocation.__doc__
+
+    Compiled.__name__ = Compiled.__qualname__ = "MetalAllocation"
+    Compiled.__module__ = MetalAllocation.__module__
+    _COMPILED[fast] = Compiled
+    _BLOCKS.add(Compiled)
+    return Compiled
+
+
 def _buffer_of(x: Any, device: MetalDevice, what: str) -> tuple[Any, int]:
     """The raw ``id`` of an allocation argument of ``device`` and the offset of its bytes in it (a slice's):
     INVALID_HANDLE if freed, INVALID_VALUE if not an allocation of this device."""
-    if isinstance(x, (MetalAllocation, PooledAllocation)) and x.device is device:
+    if isinstance(x, (_MetalMemory, PooledAllocation)) and x.device is device:
         if x._freed or (type(x) is PooledAllocation and x.block._freed):
             raise fail(ErrorKind.INVALID_HANDLE, what, f"{x!r} was freed", _NAME)
-        return x._bid, 0
-    if type(x) is AllocationSlice and isinstance(x.parent, MetalAllocation) and x.device is device:
+        return x._handle, 0
+    if type(x) is AllocationSlice and isinstance(x.parent, _MetalMemory) and x.device is device:
         if x._freed:
             raise fail(ErrorKind.INVALID_HANDLE, what, f"the allocation of {x!r} was freed", _NAME)
-        return x.parent._bid, x.offset
+        return x.parent._handle, x.offset
     if isinstance(x, Allocation):
         raise fail(ErrorKind.INVALID_VALUE, what, f"{x!r} is not an allocation of {device.descriptor.id}", _NAME)
     raise fail(ErrorKind.INVALID_VALUE, what, f"expected an Allocation, not {type(x).__name__}", _NAME)
@@ -106,6 +145,6 @@ def _buffer_of(x: Any, device: MetalDevice, what: str) -> tuple[Any, int]:
 def _arg_buffer(x: Any, device: MetalDevice, i: int, kernel: str, what: str) -> tuple[Any, int]:
     """``_buffer_of`` for argument ``i`` of a launch: the policy's errors (kernel_args) naming the argument."""
     t = type(x)
-    if (t is MetalAllocation or t is PooledAllocation or t is AllocationSlice) and x.device is device:
+    if (t in _BLOCKS or t is PooledAllocation or t is AllocationSlice) and x.device is device:
         return _buffer_of(x, device, what)
     raise buffer_error(where(i, kernel), x, _NAME, what)

@@ -292,6 +292,27 @@ class QnnDevice(Device):
         self._fence_lock = threading.RLock()
         self._dirty = False
         self._fence_events = []
+        self._bind_allocators()
+
+    def _bind_allocators(self) -> None:
+        """In API mode, ``alloc`` and ``alloc_unchecked`` of DEVICE memory are compiled allocators
+        (``_fast._host_allocator``, ia_host_memory.h), bound as instance attributes over the methods below: the
+        memory is calloc'ed by a C object that frees it in C.  What they do not take (other kinds, a size no
+        client buffer holds, keywords, a closed device) goes to the methods, whose allocations are of the same
+        class (``_fast._host_memory``).  They hold the device weakly."""
+        fast = self._pool_fast
+        cls = None if fast is None else host_allocation_class(fast, self.api.ffi)
+        self._host_class = cls
+        self._allocators: tuple[Any, ...] = ()
+        if cls is None:
+            return
+        self._host_memory = fast._host_memory
+        ref = weakref.ref(self)
+        self._allocators = tuple(fast._host_allocator(cls, ref, getattr(type(self), name), _DEVICE,
+                                                      _MAX_CLIENT_BUFFER, check)
+                                 for name, check in (("alloc", True), ("alloc_unchecked", False)))
+        setattr(self, "alloc", self._allocators[0])
+        setattr(self, "alloc_unchecked", self._allocators[1])
 
     def _pool_fence(self) -> list[Event]:
         """The events a pool block freed now waits for
@@ -303,7 +324,8 @@ class QnnDevice(Device):
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> QnnAllocation:
         # the hot path: DEVICE memory of an int size one client buffer holds, on an open device (the rest, and a
         # failed allocation, go through _checked_alloc for their errors)
-        if type(nbytes) is int and 0 < nbytes <= _MAX_CLIENT_BUFFER and kind is _DEVICE and not self._closed:
+        if type(nbytes) is int and 0 < nbytes <= _MAX_CLIENT_BUFFER and kind is _DEVICE and not self._closed \
+                and self._host_class is None:  # (ABI mode's hot path: else the compiled allocator's class)
             try:
                 buf = self._new(self._bytes_t, nbytes)
             except (MemoryError, OverflowError):
@@ -322,7 +344,8 @@ class QnnDevice(Device):
         return self._checked_alloc(nbytes, kind, self._alloc)
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[QnnAllocation]:
-        if type(nbytes) is int and 0 < nbytes <= _MAX_CLIENT_BUFFER and kind is _DEVICE and not self._closed:
+        if type(nbytes) is int and 0 < nbytes <= _MAX_CLIENT_BUFFER and kind is _DEVICE and not self._closed \
+                and self._host_class is None:  # (ABI mode's hot path: else the compiled allocator's class)
             try:
                 buf = self._new(self._bytes_t, nbytes)
             except (MemoryError, OverflowError):
@@ -351,6 +374,9 @@ class QnnDevice(Device):
         if kind is MemoryKind.UNIFIED:
             return self._unified_error()
         try:
+            if self._host_class is not None:  # (the class of the compiled allocators' allocations)
+                made: QnnAllocation = self._host_memory(self._host_class, self, nbytes, kind, tracked)
+                return made
             buf = self._new(self._bytes_t, nbytes)
         except (MemoryError, OverflowError) as e:
             return fail(ErrorKind.OUT_OF_MEMORY, "Device.alloc",
@@ -482,11 +508,13 @@ class QnnDevice(Device):
     def _close(self) -> None:
         # the device's own reference to its handle; modules made from it hold theirs (freed after them)
         self._owner = None
+        for allocator in self._allocators:  # (their later calls go to the methods, which refuse)
+            allocator._shut()
 
 
 # Imported last: these modules import this one (the package's __init__ imports this module before
 # them, so each finds the classes above already defined).
-from .memory import QnnAllocation
+from .memory import QnnAllocation, host_allocation_class
 from .module import QnnModule
 from .stream import QnnStream
 from .graph import GraphBuilder

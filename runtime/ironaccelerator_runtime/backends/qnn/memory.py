@@ -15,8 +15,21 @@ from .tables import _NAME
 # ---------------------------------------------------------------------------------------------------- memory
 
 
-class QnnAllocation(Allocation):
+class _QnnMemory(Allocation):
+    """What every QNN allocation is, the Python :class:`QnnAllocation` and the compiled one alike (host memory:
+    a slice is an address moved by its offset)."""
+
+    def _slice(self, offset: int, nbytes: int) -> Allocation:
+        """Host memory: a slice is the client buffer's address moved by ``offset``."""
+        return AllocationSlice(self, offset, nbytes)
+
+
+class QnnAllocation(_QnnMemory):
     """Host memory (``buffer``: a cffi ``uint8_t[]``), bound to graph tensors as a RAW client buffer.
+
+    In API mode ``Device.alloc`` makes the compiled class of the same name instead (:func:`host_allocation_class`:
+    the memory calloc'ed and freed in C); this one remains for ABI mode and imported memory
+    (``Device.from_dlpack``).
 
     The fields the alloc/free hot path reads and writes are slots (set by ``__init__``, or inline by
     ``QnnDevice.alloc``), so none of them is looked up through the class as a default; ``buffer`` stays an
@@ -58,10 +71,6 @@ class QnnAllocation(Allocation):
         """QNN client buffers are host memory, whatever the kind: every allocation has a host view."""
         return int(self.device.api.ffi.cast("uintptr_t", self.buffer))
 
-    def _slice(self, offset: int, nbytes: int) -> Allocation:
-        """Host memory: a slice is the client buffer's address moved by ``offset``."""
-        return AllocationSlice(self, offset, nbytes)
-
     def _release(self) -> Error | None:
         self.buffer = None  # the memory goes with the last reference (a launch never binds a freed allocation)
         foreign = self._foreign
@@ -71,17 +80,63 @@ class QnnAllocation(Allocation):
         return None
 
 
+_BLOCKS: set[type] = {QnnAllocation}  # the classes of QNN allocations (with the compiled one, once made)
+_COMPILED: dict[Any, type | None] = {}  # per _fast module: the compiled allocation class, or None
+
+
+def host_allocation_class(fast: Any, ffi: Any) -> type | None:
+    """The compiled QNN allocation class over ``fast._HostMemory`` (ia_host_memory.h: calloc'ed memory, freed
+    in C; ``_fast._host_memory_setup`` once), with the name ``QnnAllocation``; None where ``fast`` has none (ABI
+    mode, a free-threaded build).  ``buffer`` is a cffi ``uint8_t[]`` over the memory, made on first use
+    (``ffi.from_buffer`` of its ``_HostBlock``: it keeps the memory alive after ``free``, as a bound graph's client
+    buffer must), None once freed."""
+    if fast in _COMPILED:
+        return _COMPILED[fast]
+    setup = getattr(fast, "_host_memory_setup", None)
+    base: Any = None
+    if setup is not None:
+        try:
+            base = setup(Allocation.free, Allocation.free_unchecked, Allocation.__del__)
+        except NotImplementedError:
+            base = None
+    if base is None:
+        _COMPILED[fast] = None
+        return None
+    from_buffer = ffi.from_buffer
+
+    class Compiled(base, _QnnMemory):  # type: ignore[misc]
+        __doc__ = QnnAllocation.__doc__
+        _export: Any  # (the C type's slot: the buffer below, once made)
+        _foreign = None  # (never imported memory: that is the Python QnnAllocation's)
+
+        @property
+        def buffer(self) -> Any:
+            b = self._export
+            if b is None and not self._freed:  # (made once: the memory's block, ia_host_memory.h, holds it)
+                b = self._export = from_buffer("uint8_t[]", self._block())
+            return b
+
+        def _host_address(self) -> int | None:
+            return self.ptr or None
+
+    Compiled.__name__ = Compiled.__qualname__ = "QnnAllocation"
+    Compiled.__module__ = QnnAllocation.__module__
+    _COMPILED[fast] = Compiled
+    _BLOCKS.add(Compiled)
+    return Compiled
+
+
 def _live(a: Any, what: str, device: QnnDevice) -> Any:
     """The cffi buffer of a QNN allocation (pooled or not; a slice's: its allocation's, at the slice's offset) for
     use on ``device``: INVALID_HANDLE if freed or the device closed, INVALID_VALUE if another device's, TypeError
     if not an allocation."""
     t = type(a)
     offset = 0
-    if t is AllocationSlice and type(a.parent) is QnnAllocation:
-        offset, block = a.offset, a.parent
-    elif t is QnnAllocation:
+    if t in _BLOCKS:
         block = a
-    elif t is PooledAllocation and type(a.block) is QnnAllocation:
+    elif t is AllocationSlice and type(a.parent) in _BLOCKS:
+        offset, block = a.offset, a.parent
+    elif t is PooledAllocation and type(a.block) in _BLOCKS:
         block = a.block
     else:
         raise TypeError(f"{what}: expected a QNN allocation, got {t.__name__} ({a!r:.80})")

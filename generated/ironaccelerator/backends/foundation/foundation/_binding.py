@@ -57,7 +57,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '4f916c385d3f23c4ccce9346'
+BUILD_ID = '67e03d46afa175fbd101e3a7'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

@@ -96,7 +96,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'ae38b69b75f3a9f50b094888'
+BUILD_ID = '6c57de0bd59a2b7f8bf7d260'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
