@@ -58,6 +58,10 @@ class QnnAllocation(Allocation):
         """QNN client buffers are host memory, whatever the kind: every allocation has a host view."""
         return int(self.device.api.ffi.cast("uintptr_t", self.buffer))
 
+    def _device_address(self) -> int | None:
+        """Client buffers are host memory: a library takes their host address."""
+        return self._host_address()
+
     def _slice(self, offset: int, nbytes: int) -> Allocation:
         """Host memory: a slice is the client buffer's address moved by ``offset``."""
         return AllocationSlice(self, offset, nbytes)
