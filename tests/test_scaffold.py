@@ -513,11 +513,19 @@ def test_cublas_header_with_the_cuda_runtime_headers(tmp_path: Path) -> None:
     assert kinds["CUBLAS_STATUS_EXECUTION_FAILED"] == "LAUNCH_FAILED"
     for personal in (sys.prefix, str(ROOT)):
         assert personal not in text
+    # issue 29 item 1: the matrices and vectors (a pointer with its ld<name>/inc<name>) are one device rule, so
+    # cublasSgemm's C is a device pointer the caller passes, not a host float the wrapper returns
+    (rule,) = spec.rules
+    assert rule.device is not None and {"A", "B", "C", "x", "y"} <= {n.value for n in rule.names}, text
+    assert {"float *", "const float *", "double *", "const double *"} <= {t.value for t in rule.types}, text
     gen = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(specs), "--out",
                           str(tmp_path / "out"), "--only", "cublas.cublas", "--require-sdks"], capture_output=True,
                          text=True, timeout=600, cwd=ROOT)
     assert gen.returncode == 0, gen.stdout + gen.stderr
     assert (tmp_path / "out" / "ironaccelerator" / "backends" / "cublas" / "cublas" / "__init__.py").is_file()
+    init = (tmp_path / "out" / "ironaccelerator" / "backends" / "cublas" / "cublas" / "__init__.py").read_text()
+    sgemm = init.split("\ndef cublasSgemm(")[1].split("\ndef ")[0]  # (cublas_v2.h: cublasSgemm is cublasSgemm_v2)
+    assert ", C: Any, ldc: int) -> None:" in sgemm and "_C = _b.device_pointer(" in sgemm, sgemm[:600]
 
 
 def _level_zero() -> Path:
