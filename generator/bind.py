@@ -714,7 +714,8 @@ class Binder:
                 if isinstance(mt, EnumRef) else None
             allowed = {c.name: c.value for c in enum.constants} if enum is not None else values
             if constant.value not in allowed:
-                of = f"a value of member '{member}'s enum" if enum is not None else f"an enum constant of {self.h.name}"
+                of = (f"a value of the enum of member '{member}'" if enum is not None
+                      else f"an enum constant of {self.h.name}")
                 self.err.error(constant.location, f"fill: '{constant}' is not {of}{suggest(constant.value, allowed)}")
                 return None
             out.append((member.value, allowed[constant.value]))
@@ -774,7 +775,8 @@ class Binder:
         refuse_null = (role is Role.IN and not nullable and self.spec.errors.null_handle is not None
                        and isinstance(r, Pointer) and self.incomplete(resolve(r.pointee, self.typedefs)))
         cast = declare(t) if role is Role.DEVICE and isinstance(r, Pointer) else ""
-        return BoundParam(name=py, c_name=c_name, type=t, decl=declare(t, c_name), role=role, pointee=pointee, cast=cast,
+        return BoundParam(name=py, c_name=c_name, type=t, decl=declare(t, c_name), role=role, pointee=pointee,
+                          cast=cast,
                           element=element, len_of=len_of, nullable=nullable, refuse_null=refuse_null,
                           string=ps.string if ps else None,
                           terminated=bool(ps and ps.terminated),

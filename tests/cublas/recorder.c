@@ -36,7 +36,13 @@ status_t cublasCreate_v2(void **handle)
     return *handle ? 0 : 3;
 }
 status_t cublasDestroy_v2(void *handle) { named("destroy"); last.handle = (uintptr_t)handle; free(handle); return 0; }
-status_t cublasGetVersion_v2(void *handle, int *version) { (void)handle; named("version"); *version = 130501; return 0; }
+status_t cublasGetVersion_v2(void *handle, int *version)
+{
+    (void)handle;
+    named("version");
+    *version = 130501;
+    return 0;
+}
 status_t cublasSetStream_v2(void *handle, void *stream)
 {
     named("setstream");
