@@ -9,7 +9,7 @@ pointer" is ``{functions: ["cublas*"], types: ["float *", "const float *"], name
 As for every other name in a spec, a rule that matches nothing is an error, and so is each of its patterns and
 types that takes part in no match (a typo must never be a rule that silently matches nothing).  A parameter the
 spec lists under ``functions:`` is the spec's own word and no rule touches it; a parameter may take a key
-(``direction``, ``device``, ``nullable``) from one rule only.
+(``direction``, ``device``, ``nullable``, ``len``) from one rule only.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def apply_rules(rules: tuple[RuleSpec, ...], functions: Mapping[str, Function],
     declaration) it matches; every rule that matches nothing, pattern or type that takes part in no match, and
     parameter given one key by two rules is an error in ``err``."""
     listed = {(f, p.name.value) for f, fs in fspecs.items() for p in fs.params}
-    taken: dict[tuple[str, str], dict[str, tuple[object, RuleSpec]]] = {}  # (function, parameter) -> key -> ...
+    # (function, parameter) -> key -> (what the rule gives: a Name, or True for a flag; the rule)
+    taken: dict[tuple[str, str], dict[str, tuple[Name | bool, RuleSpec]]] = {}
     for rule in rules:
         used: set[int] = set()  # id() of each pattern and type that took part in a match
         matched: list[str] = []  # the functions its patterns match
@@ -66,7 +67,7 @@ def apply_rules(rules: tuple[RuleSpec, ...], functions: Mapping[str, Function],
                     continue  # the spec's own entry for this parameter overrides every rule
                 have = taken.setdefault((fname, p.name), {})
                 for key, value in (("direction", rule.direction), ("device", rule.device),
-                                   ("nullable", rule.nullable)):
+                                   ("nullable", rule.nullable), ("len", rule.len)):
                     if value is None:
                         continue
                     if key in have and have[key][1] is not rule:
@@ -74,7 +75,7 @@ def apply_rules(rules: tuple[RuleSpec, ...], functions: Mapping[str, Function],
                                   f"the rule at {_where(have[key][1].location)}; narrow one of the rules, or list the "
                                   f"parameter under functions: {fname}: params:")
                         continue
-                    have[key] = (value.value if key == "direction" else True, rule)
+                    have[key] = (value if key in ("direction", "len") else True, rule)
         if not matched:
             for pat in rule.functions:
                 err.error(pat.location, f"rule: function pattern '{pat}' matches no bound function of {header}"
@@ -93,8 +94,11 @@ def apply_rules(rules: tuple[RuleSpec, ...], functions: Mapping[str, Function],
     for (fname, pname), keys in sorted(taken.items()):
         rule = next(iter(keys.values()))[1]
         fs = out.get(fname) or FunctionSpec(name=Name(value=fname, location=rule.location))
+        given = {k: v for k, (v, _) in keys.items()}
+        direction, length = given.get("direction"), given.get("len")
         ps = ParamSpec(name=Name(value=pname, location=rule.location),
-                       direction=str(keys["direction"][0]) if "direction" in keys else None,
+                       direction=direction.value if isinstance(direction, Name) else None,
+                       len=length if isinstance(length, Name) else None,
                        device="device" in keys, nullable="nullable" in keys)
         out[fname] = replace(fs, params=fs.params + (ps,))
     return out

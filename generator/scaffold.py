@@ -176,6 +176,9 @@ class Draft:
     # rules: the strided arrays a BLAS-like library takes (a pointer with its ld<name>/inc<name> parameter), as
     # device pointers: (types, names, how many parameters), empty when the header has none
     device_rule: tuple[tuple[str, ...], tuple[str, ...], int] | None = None
+    # rules: input arrays that follow their count (OpenCL's num_events_in_wait_list, event_wait_list): (array, count,
+    # the functions, or () for the bound prefix, how many parameters)
+    array_rules: tuple[tuple[str, str, tuple[str, ...], int], ...] = ()
 
 
 def _scalar(s: str) -> str:
@@ -277,12 +280,19 @@ def render(d: Draft) -> str:
         if rest:
             out.append("  defaulted:  # no kind suggested by the name: these raise the default (DRIVER)")
             out += [f"    - {r.name:<{width}}  # review ({r.value})" for r in rest]
+    if d.device_rule is not None or d.array_rules:
+        out += ["", "rules:"]
     if d.device_rule is not None:
         types, names, count = d.device_rule
-        out += ["", f"# {count} pointer parameters come with a leading dimension or an increment (A with lda, x with "
-                "incx):", "# the matrices and vectors of a BLAS-like library, which it keeps in device memory",
-                "rules:", f"  - functions: {_flow(d.include)}", f"    types: {_flow(types)}",
+        out += [f"  # {count} pointer parameters come with a leading dimension or an increment (A with lda, x with "
+                "incx):", "  # the matrices and vectors of a BLAS-like library, which it keeps in device memory",
+                f"  - functions: {_flow(d.include)}", f"    types: {_flow(types)}",
                 f"    names: {_flow(names)}", "    device: true  # review: device memory, not host storage"]
+    for array, count_param, functions, count in d.array_rules:
+        out += [f"  # review: {count} function(s) take a const pointer {array} after an integer {count_param}: an input "
+                "array and its length",
+                f"  - {{functions: {_flow(functions or d.include)}, names: {_flow([array])}, direction: in, "
+                f"len: {count_param}, nullable: true}}"]
     if d.params:
         out += ["", "# what the header's comments say of pointer parameters (their [in]/[out]/[in,out], [optional],",
                 "# [range(0, count)] or @param[out]): review each",
@@ -437,6 +447,38 @@ def strided_arrays(h: Header, functions: dict[str, Function],
                 names.setdefault(p.name, None)
                 count += 1
     return (tuple(types), tuple(names), count) if count else None
+
+
+def counted_arrays(h: Header, functions: dict[str, Function], selected: Sequence[str],
+                   prefixes: Sequence[str]) -> tuple[tuple[str, str, tuple[str, ...], int], ...]:
+    """Input arrays that follow their count: a pointer to const right after an integer parameter named ``num...``
+    (OpenCL's ``cl_uint num_events_in_wait_list, const cl_event *event_wait_list``), found in two functions or
+    more under the same names: a rule each, over the bound prefix where every function with such an array has its
+    count before it, else over the functions named."""
+    typedefs = {t.name: t.type for t in h.typedefs}
+    found: dict[tuple[str, str], list[str]] = {}
+    having: dict[str, set[str]] = {}  # a parameter name -> the functions that have one
+    for name in selected:
+        params = functions[name].params
+        for p in params:
+            if p.name:
+                having.setdefault(p.name, set()).add(name)
+        for cp, ap in zip(params, params[1:]):
+            if not cp.name or not ap.name or not cp.name.lower().startswith("num"):
+                continue
+            if not isinstance(_resolve(cp.type, typedefs), (Builtin, EnumRef)):
+                continue
+            ptr = _pointer(ap.type, typedefs)
+            if ptr is not None and (ptr.pointee.const or _resolve(ptr.pointee, typedefs).const):
+                found.setdefault((ap.name, cp.name), []).append(name)
+    out = []
+    for (array, count_param), names in sorted(found.items()):
+        if len(names) < 2:
+            continue
+        everywhere = having[array] == set(names) and all(
+            any(fnmatch.fnmatchcase(n, p) for p in prefixes) for n in names)
+        out.append((array, count_param, () if everywhere else tuple(names), len(names)))
+    return tuple(out)
 
 
 def _type_tag(h: Header, struct: CType, first: Field, typedefs: dict[str, CType]) -> str | None:
@@ -1165,7 +1207,8 @@ def scaffold(o: Options) -> str:
     d = _loader(d, o, include_dir, stems, {publics[n].name for n in selected} | set(selected),
                 existing)
     d = replace(d, params=stated_params(h, include_dir, publics, selected),
-                device_rule=strided_arrays(h, publics, selected))
+                device_rule=strided_arrays(h, publics, selected),
+                array_rules=counted_arrays(h, publics, selected, d.include))
     # bind the draft as generate will; exclude what the binder refuses, with its reason
     display = f"{vendor}/{library}.yaml"
     lib = None
@@ -1174,11 +1217,11 @@ def scaffold(o: Options) -> str:
             lib = _bind(render(d), display, core, h)
             break
         except UserError as e:
-            if d.device_rule is not None and any(x.message.startswith("rule") for x in e.diagnostics):
-                # (a function the binder refuses took part of the rule's match with it): no rule drafted
-                o.notes.append("the device-pointer rule was not drafted (the binder refused it): "
-                               f"{next(x.message for x in e.diagnostics if x.message.startswith('rule'))[:200]}")
-                d = replace(d, device_rule=None)
+            ruled = [x.message for x in e.diagnostics if x.message.startswith(("rule", "len:"))]
+            if (d.device_rule is not None or d.array_rules) and ruled:
+                # (a function the binder refuses took part of a rule's match with it): no rule drafted
+                o.notes.append(f"the drafted rules were left out (the binder refused them): {ruled[0][:200]}")
+                d = replace(d, device_rule=None, array_rules=())
                 continue
             bad = _culprits(e.diagnostics, publics, set(selected) - {p for p, _ in d.exclude})
             stated = {fn for fn, _ in d.params}

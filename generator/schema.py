@@ -313,7 +313,7 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                    "`sType`: the type tag by which the function knows the struct it fills); the struct is returned."),
             )),
     Section("library > rules[]", "One rule: the parameters it matches (every given key must match) and what it "
-            "says of them (`direction`, `device`, `nullable`: at least one). Each function pattern, type and name "
+            "says of them (`direction`, `device`, `nullable`, `len`: at least one). Each function pattern, type and name "
             "pattern must match a parameter of a bound function, and a parameter may take a key from one rule only: "
             "anything else is an error. Rules do not touch a parameter the spec lists under `functions:`.", (
                 _k("functions", "Glob patterns of bound functions' public names, ex. `[\"cublas*\"]`.", True),
@@ -323,6 +323,8 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                 _k("direction", "`in`, `out` or `inout`, as a parameter's own `direction`."),
                 _k("device", "`true`: device pointers, as a parameter's own `device`."),
                 _k("nullable", "`true`: None passes NULL, as a parameter's own `nullable`."),
+                _k("len", "The parameter holding each matched array's length, as a parameter's own `len` (every "
+                   "matched function must have it), ex. OpenCL's `num_events_in_wait_list`."),
             )),
     Section("library > functions > <name> > params > <param> > string", "An output string or binary buffer.", (
                 _k("capacity", "The buffer size to pass when no size function exists."),

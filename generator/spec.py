@@ -78,6 +78,7 @@ class RuleSpec:
     direction: Name | None = None  # what it says of each parameter it matches: at least one of these three
     device: Name | None = None  # (the key, where it was written, when true)
     nullable: Name | None = None
+    len: Name | None = None  # the parameter holding each matched array's length (every matched function has it)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1405,12 +1406,13 @@ def _rule(r: SpecReader, node: yaml.Node) -> RuleSpec | None:
         return Name(value=key, location=r.loc(node))
 
     device, nullable = flag("device"), flag("nullable")
-    if not given and device is None and nullable is None:
+    length = r.ident(rm.get("len"), "len")
+    if not given and device is None and nullable is None and length is None:
         r.errors.error(r.loc(node), "a rule says nothing of the parameters it matches: give direction: "
-                       "(in, out, inout), device: true or nullable: true")
+                       "(in, out, inout), device: true, nullable: true or len:")
         return None
     return RuleSpec(location=r.loc(node), functions=functions, types=types, names=names, direction=direction,
-                    device=device, nullable=nullable)
+                    device=device, nullable=nullable, len=length)
 
 
 NULL_TERMINATED = "null-terminated"  # `len: null-terminated`: an input array that ends with a zero element

@@ -140,3 +140,15 @@ def test_scaffold_missing_counts_what_rules_state(tmp_path: Path) -> None:
     without = missing("test.device_pointers", spec_dir(tmp_path / "b", ""), {})
     assert "dpScale(float *y) -> out" in without and "dpScale(float *y)" not in with_rules, with_rules
     assert "dpLast(uintptr_t *address) -> out" in with_rules  # no rule speaks of it
+
+
+def test_a_rule_gives_len(tmp_path: Path) -> None:
+    """``len:`` in a rule: each matched array's count (OpenCL's event_wait_list and num_events_in_wait_list)."""
+    rule = "rules:\n  - {functions: [dpScale*], names: [x], direction: in, len: n}\n"
+    r = roles(tmp_path, rule)
+    assert r["dpScale"]["x"] is r["dpScaleD"]["x"] is Role.IN_ARRAY and r["dpScale"]["n"] is Role.LEN
+    got = errors(tmp_path / "b", rule.replace("len: n", "len: count"))
+    text = (tmp_path / "b" / "specs" / "test" / "device_pointers.yaml").read_text(encoding="utf-8").splitlines()
+    line = line_of(tmp_path / "b", "len: count")
+    col = text[line - 1].index("count") + 1  # (located at the rule's len: value)
+    assert f"{line}:{col}: len: function 'dpScale' has no parameter 'count'" in got, got

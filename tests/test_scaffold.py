@@ -443,11 +443,22 @@ def test_opencl_header(tmp_path: Path) -> None:
     kinds = {c.value: k.value for c, k in spec.errors.kinds}
     assert kinds["CL_OUT_OF_HOST_MEMORY"] == "OUT_OF_MEMORY" and kinds["CL_INVALID_CONTEXT"] == "INVALID_HANDLE"
     assert spec.sdk_spec is not None and spec.sdk_spec.version.newest == "CL_VERSION_*_*"
+    # issue 29 item 4: the wait lists (a const pointer after its num_ count, in every clEnqueue*) are one rule:
+    # input arrays with their length, not pointers passed as they are
+    rules = {tuple(n.value for n in r.names): (r.direction.value if r.direction else None,
+                                               r.len.value if r.len else None, r.nullable is not None,
+                                               tuple(f.value for f in r.functions)) for r in spec.rules}
+    assert rules[("event_wait_list",)] == ("in", "num_events_in_wait_list", True, ("cl*",)), rules
+    assert rules[("device_list",)][:2] == ("in", "num_devices"), rules
     out = generate_build_import(specs, "ironaccelerator.backends.opencl.cl",
-                                "from ironaccelerator import Error\n"
+                                "import inspect\nfrom ironaccelerator import Error\n"
                                 "try:\n    m.clReleaseContext(m.ffi.NULL)\n"
-                                "except Error as e:\n    print(e.kind.name)\n")
-    assert out.split() == ["INVALID_HANDLE"]  # (the ICD loader: no such context)
+                                "except Error as e:\n    print(e.kind.name)\n"
+                                "sig = inspect.signature(m._python['clEnqueueBarrierWithWaitList'])\n"
+                                "print(list(sig.parameters))\n")
+    kind, params = out.split("\n", 1)
+    assert kind == "INVALID_HANDLE"  # (the ICD loader: no such context)
+    assert params.strip() == "['command_queue', 'event_wait_list']", out  # the count is len(event_wait_list)
 
 
 def test_nvrtc_header_from_the_wheel(tmp_path: Path) -> None:
