@@ -20,6 +20,7 @@ from .ir import (
     InlineRecord, Location, MacroConstant, Param, Pointer, Record, RecordRef, Typedef, TypedefRef,
 )
 from .roles import OUT_ROLES, PY_IN_ROLES, Role, ValueKind
+from .rules import apply_rules
 from .spec import (MAJOR as MAJOR_PLACEHOLDER, CoreSpec, DeviceMemorySpec, FunctionSpec, LibrarySpec, Name, ParamSpec,
                    StringSpec)
 
@@ -78,6 +79,8 @@ class BoundParam:
     py_type: str = "CData"  # the annotation in the checked wrapper
     py_result: str = ""  # the annotation of the returned value for out roles
     result_kind: ValueKind = ValueKind.NONE  # how an out value is read
+    cast: str = ""  # role 'device': the pointer type the address is cast to ("": an integer type, passed as the int)
+    fill: tuple[tuple[str, int], ...] = ()  # role 'out_struct': members set before the call  ex) (("stype", 3),)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -383,7 +386,7 @@ class Binder:
 
     def bind_functions(self) -> tuple[BoundFunction, ...]:
         publics = self.public_names()
-        fspecs = {f.name.value: f for f in self.spec.functions}
+        fspecs: Mapping[str, FunctionSpec] = {f.name.value: f for f in self.spec.functions}
         for fs in self.spec.functions:
             if fs.name.value not in publics and not self.older_than(fs.since):
                 self.err.error(fs.name.location, f"function '{fs.name}' is not declared in {self.h.name}"
@@ -394,6 +397,9 @@ class Binder:
         for w, _ in self.spec.per_thread:
             if not any(r.wrapper == w.value for r in self.h.renames):
                 self.err.error(w.location, f"no function is renamed through '{w}' in {self.h.name}")
+        if self.spec.rules:  # (after the typo checks above: a rule adds entries only for declared parameters)
+            bound = {n: publics[n][0] for n in names if not (n in fspecs and fspecs[n].skip)}
+            fspecs = apply_rules(self.spec.rules, bound, fspecs, self.err, self.h.name)
         out: list[BoundFunction] = []
         for name in names:
             fs = fspecs.get(name, FunctionSpec(name=_name(name, self.spec.location)))
@@ -452,6 +458,7 @@ class Binder:
             if ps.string is not None and ps.string.length_param is not None:
                 capacity_of[ps.string.length_param.value] = ps.name.value
         roles: list[tuple[str, CType, Role, ParamSpec | None]] = []
+        fills: dict[str, tuple[tuple[str, int], ...]] = {}
         for i, p in enumerate(f.params):
             c_name = p.name or f"arg{i}"
             pspec = pspecs.get(c_name)
@@ -463,6 +470,11 @@ class Binder:
                                        c_name in capacity_of, f.location)
             if role is None:
                 return None
+            if pspec is not None and pspec.fill:
+                fill = self.bind_fill(public, pspec, p.type, role)
+                if fill is None:
+                    return None
+                fills[c_name] = fill
             roles.append((c_name, p.type, role, pspec))
         # Python keywords and the names the wrapper body refers to are renamed with a trailing '_'
         # (ex: from -> from_; bytes -> bytes_ only where the body calls bytes())
@@ -487,7 +499,8 @@ class Binder:
                 self.err.error(f.location, f"parameter {c_name!r} of '{public}' cannot be bound as a Python name: {why}")
                 return None
             used.add(py)
-            params.append(self.make_param(py, c_name, ctype, role, pspec, tuple(len_of.get(c_name, ()))))
+            bp = self.make_param(py, c_name, ctype, role, pspec, tuple(len_of.get(c_name, ())))
+            params.append(replace(bp, fill=fills[c_name]) if c_name in fills else bp)
         # len: names arrays by their C names; the wrapper refers to them by their Python names (b -> b_)
         py_of = {bp.c_name: bp.name for bp in params}
         params = [replace(bp, len_of=tuple(py_of[n] for n in bp.len_of)) if bp.len_of else bp for bp in params]
@@ -549,6 +562,16 @@ class Binder:
                 if ps.string is not None:
                     bad(ps.name.location, f"parameter '{name}' of '{public}' has {array} (an input array); it "
                         "cannot also be an output string (string:)")
+            if ps.device:
+                for key, given in (("direction", ps.direction in ("out", "inout")), ("string", ps.string is not None),
+                                   ("len", ps.len is not None or ps.terminated)):
+                    if given:
+                        bad(ps.name.location, f"parameter '{name}' of '{public}' is a device pointer (device: true, an "
+                            f"address passed through); it cannot also be {key}: (the host never reads or writes it)")
+                if not self.is_integer(by_name[name].type) and not isinstance(
+                        resolve(by_name[name].type, self.typedefs), Pointer):
+                    bad(ps.name.location, f"parameter '{name}' of '{public}' is {declare(by_name[name].type)}, "
+                        "neither a pointer nor an integer, so it cannot be a device pointer (device: true)")
             if ps.string is not None and ps.direction == "in":
                 bad(ps.name.location, f"parameter '{name}' of '{public}' has string: (an output string the function "
                     "writes); it cannot also be 'in' (an input string needs neither)")
@@ -620,6 +643,8 @@ class Binder:
             return Role.CAPACITY
         if is_len:
             return Role.LEN
+        if ps is not None and ps.device:
+            return Role.DEVICE
         if ps is not None and ps.string is not None:
             if not isinstance(r, Pointer) or not is_char(resolve(r.pointee, self.typedefs)):
                 self.err.error(where, f"string: parameter '{ps.name}' of '{public}' is not a char pointer")
@@ -676,6 +701,36 @@ class Binder:
             return Role.IN
         return self.out_role(pointee)
 
+    def bind_fill(self, public: str, ps: ParamSpec, t: CType, role: Role) -> tuple[tuple[str, int], ...] | None:
+        """``fill:`` of an out struct: each member, and the value of the enum constant it is set to."""
+        if role is not Role.OUT_STRUCT:
+            self.err.error(ps.name.location, f"fill: parameter '{ps.name}' of '{public}' is not a struct the "
+                           f"function fills ({declare(t)}, bound as '{role}'): fill: sets members of an out struct")
+            return None
+        r = resolve(t, self.typedefs)
+        assert isinstance(r, Pointer)
+        rec = _record_of(self, r.pointee)
+        assert rec is not None  # (an out struct is complete)
+        fields = _fields(self, rec)
+        values = {c.name: c.value for e in self.h.enums for c in e.constants}
+        out = []
+        for member, constant in ps.fill:
+            if member.value not in fields:
+                self.err.error(member.location, f"fill: '{declare(r.pointee)}' has no member '{member}'"
+                               f"{suggest(member.value, fields)}")
+                return None
+            mt = resolve(fields[member.value], self.typedefs)
+            enum = mt.enum if isinstance(mt, InlineEnum) else self.enum_tags.get(mt.tag) \
+                if isinstance(mt, EnumRef) else None
+            allowed = {c.name: c.value for c in enum.constants} if enum is not None else values
+            if constant.value not in allowed:
+                of = (f"a value of the enum of member '{member}'" if enum is not None
+                      else f"an enum constant of {self.h.name}")
+                self.err.error(constant.location, f"fill: '{constant}' is not {of}{suggest(constant.value, allowed)}")
+                return None
+            out.append((member.value, allowed[constant.value]))
+        return tuple(out)
+
     def incomplete(self, t: CType) -> bool:
         if isinstance(t, RecordRef):
             rec = self.records.get((t.kind, t.tag))
@@ -718,6 +773,8 @@ class Binder:
             case Role.OUT_BUFFER:
                 kind = ValueKind.BYTES if ps.string.binary else ValueKind.STR
                 py_result = str(kind)
+            case Role.DEVICE:
+                py_type = "Any"  # an Allocation, a slice or view of one, or an int (device_pointers.py)
             case Role.LEN | Role.CAPACITY | Role.ERRCODE:
                 pass
             case _:
@@ -727,7 +784,9 @@ class Binder:
             py_type += " | None"
         refuse_null = (role is Role.IN and not nullable and self.spec.errors.null_handle is not None
                        and isinstance(r, Pointer) and self.incomplete(resolve(r.pointee, self.typedefs)))
+        cast = declare(t) if role is Role.DEVICE and isinstance(r, Pointer) else ""
         return BoundParam(name=py, c_name=c_name, type=t, decl=declare(t, c_name), role=role, pointee=pointee,
+                          cast=cast,
                           element=element, len_of=len_of, nullable=nullable, refuse_null=refuse_null,
                           string=ps.string if ps else None,
                           terminated=bool(ps and ps.terminated),

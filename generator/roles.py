@@ -27,10 +27,11 @@ class Role(StrEnum):
     CAPACITY = "capacity"  # the capacity of an OUT_BUFFER, filled in from its spec
     INOUT = "inout"  # passed in, its updated value returned
     ERRCODE = "errcode"  # an errors.out_param status of a function that returns something else
+    DEVICE = "device"  # a device address: an Allocation, a slice or view of one, or an int, passed as its address
 
 
 # the roles the Python caller passes (the wrapper's parameters), and the roles whose values the wrapper returns
-PY_IN_ROLES = frozenset({Role.IN, Role.IN_STR, Role.IN_ARRAY, Role.INOUT})
+PY_IN_ROLES = frozenset({Role.IN, Role.IN_STR, Role.IN_ARRAY, Role.INOUT, Role.DEVICE})
 OUT_ROLES = frozenset({Role.OUT, Role.OUT_STR, Role.OUT_STRUCT, Role.INOUT, Role.OUT_BUFFER})
 
 

@@ -28,10 +28,12 @@ from typing import Iterable, Sequence
 
 from . import data
 from .bind import BoundLibrary, bind
-from .diagnostics import Diagnostic, UserError
+from .diagnostics import Collector, Diagnostic, UserError
 from .frontend import ParseRequest, parse
-from .ctypes_util import resolve
-from .ir import (Builtin, CType, EnumRef, Function, FunctionProto, Header, InlineEnum, InlineRecord, Location, Pointer,
+from .ctypes_util import declare, resolve
+from .rules import apply_rules, spelling
+from .ir import (Builtin, CType, EnumRef, Field, Function, FunctionProto, Header, InlineEnum, InlineRecord, Location,
+                 Pointer,
                  RecordRef, TypedefRef)
 from .spec import IDENT, CoreSpec, LibrarySpec, load_core, load_library
 
@@ -171,6 +173,12 @@ class Draft:
     # functions: what the header's comments state about pointer parameters ([in], [out], [in,out], [optional],
     # [range(0, n)], @param[out]): (function, ((param, YAML flow mapping, the comment's tags), ...))
     params: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = ()
+    # rules: the strided arrays a BLAS-like library takes (a pointer with its ld<name>/inc<name> parameter), as
+    # device pointers: (types, names, how many parameters), empty when the header has none
+    device_rule: tuple[tuple[str, ...], tuple[str, ...], int] | None = None
+    # rules: input arrays that follow their count (OpenCL's num_events_in_wait_list, event_wait_list): (array, count,
+    # the functions, or () for the bound prefix, how many parameters)
+    array_rules: tuple[tuple[str, str, tuple[str, ...], int], ...] = ()
 
 
 def _scalar(s: str) -> str:
@@ -272,6 +280,19 @@ def render(d: Draft) -> str:
         if rest:
             out.append("  defaulted:  # no kind suggested by the name: these raise the default (DRIVER)")
             out += [f"    - {r.name:<{width}}  # review ({r.value})" for r in rest]
+    if d.device_rule is not None or d.array_rules:
+        out += ["", "rules:"]
+    if d.device_rule is not None:
+        types, names, count = d.device_rule
+        out += [f"  # {count} pointer parameters come with a leading dimension or an increment (A with lda, x with "
+                "incx):", "  # the matrices and vectors of a BLAS-like library, which it keeps in device memory",
+                f"  - functions: {_flow(d.include)}", f"    types: {_flow(types)}",
+                f"    names: {_flow(names)}", "    device: true  # review: device memory, not host storage"]
+    for array, count_param, functions, count in d.array_rules:
+        out += [f"  # review: {count} function(s) take a const pointer {array} after an integer {count_param}: an input "
+                "array and its length",
+                f"  - {{functions: {_flow(functions or d.include)}, names: {_flow([array])}, direction: in, "
+                f"len: {count_param}, nullable: true}}"]
     if d.params:
         out += ["", "# what the header's comments say of pointer parameters (their [in]/[out]/[in,out], [optional],",
                 "# [range(0, count)] or @param[out]): review each",
@@ -338,8 +359,8 @@ def stated_params(h: Header, include_dir: Path, functions: dict[str, Function],
     """The ``functions: <name>: params:`` entries the header's comments give for the pointer parameters of
     ``selected``: ``direction`` where it is not what the binder infers from the type alone (a pointer to const is
     in), ``nullable`` for ``[optional]``, ``len`` for ``[range(0, count)]`` whose count is a parameter.  A struct
-    whose first field is ``stype`` (Level Zero's, Vulkan's ``sType``) that the function fills is in-out: the caller
-    sets its type first."""
+    whose first field is ``stype`` (Level Zero's, Vulkan's ``sType``) that the function fills is out with ``fill:``
+    its type tag where the tag's enum names it (``_type_tag``), else in-out: the caller sets its type first."""
     typedefs = {t.name: t.type for t in h.typedefs}
     records = {(r.kind, r.tag): r for r in h.records if r.tag}
     texts: dict[str, list[str]] = {}
@@ -374,7 +395,11 @@ def stated_params(h: Header, include_dir: Path, functions: dict[str, Function],
                 if "optional" in t:
                     rows.append((p.name, "{nullable: true}", "".join(f"[{x}]" for x in t)))
                 continue
-            direction = "inout" if "in,out" in t or (stype and "out" in t) else \
+            # a struct the function fills ([out], or Level Zero's [in,out] property structs) whose type tag the
+            # enum names: returned, the wrapper setting the tag (fill:)
+            tag = _type_tag(h, ptr.pointee, fields[0], typedefs) if stype and ("out" in t or "in,out" in t) \
+                else None
+            direction = "out" if tag is not None else "inout" if "in,out" in t or (stype and "out" in t) else \
                 "out" if "out" in t else "in" if "in" in t else None
             void = isinstance(pointee, Builtin) and pointee.name == "void"
             if direction == "in" and const or direction in ("out", "inout") and (void or const):
@@ -389,13 +414,92 @@ def stated_params(h: Header, include_dir: Path, functions: dict[str, Function],
                 entry.append(f"len: {rng}")
             if "optional" in t:
                 entry.append("nullable: true")
+            if tag is not None:
+                entry.append(f"fill: {{{fields[0].name}: {tag}}}")
             if entry:
                 why = "".join(f"[{x}]" for x in t) + (" (a struct whose stype the caller sets)"
-                                                      if stype and direction == "inout" and "in,out" not in t else "")
+                                                      if stype and direction == "inout" and "in,out" not in t else
+                                                      " (the wrapper sets its type tag)" if tag is not None else "")
                 rows.append((p.name, "{" + ", ".join(entry) + "}", why))
         if rows:
             out.append((name, tuple(rows)))
     return tuple(out)
+
+
+def strided_arrays(h: Header, functions: dict[str, Function],
+                   selected: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], int] | None:
+    """The pointer parameters of ``selected`` that come with an integer ``ld<name>`` or ``inc<name>`` parameter
+    (cuBLAS's ``const float *A, int lda``, ``float *y, int incy``): a matrix or a vector addressed with a stride,
+    which BLAS-like GPU libraries take in device memory.  Their type spellings and names (a rule's ``types`` and
+    ``names``) and how many there are; None if there are none."""
+    typedefs = {t.name: t.type for t in h.typedefs}
+    types: dict[str, None] = {}
+    names: dict[str, None] = {}
+    count = 0
+    for name in selected:
+        params = functions[name].params
+        ints = {p.name for p in params if p.name and isinstance(_resolve(p.type, typedefs), (Builtin, EnumRef))}
+        for p in params:
+            if not p.name or _pointer(p.type, typedefs) is None:
+                continue
+            if f"ld{p.name.lower()}" in ints or f"inc{p.name.lower()}" in ints:
+                types.setdefault(spelling(declare(p.type)), None)
+                names.setdefault(p.name, None)
+                count += 1
+    return (tuple(types), tuple(names), count) if count else None
+
+
+def counted_arrays(h: Header, functions: dict[str, Function], selected: Sequence[str],
+                   prefixes: Sequence[str]) -> tuple[tuple[str, str, tuple[str, ...], int], ...]:
+    """Input arrays that follow their count: a pointer to const right after an integer parameter named ``num...``
+    (OpenCL's ``cl_uint num_events_in_wait_list, const cl_event *event_wait_list``), found in two functions or
+    more under the same names: a rule each, over the bound prefix where every function with such an array has its
+    count before it, else over the functions named."""
+    typedefs = {t.name: t.type for t in h.typedefs}
+    found: dict[tuple[str, str], list[str]] = {}
+    having: dict[str, set[str]] = {}  # a parameter name -> the functions that have one
+    for name in selected:
+        params = functions[name].params
+        for p in params:
+            if p.name:
+                having.setdefault(p.name, set()).add(name)
+        for cp, ap in zip(params, params[1:]):
+            if not cp.name or not ap.name or not cp.name.lower().startswith("num"):
+                continue
+            if not isinstance(_resolve(cp.type, typedefs), (Builtin, EnumRef)):
+                continue
+            ptr = _pointer(ap.type, typedefs)
+            if ptr is not None and (ptr.pointee.const or _resolve(ptr.pointee, typedefs).const):
+                found.setdefault((ap.name, cp.name), []).append(name)
+    out = []
+    for (array, count_param), names in sorted(found.items()):
+        if len(names) < 2:
+            continue
+        everywhere = having[array] == set(names) and all(
+            any(fnmatch.fnmatchcase(n, p) for p in prefixes) for n in names)
+        out.append((array, count_param, () if everywhere else tuple(names), len(names)))
+    return tuple(out)
+
+
+def _type_tag(h: Header, struct: CType, first: Field, typedefs: dict[str, CType]) -> str | None:
+    """The constant of the type-tag enum (``first``, the struct's ``stype`` member) that names ``struct``, by the
+    convention Level Zero and Vulkan share: ``ze_device_properties_t`` is ``ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES``,
+    ``VkPhysicalDeviceProperties2`` ``VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2``; None unless exactly one
+    constant matches (the draft then leaves the struct in-out, the caller setting the tag)."""
+    name = struct.name if isinstance(struct, TypedefRef) else struct.tag if isinstance(struct, RecordRef) else ""
+    name = name.lstrip("_")
+    if "_" in name:  # snake_case: the vendor prefix and _t off
+        key = name.split("_", 1)[1].removesuffix("_t").upper()
+    else:  # CamelCase: the vendor prefix (its first word) off, words and numbers split by _
+        words = re.findall(r"[A-Z][a-z]*|[0-9]+", name)[1:]
+        key = "_".join(w.upper() for w in words)
+    et = _resolve(first.type, typedefs)
+    enum = et.enum if isinstance(et, InlineEnum) else next(
+        (e for e in h.enums if isinstance(et, EnumRef) and e.tag == et.tag), None)
+    if not key or enum is None:
+        return None
+    found = [c.name for c in enum.constants if c.name.endswith("_STRUCTURE_TYPE_" + key)]
+    return found[0] if len(found) == 1 else None
 
 
 # ------------------------------------------------------------------------------ reading the header
@@ -1102,7 +1206,9 @@ def scaffold(o: Options) -> str:
                                if s))
     d = _loader(d, o, include_dir, stems, {publics[n].name for n in selected} | set(selected),
                 existing)
-    d = replace(d, params=stated_params(h, include_dir, publics, selected))
+    d = replace(d, params=stated_params(h, include_dir, publics, selected),
+                device_rule=strided_arrays(h, publics, selected),
+                array_rules=counted_arrays(h, publics, selected, d.include))
     # bind the draft as generate will; exclude what the binder refuses, with its reason
     display = f"{vendor}/{library}.yaml"
     lib = None
@@ -1111,6 +1217,12 @@ def scaffold(o: Options) -> str:
             lib = _bind(render(d), display, core, h)
             break
         except UserError as e:
+            ruled = [x.message for x in e.diagnostics if x.message.startswith(("rule", "len:"))]
+            if (d.device_rule is not None or d.array_rules) and ruled:
+                # (a function the binder refuses took part of a rule's match with it): no rule drafted
+                o.notes.append(f"the drafted rules were left out (the binder refused them): {ruled[0][:200]}")
+                d = replace(d, device_rule=None, array_rules=())
+                continue
             bad = _culprits(e.diagnostics, publics, set(selected) - {p for p, _ in d.exclude})
             stated = {fn for fn, _ in d.params}
             if d.params and (not bad or set(bad) & stated):
@@ -1179,8 +1291,10 @@ def inferred_params(lib: BoundLibrary) -> list[Inferred]:
     the spec, and a pointer the function could write (not to const, not a handle to an opaque struct, not a
     function pointer).  ex) cuMemAlloc's ``CUdeviceptr *dptr`` (inferred out), OpenCL's ``void *param_value``
     (inferred in)."""
-    stated = {(f.name.value, p.name.value) for f in lib.spec.functions for p in f.params
-              if p.direction is not None or p.len is not None or p.terminated or p.string is not None}
+    fspecs = apply_rules(lib.spec.rules, {f.public: f.c for f in lib.functions},  # (rules: the spec's word too)
+                         {f.name.value: f for f in lib.spec.functions}, Collector(), lib.header.name)
+    stated = {(f.name.value, p.name.value) for f in fspecs.values() for p in f.params
+              if p.direction is not None or p.len is not None or p.terminated or p.string is not None or p.device}
     typedefs = {t.name: t for t in lib.header.typedefs}
     records = {(r.kind, r.tag): r for r in lib.header.records if r.tag}
     out = []

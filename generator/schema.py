@@ -105,6 +105,9 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                    "`library > functions > <name> (objc)`)."),
                 _k("classes", "`resolver: {kind: objc}` only: the Objective-C classes bound and their methods "
                    "(section `library > classes > <name>`)."),
+                _k("rules", "A library's conventions, each one line over many parameters (section "
+                   "`library > rules[]`), ex. every `float *` named `A`, `B` or `C` of a `cublas*` function is a "
+                   "device pointer. A parameter listed under `functions:` is not touched by any rule."),
             )),
     Section("library > sdk", "How `generate` finds an installation providing the headers (generator/sdk.py: the "
             "mechanism; this section: the facts). Declared once per kind; other specs name the kind.", (
@@ -306,6 +309,26 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                 _k("len", "The parameter holding this array's length (arrays in) or capacity."),
                 _k("nullable", "`true`: None passes NULL."),
                 _k("string", "An output string or byte buffer (section `... > params > <param> > string`)."),
+                _k("device", "`true`: a device address (a pointer or an integer such as `CUdeviceptr`): the checked "
+                   "wrapper takes an `Allocation`, a slice or view of one, or an int, and passes the address "
+                   "(`INVALID_VALUE` for anything else, another backend's memory or memory with no address)."),
+                _k("fill", "`{<member>: <enum constant>}`: members of an out struct that the wrapper sets before the "
+                   "call, ex. `{stype: ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES}` (Level Zero's `stype`, Vulkan's "
+                   "`sType`: the type tag by which the function knows the struct it fills); the struct is returned."),
+            )),
+    Section("library > rules[]", "One rule: the parameters it matches (every given key must match) and what it "
+            "says of them (`direction`, `device`, `nullable`, `len`: at least one). Each function pattern, type and name "
+            "pattern must match a parameter of a bound function, and a parameter may take a key from one rule only: "
+            "anything else is an error. Rules do not touch a parameter the spec lists under `functions:`.", (
+                _k("functions", "Glob patterns of bound functions' public names, ex. `[\"cublas*\"]`.", True),
+                _k("types", "Parameter C types as the header spells them (spaces aside), ex. `[\"float *\", "
+                   "\"const float *\"]`."),
+                _k("names", "Glob patterns of parameter names, ex. `[A, B, C]`."),
+                _k("direction", "`in`, `out` or `inout`, as a parameter's own `direction`."),
+                _k("device", "`true`: device pointers, as a parameter's own `device`."),
+                _k("nullable", "`true`: None passes NULL, as a parameter's own `nullable`."),
+                _k("len", "The parameter holding each matched array's length, as a parameter's own `len` (every "
+                   "matched function must have it), ex. OpenCL's `num_events_in_wait_list`."),
             )),
     Section("library > functions > <name> > params > <param> > string", "An output string or binary buffer.", (
                 _k("capacity", "The buffer size to pass when no size function exists."),
@@ -423,7 +446,7 @@ FORMS: dict[str, dict[str, Form]] = {
         "objc": Form("resolver kind objc", ("vendor", "library", "backend", "frontend", "declarations", "resolver",
                                             "classes"),
                      tuple((k, _OBJC_TOP) for k in ("errors", "bind", "symbols", "kernel_launch", "pool_memory",
-                                                                  "device_memory"))),
+                                                                  "device_memory", "rules"))),
     },
     "library > loader": {
         "objc": Form("resolver kind objc", refused=tuple((p, _OBJC_LOADER) for p in PLATFORMS) + (

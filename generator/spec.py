@@ -61,6 +61,24 @@ class ParamSpec:
     terminated: bool = False  # len: null-terminated: the array ends with a zero element (no count parameter)
     nullable: bool = False
     string: StringSpec | None = None
+    device: bool = False  # a device address: the wrapper takes an Allocation, a slice or view of one, or an int
+    # members of an out struct the wrapper sets before the call: its type tag  ex) ((stype, ZE_STRUCTURE_TYPE_...),)
+    fill: tuple[tuple[Name, Name], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuleSpec:
+    """One line of ``rules:``: a library's convention over many parameters.  ex) ``{functions: ["cublas*"],
+    types: ["float *", "const float *"], names: [A, B, C], device: true}``; applied by generator/rules.py."""
+
+    location: Location  # the rule's mapping
+    functions: tuple[Name, ...]  # globs of bound functions' public names
+    types: tuple[Name, ...] = ()  # C type spellings (spaces aside); none: any type
+    names: tuple[Name, ...] = ()  # globs of parameter names; none: any name
+    direction: Name | None = None  # what it says of each parameter it matches: at least one of these three
+    device: Name | None = None  # (the key, where it was written, when true)
+    nullable: Name | None = None
+    len: Name | None = None  # the parameter holding each matched array's length (every matched function has it)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -366,6 +384,7 @@ class LibrarySpec:
     loader: LoaderSpec
     errors: ErrorSpec
     functions: tuple[FunctionSpec, ...] = ()
+    rules: tuple[RuleSpec, ...] = ()  # conventions over many parameters (generator/rules.py applies them)
     objc: ObjcSpec | None = None  # resolver kind objc: the classes and their selectors, the runtime, the frameworks
 
 
@@ -773,6 +792,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     functions = []
     for fname, fnode in r.keyed(m.get("functions") if not objc else None, "function"):
         functions.append(_function(r, fname, fnode))
+    rules = r.seq(m.get("rules") if not objc else None, "rules", lambda n: _rule(r, n))
     if no_status and en is not None:
         err_type = Name(value="none", location=r.loc(en))
         default = Name(value="UNKNOWN", location=r.loc(en))
@@ -811,7 +831,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
                          since=err.since, name_function=err.name_function, macros=err.macros,
                          out_param=err.out_param, codes=err.codes, mask=err.mask, null_handle=err.null_handle,
                          reported=not no_status),
-        functions=tuple(functions), objc=objc_spec,
+        functions=tuple(functions), rules=rules, objc=objc_spec,
     )
 
 
@@ -1364,7 +1384,54 @@ def _param(r: SpecReader, fname: Name, name: Name, node: yaml.Node) -> ParamSpec
                            "'capacity' to pass")
     terminated = isinstance(pm.get("len"), yaml.ScalarNode) and pm["len"].value == NULL_TERMINATED
     return ParamSpec(name=name, direction=direction, len=None if terminated else r.ident(pm.get("len"), "len"),
-                     terminated=terminated, nullable=r.boolean(pm.get("nullable"), "nullable"), string=string)
+                     terminated=terminated, nullable=r.boolean(pm.get("nullable"), "nullable"), string=string,
+                     device=r.boolean(pm.get("device"), "device"), fill=_fill(r, pm.get("fill")))
+
+
+def _fill(r: SpecReader, node: yaml.Node | None) -> tuple[tuple[Name, Name], ...]:
+    """``fill: {<member>: <enum constant>}``: what the wrapper sets in an out struct before the call."""
+    out = []
+    for member, value in r.keyed(node, "struct member"):
+        constant = r.ident(value, f"the value of member '{member}'")
+        if constant is not None:
+            out.append((member, constant))
+    return tuple(out)
+
+
+TYPE_SPELLING = re.compile(r"[A-Za-z0-9_ *]+\Z")  # a C type as rules: spell it: words and '*' (const is a word)
+
+
+def _rule(r: SpecReader, node: yaml.Node) -> RuleSpec | None:
+    """One item of ``rules:`` (its matching is generator/rules.py's)."""
+    rm = r.section(node, "library > rules[]", "rule")
+    if rm is None:
+        return None
+    hint = ": use C identifier characters and * ? [ ] globs"
+    functions = r.seq(rm.get("functions"), "functions", lambda n: r.string(n, "function pattern", PATTERN, hint))
+    types = r.seq(rm.get("types"), "types", lambda n: r.string(
+        n, "type", TYPE_SPELLING, ": spell a C type as the header does, ex. 'const float *'"))
+    names = r.seq(rm.get("names"), "names", lambda n: r.string(n, "parameter pattern", PATTERN, hint))
+    direction = r.string(rm.get("direction"), "direction")
+    given = direction is not None
+    if direction is not None and direction.value not in DIRECTIONS:
+        r.errors.error(direction.location, f"bad direction {direction.value!r}{suggest(direction.value, DIRECTIONS)}; "
+                       f"expected one of: {', '.join(DIRECTIONS)}")
+        direction = None
+
+    def flag(key: str) -> Name | None:
+        node = rm.get(key)
+        if node is None or not r.boolean(node, key):
+            return None
+        return Name(value=key, location=r.loc(node))
+
+    device, nullable = flag("device"), flag("nullable")
+    length = r.ident(rm.get("len"), "len")
+    if not given and device is None and nullable is None and length is None:
+        r.errors.error(r.loc(node), "a rule says nothing of the parameters it matches: give direction: "
+                       "(in, out, inout), device: true, nullable: true or len:")
+        return None
+    return RuleSpec(location=r.loc(node), functions=functions, types=types, names=names, direction=direction,
+                    device=device, nullable=nullable, len=length)
 
 
 NULL_TERMINATED = "null-terminated"  # `len: null-terminated`: an input array that ends with a zero element

@@ -157,10 +157,15 @@ def _lower_arg(p: BoundParam, f: BoundFunction, lib: BoundLibrary, type_index: d
                             f"function={f.public!r}, backend={lib.spec.backend.value!r})")
             args.append(f"_{v}")
         case Role.OUT | Role.OUT_STR | Role.OUT_STRUCT | Role.ERRCODE:
-            body.append(f"_{v} = _new(_T{type_index[p.pointee]})")
+            init = f", {dict(p.fill)!r}" if p.fill else ""  # fill: the type tag the function reads
+            body.append(f"_{v} = _new(_T{type_index[p.pointee]}{init})")
             args.append(f"_{v}")
         case Role.INOUT:
             body.append(f"_{v} = _new(_T{type_index[p.pointee]}, {v})")
+            args.append(f"_{v}")
+        case Role.DEVICE:  # an Allocation, a slice or view of one, or an int: its address (device_pointers.py)
+            extra = ", True" if p.nullable else ""
+            body.append(f"_{v} = _b.device_pointer({f.index}, {v!r}, {v}, {p.cast or None!r}{extra})")
             args.append(f"_{v}")
         case Role.CAPACITY:
             cap = next(q for q in f.params if q.string is not None and q.string.length_param is not None
@@ -196,7 +201,7 @@ def _lower_result(p: BoundParam) -> tuple[str, str] | None:
             if p.string.binary:
                 return f"bytes(ffi.buffer(_{v}, _{v}_n))", "bytes"
             return f"_str(_{v})", "str"
-        case Role.IN | Role.IN_STR | Role.IN_ARRAY | Role.LEN | Role.CAPACITY | Role.ERRCODE:
+        case Role.IN | Role.IN_STR | Role.IN_ARRAY | Role.LEN | Role.CAPACITY | Role.ERRCODE | Role.DEVICE:
             return None
         case _:
             assert_never(p.role)
@@ -358,6 +363,8 @@ class _Lowering:
             case Role.OUT | Role.INOUT:
                 self.out(i, p, o, t)
             case Role.OUT_STRUCT:
+                if p.fill:  # (the Python wrapper initialises the struct)
+                    raise _NoFastPath
                 self.out_struct(i, r)
             case Role.OUT_STR:
                 self.out_str(i, t)
@@ -365,6 +372,8 @@ class _Lowering:
                 self.capacity_(p, t)
             case Role.OUT_BUFFER:
                 self.out_buffer(i, p, t)
+            case Role.DEVICE:  # (the Python wrapper reads the runtime's Allocation protocol)
+                raise _NoFastPath
             case _:
                 assert_never(p.role)
 

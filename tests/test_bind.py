@@ -830,3 +830,67 @@ def test_device_memory_create_must_be_a_creator_of_its_shape(tmp_path: Path, dev
     out = tmp_path / "out"
     located = located_lines(run_cli(d, out, "--sdk", f"test={HEADERS}"))
     assert [m["message"] for m in located] == [message] and nothing_written(out)
+
+
+FILL_SPEC = """\
+vendor: tag
+library: props
+backend: TEST
+frontend: declared
+declarations: |
+  typedef enum { TAG_OK = 0, TAG_BAD = 1 } tagStatus;
+  typedef enum { TAG_STRUCTURE_TYPE_PROPS = 5, TAG_STRUCTURE_TYPE_OTHER = 6 } tagStructureType;
+  typedef enum { TAG_COLOR_RED = 1 } tagColor;
+  typedef struct { tagStructureType stype; void *pNext; int value; } tagProps;
+  tagStatus tagGetProps(tagProps *props);
+  tagStatus tagSetProps(const tagProps *props);
+loader:
+  linux: [libtagprops.so]
+errors: {type: tagStatus, success: [TAG_OK], default: DRIVER, defaulted: [TAG_BAD]}
+functions:
+  tagGetProps:
+    params:
+      props: {direction: out, fill: {stype: TAG_STRUCTURE_TYPE_PROPS}}
+"""
+
+
+def fill_dir(tmp_path: Path, text: str) -> Path:
+    d = tmp_path / "specs"
+    (d / "tag").mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "tag" / "props.yaml").write_text(text, encoding="utf-8")
+    return d
+
+
+def test_fill_binds_the_members_values(tmp_path: Path) -> None:
+    """``fill:`` (issue 29 item 4): an out struct's type tag, set by the wrapper; its value the enum constant's."""
+    result = compile_specs(fill_dir(tmp_path, FILL_SPEC))
+    (lib,) = [b for b in result.libraries if b.spec.vendor.value == "tag"]
+    (props,) = [p for f in lib.functions if f.public == "tagGetProps" for p in f.params]
+    assert (props.role.value, props.fill) == ("out_struct", (("stype", 5),))
+    init = result.files["ironaccelerator/backends/tag/props/__init__.py"]
+    assert "_props = _new(_T0, {'stype': 5})" in init, init
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("fill: {stype: TAG_STRUCTURE_TYPE_PROPS}", "fill: {stype: TAG_STRUCTURE_TYPE_PROP}",
+     "fill: 'TAG_STRUCTURE_TYPE_PROP' is not a value of the enum of member 'stype' (did you mean "
+     "'TAG_STRUCTURE_TYPE_PROPS'?)"),
+    ("fill: {stype: TAG_STRUCTURE_TYPE_PROPS}", "fill: {stype: TAG_COLOR_RED}",
+     "fill: 'TAG_COLOR_RED' is not a value of the enum of member 'stype'"),
+    ("fill: {stype: TAG_STRUCTURE_TYPE_PROPS}", "fill: {sType: TAG_STRUCTURE_TYPE_PROPS}",
+     "fill: 'tagProps' has no member 'sType' (did you mean 'stype'?)"),
+    ("{direction: out, fill:", "{direction: inout, fill:",
+     "fill: parameter 'props' of 'tagGetProps' is not a struct the function fills (tagProps *, bound as 'inout')"),
+    ("  tagGetProps:\n", "  tagSetProps:\n",
+     "fill: parameter 'props' of 'tagSetProps' is not a struct the function fills"),
+])
+def test_fill_mistakes_are_located_errors(tmp_path: Path, old: str, new: str, message: str) -> None:
+    assert FILL_SPEC.count(old) == 1
+    text = FILL_SPEC.replace(old, new)
+    if "tagSetProps" in new:
+        text = text.replace("direction: out, ", "")
+    with pytest.raises(UserError) as info:
+        compile_specs(fill_dir(tmp_path, text))
+    got = [f"{d.location.file}:{d.location.line}: {d.message}" for d in info.value.diagnostics]
+    assert any(message in g and g.startswith("specs/tag/props.yaml:") for g in got), got

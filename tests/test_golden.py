@@ -24,6 +24,8 @@ constants                 __init__.py, types.cdef (values, IntEnums, SDK_VERSION
 declared                  types.cdef, api.cdef, abi.cdef (the spec's declarations, as both front-ends parse them)
 device_memory             trampolines.c (_fast._devmem_allocator and _DeviceMemory)
 device_memory_create      trampolines.c (the same, over a creator returning its handle: IA_DEVMEM_ALLOCATE)
+device_pointers           __init__.py (device: true from rules: and a parameter's own entry; the wrapper asks the
+                          runtime for an Allocation's, a slice's or an int's address)
 errors                    _binding.py, __init__.py, unchecked.py, trampolines.c (the error table, status:
                           results in both wrappers, raw codes unchecked)
 fast_path                 trampolines.c, __init__.py, _cffi_build.py (the compiled wrapper of every shape and
@@ -31,7 +33,8 @@ fast_path                 trampolines.c, __init__.py, _cffi_build.py (the compil
 kernel_launch             trampolines.c (_fast._launch)
 objc_messages             trampolines.c, _binding.py, __init__.py, _cffi_build.py (message trampolines, the
                           runtime and error domains, the classes, the Objective-C build script)
-out_params                __init__.py, trampolines.c (out/inout parameters as results, in Python and in C)
+out_params                __init__.py, trampolines.c (out/inout parameters as results, in Python and in C; an
+                          out struct's type tag set by fill:)
 per_thread                _binding.py, abi.cdef, trampolines.c (the _ptds symbols of each binding mode)
 pool_memory               trampolines.c (_fast._pool_alloc and _PoolMemory)
 resolver_dlsym            _binding.py, unchecked.py (symbols, versions, bind.exclude; raw out-pointers)

@@ -443,11 +443,22 @@ def test_opencl_header(tmp_path: Path) -> None:
     kinds = {c.value: k.value for c, k in spec.errors.kinds}
     assert kinds["CL_OUT_OF_HOST_MEMORY"] == "OUT_OF_MEMORY" and kinds["CL_INVALID_CONTEXT"] == "INVALID_HANDLE"
     assert spec.sdk_spec is not None and spec.sdk_spec.version.newest == "CL_VERSION_*_*"
+    # issue 29 item 4: the wait lists (a const pointer after its num_ count, in every clEnqueue*) are one rule:
+    # input arrays with their length, not pointers passed as they are
+    rules = {tuple(n.value for n in r.names): (r.direction.value if r.direction else None,
+                                               r.len.value if r.len else None, r.nullable is not None,
+                                               tuple(f.value for f in r.functions)) for r in spec.rules}
+    assert rules[("event_wait_list",)] == ("in", "num_events_in_wait_list", True, ("cl*",)), rules
+    assert rules[("device_list",)][:2] == ("in", "num_devices"), rules
     out = generate_build_import(specs, "ironaccelerator.backends.opencl.cl",
-                                "from ironaccelerator import Error\n"
+                                "import inspect\nfrom ironaccelerator import Error\n"
                                 "try:\n    m.clReleaseContext(m.ffi.NULL)\n"
-                                "except Error as e:\n    print(e.kind.name)\n")
-    assert out.split() == ["INVALID_HANDLE"]  # (the ICD loader: no such context)
+                                "except Error as e:\n    print(e.kind.name)\n"
+                                "sig = inspect.signature(m._python['clEnqueueBarrierWithWaitList'])\n"
+                                "print(list(sig.parameters))\n")
+    kind, params = out.split("\n", 1)
+    assert kind == "INVALID_HANDLE"  # (the ICD loader: no such context)
+    assert params.strip() == "['command_queue', 'event_wait_list']", out  # the count is len(event_wait_list)
 
 
 def test_nvrtc_header_from_the_wheel(tmp_path: Path) -> None:
@@ -513,11 +524,19 @@ def test_cublas_header_with_the_cuda_runtime_headers(tmp_path: Path) -> None:
     assert kinds["CUBLAS_STATUS_EXECUTION_FAILED"] == "LAUNCH_FAILED"
     for personal in (sys.prefix, str(ROOT)):
         assert personal not in text
+    # issue 29 item 1: the matrices and vectors (a pointer with its ld<name>/inc<name>) are one device rule, so
+    # cublasSgemm's C is a device pointer the caller passes, not a host float the wrapper returns
+    (rule,) = spec.rules
+    assert rule.device is not None and {"A", "B", "C", "x", "y"} <= {n.value for n in rule.names}, text
+    assert {"float *", "const float *", "double *", "const double *"} <= {t.value for t in rule.types}, text
     gen = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "generate", "--specs", str(specs), "--out",
                           str(tmp_path / "out"), "--only", "cublas.cublas", "--require-sdks"], capture_output=True,
                          text=True, timeout=600, cwd=ROOT)
     assert gen.returncode == 0, gen.stdout + gen.stderr
     assert (tmp_path / "out" / "ironaccelerator" / "backends" / "cublas" / "cublas" / "__init__.py").is_file()
+    init = (tmp_path / "out" / "ironaccelerator" / "backends" / "cublas" / "cublas" / "__init__.py").read_text()
+    sgemm = init.split("\ndef cublasSgemm(")[1].split("\ndef ")[0]  # (cublas_v2.h: cublasSgemm is cublasSgemm_v2)
+    assert ", C: Any, ldc: int) -> None:" in sgemm and "_C = _b.device_pointer(" in sgemm, sgemm[:600]
 
 
 def _level_zero() -> Path:
@@ -556,13 +575,19 @@ def test_level_zero_header(tmp_path: Path) -> None:
     waits = params["zeCommandListAppendBarrier", "phWaitEvents"]
     assert (waits.direction, waits.len.value if waits.len else None, waits.nullable) == ("in", "numWaitEvents", True)
     assert params["zeCommandListAppendBarrier", "hSignalEvent"].nullable
-    assert params["zeDeviceGetProperties", "pDeviceProperties"].direction == "inout"
+    props = params["zeDeviceGetProperties", "pDeviceProperties"]  # returned, the wrapper setting its stype
+    assert props.direction == "out", text
+    assert [(m.value, c.value) for m, c in props.fill] == [("stype", "ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES")]
+    tagged = [p for p in params.values() if p.fill]
+    assert len(tagged) >= 20, len(tagged)  # the property structs the header's [out] comments name
     lib = sc._bind(text, "level_zero/ze.yaml", sc._core(specs), sc.parse_header(h.parent.parent, "level_zero/ze_api.h",
                                                                                    (), ()).header)
     roles = {(f.public, p.c_name): p.role.value for f in lib.functions for p in f.params}
     assert roles["zeCommandListAppendBarrier", "phWaitEvents"] == "in_array"
     assert roles["zeCommandListAppendBarrier", "numWaitEvents"] == "len"
-    assert roles["zeDeviceGetProperties", "pDeviceProperties"] == "inout"
+    assert roles["zeDeviceGetProperties", "pDeviceProperties"] == "out_struct"
+    fill = {(f.public, p.c_name): p.fill for f in lib.functions for p in f.params}
+    assert fill["zeDeviceGetProperties", "pDeviceProperties"] == (("stype", 3),)  # ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES
     assert "lists the 3\n" in text or int(text.split("lists the ")[1].split()[0]) < 20, text[:400]
 
 
@@ -581,6 +606,10 @@ dirResult dirWait(
     );
 dirResult dirGetProps(
     dir_props_t *pProps         ///< [out] the properties
+    );
+typedef struct { dir_structure_type_t stype; int value; } dir_other_t;
+dirResult dirGetOther(
+    dir_other_t *pOther         ///< [out] no DIR_STRUCTURE_TYPE_ constant names this one
     );
 /**
  * @brief Reads a value.
@@ -608,10 +637,17 @@ def test_directions_from_the_header_comments(tmp_path: Path) -> None:
               for f in spec.functions for p in f.params}
     assert params == {("dirWait", "hSignal"): (None, None, True),
                       ("dirWait", "phWaitEvents"): ("in", "numWaitEvents", True),
-                      ("dirGetProps", "pProps"): ("inout", None, False),
+                      ("dirGetProps", "pProps"): ("out", None, False),
+                      ("dirGetOther", "pOther"): ("inout", None, False),
                       ("dirRead", "value"): ("out", None, False),
                       ("dirRead", "counter"): ("inout", None, False)}, text
-    assert "pProps: {direction: inout}  # review: [out] (a struct whose stype the caller sets)" in text
+    # the struct's type tag: the wrapper sets it where the enum names the struct (fill:), else the caller does
+    assert ("pProps: {direction: out, fill: {stype: DIR_STRUCTURE_TYPE_PROPS}}  # review: [out] (the wrapper sets "
+            "its type tag)") in text
+    assert "pOther: {direction: inout}  # review: [out] (a struct whose stype the caller sets)" in text
+    fills = {(f.name.value, p.name.value): tuple((m.value, c.value) for m, c in p.fill)
+             for f in spec.functions for p in f.params if p.fill}
+    assert fills == {("dirGetProps", "pProps"): (("stype", "DIR_STRUCTURE_TYPE_PROPS"),)}
     assert "lists the 1\n" in text  # dirPlain's guessed
 
 
@@ -685,3 +721,39 @@ def test_a_type_from_a_header_outside_the_headers_directory_is_a_located_error(t
                  "acme/x.yaml", sc._core(specs), sc.parse_header(inc, "acme/acme.h", (), ()).header)
     msgs = [str(d) for d in e.value.diagnostics]
     assert any(m.startswith("acme/acme.h:3:12: function 'acmeName' uses 'other_t'") for m in msgs), msgs
+
+
+BLAS_H = """\
+#ifndef MB_H
+#define MB_H
+typedef enum { MB_STATUS_SUCCESS = 0, MB_STATUS_INVALID_VALUE = 7 } mbStatus_t;
+typedef struct mbContext *mbHandle_t;
+mbStatus_t mbCreate(mbHandle_t *handle);
+mbStatus_t mbSgemm(mbHandle_t handle, int m, int n, int k, const float *alpha, const float *A, int lda,
+                   const float *B, int ldb, const float *beta, float *C, int ldc);
+mbStatus_t mbDaxpy(mbHandle_t handle, int n, const double *alpha, const double *x, int incx, double *y, int incy);
+mbStatus_t mbSdot(mbHandle_t handle, int n, const float *x, int incx, const float *y, int incy, float *result);
+#endif
+"""
+
+
+def test_a_blas_like_header_drafts_its_strided_arrays_as_device_pointers(tmp_path: Path) -> None:
+    """Issue 29 item 1 on a cuBLAS-shaped header (ours): a pointer with an ld<name>/inc<name> parameter is a matrix
+    or vector of the library's device memory, drafted as one rules: line; the sgemm's C is then a device pointer the
+    caller passes, not a host float the wrapper allocates and returns, while sdot's result stays a host output."""
+    inc = tmp_path / "include"
+    (inc / "mb").mkdir(parents=True)
+    (inc / "mb" / "mb.h").write_text(BLAS_H, encoding="utf-8")
+    specs = spec_dir(tmp_path, test_kinds=True)
+    text = sc.scaffold(sc.Options(name="mb.blas", header=inc / "mb" / "mb.h", backend="TEST", specs=specs,
+                                  system_libs=False))
+    spec = load_library(Path("mb/blas.yaml"), "mb/blas.yaml", text)
+    (rule,) = spec.rules
+    assert [n.value for n in rule.functions] == ["mb*"] and rule.device is not None, text
+    assert {t.value for t in rule.types} == {"const float *", "float *", "const double *", "double *"}, text
+    assert {n.value for n in rule.names} == {"A", "B", "C", "x", "y"}, text
+    lib = sc._bind(text, "mb/blas.yaml", sc._core(specs), sc.parse_header(inc, "mb/mb.h", (), ()).header)
+    roles = {(f.public, p.c_name): p.role.value for f in lib.functions for p in f.params}
+    assert roles["mbSgemm", "C"] == roles["mbSgemm", "A"] == roles["mbDaxpy", "y"] == "device"
+    assert roles["mbSgemm", "alpha"] == "in" and roles["mbSdot", "result"] == "out"
+    assert "lists the 2\n" in text  # mbCreate's handle and mbSdot's result: still the binder's guesses

@@ -422,6 +422,19 @@ class Binding:
                     f"{param} is NULL: pass a valid handle (a {self.backend} handle this function dereferences)",
                     self.backend)
 
+    def device_pointer(self, index: int, param: str, value: Any, ctype: str | None, nullable: bool = False) -> Any:
+        """The C argument of function ``index``'s device-pointer parameter ``param`` (a spec's ``device: true``):
+        the address of an Allocation, a slice or view of one, or an int (ironaccelerator_runtime.device_pointers
+        says what each takes), cast to ``ctype`` (the parameter's pointer type; None: an integer type such as
+        ``CUdeviceptr``, passed as the int).  Raises ``Error(INVALID_VALUE)`` for anything else
+        (``INVALID_HANDLE`` for freed memory)."""
+        from .device_pointers import device_address  # (not at import: only libraries with device pointers use it)
+
+        address = device_address(value, self.functions[index][0], param, self.backend, nullable)
+        if not isinstance(address, int):
+            raise address
+        return address if ctype is None else self.ffi.cast(ctype, address)
+
     def raise_error(self, code: int, index: int) -> None:
         raise self.error(code, index)
 

@@ -134,6 +134,13 @@ class Allocation:
         self._views = views
         return memoryview(arr).cast("B")
 
+    def _device_address(self) -> int | None:
+        """The address a vendor library of this backend takes for the memory's first byte (a spec's ``device:
+        true`` parameter, ironaccelerator_runtime.device_pointers); None where the memory has none, only a handle
+        (backends override): CUDA/HIP every kind (unified addressing), OpenCL fine-grained SVM, QNN's host
+        memory."""
+        return None
+
     # typed views and DLPack (ironaccelerator_runtime.dlpack)
     def _dlpack_device(self) -> tuple[int, int] | None:
         """The DLPack device of this allocation's memory for a view's export, or None where no consumer could
@@ -361,6 +368,10 @@ class AllocationSlice(Allocation):
 
     def _host_address(self) -> int | None:
         a = self.parent._host_address()
+        return None if a is None else a + self.offset
+
+    def _device_address(self) -> int | None:
+        a = self.parent._device_address()
         return None if a is None else a + self.offset
 
     def _slice(self, offset: int, nbytes: int) -> Allocation:

@@ -164,6 +164,9 @@ class PooledAllocation(Allocation):
             return e
         return None
 
+    def _device_address(self) -> int | None:
+        return self.block._device_address()
+
     def export_ipc(self) -> IpcHandle:
         self._check_live("Allocation.export_ipc")
         if type(self.block).export_ipc is Allocation.export_ipc:  # the backend exports nothing: UNSUPPORTED

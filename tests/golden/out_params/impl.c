@@ -22,3 +22,11 @@ outStatus outSetCallback(outCallback cb, void *userData)
     return OUT_SUCCESS;
 }
 outStatus outLastUserData(outPtr *userData) { *userData = (uintptr_t)last_user; return OUT_SUCCESS; }
+outStatus outGetLimits(outCtx ctx, outLimits *limits)
+{
+    if (limits->stype != OUT_STRUCTURE_TYPE_LIMITS && limits->stype != OUT_STRUCTURE_TYPE_LIMITS_2)
+        return OUT_ERROR_INVALID_VALUE;
+    limits->maxThreads = 64 + ctx->flags;
+    if (limits->stype == OUT_STRUCTURE_TYPE_LIMITS_2) limits->maxBytes = 4096;
+    return OUT_SUCCESS;
+}

@@ -131,6 +131,10 @@ class GpuAllocation(Allocation):
         s.dptr = s.handle = _offset_ptr(self.device.api.ffi, self.dptr, offset)
         return s  # type: ignore[no-any-return]
 
+    def _device_address(self) -> int | None:
+        """Every kind: device, pinned and managed memory share the process's unified address space."""
+        return self.ptr
+
     def _host_address(self) -> int | None:
         """Pinned host memory and managed (unified) memory are host-addressable; device memory is not."""
         return self.ptr if self.kind in (MemoryKind.HOST_PINNED, MemoryKind.HOST, MemoryKind.UNIFIED) else None

@@ -112,6 +112,11 @@ class OpenCLAllocation(Allocation):
         """UNIFIED (fine-grained SVM) memory is the host's to read and write; other buffers have no address."""
         return None if self._svm is None else int(self.device.api.ffi.cast("uintptr_t", self._svm))
 
+    def _device_address(self) -> int | None:
+        """The SVM pointer (UNIFIED memory), which kernels and libraries take as an address; other buffers are
+        ``cl_mem`` handles with no address."""
+        return self._host_address()
+
     def host_view(self) -> memoryview:
         """A writable byte view of host-visible memory, without a copy (see :meth:`Allocation.host_view`).
 

@@ -23,6 +23,10 @@ class _QnnMemory(Allocation):
         """Host memory: a slice is the client buffer's address moved by ``offset``."""
         return AllocationSlice(self, offset, nbytes)
 
+    def _device_address(self) -> int | None:
+        """Client buffers are host memory: a library takes their host address."""
+        return self._host_address()
+
 
 class QnnAllocation(_QnnMemory):
     """Host memory (``buffer``: a cffi ``uint8_t[]``), bound to graph tensors as a RAW client buffer.

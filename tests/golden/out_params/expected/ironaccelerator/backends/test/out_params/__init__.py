@@ -50,13 +50,20 @@ class outStatus(enum.IntEnum):
     OUT_SUCCESS = 0
     OUT_ERROR_INVALID_VALUE = 1
 
+
+class outStructureType(enum.IntEnum):
+    OUT_STRUCTURE_TYPE_LIMITS = 1
+    OUT_STRUCTURE_TYPE_LIMITS_2 = 2
+
 OUT_SUCCESS = outStatus.OUT_SUCCESS
 OUT_ERROR_INVALID_VALUE = outStatus.OUT_ERROR_INVALID_VALUE
+OUT_STRUCTURE_TYPE_LIMITS = outStructureType.OUT_STRUCTURE_TYPE_LIMITS
+OUT_STRUCTURE_TYPE_LIMITS_2 = outStructureType.OUT_STRUCTURE_TYPE_LIMITS_2
 
 # -------------------------------------------------------------------- constants
 
 # ---------------------------------------------------------------------- structs
-STRUCTS: tuple[str, ...] = ()
+STRUCTS: tuple[str, ...] = ('outLimits',)
 
 
 def new_struct(name: str, **fields: Any) -> CData:
@@ -70,6 +77,7 @@ def new_struct(name: str, **fields: Any) -> CData:
 _T0 = ffi.typeof('outPtr *')
 _T1 = ffi.typeof('int *')
 _T2 = ffi.typeof('outCtx *')
+_T3 = ffi.typeof('outLimits *')
 
 # ---------------------------------------------------------------- C functions
 # _f_<name> is the cffi function <name>, called by the wrappers below: in API mode looked up once, here;
@@ -81,6 +89,7 @@ if TYPE_CHECKING:
     _f_outBump: Any
     _f_outCtxCreate: Any
     _f_outCtxFlags: Any
+    _f_outGetLimits: Any
     _f_outGetVersion: Any
     _f_outLastUserData: Any
     _f_outSetCallback: Any
@@ -152,6 +161,19 @@ def outCtxFlags(ctx: CData) -> int:
     return _v
 
 
+def outGetLimits(ctx: CData) -> CData:
+    """``outStatus outGetLimits(outCtx ctx, outLimits *limits)``
+
+    Symbol ``outGetLimits``.
+    Returns ``limits``.
+    """
+    _limits = _new(_T3, {'stype': 2})
+    _r = _f_outGetLimits(ctx, _limits)
+    if _r:
+        raise _error(_r, 4)
+    return _limits[0]
+
+
 def outGetVersion() -> tuple[int, int]:
     """``outStatus outGetVersion(int *major, int *minor)``
 
@@ -162,7 +184,7 @@ def outGetVersion() -> tuple[int, int]:
     _minor = _new(_T1)
     _r = _f_outGetVersion(_major, _minor)
     if _r:
-        raise _error(_r, 4)
+        raise _error(_r, 5)
     return _major[0], _minor[0]
 
 
@@ -175,7 +197,7 @@ def outLastUserData() -> int:
     _userData = _new(_T0)
     _r = _f_outLastUserData(_userData)
     if _r:
-        raise _error(_r, 5)
+        raise _error(_r, 6)
     _v: int = _userData[0]
     return _v
 
@@ -187,11 +209,11 @@ def outSetCallback(cb: CData, userData: CData | None = None) -> None:
     """
     _r = _f_outSetCallback(cb, _NULL if userData is None else userData)
     if _r:
-        raise _error(_r, 6)
+        raise _error(_r, 7)
 
 
 # -------------------------------------------------------------------- fast path
-# API mode: the checked wrappers of 7 of the 7 functions (every one whose shape the fast path
+# API mode: the checked wrappers of 7 of the 8 functions (every one whose shape the fast path
 # expresses) are compiled into the cffi module (trampolines.c) and replace the Python definitions above,
 # which document their behaviour, are what ABI mode runs, and stay reachable in _python (tests, benchmarks).
 _fast: Any

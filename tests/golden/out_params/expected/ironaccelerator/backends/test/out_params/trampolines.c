@@ -3,7 +3,7 @@
    This file holds the library's tables and per-function code; the logic is the hand-written ia_runtime.h. */
 #include "types.cdef"
 
-#define IA_COUNT 7
+#define IA_COUNT 8
 #define IA_SENTINEL 2147483631
 #define IA_PACKAGE "ironaccelerator.backends.test.out_params"
 #define IA_FAST_COUNT 7
@@ -14,11 +14,13 @@ static const char *const ia_symbol[IA_COUNT > 0 ? IA_COUNT : 1] = {
     "outBump",
     "outCtxCreate",
     "outCtxFlags",
+    "outGetLimits",
     "outGetVersion",
     "outLastUserData",
     "outSetCallback",
 };
 static const char *const ia_symbol_per_thread[IA_COUNT > 0 ? IA_COUNT : 1] = {
+NULL,
 NULL,
 NULL,
 NULL,
@@ -62,29 +64,37 @@ static outStatus outCtxFlags(outCtx ctx, int *flags)
         return (outStatus)2147483631;
     return ((ia_pfn_3)ia_fn)(ctx, flags);
 }
-typedef outStatus (*ia_pfn_4)(int *major, int *minor);
-static outStatus outGetVersion(int *major, int *minor)
+typedef outStatus (*ia_pfn_4)(outCtx ctx, outLimits *limits);
+static outStatus outGetLimits(outCtx ctx, outLimits *limits)
 {
     void *ia_fn = ia_ptr[4];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(4)) == NULL)
         return (outStatus)2147483631;
-    return ((ia_pfn_4)ia_fn)(major, minor);
+    return ((ia_pfn_4)ia_fn)(ctx, limits);
 }
-typedef outStatus (*ia_pfn_5)(outPtr *userData);
-static outStatus outLastUserData(outPtr *userData)
+typedef outStatus (*ia_pfn_5)(int *major, int *minor);
+static outStatus outGetVersion(int *major, int *minor)
 {
     void *ia_fn = ia_ptr[5];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(5)) == NULL)
         return (outStatus)2147483631;
-    return ((ia_pfn_5)ia_fn)(userData);
+    return ((ia_pfn_5)ia_fn)(major, minor);
 }
-typedef outStatus (*ia_pfn_6)(outCallback cb, void *userData);
-static outStatus outSetCallback(outCallback cb, void *userData)
+typedef outStatus (*ia_pfn_6)(outPtr *userData);
+static outStatus outLastUserData(outPtr *userData)
 {
     void *ia_fn = ia_ptr[6];
     if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(6)) == NULL)
         return (outStatus)2147483631;
-    return ((ia_pfn_6)ia_fn)(cb, userData);
+    return ((ia_pfn_6)ia_fn)(userData);
+}
+typedef outStatus (*ia_pfn_7)(outCallback cb, void *userData);
+static outStatus outSetCallback(outCallback cb, void *userData)
+{
+    void *ia_fn = ia_ptr[7];
+    if (IA_UNLIKELY(ia_fn == NULL) && (ia_fn = ia_resolve(7)) == NULL)
+        return (outStatus)2147483631;
+    return ((ia_pfn_7)ia_fn)(cb, userData);
 }
 
 /* the C types of cffi's functions that the fast paths convert with (ia_ct, see ia_runtime.h) */
@@ -100,9 +110,9 @@ static PyObject *ia_fast_0(PyObject *, PyObject *const *, Py_ssize_t, PyObject *
 static PyObject *ia_fast_1(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_2(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_3(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
-static PyObject *ia_fast_4(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_5(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static PyObject *ia_fast_6(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static PyObject *ia_fast_7(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 
 static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
@@ -224,7 +234,7 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     return ia_res;
 }
 
-static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
@@ -240,7 +250,7 @@ static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_r = outGetVersion(&o0, &o1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(outStatus, ia_r), 4);
+        ia_fast_fail(IA_FROM_INT(outStatus, ia_r), 5);
         goto ia_done;
     }
     ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(int, o0), IA_FROM_INT(int, o1)});
@@ -248,7 +258,7 @@ static PyObject *ia_fast_4(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     return ia_res;
 }
 
-static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     PyObject *ia_argv[1];
     PyObject *ia_res = NULL;
@@ -263,7 +273,7 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_r = outLastUserData(&o0);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(outStatus, ia_r), 5);
+        ia_fast_fail(IA_FROM_INT(outStatus, ia_r), 6);
         goto ia_done;
     }
     ia_res = IA_FROM_INT(outPtr, o0);
@@ -271,7 +281,7 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     return ia_res;
 }
 
-static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
+static PyObject *ia_fast_7(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs, PyObject *ia_kwnames)
 {
     static const char *const ia_kw[] = {"cb", "userData"};
     PyObject *ia_argv[2];
@@ -302,7 +312,7 @@ static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_r = outSetCallback(a0, a1);
     Py_END_ALLOW_THREADS
     if (IA_UNLIKELY((long long)ia_r != 0LL)) {
-        ia_fast_fail(IA_FROM_INT(outStatus, ia_r), 6);
+        ia_fast_fail(IA_FROM_INT(outStatus, ia_r), 7);
         goto ia_done;
     }
     ia_res = (Py_INCREF(Py_None), Py_None);
@@ -344,7 +354,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``outCtxFlags``.\n"
      "Returns ``flags``."},
-    {"outGetVersion", (PyCFunction)(void (*)(void))ia_fast_4, METH_FASTCALL | METH_KEYWORDS,
+    {"outGetVersion", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
      "outGetVersion($module)\n"
      "--\n"
      "\n"
@@ -352,7 +362,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``outGetVersion``.\n"
      "Returns ``major``, ``minor``."},
-    {"outLastUserData", (PyCFunction)(void (*)(void))ia_fast_5, METH_FASTCALL | METH_KEYWORDS,
+    {"outLastUserData", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
      "outLastUserData($module)\n"
      "--\n"
      "\n"
@@ -360,7 +370,7 @@ static PyMethodDef ia_fast_methods[IA_FAST_METHODS] = {
      "\n"
      "Symbol ``outLastUserData``.\n"
      "Returns ``userData``."},
-    {"outSetCallback", (PyCFunction)(void (*)(void))ia_fast_6, METH_FASTCALL | METH_KEYWORDS,
+    {"outSetCallback", (PyCFunction)(void (*)(void))ia_fast_7, METH_FASTCALL | METH_KEYWORDS,
      "outSetCallback($module, cb, userData=None)\n"
      "--\n"
      "\n"
