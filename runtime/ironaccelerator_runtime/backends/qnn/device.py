@@ -350,6 +350,9 @@ class QnnDevice(Device):
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[QnnAllocation]:
         if kind is MemoryKind.UNIFIED:
             return self._unified_error()
+        if nbytes > _MAX_CLIENT_BUFFER:  # (a tensor's client buffer could not hold it: INVALID_VALUE as elsewhere)
+            return fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"nbytes={nbytes} is more than the device's largest "
+                        f"allocation ({_MAX_CLIENT_BUFFER} bytes, DeviceLimits.max_alloc)", _NAME)
         try:
             buf = self._new(self._bytes_t, nbytes)
         except (MemoryError, OverflowError) as e:
