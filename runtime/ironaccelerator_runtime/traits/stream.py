@@ -474,7 +474,6 @@ class Stream:
         """
         if not callable(fn):
             raise TypeError(f"Stream.add_callback: fn must be callable, not {type(fn).__name__}")
-        self.device._check_open("Stream.add_callback")  # (named for itself, not for record_event)
         event = self.record_event()
         with _CALLBACK_LOCK:
             state: _Callbacks | None = self.__dict__.get("_callback_state")
