@@ -1296,8 +1296,9 @@ def test_sim_memory_copies_and_kinds(sim: Any) -> None:
             np.testing.assert_array_equal(out, data)
     assert not driver.mem  # every kind freed by its own function
     assert driver.calls.count("host_free") == 1 and driver.calls.count("free") == 5
-    huge = dev.alloc_unchecked(1 << 62)
-    assert isinstance(huge, Error) and huge.kind is ErrorKind.OUT_OF_MEMORY
+    huge = dev.alloc_unchecked(1 << 62)  # past max_alloc: the driver's out of memory is INVALID_VALUE, its code kept
+    assert isinstance(huge, Error) and huge.kind is ErrorKind.INVALID_VALUE and "max_alloc" in str(huge), huge
+    assert huge.code is not None and dev.api.error(huge.code, "alloc").kind is ErrorKind.OUT_OF_MEMORY, huge
     bad = dev.alloc_unchecked(-5)
     assert isinstance(bad, Error) and bad.kind is ErrorKind.INVALID_VALUE
 

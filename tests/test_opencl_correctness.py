@@ -92,7 +92,7 @@ def test_closed_device_refuses_every_object_kind_and_never_crashes() -> None:
                lambda: dev.synchronize(), lambda: dev.memory_pool().alloc(16), lambda: s.copy_from_host(a, host),
                lambda: s.copy_to_host(host, a), lambda: s.copy(b, a), lambda: s.launch(launch),
                lambda: s.record_event(), lambda: s.wait_event(e), lambda: s.query(), lambda: e.synchronize(),
-               lambda: e.query(), lambda: m.kernel("twice")]
+               lambda: e.query(), lambda: m.kernel("twice"), lambda: s.synchronize()]
     for op in checked:
         with pytest.raises(Error) as info:
             op()
@@ -103,7 +103,6 @@ def test_closed_device_refuses_every_object_kind_and_never_crashes() -> None:
     # objects keep valid handles: frees still work, nothing dangles
     r = s.launch_unchecked(launch)
     assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE and "closed" in str(r)
-    s.synchronize()
     a.free(); b.free(); p.free()
     del s, e, k, m, launch
     gc.collect()

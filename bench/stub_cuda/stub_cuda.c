@@ -285,10 +285,12 @@ STUB_EXPORT CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+#define STUB_TOTAL_MEM ((size_t)141 << 30)  /* the device's memory: more in one allocation is out of memory */
+
 STUB_EXPORT CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 {
     (void)dev;
-    *bytes = (size_t)141 << 30;
+    *bytes = STUB_TOTAL_MEM;
     return CUDA_SUCCESS;
 }
 
@@ -580,7 +582,8 @@ static stub_memory_t memory_record;
 
 STUB_EXPORT stub_memory_t *stub_cuda_memory(void) { return &memory_record; }
 
-STUB_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t bytes)
+/* device memory, or managed memory (which, as the driver's, may be more than the device has) */
+static CUresult stub_alloc(CUdeviceptr *p, size_t bytes, int managed)
 {
     if (recording()) {
         memory_record.alloc_bytes = bytes;
@@ -590,6 +593,8 @@ STUB_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t bytes)
             return memory_record.fail_alloc_status;
         }
     }
+    if (!managed && bytes > STUB_TOTAL_MEM)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     BUMP(allocs);
     ctx_use();
     *p = fake_address(bytes);
@@ -598,10 +603,12 @@ STUB_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t bytes)
     return CUDA_SUCCESS;
 }
 
+STUB_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t bytes) { return stub_alloc(p, bytes, 0); }
+
 STUB_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *p, size_t bytes, unsigned int flags)
 {
     (void)flags;
-    return cuMemAlloc(p, bytes);
+    return stub_alloc(p, bytes, 1);
 }
 
 STUB_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr p)
@@ -703,7 +710,7 @@ STUB_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p) { BUMP(frees); free(p); retu
 STUB_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total)
 {
     *free_bytes = (size_t)140 << 30;
-    *total = (size_t)141 << 30;
+    *total = STUB_TOTAL_MEM;
     return CUDA_SUCCESS;
 }
 

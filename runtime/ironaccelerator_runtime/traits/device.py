@@ -180,14 +180,15 @@ class Device:
             The device's :class:`MemoryPool` (DEVICE memory, stream-ordered; see the class).
 
         Raises:
-            Error: ``ErrorKind.INVALID_HANDLE`` after :meth:`close` (CUDA/HIP; elsewhere the pool's ``alloc``
-                raises it).
+            Error: ``ErrorKind.INVALID_HANDLE`` after :meth:`close` (as the pool's ``alloc`` does then).
 
         Backends:
             All.  CUDA/HIP: on the driver's stream-ordered allocator (``cuMemPoolCreate``/``hipMemPoolCreate``)
             where the device supports memory pools, else the core's caching pool; OpenCL, Metal, QNN: the core's
             caching pool over :meth:`alloc`.
         """
+        if self._closed:
+            raise self._closed_error("Device.memory_pool")
         pool = getattr(self, "_pool", None)
         if pool is None:
             from .pool import MemoryPool  # (the pool module builds on streams, which name devices)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .checks import CopyRegion
     from .launch import KernelLaunch
     from .event import Event
+    from .module import Kernel
 
 
 class Stream:
@@ -305,7 +306,7 @@ class Stream:
         raise fail(ErrorKind.INVALID_VALUE, "Stream.prefetch", "to must be None (this stream's device), a Device or "
                    f"'host', not {to!r}", self.device)
 
-    def launch(self, launch: KernelLaunch) -> None:
+    def launch(self, launch: KernelLaunch | Kernel, *parts: Any) -> None:
         """Enqueue one kernel launch, checked, in stream order.
 
         The launch is asynchronous: its failure at run time is reported by :meth:`synchronize` (or an event's).
@@ -317,14 +318,16 @@ class Stream:
             launch: a :class:`KernelLaunch` ``(kernel, dims, args)``: a :class:`Kernel` of this stream's device,
                 :class:`LaunchDims`, and one argument per kernel parameter (an :class:`Allocation` for a buffer,
                 a numpy scalar, :class:`Scalar`, bytes or a Python number for a value, :class:`LocalMemory` for
-                an OpenCL ``__local`` parameter).
+                an OpenCL ``__local`` parameter); or, with ``parts``, its kernel.
+            parts: ``dims, *args`` after a kernel: ``launch(kernel, dims, *args)`` is
+                ``launch(KernelLaunch(kernel, dims, args))``, on every backend (cuda.core's order of a launch).
 
         Raises:
             TypeError: ``launch`` is not a :class:`KernelLaunch`.
             Error: ``ErrorKind.INVALID_VALUE`` when the kernel is not one of this backend and device, the
-                dimensions exceed the device's :class:`DeviceLimits` (:meth:`LaunchDims.validate`), the argument
-                count is not the kernel's (``Kernel.num_args``, where known), or an argument is refused by
-                the argument policy (naming its index and the kernel); ``ErrorKind.INVALID_HANDLE`` when an argument's allocation was freed or the device
+                dimensions are not a :class:`LaunchDims` or exceed the device's :class:`DeviceLimits`
+                (:meth:`LaunchDims.validate`), the argument count is not the kernel's (``Kernel.num_args``, where
+                known), or an argument is refused by the argument policy (naming its index and the kernel); ``ErrorKind.INVALID_HANDLE`` when an argument's allocation was freed or the device
                 closed; ``ErrorKind.UNSUPPORTED`` for a request the backend cannot honour (``cooperative`` or
                 ``cluster`` off CUDA, ``shared_mem`` off CUDA/HIP, :class:`LocalMemory` off OpenCL); the
                 vendor's status of the launch call (e.g. ``LAUNCH_FAILED``).
@@ -340,7 +343,7 @@ class Stream:
         """
         raise unsupported(self.device.kind, "Stream.launch")
 
-    def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+    def launch_unchecked(self, launch: KernelLaunch | Kernel, *parts: Any) -> Result[None]:
         """Enqueue one kernel launch without validating its dimensions against the device's limits, returning
         the Error instead of raising it (the ``_unchecked`` contract: docs/UNCHECKED.md).
 
@@ -349,7 +352,8 @@ class Stream:
         and requests the backend cannot honour.
 
         Args:
-            launch: a :class:`KernelLaunch`, as for :meth:`launch`.
+            launch: a :class:`KernelLaunch`, as for :meth:`launch`; or, with ``parts``, its kernel.
+            parts: ``dims, *args`` after a kernel, as for :meth:`launch`.
 
         Returns:
             None on success, else the :class:`Error` (the same ``ErrorKind`` :meth:`launch` raises for the same
@@ -394,10 +398,10 @@ class Stream:
             event: an :class:`Event` of this backend, recorded on any of its streams.
 
         Raises:
-            Error: ``ErrorKind.INVALID_VALUE`` when ``event`` is not an event of this backend (Metal: of this
-                device); ``ErrorKind.INVALID_HANDLE`` when the device (CUDA/HIP: either device) was closed; the
-                vendor's status (OpenCL: an event of another device's context is the driver's
-                ``CL_INVALID_CONTEXT``, ``INVALID_HANDLE``).
+            Error: ``ErrorKind.INVALID_VALUE`` when ``event`` is not an event of this backend, or (but on
+                CUDA/HIP, whose drivers wait across contexts) not one of this stream's device;
+                ``ErrorKind.INVALID_HANDLE`` when the device (CUDA/HIP: either device) was closed; the vendor's
+                status.
 
         Backends:
             All.  CUDA/HIP: ``cuStreamWaitEvent``/``hipStreamWaitEvent``; OpenCL:
@@ -421,8 +425,7 @@ class Stream:
             Error: the failure of asynchronous work on the stream: the vendor's status (CUDA/HIP
                 ``cuStreamSynchronize``, OpenCL ``clFinish``), Metal ``LAUNCH_FAILED`` naming the failed command
                 buffers, or the failure of the work queued before a host callback (:meth:`add_callback`), with
-                its kind; ``ErrorKind.INVALID_HANDLE`` when the device was closed (CUDA/HIP and Metal; OpenCL and
-                QNN return at once: closing the device waited for its work).
+                its kind; ``ErrorKind.INVALID_HANDLE`` when the device was closed (on every backend).
 
         Backends:
             All.  QNN: waits for nothing (graphs execute synchronously) but still reports the failures above.

@@ -135,7 +135,8 @@ class DeviceLimits:
         max_threads_per_block: the most threads of one block, all dimensions together.
         max_grid: the most blocks of a grid in each dimension.
         max_shared_mem: the most shared/local memory (bytes) one block may use.
-        max_alloc: the largest single allocation in bytes; None: unknown.
+        max_alloc: the largest single allocation in bytes; None: unknown.  More DEVICE memory in one
+            ``Device.alloc`` or ``MemoryPool.alloc`` is ``INVALID_VALUE`` on every backend.
         max_work_items: the most threads (grid x block, all dimensions) one launch may have.
         max_global: the most threads (``grid[i] * block[i]``) in each dimension; None: ``size_t``.
 

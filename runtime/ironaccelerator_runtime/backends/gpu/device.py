@@ -88,7 +88,12 @@ class GpuDevice(Device):
         setattr(self, "alloc_unchecked", self._allocators[1])
 
     def _alloc_error(self, code: int, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Error:
-        """The Error of a failed allocation (the driver's ``code``)."""
+        """The Error of a failed allocation (the driver's ``code``): INVALID_VALUE for DEVICE memory past
+        ``DeviceLimits.max_alloc`` (the driver's out of memory; every backend refuses that size so)."""
+        limit = self.descriptor.limits.max_alloc
+        if kind is MemoryKind.DEVICE and limit is not None and nbytes > limit:
+            return fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"nbytes={nbytes} is more than the device's "
+                        f"largest allocation ({limit} bytes, DeviceLimits.max_alloc)", self.api, code=int(code))
         role = "alloc" if kind is MemoryKind.DEVICE else "host_alloc" if kind in (
             MemoryKind.HOST_PINNED, MemoryKind.HOST) else "managed_alloc"
         return self.api.error(code, role, f"{nbytes} bytes of {kind.name} memory requested; the device has "

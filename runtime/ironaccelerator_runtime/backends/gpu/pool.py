@@ -261,14 +261,21 @@ class GpuStreamOrderedPool(MemoryPool):
         """Make the pool's stream wait for the work enqueued so far on every other stream of the device (an
         event recorded on each stream whose work is not complete; a stream ``stream_query`` finds idle has
         nothing the free could overtake, and costs no event): a free on it is then ordered after all of it (the
-        device current)."""
+        device current).  Nothing after ``Device.close``, which waited for all of it (a free still works then)."""
+        if self.device._closed:
+            return
         own = self.stream
         for s in self.device._live_streams():
             if s is not own and (event := s._pool_fence()) is not None:
                 own.wait_event(event)
 
     def _retry(self, code: int, nbytes: int, st: GpuStream, unordered: bool = False) -> GpuPoolAllocation:
-        """After a failed allocation (``code``): raise, or trim the pool and try once more if out of memory."""
+        """After a failed allocation (``code``): raise, or trim the pool and try once more if out of memory;
+        INVALID_VALUE past ``DeviceLimits.max_alloc`` (as ``Device.alloc``'s)."""
+        limit = self.device.descriptor.limits.max_alloc
+        if limit is not None and nbytes > limit:
+            raise fail(ErrorKind.INVALID_VALUE, "MemoryPool.alloc", f"nbytes={nbytes} is more than the device's "
+                       f"largest allocation ({limit} bytes, DeviceLimits.max_alloc)", self.api, code=code)
         err = self.api.error(code, "pool_alloc", f"{nbytes} bytes requested")
         if err.kind is not ErrorKind.OUT_OF_MEMORY:
             raise err

@@ -19,8 +19,8 @@ from ironaccelerator_runtime.backends.gpu.memory import _offset_ptr
 from ironaccelerator_runtime.backends.gpu.module import GpuKernel
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import (
-    Allocation, CopyRegion, Event, InFlight, KernelLaunch, LaunchDims, Result, Scalar, Stream, check_span, device_span,
-    fill_pattern, host_span, host_view, not_a_launch, unsupported,
+    Allocation, CopyRegion, Event, InFlight, Kernel, KernelLaunch, LaunchDims, Result, Scalar, Stream, check_span,
+    device_span, fill_pattern, host_span, host_view, not_a_launch, unsupported,
 )
 
 if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
@@ -95,7 +95,8 @@ class GpuStream(Stream):
         self._slots: dict[_ArgPlan, tuple[Any, Any, Any]] = {}  # plan -> (storage, view, params)
         # the last launch: (KernelLaunch, the launch function's arguments or None, allocations, storage, checked)
         self._last: tuple[Any, ...] | None = None
-        self._dims: tuple[Any, ...] = (None, (), False)  # (LaunchDims, its 7 launch arguments, validated)
+        # (LaunchDims, its 7 launch arguments, validated); first a key no dims are (None must not match it)
+        self._dims: tuple[Any, ...] = (object(), (), False)
         self._launchers: tuple[Any, ...] = ()
         self._launch_packed = api.launch_packed  # (binds the prepared launchers: see the property)
         device._streams.add(self)
@@ -300,7 +301,8 @@ class GpuStream(Stream):
         if cached[0] is dims and (cached[2] or not check):
             return cached[1]  # type: ignore[no-any-return]
         if type(dims) is not LaunchDims:  # (not cached: checked once per LaunchDims object)
-            raise TypeError(f"Stream.launch: the launch's dims must be a LaunchDims, not {type(dims).__name__}")
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch" if check else "Stream.launch_unchecked",
+                       f"the launch's dims must be a LaunchDims, not {type(dims).__name__}", self.api)
         if dims.cooperative or dims.cluster is not None:  # never cached: launch options take _launch_options
             return None
         g, b = dims.grid, dims.block
@@ -373,7 +375,7 @@ class GpuStream(Stream):
         finally:
             lock.release()
 
-    def launch(self, launch: KernelLaunch | GpuKernel, *parts: Any) -> None:
+    def launch(self, launch: KernelLaunch | Kernel, *parts: Any) -> None:
         """:meth:`Stream.launch`; also ``launch(kernel, dims, *args)``, cuda.core's ``launch(stream, config,
         kernel, *args)`` order of a :class:`KernelLaunch` built per call (in C on the compiled path)."""
         if parts:
@@ -416,7 +418,7 @@ class GpuStream(Stream):
         if code:
             self._raise_launch(code, kernel, launch_dims)
 
-    def launch_unchecked(self, launch: KernelLaunch | GpuKernel, *parts: Any) -> Result[None]:
+    def launch_unchecked(self, launch: KernelLaunch | Kernel, *parts: Any) -> Result[None]:
         # The launch without LaunchDims validation against the device's limits, returning the Error (see
         # docs/UNCHECKED.md): still refused a kernel of another backend, a wrong argument count or size, a freed
         # allocation, dimensions the launch function cannot take, a closed device.  A non-KernelLaunch raises

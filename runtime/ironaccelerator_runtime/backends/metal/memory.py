@@ -128,7 +128,7 @@ def handle_allocation_class(fast: Any) -> type | None:
 
 def _buffer_of(x: Any, device: MetalDevice, what: str) -> tuple[Any, int]:
     """The raw ``id`` of an allocation argument of ``device`` and the offset of its bytes in it (a slice's):
-    INVALID_HANDLE if freed, INVALID_VALUE if not an allocation of this device."""
+    INVALID_HANDLE if freed, INVALID_VALUE if an allocation of another device, TypeError if not an allocation."""
     if isinstance(x, (_MetalMemory, PooledAllocation)) and x.device is device:
         if x._freed or (type(x) is PooledAllocation and x.block._freed):
             raise fail(ErrorKind.INVALID_HANDLE, what, f"{x!r} was freed", _NAME)
@@ -139,7 +139,7 @@ def _buffer_of(x: Any, device: MetalDevice, what: str) -> tuple[Any, int]:
         return x.parent._handle, x.offset
     if isinstance(x, Allocation):
         raise fail(ErrorKind.INVALID_VALUE, what, f"{x!r} is not an allocation of {device.descriptor.id}", _NAME)
-    raise fail(ErrorKind.INVALID_VALUE, what, f"expected an Allocation, not {type(x).__name__}", _NAME)
+    raise TypeError(f"{what}: expected a Metal Allocation, not {type(x).__name__}")  # (as on every backend)
 
 
 def _arg_buffer(x: Any, device: MetalDevice, i: int, kernel: str, what: str) -> tuple[Any, int]:

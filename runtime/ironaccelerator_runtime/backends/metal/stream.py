@@ -404,7 +404,7 @@ class MetalStream(Stream):
             raise fail(ErrorKind.INVALID_VALUE, what, f"{kernel!r} is not a kernel of {self.device.descriptor.id}",
                        _NAME)
         if not isinstance(dims, LaunchDims):
-            raise TypeError(f"{what}: dims must be LaunchDims, not {type(dims).__name__}")
+            raise fail(ErrorKind.INVALID_VALUE, what, f"dims must be a LaunchDims, not {type(dims).__name__}", _NAME)
         if dims.cooperative or dims.cluster is not None:  # (Metal has neither grid sync nor clusters)
             raise dims.options_error(_KIND, what)
         if dims.shared_mem:  # never silently ignored (checked and unchecked)
@@ -457,9 +457,11 @@ class MetalStream(Stream):
             self._reap(False)
             self._reap_at = len(self._pending) + _PRUNE
 
-    def launch(self, launch: Any) -> None:
+    def launch(self, launch: Any, *parts: Any) -> None:
         # the hot path: a repeated KernelLaunch (the last one this stream checked, none of its allocations freed)
         # goes straight to its messages
+        if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
+            launch = KernelLaunch(launch, parts[0], parts[1:])
         device = self.device
         if device._closed:
             raise device._closed_error("Stream.launch")
@@ -504,12 +506,14 @@ class MetalStream(Stream):
         self._remember(launch, plan, False)  # (a checked plan of the launch was reused, not repacked, if it could be)
         return plan
 
-    def launch_unchecked(self, launch: Any) -> Result[None]:
+    def launch_unchecked(self, launch: Any, *parts: Any) -> Result[None]:
         # The launch without LaunchDims validation against the device's limits; still refused (an Error returned,
         # before any message): a freed allocation, a wrong argument count, a threadgroup over the pipeline's
         # maxTotalThreadsPerThreadgroup, a closed device.  A failure of its command buffer is not reported (as on
         # the other backends): only the queue holds it (_untracked: synchronize and query then commit an empty
         # command buffer to wait for).
+        if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
+            launch = KernelLaunch(launch, parts[0], parts[1:])
         device = self.device
         if device._closed:
             return device._closed_error("Stream.launch_unchecked")

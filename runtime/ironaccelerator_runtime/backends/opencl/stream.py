@@ -21,6 +21,8 @@ from .memory import _BUFFERS
 from .module import OpenCLKernel
 from .tables import _KIND, _QUERY_GRACE_S
 
+_NONE = object()  # the launch-dims cache's key before the first launch
+
 
 class OpenCLEvent(Event):
     """A marker in a stream (``clEnqueueMarkerWithWaitList``), made by ``OpenCLStream.record_event``, with the
@@ -104,7 +106,7 @@ class OpenCLStream(Stream):
         # launch dimensions -> (global, local) size_t[3] arrays, and whether they passed validation;
         # _last is the entry of the last LaunchDims object seen (identity: the fast path for a reused launch)
         self._dims: dict[tuple[Any, ...], tuple[Any, Any, bool]] = {}
-        self._last: tuple[Any, Any, Any, bool] = (None, None, None, False)
+        self._last: tuple[Any, Any, Any, bool] = (_NONE, None, None, False)  # (dims None must not match it)
         device._streams.add(self)
 
     # copies (asynchronous; host buffers are kept alive until an event after them, or the stream, completes)
@@ -262,6 +264,8 @@ class OpenCLStream(Stream):
         argument) are UNSUPPORTED.  Unvalidated, a launch of more work-items than the device's ``max_work_items``
         is still INVALID_VALUE: past it the runtime itself crashes (PoCL aborts), no error code comes back."""
         what = "Stream.launch" if validate else "Stream.launch_unchecked"
+        if type(d) is not LaunchDims:
+            raise fail(ErrorKind.INVALID_VALUE, what, f"dims must be a LaunchDims, not {type(d).__name__}", "OPENCL")
         if d.cooperative or d.cluster is not None:  # (not cached: OpenCL has neither grid sync nor clusters)
             raise d.options_error(_KIND, what)
         if d.shared_mem:
@@ -287,7 +291,9 @@ class OpenCLStream(Stream):
         self._last = (d, entry[0], entry[1], entry[2])
         return entry[0], entry[1]
 
-    def launch(self, launch: KernelLaunch) -> None:
+    def launch(self, launch: Any, *parts: Any) -> None:
+        if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
+            launch = KernelLaunch(launch, parts[0], parts[1:])
         try:
             kernel = launch.kernel
         except AttributeError:
@@ -304,9 +310,6 @@ class OpenCLStream(Stream):
         if last[0] is d and last[3]:
             gl, lo = last[1], last[2]
         else:
-            if type(d) is not LaunchDims:
-                raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", "dims must be a LaunchDims, not "
-                           f"{type(d).__name__}", "OPENCL")
             gl, lo = self._sizes(d, True)
         args = launch.args
         if len(args) != kernel.num_args:
@@ -328,15 +331,17 @@ class OpenCLStream(Stream):
         if code:
             raise self.api.error(code, "clEnqueueNDRangeKernel")
 
-    def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+    def launch_unchecked(self, launch: Any, *parts: Any) -> Result[None]:
         # The launch without LaunchDims validation against the device's limits (the driver's own checks remain),
         # returning the Error.  Still refused (flag tests and type dispatches, see docs/UNCHECKED.md): a closed
         # device, a kernel of another backend or device, a wrong argument count, any argument the kernel-argument
         # policy refuses (a freed allocation or slice, a value in a buffer slot, ``None``...), more work-items than
         # ``DeviceLimits.max_work_items``.  A non-KernelLaunch ``launch`` raises TypeError (not a value mistake).
+        if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
+            launch = KernelLaunch(launch, parts[0], parts[1:])
         what = "Stream.launch_unchecked"
         try:
-            kernel: OpenCLKernel = launch.kernel  # type: ignore[assignment]
+            kernel: OpenCLKernel = launch.kernel
             args = launch.args
         except AttributeError:
             raise not_a_launch(launch, what) from None
@@ -411,12 +416,17 @@ class OpenCLStream(Stream):
         if not isinstance(event, OpenCLEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event",
                        "Stream.wait_event needs an OpenCL event", "OPENCL")
+        if event.device is not self.device:  # (another context: the driver's CL_INVALID_CONTEXT, a handle error)
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
+                       "order streams of two devices by synchronizing the first", "OPENCL")
         evs = self.api.ffi.new("cl_event[1]", [event.handle])
         self.api.check(self.api.raw.clEnqueueBarrierWithWaitList(self.queue, 1, evs, self._null),
                        "clEnqueueBarrierWithWaitList")
         self._dirty = self.device._dirty = True
 
     def synchronize(self) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.synchronize")
         inflight = self._inflight
         mark = inflight.base + len(self._keep)  # (InFlight.mark inlined) what is enqueued before the finish
         code = self._finish(self.queue)

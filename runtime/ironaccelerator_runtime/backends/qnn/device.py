@@ -373,6 +373,9 @@ class QnnDevice(Device):
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[QnnAllocation]:
         if kind is MemoryKind.UNIFIED:
             return self._unified_error()
+        if nbytes > _MAX_CLIENT_BUFFER:  # (a tensor's client buffer could not hold it: INVALID_VALUE as elsewhere)
+            return fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"nbytes={nbytes} is more than the device's largest "
+                        f"allocation ({_MAX_CLIENT_BUFFER} bytes, DeviceLimits.max_alloc)", _NAME)
         try:
             if self._host_class is not None:  # (the class of the compiled allocators' allocations)
                 made: QnnAllocation = self._host_memory(self._host_class, self, nbytes, kind, tracked)

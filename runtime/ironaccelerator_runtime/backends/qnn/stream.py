@@ -87,13 +87,15 @@ class QnnStream(Stream):
         ffi.buffer(ffi.cast("char *", d) + o, n)[:] = v.to_bytes(w, "little") * (n // w)
 
     # launches
-    def launch(self, launch: Any) -> None:
+    def launch(self, launch: Any, *parts: Any) -> None:
         # Execute a graph: ``KernelLaunch(kernel, LaunchDims(), (inputs..., outputs...))``, checked (argument
         # count and kinds, each buffer's size against its tensor's bytes (HTP does not check them), a typed
         # argument's element type against its tensor's (an imported tensor, ``Device.from_dlpack``, carries one; raw
         # memory from ``Device.alloc`` or the pool is bytes and binds by size), freed allocations, the device) before
         # any C call.  The KernelLaunch this stream checked last is not checked again for what it cannot change
         # (its kernel, its dims, the kernel's device): a launch reused is the fast path.
+        if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
+            launch = KernelLaunch(launch, parts[0], parts[1:])
         if launch is self._checked:
             kernel, dims, args = launch
         else:
@@ -134,9 +136,11 @@ class QnnStream(Stream):
         if code:
             raise self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
 
-    def launch_unchecked(self, launch: Any) -> Result[None]:
+    def launch_unchecked(self, launch: Any, *parts: Any) -> Result[None]:
         # ``launch`` returning the Error instead of raising it, without the LaunchDims, device and size checks
         # on a rebind (a freed allocation is still refused: its memory may be gone).
+        if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
+            launch = KernelLaunch(launch, parts[0], parts[1:])
         if launch is self._checked:
             kernel, dims, args = launch
         else:
@@ -264,8 +268,13 @@ class QnnStream(Stream):
         self.device._check_open("Stream.wait_event")
         if not isinstance(event, QnnEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", "Stream.wait_event needs a QNN event", _NAME)
+        if event.device is not self.device:  # (as every backend but CUDA/HIP: one device's events only)
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
+                       "order streams of two devices by synchronizing the first", _NAME)
 
     def synchronize(self) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.synchronize")
         if self._pending:
             with self._cond:
                 while self._pending:
@@ -329,6 +338,7 @@ class QnnEvent(Event):
         # stream (the same set_profiling call), the library's execute time of the launches between them.
         if not isinstance(end, QnnEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", "Event.elapsed_ms needs another QNN event", _NAME)
+        self.device._check_open("Event.elapsed_ms")
         a, b = self.profile_clock, end.profile_clock
         if a is not None and b is not None and a[0] is b[0]:
             return (b[1] - a[1]) / 1e3

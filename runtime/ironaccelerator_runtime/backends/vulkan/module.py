@@ -32,6 +32,7 @@ _TARGET = "vulkan1.2"
 # push-constant member (kind, size) -> the C type kernel_args checks values against
 _C_TYPES = {("float", 4): "float", ("float", 8): "double", ("uint", 4): "unsigned int", ("int", 4): "int",
             ("uint", 8): "unsigned long", ("int", 8): "long"}
+_NO_DIMS = object()  # a kernel's launch-dims cache key before its first launch (dims None must not match it)
 
 
 def glslang() -> str | None:
@@ -115,7 +116,7 @@ class VulkanKernel(Kernel):
         self._packed = packed and at == self.push_size
         buffer_positions = [i for i, s in enumerate(positions) if s[0] == "buffer"]
         self._buffer_positions = buffer_positions
-        self._last: tuple[Any, Any] = (None, None)  # (the last LaunchDims seen, its pipeline)
+        self._last: tuple[Any, Any] = (_NO_DIMS, None)  # (the last LaunchDims seen, its pipeline)
         self.signature = ", ".join(s[1] if s[0] == "buffer" else s[1].text for s in positions)
         h = device.handle
         self._device = device

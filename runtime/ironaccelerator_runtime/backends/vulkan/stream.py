@@ -555,12 +555,16 @@ class VulkanStream(Stream):
                        f"not to {to!r} (prefetch on a stream of that device)", "VULKAN")
 
     # ---------------------------------------------------------------- launches
-    def launch(self, launch: KernelLaunch) -> None:
+    def launch(self, launch: Any, *parts: Any) -> None:
+        if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
+            launch = KernelLaunch(launch, parts[0], parts[1:])
         err = self._launch(launch, "Stream.launch", True)
         if err is not None:
             raise err
 
-    def launch_unchecked(self, launch: KernelLaunch) -> Result[None]:
+    def launch_unchecked(self, launch: Any, *parts: Any) -> Result[None]:
+        if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
+            launch = KernelLaunch(launch, parts[0], parts[1:])
         try:
             return self._launch(launch, "Stream.launch_unchecked", False)
         except Error as e:
@@ -728,12 +732,17 @@ class VulkanStream(Stream):
                        "VULKAN")
         if event.stream is self:
             return  # (in order already)
+        if event.stream.device is not self.device:  # (another VkDevice's semaphore: the submission crashes)
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
+                       "order streams of two devices by synchronizing the first", "VULKAN")
         with self._lock:
             if self._cb is not None:
                 self._submit()
             self._waits.append((event.stream.semaphore, event.value))
 
     def synchronize(self) -> None:
+        if self.device._closed:
+            raise self.device._closed_error("Stream.synchronize")
         if self._capture is not None:
             raise self._capture_error("Stream.synchronize")
         with self._lock:

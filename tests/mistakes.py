@@ -1,0 +1,129 @@
+"""The table of mistakes docs/guide/concepts.md documents ("The same mistake on every backend"), as calls: each
+function below makes the mistake on one device and returns ``(operation, call)`` pairs.  tests/test_conformance.py
+runs them over every backend with a device, tests/consistency_stub_child.py over CUDA's stub driver, and each
+asserts the one outcome the table gives (an ``Error`` raised, or returned by an ``_unchecked`` call, of one
+``ErrorKind``; a ``TypeError``; or success).  No pytest here: the stub child imports it too."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ironaccelerator import BackendKind, Device, Error, ErrorKind, KernelLaunch, Stream
+
+Call = Callable[[], object]
+
+# backends whose driver orders a stream after an event of another device (cuStreamWaitEvent and
+# hipStreamWaitEvent take an event of any context); every other backend refuses one with INVALID_VALUE
+CROSS_DEVICE_WAITS = frozenset({BackendKind.CUDA, BackendKind.ROCM})
+
+
+def outcome(call: Call) -> object:
+    """What ``call()`` gives: its result, or the Error it raised (any other exception propagates)."""
+    try:
+        return call()
+    except Error as e:
+        return e
+
+
+def check_error(got: object, kind: ErrorKind, device: Device, what: str) -> Error:
+    """``got`` is an Error of ``kind`` naming ``device``'s backend and a function, its message starting with that
+    function (AssertionError naming ``what`` otherwise)."""
+    assert isinstance(got, Error), (what, got)
+    assert got.kind is kind and got.backend == device.kind.name, (what, got)
+    assert got.function is not None and str(got).startswith(got.function), (what, got)
+    return got
+
+
+def after_close(device: Device, launch: KernelLaunch | None) -> tuple[list[tuple[str, Call]], list[tuple[str, Call]]]:
+    """Closes ``device``, having made a stream, an event, an allocation, a pool block and (``launch``: a launch of
+    one of its kernels) a module.  Returns ``(refused, allowed)``: the operations that must raise (``_unchecked``:
+    return) INVALID_HANDLE now, and the ones still allowed (frees, a second close), which must return None."""
+    stream = device.create_stream()
+    event = stream.record_event()
+    event.synchronize()
+    a = device.alloc(64)
+    pool = device.memory_pool()
+    block = pool.alloc(64, stream)
+    unordered = pool.alloc(64)
+    host = np.zeros(64, np.uint8)
+    device.close()
+    refused: list[tuple[str, Call]] = [
+        ("Device.memory_pool", device.memory_pool),
+        ("Device.alloc", lambda: device.alloc(64)),
+        ("Device.alloc_unchecked", lambda: device.alloc_unchecked(64)),
+        ("Device.create_stream", device.create_stream),
+        ("Device.synchronize", device.synchronize),
+        ("MemoryPool.alloc", lambda: pool.alloc(64)),
+        ("MemoryPool.alloc_unchecked", lambda: pool.alloc_unchecked(64)),
+        ("Stream.synchronize", stream.synchronize),
+        ("Stream.query", stream.query),
+        ("Stream.record_event", stream.record_event),
+        ("Stream.wait_event", lambda: stream.wait_event(event)),
+        ("Stream.copy_from_host", lambda: stream.copy_from_host(a, host)),
+        ("Stream.copy_to_host", lambda: stream.copy_to_host(host, a)),
+        ("Stream.copy", lambda: stream.copy(a, a, 8, dst_offset=8)),
+        ("Stream.fill", lambda: stream.fill(a, 0)),
+        ("Stream.add_callback", lambda: stream.add_callback(lambda: None)),
+        ("Event.synchronize", event.synchronize),
+        ("Event.query", event.query),
+        ("Event.elapsed_ms", lambda: event.elapsed_ms(event)),
+    ]
+    if launch is not None:
+        kernel: Any = launch.kernel
+        refused += [("Stream.launch", lambda: stream.launch(launch)),
+                    ("Stream.launch_unchecked", lambda: stream.launch_unchecked(launch)),
+                    ("Module.kernel", lambda: kernel.module.kernel(kernel.name))]
+    allowed: list[tuple[str, Call]] = [("Allocation.free", a.free), ("Allocation.free (a pool block)", block.free),
+                                       ("Allocation.free (a block of no stream)", unordered.free),
+                                       ("Device.close", device.close)]
+    return refused, allowed
+
+
+def not_allocations(stream: Stream, a: Any) -> list[tuple[str, Call]]:
+    """Copies and fills given something that is not an Allocation where they take one (``a``: a live allocation
+    of 64 bytes of the stream's device): each raises TypeError (a parameter of the wrong Python type)."""
+    host = np.zeros(64, np.uint8)
+    calls: list[tuple[str, Call]] = []
+    for bad in (64, b"x" * 64, np.zeros(64, np.uint8), None):
+        calls += _wrong_types(stream, a, host, bad)
+    return calls
+
+
+def _wrong_types(stream: Stream, a: Any, host: Any, bad: Any) -> list[tuple[str, Call]]:
+    name = type(bad).__name__
+    return [(f"Stream.copy(dst={name})", lambda: stream.copy(bad, a)),
+            (f"Stream.copy(src={name})", lambda: stream.copy(a, bad)),
+            (f"Stream.copy_from_host(dst={name})", lambda: stream.copy_from_host(bad, host)),
+            (f"Stream.copy_to_host(src={name})", lambda: stream.copy_to_host(host, bad)),
+            (f"Stream.fill(dst={name})", lambda: stream.fill(bad, 0))]
+
+
+# dims that are not a LaunchDims: refused with INVALID_VALUE (a tuple does not say which is the grid and which the
+# block), raised by launch and returned by launch_unchecked
+NOT_DIMS: tuple[Any, ...] = ((1, 16), 16, None, [1, 1, 1], "1")
+
+
+def bad_dims(stream: Stream, launch: KernelLaunch) -> list[tuple[str, Call]]:
+    """``launch`` (a good one) with each of :data:`NOT_DIMS` as its dims, checked and unchecked."""
+    calls: list[tuple[str, Call]] = []
+    for d in NOT_DIMS:
+        calls += _launches(stream, KernelLaunch(launch.kernel, d, launch.args), f"dims={d!r}")
+    return calls
+
+
+def _launches(stream: Stream, launch: KernelLaunch, what: str) -> list[tuple[str, Call]]:
+    return [(f"Stream.launch({what})", lambda: stream.launch(launch)),
+            (f"Stream.launch_unchecked({what})", lambda: stream.launch_unchecked(launch))]
+
+
+def too_big(device: Device) -> list[tuple[str, Call]]:
+    """Allocations one byte past ``DeviceLimits.max_alloc`` (DEVICE memory): INVALID_VALUE, raised or returned."""
+    n = device.descriptor.limits.max_alloc
+    assert n is not None, device
+    pool = device.memory_pool()
+    return [("Device.alloc", lambda: device.alloc(n + 1)),
+            ("Device.alloc_unchecked", lambda: device.alloc_unchecked(n + 1)),
+            ("MemoryPool.alloc", lambda: pool.alloc(n + 1)),
+            ("MemoryPool.alloc_unchecked", lambda: pool.alloc_unchecked(n + 1))]
