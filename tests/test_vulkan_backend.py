@@ -384,3 +384,148 @@ def test_a_capability_flag_means_its_shaders_run(device: Any, flag: str) -> None
             s.copy_to_host(count, dc, 8)
             assert int.from_bytes(count.tobytes(), "little") == n
     np.testing.assert_array_equal(x, 2 * np.arange(n, dtype=np.float32))
+
+
+ACCUMULATE = """#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer A { float a[]; };
+layout(std430, binding = 1) buffer C { float c[]; };
+layout(push_constant) uniform Args { float w; uint n; };
+void main() { uint i = gl_GlobalInvocationID.x; if (i < n) c[i] += w * a[i]; }
+"""
+
+
+def _accumulator(device: Any, n: int) -> tuple[Any, Any, LaunchDims, np.ndarray]:
+    """The ACCUMULATE kernel, a stream, the dims for ``n`` elements and the ``a`` they add (1, 2, 3, ...)."""
+    return (device.load_module(ACCUMULATE).kernel("main"), device.create_stream(), LaunchDims(grid=n // 64, block=64),
+            np.arange(1, n + 1, dtype=np.float32))
+
+
+def _read(s: Any, alloc: Any, n: int) -> np.ndarray:
+    out = np.empty(n, np.float32)
+    s.copy_to_host(out, alloc)
+    s.synchronize()
+    return out
+
+
+def test_a_repeated_launch_rechecks_what_can_change(device: Any, backend: Any) -> None:
+    """Issue 28: launching the same KernelLaunch object again records what its first launch prepared (no checks,
+    no conversions), so what can change between two launches is checked each time: a bytearray push constant's
+    bytes are read again; a storage buffer freed since is refused (INVALID_HANDLE, checked or not) with nothing
+    recorded; a launch inside a capture goes to the graph, not the stream."""
+    n = 256
+    k, s, dims, a = _accumulator(device, n)
+    with device.alloc(4 * n) as da, device.alloc(4 * n) as dc:
+        s.copy_from_host(da, a)
+        s.fill(dc, 0)
+        w = bytearray(np.float32(1).tobytes())
+        mutable = KernelLaunch(k, dims, [da, dc, w, np.uint32(n)])
+        s.launch(mutable)
+        w[:] = np.float32(10).tobytes()
+        s.launch(mutable)
+        np.testing.assert_array_equal(_read(s, dc, n), 11 * a)
+
+        fixed = KernelLaunch(k, dims, [da, dc, np.float32(1), np.uint32(n)])
+        s.fill(dc, 0)
+        s.launch(fixed)
+        s.launch(fixed)  # (no synchronize since: the second launch was the prepared one)
+        with s.capture() as graph:
+            s.launch(fixed)
+        np.testing.assert_array_equal(_read(s, dc, n), 2 * a)  # the captured launch did not run on the stream
+        graph.launch(s)
+        np.testing.assert_array_equal(_read(s, dc, n), 3 * a)
+        graph.close()
+
+        dx = device.alloc(4 * n)
+        s.fill(dx, 0)
+        gone = KernelLaunch(k, dims, [da, dx, np.float32(1), np.uint32(n)])
+        s.launch(gone)
+        s.launch(gone)
+        dx.free()  # (deferred: the stream's open batch uses it)
+        count = s._count
+        err = s.launch_unchecked(gone)
+        assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_HANDLE, err
+        with pytest.raises(Error) as ei:
+            s.launch(gone)
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+        assert s._count == count  # nothing recorded
+        s.synchronize()
+    assert backend.validation_messages == []
+
+
+def test_a_repeated_launch_after_the_descriptor_set_cache_emptied(device: Any, backend: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: a prepared launch's descriptor set belongs to the stream's cache, which frees its sets once the
+    cache is full (after the batch being recorded completes).  A prepared launch captured into a graph must give
+    the graph a set of its own: replayed after the cache emptied, the graph would bind a freed set (the
+    validation layer reports it)."""
+    from ironaccelerator_runtime.backends.vulkan import stream as vk_stream
+
+    monkeypatch.setattr(vk_stream, "_SETS", 2)
+    n = 256
+    k, s, dims, a = _accumulator(device, n)
+    allocs = [device.alloc(4 * n) for _ in range(4)]
+    da, dc, dy, dz = allocs
+    s.copy_from_host(da, a)
+    for d in (dc, dy, dz):
+        s.fill(d, 0)
+    first = KernelLaunch(k, dims, [da, dc, np.float32(1), np.uint32(n)])
+    s.launch(first)
+    s.launch(first)  # (prepared)
+    with s.capture() as graph:
+        s.launch(first)
+    s.launch(KernelLaunch(k, dims, [da, dy, np.float32(1), np.uint32(n)]))
+    s.launch(KernelLaunch(k, dims, [da, dz, np.float32(1), np.uint32(n)]))  # the cache full: emptied
+    s.record_event().synchronize()  # the batch completed: the emptied cache's sets freed
+    s.launch(first)
+    graph.launch(s)
+    np.testing.assert_array_equal(_read(s, dc, n), 4 * a)
+    graph.close()
+    for d in allocs:
+        d.free()
+    assert backend.validation_messages == []
+
+
+def test_a_repeated_launch_makes_no_python_object(device: Any) -> None:
+    """Issue 28 item 2 (issue 27's rule): launching the same KernelLaunch again, checked or not, calls none of
+    CPython's allocators (bench/count_alloc.c counts them) while it records into the stream's open batch: 60
+    launches after the first of a batch (a batch's submission, every 64 launches, makes its timeline value and its
+    entry in the stream's pending list)."""
+    import ctypes
+    import itertools
+    import sys
+    import sysconfig
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    try:
+        import bench_launch_cpu
+    finally:
+        sys.path.pop(0)
+    if not Path(sysconfig.get_paths()["include"], "Python.h").exists():
+        pytest.skip("no Python.h to build bench/count_alloc.c against")
+    counter_path = bench_launch_cpu.build_counter()
+    if isinstance(counter_path, str):
+        pytest.skip(counter_path)
+    counter = ctypes.PyDLL(str(counter_path))
+    counter.count_calls.restype = ctypes.c_ulonglong
+    n = 256
+    k, s, dims, a = _accumulator(device, n)
+    with device.alloc(4 * n) as da, device.alloc(4 * n) as dc:
+        s.copy_from_host(da, a)
+        s.fill(dc, 0)
+        launch = KernelLaunch(k, dims, [da, dc, np.float32(0), np.uint32(n)])
+        for f in (s.launch_unchecked, s.launch, s.launch_unchecked, s.launch):  # (the first two warm up)
+            s.record_event()  # (the open batch submitted: the next launch begins one)
+            f(launch)
+            calls = []
+            for times in (0, 60):  # (0: what counting itself costs: count_calls's int)
+                counter.count_start()
+                try:
+                    before = counter.count_calls()
+                    for _ in itertools.repeat(None, times):
+                        f(launch)
+                    calls.append(counter.count_calls() - before)
+                finally:
+                    counter.count_stop()
+        assert s._count == 61 and calls[1] == calls[0], (s._count, calls)
+        s.synchronize()
