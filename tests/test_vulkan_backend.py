@@ -326,6 +326,64 @@ def test_capture_records_dispatches_copies_and_fills_for_replay(device: Any) -> 
     assert s.supports("Stream.capture") if hasattr(s, "supports") else device.backend.supports("Stream.capture")
 
 
+def test_a_graph_replay_after_its_allocation_was_freed_is_refused(tmp_path: Path) -> None:
+    """Issue 28 item 3: a graph replayed after an allocation its dispatch, copy or fill uses was freed is refused
+    (INVALID_HANDLE), checked before anything is submitted; one that was dropped instead stays alive with the
+    graph, which replays correctly.  Before, the replay ran on the destroyed VkBuffer and lavapipe crashed the
+    process (a segmentation fault), so this runs in a child process."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import gc\n"
+        "import numpy as np\n"
+        "from ironaccelerator import BackendRegistry, Error, ErrorKind, KernelLaunch, LaunchDims\n"
+        "backend = BackendRegistry.default().get('vulkan')\n"
+        "d = backend.open(0)\n"
+        f"k = d.load_module({ACCUMULATE!r}).kernel('main')\n"
+        "s = d.create_stream()\n"
+        "n = 1 << 16\n"
+        "for freed in ('launch', 'copy', 'fill', 'dropped'):\n"
+        "    a, c, t = d.alloc(4 * n), d.alloc(4 * n), d.alloc(4 * n)\n"
+        "    s.copy_from_host(a, np.ones(n, np.float32))\n"
+        "    s.fill(c, 0)\n"
+        "    s.synchronize()\n"
+        "    with s.capture() as g:\n"
+        "        s.launch(KernelLaunch(k, LaunchDims(grid=n // 64, block=64), [a, c, np.float32(1), np.uint32(n)]))\n"
+        "        s.copy(t, c)\n"
+        "        s.fill(t, 0, 64)\n"
+        "    g.launch(s)\n"
+        "    if freed == 'dropped':\n"
+        "        del a, t\n"
+        "        gc.collect()\n"
+        "    else:\n"
+        "        {'launch': a, 'copy': c, 'fill': t}[freed].free()\n"
+        "    try:\n"
+        "        g.launch(s)\n"
+        "    except Error as e:\n"
+        "        assert freed != 'dropped' and e.kind is ErrorKind.INVALID_HANDLE, e\n"
+        "        out = np.empty(n, np.float32)\n"
+        "        if freed != 'copy':\n"
+        "            s.copy_to_host(out, c)\n"
+        "            assert (out == 1).all(), out[:4]  # the refused replay ran nothing\n"
+        "    else:\n"
+        "        assert freed == 'dropped', f'a graph replayed after its allocation was freed ({freed})'\n"
+        "        out = np.empty(n, np.float32)\n"
+        "        s.copy_to_host(out, c)\n"
+        "        assert (out == 2).all(), out[:4]\n"
+        "    s.synchronize()\n"
+        "    g.close()\n"
+        "assert backend.validation_messages == [], backend.validation_messages[:3]\n"
+        "print('refused')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "refused" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
 def test_a_free_defers_without_submitting_the_open_batch(device: Any) -> None:
     """Freeing memory while a stream has a batch open submits nothing (a free may come from an allocation's
     __del__ in the middle of recording a command on that stream): the release waits for the value that batch

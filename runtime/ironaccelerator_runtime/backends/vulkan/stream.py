@@ -484,6 +484,8 @@ class VulkanStream(Stream):
         so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, _KIND)
         if n:
             with self._lock:
+                if self._capture is not None:
+                    self._capture._hold(dst, src)
                 self._copy_cmd(s, sbase + so, d, dbase + do, n)
                 self._recorded()
 
@@ -497,6 +499,8 @@ class VulkanStream(Stream):
             return
         pattern = v.to_bytes(w, "little")
         with self._lock:
+            if self._capture is not None:
+                self._capture._hold(dst)
             at = base + o
             if w <= 4 and at % 4 == 0 and n % 4 == 0:
                 word = int.from_bytes(pattern * (4 // w), "little")
@@ -552,6 +556,8 @@ class VulkanStream(Stream):
             return
         d, dbase = _live_buffer(dst, function, self.device)
         with self._lock:
+            if self._capture is not None:
+                self._capture._hold(dst, src)
             self._regions(s, sbase, d, dbase, list(zip(soffs, doffs)), w)
             self._recorded()
 
@@ -717,6 +723,8 @@ class VulkanStream(Stream):
             sets = self._sets.get((kernel, *keys)) if keys else None
             if self._capture is not None:
                 sets = self._capture._descriptor_set(kernel, args_of(args, keys)) if keys else None
+                # (map, not a generator: a closure over args would make a cell every launch)
+                self._capture._hold(*map(args.__getitem__, kernel._buffer_positions))
                 fixed = False
             elif sets is None and keys:
                 sets = self._descriptor_set(kernel, args_of(args, keys), (kernel, *keys))
@@ -867,6 +875,9 @@ class VulkanGraph(Graph):
         self._dpools: list[Any] = []
         self._resources: list[Any] = []
         self._kernels: list[Any] = []  # (their pipelines are bound in the command buffer)
+        # the allocations its commands use: kept alive, and a replay refused once one was freed (it would run on
+        # a destroyed VkBuffer: lavapipe crashed the process)
+        self._held: list[Any] = []
         self._uses: list[tuple[Any, int]] = []  # (stream, value) of each submission
         device._owner.retain()
         self._fin = weakref.finalize(self, _destroy_graph, device._owner, self._pool, self._dpools, self._resources)
@@ -893,6 +904,12 @@ class VulkanGraph(Graph):
         self._count += 1
         return cb
 
+    def _hold(self, *allocations: Any) -> None:
+        held = self._held
+        for a in allocations:
+            if not any(a is h for h in held):
+                held.append(a)
+
     def _descriptor_set(self, kernel: VulkanKernel, buffers: list[tuple[Any, int, int]]) -> Any:
         """A descriptor set of the graph's own (the stream's cache frees its sets; a graph's live with it)."""
         self._kernels.append(kernel)
@@ -913,6 +930,10 @@ class VulkanGraph(Graph):
             raise fail(ErrorKind.INVALID_VALUE, what, f"{stream!r:.80} is not a stream of {device!r}", "VULKAN")
         if stream._capture is not None:
             raise stream._capture_error(what)
+        for a in self._held:
+            if a._freed:
+                raise fail(ErrorKind.INVALID_HANDLE, what, f"{a!r:.80}, which the graph's work uses, was freed: "
+                           "capture the work again with live allocations", "VULKAN")
         with stream._lock:
             if stream._cb is not None:
                 stream._submit()
@@ -926,6 +947,7 @@ class VulkanGraph(Graph):
         for s, v in self._uses:
             s._wait(v)
         self._uses = []
+        self._held = []
         self._fin()
 
 
