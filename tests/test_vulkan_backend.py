@@ -384,6 +384,48 @@ def test_a_graph_replay_after_its_allocation_was_freed_is_refused(tmp_path: Path
     assert proc.returncode == 0 and "refused" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
 
 
+def test_an_allocation_dropped_while_deferred_frees_are_swept(tmp_path: Path) -> None:
+    """Issue 28 item 3: the device's sweep of deferred frees (on every alloc) may see another allocation dropped
+    meanwhile: by a garbage collection, or by a retired batch letting go of a graph that held it.  Its release comes
+    back to the deferred-free queue; before, the sweep held the queue's lock through it and the thread waited for
+    itself forever.  The drop is made to happen inside the sweep; a child process, with faulthandler's dump after
+    60 s (a hang before)."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import faulthandler\n"
+        "faulthandler.dump_traceback_later(60, exit=True)\n"
+        "from ironaccelerator import BackendRegistry\n"
+        "dev = BackendRegistry.default().get('vulkan').open(0)\n"
+        "s, s2 = dev.create_stream(), dev.create_stream()\n"
+        "y, w, victim = dev.alloc(64), dev.alloc(64), [dev.alloc(64)]  # (no alloc below sweeps before z's)\n"
+        "s.fill(y, 0)\n"
+        "s.record_event()  # submitted: s has work pending\n"
+        "y.free()  # deferred until it completes\n"
+        "s2.fill(w, 0)  # s2 has a batch open: a release now is deferred too\n"
+        "reached = s._reached\n"
+        "def dropping(v, wait):  # the sweep asks whether s reached a value: meanwhile an allocation goes\n"
+        "    victim.clear()\n"
+        "    return reached(v, wait)\n"
+        "s._reached = dropping\n"
+        "z = dev.alloc(64)  # the sweep\n"
+        "assert not victim and dev._graveyard\n"
+        "s2.synchronize()\n"
+        "dev.synchronize()\n"
+        "assert not dev._graveyard, dev._graveyard\n"
+        "for a in (w, z):\n"
+        "    a.free()\n"
+        "dev.close()\n"
+        "print('swept')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and "swept" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
 def test_a_free_defers_without_submitting_the_open_batch(device: Any) -> None:
     """Freeing memory while a stream has a batch open submits nothing (a free may come from an allocation's
     __del__ in the middle of recording a command on that stream): the release waits for the value that batch
