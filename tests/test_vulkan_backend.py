@@ -426,6 +426,53 @@ def test_an_allocation_dropped_while_deferred_frees_are_swept(tmp_path: Path) ->
     assert proc.returncode == 0 and "swept" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
 
 
+def test_a_free_while_its_batch_is_being_submitted_waits_for_it(tmp_path: Path) -> None:
+    """Issue 28 item 3: an allocation freed (by another thread, or by a garbage collection) while the stream is
+    inside the submission of a batch that uses it is released once that batch completed.  Before, the stream had
+    marked its batch closed before its submission counted, so the free found nothing pending and destroyed the
+    buffer under the batch being submitted.  The free is made to happen inside vkQueueSubmit's call; a child
+    process (a use of a destroyed buffer may crash lavapipe)."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from ironaccelerator import BackendRegistry\n"
+        "backend = BackendRegistry.default().get('vulkan')\n"
+        "dev = backend.open(0)\n"
+        "s = dev.create_stream()\n"
+        "a, b = dev.alloc(1 << 20), dev.alloc(1 << 20)\n"
+        "s.fill(a, 3, width=4)\n"
+        "s.synchronize()\n"
+        "s.copy(b, a)  # the open batch uses a and b\n"
+        "submit = s._queue_submit\n"
+        "seen = []\n"
+        "def freeing(*args):\n"
+        "    if not seen:\n"
+        "        b.free()  # as another thread could, while this one submits\n"
+        "        seen.append(len(dev._graveyard))\n"
+        "    return submit(*args)\n"
+        "s._queue_submit = freeing\n"
+        "s.synchronize()\n"
+        "assert seen == [1], seen  # b's release was deferred until the batch completed\n"
+        "dev.synchronize()\n"
+        "assert not dev._graveyard\n"
+        "out = np.empty(1 << 18, np.uint32)\n"
+        "s.copy_to_host(out, a)\n"
+        "assert (out == 3).all()\n"
+        "a.free()\n"
+        "dev.close()\n"
+        "assert backend.validation_messages == [], backend.validation_messages[:3]\n"
+        "print('deferred')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "deferred" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
 def test_a_free_defers_without_submitting_the_open_batch(device: Any) -> None:
     """Freeing memory while a stream has a batch open submits nothing (a free may come from an allocation's
     __del__ in the middle of recording a command on that stream): the release waits for the value that batch

@@ -246,16 +246,21 @@ class VulkanStream(Stream):
         cb = self._cb
         if cb is None:
             cb = self._record()
-        self._cb = None
-        code = self._end(cb)
-        if code:
-            self._api.check(code, "vkEndCommandBuffer")
-        if self._resources:
-            held: Any = list(self._resources)
-            self._resources.clear()
-        else:
-            held = ()
-        value = self._queue(cb, True, held)
+        try:
+            code = self._end(cb)
+            if code:
+                self._api.check(code, "vkEndCommandBuffer")
+            if self._resources:
+                held: Any = list(self._resources)
+                self._resources.clear()
+            else:
+                held = ()
+            value = self._queue(cb, True, held)
+        finally:
+            # (only now, the value it signals counted: a free meanwhile, from another thread, read _cb set and
+            # waited for that value; set to None first, the free found nothing pending and released the memory
+            # the batch was being submitted with)
+            self._cb = None
         if not self._spare and len(self._pending) > 1:
             # launching with no wait: retire what completed, so the next batches reuse its command buffers
             code = self._counter_value(self._handle, self.semaphore, self._counter)
@@ -267,6 +272,15 @@ class VulkanStream(Stream):
         """Submit ``cb`` after the stream's previous submission (and the waits ``wait_event`` added), signalling the
         next timeline value; ``held`` (callables) is called once it completes, and ``cb`` reused or freed where
         ``owned``."""
+        self._submitting = True  # (for _flush_for_release, until self.value counts this submission)
+        try:
+            return self._queue_now(cb, owned, held)
+        finally:
+            self._submitting = False
+
+    _submitting = False
+
+    def _queue_now(self, cb: Any, owned: bool, held: Any) -> int:
         api, ffi, raw = self._api, self._ffi, self._api.raw
         S = self._S
         value = self.value + 1
@@ -317,7 +331,7 @@ class VulkanStream(Stream):
         """The timeline value after which memory used by the work enqueued so far may be released (0: nothing
         pending).  Submits nothing: a release may come from an allocation's ``__del__`` in the middle of recording
         a command on this very stream; an open batch's value is the one its submission will signal."""
-        if self._cb is not None:
+        if self._cb is not None or self._submitting:
             return self.value + 1
         if self._seen >= self.value:
             return 0
