@@ -38,7 +38,11 @@ the median over repeats of the paired per-repeat ratio):
 ``--baseline REV`` adds, to sections 1 and 3, the same rows run by the Vulkan stream module of git revision REV
 (``runtime/ironaccelerator_runtime/backends/vulkan/stream.py`` as ``git show`` prints it, loaded beside this tree's
 and given a stream of the same device; the rest of the runtime is this tree's): a before/after comparison of a
-change to the stream, side by side in one process, printed as ``ours (REV)`` with the ratio now / REV.
+change to the stream, side by side in one process, printed as ``ours (REV)`` with the ratio now / REV.  It also
+prints the calling thread's CPU time per checked round trip (1024) of each (``time.thread_time()`` over 500 round
+trips, the two alternated, ``repeats`` times; medians): on a loaded machine the wall time of a round trip is mostly
+waiting for lavapipe's threads to be scheduled, while the CPU time is the work done on the calling thread (ours,
+and lavapipe's own inside ``vkQueueSubmit`` and the wait).
 
 Target printed: ours checked round trip (1024) / wgpu <= 0.7.  Kompute (``kp``) is absent: no wheel of it is
 installable here (printed).
@@ -49,6 +53,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -314,6 +319,16 @@ def main() -> int:
             print(f"  {v.label:<50} {us(v.median)}  {spread(v):5.1f}  {r:6.3f}x")
         print()
     (s1, v1), (s2, v2), (s3, v3) = sections
+    if base is not None:
+        cpu_now, cpu_old = [], []
+        for _ in range(repeats):
+            for out, body in ((cpu_now, v1[0].body), (cpu_old, v1[2].body)):
+                c = time.thread_time()
+                body(500)
+                out.append((time.thread_time() - c) / 500)
+        r = statistics.median(a / b for a, b in zip(cpu_now, cpu_old))
+        print(f"== calling thread's CPU time per checked round trip ({SMALL}): ours {us(statistics.median(cpu_now))} "
+              f"us, baseline {args.baseline} {us(statistics.median(cpu_old))} us, ratio {r:.3f}x\n")
     targets.add(f"ours checked round trip ({SMALL}) / wgpu-py", ratio(v1[0], v1[-1]), "<=", TARGET_ROUND_TRIP)
     targets.note(f"ours unchecked round trip ({SMALL}) / wgpu-py", ratio(v1[1], v1[-1]))
     targets.note(f"ours checked round trip (1M vadd) / wgpu-py", ratio(v2[0], v2[-1]))
