@@ -473,6 +473,48 @@ def test_a_free_while_its_batch_is_being_submitted_waits_for_it(tmp_path: Path) 
     assert proc.returncode == 0 and "deferred" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
 
 
+def test_a_kernel_dropped_while_its_dispatch_is_pending(tmp_path: Path) -> None:
+    """Issue 28 item 3: a kernel whose last reference goes while a stream's batch still binds its pipeline (recorded,
+    or submitted and running) is destroyed once that work completed, as freed memory is.  Before, its finalizer
+    destroyed the pipeline at once: the validation layer reported VUID-vkDestroyPipeline-pipeline-00765 (in use by
+    a command buffer) and lavapipe ran the destroyed pipeline.  Both launch paths: the prepared one (the stream
+    lets the launch go at synchronize, after submitting) and one with a bytearray value (not kept).  A child
+    process."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    source = ("#version 450\n"
+              "layout(local_size_x = 64) in;\n"
+              "layout(push_constant) uniform Args { uint n; };\n"
+              "void main() { uint x = gl_GlobalInvocationID.x; for (uint i = 0u; i < n; i++) x = x * 1664525u + 1u;\n"
+              "              if (x == 7u) barrier(); }\n")
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import gc\n"
+        "import numpy as np\n"
+        "from ironaccelerator import BackendRegistry, KernelLaunch, LaunchDims\n"
+        "backend = BackendRegistry.default().get('vulkan')\n"
+        "dev = backend.open(0)\n"
+        "s = dev.create_stream()\n"
+        "for value in (np.uint32(64), bytearray(np.uint32(64).tobytes())):\n"
+        f"    k = dev.load_module({source!r}, cache=False).kernel('main')\n"
+        "    s.launch(KernelLaunch(k, LaunchDims(grid=16, block=64), [value]))\n"
+        "    del k\n"
+        "    gc.collect()\n"
+        "    s.synchronize()\n"
+        "dev.synchronize()\n"
+        "assert not dev._graveyard\n"
+        "dev.close()\n"
+        "assert backend.validation_messages == [], backend.validation_messages[:2]\n"
+        "print('deferred')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "deferred" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
 def test_a_free_defers_without_submitting_the_open_batch(device: Any) -> None:
     """Freeing memory while a stream has a batch open submits nothing (a free may come from an allocation's
     __del__ in the middle of recording a command on that stream): the release waits for the value that batch
