@@ -320,12 +320,13 @@ def main() -> int:
         print()
     (s1, v1), (s2, v2), (s3, v3) = sections
     if base is not None:
-        cpu_now, cpu_old = [], []
+        cpu_now: list[float] = []
+        cpu_old: list[float] = []
         for _ in range(repeats):
-            for out, body in ((cpu_now, v1[0].body), (cpu_old, v1[2].body)):
-                c = time.thread_time()
+            for samples, body in ((cpu_now, v1[0].body), (cpu_old, v1[2].body)):
+                started = time.thread_time()
                 body(500)
-                out.append((time.thread_time() - c) / 500)
+                samples.append((time.thread_time() - started) / 500)
         r = statistics.median(a / b for a, b in zip(cpu_now, cpu_old))
         print(f"== calling thread's CPU time per checked round trip ({SMALL}): ours {us(statistics.median(cpu_now))} "
               f"us, baseline {args.baseline} {us(statistics.median(cpu_old))} us, ratio {r:.3f}x\n")
