@@ -25,6 +25,25 @@ the median over repeats of the paired per-repeat ratio):
                                wgpu's encode + submit of one pass per dispatch, and wgpu's passes recorded into one
                                encoder and submitted once (the same batching as ours).
 
+4. allocation (not timed)     issue 27's rule on Vulkan (issue 28 item 2): the same ``KernelLaunch`` launched again
+                               by ``launch_unchecked`` and ``launch`` (``--alloc-launches`` times, after a warm-up),
+                               and the checked round trip: calls into CPython's allocators per call
+                               (``bench/count_alloc.c``, built as ``bench/bench_launch_cpu.py`` builds it), the net
+                               change of ``sys.getallocatedblocks()`` and of ``tracemalloc``'s traced bytes, less
+                               what measuring costs (``bench_launch_cpu.allocations``).  A launch records into the
+                               stream's open batch; every 64th submits it, which makes its timeline value and its
+                               entry in the stream's pending list (those are the fractional calls per launch), and
+                               the batches still pending at the end are the net blocks.
+
+``--baseline REV`` adds, to sections 1 and 3, the same rows run by the Vulkan stream module of git revision REV
+(``runtime/ironaccelerator_runtime/backends/vulkan/stream.py`` as ``git show`` prints it, loaded beside this tree's
+and given a stream of the same device; the rest of the runtime is this tree's): a before/after comparison of a
+change to the stream, side by side in one process, printed as ``ours (REV)`` with the ratio now / REV.  It also
+prints the calling thread's CPU time per checked round trip (1024) of each (``time.thread_time()`` over 500 round
+trips, the two alternated, ``repeats`` times; medians): on a loaded machine the wall time of a round trip is mostly
+waiting for lavapipe's threads to be scheduled, while the CPU time is the work done on the calling thread (ours,
+and lavapipe's own inside ``vkQueueSubmit`` and the wait).
+
 Target printed: ours checked round trip (1024) / wgpu <= 0.7.  Kompute (``kp``) is absent: no wheel of it is
 installable here (printed).
 """
@@ -34,6 +53,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -111,6 +131,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="shorter samples and 15 repeats")
     ap.add_argument("--target-ms", type=float, default=None, help="duration of one sample (default 25, --quick 10)")
     ap.add_argument("--batch", type=int, default=64, help="dispatches per wait in the launch-only row")
+    ap.add_argument("--baseline", metavar="REV", default=None,
+                    help="also time the Vulkan stream module of git revision REV (sections 1 and 3)")
+    ap.add_argument("--alloc-launches", type=int, default=6400,
+                    help="launches counted in the allocation section (0: skip it)")
     args = ap.parse_args()
     repeats = args.repeats or (15 if args.quick else 31)
     target_s = (args.target_ms or (10.0 if args.quick else 25.0)) / 1e3
@@ -138,6 +162,10 @@ def main() -> int:
     wgpu, wdev, wpipe = w["wgpu"], w["device"], w["pipeline"]
     dev = backend.open(idx)
     s = dev.create_stream()
+    base = baseline_stream(dev, args.baseline) if args.baseline else None
+    if isinstance(base, str):
+        print(f"bench_vulkan: --baseline: {base}")
+        return 2
     kernel = dev.load_module(spv).kernel("main")
 
     print(f"device: {dev.descriptor.name}")
@@ -187,7 +215,7 @@ def main() -> int:
 
     queue, poll = wdev.queue, wdev._poll_wait
 
-    def ours(launch: Any) -> Any:
+    def ours(launch: Any, s: Any = s) -> Any:
         def body(k: int) -> None:
             launch_, sync = s.launch, s.synchronize
             for _ in range(k):
@@ -222,7 +250,7 @@ def main() -> int:
 
     batch = args.batch
 
-    def ours_batch(launch: Any) -> Any:
+    def ours_batch(launch: Any, s: Any = s) -> Any:
         def body(k: int) -> None:
             launch_ = s.launch
             for _ in range(k):
@@ -254,10 +282,17 @@ def main() -> int:
         return body
 
     c0, c1 = cases[SMALL], cases[LARGE]
+    old: list[Variant] = []
+    old_batch: list[Variant] = []
+    if base is not None:
+        old = [Variant("old", f"ours (baseline {args.baseline}) launch + synchronize", ours(c0["launch"], base))]
+        old_batch = [Variant("old", f"ours (baseline {args.baseline}) launch (checked)", ours_batch(c0["launch"], base),
+                             ops_per_call=batch)]
     sections = [
         (f"1. round trip, {SMALL} elements (dispatch + submit + wait)", [
             Variant("ours", "ours launch + synchronize (checked)", ours(c0["launch"])),
             Variant("ours_u", "ours launch_unchecked + synchronize", ours_unchecked(c0["launch"])),
+            *old,
             Variant("wgpu", "wgpu encoder + pass + submit + poll(wait)", wgpu_rt(c0["bg"], c0["groups"])),
         ]),
         (f"2. round trip, {LARGE} elements (1M vadd)", [
@@ -266,6 +301,7 @@ def main() -> int:
         ]),
         (f"3. launch only, {SMALL} elements ({batch} dispatches, then one wait; per dispatch)", [
             Variant("ours", "ours launch (checked)", ours_batch(c0["launch"]), ops_per_call=batch),
+            *old_batch,
             Variant("wgpu_1", "wgpu one encoder, a pass per dispatch, 1 submit", wgpu_one_encoder(c0["bg"], c0["groups"]),
                     ops_per_call=batch),
             Variant("wgpu", "wgpu encoder + pass + submit", wgpu_batch(c0["bg"], c0["groups"]), ops_per_call=batch),
@@ -283,19 +319,86 @@ def main() -> int:
             print(f"  {v.label:<50} {us(v.median)}  {spread(v):5.1f}  {r:6.3f}x")
         print()
     (s1, v1), (s2, v2), (s3, v3) = sections
+    if base is not None:
+        cpu_now: list[float] = []
+        cpu_old: list[float] = []
+        for _ in range(repeats):
+            for samples, body in ((cpu_now, v1[0].body), (cpu_old, v1[2].body)):
+                started = time.thread_time()
+                body(500)
+                samples.append((time.thread_time() - started) / 500)
+        r = statistics.median(a / b for a, b in zip(cpu_now, cpu_old))
+        print(f"== calling thread's CPU time per checked round trip ({SMALL}): ours {us(statistics.median(cpu_now))} "
+              f"us, baseline {args.baseline} {us(statistics.median(cpu_old))} us, ratio {r:.3f}x\n")
     targets.add(f"ours checked round trip ({SMALL}) / wgpu-py", ratio(v1[0], v1[-1]), "<=", TARGET_ROUND_TRIP)
     targets.note(f"ours unchecked round trip ({SMALL}) / wgpu-py", ratio(v1[1], v1[-1]))
     targets.note(f"ours checked round trip (1M vadd) / wgpu-py", ratio(v2[0], v2[-1]))
     targets.note("ours checked launch only / wgpu-py encode + submit", ratio(v3[0], v3[-1]))
-    targets.note("ours checked launch only / wgpu-py passes in one encoder", ratio(v3[0], v3[1]))
+    targets.note("ours checked launch only / wgpu-py passes in one encoder", ratio(v3[0], v3[-2]))
+    if base is not None:
+        targets.note(f"ours checked round trip (1024) / baseline {args.baseline}'s", ratio(v1[0], v1[2]))
+        targets.note(f"baseline {args.baseline}'s checked round trip (1024) / wgpu-py", ratio(v1[2], v1[-1]))
+        targets.note(f"ours checked launch only / baseline {args.baseline}'s", ratio(v3[0], v3[1]))
     targets.print()
     print(f"\n(timed in {time.perf_counter() - t0:.1f} s)")
+    if args.alloc_launches:
+        allocation_section(s, c0["launch"], args.alloc_launches)
     s.synchronize()
+    if base is not None:
+        base.synchronize()
     for c in cases.values():
         for m in c["keep"][:3]:
             m.free()
     dev.close()
     return 0
+
+
+def baseline_stream(dev: Any, rev: str) -> Any:
+    """A stream of ``dev`` made by the Vulkan stream module of git revision ``rev``, or why not."""
+    import importlib.util
+
+    rel = "runtime/ironaccelerator_runtime/backends/vulkan/stream.py"
+    try:
+        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{rel}"], check=True, capture_output=True,
+                              text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return f"git show {rev}:{rel} failed ({getattr(exc, 'stderr', exc)!s:.200})"
+    path = Path(tempfile.mkdtemp(prefix="ia-bench-vulkan-")) / "stream_baseline.py"
+    path.write_text(text)
+    name = "ironaccelerator_runtime.backends.vulkan._stream_baseline"  # (its relative imports: this tree's package)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module.VulkanStream(dev)
+
+
+def allocation_section(s: Any, launch: Any, n: int) -> None:
+    """Section 4: allocator calls per call of a reused launch and of the round trip (see the module's doc)."""
+    import ctypes
+
+    import bench_launch_cpu
+
+    print("\n== 4. allocation per call (not timed): a reused KernelLaunch")
+    path = bench_launch_cpu.build_counter()
+    if isinstance(path, str):
+        print(f"  skipped: {path}")
+        return
+    counter = ctypes.PyDLL(str(path))
+    counter.count_calls.restype = ctypes.c_ulonglong
+
+    def round_trip(launch_: Any) -> None:
+        s.launch(launch_)
+        s.synchronize()
+
+    print(f"  {'call':<50} {'allocs/call':>11}  {'blocks':>6}  {'traced B':>8}")
+    for label, f, times in (("ours launch_unchecked (reused)", s.launch_unchecked, n),
+                            ("ours launch (checked, reused)", s.launch, n),
+                            ("ours launch + synchronize (checked)", round_trip, max(1, n // 10))):
+        calls, blocks, traced = bench_launch_cpu.allocations(f, launch, times, counter)
+        s.synchronize()
+        print(f"  {label:<50} {calls:11.3f}  {blocks:6d}  {traced:8d}")
 
 
 if __name__ == "__main__":

@@ -326,6 +326,195 @@ def test_capture_records_dispatches_copies_and_fills_for_replay(device: Any) -> 
     assert s.supports("Stream.capture") if hasattr(s, "supports") else device.backend.supports("Stream.capture")
 
 
+def test_a_graph_replay_after_its_allocation_was_freed_is_refused(tmp_path: Path) -> None:
+    """Issue 28 item 3: a graph replayed after an allocation its dispatch, copy or fill uses was freed is refused
+    (INVALID_HANDLE), checked before anything is submitted; one that was dropped instead stays alive with the
+    graph, which replays correctly.  Before, the replay ran on the destroyed VkBuffer and lavapipe crashed the
+    process (a segmentation fault), so this runs in a child process."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import gc\n"
+        "import numpy as np\n"
+        "from ironaccelerator import BackendRegistry, Error, ErrorKind, KernelLaunch, LaunchDims\n"
+        "backend = BackendRegistry.default().get('vulkan')\n"
+        "d = backend.open(0)\n"
+        f"k = d.load_module({ACCUMULATE!r}).kernel('main')\n"
+        "s = d.create_stream()\n"
+        "n = 1 << 16\n"
+        "for freed in ('launch', 'copy', 'fill', 'dropped'):\n"
+        "    a, c, t = d.alloc(4 * n), d.alloc(4 * n), d.alloc(4 * n)\n"
+        "    s.copy_from_host(a, np.ones(n, np.float32))\n"
+        "    s.fill(c, 0)\n"
+        "    s.synchronize()\n"
+        "    with s.capture() as g:\n"
+        "        s.launch(KernelLaunch(k, LaunchDims(grid=n // 64, block=64), [a, c, np.float32(1), np.uint32(n)]))\n"
+        "        s.copy(t, c)\n"
+        "        s.fill(t, 0, 64)\n"
+        "    g.launch(s)\n"
+        "    if freed == 'dropped':\n"
+        "        del a, t\n"
+        "        gc.collect()\n"
+        "    else:\n"
+        "        {'launch': a, 'copy': c, 'fill': t}[freed].free()\n"
+        "    try:\n"
+        "        g.launch(s)\n"
+        "    except Error as e:\n"
+        "        assert freed != 'dropped' and e.kind is ErrorKind.INVALID_HANDLE, e\n"
+        "        out = np.empty(n, np.float32)\n"
+        "        if freed != 'copy':\n"
+        "            s.copy_to_host(out, c)\n"
+        "            assert (out == 1).all(), out[:4]  # the refused replay ran nothing\n"
+        "    else:\n"
+        "        assert freed == 'dropped', f'a graph replayed after its allocation was freed ({freed})'\n"
+        "        out = np.empty(n, np.float32)\n"
+        "        s.copy_to_host(out, c)\n"
+        "        assert (out == 2).all(), out[:4]\n"
+        "    s.synchronize()\n"
+        "    g.close()\n"
+        "assert backend.validation_messages == [], backend.validation_messages[:3]\n"
+        "print('refused')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "refused" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_an_allocation_dropped_while_deferred_frees_are_swept(tmp_path: Path) -> None:
+    """Issue 28 item 3: the device's sweep of deferred frees (on every alloc) may see another allocation dropped
+    meanwhile: by a garbage collection, or by a retired batch letting go of a graph that held it.  Its release comes
+    back to the deferred-free queue; before, the sweep held the queue's lock through it and the thread waited for
+    itself forever.  The drop is made to happen inside the sweep; a child process, with faulthandler's dump after
+    60 s (a hang before)."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import faulthandler\n"
+        "faulthandler.dump_traceback_later(60, exit=True)\n"
+        "from ironaccelerator import BackendRegistry\n"
+        "dev = BackendRegistry.default().get('vulkan').open(0)\n"
+        "s, s2 = dev.create_stream(), dev.create_stream()\n"
+        "y, w, victim = dev.alloc(64), dev.alloc(64), [dev.alloc(64)]  # (no alloc below sweeps before z's)\n"
+        "s.fill(y, 0)\n"
+        "s.record_event()  # submitted: s has work pending\n"
+        "y.free()  # deferred until it completes\n"
+        "s2.fill(w, 0)  # s2 has a batch open: a release now is deferred too\n"
+        "reached = s._reached\n"
+        "def dropping(v, wait):  # the sweep asks whether s reached a value: meanwhile an allocation goes\n"
+        "    victim.clear()\n"
+        "    return reached(v, wait)\n"
+        "s._reached = dropping\n"
+        "z = dev.alloc(64)  # the sweep\n"
+        "assert not victim and dev._graveyard\n"
+        "s2.synchronize()\n"
+        "dev.synchronize()\n"
+        "assert not dev._graveyard, dev._graveyard\n"
+        "for a in (w, z):\n"
+        "    a.free()\n"
+        "dev.close()\n"
+        "print('swept')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and "swept" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_a_free_while_its_batch_is_being_submitted_waits_for_it(tmp_path: Path) -> None:
+    """Issue 28 item 3: an allocation freed (by another thread, or by a garbage collection) while the stream is
+    inside the submission of a batch that uses it is released once that batch completed.  Before, the stream had
+    marked its batch closed before its submission counted, so the free found nothing pending and destroyed the
+    buffer under the batch being submitted.  The free is made to happen inside vkQueueSubmit's call; a child
+    process (a use of a destroyed buffer may crash lavapipe)."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from ironaccelerator import BackendRegistry\n"
+        "backend = BackendRegistry.default().get('vulkan')\n"
+        "dev = backend.open(0)\n"
+        "s = dev.create_stream()\n"
+        "a, b = dev.alloc(1 << 20), dev.alloc(1 << 20)\n"
+        "s.fill(a, 3, width=4)\n"
+        "s.synchronize()\n"
+        "s.copy(b, a)  # the open batch uses a and b\n"
+        "submit = s._queue_submit\n"
+        "seen = []\n"
+        "def freeing(*args):\n"
+        "    if not seen:\n"
+        "        b.free()  # as another thread could, while this one submits\n"
+        "        seen.append(len(dev._graveyard))\n"
+        "    return submit(*args)\n"
+        "s._queue_submit = freeing\n"
+        "s.synchronize()\n"
+        "assert seen == [1], seen  # b's release was deferred until the batch completed\n"
+        "dev.synchronize()\n"
+        "assert not dev._graveyard\n"
+        "out = np.empty(1 << 18, np.uint32)\n"
+        "s.copy_to_host(out, a)\n"
+        "assert (out == 3).all()\n"
+        "a.free()\n"
+        "dev.close()\n"
+        "assert backend.validation_messages == [], backend.validation_messages[:3]\n"
+        "print('deferred')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "deferred" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_a_kernel_dropped_while_its_dispatch_is_pending(tmp_path: Path) -> None:
+    """Issue 28 item 3: a kernel whose last reference goes while a stream's batch still binds its pipeline (recorded,
+    or submitted and running) is destroyed once that work completed, as freed memory is.  Before, its finalizer
+    destroyed the pipeline at once: the validation layer reported VUID-vkDestroyPipeline-pipeline-00765 (in use by
+    a command buffer) and lavapipe ran the destroyed pipeline.  Both launch paths: the prepared one (the stream
+    lets the launch go at synchronize, after submitting) and one with a bytearray value (not kept).  A child
+    process."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    source = ("#version 450\n"
+              "layout(local_size_x = 64) in;\n"
+              "layout(push_constant) uniform Args { uint n; };\n"
+              "void main() { uint x = gl_GlobalInvocationID.x; for (uint i = 0u; i < n; i++) x = x * 1664525u + 1u;\n"
+              "              if (x == 7u) barrier(); }\n")
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import gc\n"
+        "import numpy as np\n"
+        "from ironaccelerator import BackendRegistry, KernelLaunch, LaunchDims\n"
+        "backend = BackendRegistry.default().get('vulkan')\n"
+        "dev = backend.open(0)\n"
+        "s = dev.create_stream()\n"
+        "for value in (np.uint32(64), bytearray(np.uint32(64).tobytes())):\n"
+        f"    k = dev.load_module({source!r}, cache=False).kernel('main')\n"
+        "    s.launch(KernelLaunch(k, LaunchDims(grid=16, block=64), [value]))\n"
+        "    del k\n"
+        "    gc.collect()\n"
+        "    s.synchronize()\n"
+        "dev.synchronize()\n"
+        "assert not dev._graveyard\n"
+        "dev.close()\n"
+        "assert backend.validation_messages == [], backend.validation_messages[:2]\n"
+        "print('deferred')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "deferred" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
 def test_a_free_defers_without_submitting_the_open_batch(device: Any) -> None:
     """Freeing memory while a stream has a batch open submits nothing (a free may come from an allocation's
     __del__ in the middle of recording a command on that stream): the release waits for the value that batch
@@ -384,3 +573,148 @@ def test_a_capability_flag_means_its_shaders_run(device: Any, flag: str) -> None
             s.copy_to_host(count, dc, 8)
             assert int.from_bytes(count.tobytes(), "little") == n
     np.testing.assert_array_equal(x, 2 * np.arange(n, dtype=np.float32))
+
+
+ACCUMULATE = """#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer A { float a[]; };
+layout(std430, binding = 1) buffer C { float c[]; };
+layout(push_constant) uniform Args { float w; uint n; };
+void main() { uint i = gl_GlobalInvocationID.x; if (i < n) c[i] += w * a[i]; }
+"""
+
+
+def _accumulator(device: Any, n: int) -> tuple[Any, Any, LaunchDims, np.ndarray]:
+    """The ACCUMULATE kernel, a stream, the dims for ``n`` elements and the ``a`` they add (1, 2, 3, ...)."""
+    return (device.load_module(ACCUMULATE).kernel("main"), device.create_stream(), LaunchDims(grid=n // 64, block=64),
+            np.arange(1, n + 1, dtype=np.float32))
+
+
+def _read(s: Any, alloc: Any, n: int) -> np.ndarray:
+    out = np.empty(n, np.float32)
+    s.copy_to_host(out, alloc)
+    s.synchronize()
+    return out
+
+
+def test_a_repeated_launch_rechecks_what_can_change(device: Any, backend: Any) -> None:
+    """Issue 28: launching the same KernelLaunch object again records what its first launch prepared (no checks,
+    no conversions), so what can change between two launches is checked each time: a bytearray push constant's
+    bytes are read again; a storage buffer freed since is refused (INVALID_HANDLE, checked or not) with nothing
+    recorded; a launch inside a capture goes to the graph, not the stream."""
+    n = 256
+    k, s, dims, a = _accumulator(device, n)
+    with device.alloc(4 * n) as da, device.alloc(4 * n) as dc:
+        s.copy_from_host(da, a)
+        s.fill(dc, 0)
+        w = bytearray(np.float32(1).tobytes())
+        mutable = KernelLaunch(k, dims, [da, dc, w, np.uint32(n)])
+        s.launch(mutable)
+        w[:] = np.float32(10).tobytes()
+        s.launch(mutable)
+        np.testing.assert_array_equal(_read(s, dc, n), 11 * a)
+
+        fixed = KernelLaunch(k, dims, [da, dc, np.float32(1), np.uint32(n)])
+        s.fill(dc, 0)
+        s.launch(fixed)
+        s.launch(fixed)  # (no synchronize since: the second launch was the prepared one)
+        with s.capture() as graph:
+            s.launch(fixed)
+        np.testing.assert_array_equal(_read(s, dc, n), 2 * a)  # the captured launch did not run on the stream
+        graph.launch(s)
+        np.testing.assert_array_equal(_read(s, dc, n), 3 * a)
+        graph.close()
+
+        dx = device.alloc(4 * n)
+        s.fill(dx, 0)
+        gone = KernelLaunch(k, dims, [da, dx, np.float32(1), np.uint32(n)])
+        s.launch(gone)
+        s.launch(gone)
+        dx.free()  # (deferred: the stream's open batch uses it)
+        count = s._count
+        err = s.launch_unchecked(gone)
+        assert isinstance(err, Error) and err.kind is ErrorKind.INVALID_HANDLE, err
+        with pytest.raises(Error) as ei:
+            s.launch(gone)
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
+        assert s._count == count  # nothing recorded
+        s.synchronize()
+    assert backend.validation_messages == []
+
+
+def test_a_repeated_launch_after_the_descriptor_set_cache_emptied(device: Any, backend: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: a prepared launch's descriptor set belongs to the stream's cache, which frees its sets once the
+    cache is full (after the batch being recorded completes).  A prepared launch captured into a graph must give
+    the graph a set of its own: replayed after the cache emptied, the graph would bind a freed set (the
+    validation layer reports it)."""
+    from ironaccelerator_runtime.backends.vulkan import stream as vk_stream
+
+    monkeypatch.setattr(vk_stream, "_SETS", 2)
+    n = 256
+    k, s, dims, a = _accumulator(device, n)
+    allocs = [device.alloc(4 * n) for _ in range(4)]
+    da, dc, dy, dz = allocs
+    s.copy_from_host(da, a)
+    for d in (dc, dy, dz):
+        s.fill(d, 0)
+    first = KernelLaunch(k, dims, [da, dc, np.float32(1), np.uint32(n)])
+    s.launch(first)
+    s.launch(first)  # (prepared)
+    with s.capture() as graph:
+        s.launch(first)
+    s.launch(KernelLaunch(k, dims, [da, dy, np.float32(1), np.uint32(n)]))
+    s.launch(KernelLaunch(k, dims, [da, dz, np.float32(1), np.uint32(n)]))  # the cache full: emptied
+    s.record_event().synchronize()  # the batch completed: the emptied cache's sets freed
+    s.launch(first)
+    graph.launch(s)
+    np.testing.assert_array_equal(_read(s, dc, n), 4 * a)
+    graph.close()
+    for d in allocs:
+        d.free()
+    assert backend.validation_messages == []
+
+
+def test_a_repeated_launch_makes_no_python_object(device: Any) -> None:
+    """Issue 28 item 2 (issue 27's rule): launching the same KernelLaunch again, checked or not, calls none of
+    CPython's allocators (bench/count_alloc.c counts them) while it records into the stream's open batch: 60
+    launches after the first of a batch (a batch's submission, every 64 launches, makes its timeline value and its
+    entry in the stream's pending list)."""
+    import ctypes
+    import itertools
+    import sys
+    import sysconfig
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    try:
+        import bench_launch_cpu
+    finally:
+        sys.path.pop(0)
+    if not Path(sysconfig.get_paths()["include"], "Python.h").exists():
+        pytest.skip("no Python.h to build bench/count_alloc.c against")
+    counter_path = bench_launch_cpu.build_counter()
+    if isinstance(counter_path, str):
+        pytest.skip(counter_path)
+    counter = ctypes.PyDLL(str(counter_path))
+    counter.count_calls.restype = ctypes.c_ulonglong
+    n = 256
+    k, s, dims, a = _accumulator(device, n)
+    with device.alloc(4 * n) as da, device.alloc(4 * n) as dc:
+        s.copy_from_host(da, a)
+        s.fill(dc, 0)
+        launch = KernelLaunch(k, dims, [da, dc, np.float32(0), np.uint32(n)])
+        for f in (s.launch_unchecked, s.launch, s.launch_unchecked, s.launch):  # (the first two warm up)
+            s.record_event()  # (the open batch submitted: the next launch begins one)
+            f(launch)
+            calls = []
+            for times in (0, 60):  # (0: what counting itself costs: count_calls's int)
+                counter.count_start()
+                try:
+                    before = counter.count_calls()
+                    for _ in itertools.repeat(None, times):
+                        f(launch)
+                    calls.append(counter.count_calls() - before)
+                finally:
+                    counter.count_stop()
+        assert s._count == 61 and calls[1] == calls[0], (s._count, calls)
+        s.synchronize()

@@ -370,14 +370,27 @@ class VulkanDevice(Device):
         stream was synchronized, so each value waited for was submitted)."""
         if not self._graveyard:
             return
+        # the entries are taken out under the lock and released without it: a release, a retired batch, or a
+        # garbage collection running meanwhile may drop another allocation, whose release comes back to _defer
+        # (under the lock, this thread waited for itself: a hang)
         with self._release_lock:
-            keep = []
-            for waits, release in self._graveyard:
+            graves, self._graveyard = self._graveyard, []
+        keep = []
+        i = 0
+        try:
+            while i < len(graves):
+                waits, release = graves[i]
                 if all(s._reached(v, wait) for s, v in waits):
+                    i += 1
                     release()
                 else:
-                    keep.append((waits, release))
-            self._graveyard = keep
+                    keep.append(graves[i])
+                    i += 1
+        finally:
+            keep += graves[i:]  # (what an exception left, kept)
+            if keep:
+                with self._release_lock:
+                    self._graveyard[:0] = keep
 
     def create_stream(self) -> VulkanStream:
         self._check_open("Device.create_stream")

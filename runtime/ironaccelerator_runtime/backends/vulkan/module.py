@@ -146,8 +146,8 @@ class VulkanKernel(Kernel):
         self._pipelines: dict[tuple[int, int, int], Any] = {}
         self._lock = threading.Lock()
         device._owner.retain()
-        self._finalizer = weakref.finalize(self, _destroy_kernel, device._owner, self.shader, self.set_layout,
-                                           self.layout, self._pipelines)
+        self._finalizer = weakref.finalize(self, _drop_kernel, weakref.ref(device), device._owner, self.shader,
+                                           self.set_layout, self.layout, self._pipelines)
         self._finalizer.atexit = False  # (as the device's)
 
     def _buffers_of(self, args: Any, keys: list[Any]) -> list[tuple[Any, int, int]]:
@@ -210,6 +210,19 @@ class VulkanKernel(Kernel):
         api.check(raw.vkCreateComputePipelines(device.handle, ffi.NULL, 1, ci, ffi.NULL, out),
                   "vkCreateComputePipelines", f"kernel {self.name!r}, block {block}")
         return out[0]
+
+
+def _drop_kernel(device_ref: Any, owner: Any, shader: Any, set_layout: Any, layout: Any,
+                 pipelines: dict[Any, Any]) -> None:
+    """A dropped kernel: its pipelines and layouts are destroyed once the work submitted so far (and the batches
+    being recorded) completed, as a freed allocation's memory is (``VulkanDevice._defer``); a stream's batch may
+    still bind them (vkDestroyPipeline on a pipeline in use: lavapipe runs it destroyed).  With the device object
+    gone, so are its streams: at once."""
+    device = device_ref()
+    if device is None:
+        _destroy_kernel(owner, shader, set_layout, layout, pipelines)
+    else:
+        device._defer(lambda: _destroy_kernel(owner, shader, set_layout, layout, pipelines))
 
 
 def _destroy_kernel(owner: Any, shader: Any, set_layout: Any, layout: Any, pipelines: dict[Any, Any]) -> None:

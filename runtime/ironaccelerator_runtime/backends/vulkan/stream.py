@@ -11,6 +11,7 @@ stream has nothing pending; copy_to_host after waiting for the stream), else hos
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import struct
 import sys
@@ -20,7 +21,9 @@ from typing import Any, Iterator
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import Error, fail
-from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, local_error, shared_mem_error, value_bytes
+from ironaccelerator_runtime.kernel_args import (
+    LocalMemory, _numpy_kind, buffer_error, local_error, shared_mem_error, value_bytes,
+)
 from ironaccelerator_runtime.traits import (
     Allocation, CopyRegion, Event, Graph, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span,
     device_span, fill_pattern, host_span, host_view, not_a_launch,
@@ -39,6 +42,7 @@ _ALL_COMMANDS = 0x10000
 _BOTTOM_OF_PIPE = 0x2000
 _MEMORY_READ, _MEMORY_WRITE = 0x8000, 0x10000
 _UINT64_MAX = 2**64 - 1
+_IMMUTABLE = frozenset((int, float, bool, bytes))  # push-constant values a prepared launch keeps as bytes
 
 
 class VulkanEvent(Event):
@@ -86,7 +90,7 @@ class VulkanEvent(Event):
 
 
 def _destroy_stream(owner: Any, pool: Any, sem: Any, queries: Any, dpools: list[Any], tail: list[int],
-                    pending: list[Any], resources: list[Any]) -> None:
+                    pending: collections.deque[Any], resources: list[Any]) -> None:
     """A dropped stream: wait for its last submission, release what its batches held, destroy its objects, and
     give up its reference to the device."""
     api, device = owner.api, owner.handle
@@ -141,7 +145,8 @@ class VulkanStream(Stream):
         self._queries = qout[0]
         self._dpools: list[Any] = []
         self._tail = [0]  # the last value submitted, for the finalizer
-        self._pending: list[tuple[int, Any, list[Any]]] = []  # submitted: (value, command buffer, resources)
+        # submitted, in order: (value, command buffer, resources)
+        self._pending: collections.deque[tuple[int, Any, Any]] = collections.deque()
         self._resources: list[Any] = []  # released when the batch being recorded completes
         device._owner.retain()
         self._finalizer = weakref.finalize(self, _destroy_stream, device._owner, self._pool, self.semaphore,
@@ -179,6 +184,14 @@ class VulkanStream(Stream):
             "sType": S.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": self._tsi, "waitSemaphoreCount": 1,
             "pWaitSemaphores": self._own_sem, "pWaitDstStageMask": self._stage, "commandBufferCount": 1,
             "pCommandBuffers": self._submit_cb, "signalSemaphoreCount": 1, "pSignalSemaphores": self._own_sem})
+        # the wait for the stream's own timeline (_wait_only), made once
+        self._wait_lock = threading.Lock()
+        self._wait_vals = ffi.new("uint64_t[1]")
+        self._wait_info = ffi.new("VkSemaphoreWaitInfo *", {
+            "sType": S.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, "semaphoreCount": 1, "pSemaphores": self._own_sem,
+            "pValues": self._wait_vals})
+        self._wait_semaphores = raw.vkWaitSemaphores
+        self._handle = h
         self._sets: dict[tuple[Any, ...], Any] = {}  # (kernel, buffer keys...) -> VkDescriptorSet[1]
         self._set_pools: dict[Any, Any] = {}  # descriptor set -> its pool
         # the launch's raw functions, resolved once
@@ -186,6 +199,10 @@ class VulkanStream(Stream):
         self._bind_sets = raw.vkCmdBindDescriptorSets
         self._push = raw.vkCmdPushConstants
         self._dispatch = raw.vkCmdDispatch
+        self._end = raw.vkEndCommandBuffer
+        self._queue_submit = raw.vkQueueSubmit
+        self._counter_value = raw.vkGetSemaphoreCounterValue
+        self._counter = ffi.new("uint64_t *")
         self._null = ffi.NULL
         device._streams.add(self)
 
@@ -229,15 +246,41 @@ class VulkanStream(Stream):
         cb = self._cb
         if cb is None:
             cb = self._record()
-        self._cb = None
-        self._api.check(self._api.raw.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
-        held = list(self._resources)
-        self._resources.clear()
-        return self._queue(cb, True, held)
+        try:
+            code = self._end(cb)
+            if code:
+                self._api.check(code, "vkEndCommandBuffer")
+            if self._resources:
+                held: Any = list(self._resources)
+                self._resources.clear()
+            else:
+                held = ()
+            value = self._queue(cb, True, held)
+        finally:
+            # (only now, the value it signals counted: a free meanwhile, from another thread, read _cb set and
+            # waited for that value; set to None first, the free found nothing pending and released the memory
+            # the batch was being submitted with)
+            self._cb = None
+        if not self._spare and len(self._pending) > 1:
+            # launching with no wait: retire what completed, so the next batches reuse its command buffers
+            code = self._counter_value(self._handle, self.semaphore, self._counter)
+            if code == 0:
+                self._retire(self._counter[0])
+        return value
 
-    def _queue(self, cb: Any, owned: bool, held: list[Any]) -> int:
+    def _queue(self, cb: Any, owned: bool, held: Any) -> int:
         """Submit ``cb`` after the stream's previous submission (and the waits ``wait_event`` added), signalling the
-        next timeline value; ``held`` is released once it completes, and ``cb`` freed where ``owned``."""
+        next timeline value; ``held`` (callables) is called once it completes, and ``cb`` reused or freed where
+        ``owned``."""
+        self._submitting = True  # (for _flush_for_release, until self.value counts this submission)
+        try:
+            return self._queue_now(cb, owned, held)
+        finally:
+            self._submitting = False
+
+    _submitting = False
+
+    def _queue_now(self, cb: Any, owned: bool, held: Any) -> int:
         api, ffi, raw = self._api, self._ffi, self._api.raw
         S = self._S
         value = self.value + 1
@@ -246,9 +289,14 @@ class VulkanStream(Stream):
             self._signal_val[0] = value
             cbs = self._submit_cb
             cbs[0] = cb
-            with self.device.queue_lock:
-                code = raw.vkQueueSubmit(self.device.queue, 1, self._si, ffi.NULL)
-            return self._queued(code, value, cb, cbs, owned, held)
+            device = self.device
+            with device.queue_lock:
+                code = self._queue_submit(device.queue, 1, self._si, self._null)
+            if code < 0:
+                return self._queued(code, value, cb, cbs, owned, held)
+            self.value = self._tail[0] = value
+            self._pending.append((value, cb if owned else None, held))
+            return value
         waits = [(self.semaphore, self.value)] + self._waits
         wsems = ffi.new("VkSemaphore[]", [w[0] for w in waits])
         wvals = ffi.new("uint64_t[]", [w[1] for w in waits])
@@ -267,16 +315,15 @@ class VulkanStream(Stream):
             code = raw.vkQueueSubmit(self.device.queue, 1, si, ffi.NULL)
         return self._queued(code, value, cb, cbs, owned, held)
 
-    def _queued(self, code: int, value: int, cb: Any, cbs: Any, owned: bool, held: list[Any]) -> int:
+    def _queued(self, code: int, value: int, cb: Any, cbs: Any, owned: bool, held: Any) -> int:
         """After ``vkQueueSubmit`` of ``cb`` (in ``cbs``) signalling ``value``: the bookkeeping, or the error."""
         if code < 0:
             if owned:
                 self._api.raw.vkFreeCommandBuffers(self.device.handle, self._pool, 1, cbs)
             self._release_resources(held)
             raise self._api.error(code, "vkQueueSubmit")
-        self.value = value
-        self._waits = []
-        self._tail[0] = value
+        self.value = self._tail[0] = value
+        self._waits.clear()
         self._pending.append((value, cb if owned else None, held))
         return value
 
@@ -284,7 +331,7 @@ class VulkanStream(Stream):
         """The timeline value after which memory used by the work enqueued so far may be released (0: nothing
         pending).  Submits nothing: a release may come from an allocation's ``__del__`` in the middle of recording
         a command on this very stream; an open batch's value is the one its submission will signal."""
-        if self._cb is not None:
+        if self._cb is not None or self._submitting:
             return self.value + 1
         if self._seen >= self.value:
             return 0
@@ -315,33 +362,44 @@ class VulkanStream(Stream):
         self._retire(value)
 
     def _wait_only(self, value: int) -> None:
-        """Wait for the timeline to reach ``value``, retiring nothing (the caller still reads a staging buffer)."""
-        ffi, api = self._ffi, self._api
-        sems = ffi.new("VkSemaphore[1]", [self.semaphore])
-        vals = ffi.new("uint64_t[1]", [value])
-        wi = ffi.new("VkSemaphoreWaitInfo *", {"sType": self._S.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
-                                               "semaphoreCount": 1, "pSemaphores": sems, "pValues": vals})
-        api.check(api.raw.vkWaitSemaphores(self.device.handle, wi, _UINT64_MAX), "vkWaitSemaphores")
+        """Wait for the timeline to reach ``value``, retiring nothing (the caller still reads a staging buffer).
+        The wait structures are the stream's own, made once, used by one thread at a time (``_wait_lock``, never
+        waited for: a thread that finds it taken makes its own)."""
+        if self._wait_lock.acquire(False):
+            try:
+                self._wait_vals[0] = value
+                code = self._wait_semaphores(self._handle, self._wait_info, _UINT64_MAX)
+            finally:
+                self._wait_lock.release()
+        else:
+            ffi = self._ffi
+            sems = ffi.new("VkSemaphore[1]", [self.semaphore])
+            vals = ffi.new("uint64_t[1]", [value])
+            wi = ffi.new("VkSemaphoreWaitInfo *", {"sType": self._S.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                                   "semaphoreCount": 1, "pSemaphores": sems, "pValues": vals})
+            code = self._wait_semaphores(self._handle, wi, _UINT64_MAX)
+        if code:
+            self._api.check(code, "vkWaitSemaphores")
 
     def _retire(self, reached: int) -> None:
+        """Note that the timeline reached ``reached``: the batches it completed give back their command buffers
+        (kept to record the next batches in, up to ``_SPARE``, else freed) and release what they held."""
         if reached <= self._seen:
             return
         with self._lock:
-            self._seen = max(self._seen, reached)
-            done = [p for p in self._pending if p[0] <= reached]
-            if not done:
-                return
-            self._pending[:] = [p for p in self._pending if p[0] > reached]
-            owned = [p[1] for p in done if p[1] is not None]
-            keep = _SPARE - len(self._spare)
-            if keep > 0:
-                self._spare.extend(owned[:keep])  # (begun again by _record: no allocation per batch)
-                owned = owned[keep:]
-            if owned:
-                cbs = self._ffi.new("VkCommandBuffer[]", owned)
-                self._api.raw.vkFreeCommandBuffers(self.device.handle, self._pool, len(owned), cbs)
-            for p in done:
-                self._release_resources(p[2])
+            if reached > self._seen:
+                self._seen = reached
+            pending = self._pending  # (in the order submitted: values ascending)
+            while pending and pending[0][0] <= reached:
+                _, cb, held = pending.popleft()
+                if cb is not None:
+                    if len(self._spare) < _SPARE:
+                        self._spare.append(cb)  # (begun again by _record: no allocation per batch)
+                    else:
+                        self._submit_cb[0] = cb  # (all submission and retiring runs under _lock)
+                        self._api.raw.vkFreeCommandBuffers(self._handle, self._pool, 1, self._submit_cb)
+                for r in held:
+                    r()
 
     def _release_resources(self, resources: list[Any]) -> None:
         for r in resources:
@@ -440,6 +498,8 @@ class VulkanStream(Stream):
         so, do, n = device_span(dst, src, nbytes, dst_offset, src_offset, _KIND)
         if n:
             with self._lock:
+                if self._capture is not None:
+                    self._capture._hold(dst, src)
                 self._copy_cmd(s, sbase + so, d, dbase + do, n)
                 self._recorded()
 
@@ -453,6 +513,8 @@ class VulkanStream(Stream):
             return
         pattern = v.to_bytes(w, "little")
         with self._lock:
+            if self._capture is not None:
+                self._capture._hold(dst)
             at = base + o
             if w <= 4 and at % 4 == 0 and n % 4 == 0:
                 word = int.from_bytes(pattern * (4 // w), "little")
@@ -508,6 +570,8 @@ class VulkanStream(Stream):
             return
         d, dbase = _live_buffer(dst, function, self.device)
         with self._lock:
+            if self._capture is not None:
+                self._capture._hold(dst, src)
             self._regions(s, sbase, d, dbase, list(zip(soffs, doffs)), w)
             self._recorded()
 
@@ -529,7 +593,9 @@ class VulkanStream(Stream):
         if self._capture is not None:
             raise fail(ErrorKind.INVALID_VALUE, what, f"{self!r} is already capturing", "VULKAN")
         graph = VulkanGraph(self)
-        self._capture = graph
+        with self._lock:
+            self._prep = None
+            self._capture = graph
         try:
             yield graph
         except BaseException:
@@ -555,6 +621,8 @@ class VulkanStream(Stream):
                        f"not to {to!r} (prefetch on a stream of that device)", "VULKAN")
 
     # ---------------------------------------------------------------- launches
+    _prep: tuple[Any, ...] | None = None  # the last launch, prepared (see _launch)
+
     def launch(self, launch: Any, *parts: Any) -> None:
         if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
             launch = KernelLaunch(launch, parts[0], parts[1:])
@@ -573,9 +641,38 @@ class VulkanStream(Stream):
     def _launch(self, launch: KernelLaunch, what: str, validate: bool) -> Error | None:
         """A launch, checked or not alike (Vulkan reports nothing for a bad dispatch: every check is ours).
 
-        The hot path: the kernel's last LaunchDims (by identity: they are immutable) gives the pipeline without
-        validating again; storage buffers are keyed by their allocation's serial (never reused), so a repeated set
-        of buffers finds its descriptor set in the stream's cache; values are converted each time."""
+        The hot path: the same ``KernelLaunch`` object as this stream's previous launch (``_prep``, dropped by
+        ``synchronize``) is recorded as prepared then, once its storage buffers are found live and the device open:
+        no Python object is made.  Otherwise the kernel's last LaunchDims (by identity: they are immutable) gives
+        the pipeline without validating again; storage buffers are keyed by their allocation's serial (never
+        reused), so a repeated set of buffers finds its descriptor set in the stream's cache; values are converted
+        each time."""
+        prep = self._prep
+        if prep is not None and prep[0] is launch and not self.device._closed:
+            args, at = prep[4], prep[9]  # (the arguments, the positions of the storage buffers among them)
+            i, n = 0, len(at)
+            while i < n:
+                if args[at[i]]._freed:
+                    break
+                i += 1
+            else:
+                lock = self._lock
+                lock.acquire()  # (not `with`: its bound __enter__ and __exit__ would be two new objects a call)
+                try:
+                    if self._prep is prep:  # (not dropped meanwhile: the set cache emptied, a capture begun)
+                        cb = self._record()
+                        self._bind_pipeline(cb, 1, prep[1])  # VK_PIPELINE_BIND_POINT_COMPUTE
+                        layout = prep[5]
+                        if prep[2] is not None:
+                            self._bind_sets(cb, 1, layout, 0, 1, prep[2], 0, self._null)
+                        push = prep[3]
+                        if push:
+                            self._push(cb, layout, 0x20, 0, len(push), push)
+                        self._dispatch(cb, prep[6], prep[7], prep[8])
+                        self._recorded()
+                        return None
+                finally:
+                    lock.release()
         try:
             kernel = launch.kernel
             args = launch.args
@@ -610,23 +707,28 @@ class VulkanStream(Stream):
         keys: list[Any] = []
         values: list[bytes] = []
         slots = kernel.slots
+        fixed = True  # every buffer a VulkanAllocation and every value immutable: the launch can be prepared
         for i, a in enumerate(args):
             slot = slots[i]
+            t = type(a)
             if slot[0] == "buffer":
-                if type(a) is VulkanAllocation and not a._freed and a.device is device:
+                if t is VulkanAllocation and not a._freed and a.device is device:
                     keys.append(a._serial or _serial(a))
                     continue
                 key = self._buffer_key(kernel, i, a, slot, what)
                 if type(key) is Error:
                     return key
                 keys.append(key)
+                fixed = False
             else:
-                if type(a) is LocalMemory:
+                if t is LocalMemory:
                     return local_error("VULKAN", what, f"argument {i} of kernel {kernel.name!r}")
                 if isinstance(a, Allocation):
                     return fail(ErrorKind.INVALID_VALUE, what, f"argument {i} of kernel {kernel.name!r} is push "
                                 f"constant {slot[1].text!r}: it takes a value, not an allocation", "VULKAN")
                 values.append(value_bytes(a, slot[1], i, kernel.name, "VULKAN", what))
+                if fixed and t not in _IMMUTABLE and type(_numpy_kind(t)) is not tuple:
+                    fixed = False  # (a bytearray, a Scalar, a numpy void scalar: its bytes may change)
         if kernel._packed:
             push = b"".join(values)
         else:
@@ -639,6 +741,9 @@ class VulkanStream(Stream):
             sets = self._sets.get((kernel, *keys)) if keys else None
             if self._capture is not None:
                 sets = self._capture._descriptor_set(kernel, args_of(args, keys)) if keys else None
+                # (map, not a generator: a closure over args would make a cell every launch)
+                self._capture._hold(*map(args.__getitem__, kernel._buffer_positions))
+                fixed = False
             elif sets is None and keys:
                 sets = self._descriptor_set(kernel, args_of(args, keys), (kernel, *keys))
             cb = self._record()
@@ -649,6 +754,8 @@ class VulkanStream(Stream):
                 self._push(cb, kernel.layout, 0x20, 0, len(push), push)
             g = d.grid
             self._dispatch(cb, g[0], g[1], g[2])
+            self._prep = (launch, pipeline, sets, push, args, kernel.layout, g[0], g[1], g[2],
+                          kernel._buffer_positions) if fixed else None
             self._recorded()
         return None
 
@@ -688,6 +795,7 @@ class VulkanStream(Stream):
             for (set_key, sets) in list(self._sets.items()):
                 self._resources.append(self._freer(sets))
             self._sets.clear()
+            self._prep = None  # (its set is among those freed)
         out = _written_set(self._api, self.device.handle, self._dpools, kernel, buffers, 0x1, 512)
         dset = out[0]
         self._set_pools[dset] = self._dpools[-1]
@@ -749,6 +857,7 @@ class VulkanStream(Stream):
             if self._cb is not None or self._waits:
                 self._submit()
             value = self.value
+            self._prep = None  # (it holds the launch's arguments alive)
         self._wait(value)
         state = self.__dict__.get("_callback_state")
         if state is not None and state.wait_errors:
@@ -762,7 +871,10 @@ class VulkanStream(Stream):
             if self._cb is not None or self._waits:
                 self._submit()
             value = self.value
-        return self._reached(value, False)
+        done = self._reached(value, False)
+        if done:
+            self._prep = None  # (idle: as synchronize, it lets the launch's arguments go)
+        return done
 
 
 class VulkanGraph(Graph):
@@ -786,6 +898,9 @@ class VulkanGraph(Graph):
         self._dpools: list[Any] = []
         self._resources: list[Any] = []
         self._kernels: list[Any] = []  # (their pipelines are bound in the command buffer)
+        # the allocations its commands use: kept alive, and a replay refused once one was freed (it would run on
+        # a destroyed VkBuffer: lavapipe crashed the process)
+        self._held: list[Any] = []
         self._uses: list[tuple[Any, int]] = []  # (stream, value) of each submission
         device._owner.retain()
         self._fin = weakref.finalize(self, _destroy_graph, device._owner, self._pool, self._dpools, self._resources)
@@ -812,6 +927,12 @@ class VulkanGraph(Graph):
         self._count += 1
         return cb
 
+    def _hold(self, *allocations: Any) -> None:
+        held = self._held
+        for a in allocations:
+            if not any(a is h for h in held):
+                held.append(a)
+
     def _descriptor_set(self, kernel: VulkanKernel, buffers: list[tuple[Any, int, int]]) -> Any:
         """A descriptor set of the graph's own (the stream's cache frees its sets; a graph's live with it)."""
         self._kernels.append(kernel)
@@ -832,6 +953,10 @@ class VulkanGraph(Graph):
             raise fail(ErrorKind.INVALID_VALUE, what, f"{stream!r:.80} is not a stream of {device!r}", "VULKAN")
         if stream._capture is not None:
             raise stream._capture_error(what)
+        for a in self._held:
+            if a._freed:
+                raise fail(ErrorKind.INVALID_HANDLE, what, f"{a!r:.80}, which the graph's work uses, was freed: "
+                           "capture the work again with live allocations", "VULKAN")
         with stream._lock:
             if stream._cb is not None:
                 stream._submit()
@@ -845,6 +970,7 @@ class VulkanGraph(Graph):
         for s, v in self._uses:
             s._wait(v)
         self._uses = []
+        self._held = []
         self._fin()
 
 
