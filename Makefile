@@ -16,6 +16,10 @@ GENSDK    := $(VENV)/.gen-sdks-installed
 # Qualcomm's real QNN libraries (libQnnHtp/Saver/System.so; QNN 2.51, core API 2.40): only their .so files are
 # used, so without the wheel's dependencies (onnxruntime itself is not needed).  cp311 manylinux x86-64.
 QNN_SDKS  := onnxruntime-qnn==2.7.0
+# cuBLAS's real headers (nvidia-cublas: cublas_api.h; its libraries are not loaded here, there is no GPU), which
+# tests/test_cublas.py and the scaffold's cuBLAS draft test read (issue 29: device-pointer rules).  ~400 MB,
+# without its dependencies (the CUDA runtime's headers come from the toolkit).
+CUBLAS_SDK := nvidia-cublas==13.5.1.27
 # Apple's metal-cpp headers (Apache-2.0; the pymetal-cpp sdist carries them), read by the C++-wrappers front-end
 # (generator/frontend/objc_cpp.py, with specs/metal/metal.yaml's prototypes: data) for Metal's selectors.  Fetched, never vendored; pinned with its sha256 in
 # the script.  Offline, the script says so and the tests that need it skip.
@@ -56,6 +60,7 @@ $(DOCSDEPS): $(STAMP) pyproject.toml Makefile
 $(SDKS): $(GENSDK) $(TESTDEPS) $(DOCSDEPS) Makefile
 	$(PIP) install -q $(TEST_SDKS)
 	$(PIP) install -q --no-deps $(QNN_SDKS)
+	$(PIP) install -q --no-deps $(CUBLAS_SDK)
 	touch $@
 
 venv: $(STAMP)
