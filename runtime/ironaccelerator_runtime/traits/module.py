@@ -157,8 +157,9 @@ class Graph:
     it (also on drop, and at the end of a ``with graph:`` block).  Not picklable.
 
     Backends:
-        CUDA/HIP only (stream capture, ``cuGraphInstantiate``/``hipGraphInstantiateWithFlags``); every other backend's
-        :meth:`Stream.capture` is ``UNSUPPORTED``, so no Graph exists there.
+        CUDA/HIP (stream capture, ``cuGraphInstantiate``/``hipGraphInstantiateWithFlags``) and Vulkan (reusable
+        command buffers recorded by the capture); every other backend's :meth:`Stream.capture` is ``UNSUPPORTED``,
+        so no Graph exists there.
     """
 
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
@@ -175,10 +176,12 @@ class Graph:
             Error: ``ErrorKind.INVALID_VALUE`` when ``stream`` is not a stream of the graph's device;
                 ``ErrorKind.INVALID_HANDLE`` when the graph was closed (or its capture failed) or the device was
                 closed; the driver's status of ``cuGraphLaunch``/``hipGraphLaunch``; ``ErrorKind.UNSUPPORTED``
-                on a backend without graphs.
+                on a backend without graphs.  Vulkan: ``ErrorKind.INVALID_HANDLE`` when an allocation the graph's
+                work uses was freed.
 
         Backends:
-            CUDA/HIP (``cuGraphLaunch``/``hipGraphLaunch``).  Elsewhere ``UNSUPPORTED``.
+            CUDA/HIP (``cuGraphLaunch``/``hipGraphLaunch``), Vulkan (``vkQueueSubmit`` of the recorded command
+            buffers).  Elsewhere ``UNSUPPORTED``.
         """
         raise unsupported(_kind_of(self), "Graph.launch")
 
@@ -189,8 +192,8 @@ class Graph:
             Error: never; a second close does nothing.
 
         Backends:
-            CUDA/HIP (``cuGraphExecDestroy`` and ``cuGraphDestroy``, HIP's likewise); the base class does
-            nothing.
+            CUDA/HIP (``cuGraphExecDestroy`` and ``cuGraphDestroy``, HIP's likewise), Vulkan (the command
+            buffers, once no batch uses them); the base class does nothing.
         """
 
     def __enter__(self) -> Graph:

@@ -545,12 +545,13 @@ class Stream:
             A context manager whose ``__enter__`` returns the :class:`Graph` (usable once the block has ended).
 
         Raises:
-            Error: ``ErrorKind.UNSUPPORTED`` off CUDA/HIP; ``ErrorKind.INVALID_HANDLE`` when the device was
+            Error: ``ErrorKind.UNSUPPORTED`` off CUDA/HIP and Vulkan; ``ErrorKind.INVALID_HANDLE`` when the device was
                 closed; the driver's status of capture begin/end and instantiation (e.g. an operation that
                 cannot be captured).
 
         Backends:
             CUDA/HIP (``cuStreamBeginCapture`` in thread-local mode, ``cuStreamEndCapture``,
-            ``cuGraphInstantiate``; HIP's likewise).  OpenCL, Metal, QNN: ``UNSUPPORTED``.
+            ``cuGraphInstantiate``; HIP's likewise); Vulkan (the work recorded into reusable command buffers).
+            OpenCL, Metal, QNN: ``UNSUPPORTED``.
         """
         raise unsupported(self.device.kind, "Stream.capture")
