@@ -31,6 +31,7 @@ OBJC_HEADER = RUNTIME_HEADER.with_name("ia_objc.h")  # what each Objective-C lib
 POOL_HEADER = RUNTIME_HEADER.with_name("ia_pool_cache.h")  # what both headers include (MemoryPool's free list in C)
 HOST_HEADER = RUNTIME_HEADER.with_name("ia_host_memory.h")  # what ia_runtime.h includes (host memory in C)
 HANDLE_HEADER = RUNTIME_HEADER.with_name("ia_handle_memory.h")  # what ia_objc.h includes (handle memory in C)
+MEMORY_COMMON_HEADER = RUNTIME_HEADER.with_name("ia_memory_common.h")  # what the two memory headers include
 # the files of an Objective-C library rendered from the C library's template (the same for both families), by name;
 # _cffi_build.py, the build description, is one template too (_build_description)
 SHARED = {"types.cdef": "library"}
@@ -261,13 +262,15 @@ def render_library(env: jinja2.Environment, lib: BoundLibrary, notice: tuple[str
 def _build_description(env: jinja2.Environment, ctx: dict[str, Any], built: dict[str, str], header: Path) -> str:
     """``_cffi_build.py`` of either family (one template, ``library/_cffi_build.py.j2``), carrying the build id: the
     digest of the other build inputs (``built``), this description rendered without the id, and the runtime
-    ``header`` that trampolines.c includes (with ia_pool_cache.h, which both headers include, and ia_host_memory.h
-    and ia_handle_memory.h, which one each includes).  Sets ``ctx["build_id"]`` for the files rendered after it."""
+    ``header`` that trampolines.c includes (with ia_pool_cache.h, which both headers include, ia_host_memory.h and
+    ia_handle_memory.h, which one each includes, and ia_memory_common.h, which those two include).  Sets
+    ``ctx["build_id"]`` for the files rendered after it."""
     template = env.get_template("library/_cffi_build.py.j2")
     built["_cffi_build.py"] = template.render(**ctx, build_id="", runtime_header=header.name)
     ctx["build_id"] = build_id({**built, header.name: header.read_text(encoding="utf-8"),
                                 POOL_HEADER.name: POOL_HEADER.read_text(encoding="utf-8"),
-                                **{h.name: h.read_text(encoding="utf-8") for h in (HOST_HEADER, HANDLE_HEADER)}})
+                                **{h.name: h.read_text(encoding="utf-8")
+                                   for h in (HOST_HEADER, HANDLE_HEADER, MEMORY_COMMON_HEADER)}})
     return template.render(**ctx, runtime_header=header.name)
 
 

@@ -385,6 +385,36 @@ def test_the_runtime_header_is_part_of_the_build_id(tmp_path: Path, monkeypatch:
     assert build_id() != before
 
 
+def test_every_header_the_runtime_header_includes_is_part_of_the_build_id(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime headers that ia_runtime.h and ia_objc.h include (ia_pool_cache.h, ia_host_memory.h, and what
+    those include: ia_memory_common.h) are build inputs as much as they are: each is counted in the build id."""
+    import re
+
+    from ironaccelerator_gen import render
+
+    def included(header: Path, seen: set[str]) -> set[str]:
+        for name in re.findall(r'^#include "(ia_[a-z_]+\.h)"', header.read_text(encoding="utf-8"), re.MULTILINE):
+            if name not in seen:
+                seen.add(name)
+                included(header.with_name(name), seen)
+        return seen
+
+    wanted = included(render.RUNTIME_HEADER, set()) | included(render.OBJC_HEADER, set())
+    assert {"ia_pool_cache.h", "ia_host_memory.h", "ia_handle_memory.h", "ia_memory_common.h"} <= wanted
+    counted: list[set[str]] = []
+    real = render.build_id
+
+    def build_id(sources: dict[str, str]) -> str:
+        counted.append(set(sources))
+        return str(real(sources))
+
+    monkeypatch.setattr(render, "build_id", build_id)
+    spec_dir, _ = golden_specs(tmp_path, "old")
+    pipeline.compile_specs(spec_dir, {"golden": str(GOLDEN / "include")}, base=tmp_path)
+    assert counted and all(wanted <= names for names in counted), (wanted, counted)
+
+
 def test_a_renamed_library_leaves_nothing_of_its_old_name(golden_out: tuple[Path, list[str], Path]) -> None:
     """Renaming a library (or removing its spec) removes its old directory: the generated files, and the build
     outputs and caches beside them; a file generation does not own keeps its directory (issue 15 item 3)."""

@@ -1,6 +1,8 @@
 /* Host memory in C (issue 27 item 4): vendor-neutral, hand-written (runtime/), included by ia_runtime.h (C
  * libraries: in IA_PACKAGE._fast), which adds IA_HOST_MEMORY_METHODS to its module's methods.  Needs Python.h,
- * structmember.h and IA_PACKAGE.  generator/render.py counts this file in a library's build id.
+ * structmember.h and IA_PACKAGE.  generator/render.py counts this file in a library's build id.  What it shares
+ * with ia_handle_memory.h (the fields, the Python paths, the drop, the allocator's argument test and slow path) is
+ * ia_memory_common.h's; this file keeps how the memory is obtained (calloc) and given back (free, or the block).
  *
  * For a backend whose device memory is plain host memory that the library never allocates (QNN: graph tensors
  * bound to RAW client buffers, an address and a size), Device.alloc is calloc and free is free: no vendor call,
@@ -32,6 +34,8 @@
 #define IA_HOST_MEMORY_H
 
 #include <stdlib.h>
+
+#include "ia_memory_common.h"
 
 /* the memory once handed out: freed with the last reference */
 typedef struct {
@@ -71,21 +75,10 @@ static PyTypeObject ia_hb_type = {
 };
 
 typedef struct {
-    PyObject_HEAD
+    IA_MEM_HEAD                 /* (_export: the Python side's handle of the memory, dropped by free) */
     char *ptr;                  /* the memory (calloc's, or the block's); NULL once freed */
     PyObject *block;            /* the _HostBlock that owns the memory once handed out, else NULL */
-    PyObject *export;           /* _export: the Python side's handle of the memory (dropped by free), or NULL */
-    PyObject *device;           /* the backend's device */
-    PyObject *kind;             /* the MemoryKind */
-    PyObject *views;            /* _views: the exported host views (weak references), or NULL */
-    PyObject *dict;             /* the instance dictionary */
-    PyObject *weakrefs;
-    Py_ssize_t nbytes;
-    char freed;
-    char tracked;               /* released on drop unless freed */
 } ia_hm_object;
-
-static PyObject *ia_hm_free_py = NULL, *ia_hm_free_unchecked_py = NULL, *ia_hm_del_py = NULL;
 
 /* let the memory go: now, or with the last holder of its block */
 static void ia_hm_give_back(ia_hm_object *m)
@@ -98,47 +91,21 @@ static void ia_hm_give_back(ia_hm_object *m)
     m->ptr = NULL;
 }
 
-/* the plain case: not freed, no views exported (else the Python method's checks and errors) */
-#define IA_HM_PLAIN(m) IA_LIKELY(!(m)->freed && ((m)->views == NULL || (m)->views == Py_None))
-
-static PyObject *ia_hm_free(ia_hm_object *m, PyObject *Py_UNUSED(ignored))
+/* the plain free (IA_MEM_PLAIN: not freed, no views exported; else the Python method's checks and errors) */
+static inline PyObject *ia_hm_free_plain(ia_hm_object *m)
 {
-    if (IA_HM_PLAIN(m)) {
-        m->freed = 1;
-        ia_hm_give_back(m);
-        Py_RETURN_NONE;
-    }
-    return PyObject_CallOneArg(ia_hm_free_py, (PyObject *)m);
+    m->freed = 1;
+    ia_hm_give_back(m);
+    Py_RETURN_NONE;
 }
 
-static PyObject *ia_hm_free_unchecked(ia_hm_object *m, PyObject *Py_UNUSED(ignored))
-{
-    if (IA_HM_PLAIN(m)) {
-        m->freed = 1;
-        ia_hm_give_back(m);
-        Py_RETURN_NONE;
-    }
-    return PyObject_CallOneArg(ia_hm_free_unchecked_py, (PyObject *)m);
-}
+IA_MEM_DEFINE_FREES(ia_hm, ia_hm_object, IA_MEM_PLAIN)
 
 /* Allocation._release: the memory goes (now, or with its last export); never an Error */
 static PyObject *ia_hm_release(ia_hm_object *m, PyObject *Py_UNUSED(ignored))
 {
     ia_hm_give_back(m);
     Py_RETURN_NONE;
-}
-
-static void ia_hm_finalize(PyObject *self)
-{
-    ia_hm_object *m = (ia_hm_object *)self;
-    PyObject *type, *value, *tb, *r;
-    if (IA_LIKELY(m->freed || !m->tracked))
-        return;
-    PyErr_Fetch(&type, &value, &tb);
-    if ((r = PyObject_CallOneArg(ia_hm_del_py, self)) == NULL)  /* (its _drop, or _release) */
-        PyErr_WriteUnraisable(self);
-    Py_XDECREF(r);
-    PyErr_Restore(type, value, tb);
 }
 
 /* _block(): the _HostBlock owning the memory (made on the first call); BufferError once freed */
@@ -161,51 +128,14 @@ static PyObject *ia_hm_block(ia_hm_object *m, PyObject *Py_UNUSED(ignored))
     return m->block;
 }
 
-static int ia_hm_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    ia_hm_object *m = (ia_hm_object *)self;
-    Py_VISIT(m->device);  /* (a subclass's subtype_traverse visits the type) */
-    Py_VISIT(m->export);
-    Py_VISIT(m->kind);
-    Py_VISIT(m->views);
-    Py_VISIT(m->dict);
-    return 0;
-}
-
-static int ia_hm_clear(PyObject *self)
-{
-    ia_hm_object *m = (ia_hm_object *)self;
-    Py_CLEAR(m->export);
-    Py_CLEAR(m->views);
-    Py_CLEAR(m->dict);
-    return 0;
-}
-
 static void ia_hm_dealloc(PyObject *self)
 {
     ia_hm_object *m = (ia_hm_object *)self;
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    if (PyObject_CallFinalizerFromDealloc(self) < 0)
+    if (ia_mem_dealloc_begin(self) < 0)
         return;  /* resurrected */
-    if (m->weakrefs != NULL)
-        PyObject_ClearWeakRefs(self);
     if (m->ptr != NULL)
         ia_hm_give_back(m);
-    Py_CLEAR(m->export);
-    Py_CLEAR(m->device);
-    Py_CLEAR(m->kind);
-    Py_CLEAR(m->views);
-    Py_CLEAR(m->dict);
-    tp->tp_free(self);  /* (a subclass's subtype_dealloc drops its reference to the type) */
-}
-
-static PyObject *ia_hm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
-{
-    (void)args;
-    (void)kwds;
-    PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances: Device.alloc makes them", type->tp_name);
-    return NULL;
+    ia_mem_dealloc_end(self);
 }
 
 static PyObject *ia_hm_get_ptr(PyObject *self, void *Py_UNUSED(closure))
@@ -214,30 +144,21 @@ static PyObject *ia_hm_get_ptr(PyObject *self, void *Py_UNUSED(closure))
 }
 
 static PyMethodDef ia_hm_methods[] = {
-    {"free", (PyCFunction)ia_hm_free, METH_NOARGS, "Free the memory (raises on a second free, or while views are "
-     "exported)."},
-    {"free_unchecked", (PyCFunction)ia_hm_free_unchecked, METH_NOARGS, "Free the memory; the Error, or None."},
+    IA_MEM_FREE_METHOD_DEFS(ia_hm)
     {"_release", (PyCFunction)ia_hm_release, METH_NOARGS, "Let the memory go (with its block's last holder); None."},
     {"_block", (PyCFunction)ia_hm_block, METH_NOARGS, "The _HostBlock owning the memory, made on the first call."},
     {NULL, NULL, 0, NULL}
 };
 
 static PyMemberDef ia_hm_members[] = {
-    {"nbytes", T_PYSSIZET, offsetof(ia_hm_object, nbytes), READONLY, "the size in bytes"},
-    {"device", T_OBJECT, offsetof(ia_hm_object, device), READONLY, "the device it was allocated on"},
-    {"kind", T_OBJECT, offsetof(ia_hm_object, kind), READONLY, "the MemoryKind"},
-    {"_views", T_OBJECT, offsetof(ia_hm_object, views), 0, "the exported host views (weak references)"},
-    {"_export", T_OBJECT, offsetof(ia_hm_object, export), 0, "the Python side's handle of the memory (free drops it)"},
-    {"_freed", T_BOOL, offsetof(ia_hm_object, freed), 0, "freed (or being released)"},
-    {"_tracked", T_BOOL, offsetof(ia_hm_object, tracked), 0, "released on drop unless freed"},
-    {"__dictoffset__", T_PYSSIZET, offsetof(ia_hm_object, dict), READONLY, NULL},
-    {"__weaklistoffset__", T_PYSSIZET, offsetof(ia_hm_object, weakrefs), READONLY, NULL},
+    IA_MEM_MEMBERS
+    IA_MEM_EXPORT_MEMBER("the Python side's handle of the memory (free drops it)")
     {NULL, 0, 0, 0, NULL}
 };
 
 static PyGetSetDef ia_hm_getset[] = {
     {"ptr", ia_hm_get_ptr, NULL, "the host address (0 once the memory was given back)", NULL},
-    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    IA_MEM_DICT_GETSET
     {NULL, NULL, NULL, NULL, NULL}
 };
 
@@ -245,19 +166,15 @@ static PyTypeObject ia_hm_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = IA_PACKAGE "._fast._HostMemory",
     .tp_basicsize = sizeof(ia_hm_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Host memory allocated and freed in C (the base of a backend's host-memory allocations; see "
               "ia_host_memory.h).",
-    .tp_new = ia_hm_new,
     .tp_dealloc = ia_hm_dealloc,
-    .tp_traverse = ia_hm_traverse,
-    .tp_clear = ia_hm_clear,
-    .tp_finalize = ia_hm_finalize,
+    .tp_traverse = ia_mem_traverse,  /* (the block is not a GC object, and refers to nothing) */
+    .tp_clear = ia_mem_clear,
     .tp_methods = ia_hm_methods,
     .tp_members = ia_hm_members,
     .tp_getset = ia_hm_getset,
-    .tp_dictoffset = offsetof(ia_hm_object, dict),
-    .tp_weaklistoffset = offsetof(ia_hm_object, weakrefs),
+    IA_MEM_TYPE_SLOTS,
 };
 
 /* a new `cls` owning calloc(1, nbytes), or NULL (MemoryError where calloc failed, `*no_memory` set) */
@@ -271,116 +188,47 @@ static PyObject *ia_hm_make(PyTypeObject *cls, PyObject *device, PyObject *kind,
         PyErr_NoMemory();
         return NULL;
     }
-    if ((m = (ia_hm_object *)cls->tp_alloc(cls, 0)) == NULL) {
+    if ((m = (ia_hm_object *)ia_mem_alloc(cls, device, kind, (Py_ssize_t)nbytes, tracked)) == NULL) {
         free(ptr);
         return NULL;
     }
     m->ptr = ptr;
-    Py_INCREF(device);
-    m->device = device;
-    Py_INCREF(kind);
-    m->kind = kind;
-    m->nbytes = (Py_ssize_t)nbytes;
-    m->tracked = (char)tracked;
     return (PyObject *)m;
 }
 
 /* the allocator: one device's alloc or alloc_unchecked (see above) */
 typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *cls, *ref, *slow, *kind;
-    size_t max_bytes;
-    int check, shut;
+    IA_MEM_ALLOCATOR_HEAD
+    int check;
 } ia_ha_object;
 
 static PyObject *ia_ha_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     ia_ha_object *a = (ia_ha_object *)self;
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    PyObject *device = PyWeakref_GetObject(a->ref), *bound, *r;  /* borrowed */
+    PyObject *device = ia_mem_allocator_device((ia_mem_allocator *)a), *r;  /* borrowed */
     size_t nbytes;
     int no_memory = 0;
     if (IA_UNLIKELY(device == NULL))
         return NULL;
-    if (IA_UNLIKELY(device == Py_None)) {
-        PyErr_SetString(PyExc_ReferenceError, "Device.alloc: the device this allocator was bound to is gone");
-        return NULL;
-    }
-    if (IA_LIKELY(!a->shut && kwnames == NULL && (n == 1 || (n == 2 && args[1] == a->kind))
-                  && PyLong_CheckExact(args[0]))) {
-        nbytes = PyLong_AsSize_t(args[0]);
-        if (IA_LIKELY(nbytes != (size_t)-1 && nbytes != 0 && nbytes <= a->max_bytes)) {
-            r = ia_hm_make((PyTypeObject *)a->cls, device, a->kind, nbytes, a->check, &no_memory);
-            if (IA_LIKELY(r != NULL) || !no_memory)
-                return r;
-        }
+    if (IA_LIKELY((nbytes = ia_mem_fast_size((ia_mem_allocator *)a, args, PyVectorcall_NARGS(nargsf), kwnames))
+                  != 0)) {
+        r = ia_hm_make((PyTypeObject *)a->cls, device, a->kind, nbytes, a->check, &no_memory);
+        if (IA_LIKELY(r != NULL) || !no_memory)
+            return r;
         PyErr_Clear();  /* (the Python method says what is wrong) */
     }
-    Py_INCREF(device);
-    bound = PyMethod_New(a->slow, device);
-    r = bound == NULL ? NULL : PyObject_Vectorcall(bound, args, nargsf, kwnames);
-    Py_XDECREF(bound);
-    Py_DECREF(device);
-    return r;
+    return ia_mem_allocator_slow((ia_mem_allocator *)a, device, args, nargsf, kwnames);
 }
-
-static PyObject *ia_ha_shut_method(PyObject *self, PyObject *Py_UNUSED(ignored))
-{
-    ((ia_ha_object *)self)->shut = 1;
-    Py_RETURN_NONE;
-}
-
-static int ia_ha_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    ia_ha_object *a = (ia_ha_object *)self;
-    Py_VISIT(a->cls);
-    Py_VISIT(a->ref);
-    Py_VISIT(a->slow);
-    Py_VISIT(a->kind);
-    return 0;
-}
-
-static int ia_ha_clear(PyObject *self)
-{
-    ia_ha_object *a = (ia_ha_object *)self;
-    Py_CLEAR(a->cls);
-    Py_CLEAR(a->ref);
-    Py_CLEAR(a->slow);
-    Py_CLEAR(a->kind);
-    return 0;
-}
-
-static void ia_ha_dealloc(PyObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    ia_ha_clear(self);
-    Py_TYPE(self)->tp_free(self);
-}
-
-static PyMethodDef ia_ha_methods[] = {
-    {"_shut", ia_ha_shut_method, METH_NOARGS, "Every later call takes the slow path (the device was closed)."},
-    {NULL, NULL, 0, NULL}
-};
 
 static PyTypeObject ia_ha_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = IA_PACKAGE "._fast._HostAllocator",
     .tp_basicsize = sizeof(ia_ha_object),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "A device's alloc (or alloc_unchecked) of host memory, in C (see ia_host_memory.h).",
-    .tp_vectorcall_offset = offsetof(ia_ha_object, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_dealloc = ia_ha_dealloc,
-    .tp_traverse = ia_ha_traverse,
-    .tp_clear = ia_ha_clear,
-    .tp_methods = ia_ha_methods,
+    .tp_traverse = ia_mem_allocator_traverse,
+    .tp_clear = ia_mem_allocator_clear,
+    IA_MEM_ALLOCATOR_TYPE_SLOTS,
 };
-
-static int ia_hm_subtype(PyObject *cls)
-{
-    return PyType_Check(cls) && PyType_IsSubtype((PyTypeObject *)cls, &ia_hm_type);
-}
 
 static PyObject *ia_host_allocator(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
 {
@@ -388,7 +236,7 @@ static PyObject *ia_host_allocator(PyObject *ia_self, PyObject *const *ia_args, 
     size_t max_bytes;
     int check;
     (void)ia_self;
-    if (ia_nargs != 6 || !ia_hm_subtype(ia_args[0]) || !PyWeakref_CheckRef(ia_args[1])
+    if (ia_nargs != 6 || !ia_mem_subtype(ia_args[0], &ia_hm_type) || !PyWeakref_CheckRef(ia_args[1])
         || !PyLong_CheckExact(ia_args[4])) {
         PyErr_SetString(PyExc_TypeError, "_host_allocator(cls: type[_HostMemory], ref: weakref, slow, kind, "
                         "max_bytes: int, check)");
@@ -402,13 +250,9 @@ static PyObject *ia_host_allocator(PyObject *ia_self, PyObject *const *ia_args, 
         return NULL;
     if ((a = PyObject_GC_New(ia_ha_object, &ia_ha_type)) == NULL)
         return NULL;
-    a->vectorcall = ia_ha_call;
-#define IA_HOLD(field, i) (Py_INCREF(ia_args[i]), a->field = ia_args[i])
-    IA_HOLD(cls, 0); IA_HOLD(ref, 1); IA_HOLD(slow, 2); IA_HOLD(kind, 3);
-#undef IA_HOLD
-    a->max_bytes = max_bytes;
+    ia_mem_allocator_init((ia_mem_allocator *)a, ia_ha_call, ia_args[0], ia_args[1], ia_args[2], ia_args[3],
+                          max_bytes);
     a->check = check;
-    a->shut = 0;
     PyObject_GC_Track(a);
     return (PyObject *)a;
 }
@@ -418,7 +262,7 @@ static PyObject *ia_host_memory(PyObject *ia_self, PyObject *const *ia_args, Py_
     size_t nbytes;
     int tracked, no_memory = 0;
     (void)ia_self;
-    if (ia_nargs != 5 || !ia_hm_subtype(ia_args[0]) || !PyLong_CheckExact(ia_args[2])) {
+    if (ia_nargs != 5 || !ia_mem_subtype(ia_args[0], &ia_hm_type) || !PyLong_CheckExact(ia_args[2])) {
         PyErr_SetString(PyExc_TypeError, "_host_memory(cls: type[_HostMemory], device, nbytes: int, kind, tracked)");
         return NULL;
     }
@@ -436,12 +280,7 @@ static PyObject *ia_host_memory(PyObject *ia_self, PyObject *const *ia_args, Py_
 static PyObject *ia_host_memory_setup(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
 {
     (void)ia_self;
-#ifdef Py_GIL_DISABLED
-    (void)ia_args;
-    (void)ia_nargs;
-    PyErr_SetString(PyExc_NotImplementedError, "_host_memory_setup: the compiled host memory needs the GIL");
-    return NULL;
-#else
+    IA_MEM_NEEDS_GIL("_host_memory_setup: the compiled host memory needs the GIL");
     if (ia_nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "_host_memory_setup(free, free_unchecked, delete)");
         return NULL;
@@ -449,15 +288,7 @@ static PyObject *ia_host_memory_setup(PyObject *ia_self, PyObject *const *ia_arg
     if ((!(ia_hm_type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&ia_hm_type) < 0)
         || (!(ia_hb_type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&ia_hb_type) < 0))
         return NULL;
-    Py_INCREF(ia_args[0]);
-    Py_XSETREF(ia_hm_free_py, ia_args[0]);
-    Py_INCREF(ia_args[1]);
-    Py_XSETREF(ia_hm_free_unchecked_py, ia_args[1]);
-    Py_INCREF(ia_args[2]);
-    Py_XSETREF(ia_hm_del_py, ia_args[2]);
-    Py_INCREF(&ia_hm_type);
-    return (PyObject *)&ia_hm_type;
-#endif
+    return ia_mem_setup(&ia_hm_type, ia_args[0], ia_args[1], ia_args[2]);
 }
 
 #define IA_HOST_MEMORY_METHODS \

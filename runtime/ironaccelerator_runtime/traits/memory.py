@@ -417,3 +417,27 @@ class _DropFinalizer:
         a._freed = True
         a._tracked = False
         return (a._drop or a._release)()
+
+
+def compiled_allocation_class(fast: Any, setup: str, like: type, cache: dict[Any, type | None],
+                              make: Callable[[Any], type]) -> type | None:
+    """A backend's allocation class compiled over the C type of ``fast`` (a library's ``_fast`` or
+    ``_objc_fast``) that ``getattr(fast, setup)(Allocation.free, Allocation.free_unchecked, Allocation.__del__)``
+    returns once (ia_memory_common.h: the Python paths the C hands everything but a plain free to): ``make(base)``,
+    given ``like``'s name, module and docstring.  ``cache`` keeps it per ``fast``; None (cached too) where ``fast``
+    has no such setup (ABI mode) or refuses it (NotImplementedError: a free-threaded build)."""
+    if fast in cache:
+        return cache[fast]
+    base: Any = None
+    if (set_up := getattr(fast, setup, None)) is not None:
+        try:
+            base = set_up(Allocation.free, Allocation.free_unchecked, Allocation.__del__)
+        except NotImplementedError:
+            base = None
+    cls = None if base is None else make(base)
+    if cls is not None:
+        cls.__name__ = cls.__qualname__ = like.__name__
+        cls.__module__ = like.__module__
+        cls.__doc__ = like.__doc__
+    cache[fast] = cls
+    return cls

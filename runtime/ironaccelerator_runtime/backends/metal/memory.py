@@ -8,6 +8,7 @@ from ironaccelerator._core import ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.kernel_args import buffer_error, where
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation, Result
+from ironaccelerator_runtime.traits.memory import compiled_allocation_class
 
 from .device import MetalDevice
 from .tables import _NAME
@@ -103,27 +104,14 @@ def handle_allocation_class(fast: Any) -> type | None:
     """The compiled Metal allocation class over ``fast._HandleMemory`` (ia_handle_memory.h: made by the allocators
     of ``_objc_fast._handle_allocator``, freed from C; ``_handle_memory_setup`` once), named ``MetalAllocation``;
     None where ``fast`` has none (ABI mode, a free-threaded build)."""
-    if fast in _COMPILED:
-        return _COMPILED[fast]
-    setup = getattr(fast, "_handle_memory_setup", None)
-    base: Any = None
-    if setup is not None:
-        try:
-            base = setup(Allocation.free, Allocation.free_unchecked, Allocation.__del__)
-        except NotImplementedError:
-            base = None
-    if base is None:
-        _COMPILED[fast] = None
-        return None
+    def make(base: Any) -> type:
+        class Compiled(base, _MetalMemory):  # type: ignore[misc]
+            pass
 
-    class Compiled(base, _MetalMemory):  # type: ignore[misc]
-        __doc__ = MetalAllocation.__doc__
+        _BLOCKS.add(Compiled)
+        return Compiled
 
-    Compiled.__name__ = Compiled.__qualname__ = "MetalAllocation"
-    Compiled.__module__ = MetalAllocation.__module__
-    _COMPILED[fast] = Compiled
-    _BLOCKS.add(Compiled)
-    return Compiled
+    return compiled_allocation_class(fast, "_handle_memory_setup", MetalAllocation, _COMPILED, make)
 
 
 def _buffer_of(x: Any, device: MetalDevice, what: str) -> tuple[Any, int]:

@@ -7,6 +7,7 @@ from typing import Any
 from ironaccelerator._core import ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation, Result
+from ironaccelerator_runtime.traits.memory import compiled_allocation_class
 
 from .device import QnnDevice
 from .tables import _NAME
@@ -94,40 +95,27 @@ def host_allocation_class(fast: Any, ffi: Any) -> type | None:
     mode, a free-threaded build).  ``buffer`` is a cffi ``uint8_t[]`` over the memory, made on first use
     (``ffi.from_buffer`` of its ``_HostBlock``: it keeps the memory alive after ``free``, as a bound graph's client
     buffer must), None once freed."""
-    if fast in _COMPILED:
-        return _COMPILED[fast]
-    setup = getattr(fast, "_host_memory_setup", None)
-    base: Any = None
-    if setup is not None:
-        try:
-            base = setup(Allocation.free, Allocation.free_unchecked, Allocation.__del__)
-        except NotImplementedError:
-            base = None
-    if base is None:
-        _COMPILED[fast] = None
-        return None
     from_buffer = ffi.from_buffer
 
-    class Compiled(base, _QnnMemory):  # type: ignore[misc]
-        __doc__ = QnnAllocation.__doc__
-        _export: Any  # (the C type's slot: the buffer below, once made)
-        _foreign = None  # (never imported memory: that is the Python QnnAllocation's)
+    def make(base: Any) -> type:
+        class Compiled(base, _QnnMemory):  # type: ignore[misc]
+            _export: Any  # (the C type's slot: the buffer below, once made)
+            _foreign = None  # (never imported memory: that is the Python QnnAllocation's)
 
-        @property
-        def buffer(self) -> Any:
-            b = self._export
-            if b is None and not self._freed:  # (made once: the memory's block, ia_host_memory.h, holds it)
-                b = self._export = from_buffer("uint8_t[]", self._block())
-            return b
+            @property
+            def buffer(self) -> Any:
+                b = self._export
+                if b is None and not self._freed:  # (made once: the memory's block, ia_host_memory.h, holds it)
+                    b = self._export = from_buffer("uint8_t[]", self._block())
+                return b
 
-        def _host_address(self) -> int | None:
-            return self.ptr or None
+            def _host_address(self) -> int | None:
+                return self.ptr or None
 
-    Compiled.__name__ = Compiled.__qualname__ = "QnnAllocation"
-    Compiled.__module__ = QnnAllocation.__module__
-    _COMPILED[fast] = Compiled
-    _BLOCKS.add(Compiled)
-    return Compiled
+        _BLOCKS.add(Compiled)
+        return Compiled
+
+    return compiled_allocation_class(fast, "_host_memory_setup", QnnAllocation, _COMPILED, make)
 
 
 def _live(a: Any, what: str, device: QnnDevice) -> Any:

@@ -57,7 +57,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '67e03d46afa175fbd101e3a7'
+BUILD_ID = '019069f85b8adf707be58b81'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
