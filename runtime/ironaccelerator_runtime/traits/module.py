@@ -165,6 +165,25 @@ class Graph:
     def __reduce__(self) -> Any:  # (a driver handle of this process: no pickle, no copy.copy)
         raise _not_picklable(self, "Graph")
 
+    # The allocations the recorded work uses (id -> allocation; a slice or a pool block as given, whose _freed
+    # follows its allocation's): held, so that dropping them does not free memory the graph writes, and tested
+    # by launch, which refuses a replay once one was freed (its memory may be another allocation's by then).
+    # A backend with graphs sets it to {} and records into it with _hold while capturing.
+    _held: dict[int, Any]
+
+    def _hold(self, *allocations: Any) -> None:
+        held = self._held
+        for a in allocations:
+            held[id(a)] = a
+
+    def _freed_error(self, what: str, backend: Any) -> Error | None:
+        """The Error of a replay after an allocation the graph's work uses was freed (None: all are live)."""
+        for a in self._held.values():
+            if a._freed:
+                return fail(ErrorKind.INVALID_HANDLE, what, f"{a!r:.80}, which the graph's work uses, was freed: "
+                            "capture the work again with live allocations", backend)
+        return None
+
     def launch(self, stream: Stream) -> None:
         """Replay the recorded work on ``stream``, in its order (asynchronous, as the recorded work was).
 
@@ -175,9 +194,10 @@ class Graph:
         Raises:
             Error: ``ErrorKind.INVALID_VALUE`` when ``stream`` is not a stream of the graph's device;
                 ``ErrorKind.INVALID_HANDLE`` when the graph was closed (or its capture failed) or the device was
-                closed; the driver's status of ``cuGraphLaunch``/``hipGraphLaunch``; ``ErrorKind.UNSUPPORTED``
-                on a backend without graphs.  Vulkan: ``ErrorKind.INVALID_HANDLE`` when an allocation the graph's
-                work uses was freed.
+                closed, or when an allocation the graph's work uses (a kernel argument, a copy's or fill's
+                device side, a slice's or pool block's allocation) was freed since the capture, inside it or
+                after it (a pool block freed is its pool's to hand out again); the driver's status of
+                ``cuGraphLaunch``/``hipGraphLaunch``; ``ErrorKind.UNSUPPORTED`` on a backend without graphs.
 
         Backends:
             CUDA/HIP (``cuGraphLaunch``/``hipGraphLaunch``), Vulkan (``vkQueueSubmit`` of the recorded command

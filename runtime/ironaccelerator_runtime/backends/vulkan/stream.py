@@ -900,7 +900,7 @@ class VulkanGraph(Graph):
         self._kernels: list[Any] = []  # (their pipelines are bound in the command buffer)
         # the allocations its commands use: kept alive, and a replay refused once one was freed (it would run on
         # a destroyed VkBuffer: lavapipe crashed the process)
-        self._held: list[Any] = []
+        self._held = {}
         self._uses: list[tuple[Any, int]] = []  # (stream, value) of each submission
         device._owner.retain()
         self._fin = weakref.finalize(self, _destroy_graph, device._owner, self._pool, self._dpools, self._resources)
@@ -927,12 +927,6 @@ class VulkanGraph(Graph):
         self._count += 1
         return cb
 
-    def _hold(self, *allocations: Any) -> None:
-        held = self._held
-        for a in allocations:
-            if not any(a is h for h in held):
-                held.append(a)
-
     def _descriptor_set(self, kernel: VulkanKernel, buffers: list[tuple[Any, int, int]]) -> Any:
         """A descriptor set of the graph's own (the stream's cache frees its sets; a graph's live with it)."""
         self._kernels.append(kernel)
@@ -953,10 +947,9 @@ class VulkanGraph(Graph):
             raise fail(ErrorKind.INVALID_VALUE, what, f"{stream!r:.80} is not a stream of {device!r}", "VULKAN")
         if stream._capture is not None:
             raise stream._capture_error(what)
-        for a in self._held:
-            if a._freed:
-                raise fail(ErrorKind.INVALID_HANDLE, what, f"{a!r:.80}, which the graph's work uses, was freed: "
-                           "capture the work again with live allocations", "VULKAN")
+        freed = self._freed_error(what, "VULKAN")
+        if freed is not None:
+            raise freed
         with stream._lock:
             if stream._cb is not None:
                 stream._submit()
@@ -970,7 +963,7 @@ class VulkanGraph(Graph):
         for s, v in self._uses:
             s._wait(v)
         self._uses = []
-        self._held = []
+        self._held = {}
         self._fin()
 
 
