@@ -27,6 +27,7 @@
 #include <string.h>
 
 #define STUB_EXPORT __attribute__((visibility("default")))
+#define IA_STUB_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ------------------------------------------------------------------------------- counters, logging */
 
@@ -68,7 +69,11 @@ static void ctx_use(void)
 /* ------------------------------------------------------------------------------------ handles */
 
 struct CUctx_st { int device; };
-struct CUstream_st { unsigned int flags; int priority; unsigned long long id; };
+/* A graph (CUgraph) or its instantiation (CUgraphExec): how many kernel launches were captured into it. */
+struct CUgraph_st { unsigned long long launches; };
+struct CUgraphExec_st { unsigned long long launches; };
+/* capture: the graph being captured on the stream (cuStreamBeginCapture .. cuStreamEndCapture), or NULL */
+struct CUstream_st { unsigned int flags; int priority; unsigned long long id; struct CUgraph_st *capture; };
 struct CUevent_st { unsigned int flags; };
 struct CUmemPoolHandle_st { int device; };
 
@@ -528,10 +533,61 @@ STUB_EXPORT CUresult CUDAAPI cuStreamGetDevice(CUstream s, CUdevice *dev)
 
 STUB_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
 {
-    (void)s;
-    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    *status = s != NULL && s->capture != NULL ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
 }
+
+/* ------------------------------------------------------------------------------ capture and graphs */
+/* A capturing stream's kernel launches are counted into its graph instead of `launches`; each cuGraphLaunch
+   adds the graph's count to `launches` (the replayed launches reach the "device").  Copies and fills are not
+   recorded (nothing runs here anyway). */
+
+STUB_EXPORT CUresult CUDAAPI cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
+{
+    (void)mode;
+    ctx_use();
+    if (s == NULL)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  /* (the legacy default stream cannot capture) */
+    if (s->capture != NULL)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    if ((s->capture = (struct CUgraph_st *)calloc(1, sizeof *s->capture)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph *graph)
+{
+    ctx_use();
+    if (s == NULL || s->capture == NULL)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    *graph = s->capture;
+    s->capture = NULL;
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, unsigned long long flags)
+{
+    (void)flags;
+    if (graph == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((*exec = (struct CUgraphExec_st *)calloc(1, sizeof **exec)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    (*exec)->launches = graph->launches;
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec exec, CUstream s)
+{
+    (void)s;
+    ctx_use();
+    if (exec == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    __atomic_fetch_add(&counters.launches, exec->launches, __ATOMIC_RELAXED);
+    return CUDA_SUCCESS;
+}
+
+STUB_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph graph) { free(graph); return CUDA_SUCCESS; }
+STUB_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec exec) { free(exec); return CUDA_SUCCESS; }
 
 /* -------------------------------------------------------------------------------------- events */
 
@@ -1063,8 +1119,11 @@ STUB_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsig
                                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
                                             CUstream s, void **params, void **extra)
 {
-    (void)s; (void)extra;
-    BUMP(launches);
+    (void)extra;
+    if (IA_STUB_UNLIKELY(s != NULL && s->capture != NULL))
+        s->capture->launches++;  /* recorded into the graph, not run */
+    else
+        BUMP(launches);
     ctx_use();
     record_launch((const stub_kernel *)(void *)f, gx, gy, gz, bx, by, bz, shm, params);
     return bx * by * bz > 1024 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
@@ -1194,7 +1253,8 @@ static const struct { const char *name; void *fn; } entries[] = {
     E(cuCtxSynchronize), E(cuCtxSynchronize_v2),
     E(cuStreamCreate), E(cuStreamCreateWithPriority), E(cuStreamDestroy), E(cuStreamSynchronize),
     E(cuStreamQuery), E(cuStreamWaitEvent), E(cuStreamGetFlags), E(cuStreamGetPriority), E(cuStreamGetId),
-    E(cuStreamGetCtx), E(cuStreamGetDevice), E(cuStreamIsCapturing),
+    E(cuStreamGetCtx), E(cuStreamGetDevice), E(cuStreamIsCapturing), E(cuStreamBeginCapture), E(cuStreamEndCapture),
+    E(cuGraphInstantiate), E(cuGraphLaunch), E(cuGraphDestroy), E(cuGraphExecDestroy),
     E(cuEventCreate), E(cuEventDestroy), E(cuEventRecord), E(cuEventRecordWithFlags), E(cuEventSynchronize),
     E(cuEventQuery), E(cuEventElapsedTime),
     E(cuMemAlloc), E(cuMemAllocManaged), E(cuMemFree), E(cuMemAllocAsync), E(cuMemAllocFromPoolAsync),
