@@ -6,13 +6,17 @@ asserts the one outcome the table gives (an ``Error`` raised, or returned by an 
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
 
-from ironaccelerator import BackendKind, Device, Error, ErrorKind, KernelLaunch, Stream
+from ironaccelerator import Allocation, BackendKind, Device, Error, ErrorKind, KernelLaunch, Stream
 
 Call = Callable[[], object]
+
+# backends whose streams capture graphs (Stream.capture); every other backend's capture is UNSUPPORTED
+GRAPHS = frozenset({BackendKind.CUDA, BackendKind.ROCM, BackendKind.VULKAN})
 
 # backends whose driver orders a stream after an event of another device (cuStreamWaitEvent and
 # hipStreamWaitEvent take an event of any context); every other backend refuses one with INVALID_VALUE
@@ -127,3 +131,36 @@ def too_big(device: Device) -> list[tuple[str, Call]]:
             ("Device.alloc_unchecked", lambda: device.alloc_unchecked(n + 1)),
             ("MemoryPool.alloc", lambda: pool.alloc(n + 1)),
             ("MemoryPool.alloc_unchecked", lambda: pool.alloc_unchecked(n + 1))]
+
+
+def freed_before_replay(stream: Stream, launch: Callable[[Allocation], KernelLaunch]) -> list[tuple[str, Call]]:
+    """Graphs whose captured work uses an allocation freed after the capture (a pool block freed: its pool may
+    hand it out again), each replayed with ``Graph.launch``: INVALID_HANDLE (the replay would write memory the
+    caller no longer owns).  ``launch(a)``: a launch of one of the stream's device's kernels writing ``a`` (256
+    bytes).  Needs a backend of :data:`GRAPHS`."""
+    device = stream.device
+    keep = device.alloc(256)
+    stream.fill(keep, 0)
+    pool = device.memory_pool()
+    cases: list[tuple[str, Callable[[Allocation], object], Callable[[], Any]]] = [
+        ("a checked launch's argument", lambda a: stream.launch(launch(a)), lambda: device.alloc(256)),
+        ("an unchecked launch's argument", lambda a: _ok(stream.launch_unchecked(launch(a))),
+         lambda: device.alloc(256)),
+        ("a fill's", lambda a: stream.fill(a, 7), lambda: device.alloc(256)),
+        ("a copy's dst", lambda a: stream.copy(a, keep), lambda: device.alloc(256)),
+        ("a copy's src", lambda a: stream.copy(keep, a), lambda: device.alloc(256)),
+        ("the allocation of a slice", lambda a: stream.fill(a[64:128], 7), lambda: device.alloc(256)),
+        ("a pool block", lambda a: stream.fill(a, 7), lambda: pool.alloc(256, stream)),
+    ]
+    calls: list[tuple[str, Call]] = []
+    for what, record, make in cases:
+        a = make()
+        with stream.capture() as graph:
+            record(a)
+        a.free()
+        calls.append((f"Graph.launch ({what} freed)", functools.partial(graph.launch, stream)))
+    return calls
+
+
+def _ok(result: object) -> None:
+    assert result is None, result

@@ -61,6 +61,13 @@ checked += 1
 other.close()
 stream.synchronize()
 
+# a graph replayed after an allocation its work uses was freed (the compiled launchers paused while capturing)
+for what, call in mistakes.freed_before_replay(stream,
+                                               lambda x: KernelLaunch(k, LaunchDims(1, 16), (x, np.uint32(16)))):
+    refusal = mistakes.check_error(mistakes.outcome(call), ErrorKind.INVALID_HANDLE, dev, what)
+    assert "which the graph's work uses, was freed" in str(refusal), (what, refusal)
+    checked += 1
+
 refused, allowed = mistakes.after_close(dev, good)
 for what, call in refused:
     refusal = mistakes.check_error(mistakes.outcome(call), ErrorKind.INVALID_HANDLE, dev, what)

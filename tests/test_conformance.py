@@ -1812,6 +1812,26 @@ def test_waiting_for_an_event_of_another_device(backend: Backend, device: Device
         other.close()
 
 
+def test_a_graph_replayed_after_an_allocation_it_uses_was_freed_is_invalid_handle(device: Device,
+                                                                                   stream: Stream) -> None:
+    """A graph whose captured work (a launch checked or not, a fill, a copy's either side, a slice, a pool block)
+    uses an allocation freed after the capture: its replay raises INVALID_HANDLE "which the graph's work uses, was
+    freed" on every backend with graphs (CUDA/HIP replayed it onto the freed memory; Vulkan refused it);
+    elsewhere the capture itself is UNSUPPORTED."""
+    import mistakes
+
+    if device.kind not in mistakes.GRAPHS:
+        with pytest.raises(Error) as ei, stream.capture():
+            pass
+        assert kind_of(ei) is ErrorKind.UNSUPPORTED
+        return
+    k, dims, args = _vector_add(device, 64)
+    for what, call in mistakes.freed_before_replay(stream, lambda a: KernelLaunch(k, dims, args(a, a, a))):
+        e = mistakes.check_error(mistakes.outcome(call), ErrorKind.INVALID_HANDLE, device, what)
+        assert "which the graph's work uses, was freed" in str(e), (what, e)
+    stream.synchronize()
+
+
 # ------------------------------------------------------------------ memory pool
 
 

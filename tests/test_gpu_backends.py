@@ -866,6 +866,7 @@ class FakeDriver:
         self.module = module
         self.ffi = _cls(module, "Backend").vendor_api().ffi
         self.mem: dict[int, Any] = {}
+        self.freed: list[Any] = []  # the buffers of freed allocations, kept (never reused)
         self.next_handle = 0x1000
         self.events: dict[int, float] = {}
         self.recorded: dict[int, int] = {}  # event -> the stream it was last recorded on
@@ -976,6 +977,8 @@ class FakeDriver:
         def managed_alloc(out: Any, n: int, flags: int) -> int: return _alloc(out, n, "managed")
         def _free(p: Any, kinds: tuple[str, ...]) -> int:
             entry = d.mem.pop(d.key(p), None)
+            if entry is not None:
+                d.freed.append(entry)  # (kept: work run on freed memory writes only these buffers)
             return 0 if entry is not None and entry[1] in kinds else 1  # 1: *_INVALID_VALUE
         def free(p: Any) -> int: return _free(p, ("device", "managed"))
         def host_free(p: Any) -> int: return _free(p, ("host",))
@@ -1484,6 +1487,116 @@ def test_sim_stream_capture_records_and_graphs_replay(sim: Any) -> None:
     assert not driver.capturing and not driver.graphs  # the capture ended and its graph discarded
     s.fill(db, 7)  # the stream runs work again
     s.synchronize()
+
+
+@pytest.mark.parametrize("pools", [0, 1], ids=["caching-pool", "stream-ordered-pool"])
+def test_sim_a_graph_replay_after_a_free_is_refused(sim: Any, pools: int) -> None:
+    """A graph whose work uses an allocation (a launch's argument, checked, unchecked, re-issued or built from
+    (kernel, dims, *args); a fill's, a copy's either side, a host copy's, a rect copy's device side; a slice's
+    allocation; a pool block) replays while it is live, and once it was freed its replay raises INVALID_HANDLE
+    without reaching the driver (it replayed the work onto the freed memory)."""
+    module, driver, backend = sim
+    driver.pools_supported = pools
+    dev = backend.open(0)
+    s = dev.create_stream()
+    pool = dev.memory_pool()
+    assert isinstance(pool, gpu_pool.GpuStreamOrderedPool) is bool(pools)
+    k = dev.load_module(_image(module, VECTOR_ADD)).kernel("vector_add")
+    n = 64
+    keep = dev.alloc(4 * n)
+    host = np.zeros(4 * n, np.uint8)
+
+    def launch(a: Any) -> KernelLaunch:
+        return KernelLaunch(k, LaunchDims(1, n), [a, a, a, np.uint32(n)])
+
+    def twice(a: Any) -> None:
+        la = launch(a)
+        s.launch(la)
+        s.launch(la)  # (the second launch in a row: packed once, re-issued)
+
+    cases: list[tuple[str, Callable[[Any], object]]] = [
+        ("launch", lambda a: s.launch(launch(a))),
+        ("launch, re-issued", twice),
+        ("launch(kernel, dims, *args)", lambda a: s.launch(k, LaunchDims(1, n), a, a, a, np.uint32(n))),
+        ("launch_unchecked", lambda a: s.launch_unchecked(launch(a))),
+        ("fill", lambda a: s.fill(a, 0x3F800000, width=4)),
+        ("copy dst", lambda a: s.copy(a, keep)),
+        ("copy src", lambda a: s.copy(keep, a)),
+        ("copy_from_host", lambda a: s.copy_from_host(a, host)),
+        ("copy_to_host", lambda a: s.copy_to_host(host, a)),
+        ("copy_2d to the device", lambda a: s.copy_2d(a, host, 16, 4, dst_pitch=32, src_pitch=16)),
+        ("copy_3d from the device", lambda a: s.copy_3d(host, a, (8, 2, 2), dst_pitch=8, src_pitch=16)),
+        ("a slice", lambda a: s.fill(a[64:128], 1)),
+    ]
+    makers: list[tuple[str, Callable[[], Any]]] = [
+        ("Device.alloc", lambda: dev.alloc(4 * n)), ("a pool block", lambda: pool.alloc(4 * n, s))]
+    for what, record in cases:
+        for made, make in makers:
+            a = make()
+            s.fill(a, 0)
+            with s.capture() as g:
+                out = record(a)
+                assert out is None, (what, out)
+            assert driver.graphs  # (captured)
+            g.launch(s)  # live: replayed
+            s.synchronize()
+            a.free()
+            calls = len(driver.calls)
+            with pytest.raises(Error) as ei:
+                g.launch(s)
+            e = ei.value
+            assert e.kind is ErrorKind.INVALID_HANDLE and e.function == "Graph.launch", (what, made, e)
+            assert "which the graph's work uses, was freed" in str(e), (what, made, e)
+            assert e.backend == dev.kind.name
+            assert "graph_launch" not in driver.calls[calls:], (what, made)
+            g.close()
+    # a pool block freed inside the capture: its pool may hand it out again before the replay
+    a = pool.alloc(4 * n, s)
+    with s.capture() as g:
+        s.fill(a, 1)
+        a.free()
+    with pytest.raises(Error) as ei:
+        g.launch(s)
+    assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    keep.free()
+
+
+def test_sim_a_graph_keeps_what_its_work_uses(sim: Any) -> None:
+    """Dropping an allocation (or the host buffer of a host copy) that a graph's work uses does not free it: the
+    graph holds it until it is closed; an exception in the capture lets go of what was recorded."""
+    module, driver, backend = sim
+    dev = backend.open(0)
+    s = dev.create_stream()
+    a = dev.alloc(256)
+    addr = a.ptr
+    host = np.arange(256, dtype=np.uint8)
+    ref = weakref.ref(host)
+    with s.capture() as g:
+        s.copy_from_host(a, host)
+    del a, host
+    gc.collect()
+    assert addr in driver.mem and ref() is not None  # held by the graph
+    g.launch(s)
+    s.synchronize()
+    assert driver.ffi.buffer(driver.mem[addr][0])[:] == bytes(range(256))
+    g.close()
+    gc.collect()
+    assert addr not in driver.mem and ref() is None  # let go with the graph
+    b = dev.alloc(256)
+    addr = b.ptr
+    with pytest.raises(ZeroDivisionError):
+        with s.capture():
+            s.fill(b, 1)
+            1 / 0
+    del b
+    gc.collect()
+    assert addr not in driver.mem
+    # one capture at a time on a stream
+    with s.capture():
+        with pytest.raises(Error) as ei:
+            with s.capture():
+                pass
+        assert ei.value.kind is ErrorKind.INVALID_VALUE
 
 
 def test_sim_slices_move_the_device_pointer(sim: Any) -> None:

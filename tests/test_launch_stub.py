@@ -13,3 +13,11 @@ from typing import Callable
 
 def test_every_launch_delivers_the_bytes_pack_args_makes(stub_child: Callable[[str], int]) -> None:
     assert stub_child("launch_stub_child.py") > 150  # launches checked
+
+
+def test_graphs_record_the_compiled_launches_and_refuse_a_replay_after_a_free(stub_child: Callable[[str], int]) -> None:
+    """graph_stub_child.py: a capturing stream's prepared launchers (one kept from before the capture too) are
+    paused so that their launches record their allocations, and resumed after; a replay after an allocation of
+    a launch, a slice, a host or rect copy was freed is INVALID_HANDLE and reaches no driver; a graph keeps what
+    it uses from being freed when dropped."""
+    assert stub_child("graph_stub_child.py") == 3 + 4 + 4 + 2

@@ -995,13 +995,15 @@ bad_layout:
  *   stream    int: the stream's handle
  *
  * _forget() drops the prepared launch (and what it holds); _shut() too, and every later call takes slow.
+ * _pause(True) drops it too and sends every call to slow until _pause(False) (a capturing stream: its slow
+ * path records the launch's allocations into the graph); a launcher _shut stays shut.
  * ---------------------------------------------------------------------------------------------------- */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *ref, *slow, *error, *dim_args, *gone, *kernel_type, *launch_type, *tls, *key;
     void *stream;
-    int check, busy, shut;
+    int check, busy, shut;  /* shut: 1 _shut(), 2 _pause(True) (either: every call takes slow) */
     /* the prepared launch (last NULL: none) and what its preparation found, reused by the next one */
     PyObject *last;         /* the KernelLaunch */
     PyObject *kernel;       /* its kernel; func its handle */
@@ -1349,9 +1351,25 @@ static PyObject *ia_launcher_forget_method(PyObject *self, PyObject *Py_UNUSED(i
 static PyObject *ia_launcher_shut_method(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
     ia_launcher *l = (ia_launcher *)self;
-    l->shut = 1;  /* (tested first by every call) */
+    l->shut |= 1;  /* (tested first by every call) */
     if (!l->busy)
         ia_launcher_forget(l);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ia_launcher_pause_method(PyObject *self, PyObject *on)
+{
+    ia_launcher *l = (ia_launcher *)self;
+    int pause = PyObject_IsTrue(on);
+    if (pause < 0)
+        return NULL;
+    if (pause) {
+        l->shut |= 2;
+        if (!l->busy)
+            ia_launcher_forget(l);
+    } else {
+        l->shut &= ~2;
+    }
     Py_RETURN_NONE;
 }
 
@@ -1402,6 +1420,8 @@ static void ia_launcher_dealloc(PyObject *self)
 static PyMethodDef ia_launcher_methods[] = {
     {"_forget", ia_launcher_forget_method, METH_NOARGS, "Drop the prepared launch (and what it holds)."},
     {"_shut", ia_launcher_shut_method, METH_NOARGS, "Drop the prepared launch; every later call takes the slow path."},
+    {"_pause", ia_launcher_pause_method, METH_O, "_pause(True): drop the prepared launch, every call takes the slow "
+     "path until _pause(False)."},
     {NULL, NULL, 0, NULL}
 };
 

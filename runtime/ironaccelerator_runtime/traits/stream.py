@@ -539,15 +539,16 @@ class Stream:
 
         ``with stream.capture() as graph: ...``: inside the block the work is recorded (not run); after it,
         ``graph.launch(stream)`` replays it.  An exception inside the block ends the capture and discards what
-        was recorded.
+        was recorded.  The graph holds the allocations the recorded work uses (dropping them does not free them)
+        and refuses a replay once one was freed (:meth:`Graph.launch`).
 
         Returns:
             A context manager whose ``__enter__`` returns the :class:`Graph` (usable once the block has ended).
 
         Raises:
             Error: ``ErrorKind.UNSUPPORTED`` off CUDA/HIP and Vulkan; ``ErrorKind.INVALID_HANDLE`` when the device was
-                closed; the driver's status of capture begin/end and instantiation (e.g. an operation that
-                cannot be captured).
+                closed; ``ErrorKind.INVALID_VALUE`` when the stream is already capturing; the driver's status of
+                capture begin/end and instantiation (e.g. an operation that cannot be captured).
 
         Backends:
             CUDA/HIP (``cuStreamBeginCapture`` in thread-local mode, ``cuStreamEndCapture``,

@@ -15,7 +15,12 @@ if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining 
 
 
 class GpuGraph(Graph):
-    """A captured graph, instantiated (``graph_instantiate``): ``launch(stream)`` is ``graph_launch``."""
+    """A captured graph, instantiated (``graph_instantiate``): ``launch(stream)`` is ``graph_launch``.
+
+    It holds the allocations its work uses (recorded by the capture: ``GpuStream._record_into``), so that
+    dropping them does not free its memory, and refuses a replay once one of them was freed (INVALID_HANDLE, as
+    Vulkan's graphs): the driver would write memory the caller no longer owns.  It holds the host buffers of its
+    host copies too (a replay reads or writes them)."""
 
     def __init__(self, stream: GpuStream) -> None:
         self.stream = stream
@@ -24,6 +29,8 @@ class GpuGraph(Graph):
         self.graph: Any = None
         self.exec: Any = None
         self._fin: Any = None
+        self._held = {}
+        self._host: list[Any] = []
 
     def _adopt(self, graph: Any) -> None:
         api = self.api
@@ -47,6 +54,9 @@ class GpuGraph(Graph):
             raise fail(ErrorKind.INVALID_HANDLE, "Graph.launch", "the graph is closed or was never captured", self.api)
         if self.device._closed:
             raise self.device._closed_error("Graph.launch")
+        freed = self._freed_error("Graph.launch", self.api)
+        if freed is not None:
+            raise freed
         self.device.activate()
         self.api.check(self.api.graph_launch(self.exec, s.handle), "graph_launch")
 
@@ -55,6 +65,7 @@ class GpuGraph(Graph):
             self._fin()
             self._fin = None
         self.exec = self.graph = None
+        self._held, self._host = {}, []
 
 
 def _destroy_graph(api: GpuApi, graph: Any, exe: Any) -> None:

@@ -600,25 +600,79 @@ class GpuStream(Stream):
         self._forget_launches()
         self._check_callback_waits("Stream.synchronize")
 
+    _capture: GpuGraph | None = None  # the graph being captured (between capture()'s enter and exit)
+
     @contextlib.contextmanager
     def capture(self) -> Iterator[GpuGraph]:
         # Stream capture (``capture_begin`` in this thread's mode, ``capture_end``, ``graph_instantiate``): the
         # graph is usable after the block; an exception inside it ends the capture and discards what was recorded.
+        # The allocations the captured work uses are recorded into the graph (see _record_into).
         if self.device._closed:
             raise self.device._closed_error("Stream.capture")
+        if self._capture is not None:
+            raise fail(ErrorKind.INVALID_VALUE, "Stream.capture", f"{self!r} is already capturing", self.api)
         api = self.api
         self.device.activate()
         api.check(api.capture_begin(self.handle, api.tables.const("capture_mode")), "capture_begin")
         graph = GpuGraph(self)
         out = api.ffi.new(api.tables.types["graph"] + " *")
+        stop = self._record_into(graph)
         try:
             yield graph
         except BaseException:
+            stop()
             if api.capture_end(self.handle, out) == 0 and out[0] != api.ffi.NULL:
                 api.graph_destroy(out[0])
+            graph._held = {}
             raise
+        stop()
         api.check(api.capture_end(self.handle, out), "capture_end")
         graph._adopt(out[0])
+
+    def _record_into(self, graph: GpuGraph) -> Callable[[], None]:
+        """Make every way work reaches this stream record the allocations it uses into ``graph`` (``_hold``) until
+        the returned function is called, at no cost to the paths outside a capture: the device side of copies,
+        fills and prefetches (``_memory``, bound over the method), the launches' allocation arguments (``_issue``,
+        bound over the method, which every launch then takes: the compiled launch is off and the prepared
+        launchers paused, so that they call the methods; the last launch is forgotten, so that none is re-issued
+        without ``_issue``), and the host buffers of host copies (kept by the graph, which reads or writes them at
+        each replay)."""
+        cls = type(self)
+        packed, launchers = self._packed, self._launchers
+        self._forget_launches()
+        for launcher in launchers:
+            launcher._pause(True)
+        self._packed = None  # (not the property: the launchers stay bound, paused)
+        inflight = self._inflight
+        start = inflight.mark()
+        hold = graph._hold
+
+        def memory(a: Any, what: str, param: str) -> Any:
+            dptr = cls._memory(self, a, what, param)
+            hold(a)
+            return dptr
+
+        def issue(launch: KernelLaunch, kernel: GpuKernel, check: bool) -> int:
+            code = cls._issue(self, launch, kernel, check)
+            if not code:
+                hold(*[a for a in launch[2] if isinstance(a, Allocation)])
+            return code
+
+        setattr(self, "_memory", memory)  # (instance attributes over the methods, deleted by stop)
+        setattr(self, "_issue", issue)
+        self._capture = graph
+
+        def stop() -> None:
+            del self._memory, self._issue, self._capture
+            with inflight._lock:  # the host buffers of the copies enqueued during the capture
+                graph._host = inflight.items[max(start - inflight.base, 0):]
+            self._forget_launches()
+            if self._launchers is launchers and not self.device._closed:  # (a closed device's stream: shut)
+                self._packed = packed
+                for launcher in launchers:
+                    launcher._pause(False)
+
+        return stop
 
     def query(self) -> bool:
         if self.device._closed:
