@@ -1591,6 +1591,18 @@ def test_sim_a_graph_keeps_what_its_work_uses(sim: Any) -> None:
     del b
     gc.collect()
     assert addr not in driver.mem
+    # a graph launched inside another stream's capture: the outer graph uses the inner one's allocations too
+    c = dev.alloc(256)
+    with s.capture() as inner:
+        s.fill(c, 2)
+    s2 = dev.create_stream()
+    with s2.capture() as outer:
+        inner.launch(s2)
+    c.free()
+    for g in (inner, outer):
+        with pytest.raises(Error) as ei:
+            g.launch(s2)
+        assert ei.value.kind is ErrorKind.INVALID_HANDLE
     # one capture at a time on a stream
     with s.capture():
         with pytest.raises(Error) as ei:

@@ -57,6 +57,9 @@ class GpuGraph(Graph):
         freed = self._freed_error("Graph.launch", self.api)
         if freed is not None:
             raise freed
+        outer = s._capture
+        if outer is not None:  # captured into another graph (a child graph node): that one uses these too
+            outer._hold(*self._held.values())
         self.device.activate()
         self.api.check(self.api.graph_launch(self.exec, s.handle), "graph_launch")
 

@@ -623,7 +623,7 @@ class GpuStream(Stream):
             stop()
             if api.capture_end(self.handle, out) == 0 and out[0] != api.ffi.NULL:
                 api.graph_destroy(out[0])
-            graph._held = {}
+            graph.close()  # (lets go of what was recorded)
             raise
         stop()
         api.check(api.capture_end(self.handle, out), "capture_end")
