@@ -3,9 +3,9 @@ on first use."""
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import threading
 from importlib.machinery import PathFinder
 from typing import Any, Callable, TYPE_CHECKING
 
@@ -32,12 +32,12 @@ class BackendRegistry:
     """
 
     _default: BackendRegistry | None = None
-    _default_lock = threading.Lock()
+    _default_lock = _thread.allocate_lock()  # (threading's Lock, without importing threading)
 
     def __init__(self, factories: dict[BackendKind, Callable[[], Backend]] | None = None) -> None:
         self._factories: dict[BackendKind, Callable[[], Backend]] = dict(factories or {})
         self._backends: dict[BackendKind, Backend | Error] = {}
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
 
     @classmethod
     def default(cls) -> BackendRegistry:
@@ -57,7 +57,7 @@ class BackendRegistry:
             if cls._default is None:
                 from ironaccelerator._core import BUILTIN_BACKENDS
 
-                reg = cls({k: _importer(v) for k, v in BUILTIN_BACKENDS.items()})
+                reg = cls({k: _importer(k, v) for k, v in BUILTIN_BACKENDS.items()})
                 reg._load_entry_points()
                 cls._default = reg
             return cls._default
@@ -96,10 +96,12 @@ class BackendRegistry:
                 continue
             self._factories[kind] = _entry_point(ep)
 
-    def _resolve(self, kind: BackendKind) -> Backend | Error:
+    def _resolve(self, kind: BackendKind, early: bool = False) -> Backend | Error:
         with self._lock:
             if kind not in self._backends:
                 factory = self._factories.get(kind)
+                if early and isinstance(factory, _Builtin):
+                    factory.start()
                 if factory is None:
                     self._backends[kind] = fail(ErrorKind.UNSUPPORTED, "BackendRegistry.get",
                                                 f"no {kind.name} backend is registered", kind)
@@ -133,7 +135,7 @@ class BackendRegistry:
         """
         if type(kind) is not BackendKind:
             kind = _backend_kind(kind)
-        b = self._resolve(kind)
+        b = self._resolve(kind, early=True)
         if isinstance(b, Error):
             raise b
         return b
@@ -220,15 +222,41 @@ def _backend_kind(kind: Any) -> BackendKind:
                f"one of the names {', '.join(k.name for k in BackendKind)}", None)
 
 
-def _importer(target: str) -> Callable[[], Backend]:
-    def load() -> Backend:
+# Built-in backends whose vendor start is slow C run with the GIL released (kind -> "module:function", a function
+# that never raises): get() -- a request for that one backend, not the probes of available() and report() -- calls
+# it before importing the backend's Python modules, which then import while it runs on a worker thread, joined by the
+# backend's first use of it.  OpenCL: the ICD loader opening the vendors' libraries (backends/opencl/start.py).
+_EARLY_START: dict[BackendKind, str] = {
+    BackendKind.OPENCL: "ironaccelerator_runtime.backends.opencl.start:start_platform",
+}
+
+
+class _Builtin:
+    """A built-in backend's factory: ``module:Class`` imported and constructed; :meth:`start` begins its early start
+    (``_EARLY_START``) where it has one."""
+
+    def __init__(self, kind: BackendKind, target: str) -> None:
+        self.kind = kind
+        self.target = target
+
+    def __call__(self) -> Backend:
         import importlib
 
-        module, _, cls = target.partition(":")
+        module, _, cls = self.target.partition(":")
         backend: Backend = getattr(importlib.import_module(module), cls)()
         return backend
 
-    return load
+    def start(self) -> None:
+        early = _EARLY_START.get(self.kind)
+        if early is not None:
+            import importlib
+
+            module, _, fn = early.partition(":")
+            getattr(importlib.import_module(module), fn)()
+
+
+def _importer(kind: BackendKind, target: str) -> Callable[[], Backend]:
+    return _Builtin(kind, target)
 
 
 def _entry_point(ep: Any) -> Callable[[], Backend]:
