@@ -183,6 +183,10 @@ _START = ("import json, sys\n"
 
 
 def _opencl_or_skip() -> None:
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: nothing is started early")
     got = _child("import json\nimport ironaccelerator as ia\n"
                  "try:\n    ia.BackendRegistry.default().get(ia.BackendKind.OPENCL).open(0)\n    ok = True\n"
                  "except ia.Error:\n    ok = False\nprint(json.dumps({'ok': ok}))")
@@ -193,7 +197,7 @@ def _opencl_or_skip() -> None:
 def test_get_opencl_starts_the_platform_early_and_probes_do_not() -> None:
     """``get(OPENCL)`` begins the platform's start (the ICD loader opening the vendors' libraries) on a worker thread
     before it imports the backend; ``devices()`` joins it.  ``available()`` (a probe of every backend), a private
-    registry and importing the backend's classes start nothing."""
+    registry, importing the backend's classes and a process bound to one CPU start nothing."""
     _opencl_or_skip()
     got = _child(_START +
                  "from ironaccelerator.backends.opencl import OpenCLBackend\n"
@@ -203,6 +207,12 @@ def test_get_opencl_starts_the_platform_early_and_probes_do_not() -> None:
                  "ia.BackendRegistry.default().available()\n"
                  "print(json.dumps({'import': after_import, 'probe': state()}))")
     assert got == {"import": None, "probe": None}
+    got = _child(_START +
+                 "import os\n"
+                 "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+                 "n = len(ia.BackendRegistry.default().get(ia.BackendKind.OPENCL).devices())\n"
+                 "print(json.dumps({'one_cpu': state(), 'found': n > 0}))")
+    assert got == {"one_cpu": None, "found": True}
     got = _child(_START +
                  "b = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL)\n"
                  "after_get = state()\n"

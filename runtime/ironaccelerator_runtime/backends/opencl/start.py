@@ -7,8 +7,10 @@ of the vendor (PoCL's device threads start with ``clGetDeviceIDs``, on the calle
 Started here, it runs while the backend's Python modules import; :func:`wait` (the backend's first platform query)
 joins it, so what the backend calls and reports is unchanged, and so are its errors (the worker's own status is
 not read: the backend's ``clGetPlatformIDs`` returns it again).  Nothing is started when the library does not load
-(the backend's constructor then reports why, as without this).  A fork waits for it first (``os.register_at_fork``:
-never a child of a process in the middle of ``dlopen``), and so does the interpreter's exit (``atexit``).
+(the backend's constructor then reports why, as without this), nor in a process bound to one CPU.  A fork waits
+for it first (``os.register_at_fork``: never a child of a process in the middle of ``dlopen``), and so does the
+interpreter's exit (``atexit``).  It pays only where a CPU is free: where every CPU is busy, the worker's ~20 ms
+come out of the caller's share (the kernel shares CPU time between sessions, not threads).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def start_platform() -> None:
     """Load the OpenCL library and call ``clGetPlatformIDs`` on a daemon thread, once per process.  Never raises."""
     global _done
     with _lock:
-        if _done is not None:
+        if _done is not None or not _cpus_beside():
             return
         try:
             from ironaccelerator_runtime.loader import load_library
@@ -49,6 +51,17 @@ def start_platform() -> None:
         # on a busy machine)
         _thread.start_new_thread(_run, args)
         _done = done
+
+
+def _cpus_beside() -> bool:
+    """Whether this process may run on more than one CPU: on one, a worker thread only takes turns with the
+    caller (nothing is started)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0)) > 1
+    except (AttributeError, OSError):  # (no sched_getaffinity: macOS, Windows)
+        return (os.cpu_count() or 1) > 1
 
 
 def _run(get_platform_ids: Any, null: Any, count: Any, done: Any) -> None:
