@@ -38,13 +38,15 @@ class BackendRegistry:
         self._factories: dict[BackendKind, Callable[[], Backend]] = dict(factories or {})
         self._backends: dict[BackendKind, Backend | Error] = {}
         self._lock = _thread.allocate_lock()
+        self._entry_points_pending = False  # default(): read on first use (_take_entry_points), under the lock
 
     @classmethod
     def default(cls) -> BackendRegistry:
         """The process-wide registry: the built-in backends plus the ``ironaccelerator.backends`` entry points.
 
         Returns:
-            The same :class:`BackendRegistry` on every call (made on the first).
+            The same :class:`BackendRegistry` on every call (made on the first; the entry points are read by its
+            first :meth:`get`, :meth:`register`, :meth:`available` or :meth:`report`).
 
         Raises:
             Error: never (broken entry-point metadata, or a backend that fails to load, is reported by
@@ -58,7 +60,7 @@ class BackendRegistry:
                 from ironaccelerator._core import BUILTIN_BACKENDS
 
                 reg = cls({k: _importer(k, v) for k, v in BUILTIN_BACKENDS.items()})
-                reg._load_entry_points()
+                reg._entry_points_pending = True
                 cls._default = reg
             return cls._default
 
@@ -77,8 +79,15 @@ class BackendRegistry:
             All kinds.
         """
         with self._lock:
+            self._take_entry_points()
             self._factories[kind] = factory
             self._backends.pop(kind, None)
+
+    def _take_entry_points(self) -> None:
+        """(Under the lock.)  The entry points of :meth:`default`'s registry, read once, on its first use."""
+        if self._entry_points_pending:
+            self._entry_points_pending = False
+            self._load_entry_points()
 
     def _load_entry_points(self) -> None:
         if not _may_declare_entry_points(_GROUP):  # (the common case: importlib.metadata, ~25 ms, never imported)
@@ -99,9 +108,13 @@ class BackendRegistry:
     def _resolve(self, kind: BackendKind, early: bool = False) -> Backend | Error:
         with self._lock:
             if kind not in self._backends:
+                builtin = self._factories.get(kind)
+                if early and isinstance(builtin, _Builtin):
+                    # before the entry points are read (~1 ms of directory reads): one that replaces this kind
+                    # is then found after the built-in backend's start began, which only loaded its library
+                    builtin.start()
+                self._take_entry_points()
                 factory = self._factories.get(kind)
-                if early and isinstance(factory, _Builtin):
-                    factory.start()
                 if factory is None:
                     self._backends[kind] = fail(ErrorKind.UNSUPPORTED, "BackendRegistry.get",
                                                 f"no {kind.name} backend is registered", kind)
