@@ -83,8 +83,8 @@ _NAMES = {
 
 
 def __getattr__(name: str) -> Any:
-    """A name of the package: ``BackendRegistry`` alone imports ``registry`` (and ``report``); any other imports
-    every module (:func:`_load`)."""
+    """A name of the package: ``BackendRegistry`` alone imports ``registry``; any other imports every module
+    (:func:`_load`)."""
     if name == "BackendRegistry":
         from .registry import BackendRegistry
 

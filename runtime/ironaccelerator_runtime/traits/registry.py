@@ -12,7 +12,6 @@ from typing import Any, Callable, TYPE_CHECKING
 from ironaccelerator._core import BackendKind, ErrorKind
 
 from ..errors import Error, fail
-from .report import describe, text
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -181,6 +180,8 @@ class BackendRegistry:
         Backends:
             All kinds.
         """
+        from .report import describe, text  # (not at import: the registry's first use does not report)
+
         return text(describe(self))
 
 
