@@ -2680,7 +2680,10 @@ import sys
 sys.path[:0] = sys.argv[1:]
 import ironaccelerator as ia
 reg = ia.BackendRegistry.default()
-print("importlib.metadata" in sys.modules, reg._factories[ia.BackendKind.QNN].__qualname__.partition(".")[0])
+before = "importlib.metadata" in sys.modules  # (default() reads the entry points on first use)
+reg._take_entry_points()
+f = reg._factories[ia.BackendKind.QNN]
+print(before, "importlib.metadata" in sys.modules, getattr(f, "__qualname__", type(f).__qualname__).partition(".")[0])
 """
 
 
@@ -2701,14 +2704,31 @@ def test_registry_default_skips_importlib_metadata_without_entry_points(tmp_path
     and a distribution that does is still found (its backend replaces the built-in one)."""
     if BackendKind.QNN not in BackendRegistry.default()._factories:
         pytest.skip("no built-in QNN backend")
-    assert _registry_child(str(tmp_path)) == ["False", "_importer"]
+    assert _registry_child(str(tmp_path)) == ["False", "False", "_Builtin"]
     info = tmp_path / "fake_backend-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-backend\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[ironaccelerator.backends]\nqnn = fake_backend_mod:FakeQnn\n")
     (tmp_path / "fake_backend_mod.py").write_text("from ironaccelerator import Backend, BackendKind\n\n"
                                                   "class FakeQnn(Backend):\n    kind = BackendKind.QNN\n")
-    assert _registry_child(str(tmp_path)) == ["True", "_entry_point"]
+    assert _registry_child(str(tmp_path)) == ["False", "True", "_entry_point"]
+    # read on first use, the entry points still come before get() and under register(): what get() returns is the
+    # entry point's backend, and a backend registered after default() is not replaced by it
+    import subprocess
+    import sys
+
+    from conftest import GENERATED, RUNTIME
+    code = ("import sys\nsys.path[:0] = sys.argv[1:]\nimport ironaccelerator as ia\n"
+            "print(type(ia.BackendRegistry.default().get('qnn')).__name__)\n"
+            "class Mine(ia.Backend):\n    kind = ia.BackendKind.QNN\n"
+            "ia.BackendRegistry._default = None\n"
+            "reg = ia.BackendRegistry.default()\n"
+            "reg.register(ia.BackendKind.QNN, Mine)\n"
+            "print(type(reg.get(ia.BackendKind.QNN)).__name__)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(GENERATED), str(RUNTIME)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["FakeQnn", "Mine"]
 
 
 def test_registry_entry_point_prescan_defers_to_importlib_metadata(tmp_path: Any, monkeypatch: Any) -> None:

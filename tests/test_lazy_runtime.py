@@ -153,3 +153,109 @@ def test_the_first_opencl_device_imports_no_dataclasses() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got == {"before": [], "ok": True}, got
+
+
+def test_the_registry_imports_alone() -> None:
+    """Issue 27 item 3 (registry + first device): ``ia.BackendRegistry`` imports the registry alone, not the rest
+    of the trait surface, nor ``threading``: ``BackendRegistry.default().get(OPENCL)`` starts the OpenCL
+    platform on a worker thread before those import (backends/opencl/start.py), so that they import beside it.  The
+    rest then comes on first use of any other name, each module's type-checking names bound as before."""
+    got = _child("import json, sys\n"
+                 "import ironaccelerator as ia\n"
+                 "ia.BackendRegistry\n"
+                 "loaded = sorted(n for n in sys.modules if n.startswith('ironaccelerator_runtime.traits.'))\n"
+                 "threading = 'threading' in sys.modules\n"
+                 "from ironaccelerator_runtime import traits\n"
+                 "from ironaccelerator_runtime.traits import values\n"
+                 "ok = traits.Device is ia.Device and traits.BackendRegistry is ia.BackendRegistry\n"
+                 "print(json.dumps({'loaded': loaded, 'threading': threading, 'ok': ok, "
+                 "'bound': values.__dict__.get('Stream') is traits.Stream, 'size_max': traits._SIZE_MAX}))")
+    assert got == {"loaded": ["ironaccelerator_runtime.traits.registry"],
+                   "threading": False, "ok": True, "bound": True, "size_max": 2**64 - 1}
+
+
+# a child that reports on backends/opencl/start.py's early start: whether one began, and whether it is over
+_START = ("import json, sys\n"
+          "import ironaccelerator as ia\n"
+          "from ironaccelerator_runtime.backends.opencl import start\n"
+          "def state():\n"
+          "    return None if start._done is None else ('running' if start._done.locked() else 'done')\n")
+
+
+def _opencl_or_skip() -> None:
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: nothing is started early")
+    got = _child("import json\nimport ironaccelerator as ia\n"
+                 "try:\n    ia.BackendRegistry.default().get(ia.BackendKind.OPENCL).open(0)\n    ok = True\n"
+                 "except ia.Error:\n    ok = False\nprint(json.dumps({'ok': ok}))")
+    if not got["ok"]:
+        pytest.skip("no OpenCL device")
+
+
+def test_get_opencl_starts_the_platform_early_and_probes_do_not() -> None:
+    """``get(OPENCL)`` begins the platform's start (the ICD loader opening the vendors' libraries) on a worker thread
+    before it imports the backend; ``devices()`` joins it.  ``available()`` (a probe of every backend), a private
+    registry, importing the backend's classes and a process bound to one CPU start nothing."""
+    _opencl_or_skip()
+    got = _child(_START +
+                 "from ironaccelerator.backends.opencl import OpenCLBackend\n"
+                 "private = ia.BackendRegistry({ia.BackendKind.OPENCL: lambda: OpenCLBackend()})\n"
+                 "private.get(ia.BackendKind.OPENCL)\n"
+                 "after_import = state()\n"
+                 "ia.BackendRegistry.default().available()\n"
+                 "print(json.dumps({'import': after_import, 'probe': state()}))")
+    assert got == {"import": None, "probe": None}
+    got = _child(_START +
+                 "import os\n"
+                 "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+                 "n = len(ia.BackendRegistry.default().get(ia.BackendKind.OPENCL).devices())\n"
+                 "print(json.dumps({'one_cpu': state(), 'found': n > 0}))")
+    assert got == {"one_cpu": None, "found": True}
+    got = _child(_START +
+                 "b = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL)\n"
+                 "after_get = state()\n"
+                 "n = len(b.devices())\n"
+                 "print(json.dumps({'get': after_get, 'devices': state(), 'found': n > 0}))")
+    assert got["get"] in ("running", "done") and (got["devices"], got["found"]) == ("done", True), got
+
+
+def test_the_early_start_leaves_errors_and_forks_as_they_were() -> None:
+    """A library that does not load: nothing is started, and ``get`` raises LIBRARY_NOT_FOUND as it did.  A fork
+    right after ``get`` waits for the start to finish (never a child in the middle of ``dlopen``), and the child
+    opens the device and runs a kernel."""
+    _opencl_or_skip()
+    got = _child(_START +
+                 "from ironaccelerator.backends.opencl import cl\n"
+                 "cl.use_library('/nonexistent/libOpenCL.so.1')\n"
+                 "try:\n"
+                 "    ia.BackendRegistry.default().get('opencl')\n"
+                 "    kind = None\n"
+                 "except ia.Error as e:\n"
+                 "    kind = e.kind.name\n"
+                 "print(json.dumps({'kind': kind, 'start': state()}))")
+    assert got == {"kind": "LIBRARY_NOT_FOUND", "start": None}
+    got = _child(_START +
+                 "import os\n"
+                 "import numpy as np\n"
+                 "b = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL)\n"
+                 "pid = os.fork()\n"
+                 "if pid == 0:\n"
+                 "    code = 1\n"
+                 "    try:\n"
+                 "        seen = state()\n"
+                 "        d = b.open(0)\n"
+                 "        s = d.create_stream()\n"
+                 "        k = d.load_module('__kernel void k(__global int *a) { a[0] = 7; }').kernel('k')\n"
+                 "        buf = d.alloc(4)\n"
+                 "        s.launch(ia.KernelLaunch(k, ia.LaunchDims(1, 1), (buf,)))\n"
+                 "        out = np.zeros(1, np.int32)\n"
+                 "        s.copy_to_host(out, buf)\n"
+                 "        s.synchronize()\n"
+                 "        code = 0 if (seen, int(out[0])) == ('done', 7) else 2\n"
+                 "    finally:\n"
+                 "        os._exit(code)\n"
+                 "_, status = os.waitpid(pid, 0)\n"
+                 "print(json.dumps({'child': os.waitstatus_to_exitcode(status)}))")
+    assert got == {"child": 0}

@@ -13,7 +13,6 @@ the selected provider's table (never ``dlsym``).
 
 from __future__ import annotations
 
-import glob
 import importlib
 import os
 import re
@@ -136,6 +135,8 @@ def library_candidates(names: dict[str, tuple[str, ...]], wheel_dirs: Sequence[s
         dirs += [os.path.join(root, d) for d in sdk_dirs]
     for site in _site_dirs():
         dirs += [os.path.join(site, d) for d in wheel_dirs]
+    if sdk_roots or any(c in f for f in files for c in "*?["):
+        import glob  # (only where a pattern is searched: not on the path of a backend that names its files)
     for pattern in sdk_roots:
         for root in sorted(glob.glob(pattern), key=_version_key, reverse=True):
             dirs += [os.path.join(root, d) for d in sdk_dirs]

@@ -26,10 +26,10 @@ handler writes them to standard error; once it does, they go to its handlers onl
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import sys
-import threading
 import time
 import warnings
 from typing import Any, Callable, Iterator, MutableMapping, TYPE_CHECKING
@@ -58,7 +58,7 @@ NVTX = "nvtx" in _WORDS  # every call in an NVTX range of the "ironaccelerator" 
 ENABLED = bool(_WORDS)  # wrappers installed (at import of each generated module)
 _active = bool(_WORDS - {"ondemand", "nvtx"})  # logging now (ondemand, or nvtx alone: only inside trace())
 _depth = 0
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()  # (threading's Lock, without importing threading)
 _REPR_MAX = 64
 
 

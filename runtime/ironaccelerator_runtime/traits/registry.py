@@ -3,16 +3,15 @@ on first use."""
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import threading
 from importlib.machinery import PathFinder
 from typing import Any, Callable, TYPE_CHECKING
 
 from ironaccelerator._core import BackendKind, ErrorKind
 
 from ..errors import Error, fail
-from .report import describe, text
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -32,19 +31,21 @@ class BackendRegistry:
     """
 
     _default: BackendRegistry | None = None
-    _default_lock = threading.Lock()
+    _default_lock = _thread.allocate_lock()  # (threading's Lock, without importing threading)
 
     def __init__(self, factories: dict[BackendKind, Callable[[], Backend]] | None = None) -> None:
         self._factories: dict[BackendKind, Callable[[], Backend]] = dict(factories or {})
         self._backends: dict[BackendKind, Backend | Error] = {}
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
+        self._entry_points_pending = False  # default(): read on first use (_take_entry_points), under the lock
 
     @classmethod
     def default(cls) -> BackendRegistry:
         """The process-wide registry: the built-in backends plus the ``ironaccelerator.backends`` entry points.
 
         Returns:
-            The same :class:`BackendRegistry` on every call (made on the first).
+            The same :class:`BackendRegistry` on every call (made on the first; the entry points are read by its
+            first :meth:`get`, :meth:`register`, :meth:`available` or :meth:`report`).
 
         Raises:
             Error: never (broken entry-point metadata, or a backend that fails to load, is reported by
@@ -57,8 +58,8 @@ class BackendRegistry:
             if cls._default is None:
                 from ironaccelerator._core import BUILTIN_BACKENDS
 
-                reg = cls({k: _importer(v) for k, v in BUILTIN_BACKENDS.items()})
-                reg._load_entry_points()
+                reg = cls({k: _importer(k, v) for k, v in BUILTIN_BACKENDS.items()})
+                reg._entry_points_pending = True
                 cls._default = reg
             return cls._default
 
@@ -77,8 +78,15 @@ class BackendRegistry:
             All kinds.
         """
         with self._lock:
+            self._take_entry_points()
             self._factories[kind] = factory
             self._backends.pop(kind, None)
+
+    def _take_entry_points(self) -> None:
+        """(Under the lock.)  The entry points of :meth:`default`'s registry, read once, on its first use."""
+        if self._entry_points_pending:
+            self._entry_points_pending = False
+            self._load_entry_points()
 
     def _load_entry_points(self) -> None:
         if not _may_declare_entry_points(_GROUP):  # (the common case: importlib.metadata, ~25 ms, never imported)
@@ -96,9 +104,15 @@ class BackendRegistry:
                 continue
             self._factories[kind] = _entry_point(ep)
 
-    def _resolve(self, kind: BackendKind) -> Backend | Error:
+    def _resolve(self, kind: BackendKind, early: bool = False) -> Backend | Error:
         with self._lock:
             if kind not in self._backends:
+                builtin = self._factories.get(kind)
+                if early and isinstance(builtin, _Builtin):
+                    # before the entry points are read (~1 ms of directory reads): one that replaces this kind
+                    # is then found after the built-in backend's start began, which only loaded its library
+                    builtin.start()
+                self._take_entry_points()
                 factory = self._factories.get(kind)
                 if factory is None:
                     self._backends[kind] = fail(ErrorKind.UNSUPPORTED, "BackendRegistry.get",
@@ -133,7 +147,7 @@ class BackendRegistry:
         """
         if type(kind) is not BackendKind:
             kind = _backend_kind(kind)
-        b = self._resolve(kind)
+        b = self._resolve(kind, early=True)
         if isinstance(b, Error):
             raise b
         return b
@@ -166,6 +180,8 @@ class BackendRegistry:
         Backends:
             All kinds.
         """
+        from .report import describe, text  # (not at import: the registry's first use does not report)
+
         return text(describe(self))
 
 
@@ -220,15 +236,41 @@ def _backend_kind(kind: Any) -> BackendKind:
                f"one of the names {', '.join(k.name for k in BackendKind)}", None)
 
 
-def _importer(target: str) -> Callable[[], Backend]:
-    def load() -> Backend:
+# Built-in backends whose vendor start is slow C run with the GIL released (kind -> "module:function", a function
+# that never raises): get() -- a request for that one backend, not the probes of available() and report() -- calls
+# it before importing the backend's Python modules, which then import while it runs on a worker thread, joined by the
+# backend's first use of it.  OpenCL: the ICD loader opening the vendors' libraries (backends/opencl/start.py).
+_EARLY_START: dict[BackendKind, str] = {
+    BackendKind.OPENCL: "ironaccelerator_runtime.backends.opencl.start:start_platform",
+}
+
+
+class _Builtin:
+    """A built-in backend's factory: ``module:Class`` imported and constructed; :meth:`start` begins its early start
+    (``_EARLY_START``) where it has one."""
+
+    def __init__(self, kind: BackendKind, target: str) -> None:
+        self.kind = kind
+        self.target = target
+
+    def __call__(self) -> Backend:
         import importlib
 
-        module, _, cls = target.partition(":")
+        module, _, cls = self.target.partition(":")
         backend: Backend = getattr(importlib.import_module(module), cls)()
         return backend
 
-    return load
+    def start(self) -> None:
+        early = _EARLY_START.get(self.kind)
+        if early is not None:
+            import importlib
+
+            module, _, fn = early.partition(":")
+            getattr(importlib.import_module(module), fn)()
+
+
+def _importer(kind: BackendKind, target: str) -> Callable[[], Backend]:
+    return _Builtin(kind, target)
 
 
 def _entry_point(ep: Any) -> Callable[[], Backend]:

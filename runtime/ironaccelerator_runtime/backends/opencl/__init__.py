@@ -16,11 +16,35 @@ kernels) and :mod:`.args` (a launch's kernel arguments).
 
 from __future__ import annotations
 
-from .tables import OpenCLTables
-from .device import OpenCLBackend, OpenCLDevice
-from .memory import OpenCLAllocation
-from .stream import OpenCLEvent, OpenCLStream
-from .module import OpenCLKernel, OpenCLModule
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .tables import OpenCLTables
+    from .device import OpenCLBackend, OpenCLDevice
+    from .memory import OpenCLAllocation
+    from .stream import OpenCLEvent, OpenCLStream
+    from .module import OpenCLKernel, OpenCLModule
 
 __all__ = ["OpenCLAllocation", "OpenCLBackend", "OpenCLDevice", "OpenCLEvent", "OpenCLKernel", "OpenCLModule",
            "OpenCLStream", "OpenCLTables"]
+
+# name -> the module that defines it
+_WHERE = {"OpenCLTables": "tables", "OpenCLBackend": "device", "OpenCLDevice": "device", "OpenCLAllocation": "memory",
+          "OpenCLEvent": "stream", "OpenCLStream": "stream", "OpenCLKernel": "module", "OpenCLModule": "module"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    from . import device, memory, module, stream  # noqa: F401  (the backend's modules, all at once: as before)
+
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -18,6 +18,7 @@ from ironaccelerator_runtime.traits import (
     compile_options,
 )
 
+from .start import wait as _platform_started
 from .tables import OpenCLTables, _Api, _KIND, _PLATFORM_NOT_FOUND_KHR
 
 _DEVICE = MemoryKind.DEVICE
@@ -66,6 +67,7 @@ class OpenCLBackend(Backend):
         with self._lock:
             if self._devices is not None:
                 return self._devices
+            _platform_started()  # (BackendRegistry.get's early start, if it began one: start.py)
             api, ffi, raw, cl = self.api, self.api.ffi, self.api.raw, self.api.cl
             n = ffi.new("cl_uint *")
             code = raw.clGetPlatformIDs(0, ffi.NULL, n)
