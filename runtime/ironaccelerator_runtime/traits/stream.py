@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence, TYPE_CHECKING
 
 from ironaccelerator._core import ErrorKind, MemoryKind
 
-from ..errors import Error, fail
+from ..errors import Error, as_operation, fail
 from .checks import _not_picklable, _owner, check_span, copy_region, host_view, unsupported
 from .callbacks import _CALLBACK_LOCK, _Callbacks
 from .memory import Allocation
@@ -474,7 +474,10 @@ class Stream:
         """
         if not callable(fn):
             raise TypeError(f"Stream.add_callback: fn must be callable, not {type(fn).__name__}")
-        event = self.record_event()
+        try:
+            event = self.record_event()
+        except Error as e:  # (a closed device: the operation called names it)
+            raise as_operation(e, "Stream.record_event", "Stream.add_callback") from None
         with _CALLBACK_LOCK:
             state: _Callbacks | None = self.__dict__.get("_callback_state")
             if state is None:

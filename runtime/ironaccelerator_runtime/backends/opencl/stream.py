@@ -9,6 +9,7 @@ from typing import Any
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.checks import foreign
 from ironaccelerator_runtime.kernel_args import shared_mem_error
 from ironaccelerator_runtime.traits import (
     Allocation, CopyRegion, Event, KernelLaunch, InFlight, LaunchDims, PooledAllocation, Result, Stream, check_span,
@@ -60,8 +61,7 @@ class OpenCLEvent(Event):
         if not isinstance(end, OpenCLEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms",
                        "Event.elapsed_ms needs another OpenCL event", "OPENCL")
-        self.synchronize()
-        end.synchronize()
+        self._elapsed_pair(end)  # (either device closed, another device's event; both waited for)
         return (end._end_ns() - self._end_ns()) / 1e6
 
 
@@ -303,8 +303,8 @@ class OpenCLStream(Stream):
         if self.device._closed:
             raise self.device._closed_error("Stream.launch")
         if kernel.module.device is not self.device:
-            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"{kernel!r} belongs to another device than {self!r}",
-                       "OPENCL")
+            raise foreign(kernel.module.device, "Stream.launch", f"{kernel!r} belongs to another device than {self!r}",
+                          "OPENCL")
         d = launch.dims
         last = self._last
         if last[0] is d and last[3]:
@@ -350,8 +350,8 @@ class OpenCLStream(Stream):
             return device._closed_error(what)
         if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel) or \
                 kernel.module.device is not device:
-            return fail(ErrorKind.INVALID_VALUE, what, f"{kernel!r:.80} is not an OpenCL kernel of {device!r}",
-                        "OPENCL")
+            return foreign(getattr(getattr(kernel, "module", None), "device", None), what,
+                           f"{kernel!r:.80} is not an OpenCL kernel of {device!r}", "OPENCL")
         if len(args) != kernel.num_args:  # never launch with a previous launch's leftover arguments
             return fail(ErrorKind.INVALID_VALUE, what, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
                         f"{len(args)} given", "OPENCL")
@@ -417,8 +417,8 @@ class OpenCLStream(Stream):
             raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event",
                        "Stream.wait_event needs an OpenCL event", "OPENCL")
         if event.device is not self.device:  # (another context: the driver's CL_INVALID_CONTEXT, a handle error)
-            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
-                       "order streams of two devices by synchronizing the first", "OPENCL")
+            raise foreign(event.device, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
+                          "order streams of two devices by synchronizing the first", "OPENCL")
         evs = self.api.ffi.new("cl_event[1]", [event.handle])
         self.api.check(self.api.raw.clEnqueueBarrierWithWaitList(self.queue, 1, evs, self._null),
                        "clEnqueueBarrierWithWaitList")
