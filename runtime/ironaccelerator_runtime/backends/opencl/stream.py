@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 import weakref
 from typing import Any
 
@@ -20,7 +19,7 @@ from .args import _live_buffer, _plain_host, _set_args
 from .device import OpenCLDevice
 from .memory import _BUFFERS
 from .module import OpenCLKernel
-from .tables import _KIND, _QUERY_GRACE_S
+from .tables import _KIND
 
 _NONE = object()  # the launch-dims cache's key before the first launch
 
@@ -76,8 +75,11 @@ class OpenCLStream(Stream):
     """
 
     device: OpenCLDevice
-    # for MemoryPool's fences: set after every enqueue of work that may use memory, cleared by _pool_fence
-    _dirty = False
+    # for the stream's fences (MemoryPool, query): set after every enqueue of work, cleared by _pool_fence;
+    # synchronize and query leave a mark of their own in it (truthy, as True: the pool still fences), and _idle is
+    # the mark of the last one that saw the stream's work complete (query: the same mark still there, idle)
+    _dirty: object = False
+    _idle: object = None
     _pool_event: OpenCLEvent | None = None
 
     def __init__(self, device: OpenCLDevice) -> None:
@@ -393,8 +395,11 @@ class OpenCLStream(Stream):
         return OpenCLEvent(self.device, ev[0], self._inflight, mark)
 
     def _pool_fence(self) -> OpenCLEvent | None:
-        """(``query`` enqueues a marker and waits a moment: too dear for the pool.)  None when nothing was
-        enqueued since the last fence and that fence completed; else that fence, or a new marker, flushed."""
+        """MemoryPool's fence: None when nothing was enqueued since the last fence and that fence completed
+        (:meth:`query` reads the same); else that fence, or a new marker, flushed.  None once the device was
+        closed (``close`` waited for its work)."""
+        if self.device._closed:
+            return None
         with self.device._fence_lock:  # (else a second caller could see _dirty cleared and the old event: None)
             ev = self._pool_event
             if not self._dirty:
@@ -427,25 +432,41 @@ class OpenCLStream(Stream):
     def synchronize(self) -> None:
         if self.device._closed:
             raise self.device._closed_error("Stream.synchronize")
+        dirty = self._dirty
+        if dirty:  # (a mark of its own: still there after the finish, nothing was enqueued since: query's True)
+            mark = self._dirty = object()
         inflight = self._inflight
-        mark = inflight.base + len(self._keep)  # (InFlight.mark inlined) what is enqueued before the finish
+        keep = inflight.base + len(self._keep)  # (InFlight.mark inlined) what is enqueued before the finish
         code = self._finish(self.queue)
         if code:
             raise self.api.error(code, "clFinish")
-        if mark > inflight.base:  # anything to let go
-            inflight.release(mark)
+        if dirty:
+            self._idle = mark
+        if keep > inflight.base:  # anything to let go
+            inflight.release(keep)
         state = self.__dict__.get("_callback_state")  # (_check_callback_waits's test, inlined)
         if state is not None and state.wait_errors:
             self._check_callback_waits("Stream.synchronize")
 
     def query(self) -> bool:
-        # Whether everything enqueued so far has completed (never True while work is pending).
+        # Whether everything enqueued so far has completed (never True while work is pending), with no timing in
+        # it (a grace of 2 ms let a marker behind finished work complete; under load it did not, and query said
+        # False after synchronize).  Known without a call: nothing enqueued since a synchronize or a query that
+        # answered True (every enqueue sets _dirty after its call, replacing the mark they left in it: the mark
+        # still there is that), or since the stream's last fence (_pool_fence), when that one completed.  Else a
+        # marker behind the work, flushed, polled once: one behind work that just finished completes when the
+        # runtime's scheduler sees it (PoCL: a worker thread's wake-up), so that answer may be False: poll again.
         self.device._check_open("Stream.query")
-        marker = self._marker()  # completing, it releases the host buffers enqueued before it
+        dirty = self._dirty
+        if dirty is self._idle:
+            return True
+        if not dirty:  # (nothing enqueued since the last fence: it says)
+            fence = self._pool_event
+            return fence is None or fence.query()
+        mark = self._dirty = object()
+        marker = self._marker()  # (completing, it releases the host buffers enqueued before it)
         self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submit the marker itself
-        # A marker behind finished work completes as soon as the runtime's scheduler sees it, which is
-        # not instantly (PoCL: a worker thread's wake-up): allow it a moment before answering False.
-        deadline = time.perf_counter() + _QUERY_GRACE_S
-        while not (done := marker.query()) and time.perf_counter() < deadline:
-            time.sleep(0)
+        done = marker.query()
+        if done:
+            self._idle = mark
         return done
