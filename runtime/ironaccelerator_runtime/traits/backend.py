@@ -82,8 +82,8 @@ class Backend:
         Raises:
             Error: ``ErrorKind.INVALID_VALUE`` for an index out of range or negative, a :class:`DeviceId` of
                 another backend, or anything that is not an index (``"0"``, ``0.5``, ``True``), on every backend;
-                ``ErrorKind.NO_DEVICE`` for an index when the backend has no device at all (OpenCL, CUDA, HIP, QNN; Metal says ``INVALID_VALUE``); the vendor's
-                error where creating the context fails.
+                ``ErrorKind.NO_DEVICE`` for an index when the backend has no device at all (OpenCL, CUDA, HIP, QNN;
+                Metal says ``INVALID_VALUE``); the vendor's error where creating the context fails.
 
         Backends:
             All.  QNN also takes ``arch=`` and ``soc=`` keywords (the HTP architecture / SoC model graphs are

@@ -445,8 +445,9 @@ class Stream:
         Backends:
             All.  CUDA/HIP: ``cuStreamQuery``/``hipStreamQuery``; OpenCL: True with no call when nothing was
             enqueued since a :meth:`synchronize` (or a query that said True), else a marker's status (it enqueues
-            a marker, polled once: right after the work finished it may still say False); Metal: whether the committed command buffers completed; QNN: True unless an asynchronous
-            execution is pending (never, on the x86 HTP).
+            a marker, polled once: right after the work finished it may still say False); Metal: whether the
+            committed command buffers completed; QNN: True unless an asynchronous execution is pending (never, on
+            the x86 HTP).
         """
         raise unsupported(self.device.kind, "Stream.query")
 
