@@ -7,6 +7,7 @@ asserts the one outcome the table gives (an ``Error`` raised, or returned by an 
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -101,8 +102,8 @@ def bad_device_ids(backend: Any) -> list[tuple[str, Call]]:
     """``Backend.open`` given what is not a device index of it (a negative int, a str, a float, a bool, another
     backend's DeviceId): INVALID_VALUE on every backend, one without devices (HIP here) included."""
     other = next(k for k in BackendKind if k is not backend.kind)
-    return [(f"Backend.open({bad!r})", lambda bad=bad: backend.open(bad))
-            for bad in (-1, "0", 0.5, True, DeviceId(other, 0))]
+    bads: tuple[Any, ...] = (-1, "0", 0.5, True, DeviceId(other, 0))
+    return [(f"Backend.open({bad!r})", partial(backend.open, bad)) for bad in bads]
 
 
 def _with_buffer(launch: KernelLaunch, buffer: Any) -> KernelLaunch:
