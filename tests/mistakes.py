@@ -6,21 +6,23 @@ asserts the one outcome the table gives (an ``Error`` raised, or returned by an 
 
 from __future__ import annotations
 
-import functools
+import re
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
 
-from ironaccelerator import Allocation, BackendKind, Device, Error, ErrorKind, KernelLaunch, Stream
+from ironaccelerator import Allocation, BackendKind, Device, DeviceId, Error, ErrorKind, KernelLaunch, Stream
 
 Call = Callable[[], object]
 
 # backends whose streams capture graphs (Stream.capture); every other backend's capture is UNSUPPORTED
 GRAPHS = frozenset({BackendKind.CUDA, BackendKind.ROCM, BackendKind.VULKAN})
 
-# backends whose driver orders a stream after an event of another device (cuStreamWaitEvent and
-# hipStreamWaitEvent take an event of any context); every other backend refuses one with INVALID_VALUE
-CROSS_DEVICE_WAITS = frozenset({BackendKind.CUDA, BackendKind.ROCM})
+# backends whose driver takes what another device of the process made (cuStreamWaitEvent and hipStreamWaitEvent take
+# an event of any context; device pointers and kernels are process-wide, unified addressing): a stream waits for
+# another device's event, copies its memory, launches with it; every other backend refuses them with INVALID_VALUE
+CROSS_DEVICE = frozenset({BackendKind.CUDA, BackendKind.ROCM})
 
 
 def outcome(call: Call) -> object:
@@ -31,12 +33,21 @@ def outcome(call: Call) -> object:
         return e
 
 
-def check_error(got: object, kind: ErrorKind, device: Device, what: str) -> Error:
-    """``got`` is an Error of ``kind`` naming ``device``'s backend and a function, its message starting with that
-    function (AssertionError naming ``what`` otherwise)."""
+def operation(what: str) -> str:
+    """The public operation a mistake's ``what`` names: ``"Stream.launch"`` of ``"Stream.launch(dims=16)"``."""
+    m = re.match(r"[A-Za-z_][\w.]*", what)
+    assert m is not None, what
+    return m.group()
+
+
+def check_error(got: object, kind: ErrorKind, device: Device | Any, what: str) -> Error:
+    """``got`` is an Error of ``kind`` naming ``device``'s backend (``device``: or the Backend) and, as
+    ``function``, the public operation that ``what`` names (:func:`operation`: the rule of docs/guide/concepts.md
+    for an error raised before any vendor call), its message starting with that operation (AssertionError naming
+    ``what`` otherwise)."""
     assert isinstance(got, Error), (what, got)
     assert got.kind is kind and got.backend == device.kind.name, (what, got)
-    assert got.function is not None and str(got).startswith(got.function), (what, got)
+    assert got.function == operation(what) and str(got).startswith(got.function), (what, got)
     return got
 
 
@@ -54,6 +65,7 @@ def after_close(device: Device, launch: KernelLaunch | None) -> tuple[list[tuple
     host = np.zeros(64, np.uint8)
     device.close()
     refused: list[tuple[str, Call]] = [
+        ("Allocation.host_view", a.host_view),
         ("Device.memory_pool", device.memory_pool),
         ("Device.alloc", lambda: device.alloc(64)),
         ("Device.alloc_unchecked", lambda: device.alloc_unchecked(64)),
@@ -79,10 +91,109 @@ def after_close(device: Device, launch: KernelLaunch | None) -> tuple[list[tuple
         refused += [("Stream.launch", lambda: stream.launch(launch)),
                     ("Stream.launch_unchecked", lambda: stream.launch_unchecked(launch)),
                     ("Module.kernel", lambda: kernel.module.kernel(kernel.name))]
+        if device.backend.supports("Kernel.max_active_blocks"):
+            refused.append(("Kernel.max_active_blocks", lambda: kernel.max_active_blocks(64)))
+    if device.backend.supports("Stream.capture"):  # (refused on entering the block)
+        refused.append(("Stream.capture", lambda: stream.capture().__enter__()))
     allowed: list[tuple[str, Call]] = [("Allocation.free", a.free), ("Allocation.free (a pool block)", block.free),
                                        ("Allocation.free (a block of no stream)", unordered.free),
                                        ("Device.close", device.close)]
     return refused, allowed
+
+
+def bad_device_ids(backend: Any) -> list[tuple[str, Call]]:
+    """``Backend.open`` given what is not a device index of it (a negative int, a str, a float, a bool, another
+    backend's DeviceId): INVALID_VALUE on every backend, one without devices (HIP here) included."""
+    other = next(k for k in BackendKind if k is not backend.kind)
+    bads: tuple[Any, ...] = (-1, "0", 0.5, True, DeviceId(other, 0))
+    return [(f"Backend.open({bad!r})", partial(backend.open, bad)) for bad in bads]
+
+
+def _with_buffer(launch: KernelLaunch, buffer: Any) -> KernelLaunch:
+    """``launch`` with ``buffer`` in place of its first Allocation argument."""
+    args = list(launch.args)
+    i = next(i for i, x in enumerate(args) if isinstance(x, Allocation))
+    args[i] = buffer
+    return KernelLaunch(launch.kernel, launch.dims, args)
+
+
+def another_device(stream: Stream, launch: KernelLaunch, theirs: Stream,
+                   their_launch: KernelLaunch) -> tuple[list[tuple[str, Call]], list[tuple[str, Call]]]:
+    """What another open Device (``theirs``: a stream of it, ``their_launch``: a launch of one of its kernels, of
+    the same shape as ``launch``) made, given to ``stream``'s device.  Returns ``(refused, crossed)``: the calls
+    that raise (``_unchecked``: return) INVALID_VALUE on every backend (an event of another device in
+    ``elapsed_ms``: two clocks; a pool's stream), and those that do so except on :data:`CROSS_DEVICE`, whose
+    drivers take another device's events, memory and kernels (one address space; there they return None)."""
+    device, other = stream.device, theirs.device
+    mine = next(x for x in launch.args if isinstance(x, Allocation))
+    their_buffer = other.alloc(mine.nbytes)
+    their_block = other.memory_pool().alloc(mine.nbytes)
+    host = np.zeros(mine.nbytes, np.uint8)
+    my_event, their_event = stream.record_event(), theirs.record_event()
+    my_event.synchronize()
+    their_event.synchronize()
+    refused: list[tuple[str, Call]] = [
+        ("Event.elapsed_ms(end of another device)", lambda: my_event.elapsed_ms(their_event)),
+        ("Event.elapsed_ms(start of another device)", lambda: their_event.elapsed_ms(my_event)),
+        ("MemoryPool.alloc(stream of another device)", lambda: device.memory_pool().alloc(64, theirs)),
+    ]
+    crossed: list[tuple[str, Call]] = [
+        ("Stream.wait_event", lambda: stream.wait_event(their_event)),
+        ("MemoryPool.alloc_unchecked(stream of another device)",
+         lambda: device.memory_pool().alloc_unchecked(64, theirs)),
+        ("Stream.copy(dst of another device)", lambda: stream.copy(their_buffer, mine)),
+        ("Stream.copy(src: a pool block of another device)", lambda: stream.copy(mine, their_block)),
+        ("Stream.copy_from_host", lambda: stream.copy_from_host(their_buffer, host)),
+        ("Stream.copy_to_host", lambda: stream.copy_to_host(host, their_block)),
+        ("Stream.fill", lambda: stream.fill(their_buffer, 0)),
+        ("Stream.launch(an argument of another device)", lambda: stream.launch(_with_buffer(launch, their_buffer))),
+        ("Stream.launch_unchecked(an argument of another device)",
+         lambda: stream.launch_unchecked(_with_buffer(launch, their_buffer))),
+        ("Stream.launch(a kernel of another device)",
+         lambda: stream.launch(KernelLaunch(their_launch.kernel, launch.dims, launch.args))),
+        ("Stream.launch_unchecked(a kernel of another device)",
+         lambda: stream.launch_unchecked(KernelLaunch(their_launch.kernel, launch.dims, launch.args))),
+    ]
+    return refused, crossed
+
+
+def of_a_closed_device(stream: Stream, launch: KernelLaunch, theirs: Stream,
+                       their_launch: KernelLaunch) -> tuple[list[tuple[str, Call]], list[tuple[str, Call]]]:
+    """Closes ``theirs``'s device (another open Device) having made an allocation, a pool block and an event there,
+    and returns ``(refused, launched)``: what it made, given to ``stream`` (of a live device), must raise
+    (``_unchecked``: return) INVALID_HANDLE, "was closed", on every backend, before whose it is is asked;
+    ``launched`` (its kernel, or its allocation as an argument, launched on ``stream``) likewise except on
+    :data:`CROSS_DEVICE`, whose compiled launch does not ask (the module or allocation keeps its context alive:
+    the launch runs, and returns None)."""
+    other = theirs.device
+    mine = next(x for x in launch.args if isinstance(x, Allocation))
+    their_buffer = other.alloc(mine.nbytes)
+    their_block = other.memory_pool().alloc(mine.nbytes)
+    their_event = theirs.record_event()
+    their_event.synchronize()
+    my_event = stream.record_event()
+    host = np.zeros(mine.nbytes, np.uint8)
+    other.close()
+    refused: list[tuple[str, Call]] = [
+        ("Stream.wait_event", lambda: stream.wait_event(their_event)),
+        ("Event.elapsed_ms(end of a closed device)", lambda: my_event.elapsed_ms(their_event)),
+        ("Event.elapsed_ms(start of a closed device)", lambda: their_event.elapsed_ms(my_event)),
+        ("Stream.copy(dst of a closed device)", lambda: stream.copy(their_buffer, mine)),
+        ("Stream.copy(src: a pool block of a closed device)", lambda: stream.copy(mine, their_block)),
+        ("Stream.copy_from_host", lambda: stream.copy_from_host(their_buffer, host)),
+        ("Stream.copy_to_host", lambda: stream.copy_to_host(host, their_block)),
+        ("Stream.fill", lambda: stream.fill(their_buffer, 0)),
+    ]
+    launched: list[tuple[str, Call]] = [
+        ("Stream.launch(an argument of a closed device)", lambda: stream.launch(_with_buffer(launch, their_buffer))),
+        ("Stream.launch_unchecked(an argument of a closed device)",
+         lambda: stream.launch_unchecked(_with_buffer(launch, their_buffer))),
+        ("Stream.launch(a kernel of a closed device)",
+         lambda: stream.launch(KernelLaunch(their_launch.kernel, launch.dims, launch.args))),
+        ("Stream.launch_unchecked(a kernel of a closed device)",
+         lambda: stream.launch_unchecked(KernelLaunch(their_launch.kernel, launch.dims, launch.args))),
+    ]
+    return refused, launched
 
 
 def not_allocations(stream: Stream, a: Any) -> list[tuple[str, Call]]:
@@ -158,7 +269,7 @@ def freed_before_replay(stream: Stream, launch: Callable[[Allocation], KernelLau
         with stream.capture() as graph:
             record(a)
         a.free()
-        calls.append((f"Graph.launch ({what} freed)", functools.partial(graph.launch, stream)))
+        calls.append((f"Graph.launch ({what} freed)", partial(graph.launch, stream)))
     return calls
 
 

@@ -52,13 +52,30 @@ for what, call in mistakes.too_big(dev):
     checked += 1
 assert dev.alloc(4096, ia.MemoryKind.UNIFIED).nbytes == 4096  # (max_alloc bounds DEVICE memory only)
 
-# another Device's event: CUDA waits across contexts (mistakes.CROSS_DEVICE_WAITS)
-other = backend.open(0)
-ev = other.create_stream().record_event()
-assert ia.BackendKind.CUDA in mistakes.CROSS_DEVICE_WAITS
-stream.wait_event(ev)  # (raises on failure)
-checked += 1
-other.close()
+# what another Device made: CUDA takes its events, memory and kernels (mistakes.CROSS_DEVICE), but for elapsed_ms
+# (two devices' events: INVALID_VALUE) and a checked pool allocation on its stream
+assert ia.BackendKind.CUDA in mistakes.CROSS_DEVICE
+for closing in (False, True):
+    other = cast(cb.CudaDevice, backend.open(0))
+    their_k = other.load_module(cb.compile_source(SOURCE, "compute_90")).kernel("fill")
+    their_launch = KernelLaunch(their_k, LaunchDims(1, 16), (other.alloc(64), np.uint32(16)))
+    if not closing:
+        refused_value, crossed = mistakes.another_device(stream, good, other.create_stream(), their_launch)
+        for what, call in refused_value:
+            mistakes.check_error(mistakes.outcome(call), ErrorKind.INVALID_VALUE, dev, what)
+            checked += 1
+    else:
+        refused_handle, crossed = mistakes.of_a_closed_device(stream, good, other.create_stream(), their_launch)
+        for what, call in refused_handle:
+            refusal = mistakes.check_error(mistakes.outcome(call), ErrorKind.INVALID_HANDLE, dev, what)
+            assert "closed" in str(refusal), (what, refusal)
+            checked += 1
+    for what, call in crossed:
+        got = mistakes.outcome(call)
+        assert not isinstance(got, Error), (what, got)
+        getattr(got, "free", lambda: None)()
+        checked += 1
+    other.close()
 stream.synchronize()
 
 # a graph replayed after an allocation its work uses was freed (the compiled launchers paused while capturing)
@@ -66,6 +83,10 @@ for what, call in mistakes.freed_before_replay(stream,
                                                lambda x: KernelLaunch(k, LaunchDims(1, 16), (x, np.uint32(16)))):
     refusal = mistakes.check_error(mistakes.outcome(call), ErrorKind.INVALID_HANDLE, dev, what)
     assert "which the graph's work uses, was freed" in str(refusal), (what, refusal)
+    checked += 1
+
+for what, call in mistakes.bad_device_ids(backend):
+    mistakes.check_error(mistakes.outcome(call), ErrorKind.INVALID_VALUE, backend, what)
     checked += 1
 
 refused, allowed = mistakes.after_close(dev, good)

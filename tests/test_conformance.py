@@ -1787,27 +1787,93 @@ def test_allocations_past_max_alloc_are_invalid_value(device: Device) -> None:
         mistakes.check_error(got, ErrorKind.INVALID_VALUE, device, what)
 
 
-def test_waiting_for_an_event_of_another_device(backend: Backend, device: Device, stream: Stream) -> None:
-    """``stream.wait_event(event)`` with an event of another open Device (here a second open of the same one):
-    INVALID_VALUE before any vendor call off CUDA/HIP, whose drivers wait across contexts (OpenCL raised the
-    driver's CL_INVALID_CONTEXT as INVALID_HANDLE, Vulkan submitted another VkDevice's semaphore and crashed, QNN
-    accepted it)."""
+def _available_backends() -> list[Any]:
+    """pytest params: each backend of the default registry that loads here, with or without a device."""
+    registry, params = BackendRegistry.default(), []
+    for kind in BackendKind:
+        try:
+            params.append(pytest.param(registry.get(kind), id=kind.name.lower()))
+        except Error:
+            continue
+    return params or [pytest.param(None, id="none", marks=pytest.mark.skip(reason="no backend loads here"))]
+
+
+@pytest.mark.parametrize("any_backend", _available_backends())
+def test_open_of_what_is_not_a_device_index_is_invalid_value(any_backend: Backend) -> None:
+    """``Backend.open(-1)`` (a str, a float, a bool, another backend's DeviceId): INVALID_VALUE naming
+    ``Backend.open`` on every backend that loads, one without devices included (HIP said NO_DEVICE for -1)."""
+    import mistakes
+
+    for what, call in mistakes.bad_device_ids(any_backend):
+        mistakes.check_error(mistakes.outcome(call), ErrorKind.INVALID_VALUE, any_backend, what)
+
+
+def _crossed_outcome(backend: Backend, device: Device, what: str, got: object, kind: ErrorKind) -> None:
+    """A call of mistakes.CROSS_DEVICE's kind: None (or an allocation, freed here) on CUDA/HIP, else ``kind``."""
+    import mistakes
+
+    if backend.kind in mistakes.CROSS_DEVICE:
+        assert not isinstance(got, Error), (what, got)
+        getattr(got, "free", lambda: None)()
+    else:
+        mistakes.check_error(got, kind, device, what)
+
+
+def test_what_another_device_made_is_invalid_value(backend: Backend, device: Device, stream: Stream) -> None:
+    """An event, allocation, pool block, stream or kernel of another open Device (here a second open of the same
+    one) given to this device's stream or pool: INVALID_VALUE naming the operation, before any vendor call, off
+    CUDA/HIP, whose drivers take them (mistakes.CROSS_DEVICE; OpenCL raised the driver's CL_INVALID_CONTEXT as
+    INVALID_HANDLE, Vulkan submitted another VkDevice's semaphore and crashed, QNN accepted a wait and launched
+    another device's graph unchecked); ``Event.elapsed_ms`` between two devices' events is INVALID_VALUE on every
+    backend (it answered a difference of two clocks everywhere)."""
     import mistakes
 
     other = backend.open(backend.devices()[0].id)
     try:
+        k, dims, args = _vector_add(device, 64)
         theirs = other.create_stream()
-        ev = theirs.record_event()
-        ev.synchronize()
-        for waiter, event in ((stream, ev), (theirs, stream.record_event())):
-            got = mistakes.outcome(lambda: waiter.wait_event(event))
-            if backend.kind in mistakes.CROSS_DEVICE_WAITS:
-                assert got is None, got
-            else:
-                mistakes.check_error(got, ErrorKind.INVALID_VALUE, device, "Stream.wait_event")
-            waiter.record_event().synchronize()  # (the stream still works)
-        stream.synchronize()
-        theirs.synchronize()
+        their_k, _, their_args = _vector_add(other, 64)
+        with device.alloc(256) as buf, other.alloc(256) as their_buf:
+            launch = KernelLaunch(k, dims, args(buf, buf, buf))
+            refused, crossed = mistakes.another_device(stream, launch, theirs,
+                                                       KernelLaunch(their_k, dims, their_args(*[their_buf] * 3)))
+            for what, call in refused:
+                got = mistakes.outcome(call)
+                mistakes.check_error(got, ErrorKind.INVALID_VALUE, device, what)
+            for what, call in crossed:
+                _crossed_outcome(backend, device, what, mistakes.outcome(call), ErrorKind.INVALID_VALUE)
+            stream.record_event().synchronize()  # (the stream still works)
+            stream.synchronize()
+            theirs.synchronize()
+    finally:
+        other.close()
+
+
+def test_what_a_closed_device_made_is_invalid_handle_on_a_live_stream(backend: Backend, device: Device,
+                                                                       stream: Stream) -> None:
+    """What a closed Device made (an event, an allocation, a pool block; a kernel off CUDA/HIP) given to another,
+    live device's stream: INVALID_HANDLE, "was closed", before whose it is (OpenCL, QNN, Vulkan and Metal said
+    INVALID_VALUE, another device's; CUDA copied a closed device's memory; QNN answered elapsed_ms)."""
+    import mistakes
+
+    other = backend.open(backend.devices()[0].id)
+    try:
+        k, dims, args = _vector_add(device, 64)
+        their_k, _, their_args = _vector_add(other, 64)
+        with device.alloc(256) as buf:
+            their_buf = other.alloc(256)
+            launch = KernelLaunch(k, dims, args(buf, buf, buf))
+            refused, launched = mistakes.of_a_closed_device(
+                stream, launch, other.create_stream(), KernelLaunch(their_k, dims, their_args(*[their_buf] * 3)))
+            assert other.closed
+            for what, call in refused:
+                e = mistakes.check_error(mistakes.outcome(call), ErrorKind.INVALID_HANDLE, device, what)
+                assert "closed" in str(e), (what, e)
+            for what, call in launched:
+                _crossed_outcome(backend, device, what, mistakes.outcome(call), ErrorKind.INVALID_HANDLE)
+            stream.record_event().synchronize()
+            stream.synchronize()
+            their_buf.free()
     finally:
         other.close()
 

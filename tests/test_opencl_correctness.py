@@ -649,3 +649,37 @@ def test_alloc_hot_path_makes_the_same_allocation_and_a_serial_only_for_kernels(
     p = dev.alloc(64, MemoryKind.HOST_PINNED)  # (other kinds: through the checks, as before)
     assert p.kind is MemoryKind.HOST_PINNED and p._tracked
     p.free()
+
+
+def test_stream_query_is_known_without_a_marker_after_synchronize(dev: Any) -> None:
+    """``Stream.query`` has no timing in it: after ``synchronize`` (or a query that said True) it answers True
+    with no vendor call until work is enqueued; then it asks a marker, never True while that work is pending.  It
+    waited up to 2 ms for a marker behind finished work and answered False after synchronize when PoCL's
+    scheduler took longer (under load)."""
+    stream = dev.create_stream()
+    a = dev.alloc(1 << 16)
+    markers = []
+    make = stream._marker
+
+    def counted() -> Any:
+        markers.append(1)
+        return make()
+
+    stream._marker = counted  # (an instance attribute: the stream's own calls find it first)
+    for _ in range(3):
+        stream.fill(a, 7)
+        stream.synchronize()
+        before = len(markers)
+        assert all(stream.query() for _ in range(100))
+        assert len(markers) == before, "query after synchronize enqueued a marker"
+    stream.fill(a, 1)
+    while not stream.query():  # (the marker behind the fill: polled, never True before it completed)
+        pass
+    assert len(markers) >= 1
+    done = len(markers)
+    assert stream.query() and len(markers) == done  # (and stays True, with no call, while nothing is enqueued)
+    host = np.zeros(1 << 16, np.uint8)
+    stream.copy_to_host(host, a)
+    stream.synchronize()
+    assert (host == 1).all()
+    a.free()

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from ironaccelerator._core import BackendKind, DType, ErrorKind, MemoryKind
 
-from .errors import Error, fail
+from .errors import Error, as_operation, fail
 from .integers import _integer
 
 # DLPack's own DLDeviceType values (dlpack.h: kDLCPU, kDLCUDAHost, kDLROCMHost, kDLCUDAManaged) of memory that is no
@@ -471,6 +471,8 @@ def dlpack_of(obj: Any, stream: Any, function: str, backend: str | None) -> Impo
         capsule = obj.__dlpack__(stream=stream)
     except BufferError as e:
         raise fail(ErrorKind.INVALID_VALUE, function, f"the producer refused: {e}", backend) from None
+    except Error as e:  # (this runtime's own allocation refused: freed, closed; named as the operation called)
+        raise as_operation(e, "__dlpack__", function) from None
     return consume_capsule(capsule, function, backend)
 
 

@@ -157,3 +157,15 @@ def fail(kind: ErrorKind, function: str, message: str, backend: Backendish, *, c
         code: keyword-only; the vendor's status code, where a vendor call failed.
     """
     return Error(kind, prefixed(function, message), code=code, function=function, backend=backend_name(backend))
+
+
+def as_operation(error: Error, twin: str, function: str) -> Error:
+    """``error`` as the Error of the public operation ``function`` where it names ``twin``, the other operation
+    that did the work (a checked call raising what its ``_unchecked`` twin returned, or an ``_unchecked`` call
+    returning what its checked twin raised): the same kind, code, backend and message, under the name of the
+    operation the caller called.  Any other ``error`` (a vendor function's, another operation's) is returned as it
+    is.  The failure path only: ``Error.function`` names the operation called, on every backend."""
+    if error.function != twin:
+        return error
+    return fail(error.kind, function, function + str(error)[len(twin):] if str(error).startswith(twin) else str(error),
+                error.backend, code=error.code)

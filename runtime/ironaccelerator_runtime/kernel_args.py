@@ -312,6 +312,8 @@ def buffer_error(where: str, a: Any, backend: str, function: str, device: Any = 
         other = getattr(getattr(a, "device", None), "kind", None)
         if other is not None and getattr(other, "name", None) != backend:
             problem = f"{a!r} is a {other.name} allocation, not {backend} memory"
+        elif getattr(getattr(a, "device", None), "_closed", False):  # (what a closed device made: as everywhere)
+            return arg_error(where, f"{a!r}: its device was closed", backend, function, ErrorKind.INVALID_HANDLE)
         else:
             problem = f"{a!r} belongs to another device (context) than the stream's"
     elif isinstance(a, LocalMemory):

@@ -80,10 +80,10 @@ class Backend:
             closes the device on exit.
 
         Raises:
-            Error: ``ErrorKind.INVALID_VALUE`` for an index out of range, a :class:`DeviceId` of another backend,
-                or anything that is not an index (``"0"``, ``0.5``, ``True``); ``ErrorKind.NO_DEVICE`` when the
-                backend has no device at all (OpenCL, CUDA, HIP, QNN; Metal says ``INVALID_VALUE``); the vendor's
-                error where creating the context fails.
+            Error: ``ErrorKind.INVALID_VALUE`` for an index out of range or negative, a :class:`DeviceId` of
+                another backend, or anything that is not an index (``"0"``, ``0.5``, ``True``), on every backend;
+                ``ErrorKind.NO_DEVICE`` for an index when the backend has no device at all (OpenCL, CUDA, HIP, QNN;
+                Metal says ``INVALID_VALUE``); the vendor's error where creating the context fails.
 
         Backends:
             All.  QNN also takes ``arch=`` and ``soc=`` keywords (the HTP architecture / SoC model graphs are
@@ -104,6 +104,8 @@ class Backend:
         if n is None:
             raise fail(ErrorKind.INVALID_VALUE, "Backend.open", "device_id must be a DeviceId or an int index, not "
                        f"{type(device_id).__name__} ({device_id!r:.80})", self)
+        if n < 0:  # (a bad value whatever the devices: INVALID_VALUE on a backend without any too, not NO_DEVICE)
+            raise fail(ErrorKind.INVALID_VALUE, "Backend.open", f"device index {n} is negative", self)
         return n
 
     def operations(self) -> tuple[str, ...]:

@@ -20,6 +20,16 @@ def unsupported(backend: BackendKind | None, what: str, function: str | None = N
                 f"{what} is not supported by the {backend.name if backend else '?'} backend", backend)
 
 
+def foreign(owner: Any, function: str, message: str, backend: Any) -> Error:
+    """The Error of an object (allocation, kernel, event, stream) of ``owner``, another device than the one an
+    operation runs on: ``INVALID_HANDLE`` when ``owner`` was closed (what a closed device made is refused so on
+    every backend, before the question of whose it is), else ``INVALID_VALUE`` with ``message``.  The failure
+    path only."""
+    if getattr(owner, "_closed", False):
+        return owner._closed_error(function)  # type: ignore[no-any-return]
+    return fail(ErrorKind.INVALID_VALUE, function, message, backend)
+
+
 def _kind_of(obj: object) -> BackendKind | None:
     """The backend of an object made from a device (``obj.device``, or its module's, or its stream's), for the
     Errors of base-class operations; None if it has none."""

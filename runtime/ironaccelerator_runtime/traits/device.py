@@ -243,6 +243,7 @@ class Device:
             The loaded :class:`Module`; :meth:`Module.kernel` gets its kernels.
 
         Raises:
+            TypeError: ``source_or_binary`` is neither source nor a binary (``None``, an int), on every backend.
             Error: ``ErrorKind.INVALID_VALUE`` for bad option types (before any vendor call) or a NUL character
                 inside the source; ``ErrorKind.COMPILE_FAILED`` when the compiler refuses the source or an option
                 (the message holds its log); ``ErrorKind.UNSUPPORTED`` for input or options the backend cannot

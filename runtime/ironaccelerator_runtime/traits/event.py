@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ironaccelerator._core import ErrorKind
+
+from ..errors import Error, as_operation, fail
 from .checks import _kind_of, _not_picklable, _owner, unsupported
 
 if TYPE_CHECKING:  # (and bound at run time by the package: callbacks builds on this module)
@@ -83,9 +86,10 @@ class Event:
             The time between the two events in milliseconds, a float.
 
         Raises:
-            Error: ``ErrorKind.INVALID_VALUE`` when ``end`` is not an event of this backend (None, another
-                backend's event); ``ErrorKind.INVALID_HANDLE`` when the device was closed (every backend but
-                QNN); what :meth:`synchronize` raises; ``ErrorKind.UNSUPPORTED`` on a backend without events.
+            Error: ``ErrorKind.INVALID_VALUE`` when ``end`` is not an event of this device (None, another
+                backend's event, an event of another open device: two clocks); ``ErrorKind.INVALID_HANDLE`` when
+                either event's device was closed; what :meth:`synchronize` raises (as ``Event.elapsed_ms``'s);
+                ``ErrorKind.UNSUPPORTED`` on a backend without events.
 
         Backends:
             All, each with its own clock.  CUDA/HIP: ``cuEventElapsedTime``/``hipEventElapsedTime`` (device
@@ -93,6 +97,24 @@ class Event:
             buffers' ``GPUEndTime``.  QNN: host wall time (``time.perf_counter_ns``) between the two records.
         """
         raise unsupported(_kind_of(self), "Event.elapsed_ms")
+
+    def _elapsed_pair(self, end: Any) -> None:
+        """What every backend's :meth:`elapsed_ms` does before it reads the two times (its own ``end`` type
+        checked first): INVALID_HANDLE when either event's device was closed, INVALID_VALUE when ``end`` is an
+        event of another device (two devices' clocks: no interval; as ``Stream.wait_event``), then both waited for
+        (their failures raised as ``Event.elapsed_ms``'s, the operation called)."""
+        device, other = self.device, end.device  # type: ignore[attr-defined]
+        for d in (device, other):
+            if d._closed:
+                raise d._closed_error("Event.elapsed_ms")
+        if other is not device:
+            raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", f"{end!r} is an event of another device than "
+                       f"{self!r}: time two events of one device", device)
+        try:
+            self.synchronize()
+            end.synchronize()
+        except Error as e:
+            raise as_operation(e, "Event.synchronize", "Event.elapsed_ms") from None
 
     def _wait_for_callback(self) -> None:
         """Wait, for a host callback (``Stream.add_callback``), until the work before the event is over.  A failure

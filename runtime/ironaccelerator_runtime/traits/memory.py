@@ -119,6 +119,8 @@ class Allocation:
         """
         what = "Allocation.host_view"
         self._check_live(what)
+        if self.device._closed:  # (before whether it is host-visible: what a closed device made is refused so)
+            raise self.device._closed_error(what)
         addr = self._host_address()
         if addr is None:
             raise fail(ErrorKind.INVALID_VALUE, what, f"{self!r} is device memory ({self.kind.name}), not "

@@ -9,7 +9,7 @@ from typing import Any, Callable, TYPE_CHECKING
 
 from ironaccelerator._core import BackendKind, ErrorKind, MemoryKind
 
-from ..errors import Error, fail
+from ..errors import Error, as_operation, fail
 from ..records import record
 from .checks import check_size, check_span
 from .memory import Allocation, AllocationSlice
@@ -435,8 +435,8 @@ class MemoryPool:
         try:
             block = self.device.alloc(size, self.kind)
         except Error as e:
-            if e.kind is not ErrorKind.OUT_OF_MEMORY:
-                raise
+            if e.kind is not ErrorKind.OUT_OF_MEMORY:  # (past max_alloc: the operation called names it)
+                raise as_operation(e, "Device.alloc", "MemoryPool.alloc") from None
             self.trim()  # (waits for the queued work first)
             block = self.device.alloc(size, self.kind)
         with lock:
@@ -463,7 +463,7 @@ class MemoryPool:
         try:
             return self.alloc(nbytes, stream)
         except Error as e:
-            return e
+            return as_operation(e, "MemoryPool.alloc", "MemoryPool.alloc_unchecked")
         except (TypeError, ValueError, OverflowError) as e:
             return fail(ErrorKind.INVALID_VALUE, "MemoryPool.alloc_unchecked", str(e), self.device)
 

@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence, TYPE_CHECKING
 
 from ironaccelerator._core import ErrorKind, MemoryKind
 
-from ..errors import Error, fail
+from ..errors import Error, as_operation, fail
 from .checks import _not_picklable, _owner, check_span, copy_region, host_view, unsupported
 from .callbacks import _CALLBACK_LOCK, _Callbacks
 from .memory import Allocation
@@ -443,9 +443,11 @@ class Stream:
                 query (CUDA/HIP: other than "not ready").
 
         Backends:
-            All.  CUDA/HIP: ``cuStreamQuery``/``hipStreamQuery``; OpenCL: a marker's status (it enqueues a
-            marker); Metal: whether the committed command buffers completed; QNN: True unless an asynchronous
-            execution is pending (never, on the x86 HTP).
+            All.  CUDA/HIP: ``cuStreamQuery``/``hipStreamQuery``; OpenCL: True with no call when nothing was
+            enqueued since a :meth:`synchronize` (or a query that said True), else a marker's status (it enqueues
+            a marker, polled once: right after the work finished it may still say False); Metal: whether the
+            committed command buffers completed; QNN: True unless an asynchronous execution is pending (never, on
+            the x86 HTP).
         """
         raise unsupported(self.device.kind, "Stream.query")
 
@@ -474,7 +476,10 @@ class Stream:
         """
         if not callable(fn):
             raise TypeError(f"Stream.add_callback: fn must be callable, not {type(fn).__name__}")
-        event = self.record_event()
+        try:
+            event = self.record_event()
+        except Error as e:  # (a closed device: the operation called names it)
+            raise as_operation(e, "Stream.record_event", "Stream.add_callback") from None
         with _CALLBACK_LOCK:
             state: _Callbacks | None = self.__dict__.get("_callback_state")
             if state is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 import os
 import threading
 import weakref
@@ -18,7 +19,7 @@ from ironaccelerator_runtime.backends.gpu.memory import (
 from ironaccelerator_runtime.backends.gpu.module import GpuModule
 from ironaccelerator_runtime.backends.gpu.pool import GpuStreamOrderedPool
 from ironaccelerator_runtime.backends.gpu.stream import GpuStream
-from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.errors import Error, as_operation, fail
 from ironaccelerator_runtime.traits import (
     Allocation, CompileOptions, Device, DeviceDescriptor, IpcHandle, MemoryPool, Result, _SIZE_MAX, check_size, compile_options,
     compiler_log, unsupported,
@@ -81,18 +82,20 @@ class GpuDevice(Device):
             return
         cls = _compiled_device_allocation(self.api, self.allocation_class)
         ref, ctx, error = weakref.ref(self), self._ctx, type(self)._alloc_error
-        self._allocators = tuple(made[0](cls, ref, getattr(type(self), name), error, MemoryKind.DEVICE, _TLS,
-                                         self._key, ctx, check) for name, check in (("alloc", True),
-                                                                                    ("alloc_unchecked", False)))
+        self._allocators = tuple(made[0](cls, ref, getattr(type(self), name), partial(error, function=f"Device.{name}"),
+                                         MemoryKind.DEVICE, _TLS, self._key, ctx, check)
+                                 for name, check in (("alloc", True), ("alloc_unchecked", False)))
         setattr(self, "alloc", self._allocators[0])
         setattr(self, "alloc_unchecked", self._allocators[1])
 
-    def _alloc_error(self, code: int, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Error:
+    def _alloc_error(self, code: int, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE, *,
+                     function: str = "Device.alloc") -> Error:
         """The Error of a failed allocation (the driver's ``code``): INVALID_VALUE for DEVICE memory past
-        ``DeviceLimits.max_alloc`` (the driver's out of memory; every backend refuses that size so)."""
+        ``DeviceLimits.max_alloc`` (the driver's out of memory; every backend refuses that size so), named
+        ``function`` (the operation called: ``Device.alloc`` or ``Device.alloc_unchecked``)."""
         limit = self.descriptor.limits.max_alloc
         if kind is MemoryKind.DEVICE and limit is not None and nbytes > limit:
-            return fail(ErrorKind.INVALID_VALUE, "Device.alloc", f"nbytes={nbytes} is more than the device's "
+            return fail(ErrorKind.INVALID_VALUE, function, f"nbytes={nbytes} is more than the device's "
                         f"largest allocation ({limit} bytes, DeviceLimits.max_alloc)", self.api, code=int(code))
         role = "alloc" if kind is MemoryKind.DEVICE else "host_alloc" if kind in (
             MemoryKind.HOST_PINNED, MemoryKind.HOST) else "managed_alloc"
@@ -131,7 +134,7 @@ class GpuDevice(Device):
     def alloc(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> GpuAllocation:
         if type(nbytes) is not int or nbytes <= 0:
             nbytes = check_size(nbytes, "nbytes", "Device.alloc", self.backend.kind)
-        r = self.alloc_unchecked(nbytes, kind)
+        r = self._alloc_unchecked(nbytes, kind)
         if isinstance(r, Error):
             if not isinstance(kind, MemoryKind):
                 raise TypeError(f"Device.alloc: kind must be a MemoryKind, not {type(kind).__name__} ({kind!r})")
@@ -140,11 +143,16 @@ class GpuDevice(Device):
         return r
 
     def alloc_unchecked(self, nbytes: int, kind: MemoryKind = MemoryKind.DEVICE) -> Result[GpuAllocation]:
+        r = self._alloc_unchecked(nbytes, kind)
+        return as_operation(r, "Device.alloc", "Device.alloc_unchecked") if r.__class__ is Error else r
+
+    def _alloc_unchecked(self, nbytes: int, kind: MemoryKind) -> Result[GpuAllocation]:
+        """``alloc_unchecked``, its Errors named ``Device.alloc`` (``alloc`` raises them as they are)."""
         api, ffi = self.api, self.api.ffi
         if self._closed:
             return self._closed_error("Device.alloc")
         if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX or type(kind) is not MemoryKind:
-            checked = self._alloc_args_unchecked(nbytes, kind, "Device.alloc_unchecked")
+            checked = self._alloc_args_unchecked(nbytes, kind, "Device.alloc")
             if isinstance(checked, Error):
                 return checked
             nbytes = checked

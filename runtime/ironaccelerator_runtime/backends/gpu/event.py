@@ -49,8 +49,7 @@ class GpuEvent(Event):
             raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms",
                        f"Event.elapsed_ms needs another {self.api.name} event",
                        self.api)
-        self.synchronize()
-        end.synchronize()
+        self._elapsed_pair(end)  # (either device closed, another device's event; both waited for)
         out = self.api.ffi.new("float *")
         self.api.check(self.api.event_elapsed(out, self.handle, end.handle), "event_elapsed")
         return float(out[0])

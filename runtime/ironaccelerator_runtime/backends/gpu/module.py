@@ -127,6 +127,7 @@ class GpuKernel(Kernel):
         if threads > 2**31 - 1:
             raise fail(ErrorKind.INVALID_VALUE, what, f"block_threads={threads} is not an int", api)
         shared = check_size(dynamic_shared_mem, "dynamic_shared_mem", what, api.name, minimum=0)
+        self.module.device._check_open(what)  # (INVALID_HANDLE, as every operation on a closed device's kernel)
         self.module.device.activate()
         out = api.ffi.new("int *")
         api.check(api.occupancy(out, self.handle, threads, shared), "occupancy")

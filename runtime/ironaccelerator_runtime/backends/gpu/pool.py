@@ -10,7 +10,7 @@ from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
 from ironaccelerator_runtime.backends.gpu.context import _ContextRef, _TLS, _make_current
 from ironaccelerator_runtime.backends.gpu.memory import GpuAllocation
 from ironaccelerator_runtime.backends.gpu.stream import GpuStream
-from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.errors import Error, as_operation, fail
 from ironaccelerator_runtime.traits import (
     Allocation, IpcHandle, MemoryPool, PoolStats, Result, Stream, _SIZE_MAX, check_size,
 )
@@ -206,7 +206,7 @@ class GpuStreamOrderedPool(MemoryPool):
                        f"{self.device!r}, not {stream!r}", self.api)
         a = self.alloc_unchecked(nbytes, stream)
         if isinstance(a, Error):
-            raise a
+            raise as_operation(a, "MemoryPool.alloc_unchecked", "MemoryPool.alloc")
         return a
 
     def alloc_unchecked(self, nbytes: int, stream: Stream | None = None) -> Result[GpuPoolAllocation]:
@@ -232,10 +232,11 @@ class GpuStreamOrderedPool(MemoryPool):
                     a.free_unchecked()
                     return self.api.error(code, "stream_synchronize")
             return a
-        except Error as e:
-            return e.with_traceback(None)  # (a value: its frames would hold their objects)
+        except Error as e:  # (a value: its frames would hold their objects)
+            return as_operation(e.with_traceback(None), "MemoryPool.alloc", "MemoryPool.alloc_unchecked")
         except (OverflowError, TypeError) as e:  # not a size_t
-            return fail(ErrorKind.INVALID_VALUE, "MemoryPool.alloc", f"cannot allocate {nbytes!r} bytes: {e}", self.api)
+            return fail(ErrorKind.INVALID_VALUE, "MemoryPool.alloc_unchecked", f"cannot allocate {nbytes!r} bytes: {e}",
+                        self.api)
         except AttributeError:
             if isinstance(stream, self._stream_type):
                 raise

@@ -17,7 +17,7 @@ from ironaccelerator_runtime.backends.gpu.event import GpuEvent
 from ironaccelerator_runtime.backends.gpu.graph import GpuGraph
 from ironaccelerator_runtime.backends.gpu.memory import _offset_ptr
 from ironaccelerator_runtime.backends.gpu.module import GpuKernel
-from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.errors import Error, as_operation, fail
 from ironaccelerator_runtime.traits import (
     Allocation, CopyRegion, Event, InFlight, Kernel, KernelLaunch, LaunchDims, Result, Scalar, Stream, check_span,
     device_span, fill_pattern, host_span, host_view, not_a_launch, unsupported,
@@ -138,8 +138,8 @@ class GpuStream(Stream):
     # copies (asynchronous; host buffers are held in _inflight until work after them is seen complete)
     def _memory(self, a: Any, what: str, param: str) -> Any:
         """The device pointer of allocation ``a`` (parameter ``param``) for a copy on this stream: ``TypeError``
-        if ``a`` is not an allocation of this backend, INVALID_HANDLE if it was freed or this stream's device
-        closed."""
+        if ``a`` is not an allocation of this backend, INVALID_HANDLE if it was freed or its device or this
+        stream's was closed (another open device's memory is taken: unified addressing)."""
         if not isinstance(a, Allocation) or not hasattr(a, "dptr"):
             raise TypeError(f"{what}: {param} must be a {self.api.name} Allocation, not {type(a).__name__} ({a!r})")
         if a._freed:
@@ -147,6 +147,9 @@ class GpuStream(Stream):
         device = self.device
         if device._closed:
             raise device._closed_error(what)
+        owner = a.device
+        if owner is not device and owner._closed:  # (another device's memory is taken: not a closed one's)
+            raise owner._closed_error(what)
         return a.dptr
 
     def _at(self, dptr: Any, offset: int) -> Any:
@@ -455,8 +458,8 @@ class GpuStream(Stream):
                     code = self._launch(*last[1])
                 else:
                     code = self._issue(launch, kernel, False)
-        except Error as e:
-            return e.with_traceback(None)  # (a value: its frames would hold their objects)
+        except Error as e:  # (a value: its frames would hold their objects; named as the operation called)
+            return as_operation(e.with_traceback(None), "Stream.launch", "Stream.launch_unchecked")
         if code:
             return self._launch_error(code, kernel, launch_dims)
         return None

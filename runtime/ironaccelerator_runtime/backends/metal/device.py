@@ -10,7 +10,7 @@ import weakref
 from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
-from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.errors import Error, as_operation, fail
 from ironaccelerator_runtime.traits.device import enqueue_tracked_fence
 from ironaccelerator_runtime.traits import (
     _SIZE_MAX, Allocation, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result,
@@ -239,7 +239,8 @@ class MetalDevice(Device):
             if isinstance(checked, Error):
                 return checked
             nbytes = checked
-        return self._alloc(nbytes, kind, True)
+        r = self._alloc(nbytes, kind, True)
+        return as_operation(r, "Device.alloc", "Device.alloc_unchecked") if r.__class__ is Error else r
 
     # ---- streams, modules
     def _import_kind(self, device: tuple[int, int], what: str) -> MemoryKind:
@@ -275,6 +276,7 @@ class MetalDevice(Device):
             The ``MetalModule`` (the library and its source, for the kernels' signatures).
 
         Raises:
+            TypeError: ``source_or_binary`` is neither str nor bytes (None, an int), as on every backend.
             Error: ``ErrorKind.COMPILE_FAILED`` (or the kind of the ``NSError``) with the compiler log;
                 ``ErrorKind.INVALID_VALUE`` for a NUL character or lone surrogates in the source;
                 ``ErrorKind.UNSUPPORTED`` for bytes or any compile option; ``ErrorKind.INVALID_HANDLE`` after
@@ -288,6 +290,9 @@ class MetalDevice(Device):
                        "name_expressions) are not supported by the Metal backend yet (preprocessorMacros needs "
                        "an NSDictionary, not bound)", _NAME)
         self._check_open("Device.load_module")
+        if not isinstance(source_or_binary, (str, bytes, bytearray, memoryview)):  # (as on every backend)
+            raise TypeError(f"Device.load_module: source_or_binary must be str or bytes, not "
+                            f"{type(source_or_binary).__name__}")
         if not isinstance(source_or_binary, str):
             raise fail(ErrorKind.UNSUPPORTED, "Device.load_module", "the Metal backend takes Metal Shading Language "
                        f"source (str), not {type(source_or_binary).__name__} (metallib bytes need "

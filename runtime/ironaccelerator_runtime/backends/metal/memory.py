@@ -6,6 +6,7 @@ from typing import Any
 
 from ironaccelerator._core import ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.checks import foreign
 from ironaccelerator_runtime.kernel_args import buffer_error, where
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation, Result
 from ironaccelerator_runtime.traits.memory import compiled_allocation_class
@@ -126,7 +127,7 @@ def _buffer_of(x: Any, device: MetalDevice, what: str) -> tuple[Any, int]:
             raise fail(ErrorKind.INVALID_HANDLE, what, f"the allocation of {x!r} was freed", _NAME)
         return x.parent._handle, x.offset
     if isinstance(x, Allocation):
-        raise fail(ErrorKind.INVALID_VALUE, what, f"{x!r} is not an allocation of {device.descriptor.id}", _NAME)
+        raise foreign(x.device, what, f"{x!r} is not an allocation of {device.descriptor.id}", _NAME)
     raise TypeError(f"{what}: expected a Metal Allocation, not {type(x).__name__}")  # (as on every backend)
 
 

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ironaccelerator._core import ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.checks import foreign
 from ironaccelerator_runtime.kernel_args import LocalMemory, local_error, shared_mem_error, where
 from ironaccelerator_runtime.traits import (
     Allocation, Event, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span, device_span,
@@ -87,8 +88,7 @@ class MetalEvent(Event):
     def elapsed_ms(self, end: Event) -> float:
         if not isinstance(end, MetalEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", f"{end!r} is not a Metal event", _NAME)
-        self.synchronize()  # a pending event is waited for, as on every backend (Event.elapsed_ms)
-        end.synchronize()
+        self._elapsed_pair(end)  # (either device closed, another device's event; both waited for)
         return (end.gpu_end_time() - self.gpu_end_time()) * 1000.0
 
 
@@ -401,8 +401,8 @@ class MetalStream(Stream):
         except (TypeError, ValueError):
             raise not_a_launch(launch, what) from None
         if not isinstance(kernel, MetalKernel) or kernel.device is not self.device:
-            raise fail(ErrorKind.INVALID_VALUE, what, f"{kernel!r} is not a kernel of {self.device.descriptor.id}",
-                       _NAME)
+            raise foreign(getattr(kernel, "device", None), what, f"{kernel!r} is not a kernel of "
+                          f"{self.device.descriptor.id}", _NAME)
         if not isinstance(dims, LaunchDims):
             raise fail(ErrorKind.INVALID_VALUE, what, f"dims must be a LaunchDims, not {type(dims).__name__}", _NAME)
         if dims.cooperative or dims.cluster is not None:  # (Metal has neither grid sync nor clusters)
@@ -576,8 +576,8 @@ class MetalStream(Stream):
         what = "Stream.wait_event"
         self._live(what)
         if not isinstance(event, MetalEvent) or event.device is not self.device:
-            raise fail(ErrorKind.INVALID_VALUE, what, f"{event!r} is not an event of {self.device.descriptor.id}",
-                       _NAME)
+            raise foreign(getattr(event, "device", None), what, f"{event!r} is not an event of "
+                          f"{self.device.descriptor.id}", _NAME)
         if event.stream is self:
             return  # in order already
         self._flush()

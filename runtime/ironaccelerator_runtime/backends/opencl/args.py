@@ -8,6 +8,7 @@ from typing import Any
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.checks import foreign
 from ironaccelerator_runtime.kernel_args import LocalMemory, buffer_error, value_bytes
 from ironaccelerator_runtime.traits import Allocation, PooledAllocation, Scalar
 
@@ -64,8 +65,8 @@ def _live_buffer(a: Allocation, what: str, device: OpenCLDevice | None = None) -
     if device is not None and (device._closed or block.device is not device):
         if device._closed:
             raise device._closed_error(what)
-        raise fail(ErrorKind.INVALID_VALUE, what, f"{a!r} belongs to another device (context) than the stream",
-                   "OPENCL")
+        raise foreign(block.device, what, f"{a!r} belongs to another device (context) than the stream",
+                      "OPENCL")
     return block.buffer  # type: ignore[attr-defined]
 
 

@@ -3,6 +3,7 @@ loading and the device queries."""
 
 from __future__ import annotations
 
+from functools import partial
 import os
 import re
 import struct
@@ -11,7 +12,7 @@ import weakref
 from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
-from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.errors import Error, as_operation, fail
 from ironaccelerator_runtime.traits.device import enqueue_tracked_fence
 from ironaccelerator_runtime.traits import (
     _SIZE_MAX, Backend, Capability, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result, check_size,
@@ -199,14 +200,21 @@ class OpenCLDevice(Device):
             return
         bound = (int(self.api.ffi.cast("uintptr_t", self.context)), self._device_flags, 0)  # context, flags, host_ptr
         ref, error = weakref.ref(self), type(self)._alloc_error
-        self._allocators = tuple(fast._devmem_allocator(cls, ref, getattr(type(self), name), error, _DEVICE, None,
+        self._allocators = tuple(fast._devmem_allocator(cls, ref, getattr(type(self), name),
+                                                        partial(error, function=f"Device.{name}"), _DEVICE, None,
                                                         None, None, check, bound)
                                  for name, check in (("alloc", True), ("alloc_unchecked", False)))
         setattr(self, "alloc", self._allocators[0])
         setattr(self, "alloc_unchecked", self._allocators[1])
 
-    def _alloc_error(self, code: int, nbytes: int, kind: MemoryKind = _DEVICE) -> Error:
-        """The Error of a failed ``clCreateBuffer`` (its ``code``)."""
+    def _alloc_error(self, code: int, nbytes: int, kind: MemoryKind = _DEVICE, *,
+                     function: str = "Device.alloc") -> Error:
+        """The Error of a failed ``clCreateBuffer`` (its ``code``): INVALID_VALUE named ``function`` (the operation
+        called) for DEVICE memory past ``DeviceLimits.max_alloc``, as on every backend (the driver's code kept)."""
+        limit = self.descriptor.limits.max_alloc
+        if kind is _DEVICE and limit is not None and nbytes > limit:
+            return fail(ErrorKind.INVALID_VALUE, function, f"nbytes={nbytes} is more than the device's largest "
+                        f"allocation ({limit} bytes, DeviceLimits.max_alloc)", "OPENCL", code=int(code))
         return self.api.error(code, "clCreateBuffer", f"{nbytes} bytes of {kind.name} memory requested; the device's "
                               f"largest allocation is {self.descriptor.limits.max_alloc} bytes")
 
@@ -273,7 +281,8 @@ class OpenCLDevice(Device):
             if isinstance(checked, Error):
                 return checked
             nbytes = checked
-        return self._alloc(nbytes, kind, False)
+        r = self._alloc(nbytes, kind, False)
+        return as_operation(r, "Device.alloc", "Device.alloc_unchecked") if r.__class__ is Error else r
 
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[OpenCLAllocation]:
         flags = self._mem_flags.get(kind)

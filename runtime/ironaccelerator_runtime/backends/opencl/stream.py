@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-import time
 import weakref
 from typing import Any
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.checks import foreign
 from ironaccelerator_runtime.kernel_args import shared_mem_error
 from ironaccelerator_runtime.traits import (
     Allocation, CopyRegion, Event, KernelLaunch, InFlight, LaunchDims, PooledAllocation, Result, Stream, check_span,
@@ -19,7 +19,7 @@ from .args import _live_buffer, _plain_host, _set_args
 from .device import OpenCLDevice
 from .memory import _BUFFERS
 from .module import OpenCLKernel
-from .tables import _KIND, _QUERY_GRACE_S
+from .tables import _KIND
 
 _NONE = object()  # the launch-dims cache's key before the first launch
 
@@ -60,8 +60,7 @@ class OpenCLEvent(Event):
         if not isinstance(end, OpenCLEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms",
                        "Event.elapsed_ms needs another OpenCL event", "OPENCL")
-        self.synchronize()
-        end.synchronize()
+        self._elapsed_pair(end)  # (either device closed, another device's event; both waited for)
         return (end._end_ns() - self._end_ns()) / 1e6
 
 
@@ -76,8 +75,11 @@ class OpenCLStream(Stream):
     """
 
     device: OpenCLDevice
-    # for MemoryPool's fences: set after every enqueue of work that may use memory, cleared by _pool_fence
-    _dirty = False
+    # for the stream's fences (MemoryPool, query): set after every enqueue of work, cleared by _pool_fence;
+    # synchronize and query leave a mark of their own in it (truthy, as True: the pool still fences), and _idle is
+    # the mark of the last one that saw the stream's work complete (query: the same mark still there, idle)
+    _dirty: object = False
+    _idle: object = None
     _pool_event: OpenCLEvent | None = None
 
     def __init__(self, device: OpenCLDevice) -> None:
@@ -303,8 +305,8 @@ class OpenCLStream(Stream):
         if self.device._closed:
             raise self.device._closed_error("Stream.launch")
         if kernel.module.device is not self.device:
-            raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"{kernel!r} belongs to another device than {self!r}",
-                       "OPENCL")
+            raise foreign(kernel.module.device, "Stream.launch", f"{kernel!r} belongs to another device than {self!r}",
+                          "OPENCL")
         d = launch.dims
         last = self._last
         if last[0] is d and last[3]:
@@ -350,8 +352,8 @@ class OpenCLStream(Stream):
             return device._closed_error(what)
         if type(kernel) is not OpenCLKernel and not isinstance(kernel, OpenCLKernel) or \
                 kernel.module.device is not device:
-            return fail(ErrorKind.INVALID_VALUE, what, f"{kernel!r:.80} is not an OpenCL kernel of {device!r}",
-                        "OPENCL")
+            return foreign(getattr(getattr(kernel, "module", None), "device", None), what,
+                           f"{kernel!r:.80} is not an OpenCL kernel of {device!r}", "OPENCL")
         if len(args) != kernel.num_args:  # never launch with a previous launch's leftover arguments
             return fail(ErrorKind.INVALID_VALUE, what, f"kernel {kernel.name!r} takes {kernel.num_args} arguments, "
                         f"{len(args)} given", "OPENCL")
@@ -393,8 +395,11 @@ class OpenCLStream(Stream):
         return OpenCLEvent(self.device, ev[0], self._inflight, mark)
 
     def _pool_fence(self) -> OpenCLEvent | None:
-        """(``query`` enqueues a marker and waits a moment: too dear for the pool.)  None when nothing was
-        enqueued since the last fence and that fence completed; else that fence, or a new marker, flushed."""
+        """MemoryPool's fence: None when nothing was enqueued since the last fence and that fence completed
+        (:meth:`query` reads the same); else that fence, or a new marker, flushed.  None once the device was
+        closed (``close`` waited for its work)."""
+        if self.device._closed:
+            return None
         with self.device._fence_lock:  # (else a second caller could see _dirty cleared and the old event: None)
             ev = self._pool_event
             if not self._dirty:
@@ -417,8 +422,8 @@ class OpenCLStream(Stream):
             raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event",
                        "Stream.wait_event needs an OpenCL event", "OPENCL")
         if event.device is not self.device:  # (another context: the driver's CL_INVALID_CONTEXT, a handle error)
-            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
-                       "order streams of two devices by synchronizing the first", "OPENCL")
+            raise foreign(event.device, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
+                          "order streams of two devices by synchronizing the first", "OPENCL")
         evs = self.api.ffi.new("cl_event[1]", [event.handle])
         self.api.check(self.api.raw.clEnqueueBarrierWithWaitList(self.queue, 1, evs, self._null),
                        "clEnqueueBarrierWithWaitList")
@@ -427,25 +432,41 @@ class OpenCLStream(Stream):
     def synchronize(self) -> None:
         if self.device._closed:
             raise self.device._closed_error("Stream.synchronize")
+        dirty = self._dirty
+        if dirty:  # (a mark of its own: still there after the finish, nothing was enqueued since: query's True)
+            mark = self._dirty = object()
         inflight = self._inflight
-        mark = inflight.base + len(self._keep)  # (InFlight.mark inlined) what is enqueued before the finish
+        keep = inflight.base + len(self._keep)  # (InFlight.mark inlined) what is enqueued before the finish
         code = self._finish(self.queue)
         if code:
             raise self.api.error(code, "clFinish")
-        if mark > inflight.base:  # anything to let go
-            inflight.release(mark)
+        if dirty:
+            self._idle = mark
+        if keep > inflight.base:  # anything to let go
+            inflight.release(keep)
         state = self.__dict__.get("_callback_state")  # (_check_callback_waits's test, inlined)
         if state is not None and state.wait_errors:
             self._check_callback_waits("Stream.synchronize")
 
     def query(self) -> bool:
-        # Whether everything enqueued so far has completed (never True while work is pending).
+        # Whether everything enqueued so far has completed (never True while work is pending), with no timing in
+        # it (a grace of 2 ms let a marker behind finished work complete; under load it did not, and query said
+        # False after synchronize).  Known without a call: nothing enqueued since a synchronize or a query that
+        # answered True (every enqueue sets _dirty after its call, replacing the mark they left in it: the mark
+        # still there is that), or since the stream's last fence (_pool_fence), when that one completed.  Else a
+        # marker behind the work, flushed, polled once: one behind work that just finished completes when the
+        # runtime's scheduler sees it (PoCL: a worker thread's wake-up), so that answer may be False: poll again.
         self.device._check_open("Stream.query")
-        marker = self._marker()  # completing, it releases the host buffers enqueued before it
+        dirty = self._dirty
+        if dirty is self._idle:
+            return True
+        if not dirty:  # (nothing enqueued since the last fence: it says)
+            fence = self._pool_event
+            return fence is None or fence.query()
+        mark = self._dirty = object()
+        marker = self._marker()  # (completing, it releases the host buffers enqueued before it)
         self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submit the marker itself
-        # A marker behind finished work completes as soon as the runtime's scheduler sees it, which is
-        # not instantly (PoCL: a worker thread's wake-up): allow it a moment before answering False.
-        deadline = time.perf_counter() + _QUERY_GRACE_S
-        while not (done := marker.query()) and time.perf_counter() < deadline:
-            time.sleep(0)
+        done = marker.query()
+        if done:
+            self._idle = mark
         return done

@@ -16,7 +16,6 @@ from ironaccelerator_runtime.vendors import VendorTable
 
 _KIND = BackendKind.OPENCL
 _BUILD_OPTIONS = b"-cl-kernel-arg-info"
-_QUERY_GRACE_S = 0.002  # Stream.query: how long a marker behind finished work may take to complete
 _PLATFORM_NOT_FOUND_KHR = -1001  # cl_ext.h: what the ICD loader returns when no platform is installed
 _MATCH = MATCHERS["exact"]  # the capability-key grammar specs/opencl/backend.yaml chooses (capabilities.match)
 

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, ErrorKind, MemoryKind
 from ironaccelerator_runtime.backends import qnn_log, qnn_saver
-from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.errors import Error, as_operation, fail
 from ironaccelerator_runtime.traits.device import enqueue_tracked_fence
 from ironaccelerator_runtime.traits import (
     _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result, check_size,
@@ -368,7 +368,8 @@ class QnnDevice(Device):
             if isinstance(checked, Error):
                 return checked
             nbytes = checked
-        return self._alloc(nbytes, kind, False)
+        r = self._alloc(nbytes, kind, False)
+        return as_operation(r, "Device.alloc", "Device.alloc_unchecked") if r.__class__ is Error else r
 
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[QnnAllocation]:
         if kind is MemoryKind.UNIFIED:
@@ -484,6 +485,7 @@ class QnnDevice(Device):
             The ``QnnModule`` (``graph_names`` lists its graphs).
 
         Raises:
+            TypeError: ``source_or_binary`` is neither a buffer nor a GraphBuilder (None, an int).
             Error: ``ErrorKind.INVALID_VALUE`` for source text, an empty binary, one the library cannot read, or
                 a graph builder of another device (a builder's own: as ``GraphBuilder.finalize``);
                 ``ErrorKind.UNSUPPORTED`` for any compile option; the library's error where creating the context
@@ -501,6 +503,11 @@ class QnnDevice(Device):
                 raise fail(ErrorKind.INVALID_VALUE, "Device.load_module", "the graph builder was made on another "
                            "device (its context belongs to that device)", _NAME)
             return source_or_binary.finalize()
+        if not isinstance(source_or_binary, (str, bytes, bytearray, memoryview)) and \
+                not hasattr(source_or_binary, "__buffer__") and not hasattr(source_or_binary, "__array_interface__"):
+            raise TypeError("Device.load_module: source_or_binary must be a context binary (bytes, bytearray, "
+                            "memoryview, a uint8 array) or a GraphBuilder, not "
+                            f"{type(source_or_binary).__name__}")  # (a wrong Python type: as on every backend)
         return QnnModule(self, source_or_binary)
 
     def synchronize(self) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from ironaccelerator._core import ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.checks import foreign
 from ironaccelerator_runtime.traits import Allocation, AllocationSlice, PooledAllocation, Result
 from ironaccelerator_runtime.traits.memory import compiled_allocation_class
 
@@ -138,5 +139,5 @@ def _live(a: Any, what: str, device: QnnDevice) -> Any:
     if device._closed:
         raise device._closed_error(what)
     if block.device is not device:
-        raise fail(ErrorKind.INVALID_VALUE, what, f"{a!r} belongs to another device than the stream", _NAME)
+        raise foreign(block.device, what, f"{a!r} belongs to another device than the stream", _NAME)
     return block.buffer + offset if offset else block.buffer

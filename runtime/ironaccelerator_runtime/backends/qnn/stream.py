@@ -10,6 +10,7 @@ from typing import Any
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.backends import qnn_log
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.checks import foreign
 from ironaccelerator_runtime.kernel_args import shared_mem_error
 from ironaccelerator_runtime.traits import (
     Allocation, Event, KernelLaunch, LaunchDims, Result, Stream, check_span, device_span, host_span, fill_pattern, host_view,
@@ -111,8 +112,8 @@ class QnnStream(Stream):
             if kernel.module.device is not self.device:
                 if self.device._closed:
                     raise self.device._closed_error("Stream.launch")
-                raise fail(ErrorKind.INVALID_VALUE, "Stream.launch", f"{kernel!r} belongs to another device than "
-                           f"{self!r}", _NAME)
+                raise foreign(kernel.module.device, "Stream.launch", f"{kernel!r} belongs to another device than "
+                              f"{self!r}", _NAME)
             if type(launch) is KernelLaunch:  # (an immutable record: a plain list could change its kernel)
                 self._checked = launch
         device = self.device
@@ -153,6 +154,9 @@ class QnnStream(Stream):
                 return fail(ErrorKind.INVALID_VALUE, what, f"not a QNN graph kernel: {kernel!r:.80}", _NAME)
             if dims is not _DEFAULT_DIMS and dims != _DEFAULT_DIMS:  # never silently dropped
                 return _dims_error(dims, what)
+            if kernel.module.device is not self.device and not self.device._closed:  # (as every backend's)
+                return foreign(kernel.module.device, what, f"{kernel!r} belongs to another device than {self!r}",
+                               _NAME)
         device = self.device
         if device._closed:  # (a flag test: the rebind below would catch it, a repeated launch would not)
             return device._closed_error("Stream.launch_unchecked")
@@ -269,8 +273,8 @@ class QnnStream(Stream):
         if not isinstance(event, QnnEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", "Stream.wait_event needs a QNN event", _NAME)
         if event.device is not self.device:  # (as every backend but CUDA/HIP: one device's events only)
-            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
-                       "order streams of two devices by synchronizing the first", _NAME)
+            raise foreign(event.device, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
+                          "order streams of two devices by synchronizing the first", _NAME)
 
     def synchronize(self) -> None:
         if self.device._closed:
@@ -338,7 +342,7 @@ class QnnEvent(Event):
         # stream (the same set_profiling call), the library's execute time of the launches between them.
         if not isinstance(end, QnnEvent):
             raise fail(ErrorKind.INVALID_VALUE, "Event.elapsed_ms", "Event.elapsed_ms needs another QNN event", _NAME)
-        self.device._check_open("Event.elapsed_ms")
+        self._elapsed_pair(end)
         a, b = self.profile_clock, end.profile_clock
         if a is not None and b is not None and a[0] is b[0]:
             return (b[1] - a[1]) / 1e3

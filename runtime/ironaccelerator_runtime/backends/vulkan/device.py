@@ -10,7 +10,7 @@ import weakref
 from typing import Any, Mapping, Sequence
 
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
-from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.errors import Error, as_operation, fail
 from ironaccelerator_runtime.traits import (
     _SIZE_MAX, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result, compile_options,
 )
@@ -332,7 +332,8 @@ class VulkanDevice(Device):
             if isinstance(checked, Error):
                 return checked
             nbytes = checked
-        return self._alloc(nbytes, kind, False)
+        r = self._alloc(nbytes, kind, False)
+        return as_operation(r, "Device.alloc", "Device.alloc_unchecked") if r.__class__ is Error else r
 
     def _alloc(self, nbytes: int, kind: MemoryKind, tracked: bool) -> Result[VulkanAllocation]:
         what = "Device.alloc"

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.traits.checks import foreign
 from ironaccelerator_runtime.kernel_args import (
     LocalMemory, _numpy_kind, buffer_error, local_error, shared_mem_error, value_bytes,
 )
@@ -84,8 +85,7 @@ class VulkanEvent(Event):
         if not self.device.timestamps:
             raise fail(ErrorKind.UNSUPPORTED, "Event.elapsed_ms", f"{self.device.descriptor.name!r}'s compute queue "
                        "writes no timestamps (timestampValidBits 0)", "VULKAN")
-        self.synchronize()
-        end.synchronize()
+        self._elapsed_pair(end)  # (either device closed, another device's event; both waited for)
         return (end._timestamp() - self._timestamp()) / 1e6
 
 
@@ -684,8 +684,8 @@ class VulkanStream(Stream):
             return device._closed_error(what)
         if type(kernel) is not VulkanKernel and not isinstance(kernel, VulkanKernel) or \
                 kernel.module.device is not device:
-            return fail(ErrorKind.INVALID_VALUE, what, f"{kernel!r:.80} is not a Vulkan kernel of {device!r}",
-                        "VULKAN")
+            return foreign(getattr(getattr(kernel, "module", None), "device", None), what,
+                           f"{kernel!r:.80} is not a Vulkan kernel of {device!r}", "VULKAN")
         last = kernel._last
         if last[0] is d:
             pipeline = last[1]
@@ -841,8 +841,8 @@ class VulkanStream(Stream):
         if event.stream is self:
             return  # (in order already)
         if event.stream.device is not self.device:  # (another VkDevice's semaphore: the submission crashes)
-            raise fail(ErrorKind.INVALID_VALUE, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
-                       "order streams of two devices by synchronizing the first", "VULKAN")
+            raise foreign(event.stream.device, "Stream.wait_event", f"{event!r} is not an event of {self.device!r}; "
+                          "order streams of two devices by synchronizing the first", "VULKAN")
         with self._lock:
             if self._cb is not None:
                 self._submit()
@@ -1044,5 +1044,5 @@ def _live_buffer(a: Any, what: str, device: VulkanDevice) -> tuple[Any, int]:
     if buf is None or getattr(owner, "kind", None) is not _KIND:
         raise fail(ErrorKind.INVALID_VALUE, what, f"{a!r:.80} is not a Vulkan allocation", "VULKAN")
     if owner is not device:
-        raise fail(ErrorKind.INVALID_VALUE, what, f"{a!r} belongs to another device than the stream", "VULKAN")
+        raise foreign(owner, what, f"{a!r} belongs to another device than the stream", "VULKAN")
     return buf, int(getattr(a, "offset", 0))
