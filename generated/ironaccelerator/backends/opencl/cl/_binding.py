@@ -206,7 +206,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'dfaea7afac4cce0dee7cf272'
+BUILD_ID = '60468550a15abbc88afdf719'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
