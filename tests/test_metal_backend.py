@@ -435,6 +435,32 @@ def test_compiled_allocations_make_their_handle_on_first_read(dev: Any, sim: Sim
     assert sim.live("IASimBuffer") == live
 
 
+def test_a_compiled_allocation_dropped_unfreed_is_released_in_c(dev: Any, sim: Sim) -> None:
+    """A plain compiled allocation dropped unfreed is released as ``free`` releases it, running no Python; one with
+    instance attributes (a ``_drop`` given to ``_track``) or an exported ``buffer`` still goes through
+    ``Allocation.__del__``: its ``_drop`` runs, or its ``_release`` closes the exported handle."""
+    if dev._handle_class is None:
+        pytest.skip("ABI mode: the Python MetalAllocation's __del__")
+    gc.collect()
+    live = sim.live("IASimBuffer")
+    assert _python_calls(lambda: dev.alloc(256)) == []
+    assert _python_calls(lambda: dev.alloc_unchecked(256)) == []
+    gc.collect()
+    assert sim.live("IASimBuffer") == live
+    a = dev.alloc(256)
+    h, dropped = a._handle, []
+    a._track(lambda: (dropped.append(True), dev.api.release(h)))
+    del a
+    gc.collect()
+    assert dropped == [True] and sim.live("IASimBuffer") == live
+    a = dev.alloc(256)
+    b = a.buffer
+    assert b.length() == 256
+    del a
+    gc.collect()
+    assert b.handle == dev.api.NULL and sim.live("IASimBuffer") == live
+
+
 def test_the_compiled_allocators_calls_have_the_headers_shapes(dev: Any) -> None:
     """``handle_calls`` hands ia_handle_memory.h only functions whose cffi types match its two C shapes
     (``object = new(owner, nbytes, option)``, ``release(object)``): another prototype is a TypeError, not a wrong

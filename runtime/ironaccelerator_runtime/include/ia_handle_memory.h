@@ -50,8 +50,8 @@
  * _HandleMemory holds the object's address, _handle (made on first read), nbytes, device, kind, _views, _export
  * (a handle of the memory the Python side made, which its _release closes), _freed and _tracked (always true:
  * released on drop unless freed).  free() and free_unchecked() of a plain allocation (not freed, no views, no
- * _export) call release(address) and return None; everything else goes to the Python methods, which call the
- * subclass's _release (through _handle).
+ * _export) call release(address) and return None, and so does its drop unfreed if it has no instance attributes
+ * (no _drop); everything else goes to the Python methods, which call the subclass's _release (through _handle).
  * ==================================================================================================== */
 #ifndef IA_HANDLE_MEMORY_H
 #define IA_HANDLE_MEMORY_H
@@ -116,6 +116,23 @@ static inline PyObject *ia_hdm_free_plain(ia_hdm_object *m)
 
 IA_MEM_DEFINE_FREES(ia_hdm, ia_hdm_object, IA_HDM_PLAIN)
 
+/* dropped unfreed: a plain allocation with no instance attributes (so no _drop given to _track) is released here,
+   as free() would release it; anything else goes to Allocation.__del__ (ia_mem_finalize) */
+static void ia_hdm_finalize(PyObject *self)
+{
+    ia_hdm_object *m = (ia_hdm_object *)self;
+    if (IA_LIKELY(m->freed || !m->tracked))
+        return;
+    if (IA_LIKELY(IA_HDM_PLAIN(m) && m->dict == NULL)) {
+        ia_hdm_release_fn release = m->calls->release_fn;
+        void *object = m->object;
+        m->freed = 1;
+        IA_HDM_CALL(release(object));
+        return;
+    }
+    ia_mem_finalize(self);
+}
+
 /* _handle: wrap(address), made once */
 static PyObject *ia_hdm_get_handle(PyObject *self, void *Py_UNUSED(closure))
 {
@@ -177,7 +194,7 @@ static PyTypeObject ia_hdm_type = {
     .tp_methods = ia_hdm_methods,
     .tp_members = ia_hdm_members,
     .tp_getset = ia_hdm_getset,
-    IA_MEM_TYPE_SLOTS,
+    IA_MEM_TYPE_SLOTS(ia_hdm_finalize),
 };
 
 /* a new `cls` holding `object`, or NULL (the caller still owns the object) */

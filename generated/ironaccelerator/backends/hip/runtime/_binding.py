@@ -466,7 +466,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '9514933e6b52cca18bfe8ece'
+BUILD_ID = '953da1ab384fd21a95465e0d'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
