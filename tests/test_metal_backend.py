@@ -449,7 +449,12 @@ def test_a_compiled_allocation_dropped_unfreed_is_released_in_c(dev: Any, sim: S
     assert sim.live("IASimBuffer") == live
     a = dev.alloc(256)
     h, dropped = a._handle, []
-    a._track(lambda: (dropped.append(True), dev.api.release(h)))
+
+    def drop() -> None:  # (what _track is given: it releases the buffer itself)
+        dropped.append(True)
+        dev.api.release(h)
+
+    a._track(drop)
     del a
     gc.collect()
     assert dropped == [True] and sim.live("IASimBuffer") == live
