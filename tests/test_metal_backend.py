@@ -408,6 +408,134 @@ def test_alloc_and_free_run_no_python_beyond_themselves(dev: Any) -> None:
     assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE
 
 
+def test_compiled_allocations_make_their_handle_on_first_read(dev: Any, sim: Sim) -> None:
+    """Issue 27 item 4: the compiled allocator sends ``newBufferWithLength:options:`` and ``release`` from C by the
+    functions' addresses and keeps the buffer's address; ``_handle`` (the binding's ``id`` cdata) is made when
+    first read, then the same object on every read, naming the buffer the allocator made (private storage, the
+    size asked) and the one ``buffer`` wraps.  Read or not, the buffer is released once, by free or on drop."""
+    if dev._handle_class is None:
+        pytest.skip("ABI mode: the Python MetalAllocation holds its handle")
+    api = dev.api
+    gc.collect()
+    live = sim.live("IASimBuffer")
+    for alloc in (dev.alloc, dev.alloc_unchecked, lambda n: dev.alloc(n, kind=MemoryKind.DEVICE)):  # (+ the method)
+        a = alloc(256)
+        h = a._handle
+        assert a._handle is h and api.ffi.typeof(h) is api.ffi.typeof("id") and h != api.NULL
+        assert api.U.MTLBuffer_length(h) == 256 and api.U.MTLResource_storageMode(h) == 2  # MTLStorageModePrivate
+        assert a.buffer.handle == h
+        with pytest.raises(AttributeError):
+            a._handle = api.NULL  # (read-only, as the slot it replaces was)
+        a.free()
+        assert a._handle is h  # (still readable after free; a launch or copy refuses the freed allocation first)
+    unread = [dev.alloc(256), dev.alloc_unchecked(256)]
+    unread[0].free()
+    del unread  # (the second released by its drop, its handle never made)
+    gc.collect()
+    assert sim.live("IASimBuffer") == live
+
+
+def test_a_compiled_allocation_dropped_unfreed_is_released_in_c(dev: Any, sim: Sim) -> None:
+    """A plain compiled allocation dropped unfreed is released as ``free`` releases it, running no Python; one with
+    instance attributes (a ``_drop`` given to ``_track``) or an exported ``buffer`` still goes through
+    ``Allocation.__del__``: its ``_drop`` runs, or its ``_release`` closes the exported handle."""
+    if dev._handle_class is None:
+        pytest.skip("ABI mode: the Python MetalAllocation's __del__")
+    gc.collect()
+    live = sim.live("IASimBuffer")
+    assert _python_calls(lambda: dev.alloc(256)) == []
+    assert _python_calls(lambda: dev.alloc_unchecked(256)) == []
+    gc.collect()
+    assert sim.live("IASimBuffer") == live
+    a = dev.alloc(256)
+    h, dropped = a._handle, []
+
+    def drop() -> None:  # (what _track is given: it releases the buffer itself)
+        dropped.append(True)
+        dev.api.release(h)
+
+    a._track(drop)
+    del a
+    gc.collect()
+    assert dropped == [True] and sim.live("IASimBuffer") == live
+    a = dev.alloc(256)
+    b = a.buffer
+    assert b.length() == 256
+    del a
+    gc.collect()
+    assert b.handle == dev.api.NULL and sim.live("IASimBuffer") == live
+
+
+def test_the_compiled_allocators_calls_have_the_headers_shapes(dev: Any) -> None:
+    """``handle_calls`` hands ia_handle_memory.h only functions whose cffi types match its two C shapes
+    (``object = new(owner, nbytes, option)``, ``release(object)``): another prototype is a TypeError, not a wrong
+    call from C; so are arguments of the wrong kind to the C constructors."""
+    if dev._handle_class is None:
+        pytest.skip("ABI mode: no compiled allocators")
+    from ironaccelerator_runtime.traits.memory import handle_calls
+
+    fast, api = dev._pool_fast, dev.api
+    new, release = "MTLDevice_newBufferWithLength_options_", "ia_objc_release"
+    assert type(handle_calls(fast, api.ffi, api.b.lib, new, release)).__name__ == "_HandleCalls"
+    for n, r, wrong in (("MTLBuffer_length", release, "MTLBuffer_length"),  # one argument, an integer result
+                        ("MTLBuffer_didModifyRange_", release, "MTLBuffer_didModifyRange_"),  # a struct argument
+                        (new, "MTLBuffer_contents", "MTLBuffer_contents"),  # a pointer result
+                        (new, "MTLDevice_newBufferWithLength_options_", new)):
+        with pytest.raises(TypeError, match=wrong):
+            handle_calls(fast, api.ffi, api.b.lib, n, r)
+    with pytest.raises(TypeError):
+        fast._handle_calls(0, 1, api.ffi.cast)  # (a NULL function)
+    with pytest.raises(TypeError):
+        fast._handle_calls(api.NULL, 1, api.ffi.cast)  # (a cdata, not an address)
+    with pytest.raises(TypeError):  # (no object at address 0)
+        fast._handle_memory(dev._handle_class, dev, 0, 64, MemoryKind.DEVICE, dev._handle_calls)
+    with pytest.raises(TypeError):  # (calls of another type)
+        fast._handle_memory(dev._handle_class, dev, 1, 64, MemoryKind.DEVICE, object())
+
+
+def test_a_nil_buffer_is_the_same_error_on_every_path(dev: Any, sim: Sim, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nil ``newBufferWithLength:options:`` (here: memoryless storage, which the simulated device refuses as
+    Metal does) leaves the compiled allocator for the methods, which send again and report OUT_OF_MEMORY: raised by
+    ``alloc``, returned by ``alloc_unchecked``, the same Error as the methods' own; nothing is left alive."""
+    import ironaccelerator_runtime.backends.metal.device as metal_device
+
+    monkeypatch.setattr(metal_device, "_PRIVATE", 48)  # MTLResourceStorageModeMemoryless
+    dev._bind_allocators()  # (the allocators take the storage mode when made)
+    gc.collect()
+    live = sim.live("IASimBuffer")
+    errors = []
+    for alloc in (dev.alloc, type(dev).alloc.__get__(dev)):
+        with pytest.raises(Error) as ei:
+            alloc(256)
+        errors.append(ei.value)
+    for alloc in (dev.alloc_unchecked, type(dev).alloc_unchecked.__get__(dev)):
+        r = alloc(256)
+        assert isinstance(r, Error)
+        errors.append(r)
+    assert {(e.kind, str(e)) for e in errors} == {(ErrorKind.OUT_OF_MEMORY, str(errors[0]))}
+    assert "returned nil" in str(errors[0])
+    gc.collect()
+    assert sim.live("IASimBuffer") == live
+
+
+def test_traced_allocations_log_their_messages(metal_sim: Path) -> None:
+    """Under ``IRONACCEL_TRACE`` no allocation is made in C (the compiled allocator would send unlogged): the Python
+    class sends ``newBufferWithLength:options:`` through the logged trampoline."""
+    code = ("import ironaccelerator as ia\n"
+            "dev = ia.BackendRegistry.default().get(ia.BackendKind.METAL).open(0)\n"
+            "a = dev.alloc(256)\n"
+            "print(type(a).__module__, type(a).__mro__[1].__name__)\n"
+            "a.free()\n"
+            "dev.close()\n")
+    env = dict(os.environ, IA_METAL_SIM_DIR=str(metal_sim.parent), IRONACCEL_TRACE="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "generated"), str(ROOT / "runtime")]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ironaccelerator_runtime.backends.metal.memory", "_MetalMemory"], out.stdout
+    assert any(line.startswith("ironaccelerator.trace: MTLDevice_newBufferWithLength_options_(") and ", 256, 32)"
+               in line for line in out.stderr.splitlines()), out.stderr
+
+
 def test_launch_vector_add_saxpy_lcg(dev: Any) -> None:
     k = _kernels(dev)
     assert k["vector_add"].num_args == 4 and k["lcg"].num_args == 3

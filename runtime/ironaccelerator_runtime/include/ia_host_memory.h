@@ -174,7 +174,7 @@ static PyTypeObject ia_hm_type = {
     .tp_methods = ia_hm_methods,
     .tp_members = ia_hm_members,
     .tp_getset = ia_hm_getset,
-    IA_MEM_TYPE_SLOTS,
+    IA_MEM_TYPE_SLOTS(ia_mem_finalize),
 };
 
 /* a new `cls` owning calloc(1, nbytes), or NULL (MemoryError where calloc failed, `*no_memory` set) */

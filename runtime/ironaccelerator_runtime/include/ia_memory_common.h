@@ -176,11 +176,12 @@ static inline ia_mem_object *ia_mem_alloc(PyTypeObject *cls, PyObject *device, P
 
 #define IA_MEM_DICT_GETSET {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
 
-/* the PyTypeObject slots every allocation type has (a subclassable GC type with a dict and weak references) */
-#define IA_MEM_TYPE_SLOTS \
+/* the PyTypeObject slots every allocation type has (a subclassable GC type with a dict and weak references);
+   `finalize`: ia_mem_finalize, or a type's own that hands what it does not release to it */
+#define IA_MEM_TYPE_SLOTS(finalize) \
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, \
     .tp_new = ia_mem_new, \
-    .tp_finalize = ia_mem_finalize, \
+    .tp_finalize = (finalize), \
     .tp_dictoffset = offsetof(ia_mem_object, dict), \
     .tp_weaklistoffset = offsetof(ia_mem_object, weakrefs)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import weakref
 from typing import Any, Callable, TYPE_CHECKING
 
@@ -443,3 +444,33 @@ def compiled_allocation_class(fast: Any, setup: str, like: type, cache: dict[Any
         cls.__doc__ = like.__doc__
     cache[fast] = cls
     return cls
+
+
+def handle_calls(fast: Any, ffi: Any, lib: Any, new: str, release: str) -> Any:
+    """``fast._handle_calls`` (ia_handle_memory.h) over the API-mode functions ``new`` and ``release`` of ``lib``:
+    their C addresses, and the wrap of an address into a cdata of ``new``'s result type (an allocation's
+    ``_handle``, made on first read).  ``new`` must have the shape ``object = new(owner, nbytes, option)`` and
+    ``release`` the shape ``release(object)``, each argument a pointer or an integer of pointer width (the header
+    calls them as ``void *(*)(void *, size_t, uintptr_t)`` and ``void (*)(void *)``); TypeError otherwise, so a
+    change of either function's prototype cannot reach the C as a wrong call."""
+    word = ffi.sizeof("uintptr_t")
+
+    def pointer(t: Any) -> bool:
+        return bool(t.kind == "pointer")
+
+    def integer(t: Any) -> bool:  # (cffi's primitive kinds hold the floating types too)
+        return t.kind == "primitive" and "float" not in t.cname and "double" not in t.cname and \
+            t.cname != "_Bool" and ffi.sizeof(t) == word
+
+    tn, tr = ffi.typeof(getattr(lib, new)), ffi.typeof(getattr(lib, release))
+    if tn.kind != "function" or tn.ellipsis or not pointer(tn.result) or len(tn.args) != 3 \
+            or not pointer(tn.args[0]) or not integer(tn.args[1]) or not integer(tn.args[2]):
+        raise TypeError(f"handle_calls: {new} is {tn.cname}, not object = new(owner, nbytes, option)")
+    if tr.kind != "function" or tr.ellipsis or tr.result.kind != "void" or len(tr.args) != 1 \
+            or not pointer(tr.args[0]):
+        raise TypeError(f"handle_calls: {release} is {tr.cname}, not release(object)")
+
+    def address(name: str) -> int:
+        return int(ffi.cast("uintptr_t", ffi.addressof(lib, name)))
+
+    return fast._handle_calls(address(new), address(release), functools.partial(ffi.cast, tn.result))

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 from ironaccelerator._core import BackendKind, CapabilityFlags, ErrorKind, MemoryKind
 from ironaccelerator_runtime.errors import Error, as_operation, fail
 from ironaccelerator_runtime.traits.device import enqueue_tracked_fence
+from ironaccelerator_runtime.traits.memory import handle_calls
 from ironaccelerator_runtime.traits import (
     _SIZE_MAX, Allocation, Backend, Device, DeviceDescriptor, DeviceId, DeviceLimits, Event, Result,
     compile_options,
@@ -146,21 +147,28 @@ class MetalDevice(Device):
     def _bind_allocators(self) -> None:
         """In API mode, ``alloc`` and ``alloc_unchecked`` of DEVICE memory are compiled allocators
         (``_objc_fast._handle_allocator``, ia_handle_memory.h), bound as instance attributes over the methods
-        below: they send ``newBufferWithLength:options:`` (the binding's unchecked trampoline) and make the
-        allocation in C, whose ``free`` sends ``release``.  What they do not take (other kinds, a size over the
-        device's limit, keywords, a nil buffer, a closed device) goes to the methods, whose allocations are of the
-        same class (``_objc_fast._handle_memory``).  They hold the device weakly."""
+        below: from C, they call the C functions of the binding's unchecked trampoline of
+        ``newBufferWithLength:options:`` (the device's ``id``, private storage) and ``ia_objc_release`` (by their
+        addresses: :func:`~ironaccelerator_runtime.traits.memory.handle_calls`) and make the allocation, whose
+        ``free`` sends ``release``.  What they do not take (other kinds, a size over the device's limit, keywords,
+        a nil buffer, a closed device) goes to the methods, whose allocations are of the same class
+        (``_objc_fast._handle_memory``).  They hold the device weakly; ``_close`` shuts them before it releases
+        the device's ``id``."""
         fast = self._pool_fast
         cls = None if fast is None else handle_allocation_class(fast)
         self._handle_class = cls
         self._allocators: tuple[Any, ...] = ()
         if cls is None:
             return
+        a = self.api
         self._handle_memory = fast._handle_memory
+        self._handle_calls = handle_calls(fast, a.ffi, a.b.lib, "MTLDevice_newBufferWithLength_options_",
+                                          "ia_objc_release")
         ref = weakref.ref(self)
-        self._allocators = tuple(fast._handle_allocator(cls, ref, getattr(type(self), name), self._new_buffer,
-                                                        (self._hid,), (_PRIVATE,), self._release, _DEVICE,
-                                                        self._max_alloc) for name in ("alloc", "alloc_unchecked"))
+        owner = int(a.ffi.cast("uintptr_t", self._hid))
+        self._allocators = tuple(fast._handle_allocator(cls, ref, getattr(type(self), name), self._handle_calls,
+                                                        owner, _PRIVATE, _DEVICE, self._max_alloc)
+                                 for name in ("alloc", "alloc_unchecked"))
         setattr(self, "alloc", self._allocators[0])
         setattr(self, "alloc_unchecked", self._allocators[1])
 
@@ -196,7 +204,8 @@ class MetalDevice(Device):
             return fail(ErrorKind.OUT_OF_MEMORY, "Device.alloc", f"newBufferWithLength:{nbytes} options:{options} "
                         f"returned nil (max_alloc {limit})", _NAME)
         if self._handle_class is not None:  # (the class of the compiled allocators' allocations)
-            made: MetalAllocation = self._handle_memory(self._handle_class, self, h, nbytes, kind, self._release)
+            made: MetalAllocation = self._handle_memory(self._handle_class, self, int(a.ffi.cast("uintptr_t", h)),
+                                                        nbytes, kind, self._handle_calls)
             return made
         return MetalAllocation(self, h, nbytes, kind)  # (tracked: every Metal allocation is)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ironaccelerator._core import ErrorKind, MemoryKind
+from ironaccelerator_runtime import tracing
 from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits.checks import foreign
 from ironaccelerator_runtime.kernel_args import buffer_error, where
@@ -17,8 +18,9 @@ from .tables import _NAME
 
 class _MetalMemory(Allocation):
     """What every Metal allocation does, the Python :class:`MetalAllocation` and the compiled one alike: ``_handle``
-    is the ``MTLBuffer``'s ``id`` (raw), whose reference (the +1 of ``newBufferWithLength:options:``) the allocation
-    owns, released by ``free`` or on drop; ``_export`` the checked handle ``buffer`` made on first use."""
+    is the ``MTLBuffer``'s ``id`` (raw; the compiled class keeps the address and makes this cdata on first read),
+    whose reference (the +1 of ``newBufferWithLength:options:``) the allocation owns, released by ``free`` or on
+    drop; ``_export`` the checked handle ``buffer`` made on first use."""
 
     device: MetalDevice
     _handle: Any
@@ -61,9 +63,9 @@ class MetalAllocation(_MetalMemory):
     """An ``MTLBuffer`` (private storage for DEVICE, shared for UNIFIED): see :class:`_MetalMemory`.
 
     In API mode ``Device.alloc`` makes the compiled class of the same name instead (:func:`handle_allocation_class`:
-    allocated and released from C); this one remains for ABI mode.  The fields the alloc/free hot path reads and
-    writes are slots (set by ``__init__``, or inline by ``MetalDevice.alloc``), so none of them is looked up through
-    the class as a default (issue 27 item 4)."""
+    allocated and released from C); this one remains for ABI mode and ``IRONACCEL_TRACE``.  The fields the
+    alloc/free hot path reads and writes are slots (set by ``__init__``, or inline by ``MetalDevice.alloc``), so
+    none of them is looked up through the class as a default (issue 27 item 4)."""
 
     __slots__ = ("device", "nbytes", "kind", "_handle", "_freed", "_views", "_export")
     device: MetalDevice
@@ -103,8 +105,13 @@ _COMPILED: dict[Any, type | None] = {}  # per _objc_fast module: the compiled al
 
 def handle_allocation_class(fast: Any) -> type | None:
     """The compiled Metal allocation class over ``fast._HandleMemory`` (ia_handle_memory.h: made by the allocators
-    of ``_objc_fast._handle_allocator``, freed from C; ``_handle_memory_setup`` once), named ``MetalAllocation``;
-    None where ``fast`` has none (ABI mode, a free-threaded build)."""
+    of ``_objc_fast._handle_allocator``, which send ``newBufferWithLength:options:`` from C, and freed from C;
+    ``_handle_memory_setup`` once), named ``MetalAllocation``; its ``_handle`` (the ``id`` cdata) is made on first
+    read.  None where ``fast`` has none (ABI mode, a free-threaded build) and under ``IRONACCEL_TRACE`` (the C
+    would send unlogged): the Python class then."""
+    if tracing.ENABLED:
+        return None
+
     def make(base: Any) -> type:
         class Compiled(base, _MetalMemory):  # type: ignore[misc]
             pass

@@ -1065,7 +1065,7 @@ RESOLVER = ProcAddress(
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'c644b62d574b24f353ad0f71'
+BUILD_ID = 'fe4de798b06b35dafa64a3a0'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -55,7 +55,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'dcb4042e1309566e21415cf1'
+BUILD_ID = '3bf162977d29879e40e331d7'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],

@@ -96,7 +96,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '7f1574802a431801917ff605'
+BUILD_ID = 'f93bb9b162fe19c8bbea0bd5'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

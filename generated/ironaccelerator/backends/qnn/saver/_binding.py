@@ -20,7 +20,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'f403b764154b96b4ef12c0e6'
+BUILD_ID = '484efc5300bbcf0c1e6333a4'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
