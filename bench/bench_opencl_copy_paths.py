@@ -57,7 +57,7 @@ def main() -> int:
     a = dev.alloc(nb)
     buf, q, null = a.buffer, s.queue, ffi.NULL
     pq = pcl.CommandQueue.from_int_ptr(int(ffi.cast("uintptr_t", q)), retain=True)
-    pb = pcl.Buffer.from_int_ptr(int(ffi.cast("uintptr_t", buf)), retain=True)
+    pb: Any = pcl.Buffer.from_int_ptr(int(ffi.cast("uintptr_t", buf)), retain=True)  # (typed object)
     write, read, finish, fb, release = (raw.clEnqueueWriteBuffer, raw.clEnqueueReadBuffer, raw.clFinish,
                                         ffi.from_buffer, raw.clReleaseEvent)
     ev = ffi.new("cl_event *")
