@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import weakref
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -51,25 +52,76 @@ def test_load_module_keeps_the_source_alive_200_distinct_programs(dev: Any) -> N
         dev.load_module(src).kernel(f"k{i}")
 
 
-def test_event_completion_releases_host_buffers_of_finished_copies(dev: Any) -> None:
-    """Item 3: 2,000 copies ordered only by events kept every host buffer until Stream.synchronize."""
+def test_host_copies_hold_no_host_buffer_past_the_call(dev: Any) -> None:
+    """Item 3: 2,000 copies ordered only by events kept every host buffer until Stream.synchronize.  Since issue 27
+    host copies are blocking (synchronous with respect to the host): no buffer is held past the call, and events
+    recorded after the copies still complete."""
     s = dev.create_stream()
     buf = dev.alloc(64 * 1024)
-    most = 0
     for i in range(2000):
-        s.copy_from_host(buf, np.full(16 * 1024, i, dtype=np.float32))
+        src = np.full(16 * 1024, i, dtype=np.float32)
+        ref = weakref.ref(src)
+        s.copy_from_host(buf, src)
+        del src
+        assert ref() is None, i  # let go when the call returned (it was kept until an event after it completed)
         e = s.record_event()
         if i % 2:
             e.synchronize()
         else:
             while not e.query():
                 pass
-        most = max(most, len(s._inflight))
-    assert most <= 1, most  # the buffer of the copy before a completed event is let go at once
     out = np.empty(16 * 1024, dtype=np.float32)
     s.copy_to_host(out, buf)
+    assert out[0] == 1999 and out[-1] == 1999  # no synchronize: the bytes are there when the call returns
+
+
+# a kernel that takes a while (a data-dependent loop the compiler cannot drop), then writes v: work still running
+# when the host copy behind it is enqueued
+# (~30 ms on PoCL): the host copy behind it is called while it still runs
+SLOW = ("__kernel void slow(__global int *p, int v, int iters) { int x = v; for (int i = 0; i < iters; ++i) "
+        "x = x * 1103515245 + 12345; for (int j = 0; j < 256; ++j) p[j] = v; p[256] = x; }")
+
+
+def _slow_launch(dev: Any, s: Any, a: Any, v: int) -> None:
+    k = dev.load_module(SLOW).kernel("slow")
+    s.launch(KernelLaunch(k, LaunchDims(grid=1, block=1), (a, np.int32(v), np.int32(20_000_000))))
+
+
+def test_copy_to_host_result_is_there_when_the_call_returns(dev: Any) -> None:
+    """Issue 27: copy_to_host was a non-blocking read, its bytes in the destination only after synchronize; now
+    it returns after the work before it (a kernel still running when the copy is called) and the read itself."""
+    s = dev.create_stream()
+    a = dev.alloc(257 * 4)
+    s.fill(a, 0)
+    _slow_launch(dev, s, a, 5)
+    out = np.zeros(256, np.int32)
+    s.copy_to_host(out, a)
+    assert (out == 5).all(), out[:8]  # (before: zeros, the read still queued behind the kernel)
+    rect = np.zeros(256, np.int32)  # the 2-D read (clEnqueueReadBufferRect) is blocking too
+    _slow_launch(dev, s, a, 6)
+    s.copy_2d(rect, a, width=1024, height=1)
+    assert (rect == 6).all(), rect[:8]
+    _slow_launch(dev, s, a, 7)  # asynchronous work after a blocking read: synchronize still waits for it
+    e = s.record_event()
     s.synchronize()
-    assert len(s._inflight) == 0 and out[0] == 1999
+    assert e.query()
+
+
+def test_copy_from_host_source_may_change_when_the_call_returns(dev: Any) -> None:
+    """Issue 27: copy_from_host was a non-blocking write that read its source when the queue reached it; now the
+    source is read before the call returns (as CUDA's copies of pageable memory), even behind running work."""
+    s = dev.create_stream()
+    a = dev.alloc(257 * 4)
+    _slow_launch(dev, s, a, 5)
+    src = np.arange(256, dtype=np.int32)
+    s.copy_from_host(a, src)
+    src[:] = -1  # (before: the write, still queued behind the kernel, would copy these)
+    two = np.arange(256, dtype=np.int32) * 2
+    s.copy_2d(a, two, width=1024, height=1)
+    two[:] = -1
+    out = np.zeros(256, np.int32)
+    s.copy_to_host(out, a)
+    np.testing.assert_array_equal(out, np.arange(256, dtype=np.int32) * 2)
 
 
 def test_closed_device_refuses_every_object_kind_and_never_crashes() -> None:
@@ -548,7 +600,7 @@ def test_pool_free_during_another_threads_fence_waits_for_its_own_queued_work(de
     try:
         api.check(api.raw.clEnqueueBarrierWithWaitList(s.queue, 1, ffi.new("cl_event[1]", [gate]), ffi.NULL),
                   "clEnqueueBarrierWithWaitList")
-        s.copy_from_host(a, np.arange(1024, dtype=np.uint32))  # queued behind the gate: uses a's block
+        s.fill(a, 7)  # queued behind the gate: uses a's block (not a host copy: those block, behind the gate forever)
         freer = threading.Thread(target=a.free)
         original = other._pool_fence
 
@@ -590,7 +642,7 @@ def test_stream_pool_fence_computed_by_two_threads_never_calls_queued_work_compl
     try:
         api.check(api.raw.clEnqueueBarrierWithWaitList(s.queue, 1, ffi.new("cl_event[1]", [gate]), ffi.NULL),
                   "clEnqueueBarrierWithWaitList")
-        s.copy_from_host(a, np.arange(1024, dtype=np.uint32))
+        s.fill(a, 7)  # (asynchronous: a host copy would block behind the gate)
         got: list[Any] = []
         second = threading.Thread(target=lambda: got.append(s._pool_fence()))
         original = s._marker

@@ -24,6 +24,7 @@ def work():
     s.launch(ia.KernelLaunch(k, ia.LaunchDims(grid=16, block=1), (a,)))
     out = np.zeros(16, np.float32)
     s.copy_to_host(out, a)
+    s.fill(a, 0)  # asynchronous: synchronize waits for it (clFinish; the blocking read left nothing to wait for)
     s.synchronize()
     assert (out == 2).all()
 """

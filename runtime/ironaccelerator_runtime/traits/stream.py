@@ -25,8 +25,12 @@ class Stream:
 
     Work is enqueued and runs in the order it was enqueued on this stream; :meth:`synchronize` waits for it, an
     event (:meth:`record_event`) marks a point in it, and another stream can wait for that event
-    (:meth:`wait_event`).  Host buffers given to asynchronous copies are kept alive by the stream until work after
-    them is seen complete; do not change a source (or read a destination) before then.  Not picklable.
+    (:meth:`wait_event`).  Copies to and from host memory (any Python buffer: pageable memory) are synchronous with
+    respect to the host on every backend but CUDA/HIP: :meth:`copy_from_host` returns once its source was read (it
+    may change then), :meth:`copy_to_host` once the bytes are in its destination.  On CUDA/HIP they are the driver's
+    ``*Async`` copies: the stream keeps their host buffers alive until work after them is seen complete; do not
+    change a source (or read a destination) before then (portable code does neither before :meth:`synchronize` or
+    an event recorded after the copy).  Not picklable.
 
     Attributes:
         device: the :class:`Device` the stream belongs to.
@@ -74,9 +78,11 @@ class Stream:
                 ``dst`` was freed or the device closed; the vendor's status of the copy.
 
         Backends:
-            All.  CUDA/HIP: ``cuMemcpyHtoDAsync``/``hipMemcpyHtoDAsync``; OpenCL: a non-blocking
-            ``clEnqueueWriteBuffer``; Metal: the bytes are staged into a shared buffer at the call (``src`` may
-            change after it returns), then blitted; QNN: a host copy, done when it returns.
+            All.  CUDA/HIP: ``cuMemcpyHtoDAsync``/``hipMemcpyHtoDAsync`` (``src`` held until work after the copy is
+            seen complete); OpenCL: a blocking ``clEnqueueWriteBuffer`` (returns once ``src`` was read, after the
+            work before it); Metal, Vulkan: the bytes are staged at the call (Vulkan: or written straight into
+            host-visible memory when the stream is idle), then blitted / copied; QNN: a host copy, done when it
+            returns.  Everywhere but CUDA/HIP ``src`` may change once the call returns.
         """
         raise unsupported(self.device.kind, "Stream.copy_from_host")
 
@@ -84,7 +90,8 @@ class Stream:
                      src_offset: int = 0) -> None:
         """Copy bytes of an allocation into a host buffer, in stream order.
 
-        The bytes are in ``dst`` once the stream (or an event recorded after the copy) is synchronized.
+        The bytes are in ``dst`` when the call returns on every backend but CUDA/HIP; there, once the stream (or
+        an event recorded after the copy) is synchronized.
 
         Args:
             dst: a writable, C-contiguous buffer-protocol object (numpy array, bytearray, writable memoryview).
@@ -103,9 +110,10 @@ class Stream:
                 the vendor's status of the copy (Metal: the failure of earlier work, as :meth:`synchronize`).
 
         Backends:
-            All.  CUDA/HIP: ``cuMemcpyDtoHAsync``/``hipMemcpyDtoHAsync``; OpenCL: a non-blocking
-            ``clEnqueueReadBuffer``; Metal: synchronizes the stream, so the bytes are there when it returns; QNN:
-            a host copy, done when it returns.
+            All.  CUDA/HIP: ``cuMemcpyDtoHAsync``/``hipMemcpyDtoHAsync`` (``dst`` held until work after the copy is
+            seen complete); OpenCL: a blocking ``clEnqueueReadBuffer`` (returns after the work before it and the
+            read); Metal, Vulkan: wait for the stream, so the bytes are there when it returns; QNN: a host copy,
+            done when it returns.
         """
         raise unsupported(self.device.kind, "Stream.copy_to_host")
 
@@ -195,7 +203,8 @@ class Stream:
 
         Backends:
             CUDA: ``cuMemcpy2DAsync``; HIP: ``hipMemcpyParam2DAsync``; OpenCL: ``clEnqueueCopyBufferRect``
-            (device to device), ``clEnqueueWriteBufferRect``/``clEnqueueReadBufferRect`` (non-blocking).
+            (device to device), ``clEnqueueWriteBufferRect``/``clEnqueueReadBufferRect`` (blocking, as
+            :meth:`copy_from_host`/:meth:`copy_to_host`).
             Metal (the blit encoder copies linear ranges) and QNN (tensors are flat client buffers):
             ``UNSUPPORTED``.
         """

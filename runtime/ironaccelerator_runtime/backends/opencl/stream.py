@@ -11,7 +11,7 @@ from ironaccelerator_runtime.errors import Error, fail
 from ironaccelerator_runtime.traits.checks import foreign
 from ironaccelerator_runtime.kernel_args import shared_mem_error
 from ironaccelerator_runtime.traits import (
-    Allocation, CopyRegion, Event, KernelLaunch, InFlight, LaunchDims, PooledAllocation, Result, Stream, check_span,
+    Allocation, CopyRegion, Event, KernelLaunch, LaunchDims, PooledAllocation, Result, Stream, check_span,
     device_span, host_span, fill_pattern, host_view, not_a_launch,
 )
 
@@ -26,31 +26,25 @@ _NONE = object()  # the launch-dims cache's key before the first launch
 
 class OpenCLEvent(Event):
     """A marker in a stream (``clEnqueueMarkerWithWaitList``), made by ``OpenCLStream.record_event``, with the
-    queue's profiling timestamps for ``elapsed_ms``.  It knows the stream's in-flight host buffers enqueued
-    before it: once it is seen complete they are released."""
+    queue's profiling timestamps for ``elapsed_ms``.  (No host buffer waits on it: an OpenCL stream's host copies
+    are done with the host buffer when they return.)"""
 
-    def __init__(self, device: OpenCLDevice, handle: Any, inflight: InFlight | None = None, mark: int = 0) -> None:
+    def __init__(self, device: OpenCLDevice, handle: Any) -> None:
         self.device = device
         self.handle = handle
         self._finalizer = weakref.finalize(self, device.api.raw.clReleaseEvent, handle)
-        self._inflight = inflight
-        self._mark = mark
 
     def synchronize(self) -> None:
         self.device._check_open("Event.synchronize")
         api = self.device.api
         evs = api.ffi.new("cl_event[1]", [self.handle])
         api.check(api.raw.clWaitForEvents(1, evs), "clWaitForEvents")
-        self._done()
 
     def query(self) -> bool:
         self.device._check_open("Event.query")
         api = self.device.api
         status = api.info_int("clGetEventInfo", self.handle, api.cl.CL_EVENT_COMMAND_EXECUTION_STATUS, "cl_int")
-        done = bool(status == api.cl.CL_COMPLETE)
-        if done:
-            self._done()
-        return done
+        return bool(status == api.cl.CL_COMPLETE)
 
     def _end_ns(self) -> int:
         api = self.device.api
@@ -72,6 +66,11 @@ class OpenCLStream(Stream):
     profiling timestamps (``elapsed_ms``); ``prefetch`` is ``clEnqueueSVMMigrateMem`` of UNIFIED (SVM) memory
     (OpenCL 2.1 devices); 2-D/3-D copies are ``clEnqueueCopyBufferRect`` and its read/write twins.  ``capture()``
     (graphs) is ``UNSUPPORTED``: OpenCL has no stream capture.
+
+    Copies to and from host memory (any Python buffer) are blocking reads and writes, synchronous with respect
+    to the host as CUDA's copies of pageable memory are: ``copy_from_host`` returns once the source has been read,
+    ``copy_to_host`` once the bytes are in the destination, both after the work enqueued before them; no host
+    buffer is held past the call.  Device-to-device copies, fills and launches are asynchronous.
     """
 
     device: OpenCLDevice
@@ -81,6 +80,9 @@ class OpenCLStream(Stream):
     _dirty: object = False
     _idle: object = None
     _pool_event: OpenCLEvent | None = None
+    # whether work may be pending on the queue: set by every enqueue, cleared once the queue is seen empty (a
+    # finish, or a blocking read, which returns after everything enqueued before it); synchronize finishes only then
+    _pending = False
 
     def __init__(self, device: OpenCLDevice) -> None:
         api, ffi, cl = device.api, device.api.ffi, device.api.cl
@@ -92,8 +94,6 @@ class OpenCLStream(Stream):
         api.check(err[0], "clCreateCommandQueueWithProperties")
         self.queue = q
         self._finalizer = weakref.finalize(self, api.raw.clReleaseCommandQueue, q)
-        self._inflight = InFlight()  # host buffers of copies in flight, until work after them is seen complete
-        self._keep = self._inflight.items
         # the hot paths' raw functions, resolved once
         raw = api.raw
         self._null = ffi.NULL
@@ -111,7 +111,10 @@ class OpenCLStream(Stream):
         self._last: tuple[Any, Any, Any, bool] = (_NONE, None, None, False)  # (dims None must not match it)
         device._streams.add(self)
 
-    # copies (asynchronous; host buffers are kept alive until an event after them, or the stream, completes)
+    # copies to and from host memory: blocking (synchronous with respect to the host, as CUDA's of pageable memory):
+    # the call returns once the source was read (to the device) or the bytes are in the destination (to the host),
+    # so no host buffer is held past it; PoCL serves a blocking command as the enqueue and its own clFinish in one
+    # call, which is faster than a non-blocking one and a clFinish from Python (docs/performance.md)
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
                        src_offset: int = 0) -> None:
         device = self.device
@@ -138,11 +141,10 @@ class OpenCLStream(Stream):
         elif n > dst.nbytes:
             raise fail(ErrorKind.INVALID_VALUE, "Stream.copy_from_host", f"{n} bytes do not fit in {dst!r}", "OPENCL")
         null = self._null
-        code = self._write(self.queue, buf, 0, at, n, src_ptr, 0, null, null)
-        self._dirty = device._dirty = True
+        code = self._write(self.queue, buf, 1, at, n, src_ptr, 0, null, null)  # (blocking_write CL_TRUE)
+        self._dirty = self._pending = device._dirty = True  # (the device may still write dst after the source was read)
         if code:
             raise self.api.error(code, "clEnqueueWriteBuffer")
-        self._keep.append(ptr)  # the cdata holds the exporter's buffer until synchronize()
 
     def copy_to_host(self, dst: Any, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
                      src_offset: int = 0) -> None:
@@ -172,11 +174,12 @@ class OpenCLStream(Stream):
             raise fail(ErrorKind.INVALID_VALUE, "Stream.copy_to_host", f"{n} bytes is more than {src!r} holds",
                        "OPENCL")
         null = self._null
-        code = self._read(self.queue, buf, 0, at, n, dst_ptr, 0, null, null)
+        code = self._read(self.queue, buf, 1, at, n, dst_ptr, 0, null, null)  # (blocking_read CL_TRUE)
         self._dirty = device._dirty = True
         if code:
+            self._pending = True
             raise self.api.error(code, "clEnqueueReadBuffer")
-        self._keep.append(ptr)
+        self._pending = False  # (in order: everything enqueued before the read completed before it)
 
     def copy(self, dst: Allocation, src: Allocation, nbytes: int | None = None, *, dst_offset: int = 0,
              src_offset: int = 0) -> None:
@@ -186,7 +189,7 @@ class OpenCLStream(Stream):
         if n:
             self.api.check(self.api.raw.clEnqueueCopyBuffer(self.queue, s, d, so, do, n, 0, self._null, self._null),
                            "clEnqueueCopyBuffer")
-            self._dirty = self.device._dirty = True
+            self._dirty = self._pending = self.device._dirty = True
 
     def fill(self, dst: Allocation, value: int, nbytes: int | None = None, offset: int = 0, *,
              width: int = 1) -> None:
@@ -197,13 +200,13 @@ class OpenCLStream(Stream):
             pattern = self.api.ffi.new("char[]", v.to_bytes(w, "little"))
             self.api.check(self.api.raw.clEnqueueFillBuffer(self.queue, buf, pattern, w, o, n, 0, self._null,
                                                             self._null), "clEnqueueFillBuffer")
-            self._dirty = self.device._dirty = True
+            self._dirty = self._pending = self.device._dirty = True
 
     def _copy_rect(self, dst: Allocation | memoryview, src: Allocation | memoryview, region: CopyRegion,
                    function: str) -> None:
         """``clEnqueueCopyBufferRect`` (device to device), ``clEnqueueWriteBufferRect`` / ``clEnqueueReadBufferRect``
-        (to / from the host; non-blocking, the host buffer kept until the stream is seen past it): a buffer's offset
-        as an origin of its pitches, a host side's as its pointer moved."""
+        (to / from the host; blocking, as ``copy_from_host``/``copy_to_host``): a buffer's offset as an origin of its
+        pitches, a host side's as its pointer moved."""
         ffi, null = self.api.ffi, self._null
         region_ = ffi.new("size_t[3]", [region.width, region.height, region.depth])
         pitches = {"dst": (region.dst_pitch, region.dst_slice_pitch), "src": (region.src_pitch, region.src_slice_pitch)}
@@ -219,19 +222,20 @@ class OpenCLStream(Stream):
             row, slab = pitches[side]
             hrow, hslab = pitches["src" if to_device else "dst"]
             name = "clEnqueueWriteBufferRect" if to_device else "clEnqueueReadBufferRect"
-            code = getattr(self.api.raw, name)(self.queue, buf, 0, origin, zero, region_, row, slab, hrow, hslab,
+            code = getattr(self.api.raw, name)(self.queue, buf, 1, origin, zero, region_, row, slab, hrow, hslab,
                                                ptr + offset, 0, null, null)
-            self._dirty = self.device._dirty = True
+            self._dirty = self._pending = self.device._dirty = True
             if code:
                 raise self.api.error(code, name)
-            self._keep.append(ptr)  # (the cdata holds the exporter's buffer until the stream is seen past it)
+            if not to_device:
+                self._pending = False  # (a blocking read: the queue is empty, as after copy_to_host)
             return
         d = _live_buffer(dst, function, self.device)
         s = _live_buffer(src, function, self.device)
         so, do = ffi.new("size_t[3]", region.origin("src")), ffi.new("size_t[3]", region.origin("dst"))
         self.api.check(self.api.raw.clEnqueueCopyBufferRect(self.queue, s, d, so, do, region_, *pitches["src"],
                                                             *pitches["dst"], 0, null, null), "clEnqueueCopyBufferRect")
-        self._dirty = self.device._dirty = True
+        self._dirty = self._pending = self.device._dirty = True
 
     def prefetch(self, alloc: Allocation, to: Any = None, nbytes: int | None = None, offset: int = 0) -> None:
         # ``clEnqueueSVMMigrateMem`` of the UNIFIED allocation's SVM range (OpenCL 2.1 devices; older ones:
@@ -257,7 +261,7 @@ class OpenCLStream(Stream):
         flags = cl.CL_MIGRATE_MEM_OBJECT_HOST if host else 0
         self.api.check(self.api.raw.clEnqueueSVMMigrateMem(self.queue, 1, ptrs, sizes, flags, 0, self._null,
                                                            self._null), "clEnqueueSVMMigrateMem")
-        self._dirty = self.device._dirty = True
+        self._dirty = self._pending = self.device._dirty = True
 
     # launches
     def _sizes(self, d: LaunchDims, validate: bool) -> tuple[Any, Any]:
@@ -325,7 +329,7 @@ class OpenCLStream(Stream):
             err = _set_args(kernel, args, "Stream.launch")
             if err is None:
                 code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
-                self._dirty = self.device._dirty = True
+                self._dirty = self._pending = self.device._dirty = True
         finally:
             lock.release()
         if err is not None:
@@ -375,7 +379,7 @@ class OpenCLStream(Stream):
             err = _set_args(kernel, args, what)
             if err is None:
                 code = self._enqueue_kernel(self.queue, kernel.handle, 3, null, gl, lo, 0, null, null)
-                self._dirty = self.device._dirty = True
+                self._dirty = self._pending = self.device._dirty = True
         finally:
             lock.release()
         if err is not None:
@@ -389,10 +393,10 @@ class OpenCLStream(Stream):
 
     def _marker(self) -> OpenCLEvent:
         ev = self.api.ffi.new("cl_event *")
-        mark = self._inflight.mark()  # the marker completes after every copy enqueued before it
+        self._pending = True  # (synchronize flushes it)
         self.api.check(self.api.raw.clEnqueueMarkerWithWaitList(self.queue, 0, self._null, ev),
                        "clEnqueueMarkerWithWaitList")
-        return OpenCLEvent(self.device, ev[0], self._inflight, mark)
+        return OpenCLEvent(self.device, ev[0])
 
     def _pool_fence(self) -> OpenCLEvent | None:
         """MemoryPool's fence: None when nothing was enqueued since the last fence and that fence completed
@@ -427,7 +431,7 @@ class OpenCLStream(Stream):
         evs = self.api.ffi.new("cl_event[1]", [event.handle])
         self.api.check(self.api.raw.clEnqueueBarrierWithWaitList(self.queue, 1, evs, self._null),
                        "clEnqueueBarrierWithWaitList")
-        self._dirty = self.device._dirty = True
+        self._dirty = self._pending = self.device._dirty = True
 
     def synchronize(self) -> None:
         if self.device._closed:
@@ -435,15 +439,13 @@ class OpenCLStream(Stream):
         dirty = self._dirty
         if dirty:  # (a mark of its own: still there after the finish, nothing was enqueued since: query's True)
             mark = self._dirty = object()
-        inflight = self._inflight
-        keep = inflight.base + len(self._keep)  # (InFlight.mark inlined) what is enqueued before the finish
-        code = self._finish(self.queue)
-        if code:
-            raise self.api.error(code, "clFinish")
+        if self._pending:  # (else nothing was enqueued since the queue was last seen empty)
+            code = self._finish(self.queue)
+            if code:
+                raise self.api.error(code, "clFinish")
+            self._pending = False
         if dirty:
             self._idle = mark
-        if keep > inflight.base:  # anything to let go
-            inflight.release(keep)
         state = self.__dict__.get("_callback_state")  # (_check_callback_waits's test, inlined)
         if state is not None and state.wait_errors:
             self._check_callback_waits("Stream.synchronize")
@@ -464,7 +466,7 @@ class OpenCLStream(Stream):
             fence = self._pool_event
             return fence is None or fence.query()
         mark = self._dirty = object()
-        marker = self._marker()  # (completing, it releases the host buffers enqueued before it)
+        marker = self._marker()
         self.api.check(self.api.raw.clFlush(self.queue), "clFlush")  # submit the marker itself
         done = marker.query()
         if done:
