@@ -57,7 +57,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '019069f85b8adf707be58b81'
+BUILD_ID = '5591217b18e36629595fc87e'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
