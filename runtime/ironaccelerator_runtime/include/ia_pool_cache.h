@@ -126,24 +126,28 @@ static int ia_pc_truth(PyObject *o, PyObject *name)
 /* the truth of the device's flag `name` (_closed, _dirty, _fence_events): 0/1, or -1 with an exception set.
    Read from the device's __dict__ where the cache holds it (a dict lookup: a generic getattr costs ~3x as
    much, a third of the alloc + free pair with three of them), as getattr would find it there: the device's
-   class has no data descriptor of these names (ia_pc_new checks); absent there, getattr (a class default). */
+   class has no data descriptor of these names (ia_pc_new checks); absent there, the class's value. */
 static int ia_pc_flag(ia_pc_object *c, PyObject *name)
 {
     PyObject *v;
     int r;
     if (IA_LIKELY(c->flags != NULL)) {
-        if ((v = PyDict_GetItemWithError(c->flags, name)) != NULL) {
-            if (IA_LIKELY(v == Py_False || v == Py_True))
-                return v == Py_True;
-            if (PyList_CheckExact(v))  /* (_fence_events) */
-                return PyList_GET_SIZE(v) != 0;
-            Py_INCREF(v);  /* (its __bool__ may change the dict) */
-            r = PyObject_IsTrue(v);
-            Py_DECREF(v);
-            return r;
+        if ((v = PyDict_GetItemWithError(c->flags, name)) == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            /* not the instance's: the class's plain value (Metal's and Vulkan's _dirty, the trait's _fence_events
+               until first set), as getattr finds it; a descriptor (a method, say) is getattr's to bind */
+            if ((v = _PyType_Lookup(Py_TYPE(c->device), name)) == NULL || Py_TYPE(v)->tp_descr_get != NULL)
+                return ia_pc_truth(c->device, name);
         }
-        if (PyErr_Occurred())
-            return -1;
+        if (IA_LIKELY(v == Py_False || v == Py_True))
+            return v == Py_True;
+        if (PyList_CheckExact(v) || PyTuple_CheckExact(v))  /* (_fence_events) */
+            return Py_SIZE(v) != 0;
+        Py_INCREF(v);  /* (its __bool__ may change the dict) */
+        r = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        return r;
     }
     return ia_pc_truth(c->device, name);
 }

@@ -46,6 +46,9 @@ class QnnStream(Stream):
         self._notify: Any = None
         self._checked: Any = None  # the KernelLaunch Stream.launch checked last (its kernel, dims and device)
         self._profiler: Profiler | None = None  # set_profiling's (None: launches pass no profile handle)
+        # launches execute synchronously with no profile handle: QnnGraph_execute called at once (set by _run once
+        # the backend's asynchronous execution was found missing; cleared by set_profiling)
+        self._sync = False
         self._device_us = 0  # the library's execute time of this profiler's launches, summed (events read it)
         self.last_profile: LaunchProfile | None = None
 
@@ -118,7 +121,11 @@ class QnnStream(Stream):
         device = self.device
         if device._closed:
             raise device._closed_error("Stream.launch")
-        with kernel._lock:
+        # (as little Python as can be around the execute: on the x86 HTP emulation, every bytecode after a ~60 us
+        # execute runs cold, ~10x its usual cost: a `with` block around it cost 2-3% of the launch)
+        lock = kernel._lock
+        lock.acquire()
+        try:
             if args is not kernel._bound and not _same(args, kernel._bound):
                 err = kernel._bind(args, device, "Stream.launch")
                 if err is not None:
@@ -127,12 +134,9 @@ class QnnStream(Stream):
                 for a in kernel._blocks:
                     if a._freed:
                         raise _freed(a, "Stream.launch")
-            if self._profiler is not None:
-                code = self._run_profiled(kernel, self._profiler)
-            elif device.backend.async_execute is False:
-                code = kernel._execute(*kernel._call)
-            else:
-                code = self._run_async(kernel)
+            code = kernel._execute(*kernel._call) if self._sync else self._run(kernel)
+        finally:
+            lock.release()
         if code:
             raise self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
 
@@ -156,7 +160,9 @@ class QnnStream(Stream):
         device = self.device
         if device._closed:  # (a flag test: the rebind below would catch it, a repeated launch would not)
             return device._closed_error("Stream.launch_unchecked")
-        with kernel._lock:
+        lock = kernel._lock  # (as launch's)
+        lock.acquire()
+        try:
             if args is not kernel._bound and not _same(args, kernel._bound):
                 err: Error | None = kernel._bind(args, device, "Stream.launch_unchecked")
                 if err is not None:
@@ -165,12 +171,9 @@ class QnnStream(Stream):
                 for a in kernel._blocks:
                     if a._freed:
                         return _freed(a, "Stream.launch_unchecked")
-            if self._profiler is not None:
-                code = self._run_profiled(kernel, self._profiler)
-            elif device.backend.async_execute is False:
-                code = kernel._execute(*kernel._call)
-            else:
-                code = self._run_async(kernel)
+            code = kernel._execute(*kernel._call) if self._sync else self._run(kernel)
+        finally:
+            lock.release()
         return self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}") if code else None
 
     def set_profiling(self, level: str | None) -> None:
@@ -197,6 +200,7 @@ class QnnStream(Stream):
             QNN only.
         """
         self.synchronize()
+        self._sync = False  # (_run decides again)
         if level is None:
             self._profiler = None
             return
@@ -207,6 +211,17 @@ class QnnStream(Stream):
     def profiling(self) -> str | None:
         """The level :meth:`set_profiling` set (``"basic"``, ``"detailed"``), or None when not profiling."""
         return self._profiler.level if self._profiler is not None else None
+
+    def _run(self, kernel: QnnKernel) -> int:
+        """(Kernel's lock held.)  Execute where ``_sync`` is not set: profiled, asynchronously, or synchronously
+        once the backend has no asynchronous execution (which sets ``_sync`` for the next launches); the code."""
+        profiler = self._profiler
+        if profiler is not None:
+            return self._run_profiled(kernel, profiler)
+        if self.device.backend.async_execute is False:
+            self._sync = True
+            return int(kernel._execute(*kernel._call))
+        return self._run_async(kernel)
 
     def _run_profiled(self, kernel: QnnKernel, profiler: Profiler) -> int:
         """``QnnGraph_execute`` with the profile handle, then its events read as ``last_profile``."""

@@ -57,7 +57,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '5591217b18e36629595fc87e'
+BUILD_ID = 'ff127070dd797eb9b86cbb9a'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],
