@@ -57,7 +57,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'ff127070dd797eb9b86cbb9a'
+BUILD_ID = '8ed5d7f21c188650d7d6d9de'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

@@ -96,7 +96,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '1ea44c9da64483cee1231854'
+BUILD_ID = 'fb6824371c98fe209eb9153f'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

@@ -206,7 +206,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'cf71c4f722e4bfc49045aec3'
+BUILD_ID = '9d1aaf01513bb48042c25c7e'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
