@@ -6,7 +6,8 @@ at the 0.1-1 us scale of these pairs.  This script times ``--repeats`` rounds of
 in turn, and keeps each variant's fastest batch: what the code costs when it is not preempted.  Same variants and
 raw references as those benches (issue 27 item 4): QNN's raw pair is ``ffi.new("uint8_t[]", n)`` + drop, Metal's
 ``newBufferWithLength:options:`` (the unchecked trampoline) + ``release``; the targets are theirs (``dev.alloc``
-+ free <= 1.3x, ``alloc_unchecked`` + ``free_unchecked`` <= 1.2x).  Not a replacement for them: a floor.
++ free <= 1.3x, ``alloc_unchecked`` + ``free_unchecked`` <= 1.2x, the device's ``MemoryPool`` ``alloc(n)`` +
+``free()`` + drop <= 1.0x).  Not a replacement for them: a floor.
 
     .venv/bin/python bench/bench_alloc_floor.py [--repeats 40] [--batch 1000] [--backends qnn metal] [--tree DIR]
 
@@ -87,19 +88,27 @@ def main() -> int:
             for _ in range(n):
                 alloc(nb).free_unchecked()
 
+        pool = dev.memory_pool()
+
+        def ours_pool(nb: int, n: int) -> None:
+            alloc = pool.alloc
+            for _ in range(n):
+                alloc(nb).free()
+
         for nb in SIZES:
-            best = [float("inf")] * 3
+            pool.alloc(nb).free()  # (the pool's block of this size class, cached)
+            best = [float("inf")] * 4
             for _ in range(opts.repeats):
-                for i, f in enumerate((raw, ours, ours_u)):
+                for i, f in enumerate((raw, ours, ours_u, ours_pool)):
                     t0 = time.perf_counter()
                     f(nb, opts.batch)
                     best[i] = min(best[i], (time.perf_counter() - t0) / opts.batch)
-            r, r_u = best[1] / best[0], best[2] / best[0]
-            ok = r <= 1.3 and r_u <= 1.2
+            r, r_u, r_p = best[1] / best[0], best[2] / best[0], best[3] / best[0]
+            ok = r <= 1.3 and r_u <= 1.2 and r_p <= 1.0
             missed += not ok
             print(f"{name:5} {nb:6d} B  raw {best[0] * 1e9:6.0f} ns  dev.alloc + free {best[1] * 1e9:6.0f} ns "
                   f"{r:5.2f}x (<= 1.3)  unchecked {best[2] * 1e9:6.0f} ns {r_u:5.2f}x (<= 1.2)  "
-                  f"{'OK' if ok else 'MISS'}")
+                  f"pool {best[3] * 1e9:6.0f} ns {r_p:5.2f}x (<= 1.0)  {'OK' if ok else 'MISS'}")
         dev.close()
     return 1 if missed else 0
 

@@ -2,7 +2,8 @@
 
 Sections (every ratio: the median over repeats of the paired per-repeat ratio, see _harness.py):
 
-1. one execution of a 1x1024 f32 add graph: ``Stream.launch`` (checked, one KernelLaunch reused) and
+1. one execution of a 1x1024 f32 add graph, timed op by op with the variants alternating (``run_interleaved``: a
+   repeat's sample is the median of its ops): ``Stream.launch`` (checked, one KernelLaunch reused) and
    ``Stream.launch_unchecked`` against raw ``QnnGraph_execute`` (the generated unchecked function) with prebuilt
    ``Qnn_Tensor_t`` arrays, and unchecked against checked;
    and a launch that rebinds its arguments every time (a new KernelLaunch alternating between two argument sets),
@@ -47,7 +48,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import numpy as np  # noqa: E402
 
-from _harness import Targets, Variant, ratio, run, spread, us  # noqa: E402
+from _harness import Targets, Variant, ratio, run, run_interleaved, spread, us  # noqa: E402
 
 TARGET_LAUNCH = 1.05  # Stream.launch time / raw QnnGraph_execute time
 TARGET_ALLOC = 1.3  # dev.alloc + free / ffi.new("uint8_t[]", n) + its drop
@@ -111,16 +112,22 @@ def main() -> int:
 
     alt = [(bufs[0], bufs[1], bufs[2]), (bufs[1], bufs[0], bufs[3])]
 
+    flip = [0]  # (which argument set is next, across calls: the interleaved run calls rebind(1))
+
     def rebind(n: int) -> None:
         f = s.launch
-        for i in range(n):
-            f(KernelLaunch(k, LaunchDims(), alt[i & 1]))
+        for _ in range(n):
+            flip[0] ^= 1
+            f(KernelLaunch(k, LaunchDims(), alt[flip[0]]))
 
     v = {"raw": Variant("raw", "raw QnnGraph_execute, prebuilt tensors", raw),
          "ours": Variant("ours", "Stream.launch (checked, launch reused)", checked),
          "ours_u": Variant("ours_u", "Stream.launch_unchecked", unchecked),
          "rebind": Variant("rebind", "Stream.launch, arguments rebound every launch", rebind)}
-    run(list(v.values()), opts.repeats, opts.target_ms / 1000)
+    # (op by op, the variants alternating: a launch is ~55 us, long enough to time alone, and the emulated execute
+    # varies by 10-100% from one ~50 ms batch to the next on a shared machine, by 1-3% between neighbouring ops;
+    # the rebinding launch in a group of its own: between two reused launches it would rebind their kernel)
+    run_interleaved([[v["raw"], v["ours"], v["ours_u"]], [v["rebind"]]], opts.repeats, opts.target_ms / 1000)
     targets = Targets()
     print("\n== 1. one graph execution (1x1024 f32 add), per launch       us    IQR%   / raw")
     for x in v.values():

@@ -2290,6 +2290,113 @@ def test_memory_pool_compiled_paths_race_trim_and_stats(device: Device) -> None:
     pool.trim()
 
 
+def test_memory_pool_compiled_drop_is_the_classes_finalizer(device: Device) -> None:
+    """With the compiled free list, ``PooledAllocation.__del__`` is a slot wrapper of its C finalizer (its
+    tp_finalize, inherited by subclasses), as a C type's would be, not a method that CPython looks up and calls on
+    every drop.  It keeps ``Allocation.__del__``'s contract: a freed allocation's drop changes nothing, an unfreed
+    one's gives the block back, a failing release is reported (sys.unraisablehook) and never propagates nor replaces
+    the exception being handled, and calling it on something else never reads that object as an allocation."""
+    import sys
+
+    from ironaccelerator_runtime.traits.pool import PooledAllocation
+
+    pool = _compiled_pool(device)
+    assert type(vars(PooledAllocation)["__del__"]).__name__ == "wrapper_descriptor"
+
+    class Sub(PooledAllocation):
+        __slots__ = ()
+
+    assert Sub.__del__ is PooledAllocation.__del__
+    device.synchronize()
+    a = pool.alloc(3000)
+    a.free()
+    cached = pool.stats().cached_bytes
+    del a  # (freed: nothing)
+    assert pool.stats().cached_bytes == cached
+    b = pool.alloc(3000)
+    assert pool.stats().cached_bytes == cached - MemoryPool.size_class(3000)
+    assert pool.stats().in_use_bytes == MemoryPool.size_class(3000)
+    del b  # (unfreed: back to the pool, by the compiled path or Allocation.__del__)
+    assert pool.stats().in_use_bytes == 0
+    seen: list[BaseException | None] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda u: seen.append(u.exc_value)
+    try:
+        c = pool.alloc(3000)
+        c._track(lambda: 1 // 0)  # (a release that fails)
+        try:
+            raise KeyError("handled")
+        except KeyError:
+            del c
+            assert isinstance(sys.exc_info()[1], KeyError)
+        PooledAllocation.__del__(object())  # type: ignore[arg-type]  # (not an allocation: reported)
+    finally:
+        sys.unraisablehook = hook
+    assert len(seen) == 2 and isinstance(seen[0], ZeroDivisionError) and isinstance(seen[1], AttributeError), seen
+    pool.trim()
+
+
+def test_memory_pool_compiled_paths_read_the_devices_flags(device: Device) -> None:
+    """The compiled alloc and free read the device's ``_closed``, ``_dirty`` and ``_fence_events`` from its
+    ``__dict__`` (cheaper than a getattr), as getattr reads them: a change to the instance's flag is seen by the next
+    call, and a data descriptor of one on the device's class (which getattr prefers to the dict) turns that off."""
+    import sys
+
+    pool = _compiled_pool(device)
+    device.synchronize()
+    pool.alloc(3000).free()
+    fence_clear = not device._dirty and not device._fence_events
+    closed = vars(device).get("_closed", None)
+    device._closed = True
+    try:
+        with pytest.raises(Error) as e:
+            pool.alloc(3000)
+        assert e.value.kind is ErrorKind.INVALID_HANDLE
+    finally:
+        if closed is None:
+            del device._closed
+        else:
+            device._closed = closed
+    if fence_clear:
+        calls: list[str] = []
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "call":
+                calls.append(frame.f_code.co_qualname)
+
+        a = pool.alloc(3000)
+        dirty = vars(device).get("_dirty", None)
+        device._dirty = True  # (work enqueued since the last fence: the free must fence, in Python)
+        sys.setprofile(profile)
+        try:
+            a.free()
+        finally:
+            sys.setprofile(None)
+            if dirty is not None and vars(device).get("_dirty") is True:
+                device._dirty = dirty
+        assert "PooledAllocation.free" in calls, calls
+        device.synchronize()
+    # a data descriptor of the flag on the device's class wins over its __dict__, for the C as for getattr
+    cache_type = type(pool._cache)
+
+    class Shadowed:
+        _closed = property(lambda self: True)
+        _dirty = False
+        _fence_events: list[Any] = []
+
+    fake = Shadowed()
+    fake.__dict__["_closed"] = False  # (what a dict read would find)
+    block = device.alloc(MemoryPool.size_class(3000))
+    cache = cache_type(pool, fake, pool.kind, {MemoryPool.size_class(3000): [block]}, MemoryPool.alloc,
+                       MemoryPool.MIN_BLOCK)
+    hits = cache.hits
+    a = cache.alloc(3000)  # (closed, by the property: the Python path, the real pool's)
+    assert cache.hits == hits and a.block is not block
+    a.free()
+    block.free()
+    pool.trim()
+
+
 # ------------------------------------------------------------------ the kernel-argument policy (kernel_args)
 
 # Backends whose LaunchDims.shared_mem is dynamic shared memory (sharedMemBytes); elsewhere it is UNSUPPORTED

@@ -620,7 +620,7 @@ def test_a_reused_launch_skips_only_what_it_cannot_change(backend: Any, binary: 
     a, b, c = (dev.alloc(4 * G.N) for _ in range(3))
     launch = KernelLaunch(k, LaunchDims(), (a, b, c))
     s.launch(launch)
-    assert s._checked is launch
+    assert s._checked[0] is launch
     as_list = [k, LaunchDims(), (a, b, c)]
     s.launch(as_list)
     as_list[1] = LaunchDims(2)  # the same list, now with dims QNN refuses
@@ -638,6 +638,81 @@ def test_a_reused_launch_skips_only_what_it_cannot_change(backend: Any, binary: 
     dev.close()
     for call in (s.launch, s.launch_unchecked):
         r = _error_of(call, launch)
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE, r
+
+
+def test_a_reused_launch_runs_in_c_and_keeps_every_check(backend: Any, binary: bytes) -> None:
+    """API mode: a stream's launch and launch_unchecked of the KernelLaunch it ran last run in C (a prepared launcher,
+    ia_prepared_launch.h: no Python code, ~1.00x the raw QnnGraph_execute where the Python method ran at 1.04-1.05x),
+    and keep what the Python method checks per launch: a kernel another launch rebound is bound again (the right
+    result), a freed argument is INVALID_HANDLE, a profiling stream profiles, a failing execute is the library's
+    Error (raised; returned unchecked), a closed device INVALID_HANDLE."""
+    import sys
+
+    dev = backend.open(0)
+    if getattr(dev._pool_fast, "_prepared_launcher", None) is None:
+        dev.close()
+        pytest.skip("ABI mode: no compiled module, the Python launch")
+    k = dev.load_module(binary).kernel("add_f32")
+    s, other = dev.create_stream(), dev.create_stream()
+    a, b = G.inputs("f32", 3)
+    da, db, dc, dd = (dev.alloc(a.nbytes) for _ in range(4))
+    s.copy_from_host(da, a)
+    s.copy_from_host(db, b)
+    launch = KernelLaunch(k, LaunchDims(), (da, db, dc))
+    s.launch(launch)
+    assert s._prepared is not None and s._prepared[0] is launch
+    assert type(type(s).launch).__name__ == "_PreparedLauncher"
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    sys.setprofile(profile)
+    try:
+        s.launch(launch)
+        r = s.launch_unchecked(launch)
+    finally:
+        sys.setprofile(None)
+    assert calls == [] and r is None, calls
+    # another launch of the kernel, on another stream, rebinds it: the prepared launch binds it back
+    other.launch(KernelLaunch(k, LaunchDims(), (db, da, dd)))
+    dc_host = np.zeros_like(a)
+    s.copy_from_host(dc, dc_host)
+    s.launch(launch)
+    s.copy_to_host(dc_host, dc)
+    np.testing.assert_array_equal(dc_host, a + b)
+    # a profiling stream profiles its launches (the Python path), and runs in C again once it stops
+    s.set_profiling("basic")
+    s.launch(launch)
+    assert s.last_profile is not None and s.last_profile.execute_us is not None
+    s.set_profiling(None)
+    assert s._prepared is None
+    s.launch(launch)
+    assert s._prepared is not None and s._prepared[0] is launch
+    # a failing execute: the library's Error, raised by launch, returned by launch_unchecked
+    real = k._execute
+    k._execute = lambda *args: 6004  # (QNN_GRAPH_ERROR_INVALID_HANDLE's value)
+    try:
+        with pytest.raises(Error) as ei:
+            s.launch(launch)
+        assert ei.value.code == 6004 and "QnnGraph_execute" in str(ei.value)
+        r = s.launch_unchecked(launch)
+        assert isinstance(r, Error) and r.code == 6004, r
+    finally:
+        k._execute = real
+    s.launch(launch)
+    dc.free()
+    for call in (s.launch, s.launch_unchecked):
+        r = _error_of(call, launch)
+        assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE and "freed" in str(r), r
+    relaunch = KernelLaunch(k, LaunchDims(), (da, db, dd))
+    s.launch(relaunch)
+    assert s._prepared is not None and s._prepared[0] is relaunch
+    dev.close()
+    for call in (s.launch, s.launch_unchecked):
+        r = _error_of(call, relaunch)
         assert isinstance(r, Error) and r.kind is ErrorKind.INVALID_HANDLE, r
 
 

@@ -81,18 +81,25 @@ static PyObject *ia_mem_free_py = NULL, *ia_mem_free_unchecked_py = NULL, *ia_me
      "are exported)."}, \
     {"free_unchecked", (PyCFunction)PREFIX##_free_unchecked, METH_NOARGS, "Free the memory; the Error, or None."},
 
+/* a tp_finalize's slow part: fn(self, arg), the exception being handled (if any) kept, an error of fn's own
+   unraisable (as a Python __del__'s); also ia_pool_cache.h's */
+static void ia_mem_run_finalizer(PyObject *self, PyObject *(*fn)(PyObject *, PyObject *), PyObject *arg)
+{
+    PyObject *type, *value, *tb, *r;
+    PyErr_Fetch(&type, &value, &tb);
+    if ((r = fn(arg, self)) == NULL)
+        PyErr_WriteUnraisable(self);
+    Py_XDECREF(r);
+    PyErr_Restore(type, value, tb);
+}
+
 /* dropped unfreed: Allocation.__del__ (the instance's _drop, or its _release) */
 static void ia_mem_finalize(PyObject *self)
 {
     ia_mem_object *m = (ia_mem_object *)self;
-    PyObject *type, *value, *tb, *r;
     if (IA_LIKELY(m->freed || !m->tracked))
         return;
-    PyErr_Fetch(&type, &value, &tb);
-    if ((r = PyObject_CallOneArg(ia_mem_del_py, self)) == NULL)
-        PyErr_WriteUnraisable(self);
-    Py_XDECREF(r);
-    PyErr_Restore(type, value, tb);
+    ia_mem_run_finalizer(self, PyObject_CallOneArg, ia_mem_del_py);
 }
 
 static int ia_mem_traverse(PyObject *self, visitproc visit, void *arg)

@@ -31,12 +31,14 @@
  *   _pool_cache_setup(PooledAllocation, slots, free, delete) -> (_PoolCache, free, __del__)
  *       once per process: the PooledAllocation class, its 9 slot descriptors (pool, block, nbytes, kind, device,
  *       stream, _freed, _views, _cache: the C reads and writes them at their offsets), its Python free and
- *       Allocation.__del__ (the slow paths); returns the cache type and the compiled free and __del__, methods
- *       for any object (pool.py sets them on PooledAllocation).
+ *       Allocation.__del__ (the slow paths); returns the cache type and the compiled free (a method) and
+ *       __del__ (a slot wrapper of tp_finalize), both for any object (pool.py sets them on PooledAllocation:
+ *       the class's tp_finalize is then the C one, so the drop of a freed allocation runs no Python code).
  *   _PoolCache(pool, device, kind, free_lists, alloc, min_block)
  *       a pool's lock (acquire/release/with, as threading.Lock) and its compiled alloc: the hits of a size
  *       class with a free block, taken with no Python code run; anything else (a stream, a miss, a closed
- *       device, a non-int size, the lock held) calls the Python MemoryPool.alloc.
+ *       device, a non-int size, the lock held) calls the Python MemoryPool.alloc.  It reads the device's flags
+ *       (_closed; _dirty and _fence_events, the free's fence test) from the device's __dict__ (ia_pc_flag).
  *
  * Threads: the compiled paths never take the lock; they run with the GIL held and no Python code between
  * their test of `locked` and their change of a list, so they never interleave with Python code that holds
@@ -47,6 +49,8 @@
 #include "pythread.h"
 #include "structmember.h"
 
+#include "ia_memory_common.h"  /* (ia_mem_run_finalizer) */
+
 enum { IA_PA_POOL, IA_PA_BLOCK, IA_PA_NBYTES, IA_PA_KIND, IA_PA_DEVICE, IA_PA_STREAM, IA_PA_FREED, IA_PA_VIEWS,
        IA_PA_CACHE, IA_PA_SLOTS };
 static Py_ssize_t ia_pa_offset[IA_PA_SLOTS];
@@ -54,7 +58,7 @@ static PyTypeObject *ia_pa_type = NULL;  /* PooledAllocation (exactly: a subclas
 static PyObject *ia_pa_free_py = NULL;   /* PooledAllocation.free in Python: the slow path */
 static PyObject *ia_pa_del_py = NULL;    /* Allocation.__del__: a pooled allocation dropped unfreed */
 static PyObject *ia_pc_str_closed = NULL, *ia_pc_str_dirty, *ia_pc_str_fence_events, *ia_pc_str_tracked,
-                *ia_pc_str_drop;
+                *ia_pc_str_drop, *ia_pc_str_del;
 #define IA_PA_SLOT(o, i) (*(PyObject **)((char *)(o) + ia_pa_offset[i]))
 #define IA_PC_CLASSES 64
 
@@ -63,6 +67,7 @@ typedef struct {
     PyThread_type_lock lock;
     char locked;                         /* the lock is held (by Python code): the compiled paths stand aside */
     PyObject *pool, *device, *kind;
+    PyObject *flags;                     /* the device's __dict__, where its flags are read (ia_pc_flag), or NULL */
     PyObject *free_lists;                /* MemoryPool._free: {size class: [block, ...]} */
     PyObject *alloc;                     /* MemoryPool.alloc (the function): the slow path */
     PyObject *lists[IA_PC_CLASSES];      /* free_lists[1 << k], once seen */
@@ -116,6 +121,55 @@ static int ia_pc_truth(PyObject *o, PyObject *name)
     r = v == Py_False ? 0 : v == Py_True ? 1 : PyObject_IsTrue(v);
     Py_DECREF(v);
     return r;
+}
+
+/* the truth of the device's flag `name` (_closed, _dirty, _fence_events): 0/1, or -1 with an exception set.
+   Read from the device's __dict__ where the cache holds it (a dict lookup: a generic getattr costs ~3x as
+   much, a third of the alloc + free pair with three of them), as getattr would find it there: the device's
+   class has no data descriptor of these names (ia_pc_new checks); absent there, the class's value. */
+static int ia_pc_flag(ia_pc_object *c, PyObject *name)
+{
+    PyObject *v;
+    int r;
+    if (IA_LIKELY(c->flags != NULL)) {
+        if ((v = PyDict_GetItemWithError(c->flags, name)) == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            /* not the instance's: the class's plain value (Metal's and Vulkan's _dirty, the trait's _fence_events
+               until first set), as getattr finds it; a descriptor (a method, say) is getattr's to bind */
+            if ((v = _PyType_Lookup(Py_TYPE(c->device), name)) == NULL || Py_TYPE(v)->tp_descr_get != NULL)
+                return ia_pc_truth(c->device, name);
+        }
+        if (IA_LIKELY(v == Py_False || v == Py_True))
+            return v == Py_True;
+        if (PyList_CheckExact(v) || PyTuple_CheckExact(v))  /* (_fence_events) */
+            return Py_SIZE(v) != 0;
+        Py_INCREF(v);  /* (its __bool__ may change the dict) */
+        r = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        return r;
+    }
+    return ia_pc_truth(c->device, name);
+}
+
+/* the device's __dict__ (a new reference) where getattr finds these flags in it (a generic getattr, no data
+   descriptor of theirs on its class), else NULL (no exception set) */
+static PyObject *ia_pc_flags_of(PyObject *device)
+{
+    PyTypeObject *t = Py_TYPE(device);
+    PyObject *names[3] = {ia_pc_str_closed, ia_pc_str_dirty, ia_pc_str_fence_events}, *d, *dict;
+    int i;
+    if (t->tp_getattro != PyObject_GenericGetAttr || t->tp_dictoffset == 0)
+        return NULL;
+    for (i = 0; i < 3; i++)
+        if ((d = _PyType_Lookup(t, names[i])) != NULL && Py_TYPE(d)->tp_descr_set != NULL)
+            return NULL;
+    if ((dict = PyObject_GenericGetDict(device, NULL)) == NULL || !PyDict_CheckExact(dict)) {
+        PyErr_Clear();
+        Py_XDECREF(dict);
+        return NULL;
+    }
+    return dict;
 }
 
 /* the slow path of a method: fn(first, *args, **kwnames) */
@@ -218,7 +272,7 @@ static PyObject *ia_pc_alloc(ia_pc_object *c, PyObject *const *args, Py_ssize_t 
         PyErr_Clear();
         goto slow;
     }
-    if ((closed = ia_pc_truth(c->device, ia_pc_str_closed)) != 0) {
+    if ((closed = ia_pc_flag(c, ia_pc_str_closed)) != 0) {
         if (closed < 0)
             return NULL;
         goto slow;  /* (raises INVALID_HANDLE) */
@@ -280,8 +334,8 @@ static int ia_pa_push(PyObject *self)
     }
     if ((k = ia_pc_class(c, n)) >= IA_PC_CLASSES || (list = ia_pc_list(c, k)) == NULL)
         return 0;
-    if ((busy = ia_pc_truth(c->device, ia_pc_str_dirty)) == 0)
-        busy = ia_pc_truth(c->device, ia_pc_str_fence_events);
+    if ((busy = ia_pc_flag(c, ia_pc_str_dirty)) == 0)
+        busy = ia_pc_flag(c, ia_pc_str_fence_events);
     if (busy != 0)
         return busy < 0 ? -1 : 0;  /* (work may be queued: the Python path fences the block) */
     if (IA_UNLIKELY(c->locked))
@@ -307,15 +361,13 @@ static PyObject *ia_pa_free(PyObject *self, PyObject *const *args, Py_ssize_t na
     return ia_pc_call(ia_pa_free_py, self, args, nargs, kwnames);
 }
 
-/* PooledAllocation.__del__: nothing once freed (the hot path); dropped unfreed, ia_pa_push where the allocation
-   is tracked and releases by _release (no _drop); else Allocation.__del__ */
-static PyObject *ia_pa_del(PyObject *self, PyObject *Py_UNUSED(ignored))
+/* PooledAllocation.__del__'s work for an allocation dropped unfreed: ia_pa_push where it is tracked and releases
+   by _release (no _drop); else Allocation.__del__ (`del_py`) */
+static PyObject *ia_pa_del(PyObject *del_py, PyObject *self)
 {
-    PyObject *freed = IA_PA_SLOT(self, IA_PA_FREED), *drop;
+    PyObject *drop;
     int r;
-    if (IA_LIKELY(Py_TYPE(self) == ia_pa_type && (freed == Py_True || freed == NULL)))
-        Py_RETURN_NONE;  /* (NULL: an allocation never made, see ia_pc_alloc) */
-    if (Py_TYPE(self) == ia_pa_type && freed == Py_False) {
+    if (Py_TYPE(self) == ia_pa_type && IA_PA_SLOT(self, IA_PA_FREED) == Py_False) {
         if ((r = ia_pc_truth(self, ia_pc_str_tracked)) <= 0) {
             if (r == 0)
                 Py_RETURN_NONE;  /* (untracked: nothing, as Allocation.__del__) */
@@ -330,8 +382,32 @@ static PyObject *ia_pa_del(PyObject *self, PyObject *Py_UNUSED(ignored))
             Py_RETURN_NONE;
         }
     }
-    return PyObject_CallOneArg(ia_pa_del_py, self);
+    return PyObject_CallOneArg(del_py, self);
 }
+
+/* PooledAllocation's tp_finalize (its __del__, a slot wrapper: see ia_pool_cache_setup), run by every drop: a
+   pointer test once freed (the hot path: no Python code, no lookup of __del__), else ia_pa_del */
+static void ia_pa_finalize(PyObject *self)
+{
+    PyObject *freed;
+    if (IA_LIKELY(PyObject_TypeCheck(self, ia_pa_type))) {
+        freed = IA_PA_SLOT(self, IA_PA_FREED);
+        if (IA_LIKELY(freed == Py_True || freed == NULL))
+            return;  /* (NULL: an allocation never made, see ia_pc_alloc) */
+    }
+    ia_mem_run_finalizer(self, ia_pa_del, ia_pa_del_py);
+}
+
+/* a never-made type whose tp_finalize gives ia_pool_cache_setup the __del__ slot's wrapperbase (CPython's, for a
+   slot wrapper of ia_pa_finalize) */
+static PyTypeObject ia_pa_finalizer_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = IA_PACKAGE "._PooledFinalizer",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = "(ia_pool_cache.h: the slot of PooledAllocation.__del__)",
+    .tp_finalize = ia_pa_finalize,
+};
 
 static int ia_pc_traverse(PyObject *self, visitproc visit, void *arg)
 {
@@ -340,6 +416,7 @@ static int ia_pc_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(c->pool);
     Py_VISIT(c->device);
     Py_VISIT(c->kind);
+    Py_VISIT(c->flags);
     Py_VISIT(c->free_lists);
     Py_VISIT(c->alloc);
     for (k = 0; k < IA_PC_CLASSES; k++)
@@ -354,6 +431,7 @@ static int ia_pc_clear(PyObject *self)
     Py_CLEAR(c->pool);
     Py_CLEAR(c->device);
     Py_CLEAR(c->kind);
+    Py_CLEAR(c->flags);
     Py_CLEAR(c->free_lists);
     Py_CLEAR(c->alloc);
     for (k = 0; k < IA_PC_CLASSES; k++)
@@ -400,6 +478,7 @@ static PyObject *ia_pc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     c->device = device;
     Py_INCREF(kind);
     c->kind = kind;
+    c->flags = ia_pc_flags_of(device);
     Py_INCREF(lists);
     c->free_lists = lists;
     Py_INCREF(alloc);
@@ -444,8 +523,6 @@ static PyMethodDef ia_pa_free_def = {
     "free(stream=None)\n--\n\nGive the block back to the pool, in the order of ``stream`` (default: the stream it "
     "was allocated on); see the Python PooledAllocation.free (traits/pool.py), which this runs for all but a "
     "block allocated and freed with no stream on an idle device."};
-static PyMethodDef ia_pa_del_def = {
-    "__del__", (PyCFunction)ia_pa_del, METH_NOARGS, "Give the block back if the allocation was not freed."};
 
 static PyObject *ia_pool_cache_setup(PyObject *ia_self, PyObject *const *ia_args, Py_ssize_t ia_nargs)
 {
@@ -480,14 +557,25 @@ static PyObject *ia_pool_cache_setup(PyObject *ia_self, PyObject *const *ia_args
             || (ia_pc_str_dirty = PyUnicode_InternFromString("_dirty")) == NULL
             || (ia_pc_str_fence_events = PyUnicode_InternFromString("_fence_events")) == NULL
             || (ia_pc_str_tracked = PyUnicode_InternFromString("_tracked")) == NULL
-            || (ia_pc_str_drop = PyUnicode_InternFromString("_drop")) == NULL))
+            || (ia_pc_str_drop = PyUnicode_InternFromString("_drop")) == NULL
+            || (ia_pc_str_del = PyUnicode_InternFromString("__del__")) == NULL))
         return NULL;
-    if (PyType_Ready(&ia_pc_type) < 0)
+    if (PyType_Ready(&ia_pc_type) < 0 || PyType_Ready(&ia_pa_finalizer_type) < 0)
         return NULL;
-    if ((free_d = PyDescr_NewMethod(&PyBaseObject_Type, &ia_pa_free_def)) == NULL)
+    /* __del__: a slot wrapper of ia_pa_finalize for any object (as the free below), so that setting it on the
+       class makes ia_pa_finalize its tp_finalize (and its subclasses'), as a C base type's would be; a method
+       would leave the class CPython's slot_tp_finalize, which looks __del__ up and calls it on every drop */
+    del_d = PyDict_GetItemWithError(ia_pa_finalizer_type.tp_dict, ia_pc_str_del);  /* (borrowed) */
+    if (del_d == NULL || !Py_IS_TYPE(del_d, &PyWrapperDescr_Type)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_pool_cache_setup: no __del__ slot wrapper");
         return NULL;
-    if ((del_d = PyDescr_NewMethod(&PyBaseObject_Type, &ia_pa_del_def)) == NULL) {
-        Py_DECREF(free_d);
+    }
+    if ((del_d = PyDescr_NewWrapper(&PyBaseObject_Type, ((PyWrapperDescrObject *)del_d)->d_base,
+                                    (void *)ia_pa_finalize)) == NULL)
+        return NULL;
+    if ((free_d = PyDescr_NewMethod(&PyBaseObject_Type, &ia_pa_free_def)) == NULL) {
+        Py_DECREF(del_d);
         return NULL;
     }
     Py_INCREF(ia_args[0]);

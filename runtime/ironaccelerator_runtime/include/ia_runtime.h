@@ -1867,6 +1867,9 @@ static PyObject *ia_pool_setup(PyObject *ia_self, PyObject *const *ia_args, Py_s
    _host_allocator, _host_memory (IA_HOST_MEMORY_METHODS below). */
 #include "structmember.h"
 #include "ia_host_memory.h"
+/* A stream's launch of its last KernelLaunch in C (issue 27 item 4; branch qnnpool): ia_prepared_launch.h,
+   vendor-neutral; _fast._prepared_launcher (IA_PREPARED_LAUNCH_METHODS below). */
+#include "ia_prepared_launch.h"
 
 
 #if IA_DEVMEM
@@ -2399,8 +2402,9 @@ static PyObject *ia_devmem_setup(PyObject *ia_self, PyObject *const *ia_args, Py
 /* The module _fast: the library's fast paths (in ia_fast_methods, defined after this file), then the
    runtime's own methods (IA_RUNTIME_METHODS ends the table). */
 #define IA_RUNTIME_METHODS IA_LAUNCH_METHODS IA_POOL_METHODS IA_POOL_CACHE_METHODS IA_HOST_MEMORY_METHODS \
-    IA_DEVMEM_METHODS {NULL, NULL, 0, NULL}
-#define IA_FAST_METHODS (IA_FAST_COUNT + 7 + IA_POOL_CACHE_METHOD_COUNT + IA_HOST_MEMORY_METHOD_COUNT)
+    IA_PREPARED_LAUNCH_METHODS IA_DEVMEM_METHODS {NULL, NULL, 0, NULL}
+#define IA_FAST_METHODS (IA_FAST_COUNT + 7 + IA_POOL_CACHE_METHOD_COUNT + IA_HOST_MEMORY_METHOD_COUNT \
+                         + IA_PREPARED_LAUNCH_METHOD_COUNT)
 static PyMethodDef ia_fast_methods[IA_FAST_METHODS];
 
 static struct PyModuleDef ia_fast_def = {

@@ -27,6 +27,26 @@ from .tables import _DEFAULT_DIMS, _KIND, _NAME, _NOT_SUPPORTED
 # ---------------------------------------------------------------------------------------------------- streams
 
 
+def _launch_error(stream: QnnStream, kernel: QnnKernel, code: int) -> Error:
+    """The Error of a failed execute of the compiled launchers (ia_prepared_launch.h), as Stream.launch's."""
+    return stream.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
+
+
+_COMPILED: list[bool | None] = [None]  # whether QnnStream's launch and launch_unchecked are the compiled ones
+
+
+def _compile(device: QnnDevice) -> None:
+    """Once per process, where the device's interface module is compiled (API mode): QnnStream.launch and
+    launch_unchecked become the compiled launchers over the Python methods (ia_prepared_launch.h: method descriptors,
+    bound as methods), which run a stream's prepared launch in C and call the Python methods for anything else."""
+    make = getattr(device._pool_fast, "_prepared_launcher", None)
+    if make is None:
+        return  # (ABI mode: no compiled module, perhaps a later device's)
+    QnnStream.launch = make(_PY_LAUNCH[0], _launch_error, True)  # type: ignore[method-assign]
+    QnnStream.launch_unchecked = make(_PY_LAUNCH[1], _launch_error, False)  # type: ignore[method-assign]
+    _COMPILED[0] = True
+
+
 class QnnStream(Stream):
     """A graph executor.  Work is synchronous (complete when ``launch`` returns) where the library has no
     asynchronous execution (the x86 HTP: ``QnnGraph_executeAsync`` answers 1000); copies are host copies.
@@ -45,8 +65,18 @@ class QnnStream(Stream):
         self._cond = threading.Condition()
         self._async_error: Error | None = None
         self._notify: Any = None
-        self._checked: Any = None  # the KernelLaunch Stream.launch checked last (its kernel, dims and device)
+        # the KernelLaunch Stream.launch checked last (its kernel, dims and device), its kernel and its arguments:
+        # one tuple, read at once (a KernelLaunch is a tuple subclass, which unpacks through an iterator)
+        self._checked: tuple[Any, Any, Any] = (None, None, None)
         self._profiler: Profiler | None = None  # set_profiling's (None: launches pass no profile handle)
+        # launches execute synchronously with no profile handle: QnnGraph_execute called at once (set by _run once
+        # the backend's asynchronous execution was found missing; cleared by set_profiling)
+        self._sync = False
+        # (launch, kernel, args, device): the KernelLaunch the compiled launch and launch_unchecked run in C
+        # (ia_prepared_launch.h), set by the methods below after they ran it synchronously; None: none
+        self._prepared: tuple[Any, Any, Any, Any] | None = None
+        if _COMPILED[0] is None:
+            _compile(device)
         self._device_us = 0  # the library's execute time of this profiler's launches, summed (events read it)
         self.last_profile: LaunchProfile | None = None
 
@@ -97,8 +127,10 @@ class QnnStream(Stream):
         # (its kernel, its dims, the kernel's device): a launch reused is the fast path.
         if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
             launch = KernelLaunch(launch, parts[0], parts[1:])
-        if launch is self._checked:
-            kernel, dims, args = launch
+        checked = self._checked
+        if launch is checked[0]:
+            kernel = checked[1]
+            args = checked[2]
         else:
             try:
                 kernel, dims, args = launch
@@ -115,11 +147,15 @@ class QnnStream(Stream):
                 raise foreign(kernel.module.device, "Stream.launch", f"{kernel!r} belongs to another device than "
                               f"{self!r}", _NAME)
             if type(launch) is KernelLaunch:  # (an immutable record: a plain list could change its kernel)
-                self._checked = launch
+                self._checked = (launch, kernel, args)
         device = self.device
         if device._closed:
             raise device._closed_error("Stream.launch")
-        with kernel._lock:
+        # (as little Python as can be around the execute: on the x86 HTP emulation, every bytecode after a ~60 us
+        # execute runs cold, ~10x its usual cost: a `with` block around it cost 2-3% of the launch)
+        lock = kernel._lock
+        lock.acquire()
+        try:
             if args is not kernel._bound and not _same(args, kernel._bound):
                 err = kernel._bind(args, device, "Stream.launch")
                 if err is not None:
@@ -128,22 +164,23 @@ class QnnStream(Stream):
                 for a in kernel._blocks:
                     if a._freed:
                         raise _freed(a, "Stream.launch")
-            if self._profiler is not None:
-                code = self._run_profiled(kernel, self._profiler)
-            elif device.backend.async_execute is False:
-                code = kernel._execute(*kernel._call)
-            else:
-                code = self._run_async(kernel)
+            code = kernel._execute(*kernel._call) if self._sync else self._run(kernel)
+        finally:
+            lock.release()
         if code:
             raise self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
+        if launch is self._checked[0] and self._sync and _COMPILED[0]:
+            self._prepared = (launch, kernel, args, device)
 
     def launch_unchecked(self, launch: Any, *parts: Any) -> Result[None]:
         # ``launch`` returning the Error instead of raising it, without the LaunchDims, device and size checks
         # on a rebind (a freed allocation is still refused: its memory may be gone).
         if parts:  # launch(kernel, dims, *args), as on CUDA/HIP
             launch = KernelLaunch(launch, parts[0], parts[1:])
-        if launch is self._checked:
-            kernel, dims, args = launch
+        checked = self._checked
+        if launch is checked[0]:
+            kernel = checked[1]
+            args = checked[2]
         else:
             what = "Stream.launch_unchecked"
             try:
@@ -160,7 +197,9 @@ class QnnStream(Stream):
         device = self.device
         if device._closed:  # (a flag test: the rebind below would catch it, a repeated launch would not)
             return device._closed_error("Stream.launch_unchecked")
-        with kernel._lock:
+        lock = kernel._lock  # (as launch's)
+        lock.acquire()
+        try:
             if args is not kernel._bound and not _same(args, kernel._bound):
                 err: Error | None = kernel._bind(args, device, "Stream.launch_unchecked")
                 if err is not None:
@@ -169,13 +208,14 @@ class QnnStream(Stream):
                 for a in kernel._blocks:
                     if a._freed:
                         return _freed(a, "Stream.launch_unchecked")
-            if self._profiler is not None:
-                code = self._run_profiled(kernel, self._profiler)
-            elif device.backend.async_execute is False:
-                code = kernel._execute(*kernel._call)
-            else:
-                code = self._run_async(kernel)
-        return self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}") if code else None
+            code = kernel._execute(*kernel._call) if self._sync else self._run(kernel)
+        finally:
+            lock.release()
+        if code:
+            return self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
+        if launch is self._checked[0] and self._sync and _COMPILED[0]:
+            self._prepared = (launch, kernel, args, device)
+        return None
 
     def set_profiling(self, level: str | None) -> None:
         """Profile this stream's later launches through ``QnnProfile`` at ``level`` (None: stop).
@@ -201,6 +241,8 @@ class QnnStream(Stream):
             QNN only.
         """
         self.synchronize()
+        self._sync = False  # (_run decides again)
+        self._prepared = None  # (the Python methods run the launches, and profile them)
         if level is None:
             self._profiler = None
             return
@@ -211,6 +253,17 @@ class QnnStream(Stream):
     def profiling(self) -> str | None:
         """The level :meth:`set_profiling` set (``"basic"``, ``"detailed"``), or None when not profiling."""
         return self._profiler.level if self._profiler is not None else None
+
+    def _run(self, kernel: QnnKernel) -> int:
+        """(Kernel's lock held.)  Execute where ``_sync`` is not set: profiled, asynchronously, or synchronously
+        once the backend has no asynchronous execution (which sets ``_sync`` for the next launches); the code."""
+        profiler = self._profiler
+        if profiler is not None:
+            return self._run_profiled(kernel, profiler)
+        if self.device.backend.async_execute is False:
+            self._sync = True
+            return int(kernel._execute(*kernel._call))
+        return self._run_async(kernel)
 
     def _run_profiled(self, kernel: QnnKernel, profiler: Profiler) -> int:
         """``QnnGraph_execute`` with the profile handle, then its events read as ``last_profile``."""
@@ -347,3 +400,6 @@ class QnnEvent(Event):
         if a is not None and b is not None and a[0] is b[0]:
             return (b[1] - a[1]) / 1e3
         return (end.t_ns - self.t_ns) / 1e6
+
+
+_PY_LAUNCH = (QnnStream.launch, QnnStream.launch_unchecked)  # the Python methods (the compiled ones' slow paths)

@@ -57,7 +57,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '455707945cdd16824b432c82'
+BUILD_ID = 'f76056de9d5d05ab8c37d41a'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

@@ -96,7 +96,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'f93bb9b162fe19c8bbea0bd5'
+BUILD_ID = 'a81613f2da9932d14ee7be68'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

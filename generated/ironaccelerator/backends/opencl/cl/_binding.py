@@ -206,7 +206,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = '491ecbbd459c4f65159fd418'
+BUILD_ID = '90416c26cf24fc90f7b57c1c'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
