@@ -496,7 +496,8 @@ def test_the_compiled_allocators_calls_have_the_headers_shapes(dev: Any) -> None
 def test_a_nil_buffer_is_the_same_error_on_every_path(dev: Any, sim: Sim, monkeypatch: pytest.MonkeyPatch) -> None:
     """A nil ``newBufferWithLength:options:`` (here: memoryless storage, which the simulated device refuses as
     Metal does) leaves the compiled allocator for the methods, which send again and report OUT_OF_MEMORY: raised by
-    ``alloc``, returned by ``alloc_unchecked``, the same Error as the methods' own; nothing is left alive."""
+    ``alloc``, returned by ``alloc_unchecked``, the same Error as the methods' own (each naming the operation called);
+    nothing is left alive."""
     import ironaccelerator_runtime.backends.metal.device as metal_device
 
     monkeypatch.setattr(metal_device, "_PRIVATE", 48)  # MTLResourceStorageModeMemoryless
@@ -512,7 +513,10 @@ def test_a_nil_buffer_is_the_same_error_on_every_path(dev: Any, sim: Sim, monkey
         r = alloc(256)
         assert isinstance(r, Error)
         errors.append(r)
-    assert {(e.kind, str(e)) for e in errors} == {(ErrorKind.OUT_OF_MEMORY, str(errors[0]))}
+    # (each names the operation called: docs/guide/concepts.md's rule for Error.function)
+    assert [e.function for e in errors] == ["Device.alloc"] * 2 + ["Device.alloc_unchecked"] * 2
+    assert {(e.kind, str(e).removeprefix(e.function or "")) for e in errors} == {
+        (ErrorKind.OUT_OF_MEMORY, str(errors[0]).removeprefix("Device.alloc"))}
     assert "returned nil" in str(errors[0])
     gc.collect()
     assert sim.live("IASimBuffer") == live

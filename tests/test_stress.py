@@ -304,11 +304,15 @@ def require_nvrtc() -> None:
         pytest.skip(f"NVRTC: {e}")
 
 
-def check_bounds(out: dict[str, Any], rss_kib: int, heap_kib: int) -> None:
+def check_bounds(out: dict[str, Any], rss_kib: int, heap_kib: int, iterations: int | None = None) -> None:
     """What a leak breaks: our objects (``live``) and Python's allocated blocks may not grow (one leaked object
-    per iteration is >= 10,000 blocks here), nor malloc's heap in use or RSS past the given bounds."""
+    per iteration is >= 10,000 blocks here), nor malloc's heap in use or RSS past the given bounds.  ``iterations``
+    (a timed round, whose count varies with the machine's load): the blocks may grow by less than half of them,
+    and by 1,000 whatever the count (caches and free lists filled once, by eight threads at once: 1,000-1,200
+    blocks were seen on a loaded machine), so one leaked object per iteration still fails where the round ran
+    more than 2,000."""
     assert grown(out, "live") <= 0, out
-    assert grown(out, "blocks") < 1000, out
+    assert grown(out, "blocks") < max(1000, (iterations or 0) // 2), out
     assert grown(out, "heap_kib") < heap_kib, out
     assert grown(out, "rss_kib") < rss_kib, out
 
@@ -337,7 +341,7 @@ def check_threads(threads: int, seconds: float) -> None:
     # measured (README, "Host memory under load"): RSS +0.6-1.0 MiB after 3 s (~10,000 iterations), +0.9 MiB
     # after 90 s, +1.1 MiB after 300 s (1.2M iterations); the heap in use +0.4 MiB, +0.02 MiB, +0.15 MiB.
     # 256 bytes leaked per iteration break the heap bound in the short form.
-    check_bounds(out, rss_kib=6 * 1024, heap_kib=1536)
+    check_bounds(out, rss_kib=6 * 1024, heap_kib=1536, iterations=out["iterations"])
 
 
 def test_nvrtc_checked_calls_short() -> None:
