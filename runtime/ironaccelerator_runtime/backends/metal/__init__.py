@@ -10,8 +10,8 @@ What the trait surface means for Metal:
   the buffer's ``contents`` without a copy (other kinds: UNSUPPORTED);
 * a :class:`MetalStream` is an ``MTLCommandQueue``: each launch, copy or fill is one command buffer (one encoder),
   committed at once; the queue runs them in order.  Copies go through the blit encoder: from the host through a
-  shared staging buffer (asynchronous), to the host after the stream is waited for (synchronous: the host buffer
-  is written when the call returns);
+  shared staging buffer (the host buffer is read before the call returns; the blit runs in stream order), to the
+  host after the stream is waited for (synchronous: the host buffer is written when the call returns);
 * a launch is ``computeCommandEncoder`` + ``setComputePipelineState:`` + per argument ``setBuffer:offset:atIndex:``
   (an allocation) or ``setBytes:length:atIndex:`` (a value) + ``dispatchThreadgroups:threadsPerThreadgroup:``
   (``LaunchDims.grid`` threadgroups of ``LaunchDims.block`` threads) + ``endEncoding`` + ``commit``, sent through
