@@ -244,6 +244,27 @@ def too_big(device: Device) -> list[tuple[str, Call]]:
             ("MemoryPool.alloc_unchecked", lambda: pool.alloc_unchecked(n + 1))]
 
 
+# backends whose driver answers an unknown kernel name with a code of its own (CUDA_ERROR_NOT_FOUND,
+# hipErrorNotFound, CL_INVALID_KERNEL_NAME), which the refusal keeps as Error.code; elsewhere the runtime refuses
+# the name itself (Error.code None)
+KERNEL_NAME_CODES = frozenset({BackendKind.CUDA, BackendKind.ROCM, BackendKind.OPENCL})
+
+
+def unknown_kernel(module: Any) -> list[tuple[str, Call]]:
+    """``module.kernel`` of a name that ``module`` lacks: INVALID_VALUE named ``Module.kernel`` (the operation
+    called) on every backend, the driver's code kept where it answered (:data:`KERNEL_NAME_CODES`)."""
+    return [("Module.kernel('no_such_kernel')", lambda: module.kernel("no_such_kernel"))]
+
+
+def check_unknown_kernel(got: object, device: Device | Any, what: str) -> Error:
+    """:func:`check_error` of an :func:`unknown_kernel` outcome: INVALID_VALUE naming the name asked for, with the
+    driver's code exactly where :data:`KERNEL_NAME_CODES` says."""
+    e = check_error(got, ErrorKind.INVALID_VALUE, device, what)
+    assert "no_such_kernel" in str(e), (what, e)
+    assert (e.code is not None) == (device.kind in KERNEL_NAME_CODES), (what, e.code, e)
+    return e
+
+
 def freed_before_replay(stream: Stream, launch: Callable[[Allocation], KernelLaunch]) -> list[tuple[str, Call]]:
     """Graphs whose captured work uses an allocation freed after the capture (a pool block freed: its pool may
     hand it out again), each replayed with ``Graph.launch``: INVALID_HANDLE (the replay would write memory the
