@@ -122,8 +122,9 @@ def another_device(stream: Stream, launch: KernelLaunch, theirs: Stream,
     """What another open Device (``theirs``: a stream of it, ``their_launch``: a launch of one of its kernels, of
     the same shape as ``launch``) made, given to ``stream``'s device.  Returns ``(refused, crossed)``: the calls
     that raise (``_unchecked``: return) INVALID_VALUE on every backend (an event of another device in
-    ``elapsed_ms``: two clocks; a pool's stream), and those that do so except on :data:`CROSS_DEVICE`, whose
-    drivers take another device's events, memory and kernels (one address space; there they return None)."""
+    ``elapsed_ms``: two clocks; a pool's stream, checked or not), and those that do so except on
+    :data:`CROSS_DEVICE`, whose drivers take another device's events, memory and kernels (one address space; there
+    they return None)."""
     device, other = stream.device, theirs.device
     mine = next(x for x in launch.args if isinstance(x, Allocation))
     their_buffer = other.alloc(mine.nbytes)
@@ -136,11 +137,11 @@ def another_device(stream: Stream, launch: KernelLaunch, theirs: Stream,
         ("Event.elapsed_ms(end of another device)", lambda: my_event.elapsed_ms(their_event)),
         ("Event.elapsed_ms(start of another device)", lambda: their_event.elapsed_ms(my_event)),
         ("MemoryPool.alloc(stream of another device)", lambda: device.memory_pool().alloc(64, theirs)),
+        ("MemoryPool.alloc_unchecked(stream of another device)",
+         lambda: device.memory_pool().alloc_unchecked(64, theirs)),
     ]
     crossed: list[tuple[str, Call]] = [
         ("Stream.wait_event", lambda: stream.wait_event(their_event)),
-        ("MemoryPool.alloc_unchecked(stream of another device)",
-         lambda: device.memory_pool().alloc_unchecked(64, theirs)),
         ("Stream.copy(dst of another device)", lambda: stream.copy(their_buffer, mine)),
         ("Stream.copy(src: a pool block of another device)", lambda: stream.copy(mine, their_block)),
         ("Stream.copy_from_host", lambda: stream.copy_from_host(their_buffer, host)),
@@ -242,6 +243,27 @@ def too_big(device: Device) -> list[tuple[str, Call]]:
             ("Device.alloc_unchecked", lambda: device.alloc_unchecked(n + 1)),
             ("MemoryPool.alloc", lambda: pool.alloc(n + 1)),
             ("MemoryPool.alloc_unchecked", lambda: pool.alloc_unchecked(n + 1))]
+
+
+# backends whose driver answers an unknown kernel name with a code of its own (CUDA_ERROR_NOT_FOUND,
+# hipErrorNotFound, CL_INVALID_KERNEL_NAME), which the refusal keeps as Error.code; elsewhere the runtime refuses
+# the name itself (Error.code None)
+KERNEL_NAME_CODES = frozenset({BackendKind.CUDA, BackendKind.ROCM, BackendKind.OPENCL})
+
+
+def unknown_kernel(module: Any) -> list[tuple[str, Call]]:
+    """``module.kernel`` of a name that ``module`` lacks: INVALID_VALUE named ``Module.kernel`` (the operation
+    called) on every backend, the driver's code kept where it answered (:data:`KERNEL_NAME_CODES`)."""
+    return [("Module.kernel('no_such_kernel')", lambda: module.kernel("no_such_kernel"))]
+
+
+def check_unknown_kernel(got: object, device: Device | Any, what: str) -> Error:
+    """:func:`check_error` of an :func:`unknown_kernel` outcome: INVALID_VALUE naming the name asked for, with the
+    driver's code exactly where :data:`KERNEL_NAME_CODES` says."""
+    e = check_error(got, ErrorKind.INVALID_VALUE, device, what)
+    assert "no_such_kernel" in str(e), (what, e)
+    assert (e.code is not None) == (device.kind in KERNEL_NAME_CODES), (what, e.code, e)
+    return e
 
 
 def freed_before_replay(stream: Stream, launch: Callable[[Allocation], KernelLaunch]) -> list[tuple[str, Call]]:

@@ -44,6 +44,10 @@ for what, call in mistakes.bad_dims(stream, good):
     assert "LaunchDims" in str(refusal), (what, refusal)
     checked += 1
 
+for what, call in mistakes.unknown_kernel(k.module):
+    assert mistakes.check_unknown_kernel(mistakes.outcome(call), dev, what).code == 500  # CUDA_ERROR_NOT_FOUND
+    checked += 1
+
 for what, call in mistakes.too_big(dev):
     got = mistakes.outcome(call)
     if not isinstance(got, Error):

@@ -24,9 +24,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("loader.py", "Binding.invalid"):
         "the compiled fast path's INVALID_VALUE must equal the one the generated Python wrapper builds itself "
         "(templates/library/__init__.py.j2, a message naming the parameter, no prefix): test_fast_path compares them",
-    ("backends/gpu/module.py", "GpuKernel.__init__"):
-        "re-raises the vendor's Error (api.error of cuModuleGetFunction, for Module.kernel) as INVALID_VALUE: it "
-        "keeps the vendor function and code while the message names the operation (Module.kernel: ...)",
     ("backends/qnn/module.py", "QnnModule.__init__"):
         "re-raises the vendor's Error (QnnSystemContext_getBinaryInfo) keeping its kind, function and code, "
         "while the message names the operation (Device.load_module: ...)",

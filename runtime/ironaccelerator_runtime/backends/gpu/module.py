@@ -9,7 +9,7 @@ from ironaccelerator._core import ErrorKind
 from ironaccelerator_runtime.backends.gpu.api import GpuApi, _address
 from ironaccelerator_runtime.backends.gpu.args import _ArgPlan, _MAX_PLANS, _arg_plan, _c_string
 from ironaccelerator_runtime.backends.gpu.context import _destroy
-from ironaccelerator_runtime.errors import Error, fail
+from ironaccelerator_runtime.errors import fail
 from ironaccelerator_runtime.traits import Kernel, KernelAttributes, Module, check_size
 
 if TYPE_CHECKING:  # (and bound at run time by __init__.py: the module defining it imports this one)
@@ -88,11 +88,12 @@ class GpuKernel(Kernel):
                                    if encoded is None else encoded)
         if code:
             err = api.error(code, "module_function", f"kernel {name!r}")
-            if code == _NOT_FOUND:  # no such symbol: a bad name, INVALID_VALUE as on every backend (not the spec's
-                # INVALID_HANDLE of CUDA_ERROR_NOT_FOUND, which names a handle that was not found)
-                raise Error(ErrorKind.INVALID_VALUE, f"Module.kernel: no kernel {name!r} in this module ({err}); a "
-                            "C++ kernel needs extern \"C\" or its name expression in load_module(name_expressions=)",
-                            backend=api.name, function=err.function, code=code)
+            if code == _NOT_FOUND:  # no such symbol: a bad name, INVALID_VALUE named Module.kernel (the operation
+                # called) as on every backend, the driver's code kept; not the spec's INVALID_HANDLE of
+                # CUDA_ERROR_NOT_FOUND, which names a handle that was not found
+                raise fail(ErrorKind.INVALID_VALUE, "Module.kernel", f"no kernel {name!r} in this module ({err}); "
+                           "a C++ kernel needs extern \"C\" or its name expression in "
+                           "load_module(name_expressions=)", api, code=code)
             raise err
         self.handle = out[0]
         self._address = _address(self.handle)

@@ -201,17 +201,21 @@ class GpuStreamOrderedPool(MemoryPool):
             nbytes = check_size(nbytes, "nbytes", "MemoryPool.alloc", self.device.kind)
         if stream is not None and not ((type(stream) is self._stream_type or isinstance(stream, self._stream_type))
                                        and stream.device is self.device):
-            raise fail(ErrorKind.INVALID_VALUE, "MemoryPool.alloc",
-                       f"MemoryPool.alloc needs a {self.api.name} stream of "
-                       f"{self.device!r}, not {stream!r}", self.api)
+            raise self._not_my_stream(stream, "MemoryPool.alloc")
         a = self.alloc_unchecked(nbytes, stream)
         if isinstance(a, Error):
             raise as_operation(a, "MemoryPool.alloc_unchecked", "MemoryPool.alloc")
         return a
 
+    def _not_my_stream(self, stream: object, function: str) -> Error:
+        """INVALID_VALUE named ``function``: ``stream`` is not a stream of this pool's device (another device's, or
+        not a stream of this backend)."""
+        return fail(ErrorKind.INVALID_VALUE, function, f"stream must be None or a {self.api.name} stream of "
+                    f"{self.device!r}, not {stream!r:.80}", self.api)
+
     def alloc_unchecked(self, nbytes: int, stream: Stream | None = None) -> Result[GpuPoolAllocation]:
-        """``alloc`` without its checks (the size's type, the stream's backend and device), returning the
-        Error instead of raising it."""
+        """``alloc`` without its checks of the size's type, returning the Error instead of raising it; a stream of
+        another device (or not a stream) is INVALID_VALUE as in ``alloc``."""
         if type(nbytes) is not int or not 0 < nbytes <= _SIZE_MAX:
             checked = self.device._alloc_args_unchecked(nbytes, MemoryKind.DEVICE, "MemoryPool.alloc_unchecked")
             if isinstance(checked, Error):
@@ -221,6 +225,8 @@ class GpuStreamOrderedPool(MemoryPool):
         try:
             if getattr(_TLS, "key", None) != self._device_key:
                 self.device.activate()
+            if stream is not None and stream.device is not self.device:  # (a non-stream: AttributeError, below)
+                return self._not_my_stream(stream, "MemoryPool.alloc_unchecked")
             compiled = self._compiled  # (_try, with its compiled case inline: the hot path)
             a = compiled[0](compiled[1], self, self._address, nbytes, st._address, self._device_key) \
                 if compiled is not None and stream is not None else self._try(nbytes, st, stream is None)
@@ -240,8 +246,7 @@ class GpuStreamOrderedPool(MemoryPool):
         except AttributeError:
             if isinstance(stream, self._stream_type):
                 raise
-            return fail(ErrorKind.INVALID_VALUE, "MemoryPool.alloc_unchecked", "stream must be None or a "
-                        f"{self.api.name} stream, not {stream!r:.80}", self.api)
+            return self._not_my_stream(stream, "MemoryPool.alloc_unchecked")
 
     def _try(self, nbytes: int, st: GpuStream, unordered: bool = False) -> GpuPoolAllocation | int:
         """One allocation on ``st`` (the device current): the allocation, or the driver's status.  ``unordered``

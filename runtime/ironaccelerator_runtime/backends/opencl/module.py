@@ -45,6 +45,10 @@ class OpenCLKernel(Kernel):
         self.name = name
         err = api.ffi.new("cl_int *")
         self.handle: Any = api.raw.clCreateKernel(module.program, cname, err)
+        if err[0] == api.cl.CL_INVALID_KERNEL_NAME:  # no such kernel: named Module.kernel (the operation called) as
+            # on every backend, the driver's code kept
+            raise fail(ErrorKind.INVALID_VALUE, "Module.kernel", f"no kernel {name!r} in this program (clCreateKernel: "
+                       "CL_INVALID_KERNEL_NAME)", "OPENCL", code=int(err[0]))
         if err[0] != 0:
             raise api.error(err[0], "clCreateKernel", f"kernel {name!r}")
         self._finalizer = weakref.finalize(self, api.raw.clReleaseKernel, self.handle)
