@@ -336,8 +336,8 @@ class Stream:
             Error: ``ErrorKind.INVALID_VALUE`` when the kernel is not one of this backend and device, the
                 dimensions are not a :class:`LaunchDims` or exceed the device's :class:`DeviceLimits`
                 (:meth:`LaunchDims.validate`), the argument count is not the kernel's (``Kernel.num_args``, where
-                known), or an argument is refused by the argument policy (naming its index and the kernel); ``ErrorKind.INVALID_HANDLE`` when an argument's allocation was freed or the device
-                closed; ``ErrorKind.UNSUPPORTED`` for a request the backend cannot honour (``cooperative`` or
+                known), or an argument is refused by the argument policy (naming its index and the kernel);
+                ``ErrorKind.INVALID_HANDLE`` when an argument's allocation was freed or the device closed; ``ErrorKind.UNSUPPORTED`` for a request the backend cannot honour (``cooperative`` or
                 ``cluster`` off CUDA, ``shared_mem`` off CUDA/HIP, :class:`LocalMemory` off OpenCL); the
                 vendor's status of the launch call (e.g. ``LAUNCH_FAILED``).
 

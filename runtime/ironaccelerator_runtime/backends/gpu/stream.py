@@ -49,8 +49,9 @@ class GpuStream(Stream):
     dims through :meth:`_dim_args`, once per LaunchDims).  What a launcher cannot prepare or launch (the first
     launch of each tuple of argument types, Scalars, a count or size the kernel's parameter info rejects, a
     freed allocation, another device current on this thread, launch options, every launch while the stream
-    captures: see :meth:`_record_into`) takes the methods below, which launch or raise (return) their own Error.  A launcher holds its stream weakly (the stream holds it): one
-    kept after its stream was dropped refuses, INVALID_HANDLE.  The methods themselves use ``_fast._launch``,
+    captures: see :meth:`_record_into`) takes the methods below, which launch or raise (return) their own Error.
+    A launcher holds its stream weakly (the stream holds it): one kept after its stream was dropped refuses,
+    INVALID_HANDLE.  The methods themselves use ``_fast._launch``,
     which packs on the C stack with the same layouts.
 
     The Python path packs without building anything per call where possible (the driver copies the

@@ -28,7 +28,8 @@ from .tables import _DEFAULT_DIMS, _KIND, _NAME, _NOT_SUPPORTED
 
 
 def _launch_error(stream: QnnStream, kernel: QnnKernel, code: int) -> Error:
-    """The Error of a failed execute of the compiled launchers (ia_prepared_launch.h), as Stream.launch's."""
+    """The Error of a failed execute: Stream.launch's and launch_unchecked's, and the compiled launchers'
+    (ia_prepared_launch.h)."""
     return stream.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
 
 
@@ -168,7 +169,7 @@ class QnnStream(Stream):
         finally:
             lock.release()
         if code:
-            raise self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
+            raise _launch_error(self, kernel, code)
         if launch is self._checked[0] and self._sync and _COMPILED[0]:
             self._prepared = (launch, kernel, args, device)
 
@@ -212,7 +213,7 @@ class QnnStream(Stream):
         finally:
             lock.release()
         if code:
-            return self.api.error(code, "QnnGraph_execute", f"graph {kernel.name!r}")
+            return _launch_error(self, kernel, code)
         if launch is self._checked[0] and self._sync and _COMPILED[0]:
             self._prepared = (launch, kernel, args, device)
         return None
