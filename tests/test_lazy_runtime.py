@@ -221,6 +221,27 @@ def test_get_opencl_starts_the_platform_early_and_probes_do_not() -> None:
     assert got["get"] in ("running", "done") and (got["devices"], got["found"]) == ("done", True), got
 
 
+def test_the_early_start_has_begun_its_call_when_get_goes_on() -> None:
+    """``start_platform`` hands the new worker the GIL until the worker's call has begun: left to take it on its
+    own, the worker waited for the interpreter's switch interval (5 ms) while ``get`` imported the backend, and the
+    platform's ~20 ms start began that much later.  The handoff is bounded (``_HANDOFF_S``); widened here so that a
+    loaded machine cannot make the test flaky, it must see the worker's running lock released."""
+    _opencl_or_skip()
+    got = _child(_START +
+                 "start._HANDOFF_S = 30.0\n"
+                 "import _thread\n"
+                 "seen = []\n"
+                 "run = start._run\n"
+                 "def spy(*args):\n"
+                 "    seen.append('begun')\n"
+                 "    run(*args)\n"
+                 "start._run = spy\n"
+                 "sys.setswitchinterval(1.0)\n"  # (without the handoff, the worker would wait a second for the GIL)
+                 "start.start_platform()\n"
+                 "print(json.dumps({'begun': list(seen)}))")
+    assert got == {"begun": ["begun"]}, got
+
+
 def test_the_early_start_leaves_errors_and_forks_as_they_were() -> None:
     """A library that does not load: nothing is started, and ``get`` raises LIBRARY_NOT_FOUND as it did.  A fork
     right after ``get`` waits for the start to finish (never a child in the middle of ``dlopen``), and the child

@@ -20,6 +20,7 @@ from typing import Any
 
 _lock = _thread.allocate_lock()
 _done: Any = None  # held by the worker while it runs (a _thread lock); None: no early start in this process
+_HANDOFF_S = 0.002  # how long start_platform waits for the worker to begin its call
 
 
 def start_platform() -> None:
@@ -41,16 +42,20 @@ def start_platform() -> None:
         import os
         import struct  # noqa: F401
 
-        done = _thread.allocate_lock()
+        done, running = _thread.allocate_lock(), _thread.allocate_lock()
         done.acquire()
-        args = (cl.unchecked.clGetPlatformIDs, cl.ffi.NULL, cl.ffi.new("cl_uint *"), done)
+        running.acquire()
+        args = (cl.unchecked.clGetPlatformIDs, cl.ffi.NULL, cl.ffi.new("cl_uint *"), done, running)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(before=wait)
         atexit.register(wait)
-        # (_thread, not threading.Thread: Thread.start waits until the new thread runs, a scheduler's time slice
-        # on a busy machine)
+        # (_thread, not threading.Thread: Thread.start waits without bound for the new thread to run)
         _thread.start_new_thread(_run, args)
         _done = done
+        # Hand the worker the GIL until its call has begun (it releases the GIL there): left to take it on its
+        # own, a new thread waits for the switch interval (5 ms) while this one imports.  Bounded: on a busy
+        # machine, where the new thread may wait a time slice to run at all, this goes on without it.
+        running.acquire(True, _HANDOFF_S)
 
 
 def _cpus_beside() -> bool:
@@ -64,8 +69,9 @@ def _cpus_beside() -> bool:
         return (os.cpu_count() or 1) > 1
 
 
-def _run(get_platform_ids: Any, null: Any, count: Any, done: Any) -> None:
+def _run(get_platform_ids: Any, null: Any, count: Any, done: Any, running: Any) -> None:
     try:
+        running.release()  # (start_platform goes on; this thread keeps the GIL until its call releases it)
         get_platform_ids(0, null, count)  # (its status is not read: the backend's own call returns it again)
     finally:
         done.release()
