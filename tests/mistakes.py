@@ -268,9 +268,9 @@ def check_unknown_kernel(got: object, device: Device | Any, what: str) -> Error:
 
 def freed_before_replay(stream: Stream, launch: Callable[[Allocation], KernelLaunch]) -> list[tuple[str, Call]]:
     """Graphs whose captured work uses an allocation freed after the capture (a pool block freed: its pool may
-    hand it out again), each replayed with ``Graph.launch``: INVALID_HANDLE (the replay would write memory the
-    caller no longer owns).  ``launch(a)``: a launch of one of the stream's device's kernels writing ``a`` (256
-    bytes).  Needs a backend of :data:`GRAPHS`."""
+    hand it out again), each replayed with ``Graph.launch`` and ``Graph.launch_unchecked`` (returned, not raised):
+    INVALID_HANDLE (the replay would write memory the caller no longer owns).  ``launch(a)``: a launch of one of the
+    stream's device's kernels writing ``a`` (256 bytes).  Needs a backend of :data:`GRAPHS`."""
     device = stream.device
     keep = device.alloc(256)
     stream.fill(keep, 0)
@@ -292,6 +292,7 @@ def freed_before_replay(stream: Stream, launch: Callable[[Allocation], KernelLau
             record(a)
         a.free()
         calls.append((f"Graph.launch ({what} freed)", partial(graph.launch, stream)))
+        calls.append((f"Graph.launch_unchecked ({what} freed)", partial(graph.launch_unchecked, stream)))
     return calls
 
 

@@ -1472,14 +1472,24 @@ def test_sim_stream_capture_records_and_graphs_replay(sim: Any) -> None:
         s.copy_to_host(out, dc)
         s.synchronize()
         np.testing.assert_array_equal(out, np.full(n, round_ + 1, np.float32))
+    host[:] = 5
+    assert g.launch_unchecked(s) is None  # the same replay, its Error returned (there is none)
+    s.copy_to_host(out, dc)
+    s.synchronize()
+    np.testing.assert_array_equal(out, np.full(n, 6, np.float32))
     s2 = dev.create_stream()
     g.launch(s2)  # on another stream of the device
     s2.synchronize()
+    e = g.launch_unchecked(object())  # type: ignore[arg-type]  # not a stream of the graph's device
+    assert isinstance(e, Error) and e.kind is ErrorKind.INVALID_VALUE, e
+    assert e.function == "Graph.launch_unchecked" and str(e).startswith("Graph.launch_unchecked"), e
     g.close()
     assert not driver.graphs and not driver.execs  # both destroyed
     with pytest.raises(Error) as ei:
         g.launch(s)
     assert ei.value.kind is ErrorKind.INVALID_HANDLE
+    e = g.launch_unchecked(s)
+    assert isinstance(e, Error) and e.kind is ErrorKind.INVALID_HANDLE and e.function == "Graph.launch_unchecked", e
     with pytest.raises(ZeroDivisionError):
         with s.capture():
             s.fill(db, 1)

@@ -68,6 +68,7 @@ NEEDS: dict[str, str] = {
     "Stream.copy_3d": "Stream._copy_rect",
     "Stream.add_callback": "Stream.record_event",
     "Stream.wait": "Stream.record_event",
+    "Graph.launch_unchecked": "Graph.launch",
 }
 
 

@@ -9,12 +9,13 @@ from typing import Any, Mapping, TYPE_CHECKING
 
 from ironaccelerator._core import BackendKind, ErrorKind
 
-from ..errors import CompilerWarning, Error, fail
+from ..errors import CompilerWarning, Error, as_operation, fail
 from ..records import record
 from .checks import _kind_of, _not_picklable, _owner, unsupported
 
 if TYPE_CHECKING:
     from .stream import Stream
+    from .values import Result
 
 
 _MACRO = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -204,6 +205,33 @@ class Graph:
             buffers).  Elsewhere ``UNSUPPORTED``.
         """
         raise unsupported(_kind_of(self), "Graph.launch")
+
+    def launch_unchecked(self, stream: Stream | None = None) -> Result[None]:
+        """Replay the recorded work on ``stream`` as :meth:`launch` does, returning the Error instead of raising
+        it (the ``_unchecked`` contract: docs/UNCHECKED.md), for a loop that replays a graph many times.
+
+        It skips nothing: every check of :meth:`launch` stands between a replay and memory the caller no longer
+        owns (a freed allocation, a closed graph or device, another device's stream), so each is still refused,
+        with the same ``ErrorKind``, under this operation's name.
+
+        Args:
+            stream: as for :meth:`launch`.
+
+        Returns:
+            None on success, else the :class:`Error` :meth:`launch` raises for the same mistake.
+
+        Raises:
+            Error: never.
+
+        Backends:
+            CUDA/HIP and Vulkan, as :meth:`launch`.  Elsewhere no Graph exists (``Stream.capture`` is
+            ``UNSUPPORTED``); the base class returns ``UNSUPPORTED``.
+        """
+        try:
+            self.launch(stream)  # type: ignore[arg-type]  # (CUDA/HIP take None: the capturing stream)
+        except Error as e:
+            return as_operation(e, "Graph.launch", "Graph.launch_unchecked")
+        return None
 
     def close(self) -> None:
         """Release the graph and its instantiation now (idempotent; dropping the graph does the same).
