@@ -1480,7 +1480,7 @@ def test_sim_stream_capture_records_and_graphs_replay(sim: Any) -> None:
     s2 = dev.create_stream()
     g.launch(s2)  # on another stream of the device
     s2.synchronize()
-    e = g.launch_unchecked(object())  # type: ignore[arg-type]  # not a stream of the graph's device
+    e = g.launch_unchecked(object())  # not a stream of the graph's device
     assert isinstance(e, Error) and e.kind is ErrorKind.INVALID_VALUE, e
     assert e.function == "Graph.launch_unchecked" and str(e).startswith("Graph.launch_unchecked"), e
     g.close()

@@ -317,7 +317,7 @@ def test_capture_records_dispatches_copies_and_fills_for_replay(device: Any) -> 
         assert graph.launch_unchecked(other) is None  # the same replay, its Error returned (there is none)
         other.copy_to_host(out, dz)
         np.testing.assert_array_equal(out, 3 * x)
-        e = graph.launch_unchecked(object())  # type: ignore[arg-type]  # not a stream of the graph's device
+        e = graph.launch_unchecked(object())  # not a stream of the graph's device
         assert isinstance(e, Error) and e.kind is ErrorKind.INVALID_VALUE and e.function == "Graph.launch_unchecked"
         graph.close()
         with pytest.raises(Error) as ei:
