@@ -229,7 +229,6 @@ def test_the_early_start_has_begun_its_call_when_get_goes_on() -> None:
     _opencl_or_skip()
     got = _child(_START +
                  "start._HANDOFF_S = 30.0\n"
-                 "import _thread\n"
                  "seen = []\n"
                  "run = start._run\n"
                  "def spy(*args):\n"
