@@ -523,6 +523,55 @@ def test_a_kernel_dropped_while_its_dispatch_is_pending(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "deferred" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
 
 
+def test_a_stream_dropped_while_another_waits_for_its_event(tmp_path: Path) -> None:
+    """A stream whose last reference goes while another stream's next batch waits for one of its events (the wait
+    recorded, not yet submitted; or submitted, with work behind it still running) keeps its timeline semaphore until
+    that batch completed.  Before, the dropped stream's finalizer destroyed the semaphore once its own work was
+    done: the waiting stream then submitted a wait on a destroyed semaphore, or a semaphore its pending batch used
+    was destroyed (lavapipe crashed under four threads sharing a memory pool: the conformance thread test, in CI).
+    Under the validation layer, which reports either use; a child process."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    source = ("#version 450\n"
+              "layout(local_size_x = 64) in;\n"
+              "layout(push_constant) uniform Args { uint n; };\n"
+              "void main() { uint x = gl_GlobalInvocationID.x; for (uint i = 0u; i < n; i++) x = x * 1664525u + 1u;\n"
+              "              if (x == 7u) barrier(); }\n")
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import gc\n"
+        "import numpy as np\n"
+        "from ironaccelerator import BackendRegistry, KernelLaunch, LaunchDims\n"
+        "backend = BackendRegistry.default().get('vulkan')\n"
+        "dev = backend.open(0)\n"
+        f"k = dev.load_module({source!r}, cache=False).kernel('main')\n"
+        "slow = KernelLaunch(k, LaunchDims(grid=64, block=64), [np.uint32(200000)])\n"
+        "b = dev.create_stream()\n"
+        "for submitted in (False, True):\n"
+        "    a = dev.create_stream()\n"
+        "    a.launch(slow)\n"
+        "    e = a.record_event()\n"
+        "    b.wait_event(e)\n"
+        "    if submitted:\n"
+        "        b.launch(slow)\n"
+        "        b.record_event()  # (submits the wait, and the work behind it)\n"
+        "    del a, e\n"
+        "    gc.collect()\n"
+        "    b.launch(slow)\n"
+        "    b.synchronize()\n"
+        "dev.synchronize()\n"
+        "dev.close()\n"
+        "assert backend.validation_messages == [], backend.validation_messages[:2]\n"
+        "print('kept')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and "kept" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
 def test_a_free_defers_without_submitting_the_open_batch(device: Any) -> None:
     """Freeing memory while a stream has a batch open submits nothing (a free may come from an allocation's
     __del__ in the middle of recording a command on that stream): the release waits for the value that batch

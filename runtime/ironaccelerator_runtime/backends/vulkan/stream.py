@@ -89,10 +89,36 @@ class VulkanEvent(Event):
         return (end._timestamp() - self._timestamp()) / 1e6
 
 
-def _destroy_stream(owner: Any, pool: Any, sem: Any, queries: Any, dpools: list[Any], tail: list[int],
+class _Timeline:
+    """A stream's timeline semaphore, destroyed when the last reference to it goes: the stream's own, and one held
+    by each submission of another stream that waits for it (``wait_event``), from the wait's recording until that
+    batch completes.  A semaphore must outlive every batch that refers to it: a stream dropped (its thread ended)
+    while another stream's pending batch waited for it left lavapipe waiting on a destroyed semaphore (a crash)."""
+
+    __slots__ = ("handle", "_finalizer", "__weakref__")
+
+    def __init__(self, owner: Any, handle: Any) -> None:
+        self.handle = handle
+        owner.retain()  # (the VkDevice outlives the semaphore)
+        self._finalizer = weakref.finalize(self, _destroy_semaphore, owner, handle)
+        self._finalizer.atexit = False  # (as the stream's)
+
+    def keep(self) -> None:
+        """A waiting batch's reference (in its held resources, which are called when it completes): nothing to
+        do but be dropped."""
+
+
+def _destroy_semaphore(owner: Any, handle: Any) -> None:
+    owner.api.raw.vkDestroySemaphore(owner.handle, handle, owner.api.ffi.NULL)
+    owner.release()
+
+
+def _destroy_stream(owner: Any, pool: Any, timeline: _Timeline, queries: Any, dpools: list[Any], tail: list[int],
                     pending: collections.deque[Any], resources: list[Any]) -> None:
     """A dropped stream: wait for its last submission, release what its batches held, destroy its objects, and
-    give up its reference to the device."""
+    give up its reference to the device (the semaphore goes with the last batch of another stream that waits for
+    it: ``_Timeline``)."""
+    sem = timeline.handle
     api, device = owner.api, owner.handle
     raw, null, ffi = api.raw, api.ffi.NULL, api.ffi
     if tail[0]:
@@ -106,7 +132,6 @@ def _destroy_stream(owner: Any, pool: Any, sem: Any, queries: Any, dpools: list[
     for r in resources:
         r()
     raw.vkDestroyCommandPool(device, pool, null)
-    raw.vkDestroySemaphore(device, sem, null)
     raw.vkDestroyQueryPool(device, queries, null)
     for p in dpools:
         raw.vkDestroyDescriptorPool(device, p, null)
@@ -138,6 +163,7 @@ class VulkanStream(Stream):
         sout = ffi.new("VkSemaphore *")
         api.check(raw.vkCreateSemaphore(h, sci, ffi.NULL, sout), "vkCreateSemaphore")
         self.semaphore = sout[0]
+        self._timeline = _Timeline(device._owner, self.semaphore)
         qci = ffi.new("VkQueryPoolCreateInfo *", {"sType": S.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                                   "queryType": 2, "queryCount": _QUERIES})  # TIMESTAMP
         qout = ffi.new("VkQueryPool *")
@@ -149,7 +175,7 @@ class VulkanStream(Stream):
         self._pending: collections.deque[tuple[int, Any, Any]] = collections.deque()
         self._resources: list[Any] = []  # released when the batch being recorded completes
         device._owner.retain()
-        self._finalizer = weakref.finalize(self, _destroy_stream, device._owner, self._pool, self.semaphore,
+        self._finalizer = weakref.finalize(self, _destroy_stream, device._owner, self._pool, self._timeline,
                                            self._queries, self._dpools, self._tail, self._pending, self._resources)
         self._finalizer.atexit = False  # (as the device's: allocations released at exit still flush this stream)
         self.value = 0  # last timeline value submitted
@@ -157,7 +183,7 @@ class VulkanStream(Stream):
         self._slot = 0
         self._cb: Any = None  # the command buffer being recorded (None: none open)
         self._count = 0  # commands in it
-        self._waits: list[tuple[Any, int]] = []  # other streams' (semaphore, value) the next submission waits for
+        self._waits: list[tuple[_Timeline, int]] = []  # other streams' (timeline, value) the next submission waits for
         self._barrier = ffi.new("VkMemoryBarrier *", {"sType": S.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                                       "srcAccessMask": _MEMORY_WRITE,
                                                       "dstAccessMask": _MEMORY_READ | _MEMORY_WRITE})
@@ -297,9 +323,11 @@ class VulkanStream(Stream):
             self.value = self._tail[0] = value
             self._pending.append((value, cb if owned else None, held))
             return value
-        waits = [(self.semaphore, self.value)] + self._waits
-        wsems = ffi.new("VkSemaphore[]", [w[0] for w in waits])
+        waits = [(self._timeline, self.value)] + self._waits
+        wsems = ffi.new("VkSemaphore[]", [w[0].handle for w in waits])
         wvals = ffi.new("uint64_t[]", [w[1] for w in waits])
+        # the batch holds the other streams' semaphores until it completes (_Timeline)
+        held = [*held, *(w[0].keep for w in self._waits)]
         stages = ffi.new("VkPipelineStageFlags[]", [_ALL_COMMANDS] * len(waits))
         ssem = ffi.new("VkSemaphore[1]", [self.semaphore])
         sval = ffi.new("uint64_t[1]", [value])
@@ -846,7 +874,7 @@ class VulkanStream(Stream):
         with self._lock:
             if self._cb is not None:
                 self._submit()
-            self._waits.append((event.stream.semaphore, event.value))
+            self._waits.append((event.stream._timeline, event.value))
 
     def synchronize(self) -> None:
         if self.device._closed:
