@@ -13,6 +13,7 @@ the selected provider's table (never ``dlsym``).
 
 from __future__ import annotations
 
+import _thread
 import importlib
 import os
 import re
@@ -188,6 +189,7 @@ def load_module(binding: Loadable, opener: Callable[[Any], bool],
                 return 1
 
         ffi.def_extern(name="ia_open_library")(_open)
+        realize_types(ffi, lib)
         return API, ffi, lib
     try:
         abi = importlib.import_module(binding.package + "._cffi_abi")
@@ -199,7 +201,37 @@ def load_module(binding: Loadable, opener: Callable[[Any], bool],
     else:
         check_build(binding, abi, getattr(abi, "BUILD_ID", None))
         ffi = abi.ffi
+        realize_types(ffi, None)
     return ABI, ffi, abi_lib(ffi)
+
+
+def realize_types(ffi: Any, lib: Any) -> None:
+    """Build every C type of a compiled cffi module now, while its import holds the import lock.
+
+    cffi builds them lazily, on first use, and that is not thread-safe: a garbage collection while one thread
+    builds an enum, a struct or a function's type may run a finalizer that lets another thread in, which builds the
+    same type; cffi then aborts the process (an assertion on the type's slot) or completes a struct twice.  Two
+    threads' first launches on a device were enough (tests/test_loader.py's race test).  Built here, each type is
+    found ready by every later use.  The typedefs (enums, handles, function pointers), every struct and union's
+    fields, and in API mode every function's type (``lib``: the function objects are made and kept; calling none
+    opens the library).  An ABI-mode ``lib`` (``_LazyLib``) is passed as None: it builds a function's type when it
+    resolves the function, one resolution at a time.  Takes ~0.1 ms (OpenCL) to ~9 ms (Vulkan), once per
+    process."""
+    typedefs, structs, unions = ffi.list_types()
+    typeof, sizeof = ffi.typeof, ffi.sizeof
+    for name in typedefs:
+        typeof(name)
+    for tag, names in (("struct ", structs), ("union ", unions)):
+        for name in names:
+            t = typeof(tag + name)
+            try:
+                sizeof(t)  # (an opaque one has no size, and no fields to build)
+            except (ffi.error, TypeError, ValueError):
+                continue
+            t.fields  # (completes the lazy field list)
+    if lib is not None:
+        for name in dir(lib):
+            getattr(lib, name)
 
 
 def check_build(binding: Loadable, module: Any, built: str | None) -> None:
@@ -462,6 +494,9 @@ class _LazyLib:
         self._fns: list[Any] = [None] * len(binding.functions)  # by index: resolved (None: not yet, or missing)
         self._proc: Any = None  # the resolver's cdata function, looked up (with dlsym) once
         self._proc_looked_up = False
+        # one resolution at a time: cffi builds a function's C type on its first lookup in the library, which is
+        # not thread-safe (realize_types; reentrant: a collection may run a finalizer that resolves another)
+        self._resolving = _thread.RLock()  # (_thread: the OpenCL early start imports no threading)
 
     def _open(self) -> Any:
         if self._dl is None and not self._failed:
@@ -494,12 +529,15 @@ class _LazyLib:
     def _resolve(self, index: int) -> Any:
         """``index``'s cdata function (resolver, then dlsym), or None when the library or the symbol is missing."""
         fn = self._fns[index]
-        if fn is None and self._open() is not None:
-            b = self._binding
-            fn = b.resolver.resolve(self, index)
-            if fn is None and b.resolver.dlsym(b.functions[index][0]):
-                fn = self._dlsym(b.symbol(index))
-            self._fns[index] = fn
+        if fn is None:
+            with self._resolving:
+                fn = self._fns[index]
+                if fn is None and self._open() is not None:
+                    b = self._binding
+                    fn = b.resolver.resolve(self, index)
+                    if fn is None and b.resolver.dlsym(b.functions[index][0]):
+                        fn = self._dlsym(b.symbol(index))
+                    self._fns[index] = fn
         return fn
 
     def _status(self, index: int) -> int:
