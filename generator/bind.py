@@ -197,6 +197,22 @@ class PoolMemory:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HostCopy:
+    """The host copies that the backend's ``Stream.copy_from_host`` and ``copy_to_host`` call in C (``_fast.
+    _host_copier`` in trampolines.c), both ``status f(queue, buffer, blocking, offset, size, host pointer, wait
+    count, wait list, event *)`` as ``clEnqueueWriteBuffer`` and ``clEnqueueReadBuffer`` are, ``buffer`` the
+    ``device_memory``'s handle type: called blocking, at offset 0, waiting for nothing, asking for no event."""
+
+    write_index: int  # their BoundFunction indices
+    read_index: int
+    write: str  # ex) clEnqueueWriteBuffer (the trampolines' names)
+    read: str
+    result: str  # ex) cl_int
+    write_casts: tuple[str, ...]  # the C type of each parameter
+    read_casts: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceMemory:
     """The device-memory allocator that the backend's ``Device.alloc`` calls in C (``_fast._DeviceMemory`` in
     trampolines.c), of one of two shapes, and ``status free(devptr)``: ``status alloc(devptr *out, size_t bytes)``,
@@ -263,6 +279,7 @@ class BoundLibrary:
     kernel_launch: KernelLaunch | None = None
     pool_memory: PoolMemory | None = None
     device_memory: DeviceMemory | None = None
+    host_copy: HostCopy | None = None
     library_names: tuple[tuple[str, tuple[str, ...]], ...] = ()  # spec.loader.names with {major} filled
     abi_major: AbiMajor | None = None
 
@@ -1436,6 +1453,51 @@ def bind_device_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], 
                         free_casts=_casts(ff), alloc_params=(("out", casts[0], -1), ("size", casts[1], -1)))
 
 
+_HOST_COPY_SHAPE = ("handle", "handle", "int", "int", "int", "handle", "int", "handle", "handle")
+
+
+def bind_host_copy(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: Binder,
+                   device_memory: DeviceMemory | None, col: Collector) -> HostCopy | None:
+    """Check ``host_copy`` against the header: bound functions of the clEnqueueWriteBuffer shape whose buffer is the
+    ``device_memory``'s handle, the read's host pointer writable."""
+    hc = spec.host_copy
+    if hc is None:
+        return None
+    if spec.device_memory is None:
+        col.error(hc.write.location, "host_copy copies to and from the library's device_memory allocations: add "
+                  "device_memory (section 'library > device_memory')")
+        return None
+    by = {f.public: f for f in functions}
+    found: list[BoundFunction] = []
+    for key, name in (("write", hc.write), ("read", hc.read)):
+        f = by.get(name.value)
+        if f is None:
+            col.error(name.location, f"host_copy {key} function '{name}' is not a bound function of "
+                      f"{b.h.name}{suggest(name.value, by)}")
+            continue
+        got = tuple(_shape(b, p.type) for p in f.c.params)
+        if not f.returns_status or got != _HOST_COPY_SHAPE:
+            col.error(name.location, f"'{name}' does not look like a host copy: expected status (queue, buffer, "
+                      "blocking, offset, size, host pointer, wait count, wait list, event *)")
+            continue
+        host = b.canonical(f.c.params[5].type)
+        if key == "read" and isinstance(host, Pointer) and host.pointee.const:
+            col.error(name.location, f"'{name}' takes a const host pointer: a read writes the host buffer")
+            continue
+        if device_memory is not None:
+            buf = declare(replace(b.canonical(f.c.params[1].type), const=False))
+            if buf != device_memory.devptr:
+                col.error(name.location, f"'{name}' copies a '{declare(f.c.params[1].type)}' ({buf}), but the "
+                          f"device_memory allocates a '{device_memory.devptr}'")
+                continue
+        found.append(f)
+    if len(found) != 2 or device_memory is None:
+        return None
+    fw, fr = found
+    return HostCopy(write_index=fw.index, read_index=fr.index, write=fw.public, read=fr.public,
+                    result=fw.result_decl, write_casts=_casts(fw), read_casts=_casts(fr))
+
+
 def _bind_device_creator(dm: DeviceMemorySpec, fa: BoundFunction, ff: BoundFunction, b: Binder,
                          col: Collector) -> DeviceMemory | None:
     """``device_memory: {create: F, size: P, free: G}``: ``F`` returns a handle (a pointer or an integer) and reports
@@ -1636,6 +1698,7 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
     launch = bind_kernel_launch(spec, functions, b, col)
     pool_memory = bind_pool_memory(spec, functions, b, col)
     device_memory = bind_device_memory(spec, functions, b, col)
+    host_copy = bind_host_copy(spec, functions, b, device_memory, col)
     version = sdk_version or b.version or "unknown"
     library_names, abi_major = bind_loader(spec, functions, b, version, col)
     col.check()
@@ -1647,5 +1710,6 @@ def bind(spec: LibrarySpec, core: CoreSpec, header: Header, sdk_version: str | N
         error_type=spec.errors.type.value, error_name_function=names, declarations=decls, structs=structs,
         error_mask=spec.errors.mask, null_handle=spec.errors.null_handle.value if spec.errors.null_handle else None,
         per_thread=any(f.per_thread_symbol for f in functions), resolver=resolver, kernel_launch=launch,
-        pool_memory=pool_memory, device_memory=device_memory, library_names=library_names, abi_major=abi_major,
+        pool_memory=pool_memory, device_memory=device_memory, host_copy=host_copy, library_names=library_names,
+        abi_major=abi_major,
     )

@@ -535,6 +535,9 @@ def spec_breaks(spec: LibrarySpec, backends: Iterable[BackendSpec], old: Snapsho
     if spec.device_memory is not None:
         refs += [(spec.device_memory.alloc, "function", "device_memory: alloc:", function),
                  (spec.device_memory.free, "function", "device_memory: free:", function)]
+    if spec.host_copy is not None:
+        refs += [(spec.host_copy.write, "function", "host_copy: write:", function),
+                 (spec.host_copy.read, "function", "host_copy: read:", function)]
     for b in backends:
         if old.library not in b.libraries:
             continue

@@ -95,6 +95,8 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                    "`library > pool_memory`)."),
                 _k("device_memory", "The device-memory allocator the backend's `Device.alloc` calls from C (section "
                    "`library > device_memory`)."),
+                _k("host_copy", "The host copies the backend's streams call from C, between `device_memory` "
+                   "allocations and host buffers (section `library > host_copy`)."),
                 _k("loader", "Where the shared library is searched for at import (section `library > loader`). "
                    "With `resolver: {kind: objc}` only its directories (the resolver names the libraries).", True),
                 _k("errors", "The status type and how its codes map onto `ErrorKind` (section `library > errors`), "
@@ -249,6 +251,14 @@ SECTIONS: dict[str, Section] = {s.path: s for s in (
                    "when it makes its allocator (or `alloc`)."),
                 _k("size", "`create`'s byte-count parameter, by name, ex. `size`; required with `create`."),
                 _k("free", "status (device pointer), ex. `cuMemFree`, `hipFree`, `clReleaseMemObject`.", True),
+            )),
+    Section("library > host_copy", "The host copies a backend's `Stream.copy_from_host` and `copy_to_host` call "
+            "from C, between an allocation of the library's `device_memory` and a host buffer, blocking, at offset "
+            "0, waiting for nothing; needs `device_memory`.", (
+                _k("write", "status (queue, buffer, blocking, offset, size, const void *host, wait count, wait list, "
+                   "event *), ex. `clEnqueueWriteBuffer`: host to device.", True),
+                _k("read", "the same shape with a writable host pointer, ex. `clEnqueueReadBuffer`: device to host.",
+                   True),
             )),
     Section("library > loader", "Where the shared library is searched for at import (each platform's names are "
             "tried in order after the directories below, then by the system loader).", (
@@ -446,7 +456,7 @@ FORMS: dict[str, dict[str, Form]] = {
         "objc": Form("resolver kind objc", ("vendor", "library", "backend", "frontend", "declarations", "resolver",
                                             "classes"),
                      tuple((k, _OBJC_TOP) for k in ("errors", "bind", "symbols", "kernel_launch", "pool_memory",
-                                                                  "device_memory", "rules"))),
+                                                                  "device_memory", "host_copy", "rules"))),
     },
     "library > loader": {
         "objc": Form("resolver kind objc", refused=tuple((p, _OBJC_LOADER) for p in PLATFORMS) + (

@@ -264,6 +264,19 @@ class DeviceMemorySpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HostCopySpec:
+    """The host copies that the backend's ``Stream.copy_from_host`` and ``copy_to_host`` call in C, between a
+    ``device_memory`` allocation and any host buffer (``_fast._host_copier`` in trampolines.c).
+
+    ex) ``write: clEnqueueWriteBuffer`` and ``read: clEnqueueReadBuffer``: status (queue, buffer, blocking, offset,
+    size, host pointer, wait count, wait list, event), called blocking, at offset 0, waiting for nothing.
+    """
+
+    write: Name  # host -> device
+    read: Name  # device -> host
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AbiMajorSpec:
     """How an opened library's own version is asked, so that a file of another major version than the headers
     the bindings come from is refused (ROCm changes enum values and struct layouts at each major).
@@ -381,6 +394,7 @@ class LibrarySpec:
     kernel_launch: Name | None = None  # ex) cuLaunchKernel: packed and called in C by the backend's launch fast path
     pool_memory: PoolMemorySpec | None = None  # the pool's allocator, called in C by the backend's MemoryPool
     device_memory: DeviceMemorySpec | None = None  # the device's allocator, called in C by Device.alloc
+    host_copy: HostCopySpec | None = None  # the stream's host copies, called in C by copy_from_host/copy_to_host
     loader: LoaderSpec
     errors: ErrorSpec
     functions: tuple[FunctionSpec, ...] = ()
@@ -778,6 +792,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
     kernel_launch = r.ident(m.get("kernel_launch"), "kernel_launch")
     pool_memory = _pool_memory(r, m)
     device_memory = _device_memory(r, m)
+    host_copy = _host_copy(r, m)
     lm = r.section(m.get("loader"), "library > loader", "loader") or {}
     loader = _loader(r, lm)
 
@@ -825,7 +840,7 @@ def load_library(path: Path, display: str | None = None, text: str | None = None
         undefines=tuple(u.value for u in undefines), version_macro=version_macro,
         include=include, exclude=exclude, per_thread=tuple(per_thread), version_typedef=vt.value if vt else None,
         resolver=resolver, table=table, kernel_launch=kernel_launch, pool_memory=pool_memory,
-        device_memory=device_memory,
+        device_memory=device_memory, host_copy=host_copy,
         loader=loader,
         errors=ErrorSpec(type=err_type, success=err.success, kinds=err.kinds, defaulted=err.defaulted, default=default,
                          since=err.since, name_function=err.name_function, macros=err.macros,
@@ -987,6 +1002,17 @@ def _device_memory(r: SpecReader, m: dict[str, yaml.Node]) -> DeviceMemorySpec |
     if dm_alloc is None or dm_free is None or (returns and size is None):
         return None
     return DeviceMemorySpec(alloc=dm_alloc, free=dm_free, returns_handle=returns, size=size)
+
+
+def _host_copy(r: SpecReader, m: dict[str, yaml.Node]) -> HostCopySpec | None:
+    """``host_copy:``: the stream's host-to-device write and device-to-host read."""
+    if "host_copy" not in m:
+        return None
+    hc_map = r.section(m["host_copy"], "library > host_copy", "host_copy") or {}
+    write, read = r.ident(hc_map.get("write"), "write"), r.ident(hc_map.get("read"), "read")
+    if write is None or read is None:
+        return None
+    return HostCopySpec(write=write, read=read)
 
 
 def _loader(r: SpecReader, lm: dict[str, yaml.Node]) -> LoaderSpec:

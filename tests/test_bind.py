@@ -794,6 +794,73 @@ def test_device_memory_binds_a_creator_that_returns_its_handle(tmp_path: Path) -
     assert lib.device_memory.alloc_params == (("out", "poolDevptr *", -1), ("size", "size_t", -1))
 
 
+HOST_COPY_SPEC = CREATE_SPEC.replace("device_memory: DM", "device_memory: {create: poolCreate, size: size, free: "
+                                     "poolDestroy}\nhost_copy: HC")
+
+
+def host_copy_dir(tmp_path: Path, host_copy: str, spec: str = HOST_COPY_SPEC) -> tuple[Path, str]:
+    text = spec.replace("HC", host_copy)
+    d = tmp_path / "specs"
+    (d / "test").mkdir(parents=True)
+    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
+    (d / "test" / "pool.yaml").write_text(text, encoding="utf-8")
+    return d, text
+
+
+def test_host_copy_binds_the_write_and_the_read(tmp_path: Path) -> None:
+    """``host_copy`` (the clEnqueueWriteBuffer / clEnqueueReadBuffer shape): the two functions and the C type of
+    each parameter, which the compiled copier casts its arguments to (blocking, offset 0, no wait, no event)."""
+    d, _ = host_copy_dir(tmp_path, "{write: poolWrite, read: poolRead}")
+    (lib,) = compile_specs(d, {"test": str(HEADERS)}).libraries
+    hc = lib.host_copy
+    assert hc is not None and (hc.write, hc.read, hc.result) == ("poolWrite", "poolRead", "poolResult")
+    assert hc.write_casts == ("poolQueue", "poolMem", "unsigned int", "size_t", "size_t", "const void *",
+                              "unsigned int", "const poolEvent *", "poolEvent *")
+    assert hc.read_casts[5] == "void *"
+    names = [f.public for f in lib.functions]
+    assert (names[hc.write_index], names[hc.read_index]) == ("poolWrite", "poolRead")
+
+
+@pytest.mark.parametrize("host_copy, at, message", [
+    ("{write: poolWrit, read: poolRead}", "poolWrit,",
+     "host_copy write function 'poolWrit' is not a bound function of pool.h (did you mean 'poolWrite'?)"),
+    ("{write: poolWriteShort, read: poolRead}", "poolWriteShort,",
+     "'poolWriteShort' does not look like a host copy: expected status (queue, buffer, blocking, offset, size, host "
+     "pointer, wait count, wait list, event *)"),
+    ("{write: poolWrite, read: poolReadConst}", "poolReadConst}",
+     "'poolReadConst' takes a const host pointer: a read writes the host buffer"),
+    ("{write: poolWriteOther, read: poolRead}", "poolWriteOther,",
+     "'poolWriteOther' copies a 'poolHandle' (struct pool_st *), but the device_memory allocates a "
+     "'struct mem_st *'"),
+    ("{write: poolWrite}", "{write", "missing required key 'read' in host_copy"),
+])
+def test_host_copy_must_be_a_write_and_a_read_of_their_shape(tmp_path: Path, host_copy: str, at: str,
+                                                             message: str) -> None:
+    """What the compiled copier would call with the wrong arguments, or with another kind of buffer than the
+    device's allocations, is a located error, and nothing is written."""
+    d, text = host_copy_dir(tmp_path, host_copy)
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(HEADERS)})
+    (diag,) = info.value.diagnostics
+    assert diag.message == message
+    assert (diag.location.file, diag.location.line, diag.location.col) == ("specs/test/pool.yaml", *pos(text, at))
+    out = tmp_path / "out"
+    located = located_lines(run_cli(d, out, "--sdk", f"test={HEADERS}"))
+    assert [m["message"] for m in located] == [message] and nothing_written(out)
+
+
+def test_host_copy_needs_device_memory(tmp_path: Path) -> None:
+    """The copier reads the device's compiled allocations: without ``device_memory`` there are none."""
+    spec = POOL_SPEC.replace("pool_memory: {alloc: ALLOC, free: FREE}", "host_copy: HC")
+    d, text = host_copy_dir(tmp_path, "{write: poolWrite, read: poolRead}", spec)
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(HEADERS)})
+    (diag,) = info.value.diagnostics
+    assert diag.message == ("host_copy copies to and from the library's device_memory allocations: add "
+                            "device_memory (section 'library > device_memory')")
+    assert (diag.location.line, diag.location.col) == pos(text, "poolWrite,")
+
+
 @pytest.mark.parametrize("device_memory, at, message", [
     ("{alloc: poolMalloc, create: poolCreate, size: size, free: poolDestroy}", "poolCreate,",
      "device_memory takes one of 'alloc' (status (device pointer *out, size_t bytes)) and 'create' (a creator that "

@@ -24,6 +24,7 @@ constants                 __init__.py, types.cdef (values, IntEnums, SDK_VERSION
 declared                  types.cdef, api.cdef, abi.cdef (the spec's declarations, as both front-ends parse them)
 device_memory             trampolines.c (_fast._devmem_allocator and _DeviceMemory)
 device_memory_create      trampolines.c (the same, over a creator returning its handle: IA_DEVMEM_ALLOCATE)
+host_copy                 trampolines.c (_fast._host_copier: the write and read macros IA_HOSTCOPY_WRITE/READ)
 device_pointers           __init__.py (device: true from rules: and a parameter's own entry; the wrapper asks the
                           runtime for an Allocation's, a slice's or an int's address)
 errors                    _binding.py, __init__.py, unchecked.py, trampolines.c (the error table, status:

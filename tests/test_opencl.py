@@ -502,3 +502,101 @@ def test_device_alloc_creates_and_releases_buffers_in_c(cl: Any) -> None:
         dev.alloc(8)
     assert e.value.kind is ErrorKind.INVALID_HANDLE
     assert dev.alloc_unchecked(8).kind is ErrorKind.INVALID_HANDLE
+
+
+# ------------------------------------------------------------------ host copies in C (host_copy)
+
+
+def _outcome(fn: Callable[[], Any]) -> tuple[Any, ...]:
+    try:
+        fn()
+    except (Error, TypeError, BufferError, ValueError) as err:
+        return (type(err), getattr(err, "kind", None), str(err))
+    return ("ok",)
+
+
+@needs_device
+def test_stream_host_copies_run_in_c_and_refuse_as_the_methods_do(cl: Any) -> None:
+    """In API mode a stream's ``copy_from_host`` and ``copy_to_host`` are the compiled copiers of the spec's
+    ``host_copy: {write: clEnqueueWriteBuffer, read: clEnqueueReadBuffer}``: a DEVICE allocation and a numpy array,
+    bytes, bytearray or memoryview copy in C, leaving the stream's flags as the methods do; everything else goes
+    to the methods, so every mistake gets the methods' own Error (type, kind and message); after the device's
+    close the methods are back; a copier kept past its stream refuses, INVALID_HANDLE."""
+    import gc
+
+    import numpy as np
+
+    registry = BackendRegistry.default()
+    dev: Any = registry.get(BackendKind.OPENCL).open(0)
+    other: Any = registry.get(BackendKind.OPENCL).open(0)
+    s = dev.create_stream()
+    assert type(s.copy_from_host).__name__ == type(s.copy_to_host).__name__ == "_HostCopier"
+    cls = type(s)
+    a = dev.alloc(4096)
+    x = np.arange(1024, dtype=np.int32)
+    for src in (x, x.tobytes(), bytearray(x.tobytes()), x.data):
+        s.synchronize()
+        s.copy_from_host(a, src)
+        assert s._pending is True and s._dirty and dev._dirty
+        for dst in (np.zeros_like(x), bytearray(4096), memoryview(bytearray(4096))):
+            s.copy_to_host(dst, a)
+            assert s._pending is False and bytes(dst) == x.tobytes()
+    s.copy_from_host(a, x[:4])  # (fewer bytes than the allocation: its start)
+    half = np.zeros(512, np.int32)
+    s.copy_to_host(half, a)
+    assert (half[:4] == x[:4]).all() and (half[4:] == x[4:512]).all()
+    pool = dev.memory_pool()
+    block = pool.alloc(4096, s)  # (the methods take pool blocks)
+    s.copy_from_host(block, x)
+    out = np.zeros_like(x)
+    s.copy_to_host(out, block)
+    assert (out == x).all()
+    freed = dev.alloc(64)
+    freed.free()
+    theirs = other.alloc(4096)
+    mistakes: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+        ("copy_from_host", (a, np.zeros(2048, np.int32)), {}),  # too big
+        ("copy_from_host", (a, np.array([None] * 8, dtype=object)), {}),  # Python objects
+        ("copy_from_host", (a, np.zeros((64, 64), np.int32)[:, ::2]), {}),  # not contiguous
+        ("copy_from_host", (a, np.zeros((64, 64), np.int32)[:, ::2].data), {}),
+        ("copy_from_host", (a, np.int32(5)), {}),  # a numpy scalar
+        ("copy_from_host", (a, 5), {}),  # not a buffer
+        ("copy_from_host", (freed, x), {}),
+        ("copy_from_host", (theirs, x), {}),
+        ("copy_from_host", (x, a), {}),  # swapped
+        ("copy_from_host", (a, x), {"nbytes": 8192}),
+        ("copy_to_host", (bytes(4096), a), {}),  # read-only
+        ("copy_to_host", (np.zeros(2048, np.int32), a), {}),  # more than the allocation holds
+        ("copy_to_host", (np.zeros((64, 64), np.int32)[:, ::2], a), {}),
+        ("copy_to_host", (np.array([None] * 8, dtype=object), a), {}),
+        ("copy_to_host", (out, freed), {}),
+        ("copy_to_host", (out, theirs), {}),
+        ("copy_to_host", (out, a), {"src_offset": 8192}),
+    ]
+    for name, args, kwargs in mistakes:
+        compiled = _outcome(lambda: getattr(s, name)(*args, **kwargs))
+        python = _outcome(lambda: getattr(cls, name)(s, *args, **kwargs))
+        assert compiled == python and compiled[0] != "ok", (name, args, kwargs, compiled, python)
+    s.copy_from_host(a, np.zeros(0, np.int32))  # (nothing to copy: the methods, as before)
+    s.copy_to_host(np.zeros(0, np.int32), a)
+    s.copy_from_host(a, x[:8], nbytes=16, dst_offset=8)  # (offsets: the method)
+    s.copy_to_host(out, a)
+    assert (out[2:6] == x[:4]).all()
+    t = dev.create_stream()
+    kept = t.copy_from_host
+    del t
+    gc.collect()
+    with pytest.raises(Error) as e:
+        kept(a, x)
+    assert e.value.kind is ErrorKind.INVALID_HANDLE and "dropped" in str(e.value)
+    kept = s.copy_to_host
+    block.free()
+    dev.close()
+    assert type(s.copy_to_host).__name__ == "method"
+    calls: tuple[Callable[[], Any], ...] = (lambda: s.copy_to_host(out, a), lambda: kept(out, a))
+    for fn in calls:
+        with pytest.raises(Error) as e:
+            fn()
+        assert e.value.kind is ErrorKind.INVALID_HANDLE
+    theirs.free()
+    other.close()

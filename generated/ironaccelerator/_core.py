@@ -343,7 +343,7 @@ GENERATED_FROM: dict[str, Any] = {
         'metal/backend.yaml': 'sha256:6dd67eedbdee0c94a9414031a2ed2326b21c57238d4fb139d73bf8d7506f18a2',
         'metal/metal.yaml': 'sha256:052f86510138e97553360f603ff98538ab6e37dfc7235daa025876802b0c5c22',
         'opencl/backend.yaml': 'sha256:63a77a4da84329d3705203c03cab548469eb51238a4f32a3d194d5d32204a082',
-        'opencl/cl.yaml': 'sha256:a84c45a691ed73a0cc7270b96dd9143178920ad868819a905f5c858424e69cd0',
+        'opencl/cl.yaml': 'sha256:9c2e6568f23502c71ee7bee250de229e91ec73b19c8a258501a6aad719785198',
         'qnn/backend.yaml': 'sha256:f60f3c8e9b05833625a482dd03fecc14ff0ef3375e91fa1ba8dcc09ff29b4cd8',
         'qnn/interface.yaml': 'sha256:eb9c112cb93075d7718d5aadf1091ca1092f72b1fc0d6cf1aea28dd0c9106036',
         'qnn/saver.yaml': 'sha256:8bbf2e2b39a021c6508c290df09466da6fb0378133f1564637c79c5800de786d',

@@ -1,4 +1,4 @@
-/* Focused header for the binder's pool_memory and device_memory checks (tests/test_bind.py): functions of the
+/* Focused header for the binder's pool_memory, device_memory and host_copy checks (tests/test_bind.py): functions of the
    cuMemAllocFromPoolAsync / cuMemFreeAsync shapes, and near misses. */
 #ifndef POOL_H
 #define POOL_H
@@ -26,4 +26,16 @@ poolMem poolCreate(poolHandle ctx, unsigned long long flags, size_t size, void *
 poolResult poolDestroy(poolMem mem);
 poolMem poolCreateNoStatus(poolHandle ctx, size_t size);
 poolMem poolCreateFloat(poolHandle ctx, double scale, size_t size, poolResult *errcode_ret);
+/* host_copy (clEnqueueWriteBuffer / clEnqueueReadBuffer shapes), and near misses */
+typedef struct queue_st *poolQueue;
+typedef struct event_st *poolEvent;
+poolResult poolWrite(poolQueue q, poolMem mem, unsigned int blocking, size_t offset, size_t size, const void *host,
+                     unsigned int nwait, const poolEvent *wait, poolEvent *event);
+poolResult poolRead(poolQueue q, poolMem mem, unsigned int blocking, size_t offset, size_t size, void *host,
+                    unsigned int nwait, const poolEvent *wait, poolEvent *event);
+poolResult poolReadConst(poolQueue q, poolMem mem, unsigned int blocking, size_t offset, size_t size,
+                         const void *host, unsigned int nwait, const poolEvent *wait, poolEvent *event);
+poolResult poolWriteShort(poolQueue q, poolMem mem, size_t size, const void *host);
+poolResult poolWriteOther(poolQueue q, poolHandle mem, unsigned int blocking, size_t offset, size_t size,
+                          const void *host, unsigned int nwait, const poolEvent *wait, poolEvent *event);
 #endif

@@ -411,6 +411,8 @@ class OpenCLDevice(Device):
                 allocator._shut()  # (one kept by a caller takes the methods from now on)
             del self.alloc, self.alloc_unchecked
             self._allocators = ()
+        for s in self._live_streams():  # (their compiled copies: the methods again, which refuse)
+            s._shut_copiers()  # type: ignore[attr-defined]
         self._finalizer()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import weakref
+from functools import partial
 from typing import Any
 
 from ironaccelerator._core import ErrorKind
@@ -17,7 +18,7 @@ from ironaccelerator_runtime.traits import (
 
 from .args import _live_buffer, _plain_host, _set_args
 from .device import OpenCLDevice
-from .memory import _BUFFERS
+from .memory import _BUFFERS, _COMPILED
 from .module import OpenCLKernel
 from .tables import _KIND
 
@@ -56,6 +57,12 @@ class OpenCLEvent(Event):
                        "Event.elapsed_ms needs another OpenCL event", "OPENCL")
         self._elapsed_pair(end)  # (either device closed, another device's event; both waited for)
         return (end._end_ns() - self._end_ns()) / 1e6
+
+
+def _stream_gone(function: str) -> Error:
+    """The Error of a compiled copy method called after its stream was dropped (and destroyed)."""
+    return fail(ErrorKind.INVALID_HANDLE, function, "the stream of this copy method was dropped (and destroyed): keep "
+                "the Stream while you copy on it", "OPENCL")
 
 
 class OpenCLStream(Stream):
@@ -109,7 +116,43 @@ class OpenCLStream(Stream):
         # _last is the entry of the last LaunchDims object seen (identity: the fast path for a reused launch)
         self._dims: dict[tuple[Any, ...], tuple[Any, Any, bool]] = {}
         self._last: tuple[Any, Any, Any, bool] = (_NONE, None, None, False)  # (dims None must not match it)
+        self._copiers: tuple[Any, ...] = ()
+        self._bind_copiers(device, np)
         device._streams.add(self)
+
+    def _bind_copiers(self, device: OpenCLDevice, np: Any) -> None:
+        """In API mode, ``copy_from_host`` and ``copy_to_host`` are compiled copiers (``_fast._host_copier``,
+        ia_runtime.h; the spec's ``host_copy``), bound as instance attributes over the methods below: for a DEVICE
+        allocation of this device (the compiled class) and a host buffer of a plain type (numpy arrays, bytes,
+        bytearray, memoryview), with no offsets, the checks, the buffer export and the blocking
+        ``clEnqueueWriteBuffer``/``clEnqueueReadBuffer`` run in C.  What they do not take (pool blocks, offsets,
+        keywords, other host types, a freed allocation, a closed device) goes to the methods, which copy or
+        raise as before.  None with ``IRONACCEL_TRACE`` (the C calls would go unlogged: no compiled class).  A
+        copier holds its stream weakly (the stream holds it): one kept after its stream was dropped refuses,
+        INVALID_HANDLE."""
+        make = getattr(device._pool_fast, "_host_copier", None)
+        if make is None or not _COMPILED or not device._allocators:
+            return
+        arrays = (np.ndarray,) if np is not None else ()
+        ref, queue = weakref.ref(self), int(self.api.ffi.cast("uintptr_t", self.queue))
+        cls = type(self)
+        self._copiers = (
+            make(True, ref, _COMPILED[0], device, queue, (bytes, bytearray, memoryview) + arrays,
+                 cls.copy_from_host, partial(self.api.error, function="clEnqueueWriteBuffer"),
+                 partial(_stream_gone, "Stream.copy_from_host")),
+            make(False, ref, _COMPILED[0], device, queue, (bytearray, memoryview) + arrays,
+                 cls.copy_to_host, partial(self.api.error, function="clEnqueueReadBuffer"),
+                 partial(_stream_gone, "Stream.copy_to_host")))
+        setattr(self, "copy_from_host", self._copiers[0])
+        setattr(self, "copy_to_host", self._copiers[1])
+
+    def _shut_copiers(self) -> None:
+        """The device was closed: the methods again, which refuse (a copier kept by a caller takes them too)."""
+        for copier in self._copiers:
+            copier._shut()
+        if self._copiers:
+            del self.copy_from_host, self.copy_to_host
+            self._copiers = ()
 
     # copies to and from host memory: blocking (synchronous with respect to the host, as CUDA's of pageable memory):
     # the call returns once the source was read (to the device) or the bytes are in the destination (to the host),

@@ -272,6 +272,18 @@ NULL,
 static cl_mem clCreateBuffer(cl_context context, cl_mem_flags flags, size_t size, void *host_ptr, cl_int *errcode_ret);
 static cl_int clReleaseMemObject(cl_mem memobj);
 
+/* Host copies (_fast._host_copier) write with clEnqueueWriteBuffer and read with clEnqueueReadBuffer: blocking, at offset 0, waiting for nothing. */
+#define IA_HOSTCOPY 1
+#define IA_HOSTCOPY_WRITE_INDEX 53
+#define IA_HOSTCOPY_READ_INDEX 41
+#define IA_HOSTCOPY_RESULT cl_int
+#define IA_HOSTCOPY_WRITE(queue, buf, n, host) \
+    clEnqueueWriteBuffer((cl_command_queue)(uintptr_t)(queue), (cl_mem)(buf), (cl_bool)1, (size_t)0, (size_t)(n), (const void *)(host), (cl_uint)0, (const cl_event *)0, (cl_event *)0)
+#define IA_HOSTCOPY_READ(queue, buf, n, host) \
+    clEnqueueReadBuffer((cl_command_queue)(uintptr_t)(queue), (cl_mem)(buf), (cl_bool)1, (size_t)0, (size_t)(n), (void *)(host), (cl_uint)0, (const cl_event *)0, (cl_event *)0)
+static cl_int clEnqueueWriteBuffer(cl_command_queue command_queue, cl_mem buffer, cl_bool blocking_write, size_t offset, size_t size, const void *ptr, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event);
+static cl_int clEnqueueReadBuffer(cl_command_queue command_queue, cl_mem buffer, cl_bool blocking_read, size_t offset, size_t size, void *ptr, cl_uint num_events_in_wait_list, const cl_event *event_wait_list, cl_event *event);
+
 #include "ia_runtime.h"
 
 typedef cl_int (*ia_pfn_0)(cl_program program, cl_uint num_devices, const cl_device_id *device_list, const char *options, void (*pfn_notify)(cl_program, void *), void *user_data);
