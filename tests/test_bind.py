@@ -227,13 +227,17 @@ errors:
 """
 
 
-def pool_dir(tmp_path: Path, alloc: str, free: str) -> tuple[Path, str]:
-    text = POOL_SPEC.replace("ALLOC", alloc).replace("FREE", free)
+def spec_dir(tmp_path: Path, text: str) -> tuple[Path, str]:
+    """``tmp_path/specs`` with the core spec and ``text`` as the test library's spec (``test/pool.yaml``)."""
     d = tmp_path / "specs"
     (d / "test").mkdir(parents=True)
     (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
     (d / "test" / "pool.yaml").write_text(text, encoding="utf-8")
     return d, text
+
+
+def pool_dir(tmp_path: Path, alloc: str, free: str) -> tuple[Path, str]:
+    return spec_dir(tmp_path, POOL_SPEC.replace("ALLOC", alloc).replace("FREE", free))
 
 
 def test_pool_memory_binds_the_allocator_and_its_free(tmp_path: Path) -> None:
@@ -288,12 +292,8 @@ def test_pool_memory_needs_both_functions(tmp_path: Path) -> None:
 
 
 def devmem_dir(tmp_path: Path, alloc: str, free: str) -> tuple[Path, str]:
-    text = POOL_SPEC.replace("pool_memory: {alloc: ALLOC, free: FREE}", f"device_memory: {{alloc: {alloc}, free: {free}}}")
-    d = tmp_path / "specs"
-    (d / "test").mkdir(parents=True)
-    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
-    (d / "test" / "pool.yaml").write_text(text, encoding="utf-8")
-    return d, text
+    return spec_dir(tmp_path, POOL_SPEC.replace("pool_memory: {alloc: ALLOC, free: FREE}",
+                                                f"device_memory: {{alloc: {alloc}, free: {free}}}"))
 
 
 def test_device_memory_binds_the_allocator_and_its_free(tmp_path: Path) -> None:
@@ -769,12 +769,7 @@ CREATE_SPEC = POOL_SPEC.replace("pool_memory: {alloc: ALLOC, free: FREE}", "devi
 
 
 def create_dir(tmp_path: Path, device_memory: str) -> tuple[Path, str]:
-    text = CREATE_SPEC.replace("DM", device_memory)
-    d = tmp_path / "specs"
-    (d / "test").mkdir(parents=True)
-    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
-    (d / "test" / "pool.yaml").write_text(text, encoding="utf-8")
-    return d, text
+    return spec_dir(tmp_path, CREATE_SPEC.replace("DM", device_memory))
 
 
 def test_device_memory_binds_a_creator_that_returns_its_handle(tmp_path: Path) -> None:
@@ -799,12 +794,7 @@ HOST_COPY_SPEC = CREATE_SPEC.replace("device_memory: DM", "device_memory: {creat
 
 
 def host_copy_dir(tmp_path: Path, host_copy: str, spec: str = HOST_COPY_SPEC) -> tuple[Path, str]:
-    text = spec.replace("HC", host_copy)
-    d = tmp_path / "specs"
-    (d / "test").mkdir(parents=True)
-    (d / "core.yaml").write_text(CORE_TEXT, encoding="utf-8")
-    (d / "test" / "pool.yaml").write_text(text, encoding="utf-8")
-    return d, text
+    return spec_dir(tmp_path, spec.replace("HC", host_copy))
 
 
 def test_host_copy_binds_the_write_and_the_read(tmp_path: Path) -> None:
