@@ -156,8 +156,9 @@ class OpenCLStream(Stream):
 
     # copies to and from host memory: blocking (synchronous with respect to the host, as CUDA's of pageable memory):
     # the call returns once the source was read (to the device) or the bytes are in the destination (to the host),
-    # so no host buffer is held past it; PoCL serves a blocking command as the enqueue and its own clFinish in one
-    # call, which is faster than a non-blocking one and a clFinish from Python (docs/performance.md)
+    # so no host buffer is held past it.  A non-blocking write and a clFinish inside copy_from_host measured no
+    # faster in bench_opencl.py (docs/performance.md, stop 38).  In API mode the common case runs in C (the
+    # compiled copiers _bind_copiers binds over these methods); these take the rest, with the same checks.
     def copy_from_host(self, dst: Allocation, src: Any, nbytes: int | None = None, *, dst_offset: int = 0,
                        src_offset: int = 0) -> None:
         device = self.device
