@@ -21,7 +21,7 @@ from .prototypes import PrototypeSource, fill_spec
 from .objc import ObjcLibrary, bind_objc
 from .render import banner_text, environment, render_library, render_objc_library, render_package
 from .surface import BackendSpec, Surface, load_backend, load_surface, render_surface
-from .spec import CoreSpec, LibrarySpec, SdkSpec, check_backends, check_library_set, load_core, load_library, sdk_declarations
+from .spec import CoreSpec, LibrarySpec, LoaderSpec, SdkSpec, check_backends, check_library_set, load_core, load_library, sdk_declarations
 
 
 
@@ -301,7 +301,11 @@ def compile_specs(spec_dir: Path, sdk_overrides: dict[str, str] | None = None, f
     say(f"generate: rendering the package ({len(libraries) + len(objc_libraries)} libraries, "
         f"{len(backends)} backends)")
     env = environment()
-    files = render_package(env, core, (sp.vendor.value for sp in specs), {b.vendor: b.class_prefix for b in backends})
+    loaders: dict[str, list[tuple[str, LoaderSpec]]] = {}
+    for sp in specs:
+        loaders.setdefault(sp.vendor.value, []).append((sp.library.value, sp.loader))
+    files = render_package(env, core, (sp.vendor.value for sp in specs), {b.vendor: b.class_prefix for b in backends},
+                           loaders)
     for lib in libraries:
         files.update(render_library(env, lib, notices.get(f"{lib.spec.vendor}.{lib.spec.library}")))
     for olib in objc_libraries:

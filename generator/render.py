@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, assert_never
 
 import jinja2
@@ -21,7 +21,7 @@ from .bind import BoundFunction, BoundLibrary
 from . import objc as _objc
 from .output import JOURNAL
 from .roles import ValueKind
-from .spec import CoreSpec
+from .spec import CoreSpec, LoaderSpec
 from .wrappers import FastPath, c_string, fast_paths, lower, out_types, raw_result
 
 TEMPLATES = data.TEMPLATES
@@ -201,14 +201,19 @@ BACKEND_CLASSES = ("Backend", "Device", "Allocation", "Stream", "Event", "Module
 
 
 def render_package(env: jinja2.Environment, core: CoreSpec, vendors: Iterable[str],
-                   backends: Mapping[str, str] | None = None) -> dict[str, str]:
+                   backends: Mapping[str, str] | None = None,
+                   loaders: Mapping[str, Sequence[tuple[str, LoaderSpec]]] | None = None) -> dict[str, str]:
     """The package-level files (errors, runtime, package __init__s).
 
     ``vendors``: every vendor with a library spec, whether or not its SDK was found this run, so that a
     machine without (say) the HIP headers renders the same package files as one with them.  ``backends``: vendor
     -> class prefix of each backend spec; its vendor package exports the backend's classes (imported from
-    ``_backend`` on first use, so that importing one library does not load the backend)."""
+    ``_backend`` on first use, so that importing one library does not load the backend).  ``loaders``: vendor ->
+    (library, its spec's ``loader``) of each library spec, which a backend's vendor package states as
+    ``_LIBRARIES`` (where each library's file is looked for, for a backend's early start: read without importing
+    the library's package).  Spec data only, as the vendors are: the same files with or without the SDKs."""
     backends = backends or {}
+    loaders = loaders or {}
     banner = "# " + banner_text(core.path)
     out = {
         "ironaccelerator/__init__.py": env.get_template("package/__init__.py.j2").render(banner=banner, version=__version__,
@@ -222,7 +227,8 @@ def render_package(env: jinja2.Environment, core: CoreSpec, vendors: Iterable[st
             out[f"ironaccelerator/backends/{vendor}/__init__.py"] = f'{banner}\n"""The {vendor} vendor libraries."""\n'
             continue
         out[f"ironaccelerator/backends/{vendor}/__init__.py"] = env.get_template("package/vendor.py.j2").render(
-            banner=banner, vendor=vendor, classes=[prefix + c for c in BACKEND_CLASSES])
+            banner=banner, vendor=vendor, classes=[prefix + c for c in BACKEND_CLASSES],
+            loaders=sorted(loaders.get(vendor, ()), key=lambda x: x[0]))
     return out
 
 

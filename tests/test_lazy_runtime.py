@@ -241,6 +241,35 @@ def test_the_early_start_has_begun_its_call_when_get_goes_on() -> None:
     assert got == {"begun": ["begun"]}, got
 
 
+def test_the_early_start_runs_nothing_of_the_library_package_before_its_call() -> None:
+    """The worker's call begins before the library's package (``ironaccelerator.backends.opencl.cl``: its binding
+    and wrappers, ~1.5 ms of Python) is imported: the early start opens the ICD loader itself, at the first of the
+    spec's candidate paths that opens (the vendor package's ``_LIBRARIES``), and loads the package's compiled module
+    alone, which the package then finds and its binding uses.  Before, the package was imported first (the worker's
+    call began ~2 ms later).  Where the package is imported already, its binding's function is called as before."""
+    _opencl_or_skip()
+    spy = ("PACKAGE = 'ironaccelerator.backends.opencl.cl'\n"
+           "seen = []\n"
+           "run = start._run\n"
+           "def spy(*args):\n"
+           "    seen.append([n in sys.modules for n in (PACKAGE, PACKAGE + '._cffi')])\n"
+           "    run(*args)\n"
+           "start._run = spy\n")
+    got = _child(_START + spy +
+                 "b = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL)\n"
+                 "n = len(b.devices())\n"
+                 "from ironaccelerator.backends.opencl.cl._binding import BINDING\n"
+                 "same = BINDING.lib is sys.modules[PACKAGE + '._cffi'].lib\n"
+                 "print(json.dumps({'seen': seen, 'devices': n, 'same': same, 'mode': BINDING.mode}))")
+    assert got == {"seen": [[False, True]], "devices": got["devices"], "same": True, "mode": "api"}, got
+    assert isinstance(got["devices"], int) and got["devices"] >= 1
+    got = _child(_START + spy +
+                 "from ironaccelerator.backends.opencl import cl\n"
+                 "b = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL)\n"
+                 "print(json.dumps({'seen': seen, 'devices': len(b.devices())}))")
+    assert got["seen"] == [[True, True]] and isinstance(got["devices"], int) and got["devices"] >= 1, got
+
+
 def test_the_early_start_leaves_errors_and_forks_as_they_were() -> None:
     """A library that does not load: nothing is started, and ``get`` raises LIBRARY_NOT_FOUND as it did.  A fork
     right after ``get`` waits for the start to finish (never a child in the middle of ``dlopen``), and the child

@@ -24,6 +24,46 @@ if TYPE_CHECKING:
 
 __all__ = ['CudaBackend', 'CudaDevice', 'CudaAllocation', 'CudaStream', 'CudaEvent', 'CudaModule', 'CudaKernel']
 
+# where each library's file is looked for, as its spec's loader says (the names per platform, {major} unfilled;
+# wheel_dirs, sdk_dirs, sdk_env, sdk_roots): a backend's early start reads it without importing the library's
+# package (ironaccelerator_runtime.libpaths.library_candidates), which its _binding.BINDING does too
+_LIBRARIES: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...], tuple[str, ...], tuple[str, ...],
+                            tuple[str, ...]]] = {
+    'driver': (
+        {
+            'linux': ('libcuda.so.1', 'libcuda.so'),
+            'windows': ('nvcuda.dll',),
+            'darwin': (),
+        },
+        (),
+        (),
+        (),
+        (),
+    ),
+    'nvrtc': (
+        {
+            'linux': ('libnvrtc.so.13', 'libnvrtc.so.12', 'libnvrtc.so'),
+            'windows': ('nvrtc64_130_0.dll', 'nvrtc64_120_0.dll'),
+            'darwin': (),
+        },
+        ('nvidia/cu13/lib', 'nvidia/cuda_nvrtc/lib'),
+        ('lib64', 'lib', 'bin'),
+        ('CUDA_HOME', 'CUDA_PATH'),
+        ('/usr/local/cuda', '/usr/local/cuda-*', '/opt/cuda'),
+    ),
+    'nvtx': (
+        {
+            'linux': ('libnvtx3interop.so.1', 'libnvtx3interop.so'),
+            'windows': (),
+            'darwin': (),
+        },
+        (),
+        ('lib64', 'lib'),
+        ('CUDA_HOME', 'CUDA_PATH'),
+        ('/usr/local/cuda', '/usr/local/cuda-*', '/opt/cuda'),
+    ),
+}
+
 
 def __getattr__(name: str) -> Any:
     if name in __all__:

@@ -24,6 +24,24 @@ if TYPE_CHECKING:
 
 __all__ = ['HipBackend', 'HipDevice', 'HipAllocation', 'HipStream', 'HipEvent', 'HipModule', 'HipKernel']
 
+# where each library's file is looked for, as its spec's loader says (the names per platform, {major} unfilled;
+# wheel_dirs, sdk_dirs, sdk_env, sdk_roots): a backend's early start reads it without importing the library's
+# package (ironaccelerator_runtime.libpaths.library_candidates), which its _binding.BINDING does too
+_LIBRARIES: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...], tuple[str, ...], tuple[str, ...],
+                            tuple[str, ...]]] = {
+    'runtime': (
+        {
+            'linux': ('libamdhip64.so.{major}', 'libamdhip64.so'),
+            'windows': ('amdhip64_{major}.dll', 'amdhip64.dll'),
+            'darwin': (),
+        },
+        (),
+        ('lib', 'lib64'),
+        ('ROCM_PATH', 'HIP_PATH'),
+        ('/opt/rocm', '/opt/rocm-*'),
+    ),
+}
+
 
 def __getattr__(name: str) -> Any:
     if name in __all__:

@@ -24,6 +24,24 @@ if TYPE_CHECKING:
 
 __all__ = ['MetalBackend', 'MetalDevice', 'MetalAllocation', 'MetalStream', 'MetalEvent', 'MetalModule', 'MetalKernel']
 
+# where each library's file is looked for, as its spec's loader says (the names per platform, {major} unfilled;
+# wheel_dirs, sdk_dirs, sdk_env, sdk_roots): a backend's early start reads it without importing the library's
+# package (ironaccelerator_runtime.libpaths.library_candidates), which its _binding.BINDING does too
+_LIBRARIES: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...], tuple[str, ...], tuple[str, ...],
+                            tuple[str, ...]]] = {
+    'metal': (
+        {
+            'linux': ('libobjc.so.4',),
+            'windows': (),
+            'darwin': ('/usr/lib/libobjc.A.dylib',),
+        },
+        (),
+        ('.',),
+        ('IA_METAL_SIM_DIR',),
+        (),
+    ),
+}
+
 
 def __getattr__(name: str) -> Any:
     if name in __all__:

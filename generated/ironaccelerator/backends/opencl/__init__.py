@@ -24,6 +24,24 @@ if TYPE_CHECKING:
 
 __all__ = ['OpenCLBackend', 'OpenCLDevice', 'OpenCLAllocation', 'OpenCLStream', 'OpenCLEvent', 'OpenCLModule', 'OpenCLKernel']
 
+# where each library's file is looked for, as its spec's loader says (the names per platform, {major} unfilled;
+# wheel_dirs, sdk_dirs, sdk_env, sdk_roots): a backend's early start reads it without importing the library's
+# package (ironaccelerator_runtime.libpaths.library_candidates), which its _binding.BINDING does too
+_LIBRARIES: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...], tuple[str, ...], tuple[str, ...],
+                            tuple[str, ...]]] = {
+    'cl': (
+        {
+            'linux': ('libOpenCL.so.1', 'libOpenCL.so'),
+            'windows': ('OpenCL.dll',),
+            'darwin': ('/System/Library/Frameworks/OpenCL.framework/OpenCL',),
+        },
+        (),
+        (),
+        (),
+        (),
+    ),
+}
+
 
 def __getattr__(name: str) -> Any:
     if name in __all__:

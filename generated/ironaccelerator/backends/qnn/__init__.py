@@ -24,6 +24,46 @@ if TYPE_CHECKING:
 
 __all__ = ['QnnBackend', 'QnnDevice', 'QnnAllocation', 'QnnStream', 'QnnEvent', 'QnnModule', 'QnnKernel']
 
+# where each library's file is looked for, as its spec's loader says (the names per platform, {major} unfilled;
+# wheel_dirs, sdk_dirs, sdk_env, sdk_roots): a backend's early start reads it without importing the library's
+# package (ironaccelerator_runtime.libpaths.library_candidates), which its _binding.BINDING does too
+_LIBRARIES: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...], tuple[str, ...], tuple[str, ...],
+                            tuple[str, ...]]] = {
+    'interface': (
+        {
+            'linux': ('libQnnHtp.so',),
+            'windows': ('QnnHtp.dll',),
+            'darwin': (),
+        },
+        ('onnxruntime_qnn',),
+        ('lib/x86_64-linux-clang', 'lib/aarch64-android', 'lib/aarch64-windows-msvc', 'lib'),
+        ('QNN_SDK_ROOT',),
+        (),
+    ),
+    'saver': (
+        {
+            'linux': ('libQnnSaver.so',),
+            'windows': ('QnnSaver.dll',),
+            'darwin': (),
+        },
+        ('onnxruntime_qnn',),
+        ('lib/x86_64-linux-clang', 'lib/aarch64-android', 'lib/aarch64-windows-msvc', 'lib'),
+        ('QNN_SDK_ROOT',),
+        (),
+    ),
+    'system': (
+        {
+            'linux': ('libQnnSystem.so',),
+            'windows': ('QnnSystem.dll',),
+            'darwin': (),
+        },
+        ('onnxruntime_qnn',),
+        ('lib/x86_64-linux-clang', 'lib/aarch64-android', 'lib/aarch64-windows-msvc', 'lib'),
+        ('QNN_SDK_ROOT',),
+        (),
+    ),
+}
+
 
 def __getattr__(name: str) -> Any:
     if name in __all__:

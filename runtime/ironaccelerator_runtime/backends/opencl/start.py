@@ -30,10 +30,10 @@ def start_platform() -> None:
         if _done is not None or not _cpus_beside():
             return
         try:
-            from ironaccelerator_runtime.loader import load_library
-
-            cl, _ = load_library("ironaccelerator.backends.opencl.cl", "clGetPlatformIDs", "")
+            call = _platform_ids()
         except Exception:  # (LIBRARY_NOT_FOUND...: the backend's constructor raises it)
+            return
+        if call is None:
             return
         # the extension modules the backend imports beside the worker: loading one (dlopen) would wait for the
         # worker's dlopen to finish, so they load first (traits.launch: math; backends.opencl.device: struct)
@@ -45,7 +45,7 @@ def start_platform() -> None:
         done, running = _thread.allocate_lock(), _thread.allocate_lock()
         done.acquire()
         running.acquire()
-        args = (cl.unchecked.clGetPlatformIDs, cl.ffi.NULL, cl.ffi.new("cl_uint *"), done, running)
+        args = (*call, done, running)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(before=wait)
         atexit.register(wait)
@@ -56,6 +56,84 @@ def start_platform() -> None:
         # own, a new thread waits for the switch interval (5 ms) while this one imports.  Bounded: on a busy
         # machine, where the new thread may wait a time slice to run at all, this goes on without it.
         running.acquire(True, _HANDOFF_S)
+
+
+_PACKAGE = "ironaccelerator.backends.opencl.cl"
+_kept: Any = None  # the ICD loader as the early start opened it: never closed (a dlclose would unmap it under a call)
+
+
+def _platform_ids() -> tuple[Any, Any, Any] | None:
+    """``(clGetPlatformIDs, NULL, a cl_uint *)`` for the worker, or None where the library is not found.
+
+    Where the library's package is not imported yet (the common case), nothing of it runs before the worker's call:
+    the ICD loader is opened through cffi's backend at the first of the spec's candidate paths that opens, as the
+    binding's own open will (the vendor package's ``_LIBRARIES``, ``libpaths.library_candidates``), and the package's
+    compiled module is loaded alone (:func:`_load_extension`).  The package's Python (its wrappers, the binding:
+    ~1.5 ms) then imports beside the worker.  Where the package is imported (``use_library`` may have chosen the
+    file), its binding's own function."""
+    import sys
+
+    if _PACKAGE in sys.modules:
+        from ironaccelerator_runtime.loader import load_library
+
+        cl, _ = load_library(_PACKAGE, "clGetPlatformIDs", "")
+        return cl.unchecked.clGetPlatformIDs, cl.ffi.NULL, cl.ffi.new("cl_uint *")
+    import os
+
+    import _cffi_backend as backend  # type: ignore[import-untyped]  # (cffi's C backend: no stubs)
+
+    from ironaccelerator.backends.opencl import _LIBRARIES
+    from ironaccelerator_runtime.libpaths import library_candidates
+
+    global _kept
+    _load_extension(_PACKAGE + "._cffi")
+    for path in library_candidates(*_LIBRARIES["cl"]):
+        try:
+            lib = backend.load_library(path, os.RTLD_NOW | os.RTLD_LOCAL)  # (the binding's flags: ia_dlopen)
+        except OSError:
+            continue
+        uint = backend.new_primitive_type("unsigned int")  # (cl_uint)
+        pointer = backend.new_pointer_type(backend.new_void_type())
+        ftype = backend.new_function_type((uint, pointer, backend.new_pointer_type(uint)),
+                                          backend.new_primitive_type("int"), False)
+        try:
+            fn = lib.load_function(ftype, "clGetPlatformIDs")
+        except AttributeError:  # (no such function: the binding's open goes on to the next file, or fails)
+            return None
+        _kept = lib
+        return fn, backend.cast(pointer, 0), backend.newp(backend.new_pointer_type(uint), None)
+    return None
+
+
+def _load_extension(name: str) -> None:
+    """The compiled module ``name`` (a C extension: ``<package>._cffi``) loaded and put in ``sys.modules`` before its
+    package is imported, which then finds it there: loaded later, beside the worker, its ``dlopen`` would wait for
+    the worker's (the dynamic loader's lock).  Nothing where it is imported, blocked or not built (ABI mode)."""
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    if name in sys.modules:
+        return
+    package, _, leaf = name.rpartition(".")
+    spec = importlib.util.find_spec(package)  # (imports the parent packages, not this one)
+    for directory in (spec.submodule_search_locations or ()) if spec is not None else ():
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(directory, leaf + suffix)
+            if os.path.isfile(path):
+                loader = importlib.machinery.ExtensionFileLoader(name, path)
+                ext = importlib.util.spec_from_loader(name, loader, origin=path)
+                if ext is None:
+                    return
+                module = importlib.util.module_from_spec(ext)
+                sys.modules[name] = module
+                try:
+                    loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[name]
+                    raise
+                return
 
 
 def _cpus_beside() -> bool:
