@@ -245,8 +245,8 @@ def test_the_early_start_runs_nothing_of_the_library_package_before_its_call() -
     """The worker's call begins before the library's package (``ironaccelerator.backends.opencl.cl``: its binding
     and wrappers, ~1.5 ms of Python) is imported: the early start opens the ICD loader itself, at the first of the
     spec's candidate paths that opens (the vendor package's ``_LIBRARIES``), and loads the package's compiled module
-    alone, which the package then finds and its binding uses.  Before, the package was imported first (the worker's
-    call began ~2 ms later).  Where the package is imported already, its binding's function is called as before."""
+    alone, which the package then finds (as its attribute ``_cffi`` too, as an import makes it) and its binding
+    uses.  Before, the package was imported first (the worker's call began ~2 ms later).  Where the package is imported already, its binding's function is called as before."""
     _opencl_or_skip()
     spy = ("PACKAGE = 'ironaccelerator.backends.opencl.cl'\n"
            "seen = []\n"
@@ -259,7 +259,9 @@ def test_the_early_start_runs_nothing_of_the_library_package_before_its_call() -
                  "b = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL)\n"
                  "n = len(b.devices())\n"
                  "from ironaccelerator.backends.opencl.cl._binding import BINDING\n"
-                 "same = BINDING.lib is sys.modules[PACKAGE + '._cffi'].lib\n"
+                 "from ironaccelerator.backends.opencl import cl\n"
+                 "ext = sys.modules[PACKAGE + '._cffi']\n"
+                 "same = BINDING.lib is ext.lib and cl._cffi is ext\n"
                  "print(json.dumps({'seen': seen, 'devices': n, 'same': same, 'mode': BINDING.mode}))")
     assert got == {"seen": [[False, True]], "devices": got["devices"], "same": True, "mode": "api"}, got
     assert isinstance(got["devices"], int) and got["devices"] >= 1

@@ -133,6 +133,9 @@ def load_module(binding: Loadable, opener: Callable[[Any], bool],
     except ImportError as exc:
         abi_fallback(binding.package, binding.backend, binding.library, here, exc)
     else:
+        package = sys.modules[binding.package]
+        if getattr(package, "_cffi", None) is not mod:  # (one loaded ahead of its package, by the OpenCL early
+            setattr(package, "_cffi", mod)  # start, is found in sys.modules: the import did not make it an attribute)
         ffi, lib = mod.ffi, mod.lib
         built = getattr(lib, "ia_build_id", None)
         check_build(binding, mod, ffi.string(built()).decode() if built is not None else None)
