@@ -246,7 +246,8 @@ def test_the_early_start_runs_nothing_of_the_library_package_before_its_call() -
     and wrappers, ~1.5 ms of Python) is imported: the early start opens the ICD loader itself, at the first of the
     spec's candidate paths that opens (the vendor package's ``_LIBRARIES``), and loads the package's compiled module
     alone, which the package then finds (as its attribute ``_cffi`` too, as an import makes it) and its binding
-    uses.  Before, the package was imported first (the worker's call began ~2 ms later).  Where the package is imported already, its binding's function is called as before."""
+    uses.  Before, the package was imported first (the worker's call began ~2 ms later).  Where the package is
+    imported already, its binding's function is called as before."""
     _opencl_or_skip()
     spy = ("PACKAGE = 'ironaccelerator.backends.opencl.cl'\n"
            "seen = []\n"
