@@ -1096,10 +1096,8 @@ def bind_table(spec: LibrarySpec, header: Header, functions: tuple[BoundFunction
     ts = spec.table
     assert ts is not None
     by = {f.public: f for f in functions}
-    provider = by.get(ts.provider.value)
+    provider = _bound(by, ts.provider, "provider", header, col)
     if provider is None:
-        col.error(ts.provider.location, f"provider '{ts.provider}' is not a bound function of "
-                  f"{header.name}{suggest(ts.provider.value, by)}")
         return Resolver()
     iface = TypedefRef(name=ts.interface.value)
     if ts.interface.value not in b.typedefs or _record_of(b, iface) is None:
@@ -1229,15 +1227,23 @@ def _fits(b: Binder, t: CType, want: str) -> bool:
     return False
 
 
+def _bound(by: Mapping[str, BoundFunction], name: Name, what: str, header: Header,
+           col: Collector) -> BoundFunction | None:
+    """The bound function a spec key names (``what``: how the error calls the key, ex. "kernel_launch function"),
+    or None with a located error that suggests the nearest name."""
+    f = by.get(name.value)
+    if f is None:
+        col.error(name.location, f"{what} '{name}' is not a bound function of {header.name}{suggest(name.value, by)}")
+    return f
+
+
 def _bind_function(key: object, name: Name, by: Mapping[str, BoundFunction], header: Header, b: Binder,
                    col: Collector, first: bool) -> ResolverValue | None:
     """A resolver key's function ``name``, checked against its Shape (``key``: a resolver_kinds.Key)."""
     what = getattr(key, "what", "") or getattr(key, "name")
     shape = getattr(key, "shape")
-    f = by.get(name.value)
+    f = _bound(by, name, what, header, col)
     if f is None:
-        col.error(name.location, f"{what} '{name}' is not a bound function of {header.name}"
-                  f"{suggest(name.value, by)}")
         return None
     params, optional = tuple(shape.params), tuple(shape.optional)
     n = len(f.c.params)
@@ -1343,11 +1349,8 @@ def bind_kernel_launch(spec: LibrarySpec, functions: tuple[BoundFunction, ...], 
     name = spec.kernel_launch
     if name is None:
         return None
-    by = {f.public: f for f in functions}
-    f = by.get(name.value)
+    f = _bound({f.public: f for f in functions}, name, "kernel_launch function", b.h, col)
     if f is None:
-        col.error(name.location, f"kernel_launch function '{name}' is not a bound function of "
-                  f"{b.h.name}{suggest(name.value, by)}")
         return None
 
     got = tuple(_shape(b, p.type) for p in f.c.params)
@@ -1366,14 +1369,8 @@ def bind_pool_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b:
     if pm is None:
         return None
     by = {f.public: f for f in functions}
-    found: list[BoundFunction] = []
-    for key, name in (("alloc", pm.alloc), ("free", pm.free)):
-        f = by.get(name.value)
-        if f is None:
-            col.error(name.location, f"pool_memory {key} function '{name}' is not a bound function of "
-                      f"{b.h.name}{suggest(name.value, by)}")
-        else:
-            found.append(f)
+    found = [f for key, name in (("alloc", pm.alloc), ("free", pm.free))
+             if (f := _bound(by, name, f"pool_memory {key} function", b.h, col)) is not None]
     if len(found) != 2:
         return None
     fa, ff = found
@@ -1416,14 +1413,8 @@ def bind_device_memory(spec: LibrarySpec, functions: tuple[BoundFunction, ...], 
     if dm is None:
         return None
     by = {f.public: f for f in functions}
-    found: list[BoundFunction] = []
-    for key, name in (("alloc", dm.alloc), ("free", dm.free)):
-        f = by.get(name.value)
-        if f is None:
-            col.error(name.location, f"device_memory {key} function '{name}' is not a bound function of "
-                      f"{b.h.name}{suggest(name.value, by)}")
-        else:
-            found.append(f)
+    found = [f for key, name in (("alloc", dm.alloc), ("free", dm.free))
+             if (f := _bound(by, name, f"device_memory {key} function", b.h, col)) is not None]
     if len(found) != 2:
         return None
     fa, ff = found
@@ -1470,10 +1461,8 @@ def bind_host_copy(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: B
     by = {f.public: f for f in functions}
     found: list[BoundFunction] = []
     for key, name in (("write", hc.write), ("read", hc.read)):
-        f = by.get(name.value)
+        f = _bound(by, name, f"host_copy {key} function", b.h, col)
         if f is None:
-            col.error(name.location, f"host_copy {key} function '{name}' is not a bound function of "
-                      f"{b.h.name}{suggest(name.value, by)}")
             continue
         got = tuple(_shape(b, p.type) for p in f.c.params)
         if not f.returns_status or got != _HOST_COPY_SHAPE:
@@ -1642,11 +1631,8 @@ def bind_loader(spec: LibrarySpec, functions: tuple[BoundFunction, ...], b: Bind
     am = lo.abi_major
     if am is None or major is None:
         return names, None
-    by = {f.public: f for f in functions}
-    f = by.get(am.function.value)
+    f = _bound({f.public: f for f in functions}, am.function, "abi_major function", b.h, col)
     if f is None:
-        col.error(am.function.location, f"abi_major function '{am.function}' is not a bound function of "
-                  f"{b.h.name}{suggest(am.function.value, by)}")
         return names, None
     params = f.c.params
     out = b.canonical(params[0].type) if len(params) == 1 else None
