@@ -236,6 +236,19 @@ def spec_dir(tmp_path: Path, text: str) -> tuple[Path, str]:
     return d, text
 
 
+def refused(tmp_path: Path, d: Path, text: str, at: str, message: str) -> None:
+    """The spec directory ``d`` (its library spec ``text``) is refused with the one error ``message``, located at
+    ``at`` in ``test/pool.yaml``, and the CLI prints that located line and writes nothing."""
+    with pytest.raises(UserError) as info:
+        compile_specs(d, {"test": str(HEADERS)})
+    (diag,) = info.value.diagnostics
+    assert diag.message == message
+    assert (diag.location.file, diag.location.line, diag.location.col) == ("specs/test/pool.yaml", *pos(text, at))
+    out = tmp_path / "out"
+    located = located_lines(run_cli(d, out, "--sdk", f"test={HEADERS}"))
+    assert [m["message"] for m in located] == [message] and nothing_written(out)
+
+
 def pool_dir(tmp_path: Path, alloc: str, free: str) -> tuple[Path, str]:
     return spec_dir(tmp_path, POOL_SPEC.replace("ALLOC", alloc).replace("FREE", free))
 
@@ -269,15 +282,7 @@ def test_pool_memory_must_be_an_allocator_and_free_of_the_pool_shapes(tmp_path: 
     """``pool_memory`` names what the compiled pool calls with a device pointer it keeps as a number: anything
     else would be called with the wrong arguments, so it is a located error, and nothing is written."""
     d, text = pool_dir(tmp_path, alloc, free)
-    with pytest.raises(UserError) as info:
-        compile_specs(d, {"test": str(HEADERS)})
-    (diag,) = info.value.diagnostics
-    assert diag.message == message
-    assert (diag.location.file, diag.location.line, diag.location.col) == ("specs/test/pool.yaml", *pos(text, at + ","
-                                                                           if at == alloc else at + "}"))
-    out = tmp_path / "out"
-    located = located_lines(run_cli(d, out, "--sdk", f"test={HEADERS}"))
-    assert [m["message"] for m in located] == [message] and nothing_written(out)
+    refused(tmp_path, d, text, at + "," if at == alloc else at + "}", message)
 
 
 def test_pool_memory_needs_both_functions(tmp_path: Path) -> None:
@@ -326,15 +331,7 @@ def test_device_memory_must_be_an_allocator_and_free_of_their_shapes(tmp_path: P
     """``device_memory`` names what the compiled Device.alloc calls with a device pointer it keeps as a number:
     anything else would be called with the wrong arguments, so it is a located error, and nothing is written."""
     d, text = devmem_dir(tmp_path, alloc, free)
-    with pytest.raises(UserError) as info:
-        compile_specs(d, {"test": str(HEADERS)})
-    (diag,) = info.value.diagnostics
-    assert diag.message == message
-    assert (diag.location.file, diag.location.line, diag.location.col) == ("specs/test/pool.yaml", *pos(text, at + ","
-                                                                           if at == alloc else at + "}"))
-    out = tmp_path / "out"
-    located = located_lines(run_cli(d, out, "--sdk", f"test={HEADERS}"))
-    assert [m["message"] for m in located] == [message] and nothing_written(out)
+    refused(tmp_path, d, text, at + "," if at == alloc else at + "}", message)
 
 
 def test_device_memory_needs_both_functions(tmp_path: Path) -> None:
@@ -829,14 +826,7 @@ def test_host_copy_must_be_a_write_and_a_read_of_their_shape(tmp_path: Path, hos
     """What the compiled copier would call with the wrong arguments, or with another kind of buffer than the
     device's allocations, is a located error, and nothing is written."""
     d, text = host_copy_dir(tmp_path, host_copy)
-    with pytest.raises(UserError) as info:
-        compile_specs(d, {"test": str(HEADERS)})
-    (diag,) = info.value.diagnostics
-    assert diag.message == message
-    assert (diag.location.file, diag.location.line, diag.location.col) == ("specs/test/pool.yaml", *pos(text, at))
-    out = tmp_path / "out"
-    located = located_lines(run_cli(d, out, "--sdk", f"test={HEADERS}"))
-    assert [m["message"] for m in located] == [message] and nothing_written(out)
+    refused(tmp_path, d, text, at, message)
 
 
 def test_host_copy_needs_device_memory(tmp_path: Path) -> None:
@@ -879,14 +869,7 @@ def test_device_memory_create_must_be_a_creator_of_its_shape(tmp_path: Path, dev
     """A ``create:`` that is not the creator shape, or a ``device_memory`` that names both shapes or neither, is a
     located error, and nothing is written."""
     d, text = create_dir(tmp_path, device_memory)
-    with pytest.raises(UserError) as info:
-        compile_specs(d, {"test": str(HEADERS)})
-    (diag,) = info.value.diagnostics
-    assert diag.message == message
-    assert (diag.location.file, diag.location.line, diag.location.col) == ("specs/test/pool.yaml", *pos(text, at))
-    out = tmp_path / "out"
-    located = located_lines(run_cli(d, out, "--sdk", f"test={HEADERS}"))
-    assert [m["message"] for m in located] == [message] and nothing_written(out)
+    refused(tmp_path, d, text, at, message)
 
 
 FILL_SPEC = """\
