@@ -36,6 +36,28 @@ void main() { uint i = gl_GlobalInvocationID.x; if (i < n) y[i] = a * x[i] + y[i
 """
 
 
+# a kernel that runs long enough to be pending when the next command comes (n: its loop count)
+SLOW = ("#version 450\n"
+        "layout(local_size_x = 64) in;\n"
+        "layout(push_constant) uniform Args { uint n; };\n"
+        "void main() { uint x = gl_GlobalInvocationID.x; for (uint i = 0u; i < n; i++) x = x * 1664525u + 1u;\n"
+        "              if (x == 7u) barrier(); }\n")
+
+
+def _run_validated(script: Path, expect: str) -> None:
+    """Run ``script`` in a child process, against the package under test, under the Khronos validation layer
+    (``IRONACCEL_VULKAN_VALIDATION=1``; a crash prints its traceback): it must exit 0 having printed ``expect``."""
+    import os
+    import sys
+
+    from conftest import PACKAGE_PATHS
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and expect in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
 def _spirv(tmp: Path, source: str) -> bytes:
     exe = shutil.which("glslangValidator")
     if exe is None:
@@ -159,11 +181,6 @@ def test_buffers_take_the_positions_of_their_bindings(device: Any) -> None:
 def test_exit_with_live_allocations_under_validation(backend: Any, tmp_path: Path) -> None:
     """A process that exits with an allocation, a stream and a kernel still alive exits cleanly under the
     validation layer (the device was destroyed at exit before the allocations' release: the loader aborted)."""
-    import os
-    import sys
-
-    from conftest import PACKAGE_PATHS
-
     script = tmp_path / "child.py"
     script.write_text(
         "from ironaccelerator import BackendRegistry\n"
@@ -173,9 +190,7 @@ def test_exit_with_live_allocations_under_validation(backend: Any, tmp_path: Pat
         "a = d.alloc(64)\n"
         "s.fill(a, 1)\n"
         "print('exiting')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 0 and "exiting" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+    _run_validated(script, "exiting")
 
 
 def test_descriptor_sets_follow_reallocated_buffers(device: Any) -> None:
@@ -256,11 +271,6 @@ def test_a_garbage_cycle_of_device_stream_kernel_and_allocation(tmp_path: Path) 
     """A device, a stream with work pending, a kernel and an allocation dropped together in a reference cycle are
     released in any order the collector picks: the VkDevice goes last (the device's finalizer ran first, then an
     allocation's release used the destroyed device: the loader aborted under the validation layer)."""
-    import os
-    import sys
-
-    from conftest import PACKAGE_PATHS
-
     script = tmp_path / "child.py"
     script.write_text(
         "import gc\n"
@@ -277,9 +287,7 @@ def test_a_garbage_cycle_of_device_stream_kernel_and_allocation(tmp_path: Path) 
         "    make()\n"
         "    gc.collect()\n"
         "print('collected')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 0 and "collected" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+    _run_validated(script, "collected")
 
 
 def test_capture_records_dispatches_copies_and_fills_for_replay(device: Any) -> None:
@@ -339,11 +347,6 @@ def test_a_graph_replay_after_its_allocation_was_freed_is_refused(tmp_path: Path
     (INVALID_HANDLE), checked before anything is submitted; one that was dropped instead stays alive with the
     graph, which replays correctly.  Before, the replay ran on the destroyed VkBuffer and lavapipe crashed the
     process (a segmentation fault), so this runs in a child process."""
-    import os
-    import sys
-
-    from conftest import PACKAGE_PATHS
-
     script = tmp_path / "child.py"
     script.write_text(
         "import gc\n"
@@ -386,10 +389,7 @@ def test_a_graph_replay_after_its_allocation_was_freed_is_refused(tmp_path: Path
         "    g.close()\n"
         "assert backend.validation_messages == [], backend.validation_messages[:3]\n"
         "print('refused')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
-    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert proc.returncode == 0 and "refused" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+    _run_validated(script, "refused")
 
 
 def test_an_allocation_dropped_while_deferred_frees_are_swept(tmp_path: Path) -> None:
@@ -398,11 +398,6 @@ def test_an_allocation_dropped_while_deferred_frees_are_swept(tmp_path: Path) ->
     back to the deferred-free queue; before, the sweep held the queue's lock through it and the thread waited for
     itself forever.  The drop is made to happen inside the sweep; a child process, with faulthandler's dump after
     60 s (a hang before)."""
-    import os
-    import sys
-
-    from conftest import PACKAGE_PATHS
-
     script = tmp_path / "child.py"
     script.write_text(
         "import faulthandler\n"
@@ -429,9 +424,7 @@ def test_an_allocation_dropped_while_deferred_frees_are_swept(tmp_path: Path) ->
         "    a.free()\n"
         "dev.close()\n"
         "print('swept')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 0 and "swept" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+    _run_validated(script, "swept")
 
 
 def test_a_free_while_its_batch_is_being_submitted_waits_for_it(tmp_path: Path) -> None:
@@ -440,11 +433,6 @@ def test_a_free_while_its_batch_is_being_submitted_waits_for_it(tmp_path: Path) 
     marked its batch closed before its submission counted, so the free found nothing pending and destroyed the
     buffer under the batch being submitted.  The free is made to happen inside vkQueueSubmit's call; a child
     process (a use of a destroyed buffer may crash lavapipe)."""
-    import os
-    import sys
-
-    from conftest import PACKAGE_PATHS
-
     script = tmp_path / "child.py"
     script.write_text(
         "import numpy as np\n"
@@ -475,10 +463,7 @@ def test_a_free_while_its_batch_is_being_submitted_waits_for_it(tmp_path: Path) 
         "dev.close()\n"
         "assert backend.validation_messages == [], backend.validation_messages[:3]\n"
         "print('deferred')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
-    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert proc.returncode == 0 and "deferred" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+    _run_validated(script, "deferred")
 
 
 def test_a_kernel_dropped_while_its_dispatch_is_pending(tmp_path: Path) -> None:
@@ -488,16 +473,6 @@ def test_a_kernel_dropped_while_its_dispatch_is_pending(tmp_path: Path) -> None:
     a command buffer) and lavapipe ran the destroyed pipeline.  Both launch paths: the prepared one (the stream
     lets the launch go at synchronize, after submitting) and one with a bytearray value (not kept).  A child
     process."""
-    import os
-    import sys
-
-    from conftest import PACKAGE_PATHS
-
-    source = ("#version 450\n"
-              "layout(local_size_x = 64) in;\n"
-              "layout(push_constant) uniform Args { uint n; };\n"
-              "void main() { uint x = gl_GlobalInvocationID.x; for (uint i = 0u; i < n; i++) x = x * 1664525u + 1u;\n"
-              "              if (x == 7u) barrier(); }\n")
     script = tmp_path / "child.py"
     script.write_text(
         "import gc\n"
@@ -507,7 +482,7 @@ def test_a_kernel_dropped_while_its_dispatch_is_pending(tmp_path: Path) -> None:
         "dev = backend.open(0)\n"
         "s = dev.create_stream()\n"
         "for value in (np.uint32(64), bytearray(np.uint32(64).tobytes())):\n"
-        f"    k = dev.load_module({source!r}, cache=False).kernel('main')\n"
+        f"    k = dev.load_module({SLOW!r}, cache=False).kernel('main')\n"
         "    s.launch(KernelLaunch(k, LaunchDims(grid=16, block=64), [value]))\n"
         "    del k\n"
         "    gc.collect()\n"
@@ -517,10 +492,7 @@ def test_a_kernel_dropped_while_its_dispatch_is_pending(tmp_path: Path) -> None:
         "dev.close()\n"
         "assert backend.validation_messages == [], backend.validation_messages[:2]\n"
         "print('deferred')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
-    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert proc.returncode == 0 and "deferred" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+    _run_validated(script, "deferred")
 
 
 def test_a_stream_dropped_while_another_waits_for_its_event(tmp_path: Path) -> None:
@@ -530,16 +502,6 @@ def test_a_stream_dropped_while_another_waits_for_its_event(tmp_path: Path) -> N
     done: the waiting stream then submitted a wait on a destroyed semaphore, or a semaphore its pending batch used
     was destroyed (lavapipe crashed under four threads sharing a memory pool: the conformance thread test, in CI).
     Under the validation layer, which reports either use; a child process."""
-    import os
-    import sys
-
-    from conftest import PACKAGE_PATHS
-
-    source = ("#version 450\n"
-              "layout(local_size_x = 64) in;\n"
-              "layout(push_constant) uniform Args { uint n; };\n"
-              "void main() { uint x = gl_GlobalInvocationID.x; for (uint i = 0u; i < n; i++) x = x * 1664525u + 1u;\n"
-              "              if (x == 7u) barrier(); }\n")
     script = tmp_path / "child.py"
     script.write_text(
         "import gc\n"
@@ -547,7 +509,7 @@ def test_a_stream_dropped_while_another_waits_for_its_event(tmp_path: Path) -> N
         "from ironaccelerator import BackendRegistry, KernelLaunch, LaunchDims\n"
         "backend = BackendRegistry.default().get('vulkan')\n"
         "dev = backend.open(0)\n"
-        f"k = dev.load_module({source!r}, cache=False).kernel('main')\n"
+        f"k = dev.load_module({SLOW!r}, cache=False).kernel('main')\n"
         "slow = KernelLaunch(k, LaunchDims(grid=64, block=64), [np.uint32(200000)])\n"
         "b = dev.create_stream()\n"
         "for submitted in (False, True):\n"
@@ -566,10 +528,7 @@ def test_a_stream_dropped_while_another_waits_for_its_event(tmp_path: Path) -> N
         "dev.close()\n"
         "assert backend.validation_messages == [], backend.validation_messages[:2]\n"
         "print('kept')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(PACKAGE_PATHS), IRONACCEL_VULKAN_VALIDATION="1")
-    proc = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert proc.returncode == 0 and "kept" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+    _run_validated(script, "kept")
 
 
 def test_a_free_defers_without_submitting_the_open_batch(device: Any) -> None:
