@@ -967,15 +967,21 @@ def _symbols(r: SpecReader, sym: dict[str, yaml.Node]) -> tuple[list[tuple[Name,
     return per_thread, vt
 
 
+def _function_pair(r: SpecReader, m: dict[str, yaml.Node], key: str, first: str,
+                   second: str) -> tuple[Name, Name] | None:
+    """``key: {first: F, second: G}``: a top-level section that names two functions (None: absent, or an error
+    reported)."""
+    if key not in m:
+        return None
+    section = r.section(m[key], f"library > {key}", key) or {}
+    a, b = r.ident(section.get(first), first), r.ident(section.get(second), second)
+    return None if a is None or b is None else (a, b)
+
+
 def _pool_memory(r: SpecReader, m: dict[str, yaml.Node]) -> PoolMemorySpec | None:
     """``pool_memory:``: the stream-ordered allocator's alloc and free."""
-    if "pool_memory" not in m:
-        return None
-    pm_map = r.section(m["pool_memory"], "library > pool_memory", "pool_memory") or {}
-    pm_alloc, pm_free = r.ident(pm_map.get("alloc"), "alloc"), r.ident(pm_map.get("free"), "free")
-    if pm_alloc is None or pm_free is None:
-        return None
-    return PoolMemorySpec(alloc=pm_alloc, free=pm_free)
+    pair = _function_pair(r, m, "pool_memory", "alloc", "free")
+    return None if pair is None else PoolMemorySpec(alloc=pair[0], free=pair[1])
 
 
 def _device_memory(r: SpecReader, m: dict[str, yaml.Node]) -> DeviceMemorySpec | None:
@@ -1006,13 +1012,8 @@ def _device_memory(r: SpecReader, m: dict[str, yaml.Node]) -> DeviceMemorySpec |
 
 def _host_copy(r: SpecReader, m: dict[str, yaml.Node]) -> HostCopySpec | None:
     """``host_copy:``: the stream's host-to-device write and device-to-host read."""
-    if "host_copy" not in m:
-        return None
-    hc_map = r.section(m["host_copy"], "library > host_copy", "host_copy") or {}
-    write, read = r.ident(hc_map.get("write"), "write"), r.ident(hc_map.get("read"), "read")
-    if write is None or read is None:
-        return None
-    return HostCopySpec(write=write, read=read)
+    pair = _function_pair(r, m, "host_copy", "write", "read")
+    return None if pair is None else HostCopySpec(write=pair[0], read=pair[1])
 
 
 def _loader(r: SpecReader, lm: dict[str, yaml.Node]) -> LoaderSpec:
