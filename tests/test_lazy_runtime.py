@@ -158,7 +158,7 @@ def test_the_first_opencl_device_imports_no_dataclasses() -> None:
 def test_the_registry_imports_alone() -> None:
     """Issue 27 item 3 (registry + first device): ``ia.BackendRegistry`` imports the registry alone, not the rest
     of the trait surface, nor ``threading``: ``BackendRegistry.default().get(OPENCL)`` starts the OpenCL
-    platform on a worker thread before those import (backends/opencl/start.py), so that they import beside it.  The
+    platform on a worker thread before those import (early_start.py), so that they import beside it.  The
     rest then comes on first use of any other name, each module's type-checking names bound as before."""
     got = _child("import json, sys\n"
                  "import ironaccelerator as ia\n"
@@ -174,10 +174,10 @@ def test_the_registry_imports_alone() -> None:
                    "threading": False, "ok": True, "bound": True, "size_max": 2**64 - 1}
 
 
-# a child that reports on backends/opencl/start.py's early start: whether one began, and whether it is over
+# a child that reports on early_start.py's early start: whether one began, and whether it is over
 _START = ("import json, sys\n"
           "import ironaccelerator as ia\n"
-          "from ironaccelerator_runtime.backends.opencl import start\n"
+          "from ironaccelerator_runtime import early_start as start\n"
           "def state():\n"
           "    return None if start._done is None else ('running' if start._done.locked() else 'done')\n")
 
@@ -222,7 +222,7 @@ def test_get_opencl_starts_the_platform_early_and_probes_do_not() -> None:
 
 
 def test_the_early_start_has_begun_its_call_when_get_goes_on() -> None:
-    """``start_platform`` hands the new worker the GIL until the worker's call has begun: left to take it on its
+    """``start_opencl`` hands the new worker the GIL until the worker's call has begun: left to take it on its
     own, the worker waited for the interpreter's switch interval (5 ms) while ``get`` imported the backend, and the
     platform's ~20 ms start began that much later.  The handoff is bounded (``_HANDOFF_S``); widened here so that a
     loaded machine cannot make the test flaky, it must see the worker's running lock released."""
@@ -236,7 +236,7 @@ def test_the_early_start_has_begun_its_call_when_get_goes_on() -> None:
                  "    run(*args)\n"
                  "start._run = spy\n"
                  "sys.setswitchinterval(1.0)\n"  # (without the handoff, the worker would wait a second for the GIL)
-                 "start.start_platform()\n"
+                 "start.start_opencl()\n"
                  "print(json.dumps({'begun': list(seen)}))")
     assert got == {"begun": ["begun"]}, got
 
@@ -271,6 +271,33 @@ def test_the_early_start_runs_nothing_of_the_library_package_before_its_call() -
                  "b = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL)\n"
                  "print(json.dumps({'seen': seen, 'devices': len(b.devices())}))")
     assert got["seen"] == [[True, True]] and isinstance(got["devices"], int) and got["devices"] >= 1, got
+
+
+def test_the_early_start_runs_before_the_backends_packages_and_no_extension_module_loads_beside_it() -> None:
+    """What runs before the worker's call is the critical path, and an extension module loaded beside the worker
+    waits for the worker's ``dlopen`` (the dynamic loader's lock), and so does everything the importing thread
+    does after it.  So when the call begins: no package of the backend's runtime is imported yet (the early start
+    lives at the runtime's top level: importing ``backends/opencl/`` first cost ~0.5 ms), and the extension modules
+    loaded are cffi's backend and the library's compiled module alone; from then up to the first device's stream,
+    no other one loads (before: ``math`` and ``struct`` loaded ahead of the call for the backend's modules)."""
+    _opencl_or_skip()
+    got = _child(_START +
+                 "def extensions():\n"
+                 "    return {n for n, m in list(sys.modules.items())\n"
+                 "            if str(getattr(m, '__file__', None) or '').endswith(('.so', '.pyd'))}\n"
+                 "before = extensions()\n"
+                 "seen = []\n"
+                 "run = start._run\n"
+                 "def spy(*args):\n"
+                 "    seen.append([sorted(extensions() - before),\n"
+                 "                 sorted(n for n in sys.modules if n.startswith('ironaccelerator_runtime.backends'))])\n"
+                 "    run(*args)\n"
+                 "start._run = spy\n"
+                 "d = ia.BackendRegistry.default().get(ia.BackendKind.OPENCL).open(0)\n"
+                 "d.create_stream()\n"
+                 "print(json.dumps({'at_call': seen, 'after': sorted(extensions() - before)}))")
+    compiled = ["_cffi_backend", "ironaccelerator.backends.opencl.cl._cffi"]
+    assert got == {"at_call": [[compiled, []]], "after": compiled}, got
 
 
 def test_the_early_start_leaves_errors_and_forks_as_they_were() -> None:

@@ -43,7 +43,6 @@ CUDA/HIP (use ``LaunchDims.shared_mem``), Metal and QNN.
 
 from __future__ import annotations
 
-import struct
 import sys
 from typing import Any
 
@@ -261,6 +260,8 @@ def _python_number(a: Any, param: Param | None, index: int, kernel: str | None, 
         raise arg_error(where(index, kernel),
                         f"cannot convert {a!r} to `{_text(param)}`: pass a numpy scalar or Scalar", backend,
                         function)
+    import struct  # (here, not at import: the OpenCL early start keeps extension modules out of the backend's import)
+
     if kind == "f":
         try:
             return struct.pack("<" + fmt, a)
@@ -284,6 +285,8 @@ def _python_number(a: Any, param: Param | None, index: int, kernel: str | None, 
 
 def scalar_bytes(a: Scalar, backend: str, function: str) -> bytes:
     """The little-endian bytes of a Scalar (its value was checked against its DType when made)."""
+    import struct  # (as in _python_number)
+
     dt = a.dtype
     kind = _scalar_class(dt)
     fmt = _STRUCT.get((kind, dt.size)) if kind is not None else None

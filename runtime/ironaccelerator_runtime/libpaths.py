@@ -1,7 +1,7 @@
 """Where a vendor library is looked for: the candidate paths of a binding's loader data, in order.
 
 Its own module, importable without the rest of the loader: the OpenCL backend's early start
-(``backends/opencl/start.py``) finds the ICD loader with it before anything else of the backend is imported."""
+(``early_start.py``) finds the ICD loader with it before anything else of the backend is imported."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from operator import itemgetter
 from typing import Any, Sequence, SupportsIndex, TYPE_CHECKING
 
@@ -225,6 +224,7 @@ class Scalar:
 
 
 # the smallest magnitude that rounds to infinity in each type: (2 - 2**-(mantissa bits + 1)) * 2**max_exponent
+_INF = float("inf")  # (-_INF < f < _INF is math.isfinite(f): the OpenCL early start keeps math out of the import)
 _FLOAT_OVERFLOW = {"f16": (2 - 2**-11) * 2.0**15, "bf16": (2 - 2**-8) * 2.0**127, "f32": (2 - 2**-24) * 2.0**127}
 
 
@@ -255,9 +255,9 @@ def _check_scalar(value: Any, dtype: Any) -> None:
         else:
             f = float(value)
             top = _FLOAT_OVERFLOW.get(name)
-            if top is not None and math.isfinite(f) and abs(f) >= top:
+            if top is not None and -_INF < f < _INF and abs(f) >= top:
                 problem = f"overflows {name}"
-            elif cls in ("FLOAT8_E4M3FN",) and not math.isfinite(f):
+            elif cls in ("FLOAT8_E4M3FN",) and not -_INF < f < _INF:
                 problem = f"is not finite ({name} has no infinity)"
     if problem is not None:
         raise fail(ErrorKind.INVALID_VALUE, "Scalar", f"Scalar({value!r}, DType.{dtype.name}): the value {problem}",

@@ -239,9 +239,9 @@ def _backend_kind(kind: Any) -> BackendKind:
 # Built-in backends whose vendor start is slow C run with the GIL released (kind -> "module:function", a function
 # that never raises): get() -- a request for that one backend, not the probes of available() and report() -- calls
 # it before importing the backend's Python modules, which then import while it runs on a worker thread, joined by the
-# backend's first use of it.  OpenCL: the ICD loader opening the vendors' libraries (backends/opencl/start.py).
+# backend's first use of it.  OpenCL: the ICD loader opening the vendors' libraries (early_start.py).
 _EARLY_START: dict[BackendKind, str] = {
-    BackendKind.OPENCL: "ironaccelerator_runtime.backends.opencl.start:start_platform",
+    BackendKind.OPENCL: "ironaccelerator_runtime.early_start:start_opencl",
 }
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from functools import partial
 import os
 import re
-import struct
 import threading
 import weakref
 from typing import Any, Mapping, Sequence
@@ -19,7 +18,7 @@ from ironaccelerator_runtime.traits import (
     compile_options,
 )
 
-from .start import wait as _platform_started
+from ironaccelerator_runtime.early_start import wait as _platform_started
 from .tables import OpenCLTables, _Api, _KIND, _PLATFORM_NOT_FOUND_KHR
 
 _DEVICE = MemoryKind.DEVICE
@@ -68,7 +67,7 @@ class OpenCLBackend(Backend):
         with self._lock:
             if self._devices is not None:
                 return self._devices
-            _platform_started()  # (BackendRegistry.get's early start, if it began one: start.py)
+            _platform_started()  # (BackendRegistry.get's early start, if it began one: early_start.py)
             api, ffi, raw, cl = self.api, self.api.ffi, self.api.raw, self.api.cl
             n = ffi.new("cl_uint *")
             code = raw.clGetPlatformIDs(0, ffi.NULL, n)
@@ -109,8 +108,7 @@ class OpenCLBackend(Backend):
             capability = Capability(capability.flags | CapabilityFlags.UNIFIED_MEMORY, capability.tier,
                                     capability.vendor_version)
         sizes = api.info_bytes(fn, d, cl.CL_DEVICE_MAX_WORK_ITEM_SIZES)
-        n = len(sizes) // 8
-        dims = struct.unpack(f"<{n}Q", sizes[: n * 8]) + (1, 1, 1)
+        dims = tuple(api.ffi.from_buffer("size_t[]", sizes)) + (1, 1, 1)  # (size_t[], the host's byte order)
         limits = DeviceLimits(
             max_block=(int(dims[0]), int(dims[1]), int(dims[2])),
             max_threads_per_block=api.info_int(fn, d, cl.CL_DEVICE_MAX_WORK_GROUP_SIZE, "size_t"),

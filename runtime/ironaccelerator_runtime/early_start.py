@@ -1,5 +1,5 @@
-"""The OpenCL platform's start, begun early on a worker thread: what ``BackendRegistry.get(OPENCL)`` does before it
-imports the backend's Python modules (registry.py's ``_EARLY_START``).
+"""A backend's vendor start, begun early on a worker thread: what ``BackendRegistry.get`` calls before it imports the
+backend's Python modules (registry.py's ``_EARLY_START``).  Today OpenCL's, :func:`start_opencl`.
 
 The first ``clGetPlatformIDs`` of a process is where the ICD loader opens each vendor's library: PoCL's pulls in
 LLVM and Clang (``dlopen`` and relocation, ~20 ms of C, the GIL released).  It loads libraries and starts no thread
@@ -11,6 +11,15 @@ not read: the backend's ``clGetPlatformIDs`` returns it again).  Nothing is star
 for it first (``os.register_at_fork``: never a child of a process in the middle of ``dlopen``), and so does the
 interpreter's exit (``atexit``).  It pays only where a CPU is free: where every CPU is busy, the worker's ~20 ms
 come out of the caller's share (the kernel shares CPU time between sessions, not threads).
+
+What runs before the worker's call is the critical path, so it is kept to what the call needs:
+- This module sits at the runtime's top level, not in ``backends/opencl/``: importing that package and its parent
+  first cost ~0.5 ms (two more packages, two directory listings) before the call.
+- An extension module that loads beside the worker (``dlopen``) waits for the worker's own ``dlopen`` (the dynamic
+  loader's lock), and everything the importing thread does after it waits too.  So the library package's compiled
+  module loads first (:func:`_load_extension`), and the backend's Python imports no other one on its way to a
+  device and its stream: it reads ``size_t`` arrays through cffi, not ``struct``; ``kernel_args`` imports
+  ``struct`` where it packs a scalar; ``traits.launch`` tests finiteness without ``math``.
 """
 
 from __future__ import annotations
@@ -20,10 +29,10 @@ from typing import Any
 
 _lock = _thread.allocate_lock()
 _done: Any = None  # held by the worker while it runs (a _thread lock); None: no early start in this process
-_HANDOFF_S = 0.002  # how long start_platform waits for the worker to begin its call
+_HANDOFF_S = 0.002  # how long start_opencl waits for the worker to begin its call
 
 
-def start_platform() -> None:
+def start_opencl() -> None:
     """Load the OpenCL library and call ``clGetPlatformIDs`` on a daemon thread, once per process.  Never raises."""
     global _done
     with _lock:
@@ -35,12 +44,8 @@ def start_platform() -> None:
             return
         if call is None:
             return
-        # the extension modules the backend imports beside the worker: loading one (dlopen) would wait for the
-        # worker's dlopen to finish, so they load first (traits.launch: math; backends.opencl.device: struct)
         import atexit
-        import math  # noqa: F401
         import os
-        import struct  # noqa: F401
 
         done, running = _thread.allocate_lock(), _thread.allocate_lock()
         done.acquire()
@@ -149,7 +154,7 @@ def _cpus_beside() -> bool:
 
 def _run(get_platform_ids: Any, null: Any, count: Any, done: Any, running: Any) -> None:
     try:
-        running.release()  # (start_platform goes on; this thread keeps the GIL until its call releases it)
+        running.release()  # (start_opencl goes on; this thread keeps the GIL until its call releases it)
         get_platform_ids(0, null, count)  # (its status is not read: the backend's own call returns it again)
     finally:
         done.release()
