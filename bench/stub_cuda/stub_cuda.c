@@ -80,8 +80,12 @@ struct CUmemPoolHandle_st { int device; };
 #define STUB_MAX_PARAMS 64
 
 /* A module (CUmodule) or library (CUlibrary): the image, kept if it is PTX text. */
-struct CUmod_st { char *ptx; };
-struct CUlib_st { char *ptx; };
+/* kernels: those looked up so far (lookup_kernel), found again by name, as the real driver returns one handle per
+   kernel of a module; they are never freed, not even by the unload, so that a binding that launches a kernel of
+   an unloaded module (a mistake the tests make on purpose) reaches this stub's record, not freed memory. */
+struct stub_kernel;
+struct CUmod_st { char *ptx; struct stub_kernel *kernels; };
+struct CUlib_st { char *ptx; struct stub_kernel *kernels; };
 
 /* One kernel, used both as CUfunction and CUkernel. */
 typedef struct stub_kernel {
@@ -89,6 +93,7 @@ typedef struct stub_kernel {
     int nparams;
     size_t size[STUB_MAX_PARAMS];
     size_t offset[STUB_MAX_PARAMS];
+    struct stub_kernel *next;  /* the module's or library's list */
 } stub_kernel;
 
 static struct CUctx_st primary_ctx = {0};
@@ -188,11 +193,20 @@ static int ptx_find_kernel(const char *ptx, const char *name, stub_kernel *k)
     return 1;
 }
 
-static CUresult lookup_kernel(const char *ptx, const char *name, stub_kernel **out)
+/* The kernel `name` of a module's or library's PTX: the one found before (*kernels, a list that only grows,
+   prepended to without a lock), else parsed from the image and added.  Without a module (ptx NULL: a NULL
+   handle or a non-PTX image) every name is found, uncached. */
+static CUresult lookup_kernel(const char *ptx, stub_kernel **kernels, const char *name, stub_kernel **out)
 {
     stub_kernel *k;
     if (out == NULL || name == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    for (k = kernels != NULL ? __atomic_load_n(kernels, __ATOMIC_ACQUIRE) : NULL; k != NULL; k = k->next) {
+        if (strcmp(k->name, name) == 0) {
+            *out = k;
+            return CUDA_SUCCESS;
+        }
+    }
     k = (stub_kernel *)calloc(1, sizeof *k);
     if (k == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -201,6 +215,11 @@ static CUresult lookup_kernel(const char *ptx, const char *name, stub_kernel **o
         return CUDA_ERROR_NOT_FOUND;
     }
     strncpy(k->name, name, sizeof k->name - 1);
+    if (kernels != NULL && strlen(name) < sizeof k->name) {  /* (a longer name is kept cut: not found again) */
+        k->next = __atomic_load_n(kernels, __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(kernels, &k->next, k, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            ;
+    }
     *out = k;
     return CUDA_SUCCESS;
 }
@@ -980,7 +999,8 @@ STUB_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule m)
 
 STUB_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
-    return lookup_kernel(m != NULL ? m->ptx : NULL, name, (stub_kernel **)f);
+    return lookup_kernel(m != NULL ? m->ptx : NULL, m != NULL && m->ptx != NULL ? &m->kernels : NULL, name,
+                         (stub_kernel **)f);
 }
 
 STUB_EXPORT CUresult CUDAAPI cuFuncGetParamInfo(CUfunction f, size_t i, size_t *offset, size_t *size)
@@ -1031,7 +1051,8 @@ STUB_EXPORT CUresult CUDAAPI cuLibraryUnload(CUlibrary lib)
 
 STUB_EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
 {
-    return lookup_kernel(lib != NULL ? lib->ptx : NULL, name, (stub_kernel **)k);
+    return lookup_kernel(lib != NULL ? lib->ptx : NULL, lib != NULL && lib->ptx != NULL ? &lib->kernels : NULL, name,
+                         (stub_kernel **)k);
 }
 
 STUB_EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction *f, CUkernel k)
