@@ -28,11 +28,6 @@ TEMPLATES = data.TEMPLATES
 # the hand-written C every library's trampolines.c includes: part of each library's build id
 RUNTIME_HEADER = data.RUNTIME_INCLUDE / "ia_runtime.h"
 OBJC_HEADER = RUNTIME_HEADER.with_name("ia_objc.h")  # what each Objective-C library's trampolines.c includes
-POOL_HEADER = RUNTIME_HEADER.with_name("ia_pool_cache.h")  # what both headers include (MemoryPool's free list in C)
-HOST_HEADER = RUNTIME_HEADER.with_name("ia_host_memory.h")  # what ia_runtime.h includes (host memory in C)
-HANDLE_HEADER = RUNTIME_HEADER.with_name("ia_handle_memory.h")  # what ia_objc.h includes (handle memory in C)
-MEMORY_COMMON_HEADER = RUNTIME_HEADER.with_name("ia_memory_common.h")  # what the two memory headers include
-LAUNCH_HEADER = RUNTIME_HEADER.with_name("ia_prepared_launch.h")  # what ia_runtime.h includes (a prepared launch)
 # the files of an Objective-C library rendered from the C library's template (the same for both families), by name;
 # _cffi_build.py, the build description, is one template too (_build_description)
 SHARED = {"types.cdef": "library"}
@@ -268,17 +263,14 @@ def render_library(env: jinja2.Environment, lib: BoundLibrary, notice: tuple[str
 
 def _build_description(env: jinja2.Environment, ctx: dict[str, Any], built: dict[str, str], header: Path) -> str:
     """``_cffi_build.py`` of either family (one template, ``library/_cffi_build.py.j2``), carrying the build id: the
-    digest of the other build inputs (``built``), this description rendered without the id, and the runtime
-    ``header`` that trampolines.c includes (with ia_pool_cache.h, which both headers include, ia_host_memory.h and
-    ia_handle_memory.h, which one each includes, ia_memory_common.h, which those two include, and
-    ia_prepared_launch.h, which ia_runtime.h includes).  Sets
-    ``ctx["build_id"]`` for the files rendered after it."""
+    digest of the other build inputs (``built``), this description rendered without the id, and every runtime
+    header (``ia_*.h`` beside ``header``, the one that trampolines.c includes: what it includes in turn, and so on,
+    with no list to keep; a header neither family includes only changes the id).  Sets ``ctx["build_id"]`` for
+    the files rendered after it."""
     template = env.get_template("library/_cffi_build.py.j2")
     built["_cffi_build.py"] = template.render(**ctx, build_id="", runtime_header=header.name)
-    ctx["build_id"] = build_id({**built, header.name: header.read_text(encoding="utf-8"),
-                                POOL_HEADER.name: POOL_HEADER.read_text(encoding="utf-8"),
-                                **{h.name: h.read_text(encoding="utf-8")
-                                   for h in (HOST_HEADER, HANDLE_HEADER, MEMORY_COMMON_HEADER, LAUNCH_HEADER)}})
+    ctx["build_id"] = build_id({**built, **{h.name: h.read_text(encoding="utf-8")
+                                            for h in sorted(header.parent.glob("ia_*.h"))}})
     return template.render(**ctx, runtime_header=header.name)
 
 

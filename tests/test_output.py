@@ -401,7 +401,8 @@ def test_every_header_the_runtime_header_includes_is_part_of_the_build_id(tmp_pa
         return seen
 
     wanted = included(render.RUNTIME_HEADER, set()) | included(render.OBJC_HEADER, set())
-    assert {"ia_pool_cache.h", "ia_host_memory.h", "ia_handle_memory.h", "ia_memory_common.h"} <= wanted
+    assert {"ia_pool_cache.h", "ia_host_memory.h", "ia_handle_memory.h", "ia_memory_common.h", "ia_gc.h",
+            "ia_prepared_launch.h"} <= wanted
     counted: list[set[str]] = []
     real = render.build_id
 

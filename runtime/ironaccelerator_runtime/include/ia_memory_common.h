@@ -20,6 +20,8 @@
 #ifndef IA_MEMORY_COMMON_H
 #define IA_MEMORY_COMMON_H
 
+#include "ia_gc.h"  /* (the C types' garbage-collector functions) */
+
 #if !defined(IA_LIKELY)
 #if defined(__GNUC__)
 #define IA_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -293,31 +295,12 @@ static void ia_mem_allocator_init(ia_mem_allocator *a, vectorcallfunc call, PyOb
     a->shut = 0;
 }
 
-static PyObject *ia_mem_allocator_shut(PyObject *self, PyObject *Py_UNUSED(ignored))
-{
-    ((ia_mem_allocator *)self)->shut = 1;
-    Py_RETURN_NONE;
-}
+IA_SHUT_METHOD(ia_mem_allocator, ia_mem_allocator)
 
-static int ia_mem_allocator_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    ia_mem_allocator *a = (ia_mem_allocator *)self;
-    Py_VISIT(a->cls);
-    Py_VISIT(a->ref);
-    Py_VISIT(a->slow);
-    Py_VISIT(a->kind);
-    return 0;
-}
-
-static int ia_mem_allocator_clear(PyObject *self)
-{
-    ia_mem_allocator *a = (ia_mem_allocator *)self;
-    Py_CLEAR(a->cls);
-    Py_CLEAR(a->ref);
-    Py_CLEAR(a->slow);
-    Py_CLEAR(a->kind);
-    return 0;
-}
+static const Py_ssize_t ia_mem_allocator_refs[] = {
+    IA_MEMBER(ia_mem_allocator, cls), IA_MEMBER(ia_mem_allocator, ref), IA_MEMBER(ia_mem_allocator, slow),
+    IA_MEMBER(ia_mem_allocator, kind), IA_MEMBERS_END};
+IA_GC_TRAVERSE_CLEAR(ia_mem_allocator)
 
 /* (the type's tp_clear clears its own fields and the shared ones) */
 static void ia_mem_allocator_dealloc(PyObject *self)
@@ -328,7 +311,7 @@ static void ia_mem_allocator_dealloc(PyObject *self)
 }
 
 static PyMethodDef ia_mem_allocator_methods[] = {
-    {"_shut", ia_mem_allocator_shut, METH_NOARGS, "Every later call takes the slow path (the device was closed)."},
+    IA_SHUT_METHOD_DEF(ia_mem_allocator),
     {NULL, NULL, 0, NULL}
 };
 

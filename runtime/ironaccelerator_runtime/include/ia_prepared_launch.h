@@ -26,6 +26,8 @@
 #ifndef IA_PREPARED_LAUNCH_H
 #define IA_PREPARED_LAUNCH_H
 
+#include "ia_gc.h"  /* (the C types' garbage-collector functions) */
+
 static PyObject *ia_pl_str_closed = NULL, *ia_pl_str_prepared, *ia_pl_str_lock, *ia_pl_str_bound, *ia_pl_str_blocks,
                 *ia_pl_str_freed, *ia_pl_str_execute, *ia_pl_str_call, *ia_pl_str_acquire, *ia_pl_str_release;
 
@@ -182,28 +184,10 @@ static PyObject *ia_pl_wrapped(PyObject *self, void *Py_UNUSED(closure))
     return slow;
 }
 
-static int ia_pl_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    ia_pl_object *p = (ia_pl_object *)self;
-    Py_VISIT(p->slow);
-    Py_VISIT(p->error);
-    return 0;
-}
-
-static int ia_pl_clear(PyObject *self)
-{
-    ia_pl_object *p = (ia_pl_object *)self;
-    Py_CLEAR(p->slow);
-    Py_CLEAR(p->error);
-    return 0;
-}
-
-static void ia_pl_dealloc(PyObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    ia_pl_clear(self);
-    Py_TYPE(self)->tp_free(self);
-}
+static const Py_ssize_t ia_pl_refs[] = {IA_MEMBER(ia_pl_object, slow), IA_MEMBER(ia_pl_object, error),
+                                       IA_MEMBERS_END};
+IA_GC_TRAVERSE_CLEAR(ia_pl)
+IA_GC_DEALLOC(ia_pl)
 
 static PyGetSetDef ia_pl_getset[] = {
     {"__doc__", ia_pl_slow_attr, NULL, NULL, "__doc__"},

@@ -55,6 +55,8 @@
 #include <dlfcn.h>
 #endif
 
+#include "ia_gc.h"  /* (the C types' garbage-collector functions) */
+
 #define IA_RESOLVER_DLSYM 0
 #define IA_RESOLVER_PROC_ADDRESS 1
 #define IA_RESOLVER_TABLE 2
@@ -1380,49 +1382,29 @@ static PyObject *ia_launcher_pause_method(PyObject *self, PyObject *on)
     Py_RETURN_NONE;
 }
 
+/* its own members, and the prepared launch's (which ia_launcher_forget drops) */
+static const Py_ssize_t ia_launcher_refs[] = {
+    IA_MEMBER(ia_launcher, ref), IA_MEMBER(ia_launcher, slow), IA_MEMBER(ia_launcher, error),
+    IA_MEMBER(ia_launcher, dim_args), IA_MEMBER(ia_launcher, gone), IA_MEMBER(ia_launcher, kernel_type),
+    IA_MEMBER(ia_launcher, launch_type), IA_MEMBER(ia_launcher, tls), IA_MEMBER(ia_launcher, key), IA_MEMBERS_END};
+static const Py_ssize_t ia_launcher_prepared[] = {
+    IA_MEMBER(ia_launcher, last), IA_MEMBER(ia_launcher, kernel), IA_MEMBER(ia_launcher, dims),
+    IA_MEMBER(ia_launcher, layouts), IA_MEMBER(ia_launcher, types), IA_MEMBER(ia_launcher, layout), IA_MEMBERS_END};
+
 static int ia_launcher_traverse(PyObject *self, visitproc visit, void *arg)
 {
-    ia_launcher *l = (ia_launcher *)self;
-    Py_VISIT(l->ref);
-    Py_VISIT(l->slow);
-    Py_VISIT(l->error);
-    Py_VISIT(l->dim_args);
-    Py_VISIT(l->gone);
-    Py_VISIT(l->kernel_type);
-    Py_VISIT(l->launch_type);
-    Py_VISIT(l->tls);
-    Py_VISIT(l->key);
-    Py_VISIT(l->last);
-    Py_VISIT(l->kernel);
-    Py_VISIT(l->dims);
-    Py_VISIT(l->layouts);
-    Py_VISIT(l->types);
-    Py_VISIT(l->layout);
-    return 0;
+    int r = ia_gc_visit(self, ia_launcher_refs, visit, arg);
+    return r != 0 ? r : ia_gc_visit(self, ia_launcher_prepared, visit, arg);
 }
 
 static int ia_launcher_clear(PyObject *self)
 {
-    ia_launcher *l = (ia_launcher *)self;
-    ia_launcher_forget(l);
-    Py_CLEAR(l->ref);
-    Py_CLEAR(l->slow);
-    Py_CLEAR(l->error);
-    Py_CLEAR(l->dim_args);
-    Py_CLEAR(l->gone);
-    Py_CLEAR(l->kernel_type);
-    Py_CLEAR(l->launch_type);
-    Py_CLEAR(l->tls);
-    Py_CLEAR(l->key);
+    ia_launcher_forget((ia_launcher *)self);
+    ia_gc_clear(self, ia_launcher_refs);
     return 0;
 }
 
-static void ia_launcher_dealloc(PyObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    ia_launcher_clear(self);
-    Py_TYPE(self)->tp_free(self);
-}
+IA_GC_DEALLOC(ia_launcher)
 
 static PyMethodDef ia_launcher_methods[] = {
     {"_forget", ia_launcher_forget_method, METH_NOARGS, "Drop the prepared launch (and what it holds)."},
@@ -1726,22 +1708,18 @@ static void ia_pm_finalize(PyObject *self)
 /* the garbage collector sees the pool (a cycle through the memory, e.g. memory kept in a structure the pool's
    device refers to, is collectable; without this it would hold the device and its context forever); no
    tp_clear: the cycle's Python objects are cleared instead, so `pool` is never NULL while the memory lives */
+static const Py_ssize_t ia_pm_refs[] = {
+    IA_MEMBER(ia_pm_object, pool), IA_MEMBER(ia_pm_object, key), IA_MEMBER(ia_pm_object, views), IA_MEMBERS_END};
+
 static int ia_pm_traverse(PyObject *self, visitproc visit, void *arg)
 {
-    ia_pm_object *m = (ia_pm_object *)self;
-    Py_VISIT(m->pool);
-    Py_VISIT(m->key);
-    Py_VISIT(m->views);
-    return 0;
+    return ia_gc_visit(self, ia_pm_refs, visit, arg);
 }
 
 static void ia_pm_dealloc(PyObject *self)
 {
-    ia_pm_object *m = (ia_pm_object *)self;
     PyObject_GC_UnTrack(self);
-    Py_CLEAR(m->pool);
-    Py_CLEAR(m->key);
-    Py_CLEAR(m->views);
+    ia_gc_clear(self, ia_pm_refs);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -2114,24 +2092,19 @@ static void ia_dm_finalize(PyObject *self)
 
 /* the collector sees the device, the context reference and the views (cycles through the memory are
    collectable); no tp_clear: the cycle's Python objects are cleared instead, so `device` is never NULL */
+static const Py_ssize_t ia_dm_refs[] = {
+    IA_MEMBER(ia_dm_object, device), IA_MEMBER(ia_dm_object, key), IA_MEMBER(ia_dm_object, ctx),
+    IA_MEMBER(ia_dm_object, views), IA_MEMBERS_END};
+
 static int ia_dm_traverse(PyObject *self, visitproc visit, void *arg)
 {
-    ia_dm_object *m = (ia_dm_object *)self;
-    Py_VISIT(m->device);
-    Py_VISIT(m->key);
-    Py_VISIT(m->ctx);
-    Py_VISIT(m->views);
-    return 0;
+    return ia_gc_visit(self, ia_dm_refs, visit, arg);
 }
 
 static void ia_dm_dealloc(PyObject *self)
 {
-    ia_dm_object *m = (ia_dm_object *)self;
     PyObject_GC_UnTrack(self);
-    Py_CLEAR(m->device);
-    Py_CLEAR(m->key);
-    Py_CLEAR(m->ctx);
-    Py_CLEAR(m->views);
+    ia_gc_clear(self, ia_dm_refs);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -2271,49 +2244,16 @@ slow:
     return r;
 }
 
-static PyObject *ia_da_shut_method(PyObject *self, PyObject *Py_UNUSED(ignored))
-{
-    ((ia_da_object *)self)->shut = 1;
-    Py_RETURN_NONE;
-}
-
-static int ia_da_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    ia_da_object *a = (ia_da_object *)self;
-    Py_VISIT(a->cls);
-    Py_VISIT(a->ref);
-    Py_VISIT(a->slow);
-    Py_VISIT(a->alloc_error);
-    Py_VISIT(a->device_kind);
-    Py_VISIT(a->tls);
-    Py_VISIT(a->key);
-    Py_VISIT(a->ctx);
-    return 0;
-}
-
-static int ia_da_clear(PyObject *self)
-{
-    ia_da_object *a = (ia_da_object *)self;
-    Py_CLEAR(a->cls);
-    Py_CLEAR(a->ref);
-    Py_CLEAR(a->slow);
-    Py_CLEAR(a->alloc_error);
-    Py_CLEAR(a->device_kind);
-    Py_CLEAR(a->tls);
-    Py_CLEAR(a->key);
-    Py_CLEAR(a->ctx);
-    return 0;
-}
-
-static void ia_da_dealloc(PyObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    ia_da_clear(self);
-    Py_TYPE(self)->tp_free(self);
-}
+static const Py_ssize_t ia_da_refs[] = {
+    IA_MEMBER(ia_da_object, cls), IA_MEMBER(ia_da_object, ref), IA_MEMBER(ia_da_object, slow),
+    IA_MEMBER(ia_da_object, alloc_error), IA_MEMBER(ia_da_object, device_kind), IA_MEMBER(ia_da_object, tls),
+    IA_MEMBER(ia_da_object, key), IA_MEMBER(ia_da_object, ctx), IA_MEMBERS_END};
+IA_GC_TRAVERSE_CLEAR(ia_da)
+IA_GC_DEALLOC(ia_da)
+IA_SHUT_METHOD(ia_da, ia_da_object)
 
 static PyMethodDef ia_da_methods[] = {
-    {"_shut", ia_da_shut_method, METH_NOARGS, "Every later call takes the slow path (the device was closed)."},
+    IA_SHUT_METHOD_DEF(ia_da),
     {NULL, NULL, 0, NULL}
 };
 
@@ -2503,47 +2443,16 @@ slow:
     return r;
 }
 
-static PyObject *ia_hc_shut_method(PyObject *self, PyObject *Py_UNUSED(ignored))
-{
-    ((ia_hc_object *)self)->shut = 1;
-    Py_RETURN_NONE;
-}
-
-static int ia_hc_traverse(PyObject *self, visitproc visit, void *arg)
-{
-    ia_hc_object *c = (ia_hc_object *)self;
-    Py_VISIT(c->ref);
-    Py_VISIT(c->cls);
-    Py_VISIT(c->device);
-    Py_VISIT(c->host_types);
-    Py_VISIT(c->slow);
-    Py_VISIT(c->error);
-    Py_VISIT(c->gone);
-    return 0;
-}
-
-static int ia_hc_clear(PyObject *self)
-{
-    ia_hc_object *c = (ia_hc_object *)self;
-    Py_CLEAR(c->ref);
-    Py_CLEAR(c->cls);
-    Py_CLEAR(c->device);
-    Py_CLEAR(c->host_types);
-    Py_CLEAR(c->slow);
-    Py_CLEAR(c->error);
-    Py_CLEAR(c->gone);
-    return 0;
-}
-
-static void ia_hc_dealloc(PyObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    ia_hc_clear(self);
-    Py_TYPE(self)->tp_free(self);
-}
+static const Py_ssize_t ia_hc_refs[] = {
+    IA_MEMBER(ia_hc_object, ref), IA_MEMBER(ia_hc_object, cls), IA_MEMBER(ia_hc_object, device),
+    IA_MEMBER(ia_hc_object, host_types), IA_MEMBER(ia_hc_object, slow), IA_MEMBER(ia_hc_object, error),
+    IA_MEMBER(ia_hc_object, gone), IA_MEMBERS_END};
+IA_GC_TRAVERSE_CLEAR(ia_hc)
+IA_GC_DEALLOC(ia_hc)
+IA_SHUT_METHOD(ia_hc, ia_hc_object)
 
 static PyMethodDef ia_hc_methods[] = {
-    {"_shut", ia_hc_shut_method, METH_NOARGS, "Every later call takes the slow path (the device was closed)."},
+    IA_SHUT_METHOD_DEF(ia_hc),
     {NULL, NULL, 0, NULL}
 };
 
