@@ -403,12 +403,17 @@ class _Lowering:
     def in_str(self, i: int, p: BoundParam, o: str, t: CType, r: CType) -> None:
         if not isinstance(r, Pointer):
             raise _NoFastPath
-        # the Python wrapper: _v = v.encode() if isinstance(v, str) else v; cffi then converts _v
-        self.decls += [f"{_spell(t, f'a{i}')};", f"PyObject *ia_s{i} = NULL;"]
-        self.prepare += [f"if (PyUnicode_Check({o}) && (ia_s{i} = PyUnicode_AsUTF8String({o})) == NULL)",
+        # the Python wrapper: _v = v.encode() if isinstance(v, str) else v; cffi then converts _v.  A str passes
+        # its own UTF-8 (PyUnicode_AsUTF8AndSize: made once and kept in the str, which the caller holds), not a
+        # bytes object made and dropped on every call; embedded NULs pass as the encoded bytes would
+        self.decls += [f"{_spell(t, f'a{i}')};", f"const char *ia_u{i} = NULL;"]
+        self.prepare += [f"if (PyUnicode_Check({o}) && (ia_u{i} = PyUnicode_AsUTF8AndSize({o}, NULL)) == NULL)",
                          "    goto ia_done;"]
-        self.cleanup.append(f"Py_XDECREF(ia_s{i});")
-        self.pointer_arg(i, f"(ia_s{i} != NULL ? ia_s{i} : {o})", p.nullable, False)
+        before = len(self.convert)
+        self.pointer_arg(i, o, p.nullable, False)  # (anything else: bytes, a cdata, None where nullable)
+        other = self.convert[before:]
+        self.convert[before:] = [f"if (ia_u{i} != NULL) {{", f"    a{i} = ({_spell(t)})ia_u{i};", "} else {",
+                                 *["    " + line for line in other], "}"]
         self.args.append(f"a{i}")
 
     def in_array(self, i: int, p: BoundParam, o: str, t: CType, r: CType) -> None:

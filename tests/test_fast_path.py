@@ -124,7 +124,7 @@ for a in [(pa,), (pb,), (ctx,)] + [(x,) for x in bad]:
     cases.append(("goldenCtxSwap", a, {}))
 for a in [(0,), (3,), (8,), (99,), (-1,), (None,), (1 << 32,)]:
     cases.append(("goldenCtxOpen", a, {}))
-labels = ["abc", b"xyz", None, "é", "\ud800", 5, bytearray(b"a"), [b"a", b"\0"], buf, "x" * 100, ffi.NULL, desc]
+labels = ["abc", b"xyz", None, "é", "日本語", "a\0b", "\ud800", 5, bytearray(b"a"), [b"a", b"\0"], buf, "x" * 100, ffi.NULL, desc]
 for a in [(ctx, x) for x in labels] + [(ctx,), (ffi.NULL, "a"), (None, "a")]:
     cases += [("goldenCtxSetLabel", a, {}), ("goldenCtxLabel", (ctx,), {})]
 cases += [("goldenCtxSetLabel", (), {"ctx": ctx, "label": "kw"}), ("goldenCtxSetLabel", (), {"label": "kw"}),

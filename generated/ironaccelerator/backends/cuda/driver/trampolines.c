@@ -8405,7 +8405,7 @@ static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     CUresult ia_r;
     CUdevice o0 = 0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuDeviceGetByPCIBusId", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -8414,10 +8414,14 @@ static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[54] == NULL) && ia_ct_load(54, 1) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(54), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(54), ia_a[0], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuDeviceGetByPCIBusId(&o0, a1);
     Py_END_ALLOW_THREADS
@@ -8428,7 +8432,6 @@ static PyObject *ia_fast_57(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = IA_FROM_INT(CUdevice, o0);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -10090,7 +10093,7 @@ static PyObject *ia_fast_109(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     struct _cffi_freeme_s *ia_free = NULL;
     CUresult ia_r;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     void *o1 = NULL;
     int a2;
     cuuint64_t a3;
@@ -10103,10 +10106,14 @@ static PyObject *ia_fast_109(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[101] == NULL) && ia_ct_load(101, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(101), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
+    } else {
+        if (ia_arg_ptr(IA_CT(101), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
     IA_IN_INT(int, ia_a[1], a2);
     IA_IN_INT(cuuint64_t, ia_a[2], a3);
     Py_BEGIN_ALLOW_THREADS
@@ -10119,7 +10126,6 @@ static PyObject *ia_fast_109(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(102)), IA_FROM_INT(CUdriverProcAddressQueryResult, o4)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 
@@ -10958,7 +10964,7 @@ static PyObject *ia_fast_131(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUgraph a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     unsigned int a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
@@ -10968,12 +10974,16 @@ static PyObject *ia_fast_131(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[175] == NULL) && ia_ct_load(175, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(175), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(176), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(176), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     IA_IN_INT(unsigned int, ia_a[2], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuGraphDebugDotPrint(a0, a1, a2);
@@ -10985,7 +10995,6 @@ static PyObject *ia_fast_131(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = (Py_INCREF(Py_None), Py_None);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -14289,7 +14298,7 @@ static PyObject *ia_fast_224(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     size_t o1 = 0;
     CUlibrary a2;
     const char *a3;
-    PyObject *ia_s3 = NULL;
+    const char *ia_u3 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuLibraryGetGlobal", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -14298,12 +14307,16 @@ static PyObject *ia_fast_224(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[364] == NULL) && ia_ct_load(364, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u3 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(364), ia_a[0], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(365), (ia_s3 != NULL ? ia_s3 : ia_a[1]), (char **)&a3, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u3 != NULL) {
+        a3 = (const char *)ia_u3;
+    } else {
+        if (ia_arg_ptr(IA_CT(365), ia_a[1], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuLibraryGetGlobal(&o0, &o1, a2, a3);
     Py_END_ALLOW_THREADS
@@ -14314,7 +14327,6 @@ static PyObject *ia_fast_224(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s3);
     return ia_res;
 }
 
@@ -14329,7 +14341,7 @@ static PyObject *ia_fast_225(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUkernel o0 = NULL;
     CUlibrary a1;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuLibraryGetKernel", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -14338,12 +14350,16 @@ static PyObject *ia_fast_225(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[366] == NULL) && ia_ct_load(366, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(367), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(368), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_arg_ptr(IA_CT(368), ia_a[1], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuLibraryGetKernel(&o0, a1, a2);
     Py_END_ALLOW_THREADS
@@ -14354,7 +14370,6 @@ static PyObject *ia_fast_225(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(366));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s2);
     return ia_res;
 }
 
@@ -14403,7 +14418,7 @@ static PyObject *ia_fast_227(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     size_t o1 = 0;
     CUlibrary a2;
     const char *a3;
-    PyObject *ia_s3 = NULL;
+    const char *ia_u3 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuLibraryGetManaged", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -14412,12 +14427,16 @@ static PyObject *ia_fast_227(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[370] == NULL) && ia_ct_load(370, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u3 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(370), ia_a[0], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(371), (ia_s3 != NULL ? ia_s3 : ia_a[1]), (char **)&a3, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u3 != NULL) {
+        a3 = (const char *)ia_u3;
+    } else {
+        if (ia_arg_ptr(IA_CT(371), ia_a[1], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuLibraryGetManaged(&o0, &o1, a2, a3);
     Py_END_ALLOW_THREADS
@@ -14428,7 +14447,6 @@ static PyObject *ia_fast_227(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s3);
     return ia_res;
 }
 
@@ -14476,7 +14494,7 @@ static PyObject *ia_fast_229(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     void *o0 = NULL;
     CUlibrary a1;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuLibraryGetUnifiedFunction", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -14485,12 +14503,16 @@ static PyObject *ia_fast_229(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[374] == NULL) && ia_ct_load(374, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(375), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(376), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_arg_ptr(IA_CT(376), ia_a[1], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuLibraryGetUnifiedFunction(&o0, a1, a2);
     Py_END_ALLOW_THREADS
@@ -14501,7 +14523,6 @@ static PyObject *ia_fast_229(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(374));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s2);
     return ia_res;
 }
 
@@ -14556,7 +14577,7 @@ static PyObject *ia_fast_231(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUlibrary o0 = NULL;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     CUjit_option o2 = 0;
     void *o3 = NULL;
     unsigned int a4;
@@ -14571,10 +14592,14 @@ static PyObject *ia_fast_231(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[381] == NULL) && ia_ct_load(381, 4) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(382), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(382), ia_a[0], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     IA_IN_INT(unsigned int, ia_a[1], a4);
     IA_IN_INT(unsigned int, ia_a[2], a7);
     Py_BEGIN_ALLOW_THREADS
@@ -14587,7 +14612,6 @@ static PyObject *ia_fast_231(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = ia_tuple(5, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(381)), IA_FROM_INT(CUjit_option, o2), _cffi_from_c_pointer((char *)o3, IA_CT(383)), IA_FROM_INT(CUlibraryOption, o5), _cffi_from_c_pointer((char *)o6, IA_CT(384))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -14636,7 +14660,7 @@ static PyObject *ia_fast_233(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     void *a2;
     size_t a3;
     const char *a4;
-    PyObject *ia_s4 = NULL;
+    const char *ia_u4 = NULL;
     unsigned int a5;
     CUjit_option o6 = 0;
     void *o7 = NULL;
@@ -14648,7 +14672,7 @@ static PyObject *ia_fast_233(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[386] == NULL) && ia_ct_load(386, 4) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[4]) && (ia_s4 = PyUnicode_AsUTF8String(ia_a[4])) == NULL)
+    if (PyUnicode_Check(ia_a[4]) && (ia_u4 = PyUnicode_AsUTF8AndSize(ia_a[4], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(386), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
@@ -14656,8 +14680,12 @@ static PyObject *ia_fast_233(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     if (ia_arg_ptr(IA_CT(387), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(size_t, ia_a[3], a3);
-    if (ia_arg_ptr(IA_CT(388), (ia_s4 != NULL ? ia_s4 : ia_a[4]), (char **)&a4, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u4 != NULL) {
+        a4 = (const char *)ia_u4;
+    } else {
+        if (ia_arg_ptr(IA_CT(388), ia_a[4], (char **)&a4, &ia_free) < 0)
+            goto ia_done;
+    }
     IA_IN_INT(unsigned int, ia_a[5], a5);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuLinkAddData(a0, a1, a2, a3, a4, a5, &o6, &o7);
@@ -14669,7 +14697,6 @@ static PyObject *ia_fast_233(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUjit_option, o6), _cffi_from_c_pointer((char *)o7, IA_CT(389))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s4);
     return ia_res;
 }
 
@@ -14684,7 +14711,7 @@ static PyObject *ia_fast_234(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUlinkState a0;
     CUjitInputType a1;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     unsigned int a3;
     CUjit_option o4 = 0;
     void *o5 = NULL;
@@ -14696,13 +14723,17 @@ static PyObject *ia_fast_234(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[390] == NULL) && ia_ct_load(390, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[2]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+    if (PyUnicode_Check(ia_a[2]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[2], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(390), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(CUjitInputType, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(391), (ia_s2 != NULL ? ia_s2 : ia_a[2]), (char **)&a2, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_arg_ptr(IA_CT(391), ia_a[2], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
     IA_IN_INT(unsigned int, ia_a[3], a3);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuLinkAddFile(a0, a1, a2, a3, &o4, &o5);
@@ -14714,7 +14745,6 @@ static PyObject *ia_fast_234(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUjit_option, o4), _cffi_from_c_pointer((char *)o5, IA_CT(392))});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s2);
     return ia_res;
 }
 
@@ -14872,7 +14902,7 @@ static PyObject *ia_fast_239(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUlogIterator o0 = 0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     unsigned int a2;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
@@ -14882,10 +14912,14 @@ static PyObject *ia_fast_239(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[399] == NULL) && ia_ct_load(399, 1) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(399), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(399), ia_a[0], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     IA_IN_INT(unsigned int, ia_a[1], a2);
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuLogsDumpToFile(&o0, a1, a2);
@@ -14897,7 +14931,6 @@ static PyObject *ia_fast_239(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = IA_FROM_INT(CUlogIterator, o0);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -18450,7 +18483,7 @@ static PyObject *ia_fast_340(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUfunction o0 = NULL;
     CUmodule a1;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuModuleGetFunction", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -18459,12 +18492,16 @@ static PyObject *ia_fast_340(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[522] == NULL) && ia_ct_load(522, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(523), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(524), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_arg_ptr(IA_CT(524), ia_a[1], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuModuleGetFunction(&o0, a1, a2);
     Py_END_ALLOW_THREADS
@@ -18475,7 +18512,6 @@ static PyObject *ia_fast_340(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(522));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s2);
     return ia_res;
 }
 
@@ -18524,7 +18560,7 @@ static PyObject *ia_fast_342(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     size_t o1 = 0;
     CUmodule a2;
     const char *a3;
-    PyObject *ia_s3 = NULL;
+    const char *ia_u3 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuModuleGetGlobal", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -18533,12 +18569,16 @@ static PyObject *ia_fast_342(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[526] == NULL) && ia_ct_load(526, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u3 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(526), ia_a[0], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(527), (ia_s3 != NULL ? ia_s3 : ia_a[1]), (char **)&a3, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u3 != NULL) {
+        a3 = (const char *)ia_u3;
+    } else {
+        if (ia_arg_ptr(IA_CT(527), ia_a[1], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuModuleGetGlobal(&o0, &o1, a2, a3);
     Py_END_ALLOW_THREADS
@@ -18549,7 +18589,6 @@ static PyObject *ia_fast_342(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(CUdeviceptr, o0), IA_FROM_INT(size_t, o1)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s3);
     return ia_res;
 }
 
@@ -18587,7 +18626,7 @@ static PyObject *ia_fast_344(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUsurfref o0 = NULL;
     CUmodule a1;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuModuleGetSurfRef", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -18596,12 +18635,16 @@ static PyObject *ia_fast_344(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[528] == NULL) && ia_ct_load(528, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(529), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(530), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_arg_ptr(IA_CT(530), ia_a[1], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuModuleGetSurfRef(&o0, a1, a2);
     Py_END_ALLOW_THREADS
@@ -18612,7 +18655,6 @@ static PyObject *ia_fast_344(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(528));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s2);
     return ia_res;
 }
 
@@ -18627,7 +18669,7 @@ static PyObject *ia_fast_345(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUtexref o0 = NULL;
     CUmodule a1;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("cuModuleGetTexRef", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -18636,12 +18678,16 @@ static PyObject *ia_fast_345(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[531] == NULL) && ia_ct_load(531, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(532), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(533), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_arg_ptr(IA_CT(533), ia_a[1], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuModuleGetTexRef(&o0, a1, a2);
     Py_END_ALLOW_THREADS
@@ -18652,7 +18698,6 @@ static PyObject *ia_fast_345(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(531));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s2);
     return ia_res;
 }
 
@@ -18666,7 +18711,7 @@ static PyObject *ia_fast_346(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     CUresult ia_r;
     CUmodule o0 = NULL;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("cuModuleLoad", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -18675,10 +18720,14 @@ static PyObject *ia_fast_346(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[534] == NULL) && ia_ct_load(534, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(535), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(535), ia_a[0], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = cuModuleLoad(&o0, a1);
     Py_END_ALLOW_THREADS
@@ -18689,7 +18738,6 @@ static PyObject *ia_fast_346(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(534));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 

@@ -400,7 +400,7 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     nvrtcResult ia_r;
     nvrtcProgram a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("nvrtcAddNameExpression", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -409,12 +409,16 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(1), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(1), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvrtcAddNameExpression(a0, a1);
     Py_END_ALLOW_THREADS
@@ -425,7 +429,6 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_res = (Py_INCREF(Py_None), Py_None);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -484,9 +487,9 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     nvrtcResult ia_r;
     nvrtcProgram o0 = NULL;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     int a3;
     Py_ssize_t ia_n3 = 0;
     PyObject *ia_keep = NULL;
@@ -502,9 +505,9 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[4] == NULL) && ia_ct_load(4, 5) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_a[2] != Py_None && (ia_n3 = PyObject_Length(ia_a[2])) < 0)
         goto ia_done;
@@ -523,13 +526,21 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     if (ia_array(ia_a[3], ia_ct[8], sizeof *a5, 0, &ia_m5, &ia_keep) < 0)
         goto ia_done;
     a5 = ia_m5;
-    if (ia_arg_ptr(IA_CT(5), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
-    if ((ia_s2 != NULL ? ia_s2 : ia_a[1]) == Py_None) {
-        a2 = NULL;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
     } else {
-        if (ia_arg_ptr(IA_CT(6), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
+        if (ia_arg_ptr(IA_CT(5), ia_a[0], (char **)&a1, &ia_free) < 0)
             goto ia_done;
+    }
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_a[1] == Py_None) {
+            a2 = NULL;
+        } else {
+            if (ia_arg_ptr(IA_CT(6), ia_a[1], (char **)&a2, &ia_free) < 0)
+                goto ia_done;
+        }
     }
     IA_IN_LEN(int, ia_n3, a3);
     Py_BEGIN_ALLOW_THREADS
@@ -542,8 +553,6 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(4));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
-    Py_XDECREF(ia_s2);
     Py_XDECREF(ia_keep);
     PyMem_Free(ia_m4);
     PyMem_Free(ia_m5);
@@ -806,7 +815,7 @@ static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     nvrtcResult ia_r;
     nvrtcProgram a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     const char *o2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
@@ -816,12 +825,16 @@ static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[15] == NULL) && ia_ct_load(15, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(15), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(16), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(16), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvrtcGetLoweredName(a0, a1, &o2);
     Py_END_ALLOW_THREADS
@@ -832,7 +845,6 @@ static PyObject *ia_fast_10(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = ia_str(o2);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -1316,7 +1328,7 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     struct _cffi_freeme_s *ia_free = NULL;
     nvrtcResult ia_r;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     unsigned int a1;
     const char *o2 = NULL;
     (void)ia_self;
@@ -1327,10 +1339,14 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[28] == NULL) && ia_ct_load(28, 1) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(28), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
+    } else {
+        if (ia_arg_ptr(IA_CT(28), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
     IA_IN_INT(unsigned int, ia_a[1], a1);
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvrtcInstallBundledHeaders(a0, a1, &o2);
@@ -1342,7 +1358,6 @@ static PyObject *ia_fast_24(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = ia_str(o2);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 
@@ -1355,7 +1370,7 @@ static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     struct _cffi_freeme_s *ia_free = NULL;
     nvrtcResult ia_r;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     const char *o1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
@@ -1365,10 +1380,14 @@ static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[29] == NULL) && ia_ct_load(29, 1) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(29), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
+    } else {
+        if (ia_arg_ptr(IA_CT(29), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvrtcRemoveBundledHeaders(a0, &o1);
     Py_END_ALLOW_THREADS
@@ -1379,7 +1398,6 @@ static PyObject *ia_fast_25(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = ia_str(o1);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 

@@ -300,7 +300,7 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     struct _cffi_freeme_s *ia_free = NULL;
     nvtxDomainHandle_t ia_r;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("nvtxDomainCreate", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -309,17 +309,20 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(0), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
+    } else {
+        if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvtxDomainCreate(a0);
     Py_END_ALLOW_THREADS
     ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(1));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 
@@ -394,7 +397,7 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     nvtxDomainHandle_t a0;
     uint32_t a1;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 3)) {
         if (ia_fast_args("nvtxDomainNameCategory", ia_kw, 3, 3, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -403,22 +406,25 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[5] == NULL) && ia_ct_load(5, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[2]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+    if (PyUnicode_Check(ia_a[2]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[2], NULL)) == NULL)
         goto ia_done;
     if (IA_UNLIKELY(ia_status(3) != 0) && ia_fast_require(3) < 0)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(5), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(uint32_t, ia_a[1], a1);
-    if (ia_arg_ptr(IA_CT(6), (ia_s2 != NULL ? ia_s2 : ia_a[2]), (char **)&a2, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_arg_ptr(IA_CT(6), ia_a[2], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     nvtxDomainNameCategory(a0, a1, a2);
     Py_END_ALLOW_THREADS
     ia_res = (Py_INCREF(Py_None), Py_None);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s2);
     return ia_res;
 }
 
@@ -553,7 +559,7 @@ static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     nvtxStringHandle_t ia_r;
     nvtxDomainHandle_t a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("nvtxDomainRegisterString", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -562,19 +568,22 @@ static PyObject *ia_fast_8(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[13] == NULL) && ia_ct_load(13, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(13), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(14), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(14), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvtxDomainRegisterString(a0, a1);
     Py_END_ALLOW_THREADS
     ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(15));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -674,7 +683,7 @@ static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PyObject *ia_res = NULL;
     struct _cffi_freeme_s *ia_free = NULL;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("nvtxMark", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -683,19 +692,22 @@ static PyObject *ia_fast_12(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[21] == NULL) && ia_ct_load(21, 1) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
     if (IA_UNLIKELY(ia_status(12) != 0) && ia_fast_require(12) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(21), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
+    } else {
+        if (ia_arg_ptr(IA_CT(21), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     nvtxMark(a0);
     Py_END_ALLOW_THREADS
     ia_res = (Py_INCREF(Py_None), Py_None);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 
@@ -779,7 +791,7 @@ static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     struct _cffi_freeme_s *ia_free = NULL;
     int ia_r;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("nvtxRangePush", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -788,17 +800,20 @@ static PyObject *ia_fast_16(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[23] == NULL) && ia_ct_load(23, 1) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(23), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
+    } else {
+        if (ia_arg_ptr(IA_CT(23), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvtxRangePush(a0);
     Py_END_ALLOW_THREADS
     ia_res = IA_FROM_INT(int, ia_r);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 
@@ -839,7 +854,7 @@ static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     struct _cffi_freeme_s *ia_free = NULL;
     nvtxRangeId_t ia_r;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("nvtxRangeStart", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -848,17 +863,20 @@ static PyObject *ia_fast_18(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[25] == NULL) && ia_ct_load(25, 1) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(25), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
+    } else {
+        if (ia_arg_ptr(IA_CT(25), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = nvtxRangeStart(a0);
     Py_END_ALLOW_THREADS
     ia_res = IA_FROM_INT(nvtxRangeId_t, ia_r);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 

@@ -5686,7 +5686,7 @@ static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     hipError_t ia_r;
     int o0 = 0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("hipDeviceGetByPCIBusId", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -5695,10 +5695,14 @@ static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[38] == NULL) && ia_ct_load(38, 1) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(38), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(38), ia_a[0], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipDeviceGetByPCIBusId(&o0, a1);
     Py_END_ALLOW_THREADS
@@ -5709,7 +5713,6 @@ static PyObject *ia_fast_37(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = IA_FROM_INT(int, o0);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -13974,7 +13977,7 @@ static PyObject *ia_fast_273(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     hipFunction_t o0 = NULL;
     hipModule_t a1;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("hipModuleGetFunction", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -13983,12 +13986,16 @@ static PyObject *ia_fast_273(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[464] == NULL) && ia_ct_load(464, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(465), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(466), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_arg_ptr(IA_CT(466), ia_a[1], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipModuleGetFunction(&o0, a1, a2);
     Py_END_ALLOW_THREADS
@@ -13999,7 +14006,6 @@ static PyObject *ia_fast_273(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(464));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s2);
     return ia_res;
 }
 
@@ -14015,7 +14021,7 @@ static PyObject *ia_fast_274(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     size_t o1 = 0;
     hipModule_t a2;
     const char *a3;
-    PyObject *ia_s3 = NULL;
+    const char *ia_u3 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("hipModuleGetGlobal", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -14024,12 +14030,16 @@ static PyObject *ia_fast_274(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[467] == NULL) && ia_ct_load(467, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u3 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(468), ia_a[0], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(469), (ia_s3 != NULL ? ia_s3 : ia_a[1]), (char **)&a3, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u3 != NULL) {
+        a3 = (const char *)ia_u3;
+    } else {
+        if (ia_arg_ptr(IA_CT(469), ia_a[1], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipModuleGetGlobal(&o0, &o1, a2, a3);
     Py_END_ALLOW_THREADS
@@ -14040,7 +14050,6 @@ static PyObject *ia_fast_274(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o0, IA_CT(467)), IA_FROM_INT(size_t, o1)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s3);
     return ia_res;
 }
 
@@ -14055,7 +14064,7 @@ static PyObject *ia_fast_275(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     textureReference *o0 = NULL;
     hipModule_t a1;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("hipModuleGetTexRef", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -14064,12 +14073,16 @@ static PyObject *ia_fast_275(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[470] == NULL) && ia_ct_load(470, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(471), ia_a[0], (char **)&a1, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(472), (ia_s2 != NULL ? ia_s2 : ia_a[1]), (char **)&a2, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_arg_ptr(IA_CT(472), ia_a[1], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipModuleGetTexRef(&o0, a1, a2);
     Py_END_ALLOW_THREADS
@@ -14080,7 +14093,6 @@ static PyObject *ia_fast_275(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(470));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s2);
     return ia_res;
 }
 
@@ -14145,7 +14157,7 @@ static PyObject *ia_fast_277(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     hipError_t ia_r;
     hipModule_t o0 = NULL;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("hipModuleLoad", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -14154,10 +14166,14 @@ static PyObject *ia_fast_277(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     }
     if (IA_UNLIKELY(ia_ct[477] == NULL) && ia_ct_load(477, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(478), (ia_s1 != NULL ? ia_s1 : ia_a[0]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(478), ia_a[0], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = hipModuleLoad(&o0, a1);
     Py_END_ALLOW_THREADS
@@ -14168,7 +14184,6 @@ static PyObject *ia_fast_277(PyObject *ia_self, PyObject *const *ia_args, Py_ssi
     ia_res = _cffi_from_c_pointer((char *)o0, IA_CT(477));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 

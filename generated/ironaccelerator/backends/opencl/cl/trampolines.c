@@ -1693,7 +1693,7 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     const cl_device_id *a2 = NULL;
     void *ia_m2 = NULL;
     const char *a3;
-    PyObject *ia_s3 = NULL;
+    const char *ia_u3 = NULL;
     void (*a4)(cl_program, void *);
     void *a5;
     (void)ia_self;
@@ -1709,16 +1709,20 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     if (ia_array(ia_a[1], ia_ct[1], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
         goto ia_done;
     a2 = ia_m2;
-    if (PyUnicode_Check(ia_a[2]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+    if (PyUnicode_Check(ia_a[2]) && (ia_u3 = PyUnicode_AsUTF8AndSize(ia_a[2], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_LEN(cl_uint, ia_n1, a1);
-    if ((ia_s3 != NULL ? ia_s3 : ia_a[2]) == Py_None) {
-        a3 = NULL;
+    if (ia_u3 != NULL) {
+        a3 = (const char *)ia_u3;
     } else {
-        if (ia_arg_ptr(IA_CT(2), (ia_s3 != NULL ? ia_s3 : ia_a[2]), (char **)&a3, &ia_free) < 0)
-            goto ia_done;
+        if (ia_a[2] == Py_None) {
+            a3 = NULL;
+        } else {
+            if (ia_arg_ptr(IA_CT(2), ia_a[2], (char **)&a3, &ia_free) < 0)
+                goto ia_done;
+        }
     }
     if (ia_a[3] == Py_None) {
         a4 = NULL;
@@ -1745,7 +1749,6 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_free_args(ia_free);
     Py_XDECREF(ia_keep);
     PyMem_Free(ia_m2);
-    Py_XDECREF(ia_s3);
     return ia_res;
 }
 
@@ -1797,7 +1800,7 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     const cl_device_id *a2 = NULL;
     void *ia_m2 = NULL;
     const char *a3;
-    PyObject *ia_s3 = NULL;
+    const char *ia_u3 = NULL;
     cl_uint a4;
     Py_ssize_t ia_n4 = 0;
     const cl_program *a5 = NULL;
@@ -1819,7 +1822,7 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     if (ia_array(ia_a[1], ia_ct[8], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
         goto ia_done;
     a2 = ia_m2;
-    if (PyUnicode_Check(ia_a[2]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+    if (PyUnicode_Check(ia_a[2]) && (ia_u3 = PyUnicode_AsUTF8AndSize(ia_a[2], NULL)) == NULL)
         goto ia_done;
     if (ia_a[3] != Py_None && (ia_n4 = PyObject_Length(ia_a[3])) < 0)
         goto ia_done;
@@ -1841,11 +1844,15 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     if (ia_arg_ptr(IA_CT(7), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_LEN(cl_uint, ia_n1, a1);
-    if ((ia_s3 != NULL ? ia_s3 : ia_a[2]) == Py_None) {
-        a3 = NULL;
+    if (ia_u3 != NULL) {
+        a3 = (const char *)ia_u3;
     } else {
-        if (ia_arg_ptr(IA_CT(9), (ia_s3 != NULL ? ia_s3 : ia_a[2]), (char **)&a3, &ia_free) < 0)
-            goto ia_done;
+        if (ia_a[2] == Py_None) {
+            a3 = NULL;
+        } else {
+            if (ia_arg_ptr(IA_CT(9), ia_a[2], (char **)&a3, &ia_free) < 0)
+                goto ia_done;
+        }
     }
     IA_IN_LEN(cl_uint, ia_n4, a4);
     if (ia_a[5] == Py_None) {
@@ -1873,7 +1880,6 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_free_args(ia_free);
     Py_XDECREF(ia_keep);
     PyMem_Free(ia_m2);
-    Py_XDECREF(ia_s3);
     PyMem_Free(ia_m5);
     PyMem_Free(ia_m6);
     return ia_res;
@@ -2353,7 +2359,7 @@ static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     cl_kernel ia_r;
     cl_program a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     cl_int o2 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
@@ -2363,12 +2369,16 @@ static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[56] == NULL) && ia_ct_load(56, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(56), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(57), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(57), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = clCreateKernel(a0, a1, &o2);
     Py_END_ALLOW_THREADS
@@ -2379,7 +2389,6 @@ static PyObject *ia_fast_13(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(58));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -2556,7 +2565,7 @@ static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     cl_uint a1;
     const cl_device_id *a2;
     const char *a3;
-    PyObject *ia_s3 = NULL;
+    const char *ia_u3 = NULL;
     cl_int o4 = 0;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
@@ -2566,15 +2575,19 @@ static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[70] == NULL) && ia_ct_load(70, 4) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[3]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[3])) == NULL)
+    if (PyUnicode_Check(ia_a[3]) && (ia_u3 = PyUnicode_AsUTF8AndSize(ia_a[3], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(70), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_INT(cl_uint, ia_a[1], a1);
     if (ia_arg_ptr(IA_CT(71), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(72), (ia_s3 != NULL ? ia_s3 : ia_a[3]), (char **)&a3, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u3 != NULL) {
+        a3 = (const char *)ia_u3;
+    } else {
+        if (ia_arg_ptr(IA_CT(72), ia_a[3], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = clCreateProgramWithBuiltInKernels(a0, a1, a2, a3, &o4);
     Py_END_ALLOW_THREADS
@@ -2585,7 +2598,6 @@ static PyObject *ia_fast_17(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(73));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s3);
     return ia_res;
 }
 
@@ -4755,7 +4767,7 @@ static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     struct _cffi_freeme_s *ia_free = NULL;
     void *ia_r;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("clGetExtensionFunctionAddress", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -4764,17 +4776,20 @@ static PyObject *ia_fast_65(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[277] == NULL) && ia_ct_load(277, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(277), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
+    } else {
+        if (ia_arg_ptr(IA_CT(277), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetExtensionFunctionAddress(a0);
     Py_END_ALLOW_THREADS
     ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(278));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 
@@ -4788,7 +4803,7 @@ static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     void *ia_r;
     cl_platform_id a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("clGetExtensionFunctionAddressForPlatform", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -4797,19 +4812,22 @@ static PyObject *ia_fast_66(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[279] == NULL) && ia_ct_load(279, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(279), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(280), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(280), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = clGetExtensionFunctionAddressForPlatform(a0, a1);
     Py_END_ALLOW_THREADS
     ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(281));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -5423,7 +5441,7 @@ static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     const cl_device_id *a2 = NULL;
     void *ia_m2 = NULL;
     const char *a3;
-    PyObject *ia_s3 = NULL;
+    const char *ia_u3 = NULL;
     cl_uint a4;
     Py_ssize_t ia_n4 = 0;
     const cl_program *a5 = NULL;
@@ -5444,7 +5462,7 @@ static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     if (ia_array(ia_a[1], ia_ct[316], sizeof *a2, 0, &ia_m2, &ia_keep) < 0)
         goto ia_done;
     a2 = ia_m2;
-    if (PyUnicode_Check(ia_a[2]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+    if (PyUnicode_Check(ia_a[2]) && (ia_u3 = PyUnicode_AsUTF8AndSize(ia_a[2], NULL)) == NULL)
         goto ia_done;
     if (ia_a[3] != Py_None && (ia_n4 = PyObject_Length(ia_a[3])) < 0)
         goto ia_done;
@@ -5454,11 +5472,15 @@ static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     if (ia_arg_ptr(IA_CT(315), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
     IA_IN_LEN(cl_uint, ia_n1, a1);
-    if ((ia_s3 != NULL ? ia_s3 : ia_a[2]) == Py_None) {
-        a3 = NULL;
+    if (ia_u3 != NULL) {
+        a3 = (const char *)ia_u3;
     } else {
-        if (ia_arg_ptr(IA_CT(317), (ia_s3 != NULL ? ia_s3 : ia_a[2]), (char **)&a3, &ia_free) < 0)
-            goto ia_done;
+        if (ia_a[2] == Py_None) {
+            a3 = NULL;
+        } else {
+            if (ia_arg_ptr(IA_CT(317), ia_a[2], (char **)&a3, &ia_free) < 0)
+                goto ia_done;
+        }
     }
     IA_IN_LEN(cl_uint, ia_n4, a4);
     if (ia_a[4] == Py_None) {
@@ -5486,7 +5508,6 @@ static PyObject *ia_fast_81(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_free_args(ia_free);
     Py_XDECREF(ia_keep);
     PyMem_Free(ia_m2);
-    Py_XDECREF(ia_s3);
     PyMem_Free(ia_m5);
     return ia_res;
 }

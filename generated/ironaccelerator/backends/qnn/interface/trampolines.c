@@ -1362,11 +1362,11 @@ static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     Qnn_ErrorHandle_t ia_r;
     Qnn_BackendHandle_t a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     const char *a2;
-    PyObject *ia_s2 = NULL;
+    const char *ia_u2 = NULL;
     const char *a3;
-    PyObject *ia_s3 = NULL;
+    const char *ia_u3 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 4)) {
         if (ia_fast_args("QnnBackend_registerOpPackage", ia_kw, 4, 4, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -1375,20 +1375,32 @@ static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[9] == NULL) && ia_ct_load(9, 4) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
-    if (PyUnicode_Check(ia_a[2]) && (ia_s2 = PyUnicode_AsUTF8String(ia_a[2])) == NULL)
+    if (PyUnicode_Check(ia_a[2]) && (ia_u2 = PyUnicode_AsUTF8AndSize(ia_a[2], NULL)) == NULL)
         goto ia_done;
-    if (PyUnicode_Check(ia_a[3]) && (ia_s3 = PyUnicode_AsUTF8String(ia_a[3])) == NULL)
+    if (PyUnicode_Check(ia_a[3]) && (ia_u3 = PyUnicode_AsUTF8AndSize(ia_a[3], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(9), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(10), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
-    if (ia_arg_ptr(IA_CT(11), (ia_s2 != NULL ? ia_s2 : ia_a[2]), (char **)&a2, &ia_free) < 0)
-        goto ia_done;
-    if (ia_arg_ptr(IA_CT(12), (ia_s3 != NULL ? ia_s3 : ia_a[3]), (char **)&a3, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(10), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_u2 != NULL) {
+        a2 = (const char *)ia_u2;
+    } else {
+        if (ia_arg_ptr(IA_CT(11), ia_a[2], (char **)&a2, &ia_free) < 0)
+            goto ia_done;
+    }
+    if (ia_u3 != NULL) {
+        a3 = (const char *)ia_u3;
+    } else {
+        if (ia_arg_ptr(IA_CT(12), ia_a[3], (char **)&a3, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnBackend_registerOpPackage(a0, a1, a2, a3);
     Py_END_ALLOW_THREADS
@@ -1399,9 +1411,6 @@ static PyObject *ia_fast_6(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_res = (Py_INCREF(Py_None), Py_None);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
-    Py_XDECREF(ia_s2);
-    Py_XDECREF(ia_s3);
     return ia_res;
 }
 
@@ -2533,7 +2542,7 @@ static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     struct _cffi_freeme_s *ia_free = NULL;
     Qnn_ErrorHandle_t ia_r;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 1)) {
         if (ia_fast_args("QnnError_freeVerboseMessage", ia_kw, 1, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -2542,10 +2551,14 @@ static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[102] == NULL) && ia_ct_load(102, 1) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(102), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
+    } else {
+        if (ia_arg_ptr(IA_CT(102), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnError_freeVerboseMessage(a0);
     Py_END_ALLOW_THREADS
@@ -2556,7 +2569,6 @@ static PyObject *ia_fast_36(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = (Py_INCREF(Py_None), Py_None);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 
@@ -2693,7 +2705,7 @@ static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     Qnn_ErrorHandle_t ia_r;
     Qnn_ContextHandle_t a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     const QnnGraph_Config_t **a2;
     Qnn_GraphHandle_t o3 = NULL;
     (void)ia_self;
@@ -2704,12 +2716,16 @@ static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[106] == NULL) && ia_ct_load(106, 4) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(106), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(107), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(107), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     if (ia_arg_ptr(IA_CT(108), ia_a[2], (char **)&a2, &ia_free) < 0)
         goto ia_done;
     Py_BEGIN_ALLOW_THREADS
@@ -2722,7 +2738,6 @@ static PyObject *ia_fast_41(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = _cffi_from_c_pointer((char *)o3, IA_CT(109));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -2736,7 +2751,7 @@ static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     Qnn_ErrorHandle_t ia_r;
     Qnn_GraphHandle_t a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     Qnn_GraphHandle_t o2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
@@ -2746,12 +2761,16 @@ static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[110] == NULL) && ia_ct_load(110, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(110), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(111), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(111), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGraph_createSubgraph(a0, a1, &o2);
     Py_END_ALLOW_THREADS
@@ -2762,7 +2781,6 @@ static PyObject *ia_fast_42(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(112));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -3026,7 +3044,7 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     Qnn_ErrorHandle_t ia_r;
     Qnn_ContextHandle_t a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     Qnn_GraphHandle_t o2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
@@ -3036,12 +3054,16 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[134] == NULL) && ia_ct_load(134, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(134), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(135), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(135), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnGraph_retrieve(a0, a1, &o2);
     Py_END_ALLOW_THREADS
@@ -3052,7 +3074,6 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(136));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 

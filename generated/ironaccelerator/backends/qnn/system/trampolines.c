@@ -447,7 +447,7 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     Qnn_ErrorHandle_t ia_r;
     Qnn_LogHandle_t a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     QnnSystemDlc_Handle_t o2 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
@@ -457,12 +457,16 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[11] == NULL) && ia_ct_load(11, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(11), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(12), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(12), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = QnnSystemDlc_createFromFile(a0, a1, &o2);
     Py_END_ALLOW_THREADS
@@ -473,7 +477,6 @@ static PyObject *ia_fast_5(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_res = _cffi_from_c_pointer((char *)o2, IA_CT(13));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 

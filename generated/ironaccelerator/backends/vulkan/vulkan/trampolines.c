@@ -3506,7 +3506,7 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     VkResult ia_r;
     VkPhysicalDevice a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     uint32_t o2;
     VkExtensionProperties *a3;
     (void)ia_self;
@@ -3517,7 +3517,7 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[143] == NULL) && ia_ct_load(143, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     IA_INOUT_INT(uint32_t, ia_a[2], o2);
     if (ia_arg_ptr(IA_CT(143), ia_a[0], (char **)&a0, &ia_free) < 0)
@@ -3526,11 +3526,15 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_null(47, "physicalDevice");
         goto ia_done;
     }
-    if ((ia_s1 != NULL ? ia_s1 : ia_a[1]) == Py_None) {
-        a1 = NULL;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
     } else {
-        if (ia_arg_ptr(IA_CT(144), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-            goto ia_done;
+        if (ia_a[1] == Py_None) {
+            a1 = NULL;
+        } else {
+            if (ia_arg_ptr(IA_CT(144), ia_a[1], (char **)&a1, &ia_free) < 0)
+                goto ia_done;
+        }
     }
     if (ia_a[3] == Py_None) {
         a3 = NULL;
@@ -3548,7 +3552,6 @@ static PyObject *ia_fast_47(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(VkResult, ia_r), IA_FROM_INT(uint32_t, o2)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -3606,7 +3609,7 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     struct _cffi_freeme_s *ia_free = NULL;
     VkResult ia_r;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     uint32_t o1;
     VkExtensionProperties *a2;
     (void)ia_self;
@@ -3617,14 +3620,18 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[148] == NULL) && ia_ct_load(148, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
     IA_INOUT_INT(uint32_t, ia_a[1], o1);
-    if ((ia_s0 != NULL ? ia_s0 : ia_a[0]) == Py_None) {
-        a0 = NULL;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
     } else {
-        if (ia_arg_ptr(IA_CT(148), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-            goto ia_done;
+        if (ia_a[0] == Py_None) {
+            a0 = NULL;
+        } else {
+            if (ia_arg_ptr(IA_CT(148), ia_a[0], (char **)&a0, &ia_free) < 0)
+                goto ia_done;
+        }
     }
     if (ia_a[2] == Py_None) {
         a2 = NULL;
@@ -3642,7 +3649,6 @@ static PyObject *ia_fast_49(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = ia_tuple(2, (PyObject *[]){IA_FROM_INT(VkResult, ia_r), IA_FROM_INT(uint32_t, o1)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 
@@ -4009,7 +4015,7 @@ static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PFN_vkVoidFunction ia_r;
     VkDevice a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("vkGetDeviceProcAddr", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -4018,7 +4024,7 @@ static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[167] == NULL) && ia_ct_load(167, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(167), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
@@ -4026,15 +4032,18 @@ static PyObject *ia_fast_58(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         ia_fast_null(58, "device");
         goto ia_done;
     }
-    if (ia_arg_ptr(IA_CT(168), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(168), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkGetDeviceProcAddr(a0, a1);
     Py_END_ALLOW_THREADS
     ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(169));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -4129,7 +4138,7 @@ static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     PFN_vkVoidFunction ia_r;
     VkInstance a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("vkGetInstanceProcAddr", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -4138,7 +4147,7 @@ static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[174] == NULL) && ia_ct_load(174, 3) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_a[0] == Py_None) {
         a0 = NULL;
@@ -4146,15 +4155,18 @@ static PyObject *ia_fast_61(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
         if (ia_arg_ptr(IA_CT(174), ia_a[0], (char **)&a0, &ia_free) < 0)
             goto ia_done;
     }
-    if (ia_arg_ptr(IA_CT(175), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(175), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = vkGetInstanceProcAddr(a0, a1);
     Py_END_ALLOW_THREADS
     ia_res = _cffi_from_c_pointer((char *)ia_r, IA_CT(176));
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 

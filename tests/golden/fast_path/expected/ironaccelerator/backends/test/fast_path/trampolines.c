@@ -630,7 +630,7 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     goldenStatus ia_r;
     goldenCtx a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("goldenBuild", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -639,12 +639,16 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[2] == NULL) && ia_ct_load(2, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(2), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(3), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(3), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = goldenBuild(a0, a1);
     Py_END_ALLOW_THREADS
@@ -655,7 +659,6 @@ static PyObject *ia_fast_3(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_res = (Py_INCREF(Py_None), Py_None);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
@@ -997,7 +1000,7 @@ static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     goldenStatus ia_r;
     goldenCtx a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("goldenCtxSetLabel", ia_kw, 2, 1, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -1006,15 +1009,19 @@ static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     }
     if (IA_UNLIKELY(ia_ct[16] == NULL) && ia_ct_load(16, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(16), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if ((ia_s1 != NULL ? ia_s1 : ia_a[1]) == Py_None) {
-        a1 = NULL;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
     } else {
-        if (ia_arg_ptr(IA_CT(17), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-            goto ia_done;
+        if (ia_a[1] == Py_None) {
+            a1 = NULL;
+        } else {
+            if (ia_arg_ptr(IA_CT(17), ia_a[1], (char **)&a1, &ia_free) < 0)
+                goto ia_done;
+        }
     }
     Py_BEGIN_ALLOW_THREADS
     ia_r = goldenCtxSetLabel(a0, a1);
@@ -1026,7 +1033,6 @@ static PyObject *ia_fast_15(PyObject *ia_self, PyObject *const *ia_args, Py_ssiz
     ia_res = (Py_INCREF(Py_None), Py_None);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 

@@ -193,7 +193,7 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     struct _cffi_freeme_s *ia_free = NULL;
     paStatus ia_r;
     const char *a0;
-    PyObject *ia_s0 = NULL;
+    const char *ia_u0 = NULL;
     void *o1 = NULL;
     int a2;
     unsigned long long a3;
@@ -206,10 +206,14 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[1] == NULL) && ia_ct_load(1, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[0]) && (ia_s0 = PyUnicode_AsUTF8String(ia_a[0])) == NULL)
+    if (PyUnicode_Check(ia_a[0]) && (ia_u0 = PyUnicode_AsUTF8AndSize(ia_a[0], NULL)) == NULL)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(1), (ia_s0 != NULL ? ia_s0 : ia_a[0]), (char **)&a0, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u0 != NULL) {
+        a0 = (const char *)ia_u0;
+    } else {
+        if (ia_arg_ptr(IA_CT(1), ia_a[0], (char **)&a0, &ia_free) < 0)
+            goto ia_done;
+    }
     IA_IN_INT(int, ia_a[1], a2);
     IA_IN_INT(unsigned long long, ia_a[2], a3);
     Py_BEGIN_ALLOW_THREADS
@@ -222,7 +226,6 @@ static PyObject *ia_fast_2(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_res = ia_tuple(2, (PyObject *[]){_cffi_from_c_pointer((char *)o1, IA_CT(2)), IA_FROM_INT(int, o4)});
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s0);
     return ia_res;
 }
 

@@ -104,7 +104,7 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     strStatus ia_r;
     strProgram a0;
     const char *a1;
-    PyObject *ia_s1 = NULL;
+    const char *ia_u1 = NULL;
     (void)ia_self;
     if (IA_UNLIKELY(ia_kwnames != NULL || ia_nargs != 2)) {
         if (ia_fast_args("strBuild", ia_kw, 2, 2, ia_args, ia_nargs, ia_kwnames, ia_argv) < 0)
@@ -113,12 +113,16 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     }
     if (IA_UNLIKELY(ia_ct[0] == NULL) && ia_ct_load(0, 2) < 0)
         return NULL;
-    if (PyUnicode_Check(ia_a[1]) && (ia_s1 = PyUnicode_AsUTF8String(ia_a[1])) == NULL)
+    if (PyUnicode_Check(ia_a[1]) && (ia_u1 = PyUnicode_AsUTF8AndSize(ia_a[1], NULL)) == NULL)
         goto ia_done;
     if (ia_arg_ptr(IA_CT(0), ia_a[0], (char **)&a0, &ia_free) < 0)
         goto ia_done;
-    if (ia_arg_ptr(IA_CT(1), (ia_s1 != NULL ? ia_s1 : ia_a[1]), (char **)&a1, &ia_free) < 0)
-        goto ia_done;
+    if (ia_u1 != NULL) {
+        a1 = (const char *)ia_u1;
+    } else {
+        if (ia_arg_ptr(IA_CT(1), ia_a[1], (char **)&a1, &ia_free) < 0)
+            goto ia_done;
+    }
     Py_BEGIN_ALLOW_THREADS
     ia_r = strBuild(a0, a1);
     Py_END_ALLOW_THREADS
@@ -129,7 +133,6 @@ static PyObject *ia_fast_0(PyObject *ia_self, PyObject *const *ia_args, Py_ssize
     ia_res = (Py_INCREF(Py_None), Py_None);
     ia_done:
     ia_free_args(ia_free);
-    Py_XDECREF(ia_s1);
     return ia_res;
 }
 
