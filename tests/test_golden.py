@@ -383,7 +383,9 @@ def _build(lib_dir: str) -> str | None:
     try:
         build_library(Path(lib_dir), api=True)
     except Exception as exc:  # reported by the case's test, not the fixture
-        return f"{type(exc).__name__}: {exc}"
+        # (a compile failure: with the compiler's own error lines, which say which line of which file)
+        errors = [line.strip() for line in (getattr(exc, "output", "") or "").splitlines() if "error" in line]
+        return f"{type(exc).__name__}: {exc}" + "".join(f"\n    {line}" for line in errors[:8])
     return None
 
 
