@@ -78,7 +78,7 @@ generate: $(GENSDK) metal-cpp
 test: $(SDKS) metal-cpp
 	$(VPY) -m ironaccelerator_gen sdks
 	$(VPY) -m ironaccelerator_gen generate --check
-	$(VPY) -m ironaccelerator_gen build
+	$(VPY) -m ironaccelerator_gen build --require-api
 	$(VPY) -m pytest -q
 	$(MAKE) --no-print-directory test-wheel
 

@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="build N modules at a time (default: the number of CPUs)")
     b.add_argument("--force", action="store_true", help="rebuild every module, even those whose inputs are unchanged")
+    b.add_argument("--require-api", action="store_true",
+                   help="a module whose C compile fails is an error (exit 1), not left in ABI mode: where a compiler "
+                        "is there, that is a bug in the generated C or the runtime's headers (make test passes it)")
     _add_verbosity(b)
     sub.add_parser("spec-keys", help="print the reference of every spec key (docs/SPEC_KEYS.md) from the loaders' schema")
     s = sub.add_parser("sdks", help="list the SDKs the library specs declare that are found, with version and path")
@@ -296,6 +299,11 @@ def main(argv: list[str] | None = None) -> int:
             if report.failed:
                 print(f"ironaccel-gen build: no module built for {', '.join(report.failed)}: importing "
                       f"{'it' if len(report.failed) == 1 else 'them'} would fail (see above)", file=sys.stderr)
+                return 1
+            if args.require_api and report.api_failed:
+                print(f"ironaccel-gen build: the C compile failed for {', '.join(report.api_failed)} (the compiler's "
+                      "errors are above); --require-api makes that an error, not a fallback to ABI mode",
+                      file=sys.stderr)
                 return 1
             return 0
         if args.command == "spec-keys":

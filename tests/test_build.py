@@ -142,6 +142,12 @@ def test_a_failed_compile_shows_the_compilers_output(out: Path) -> None:
     assert "the compiler said:" in proc.stdout and "this is not C;" in proc.stdout, proc.stdout
     assert "error:" not in proc.stderr, proc.stderr
     assert "building " not in proc.stdout, proc.stdout
+    # --require-api (make test's build): the same failure is an error, naming the module, its output shown as before
+    proc = subprocess.run([sys.executable, "-m", "ironaccelerator_gen", "build", "--out", str(out), "-q",
+                           "--require-api"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "ironaccelerator.backends.test.strings" in proc.stderr and "--require-api" in proc.stderr, proc.stderr
+    assert "the compiler said:" in proc.stdout and "this is not C;" in proc.stdout, proc.stdout
 
 
 def test_the_cli_reports_as_it_goes(out: Path) -> None:
