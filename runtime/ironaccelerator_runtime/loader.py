@@ -169,13 +169,13 @@ def realize_types(ffi: Any, lib: Any) -> None:
 
     cffi builds them lazily, on first use, and that is not thread-safe: a garbage collection while one thread
     builds an enum, a struct or a function's type may run a finalizer that lets another thread in, which builds the
-    same type; cffi then aborts the process (an assertion on the type's slot) or completes a struct twice.  Two
-    threads' first launches on a device were enough (tests/test_loader.py's race test).  Built here, each type is
-    found ready by every later use.  The typedefs (enums, handles, function pointers), every struct and union's
-    fields, and in API mode every function's type (``lib``: the function objects are made and kept; calling none
-    opens the library).  An ABI-mode ``lib`` (``_LazyLib``) is passed as None: it builds a function's type when it
-    resolves the function, one resolution at a time.  Takes ~0.1 ms (OpenCL) to ~9 ms (Vulkan), once per
-    process."""
+    same type; cffi then aborts the process (an assertion on the type's slot) or completes a struct twice.  Four
+    threads' first launches on one Vulkan device did it in CI (tests/test_types_realized.py forces the race on every
+    generated module).  Built here, each type is found ready by every later use.  The typedefs (enums, handles,
+    function pointers), every struct and union's fields, and in API mode every function's type (``lib``: the
+    function objects are made and kept; calling none opens the library).  An ABI-mode ``lib`` (``_LazyLib``) is
+    passed as None: it builds a function's type when it resolves the function, one resolution at a time.  Takes
+    ~0.1 ms (OpenCL) to ~9 ms (Vulkan), once per process."""
     typedefs, structs, unions = ffi.list_types()
     typeof, sizeof = ffi.typeof, ffi.sizeof
     for name in typedefs:
